@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# run-tests.sh — runs every Nabla test suite and sums the results.
+#
+# Contract for every test program/script: one stdout line per test,
+#     PASS: name
+#     FAIL: name: why          (any further lines must not start with PASS:/FAIL:/SKIP:)
+#     SKIP: name: why
+# and exit status 0 unless something failed.  A suite that crashes or exits
+# non-zero without printing any FAIL line counts as one failure named after
+# the suite.  Exit status 77 with no result lines means "this whole suite does
+# not apply here" (nothing is counted).  Each suite's stdout+stderr goes to
+# build/test-logs/<suite>.log; FAIL lines and a one-line summary per suite are
+# echoed.  The last line is always "N passed, N failed, N skipped"; the exit
+# status is 1 when anything failed.
+#
+# Suites (each skipped with a note when not built/written yet):
+#   C tests     every executable build/tests/**/test_*, run from the repo root;
+#               then the same from build-asan/ with suffix " [asan]".
+#   scripts     tests/*/run_*.sh (bash) and tests/*/test_*.py (/usr/bin/python3),
+#               run from the repo root with NABLA=<abs path of build/nabla>.
+#               A script whose text mentions NABLA_ASAN is run a second time
+#               (suffix " [asan]") with NABLA_ASAN=1 and
+#               NABLA=NABLA_ASAN_BIN=<abs path of build-asan/nabla>; it may
+#               trim its work there, or exit 77 to opt out.
+#   fuzz        build-fuzz/tests/fuzz/fuzz_eval for FUZZ_TIME seconds on a
+#               temporary copy of tests/fuzz/corpus/.
+#
+# Usage: tools/run-tests.sh [SUBSTRING...]   only suites whose name contains one
+# Environment: BUILD_DIR (build), ASAN_BUILD_DIR (build-asan),
+#   FUZZ_BUILD_DIR (build-fuzz), FUZZ_TIME (60), SUITE_TIMEOUT (900 s per
+#   suite), NO_ASAN=1, NO_FUZZ=1 to leave those passes out.
+set -u
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+
+BUILD_DIR=${BUILD_DIR:-build}
+ASAN_BUILD_DIR=${ASAN_BUILD_DIR:-build-asan}
+FUZZ_BUILD_DIR=${FUZZ_BUILD_DIR:-build-fuzz}
+FUZZ_TIME=${FUZZ_TIME:-60}
+SUITE_TIMEOUT=${SUITE_TIMEOUT:-900}
+PYTHON=/usr/bin/python3
+LOGDIR=$ROOT/$BUILD_DIR/test-logs
+
+ASAN_ENV=(ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1:detect_stack_use_after_return=1
+          UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1)
+
+TOTAL_PASS=0 TOTAL_FAIL=0 TOTAL_SKIP=0
+FILTERS=("$@")
+
+note() { echo "note: $*"; }
+
+selected() {
+  [ ${#FILTERS[@]} -eq 0 ] && return 0
+  local f
+  for f in "${FILTERS[@]}"; do
+    case "$1" in *"$f"*) return 0 ;; esac
+  done
+  return 1
+}
+
+count() { grep -c "^$1: " "$2" 2>/dev/null || true; }
+
+# run_suite NAME COMMAND... : runs COMMAND (from the repo root, with stdin
+# from /dev/null) with a time limit, logs, counts and reports.
+run_suite() {
+  local name=$1; shift
+  selected "$name" || return 0
+  mkdir -p "$LOGDIR"
+  local log="$LOGDIR/$(printf '%s' "$name" | tr -c 'A-Za-z0-9._-' '_').log"
+  local rc=0
+  if [ "$(type -t "$1")" = function ]; then   # bounds its own time
+    "$@" </dev/null >"$log" 2>&1 || rc=$?
+  else
+    # (in a subshell so that bash's "Segmentation fault" notice lands in the log)
+    ( timeout -k 10 "$SUITE_TIMEOUT" "$@"; exit $? ) </dev/null >"$log" 2>&1 || rc=$?
+  fi
+  local p f s
+  p=$(count PASS "$log"); f=$(count FAIL "$log"); s=$(count SKIP "$log")
+  if [ "$rc" -eq 77 ] && [ $((p + f + s)) -eq 0 ]; then
+    note "$name: does not apply here (exit 77); nothing counted"
+    return 0
+  fi
+  grep "^FAIL: " "$log" | sed 's/^/  /'
+  if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+    local why="exited with status $rc"
+    [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ] && why="timed out after ${SUITE_TIMEOUT}s (status $rc)"
+    [ "$rc" -gt 128 ] && [ "$rc" -ne 137 ] && why="killed by signal $((rc - 128))"
+    echo "FAIL: $name: $why without a FAIL line" >>"$log"
+    echo "  FAIL: $name: $why without a FAIL line; see ${log#$ROOT/}"
+    f=1
+  elif [ $((p + f + s)) -eq 0 ]; then
+    note "$name: printed no PASS/FAIL/SKIP lines"
+  fi
+  TOTAL_PASS=$((TOTAL_PASS + p)); TOTAL_FAIL=$((TOTAL_FAIL + f)); TOTAL_SKIP=$((TOTAL_SKIP + s))
+  printf '%-48s %4d passed, %d failed, %d skipped  (%s)\n' "$name" "$p" "$f" "$s" "${log#$ROOT/}"
+}
+
+# ---- C test programs -------------------------------------------------------
+c_tests() {  # DIR -> executables test_* under DIR/tests, sorted
+  [ -d "$1/tests" ] || return 0
+  find "$1/tests" -type f -name 'test_*' ! -name '*.*' -perm -u+x ! -path '*.p/*' | sort
+}
+
+c_suites() {
+  local dir=$1 suffix=$2; shift 2
+  if [ ! -d "$dir" ]; then
+    note "$dir/ not configured; C tests${suffix} not run"
+    return 0
+  fi
+  local exes
+  exes=$(c_tests "$dir")
+  if [ -z "$exes" ]; then
+    note "no test_* executables under $dir/tests yet"
+    return 0
+  fi
+  local exe
+  for exe in $exes; do
+    run_suite "${exe#$dir/}$suffix" env "$@" "$ROOT/$exe"
+  done
+}
+
+c_suites "$BUILD_DIR" ""
+if [ "${NO_ASAN:-0}" != 1 ]; then
+  c_suites "$ASAN_BUILD_DIR" " [asan]" "${ASAN_ENV[@]}"
+fi
+
+# ---- scripts ---------------------------------------------------------------
+NABLA_BIN=$ROOT/$BUILD_DIR/nabla
+NABLA_ASAN_BIN=$ROOT/$ASAN_BUILD_DIR/nabla
+shopt -s nullglob
+scripts=(tests/*/run_*.sh tests/*/test_*.py)
+shopt -u nullglob
+if [ ${#scripts[@]} -eq 0 ]; then
+  note "no test scripts (tests/*/run_*.sh, tests/*/test_*.py) yet"
+elif [ ! -x "$NABLA_BIN" ]; then
+  note "$BUILD_DIR/nabla not built; ${#scripts[@]} test script(s) not run"
+else
+  for sc in "${scripts[@]}"; do
+    case "$sc" in
+      *.py) runner=("$PYTHON" "$ROOT/$sc") ;;
+      *)    runner=(bash "$ROOT/$sc") ;;
+    esac
+    run_suite "$sc" env NABLA="$NABLA_BIN" NO_COLOR=1 "${runner[@]}"
+    if grep -q NABLA_ASAN "$sc"; then
+      if [ "${NO_ASAN:-0}" = 1 ]; then
+        :
+      elif [ -x "$NABLA_ASAN_BIN" ]; then
+        run_suite "$sc [asan]" env NABLA="$NABLA_ASAN_BIN" NABLA_ASAN=1 NABLA_ASAN_BIN="$NABLA_ASAN_BIN" \
+          NO_COLOR=1 "${ASAN_ENV[@]}" "${runner[@]}"
+      else
+        selected "$sc [asan]" && note "$ASAN_BUILD_DIR/nabla not built; $sc [asan] not run"
+      fi
+    fi
+  done
+fi
+
+# ---- fuzzer ----------------------------------------------------------------
+fuzz_suite() {  # prints the PASS/FAIL line itself (libFuzzer's output is not in the contract)
+  local exe=$1 artifacts=$2 corpus
+  corpus=$(mktemp -d "${TMPDIR:-/tmp}/nabla-fuzz-corpus.XXXXXX") || return 1
+  [ -d tests/fuzz/corpus ] && cp -R tests/fuzz/corpus/. "$corpus"/
+  rm -rf "$artifacts"; mkdir -p "$artifacts"
+  local rc=0
+  env "${ASAN_ENV[@]}" "$exe" -max_total_time="$FUZZ_TIME" -timeout=10 -rss_limit_mb=2048 \
+    -artifact_prefix="$artifacts/" -print_final_stats=1 "$corpus" 2>&1 || rc=$?
+  rm -rf "$corpus"
+  if [ "$rc" -eq 0 ]; then
+    echo "PASS: fuzz_eval (${FUZZ_TIME}s)"
+  else
+    local art
+    art=$(ls -t "$artifacts"/* 2>/dev/null | head -n 1)
+    echo "FAIL: fuzz_eval: exit status $rc; artifact: ${art:-none}; reproduce: $exe ${art:-}"
+  fi
+  return "$rc"
+}
+
+FUZZ_EXE=$FUZZ_BUILD_DIR/tests/fuzz/fuzz_eval
+if [ "${NO_FUZZ:-0}" = 1 ]; then
+  :
+elif [ -x "$FUZZ_EXE" ]; then
+  run_suite "fuzz/fuzz_eval" fuzz_suite "$ROOT/$FUZZ_EXE" "$LOGDIR/fuzz-artifacts"
+elif selected "fuzz/fuzz_eval"; then
+  note "$FUZZ_EXE not built (needs clang and lang/ sources); fuzzer not run"
+fi
+
+echo "$TOTAL_PASS passed, $TOTAL_FAIL failed, $TOTAL_SKIP skipped"
+[ "$TOTAL_FAIL" -eq 0 ]
