@@ -1,0 +1,200 @@
+/*
+** iocommon.c — dtype tables, the set container, the thread-local error
+** message, whole-file reading and the atomic (temp + fsync + rename) writer
+** shared by every format module.
+*/
+#include "iointernal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---- dtypes ------------------------------------------------------------ */
+static const struct { const char *name; size_t size; } dtype_tab[NT_IO_NDTYPES] = {
+  [NT_IO_F32] = {"F32", 4}, [NT_IO_F64] = {"F64", 8}, [NT_IO_F16] = {"F16", 2},
+  [NT_IO_BF16] = {"BF16", 2}, [NT_IO_I32] = {"I32", 4}, [NT_IO_I64] = {"I64", 8},
+  [NT_IO_U8] = {"U8", 1}, [NT_IO_BOOL] = {"BOOL", 1},
+};
+
+size_t nt_io_dtype_size(nt_io_dtype dt) {
+  return (unsigned)dt < NT_IO_NDTYPES ? dtype_tab[dt].size : 0;
+}
+const char *nt_io_dtype_name(nt_io_dtype dt) {
+  return (unsigned)dt < NT_IO_NDTYPES ? dtype_tab[dt].name : "?";
+}
+int nt_io_dtype_from_name(const char *s) {
+  for (int i = 0; i < NT_IO_NDTYPES; i++)
+    if (strcmp(s, dtype_tab[i].name) == 0) return i;
+  return -1;
+}
+
+int64_t nt_io_numel(int ndim, const int64_t *shape) {
+  int64_t n = 1;
+  for (int i = 0; i < ndim; i++) {
+    if (shape[i] < 0 || __builtin_mul_overflow(n, shape[i], &n)) return -1;
+  }
+  return n;
+}
+
+/* ---- set container ------------------------------------------------------ */
+void nt_io_set_free(nt_io_set *s) {
+  if (!s) return;
+  for (size_t i = 0; i < s->n; i++) {
+    free(s->arrays[i].name);
+    free(s->arrays[i].owned_);
+  }
+  for (size_t i = 0; i < s->nmeta; i++) { free(s->meta_keys[i]); free(s->meta_values[i]); }
+  free(s->arrays); free(s->meta_keys); free(s->meta_values); free(s->block_);
+  free(s);
+}
+
+const nt_io_array *nt_io_set_find(const nt_io_set *s, const char *name) {
+  for (size_t i = 0; s && i < s->n; i++)
+    if (strcmp(s->arrays[i].name, name) == 0) return &s->arrays[i];
+  return NULL;
+}
+
+const char *nt_io_set_meta(const nt_io_set *s, const char *key) {
+  for (size_t i = 0; s && i < s->nmeta; i++)
+    if (strcmp(s->meta_keys[i], key) == 0) return s->meta_values[i];
+  return NULL;
+}
+
+/* ---- errors --------------------------------------------------------------
+** Thread-local so two threads loading files don't garble each other's text. */
+static _Thread_local char errbuf[512];
+
+const char *nt_io_error(void) { return errbuf; }
+
+int nio_error(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(errbuf, sizeof errbuf, fmt, ap);
+  va_end(ap);
+  return -1;
+}
+
+void *nio_malloc(size_t n) {
+  void *p = malloc(n ? n : 1);
+  if (!p) nio_error("out of memory (%zu bytes)", n);
+  return p;
+}
+void *nio_calloc(size_t n, size_t sz) {
+  void *p = calloc(n ? n : 1, sz ? sz : 1);
+  if (!p) nio_error("out of memory (%zu x %zu bytes)", n, sz);
+  return p;
+}
+char *nio_strndup(const char *s, size_t n) {
+  char *p = nio_malloc(n + 1);
+  if (p) { memcpy(p, s, n); p[n] = 0; }
+  return p;
+}
+char *nio_strdup(const char *s) { return nio_strndup(s, strlen(s)); }
+
+/* ---- whole-file read ------------------------------------------------------ */
+void *nio_read_file(const char *what, const char *path, size_t *len) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) { nio_error("%s: cannot open '%s': %s", what, path, strerror(errno)); return NULL; }
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    nio_error("%s: cannot stat '%s': %s", what, path, strerror(errno));
+    close(fd); return NULL;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    nio_error("%s: '%s' is not a regular file", what, path);
+    close(fd); return NULL;
+  }
+  size_t size = (size_t)st.st_size;
+  char *buf = malloc(size + 1);
+  if (!buf) {
+    nio_error("%s: '%s': out of memory reading %zu bytes", what, path, size);
+    close(fd); return NULL;
+  }
+  size_t got = 0;
+  while (got < size) {
+    ssize_t r = read(fd, buf + got, size - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      nio_error("%s: error reading '%s': %s", what, path, strerror(errno));
+      free(buf); close(fd); return NULL;
+    }
+    if (r == 0) break;                 /* shrank under us: use what we got */
+    got += (size_t)r;
+  }
+  close(fd);
+  buf[got] = 0;
+  *len = got;
+  return buf;
+}
+
+/* ---- atomic write ----------------------------------------------------------
+** Readers never observe a half-written file: the data goes to a temp file in
+** the same directory (rename is atomic only within a filesystem), is fsync'd,
+** and is renamed over the target; the directory is fsync'd so the rename
+** itself survives a crash. */
+static int write_all(int fd, const void *p, size_t n) {
+  const char *c = p;
+  while (n > 0) {
+    /* write() may transfer at most ~2 GiB at once on Linux */
+    size_t chunk = n > ((size_t)1 << 30) ? ((size_t)1 << 30) : n;
+    ssize_t w = write(fd, c, chunk);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) return -1;
+    c += w; n -= (size_t)w;
+  }
+  return 0;
+}
+
+int nio_atomic_writev(const char *what, const char *path, const struct iovec *iov, int n) {
+  size_t plen = strlen(path);
+  char *tmp = malloc(plen + 32);
+  if (!tmp) return nio_error("%s: out of memory", what);
+  snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
+
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd < 0) {
+    nio_error("%s: cannot create '%s': %s", what, tmp, strerror(errno));
+    free(tmp); return -1;
+  }
+  const char *step = "writing";
+  for (int i = 0; i < n; i++)
+    if (write_all(fd, iov[i].iov_base, iov[i].iov_len) != 0) goto fail;
+  step = "syncing";
+  if (fsync(fd) != 0) goto fail;
+  step = "closing";
+  {
+    int rc = close(fd);
+    fd = -1;
+    if (rc != 0) goto fail;
+  }
+  step = "renaming";
+  if (rename(tmp, path) != 0) goto fail;
+
+  /* fsync the directory holding path so the new name is durable */
+  {
+    const char *slash = strrchr(path, '/');
+    char *dir = slash ? nio_strndup(path, slash == path ? 1 : (size_t)(slash - path)) : nio_strdup(".");
+    if (dir) {
+      int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      if (dfd >= 0) { (void)fsync(dfd); close(dfd); }  /* best effort: some fs refuse */
+      free(dir);
+    }
+  }
+  free(tmp);
+  return 0;
+
+fail:
+  {
+    int e = errno;
+    if (fd >= 0) close(fd);
+    unlink(tmp);
+    nio_error("%s: error %s '%s' (via '%s'): %s", what, step, path, tmp, strerror(e));
+    free(tmp);
+    return -1;
+  }
+}

@@ -1,0 +1,41 @@
+/*
+** iointernal.h — helpers shared by the format modules (not public).
+*/
+#ifndef NT_IO_INTERNAL_H
+#define NT_IO_INTERNAL_H
+
+#include "iotypes.h"
+#include <stdarg.h>
+#include <stdbool.h>
+#include <sys/uio.h>
+
+/* Sets the thread's io error message (printf-style).  Always returns -1 so
+** callers can `return nio_error(...)`.  Will forward to the core's
+** nt_error_set once that exists. */
+int nio_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Reads a whole regular file into a malloc'd buffer (+1 NUL byte past the
+** end, not counted in *len).  `what` prefixes messages ("safetensors"). */
+void *nio_read_file(const char *what, const char *path, size_t *len);
+
+/* Atomically replaces `path` with the concatenation of iov[0..n): writes
+** `path.tmp.<pid>` in the same directory, fsyncs it, renames it over path,
+** fsyncs the directory.  On any failure the temp file is removed. */
+int nio_atomic_writev(const char *what, const char *path, const struct iovec *iov, int n);
+
+/* Decodes one .npy image; takes ownership of the malloc'd buf (freed on
+** failure, or kept as a->owned_ with a->data pointing into it). */
+int nio_npy_decode(unsigned char *buf, size_t len, const char *label, nt_io_array *a);
+
+/* Allocation helpers that report "out of memory" through nio_error. */
+void *nio_malloc(size_t n);
+void *nio_calloc(size_t n, size_t sz);
+char *nio_strdup(const char *s);
+char *nio_strndup(const char *s, size_t n);
+
+/* Checked a*b for sizes. */
+static inline bool nio_mul_ok(size_t a, size_t b, size_t *out) {
+  return !__builtin_mul_overflow(a, b, out);
+}
+
+#endif

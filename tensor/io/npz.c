@@ -1,0 +1,189 @@
+/*
+** npz.c — .npz = zip archive of .npy members.  We read the central directory
+** (the authoritative list: local headers written by Python's zipfile may carry
+** 0xFFFFFFFF sizes with a zip64 extra), then each member's local header only
+** to find where its data starts.  Members are STORED or DEFLATED (raw deflate
+** via zlib's inflateInit2(-15)); every member's CRC-32 is checked.
+*/
+#include "npy.h"
+#include "iointernal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+static uint16_t rd16(const unsigned char *p) { return (uint16_t)(p[0] | p[1] << 8); }
+static uint32_t rd32(const unsigned char *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
+static uint64_t rd64(const unsigned char *p) { return rd32(p) | (uint64_t)rd32(p + 4) << 32; }
+
+typedef struct zent {
+  const unsigned char *name; size_t namelen;
+  unsigned method, flags;
+  uint32_t crc;
+  uint64_t csize, usize, loff;
+} zent;
+
+/* Locates the central directory: *cd_off, *cd_size, *count.  -1 with message. */
+static int find_cd(const unsigned char *b, size_t len, const char *label, uint64_t *cd_off, uint64_t *cd_size, uint64_t *count) {
+  if (len < 22) return nio_error("npz: '%s': too short to be a zip archive (%zu bytes)", label, len);
+  size_t lo = len > 22 + 65535 ? len - 22 - 65535 : 0;
+  for (size_t p = len - 22 + 1; p-- > lo;) {
+    if (rd32(b + p) != 0x06054b50) continue;
+    if (p + 22 + rd16(b + p + 20) != len) continue;     /* comment length must reach the end */
+    *count = rd16(b + p + 10);
+    *cd_size = rd32(b + p + 12);
+    *cd_off = rd32(b + p + 16);
+    if (*count == 0xFFFF || *cd_size == 0xFFFFFFFF || *cd_off == 0xFFFFFFFF) {
+      /* zip64: locator (20 bytes) right before the EOCD points at the zip64 EOCD */
+      if (p < 20 || rd32(b + p - 20) != 0x07064b50)
+        return nio_error("npz: '%s': zip64 end-of-directory locator missing", label);
+      uint64_t z = rd64(b + p - 20 + 8);
+      if (z > len || len - z < 56 || rd32(b + z) != 0x06064b50)
+        return nio_error("npz: '%s': bad zip64 end-of-directory record", label);
+      *count = rd64(b + z + 32);
+      *cd_size = rd64(b + z + 40);
+      *cd_off = rd64(b + z + 48);
+    }
+    if (*cd_off > len || *cd_size > len - *cd_off)
+      return nio_error("npz: '%s': central directory lies outside the file (truncated?)", label);
+    return 0;
+  }
+  return nio_error("npz: '%s': no zip end-of-central-directory record (not a zip file, or truncated)", label);
+}
+
+/* Reads the zip64 extra field (id 1) for fields saturated at 0xFFFFFFFF. */
+static int zip64_extra(const unsigned char *x, size_t xl, zent *e, const char *label) {
+  bool nu = e->usize == 0xFFFFFFFF, nc = e->csize == 0xFFFFFFFF, no = e->loff == 0xFFFFFFFF;
+  if (!nu && !nc && !no) return 0;
+  for (size_t i = 0; i + 4 <= xl;) {
+    unsigned id = rd16(x + i), sz = rd16(x + i + 2);
+    if (i + 4 + sz > xl) break;
+    if (id == 1) {
+      const unsigned char *q = x + i + 4, *qe = q + sz;
+      if (nu) { if (qe - q < 8) break; e->usize = rd64(q); q += 8; }
+      if (nc) { if (qe - q < 8) break; e->csize = rd64(q); q += 8; }
+      if (no) { if (qe - q < 8) break; e->loff = rd64(q); q += 8; }
+      return 0;
+    }
+    i += 4 + sz;
+  }
+  return nio_error("npz: '%s': member '%.*s' needs a zip64 extra field that is missing or short", label,
+                   (int)e->namelen, (const char *)e->name);
+}
+
+/* Extracts one member into a fresh malloc'd buffer of e->usize bytes. */
+static unsigned char *extract(const unsigned char *b, size_t len, const zent *e, const char *label) {
+  const int nl = (int)e->namelen;
+  const char *nm = (const char *)e->name;
+  if (e->flags & 1) { nio_error("npz: '%s': member '%.*s' is encrypted", label, nl, nm); return NULL; }
+  if (e->loff > len || len - e->loff < 30 || rd32(b + e->loff) != 0x04034b50) {
+    nio_error("npz: '%s': member '%.*s': bad local header offset (corrupt or truncated)", label, nl, nm); return NULL;
+  }
+  uint64_t dpos = e->loff + 30 + rd16(b + e->loff + 26) + rd16(b + e->loff + 28);
+  if (dpos > len || e->csize > len - dpos) {
+    nio_error("npz: '%s': member '%.*s': data runs past the end of the file (truncated?)", label, nl, nm); return NULL;
+  }
+  if (e->method != 0 && e->method != 8) {
+    nio_error("npz: '%s': member '%.*s': unsupported compression method %u (only stored/deflate)", label, nl, nm, e->method);
+    return NULL;
+  }
+  if (e->method == 0 && e->csize != e->usize) {
+    nio_error("npz: '%s': member '%.*s': stored sizes disagree", label, nl, nm); return NULL;
+  }
+  if (e->usize > ((uint64_t)1 << 46)) {
+    nio_error("npz: '%s': member '%.*s': implausible size %llu", label, nl, nm, (unsigned long long)e->usize); return NULL;
+  }
+  unsigned char *out = malloc(e->usize ? e->usize : 1);
+  if (!out) { nio_error("npz: '%s': out of memory for member '%.*s'", label, nl, nm); return NULL; }
+  const unsigned char *src = b + dpos;
+  if (e->method == 0) {
+    memcpy(out, src, e->usize);
+  } else {
+    z_stream zs;
+    memset(&zs, 0, sizeof zs);
+    if (inflateInit2(&zs, -15) != Z_OK) { nio_error("npz: '%s': zlib init failed", label); free(out); return NULL; }
+    uint64_t in_left = e->csize, out_left = e->usize;
+    zs.next_in = (Bytef *)src; zs.next_out = out;
+    int rc = Z_OK;
+    /* avail_* are 32-bit: feed in chunks */
+    while (rc == Z_OK) {
+      if (zs.avail_in == 0) { zs.avail_in = in_left > 0x40000000 ? 0x40000000 : (uInt)in_left; in_left -= zs.avail_in; }
+      if (zs.avail_out == 0) { zs.avail_out = out_left > 0x40000000 ? 0x40000000 : (uInt)out_left; out_left -= zs.avail_out; }
+      rc = inflate(&zs, Z_NO_FLUSH);
+      if (rc == Z_BUF_ERROR && (zs.avail_in || in_left) && (zs.avail_out || out_left)) rc = Z_OK;
+    }
+    uint64_t produced = zs.total_out;
+    inflateEnd(&zs);
+    if (rc != Z_STREAM_END || produced != e->usize) {
+      nio_error("npz: '%s': member '%.*s': corrupt deflate stream (%s)", label, nl, nm,
+                rc == Z_STREAM_END ? "size mismatch" : rc == Z_DATA_ERROR ? "data error" : "ended early");
+      free(out); return NULL;
+    }
+  }
+  if (crc32_z(0, out, e->usize) != e->crc) {
+    nio_error("npz: '%s': member '%.*s': CRC mismatch (corrupt archive)", label, nl, nm);
+    free(out); return NULL;
+  }
+  return out;
+}
+
+nt_io_set *nt_npz_parse(const void *vbuf, size_t len, const char *label) {
+  const unsigned char *b = vbuf;
+  if (!label) label = "<buffer>";
+  uint64_t cd_off = 0, cd_size = 0, count = 0;
+  if (find_cd(b, len, label, &cd_off, &cd_size, &count) != 0) return NULL;
+  if (count > cd_size / 46) { nio_error("npz: '%s': central directory claims %llu entries, too many for its size", label, (unsigned long long)count); return NULL; }
+  nt_io_set *s = nio_calloc(1, sizeof *s);
+  if (!s) return NULL;
+  s->arrays = nio_calloc((size_t)count, sizeof *s->arrays);
+  if (!s->arrays) goto fail;
+  const unsigned char *p = b + cd_off, *pe = p + cd_size;
+  for (uint64_t i = 0; i < count; i++) {
+    if (pe - p < 46 || rd32(p) != 0x02014b50) {
+      nio_error("npz: '%s': corrupt central directory entry %llu", label, (unsigned long long)i); goto fail;
+    }
+    zent e = {.flags = rd16(p + 8), .method = rd16(p + 10), .crc = rd32(p + 16), .csize = rd32(p + 20),
+              .usize = rd32(p + 24), .loff = rd32(p + 42)};
+    size_t nl = rd16(p + 28), xl = rd16(p + 30), cl = rd16(p + 32);
+    if ((size_t)(pe - p) < 46 + nl + xl + cl) {
+      nio_error("npz: '%s': corrupt central directory entry %llu", label, (unsigned long long)i); goto fail;
+    }
+    e.name = p + 46; e.namelen = nl;
+    if (zip64_extra(p + 46 + nl, xl, &e, label) != 0) goto fail;
+    p += 46 + nl + xl + cl;
+    if (nl < 4 || memcmp(e.name + nl - 4, ".npy", 4) != 0) {
+      nio_error("npz: '%s': member '%.*s' is not a .npy file", label, (int)nl, (const char *)e.name); goto fail;
+    }
+    char *name = nio_strndup((const char *)e.name, nl - 4);
+    if (!name) goto fail;
+    if (strlen(name) != nl - 4 || nt_io_set_find(s, name)) {
+      nio_error("npz: '%s': duplicate or invalid member name '%s'", label, name); free(name); goto fail;
+    }
+    unsigned char *m = extract(b, len, &e, label);
+    if (!m) { free(name); goto fail; }
+    char mlabel[512];
+    snprintf(mlabel, sizeof mlabel, "%s:%s.npy", label, name);
+    nt_io_array *a = &s->arrays[s->n];
+    if (nio_npy_decode(m, (size_t)e.usize, mlabel, a) != 0) {
+      memset(a, 0, sizeof *a);
+      free(name);   /* the message already names archive:member */
+      goto fail;
+    }
+    a->name = name;
+    s->n++;
+  }
+  return s;
+fail:
+  nt_io_set_free(s);
+  return NULL;
+}
+
+nt_io_set *nt_npz_load(const char *path) {
+  size_t len;
+  unsigned char *buf = nio_read_file("npz", path, &len);
+  if (!buf) return NULL;
+  nt_io_set *s = nt_npz_parse(buf, len, path);
+  free(buf);
+  return s;
+}

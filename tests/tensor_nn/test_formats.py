@@ -1,0 +1,1 @@
+print('SKIP: formats: not written yet')
