@@ -17,11 +17,12 @@
 #   C tests     every executable build/tests/**/test_*, run from the repo root;
 #               then the same from build-asan/ with suffix " [asan]".
 #   scripts     tests/*/run_*.sh (bash) and tests/*/test_*.py (/usr/bin/python3),
-#               run from the repo root with NABLA=<abs path of build/nabla>.
-#               A script whose text mentions NABLA_ASAN is run a second time
-#               (suffix " [asan]") with NABLA_ASAN=1 and
-#               NABLA=NABLA_ASAN_BIN=<abs path of build-asan/nabla>; it may
-#               trim its work there, or exit 77 to opt out.
+#               run from the repo root with NABLA=<abs path of build/nabla>
+#               and NABLA_BUILD=<abs path of build/>.  A script whose text
+#               mentions NABLA_ASAN is run a second time (suffix " [asan]")
+#               with NABLA_ASAN=1, NABLA=NABLA_ASAN_BIN=<abs build-asan/nabla>
+#               and NABLA_BUILD=<abs build-asan/>; it may trim its work
+#               there, or exit 77 to opt out.
 #   fuzz        build-fuzz/tests/fuzz/fuzz_eval for FUZZ_TIME seconds on a
 #               temporary copy of tests/fuzz/corpus/.
 #
@@ -141,12 +142,13 @@ else
       *.py) runner=("$PYTHON" "$ROOT/$sc") ;;
       *)    runner=(bash "$ROOT/$sc") ;;
     esac
-    run_suite "$sc" env NABLA="$NABLA_BIN" NO_COLOR=1 "${runner[@]}"
+    run_suite "$sc" env NABLA="$NABLA_BIN" NABLA_BUILD="$ROOT/$BUILD_DIR" NO_COLOR=1 "${runner[@]}"
     if grep -q NABLA_ASAN "$sc"; then
       if [ "${NO_ASAN:-0}" = 1 ]; then
         :
       elif [ -x "$NABLA_ASAN_BIN" ]; then
         run_suite "$sc [asan]" env NABLA="$NABLA_ASAN_BIN" NABLA_ASAN=1 NABLA_ASAN_BIN="$NABLA_ASAN_BIN" \
+          NABLA_BUILD="$ROOT/$ASAN_BUILD_DIR" \
           NO_COLOR=1 "${ASAN_ENV[@]}" "${runner[@]}"
       else
         selected "$sc [asan]" && note "$ASAN_BUILD_DIR/nabla not built; $sc [asan] not run"
