@@ -27,30 +27,40 @@ for p in $PKGS; do
 done
 [ -z "$missing" ] && exit 0
 
-if [ "$(id -u)" -eq 0 ]; then
-  SUDO=""
-elif command -v sudo >/dev/null 2>&1; then
-  SUDO="sudo"
-else
-  echo "install-deps: missing packages:$missing" >&2
-  echo "install-deps: not root and no sudo; install them by hand" >&2
-  exit 1
-fi
+SUDO=""
+as_root() {  # runs apt-get as root: directly, through sudo, or explains and fails
+  if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
+      echo "install-deps: missing packages:$missing" >&2
+      echo "install-deps: not root and no sudo; install them by hand" >&2
+      exit 1
+    fi
+  fi
+  $SUDO env DEBIAN_FRONTEND=noninteractive "$@"
+}
 
 export DEBIAN_FRONTEND=noninteractive
-echo "install-deps: installing:$missing"
-$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+apt_update() { as_root apt-get update -qq; }
+updated=0
+# No package index at all (fresh container): fetch it before deciding.
+if ! ls /var/lib/apt/lists/*_Packages* >/dev/null 2>&1; then
+  apt_update; updated=1
+fi
 
-# Drop names this distribution does not know (e.g. older/newer releases).
+# Drop names this distribution does not know (other releases name some differently).
+has_candidate() {
+  apt-cache policy "$1" 2>/dev/null | sed -n 's/^ *Candidate: //p' | grep -qv '(none)'
+}
 avail=""
 for p in $missing; do
-  if apt-cache show "$p" >/dev/null 2>&1 && \
-     [ -n "$(apt-cache policy "$p" | sed -n 's/^ *Candidate: //p' | grep -v '(none)')" ]; then
+  if has_candidate "$p"; then
     avail="$avail $p"
   else
-    echo "install-deps: note: package '$p' is not available here; skipped" >&2
+    echo "install-deps: note: package '$p' is not available on this system; skipped" >&2
   fi
 done
 [ -z "$avail" ] && exit 0
 
-$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $avail
+echo "install-deps: installing:$avail"
+[ "$updated" = 1 ] || apt_update
+as_root apt-get install -y -qq --no-install-recommends $avail
