@@ -1,0 +1,404 @@
+/*
+** tcpu_elem.c — CPU kernels for elementwise ops: binary, unary, where, copy
+** (with dtype conversion) and fill.
+**
+** One generic source for all dtypes: each kernel is a macro expanded per
+** dtype by NT_FOR_EACH_DTYPE; per op the loop is written out (switch outside
+** the loop) so the contiguous cases vectorize.  Elements are loaded into the
+** compute type (float for f16/bf16), combined, and stored back.
+*/
+#include "tinternal.h"
+#include <stdlib.h>
+
+/* u8 makes "x < 0" always false; that is intended in the generic source */
+#pragma GCC diagnostic ignored "-Wtype-limits"
+#define ISFLT(CT) ((CT)0.5 != 0)
+/* float / double math picked by the compute type */
+#define FM(fn, x) _Generic((x), float: fn##f, default: fn)(x)
+#define FPOW(x, y) _Generic((x), float: powf((float)(x), (float)(y)), default: pow((double)(x), (double)(y)))
+
+static inline int64_t ipow(int64_t b, int64_t e) {
+  if (e < 0) return b == 1 ? 1 : b == -1 ? ((e & 1) ? -1 : 1) : 0;
+  int64_t r = 1;
+  while (e) { if (e & 1) r *= b; b *= b; e >>= 1; }
+  return r;
+}
+/* Python semantics: floor division and a modulo with the sign of the divisor */
+static inline int64_t ifloordiv(int64_t x, int64_t y, int *zd) {
+  if (y == 0) { *zd = 1; return 0; }
+  if (y == -1) return (int64_t)(0 - (uint64_t)x);
+  int64_t q = x / y;
+  if ((x % y != 0) && ((x < 0) != (y < 0))) q--;
+  return q;
+}
+static inline int64_t imod(int64_t x, int64_t y, int *zd) {
+  if (y == 0) { *zd = 1; return 0; }
+  if (y == -1) return 0;
+  int64_t r = x % y;
+  if (r != 0 && ((r < 0) != (y < 0))) r += y;
+  return r;
+}
+static inline double fmod_py(double x, double y) {
+  double r = fmod(x, y);
+  if (r != 0 && ((r < 0) != (y < 0))) r += y;
+  return r;
+}
+static inline double fmaxnan(double x, double y) { return (x != x || x > y) ? x : y; }
+static inline double fminnan(double x, double y) { return (x != x || x < y) ? x : y; }
+
+/* ---- binary ------------------------------------------------------------- */
+/* BLOOP(E): E is an expression of x, y (compute type).  Four layouts. */
+#define BLOOP(E, SO) do {                                                              \
+    if (mode == 0) {                                                               \
+      if (n > NT_OMP_THRESHOLD) {                                                  \
+        _Pragma("omp parallel for")                                                \
+        for (int64_t i = 0; i < n; i++) { CT x = LD(pa[i]), y = LD(pb[i]); po[i] = SO(E); } \
+      } else for (int64_t i = 0; i < n; i++) { CT x = LD(pa[i]), y = LD(pb[i]); po[i] = SO(E); } \
+    } else if (mode == 1) {                                                        \
+      const CT y = sv;                                                             \
+      if (n > NT_OMP_THRESHOLD) {                                                  \
+        _Pragma("omp parallel for")                                                \
+        for (int64_t i = 0; i < n; i++) { CT x = LD(pa[i]); po[i] = SO(E); }       \
+      } else for (int64_t i = 0; i < n; i++) { CT x = LD(pa[i]); po[i] = SO(E); }  \
+    } else if (mode == 2) {                                                        \
+      const CT x = sv;                                                             \
+      if (n > NT_OMP_THRESHOLD) {                                                  \
+        _Pragma("omp parallel for")                                                \
+        for (int64_t i = 0; i < n; i++) { CT y = LD(pa[i]); po[i] = SO(E); }       \
+      } else for (int64_t i = 0; i < n; i++) { CT y = LD(pa[i]); po[i] = SO(E); }  \
+    } else {                                                                       \
+      nt_Iter it; nt_Tensor *ops_[3] = { a->out, a->in[0], a->in[1] };             \
+      nt_iter_init(&it, a->in[1] ? 3 : 2, ops_, NULL);                             \
+      do {                                                                         \
+        char *o_ = it.ptr[0], *a_ = it.ptr[1], *b_ = a->in[1] ? it.ptr[2] : NULL;  \
+        for (int64_t i = 0; i < it.inner; i++) {                                   \
+          CT x, y;                                                                 \
+          if (!b_) { if (sfirst) { x = sv; y = LD(*(ST *)(a_ + i * it.istride[1])); } \
+                     else { x = LD(*(ST *)(a_ + i * it.istride[1])); y = sv; } }   \
+          else { x = LD(*(ST *)(a_ + i * it.istride[1])); y = LD(*(ST *)(b_ + i * it.istride[2])); } \
+          *(OT *)(o_ + i * it.istride[0]) = SO(E);                                 \
+        }                                                                          \
+      } while (nt_iter_next(&it));                                                 \
+    }                                                                              \
+  } while (0)
+
+#define DEF_BINARY(E_, N, ST_, CT_)                                                \
+static int bin_##N(const nt_KernelArgs *a, int mode, int64_t n, double sval, int sfirst) { \
+  typedef ST_ ST; typedef CT_ CT;                                                  \
+  const ST *pa = (const ST *)nt_base(a->in[0]);                                    \
+  const ST *pb = a->in[1] ? (const ST *)nt_base(a->in[1]) : NULL;                  \
+  const CT sv = (CT)sval; int zd = 0; (void)pb; (void)sfirst;                      \
+  if (a->out->dtype == NT_BOOL) {                                                  \
+    typedef uint8_t OT; OT *po = (OT *)nt_base(a->out);                            \
+    _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wfloat-equal\"") \
+    switch (a->op) {                                                               \
+      case NT_OP_EQ: BLOOP2(x == y); break;                                        \
+      case NT_OP_NE: BLOOP2(x != y); break;                                        \
+      case NT_OP_LT: BLOOP2(x < y); break;                                         \
+      case NT_OP_LE: BLOOP2(x <= y); break;                                        \
+      case NT_OP_GT: BLOOP2(x > y); break;                                         \
+      case NT_OP_GE: BLOOP2(x >= y); break;                                        \
+      case NT_OP_LOGICAL_AND: BLOOP2(x != 0 && y != 0); break;                     \
+      case NT_OP_LOGICAL_OR: BLOOP2(x != 0 || y != 0); break;                      \
+      default: goto bad;                                                           \
+    }                                                                              \
+    _Pragma("GCC diagnostic pop")                                                  \
+    return 0;                                                                      \
+  }                                                                                \
+  {                                                                                \
+    typedef ST OT; OT *po = (OT *)nt_base(a->out);                                 \
+    switch (a->op) {                                                               \
+      case NT_OP_ADD: BLOOP1(x + y); break;                                        \
+      case NT_OP_SUB: BLOOP1(x - y); break;                                        \
+      case NT_OP_MUL: BLOOP1(x * y); break;                                        \
+      case NT_OP_DIV: BLOOP1(ISFLT(CT) ? x / y : (CT)ifloordiv((int64_t)x, (int64_t)y, &zd)); break; \
+      case NT_OP_POW: BLOOP1(ISFLT(CT) ? (CT)FPOW(x, y) : (CT)ipow((int64_t)x, (int64_t)y)); break; \
+      case NT_OP_FLOORDIV: BLOOP1(ISFLT(CT) ? (CT)FM(floor, x / y) : (CT)ifloordiv((int64_t)x, (int64_t)y, &zd)); break; \
+      case NT_OP_MOD: BLOOP1(ISFLT(CT) ? (CT)fmod_py((double)x, (double)y) : (CT)imod((int64_t)x, (int64_t)y, &zd)); break; \
+      case NT_OP_MAXIMUM: BLOOP1(ISFLT(CT) ? (CT)fmaxnan((double)x, (double)y) : (x > y ? x : y)); break; \
+      case NT_OP_MINIMUM: BLOOP1(ISFLT(CT) ? (CT)fminnan((double)x, (double)y) : (x < y ? x : y)); break; \
+      default: goto bad;                                                           \
+    }                                                                              \
+  }                                                                                \
+  if (zd) NT_FAIL("%s: integer division by zero", nt_op_name(a->op));             \
+  return 0;                                                                        \
+bad:                                                                               \
+  NT_FAIL("%s: not supported for dtype %s", nt_op_name(a->op), nt_dtype_name(a->in[0]->dtype)); \
+}
+
+/* LD: storage → compute; SO: compute → output storage */
+/* arithmetic stores through the dtype's converter, predicates store 0/1 */
+#define TOBOOL(v) ((uint8_t)((v) != 0))
+#define BLOOP1(E) BLOOP(E, STF)
+#define BLOOP2(E) BLOOP(E, TOBOOL)
+#define LD(v) LDF(v)
+
+#define LDF(v) nt_ld_f32(v)
+#define STF(v) nt_st_f32(v)
+DEF_BINARY(NT_F32, f32, float, float)
+#undef LDF
+#undef STF
+#define LDF(v) nt_ld_f64(v)
+#define STF(v) nt_st_f64(v)
+DEF_BINARY(NT_F64, f64, double, double)
+#undef LDF
+#undef STF
+#define LDF(v) nt_ld_f16(v)
+#define STF(v) nt_st_f16(v)
+DEF_BINARY(NT_F16, f16, uint16_t, float)
+#undef LDF
+#undef STF
+#define LDF(v) nt_ld_bf16(v)
+#define STF(v) nt_st_bf16(v)
+DEF_BINARY(NT_BF16, bf16, uint16_t, float)
+#undef LDF
+#undef STF
+#define LDF(v) (v)
+#define STF(v) (v)
+DEF_BINARY(NT_I32, i32, int32_t, int32_t)
+DEF_BINARY(NT_I64, i64, int64_t, int64_t)
+DEF_BINARY(NT_U8, u8, uint8_t, uint8_t)
+DEF_BINARY(NT_BOOL, b8, uint8_t, uint8_t)
+#undef LDF
+#undef STF
+#undef X
+
+static int k_binary(const nt_KernelArgs *a) {
+  nt_Tensor *ops[3] = { a->out, a->in[0], a->in[1] };
+  int64_t n = a->out->numel;
+  int sfirst = a->in[1] ? 0 : (int)a->iarg[0];
+  int mode = nt_all_contig(a->in[1] ? 3 : 2, ops) ? (a->in[1] ? 0 : sfirst ? 2 : 1) : 3;
+  switch (a->in[0]->dtype) {
+#define X(E, N, ST, CT) case E: return bin_##N(a, mode, n, a->s[0], sfirst);
+    NT_FOR_EACH_DTYPE(X)
+#undef X
+    default: NT_FAIL("%s: bad dtype", nt_op_name(a->op));
+  }
+}
+
+/* ---- unary -------------------------------------------------------------- */
+#define SQRT_2_PI 0.7978845608028654
+#define INV_SQRT2 0.7071067811865476
+#define ULOOP(E) do {                                                              \
+    if (contig) {                                                                  \
+      if (n > NT_OMP_THRESHOLD) {                                                  \
+        _Pragma("omp parallel for")                                                \
+        for (int64_t i = 0; i < n; i++) { CT x = LDF(pa[i]); po[i] = STF(E); }     \
+      } else for (int64_t i = 0; i < n; i++) { CT x = LDF(pa[i]); po[i] = STF(E); } \
+    } else {                                                                       \
+      nt_Iter it; nt_Tensor *ops_[2] = { a->out, a->in[0] };                       \
+      nt_iter_init(&it, 2, ops_, NULL);                                            \
+      do {                                                                         \
+        for (int64_t i = 0; i < it.inner; i++) {                                   \
+          CT x = LDF(*(ST *)(it.ptr[1] + i * it.istride[1]));                      \
+          *(ST *)(it.ptr[0] + i * it.istride[0]) = STF(E);                         \
+        }                                                                          \
+      } while (nt_iter_next(&it));                                                 \
+    }                                                                              \
+  } while (0)
+
+#define DEF_UNARY(N, ST_, CT_)                                                     \
+static int un_##N(const nt_KernelArgs *a, bool contig, int64_t n) {                \
+  typedef ST_ ST; typedef CT_ CT;                                                  \
+  const ST *pa = (const ST *)nt_base(a->in[0]); ST *po = (ST *)nt_base(a->out);    \
+  const CT one = 1; (void)one;                                                     \
+  switch (a->op) {                                                                 \
+    case NT_OP_NEG: ULOOP((CT)(0 - x)); break;                                     \
+    case NT_OP_ABS: ULOOP(x < 0 ? (CT)(0 - x) : x); break;                         \
+    case NT_OP_SIGN: ULOOP((CT)((x > 0) - (x < 0))); break;                        \
+    case NT_OP_RELU: ULOOP(x > 0 ? x : (CT)0); break;                              \
+    case NT_OP_SQUARE: ULOOP((CT)(x * x)); break;                                  \
+    case NT_OP_FLOOR: ULOOP(ISFLT(CT) ? (CT)FM(floor, x) : x); break;              \
+    case NT_OP_CEIL: ULOOP(ISFLT(CT) ? (CT)FM(ceil, x) : x); break;                \
+    case NT_OP_ROUND: ULOOP(ISFLT(CT) ? (CT)FM(rint, x) : x); break;               \
+    case NT_OP_CLAMP: {                                                            \
+      double lo = a->s[0], hi = a->s[1]; bool hl = lo == lo, hh = hi == hi;        \
+      CT clo = hl ? (CT)lo : 0, chi = hh ? (CT)hi : 0;                             \
+      if (hl && hh) ULOOP(x < clo ? clo : x > chi ? chi : x);                      \
+      else if (hl) ULOOP(x < clo ? clo : x);                                       \
+      else if (hh) ULOOP(x > chi ? chi : x);                                       \
+      else ULOOP(x);                                                               \
+      break; }                                                                     \
+    default:                                                                       \
+      if (!ISFLT(CT)) NT_FAIL("%s: expected a floating dtype, got %s", nt_op_name(a->op), nt_dtype_name(a->in[0]->dtype)); \
+      switch (a->op) {                                                             \
+        case NT_OP_EXP: ULOOP(FM(exp, x)); break;                                  \
+        case NT_OP_LOG: ULOOP(FM(log, x)); break;                                  \
+        case NT_OP_LOG1P: ULOOP(FM(log1p, x)); break;                              \
+        case NT_OP_SQRT: ULOOP(FM(sqrt, x)); break;                                \
+        case NT_OP_RSQRT: ULOOP(one / FM(sqrt, x)); break;                         \
+        case NT_OP_TANH: ULOOP(FM(tanh, x)); break;                                \
+        case NT_OP_SIGMOID: ULOOP(one / (one + FM(exp, -x))); break;               \
+        case NT_OP_SILU: ULOOP(x / (one + FM(exp, -x))); break;                    \
+        case NT_OP_GELU: ULOOP((CT)0.5 * x * (one + FM(erf, x * (CT)INV_SQRT2))); break; \
+        case NT_OP_GELU_TANH: ULOOP((CT)0.5 * x * (one + FM(tanh, (CT)SQRT_2_PI * (x + (CT)0.044715 * x * x * x)))); break; \
+        case NT_OP_SIN: ULOOP(FM(sin, x)); break;                                  \
+        case NT_OP_COS: ULOOP(FM(cos, x)); break;                                  \
+        case NT_OP_TAN: ULOOP(FM(tan, x)); break;                                  \
+        case NT_OP_RECIPROCAL: ULOOP(one / x); break;                              \
+        case NT_OP_EXPM1: ULOOP(FM(expm1, x)); break;                              \
+        case NT_OP_LOG2: ULOOP(FM(log2, x)); break;                                \
+        case NT_OP_ERF: ULOOP(FM(erf, x)); break;                                  \
+        default: NT_FAIL("%s: not a unary op", nt_op_name(a->op));                 \
+      }                                                                            \
+  }                                                                                \
+  return 0;                                                                        \
+}
+
+#define LDF(v) nt_ld_f32(v)
+#define STF(v) nt_st_f32(v)
+DEF_UNARY(f32, float, float)
+#undef LDF
+#undef STF
+#define LDF(v) nt_ld_f64(v)
+#define STF(v) nt_st_f64(v)
+DEF_UNARY(f64, double, double)
+#undef LDF
+#undef STF
+#define LDF(v) nt_ld_f16(v)
+#define STF(v) nt_st_f16(v)
+DEF_UNARY(f16, uint16_t, float)
+#undef LDF
+#undef STF
+#define LDF(v) nt_ld_bf16(v)
+#define STF(v) nt_st_bf16(v)
+DEF_UNARY(bf16, uint16_t, float)
+#undef LDF
+#undef STF
+#define LDF(v) (v)
+#define STF(v) (v)
+DEF_UNARY(i32, int32_t, int32_t)
+DEF_UNARY(i64, int64_t, int64_t)
+DEF_UNARY(u8, uint8_t, uint8_t)
+#undef LDF
+#undef STF
+
+static int k_logical_not(const nt_KernelArgs *a) {
+  nt_Iter it; nt_Tensor *ops[2] = { a->out, a->in[0] };
+  nt_iter_init(&it, 2, ops, NULL);
+  nt_DType dt = a->in[0]->dtype;
+  do {
+    for (int64_t i = 0; i < it.inner; i++)
+      *(uint8_t *)(it.ptr[0] + i * it.istride[0]) = nt_load_as_double(it.ptr[1] + i * it.istride[1], dt) == 0;
+  } while (nt_iter_next(&it));
+  return 0;
+}
+
+static int k_unary(const nt_KernelArgs *a) {
+  if (a->op == NT_OP_LOGICAL_NOT) return k_logical_not(a);
+  nt_Tensor *ops[2] = { a->out, a->in[0] };
+  bool contig = nt_all_contig(2, ops);
+  int64_t n = a->out->numel;
+  switch (a->in[0]->dtype) {
+    case NT_F32: return un_f32(a, contig, n);
+    case NT_F64: return un_f64(a, contig, n);
+    case NT_F16: return un_f16(a, contig, n);
+    case NT_BF16: return un_bf16(a, contig, n);
+    case NT_I32: return un_i32(a, contig, n);
+    case NT_I64: return un_i64(a, contig, n);
+    case NT_U8: case NT_BOOL: return un_u8(a, contig, n);
+    default: NT_FAIL("%s: bad dtype", nt_op_name(a->op));
+  }
+}
+
+/* ---- copy with conversion ------------------------------------------------
+** Same dtype: contiguous → memcpy, else strided element copy by size.
+** Different dtypes: a nested dtype switch (64 small loops). */
+#define NT_FOR_EACH_DTYPE_B(X)        \
+  X(NT_F32,  f32,  float,    float)   \
+  X(NT_F64,  f64,  double,   double)  \
+  X(NT_F16,  f16,  uint16_t, float)   \
+  X(NT_BF16, bf16, uint16_t, float)   \
+  X(NT_I32,  i32,  int32_t,  int32_t) \
+  X(NT_I64,  i64,  int64_t,  int64_t) \
+  X(NT_U8,   u8,   uint8_t,  uint8_t) \
+  X(NT_BOOL, b8,   uint8_t,  uint8_t)
+
+static int copy_same(nt_Tensor *dst, nt_Tensor *src) {
+  size_t es = nt_dtype_size(dst->dtype);
+  nt_Tensor *ops[2] = { dst, src };
+  if (nt_all_contig(2, ops)) { memcpy(nt_base(dst), nt_base(src), (size_t)dst->numel * es); return 0; }
+  nt_Iter it; nt_iter_init(&it, 2, ops, NULL);
+  do {
+    char *o = it.ptr[0], *s = it.ptr[1];
+    int64_t so = it.istride[0], ss = it.istride[1];
+    switch (es) {
+      case 1: for (int64_t i = 0; i < it.inner; i++) o[i * so] = s[i * ss]; break;
+      case 2: for (int64_t i = 0; i < it.inner; i++) *(uint16_t *)(o + i * so) = *(uint16_t *)(s + i * ss); break;
+      case 4: for (int64_t i = 0; i < it.inner; i++) *(uint32_t *)(o + i * so) = *(uint32_t *)(s + i * ss); break;
+      default: for (int64_t i = 0; i < it.inner; i++) *(uint64_t *)(o + i * so) = *(uint64_t *)(s + i * ss); break;
+    }
+  } while (nt_iter_next(&it));
+  return 0;
+}
+
+static int k_copy(const nt_KernelArgs *a) {
+  nt_Tensor *dst = a->out, *src = a->in[0];
+  if (dst->dtype == src->dtype) return copy_same(dst, src);
+  nt_Iter it; nt_Tensor *ops[2] = { dst, src };
+  nt_iter_init(&it, 2, ops, NULL);
+  /* conversion goes through the source's compute type; bool targets test != 0
+  ** first so 0.5 → true */
+#define CONV_OUTER(DE, DN, DST, DCT) case DE: switch (src->dtype) { NT_FOR_EACH_DTYPE_B(CONV_INNER_##DN) default: break; } break;
+#define CONV_BODY(DN, DST, DCT, SN, SST)                                               \
+    do { for (int64_t i = 0; i < it.inner; i++) {                                      \
+      __auto_type v = nt_ld_##SN(*(SST *)(it.ptr[1] + i * it.istride[1]));             \
+      *(DST *)(it.ptr[0] + i * it.istride[0]) = (DE_IS_BOOL) ? (DST)(v != 0) : nt_st_##DN((DCT)v); } \
+    } while (nt_iter_next(&it));
+  switch (dst->dtype) {
+#define DE_IS_BOOL (dst->dtype == NT_BOOL)
+#define CONV_INNER_f32(SE, SN, SST, SCT) case SE: CONV_BODY(f32, float, float, SN, SST) break;
+#define CONV_INNER_f64(SE, SN, SST, SCT) case SE: CONV_BODY(f64, double, double, SN, SST) break;
+#define CONV_INNER_f16(SE, SN, SST, SCT) case SE: CONV_BODY(f16, uint16_t, float, SN, SST) break;
+#define CONV_INNER_bf16(SE, SN, SST, SCT) case SE: CONV_BODY(bf16, uint16_t, float, SN, SST) break;
+#define CONV_INNER_i32(SE, SN, SST, SCT) case SE: CONV_BODY(i32, int32_t, int32_t, SN, SST) break;
+#define CONV_INNER_i64(SE, SN, SST, SCT) case SE: CONV_BODY(i64, int64_t, int64_t, SN, SST) break;
+#define CONV_INNER_u8(SE, SN, SST, SCT) case SE: CONV_BODY(u8, uint8_t, uint8_t, SN, SST) break;
+#define CONV_INNER_b8(SE, SN, SST, SCT) case SE: CONV_BODY(b8, uint8_t, uint8_t, SN, SST) break;
+    NT_FOR_EACH_DTYPE(CONV_OUTER)
+    default: NT_FAIL("copy: bad dtype");
+  }
+  return 0;
+}
+
+/* ---- fill ---------------------------------------------------------------- */
+static int k_fill(const nt_KernelArgs *a) {
+  nt_Tensor *dst = a->out;
+  size_t es = nt_dtype_size(dst->dtype);
+  char val[8];
+  nt_store_from_double(val, dst->dtype, a->s[0]);
+  nt_Iter it; nt_Tensor *ops[1] = { dst };
+  nt_iter_init(&it, 1, ops, NULL);
+  do {
+    char *o = it.ptr[0]; int64_t so = it.istride[0];
+    switch (es) {
+      case 1: { uint8_t v; memcpy(&v, val, 1); for (int64_t i = 0; i < it.inner; i++) *(uint8_t *)(o + i * so) = v; break; }
+      case 2: { uint16_t v; memcpy(&v, val, 2); for (int64_t i = 0; i < it.inner; i++) *(uint16_t *)(o + i * so) = v; break; }
+      case 4: { uint32_t v; memcpy(&v, val, 4); for (int64_t i = 0; i < it.inner; i++) *(uint32_t *)(o + i * so) = v; break; }
+      default: { uint64_t v; memcpy(&v, val, 8); for (int64_t i = 0; i < it.inner; i++) *(uint64_t *)(o + i * so) = v; break; }
+    }
+  } while (nt_iter_next(&it));
+  return 0;
+}
+
+/* ---- where --------------------------------------------------------------- */
+static int k_where(const nt_KernelArgs *a) {
+  size_t es = nt_dtype_size(a->out->dtype);
+  nt_Iter it; nt_Tensor *ops[4] = { a->out, a->in[0], a->in[1], a->in[2] };
+  nt_iter_init(&it, 4, ops, NULL);
+  do {
+    for (int64_t i = 0; i < it.inner; i++) {
+      bool c = *(uint8_t *)(it.ptr[1] + i * it.istride[1]);
+      memcpy(it.ptr[0] + i * it.istride[0], c ? it.ptr[2] + i * it.istride[2] : it.ptr[3] + i * it.istride[3], es);
+    }
+  } while (nt_iter_next(&it));
+  return 0;
+}
+
+void nt_cpu_register_elem(void) {
+  for (int op = NT_OP_ADD; op <= NT_OP_LOGICAL_OR; op++) nt_register_kernel(op, NT_CPU, k_binary);
+  for (int op = NT_OP_NEG; op <= NT_OP_CLAMP; op++) nt_register_kernel(op, NT_CPU, k_unary);
+  nt_register_kernel(NT_OP_COPY, NT_CPU, k_copy);
+  nt_register_kernel(NT_OP_FILL, NT_CPU, k_fill);
+  nt_register_kernel(NT_OP_WHERE, NT_CPU, k_where);
+}

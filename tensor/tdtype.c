@@ -1,0 +1,74 @@
+/*
+** tdtype.c — dtype names, sizes, promotion and slow generic element access.
+*/
+#include "tinternal.h"
+#include <strings.h>
+
+static const size_t dsize[NT_NDTYPES] = { 4, 8, 2, 2, 4, 8, 1, 1 };
+static const char *const dname[NT_NDTYPES] = { "f32", "f64", "f16", "bf16", "i32", "i64", "u8", "bool" };
+
+size_t nt_dtype_size(nt_DType dt) { return (unsigned)dt < NT_NDTYPES ? dsize[dt] : 0; }
+const char *nt_dtype_name(nt_DType dt) { return (unsigned)dt < NT_NDTYPES ? dname[dt] : "?"; }
+bool nt_dtype_is_float(nt_DType dt) { return dt == NT_F32 || dt == NT_F64 || dt == NT_F16 || dt == NT_BF16; }
+bool nt_dtype_is_int(nt_DType dt) { return dt == NT_I32 || dt == NT_I64 || dt == NT_U8; }
+const char *nt_device_name(nt_Device d) { return d == NT_CPU ? "cpu" : d == NT_CUDA ? "cuda" : "?"; }
+
+int nt_dtype_from_name(const char *name) {
+  static const struct { const char *n; nt_DType d; } alias[] = {
+    {"f32", NT_F32}, {"float32", NT_F32}, {"float", NT_F32},
+    {"f64", NT_F64}, {"float64", NT_F64}, {"double", NT_F64},
+    {"f16", NT_F16}, {"float16", NT_F16}, {"half", NT_F16},
+    {"bf16", NT_BF16}, {"bfloat16", NT_BF16},
+    {"i32", NT_I32}, {"int32", NT_I32}, {"int", NT_I32},
+    {"i64", NT_I64}, {"int64", NT_I64}, {"long", NT_I64},
+    {"u8", NT_U8}, {"uint8", NT_U8}, {"bool", NT_BOOL},
+  };
+  for (size_t i = 0; i < sizeof alias / sizeof alias[0]; i++)
+    if (!strcasecmp(name, alias[i].n)) return alias[i].d;
+  nt_error_set("unknown dtype '%s'", name);
+  return -1;
+}
+
+/* category: 0 bool, 1 int, 2 float */
+static int cat(nt_DType d) { return d == NT_BOOL ? 0 : nt_dtype_is_int(d) ? 1 : 2; }
+
+nt_DType nt_promote(nt_DType a, nt_DType b) {
+  if (a == b) return a;
+  int ca = cat(a), cb = cat(b);
+  if (ca != cb) return ca > cb ? a : b;
+  if (ca == 1) {  /* u8 < i32 < i64 */
+    if (a == NT_I64 || b == NT_I64) return NT_I64;
+    return NT_I32;
+  }
+  /* floats: f64 wins; f16 vs bf16 → f32; f32 beats halves */
+  if (a == NT_F64 || b == NT_F64) return NT_F64;
+  return NT_F32;
+}
+
+nt_DType nt_promote_scalar(nt_DType t, bool scalar_is_float) {
+  if (scalar_is_float) return cat(t) == 2 ? t : NT_DEFAULT_FLOAT;
+  return t == NT_BOOL ? NT_DEFAULT_INT : t;
+}
+
+double nt_load_as_double(const void *p, nt_DType dt) {
+  switch (dt) {
+#define X(E, N, ST, CT) case E: return (double)nt_ld_##N(*(const ST *)p);
+    NT_FOR_EACH_DTYPE(X)
+#undef X
+    default: return 0;
+  }
+}
+
+void nt_store_from_double(void *p, nt_DType dt, double v) {
+  switch (dt) {
+    case NT_F32: *(float *)p = (float)v; break;
+    case NT_F64: *(double *)p = v; break;
+    case NT_F16: *(uint16_t *)p = nt_f32_to_f16((float)v); break;
+    case NT_BF16: *(uint16_t *)p = nt_f32_to_bf16((float)v); break;
+    case NT_I32: *(int32_t *)p = (int32_t)v; break;
+    case NT_I64: *(int64_t *)p = (int64_t)v; break;
+    case NT_U8: *(uint8_t *)p = (uint8_t)(int64_t)v; break;
+    case NT_BOOL: *(uint8_t *)p = v != 0; break;
+    default: break;
+  }
+}

@@ -1,0 +1,441 @@
+/*
+** telem.c — front ends of the elementwise ops (type promotion, broadcasting,
+** output allocation, dispatch) and their backward functions; also copy_,
+** fill_, casts, clone/contiguous, to_device.
+*/
+#include "tinternal.h"
+#include <stdlib.h>
+
+/* ---- a tiny arena for backward formulas --------------------------------
+** Backward code composes public ops; every temporary goes into the arena and
+** is released at the end, and NULL (an error) propagates through. */
+typedef struct { nt_Tensor *t[32]; int n; } Arena;
+static nt_Tensor *A(Arena *ar, nt_Tensor *x) {
+  if (x && ar->n == 32) { nt_release(x); nt_error_set("internal: backward arena overflow"); return NULL; }
+  if (x) ar->t[ar->n++] = x;
+  return x;
+}
+static void arena_free(Arena *ar) { for (int i = 0; i < ar->n; i++) nt_release(ar->t[i]); ar->n = 0; }
+static nt_Tensor *keep(nt_Tensor *x) { return nt_retain(x); }   /* result escapes the arena */
+#define B2(op, x, y) ((x) && (y) ? A(ar, nt_binary(op, x, y)) : NULL)
+#define BS(op, x, s) ((x) ? A(ar, nt_binary_scalar_ex(op, x, s, NT_SCALAR_FLOAT)) : NULL)
+#define SB(op, s, x) ((x) ? A(ar, nt_binary_scalar_ex(op, x, s, NT_SCALAR_FLOAT | NT_SCALAR_FIRST)) : NULL)
+#define U1(op, x) ((x) ? A(ar, nt_unary(op, x)) : NULL)
+#define CASTLIKE(x, like) ((x) ? A(ar, nt_to_dtype(x, (like)->dtype)) : NULL)
+
+static bool same_shape(const nt_Tensor *a, const nt_Tensor *b) {
+  return a->ndim == b->ndim && !memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim);
+}
+
+/* ---- binary --------------------------------------------------------------- */
+static bool is_predicate(int op) { return op >= NT_OP_EQ && op <= NT_OP_LOGICAL_OR; }
+
+/* dtype the kernel computes in, given the promoted dtype */
+static nt_DType compute_dtype(int op, nt_DType d) {
+  if (op == NT_OP_DIV && !nt_dtype_is_float(d)) return NT_DEFAULT_FLOAT;   /* true division */
+  if (d == NT_BOOL && op <= NT_OP_MOD) return NT_DEFAULT_INT;             /* arithmetic on bools */
+  return d;
+}
+
+static int binary_backward(nt_Node *n, nt_Tensor *g, nt_Tensor **gin) {
+  Arena arena = {0}, *ar = &arena;
+  nt_Tensor *a = n->in[0], *b = n->in[1];
+  switch ((int)n->iarg[0]) {
+    case NT_OP_ADD: gin[0] = keep(g); gin[1] = keep(g); return 0;
+    case NT_OP_SUB: gin[0] = keep(g); gin[1] = nt_neg(g); return gin[1] ? 0 : -1;
+    case NT_OP_MUL:
+      if (nt_node_needs(n, 0)) gin[0] = nt_mul(g, b);
+      if (nt_node_needs(n, 1)) gin[1] = nt_mul(g, a);
+      break;
+    case NT_OP_DIV:
+      if (nt_node_needs(n, 0)) gin[0] = nt_div(g, b);
+      if (nt_node_needs(n, 1)) gin[1] = keep(U1(NT_OP_NEG, B2(NT_OP_DIV, B2(NT_OP_MUL, g, a), B2(NT_OP_MUL, b, b))));
+      break;
+    case NT_OP_POW: {
+      nt_Tensor *out = n->saved[0];
+      if (nt_node_needs(n, 0))  /* b * a^(b-1) */
+        gin[0] = keep(B2(NT_OP_MUL, g, B2(NT_OP_MUL, b, B2(NT_OP_POW, a, BS(NT_OP_SUB, b, 1)))));
+      if (nt_node_needs(n, 1)) { /* a^b ln a, taken as 0 where a == 0 */
+        nt_Tensor *t = B2(NT_OP_MUL, g, B2(NT_OP_MUL, out, U1(NT_OP_LOG, a)));
+        nt_Tensor *z = BS(NT_OP_EQ, a, 0), *zero = t ? A(ar, nt_zeros_like(t)) : NULL;
+        gin[1] = z && zero ? nt_where(z, zero, t) : NULL;
+      }
+      break;
+    }
+    case NT_OP_MAXIMUM: case NT_OP_MINIMUM: {
+      /* the larger (smaller) input gets the gradient; ties split it */
+      nt_Tensor *m = B2(n->iarg[0] == NT_OP_MAXIMUM ? NT_OP_GT : NT_OP_LT, a, b), *e = B2(NT_OP_EQ, a, b);
+      nt_Tensor *w = B2(NT_OP_ADD, CASTLIKE(m, g), BS(NT_OP_MUL, CASTLIKE(e, g), 0.5));
+      if (nt_node_needs(n, 0)) gin[0] = keep(B2(NT_OP_MUL, g, w));
+      if (nt_node_needs(n, 1)) gin[1] = keep(B2(NT_OP_MUL, g, SB(NT_OP_SUB, 1, w)));
+      break;
+    }
+    case NT_OP_MOD:   /* a - b*floor(a/b) */
+      if (nt_node_needs(n, 0)) gin[0] = keep(g);
+      if (nt_node_needs(n, 1)) gin[1] = keep(U1(NT_OP_NEG, B2(NT_OP_MUL, g, B2(NT_OP_FLOORDIV, a, b))));
+      break;
+    default: break;   /* floordiv: zero gradient almost everywhere */
+  }
+  arena_free(ar);
+  for (int k = 0; k < 2; k++) if (nt_node_needs(n, k) && !gin[k] && n->iarg[0] != NT_OP_FLOORDIV) return -1;
+  return 0;
+}
+
+static const char *bin_names[] = {
+  "AddBackward", "SubBackward", "MulBackward", "DivBackward", "PowBackward", "FloorDivBackward",
+  "ModBackward", "MaximumBackward", "MinimumBackward" };
+
+nt_Tensor *nt_binary(int op, nt_Tensor *a, nt_Tensor *b) {
+  if (!NT_OP_IS_BINARY(op)) NT_FAIL_NULL("%s is not a binary op", nt_op_name(op));
+  if (a->device != b->device)
+    NT_FAIL_NULL("%s: expected all tensors on the same device, got %s and %s", nt_op_name(op),
+                 nt_device_name(a->device), nt_device_name(b->device));
+  nt_DType cd = compute_dtype(op, nt_promote(a->dtype, b->dtype));
+  nt_DType od = is_predicate(op) ? NT_BOOL : cd;
+  int64_t shape[NT_MAXDIM];
+  int nd;
+  nt_Tensor va, vb, *ca = a, *cb = b, *out = NULL;
+  if (a->dtype != cd && !(ca = nt_to_dtype(a, cd))) return NULL;
+  if (b->dtype != cd && !(cb = nt_to_dtype(b, cd))) goto done;
+  nt_KernelArgs args;
+  args.op = op;
+  if (same_shape(a, b)) {
+    out = nt_empty(a->shape, a->ndim, od, a->device);
+    args.in[0] = ca; args.in[1] = cb;
+  } else {
+    if (nt_broadcast_shapes(nt_op_name(op), a->shape, a->ndim, b->shape, b->ndim, shape, &nd)) goto done;
+    out = nt_empty(shape, nd, od, a->device);
+    nt_bcast_view(&va, ca, shape, nd); nt_bcast_view(&vb, cb, shape, nd);
+    args.in[0] = &va; args.in[1] = &vb;
+  }
+  if (!out) goto done;
+  args.out = out; args.nin = 2;
+  if (nt_dispatch(op, a->device, &args)) { nt_release(out); out = NULL; goto done; }
+  if (op <= NT_OP_MINIMUM && (a->requires_grad || b->requires_grad) && nt_grad_enabled()) {
+    nt_Node *n = nt_record(out, bin_names[op], binary_backward, 2, (nt_Tensor *[]){ a, b });
+    if (!n || (n->iarg[0] = op, op == NT_OP_POW && nt_node_save(n, out) < 0)) { nt_release(out); out = NULL; }
+  }
+done:
+  if (ca != a) nt_release(ca);
+  if (cb != b && cb) nt_release(cb);
+  return out;
+}
+
+/* Scalar on one side: iarg[0] = op, iarg[1] = scalar_first, s[0] = scalar */
+static int binary_scalar_backward(nt_Node *n, nt_Tensor *g, nt_Tensor **gin) {
+  Arena arena = {0}, *ar = &arena;
+  nt_Tensor *x = n->in[0];
+  double s = n->s[0];
+  bool first = n->iarg[1];
+  switch ((int)n->iarg[0]) {
+    case NT_OP_ADD: gin[0] = keep(g); break;
+    case NT_OP_SUB: gin[0] = first ? nt_neg(g) : keep(g); break;
+    case NT_OP_MUL: gin[0] = nt_binary_scalar_ex(NT_OP_MUL, g, s, NT_SCALAR_FLOAT); break;
+    case NT_OP_DIV:
+      if (!first) gin[0] = nt_binary_scalar_ex(NT_OP_DIV, g, s, NT_SCALAR_FLOAT);
+      else gin[0] = keep(U1(NT_OP_NEG, BS(NT_OP_MUL, B2(NT_OP_DIV, g, B2(NT_OP_MUL, x, x)), s)));   /* -s/x^2 */
+      break;
+    case NT_OP_POW:
+      if (!first) gin[0] = keep(B2(NT_OP_MUL, g, BS(NT_OP_MUL, BS(NT_OP_POW, x, s - 1), s)));   /* s x^(s-1) */
+      else gin[0] = keep(BS(NT_OP_MUL, B2(NT_OP_MUL, g, n->saved[0]), log(s)));              /* s^x ln s */
+      break;
+    case NT_OP_MAXIMUM: case NT_OP_MINIMUM: {
+      nt_Tensor *m = BS(n->iarg[0] == NT_OP_MAXIMUM ? NT_OP_GT : NT_OP_LT, x, s), *e = BS(NT_OP_EQ, x, s);
+      nt_Tensor *w = B2(NT_OP_ADD, CASTLIKE(m, g), BS(NT_OP_MUL, CASTLIKE(e, g), 0.5));
+      gin[0] = keep(B2(NT_OP_MUL, g, w));
+      break;
+    }
+    case NT_OP_MOD:
+      if (!first) gin[0] = keep(g);
+      else return arena_free(ar), 0;
+      break;
+    default: return 0;
+  }
+  arena_free(ar);
+  return gin[0] ? 0 : -1;
+}
+
+nt_Tensor *nt_binary_scalar_ex(int op, nt_Tensor *t, double s, int flags) {
+  if (!NT_OP_IS_BINARY(op)) NT_FAIL_NULL("%s is not a binary op", nt_op_name(op));
+  bool isf = (flags & NT_SCALAR_FLOAT) ? true : (flags & NT_SCALAR_INT) ? false : (s != floor(s) || !isfinite(s));
+  bool first = flags & NT_SCALAR_FIRST;
+  nt_DType cd = compute_dtype(op, nt_promote_scalar(t->dtype, isf));
+  nt_DType od = is_predicate(op) ? NT_BOOL : cd;
+  nt_Tensor *ct = t;
+  if (t->dtype != cd && !(ct = nt_to_dtype(t, cd))) return NULL;
+  nt_Tensor *out = nt_empty(t->shape, t->ndim, od, t->device);
+  if (out) {
+    nt_KernelArgs args;
+    args.op = op; args.out = out; args.in[0] = ct; args.in[1] = NULL; args.nin = 1;
+    args.s[0] = s; args.iarg[0] = first; args.niarg = 1;
+    if (nt_dispatch(op, t->device, &args)) { nt_release(out); out = NULL; }
+  }
+  if (out && op <= NT_OP_MINIMUM && t->requires_grad && nt_grad_enabled()) {
+    nt_Node *n = nt_record(out, bin_names[op], binary_scalar_backward, 1, &t);
+    if (!n) { nt_release(out); out = NULL; }
+    else {
+      n->iarg[0] = op; n->iarg[1] = first; n->s[0] = s;
+      if (op == NT_OP_POW && first && nt_node_save(n, out) < 0) { nt_release(out); out = NULL; }
+    }
+  }
+  if (ct != t) nt_release(ct);
+  return out;
+}
+
+nt_Tensor *nt_binary_scalar(int op, nt_Tensor *t, double s, bool scalar_first) {
+  return nt_binary_scalar_ex(op, t, s, scalar_first ? NT_SCALAR_FIRST : 0);
+}
+
+#define BIN(name, OP) nt_Tensor *nt_##name(nt_Tensor *a, nt_Tensor *b) { return nt_binary(OP, a, b); }
+BIN(add, NT_OP_ADD) BIN(sub, NT_OP_SUB) BIN(mul, NT_OP_MUL) BIN(div, NT_OP_DIV) BIN(pow, NT_OP_POW)
+BIN(floordiv, NT_OP_FLOORDIV) BIN(mod, NT_OP_MOD) BIN(maximum, NT_OP_MAXIMUM) BIN(minimum, NT_OP_MINIMUM)
+BIN(eq, NT_OP_EQ) BIN(ne, NT_OP_NE) BIN(lt, NT_OP_LT) BIN(le, NT_OP_LE) BIN(gt, NT_OP_GT) BIN(ge, NT_OP_GE)
+BIN(logical_and, NT_OP_LOGICAL_AND) BIN(logical_or, NT_OP_LOGICAL_OR)
+
+/* ---- unary ---------------------------------------------------------------- */
+/* ops that keep integer dtypes (everything else computes in floats) */
+static bool int_ok(int op) {
+  return op == NT_OP_NEG || op == NT_OP_ABS || op == NT_OP_SIGN || op == NT_OP_RELU || op == NT_OP_SQUARE ||
+         op == NT_OP_FLOOR || op == NT_OP_CEIL || op == NT_OP_ROUND || op == NT_OP_CLAMP;
+}
+
+static int unary_backward(nt_Node *n, nt_Tensor *g, nt_Tensor **gin) {
+  Arena arena = {0}, *ar = &arena;
+  nt_Tensor *x = n->in[0], *y = n->saved[0], *r = NULL;
+  switch ((int)n->iarg[0]) {
+    case NT_OP_NEG: r = U1(NT_OP_NEG, g); break;
+    case NT_OP_EXP: r = B2(NT_OP_MUL, g, y); break;
+    case NT_OP_EXPM1: r = B2(NT_OP_MUL, g, BS(NT_OP_ADD, y, 1)); break;
+    case NT_OP_LOG: r = B2(NT_OP_DIV, g, x); break;
+    case NT_OP_LOG2: r = BS(NT_OP_DIV, B2(NT_OP_DIV, g, x), M_LN2); break;
+    case NT_OP_LOG1P: r = B2(NT_OP_DIV, g, BS(NT_OP_ADD, x, 1)); break;
+    case NT_OP_SQRT: r = BS(NT_OP_MUL, B2(NT_OP_DIV, g, y), 0.5); break;
+    case NT_OP_RSQRT: r = BS(NT_OP_MUL, B2(NT_OP_MUL, g, B2(NT_OP_MUL, y, B2(NT_OP_MUL, y, y))), -0.5); break;
+    case NT_OP_ABS: r = B2(NT_OP_MUL, g, U1(NT_OP_SIGN, x)); break;
+    case NT_OP_SIGN: case NT_OP_FLOOR: case NT_OP_CEIL: case NT_OP_ROUND: r = A(ar, nt_zeros_like(g)); break;
+    case NT_OP_TANH: r = B2(NT_OP_MUL, g, SB(NT_OP_SUB, 1, B2(NT_OP_MUL, y, y))); break;
+    case NT_OP_SIGMOID: r = B2(NT_OP_MUL, g, B2(NT_OP_MUL, y, SB(NT_OP_SUB, 1, y))); break;
+    case NT_OP_RELU: r = B2(NT_OP_MUL, g, CASTLIKE(BS(NT_OP_GT, x, 0), g)); break;
+    case NT_OP_SILU: { /* s + x s (1 - s) */
+      nt_Tensor *s = U1(NT_OP_SIGMOID, x);
+      r = B2(NT_OP_MUL, g, B2(NT_OP_ADD, s, B2(NT_OP_MUL, B2(NT_OP_MUL, x, s), SB(NT_OP_SUB, 1, s))));
+      break; }
+    case NT_OP_GELU: { /* Phi(x) + x phi(x) */
+      nt_Tensor *cdf = BS(NT_OP_MUL, BS(NT_OP_ADD, U1(NT_OP_ERF, BS(NT_OP_MUL, x, M_SQRT1_2)), 1), 0.5);
+      nt_Tensor *pdf = BS(NT_OP_MUL, U1(NT_OP_EXP, BS(NT_OP_MUL, B2(NT_OP_MUL, x, x), -0.5)), 0.3989422804014327);
+      r = B2(NT_OP_MUL, g, B2(NT_OP_ADD, cdf, B2(NT_OP_MUL, x, pdf)));
+      break; }
+    case NT_OP_GELU_TANH: { /* u = c(x + 0.044715 x^3); 0.5(1+tanh u) + 0.5 x (1-tanh^2 u) c (1 + 3*0.044715 x^2) */
+      const double c = 0.7978845608028654;
+      nt_Tensor *x2 = B2(NT_OP_MUL, x, x);
+      nt_Tensor *u = BS(NT_OP_MUL, B2(NT_OP_ADD, x, BS(NT_OP_MUL, B2(NT_OP_MUL, x2, x), 0.044715)), c);
+      nt_Tensor *t = U1(NT_OP_TANH, u);
+      nt_Tensor *d1 = BS(NT_OP_MUL, BS(NT_OP_ADD, t, 1), 0.5);
+      nt_Tensor *du = BS(NT_OP_MUL, BS(NT_OP_ADD, BS(NT_OP_MUL, x2, 3 * 0.044715), 1), c);
+      nt_Tensor *d2 = B2(NT_OP_MUL, BS(NT_OP_MUL, x, 0.5), B2(NT_OP_MUL, SB(NT_OP_SUB, 1, B2(NT_OP_MUL, t, t)), du));
+      r = B2(NT_OP_MUL, g, B2(NT_OP_ADD, d1, d2));
+      break; }
+    case NT_OP_SIN: r = B2(NT_OP_MUL, g, U1(NT_OP_COS, x)); break;
+    case NT_OP_COS: r = U1(NT_OP_NEG, B2(NT_OP_MUL, g, U1(NT_OP_SIN, x))); break;
+    case NT_OP_TAN: r = B2(NT_OP_MUL, g, BS(NT_OP_ADD, B2(NT_OP_MUL, y, y), 1)); break;
+    case NT_OP_RECIPROCAL: r = U1(NT_OP_NEG, B2(NT_OP_MUL, g, B2(NT_OP_MUL, y, y))); break;
+    case NT_OP_SQUARE: r = BS(NT_OP_MUL, B2(NT_OP_MUL, g, x), 2); break;
+    case NT_OP_ERF: r = BS(NT_OP_MUL, B2(NT_OP_MUL, g, U1(NT_OP_EXP, U1(NT_OP_NEG, B2(NT_OP_MUL, x, x)))), 1.1283791670955126); break;
+    case NT_OP_CLAMP: { /* pass where lo <= x <= hi */
+      nt_Tensor *m = A(ar, nt_ones_like(g));
+      if (m && n->s[0] == n->s[0]) m = B2(NT_OP_MUL, m, CASTLIKE(BS(NT_OP_GE, x, n->s[0]), g));
+      if (m && n->s[1] == n->s[1]) m = B2(NT_OP_MUL, m, CASTLIKE(BS(NT_OP_LE, x, n->s[1]), g));
+      r = B2(NT_OP_MUL, g, m);
+      break; }
+    default: break;
+  }
+  gin[0] = keep(r);
+  arena_free(ar);
+  return gin[0] ? 0 : -1;
+}
+
+static const char *unary_name(int op) {
+  static const char *names[] = {
+    "NegBackward", "ExpBackward", "LogBackward", "Log1pBackward", "SqrtBackward", "RsqrtBackward", "AbsBackward",
+    "SignBackward", "TanhBackward", "SigmoidBackward", "ReluBackward", "GeluBackward", "GeluBackward",
+    "SiluBackward", "SinBackward", "CosBackward", "LogicalNotBackward", "FloorBackward", "CeilBackward",
+    "RoundBackward", "ReciprocalBackward", "SquareBackward", "Expm1Backward", "Log2Backward", "TanBackward",
+    "ErfBackward", "ClampBackward" };
+  return names[op - NT_OP_NEG];
+}
+
+nt_Tensor *nt_unary_scalar_op(int op, nt_Tensor *t, double s0, double s1) {
+  if (!NT_OP_IS_UNARY(op)) NT_FAIL_NULL("%s is not a unary op", nt_op_name(op));
+  nt_DType cd = t->dtype, od;
+  if (op == NT_OP_LOGICAL_NOT) od = NT_BOOL;
+  else {
+    if (cd == NT_BOOL) cd = int_ok(op) ? NT_DEFAULT_INT : NT_DEFAULT_FLOAT;
+    else if (!int_ok(op) && !nt_dtype_is_float(cd)) cd = NT_DEFAULT_FLOAT;
+    od = cd;
+  }
+  nt_Tensor *ct = t;
+  if (op != NT_OP_LOGICAL_NOT && t->dtype != cd && !(ct = nt_to_dtype(t, cd))) return NULL;
+  nt_Tensor *out = nt_empty(t->shape, t->ndim, od, t->device);
+  if (out) {
+    nt_KernelArgs args;
+    args.op = op; args.out = out; args.in[0] = ct; args.nin = 1; args.s[0] = s0; args.s[1] = s1;
+    if (nt_dispatch(op, t->device, &args)) { nt_release(out); out = NULL; }
+  }
+  if (out && op != NT_OP_LOGICAL_NOT && t->requires_grad && nt_grad_enabled()) {
+    nt_Node *n = nt_record(out, unary_name(op), unary_backward, 1, &t);
+    if (!n) { nt_release(out); out = NULL; }
+    else {
+      n->iarg[0] = op; n->s[0] = s0; n->s[1] = s1;
+      if (nt_node_save(n, out) < 0) { nt_release(out); out = NULL; }
+    }
+  }
+  if (ct != t) nt_release(ct);
+  return out;
+}
+
+nt_Tensor *nt_unary(int op, nt_Tensor *t) { return nt_unary_scalar_op(op, t, NAN, NAN); }
+
+#define UN(name, OP) nt_Tensor *nt_##name(nt_Tensor *t) { return nt_unary(OP, t); }
+UN(neg, NT_OP_NEG) UN(exp, NT_OP_EXP) UN(log, NT_OP_LOG) UN(log1p, NT_OP_LOG1P) UN(sqrt, NT_OP_SQRT)
+UN(rsqrt, NT_OP_RSQRT) UN(abs, NT_OP_ABS) UN(sign, NT_OP_SIGN) UN(tanh, NT_OP_TANH) UN(sigmoid, NT_OP_SIGMOID)
+UN(relu, NT_OP_RELU) UN(silu, NT_OP_SILU) UN(sin, NT_OP_SIN) UN(cos, NT_OP_COS) UN(logical_not, NT_OP_LOGICAL_NOT)
+nt_Tensor *nt_gelu(nt_Tensor *t, bool tanh_approx) { return nt_unary(tanh_approx ? NT_OP_GELU_TANH : NT_OP_GELU, t); }
+nt_Tensor *nt_clamp(nt_Tensor *t, double lo, double hi) { return nt_unary_scalar_op(NT_OP_CLAMP, t, lo, hi); }
+
+/* ---- where ---------------------------------------------------------------- */
+static int where_backward(nt_Node *n, nt_Tensor *g, nt_Tensor **gin) {
+  nt_Tensor *c = n->in[0], *z = nt_zeros_like(g);
+  if (!z) return -1;
+  if (nt_node_needs(n, 1)) gin[1] = nt_where(c, g, z);
+  if (nt_node_needs(n, 2)) gin[2] = nt_where(c, z, g);
+  nt_release(z);
+  return (nt_node_needs(n, 1) && !gin[1]) || (nt_node_needs(n, 2) && !gin[2]) ? -1 : 0;
+}
+
+nt_Tensor *nt_where(nt_Tensor *cond, nt_Tensor *a, nt_Tensor *b) {
+  nt_Tensor *ts[3] = { cond, a, b };
+  if (nt_check_same_device("where", 3, ts)) return NULL;
+  int64_t s1[NT_MAXDIM], s2[NT_MAXDIM];
+  int n1, n2;
+  if (nt_broadcast_shapes("where", a->shape, a->ndim, b->shape, b->ndim, s1, &n1) ||
+      nt_broadcast_shapes("where", cond->shape, cond->ndim, s1, n1, s2, &n2)) return NULL;
+  nt_DType od = nt_promote(a->dtype, b->dtype);
+  nt_Tensor *cc = cond, *ca = a, *cb = b, *out = NULL;
+  if (cond->dtype != NT_BOOL && !(cc = nt_to_dtype(cond, NT_BOOL))) return NULL;
+  if (a->dtype != od && !(ca = nt_to_dtype(a, od))) goto done;
+  if (b->dtype != od && !(cb = nt_to_dtype(b, od))) goto done;
+  out = nt_empty(s2, n2, od, a->device);
+  if (!out) goto done;
+  nt_Tensor vc, va, vb;
+  nt_bcast_view(&vc, cc, s2, n2); nt_bcast_view(&va, ca, s2, n2); nt_bcast_view(&vb, cb, s2, n2);
+  nt_KernelArgs args;
+  args.op = NT_OP_WHERE; args.out = out; args.in[0] = &vc; args.in[1] = &va; args.in[2] = &vb; args.nin = 3;
+  if (nt_dispatch(NT_OP_WHERE, a->device, &args)) { nt_release(out); out = NULL; goto done; }
+  if (nt_needs_grad(2, ts + 1) && !nt_record(out, "WhereBackward", where_backward, 3, (nt_Tensor *[]){ cc, a, b })) {
+    nt_release(out); out = NULL;
+  }
+done:
+  if (cc != cond) nt_release(cc);
+  if (ca != a && ca) nt_release(ca);
+  if (cb != b && cb) nt_release(cb);
+  return out;
+}
+
+/* ---- copies, casts ---------------------------------------------------------- */
+static bool overlaps(const nt_Tensor *a, const nt_Tensor *b) { return a->storage == b->storage; }
+
+int nt_copy_(nt_Tensor *dst, nt_Tensor *src) {
+  if (dst->device != src->device)
+    NT_FAIL("copy: expected all tensors on the same device, got %s and %s", nt_device_name(dst->device), nt_device_name(src->device));
+  if (nt_grad_enabled() && dst->requires_grad && !dst->grad_fn)
+    NT_FAIL("a leaf tensor that requires grad cannot be modified in place");
+  int64_t shape[NT_MAXDIM];
+  int nd;
+  if (nt_broadcast_shapes("copy", dst->shape, dst->ndim, src->shape, src->ndim, shape, &nd)) return -1;
+  if (nd != dst->ndim || memcmp(shape, dst->shape, sizeof(int64_t) * (size_t)nd)) {
+    char a[128], b[128];
+    NT_FAIL("cannot assign a tensor of shape %s to a view of shape %s", nt_shape_str(src->shape, src->ndim, a, sizeof a),
+            nt_shape_str(dst->shape, dst->ndim, b, sizeof b));
+  }
+  bool prev = nt_set_grad_enabled(false);
+  nt_Tensor *s = overlaps(dst, src) ? nt_clone(src) : nt_retain(src);
+  nt_set_grad_enabled(prev);
+  if (!s) return -1;
+  nt_Tensor vs;
+  nt_bcast_view(&vs, s, dst->shape, dst->ndim);
+  nt_KernelArgs args;
+  args.op = NT_OP_COPY; args.out = dst; args.in[0] = &vs; args.nin = 1;
+  int rc = nt_dispatch(NT_OP_COPY, dst->device, &args);
+  nt_release(s);
+  return rc;
+}
+
+int nt_fill_(nt_Tensor *dst, double value) {
+  if (nt_grad_enabled() && dst->requires_grad && !dst->grad_fn)
+    NT_FAIL("a leaf tensor that requires grad cannot be modified in place");
+  nt_KernelArgs args;
+  args.op = NT_OP_FILL; args.out = dst; args.nin = 0; args.s[0] = value;
+  return nt_dispatch(NT_OP_FILL, dst->device, &args);
+}
+
+static int identity_backward(nt_Node *n, nt_Tensor *g, nt_Tensor **gin) {
+  (void)n;
+  gin[0] = nt_retain(g);   /* the engine casts to the input's dtype */
+  return 0;
+}
+
+/* plain copy into a fresh contiguous tensor of dtype dt (no autograd) */
+static nt_Tensor *copy_as(nt_Tensor *t, nt_DType dt) {
+  nt_Tensor *out = nt_empty(t->shape, t->ndim, dt, t->device);
+  if (!out) return NULL;
+  nt_KernelArgs args;
+  args.op = NT_OP_COPY; args.out = out; args.in[0] = t; args.nin = 1;
+  if (nt_dispatch(NT_OP_COPY, t->device, &args)) { nt_release(out); return NULL; }
+  return out;
+}
+
+nt_Tensor *nt_to_dtype(nt_Tensor *t, nt_DType dt) {
+  if ((unsigned)dt >= NT_NDTYPES) NT_FAIL_NULL("invalid dtype %d", (int)dt);
+  if (t->dtype == dt) return nt_retain(t);
+  nt_Tensor *out = copy_as(t, dt);
+  if (out && nt_dtype_is_float(dt) && nt_needs_grad(1, &t) && !nt_record(out, "ToDtypeBackward", identity_backward, 1, &t)) {
+    nt_release(out); return NULL;
+  }
+  return out;
+}
+
+nt_Tensor *nt_clone(nt_Tensor *t) {
+  nt_Tensor *out = copy_as(t, t->dtype);
+  if (out && nt_needs_grad(1, &t) && !nt_record(out, "CloneBackward", identity_backward, 1, &t)) {
+    nt_release(out); return NULL;
+  }
+  return out;
+}
+
+nt_Tensor *nt_contiguous(nt_Tensor *t) {
+  return (t->flags & NT_T_CONTIG) ? nt_retain(t) : nt_clone(t);
+}
+
+static int to_device_backward(nt_Node *n, nt_Tensor *g, nt_Tensor **gin) {
+  gin[0] = nt_to_device(g, n->in[0]->device);
+  return gin[0] ? 0 : -1;
+}
+
+nt_Tensor *nt_to_device(nt_Tensor *t, nt_Device dev) {
+  if (t->device == dev) return nt_retain(t);
+  const nt_Allocator *al = nt_allocator(dev == NT_CPU ? t->device : dev);
+  if (!al || !nt_allocator(dev)) NT_FAIL_NULL("device %s is not available", nt_device_name(dev));
+  bool prev = nt_set_grad_enabled(false);
+  nt_Tensor *c = nt_contiguous(t);
+  nt_set_grad_enabled(prev);
+  if (!c) return NULL;
+  nt_Tensor *out = nt_empty(t->shape, t->ndim, t->dtype, dev);
+  if (out && al->memcpy(out->storage->data, dev, nt_base(c), t->device, (size_t)t->numel * nt_dtype_size(t->dtype))) {
+    nt_release(out); out = NULL;
+  }
+  nt_release(c);
+  if (out && nt_needs_grad(1, &t) && !nt_record(out, "ToDeviceBackward", to_device_backward, 1, &t)) {
+    nt_release(out); return NULL;
+  }
+  return out;
+}

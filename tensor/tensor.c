@@ -1,0 +1,203 @@
+/*
+** tensor.c — storage, tensor headers, reference counting and views.
+**
+** Memory layout of a fresh tensor (nt_empty): ONE malloc block
+**     [nt_Tensor][nt_Storage][pad to 64][data if <= NT_INLINE_BYTES]
+** Larger data is a separate 64-byte aligned allocation from the device
+** allocator.  The block belongs to the storage: when the tensor header dies
+** while views still use the storage, the header's bytes simply stay until the
+** storage goes (a few hundred bytes, in exchange for one malloc per op).
+** Views get their own header malloc (NT_T_VIEWHDR).
+*/
+#include "tinternal.h"
+#include <stdlib.h>
+#include <stdio.h>
+
+/* ---- CPU allocator ------------------------------------------------------- */
+static void *cpu_alloc(size_t n) {
+  void *p = NULL;
+  if (posix_memalign(&p, 64, n ? n : 64)) return NULL;
+  return p;
+}
+static void cpu_free(void *p) { free(p); }
+static int cpu_memcpy(void *dst, nt_Device dd, const void *src, nt_Device sd, size_t n) {
+  if (dd != NT_CPU || sd != NT_CPU) NT_FAIL("cpu allocator cannot copy to/from %s", nt_device_name(dd != NT_CPU ? dd : sd));
+  memcpy(dst, src, n);
+  return 0;
+}
+static nt_Allocator allocators[NT_NDEVICES] = { { cpu_alloc, cpu_free, cpu_memcpy } };
+static bool have_alloc[NT_NDEVICES] = { true, false };
+
+void nt_register_allocator(nt_Device dev, const nt_Allocator *a) {
+  if ((unsigned)dev >= NT_NDEVICES) return;
+  allocators[dev] = *a;
+  have_alloc[dev] = true;
+}
+const nt_Allocator *nt_allocator(nt_Device dev) {
+  return (unsigned)dev < NT_NDEVICES && have_alloc[dev] ? &allocators[dev] : NULL;
+}
+
+/* ---- shape helpers ------------------------------------------------------- */
+int64_t nt_shape_numel(const int64_t *shape, int ndim) {
+  int64_t n = 1;
+  for (int i = 0; i < ndim; i++) n *= shape[i];
+  return n;
+}
+
+int64_t nt_contig_strides(const int64_t *shape, int ndim, int64_t *strides) {
+  int64_t s = 1;
+  for (int i = ndim - 1; i >= 0; i--) { strides[i] = s; s *= shape[i]; }
+  return s;
+}
+
+void nt_update_meta(nt_Tensor *t) {
+  int64_t n = 1, expect = 1;
+  bool contig = true;
+  for (int i = t->ndim - 1; i >= 0; i--) {
+    n *= t->shape[i];
+    if (t->shape[i] != 1) {
+      if (t->strides[i] != expect) contig = false;
+      expect *= t->shape[i];
+    }
+  }
+  t->numel = n;
+  if (n == 0) contig = true;
+  t->flags = contig ? (t->flags | NT_T_CONTIG) : (t->flags & ~(uint32_t)NT_T_CONTIG);
+}
+
+char *nt_shape_str(const int64_t *shape, int ndim, char *buf, size_t sz) {
+  size_t k = 0;
+  if (sz == 0) return buf;
+  k += (size_t)snprintf(buf, sz, "[");
+  for (int i = 0; i < ndim && k < sz; i++)
+    k += (size_t)snprintf(buf + k, sz - k, i ? ", %lld" : "%lld", (long long)shape[i]);
+  if (k < sz) snprintf(buf + k, sz - k, "]");
+  return buf;
+}
+
+int nt_norm_axis(const char *op, int axis, int ndim) {
+  int a = axis < 0 ? axis + ndim : axis;
+  if (a < 0 || a >= ndim) {
+    nt_error_set("%s: axis %d is out of range for a tensor of dimension %d", op, axis, ndim);
+    return -1;
+  }
+  return a;
+}
+
+/* ---- allocation ---------------------------------------------------------- */
+#define HDR_BYTES ((sizeof(nt_Tensor) + sizeof(nt_Storage) + 63) & ~(size_t)63)
+
+nt_Tensor *nt_empty(const int64_t *shape, int ndim, nt_DType dt, nt_Device dev) {
+  if (ndim < 0 || ndim > NT_MAXDIM) NT_FAIL_NULL("tensors have at most %d dimensions, got %d", NT_MAXDIM, ndim);
+  if ((unsigned)dt >= NT_NDTYPES) NT_FAIL_NULL("invalid dtype %d", (int)dt);
+  const nt_Allocator *al = nt_allocator(dev);
+  if (!al) NT_FAIL_NULL("device %s is not available", nt_device_name(dev));
+  size_t esz = nt_dtype_size(dt);
+  int64_t numel = 1;
+  for (int i = 0; i < ndim; i++) {
+    if (shape[i] < 0) NT_FAIL_NULL("negative dimension %lld", (long long)shape[i]);
+    if (shape[i] && numel > (INT64_MAX / 16) / shape[i]) NT_FAIL_NULL("tensor is too large");
+    numel *= shape[i];
+  }
+  size_t nbytes = (size_t)numel * esz;
+  bool inl = dev == NT_CPU && nbytes <= NT_INLINE_BYTES;
+  size_t blk = inl ? HDR_BYTES + nbytes : sizeof(nt_Tensor) + sizeof(nt_Storage);
+  char *b = inl ? aligned_alloc(64, (blk + 63) & ~(size_t)63) : malloc(blk);
+  if (!b) { nt_error_oom(blk); return NULL; }
+  nt_Tensor *t = (nt_Tensor *)b;
+  nt_Storage *s = (nt_Storage *)(b + sizeof(nt_Tensor));
+  s->refcount = 1; s->device = dev; s->nbytes = nbytes; s->block = b;
+  if (inl) { s->data = b + HDR_BYTES; s->flags = NT_STORAGE_INLINE; }
+  else {
+    s->flags = 0;
+    s->data = al->alloc(nbytes);
+    if (!s->data) { free(b); nt_error_oom(nbytes); return NULL; }
+  }
+  t->refcount = 1; t->dtype = dt; t->device = dev; t->ndim = ndim;
+  t->offset = 0; t->numel = numel; t->flags = NT_T_CONTIG; t->storage = s;
+  t->requires_grad = false; t->grad = NULL; t->grad_fn = NULL;
+  int64_t st = 1;
+  for (int i = ndim - 1; i >= 0; i--) { t->shape[i] = shape[i]; t->strides[i] = st; st *= shape[i]; }
+  return t;
+}
+
+nt_Tensor *nt_from_external(void *data, nt_DType dt, const int64_t *shape, int ndim) {
+  if (ndim < 0 || ndim > NT_MAXDIM) NT_FAIL_NULL("tensors have at most %d dimensions, got %d", NT_MAXDIM, ndim);
+  char *b = nt_malloc(sizeof(nt_Tensor) + sizeof(nt_Storage));
+  if (!b) return NULL;
+  nt_Tensor *t = (nt_Tensor *)b;
+  nt_Storage *s = (nt_Storage *)(b + sizeof(nt_Tensor));
+  memset(t, 0, sizeof *t);
+  s->refcount = 1; s->device = NT_CPU; s->block = b; s->data = data; s->flags = NT_STORAGE_EXTERNAL;
+  t->refcount = 1; t->dtype = dt; t->ndim = ndim; t->storage = s;
+  memcpy(t->shape, shape, sizeof(int64_t) * (size_t)ndim);
+  nt_contig_strides(shape, ndim, t->strides);
+  nt_update_meta(t);
+  s->nbytes = (size_t)t->numel * nt_dtype_size(dt);
+  return t;
+}
+
+static void storage_release(nt_Storage *s) {
+  if (--s->refcount > 0) return;
+  if (!(s->flags & (NT_STORAGE_INLINE | NT_STORAGE_EXTERNAL))) allocators[s->device].free(s->data);
+  free(s->block);
+}
+
+nt_Tensor *nt_retain(nt_Tensor *t) { if (t) t->refcount++; return t; }
+
+void nt_release(nt_Tensor *t) {
+  if (!t || --t->refcount > 0) return;
+  if (t->grad) nt_release(t->grad);
+  if (t->grad_fn) nt_node_release(t->grad_fn);
+  bool own_hdr = t->flags & NT_T_VIEWHDR;
+  storage_release(t->storage);
+  if (own_hdr) free(t);
+}
+
+nt_Tensor *nt_view_of(nt_Tensor *t) {
+  nt_Tensor *v = malloc(sizeof *v);
+  if (!v) { nt_error_oom(sizeof *v); return NULL; }
+  *v = *t;
+  v->refcount = 1; v->flags |= NT_T_VIEWHDR;
+  v->requires_grad = false; v->grad = NULL; v->grad_fn = NULL;
+  v->storage->refcount++;
+  return v;
+}
+
+/* ---- queries ------------------------------------------------------------- */
+int64_t nt_size(const nt_Tensor *t, int axis) {
+  int a = nt_norm_axis("size", axis, t->ndim);
+  return a < 0 ? -1 : t->shape[a];
+}
+bool nt_is_contiguous(const nt_Tensor *t) { return t->flags & NT_T_CONTIG; }
+void *nt_data_ptr(const nt_Tensor *t) { return t->device == NT_CPU ? nt_base(t) : NULL; }
+
+/* ---- broadcasting -------------------------------------------------------- */
+int nt_broadcast_shapes(const char *op, const int64_t *a, int na, const int64_t *b, int nb,
+                        int64_t *out, int *nout) {
+  int n = na > nb ? na : nb;
+  for (int i = 0; i < n; i++) {
+    int64_t da = i < n - na ? 1 : a[i - (n - na)];
+    int64_t db = i < n - nb ? 1 : b[i - (n - nb)];
+    if (da != db && da != 1 && db != 1) {
+      char sa[128], sb[128];
+      nt_error_set("%s: shapes %s and %s cannot broadcast", op, nt_shape_str(a, na, sa, sizeof sa),
+                   nt_shape_str(b, nb, sb, sizeof sb));
+      return -1;
+    }
+    out[i] = da == 1 ? db : da;
+  }
+  *nout = n;
+  return 0;
+}
+
+void nt_bcast_view(nt_Tensor *v, const nt_Tensor *src, const int64_t *shape, int ndim) {
+  *v = *src;
+  int k = ndim - src->ndim;
+  for (int i = 0; i < ndim; i++) {
+    v->shape[i] = shape[i];
+    v->strides[i] = (i < k || src->shape[i - k] != shape[i]) ? 0 : src->strides[i - k];
+  }
+  v->ndim = ndim;
+  nt_update_meta(v);
+}
