@@ -41,4 +41,6 @@ static int k_tril(const nt_KernelArgs *a) {
 void nt_cpu_register_misc(void) {
   nt_register_kernel(NT_OP_ARANGE, NT_CPU, k_arange);
   nt_register_kernel(NT_OP_TRIL, NT_CPU, k_tril);
+  extern void nt_cpu_register_random(void);
+  nt_cpu_register_random();
 }

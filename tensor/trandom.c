@@ -1,0 +1,144 @@
+/*
+** trandom.c — counter-based random numbers (Philox4x32-10, Salmon et al. 2011).
+** The exact mapping (seed, offset, element index) → value is specified in
+** tensor.h so that other backends reproduce the numbers element by element.
+** Being counter based, every element is computed independently: the loop
+** parallelises and a CUDA thread per element gives identical results.
+*/
+#include "tinternal.h"
+#include <stdlib.h>
+
+static uint64_t g_seed = 0, g_offset = 0;
+
+void nt_seed(uint64_t seed) { g_seed = seed; g_offset = 0; }
+void nt_rng_get_state(uint64_t *seed, uint64_t *offset) { *seed = g_seed; *offset = g_offset; }
+void nt_rng_set_state(uint64_t seed, uint64_t offset) { g_seed = seed; g_offset = offset; }
+
+static inline void philox(uint64_t block, uint64_t seed, uint32_t out[4]) {
+  uint32_t c0 = (uint32_t)block, c1 = (uint32_t)(block >> 32), c2 = 0, c3 = 0;
+  uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
+  for (int r = 0; r < 10; r++) {
+    uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
+    uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0, n1 = (uint32_t)p1;
+    uint32_t n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1, n3 = (uint32_t)p0;
+    c0 = n0; c1 = n1; c2 = n2; c3 = n3;
+    k0 += 0x9E3779B9u; k1 += 0xBB67AE85u;
+  }
+  out[0] = c0; out[1] = c1; out[2] = c2; out[3] = c3;
+}
+
+static inline double u24(uint32_t w) { return (double)(w >> 8) * (1.0 / 16777216.0); }
+
+/* value of element i (see tensor.h) */
+static inline double rand_value(int kind, uint64_t seed, uint64_t offset, int64_t i, double s0, double s1) {
+  uint32_t w[4];
+  philox(offset + (uint64_t)i / 4, seed, w);
+  int lane = (int)(i % 4);
+  switch (kind) {
+    case NT_RAND_UNIFORM: return u24(w[lane]);
+    case NT_RAND_BERNOULLI: return u24(w[lane]) < s0 ? 1.0 : 0.0;
+    case NT_RAND_INT: return s0 + (double)((uint64_t)w[lane] % (uint64_t)(s1 - s0));
+    case NT_RAND_KEYS: return (double)w[lane];
+    default: {  /* normal: Box-Muller on the lane pair */
+      int j = lane / 2;
+      double u1 = ((double)(w[2 * j] >> 8) + 1.0) * (1.0 / 16777216.0), u2 = u24(w[2 * j + 1]);
+      double r = sqrt(-2.0 * log(u1)), th = 2.0 * M_PI * u2;
+      return s0 + s1 * ((i & 1) ? r * sin(th) : r * cos(th));
+    }
+  }
+}
+
+static int k_random(const nt_KernelArgs *a) {
+  nt_Tensor *o = a->out;
+  int kind = (int)a->iarg[0];
+  uint64_t seed = (uint64_t)a->iarg[1], off = (uint64_t)a->iarg[2];
+  double s0 = a->s[0], s1 = a->s[1];
+  int64_t n = o->numel;
+  char *p = nt_base(o);
+  size_t es = nt_dtype_size(o->dtype);
+  nt_DType dt = o->dtype;
+  if (dt == NT_F32) {
+    float *f = (float *)p;
+    #pragma omp parallel for if(n > NT_OMP_THRESHOLD / 4)
+    for (int64_t i = 0; i < n; i++) f[i] = (float)rand_value(kind, seed, off, i, s0, s1);
+  } else if (dt == NT_I64 && kind != NT_RAND_NORMAL && kind != NT_RAND_UNIFORM) {
+    int64_t *q = (int64_t *)p;
+    #pragma omp parallel for if(n > NT_OMP_THRESHOLD / 4)
+    for (int64_t i = 0; i < n; i++) q[i] = (int64_t)rand_value(kind, seed, off, i, s0, s1);
+  } else {
+    #pragma omp parallel for if(n > NT_OMP_THRESHOLD / 4)
+    for (int64_t i = 0; i < n; i++) nt_store_from_double(p + i * (int64_t)es, dt, rand_value(kind, seed, off, i, s0, s1));
+  }
+  return 0;
+}
+
+void nt_cpu_register_random(void);
+void nt_cpu_register_random(void) { nt_register_kernel(NT_OP_RANDOM, NT_CPU, k_random); }
+
+/* allocates, fills from the generator, advances the offset */
+static nt_Tensor *gen(int kind, const int64_t *shape, int ndim, nt_DType dt, nt_Device dev, double s0, double s1) {
+  nt_Tensor *t = nt_empty(shape, ndim, dt, dev);
+  if (!t) return NULL;
+  nt_KernelArgs a = { .op = NT_OP_RANDOM, .out = t, .nin = 0, .s = { s0, s1 },
+                      .iarg = { kind, (int64_t)g_seed, (int64_t)g_offset }, .niarg = 3 };
+  if (t->numel && nt_dispatch(NT_OP_RANDOM, dev, &a)) { nt_release(t); return NULL; }
+  g_offset += ((uint64_t)t->numel + 3) / 4;
+  return t;
+}
+
+nt_Tensor *nt_rand(const int64_t *shape, int ndim, nt_DType dt, nt_Device dev) {
+  if (!nt_dtype_is_float(dt)) NT_FAIL_NULL("rand: expected a floating dtype, got %s", nt_dtype_name(dt));
+  return gen(NT_RAND_UNIFORM, shape, ndim, dt, dev, 0, 0);
+}
+
+nt_Tensor *nt_normal(const int64_t *shape, int ndim, double mean, double std, nt_DType dt, nt_Device dev) {
+  if (!nt_dtype_is_float(dt)) NT_FAIL_NULL("normal: expected a floating dtype, got %s", nt_dtype_name(dt));
+  if (!(std >= 0)) NT_FAIL_NULL("normal: std must be non-negative, got %g", std);
+  return gen(NT_RAND_NORMAL, shape, ndim, dt, dev, mean, std);
+}
+
+nt_Tensor *nt_randn(const int64_t *shape, int ndim, nt_DType dt, nt_Device dev) {
+  if (!nt_dtype_is_float(dt)) NT_FAIL_NULL("randn: expected a floating dtype, got %s", nt_dtype_name(dt));
+  return gen(NT_RAND_NORMAL, shape, ndim, dt, dev, 0, 1);
+}
+
+nt_Tensor *nt_randint(int64_t low, int64_t high, const int64_t *shape, int ndim, nt_DType dt, nt_Device dev) {
+  if (high <= low) NT_FAIL_NULL("randint: high (%lld) must be greater than low (%lld)", (long long)high, (long long)low);
+  if ((uint64_t)(high - low) > ((uint64_t)1 << 32)) NT_FAIL_NULL("randint: range high - low must be at most 2^32");
+  if (dt == NT_BOOL) NT_FAIL_NULL("randint: bool dtype is not supported");
+  return gen(NT_RAND_INT, shape, ndim, dt, dev, (double)low, (double)high);
+}
+
+nt_Tensor *nt_bernoulli(nt_Tensor *like, double p) {
+  if (!(p >= 0 && p <= 1)) NT_FAIL_NULL("bernoulli: p must be in [0, 1], got %g", p);
+  if (!nt_dtype_is_float(like->dtype) && like->dtype != NT_BOOL)
+    NT_FAIL_NULL("bernoulli: expected a floating or bool dtype, got %s", nt_dtype_name(like->dtype));
+  return gen(NT_RAND_BERNOULLI, like->shape, like->ndim, like->dtype, like->device, p, 0);
+}
+
+typedef struct { int64_t key, idx; } KeyIdx;
+static int cmp_key(const void *x, const void *y) {
+  const KeyIdx *a = x, *b = y;
+  if (a->key != b->key) return a->key < b->key ? -1 : 1;
+  return a->idx < b->idx ? -1 : a->idx > b->idx;
+}
+
+nt_Tensor *nt_randperm(int64_t n, nt_DType dt, nt_Device dev) {
+  if (n < 0) NT_FAIL_NULL("randperm: n must be non-negative, got %lld", (long long)n);
+  nt_Tensor *keys = gen(NT_RAND_KEYS, &n, 1, NT_I64, NT_CPU, 0, 0);
+  if (!keys) return NULL;
+  KeyIdx *ki = nt_malloc(sizeof(KeyIdx) * (size_t)(n ? n : 1));
+  int64_t *perm = ki ? nt_malloc(sizeof(int64_t) * (size_t)(n ? n : 1)) : NULL;
+  nt_Tensor *out = NULL;
+  if (perm) {
+    const int64_t *k = (const int64_t *)nt_base(keys);
+    for (int64_t i = 0; i < n; i++) { ki[i].key = k[i]; ki[i].idx = i; }
+    qsort(ki, (size_t)n, sizeof *ki, cmp_key);
+    for (int64_t i = 0; i < n; i++) perm[i] = ki[i].idx;
+    nt_Tensor *cpu = nt_from_buffer(perm, NT_I64, &n, 1, dt);
+    out = cpu && dev != NT_CPU ? nt_to_device(cpu, dev) : nt_retain(cpu);
+    nt_release(cpu);
+  }
+  free(ki); free(perm); nt_release(keys);
+  return out;
+}
