@@ -28,5 +28,6 @@ double tn_urand(void);                    /* deterministic uniform [0,1) */
 extern const tn_test tn_tests_safetensors[];
 extern const tn_test tn_tests_npy[];
 extern const tn_test tn_tests_csv[];
+extern const tn_test tn_tests_nn[];
 
 #endif

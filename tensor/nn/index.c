@@ -1,0 +1,385 @@
+/*
+** index.c — integer/boolean indexing: take (index_select, embedding,
+** x[idx]), gather, scatter_add, masked_select, one_hot.
+**
+** take: x contiguous viewed as [outer, n, inner]; idx flattened to [m];
+**   out[o, j, :] = x[o, idx[j], :]  (rows of `inner` elements: one memcpy
+**   each, so every dtype shares one kernel).
+**   backward (index_add): dx[o, idx[j], :] += g[o, j, :]  (duplicates add up).
+** gather (torch): out[i0..i_axis..ik] = x[i0..idx[i0..ik]..ik], out.shape = idx.shape.
+** scatter_add: out = x; out[i0..idx[i0..ik]..ik] += src[i0..ik].
+**   d gather/dx = scatter_add(0, idx, g); d scatter_add = (g, gather(g, idx)).
+*/
+#include "nninternal.h"
+#include <stdlib.h>
+
+/* Wraps negative indices and checks bounds in place; -1 with a message. */
+static int fix_indices(const char *op, int64_t *ix, int64_t m, int64_t n, int axis) {
+  for (int64_t j = 0; j < m; j++) {
+    int64_t v = ix[j];
+    if (v < -n || v >= n)
+      NT_FAIL("%s: index %lld is out of bounds for axis %d with size %lld", op, (long long)v, axis, (long long)n);
+    if (v < 0) ix[j] = v + n;
+  }
+  return 0;
+}
+
+/* ---- take / index_add ------------------------------------------------------- */
+#define INDEX_ADD_T(T)                                                                    \
+  static void index_add_##T(T *dx, const T *g, const int64_t *ix, int64_t outer, int64_t n, \
+                            int64_t m, int64_t inner) {                                   \
+    _Pragma("omp parallel for if (outer > 1 && outer * m * inner > NT_OMP_THRESHOLD)")     \
+    for (int64_t o = 0; o < outer; o++)                                                   \
+      for (int64_t j = 0; j < m; j++) {                                                   \
+        T *d = dx + (o * n + ix[j]) * inner;                                              \
+        const T *s = g + (o * m + j) * inner;                                             \
+        for (int64_t k = 0; k < inner; k++) d[k] += s[k];                                 \
+      }                                                                                   \
+  }
+INDEX_ADD_T(float)
+INDEX_ADD_T(double)
+
+/* take:      out [outer,m,inner]; in = {x [outer,n,inner], idx i64 [m] (already fixed)}
+** take_bwd:  out dx [outer,n,inner] (zeroed here); in = {g, idx}.  iarg = {outer, n, m, inner} */
+static int k_take(const nt_KernelArgs *a) {
+  int64_t outer = a->iarg[0], n = a->iarg[1], m = a->iarg[2], inner = a->iarg[3];
+  const int64_t *ix = (const int64_t *)nt_base(a->in[1]);
+  if (a->op == nn_ops.take) {
+    size_t row = (size_t)inner * nt_dtype_size(a->out->dtype);
+    const char *x = nt_base(a->in[0]);
+    char *o = nt_base(a->out);
+    _Pragma("omp parallel for collapse(2) if (outer * m * inner > NT_OMP_THRESHOLD)")
+    for (int64_t q = 0; q < outer; q++)
+      for (int64_t j = 0; j < m; j++)
+        memcpy(o + (size_t)(q * m + j) * row, x + (size_t)(q * n + ix[j]) * row, row);
+    return 0;
+  }
+  memset(nt_base(a->out), 0, (size_t)a->out->numel * nt_dtype_size(a->out->dtype));
+  if (a->out->dtype == NT_F32) index_add_float((float *)nt_base(a->out), (const float *)nt_base(a->in[0]), ix, outer, n, m, inner);
+  else if (a->out->dtype == NT_F64) index_add_double((double *)nt_base(a->out), (const double *)nt_base(a->in[0]), ix, outer, n, m, inner);
+  else NT_FAIL("take backward: unsupported dtype %s", nt_dtype_name(a->out->dtype));
+  return 0;
+}
+
+/* node: in = {x (contiguous)}; saved[0] = fixed idx [m]; iarg = {outer, n, m, inner} */
+static int take_backward(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin) {
+  nt_Tensor *x = nd->in[0];
+  nt_Tensor *gc = nt_to_dtype(gout, x->dtype), *g = gc ? nt_contiguous(gc) : NULL;
+  nt_release(gc);
+  if (!g) return -1;
+  nt_Tensor *dx = nt_empty(x->shape, x->ndim, x->dtype, x->device);
+  nt_KernelArgs ka = {.op = nn_ops.take_bwd, .out = dx, .in = {g, nd->saved[0]}, .nin = 2, .niarg = 4};
+  memcpy(ka.iarg, nd->iarg, 4 * sizeof(int64_t));
+  int rc = dx ? nt_dispatch(ka.op, dx->device, &ka) : -1;
+  nt_release(g);
+  if (rc) { nt_release(dx); return -1; }
+  gin[0] = dx;
+  return 0;
+}
+
+nt_Tensor *nt_take(nt_Tensor *x0, nt_Tensor *idx0, int axis) {
+  const char *op = "take";
+  nt_nn_init();
+  if (x0->ndim == 0) NT_FAIL_NULL("%s: cannot index a 0-d tensor", op);
+  int ax = nt_norm_axis(op, axis, x0->ndim);
+  if (ax < 0 || nt_check_same_device(op, 2, (nt_Tensor *[]){x0, idx0})) return NULL;
+  if (x0->ndim - 1 + idx0->ndim > NT_MAXDIM) NT_FAIL_NULL("%s: result would have more than %d dimensions", op, NT_MAXDIM);
+  nt_Tensor *ic = nn_index_i64(op, idx0), *x = ic ? nt_contiguous(x0) : NULL;
+  nt_Tensor *ix = NULL, *out = NULL;
+  if (!x) goto done;
+  ix = nt_clone(ic);                       /* private copy: wrapped in place */
+  if (!ix) goto done;
+  nn_dims d = nn_split_axis(x->shape, x->ndim, ax);
+  int64_t m = ix->numel;
+  if (fix_indices(op, (int64_t *)nt_base(ix), m, d.n, axis)) goto done;
+  int64_t shp[NT_MAXDIM];
+  int k = 0;
+  for (int i = 0; i < ax; i++) shp[k++] = x->shape[i];
+  for (int i = 0; i < idx0->ndim; i++) shp[k++] = idx0->shape[i];
+  for (int i = ax + 1; i < x->ndim; i++) shp[k++] = x->shape[i];
+  out = nt_empty(shp, k, x->dtype, x->device);
+  if (!out) goto done;
+  nt_KernelArgs ka = {.op = nn_ops.take, .out = out, .in = {x, ix}, .nin = 2, .iarg = {d.outer, d.n, m, d.inner}, .niarg = 4};
+  if (out->numel && nt_dispatch(ka.op, x->device, &ka)) { nt_release(out); out = NULL; goto done; }
+  nt_Node *nd;
+  out = nn_finish(out, "TakeBackward", take_backward, 1, &x, &nd);
+  if (out && nd) {
+    memcpy(nd->iarg, ka.iarg, 4 * sizeof(int64_t));
+    nd->niarg = 4;
+    if (nt_node_save(nd, ix) < 0) { nt_release(out); out = NULL; }
+  }
+done:
+  nt_release(ic); nt_release(x); nt_release(ix);
+  return out;
+}
+
+nt_Tensor *nt_index_select(nt_Tensor *x, int axis, nt_Tensor *idx) {
+  if (idx->ndim != 1) NT_FAIL_NULL("index_select: index must be 1-D, got %d-D", idx->ndim);
+  return nt_take(x, idx, axis);
+}
+
+nt_Tensor *nt_embedding(nt_Tensor *weight, nt_Tensor *idx) {
+  if (weight->ndim != 2) NT_FAIL_NULL("embedding: weight must be 2-D [num_embeddings, dim], got %d-D", weight->ndim);
+  if (!nt_dtype_is_int(idx->dtype)) NT_FAIL_NULL("embedding: indices must be an integer tensor, got %s", nt_dtype_name(idx->dtype));
+  return nt_take(weight, idx, 0);
+}
+
+/* Positions of the true entries of a contiguous mask, as an i64 [count] tensor. */
+static nt_Tensor *nonzero_flat(nt_Tensor *mask) {
+  nt_Tensor *mc = nt_to_dtype(mask, NT_BOOL), *m = mc ? nt_contiguous(mc) : NULL;
+  nt_release(mc);
+  if (!m) return NULL;
+  if (m->device != NT_CPU) { nt_Tensor *h = nt_to_device(m, NT_CPU); nt_release(m); if (!(m = h)) return NULL; }
+  const uint8_t *p = (const uint8_t *)nt_base(m);
+  int64_t cnt = 0;
+  for (int64_t i = 0; i < m->numel; i++) cnt += p[i] != 0;
+  nt_Tensor *ix = nt_empty(&cnt, 1, NT_I64, NT_CPU);
+  if (ix) {
+    int64_t *o = (int64_t *)nt_base(ix), k = 0;
+    for (int64_t i = 0; i < m->numel; i++) if (p[i]) o[k++] = i;
+  }
+  nt_release(m);
+  return ix;
+}
+
+nt_Tensor *nt_index_tensor(nt_Tensor *x, nt_Tensor *idx) {
+  nt_nn_init();
+  if (idx->dtype != NT_BOOL) return nt_take(x, idx, 0);
+  /* boolean mask over the leading idx->ndim axes: flatten them, select rows */
+  char a[128], b[128];
+  bool ok = idx->ndim <= x->ndim;
+  for (int i = 0; ok && i < idx->ndim; i++) ok = idx->shape[i] == x->shape[i];
+  if (!ok) NT_FAIL_NULL("index: boolean mask of shape %s does not match tensor of shape %s",
+                        nt_shape_str(idx->shape, idx->ndim, a, sizeof a), nt_shape_str(x->shape, x->ndim, b, sizeof b));
+  int64_t shp[NT_MAXDIM + 1];
+  int k = 0;
+  shp[k++] = nt_shape_numel(x->shape, idx->ndim);
+  for (int i = idx->ndim; i < x->ndim; i++) shp[k++] = x->shape[i];
+  nt_Tensor *xf = nt_reshape(x, shp, k), *ix = xf ? nonzero_flat(idx) : NULL;
+  if (ix && x->device != NT_CPU) { nt_Tensor *d = nt_to_device(ix, x->device); nt_release(ix); ix = d; }
+  nt_Tensor *r = ix ? nt_take(xf, ix, 0) : NULL;
+  nt_release(xf); nt_release(ix);
+  return r;
+}
+
+nt_Tensor *nt_masked_select(nt_Tensor *x, nt_Tensor *mask) {
+  nt_nn_init();
+  if (mask->dtype != NT_BOOL) NT_FAIL_NULL("masked_select: mask must be bool, got %s", nt_dtype_name(mask->dtype));
+  int64_t shp[NT_MAXDIM];
+  int nd;
+  if (nt_broadcast_shapes("masked_select", x->shape, x->ndim, mask->shape, mask->ndim, shp, &nd)) return NULL;
+  nt_Tensor *xb = nt_broadcast_to(x, shp, nd), *mb = xb ? nt_broadcast_to(mask, shp, nd) : NULL;
+  int64_t flat = -1;
+  nt_Tensor *xr = mb ? nt_reshape(xb, &flat, 1) : NULL, *mr = xr ? nt_reshape(mb, &flat, 1) : NULL;
+  nt_Tensor *r = mr ? nt_index_tensor(xr, mr) : NULL;
+  nt_release(xb); nt_release(mb); nt_release(xr); nt_release(mr);
+  return r;
+}
+
+/* ---- gather / scatter_add ------------------------------------------------------
+** Both walk idx's (contiguous) elements with an odometer over idx.shape,
+** tracking the offset into x (contiguous strides) of the non-axis coordinates. */
+typedef struct gs_geom {
+  int ndim, axis;
+  int64_t ishape[NT_MAXDIM], xstr[NT_MAXDIM], sstr[NT_MAXDIM];  /* idx shape; x and src strides */
+} gs_geom;
+
+#define SCATTER_T(T)                                                                     \
+  static void scatter_add_##T(T *out, const T *src, const int64_t *ix, const gs_geom *g, int64_t m) { \
+    int64_t c[NT_MAXDIM] = {0}, xo = 0, so = 0;                                          \
+    for (int64_t e = 0; e < m; e++) {                                                    \
+      out[xo + ix[e] * g->xstr[g->axis]] += src[so];                                     \
+      for (int k = g->ndim - 1; k >= 0; k--) {                                           \
+        if (++c[k] < g->ishape[k]) {                                                     \
+          if (k != g->axis) xo += g->xstr[k];                                            \
+          so += g->sstr[k]; break;                                                       \
+        }                                                                                \
+        if (k != g->axis) xo -= g->xstr[k] * (g->ishape[k] - 1);                         \
+        so -= g->sstr[k] * (g->ishape[k] - 1);                                           \
+        c[k] = 0;                                                                        \
+      }                                                                                  \
+    }                                                                                    \
+  }
+SCATTER_T(float)
+SCATTER_T(double)
+SCATTER_T(int32_t)
+SCATTER_T(int64_t)
+
+/* gather:      out [idx.shape] fresh; in = {x contiguous, idx i64 contiguous (fixed)}
+** scatter_add: out = a contiguous copy of x (added into); in = {src contiguous [idx.shape], idx}
+** extra = gs_geom */
+static int k_gather_scatter(const nt_KernelArgs *a) {
+  const gs_geom *g = a->extra;
+  if (a->op == nn_ops.gather) {
+    const int64_t *ix = (const int64_t *)nt_base(a->in[1]);
+    size_t es = nt_dtype_size(a->out->dtype);
+    const char *x = nt_base(a->in[0]);
+    char *o = nt_base(a->out);
+    int64_t c[NT_MAXDIM] = {0}, xo = 0, m = a->out->numel;
+    for (int64_t e = 0; e < m; e++) {
+      const char *s = x + (size_t)(xo + ix[e] * g->xstr[g->axis]) * es;
+      switch (es) {
+      case 8: memcpy(o + e * 8, s, 8); break;
+      case 4: memcpy(o + e * 4, s, 4); break;
+      case 2: memcpy(o + e * 2, s, 2); break;
+      default: o[e] = *s;
+      }
+      for (int k = g->ndim - 1; k >= 0; k--) {
+        if (++c[k] < g->ishape[k]) { if (k != g->axis) xo += g->xstr[k]; break; }
+        if (k != g->axis) xo -= g->xstr[k] * (g->ishape[k] - 1);
+        c[k] = 0;
+      }
+    }
+    return 0;
+  }
+  const int64_t *ix = (const int64_t *)nt_base(a->in[1]);
+  int64_t m = a->in[0]->numel;
+  void *o = nt_base(a->out);
+  const void *s = nt_base(a->in[0]);
+  switch (a->out->dtype) {
+  case NT_F32: scatter_add_float(o, s, ix, g, m); break;
+  case NT_F64: scatter_add_double(o, s, ix, g, m); break;
+  case NT_I32: scatter_add_int32_t(o, s, ix, g, m); break;
+  case NT_I64: scatter_add_int64_t(o, s, ix, g, m); break;
+  default: NT_FAIL("scatter_add: unsupported dtype %s", nt_dtype_name(a->out->dtype));
+  }
+  return 0;
+}
+
+/* Validates idx against x for gather/scatter and builds the geometry + fixed
+** i64 indices; returns the index tensor (new ref) or NULL. */
+static nt_Tensor *gs_prepare(const char *op, nt_Tensor *x, int axis, nt_Tensor *idx, gs_geom *g, int *ax_out) {
+  char a[128], b[128];
+  nt_nn_init();
+  int ax = x->ndim ? nt_norm_axis(op, axis, x->ndim) : -1;
+  if (x->ndim == 0) NT_FAIL_NULL("%s: cannot index a 0-d tensor", op);
+  if (ax < 0 || nt_check_same_device(op, 2, (nt_Tensor *[]){x, idx})) return NULL;
+  bool ok = idx->ndim == x->ndim;
+  for (int d = 0; ok && d < x->ndim; d++) ok = d == ax || idx->shape[d] <= x->shape[d];
+  if (!ok) NT_FAIL_NULL("%s: index of shape %s does not fit input of shape %s along axis %d (same ndim, "
+                        "index.size(d) <= input.size(d) for d != axis)", op,
+                        nt_shape_str(idx->shape, idx->ndim, a, sizeof a), nt_shape_str(x->shape, x->ndim, b, sizeof b), ax);
+  nt_Tensor *ic = nn_index_i64(op, idx), *ix = ic ? nt_clone(ic) : NULL;
+  nt_release(ic);
+  if (!ix) return NULL;
+  if (fix_indices(op, (int64_t *)nt_base(ix), ix->numel, x->shape[ax], ax)) { nt_release(ix); return NULL; }
+  g->ndim = x->ndim; g->axis = ax;
+  memcpy(g->ishape, idx->shape, sizeof(int64_t) * (size_t)x->ndim);
+  nt_contig_strides(x->shape, x->ndim, g->xstr);
+  nt_contig_strides(idx->shape, idx->ndim, g->sstr);
+  *ax_out = ax;
+  return ix;
+}
+
+static int gather_backward(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin) {
+  nt_Tensor *x = nd->in[0];
+  nt_Tensor *z = nt_zeros(x->shape, x->ndim, x->dtype, x->device);
+  if (!z) return -1;
+  gin[0] = nt_scatter_add(z, (int)nd->iarg[0], nd->saved[0], gout);
+  nt_release(z);
+  return gin[0] ? 0 : -1;
+}
+
+nt_Tensor *nt_gather(nt_Tensor *x0, int axis, nt_Tensor *idx) {
+  gs_geom g;
+  int ax;
+  nt_Tensor *ix = gs_prepare("gather", x0, axis, idx, &g, &ax);
+  if (!ix) return NULL;
+  nt_Tensor *x = nt_contiguous(x0), *out = x ? nt_empty(idx->shape, idx->ndim, x->dtype, x->device) : NULL;
+  if (out) {
+    nt_KernelArgs ka = {.op = nn_ops.gather, .out = out, .in = {x, ix}, .nin = 2, .extra = &g};
+    if (out->numel && nt_dispatch(ka.op, x->device, &ka)) { nt_release(out); out = NULL; }
+  }
+  nt_Node *nd = NULL;
+  if (out) out = nn_finish(out, "GatherBackward", gather_backward, 1, &x, &nd);
+  if (out && nd) {
+    nd->iarg[0] = ax; nd->niarg = 1;
+    if (nt_node_save(nd, ix) < 0) { nt_release(out); out = NULL; }
+  }
+  nt_release(x); nt_release(ix);
+  return out;
+}
+
+static int scatter_backward(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin) {
+  if (nt_node_needs(nd, 0)) gin[0] = nt_retain(gout);
+  if (nt_node_needs(nd, 1)) {
+    gin[1] = nt_gather(gout, (int)nd->iarg[0], nd->saved[0]);
+    if (!gin[1]) return -1;
+  }
+  return 0;
+}
+
+nt_Tensor *nt_scatter_add(nt_Tensor *x, int axis, nt_Tensor *idx, nt_Tensor *src0) {
+  const char *op = "scatter_add";
+  char a[128], b[128];
+  gs_geom g;
+  int ax;
+  if (src0->ndim != idx->ndim || memcmp(src0->shape, idx->shape, sizeof(int64_t) * (size_t)idx->ndim))
+    NT_FAIL_NULL("%s: src of shape %s must match index of shape %s", op,
+                 nt_shape_str(src0->shape, src0->ndim, a, sizeof a), nt_shape_str(idx->shape, idx->ndim, b, sizeof b));
+  nt_Tensor *ix = gs_prepare(op, x, axis, idx, &g, &ax);
+  if (!ix) return NULL;
+  nt_Tensor *sc = nt_to_dtype(src0, x->dtype), *src = sc ? nt_contiguous(sc) : NULL;
+  nt_release(sc);
+  nt_Tensor *out = src ? nt_clone(x) : NULL;
+  if (out) {
+    nt_KernelArgs ka = {.op = nn_ops.scatter_add, .out = out, .in = {src, ix}, .nin = 2, .extra = &g};
+    if (src->numel && nt_dispatch(ka.op, x->device, &ka)) { nt_release(out); out = NULL; }
+  }
+  /* the clone's own history is replaced: the node's inputs are x and src */
+  nt_Node *nd = NULL;
+  if (out && out->grad_fn) { nt_node_release(out->grad_fn); out->grad_fn = NULL; out->requires_grad = false; }
+  if (out) out = nn_finish(out, "ScatterAddBackward", scatter_backward, 2, (nt_Tensor *[]){x, src}, &nd);
+  if (out && nd) {
+    nd->iarg[0] = ax; nd->niarg = 1;
+    if (nt_node_save(nd, ix) < 0) { nt_release(out); out = NULL; }
+  }
+  nt_release(src); nt_release(ix);
+  return out;
+}
+
+/* ---- one_hot -------------------------------------------------------------------- */
+static int k_one_hot(const nt_KernelArgs *a) {
+  const int64_t *ix = (const int64_t *)nt_base(a->in[0]);
+  int64_t *o = (int64_t *)nt_base(a->out), C = a->iarg[0], m = a->in[0]->numel;
+  memset(o, 0, sizeof(int64_t) * (size_t)(m * C));
+  for (int64_t i = 0; i < m; i++) o[i * C + ix[i]] = 1;
+  return 0;
+}
+
+nt_Tensor *nt_one_hot(nt_Tensor *idx, int64_t C) {
+  const char *op = "one_hot";
+  nt_nn_init();
+  if (idx->ndim + 1 > NT_MAXDIM) NT_FAIL_NULL("%s: too many dimensions", op);
+  nt_Tensor *ix = nn_index_i64(op, idx);
+  if (!ix) return NULL;
+  const int64_t *p = (const int64_t *)nt_base(ix);
+  int64_t mx = -1;
+  for (int64_t i = 0; i < ix->numel; i++) {
+    if (p[i] < 0) { nt_release(ix); NT_FAIL_NULL("%s: class values must be non-negative, got %lld", op, (long long)p[i]); }
+    if (p[i] > mx) mx = p[i];
+  }
+  if (C < 0) C = mx + 1;
+  if (mx >= C) { nt_release(ix); NT_FAIL_NULL("%s: class value %lld is out of range for %lld classes", op, (long long)mx, (long long)C); }
+  int64_t shp[NT_MAXDIM];
+  memcpy(shp, idx->shape, sizeof(int64_t) * (size_t)idx->ndim);
+  shp[idx->ndim] = C;
+  nt_Tensor *out = nt_empty(shp, idx->ndim + 1, NT_I64, ix->device);
+  nt_KernelArgs ka = {.op = nn_ops.one_hot, .out = out, .in = {ix}, .nin = 1, .iarg = {C}, .niarg = 1};
+  if (out && out->numel && nt_dispatch(ka.op, out->device, &ka)) { nt_release(out); out = NULL; }
+  nt_release(ix);
+  return out;
+}
+
+void nn_register_index(void) {
+  nn_ops.take = nt_op_register("take");
+  nn_ops.take_bwd = nt_op_register("take_backward");
+  nn_ops.gather = nt_op_register("gather");
+  nn_ops.scatter_add = nt_op_register("scatter_add");
+  nn_ops.one_hot = nt_op_register("one_hot");
+  nt_register_kernel(nn_ops.take, NT_CPU, k_take);
+  nt_register_kernel(nn_ops.take_bwd, NT_CPU, k_take);
+  nt_register_kernel(nn_ops.gather, NT_CPU, k_gather_scatter);
+  nt_register_kernel(nn_ops.scatter_add, NT_CPU, k_gather_scatter);
+  nt_register_kernel(nn_ops.one_hot, NT_CPU, k_one_hot);
+}

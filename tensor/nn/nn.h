@@ -1,0 +1,61 @@
+/*
+** nn.h — neural-network ops over nt_Tensor (PyTorch names and semantics).
+**
+** Same conventions as tensor.h: tensor arguments are borrowed, results are new
+** references, errors return NULL (-1) with nt_error_msg() set, negative axes
+** count from the end, and every differentiable op records an autograd node.
+** Float ops compute in f32/f64; f16/bf16 inputs are computed in f32 and the
+** result cast back.  Integer index tensors may be i32 or i64 (u8 too).
+*/
+#ifndef NT_NN_H
+#define NT_NN_H
+
+#include "tensor/tensor.h"
+
+/* ---- activations & losses ------------------------------------------------- */
+nt_Tensor *nt_softmax(nt_Tensor *x, int axis);
+nt_Tensor *nt_log_softmax(nt_Tensor *x, int axis);
+/* logits [N,C] or [N,C,d1,...]; targets int [N] or [N,d1,...].  Mean over the
+** targets != ignore_index (NaN if none).  label_smoothing in [0,1].  Pass
+** ignore_index = -100 for PyTorch's default. */
+nt_Tensor *nt_cross_entropy(nt_Tensor *logits, nt_Tensor *targets, int64_t ignore_index, double label_smoothing);
+nt_Tensor *nt_mse_loss(nt_Tensor *a, nt_Tensor *b);            /* mean((a-b)^2), broadcasting */
+
+/* ---- normalisation & regularisation --------------------------------------- */
+/* Normalises over the last axis (size D); weight/bias [D] or NULL. */
+nt_Tensor *nt_layer_norm(nt_Tensor *x, nt_Tensor *weight, nt_Tensor *bias, double eps);
+/* Zeroes each element with probability p and scales the rest by 1/(1-p)
+** (Philox bernoulli from the core's global RNG).  !training or p == 0: x. */
+nt_Tensor *nt_dropout(nt_Tensor *x, double p, bool training);
+
+/* ---- embeddings & indexing -------------------------------------------------- */
+nt_Tensor *nt_embedding(nt_Tensor *weight, nt_Tensor *idx);     /* [V,D], idx any shape -> idx.shape+[D] */
+nt_Tensor *nt_one_hot(nt_Tensor *idx, int64_t num_classes);     /* -> i64 idx.shape+[C]; -1 = max+1 */
+/* NumPy take along one axis: out = x.shape[:axis] + idx.shape + x.shape[axis+1:].
+** Negative indices wrap; out of range is an error. */
+nt_Tensor *nt_take(nt_Tensor *x, nt_Tensor *idx, int axis);
+nt_Tensor *nt_index_select(nt_Tensor *x, int axis, nt_Tensor *idx);   /* idx 1-D */
+nt_Tensor *nt_index_tensor(nt_Tensor *x, nt_Tensor *idx);       /* x[idx] (int idx along axis 0, or bool mask) */
+/* torch.gather / scatter_add: idx has x's ndim, idx.shape[d] <= x.shape[d] for d != axis. */
+nt_Tensor *nt_gather(nt_Tensor *x, int axis, nt_Tensor *idx);
+nt_Tensor *nt_scatter_add(nt_Tensor *x, int axis, nt_Tensor *idx, nt_Tensor *src);
+/* x[mask] -> 1-D, mask bool broadcastable to x. */
+nt_Tensor *nt_masked_select(nt_Tensor *x, nt_Tensor *mask);
+
+/* ---- convolution & pooling (NCHW) ------------------------------------------- */
+nt_Tensor *nt_conv2d(nt_Tensor *x, nt_Tensor *w, nt_Tensor *bias, int stride_h, int stride_w, int pad_h, int pad_w);
+nt_Tensor *nt_max_pool2d(nt_Tensor *x, int kh, int kw, int sh, int sw, int ph, int pw);
+nt_Tensor *nt_avg_pool2d(nt_Tensor *x, int kh, int kw, int sh, int sw, int ph, int pw);  /* count_include_pad */
+
+/* ---- sorting & scans ---------------------------------------------------------- */
+/* values and i64 indices (new references in *values / *indices; either may be
+** NULL if not wanted).  Stable; NaN sorts as the largest value. 0 / -1. */
+int        nt_sort(nt_Tensor *x, int axis, bool descending, nt_Tensor **values, nt_Tensor **indices);
+nt_Tensor *nt_argsort(nt_Tensor *x, int axis, bool descending);
+int        nt_topk(nt_Tensor *x, int64_t k, int axis, bool largest, nt_Tensor **values, nt_Tensor **indices);
+nt_Tensor *nt_cumsum(nt_Tensor *x, int axis);
+
+/* Registers the nn kernels (called lazily by every op; idempotent, thread-safe). */
+void nt_nn_init(void);
+
+#endif

@@ -1,0 +1,52 @@
+/*
+** nninternal.h — shared helpers of tensor/nn (not public).
+*/
+#ifndef NT_NN_INTERNAL_H
+#define NT_NN_INTERNAL_H
+
+#include "nn.h"
+#include "tensor/tinternal.h"
+
+/* Op ids of the nn kernels, filled by nt_nn_init. */
+typedef struct nn_op_ids {
+  int softmax, softmax_bwd, cross_entropy, cross_entropy_bwd;
+  int layer_norm, layer_norm_bwd;
+  int take, take_bwd, gather, scatter_add, masked_select, masked_scatter, one_hot;
+  int conv2d, conv2d_bwd, max_pool2d, max_pool2d_bwd, avg_pool2d, avg_pool2d_bwd;
+  int sort, cumsum;
+} nn_op_ids;
+extern nn_op_ids nn_ops;
+
+/* per-file registration, called once by nt_nn_init */
+void nn_register_softmax(void);
+void nn_register_norm(void);
+void nn_register_index(void);
+void nn_register_conv(void);
+void nn_register_sort(void);
+
+/* Type-generic math for the f32/f64 kernel templates. */
+#define nn_exp(x)  _Generic((x), float: expf, default: exp)(x)
+#define nn_log(x)  _Generic((x), float: logf, default: log)(x)
+#define nn_sqrt(x) _Generic((x), float: sqrtf, default: sqrt)(x)
+
+/* A contiguous tensor seen as [outer, n, inner] around `axis`. */
+typedef struct nn_dims { int64_t outer, n, inner; } nn_dims;
+static inline nn_dims nn_split_axis(const int64_t *shape, int ndim, int axis) {
+  nn_dims d = {1, ndim ? shape[axis] : 1, 1};
+  for (int i = 0; i < axis; i++) d.outer *= shape[i];
+  for (int i = axis + 1; i < ndim; i++) d.inner *= shape[i];
+  return d;
+}
+
+/* Computes f16/bf16 in f32: returns a new reference to x (f32/f64 kept) or
+** NULL with "<op>: expected a floating dtype, got i64". */
+nt_Tensor *nn_compute_float(const char *op, nt_Tensor *x);
+/* Takes ownership of y (may be NULL); casts it to dt when it differs. */
+nt_Tensor *nn_cast_back(nt_Tensor *y, nt_DType dt);
+/* Contiguous copy of an integer index tensor as i64 (new reference). */
+nt_Tensor *nn_index_i64(const char *op, nt_Tensor *idx);
+/* Records a node when needed; on failure releases out and returns NULL. */
+nt_Tensor *nn_finish(nt_Tensor *out, const char *name, nt_BackwardFn fn, int nin, nt_Tensor *const *in,
+                     nt_Node **node_out);
+
+#endif

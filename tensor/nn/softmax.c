@@ -1,0 +1,281 @@
+/*
+** softmax.c — softmax, log_softmax, fused cross_entropy, mse_loss.
+**
+** Layout: the input is made contiguous and viewed as [outer, n, inner] around
+** the softmax axis; one "row" is the n elements (o, 0..n-1, j), stride inner.
+** The last-axis case (inner == 1) is the contiguous fast path.
+**
+** Math (per row, numerically stable: subtract the row max m):
+**   lse = m + log(sum_i exp(x_i - m))
+**   softmax:     y_i = exp(x_i - lse)           dx_i = y_i (g_i - sum_k g_k y_k)
+**   log_softmax: y_i = x_i - lse                dx_i = g_i - exp(y_i) sum_k g_k
+**   cross_entropy with targets t and smoothing e over C classes:
+**     loss_r = (1-e)(lse - x_t) + e(lse - mean_c x_c), mean over valid rows
+**     dx_rc  = g/count * (softmax_rc - (1-e)[c == t] - e/C)
+*/
+#include "nninternal.h"
+
+/* ---- softmax / log_softmax kernels ----------------------------------------- */
+#define SOFTMAX_T(T)                                                                   \
+  static inline void softmax_row_##T(const T *x, T *y, int64_t n, int64_t s, int lg) { \
+    T m = -INFINITY;                                                                   \
+    for (int64_t i = 0; i < n; i++) m = x[i * s] > m ? x[i * s] : m;                   \
+    if (m == -INFINITY) m = 0;   /* all -inf: keep exp() finite; gives nan like torch */ \
+    double sum = 0;                                                                    \
+    for (int64_t i = 0; i < n; i++) sum += nn_exp(x[i * s] - m);                       \
+    T lse = m + (T)log(sum);                                                           \
+    if (lg) for (int64_t i = 0; i < n; i++) y[i * s] = x[i * s] - lse;                 \
+    else    for (int64_t i = 0; i < n; i++) y[i * s] = nn_exp(x[i * s] - lse);         \
+  }                                                                                    \
+  /* g: upstream grad, y: saved output, dx: result */                                  \
+  static inline void softmax_bwd_row_##T(const T *g, const T *y, T *dx, int64_t n,      \
+                                         int64_t s, int lg) {                          \
+    double acc = 0;                                                                    \
+    if (lg) {                                                                          \
+      for (int64_t i = 0; i < n; i++) acc += g[i * s];                                 \
+      for (int64_t i = 0; i < n; i++) dx[i * s] = g[i * s] - nn_exp(y[i * s]) * (T)acc; \
+    } else {                                                                           \
+      for (int64_t i = 0; i < n; i++) acc += (double)g[i * s] * y[i * s];              \
+      for (int64_t i = 0; i < n; i++) dx[i * s] = y[i * s] * (g[i * s] - (T)acc);      \
+    }                                                                                  \
+  }                                                                                    \
+  static void softmax_all_##T(const T *a, const T *b, T *out, int64_t outer, int64_t n, \
+                              int64_t inner, int lg, int bwd) {                        \
+    int64_t rows = outer * inner;                                                      \
+    _Pragma("omp parallel for if (rows * n > NT_OMP_THRESHOLD)")                       \
+    for (int64_t r = 0; r < rows; r++) {                                               \
+      int64_t o = r / inner, j = r % inner, base = o * n * inner + j;                  \
+      if (inner == 1) { /* contiguous rows: constant stride lets the compiler vectorise */ \
+        if (bwd) softmax_bwd_row_##T(a + base, b + base, out + base, n, 1, lg);        \
+        else softmax_row_##T(a + base, out + base, n, 1, lg);                          \
+      } else {                                                                         \
+        if (bwd) softmax_bwd_row_##T(a + base, b + base, out + base, n, inner, lg);    \
+        else softmax_row_##T(a + base, out + base, n, inner, lg);                      \
+      }                                                                                \
+    }                                                                                  \
+  }
+SOFTMAX_T(float)
+SOFTMAX_T(double)
+
+/* args: out; in[0] = x (fwd) or g (bwd); in[1] = y (bwd);
+** iarg = {outer, n, inner, log} */
+static int k_softmax(const nt_KernelArgs *a) {
+  int bwd = a->op == nn_ops.softmax_bwd;
+  const void *x = nt_base(a->in[0]), *y = bwd ? nt_base(a->in[1]) : NULL;
+  if (a->out->dtype == NT_F32)
+    softmax_all_float(x, y, (float *)nt_base(a->out), a->iarg[0], a->iarg[1], a->iarg[2], (int)a->iarg[3], bwd);
+  else if (a->out->dtype == NT_F64)
+    softmax_all_double(x, y, (double *)nt_base(a->out), a->iarg[0], a->iarg[1], a->iarg[2], (int)a->iarg[3], bwd);
+  else NT_FAIL("softmax: unsupported dtype %s", nt_dtype_name(a->out->dtype));
+  return 0;
+}
+
+static int softmax_backward(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin) {
+  nt_Tensor *g = nt_contiguous(gout);
+  if (!g) return -1;
+  if (g->dtype != nd->saved[0]->dtype) {
+    nt_Tensor *c = nt_to_dtype(g, nd->saved[0]->dtype);
+    nt_release(g);
+    if (!(g = c)) return -1;
+    c = nt_contiguous(g); nt_release(g);
+    if (!(g = c)) return -1;
+  }
+  nt_Tensor *dx = nt_empty(g->shape, g->ndim, g->dtype, g->device);
+  if (!dx) { nt_release(g); return -1; }
+  nt_KernelArgs ka = {.op = nn_ops.softmax_bwd, .out = dx, .in = {g, nd->saved[0]}, .nin = 2, .niarg = 4};
+  memcpy(ka.iarg, nd->iarg, 4 * sizeof(int64_t));
+  int rc = nt_dispatch(ka.op, dx->device, &ka);
+  nt_release(g);
+  if (rc) { nt_release(dx); return -1; }
+  gin[0] = dx;
+  return 0;
+}
+
+static nt_Tensor *softmax_impl(const char *name, nt_Tensor *x0, int axis, int lg) {
+  nt_Tensor *xf = nn_compute_float(name, x0);
+  if (!xf) return NULL;
+  int ax = x0->ndim ? nt_norm_axis(name, axis, x0->ndim) : (axis == 0 || axis == -1 ? 0 : nt_norm_axis(name, axis, 0));
+  nt_Tensor *x = ax < 0 ? NULL : nt_contiguous(xf);
+  nt_release(xf);
+  if (!x) return NULL;
+  nn_dims d = nn_split_axis(x->shape, x->ndim, ax);
+  nt_Tensor *y = nt_empty(x->shape, x->ndim, x->dtype, x->device);
+  if (!y) { nt_release(x); return NULL; }
+  nt_KernelArgs ka = {.op = nn_ops.softmax, .out = y, .in = {x}, .nin = 1,
+                      .iarg = {d.outer, d.n, d.inner, lg}, .niarg = 4};
+  if (x->numel && nt_dispatch(ka.op, x->device, &ka)) { nt_release(x); nt_release(y); return NULL; }
+  nt_Node *nd;
+  y = nn_finish(y, lg ? "LogSoftmaxBackward" : "SoftmaxBackward", softmax_backward, 1, &x, &nd);
+  if (y && nd) {
+    memcpy(nd->iarg, ka.iarg, 4 * sizeof(int64_t));
+    nd->niarg = 4;
+    if (nt_node_save(nd, y) < 0) { nt_release(y); y = NULL; }
+  }
+  nt_release(x);
+  return nn_cast_back(y, x0->dtype);
+}
+
+nt_Tensor *nt_softmax(nt_Tensor *x, int axis) { return softmax_impl("softmax", x, axis, 0); }
+nt_Tensor *nt_log_softmax(nt_Tensor *x, int axis) { return softmax_impl("log_softmax", x, axis, 1); }
+
+/* ---- cross entropy ------------------------------------------------------------ */
+#define XENT_T(T)                                                                        \
+  /* forward: returns the loss sum, counts valid rows, writes lse[r]; -1 row on bad target */ \
+  static double xent_fwd_##T(const T *x, const int64_t *t, T *lse, int64_t N, int64_t C,   \
+                             int64_t ignore, double eps, int64_t *count, int64_t *bad) {   \
+    double total = 0;                                                                    \
+    int64_t cnt = 0, badrow = -1;                                                        \
+    _Pragma("omp parallel for reduction(+:total,cnt) if (N * C > NT_OMP_THRESHOLD)")     \
+    for (int64_t r = 0; r < N; r++) {                                                    \
+      const T *xr = x + r * C;                                                           \
+      T m = -INFINITY;                                                                   \
+      double sum = 0, xsum = 0;                                                          \
+      for (int64_t c = 0; c < C; c++) m = xr[c] > m ? xr[c] : m;                         \
+      if (m == -INFINITY) m = 0;                                                         \
+      for (int64_t c = 0; c < C; c++) { sum += nn_exp(xr[c] - m); xsum += xr[c]; }       \
+      double l = m + log(sum);                                                           \
+      lse[r] = (T)l;                                                                     \
+      int64_t tr = t[r];                                                                 \
+      if (tr == ignore) continue;                                                        \
+      if (tr < 0 || tr >= C) {                                                           \
+        _Pragma("omp critical(nn_xent_bad)")                                              \
+        if (badrow < 0 || r < badrow) badrow = r;                                        \
+        continue;                                                                        \
+      }                                                                                  \
+      total += (1 - eps) * (l - xr[tr]) + eps * (l - xsum / (double)C);                  \
+      cnt++;                                                                             \
+    }                                                                                    \
+    *count = cnt; *bad = badrow;                                                         \
+    return total;                                                                        \
+  }                                                                                      \
+  static void xent_bwd_##T(const T *x, const int64_t *t, const T *lse, T *dx, int64_t N,  \
+                           int64_t C, int64_t ignore, double eps, double scale) {        \
+    T on = (T)((1 - eps) * scale), off = (T)(eps / (double)C * scale), sc = (T)scale;     \
+    _Pragma("omp parallel for if (N * C > NT_OMP_THRESHOLD)")                            \
+    for (int64_t r = 0; r < N; r++) {                                                    \
+      T *d = dx + r * C;                                                                 \
+      const T *xr = x + r * C;                                                           \
+      if (t[r] == ignore) { for (int64_t c = 0; c < C; c++) d[c] = 0; continue; }         \
+      for (int64_t c = 0; c < C; c++) d[c] = sc * nn_exp(xr[c] - lse[r]) - off;          \
+      d[t[r]] -= on;                                                                     \
+    }                                                                                    \
+  }
+XENT_T(float)
+XENT_T(double)
+
+/* fwd: out 0-d loss; in = {x [N,C], t i64 [N], lse [N] (written)}; s[0] eps;
+**      iarg = {ignore}; extra = int64_t *count.
+** bwd: out dx [N,C]; in = {x, t, lse}; s = {eps, g/count}; iarg = {ignore}. */
+static int k_cross_entropy(const nt_KernelArgs *a) {
+  const nt_Tensor *x = a->in[0];
+  int64_t N = x->shape[0], C = x->shape[1], ign = a->iarg[0];
+  const int64_t *t = (const int64_t *)nt_base(a->in[1]);
+  if (a->op == nn_ops.cross_entropy_bwd) {
+    if (x->dtype == NT_F32) xent_bwd_float((const float *)nt_base(x), t, (const float *)nt_base(a->in[2]), (float *)nt_base(a->out), N, C, ign, a->s[0], a->s[1]);
+    else xent_bwd_double((const double *)nt_base(x), t, (const double *)nt_base(a->in[2]), (double *)nt_base(a->out), N, C, ign, a->s[0], a->s[1]);
+    return 0;
+  }
+  int64_t cnt, bad;
+  double tot;
+  if (x->dtype == NT_F32) tot = xent_fwd_float((const float *)nt_base(x), t, (float *)nt_base(a->in[2]), N, C, ign, a->s[0], &cnt, &bad);
+  else tot = xent_fwd_double((const double *)nt_base(x), t, (double *)nt_base(a->in[2]), N, C, ign, a->s[0], &cnt, &bad);
+  if (bad >= 0) NT_FAIL("cross_entropy: target %lld (row %lld) is out of bounds for %lld classes",
+                        (long long)t[bad], (long long)bad, (long long)C);
+  *(int64_t *)a->extra = cnt;
+  nt_store_from_double(nt_base(a->out), a->out->dtype, cnt ? tot / (double)cnt : NAN);
+  return 0;
+}
+
+static int xent_backward(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin) {
+  double g;
+  if (nt_item(gout, &g)) return -1;
+  nt_Tensor *x = nd->in[0];
+  nt_Tensor *dx = nt_empty(x->shape, x->ndim, x->dtype, x->device);
+  if (!dx) return -1;
+  double cnt = nd->s[1];
+  nt_KernelArgs ka = {.op = nn_ops.cross_entropy_bwd, .out = dx, .in = {x, nd->saved[0], nd->saved[1]}, .nin = 3,
+                      .s = {nd->s[0], cnt > 0 ? g / cnt : NAN}, .iarg = {nd->iarg[0]}, .niarg = 1};
+  if (dx->numel && nt_dispatch(ka.op, dx->device, &ka)) { nt_release(dx); return -1; }
+  gin[0] = dx;
+  return 0;
+}
+
+nt_Tensor *nt_cross_entropy(nt_Tensor *logits, nt_Tensor *targets, int64_t ignore_index, double eps) {
+  const char *op = "cross_entropy";
+  char a[128], b[128];
+  nt_nn_init();
+  if (!(eps >= 0 && eps <= 1)) NT_FAIL_NULL("%s: label_smoothing must be in [0, 1], got %g", op, eps);
+  if (!nt_dtype_is_int(targets->dtype))
+    NT_FAIL_NULL("%s: targets must be an integer tensor (class indices), got %s", op, nt_dtype_name(targets->dtype));
+  int nd_ = logits->ndim;
+  bool shape_ok = nd_ >= 1 && targets->ndim == (nd_ == 1 ? 0 : nd_ - 1);
+  for (int i = 0; shape_ok && i < targets->ndim; i++)
+    shape_ok = targets->shape[i] == logits->shape[i == 0 ? 0 : i + 1];
+  if (!shape_ok)
+    NT_FAIL_NULL("%s: logits %s need targets of shape [N] (or [N, d1, ...] for [N, C, d1, ...]), got %s", op,
+                 nt_shape_str(logits->shape, nd_, a, sizeof a), nt_shape_str(targets->shape, targets->ndim, b, sizeof b));
+  /* bring logits to [M, C] (class axis last) and targets to [M] */
+  nt_Tensor *x2, *t2;
+  int64_t C = nd_ == 1 ? logits->shape[0] : logits->shape[1];
+  if (nd_ <= 2) {
+    int64_t s2[2] = {nd_ == 1 ? 1 : logits->shape[0], C}, s1[1] = {s2[0]};
+    x2 = nt_reshape(logits, s2, 2);
+    t2 = nt_reshape(targets, s1, 1);
+  } else {
+    int perm[NT_MAXDIM], k = 0;
+    perm[k++] = 0;
+    for (int i = 2; i < nd_; i++) perm[k++] = i;
+    perm[k++] = 1;
+    nt_Tensor *p = nt_permute(logits, perm, nd_);
+    int64_t s2[2] = {-1, C}, s1[1] = {-1};
+    x2 = p ? nt_reshape(p, s2, 2) : NULL;
+    nt_release(p);
+    t2 = nt_reshape(targets, s1, 1);
+  }
+  nt_Tensor *xf = x2 ? nn_compute_float(op, x2) : NULL;
+  nt_Tensor *x = xf ? nt_contiguous(xf) : NULL, *t = t2 ? nn_index_i64(op, t2) : NULL;
+  nt_release(x2); nt_release(t2); nt_release(xf);
+  nt_Tensor *out = NULL, *lse = NULL;
+  if (!x || !t) goto done;
+  if (C == 0) { nt_error_set("%s: logits have 0 classes", op); goto done; }
+  out = nt_empty(NULL, 0, x->dtype, x->device);
+  lse = nt_empty(x->shape, 1, x->dtype, x->device);
+  if (!out || !lse) goto fail;
+  int64_t count = 0;
+  nt_KernelArgs ka = {.op = nn_ops.cross_entropy, .out = out, .in = {x, t, lse}, .nin = 3,
+                      .s = {eps}, .iarg = {ignore_index}, .niarg = 1, .extra = &count};
+  if (nt_dispatch(ka.op, x->device, &ka)) goto fail;
+  nt_Node *nd;
+  out = nn_finish(out, "CrossEntropyBackward", xent_backward, 1, &x, &nd);
+  if (out && nd) {
+    nd->s[0] = eps; nd->s[1] = (double)count; nd->iarg[0] = ignore_index; nd->niarg = 1;
+    if (nt_node_save(nd, t) < 0 || nt_node_save(nd, lse) < 0) goto fail;
+  }
+  goto done;
+fail:
+  nt_release(out); out = NULL;
+done:
+  nt_release(x); nt_release(t); nt_release(lse);
+  return nn_cast_back(out, logits->dtype == NT_F64 ? NT_F64 : nt_dtype_is_float(logits->dtype) ? logits->dtype : NT_F32);
+}
+
+/* ---- mse ---------------------------------------------------------------------- */
+nt_Tensor *nt_mse_loss(nt_Tensor *a, nt_Tensor *b) {
+  nt_nn_init();
+  nt_Tensor *d = nt_sub(a, b);
+  nt_Tensor *sq = d ? nt_mul(d, d) : NULL;
+  nt_Tensor *m = sq ? nt_mean(sq, NULL, 0, false) : NULL;
+  nt_release(d); nt_release(sq);
+  return m;
+}
+
+void nn_register_softmax(void) {
+  nn_ops.softmax = nt_op_register("softmax");
+  nn_ops.softmax_bwd = nt_op_register("softmax_backward");
+  nn_ops.cross_entropy = nt_op_register("cross_entropy");
+  nn_ops.cross_entropy_bwd = nt_op_register("cross_entropy_backward");
+  nt_register_kernel(nn_ops.softmax, NT_CPU, k_softmax);
+  nt_register_kernel(nn_ops.softmax_bwd, NT_CPU, k_softmax);
+  nt_register_kernel(nn_ops.cross_entropy, NT_CPU, k_cross_entropy);
+  nt_register_kernel(nn_ops.cross_entropy_bwd, NT_CPU, k_cross_entropy);
+}
