@@ -94,5 +94,7 @@ char *nb_globals_list(nb_VM *vm);
 /* Drops all user globals (for %reset). */
 void nb_reset(nb_VM *vm);
 const char *nb_version(void);
+/* where `import` finds the standard library (process-wide) */
+void nb_set_stdlib_dir(const char *dir);
 
 #endif

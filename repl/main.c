@@ -1,1 +1,76 @@
-int main(void) { return 0; }  /* placeholder until the interpreter lands */
+/*
+** main.c — the `nabla` executable: REPL, scripts, -e, and the subcommands
+** (kernel, worker, run) that later front ends add.
+*/
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "lang/nabla.h"
+#include "repl/repl.h"
+
+static const char usage[] =
+  "usage: nabla                     start the interactive REPL (reads a program from stdin when piped)\n"
+  "       nabla FILE.nbl [ARGS...]  run a script (argv holds FILE and ARGS)\n"
+  "       nabla -e CODE             run CODE\n"
+  "       nabla --version | --help\n";
+
+/* The stdlib: $NABLA_STDLIB, else the source tree's (a build-tree binary),
+** else <prefix>/share/nabla/stdlib next to an installed binary. */
+static void find_stdlib(void) {
+  const char *env = getenv("NABLA_STDLIB");
+  if (env) { nb_set_stdlib_dir(env); return; }
+#ifdef NABLA_STDLIB_DIR
+  if (access(NABLA_STDLIB_DIR, R_OK) == 0) { nb_set_stdlib_dir(NABLA_STDLIB_DIR); return; }
+#endif
+  char exe[PATH_MAX]; ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n > 0) {
+    exe[n] = 0;
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof path, "%s/../share/nabla/stdlib", dirname(exe));
+    nb_set_stdlib_dir(path);
+  }
+}
+
+static int run_script(nb_VM *vm, const char *path, int argc, char **argv) {
+  nb_vm_set_argv(vm, argc, argv);
+  char *copy = strdup(path);
+  nb_vm_add_path(vm, dirname(copy));
+  free(copy);
+  repl_install_sigint(vm);
+  int st = nb_run_file(vm, path);
+  fflush(stdout);
+  if (st) repl_print_error(vm);
+  return st ? 1 : 0;
+}
+
+int main(int argc, char **argv) {
+  find_stdlib();
+  if (argc > 1 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V"))) { printf("nabla %s\n", nb_version()); return 0; }
+  if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) { fputs(usage, stdout); return 0; }
+  if (argc > 1 && (!strcmp(argv[1], "kernel") || !strcmp(argv[1], "worker") || !strcmp(argv[1], "run"))) {
+    fprintf(stderr, "nabla: the '%s' subcommand is not available in this build yet\n", argv[1]);
+    return 2;
+  }
+  nb_VM *vm = nb_vm_new(nb_stdio_sink());
+  int st;
+  if (argc > 1 && !strcmp(argv[1], "-e")) {
+    if (argc < 3) { fputs(usage, stderr); nb_vm_free(vm); return 2; }
+    nb_vm_set_argv(vm, argc - 3, argv + 3);
+    repl_install_sigint(vm);
+    st = nb_run(vm, argv[2], strlen(argv[2]), "<-e>", 0) ? 1 : 0;
+    fflush(stdout);
+    if (st) repl_print_error(vm);
+  } else if (argc > 1 && argv[1][0] == '-' && argv[1][1]) {
+    fprintf(stderr, "nabla: unknown option %s\n%s", argv[1], usage);
+    st = 2;
+  } else if (argc > 1) {
+    st = run_script(vm, argv[1], argc - 1, argv + 1);
+  } else {
+    st = repl_main(vm);
+  }
+  nb_vm_free(vm);
+  return st;
+}

@@ -1,0 +1,724 @@
+/*
+** lbuiltin.c — the one table of builtins (name, C function, parameters with
+** keyword names and defaults, one-line doc) that evaluation, completion,
+** %help and Jupyter inspect all read; and the language's own builtins.
+** Other layers (tensor bindings, dist/) add theirs with nbB_register; a
+** later registration of a name replaces the earlier one.
+*/
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "lvm.h"
+
+/* ------------------------------------------------------------ the table */
+static const nb_Builtin **table; static int ntable, captable;
+static int32_t *bindex; static int bcap;   /* open addressing: name -> table index */
+
+static void reindex(void) {
+  free(bindex);
+  bcap = 16; while (bcap < ntable * 2 + 2) bcap *= 2;
+  bindex = malloc(sizeof(int32_t) * (size_t)bcap);
+  if (!bindex) abort();
+  for (int i = 0; i < bcap; i++) bindex[i] = -1;
+  for (int i = 0; i < ntable; i++) {
+    uint32_t h = nbS_hash(table[i]->name, strlen(table[i]->name)) & (uint32_t)(bcap - 1);
+    while (bindex[h] >= 0) h = (h + 1) & (uint32_t)(bcap - 1);
+    bindex[h] = i;
+  }
+}
+
+int nbB_lookup(const char *name, size_t len) {
+  if (!bindex) return -1;
+  uint32_t h = nbS_hash(name, len) & (uint32_t)(bcap - 1);
+  while (bindex[h] >= 0) {
+    const char *n = table[bindex[h]]->name;
+    if (strlen(n) == len && memcmp(n, name, len) == 0) return bindex[h];
+    h = (h + 1) & (uint32_t)(bcap - 1);
+  }
+  return -1;
+}
+const nb_Builtin *nbB_at(int idx) { return idx >= 0 && idx < ntable ? table[idx] : NULL; }
+int nbB_count(void) { return ntable; }
+const char *nbB_builtin_name(const nb_Builtin *b) { return b->name; }
+
+/* "x, axis=nil, keepdims=false" or "*shape, dtype=nil" */
+static void parse_params(nb_Builtin *b) {
+  b->nparams = 0; b->nrequired = 0; b->variadic = false;
+  const char *s = b->params ? b->params : "";
+  bool seen_default = false;
+  while (*s) {
+    while (*s == ' ' || *s == ',') s++;
+    if (!*s) break;
+    if (*s == '*') { b->variadic = true; s++; while (*s && *s != ',') s++; continue; }
+    const char *st = s;
+    while (*s && *s != '=' && *s != ',') s++;
+    size_t n = (size_t)(s - st);
+    while (n && st[n - 1] == ' ') n--;
+    nb_Str *name = nbS_intern(st, n);   /* lives as long as the process */
+    int i = b->nparams++;
+    if (i >= 12) { fprintf(stderr, "nabla: builtin %s has too many parameters\n", b->name); abort(); }
+    b->pnames[i] = name->data;
+    b->pdefaults[i] = nb_nil();
+    if (*s == '=') {
+      s++;
+      const char *d = s;
+      if (*d == '"' || *d == '\'') {
+        char q = *d++; const char *e = strchr(d, q);
+        size_t dn = e ? (size_t)(e - d) : strlen(d);
+        b->pdefaults[i] = nb_strv(nbS_intern(d, dn));
+        s = e ? e + 1 : d + dn;
+      } else {
+        while (*s && *s != ',') s++;
+        size_t dn = (size_t)(s - d);
+        char tmp[64]; if (dn >= sizeof tmp) dn = sizeof tmp - 1;
+        memcpy(tmp, d, dn); tmp[dn] = 0;
+        if (!strcmp(tmp, "nil")) b->pdefaults[i] = nb_nil();
+        else if (!strcmp(tmp, "true")) b->pdefaults[i] = nb_bool(true);
+        else if (!strcmp(tmp, "false")) b->pdefaults[i] = nb_bool(false);
+        else b->pdefaults[i] = nb_num(strtod(tmp, NULL));
+      }
+      seen_default = true;
+    } else if (!seen_default && !b->variadic) b->nrequired = i + 1;
+  }
+}
+
+void nbB_register(nb_Builtin *t) {
+  for (; t->name; t++) {
+    parse_params(t);
+    int i = nbB_lookup(t->name, strlen(t->name));
+    if (i >= 0) { table[i] = t; continue; }
+    if (ntable == captable) {
+      captable = captable ? captable * 2 : 256;
+      table = realloc(table, sizeof(*table) * (size_t)captable);
+      if (!table) abort();
+    }
+    table[ntable++] = t;
+    if (ntable * 2 + 2 > bcap) reindex();
+    else {
+      uint32_t h = nbS_hash(t->name, strlen(t->name)) & (uint32_t)(bcap - 1);
+      while (bindex[h] >= 0) h = (h + 1) & (uint32_t)(bcap - 1);
+      bindex[h] = ntable - 1;
+    }
+  }
+}
+
+/* ------------------------------------------------------------ helpers */
+#define ARGNUM(i, name) do { if (args[i].t != NB_TNUM) return nb_error_kind(vm, "TypeError", "%s: expected a number for '%s', got %s", fname, name, nb_typename(args[i])); } while (0)
+#define ARGSTR(i, name) do { if (args[i].t != NB_TSTR) return nb_error_kind(vm, "TypeError", "%s: expected a string for '%s', got %s", fname, name, nb_typename(args[i])); } while (0)
+#define ARGLIST(i, name) do { if (args[i].t != NB_TLIST) return nb_error_kind(vm, "TypeError", "%s: expected a list for '%s', got %s", fname, name, nb_typename(args[i])); } while (0)
+#define ARGREC(i, name) do { if (args[i].t != NB_TREC) return nb_error_kind(vm, "TypeError", "%s: expected a record for '%s', got %s", fname, name, nb_typename(args[i])); } while (0)
+
+static nb_Value ret_str(const char *s, size_t n) { return nb_strv(nbS_new(s, n)); }
+
+/* ------------------------------------------------------------ output */
+static int b_print(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  nb_Buf b = {0};
+  for (int i = 0; i < n; i++) { if (i) nbB_putc(&b, ' '); nb_tostring(&b, args[i], false); }
+  nbB_putc(&b, '\n');
+  nbV_write(vm, NB_STDOUT, b.p, b.n);
+  nbB_free(&b);
+  *out = nb_nil();
+  return NB_OK;
+}
+static int b_eprint(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  nb_Buf b = {0};
+  for (int i = 0; i < n; i++) { if (i) nbB_putc(&b, ' '); nb_tostring(&b, args[i], false); }
+  nbB_putc(&b, '\n');
+  nbV_write(vm, NB_STDERR, b.p, b.n);
+  nbB_free(&b);
+  *out = nb_nil();
+  return NB_OK;
+}
+static int b_write(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  nb_Buf b = {0};
+  for (int i = 0; i < n; i++) nb_tostring(&b, args[i], false);
+  nbV_write(vm, NB_STDOUT, b.p ? b.p : "", b.n);
+  nbB_free(&b);
+  *out = nb_nil();
+  return NB_OK;
+}
+static int b_display(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  for (int i = 0; i < n; i++) nbV_display(vm, args[i]);
+  *out = nb_nil();
+  return NB_OK;
+}
+static int b_clear_output(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n;
+  nb_Sink *s = nb_vm_sink(vm);
+  if (s && s->clear) s->clear(s, nb_truthy(args[0]));
+  *out = nb_nil();
+  return NB_OK;
+}
+static int b_input(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "input";
+  if (args[0].t != NB_TNIL) ARGSTR(0, "prompt");
+  nb_Sink *s = nb_vm_sink(vm);
+  char *line = s && s->input ? s->input(s, args[0].t == NB_TSTR ? nb_str(args[0])->data : "", nb_truthy(args[1])) : NULL;
+  if (!line) return nb_error_kind(vm, "IOError", "input: no input is available here (stdin is closed or the front end does not allow input)");
+  *out = nb_strv(nbS_cstr(line));
+  free(line);
+  return NB_OK;
+}
+
+/* ------------------------------------------------------------ values */
+static int b_len(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n;
+  nb_Value v = args[0];
+  switch (v.t) {
+  case NB_TSTR: *out = nb_num(nb_str(v)->len); return NB_OK;
+  case NB_TLIST: *out = nb_num(nb_list(v)->n); return NB_OK;
+  case NB_TREC: *out = nb_num(nb_rec(v)->n); return NB_OK;
+  case NB_TRANGE: *out = nb_num(nbG_range_len(v.u.p)); return NB_OK;
+  case NB_TTENSOR: { double l; if (nbT_len(vm, v, &l)) return NB_ERR; *out = nb_num(l); return NB_OK; }
+  default: return nb_error_kind(vm, "TypeError", "len: a %s has no length", nb_typename(v));
+  }
+}
+static int b_type(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)vm; (void)n;
+  *out = nb_strv(nbS_cstr(nb_typename(args[0])));
+  return NB_OK;
+}
+static int b_str(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)vm; (void)n;
+  *out = nb_strv(nbV_tostr(args[0]));
+  return NB_OK;
+}
+static int b_repr(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)vm; (void)n;
+  nb_Buf b = {0}; nb_tostring(&b, args[0], true);
+  *out = ret_str(b.p, b.n); nbB_free(&b);
+  return NB_OK;
+}
+static int b_num(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n;
+  nb_Value v = args[0];
+  if (v.t == NB_TNUM) { *out = v; return NB_OK; }
+  if (v.t == NB_TBOOL) { *out = nb_num(v.u.b); return NB_OK; }
+  if (v.t == NB_TTENSOR) {
+    nb_Str *k = nbS_intern("item", 4);
+    int st = nbT_field(vm, v, k, out);
+    nb_decref(nb_strv(k));
+    return st;
+  }
+  if (v.t == NB_TSTR) {
+    const char *s = nb_str(v)->data; char *end;
+    while (isspace((unsigned char)*s)) s++;
+    double d = strtod(s, &end);
+    while (isspace((unsigned char)*end)) end++;
+    if (end == s || *end) return nb_error_kind(vm, "ValueError", "num: \"%s\" is not a number", nb_str(v)->data);
+    *out = nb_num(d); return NB_OK;
+  }
+  return nb_error_kind(vm, "TypeError", "num: cannot convert a %s to a number", nb_typename(v));
+}
+static int b_int(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  if (b_num(vm, args, n, out)) return NB_ERR;
+  *out = nb_num(trunc(out->u.n));
+  return NB_OK;
+}
+static int b_bool(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; bool t;
+  if (nbV_truthy(vm, args[0], &t)) return NB_ERR;
+  *out = nb_bool(t); return NB_OK;
+}
+
+static int b_push(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "push";
+  ARGLIST(0, "list");
+  nb_incref(args[1]);
+  nbL_push(args[0].u.p, args[1]);
+  *out = args[0]; nb_incref(*out);
+  return NB_OK;
+}
+static int b_pop(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "pop";
+  ARGLIST(0, "list");
+  nb_List *l = args[0].u.p;
+  if (l->n == 0) return nb_error_kind(vm, "IndexError", "pop: the list is empty");
+  long k = l->n - 1;
+  if (args[1].t != NB_TNIL) {
+    ARGNUM(1, "index");
+    double d = args[1].u.n; if (d < 0) d += l->n;
+    if (d < 0 || d >= l->n || d != floor(d)) return nb_error_kind(vm, "IndexError", "pop: index %g is out of range for list of length %d", args[1].u.n, l->n);
+    k = (long)d;
+  }
+  *out = l->items[k];
+  memmove(l->items + k, l->items + k + 1, sizeof(nb_Value) * (size_t)(l->n - k - 1));
+  l->n--;
+  return NB_OK;
+}
+static int b_insert(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "insert";
+  ARGLIST(0, "list"); ARGNUM(1, "index");
+  nb_List *l = args[0].u.p;
+  double d = args[1].u.n; if (d < 0) d += l->n;
+  if (d < 0 || d > l->n || d != floor(d)) return nb_error_kind(vm, "IndexError", "insert: index %g is out of range for list of length %d", args[1].u.n, l->n);
+  nb_incref(args[2]);
+  nbL_push(l, nb_nil());
+  memmove(l->items + (long)d + 1, l->items + (long)d, sizeof(nb_Value) * (size_t)(l->n - 1 - (long)d));
+  l->items[(long)d] = args[2];
+  *out = nb_nil();
+  return NB_OK;
+}
+static int b_range(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "range";
+  ARGNUM(0, "start");
+  double a = 0, b = args[0].u.n, s = 1;
+  if (args[1].t != NB_TNIL) { ARGNUM(1, "stop"); a = args[0].u.n; b = args[1].u.n; }
+  if (args[2].t != NB_TNIL) { ARGNUM(2, "step"); s = args[2].u.n; }
+  if (s == 0 || isnan(s)) return nb_error_kind(vm, "ValueError", "range: step must not be zero");
+  *out = nb_obj(NB_TRANGE, nbG_range(a, b, s));
+  return NB_OK;
+}
+static int b_list(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  nb_List *l;
+  if (n == 0) { *out = nb_obj(NB_TLIST, nbL_new(0)); return NB_OK; }
+  if (n > 1) {  /* list(1, 2, 3): a list even though all are numbers */
+    l = nbL_new(n);
+    for (int i = 0; i < n; i++) { nb_incref(args[i]); nbL_push(l, args[i]); }
+    *out = nb_obj(NB_TLIST, l); return NB_OK;
+  }
+  nb_Value v = args[0];
+  switch (v.t) {
+  case NB_TLIST: {
+    nb_List *s = v.u.p; l = nbL_new(s->n);
+    for (int i = 0; i < s->n; i++) { nb_incref(s->items[i]); nbL_push(l, s->items[i]); }
+    break;
+  }
+  case NB_TRANGE: {
+    nb_Range *r = v.u.p; double len = nbG_range_len(r);
+    if (len > 1e8) return nb_error_kind(vm, "ValueError", "list: range too long (%.0f elements)", len);
+    l = nbL_new((int)len);
+    for (double k = 0; k < len; k++) nbL_push(l, nb_num(r->start + k * r->step));
+    break;
+  }
+  case NB_TSTR: {
+    nb_Str *s = v.u.p; l = nbL_new((int)s->len);
+    for (uint32_t i = 0; i < s->len; i++) nbL_push(l, ret_str(s->data + i, 1));
+    break;
+  }
+  case NB_TREC: {
+    nb_Rec *r = v.u.p; l = nbL_new(r->n);
+    for (int i = 0; i < r->n; i++) { nb_incref(nb_strv(r->keys[i])); nbL_push(l, nb_strv(r->keys[i])); }
+    break;
+  }
+  case NB_TTENSOR: {
+    nb_Str *k = nbS_intern("tolist", 6);
+    int st = nbT_field(vm, v, k, out);
+    nb_decref(nb_strv(k));
+    return st;
+  }
+  default:
+    l = nbL_new(1); nb_incref(v); nbL_push(l, v);
+  }
+  *out = nb_obj(NB_TLIST, l);
+  return NB_OK;
+}
+static int b_keys(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "keys";
+  ARGREC(0, "record");
+  nb_Rec *r = args[0].u.p; nb_List *l = nbL_new(r->n);
+  for (int i = 0; i < r->n; i++) { nb_incref(nb_strv(r->keys[i])); nbL_push(l, nb_strv(r->keys[i])); }
+  *out = nb_obj(NB_TLIST, l);
+  return NB_OK;
+}
+static int b_values(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "values";
+  ARGREC(0, "record");
+  nb_Rec *r = args[0].u.p; nb_List *l = nbL_new(r->n);
+  for (int i = 0; i < r->n; i++) { nb_incref(r->vals[i]); nbL_push(l, r->vals[i]); }
+  *out = nb_obj(NB_TLIST, l);
+  return NB_OK;
+}
+static int b_has(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "has";
+  ARGREC(0, "record"); ARGSTR(1, "key");
+  *out = nb_bool(nbR_find(args[0].u.p, args[1].u.p) >= 0);
+  return NB_OK;
+}
+static int b_remove(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "remove";
+  ARGREC(0, "record"); ARGSTR(1, "key");
+  *out = nb_bool(nbR_remove(args[0].u.p, args[1].u.p));
+  return NB_OK;
+}
+static int b_contains(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n;
+  nb_Value c = args[0], x = args[1];
+  if (c.t == NB_TLIST) { for (int i = 0; i < nb_list(c)->n; i++) if (nb_equal(nb_list(c)->items[i], x)) { *out = nb_bool(true); return NB_OK; } *out = nb_bool(false); return NB_OK; }
+  if (c.t == NB_TSTR && x.t == NB_TSTR) { *out = nb_bool(memmem(nb_str(c)->data, nb_str(c)->len, nb_str(x)->data, nb_str(x)->len) != NULL); return NB_OK; }
+  if (c.t == NB_TREC && x.t == NB_TSTR) { *out = nb_bool(nbR_find(c.u.p, x.u.p) >= 0); return NB_OK; }
+  return nb_error_kind(vm, "TypeError", "contains: cannot search a %s for a %s", nb_typename(c), nb_typename(x));
+}
+static int b_copy(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n;
+  nb_Value v = args[0];
+  if (v.t == NB_TREC) {
+    nb_Rec *r = v.u.p, *c = nbR_new(r->n);
+    for (int i = 0; i < r->n; i++) { nb_incref(r->vals[i]); nbR_set(c, r->keys[i], r->vals[i]); }
+    *out = nb_obj(NB_TREC, c); return NB_OK;
+  }
+  if (v.t == NB_TLIST) return b_list(vm, args, 1, out);
+  nb_incref(v); *out = v;
+  return NB_OK;
+}
+
+/* calls fn(x) for every element, collecting results (map) or filtering */
+static int b_map(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "map";
+  ARGLIST(0, "list");
+  nb_List *s = args[0].u.p, *l = nbL_new(s->n);
+  for (int i = 0; i < s->n; i++) {
+    nb_Value r;
+    if (nbV_call(vm, args[1], &s->items[i], 1, &r)) { nb_decref(nb_obj(NB_TLIST, l)); return NB_ERR; }
+    nbL_push(l, r);
+  }
+  *out = nb_obj(NB_TLIST, l);
+  return NB_OK;
+}
+static int b_filter(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "filter";
+  ARGLIST(0, "list");
+  nb_List *s = args[0].u.p, *l = nbL_new(0);
+  for (int i = 0; i < s->n; i++) {
+    nb_Value r; bool t;
+    if (nbV_call(vm, args[1], &s->items[i], 1, &r)) { nb_decref(nb_obj(NB_TLIST, l)); return NB_ERR; }
+    int st = nbV_truthy(vm, r, &t); nb_decref(r);
+    if (st) { nb_decref(nb_obj(NB_TLIST, l)); return NB_ERR; }
+    if (t) { nb_incref(s->items[i]); nbL_push(l, s->items[i]); }
+  }
+  *out = nb_obj(NB_TLIST, l);
+  return NB_OK;
+}
+
+/* merge sort: stable, and a comparison error (or an error in key) stops it cleanly */
+typedef struct SortCtx { nb_VM *vm; int err; bool reverse; } SortCtx;
+static bool less(SortCtx *c, nb_Value a, nb_Value b) {
+  if (c->err) return false;
+  nb_Value r;
+  if (nbV_binop(c->vm, OP_LT, c->reverse ? b : a, c->reverse ? a : b, &r)) { c->err = 1; return false; }
+  bool t = nb_truthy(r); nb_decref(r);
+  return t;
+}
+static void msort(SortCtx *c, nb_Value *k, nb_Value *v, nb_Value *tk, nb_Value *tv, int n) {
+  if (n < 2) return;
+  int h = n / 2;
+  msort(c, k, v, tk, tv, h); msort(c, k + h, v + h, tk, tv, n - h);
+  int i = 0, j = h, o = 0;
+  while (i < h && j < n) { if (less(c, k[j], k[i])) { tk[o] = k[j]; tv[o++] = v[j++]; } else { tk[o] = k[i]; tv[o++] = v[i++]; } }
+  while (i < h) { tk[o] = k[i]; tv[o++] = v[i++]; }
+  while (j < n) { tk[o] = k[j]; tv[o++] = v[j++]; }
+  memcpy(k, tk, sizeof(nb_Value) * (size_t)n); memcpy(v, tv, sizeof(nb_Value) * (size_t)n);
+}
+static int b_sorted(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "sorted";
+  ARGLIST(0, "list");
+  nb_List *s = args[0].u.p;
+  int m = s->n;
+  nb_Value *keys = malloc(sizeof(nb_Value) * (size_t)(m + 1) * 4);
+  if (!keys) return nb_error(vm, "sorted: out of memory");
+  nb_Value *vals = keys + m, *tk = vals + m, *tv = tk + m;
+  for (int i = 0; i < m; i++) {
+    vals[i] = s->items[i];
+    if (args[1].t != NB_TNIL) {
+      if (nbV_call(vm, args[1], &s->items[i], 1, &keys[i])) { for (int j = 0; j < i; j++) nb_decref(keys[j]); free(keys); return NB_ERR; }
+    } else { keys[i] = s->items[i]; nb_incref(keys[i]); }
+  }
+  SortCtx c = { vm, 0, nb_truthy(args[2]) };
+  msort(&c, keys, vals, tk, tv, m);
+  for (int i = 0; i < m; i++) nb_decref(keys[i]);
+  if (c.err) { free(keys); return NB_ERR; }
+  nb_List *l = nbL_new(m);
+  for (int i = 0; i < m; i++) { nb_incref(vals[i]); nbL_push(l, vals[i]); }
+  free(keys);
+  *out = nb_obj(NB_TLIST, l);
+  return NB_OK;
+}
+static int b_reversed(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "reversed";
+  ARGLIST(0, "list");
+  nb_List *s = args[0].u.p, *l = nbL_new(s->n);
+  for (int i = s->n - 1; i >= 0; i--) { nb_incref(s->items[i]); nbL_push(l, s->items[i]); }
+  *out = nb_obj(NB_TLIST, l);
+  return NB_OK;
+}
+static int b_enumerate(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "enumerate";
+  ARGLIST(0, "list");
+  nb_List *s = args[0].u.p, *l = nbL_new(s->n);
+  for (int i = 0; i < s->n; i++) {
+    nb_List *p = nbL_new(2);
+    nbL_push(p, nb_num(i)); nb_incref(s->items[i]); nbL_push(p, s->items[i]);
+    nbL_push(l, nb_obj(NB_TLIST, p));
+  }
+  *out = nb_obj(NB_TLIST, l);
+  return NB_OK;
+}
+static int b_zip(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  const char *fname = "zip";
+  int m = -1;
+  for (int i = 0; i < n; i++) { ARGLIST(i, "lists"); if (m < 0 || nb_list(args[i])->n < m) m = nb_list(args[i])->n; }
+  if (m < 0) m = 0;
+  nb_List *l = nbL_new(m);
+  for (int k = 0; k < m; k++) {
+    nb_List *p = nbL_new(n);
+    for (int i = 0; i < n; i++) { nb_Value v = nb_list(args[i])->items[k]; nb_incref(v); nbL_push(p, v); }
+    nbL_push(l, nb_obj(NB_TLIST, p));
+  }
+  *out = nb_obj(NB_TLIST, l);
+  return NB_OK;
+}
+
+/* ------------------------------------------------------------ strings */
+static int b_join(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "join";
+  ARGLIST(0, "list"); ARGSTR(1, "sep");
+  nb_List *l = args[0].u.p; nb_Buf b = {0};
+  for (int i = 0; i < l->n; i++) { if (i) nbB_add(&b, nb_str(args[1])->data, nb_str(args[1])->len); nb_tostring(&b, l->items[i], false); }
+  *out = ret_str(b.p ? b.p : "", b.n); nbB_free(&b);
+  return NB_OK;
+}
+/* split(s, sep=nil): on runs of whitespace, or on every sep */
+int nbB_string_split(nb_VM *vm, nb_Value s, nb_Value sep, nb_Value *out) {
+  const char *fname = "split";
+  nb_Value args[2] = { s, sep };
+  ARGSTR(0, "string");
+  nb_Str *str = s.u.p; nb_List *l = nbL_new(0);
+  if (sep.t == NB_TNIL) {
+    uint32_t i = 0;
+    while (i < str->len) {
+      while (i < str->len && isspace((unsigned char)str->data[i])) i++;
+      uint32_t st = i;
+      while (i < str->len && !isspace((unsigned char)str->data[i])) i++;
+      if (i > st) nbL_push(l, ret_str(str->data + st, i - st));
+    }
+  } else {
+    if (sep.t != NB_TSTR || nb_str(sep)->len == 0) { nb_decref(nb_obj(NB_TLIST, l)); (void)args; return nb_error_kind(vm, "ValueError", "split: separator must be a non-empty string"); }
+    nb_Str *sp = sep.u.p; const char *p = str->data, *end = str->data + str->len;
+    for (;;) {
+      const char *q = memmem(p, (size_t)(end - p), sp->data, sp->len);
+      if (!q) { nbL_push(l, ret_str(p, (size_t)(end - p))); break; }
+      nbL_push(l, ret_str(p, (size_t)(q - p)));
+      p = q + sp->len;
+    }
+  }
+  *out = nb_obj(NB_TLIST, l);
+  return NB_OK;
+}
+static int b_split(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; return nbB_string_split(vm, args[0], args[1], out); }
+static int b_upper(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "upper"; ARGSTR(0, "s");
+  nb_Str *s = nbS_new(nb_str(args[0])->data, nb_str(args[0])->len);
+  for (uint32_t i = 0; i < s->len; i++) s->data[i] = (char)toupper((unsigned char)s->data[i]);
+  s->hash = nbS_hash(s->data, s->len);
+  *out = nb_strv(s); return NB_OK;
+}
+static int b_lower(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "lower"; ARGSTR(0, "s");
+  nb_Str *s = nbS_new(nb_str(args[0])->data, nb_str(args[0])->len);
+  for (uint32_t i = 0; i < s->len; i++) s->data[i] = (char)tolower((unsigned char)s->data[i]);
+  s->hash = nbS_hash(s->data, s->len);
+  *out = nb_strv(s); return NB_OK;
+}
+static int b_strip(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "strip"; ARGSTR(0, "s");
+  const char *p = nb_str(args[0])->data, *e = p + nb_str(args[0])->len;
+  while (p < e && isspace((unsigned char)*p)) p++;
+  while (e > p && isspace((unsigned char)e[-1])) e--;
+  *out = ret_str(p, (size_t)(e - p)); return NB_OK;
+}
+static int b_replace(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "replace"; ARGSTR(0, "s"); ARGSTR(1, "old"); ARGSTR(2, "new");
+  nb_Str *s = args[0].u.p, *o = args[1].u.p, *w = args[2].u.p;
+  if (o->len == 0) return nb_error_kind(vm, "ValueError", "replace: the string to replace is empty");
+  nb_Buf b = {0}; const char *p = s->data, *end = s->data + s->len;
+  for (;;) {
+    const char *q = memmem(p, (size_t)(end - p), o->data, o->len);
+    if (!q) { nbB_add(&b, p, (size_t)(end - p)); break; }
+    nbB_add(&b, p, (size_t)(q - p)); nbB_add(&b, w->data, w->len);
+    p = q + o->len;
+  }
+  *out = ret_str(b.p ? b.p : "", b.n); nbB_free(&b); return NB_OK;
+}
+static int b_startswith(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "startswith"; ARGSTR(0, "s"); ARGSTR(1, "prefix");
+  nb_Str *s = args[0].u.p, *p = args[1].u.p;
+  *out = nb_bool(p->len <= s->len && memcmp(s->data, p->data, p->len) == 0); return NB_OK;
+}
+static int b_endswith(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "endswith"; ARGSTR(0, "s"); ARGSTR(1, "suffix");
+  nb_Str *s = args[0].u.p, *p = args[1].u.p;
+  *out = nb_bool(p->len <= s->len && memcmp(s->data + s->len - p->len, p->data, p->len) == 0); return NB_OK;
+}
+static int b_find(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "find"; ARGSTR(0, "s"); ARGSTR(1, "sub");
+  nb_Str *s = args[0].u.p, *p = args[1].u.p;
+  const char *q = memmem(s->data, s->len, p->data, p->len);
+  *out = nb_num(q ? (double)(q - s->data) : -1); return NB_OK;
+}
+/* fmt(x, ".3f"): printf-style formatting of one number */
+static int b_fmt(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "fmt"; ARGNUM(0, "x"); ARGSTR(1, "spec");
+  const char *spec = nb_str(args[1])->data;
+  size_t L = strlen(spec);
+  if (L == 0 || L > 20 || !strchr("fgeEdx%", spec[L - 1]) || strspn(spec, "0123456789.+- #") != L - 1)
+    return nb_error_kind(vm, "ValueError", "fmt: bad format spec \"%s\" (examples: \".3f\", \"8.2e\", \"d\", \".1%%\")", spec);
+  char f[32], buf[128];
+  if (spec[L - 1] == 'd' || spec[L - 1] == 'x') { snprintf(f, sizeof f, "%%%.*sll%c", (int)(L - 1), spec, spec[L - 1]); snprintf(buf, sizeof buf, f, (long long)args[0].u.n); }
+  else if (spec[L - 1] == '%') { snprintf(f, sizeof f, "%%%.*sf%%%%", (int)(L - 1), spec); snprintf(buf, sizeof buf, f, args[0].u.n * 100); }
+  else { snprintf(f, sizeof f, "%%%s", spec); snprintf(buf, sizeof buf, f, args[0].u.n); }
+  *out = nb_strv(nbS_cstr(buf));
+  return NB_OK;
+}
+static int b_ord(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "ord"; ARGSTR(0, "c");
+  if (nb_str(args[0])->len == 0) return nb_error_kind(vm, "ValueError", "ord: empty string");
+  *out = nb_num((unsigned char)nb_str(args[0])->data[0]); return NB_OK;
+}
+static int b_chr(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "chr"; ARGNUM(0, "code");
+  double c = args[0].u.n;
+  if (c < 0 || c > 255 || c != floor(c)) return nb_error_kind(vm, "ValueError", "chr: code %g is not a byte (0..255)", c);
+  char ch = (char)(int)c;
+  *out = ret_str(&ch, 1); return NB_OK;
+}
+
+/* ------------------------------------------------------------ numbers */
+#define MATH1(NAME, EXPR) \
+  static int b_##NAME(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { \
+    (void)n; const char *fname = #NAME; ARGNUM(0, "x"); double x = args[0].u.n; *out = nb_num(EXPR); return NB_OK; }
+MATH1(floor, floor(x))
+MATH1(ceil, ceil(x))
+static int b_round(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "round"; ARGNUM(0, "x");
+  double d = args[1].t == NB_TNUM ? args[1].u.n : 0, p = pow(10, d);
+  *out = nb_num(round(args[0].u.n * p) / p); return NB_OK;
+}
+static int b_isnan_(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "isnan"; ARGNUM(0, "x"); *out = nb_bool(isnan(args[0].u.n)); return NB_OK;
+}
+
+/* ------------------------------------------------------------ control */
+static int b_error(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; (void)out;
+  nb_Value v = args[0];
+  if (v.t == NB_TREC) {   /* re-raise: a copy, so the caught value stays as it was */
+    nb_Value c; b_copy(vm, &v, 1, &c);
+    return nb_raise(vm, c);
+  }
+  nb_incref(v);
+  return nb_raise(vm, v);
+}
+static int b_assert(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; bool t;
+  if (nbV_truthy(vm, args[0], &t)) return NB_ERR;
+  if (!t) {
+    if (args[1].t == NB_TNIL) return nb_error_kind(vm, "AssertionError", "assertion failed");
+    nb_Str *s = nbV_tostr(args[1]);
+    nb_error_kind(vm, "AssertionError", "%s", s->data);
+    nb_decref(nb_strv(s));
+    return NB_ERR;
+  }
+  *out = nb_nil();
+  return NB_OK;
+}
+static double now(void) { struct timespec ts; clock_gettime(CLOCK_REALTIME, &ts); return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9; }
+static double mono(void) { struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts); return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9; }
+static int b_time(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)vm; (void)args; (void)n; *out = nb_num(now()); return NB_OK; }
+static int b_clock(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)vm; (void)args; (void)n; *out = nb_num(mono()); return NB_OK; }
+int nbB_doc_value(nb_VM *vm, nb_Value f, nb_Value *out) {
+  (void)vm;
+  if (f.t == NB_TBUILTIN) { *out = nb_strv(nbS_fmt("%s(%s)\n%s", f.u.bi->name, f.u.bi->params ? f.u.bi->params : "", f.u.bi->doc ? f.u.bi->doc : "")); return NB_OK; }
+  if (f.t == NB_TFUNC) {
+    nb_Proto *p = nb_func(f)->proto; nb_Buf b = {0};
+    nbB_printf(&b, "%s(", nbP_proto_name(p));
+    for (int i = 0; i < p->nparams; i++) {
+      if (i) nbB_puts(&b, ", ");
+      nbB_puts(&b, p->params[i]->data);
+      if (p->defaults[i]) { nbB_putc(&b, '='); nbB_add(&b, p->chunk->src + p->defaults[i]->pos, p->defaults[i]->end - p->defaults[i]->pos); }
+    }
+    nbB_putc(&b, ')');
+    if (p->doc) nbB_printf(&b, "\n%s", p->doc->data);
+    *out = ret_str(b.p, b.n); nbB_free(&b);
+    return NB_OK;
+  }
+  *out = nb_nil();
+  return NB_OK;
+}
+static int b_doc(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; return nbB_doc_value(vm, args[0], out); }
+static int b_serialize(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; nb_Buf b = {0};
+  if (nbS_serialize(vm, args[0], &b)) { nbB_free(&b); return NB_ERR; }
+  *out = ret_str(b.p ? b.p : "", b.n); nbB_free(&b);
+  return NB_OK;
+}
+static int b_deserialize(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "deserialize"; ARGSTR(0, "data");
+  return nbS_deserialize(vm, nb_str(args[0])->data, nb_str(args[0])->len, out);
+}
+
+static nb_Builtin core[] = {
+  { "print", b_print, "*args", "print(a, b, ...): writes the values separated by spaces and a newline" },
+  { "eprint", b_eprint, "*args", "eprint(a, b, ...): like print, to standard error" },
+  { "write", b_write, "*args", "write(a, ...): writes the values with no separator or newline" },
+  { "display", b_display, "*args", "display(x): shows a value richly (HTML/plots in notebooks)" },
+  { "clear_output", b_clear_output, "wait=false", "clear_output(wait=false): clears the cell's output (wait: when the next output arrives)" },
+  { "input", b_input, "prompt=nil, password=false", "input(prompt, password=false): reads a line from the user" },
+  { "len", b_len, "x", "len(x): the length of a string, list, record, range or a tensor's first axis" },
+  { "type", b_type, "x", "type(x): the type name of x as a string" },
+  { "str", b_str, "x", "str(x): x as a string, as print shows it" },
+  { "repr", b_repr, "x", "repr(x): x as source-like text (strings quoted)" },
+  { "num", b_num, "x", "num(x): converts a string, bool or one-element tensor to a number" },
+  { "int", b_int, "x", "int(x): converts to a number and truncates toward zero" },
+  { "bool", b_bool, "x", "bool(x): the truth value of x" },
+  { "push", b_push, "list, x", "push(xs, x): appends x to the list xs and returns xs" },
+  { "pop", b_pop, "list, index=nil", "pop(xs, i=last): removes and returns an element of xs" },
+  { "insert", b_insert, "list, index, x", "insert(xs, i, x): inserts x before position i" },
+  { "range", b_range, "start, stop=nil, step=nil", "range(stop) or range(start, stop, step=1): a lazy range of numbers" },
+  { "list", b_list, "*items", "list(x): a new list from a list, range, string, record (keys) or tensor; list(a, b, ...) of its arguments" },
+  { "keys", b_keys, "record", "keys(r): the field names of a record, in order" },
+  { "values", b_values, "record", "values(r): the field values of a record, in order" },
+  { "has", b_has, "record, key", "has(r, key): whether record r has the field key" },
+  { "remove", b_remove, "record, key", "remove(r, key): deletes a field; returns whether it existed" },
+  { "contains", b_contains, "container, x", "contains(c, x): x in a list, substring of a string, or key of a record" },
+  { "copy", b_copy, "x", "copy(x): a shallow copy of a list or record" },
+  { "map", b_map, "list, f", "map(xs, f): [f(x) for each x]" },
+  { "filter", b_filter, "list, f", "filter(xs, f): the elements x of xs for which f(x) is true" },
+  { "sorted", b_sorted, "list, key=nil, reverse=false", "sorted(xs, key=nil, reverse=false): a sorted copy (stable)" },
+  { "reversed", b_reversed, "list", "reversed(xs): a reversed copy" },
+  { "enumerate", b_enumerate, "list", "enumerate(xs): [[0, x0], [1, x1], ...]" },
+  { "zip", b_zip, "*lists", "zip(a, b, ...): [[a0, b0], [a1, b1], ...] up to the shortest" },
+  { "join", b_join, "list, sep=''", "join(xs, sep=\"\"): the elements as strings joined with sep" },
+  { "split", b_split, "s, sep=nil", "split(s, sep=nil): splits a string on sep (or on whitespace)" },
+  { "upper", b_upper, "s", "upper(s): upper-case copy" },
+  { "lower", b_lower, "s", "lower(s): lower-case copy" },
+  { "strip", b_strip, "s", "strip(s): without leading and trailing whitespace" },
+  { "replace", b_replace, "s, old, new", "replace(s, old, new): every old replaced by new" },
+  { "startswith", b_startswith, "s, prefix", "startswith(s, prefix)" },
+  { "endswith", b_endswith, "s, suffix", "endswith(s, suffix)" },
+  { "find", b_find, "s, sub", "find(s, sub): byte offset of the first sub in s, or -1" },
+  { "fmt", b_fmt, "x, spec", "fmt(x, spec): formats a number printf-style, e.g. fmt(pi, \".3f\")" },
+  { "ord", b_ord, "c", "ord(c): the byte value of the first character" },
+  { "chr", b_chr, "code", "chr(code): a one-byte string" },
+  { "floor", b_floor, "x", "floor(x): the largest integer <= x" },
+  { "ceil", b_ceil, "x", "ceil(x): the smallest integer >= x" },
+  { "round", b_round, "x, digits=0", "round(x, digits=0): rounds half away from zero" },
+  { "isnan", b_isnan_, "x", "isnan(x): whether x is not a number" },
+  { "error", b_error, "x", "error(x): raises an error with message x (or re-raises a caught error record)" },
+  { "assert", b_assert, "cond, message=nil", "assert(cond, message): raises AssertionError when cond is false" },
+  { "time", b_time, "", "time(): seconds since the Unix epoch" },
+  { "clock", b_clock, "", "clock(): a monotonic clock in seconds, for timing" },
+  { "doc", b_doc, "f", "doc(f): the signature and documentation of a function" },
+  { "serialize", b_serialize, "x", "serialize(x): x as a byte string (functions as source plus captured values)" },
+  { "deserialize", b_deserialize, "data", "deserialize(s): the value serialize produced" },
+  { NULL, NULL, NULL, NULL }
+};
+
+void nbB_init_core(void) {
+  static int done;
+  if (done) return;
+  done = 1;
+  nbB_register(core);
+}

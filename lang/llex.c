@@ -1,0 +1,193 @@
+/*
+** llex.c — the scanner.
+*/
+#include <string.h>
+#include <stdlib.h>
+#include <ctype.h>
+#include "llex.h"
+
+const char *const nbX_keywords[] = {
+  "and", "break", "catch", "continue", "else", "false", "fn", "for",
+  "global", "if", "import", "in", "nil", "no_grad", "not", "or",
+  "return", "true", "try", "while", NULL
+};
+
+nb_TokKind nbX_keyword(const char *s, size_t len) {
+  for (int i = 0; nbX_keywords[i]; i++)
+    if (strlen(nbX_keywords[i]) == len && memcmp(nbX_keywords[i], s, len) == 0) return (nb_TokKind)(TK_AND + i);
+  return TK_NAME;
+}
+
+static const char *const toknames[TK_COUNT] = {
+  [TK_EOF] = "end of input", [TK_NEWLINE] = "newline", [TK_ERROR] = "error",
+  [TK_NUMBER] = "number", [TK_STRING] = "string", [TK_RSTRING] = "string", [TK_NAME] = "name",
+  [TK_AND] = "'and'", [TK_BREAK] = "'break'", [TK_CATCH] = "'catch'", [TK_CONTINUE] = "'continue'",
+  [TK_ELSE] = "'else'", [TK_FALSE] = "'false'", [TK_FN] = "'fn'", [TK_FOR] = "'for'",
+  [TK_GLOBAL] = "'global'", [TK_IF] = "'if'", [TK_IMPORT] = "'import'", [TK_IN] = "'in'",
+  [TK_NIL] = "'nil'", [TK_NOGRAD] = "'no_grad'", [TK_NOT] = "'not'", [TK_OR] = "'or'",
+  [TK_RETURN] = "'return'", [TK_TRUE] = "'true'", [TK_TRY] = "'try'", [TK_WHILE] = "'while'",
+  [TK_LPAREN] = "'('", [TK_RPAREN] = "')'", [TK_LBRACKET] = "'['", [TK_RBRACKET] = "']'",
+  [TK_LBRACE] = "'{'", [TK_RBRACE] = "'}'", [TK_COMMA] = "','", [TK_DOT] = "'.'",
+  [TK_DOTDOT] = "'..'", [TK_COLON] = "':'", [TK_SEMI] = "';'", [TK_ASSIGN] = "'='",
+  [TK_PLUS] = "'+'", [TK_MINUS] = "'-'", [TK_STAR] = "'*'", [TK_SLASH] = "'/'",
+  [TK_PERCENT] = "'%'", [TK_POW] = "'**'", [TK_AT] = "'@'",
+  [TK_EQ] = "'=='", [TK_NE] = "'!='", [TK_LT] = "'<'", [TK_LE] = "'<='", [TK_GT] = "'>'", [TK_GE] = "'>='",
+  [TK_PLUSEQ] = "'+='", [TK_MINUSEQ] = "'-='", [TK_STAREQ] = "'*='", [TK_SLASHEQ] = "'/='",
+  [TK_PERCENT_CMD] = "%command",
+};
+const char *nbX_tokname(nb_TokKind k) { return (k >= 0 && k < TK_COUNT && toknames[k]) ? toknames[k] : "token"; }
+
+void nbX_init_at(nb_Lexer *lx, const char *src, size_t len, size_t pos, int line, size_t line_start) {
+  memset(lx, 0, sizeof *lx);
+  lx->src = src; lx->len = len; lx->pos = pos; lx->line = line; lx->line_start = line_start;
+}
+void nbX_init(nb_Lexer *lx, const char *src, size_t len) { nbX_init_at(lx, src, len, 0, 1, 0); }
+
+static int peekc(nb_Lexer *lx, size_t k) { return lx->pos + k < lx->len ? (unsigned char)lx->src[lx->pos + k] : -1; }
+
+static nb_Token make(nb_Lexer *lx, nb_TokKind k, size_t start, int line, size_t line_start) {
+  nb_Token t; memset(&t, 0, sizeof t);
+  t.kind = k; t.pos = (uint32_t)start; t.len = (uint32_t)(lx->pos - start);
+  t.line = line; t.col = (int)(start - line_start) + 1;
+  return t;
+}
+static nb_Token error_tok(nb_Lexer *lx, const char *msg, size_t start, int line, size_t line_start) {
+  nb_Token t = make(lx, TK_ERROR, start, line, line_start);
+  if (t.len == 0) t.len = 1;
+  t.msg = msg; return t;
+}
+
+static void open_bracket(nb_Lexer *lx, int paren) {
+  if (lx->nbrace < 256) lx->brace_stack[lx->nbrace] = paren;
+  lx->nbrace++;
+  if (paren) lx->depth++;
+}
+static void close_bracket(nb_Lexer *lx) {
+  if (lx->nbrace > 0) {
+    lx->nbrace--;
+    if (lx->nbrace < 256 && lx->brace_stack[lx->nbrace]) lx->depth--;
+  }
+}
+/* Newlines count only where the innermost open bracket is a { block (or none). */
+static int newline_significant(nb_Lexer *lx) {
+  if (lx->nbrace == 0) return 1;
+  int top = lx->nbrace - 1;
+  return top < 256 ? !lx->brace_stack[top] : 1;
+}
+
+static nb_Token scan_string(nb_Lexer *lx, size_t start, int line, size_t line_start) {
+  char q = lx->src[lx->pos++];
+  int braces = 0;   /* nesting of {...} interpolations inside "..." */
+  while (lx->pos < lx->len) {
+    char c = lx->src[lx->pos];
+    if (c == '\\') { lx->pos += 2; continue; }
+    if (c == '\n') {
+      if (braces == 0) break;
+      lx->line++; lx->line_start = lx->pos + 1;
+    }
+    if (q == '"' && c == '{') braces++;
+    else if (q == '"' && c == '}' && braces > 0) braces--;
+    else if (c == q && braces == 0) {
+      lx->pos++;
+      return make(lx, q == '"' ? TK_STRING : TK_RSTRING, start, line, line_start);
+    }
+    lx->pos++;
+  }
+  if (lx->pos > lx->len) lx->pos = lx->len;
+  return error_tok(lx, "unterminated string", start, line, line_start);
+}
+
+static nb_Token scan_number(nb_Lexer *lx, size_t start, int line, size_t line_start) {
+  char buf[128]; size_t n = 0;
+  if (peekc(lx, 0) == '0' && (peekc(lx, 1) == 'x' || peekc(lx, 1) == 'X')) {
+    lx->pos += 2;
+    unsigned long long v = 0; int digits = 0;
+    while (isxdigit(peekc(lx, 0)) || peekc(lx, 0) == '_') {
+      int c = peekc(lx, 0); lx->pos++;
+      if (c == '_') continue;
+      v = v * 16 + (unsigned)(isdigit(c) ? c - '0' : (tolower(c) - 'a' + 10)); digits++;
+    }
+    if (!digits) return error_tok(lx, "malformed hexadecimal number", start, line, line_start);
+    nb_Token t = make(lx, TK_NUMBER, start, line, line_start); t.num = (double)v; return t;
+  }
+  while (isdigit(peekc(lx, 0)) || peekc(lx, 0) == '_') { if (peekc(lx, 0) != '_' && n < 120) buf[n++] = (char)peekc(lx, 0); lx->pos++; }
+  if (peekc(lx, 0) == '.' && isdigit(peekc(lx, 1))) {
+    buf[n++] = '.'; lx->pos++;
+    while (isdigit(peekc(lx, 0)) || peekc(lx, 0) == '_') { if (peekc(lx, 0) != '_' && n < 120) buf[n++] = (char)peekc(lx, 0); lx->pos++; }
+  }
+  if (peekc(lx, 0) == 'e' || peekc(lx, 0) == 'E') {
+    size_t save = lx->pos, savedn = n;
+    buf[n++] = 'e'; lx->pos++;
+    if (peekc(lx, 0) == '+' || peekc(lx, 0) == '-') { buf[n++] = (char)peekc(lx, 0); lx->pos++; }
+    if (!isdigit(peekc(lx, 0))) { lx->pos = save; n = savedn; }
+    else while (isdigit(peekc(lx, 0))) { if (n < 120) buf[n++] = (char)peekc(lx, 0); lx->pos++; }
+  }
+  buf[n] = 0;
+  if (isalpha(peekc(lx, 0)) || peekc(lx, 0) == '_') {
+    while (isalnum(peekc(lx, 0)) || peekc(lx, 0) == '_') lx->pos++;
+    return error_tok(lx, "malformed number", start, line, line_start);
+  }
+  nb_Token t = make(lx, TK_NUMBER, start, line, line_start);
+  t.num = strtod(buf, NULL);
+  return t;
+}
+
+nb_Token nbX_next(nb_Lexer *lx) {
+  for (;;) {
+    while (lx->pos < lx->len) {
+      char c = lx->src[lx->pos];
+      if (c == ' ' || c == '\t' || c == '\r') lx->pos++;
+      else if (c == '\\' && peekc(lx, 1) == '\n') { lx->pos += 2; lx->line++; lx->line_start = lx->pos; }
+      else if (c == '#') { while (lx->pos < lx->len && lx->src[lx->pos] != '\n') lx->pos++; }
+      else break;
+    }
+    size_t start = lx->pos; int line = lx->line; size_t ls = lx->line_start;
+    if (lx->pos >= lx->len) return make(lx, TK_EOF, start, line, ls);
+    int c = (unsigned char)lx->src[lx->pos];
+    if (c == '\n') {
+      lx->pos++; lx->line++; lx->line_start = lx->pos;
+      if (!newline_significant(lx)) continue;
+      return make(lx, TK_NEWLINE, start, line, ls);
+    }
+    if (isdigit(c)) return scan_number(lx, start, line, ls);
+    if (isalpha(c) || c == '_' || c >= 0x80) {
+      while (lx->pos < lx->len) {
+        int d = (unsigned char)lx->src[lx->pos];
+        if (isalnum(d) || d == '_' || d >= 0x80) lx->pos++; else break;
+      }
+      return make(lx, nbX_keyword(lx->src + start, lx->pos - start), start, line, ls);
+    }
+    if (c == '"' || c == '\'') return scan_string(lx, start, line, ls);
+    lx->pos++;
+    int n1 = peekc(lx, 0);
+#define TWO(ch, k2, k1) if (n1 == ch) { lx->pos++; return make(lx, k2, start, line, ls); } return make(lx, k1, start, line, ls)
+    switch (c) {
+    case '(': open_bracket(lx, 1); return make(lx, TK_LPAREN, start, line, ls);
+    case '[': open_bracket(lx, 1); return make(lx, TK_LBRACKET, start, line, ls);
+    case '{': open_bracket(lx, 0); return make(lx, TK_LBRACE, start, line, ls);
+    case ')': close_bracket(lx); return make(lx, TK_RPAREN, start, line, ls);
+    case ']': close_bracket(lx); return make(lx, TK_RBRACKET, start, line, ls);
+    case '}': close_bracket(lx); return make(lx, TK_RBRACE, start, line, ls);
+    case ',': return make(lx, TK_COMMA, start, line, ls);
+    case ':': return make(lx, TK_COLON, start, line, ls);
+    case ';': return make(lx, TK_SEMI, start, line, ls);
+    case '@': return make(lx, TK_AT, start, line, ls);
+    case '%': return make(lx, TK_PERCENT, start, line, ls);
+    case '.': TWO('.', TK_DOTDOT, TK_DOT);
+    case '+': TWO('=', TK_PLUSEQ, TK_PLUS);
+    case '-': TWO('=', TK_MINUSEQ, TK_MINUS);
+    case '/': TWO('=', TK_SLASHEQ, TK_SLASH);
+    case '=': TWO('=', TK_EQ, TK_ASSIGN);
+    case '<': TWO('=', TK_LE, TK_LT);
+    case '>': TWO('=', TK_GE, TK_GT);
+    case '!': if (n1 == '=') { lx->pos++; return make(lx, TK_NE, start, line, ls); }
+              return error_tok(lx, "unexpected character '!' (use 'not' for negation)", start, line, ls);
+    case '*':
+      if (n1 == '*') { lx->pos++; return make(lx, TK_POW, start, line, ls); }
+      TWO('=', TK_STAREQ, TK_STAR);
+    default: break;
+    }
+#undef TWO
+    return error_tok(lx, "unexpected character", start, line, ls);
+  }
+}

@@ -1,0 +1,400 @@
+/*
+** lobject.c — strings, lists, records, refcount release, printing, equality.
+*/
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stdarg.h>
+#include <math.h>
+#include "lobject.h"
+#include "lvm.h"
+
+static void *xmalloc(size_t n) {
+  void *p = malloc(n ? n : 1);
+  if (!p) { fputs("nabla: out of memory\n", stderr); abort(); }
+  return p;
+}
+static void *xrealloc(void *p, size_t n) {
+  p = realloc(p, n ? n : 1);
+  if (!p) { fputs("nabla: out of memory\n", stderr); abort(); }
+  return p;
+}
+
+/* ---------------------------------------------------------------- buffers */
+void nbB_add(nb_Buf *b, const char *s, size_t n) {
+  if (b->n + n + 1 > b->cap) {
+    size_t cap = b->cap ? b->cap * 2 : 64;
+    while (cap < b->n + n + 1) cap *= 2;
+    b->p = xrealloc(b->p, cap); b->cap = cap;
+  }
+  memcpy(b->p + b->n, s, n); b->n += n; b->p[b->n] = 0;
+}
+void nbB_puts(nb_Buf *b, const char *s) { nbB_add(b, s, strlen(s)); }
+void nbB_putc(nb_Buf *b, char c) { nbB_add(b, &c, 1); }
+void nbB_printf(nb_Buf *b, const char *fmt, ...) {
+  char tmp[256]; va_list ap;
+  va_start(ap, fmt); int n = vsnprintf(tmp, sizeof tmp, fmt, ap); va_end(ap);
+  if (n < 0) return;
+  if ((size_t)n < sizeof tmp) { nbB_add(b, tmp, (size_t)n); return; }
+  char *big = xmalloc((size_t)n + 1);
+  va_start(ap, fmt); vsnprintf(big, (size_t)n + 1, fmt, ap); va_end(ap);
+  nbB_add(b, big, (size_t)n); free(big);
+}
+char *nbB_cstr(nb_Buf *b) { if (!b->p) nbB_add(b, "", 0); return b->p; }
+void nbB_free(nb_Buf *b) { free(b->p); b->p = NULL; b->n = b->cap = 0; }
+
+/* ---------------------------------------------------------------- strings */
+uint32_t nbS_hash(const char *s, size_t len) {   /* FNV-1a */
+  uint32_t h = 2166136261u;
+  for (size_t i = 0; i < len; i++) { h ^= (unsigned char)s[i]; h *= 16777619u; }
+  return h;
+}
+
+nb_Str *nbS_new(const char *s, size_t len) {
+  nb_Str *str = xmalloc(sizeof(nb_Str) + len + 1);
+  str->h.rc = 1; str->h.type = NB_TSTR;
+  str->len = (uint32_t)len; str->interned = false;
+  if (len) memcpy(str->data, s, len);
+  str->data[len] = 0;
+  str->hash = nbS_hash(str->data, len);
+  return str;
+}
+nb_Str *nbS_cstr(const char *s) { return nbS_new(s, strlen(s)); }
+nb_Str *nbS_fmt(const char *fmt, ...) {
+  nb_Buf b = {0}; char tmp[512]; va_list ap;
+  va_start(ap, fmt); int n = vsnprintf(tmp, sizeof tmp, fmt, ap); va_end(ap);
+  if (n >= 0 && (size_t)n < sizeof tmp) return nbS_new(tmp, (size_t)n);
+  char *big = xmalloc((size_t)n + 1);
+  va_start(ap, fmt); vsnprintf(big, (size_t)n + 1, fmt, ap); va_end(ap);
+  nb_Str *s = nbS_new(big, (size_t)n); free(big); (void)b;
+  return s;
+}
+
+/* The intern table: open addressing over interned strings, which it keeps
+** alive (one reference each) until nbS_intern_free_all at exit.  Interning
+** is per process and shared by all VMs of a thread-safe-enough front end:
+** only the interpreter thread interns. */
+static nb_Str **itab; static size_t icap, icount;
+
+static void intern_grow(void) {
+  size_t ncap = icap ? icap * 2 : 1024;
+  nb_Str **nt = calloc(ncap, sizeof *nt);
+  if (!nt) abort();
+  for (size_t i = 0; i < icap; i++) if (itab[i]) {
+    size_t j = itab[i]->hash & (ncap - 1);
+    while (nt[j]) j = (j + 1) & (ncap - 1);
+    nt[j] = itab[i];
+  }
+  free(itab); itab = nt; icap = ncap;
+}
+
+nb_Str *nbS_intern(const char *s, size_t len) {
+  if ((icount + 1) * 2 > icap) intern_grow();
+  uint32_t h = nbS_hash(s, len);
+  size_t j = h & (icap - 1);
+  while (itab[j]) {
+    nb_Str *e = itab[j];
+    if (e->hash == h && e->len == len && memcmp(e->data, s, len) == 0) { e->h.rc++; return e; }
+    j = (j + 1) & (icap - 1);
+  }
+  nb_Str *n = nbS_new(s, len);
+  n->interned = true; n->h.rc++;  /* one for the table */
+  itab[j] = n; icount++;
+  return n;
+}
+nb_Str *nbS_intern_str(nb_Str *s) {
+  if (s->interned) { s->h.rc++; return s; }
+  return nbS_intern(s->data, s->len);
+}
+void nbS_intern_free_all(void) {
+  for (size_t i = 0; i < icap; i++) if (itab[i]) {
+    nb_Str *s = itab[i];
+    if (--s->h.rc == 0) free(s);
+  }
+  free(itab); itab = NULL; icap = icount = 0;
+}
+
+/* ---------------------------------------------------------------- lists */
+nb_List *nbL_new(int cap) {
+  nb_List *l = xmalloc(sizeof *l);
+  l->h.rc = 1; l->h.type = NB_TLIST; l->n = 0; l->cap = cap > 0 ? cap : 0;
+  l->items = l->cap ? xmalloc(sizeof(nb_Value) * (size_t)l->cap) : NULL;
+  return l;
+}
+void nbL_push(nb_List *l, nb_Value v) {
+  if (l->n == l->cap) {
+    l->cap = l->cap ? l->cap * 2 : 4;
+    l->items = xrealloc(l->items, sizeof(nb_Value) * (size_t)l->cap);
+  }
+  l->items[l->n++] = v;
+}
+
+/* ---------------------------------------------------------------- records */
+nb_Rec *nbR_new(int cap) {
+  nb_Rec *r = xmalloc(sizeof *r);
+  r->h.rc = 1; r->h.type = NB_TREC; r->n = 0; r->cap = cap > 0 ? cap : 0;
+  r->keys = r->cap ? xmalloc(sizeof(nb_Str *) * (size_t)r->cap) : NULL;
+  r->vals = r->cap ? xmalloc(sizeof(nb_Value) * (size_t)r->cap) : NULL;
+  return r;
+}
+int nbR_find(const nb_Rec *r, const nb_Str *key) {
+  if (key->interned) {
+    for (int i = 0; i < r->n; i++) if (r->keys[i] == key) return i;
+    return -1;
+  }
+  for (int i = 0; i < r->n; i++)
+    if (r->keys[i]->len == key->len && memcmp(r->keys[i]->data, key->data, key->len) == 0) return i;
+  return -1;
+}
+int nbR_find_cstr(const nb_Rec *r, const char *key) {
+  size_t len = strlen(key);
+  for (int i = 0; i < r->n; i++)
+    if (r->keys[i]->len == len && memcmp(r->keys[i]->data, key, len) == 0) return i;
+  return -1;
+}
+void nbR_set(nb_Rec *r, nb_Str *key, nb_Value v) {
+  int i = nbR_find(r, key);
+  if (i >= 0) { nb_store(&r->vals[i], v); return; }
+  if (r->n == r->cap) {
+    r->cap = r->cap ? r->cap * 2 : 4;
+    r->keys = xrealloc(r->keys, sizeof(nb_Str *) * (size_t)r->cap);
+    r->vals = xrealloc(r->vals, sizeof(nb_Value) * (size_t)r->cap);
+  }
+  r->keys[r->n] = nbS_intern_str(key);
+  r->vals[r->n] = v;
+  r->n++;
+}
+void nbR_set_cstr(nb_Rec *r, const char *key, nb_Value v) {
+  nb_Str *k = nbS_intern(key, strlen(key));
+  nbR_set(r, k, v);
+  nb_decref(nb_strv(k));
+}
+nb_Value nbR_get_cstr(const nb_Rec *r, const char *key) {
+  int i = nbR_find_cstr(r, key);
+  return i >= 0 ? r->vals[i] : nb_undef();
+}
+bool nbR_remove(nb_Rec *r, const nb_Str *key) {
+  int i = nbR_find(r, key);
+  if (i < 0) return false;
+  nb_decref(nb_strv(r->keys[i])); nb_decref(r->vals[i]);
+  memmove(r->keys + i, r->keys + i + 1, sizeof(nb_Str *) * (size_t)(r->n - i - 1));
+  memmove(r->vals + i, r->vals + i + 1, sizeof(nb_Value) * (size_t)(r->n - i - 1));
+  r->n--;
+  return true;
+}
+
+nb_Range *nbG_range(double start, double stop, double step) {
+  nb_Range *r = xmalloc(sizeof *r);
+  r->h.rc = 1; r->h.type = NB_TRANGE; r->start = start; r->stop = stop; r->step = step;
+  return r;
+}
+double nbG_range_len(const nb_Range *r) {
+  double n = ceil((r->stop - r->start) / r->step);
+  return n > 0 ? n : 0;
+}
+
+nb_Handle *nbH_new(const char *kind, void *ptr, void (*finalize)(void *)) {
+  nb_Handle *h = xmalloc(sizeof *h);
+  h->h.rc = 1; h->h.type = NB_THANDLE; h->kind = kind; h->ptr = ptr; h->finalize = finalize;
+  return h;
+}
+
+/* ---------------------------------------------------------------- freeing
+** Freeing is iterative: a released container pushes its children on a
+** pending stack instead of recursing, so dropping a list nested a million
+** deep cannot overflow the C stack. */
+static nb_Value *pending; static size_t npending, cappending;
+static int freeing;
+
+static void push_pending(nb_Value v) {
+  if (npending == cappending) {
+    cappending = cappending ? cappending * 2 : 64;
+    pending = xrealloc(pending, sizeof(nb_Value) * cappending);
+  }
+  pending[npending++] = v;
+}
+static void drop_child(nb_Value v) {
+  if (!nb_isobj(v)) return;
+  if (v.t == NB_TTENSOR) { nbO_release_tensor(v.u.p); return; }
+  if (--v.u.o->rc == 0) push_pending(v);
+}
+
+static void free_one(nb_Value v) {
+  switch (v.t) {
+  case NB_TSTR: free(v.u.p); break;
+  case NB_TLIST: {
+    nb_List *l = v.u.p;
+    for (int i = 0; i < l->n; i++) drop_child(l->items[i]);
+    free(l->items); free(l); break;
+  }
+  case NB_TREC: {
+    nb_Rec *r = v.u.p;
+    for (int i = 0; i < r->n; i++) { drop_child(nb_strv(r->keys[i])); drop_child(r->vals[i]); }
+    free(r->keys); free(r->vals); free(r); break;
+  }
+  case NB_TFUNC: {
+    nb_Func *f = v.u.p;
+    for (int i = 0; i < f->ncaps; i++) drop_child(nb_obj(NB_TCELL, f->caps[i]));
+    nbP_proto_release(f->proto);   /* f->mod is a weak reference: the VM owns modules */
+    free(f); break;
+  }
+  case NB_TCELL: { nb_Cell *c = v.u.p; drop_child(c->v); free(c); break; }
+  case NB_TRANGE: free(v.u.p); break;
+  case NB_TMODULE: nbV_module_free(v.u.p); break;
+  case NB_THANDLE: { nb_Handle *h = v.u.p; if (h->finalize) h->finalize(h->ptr); free(h); break; }
+  default: break;
+  }
+}
+
+void nbO_free(nb_Value v) {
+  push_pending(v);
+  if (freeing) return;      /* an outer nbO_free is draining the stack */
+  freeing = 1;
+  while (npending) free_one(pending[--npending]);
+  freeing = 0;
+  if (cappending > 4096) { free(pending); pending = NULL; cappending = 0; }
+}
+
+/* ---------------------------------------------------------------- printing */
+const char *nb_typename(nb_Value v) {
+  switch (v.t) {
+  case NB_TNIL: return "nil"; case NB_TBOOL: return "bool"; case NB_TNUM: return "number";
+  case NB_TSTR: return "string"; case NB_TLIST: return "list"; case NB_TREC: return "record";
+  case NB_TFUNC: case NB_TBUILTIN: return "function"; case NB_TMODULE: return "module";
+  case NB_TRANGE: return "range"; case NB_TTENSOR: return "tensor";
+  case NB_THANDLE: return ((nb_Handle *)v.u.p)->kind;
+  default: return "undefined";
+  }
+}
+
+int nb_fmtnum(char *buf, size_t size, double x) {
+  if (isnan(x)) return snprintf(buf, size, "nan");
+  if (isinf(x)) return snprintf(buf, size, x > 0 ? "inf" : "-inf");
+  if (x == 0) return snprintf(buf, size, signbit(x) ? "-0" : "0");
+  if (fabs(x) < 1e15 && x == (double)(long long)x) return snprintf(buf, size, "%lld", (long long)x);
+  int n = 0;
+  for (int prec = 1; prec <= 17; prec++) {
+    n = snprintf(buf, size, "%.*g", prec, x);
+    if (strtod(buf, NULL) == x) break;
+  }
+  return n;
+}
+
+static void quote_str(nb_Buf *b, const nb_Str *s) {
+  nbB_putc(b, '"');
+  for (uint32_t i = 0; i < s->len; i++) {
+    unsigned char c = (unsigned char)s->data[i];
+    switch (c) {
+    case '"': nbB_puts(b, "\\\""); break;
+    case '\\': nbB_puts(b, "\\\\"); break;
+    case '\n': nbB_puts(b, "\\n"); break;
+    case '\t': nbB_puts(b, "\\t"); break;
+    case '\r': nbB_puts(b, "\\r"); break;
+    case '{': nbB_puts(b, "\\{"); break;
+    default:
+      if (c < 32 || c == 127) nbB_printf(b, "\\x%02x", c); else nbB_putc(b, (char)c);
+    }
+  }
+  nbB_putc(b, '"');
+}
+
+static bool is_ident(const nb_Str *s) {
+  if (s->len == 0) return false;
+  for (uint32_t i = 0; i < s->len; i++) {
+    char c = s->data[i];
+    if (!(c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (i && c >= '0' && c <= '9'))) return false;
+  }
+  return true;
+}
+
+#define MAX_PRINT_DEPTH 64
+static void tostr(nb_Buf *b, nb_Value v, bool quote, int depth) {
+  char num[40];
+  switch (v.t) {
+  case NB_TNIL: nbB_puts(b, "nil"); break;
+  case NB_TBOOL: nbB_puts(b, v.u.b ? "true" : "false"); break;
+  case NB_TNUM: nb_fmtnum(num, sizeof num, v.u.n); nbB_puts(b, num); break;
+  case NB_TSTR: if (quote) quote_str(b, v.u.p); else nbB_add(b, nb_str(v)->data, nb_str(v)->len); break;
+  case NB_TLIST: {
+    nb_List *l = v.u.p;
+    if (depth > MAX_PRINT_DEPTH) { nbB_puts(b, "[...]"); break; }
+    nbB_putc(b, '[');
+    for (int i = 0; i < l->n; i++) { if (i) nbB_puts(b, ", "); tostr(b, l->items[i], true, depth + 1); }
+    nbB_putc(b, ']'); break;
+  }
+  case NB_TREC: {
+    nb_Rec *r = v.u.p;
+    if (depth > MAX_PRINT_DEPTH) { nbB_puts(b, "{...}"); break; }
+    nbB_putc(b, '{');
+    for (int i = 0; i < r->n; i++) {
+      if (i) nbB_puts(b, ", ");
+      if (is_ident(r->keys[i])) nbB_add(b, r->keys[i]->data, r->keys[i]->len); else quote_str(b, r->keys[i]);
+      nbB_puts(b, ": ");
+      tostr(b, r->vals[i], true, depth + 1);
+    }
+    nbB_putc(b, '}'); break;
+  }
+  case NB_TFUNC: nbB_printf(b, "<fn %s>", nbP_proto_name(nb_func(v)->proto)); break;
+  case NB_TBUILTIN: nbB_printf(b, "<builtin %s>", nbB_builtin_name(v.u.bi)); break;
+  case NB_TMODULE: nbB_printf(b, "<module %s>", nbV_module_name(v.u.p)); break;
+  case NB_TRANGE: {
+    nb_Range *r = v.u.p; char a[40], c[40];
+    nb_fmtnum(a, sizeof a, r->start); nb_fmtnum(c, sizeof c, r->stop);
+    if (r->step == 1) nbB_printf(b, "%s..%s", a, c);
+    else { char s[40]; nb_fmtnum(s, sizeof s, r->step); nbB_printf(b, "range(%s, %s, %s)", a, c, s); }
+    break;
+  }
+  case NB_TTENSOR: nbT_format(b, v.u.p); break;
+  case NB_THANDLE: nbB_printf(b, "<%s>", ((nb_Handle *)v.u.p)->kind); break;
+  default: nbB_puts(b, "<undefined>"); break;
+  }
+}
+void nb_tostring(nb_Buf *b, nb_Value v, bool quote) { tostr(b, v, quote, 0); }
+
+static bool eq(nb_Value a, nb_Value b, int depth) {
+  if (a.t != b.t) return false;
+  switch (a.t) {
+  case NB_TNIL: case NB_TUNDEF: return true;
+  case NB_TBOOL: return a.u.b == b.u.b;
+  case NB_TNUM: return a.u.n == b.u.n;
+  case NB_TBUILTIN: return a.u.bi == b.u.bi;
+  case NB_TSTR: {
+    nb_Str *x = a.u.p, *y = b.u.p;
+    return x == y || (x->len == y->len && x->hash == y->hash && memcmp(x->data, y->data, x->len) == 0);
+  }
+  case NB_TLIST: {
+    nb_List *x = a.u.p, *y = b.u.p;
+    if (x == y) return true;
+    if (x->n != y->n || depth > MAX_PRINT_DEPTH) return false;
+    for (int i = 0; i < x->n; i++) if (!eq(x->items[i], y->items[i], depth + 1)) return false;
+    return true;
+  }
+  case NB_TREC: {
+    nb_Rec *x = a.u.p, *y = b.u.p;
+    if (x == y) return true;
+    if (x->n != y->n || depth > MAX_PRINT_DEPTH) return false;
+    for (int i = 0; i < x->n; i++) {
+      int j = nbR_find(y, x->keys[i]);
+      if (j < 0 || !eq(x->vals[i], y->vals[j], depth + 1)) return false;
+    }
+    return true;
+  }
+  case NB_TRANGE: {
+    nb_Range *x = a.u.p, *y = b.u.p;
+    return x->start == y->start && x->stop == y->stop && x->step == y->step;
+  }
+  default: return a.u.p == b.u.p;
+  }
+}
+bool nb_equal(nb_Value a, nb_Value b) { return eq(a, b, 0); }
+
+bool nb_truthy(nb_Value v) {
+  switch (v.t) {
+  case NB_TNIL: case NB_TUNDEF: return false;
+  case NB_TBOOL: return v.u.b;
+  case NB_TNUM: return v.u.n != 0;
+  case NB_TSTR: return nb_str(v)->len != 0;
+  case NB_TLIST: return nb_list(v)->n != 0;
+  default: return true;
+  }
+}

@@ -1,0 +1,208 @@
+/*
+** lserial.c — values to bytes and back, so session state can be shipped to
+** worker processes.  A function travels as its source text plus the current
+** values of the variables it captured; the receiver re-parses the text in a
+** scope holding those names.  Globals a function reads resolve in the
+** receiving VM's main module.  Native handles cannot be serialized.
+**
+** Format: "NBV1" then one value: a tag byte and its payload; integers are
+** little-endian u32, numbers IEEE-754 doubles.
+*/
+#include <stdlib.h>
+#include <string.h>
+#include "lvm.h"
+
+#define MAX_DEPTH 200
+
+static void put_u32(nb_Buf *b, uint32_t x) { unsigned char c[4] = { (unsigned char)x, (unsigned char)(x >> 8), (unsigned char)(x >> 16), (unsigned char)(x >> 24) }; nbB_add(b, (char *)c, 4); }
+static void put_f64(nb_Buf *b, double d) { uint64_t u; memcpy(&u, &d, 8); put_u32(b, (uint32_t)u); put_u32(b, (uint32_t)(u >> 32)); }
+static void put_str(nb_Buf *b, const char *s, size_t n) { put_u32(b, (uint32_t)n); nbB_add(b, s, n); }
+
+static int ser(nb_VM *vm, nb_Value v, nb_Buf *b, int depth) {
+  if (depth > MAX_DEPTH) return nb_error_kind(vm, "ValueError", "serialize: value is nested too deeply (or contains itself)");
+  switch (v.t) {
+  case NB_TNIL: nbB_putc(b, 'N'); return NB_OK;
+  case NB_TBOOL: nbB_putc(b, v.u.b ? 'T' : 'F'); return NB_OK;
+  case NB_TNUM: nbB_putc(b, 'D'); put_f64(b, v.u.n); return NB_OK;
+  case NB_TSTR: nbB_putc(b, 'S'); put_str(b, nb_str(v)->data, nb_str(v)->len); return NB_OK;
+  case NB_TLIST: {
+    nb_List *l = v.u.p;
+    nbB_putc(b, 'L'); put_u32(b, (uint32_t)l->n);
+    for (int i = 0; i < l->n; i++) if (ser(vm, l->items[i], b, depth + 1)) return NB_ERR;
+    return NB_OK;
+  }
+  case NB_TREC: {
+    nb_Rec *r = v.u.p;
+    nbB_putc(b, 'R'); put_u32(b, (uint32_t)r->n);
+    for (int i = 0; i < r->n; i++) {
+      put_str(b, r->keys[i]->data, r->keys[i]->len);
+      if (ser(vm, r->vals[i], b, depth + 1)) return NB_ERR;
+    }
+    return NB_OK;
+  }
+  case NB_TRANGE: { nb_Range *r = v.u.p; nbB_putc(b, 'G'); put_f64(b, r->start); put_f64(b, r->stop); put_f64(b, r->step); return NB_OK; }
+  case NB_TBUILTIN: nbB_putc(b, 'B'); put_str(b, v.u.bi->name, strlen(v.u.bi->name)); return NB_OK;
+  case NB_TMODULE: { nb_Module *m = v.u.p; nbB_putc(b, 'M'); put_str(b, m->name->data, m->name->len); return NB_OK; }
+  case NB_TFUNC: {
+    nb_Func *f = v.u.p; nb_Proto *p = f->proto;
+    nbB_putc(b, 'C');
+    put_str(b, p->chunk->src + p->src_start, p->src_end - p->src_start);
+    put_u32(b, (uint32_t)p->ncaps);
+    for (int i = 0; i < p->ncaps; i++) {
+      put_str(b, p->capnames[i]->data, p->capnames[i]->len);
+      nb_Value cv = f->caps[i]->v;
+      if (cv.t == NB_TFUNC && cv.u.p == f) { nbB_putc(b, 'N'); continue; }  /* a local recursive fn refers to itself */
+      if (cv.t == NB_TUNDEF) { nbB_putc(b, 'U'); continue; }
+      if (ser(vm, cv, b, depth + 1)) return NB_ERR;
+    }
+    return NB_OK;
+  }
+  case NB_TTENSOR: nbB_putc(b, 'X'); return nbT_serialize(vm, v, b);
+  default: return nb_error_kind(vm, "TypeError", "serialize: a %s cannot be serialized", nb_typename(v));
+  }
+}
+
+int nbS_serialize(nb_VM *vm, nb_Value v, nb_Buf *out) {
+  nbB_add(out, "NBV1", 4);
+  return ser(vm, v, out, 0);
+}
+
+typedef struct Rd { const unsigned char *p, *end; } Rd;
+static int bad(nb_VM *vm) { return nb_error_kind(vm, "ValueError", "deserialize: data is truncated or corrupt"); }
+static int get_u32(Rd *r, uint32_t *x) {
+  if (r->end - r->p < 4) return -1;
+  *x = (uint32_t)r->p[0] | (uint32_t)r->p[1] << 8 | (uint32_t)r->p[2] << 16 | (uint32_t)r->p[3] << 24;
+  r->p += 4; return 0;
+}
+static int get_f64(Rd *r, double *d) {
+  uint32_t lo, hi;
+  if (get_u32(r, &lo) || get_u32(r, &hi)) return -1;
+  uint64_t u = (uint64_t)hi << 32 | lo; memcpy(d, &u, 8); return 0;
+}
+static int get_str(Rd *r, const char **s, uint32_t *n) {
+  if (get_u32(r, n) || (size_t)(r->end - r->p) < *n) return -1;
+  *s = (const char *)r->p; r->p += *n; return 0;
+}
+
+static int des(nb_VM *vm, Rd *r, nb_Value *out, int depth);
+
+static int des_func(nb_VM *vm, Rd *r, nb_Value *out, int depth) {
+  const char *src; uint32_t n, ncaps;
+  if (get_str(r, &src, &n) || get_u32(r, &ncaps) || ncaps > 10000) return bad(vm);
+  nb_Str **names = calloc(ncaps + 1, sizeof(nb_Str *));
+  nb_Value *vals = calloc(ncaps + 1, sizeof(nb_Value));
+  if (!names || !vals) abort();
+  int st = NB_OK; uint32_t got = 0;
+  for (; got < ncaps; got++) {
+    const char *cn; uint32_t cl;
+    if (get_str(r, &cn, &cl)) { st = bad(vm); break; }
+    names[got] = nbS_intern(cn, cl);
+    if (r->p < r->end && *r->p == 'U') { r->p++; vals[got] = nb_undef(); continue; }
+    if ((st = des(vm, r, &vals[got], depth + 1))) { nb_decref(nb_strv(names[got])); break; }
+  }
+  nb_Chunk *c = NULL;
+  if (!st) {
+    nb_Node *prog;
+    c = nbP_parse(vm, src, n, "<deserialized>", &prog);
+    nb_Node *fnode = NULL;
+    if (prog && prog->nkids == 1) {
+      nb_Node *s = prog->kids[0];
+      fnode = s->kind == N_FN ? s : (s->kind == N_ASSIGN && s->b->kind == N_FN) ? s->b : NULL;
+    }
+    if (!prog || !fnode) { if (prog) bad(vm); st = NB_ERR; }
+    else {
+      nb_Proto holder; memset(&holder, 0, sizeof holder);
+      if (nbK_resolve_in_scope(vm, c, fnode, vm->main, names, (int)ncaps, &holder)) st = NB_ERR;
+      else {
+        /* the captured variables become cells in a frame the closure is made in */
+        nb_Value *cells = calloc(ncaps + 1, sizeof(nb_Value));
+        if (!cells) abort();
+        for (uint32_t i = 0; i < ncaps; i++) {
+          nb_Cell *cell = malloc(sizeof *cell); if (!cell) abort();
+          cell->h.rc = 1; cell->h.type = NB_TCELL; cell->v = vals[i]; vals[i] = nb_undef();
+          cells[i] = nb_obj(NB_TCELL, cell);
+        }
+        nb_Frame f = { cells, c, NULL, vm->main, NULL, NULL };
+        nbV_make_closure(vm, &f, fnode->proto, out);
+        /* a captured self-reference (local recursive function) was sent as nil */
+        nb_Func *fn = out->u.p;
+        for (int i = 0; i < fn->ncaps; i++)
+          if (fn->caps[i]->v.t == NB_TNIL && fn->proto->name && fn->proto->capnames[i] == fn->proto->name) {
+            /* leave nil: re-creating the cycle would leak; recursion by name still
+            ** works when the function is also a global on the receiver */
+          }
+        for (uint32_t i = 0; i < ncaps; i++) nb_decref(cells[i]);
+        free(cells);
+      }
+    }
+    nbP_chunk_release(c);
+  }
+  for (uint32_t i = 0; i < got; i++) { nb_decref(nb_strv(names[i])); nb_decref(vals[i]); }
+  free(names); free(vals);
+  return st;
+}
+
+static int des(nb_VM *vm, Rd *r, nb_Value *out, int depth) {
+  if (depth > MAX_DEPTH || r->p >= r->end) return bad(vm);
+  unsigned char tag = *r->p++;
+  uint32_t n; const char *s; double d;
+  switch (tag) {
+  case 'N': *out = nb_nil(); return NB_OK;
+  case 'T': *out = nb_bool(true); return NB_OK;
+  case 'F': *out = nb_bool(false); return NB_OK;
+  case 'D': if (get_f64(r, &d)) return bad(vm); *out = nb_num(d); return NB_OK;
+  case 'S': if (get_str(r, &s, &n)) return bad(vm); *out = nb_strv(nbS_new(s, n)); return NB_OK;
+  case 'L': {
+    if (get_u32(r, &n) || n > (uint32_t)(r->end - r->p)) return bad(vm);
+    nb_List *l = nbL_new((int)n);
+    for (uint32_t i = 0; i < n; i++) {
+      nb_Value v;
+      if (des(vm, r, &v, depth + 1)) { nb_decref(nb_obj(NB_TLIST, l)); return NB_ERR; }
+      nbL_push(l, v);
+    }
+    *out = nb_obj(NB_TLIST, l); return NB_OK;
+  }
+  case 'R': {
+    if (get_u32(r, &n) || n > (uint32_t)(r->end - r->p)) return bad(vm);
+    nb_Rec *rec = nbR_new((int)n);
+    for (uint32_t i = 0; i < n; i++) {
+      uint32_t kl; const char *k; nb_Value v;
+      if (get_str(r, &k, &kl)) { nb_decref(nb_obj(NB_TREC, rec)); return bad(vm); }
+      nb_Str *key = nbS_intern(k, kl);
+      if (des(vm, r, &v, depth + 1)) { nb_decref(nb_strv(key)); nb_decref(nb_obj(NB_TREC, rec)); return NB_ERR; }
+      nbR_set(rec, key, v);
+      nb_decref(nb_strv(key));
+    }
+    *out = nb_obj(NB_TREC, rec); return NB_OK;
+  }
+  case 'G': {
+    double a, b, c;
+    if (get_f64(r, &a) || get_f64(r, &b) || get_f64(r, &c)) return bad(vm);
+    *out = nb_obj(NB_TRANGE, nbG_range(a, b, c)); return NB_OK;
+  }
+  case 'B': {
+    if (get_str(r, &s, &n)) return bad(vm);
+    int i = nbB_lookup(s, n);
+    if (i < 0) return nb_error_kind(vm, "ValueError", "deserialize: unknown builtin '%.*s'", (int)n, s);
+    out->t = NB_TBUILTIN; out->u.bi = nbB_at(i); return NB_OK;
+  }
+  case 'M': {
+    if (get_str(r, &s, &n)) return bad(vm);
+    nb_Str *name = nbS_new(s, n);
+    int st = nbV_import(vm, name, out);
+    nb_decref(nb_strv(name));
+    return st;
+  }
+  case 'C': return des_func(vm, r, out, depth);
+  case 'X': return nbT_deserialize(vm, &r->p, r->end, out);
+  default: return bad(vm);
+  }
+}
+
+int nbS_deserialize(nb_VM *vm, const char *data, size_t len, nb_Value *out) {
+  if (len < 4 || memcmp(data, "NBV1", 4) != 0) return nb_error_kind(vm, "ValueError", "deserialize: not nabla serialized data (bad magic)");
+  Rd r = { (const unsigned char *)data + 4, (const unsigned char *)data + len };
+  if (des(vm, &r, out, 0)) return NB_ERR;
+  if (r.p != r.end) { nb_decref(*out); return nb_error_kind(vm, "ValueError", "deserialize: %zu unexpected bytes after the value", (size_t)(r.end - r.p)); }
+  return NB_OK;
+}

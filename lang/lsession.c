@@ -1,0 +1,345 @@
+/*
+** lsession.c — the embedding API (nabla.h): VMs, running source, modules and
+** import, the stdio sink, display of values.
+*/
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <termios.h>
+#include <unistd.h>
+#include "lvm.h"
+
+#define STACK_SLOTS (1 << 18)
+#define MAX_DEPTH 10000
+
+const char *nb_version(void) {
+#ifdef NABLA_VERSION
+  return NABLA_VERSION;
+#else
+  return "0.0.0";
+#endif
+}
+
+/* ------------------------------------------------------------ stdio sink */
+static void stdio_write(nb_Sink *s, int stream, const char *data, size_t len) {
+  (void)s;
+  FILE *f = stream == NB_STDERR ? stderr : stdout;
+  fwrite(data, 1, len, f);
+  if (stream == NB_STDERR) fflush(stderr);
+}
+static void stdio_display(nb_Sink *s, const nb_MimeItem *items, int n, const char *id, int update) {
+  (void)s; (void)n; (void)id; (void)update;
+  fwrite(items[0].data, 1, items[0].len, stdout);
+  fputc('\n', stdout);
+}
+static char *stdio_input(nb_Sink *s, const char *prompt, int password) {
+  (void)s;
+  fputs(prompt, stdout); fflush(stdout);
+  struct termios old, quiet; int tty = password && isatty(0) && tcgetattr(0, &old) == 0;
+  if (tty) { quiet = old; quiet.c_lflag &= ~(tcflag_t)ECHO; tcsetattr(0, TCSANOW, &quiet); }
+  char *line = NULL; size_t cap = 0;
+  ssize_t n = getline(&line, &cap, stdin);
+  if (tty) { tcsetattr(0, TCSANOW, &old); fputc('\n', stdout); }
+  if (n < 0) { free(line); return NULL; }
+  if (n > 0 && line[n - 1] == '\n') line[n - 1] = 0;
+  return line;
+}
+static nb_Sink stdio_sink = { stdio_write, stdio_display, NULL, stdio_input, NULL };
+nb_Sink *nb_stdio_sink(void) { return &stdio_sink; }
+
+void nbV_write(nb_VM *vm, int stream, const char *s, size_t n) {
+  nb_Sink *k = vm->sink ? vm->sink : &stdio_sink;
+  k->write(k, stream, s, n);
+}
+
+nb_Str *nbV_tostr(nb_Value v) {
+  if (v.t == NB_TSTR) { nb_incref(v); return v.u.p; }
+  nb_Buf b = {0};
+  nb_tostring(&b, v, false);
+  nb_Str *s = nbS_new(b.p ? b.p : "", b.n);
+  nbB_free(&b);
+  return s;
+}
+
+void nbV_display(nb_VM *vm, nb_Value v) {
+  nb_Sink *k = vm->sink ? vm->sink : &stdio_sink;
+  nb_Buf text = {0}, html = {0};
+  nb_tostring(&text, v, true);
+  nb_MimeItem items[2] = { { "text/plain", nbB_cstr(&text), text.n } };
+  int n = 1;
+  if (v.t == NB_TTENSOR) {
+    nbT_display(vm, v, &html);
+    if (html.n) { items[1].mime = "text/html"; items[1].data = html.p; items[1].len = html.n; n = 2; }
+  }
+  if (k->display) k->display(k, items, n, NULL, 0);
+  else { k->write(k, NB_STDOUT, text.p, text.n); k->write(k, NB_STDOUT, "\n", 1); }
+  nbB_free(&text); nbB_free(&html);
+}
+
+/* ------------------------------------------------------------ modules */
+nb_Module *nbV_module_new(const char *name, const char *path) {
+  nb_Module *m = calloc(1, sizeof *m);
+  if (!m) abort();
+  m->h.rc = 1; m->h.type = NB_TMODULE;
+  m->name = nbS_cstr(name);
+  m->path = path ? nbS_cstr(path) : NULL;
+  return m;
+}
+const char *nbV_module_name(const nb_Module *m) { return m->name->data; }
+
+static void module_clear(nb_Module *m) {
+  for (int i = 0; i < m->n; i++) { nb_Value v = m->vals[i]; m->vals[i] = nb_undef(); nb_decref(v); }
+}
+void nbV_module_free(nb_Module *m) {
+  module_clear(m);
+  for (int i = 0; i < m->n; i++) nb_decref(nb_strv(m->names[i]));
+  free(m->names); free(m->vals); free(m->index);
+  nb_decref(nb_strv(m->name));
+  if (m->path) nb_decref(nb_strv(m->path));
+  free(m);
+}
+
+static void module_reindex(nb_Module *m) {
+  free(m->index);
+  m->icap = 16; while (m->icap < m->n * 2 + 2) m->icap *= 2;
+  m->index = malloc(sizeof(int32_t) * (size_t)m->icap);
+  if (!m->index) abort();
+  for (int i = 0; i < m->icap; i++) m->index[i] = -1;
+  for (int i = 0; i < m->n; i++) {
+    uint32_t h = m->names[i]->hash & (uint32_t)(m->icap - 1);
+    while (m->index[h] >= 0) h = (h + 1) & (uint32_t)(m->icap - 1);
+    m->index[h] = i;
+  }
+}
+int nbV_global_find(const nb_Module *m, const char *name, size_t len) {
+  if (!m->index) return -1;
+  uint32_t hh = nbS_hash(name, len), h = hh & (uint32_t)(m->icap - 1);
+  while (m->index[h] >= 0) {
+    nb_Str *s = m->names[m->index[h]];
+    if (s->hash == hh && s->len == len && memcmp(s->data, name, len) == 0) return m->index[h];
+    h = (h + 1) & (uint32_t)(m->icap - 1);
+  }
+  return -1;
+}
+int nbV_global_slot(nb_Module *m, nb_Str *name) {
+  int i = nbV_global_find(m, name->data, name->len);
+  if (i >= 0) return i;
+  if (m->n == m->cap) {
+    m->cap = m->cap ? m->cap * 2 : 64;
+    m->names = realloc(m->names, sizeof(nb_Str *) * (size_t)m->cap);
+    m->vals = realloc(m->vals, sizeof(nb_Value) * (size_t)m->cap);
+    if (!m->names || !m->vals) abort();
+  }
+  m->names[m->n] = nbS_intern_str(name);
+  m->vals[m->n] = nb_undef();
+  m->n++;
+  if (m->n * 2 + 2 > m->icap) module_reindex(m);
+  else {
+    uint32_t h = name->hash & (uint32_t)(m->icap - 1);
+    while (m->index[h] >= 0) h = (h + 1) & (uint32_t)(m->icap - 1);
+    m->index[h] = m->n - 1;
+  }
+  return m->n - 1;
+}
+static void set_global(nb_Module *m, const char *name, nb_Value v) {
+  nb_Str *s = nbS_intern(name, strlen(name));
+  int i = nbV_global_slot(m, s);
+  nb_decref(nb_strv(s));
+  nb_store(&m->vals[i], v);
+}
+
+/* ------------------------------------------------------------ files */
+static char *read_file(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  struct stat st;
+  if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) { fclose(f); errno = EISDIR; return NULL; }
+  char *buf = malloc((size_t)st.st_size + 1);
+  if (!buf) { fclose(f); return NULL; }
+  size_t n = fread(buf, 1, (size_t)st.st_size, f);
+  fclose(f);
+  buf[n] = 0; *len = n;
+  return buf;
+}
+
+static char *stdlib_dir;
+void nb_set_stdlib_dir(const char *dir) { free(stdlib_dir); stdlib_dir = dir ? strdup(dir) : NULL; }
+
+/* Search order: the stdlib dir, $NABLA_PATH (colon separated), the dirs added
+** with nb_vm_add_path (a script's own directory), the current directory. */
+static char *find_module(nb_VM *vm, const char *name) {
+  char path[4096];
+  const char *env = getenv("NABLA_PATH");
+  const char *dirs[64]; int nd = 0;
+  char *envcopy = env ? strdup(env) : NULL;
+  if (stdlib_dir) dirs[nd++] = stdlib_dir;
+  if (envcopy) for (char *save, *t = strtok_r(envcopy, ":", &save); t && nd < 48; t = strtok_r(NULL, ":", &save)) dirs[nd++] = t;
+  for (int i = 0; i < vm->npaths && nd < 63; i++) dirs[nd++] = vm->paths[i];
+  dirs[nd++] = ".";
+  char *found = NULL;
+  for (int i = 0; i < nd && !found; i++) {
+    snprintf(path, sizeof path, "%s/%s.nbl", dirs[i], name);
+    if (access(path, R_OK) == 0) found = strdup(path);
+  }
+  free(envcopy);
+  return found;
+}
+
+static int run_in_module(nb_VM *vm, nb_Module *m, const char *src, size_t len, const char *filename, int flags) {
+  nb_Node *prog;
+  nb_Chunk *c = nbP_parse(vm, src, len, filename, &prog);
+  int st;
+  if (!prog) st = 2;
+  else if (nbK_resolve(vm, c, prog, m)) st = 2;
+  else st = nbV_run_program(vm, c, prog, m, flags) ? 1 : 0;
+  nbP_chunk_release(c);
+  return st;
+}
+
+int nbV_import(nb_VM *vm, nb_Str *name, nb_Value *out) {
+  for (int i = 0; i < vm->nmods; i++)
+    if (strcmp(vm->mods[i]->name->data, name->data) == 0) { vm->mods[i]->h.rc++; *out = nb_obj(NB_TMODULE, vm->mods[i]); return NB_OK; }
+  char *path = find_module(vm, name->data);
+  if (!path) return nb_error_kind(vm, "ImportError", "no module named '%s' (looked for %s.nbl in the stdlib directory, $NABLA_PATH, the script's directory and the current directory)", name->data, name->data);
+  size_t len;
+  char *src = read_file(path, &len);
+  if (!src) { nb_error_kind(vm, "ImportError", "cannot read module '%s' from %s: %s", name->data, path, strerror(errno)); free(path); return NB_ERR; }
+  nb_Module *m = nbV_module_new(name->data, path);
+  /* registered before running, so a cyclic import sees the partial module */
+  if (vm->nmods == vm->capmods) {
+    vm->capmods = vm->capmods ? vm->capmods * 2 : 8;
+    vm->mods = realloc(vm->mods, sizeof(nb_Module *) * (size_t)vm->capmods);
+    if (!vm->mods) abort();
+  }
+  vm->mods[vm->nmods++] = m;
+  nb_Frame *saved = vm->frame;
+  int st = run_in_module(vm, m, src, len, path, 0);
+  vm->frame = saved;
+  free(src); free(path);
+  if (st) {
+    /* drop the half-initialized module so a fixed file can be imported again */
+    vm->nmods--;
+    module_clear(m);
+    nb_decref(nb_obj(NB_TMODULE, m));
+    return NB_ERR;
+  }
+  m->h.rc++;
+  *out = nb_obj(NB_TMODULE, m);
+  return NB_OK;
+}
+
+/* ------------------------------------------------------------ VMs */
+nb_VM *nb_vm_new(nb_Sink *sink) {
+  nbB_init_core();
+  nbT_init();
+  nb_VM *vm = calloc(1, sizeof *vm);
+  if (!vm) abort();
+  vm->sink = sink;
+  vm->main = nbV_module_new("__main__", NULL);
+  vm->stack = malloc(sizeof(nb_Value) * STACK_SLOTS);
+  if (!vm->stack) abort();
+  vm->sp = vm->stack; vm->stack_end = vm->stack + STACK_SLOTS;
+  vm->max_depth = MAX_DEPTH;
+  vm->err = nb_nil(); vm->ret = nb_nil(); vm->tensor_state = nb_nil();
+  set_global(vm->main, "argv", nb_obj(NB_TLIST, nbL_new(0)));
+  return vm;
+}
+
+void nb_vm_free(nb_VM *vm) {
+  if (!vm) return;
+  module_clear(vm->main);
+  for (int i = 0; i < vm->nmods; i++) module_clear(vm->mods[i]);
+  for (int i = 0; i < vm->nmods; i++) nb_decref(nb_obj(NB_TMODULE, vm->mods[i]));
+  nb_decref(nb_obj(NB_TMODULE, vm->main));
+  nb_decref(vm->err); nb_decref(vm->ret); nb_decref(vm->tensor_state);
+  for (int i = 0; i < vm->npaths; i++) free(vm->paths[i]);
+  free(vm->paths); free(vm->mods); free(vm->stack);
+  free(vm->last_name); free(vm->last_msg); free(vm->last_report);
+  free(vm);
+}
+
+void nb_vm_set_sink(nb_VM *vm, nb_Sink *sink) { vm->sink = sink; }
+nb_Sink *nb_vm_sink(nb_VM *vm) { return vm->sink ? vm->sink : &stdio_sink; }
+void nb_vm_set_argv(nb_VM *vm, int argc, char **argv) {
+  nb_List *l = nbL_new(argc);
+  for (int i = 0; i < argc; i++) nbL_push(l, nb_strv(nbS_cstr(argv[i])));
+  set_global(vm->main, "argv", nb_obj(NB_TLIST, l));
+}
+void nb_vm_add_path(nb_VM *vm, const char *dir) {
+  vm->paths = realloc(vm->paths, sizeof(char *) * (size_t)(vm->npaths + 1));
+  if (!vm->paths) abort();
+  vm->paths[vm->npaths++] = strdup(dir);
+}
+void nb_vm_set_step_limit(nb_VM *vm, uint64_t steps) { vm->step_limit = steps; vm->steps = 0; vm->poll = steps != 0 || vm->interrupted; }
+void nb_vm_interrupt(nb_VM *vm) { vm->interrupted = 1; vm->poll = 1; }
+
+/* The C stack of the calling thread bounds recursion (the evaluator recurses). */
+static void measure_cstack(nb_VM *vm) {
+  char here;
+  pthread_attr_t a;
+  size_t size = 8u << 20;
+  void *addr = NULL;
+  if (pthread_getattr_np(pthread_self(), &a) == 0) {
+    if (pthread_attr_getstack(&a, &addr, &size) != 0) addr = NULL;
+    pthread_attr_destroy(&a);
+  }
+  if (addr) {
+    vm->cstack_base = (char *)addr + size;
+  } else vm->cstack_base = (char *)((uintptr_t)&here + 4096);
+  size_t margin = size / 8 > (256u << 10) ? size / 8 : (256u << 10);
+  vm->cstack_limit = size > margin * 2 ? size - margin : size / 2;
+}
+
+int nb_run(nb_VM *vm, const char *src, size_t len, const char *filename, int flags) {
+  nb_decref(vm->err); vm->err = nb_nil(); vm->err_located = false;
+  free(vm->last_name); free(vm->last_msg); free(vm->last_report);
+  vm->last_name = vm->last_msg = vm->last_report = NULL;
+  bool outer = vm->frame == NULL;
+  if (outer) { measure_cstack(vm); vm->sp = vm->stack; vm->depth = 0; }
+  vm->steps = 0;
+  int st = run_in_module(vm, vm->main, src, len, filename ? filename : "<input>", flags);
+  if (outer) {
+    vm->frame = NULL;
+    /* an interrupt that arrived after the code finished is not kept for later */
+    vm->interrupted = 0; vm->poll = vm->step_limit != 0;
+  }
+  if (vm->grad_disabled && outer) { vm->grad_disabled = 0; nbT_set_grad_enabled(true); }
+  if (st) nbE_finish(vm);
+  return st;
+}
+
+int nb_run_file(nb_VM *vm, const char *path) {
+  size_t len;
+  char *src = read_file(path, &len);
+  if (!src) {
+    nb_error_kind(vm, "IOError", "cannot read %s: %s", path, strerror(errno));
+    nbE_finish(vm);
+    return 1;
+  }
+  int st = nb_run(vm, src, len, path, 0);
+  free(src);
+  return st;
+}
+
+const nb_ErrorInfo *nb_last_error(nb_VM *vm) { return vm->last_report ? &vm->last : NULL; }
+
+char *nb_globals_list(nb_VM *vm) {
+  nb_Buf b = {0};
+  for (int i = 0; i < vm->main->n; i++) {
+    nb_Value v = vm->main->vals[i];
+    if (v.t == NB_TUNDEF) continue;
+    nbB_printf(&b, "%s\t%s\n", vm->main->names[i]->data, nb_typename(v));
+  }
+  return b.p ? b.p : strdup("");
+}
+
+void nb_reset(nb_VM *vm) {
+  int i = nbV_global_find(vm->main, "argv", 4);
+  nb_Value keep = i >= 0 ? vm->main->vals[i] : nb_undef();
+  nb_incref(keep);
+  module_clear(vm->main);
+  if (i >= 0) vm->main->vals[i] = keep;
+}

@@ -1,0 +1,207 @@
+/*
+** repl.c — the terminal REPL: GNU readline editing, persistent history in
+** ~/.nabla_history, Tab completion, multi-line input while brackets or
+** blocks are open (nb_is_complete, shared with the Jupyter kernel), echo of
+** expression values, %commands, and Ctrl-C that stops running code.
+*/
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <readline/readline.h>
+#include <readline/history.h>
+#include "repl.h"
+
+static nb_VM *active_vm;
+static volatile sig_atomic_t running;     /* code is executing */
+static volatile sig_atomic_t cancelled;   /* Ctrl-C while typing */
+
+static int use_color(int fd) { return isatty(fd) && !getenv("NO_COLOR"); }
+
+void repl_print_error(nb_VM *vm) {
+  const nb_ErrorInfo *e = nb_last_error(vm);
+  if (!e) return;
+  int color = use_color(2);
+  fprintf(stderr, "%s%s%s", color ? "\033[31m" : "", e->report, color ? "\033[0m" : "");
+  fflush(stderr);
+}
+
+static void on_sigint(int sig) {
+  (void)sig;
+  if (running) { if (active_vm) nb_vm_interrupt(active_vm); return; }
+  cancelled = 1;
+  /* abandon the line being typed and show a fresh prompt */
+  if (write(1, "\n", 1) < 0) {}
+  rl_on_new_line();
+  rl_replace_line("", 0);
+  rl_set_prompt(">>> ");
+  rl_redisplay();
+}
+
+void repl_install_sigint(nb_VM *vm) {
+  active_vm = vm;
+  struct sigaction sa; memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_sigint;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGINT, &sa, NULL);
+}
+
+static double now(void) { struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts); return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9; }
+
+static int run(nb_VM *vm, const char *src, const char *name, int flags) {
+  running = 1;
+  int st = nb_run(vm, src, strlen(src), name, flags);
+  running = 0;
+  fflush(stdout);
+  if (st) repl_print_error(vm);
+  return st;
+}
+
+/* ------------------------------------------------------------ completion */
+static char **matches; static int nmatches, imatch;
+static char *completion_gen(const char *text, int state) {
+  (void)text;
+  if (state == 0) imatch = 0;
+  return imatch < nmatches ? strdup(matches[imatch++]) : NULL;
+}
+static char **attempt_completion(const char *text, int start, int end) {
+  (void)text; (void)start;
+  rl_attempted_completion_over = 1;
+  nb_Completions c;
+  nb_complete(active_vm, rl_line_buffer, end, &c);
+  matches = c.items; nmatches = c.n;
+  char **r = rl_completion_matches(text, completion_gen);
+  nb_completions_free(&c);
+  matches = NULL; nmatches = 0;
+  return r;
+}
+
+/* ------------------------------------------------------------ %commands */
+static void help(nb_VM *vm, const char *arg) {
+  while (*arg == ' ') arg++;
+  if (!*arg) {
+    printf("Commands: %%time EXPR  %%help NAME  %%who  %%reset  %%load FILE  %%quit\n"
+           "Type an expression to see its value; Ctrl-C stops running code; Ctrl-D exits.\n");
+    return;
+  }
+  char *doc = nb_inspect(vm, arg, (int)strlen(arg));
+  if (doc) { printf("%s\n", doc); free(doc); }
+  else printf("no help for '%s'\n", arg);
+}
+
+/* Returns 1 when the session should end. */
+static int command(nb_VM *vm, const char *line, int *status) {
+  const char *p = line + 1;
+  size_t n = strcspn(p, " \t");
+  const char *arg = p + n; while (*arg == ' ' || *arg == '\t') arg++;
+  if (n == 4 && !strncmp(p, "quit", 4)) return 1;
+  if (n == 4 && !strncmp(p, "time", 4)) {
+    double t0 = now();
+    int st = run(vm, arg, "<input>", NB_ECHO);
+    double dt = now() - t0;
+    if (!st) printf("time: %.3f ms\n", dt * 1e3);
+    *status = st;
+  } else if (n == 4 && !strncmp(p, "help", 4)) help(vm, arg);
+  else if (n == 3 && !strncmp(p, "who", 3)) {
+    char *g = nb_globals_list(vm);
+    fputs(*g ? g : "(no variables)\n", stdout); free(g);
+  } else if (n == 5 && !strncmp(p, "reset", 5)) nb_reset(vm);
+  else if (n == 4 && !strncmp(p, "load", 4)) {
+    if (!*arg) { fprintf(stderr, "%%load: needs a file name\n"); *status = 1; return 0; }
+    char path[4096]; snprintf(path, sizeof path, "%s", arg);
+    size_t L = strlen(path); while (L && (path[L - 1] == ' ' || path[L - 1] == '\n')) path[--L] = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) { fprintf(stderr, "%%load: cannot open %s\n", path); *status = 1; return 0; }
+    fclose(f);
+    running = 1;
+    *status = nb_run_file(vm, path);
+    running = 0;
+    if (*status) repl_print_error(vm);
+  } else { fprintf(stderr, "unknown command %%%.*s (try %%help)\n", (int)n, p); *status = 1; }
+  return 0;
+}
+
+/* ------------------------------------------------------------ modes */
+static char *history_path(void) {
+  const char *home = getenv("HOME");
+  if (!home) return NULL;
+  size_t n = strlen(home) + 32; char *p = malloc(n);
+  if (p) snprintf(p, n, "%s/.nabla_history", home);
+  return p;
+}
+
+static int interactive(nb_VM *vm) {
+  char *hist = history_path();
+  using_history();
+  stifle_history(10000);
+  if (hist) read_history(hist);
+  rl_readline_name = "nabla";
+  rl_attempted_completion_function = attempt_completion;
+  rl_basic_word_break_characters = " \t\n\"\\'`@$><=;|&{(,[+-*/%:";
+  rl_catch_signals = 0;
+  printf("nabla %s — type %%help for help, Ctrl-D to exit\n", nb_version());
+  char *buf = NULL; size_t blen = 0;
+  int status = 0;
+  for (;;) {
+    cancelled = 0;
+    char *line = readline(buf ? "... " : ">>> ");
+    if (cancelled) { free(buf); buf = NULL; blen = 0; cancelled = 0; if (line && !*line) { free(line); continue; } }
+    if (!line) { printf("\n"); break; }
+    if (!buf && line[0] == '%') {
+      if (*line) add_history(line);
+      if (hist) append_history(1, hist);
+      int quit = command(vm, line, &status);
+      free(line);
+      if (quit) break;
+      continue;
+    }
+    size_t ln = strlen(line);
+    buf = realloc(buf, blen + ln + 2);
+    if (!buf) abort();
+    memcpy(buf + blen, line, ln); blen += ln; buf[blen++] = '\n'; buf[blen] = 0;
+    free(line);
+    nb_Completeness c = nb_is_complete(buf, NULL);
+    if (c == NB_INCOMPLETE) continue;
+    /* history keeps the whole multi-line entry as one item */
+    char *entry = strndup(buf, blen - 1);
+    if (*entry) { add_history(entry); if (hist) append_history(1, hist); }
+    free(entry);
+    status = run(vm, buf, "<input>", NB_ECHO);
+    free(buf); buf = NULL; blen = 0;
+  }
+  free(buf);
+  if (hist) { history_truncate_file(hist, 10000); free(hist); }
+  return 0;
+}
+
+/* stdin is a pipe: the same statement-at-a-time loop, no prompts */
+static int piped(nb_VM *vm) {
+  char *line = NULL; size_t cap = 0; ssize_t n;
+  char *buf = NULL; size_t blen = 0;
+  int failed = 0, status = 0;
+  for (;;) {
+    n = getline(&line, &cap, stdin);
+    if (n >= 0) {
+      if (!buf && line[0] == '%') { if (command(vm, line, &status)) break; if (status) failed = 1; continue; }
+      buf = realloc(buf, blen + (size_t)n + 1);
+      if (!buf) abort();
+      memcpy(buf + blen, line, (size_t)n); blen += (size_t)n; buf[blen] = 0;
+      if (nb_is_complete(buf, NULL) == NB_INCOMPLETE) continue;
+    }
+    if (buf) {
+      if (run(vm, buf, "<stdin>", NB_ECHO)) failed = 1;
+      free(buf); buf = NULL; blen = 0;
+    }
+    if (n < 0) break;
+  }
+  free(line); free(buf);
+  return failed;
+}
+
+int repl_main(nb_VM *vm) {
+  repl_install_sigint(vm);
+  return isatty(0) ? interactive(vm) : piped(vm);
+}
