@@ -12,7 +12,7 @@ static void register_all(void) {
   nn_register_softmax();
   nn_register_norm();
   nn_register_index();
-  // nn_register_conv();
+  nn_register_conv();
   // nn_register_sort();
 }
 

@@ -29,5 +29,6 @@ extern const tn_test tn_tests_safetensors[];
 extern const tn_test tn_tests_npy[];
 extern const tn_test tn_tests_csv[];
 extern const tn_test tn_tests_nn[];
+extern const tn_test tn_tests_conv[];
 
 #endif
