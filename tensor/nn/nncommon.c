@@ -13,7 +13,7 @@ static void register_all(void) {
   nn_register_norm();
   nn_register_index();
   nn_register_conv();
-  // nn_register_sort();
+  nn_register_sort();
 }
 
 void nt_nn_init(void) {

@@ -30,5 +30,6 @@ extern const tn_test tn_tests_npy[];
 extern const tn_test tn_tests_csv[];
 extern const tn_test tn_tests_nn[];
 extern const tn_test tn_tests_conv[];
+extern const tn_test tn_tests_sort[];
 
 #endif

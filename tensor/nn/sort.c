@@ -1,0 +1,217 @@
+/*
+** sort.c — sort / argsort / topk (stable merge sort of indices per row) and
+** cumsum.  Rows are the n elements along the axis of a contiguous tensor
+** viewed as [outer, n, inner].
+**
+** Order: ascending uses "a < b" with NaN greater than everything (NumPy puts
+** NaN last); descending is the mirror (NaN first, like torch).  Ties keep
+** their original order (stable), so indices are deterministic.
+** Backward of the values: dx = scatter_add(0, axis, indices, g) (each output
+** element came from exactly one input element).
+** cumsum: y_i = sum_{k<=i} x_k;  backward: dx_i = sum_{k>=i} g_k (reverse cumsum).
+*/
+#include "nninternal.h"
+#include <stdlib.h>
+
+#define ISNAN(v) ((v) != (v))
+
+#define SORT_T(T)                                                                                 \
+  /* true if a must come before b */                                                              \
+  static inline bool before_##T(T a, T b, int desc) {                                             \
+    if (desc) return ISNAN(a) ? !ISNAN(b) : (!ISNAN(b) && a > b);                                 \
+    return !ISNAN(a) && (ISNAN(b) || a < b);                                                      \
+  }                                                                                               \
+  /* stable bottom-up merge sort of ix[0..n) by key[ix[.]], tmp is scratch of n */                \
+  static void msort_##T(const T *key, int64_t *ix, int64_t *tmp, int64_t n, int desc) {           \
+    for (int64_t w = 1; w < n; w *= 2) {                                                          \
+      for (int64_t lo = 0; lo < n; lo += 2 * w) {                                                 \
+        int64_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;              \
+        int64_t i = lo, j = mid, k = lo;                                                          \
+        while (i < mid && j < hi) tmp[k++] = before_##T(key[ix[j]], key[ix[i]], desc) ? ix[j++] : ix[i++]; \
+        while (i < mid) tmp[k++] = ix[i++];                                                       \
+        while (j < hi) tmp[k++] = ix[j++];                                                        \
+      }                                                                                           \
+      memcpy(ix, tmp, sizeof(int64_t) * (size_t)n);                                               \
+    }                                                                                             \
+  }                                                                                               \
+  static int sort_rows_##T(const T *x, T *vals, int64_t *inds, int64_t outer, int64_t n,         \
+                           int64_t inner, int64_t k, int desc) {                                  \
+    int64_t rows = outer * inner;                                                                 \
+    int fail = 0;                                                                                 \
+    _Pragma("omp parallel if (rows * n > NT_OMP_THRESHOLD)")                                      \
+    {                                                                                             \
+      T *key = malloc(sizeof(T) * (size_t)(n + 1));                                               \
+      int64_t *ix = malloc(sizeof(int64_t) * (size_t)(n + 1)), *tmp = malloc(sizeof(int64_t) * (size_t)(n + 1)); \
+      if (!key || !ix || !tmp) {                                                                  \
+        _Pragma("omp atomic write")                                                               \
+        fail = 1;                                                                                 \
+      } else {                                                                                    \
+        _Pragma("omp for")                                                                        \
+        for (int64_t r = 0; r < rows; r++) {                                                      \
+          int64_t o = r / inner, j = r % inner;                                                   \
+          const T *xr = x + o * n * inner + j;                                                    \
+          for (int64_t i = 0; i < n; i++) { key[i] = xr[i * inner]; ix[i] = i; }                  \
+          msort_##T(key, ix, tmp, n, desc);                                                       \
+          int64_t ob = o * k * inner + j;                                                         \
+          for (int64_t i = 0; i < k; i++) {                                                       \
+            if (vals) vals[ob + i * inner] = key[ix[i]];                                          \
+            inds[ob + i * inner] = ix[i];                                                         \
+          }                                                                                       \
+        }                                                                                         \
+      }                                                                                           \
+      free(key); free(ix); free(tmp);                                                             \
+    }                                                                                             \
+    if (fail) NT_FAIL("sort: out of memory");                                                     \
+    return 0;                                                                                     \
+  }                                                                                               \
+  static inline void cumsum_##T(const T *x, T *y, int64_t outer, int64_t n, int64_t inner, int rev) {   \
+    _Pragma("omp parallel for if (outer * n * inner > NT_OMP_THRESHOLD)")                          \
+    for (int64_t o = 0; o < outer; o++) {                                                         \
+      /* walk the axis, carrying `inner` running sums at once (contiguous inner loop) */          \
+      const T *xo = x + o * n * inner;                                                            \
+      T *yo = y + o * n * inner;                                                                  \
+      for (int64_t s = 0; s < n; s++) {                                                           \
+        int64_t i = rev ? n - 1 - s : s, p = rev ? i + 1 : i - 1;                                 \
+        for (int64_t j = 0; j < inner; j++)                                                       \
+          yo[i * inner + j] = xo[i * inner + j] + (s ? yo[p * inner + j] : 0);                    \
+      }                                                                                           \
+    }                                                                                             \
+  }
+SORT_T(float)
+SORT_T(double)
+SORT_T(int32_t)
+SORT_T(int64_t)
+SORT_T(uint8_t)
+
+#define P(t) ((t) ? (void *)nt_base(t) : NULL)
+
+/* sort:   out = values|NULL; in = {x, indices i64 (written)}; iarg = {outer, n, inner, k, desc}
+** cumsum: out y; in = {x}; iarg = {outer, n, inner, reverse}.  f16/bf16 never get here. */
+static int k_sort(const nt_KernelArgs *a) {
+  const int64_t *q = a->iarg;
+  nt_DType dt = a->in[0]->dtype;
+  if (a->op == nn_ops.cumsum) {
+    switch (dt) {
+    case NT_F32: cumsum_float(P(a->in[0]), P(a->out), q[0], q[1], q[2], (int)q[3]); return 0;
+    case NT_F64: cumsum_double(P(a->in[0]), P(a->out), q[0], q[1], q[2], (int)q[3]); return 0;
+    case NT_I64: cumsum_int64_t(P(a->in[0]), P(a->out), q[0], q[1], q[2], (int)q[3]); return 0;
+    default: NT_FAIL("cumsum: unsupported dtype %s", nt_dtype_name(dt));
+    }
+  }
+  switch (dt) {
+  case NT_F32: return sort_rows_float(P(a->in[0]), P(a->out), P(a->in[1]), q[0], q[1], q[2], q[3], (int)q[4]);
+  case NT_F64: return sort_rows_double(P(a->in[0]), P(a->out), P(a->in[1]), q[0], q[1], q[2], q[3], (int)q[4]);
+  case NT_I32: return sort_rows_int32_t(P(a->in[0]), P(a->out), P(a->in[1]), q[0], q[1], q[2], q[3], (int)q[4]);
+  case NT_I64: return sort_rows_int64_t(P(a->in[0]), P(a->out), P(a->in[1]), q[0], q[1], q[2], q[3], (int)q[4]);
+  case NT_U8: case NT_BOOL: return sort_rows_uint8_t(P(a->in[0]), P(a->out), P(a->in[1]), q[0], q[1], q[2], q[3], (int)q[4]);
+  default: NT_FAIL("sort: unsupported dtype %s", nt_dtype_name(dt));
+  }
+}
+
+static int sort_backward(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin) {
+  nt_Tensor *x = nd->in[0];
+  nt_Tensor *z = nt_zeros(x->shape, x->ndim, x->dtype, x->device);
+  if (!z) return -1;
+  gin[0] = nt_scatter_add(z, (int)nd->iarg[0], nd->saved[0], gout);
+  nt_release(z);
+  return gin[0] ? 0 : -1;
+}
+
+static int sort_impl(const char *op, nt_Tensor *x0, int64_t k, int axis, bool desc, nt_Tensor **values, nt_Tensor **indices) {
+  nt_nn_init();
+  if (values) *values = NULL;
+  if (indices) *indices = NULL;
+  int ax = x0->ndim ? nt_norm_axis(op, axis, x0->ndim) : 0;
+  if (ax < 0) return -1;
+  int64_t n = x0->ndim ? x0->shape[ax] : 1;
+  if (k < 0 || k > n) NT_FAIL("%s: k = %lld is out of range for a dimension of size %lld", op, (long long)k, (long long)n);
+  nt_Tensor *xf = x0->dtype == NT_F16 || x0->dtype == NT_BF16 ? nt_to_dtype(x0, NT_F32) : nt_retain(x0);
+  nt_Tensor *x = xf ? nt_contiguous(xf) : NULL;
+  nt_release(xf);
+  if (!x) return -1;
+  int64_t shp[NT_MAXDIM];
+  memcpy(shp, x->shape, sizeof(int64_t) * (size_t)x->ndim);
+  if (x->ndim) shp[ax] = k;
+  nn_dims d = nn_split_axis(x->shape, x->ndim, ax);
+  nt_Tensor *v = values ? nt_empty(shp, x->ndim, x->dtype, x->device) : NULL;
+  nt_Tensor *ix = nt_empty(shp, x->ndim, NT_I64, x->device);
+  int rc = -1;
+  if ((values && !v) || !ix) goto done;
+  nt_KernelArgs ka = {.op = nn_ops.sort, .out = v, .in = {x, ix}, .nin = 2, .iarg = {d.outer, d.n, d.inner, k, desc}, .niarg = 5};
+  if (ix->numel && nt_dispatch(ka.op, x->device, &ka)) goto done;
+  if (v) {
+    nt_Node *nd;
+    v = nn_finish(v, k == n ? "SortBackward" : "TopkBackward", sort_backward, 1, &x, &nd);
+    if (!v) goto done;
+    if (nd) {
+      nd->iarg[0] = ax; nd->niarg = 1;
+      if (nt_node_save(nd, ix) < 0) goto done;
+    }
+    *values = nn_cast_back(nt_retain(v), x0->dtype);
+    if (!*values) goto done;
+  }
+  if (indices) *indices = nt_retain(ix);
+  rc = 0;
+done:
+  nt_release(x); nt_release(v); nt_release(ix);
+  return rc;
+}
+
+int nt_sort(nt_Tensor *x, int axis, bool descending, nt_Tensor **values, nt_Tensor **indices) {
+  int ax = x->ndim ? nt_norm_axis("sort", axis, x->ndim) : 0;
+  if (ax < 0) return -1;
+  return sort_impl("sort", x, x->ndim ? x->shape[ax] : 1, axis, descending, values, indices);
+}
+
+nt_Tensor *nt_argsort(nt_Tensor *x, int axis, bool descending) {
+  nt_Tensor *ix = NULL;
+  return nt_sort(x, axis, descending, NULL, &ix) ? NULL : ix;
+}
+
+int nt_topk(nt_Tensor *x, int64_t k, int axis, bool largest, nt_Tensor **values, nt_Tensor **indices) {
+  return sort_impl("topk", x, k, axis, largest, values, indices);
+}
+
+/* ---- cumsum ------------------------------------------------------------------------ */
+static nt_Tensor *cumsum_raw(nt_Tensor *x, int ax, int rev) {
+  nt_Tensor *y = nt_empty(x->shape, x->ndim, x->dtype, x->device);
+  if (!y) return NULL;
+  nn_dims d = nn_split_axis(x->shape, x->ndim, ax);
+  nt_KernelArgs ka = {.op = nn_ops.cumsum, .out = y, .in = {x}, .nin = 1, .iarg = {d.outer, d.n, d.inner, rev}, .niarg = 4};
+  if (y->numel && nt_dispatch(ka.op, x->device, &ka)) { nt_release(y); return NULL; }
+  return y;
+}
+
+static int cumsum_backward(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin) {
+  nt_Tensor *x = nd->in[0];
+  nt_Tensor *gc = nt_to_dtype(gout, x->dtype), *g = gc ? nt_contiguous(gc) : NULL;
+  nt_release(gc);
+  if (!g) return -1;
+  gin[0] = cumsum_raw(g, (int)nd->iarg[0], 1);
+  nt_release(g);
+  return gin[0] ? 0 : -1;
+}
+
+nt_Tensor *nt_cumsum(nt_Tensor *x0, int axis) {
+  nt_nn_init();
+  int ax = x0->ndim ? nt_norm_axis("cumsum", axis, x0->ndim) : 0;
+  if (ax < 0) return NULL;
+  /* like torch: integers and bool accumulate in i64; f16/bf16 in f32 */
+  nt_DType ct = nt_dtype_is_float(x0->dtype) ? (x0->dtype == NT_F64 ? NT_F64 : NT_F32) : NT_I64;
+  nt_Tensor *xc = nt_to_dtype(x0, ct), *x = xc ? nt_contiguous(xc) : NULL;
+  nt_release(xc);
+  if (!x) return NULL;
+  nt_Tensor *y = cumsum_raw(x, ax, 0);
+  nt_Node *nd;
+  if (y) y = nn_finish(y, "CumsumBackward", cumsum_backward, 1, &x, &nd);
+  if (y && nd) { nd->iarg[0] = ax; nd->niarg = 1; }
+  nt_release(x);
+  return nt_dtype_is_float(x0->dtype) ? nn_cast_back(y, x0->dtype) : y;
+}
+
+void nn_register_sort(void) {
+  nn_ops.sort = nt_op_register("sort");
+  nn_ops.cumsum = nt_op_register("cumsum");
+  nt_register_kernel(nn_ops.sort, NT_CPU, k_sort);
+  nt_register_kernel(nn_ops.cumsum, NT_CPU, k_sort);
+}
