@@ -16,6 +16,7 @@
 #define TRY(x) do { int st_ = (x); if (st_) return st_; } while (0)
 
 static int eval(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out);
+static inline int eval_leaf(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out);
 
 /* An error raised while evaluating n: point at n unless a deeper node already did. */
 static int fail(nb_VM *vm, nb_Frame *f, const nb_Node *n) {
@@ -130,7 +131,7 @@ static int call_func(nb_VM *vm, nb_Frame *caller, const nb_Node *site, nb_Func *
     return nb_error_kind(vm, "TypeError", "%s() takes %d argument%s but %d %s given", nbP_proto_name(p), p->nparams, p->nparams == 1 ? "" : "s", npos, npos == 1 ? "was" : "were");
   }
   nb_Value kwv[16];
-  if (nkw) {
+  if (__builtin_expect(nkw != 0, 0)) {
     if (nkw > 16) { for (int i = 0; i < nargs; i++) nb_decref(base[i]); vm->sp = base; return nb_error(vm, "too many keyword arguments"); }
     memcpy(kwv, base + npos, sizeof(nb_Value) * (size_t)nkw);
   }
@@ -227,7 +228,7 @@ static int push_args(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *base) {
       return fail(vm, f, n);
     }
     nb_Value v;
-    int st = eval(vm, f, n->kids[i], &v);
+    int st = eval_leaf(vm, f, n->kids[i], &v);
     if (st) { for (nb_Value *p = base; p < vm->sp; p++) nb_decref(*p); vm->sp = base; return st; }
     *vm->sp++ = v;
   }
@@ -236,7 +237,8 @@ static int push_args(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *base) {
 
 static int eval_call(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out) {
   nb_Value callee;
-  TRY(eval(vm, f, n->a, &callee));
+  if (n->a->kind == N_NAME) TRY(load_var(vm, f, n->a, &callee));
+  else TRY(eval(vm, f, n->a, &callee));
   POLL(vm, f, n);
   nb_Value *base = vm->sp;
   int st = push_args(vm, f, n, base);
@@ -669,7 +671,22 @@ static int eval_list(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out) {
   return NB_OK;
 }
 
-/* --------------------------------------------------------------- eval */
+/* --------------------------------------------------------------- eval
+** The hot node kinds are handled in eval() itself, which keeps a small stack
+** frame; the rest go to eval_cold().  Leaves (numbers, locals) are evaluated
+** inline by EVAL so the common `n - 1` does not recurse at all. */
+static int eval_cold(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out) __attribute__((noinline));
+
+static inline int eval_leaf(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out) {
+  if (n->kind == N_NUM) { *out = nb_num(n->num); return NB_OK; }
+  if (n->kind == N_NAME && n->vkind == V_LOCAL) {
+    nb_Value v = f->locals[n->idx];
+    if (__builtin_expect(v.t != NB_TUNDEF, 1)) { nb_incref(v); *out = v; return NB_OK; }
+  }
+  return eval(vm, f, n, out);
+}
+#define EVAL(n, out) eval_leaf(vm, f, (n), (out))
+
 static int eval(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out) {
   int st;
   switch ((nb_NodeKind)n->kind) {
@@ -677,15 +694,21 @@ static int eval(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out) {
   case N_NAME: return load_var(vm, f, n, out);
   case N_BINARY: {
     nb_Value a, b;
-    TRY(eval(vm, f, n->a, &a));
-    if ((st = eval(vm, f, n->b, &b))) { nb_decref(a); return st; }
+    TRY(EVAL(n->a, &a));
+    if ((st = EVAL(n->b, &b))) { nb_decref(a); return st; }
     if (a.t == NB_TNUM && b.t == NB_TNUM) {
       double x = a.u.n, y = b.u.n;
       switch (n->op) {
       case OP_ADD: *out = nb_num(x + y); return NB_OK;
       case OP_SUB: *out = nb_num(x - y); return NB_OK;
       case OP_MUL: *out = nb_num(x * y); return NB_OK;
+      case OP_DIV: *out = nb_num(x / y); return NB_OK;
       case OP_LT: *out = nb_bool(x < y); return NB_OK;
+      case OP_LE: *out = nb_bool(x <= y); return NB_OK;
+      case OP_GT: *out = nb_bool(x > y); return NB_OK;
+      case OP_GE: *out = nb_bool(x >= y); return NB_OK;
+      case OP_EQ: *out = nb_bool(x == y); return NB_OK;
+      case OP_NE: *out = nb_bool(x != y); return NB_OK;
       default: break;
       }
     }
@@ -696,19 +719,41 @@ static int eval(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out) {
   case N_CALL: return eval_call(vm, f, n, out);
   case N_IF: {
     nb_Value c; bool t;
-    TRY(eval(vm, f, n->a, &c));
-    st = nbV_truthy(vm, c, &t);
-    nb_decref(c);
-    if (st) return fail(vm, f, n->a);
+    TRY(EVAL(n->a, &c));
+    if (c.t == NB_TBOOL) t = c.u.b;
+    else {
+      st = nbV_truthy(vm, c, &t);
+      nb_decref(c);
+      if (st) return fail(vm, f, n->a);
+    }
     if (t) return eval(vm, f, n->b, out);
     if (n->c) return eval(vm, f, n->c, out);
     *out = nb_nil(); return NB_OK;
   }
-  case N_BLOCK: {
-    char here;
-    if ((size_t)(vm->cstack_base - &here) > vm->cstack_limit) { nb_error_kind(vm, "RecursionError", "stack overflow"); return fail(vm, f, n); }
+  case N_BLOCK:
+    if (n->nkids == 1 && ((n->kids[0]->flags & NF_EXPRSTMT) || n->kids[0]->kind == N_IF)) return eval(vm, f, n->kids[0], out);
     return eval_block(vm, f, n, out);
+  case N_ASSIGN:
+    if (n->a->kind == N_NAME && n->op == OP_NONE && n->b->kind != N_FN) {
+      nb_Value v;
+      TRY(EVAL(n->b, &v));
+      store_var(f, n->a, v);
+      *out = nb_nil();
+      return NB_OK;
+    }
+    return eval_cold(vm, f, n, out);
+  case N_RETURN:
+    *out = nb_nil();
+    if (n->a) TRY(EVAL(n->a, &vm->ret)); else vm->ret = nb_nil();
+    return NB_RETURN;
+  default:
+    return eval_cold(vm, f, n, out);
   }
+}
+
+static int eval_cold(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out) {
+  int st;
+  switch (n->kind) {
   case N_ASSIGN:
     if (n->b->kind == N_FN && n->a->kind == N_NAME && n->op == OP_NONE) {   /* fn name(...) */
       TRY(nbV_make_closure(vm, f, n->b->proto, out));

@@ -24,7 +24,7 @@ typedef struct nb_Obj { int32_t rc; uint8_t type; } nb_Obj;
 
 typedef struct nb_Builtin nb_Builtin;
 typedef struct nb_Value {
-  uint8_t t;
+  uint64_t t;   /* a full word: writing a byte tag then copying the value stalls store forwarding */
   union { bool b; double n; nb_Obj *o; void *p; const nb_Builtin *bi; } u;
 } nb_Value;
 
