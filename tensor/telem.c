@@ -17,11 +17,16 @@ static nt_Tensor *A(Arena *ar, nt_Tensor *x) {
 }
 static void arena_free(Arena *ar) { for (int i = 0; i < ar->n; i++) nt_release(ar->t[i]); ar->n = 0; }
 static nt_Tensor *keep(nt_Tensor *x) { return nt_retain(x); }   /* result escapes the arena */
-#define B2(op, x, y) ((x) && (y) ? A(ar, nt_binary(op, x, y)) : NULL)
-#define BS(op, x, s) ((x) ? A(ar, nt_binary_scalar_ex(op, x, s, NT_SCALAR_FLOAT)) : NULL)
-#define SB(op, s, x) ((x) ? A(ar, nt_binary_scalar_ex(op, x, s, NT_SCALAR_FLOAT | NT_SCALAR_FIRST)) : NULL)
-#define U1(op, x) ((x) ? A(ar, nt_unary(op, x)) : NULL)
-#define CASTLIKE(x, like) ((x) ? A(ar, nt_to_dtype(x, (like)->dtype)) : NULL)
+/* functions, not macros: arguments are evaluated exactly once */
+static nt_Tensor *B2_(Arena *ar, int op, nt_Tensor *x, nt_Tensor *y) { return x && y ? A(ar, nt_binary(op, x, y)) : NULL; }
+static nt_Tensor *BS_(Arena *ar, int op, nt_Tensor *x, double s, int fl) { return x ? A(ar, nt_binary_scalar_ex(op, x, s, fl)) : NULL; }
+static nt_Tensor *U1_(Arena *ar, int op, nt_Tensor *x) { return x ? A(ar, nt_unary(op, x)) : NULL; }
+static nt_Tensor *CAST_(Arena *ar, nt_Tensor *x, nt_DType dt) { return x ? A(ar, nt_to_dtype(x, dt)) : NULL; }
+#define B2(op, x, y) B2_(ar, op, x, y)
+#define BS(op, x, s) BS_(ar, op, x, s, NT_SCALAR_FLOAT)
+#define SB(op, s, x) BS_(ar, op, x, s, NT_SCALAR_FLOAT | NT_SCALAR_FIRST)
+#define U1(op, x) U1_(ar, op, x)
+#define CASTLIKE(x, like) CAST_(ar, x, (like)->dtype)
 
 static bool same_shape(const nt_Tensor *a, const nt_Tensor *b) {
   return a->ndim == b->ndim && !memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim);
@@ -349,10 +354,13 @@ int nt_copy_(nt_Tensor *dst, nt_Tensor *src) {
     NT_FAIL("copy: expected all tensors on the same device, got %s and %s", nt_device_name(dst->device), nt_device_name(src->device));
   if (nt_grad_enabled() && dst->requires_grad && !dst->grad_fn)
     NT_FAIL("a leaf tensor that requires grad cannot be modified in place");
-  int64_t shape[NT_MAXDIM];
-  int nd;
-  if (nt_broadcast_shapes("copy", dst->shape, dst->ndim, src->shape, src->ndim, shape, &nd)) return -1;
-  if (nd != dst->ndim || memcmp(shape, dst->shape, sizeof(int64_t) * (size_t)nd)) {
+  /* src must broadcast TO dst's shape (not merely with it) */
+  bool fits = src->ndim <= dst->ndim;
+  for (int i = 0; fits && i < src->ndim; i++) {
+    int64_t s = src->shape[src->ndim - 1 - i], d = dst->shape[dst->ndim - 1 - i];
+    fits = s == d || s == 1;
+  }
+  if (!fits) {
     char a[128], b[128];
     NT_FAIL("cannot assign a tensor of shape %s to a view of shape %s", nt_shape_str(src->shape, src->ndim, a, sizeof a),
             nt_shape_str(dst->shape, dst->ndim, b, sizeof b));

@@ -218,7 +218,7 @@ void   nt_store_from_double(void *p, nt_DType dt, double v);   /* ints truncate 
 **  tril     out fresh, in[0] same shape/dtype; iarg[0] = k, iarg[1] = 1 for triu.
 **  arange   out fresh 1-D: out[i] = s[0] + i * s[1].
 */
-#define NT_OP_MAX 512
+#define NT_OP_TABLE_SIZE 512   /* op ids are < this */
 typedef struct nt_KernelArgs {
   int op;
   nt_Tensor *out;
@@ -233,7 +233,7 @@ typedef int (*nt_Kernel)(const nt_KernelArgs *a);
 
 typedef enum { NT_RAND_UNIFORM, NT_RAND_NORMAL, NT_RAND_INT, NT_RAND_BERNOULLI, NT_RAND_KEYS } nt_RandKind;
 
-extern nt_Kernel nt_kernel_table[NT_OP_MAX][NT_NDEVICES];
+extern nt_Kernel nt_kernel_table[NT_OP_TABLE_SIZE][NT_NDEVICES];
 void nt_register_kernel(int op, nt_Device dev, nt_Kernel fn);
 /* Looks up or creates an op id for a name (nn ops, custom kernels); -1 if the
 ** table is full.  Builtin names ("add") return their nt_OpId. */

@@ -5,7 +5,7 @@
 #include "tinternal.h"
 #include <stdlib.h>
 
-nt_Kernel nt_kernel_table[NT_OP_MAX][NT_NDEVICES];
+nt_Kernel nt_kernel_table[NT_OP_TABLE_SIZE][NT_NDEVICES];
 
 static const char *builtin_names[NT_OP_BUILTIN_COUNT] = {
   "add", "sub", "mul", "div", "pow", "floordiv", "mod", "maximum", "minimum",
@@ -16,7 +16,7 @@ static const char *builtin_names[NT_OP_BUILTIN_COUNT] = {
   "sum", "mean", "prod", "max", "min", "argmax", "argmin", "var", "std", "logsumexp", "any", "all",
   "where", "copy", "fill", "matmul", "random", "tril", "arange",
 };
-static char *extra_names[NT_OP_MAX];
+static char *extra_names[NT_OP_TABLE_SIZE];
 static int nops = NT_OP_BUILTIN_COUNT;
 
 const char *nt_op_name(int op) {
@@ -28,7 +28,7 @@ const char *nt_op_name(int op) {
 int nt_op_register(const char *name) {
   for (int i = 0; i < nops; i++)
     if (!strcmp(nt_op_name(i), name)) return i;
-  if (nops >= NT_OP_MAX) NT_FAIL("op table is full (%d ops)", NT_OP_MAX);
+  if (nops >= NT_OP_TABLE_SIZE) NT_FAIL("op table is full (%d ops)", NT_OP_TABLE_SIZE);
   char *s = strdup(name);
   if (!s) { nt_error_oom(strlen(name) + 1); return -1; }
   extra_names[nops] = s;
@@ -36,7 +36,7 @@ int nt_op_register(const char *name) {
 }
 
 void nt_register_kernel(int op, nt_Device dev, nt_Kernel fn) {
-  if (op >= 0 && op < NT_OP_MAX && (unsigned)dev < NT_NDEVICES) nt_kernel_table[op][dev] = fn;
+  if (op >= 0 && op < NT_OP_TABLE_SIZE && (unsigned)dev < NT_NDEVICES) nt_kernel_table[op][dev] = fn;
 }
 
 void nt_init(void) {
