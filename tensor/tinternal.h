@@ -205,7 +205,8 @@ void   nt_store_from_double(void *p, nt_DType dt, double v);   /* ints truncate 
 **           out: fresh contiguous with numel = product of the kept axes.
 **           in dtype == out dtype, except argmax/argmin (out i64, index is the
 **           row-major position inside the reduced block) and any/all (out bool).
-**           var/std: s[0] = correction.
+**           (mean/var/std/logsumexp are compositions of public ops: a backend
+**           needs only sum prod max min argmax argmin any all.)
 **  where    out fresh; in[0] cond (bool), in[1], in[2] (out dtype); all shape S.
 **  copy     out: ANY strided view (the destination), in[0]: same shape (may be
 **           broadcast), any dtype — converts.  Front end removes overlap.
