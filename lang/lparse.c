@@ -36,6 +36,7 @@ typedef struct Parser {
   nb_Chunk *c;
   nb_Lexer lx;
   nb_Token cur, nxt;
+  uint32_t prev_end;    /* end offset of the last consumed token */
   int depth;
   jmp_buf jb;
 } Parser;
@@ -86,6 +87,7 @@ static void perr_at(Parser *p, nb_Token t, const char *fmt, ...) {
 }
 
 static void advance(Parser *p) {
+  p->prev_end = p->cur.pos + p->cur.len;
   p->cur = p->nxt;
   p->nxt = nbX_next(&p->lx);
   if (p->cur.kind == TK_ERROR) perr_at(p, p->cur, "%s", p->cur.msg);
@@ -301,6 +303,7 @@ static nb_Node *if_expr(Parser *p) {
   /* `else` may start the next line */
   if (check(p, TK_NEWLINE) && p->nxt.kind == TK_ELSE) advance(p);
   if (accept(p, TK_ELSE)) n->c = check(p, TK_IF) ? if_expr(p) : block(p);
+  n->end = p->prev_end;
   p->depth--;
   return n;
 }
@@ -313,6 +316,7 @@ static nb_Node *try_expr(Parser *p) {
   expect(p, TK_CATCH, "after the try block");
   if (check(p, TK_NAME)) { nb_Node *v = node(p, N_NAME, p->cur); v->str = tok_name(p, p->cur); advance(p); n->c = v; }
   n->b = block(p);
+  n->end = p->prev_end;
   return n;
 }
 
@@ -626,7 +630,9 @@ static nb_Node *fn_form(Parser *p, nb_Token at, nb_Str *name) {
   if (check(p, TK_LBRACE)) pr->body = block(p);
   else { accept(p, TK_ASSIGN); skip_newlines(p); pr->body = expr(p); }
   p->depth--;
-  pr->src_end = pr->body->end;
+  /* the text up to the last token of the body (a closing ')' or '}' that
+  ** the body's own node does not span): serialization re-parses it */
+  pr->src_end = p->prev_end > pr->body->end ? p->prev_end : pr->body->end;
   n->end = pr->src_end;
   return n;
 }
@@ -766,6 +772,7 @@ nb_Chunk *nbP_parse(nb_VM *vm, const char *src, size_t len, const char *filename
     NodeVec stmts = {0};
     skip_newlines(p);
     while (!check(p, TK_EOF)) {
+      if (check(p, TK_RBRACE)) perr_at(p, p->cur, "unexpected '}' (no block is open)");
       vec_push(&stmts, statement(p), NULL);
       if (!check(p, TK_EOF) && !check(p, TK_NEWLINE) && !check(p, TK_SEMI)) {
         char b[64];
