@@ -190,15 +190,21 @@ static int call_at(nb_VM *vm, nb_Frame *f, const nb_Node *site, nb_Value callee,
     st = call_builtin(vm, callee.u.bi, base, npos, kw, nkw, out);
     vm->frame = saved;
   } else if (callee.t == NB_TREC && nbR_find_cstr(nb_rec(callee), "__call") >= 0) {
-    /* a record with __call (a model, an optimizer) is callable */
+    /* a record with __call (a model, an optimizer) is callable: r(args)
+    ** calls r.__call(r, args), so the function sees its record as self */
     nb_Value fn = nbR_get_cstr(nb_rec(callee), "__call");
+    if (vm->sp >= vm->stack_end) { st = nb_error_kind(vm, "RecursionError", "stack overflow"); goto drop; }
+    memmove(base + 1, base, sizeof(nb_Value) * (size_t)(npos + nkw));
+    base[0] = callee; nb_incref(callee);
+    vm->sp++;
     nb_incref(fn);
-    st = call_at(vm, f, site, fn, base, npos, kw, nkw, out);
+    st = call_at(vm, f, site, fn, base, npos + 1, kw, nkw, out);
     nb_decref(fn);
     return st;
   } else {
     st = nb_error_kind(vm, "TypeError", "a %s is not callable", nb_typename(callee));
   }
+drop:
   for (int i = 0; i < npos + nkw; i++) nb_decref(base[i]);
   vm->sp = base;
   return st;
