@@ -75,24 +75,34 @@ static int newline_significant(nb_Lexer *lx) {
   return top < 256 ? !lx->brace_stack[top] : 1;
 }
 
-static nb_Token scan_string(nb_Lexer *lx, size_t start, int line, size_t line_start) {
-  char q = lx->src[lx->pos++];
+/* Skips a string body after its opening quote q; returns 1 when the closing
+** quote was found.  Inside a "{...}" interpolation a quote starts a nested
+** string (which may hold braces of its own), as the parser sees it. */
+static int skip_string(nb_Lexer *lx, char q, int nest) {
   int braces = 0;   /* nesting of {...} interpolations inside "..." */
   while (lx->pos < lx->len) {
     char c = lx->src[lx->pos];
     if (c == '\\') { lx->pos += 2; continue; }
     if (c == '\n') {
-      if (braces == 0) break;
+      if (braces == 0) return 0;
       lx->line++; lx->line_start = lx->pos + 1;
+    }
+    if (braces > 0 && (c == '"' || c == '\'') && nest < 200) {
+      lx->pos++;
+      if (!skip_string(lx, c, nest + 1)) return 0;
+      continue;
     }
     if (q == '"' && c == '{') braces++;
     else if (q == '"' && c == '}' && braces > 0) braces--;
-    else if (c == q && braces == 0) {
-      lx->pos++;
-      return make(lx, q == '"' ? TK_STRING : TK_RSTRING, start, line, line_start);
-    }
+    else if (c == q && braces == 0) { lx->pos++; return 1; }
     lx->pos++;
   }
+  return 0;
+}
+
+static nb_Token scan_string(nb_Lexer *lx, size_t start, int line, size_t line_start) {
+  char q = lx->src[lx->pos++];
+  if (skip_string(lx, q, 0)) return make(lx, q == '"' ? TK_STRING : TK_RSTRING, start, line, line_start);
   if (lx->pos > lx->len) lx->pos = lx->len;
   return error_tok(lx, "unterminated string", start, line, line_start);
 }
