@@ -225,7 +225,7 @@ static nb_Node *string_lit(Parser *p) {
       nbX_init_at(&sub.lx, s, j, i + 1, line, line_start);
       sub.cur = nbX_next(&sub.lx); sub.nxt = nbX_next(&sub.lx);
       if (sub.cur.kind == TK_ERROR) { perr_at(p, sub.cur, "%s", sub.cur.msg); }
-      if (sub.cur.kind == TK_EOF) { nb_Token et = t; et.pos = (uint32_t)i; et.len = 2; perr_at(p, et, "empty expression in string interpolation"); }
+      if (sub.cur.kind == TK_EOF) { nb_Token et = t; et.pos = (uint32_t)i; et.len = 2; et.line = line; et.col = (int)(i - line_start) + 1; perr_at(p, et, "empty expression in string interpolation"); }
       memcpy(sub.jb, p->jb, sizeof(jmp_buf));
       nb_Node *e = expr(&sub);
       while (sub.cur.kind == TK_NEWLINE) advance(&sub);
@@ -610,12 +610,13 @@ static nb_Node *fn_form(Parser *p, nb_Token at, nb_Str *name) {
   NodeVec params = {0};
   while (!check(p, TK_RPAREN)) {
     if (!check(p, TK_NAME)) { char b[64]; perr_at(p, p->cur, "expected a parameter name, found %s", describe(p, p->cur, b, sizeof b)); }
-    nb_Str *pname = tok_name(p, p->cur);
-    for (int i = 0; i < params.n; i++) if (params.names[i] == pname) { perr_at(p, p->cur, "duplicate parameter '%s'", pname->data); }
+    nb_Token pt = p->cur;
+    nb_Str *pname = tok_name(p, pt);
+    for (int i = 0; i < params.n; i++) if (params.names[i] == pname) { perr_at(p, pt, "duplicate parameter '%s'", pname->data); }
     advance(p);
     nb_Node *def = NULL;
     if (accept(p, TK_ASSIGN)) def = expr(p);
-    else if (params.n && params.v[params.n - 1]) { perr_at(p, p->cur, "parameter '%s' without a default follows one with a default", pname->data); }
+    else if (params.n && params.v[params.n - 1]) { perr_at(p, pt, "parameter '%s' without a default follows one with a default", pname->data); }
     vec_push(&params, def, pname);
     if (!accept(p, TK_COMMA)) break;
   }
