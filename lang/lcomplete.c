@@ -101,7 +101,7 @@ void nb_complete(nb_VM *vm, const char *src, int cursor, nb_Completions *out) {
     for (int i = 0; nbX_keywords[i]; i++) add(&ns, nbX_keywords[i], strlen(nbX_keywords[i]), prefix, plen);
     for (int i = 0; i < nbB_count(); i++) add(&ns, nbB_at(i)->name, strlen(nbB_at(i)->name), prefix, plen);
   }
-  qsort(ns.v, (size_t)ns.n, sizeof(char *), cmp);
+  if (ns.n > 1) qsort(ns.v, (size_t)ns.n, sizeof(char *), cmp);   /* qsort(NULL, 0) is UB */
   out->items = ns.v; out->n = ns.n; out->start = start; out->end = cursor;
 }
 
