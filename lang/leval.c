@@ -119,8 +119,9 @@ static int call_func(nb_VM *vm, nb_Frame *caller, const nb_Node *site, nb_Func *
   nb_Proto *p = fn->proto;
   int nargs = npos + nkw, st = NB_OK;
   int need = p->nlocals > nargs ? p->nlocals : nargs;
-  char here;
-  if (vm->depth >= vm->max_depth || (size_t)(vm->cstack_base - &here) > vm->cstack_limit || base + need > vm->stack_end) {
+  /* the frame address is on the real stack even when ASan moves locals to a fake stack */
+  char *here = __builtin_frame_address(0);
+  if (vm->depth >= vm->max_depth || (size_t)(vm->cstack_base - here) > vm->cstack_limit || base + need > vm->stack_end) {
     for (int i = 0; i < nargs; i++) nb_decref(base[i]);
     vm->sp = base;
     return nb_error_kind(vm, "RecursionError", "stack overflow (calls nested more than %d deep)", vm->depth);
@@ -165,6 +166,7 @@ static int call_func(nb_VM *vm, nb_Frame *caller, const nb_Node *site, nb_Func *
     nb_Cell *c = malloc(sizeof *c);
     if (!c) abort();
     c->h.rc = 1; c->h.type = NB_TCELL; c->v = base[s];
+    nbO_track(&c->h);
     base[s] = nb_obj(NB_TCELL, c);
   }
   st = eval(vm, &nf, p->body, out);
@@ -555,6 +557,7 @@ int nbV_make_closure(nb_VM *vm, nb_Frame *f, nb_Proto *p, nb_Value *out) {
   nb_Func *fn = malloc(sizeof(nb_Func) + sizeof(nb_Cell *) * (size_t)p->ncaps);
   if (!fn) abort();
   fn->h.rc = 1; fn->h.type = NB_TFUNC; fn->proto = p; fn->mod = f->mod; fn->ncaps = p->ncaps;
+  nbO_track(&fn->h);
   p->chunk->rc++;
   for (int i = 0; i < p->ncaps; i++) {
     nb_Cell *c = p->caps[i].from_cap ? f->fn->caps[p->caps[i].idx] : (nb_Cell *)f->locals[p->caps[i].idx].u.p;

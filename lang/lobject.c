@@ -118,6 +118,7 @@ void nbS_intern_free_all(void) {
 nb_List *nbL_new(int cap) {
   nb_List *l = xmalloc(sizeof *l);
   l->h.rc = 1; l->h.type = NB_TLIST; l->n = 0; l->cap = cap > 0 ? cap : 0;
+  nbO_track(&l->h);
   l->items = l->cap ? xmalloc(sizeof(nb_Value) * (size_t)l->cap) : NULL;
   return l;
 }
@@ -133,6 +134,7 @@ void nbL_push(nb_List *l, nb_Value v) {
 nb_Rec *nbR_new(int cap) {
   nb_Rec *r = xmalloc(sizeof *r);
   r->h.rc = 1; r->h.type = NB_TREC; r->n = 0; r->cap = cap > 0 ? cap : 0;
+  nbO_track(&r->h);
   r->keys = r->cap ? xmalloc(sizeof(nb_Str *) * (size_t)r->cap) : NULL;
   r->vals = r->cap ? xmalloc(sizeof(nb_Value) * (size_t)r->cap) : NULL;
   return r;
@@ -219,7 +221,9 @@ static void drop_child(nb_Value v) {
   if (--v.u.o->rc == 0) push_pending(v);
 }
 
+static void untrack(nb_Obj *o);
 static void free_one(nb_Value v) {
+  if (v.t == NB_TLIST || v.t == NB_TREC || v.t == NB_TFUNC || v.t == NB_TCELL) untrack(v.u.o);
   switch (v.t) {
   case NB_TSTR: free(v.u.p); break;
   case NB_TLIST: {
@@ -397,4 +401,72 @@ bool nb_truthy(nb_Value v) {
   case NB_TLIST: return nb_list(v)->n != 0;
   default: return true;
   }
+}
+
+/* ---------------------------------------------------------------- cycles */
+static nb_Obj gc_head = { 0, 0, 0, 0, &gc_head, &gc_head };
+static size_t gc_count;
+
+void nbO_track(nb_Obj *o) {
+  o->gcflags = 1;
+  o->gc_next = gc_head.gc_next; o->gc_prev = &gc_head;
+  gc_head.gc_next->gc_prev = o; gc_head.gc_next = o;
+  gc_count++;
+}
+static void untrack(nb_Obj *o) {
+  if (!o->gcflags) return;
+  o->gc_prev->gc_next = o->gc_next; o->gc_next->gc_prev = o->gc_prev;
+  o->gcflags = 0; gc_count--;
+}
+size_t nbO_tracked(void) { return gc_count; }
+
+static bool is_container(nb_Value v) { return (v.t == NB_TLIST || v.t == NB_TREC || v.t == NB_TFUNC || v.t == NB_TCELL) && v.u.o->gcflags; }
+
+/* calls fn on every container child of o */
+static void each_child(nb_Obj *o, void (*fn)(nb_Obj *child, void *ud), void *ud) {
+  switch (o->type) {
+  case NB_TLIST: { nb_List *l = (nb_List *)o; for (int i = 0; i < l->n; i++) if (is_container(l->items[i])) fn(l->items[i].u.o, ud); break; }
+  case NB_TREC: { nb_Rec *r = (nb_Rec *)o; for (int i = 0; i < r->n; i++) if (is_container(r->vals[i])) fn(r->vals[i].u.o, ud); break; }
+  case NB_TFUNC: { nb_Func *f = (nb_Func *)o; for (int i = 0; i < f->ncaps; i++) fn(&f->caps[i]->h, ud); break; }
+  case NB_TCELL: { nb_Cell *c = (nb_Cell *)o; if (is_container(c->v)) fn(c->v.u.o, ud); break; }
+  default: break;
+  }
+}
+static void sub_ref(nb_Obj *c, void *ud) { (void)ud; c->gc_refs--; }
+typedef struct Stack { nb_Obj **v; size_t n, cap; } Stack;
+static void spush(Stack *s, nb_Obj *o) {
+  if (s->n == s->cap) { s->cap = s->cap ? s->cap * 2 : 256; s->v = xrealloc(s->v, sizeof(nb_Obj *) * s->cap); }
+  s->v[s->n++] = o;
+}
+/* gc_refs > 0 after subtracting internal references: reachable from outside.
+** Marking uses gc_refs = INT32_MIN as "reached". */
+#define REACHED INT32_MIN
+static void mark(nb_Obj *c, void *ud) { if (c->gc_refs != REACHED) { c->gc_refs = REACHED; spush(ud, c); } }
+
+static void clear_children(nb_Obj *o) {
+  switch (o->type) {
+  case NB_TLIST: { nb_List *l = (nb_List *)o; int n = l->n; l->n = 0; for (int i = 0; i < n; i++) nb_decref(l->items[i]); break; }
+  case NB_TREC: { nb_Rec *r = (nb_Rec *)o; int n = r->n; r->n = 0; for (int i = 0; i < n; i++) { nb_decref(nb_strv(r->keys[i])); nb_decref(r->vals[i]); } break; }
+  case NB_TFUNC: { nb_Func *f = (nb_Func *)o; int n = f->ncaps; f->ncaps = 0; for (int i = 0; i < n; i++) nb_decref(nb_obj(NB_TCELL, f->caps[i])); break; }
+  case NB_TCELL: { nb_Cell *c = (nb_Cell *)o; nb_Value v = c->v; c->v = nb_nil(); nb_decref(v); break; }
+  default: break;
+  }
+}
+
+size_t nbO_collect(void) {
+  nb_Obj *o;
+  for (o = gc_head.gc_next; o != &gc_head; o = o->gc_next) o->gc_refs = o->rc;
+  for (o = gc_head.gc_next; o != &gc_head; o = o->gc_next) each_child(o, sub_ref, NULL);
+  Stack st = {0};
+  for (o = gc_head.gc_next; o != &gc_head; o = o->gc_next) if (o->gc_refs > 0) { o->gc_refs = REACHED; spush(&st, o); }
+  while (st.n) { nb_Obj *x = st.v[--st.n]; each_child(x, mark, &st); }
+  /* everything not reached is garbage held only by cycles */
+  Stack dead = {0};
+  for (o = gc_head.gc_next; o != &gc_head; o = o->gc_next) if (o->gc_refs != REACHED) spush(&dead, o);
+  for (size_t i = 0; i < dead.n; i++) dead.v[i]->rc++;          /* keep alive while clearing */
+  for (size_t i = 0; i < dead.n; i++) clear_children(dead.v[i]);
+  for (size_t i = 0; i < dead.n; i++) nb_decref(nb_obj(dead.v[i]->type, dead.v[i]));
+  size_t n = dead.n;
+  free(st.v); free(dead.v);
+  return n;
 }

@@ -20,7 +20,12 @@ typedef enum {
 } nb_Type;
 #define NB_FIRST_OBJ NB_TSTR
 
-typedef struct nb_Obj { int32_t rc; uint8_t type; } nb_Obj;
+/* Containers (lists, records, functions, cells) are also linked into the
+** cycle collector's list (gc_prev/gc_next); see nbO_collect. */
+typedef struct nb_Obj {
+  int32_t rc; uint8_t type; uint8_t gcflags; int32_t gc_refs;
+  struct nb_Obj *gc_prev, *gc_next;
+} nb_Obj;
 
 typedef struct nb_Builtin nb_Builtin;
 typedef struct nb_Value {
@@ -88,6 +93,15 @@ static inline void nb_decref(nb_Value v) {
 }
 /* replaces *slot by v (taking over v's reference) */
 static inline void nb_store(nb_Value *slot, nb_Value v) { nb_Value old = *slot; *slot = v; nb_decref(old); }
+
+/* ---- cycle collection ----
+** Reference counting cannot free a record that contains itself or a local
+** recursive function (its cell holds the closure that holds the cell).
+** nbO_collect finds containers unreachable from outside the container graph
+** (trial deletion, as CPython's gc) and frees them. */
+void nbO_track(nb_Obj *o);                 /* called once by container constructors */
+size_t nbO_collect(void);                  /* returns the number of objects freed */
+size_t nbO_tracked(void);
 
 /* ---- strings ---- */
 nb_Str *nbS_new(const char *s, size_t len);

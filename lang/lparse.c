@@ -79,6 +79,7 @@ void nbP_proto_release(nb_Proto *p) { nbP_chunk_release(p->chunk); }
 const char *nbP_proto_name(const nb_Proto *p) { return p->name ? p->name->data : "anonymous"; }
 
 /* -------------------------------------------------------- errors */
+static void perr_at(Parser *p, nb_Token t, const char *fmt, ...) __attribute__((noreturn, format(printf, 3, 4)));
 static void perr_at(Parser *p, nb_Token t, const char *fmt, ...) {
   char msg[256]; va_list ap;
   va_start(ap, fmt); vsnprintf(msg, sizeof msg, fmt, ap); va_end(ap);

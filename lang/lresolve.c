@@ -179,8 +179,7 @@ static int err_at(R *r, nb_Node *n, const char *msg) {
 static int walk(R *r, FS *fs, nb_Node *n) {
   if (!n) return NB_OK;
   if (n->kind == N_IF || n->kind == N_WHILE || n->kind == N_FOR || n->kind == N_NOGRAD) { n->b = unwrap(n->b); n->c = n->kind == N_IF ? unwrap(n->c) : n->c; if (n->kind == N_NOGRAD) n->a = unwrap(n->a); }
-  char here;
-  if (r->cstack_top - &here > 4 * 1024 * 1024) return err_at(r, n, "code is nested too deeply");
+  if (r->cstack_top - (char *)__builtin_frame_address(0) > 4 * 1024 * 1024) return err_at(r, n, "code is nested too deeply");
   switch (n->kind) {
   case N_NAME: resolve_name(r, fs, n); return NB_OK;
   case N_FN: return resolve_fn(r, fs, n->proto);
@@ -234,7 +233,7 @@ static int walk(R *r, FS *fs, nb_Node *n) {
 /* Resolves a parsed program to run at the top level of `mod`. */
 int nbK_resolve(nb_VM *vm, nb_Chunk *c, nb_Node *prog, nb_Module *mod) {
   R r = { vm, c, mod, NULL };
-  char top; r.cstack_top = &top;
+  r.cstack_top = __builtin_frame_address(0);
   FS fs; memset(&fs, 0, sizeof fs);
   int st = walk(&r, &fs, prog);
   free(fs.uses);
@@ -246,7 +245,7 @@ int nbK_resolve(nb_VM *vm, nb_Chunk *c, nb_Node *prog, nb_Module *mod) {
 ** returns the proto of the first N_FN in prog. */
 int nbK_resolve_in_scope(nb_VM *vm, nb_Chunk *c, nb_Node *fnexpr, nb_Module *mod, nb_Str **names, int n, nb_Proto *holder) {
   R r = { vm, c, mod, NULL };
-  char top; r.cstack_top = &top;
+  r.cstack_top = __builtin_frame_address(0);
   FS outer; memset(&outer, 0, sizeof outer);
   FS fs; memset(&fs, 0, sizeof fs);
   fs.parent = &outer; fs.proto = holder;

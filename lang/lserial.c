@@ -120,6 +120,7 @@ static int des_func(nb_VM *vm, Rd *r, nb_Value *out, int depth) {
         for (uint32_t i = 0; i < ncaps; i++) {
           nb_Cell *cell = malloc(sizeof *cell); if (!cell) abort();
           cell->h.rc = 1; cell->h.type = NB_TCELL; cell->v = vals[i]; vals[i] = nb_undef();
+          nbO_track(&cell->h);
           cells[i] = nb_obj(NB_TCELL, cell);
         }
         nb_Frame f = { cells, c, NULL, vm->main, NULL, NULL };

@@ -243,6 +243,7 @@ nb_VM *nb_vm_new(nb_Sink *sink) {
   if (!vm->stack) abort();
   vm->sp = vm->stack; vm->stack_end = vm->stack + STACK_SLOTS;
   vm->max_depth = MAX_DEPTH;
+  vm->gc_threshold = 10000;
   vm->err = nb_nil(); vm->ret = nb_nil(); vm->tensor_state = nb_nil();
   set_global(vm->main, "argv", nb_obj(NB_TLIST, nbL_new(0)));
   return vm;
@@ -255,6 +256,7 @@ void nb_vm_free(nb_VM *vm) {
   for (int i = 0; i < vm->nmods; i++) nb_decref(nb_obj(NB_TMODULE, vm->mods[i]));
   nb_decref(nb_obj(NB_TMODULE, vm->main));
   nb_decref(vm->err); nb_decref(vm->ret); nb_decref(vm->tensor_state);
+  nbO_collect();
   for (int i = 0; i < vm->npaths; i++) free(vm->paths[i]);
   free(vm->paths); free(vm->mods); free(vm->stack);
   free(vm->last_name); free(vm->last_msg); free(vm->last_report);
@@ -278,7 +280,7 @@ void nb_vm_interrupt(nb_VM *vm) { vm->interrupted = 1; vm->poll = 1; }
 
 /* The C stack of the calling thread bounds recursion (the evaluator recurses). */
 static void measure_cstack(nb_VM *vm) {
-  char here;
+  char *here = __builtin_frame_address(0);
   pthread_attr_t a;
   size_t size = 8u << 20;
   void *addr = NULL;
@@ -288,7 +290,7 @@ static void measure_cstack(nb_VM *vm) {
   }
   if (addr) {
     vm->cstack_base = (char *)addr + size;
-  } else vm->cstack_base = (char *)((uintptr_t)&here + 4096);
+  } else vm->cstack_base = here + 4096;
   size_t margin = size / 8 > (256u << 10) ? size / 8 : (256u << 10);
   vm->cstack_limit = size > margin * 2 ? size - margin : size / 2;
 }
@@ -308,6 +310,11 @@ int nb_run(nb_VM *vm, const char *src, size_t len, const char *filename, int fla
   }
   if (vm->grad_disabled && outer) { vm->grad_disabled = 0; nbT_set_grad_enabled(true); }
   if (st) nbE_finish(vm);
+  /* cycles: collect when the number of live containers has doubled */
+  if (outer && nbO_tracked() > vm->gc_threshold) {
+    nbO_collect();
+    vm->gc_threshold = 2 * nbO_tracked() + 10000;
+  }
   return st;
 }
 
