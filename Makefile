@@ -8,7 +8,7 @@
 #   make clean          remove the build directories
 MESON ?= meson
 NINJA ?= ninja
-DEMO  ?= tools/demo.nbl
+DEMO  ?= examples/digits.nbl
 BENCH_ARGS ?=
 
 ASAN_OPTS := -Dbuildtype=debug -Db_sanitize=address,undefined -Db_lundef=false
