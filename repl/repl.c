@@ -68,10 +68,22 @@ static char *completion_gen(const char *text, int state) {
   return imatch < nmatches ? strdup(matches[imatch++]) : NULL;
 }
 static char **attempt_completion(const char *text, int start, int end) {
-  (void)text; (void)start;
   rl_attempted_completion_over = 1;
   nb_Completions c;
   nb_complete(active_vm, rl_line_buffer, end, &c);
+  /* readline replaces line[start, end) (its word can include "rec." since '.'
+  ** is not a word break); the items replace line[c.start, end): re-attach the
+  ** part in between, or "params.wei" would become "weight_decay". */
+  if (c.start > start) {
+    size_t k = (size_t)(c.start - start);
+    for (int i = 0; i < c.n; i++) {
+      size_t n = strlen(c.items[i]);
+      char *full = malloc(k + n + 1);
+      if (!full) abort();
+      memcpy(full, text, k); memcpy(full + k, c.items[i], n + 1);
+      free(c.items[i]); c.items[i] = full;
+    }
+  }
   matches = c.items; nmatches = c.n;
   char **r = rl_completion_matches(text, completion_gen);
   nb_completions_free(&c);
@@ -137,7 +149,8 @@ static int interactive(nb_VM *vm) {
   char *hist = history_path();
   using_history();
   stifle_history(10000);
-  if (hist) read_history(hist);
+  /* append_history() only appends to an existing file: create it */
+  if (hist && read_history(hist) != 0) write_history(hist);
   rl_readline_name = "nabla";
   rl_attempted_completion_function = attempt_completion;
   rl_basic_word_break_characters = " \t\n\"\\'`@$><=;|&{(,[+-*/%:";
@@ -185,7 +198,12 @@ static int piped(nb_VM *vm) {
   for (;;) {
     n = getline(&line, &cap, stdin);
     if (n >= 0) {
-      if (!buf && line[0] == '%') { if (command(vm, line, &status)) break; if (status) failed = 1; continue; }
+      if (!buf && line[0] == '%') {
+        line[strcspn(line, "\r\n")] = 0;   /* as readline gives it: no newline */
+        if (command(vm, line, &status)) break;
+        if (status) failed = 1;
+        continue;
+      }
       buf = realloc(buf, blen + (size_t)n + 1);
       if (!buf) abort();
       memcpy(buf + blen, line, (size_t)n); blen += (size_t)n; buf[blen] = 0;
