@@ -51,7 +51,7 @@ static int ser(nb_VM *vm, nb_Value v, nb_Buf *b, int depth) {
     for (int i = 0; i < p->ncaps; i++) {
       put_str(b, p->capnames[i]->data, p->capnames[i]->len);
       nb_Value cv = f->caps[i]->v;
-      if (cv.t == NB_TFUNC && cv.u.p == f) { nbB_putc(b, 'N'); continue; }  /* a local recursive fn refers to itself */
+      if (cv.t == NB_TFUNC && cv.u.p == f) { nbB_putc(b, 'Z'); continue; }  /* a local recursive fn refers to itself */
       if (cv.t == NB_TUNDEF) { nbB_putc(b, 'U'); continue; }
       if (ser(vm, cv, b, depth + 1)) return NB_ERR;
     }
@@ -93,11 +93,13 @@ static int des_func(nb_VM *vm, Rd *r, nb_Value *out, int depth) {
   nb_Value *vals = calloc(ncaps + 1, sizeof(nb_Value));
   if (!names || !vals) abort();
   int st = NB_OK; uint32_t got = 0;
+  nb_Str *self = NULL;   /* the captured name that refers to the function itself */
   for (; got < ncaps; got++) {
     const char *cn; uint32_t cl;
     if (get_str(r, &cn, &cl)) { st = bad(vm); break; }
     names[got] = nbS_intern(cn, cl);
     if (r->p < r->end && *r->p == 'U') { r->p++; vals[got] = nb_undef(); continue; }
+    if (r->p < r->end && *r->p == 'Z') { r->p++; vals[got] = nb_undef(); self = names[got]; continue; }
     if ((st = des(vm, r, &vals[got], depth + 1))) { nb_decref(nb_strv(names[got])); break; }
   }
   nb_Chunk *c = NULL;
@@ -125,13 +127,11 @@ static int des_func(nb_VM *vm, Rd *r, nb_Value *out, int depth) {
         }
         nb_Frame f = { cells, c, NULL, vm->main, NULL, NULL };
         nbV_make_closure(vm, &f, fnode->proto, out);
-        /* a captured self-reference (local recursive function) was sent as nil */
+        /* a captured self-reference (local recursive function): the cycle it
+        ** makes is reclaimed by the cycle collector */
         nb_Func *fn = out->u.p;
         for (int i = 0; i < fn->ncaps; i++)
-          if (fn->caps[i]->v.t == NB_TNIL && fn->proto->name && fn->proto->capnames[i] == fn->proto->name) {
-            /* leave nil: re-creating the cycle would leak; recursion by name still
-            ** works when the function is also a global on the receiver */
-          }
+          if (self && fn->proto->capnames[i] == self && fn->caps[i]->v.t == NB_TUNDEF) { nb_incref(*out); fn->caps[i]->v = *out; }
         for (uint32_t i = 0; i < ncaps; i++) nb_decref(cells[i]);
         free(cells);
       }
