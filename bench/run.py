@@ -7,7 +7,9 @@ reference programs next to it, run with /usr/bin/python3:
     <name>.<ref>.py    e.g. numpy, torch (reported as <group>/<name>[<ref>])
 Each pair runs in the same invocation, alternating, --repeat times; the
 minimum whole-process wall time of each side is reported (so interpreter
-startup is included; it is small next to these programs).  The outputs of
+startup is included; it is small next to these programs) — unless a program
+prints a line "bench_time SECONDS" timing its own hot section, which is then
+used instead (the tensor benchmarks do, to leave out NumPy/torch imports).  The outputs of
 the two sides are compared and a mismatch is flagged.
 
 Usage: bench/run.sh [-n REPEAT] [--nabla PATH] [--record] [FILTER...]
@@ -55,7 +57,15 @@ def run_once(cmd, cwd, timeout):
     if p.returncode != 0:
         err = p.stderr.decode(errors="replace").strip().splitlines()
         return None, "", f"exit {p.returncode}" + (f": {err[-1]}" if err else "")
-    return dt, p.stdout.decode(errors="replace"), None
+    # A program may time its own hot section (so NumPy/torch import time is
+    # not counted): a stdout line "bench_time SECONDS" replaces the process time.
+    out = []
+    for line in p.stdout.decode(errors="replace").splitlines():
+        if line.startswith("bench_time "):
+            dt = float(line.split()[1])
+        else:
+            out.append(line)
+    return dt, "\n".join(out), None
 
 
 def same_output(a, b):

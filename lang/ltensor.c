@@ -1291,20 +1291,24 @@ static int b_adamw_update(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
     if (!nt_is_contiguous(P) || P->device != NT_CPU || !nt_dtype_is_float(P->dtype) || (P->dtype != NT_F32 && P->dtype != NT_F64)) { st = nb_error_kind(vm, "TypeError", "%s: parameters must be contiguous f32/f64 CPU tensors", fname); break; }
     if ((st = check_opt_tensor(vm, fname, P, G)) || (st = check_opt_tensor(vm, fname, P, M)) || (st = check_opt_tensor(vm, fname, P, V))) break;
     int64_t cnt = P->numel;
-    /* decoupled weight decay (AdamW): p -= lr*wd*p, then the Adam step */
-    if (P->dtype == NT_F32) OPT_LOOP(float, {
-      float gi = g[i];
-      m[i] = (float)(b1 * m[i] + (1 - b1) * gi);
-      v[i] = (float)(b2 * v[i] + (1 - b2) * gi * gi);
-      double mh = m[i] / bc1, vh = v[i] / bc2;
-      p[i] = (float)(p[i] - lr * wd * p[i] - lr * mh / (sqrt(vh) + eps));
-    });
-    else OPT_LOOP(double, {
+    /* decoupled weight decay (AdamW), then the bias-corrected Adam step:
+    **   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2
+    **   p = p (1 - lr wd) - (lr / bc1) m / (sqrt(v) / sqrt(bc2) + eps)
+    ** with the corrections hoisted so the loop vectorizes (no divides by bc). */
+    double decay = 1 - lr * wd, step_size = lr / bc1, rbc2 = 1 / sqrt(bc2);
+    if (P->dtype == NT_F32) {
+      float fb1 = (float)b1, fb2 = (float)b2, fd = (float)decay, fs = (float)step_size, fr = (float)rbc2, fe = (float)eps;
+      OPT_LOOP(float, {
+        float gi = g[i];
+        float mi = fb1 * m[i] + (1 - fb1) * gi, vi = fb2 * v[i] + (1 - fb2) * gi * gi;
+        m[i] = mi; v[i] = vi;
+        p[i] = p[i] * fd - fs * mi / (sqrtf(vi) * fr + fe);
+      });
+    } else OPT_LOOP(double, {
       double gi = g[i];
-      m[i] = b1 * m[i] + (1 - b1) * gi;
-      v[i] = b2 * v[i] + (1 - b2) * gi * gi;
-      double mh = m[i] / bc1, vh = v[i] / bc2;
-      p[i] = p[i] - lr * wd * p[i] - lr * mh / (sqrt(vh) + eps);
+      double mi = b1 * m[i] + (1 - b1) * gi, vi = b2 * v[i] + (1 - b2) * gi * gi;
+      m[i] = mi; v[i] = vi;
+      p[i] = p[i] * decay - step_size * mi / (sqrt(vi) * rbc2 + eps);
     });
   }
   for (int i = 0; i < 4; i++) free(ls[i].t);

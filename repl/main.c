@@ -46,7 +46,18 @@ static int run_script(nb_VM *vm, const char *path, int argc, char **argv) {
   return st ? 1 : 0;
 }
 
+/* OpenMP threads that spin-wait after a parallel loop steal the cores that
+** OpenBLAS's own threads need for the next matmul (a training step alternates
+** the two): 3-5x slower steps on a 2-core machine.  libgomp reads its
+** settings before main runs, so set a passive wait policy and re-exec once. */
+static void passive_openmp(char **argv) {
+  if (getenv("OMP_WAIT_POLICY")) return;
+  setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+  execv("/proc/self/exe", argv);   /* returns only on failure: carry on as is */
+}
+
 int main(int argc, char **argv) {
+  passive_openmp(argv);
   find_stdlib();
   if (argc > 1 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V"))) { printf("nabla %s\n", nb_version()); return 0; }
   if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) { fputs(usage, stdout); return 0; }
