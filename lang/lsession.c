@@ -235,6 +235,7 @@ int nbV_import(nb_VM *vm, nb_Str *name, nb_Value *out) {
 nb_VM *nb_vm_new(nb_Sink *sink) {
   nbB_init_core();
   nbT_init();
+  nbG_plot_init();
   nb_VM *vm = calloc(1, sizeof *vm);
   if (!vm) abort();
   vm->sink = sink;

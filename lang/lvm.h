@@ -209,6 +209,9 @@ int  nbB_string_split(nb_VM *vm, nb_Value s, nb_Value sep, nb_Value *out);
 extern __thread uint32_t nbP_last_error_pos;
 extern __thread bool nbP_last_error_at_eof;
 
+/* plotting builtins (lplot.c) */
+void nbG_plot_init(void);
+
 /* misc */
 nb_Str *nbV_tostr(nb_Value v);     /* print form as a string object */
 void nbV_write(nb_VM *vm, int stream, const char *s, size_t n);
