@@ -873,6 +873,7 @@ static int b_split_t(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   if (args[0].t == NB_TSTR) return nbB_string_split(vm, args[0], args[1], out);
   int64_t ax = 0, sizes[1024]; int ns;
   if (args[2].t != NB_TNIL && to_int(vm, fname, "axis", args[2], &ax)) return NB_ERR;
+  if (args[1].t == NB_TNIL) return nb_error_kind(vm, "TypeError", "split(x, size_or_sizes, axis=0): missing the size of the pieces");
   TENSOR_ARG(x, 0, "x");
   int axn = (int)(ax < 0 ? ax + x->ndim : ax);
   if (axn < 0 || axn >= x->ndim) { tmp_free(&tp); return nb_error_kind(vm, "IndexError", "split: axis %lld is out of range for a tensor of dimension %d", (long long)ax, x->ndim); }
@@ -1630,7 +1631,7 @@ static nb_Builtin tensor_builtins[] = {
   { "detach", b_detach, "x", "detach(x): the same data, cut from the autograd graph" },
   { "concat", b_concat, "tensors, axis=0", "concat(ts, axis=0): joins tensors along an existing axis" },
   { "stack", b_stack, "tensors, axis=0", "stack(ts, axis=0): joins tensors along a new axis" },
-  { "split", b_split_t, "x, size, axis=nil", "split(x, size_or_sizes, axis=0): pieces along an axis; split(s, sep) splits a string" },
+  { "split", b_split_t, "x, size=nil, axis=nil", "split(x, size_or_sizes, axis=0): pieces along an axis; split(s, sep) splits a string" },
   { "chunk", b_chunk, "x, chunks, axis=nil", "chunk(x, n, axis=0): n nearly equal pieces" },
   { "flip", b_flip, "x, axis=nil", "flip(x, axis=nil): reverses the order along axes (all when nil)" },
   { "repeat", b_repeat, "x, reps", "repeat(x, reps): tiles x (NumPy tile / torch repeat)" },
