@@ -486,7 +486,7 @@ static int finish_creation(nb_VM *vm, nt_Tensor *t, nb_Value requires_grad, nb_V
 /* tensor(x, dtype=nil, device=nil, requires_grad=false) */
 static int b_tensor(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "tensor";
-  nt_DType dt; nt_Device dev;
+  nt_DType dt = NT_F32; nt_Device dev = NT_CPU;
   bool have = args[1].t != NB_TNIL;
   if (get_dtype(vm, fname, args[1], NT_F32, &dt) || get_device(vm, fname, args[2], &dev)) return NB_ERR;
   nt_Tensor *t = NULL;
@@ -506,7 +506,7 @@ static int b_tensor(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
 typedef nt_Tensor *(*ShapeCtor)(const int64_t *, int, nt_DType, nt_Device);
 static int shape_ctor(nb_VM *vm, const char *fname, ShapeCtor fn, nb_Value *args, int n, nb_Value *out) {
   int64_t shape[NT_MAXDIM]; int nd;
-  nt_DType dt; nt_Device dev;
+  nt_DType dt = NT_F32; nt_Device dev = NT_CPU;
   if (get_dtype(vm, fname, args[0], NT_F32, &dt) || get_device(vm, fname, args[1], &dev)) return NB_ERR;
   if (shape_args(vm, fname, args + 3, n - 3, shape, &nd)) return NB_ERR;
   return finish_creation(vm, fn(shape, nd, dt, dev), args[2], out);
@@ -520,7 +520,7 @@ static int b_randn(nb_VM *vm, nb_Value *a, int n, nb_Value *o) { return shape_ct
 /* full(shape, value, dtype=nil, device=nil, requires_grad=false) */
 static int b_full(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "full";
-  int64_t shape[NT_MAXDIM]; int nd; double v; nt_DType dt; nt_Device dev;
+  int64_t shape[NT_MAXDIM]; int nd; double v; nt_DType dt = NT_F32; nt_Device dev = NT_CPU;
   if (int_list(vm, fname, "shape", args[0], shape, NT_MAXDIM, &nd) || to_num(vm, fname, "value", args[1], &v)) return NB_ERR;
   if (get_dtype(vm, fname, args[2], args[1].t == NB_TBOOL ? NT_BOOL : (v == floor(v) && args[2].t == NB_TNIL && 0) ? NT_I64 : NT_F32, &dt) || get_device(vm, fname, args[3], &dev)) return NB_ERR;
   return finish_creation(vm, nt_full(shape, nd, v, dt, dev), args[4], out);
@@ -528,7 +528,7 @@ static int b_full(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
 /* normal(mean, std, shape, dtype=nil, device=nil, requires_grad=false) */
 static int b_normal(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "normal";
-  int64_t shape[NT_MAXDIM]; int nd; double m, s; nt_DType dt; nt_Device dev;
+  int64_t shape[NT_MAXDIM]; int nd; double m, s; nt_DType dt = NT_F32; nt_Device dev = NT_CPU;
   if (to_num(vm, fname, "mean", args[0], &m) || to_num(vm, fname, "std", args[1], &s)) return NB_ERR;
   if (int_list(vm, fname, "shape", args[2], shape, NT_MAXDIM, &nd)) return NB_ERR;
   if (get_dtype(vm, fname, args[3], NT_F32, &dt) || get_device(vm, fname, args[4], &dev)) return NB_ERR;
@@ -537,7 +537,7 @@ static int b_normal(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
 /* randint(low, high, shape, dtype="i64", device=nil) */
 static int b_randint(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "randint";
-  int64_t lo, hi, shape[NT_MAXDIM]; int nd; nt_DType dt; nt_Device dev;
+  int64_t lo, hi, shape[NT_MAXDIM]; int nd; nt_DType dt = NT_F32; nt_Device dev = NT_CPU;
   if (to_int(vm, fname, "low", args[0], &lo) || to_int(vm, fname, "high", args[1], &hi)) return NB_ERR;
   if (int_list(vm, fname, "shape", args[2], shape, NT_MAXDIM, &nd)) return NB_ERR;
   if (get_dtype(vm, fname, args[3], NT_I64, &dt) || get_device(vm, fname, args[4], &dev)) return NB_ERR;
@@ -545,7 +545,7 @@ static int b_randint(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
 }
 static int b_randperm(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "randperm";
-  int64_t k; nt_DType dt; nt_Device dev;
+  int64_t k; nt_DType dt = NT_F32; nt_Device dev = NT_CPU;
   if (to_int(vm, fname, "n", args[0], &k) || get_dtype(vm, fname, args[1], NT_I64, &dt) || get_device(vm, fname, args[2], &dev)) return NB_ERR;
   return ret(vm, nt_randperm(k, dt, dev), out);
 }
@@ -560,7 +560,7 @@ static int b_seed(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
 /* arange(start, stop=nil, step=1, dtype=nil) */
 static int b_arange(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "arange";
-  double a = 0, b, s = 1; nt_DType dt;
+  double a = 0, b, s = 1; nt_DType dt = NT_F32;
   if (to_num(vm, fname, "start", args[0], &b)) return NB_ERR;
   if (args[1].t != NB_TNIL) { a = b; if (to_num(vm, fname, "stop", args[1], &b)) return NB_ERR; }
   if (args[2].t != NB_TNIL && to_num(vm, fname, "step", args[2], &s)) return NB_ERR;
@@ -570,14 +570,14 @@ static int b_arange(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
 }
 static int b_linspace(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "linspace";
-  double a, b; int64_t k; nt_DType dt;
+  double a, b; int64_t k; nt_DType dt = NT_F32;
   if (to_num(vm, fname, "start", args[0], &a) || to_num(vm, fname, "stop", args[1], &b) || to_int(vm, fname, "num", args[2], &k)) return NB_ERR;
   if (get_dtype(vm, fname, args[3], NT_F32, &dt)) return NB_ERR;
   return ret(vm, nt_linspace(a, b, k, dt), out);
 }
 static int b_eye(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "eye";
-  int64_t a, b; nt_DType dt;
+  int64_t a, b; nt_DType dt = NT_F32;
   if (to_int(vm, fname, "n", args[0], &a)) return NB_ERR;
   b = a;
   if (args[1].t != NB_TNIL && to_int(vm, fname, "m", args[1], &b)) return NB_ERR;
@@ -588,7 +588,7 @@ static int b_eye(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
 static int like(nb_VM *vm, const char *fname, int kind, nb_Value *args, nb_Value *out) {
   Tmp tp = {0};
   TENSOR_ARG(x, 0, "x");
-  nt_DType dt;
+  nt_DType dt = NT_F32;
   if (get_dtype(vm, fname, args[1], x->dtype, &dt)) { tmp_free(&tp); return NB_ERR; }
   nt_Tensor *r = NULL;
   switch (kind) {
@@ -930,7 +930,7 @@ static int b_to(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   if (args[1].t != NB_TSTR) { tmp_free(&tp); return nb_error_kind(vm, "TypeError", "to: expected a dtype or device name, got %s", nb_typename(args[1])); }
   const char *s = nb_str(args[1])->data;
   if (!strcmp(s, "cpu") || !strncmp(s, "cuda", 4)) { nt_Device d; get_device(vm, fname, args[1], &d); DONE(d == x->device ? nt_retain(x) : nt_to_device(x, d)); }
-  nt_DType dt;
+  nt_DType dt = NT_F32;
   if (get_dtype(vm, fname, args[1], NT_F32, &dt)) { tmp_free(&tp); return NB_ERR; }
   DONE(nt_to_dtype(x, dt));
 }
