@@ -606,7 +606,7 @@ static int b_randn_like(nb_VM *vm, nb_Value *a, int n, nb_Value *o) { (void)n; r
 static int b_full_like(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "full_like"; Tmp tp = {0};
   TENSOR_ARG(x, 0, "x");
-  double v; nt_DType dt;
+  double v; nt_DType dt = NT_F32;
   if (to_num(vm, fname, "value", args[1], &v) || get_dtype(vm, fname, args[2], x->dtype, &dt)) { tmp_free(&tp); return NB_ERR; }
   DONE(nt_full(x->shape, x->ndim, v, dt, x->device));
 }
