@@ -11,6 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <errno.h>
+#include <unistd.h>
+#include <sys/stat.h>
 #include "lvm.h"
 
 /* ------------------------------------------------------------ the table */
@@ -87,7 +90,7 @@ static void parse_params(nb_Builtin *b) {
 
 void nbB_register(nb_Builtin *t) {
   for (; t->name; t++) {
-    parse_params(t);
+    if (t->fn) parse_params(t);   /* fn == NULL: a named constant whose value is the params text */
     int i = nbB_lookup(t->name, strlen(t->name));
     if (i >= 0) { table[i] = t; continue; }
     if (ntable == captable) {
@@ -659,7 +662,48 @@ static int b_deserialize(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   return nbS_deserialize(vm, nb_str(args[0])->data, nb_str(args[0])->len, out);
 }
 
+static int b_getenv(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "getenv"; ARGSTR(0, "name");
+  const char *v = getenv(nb_str(args[0])->data);
+  if (v) *out = nb_strv(nbS_cstr(v)); else { *out = args[1]; nb_incref(*out); }
+  return NB_OK;
+}
+static int b_exists(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "exists"; ARGSTR(0, "path");
+  *out = nb_bool(access(nb_str(args[0])->data, F_OK) == 0);
+  return NB_OK;
+}
+static int b_mkdir(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "mkdir"; ARGSTR(0, "path");
+  /* like mkdir -p */
+  char *p = strdup(nb_str(args[0])->data);
+  for (char *s = p + 1; *s; s++) if (*s == '/') { *s = 0; mkdir(p, 0777); *s = '/'; }
+  int rc = mkdir(p, 0777);
+  int err = errno;
+  free(p);
+  if (rc != 0 && err != EEXIST) return nb_error_kind(vm, "IOError", "mkdir: cannot create %s: %s", nb_str(args[0])->data, strerror(err));
+  *out = nb_nil();
+  return NB_OK;
+}
+MATH1(asin, asin(x))
+MATH1(acos, acos(x))
+MATH1(atan, atan(x))
+static int b_atan2(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "atan2"; ARGNUM(0, "y"); ARGNUM(1, "x");
+  *out = nb_num(atan2(args[0].u.n, args[1].u.n)); return NB_OK;
+}
+
 static nb_Builtin core[] = {
+  { "pi", NULL, "3.141592653589793", "pi: the constant 3.14159..." },
+  { "inf", NULL, "inf", "inf: positive infinity" },
+  { "nan", NULL, "nan", "nan: not a number" },
+  { "getenv", b_getenv, "name, default=nil", "getenv(name, default=nil): an environment variable" },
+  { "exists", b_exists, "path", "exists(path): whether a file or directory exists" },
+  { "mkdir", b_mkdir, "path", "mkdir(path): creates a directory and its parents (no error if it exists)" },
+  { "asin", b_asin, "x", "asin(x): arc sine of a number" },
+  { "acos", b_acos, "x", "acos(x): arc cosine of a number" },
+  { "atan", b_atan, "x", "atan(x): arc tangent of a number" },
+  { "atan2", b_atan2, "y, x", "atan2(y, x): the angle of the point (x, y)" },
   { "print", b_print, "*args", "print(a, b, ...): writes the values separated by spaces and a newline" },
   { "eprint", b_eprint, "*args", "eprint(a, b, ...): like print, to standard error" },
   { "write", b_write, "*args", "write(a, ...): writes the values with no separator or newline" },

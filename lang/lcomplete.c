@@ -57,7 +57,8 @@ static bool lookup_chain(nb_VM *vm, const char *s, size_t len, nb_Value *out) {
       if (g < 0 || vm->main->vals[g].t == NB_TUNDEF) {
         int b = nbB_lookup(s + st, i - st);
         if (b < 0) return false;
-        cur.t = NB_TBUILTIN; cur.u.bi = nbB_at(b);
+        if (!nbB_at(b)->fn) cur = nb_num(strtod(nbB_at(b)->params, NULL));
+        else { cur.t = NB_TBUILTIN; cur.u.bi = nbB_at(b); }
       } else cur = vm->main->vals[g];
     } else if (cur.t == NB_TREC) {
       nb_Str *k = nbS_new(s + st, i - st);

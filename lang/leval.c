@@ -54,7 +54,11 @@ static inline int load_var(nb_VM *vm, nb_Frame *f, const nb_Node *n, nb_Value *o
   default:
     v = f->mod->vals[n->idx];
     if (v.t == NB_TUNDEF) {
-      if (n->bidx >= 0) { v.t = NB_TBUILTIN; v.u.bi = nbB_at(n->bidx); *out = v; return NB_OK; }
+      if (n->bidx >= 0) {
+        const nb_Builtin *b = nbB_at(n->bidx);
+        if (!b->fn) { *out = nb_num(strtod(b->params, NULL)); return NB_OK; }   /* pi, inf, nan */
+        v.t = NB_TBUILTIN; v.u.bi = b; *out = v; return NB_OK;
+      }
       return undefined(vm, f, n, true);
     }
     nb_incref(v); *out = v; return NB_OK;
@@ -661,18 +665,19 @@ static int eval_block(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out) {
 
 static int eval_list(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out) {
   nb_List *l = nbL_new(n->nkids);
-  bool numeric = n->nkids > 0, nested = n->nkids > 0;
+  bool numeric = n->nkids > 0, nested = n->nkids > 0, floats = false;
   for (int i = 0; i < n->nkids; i++) {
     nb_Value v;
     int st = eval(vm, f, n->kids[i], &v);
     if (st) { nb_decref(nb_obj(NB_TLIST, l)); return st; }
     if (v.t != NB_TNUM && v.t != NB_TBOOL) numeric = false;
     if (!(v.t == NB_TTENSOR && n->kids[i]->kind == N_LIST)) nested = false;
+    if (n->kids[i]->flags & NF_FLOATLIT) floats = true;
     nbL_push(l, v);
   }
   nb_Value lv = nb_obj(NB_TLIST, l);
   if (numeric || nested) {
-    int st = nbT_literal(vm, lv, out);
+    int st = nbT_literal(vm, lv, floats, out);
     nb_decref(lv);
     return st ? fail(vm, f, n) : NB_OK;
   }
@@ -899,6 +904,7 @@ static int eval_cold(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out) {
   }
   case N_GLOBAL: *out = nb_nil(); return NB_OK;
   case N_NOGRAD: {
+    /* a value: `fn predict(x) = no_grad { model(x) }` */
     vm->grad_disabled++;
     nbT_set_grad_enabled(false);
     st = eval(vm, f, n->a, out);

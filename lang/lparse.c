@@ -325,7 +325,12 @@ static nb_Node *primary(Parser *p) {
   nb_Token t = p->cur;
   nb_Node *n;
   switch (t.kind) {
-  case TK_NUMBER: advance(p); n = node(p, N_NUM, t); n->num = t.num; return n;
+  case TK_NUMBER:
+    advance(p); n = node(p, N_NUM, t); n->num = t.num;
+    /* written with a point or an exponent (not hex): a float literal */
+    if (!(t.len > 1 && p->c->src[t.pos + 1] == 'x') && memchr(p->c->src + t.pos, '.', t.len)) n->flags |= NF_FLOATLIT;
+    if (!(t.len > 1 && (p->c->src[t.pos + 1] == 'x' || p->c->src[t.pos + 1] == 'X')) && (memchr(p->c->src + t.pos, 'e', t.len) || memchr(p->c->src + t.pos, 'E', t.len))) n->flags |= NF_FLOATLIT;
+    return n;
   case TK_STRING: case TK_RSTRING: return string_lit(p);
   case TK_NIL: advance(p); return node(p, N_NIL, t);
   case TK_TRUE: advance(p); return node(p, N_TRUE, t);
@@ -342,6 +347,7 @@ static nb_Node *primary(Parser *p) {
   case TK_FN: advance(p); return fn_form(p, t, NULL);
   case TK_IF: return if_expr(p);
   case TK_TRY: return try_expr(p);
+  case TK_NOGRAD: advance(p); n = node(p, N_NOGRAD, t); n->a = block(p); n->end = n->a->end; return n;
   default: {
     char b[64];
     if (t.kind == TK_EOF) perr_at(p, t, "unexpected end of input, expected an expression");
@@ -726,11 +732,6 @@ static nb_Node *statement(Parser *p) {
     vec_finish(p, &names, n, 1);
     return n;
   }
-  case TK_NOGRAD:
-    advance(p);
-    n = node(p, N_NOGRAD, t);
-    n->a = block(p);
-    return n;
   default: break;
   }
   nb_Node *e = expr(p);

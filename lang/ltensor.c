@@ -184,9 +184,15 @@ static int list_to_tensor(nb_VM *vm, nb_Value list, nt_DType want, bool have_wan
   return *out ? NB_OK : terr(vm);
 }
 
-int nbT_literal(nb_VM *vm, nb_Value list, nb_Value *out) {
+int nbT_literal(nb_VM *vm, nb_Value list, bool floats, nb_Value *out) {
   nt_Tensor *t;
   if (list_to_tensor(vm, list, NT_F32, false, &t)) return NB_ERR;
+  if (floats && !nt_dtype_is_float(t->dtype)) {
+    nt_Tensor *f = nt_to_dtype(t, NT_F32);
+    nt_release(t);
+    if (!f) return terr(vm);
+    t = f;
+  }
   *out = nb_obj(NB_TTENSOR, t);
   return NB_OK;
 }
@@ -1192,7 +1198,7 @@ static int grad_call(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   bool with_value = nb_truthy(nbR_get_cstr(self, "with_value"));
   nb_Value *fargs = args + 1; int nf = n - 1;
   int64_t nums[16]; int nn;
-  bool multi = an.t == NB_TLIST;
+  bool multi = an.t == NB_TLIST || (an.t == NB_TTENSOR && T(an)->ndim == 1);
   if (int_list(vm, "grad", "argnums", an, nums, 16, &nn)) return NB_ERR;
   nb_Value *call = malloc(sizeof(nb_Value) * (size_t)(nf + 1));
   if (!call) return nb_error(vm, "out of memory");
@@ -1400,9 +1406,22 @@ static void save_free(SaveCtx *s) {
   for (int i = 0; i < s->nhold; i++) nt_release(s->hold[i]);
   free(s->arr); free(s->mk); free(s->mv); free(s->hold);
 }
+/* metadata entry "nabla:<kind>:<key>" = value (numbers, strings, bools, nil, empty boxes) */
+static void add_meta(SaveCtx *s, const char *kind, const char *name, const char *value) {
+  if (s->nm == s->capm) { s->capm = s->capm ? s->capm * 2 : 8; s->mk = realloc(s->mk, sizeof(char *) * (size_t)s->capm); s->mv = realloc(s->mv, sizeof(char *) * (size_t)s->capm); if (!s->mk || !s->mv) abort(); }
+  nb_Buf k = {0};
+  nbB_printf(&k, "nabla:%s:%s", kind, name);
+  s->mk[s->nm] = strdup(nbB_cstr(&k)); s->mv[s->nm] = strdup(value); s->nm++;
+  nbB_free(&k);
+}
 static int save_walk(nb_VM *vm, SaveCtx *s, nb_Value v, nb_Buf *key, int depth) {
   if (depth > MAX_TREE_DEPTH) return nb_error_kind(vm, "ValueError", "save: tree nested too deeply (or contains itself)");
   size_t mark = key->n;
+  if ((v.t == NB_TREC || v.t == NB_TLIST) && (v.t == NB_TREC ? nb_rec(v)->n : nb_list(v)->n) == 0 && mark) {
+    /* an empty container keeps its place */
+    add_meta(s, "box", nbB_cstr(key), v.t == NB_TREC ? "rec" : "list");
+    return NB_OK;
+  }
   if (v.t == NB_TREC || v.t == NB_TLIST) {
     int cnt = v.t == NB_TREC ? nb_rec(v)->n : nb_list(v)->n;
     for (int i = 0; i < cnt; i++) {
@@ -1434,14 +1453,12 @@ static int save_walk(nb_VM *vm, SaveCtx *s, nb_Value v, nb_Buf *key, int depth) 
     a->data = nt_data_ptr(c); a->nbytes = (size_t)c->numel * nt_dtype_size(c->dtype);
     return NB_OK;
   }
-  const char *kind = v.t == NB_TNUM ? "num" : v.t == NB_TSTR ? "str" : v.t == NB_TBOOL ? "bool" : v.t == NB_TNIL ? "nil" : NULL;
-  if (!kind) return NB_OK;   /* functions, modules: not state */
-  if (s->nm == s->capm) { s->capm = s->capm ? s->capm * 2 : 8; s->mk = realloc(s->mk, sizeof(char *) * (size_t)s->capm); s->mv = realloc(s->mv, sizeof(char *) * (size_t)s->capm); if (!s->mk || !s->mv) abort(); }
-  nb_Buf k = {0}, val = {0};
-  nbB_printf(&k, "nabla:%s:%s", kind, name);
+  /* functions and modules are code, not state: they keep their place as nil */
+  const char *kind = v.t == NB_TNUM ? "num" : v.t == NB_TSTR ? "str" : v.t == NB_TBOOL ? "bool" : "nil";
+  nb_Buf val = {0};
   nb_tostring(&val, v, false);
-  s->mk[s->nm] = strdup(nbB_cstr(&k)); s->mv[s->nm] = strdup(nbB_cstr(&val)); s->nm++;
-  nbB_free(&k); nbB_free(&val);
+  add_meta(s, kind, name, nbB_cstr(&val));
+  nbB_free(&val);
   return NB_OK;
 }
 static int b_save(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
@@ -1476,15 +1493,24 @@ static int tree_put(nb_VM *vm, nb_Rec *root, const char *path, nb_Value v) {
     p = dot + 1;
   }
 }
-/* records whose keys are exactly 0..n-1 were lists when saved */
+/* records whose keys are exactly 0..n-1 (in any order) were lists when saved */
 static nb_Value listify(nb_Value v) {
   if (v.t != NB_TREC) return v;
   nb_Rec *r = v.u.p;
   for (int i = 0; i < r->n; i++) r->vals[i] = listify(r->vals[i]);
   if (r->n == 0) return v;
-  for (int i = 0; i < r->n; i++) { char b[16]; snprintf(b, sizeof b, "%d", i); if (strcmp(r->keys[i]->data, b) != 0) return v; }
+  int *pos = malloc(sizeof(int) * (size_t)r->n);
+  if (!pos) return v;
+  for (int i = 0; i < r->n; i++) pos[i] = -1;
+  for (int i = 0; i < r->n; i++) {
+    char *end; const char *k = r->keys[i]->data;
+    long j = strtol(k, &end, 10);
+    if (!*k || *end || (k[0] == '0' && k[1]) || j < 0 || j >= r->n || pos[j] >= 0) { free(pos); return v; }
+    pos[j] = i;
+  }
   nb_List *l = nbL_new(r->n);
-  for (int i = 0; i < r->n; i++) { nbL_push(l, r->vals[i]); r->vals[i] = nb_nil(); }
+  for (int j = 0; j < r->n; j++) { nbL_push(l, r->vals[pos[j]]); r->vals[pos[j]] = nb_nil(); }
+  free(pos);
   nb_decref(v);
   return nb_obj(NB_TLIST, l);
 }
@@ -1508,6 +1534,7 @@ static int set_to_record(nb_VM *vm, nt_io_set *set, bool nested, nb_Value *out) 
     else if (!strncmp(kind, "str:", 4)) v = nb_strv(nbS_cstr(val));
     else if (!strncmp(kind, "bool:", 5)) v = nb_bool(!strcmp(val, "true"));
     else if (!strncmp(kind, "nil:", 4)) v = nb_nil();
+    else if (!strncmp(kind, "box:", 4)) v = !strcmp(val, "rec") ? nb_obj(NB_TREC, nbR_new(0)) : nb_obj(NB_TLIST, nbL_new(0));
     else continue;
     if (tree_put(vm, root, colon + 1, v)) { nb_decref(nb_obj(NB_TREC, root)); return NB_ERR; }
   }

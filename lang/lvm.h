@@ -43,7 +43,7 @@ struct nb_Node {
   double num;
   nb_Proto *proto;      /* N_FN */
 };
-enum { NF_EXPRSTMT = 1, NF_FNDEF = 2, NF_TOPLEVEL = 4 };
+enum { NF_EXPRSTMT = 1, NF_FNDEF = 2, NF_TOPLEVEL = 4, NF_FLOATLIT = 8 /* 1.0, 2e3: makes a bracket literal a float tensor */ };
 
 /* A parsed unit of source: the nodes live in its arena; the source text is kept
 ** for error carets and for serializing functions.  Refcounted by the protos
@@ -188,7 +188,7 @@ int  nbT_setindex(nb_VM *vm, nb_Value t, nb_Value *idx, int nidx, nb_Value v);
 int  nbT_field(nb_VM *vm, nb_Value t, nb_Str *name, nb_Value *out);
 int  nbT_setfield(nb_VM *vm, nb_Value t, nb_Str *name, nb_Value v);
 int  nbT_truthy(nb_VM *vm, nb_Value t, bool *out);
-int  nbT_literal(nb_VM *vm, nb_Value list, nb_Value *out);   /* numeric bracket literal -> tensor */
+int  nbT_literal(nb_VM *vm, nb_Value list, bool floats, nb_Value *out);   /* numeric bracket literal -> tensor (f32 when floats) */
 int  nbT_len(nb_VM *vm, nb_Value t, double *out);
 void nbT_display(nb_VM *vm, nb_Value t, nb_Buf *html);
 void nbT_set_grad_enabled(bool on);
