@@ -1255,6 +1255,102 @@ static int make_grad(nb_VM *vm, nb_Value *args, bool with_value, nb_Value *out) 
 static int b_grad(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; return make_grad(vm, args, false, out); }
 static int b_value_and_grad(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; return make_grad(vm, args, true, out); }
 
+/* gradcheck(f, inputs, eps=1e-6, atol=1e-5, rtol=1e-3): compares autograd's
+** gradient of f at inputs (a list of tensors, promoted to f64) with central
+** finite differences.  A non-scalar output is reduced with fixed pseudo-random
+** weights so every output element matters.  Returns true, or raises an error
+** naming the input, the element and both values. */
+static int gc_eval(nb_VM *vm, nb_Value f, nb_Value *ins, int n, nt_Tensor *w, double *out, nt_Tensor **graph) {
+  nb_Value r;
+  if (nbV_call(vm, f, ins, n, &r)) return NB_ERR;
+  if (r.t != NB_TTENSOR) { nb_decref(r); return nb_error_kind(vm, "TypeError", "gradcheck: f must return a tensor, got %s", nb_typename(r)); }
+  nt_Tensor *y = nt_to_dtype(T(r), NT_F64);
+  nb_decref(r);
+  if (!y) return terr(vm);
+  nt_Tensor *s = NULL;
+  if (w && w->numel == y->numel) { nt_Tensor *wy = nt_mul(y, w); s = wy ? nt_sum(wy, NULL, 0, false) : NULL; nt_release(wy); }
+  else s = nt_sum(y, NULL, 0, false);
+  nt_release(y);
+  if (!s) return terr(vm);
+  if (nt_item(s, out)) { nt_release(s); return terr(vm); }
+  if (graph) *graph = s; else nt_release(s);
+  return NB_OK;
+}
+static int b_gradcheck(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "gradcheck";
+  double eps = 1e-6, atol = 1e-5, rtol = 1e-3;
+  if ((args[2].t != NB_TNIL && to_num(vm, fname, "eps", args[2], &eps)) || (args[3].t != NB_TNIL && to_num(vm, fname, "atol", args[3], &atol)) ||
+      (args[4].t != NB_TNIL && to_num(vm, fname, "rtol", args[4], &rtol))) return NB_ERR;
+  nb_Value f = args[0];
+  if (args[1].t != NB_TLIST) return nb_error_kind(vm, "TypeError", "gradcheck: inputs must be a list of tensors");
+  nb_List *il = args[1].u.p;
+  int k = il->n, st = NB_OK;
+  nb_Value *ins = calloc((size_t)k + 1, sizeof(nb_Value));
+  if (!ins) return nb_error(vm, "out of memory");
+  bool prev = nt_set_grad_enabled(true);
+  for (int i = 0; i < k && !st; i++) {
+    nb_Value v = il->items[i];
+    if (v.t == NB_TTENSOR && nt_dtype_is_float(T(v)->dtype)) {
+      nt_Tensor *d = nt_to_dtype(T(v), NT_F64), *c = d ? nt_clone(d) : NULL;
+      nt_release(d);
+      nt_Tensor *leaf = c ? nt_detach(c) : NULL;
+      nt_release(c);
+      if (!leaf || nt_set_requires_grad(leaf, true)) { nt_release(leaf); st = terr(vm); break; }
+      ins[i] = nb_obj(NB_TTENSOR, leaf);
+    } else { ins[i] = v; nb_incref(v); }
+  }
+  /* fixed weights for the output: a deterministic sequence, not the global RNG */
+  nt_Tensor *w = NULL;
+  double base = 0;
+  nt_Tensor *graph = NULL;
+  if (!st) {
+    nb_Value r;
+    if (nbV_call(vm, f, ins, k, &r)) st = NB_ERR;
+    else if (r.t != NB_TTENSOR) { st = nb_error_kind(vm, "TypeError", "gradcheck: f must return a tensor, got %s", nb_typename(r)); nb_decref(r); }
+    else {
+      int64_t m = T(r)->numel;
+      double *wv = malloc(sizeof(double) * (size_t)(m ? m : 1));
+      uint64_t x = 0x9E3779B97F4A7C15ull;
+      for (int64_t i = 0; i < m; i++) { x ^= x << 13; x ^= x >> 7; x ^= x << 17; wv[i] = 0.5 + (double)(x >> 11) / 9007199254740992.0; }
+      w = nt_from_buffer(wv, NT_F64, T(r)->shape, T(r)->ndim, NT_F64);
+      free(wv);
+      nb_decref(r);
+      if (!w) st = terr(vm);
+    }
+  }
+  if (!st) st = gc_eval(vm, f, ins, k, w, &base, &graph);
+  if (!st && nt_backward(graph, NULL, false)) st = terr(vm);
+  nt_release(graph);
+  nt_set_grad_enabled(false);
+  for (int i = 0; i < k && !st; i++) {
+    if (ins[i].t != NB_TTENSOR || !T(ins[i])->requires_grad) continue;
+    nt_Tensor *x = T(ins[i]);
+    nt_Tensor *g = nt_grad(x);
+    double *xd = nt_data_ptr(x);
+    double *gd = NULL;
+    nt_Tensor *gc = g ? nt_contiguous(g) : NULL;
+    if (gc) gd = nt_data_ptr(gc);
+    for (int64_t e = 0; e < x->numel && !st; e++) {
+      double keep = xd[e], fp, fm;
+      xd[e] = keep + eps; st = gc_eval(vm, f, ins, k, w, &fp, NULL);
+      if (!st) { xd[e] = keep - eps; st = gc_eval(vm, f, ins, k, w, &fm, NULL); }
+      xd[e] = keep;
+      if (st) break;
+      double num = (fp - fm) / (2 * eps), ana = gd ? gd[e] : 0;
+      if (fabs(ana - num) > atol + rtol * fabs(num))
+        st = nb_error_kind(vm, "GradcheckError", "gradcheck: input %d, element %lld: autograd %.8g, finite differences %.8g (|diff| %.3g > atol %g + rtol %g * |numeric|)", i, (long long)e, ana, num, fabs(ana - num), atol, rtol);
+    }
+    nt_release(gc);
+  }
+  nt_set_grad_enabled(prev);
+  nt_release(w);
+  for (int i = 0; i < k; i++) nb_decref(ins[i]);
+  free(ins);
+  if (st) return NB_ERR;
+  *out = nb_bool(true);
+  return NB_OK;
+}
+
 /* ------------------------------------------------------------ builtins: optimizers
 ** One builtin per optimizer updates every parameter of a pytree in place.
 ** params, grads (nil: each parameter's .grad), and state trees share one
@@ -1699,6 +1795,7 @@ static nb_Builtin tensor_builtins[] = {
   { "grad_enabled", b_no_grad_enabled, "", "grad_enabled(): false inside no_grad { }" },
   { "grad", b_grad, "f, argnums=0", "grad(f, argnums=0): a function returning d f / d args[argnums], shaped like that argument (a tree)" },
   { "value_and_grad", b_value_and_grad, "f, argnums=0", "value_and_grad(f, argnums=0): like grad, returning [value, grads]" },
+  { "gradcheck", b_gradcheck, "f, inputs, eps=1e-6, atol=1e-5, rtol=1e-3", "gradcheck(f, inputs): autograd vs central finite differences in f64; true or an error naming the element" },
   { "adamw_update", b_adamw_update, "params, grads, m, v, lr, beta1, beta2, eps, weight_decay, step", "adamw_update(...): one AdamW step over every tensor of the trees, in place (used by optim)" },
   { "sgd_update", b_sgd_update, "params, grads, bufs, lr, momentum=0, nesterov=false, weight_decay=0", "sgd_update(...): one SGD step over every tensor of the trees, in place (used by optim)" },
   { "clip_grad_norm", b_clip_grad_norm, "tree, max_norm", "clip_grad_norm(tree, max_norm): scales gradients to a global L2 norm <= max_norm; returns the norm" },
