@@ -255,8 +255,7 @@ static nb_Node *list_lit(Parser *p) {
     if (!accept(p, TK_COMMA)) break;
   }
   nb_Token close = p->cur;
-  if (!check(p, TK_RBRACKET)) { expect(p, TK_RBRACKET, "to close the list"); }
-  advance(p);
+  expect(p, TK_RBRACKET, "to close the list");
   nb_Node *n = node(p, N_LIST, t);
   n->end = close.pos + 1;
   vec_finish(p, &items, n, 0);
@@ -278,8 +277,7 @@ static nb_Node *record_lit(Parser *p) {
     } else { char b[64]; perr_at(p, p->cur, "expected a field name in record, found %s", describe(p, p->cur, b, sizeof b)); }
     advance(p);
   have_key:
-    if (!check(p, TK_COLON)) { expect(p, TK_COLON, "after the record field name"); }
-    advance(p);
+    expect(p, TK_COLON, "after the record field name");
     skip_newlines(p);
     vec_push(&items, expr(p), key);
     skip_newlines(p);
@@ -287,8 +285,7 @@ static nb_Node *record_lit(Parser *p) {
     skip_newlines(p);
   }
   nb_Token close = p->cur;
-  if (!check(p, TK_RBRACE)) { expect(p, TK_RBRACE, "to close the record"); }
-  advance(p);
+  expect(p, TK_RBRACE, "to close the record");
   nb_Node *n = node(p, N_REC, t);
   n->end = close.pos + 1;
   vec_finish(p, &items, n, 1);
@@ -411,8 +408,7 @@ static nb_Node *postfix(Parser *p) {
       do { if (check(p, TK_RBRACKET)) break; vec_push(&items, index_item(p), NULL); } while (accept(p, TK_COMMA));
       if (items.n == 0) { perr_at(p, p->cur, "empty index []"); }
       ix->end = p->cur.pos + 1;
-      if (!check(p, TK_RBRACKET)) { expect(p, TK_RBRACKET, "to close the index"); }
-      advance(p);
+      expect(p, TK_RBRACKET, "to close the index");
       vec_finish(p, &items, ix, 0);
       n = ix;
     } else if (t.kind == TK_DOT) {
@@ -627,8 +623,7 @@ static nb_Node *fn_form(Parser *p, nb_Token at, nb_Str *name) {
     vec_push(&params, def, pname);
     if (!accept(p, TK_COMMA)) break;
   }
-  if (!check(p, TK_RPAREN)) { expect(p, TK_RPAREN, "to close the parameter list"); }
-  advance(p);
+  expect(p, TK_RPAREN, "to close the parameter list");
   pr->nparams = params.n;
   pr->params = malloc(sizeof(nb_Str *) * (size_t)(params.n + 1));
   pr->defaults = malloc(sizeof(nb_Node *) * (size_t)(params.n + 1));
