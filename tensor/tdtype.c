@@ -45,6 +45,18 @@ nt_DType nt_promote(nt_DType a, nt_DType b) {
   return NT_F32;
 }
 
+/* PyTorch's result_type for two tensors: a 0-d tensor next to a tensor with
+** dimensions acts like a scalar: it can raise the result's category (int →
+** float, bool → int) but not its width within the category.  This is c10's
+** combine_categories(dim_result, zero_dim_result). */
+nt_DType nt_result_type(const nt_Tensor *a, const nt_Tensor *b) {
+  if ((a->ndim == 0) == (b->ndim == 0)) return nt_promote(a->dtype, b->dtype);
+  nt_DType dim = a->ndim ? a->dtype : b->dtype, zero = a->ndim ? b->dtype : a->dtype;
+  if (cat(dim) == 2) return dim;                                  /* float tensor: kept */
+  if (dim == NT_BOOL || cat(zero) == 2) return nt_promote(dim, zero);
+  return dim;                                                     /* int tensor, int/bool 0-d */
+}
+
 nt_DType nt_promote_scalar(nt_DType t, bool scalar_is_float) {
   if (scalar_is_float) return cat(t) == 2 ? t : NT_DEFAULT_FLOAT;
   return t == NT_BOOL ? NT_DEFAULT_INT : t;

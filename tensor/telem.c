@@ -95,7 +95,7 @@ nt_Tensor *nt_binary(int op, nt_Tensor *a, nt_Tensor *b) {
   if (a->device != b->device)
     NT_FAIL_NULL("%s: expected all tensors on the same device, got %s and %s", nt_op_name(op),
                  nt_device_name(a->device), nt_device_name(b->device));
-  nt_DType cd = compute_dtype(op, nt_promote(a->dtype, b->dtype));
+  nt_DType cd = compute_dtype(op, nt_result_type(a, b));
   nt_DType od = is_predicate(op) ? NT_BOOL : cd;
   int64_t shape[NT_MAXDIM];
   int nd;
@@ -324,7 +324,7 @@ nt_Tensor *nt_where(nt_Tensor *cond, nt_Tensor *a, nt_Tensor *b) {
   int n1, n2;
   if (nt_broadcast_shapes("where", a->shape, a->ndim, b->shape, b->ndim, s1, &n1) ||
       nt_broadcast_shapes("where", cond->shape, cond->ndim, s1, n1, s2, &n2)) return NULL;
-  nt_DType od = nt_promote(a->dtype, b->dtype);
+  nt_DType od = nt_result_type(a, b);
   nt_Tensor *cc = cond, *ca = a, *cb = b, *out = NULL;
   if (cond->dtype != NT_BOOL && !(cc = nt_to_dtype(cond, NT_BOOL))) return NULL;
   if (a->dtype != od && !(ca = nt_to_dtype(a, od))) goto done;

@@ -84,6 +84,12 @@ typedef struct nt_Tensor {
   nt_Node  *grad_fn;               /* node that produced it (NULL for leaves) */
 } nt_Tensor;
 
+/* Result dtype of a binary op on two tensors (PyTorch's result_type): like
+** nt_promote, except that a 0-d tensor next to a tensor with ndim >= 1 only
+** raises the category, not the width: f32[2,3] + f64 0-d → f32, i32[3] +
+** i64 0-d → i32, i32[3] + f64 0-d → f64 (category raised: the 0-d dtype). */
+nt_DType nt_result_type(const nt_Tensor *a, const nt_Tensor *b);
+
 /* ---- lifetime ----------------------------------------------------------- */
 void        nt_init(void);                 /* registers the CPU kernels; idempotent */
 nt_Tensor  *nt_retain(nt_Tensor *t);       /* returns t; NULL-safe */

@@ -174,12 +174,23 @@ def promotion(b):
         xa, a = mk(dn)
         ref = tf(t(a))
         b.case(f"scalar_{dn}_{code.format('x')}->{str(ref.dtype).replace('torch.', '')}", code.format(xa), ref, rtol=1e-3, atol=1e-3)
-    # LEFT OUT (bug "0-d tensors promote like full tensors"): torch keeps f32 for
-    # f32[2,3] + f64 0-d tensor (0-d tensors of the same category do not promote);
-    # nabla returns f64.  Case: f"{xa} + {s64}" with s64 = 0-d f64 tensor, expect f32.
+    # 0-d tensors raise the category but not the width (torch result_type)
     s64 = b.inp(np.array(2.5, dtype=np.float64))
     xa, a = mk("f32")
     b.case("f32_tensor+f64_0d_values", f"{xa} + {s64}", t(a).double() + 2.5, dtype=False)
+    b.case("f32_tensor+f64_0d->f32", f"{xa} + {s64}", t(a) + torch.tensor(2.5, dtype=torch.float64))
+    b.case("f64_0d*f32_tensor->f32", f"{s64} * {xa}", torch.tensor(2.5, dtype=torch.float64) * t(a))
+    xi, ai = mk("i32")
+    b.case("i32_tensor+f64_0d->f64", f"{xi} + {s64}", t(ai) + torch.tensor(2.5, dtype=torch.float64))
+    si64 = b.inp(np.array(3, dtype=np.int64))
+    b.case("i32_tensor+i64_0d->i32", f"{xi} + {si64}", t(ai) + torch.tensor(3, dtype=torch.int64))
+    xh, ah = mk("f16")
+    b.case("f16_tensor*f64_0d->f16", f"{xh} * {s64}", t(ah) * torch.tensor(2.5, dtype=torch.float64), rtol=1e-3, atol=1e-3)
+    xbl, abl = mk("bool")
+    b.case("bool_tensor+i64_0d->i64", f"{xbl} + {si64}", t(abl) + torch.tensor(3, dtype=torch.int64))
+    b.case("f64_0d+f32_0d->f64", f"{s64} + {b.inp(np.array(1.5, dtype=np.float32))}", torch.tensor(4.0, dtype=torch.float64))
+    b.case("where_f32_f64_0d->f32", f"where({xa} > 1, {xa}, {s64})",
+           torch.where(t(a) > 1, t(a), torch.tensor(2.5, dtype=torch.float64)))
 
 
 # ------------------------------------------------------------------ reductions

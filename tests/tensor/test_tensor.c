@@ -155,6 +155,23 @@ TEST(dtype_promotion) {
   EXPECT(nt_promote_scalar(NT_I32, false) == NT_I32, "i32 + 2");
   EXPECT(nt_promote_scalar(NT_F16, true) == NT_F16, "f16 + 2.5");
   EXPECT(nt_promote_scalar(NT_BOOL, false) == NT_I64, "bool + 2");
+  /* 0-d tensors next to tensors with dims: category up, width not (torch result_type) */
+  {
+    nt_Tensor *f32 = nt_ones(SHAPE(2, 3), 2, NT_F32, NT_CPU), *i32 = nt_ones(SHAPE(3), 1, NT_I32, NT_CPU);
+    nt_Tensor *bl = nt_ones(SHAPE(3), 1, NT_BOOL, NT_CPU), *f16 = nt_ones(SHAPE(3), 1, NT_F16, NT_CPU);
+    nt_Tensor *s64 = nt_scalar(2.5, NT_F64), *si64 = nt_scalar(2, NT_I64), *sb = nt_scalar(1, NT_BOOL), *s32 = nt_scalar(1, NT_F32);
+    bool ok = nt_result_type(f32, s64) == NT_F32 && nt_result_type(s64, f32) == NT_F32 &&
+              nt_result_type(f16, s64) == NT_F16 && nt_result_type(i32, si64) == NT_I32 &&
+              nt_result_type(i32, s64) == NT_F64 && nt_result_type(bl, si64) == NT_I64 &&
+              nt_result_type(i32, sb) == NT_I32 && nt_result_type(s64, s32) == NT_F64 &&
+              nt_result_type(f32, f16) == NT_F32;
+    nt_Tensor *sum = ok ? nt_add(f32, s64) : NULL;
+    ok = ok && sum && sum->dtype == NT_F32 && ((float *)nt_base(sum))[0] == 3.5f;
+    nt_release(sum);
+    nt_release(f32); nt_release(i32); nt_release(bl); nt_release(f16);
+    nt_release(s64); nt_release(si64); nt_release(sb); nt_release(s32);
+    EXPECT(ok, "nt_result_type with 0-d tensors");
+  }
   EXPECT(nt_dtype_from_name("float64") == NT_F64 && nt_dtype_from_name("bool") == NT_BOOL, "names");
   EXPECT(nt_dtype_from_name("quux") == -1 && err_has("unknown dtype"), "bad name");
   return true;
@@ -395,7 +412,7 @@ TEST(unary_values) {
 TEST(where_op) {
   nt_Tensor *c = MK(NT_BOOL, SHAPE(2, 1), 1, 0), *a = MK(NT_F32, SHAPE(3), 1, 2, 3), *b = nt_scalar(-1, NT_F64);
   nt_Tensor *w = nt_where(c, a, b);
-  EXPECT(w->dtype == NT_F64, "where promotes");
+  EXPECT(w->dtype == NT_F32, "where: a 0-d f64 does not widen an f32 tensor (torch)");
   CHECKV(w, SHAPE(2, 3), 1, 2, 3, -1, -1, -1);
   nt_release(c); nt_release(a); nt_release(b);
   return true;
