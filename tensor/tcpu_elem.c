@@ -100,6 +100,9 @@ static int bin_##N(const nt_KernelArgs *a, int mode, int64_t n, double sval, int
       case NT_OP_GE: BLOOP2(x >= y); break;                                        \
       case NT_OP_LOGICAL_AND: BLOOP2(x != 0 && y != 0); break;                     \
       case NT_OP_LOGICAL_OR: BLOOP2(x != 0 || y != 0); break;                      \
+      /* bool OP bool stays bool (torch): + and max are or, * and min are and */   \
+      case NT_OP_ADD: case NT_OP_MAXIMUM: BLOOP2(x != 0 || y != 0); break;         \
+      case NT_OP_MUL: case NT_OP_MINIMUM: BLOOP2(x != 0 && y != 0); break;         \
       default: goto bad;                                                           \
     }                                                                              \
     _Pragma("GCC diagnostic pop")                                                  \

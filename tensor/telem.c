@@ -38,7 +38,9 @@ static bool is_predicate(int op) { return op >= NT_OP_EQ && op <= NT_OP_LOGICAL_
 /* dtype the kernel computes in, given the promoted dtype */
 static nt_DType compute_dtype(int op, nt_DType d) {
   if (op == NT_OP_DIV && !nt_dtype_is_float(d)) return NT_DEFAULT_FLOAT;   /* true division */
-  if (d == NT_BOOL && op <= NT_OP_MOD) return NT_DEFAULT_INT;             /* arithmetic on bools */
+  /* bool + bool and bool * bool stay bool (logical or / and, like torch); the
+  ** other arithmetic on bools computes in i64 */
+  if (d == NT_BOOL && op <= NT_OP_MOD && op != NT_OP_ADD && op != NT_OP_MUL) return NT_DEFAULT_INT;
   return d;
 }
 

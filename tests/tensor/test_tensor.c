@@ -339,9 +339,21 @@ TEST(integer_semantics) {
   nt_Tensor *z = MK(NT_I64, SHAPE(4), 1, 0, 1, 1);
   EXPECT(!nt_floordiv(a, z) && err_has("integer division by zero"), "int /0: %s", nt_error_msg());
   nt_Tensor *t = MK(NT_BOOL, SHAPE(2), 1, 0), *u = MK(NT_BOOL, SHAPE(2), 1, 1);
-  nt_Tensor *bb = nt_add(t, u);
-  EXPECT(bb->dtype == NT_I64, "bool+bool → i64");
-  CHECKV(bb, SHAPE(2), 2, 1);
+  nt_Tensor *bb = nt_add(t, u);       /* torch: bool + bool is a logical or, bool * bool an and */
+  EXPECT(bb->dtype == NT_BOOL, "bool+bool → bool, got %s", nt_dtype_name(bb->dtype));
+  CHECKV(bb, SHAPE(2), 1, 1);
+  nt_Tensor *t4 = MK(NT_BOOL, SHAPE(4), 1, 1, 0, 0), *u4 = MK(NT_BOOL, SHAPE(4), 1, 0, 1, 0);
+  nt_Tensor *bm = nt_mul(t4, u4), *ba = nt_add(t4, u4);
+  EXPECT(bm->dtype == NT_BOOL && ba->dtype == NT_BOOL, "bool*bool, bool+bool dtypes");
+  CHECKV(bm, SHAPE(4), 1, 0, 0, 0);
+  CHECKV(ba, SHAPE(4), 1, 1, 1, 0);
+  nt_Tensor *bx = nt_maximum(t4, u4);
+  EXPECT(bx && bx->dtype == NT_BOOL, "maximum(bool, bool) → bool: %s", nt_error_msg());
+  CHECKV(bx, SHAPE(4), 1, 1, 1, 0);
+  nt_Tensor *bs = nt_sub(t4, u4);     /* other arithmetic still computes in i64 */
+  EXPECT(bs->dtype == NT_I64, "bool-bool → i64");
+  CHECKV(bs, SHAPE(4), 0, 1, -1, 0);
+  nt_release(t4); nt_release(u4);
   nt_Tensor *i32 = MK(NT_I32, SHAPE(2), 1, 2), *ff = MK(NT_F32, SHAPE(2), 0.5, 0.5);
   nt_Tensor *m = nt_add(i32, ff);
   EXPECT(m->dtype == NT_F32, "i32+f32 → f32");
