@@ -48,11 +48,27 @@ static int sum_backward(nt_Node *n, nt_Tensor *g, nt_Tensor **gin) {
 }
 
 static int prod_backward(nt_Node *n, nt_Tensor *g, nt_Tensor **gin) {
-  /* d prod / d x_i = prod / x_i (inputs with zeros get nan/inf: documented) */
-  nt_Tensor *gk = grad_keepdims(n, g), *ok = gk ? grad_keepdims(n, n->saved[0]) : NULL;
-  nt_Tensor *t = ok ? nt_mul(gk, ok) : NULL;
-  gin[0] = t ? nt_div(t, n->in[0]) : NULL;
-  nt_release(gk); nt_release(ok); nt_release(t);
+  /* d prod / d x_i = product of the other elements, safe with zeros: with
+  ** p = product of the nonzero elements of the reduced block and z = its
+  ** number of zeros,
+  **   z == 0: p / x_i;   z == 1: p at the zero, 0 elsewhere;   z >= 2: 0. */
+  nt_Tensor *x = n->in[0];
+  int axes[NT_MAXDIM], na = 0;
+  for (int i = 0; i < x->ndim; i++) if (n->iarg[i]) axes[na++] = i;
+  nt_Tensor *zero = nt_scalar(0, x->dtype), *one = zero ? nt_scalar(1, x->dtype) : NULL;
+  nt_Tensor *isz = one ? nt_eq(x, zero) : NULL, *xs = isz ? nt_where(isz, one, x) : NULL;
+  nt_Tensor *zf = xs ? nt_to_dtype(isz, x->dtype) : NULL, *nz = zf ? nt_sum(zf, axes, na, true) : NULL;
+  nt_Tensor *p = nz ? nt_prod(xs, axes, na, true) : NULL;
+  nt_Tensor *nz0 = p ? nt_eq(nz, zero) : NULL, *nz1 = nz0 ? nt_eq(nz, one) : NULL;
+  nt_Tensor *q = nz1 ? nt_div(p, xs) : NULL;
+  nt_Tensor *dnz = q ? nt_where(nz0, q, zero) : NULL;      /* at the nonzero elements */
+  nt_Tensor *dz = dnz ? nt_where(nz1, p, zero) : NULL;     /* at the zeros */
+  nt_Tensor *d = dz ? nt_where(isz, dz, dnz) : NULL;
+  nt_Tensor *gk = d ? grad_keepdims(n, g) : NULL;
+  gin[0] = gk ? nt_mul(gk, d) : NULL;
+  nt_release(zero); nt_release(one); nt_release(isz); nt_release(xs); nt_release(zf); nt_release(nz);
+  nt_release(p); nt_release(nz0); nt_release(nz1); nt_release(q); nt_release(dnz); nt_release(dz);
+  nt_release(d); nt_release(gk);
   return gin[0] ? 0 : -1;
 }
 
@@ -122,7 +138,7 @@ static nt_Tensor *reduce_prim(int op, nt_Tensor *t, const bool *mask, bool keepd
     if (!n) { nt_release(out); return NULL; }
     for (int i = 0; i < t->ndim; i++) n->iarg[i] = mask[i];
     n->niarg = t->ndim;
-    if (op != NT_OP_SUM && nt_node_save(n, out) < 0) { nt_release(out); return NULL; }
+    if ((op == NT_OP_MAX || op == NT_OP_MIN) && nt_node_save(n, out) < 0) { nt_release(out); return NULL; }
   }
   return out;
 }

@@ -126,9 +126,17 @@ def reductions(b):
         for c in (0, 1):
             gcase(b, f"var_c{c}_{tag}", f"var(p0, {kw}, correction={c})", lambda x, c=c: torch.var(x, dim=None if ax is None else ax, unbiased=bool(c), keepdim=kd), [x3])
             gcase(b, f"std_c{c}_{tag}", f"std(p0, {kw}, correction={c})", lambda x, c=c: torch.std(x, dim=None if ax is None else ax, unbiased=bool(c), keepdim=kd), [x3])
-    # LEFT OUT (bug "prod backward divides by zero"): with a zero in the reduced extent the
-    # gradient is NaN (prod/x) instead of the product of the other elements:
-    # gcase(b, "prod_with_zero", "prod(p0, axis=1)", lambda x: torch.prod(x, dim=1), [np.array([[1.5, 0.0, 2.0], [0.5, 3.0, -1.0]])])
+    # zeros in the reduced extent: the gradient is the product of the other elements
+    gcase(b, "prod_with_zero", "prod(p0, axis=1)", lambda x: torch.prod(x, dim=1), [np.array([[1.5, 0.0, 2.0], [0.5, 3.0, -1.0]])])
+    gcase(b, "prod_two_zeros", "prod(p0, axis=1)", lambda x: torch.prod(x, dim=1), [np.array([[1.5, 0.0, 0.0], [0.0, 3.0, -1.0]])])
+    gcase(b, "prod_with_zero_all", "prod(p0)", lambda x: torch.prod(x), [np.array([[1.5, 0.0, 2.0], [0.5, 3.0, -1.0]])])
+    z3 = r(3, 4, 5)
+    z3[0, 1, :] = 0.0
+    z3[1, :, 2] = 0.0
+    z3[2, 0, 0] = 0.0
+    gcase(b, "prod_with_zeros_axes02", "prod(p0, axis=[0, 2], keepdims=true)",
+          lambda x: torch.prod(torch.prod(x, dim=2, keepdim=True), dim=0, keepdim=True), [z3])
+    gcase(b, "prod_with_zeros_axis2", "prod(p0, axis=2)", lambda x: torch.prod(x, dim=2), [z3])
 
 
 def shape_ops(b):

@@ -807,6 +807,29 @@ TEST(autograd_views) {
   return true;
 }
 
+TEST(prod_grad_with_zeros) {
+  /* d prod / d x_i = product of the others, also where the block has zeros */
+  nt_Tensor *x = MK(NT_F64, SHAPE(3, 3), 1.5, 0, 2, 0.5, 3, -1, 0, 0, 4);
+  nt_set_requires_grad(x, true);
+  nt_Tensor *p = nt_prod(x, (int[]){ 1 }, 1, false), *s = p ? nt_sum(p, NULL, 0, false) : NULL;
+  OK(s && nt_backward(s, NULL, false) == 0);
+  CHECKV(nt_retain(nt_grad(x)), SHAPE(3, 3), 0, 3, 0, -3, -0.5, 1.5, 0, 0, 0);
+  nt_release(p); nt_release(s);
+  nt_set_grad(x, NULL);
+  p = nt_prod(x, (int[]){ 0 }, 1, true);            /* columns: [0, 0, -8] zeros 1, 2, 0 */
+  s = p ? nt_sum(p, NULL, 0, false) : NULL;
+  OK(s && nt_backward(s, NULL, false) == 0);
+  CHECKV(nt_retain(nt_grad(x)), SHAPE(3, 3), 0, 0, -4, 0, 0, 8, 0.75, 0, -2);
+  nt_release(p); nt_release(s); nt_release(x);
+  nt_Tensor *y = MK(NT_F32, SHAPE(3), 2, 0, 3);      /* all axes, f32 */
+  nt_set_requires_grad(y, true);
+  p = nt_prod(y, NULL, 0, false);
+  OK(p && nt_backward(p, NULL, false) == 0);
+  CHECKV(nt_retain(nt_grad(y)), SHAPE(3), 0, 6, 0);
+  nt_release(p); nt_release(y);
+  return true;
+}
+
 /* gradcheck cases: ud selects the op */
 static int gc_op;
 static nt_Tensor *gc_binary(nt_Tensor **x, void *ud) { (void)ud; return nt_binary(gc_op, x[0], x[1]); }
@@ -1022,6 +1045,7 @@ int main(void) {
   RUN(autograd_basic);
   RUN(autograd_shared_subgraph);
   RUN(autograd_views);
+  RUN(prod_grad_with_zeros);
   RUN(gradcheck_binary);
   RUN(gradcheck_unary);
   RUN(gradcheck_misc);
