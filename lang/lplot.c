@@ -133,8 +133,6 @@ static int err_tensor(nb_VM *vm, const char *fname) {
   return nb_error_kind(vm, "TensorError", "%s: %s", fname, m && *m ? m : "cannot read the tensor");
 }
 
-static bool is_numberish(nb_Value v) { return v.t == NB_TNUM || v.t == NB_TBOOL; }
-
 /* a whole tensor as doubles in row-major order */
 static int tensor_host(nb_VM *vm, const char *fname, nt_Tensor *t, double **out) {
   double *buf = xmalloc(sizeof(double) * (size_t)(t->numel ? t->numel : 1));
@@ -246,7 +244,10 @@ static int build_series(nb_VM *vm, Fig *f, nb_Value xsv, nb_Value ysv) {
   if (ysv.t == NB_TLIST && nb_list(ysv)->n > 0) {
     nb_List *l = nb_list(ysv);
     bool nested = false;
-    for (int i = 0; i < l->n; i++) if (!is_numberish(l->items[i]) && !(l->items[i].t == NB_TTENSOR && T(l->items[i])->ndim == 0)) { nested = true; break; }
+    for (int i = 0; i < l->n; i++) {
+      nb_Value it = l->items[i];
+      if (it.t == NB_TLIST || it.t == NB_TRANGE || (it.t == NB_TTENSOR && T(it)->ndim > 0 && T(it)->numel != 1)) { nested = true; break; }
+    }
     if (nested) {
       if (l->n > 64) { free(xs); return nb_error_kind(vm, "ValueError", "%s: ys is a list of %d series (at most 64)", fname, l->n); }
       for (int i = 0; i < l->n; i++) {
@@ -445,27 +446,35 @@ static void text_frame(nb_Buf *b, const Fig *f, const Canvas *c, const Axes *ax,
   if (f->xlabel) centered(b, lm + 2, c->cols, f->xlabel);
 }
 
-/* y labels at the top, middle and bottom rows for the range [lo, hi] */
+/* the nice (1-2-5) tick value nearest the middle of [lo, hi], or NAN */
+static double mid_tick(double lo, double hi, double *step) {
+  double t[64]; int n = nice_ticks(lo, hi, 2, t, 64, step);
+  double best = NAN, mid = lo * 0.5 + hi * 0.5;
+  for (int i = 0; i < n; i++) if (isnan(best) || fabs(t[i] - mid) < fabs(best - mid)) best = t[i];
+  return best;
+}
+/* y labels: the top and bottom rows show the range's ends, a middle row a nice value */
 static void y_axis_labels(Axes *ax, char lab[3][32], double lo, double hi, int rows) {
   ax->ny = 0;
   fmt_short(lab[0], 32, hi); ax->ylab[ax->ny] = lab[0]; ax->yrow[ax->ny++] = 0;
-  if (rows >= 7) {
-    int mid = rows / 2;
-    double v = hi - (hi - lo) * ((4.0 * mid + 1.5) / (4.0 * rows - 1));
-    if (fabs(v) < (hi - lo) * 1e-3) v = 0;
-    fmt_short(lab[1], 32, v); ax->ylab[ax->ny] = lab[1]; ax->yrow[ax->ny++] = mid;
+  double step, v = mid_tick(lo, hi, &step);
+  if (rows >= 7 && !isnan(v)) {
+    int row = (int)lround((1 - frac(v, lo, hi)) * (4.0 * rows - 1)) / 4;
+    if (row >= 2 && row <= rows - 3) {
+      fmt_tick(lab[1], 32, v, step); ax->ylab[ax->ny] = lab[1]; ax->yrow[ax->ny++] = row;
+    }
   }
   fmt_short(lab[2], 32, lo); ax->ylab[ax->ny] = lab[2]; ax->yrow[ax->ny++] = rows - 1;
 }
 static void x_axis_labels(Axes *ax, char lab[3][32], double lo, double hi, int cols) {
   ax->nx = 0;
   fmt_short(lab[0], 32, lo); ax->xlab[ax->nx] = lab[0]; ax->xcol[ax->nx++] = 0;
-  if (cols >= 30) {
-    int mid = cols / 2;
-    double v = lo + (hi - lo) * ((2.0 * mid + 0.5) / (2.0 * cols - 1));
-    if (fabs(v) < (hi - lo) * 1e-3) v = 0;
-    fmt_short(lab[1], 32, v);
-    ax->xlab[ax->nx] = lab[1]; ax->xcol[ax->nx++] = mid;
+  double step, v = mid_tick(lo, hi, &step);
+  if (cols >= 30 && !isnan(v)) {
+    int col = (int)lround(frac(v, lo, hi) * (2.0 * cols - 1)) / 2;
+    if (col >= 8 && col <= cols - 9) {
+      fmt_tick(lab[1], 32, v, step); ax->xlab[ax->nx] = lab[1]; ax->xcol[ax->nx++] = col;
+    }
   }
   fmt_short(lab[2], 32, hi); ax->xlab[ax->nx] = lab[2]; ax->xcol[ax->nx++] = cols - 1;
 }
@@ -477,7 +486,7 @@ static int max_label_width(char lab[3][32], int n) {
 
 /* plot and scatter: braille dots/lines; several scatter series use glyphs */
 static void text_xy(nb_Buf *b, const Fig *f) {
-  char ylab[3][32], xlab[3][32];
+  char ylab[3][32] = { "" }, xlab[3][32] = { "" };
   Axes ax;
   y_axis_labels(&ax, ylab, f->y0, f->y1, TEXT_ROWS);
   int lm = max_label_width(ylab, 3);
@@ -560,7 +569,7 @@ static void text_hist(nb_Buf *b, const Fig *f) {
                                    "\xe2\x96\x85", "\xe2\x96\x86", "\xe2\x96\x87", "\xe2\x96\x88" };
   double maxc = 0;
   for (int i = 0; i < f->nbins; i++) if (f->counts[i] > maxc) maxc = f->counts[i];
-  char ylab[3][32], xlab[3][32];
+  char ylab[3][32] = { "" }, xlab[3][32] = { "" };
   Axes ax;
   y_axis_labels(&ax, ylab, 0, maxc > 0 ? maxc : 1, TEXT_ROWS);
   int lm = max_label_width(ylab, 3);
@@ -1054,12 +1063,13 @@ static int emit(nb_VM *vm, Fig *f, const Opts *o, nb_Value *out) {
   }
   /* the text ends without a newline: sinks add their own */
   while (text.n && text.p[text.n - 1] == '\n') text.n--;
+  if (text.p) text.p[text.n] = 0;
   int rc = NB_OK;
   if (o->file.t == NB_TSTR) {
     const char *path = nb_str(o->file)->data, *ext = file_ext(path);
     if (!strcasecmp(ext, "png")) rc = write_atomic(vm, f->fname, path, png.p, png.n);
     else if (!strcasecmp(ext, "svg")) rc = write_atomic(vm, f->fname, path, svg.p, svg.n);
-    else { nbB_putc(&text, '\n'); rc = write_atomic(vm, f->fname, path, text.p, text.n); text.n--; }
+    else { nbB_putc(&text, '\n'); rc = write_atomic(vm, f->fname, path, text.p, text.n); text.p[--text.n] = 0; }
   }
   if (rc == NB_OK) {
     nb_MimeItem items[3];
@@ -1184,6 +1194,7 @@ static int b_imshow(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   else if (args[0].t == NB_TLIST) {   /* a nested list of numbers */
     nb_List *l = nb_list(args[0]);
     int64_t h = l->n, w = -1;
+    if (h && l->items[0].t != NB_TLIST && l->items[0].t != NB_TTENSOR) { nb_error_kind(vm, "ValueError", "imshow: expected an image (a list of rows or a [H, W] tensor), got a list of %ss", nb_typename(l->items[0])); goto done; }
     for (int i = 0; i < l->n; i++) {
       double *row; int64_t rn;
       char what[32]; snprintf(what, sizeof what, "image row %d", i);
