@@ -351,11 +351,30 @@ done:
 /* ---- copies, casts ---------------------------------------------------------- */
 static bool overlaps(const nt_Tensor *a, const nt_Tensor *b) { return a->storage == b->storage; }
 
+/* In-place writes are not recorded by autograd, so while grad mode is on they
+** are refused for every tensor that requires grad: a leaf (its .grad would
+** not match its values), a view of one (x[0, 0] = 5 writes through a view),
+** and any tensor of a graph (the nodes that produced it or its base, and
+** those that saved it, would describe values that are no longer there).
+** Inside no_grad they are allowed (optimizer updates). */
+static int check_inplace(const nt_Tensor *dst) {
+  if (!dst->requires_grad || !nt_grad_enabled()) return 0;
+  /* walk view nodes (output shares its input's storage) back to the base */
+  const nt_Tensor *t = dst;
+  while (t->grad_fn && t->grad_fn->nin >= 1 && t->grad_fn->in[0] && t->grad_fn->in[0]->storage == t->storage)
+    t = t->grad_fn->in[0];
+  if (!t->grad_fn && t->requires_grad) {
+    if (t == dst) NT_FAIL("a leaf tensor that requires grad cannot be modified in place (use no_grad for updates)");
+    NT_FAIL("a view of a leaf tensor that requires grad cannot be modified in place (use no_grad for updates)");
+  }
+  NT_FAIL("in-place write to a tensor that is part of an autograd graph is not supported "
+          "(its gradient would be wrong; build the new value with where() or clone() instead)");
+}
+
 int nt_copy_(nt_Tensor *dst, nt_Tensor *src) {
   if (dst->device != src->device)
     NT_FAIL("copy: expected all tensors on the same device, got %s and %s", nt_device_name(dst->device), nt_device_name(src->device));
-  if (nt_grad_enabled() && dst->requires_grad && !dst->grad_fn)
-    NT_FAIL("a leaf tensor that requires grad cannot be modified in place");
+  if (check_inplace(dst)) return -1;
   /* src must broadcast TO dst's shape (not merely with it) */
   bool fits = src->ndim <= dst->ndim;
   for (int i = 0; fits && i < src->ndim; i++) {
@@ -381,8 +400,7 @@ int nt_copy_(nt_Tensor *dst, nt_Tensor *src) {
 }
 
 int nt_fill_(nt_Tensor *dst, double value) {
-  if (nt_grad_enabled() && dst->requires_grad && !dst->grad_fn)
-    NT_FAIL("a leaf tensor that requires grad cannot be modified in place");
+  if (check_inplace(dst)) return -1;
   nt_KernelArgs args;
   args.op = NT_OP_FILL; args.out = dst; args.nin = 0; args.s[0] = value;
   return nt_dispatch(NT_OP_FILL, dst->device, &args);

@@ -144,8 +144,11 @@ int     nt_to_host(nt_Tensor *t, void *buf, nt_DType as);
 
 /* ---- in-place writes (x[...] = v) -------------------------------------- */
 /* dst is usually a view (nt_index/nt_slice); src broadcasts to dst's shape and
-** is cast to dst's dtype.  Not recorded by autograd: errors if grad mode is on
-** and dst requires grad (leaf) — like PyTorch's "leaf variable ... in-place". */
+** is cast to dst's dtype.  Not recorded by autograd: while grad mode is on it
+** is an error when dst requires grad — a leaf (PyTorch's "leaf variable ...
+** in-place"), a view of a leaf (x[0, 0] = 5), or a tensor (or a view of a
+** tensor) produced by a differentiable op, whose gradient would silently be
+** wrong.  With grad mode off (no_grad: optimizer updates) it is allowed. */
 int     nt_copy_(nt_Tensor *dst, nt_Tensor *src);
 int     nt_fill_(nt_Tensor *dst, double value);
 

@@ -88,9 +88,12 @@ OTHER = [
     ("randint_range", "randint(5, 2, [3])", ["randint", "5", "2"]),
     ("tensor_plus_string", 'ones(2) + "a"', ["tensor", "string"], "TypeError"),
     ("mask_assign_leaf", "x = ones(2, 3)\nx.requires_grad = true\nx[x > 0] = 2", ["leaf", "requires grad"]),
-    # LEFT OUT (bug "index assignment to a grad leaf is silent"): x = ones(2, 3);
-    # x.requires_grad = true; x[0, 0] = 5 succeeds (x is modified) although x[mask] = v and
-    # tensor.h's nt_copy_ contract make it an error.
+    ("index_assign_leaf", "x = ones(2, 3)\nx.requires_grad = true\nx[0, 0] = 5", ["leaf", "requires grad"]),
+    ("slice_assign_leaf", "x = ones(2, 3)\nx.requires_grad = true\nx[0, :] = ones(3)", ["leaf", "requires grad"]),
+    ("view_assign_nonleaf", "x = ones(2, 3)\nx.requires_grad = true\ny = x * 1\nv = y[0]\nv[0] = 7",
+     ["in-place", "autograd graph"]),
+    ("mask_assign_nonleaf", "x = ones(2, 3)\nx.requires_grad = true\ny = x * 1\ny[y > 0] = 2",
+     ["in-place", "autograd graph"]),
 ]
 
 ALL = [("shape", SHAPE), ("dtype", DTYPE), ("index", INDEX), ("other", OTHER)]

@@ -807,6 +807,48 @@ TEST(autograd_views) {
   return true;
 }
 
+TEST(inplace_autograd_checks) {
+  /* every in-place write to a tensor requiring grad fails while grad mode is on */
+  nt_Tensor *w = nt_ones(SHAPE(2, 3), 2, NT_F64, NT_CPU), *seven = nt_scalar(7, NT_F64);
+  nt_set_requires_grad(w, true);
+  nt_Tensor *v = nt_index(w, (nt_Index[]){ { NT_IDX_INT, 0, 0, 0 }, { NT_IDX_INT, 0, 0, 0 } }, 2);   /* w[0, 0] */
+  EXPECT(v && v->requires_grad, "view of a leaf requires grad");
+  EXPECT(nt_fill_(v, 5) == -1 && err_has("view of a leaf tensor that requires grad"), "fill_ leaf view: %s", nt_error_msg());
+  EXPECT(nt_copy_(v, seven) == -1 && err_has("leaf"), "copy_ leaf view: %s", nt_error_msg());
+  nt_Tensor *tv = nt_T(w), *row = nt_select(tv, 1, 0);                  /* view of a view */
+  EXPECT(nt_fill_(row, 5) == -1 && err_has("view of a leaf"), "fill_ view of view: %s", nt_error_msg());
+  EXPECT(nt_copy_(w, seven) == -1 && err_has("a leaf tensor that requires grad"), "copy_ leaf: %s", nt_error_msg());
+  double d;
+  OK(nt_item(v, &d) == 0);
+  EXPECT(d == 1, "w unchanged, w[0, 0] = %g", d);
+  /* y = w * 1; v = y[0]; v[0] = 7 would give a wrong gradient: refused */
+  nt_Tensor *y = nt_binary_scalar(NT_OP_MUL, w, 1, false);
+  nt_Tensor *y0 = nt_select(y, 0, 0), *y00 = nt_select(y0, 0, 0);
+  EXPECT(nt_copy_(y00, seven) == -1 && err_has("autograd graph"), "copy_ into a view of a non-leaf: %s", nt_error_msg());
+  EXPECT(nt_fill_(y0, 7) == -1 && err_has("autograd graph"), "fill_ a view of a non-leaf: %s", nt_error_msg());
+  EXPECT(nt_fill_(y, 7) == -1 && err_has("autograd graph"), "fill_ a non-leaf: %s", nt_error_msg());
+  /* the graph is intact: d sum(y*y) / dw = 2 */
+  nt_Tensor *yy = nt_mul(y, y), *s = nt_sum(yy, NULL, 0, false);
+  OK(nt_backward(s, NULL, false) == 0);
+  CHECKV(nt_retain(nt_grad(w)), SHAPE(2, 3), 2, 2, 2, 2, 2, 2);
+  /* no_grad: parameter updates through views are allowed */
+  bool prev = nt_set_grad_enabled(false);
+  OK(nt_fill_(v, 5) == 0);
+  OK(nt_copy_(row, seven) == 0);
+  nt_set_grad_enabled(prev);
+  CHECKV(nt_clone(w), SHAPE(2, 3), 7, 7, 7, 1, 1, 1);   /* row = w.T[:, 0] = w[0, :] */
+  /* a detached alias does not require grad: writable */
+  nt_Tensor *dt = nt_detach(w);
+  OK(nt_fill_(dt, 3) == 0);
+  /* a tensor that does not require grad: writable with grad mode on */
+  nt_Tensor *plain = nt_zeros(SHAPE(3), 1, NT_F64, NT_CPU), *p0 = nt_select(plain, 0, 0);
+  OK(nt_copy_(p0, seven) == 0);
+  CHECKV(nt_retain(plain), SHAPE(3), 7, 0, 0);
+  nt_release(w); nt_release(seven); nt_release(v); nt_release(tv); nt_release(row); nt_release(y); nt_release(y0);
+  nt_release(y00); nt_release(yy); nt_release(s); nt_release(dt); nt_release(plain); nt_release(p0);
+  return true;
+}
+
 TEST(prod_grad_with_zeros) {
   /* d prod / d x_i = product of the others, also where the block has zeros */
   nt_Tensor *x = MK(NT_F64, SHAPE(3, 3), 1.5, 0, 2, 0.5, 3, -1, 0, 0, 4);
@@ -1045,6 +1087,7 @@ int main(void) {
   RUN(autograd_basic);
   RUN(autograd_shared_subgraph);
   RUN(autograd_views);
+  RUN(inplace_autograd_checks);
   RUN(prod_grad_with_zeros);
   RUN(gradcheck_binary);
   RUN(gradcheck_unary);
