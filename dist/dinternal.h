@@ -1,0 +1,18 @@
+/* dinternal.h — shared between the files of dist/ */
+#ifndef DIST_DINTERNAL_H
+#define DIST_DINTERNAL_H
+
+#include "lang/lvm.h"
+#include "tensor/tensor.h"
+#include "dist/dring.h"
+
+/* this process's place in the group: set in a worker, rank -1 in a session */
+typedef struct nbD_Self {
+  int rank, world, local_rank;
+  dr_Group *g;          /* the collective backend (ring); NULL outside workers */
+} nbD_Self;
+extern nbD_Self nbD_self;
+
+void nbD_coll_init(void);   /* registers the collective builtins (dcoll.c) */
+
+#endif

@@ -1,0 +1,304 @@
+/*
+** dring.c — ring collectives over TCP (see dring.h).
+**
+** Every transfer goes through xfer(): non-blocking sockets, poll() with a
+** 100 ms tick so an interrupt (Ctrl-C, or the session stopping the cell
+** after another rank failed) and the no-progress timeout are noticed; a peer
+** that dies closes its socket, which fails the collective at once.
+** all_reduce is reduce-scatter then all-gather around the ring (each rank
+** sends and receives 2(w-1)/w of the data); received data is reduced in
+** 256 KiB pieces while the rest is still arriving (pipelining).
+*/
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+#include "dist/dring.h"
+#include "dist/dproto.h"
+
+#define PIECE (256u << 10)
+
+static double now_ms(void) { struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts); return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6; }
+
+static int fail(dr_Group *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(dr_Group *g, const char *fmt, ...) {
+  va_list ap; va_start(ap, fmt);
+  vsnprintf(g->err, sizeof g->err, fmt, ap);
+  va_end(ap);
+  g->broken = 1;
+  return -1;
+}
+
+size_t dr_esize(int dtype) { return dtype == DR_F64 || dtype == DR_I64 ? 8 : 4; }
+
+static void tune(int fd) {
+  int one = 1, big = 4 << 20;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &big, sizeof big);
+  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+  fcntl(fd, F_SETFD, FD_CLOEXEC);
+}
+
+/* ------------------------------------------------------------ reductions */
+#define RED_LOOP(T) do { T *d = dst; const T *s = src; \
+    if (op == DR_SUM) for (size_t i = 0; i < n; i++) d[i] += s[i]; \
+    else if (op == DR_MAX) for (size_t i = 0; i < n; i++) { if (s[i] > d[i] || s[i] != s[i]) d[i] = s[i]; } \
+    else for (size_t i = 0; i < n; i++) { if (s[i] < d[i] || s[i] != s[i]) d[i] = s[i]; } } while (0)
+static void reduce(void *dst, const void *src, size_t n, int dtype, int op) {
+  switch (dtype) {
+  case DR_F32: RED_LOOP(float); break;
+  case DR_F64: RED_LOOP(double); break;
+  case DR_I32: RED_LOOP(int32_t); break;
+  default: RED_LOOP(int64_t); break;
+  }
+}
+
+typedef struct { char *dst; int dtype, op; } Red;
+
+/* the core transfer: send sn bytes to rank dst while receiving rn bytes from
+** rank src (either -1); with red, received bytes are reduced into red->dst */
+static int xfer(dr_Group *g, int dst, const void *sbuf, size_t sn, int src, void *rbuf, size_t rn, Red *red) {
+  if (dst < 0) sn = 0;
+  if (src < 0) rn = 0;
+  int sfd = sn ? g->fd[dst] : -1, rfd = rn ? g->fd[src] : -1;
+  if ((sn && sfd < 0) || (rn && rfd < 0)) return fail(g, "no connection to rank %d (the group is not connected)", sn && sfd < 0 ? dst : src);
+  size_t sent = 0, got = 0, done = 0;
+  size_t es = red ? dr_esize(red->dtype) : 1;
+  double last = now_ms();
+  const char *sb = sbuf; char *rb = rbuf;
+  while (sent < sn || got < rn) {
+    struct pollfd p[2]; int np = 0, is = -1, ir = -1;
+    if (sent < sn) { p[np].fd = sfd; p[np].events = POLLOUT; p[np].revents = 0; is = np++; }
+    if (got < rn) {
+      if (is >= 0 && sfd == rfd) { p[is].events |= POLLIN; ir = is; }
+      else { p[np].fd = rfd; p[np].events = POLLIN; p[np].revents = 0; ir = np++; }
+    }
+    int rc = poll(p, (nfds_t)np, 100);
+    if (g->interrupted && *g->interrupted) return fail(g, "interrupted");
+    if (rc < 0) { if (errno == EINTR) continue; return fail(g, "poll: %s", strerror(errno)); }
+    if (rc == 0) {
+      if (g->timeout_ms > 0 && now_ms() - last > g->timeout_ms)
+        return fail(g, "timed out after %.0f s without progress (waiting on rank %d)", g->timeout_ms / 1e3, got < rn ? src : dst);
+      continue;
+    }
+    int progressed = 0;
+    if (ir >= 0 && (p[ir].revents & (POLLIN | POLLHUP | POLLERR))) {
+      ssize_t k = recv(rfd, rb + got, rn - got, 0);
+      if (k == 0) return fail(g, "connection to rank %d closed (did the worker die?)", src);
+      if (k < 0 && errno != EAGAIN && errno != EINTR) return fail(g, "receive from rank %d: %s", src, strerror(errno));
+      if (k > 0) {
+        got += (size_t)k; g->bytes_recv += (uint64_t)k; progressed = 1;
+        if (red) {
+          size_t whole = got - got % es;
+          if (whole - done >= PIECE || (got == rn && whole > done)) {
+            reduce(red->dst + done, rb + done, (whole - done) / es, red->dtype, red->op);
+            done = whole;
+          }
+        }
+      }
+    }
+    if (is >= 0 && (p[is].revents & (POLLOUT | POLLERR | POLLHUP)) && sent < sn) {
+      ssize_t k = send(sfd, sb + sent, sn - sent, MSG_NOSIGNAL);
+      if (k < 0 && errno != EAGAIN && errno != EINTR) return fail(g, "send to rank %d: %s", dst, strerror(errno));
+      if (k > 0) { sent += (size_t)k; g->bytes_sent += (uint64_t)k; progressed = 1; }
+    }
+    if (progressed) last = now_ms();
+  }
+  return 0;
+}
+
+int dr_sendrecv(dr_Group *g, int dst, const void *sbuf, size_t sn, int src, void *rbuf, size_t rn) {
+  if (g->broken) return fail(g, "the collective group is broken by an earlier failure (%s); the session reconnects it", g->err);
+  return xfer(g, dst, sbuf, sn, src, rbuf, rn, NULL);
+}
+
+/* ------------------------------------------------------------ collectives */
+static int check(dr_Group *g) {
+  if (g->broken) return fail(g, "the collective group is broken by an earlier failure; the session reconnects it before the next command");
+  return 0;
+}
+static int mod(int a, int w) { return ((a % w) + w) % w; }
+
+int dr_reduce_scatter(dr_Group *g, void *buf, const size_t *counts, int dtype, int op) {
+  if (check(g)) return -1;
+  int w = g->world, r = g->rank;
+  if (w == 1) return 0;
+  size_t es = dr_esize(dtype), maxc = 0;
+  size_t *off = malloc(sizeof(size_t) * (size_t)w);
+  if (!off) return fail(g, "out of memory");
+  size_t acc = 0;
+  for (int i = 0; i < w; i++) { off[i] = acc; acc += counts[i]; if (counts[i] > maxc) maxc = counts[i]; }
+  char *tmp = malloc(maxc * es + 1), *b = buf;
+  if (!tmp) { free(off); return fail(g, "out of memory"); }
+  int next = (r + 1) % w, prev = mod(r - 1, w), st = 0;
+  for (int s = 0; s < w - 1 && !st; s++) {
+    int sc = mod(r - s - 1, w), rc = mod(r - s - 2, w);
+    Red red = { b + off[rc] * es, dtype, op };
+    st = xfer(g, next, b + off[sc] * es, counts[sc] * es, prev, tmp, counts[rc] * es, &red);
+  }
+  free(tmp); free(off);
+  return st;
+}
+
+int dr_all_gather(dr_Group *g, void *buf, const size_t *counts, size_t es) {
+  if (check(g)) return -1;
+  int w = g->world, r = g->rank;
+  if (w == 1) return 0;
+  size_t *off = malloc(sizeof(size_t) * (size_t)w), acc = 0;
+  if (!off) return fail(g, "out of memory");
+  for (int i = 0; i < w; i++) { off[i] = acc; acc += counts[i]; }
+  char *b = buf;
+  int next = (r + 1) % w, prev = mod(r - 1, w), st = 0;
+  for (int s = 0; s < w - 1 && !st; s++) {
+    int sc = mod(r - s, w), rc = mod(r - s - 1, w);
+    st = xfer(g, next, b + off[sc] * es, counts[sc] * es, prev, b + off[rc] * es, counts[rc] * es, NULL);
+  }
+  free(off);
+  return st;
+}
+
+int dr_all_reduce(dr_Group *g, void *buf, size_t count, int dtype, int op) {
+  if (check(g)) return -1;
+  int w = g->world;
+  if (w == 1) return 0;
+  size_t counts[256], *c = w <= 256 ? counts : malloc(sizeof(size_t) * (size_t)w);
+  if (!c) return fail(g, "out of memory");
+  for (int i = 0; i < w; i++) c[i] = count / (size_t)w + ((size_t)i < count % (size_t)w);
+  int st = dr_reduce_scatter(g, buf, c, dtype, op);
+  if (!st) st = dr_all_gather(g, buf, c, dr_esize(dtype));
+  if (c != counts) free(c);
+  return st;
+}
+
+/* a pipelined chain src -> src+1 -> ... in 1 MiB segments */
+int dr_broadcast(dr_Group *g, void *buf, size_t nbytes, int src) {
+  if (check(g)) return -1;
+  int w = g->world;
+  if (w == 1 || nbytes == 0) return 0;
+  int pos = mod(g->rank - src, w);
+  int next = pos + 1 < w ? (g->rank + 1) % w : -1, prev = pos > 0 ? mod(g->rank - 1, w) : -1;
+  size_t seg = 1u << 20, nseg = (nbytes + seg - 1) / seg;
+  char *b = buf;
+  for (size_t k = 0; k <= nseg; k++) {
+    const char *sp = NULL; size_t sn = 0; char *rp = NULL; size_t rn = 0;
+    if (pos == 0) { if (k < nseg) { sp = b + k * seg; sn = k + 1 < nseg ? seg : nbytes - k * seg; } }
+    else {
+      if (k < nseg) { rp = b + k * seg; rn = k + 1 < nseg ? seg : nbytes - k * seg; }
+      if (k >= 1 && next >= 0) { sp = b + (k - 1) * seg; sn = k < nseg ? seg : nbytes - (k - 1) * seg; }
+    }
+    if (xfer(g, sn ? next : -1, sp, sn, rn ? prev : -1, rp, rn, NULL)) return -1;
+  }
+  return 0;
+}
+
+/* ------------------------------------------------------------ the mesh */
+int dr_listen(dr_Group *g, const char *host) {
+  g->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (g->listen_fd < 0) return fail(g, "socket: %s", strerror(errno));
+  int one = 1;
+  setsockopt(g->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = 0 };
+  if (inet_pton(AF_INET, host, &a.sin_addr) != 1) return fail(g, "bad listen address %s", host);
+  if (bind(g->listen_fd, (struct sockaddr *)&a, sizeof a) || listen(g->listen_fd, 256)) return fail(g, "bind/listen: %s", strerror(errno));
+  socklen_t al = sizeof a;
+  getsockname(g->listen_fd, (struct sockaddr *)&a, &al);
+  g->port = ntohs(a.sin_port);
+  return 0;
+}
+
+void dr_close(dr_Group *g) {
+  if (g->fd) for (int i = 0; i < g->world; i++) if (g->fd[i] >= 0) { close(g->fd[i]); g->fd[i] = -1; }
+}
+
+/* handshake: "NBR1", gen, from, to (each u32 network order), HMAC of those 16 bytes */
+#define HS 48
+static void handshake(dr_Group *g, int from, int to, unsigned char out[HS]) {
+  uint32_t v[4] = { htonl(0x4e425231), htonl(g->gen), htonl((uint32_t)from), htonl((uint32_t)to) };
+  memcpy(out, v, 16);
+  const void *parts[1] = { out }; size_t lens[1] = { 16 };
+  dp_hmac(g->key, parts, lens, 1, out + 16);
+}
+
+/* blocking read/write with the group timeout (sockets are non-blocking) */
+static int io_all(dr_Group *g, int fd, void *buf, size_t n, int wr, double deadline) {
+  size_t done = 0;
+  while (done < n) {
+    struct pollfd p = { fd, (short)(wr ? POLLOUT : POLLIN), 0 };
+    int rc = poll(&p, 1, 100);
+    if (g->interrupted && *g->interrupted) return -1;
+    if (now_ms() > deadline) return -1;
+    if (rc <= 0) continue;
+    ssize_t k = wr ? send(fd, (char *)buf + done, n - done, MSG_NOSIGNAL) : recv(fd, (char *)buf + done, n - done, 0);
+    if (k == 0) return -1;
+    if (k < 0) { if (errno == EAGAIN || errno == EINTR) continue; return -1; }
+    done += (size_t)k;
+  }
+  return 0;
+}
+
+int dr_connect(dr_Group *g, char *const *addrs) {
+  int w = g->world, r = g->rank;
+  if (!g->fd) { g->fd = malloc(sizeof(int) * (size_t)w); if (!g->fd) return fail(g, "out of memory"); for (int i = 0; i < w; i++) g->fd[i] = -1; }
+  dr_close(g);
+  g->broken = 0; g->err[0] = 0;
+  double deadline = now_ms() + (g->timeout_ms > 0 && g->timeout_ms < 60000 ? g->timeout_ms : 60000);
+  /* connect to the lower ranks (they accept) */
+  for (int j = 0; j < r; j++) {
+    char host[256]; const char *colon = strrchr(addrs[j], ':');
+    if (!colon || colon - addrs[j] >= (int)sizeof host) return fail(g, "bad peer address %s", addrs[j]);
+    memcpy(host, addrs[j], (size_t)(colon - addrs[j])); host[colon - addrs[j]] = 0;
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(colon + 1)) };
+    if (inet_pton(AF_INET, host, &a.sin_addr) != 1) return fail(g, "bad peer address %s", addrs[j]);
+    int fd = -1;
+    for (;;) {
+      fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0) break;
+      if (fd >= 0) close(fd);
+      fd = -1;
+      if (now_ms() > deadline || (g->interrupted && *g->interrupted)) return fail(g, "cannot connect to rank %d at %s: %s", j, addrs[j], strerror(errno));
+      usleep(20000);
+    }
+    tune(fd);
+    unsigned char hs[HS]; handshake(g, r, j, hs);
+    if (io_all(g, fd, hs, HS, 1, deadline)) { close(fd); return fail(g, "handshake with rank %d failed", j); }
+    g->fd[j] = fd;
+  }
+  /* accept the higher ranks; anything without a valid handshake is refused */
+  int need = w - 1 - r;
+  while (need > 0) {
+    struct pollfd p = { g->listen_fd, POLLIN, 0 };
+    int rc = poll(&p, 1, 100);
+    if (g->interrupted && *g->interrupted) return fail(g, "interrupted while connecting the group");
+    if (now_ms() > deadline) return fail(g, "timed out waiting for %d higher rank(s) to connect", need);
+    if (rc <= 0) continue;
+    struct sockaddr_in a; socklen_t al = sizeof a;
+    int fd = accept4(g->listen_fd, (struct sockaddr *)&a, &al, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    tune(fd);
+    unsigned char hs[HS], want[HS];
+    double hd = now_ms() + 5000; if (hd > deadline) hd = deadline;
+    if (io_all(g, fd, hs, HS, 0, hd)) { close(fd); continue; }
+    uint32_t v[4]; memcpy(v, hs, 16);
+    int from = (int)ntohl(v[2]);
+    int ok = ntohl(v[0]) == 0x4e425231 && ntohl(v[1]) == g->gen && ntohl(v[3]) == (uint32_t)r && from > r && from < w && g->fd[from] < 0;
+    if (ok) { handshake(g, from, r, want); ok = dp_equal(want, hs, HS); }
+    if (!ok) {
+      char ip[64]; inet_ntop(AF_INET, &a.sin_addr, ip, sizeof ip);
+      fprintf(stderr, "nabla dist: rank %d refused a ring connection from %s:%d without a valid key\n", r, ip, ntohs(a.sin_port));
+      close(fd); continue;
+    }
+    g->fd[from] = fd; need--;
+  }
+  return 0;
+}

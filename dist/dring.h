@@ -1,0 +1,52 @@
+/*
+** dring.h — the "ring" backend: collectives over direct TCP connections
+** between workers (a full mesh: ring neighbours for all_reduce/all_gather/
+** reduce_scatter/broadcast, direct links for send/recv/all_to_all).  Data
+** never goes through the session.
+**
+** A backend is this table of operations on raw host buffers; an NCCL
+** backend would implement the same entry points on device buffers (see
+** docs/distributed.md).
+*/
+#ifndef DIST_DRING_H
+#define DIST_DRING_H
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum { DR_F32, DR_F64, DR_I32, DR_I64 };          /* element types the reductions know */
+enum { DR_SUM, DR_MAX, DR_MIN };
+
+typedef struct dr_Group {
+  int rank, world;
+  int *fd;                  /* fd[peer]: socket to that rank, -1 for self */
+  int listen_fd, port;
+  uint32_t gen;             /* bumped at every (re)connection of the mesh */
+  unsigned char key[32];    /* the session key: peers prove they have it */
+  int timeout_ms;           /* no progress for this long: the collective fails */
+  volatile sig_atomic_t *interrupted;   /* the VM's interrupt flag (may be NULL) */
+  int broken;               /* a collective failed mid-way: reconnect before the next */
+  char err[512];            /* why the last call failed */
+  uint64_t bytes_sent, bytes_recv;
+} dr_Group;
+
+int  dr_listen(dr_Group *g, const char *host);            /* binds host:0, sets port */
+/* Connects the mesh: addrs[i] = "host:port" of rank i. */
+int  dr_connect(dr_Group *g, char *const *addrs);
+void dr_close(dr_Group *g);                               /* closes the mesh (not the listener) */
+
+size_t dr_esize(int dtype);
+/* in place over buf (count elements) */
+int dr_all_reduce(dr_Group *g, void *buf, size_t count, int dtype, int op);
+/* buf holds sum(counts) elements in rank order; afterwards rank r's chunk
+** (at offset sum(counts[0..r))) is the reduction of every rank's chunk r. */
+int dr_reduce_scatter(dr_Group *g, void *buf, const size_t *counts, int dtype, int op);
+/* buf holds sum(counts) elements (bytes of size esize); rank r's own chunk is
+** in place; afterwards every chunk is. */
+int dr_all_gather(dr_Group *g, void *buf, const size_t *counts, size_t esize);
+int dr_broadcast(dr_Group *g, void *buf, size_t nbytes, int src);
+/* simultaneous send to dst and receive from src (either may be -1) */
+int dr_sendrecv(dr_Group *g, int dst, const void *sbuf, size_t sn, int src, void *rbuf, size_t rn);
+
+#endif
