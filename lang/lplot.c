@@ -567,24 +567,34 @@ static void text_xy(nb_Buf *b, const Fig *f) {
 static void text_hist(nb_Buf *b, const Fig *f) {
   static const char *EIGHTHS[] = { " ", "\xe2\x96\x81", "\xe2\x96\x82", "\xe2\x96\x83", "\xe2\x96\x84",
                                    "\xe2\x96\x85", "\xe2\x96\x86", "\xe2\x96\x87", "\xe2\x96\x88" };
+  /* the plot is at most 72 columns; more bins than that are summed into columns */
+  int cols = 72;
+  double *colcnt = NULL;
+  if (f->nbins > cols) {
+    colcnt = xcalloc((size_t)cols, sizeof(double));
+    for (int i = 0; i < f->nbins; i++) colcnt[(int64_t)i * cols / f->nbins] += f->counts[i];
+  }
   double maxc = 0;
-  for (int i = 0; i < f->nbins; i++) if (f->counts[i] > maxc) maxc = f->counts[i];
+  for (int i = 0; i < (colcnt ? cols : f->nbins); i++) { double v = colcnt ? colcnt[i] : f->counts[i]; if (v > maxc) maxc = v; }
   char ylab[3][32] = { "" }, xlab[3][32] = { "" };
   Axes ax;
   y_axis_labels(&ax, ylab, 0, maxc > 0 ? maxc : 1, TEXT_ROWS);
   int lm = max_label_width(ylab, 3);
-  int cols = TEXT_COLS - 1 - lm - 1 - 2;
-  if (cols > 72) cols = 72;
+  if (cols > TEXT_COLS - 1 - lm - 1 - 2) cols = TEXT_COLS - 1 - lm - 1 - 2;
+  if (colcnt && cols < 72) {   /* narrower than assumed: sum again */
+    memset(colcnt, 0, sizeof(double) * 72);
+    for (int i = 0; i < f->nbins; i++) colcnt[(int64_t)i * cols / f->nbins] += f->counts[i];
+  }
   /* whole characters per bin when the bins fit */
   if (f->nbins <= cols) cols = (cols / f->nbins) * f->nbins;
   x_axis_labels(&ax, xlab, f->edges[0], f->edges[f->nbins], cols);
   Canvas c; cv_init(&c, cols, TEXT_ROWS);
   int per = f->nbins <= cols ? cols / f->nbins : 0;
   for (int col = 0; col < cols; col++) {
-    int bin = per ? col / per : (int)((col + 0.5) * f->nbins / cols);
-    if (bin >= f->nbins) bin = f->nbins - 1;
+    int bin = per ? col / per : col;
+    if (per && bin >= f->nbins) bin = f->nbins - 1;
     if (per >= 3 && col % per == per - 1) continue;   /* a gap between bars */
-    double cnt = f->counts[bin];
+    double cnt = colcnt ? colcnt[col] : f->counts[bin];
     if (cnt <= 0 || maxc <= 0) continue;
     int h = (int)lround(cnt / maxc * TEXT_ROWS * 8);
     if (h < 1) h = 1;
@@ -595,7 +605,10 @@ static void text_hist(nb_Buf *b, const Fig *f) {
     }
   }
   text_frame(b, f, &c, &ax, NULL);
-  nbB_printf(b, "  %lld value%s in %d bin%s\n", (long long)f->hist_n, f->hist_n == 1 ? "" : "s", f->nbins, f->nbins == 1 ? "" : "s");
+  nbB_printf(b, "  %lld value%s in %d bin%s", (long long)f->hist_n, f->hist_n == 1 ? "" : "s", f->nbins, f->nbins == 1 ? "" : "s");
+  if (colcnt) nbB_printf(b, " (summed into %d columns here)", cols);
+  nbB_putc(b, '\n');
+  free(colcnt);
   cv_free(&c);
 }
 
@@ -930,7 +943,7 @@ static void svg_hist(nb_Buf *b, const Fig *f) {
   Frame fr; svg_layout(f, &fr, W, H, 0);
   double maxc = 0;
   for (int i = 0; i < f->nbins; i++) if (f->counts[i] > maxc) maxc = f->counts[i];
-  double e0 = f->edges[0], e1 = f->edges[f->nbins], pad = (e1 - e0) * 0.03;
+  double e0 = f->edges[0], e1 = f->edges[f->nbins], pad = (e1 * 0.5 - e0 * 0.5) * 0.06;
   fr.vx0 = e0 - pad; fr.vx1 = e1 + pad; fr.vy0 = 0; fr.vy1 = (maxc > 0 ? maxc : 1) * 1.05; fr.yflip = false;
   svg_open(b, W, H);
   svg_axes(b, f, &fr, W, H);
@@ -1151,8 +1164,10 @@ static int b_hist(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
     f.nbins = (int)k;
     widen(&lo, &hi);
     f.edges = xmalloc(sizeof(double) * (size_t)(f.nbins + 1));
-    for (int i = 0; i <= f.nbins; i++) f.edges[i] = i == f.nbins ? hi : lo + (hi * 0.5 - lo * 0.5) * 2 * ((double)i / f.nbins);
-    if (!isfinite(hi - lo)) for (int i = 0; i <= f.nbins; i++) f.edges[i] = lo + (hi / f.nbins - lo / f.nbins) * i;
+    for (int i = 0; i <= f.nbins; i++) {   /* a convex combination: no overflow near ±DBL_MAX */
+      double u = (double)i / f.nbins;
+      f.edges[i] = i == f.nbins ? hi : lo * (1 - u) + hi * u;
+    }
   } else if (bins.t == NB_TLIST || bins.t == NB_TTENSOR) {
     int64_t ne;
     if (to_vec(vm, fname, "bins", bins, &f.edges, &ne)) goto done;
