@@ -209,7 +209,7 @@ static int un_##N(const nt_KernelArgs *a, bool contig, int64_t n) {             
     case NT_OP_NEG: ULOOP((CT)(0 - x)); break;                                     \
     case NT_OP_ABS: ULOOP(x < 0 ? (CT)(0 - x) : x); break;                         \
     case NT_OP_SIGN: ULOOP((CT)((x > 0) - (x < 0))); break;                        \
-    case NT_OP_RELU: ULOOP(x > 0 ? x : (CT)0); break;                              \
+    case NT_OP_RELU: ULOOP(x < 0 ? (CT)0 : x); break;   /* NaN passes (torch) */   \
     case NT_OP_SQUARE: ULOOP((CT)(x * x)); break;                                  \
     case NT_OP_FLOOR: ULOOP(ISFLT(CT) ? (CT)FM(floor, x) : x); break;              \
     case NT_OP_CEIL: ULOOP(ISFLT(CT) ? (CT)FM(ceil, x) : x); break;                \

@@ -317,6 +317,10 @@ def ties(b):
         body = "sqrt(p0 * p0 + 1)" if name.startswith("sqrt") else f"{name}(p0)"
         gcase(b, f"at_zero_{name}", body, tf, [z])
     gcase(b, "pow_zero_base", "p0 ** p1", torch.pow, [z, t4])
+    # NaN inputs: relu passes the gradient (torch: threshold_backward), clamp blocks it
+    xn = np.array([np.nan, -1.5, 2.5, 0.0])
+    gcase(b, "nan_relu", "relu(p0)", torch.relu, [xn])
+    gcase(b, "nan_clamp", "clamp(p0, min=-1, max=2)", lambda x: torch.clamp(x, -1, 2), [xn])
 
 
 def main():

@@ -607,8 +607,9 @@ def edges(b):
     for name, tf in (("exp", torch.exp), ("abs", torch.abs), ("tanh", torch.tanh), ("sigmoid", torch.sigmoid),
                      ("floor", torch.floor), ("sign", torch.sign), ("neg", torch.neg), ("sqrt", torch.sqrt)):
         b.case(f"nan_inf_{name}", f"{name}({x})", tf(tv))
-    # LEFT OUT (bug "relu drops NaN"): relu(tensor with NaN) gives 0 where torch.relu gives NaN;
-    # likewise the clamp(...) of a NaN is not checked here.
+    b.case("nan_inf_relu", f"relu({x})", torch.relu(tv))
+    b.case("nan_inf_clamp", f"clamp({x}, min=-1, max=2)", torch.clamp(tv, min=-1, max=2))
+    b.case("nan_inf_clamp_min", f"clamp({x}, min=0)", torch.clamp(tv, min=0))
     b.case("nan_max", f"max({x})", torch.max(tv))
     b.case("nan_argmax", f"argmax({x})", torch.argmax(tv))
     b.case("nan_sum", f"sum({x})", torch.sum(tv))

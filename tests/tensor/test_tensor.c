@@ -401,6 +401,19 @@ TEST(unary_values) {
   CHECKV(nt_cos(a), SHAPE(4), cos(-2), cos(-0.5), cos(0.5), cos(2));
   CHECKV(nt_clamp(a, -1, 1), SHAPE(4), -1, -0.5, 0.5, 1);
   CHECKV(nt_clamp(a, NAN, 0), SHAPE(4), -2, -0.5, 0, 0);
+  {  /* NaN propagates through relu and clamp (torch); relu's gradient passes at NaN */
+    nt_Tensor *xn = MK(NT_F32, SHAPE(4), NAN, -1, 2, 0);
+    nt_set_requires_grad(xn, true);
+    nt_Tensor *r = nt_relu(xn), *sr = r ? nt_sum(r, NULL, 0, false) : NULL;
+    CHECKV(nt_retain(r), SHAPE(4), NAN, 0, 2, 0);
+    CHECKV(nt_clamp(xn, 0.5, 1.5), SHAPE(4), NAN, 0.5, 1.5, 0.5);
+    nt_Tensor *ri = nt_relu(MK(NT_I64, SHAPE(3), -3, 0, 4));
+    EXPECT(ri && ri->dtype == NT_I64, "relu(int) keeps i64");
+    CHECKV(ri, SHAPE(3), 0, 0, 4);
+    OK(sr && nt_backward(sr, NULL, false) == 0);
+    CHECKV(nt_retain(nt_grad(xn)), SHAPE(4), 1, 0, 1, 0);
+    nt_release(r); nt_release(sr); nt_release(xn);
+  }
   nt_Tensor *p = MK(NT_F32, SHAPE(3), 1, 4, 0.25);
   CHECKV(nt_log(p), SHAPE(3), 0, log(4), log(0.25));
   CHECKV(nt_log1p(p), SHAPE(3), log(2), log(5), log(1.25));
