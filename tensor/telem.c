@@ -279,6 +279,11 @@ nt_Tensor *nt_unary_scalar_op(int op, nt_Tensor *t, double s0, double s1) {
   else {
     if (cd == NT_BOOL) cd = int_ok(op) ? NT_DEFAULT_INT : NT_DEFAULT_FLOAT;
     else if (!int_ok(op) && !nt_dtype_is_float(cd)) cd = NT_DEFAULT_FLOAT;
+    /* clamp of an integer tensor with a non-integral bound promotes like
+    ** tensor OP float-scalar (torch: clamp(int, min=2.5) is f32) */
+    if (op == NT_OP_CLAMP && !nt_dtype_is_float(cd) &&
+        ((s0 == s0 && (s0 != floor(s0) || !isfinite(s0))) || (s1 == s1 && (s1 != floor(s1) || !isfinite(s1)))))
+      cd = NT_DEFAULT_FLOAT;
     od = cd;
   }
   nt_Tensor *ct = t;

@@ -257,7 +257,9 @@ nt_Tensor *nt_gelu(nt_Tensor *t, bool tanh_approx);
 nt_Tensor *nt_silu(nt_Tensor *t);
 nt_Tensor *nt_sin(nt_Tensor *t);
 nt_Tensor *nt_cos(nt_Tensor *t);
-/* lo/hi = NAN for "no bound".  Gradient passes where lo <= x <= hi. */
+/* lo/hi = NAN for "no bound".  Gradient passes where lo <= x <= hi.  An
+** integer tensor with a non-integral (or infinite) bound gives f32, like
+** tensor OP float scalar; otherwise the dtype is kept (bool → i64). */
 nt_Tensor *nt_clamp(nt_Tensor *t, double lo, double hi);
 /* cond (bool or any dtype: nonzero = true) ? a : b, broadcasting all three. */
 nt_Tensor *nt_where(nt_Tensor *cond, nt_Tensor *a, nt_Tensor *b);

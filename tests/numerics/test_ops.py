@@ -644,8 +644,12 @@ def edges(b):
         b.case(f"f16_{name}", f"{name}({xh})", tf(t(h).float()).half(), rtol=1e-3, atol=1e-3)
     b.case("f16_sum_1e4_ones", "sum(ones(10000, dtype=\"f16\"))", torch.ones(10000, dtype=torch.float16).sum())
     b.case("f16_mean", f"mean({xh})", torch.mean(t(h).float()).half(), rtol=2e-3, atol=2e-3)
-    # LEFT OUT (bug "clamp of an int tensor with a float bound truncates"): clamp(tensor([1, 5, 9]), min=2.5)
-    # gives i64 [2, 5, 9] (below the bound); torch gives f32 [2.5, 5, 9].
+    ci = np.array([1, 5, 9], dtype=np.int64)
+    b.case("clamp_int_float_min", f"clamp({b.inp(ci)}, min=2.5)", torch.clamp(t(ci), min=2.5))
+    b.case("clamp_int_float_max", f"clamp({b.inp(ci)}, max=7.5)", torch.clamp(t(ci), max=7.5))
+    b.case("clamp_int_int_bounds", f"clamp({b.inp(ci)}, min=2, max=6)", torch.clamp(t(ci), min=2, max=6))
+    b.case("clamp_i32_float_bounds", f"clamp({b.inp(ci.astype(np.int32))}, min=1.5, max=6.5)",
+           torch.clamp(t(ci.astype(np.int32)), min=1.5, max=6.5))
     # LEFT OUT (bug "int ** negative int"): tensor([1, 2, 3]) ** -1 gives [1, 0, 0]; torch and
     # NumPy raise "Integers to negative integer powers are not allowed".
 

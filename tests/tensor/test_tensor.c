@@ -407,6 +407,13 @@ TEST(unary_values) {
     nt_Tensor *r = nt_relu(xn), *sr = r ? nt_sum(r, NULL, 0, false) : NULL;
     CHECKV(nt_retain(r), SHAPE(4), NAN, 0, 2, 0);
     CHECKV(nt_clamp(xn, 0.5, 1.5), SHAPE(4), NAN, 0.5, 1.5, 0.5);
+    nt_Tensor *ci = MK(NT_I64, SHAPE(3), 1, 5, 9);   /* int tensor, float bound → f32 (torch) */
+    nt_Tensor *c1 = nt_clamp(ci, 2.5, NAN), *c2 = nt_clamp(ci, 2, 6), *c3 = nt_clamp(ci, NAN, 7.5);
+    EXPECT(c1 && c1->dtype == NT_F32 && c2 && c2->dtype == NT_I64 && c3 && c3->dtype == NT_F32, "clamp dtypes");
+    CHECKV(c1, SHAPE(3), 2.5, 5, 9);
+    CHECKV(c2, SHAPE(3), 2, 5, 6);
+    CHECKV(c3, SHAPE(3), 1, 5, 7.5);
+    nt_release(ci);
     nt_Tensor *ri = nt_relu(MK(NT_I64, SHAPE(3), -3, 0, 4));
     EXPECT(ri && ri->dtype == NT_I64, "relu(int) keeps i64");
     CHECKV(ri, SHAPE(3), 0, 0, 4);
