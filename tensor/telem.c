@@ -168,6 +168,9 @@ nt_Tensor *nt_binary_scalar_ex(int op, nt_Tensor *t, double s, int flags) {
   bool first = flags & NT_SCALAR_FIRST;
   nt_DType cd = compute_dtype(op, nt_promote_scalar(t->dtype, isf));
   nt_DType od = is_predicate(op) ? NT_BOOL : cd;
+  if (op == NT_OP_POW && !first && !nt_dtype_is_float(cd) && s < 0)   /* torch and NumPy refuse it too */
+    NT_FAIL_NULL("pow: integers to negative integer powers are not allowed (got %s ** %lld; use a float tensor)",
+                 nt_dtype_name(t->dtype), (long long)s);
   nt_Tensor *ct = t;
   if (t->dtype != cd && !(ct = nt_to_dtype(t, cd))) return NULL;
   nt_Tensor *out = nt_empty(t->shape, t->ndim, od, t->device);

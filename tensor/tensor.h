@@ -222,6 +222,8 @@ nt_Tensor *nt_binary(int op, nt_Tensor *a, nt_Tensor *b);
 nt_Tensor *nt_binary_scalar(int op, nt_Tensor *t, double s, bool scalar_first);
 enum { NT_SCALAR_FIRST = 1, NT_SCALAR_FLOAT = 2, NT_SCALAR_INT = 4 };
 nt_Tensor *nt_binary_scalar_ex(int op, nt_Tensor *t, double s, int flags);
+/* (integer tensor) ** (negative integer scalar) is an error, as in torch and
+** NumPy; with a tensor exponent negative entries give 1, -1 or 0 (torch). */
 nt_Tensor *nt_unary(int op, nt_Tensor *t);
 
 nt_Tensor *nt_add(nt_Tensor *a, nt_Tensor *b);

@@ -650,8 +650,11 @@ def edges(b):
     b.case("clamp_int_int_bounds", f"clamp({b.inp(ci)}, min=2, max=6)", torch.clamp(t(ci), min=2, max=6))
     b.case("clamp_i32_float_bounds", f"clamp({b.inp(ci.astype(np.int32))}, min=1.5, max=6.5)",
            torch.clamp(t(ci.astype(np.int32)), min=1.5, max=6.5))
-    # LEFT OUT (bug "int ** negative int"): tensor([1, 2, 3]) ** -1 gives [1, 0, 0]; torch and
-    # NumPy raise "Integers to negative integer powers are not allowed".
+    # int ** negative int: torch and NumPy raise "Integers to negative integer powers are not allowed"
+    b.error("int_pow_neg_int_error", f"{b.inp(ci)} ** -1", ["pow", "negative integer powers"])
+    b.error("int_pow_neg_int_error_i32", f"pow({b.inp(ci.astype(np.int32))}, -2)", ["negative integer powers"])
+    # (int ** -1.0 is not checked: the language passes -1.0 as an integral scalar, i.e. like -1)
+    b.case("int_pow_pos_int", f"{b.inp(ci)} ** 2", t(ci) ** 2)
 
 
 def main():

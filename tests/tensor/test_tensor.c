@@ -359,6 +359,16 @@ TEST(integer_semantics) {
   EXPECT(m->dtype == NT_F32, "i32+f32 → f32");
   CHECKV(m, SHAPE(2), 1.5, 2.5);
   CHECKV(nt_pow(a, b), SHAPE(4), 49, 49, 0, 0);
+  EXPECT(!nt_binary_scalar_ex(NT_OP_POW, a, -1, NT_SCALAR_INT) && err_has("integers to negative integer powers"),
+         "int ** -1: %s", nt_error_msg());
+  EXPECT(!nt_binary_scalar(NT_OP_POW, a, -2, false) && err_has("negative integer powers"), "int ** -2");
+  CHECKV(nt_binary_scalar_ex(NT_OP_POW, a, 2, NT_SCALAR_INT), SHAPE(4), 49, 49, 49, 49);
+  {
+    nt_Tensor *f = nt_binary_scalar_ex(NT_OP_POW, a, -1, NT_SCALAR_FLOAT);   /* int ** -1.0 → f32 */
+    EXPECT(f && f->dtype == NT_F32, "int ** -1.0 is f32");
+    CHECKV(f, SHAPE(4), 1 / 7., -1 / 7., 1 / 7., -1 / 7.);
+  }
+  CHECKV(nt_binary_scalar_ex(NT_OP_POW, a, -1, NT_SCALAR_INT | NT_SCALAR_FIRST), SHAPE(4), -1, -1, -1, -1);   /* (-1) ** int */
   nt_release(a); nt_release(b); nt_release(fa); nt_release(fb); nt_release(z); nt_release(t); nt_release(u);
   nt_release(i32); nt_release(ff);
   return true;
