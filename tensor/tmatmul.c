@@ -170,7 +170,13 @@ nt_Tensor *nt_matmul(nt_Tensor *a, nt_Tensor *b) {
   /* batch shapes broadcast */
   int64_t bs[NT_MAXDIM], full[NT_MAXDIM];
   int nb;
-  if (nt_broadcast_shapes("matmul", ca->shape, ca->ndim - 2, cb->shape, cb->ndim - 2, bs, &nb)) goto done;
+  if (nt_broadcast_shapes("matmul", ca->shape, ca->ndim - 2, cb->shape, cb->ndim - 2, bs, &nb)) {
+    char s1[128], s2[128], b1[128], b2[128];   /* show the operands, not just their batch parts */
+    nt_error_set("matmul: shapes %s and %s: batch dimensions %s and %s cannot broadcast",
+                 nt_shape_str(a->shape, a->ndim, s1, sizeof s1), nt_shape_str(b->shape, b->ndim, s2, sizeof s2),
+                 nt_shape_str(ca->shape, ca->ndim - 2, b1, sizeof b1), nt_shape_str(cb->shape, cb->ndim - 2, b2, sizeof b2));
+    goto done;
+  }
   if (nb + 2 > NT_MAXDIM) { nt_error_set("matmul: too many dimensions"); goto done; }
   int64_t M = ca->shape[ca->ndim - 2], N = cb->shape[cb->ndim - 1], K = Ka;
   memcpy(full, bs, sizeof(int64_t) * (size_t)nb);

@@ -26,9 +26,8 @@ SHAPE = [
     ("where", "where(ones(2) > 0, ones(3), ones(2))", ["where", "[3]", "[2]"]),
     ("matmul_op", "ones(2, 3) @ ones(4, 5)", ["matmul", "[2, 3]", "[4, 5]"]),
     ("matmul_1d", "matmul(ones(3), ones(4))", ["matmul", "[3]", "[4]"]),
-    # LEFT OUT (bug "matmul batch mismatch shows only batch dims"): ones(2, 3, 4) @ ones(3, 4, 5)
-    # says "matmul: shapes [2] and [3] cannot broadcast" -- the operands' shapes are not shown.
-    # ("matmul_batch", "ones(2, 3, 4) @ ones(3, 4, 5)", ["matmul", "[2, 3, 4]", "[3, 4, 5]"]),
+    ("matmul_batch", "ones(2, 3, 4) @ ones(3, 4, 5)", ["matmul", "[2, 3, 4]", "[3, 4, 5]", "batch"]),
+    ("matmul_batch_4d", "matmul(ones(2, 3, 3, 4), ones(5, 4, 2))", ["matmul", "[2, 3, 3, 4]", "[5, 4, 2]", "batch"]),
     ("dot", "dot(ones(3), ones(4))", ["dot", "3", "4"]),
     ("concat", "concat(list(ones(2, 3), ones(2, 4)))", ["concat", "[2, 3]", "[2, 4]"]),
     ("stack", "stack(list(ones(2, 3), ones(3, 2)))", ["stack", "[2, 3]", "[3, 2]"]),

@@ -551,6 +551,13 @@ TEST(matmul_values) {
   CHECKV(dm, SHAPE(2, 2), 58, 64, 139, 154);
   nt_Tensor *bad = nt_zeros(SHAPE(4, 5), 2, NT_F32, NT_CPU);
   EXPECT(!nt_matmul(a, bad) && err_has("matmul: shapes [2, 3] and [4, 5] do not match (3 != 4)"), "msg: %s", nt_error_msg());
+  {  /* batch mismatch: the message shows both operands' full shapes */
+    nt_Tensor *x = nt_ones(SHAPE(2, 3, 4), 3, NT_F32, NT_CPU), *y = nt_ones(SHAPE(3, 4, 5), 3, NT_F32, NT_CPU);
+    nt_Tensor *xy = nt_matmul(x, y);
+    bool ok = !xy && err_has("matmul: shapes [2, 3, 4] and [3, 4, 5]: batch dimensions [2] and [3] cannot broadcast");
+    nt_release(xy); nt_release(x); nt_release(y);
+    EXPECT(ok, "batch msg: %s", nt_error_msg());
+  }
   /* expanded (stride 0) operand inside the matrix gets packed */
   nt_Tensor *one = MK(NT_F32, SHAPE(1, 3), 1, 1, 1), *ex = nt_expand(one, SHAPE(2, 3), 2);
   CHECKV(nt_matmul(ex, b), SHAPE(2, 2), 27, 30, 27, 30);
