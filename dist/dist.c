@@ -308,6 +308,8 @@ static pid_t spawn_local(int rank, const char *exe) {
   return pid;
 }
 
+static void at_exit_stop(void) { if (S.active && S.router) session_teardown(); }
+
 static int session_start(nb_VM *vm, int n, const char *launcher, const char *backend, double timeout_s, const char *bind) {
   if (S.active) return dist_error(vm, "dist.start: workers are already running (%d); call dist.stop() first", S.n);
   if (n < 1 || n > 1024) return dist_error(vm, "dist.start: n must be between 1 and 1024, got %d", n);
@@ -325,6 +327,14 @@ static int session_start(nb_VM *vm, int n, const char *launcher, const char *bac
   if (!S.w) return nb_error(vm, "out of memory");
   for (int i = 0; i < n; i++) for (int s = 0; s < 3; s++) S.w[i].line_start[s] = 1;
   if (RAND_bytes(S.key, sizeof S.key) != 1) { session_teardown(); return dist_error(vm, "dist.start: no random bytes for the session key"); }
+  {
+    /* stop the workers at exit; registered after OpenSSL's own exit handler
+    ** (which RAND_bytes and a first HMAC install) so it runs before it */
+    static int registered;
+    unsigned char mac[32]; const void *p[1] = { "" }; size_t l[1] = { 0 };
+    dp_hmac(S.key, p, l, 1, mac);
+    if (!registered) { registered = 1; atexit(at_exit_stop); }
+  }
   /* the key file: 0600, in $XDG_RUNTIME_DIR or $TMPDIR or /tmp */
   const char *dir = getenv("XDG_RUNTIME_DIR");
   if (!dir || access(dir, W_OK)) dir = getenv("TMPDIR");
@@ -665,7 +675,6 @@ static nb_Builtin session_builtins[] = {
   { NULL, NULL, NULL, NULL },
 };
 
-static void at_exit_stop(void) { if (S.active && S.router) session_teardown(); }
 
 void nbD_init(void) {
   static int done;
@@ -673,7 +682,6 @@ void nbD_init(void) {
   done = 1;
   nbB_register(session_builtins);
   nbD_coll_init();
-  atexit(at_exit_stop);
 }
 
 /* ================================================================ worker */
@@ -931,6 +939,9 @@ int nbD_worker_main(int argc, char **argv) {
 }
 
 /* ================================================================ nabla run */
+static nb_VM *run_vm;
+static void run_sigint(int sig) { (void)sig; if (run_vm) nb_vm_interrupt(run_vm); }
+
 int nbD_run_main(int argc, char **argv) {
   int n = 2; double timeout = 300; int i = 1;
   for (; i < argc && argv[i][0] == '-'; i++) {
@@ -960,7 +971,10 @@ int nbD_run_main(int argc, char **argv) {
   uint32_t seq = ++S.seq;
   for (int k = 0; k < n; k++) send_to(k, "runfile", seq, b.p, b.n);
   nbB_free(&b);
-  int which, r = wait_replies(NULL, seq, all, rep, 0, &which);
+  struct sigaction sa; memset(&sa, 0, sizeof sa);
+  run_vm = vm; sa.sa_handler = run_sigint; sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  int which, r = wait_replies(vm, seq, all, rep, 0, &which);
   (void)r;
   int worst = 0;
   for (int k = 0; k < n; k++) {
