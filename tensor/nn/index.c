@@ -77,8 +77,8 @@ static int take_backward(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin) {
   return 0;
 }
 
-nt_Tensor *nt_take(nt_Tensor *x0, nt_Tensor *idx0, int axis) {
-  const char *op = "take";
+/* take under the name of the public op that was called (errors name it) */
+static nt_Tensor *take_as(const char *op, nt_Tensor *x0, nt_Tensor *idx0, int axis) {
   nt_nn_init();
   if (x0->ndim == 0) NT_FAIL_NULL("%s: cannot index a 0-d tensor", op);
   int ax = nt_norm_axis(op, axis, x0->ndim);
@@ -113,15 +113,17 @@ done:
   return out;
 }
 
+nt_Tensor *nt_take(nt_Tensor *x, nt_Tensor *idx, int axis) { return take_as("take", x, idx, axis); }
+
 nt_Tensor *nt_index_select(nt_Tensor *x, int axis, nt_Tensor *idx) {
   if (idx->ndim != 1) NT_FAIL_NULL("index_select: index must be 1-D, got %d-D", idx->ndim);
-  return nt_take(x, idx, axis);
+  return take_as("index_select", x, idx, axis);
 }
 
 nt_Tensor *nt_embedding(nt_Tensor *weight, nt_Tensor *idx) {
   if (weight->ndim != 2) NT_FAIL_NULL("embedding: weight must be 2-D [num_embeddings, dim], got %d-D", weight->ndim);
   if (!nt_dtype_is_int(idx->dtype)) NT_FAIL_NULL("embedding: indices must be an integer tensor, got %s", nt_dtype_name(idx->dtype));
-  return nt_take(weight, idx, 0);
+  return take_as("embedding", weight, idx, 0);
 }
 
 /* Positions of the true entries of a contiguous mask, as an i64 [count] tensor. */
@@ -144,7 +146,7 @@ static nt_Tensor *nonzero_flat(nt_Tensor *mask) {
 
 nt_Tensor *nt_index_tensor(nt_Tensor *x, nt_Tensor *idx) {
   nt_nn_init();
-  if (idx->dtype != NT_BOOL) return nt_take(x, idx, 0);
+  if (idx->dtype != NT_BOOL) return take_as("index", x, idx, 0);
   /* boolean mask over the leading idx->ndim axes: flatten them, select rows */
   char a[128], b[128];
   bool ok = idx->ndim <= x->ndim;
@@ -157,7 +159,7 @@ nt_Tensor *nt_index_tensor(nt_Tensor *x, nt_Tensor *idx) {
   for (int i = idx->ndim; i < x->ndim; i++) shp[k++] = x->shape[i];
   nt_Tensor *xf = nt_reshape(x, shp, k), *ix = xf ? nonzero_flat(idx) : NULL;
   if (ix && x->device != NT_CPU) { nt_Tensor *d = nt_to_device(ix, x->device); nt_release(ix); ix = d; }
-  nt_Tensor *r = ix ? nt_take(xf, ix, 0) : NULL;
+  nt_Tensor *r = ix ? take_as("index", xf, ix, 0) : NULL;
   nt_release(xf); nt_release(ix);
   return r;
 }

@@ -262,6 +262,9 @@ done:
 /* ---- mse ---------------------------------------------------------------------- */
 nt_Tensor *nt_mse_loss(nt_Tensor *a, nt_Tensor *b) {
   nt_nn_init();
+  int64_t shp[NT_MAXDIM];
+  int nd;
+  if (nt_broadcast_shapes("mse_loss", a->shape, a->ndim, b->shape, b->ndim, shp, &nd)) return NULL;  /* name the op called */
   nt_Tensor *d = nt_sub(a, b);
   nt_Tensor *sq = d ? nt_mul(d, d) : NULL;
   nt_Tensor *m = sq ? nt_mean(sq, NULL, 0, false) : NULL;

@@ -284,6 +284,37 @@ static void t_masks_and_one_hot(void) {
   CHECK(!r && strstr(nt_error_msg(), "out of range"), "one_hot range: %s", nt_error_msg());
 }
 
+/* errors name the public op that was called, not the op it is built on */
+static void t_error_op_names(void) {
+  nt_Tensor *a = nt_ones((int64_t[]){2, 3}, 2, NT_F32, NT_CPU), *b = nt_ones((int64_t[]){3, 2}, 2, NT_F32, NT_CPU);
+  nt_Tensor *r = nt_mse_loss(a, b);
+  int ok = !r && strstr(nt_error_msg(), "mse_loss: shapes [2, 3] and [3, 2] cannot broadcast") != NULL;
+  nt_release(r); nt_release(a); nt_release(b);
+  CHECK(ok, "mse_loss: %s", nt_error_msg());
+  int64_t iv[2] = {0, 7};
+  double fd = 0.5;
+  nt_Tensor *I = tn_i64(iv, (int64_t[]){2}, 1), *W = nt_ones((int64_t[]){3, 4}, 2, NT_F32, NT_CPU);
+  nt_Tensor *F = nt_from_buffer(&fd, NT_F64, (int64_t[]){1}, 1, NT_F32);
+  static const char *want[5] = {
+    "embedding: index 7 is out of bounds for axis 0 with size 3",
+    "index_select: index 7 is out of bounds for axis 1 with size 4",
+    "index: index 7 is out of bounds for axis 0 with size 3",
+    "index: indices must be an integer tensor, got f32",
+    "take: index 7 is out of bounds for axis 0 with size 3",
+  };
+  char got[512] = "";
+  ok = 1;
+  for (int k = 0; k < 5 && ok; k++) {
+    r = k == 0 ? nt_embedding(W, I) : k == 1 ? nt_index_select(W, 1, I) : k == 2 ? nt_index_tensor(W, I)
+      : k == 3 ? nt_index_tensor(W, F) : nt_take(W, I, 0);
+    snprintf(got, sizeof got, "%s", r ? "(no error)" : nt_error_msg());
+    ok = !r && strstr(got, want[k]) != NULL;
+    nt_release(r);
+  }
+  nt_release(I); nt_release(W); nt_release(F);
+  CHECK(ok, "op name: %s", got);
+}
+
 const tn_test tn_tests_nn[] = {
   {"softmax_values_stable", t_softmax_values},
   {"softmax_log_softmax_gradcheck", t_softmax_grad},
@@ -294,5 +325,6 @@ const tn_test tn_tests_nn[] = {
   {"embedding_values_grad", t_embedding},
   {"take_gather_scatter_add", t_take_gather_scatter},
   {"masked_select_index_one_hot", t_masks_and_one_hot},
+  {"error_messages_name_the_called_op", t_error_op_names},
   {NULL, NULL},
 };
