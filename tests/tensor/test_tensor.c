@@ -424,7 +424,8 @@ TEST(unary_values) {
     CHECKV(c2, SHAPE(3), 2, 5, 6);
     CHECKV(c3, SHAPE(3), 1, 5, 7.5);
     nt_release(ci);
-    nt_Tensor *ri = nt_relu(MK(NT_I64, SHAPE(3), -3, 0, 4));
+    nt_Tensor *ii = MK(NT_I64, SHAPE(3), -3, 0, 4), *ri = nt_relu(ii);
+    nt_release(ii);
     EXPECT(ri && ri->dtype == NT_I64, "relu(int) keeps i64");
     CHECKV(ri, SHAPE(3), 0, 0, 4);
     OK(sr && nt_backward(sr, NULL, false) == 0);
