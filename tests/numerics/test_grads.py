@@ -255,9 +255,8 @@ def api(b):
     b.case("grad_of_record_tree", f"f = fn(p) sum(tanh(p.a) * {ws}) + sum(p.b.c * p.b.c)\ng = grad(f)({{a: {xs}, b: {{c: {ws}}}}})\nlist(g.a, g.b.c)", [g1, 2 * T(w)], **TOL)
     b.case("no_grad_block", f"x = clone({xs})\nx.requires_grad = true\ny = nil\nno_grad {{ y = x * 2 }}\ny.requires_grad", False)
     b.case("requires_grad_propagates", f"x = clone({xs})\nx.requires_grad = true\nlist((x * 2).requires_grad, (x * 2).is_leaf, x.is_leaf)", [True, False, True])
-    # LEFT OUT (bug "grad argnums bracket literal"): grad(f, argnums=[0, 1]) returns only the
-    # gradient for argument 0, because [0, 1] is a tensor literal and grad_call only returns a
-    # list when argnums is a list value; the tests use argnums=list(0, 1).
+    # argnums as a bracket literal (fixed on the language side in 9ba48e7)
+    b.case("argnums_bracket_literal_returns_both", f"g = grad(fn(a, c) sum(a * c), argnums=[0, 1])({xs}, {ws})\nlen(g)", 2.0)
     b.case("argnums_list_call_returns_both", f"g = grad(fn(a, c) sum(a * c), argnums=list(0, 1))({xs}, {ws})\nlen(g)", 2.0)
 
 
