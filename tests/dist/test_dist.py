@@ -37,7 +37,16 @@ def run(src, timeout=30, args=(), env=None, pre=()):
     e = dict(os.environ)
     e.update(env or {})
     p = subprocess.run([NABLA, *pre, path, *args], capture_output=True, text=True, timeout=timeout, env=e)
+    sanitizer_check(p.stderr)
     return p.returncode, p.stdout, p.stderr
+
+
+def sanitizer_check(err):
+    # an ASan/UBSan build (session or worker) reports on stderr: that fails the test
+    for marker in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:"):
+        if marker in err:
+            i = err.index(marker)
+            raise AssertionError("sanitizer: " + err[max(0, i - 200):i + 1500])
 
 
 def alive(pid):
@@ -430,6 +439,7 @@ dist.stop()
     time.sleep(1.0)
     os.kill(pids[2], signal.SIGKILL)
     out, err = p.communicate(timeout=60)
+    sanitizer_check(err)
     ok = (p.returncode == 0 and f"worker rank 2 (pid {pids[2]}) died" in out and "FAST true" in out
           and "BROKEN" in out and "AFTER [3, 3, 3]" in out
           and f"worker rank 2 (pid {pids[2]}) died: killed by signal 9" in err)
@@ -466,6 +476,7 @@ eprint("stderr from", r)
           and "a1" in p.stdout and "[rank 1] stderr from 1" in p.stderr)
     bad = script('if dist.rank() == 1 { error("rank one fails") }\nbarrier()\n', "bad.nbl")
     q = subprocess.run([NABLA, "run", "-n", "2", bad], capture_output=True, text=True, timeout=30)
+    sanitizer_check(p.stderr + q.stderr)
     ok = ok and q.returncode == 1 and "[rank 1]" in q.stderr and "rank one fails" in q.stderr
     report(name, ok, f"rc={p.returncode},{q.returncode} out={p.stdout!r} err={p.stderr[-300:]!r} {q.stderr[-300:]!r}")
 
@@ -515,6 +526,7 @@ dist.stop()
     s.send_multipart([b"garbage"])
     got = s.poll(1500)
     out, err = p.communicate(timeout=30)
+    sanitizer_check(err)
     s.close(); ctx.term()
     ok = (p.returncode == 0 and "RES [0, 1]" in out and "refused a message with a missing or bad signature" in err
           and got == 0 and not os.path.exists(marker))
