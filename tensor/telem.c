@@ -4,6 +4,7 @@
 ** fill_, casts, clone/contiguous, to_device.
 */
 #include "tinternal.h"
+#include "tdevice.h"
 #include <stdlib.h>
 
 /* ---- a tiny arena for backward formulas --------------------------------
@@ -461,7 +462,7 @@ static int to_device_backward(nt_Node *n, nt_Tensor *g, nt_Tensor **gin) {
 nt_Tensor *nt_to_device(nt_Tensor *t, nt_Device dev) {
   if (t->device == dev) return nt_retain(t);
   const nt_Allocator *al = nt_allocator(dev == NT_CPU ? t->device : dev);
-  if (!al || !nt_allocator(dev)) NT_FAIL_NULL("device %s is not available", nt_device_name(dev));
+  if (!al || !nt_allocator(dev)) NT_FAIL_NULL("%s", nt_device_unavailable_msg(dev == NT_CPU ? t->device : dev));
   bool prev = nt_set_grad_enabled(false);
   nt_Tensor *c = nt_contiguous(t);
   nt_set_grad_enabled(prev);

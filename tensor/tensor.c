@@ -10,6 +10,7 @@
 ** Views get their own header malloc (NT_T_VIEWHDR).
 */
 #include "tinternal.h"
+#include "tdevice.h"
 #include <stdlib.h>
 #include <stdio.h>
 #include <sys/mman.h>
@@ -44,6 +45,7 @@ void nt_register_allocator(nt_Device dev, const nt_Allocator *a) {
   have_alloc[dev] = true;
 }
 const nt_Allocator *nt_allocator(nt_Device dev) {
+  if (dev == NT_CUDA && !have_alloc[dev]) nt_device_load(dev);   /* tdevice.c: dlopens the CUDA module once */
   return (unsigned)dev < NT_NDEVICES && have_alloc[dev] ? &allocators[dev] : NULL;
 }
 
@@ -101,7 +103,7 @@ nt_Tensor *nt_empty(const int64_t *shape, int ndim, nt_DType dt, nt_Device dev) 
   if (ndim < 0 || ndim > NT_MAXDIM) NT_FAIL_NULL("tensors have at most %d dimensions, got %d", NT_MAXDIM, ndim);
   if ((unsigned)dt >= NT_NDTYPES) NT_FAIL_NULL("invalid dtype %d", (int)dt);
   const nt_Allocator *al = nt_allocator(dev);
-  if (!al) NT_FAIL_NULL("device %s is not available", nt_device_name(dev));
+  if (!al) NT_FAIL_NULL("%s", nt_device_unavailable_msg(dev));
   size_t esz = nt_dtype_size(dt);
   int64_t numel = 1;
   for (int i = 0; i < ndim; i++) {
@@ -121,7 +123,7 @@ nt_Tensor *nt_empty(const int64_t *shape, int ndim, nt_DType dt, nt_Device dev) 
   else {
     s->flags = 0;
     s->data = al->alloc(nbytes);
-    if (!s->data) { free(b); nt_error_oom(nbytes); return NULL; }
+    if (!s->data) { free(b); if (dev == NT_CPU) nt_error_oom(nbytes); return NULL; }   /* device allocators set their own message */
   }
   t->refcount = 1; t->dtype = dt; t->device = dev; t->ndim = ndim;
   t->offset = 0; t->numel = numel; t->flags = NT_T_CONTIG; t->storage = s;

@@ -91,7 +91,7 @@ static nt_Tensor *take_as(const char *op, nt_Tensor *x0, nt_Tensor *idx0, int ax
   if (!ix) goto done;
   nn_dims d = nn_split_axis(x->shape, x->ndim, ax);
   int64_t m = ix->numel;
-  if (fix_indices(op, (int64_t *)nt_base(ix), m, d.n, axis)) goto done;
+  if (ix->device == NT_CPU && fix_indices(op, (int64_t *)nt_base(ix), m, d.n, axis)) goto done;   /* device kernels wrap/check themselves */
   int64_t shp[NT_MAXDIM];
   int k = 0;
   for (int i = 0; i < ax; i++) shp[k++] = x->shape[i];
@@ -264,7 +264,7 @@ static nt_Tensor *gs_prepare(const char *op, nt_Tensor *x, int axis, nt_Tensor *
   nt_Tensor *ic = nn_index_i64(op, idx), *ix = ic ? nt_clone(ic) : NULL;
   nt_release(ic);
   if (!ix) return NULL;
-  if (fix_indices(op, (int64_t *)nt_base(ix), ix->numel, x->shape[ax], ax)) { nt_release(ix); return NULL; }
+  if (ix->device == NT_CPU && fix_indices(op, (int64_t *)nt_base(ix), ix->numel, x->shape[ax], ax)) { nt_release(ix); return NULL; }   /* device kernels wrap/check themselves */
   g->ndim = x->ndim; g->axis = ax;
   memcpy(g->ishape, idx->shape, sizeof(int64_t) * (size_t)x->ndim);
   nt_contig_strides(x->shape, x->ndim, g->xstr);

@@ -1,0 +1,185 @@
+// allocator.cu — caching device allocator (the scheme of PyTorch's
+// CUDACachingAllocator, reduced to one device).
+//
+// cudaMalloc/cudaFree are slow (and cudaFree synchronises the device), so
+// memory is requested from the driver in SEGMENTS and carved into BLOCKS:
+//   * sizes are rounded up to 512 bytes;
+//   * small requests (<= 1 MiB) come from 2 MiB segments, large ones from
+//     20 MiB segments (< 10 MiB) or a segment of their own rounded to 2 MiB;
+//   * a free block is found best-fit (smallest size >= request) in the pool's
+//     free set and SPLIT when the rest is worth keeping (small: >= 512 B,
+//     large: > 1 MiB); freed blocks MERGE with free neighbours of the same segment;
+//   * blocks are stream-aware: a free block is reused only by requests on the
+//     stream it was last used on, so reuse is ordered after the previous
+//     user's kernels without events.  (The module has one stream today; the
+//     field keeps the invariant when more streams come.)
+// Out of memory: a failed cudaMalloc returns every fully-free cached segment
+// to the driver and retries once; then the request fails with
+//   "CUDA out of memory: tried to allocate 1.50 GiB (GPU: 0.20 GiB free of
+//    79.10 GiB total; nabla: 70.00 GiB allocated, 75.00 GiB cached)"
+// and everything keeps working (the caller gets NULL).
+#include "common.cuh"
+#include <set>
+#include <unordered_map>
+#include <mutex>
+#include <stdio.h>
+
+namespace ncu {
+
+namespace {
+
+constexpr size_t kRound = 512;
+constexpr size_t kSmallSize = 1 << 20;         // <= this: small pool
+constexpr size_t kSmallSegment = 2 << 20;
+constexpr size_t kLargeSegment = 20 << 20;
+constexpr size_t kMinLargeAlone = 10 << 20;    // >= this: own segment
+constexpr size_t kRoundLarge = 2 << 20;
+
+struct Block {
+  char *ptr;
+  size_t size;
+  cudaStream_t stream;
+  bool allocated, small;
+  Block *prev, *next;                          // neighbours inside the segment
+};
+
+struct BlockLess {
+  bool operator()(const Block *a, const Block *b) const {
+    if (a->stream != b->stream) return (uintptr_t)a->stream < (uintptr_t)b->stream;
+    if (a->size != b->size) return a->size < b->size;
+    return (uintptr_t)a->ptr < (uintptr_t)b->ptr;
+  }
+};
+
+std::mutex mu;
+std::set<Block *, BlockLess> free_small, free_large;
+std::unordered_map<void *, Block *> live;
+size_t allocated_bytes, cached_bytes, peak_bytes;
+
+size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
+
+std::set<Block *, BlockLess> &pool_of(bool small) { return small ? free_small : free_large; }
+
+// Frees every cached segment that is entirely free.  Caller holds mu.
+void release_free_segments(void) {
+  for (auto *pool : { &free_small, &free_large }) {
+    for (auto it = pool->begin(); it != pool->end();) {
+      Block *b = *it;
+      if (!b->prev && !b->next) {
+        cudaError_t e = cudaFree(b->ptr);
+        if (e != cudaSuccess) cudaGetLastError();   // keep going; the block is dropped either way
+        cached_bytes -= b->size;
+        delete b;
+        it = pool->erase(it);
+      } else ++it;
+    }
+  }
+}
+
+void format_size(char *buf, size_t n, size_t bytes) {
+  if (bytes >= (1ull << 30)) snprintf(buf, n, "%.2f GiB", (double)bytes / (1ull << 30));
+  else if (bytes >= (1ull << 20)) snprintf(buf, n, "%.2f MiB", (double)bytes / (1ull << 20));
+  else snprintf(buf, n, "%zu bytes", bytes);
+}
+
+}  // namespace
+
+int alloc_init(void) { return 0; }
+
+void *dev_alloc(size_t request) {
+  size_t size = round_up(request ? request : 1, kRound);
+  bool small = size <= kSmallSize;
+  std::lock_guard<std::mutex> lock(mu);
+  auto &pool = pool_of(small);
+  Block key{nullptr, size, stream, false, small, nullptr, nullptr};
+  auto it = pool.lower_bound(&key);
+  Block *b = nullptr;
+  if (it != pool.end() && (*it)->stream == stream) {
+    b = *it;
+    pool.erase(it);
+  } else {
+    size_t seg = small ? kSmallSegment : size < kMinLargeAlone ? kLargeSegment : round_up(size, kRoundLarge);
+    void *p = nullptr;
+    cudaError_t e = cudaMalloc(&p, seg);
+    if (e == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
+      release_free_segments();             // give the cache back and try once more
+      e = cudaMalloc(&p, seg);
+    }
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      size_t fr = 0, tot = 0;
+      cudaMemGetInfo(&fr, &tot);
+      cudaGetLastError();
+      char s1[32], s2[32], s3[32], s4[32], s5[32];
+      format_size(s1, sizeof s1, request); format_size(s2, sizeof s2, fr); format_size(s3, sizeof s3, tot);
+      format_size(s4, sizeof s4, allocated_bytes); format_size(s5, sizeof s5, cached_bytes);
+      if (e == cudaErrorMemoryAllocation)
+        host->error_set("CUDA out of memory: tried to allocate %s (GPU: %s free of %s total; nabla: %s allocated, %s cached)",
+                        s1, s2, s3, s4, s5);
+      else
+        host->error_set("CUDA error allocating %s: %s (%s); last op launched: %s", s1, cudaGetErrorString(e), cudaGetErrorName(e), last_op);
+      return nullptr;
+    }
+    cached_bytes += seg;
+    b = new Block{(char *)p, seg, stream, false, small, nullptr, nullptr};
+  }
+  // split off the unused tail when it is worth keeping
+  size_t rest = b->size - size;
+  if ((small && rest >= kRound) || (!small && rest > kSmallSize)) {
+    Block *tail = new Block{b->ptr + size, rest, b->stream, false, small, b, b->next};
+    if (b->next) b->next->prev = tail;
+    b->next = tail;
+    b->size = size;
+    pool.insert(tail);
+  }
+  b->allocated = true;
+  live[b->ptr] = b;
+  allocated_bytes += b->size;
+  if (allocated_bytes > peak_bytes) peak_bytes = allocated_bytes;
+  return b->ptr;
+}
+
+void dev_free(void *p) {
+  if (!p) return;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = live.find(p);
+  if (it == live.end()) return;        // not ours: ignore rather than corrupt the pools
+  Block *b = it->second;
+  live.erase(it);
+  allocated_bytes -= b->size;
+  b->allocated = false;
+  auto &pool = pool_of(b->small);
+  // merge with free neighbours
+  if (b->prev && !b->prev->allocated) {
+    Block *a = b->prev;
+    pool.erase(a);
+    a->size += b->size;
+    a->next = b->next;
+    if (b->next) b->next->prev = a;
+    delete b;
+    b = a;
+  }
+  if (b->next && !b->next->allocated) {
+    Block *c = b->next;
+    pool.erase(c);
+    b->size += c->size;
+    b->next = c->next;
+    if (c->next) c->next->prev = b;
+    delete c;
+  }
+  pool.insert(b);
+}
+
+void alloc_stats(size_t *a, size_t *c, size_t *p) {
+  std::lock_guard<std::mutex> lock(mu);
+  *a = allocated_bytes; *c = cached_bytes; *p = peak_bytes;
+}
+
+int alloc_empty_cache(void) {
+  std::lock_guard<std::mutex> lock(mu);
+  release_free_segments();
+  return 0;
+}
+
+}  // namespace ncu

@@ -1,0 +1,160 @@
+// common.cuh — shared by every source of the CUDA backend module (nabla_cuda.so).
+//
+// The module never calls the core directly: everything goes through the
+// nt_HostApi table the loader (tensor/tdevice.c) passes to nabla_cuda_init,
+// kept in `ncu::host`.  All work is queued on ONE stream per process
+// (ncu::stream); the host only waits when it needs values (device→host copies,
+// nt_cuda_synchronize).
+//
+// Error handling rules for every source file:
+//   * every CUDA / cuBLAS call is checked: CU(call) / CUBLAS(call) set the
+//     core's error message ("<op>: CUDA error: ...") and return -1;
+//   * after every kernel launch, LAUNCHED(op) records the op's name (so an
+//     asynchronous fault is reported as "...after <op>") and checks the launch;
+//   * data-dependent errors found ON the device (index out of range, integer
+//     division by zero) are written to the error slot (DevError, in mapped
+//     host memory) and reported at the next synchronisation, naming the op.
+#pragma once
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <stdint.h>
+#include <stddef.h>
+
+extern "C" {
+#include "tensor/tinternal.h"
+#include "tensor/tdevice.h"
+}
+
+namespace ncu {
+
+extern const nt_HostApi *host;
+extern cudaStream_t stream;
+extern int num_sms;
+extern const char *last_op;           // name of the op whose kernel was launched last
+
+// ---- error slot ------------------------------------------------------------------
+// First device-side error wins (atomicCAS on code).  Lives in pinned, mapped
+// host memory: kernels write it through dev_err, the host reads it after a sync.
+enum { DEVERR_NONE = 0, DEVERR_INDEX = 1, DEVERR_ZERODIV = 2, DEVERR_TARGET = 3 };
+struct DevError {
+  int code, op;                         // op id of the kernel that hit it
+  long long a, b, c;                    // index, size, axis / row ...
+};
+extern DevError *dev_err;               // device-visible pointer to the slot
+
+__device__ inline void raise_error(DevError *e, int code, int op, long long a, long long b, long long c) {
+  if (atomicCAS(&e->code, 0, code) == 0) { e->op = op; e->a = a; e->b = b; e->c = c; }
+}
+
+// ---- checking macros (host) --------------------------------------------------------
+int cuda_fail(cudaError_t e, const char *what, const char *file, int line);
+#define CU(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) return ncu::cuda_fail(e_, #call, __FILE__, __LINE__); } while (0)
+#define LAUNCHED(opname) do { ncu::last_op = (opname); cudaError_t e_ = cudaGetLastError(); \
+    if (e_ != cudaSuccess) return ncu::cuda_fail(e_, "kernel launch", __FILE__, __LINE__); } while (0)
+// Waits for the stream; reports a CUDA fault or the error slot as the core's error.
+int sync_stream(void);
+
+// ---- allocator ------------------------------------------------------------------------
+void *dev_alloc(size_t n);              // NULL + error message on failure
+void  dev_free(void *p);
+void  alloc_stats(size_t *allocated, size_t *cached, size_t *peak);
+int   alloc_empty_cache(void);
+int   alloc_init(void);
+// Scratch buffer freed when the object goes out of scope (stream-ordered reuse is safe).
+struct Scratch {
+  void *p = nullptr;
+  explicit Scratch(size_t n) { p = dev_alloc(n ? n : 1); }
+  ~Scratch() { if (p) dev_free(p); }
+  Scratch(const Scratch &) = delete;
+  Scratch &operator=(const Scratch &) = delete;
+};
+
+// ---- launch geometry --------------------------------------------------------------------
+constexpr int kThreads = 256;
+inline unsigned grid_for(int64_t n, int per_thread = 1) {
+  int64_t b = (n + (int64_t)kThreads * per_thread - 1) / ((int64_t)kThreads * per_thread);
+  int64_t cap = (int64_t)num_sms * 32;        // grid-stride loops cover the rest
+  if (b < 1) b = 1;
+  return (unsigned)(b < cap ? b : cap);
+}
+
+// ---- strided geometry --------------------------------------------------------------------
+// Up to 4 operands of one logical shape, dims coalesced on the host (like
+// nt_iter_init) so most views end up 1-D or 2-D.  Strides in ELEMENTS.
+// offset_of(k, i) maps a row-major linear index i to operand k's offset.
+constexpr int kMaxOps = 4;
+struct Geom {
+  int ndim, nop;
+  int64_t shape[NT_MAXDIM];
+  int64_t stride[kMaxOps][NT_MAXDIM];
+  __host__ __device__ inline int64_t offset_of(int k, int64_t i) const {
+    int64_t off = 0;
+    for (int d = ndim - 1; d >= 0; d--) {
+      int64_t s = shape[d], q = i / s;
+      off += (i - q * s) * stride[k][d];
+      i = q;
+    }
+    return off;
+  }
+};
+// Builds the coalesced geometry of ops[0..nop) over ops[0]'s shape (ops may be
+// broadcast views).  contiguous = every operand is dense row-major.
+Geom make_geom(int nop, nt_Tensor *const *ops, bool *all_contig);
+
+// Device pointer of element [0,...,0] of t.
+inline char *base(const nt_Tensor *t) { return (char *)t->storage->data + t->offset * (int64_t)nt_dtype_size(t->dtype); }
+
+// ---- dtypes ----------------------------------------------------------------------------------
+// Storage type S, compute type C (float for f16/bf16, as on the CPU).
+template <typename S> struct Comp { typedef S type; };
+template <> struct Comp<__half> { typedef float type; };
+template <> struct Comp<__nv_bfloat16> { typedef float type; };
+struct b8 { uint8_t v; };                     // bool: one byte 0/1
+template <> struct Comp<b8> { typedef uint8_t type; };
+
+template <typename S> __device__ __host__ inline typename Comp<S>::type ld(S x) { return x; }
+template <> __device__ inline float ld<__half>(__half x) { return __half2float(x); }
+template <> __device__ inline float ld<__nv_bfloat16>(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <> __device__ __host__ inline uint8_t ld<b8>(b8 x) { return x.v; }
+
+template <typename S> struct St {
+  template <typename V> __device__ static inline S from(V v) { return (S)v; }
+};
+template <> struct St<__half> {
+  template <typename V> __device__ static inline __half from(V v) { return __float2half_rn((float)v); }
+};
+template <> struct St<__nv_bfloat16> {
+  template <typename V> __device__ static inline __nv_bfloat16 from(V v) { return __float2bfloat16_rn((float)v); }
+};
+template <> struct St<b8> {
+  template <typename V> __device__ static inline b8 from(V v) { b8 r; r.v = v != (V)0; return r; }
+};
+
+// Calls F.template operator()<S>() with S the storage type of dt; -1 for unknown dtypes.
+#define NCU_DISPATCH_ALL(dt, F)                                  \
+  switch (dt) {                                                  \
+    case NT_F32: return F.template operator()<float>();          \
+    case NT_F64: return F.template operator()<double>();         \
+    case NT_F16: return F.template operator()<__half>();         \
+    case NT_BF16: return F.template operator()<__nv_bfloat16>(); \
+    case NT_I32: return F.template operator()<int32_t>();        \
+    case NT_I64: return F.template operator()<int64_t>();        \
+    case NT_U8: return F.template operator()<uint8_t>();         \
+    case NT_BOOL: return F.template operator()<ncu::b8>();       \
+    default: break;                                              \
+  }
+
+// dst = src (same shape, any strides/dtypes) on the stream: the NT_OP_COPY kernel.
+int copy_into(nt_Tensor *dst, nt_Tensor *src);
+
+// ---- registration (one function per source file, called by nabla_cuda_init) ---------------
+void register_elementwise(void);
+void register_reduce(void);
+int  register_matmul(void);
+void register_random(void);
+void register_nn(void);
+void register_optim(void);
+void matmul_shutdown(void);
+
+}  // namespace ncu

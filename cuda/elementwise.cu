@@ -1,0 +1,486 @@
+// elementwise.cu — binary (broadcasting), unary, comparisons, where, copy with
+// dtype conversion, fill, tril/triu and arange on the GPU.
+//
+// Layout: the front ends (tensor/telem.c) hand us a fresh contiguous output
+// and inputs that are views of the output's shape (stride 0 on broadcast
+// axes).  Two paths per kernel:
+//   * contiguous: every operand dense → element i is at offset i.  Binary and
+//     unary ops then load/store VEC = 16 / sizeof(S) elements per thread with
+//     one 16-byte access per operand (float4-style), when the pointers are
+//     16-byte aligned; the tail is done element by element;
+//   * strided: the host coalesces dims (make_geom) and each thread maps its
+//     row-major index i to every operand's offset with div/mod per dim.
+// The op is a run-time switch inside the kernel (uniform across the grid, so
+// no divergence) — one kernel per dtype instead of one per (op, dtype).
+// Math follows tcpu_elem.c exactly: f16/bf16 compute in float, integer
+// division/modulo use Python's floor semantics, max/min propagate NaN.
+#include "common.cuh"
+#include <type_traits>
+
+// u8 makes "x < 0" always false: intended in the generic source
+#pragma nv_diag_suppress 186
+
+namespace ncu {
+namespace {
+
+template <typename T, int N> struct alignas(sizeof(T) * N) Vec { T v[N]; };
+
+template <typename C> __device__ inline C m_floor(C x) { if constexpr (sizeof(C) == 4) return floorf(x); else return floor(x); }
+
+__device__ inline int64_t ipow(int64_t b, int64_t e) {
+  if (e < 0) return b == 1 ? 1 : b == -1 ? ((e & 1) ? -1 : 1) : 0;
+  int64_t r = 1;
+  while (e) { if (e & 1) r *= b; b *= b; e >>= 1; }
+  return r;
+}
+__device__ inline int64_t ifloordiv(int64_t x, int64_t y, bool *zd) {
+  if (y == 0) { *zd = true; return 0; }
+  if (y == -1) return (int64_t)(0 - (uint64_t)x);
+  int64_t q = x / y;
+  if ((x % y != 0) && ((x < 0) != (y < 0))) q--;
+  return q;
+}
+__device__ inline int64_t imod(int64_t x, int64_t y, bool *zd) {
+  if (y == 0) { *zd = true; return 0; }
+  if (y == -1) return 0;
+  int64_t r = x % y;
+  if (r != 0 && ((r < 0) != (y < 0))) r += y;
+  return r;
+}
+__device__ inline double fmod_py(double x, double y) {
+  double r = fmod(x, y);
+  if (r != 0 && ((r < 0) != (y < 0))) r += y;
+  return r;
+}
+
+// arithmetic binary ops in the compute type C
+template <typename C> __device__ inline C bin_arith(int op, C x, C y, bool *zd) {
+  constexpr bool isf = std::is_floating_point<C>::value;
+  switch (op) {
+    case NT_OP_ADD: return (C)(x + y);
+    case NT_OP_SUB: return (C)(x - y);
+    case NT_OP_MUL: return (C)(x * y);
+    case NT_OP_DIV:
+      if constexpr (isf) return x / y; else return (C)ifloordiv((int64_t)x, (int64_t)y, zd);
+    case NT_OP_POW:
+      if constexpr (isf) { if constexpr (sizeof(C) == 4) return powf(x, y); else return pow(x, y); }
+      else return (C)ipow((int64_t)x, (int64_t)y);
+    case NT_OP_FLOORDIV:
+      if constexpr (isf) return m_floor(x / y); else return (C)ifloordiv((int64_t)x, (int64_t)y, zd);
+    case NT_OP_MOD:
+      if constexpr (isf) return (C)fmod_py((double)x, (double)y); else return (C)imod((int64_t)x, (int64_t)y, zd);
+    case NT_OP_MAXIMUM:
+      if constexpr (isf) return (x != x || x > y) ? x : y; else return x > y ? x : y;
+    case NT_OP_MINIMUM:
+      if constexpr (isf) return (x != x || x < y) ? x : y; else return x < y ? x : y;
+    default: return 0;
+  }
+}
+template <typename C> __device__ inline bool bin_pred(int op, C x, C y) {
+  switch (op) {
+    case NT_OP_EQ: return x == y;
+    case NT_OP_NE: return x != y;
+    case NT_OP_LT: return x < y;
+    case NT_OP_LE: return x <= y;
+    case NT_OP_GT: return x > y;
+    case NT_OP_GE: return x >= y;
+    case NT_OP_LOGICAL_AND: return x != 0 && y != 0;
+    case NT_OP_LOGICAL_OR: return x != 0 || y != 0;
+    default: return false;
+  }
+}
+template <typename S, typename O> __device__ inline O bin_apply(int op, typename Comp<S>::type x, typename Comp<S>::type y, bool *zd) {
+  if constexpr (std::is_same<O, b8>::value) {
+    if (op >= NT_OP_EQ) { b8 r; r.v = bin_pred(op, x, y); return r; }   // comparisons, logical ops
+    return St<b8>::from(bin_arith(op, x, y, zd));                        // maximum/minimum of bools
+  } else return St<O>::from(bin_arith(op, x, y, zd));
+}
+
+// mode: 0 = tensor OP tensor, 1 = tensor OP scalar, 2 = scalar OP tensor
+template <typename S, typename O>
+__global__ void binary_strided(int op, int64_t n, Geom g, O *out, const S *a, const S *b,
+                               typename Comp<S>::type sv, int mode, DevError *err) {
+  typedef typename Comp<S>::type C;
+  bool zd = false;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    C v = ld(a[g.offset_of(1, i)]);
+    C x = mode == 2 ? sv : v;
+    C y = mode == 0 ? ld(b[g.offset_of(2, i)]) : mode == 1 ? sv : v;
+    out[g.offset_of(0, i)] = bin_apply<S, O>(op, x, y, &zd);
+  }
+  if (zd) raise_error(err, DEVERR_ZERODIV, op, 0, 0, 0);
+}
+
+// contiguous: VEC elements per thread with 16-byte loads; [vec_n*VEC, n) scalar tail
+template <typename S, typename O, int VEC>
+__global__ void binary_contig(int op, int64_t n, O *out, const S *a, const S *b,
+                              typename Comp<S>::type sv, int mode, DevError *err) {
+  typedef typename Comp<S>::type C;
+  bool zd = false;
+  int64_t nvec = n / VEC, stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t v = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; v < nvec; v += stride) {
+    Vec<S, VEC> va = reinterpret_cast<const Vec<S, VEC> *>(a)[v], vb;
+    if (mode == 0) vb = reinterpret_cast<const Vec<S, VEC> *>(b)[v];
+    Vec<O, VEC> vo;
+#pragma unroll
+    for (int k = 0; k < VEC; k++) {
+      C p = ld(va.v[k]);
+      C x = mode == 2 ? sv : p, y = mode == 0 ? ld(vb.v[k]) : mode == 1 ? sv : p;
+      vo.v[k] = bin_apply<S, O>(op, x, y, &zd);
+    }
+    reinterpret_cast<Vec<O, VEC> *>(out)[v] = vo;
+  }
+  for (int64_t i = nvec * VEC + blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += stride) {
+    C p = ld(a[i]);
+    C x = mode == 2 ? sv : p, y = mode == 0 ? ld(b[i]) : mode == 1 ? sv : p;
+    out[i] = bin_apply<S, O>(op, x, y, &zd);
+  }
+  if (zd) raise_error(err, DEVERR_ZERODIV, op, 0, 0, 0);
+}
+
+bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
+int k_binary(const nt_KernelArgs *a) {
+  nt_Tensor *ops[3] = { a->out, a->in[0], a->in[1] };
+  int nop = a->in[1] ? 3 : 2;
+  int64_t n = a->out->numel;
+  if (n == 0) return 0;
+  int mode = a->in[1] ? 0 : a->iarg[0] ? 2 : 1;
+  bool contig;
+  Geom g = make_geom(nop, ops, &contig);
+  const char *name = host->op_name(a->op);
+  auto run = [&]<typename S>() -> int {
+    typedef typename Comp<S>::type C;
+    const S *pa = (const S *)base(a->in[0]);
+    const S *pb = a->in[1] ? (const S *)base(a->in[1]) : nullptr;
+    C sv = (C)a->s[0];
+    if constexpr (std::is_same<S, b8>::value) sv = a->s[0] != 0;
+    constexpr int VEC = 16 / sizeof(S) > 0 ? 16 / sizeof(S) : 1;
+    auto go = [&]<typename O>(O *po) -> int {
+      if (contig && aligned16(pa) && (!pb || aligned16(pb)) && ((uintptr_t)po % sizeof(Vec<O, VEC>)) == 0)
+        binary_contig<S, O, VEC><<<grid_for(n, VEC), kThreads, 0, stream>>>(a->op, n, po, pa, pb, sv, mode, dev_err);
+      else
+        binary_strided<S, O><<<grid_for(n), kThreads, 0, stream>>>(a->op, n, g, po, pa, pb, sv, mode, dev_err);
+      LAUNCHED(name);
+      return 0;
+    };
+    if (a->out->dtype == NT_BOOL) return go((b8 *)base(a->out));
+    return go((S *)base(a->out));
+  };
+  NCU_DISPATCH_ALL(a->in[0]->dtype, run);
+  host->error_set("%s: unsupported dtype on cuda", name);
+  return -1;
+}
+
+// ---- unary ---------------------------------------------------------------------------------
+template <typename C> __device__ inline C un_math(int op, C x, double lo, double hi) {
+  constexpr bool isf = std::is_floating_point<C>::value;
+  constexpr bool f32 = sizeof(C) == 4 && isf;
+  const C one = 1;
+  switch (op) {
+    case NT_OP_NEG: return (C)(0 - x);
+    case NT_OP_ABS: return x < 0 ? (C)(0 - x) : x;
+    case NT_OP_SIGN: return (C)((x > 0) - (x < 0));
+    case NT_OP_RELU: return x > 0 ? x : (C)0;
+    case NT_OP_SQUARE: return (C)(x * x);
+    case NT_OP_FLOOR: if constexpr (isf) return f32 ? floorf(x) : floor(x); else return x;
+    case NT_OP_CEIL: if constexpr (isf) return f32 ? ceilf(x) : ceil(x); else return x;
+    case NT_OP_ROUND: if constexpr (isf) return f32 ? rintf(x) : rint(x); else return x;
+    case NT_OP_CLAMP: {
+      if (lo == lo && x < (C)lo) return (C)lo;
+      if (hi == hi && x > (C)hi) return (C)hi;
+      return x;
+    }
+    default: break;
+  }
+  if constexpr (isf) {
+    switch (op) {
+      case NT_OP_EXP: return f32 ? expf(x) : exp(x);
+      case NT_OP_LOG: return f32 ? logf(x) : log(x);
+      case NT_OP_LOG1P: return f32 ? log1pf(x) : log1p(x);
+      case NT_OP_SQRT: return f32 ? sqrtf(x) : sqrt(x);
+      case NT_OP_RSQRT: return one / (f32 ? sqrtf(x) : sqrt(x));
+      case NT_OP_TANH: return f32 ? tanhf(x) : tanh(x);
+      case NT_OP_SIGMOID: return one / (one + (f32 ? expf(-x) : exp(-x)));
+      case NT_OP_SILU: return x / (one + (f32 ? expf(-x) : exp(-x)));
+      // gelu(x) = x Phi(x) = 0.5 x (1 + erf(x / sqrt 2))
+      case NT_OP_GELU: return (C)0.5 * x * (one + (f32 ? erff(x * (C)0.7071067811865476) : erf(x * (C)0.7071067811865476)));
+      // tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+      case NT_OP_GELU_TANH: {
+        C u = (C)0.7978845608028654 * (x + (C)0.044715 * x * x * x);
+        return (C)0.5 * x * (one + (f32 ? tanhf(u) : tanh(u)));
+      }
+      case NT_OP_SIN: return f32 ? sinf(x) : sin(x);
+      case NT_OP_COS: return f32 ? cosf(x) : cos(x);
+      case NT_OP_TAN: return f32 ? tanf(x) : tan(x);
+      case NT_OP_RECIPROCAL: return one / x;
+      case NT_OP_EXPM1: return f32 ? expm1f(x) : expm1(x);
+      case NT_OP_LOG2: return f32 ? log2f(x) : log2(x);
+      case NT_OP_ERF: return f32 ? erff(x) : erf(x);
+      default: break;
+    }
+  }
+  return x;
+}
+
+template <typename S>
+__global__ void unary_strided(int op, int64_t n, Geom g, S *out, const S *in, double lo, double hi) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+    out[g.offset_of(0, i)] = St<S>::from(un_math(op, ld(in[g.offset_of(1, i)]), lo, hi));
+}
+template <typename S, int VEC>
+__global__ void unary_contig(int op, int64_t n, S *out, const S *in, double lo, double hi) {
+  int64_t nvec = n / VEC, stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t v = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; v < nvec; v += stride) {
+    Vec<S, VEC> x = reinterpret_cast<const Vec<S, VEC> *>(in)[v], y;
+#pragma unroll
+    for (int k = 0; k < VEC; k++) y.v[k] = St<S>::from(un_math(op, ld(x.v[k]), lo, hi));
+    reinterpret_cast<Vec<S, VEC> *>(out)[v] = y;
+  }
+  for (int64_t i = nvec * VEC + blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += stride)
+    out[i] = St<S>::from(un_math(op, ld(in[i]), lo, hi));
+}
+template <typename S>
+__global__ void logical_not_kernel(int64_t n, Geom g, b8 *out, const S *in) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    b8 r; r.v = ld(in[g.offset_of(1, i)]) == 0;
+    out[g.offset_of(0, i)] = r;
+  }
+}
+
+int k_unary(const nt_KernelArgs *a) {
+  nt_Tensor *ops[2] = { a->out, a->in[0] };
+  int64_t n = a->out->numel;
+  if (n == 0) return 0;
+  bool contig;
+  Geom g = make_geom(2, ops, &contig);
+  const char *name = host->op_name(a->op);
+  double lo = a->op == NT_OP_CLAMP ? a->s[0] : 0, hi = a->op == NT_OP_CLAMP ? a->s[1] : 0;
+  auto run = [&]<typename S>() -> int {
+    const S *pi = (const S *)base(a->in[0]);
+    if (a->op == NT_OP_LOGICAL_NOT) {
+      logical_not_kernel<S><<<grid_for(n), kThreads, 0, stream>>>(n, g, (b8 *)base(a->out), pi);
+    } else {
+      if constexpr (std::is_same<S, b8>::value) { host->error_set("%s: bool input on cuda", name); return -1; }
+      else {
+        S *po = (S *)base(a->out);
+        constexpr int VEC = 16 / sizeof(S);
+        if (contig && aligned16(pi) && aligned16(po))
+          unary_contig<S, VEC><<<grid_for(n, VEC), kThreads, 0, stream>>>(a->op, n, po, pi, lo, hi);
+        else
+          unary_strided<S><<<grid_for(n), kThreads, 0, stream>>>(a->op, n, g, po, pi, lo, hi);
+      }
+    }
+    LAUNCHED(name);
+    return 0;
+  };
+  NCU_DISPATCH_ALL(a->in[0]->dtype, run);
+  host->error_set("%s: unsupported dtype on cuda", name);
+  return -1;
+}
+
+// ---- copy / cast -------------------------------------------------------------------------------
+// out[i] = convert(in[i]) with any strides on both sides.  Conversion as on
+// the CPU: load into the source's compute type, then to the destination
+// (bool destinations test != 0; f16/bf16 go through float).
+template <typename D, typename S>
+__global__ void convert_kernel(int64_t n, Geom g, D *out, const S *in) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+    out[g.offset_of(0, i)] = St<D>::from(ld(in[g.offset_of(1, i)]));
+}
+// same dtype: move raw element bits (E = 1, 2, 4 or 8-byte integer type)
+template <typename E>
+__global__ void move_kernel(int64_t n, Geom g, E *out, const E *in) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+    out[g.offset_of(0, i)] = in[g.offset_of(1, i)];
+}
+
+template <typename E> int launch_move(int64_t n, const Geom &g, void *out, const void *in) {
+  move_kernel<E><<<grid_for(n), kThreads, 0, stream>>>(n, g, (E *)out, (const E *)in);
+  LAUNCHED("copy");
+  return 0;
+}
+
+int k_copy(const nt_KernelArgs *a) {
+  nt_Tensor *dst = a->out, *src = a->in[0];
+  nt_Tensor *ops[2] = { dst, src };
+  int64_t n = dst->numel;
+  if (n == 0) return 0;
+  bool contig;
+  Geom g = make_geom(2, ops, &contig);
+  size_t es = nt_dtype_size(dst->dtype);
+  if (dst->dtype == src->dtype) {
+    if (contig) {
+      CU(cudaMemcpyAsync(base(dst), base(src), (size_t)n * es, cudaMemcpyDeviceToDevice, stream));
+      last_op = "copy";
+      return 0;
+    }
+    switch (es) {
+      case 1: return launch_move<uint8_t>(n, g, base(dst), base(src));
+      case 2: return launch_move<uint16_t>(n, g, base(dst), base(src));
+      case 4: return launch_move<uint32_t>(n, g, base(dst), base(src));
+      default: return launch_move<uint64_t>(n, g, base(dst), base(src));
+    }
+  }
+  auto outer = [&]<typename D>() -> int {
+    auto inner = [&]<typename S>() -> int {
+      convert_kernel<D, S><<<grid_for(n), kThreads, 0, stream>>>(n, g, (D *)base(dst), (const S *)base(src));
+      LAUNCHED("copy");
+      return 0;
+    };
+    NCU_DISPATCH_ALL(src->dtype, inner);
+    return -1;
+  };
+  NCU_DISPATCH_ALL(dst->dtype, outer);
+  host->error_set("copy: unsupported dtype on cuda");
+  return -1;
+}
+
+// ---- fill -----------------------------------------------------------------------------------------
+// The value's bit pattern is made on the host exactly like nt_store_from_double.
+template <typename E>
+__global__ void fill_kernel(int64_t n, Geom g, E *out, E v) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+    out[g.offset_of(0, i)] = v;
+}
+template <typename E> int launch_fill(int64_t n, const Geom &g, void *out, const char *bits) {
+  E v;
+  memcpy(&v, bits, sizeof v);
+  fill_kernel<E><<<grid_for(n), kThreads, 0, stream>>>(n, g, (E *)out, v);
+  LAUNCHED("fill");
+  return 0;
+}
+
+void store_from_double(char *p, nt_DType dt, double v) {
+  switch (dt) {
+    case NT_F32: { float f = (float)v; memcpy(p, &f, 4); break; }
+    case NT_F64: memcpy(p, &v, 8); break;
+    case NT_F16: { uint16_t h = nt_f32_to_f16((float)v); memcpy(p, &h, 2); break; }
+    case NT_BF16: { uint16_t h = nt_f32_to_bf16((float)v); memcpy(p, &h, 2); break; }
+    case NT_I32: { int32_t x = (int32_t)v; memcpy(p, &x, 4); break; }
+    case NT_I64: { int64_t x = (int64_t)v; memcpy(p, &x, 8); break; }
+    case NT_U8: *(uint8_t *)p = (uint8_t)(int64_t)v; break;
+    case NT_BOOL: *(uint8_t *)p = v != 0; break;
+    default: break;
+  }
+}
+
+int k_fill(const nt_KernelArgs *a) {
+  nt_Tensor *dst = a->out;
+  int64_t n = dst->numel;
+  if (n == 0) return 0;
+  char bits[8] = {0};
+  store_from_double(bits, dst->dtype, a->s[0]);
+  bool contig;
+  nt_Tensor *ops[1] = { dst };
+  Geom g = make_geom(1, ops, &contig);
+  size_t es = nt_dtype_size(dst->dtype);
+  bool zero = true;
+  for (size_t i = 0; i < es; i++) zero = zero && bits[i] == 0;
+  if (contig && zero) {
+    CU(cudaMemsetAsync(base(dst), 0, (size_t)n * es, stream));
+    last_op = "fill";
+    return 0;
+  }
+  switch (es) {
+    case 1: return launch_fill<uint8_t>(n, g, base(dst), bits);
+    case 2: return launch_fill<uint16_t>(n, g, base(dst), bits);
+    case 4: return launch_fill<uint32_t>(n, g, base(dst), bits);
+    default: return launch_fill<uint64_t>(n, g, base(dst), bits);
+  }
+}
+
+// ---- where ----------------------------------------------------------------------------------------
+template <typename E>
+__global__ void where_kernel(int64_t n, Geom g, E *out, const uint8_t *c, const E *x, const E *y) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+    out[g.offset_of(0, i)] = c[g.offset_of(1, i)] ? x[g.offset_of(2, i)] : y[g.offset_of(3, i)];
+}
+template <typename E> int launch_where(int64_t n, const Geom &g, const nt_KernelArgs *a) {
+  where_kernel<E><<<grid_for(n), kThreads, 0, stream>>>(n, g, (E *)base(a->out), (const uint8_t *)base(a->in[0]),
+                                                        (const E *)base(a->in[1]), (const E *)base(a->in[2]));
+  LAUNCHED("where");
+  return 0;
+}
+int k_where(const nt_KernelArgs *a) {
+  int64_t n = a->out->numel;
+  if (n == 0) return 0;
+  nt_Tensor *ops[4] = { a->out, a->in[0], a->in[1], a->in[2] };
+  bool contig;
+  Geom g = make_geom(4, ops, &contig);
+  switch (nt_dtype_size(a->out->dtype)) {
+    case 1: return launch_where<uint8_t>(n, g, a);
+    case 2: return launch_where<uint16_t>(n, g, a);
+    case 4: return launch_where<uint32_t>(n, g, a);
+    default: return launch_where<uint64_t>(n, g, a);
+  }
+}
+
+// ---- tril / triu: keep (r, c) when c - r <= k (tril) or >= k (triu); out and in contiguous
+template <typename E>
+__global__ void tril_kernel(int64_t n, int64_t R, int64_t C, int64_t k, bool upper, E *out, const E *in) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    int64_t c = i % C, r = (i / C) % R;
+    bool keep = upper ? c - r >= k : c - r <= k;
+    out[i] = keep ? in[i] : (E)0;
+  }
+}
+template <typename E> int launch_tril(const nt_KernelArgs *a) {
+  nt_Tensor *o = a->out;
+  int64_t n = o->numel, R = o->shape[o->ndim - 2], C = o->shape[o->ndim - 1];
+  if (n == 0) return 0;
+  tril_kernel<E><<<grid_for(n), kThreads, 0, stream>>>(n, R, C, a->iarg[0], a->iarg[1] != 0, (E *)base(o), (const E *)base(a->in[0]));
+  LAUNCHED("tril");
+  return 0;
+}
+int k_tril(const nt_KernelArgs *a) {
+  if (!(a->in[0]->flags & NT_T_CONTIG)) { host->error_set("tril: expected a contiguous input on cuda"); return -1; }
+  switch (nt_dtype_size(a->out->dtype)) {
+    case 1: return launch_tril<uint8_t>(a);
+    case 2: return launch_tril<uint16_t>(a);
+    case 4: return launch_tril<uint32_t>(a);
+    default: return launch_tril<uint64_t>(a);
+  }
+}
+
+// ---- arange: out[i] = s0 + i * s1 in double (no FMA, as on the CPU), then converted
+template <typename S>
+__global__ void arange_kernel(int64_t n, S *out, double s0, double s1) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    double v = __dadd_rn(s0, __dmul_rn((double)i, s1));
+    if constexpr (std::is_same<S, uint8_t>::value) out[i] = (uint8_t)(int64_t)v;
+    else out[i] = St<S>::from(v);
+  }
+}
+int k_arange(const nt_KernelArgs *a) {
+  int64_t n = a->out->numel;
+  if (n == 0) return 0;
+  auto run = [&]<typename S>() -> int {
+    arange_kernel<S><<<grid_for(n), kThreads, 0, stream>>>(n, (S *)base(a->out), a->s[0], a->s[1]);
+    LAUNCHED("arange");
+    return 0;
+  };
+  NCU_DISPATCH_ALL(a->out->dtype, run);
+  host->error_set("arange: unsupported dtype on cuda");
+  return -1;
+}
+
+}  // namespace
+
+int copy_into(nt_Tensor *dst, nt_Tensor *src) {
+  nt_KernelArgs c = {};
+  c.op = NT_OP_COPY; c.out = dst; c.in[0] = src; c.nin = 1;
+  return k_copy(&c);
+}
+
+void register_elementwise(void) {
+  for (int op = NT_OP_ADD; op <= NT_OP_LOGICAL_OR; op++) host->register_kernel(op, NT_CUDA, k_binary);
+  for (int op = NT_OP_NEG; op <= NT_OP_CLAMP; op++) host->register_kernel(op, NT_CUDA, k_unary);
+  host->register_kernel(NT_OP_COPY, NT_CUDA, k_copy);
+  host->register_kernel(NT_OP_FILL, NT_CUDA, k_fill);
+  host->register_kernel(NT_OP_WHERE, NT_CUDA, k_where);
+  host->register_kernel(NT_OP_TRIL, NT_CUDA, k_tril);
+  host->register_kernel(NT_OP_ARANGE, NT_CUDA, k_arange);
+}
+
+}  // namespace ncu

@@ -1,0 +1,213 @@
+// matmul.cu — (batched) matmul through cuBLAS; an integer fallback kernel.
+//
+// Front end (tensor/tmatmul.c): out [B.., M, N] fresh contiguous, a [B.., M, K],
+// b [B.., K, N] with broadcast batch dims (stride 0 allowed), same dtype.
+//
+// cuBLAS is column-major.  A row-major R x C matrix with row stride ld (and
+// unit column stride) IS the column-major C x R matrix (its transpose) with
+// leading dimension ld.  So row-major C = A B is computed as the column-major
+//     C^T (N x M) = B^T (N x K) * A^T (K x M)
+// i.e. cublas(m = N, n = M, k = K, "A" = b, "B" = a).  An operand whose
+// COLUMN stride is 1 is passed as is (op N, ld = row stride); one whose ROW
+// stride is 1 (a transposed view, x.T) is passed with op T (ld = column
+// stride): x.T @ y never copies.  Anything else is packed first.
+// Batches: when every batch dim of a (and of b) collapses to one stride
+// (0 for a broadcast operand), one cublasGemmStridedBatchedEx call does all;
+// otherwise one cublasGemmEx per batch matrix.
+// Precision: f32 uses CUBLAS_COMPUTE_32F, or CUBLAS_COMPUTE_32F_FAST_TF32 (tensor
+// cores, 10-bit mantissa products) after nt_set_matmul_precision("high");
+// f16/bf16 read and write 16-bit data and accumulate in f32; f64 uses 64F.
+#include "common.cuh"
+#include <cublas_v2.h>
+#include <type_traits>
+#include <memory>
+
+namespace ncu {
+namespace {
+
+cublasHandle_t handle;
+
+const char *cublas_status_str(cublasStatus_t s) {
+  switch (s) {
+    case CUBLAS_STATUS_SUCCESS: return "success";
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "not initialized";
+    case CUBLAS_STATUS_ALLOC_FAILED: return "allocation failed";
+    case CUBLAS_STATUS_INVALID_VALUE: return "invalid value";
+    case CUBLAS_STATUS_ARCH_MISMATCH: return "architecture mismatch";
+    case CUBLAS_STATUS_MAPPING_ERROR: return "mapping error";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "execution failed";
+    case CUBLAS_STATUS_INTERNAL_ERROR: return "internal error";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "not supported";
+    default: return "unknown status";
+  }
+}
+#define CUBLAS(call) do { cublasStatus_t s_ = (call); if (s_ != CUBLAS_STATUS_SUCCESS) { \
+    host->error_set("matmul: cuBLAS error in %s: %s (%d); last op launched: %s", #call, cublas_status_str(s_), (int)s_, last_op); \
+    return -1; } } while (0)
+
+struct Operand {            // one matrix operand as cuBLAS sees it
+  const char *p;            // element [0,0] of the first batch matrix
+  cublasOperation_t op;
+  int64_t ld;
+  int64_t batch_stride;     // elements; valid when batched_ok
+};
+
+// Chooses op/ld for a row-major R x C matrix with strides (rs, cs); false if it must be packed.
+bool layout(int64_t R, int64_t C, int64_t rs, int64_t cs, cublasOperation_t *op, int64_t *ld) {
+  if (C == 1) cs = 1;
+  if (R == 1) rs = C > 1 ? C : 1;
+  if (cs == 1 && rs >= (C > 1 ? C : 1)) { *op = CUBLAS_OP_N; *ld = rs; return true; }
+  if (rs == 1 && cs >= (R > 1 ? R : 1)) { *op = CUBLAS_OP_T; *ld = cs; return true; }
+  return false;
+}
+
+// true when batch dims [0, nb) of t are one arithmetic progression: stride s
+bool batch_uniform(const nt_Tensor *t, const int64_t *bshape, int nb, int64_t *s) {
+  int64_t stride = 0, expect = -1;
+  bool first = true;
+  for (int d = nb - 1; d >= 0; d--) {
+    if (bshape[d] == 1) continue;
+    if (first) { stride = t->strides[d]; expect = stride * bshape[d]; first = false; continue; }
+    if (t->strides[d] != expect) return false;
+    expect = t->strides[d] * bshape[d];
+  }
+  *s = stride;
+  return true;
+}
+
+// element offset of batch bi in t (batch dims row-major over bshape)
+int64_t batch_offset(const nt_Tensor *t, const int64_t *bshape, int nb, int64_t bi) {
+  int64_t off = 0;
+  for (int d = nb - 1; d >= 0; d--) { int64_t i = bi % bshape[d]; bi /= bshape[d]; off += i * t->strides[d]; }
+  return off;
+}
+
+// Integer matmul: one thread per output element (rare; not performance critical).
+template <typename T>
+__global__ void int_matmul(int64_t nbatch, int64_t M, int64_t N, int64_t K, T *c, const T *a, const T *b,
+                           Geom ga, Geom gb, int64_t ars, int64_t acs, int64_t brs, int64_t bcs) {
+  int64_t total = nbatch * M * N;
+  for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x) {
+    int64_t j = e % N, i = (e / N) % M, bi = e / (M * N);
+    const T *pa = a + ga.offset_of(0, bi) + i * ars, *pb = b + gb.offset_of(0, bi) + j * bcs;
+    T acc = 0;
+    for (int64_t k = 0; k < K; k++) acc = (T)(acc + pa[k * acs] * pb[k * brs]);
+    c[e] = acc;
+  }
+}
+
+int k_matmul(const nt_KernelArgs *ka) {
+  nt_Tensor *out = ka->out, *a = ka->in[0], *b = ka->in[1];
+  nt_DType dt = out->dtype;
+  int nd = out->ndim, nb = nd - 2;
+  int64_t M = out->shape[nd - 2], N = out->shape[nd - 1], K = a->shape[nd - 1];
+  int64_t nbatch = 1;
+  for (int i = 0; i < nb; i++) nbatch *= out->shape[i];
+  size_t es = nt_dtype_size(dt);
+  if (out->numel == 0) return 0;
+  if (K == 0) {
+    CU(cudaMemsetAsync(base(out), 0, (size_t)out->numel * es, stream));
+    last_op = "matmul";
+    return 0;
+  }
+  if (!nt_dtype_is_float(dt)) {
+    // batch geometry as one-operand Geoms over the batch shape
+    Geom ga, gb;
+    ga.nop = gb.nop = 1; ga.ndim = gb.ndim = nb > 0 ? nb : 1;
+    for (int d = 0; d < nb; d++) { ga.shape[d] = gb.shape[d] = out->shape[d]; ga.stride[0][d] = a->strides[d]; gb.stride[0][d] = b->strides[d]; }
+    if (nb == 0) { ga.shape[0] = gb.shape[0] = 1; ga.stride[0][0] = gb.stride[0][0] = 0; }
+    int64_t ars = a->strides[nd - 2], acs = a->strides[nd - 1], brs = b->strides[nd - 2], bcs = b->strides[nd - 1];
+    int64_t total = nbatch * M * N;
+    switch (dt) {
+#define INT_MM(E, T) case E: int_matmul<T><<<grid_for(total), kThreads, 0, stream>>>(nbatch, M, N, K, (T *)base(out), \
+        (const T *)base(a), (const T *)base(b), ga, gb, ars, acs, brs, bcs); break;
+      INT_MM(NT_I32, int32_t) INT_MM(NT_I64, int64_t) INT_MM(NT_U8, uint8_t)
+#undef INT_MM
+      default: host->error_set("matmul: not supported for dtype %s on cuda", nt_dtype_name(dt)); return -1;
+    }
+    LAUNCHED("matmul");
+    return 0;
+  }
+  cudaDataType_t ctype;
+  cublasComputeType_t comp;
+  float alpha_f = 1, beta_f = 0;
+  double alpha_d = 1, beta_d = 0;
+  const void *alpha = &alpha_f, *beta = &beta_f;
+  switch (dt) {
+    case NT_F32: ctype = CUDA_R_32F; comp = *host->matmul_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F; break;
+    case NT_F64: ctype = CUDA_R_64F; comp = CUBLAS_COMPUTE_64F; alpha = &alpha_d; beta = &beta_d; break;
+    case NT_F16: ctype = CUDA_R_16F; comp = CUBLAS_COMPUTE_32F; break;
+    case NT_BF16: ctype = CUDA_R_16BF; comp = CUBLAS_COMPUTE_32F; break;
+    default: host->error_set("matmul: not supported for dtype %s on cuda", nt_dtype_name(dt)); return -1;
+  }
+  // pack operands cuBLAS cannot take as they are (scratch freed on every return path)
+  nt_Tensor *ops[2] = { a, b };
+  const int64_t rows[2] = { M, K }, cols[2] = { K, N };
+  Operand opd[2];
+  std::unique_ptr<Scratch> packed[2];
+  nt_Tensor packv[2];
+  nt_Storage packst[2];
+  const int64_t *bshape = out->shape;
+  for (int k = 0; k < 2; k++) {
+    nt_Tensor *t = ops[k];
+    cublasOperation_t op = CUBLAS_OP_N;
+    int64_t ld = 1;
+    if (!layout(rows[k], cols[k], t->strides[nd - 2], t->strides[nd - 1], &op, &ld) || ld > INT32_MAX) {
+      // contiguous copy [B.., R, C] through the copy kernel
+      packed[k].reset(new Scratch((size_t)nbatch * rows[k] * cols[k] * es));
+      if (!packed[k]->p) return -1;
+      nt_Tensor *v = &packv[k];
+      *v = *t;
+      packst[k] = *t->storage;
+      packst[k].data = packed[k]->p;
+      v->storage = &packst[k]; v->offset = 0;
+      for (int d = 0; d < nb; d++) v->shape[d] = bshape[d];
+      v->shape[nd - 2] = rows[k]; v->shape[nd - 1] = cols[k];
+      nt_contig_strides(v->shape, nd, v->strides);
+      nt_update_meta(v);
+      if (copy_into(v, t)) return -1;
+      t = ops[k] = v;
+      layout(rows[k], cols[k], t->strides[nd - 2], t->strides[nd - 1], &op, &ld);
+    }
+    opd[k].p = base(t);
+    opd[k].op = op;
+    opd[k].ld = ld;
+  }
+  if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX || nbatch > INT32_MAX) {
+    host->error_set("matmul: dimensions of 2^31 and more are not supported on cuda");
+    return -1;
+  }
+  int64_t sa, sb;
+  bool uni = batch_uniform(ops[0], bshape, nb, &sa) && batch_uniform(ops[1], bshape, nb, &sb);
+  // column-major: C^T = B^T A^T  → cuBLAS "A" := b (op(b) is N x K), cuBLAS "B" := a
+  if (nbatch == 1)
+    CUBLAS(cublasGemmEx(handle, opd[1].op, opd[0].op, (int)N, (int)M, (int)K, alpha, opd[1].p, ctype, (int)opd[1].ld,
+                        opd[0].p, ctype, (int)opd[0].ld, beta, base(out), ctype, (int)N, comp, CUBLAS_GEMM_DEFAULT));
+  else if (uni)
+    CUBLAS(cublasGemmStridedBatchedEx(handle, opd[1].op, opd[0].op, (int)N, (int)M, (int)K, alpha,
+                                      opd[1].p, ctype, (int)opd[1].ld, sb, opd[0].p, ctype, (int)opd[0].ld, sa,
+                                      beta, base(out), ctype, (int)N, M * N, (int)nbatch, comp, CUBLAS_GEMM_DEFAULT));
+  else
+    for (int64_t bi = 0; bi < nbatch; bi++) {
+      const char *pa = opd[0].p + batch_offset(ops[0], bshape, nb, bi) * (int64_t)es;
+      const char *pb = opd[1].p + batch_offset(ops[1], bshape, nb, bi) * (int64_t)es;
+      char *pc = base(out) + bi * M * N * (int64_t)es;
+      CUBLAS(cublasGemmEx(handle, opd[1].op, opd[0].op, (int)N, (int)M, (int)K, alpha, pb, ctype, (int)opd[1].ld,
+                          pa, ctype, (int)opd[0].ld, beta, pc, ctype, (int)N, comp, CUBLAS_GEMM_DEFAULT));
+    }
+  last_op = "matmul";
+  return 0;
+}
+
+}  // namespace
+
+int register_matmul(void) {
+  cublasStatus_t s = cublasCreate(&handle);
+  if (s != CUBLAS_STATUS_SUCCESS) { host->error_set("cublasCreate failed: %s (%d)", cublas_status_str(s), (int)s); return -1; }
+  s = cublasSetStream(handle, stream);
+  if (s != CUBLAS_STATUS_SUCCESS) { host->error_set("cublasSetStream failed: %s (%d)", cublas_status_str(s), (int)s); return -1; }
+  host->register_kernel(NT_OP_MATMUL, NT_CUDA, k_matmul);
+  return 0;
+}
+
+}  // namespace ncu

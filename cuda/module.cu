@@ -1,0 +1,196 @@
+// module.cu — entry point of nabla_cuda.so: nabla_cuda_init (called once by
+// the loader in tensor/tdevice.c), the stream, error reporting, cross-device
+// copies, and the strided-geometry helper every kernel file uses.
+#include "common.cuh"
+#include <stdio.h>
+#include <string.h>
+#include <stdlib.h>
+
+namespace ncu {
+
+const nt_HostApi *host;
+static nt_HostApi host_copy;
+cudaStream_t stream;
+int num_sms = 1;
+const char *last_op = "(none)";
+DevError *dev_err;                     // device view of the mapped slot
+static DevError *host_err;             // host view of the same memory
+static int device_count_;
+
+int cuda_fail(cudaError_t e, const char *what, const char *file, int line) {
+  (void)file; (void)line;
+  cudaGetLastError();                  // clear non-sticky errors so later calls work
+  host->error_set("CUDA error in %s: %s (%s); last op launched: %s", what, cudaGetErrorString(e), cudaGetErrorName(e), last_op);
+  return -1;
+}
+
+// Reports (and clears) the device-side error slot.  Call only after a sync.
+static int check_slot(void) {
+  DevError e;
+  memcpy(&e, (const void *)host_err, sizeof e);   // written by kernels; coherent after the stream sync
+  if (e.code == DEVERR_NONE) return 0;
+  memset((void *)host_err, 0, sizeof *host_err);
+  const char *op = host->op_name(e.op);
+  switch (e.code) {
+    case DEVERR_INDEX:
+      host->error_set("%s: index %lld is out of bounds for axis %lld with size %lld (detected on the GPU, reported at synchronization)",
+                      op, e.a, e.c, e.b);
+      break;
+    case DEVERR_ZERODIV:
+      host->error_set("%s: integer division by zero (detected on the GPU, reported at synchronization)", op);
+      break;
+    case DEVERR_TARGET:
+      host->error_set("%s: target %lld (row %lld) is out of bounds for %lld classes", op, e.a, e.c, e.b);
+      break;
+    default:
+      host->error_set("%s: device-side error %d", op, e.code);
+  }
+  return -1;
+}
+
+int sync_stream(void) {
+  cudaError_t e = cudaStreamSynchronize(stream);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    host->error_set("CUDA error: %s (%s), raised asynchronously by a kernel; last op launched: %s%s",
+                    cudaGetErrorString(e), cudaGetErrorName(e), last_op,
+                    e == cudaErrorIllegalAddress || e == cudaErrorLaunchFailure || e == cudaErrorAssert
+                        ? " (the CUDA context is now unusable: restart the process)" : "");
+    return -1;
+  }
+  return check_slot();
+}
+
+// ---- geometry -----------------------------------------------------------------------------
+Geom make_geom(int nop, nt_Tensor *const *ops, bool *all_contig) {
+  Geom g;
+  g.nop = nop;
+  const nt_Tensor *t0 = ops[0];
+  bool contig = true;
+  for (int k = 0; k < nop; k++)
+    if (!(ops[k]->flags & NT_T_CONTIG) || ops[k]->numel != t0->numel) contig = false;
+  // A broadcast view can carry NT_T_CONTIG only when it is not expanded; check strides too.
+  int n = 0;
+  for (int d = 0; d < t0->ndim; d++) {
+    int64_t s = t0->shape[d];
+    if (s == 1) continue;
+    if (n > 0) {
+      bool merge = true;
+      for (int k = 0; k < nop; k++)
+        if (g.stride[k][n - 1] != ops[k]->strides[d] * s) { merge = false; break; }
+      if (merge) {
+        g.shape[n - 1] *= s;
+        for (int k = 0; k < nop; k++) g.stride[k][n - 1] = ops[k]->strides[d];
+        continue;
+      }
+    }
+    g.shape[n] = s;
+    for (int k = 0; k < nop; k++) g.stride[k][n] = ops[k]->strides[d];
+    n++;
+  }
+  if (n == 0) { g.shape[0] = 1; for (int k = 0; k < nop; k++) g.stride[k][0] = 1; n = 1; }
+  g.ndim = n;
+  // After coalescing, "contiguous" means one dim with unit stride for everyone.
+  if (contig) {
+    contig = n == 1;
+    for (int k = 0; contig && k < nop; k++) contig = g.stride[k][0] == 1 || g.shape[0] == 1;
+  }
+  *all_contig = contig;
+  return g;
+}
+
+// ---- allocator table for the core ----------------------------------------------------------
+static void *core_alloc(size_t n) { return dev_alloc(n); }
+static void core_free(void *p) { dev_free(p); }
+
+// Copies between host and device (or device and device) on the stream.  A copy
+// to the host waits for it (and so reports any pending asynchronous error).
+static int core_memcpy(void *dst, nt_Device dd, const void *src, nt_Device sd, size_t n) {
+  if (n == 0) return 0;
+  if (dd == NT_CUDA && sd == NT_CUDA) {
+    CU(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, stream));
+    last_op = "copy (device to device)";
+    return 0;
+  }
+  if (dd == NT_CUDA && sd == NT_CPU) {
+    // Pageable source: the runtime stages it before returning, so the caller
+    // may free or reuse `src` right away.
+    CU(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, stream));
+    last_op = "copy (host to device)";
+    return 0;
+  }
+  if (dd == NT_CPU && sd == NT_CUDA) {
+    cudaError_t e = cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, stream);
+    if (e != cudaSuccess) {
+      // A sticky error from an earlier kernel surfaces here: report it as such.
+      if (sync_stream()) return -1;
+      return cuda_fail(e, "cudaMemcpyAsync (device to host)", __FILE__, __LINE__);
+    }
+    return sync_stream();
+  }
+  host->error_set("cuda allocator cannot copy from %s to %s", sd == NT_CPU ? "cpu" : "cuda", dd == NT_CPU ? "cpu" : "cuda");
+  return -1;
+}
+
+static const nt_Allocator cuda_allocator = { core_alloc, core_free, core_memcpy };
+
+// ---- device API for the loader ----------------------------------------------------------------
+static int api_device_count(void) { return device_count_; }
+static int api_synchronize(void) { return sync_stream(); }
+static int api_memory(size_t *a, size_t *c, size_t *p) { alloc_stats(a, c, p); return 0; }
+static int api_empty_cache(void) {
+  if (sync_stream()) return -1;
+  return alloc_empty_cache();
+}
+
+}  // namespace ncu
+
+using namespace ncu;
+
+extern "C" __attribute__((visibility("default")))
+int nabla_cuda_init(const nt_HostApi *h, nt_DeviceApi *api, char *reason, size_t n) {
+  if (!h || h->abi_version != NT_DEVICE_ABI_VERSION || h->sizeof_tensor != sizeof(nt_Tensor) ||
+      h->sizeof_kernel_args != sizeof(nt_KernelArgs)) {
+    snprintf(reason, n, "nabla_cuda.so was built for another version of nabla (ABI mismatch): rebuild it");
+    return -1;
+  }
+  host_copy = *h;
+  host = &host_copy;
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count == 0) {
+    if (e != cudaSuccess)
+      snprintf(reason, n, "no CUDA device (device count 0): cudaGetDeviceCount failed: %s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
+    else
+      snprintf(reason, n, "no CUDA device (device count 0)");
+    cudaGetLastError();
+    return -1;
+  }
+  device_count_ = count;
+  int dev = 0;
+  const char *want = getenv("NABLA_CUDA_DEVICE");
+  if (want && *want) dev = atoi(want);
+  if (dev < 0 || dev >= count) { snprintf(reason, n, "NABLA_CUDA_DEVICE=%d but there are %d devices", dev, count); return -1; }
+#define INIT_CHECK(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { \
+    snprintf(reason, n, "%s failed: %s (%s)", #call, cudaGetErrorString(e_), cudaGetErrorName(e_)); cudaGetLastError(); return -1; } } while (0)
+  INIT_CHECK(cudaSetDevice(dev));
+  INIT_CHECK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, dev));
+  INIT_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  INIT_CHECK(cudaHostAlloc((void **)&host_err, sizeof(DevError), cudaHostAllocMapped));
+  memset((void *)host_err, 0, sizeof(DevError));
+  INIT_CHECK(cudaHostGetDevicePointer((void **)&dev_err, host_err, 0));
+#undef INIT_CHECK
+  if (alloc_init()) { snprintf(reason, n, "allocator: %s", host->error_msg()); return -1; }
+  if (register_matmul()) { snprintf(reason, n, "cuBLAS: %s", host->error_msg()); return -1; }
+  host->register_allocator(NT_CUDA, &cuda_allocator);
+  register_elementwise();
+  register_reduce();
+  register_random();
+  register_nn();
+  register_optim();
+  api->device_count = api_device_count;
+  api->synchronize = api_synchronize;
+  api->memory = api_memory;
+  api->empty_cache = api_empty_cache;
+  return 0;
+}

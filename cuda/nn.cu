@@ -1,0 +1,2 @@
+#include "common.cuh"
+namespace ncu { void register_nn(void) {} }
