@@ -564,10 +564,13 @@ static int set_globals(nb_VM *vm, const char *f, nb_Value rec, const int *target
   if (!st) replies_free(rep, S.n);
   return st;
 }
+/* dist.push(w=w, lr=0.1) or dist.push({w: w, lr: 0.1}) */
 static int b_push(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
   (void)nargs;
-  if (a[0].t != NB_TREC) return nb_error_kind(vm, "TypeError", "dist.push: expected a record of name: value, got %s", nb_typename(a[0]));
-  if (set_globals(vm, "dist.push", a[0], NULL)) return NB_ERR;
+  nb_Value vars = a[0].t == NB_TNIL ? a[1] : a[0];
+  if (vars.t != NB_TREC) return nb_error_kind(vm, "TypeError", "dist.push: expected name=value keywords or a record, got %s", nb_typename(vars));
+  if (a[0].t != NB_TNIL && nb_rec(a[1])->n) return nb_error_kind(vm, "TypeError", "dist.push: give either a record or keywords, not both");
+  if (set_globals(vm, "dist.push", vars, NULL)) return NB_ERR;
   *out = nb_nil();
   return NB_OK;
 }
@@ -665,7 +668,7 @@ static nb_Builtin session_builtins[] = {
   { "dist_restart", b_restart, "", "dist.restart(): stops whatever is left of the workers and starts fresh ones with the same settings (their globals are lost)" },
   { "dist_exec", b_exec, "code", "dist.exec(code): runs source on every worker; their output is shown prefixed [rank N]" },
   { "dist_run", b_run, "*args", "dist.run(fn, args...): calls fn(args...) on every worker; the list of results by rank" },
-  { "dist_push", b_push, "vars", "dist.push({name: value, ...}): sets globals on every worker" },
+  { "dist_push", b_push, "vars=nil, **kw", "dist.push(name=value, ...) or dist.push({name: value}): sets globals on every worker" },
   { "dist_pull", b_pull, "expr, rank=0", "dist.pull(expr, rank=0): the value of expr (source text) on one worker (rank=\"all\": a list by rank)" },
   { "dist_scatter", b_scatter, "name, x", "dist.scatter(name, x): splits tensor x along its first axis; worker r gets part r as global name" },
   { "dist_gather", b_gather, "expr", "dist.gather(expr): the tensors expr gives on every worker, concatenated along the first axis" },

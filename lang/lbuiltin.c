@@ -49,13 +49,15 @@ const char *nbB_builtin_name(const nb_Builtin *b) { return b->name; }
 
 /* "x, axis=nil, keepdims=false" or "*shape, dtype=nil" */
 static void parse_params(nb_Builtin *b) {
-  b->nparams = 0; b->nrequired = 0; b->variadic = false;
+  b->nparams = 0; b->nrequired = 0; b->variadic = false; b->kwrest = -1;
   const char *s = b->params ? b->params : "";
   bool seen_default = false;
   while (*s) {
     while (*s == ' ' || *s == ',') s++;
     if (!*s) break;
-    if (*s == '*') { b->variadic = true; s++; while (*s && *s != ',') s++; continue; }
+    bool rest = s[0] == '*' && s[1] == '*';
+    if (rest) s += 2;
+    else if (*s == '*') { b->variadic = true; s++; while (*s && *s != ',') s++; continue; }
     const char *st = s;
     while (*s && *s != '=' && *s != ',') s++;
     size_t n = (size_t)(s - st);
@@ -65,6 +67,7 @@ static void parse_params(nb_Builtin *b) {
     if (i >= 12) { fprintf(stderr, "nabla: builtin %s has too many parameters\n", b->name); abort(); }
     b->pnames[i] = name->data;
     b->pdefaults[i] = nb_nil();
+    if (rest) { b->kwrest = i; continue; }
     if (*s == '=') {
       s++;
       const char *d = s;

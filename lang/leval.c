@@ -102,19 +102,32 @@ static int call_builtin(nb_VM *vm, const nb_Builtin *b, nb_Value *args, int npos
     return nb_error_kind(vm, "TypeError", "%s() takes %d argument%s but %d %s given", b->name, b->nparams, b->nparams == 1 ? "" : "s", npos, npos == 1 ? "was" : "were");
   nb_Value bound[12];
   bool set[12] = {0};
+  nb_Rec *rest = NULL;   /* keywords gathered by a **kw parameter */
   for (int i = 0; i < npos; i++) { bound[i] = args[i]; set[i] = true; }
   for (int k = 0; k < nkw; k++) {
     int j = -1;
-    for (int i = 0; i < b->nparams; i++) if (strcmp(b->pnames[i], kw[k]->data) == 0) { j = i; break; }
+    for (int i = 0; i < b->nparams; i++) if (i != b->kwrest && strcmp(b->pnames[i], kw[k]->data) == 0) { j = i; break; }
+    if (j < 0 && b->kwrest >= 0) {
+      if (!rest) rest = nbR_new(nkw);
+      nb_incref(args[npos + k]);
+      nbR_set(rest, kw[k], args[npos + k]);
+      continue;
+    }
     if (j < 0) return nb_error_kind(vm, "TypeError", "%s() got an unexpected keyword argument '%s'", b->name, kw[k]->data);
-    if (set[j]) return nb_error_kind(vm, "TypeError", "%s() got multiple values for argument '%s'", b->name, b->pnames[j]);
+    if (set[j]) { if (rest) nb_decref(nb_obj(NB_TREC, rest)); return nb_error_kind(vm, "TypeError", "%s() got multiple values for argument '%s'", b->name, b->pnames[j]); }
     bound[j] = args[npos + k]; set[j] = true;
   }
+  if (b->kwrest >= 0) {
+    if (!rest) rest = nbR_new(0);
+    bound[b->kwrest] = nb_obj(NB_TREC, rest); set[b->kwrest] = true;
+  }
   for (int i = 0; i < b->nparams; i++) if (!set[i]) {
-    if (i < b->nrequired) return nb_error_kind(vm, "TypeError", "%s() missing argument '%s'", b->name, b->pnames[i]);
+    if (i < b->nrequired) { if (rest) nb_decref(nb_obj(NB_TREC, rest)); return nb_error_kind(vm, "TypeError", "%s() missing argument '%s'", b->name, b->pnames[i]); }
     bound[i] = b->pdefaults[i];
   }
-  return b->fn(vm, bound, b->nparams, out);
+  int st = b->fn(vm, bound, b->nparams, out);
+  if (rest) nb_decref(nb_obj(NB_TREC, rest));
+  return st;
 }
 
 /* Calls a user function whose arguments sit at vm->sp[-(npos+nkw)..]: they

@@ -102,10 +102,11 @@ typedef int (*nb_CFunc)(nb_VM *vm, nb_Value *args, int nargs, nb_Value *out);
 struct nb_Builtin {
   const char *name;
   nb_CFunc fn;
-  const char *params;   /* "x, axis=nil, keepdims=false"; "*args" for variadic */
+  const char *params;   /* "x, axis=nil, keepdims=false"; "*args" for variadic; "**kw" collects extra keywords */
   const char *doc;      /* one line */
   /* filled by nbB_register from params: */
   int nparams, nrequired; bool variadic;
+  int kwrest;           /* index of a "**name" parameter collecting other keywords into a record, or -1 */
   const char *pnames[12];
   nb_Value pdefaults[12];
 };

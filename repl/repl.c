@@ -96,12 +96,32 @@ static void help(nb_VM *vm, const char *arg) {
   while (*arg == ' ') arg++;
   if (!*arg) {
     printf("Commands: %%time EXPR  %%help NAME  %%who  %%reset  %%load FILE  %%quit\n"
+           "Workers (import dist; dist.start(n)): %%all EXPR shows EXPR on every worker; a line %%%%all\n"
+           "starts a cell (ended by an empty line) that runs on every worker.\n"
            "Type an expression to see its value; Ctrl-C stops running code; Ctrl-D exits.\n");
     return;
   }
   char *doc = nb_inspect(vm, arg, (int)strlen(arg));
   if (doc) { printf("%s\n", doc); free(doc); }
   else printf("no help for '%s'\n", arg);
+}
+
+/* Runs source on every worker of the session (`%%all` cells, `%all expr`)
+** through the dist builtins: the text travels as a quoted string. */
+static int on_workers(nb_VM *vm, const char *src, int pull) {
+  size_t n = strlen(src);
+  char *code = malloc(2 * n + 64);
+  if (!code) abort();
+  char *o = code + sprintf(code, "%s('", pull ? "dist_pull" : "dist_exec");
+  for (const char *p = src; *p; p++) {
+    if (*p == '\\' || *p == '\'') { *o++ = '\\'; *o++ = *p; }
+    else if (*p == '\n') { *o++ = '\\'; *o++ = 'n'; }
+    else *o++ = *p;
+  }
+  strcpy(o, pull ? "', rank=\"all\")" : "')");
+  int st = run(vm, code, pull ? "<%all>" : "<%%all>", pull ? NB_ECHO : 0);
+  free(code);
+  return st;
 }
 
 /* Returns 1 when the session should end. */
@@ -117,6 +137,10 @@ static int command(nb_VM *vm, const char *line, int *status) {
     if (!st) printf("time: %.3f ms\n", dt * 1e3);
     *status = st;
   } else if (n == 4 && !strncmp(p, "help", 4)) help(vm, arg);
+  else if (n == 3 && !strncmp(p, "all", 3)) {
+    if (!*arg) { fprintf(stderr, "%%all: needs an expression (%%all EXPR shows its value on every worker)\n"); *status = 1; return 0; }
+    *status = on_workers(vm, arg, 1);
+  }
   else if (n == 3 && !strncmp(p, "who", 3)) {
     char *g = nb_globals_list(vm);
     fputs(*g ? g : "(no variables)\n", stdout); free(g);
@@ -157,12 +181,33 @@ static int interactive(nb_VM *vm) {
   rl_catch_signals = 0;
   printf("nabla %s — type %%help for help, Ctrl-D to exit\n", nb_version());
   char *buf = NULL; size_t blen = 0;
-  int status = 0;
+  int status = 0, all_cell = 0;   /* collecting a %%all cell until an empty line */
   for (;;) {
     cancelled = 0;
-    char *line = readline(buf ? "... " : ">>> ");
-    if (cancelled) { free(buf); buf = NULL; blen = 0; cancelled = 0; if (line && !*line) { free(line); continue; } }
+    char *line = readline(all_cell ? "all> " : buf ? "... " : ">>> ");
+    if (cancelled) { free(buf); buf = NULL; blen = 0; all_cell = 0; cancelled = 0; if (line && !*line) { free(line); continue; } }
     if (!line) { printf("\n"); break; }
+    if (all_cell) {
+      if (*line) {
+        size_t ln = strlen(line);
+        buf = realloc(buf, blen + ln + 2);
+        if (!buf) abort();
+        memcpy(buf + blen, line, ln); blen += ln; buf[blen++] = '\n'; buf[blen] = 0;
+        free(line);
+        continue;
+      }
+      free(line);
+      all_cell = 0;
+      if (buf) { status = on_workers(vm, buf, 0); free(buf); buf = NULL; blen = 0; }
+      continue;
+    }
+    if (!buf && !strncmp(line, "%%all", 5)) {
+      add_history(line);
+      if (hist) append_history(1, hist);
+      all_cell = 1;
+      free(line);
+      continue;
+    }
     if (!buf && line[0] == '%') {
       if (*line) add_history(line);
       if (hist) append_history(1, hist);
@@ -194,10 +239,23 @@ static int interactive(nb_VM *vm) {
 static int piped(nb_VM *vm) {
   char *line = NULL; size_t cap = 0; ssize_t n;
   char *buf = NULL; size_t blen = 0;
-  int failed = 0, status = 0;
+  int failed = 0, status = 0, all_cell = 0;
   for (;;) {
     n = getline(&line, &cap, stdin);
+    if (all_cell) {   /* a %%all cell ends at an empty line or at the end of input */
+      if (n > 0 && line[0] != '\n') {
+        buf = realloc(buf, blen + (size_t)n + 1);
+        if (!buf) abort();
+        memcpy(buf + blen, line, (size_t)n); blen += (size_t)n; buf[blen] = 0;
+        continue;
+      }
+      all_cell = 0;
+      if (buf) { if (on_workers(vm, buf, 0)) failed = 1; free(buf); buf = NULL; blen = 0; }
+      if (n < 0) break;
+      continue;
+    }
     if (n >= 0) {
+      if (!buf && !strncmp(line, "%%all", 5)) { all_cell = 1; continue; }
       if (!buf && line[0] == '%') {
         line[strcspn(line, "\r\n")] = 0;   /* as readline gives it: no newline */
         if (command(vm, line, &status)) break;
