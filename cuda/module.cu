@@ -33,8 +33,11 @@ static int check_slot(void) {
   const char *op = host->op_name(e.op);
   switch (e.code) {
     case DEVERR_INDEX:
-      host->error_set("%s: index %lld is out of bounds for axis %lld with size %lld (detected on the GPU, reported at synchronization)",
-                      op, e.a, e.c, e.b);
+      if (e.c >= 0)
+        host->error_set("%s: index %lld is out of bounds for axis %lld with size %lld (detected on the GPU, reported at synchronization)",
+                        op, e.a, e.c, e.b);
+      else
+        host->error_set("%s: index %lld is out of bounds for size %lld (detected on the GPU, reported at synchronization)", op, e.a, e.b);
       break;
     case DEVERR_ZERODIV:
       host->error_set("%s: integer division by zero (detected on the GPU, reported at synchronization)", op);
