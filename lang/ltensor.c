@@ -270,7 +270,10 @@ int nbT_binop(nb_VM *vm, int op, nb_Value a, nb_Value b, nb_Value *out) {
   nb_Value tv = a.t == NB_TTENSOR ? a : b, sv = a.t == NB_TTENSOR ? b : a;
   if (sv.t == NB_TNUM || sv.t == NB_TBOOL) {
     double s = sv.t == NB_TNUM ? sv.u.n : sv.u.b;
-    int flags = (a.t != NB_TTENSOR ? NT_SCALAR_FIRST : 0) | (s == floor(s) ? NT_SCALAR_INT : NT_SCALAR_FLOAT);
+    /* numbers carry no int/float distinction at run time: a negative power is
+    ** taken as a float (x ** -1 of an int tensor gives f32, not an error) */
+    bool isint = s == floor(s) && !(op == OP_POW && a.t == NB_TTENSOR && s < 0);
+    int flags = (a.t != NB_TTENSOR ? NT_SCALAR_FIRST : 0) | (isint ? NT_SCALAR_INT : NT_SCALAR_FLOAT);
     return ret(vm, nt_binary_scalar_ex(id, T(tv), s, flags), out);
   }
   if (op == OP_EQ || op == OP_NE) { *out = nb_bool(op == OP_NE); return NB_OK; }
