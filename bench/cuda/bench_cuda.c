@@ -1,0 +1,116 @@
+/*
+** bench_cuda.c — GPU benchmarks of the CUDA backend through the tensor API.
+** Built as build/tests/cuda/bench_cuda (not a test: run by tests/cuda/run_gpu.sh).
+** Prints one line per result:
+**     bench: <name> <value> <unit>   [reference: ...]
+** bench/cuda/bench_torch.py prints the same names for torch (when installed)
+** so the two can be put side by side in bench/results/.
+**
+**   matmul_bf16_8192      TFLOP/s of one 8192^3 bf16 matmul (f32 accumulate)
+**   matmul_tf32_8192      same, f32 inputs with matmul_precision "high"
+**   add_f32_256M          GB/s of a + b (3 x 1 GiB moved) vs
+**   copy_d2d_256M         GB/s of a device-to-device copy (2 x 1 GiB moved)
+**   sum_f32_256M          GB/s of sum(a) (1 GiB read)
+**   small_add_latency     microseconds per 16-element a + a (async, host overhead)
+**   small_add_sync        microseconds per 16-element a + a followed by a synchronize
+*/
+#include "tensor/tinternal.h"
+#include "tensor/tdevice.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+#define CHECK(x) do { if (!(x)) { fprintf(stderr, "bench_cuda: %s failed: %s\n", #x, nt_error_msg()); exit(1); } } while (0)
+
+static void sync_or_die(void) { CHECK(nt_cuda_synchronize() == 0); }
+
+/* best-of-reps time of `iters` calls of fn, synchronized */
+typedef nt_Tensor *(*Op)(nt_Tensor *a, nt_Tensor *b);
+static double time_op(Op fn, nt_Tensor *a, nt_Tensor *b, int iters, int reps) {
+  nt_Tensor *w = fn(a, b);   /* warm-up (cuBLAS heuristics, allocator) */
+  CHECK(w);
+  nt_release(w);
+  sync_or_die();
+  double best = 1e30;
+  for (int r = 0; r < reps; r++) {
+    double t0 = now();
+    for (int i = 0; i < iters; i++) { nt_Tensor *o = fn(a, b); CHECK(o); nt_release(o); }
+    sync_or_die();
+    double t = (now() - t0) / iters;
+    if (t < best) best = t;
+  }
+  return best;
+}
+
+static nt_Tensor *op_matmul(nt_Tensor *a, nt_Tensor *b) { return nt_matmul(a, b); }
+static nt_Tensor *op_add(nt_Tensor *a, nt_Tensor *b) { return nt_add(a, b); }
+static nt_Tensor *op_clone(nt_Tensor *a, nt_Tensor *b) { (void)b; return nt_clone(a); }
+static nt_Tensor *op_sum(nt_Tensor *a, nt_Tensor *b) { (void)b; return nt_sum(a, NULL, 0, false); }
+
+int main(int argc, char **argv) {
+  const char *only = argc > 1 ? argv[1] : NULL;
+  nt_init();
+  nt_set_grad_enabled(false);
+  char reason[768];
+  if (!nt_cuda_available(reason, sizeof reason)) {
+    printf("SKIP: bench_cuda: cuda: %s\n", reason);
+    return 0;
+  }
+  nt_seed(0);
+  if (!only || strstr("matmul", only)) {
+    int64_t n = 8192, sh[2] = { n, n };
+    nt_Tensor *a = nt_randn(sh, 2, NT_BF16, NT_CUDA), *b = nt_randn(sh, 2, NT_BF16, NT_CUDA);
+    CHECK(a && b);
+    double t = time_op(op_matmul, a, b, 10, 3);
+    printf("bench: matmul_bf16_8192 %.1f TFLOP/s\n", 2.0 * n * n * n / t / 1e12);
+    nt_release(a); nt_release(b);
+    a = nt_randn(sh, 2, NT_F32, NT_CUDA); b = nt_randn(sh, 2, NT_F32, NT_CUDA);
+    CHECK(a && b);
+    nt_set_matmul_precision("high");
+    t = time_op(op_matmul, a, b, 5, 3);
+    printf("bench: matmul_tf32_8192 %.1f TFLOP/s\n", 2.0 * n * n * n / t / 1e12);
+    nt_set_matmul_precision("highest");
+    t = time_op(op_matmul, a, b, 3, 2);
+    printf("bench: matmul_f32_8192 %.1f TFLOP/s\n", 2.0 * n * n * n / t / 1e12);
+    nt_release(a); nt_release(b);
+  }
+  if (!only || strstr("bandwidth", only)) {
+    int64_t n = (int64_t)1 << 28;
+    double gb = (double)n * 4 / 1e9;
+    nt_Tensor *a = nt_rand(&n, 1, NT_F32, NT_CUDA), *b = nt_rand(&n, 1, NT_F32, NT_CUDA);
+    CHECK(a && b);
+    double t = time_op(op_add, a, b, 20, 3);
+    printf("bench: add_f32_256M %.0f GB/s\n", 3 * gb / t);
+    t = time_op(op_clone, a, NULL, 20, 3);
+    printf("bench: copy_d2d_256M %.0f GB/s\n", 2 * gb / t);
+    t = time_op(op_sum, a, NULL, 20, 3);
+    printf("bench: sum_f32_256M %.0f GB/s\n", gb / t);
+    nt_release(a); nt_release(b);
+  }
+  if (!only || strstr("latency", only)) {
+    int64_t n = 16;
+    nt_Tensor *a = nt_ones(&n, 1, NT_F32, NT_CUDA);
+    CHECK(a);
+    double t = time_op(op_add, a, a, 20000, 3);
+    printf("bench: small_add_latency %.2f us\n", t * 1e6);
+    double best = 1e30;
+    for (int r = 0; r < 3; r++) {
+      double t0 = now();
+      for (int i = 0; i < 2000; i++) { nt_Tensor *o = nt_add(a, a); CHECK(o); nt_release(o); sync_or_die(); }
+      double tt = (now() - t0) / 2000;
+      if (tt < best) best = tt;
+    }
+    printf("bench: small_add_sync %.2f us\n", best * 1e6);
+    nt_release(a);
+  }
+  size_t al, ca, pk;
+  nt_cuda_memory(&al, &ca, &pk);
+  printf("# allocator: %.1f MiB allocated, %.1f MiB cached, %.1f MiB peak\n", al / 1048576.0, ca / 1048576.0, pk / 1048576.0);
+  return 0;
+}
