@@ -51,9 +51,12 @@ struct BlockLess {
   }
 };
 
-std::mutex mu;
-std::set<Block *, BlockLess> free_small, free_large;
-std::unordered_map<void *, Block *> live;
+// Heap-allocated and never destroyed: tensors may be released by the host's
+// atexit handlers after this module's static destructors have run.
+std::mutex &mu = *new std::mutex;
+std::set<Block *, BlockLess> &free_small = *new std::set<Block *, BlockLess>;
+std::set<Block *, BlockLess> &free_large = *new std::set<Block *, BlockLess>;
+std::unordered_map<void *, Block *> &live = *new std::unordered_map<void *, Block *>;
 size_t allocated_bytes, cached_bytes, peak_bytes;
 
 size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
