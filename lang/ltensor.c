@@ -677,8 +677,11 @@ static int binary2(nb_VM *vm, const char *fname, int op, nb_Value *args, nb_Valu
     *out = nb_num(op == NT_OP_MAXIMUM ? fmax(a, b) : op == NT_OP_MINIMUM ? fmin(a, b) : pow(a, b));
     return NB_OK;
   }
-  if (args[0].t == NB_TTENSOR && (args[1].t == NB_TNUM || args[1].t == NB_TBOOL)) { nb_Value r; int st = 0; (void)st; double s = args[1].t == NB_TNUM ? args[1].u.n : args[1].u.b; (void)r;
-    return ret(vm, nt_binary_scalar_ex(op, T(args[0]), s, s == floor(s) ? NT_SCALAR_INT : NT_SCALAR_FLOAT), out); }
+  if (args[0].t == NB_TTENSOR && (args[1].t == NB_TNUM || args[1].t == NB_TBOOL)) {
+    double s = args[1].t == NB_TNUM ? args[1].u.n : args[1].u.b;
+    bool isint = s == floor(s) && !(op == NT_OP_POW && s < 0);   /* as the ** operator */
+    return ret(vm, nt_binary_scalar_ex(op, T(args[0]), s, isint ? NT_SCALAR_INT : NT_SCALAR_FLOAT), out);
+  }
   TENSOR_ARG(a, 0, "a");
   TENSOR_ARG(b, 1, "b");
   DONE(nt_binary(op, a, b));

@@ -650,10 +650,10 @@ def edges(b):
     b.case("clamp_int_int_bounds", f"clamp({b.inp(ci)}, min=2, max=6)", torch.clamp(t(ci), min=2, max=6))
     b.case("clamp_i32_float_bounds", f"clamp({b.inp(ci.astype(np.int32))}, min=1.5, max=6.5)",
            torch.clamp(t(ci.astype(np.int32)), min=1.5, max=6.5))
-    # int ** negative int: torch and NumPy raise "Integers to negative integer powers are not allowed"
-    b.error("int_pow_neg_int_error", f"{b.inp(ci)} ** -1", ["pow", "negative integer powers"])
-    b.error("int_pow_neg_int_error_i32", f"pow({b.inp(ci.astype(np.int32))}, -2)", ["negative integer powers"])
-    # (int ** -1.0 is not checked: the language passes -1.0 as an integral scalar, i.e. like -1)
+    # int ** negative scalar: numbers carry no int/float distinction at run time,
+    # so nabla reads a negative exponent as a float (torch: int ** -1.0 -> f32)
+    b.case("int_pow_neg_scalar_is_float", f"{b.inp(ci)} ** -1", t(ci) ** -1.0)
+    b.case("int_pow_neg_scalar_is_float_i32", f"pow({b.inp(ci.astype(np.int32))}, -2)", t(ci.astype(np.int32)) ** -2.0)
     b.case("int_pow_pos_int", f"{b.inp(ci)} ** 2", t(ci) ** 2)
 
 
