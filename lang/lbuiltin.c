@@ -91,6 +91,9 @@ static void parse_params(nb_Builtin *b) {
   }
 }
 
+/* Builtins reached only as values (record members like cuda.available), not by name. */
+void nbB_prepare(nb_Builtin *t) { for (; t->name; t++) if (t->fn) parse_params(t); }
+
 void nbB_register(nb_Builtin *t) {
   for (; t->name; t++) {
     if (t->fn) parse_params(t);   /* fn == NULL: a named constant whose value is the params text */

@@ -45,7 +45,7 @@ static int cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, 
 static int isid(int c) { return isalnum(c) || c == '_' || c >= 0x80; }
 
 /* the value of a dotted chain of names, looked up without running code */
-static bool lookup_chain(nb_VM *vm, const char *s, size_t len, nb_Value *out) {
+static bool lookup_chain(nb_VM *vm, const char *s, size_t len, nb_Value *out, nb_Value *tmp) {
   size_t i = 0;
   nb_Value cur = nb_undef();
   while (i < len) {
@@ -57,8 +57,13 @@ static bool lookup_chain(nb_VM *vm, const char *s, size_t len, nb_Value *out) {
       if (g < 0 || vm->main->vals[g].t == NB_TUNDEF) {
         int b = nbB_lookup(s + st, i - st);
         if (b < 0) return false;
-        if (!nbB_at(b)->fn) cur = nb_num(strtod(nbB_at(b)->params, NULL));
-        else { cur.t = NB_TBUILTIN; cur.u.bi = nbB_at(b); }
+        const nb_Builtin *bi = nbB_at(b);
+        if (!bi->fn && bi->value) {   /* a made value (the cuda record): keep one for lookups */
+          nb_decref(*tmp); *tmp = nb_nil();
+          if (bi->value(vm, tmp)) { nb_decref(vm->err); vm->err = nb_nil(); return false; }
+          cur = *tmp;
+        } else if (!bi->fn) cur = nb_num(strtod(bi->params, NULL));
+        else { cur.t = NB_TBUILTIN; cur.u.bi = bi; }
       } else cur = vm->main->vals[g];
     } else if (cur.t == NB_TREC) {
       nb_Str *k = nbS_new(s + st, i - st);
@@ -89,14 +94,15 @@ void nb_complete(nb_VM *vm, const char *src, int cursor, nb_Completions *out) {
   if (start > 0 && src[start - 1] == '.') {
     int cs = start - 1;
     while (cs > 0 && (isid((unsigned char)src[cs - 1]) || src[cs - 1] == '.')) cs--;
-    nb_Value v;
-    if (lookup_chain(vm, src + cs, (size_t)(start - 1 - cs), &v)) {
+    nb_Value v, tmp = nb_nil();
+    if (lookup_chain(vm, src + cs, (size_t)(start - 1 - cs), &v, &tmp)) {
       if (v.t == NB_TREC) for (int i = 0; i < nb_rec(v)->n; i++) add(&ns, nb_rec(v)->keys[i]->data, nb_rec(v)->keys[i]->len, prefix, plen);
       if (v.t == NB_TMODULE) { nb_Module *m = v.u.p; for (int i = 0; i < m->n; i++) if (m->vals[i].t != NB_TUNDEF) add(&ns, m->names[i]->data, m->names[i]->len, prefix, plen); }
       if (v.t == NB_TTENSOR) for (int i = 0; tensor_fields[i]; i++) add(&ns, tensor_fields[i], strlen(tensor_fields[i]), prefix, plen);
       /* uniform call syntax: any function can follow a dot */
       if (v.t != NB_TMODULE) for (int i = 0; i < nbB_count(); i++) add(&ns, nbB_at(i)->name, strlen(nbB_at(i)->name), prefix, plen);
     }
+    nb_decref(tmp);
   } else {
     for (int i = 0; i < vm->main->n; i++) if (vm->main->vals[i].t != NB_TUNDEF) add(&ns, vm->main->names[i]->data, vm->main->names[i]->len, prefix, plen);
     for (int i = 0; nbX_keywords[i]; i++) add(&ns, nbX_keywords[i], strlen(nbX_keywords[i]), prefix, plen);
@@ -127,11 +133,11 @@ char *nb_inspect(nb_VM *vm, const char *src, int cursor) {
     while (s > 0 && (isid((unsigned char)src[s - 1]) || src[s - 1] == '.')) s--;
     if (s == e) return NULL;
   }
-  nb_Value v;
-  if (!lookup_chain(vm, src + s, (size_t)(e - s), &v)) {
+  nb_Value v, tmp = nb_nil();
+  if (!lookup_chain(vm, src + s, (size_t)(e - s), &v, &tmp)) {
     /* a.f where f is not a field: the function f (uniform call syntax) */
     int d = e - 1; while (d > s && src[d] != '.') d--;
-    if (src[d] != '.' || !lookup_chain(vm, src + d + 1, (size_t)(e - d - 1), &v)) return NULL;
+    if (src[d] != '.' || !lookup_chain(vm, src + d + 1, (size_t)(e - d - 1), &v, &tmp)) { nb_decref(tmp); return NULL; }
   }
   nb_Buf b = {0};
   if (v.t == NB_TBUILTIN || v.t == NB_TFUNC) {
@@ -146,5 +152,6 @@ char *nb_inspect(nb_VM *vm, const char *src, int cursor) {
     if (r.n > 2000) { r.n = 2000; nbB_puts(&b, nbB_cstr(&r)); nbB_puts(&b, "..."); } else nbB_puts(&b, nbB_cstr(&r));
     nbB_free(&r);
   }
+  nb_decref(tmp);
   return b.p;
 }

@@ -56,7 +56,10 @@ static inline int load_var(nb_VM *vm, nb_Frame *f, const nb_Node *n, nb_Value *o
     if (v.t == NB_TUNDEF) {
       if (n->bidx >= 0) {
         const nb_Builtin *b = nbB_at(n->bidx);
-        if (!b->fn) { *out = nb_num(strtod(b->params, NULL)); return NB_OK; }   /* pi, inf, nan */
+        if (!b->fn) {   /* a named value: pi, inf, nan; the cuda namespace */
+          if (b->value) return b->value(vm, out) ? fail(vm, f, n) : NB_OK;
+          *out = nb_num(strtod(b->params, NULL)); return NB_OK;
+        }
         v.t = NB_TBUILTIN; v.u.bi = b; *out = v; return NB_OK;
       }
       return undefined(vm, f, n, true);

@@ -19,6 +19,7 @@
 #include "tensor/io/safetensors.h"
 #include "tensor/io/npy.h"
 #include "tensor/io/csv.h"
+#include "tensor/tdevice.h"
 
 #define T(v) ((nt_Tensor *)(v).u.p)
 
@@ -1358,68 +1359,41 @@ static int b_gradcheck(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
 }
 
 /* ------------------------------------------------------------ builtins: optimizers
-** One builtin per optimizer updates every parameter of a pytree in place.
-** params, grads (nil: each parameter's .grad), and state trees share one
-** structure.  Runs with grad mode off: the update is not part of any graph. */
+** One builtin per optimizer updates every parameter of a pytree in place
+** through one fused op (tensor/toptim.c on the CPU, one launch on the GPU).
+** params, grads (nil: each parameter's .grad) and state trees share one
+** structure. */
 static int flat_params(nb_VM *vm, const char *fname, nb_Value *trees, int ntrees, Leaves *ls) {
   for (int i = 0; i < ntrees; i++) {
     if (trees[i].t == NB_TNIL) continue;
     if (leaves(vm, trees[i], &ls[i])) return NB_ERR;
     if (i && ls[i].n != ls[0].n) return nb_error_kind(vm, "ValueError", "%s: the trees have %d and %d tensors (they must match the parameters)", fname, ls[0].n, ls[i].n);
   }
-  for (int i = 1; i < ntrees; i++) for (int k = 0; k < ls[i].n; k++) {
-    nt_Tensor *a = ls[0].t[k], *b = ls[i].t[k];
-    if (a->numel != b->numel) return nb_error_kind(vm, "ValueError", "%s: tensor %d has %lld elements in the parameters but %lld in another tree", fname, k, (long long)a->numel, (long long)b->numel);
-  }
   return NB_OK;
 }
-/* f32 or f64 contiguous CPU data of t as doubles?  We update in the tensor's
-** own dtype through typed loops. */
-#define OPT_LOOP(T_, ...) do { T_ *p = (T_ *)nt_data_ptr(P); T_ *g = (T_ *)nt_data_ptr(G); T_ *m = M ? (T_ *)nt_data_ptr(M) : NULL; T_ *v = V ? (T_ *)nt_data_ptr(V) : NULL; (void)m; (void)v; \
-  _Pragma("omp parallel for if(cnt > 65536)") for (int64_t i = 0; i < cnt; i++) { __VA_ARGS__ } } while (0)
-
-static int check_opt_tensor(nb_VM *vm, const char *fname, nt_Tensor *p, nt_Tensor *o) {
-  if (!o) return NB_OK;
-  if (o->dtype != p->dtype || !nt_is_contiguous(o) || o->device != NT_CPU)
-    return nb_error_kind(vm, "TypeError", "%s: gradient/state tensors must be contiguous CPU tensors of the parameter's dtype (%s)", fname, nt_dtype_name(p->dtype));
-  return NB_OK;
+/* grads from the grads tree, or each parameter's .grad */
+static nt_Tensor **grads_of(Leaves *params, Leaves *grads) {
+  nt_Tensor **g = malloc(sizeof(nt_Tensor *) * (size_t)(params->n + 1));
+  if (g) for (int k = 0; k < params->n; k++) g[k] = grads->n ? grads->t[k] : nt_grad(params->t[k]);
+  return g;
 }
 
 /* adamw_update(params, grads, m, v, lr, beta1, beta2, eps, weight_decay, step) */
 static int b_adamw_update(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "adamw_update";
-  double lr, b1, b2, eps, wd, step;
-  if (to_num(vm, fname, "lr", args[4], &lr) || to_num(vm, fname, "beta1", args[5], &b1) || to_num(vm, fname, "beta2", args[6], &b2) ||
-      to_num(vm, fname, "eps", args[7], &eps) || to_num(vm, fname, "weight_decay", args[8], &wd) || to_num(vm, fname, "step", args[9], &step)) return NB_ERR;
+  nt_OptimArgs o; memset(&o, 0, sizeof o);
+  if (to_num(vm, fname, "lr", args[4], &o.lr) || to_num(vm, fname, "beta1", args[5], &o.beta1) || to_num(vm, fname, "beta2", args[6], &o.beta2) ||
+      to_num(vm, fname, "eps", args[7], &o.eps) || to_num(vm, fname, "weight_decay", args[8], &o.weight_decay) || to_num(vm, fname, "step", args[9], &o.step)) return NB_ERR;
+  if (args[2].t == NB_TNIL || args[3].t == NB_TNIL) return nb_error_kind(vm, "TypeError", "%s: needs the m and v state trees", fname);
   Leaves ls[4] = {{0}};
   int st = flat_params(vm, fname, args, 4, ls);
-  double bc1 = 1 - pow(b1, step), bc2 = 1 - pow(b2, step);
-  for (int k = 0; k < ls[0].n && !st; k++) {
-    nt_Tensor *P = ls[0].t[k], *G = ls[1].n ? ls[1].t[k] : nt_grad(P), *M = ls[2].t[k], *V = ls[3].t[k];
-    if (!G) continue;   /* a parameter that got no gradient is left alone */
-    if (!nt_is_contiguous(P) || P->device != NT_CPU || !nt_dtype_is_float(P->dtype) || (P->dtype != NT_F32 && P->dtype != NT_F64)) { st = nb_error_kind(vm, "TypeError", "%s: parameters must be contiguous f32/f64 CPU tensors", fname); break; }
-    if ((st = check_opt_tensor(vm, fname, P, G)) || (st = check_opt_tensor(vm, fname, P, M)) || (st = check_opt_tensor(vm, fname, P, V))) break;
-    int64_t cnt = P->numel;
-    /* decoupled weight decay (AdamW), then the bias-corrected Adam step:
-    **   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2
-    **   p = p (1 - lr wd) - (lr / bc1) m / (sqrt(v) / sqrt(bc2) + eps)
-    ** with the corrections hoisted so the loop vectorizes (no divides by bc). */
-    double decay = 1 - lr * wd, step_size = lr / bc1, rbc2 = 1 / sqrt(bc2);
-    if (P->dtype == NT_F32) {
-      float fb1 = (float)b1, fb2 = (float)b2, fd = (float)decay, fs = (float)step_size, fr = (float)rbc2, fe = (float)eps;
-      OPT_LOOP(float, {
-        float gi = g[i];
-        float mi = fb1 * m[i] + (1 - fb1) * gi, vi = fb2 * v[i] + (1 - fb2) * gi * gi;
-        m[i] = mi; v[i] = vi;
-        p[i] = p[i] * fd - fs * mi / (sqrtf(vi) * fr + fe);
-      });
-    } else OPT_LOOP(double, {
-      double gi = g[i];
-      double mi = b1 * m[i] + (1 - b1) * gi, vi = b2 * v[i] + (1 - b2) * gi * gi;
-      m[i] = mi; v[i] = vi;
-      p[i] = p[i] * decay - step_size * mi / (sqrt(vi) * rbc2 + eps);
-    });
+  nt_Tensor **g = st ? NULL : grads_of(&ls[0], &ls[1]);
+  if (!st && !g) st = nb_error(vm, "out of memory");
+  if (!st) {
+    o.n = ls[0].n; o.params = ls[0].t; o.grads = g; o.exp_avg = ls[2].t; o.exp_avg_sq = ls[3].t;
+    if (nt_optim_adamw(&o)) st = terr(vm);
   }
+  free(g);
   for (int i = 0; i < 4; i++) free(ls[i].t);
   *out = nb_nil();
   return st;
@@ -1427,29 +1401,20 @@ static int b_adamw_update(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
 /* sgd_update(params, grads, bufs, lr, momentum=0, nesterov=false, weight_decay=0) */
 static int b_sgd_update(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "sgd_update";
-  double lr, mom = 0, wd = 0;
-  if (to_num(vm, fname, "lr", args[3], &lr) || (args[4].t != NB_TNIL && to_num(vm, fname, "momentum", args[4], &mom)) || (args[6].t != NB_TNIL && to_num(vm, fname, "weight_decay", args[6], &wd))) return NB_ERR;
-  bool nesterov = nb_truthy(args[5]);
+  nt_OptimArgs o; memset(&o, 0, sizeof o);
+  if (to_num(vm, fname, "lr", args[3], &o.lr) || (args[4].t != NB_TNIL && to_num(vm, fname, "momentum", args[4], &o.beta1)) ||
+      (args[6].t != NB_TNIL && to_num(vm, fname, "weight_decay", args[6], &o.weight_decay))) return NB_ERR;
+  o.nesterov = nb_truthy(args[5]);
+  if (o.beta1 != 0 && args[2].t == NB_TNIL) return nb_error_kind(vm, "ValueError", "%s: momentum needs a buffer tree", fname);
   Leaves ls[3] = {{0}};
   int st = flat_params(vm, fname, args, 3, ls);
-  for (int k = 0; k < ls[0].n && !st; k++) {
-    nt_Tensor *P = ls[0].t[k], *G = ls[1].n ? ls[1].t[k] : nt_grad(P), *M = ls[2].n ? ls[2].t[k] : NULL, *V = NULL;
-    if (!G) continue;
-    if (!nt_is_contiguous(P) || P->device != NT_CPU || (P->dtype != NT_F32 && P->dtype != NT_F64)) { st = nb_error_kind(vm, "TypeError", "%s: parameters must be contiguous f32/f64 CPU tensors", fname); break; }
-    if ((st = check_opt_tensor(vm, fname, P, G)) || (st = check_opt_tensor(vm, fname, P, M))) break;
-    if (mom != 0 && !M) { st = nb_error_kind(vm, "ValueError", "%s: momentum needs a buffer tree", fname); break; }
-    int64_t cnt = P->numel;
-    if (P->dtype == NT_F32) OPT_LOOP(float, {
-      double d = g[i] + wd * p[i];
-      if (mom != 0) { m[i] = (float)(mom * m[i] + d); d = nesterov ? d + mom * m[i] : m[i]; }
-      p[i] = (float)(p[i] - lr * d);
-    });
-    else OPT_LOOP(double, {
-      double d = g[i] + wd * p[i];
-      if (mom != 0) { m[i] = mom * m[i] + d; d = nesterov ? d + mom * m[i] : m[i]; }
-      p[i] = p[i] - lr * d;
-    });
+  nt_Tensor **g = st ? NULL : grads_of(&ls[0], &ls[1]);
+  if (!st && !g) st = nb_error(vm, "out of memory");
+  if (!st) {
+    o.n = ls[0].n; o.params = ls[0].t; o.grads = g; o.exp_avg = o.beta1 != 0 ? ls[2].t : NULL;
+    if (nt_optim_sgd(&o)) st = terr(vm);
   }
+  free(g);
   for (int i = 0; i < 3; i++) free(ls[i].t);
   *out = nb_nil();
   return st;
@@ -1712,6 +1677,53 @@ static int b_load_csv(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   return NB_OK;
 }
 
+/* ------------------------------------------------------------ builtins: cuda
+** `cuda` is a record: callable (`cuda(x)`, `x.cuda()` moves x to the GPU)
+** and a namespace (`cuda.available()`, `cuda.memory()`, ...). */
+static int b_cuda_available(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)vm; (void)args; (void)n; char r[256]; *out = nb_bool(nt_cuda_available(r, sizeof r)); return NB_OK; }
+static int b_cuda_reason(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)vm; (void)args; (void)n; char r[512] = "";
+  *out = nt_cuda_available(r, sizeof r) ? nb_nil() : nb_strv(nbS_cstr(r));
+  return NB_OK;
+}
+static int b_cuda_device_count(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)vm; (void)args; (void)n; *out = nb_num(nt_cuda_device_count()); return NB_OK; }
+static int b_cuda_synchronize(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)args; (void)n; if (nt_cuda_synchronize()) return terr(vm); *out = nb_nil(); return NB_OK; }
+static int b_cuda_memory(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)vm; (void)args; (void)n; size_t a = 0, c = 0, p = 0;
+  nt_cuda_memory(&a, &c, &p);
+  nb_Rec *r = nbR_new(3);
+  nbR_set_cstr(r, "allocated", nb_num((double)a)); nbR_set_cstr(r, "cached", nb_num((double)c)); nbR_set_cstr(r, "peak", nb_num((double)p));
+  *out = nb_obj(NB_TREC, r);
+  return NB_OK;
+}
+static int b_cuda_empty_cache(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)vm; (void)args; (void)n; nt_cuda_empty_cache(); *out = nb_nil(); return NB_OK; }
+static int b_cuda_move(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; nb_Value a[1] = { args[1] }; return b_cuda(vm, a, 1, out); }
+static nb_Builtin cuda_members[] = {
+  { "cuda.__call", b_cuda_move, "self, x", "cuda(x): x on the GPU" },
+  { "cuda.available", b_cuda_available, "", "cuda.available(): whether CUDA tensors can be made here" },
+  { "cuda.unavailable_reason", b_cuda_reason, "", "cuda.unavailable_reason(): why CUDA cannot be used (nil when it can)" },
+  { "cuda.device_count", b_cuda_device_count, "", "cuda.device_count(): number of visible GPUs" },
+  { "cuda.synchronize", b_cuda_synchronize, "", "cuda.synchronize(): waits for queued GPU work; raises a pending asynchronous error" },
+  { "cuda.memory", b_cuda_memory, "", "cuda.memory(): {allocated, cached, peak} bytes of the caching allocator" },
+  { "cuda.empty_cache", b_cuda_empty_cache, "", "cuda.empty_cache(): returns cached GPU blocks to the driver" },
+  { NULL, NULL, NULL, NULL }
+};
+static int cuda_value(nb_VM *vm, nb_Value *out) {
+  (void)vm;
+  static const char *const fields[] = { "__call", "available", "unavailable_reason", "device_count", "synchronize", "memory", "empty_cache" };
+  nb_Rec *r = nbR_new(8);
+  for (int i = 0; i < 7; i++) { nb_Value b; b.t = NB_TBUILTIN; b.u.bi = &cuda_members[i]; nbR_set_cstr(r, fields[i], b); }
+  *out = nb_obj(NB_TREC, r);
+  return NB_OK;
+}
+static int b_set_matmul_precision(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n;
+  if (args[0].t != NB_TSTR) return nb_error_kind(vm, "TypeError", "set_matmul_precision: expected \"highest\", \"high\" or \"tf32\"");
+  if (nt_set_matmul_precision(nb_str(args[0])->data)) return terr(vm);
+  *out = nb_nil();
+  return NB_OK;
+}
+
 /* ------------------------------------------------------------ the table */
 #define KW_CREATE "*shape, dtype=nil, device=nil, requires_grad=false"
 static nb_Builtin tensor_builtins[] = {
@@ -1767,7 +1779,8 @@ static nb_Builtin tensor_builtins[] = {
   { "tril", b_tril, "x, k=0", "tril(x, k=0): lower triangle of the last two axes" },
   { "triu", b_triu, "x, k=0", "triu(x, k=0): upper triangle of the last two axes" },
   { "to", b_to, "x, target", "to(x, \"f64\" | \"cuda\" | ...): converts dtype or moves to a device" },
-  { "cuda", b_cuda, "x", "cuda(x): x on the GPU" },
+  { .name = "cuda", .doc = "cuda(x) moves x to the GPU; cuda.available(), cuda.device_count(), cuda.synchronize(), cuda.memory(), cuda.empty_cache()", .value = cuda_value },
+  { "set_matmul_precision", b_set_matmul_precision, "precision", "set_matmul_precision(\"highest\" | \"high\" | \"tf32\"): f32 matmuls on TF32 tensor cores when \"high\"/\"tf32\" (GPU)" },
   { "cpu", b_cpu, "x", "cpu(x): x on the CPU" },
   { "float", b_float, "x", "float(x): x as f32" },
   { "item", b_item, "x", "item(x): the number in a one-element tensor" },
@@ -1835,5 +1848,6 @@ void nbT_init(void) {
   nbB_register(unary_builtins);
   nbB_register(red_builtins);
   nbB_register(tensor_builtins);
-  nbB_register(grad_call_builtin);
+  nbB_prepare(grad_call_builtin);
+  nbB_prepare(cuda_members);
 }

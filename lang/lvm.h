@@ -107,11 +107,15 @@ struct nb_Builtin {
   /* filled by nbB_register from params: */
   int nparams, nrequired; bool variadic;
   int kwrest;           /* index of a "**name" parameter collecting other keywords into a record, or -1 */
+  /* fn == NULL: a named value.  If `value` is set it makes the value (e.g. the
+  ** `cuda` record), else params holds a number's text (pi, inf, nan). */
+  int (*value)(nb_VM *vm, nb_Value *out);
   const char *pnames[12];
   nb_Value pdefaults[12];
 };
 /* Registers a NULL-terminated array of builtins (kept by pointer; must be static). */
 void nbB_register(nb_Builtin *table);
+void nbB_prepare(nb_Builtin *table);   /* parses params of builtins used only as values */
 int  nbB_lookup(const char *name, size_t len);     /* index or -1 */
 const nb_Builtin *nbB_at(int idx);
 int  nbB_count(void);

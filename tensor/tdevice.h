@@ -68,6 +68,10 @@ typedef struct nt_OptimArgs {
   double step;                 /* adamw: 1-based step number */
   int nesterov;                /* sgd */
 } nt_OptimArgs;
+/* One update of every parameter (in place, not recorded by autograd), on the
+** parameters' device.  grads[k] NULL leaves parameter k alone.  0 or -1 + error. */
+int nt_optim_adamw(nt_OptimArgs *o);
+int nt_optim_sgd(nt_OptimArgs *o);   /* exp_avg = momentum buffers (NULL when beta1 == 0) */
 
 /* ---- ABI between the loader and the module (not for users) -------------------- */
 #define NT_DEVICE_ABI_VERSION 1
