@@ -11,12 +11,14 @@
 #include "lang/nabla.h"
 #include "repl/repl.h"
 #include "dist/dist.h"
+#include "kernel/kernel.h"
 
 static const char usage[] =
   "usage: nabla                     start the interactive REPL (reads a program from stdin when piped)\n"
   "       nabla FILE.nbl [ARGS...]  run a script (argv holds FILE and ARGS)\n"
   "       nabla -e CODE             run CODE\n"
   "       nabla run -n N FILE.nbl   run a script on N local workers (SPMD; rank 0 prints)\n"
+  "       nabla kernel -f FILE      serve a Jupyter kernel (nabla kernel install: register it)\n"
   "       nabla --version | --help\n";
 
 /* The stdlib: $NABLA_STDLIB, else the source tree's (a build-tree binary),
@@ -64,12 +66,9 @@ int main(int argc, char **argv) {
   if (argc > 1 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V"))) { printf("nabla %s\n", nb_version()); return 0; }
   if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) { fputs(usage, stdout); return 0; }
   nbD_init();
+  if (argc > 1 && !strcmp(argv[1], "kernel")) return kernel_main(argc - 1, argv + 1);
   if (argc > 1 && !strcmp(argv[1], "worker")) return nbD_worker_main(argc - 1, argv + 1);
   if (argc > 1 && !strcmp(argv[1], "run")) return nbD_run_main(argc - 1, argv + 1);
-  if (argc > 1 && (!strcmp(argv[1], "kernel") || !strcmp(argv[1], "worker") || !strcmp(argv[1], "run"))) {
-    fprintf(stderr, "nabla: the '%s' subcommand is not available in this build yet\n", argv[1]);
-    return 2;
-  }
   nb_VM *vm = nb_vm_new(nb_stdio_sink());
   int st;
   if (argc > 1 && !strcmp(argv[1], "-e")) {

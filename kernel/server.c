@@ -1,0 +1,333 @@
+/*
+** server.c — the kernel's sockets and threads (like xeus's server half).
+**
+** Sockets per the connection file: shell and control ROUTERs, iopub PUB,
+** stdin ROUTER, heartbeat REP.  Threads:
+**   main       shell requests (the VM runs here, it owns the C stack)
+**   heartbeat  echoes every message back
+**   control    interrupt/shutdown/kernel_info answered while a cell runs, and a
+**              50 ms timer that publishes stream output the cell has not flushed
+** Interrupts arrive as interrupt_request on control or as SIGINT (both
+** interrupt modes work); both call nb_vm_interrupt, which is async-signal-safe.
+*/
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <zmq.h>
+#include "kernel/kernel.h"
+#include "kernel/kint.h"
+
+static Kernel *g_kernel;   /* for the SIGINT handler */
+
+void k_log(const char *fmt, ...) {
+  char buf[1024];
+  va_list ap; va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "[nabla kernel] %s\n", buf);
+  fflush(stderr);
+}
+
+/* ------------------------------------------------------------ publishing */
+void k_publish_locked(Kernel *k, const wire_Msg *parent, const char *msg_type, json_t *content) {
+  const char *p = parent ? parent->header_raw : k->cur_parent;
+  size_t pl = parent ? parent->header_len : k->cur_parent_len;
+  if (wire_send(k->iopub, &k->ws, NULL, 0, msg_type, p, pl, msg_type, content, NULL))
+    k_log("iopub send (%s) failed: %s", msg_type, zmq_strerror(errno));
+}
+
+void k_publish(Kernel *k, const wire_Msg *parent, const char *msg_type, json_t *content) {
+  pthread_mutex_lock(&k->io_mu);
+  k_publish_locked(k, parent, msg_type, content);
+  pthread_mutex_unlock(&k->io_mu);
+}
+
+void k_status(Kernel *k, const wire_Msg *parent, const char *state) {
+  k_publish(k, parent, "status", json_pack("{s:s}", "execution_state", state));
+}
+
+static char *reply_type(const char *msg_type) {
+  size_t n = strlen(msg_type);
+  char *r = malloc(n + 8);
+  if (!r) abort();
+  if (n > 8 && !strcmp(msg_type + n - 8, "_request")) { memcpy(r, msg_type, n - 8); strcpy(r + n - 8, "_reply"); }
+  else { memcpy(r, msg_type, n); strcpy(r + n, "_reply"); }
+  return r;
+}
+
+void k_unknown(Kernel *k, void *sock, const wire_Msg *m) {
+  k_log("unknown message type '%s' (ignored)", m->msg_type);
+  size_t n = strlen(m->msg_type);
+  if (n > 8 && !strcmp(m->msg_type + n - 8, "_request")) {
+    char *rt = reply_type(m->msg_type);
+    char ev[256]; snprintf(ev, sizeof ev, "unknown message type '%.200s'", m->msg_type);
+    wire_reply(sock, &k->ws, m, rt, json_pack("{s:s, s:s, s:s, s:[]}", "status", "error",
+               "ename", "UnknownMessageType", "evalue", ev, "traceback"));
+    free(rt);
+  }
+}
+
+/* ------------------------------------------------------------ interrupts */
+static void interrupt(Kernel *k) {
+  k->interrupted = 1;
+  if (k->running) nb_vm_interrupt(k->vm);
+}
+
+static void on_sigint(int sig) {
+  (void)sig;
+  if (g_kernel) interrupt(g_kernel);
+}
+
+/* ------------------------------------------------------------ abort queue */
+static void push_pending(Kernel *k, wire_Msg *m) {
+  if (k->npending == k->cappending) {
+    int cap = k->cappending ? k->cappending * 2 : 8;
+    wire_Msg *p = realloc(k->pending, sizeof *p * (size_t)cap);
+    if (!p) abort();
+    k->pending = p; k->cappending = cap;
+  }
+  k->pending[k->npending++] = *m;
+}
+
+void k_abort_queued(Kernel *k) {
+  /* a short grace period, like ipykernel's stop_on_error_timeout: requests a
+  ** client sent right behind the failing one are still in flight */
+  struct timespec t0; clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (;;) {
+    zmq_pollitem_t it = { k->shell, 0, ZMQ_POLLIN, 0 };
+    struct timespec t1; clock_gettime(CLOCK_MONOTONIC, &t1);
+    long waited = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+    int r = zmq_poll(&it, 1, waited >= 5 ? 0 : 5 - waited);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    wire_Msg m; char err[256];
+    int rc = wire_recv(k->shell, &k->ws.auth, &m, ZMQ_DONTWAIT, err, sizeof err);
+    if (rc == WIRE_ESYS) break;
+    if (rc != WIRE_OK) { k_log("shell: dropped message: %s: %s", wire_strerror(rc), err); continue; }
+    if (!strcmp(m.msg_type, "execute_request")) {
+      k_status(k, &m, "busy");
+      wire_reply(k->shell, &k->ws, &m, "execute_reply", json_pack("{s:s}", "status", "aborted"));
+      k_status(k, &m, "idle");
+      wire_msg_free(&m);
+    } else push_pending(k, &m);
+  }
+}
+
+/* ------------------------------------------------------------ threads */
+static void *hb_main(void *arg) {
+  Kernel *k = arg;
+  for (;;) {
+    zmq_msg_t m; zmq_msg_init(&m);
+    if (zmq_msg_recv(&m, k->hb, 0) < 0) {
+      int e = errno; zmq_msg_close(&m);
+      if (e == EINTR || e == EAGAIN) continue;
+      break;   /* ETERM: shutting down */
+    }
+    int more = zmq_msg_more(&m);
+    if (zmq_msg_send(&m, k->hb, more ? ZMQ_SNDMORE : 0) < 0) zmq_msg_close(&m);
+  }
+  zmq_close(k->hb);
+  return NULL;
+}
+
+static void control_msg(Kernel *k, wire_Msg *m) {
+  const char *t = m->msg_type;
+  k_status(k, m, "busy");
+  if (!strcmp(t, "kernel_info_request")) {
+    wire_reply(k->control, &k->ws, m, "kernel_info_reply", interp_kernel_info());
+  } else if (!strcmp(t, "interrupt_request")) {
+    interrupt(k);
+    wire_reply(k->control, &k->ws, m, "interrupt_reply", json_pack("{s:s}", "status", "ok"));
+  } else if (!strcmp(t, "shutdown_request")) {
+    json_t *r = json_object_get(m->content, "restart");
+    k->restart = json_is_true(r);
+    wire_reply(k->control, &k->ws, m, "shutdown_reply", json_pack("{s:s, s:b}", "status", "ok", "restart", k->restart));
+    k_publish(k, m, "shutdown_reply", json_pack("{s:s, s:b}", "status", "ok", "restart", k->restart));
+    atomic_store(&k->stop, 1);
+    interrupt(k);
+    zmq_send(k->wake_tx, "x", 1, ZMQ_DONTWAIT);
+  } else {
+    k_unknown(k, k->control, m);
+  }
+  k_status(k, m, "idle");
+}
+
+static void *control_main(void *arg) {
+  Kernel *k = arg;
+  for (;;) {
+    zmq_pollitem_t it = { k->control, 0, ZMQ_POLLIN, 0 };
+    int r = zmq_poll(&it, 1, 25);
+    if (r < 0) { if (errno == EINTR) continue; break; }
+    interp_tick(k);
+    if (k->parent_pid > 1 && getppid() != k->parent_pid && !atomic_load(&k->stop)) {
+      /* the process that started us is gone: nobody can shut us down */
+      k_log("parent process %d exited; shutting down", k->parent_pid);
+      atomic_store(&k->stop, 1);
+      interrupt(k);
+      zmq_send(k->wake_tx, "x", 1, ZMQ_DONTWAIT);
+    }
+    if (r == 0) continue;
+    wire_Msg m; char err[256];
+    int rc = wire_recv(k->control, &k->ws.auth, &m, ZMQ_DONTWAIT, err, sizeof err);
+    if (rc == WIRE_ESYS) { if (errno == EAGAIN || errno == EINTR) continue; break; }
+    if (rc != WIRE_OK) { k_log("control: dropped message: %s: %s", wire_strerror(rc), err); continue; }
+    control_msg(k, &m);
+    wire_msg_free(&m);
+  }
+  zmq_close(k->control);
+  zmq_close(k->wake_tx);
+  return NULL;
+}
+
+/* ------------------------------------------------------------ setup */
+static int read_connection(Kernel *k, const char *path) {
+  json_error_t je;
+  json_t *c = json_load_file(path, 0, &je);
+  if (!c) { k_log("cannot read connection file %s: %s (line %d)", path, je.text, je.line); return -1; }
+  int rc = -1;
+  if (!json_is_object(c)) { k_log("%s: not a JSON object", path); goto done; }
+  json_t *v = json_object_get(c, "transport");
+  snprintf(k->transport, sizeof k->transport, "%s", json_is_string(v) ? json_string_value(v) : "tcp");
+  v = json_object_get(c, "ip");
+  snprintf(k->ip, sizeof k->ip, "%s", json_is_string(v) ? json_string_value(v) : "127.0.0.1");
+  static const char *names[5] = { "shell_port", "iopub_port", "stdin_port", "control_port", "hb_port" };
+  for (int i = 0; i < 5; i++) {
+    v = json_object_get(c, names[i]);
+    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 65535) {
+      k_log("%s: %s missing or not a port number", path, names[i]); goto done;
+    }
+    k->ports[i] = (int)json_integer_value(v);
+  }
+  json_t *key = json_object_get(c, "key"), *scheme = json_object_get(c, "signature_scheme");
+  char err[256];
+  if (wire_auth_init(&k->ws.auth, json_is_string(scheme) ? json_string_value(scheme) : NULL,
+                     json_is_string(key) ? json_string_value(key) : "", err, sizeof err)) {
+    k_log("%s: %s", path, err); goto done;
+  }
+  rc = 0;
+done:
+  json_decref(c);
+  return rc;
+}
+
+static void *make_socket(Kernel *k, int type, int port, const char *what) {
+  void *s = zmq_socket(k->ctx, type);
+  if (!s) { k_log("zmq_socket(%s): %s", what, zmq_strerror(errno)); return NULL; }
+  int linger = 1000; zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
+  if (type == ZMQ_ROUTER) { int one = 1; zmq_setsockopt(s, ZMQ_ROUTER_HANDOVER, &one, sizeof one); }
+  if (type == ZMQ_PUB) { int hwm = 100000; zmq_setsockopt(s, ZMQ_SNDHWM, &hwm, sizeof hwm); }
+  int64_t maxsz = (int64_t)WIRE_MAX_BYTES * 4;
+  zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &maxsz, sizeof maxsz);
+  char ep[400];
+  if (!strcmp(k->transport, "ipc")) snprintf(ep, sizeof ep, "ipc://%s-%d", k->ip, port);
+  else snprintf(ep, sizeof ep, "%s://%s:%d", k->transport, k->ip, port);
+  if (zmq_bind(s, ep) != 0) { k_log("cannot bind %s socket to %s: %s", what, ep, zmq_strerror(errno)); zmq_close(s); return NULL; }
+  return s;
+}
+
+static int serve(const char *conn_path) {
+  Kernel *k = calloc(1, sizeof *k);
+  if (!k) return 1;
+  wire_session_init(&k->ws);
+  pthread_mutex_init(&k->io_mu, NULL);
+  int st = 1;
+  if (read_connection(k, conn_path)) goto out_free;
+  k->ctx = zmq_ctx_new();
+  if (!(k->shell = make_socket(k, ZMQ_ROUTER, k->ports[0], "shell"))) goto out_ctx;
+  if (!(k->iopub = make_socket(k, ZMQ_PUB, k->ports[1], "iopub"))) goto out_ctx;
+  if (!(k->stdin_sock = make_socket(k, ZMQ_ROUTER, k->ports[2], "stdin"))) goto out_ctx;
+  if (!(k->control = make_socket(k, ZMQ_ROUTER, k->ports[3], "control"))) goto out_ctx;
+  if (!(k->hb = make_socket(k, ZMQ_REP, k->ports[4], "heartbeat"))) goto out_ctx;
+  k->wake_rx = zmq_socket(k->ctx, ZMQ_PAIR);
+  k->wake_tx = zmq_socket(k->ctx, ZMQ_PAIR);
+  char wake_ep[64]; snprintf(wake_ep, sizeof wake_ep, "inproc://nabla-wake-%p", (void *)k);
+  zmq_bind(k->wake_rx, wake_ep); zmq_connect(k->wake_tx, wake_ep);
+  int zero = 0;
+  zmq_setsockopt(k->wake_rx, ZMQ_LINGER, &zero, sizeof zero);
+  zmq_setsockopt(k->wake_tx, ZMQ_LINGER, &zero, sizeof zero);
+
+  interp_init(k);
+  const char *pp = getenv("JPY_PARENT_PID");
+  if (pp && atoi(pp) > 1 && atoi(pp) == (int)getppid()) k->parent_pid = atoi(pp);
+
+  /* helper threads never take SIGINT: it lands on the main thread */
+  sigset_t all, old;
+  sigemptyset(&all); sigaddset(&all, SIGINT); sigaddset(&all, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &all, &old);
+  pthread_create(&k->hb_thread, NULL, hb_main, k);
+  pthread_create(&k->control_thread, NULL, control_main, k);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  g_kernel = k;
+  struct sigaction sa; memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_sigint; sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  signal(SIGPIPE, SIG_IGN);
+
+  k_status(k, NULL, "starting");
+  while (!atomic_load(&k->stop)) {
+    if (k->npending) {   /* requests read while aborting, in arrival order */
+      wire_Msg m = k->pending[0];
+      memmove(k->pending, k->pending + 1, sizeof *k->pending * (size_t)--k->npending);
+      interp_shell(k, &m);
+      wire_msg_free(&m);
+      continue;
+    }
+    zmq_pollitem_t it[2] = { { k->shell, 0, ZMQ_POLLIN, 0 }, { k->wake_rx, 0, ZMQ_POLLIN, 0 } };
+    int r = zmq_poll(it, 2, -1);
+    if (r < 0) { if (errno == EINTR) continue; k_log("poll: %s", zmq_strerror(errno)); break; }
+    if (it[1].revents & ZMQ_POLLIN) { char b[8]; zmq_recv(k->wake_rx, b, sizeof b, ZMQ_DONTWAIT); }
+    if (!(it[0].revents & ZMQ_POLLIN)) continue;
+    wire_Msg m; char err[256];
+    int rc = wire_recv(k->shell, &k->ws.auth, &m, ZMQ_DONTWAIT, err, sizeof err);
+    if (rc == WIRE_ESYS) { if (errno == EAGAIN || errno == EINTR) continue; k_log("shell: %s", err); break; }
+    if (rc != WIRE_OK) { k_log("shell: dropped message: %s: %s", wire_strerror(rc), err); continue; }
+    interp_shell(k, &m);
+    wire_msg_free(&m);
+  }
+  st = 0;
+  g_kernel = NULL;
+  signal(SIGINT, SIG_DFL);
+  /* ETERM wakes the helper threads, which close their sockets */
+  zmq_ctx_shutdown(k->ctx);
+  pthread_join(k->hb_thread, NULL);
+  pthread_join(k->control_thread, NULL);
+  k->hb = k->control = k->wake_tx = NULL;
+  interp_free(k);
+out_ctx:
+  for (int i = 0; i < k->npending; i++) wire_msg_free(&k->pending[i]);
+  free(k->pending);
+  void *socks[] = { k->shell, k->iopub, k->stdin_sock, k->control, k->hb, k->wake_rx, k->wake_tx };
+  for (size_t i = 0; i < sizeof socks / sizeof *socks; i++) if (socks[i]) zmq_close(socks[i]);
+  if (k->ctx) zmq_ctx_term(k->ctx);
+out_free:
+  wire_auth_free(&k->ws.auth);
+  free(k->cur_parent);
+  pthread_mutex_destroy(&k->io_mu);
+  free(k);
+  return st;
+}
+
+static const char kernel_usage[] =
+  "usage: nabla kernel -f CONNECTION_FILE\n"
+  "       nabla kernel install [--user | --sys-prefix | --prefix DIR] [--name NAME] [--interrupt-mode message|signal]\n"
+  "       nabla kernel uninstall [--user | --sys-prefix | --prefix DIR] [--name NAME]\n";
+
+int kernel_main(int argc, char **argv) {
+  /* argv[0] is "kernel" */
+  if (argc >= 2 && !strcmp(argv[1], "install")) return kernel_install(argc - 2, argv + 2, 0);
+  if (argc >= 2 && !strcmp(argv[1], "uninstall")) return kernel_install(argc - 2, argv + 2, 1);
+  const char *conn = NULL;
+  for (int i = 1; i < argc; i++) {
+    if ((!strcmp(argv[i], "-f") || !strcmp(argv[i], "--connection-file")) && i + 1 < argc) conn = argv[++i];
+    else if (!strncmp(argv[i], "--connection-file=", 18)) conn = argv[i] + 18;
+    else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { fputs(kernel_usage, stdout); return 0; }
+    else { fprintf(stderr, "nabla kernel: unknown argument %s\n%s", argv[i], kernel_usage); return 2; }
+  }
+  if (!conn) { fputs(kernel_usage, stderr); return 2; }
+  return serve(conn);
+}
