@@ -596,8 +596,9 @@ static void execute(Kernel *k, wire_Msg *m) {
   }
   json_object_set_new(reply, "user_expressions", ures);
   I.req = NULL; I.allow_stdin = 0;
-  wire_reply(k->shell, &k->ws, m, "execute_reply", reply);
+  /* before the reply: what a client sends after seeing it must not be aborted */
   if (st && stop_on_error) k_abort_queued(k);
+  wire_reply(k->shell, &k->ws, m, "execute_reply", reply);
 }
 
 /* ------------------------------------------------------------ the rest */
