@@ -1,0 +1,104 @@
+"""Executes every notebook in notebooks/ headlessly with nbclient (the way
+`jupyter nbconvert --execute` does) and checks their outputs."""
+import copy
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import kutil  # noqa: E402
+from kutil import ROOT, SLOW, result  # noqa: E402
+
+try:
+    import nbformat
+    from nbclient import NotebookClient
+except ImportError as e:
+    print(f"SKIP: notebooks: nbclient/nbformat not installed ({e}); apt install python3-nbclient")
+    sys.exit(0)
+
+kutil.install("nabla")
+NBDIR = os.path.join(ROOT, "notebooks")
+
+
+def run(name):
+    path = os.path.join(NBDIR, name)
+    nb = nbformat.read(path, as_version=4)
+    stored = copy.deepcopy(nb)
+    for c in stored.cells:
+        if c.cell_type == "code" and (c.get("outputs") or c.get("execution_count")):
+            raise AssertionError(f"{name} is stored with outputs; clear them before committing")
+    t0 = time.time()
+    NotebookClient(nb, timeout=120 * SLOW, kernel_name="nabla", resources={"metadata": {"path": NBDIR}}).execute()
+    print(f"note: {name} ran in {time.time() - t0:.1f} s", flush=True)
+    return nb
+
+
+def text(cell):
+    out = []
+    for o in cell.get("outputs", []):
+        if o.output_type == "stream":
+            out.append(o.text)
+        elif o.output_type in ("execute_result", "display_data"):
+            out.append(o.data.get("text/plain", ""))
+        elif o.output_type == "error":
+            out.append(f"{o.ename}: {o.evalue}")
+    return "".join(out)
+
+
+def results(nb):
+    return [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "execute_result"]
+
+
+def check(name, fn):
+    try:
+        nb = run(name)
+        errs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
+        if errs:
+            result(f"notebook {name}", False, f"cell error {errs[0].ename}: {errs[0].evalue}")
+            return
+        why = fn(nb)
+        result(f"notebook {name}", why is None, why or "")
+    except Exception as e:
+        result(f"notebook {name}", False, f"{type(e).__name__}: {e}")
+
+
+def tour(nb):
+    r = results(nb)
+    if not r or r[0].data["text/plain"] != "7":
+        return f"first result {r[0].data if r else None}"
+    if not any("text/html" in o.data for o in r):
+        return "no tensor shown as HTML"
+    if "sum of 1..10 is 55" not in "".join(text(c) for c in nb.cells if c.cell_type == "code"):
+        return "loop output missing"
+    return None
+
+
+def autograd(nb):
+    r = results(nb)
+    if not r or "2, 4, 6" not in r[0].data["text/plain"].replace(".", "").replace("  ", " "):
+        return f"w.grad shown as {r[0].data['text/plain'] if r else None!r}"
+    if r[-1].data["text/plain"] not in ('"ok"', "ok"):
+        return f"last result {r[-1].data}"
+    return None
+
+
+def digits(nb):
+    import re
+    train = [c for c in nb.cells if c.cell_type == "code" and "step_fn(model" in c.source][0]
+    streams = [o for o in train.outputs if o.output_type == "stream"]
+    if not any("[" in o.text and "\r" in o.text for o in streams):
+        return "no progress bar output"
+    last = results(nb)[-1].data["text/plain"]
+    acc = float(last)
+    if acc < 0.95:
+        return f"final accuracy {acc} < 0.95"
+    print(f"note: digits test accuracy {acc:.4f}; training output in {len(streams)} stream messages", flush=True)
+    if not re.search(r"epoch 15: train loss", text(train)):
+        return "epoch lines missing"
+    return None
+
+
+check("tour.ipynb", tour)
+check("autograd.ipynb", autograd)
+check("digits.ipynb", digits)
+kutil.finish()
