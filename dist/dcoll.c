@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "dist/dgrad.h"
+#include "dist/dgroup.h"
 
 nbD_Self nbD_self = { -1, 0, -1, NULL };
 
@@ -35,7 +36,7 @@ static int parse_op(nb_VM *vm, const char *fname, nb_Value v, int *op) {
 static int rank_arg(nb_VM *vm, const char *fname, const char *what, nb_Value v, int *r) {
   if (v.t != NB_TNUM || v.u.n != (int)v.u.n) return nb_error_kind(vm, "TypeError", "%s: %s must be an integer rank", fname, what);
   *r = (int)v.u.n;
-  if (*r < 0 || *r >= nbD_self.world) return nb_error_kind(vm, "ValueError", "%s: %s %d is not a rank of this group (world size %d)", fname, what, *r, nbD_self.world);
+  if (*r < 0 || *r >= nbD_self.g->world) return nb_error_kind(vm, "ValueError", "%s: %s %d is not a rank of this group (size %d)", fname, what, *r, nbD_self.g->world);
   return NB_OK;
 }
 /* a number becomes a 0-d f64 tensor (and the result a number again) */
@@ -119,7 +120,7 @@ static int b_barrier(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
 static int b_all_to_all(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
   (void)n; const char *f = "all_to_all";
   if (need_worker(vm, f)) return NB_ERR;
-  int w = nbD_self.world;
+  int w = nbD_self.g->world;
   if (a[0].t != NB_TLIST || nb_list(a[0])->n != w) return nb_error_kind(vm, "TypeError", "%s: expected a list of %d tensors (one per rank)", f, w);
   nt_Tensor **xs = calloc((size_t)w * 2, sizeof *xs);
   if (!xs) return nb_error(vm, "out of memory");
@@ -191,31 +192,45 @@ static int b_shard(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
   return NB_OK;
 }
 
+/* group=: the call runs on that sub-group (dgroup.c); a[gi] is the group argument */
+static int in_group(nb_VM *vm, nb_Value *a, int n, nb_Value *out, int gi, const char *f, nb_CFunc inner) {
+  int id; nbD_Scope sc;
+  if (nbD_group_arg(vm, f, a[gi], &id)) return NB_ERR;
+  if (id && need_worker(vm, f)) return NB_ERR;
+  if (nbD_group_enter(id, &sc)) return nb_error_kind(vm, "DistError", "%s: %s", f, nt_error_msg());
+  int st = inner(vm, a, n, out);
+  nbD_group_leave(&sc);
+  return st;
+}
+#define GROUPED(name, gi) static int name##_g(nb_VM *vm, nb_Value *a, int n, nb_Value *out) { return in_group(vm, a, n, out, gi, #name + 2, name); }
+GROUPED(b_all_reduce, 2) GROUPED(b_all_gather, 1) GROUPED(b_reduce_scatter, 2) GROUPED(b_broadcast, 2) GROUPED(b_broadcast_, 2)
+GROUPED(b_send, 2) GROUPED(b_recv, 1) GROUPED(b_barrier, 0) GROUPED(b_all_to_all, 1) GROUPED(b_coalesced, 3)
+
 static nb_Builtin coll_builtins[] = {
   { "dist_rank", b_rank, "", "dist.rank(): this worker's rank (nil outside workers)" },
   { "dist_world_size", b_world, "", "dist.world_size(): the number of workers (nil outside workers)" },
   { "dist_local_rank", b_local_rank, "", "dist.local_rank(): the rank among the workers on this host" },
   { "dist_is_worker", b_is_worker, "", "dist.is_worker(): whether this code runs on a dist worker" },
-  { "all_reduce", b_all_reduce, "x, op=\"sum\"", "all_reduce(x, op=\"sum\"): x reduced over every rank (sum, avg, max, min); differentiable for sum/avg" },
-  { "all_gather", b_all_gather, "x", "all_gather(x): every rank's x concatenated along the first axis, in rank order; differentiable" },
-  { "reduce_scatter", b_reduce_scatter, "x, op=\"sum\"", "reduce_scatter(x, op=\"sum\"): the reduction of x over ranks, split along the first axis; this rank's part; differentiable for sum/avg" },
-  { "broadcast", b_broadcast, "x, src=0", "broadcast(x, src=0): rank src's x on every rank (others may pass nil)" },
-  { "send", b_send, "x, dst", "send(x, dst): sends tensor x to rank dst (which calls recv)" },
-  { "recv", b_recv, "src", "recv(src): receives the tensor rank src sends (shape and dtype travel with it)" },
-  { "barrier", b_barrier, "", "barrier(): waits until every rank reaches it" },
-  { "all_to_all", b_all_to_all, "xs", "all_to_all(xs): xs[j] goes to rank j; returns the list of what each rank sent here" },
-  { "dist_all_reduce", b_all_reduce, "x, op=\"sum\"", "dist.all_reduce(x, op=\"sum\")" },
-  { "dist_all_gather", b_all_gather, "x", "dist.all_gather(x)" },
-  { "dist_reduce_scatter", b_reduce_scatter, "x, op=\"sum\"", "dist.reduce_scatter(x, op=\"sum\")" },
-  { "dist_broadcast", b_broadcast, "x, src=0", "dist.broadcast(x, src=0)" },
-  { "dist_broadcast_", b_broadcast_, "x, src=0", "dist_broadcast_(x, src=0): overwrites tensor x in place with rank src's values" },
-  { "dist_send", b_send, "x, dst", "dist.send(x, dst)" },
-  { "dist_recv", b_recv, "src", "dist.recv(src)" },
-  { "dist_barrier", b_barrier, "", "dist.barrier()" },
-  { "dist_all_to_all", b_all_to_all, "xs", "dist.all_to_all(xs)" },
-  { "dist_all_reduce_coalesced", b_coalesced, "xs, op=\"avg\", bucket_mb=25", "dist_all_reduce_coalesced(xs, op=\"avg\", bucket_mb=25): all_reduce of a list of tensors packed into buckets" },
+  { "all_reduce", b_all_reduce_g, "x, op=\"sum\", group=nil", "all_reduce(x, op=\"sum\"): x reduced over every rank (sum, avg, max, min); differentiable for sum/avg" },
+  { "all_gather", b_all_gather_g, "x, group=nil", "all_gather(x): every rank's x concatenated along the first axis, in rank order; differentiable" },
+  { "reduce_scatter", b_reduce_scatter_g, "x, op=\"sum\", group=nil", "reduce_scatter(x, op=\"sum\"): the reduction of x over ranks, split along the first axis; this rank's part; differentiable for sum/avg" },
+  { "broadcast", b_broadcast_g, "x, src=0, group=nil", "broadcast(x, src=0): rank src's x on every rank (others may pass nil)" },
+  { "send", b_send_g, "x, dst, group=nil", "send(x, dst): sends tensor x to rank dst (which calls recv)" },
+  { "recv", b_recv_g, "src, group=nil", "recv(src): receives the tensor rank src sends (shape and dtype travel with it)" },
+  { "barrier", b_barrier_g, "group=nil", "barrier(): waits until every rank reaches it" },
+  { "all_to_all", b_all_to_all_g, "xs, group=nil", "all_to_all(xs): xs[j] goes to rank j; returns the list of what each rank sent here" },
+  { "dist_all_reduce", b_all_reduce_g, "x, op=\"sum\", group=nil", "dist.all_reduce(x, op=\"sum\")" },
+  { "dist_all_gather", b_all_gather_g, "x, group=nil", "dist.all_gather(x)" },
+  { "dist_reduce_scatter", b_reduce_scatter_g, "x, op=\"sum\", group=nil", "dist.reduce_scatter(x, op=\"sum\")" },
+  { "dist_broadcast", b_broadcast_g, "x, src=0, group=nil", "dist.broadcast(x, src=0)" },
+  { "dist_broadcast_", b_broadcast__g, "x, src=0, group=nil", "dist_broadcast_(x, src=0): overwrites tensor x in place with rank src's values" },
+  { "dist_send", b_send_g, "x, dst, group=nil", "dist.send(x, dst)" },
+  { "dist_recv", b_recv_g, "src, group=nil", "dist.recv(src)" },
+  { "dist_barrier", b_barrier_g, "group=nil", "dist.barrier()" },
+  { "dist_all_to_all", b_all_to_all_g, "xs, group=nil", "dist.all_to_all(xs)" },
+  { "dist_all_reduce_coalesced", b_coalesced_g, "xs, op=\"avg\", bucket_mb=25, group=nil", "dist_all_reduce_coalesced(xs, op=\"avg\", bucket_mb=25): all_reduce of a list of tensors packed into buckets" },
   { "dist_shard", b_shard, "n, epoch=0, seed=0, rank=nil, world=nil, shuffle=true", "dist.shard(n, epoch=0, seed=0): this rank's indices of a shuffled epoch of n examples (an i64 tensor)" },
   { NULL, NULL, NULL, NULL },
 };
 
-void nbD_coll_init(void) { nbB_register(coll_builtins); }
+void nbD_coll_init(void) { nbB_register(coll_builtins); nbD_group_init(); }

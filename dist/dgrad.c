@@ -11,6 +11,7 @@
 #include <string.h>
 #include "tensor/tinternal.h"
 #include "dist/dgrad.h"
+#include "dist/dgroup.h"
 
 #define G (nbD_self.g)
 
@@ -57,7 +58,10 @@ static int need_group(void) {
 
 /* ------------------------------------------------------------ all_reduce */
 static int ar_backward(nt_Node *n, nt_Tensor *g, nt_Tensor **gin) {
+  nbD_Scope sc;   /* the group the forward ran on (dgroup.c) */
+  if (nbD_group_enter((int)n->iarg[1], &sc)) return -1;
   gin[0] = nbD_all_reduce(g, (int)n->iarg[0]);
+  nbD_group_leave(&sc);
   return gin[0] ? 0 : -1;
 }
 
@@ -79,7 +83,7 @@ nt_Tensor *nbD_all_reduce(nt_Tensor *x, int op) {
   if (y && (op == NBD_SUM || op == NBD_AVG) && nt_needs_grad(1, &x)) {
     nt_Node *n = nt_record(y, "AllReduceBackward", ar_backward, 1, &x);
     if (!n) { nt_release(y); return NULL; }
-    n->iarg[0] = op; n->niarg = 1;
+    n->iarg[0] = op; n->iarg[1] = nbD_group_current(); n->niarg = 2;
   }
   return y;
 }
@@ -96,14 +100,20 @@ static void rows_free(void *p) { RowsCtx *c = p; free(c->rows); free(c); }
 
 static int ag_backward(nt_Node *n, nt_Tensor *g, nt_Tensor **gin) {
   RowsCtx *c = n->ctx;
+  nbD_Scope sc;
+  if (nbD_group_enter((int)n->iarg[0], &sc)) return -1;
   gin[0] = rs_rows(g, c->rows, NBD_SUM);
+  nbD_group_leave(&sc);
   if (gin[0] && n->in[0]->ndim == 0) {   /* a 0-d input was gathered as one row */
     nt_Tensor *s = nt_reshape(gin[0], NULL, 0); nt_release(gin[0]); gin[0] = s;
   }
   return gin[0] ? 0 : -1;
 }
 static int rs_backward(nt_Node *n, nt_Tensor *g, nt_Tensor **gin) {
+  nbD_Scope sc;
+  if (nbD_group_enter((int)n->iarg[1], &sc)) return -1;
   gin[0] = ag_rows(g, NULL, (int)n->iarg[0] == NBD_AVG);
+  nbD_group_leave(&sc);
   return gin[0] ? 0 : -1;
 }
 
@@ -164,6 +174,7 @@ nt_Tensor *nbD_all_gather(nt_Tensor *x) {
     RowsCtx *c = malloc(sizeof *c);
     if (!n || !c) { free(c); free(rows); nt_release(y); nt_error_set("out of memory"); return NULL; }
     c->rows = rows; c->w = G->world; n->ctx = c; n->ctx_free = rows_free;
+    n->iarg[0] = nbD_group_current(); n->niarg = 1;
     return y;
   }
   free(rows);
@@ -209,7 +220,7 @@ nt_Tensor *nbD_reduce_scatter(nt_Tensor *x, int op) {
   if (y && (op == NBD_SUM || op == NBD_AVG) && nt_needs_grad(1, &x)) {
     nt_Node *n = nt_record(y, "ReduceScatterBackward", rs_backward, 1, &x);
     if (!n) { nt_release(y); return NULL; }
-    n->iarg[0] = op; n->niarg = 1;
+    n->iarg[0] = op; n->iarg[1] = nbD_group_current(); n->niarg = 2;
   }
   return y;
 }
