@@ -92,6 +92,7 @@ int nbD_group_arg(nb_VM *vm, const char *fname, nb_Value v, int *id) {
     nb_Value x = nbR_get_cstr(nb_rec(v), "_id");
     if (x.t == NB_TUNDEF) return nb_error_kind(vm, "TypeError", "%s: group must be a group record (from dist.new_group or dist.mesh), got a record without _id", fname);
     v = x;
+    if (v.t == NB_TNIL) return NB_OK;   /* dist.world_group() */
   }
   if (v.t != NB_TNUM || v.u.n != (int)v.u.n || v.u.n < 0 || v.u.n >= ngroups)
     return nb_error_kind(vm, "TypeError", "%s: group must be nil (the world) or a group from dist.new_group / dist.mesh", fname);
