@@ -1,4 +1,5 @@
-"""Jupyter's own kernel conformance suite (jupyter_kernel_test) against `nabla kernel`,
+"""NABLA_ASAN: also run under the ASan build by tools/run-tests.sh.
+Jupyter's own kernel conformance suite (jupyter_kernel_test) against `nabla kernel`,
 with every optional attribute set.  One PASS/FAIL line per test (and subtest failure)."""
 import os
 import sys

@@ -1,4 +1,5 @@
-"""Executes every notebook in notebooks/ headlessly with nbclient (the way
+"""NABLA_ASAN: also run under the ASan build by tools/run-tests.sh.
+Executes every notebook in notebooks/ headlessly with nbclient (the way
 `jupyter nbconvert --execute` does) and checks their outputs."""
 import copy
 import os
