@@ -670,11 +670,12 @@ static void is_complete(Kernel *k, wire_Msg *m) {
 json_t *interp_kernel_info(void) {
   char banner[128];
   snprintf(banner, sizeof banner, "Nabla %s: an array language with tensors and autograd", nb_version());
-  return json_pack("{s:s, s:s, s:s, s:s, s:s, s:b, s:[{s:s, s:s}],"
+  /* help_links stays empty until the project has a documentation URL (docs/ is in the repository) */
+  return json_pack("{s:s, s:s, s:s, s:s, s:s, s:b, s:[],"
                    " s:{s:s, s:s, s:s, s:s, s:s, s:s, s:s}}",
                    "status", "ok", "protocol_version", WIRE_PROTOCOL_VERSION, "implementation", "nabla",
                    "implementation_version", nb_version(), "banner", banner, "debugger", 0,
-                   "help_links", "text", "Nabla documentation", "url", "https://github.com/nabla-lang/nabla/tree/main/docs",
+                   "help_links",
                    "language_info", "name", "nabla", "version", nb_version(), "mimetype", "text/x-nabla",
                    "file_extension", ".nbl", "pygments_lexer", "text", "codemirror_mode", "python",
                    "nbconvert_exporter", "script");
