@@ -297,4 +297,5 @@ static nb_Builtin group_builtins[] = {
   { NULL, NULL, NULL, NULL },
 };
 
-void nbD_group_init(void) { nbB_register(group_builtins); }
+void nbD_compress_init(void);   /* dcompress.c */
+void nbD_group_init(void) { nbB_register(group_builtins); nbD_compress_init(); }
