@@ -8,10 +8,8 @@
 ** (from write() when the buffer is that old, and from the control thread's
 ** timer when the cell is busy computing), and always before any other output
 ** and at the end of the cell, so order is kept.  The value of a cell's last
-** expression arrives through the sink's display() (NB_ECHO_LAST); since a
-** display() call from the cell looks the same, the last display of a cell is
-** held back and becomes the execute_result when nothing followed it and the
-** cell's last statement is not itself a call to a display function.
+** expression arrives through the sink's result() (NB_ECHO_LAST) and becomes
+** the execute_result; display() calls become display_data.
 */
 #include <errno.h>
 #include <fcntl.h>
@@ -51,7 +49,7 @@ typedef struct Interp {
   const wire_Msg *req;     /* the execute_request being served */
   int allow_stdin, silent;
   int exec_count;
-  json_t *deferred;        /* the held-back last display (a mime bundle) */
+  json_t *result;          /* the cell's value (a mime bundle), published as execute_result */
   int capture;             /* evaluating user_expressions: displays go to captured */
   json_t *captured;
   /* stream buffer (under k->io_mu): one stream at a time, so order is kept */
@@ -149,18 +147,10 @@ void interp_tick(Kernel *k) {
   pthread_mutex_unlock(&k->io_mu);
 }
 
-/* publishes the held-back display as an ordinary display_data */
-static void release_deferred(Kernel *k) {
-  if (!I.deferred) return;
-  json_t *d = I.deferred; I.deferred = NULL;
-  k_publish(k, NULL, "display_data", json_pack("{s:o, s:{}, s:{}}", "data", d, "metadata", "transient"));
-}
-
 /* ------------------------------------------------------------ the sink */
 static void sink_write(nb_Sink *s, int stream, const char *data, size_t len) {
   Kernel *k = s->ud;
   if (I.capture || !k->cur_parent) return;
-  release_deferred(k);
   pthread_mutex_lock(&k->io_mu);
   if (I.stream.n && I.stream_id != stream) stream_flush_locked(k, 1);
   if (!I.stream.n) I.stream_since = now();
@@ -210,26 +200,29 @@ static json_t *bundle(const nb_MimeItem *items, int n) {
 
 static void sink_display(nb_Sink *s, const nb_MimeItem *items, int n, const char *display_id, int update) {
   Kernel *k = s->ud;
-  if (I.capture) { json_decref(I.captured); I.captured = bundle(items, n); return; }
-  if (!k->cur_parent) return;
+  if (I.capture || !k->cur_parent) return;
   stream_flush(k);
-  release_deferred(k);
   json_t *d = bundle(items, n);
-  if (display_id) {
+  if (display_id)
     k_publish(k, NULL, update ? "update_display_data" : "display_data",
               json_pack("{s:o, s:{}, s:{s:s}}", "data", d, "metadata", "transient", "display_id", display_id));
-  } else if (!I.silent) {
-    I.deferred = d;   /* maybe the execute_result */
-  } else {
+  else
     k_publish(k, NULL, "display_data", json_pack("{s:o, s:{}, s:{}}", "data", d, "metadata", "transient"));
-  }
+}
+
+/* the cell's value: kept for the execute_result (or captured for user_expressions) */
+static void sink_result(nb_Sink *s, const nb_MimeItem *items, int n) {
+  Kernel *k = s->ud;
+  if (I.capture) { json_decref(I.captured); I.captured = bundle(items, n); return; }
+  if (!k->cur_parent || I.silent) return;
+  json_decref(I.result);
+  I.result = bundle(items, n);
 }
 
 static void sink_clear(nb_Sink *s, int wait) {
   Kernel *k = s->ud;
   if (I.capture || !k->cur_parent) return;
   stream_flush(k);
-  release_deferred(k);
   k_publish(k, NULL, "clear_output", json_pack("{s:b}", "wait", wait));
 }
 
@@ -237,7 +230,6 @@ static char *sink_input(nb_Sink *s, const char *prompt, int password) {
   Kernel *k = s->ud;
   if (I.capture || !I.allow_stdin || !I.req) return NULL;
   stream_flush(k);
-  release_deferred(k);
   /* a reply from an earlier, abandoned request must not answer this one */
   for (;;) {
     wire_Msg old; char err[64];
@@ -458,41 +450,6 @@ static int get_bool(json_t *c, const char *key, int dflt) {
   return json_is_true(v);
 }
 
-/* Whether the cell's last statement is a call of a function that shows
-** something and returns nil (then its display is display_data, not the result). */
-static int ends_with_display_call(const char *code, size_t n) {
-  size_t e = n;
-  for (;;) {   /* skip trailing blank and comment-only lines */
-    while (e > 0 && (code[e - 1] == ' ' || code[e - 1] == '\t' || code[e - 1] == '\n' || code[e - 1] == '\r' || code[e - 1] == ';')) e--;
-    size_t s = e;
-    while (s > 0 && code[s - 1] != '\n') s--;
-    size_t p = s;
-    while (p < e && (code[p] == ' ' || code[p] == '\t')) p++;
-    if (p < e && code[p] == '#') { e = s; if (!e) return 0; continue; }
-    /* the last statement on that line */
-    const char *line = code + p;
-    size_t ln = e - p;
-    for (size_t i = ln; i-- > 0;) if (line[i] == ';') { line += i + 1; ln -= i + 1; break; }
-    while (ln && (*line == ' ' || *line == '\t')) { line++; ln--; }
-    static const char *fns[] = { "display", "clear_output", "plot", "scatter", "hist", "imshow", "print", "eprint", "write", "show", NULL };
-    for (int i = 0; fns[i]; i++) {
-      size_t fl = strlen(fns[i]);
-      if (ln > fl && !strncmp(line, fns[i], fl)) {
-        size_t q = fl;
-        while (q < ln && line[q] == ' ') q++;
-        if (q < ln && line[q] == '(') return 1;
-      }
-    }
-    /* a module's plot function: plt.plot(...) */
-    const char *dot = memchr(line, '(', ln);
-    if (dot) {
-      size_t m = (size_t)(dot - line);
-      static const char *suffix[] = { ".plot", ".scatter", ".hist", ".imshow", ".display", ".show", NULL };
-      for (int i = 0; suffix[i]; i++) { size_t sl = strlen(suffix[i]); if (m >= sl && !strncmp(dot - sl, suffix[i], sl)) return 1; }
-    }
-    return 0;
-  }
-}
 
 /* `?name`, `name?` and `%help name`: the documentation as a pager payload */
 static char *help_topic(const char *code) {
@@ -552,13 +509,13 @@ static void execute(Kernel *k, wire_Msg *m) {
   free(topic);
   stream_flush(k);
   char *result_text = NULL;
-  if (I.deferred) {
-    if (!st && !ends_with_display_call(code, len)) {
-      json_t *d = I.deferred; I.deferred = NULL;
+  if (I.result) {
+    json_t *d = I.result; I.result = NULL;
+    if (!st) {
       const char *t = json_string_value(json_object_get(d, "text/plain"));
       if (t) result_text = strdup(t);
       k_publish(k, NULL, "execute_result", json_pack("{s:i, s:o, s:{}}", "execution_count", count, "data", d, "metadata"));
-    } else release_deferred(k);
+    } else json_decref(d);
   }
   json_t *reply;
   if (st) {
@@ -729,6 +686,7 @@ void interp_init(Kernel *k) {
   I.sink.display = sink_display;
   I.sink.clear = sink_clear;
   I.sink.input = sink_input;
+  I.sink.result = sink_result;
   I.sink.ud = k;
   k->vm = nb_vm_new(&I.sink);
   static char *argv0[] = { "<kernel>" };
@@ -739,7 +697,7 @@ void interp_init(Kernel *k) {
 void interp_free(Kernel *k) {
   nb_vm_free(k->vm);
   k->vm = NULL;
-  json_decref(I.deferred);
+  json_decref(I.result);
   json_decref(I.captured);
   free(I.stream.p);
   for (int i = 0; i < I.nhist; i++) { free(I.hist[i].input); free(I.hist[i].output); }

@@ -149,8 +149,12 @@ static int b_write(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   *out = nb_nil();
   return NB_OK;
 }
+/* display(x, ..., display_id=nil, update=false): args[0..1] are the keywords */
 static int b_display(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
-  for (int i = 0; i < n; i++) nbV_display(vm, args[i]);
+  const char *fname = "display";
+  if (args[0].t != NB_TNIL) ARGSTR(0, "display_id");
+  if (nb_truthy(args[1]) && args[0].t == NB_TNIL) return nb_error_kind(vm, "ValueError", "display: update=true needs a display_id");
+  for (int i = 2; i < n; i++) nbV_show(vm, args[i], false, args[0].t == NB_TSTR ? nb_str(args[0])->data : NULL, nb_truthy(args[1]));
   *out = nb_nil();
   return NB_OK;
 }
@@ -166,6 +170,7 @@ static int b_input(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   if (args[0].t != NB_TNIL) ARGSTR(0, "prompt");
   nb_Sink *s = nb_vm_sink(vm);
   char *line = s && s->input ? s->input(s, args[0].t == NB_TSTR ? nb_str(args[0])->data : "", nb_truthy(args[1])) : NULL;
+  if (!line && vm->interrupted) { vm->interrupted = 0; vm->poll = vm->step_limit != 0; return nb_error_kind(vm, "Interrupted", "interrupted"); }
   if (!line) return nb_error_kind(vm, "IOError", "input: no input is available here (stdin is closed or the front end does not allow input)");
   *out = nb_strv(nbS_cstr(line));
   free(line);
@@ -713,7 +718,7 @@ static nb_Builtin core[] = {
   { "print", b_print, "*args", "print(a, b, ...): writes the values separated by spaces and a newline" },
   { "eprint", b_eprint, "*args", "eprint(a, b, ...): like print, to standard error" },
   { "write", b_write, "*args", "write(a, ...): writes the values with no separator or newline" },
-  { "display", b_display, "*args", "display(x): shows a value richly (HTML/plots in notebooks)" },
+  { "display", b_display, "*args, display_id=nil, update=false", "display(x, display_id=nil, update=false): shows a value richly (HTML/plots in notebooks); update=true replaces the display with that id" },
   { "clear_output", b_clear_output, "wait=false", "clear_output(wait=false): clears the cell's output (wait: when the next output arrives)" },
   { "input", b_input, "prompt=nil, password=false", "input(prompt, password=false): reads a line from the user" },
   { "len", b_len, "x", "len(x): the length of a string, list, record, range or a tensor's first axis" },

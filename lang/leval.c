@@ -944,8 +944,10 @@ int nbV_run_program(nb_VM *vm, nb_Chunk *chunk, nb_Node *prog, nb_Module *mod, i
     st = eval(vm, &top, s, &v);
     if (st) break;
     bool show = (s->flags & NF_EXPRSTMT) || s->kind == N_IF || s->kind == N_TRY;
-    if (show && v.t != NB_TNIL && ((flags & NB_ECHO) || ((flags & NB_ECHO_LAST) && i == prog->nkids - 1)))
-      nbV_display(vm, v);
+    if (show && v.t != NB_TNIL) {
+      if ((flags & NB_ECHO_LAST) && i == prog->nkids - 1) nbV_show(vm, v, true, NULL, false);
+      else if (flags & NB_ECHO) nbV_display(vm, v);
+    }
     nb_decref(v);
   }
   vm->frame = saved;

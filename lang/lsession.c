@@ -64,7 +64,7 @@ nb_Str *nbV_tostr(nb_Value v) {
   return s;
 }
 
-void nbV_display(nb_VM *vm, nb_Value v) {
+void nbV_show(nb_VM *vm, nb_Value v, bool as_result, const char *display_id, bool update) {
   nb_Sink *k = vm->sink ? vm->sink : &stdio_sink;
   nb_Buf text = {0}, html = {0};
   nb_tostring(&text, v, true);
@@ -74,10 +74,12 @@ void nbV_display(nb_VM *vm, nb_Value v) {
     nbT_display(vm, v, &html);
     if (html.n) { items[1].mime = "text/html"; items[1].data = html.p; items[1].len = html.n; n = 2; }
   }
-  if (k->display) k->display(k, items, n, NULL, 0);
+  if (as_result && k->result) k->result(k, items, n);
+  else if (k->display) k->display(k, items, n, display_id, update);
   else { k->write(k, NB_STDOUT, text.p, text.n); k->write(k, NB_STDOUT, "\n", 1); }
   nbB_free(&text); nbB_free(&html);
 }
+void nbV_display(nb_VM *vm, nb_Value v) { nbV_show(vm, v, false, NULL, false); }
 
 /* ------------------------------------------------------------ modules */
 nb_Module *nbV_module_new(const char *name, const char *path) {

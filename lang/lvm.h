@@ -166,6 +166,8 @@ int  nbV_call(nb_VM *vm, nb_Value fn, nb_Value *args, int nargs, nb_Value *out);
 int  nbV_call_kw(nb_VM *vm, nb_Value fn, nb_Value *args, int npos, nb_Str **kwnames, int nkw, nb_Value *out);
 int  nbV_import(nb_VM *vm, nb_Str *name, nb_Value *out);
 void nbV_display(nb_VM *vm, nb_Value v);
+/* as_result: the chunk's value (sink->result); display_id/update: Jupyter display updates */
+void nbV_show(nb_VM *vm, nb_Value v, bool as_result, const char *display_id, bool update);
 int  nbV_truthy(nb_VM *vm, nb_Value v, bool *out);
 int  nbV_binop(nb_VM *vm, int op, nb_Value a, nb_Value b, nb_Value *out);
 int  nbV_index(nb_VM *vm, nb_Value obj, nb_Value *idx, int nidx, nb_Value *out);

@@ -33,6 +33,9 @@ struct nb_Sink {
   ** is not available (the builtin then raises a clear error). */
   char *(*input)(nb_Sink *s, const char *prompt, int password);
   void *ud;
+  /* the value of a chunk's last expression under NB_ECHO_LAST (Jupyter's
+  ** execute_result); NULL: it goes to display() like any other value */
+  void (*result)(nb_Sink *s, const nb_MimeItem *items, int nitems);
 };
 
 /* A sink that writes to the process's stdout/stderr (used by scripts and tests). */
