@@ -23,8 +23,8 @@
 #               with NABLA_ASAN=1, NABLA=NABLA_ASAN_BIN=<abs build-asan/nabla>
 #               and NABLA_BUILD=<abs build-asan/>; it may trim its work
 #               there, or exit 77 to opt out.
-#   fuzz        build-fuzz/tests/fuzz/fuzz_eval for FUZZ_TIME seconds on a
-#               temporary copy of tests/fuzz/corpus/.
+#   fuzz        every build-fuzz/tests/fuzz/fuzz_NAME for FUZZ_TIME seconds on a
+#               temporary copy of tests/fuzz/corpus_NAME/ (fuzz_eval: corpus/).
 #
 # Usage: tools/run-tests.sh [SUBSTRING...]   only suites whose name contains one
 # Environment: BUILD_DIR (build), ASAN_BUILD_DIR (build-asan),
@@ -159,33 +159,41 @@ else
   done
 fi
 
-# ---- fuzzer ----------------------------------------------------------------
+# ---- fuzzers ---------------------------------------------------------------
+# Every build-fuzz/tests/fuzz/fuzz_NAME runs FUZZ_TIME seconds on a temporary
+# copy of tests/fuzz/corpus_NAME/ (fuzz_eval: tests/fuzz/corpus/).
 fuzz_suite() {  # prints the PASS/FAIL line itself (libFuzzer's output is not in the contract)
-  local exe=$1 artifacts=$2 corpus
+  local exe=$1 artifacts=$2 seeds=$3 name corpus
+  name=$(basename "$exe")
   corpus=$(mktemp -d "${TMPDIR:-/tmp}/nabla-fuzz-corpus.XXXXXX") || return 1
-  [ -d tests/fuzz/corpus ] && cp -R tests/fuzz/corpus/. "$corpus"/
+  [ -d "$seeds" ] && cp -R "$seeds"/. "$corpus"/
   rm -rf "$artifacts"; mkdir -p "$artifacts"
   local rc=0
   env "${ASAN_ENV[@]}" "$exe" -max_total_time="$FUZZ_TIME" -timeout=10 -rss_limit_mb=2048 \
     -artifact_prefix="$artifacts/" -print_final_stats=1 "$corpus" 2>&1 || rc=$?
   rm -rf "$corpus"
   if [ "$rc" -eq 0 ]; then
-    echo "PASS: fuzz_eval (${FUZZ_TIME}s)"
+    echo "PASS: $name (${FUZZ_TIME}s)"
   else
     local art
     art=$(ls -t "$artifacts"/* 2>/dev/null | head -n 1)
-    echo "FAIL: fuzz_eval: exit status $rc; artifact: ${art:-none}; reproduce: $exe ${art:-}"
+    echo "FAIL: $name: exit status $rc; artifact: ${art:-none}; reproduce: $exe ${art:-}"
   fi
   return "$rc"
 }
 
-FUZZ_EXE=$FUZZ_BUILD_DIR/tests/fuzz/fuzz_eval
-if [ "${NO_FUZZ:-0}" = 1 ]; then
-  :
-elif [ -x "$FUZZ_EXE" ]; then
-  run_suite "fuzz/fuzz_eval" fuzz_suite "$ROOT/$FUZZ_EXE" "$LOGDIR/fuzz-artifacts"
-elif selected "fuzz/fuzz_eval"; then
-  note "$FUZZ_EXE not built (needs clang and lang/ sources); fuzzer not run"
+if [ "${NO_FUZZ:-0}" != 1 ]; then
+  found=0
+  for exe in "$FUZZ_BUILD_DIR"/tests/fuzz/fuzz_*; do
+    [ -x "$exe" ] && [ -f "$exe" ] || continue
+    found=1
+    name=$(basename "$exe")
+    seeds=tests/fuzz/corpus_${name#fuzz_}
+    [ "$name" = fuzz_eval ] && seeds=tests/fuzz/corpus
+    case $exe in /*) ;; *) exe=$ROOT/$exe ;; esac
+    run_suite "fuzz/$name" fuzz_suite "$exe" "$LOGDIR/fuzz-artifacts-${name#fuzz_}" "$ROOT/$seeds"
+  done
+  [ "$found" = 1 ] || { selected "fuzz" && note "no fuzz targets in $FUZZ_BUILD_DIR/tests/fuzz (needs clang); fuzzers not run"; }
 fi
 
 echo "$TOTAL_PASS passed, $TOTAL_FAIL failed, $TOTAL_SKIP skipped"
