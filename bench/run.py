@@ -46,6 +46,19 @@ def discover(filters):
     return pairs
 
 
+def discover_standalone(filters):
+    """Benchmarks that measure and report themselves: bench/<group>/bench_*.py
+    scripts (run with NABLA set) and .nbl programs without a reference."""
+    found = []
+    for py in sorted(glob.glob(os.path.join(BENCH, "*", "bench_*.py"))):
+        found.append((os.path.relpath(py, BENCH), [PYTHON, os.path.basename(py)], os.path.dirname(py)))
+    for nbl in sorted(glob.glob(os.path.join(BENCH, "*", "*.nbl"))):
+        stem = nbl[:-4]
+        if not glob.glob(glob.escape(stem) + ".py") + glob.glob(glob.escape(stem) + ".*.py"):
+            found.append((os.path.relpath(nbl, BENCH), None, os.path.dirname(nbl)))
+    return [f for f in found if not filters or any(x in f[0] for x in filters)]
+
+
 def run_once(cmd, cwd, timeout):
     t0 = time.perf_counter()
     try:
@@ -122,12 +135,13 @@ def main():
     if not os.access(nabla, os.X_OK):
         sys.exit(f"bench: {nabla} not built (run: make)")
     pairs = discover(args.filters)
-    if not pairs:
+    standalone = discover_standalone(args.filters)
+    if not pairs and not standalone:
         sys.exit("bench: no benchmarks found")
 
     print(f"# whole-process wall time in seconds, min of {args.repeat} runs (includes startup); "
           f"reference: {PYTHON}")
-    width = max(len("name"), *(len(p[0]) for p in pairs))
+    width = max([len("name")] + [len(p[0]) for p in pairs])
     print(f"{'name':<{width}}  {'nabla_s':>8}  {'ref_s':>8}  {'ratio':>7}")
     rows, notes, failed = [], [], False
     for label, nbl, ref, refkind in pairs:
@@ -162,6 +176,20 @@ def main():
         rows.append((label, refkind, best["nabla"], best["ref"], rstr, mark.strip()))
     for n in notes:
         print("note: " + n)
+    reports = []
+    for label, cmd, cwd in standalone:
+        cmd = cmd or [nabla, os.path.basename(label)]
+        try:
+            p = subprocess.run(cmd, cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                               timeout=args.timeout, env=dict(os.environ, NABLA=nabla, NO_COLOR="1"))
+            text = p.stdout.strip()   # stderr (e.g. ipykernel's debugger chatter) only on failure
+            if p.returncode != 0:
+                failed = True
+                text += "\n" + p.stderr.strip() + f"\n(exit {p.returncode})"
+        except subprocess.TimeoutExpired:
+            failed, text = True, f"timed out after {args.timeout}s"
+        print(f"\n## {label}\n{text}", flush=True)
+        reports.append((label, text))
 
     if args.record:
         now = datetime.datetime.now()
@@ -177,6 +205,8 @@ def main():
             for label, refkind, tn, tr, rstr, mark in rows:
                 flag = " (output differs)" if mark else ""
                 f.write(f"| {label} | {refkind} | {fmt(tn)} | {fmt(tr)} | {rstr}{flag} |\n")
+            for label, text in reports:
+                f.write(f"\n### {label}\n\n```\n{text}\n```\n")
         print(f"recorded in {os.path.relpath(path, ROOT)}")
     return 1 if failed else 0
 

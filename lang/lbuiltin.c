@@ -64,7 +64,7 @@ static void parse_params(nb_Builtin *b) {
     while (n && st[n - 1] == ' ') n--;
     nb_Str *name = nbS_intern(st, n);   /* lives as long as the process */
     int i = b->nparams++;
-    if (i >= 12) { fprintf(stderr, "nabla: builtin %s has too many parameters\n", b->name); abort(); }
+    if (i >= NB_MAX_PARAMS) { fprintf(stderr, "nabla: builtin %s has too many parameters\n", b->name); abort(); }
     b->pnames[i] = name->data;
     b->pdefaults[i] = nb_nil();
     if (rest) { b->kwrest = i; continue; }

@@ -84,7 +84,7 @@ static void store_var(nb_Frame *f, const nb_Node *n, nb_Value v) {
 static int call_builtin(nb_VM *vm, const nb_Builtin *b, nb_Value *args, int npos, nb_Str **kw, int nkw, nb_Value *out) {
   if (b->variadic) {
     /* keyword-only params first, then the positional values */
-    nb_Value bound[12];
+    nb_Value bound[NB_MAX_PARAMS];
     for (int i = 0; i < b->nparams; i++) bound[i] = b->pdefaults[i];
     for (int k = 0; k < nkw; k++) {
       int j = -1;
@@ -103,8 +103,8 @@ static int call_builtin(nb_VM *vm, const nb_Builtin *b, nb_Value *args, int npos
   }
   if (npos > b->nparams)
     return nb_error_kind(vm, "TypeError", "%s() takes %d argument%s but %d %s given", b->name, b->nparams, b->nparams == 1 ? "" : "s", npos, npos == 1 ? "was" : "were");
-  nb_Value bound[12];
-  bool set[12] = {0};
+  nb_Value bound[NB_MAX_PARAMS];
+  bool set[NB_MAX_PARAMS] = {0};
   nb_Rec *rest = NULL;   /* keywords gathered by a **kw parameter */
   for (int i = 0; i < npos; i++) { bound[i] = args[i]; set[i] = true; }
   for (int k = 0; k < nkw; k++) {

@@ -98,6 +98,7 @@ int nbV_global_slot(nb_Module *m, nb_Str *name);     /* creates the slot if need
 int nbV_global_find(const nb_Module *m, const char *name, size_t len);
 
 /* ------------------------------------------------------------ builtins */
+#define NB_MAX_PARAMS 16   /* named parameters of one builtin */
 typedef int (*nb_CFunc)(nb_VM *vm, nb_Value *args, int nargs, nb_Value *out);
 struct nb_Builtin {
   const char *name;
@@ -110,8 +111,8 @@ struct nb_Builtin {
   /* fn == NULL: a named value.  If `value` is set it makes the value (e.g. the
   ** `cuda` record), else params holds a number's text (pi, inf, nan). */
   int (*value)(nb_VM *vm, nb_Value *out);
-  const char *pnames[12];
-  nb_Value pdefaults[12];
+  const char *pnames[NB_MAX_PARAMS];
+  nb_Value pdefaults[NB_MAX_PARAMS];
 };
 /* Registers a NULL-terminated array of builtins (kept by pointer; must be static). */
 void nbB_register(nb_Builtin *table);
