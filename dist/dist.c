@@ -35,6 +35,7 @@
 #include "dist/dist.h"
 #include "dist/dgrad.h"
 #include "dist/dproto.h"
+#include "dist/dlaunch.h"
 
 extern char **environ;
 
@@ -54,14 +55,21 @@ static void logf_(const char *fmt, ...) {
 
 /* ================================================================ session */
 typedef struct Worker {
-  pid_t pid;
+  pid_t pid;                  /* the worker's own pid (on its host) */
+  int proc;                   /* index in S.proc: the local process that runs it (the worker, its ssh, srun) */
   int hello;                  /* said hello (and was accepted) */
   char ident[64]; size_t identlen;
   char addr[80];              /* host:port of its ring listener */
-  volatile int dead;          /* set by the reaper */
-  int status;                 /* waitpid status */
+  char host[80];              /* where it runs (ssh: the name given; else its hostname) */
+  volatile int dead;          /* set by the monitor: exited, or no heartbeat */
+  int status;                 /* waitpid status of its local process */
+  char why[200];              /* how it died */
+  int64_t last_ms;            /* when it was last heard from (atomic) */
+  char op[96];                /* what its last heartbeat said it was doing: "TYPE COLLECTIVE" */
   int line_start[3];          /* output: at the start of a line (per stream) */
 } Worker;
+
+typedef struct Proc { pid_t pid; int reaped, status; } Proc;
 
 typedef struct Session {
   int active, broken;
@@ -77,25 +85,112 @@ typedef struct Session {
   pthread_t reaper; int reaper_on; volatile int reaper_stop; volatile int stopping;
   int run_mode;               /* nabla run: rank 0's stdout unprefixed, other ranks' stdout dropped */
   int need_reconnect;
+  Proc *proc; int nproc;      /* local processes to reap */
+  int remote;                 /* ssh/slurm: workers are not this process's children */
+  int hb_ms;                  /* heartbeat timeout (0: none) */
+  int64_t last_ping_ms;
 } Session;
 static Session S;
 
+/* The ROUTER socket is used by the main thread (commands) and, while the
+** main thread is not using it, by the monitor thread (heartbeats, draining
+** what arrives between commands).  Recursive: an error path of one locked
+** function calls another. */
+static pthread_mutex_t S_mu = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
+
+static int64_t now_ms(void) { return (int64_t)(now_s() * 1000.0); }
+
+/* how a worker is named in messages: "pid 123" (local), "pid 123 on host h" */
+static const char *wname(int rank, char *buf, size_t n) {
+  Worker *w = &S.w[rank];
+  if (S.remote) snprintf(buf, n, "pid %d on host %s", (int)w->pid, w->host[0] ? w->host : "?");
+  else snprintf(buf, n, "pid %d", (int)w->pid);
+  return buf;
+}
+/* what a worker was doing, from its last heartbeat: " while in dist.exec (all_reduce)" */
+static const char *wop(int rank, char *buf, size_t n) {
+  char type[48] = "", coll[48] = "";
+  if (sscanf(S.w[rank].op, "%47s %47s", type, coll) < 1 || !strcmp(type, "idle")) { snprintf(buf, n, "%s", !strcmp(type, "idle") ? " while idle" : ""); return buf; }
+  static const char *const names[][2] = { { "exec", "dist.exec" }, { "call", "dist.run" }, { "eval", "dist.pull" }, { "set", "dist.push" },
+                                          { "runfile", "the script" }, { "reconnect", "reconnecting the group" }, { "welcome", "dist.start" } };
+  const char *nm = type;
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++) if (!strcmp(type, names[i][0])) nm = names[i][1];
+  if (coll[0] && strcmp(coll, "-")) snprintf(buf, n, " while in %s (%s)", nm, coll);
+  else snprintf(buf, n, " while in %s", nm);
+  return buf;
+}
+
+/* marks a worker dead (once) and says why */
+static void mark_dead(int rank, const char *why) {
+  Worker *w = &S.w[rank];
+  if (w->dead) return;
+  char nm[160], op[160];
+  wname(rank, nm, sizeof nm); wop(rank, op, sizeof op);
+  snprintf(w->why, sizeof w->why, "%s%s", why, op);
+  __atomic_store_n(&w->dead, 1, __ATOMIC_SEQ_CST);
+  if (!S.stopping) logf_("nabla dist: worker rank %d (%s) %s", rank, nm, w->why);
+}
+
+typedef struct Reply Reply;
+static void pump_one(nb_VM *vm, uint32_t seq, Reply *rep);
+
+/* sends the session's heartbeat to every live worker when one is due (under S_mu) */
+static void ping_due(void) {
+  if (!S.hb_ms || !S.router) return;
+  int64_t t = now_ms(), every = S.hb_ms / 4 < 1000 ? S.hb_ms / 4 : 1000;
+  if (t - S.last_ping_ms < every) return;
+  S.last_ping_ms = t;
+  for (int i = 0; i < S.n; i++)
+    if (S.w[i].hello && !S.w[i].dead)
+      dp_send(S.router, S.key, S.w[i].ident, S.w[i].identlen, "ping", 0, -1, NULL, 0);   /* a ROUTER never blocks: a full queue drops */
+}
+
+/* The monitor thread: reaps the local processes (a worker, its ssh client,
+** or srun), declares a worker that sent nothing for the heartbeat timeout
+** dead, and between commands keeps the heartbeats going and reads what
+** arrives (the main thread does both while it waits for replies). */
 static void *reaper_main(void *arg) {
   (void)arg;
   while (!S.reaper_stop) {
-    for (int i = 0; i < S.n; i++) {
-      Worker *w = &S.w[i];
-      if (w->pid <= 0 || w->dead) continue;
-      int st;
-      pid_t p = waitpid(w->pid, &st, WNOHANG);
-      if (p == w->pid || (p < 0 && errno == ECHILD)) {
-        w->status = p == w->pid ? st : 0;
-        __atomic_store_n(&w->dead, 1, __ATOMIC_SEQ_CST);
-        if (!S.stopping) {
-          if (WIFSIGNALED(st)) logf_("nabla dist: worker rank %d (pid %d) died: killed by signal %d (%s)", i, (int)w->pid, WTERMSIG(st), strsignal(WTERMSIG(st)));
-          else logf_("nabla dist: worker rank %d (pid %d) exited with status %d", i, (int)w->pid, WIFEXITED(st) ? WEXITSTATUS(st) : -1);
-        }
+    for (int k = 0; k < S.nproc; k++) {
+      Proc *pr = &S.proc[k];
+      if (pr->pid <= 0 || pr->reaped) continue;
+      int st = 0;
+      pid_t p = waitpid(pr->pid, &st, WNOHANG);
+      if (p != pr->pid && !(p < 0 && errno == ECHILD)) continue;
+      pr->status = p == pr->pid ? st : 0;
+      __atomic_store_n(&pr->reaped, 1, __ATOMIC_SEQ_CST);
+      char why[200];
+      const char *what = !S.remote ? NULL : !strcmp(S.launcher, "slurm") ? "srun" : "ssh";
+      if (!what) {
+        if (WIFSIGNALED(st)) snprintf(why, sizeof why, "died: killed by signal %d (%s)", WTERMSIG(st), strsignal(WTERMSIG(st)));
+        else snprintf(why, sizeof why, "died: exited with status %d", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+      } else if (WIFSIGNALED(st)) snprintf(why, sizeof why, "died: its %s (pid %d) was killed by signal %d", what, (int)pr->pid, WTERMSIG(st));
+      else if (!strcmp(what, "ssh") && WEXITSTATUS(st) == 255)
+        snprintf(why, sizeof why, "died: its ssh connection ended (status 255: the worker was killed, or ssh failed)");
+      else snprintf(why, sizeof why, "died: its %s exited with status %d", what, WEXITSTATUS(st));
+      for (int i = 0; i < S.n; i++) if (S.w[i].proc == k) {
+        S.w[i].status = pr->status;
+        mark_dead(i, why);
       }
+    }
+    if (S.hb_ms > 0 && !S.stopping) {
+      int64_t t = now_ms();
+      for (int i = 0; i < S.n; i++) {
+        Worker *w = &S.w[i];
+        int64_t last = __atomic_load_n(&w->last_ms, __ATOMIC_SEQ_CST);
+        if (!w->hello || w->dead || t - last <= S.hb_ms) continue;
+        char why[120]; snprintf(why, sizeof why, "stopped responding: no heartbeat for %.1f s", (double)(t - last) / 1e3);
+        mark_dead(i, why);
+      }
+    }
+    if (pthread_mutex_trylock(&S_mu) == 0) {
+      if (S.router && !S.stopping) {
+        ping_due();
+        zmq_pollitem_t it = { S.router, 0, ZMQ_POLLIN, 0 };
+        for (int k = 0; k < 1000 && zmq_poll(&it, 1, 0) > 0; k++) pump_one(NULL, 0, NULL);
+      }
+      pthread_mutex_unlock(&S_mu);
     }
     usleep(20000);
   }
@@ -103,32 +198,39 @@ static void *reaper_main(void *arg) {
 }
 
 /* ---- output forwarded by workers ---- */
+static void out_write(nb_VM *vm, int stream, const char *data, size_t len) {
+  if (vm) { nbV_write(vm, stream, data, len); return; }
+  /* between commands (the monitor thread): straight to this process's stdout/stderr */
+  if (stream == NB_STDOUT) fflush(stdout);
+  if (write(stream == NB_STDERR ? 2 : 1, data, len) < 0) {}
+}
+
 static void forward_output(nb_VM *vm, int rank, int stream, const char *data, size_t len) {
   Worker *w = &S.w[rank];
   if (stream != NB_STDERR) stream = NB_STDOUT;
-  if (S.run_mode && rank == 0) { nbV_write(vm, stream, data, len); return; }
+  if (S.run_mode && rank == 0) { out_write(vm, stream, data, len); return; }
   if (S.run_mode && stream == NB_STDOUT) return;
   char prefix[48]; int pn = snprintf(prefix, sizeof prefix, "[rank %d] ", rank);
   size_t i = 0;
   while (i < len) {
-    if (w->line_start[stream]) { nbV_write(vm, stream, prefix, (size_t)pn); w->line_start[stream] = 0; }
+    if (w->line_start[stream]) { out_write(vm, stream, prefix, (size_t)pn); w->line_start[stream] = 0; }
     const char *nl = memchr(data + i, '\n', len - i);
     size_t end = nl ? (size_t)(nl - data) + 1 : len;
-    nbV_write(vm, stream, data + i, end - i);
+    out_write(vm, stream, data + i, end - i);
     if (nl) w->line_start[stream] = 1;
     i = end;
   }
-  if (stream == NB_STDOUT) fflush(stdout);
+  if (stream == NB_STDOUT && vm) fflush(stdout);
 }
 
 static void prefixed_report(nb_VM *vm, int rank, const char *text) {
   Worker *w = &S.w[rank];
-  if (!w->line_start[NB_STDERR]) { nbV_write(vm, NB_STDERR, "\n", 1); w->line_start[NB_STDERR] = 1; }
+  if (!w->line_start[NB_STDERR]) { out_write(vm, NB_STDERR, "\n", 1); w->line_start[NB_STDERR] = 1; }
   forward_output(vm, rank, NB_STDERR, text, strlen(text));
   if (!w->line_start[NB_STDERR]) forward_output(vm, rank, NB_STDERR, "\n", 1);
 }
 
-typedef struct Reply { int got; int ok; char *body; size_t len; } Reply;
+struct Reply { int got; int ok; char *body; size_t len; };
 static void replies_free(Reply *r, int n) { for (int i = 0; i < n; i++) free(r[i].body); free(r); }
 
 static void refuse(const dp_Msg *m, const char *why) {
@@ -137,8 +239,8 @@ static void refuse(const dp_Msg *m, const char *why) {
 
 /* a hello from a worker: check rank, pid and version */
 static void on_hello(dp_Msg *m) {
-  char ver[64] = "", addr[80] = ""; int pid = 0, rank = -1, lrank = 0;
-  if (sscanf(m->body, "%63s %d %d %d %79s", ver, &pid, &rank, &lrank, addr) != 5 || rank < 0 || rank >= S.n) {
+  char ver[64] = "", addr[80] = "", host[80] = ""; int pid = 0, rank = -1, lrank = 0;
+  if (sscanf(m->body, "%63s %d %d %d %79s %79s", ver, &pid, &rank, &lrank, addr, host) < 5 || rank < 0 || rank >= S.n) {
     logf_("nabla dist: refused a worker hello that does not parse (rank %d)", rank);
     refuse(m, "bad hello");
     return;
@@ -149,12 +251,15 @@ static void on_hello(dp_Msg *m) {
     refuse(m, "version mismatch");
     return;
   }
-  if (w->hello || (w->pid > 0 && w->pid != pid)) {
+  if (w->hello || (!S.remote && w->pid != pid)) {
     logf_("nabla dist: refused a second or unexpected worker for rank %d (pid %d)", rank, pid);
     refuse(m, "unexpected worker");
     return;
   }
   w->hello = 1;
+  w->pid = pid;
+  if (!w->host[0]) snprintf(w->host, sizeof w->host, "%s", host[0] ? host : "?");
+  __atomic_store_n(&w->last_ms, now_ms(), __ATOMIC_SEQ_CST);
   memcpy(w->ident, m->ident, m->identlen); w->identlen = m->identlen;
   snprintf(w->addr, sizeof w->addr, "%s", addr);
 }
@@ -171,9 +276,13 @@ static void pump_one(nb_VM *vm, uint32_t seq, Reply *rep) {
     return;
   }
   int r = m.rank;
+  int known = r >= 0 && r < S.n && S.w[r].hello && m.identlen == S.w[r].identlen && !memcmp(m.ident, S.w[r].ident, m.identlen);
+  if (known) __atomic_store_n(&S.w[r].last_ms, now_ms(), __ATOMIC_SEQ_CST);   /* any message is a sign of life */
   if (!strcmp(m.type, "hello")) on_hello(&m);
-  else if (r < 0 || r >= S.n || !S.w[r].hello || m.identlen != S.w[r].identlen || memcmp(m.ident, S.w[r].ident, m.identlen)) {
+  else if (!known) {
     /* signed, but not from the connection that said hello for that rank */
+  } else if (!strcmp(m.type, "ping")) {
+    snprintf(S.w[r].op, sizeof S.w[r].op, "%s", m.body);
   } else if (!strcmp(m.type, "stream") && m.len >= 1) {
     forward_output(vm, r, m.body[0] == '2' ? NB_STDERR : NB_STDOUT, m.body + 1, m.len - 1);
   } else if (!strcmp(m.type, "reply") && m.seq == seq && rep && !rep[r].got) {
@@ -185,8 +294,14 @@ static void pump_one(nb_VM *vm, uint32_t seq, Reply *rep) {
   dp_msg_free(&m);
 }
 
-static void interrupt_ranks(const int *targets, Reply *rep) {
-  for (int i = 0; i < S.n; i++) if (targets[i] && !rep[i].got && S.w[i].pid > 0 && !S.w[i].dead) kill(S.w[i].pid, SIGINT);
+/* interrupts a command on the target ranks that did not answer yet: a
+** control message (the worker's I/O thread interrupts its VM if it still
+** runs that command) — works for workers that are not children too */
+static void interrupt_ranks(uint32_t seq, const int *targets, Reply *rep) {
+  char body[24]; int bn = snprintf(body, sizeof body, "%u", seq);
+  for (int i = 0; i < S.n; i++)
+    if (targets[i] && !rep[i].got && S.w[i].hello && !S.w[i].dead)
+      dp_send(S.router, S.key, S.w[i].ident, S.w[i].identlen, "interrupt", seq, -1, body, (size_t)bn);
 }
 
 enum { WR_OK, WR_FAILED, WR_DEAD, WR_INTERRUPTED, WR_TIMEOUT };
@@ -202,26 +317,27 @@ static int wait_replies(nb_VM *vm, uint32_t seq, const int *targets, Reply *rep,
     if (!pending) break;
     zmq_pollitem_t it = { S.router, 0, ZMQ_POLLIN, 0 };
     int rc = zmq_poll(&it, 1, 50);
+    ping_due();
     if (rc > 0) { for (int k = 0; k < 64; k++) { int before = 0; (void)before; pump_one(vm, seq, rep); zmq_pollitem_t j = { S.router, 0, ZMQ_POLLIN, 0 }; if (zmq_poll(&j, 1, 0) <= 0) break; } }
     for (int i = 0; i < S.n; i++) if (targets[i] && rep[i].got && !rep[i].ok && result == WR_OK) {
       result = WR_FAILED; *which = i;
-      interrupt_ranks(targets, rep);
+      interrupt_ranks(seq, targets, rep);
       grace = now_s();
     }
     if (vm && vm->interrupted && result == WR_OK) {
       result = WR_INTERRUPTED;
-      interrupt_ranks(targets, rep);
+      interrupt_ranks(seq, targets, rep);
       grace = now_s();
     }
     for (int i = 0; i < S.n; i++) if (targets[i] && !rep[i].got && S.w[i].dead) {
       /* drain what it may have sent before dying */
       while (zmq_poll(&it, 1, 0) > 0) pump_one(vm, seq, rep);
       if (rep[i].got) continue;
-      if (result == WR_OK || result == WR_FAILED) { result = WR_DEAD; *which = i; interrupt_ranks(targets, rep); grace = now_s(); }
+      if (result == WR_OK || result == WR_FAILED) { result = WR_DEAD; *which = i; interrupt_ranks(seq, targets, rep); grace = now_s(); }
       rep[i].got = 1; rep[i].ok = 0;
     }
     if (grace && now_s() - grace > 3.0) break;   /* the others did not stop: give up on them */
-    if (timeout_s > 0 && now_s() - start > timeout_s && result == WR_OK) { result = WR_TIMEOUT; interrupt_ranks(targets, rep); grace = now_s(); }
+    if (timeout_s > 0 && now_s() - start > timeout_s && result == WR_OK) { result = WR_TIMEOUT; interrupt_ranks(seq, targets, rep); grace = now_s(); }
   }
   return result;
 }
@@ -230,24 +346,28 @@ static int send_to(int rank, const char *type, uint32_t seq, const void *body, s
   return dp_send(S.router, S.key, S.w[rank].ident, S.w[rank].identlen, type, seq, -1, body, len);
 }
 
-static void kill_all(int sig) { for (int i = 0; i < S.n; i++) if (S.w[i].pid > 0 && !S.w[i].dead) kill(S.w[i].pid, sig); }
+static void signal_procs(int sig) { for (int k = 0; k < S.nproc; k++) if (S.proc[k].pid > 0 && !S.proc[k].reaped) kill(S.proc[k].pid, sig); }
 
-static void session_teardown(void) {
+static void session_teardown_(void) {
   S.stopping = 1;
   if (S.router) {
     uint32_t seq = ++S.seq;
     for (int i = 0; i < S.n; i++) if (S.w[i].hello && !S.w[i].dead) send_to(i, "stop", seq, NULL, 0);
   }
-  /* wait for them to exit; then insist */
-  double t0 = now_s();
+  /* wait for the local processes (workers, ssh clients, srun) to exit; then insist */
+  double t0 = now_s(); int termed = 0, killed = 0;
   for (;;) {
     int alive = 0;
-    for (int i = 0; i < S.n; i++) if (S.w[i].pid > 0 && !S.w[i].dead) alive++;
+    for (int k = 0; k < S.nproc; k++) if (S.proc[k].pid > 0 && !S.proc[k].reaped) alive++;
     if (!alive) break;
-    if (now_s() - t0 > 3.0) { kill_all(SIGKILL); }
-    if (now_s() - t0 > 6.0) break;
-    if (!S.reaper_on) {   /* no reaper (start failed early): reap here */
-      for (int i = 0; i < S.n; i++) if (S.w[i].pid > 0 && !S.w[i].dead && waitpid(S.w[i].pid, &S.w[i].status, WNOHANG) == S.w[i].pid) S.w[i].dead = 1;
+    double t = now_s() - t0;
+    /* srun forwards SIGTERM to its tasks; ssh and local workers just go */
+    if (t > 3.0 && !termed) { termed = 1; signal_procs(S.remote ? SIGTERM : SIGKILL); }
+    if (t > 4.5 && !killed) { killed = 1; signal_procs(SIGKILL); }
+    if (t > 6.0) break;
+    if (!S.reaper_on) {   /* no monitor thread (start failed early): reap here */
+      for (int k = 0; k < S.nproc; k++)
+        if (S.proc[k].pid > 0 && !S.proc[k].reaped && waitpid(S.proc[k].pid, &S.proc[k].status, WNOHANG) == S.proc[k].pid) S.proc[k].reaped = 1;
     }
     usleep(10000);
   }
@@ -256,8 +376,14 @@ static void session_teardown(void) {
   if (S.ctx) { zmq_ctx_term(S.ctx); S.ctx = NULL; }
   if (S.keyfile[0]) { unlink(S.keyfile); S.keyfile[0] = 0; }
   free(S.w); S.w = NULL;
+  free(S.proc); S.proc = NULL; S.nproc = 0;
   S.n = 0; S.active = 0; S.broken = 0; S.need_reconnect = 0; S.stopping = 0; S.reaper_stop = 0;
   OPENSSL_cleanse(S.key, sizeof S.key);
+}
+static void session_teardown(void) {
+  pthread_mutex_lock(&S_mu);
+  session_teardown_();
+  pthread_mutex_unlock(&S_mu);
 }
 
 static int dist_error(nb_VM *vm, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -271,17 +397,18 @@ static int dist_error(nb_VM *vm, const char *fmt, ...) {
 
 /* spawns one worker with the local launcher */
 static pid_t spawn_local(int rank, const char *exe) {
-  char rank_s[16], world_s[16], to_s[32], nthreads[24], omp[64], blas[64];
+  char rank_s[16], world_s[16], to_s[32], hb_s[32], nthreads[24], omp[64], blas[64];
   snprintf(rank_s, sizeof rank_s, "%d", rank);
   snprintf(world_s, sizeof world_s, "%d", S.n);
   snprintf(to_s, sizeof to_s, "%d", S.timeout_ms);
+  snprintf(hb_s, sizeof hb_s, "%g", S.hb_ms / 1e3);
   long cpus = sysconf(_SC_NPROCESSORS_ONLN); if (cpus < 1) cpus = 1;
   long per = cpus / S.n; if (per < 1) per = 1;
   snprintf(nthreads, sizeof nthreads, "%ld", per);
   snprintf(omp, sizeof omp, "OMP_NUM_THREADS=%s", nthreads);
   snprintf(blas, sizeof blas, "OPENBLAS_NUM_THREADS=%s", nthreads);
   char *argv[] = { (char *)exe, "worker", "--connect", S.endpoint, "--key-file", S.keyfile, "--rank", rank_s,
-                   "--local-rank", rank_s, "--world", world_s, "--timeout-ms", to_s, "--bind", S.bind, NULL };
+                   "--local-rank", rank_s, "--world", world_s, "--timeout-ms", to_s, "--heartbeat", hb_s, "--bind", S.bind, NULL };
   /* the environment, with thread counts split between the workers unless set */
   int ne = 0; while (environ[ne]) ne++;
   char **envp = malloc(sizeof(char *) * (size_t)(ne + 4));
@@ -310,23 +437,70 @@ static pid_t spawn_local(int rank, const char *exe) {
 
 static void at_exit_stop(void) { if (S.active && S.router) session_teardown(); }
 
-static int session_start(nb_VM *vm, int n, const char *launcher, const char *backend, double timeout_s, const char *bind) {
+/* how dist.start was called (dist.restart and nabla run reuse it) */
+typedef struct LaunchOpts {
+  char launcher[16], backend[16], bind[64];
+  double timeout, heartbeat;
+  char **hosts; int nhosts;
+  int ssh_port; char *ssh_key;
+  char **ssh_opts; int nssh_opts;
+  char *remote_nabla;
+  int nodes, gpus_per_node;
+} LaunchOpts;
+
+static void opts_free(LaunchOpts *o) {
+  for (int i = 0; i < o->nhosts; i++) free(o->hosts[i]);
+  for (int i = 0; i < o->nssh_opts; i++) free(o->ssh_opts[i]);
+  free(o->hosts); free(o->ssh_opts); free(o->ssh_key); free(o->remote_nabla);
+  memset(o, 0, sizeof *o);
+}
+static char *dupnull(const char *s) { return s ? strdup(s) : NULL; }
+static void opts_copy(LaunchOpts *dst, const LaunchOpts *src) {
+  opts_free(dst);
+  *dst = *src;
+  dst->hosts = src->nhosts ? calloc((size_t)src->nhosts, sizeof(char *)) : NULL;
+  for (int i = 0; i < src->nhosts && dst->hosts; i++) dst->hosts[i] = strdup(src->hosts[i]);
+  if (!dst->hosts) dst->nhosts = 0;
+  dst->ssh_opts = src->nssh_opts ? calloc((size_t)src->nssh_opts, sizeof(char *)) : NULL;
+  for (int i = 0; i < src->nssh_opts && dst->ssh_opts; i++) dst->ssh_opts[i] = strdup(src->ssh_opts[i]);
+  if (!dst->ssh_opts) dst->nssh_opts = 0;
+  dst->ssh_key = dupnull(src->ssh_key); dst->remote_nabla = dupnull(src->remote_nabla);
+}
+
+static int session_start_(nb_VM *vm, int n, const LaunchOpts *o) {
   if (S.active) return dist_error(vm, "dist.start: workers are already running (%d); call dist.stop() first", S.n);
   if (n < 1 || n > 1024) return dist_error(vm, "dist.start: n must be between 1 and 1024, got %d", n);
-  if (strcmp(launcher, "local") != 0)
-    return dist_error(vm, "dist.start: launcher \"%s\" is not available yet (only \"local\"; ssh and slurm are planned)", launcher);
-  if (strcmp(backend, "ring") != 0)
-    return dist_error(vm, "dist.start: backend \"%s\" is not available in this build (only \"ring\": TCP between workers; \"nccl\" needs the CUDA build)", backend);
+  int ssh = !strcmp(o->launcher, "ssh"), slurm = !strcmp(o->launcher, "slurm");
+  if (!ssh && !slurm && strcmp(o->launcher, "local") != 0)
+    return dist_error(vm, "dist.start: launcher \"%s\" is not available (\"local\", \"ssh\" with hosts=[...], or \"slurm\" inside an allocation)", o->launcher);
+  if (ssh && o->nhosts < 1)
+    return dist_error(vm, "dist.start: launcher \"ssh\" is not available without hosts=[...] (the hosts to start the workers on; ranks are placed in blocks when there are fewer hosts than workers)");
+  if (strcmp(o->backend, "ring") != 0)
+    return dist_error(vm, "dist.start: backend \"%s\" is not available in this build (only \"ring\": TCP between workers; \"nccl\" needs the CUDA build)", o->backend);
   memset(&S, 0, sizeof S);
   S.n = n;
-  S.timeout_ms = timeout_s > 0 ? (int)(timeout_s * 1000) : 0;
-  snprintf(S.launcher, sizeof S.launcher, "%s", launcher);
-  snprintf(S.backend, sizeof S.backend, "%s", backend);
-  snprintf(S.bind, sizeof S.bind, "%s", bind);
+  S.remote = ssh || slurm;
+  S.timeout_ms = o->timeout > 0 ? (int)(o->timeout * 1000) : 0;
+  S.hb_ms = o->heartbeat > 0 ? (int)(o->heartbeat * 1000) : 0;
+  if (S.hb_ms > 0 && S.hb_ms < 1000) S.hb_ms = 1000;
+  snprintf(S.launcher, sizeof S.launcher, "%s", o->launcher);
+  snprintf(S.backend, sizeof S.backend, "%s", o->backend);
+  /* the control socket's address: given, or loopback when every worker is
+  ** on this host, else every interface (messages are signed either way) */
+  int all_loop = !slurm;
+  for (int i = 0; ssh && i < o->nhosts; i++) if (!dl_is_loopback(o->hosts[i])) all_loop = 0;
+  snprintf(S.bind, sizeof S.bind, "%s", o->bind[0] ? o->bind : all_loop ? "127.0.0.1" : "0.0.0.0");
   S.w = calloc((size_t)n, sizeof *S.w);
-  if (!S.w) return nb_error(vm, "out of memory");
-  for (int i = 0; i < n; i++) for (int s = 0; s < 3; s++) S.w[i].line_start[s] = 1;
-  if (RAND_bytes(S.key, sizeof S.key) != 1) { session_teardown(); return dist_error(vm, "dist.start: no random bytes for the session key"); }
+  S.nproc = slurm ? 1 : n;
+  S.proc = calloc((size_t)S.nproc, sizeof *S.proc);
+  if (!S.w || !S.proc) { free(S.w); free(S.proc); S.w = NULL; S.proc = NULL; S.n = 0; S.nproc = 0; return nb_error(vm, "out of memory"); }
+  for (int i = 0; i < n; i++) {
+    for (int s = 0; s < 3; s++) S.w[i].line_start[s] = 1;
+    S.w[i].proc = slurm ? 0 : i;
+    if (ssh) snprintf(S.w[i].host, sizeof S.w[i].host, "%s", o->hosts[(int)((long)i * o->nhosts / n)]);
+    else if (!slurm) gethostname(S.w[i].host, sizeof S.w[i].host - 1);
+  }
+  if (RAND_bytes(S.key, sizeof S.key) != 1) { session_teardown_(); return dist_error(vm, "dist.start: no random bytes for the session key"); }
   {
     /* stop the workers at exit; registered after OpenSSL's own exit handler
     ** (which RAND_bytes and a first HMAC install) so it runs before it */
@@ -335,52 +509,92 @@ static int session_start(nb_VM *vm, int n, const char *launcher, const char *bac
     dp_hmac(S.key, p, l, 1, mac);
     if (!registered) { registered = 1; atexit(at_exit_stop); }
   }
-  /* the key file: 0600, in $XDG_RUNTIME_DIR or $TMPDIR or /tmp */
-  const char *dir = getenv("XDG_RUNTIME_DIR");
-  if (!dir || access(dir, W_OK)) dir = getenv("TMPDIR");
-  if (!dir || access(dir, W_OK)) dir = "/tmp";
-  snprintf(S.keyfile, sizeof S.keyfile, "%s/nabla-dist-key-XXXXXX", dir);
-  mode_t old = umask(077);
-  int fd = mkstemp(S.keyfile);
-  umask(old);
-  if (fd < 0) { S.keyfile[0] = 0; session_teardown(); return dist_error(vm, "dist.start: cannot create the key file: %s", strerror(errno)); }
-  fchmod(fd, 0600);
   char hex[2 * DP_KEYLEN + 2]; dp_hex(S.key, DP_KEYLEN, hex); strcat(hex, "\n");
-  ssize_t wr = write(fd, hex, strlen(hex));
-  OPENSSL_cleanse(hex, sizeof hex);
-  close(fd);
-  if (wr < 0) { session_teardown(); return dist_error(vm, "dist.start: cannot write the key file"); }
+  if (!S.remote) {
+    /* the key file: 0600, in $XDG_RUNTIME_DIR or $TMPDIR or /tmp */
+    const char *dir = getenv("XDG_RUNTIME_DIR");
+    if (!dir || access(dir, W_OK)) dir = getenv("TMPDIR");
+    if (!dir || access(dir, W_OK)) dir = "/tmp";
+    snprintf(S.keyfile, sizeof S.keyfile, "%s/nabla-dist-key-XXXXXX", dir);
+    mode_t old = umask(077);
+    int fd = mkstemp(S.keyfile);
+    umask(old);
+    if (fd < 0) { OPENSSL_cleanse(hex, sizeof hex); S.keyfile[0] = 0; session_teardown_(); return dist_error(vm, "dist.start: cannot create the key file: %s", strerror(errno)); }
+    fchmod(fd, 0600);
+    ssize_t wr = write(fd, hex, strlen(hex));
+    close(fd);
+    if (wr < 0) { OPENSSL_cleanse(hex, sizeof hex); session_teardown_(); return dist_error(vm, "dist.start: cannot write the key file"); }
+  }
   S.ctx = zmq_ctx_new();
   S.router = zmq_socket(S.ctx, ZMQ_ROUTER);
   int zero = 0, one = 1;
   zmq_setsockopt(S.router, ZMQ_LINGER, &zero, sizeof zero);
   zmq_setsockopt(S.router, ZMQ_ROUTER_HANDOVER, &one, sizeof one);
   char ep[160]; snprintf(ep, sizeof ep, "tcp://%s:*", S.bind);
-  if (zmq_bind(S.router, ep) != 0) { int e = errno; session_teardown(); return dist_error(vm, "dist.start: cannot listen on %s: %s", ep, zmq_strerror(e)); }
+  if (zmq_bind(S.router, ep) != 0) { int e = errno; OPENSSL_cleanse(hex, sizeof hex); session_teardown_(); return dist_error(vm, "dist.start: cannot listen on %s: %s", ep, zmq_strerror(e)); }
   size_t el = sizeof S.endpoint;
   zmq_getsockopt(S.router, ZMQ_LAST_ENDPOINT, S.endpoint, &el);
+  const char *pc = strrchr(S.endpoint, ':');
+  int port = pc ? atoi(pc + 1) : 0;
   char exe[PATH_MAX]; ssize_t xl = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (xl <= 0) { session_teardown(); return dist_error(vm, "dist.start: cannot find the nabla executable"); }
+  if (xl <= 0) { OPENSSL_cleanse(hex, sizeof hex); session_teardown_(); return dist_error(vm, "dist.start: cannot find the nabla executable"); }
   exe[xl] = 0;
-  for (int i = 0; i < n; i++) {
-    S.w[i].pid = spawn_local(i, exe);
-    if (S.w[i].pid < 0) { session_teardown(); return dist_error(vm, "dist.start: fork failed: %s", strerror(errno)); }
+  dl_Common c = { .exe = o->remote_nabla ? o->remote_nabla : exe, .key_hex = hex, .world = n, .timeout_ms = S.timeout_ms,
+                  .heartbeat_s = S.hb_ms / 1e3, .worker_bind = "auto" };
+  int spawn_failed = 0;
+  if (slurm) {
+    /* where the tasks reach this session: the bind address, or this host's address */
+    char addr[80];
+    if (strcmp(S.bind, "0.0.0.0") != 0) snprintf(addr, sizeof addr, "%s", S.bind); else dl_self_addr(addr, sizeof addr);
+    snprintf(S.endpoint, sizeof S.endpoint, "tcp://%s:%d", addr, port);
+    S.proc[0].pid = dl_spawn_srun(&c, o->nodes, o->gpus_per_node, S.endpoint);
+    spawn_failed = S.proc[0].pid < 0;
+  } else if (ssh) {
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN); if (cpus < 1) cpus = 1;
+    char first[128] = "";
+    for (int i = 0; i < n && !spawn_failed; i++) {
+      int lrank = 0, here = 0;
+      for (int j = 0; j < n; j++) if (!strcmp(S.w[j].host, S.w[i].host)) { here++; if (j < i) lrank++; }
+      c.threads = getenv("OMP_NUM_THREADS") ? 0 : (int)(cpus / here > 0 ? cpus / here : 1);
+      char addr[80], wep[128];
+      if (strcmp(S.bind, "0.0.0.0") != 0) snprintf(addr, sizeof addr, "%s", S.bind);
+      else if (dl_route_addr(S.w[i].host, addr, sizeof addr)) { spawn_failed = 1; snprintf(c.err, sizeof c.err, "cannot find a route to host %s", S.w[i].host); break; }
+      snprintf(wep, sizeof wep, "tcp://%s:%d", addr, port);
+      if (!first[0]) snprintf(first, sizeof first, "%s", wep);
+      S.proc[i].pid = dl_spawn_ssh(&c, S.w[i].host, o->ssh_port, o->ssh_key, o->ssh_opts, o->nssh_opts, wep, i, lrank);
+      spawn_failed = S.proc[i].pid < 0;
+    }
+    if (first[0]) snprintf(S.endpoint, sizeof S.endpoint, "%s", first);
+  } else {
+    for (int i = 0; i < n && !spawn_failed; i++) {
+      S.w[i].pid = S.proc[i].pid = spawn_local(i, exe);
+      spawn_failed = S.proc[i].pid < 0;
+      if (spawn_failed) snprintf(c.err, sizeof c.err, "fork failed: %s", strerror(errno));
+    }
   }
+  OPENSSL_cleanse(hex, sizeof hex);
+  if (spawn_failed) { char why[512]; snprintf(why, sizeof why, "%s", c.err); session_teardown_(); return dist_error(vm, "dist.start: %s", why); }
   S.active = 1;
   if (pthread_create(&S.reaper, NULL, reaper_main, NULL) == 0) S.reaper_on = 1;
   /* hellos */
-  double t0 = now_s();
+  double t0 = now_s(), limit = slurm ? 120 : ssh ? 60 : 30;
   for (;;) {
     int have = 0, dead = -1;
     for (int i = 0; i < n; i++) { have += S.w[i].hello; if (S.w[i].dead && dead < 0) dead = i; }
     if (have == n) break;
-    if (dead >= 0) { int st = S.w[dead].status; session_teardown(); return dist_error(vm, "dist.start: worker rank %d exited before connecting (%s %d)", dead, WIFSIGNALED(st) ? "signal" : "status", WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st)); }
-    if (vm && vm->interrupted) { session_teardown(); return nb_error_kind(vm, "Interrupted", "interrupted"); }
-    if (now_s() - t0 > 30) { session_teardown(); return dist_error(vm, "dist.start: only %d of %d workers connected within 30 s", have, n); }
+    if (dead >= 0) {
+      char why[256]; snprintf(why, sizeof why, "%s", S.w[dead].why);
+      const char *d = strncmp(why, "died: ", 6) ? why : why + 6;
+      session_teardown_();
+      return dist_error(vm, "dist.start: worker rank %d exited before connecting (%s)", dead, d);
+    }
+    if (vm && vm->interrupted) { session_teardown_(); return nb_error_kind(vm, "Interrupted", "interrupted"); }
+    if (now_s() - t0 > limit) { session_teardown_(); return dist_error(vm, "dist.start: only %d of %d workers connected within %.0f s", have, n, limit); }
     zmq_pollitem_t it = { S.router, 0, ZMQ_POLLIN, 0 };
     if (zmq_poll(&it, 1, 50) > 0) pump_one(vm, 0, NULL);
+    ping_due();
   }
-  unlink(S.keyfile); S.keyfile[0] = 0;   /* every worker has read it */
+  if (S.keyfile[0]) { unlink(S.keyfile); S.keyfile[0] = 0; }   /* every worker has read it */
   /* welcome: rank, world, peers; then wait until the mesh is connected */
   nb_Buf b = {0};
   nbB_printf(&b, "%d %d %u\n", n, S.timeout_ms, S.gen);
@@ -390,18 +604,24 @@ static int session_start(nb_VM *vm, int n, const char *launcher, const char *bac
   nbB_free(&b);
   Reply *rep = calloc((size_t)n, sizeof *rep);
   int *all = calloc((size_t)n, sizeof(int));
-  if (!rep || !all) { free(rep); free(all); session_teardown(); return nb_error(vm, "out of memory"); }
+  if (!rep || !all) { free(rep); free(all); session_teardown_(); return nb_error(vm, "out of memory"); }
   for (int i = 0; i < n; i++) all[i] = 1;
   int which, r = wait_replies(vm, seq, all, rep, 90, &which);
   if (r != WR_OK) {
     char why[600] = "";
     if (which >= 0 && rep[which].body) snprintf(why, sizeof why, ": %s", rep[which].body);
     replies_free(rep, n); free(all);
-    session_teardown();
+    session_teardown_();
     return dist_error(vm, "dist.start: the workers could not form the collective group (rank %d%s)", which, why);
   }
   replies_free(rep, n); free(all);
   return NB_OK;
+}
+static int session_start(nb_VM *vm, int n, const LaunchOpts *o) {
+  pthread_mutex_lock(&S_mu);
+  int st = session_start_(vm, n, o);
+  pthread_mutex_unlock(&S_mu);
+  return st;
 }
 
 static int need_session(nb_VM *vm, const char *fname) {
@@ -409,9 +629,8 @@ static int need_session(nb_VM *vm, const char *fname) {
   if (S.broken) return dist_error(vm, "%s: the worker group lost a worker; call dist.restart() (or dist.stop())", fname);
   for (int i = 0; i < S.n; i++) if (S.w[i].dead) {
     S.broken = 1;
-    int st = S.w[i].status;
-    return dist_error(vm, "%s: worker rank %d (pid %d) is dead (%s %d); call dist.restart()", fname, i, (int)S.w[i].pid,
-                      WIFSIGNALED(st) ? "killed by signal" : "exit status", WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+    char nm[160]; wname(i, nm, sizeof nm);
+    return dist_error(vm, "%s: worker rank %d (%s) is dead (%s); call dist.restart()", fname, i, nm, S.w[i].why);
   }
   return NB_OK;
 }
@@ -430,7 +649,7 @@ static int reconnect(nb_VM *vm) {
   return NB_OK;
 }
 
-static int command(nb_VM *vm, const char *fname, const char *type, const void *body, size_t len, const int *targets_in, Reply **out) {
+static int command_(nb_VM *vm, const char *fname, const char *type, const void *body, size_t len, const int *targets_in, Reply **out) {
   *out = NULL;
   if (need_session(vm, fname)) return NB_ERR;
   if (S.need_reconnect && strcmp(type, "reconnect") != 0 && reconnect(vm)) return NB_ERR;
@@ -468,15 +687,21 @@ static int command(nb_VM *vm, const char *fname, const char *type, const void *b
   }
   if (r == WR_DEAD) {
     S.broken = 1;
-    int st = S.w[which].status;
+    char nm[160]; wname(which, nm, sizeof nm);
     replies_free(rep, n); free(targets);
-    return dist_error(vm, "%s: worker rank %d (pid %d) died (%s %d); the other ranks were stopped; call dist.restart()", fname, which, (int)S.w[which].pid,
-                      WIFSIGNALED(st) ? "killed by signal" : "exit status", WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+    return dist_error(vm, "%s: worker rank %d (%s) %s; the other ranks were stopped; call dist.restart()", fname, which, nm, S.w[which].why);
   }
   if (r == WR_TIMEOUT) { replies_free(rep, n); free(targets); return dist_error(vm, "%s: timed out", fname); }
   free(targets);
   *out = rep;
   return NB_OK;
+}
+
+static int command(nb_VM *vm, const char *fname, const char *type, const void *body, size_t len, const int *targets_in, Reply **out) {
+  pthread_mutex_lock(&S_mu);
+  int st = command_(vm, fname, type, body, len, targets_in, out);
+  pthread_mutex_unlock(&S_mu);
+  return st;
 }
 
 /* ---- builtins (session) ---- */
@@ -486,20 +711,83 @@ static int arg_str(nb_VM *vm, const char *f, const char *what, nb_Value v, const
   return NB_OK;
 }
 
-static struct { int n; char launcher[16], backend[16], bind[64]; double timeout; } last_start;
+static struct { int n; LaunchOpts o; } last_start;
 
+/* a list of strings (or one string: split at spaces, for ssh_options) */
+static int arg_strlist(nb_VM *vm, const char *f, const char *what, nb_Value v, int split, char ***out, int *nout) {
+  *out = NULL; *nout = 0;
+  if (v.t == NB_TNIL) return NB_OK;
+  if (v.t == NB_TSTR && split) {
+    char *copy = strdup(nb_str(v)->data), *save = NULL;
+    int cap = 8; char **l = malloc(sizeof(char *) * (size_t)cap);
+    for (char *t = strtok_r(copy, " \t", &save); t && l; t = strtok_r(NULL, " \t", &save)) {
+      if (*nout == cap) { cap *= 2; char **l2 = realloc(l, sizeof(char *) * (size_t)cap); if (!l2) break; l = l2; }
+      l[(*nout)++] = strdup(t);
+    }
+    free(copy);
+    *out = l;
+    return NB_OK;
+  }
+  if (v.t != NB_TLIST) return nb_error_kind(vm, "TypeError", "%s: %s must be a list of strings, got %s", f, what, nb_typename(v));
+  nb_List *l = nb_list(v);
+  for (int i = 0; i < l->n; i++)
+    if (l->items[i].t != NB_TSTR) return nb_error_kind(vm, "TypeError", "%s: %s must be a list of strings (item %d is a %s)", f, what, i, nb_typename(l->items[i]));
+  *out = calloc(l->n > 0 ? (size_t)l->n : 1, sizeof(char *));
+  if (!*out) return nb_error(vm, "out of memory");
+  for (int i = 0; i < l->n; i++) (*out)[i] = strdup(nb_str(l->items[i])->data);
+  *nout = l->n;
+  return NB_OK;
+}
+static int arg_int(nb_VM *vm, const char *f, const char *what, nb_Value v, int *out) {
+  if (v.t == NB_TNIL) { *out = 0; return NB_OK; }
+  if (v.t != NB_TNUM || v.u.n != (int)v.u.n || v.u.n < 0) return nb_error_kind(vm, "TypeError", "%s: %s must be a non-negative integer", f, what);
+  *out = (int)v.u.n;
+  return NB_OK;
+}
+
+/* dist.start(n, launcher, backend, timeout, bind, hosts, heartbeat, **opts):
+** opts are the launchers' settings: ssh_port, ssh_key, ssh_options,
+** remote_nabla (ssh); nodes, gpus_per_node (slurm) */
 static int b_start(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
   (void)nargs; const char *f = "dist.start", *launcher = NULL, *backend = NULL, *bind = NULL;
+  LaunchOpts o; memset(&o, 0, sizeof o);
   if (a[0].t != NB_TNUM || a[0].u.n != (int)a[0].u.n) return nb_error_kind(vm, "TypeError", "%s: n must be an integer", f);
   if (arg_str(vm, f, "launcher", a[1], &launcher) || arg_str(vm, f, "backend", a[2], &backend)) return NB_ERR;
   if (a[3].t != NB_TNUM) return nb_error_kind(vm, "TypeError", "%s: timeout must be a number of seconds", f);
-  if (arg_str(vm, f, "bind", a[4], &bind)) return NB_ERR;
+  if (a[4].t != NB_TNIL && arg_str(vm, f, "bind", a[4], &bind)) return NB_ERR;
+  if (a[6].t != NB_TNUM || a[6].u.n < 0) return nb_error_kind(vm, "TypeError", "%s: heartbeat must be a number of seconds (0: none)", f);
   if (nbD_self.rank >= 0) return dist_error(vm, "%s: workers cannot start workers", f);
-  if (session_start(vm, (int)a[0].u.n, launcher, backend, a[3].u.n, bind)) return NB_ERR;
-  last_start.n = (int)a[0].u.n; last_start.timeout = a[3].u.n;
-  snprintf(last_start.launcher, sizeof last_start.launcher, "%s", launcher);
-  snprintf(last_start.backend, sizeof last_start.backend, "%s", backend);
-  snprintf(last_start.bind, sizeof last_start.bind, "%s", bind);
+  if (a[5].t == NB_TSTR) {   /* hosts="a,b" */
+    char *copy = strdup(nb_str(a[5])->data), *save = NULL;
+    o.hosts = calloc(strlen(copy) + 1, sizeof(char *));
+    for (char *t = strtok_r(copy, ", ", &save); t && o.hosts; t = strtok_r(NULL, ", ", &save)) o.hosts[o.nhosts++] = strdup(t);
+    free(copy);
+  } else if (arg_strlist(vm, f, "hosts", a[5], 0, &o.hosts, &o.nhosts)) return NB_ERR;
+  if (a[7].t == NB_TREC) {
+    nb_Rec *r = nb_rec(a[7]);
+    for (int i = 0; i < r->n; i++) {
+      const char *k = r->keys[i]->data; nb_Value v = r->vals[i]; const char *sv = NULL; int st = NB_OK;
+      if (!strcmp(k, "ssh_port")) st = arg_int(vm, f, k, v, &o.ssh_port);
+      else if (!strcmp(k, "nodes")) st = arg_int(vm, f, k, v, &o.nodes);
+      else if (!strcmp(k, "gpus_per_node")) st = arg_int(vm, f, k, v, &o.gpus_per_node);
+      else if (!strcmp(k, "ssh_key")) { if (v.t != NB_TNIL && !(st = arg_str(vm, f, k, v, &sv))) { free(o.ssh_key); o.ssh_key = strdup(sv); } }
+      else if (!strcmp(k, "remote_nabla")) { if (v.t != NB_TNIL && !(st = arg_str(vm, f, k, v, &sv))) { free(o.remote_nabla); o.remote_nabla = strdup(sv); } }
+      else if (!strcmp(k, "ssh_options")) {
+        for (int j = 0; j < o.nssh_opts; j++) free(o.ssh_opts[j]);
+        free(o.ssh_opts); o.ssh_opts = NULL; o.nssh_opts = 0;
+        st = arg_strlist(vm, f, k, v, 1, &o.ssh_opts, &o.nssh_opts);
+      } else st = nb_error_kind(vm, "TypeError", "%s: unknown option %s (ssh: ssh_port, ssh_key, ssh_options, remote_nabla; slurm: nodes, gpus_per_node)", f, k);
+      if (st) { opts_free(&o); return NB_ERR; }
+    }
+  }
+  snprintf(o.launcher, sizeof o.launcher, "%s", launcher);
+  snprintf(o.backend, sizeof o.backend, "%s", backend);
+  snprintf(o.bind, sizeof o.bind, "%s", bind ? bind : "");
+  o.timeout = a[3].u.n; o.heartbeat = a[6].u.n;
+  int st = session_start(vm, (int)a[0].u.n, &o);
+  if (!st) { last_start.n = (int)a[0].u.n; opts_copy(&last_start.o, &o); }
+  opts_free(&o);
+  if (st) return NB_ERR;
   *out = nb_nil();
   return NB_OK;
 }
@@ -513,7 +801,7 @@ static int b_restart(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
   (void)a; (void)nargs;
   if (!last_start.n) return dist_error(vm, "dist.restart: dist.start was never called");
   if (S.active) session_teardown();
-  if (session_start(vm, last_start.n, last_start.launcher, last_start.backend, last_start.timeout, last_start.bind)) return NB_ERR;
+  if (session_start(vm, last_start.n, &last_start.o)) return NB_ERR;
   *out = nb_nil();
   return NB_OK;
 }
@@ -642,9 +930,10 @@ static int b_workers(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
   (void)vm; (void)a; (void)nargs;
   nb_List *l = nbL_new(S.n);
   for (int i = 0; i < S.n; i++) {
-    nb_Rec *r = nbR_new(3);
+    nb_Rec *r = nbR_new(4);
     nbR_set_cstr(r, "rank", nb_num(i));
     nbR_set_cstr(r, "pid", nb_num(S.w[i].pid));
+    nbR_set_cstr(r, "host", nb_strv(nbS_cstr(S.w[i].host)));
     nbR_set_cstr(r, "alive", nb_bool(!S.w[i].dead));
     nbL_push(l, nb_obj(NB_TREC, r));
   }
@@ -663,7 +952,8 @@ static int b_size(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
 }
 
 static nb_Builtin session_builtins[] = {
-  { "dist_start", b_start, "n, launcher=\"local\", backend=\"ring\", timeout=300, bind=\"127.0.0.1\"", "dist.start(n, launcher=\"local\", backend=\"ring\", timeout=300): starts n worker processes connected to this session" },
+  { "dist_start", b_start, "n, launcher=\"local\", backend=\"ring\", timeout=300, bind=nil, hosts=nil, heartbeat=10, **opts",
+    "dist.start(n, launcher=\"local\", backend=\"ring\", timeout=300, ...): starts n worker processes connected to this session (launcher \"ssh\" with hosts=[...], or \"slurm\")" },
   { "dist_stop", b_stop, "", "dist.stop(): shuts the workers down" },
   { "dist_restart", b_restart, "", "dist.restart(): stops whatever is left of the workers and starts fresh ones with the same settings (their globals are lost)" },
   { "dist_exec", b_exec, "code", "dist.exec(code): runs source on every worker; their output is shown prefixed [rank N]" },
@@ -672,7 +962,7 @@ static nb_Builtin session_builtins[] = {
   { "dist_pull", b_pull, "expr, rank=0", "dist.pull(expr, rank=0): the value of expr (source text) on one worker (rank=\"all\": a list by rank)" },
   { "dist_scatter", b_scatter, "name, x", "dist.scatter(name, x): splits tensor x along its first axis; worker r gets part r as global name" },
   { "dist_gather", b_gather, "expr", "dist.gather(expr): the tensors expr gives on every worker, concatenated along the first axis" },
-  { "dist_workers", b_workers, "", "dist.workers(): [{rank, pid, alive}] of the running workers" },
+  { "dist_workers", b_workers, "", "dist.workers(): [{rank, pid, host, alive}] of the running workers" },
   { "dist_endpoint", b_endpoint, "", "dist.endpoint(): the session's control address (nil when no workers)" },
   { "dist_size", b_size, "", "dist.size(): the number of workers this session runs (nil when none)" },
   { NULL, NULL, NULL, NULL },
@@ -688,16 +978,36 @@ void nbD_init(void) {
 }
 
 /* ================================================================ worker */
+/*
+** Two threads.  The main thread runs the VM: it takes commands from an
+** inproc PAIR socket and sends its output and replies back on it.  The I/O
+** thread owns the DEALER connection to the session: it forwards commands to
+** the main thread and outgoing messages to the session, and itself handles
+** what must work while the VM is busy: `interrupt` (interrupts the VM if it
+** is still running that command), heartbeats both ways (a `ping` every
+** second or so naming the command and collective in progress; no message
+** from the session for --heartbeat seconds, or its connection closing, ends
+** the process), and a `stop` the busy VM does not get to.
+*/
 typedef struct WState {
   void *ctx, *dealer, *mon;
+  void *pipe_main, *pipe_io;   /* inproc PAIR: main thread <-> I/O thread */
   unsigned char key[DP_KEYLEN];
   int rank;
   uint32_t seq;          /* of the command being run (output is tagged with it) */
   nb_VM *vm;
   dr_Group g;
   char **addrs;
+  pthread_t io; int io_on;
+  uint32_t busy_seq;       /* the command the VM runs now (0: idle); atomic */
+  uint32_t intr_seq;       /* the last command the session asked to interrupt; atomic */
+  const char *busy_type;   /* its type ("exec", ...); atomic */
+  double hb_s;             /* the session's heartbeat timeout (0: none) */
+  int main_done;           /* atomic: the main loop has ended */
 } WState;
 static WState W;
+
+static const char QUIT[] = "\001quit";   /* main -> I/O: everything before it is sent; stop */
 
 static void wsink_write(nb_Sink *s, int stream, const char *data, size_t len) {
   (void)s;
@@ -705,7 +1015,7 @@ static void wsink_write(nb_Sink *s, int stream, const char *data, size_t len) {
   if (!b) return;
   b[0] = stream == NB_STDERR ? '2' : '1';
   memcpy(b + 1, data, len);
-  dp_send(W.dealer, W.key, NULL, 0, "stream", W.seq, W.rank, b, len + 1);
+  dp_send(W.pipe_main, W.key, NULL, 0, "stream", W.seq, W.rank, b, len + 1);
   free(b);
 }
 static void wsink_display(nb_Sink *s, const nb_MimeItem *items, int n, const char *id, int update) {
@@ -718,12 +1028,21 @@ static nb_Sink wsink = { wsink_write, wsink_display, NULL, wsink_input, NULL };
 
 static void on_sigint(int sig) { (void)sig; if (W.vm) nb_vm_interrupt(W.vm); }
 
+/* clears the VM's interrupt flag for a new command, unless the session
+** already asked to interrupt it (the request can arrive before the command
+** starts: the I/O thread records it, see wio_incoming) */
+static void arm(void) {
+  W.vm->interrupted = 0; W.vm->poll = 0;
+  uint32_t busy = __atomic_load_n(&W.busy_seq, __ATOMIC_SEQ_CST);
+  if (busy && __atomic_load_n(&W.intr_seq, __ATOMIC_SEQ_CST) == busy) nb_vm_interrupt(W.vm);
+}
+
 static void reply_ok(uint32_t seq, const char *data, size_t len) {
   char *b = malloc(len + 1);
   if (!b) return;
   b[0] = '0';
   if (len) memcpy(b + 1, data, len);
-  dp_send(W.dealer, W.key, NULL, 0, "reply", seq, W.rank, b, len + 1);
+  dp_send(W.pipe_main, W.key, NULL, 0, "reply", seq, W.rank, b, len + 1);
   free(b);
 }
 static void reply_err(uint32_t seq, const char *name, const char *msg, const char *report) {
@@ -732,7 +1051,7 @@ static void reply_err(uint32_t seq, const char *name, const char *msg, const cha
   nbB_add(&b, name, strlen(name)); nbB_putc(&b, 0);
   nbB_add(&b, msg, strlen(msg)); nbB_putc(&b, 0);
   nbB_add(&b, report, strlen(report));
-  dp_send(W.dealer, W.key, NULL, 0, "reply", seq, W.rank, b.p, b.n);
+  dp_send(W.pipe_main, W.key, NULL, 0, "reply", seq, W.rank, b.p, b.n);
   nbB_free(&b);
 }
 static void reply_last_error(uint32_t seq) {
@@ -743,7 +1062,7 @@ static void reply_last_error(uint32_t seq) {
 
 /* runs src; 0 ok, else the error was replied */
 static int wrun(uint32_t seq, const char *src, size_t len, const char *name) {
-  W.vm->interrupted = 0; W.vm->poll = 0;
+  arm();
   int st = nb_run(W.vm, src, len, name, 0);
   if (st) { reply_last_error(seq); return -1; }
   return 0;
@@ -784,14 +1103,15 @@ static void handle(dp_Msg *m) {
   if (!strcmp(m->type, "welcome")) {
     int world, tmo; unsigned gen;
     char *save, *line = strtok_r(m->body, "\n", &save);
-    if (!line || sscanf(line, "%d %d %u", &world, &tmo, &gen) != 3 || world != W.g.world) { reply_err(seq, "DistError", "bad welcome", "bad welcome"); return; }
+    if (W.addrs || !line || sscanf(line, "%d %d %u", &world, &tmo, &gen) != 3 || world != W.g.world) { reply_err(seq, "DistError", "bad welcome", "bad welcome"); return; }
     W.g.timeout_ms = tmo; W.g.gen = gen;
     W.addrs = calloc((size_t)world, sizeof(char *));
     for (int i = 0; i < world; i++) { line = strtok_r(NULL, "\n", &save); W.addrs[i] = strdup(line ? line : ""); }
+    arm();
     connect_mesh(seq);
   } else if (!strcmp(m->type, "reconnect")) {
     W.g.gen = (uint32_t)strtoul(m->body, NULL, 10);
-    W.vm->interrupted = 0;
+    arm();
     connect_mesh(seq);
   } else if (!strcmp(m->type, "exec")) {
     if (!wrun(seq, m->body, m->len, "<dist>")) reply_ok(seq, NULL, 0);
@@ -808,7 +1128,7 @@ static void handle(dp_Msg *m) {
     nb_decref(v);
   } else if (!strcmp(m->type, "call")) {
     nb_Value lv;
-    W.vm->interrupted = 0;
+    arm();
     if (nbS_deserialize(W.vm, m->body, m->len, &lv)) { nbE_finish(W.vm); reply_last_error(seq); return; }
     if (lv.t != NB_TLIST || nb_list(lv)->n < 1) { nb_decref(lv); reply_err(seq, "DistError", "bad call", "bad call"); return; }
     nb_List *l = nb_list(lv);
@@ -848,7 +1168,7 @@ static void handle(dp_Msg *m) {
     char *copy = strdup(argv[0]);
     nb_vm_add_path(W.vm, dirname(copy));
     free(copy);
-    W.vm->interrupted = 0; W.vm->poll = 0;
+    arm();
     if (nb_run_file(W.vm, argv[0])) reply_last_error(seq);
     else reply_ok(seq, NULL, 0);
   }
@@ -858,24 +1178,186 @@ static const char *argval(int argc, char **argv, const char *name, const char *d
   for (int i = 1; i + 1 < argc; i++) if (!strcmp(argv[i], name)) return argv[i + 1];
   return def;
 }
+static int hasarg(int argc, char **argv, const char *name) {
+  for (int i = 1; i < argc; i++) if (!strcmp(argv[i], name)) return 1;
+  return 0;
+}
+
+/* ---- the I/O thread ---- */
+typedef struct Pending { zmq_msg_t fr[8]; int n; } Pending;
+
+/* sends the held message to the session without blocking; 1 when sent (or dropped as malformed) */
+static int pending_flush(Pending *p) {
+  if (!p->n) return 1;
+  if (zmq_msg_send(&p->fr[0], W.dealer, ZMQ_DONTWAIT | (p->n > 1 ? ZMQ_SNDMORE : 0)) < 0) {
+    if (errno == EAGAIN || errno == EINTR) return 0;
+    for (int i = 0; i < p->n; i++) zmq_msg_close(&p->fr[i]);
+    p->n = 0;
+    return 1;
+  }
+  /* the first part went: the rest of a multipart message goes as a whole */
+  for (int i = 1; i < p->n; i++) zmq_msg_send(&p->fr[i], W.dealer, i + 1 < p->n ? ZMQ_SNDMORE : 0);
+  p->n = 0;
+  return 1;
+}
+
+/* what the VM is doing, for heartbeats: "TYPE COLLECTIVE" ("idle -") */
+static void op_text(char *out, size_t n) {
+  const char *t = __atomic_load_n(&W.busy_type, __ATOMIC_SEQ_CST);
+  const char *c = dr_op;
+  snprintf(out, n, "%s %s", t ? t : "idle", c ? c : "-");
+}
+
+/* a command or control message from the session */
+static void wio_incoming(dp_Msg *m, double *stop_at) {
+  if (!strcmp(m->type, "ping")) return;
+  if (!strcmp(m->type, "interrupt")) {
+    uint32_t seq = (uint32_t)strtoul(m->body, NULL, 10);
+    __atomic_store_n(&W.intr_seq, seq, __ATOMIC_SEQ_CST);
+    if (seq && __atomic_load_n(&W.busy_seq, __ATOMIC_SEQ_CST) == seq) nb_vm_interrupt(W.vm);
+    return;
+  }
+  if (!strcmp(m->type, "stop") && __atomic_load_n(&W.busy_seq, __ATOMIC_SEQ_CST)) {
+    nb_vm_interrupt(W.vm);                  /* stop what it runs; if it does not, exit anyway */
+    if (!*stop_at) *stop_at = now_s() + 3.0;
+  }
+  dp_send(W.pipe_io, W.key, NULL, 0, m->type, m->seq, m->rank, m->body, m->len);
+}
+
+static void *wio_main(void *arg) {
+  (void)arg;
+  Pending pend = { .n = 0 };
+  double last_heard = now_s(), last_ping = 0, lost_at = 0, stop_at = 0;
+  char last_op[96] = "";
+  double ping_every = W.hb_s > 0 ? (W.hb_s / 4 < 1.0 ? W.hb_s / 4 : 1.0) : 1.0;
+  int quitting = 0; double quit_at = 0;
+  for (;;) {
+    zmq_pollitem_t it[3] = { { W.dealer, 0, ZMQ_POLLIN | (pend.n ? ZMQ_POLLOUT : 0), 0 }, { W.mon, 0, ZMQ_POLLIN, 0 },
+                             { W.pipe_io, 0, ZMQ_POLLIN, 0 } };
+    /* while a message waits for the session, take no more from the main thread */
+    int rc = zmq_poll(it, (pend.n || quitting) ? 2 : 3, 100);
+    double t = now_s();
+    if (rc < 0 && errno != EINTR) break;
+    if (pend.n) pending_flush(&pend);
+    if (!pend.n && !quitting && (it[2].revents & ZMQ_POLLIN)) {
+      for (int k = 0; k < 256 && !pend.n; k++) {
+        Pending p = { .n = 0 }; int more = 1, got = 0;
+        while (more) {
+          zmq_msg_t f; zmq_msg_init(&f);
+          if (zmq_msg_recv(&f, W.pipe_io, got ? 0 : ZMQ_DONTWAIT) < 0) { zmq_msg_close(&f); more = 0; break; }
+          got = 1;
+          more = zmq_msg_more(&f);
+          if (p.n < 8) p.fr[p.n++] = f; else zmq_msg_close(&f);
+        }
+        if (!got) break;
+        if (p.n == 1 && zmq_msg_size(&p.fr[0]) == sizeof QUIT - 1 && !memcmp(zmq_msg_data(&p.fr[0]), QUIT, sizeof QUIT - 1)) {
+          zmq_msg_close(&p.fr[0]);
+          quitting = 1; quit_at = t;
+          break;
+        }
+        pend = p;
+        pending_flush(&pend);
+      }
+    }
+    if (quitting && (!pend.n || t - quit_at > 1.0)) break;   /* everything sent (or the session is gone) */
+    if (it[0].revents & ZMQ_POLLIN) {
+      for (int k = 0; k < 256; k++) {
+        dp_Msg m;
+        int r = dp_recv(W.dealer, W.key, 0, 1, &m);
+        if (r == 1 || r == -1) break;
+        if (r == -2) { fprintf(stderr, "nabla worker %d: dropped a control message with a bad signature\n", W.rank); continue; }
+        last_heard = t;
+        if (!lost_at) wio_incoming(&m, &stop_at);
+        dp_msg_free(&m);
+      }
+    }
+    /* the session is gone: its connection closed, or it stopped sending heartbeats */
+    const char *why = NULL; char whyb[96];
+    if (it[1].revents & ZMQ_POLLIN) why = "the session's connection closed";
+    else if (W.hb_s > 0 && t - last_heard > W.hb_s) { snprintf(whyb, sizeof whyb, "no heartbeat from the session for %.1f s", t - last_heard); why = whyb; }
+    else if (getppid() == 1) why = "orphaned";
+    if (why && !lost_at && !quitting) {
+      if (it[1].revents & ZMQ_POLLIN) { zmq_msg_t e; zmq_msg_init(&e); while (zmq_msg_recv(&e, W.mon, ZMQ_DONTWAIT) >= 0) {} zmq_msg_close(&e); }
+      if (strcmp(why, "the session's connection closed") != 0)
+        fprintf(stderr, "nabla worker %d (pid %d): %s; exiting\n", W.rank, (int)getpid(), why);
+      lost_at = t;
+      nb_vm_interrupt(W.vm);
+      dp_send(W.pipe_io, W.key, NULL, 0, "lost", 0, -1, why, strlen(why));
+    }
+    /* the main thread did not come back to its loop in time: leave without it */
+    if ((lost_at && t - lost_at > 3.0) || (stop_at && t > stop_at)) {
+      if (!__atomic_load_n(&W.main_done, __ATOMIC_SEQ_CST)) { fflush(stdout); fflush(stderr); _exit(lost_at ? 3 : 0); }
+    }
+    /* heartbeat: every ping_every seconds, and at once when the op changes */
+    if (!lost_at && !quitting) {
+      char op[96]; op_text(op, sizeof op);
+      if (t - last_ping >= ping_every || strcmp(op, last_op)) {
+        if (!pend.n) {
+          /* signed by hand so the send can be non-blocking (with no session
+          ** connected a DEALER would block) */
+          Pending p = { .n = 0 };
+          char hdr[96]; int hl = snprintf(hdr, sizeof hdr, "ping 0 %d", W.rank);
+          const void *parts[2] = { hdr, op }; size_t lens[2] = { (size_t)hl, strlen(op) };
+          unsigned char mac[32]; char sig[65];
+          dp_hmac(W.key, parts, lens, 2, mac); dp_hex(mac, 32, sig);
+          const char *fr[4] = { "<NBDIST>", sig, hdr, op }; size_t fl[4] = { 8, 64, (size_t)hl, strlen(op) };
+          for (int i = 0; i < 4; i++) { zmq_msg_init_size(&p.fr[i], fl[i]); memcpy(zmq_msg_data(&p.fr[i]), fr[i], fl[i]); }
+          p.n = 4;
+          if (zmq_msg_send(&p.fr[0], W.dealer, ZMQ_DONTWAIT | ZMQ_SNDMORE) >= 0) {
+            for (int i = 1; i < 4; i++) zmq_msg_send(&p.fr[i], W.dealer, i < 3 ? ZMQ_SNDMORE : 0);
+          } else for (int i = 0; i < 4; i++) zmq_msg_close(&p.fr[i]);
+          last_ping = t;
+          snprintf(last_op, sizeof last_op, "%s", op);
+        }
+      }
+    }
+  }
+  for (int i = 0; i < pend.n; i++) zmq_msg_close(&pend.fr[i]);
+  return NULL;
+}
 
 int nbD_worker_main(int argc, char **argv) {
   const char *ep = argval(argc, argv, "--connect", NULL), *kf = argval(argc, argv, "--key-file", NULL);
-  if (!ep || !kf) { fprintf(stderr, "usage: nabla worker --connect tcp://HOST:PORT --key-file FILE --rank R --world N [--local-rank L] [--timeout-ms MS] [--bind HOST]\n"); return 2; }
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  int rank = atoi(argval(argc, argv, "--rank", "0")), world = atoi(argval(argc, argv, "--world", "1"));
-  int lrank = atoi(argval(argc, argv, "--local-rank", argval(argc, argv, "--rank", "0")));
-  /* the key: 64 hex characters in a file only this user can read */
-  char hex[130] = "";
-  FILE *f = fopen(kf, "r");
-  if (!f || !fgets(hex, sizeof hex, f) || dp_unhex(hex, W.key, DP_KEYLEN) != 0) {
-    fprintf(stderr, "nabla worker: cannot read the session key from %s\n", kf);
-    if (f) fclose(f);
+  int key_stdin = hasarg(argc, argv, "--key-stdin");
+  if (!ep || (!kf && !key_stdin)) {
+    fprintf(stderr, "usage: nabla worker --connect tcp://HOST:PORT (--key-file FILE | --key-stdin) [--rank R] [--world N] [--local-rank L]\n"
+                    "                    [--timeout-ms MS] [--heartbeat SECONDS] [--bind HOST|auto]\n"
+                    "  (rank, local rank and world default to SLURM_PROCID, SLURM_LOCALID and SLURM_NTASKS)\n");
     return 2;
   }
-  fclose(f);
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  const char *env_rank = getenv("SLURM_PROCID"), *env_world = getenv("SLURM_NTASKS"), *env_local = getenv("SLURM_LOCALID");
+  int rank = atoi(argval(argc, argv, "--rank", env_rank ? env_rank : "0"));
+  int world = atoi(argval(argc, argv, "--world", env_world ? env_world : "1"));
+  int lrank = atoi(argval(argc, argv, "--local-rank", argval(argc, argv, "--rank", env_local ? env_local : (env_rank ? env_rank : "0"))));
+  /* the key: 64 hex characters on stdin (ssh, srun) or in a file only this user can read */
+  char hex[130] = "";
+  if (key_stdin) {
+    size_t n = 0;
+    while (n < sizeof hex - 1) {
+      ssize_t k = read(0, hex + n, 1);
+      if (k < 0 && errno == EINTR) continue;
+      if (k <= 0 || hex[n] == '\n') break;
+      n++;
+    }
+    hex[n] = 0;
+    if (n < 2 * DP_KEYLEN || dp_unhex(hex, W.key, DP_KEYLEN) != 0) {
+      fprintf(stderr, "nabla worker: cannot read the session key from standard input\n");
+      return 2;
+    }
+  } else {
+    FILE *f = fopen(kf, "r");
+    if (!f || !fgets(hex, sizeof hex, f) || dp_unhex(hex, W.key, DP_KEYLEN) != 0) {
+      fprintf(stderr, "nabla worker: cannot read the session key from %s\n", kf);
+      if (f) fclose(f);
+      return 2;
+    }
+    fclose(f);
+  }
   OPENSSL_cleanse(hex, sizeof hex);
+  if (rank < 0 || world < 1 || rank >= world) { fprintf(stderr, "nabla worker: rank %d is not in a world of %d\n", rank, world); return 2; }
   W.rank = rank;
+  W.hb_s = atof(argval(argc, argv, "--heartbeat", "0"));
   nbD_init();
   W.vm = nb_vm_new(&wsink);
   nbD_self.rank = rank; nbD_self.world = world; nbD_self.local_rank = lrank;
@@ -883,7 +1365,18 @@ int nbD_worker_main(int argc, char **argv) {
   memcpy(W.g.key, W.key, DP_KEYLEN);
   W.g.timeout_ms = atoi(argval(argc, argv, "--timeout-ms", "300000"));
   W.g.interrupted = &W.vm->interrupted;
-  if (dr_listen(&W.g, argval(argc, argv, "--bind", "127.0.0.1"))) { fprintf(stderr, "nabla worker: %s\n", W.g.err); return 2; }
+  /* the ring listener: --bind HOST, or auto: every interface, advertised
+  ** as the address this host reaches the session from */
+  const char *bind = argval(argc, argv, "--bind", "127.0.0.1");
+  char adv[80];
+  if (!strcmp(bind, "auto")) {
+    char host[256] = ""; const char *h = strstr(ep, "://"); h = h ? h + 3 : ep;
+    snprintf(host, sizeof host, "%s", h);
+    char *colon = strrchr(host, ':'); if (colon) *colon = 0;
+    if (dl_route_addr(host, adv, sizeof adv)) snprintf(adv, sizeof adv, "127.0.0.1");
+    bind = !strcmp(adv, "127.0.0.1") ? "127.0.0.1" : "0.0.0.0";
+  } else snprintf(adv, sizeof adv, "%s", bind);
+  if (dr_listen(&W.g, bind)) { fprintf(stderr, "nabla worker: %s\n", W.g.err); return 2; }
   nbD_self.g = &W.g;
   struct sigaction sa; memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_sigint; sigemptyset(&sa.sa_mask);
@@ -894,39 +1387,52 @@ int nbD_worker_main(int argc, char **argv) {
   W.dealer = zmq_socket(W.ctx, ZMQ_DEALER);
   char ident[64]; int il = snprintf(ident, sizeof ident, "w%d-%d", rank, (int)getpid());
   zmq_setsockopt(W.dealer, ZMQ_ROUTING_ID, ident, (size_t)il);
-  int zero = 0, linger = 2000;
+  int linger = 2000;
   zmq_setsockopt(W.dealer, ZMQ_LINGER, &linger, sizeof linger);
-  (void)zero;
   zmq_socket_monitor(W.dealer, "inproc://nabla-dist-monitor", ZMQ_EVENT_DISCONNECTED);
   W.mon = zmq_socket(W.ctx, ZMQ_PAIR);
   zmq_connect(W.mon, "inproc://nabla-dist-monitor");
+  W.pipe_io = zmq_socket(W.ctx, ZMQ_PAIR);
+  W.pipe_main = zmq_socket(W.ctx, ZMQ_PAIR);
+  zmq_bind(W.pipe_io, "inproc://nabla-worker-pipe");
+  zmq_connect(W.pipe_main, "inproc://nabla-worker-pipe");
   if (zmq_connect(W.dealer, ep) != 0) { fprintf(stderr, "nabla worker: cannot connect to %s: %s\n", ep, zmq_strerror(errno)); return 2; }
-  char hello[256];
+  char hello[512], hostname[128] = "?";
+  gethostname(hostname, sizeof hostname - 1);
+  for (char *p = hostname; *p; p++) if (*p == ' ') *p = '_';
   const char *ver = getenv("NABLA_DIST_FAKE_VERSION");   /* tests: pretend to be another version */
-  int hn = snprintf(hello, sizeof hello, "%s %d %d %d 127.0.0.1:%d", ver ? ver : nb_version(), (int)getpid(), rank, lrank, W.g.port);
-  if (strcmp(argval(argc, argv, "--bind", "127.0.0.1"), "127.0.0.1") != 0)
-    hn = snprintf(hello, sizeof hello, "%s %d %d %d %s:%d", ver ? ver : nb_version(), (int)getpid(), rank, lrank, argval(argc, argv, "--bind", "127.0.0.1"), W.g.port);
+  int hn = snprintf(hello, sizeof hello, "%s %d %d %d %s:%d %s", ver ? ver : nb_version(), (int)getpid(), rank, lrank, adv, W.g.port, hostname);
   dp_send(W.dealer, W.key, NULL, 0, "hello", 0, rank, hello, (size_t)hn);
+  if (pthread_create(&W.io, NULL, wio_main, NULL) == 0) W.io_on = 1;
+  else { fprintf(stderr, "nabla worker: cannot start the I/O thread\n"); return 2; }
   /* `dist` is there without an import */
   nb_run(W.vm, "import dist", 11, "<dist>", 0);
   int status = 0;
   for (;;) {
-    zmq_pollitem_t it[2] = { { W.dealer, 0, ZMQ_POLLIN, 0 }, { W.mon, 0, ZMQ_POLLIN, 0 } };
-    int rc = zmq_poll(it, 2, 1000);
-    if (getppid() == 1) { status = 3; break; }   /* orphaned (PDEATHSIG covers most cases) */
+    zmq_pollitem_t it = { W.pipe_main, 0, ZMQ_POLLIN, 0 };
+    int rc = zmq_poll(&it, 1, 1000);
     if (rc < 0) { if (errno == EINTR) continue; status = 3; break; }
-    if (it[1].revents & ZMQ_POLLIN) { status = 3; break; }   /* the session's connection closed */
-    if (!(it[0].revents & ZMQ_POLLIN)) continue;
+    if (!(it.revents & ZMQ_POLLIN)) continue;
     dp_Msg m;
-    int r = dp_recv(W.dealer, W.key, 0, 1, &m);
-    if (r == -2) { fprintf(stderr, "nabla worker %d: dropped a control message with a bad signature\n", rank); continue; }
+    int r = dp_recv(W.pipe_main, W.key, 0, 1, &m);
     if (r != 0) continue;
+    if (!strcmp(m.type, "lost")) { dp_msg_free(&m); status = 3; break; }
     if (!strcmp(m.type, "stop")) { dp_msg_free(&m); break; }
     if (!strcmp(m.type, "refuse")) { fprintf(stderr, "nabla worker %d: the session refused this worker: %s\n", rank, m.body); dp_msg_free(&m); status = 2; break; }
+    static const char *const types[] = { "welcome", "reconnect", "exec", "eval", "call", "set", "runfile" };
+    const char *ty = NULL;
+    for (size_t k = 0; k < sizeof types / sizeof *types; k++) if (!strcmp(m.type, types[k])) ty = types[k];
+    __atomic_store_n(&W.busy_type, ty, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&W.busy_seq, m.seq, __ATOMIC_SEQ_CST);
     handle(&m);
+    __atomic_store_n(&W.busy_seq, 0, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&W.busy_type, NULL, __ATOMIC_SEQ_CST);
     dp_msg_free(&m);
     fflush(stdout);
   }
+  __atomic_store_n(&W.main_done, 1, __ATOMIC_SEQ_CST);
+  zmq_send(W.pipe_main, QUIT, sizeof QUIT - 1, 0);
+  if (W.io_on) pthread_join(W.io, NULL);
   nbD_self.g = NULL;
   dr_close(&W.g);
   if (W.g.listen_fd >= 0) close(W.g.listen_fd);
@@ -935,7 +1441,10 @@ int nbD_worker_main(int argc, char **argv) {
   nb_vm_free(W.vm);
   zmq_socket_monitor(W.dealer, NULL, 0);
   zmq_close(W.mon);
-  int z = 0; zmq_setsockopt(W.dealer, ZMQ_LINGER, &z, sizeof z);
+  int z = 0;
+  zmq_setsockopt(W.pipe_main, ZMQ_LINGER, &z, sizeof z); zmq_setsockopt(W.pipe_io, ZMQ_LINGER, &z, sizeof z);
+  zmq_close(W.pipe_main); zmq_close(W.pipe_io);
+  if (status == 3) zmq_setsockopt(W.dealer, ZMQ_LINGER, &z, sizeof z);   /* nobody to deliver to */
   zmq_close(W.dealer);
   zmq_ctx_term(W.ctx);
   return status;
@@ -945,25 +1454,57 @@ int nbD_worker_main(int argc, char **argv) {
 static nb_VM *run_vm;
 static void run_sigint(int sig) { (void)sig; if (run_vm) nb_vm_interrupt(run_vm); }
 
+static const char RUN_USAGE[] =
+  "usage: nabla run [-n N] [--timeout SECONDS] [--launcher local|ssh|slurm] [--hosts H1,H2,...]\n"
+  "                 [--ssh-port P] [--ssh-key FILE] [--ssh-option OPT]... [--nodes M] [--gpus-per-node G]\n"
+  "                 [--heartbeat SECONDS] [--bind ADDR] SCRIPT.nbl [ARGS...]\n";
+
 int nbD_run_main(int argc, char **argv) {
-  int n = 2; double timeout = 300; int i = 1;
-  for (; i < argc && argv[i][0] == '-'; i++) {
-    if (!strcmp(argv[i], "-n") && i + 1 < argc) n = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--timeout") && i + 1 < argc) timeout = atof(argv[++i]);
-    else { fprintf(stderr, "usage: nabla run [-n N] [--timeout SECONDS] SCRIPT.nbl [ARGS...]\n"); return 2; }
+  int n = 2; int i = 1;
+  LaunchOpts o; memset(&o, 0, sizeof o);
+  snprintf(o.launcher, sizeof o.launcher, "local"); snprintf(o.backend, sizeof o.backend, "ring");
+  o.timeout = 300; o.heartbeat = 10;
+  int bad = 0;
+  for (; i < argc && argv[i][0] == '-' && !bad; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!v) { bad = 1; break; }
+    if (!strcmp(a, "-n")) n = atoi(v);
+    else if (!strcmp(a, "--timeout")) o.timeout = atof(v);
+    else if (!strcmp(a, "--heartbeat")) o.heartbeat = atof(v);
+    else if (!strcmp(a, "--launcher")) snprintf(o.launcher, sizeof o.launcher, "%s", v);
+    else if (!strcmp(a, "--bind")) snprintf(o.bind, sizeof o.bind, "%s", v);
+    else if (!strcmp(a, "--ssh-port")) o.ssh_port = atoi(v);
+    else if (!strcmp(a, "--ssh-key")) { free(o.ssh_key); o.ssh_key = strdup(v); }
+    else if (!strcmp(a, "--nodes")) o.nodes = atoi(v);
+    else if (!strcmp(a, "--gpus-per-node")) o.gpus_per_node = atoi(v);
+    else if (!strcmp(a, "--ssh-option")) {
+      char **l = realloc(o.ssh_opts, sizeof(char *) * (size_t)(o.nssh_opts + 1));
+      if (l) { o.ssh_opts = l; o.ssh_opts[o.nssh_opts++] = strdup(v); }
+    } else if (!strcmp(a, "--hosts")) {
+      char *copy = strdup(v), *save = NULL;
+      for (char *t = strtok_r(copy, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
+        char **l = realloc(o.hosts, sizeof(char *) * (size_t)(o.nhosts + 1));
+        if (l) { o.hosts = l; o.hosts[o.nhosts++] = strdup(t); }
+      }
+      free(copy);
+    } else bad = 1;
+    i++;
   }
-  if (i >= argc) { fprintf(stderr, "usage: nabla run [-n N] [--timeout SECONDS] SCRIPT.nbl [ARGS...]\n"); return 2; }
+  if (bad || i >= argc) { fputs(RUN_USAGE, stderr); opts_free(&o); return 2; }
   char path[PATH_MAX];
-  if (!realpath(argv[i], path)) { fprintf(stderr, "nabla run: cannot open %s: %s\n", argv[i], strerror(errno)); return 2; }
+  if (!realpath(argv[i], path)) { fprintf(stderr, "nabla run: cannot open %s: %s\n", argv[i], strerror(errno)); opts_free(&o); return 2; }
   nbD_init();
   nb_VM *vm = nb_vm_new(nb_stdio_sink());
-  if (session_start(vm, n, "local", "ring", timeout, "127.0.0.1")) {
+  int sst = session_start(vm, n, &o);
+  opts_free(&o);
+  if (sst) {
     nbE_finish(vm);
     const nb_ErrorInfo *e = nb_last_error(vm);
     fprintf(stderr, "nabla run: %s\n", e ? e->message : "cannot start the workers");
     nb_vm_free(vm);
     return 1;
   }
+  pthread_mutex_lock(&S_mu);
   S.run_mode = 1;
   nb_Buf b = {0};
   nbB_add(&b, path, strlen(path) + 1);
@@ -979,6 +1520,7 @@ int nbD_run_main(int argc, char **argv) {
   sigaction(SIGINT, &sa, NULL);
   int which, r = wait_replies(vm, seq, all, rep, 0, &which);
   (void)r;
+  pthread_mutex_unlock(&S_mu);
   int worst = 0;
   for (int k = 0; k < n; k++) {
     int st = 0;

@@ -39,6 +39,12 @@ static int fail(dr_Group *g, const char *fmt, ...) {
   return -1;
 }
 
+/* the collective in progress (the outermost one), for heartbeats: set on
+** entry, restored on every return by the cleanup attribute */
+const char *volatile dr_op;
+static void op_restore(const char *const *prev) { dr_op = *prev; }
+#define DR_OP(name) const char *dr_prev_op_ __attribute__((cleanup(op_restore))) = dr_op; dr_op = dr_prev_op_ ? dr_prev_op_ : (name)
+
 size_t dr_esize(int dtype) { return dtype == DR_F64 || dtype == DR_I64 ? 8 : 4; }
 
 static void tune(int fd) {
@@ -119,6 +125,7 @@ static int xfer(dr_Group *g, int dst, const void *sbuf, size_t sn, int src, void
 }
 
 int dr_sendrecv(dr_Group *g, int dst, const void *sbuf, size_t sn, int src, void *rbuf, size_t rn) {
+  DR_OP("send/recv");
   if (g->broken) return fail(g, "the collective group is broken by an earlier failure (%s); the session reconnects it", g->err);
   return xfer(g, dst, sbuf, sn, src, rbuf, rn, NULL);
 }
@@ -131,6 +138,7 @@ static int check(dr_Group *g) {
 static int mod(int a, int w) { return ((a % w) + w) % w; }
 
 int dr_reduce_scatter(dr_Group *g, void *buf, const size_t *counts, int dtype, int op) {
+  DR_OP("reduce_scatter");
   if (check(g)) return -1;
   int w = g->world, r = g->rank;
   if (w == 1) return 0;
@@ -152,6 +160,7 @@ int dr_reduce_scatter(dr_Group *g, void *buf, const size_t *counts, int dtype, i
 }
 
 int dr_all_gather(dr_Group *g, void *buf, const size_t *counts, size_t es) {
+  DR_OP("all_gather");
   if (check(g)) return -1;
   int w = g->world, r = g->rank;
   if (w == 1) return 0;
@@ -169,6 +178,7 @@ int dr_all_gather(dr_Group *g, void *buf, const size_t *counts, size_t es) {
 }
 
 int dr_all_reduce(dr_Group *g, void *buf, size_t count, int dtype, int op) {
+  DR_OP("all_reduce");
   if (check(g)) return -1;
   int w = g->world;
   if (w == 1) return 0;
@@ -183,6 +193,7 @@ int dr_all_reduce(dr_Group *g, void *buf, size_t count, int dtype, int op) {
 
 /* a pipelined chain src -> src+1 -> ... in 1 MiB segments */
 int dr_broadcast(dr_Group *g, void *buf, size_t nbytes, int src) {
+  DR_OP("broadcast");
   if (check(g)) return -1;
   int w = g->world;
   if (w == 1 || nbytes == 0) return 0;
@@ -248,6 +259,7 @@ static int io_all(dr_Group *g, int fd, void *buf, size_t n, int wr, double deadl
 }
 
 int dr_connect(dr_Group *g, char *const *addrs) {
+  DR_OP("connect");
   int w = g->world, r = g->rank;
   if (!g->fd) { g->fd = malloc(sizeof(int) * (size_t)w); if (!g->fd) return fail(g, "out of memory"); for (int i = 0; i < w; i++) g->fd[i] = -1; }
   dr_close(g);

@@ -31,6 +31,9 @@ typedef struct dr_Group {
   uint64_t bytes_sent, bytes_recv;
 } dr_Group;
 
+/* the collective this process is in ("all_reduce", ...) or NULL; heartbeats report it */
+extern const char *volatile dr_op;
+
 int  dr_listen(dr_Group *g, const char *host);            /* binds host:0, sets port */
 /* Connects the mesh: addrs[i] = "host:port" of rank i. */
 int  dr_connect(dr_Group *g, char *const *addrs);
