@@ -267,7 +267,7 @@ static int eval_call(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out) {
   nb_Value callee;
   if (n->a->kind == N_NAME) TRY(load_var(vm, f, n->a, &callee));
   else TRY(eval(vm, f, n->a, &callee));
-  POLL(vm, f, n);
+  if (__builtin_expect(vm->poll, 0) && poll_vm(vm)) { nb_decref(callee); return fail(vm, f, n); }
   nb_Value *base = vm->sp;
   int st = push_args(vm, f, n, base);
   if (st) { nb_decref(callee); return st; }
@@ -281,7 +281,7 @@ static int eval_call(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out) {
 static int eval_method(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out) {
   nb_Value recv, callee;
   TRY(eval(vm, f, n->a, &recv));
-  POLL(vm, f, n);
+  if (__builtin_expect(vm->poll, 0) && poll_vm(vm)) { nb_decref(recv); return fail(vm, f, n); }
   int self = 1, i;
   if (recv.t == NB_TREC && (i = nbR_find(nb_rec(recv), n->str)) >= 0) {
     callee = nb_rec(recv)->vals[i]; nb_incref(callee); self = 0;
