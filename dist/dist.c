@@ -1554,3 +1554,20 @@ int nbD_run_main(int argc, char **argv) {
   nb_vm_free(vm);
   return worst;
 }
+
+/* ------------------------------------------------------------ front-end magics */
+char *nbD_magic_code(const char *src, size_t len, int pull) {
+  /* the text travels as a single-quoted string: no interpolation, escapes only */
+  char *code = malloc(2 * len + 64);
+  if (!code) return NULL;
+  char *o = code + sprintf(code, "%s('", pull ? "dist_pull" : "dist_exec");
+  for (size_t i = 0; i < len; i++) {
+    char ch = src[i];
+    if (ch == '\\' || ch == '\'') { *o++ = '\\'; *o++ = ch; }
+    else if (ch == '\n') { *o++ = '\\'; *o++ = 'n'; }
+    else if (ch == '\r') { *o++ = '\\'; *o++ = 'r'; }
+    else *o++ = ch;
+  }
+  strcpy(o, pull ? "', rank=\"all\")" : "')");
+  return code;
+}

@@ -10,4 +10,9 @@ void nbD_init(void);
 int  nbD_worker_main(int argc, char **argv);   /* argv[0] == "worker" */
 int  nbD_run_main(int argc, char **argv);      /* argv[0] == "run" */
 
+/* The `%%all` cell / `%all EXPR` magics of the front ends (REPL, kernel): the
+** nabla source that runs `src` on every worker (pull=0) or shows the value of
+** the expression on every worker (pull=1).  malloc'd. */
+char *nbD_magic_code(const char *src, size_t len, int pull);
+
 #endif

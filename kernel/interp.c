@@ -22,6 +22,7 @@
 #include <unistd.h>
 #include <zmq.h>
 #include "kernel/kint.h"
+#include "dist/dist.h"
 
 #define STREAM_INTERVAL 0.05     /* seconds between stream messages */
 #define STREAM_MAX (1u << 20)    /* publish at once beyond this many bytes */
@@ -500,9 +501,22 @@ static void execute(Kernel *k, wire_Msg *m) {
     free(doc);
   } else {
     char name[32]; snprintf(name, sizeof name, "<cell %d>", count);
+    /* worker magics: a cell starting with a %%all line runs the rest on every
+    ** worker; `%all EXPR` shows the expression's value on every worker */
+    char *magic = NULL;
+    size_t skip = strspn(code, " \t\r\n");
+    if (!strncmp(code + skip, "%%all", 5) && (code[skip + 5] == '\n' || code[skip + 5] == 0 || code[skip + 5] == '\r')) {
+      const char *body = code + skip + 5;
+      body += strspn(body, "\r\n");
+      magic = nbD_magic_code(body, len - (size_t)(body - code), 0);
+    } else if (!strncmp(code + skip, "%all ", 5)) {
+      const char *e = code + skip + 5;
+      magic = nbD_magic_code(e, len - (size_t)(e - code), 1);
+    }
     k->interrupted = 0;
     k->running = 1;
-    st = nb_run(k->vm, code, len, name, silent ? 0 : NB_ECHO_LAST);
+    if (magic) { st = nb_run(k->vm, magic, strlen(magic), name, silent ? 0 : NB_ECHO_LAST); free(magic); }
+    else st = nb_run(k->vm, code, len, name, silent ? 0 : NB_ECHO_LAST);
     k->running = 0;
     err = st ? nb_last_error(k->vm) : NULL;
   }

@@ -13,6 +13,7 @@
 #include <readline/readline.h>
 #include <readline/history.h>
 #include "repl.h"
+#include "dist/dist.h"
 
 static nb_VM *active_vm;
 static volatile sig_atomic_t running;     /* code is executing */
@@ -106,19 +107,10 @@ static void help(nb_VM *vm, const char *arg) {
   else printf("no help for '%s'\n", arg);
 }
 
-/* Runs source on every worker of the session (`%%all` cells, `%all expr`)
-** through the dist builtins: the text travels as a quoted string. */
+/* Runs source on every worker of the session (`%%all` cells, `%all expr`). */
 static int on_workers(nb_VM *vm, const char *src, int pull) {
-  size_t n = strlen(src);
-  char *code = malloc(2 * n + 64);
+  char *code = nbD_magic_code(src, strlen(src), pull);
   if (!code) abort();
-  char *o = code + sprintf(code, "%s('", pull ? "dist_pull" : "dist_exec");
-  for (const char *p = src; *p; p++) {
-    if (*p == '\\' || *p == '\'') { *o++ = '\\'; *o++ = *p; }
-    else if (*p == '\n') { *o++ = '\\'; *o++ = 'n'; }
-    else *o++ = *p;
-  }
-  strcpy(o, pull ? "', rank=\"all\")" : "')");
   int st = run(vm, code, pull ? "<%all>" : "<%%all>", pull ? NB_ECHO : 0);
   free(code);
   return st;
