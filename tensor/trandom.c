@@ -6,6 +6,7 @@
 ** parallelises and a CUDA thread per element gives identical results.
 */
 #include "tinternal.h"
+#include "tphilox.h"
 #include <stdlib.h>
 
 static uint64_t g_seed = 0, g_offset = 0;
@@ -13,40 +14,6 @@ static uint64_t g_seed = 0, g_offset = 0;
 void nt_seed(uint64_t seed) { g_seed = seed; g_offset = 0; }
 void nt_rng_get_state(uint64_t *seed, uint64_t *offset) { *seed = g_seed; *offset = g_offset; }
 void nt_rng_set_state(uint64_t seed, uint64_t offset) { g_seed = seed; g_offset = offset; }
-
-static inline void philox(uint64_t block, uint64_t seed, uint32_t out[4]) {
-  uint32_t c0 = (uint32_t)block, c1 = (uint32_t)(block >> 32), c2 = 0, c3 = 0;
-  uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
-  for (int r = 0; r < 10; r++) {
-    uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
-    uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0, n1 = (uint32_t)p1;
-    uint32_t n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1, n3 = (uint32_t)p0;
-    c0 = n0; c1 = n1; c2 = n2; c3 = n3;
-    k0 += 0x9E3779B9u; k1 += 0xBB67AE85u;
-  }
-  out[0] = c0; out[1] = c1; out[2] = c2; out[3] = c3;
-}
-
-static inline double u24(uint32_t w) { return (double)(w >> 8) * (1.0 / 16777216.0); }
-
-/* value of element i (see tensor.h) */
-static inline double rand_value(int kind, uint64_t seed, uint64_t offset, int64_t i, double s0, double s1) {
-  uint32_t w[4];
-  philox(offset + (uint64_t)i / 4, seed, w);
-  int lane = (int)(i % 4);
-  switch (kind) {
-    case NT_RAND_UNIFORM: return u24(w[lane]);
-    case NT_RAND_BERNOULLI: return u24(w[lane]) < s0 ? 1.0 : 0.0;
-    case NT_RAND_INT: return s0 + (double)((uint64_t)w[lane] % (uint64_t)(s1 - s0));
-    case NT_RAND_KEYS: return (double)w[lane];
-    default: {  /* normal: Box-Muller on the lane pair */
-      int j = lane / 2;
-      double u1 = ((double)(w[2 * j] >> 8) + 1.0) * (1.0 / 16777216.0), u2 = u24(w[2 * j + 1]);
-      double r = sqrt(-2.0 * log(u1)), th = 2.0 * M_PI * u2;
-      return s0 + s1 * ((i & 1) ? r * sin(th) : r * cos(th));
-    }
-  }
-}
 
 static int k_random(const nt_KernelArgs *a) {
   nt_Tensor *o = a->out;
@@ -60,14 +27,14 @@ static int k_random(const nt_KernelArgs *a) {
   if (dt == NT_F32) {
     float *f = (float *)p;
     #pragma omp parallel for if(n > NT_OMP_THRESHOLD / 4)
-    for (int64_t i = 0; i < n; i++) f[i] = (float)rand_value(kind, seed, off, i, s0, s1);
+    for (int64_t i = 0; i < n; i++) f[i] = (float)nt_rand_value(kind, seed, off, i, s0, s1);
   } else if (dt == NT_I64 && kind != NT_RAND_NORMAL && kind != NT_RAND_UNIFORM) {
     int64_t *q = (int64_t *)p;
     #pragma omp parallel for if(n > NT_OMP_THRESHOLD / 4)
-    for (int64_t i = 0; i < n; i++) q[i] = (int64_t)rand_value(kind, seed, off, i, s0, s1);
+    for (int64_t i = 0; i < n; i++) q[i] = (int64_t)nt_rand_value(kind, seed, off, i, s0, s1);
   } else {
     #pragma omp parallel for if(n > NT_OMP_THRESHOLD / 4)
-    for (int64_t i = 0; i < n; i++) nt_store_from_double(p + i * (int64_t)es, dt, rand_value(kind, seed, off, i, s0, s1));
+    for (int64_t i = 0; i < n; i++) nt_store_from_double(p + i * (int64_t)es, dt, nt_rand_value(kind, seed, off, i, s0, s1));
   }
   return 0;
 }
