@@ -50,14 +50,19 @@ static int run_script(nb_VM *vm, const char *path, int argc, char **argv) {
   return st ? 1 : 0;
 }
 
-/* OpenMP threads that spin-wait after a parallel loop steal the cores that
-** OpenBLAS's own threads need for the next matmul (a training step alternates
-** the two): 3-5x slower steps on a 2-core machine.  libgomp reads its
-** settings before main runs, so set a passive wait policy and re-exec once. */
+/* With the pthread build of OpenBLAS (see meson.build), OpenMP threads that
+** spin-wait after a parallel loop steal the cores OpenBLAS's own threads need
+** for the next matmul: 3-5x slower training steps on a small machine.  libgomp
+** reads its settings before main runs, so set a passive wait policy and
+** re-exec once.  The OpenMP build of OpenBLAS shares one pool and needs none. */
 static void passive_openmp(char **argv) {
+#ifdef NABLA_BLAS_OPENMP
+  (void)argv;
+#else
   if (getenv("OMP_WAIT_POLICY")) return;
   setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
   execv("/proc/self/exe", argv);   /* returns only on failure: carry on as is */
+#endif
 }
 
 int main(int argc, char **argv) {
