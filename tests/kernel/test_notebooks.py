@@ -99,7 +99,25 @@ def digits(nb):
     return None
 
 
+def distributed(nb):
+    import re
+    out = "".join(text(c) for c in nb.cells if c.cell_type == "code")
+    if "identical on all ranks: true" not in out:
+        return "parameters differ across ranks after data-parallel training"
+    one = re.search(r"one process: test accuracy ([0-9.]+)", out)
+    dp = re.search(r"4 workers: test accuracy ([0-9.]+)", out)
+    if not one or not dp:
+        return "accuracy lines missing"
+    # a few quick epochs: data parallel must learn as well as one process did
+    if float(dp.group(1)) < 0.8 or abs(float(dp.group(1)) - float(one.group(1))) > 0.06:
+        return f"data-parallel accuracy {dp.group(1)} vs one process {one.group(1)}"
+    if not all(f"[rank {r}] worker {r} of 4" in out for r in range(4)):
+        return "worker output (prefixed by rank) missing"
+    return None
+
+
 check("tour.ipynb", tour)
 check("autograd.ipynb", autograd)
 check("digits.ipynb", digits)
+check("distributed.ipynb", distributed)
 kutil.finish()
