@@ -96,6 +96,11 @@ def digits(nb):
     print(f"note: digits test accuracy {acc:.4f}; training output in {len(streams)} stream messages", flush=True)
     if not re.search(r"epoch 15: train loss", text(train)):
         return "epoch lines missing"
+    shown = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "display_data"]
+    if not any("image/svg+xml" in o.data and "training loss" in o.data["image/svg+xml"] for o in shown):
+        return "no SVG loss plot displayed"
+    if not any("image/png" in o.data for o in shown):
+        return "no PNG image (imshow) displayed"
     return None
 
 
