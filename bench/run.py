@@ -139,7 +139,7 @@ def main():
     if not pairs and not standalone:
         sys.exit("bench: no benchmarks found")
 
-    print(f"# whole-process wall time in seconds, min of {args.repeat} runs (includes startup); "
+    print(f"# seconds, min of {args.repeat} runs: whole process (startup included), or the hot section of programs that print bench_time; "
           f"reference: {PYTHON}")
     width = max([len("name")] + [len(p[0]) for p in pairs])
     print(f"{'name':<{width}}  {'nabla_s':>8}  {'ref_s':>8}  {'ratio':>7}")
@@ -199,7 +199,7 @@ def main():
         with open(path, "a") as f:
             f.write(f"\n## {now:%Y-%m-%d %H:%M} — {platform.machine()} — {cpu_model()}\n\n")
             f.write(f"nabla `{git_rev()}`, Python {platform.python_version()} ({PYTHON}); "
-                    f"whole-process wall time, min of {args.repeat} runs.\n\n")
+                    f"min of {args.repeat} runs of whole-process wall time, or of the hot section for programs that print bench_time.\n\n")
             f.write("| benchmark | reference | nabla (s) | ref (s) | nabla/ref |\n")
             f.write("|---|---|---:|---:|---:|\n")
             for label, refkind, tn, tr, rstr, mark in rows:
