@@ -1,0 +1,44 @@
+/*
+** ltensor.h — shared by the files that bind tensors into the language:
+** ltensor.c (tensor values: literals, operators, indexing, fields, printing,
+** serialization), ltops.c (math, shape, nn and device builtins) and ltgrad.c
+** (autograd, optimizers, files).  Argument conversion from nabla values and
+** error translation live here once.
+*/
+#ifndef LTENSOR_H
+#define LTENSOR_H
+
+#include "lvm.h"
+#include "tensor/tensor.h"
+
+#define T(v) ((nt_Tensor *)(v).u.p)
+
+int nbT_err(nb_VM *vm);                                  /* raises the tensor layer's error */
+int nbT_ret(nb_VM *vm, nt_Tensor *t, nb_Value *out);     /* a new tensor as the result, or the error */
+
+/* Temporaries made while converting arguments; released at the end of a builtin. */
+typedef struct Tmp { nt_Tensor *t[16]; int n; } Tmp;
+void nbT_tmp_free(Tmp *tp);
+nt_Tensor *nbT_tmp_keep(Tmp *tp, nt_Tensor *t);
+/* a tensor from a tensor (borrowed), number, bool or nested list (kept in tp) */
+nt_Tensor *nbT_arg(nb_VM *vm, Tmp *tp, const char *fname, const char *what, nb_Value v);
+int nbT_dtype_arg(nb_VM *vm, const char *fname, nb_Value v, nt_DType dflt, nt_DType *out);
+int nbT_device_arg(nb_VM *vm, const char *fname, nb_Value v, nt_Device *out);
+int nbT_int_arg(nb_VM *vm, const char *fname, const char *what, nb_Value v, int64_t *out);
+int nbT_num_arg(nb_VM *vm, const char *fname, const char *what, nb_Value v, double *out);
+int nbT_ints_arg(nb_VM *vm, const char *fname, const char *what, nb_Value v, int64_t *out, int max, int *n);
+int nbT_axes_arg(nb_VM *vm, const char *fname, nb_Value v, int *axes, int *n);
+int nbT_shape_arg(nb_VM *vm, const char *fname, nb_Value *vals, int n, int64_t *shape, int *ndim);
+int nbT_from_list(nb_VM *vm, nb_Value list, nt_DType want, bool have_want, nt_Tensor **out);
+int nbT_tolist(nb_VM *vm, nt_Tensor *t, nb_Value *out);
+extern nt_Device nbT_default_device;   /* set_default_device */
+
+/* a builtin's tensor argument i (kept in the builtin's Tmp tp) and its result */
+#define TENSOR_ARG(var, i, what) nt_Tensor *var = nbT_arg(vm, &tp, fname, what, args[i]); if (!var) { nbT_tmp_free(&tp); return NB_ERR; }
+#define DONE(expr) do { int st_ = nbT_ret(vm, (expr), out); nbT_tmp_free(&tp); return st_; } while (0)
+
+/* the builtin tables, registered by nbT_init */
+void nbT_register_ops(void);
+void nbT_register_grad(void);
+
+#endif

@@ -1,0 +1,623 @@
+/*
+** ltgrad.c — the builtins around training: pytrees, backward/grad/
+** value_and_grad/gradcheck, fused optimizer updates, checkpoints and data
+** files (safetensors, npy/npz, csv).
+*/
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "ltensor.h"
+#include "tensor/io/iotypes.h"
+#include "tensor/io/safetensors.h"
+#include "tensor/io/npy.h"
+#include "tensor/io/csv.h"
+#include "tensor/tdevice.h"
+
+/* ------------------------------------------------------------ pytrees
+** Nested records and lists whose leaves are tensors (models, optimizer
+** state, gradients).  Non-tensor leaves (functions, numbers) are kept. */
+#define MAX_TREE_DEPTH 64
+typedef int (*LeafFn)(nb_VM *vm, void *ctx, nb_Value leaf, nb_Value *out);
+static int tree_map(nb_VM *vm, nb_Value v, LeafFn fn, void *ctx, nb_Value *out, int depth) {
+  if (depth > MAX_TREE_DEPTH) return nb_error_kind(vm, "ValueError", "tree is nested too deeply (or contains itself)");
+  if (v.t == NB_TLIST) {
+    nb_List *l = v.u.p, *r = nbL_new(l->n);
+    for (int i = 0; i < l->n; i++) {
+      nb_Value x;
+      if (tree_map(vm, l->items[i], fn, ctx, &x, depth + 1)) { nb_decref(nb_obj(NB_TLIST, r)); return NB_ERR; }
+      nbL_push(r, x);
+    }
+    *out = nb_obj(NB_TLIST, r); return NB_OK;
+  }
+  if (v.t == NB_TREC) {
+    nb_Rec *rec = v.u.p, *r = nbR_new(rec->n);
+    for (int i = 0; i < rec->n; i++) {
+      nb_Value x;
+      if (tree_map(vm, rec->vals[i], fn, ctx, &x, depth + 1)) { nb_decref(nb_obj(NB_TREC, r)); return NB_ERR; }
+      nbR_set(r, rec->keys[i], x);
+    }
+    *out = nb_obj(NB_TREC, r); return NB_OK;
+  }
+  return fn(vm, ctx, v, out);
+}
+/* Tensor leaves in order (borrowed). */
+typedef struct Leaves { nt_Tensor **t; int n, cap; } Leaves;
+static int collect_leaf(nb_VM *vm, void *ctx, nb_Value leaf, nb_Value *out) {
+  Leaves *ls = ctx;
+  if (leaf.t == NB_TTENSOR) {
+    if (ls->n == ls->cap) { ls->cap = ls->cap ? ls->cap * 2 : 16; ls->t = realloc(ls->t, sizeof(nt_Tensor *) * (size_t)ls->cap); if (!ls->t) return nb_error(vm, "out of memory"); }
+    ls->t[ls->n++] = T(leaf);
+  }
+  *out = nb_nil();
+  return NB_OK;
+}
+static int leaves(nb_VM *vm, nb_Value tree, Leaves *ls) {
+  nb_Value junk = nb_nil();
+  if (tree_map(vm, tree, collect_leaf, ls, &junk, 0)) return NB_ERR;
+  nb_decref(junk);
+  return NB_OK;
+}
+
+/* ------------------------------------------------------------ builtins: autograd */
+static int b_backward(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "backward"; Tmp tp = {0};
+  TENSOR_ARG(x, 0, "loss");
+  nt_Tensor *g = NULL;
+  if (args[1].t != NB_TNIL && !(g = nbT_arg(vm, &tp, fname, "grad", args[1]))) { nbT_tmp_free(&tp); return NB_ERR; }
+  int rc = nt_backward(x, g, nb_truthy(args[2]));
+  nbT_tmp_free(&tp);
+  if (rc) return nbT_err(vm);
+  *out = nb_nil();
+  return NB_OK;
+}
+static int b_zero_grad(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; Leaves ls = {0};
+  if (leaves(vm, args[0], &ls)) { free(ls.t); return NB_ERR; }
+  for (int i = 0; i < ls.n; i++) nt_set_grad(ls.t[i], NULL);
+  free(ls.t);
+  *out = nb_nil();
+  return NB_OK;
+}
+static int b_requires_grad(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; Leaves ls = {0};
+  if (leaves(vm, args[0], &ls)) { free(ls.t); return NB_ERR; }
+  bool on = args[1].t == NB_TNIL ? true : nb_truthy(args[1]);
+  for (int i = 0; i < ls.n; i++) if (nt_dtype_is_float(ls.t[i]->dtype) && nt_set_requires_grad(ls.t[i], on)) { free(ls.t); return nbT_err(vm); }
+  free(ls.t);
+  nb_incref(args[0]); *out = args[0];
+  return NB_OK;
+}
+static int b_no_grad_enabled(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)vm; (void)args; (void)n; *out = nb_bool(nt_grad_enabled()); return NB_OK; }
+
+/* grad(f, argnums=0) and value_and_grad(f, argnums=0) return a callable
+** record {__call, f, argnums, with_value}; calling it runs f on fresh leaf
+** copies of the chosen arguments, backpropagates, and returns gradients
+** shaped like those arguments (nil for non-tensor leaves). */
+static int fresh_leaf(nb_VM *vm, void *ctx, nb_Value leaf, nb_Value *out) {
+  (void)ctx;
+  if (leaf.t == NB_TTENSOR && nt_dtype_is_float(T(leaf)->dtype)) {
+    nt_Tensor *d = nt_detach(T(leaf));
+    if (!d || nt_set_requires_grad(d, true)) { nt_release(d); return nbT_err(vm); }
+    *out = nb_obj(NB_TTENSOR, d);
+    return NB_OK;
+  }
+  nb_incref(leaf); *out = leaf;
+  return NB_OK;
+}
+static int grad_of_leaf(nb_VM *vm, void *ctx, nb_Value leaf, nb_Value *out) {
+  (void)ctx;
+  if (leaf.t == NB_TTENSOR && T(leaf)->requires_grad) {
+    nt_Tensor *g = nt_grad(T(leaf));
+    nt_Tensor *r = g ? nt_retain(g) : nt_zeros_like(T(leaf));
+    if (!r) return nbT_err(vm);
+    *out = nb_obj(NB_TTENSOR, r);
+    return NB_OK;
+  }
+  *out = nb_nil();
+  return NB_OK;
+}
+static int grad_call(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  if (n < 1 || args[0].t != NB_TREC) return nb_error_kind(vm, "TypeError", "grad: bad call");
+  nb_Rec *self = args[0].u.p;
+  nb_Value f = nbR_get_cstr(self, "f"), an = nbR_get_cstr(self, "argnums");
+  bool with_value = nb_truthy(nbR_get_cstr(self, "with_value"));
+  nb_Value *fargs = args + 1; int nf = n - 1;
+  int64_t nums[16]; int nn;
+  bool multi = an.t == NB_TLIST || (an.t == NB_TTENSOR && T(an)->ndim == 1);
+  if (nbT_ints_arg(vm, "grad", "argnums", an, nums, 16, &nn)) return NB_ERR;
+  nb_Value *call = malloc(sizeof(nb_Value) * (size_t)(nf + 1));
+  if (!call) return nb_error(vm, "out of memory");
+  for (int i = 0; i < nf; i++) { call[i] = fargs[i]; nb_incref(call[i]); }
+  int st = NB_OK;
+  for (int k = 0; k < nn && !st; k++) {
+    if (nums[k] < 0 || nums[k] >= nf) { st = nb_error_kind(vm, "IndexError", "grad: argnums %lld is out of range for %d arguments", (long long)nums[k], nf); break; }
+    nb_Value fresh = nb_nil();
+    if ((st = tree_map(vm, fargs[nums[k]], fresh_leaf, NULL, &fresh, 0))) break;
+    nb_store(&call[nums[k]], fresh);
+  }
+  nb_Value val = nb_nil();
+  bool prev = nt_set_grad_enabled(true);
+  if (!st) st = nbV_call(vm, f, call, nf, &val);
+  if (!st) {
+    if (val.t != NB_TTENSOR) st = nb_error_kind(vm, "TypeError", "grad: the function must return a tensor (the loss), got %s", nb_typename(val));
+    else if (T(val)->numel != 1) st = nb_error_kind(vm, "ValueError", "grad: the function must return a single-element loss, got %lld elements", (long long)T(val)->numel);
+    else if (!T(val)->requires_grad) st = nb_error_kind(vm, "ValueError", "grad: the loss does not depend on the differentiated arguments");
+    else if (nt_backward(T(val), NULL, false)) st = nbT_err(vm);
+  }
+  nt_set_grad_enabled(prev);
+  nb_Value grads = nb_nil();
+  if (!st) {
+    if (multi) {
+      nb_List *l = nbL_new(nn);
+      for (int k = 0; k < nn && !st; k++) { nb_Value g; if ((st = tree_map(vm, call[nums[k]], grad_of_leaf, NULL, &g, 0))) break; nbL_push(l, g); }
+      grads = nb_obj(NB_TLIST, l);
+    } else st = tree_map(vm, call[nums[0]], grad_of_leaf, NULL, &grads, 0);
+  }
+  for (int i = 0; i < nf; i++) nb_decref(call[i]);
+  free(call);
+  if (st) { nb_decref(val); nb_decref(grads); return NB_ERR; }
+  if (with_value) {
+    nb_List *l = nbL_new(2);
+    nt_Tensor *dv = nt_detach(T(val));
+    nb_decref(val);
+    nbL_push(l, nb_obj(NB_TTENSOR, dv)); nbL_push(l, grads);
+    *out = nb_obj(NB_TLIST, l);
+  } else { nb_decref(val); *out = grads; }
+  return NB_OK;
+}
+static nb_Builtin grad_call_builtin[] = { { "__grad_call", grad_call, "*args", "internal: applies grad(f)" }, { NULL, NULL, NULL, NULL } };
+static int make_grad(nb_VM *vm, nb_Value *args, bool with_value, nb_Value *out) {
+  if (args[0].t != NB_TFUNC && args[0].t != NB_TBUILTIN && args[0].t != NB_TREC) return nb_error_kind(vm, "TypeError", "grad: expected a function, got %s", nb_typename(args[0]));
+  nb_Rec *r = nbR_new(4);
+  nb_Value call; call.t = NB_TBUILTIN; call.u.bi = &grad_call_builtin[0];
+  nbR_set_cstr(r, "__call", call);
+  nb_incref(args[0]); nbR_set_cstr(r, "f", args[0]);
+  nb_incref(args[1]); nbR_set_cstr(r, "argnums", args[1].t == NB_TNIL ? nb_num(0) : args[1]);
+  nbR_set_cstr(r, "with_value", nb_bool(with_value));
+  *out = nb_obj(NB_TREC, r);
+  return NB_OK;
+}
+static int b_grad(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; return make_grad(vm, args, false, out); }
+static int b_value_and_grad(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; return make_grad(vm, args, true, out); }
+
+/* gradcheck(f, inputs, eps=1e-6, atol=1e-5, rtol=1e-3): compares autograd's
+** gradient of f at inputs (a list of tensors, promoted to f64) with central
+** finite differences.  A non-scalar output is reduced with fixed pseudo-random
+** weights so every output element matters.  Returns true, or raises an error
+** naming the input, the element and both values. */
+static int gc_eval(nb_VM *vm, nb_Value f, nb_Value *ins, int n, nt_Tensor *w, double *out, nt_Tensor **graph) {
+  nb_Value r;
+  if (nbV_call(vm, f, ins, n, &r)) return NB_ERR;
+  if (r.t != NB_TTENSOR) { nb_decref(r); return nb_error_kind(vm, "TypeError", "gradcheck: f must return a tensor, got %s", nb_typename(r)); }
+  nt_Tensor *y = nt_to_dtype(T(r), NT_F64);
+  nb_decref(r);
+  if (!y) return nbT_err(vm);
+  nt_Tensor *s = NULL;
+  if (w && w->numel == y->numel) { nt_Tensor *wy = nt_mul(y, w); s = wy ? nt_sum(wy, NULL, 0, false) : NULL; nt_release(wy); }
+  else s = nt_sum(y, NULL, 0, false);
+  nt_release(y);
+  if (!s) return nbT_err(vm);
+  if (nt_item(s, out)) { nt_release(s); return nbT_err(vm); }
+  if (graph) *graph = s; else nt_release(s);
+  return NB_OK;
+}
+static int b_gradcheck(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "gradcheck";
+  double eps = 1e-6, atol = 1e-5, rtol = 1e-3;
+  if ((args[2].t != NB_TNIL && nbT_num_arg(vm, fname, "eps", args[2], &eps)) || (args[3].t != NB_TNIL && nbT_num_arg(vm, fname, "atol", args[3], &atol)) ||
+      (args[4].t != NB_TNIL && nbT_num_arg(vm, fname, "rtol", args[4], &rtol))) return NB_ERR;
+  nb_Value f = args[0];
+  if (args[1].t != NB_TLIST) return nb_error_kind(vm, "TypeError", "gradcheck: inputs must be a list of tensors");
+  nb_List *il = args[1].u.p;
+  int k = il->n, st = NB_OK;
+  nb_Value *ins = calloc((size_t)k + 1, sizeof(nb_Value));
+  if (!ins) return nb_error(vm, "out of memory");
+  bool prev = nt_set_grad_enabled(true);
+  for (int i = 0; i < k && !st; i++) {
+    nb_Value v = il->items[i];
+    if (v.t == NB_TTENSOR && nt_dtype_is_float(T(v)->dtype)) {
+      nt_Tensor *d = nt_to_dtype(T(v), NT_F64), *c = d ? nt_clone(d) : NULL;
+      nt_release(d);
+      nt_Tensor *leaf = c ? nt_detach(c) : NULL;
+      nt_release(c);
+      if (!leaf || nt_set_requires_grad(leaf, true)) { nt_release(leaf); st = nbT_err(vm); break; }
+      ins[i] = nb_obj(NB_TTENSOR, leaf);
+    } else { ins[i] = v; nb_incref(v); }
+  }
+  /* fixed weights for the output: a deterministic sequence, not the global RNG */
+  nt_Tensor *w = NULL;
+  double base = 0;
+  nt_Tensor *graph = NULL;
+  if (!st) {
+    nb_Value r;
+    if (nbV_call(vm, f, ins, k, &r)) st = NB_ERR;
+    else if (r.t != NB_TTENSOR) { st = nb_error_kind(vm, "TypeError", "gradcheck: f must return a tensor, got %s", nb_typename(r)); nb_decref(r); }
+    else {
+      int64_t m = T(r)->numel;
+      double *wv = malloc(sizeof(double) * (size_t)(m ? m : 1));
+      uint64_t x = 0x9E3779B97F4A7C15ull;
+      for (int64_t i = 0; i < m; i++) { x ^= x << 13; x ^= x >> 7; x ^= x << 17; wv[i] = 0.5 + (double)(x >> 11) / 9007199254740992.0; }
+      w = nt_from_buffer(wv, NT_F64, T(r)->shape, T(r)->ndim, NT_F64);
+      free(wv);
+      nb_decref(r);
+      if (!w) st = nbT_err(vm);
+    }
+  }
+  if (!st) st = gc_eval(vm, f, ins, k, w, &base, &graph);
+  if (!st && nt_backward(graph, NULL, false)) st = nbT_err(vm);
+  nt_release(graph);
+  nt_set_grad_enabled(false);
+  for (int i = 0; i < k && !st; i++) {
+    if (ins[i].t != NB_TTENSOR || !T(ins[i])->requires_grad) continue;
+    nt_Tensor *x = T(ins[i]);
+    nt_Tensor *g = nt_grad(x);
+    double *xd = nt_data_ptr(x);
+    double *gd = NULL;
+    nt_Tensor *gc = g ? nt_contiguous(g) : NULL;
+    if (gc) gd = nt_data_ptr(gc);
+    for (int64_t e = 0; e < x->numel && !st; e++) {
+      double keep = xd[e], fp, fm;
+      xd[e] = keep + eps; st = gc_eval(vm, f, ins, k, w, &fp, NULL);
+      if (!st) { xd[e] = keep - eps; st = gc_eval(vm, f, ins, k, w, &fm, NULL); }
+      xd[e] = keep;
+      if (st) break;
+      double num = (fp - fm) / (2 * eps), ana = gd ? gd[e] : 0;
+      if (fabs(ana - num) > atol + rtol * fabs(num))
+        st = nb_error_kind(vm, "GradcheckError", "gradcheck: input %d, element %lld: autograd %.8g, finite differences %.8g (|diff| %.3g > atol %g + rtol %g * |numeric|)", i, (long long)e, ana, num, fabs(ana - num), atol, rtol);
+    }
+    nt_release(gc);
+  }
+  nt_set_grad_enabled(prev);
+  nt_release(w);
+  for (int i = 0; i < k; i++) nb_decref(ins[i]);
+  free(ins);
+  if (st) return NB_ERR;
+  *out = nb_bool(true);
+  return NB_OK;
+}
+
+/* ------------------------------------------------------------ builtins: optimizers
+** One builtin per optimizer updates every parameter of a pytree in place
+** through one fused op (tensor/toptim.c on the CPU, one launch on the GPU).
+** params, grads (nil: each parameter's .grad) and state trees share one
+** structure. */
+static int flat_params(nb_VM *vm, const char *fname, nb_Value *trees, int ntrees, Leaves *ls) {
+  for (int i = 0; i < ntrees; i++) {
+    if (trees[i].t == NB_TNIL) continue;
+    if (leaves(vm, trees[i], &ls[i])) return NB_ERR;
+    if (i && ls[i].n != ls[0].n) return nb_error_kind(vm, "ValueError", "%s: the trees have %d and %d tensors (they must match the parameters)", fname, ls[0].n, ls[i].n);
+  }
+  return NB_OK;
+}
+/* grads from the grads tree, or each parameter's .grad */
+static nt_Tensor **grads_of(Leaves *params, Leaves *grads) {
+  nt_Tensor **g = malloc(sizeof(nt_Tensor *) * (size_t)(params->n + 1));
+  if (g) for (int k = 0; k < params->n; k++) g[k] = grads->n ? grads->t[k] : nt_grad(params->t[k]);
+  return g;
+}
+
+/* adamw_update(params, grads, m, v, lr, beta1, beta2, eps, weight_decay, step) */
+static int b_adamw_update(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "adamw_update";
+  nt_OptimArgs o; memset(&o, 0, sizeof o);
+  if (nbT_num_arg(vm, fname, "lr", args[4], &o.lr) || nbT_num_arg(vm, fname, "beta1", args[5], &o.beta1) || nbT_num_arg(vm, fname, "beta2", args[6], &o.beta2) ||
+      nbT_num_arg(vm, fname, "eps", args[7], &o.eps) || nbT_num_arg(vm, fname, "weight_decay", args[8], &o.weight_decay) || nbT_num_arg(vm, fname, "step", args[9], &o.step)) return NB_ERR;
+  if (args[2].t == NB_TNIL || args[3].t == NB_TNIL) return nb_error_kind(vm, "TypeError", "%s: needs the m and v state trees", fname);
+  Leaves ls[4] = {{0}};
+  int st = flat_params(vm, fname, args, 4, ls);
+  nt_Tensor **g = st ? NULL : grads_of(&ls[0], &ls[1]);
+  if (!st && !g) st = nb_error(vm, "out of memory");
+  if (!st) {
+    o.n = ls[0].n; o.params = ls[0].t; o.grads = g; o.exp_avg = ls[2].t; o.exp_avg_sq = ls[3].t;
+    if (nt_optim_adamw(&o)) st = nbT_err(vm);
+  }
+  free(g);
+  for (int i = 0; i < 4; i++) free(ls[i].t);
+  *out = nb_nil();
+  return st;
+}
+/* sgd_update(params, grads, bufs, lr, momentum=0, nesterov=false, weight_decay=0) */
+static int b_sgd_update(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "sgd_update";
+  nt_OptimArgs o; memset(&o, 0, sizeof o);
+  if (nbT_num_arg(vm, fname, "lr", args[3], &o.lr) || (args[4].t != NB_TNIL && nbT_num_arg(vm, fname, "momentum", args[4], &o.beta1)) ||
+      (args[6].t != NB_TNIL && nbT_num_arg(vm, fname, "weight_decay", args[6], &o.weight_decay))) return NB_ERR;
+  o.nesterov = nb_truthy(args[5]);
+  if (o.beta1 != 0 && args[2].t == NB_TNIL) return nb_error_kind(vm, "ValueError", "%s: momentum needs a buffer tree", fname);
+  Leaves ls[3] = {{0}};
+  int st = flat_params(vm, fname, args, 3, ls);
+  nt_Tensor **g = st ? NULL : grads_of(&ls[0], &ls[1]);
+  if (!st && !g) st = nb_error(vm, "out of memory");
+  if (!st) {
+    o.n = ls[0].n; o.params = ls[0].t; o.grads = g; o.exp_avg = o.beta1 != 0 ? ls[2].t : NULL;
+    if (nt_optim_sgd(&o)) st = nbT_err(vm);
+  }
+  free(g);
+  for (int i = 0; i < 3; i++) free(ls[i].t);
+  *out = nb_nil();
+  return st;
+}
+/* clip_grad_norm(grads_or_params, max_norm): scales gradients in place so
+** their global L2 norm is at most max_norm; returns the norm before clipping. */
+static int b_clip_grad_norm(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "clip_grad_norm";
+  double maxn;
+  if (nbT_num_arg(vm, fname, "max_norm", args[1], &maxn)) return NB_ERR;
+  Leaves ls = {0};
+  if (leaves(vm, args[0], &ls)) { free(ls.t); return NB_ERR; }
+  double ss = 0;
+  for (int k = 0; k < ls.n; k++) {
+    nt_Tensor *g = nt_grad(ls.t[k]) ? nt_grad(ls.t[k]) : ls.t[k];
+    if (!nt_dtype_is_float(g->dtype)) continue;
+    bool prev = nt_set_grad_enabled(false);
+    nt_Tensor *sq = nt_binary_scalar_ex(NT_OP_POW, g, 2, NT_SCALAR_INT);
+    nt_Tensor *s = sq ? nt_sum(sq, NULL, 0, false) : NULL;
+    double v = 0;
+    int bad = !s || nt_item(s, &v);
+    nt_release(sq); nt_release(s);
+    nt_set_grad_enabled(prev);
+    if (bad) { free(ls.t); return nbT_err(vm); }
+    ss += v;
+  }
+  double norm = sqrt(ss);
+  if (norm > maxn && norm > 0) {
+    double scale = maxn / (norm + 1e-6);
+    for (int k = 0; k < ls.n; k++) {
+      nt_Tensor *g = nt_grad(ls.t[k]) ? nt_grad(ls.t[k]) : ls.t[k];
+      if (!nt_dtype_is_float(g->dtype)) continue;
+      bool prev = nt_set_grad_enabled(false);
+      nt_Tensor *sc = nt_binary_scalar_ex(NT_OP_MUL, g, scale, NT_SCALAR_FLOAT);
+      int bad = !sc || nt_copy_(g, sc);
+      nt_release(sc);
+      nt_set_grad_enabled(prev);
+      if (bad) { free(ls.t); return nbT_err(vm); }
+    }
+  }
+  free(ls.t);
+  *out = nb_num(norm);
+  return NB_OK;
+}
+
+/* ------------------------------------------------------------ builtins: files
+** save(path, tree): nested records/lists of tensors as safetensors, keys
+** flattened with dots (like a PyTorch state_dict: "layers.0.w").  Numbers,
+** strings and bools in the tree go to the metadata ("nabla:num:key", ...) so
+** optimizer state round-trips; functions are code, not state, and are skipped.
+** The write is atomic (temp file, fsync, rename). */
+typedef struct SaveCtx { nt_io_array *arr; int n, cap; char **mk, **mv; int nm, capm; nt_Tensor **hold; int nhold; } SaveCtx;
+static void save_free(SaveCtx *s) {
+  for (int i = 0; i < s->n; i++) free(s->arr[i].name);
+  for (int i = 0; i < s->nm; i++) { free(s->mk[i]); free(s->mv[i]); }
+  for (int i = 0; i < s->nhold; i++) nt_release(s->hold[i]);
+  free(s->arr); free(s->mk); free(s->mv); free(s->hold);
+}
+/* metadata entry "nabla:<kind>:<key>" = value (numbers, strings, bools, nil, empty boxes) */
+static void add_meta(SaveCtx *s, const char *kind, const char *name, const char *value) {
+  if (s->nm == s->capm) { s->capm = s->capm ? s->capm * 2 : 8; s->mk = realloc(s->mk, sizeof(char *) * (size_t)s->capm); s->mv = realloc(s->mv, sizeof(char *) * (size_t)s->capm); if (!s->mk || !s->mv) abort(); }
+  nb_Buf k = {0};
+  nbB_printf(&k, "nabla:%s:%s", kind, name);
+  s->mk[s->nm] = strdup(nbB_cstr(&k)); s->mv[s->nm] = strdup(value); s->nm++;
+  nbB_free(&k);
+}
+static int save_walk(nb_VM *vm, SaveCtx *s, nb_Value v, nb_Buf *key, int depth) {
+  if (depth > MAX_TREE_DEPTH) return nb_error_kind(vm, "ValueError", "save: tree nested too deeply (or contains itself)");
+  size_t mark = key->n;
+  if ((v.t == NB_TREC || v.t == NB_TLIST) && (v.t == NB_TREC ? nb_rec(v)->n : nb_list(v)->n) == 0 && mark) {
+    /* an empty container keeps its place */
+    add_meta(s, "box", nbB_cstr(key), v.t == NB_TREC ? "rec" : "list");
+    return NB_OK;
+  }
+  if (v.t == NB_TREC || v.t == NB_TLIST) {
+    int cnt = v.t == NB_TREC ? nb_rec(v)->n : nb_list(v)->n;
+    for (int i = 0; i < cnt; i++) {
+      key->n = mark;
+      if (mark) nbB_putc(key, '.');
+      if (v.t == NB_TREC) {
+        nb_Str *k = nb_rec(v)->keys[i];
+        if (memchr(k->data, '.', k->len)) return nb_error_kind(vm, "ValueError", "save: record key \"%s\" contains a '.', which is the path separator", k->data);
+        nbB_add(key, k->data, k->len);
+      } else nbB_printf(key, "%d", i);
+      nbB_cstr(key);
+      if (save_walk(vm, s, v.t == NB_TREC ? nb_rec(v)->vals[i] : nb_list(v)->items[i], key, depth + 1)) return NB_ERR;
+    }
+    key->n = mark; if (key->p) key->p[mark] = 0;
+    return NB_OK;
+  }
+  const char *name = nbB_cstr(key);
+  if (v.t == NB_TTENSOR) {
+    if (!*name) return nb_error_kind(vm, "ValueError", "save: a bare tensor needs a name; save a record like {x: t}");
+    nt_Tensor *c = nt_contiguous(T(v));
+    if (c && c->device != NT_CPU) { nt_Tensor *h = nt_to_device(c, NT_CPU); nt_release(c); c = h; }
+    if (!c) return nbT_err(vm);
+    if (s->n == s->cap) { s->cap = s->cap ? s->cap * 2 : 16; s->arr = realloc(s->arr, sizeof(nt_io_array) * (size_t)s->cap); s->hold = realloc(s->hold, sizeof(nt_Tensor *) * (size_t)s->cap); if (!s->arr || !s->hold) abort(); }
+    s->hold[s->nhold++] = c;
+    nt_io_array *a = &s->arr[s->n++];
+    memset(a, 0, sizeof *a);
+    a->name = strdup(name); a->dtype = (nt_io_dtype)c->dtype; a->ndim = c->ndim;
+    for (int i = 0; i < c->ndim; i++) a->shape[i] = c->shape[i];
+    a->data = nt_data_ptr(c); a->nbytes = (size_t)c->numel * nt_dtype_size(c->dtype);
+    return NB_OK;
+  }
+  /* functions and modules are code, not state: they keep their place as nil */
+  const char *kind = v.t == NB_TNUM ? "num" : v.t == NB_TSTR ? "str" : v.t == NB_TBOOL ? "bool" : "nil";
+  nb_Buf val = {0};
+  nb_tostring(&val, v, false);
+  add_meta(s, kind, name, nbB_cstr(&val));
+  nbB_free(&val);
+  return NB_OK;
+}
+static int b_save(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "save";
+  if (args[0].t != NB_TSTR) return nb_error_kind(vm, "TypeError", "%s: path must be a string", fname);
+  if (args[1].t != NB_TREC && args[1].t != NB_TLIST) return nb_error_kind(vm, "TypeError", "save: expected a record (or list) of tensors, got %s", nb_typename(args[1]));
+  SaveCtx s; memset(&s, 0, sizeof s);
+  nb_Buf key = {0};
+  int st = save_walk(vm, &s, args[1], &key, 0);
+  nbB_free(&key);
+  if (!st && nt_st_save(nb_str(args[0])->data, s.arr, (size_t)s.n, (const char *const *)s.mk, (const char *const *)s.mv, (size_t)s.nm))
+    st = nb_error_kind(vm, "IOError", "%s", nt_io_error());
+  save_free(&s);
+  *out = nb_nil();
+  return st;
+}
+
+/* Puts v at the dotted path in the nested record root (creating records). */
+static int tree_put(nb_VM *vm, nb_Rec *root, const char *path, nb_Value v) {
+  nb_Rec *cur = root;
+  const char *p = path;
+  for (;;) {
+    const char *dot = strchr(p, '.');
+    size_t len = dot ? (size_t)(dot - p) : strlen(p);
+    nb_Str *k = nbS_intern(p, len);
+    if (!dot) { nbR_set(cur, k, v); nb_decref(nb_strv(k)); return NB_OK; }
+    int i = nbR_find(cur, k);
+    if (i < 0) { nbR_set(cur, k, nb_obj(NB_TREC, nbR_new(4))); i = nbR_find(cur, k); }
+    nb_decref(nb_strv(k));
+    if (cur->vals[i].t != NB_TREC) { nb_decref(v); return nb_error_kind(vm, "ValueError", "load: key \"%s\" is both a value and a prefix of another key", path); }
+    cur = cur->vals[i].u.p;
+    p = dot + 1;
+  }
+}
+/* records whose keys are exactly 0..n-1 (in any order) were lists when saved */
+static nb_Value listify(nb_Value v) {
+  if (v.t != NB_TREC) return v;
+  nb_Rec *r = v.u.p;
+  for (int i = 0; i < r->n; i++) r->vals[i] = listify(r->vals[i]);
+  if (r->n == 0) return v;
+  int *pos = malloc(sizeof(int) * (size_t)r->n);
+  if (!pos) return v;
+  for (int i = 0; i < r->n; i++) pos[i] = -1;
+  for (int i = 0; i < r->n; i++) {
+    char *end; const char *k = r->keys[i]->data;
+    long j = strtol(k, &end, 10);
+    if (!*k || *end || (k[0] == '0' && k[1]) || j < 0 || j >= r->n || pos[j] >= 0) { free(pos); return v; }
+    pos[j] = i;
+  }
+  nb_List *l = nbL_new(r->n);
+  for (int j = 0; j < r->n; j++) { nbL_push(l, r->vals[pos[j]]); r->vals[pos[j]] = nb_nil(); }
+  free(pos);
+  nb_decref(v);
+  return nb_obj(NB_TLIST, l);
+}
+static int set_to_record(nb_VM *vm, nt_io_set *set, bool nested, nb_Value *out) {
+  nb_Rec *root = nbR_new((int)set->n);
+  for (size_t i = 0; i < set->n; i++) {
+    nt_io_array *a = &set->arrays[i];
+    nt_Tensor *t = nt_from_buffer(a->data, (nt_DType)a->dtype, a->shape, a->ndim, (nt_DType)a->dtype);
+    if (!t) { nb_decref(nb_obj(NB_TREC, root)); return nbT_err(vm); }
+    nb_Value tv = nb_obj(NB_TTENSOR, t);
+    if (nested) { if (tree_put(vm, root, a->name, tv)) { nb_decref(nb_obj(NB_TREC, root)); return NB_ERR; } }
+    else nbR_set_cstr(root, a->name, tv);
+  }
+  for (size_t i = 0; nested && i < set->nmeta; i++) {
+    const char *k = set->meta_keys[i], *val = set->meta_values[i];
+    if (strncmp(k, "nabla:", 6) != 0) continue;
+    const char *kind = k + 6, *colon = strchr(kind, ':');
+    if (!colon) continue;
+    nb_Value v;
+    if (!strncmp(kind, "num:", 4)) v = nb_num(strtod(val, NULL));
+    else if (!strncmp(kind, "str:", 4)) v = nb_strv(nbS_cstr(val));
+    else if (!strncmp(kind, "bool:", 5)) v = nb_bool(!strcmp(val, "true"));
+    else if (!strncmp(kind, "nil:", 4)) v = nb_nil();
+    else if (!strncmp(kind, "box:", 4)) v = !strcmp(val, "rec") ? nb_obj(NB_TREC, nbR_new(0)) : nb_obj(NB_TLIST, nbL_new(0));
+    else continue;
+    if (tree_put(vm, root, colon + 1, v)) { nb_decref(nb_obj(NB_TREC, root)); return NB_ERR; }
+  }
+  *out = nested ? listify(nb_obj(NB_TREC, root)) : nb_obj(NB_TREC, root);
+  return NB_OK;
+}
+static int b_load(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n;
+  if (args[0].t != NB_TSTR) return nb_error_kind(vm, "TypeError", "load: path must be a string");
+  nt_io_set *set = nt_st_load(nb_str(args[0])->data);
+  if (!set) return nb_error_kind(vm, "IOError", "%s", nt_io_error());
+  int st = set_to_record(vm, set, true, out);
+  nt_io_set_free(set);
+  return st;
+}
+static int b_load_npz(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n;
+  if (args[0].t != NB_TSTR) return nb_error_kind(vm, "TypeError", "load_npz: path must be a string");
+  nt_io_set *set = nt_npz_load(nb_str(args[0])->data);
+  if (!set) return nb_error_kind(vm, "IOError", "%s", nt_io_error());
+  int st = set_to_record(vm, set, false, out);
+  nt_io_set_free(set);
+  return st;
+}
+static int b_load_npy(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n;
+  if (args[0].t != NB_TSTR) return nb_error_kind(vm, "TypeError", "load_npy: path must be a string");
+  nt_io_set *set = nt_npy_load(nb_str(args[0])->data);
+  if (!set) return nb_error_kind(vm, "IOError", "%s", nt_io_error());
+  nt_io_array *a = &set->arrays[0];
+  nt_Tensor *t = nt_from_buffer(a->data, (nt_DType)a->dtype, a->shape, a->ndim, (nt_DType)a->dtype);
+  nt_io_set_free(set);
+  return nbT_ret(vm, t, out);
+}
+static int b_save_npy(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "save_npy"; Tmp tp = {0};
+  if (args[0].t != NB_TSTR) return nb_error_kind(vm, "TypeError", "save_npy: path must be a string");
+  TENSOR_ARG(x, 1, "x");
+  nt_Tensor *c = nt_contiguous(x);
+  if (!c) { nbT_tmp_free(&tp); return nbT_err(vm); }
+  nt_io_array a; memset(&a, 0, sizeof a);
+  a.name = (char *)""; a.dtype = (nt_io_dtype)c->dtype; a.ndim = c->ndim;
+  for (int i = 0; i < c->ndim; i++) a.shape[i] = c->shape[i];
+  a.data = nt_data_ptr(c); a.nbytes = (size_t)c->numel * nt_dtype_size(c->dtype);
+  int rc = nt_npy_save(nb_str(args[0])->data, &a);
+  nt_release(c); nbT_tmp_free(&tp);
+  if (rc) return nb_error_kind(vm, "IOError", "%s", nt_io_error());
+  *out = nb_nil();
+  return NB_OK;
+}
+/* load_csv(path, delim=",") → {columns: [names] or nil, data: f64 tensor [rows, cols]} */
+static int b_load_csv(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n;
+  if (args[0].t != NB_TSTR) return nb_error_kind(vm, "TypeError", "load_csv: path must be a string");
+  char delim = 0;
+  if (args[1].t == NB_TSTR) { if (nb_str(args[1])->len != 1) return nb_error_kind(vm, "ValueError", "load_csv: delim must be one character"); delim = nb_str(args[1])->data[0]; }
+  nt_csv *c = nt_csv_load(nb_str(args[0])->data, delim);
+  if (!c) return nb_error_kind(vm, "IOError", "%s", nt_io_error());
+  int64_t shape[2] = { (int64_t)c->nrows, (int64_t)c->ncols };
+  nt_Tensor *t = nt_from_buffer(c->data ? (void *)c->data : (void *)(double[1]){0}, NT_F64, shape, 2, NT_F64);
+  nb_Value cols = nb_nil();
+  if (c->names) {
+    nb_List *l = nbL_new((int)c->ncols);
+    for (size_t i = 0; i < c->ncols; i++) nbL_push(l, nb_strv(nbS_cstr(c->names[i])));
+    cols = nb_obj(NB_TLIST, l);
+  }
+  nt_csv_free(c);
+  if (!t) { nb_decref(cols); return nbT_err(vm); }
+  nb_Rec *r = nbR_new(2);
+  nbR_set_cstr(r, "columns", cols);
+  nbR_set_cstr(r, "data", nb_obj(NB_TTENSOR, t));
+  *out = nb_obj(NB_TREC, r);
+  return NB_OK;
+}
+
+/* ------------------------------------------------------------ the table */
+static nb_Builtin grad_builtins[] = {
+  { "backward", b_backward, "loss, grad=nil, retain_graph=false", "backward(loss): accumulates d loss / d leaf into each leaf's .grad" },
+  { "zero_grad", b_zero_grad, "params", "zero_grad(params): clears .grad of every tensor in a tree" },
+  { "requires_grad", b_requires_grad, "params, on=true", "requires_grad(tree, on=true): marks every float tensor of a tree as a leaf to differentiate" },
+  { "grad_enabled", b_no_grad_enabled, "", "grad_enabled(): false inside no_grad { }" },
+  { "grad", b_grad, "f, argnums=0", "grad(f, argnums=0): a function returning d f / d args[argnums], shaped like that argument (a tree)" },
+  { "value_and_grad", b_value_and_grad, "f, argnums=0", "value_and_grad(f, argnums=0): like grad, returning [value, grads]" },
+  { "gradcheck", b_gradcheck, "f, inputs, eps=1e-6, atol=1e-5, rtol=1e-3", "gradcheck(f, inputs): autograd vs central finite differences in f64; true or an error naming the element" },
+  { "adamw_update", b_adamw_update, "params, grads, m, v, lr, beta1, beta2, eps, weight_decay, step", "adamw_update(...): one AdamW step over every tensor of the trees, in place (used by optim)" },
+  { "sgd_update", b_sgd_update, "params, grads, bufs, lr, momentum=0, nesterov=false, weight_decay=0", "sgd_update(...): one SGD step over every tensor of the trees, in place (used by optim)" },
+  { "clip_grad_norm", b_clip_grad_norm, "tree, max_norm", "clip_grad_norm(tree, max_norm): scales gradients to a global L2 norm <= max_norm; returns the norm" },
+  { "save", b_save, "path, tree", "save(path, tree): writes a record of tensors as safetensors (atomic)" },
+  { "load", b_load, "path", "load(path): reads a safetensors file into a nested record" },
+  { "load_npz", b_load_npz, "path", "load_npz(path): a record of the arrays in a NumPy .npz" },
+  { "load_npy", b_load_npy, "path", "load_npy(path): the array in a NumPy .npy" },
+  { "save_npy", b_save_npy, "path, x", "save_npy(path, x): writes a NumPy .npy (atomic)" },
+  { "load_csv", b_load_csv, "path, delim=nil", "load_csv(path, delim=\",\"): {columns, data} with data an f64 tensor" },
+  { NULL, NULL, NULL, NULL }
+};
+
+void nbT_register_grad(void) {
+  nbB_register(grad_builtins);
+  nbB_prepare(grad_call_builtin);
+}

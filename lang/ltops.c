@@ -1,0 +1,780 @@
+/*
+** ltops.c — the tensor builtins of math and structure: creation, elementwise
+** math (numbers too), reductions (lists too), linear algebra, shape ops,
+** conversions, nn ops, and the cuda device record.
+*/
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "ltensor.h"
+#include "tensor/nn/nn.h"
+#include "tensor/tdevice.h"
+
+/* ------------------------------------------------------------ builtins: creation */
+
+static int finish_creation(nb_VM *vm, nt_Tensor *t, nb_Value requires_grad, nb_Value *out) {
+  if (!t) return nbT_err(vm);
+  if (nb_truthy(requires_grad) && nt_set_requires_grad(t, true)) { nt_release(t); return nbT_err(vm); }
+  *out = nb_obj(NB_TTENSOR, t);
+  return NB_OK;
+}
+
+/* tensor(x, dtype=nil, device=nil, requires_grad=false) */
+static int b_tensor(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "tensor";
+  nt_DType dt = NT_F32; nt_Device dev = NT_CPU;
+  bool have = args[1].t != NB_TNIL;
+  if (nbT_dtype_arg(vm, fname, args[1], NT_F32, &dt) || nbT_device_arg(vm, fname, args[2], &dev)) return NB_ERR;
+  nt_Tensor *t = NULL;
+  nb_Value x = args[0];
+  if (x.t == NB_TTENSOR) t = have ? nt_to_dtype(T(x), dt) : nt_clone(T(x));
+  else if (x.t == NB_TLIST) { if (nbT_from_list(vm, x, dt, have, &t)) return NB_ERR; }
+  else if (x.t == NB_TNUM || x.t == NB_TBOOL) {
+    double d = x.t == NB_TNUM ? x.u.n : x.u.b;
+    t = nt_scalar(d, have ? dt : x.t == NB_TBOOL ? NT_BOOL : (d == floor(d) ? NT_I64 : NT_F32));
+  } else return nb_error_kind(vm, "TypeError", "tensor: cannot make a tensor from a %s", nb_typename(x));
+  if (t && t->device != dev) { nt_Tensor *d = nt_to_device(t, dev); nt_release(t); t = d; }
+  return finish_creation(vm, t, args[3], out);
+}
+
+/* zeros/ones/empty/rand/randn(*shape, dtype=nil, device=nil, requires_grad=false):
+** args[0..2] are the keywords, shape values follow. */
+typedef nt_Tensor *(*ShapeCtor)(const int64_t *, int, nt_DType, nt_Device);
+static int shape_ctor(nb_VM *vm, const char *fname, ShapeCtor fn, nb_Value *args, int n, nb_Value *out) {
+  int64_t shape[NT_MAXDIM]; int nd;
+  nt_DType dt = NT_F32; nt_Device dev = NT_CPU;
+  if (nbT_dtype_arg(vm, fname, args[0], NT_F32, &dt) || nbT_device_arg(vm, fname, args[1], &dev)) return NB_ERR;
+  if (nbT_shape_arg(vm, fname, args + 3, n - 3, shape, &nd)) return NB_ERR;
+  return finish_creation(vm, fn(shape, nd, dt, dev), args[2], out);
+}
+static int b_zeros(nb_VM *vm, nb_Value *a, int n, nb_Value *o) { return shape_ctor(vm, "zeros", nt_zeros, a, n, o); }
+static int b_ones(nb_VM *vm, nb_Value *a, int n, nb_Value *o) { return shape_ctor(vm, "ones", nt_ones, a, n, o); }
+static int b_empty(nb_VM *vm, nb_Value *a, int n, nb_Value *o) { return shape_ctor(vm, "empty", nt_empty, a, n, o); }
+static int b_rand(nb_VM *vm, nb_Value *a, int n, nb_Value *o) { return shape_ctor(vm, "rand", nt_rand, a, n, o); }
+static int b_randn(nb_VM *vm, nb_Value *a, int n, nb_Value *o) { return shape_ctor(vm, "randn", nt_randn, a, n, o); }
+
+/* full(shape, value, dtype=nil, device=nil, requires_grad=false) */
+static int b_full(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "full";
+  int64_t shape[NT_MAXDIM]; int nd; double v; nt_DType dt = NT_F32; nt_Device dev = NT_CPU;
+  if (nbT_ints_arg(vm, fname, "shape", args[0], shape, NT_MAXDIM, &nd) || nbT_num_arg(vm, fname, "value", args[1], &v)) return NB_ERR;
+  if (nbT_dtype_arg(vm, fname, args[2], args[1].t == NB_TBOOL ? NT_BOOL : (v == floor(v) && args[2].t == NB_TNIL && 0) ? NT_I64 : NT_F32, &dt) || nbT_device_arg(vm, fname, args[3], &dev)) return NB_ERR;
+  return finish_creation(vm, nt_full(shape, nd, v, dt, dev), args[4], out);
+}
+/* normal(mean, std, shape, dtype=nil, device=nil, requires_grad=false) */
+static int b_normal(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "normal";
+  int64_t shape[NT_MAXDIM]; int nd; double m, s; nt_DType dt = NT_F32; nt_Device dev = NT_CPU;
+  if (nbT_num_arg(vm, fname, "mean", args[0], &m) || nbT_num_arg(vm, fname, "std", args[1], &s)) return NB_ERR;
+  if (nbT_ints_arg(vm, fname, "shape", args[2], shape, NT_MAXDIM, &nd)) return NB_ERR;
+  if (nbT_dtype_arg(vm, fname, args[3], NT_F32, &dt) || nbT_device_arg(vm, fname, args[4], &dev)) return NB_ERR;
+  return finish_creation(vm, nt_normal(shape, nd, m, s, dt, dev), args[5], out);
+}
+/* randint(low, high, shape, dtype="i64", device=nil) */
+static int b_randint(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "randint";
+  int64_t lo, hi, shape[NT_MAXDIM]; int nd; nt_DType dt = NT_F32; nt_Device dev = NT_CPU;
+  if (nbT_int_arg(vm, fname, "low", args[0], &lo) || nbT_int_arg(vm, fname, "high", args[1], &hi)) return NB_ERR;
+  if (nbT_ints_arg(vm, fname, "shape", args[2], shape, NT_MAXDIM, &nd)) return NB_ERR;
+  if (nbT_dtype_arg(vm, fname, args[3], NT_I64, &dt) || nbT_device_arg(vm, fname, args[4], &dev)) return NB_ERR;
+  return nbT_ret(vm, nt_randint(lo, hi, shape, nd, dt, dev), out);
+}
+static int b_randperm(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "randperm";
+  int64_t k; nt_DType dt = NT_F32; nt_Device dev = NT_CPU;
+  if (nbT_int_arg(vm, fname, "n", args[0], &k) || nbT_dtype_arg(vm, fname, args[1], NT_I64, &dt) || nbT_device_arg(vm, fname, args[2], &dev)) return NB_ERR;
+  return nbT_ret(vm, nt_randperm(k, dt, dev), out);
+}
+static int b_seed(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "seed";
+  int64_t s;
+  if (nbT_int_arg(vm, fname, "seed", args[0], &s)) return NB_ERR;
+  nt_seed((uint64_t)s);
+  *out = nb_nil();
+  return NB_OK;
+}
+/* arange(start, stop=nil, step=1, dtype=nil) */
+static int b_arange(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "arange";
+  double a = 0, b, s = 1; nt_DType dt = NT_F32;
+  if (nbT_num_arg(vm, fname, "start", args[0], &b)) return NB_ERR;
+  if (args[1].t != NB_TNIL) { a = b; if (nbT_num_arg(vm, fname, "stop", args[1], &b)) return NB_ERR; }
+  if (args[2].t != NB_TNIL && nbT_num_arg(vm, fname, "step", args[2], &s)) return NB_ERR;
+  bool isint = a == floor(a) && b == floor(b) && s == floor(s);
+  if (nbT_dtype_arg(vm, fname, args[3], isint ? NT_I64 : NT_F32, &dt)) return NB_ERR;
+  return nbT_ret(vm, nt_arange(a, b, s, dt), out);
+}
+static int b_linspace(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "linspace";
+  double a, b; int64_t k; nt_DType dt = NT_F32;
+  if (nbT_num_arg(vm, fname, "start", args[0], &a) || nbT_num_arg(vm, fname, "stop", args[1], &b) || nbT_int_arg(vm, fname, "num", args[2], &k)) return NB_ERR;
+  if (nbT_dtype_arg(vm, fname, args[3], NT_F32, &dt)) return NB_ERR;
+  return nbT_ret(vm, nt_linspace(a, b, k, dt), out);
+}
+static int b_eye(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "eye";
+  int64_t a, b; nt_DType dt = NT_F32;
+  if (nbT_int_arg(vm, fname, "n", args[0], &a)) return NB_ERR;
+  b = a;
+  if (args[1].t != NB_TNIL && nbT_int_arg(vm, fname, "m", args[1], &b)) return NB_ERR;
+  if (nbT_dtype_arg(vm, fname, args[2], NT_F32, &dt)) return NB_ERR;
+  return nbT_ret(vm, nt_eye(a, b, dt), out);
+}
+/* zeros_like / ones_like / full_like / rand_like / randn_like (x, dtype=nil) */
+static int like(nb_VM *vm, const char *fname, int kind, nb_Value *args, nb_Value *out) {
+  Tmp tp = {0};
+  TENSOR_ARG(x, 0, "x");
+  nt_DType dt = NT_F32;
+  if (nbT_dtype_arg(vm, fname, args[1], x->dtype, &dt)) { nbT_tmp_free(&tp); return NB_ERR; }
+  nt_Tensor *r = NULL;
+  switch (kind) {
+  case 0: r = nt_zeros(x->shape, x->ndim, dt, x->device); break;
+  case 1: r = nt_ones(x->shape, x->ndim, dt, x->device); break;
+  case 2: r = nt_rand(x->shape, x->ndim, dt, x->device); break;
+  case 3: r = nt_randn(x->shape, x->ndim, dt, x->device); break;
+  }
+  DONE(r);
+}
+static int b_zeros_like(nb_VM *vm, nb_Value *a, int n, nb_Value *o) { (void)n; return like(vm, "zeros_like", 0, a, o); }
+static int b_ones_like(nb_VM *vm, nb_Value *a, int n, nb_Value *o) { (void)n; return like(vm, "ones_like", 1, a, o); }
+static int b_rand_like(nb_VM *vm, nb_Value *a, int n, nb_Value *o) { (void)n; return like(vm, "rand_like", 2, a, o); }
+static int b_randn_like(nb_VM *vm, nb_Value *a, int n, nb_Value *o) { (void)n; return like(vm, "randn_like", 3, a, o); }
+static int b_full_like(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "full_like"; Tmp tp = {0};
+  TENSOR_ARG(x, 0, "x");
+  double v; nt_DType dt = NT_F32;
+  if (nbT_num_arg(vm, fname, "value", args[1], &v) || nbT_dtype_arg(vm, fname, args[2], x->dtype, &dt)) { nbT_tmp_free(&tp); return NB_ERR; }
+  DONE(nt_full(x->shape, x->ndim, v, dt, x->device));
+}
+
+/* ------------------------------------------------------------ builtins: elementwise */
+/* One entry per unary op: numbers get the C function, tensors the op. */
+typedef struct UnaryDef { const char *name; int op; double (*num)(double); } UnaryDef;
+static double relu_d(double x) { return x > 0 ? x : 0; }
+static double sigmoid_d(double x) { return 1 / (1 + exp(-x)); }
+static double sign_d(double x) { return (x > 0) - (x < 0); }
+static double rsqrt_d(double x) { return 1 / sqrt(x); }
+static double silu_d(double x) { return x / (1 + exp(-x)); }
+static double neg_d(double x) { return -x; }
+static const UnaryDef unary_defs[] = {
+  { "exp", NT_OP_EXP, exp }, { "log", NT_OP_LOG, log }, { "log1p", NT_OP_LOG1P, log1p },
+  { "sqrt", NT_OP_SQRT, sqrt }, { "rsqrt", NT_OP_RSQRT, rsqrt_d }, { "abs", NT_OP_ABS, fabs },
+  { "sign", NT_OP_SIGN, sign_d }, { "neg", NT_OP_NEG, neg_d }, { "tanh", NT_OP_TANH, tanh },
+  { "sigmoid", NT_OP_SIGMOID, sigmoid_d }, { "relu", NT_OP_RELU, relu_d }, { "silu", NT_OP_SILU, silu_d },
+  { "sin", NT_OP_SIN, sin }, { "cos", NT_OP_COS, cos }, { "floor", NT_OP_FLOOR, floor },
+  { "ceil", NT_OP_CEIL, ceil }, { "tan", NT_OP_TAN, tan }, { "erf", NT_OP_ERF, erf },
+  { "expm1", NT_OP_EXPM1, expm1 }, { "log2", NT_OP_LOG2, log2 },
+};
+#define NUNARY ((int)(sizeof unary_defs / sizeof unary_defs[0]))
+static int unary(nb_VM *vm, int k, nb_Value *args, nb_Value *out) {
+  const UnaryDef *d = &unary_defs[k];
+  const char *fname = d->name;
+  if (args[0].t == NB_TNUM) { *out = nb_num(d->num(args[0].u.n)); return NB_OK; }
+  Tmp tp = {0};
+  TENSOR_ARG(x, 0, "x");
+  DONE(nt_unary(d->op, x));
+}
+#define UNARY_FN(i) static int b_unary##i(nb_VM *vm, nb_Value *a, int n, nb_Value *o) { (void)n; return unary(vm, i, a, o); }
+UNARY_FN(0) UNARY_FN(1) UNARY_FN(2) UNARY_FN(3) UNARY_FN(4) UNARY_FN(5) UNARY_FN(6) UNARY_FN(7) UNARY_FN(8) UNARY_FN(9)
+UNARY_FN(10) UNARY_FN(11) UNARY_FN(12) UNARY_FN(13) UNARY_FN(14) UNARY_FN(15) UNARY_FN(16) UNARY_FN(17) UNARY_FN(18) UNARY_FN(19)
+static nb_CFunc const unary_fns[] = { b_unary0, b_unary1, b_unary2, b_unary3, b_unary4, b_unary5, b_unary6, b_unary7, b_unary8, b_unary9,
+  b_unary10, b_unary11, b_unary12, b_unary13, b_unary14, b_unary15, b_unary16, b_unary17, b_unary18, b_unary19 };
+
+static int b_gelu(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "gelu"; Tmp tp = {0};
+  bool tanh_approx = args[1].t == NB_TSTR && !strcmp(nb_str(args[1])->data, "tanh");
+  if (args[1].t != NB_TNIL && !(args[1].t == NB_TSTR && (tanh_approx || !strcmp(nb_str(args[1])->data, "none"))))
+    return nb_error_kind(vm, "ValueError", "gelu: approximate must be \"none\" or \"tanh\"");
+  TENSOR_ARG(x, 0, "x");
+  DONE(nt_gelu(x, tanh_approx));
+}
+static int b_clamp(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "clamp"; Tmp tp = {0};
+  double lo = NAN, hi = NAN;
+  if (args[1].t != NB_TNIL && nbT_num_arg(vm, fname, "min", args[1], &lo)) return NB_ERR;
+  if (args[2].t != NB_TNIL && nbT_num_arg(vm, fname, "max", args[2], &hi)) return NB_ERR;
+  if (args[0].t == NB_TNUM) { double x = args[0].u.n; if (!isnan(lo) && x < lo) x = lo; if (!isnan(hi) && x > hi) x = hi; *out = nb_num(x); return NB_OK; }
+  TENSOR_ARG(x, 0, "x");
+  DONE(nt_clamp(x, lo, hi));
+}
+static int binary2(nb_VM *vm, const char *fname, int op, nb_Value *args, nb_Value *out) {
+  Tmp tp = {0};
+  if (args[0].t == NB_TNUM && args[1].t == NB_TNUM) {
+    double a = args[0].u.n, b = args[1].u.n;
+    *out = nb_num(op == NT_OP_MAXIMUM ? fmax(a, b) : op == NT_OP_MINIMUM ? fmin(a, b) : pow(a, b));
+    return NB_OK;
+  }
+  if (args[0].t == NB_TTENSOR && (args[1].t == NB_TNUM || args[1].t == NB_TBOOL)) {
+    double s = args[1].t == NB_TNUM ? args[1].u.n : args[1].u.b;
+    bool isint = s == floor(s) && !(op == NT_OP_POW && s < 0);   /* as the ** operator */
+    return nbT_ret(vm, nt_binary_scalar_ex(op, T(args[0]), s, isint ? NT_SCALAR_INT : NT_SCALAR_FLOAT), out);
+  }
+  TENSOR_ARG(a, 0, "a");
+  TENSOR_ARG(b, 1, "b");
+  DONE(nt_binary(op, a, b));
+}
+static int b_maximum(nb_VM *vm, nb_Value *a, int n, nb_Value *o) { (void)n; return binary2(vm, "maximum", NT_OP_MAXIMUM, a, o); }
+static int b_minimum(nb_VM *vm, nb_Value *a, int n, nb_Value *o) { (void)n; return binary2(vm, "minimum", NT_OP_MINIMUM, a, o); }
+static int b_pow(nb_VM *vm, nb_Value *a, int n, nb_Value *o) { (void)n; return binary2(vm, "pow", NT_OP_POW, a, o); }
+static int b_where(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "where"; Tmp tp = {0};
+  TENSOR_ARG(c, 0, "cond");
+  /* a scalar branch takes the other branch's dtype */
+  nt_Tensor *a, *b;
+  if (args[1].t == NB_TNUM && args[2].t == NB_TTENSOR) { a = nbT_tmp_keep(&tp, nt_scalar(args[1].u.n, T(args[2])->dtype)); b = T(args[2]); }
+  else if (args[2].t == NB_TNUM && args[1].t == NB_TTENSOR) { a = T(args[1]); b = nbT_tmp_keep(&tp, nt_scalar(args[2].u.n, T(args[1])->dtype)); }
+  else { a = nbT_arg(vm, &tp, fname, "a", args[1]); if (!a) { nbT_tmp_free(&tp); return NB_ERR; } b = nbT_arg(vm, &tp, fname, "b", args[2]); if (!b) { nbT_tmp_free(&tp); return NB_ERR; } }
+  if (!a || !b) { nbT_tmp_free(&tp); return nbT_err(vm); }
+  DONE(nt_where(c, a, b));
+}
+
+/* ------------------------------------------------------------ builtins: reductions */
+typedef struct RedDef { const char *name; int op; } RedDef;
+static const RedDef red_defs[] = {
+  { "sum", NT_OP_SUM }, { "mean", NT_OP_MEAN }, { "prod", NT_OP_PROD }, { "max", NT_OP_MAX }, { "min", NT_OP_MIN },
+  { "logsumexp", NT_OP_LOGSUMEXP }, { "any", NT_OP_ANY }, { "all", NT_OP_ALL },
+};
+/* sum of a list adds its elements; max/min of two numbers compares them */
+static int reduce_list(nb_VM *vm, int op, nb_Value list, nb_Value *out) {
+  nb_List *l = list.u.p;
+  if (op != NT_OP_SUM && op != NT_OP_MAX && op != NT_OP_MIN && op != NT_OP_MEAN) return nb_error_kind(vm, "TypeError", "cannot reduce a list with this function");
+  if (l->n == 0) { if (op == NT_OP_SUM) { *out = nb_num(0); return NB_OK; } return nb_error_kind(vm, "ValueError", "reduction of an empty list"); }
+  nb_Value acc = l->items[0]; nb_incref(acc);
+  for (int i = 1; i < l->n; i++) {
+    nb_Value r;
+    if (op == NT_OP_SUM || op == NT_OP_MEAN) { if (nbV_binop(vm, OP_ADD, acc, l->items[i], &r)) { nb_decref(acc); return NB_ERR; } }
+    else {
+      nb_Value c;
+      if (nbV_binop(vm, op == NT_OP_MAX ? OP_GT : OP_LT, l->items[i], acc, &c)) { nb_decref(acc); return NB_ERR; }
+      bool t; int st = nbV_truthy(vm, c, &t); nb_decref(c);
+      if (st) { nb_decref(acc); return NB_ERR; }
+      r = t ? l->items[i] : acc; nb_incref(r);
+    }
+    nb_decref(acc); acc = r;
+  }
+  if (op == NT_OP_MEAN) { nb_Value r; int st = nbV_binop(vm, OP_DIV, acc, nb_num(l->n), &r); nb_decref(acc); if (st) return NB_ERR; acc = r; }
+  *out = acc;
+  return NB_OK;
+}
+static int reduce(nb_VM *vm, int k, nb_Value *args, nb_Value *out) {
+  const char *fname = red_defs[k].name; int op = red_defs[k].op;
+  Tmp tp = {0};
+  if (args[0].t == NB_TNUM && args[1].t == NB_TNUM && (op == NT_OP_MAX || op == NT_OP_MIN)) {
+    *out = nb_num(op == NT_OP_MAX ? fmax(args[0].u.n, args[1].u.n) : fmin(args[0].u.n, args[1].u.n)); return NB_OK;
+  }
+  if (args[0].t == NB_TLIST) {
+    nb_List *l = args[0].u.p; bool allnum = true;
+    for (int i = 0; i < l->n; i++) if (l->items[i].t != NB_TNUM) allnum = false;
+    if (!allnum || l->n == 0) return reduce_list(vm, op, args[0], out);
+  }
+  int axes[NT_MAXDIM], na;
+  if (nbT_axes_arg(vm, fname, args[1], axes, &na)) return NB_ERR;
+  TENSOR_ARG(x, 0, "x");
+  DONE(nt_reduce(op, x, na ? axes : NULL, na, nb_truthy(args[2])));
+}
+#define RED_FN(i) static int b_red##i(nb_VM *vm, nb_Value *a, int n, nb_Value *o) { (void)n; return reduce(vm, i, a, o); }
+RED_FN(0) RED_FN(1) RED_FN(2) RED_FN(3) RED_FN(4) RED_FN(5) RED_FN(6) RED_FN(7)
+static nb_CFunc const red_fns[] = { b_red0, b_red1, b_red2, b_red3, b_red4, b_red5, b_red6, b_red7 };
+
+static int varstd(nb_VM *vm, const char *fname, bool is_std, nb_Value *args, nb_Value *out) {
+  Tmp tp = {0};
+  int axes[NT_MAXDIM], na; int64_t corr = 1;
+  if (nbT_axes_arg(vm, fname, args[1], axes, &na)) return NB_ERR;
+  if (args[3].t != NB_TNIL && nbT_int_arg(vm, fname, "correction", args[3], &corr)) return NB_ERR;
+  TENSOR_ARG(x, 0, "x");
+  DONE(is_std ? nt_std(x, na ? axes : NULL, na, (int)corr, nb_truthy(args[2])) : nt_var(x, na ? axes : NULL, na, (int)corr, nb_truthy(args[2])));
+}
+static int b_var(nb_VM *vm, nb_Value *a, int n, nb_Value *o) { (void)n; return varstd(vm, "var", false, a, o); }
+static int b_std(nb_VM *vm, nb_Value *a, int n, nb_Value *o) { (void)n; return varstd(vm, "std", true, a, o); }
+static int argminmax(nb_VM *vm, const char *fname, bool is_max, nb_Value *args, nb_Value *out) {
+  Tmp tp = {0};
+  int64_t ax = 0; int a = 0;
+  if (args[1].t != NB_TNIL) { if (nbT_int_arg(vm, fname, "axis", args[1], &ax)) return NB_ERR; a = (int)ax; }
+  TENSOR_ARG(x, 0, "x");
+  const int *ap = args[1].t == NB_TNIL ? NULL : &a;
+  DONE(is_max ? nt_argmax(x, ap, nb_truthy(args[2])) : nt_argmin(x, ap, nb_truthy(args[2])));
+}
+static int b_argmax(nb_VM *vm, nb_Value *a, int n, nb_Value *o) { (void)n; return argminmax(vm, "argmax", true, a, o); }
+static int b_argmin(nb_VM *vm, nb_Value *a, int n, nb_Value *o) { (void)n; return argminmax(vm, "argmin", false, a, o); }
+
+/* ------------------------------------------------------------ builtins: linear algebra */
+static int b_matmul(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; const char *fname = "matmul"; Tmp tp = {0}; TENSOR_ARG(a, 0, "a"); TENSOR_ARG(b, 1, "b"); DONE(nt_matmul(a, b)); }
+static int b_dot(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; const char *fname = "dot"; Tmp tp = {0}; TENSOR_ARG(a, 0, "a"); TENSOR_ARG(b, 1, "b"); DONE(nt_dot(a, b)); }
+static int b_outer(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; const char *fname = "outer"; Tmp tp = {0}; TENSOR_ARG(a, 0, "a"); TENSOR_ARG(b, 1, "b"); DONE(nt_outer(a, b)); }
+
+/* ------------------------------------------------------------ builtins: shape */
+static int b_reshape(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  const char *fname = "reshape"; Tmp tp = {0};
+  int64_t shape[NT_MAXDIM]; int nd;
+  if (n < 2) return nb_error_kind(vm, "TypeError", "reshape(x, shape): missing the shape");
+  if (n == 2 && (args[1].t == NB_TLIST || args[1].t == NB_TTENSOR)) { if (nbT_ints_arg(vm, fname, "shape", args[1], shape, NT_MAXDIM, &nd)) return NB_ERR; }
+  else {
+    if (n - 1 > NT_MAXDIM) return nb_error_kind(vm, "ValueError", "reshape: too many dimensions");
+    for (int i = 1; i < n; i++) if (nbT_int_arg(vm, fname, "shape", args[i], &shape[i - 1])) return NB_ERR;
+    nd = n - 1;
+  }
+  TENSOR_ARG(x, 0, "x");
+  DONE(nt_reshape(x, shape, nd));
+}
+static int b_permute(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  const char *fname = "permute"; Tmp tp = {0};
+  int64_t p[NT_MAXDIM]; int np; int perm[NT_MAXDIM];
+  if (n == 2) { if (nbT_ints_arg(vm, fname, "dims", args[1], p, NT_MAXDIM, &np)) return NB_ERR; }
+  else { if (n - 1 > NT_MAXDIM) return nb_error_kind(vm, "ValueError", "permute: too many axes"); for (int i = 1; i < n; i++) if (nbT_int_arg(vm, fname, "dims", args[i], &p[i - 1])) return NB_ERR; np = n - 1; }
+  for (int i = 0; i < np; i++) perm[i] = (int)p[i];
+  TENSOR_ARG(x, 0, "x");
+  DONE(nt_permute(x, perm, np));
+}
+static int b_transpose(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "transpose"; Tmp tp = {0};
+  int64_t a = -2, b = -1;
+  if (args[1].t != NB_TNIL && nbT_int_arg(vm, fname, "axis0", args[1], &a)) return NB_ERR;
+  if (args[2].t != NB_TNIL && nbT_int_arg(vm, fname, "axis1", args[2], &b)) return NB_ERR;
+  TENSOR_ARG(x, 0, "x");
+  if (x->ndim < 2 && args[1].t == NB_TNIL) DONE(nt_retain(x));
+  DONE(nt_transpose(x, (int)a, (int)b));
+}
+static int b_squeeze(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "squeeze"; Tmp tp = {0};
+  int64_t a = NT_ALL_AXES;
+  if (args[1].t != NB_TNIL && nbT_int_arg(vm, fname, "axis", args[1], &a)) return NB_ERR;
+  TENSOR_ARG(x, 0, "x");
+  DONE(nt_squeeze(x, (int)a));
+}
+static int b_unsqueeze(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "unsqueeze"; Tmp tp = {0};
+  int64_t a;
+  if (nbT_int_arg(vm, fname, "axis", args[1], &a)) return NB_ERR;
+  TENSOR_ARG(x, 0, "x");
+  DONE(nt_unsqueeze(x, (int)a));
+}
+static int b_flatten(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "flatten"; Tmp tp = {0};
+  int64_t a = 0, b = -1;
+  if (args[1].t != NB_TNIL && nbT_int_arg(vm, fname, "start", args[1], &a)) return NB_ERR;
+  if (args[2].t != NB_TNIL && nbT_int_arg(vm, fname, "end", args[2], &b)) return NB_ERR;
+  TENSOR_ARG(x, 0, "x");
+  DONE(nt_flatten(x, (int)a, (int)b));
+}
+static int b_expand(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "expand"; Tmp tp = {0};
+  int64_t shape[NT_MAXDIM]; int nd;
+  if (nbT_ints_arg(vm, fname, "shape", args[1], shape, NT_MAXDIM, &nd)) return NB_ERR;
+  TENSOR_ARG(x, 0, "x");
+  DONE(nt_expand(x, shape, nd));
+}
+static int b_broadcast_to(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "broadcast_to"; Tmp tp = {0};
+  int64_t shape[NT_MAXDIM]; int nd;
+  if (nbT_ints_arg(vm, fname, "shape", args[1], shape, NT_MAXDIM, &nd)) return NB_ERR;
+  TENSOR_ARG(x, 0, "x");
+  DONE(nt_broadcast_to(x, shape, nd));
+}
+static int b_contiguous(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; const char *fname = "contiguous"; Tmp tp = {0}; TENSOR_ARG(x, 0, "x"); DONE(nt_contiguous(x)); }
+static int b_clone(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; const char *fname = "clone"; Tmp tp = {0}; TENSOR_ARG(x, 0, "x"); DONE(nt_clone(x)); }
+static int b_detach(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; const char *fname = "detach"; Tmp tp = {0}; TENSOR_ARG(x, 0, "x"); DONE(nt_detach(x)); }
+
+/* a list of tensors from a list value */
+static int tensor_list(nb_VM *vm, Tmp *tp, const char *fname, nb_Value v, nt_Tensor ***out, int *n) {
+  if (v.t != NB_TLIST) return nb_error_kind(vm, "TypeError", "%s: expected a list of tensors, got %s", fname, nb_typename(v));
+  nb_List *l = v.u.p;
+  if (l->n == 0) return nb_error_kind(vm, "ValueError", "%s: the list of tensors is empty", fname);
+  nt_Tensor **ts = malloc(sizeof(nt_Tensor *) * (size_t)l->n);
+  if (!ts) return nb_error(vm, "out of memory");
+  for (int i = 0; i < l->n; i++) {
+    if (l->items[i].t != NB_TTENSOR) { free(ts); return nb_error_kind(vm, "TypeError", "%s: element %d is a %s, not a tensor", fname, i, nb_typename(l->items[i])); }
+    ts[i] = T(l->items[i]);
+  }
+  (void)tp;
+  *out = ts; *n = l->n;
+  return NB_OK;
+}
+static int cat_stack(nb_VM *vm, const char *fname, bool stack, nb_Value *args, nb_Value *out) {
+  Tmp tp = {0}; nt_Tensor **ts = NULL; int k = 0; int64_t ax = 0;
+  if (args[1].t != NB_TNIL && nbT_int_arg(vm, fname, "axis", args[1], &ax)) return NB_ERR;
+  if (tensor_list(vm, &tp, fname, args[0], &ts, &k)) return NB_ERR;
+  nt_Tensor *r = stack ? nt_stack(ts, k, (int)ax) : nt_concat(ts, k, (int)ax);
+  free(ts);
+  return nbT_ret(vm, r, out);
+}
+static int b_concat(nb_VM *vm, nb_Value *a, int n, nb_Value *o) { (void)n; return cat_stack(vm, "concat", false, a, o); }
+static int b_stack(nb_VM *vm, nb_Value *a, int n, nb_Value *o) { (void)n; return cat_stack(vm, "stack", true, a, o); }
+static int pieces(nb_VM *vm, nt_Tensor **ps, int k, nb_Value *out) {
+  if (k < 0) return nbT_err(vm);
+  nb_List *l = nbL_new(k);
+  for (int i = 0; i < k; i++) nbL_push(l, nb_obj(NB_TTENSOR, ps[i]));
+  *out = nb_obj(NB_TLIST, l);
+  return NB_OK;
+}
+/* split(x, size_or_sizes, axis=0); strings split as text */
+static int b_split_t(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "split"; Tmp tp = {0};
+  if (args[0].t == NB_TSTR) return nbB_string_split(vm, args[0], args[1], out);
+  int64_t ax = 0, sizes[1024]; int ns;
+  if (args[2].t != NB_TNIL && nbT_int_arg(vm, fname, "axis", args[2], &ax)) return NB_ERR;
+  if (args[1].t == NB_TNIL) return nb_error_kind(vm, "TypeError", "split(x, size_or_sizes, axis=0): missing the size of the pieces");
+  TENSOR_ARG(x, 0, "x");
+  int axn = (int)(ax < 0 ? ax + x->ndim : ax);
+  if (axn < 0 || axn >= x->ndim) { nbT_tmp_free(&tp); return nb_error_kind(vm, "IndexError", "split: axis %lld is out of range for a tensor of dimension %d", (long long)ax, x->ndim); }
+  if (args[1].t == NB_TNUM) {
+    int64_t sz; if (nbT_int_arg(vm, fname, "size", args[1], &sz)) { nbT_tmp_free(&tp); return NB_ERR; }
+    if (sz <= 0) { nbT_tmp_free(&tp); return nb_error_kind(vm, "ValueError", "split: size must be positive"); }
+    int64_t len = x->shape[axn]; ns = 0;
+    for (int64_t s = 0; s < len && ns < 1024; s += sz) sizes[ns++] = len - s < sz ? len - s : sz;
+  } else if (nbT_ints_arg(vm, fname, "sizes", args[1], sizes, 1024, &ns)) { nbT_tmp_free(&tp); return NB_ERR; }
+  nt_Tensor *ps[1024];
+  int k = nt_split(x, sizes, ns, (int)ax, ps);
+  nbT_tmp_free(&tp);
+  return pieces(vm, ps, k, out);
+}
+static int b_chunk(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "chunk"; Tmp tp = {0};
+  int64_t c, ax = 0;
+  if (nbT_int_arg(vm, fname, "chunks", args[1], &c) || (args[2].t != NB_TNIL && nbT_int_arg(vm, fname, "axis", args[2], &ax))) return NB_ERR;
+  if (c <= 0 || c > 1024) return nb_error_kind(vm, "ValueError", "chunk: chunks must be in 1..1024");
+  TENSOR_ARG(x, 0, "x");
+  nt_Tensor *ps[1024];
+  int k = nt_chunk(x, (int)c, (int)ax, ps);
+  nbT_tmp_free(&tp);
+  return pieces(vm, ps, k, out);
+}
+static int b_flip(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "flip"; Tmp tp = {0};
+  int axes[NT_MAXDIM], na;
+  if (nbT_axes_arg(vm, fname, args[1], axes, &na)) return NB_ERR;
+  TENSOR_ARG(x, 0, "x");
+  if (na == 0) { for (int i = 0; i < x->ndim; i++) axes[i] = i; na = x->ndim; }
+  DONE(nt_flip(x, axes, na));
+}
+static int b_repeat(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "repeat"; Tmp tp = {0};
+  int64_t reps[NT_MAXDIM]; int nr;
+  if (nbT_ints_arg(vm, fname, "reps", args[1], reps, NT_MAXDIM, &nr)) return NB_ERR;
+  TENSOR_ARG(x, 0, "x");
+  DONE(nt_repeat(x, reps, nr));
+}
+static int trilu(nb_VM *vm, const char *fname, bool upper, nb_Value *args, nb_Value *out) {
+  Tmp tp = {0}; int64_t k = 0;
+  if (args[1].t != NB_TNIL && nbT_int_arg(vm, fname, "k", args[1], &k)) return NB_ERR;
+  TENSOR_ARG(x, 0, "x");
+  DONE(upper ? nt_triu(x, k) : nt_tril(x, k));
+}
+static int b_tril(nb_VM *vm, nb_Value *a, int n, nb_Value *o) { (void)n; return trilu(vm, "tril", false, a, o); }
+static int b_triu(nb_VM *vm, nb_Value *a, int n, nb_Value *o) { (void)n; return trilu(vm, "triu", true, a, o); }
+
+/* ------------------------------------------------------------ builtins: conversion */
+static int b_to(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "to"; Tmp tp = {0};
+  TENSOR_ARG(x, 0, "x");
+  if (args[1].t != NB_TSTR) { nbT_tmp_free(&tp); return nb_error_kind(vm, "TypeError", "to: expected a dtype or device name, got %s", nb_typename(args[1])); }
+  const char *s = nb_str(args[1])->data;
+  if (!strcmp(s, "cpu") || !strncmp(s, "cuda", 4)) { nt_Device d; nbT_device_arg(vm, fname, args[1], &d); DONE(d == x->device ? nt_retain(x) : nt_to_device(x, d)); }
+  nt_DType dt = NT_F32;
+  if (nbT_dtype_arg(vm, fname, args[1], NT_F32, &dt)) { nbT_tmp_free(&tp); return NB_ERR; }
+  DONE(nt_to_dtype(x, dt));
+}
+static int b_cuda(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; const char *fname = "cuda"; Tmp tp = {0}; TENSOR_ARG(x, 0, "x"); DONE(nt_to_device(x, NT_CUDA)); }
+static int b_cpu(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; const char *fname = "cpu"; Tmp tp = {0}; TENSOR_ARG(x, 0, "x"); DONE(x->device == NT_CPU ? nt_retain(x) : nt_to_device(x, NT_CPU)); }
+static int b_float(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; const char *fname = "float"; Tmp tp = {0}; TENSOR_ARG(x, 0, "x"); DONE(nt_to_dtype(x, NT_F32)); }
+static int b_item(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "item";
+  if (args[0].t == NB_TNUM) { *out = args[0]; return NB_OK; }
+  if (args[0].t != NB_TTENSOR) return nb_error_kind(vm, "TypeError", "%s: expected a tensor, got %s", fname, nb_typename(args[0]));
+  nb_Str *k = nbS_intern("item", 4); int st = nbT_field(vm, args[0], k, out); nb_decref(nb_strv(k)); return st;
+}
+static int b_tolist(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "tolist";
+  if (args[0].t != NB_TTENSOR) return nb_error_kind(vm, "TypeError", "%s: expected a tensor, got %s", fname, nb_typename(args[0]));
+  return nbT_tolist(vm, T(args[0]), out);
+}
+static int b_numel(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; const char *fname = "numel"; Tmp tp = {0}; TENSOR_ARG(x, 0, "x"); *out = nb_num((double)x->numel); nbT_tmp_free(&tp); return NB_OK; }
+static int b_is_tensor(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)vm; (void)n; *out = nb_bool(args[0].t == NB_TTENSOR); return NB_OK; }
+static int b_set_default_device(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; nt_Device d;
+  if (args[0].t == NB_TNIL) return nb_error_kind(vm, "TypeError", "set_default_device: expected \"cpu\" or \"cuda\"");
+  if (nbT_device_arg(vm, "set_default_device", args[0], &d)) return NB_ERR;
+  nbT_default_device = d;
+  *out = nb_nil();
+  return NB_OK;
+}
+
+/* ------------------------------------------------------------ builtins: nn ops */
+static int b_softmax(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "softmax"; Tmp tp = {0}; int64_t ax = -1;
+  if (args[1].t != NB_TNIL && nbT_int_arg(vm, fname, "axis", args[1], &ax)) return NB_ERR;
+  TENSOR_ARG(x, 0, "x"); DONE(nt_softmax(x, (int)ax));
+}
+static int b_log_softmax(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "log_softmax"; Tmp tp = {0}; int64_t ax = -1;
+  if (args[1].t != NB_TNIL && nbT_int_arg(vm, fname, "axis", args[1], &ax)) return NB_ERR;
+  TENSOR_ARG(x, 0, "x"); DONE(nt_log_softmax(x, (int)ax));
+}
+static int b_cross_entropy(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "cross_entropy"; Tmp tp = {0};
+  int64_t ig = -100; double ls = 0;
+  if (args[2].t != NB_TNIL && nbT_int_arg(vm, fname, "ignore_index", args[2], &ig)) return NB_ERR;
+  if (args[3].t != NB_TNIL && nbT_num_arg(vm, fname, "label_smoothing", args[3], &ls)) return NB_ERR;
+  TENSOR_ARG(x, 0, "logits"); TENSOR_ARG(t, 1, "targets");
+  DONE(nt_cross_entropy(x, t, ig, ls));
+}
+static int b_mse_loss(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; const char *fname = "mse_loss"; Tmp tp = {0}; TENSOR_ARG(a, 0, "input"); TENSOR_ARG(b, 1, "target"); DONE(nt_mse_loss(a, b)); }
+static int b_layer_norm(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "layer_norm"; Tmp tp = {0}; double eps = 1e-5;
+  if (args[3].t != NB_TNIL && nbT_num_arg(vm, fname, "eps", args[3], &eps)) return NB_ERR;
+  TENSOR_ARG(x, 0, "x");
+  nt_Tensor *w = NULL, *b = NULL;
+  if (args[1].t != NB_TNIL && !(w = nbT_arg(vm, &tp, fname, "weight", args[1]))) { nbT_tmp_free(&tp); return NB_ERR; }
+  if (args[2].t != NB_TNIL && !(b = nbT_arg(vm, &tp, fname, "bias", args[2]))) { nbT_tmp_free(&tp); return NB_ERR; }
+  DONE(nt_layer_norm(x, w, b, eps));
+}
+static int b_dropout(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "dropout"; Tmp tp = {0}; double p = 0.5;
+  if (args[1].t != NB_TNIL && nbT_num_arg(vm, fname, "p", args[1], &p)) return NB_ERR;
+  TENSOR_ARG(x, 0, "x"); DONE(nt_dropout(x, p, args[2].t == NB_TNIL ? true : nb_truthy(args[2])));
+}
+static int b_embedding(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; const char *fname = "embedding"; Tmp tp = {0}; TENSOR_ARG(w, 0, "weight"); TENSOR_ARG(i, 1, "idx"); DONE(nt_embedding(w, i)); }
+static int b_one_hot(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "one_hot"; Tmp tp = {0}; int64_t c = -1;
+  if (args[1].t != NB_TNIL && nbT_int_arg(vm, fname, "num_classes", args[1], &c)) return NB_ERR;
+  TENSOR_ARG(i, 0, "idx"); DONE(nt_one_hot(i, c));
+}
+static int b_take(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "take"; Tmp tp = {0}; int64_t ax = 0;
+  if (args[2].t != NB_TNIL && nbT_int_arg(vm, fname, "axis", args[2], &ax)) return NB_ERR;
+  TENSOR_ARG(x, 0, "x"); TENSOR_ARG(i, 1, "idx"); DONE(nt_take(x, i, (int)ax));
+}
+static int b_index_select(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "index_select"; Tmp tp = {0}; int64_t ax;
+  if (nbT_int_arg(vm, fname, "axis", args[1], &ax)) return NB_ERR;
+  TENSOR_ARG(x, 0, "x"); TENSOR_ARG(i, 2, "idx"); DONE(nt_index_select(x, (int)ax, i));
+}
+static int b_gather(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "gather"; Tmp tp = {0}; int64_t ax;
+  if (nbT_int_arg(vm, fname, "axis", args[1], &ax)) return NB_ERR;
+  TENSOR_ARG(x, 0, "x"); TENSOR_ARG(i, 2, "idx"); DONE(nt_gather(x, (int)ax, i));
+}
+static int b_scatter_add(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "scatter_add"; Tmp tp = {0}; int64_t ax;
+  if (nbT_int_arg(vm, fname, "axis", args[1], &ax)) return NB_ERR;
+  TENSOR_ARG(x, 0, "x"); TENSOR_ARG(i, 2, "idx"); TENSOR_ARG(s, 3, "src"); DONE(nt_scatter_add(x, (int)ax, i, s));
+}
+static int b_masked_select(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; const char *fname = "masked_select"; Tmp tp = {0}; TENSOR_ARG(x, 0, "x"); TENSOR_ARG(m, 1, "mask"); DONE(nt_masked_select(x, m)); }
+static int pair(nb_VM *vm, const char *fname, const char *what, nb_Value v, int dflt, int *a, int *b) {
+  if (v.t == NB_TNIL) { *a = *b = dflt; return NB_OK; }
+  int64_t p[2]; int k;
+  if (nbT_ints_arg(vm, fname, what, v, p, 2, &k)) return NB_ERR;
+  *a = (int)p[0]; *b = (int)(k == 2 ? p[1] : p[0]);
+  return NB_OK;
+}
+static int b_conv2d(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "conv2d"; Tmp tp = {0};
+  int sh, sw, ph, pw;
+  if (pair(vm, fname, "stride", args[3], 1, &sh, &sw) || pair(vm, fname, "padding", args[4], 0, &ph, &pw)) return NB_ERR;
+  TENSOR_ARG(x, 0, "x"); TENSOR_ARG(w, 1, "weight");
+  nt_Tensor *b = NULL;
+  if (args[2].t != NB_TNIL && !(b = nbT_arg(vm, &tp, fname, "bias", args[2]))) { nbT_tmp_free(&tp); return NB_ERR; }
+  DONE(nt_conv2d(x, w, b, sh, sw, ph, pw));
+}
+static int pool(nb_VM *vm, const char *fname, bool is_max, nb_Value *args, nb_Value *out) {
+  Tmp tp = {0}; int kh, kw, sh, sw, ph, pw;
+  if (pair(vm, fname, "kernel", args[1], 2, &kh, &kw)) return NB_ERR;
+  if (args[2].t == NB_TNIL) { sh = kh; sw = kw; } else if (pair(vm, fname, "stride", args[2], 1, &sh, &sw)) return NB_ERR;
+  if (pair(vm, fname, "padding", args[3], 0, &ph, &pw)) return NB_ERR;
+  TENSOR_ARG(x, 0, "x");
+  DONE(is_max ? nt_max_pool2d(x, kh, kw, sh, sw, ph, pw) : nt_avg_pool2d(x, kh, kw, sh, sw, ph, pw));
+}
+static int b_max_pool2d(nb_VM *vm, nb_Value *a, int n, nb_Value *o) { (void)n; return pool(vm, "max_pool2d", true, a, o); }
+static int b_avg_pool2d(nb_VM *vm, nb_Value *a, int n, nb_Value *o) { (void)n; return pool(vm, "avg_pool2d", false, a, o); }
+static int two(nb_VM *vm, int rc, nt_Tensor *a, nt_Tensor *b, nb_Value *out) {
+  if (rc < 0) return nbT_err(vm);
+  nb_List *l = nbL_new(2);
+  nbL_push(l, nb_obj(NB_TTENSOR, a)); nbL_push(l, nb_obj(NB_TTENSOR, b));
+  *out = nb_obj(NB_TLIST, l);
+  return NB_OK;
+}
+static int b_sort(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "sort"; Tmp tp = {0}; int64_t ax = -1;
+  if (args[1].t != NB_TNIL && nbT_int_arg(vm, fname, "axis", args[1], &ax)) return NB_ERR;
+  TENSOR_ARG(x, 0, "x");
+  nt_Tensor *v = NULL, *i = NULL;
+  int rc = nt_sort(x, (int)ax, nb_truthy(args[2]), &v, &i);
+  nbT_tmp_free(&tp);
+  return two(vm, rc, v, i, out);
+}
+static int b_argsort(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "argsort"; Tmp tp = {0}; int64_t ax = -1;
+  if (args[1].t != NB_TNIL && nbT_int_arg(vm, fname, "axis", args[1], &ax)) return NB_ERR;
+  TENSOR_ARG(x, 0, "x"); DONE(nt_argsort(x, (int)ax, nb_truthy(args[2])));
+}
+static int b_topk(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "topk"; Tmp tp = {0}; int64_t k, ax = -1;
+  if (nbT_int_arg(vm, fname, "k", args[1], &k) || (args[2].t != NB_TNIL && nbT_int_arg(vm, fname, "axis", args[2], &ax))) return NB_ERR;
+  TENSOR_ARG(x, 0, "x");
+  nt_Tensor *v = NULL, *i = NULL;
+  int rc = nt_topk(x, k, (int)ax, args[3].t == NB_TNIL ? true : nb_truthy(args[3]), &v, &i);
+  nbT_tmp_free(&tp);
+  return two(vm, rc, v, i, out);
+}
+static int b_cumsum(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "cumsum"; Tmp tp = {0}; int64_t ax = 0;
+  if (args[1].t != NB_TNIL && nbT_int_arg(vm, fname, "axis", args[1], &ax)) return NB_ERR;
+  TENSOR_ARG(x, 0, "x"); DONE(nt_cumsum(x, (int)ax));
+}
+
+/* ------------------------------------------------------------ builtins: cuda
+** `cuda` is a record: callable (`cuda(x)`, `x.cuda()` moves x to the GPU)
+** and a namespace (`cuda.available()`, `cuda.memory()`, ...). */
+static int b_cuda_available(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)vm; (void)args; (void)n; char r[256]; *out = nb_bool(nt_cuda_available(r, sizeof r)); return NB_OK; }
+static int b_cuda_reason(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)vm; (void)args; (void)n; char r[512] = "";
+  *out = nt_cuda_available(r, sizeof r) ? nb_nil() : nb_strv(nbS_cstr(r));
+  return NB_OK;
+}
+static int b_cuda_device_count(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)vm; (void)args; (void)n; *out = nb_num(nt_cuda_device_count()); return NB_OK; }
+static int b_cuda_synchronize(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)args; (void)n; if (nt_cuda_synchronize()) return nbT_err(vm); *out = nb_nil(); return NB_OK; }
+static int b_cuda_memory(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)vm; (void)args; (void)n; size_t a = 0, c = 0, p = 0;
+  nt_cuda_memory(&a, &c, &p);
+  nb_Rec *r = nbR_new(3);
+  nbR_set_cstr(r, "allocated", nb_num((double)a)); nbR_set_cstr(r, "cached", nb_num((double)c)); nbR_set_cstr(r, "peak", nb_num((double)p));
+  *out = nb_obj(NB_TREC, r);
+  return NB_OK;
+}
+static int b_cuda_empty_cache(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)vm; (void)args; (void)n; nt_cuda_empty_cache(); *out = nb_nil(); return NB_OK; }
+static int b_cuda_move(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; nb_Value a[1] = { args[1] }; return b_cuda(vm, a, 1, out); }
+static nb_Builtin cuda_members[] = {
+  { "cuda.__call", b_cuda_move, "self, x", "cuda(x): x on the GPU" },
+  { "cuda.available", b_cuda_available, "", "cuda.available(): whether CUDA tensors can be made here" },
+  { "cuda.unavailable_reason", b_cuda_reason, "", "cuda.unavailable_reason(): why CUDA cannot be used (nil when it can)" },
+  { "cuda.device_count", b_cuda_device_count, "", "cuda.device_count(): number of visible GPUs" },
+  { "cuda.synchronize", b_cuda_synchronize, "", "cuda.synchronize(): waits for queued GPU work; raises a pending asynchronous error" },
+  { "cuda.memory", b_cuda_memory, "", "cuda.memory(): {allocated, cached, peak} bytes of the caching allocator" },
+  { "cuda.empty_cache", b_cuda_empty_cache, "", "cuda.empty_cache(): returns cached GPU blocks to the driver" },
+  { NULL, NULL, NULL, NULL }
+};
+static int cuda_value(nb_VM *vm, nb_Value *out) {
+  (void)vm;
+  static const char *const fields[] = { "__call", "available", "unavailable_reason", "device_count", "synchronize", "memory", "empty_cache" };
+  nb_Rec *r = nbR_new(8);
+  for (int i = 0; i < 7; i++) { nb_Value b; b.t = NB_TBUILTIN; b.u.bi = &cuda_members[i]; nbR_set_cstr(r, fields[i], b); }
+  *out = nb_obj(NB_TREC, r);
+  return NB_OK;
+}
+static int b_set_matmul_precision(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n;
+  if (args[0].t != NB_TSTR) return nb_error_kind(vm, "TypeError", "set_matmul_precision: expected \"highest\", \"high\" or \"tf32\"");
+  if (nt_set_matmul_precision(nb_str(args[0])->data)) return nbT_err(vm);
+  *out = nb_nil();
+  return NB_OK;
+}
+
+/* ------------------------------------------------------------ the table */
+#define KW_CREATE "*shape, dtype=nil, device=nil, requires_grad=false"
+static nb_Builtin ops_builtins[] = {
+  { "tensor", b_tensor, "x, dtype=nil, device=nil, requires_grad=false", "tensor(x, dtype=nil, device=nil, requires_grad=false): a tensor from a number, (nested) list or tensor (copied)" },
+  { "zeros", b_zeros, KW_CREATE, "zeros(*shape, dtype=\"f32\", device=nil, requires_grad=false): a tensor of zeros; zeros(2, 3) or zeros([2, 3])" },
+  { "ones", b_ones, KW_CREATE, "ones(*shape, dtype=\"f32\", ...): a tensor of ones" },
+  { "empty", b_empty, KW_CREATE, "empty(*shape, dtype=\"f32\", ...): an uninitialized tensor" },
+  { "rand", b_rand, KW_CREATE, "rand(*shape, dtype=\"f32\", ...): uniform [0, 1) from the Philox generator (see seed)" },
+  { "randn", b_randn, KW_CREATE, "randn(*shape, dtype=\"f32\", ...): standard normal from the Philox generator" },
+  { "full", b_full, "shape, value, dtype=nil, device=nil, requires_grad=false", "full(shape, value, dtype=\"f32\"): a tensor filled with value" },
+  { "normal", b_normal, "mean, std, shape, dtype=nil, device=nil, requires_grad=false", "normal(mean, std, shape): normal samples" },
+  { "randint", b_randint, "low, high, shape, dtype=nil, device=nil", "randint(low, high, shape, dtype=\"i64\"): uniform integers in [low, high)" },
+  { "randperm", b_randperm, "n, dtype=nil, device=nil", "randperm(n): a random permutation of 0..n-1" },
+  { "seed", b_seed, "seed", "seed(n): reseeds the random generator (reproducible runs)" },
+  { "arange", b_arange, "start, stop=nil, step=nil, dtype=nil", "arange(stop) or arange(start, stop, step=1): evenly spaced values in [start, stop)" },
+  { "linspace", b_linspace, "start, stop, num, dtype=nil", "linspace(start, stop, num): num values from start to stop inclusive" },
+  { "eye", b_eye, "n, m=nil, dtype=nil", "eye(n, m=n): identity matrix" },
+  { "zeros_like", b_zeros_like, "x, dtype=nil", "zeros_like(x): zeros of x's shape, dtype and device" },
+  { "ones_like", b_ones_like, "x, dtype=nil", "ones_like(x): ones of x's shape, dtype and device" },
+  { "rand_like", b_rand_like, "x, dtype=nil", "rand_like(x): uniform samples of x's shape" },
+  { "randn_like", b_randn_like, "x, dtype=nil", "randn_like(x): normal samples of x's shape" },
+  { "full_like", b_full_like, "x, value, dtype=nil", "full_like(x, value): x's shape filled with value" },
+  { "gelu", b_gelu, "x, approximate=nil", "gelu(x, approximate=\"none\"|\"tanh\"): Gaussian error linear unit" },
+  { "clamp", b_clamp, "x, min=nil, max=nil", "clamp(x, min=nil, max=nil): limits values to [min, max]" },
+  { "maximum", b_maximum, "a, b", "maximum(a, b): elementwise maximum (broadcasting)" },
+  { "minimum", b_minimum, "a, b", "minimum(a, b): elementwise minimum (broadcasting)" },
+  { "pow", b_pow, "a, b", "pow(a, b): a ** b elementwise" },
+  { "where", b_where, "cond, a, b", "where(cond, a, b): a where cond is true, else b (broadcasting)" },
+  { "var", b_var, "x, axis=nil, keepdims=false, correction=1", "var(x, axis=nil, keepdims=false, correction=1): variance (unbiased by default)" },
+  { "std", b_std, "x, axis=nil, keepdims=false, correction=1", "std(x, axis=nil, keepdims=false, correction=1): standard deviation" },
+  { "argmax", b_argmax, "x, axis=nil, keepdims=false", "argmax(x, axis=nil): index of the maximum (flattened when axis is nil)" },
+  { "argmin", b_argmin, "x, axis=nil, keepdims=false", "argmin(x, axis=nil): index of the minimum" },
+  { "matmul", b_matmul, "a, b", "matmul(a, b) or a @ b: matrix product with batch broadcasting (BLAS)" },
+  { "dot", b_dot, "a, b", "dot(a, b): inner product of two vectors" },
+  { "outer", b_outer, "a, b", "outer(a, b): outer product of two vectors" },
+  { "reshape", b_reshape, "*args", "reshape(x, shape): same data, new shape (one -1 is inferred); a view when possible" },
+  { "permute", b_permute, "*args", "permute(x, dims): reorders axes, e.g. permute(x, [2, 0, 1])" },
+  { "transpose", b_transpose, "x, axis0=nil, axis1=nil", "transpose(x, a=-2, b=-1): swaps two axes (a view)" },
+  { "squeeze", b_squeeze, "x, axis=nil", "squeeze(x, axis=nil): removes size-1 axes" },
+  { "unsqueeze", b_unsqueeze, "x, axis", "unsqueeze(x, axis): inserts a size-1 axis" },
+  { "flatten", b_flatten, "x, start=nil, end=nil", "flatten(x, start=0, end=-1): merges axes start..end" },
+  { "expand", b_expand, "x, shape", "expand(x, shape): broadcasts size-1 axes (a view; -1 keeps a size)" },
+  { "broadcast_to", b_broadcast_to, "x, shape", "broadcast_to(x, shape): NumPy broadcast (a view)" },
+  { "contiguous", b_contiguous, "x", "contiguous(x): x, copied to row-major layout if needed" },
+  { "clone", b_clone, "x", "clone(x): a copy (differentiable)" },
+  { "detach", b_detach, "x", "detach(x): the same data, cut from the autograd graph" },
+  { "concat", b_concat, "tensors, axis=0", "concat(ts, axis=0): joins tensors along an existing axis" },
+  { "stack", b_stack, "tensors, axis=0", "stack(ts, axis=0): joins tensors along a new axis" },
+  { "split", b_split_t, "x, size=nil, axis=nil", "split(x, size_or_sizes, axis=0): pieces along an axis; split(s, sep) splits a string" },
+  { "chunk", b_chunk, "x, chunks, axis=nil", "chunk(x, n, axis=0): n nearly equal pieces" },
+  { "flip", b_flip, "x, axis=nil", "flip(x, axis=nil): reverses the order along axes (all when nil)" },
+  { "repeat", b_repeat, "x, reps", "repeat(x, reps): tiles x (NumPy tile / torch repeat)" },
+  { "tril", b_tril, "x, k=0", "tril(x, k=0): lower triangle of the last two axes" },
+  { "triu", b_triu, "x, k=0", "triu(x, k=0): upper triangle of the last two axes" },
+  { "to", b_to, "x, target", "to(x, \"f64\" | \"cuda\" | ...): converts dtype or moves to a device" },
+  { .name = "cuda", .doc = "cuda(x) moves x to the GPU; cuda.available(), cuda.device_count(), cuda.synchronize(), cuda.memory(), cuda.empty_cache()", .value = cuda_value },
+  { "set_matmul_precision", b_set_matmul_precision, "precision", "set_matmul_precision(\"highest\" | \"high\" | \"tf32\"): f32 matmuls on TF32 tensor cores when \"high\"/\"tf32\" (GPU)" },
+  { "cpu", b_cpu, "x", "cpu(x): x on the CPU" },
+  { "float", b_float, "x", "float(x): x as f32" },
+  { "item", b_item, "x", "item(x): the number in a one-element tensor" },
+  { "tolist", b_tolist, "x", "nbT_tolist(x): nested lists of numbers" },
+  { "numel", b_numel, "x", "numel(x): number of elements" },
+  { "is_tensor", b_is_tensor, "x", "is_tensor(x): whether x is a tensor" },
+  { "set_default_device", b_set_default_device, "device", "set_default_device(\"cuda\"): where creation functions put tensors by default" },
+  { "softmax", b_softmax, "x, axis=-1", "softmax(x, axis=-1): exp(x) / sum(exp(x)), numerically stable" },
+  { "log_softmax", b_log_softmax, "x, axis=-1", "log_softmax(x, axis=-1): x - logsumexp(x), numerically stable" },
+  { "cross_entropy", b_cross_entropy, "logits, targets, ignore_index=-100, label_smoothing=0", "cross_entropy(logits [N, C], targets [N] ints): mean negative log-likelihood (fused, stable)" },
+  { "mse_loss", b_mse_loss, "input, target", "mse_loss(a, b): mean squared error" },
+  { "layer_norm", b_layer_norm, "x, weight=nil, bias=nil, eps=1e-5", "layer_norm(x, weight=nil, bias=nil, eps=1e-5): normalizes the last axis" },
+  { "dropout", b_dropout, "x, p=0.5, training=true", "dropout(x, p=0.5, training=true): zeroes elements with probability p, scales by 1/(1-p)" },
+  { "embedding", b_embedding, "weight, idx", "embedding(weight [V, D], idx): rows of weight for integer idx" },
+  { "one_hot", b_one_hot, "idx, num_classes=-1", "one_hot(idx, num_classes): i64 one-hot encoding" },
+  { "take", b_take, "x, idx, axis=0", "take(x, idx, axis=0): elements/rows at integer idx" },
+  { "index_select", b_index_select, "x, axis, idx", "index_select(x, axis, idx): slices along axis at 1-D idx" },
+  { "gather", b_gather, "x, axis, idx", "gather(x, axis, idx): out[i][j] = x[i][idx[i][j]] (axis=1)" },
+  { "scatter_add", b_scatter_add, "x, axis, idx, src", "scatter_add(x, axis, idx, src): x with src added at idx (a copy)" },
+  { "masked_select", b_masked_select, "x, mask", "masked_select(x, mask): 1-D tensor of x where mask" },
+  { "conv2d", b_conv2d, "x, weight, bias=nil, stride=1, padding=0", "conv2d(x [N,C,H,W], w [O,C,kh,kw], bias=nil, stride=1, padding=0)" },
+  { "max_pool2d", b_max_pool2d, "x, kernel=2, stride=nil, padding=0", "max_pool2d(x, kernel=2, stride=kernel, padding=0)" },
+  { "avg_pool2d", b_avg_pool2d, "x, kernel=2, stride=nil, padding=0", "avg_pool2d(x, kernel=2, stride=kernel, padding=0)" },
+  { "sort", b_sort, "x, axis=-1, descending=false", "sort(x, axis=-1, descending=false): [values, indices]" },
+  { "argsort", b_argsort, "x, axis=-1, descending=false", "argsort(x, axis=-1, descending=false): indices that sort x" },
+  { "topk", b_topk, "x, k, axis=-1, largest=true", "topk(x, k, axis=-1, largest=true): [values, indices] of the k largest" },
+  { "cumsum", b_cumsum, "x, axis=0", "cumsum(x, axis=0): running sum" },
+  { NULL, NULL, NULL, NULL }
+};
+
+
+
+static nb_Builtin unary_builtins[NUNARY + 1];
+static nb_Builtin red_builtins[sizeof red_defs / sizeof red_defs[0] + 1];
+static char unary_docs[NUNARY][96], red_docs[sizeof red_defs / sizeof red_defs[0]][128];
+
+
+void nbT_register_ops(void) {
+  for (int i = 0; i < NUNARY; i++) {
+    snprintf(unary_docs[i], sizeof unary_docs[i], "%s(x): elementwise %s of a tensor or number", unary_defs[i].name, unary_defs[i].name);
+    unary_builtins[i] = (nb_Builtin){ unary_defs[i].name, unary_fns[i], "x", unary_docs[i] };
+  }
+  int nr = (int)(sizeof red_defs / sizeof red_defs[0]);
+  for (int i = 0; i < nr; i++) {
+    snprintf(red_docs[i], sizeof red_docs[i], "%s(x, axis=nil, keepdims=false): %s over axes (all when nil); also works on a list", red_defs[i].name, red_defs[i].name);
+    red_builtins[i] = (nb_Builtin){ red_defs[i].name, red_fns[i], "x, axis=nil, keepdims=false", red_docs[i] };
+  }
+  nbB_register(unary_builtins);
+  nbB_register(red_builtins);
+  nbB_register(ops_builtins);
+  nbB_prepare(cuda_members);
+}
