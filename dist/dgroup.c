@@ -214,6 +214,73 @@ static nt_Tensor *scatter_to_group(nt_Tensor *x, int axis, int id) {
   return y;
 }
 
+
+/* all_to_all of rows: x [N, ...] is cut along axis 0 into counts[0..w-1]
+** rows for group positions 0..w-1; the result is what every position sent
+** here, concatenated in position order.  Backward: the same exchange of the
+** gradient with the received counts (saved in ctx) as the send counts. */
+typedef struct A2ACtx { int id, w; int64_t counts[]; } A2ACtx;
+
+static nt_Tensor *a2a_rows(nt_Tensor *x, const int64_t *counts, int64_t *rcounts) {
+  int w = nbD_self.g->world;
+  nt_Tensor **xs = calloc((size_t)w * 2, sizeof *xs), **out = xs ? xs + w : NULL, *y = NULL;
+  if (!xs) { nt_error_set("out of memory"); return NULL; }
+  bool prev = nt_set_grad_enabled(false);
+  int64_t off = 0;
+  for (int i = 0; i < w; i++) {
+    nt_Tensor *v = nt_narrow(x, 0, off, counts[i]);
+    xs[i] = v ? nt_contiguous(v) : NULL;
+    nt_release(v);
+    if (!xs[i]) goto done;
+    off += counts[i];
+  }
+  if (nbD_all_to_all(xs, out) == 0) {
+    for (int i = 0; i < w; i++) rcounts[i] = out[i]->shape[0];
+    y = nt_concat(out, w, 0);
+  }
+done:
+  nt_set_grad_enabled(prev);
+  for (int i = 0; i < 2 * w; i++) nt_release(xs[i]);
+  free(xs);
+  return y;
+}
+static int a2a_bwd(nt_Node *n, nt_Tensor *g, nt_Tensor **gin) {
+  A2ACtx *c = n->ctx;
+  nbD_Scope sc;
+  if (nbD_group_enter(c->id, &sc)) return -1;
+  int64_t *rc = malloc(sizeof(int64_t) * (size_t)c->w);
+  gin[0] = rc ? a2a_rows(g, c->counts, rc) : NULL;
+  if (!rc) nt_error_set("out of memory");
+  free(rc);
+  nbD_group_leave(&sc);
+  return gin[0] ? 0 : -1;
+}
+static nt_Tensor *all_to_all_rows(nt_Tensor *x, const int64_t *counts, int nc, int id) {
+  nbD_Scope sc;
+  if (nbD_group_enter(id, &sc)) return NULL;
+  int w = nbD_self.g->world;
+  int64_t tot = 0;
+  for (int i = 0; i < nc; i++) { if (counts[i] < 0) tot = INT64_MIN / 2; tot += counts[i]; }
+  if (nc != w || x->ndim < 1 || tot != x->shape[0]) {
+    nbD_group_leave(&sc);
+    nt_error_set("counts must be %d non-negative row counts summing to the first axis (%lld)", w, x->ndim ? (long long)x->shape[0] : 0LL);
+    return NULL;
+  }
+  A2ACtx *c = malloc(sizeof *c + sizeof(int64_t) * (size_t)w);
+  if (!c) { nbD_group_leave(&sc); nt_error_set("out of memory"); return NULL; }
+  c->id = id; c->w = w;
+  nt_Tensor *y = a2a_rows(x, counts, c->counts);
+  nbD_group_leave(&sc);
+  if (y && nt_needs_grad(1, &x)) {
+    nt_Node *n = nt_record(y, "AllToAllBackward", a2a_bwd, 1, &x);
+    if (!n) { nt_release(y); free(c); return NULL; }
+    n->ctx = c; n->ctx_free = free;
+    return y;
+  }
+  free(c);
+  return y;
+}
+
 /* ------------------------------------------------------------ builtins */
 static int gerr(nb_VM *vm, const char *fname) {
   const char *m = nt_error_msg();
@@ -276,6 +343,22 @@ static int b_scatter_to(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
   if (need_worker(vm, f) || need_tensor(vm, f, a[0]) || axis_arg(vm, f, a[1], &axis) || nbD_group_arg(vm, f, a[2], &id)) return NB_ERR;
   return ret(vm, f, scatter_to_group(T(a[0]), axis, id), out);
 }
+static int b_a2a_rows(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
+  (void)n; const char *f = "dist.all_to_all_rows"; int id = 0;
+  if (need_worker(vm, f) || need_tensor(vm, f, a[0]) || nbD_group_arg(vm, f, a[2], &id)) return NB_ERR;
+  if (a[1].t != NB_TLIST) return nb_error_kind(vm, "TypeError", "%s: counts must be a list of row counts", f);
+  nb_List *l = nb_list(a[1]);
+  int64_t *cs = malloc(sizeof(int64_t) * (size_t)(l->n ? l->n : 1));
+  if (!cs) return nb_error(vm, "out of memory");
+  for (int i = 0; i < l->n; i++) {
+    nb_Value v = l->items[i];
+    if (v.t != NB_TNUM || v.u.n != (int64_t)v.u.n) { free(cs); return nb_error_kind(vm, "TypeError", "%s: counts must be integers", f); }
+    cs[i] = (int64_t)v.u.n;
+  }
+  nt_Tensor *y = all_to_all_rows(T(a[0]), cs, l->n, id);
+  free(cs);
+  return ret(vm, f, y, out);
+}
 static int b_bytes(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
   (void)n; const char *f = "dist.bytes"; int id = 0;
   if (need_worker(vm, f) || nbD_group_arg(vm, f, a[0], &id)) return NB_ERR;
@@ -293,6 +376,7 @@ static nb_Builtin group_builtins[] = {
   { "dist_reduce_from_group", b_reduce_from, "x, group=nil", "dist.reduce_from_group(x, group): all_reduce(sum) over group forward, identity backward" },
   { "dist_gather_from_group", b_gather_from, "x, axis=-1, group=nil", "dist.gather_from_group(x, axis=-1, group): the group's parts concatenated along axis; backward keeps this rank's slice" },
   { "dist_scatter_to_group", b_scatter_to, "x, axis=-1, group=nil", "dist.scatter_to_group(x, axis=-1, group): this rank's equal slice of x along axis; backward all-gathers" },
+  { "dist_all_to_all_rows", b_a2a_rows, "x, counts, group=nil", "dist.all_to_all_rows(x, counts, group=nil): rows of x cut by counts (one per group position) are exchanged; the rows every position sent here, in position order. Differentiable (backward: the reverse exchange)" },
   { "dist_bytes", b_bytes, "group=nil", "dist.bytes(group=nil): [sent, received] bytes this rank moved (in the world, or in one group)" },
   { NULL, NULL, NULL, NULL },
 };
