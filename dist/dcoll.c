@@ -9,6 +9,7 @@
 #include <string.h>
 #include "dist/dgrad.h"
 #include "dist/dgroup.h"
+#include "dist/dshm.h"
 
 nbD_Self nbD_self = { -1, 0, -1, NULL };
 
@@ -233,4 +234,4 @@ static nb_Builtin coll_builtins[] = {
   { NULL, NULL, NULL, NULL },
 };
 
-void nbD_coll_init(void) { nbB_register(coll_builtins); nbD_group_init(); }
+void nbD_coll_init(void) { nbB_register(coll_builtins); nbD_group_init(); nbD_shm_init(); }

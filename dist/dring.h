@@ -18,6 +18,8 @@
 enum { DR_F32, DR_F64, DR_I32, DR_I64 };          /* element types the reductions know */
 enum { DR_SUM, DR_MAX, DR_MIN };
 
+typedef struct ds_Shm ds_Shm;   /* the shared-memory fast path (dshm.h) */
+
 typedef struct dr_Group {
   int rank, world;
   int *fd;                  /* fd[peer]: socket to that rank, -1 for self */
@@ -29,6 +31,7 @@ typedef struct dr_Group {
   int broken;               /* a collective failed mid-way: reconnect before the next */
   char err[512];            /* why the last call failed */
   uint64_t bytes_sent, bytes_recv;
+  ds_Shm *shm;              /* all ranks on one host: the shared segment (NULL: TCP only) */
 } dr_Group;
 
 /* the collective this process is in ("all_reduce", ...) or NULL; heartbeats report it */

@@ -1,0 +1,345 @@
+/*
+** dshm.c — collectives through a shared-memory segment (see dshm.h).
+**
+** Layout: a header page (magic, token, the abort word, the futex word `seq`
+** and its waiter count), one cache line per rank holding its barrier epoch,
+** then two buffer sets (alternating rounds) of world slots, each slot an
+** input area of R bytes and a result area of R/world bytes.
+**
+** A round moves up to R bytes per rank.  all_reduce round: every rank copies
+** its part into its input slot; barrier; rank q reduces piece q (1/world of
+** the round) over all input slots into its result area; barrier; every rank
+** copies all pieces out.  The summation order of every element is the one the
+** TCP ring uses (the chain starting after the element's ring-chunk owner), so
+** both paths give bit-identical results.  Rounds alternate between the two
+** buffer sets, so a round's writes never race the previous round's reads: two
+** barriers per all_reduce round, one per broadcast/all_gather round.
+**
+** Barriers spin briefly, then sleep on a futex in 100 ms ticks, checking the
+** VM's interrupt flag, the abort word (another rank failed), the group
+** timeout and the peers' TCP links (POLLRDHUP: a dead worker's socket
+** closes), so failures read like the ring's.
+*/
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#include "dist/dshm.h"
+#include "dist/dproto.h"
+#include "dist/dinternal.h"
+
+#define MAGIC 0x4e42534du               /* "NBSM" */
+#define ROUND (4u << 20)                /* R: bytes per rank per round */
+#define HDR 4096u
+#define SPIN 20000
+
+struct ds_Shm {
+  char *base; size_t size;
+  int world;
+  size_t R, P, slot;                    /* round bytes, piece bytes, slot stride */
+  uint64_t epoch, round;                /* barriers passed, rounds done (both agree on all ranks) */
+  char name[64];
+};
+
+typedef struct {
+  uint32_t magic, world;
+  uint64_t R;
+  unsigned char token[16];
+  uint32_t seq;                         /* futex word: bumped at every arrival and at abort */
+  uint32_t waiters;
+  int32_t abort;                        /* rank + 1 of a rank whose collective failed */
+} Hdr;
+
+int ds_enabled = 1;
+
+static double now_ms(void) { struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts); return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6; }
+
+static int fail(dr_Group *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(dr_Group *g, const char *fmt, ...) {
+  va_list ap; va_start(ap, fmt);
+  vsnprintf(g->err, sizeof g->err, fmt, ap);
+  va_end(ap);
+  g->broken = 1;
+  return -1;
+}
+
+static Hdr *hdr(ds_Shm *s) { return (Hdr *)s->base; }
+static uint64_t *arrive(ds_Shm *s, int r) { return (uint64_t *)(s->base + HDR + 64u * (unsigned)r); }
+static size_t data_off(int world) { return (HDR + 64u * (unsigned)world + 4095u) & ~(size_t)4095u; }
+static char *in_slot(ds_Shm *s, int b, int r) { return s->base + data_off(s->world) + ((size_t)b * (size_t)s->world + (size_t)r) * s->slot; }
+static char *res_slot(ds_Shm *s, int b, int r) { return in_slot(s, b, r) + s->R; }
+
+static void futex_wake(uint32_t *w) { syscall(SYS_futex, w, FUTEX_WAKE, INT_MAX, NULL, NULL, 0); }
+static void futex_wait(uint32_t *w, uint32_t v, int ms) {
+  struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+  syscall(SYS_futex, w, FUTEX_WAIT, v, &ts, NULL, 0);
+}
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
+/* tells the other ranks this rank's collective failed (they fail at once) */
+static int shm_fail(dr_Group *g, ds_Shm *s) {
+  Hdr *h = hdr(s);
+  int32_t zero = 0;
+  __atomic_compare_exchange_n(&h->abort, &zero, g->rank + 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+  __atomic_add_fetch(&h->seq, 1, __ATOMIC_SEQ_CST);
+  futex_wake(&h->seq);
+  return -1;
+}
+
+/* the first rank that has not reached epoch e, or -1 */
+static int missing(ds_Shm *s, uint64_t e) {
+  for (int q = 0; q < s->world; q++) if (__atomic_load_n(arrive(s, q), __ATOMIC_ACQUIRE) < e) return q;
+  return -1;
+}
+
+/* a peer whose TCP link closed (its process died), or -1 */
+static int dead_peer(dr_Group *g) {
+  for (int q = 0; q < g->world; q++) {
+    if (q == g->rank || !g->fd || g->fd[q] < 0) continue;
+    struct pollfd p = { g->fd[q], POLLRDHUP, 0 };
+    if (poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR))) return q;
+  }
+  return -1;
+}
+
+static int barrier(dr_Group *g, ds_Shm *s) {
+  Hdr *h = hdr(s);
+  uint64_t e = ++s->epoch;
+  __atomic_store_n(arrive(s, g->rank), e, __ATOMIC_SEQ_CST);
+  __atomic_add_fetch(&h->seq, 1, __ATOMIC_SEQ_CST);
+  if (__atomic_load_n(&h->waiters, __ATOMIC_SEQ_CST)) futex_wake(&h->seq);
+  for (int i = 0; i < SPIN; i++) {
+    if (missing(s, e) < 0) return 0;
+    if (__atomic_load_n(&h->abort, __ATOMIC_RELAXED)) break;
+    cpu_relax();
+  }
+  __atomic_add_fetch(&h->waiters, 1, __ATOMIC_SEQ_CST);
+  double last = now_ms(), checked = last;
+  int st = 0, prev_missing = -2;
+  for (;;) {
+    uint32_t v = __atomic_load_n(&h->seq, __ATOMIC_SEQ_CST);
+    int m = missing(s, e);
+    if (m < 0) break;
+    int32_t ab = __atomic_load_n(&h->abort, __ATOMIC_SEQ_CST);
+    if (ab) { st = fail(g, "rank %d failed during the collective (shared memory)", ab - 1); break; }
+    if (g->interrupted && *g->interrupted) { st = fail(g, "interrupted"); shm_fail(g, s); break; }
+    double t = now_ms();
+    if (m != prev_missing) { prev_missing = m; last = t; }
+    if (t - checked >= 100) {
+      checked = t;
+      int d = dead_peer(g);
+      if (d >= 0) { st = fail(g, "connection to rank %d closed (did the worker die?)", d); shm_fail(g, s); break; }
+    }
+    if (g->timeout_ms > 0 && t - last > g->timeout_ms) {
+      st = fail(g, "timed out after %.0f s without progress (waiting on rank %d)", g->timeout_ms / 1e3, m);
+      shm_fail(g, s); break;
+    }
+    futex_wait(&h->seq, v, 100);
+  }
+  __atomic_sub_fetch(&h->waiters, 1, __ATOMIC_SEQ_CST);
+  return st ? -1 : 0;
+}
+
+/* ------------------------------------------------------------ reductions */
+/* dst[i] = red(d = x[i], s = dst[i]), the ring's reduce() with the received
+** value in dst; first: dst[i] = red(d = a[i], s = b[i]) */
+#define RED(T, d, s) (op == DR_SUM ? (T)((d) + (s)) : op == DR_MAX ? (((s) > (d) || (s) != (s)) ? (s) : (d)) : (((s) < (d) || (s) != (s)) ? (s) : (d)))
+#define RED_LOOPS(T) do { T *o = dst; const T *A = a, *B = b; \
+    if (B) { if (op == DR_SUM) for (size_t i = 0; i < n; i++) o[i] = A[i] + B[i]; else for (size_t i = 0; i < n; i++) { T d = A[i], s = B[i]; o[i] = RED(T, d, s); } } \
+    else { if (op == DR_SUM) for (size_t i = 0; i < n; i++) o[i] = A[i] + o[i]; else for (size_t i = 0; i < n; i++) { T d = A[i], s = o[i]; o[i] = RED(T, d, s); } } } while (0)
+static void red(void *dst, const void *a, const void *b, size_t n, int dtype, int op) {
+  switch (dtype) {
+  case DR_F32: RED_LOOPS(float); break;
+  case DR_F64: RED_LOOPS(double); break;
+  case DR_I32: RED_LOOPS(int32_t); break;
+  default: RED_LOOPS(int64_t); break;
+  }
+}
+
+static size_t split_off(size_t n, int w, int q) { return n / (size_t)w * (size_t)q + ((size_t)q < n % (size_t)w ? (size_t)q : n % (size_t)w); }
+
+int ds_all_reduce(dr_Group *g, void *buf, size_t count, int dtype, int op) {
+  ds_Shm *s = g->shm;
+  int w = g->world, r = g->rank;
+  size_t es = dr_esize(dtype), per = s->R / es, pcap = s->P / es;
+  if (per / (size_t)w > pcap) per = pcap * (size_t)w;
+  char *b = buf;
+  for (size_t base = 0; base < count; base += per) {
+    size_t n = count - base < per ? count - base : per;
+    int bs = (int)(s->round++ & 1);
+    memcpy(in_slot(s, bs, r), b + base * es, n * es);
+    if (barrier(g, s)) return -1;
+    /* my piece [pa, pb) of the round, split by the ring's chunk boundaries */
+    size_t pa = split_off(n, w, r), pb = split_off(n, w, r + 1);
+    char *out = res_slot(s, bs, r);
+    for (size_t i = pa; i < pb;) {
+      size_t gi = base + i;
+      int c = 0;   /* the ring chunk of global element gi: chunks are split_off(count, w, .) */
+      { size_t q0 = count / (size_t)w, rem = count % (size_t)w;
+        size_t big = rem * (q0 + 1);
+        c = gi < big ? (int)(gi / (q0 + 1)) : (int)(rem + (q0 ? (gi - big) / q0 : 0)); }
+      size_t cend = split_off(count, w, c + 1) - base;
+      size_t e = cend < pb ? cend : pb, k = e - i;
+      char *o = out + (i - pa) * es;
+      red(o, in_slot(s, bs, (c + 2) % w) + i * es, in_slot(s, bs, (c + 1) % w) + i * es, k, dtype, op);
+      for (int j = 3; j <= w; j++) red(o, in_slot(s, bs, (c + j) % w) + i * es, NULL, k, dtype, op);
+      i = e;
+    }
+    if (barrier(g, s)) return -1;
+    for (int q = 0; q < w; q++) {
+      size_t qa = split_off(n, w, q), qb = split_off(n, w, q + 1);
+      memcpy(b + (base + qa) * es, res_slot(s, bs, q), (qb - qa) * es);
+    }
+    uint64_t moved = (uint64_t)(n * es) * (uint64_t)(w - 1) / (uint64_t)w * 2;
+    g->bytes_sent += moved; g->bytes_recv += moved;
+  }
+  return 0;
+}
+
+int ds_all_gather(dr_Group *g, void *buf, const size_t *counts, size_t es) {
+  ds_Shm *s = g->shm;
+  int w = g->world, r = g->rank;
+  size_t maxb = 0, acc = 0;
+  size_t offs[256], *off = w <= 256 ? offs : malloc(sizeof(size_t) * (size_t)w);
+  if (!off) return fail(g, "out of memory");
+  for (int i = 0; i < w; i++) { off[i] = acc; acc += counts[i]; if (counts[i] * es > maxb) maxb = counts[i] * es; }
+  char *b = buf;
+  int st = 0;
+  for (size_t pos = 0; pos < maxb && !st; pos += s->R) {
+    int bs = (int)(s->round++ & 1);
+    size_t mine = counts[r] * es;
+    if (pos < mine) memcpy(in_slot(s, bs, r), b + off[r] * es + pos, mine - pos < s->R ? mine - pos : s->R);
+    if (barrier(g, s)) { st = -1; break; }
+    for (int q = 0; q < w; q++) {
+      size_t qb = counts[q] * es;
+      if (q == r || pos >= qb) continue;
+      size_t k = qb - pos < s->R ? qb - pos : s->R;
+      memcpy(b + off[q] * es + pos, in_slot(s, bs, q), k);
+      g->bytes_recv += k;
+    }
+  }
+  if (off != offs) free(off);
+  return st;
+}
+
+int ds_broadcast(dr_Group *g, void *buf, size_t nbytes, int src) {
+  ds_Shm *s = g->shm;
+  char *b = buf;
+  for (size_t pos = 0; pos < nbytes; pos += s->R) {
+    int bs = (int)(s->round++ & 1);
+    size_t k = nbytes - pos < s->R ? nbytes - pos : s->R;
+    if (g->rank == src) memcpy(in_slot(s, bs, src), b + pos, k);
+    if (barrier(g, s)) return -1;
+    if (g->rank != src) { memcpy(b + pos, in_slot(s, bs, src), k); g->bytes_recv += k; }
+    else g->bytes_sent += k;
+  }
+  return 0;
+}
+
+/* ------------------------------------------------------------ setup */
+static void seg_name(dr_Group *g, char out[64]) {
+  unsigned char tag[8] = { 'N', 'B', 'S', 'M', (unsigned char)(g->gen >> 24), (unsigned char)(g->gen >> 16), (unsigned char)(g->gen >> 8), (unsigned char)g->gen };
+  unsigned char mac[32];
+  const void *parts[1] = { tag }; size_t lens[1] = { sizeof tag };
+  dp_hmac(g->key, parts, lens, 1, mac);
+  int n = snprintf(out, 64, "/nabla-shm-");
+  for (int i = 0; i < 12; i++) n += snprintf(out + n, (size_t)(64 - n), "%02x", mac[i]);
+}
+
+void ds_close(dr_Group *g) {
+  ds_Shm *s = g->shm;
+  if (!s) return;
+  if (s->base) munmap(s->base, s->size);
+  free(s);
+  g->shm = NULL;
+}
+
+static int env_off(void) {
+  const char *e = getenv("NABLA_SHM");
+  return e && (!strcmp(e, "0") || !strcmp(e, "false") || !strcmp(e, "off") || !strcmp(e, "no"));
+}
+
+int ds_setup(dr_Group *g) {
+  ds_close(g);
+  int w = g->world, r = g->rank;
+  if (w < 2 || w > 1024) return 0;
+  ds_Shm *s = calloc(1, sizeof *s);
+  if (!s) return 0;
+  s->world = w; s->R = ROUND;
+  s->P = ((s->R + (size_t)w - 1) / (size_t)w + 63) & ~(size_t)63;
+  s->slot = (s->R + s->P + 4095) & ~(size_t)4095;
+  s->size = data_off(w) + 2 * (size_t)w * s->slot;
+  seg_name(g, s->name);
+  /* rank 0 creates the segment and writes a random token; the others map it
+  ** and check the token (a rank on another host finds no such segment) */
+  unsigned char msg[17] = { 0 };
+  int fd = -1, ok = !env_off();
+  if (r == 0 && ok) {
+    fd = shm_open(s->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0 && errno == EEXIST) { shm_unlink(s->name); fd = shm_open(s->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600); }
+    ok = fd >= 0 && ftruncate(fd, (off_t)s->size) == 0;
+    if (ok) { s->base = mmap(NULL, s->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0); ok = s->base != MAP_FAILED; if (!ok) s->base = NULL; }
+    if (ok && getrandom(msg + 1, 16, 0) != 16) ok = 0;
+    if (ok) {
+      Hdr *h = hdr(s);
+      h->magic = MAGIC; h->world = (uint32_t)w; h->R = s->R;
+      memcpy(h->token, msg + 1, 16);
+    }
+    msg[0] = (unsigned char)ok;
+    if (fd >= 0) close(fd);
+    if (!ok && fd >= 0) shm_unlink(s->name);
+  }
+  int st = dr_broadcast(g, msg, sizeof msg, 0);
+  if (!st && r != 0) {
+    ok = ok && msg[0];
+    if (ok) {
+      fd = shm_open(s->name, O_RDWR | O_CLOEXEC, 0);
+      struct stat sb;
+      ok = fd >= 0 && fstat(fd, &sb) == 0 && (size_t)sb.st_size == s->size;
+      if (ok) { s->base = mmap(NULL, s->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0); ok = s->base != MAP_FAILED; if (!ok) s->base = NULL; }
+      if (fd >= 0) close(fd);
+      if (ok) { Hdr *h = hdr(s); ok = h->magic == MAGIC && h->world == (uint32_t)w && h->R == s->R && !memcmp(h->token, msg + 1, 16); }
+    }
+  }
+  int64_t all = ok;
+  if (!st) st = dr_all_reduce(g, &all, 1, DR_I64, DR_MIN);
+  shm_unlink(s->name);          /* every rank has mapped it (or the setup failed): the name goes */
+  if (st || !all) { if (s->base) munmap(s->base, s->size); free(s); return st; }
+  g->shm = s;
+  return 0;
+}
+
+/* ------------------------------------------------------------ builtin */
+/* dist_shm(on=nil): whether the world group's collectives use shared memory;
+** with a bool, switches the fast path on or off (call it on every worker) */
+static int b_shm(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
+  (void)vm; (void)n;
+  if (a[0].t != NB_TNIL) ds_enabled = nb_truthy(a[0]);
+  *out = nb_bool(nbD_self.g && ds_on(nbD_self.g));
+  return NB_OK;
+}
+static nb_Builtin shm_builtins[] = {
+  { "dist_shm", b_shm, "on=nil", "dist_shm(on=nil): whether this worker's collectives use the shared-memory path (all ranks on one host); dist_shm(false) on every worker forces TCP" },
+  { NULL, NULL, NULL, NULL },
+};
+void nbD_shm_init(void) { nbB_register(shm_builtins); }

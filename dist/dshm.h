@@ -1,0 +1,33 @@
+/*
+** dshm.h — the shared-memory fast path of the ring backend (dshm.c).
+**
+** When every rank of the world group runs on one host, dr_connect() maps one
+** POSIX shared-memory segment into all of them (created by rank 0 under a
+** name derived from the session key and the mesh generation, unlinked as
+** soon as every rank has mapped it), and all_reduce, all_gather and
+** broadcast run through it instead of TCP.  Everything else (send/recv,
+** reduce_scatter, all_to_all, sub-groups, mixed-host groups) stays on the
+** TCP mesh.  NABLA_SHM=0 in the workers' environment, or dist_shm(false) on
+** every worker, forces the TCP ring.
+*/
+#ifndef DIST_DSHM_H
+#define DIST_DSHM_H
+
+#include "dist/dring.h"
+
+/* the runtime switch (dist_shm(on)); every rank must set the same value */
+extern int ds_enabled;
+
+/* after the TCP mesh is connected: sets up g->shm when all ranks can map one
+** segment, else leaves it NULL.  -1 (g->err set) only when the mesh failed. */
+int  ds_setup(dr_Group *g);
+void ds_close(dr_Group *g);                /* unmaps (idempotent) */
+static inline int ds_on(const dr_Group *g) { return g->shm && ds_enabled; }
+
+int ds_all_reduce(dr_Group *g, void *buf, size_t count, int dtype, int op);
+int ds_all_gather(dr_Group *g, void *buf, const size_t *counts, size_t esize);
+int ds_broadcast(dr_Group *g, void *buf, size_t nbytes, int src);
+
+void nbD_shm_init(void);   /* registers dist_shm() */
+
+#endif
