@@ -390,6 +390,17 @@ print("R res", max(map(r, fn(a) a[0])), r[0][1])
 
 
 @test
+def test_hybrid_dp2_tp2_pp2_8ranks(name):
+    # tests/dist/hybrid8.nbl: 8 workers, 3 SGD steps of two TP transformer blocks in a 2-stage pipeline
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hybrid8.nbl")
+    p = subprocess.run([NABLA, script], capture_output=True, text=True, timeout=300)
+    sanitizer_check(p.stderr)
+    v = results(p.stdout).get("res")
+    ok = p.returncode == 0 and v is not None and float(v[0]) < 1e-5 and float(v[1]) < 1e-5 and int(float(v[2])) == 96 and float(v[3]) > 1e-3
+    report(name, ok, f"rc={p.returncode} res={v} err={p.stderr[-1500:]!r}")
+
+
+@test
 def test_compression(name):
     rc, out, err = run("""
 import dist
