@@ -11,11 +11,13 @@ import os, subprocess, sys, tempfile, time
 NABLA = os.path.abspath(os.environ.get("NABLA") or os.path.join(os.path.dirname(__file__), "../../build/nabla"))
 TMP = tempfile.mkdtemp(prefix="nabla-moe-test-")
 failures = 0
+passes = 0
 
 
 def report(name, ok, why=""):
-    global failures
+    global failures, passes
     if ok:
+        passes += 1
         print(f"PASS: {name}", flush=True)
     else:
         failures += 1
@@ -193,4 +195,5 @@ print("R topk", try { nn.moe(8, 4, 5); "no" } catch e { e.message })
     report(name, ok, f"rc={rc} out={out[-800:]!r} err={err[-800:]!r}")
 
 
+print(f"{passes} passed, {failures} failed")
 sys.exit(1 if failures else 0)
