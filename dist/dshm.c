@@ -45,7 +45,7 @@
 #define MAGIC 0x4e42534du               /* "NBSM" */
 #define ROUND (4u << 20)                /* R: bytes per rank per round */
 #define HDR 4096u
-#define SPIN 20000
+#define SPIN 2000
 
 struct ds_Shm {
   char *base; size_t size;
