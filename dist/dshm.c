@@ -210,9 +210,14 @@ int ds_all_reduce(dr_Group *g, void *buf, size_t count, int dtype, int op) {
       size_t qa = split_off(n, w, q), qb = split_off(n, w, q + 1);
       memcpy(b + (base + qa) * es, res_slot(s, bs, q), (qb - qa) * es);
     }
-    uint64_t moved = (uint64_t)(n * es) * (uint64_t)(w - 1) / (uint64_t)w * 2;
-    g->bytes_sent += moved; g->bytes_recv += moved;
   }
+  /* the byte counters (dist.bytes, compression ratios) count what the TCP
+  ** ring would move: reduce-scatter then all-gather of the ring's chunks */
+  size_t cr = split_off(count, w, r + 1) - split_off(count, w, r);
+  size_t cn = split_off(count, w, (r + 1) % w + 1) - split_off(count, w, (r + 1) % w);
+  size_t cp = split_off(count, w, (r + w - 1) % w + 1) - split_off(count, w, (r + w - 1) % w);
+  g->bytes_sent += (uint64_t)((2 * count - cr - cn) * es);
+  g->bytes_recv += (uint64_t)((2 * count - cp - cr) * es);
   return 0;
 }
 
@@ -235,8 +240,11 @@ int ds_all_gather(dr_Group *g, void *buf, const size_t *counts, size_t es) {
       if (q == r || pos >= qb) continue;
       size_t k = qb - pos < s->R ? qb - pos : s->R;
       memcpy(b + off[q] * es + pos, in_slot(s, bs, q), k);
-      g->bytes_recv += k;
     }
+  }
+  if (!st) {   /* counted as the ring would move them (see ds_all_reduce) */
+    g->bytes_sent += (uint64_t)((acc - counts[(r + 1) % w]) * es);
+    g->bytes_recv += (uint64_t)((acc - counts[r]) * es);
   }
   if (off != offs) free(off);
   return st;
@@ -250,9 +258,12 @@ int ds_broadcast(dr_Group *g, void *buf, size_t nbytes, int src) {
     size_t k = nbytes - pos < s->R ? nbytes - pos : s->R;
     if (g->rank == src) memcpy(in_slot(s, bs, src), b + pos, k);
     if (barrier(g, s)) return -1;
-    if (g->rank != src) { memcpy(b + pos, in_slot(s, bs, src), k); g->bytes_recv += k; }
-    else g->bytes_sent += k;
+    if (g->rank != src) memcpy(b + pos, in_slot(s, bs, src), k);
   }
+  /* counted as the ring's chain src -> src+1 -> ... would move them */
+  int pos = ((g->rank - src) % g->world + g->world) % g->world;
+  if (pos + 1 < g->world) g->bytes_sent += nbytes;
+  if (pos > 0) g->bytes_recv += nbytes;
   return 0;
 }
 
