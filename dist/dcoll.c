@@ -105,6 +105,24 @@ static int b_send(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
   *out = nb_nil();
   return NB_OK;
 }
+static int b_isend(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
+  (void)n; const char *f = "isend"; int dst = 0; nt_Tensor *x = NULL; bool num = false;
+  if (need_worker(vm, f) || rank_arg(vm, f, "dst", a[1], &dst) || tensor_arg(vm, f, a[0], &x, &num)) return NB_ERR;
+  int id = nbD_isend(x, dst);
+  nt_release(x);
+  if (id < 0) return derr(vm, f);
+  nb_List *l = nbL_new(2);
+  nbL_push(l, nb_num(id)); nbL_push(l, nb_num(nbD_isend_seq(id)));
+  *out = nb_obj(NB_TLIST, l);
+  return NB_OK;
+}
+static int b_isend_wait(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
+  (void)n; const char *f = "wait";
+  if (a[0].t != NB_TNUM || a[1].t != NB_TNUM) return nb_error_kind(vm, "TypeError", "%s: expected an isend handle", f);
+  if (nbD_isend_wait((int)a[0].u.n, (unsigned)a[1].u.n)) return derr(vm, f);
+  *out = nb_nil();
+  return NB_OK;
+}
 static int b_recv(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
   (void)n; const char *f = "recv"; int src = 0;
   if (need_worker(vm, f) || rank_arg(vm, f, "src", a[0], &src)) return NB_ERR;
@@ -199,13 +217,14 @@ static int in_group(nb_VM *vm, nb_Value *a, int n, nb_Value *out, int gi, const 
   if (nbD_group_arg(vm, f, a[gi], &id)) return NB_ERR;
   if (id && need_worker(vm, f)) return NB_ERR;
   if (nbD_group_enter(id, &sc)) return nb_error_kind(vm, "DistError", "%s: %s", f, nt_error_msg());
+  if (inner != b_recv && inner != b_isend) nbD_async_drain();   /* sends on a link stay in order */
   int st = inner(vm, a, n, out);
   nbD_group_leave(&sc);
   return st;
 }
 #define GROUPED(name, gi) static int name##_g(nb_VM *vm, nb_Value *a, int n, nb_Value *out) { return in_group(vm, a, n, out, gi, #name + 2, name); }
 GROUPED(b_all_reduce, 2) GROUPED(b_all_gather, 1) GROUPED(b_reduce_scatter, 2) GROUPED(b_broadcast, 2) GROUPED(b_broadcast_, 2)
-GROUPED(b_send, 2) GROUPED(b_recv, 1) GROUPED(b_barrier, 0) GROUPED(b_all_to_all, 1) GROUPED(b_coalesced, 3)
+GROUPED(b_send, 2) GROUPED(b_isend, 2) GROUPED(b_recv, 1) GROUPED(b_barrier, 0) GROUPED(b_all_to_all, 1) GROUPED(b_coalesced, 3)
 
 static nb_Builtin coll_builtins[] = {
   { "dist_rank", b_rank, "", "dist.rank(): this worker's rank (nil outside workers)" },
@@ -217,6 +236,8 @@ static nb_Builtin coll_builtins[] = {
   { "reduce_scatter", b_reduce_scatter_g, "x, op=\"sum\", group=nil", "reduce_scatter(x, op=\"sum\"): the reduction of x over ranks, split along the first axis; this rank's part; differentiable for sum/avg" },
   { "broadcast", b_broadcast_g, "x, src=0, group=nil", "broadcast(x, src=0): rank src's x on every rank (others may pass nil)" },
   { "send", b_send_g, "x, dst, group=nil", "send(x, dst): sends tensor x to rank dst (which calls recv)" },
+  { "dist_isend", b_isend_g, "x, dst, group=nil", "dist_isend(x, dst, group=nil): starts a background send; [id, seq] for dist_isend_wait (use dist.isend)" },
+  { "dist_isend_wait", b_isend_wait, "id, seq", "dist_isend_wait(id, seq): completes a dist_isend" },
   { "recv", b_recv_g, "src, group=nil", "recv(src): receives the tensor rank src sends (shape and dtype travel with it)" },
   { "barrier", b_barrier_g, "group=nil", "barrier(): waits until every rank reaches it" },
   { "all_to_all", b_all_to_all_g, "xs, group=nil", "all_to_all(xs): xs[j] goes to rank j; returns the list of what each rank sent here" },

@@ -395,3 +395,117 @@ done:
   free(wc); free(rdt); free(buf);
   return st;
 }
+
+/* ------------------------------------------------------------ non-blocking send
+** isend copies the tensor and hands it to a thread that writes it to the link
+** (dr_sendrecv on a private copy of the current group view), so the caller
+** goes on while the peer has not yet read it.  Sends on one link must not
+** interleave: an isend waits (in its thread) for the previous isend on the
+** same socket; blocking sends and collectives first drain every pending
+** isend (dcoll.c).  Receiving never waits for sends, so two ranks that isend
+** to each other and then recv cannot stall, whatever the message size. */
+#include <pthread.h>
+
+#define NBD_MAXASYNC 256
+typedef struct ASend {
+  int state;               /* 0 free, 1 running, 2 finished (not yet waited) */
+  unsigned seq;
+  pthread_t th;
+  dr_Group g;              /* private copy of the group view */
+  int *fd;
+  int dst, link;           /* group position; the socket (serialisation key) */
+  int prev; unsigned prev_seq;
+  int64_t h[10];
+  void *buf; size_t n;
+  int st;
+} ASend;
+static ASend asends[NBD_MAXASYNC];
+static pthread_mutex_t amu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t acv = PTHREAD_COND_INITIALIZER;
+static unsigned aseq = 0;
+
+static void *asend_main(void *p) {
+  ASend *s = p;
+  pthread_mutex_lock(&amu);
+  if (s->prev >= 0)
+    while (asends[s->prev].seq == s->prev_seq && asends[s->prev].state == 1) pthread_cond_wait(&acv, &amu);
+  pthread_mutex_unlock(&amu);
+  int st = dr_sendrecv(&s->g, s->dst, s->h, sizeof s->h, -1, NULL, 0);
+  if (!st && s->n) st = dr_sendrecv(&s->g, s->dst, s->buf, s->n, -1, NULL, 0);
+  pthread_mutex_lock(&amu);
+  s->st = st; s->state = 2;
+  pthread_cond_broadcast(&acv);
+  pthread_mutex_unlock(&amu);
+  return NULL;
+}
+
+int nbD_isend(nt_Tensor *x, int dst) {
+  if (need_group()) return -1;
+  if (dst < 0 || dst >= G->world || dst == G->rank) { nt_error_set("isend: bad destination rank %d", dst); return -1; }
+  if (G->broken) { nt_error_set("the collective group is broken by an earlier failure (%s); the session reconnects it", G->err); return -1; }
+  int id = -1, link = G->fd ? G->fd[dst] : -1, prev = -1;
+  pthread_mutex_lock(&amu);
+  for (int i = 0; i < NBD_MAXASYNC && id < 0; i++) if (asends[i].state == 0) id = i;
+  unsigned best = 0;
+  for (int i = 0; i < NBD_MAXASYNC; i++)   /* the latest unfinished isend on this link */
+    if (asends[i].state == 1 && asends[i].link == link && (prev < 0 || asends[i].seq - best < (1u << 31))) { prev = i; best = asends[i].seq; }
+  pthread_mutex_unlock(&amu);
+  if (id < 0) { nt_error_set("isend: more than %d sends pending (call wait() on the handles)", NBD_MAXASYNC); return -1; }
+  ASend *s = &asends[id];
+  nt_Tensor *c = host_contig(x);
+  if (!c) return -1;
+  s->n = (size_t)c->numel * nt_dtype_size(c->dtype);
+  s->buf = malloc(s->n ? s->n : 1);
+  s->fd = malloc(sizeof(int) * (size_t)G->world);
+  if (!s->buf || !s->fd) { free(s->buf); free(s->fd); s->buf = NULL; s->fd = NULL; nt_release(c); nt_error_set("out of memory"); return -1; }
+  memcpy(s->buf, nt_data_ptr(c), s->n);
+  nt_release(c);
+  header_of(x, s->h);
+  memcpy(s->fd, G->fd, sizeof(int) * (size_t)G->world);
+  s->g = *G; s->g.fd = s->fd; s->g.bytes_sent = s->g.bytes_recv = 0;
+  s->dst = dst; s->link = link; s->st = 0;
+  pthread_mutex_lock(&amu);
+  s->prev = prev; s->prev_seq = prev >= 0 ? asends[prev].seq : 0;
+  s->seq = ++aseq; s->state = 1;
+  pthread_mutex_unlock(&amu);
+  if (pthread_create(&s->th, NULL, asend_main, s)) {
+    pthread_mutex_lock(&amu); s->state = 0; pthread_mutex_unlock(&amu);
+    free(s->buf); free(s->fd); s->buf = NULL; s->fd = NULL;
+    nt_error_set("isend: cannot start a thread");
+    return -1;
+  }
+  return id;
+}
+
+/* completes isend `id` (seq guards against a stale handle); 0 or -1 with the error set */
+int nbD_isend_wait(int id, unsigned seq) {
+  if (id < 0 || id >= NBD_MAXASYNC || asends[id].state == 0 || asends[id].seq != seq) { nt_error_set("wait: no pending isend with this handle (already waited?)"); return -1; }
+  ASend *s = &asends[id];
+  pthread_join(s->th, NULL);
+  int st = s->st;
+  dr_Group *w = nbD_self.g;
+  if (w) {
+    w->bytes_sent += s->g.bytes_sent; w->bytes_recv += s->g.bytes_recv;
+    if (st && !w->broken) { w->broken = 1; memcpy(w->err, s->g.err, sizeof w->err); }
+  }
+  if (st) nt_error_set("%s", s->g.err);
+  free(s->buf); free(s->fd); s->buf = NULL; s->fd = NULL;
+  pthread_mutex_lock(&amu); s->state = 0; pthread_cond_broadcast(&acv); pthread_mutex_unlock(&amu);
+  return st ? -1 : 0;
+}
+unsigned nbD_isend_seq(int id) { return (id >= 0 && id < NBD_MAXASYNC) ? asends[id].seq : 0; }
+
+/* waits until no isend on a link of the current group view is still
+** writing (their handles stay valid for wait) */
+void nbD_async_drain(void) {
+  if (!G || !G->fd) return;
+  pthread_mutex_lock(&amu);
+  for (;;) {
+    int busy = 0;
+    for (int i = 0; i < NBD_MAXASYNC && !busy; i++)
+      if (asends[i].state == 1) for (int j = 0; j < G->world; j++) if (G->fd[j] >= 0 && G->fd[j] == asends[i].link) busy = 1;
+    if (!busy) break;
+    pthread_cond_wait(&acv, &amu);
+  }
+  pthread_mutex_unlock(&amu);
+}

@@ -13,5 +13,9 @@ int        nbD_send(nt_Tensor *x, int dst);
 nt_Tensor *nbD_recv(int src);
 int        nbD_all_to_all(nt_Tensor **xs, nt_Tensor **out);
 int        nbD_all_reduce_coalesced(nt_Tensor **xs, int n, int op, size_t bucket_bytes, nt_Tensor **out);
+int        nbD_isend(nt_Tensor *x, int dst);            /* a handle id, or -1 */
+int        nbD_isend_wait(int id, unsigned seq);
+unsigned   nbD_isend_seq(int id);
+void       nbD_async_drain(void);                     /* every running isend has finished */
 void       nbD_split_rows(int64_t n, int w, int64_t *rows);
 #endif

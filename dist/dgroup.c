@@ -118,6 +118,7 @@ static int norm_axis(nt_Tensor *x, int axis) {
 static int copy_bwd(nt_Node *n, nt_Tensor *g, nt_Tensor **gin) {
   nbD_Scope sc;
   if (nbD_group_enter((int)n->iarg[0], &sc)) return -1;
+  nbD_async_drain();
   gin[0] = nbD_all_reduce(g, NBD_SUM);
   nbD_group_leave(&sc);
   return gin[0] ? 0 : -1;
@@ -136,6 +137,7 @@ static int ident_bwd(nt_Node *n, nt_Tensor *g, nt_Tensor **gin) { (void)n; gin[0
 static nt_Tensor *reduce_from_group(nt_Tensor *x, int id) {
   nbD_Scope sc;
   if (nbD_group_enter(id, &sc)) return NULL;
+  nbD_async_drain();
   bool prev = nt_set_grad_enabled(false);
   nt_Tensor *y = nbD_all_reduce(x, NBD_SUM);
   nt_set_grad_enabled(prev);
@@ -149,6 +151,7 @@ static nt_Tensor *reduce_from_group(nt_Tensor *x, int id) {
 
 /* all_gather along `axis` (grad off); every rank's part must have the same size */
 static nt_Tensor *gather_axis(nt_Tensor *x, int axis) {
+  nbD_async_drain();
   bool prev = nt_set_grad_enabled(false);
   nt_Tensor *t = axis ? nt_transpose(x, 0, axis) : nt_retain(x), *c = t ? nt_contiguous(t) : NULL, *y = NULL;
   nt_release(t);
@@ -223,6 +226,7 @@ typedef struct A2ACtx { int id, w; int64_t counts[]; } A2ACtx;
 
 static nt_Tensor *a2a_rows(nt_Tensor *x, const int64_t *counts, int64_t *rcounts) {
   int w = nbD_self.g->world;
+  nbD_async_drain();
   nt_Tensor **xs = calloc((size_t)w * 2, sizeof *xs), **out = xs ? xs + w : NULL, *y = NULL;
   if (!xs) { nt_error_set("out of memory"); return NULL; }
   bool prev = nt_set_grad_enabled(false);

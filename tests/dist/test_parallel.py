@@ -321,6 +321,33 @@ print("R bytes", r[0][5], r[1][5])
 
 
 @test
+def test_isend_irecv_and_pipeline_large_activations(name):
+    # 1F1B on 2 stages with 32 MB activations (> the 4 MB socket buffers): with blocking sends
+    # rank 0's forward send and rank 1's backward send stall each other until the timeout
+    rc, out, err = run("""
+import dist
+dist.start(2, timeout=30)
+r = dist.run(fn() {
+  rk = dist.rank(); o = 1 - rk
+  h = dist.isend(ones(3000000) * (rk + 1), o); h2 = dist.isend(tensor(list(7.0 + rk)), o)
+  a = dist.irecv(o); b = dist.irecv(o)
+  vb = b.wait(); va = a.wait(); h.wait(); h2.wait()
+  n = 4000000
+  stages = list({s: ones(n), __call: fn(self, x) x * self.s}, {s: ones(n) * 2, __call: fn(self, x) x * self.s})
+  pipe = dist.pipeline(stages, microbatches=4, schedule="1f1b", loss=fn(o, y) mean(o) + sum(y), check=false)
+  l = pipe.step(ones(8, n), zeros(8))
+  g = sum(pipe.mine[0].s.grad).item()
+  list(sum(va).item(), vb.item(), l, g)
+})
+print("R res", join(map(r, fn(v) join(map(v, fn(x) str(x)), ",")), "|"))
+""", timeout=180)
+    v = results(out).get("res")
+    # rank 0: received 3e6 twos, 8; loss mean(2x) = 2; d loss / d s0 = sum over the batch of 2/n per element * n = 2 (summed)
+    ok = rc == 0 and v is not None and v[0].startswith("6000000,8,2,") and v[0].split("|")[1].startswith("3000000,7,2,")
+    report(name, ok, f"rc={rc} res={v} out={out[-800:]!r} err={err[-1500:]!r}")
+
+
+@test
 def test_hybrid_dp2_pp2(name):
     rc, out, err = run("""
 import dist
