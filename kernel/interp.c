@@ -148,11 +148,50 @@ void interp_tick(Kernel *k) {
   pthread_mutex_unlock(&k->io_mu);
 }
 
+/* %%all cells: the worker lines the session forwards ("[rank N] " is written
+** on its own, then the line) stream live as usual and are also kept per rank;
+** at the end of the cell one display_data shows them grouped by rank.  A
+** partial line continued after another rank's output counts for that rank. */
+#define BYRANK_MAX 1024
+#define BYRANK_CAP (1u << 20)
+static struct { int on, cur[2]; Buf b[BYRANK_MAX]; } ByRank;
+static void byrank_feed(int stream, const char *data, size_t len) {
+  int si = stream == NB_STDERR, r = -1, n = 0;
+  if (len >= 9 && len < 32 && data[len - 1] == ' ' && data[0] == '[') {
+    char tmp[32]; memcpy(tmp, data, len); tmp[len] = 0;
+    if (sscanf(tmp, "[rank %d]%n", &r, &n) == 1 && (size_t)n + 1 == len && r >= 0 && r < BYRANK_MAX) { ByRank.cur[si] = r; return; }
+  }
+  if (ByRank.cur[si] < 0) return;
+  Buf *b = &ByRank.b[ByRank.cur[si]];
+  if (b->n < BYRANK_CAP) buf_add(b, data, len);
+  if (len && data[len - 1] == '\n') ByRank.cur[si] = -1;   /* unprefixed output after it is the session's */
+}
+static void byrank_publish(Kernel *k) {
+  Buf t = {0};
+  pthread_mutex_lock(&k->io_mu);
+  for (int r = 0; r < BYRANK_MAX; r++) {
+    Buf *b = &ByRank.b[r];
+    if (!b->n) continue;
+    char h[48]; int hn = snprintf(h, sizeof h, "%s[rank %d]\n", t.n ? "\n" : "", r);
+    buf_add(&t, h, (size_t)hn);
+    buf_add(&t, b->p, b->n);
+    if (b->p[b->n - 1] != '\n') buf_add(&t, "\n", 1);
+    if (b->n >= BYRANK_CAP) buf_add(&t, "[...]\n", 6);
+  }
+  if (t.n && k->cur_parent)
+    k_publish_locked(k, NULL, "display_data", json_pack("{s:{s:o}, s:{}, s:{}}", "data", "text/plain", k_jstr(t.p, t.n), "metadata", "transient"));
+  free(t.p);
+  for (int r = 0; r < BYRANK_MAX; r++) { free(ByRank.b[r].p); ByRank.b[r] = (Buf){0}; }
+  ByRank.on = 0;
+  pthread_mutex_unlock(&k->io_mu);
+}
+
 /* ------------------------------------------------------------ the sink */
 static void sink_write(nb_Sink *s, int stream, const char *data, size_t len) {
   Kernel *k = s->ud;
   if (I.capture || !k->cur_parent) return;
   pthread_mutex_lock(&k->io_mu);
+  if (ByRank.on) byrank_feed(stream, data, len);
   if (I.stream.n && I.stream_id != stream) stream_flush_locked(k, 1);
   if (!I.stream.n) I.stream_since = now();
   I.stream_id = stream;
@@ -509,6 +548,7 @@ static void execute(Kernel *k, wire_Msg *m) {
       const char *body = code + skip + 5;
       body += strspn(body, "\r\n");
       magic = nbD_magic_code(body, len - (size_t)(body - code), 0);
+      ByRank.on = magic && !silent; ByRank.cur[0] = ByRank.cur[1] = -1;
     } else if (!strncmp(code + skip, "%all ", 5)) {
       const char *e = code + skip + 5;
       magic = nbD_magic_code(e, len - (size_t)(e - code), 1);
@@ -522,6 +562,7 @@ static void execute(Kernel *k, wire_Msg *m) {
   }
   free(topic);
   stream_flush(k);
+  if (ByRank.on) byrank_publish(k);
   char *result_text = NULL;
   if (I.result) {
     json_t *d = I.result; I.result = NULL;
