@@ -52,6 +52,7 @@ struct ds_Shm {
   int world;
   size_t R, P, slot;                    /* round bytes, piece bytes, slot stride */
   uint64_t epoch, round;                /* barriers passed, rounds done (both agree on all ranks) */
+  int spin;                             /* busy-wait iterations before sleeping (0: more ranks than cores) */
   char name[64];
 };
 
@@ -128,7 +129,7 @@ static int barrier(dr_Group *g, ds_Shm *s) {
   __atomic_store_n(arrive(s, g->rank), e, __ATOMIC_SEQ_CST);
   __atomic_add_fetch(&h->seq, 1, __ATOMIC_SEQ_CST);
   if (__atomic_load_n(&h->waiters, __ATOMIC_SEQ_CST)) futex_wake(&h->seq);
-  for (int i = 0; i < SPIN; i++) {
+  for (int i = 0; i < s->spin; i++) {
     if (missing(s, e) < 0) return 0;
     if (__atomic_load_n(&h->abort, __ATOMIC_RELAXED)) break;
     cpu_relax();
@@ -297,6 +298,8 @@ int ds_setup(dr_Group *g) {
   ds_Shm *s = calloc(1, sizeof *s);
   if (!s) return 0;
   s->world = w; s->R = ROUND;
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  s->spin = ncpu >= w ? SPIN : 0;    /* spinning when ranks outnumber cores only delays the late rank */
   s->P = ((s->R + (size_t)w - 1) / (size_t)w + 63) & ~(size_t)63;
   s->slot = (s->R + s->P + 4095) & ~(size_t)4095;
   s->size = data_off(w) + 2 * (size_t)w * s->slot;
