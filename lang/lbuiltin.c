@@ -6,6 +6,7 @@
 ** later registration of a name replaces the earlier one.
 */
 #include <ctype.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -580,7 +581,7 @@ static int b_fmt(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   if (L == 0 || L > 20 || !strchr("fgeEdx%", spec[L - 1]) || strspn(spec, "0123456789.+- #") != L - 1)
     return nb_error_kind(vm, "ValueError", "fmt: bad format spec \"%s\" (examples: \".3f\", \"8.2e\", \"d\", \".1%%\")", spec);
   char f[32], buf[128];
-  if (spec[L - 1] == 'd' || spec[L - 1] == 'x') { snprintf(f, sizeof f, "%%%.*sll%c", (int)(L - 1), spec, spec[L - 1]); snprintf(buf, sizeof buf, f, (long long)args[0].u.n); }
+  if (spec[L - 1] == 'd' || spec[L - 1] == 'x') { snprintf(f, sizeof f, "%%%.*sll%c", (int)(L - 1), spec, spec[L - 1]); double x = args[0].u.n; long long i = x != x ? 0 : x >= 9.2e18 ? LLONG_MAX : x <= -9.2e18 ? LLONG_MIN : (long long)x; snprintf(buf, sizeof buf, f, i); }
   else if (spec[L - 1] == '%') { snprintf(f, sizeof f, "%%%.*sf%%%%", (int)(L - 1), spec); snprintf(buf, sizeof buf, f, args[0].u.n * 100); }
   else { snprintf(f, sizeof f, "%%%s", spec); snprintf(buf, sizeof buf, f, args[0].u.n); }
   *out = nb_strv(nbS_cstr(buf));

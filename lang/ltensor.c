@@ -153,7 +153,8 @@ static int flatten_list(nb_VM *vm, nb_Value v, Flat *fl, int depth) {
   }
   if (depth != fl->ndim) return nb_error_kind(vm, "ValueError", "tensor: ragged nested list (a number where a list was expected)");
   double d;
-  if (v.t == NB_TNUM) { d = v.u.n; fl->allbool = false; if (d != floor(d) || !isfinite(d)) fl->isfloat = true; }
+  /* an integer only when exactly representable: 1e60 makes a float tensor */
+  if (v.t == NB_TNUM) { d = v.u.n; fl->allbool = false; if (d != floor(d) || !(fabs(d) < 9007199254740992.0)) fl->isfloat = true; }
   else if (v.t == NB_TBOOL) { d = v.u.b; fl->anybool = true; }
   else return nb_error_kind(vm, "TypeError", "tensor: elements must be numbers, got %s", nb_typename(v));
   if (fl->n == fl->cap) { fl->cap = fl->cap ? fl->cap * 2 : 16; fl->v = realloc(fl->v, fl->cap * sizeof(double)); if (!fl->v) return nb_error(vm, "out of memory"); }
@@ -258,7 +259,7 @@ int nbT_binop(nb_VM *vm, int op, nb_Value a, nb_Value b, nb_Value *out) {
     double s = sv.t == NB_TNUM ? sv.u.n : sv.u.b;
     /* numbers carry no int/float distinction at run time: a negative power is
     ** taken as a float (x ** -1 of an int tensor gives f32, not an error) */
-    bool isint = s == floor(s) && !(op == OP_POW && a.t == NB_TTENSOR && s < 0);
+    bool isint = s == floor(s) && fabs(s) < 9007199254740992.0 && !(op == OP_POW && a.t == NB_TTENSOR && s < 0);
     int flags = (a.t != NB_TTENSOR ? NT_SCALAR_FIRST : 0) | (isint ? NT_SCALAR_INT : NT_SCALAR_FLOAT);
     return nbT_ret(vm, nt_binary_scalar_ex(id, T(tv), s, flags), out);
   }

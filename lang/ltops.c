@@ -207,7 +207,7 @@ static int binary2(nb_VM *vm, const char *fname, int op, nb_Value *args, nb_Valu
   }
   if (args[0].t == NB_TTENSOR && (args[1].t == NB_TNUM || args[1].t == NB_TBOOL)) {
     double s = args[1].t == NB_TNUM ? args[1].u.n : args[1].u.b;
-    bool isint = s == floor(s) && !(op == NT_OP_POW && s < 0);   /* as the ** operator */
+    bool isint = s == floor(s) && fabs(s) < 9007199254740992.0 && !(op == NT_OP_POW && s < 0);   /* as the ** operator */
     return nbT_ret(vm, nt_binary_scalar_ex(op, T(args[0]), s, isint ? NT_SCALAR_INT : NT_SCALAR_FLOAT), out);
   }
   TENSOR_ARG(a, 0, "a");

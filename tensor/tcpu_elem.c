@@ -346,8 +346,17 @@ static int k_copy(const nt_KernelArgs *a) {
 #define CONV_BODY(DN, DST, DCT, SN, SST)                                               \
     do { for (int64_t i = 0; i < it.inner; i++) {                                      \
       __auto_type v = nt_ld_##SN(*(SST *)(it.ptr[1] + i * it.istride[1]));             \
-      *(DST *)(it.ptr[0] + i * it.istride[0]) = (DE_IS_BOOL) ? (DST)(v != 0) : nt_st_##DN((DCT)v); } \
+      *(DST *)(it.ptr[0] + i * it.istride[0]) = (DE_IS_BOOL) ? (DST)(v != 0) : nt_st_##DN(CONV_TO_##DN(v)); } \
     } while (nt_iter_next(&it));
+  /* to an integer type: exact from integers, saturating from floats */
+#define CONV_TO_f32(v) ((float)(v))
+#define CONV_TO_f64(v) ((double)(v))
+#define CONV_TO_f16(v) ((float)(v))
+#define CONV_TO_bf16(v) ((float)(v))
+#define CONV_TO_i32(v) NT_TO_I32(v)
+#define CONV_TO_i64(v) NT_TO_I64(v)
+#define CONV_TO_u8(v) NT_TO_U8(v)
+#define CONV_TO_b8(v) ((uint8_t)(v))
   switch (dst->dtype) {
 #define DE_IS_BOOL (dst->dtype == NT_BOOL)
 #define CONV_INNER_f32(SE, SN, SST, SCT) case SE: CONV_BODY(f32, float, float, SN, SST) break;

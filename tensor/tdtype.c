@@ -77,9 +77,9 @@ void nt_store_from_double(void *p, nt_DType dt, double v) {
     case NT_F64: *(double *)p = v; break;
     case NT_F16: *(uint16_t *)p = nt_f32_to_f16((float)v); break;
     case NT_BF16: *(uint16_t *)p = nt_f32_to_bf16((float)v); break;
-    case NT_I32: *(int32_t *)p = (int32_t)v; break;
-    case NT_I64: *(int64_t *)p = (int64_t)v; break;
-    case NT_U8: *(uint8_t *)p = (uint8_t)(int64_t)v; break;
+    case NT_I32: *(int32_t *)p = nt_sat_i32(v); break;
+    case NT_I64: *(int64_t *)p = nt_sat_i64(v); break;
+    case NT_U8: *(uint8_t *)p = (uint8_t)nt_sat_i64(v); break;
     case NT_BOOL: *(uint8_t *)p = v != 0; break;
     default: break;
   }

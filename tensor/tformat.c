@@ -51,7 +51,7 @@ static double elem(const Fmt *f, const int64_t *idx) {
 
 static int fmt_value(const Fmt *f, double v, char *out, size_t n) {
   if (f->isbool) return snprintf(out, n, "%s", v != 0 ? "true" : "false");
-  if (!f->isf) return snprintf(out, n, "%lld", (long long)v);
+  if (!f->isf) return snprintf(out, n, "%lld", (long long)nt_sat_i64(v));   /* v came from an integer tensor */
   if (isnan(v)) return snprintf(out, n, "nan");
   if (isinf(v)) return snprintf(out, n, v > 0 ? "inf" : "-inf");
   if (f->mode == 0) return snprintf(out, n, "%.0f.", v);

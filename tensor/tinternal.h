@@ -179,6 +179,18 @@ static inline float    nt_st_f32(float v)    { return v; }
 static inline double   nt_st_f64(double v)   { return v; }
 static inline uint16_t nt_st_f16(float v)    { return nt_f32_to_f16(v); }
 static inline uint16_t nt_st_bf16(float v)   { return nt_f32_to_bf16(v); }
+/* float -> integer conversions saturate (NaN -> 0): C leaves out-of-range
+** casts undefined (NumPy/PyTorch give unspecified values there). */
+static inline int64_t nt_sat_i64(double v) {
+  return v != v ? 0 : v >= 9223372036854775807.0 ? INT64_MAX : v <= -9223372036854775808.0 ? INT64_MIN : (int64_t)v;
+}
+static inline int32_t nt_sat_i32(double v) {
+  return v != v ? 0 : v >= 2147483647.0 ? INT32_MAX : v <= -2147483648.0 ? INT32_MIN : (int32_t)v;
+}
+/* a value of any compute type to an integer storage type, exact for integers */
+#define NT_TO_I32(v) _Generic((v), float: nt_sat_i32(v), double: nt_sat_i32(v), default: (int32_t)(v))
+#define NT_TO_I64(v) _Generic((v), float: nt_sat_i64(v), double: nt_sat_i64(v), default: (int64_t)(v))
+#define NT_TO_U8(v)  _Generic((v), float: (uint8_t)nt_sat_i64(v), double: (uint8_t)nt_sat_i64(v), default: (uint8_t)(v))
 static inline int32_t  nt_st_i32(int32_t v)  { return v; }
 static inline int64_t  nt_st_i64(int64_t v)  { return v; }
 static inline uint8_t  nt_st_u8(uint8_t v)   { return v; }
