@@ -8,28 +8,9 @@ One line per test ("PASS: name" / "FAIL: name: why"); exit 1 on any failure.
 import json, os, signal, subprocess, sys, tempfile, time, re
 import numpy as np
 
-NABLA = os.environ.get("NABLA") or os.path.join(os.path.dirname(__file__), "../../build/nabla")
-NABLA = os.path.abspath(NABLA)
-TMP = tempfile.mkdtemp(prefix="nabla-dist-test-")
-failures = 0
-passes = 0
-
-
-def report(name, ok, why=""):
-    global failures, passes
-    if ok:
-        passes += 1
-        print(f"PASS: {name}", flush=True)
-    else:
-        failures += 1
-        print(f"FAIL: {name}: {why}", flush=True)
-
-
-def script(src, name="t.nbl"):
-    path = os.path.join(TMP, name)
-    with open(path, "w") as f:
-        f.write(src)
-    return path
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import dutil  # noqa: E402
+from dutil import NABLA, TMP, alive, lines_with, report, sanitizer_check, script, test, wait_gone  # noqa: E402
 
 
 def run(src, timeout=30, args=(), env=None, pre=()):
@@ -39,47 +20,6 @@ def run(src, timeout=30, args=(), env=None, pre=()):
     p = subprocess.run([NABLA, *pre, path, *args], capture_output=True, text=True, timeout=timeout, env=e)
     sanitizer_check(p.stderr)
     return p.returncode, p.stdout, p.stderr
-
-
-def sanitizer_check(err):
-    # an ASan/UBSan build (session or worker) reports on stderr: that fails the test
-    for marker in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:"):
-        if marker in err:
-            i = err.index(marker)
-            raise AssertionError("sanitizer: " + err[max(0, i - 200):i + 1500])
-
-
-def alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            st = f.read().rsplit(")", 1)[1].split()[0]
-        return st != "Z"
-    except FileNotFoundError:
-        return False
-
-
-def wait_gone(pids, secs=5.0):
-    t = time.time()
-    while time.time() - t < secs:
-        if not any(alive(p) for p in pids):
-            return True
-        time.sleep(0.05)
-    return False
-
-
-def lines_with(prefix, text):
-    return [l[len(prefix):] for l in text.splitlines() if l.startswith(prefix)]
-
-
-def test(fn):
-    name = fn.__name__[5:]
-    try:
-        fn(name)
-    except subprocess.TimeoutExpired as e:
-        report(name, False, f"timed out after {e.timeout} s")
-    except Exception as e:  # noqa
-        report(name, False, f"{type(e).__name__}: {e}")
-    return fn
 
 
 @test
@@ -551,5 +491,4 @@ print(try { dist.start(2, launcher="ssh") } catch e { e.message })
     report(name, ok, f"rc={rc} out={out!r} err={err[-300:]!r}")
 
 
-print(f"{passes} passed, {failures} failed", flush=True)
-sys.exit(1 if failures else 0)
+dutil.finish()

@@ -17,42 +17,12 @@ reason, when the programs are missing or the daemons cannot start here
 import json, os, re, shutil, signal, socket, subprocess, sys, tempfile, time
 import numpy as np
 
-NABLA = os.environ.get("NABLA") or os.path.join(os.path.dirname(__file__), "../../build/nabla")
-NABLA = os.path.abspath(NABLA)
-TMP = tempfile.mkdtemp(prefix="nabla-launch-test-")
-failures = passes = skips = 0
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import dutil  # noqa: E402
+from dutil import NABLA, TMP, alive, lines_with, report, sanitizer_check, script, skip, test, wait_gone  # noqa: E402
+
 started = []          # (name, Popen) of the daemons this test started; stopped by pid at exit
 stray = []            # worker pids a test stopped (SIGSTOP): killed at exit if still there
-
-
-def report(name, ok, why=""):
-    global failures, passes
-    if ok:
-        passes += 1
-        print(f"PASS: {name}", flush=True)
-    else:
-        failures += 1
-        print(f"FAIL: {name}: {why}", flush=True)
-
-
-def skip(name, why):
-    global skips
-    skips += 1
-    print(f"SKIP: {name}: {why}", flush=True)
-
-
-def script(src, name="t.nbl"):
-    path = os.path.join(TMP, name)
-    with open(path, "w") as f:
-        f.write(src)
-    return path
-
-
-def sanitizer_check(err):
-    for marker in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:"):
-        if marker in err:
-            i = err.index(marker)
-            raise AssertionError("sanitizer: " + err[max(0, i - 200):i + 1500])
 
 
 def run(src, timeout=60, env=None, cmd=None):
@@ -63,28 +33,6 @@ def run(src, timeout=60, env=None, cmd=None):
                        stdin=subprocess.DEVNULL)
     sanitizer_check(p.stderr)
     return p.returncode, p.stdout, p.stderr
-
-
-def alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            st = f.read().rsplit(")", 1)[1].split()[0]
-        return st != "Z"
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-
-
-def wait_gone(pids, secs=5.0):
-    t = time.time()
-    while time.time() - t < secs:
-        if not any(alive(p) for p in pids):
-            return True
-        time.sleep(0.05)
-    return False
-
-
-def lines_with(prefix, text):
-    return [l[len(prefix):] for l in text.splitlines() if l.startswith(prefix)]
 
 
 def read_until(stream, marker, secs=30):
@@ -126,17 +74,6 @@ def stop_proc(p, secs=5):
         except subprocess.TimeoutExpired:
             p.kill()
             p.wait(5)
-
-
-def test(fn):
-    name = fn.__name__[5:]
-    try:
-        fn(name)
-    except subprocess.TimeoutExpired as e:
-        report(name, False, f"timed out after {e.timeout} s")
-    except Exception as e:  # noqa
-        report(name, False, f"{type(e).__name__}: {e}")
-    return fn
 
 
 def find(prog):
@@ -685,5 +622,4 @@ for pid in stray:
 for nm, p in reversed(started):
     stop_proc(p)
 shutil.rmtree(TMP, ignore_errors=True)
-print(f"{passes} passed, {failures} failed, {skips} skipped", flush=True)
-sys.exit(1 if failures else 0)
+dutil.finish()

@@ -8,20 +8,9 @@ One line per test ("PASS: name" / "FAIL: name: why"); exit 1 on any failure.
 """
 import os, subprocess, sys, tempfile, time
 
-NABLA = os.path.abspath(os.environ.get("NABLA") or os.path.join(os.path.dirname(__file__), "../../build/nabla"))
-TMP = tempfile.mkdtemp(prefix="nabla-moe-test-")
-failures = 0
-passes = 0
-
-
-def report(name, ok, why=""):
-    global failures, passes
-    if ok:
-        passes += 1
-        print(f"PASS: {name}", flush=True)
-    else:
-        failures += 1
-        print(f"FAIL: {name}: {why}", flush=True)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import dutil  # noqa: E402
+from dutil import NABLA, TMP, report, test  # noqa: E402
 
 
 def run(src, timeout=90):
@@ -42,20 +31,6 @@ def results(out):
             parts = l.split()
             r[parts[1]] = parts[2:]
     return r
-
-
-def test(fn):
-    name = fn.__name__[5:]
-    t = time.time()
-    try:
-        fn(name)
-    except subprocess.TimeoutExpired as e:
-        report(name, False, f"timed out after {e.timeout} s")
-    except Exception as e:  # noqa
-        report(name, False, f"{type(e).__name__}: {e}")
-    if os.environ.get("VERBOSE"):
-        print(f"  ({time.time() - t:.1f} s)")
-    return fn
 
 
 # hand computation of the aux loss: plain loops over scalars (lists), top-k by sorting
@@ -195,5 +170,4 @@ print("R topk", try { nn.moe(8, 4, 5); "no" } catch e { e.message })
     report(name, ok, f"rc={rc} out={out[-800:]!r} err={err[-800:]!r}")
 
 
-print(f"{passes} passed, {failures} failed")
-sys.exit(1 if failures else 0)
+dutil.finish()

@@ -8,28 +8,9 @@ One line per test ("PASS: name" / "FAIL: name: why"); exit 1 on any failure.
 """
 import os, re, subprocess, sys, tempfile, time
 
-NABLA = os.environ.get("NABLA") or os.path.join(os.path.dirname(__file__), "../../build/nabla")
-NABLA = os.path.abspath(NABLA)
-TMP = tempfile.mkdtemp(prefix="nabla-par-test-")
-failures = 0
-passes = 0
-
-
-def report(name, ok, why=""):
-    global failures, passes
-    if ok:
-        passes += 1
-        print(f"PASS: {name}", flush=True)
-    else:
-        failures += 1
-        print(f"FAIL: {name}: {why}", flush=True)
-
-
-def sanitizer_check(err):
-    for marker in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:"):
-        if marker in err:
-            i = err.index(marker)
-            raise AssertionError("sanitizer: " + err[max(0, i - 200):i + 1500])
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import dutil  # noqa: E402
+from dutil import NABLA, TMP, report, sanitizer_check, test  # noqa: E402
 
 
 def run(src, timeout=60):
@@ -49,20 +30,6 @@ def results(out):
             parts = l.split()
             r[parts[1]] = [re.sub(r"^tensor\((.*)\)$", r"\1", x) for x in parts[2:]]
     return r
-
-
-def test(fn):
-    name = fn.__name__[5:]
-    t = time.time()
-    try:
-        fn(name)
-    except subprocess.TimeoutExpired as e:
-        report(name, False, f"timed out after {e.timeout} s")
-    except Exception as e:  # noqa
-        report(name, False, f"{type(e).__name__}: {e}")
-    if os.environ.get("VERBOSE"):
-        print(f"  ({time.time() - t:.1f} s)")
-    return fn
 
 
 @test
@@ -476,5 +443,4 @@ for row in r[0] { print("R", row[0], row[1], row[2], row[3]) }
     report(name, rc == 0 and not bad, f"rc={rc} bad={bad} out={out[-800:]!r} err={err[-1500:]!r}")
 
 
-print(f"{passes} passed, {failures} failed")
-sys.exit(1 if failures else 0)
+dutil.finish()

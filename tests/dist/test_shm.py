@@ -8,36 +8,11 @@ One line per test ("PASS: name" / "FAIL: name: why"); exit 1 on any failure.
 import glob, os, signal, subprocess, sys, tempfile, time
 import numpy as np
 
-NABLA = os.environ.get("NABLA") or os.path.join(os.path.dirname(__file__), "../../build/nabla")
-NABLA = os.path.abspath(NABLA)
-TMP = tempfile.mkdtemp(prefix="nabla-shm-test-")
-failures = 0
-passes = 0
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import dutil  # noqa: E402
+from dutil import NABLA, TMP, alive, report, sanitizer_check, script, test, wait_gone  # noqa: E402
+
 SHM_BEFORE = set(glob.glob("/dev/shm/nabla-shm-*"))
-
-
-def report(name, ok, why=""):
-    global failures, passes
-    if ok:
-        passes += 1
-        print(f"PASS: {name}", flush=True)
-    else:
-        failures += 1
-        print(f"FAIL: {name}: {why}", flush=True)
-
-
-def script(src, name="t.nbl"):
-    path = os.path.join(TMP, name)
-    with open(path, "w") as f:
-        f.write(src)
-    return path
-
-
-def sanitizer_check(err):
-    for marker in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:"):
-        if marker in err:
-            i = err.index(marker)
-            raise AssertionError("sanitizer: " + err[max(0, i - 200):i + 1500])
 
 
 def run(src, timeout=120, env=None, name="t.nbl"):
@@ -48,23 +23,6 @@ def run(src, timeout=120, env=None, name="t.nbl"):
     return p.returncode, p.stdout, p.stderr
 
 
-def alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
-def wait_gone(pids, secs=5.0):
-    t = time.time()
-    while time.time() - t < secs:
-        if not any(alive(p) for p in pids):
-            return True
-        time.sleep(0.05)
-    return False
-
-
 def shm_leftovers(secs=3.0):
     t = time.time()
     while True:
@@ -72,17 +30,6 @@ def shm_leftovers(secs=3.0):
         if not left or time.time() - t > secs:
             return sorted(left)
         time.sleep(0.1)
-
-
-def test(fn):
-    name = fn.__name__[5:]
-    try:
-        fn(name)
-    except subprocess.TimeoutExpired as e:
-        report(name, False, f"timed out after {e.timeout} s")
-    except Exception as e:  # noqa
-        report(name, False, f"{type(e).__name__}: {e}")
-    return fn
 
 
 DTYPES = ["f32", "f64", "i64"]
@@ -283,5 +230,4 @@ dist.stop()
     report(name, rc == 0 and o.count("S [3, 3, 3]") == 2 and not left, f"rc={rc} left={left} out={o!r} err={e[-300:]!r}")
 
 
-print(f"{passes} passed, {failures} failed", flush=True)
-sys.exit(1 if failures else 0)
+dutil.finish()

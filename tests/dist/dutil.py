@@ -1,0 +1,83 @@
+"""Shared by the tests/dist suites: the binary, a scratch directory, the
+PASS:/FAIL:/SKIP: line protocol of tools/run-tests.sh, and process helpers."""
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+NABLA = os.path.abspath(os.environ.get("NABLA") or os.path.join(os.path.dirname(__file__), "../../build/nabla"))
+TMP = tempfile.mkdtemp(prefix="nabla-dist-test-")
+passes = failures = skips = 0
+
+
+def report(name, ok, why=""):
+    global failures, passes
+    if ok:
+        passes += 1
+        print(f"PASS: {name}", flush=True)
+    else:
+        failures += 1
+        print(f"FAIL: {name}: {why}", flush=True)
+
+
+def skip(name, why):
+    global skips
+    skips += 1
+    print(f"SKIP: {name}: {why}", flush=True)
+
+
+def test(fn):
+    """Decorator: runs test_NAME(name) now; an exception or timeout is a FAIL."""
+    name = fn.__name__[5:]
+    t = time.time()
+    try:
+        fn(name)
+    except subprocess.TimeoutExpired as e:
+        report(name, False, f"timed out after {e.timeout} s")
+    except Exception as e:  # noqa
+        report(name, False, f"{type(e).__name__}: {e}")
+    if os.environ.get("VERBOSE"):
+        print(f"  ({time.time() - t:.1f} s)")
+    return fn
+
+
+def finish():
+    print(f"{passes} passed, {failures} failed" + (f", {skips} skipped" if skips else ""), flush=True)
+    sys.exit(1 if failures else 0)
+
+
+def script(src, name="t.nbl"):
+    path = os.path.join(TMP, name)
+    with open(path, "w") as f:
+        f.write(src)
+    return path
+
+
+def sanitizer_check(err):
+    # an ASan/UBSan build (session or worker) reports on stderr: that fails the test
+    for marker in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:"):
+        if marker in err:
+            i = err.index(marker)
+            raise AssertionError("sanitizer: " + err[max(0, i - 200):i + 1500])
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def wait_gone(pids, secs=5.0):
+    t = time.time()
+    while time.time() - t < secs:
+        if not any(alive(p) for p in pids):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def lines_with(prefix, text):
+    return [l[len(prefix):] for l in text.splitlines() if l.startswith(prefix)]
