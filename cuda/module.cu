@@ -191,6 +191,9 @@ int nabla_cuda_init(const nt_HostApi *h, nt_DeviceApi *api, char *reason, size_t
   register_random();
   register_nn();
   register_optim();
+  register_conv();
+  register_sort();
+  register_attention();
   api->device_count = api_device_count;
   api->synchronize = api_synchronize;
   api->memory = api_memory;
