@@ -18,6 +18,11 @@ is the value.  The expected value can be a numpy array / torch tensor
 those (nabla lists of tensors), or a callable got -> None | "why".
 
 Run with /usr/bin/python3 (Debian's numpy + torch); NABLA = the interpreter.
+
+Devices: NUMERICS_DEVICE=cuda runs every batch with its inputs moved to the GPU
+and set_default_device("cuda"), so the same cases (and the same CPU/NumPy/torch
+references) check the CUDA backend; results come back through save(), which
+copies to the host.  tests/cuda/run_gpu.sh runs the suites this way.
 """
 import json
 import os
@@ -58,6 +63,13 @@ if torch is not None:
     torch.manual_seed(SEED)
 
 TMP = tempfile.mkdtemp(prefix="nabla_numerics_")
+DEVICE = os.environ.get("NUMERICS_DEVICE", "cpu")
+if DEVICE != "cpu":
+    # one check up front: without the device every batch would fail case by case
+    _p = subprocess.run([NABLA, "-e", 'print(cuda.available())'], capture_output=True, text=True)
+    if _p.stdout.strip() != "true":
+        print(f"SKIP: numerics on {DEVICE}: the device is not available ({(_p.stdout + _p.stderr).strip()[:200]})")
+        sys.exit(0)
 
 # ------------------------------------------------------------------ reporting
 _results = {"pass": 0, "fail": 0}
@@ -290,7 +302,7 @@ class Batch:
     """A set of cases run by one nabla process."""
 
     def __init__(self, title):
-        self.title = title
+        self.title = title if DEVICE == "cpu" else f"{DEVICE}.{title}"
         self.inputs = {}
         self.prelude = []
         self.cases = []
@@ -323,7 +335,13 @@ class Batch:
         return ("try {\n" + "\n".join(body) + f"\nR.{key} = ({last})\n}} catch e {{ print(\"NBERR {key} \" + e.name + \": \" + e.message) }}\n")
 
     def _script(self, cases, npz, out):
-        src = [f"I = load_npz({nb_str(npz)})", "R = {}"] + self.prelude
+        src = [f"I = load_npz({nb_str(npz)})", "R = {}"]
+        if DEVICE != "cpu":
+            # every input on the device, and creation functions default to it
+            src += [f"set_default_device({nb_str(DEVICE)})",
+                    f"for k in keys(I) {{ I[k] = I[k].to({nb_str(DEVICE)}) }}",
+                    f'for k in keys(I) {{ if I[k].device != {nb_str(DEVICE)} {{ error("input " + k + " is on " + I[k].device) }} }}']
+        src += self.prelude
         for i, c in cases:
             src.append(self._case_src(i, c))
         src.append(f"save({nb_str(out)}, R)")
