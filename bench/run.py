@@ -32,9 +32,15 @@ BENCH = os.path.join(ROOT, "bench")
 PYTHON = "/usr/bin/python3"
 
 
+# bench/cuda/ holds the GPU benchmarks: tests/cuda/run_gpu.sh runs them on a
+# machine with a GPU, with GPU-sized settings (they would take hours on a CPU).
+def _cpu_group(path):
+    return os.path.basename(os.path.dirname(path)) != "cuda"
+
+
 def discover(filters):
     pairs = []
-    for nbl in sorted(glob.glob(os.path.join(BENCH, "*", "*.nbl"))):
+    for nbl in sorted(filter(_cpu_group, glob.glob(os.path.join(BENCH, "*", "*.nbl")))):
         stem = nbl[:-4]
         name = os.path.relpath(stem, BENCH)
         for ref in sorted(glob.glob(glob.escape(stem) + ".py") + glob.glob(glob.escape(stem) + ".*.py")):
@@ -50,9 +56,9 @@ def discover_standalone(filters):
     """Benchmarks that measure and report themselves: bench/<group>/bench_*.py
     scripts (run with NABLA set) and .nbl programs without a reference."""
     found = []
-    for py in sorted(glob.glob(os.path.join(BENCH, "*", "bench_*.py"))):
+    for py in sorted(filter(_cpu_group, glob.glob(os.path.join(BENCH, "*", "bench_*.py")))):
         found.append((os.path.relpath(py, BENCH), [PYTHON, os.path.basename(py)], os.path.dirname(py)))
-    for nbl in sorted(glob.glob(os.path.join(BENCH, "*", "*.nbl"))):
+    for nbl in sorted(filter(_cpu_group, glob.glob(os.path.join(BENCH, "*", "*.nbl")))):
         stem = nbl[:-4]
         if not glob.glob(glob.escape(stem) + ".py") + glob.glob(glob.escape(stem) + ".*.py"):
             found.append((os.path.relpath(nbl, BENCH), None, os.path.dirname(nbl)))
