@@ -920,11 +920,28 @@ static int eval_cold(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out) {
   }
   case N_GLOBAL: *out = nb_nil(); return NB_OK;
   case N_NOGRAD: {
-    /* a value: `fn predict(x) = no_grad { model(x) }` */
+    /* a value: `fn predict(x) = no_grad { model(x) }`.  The previous mode
+    ** comes back on every way out (errors, return, break are return codes),
+    ** also when the block runs with grad already off (checkpoint). */
     vm->grad_disabled++;
-    nbT_set_grad_enabled(false);
+    bool prev = nbT_swap_grad_enabled(false);
     st = eval(vm, f, n->a, out);
-    if (--vm->grad_disabled == 0) nbT_set_grad_enabled(true);
+    vm->grad_disabled--;
+    nbT_swap_grad_enabled(prev);
+    return st;
+  }
+  case N_AUTOCAST: {
+    /* autocast("bf16") { ... }: mixed precision for the block (a value too) */
+    nb_Value arg;
+    int dt;
+    *out = nb_nil();
+    TRY(eval(vm, f, n->a, &arg));
+    st = nbT_autocast_arg(vm, arg, &dt);
+    nb_decref(arg);
+    if (st) return fail(vm, f, n->a);
+    int prev = nbT_swap_autocast(dt);
+    st = eval(vm, f, n->b, out);
+    nbT_swap_autocast(prev);
     return st;
   }
   }

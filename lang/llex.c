@@ -7,7 +7,7 @@
 #include "llex.h"
 
 const char *const nbX_keywords[] = {
-  "and", "break", "catch", "continue", "else", "false", "fn", "for",
+  "and", "autocast", "break", "catch", "continue", "else", "false", "fn", "for",
   "global", "if", "import", "in", "nil", "no_grad", "not", "or",
   "return", "true", "try", "while", NULL
 };
@@ -21,7 +21,7 @@ nb_TokKind nbX_keyword(const char *s, size_t len) {
 static const char *const toknames[TK_COUNT] = {
   [TK_EOF] = "end of input", [TK_NEWLINE] = "newline", [TK_ERROR] = "error",
   [TK_NUMBER] = "number", [TK_STRING] = "string", [TK_RSTRING] = "string", [TK_NAME] = "name",
-  [TK_AND] = "'and'", [TK_BREAK] = "'break'", [TK_CATCH] = "'catch'", [TK_CONTINUE] = "'continue'",
+  [TK_AND] = "'and'", [TK_AUTOCAST] = "'autocast'", [TK_BREAK] = "'break'", [TK_CATCH] = "'catch'", [TK_CONTINUE] = "'continue'",
   [TK_ELSE] = "'else'", [TK_FALSE] = "'false'", [TK_FN] = "'fn'", [TK_FOR] = "'for'",
   [TK_GLOBAL] = "'global'", [TK_IF] = "'if'", [TK_IMPORT] = "'import'", [TK_IN] = "'in'",
   [TK_NIL] = "'nil'", [TK_NOGRAD] = "'no_grad'", [TK_NOT] = "'not'", [TK_OR] = "'or'",

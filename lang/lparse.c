@@ -345,6 +345,13 @@ static nb_Node *primary(Parser *p) {
   case TK_IF: return if_expr(p);
   case TK_TRY: return try_expr(p);
   case TK_NOGRAD: advance(p); n = node(p, N_NOGRAD, t); n->a = block(p); n->end = n->a->end; return n;
+  case TK_AUTOCAST:   /* autocast(DTYPE) { ... }: a = the dtype expression, b = the block */
+    advance(p); n = node(p, N_AUTOCAST, t);
+    expect(p, TK_LPAREN, "after 'autocast' (autocast(\"bf16\") { ... })");
+    n->a = expr(p);
+    expect(p, TK_RPAREN, "to close autocast(");
+    n->b = block(p); n->end = n->b->end;
+    return n;
   default: {
     char b[64];
     if (t.kind == TK_EOF) perr_at(p, t, "unexpected end of input, expected an expression");

@@ -178,7 +178,7 @@ static int err_at(R *r, nb_Node *n, const char *msg) {
 
 static int walk(R *r, FS *fs, nb_Node *n) {
   if (!n) return NB_OK;
-  if (n->kind == N_IF || n->kind == N_WHILE || n->kind == N_FOR || n->kind == N_NOGRAD) { n->b = unwrap(n->b); n->c = n->kind == N_IF ? unwrap(n->c) : n->c; if (n->kind == N_NOGRAD) n->a = unwrap(n->a); }
+  if (n->kind == N_IF || n->kind == N_WHILE || n->kind == N_FOR || n->kind == N_NOGRAD || n->kind == N_AUTOCAST) { n->b = unwrap(n->b); n->c = n->kind == N_IF ? unwrap(n->c) : n->c; if (n->kind == N_NOGRAD) n->a = unwrap(n->a); }
   if (r->cstack_top - (char *)__builtin_frame_address(0) > 4 * 1024 * 1024) return err_at(r, n, "code is nested too deeply");
   switch (n->kind) {
   case N_NAME: resolve_name(r, fs, n); return NB_OK;

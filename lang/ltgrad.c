@@ -1,13 +1,15 @@
 /*
 ** ltgrad.c — the builtins around training: pytrees, backward/grad/
-** value_and_grad/gradcheck, fused optimizer updates, checkpoints and data
-** files (safetensors, npy/npz, csv).
+** value_and_grad/gradcheck, autocast blocks, activation checkpointing, fused
+** optimizer updates and gradient unscaling, checkpoints and data files
+** (safetensors, npy/npz, csv).
 */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "ltensor.h"
+#include "tensor/tinternal.h"   /* the checkpoint node is a custom autograd op */
 #include "tensor/io/iotypes.h"
 #include "tensor/io/safetensors.h"
 #include "tensor/io/npy.h"
@@ -277,6 +279,210 @@ static int b_gradcheck(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   return NB_OK;
 }
 
+/* ------------------------------------------------------------ no_grad / autocast blocks
+** The evaluator (leval.c N_NOGRAD, N_AUTOCAST) sets the thread-local mode and
+** puts the previous one back however the block ends. */
+bool nbT_swap_grad_enabled(bool on) { return nt_set_grad_enabled(on); }
+int nbT_swap_autocast(int dtype) { return nt_autocast_set(dtype); }
+
+int nbT_autocast_arg(nb_VM *vm, nb_Value v, int *dtype) {
+  *dtype = -1;
+  if (v.t == NB_TNIL || (v.t == NB_TBOOL && !v.u.b)) return NB_OK;
+  if (v.t == NB_TSTR) {
+    const char *s = nb_str(v)->data;
+    if (!strcmp(s, "off") || !strcmp(s, "none")) return NB_OK;
+    int dt = nt_dtype_from_name(s);
+    nt_error_clear();
+    if (dt == NT_BF16 || dt == NT_F16) { *dtype = dt; return NB_OK; }
+    if (dt == NT_F32) return NB_OK;    /* full precision: the same as off */
+  }
+  nb_Buf b = {0};
+  nb_tostring(&b, v, true);
+  int st = nb_error_kind(vm, "ValueError", "autocast: expected \"bf16\", \"f16\" or nil (off), got %s", nbB_cstr(&b));
+  nbB_free(&b);
+  return st;
+}
+static int b_autocast_dtype(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)vm; (void)args; (void)n;
+  int dt = nt_autocast_dtype();
+  *out = dt < 0 ? nb_nil() : nb_strv(nbS_cstr(nt_dtype_name((nt_DType)dt)));
+  return NB_OK;
+}
+
+/* autograd_stats(): {nodes, bytes} held by live autograd graphs */
+static int b_autograd_stats(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)vm; (void)args; (void)n;
+  int64_t nodes, bytes;
+  nt_autograd_stats(&nodes, &bytes);
+  nb_Rec *r = nbR_new(2);
+  nbR_set_cstr(r, "nodes", nb_num((double)nodes));
+  nbR_set_cstr(r, "bytes", nb_num((double)bytes));
+  *out = nb_obj(NB_TREC, r);
+  return NB_OK;
+}
+
+/* ------------------------------------------------------------ activation checkpointing
+** checkpoint(f, *args) runs f(*args) with grad mode off and the tensor core's
+** boundary collector on (tautograd.c): every tensor that requires grad and is
+** used inside f — its tensor arguments and whatever it reaches through its
+** closure, e.g. model parameters — is collected.  f's output y (a tensor, or a
+** list of tensors, which travel concatenated as one flat tensor) gets ONE node
+** CheckpointBackward whose inputs are those tensors.  f's intermediate
+** activations are freed as soon as f returns.
+** In backward the node re-runs f with grad on, the same RNG state (dropout
+** draws the same masks) and the same autocast setting, then differentiates
+** sum(y * gout) with respect to exactly the collected tensors
+** (nt_autograd_grad: they are sinks, so the graph outside is not entered), and
+** hands those gradients to the engine as the node's input gradients. */
+typedef struct Ckpt {
+  nb_VM *vm;
+  nb_Value f, *args; int nargs;
+  uint64_t rng_seed, rng_offset;
+  int autocast;
+  int nouts;                  /* 0: f returned a tensor; k: a list of k tensors */
+} Ckpt;
+
+static void ckpt_free(void *p) {
+  Ckpt *c = p;
+  nb_decref(c->f);
+  for (int i = 0; i < c->nargs; i++) nb_decref(c->args[i]);
+  free(c->args); free(c);
+}
+
+/* f's result as one floating tensor (a list: its tensors flattened and
+** concatenated, recorded when grad is on); *nouts = 0 for a tensor, k for a
+** list of k.  NULL with a nabla error. */
+static nt_Tensor *ckpt_flat(nb_VM *vm, nb_Value r, int *nouts) {
+  const char *want = "checkpoint: f must return a tensor or a list of tensors (floating, one dtype and device)";
+  if (r.t == NB_TTENSOR) {
+    *nouts = 0;
+    if (!nt_dtype_is_float(T(r)->dtype)) { nb_error_kind(vm, "TypeError", "%s, got a %s tensor", want, nt_dtype_name(T(r)->dtype)); return NULL; }
+    return nt_retain(T(r));
+  }
+  if (r.t != NB_TLIST || nb_list(r)->n == 0) { nb_error_kind(vm, "TypeError", "%s, got %s", want, r.t == NB_TLIST ? "an empty list" : nb_typename(r)); return NULL; }
+  nb_List *l = nb_list(r);
+  nt_Tensor **parts = calloc((size_t)l->n, sizeof *parts), *y = NULL;
+  if (!parts) { nb_error(vm, "out of memory"); return NULL; }
+  int k = 0;
+  for (; k < l->n; k++) {
+    nb_Value v = l->items[k];
+    nt_Tensor *t0 = v.t == NB_TTENSOR ? T(v) : NULL, *first = T(l->items[0]);
+    if (!t0 || !nt_dtype_is_float(t0->dtype) || (l->items[0].t == NB_TTENSOR && (t0->dtype != first->dtype || t0->device != first->device))) {
+      nb_error_kind(vm, "TypeError", "%s; item %d is %s", want, k, t0 ? nt_dtype_name(t0->dtype) : nb_typename(v));
+      goto done;
+    }
+    if (!(parts[k] = nt_reshape(t0, (int64_t[]){ -1 }, 1))) { nbT_err(vm); goto done; }
+  }
+  if (!(y = nt_concat(parts, l->n, 0))) nbT_err(vm);
+  *nouts = l->n;
+done:
+  for (int i = 0; i < l->n; i++) nt_release(parts[i]);
+  free(parts);
+  return y;
+}
+
+/* moves the nabla error raised while recomputing into the tensor error */
+static void ckpt_error_to_tensor(nb_VM *vm) {
+  nb_Value m = vm->err.t == NB_TREC ? nbR_get_cstr(vm->err.u.p, "message") : nb_nil();
+  nb_Value k = vm->err.t == NB_TREC ? nbR_get_cstr(vm->err.u.p, "name") : nb_nil();
+  nt_error_set("checkpoint: recomputing f in backward failed: %s%s%s", k.t == NB_TSTR ? nb_str(k)->data : "",
+               k.t == NB_TSTR ? ": " : "", m.t == NB_TSTR ? nb_str(m)->data : "error");
+  nb_decref(vm->err); vm->err = nb_nil(); vm->err_located = false;
+}
+
+static int ckpt_backward(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin) {
+  Ckpt *c = nd->ctx;
+  nb_VM *vm = c->vm;
+  /* the interpreter state a failed call leaves behind is put back, as `try` does */
+  int depth = vm->depth; nb_Value *sp = vm->sp; nb_Frame *frame = vm->frame;
+  uint64_t seed, offset;
+  nt_rng_get_state(&seed, &offset);
+  nt_rng_set_state(c->rng_seed, c->rng_offset);
+  bool prev_grad = nt_set_grad_enabled(true);
+  int prev_ac = nt_autocast_set(c->autocast);
+  uint64_t start = nt_autograd_seq();
+  nb_Value r = nb_nil();
+  nt_Tensor *y = NULL;
+  int nouts = -1, rc = -1;
+  if (nbV_call(vm, c->f, c->args, c->nargs, &r) == NB_OK) y = ckpt_flat(vm, r, &nouts);
+  nt_autocast_set(prev_ac);
+  nt_set_grad_enabled(prev_grad);
+  nt_rng_set_state(seed, offset);
+  if (!y) { ckpt_error_to_tensor(vm); vm->depth = depth; vm->sp = sp; vm->frame = frame; goto done; }
+  char a[128], b[128];
+  if (nouts != c->nouts || y->ndim != gout->ndim || memcmp(y->shape, gout->shape, sizeof(int64_t) * (size_t)y->ndim)) {
+    nt_error_set("checkpoint: f returned %s%s when recomputed but %s%s the first time (f must be deterministic)",
+                 nt_shape_str(y->shape, y->ndim, a, sizeof a), nouts ? " (flattened list)" : "",
+                 nt_shape_str(gout->shape, gout->ndim, b, sizeof b), c->nouts ? " (flattened list)" : "");
+    goto done;
+  }
+  rc = nt_autograd_grad(1, &y, &gout, nd->nin, nd->in, gin, false, start);
+done:
+  nt_release(y);
+  nb_decref(r);
+  return rc;
+}
+
+static int b_checkpoint(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  if (n < 1) return nb_error_kind(vm, "TypeError", "checkpoint(f, *args): missing the function f");
+  nb_Value f = args[0];
+  if (f.t != NB_TFUNC && f.t != NB_TBUILTIN && f.t != NB_TREC)
+    return nb_error_kind(vm, "TypeError", "checkpoint: expected a function as the first argument, got %s", nb_typename(f));
+  /* grad off (no_grad, or the first run of an enclosing checkpoint): nothing
+  ** would be recorded anyway, and an enclosing collector sees f's tensors */
+  if (!nt_grad_enabled()) return nbV_call(vm, f, args + 1, n - 1, out);
+  Ckpt *c = calloc(1, sizeof *c);
+  if (!c) return nb_error(vm, "out of memory");
+  c->vm = vm; c->autocast = nt_autocast_dtype();
+  nt_rng_get_state(&c->rng_seed, &c->rng_offset);
+  nt_TensorSet set = {0};
+  nt_TensorSet *prev_col = nt_boundary_collect(&set);
+  nt_set_grad_enabled(false);
+  nb_Value r = nb_nil();
+  int st = nbV_call(vm, f, args + 1, n - 1, &r);
+  nt_set_grad_enabled(true);
+  nt_boundary_collect(prev_col);
+  nt_Tensor *y = NULL, *yo = NULL;
+  if (!st && set.oom) st = nb_error(vm, "out of memory");
+  if (!st && !(y = ckpt_flat(vm, r, &c->nouts))) st = NB_ERR;
+  if (st || set.n == 0) {   /* an error, or nothing that needs a gradient: f's plain result */
+    nt_release(y); free(set.t); free(c);
+    if (st) { nb_decref(r); return NB_ERR; }
+    *out = r;
+    return NB_OK;
+  }
+  /* the node hangs off a fresh alias: y may be one of f's inputs */
+  yo = nt_detach(y);
+  nt_release(y);
+  nt_Node *nd = yo ? nt_record(yo, "CheckpointBackward", ckpt_backward, set.n, set.t) : NULL;
+  free(set.t);
+  if (!nd) { nt_release(yo); free(c); nb_decref(r); return nbT_err(vm); }
+  c->f = f; nb_incref(f);
+  c->nargs = n - 1;
+  c->args = malloc(sizeof(nb_Value) * (size_t)(n > 1 ? n - 1 : 1));
+  if (!c->args) { c->nargs = 0; ckpt_free(c); nt_release(yo); nb_decref(r); return nb_error(vm, "out of memory"); }
+  for (int i = 0; i < n - 1; i++) { c->args[i] = args[i + 1]; nb_incref(c->args[i]); }
+  nd->ctx = c; nd->ctx_free = ckpt_free;
+  if (!c->nouts) { nb_decref(r); *out = nb_obj(NB_TTENSOR, yo); return NB_OK; }
+  /* a list: differentiable views of the flat output, shaped like f's tensors */
+  nb_List *src = nb_list(r), *l = nbL_new(src->n);
+  int64_t off = 0;
+  st = NB_OK;
+  for (int i = 0; i < src->n; i++) {
+    nt_Tensor *t = T(src->items[i]);
+    nt_Tensor *piece = nt_narrow(yo, 0, off, t->numel), *v = piece ? nt_reshape(piece, t->shape, t->ndim) : NULL;
+    nt_release(piece);
+    if (!v) { st = nbT_err(vm); break; }
+    off += t->numel;
+    nbL_push(l, nb_obj(NB_TTENSOR, v));
+  }
+  nt_release(yo);
+  nb_decref(r);
+  if (st) { nb_decref(nb_obj(NB_TLIST, l)); return NB_ERR; }
+  *out = nb_obj(NB_TLIST, l);
+  return NB_OK;
+}
+
 /* ------------------------------------------------------------ builtins: optimizers
 ** One builtin per optimizer updates every parameter of a pytree in place
 ** through one fused op (tensor/toptim.c on the CPU, one launch on the GPU).
@@ -376,6 +582,47 @@ static int b_clip_grad_norm(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   }
   free(ls.t);
   *out = nb_num(norm);
+  return NB_OK;
+}
+
+/* unscale_grads(grads, inv_scale): multiplies every floating tensor of the
+** tree by inv_scale IN PLACE and returns whether all of them are finite (the
+** dynamic loss scaler in stdlib/optim.nbl).  The check is fused: each tensor
+** adds sum(g * 0) — 0 when finite, NaN when it holds an inf or a nan — into
+** one 0-d total, read back once (a single device synchronisation). */
+static int b_unscale_grads(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "unscale_grads";
+  double inv;
+  if (nbT_num_arg(vm, fname, "inv_scale", args[1], &inv)) return NB_ERR;
+  Leaves ls = {0};
+  if (leaves(vm, args[0], &ls)) { free(ls.t); return NB_ERR; }
+  bool prev = nt_set_grad_enabled(false);
+  int prev_ac = nt_autocast_set(-1);
+  nt_Tensor *total = NULL;
+  int bad = 0;
+  for (int k = 0; k < ls.n && !bad; k++) {
+    nt_Tensor *g = ls.t[k];
+    if (!nt_dtype_is_float(g->dtype)) continue;
+    if (inv != 1) {
+      nt_Tensor *sc = nt_binary_scalar_ex(NT_OP_MUL, g, inv, NT_SCALAR_FLOAT);
+      bad = !sc || nt_copy_(g, sc);
+      nt_release(sc);
+      if (bad) break;
+    }
+    nt_Tensor *z = nt_binary_scalar_ex(NT_OP_MUL, g, 0.0, NT_SCALAR_FLOAT), *s = z ? nt_sum(z, NULL, 0, false) : NULL;
+    nt_release(z);
+    if (!s) { bad = 1; break; }
+    if (total) { nt_Tensor *t2 = nt_add(total, s); nt_release(s); nt_release(total); total = t2; bad = !t2; }
+    else total = s;
+  }
+  double v = 0;
+  if (!bad && total && nt_item(total, &v)) bad = 1;
+  nt_release(total);
+  nt_autocast_set(prev_ac);
+  nt_set_grad_enabled(prev);
+  free(ls.t);
+  if (bad) return nbT_err(vm);
+  *out = nb_bool(v == 0);
   return NB_OK;
 }
 
@@ -602,11 +849,15 @@ static nb_Builtin grad_builtins[] = {
   { "zero_grad", b_zero_grad, "params", "zero_grad(params): clears .grad of every tensor in a tree" },
   { "requires_grad", b_requires_grad, "params, on=true", "requires_grad(tree, on=true): marks every float tensor of a tree as a leaf to differentiate" },
   { "grad_enabled", b_no_grad_enabled, "", "grad_enabled(): false inside no_grad { }" },
+  { "autocast_dtype", b_autocast_dtype, "", "autocast_dtype(): \"bf16\" or \"f16\" inside autocast(...) { }, else nil" },
+  { "checkpoint", b_checkpoint, "*args", "checkpoint(f, *args): f(*args) without keeping f's activations; backward recomputes them (same RNG). f returns a tensor or a list of tensors" },
+  { "autograd_stats", b_autograd_stats, "", "autograd_stats(): {nodes, bytes} held by live autograd graphs (the activations they keep)" },
   { "grad", b_grad, "f, argnums=0", "grad(f, argnums=0): a function returning d f / d args[argnums], shaped like that argument (a tree)" },
   { "value_and_grad", b_value_and_grad, "f, argnums=0", "value_and_grad(f, argnums=0): like grad, returning [value, grads]" },
   { "gradcheck", b_gradcheck, "f, inputs, eps=1e-6, atol=1e-5, rtol=1e-3", "gradcheck(f, inputs): autograd vs central finite differences in f64; true or an error naming the element" },
   { "adamw_update", b_adamw_update, "params, grads, m, v, lr, beta1, beta2, eps, weight_decay, step", "adamw_update(...): one AdamW step over every tensor of the trees, in place (used by optim)" },
   { "sgd_update", b_sgd_update, "params, grads, bufs, lr, momentum=0, nesterov=false, weight_decay=0", "sgd_update(...): one SGD step over every tensor of the trees, in place (used by optim)" },
+  { "unscale_grads", b_unscale_grads, "grads, inv_scale", "unscale_grads(grads, inv_scale): multiplies every gradient of the tree by inv_scale in place; true when all are finite (used by optim.grad_scaler)" },
   { "clip_grad_norm", b_clip_grad_norm, "tree, max_norm", "clip_grad_norm(tree, max_norm): scales gradients to a global L2 norm <= max_norm; returns the norm" },
   { "save", b_save, "path, tree", "save(path, tree): writes a record of tensors as safetensors (atomic)" },
   { "load", b_load, "path", "load(path): reads a safetensors file into a nested record" },

@@ -17,7 +17,7 @@ typedef enum {
   N_NAME, N_NEG, N_NOT, N_BINARY, N_AND, N_OR, N_RANGE,
   N_CALL, N_METHOD, N_INDEX, N_SLICE, N_FIELD,
   N_ASSIGN, N_FN, N_IF, N_WHILE, N_FOR, N_BLOCK,
-  N_BREAK, N_CONTINUE, N_RETURN, N_TRY, N_IMPORT, N_GLOBAL, N_NOGRAD,
+  N_BREAK, N_CONTINUE, N_RETURN, N_TRY, N_IMPORT, N_GLOBAL, N_NOGRAD, N_AUTOCAST,
 } nb_NodeKind;
 
 typedef enum { OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_MOD, OP_POW, OP_MATMUL,
@@ -200,6 +200,11 @@ int  nbT_literal(nb_VM *vm, nb_Value list, bool floats, nb_Value *out);   /* num
 int  nbT_len(nb_VM *vm, nb_Value t, double *out);
 void nbT_display(nb_VM *vm, nb_Value t, nb_Buf *html);
 void nbT_set_grad_enabled(bool on);
+/* blocks (ltgrad.c): no_grad and autocast set a thread-local mode and put the
+** previous one back on every way out of the block */
+bool nbT_swap_grad_enabled(bool on);             /* returns the previous mode */
+int  nbT_autocast_arg(nb_VM *vm, nb_Value v, int *dtype);  /* "bf16"/"f16" -> dtype; nil/false/"off" -> -1 */
+int  nbT_swap_autocast(int dtype);               /* returns the previous dtype (-1 = off) */
 void nbT_init(void);
 
 int  nbT_serialize(nb_VM *vm, nb_Value t, nb_Buf *out);

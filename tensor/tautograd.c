@@ -7,23 +7,64 @@
 ** requires grad).  Nodes never point at their outputs, so there are no cycles
 ** and refcounting frees graphs.
 **
-** nt_backward: DFS to collect the nodes and count, per node, the number of
-** incoming gradient edges (deps); then Kahn's algorithm from the root: a node
-** runs once all consumers have sent their gradient into node->gacc.
+** The engine (nt_backward, nt_autograd_grad): DFS to collect the nodes and
+** count, per node, the number of incoming gradient edges (deps); then Kahn's
+** algorithm from the roots: a node runs once all consumers have sent their
+** gradient into node->gacc.  nt_autograd_grad stops at its input tensors
+** (sinks) and hands their gradients back instead of filling leaves' .grad;
+** activation checkpointing (lang/ltgrad.c) uses it to differentiate a
+** recomputed segment without entering the graph around it.
+**
+** Boundary collector: checkpoint runs its segment with grad mode off and a
+** collector installed; every front end asks nt_needs_grad about its inputs,
+** so each tensor that requires grad and is used inside the segment — which
+** must come from outside, since nothing inside records — is collected: those
+** become the checkpoint node's inputs (its edges in the outer graph).
 */
 #include "tinternal.h"
 #include <stdlib.h>
 
 static _Thread_local bool grad_off = false;   /* stored inverted: zero-init = enabled */
+static _Thread_local nt_TensorSet *collector = NULL;
 
 bool nt_grad_enabled(void) { return !grad_off; }
 bool nt_set_grad_enabled(bool on) { bool prev = !grad_off; grad_off = !on; return prev; }
 
+nt_TensorSet *nt_boundary_collect(nt_TensorSet *set) { nt_TensorSet *prev = collector; collector = set; return prev; }
+
+static void collect(nt_TensorSet *set, nt_Tensor *t) {
+  for (int i = set->n - 1; i >= 0; i--) if (set->t[i] == t) return;
+  if (set->n == set->cap) {
+    int cap = set->cap ? set->cap * 2 : 16;
+    nt_Tensor **nt = realloc(set->t, sizeof(nt_Tensor *) * (size_t)cap);
+    if (!nt) { set->oom = true; return; }
+    set->t = nt; set->cap = cap;
+  }
+  set->t[set->n++] = t;
+}
+
 bool nt_needs_grad(int nin, nt_Tensor *const *in) {
-  if (grad_off) return false;
+  if (grad_off) {
+    if (collector)
+      for (int i = 0; i < nin; i++) if (in[i] && in[i]->requires_grad) collect(collector, in[i]);
+    return false;
+  }
   for (int i = 0; i < nin; i++)
     if (in[i] && in[i]->requires_grad) return true;
   return false;
+}
+
+/* ---- node bookkeeping: creation numbers and what live graphs hold ---------- */
+static uint64_t node_seq = 1;           /* atomics: graphs may live on worker threads */
+static int64_t live_nodes = 0, held_bytes = 0;
+
+uint64_t nt_autograd_seq(void) { return __atomic_load_n(&node_seq, __ATOMIC_RELAXED); }
+
+static int64_t tensor_bytes(const nt_Tensor *t) { return t ? t->numel * (int64_t)nt_dtype_size(t->dtype) : 0; }
+
+void nt_autograd_stats(int64_t *nodes, int64_t *bytes) {
+  if (nodes) *nodes = __atomic_load_n(&live_nodes, __ATOMIC_RELAXED);
+  if (bytes) *bytes = __atomic_load_n(&held_bytes, __ATOMIC_RELAXED);
 }
 
 nt_Node *nt_record(nt_Tensor *out, const char *name, nt_BackwardFn fn, int nin, nt_Tensor *const *in) {
@@ -32,7 +73,11 @@ nt_Node *nt_record(nt_Tensor *out, const char *name, nt_BackwardFn fn, int nin, 
   n->in = nin <= NT_NODE_INLINE ? n->inl : nt_calloc((size_t)nin, sizeof(nt_Tensor *));
   if (!n->in) { free(n); return NULL; }
   n->refcount = 1; n->name = name; n->backward = fn; n->nin = nin;
-  for (int i = 0; i < nin; i++) n->in[i] = nt_retain(in[i]);
+  n->seq = __atomic_fetch_add(&node_seq, 1, __ATOMIC_RELAXED);
+  int64_t bytes = 0;
+  for (int i = 0; i < nin; i++) { n->in[i] = nt_retain(in[i]); bytes += tensor_bytes(in[i]); }
+  __atomic_fetch_add(&live_nodes, 1, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&held_bytes, bytes, __ATOMIC_RELAXED);
   if (out->grad_fn) nt_node_release(out->grad_fn);
   out->grad_fn = n;
   out->requires_grad = true;
@@ -44,6 +89,7 @@ int nt_node_save(nt_Node *n, nt_Tensor *t) {
   nt_Tensor *d = nt_detach(t);
   if (!d) return -1;
   n->saved[n->nsaved] = d;
+  if (!n->released) __atomic_fetch_add(&held_bytes, tensor_bytes(d), __ATOMIC_RELAXED);
   return n->nsaved++;
 }
 
@@ -52,6 +98,11 @@ int nt_node_save(nt_Node *n, nt_Tensor *t) {
 static void node_free_graph(nt_Node *n) {
   if (n->released) return;
   n->released = true;
+  int64_t bytes = 0;
+  for (int i = 0; i < n->nin; i++) bytes += tensor_bytes(n->in[i]);
+  for (int i = 0; i < n->nsaved; i++) bytes += tensor_bytes(n->saved[i]);
+  __atomic_fetch_sub(&live_nodes, 1, __ATOMIC_RELAXED);
+  __atomic_fetch_sub(&held_bytes, bytes, __ATOMIC_RELAXED);
   for (int i = 0; i < n->nin; i++) { nt_release(n->in[i]); n->in[i] = NULL; }
   for (int i = 0; i < n->nsaved; i++) { nt_release(n->saved[i]); n->saved[i] = NULL; }
   if (n->ctx_free && n->ctx) n->ctx_free(n->ctx);
@@ -154,69 +205,80 @@ static int leaf_accumulate(nt_Tensor *leaf, nt_Tensor *g) {
   return accumulate(&leaf->grad, g);
 }
 
-static uint32_t visit_stamp = 0;
+static _Thread_local uint32_t visit_stamp = 0;
 
-int nt_backward(nt_Tensor *root, nt_Tensor *grad, bool retain_graph) {
-  if (!root->requires_grad)
-    NT_FAIL("backward: tensor does not require grad and has no grad_fn");
-  nt_Tensor *g0;
-  if (grad) {
-    char a[128], b[128];
-    if (grad->ndim != root->ndim || memcmp(grad->shape, root->shape, sizeof(int64_t) * (size_t)root->ndim))
-      NT_FAIL("backward: grad has shape %s but the tensor has shape %s", nt_shape_str(grad->shape, grad->ndim, a, sizeof a),
-              nt_shape_str(root->shape, root->ndim, b, sizeof b));
-    g0 = nt_retain(grad);
-  } else {
-    if (root->numel != 1) {
-      char a[128];
-      NT_FAIL("backward: grad can be implicitly created only for scalar outputs, got shape %s",
-              nt_shape_str(root->shape, root->ndim, a, sizeof a));
-    }
-    g0 = nt_ones_like(root);
-    if (!g0) return -1;
+#define SECOND_PASS_MSG "backward: trying to backward through the graph a second time (or after its buffers were freed); " \
+                        "use retain_graph=true on the first backward"
+
+/* One engine for both entries.  sinks == NULL: nt_backward (leaves accumulate
+** into .grad).  Otherwise gradients reaching sinks[i] go to sink_grads[i],
+** other leaves are ignored, and nodes older than min_seq are never entered. */
+typedef struct Engine {
+  int nsinks; nt_Tensor *const *sinks; nt_Tensor **sink_grads; uint64_t min_seq;
+} Engine;
+
+static int sink_index(const Engine *e, const nt_Tensor *t) {
+  for (int i = 0; i < e->nsinks; i++) if (e->sinks[i] == t) return i;
+  return -1;
+}
+
+/* sends g (owned) to tensor `in`: a sink slot, its node's gacc, or a leaf */
+static int deliver(const Engine *e, nt_Tensor *in, nt_Tensor *g, NodeVec *ready) {
+  int si = e->sinks ? sink_index(e, in) : -1;
+  if (si < 0 && !in->grad_fn && e->sinks) { nt_release(g); return 0; }   /* a leaf that was not asked for */
+  g = fit_grad(g, in);
+  if (!g) return -1;
+  if (si >= 0) return accumulate(&e->sink_grads[si], g);
+  if (!in->grad_fn) return leaf_accumulate(in, g);
+  nt_Node *c = in->grad_fn;
+  if (accumulate(&c->gacc, g)) return -1;
+  if (--c->deps == 0 && vec_push(ready, c)) return -1;
+  return 0;
+}
+
+/* includes node c in the pass (first visit) and counts one more edge into it */
+static int visit(const Engine *e, nt_Node *c, uint32_t stamp, NodeVec *all, NodeVec *stack) {
+  if (c->released) NT_FAIL(SECOND_PASS_MSG);
+  if (e->min_seq && c->seq < e->min_seq)
+    NT_FAIL("checkpoint: the recomputed function reached a tensor that requires grad which its first (no_grad) run "
+            "never passed to an op; gradients would be lost (%s)", c->name);
+  if (c->visit != stamp) {
+    c->visit = stamp; c->deps = 0; c->refcount++;
+    if (vec_push(all, c) || vec_push(stack, c)) return -1;
   }
+  c->deps++;
+  return 0;
+}
+
+static int run_engine(const Engine *e, int nroots, nt_Tensor *const *roots, nt_Tensor **g0, bool retain_graph) {
   bool prev = nt_set_grad_enabled(false);
-  int rc = 0;
-  if (!root->grad_fn) {                       /* a leaf: d root / d root */
-    rc = leaf_accumulate(root, g0);
-    nt_set_grad_enabled(prev);
-    return rc;
-  }
-  /* collect nodes and dependency counts */
+  int prev_ac = nt_autocast_set(-1);                 /* backward runs in the dtypes forward chose */
+  nt_TensorSet *prev_col = nt_boundary_collect(NULL); /* its ops are nobody's boundary */
   NodeVec all = {0}, stack = {0}, ready = {0};
   uint32_t stamp = ++visit_stamp;
-  nt_Node *r = root->grad_fn;
-  if (r->released) {
-    nt_release(g0); nt_set_grad_enabled(prev);
-    NT_FAIL("backward: trying to backward through the graph a second time (or after its buffers were freed); "
-            "use retain_graph=true on the first backward");
+  int rc = 0;
+  /* collect nodes and dependency counts: each root is one edge into its node */
+  for (int r = 0; r < nroots && !rc; r++) {
+    nt_Tensor *t = roots[r];
+    if (!g0[r] || !t->grad_fn || (e->sinks && sink_index(e, t) >= 0)) continue;
+    rc = visit(e, t->grad_fn, stamp, &all, &stack);
   }
-  r->visit = stamp; r->deps = 0; r->refcount++;
-  if (vec_push(&all, r) || vec_push(&stack, r)) { rc = -1; goto done; }
-  while (stack.n) {
+  while (stack.n && !rc) {
     nt_Node *n = stack.v[--stack.n];
-    for (int k = 0; k < n->nin; k++) {
+    for (int k = 0; k < n->nin && !rc; k++) {
       nt_Tensor *in = n->in[k];
-      if (!in || !in->requires_grad || !in->grad_fn) continue;
-      nt_Node *c = in->grad_fn;
-      if (c->released) {
-        nt_error_set("backward: trying to backward through the graph a second time (or after its buffers were freed); "
-                     "use retain_graph=true on the first backward");
-        rc = -1; goto done;
-      }
-      if (c->visit != stamp) {
-        c->visit = stamp; c->deps = 0; c->refcount++;
-        if (vec_push(&all, c) || vec_push(&stack, c)) { rc = -1; goto done; }
-      }
-      c->deps++;
+      if (!in || !in->requires_grad || !in->grad_fn || (e->sinks && sink_index(e, in) >= 0)) continue;
+      rc = visit(e, in->grad_fn, stamp, &all, &stack);
     }
   }
-  r->gacc = g0; g0 = NULL;
-  if (vec_push(&ready, r)) { rc = -1; goto done; }
-  while (ready.n) {
+  for (int r = 0; r < nroots && !rc; r++) {
+    nt_Tensor *g = g0[r]; g0[r] = NULL;
+    if (g && deliver(e, roots[r], g, &ready)) rc = -1;
+  }
+  while (ready.n && !rc) {
     nt_Node *n = ready.v[--ready.n];
     nt_Tensor *gin_inl[NT_NODE_INLINE] = {0}, **gin = gin_inl;
-    if (n->nin > NT_NODE_INLINE) { gin = nt_calloc((size_t)n->nin, sizeof *gin); if (!gin) { rc = -1; goto done; } }
+    if (n->nin > NT_NODE_INLINE) { gin = nt_calloc((size_t)n->nin, sizeof *gin); if (!gin) { rc = -1; break; } }
     nt_Tensor *gout = n->gacc; n->gacc = NULL;
     rc = n->backward(n, gout, gin);
     nt_release(gout);
@@ -225,19 +287,11 @@ int nt_backward(nt_Tensor *root, nt_Tensor *grad, bool retain_graph) {
       gin[k] = NULL;
       if (!g) continue;
       if (rc || !in || !in->requires_grad) { nt_release(g); continue; }
-      g = fit_grad(g, in);
-      if (!g) { rc = -1; continue; }
-      if (in->grad_fn) {
-        nt_Node *c = in->grad_fn;
-        if (accumulate(&c->gacc, g)) { rc = -1; continue; }
-        if (--c->deps == 0 && vec_push(&ready, c)) rc = -1;
-      } else if (leaf_accumulate(in, g)) rc = -1;
+      if (deliver(e, in, g, &ready)) rc = -1;
     }
     if (gin != gin_inl) free(gin);
-    if (rc) goto done;
   }
-done:
-  nt_release(g0);
+  for (int r = 0; r < nroots; r++) { nt_release(g0[r]); g0[r] = NULL; }
   for (int i = 0; i < all.n; i++) {
     nt_Node *n = all.v[i];
     nt_release(n->gacc); n->gacc = NULL;
@@ -245,6 +299,55 @@ done:
   }
   for (int i = 0; i < all.n; i++) nt_node_release(all.v[i]);
   free(all.v); free(stack.v); free(ready.v);
+  nt_boundary_collect(prev_col);
+  nt_autocast_set(prev_ac);
   nt_set_grad_enabled(prev);
+  return rc;
+}
+
+static int check_grad_shape(const char *op, nt_Tensor *t, nt_Tensor *g) {
+  char a[128], b[128];
+  if (g->ndim != t->ndim || memcmp(g->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim))
+    NT_FAIL("%s: grad has shape %s but the tensor has shape %s", op, nt_shape_str(g->shape, g->ndim, a, sizeof a),
+            nt_shape_str(t->shape, t->ndim, b, sizeof b));
+  return 0;
+}
+
+/* the seed gradient of a root: g (retained) or ones for a 1-element root */
+static nt_Tensor *seed_grad(const char *op, nt_Tensor *root, nt_Tensor *g) {
+  if (g) return check_grad_shape(op, root, g) ? NULL : nt_retain(g);
+  if (root->numel != 1) {
+    char a[128];
+    NT_FAIL_NULL("%s: grad can be implicitly created only for scalar outputs, got shape %s", op,
+                 nt_shape_str(root->shape, root->ndim, a, sizeof a));
+  }
+  return nt_ones_like(root);
+}
+
+int nt_backward(nt_Tensor *root, nt_Tensor *grad, bool retain_graph) {
+  if (!root->requires_grad)
+    NT_FAIL("backward: tensor does not require grad and has no grad_fn");
+  nt_Tensor *g0 = seed_grad("backward", root, grad);
+  if (!g0) return -1;
+  if (root->grad_fn && root->grad_fn->released) { nt_release(g0); NT_FAIL(SECOND_PASS_MSG); }
+  Engine e = {0};
+  return run_engine(&e, 1, &root, &g0, retain_graph);
+}
+
+int nt_autograd_grad(int nout, nt_Tensor *const *outputs, nt_Tensor *const *gouts, int nin,
+                     nt_Tensor *const *inputs, nt_Tensor **grads, bool retain_graph, uint64_t min_seq) {
+  for (int i = 0; i < nin; i++) grads[i] = NULL;
+  nt_Tensor *g0_inl[4] = {0}, **g0 = nout <= 4 ? g0_inl : nt_calloc((size_t)nout, sizeof *g0);
+  if (!g0) return -1;
+  int rc = 0;
+  for (int r = 0; r < nout && !rc; r++) {
+    if (!outputs[r]->requires_grad) continue;         /* contributes nothing */
+    if (!(g0[r] = seed_grad("grad", outputs[r], gouts ? gouts[r] : NULL))) rc = -1;
+  }
+  Engine e = { nin, inputs, grads, min_seq };
+  if (!rc) rc = run_engine(&e, nout, outputs, g0, retain_graph);
+  for (int r = 0; r < nout; r++) nt_release(g0[r]);
+  if (g0 != g0_inl) free(g0);
+  if (rc) for (int i = 0; i < nin; i++) { nt_release(grads[i]); grads[i] = NULL; }
   return rc;
 }

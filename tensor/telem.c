@@ -95,6 +95,7 @@ static const char *bin_names[] = {
 
 nt_Tensor *nt_binary(int op, nt_Tensor *a, nt_Tensor *b) {
   if (!NT_OP_IS_BINARY(op)) NT_FAIL_NULL("%s is not a binary op", nt_op_name(op));
+  if (op == NT_OP_POW) NT_AUTOCAST(NT_AUTOCAST_F32, nt_binary(op, ac_[0], ac_[1]), a, b);
   if (a->device != b->device)
     NT_FAIL_NULL("%s: expected all tensors on the same device, got %s and %s", nt_op_name(op),
                  nt_device_name(a->device), nt_device_name(b->device));
@@ -119,7 +120,7 @@ nt_Tensor *nt_binary(int op, nt_Tensor *a, nt_Tensor *b) {
   if (!out) goto done;
   args.out = out; args.nin = 2;
   if (nt_dispatch(op, a->device, &args)) { nt_release(out); out = NULL; goto done; }
-  if (op <= NT_OP_MINIMUM && (a->requires_grad || b->requires_grad) && nt_grad_enabled()) {
+  if (op <= NT_OP_MINIMUM && nt_needs_grad(2, (nt_Tensor *[]){ a, b })) {
     nt_Node *n = nt_record(out, bin_names[op], binary_backward, 2, (nt_Tensor *[]){ a, b });
     if (!n || (n->iarg[0] = op, op == NT_OP_POW && nt_node_save(n, out) < 0)) { nt_release(out); out = NULL; }
   }
@@ -165,6 +166,7 @@ static int binary_scalar_backward(nt_Node *n, nt_Tensor *g, nt_Tensor **gin) {
 
 nt_Tensor *nt_binary_scalar_ex(int op, nt_Tensor *t, double s, int flags) {
   if (!NT_OP_IS_BINARY(op)) NT_FAIL_NULL("%s is not a binary op", nt_op_name(op));
+  if (op == NT_OP_POW) NT_AUTOCAST(NT_AUTOCAST_F32, nt_binary_scalar_ex(op, ac_[0], s, flags), t);
   bool isf = (flags & NT_SCALAR_FLOAT) ? true : (flags & NT_SCALAR_INT) ? false : (s != floor(s) || !isfinite(s));
   bool first = flags & NT_SCALAR_FIRST;
   nt_DType cd = compute_dtype(op, nt_promote_scalar(t->dtype, isf));
@@ -181,7 +183,7 @@ nt_Tensor *nt_binary_scalar_ex(int op, nt_Tensor *t, double s, int flags) {
     args.s[0] = s; args.iarg[0] = first; args.niarg = 1;
     if (nt_dispatch(op, t->device, &args)) { nt_release(out); out = NULL; }
   }
-  if (out && op <= NT_OP_MINIMUM && t->requires_grad && nt_grad_enabled()) {
+  if (out && op <= NT_OP_MINIMUM && nt_needs_grad(1, &t)) {
     nt_Node *n = nt_record(out, bin_names[op], binary_scalar_backward, 1, &t);
     if (!n) { nt_release(out); out = NULL; }
     else {
@@ -208,6 +210,12 @@ BIN(logical_and, NT_OP_LOGICAL_AND) BIN(logical_or, NT_OP_LOGICAL_OR)
 static bool int_ok(int op) {
   return op == NT_OP_NEG || op == NT_OP_ABS || op == NT_OP_SIGN || op == NT_OP_RELU || op == NT_OP_SQUARE ||
          op == NT_OP_FLOOR || op == NT_OP_CEIL || op == NT_OP_ROUND || op == NT_OP_CLAMP;
+}
+
+/* unary ops autocast computes in f32 (PyTorch's float32 list) */
+static bool f32_under_autocast(int op) {
+  return op == NT_OP_EXP || op == NT_OP_EXPM1 || op == NT_OP_LOG || op == NT_OP_LOG1P || op == NT_OP_LOG2 ||
+         op == NT_OP_RECIPROCAL || op == NT_OP_RSQRT || op == NT_OP_TAN;
 }
 
 static int unary_backward(nt_Node *n, nt_Tensor *g, nt_Tensor **gin) {
@@ -278,6 +286,7 @@ static const char *unary_name(int op) {
 
 nt_Tensor *nt_unary_scalar_op(int op, nt_Tensor *t, double s0, double s1) {
   if (!NT_OP_IS_UNARY(op)) NT_FAIL_NULL("%s is not a unary op", nt_op_name(op));
+  if (f32_under_autocast(op)) NT_AUTOCAST(NT_AUTOCAST_F32, nt_unary_scalar_op(op, ac_[0], s0, s1), t);
   nt_DType cd = t->dtype, od;
   if (op == NT_OP_LOGICAL_NOT) od = NT_BOOL;
   else {
@@ -298,7 +307,7 @@ nt_Tensor *nt_unary_scalar_op(int op, nt_Tensor *t, double s0, double s1) {
     args.op = op; args.out = out; args.in[0] = ct; args.nin = 1; args.s[0] = s0; args.s[1] = s1;
     if (nt_dispatch(op, t->device, &args)) { nt_release(out); out = NULL; }
   }
-  if (out && op != NT_OP_LOGICAL_NOT && t->requires_grad && nt_grad_enabled()) {
+  if (out && op != NT_OP_LOGICAL_NOT && nt_needs_grad(1, &t)) {
     nt_Node *n = nt_record(out, unary_name(op), unary_backward, 1, &t);
     if (!n) { nt_release(out); out = NULL; }
     else {

@@ -369,5 +369,37 @@ nt_Tensor *nt_detach(nt_Tensor *t);                   /* shares storage, no grad
 ** Accumulates into leaves' .grad.  The graph's saved tensors are freed after
 ** the pass unless retain_graph; a second pass over a freed graph is an error. */
 int        nt_backward(nt_Tensor *root, nt_Tensor *grad, bool retain_graph);
+/* torch.autograd.grad: gradients of sum_k <outputs[k], gouts[k]> (gouts NULL
+** or gouts[k] NULL: ones, for 1-element outputs) with respect to inputs[],
+** which are SINKS: a gradient reaching one is written to grads[i] (a new
+** reference; NULL when none reaches it) and not propagated further, and no
+** leaf's .grad is touched.  Nodes recorded before node number `min_seq` (see
+** nt_autograd_seq) are never entered: reaching one that is not an input is
+** an error (0 = no limit).  Frees the graph unless retain_graph.  0 / -1. */
+int        nt_autograd_grad(int nout, nt_Tensor *const *outputs, nt_Tensor *const *gouts, int nin,
+                            nt_Tensor *const *inputs, nt_Tensor **grads, bool retain_graph, uint64_t min_seq);
+/* number the next recorded node will get (node numbers only grow) */
+uint64_t   nt_autograd_seq(void);
+/* live nodes that still hold their graph, and the bytes of the tensors they
+** hold (inputs and saved tensors, each counted per node) — a measure of the
+** activation memory a graph keeps; for tests and memory tuning. */
+void       nt_autograd_stats(int64_t *nodes, int64_t *held_bytes);
+/* Boundary collector (activation checkpointing): while one is installed,
+** every tensor that requires grad and is passed to an op front end while
+** grad mode is OFF is appended (borrowed, once) to the set.  Returns the
+** previously installed set so they nest. */
+typedef struct nt_TensorSet { nt_Tensor **t; int n, cap; bool oom; } nt_TensorSet;
+nt_TensorSet *nt_boundary_collect(nt_TensorSet *set);
+
+/* ---- autocast (mixed precision; tautocast.c) ------------------------------
+** Thread-local, off by default.  nt_autocast_set(NT_BF16 | NT_F16) turns it
+** on (any other value, e.g. -1: off) and returns the previous setting (-1 =
+** off).  Under autocast matmul and conv2d (and attention) cast floating
+** inputs to that dtype; softmax, log_softmax, cross_entropy, layer_norm,
+** mse_loss, sum/mean/prod/logsumexp/var/std, cumsum, exp, expm1, log, log1p,
+** log2, pow, reciprocal, rsqrt and tan compute f16/bf16 inputs in f32 (output
+** f32); other ops promote as usual.  Backward passes run with it off. */
+int        nt_autocast_set(int dtype_or_minus1);
+int        nt_autocast_dtype(void);               /* -1 when off */
 
 #endif

@@ -289,6 +289,7 @@ struct nt_Node {
   int niarg;
   void *ctx; void (*ctx_free)(void *ctx);  /* anything else */
   /* engine-private */
+  uint64_t seq;                /* creation number (nt_autograd_seq) */
   bool released;
   int deps;
   uint32_t visit;
@@ -306,6 +307,28 @@ void nt_node_release(nt_Node *n);
 nt_Tensor *nt_sum_to_shape(nt_Tensor *g, const int64_t *shape, int ndim);
 /* true if input k of the node needs a gradient */
 static inline bool nt_node_needs(const nt_Node *n, int k) { return n->in[k] && n->in[k]->requires_grad; }
+
+/* ---- autocast (tautocast.c) -------------------------------------------------
+** First statement of a front end that autocast affects:
+**     NT_AUTOCAST(NT_AUTOCAST_LOW, nt_matmul(ac_[0], ac_[1]), a, b);
+** Under autocast, when the policy changes the dtype of some input, the inputs
+** (NULL allowed) are cast into ac_[] and the front end returns CALL on them;
+** otherwise it goes on.  nt_autocast_inputs returns how many inputs change
+** (0: nothing to do; -1: error) and fills out[] (new references) when > 0. */
+enum { NT_AUTOCAST_LOW, NT_AUTOCAST_F32 };
+int  nt_autocast_inputs(int policy, int n, nt_Tensor *const *in, nt_Tensor **out);
+void nt_autocast_release(int n, nt_Tensor **casts);
+#define NT_AUTOCAST(policy, CALL, ...) do {                                        \
+    nt_Tensor *const ac_in_[] = { __VA_ARGS__ };                                   \
+    enum { ac_n_ = (int)(sizeof ac_in_ / sizeof ac_in_[0]) };                      \
+    nt_Tensor *ac_[ac_n_];                                                         \
+    int ac_k_ = nt_autocast_inputs((policy), ac_n_, ac_in_, ac_);                  \
+    if (ac_k_) {                                                                   \
+      nt_Tensor *ac_r_ = ac_k_ < 0 ? NULL : (CALL);                                \
+      nt_autocast_release(ac_n_, ac_);                                             \
+      return ac_r_;                                                                \
+    }                                                                              \
+  } while (0)
 
 /* Small internal helpers shared by the front ends. */
 nt_Tensor *nt_unary_scalar_op(int op, nt_Tensor *t, double s0, double s1);  /* clamp-like */

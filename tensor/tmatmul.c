@@ -151,6 +151,7 @@ out:
 }
 
 nt_Tensor *nt_matmul(nt_Tensor *a, nt_Tensor *b) {
+  NT_AUTOCAST(NT_AUTOCAST_LOW, nt_matmul(ac_[0], ac_[1]), a, b);
   if (a->device != b->device)
     NT_FAIL_NULL("matmul: expected all tensors on the same device, got %s and %s", nt_device_name(a->device), nt_device_name(b->device));
   if (a->ndim == 0 || b->ndim == 0) NT_FAIL_NULL("matmul: both arguments need at least 1 dimension, got %d and %d", a->ndim, b->ndim);

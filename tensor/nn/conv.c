@@ -158,6 +158,7 @@ nt_Tensor *nt_conv2d(nt_Tensor *x0, nt_Tensor *w0, nt_Tensor *b0, int sh, int sw
     NT_FAIL_NULL("%s: expected input [N,C,H,W], weight [O,C,kh,kw] and bias [O]; got %s and %s", op,
                  nt_shape_str(x0->shape, x0->ndim, s1, sizeof s1), nt_shape_str(w0->shape, w0->ndim, s2, sizeof s2));
   if (nt_check_same_device(op, 3, (nt_Tensor *[]){x0, w0, b0 ? b0 : x0})) return NULL;
+  NT_AUTOCAST(NT_AUTOCAST_LOW, nt_conv2d(ac_[0], ac_[1], ac_[2], sh, sw, ph, pw), x0, w0, b0);
   cgeom g = {.N = x0->shape[0], .C = x0->shape[1], .H = x0->shape[2], .W = x0->shape[3], .O = w0->shape[0],
              .kh = w0->shape[2], .kw = w0->shape[3], .sh = sh, .sw = sw, .ph = ph, .pw = pw};
   if (out_size(op, g.H, g.kh, sh, ph, &g.Ho) || out_size(op, g.W, g.kw, sw, pw, &g.Wo)) return NULL;

@@ -133,6 +133,7 @@ nt_Tensor *nt_layer_norm(nt_Tensor *x0, nt_Tensor *weight, nt_Tensor *bias, doub
   const char *op = "layer_norm";
   if (x0->ndim < 1) NT_FAIL_NULL("%s: input must have at least 1 dimension", op);
   if (nt_check_same_device(op, 3, (nt_Tensor *[]){x0, weight ? weight : x0, bias ? bias : x0})) return NULL;
+  NT_AUTOCAST(NT_AUTOCAST_F32, nt_layer_norm(ac_[0], ac_[1], ac_[2], eps), x0, weight, bias);
   int64_t D = x0->shape[x0->ndim - 1], shp[2] = {-1, D};
   nt_Tensor *xf = nn_compute_float(op, x0);
   if (!xf) return NULL;

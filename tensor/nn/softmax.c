@@ -92,6 +92,7 @@ static int softmax_backward(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin) {
 }
 
 static nt_Tensor *softmax_impl(const char *name, nt_Tensor *x0, int axis, int lg) {
+  NT_AUTOCAST(NT_AUTOCAST_F32, softmax_impl(name, ac_[0], axis, lg), x0);
   nt_Tensor *xf = nn_compute_float(name, x0);
   if (!xf) return NULL;
   int ax = x0->ndim ? nt_norm_axis(name, axis, x0->ndim) : (axis == 0 || axis == -1 ? 0 : nt_norm_axis(name, axis, 0));
@@ -204,6 +205,7 @@ nt_Tensor *nt_cross_entropy(nt_Tensor *logits, nt_Tensor *targets, int64_t ignor
   const char *op = "cross_entropy";
   char a[128], b[128];
   nt_nn_init();
+  NT_AUTOCAST(NT_AUTOCAST_F32, nt_cross_entropy(ac_[0], targets, ignore_index, eps), logits);
   if (!(eps >= 0 && eps <= 1)) NT_FAIL_NULL("%s: label_smoothing must be in [0, 1], got %g", op, eps);
   if (!nt_dtype_is_int(targets->dtype))
     NT_FAIL_NULL("%s: targets must be an integer tensor (class indices), got %s", op, nt_dtype_name(targets->dtype));
@@ -262,6 +264,7 @@ done:
 /* ---- mse ---------------------------------------------------------------------- */
 nt_Tensor *nt_mse_loss(nt_Tensor *a, nt_Tensor *b) {
   nt_nn_init();
+  NT_AUTOCAST(NT_AUTOCAST_F32, nt_mse_loss(ac_[0], ac_[1]), a, b);
   int64_t shp[NT_MAXDIM];
   int nd;
   if (nt_broadcast_shapes("mse_loss", a->shape, a->ndim, b->shape, b->ndim, shp, &nd)) return NULL;  /* name the op called */

@@ -194,6 +194,7 @@ static int cumsum_backward(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin) {
 
 nt_Tensor *nt_cumsum(nt_Tensor *x0, int axis) {
   nt_nn_init();
+  NT_AUTOCAST(NT_AUTOCAST_F32, nt_cumsum(ac_[0], axis), x0);
   int ax = x0->ndim ? nt_norm_axis("cumsum", axis, x0->ndim) : 0;
   if (ax < 0) return NULL;
   /* like torch: integers and bool accumulate in i64; f16/bf16 in f32 */

@@ -21,7 +21,7 @@ static Toks lex(const char *src) {
 static const char *kname(nb_TokKind k) {
   static const char *const n[TK_COUNT] = {
     "EOF", "NL", "ERROR", "NUM", "STR", "RSTR", "NAME",
-    "and", "break", "catch", "continue", "else", "false", "fn", "for",
+    "and", "autocast", "break", "catch", "continue", "else", "false", "fn", "for",
     "global", "if", "import", "in", "nil", "no_grad", "not", "or",
     "return", "true", "try", "while",
     "(", ")", "[", "]", "{", "}", ",", ".", "..", ":", ";", "=",
@@ -55,12 +55,13 @@ int main(void) {
     CHECK_STR(kinds("x.y..z"), "NAME . NAME .. NAME EOF");
   }
   TEST("lexer/keywords") {
-    CHECK_STR(kinds("and break catch continue else false fn for global if import in nil no_grad not or return true try while"),
-              "and break catch continue else false fn for global if import in nil no_grad not or return true try while EOF");
+    CHECK_STR(kinds("and autocast break catch continue else false fn for global if import in nil no_grad not or return true try while"),
+              "and autocast break catch continue else false fn for global if import in nil no_grad not or return true try while EOF");
     CHECK_STR(kinds("android fnord iff nil_ _if"), "NAME NAME NAME NAME NAME EOF");
     CHECK_INT(nbX_keyword("while", 5), TK_WHILE);
     CHECK_INT(nbX_keyword("whil", 4), TK_NAME);
     CHECK_INT(nbX_keyword("no_grad", 7), TK_NOGRAD);
+    CHECK_INT(nbX_keyword("autocast", 8), TK_AUTOCAST);
     int n = 0; while (nbX_keywords[n]) n++;
     CHECK_INT(n, TK_WHILE - TK_AND + 1);
   }

@@ -61,6 +61,7 @@ static void dump(nb_Buf *b, const nb_Node *n) {
   case N_IMPORT: nbB_printf(b, "(import %s)", n->str->data); break;
   case N_GLOBAL: nbB_puts(b, "(global"); for (int i = 0; i < n->nkids; i++) nbB_printf(b, " %s", n->names[i]->data); nbB_putc(b, ')'); break;
   case N_NOGRAD: nbB_puts(b, "(no_grad "); dump(b, n->a); nbB_putc(b, ')'); break;
+  case N_AUTOCAST: nbB_puts(b, "(autocast "); dump(b, n->a); nbB_putc(b, ' '); dump(b, n->b); nbB_putc(b, ')'); break;
   }
 }
 
@@ -185,6 +186,7 @@ int main(void) {
     SHAPE("import nn", "(import nn)");
     SHAPE("fn f() { global a, b\n a }", "(= f (fn f () {(global a b); a}))");
     SHAPE("no_grad { x }", "(no_grad {x})");
+    SHAPE("autocast(\"bf16\") { x @ y }", "(autocast \"bf16\" {(@ x y)})");
     SHAPE("\n\n;;x\n\n", "x");
   }
   TEST("parser/if-try") {
@@ -396,6 +398,9 @@ int main(void) {
     nb_completions_free(&c);
     nb_complete(vm, "no_", 3, &c);
     CHECK(has(&c, "no_grad"), "keyword no_grad");
+    nb_completions_free(&c);
+    nb_complete(vm, "autoc", 5, &c);
+    CHECK(has(&c, "autocast") && has(&c, "autocast_dtype"), "keyword autocast");
     nb_completions_free(&c);
     nb_complete(vm, "zzzq", 4, &c);
     CHECK(c.n == 0, "no matches: %d", c.n);
