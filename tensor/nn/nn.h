@@ -55,6 +55,14 @@ nt_Tensor *nt_argsort(nt_Tensor *x, int axis, bool descending);
 int        nt_topk(nt_Tensor *x, int64_t k, int axis, bool largest, nt_Tensor **values, nt_Tensor **indices);
 nt_Tensor *nt_cumsum(nt_Tensor *x, int axis);
 
+/* ---- attention ------------------------------------------------------------------ */
+/* torch.nn.functional.scaled_dot_product_attention (no mask, no dropout):
+** q [..., T, d], k [..., S, d], v [..., S, dv] (batch dims broadcast, same
+** floating dtype) -> [..., T, dv] = softmax(scale q k^T (+ causal mask)) v.
+** scale NAN = 1/sqrt(d); causal: query i sees keys j <= i (top-left aligned).
+** One fused op: saves the row logsumexp, not the T x S matrix (attention.c). */
+nt_Tensor *nt_scaled_dot_product_attention(nt_Tensor *q, nt_Tensor *k, nt_Tensor *v, bool causal, double scale);
+
 /* Registers the nn kernels (called lazily by every op; idempotent, thread-safe). */
 void nt_nn_init(void);
 

@@ -14,6 +14,7 @@ static void register_all(void) {
   nn_register_index();
   nn_register_conv();
   nn_register_sort();
+  nn_register_attention();
 }
 
 void nt_nn_init(void) {

@@ -14,6 +14,7 @@ typedef struct nn_op_ids {
   int take, take_bwd, gather, scatter_add, masked_select, masked_scatter, one_hot;
   int conv2d, conv2d_bwd, max_pool2d, max_pool2d_bwd, avg_pool2d, avg_pool2d_bwd;
   int sort, cumsum;
+  int sdpa, sdpa_bwd;
 } nn_op_ids;
 extern nn_op_ids nn_ops;
 
@@ -23,6 +24,7 @@ void nn_register_norm(void);
 void nn_register_index(void);
 void nn_register_conv(void);
 void nn_register_sort(void);
+void nn_register_attention(void);
 
 /* Type-generic math for the f32/f64 kernel templates. */
 #define nn_exp(x)  _Generic((x), float: expf, default: exp)(x)

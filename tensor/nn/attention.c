@@ -1,0 +1,310 @@
+/*
+** attention.c — scaled_dot_product_attention(q, k, v, causal, scale) as one op
+** (torch.nn.functional.scaled_dot_product_attention without mask/dropout).
+**
+** Math, per batch b (q [T, D], k [S, D], v [S, DV]; row i of q, key j):
+**   s_ij = scale q_i . k_j            (scale defaults to 1/sqrt(D))
+**   causal: query i sees keys j <= i (top-left aligned, torch's tril(ones(T, S)))
+**   L_i  = log sum_{j seen} exp(s_ij) p_ij = exp(s_ij - L_i) (0 for unseen j)
+**   O_i  = sum_j p_ij v_j
+** Backward (recomputes P from the saved L instead of storing the T x S matrix):
+**   D_i = dO_i . O_i      dV = P^T dO      dP = dO V^T
+**   dS = P * (dP - D)     dQ = scale dS K   dK = scale dS^T Q
+**
+** CPU kernel (f32/f64): the query rows of each batch matrix are cut into
+** blocks of kRows; one block is two GEMMs (scores, then P V) around a row
+** softmax in a per-thread kRows x S scratch, so memory is O(T*DV + kRows*S)
+** per thread, never B*T*S.  Causal blocks only touch the keys < the block's
+** last row + 1.  Forward tasks (batch, block) run in parallel; backward runs
+** one batch matrix per thread (dK and dV are sums over every query block).
+** With Debian's OpenMP OpenBLAS a GEMM inside a parallel region runs on its
+** own thread; with a pthread OpenBLAS the loops stay serial and BLAS threads.
+**
+** The front end broadcasts the batch dims, flattens them to B and makes
+** q, k, v contiguous with public (differentiable) ops, so the autograd node
+** sees [B, T, D] inputs; the kernel contract is in attention.h.
+*/
+#include "nninternal.h"
+#include "attention.h"
+#include <cblas.h>
+#include <stdlib.h>
+
+#ifdef NABLA_BLAS_OPENMP
+#define SDPA_PARALLEL 1
+#else
+#define SDPA_PARALLEL 0
+#endif
+
+enum { kRows = 64 };   /* query rows per block: scratch is kRows x S per thread */
+
+typedef struct sdpa_geom { int64_t B, T, S, D, DV; bool causal; double scale; } sdpa_geom;
+
+static sdpa_geom geom_of(const nt_KernelArgs *a) {
+  const int64_t *g = a->iarg;
+  return (sdpa_geom){g[NT_SDPA_B], g[NT_SDPA_T], g[NT_SDPA_S], g[NT_SDPA_D], g[NT_SDPA_DV], g[NT_SDPA_CAUSAL] != 0, a->s[0]};
+}
+static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int ld(int64_t n) { return n > 1 ? (int)n : 1; }   /* BLAS wants ld >= 1 */
+/* keys seen by query row i (all S, or the first i+1 when causal) */
+static inline int64_t keys_seen(const sdpa_geom *g, int64_t i) { return g->causal ? min64(g->S, i + 1) : g->S; }
+
+#define SDPA_T(F, GEMM)                                                                           \
+  /* s [rows, n] holds scores of rows i0..; turns them into probabilities in place, writes L */   \
+  static void softmax_rows_##F(const sdpa_geom *g, F *s, int64_t n, int64_t i0, int64_t rows, F *L) { \
+    for (int64_t r = 0; r < rows; r++) {                                                          \
+      F *row = s + r * n;                                                                         \
+      int64_t ni = min64(keys_seen(g, i0 + r), n);                                                \
+      F m = -INFINITY;                                                                            \
+      for (int64_t j = 0; j < ni; j++) m = row[j] > m ? row[j] : m;                               \
+      if (m == -INFINITY) m = 0;   /* all -inf: NaN below, as torch */                            \
+      double sum = 0;                                                                             \
+      for (int64_t j = 0; j < ni; j++) { row[j] = nn_exp(row[j] - m); sum += row[j]; }            \
+      F inv = (F)(1 / sum);                                                                       \
+      for (int64_t j = 0; j < ni; j++) row[j] *= inv;                                             \
+      for (int64_t j = ni; j < n; j++) row[j] = 0;                                                \
+      L[i0 + r] = (F)(m + log(sum));                                                              \
+    }                                                                                             \
+  }                                                                                               \
+  /* one block of query rows [i0, i0+rows) of one batch matrix */                                 \
+  static void fwd_block_##F(const sdpa_geom *g, const F *q, const F *k, const F *v, F *o, F *L,   \
+                            int64_t i0, int64_t rows, F *s) {                                     \
+    int64_t n = g->causal ? min64(g->S, i0 + rows) : g->S;   /* keys any row here sees */         \
+    if (n == 0) {                                                                                 \
+      memset(o + i0 * g->DV, 0, sizeof(F) * (size_t)(rows * g->DV));                               \
+      for (int64_t r = 0; r < rows; r++) L[i0 + r] = -INFINITY;                                   \
+      return;                                                                                     \
+    }                                                                                             \
+    GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)n, (int)g->D, (F)g->scale,      \
+         q + i0 * g->D, ld(g->D), k, ld(g->D), 0, s, ld(n));                                      \
+    softmax_rows_##F(g, s, n, i0, rows, L);                                                       \
+    if (g->DV)                                                                                    \
+      GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)g->DV, (int)n, 1, s, ld(n), \
+           v, ld(g->DV), 0, o + i0 * g->DV, ld(g->DV));                                           \
+  }                                                                                               \
+  static int fwd_##F(const sdpa_geom *g, const F *q, const F *k, const F *v, F *o, F *L) {        \
+    int64_t nblk = (g->T + kRows - 1) / kRows, tasks = g->B * nblk;                               \
+    int64_t sn = min64(kRows, g->T) * (g->S > 0 ? g->S : 1);                                      \
+    int failed = 0;                                                                               \
+    _Pragma("omp parallel if (SDPA_PARALLEL && tasks > 1 && g->B * g->T * g->S * (g->D + g->DV) > NT_OMP_THRESHOLD)") \
+    {                                                                                             \
+      F *s = malloc(sizeof(F) * (size_t)sn);                                                      \
+      if (!s) {                                                                                   \
+        _Pragma("omp atomic write")                                                               \
+        failed = 1;                                                                               \
+      }                                                                                           \
+      _Pragma("omp for schedule(dynamic)")                                                        \
+      for (int64_t t = 0; t < tasks; t++) {                                                       \
+        if (!s) continue;                                                                         \
+        int64_t b = t / nblk, i0 = (t % nblk) * kRows;                                            \
+        fwd_block_##F(g, q + b * g->T * g->D, k + b * g->S * g->D, v + b * g->S * g->DV,          \
+                      o + b * g->T * g->DV, L + b * g->T, i0, min64(kRows, g->T - i0), s);        \
+      }                                                                                           \
+      free(s);                                                                                    \
+    }                                                                                             \
+    if (failed) { nt_error_oom(sizeof(F) * (size_t)sn); return -1; }                              \
+    return 0;                                                                                     \
+  }                                                                                               \
+  /* one batch matrix; dk, dv are accumulated (zeroed here), dq written per block */               \
+  static void bwd_one_##F(const sdpa_geom *g, const F *q, const F *k, const F *v, const F *o,     \
+                          const F *L, const F *dout, F *dq, F *dk, F *dv, F *p, F *dp) {          \
+    int64_t D = g->D, DV = g->DV;                                                                 \
+    memset(dk, 0, sizeof(F) * (size_t)(g->S * D));                                                \
+    memset(dv, 0, sizeof(F) * (size_t)(g->S * DV));                                               \
+    for (int64_t i0 = 0; i0 < g->T; i0 += kRows) {                                                \
+      int64_t rows = min64(kRows, g->T - i0), n = g->causal ? min64(g->S, i0 + rows) : g->S;      \
+      const F *qb = q + i0 * D, *ob = o + i0 * DV, *gb = dout + i0 * DV;                           \
+      if (n == 0) { memset(dq + i0 * D, 0, sizeof(F) * (size_t)(rows * D)); continue; }            \
+      /* P = exp(scale q k^F - L), unseen keys 0 */                                               \
+      GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)n, (int)D, (F)g->scale, qb,   \
+           ld(D), k, ld(D), 0, p, ld(n));                                                         \
+      for (int64_t r = 0; r < rows; r++) {                                                        \
+        int64_t ni = min64(keys_seen(g, i0 + r), n);                                              \
+        F *row = p + r * n, Li = L[i0 + r];                                                       \
+        for (int64_t j = 0; j < ni; j++) row[j] = nn_exp(row[j] - Li);                            \
+        for (int64_t j = ni; j < n; j++) row[j] = 0;                                              \
+      }                                                                                           \
+      if (DV) {                                                                                   \
+        /* dV[0:n] += P^F dO;  dP = dO V[0:n]^F */                                                \
+        GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)n, (int)DV, (int)rows, 1, p, ld(n), gb, \
+             ld(DV), 1, dv, ld(DV));                                                              \
+        GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)n, (int)DV, 1, gb, ld(DV),   \
+             v, ld(DV), 0, dp, ld(n));                                                            \
+      } else memset(dp, 0, sizeof(F) * (size_t)(rows * n));                                       \
+      /* dS = P * (dP - D_i), in place in p */                                                    \
+      for (int64_t r = 0; r < rows; r++) {                                                        \
+        double Di = 0;                                                                            \
+        for (int64_t c = 0; c < DV; c++) Di += (double)gb[r * DV + c] * ob[r * DV + c];           \
+        F *row = p + r * n, *drow = dp + r * n;                                                   \
+        for (int64_t j = 0; j < n; j++) row[j] = row[j] * (drow[j] - (F)Di);                      \
+      }                                                                                           \
+      /* dQ = scale dS K[0:n];  dK[0:n] += scale dS^F Q */                                        \
+      GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)D, (int)n, (F)g->scale, p,  \
+           ld(n), k, ld(D), 0, dq + i0 * D, ld(D));                                               \
+      GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)n, (int)D, (int)rows, (F)g->scale, p,    \
+           ld(n), qb, ld(D), 1, dk, ld(D));                                                       \
+    }                                                                                             \
+  }                                                                                               \
+  static int bwd_##F(const sdpa_geom *g, const nt_SdpaGrads *a) {                                 \
+    const F *q = (const F *)nt_base(a->q), *k = (const F *)nt_base(a->k), *v = (const F *)nt_base(a->v); \
+    const F *o = (const F *)nt_base(a->o), *L = (const F *)nt_base(a->lse);                       \
+    const F *dout = (const F *)nt_base(a->dout);                                                  \
+    F *dq = (F *)nt_base(a->dq), *dk = (F *)nt_base(a->dk), *dv = (F *)nt_base(a->dv);             \
+    int64_t sn = min64(kRows, g->T) * (g->S > 0 ? g->S : 1);                                      \
+    int failed = 0;                                                                               \
+    _Pragma("omp parallel if (SDPA_PARALLEL && g->B > 1 && g->B * g->T * g->S * (g->D + g->DV) > NT_OMP_THRESHOLD)") \
+    {                                                                                             \
+      F *p = malloc(sizeof(F) * (size_t)sn), *dp = malloc(sizeof(F) * (size_t)sn);                \
+      if (!p || !dp) {                                                                            \
+        _Pragma("omp atomic write")                                                               \
+        failed = 1;                                                                               \
+      }                                                                                           \
+      _Pragma("omp for schedule(dynamic)")                                                        \
+      for (int64_t b = 0; b < g->B; b++) {                                                        \
+        if (!p || !dp) continue;                                                                  \
+        bwd_one_##F(g, q + b * g->T * g->D, k + b * g->S * g->D, v + b * g->S * g->DV,            \
+                    o + b * g->T * g->DV, L + b * g->T, dout + b * g->T * g->DV,                  \
+                    dq + b * g->T * g->D, dk + b * g->S * g->D, dv + b * g->S * g->DV, p, dp);    \
+      }                                                                                           \
+      free(p); free(dp);                                                                          \
+    }                                                                                             \
+    if (failed) { nt_error_oom(2 * sizeof(F) * (size_t)sn); return -1; }                          \
+    return 0;                                                                                     \
+  }
+SDPA_T(float, cblas_sgemm)
+SDPA_T(double, cblas_dgemm)
+
+static int k_sdpa(const nt_KernelArgs *a) {
+  sdpa_geom g = geom_of(a);
+  if (a->op == nn_ops.sdpa_bwd) {
+    const nt_SdpaGrads *gr = a->extra;
+    if (gr->q->dtype == NT_F32) return bwd_float(&g, gr);
+    if (gr->q->dtype == NT_F64) return bwd_double(&g, gr);
+    NT_FAIL("scaled_dot_product_attention_backward: unsupported dtype %s on cpu", nt_dtype_name(gr->q->dtype));
+  }
+#define P_(T, i) ((const T *)nt_base(a->in[i]))
+  if (a->out->dtype == NT_F32)
+    return fwd_float(&g, P_(float, 0), P_(float, 1), P_(float, 2), (float *)nt_base(a->out), (float *)nt_base(a->in[3]));
+  if (a->out->dtype == NT_F64)
+    return fwd_double(&g, P_(double, 0), P_(double, 1), P_(double, 2), (double *)nt_base(a->out), (double *)nt_base(a->in[3]));
+#undef P_
+  NT_FAIL("scaled_dot_product_attention: unsupported dtype %s on cpu", nt_dtype_name(a->out->dtype));
+}
+
+/* ---- autograd ------------------------------------------------------------------ */
+static int sdpa_backward(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin) {
+  nt_SdpaGrads gr = {.q = nd->in[0], .k = nd->in[1], .v = nd->in[2], .o = nd->saved[0], .lse = nd->saved[1]};
+  nt_Tensor *gc = nt_to_dtype(gout, gr.q->dtype);
+  gr.dout = gc ? nt_contiguous(gc) : NULL;
+  nt_release(gc);
+  if (!gr.dout) return -1;
+  gr.dq = nt_empty(gr.q->shape, 3, gr.q->dtype, gr.q->device);
+  gr.dk = nt_empty(gr.k->shape, 3, gr.k->dtype, gr.k->device);
+  gr.dv = nt_empty(gr.v->shape, 3, gr.v->dtype, gr.v->device);
+  nt_KernelArgs ka = {.op = nn_ops.sdpa_bwd, .extra = &gr, .s = {nd->s[0]}, .niarg = NT_SDPA_NIARG};
+  memcpy(ka.iarg, nd->iarg, NT_SDPA_NIARG * sizeof(int64_t));
+  int rc = gr.dq && gr.dk && gr.dv ? 0 : -1;
+  bool work = gr.q->numel || gr.k->numel || gr.v->numel;
+  if (!rc && work) rc = nt_dispatch(ka.op, gr.q->device, &ka);
+  nt_release(gr.dout);
+  nt_Tensor *d[3] = {gr.dq, gr.dk, gr.dv};
+  for (int i = 0; i < 3; i++) {
+    if (rc || !nt_node_needs(nd, i)) { nt_release(d[i]); d[i] = NULL; }
+    gin[i] = d[i];
+  }
+  return rc;
+}
+
+/* ---- front end ----------------------------------------------------------------- */
+/* t (compute dtype dt) broadcast to batch + [rows, cols], flattened to
+** contiguous [B, rows, cols]: all public ops, so autograd sees through it. */
+static nt_Tensor *to_bmat(nt_Tensor *t, nt_DType dt, const int64_t *batch, int nb, int64_t B) {
+  int64_t shp[NT_MAXDIM];
+  memcpy(shp, batch, sizeof(int64_t) * (size_t)nb);
+  shp[nb] = t->shape[t->ndim - 2];
+  shp[nb + 1] = t->shape[t->ndim - 1];
+  int64_t s3[3] = {B, shp[nb], shp[nb + 1]};
+  nt_Tensor *c = nt_to_dtype(t, dt);
+  nt_Tensor *e = c ? nt_expand(c, shp, nb + 2) : NULL;
+  nt_Tensor *r = e ? nt_reshape(e, s3, 3) : NULL;
+  nt_Tensor *out = r ? nt_contiguous(r) : NULL;
+  nt_release(c); nt_release(e); nt_release(r);
+  return out;
+}
+
+nt_Tensor *nt_scaled_dot_product_attention(nt_Tensor *q0, nt_Tensor *k0, nt_Tensor *v0, bool causal, double scale) {
+  const char *op = "scaled_dot_product_attention";
+  char sq[128], sk[128], sv[128];
+  nt_nn_init();
+  nt_Tensor *in0[3] = {q0, k0, v0};
+  if (nt_check_same_device(op, 3, in0)) return NULL;
+  for (int i = 0; i < 3; i++)
+    if (!nt_dtype_is_float(in0[i]->dtype))
+      NT_FAIL_NULL("%s: expected floating q, k and v, got %s, %s and %s", op, nt_dtype_name(q0->dtype),
+                   nt_dtype_name(k0->dtype), nt_dtype_name(v0->dtype));
+  if (q0->dtype != k0->dtype || q0->dtype != v0->dtype)
+    NT_FAIL_NULL("%s: q, k and v must have the same dtype, got %s, %s and %s", op, nt_dtype_name(q0->dtype),
+                 nt_dtype_name(k0->dtype), nt_dtype_name(v0->dtype));
+  nt_shape_str(q0->shape, q0->ndim, sq, sizeof sq);
+  nt_shape_str(k0->shape, k0->ndim, sk, sizeof sk);
+  nt_shape_str(v0->shape, v0->ndim, sv, sizeof sv);
+  if (q0->ndim < 2 || k0->ndim < 2 || v0->ndim < 2)
+    NT_FAIL_NULL("%s: expected q [..., T, d], k [..., S, d] and v [..., S, dv] (at least 2-D), got q %s, k %s, v %s",
+                 op, sq, sk, sv);
+  int64_t D = q0->shape[q0->ndim - 1], T = q0->shape[q0->ndim - 2];
+  int64_t S = k0->shape[k0->ndim - 2], DV = v0->shape[v0->ndim - 1];
+  if (k0->shape[k0->ndim - 1] != D)
+    NT_FAIL_NULL("%s: q and k need the same last dim d, got q %s and k %s", op, sq, sk);
+  if (v0->shape[v0->ndim - 2] != S)
+    NT_FAIL_NULL("%s: k and v need the same number of keys S (dim -2), got k %s and v %s", op, sk, sv);
+  if (D == 0) NT_FAIL_NULL("%s: head dim d must be positive, got q %s", op, sq);
+  if (T > INT32_MAX || S > INT32_MAX || D > INT32_MAX || DV > INT32_MAX)
+    NT_FAIL_NULL("%s: a dimension is too large (T, S, d, dv must fit in 32 bits)", op);
+  int64_t b1[NT_MAXDIM], batch[NT_MAXDIM];
+  int n1, nb;
+  if (nt_broadcast_shapes(op, q0->shape, q0->ndim - 2, k0->shape, k0->ndim - 2, b1, &n1) ||
+      nt_broadcast_shapes(op, b1, n1, v0->shape, v0->ndim - 2, batch, &nb)) {
+    nt_error_set("%s: the batch dims of q %s, k %s and v %s cannot broadcast", op, sq, sk, sv);
+    return NULL;
+  }
+  int64_t B = nt_shape_numel(batch, nb);
+  if (scale != scale) scale = 1 / sqrt((double)D);
+  /* the CPU computes f16/bf16 in f32; CUDA reads them as they are */
+  nt_DType dt = q0->device == NT_CPU && (q0->dtype == NT_F16 || q0->dtype == NT_BF16) ? NT_F32 : q0->dtype;
+  nt_Tensor *q = to_bmat(q0, dt, batch, nb, B), *k = q ? to_bmat(k0, dt, batch, nb, B) : NULL;
+  nt_Tensor *v = k ? to_bmat(v0, dt, batch, nb, B) : NULL;
+  nt_Tensor *o = NULL, *lse = NULL;
+  if (!v) goto done;
+  o = nt_empty((int64_t[]){B, T, DV}, 3, dt, q->device);
+  lse = nt_empty((int64_t[]){B, T}, 2, dt == NT_F64 ? NT_F64 : NT_F32, q->device);
+  if (!o || !lse) goto fail;
+  nt_KernelArgs ka = {.op = nn_ops.sdpa, .out = o, .in = {q, k, v, lse}, .nin = 4, .s = {scale},
+                      .iarg = {B, T, S, D, DV, causal}, .niarg = NT_SDPA_NIARG};
+  if (B * T > 0 && nt_dispatch(ka.op, q->device, &ka)) goto fail;
+  nt_Node *nd;
+  o = nn_finish(o, "ScaledDotProductAttentionBackward", sdpa_backward, 3, (nt_Tensor *[]){q, k, v}, &nd);
+  if (o && nd) {
+    memcpy(nd->iarg, ka.iarg, NT_SDPA_NIARG * sizeof(int64_t));
+    nd->niarg = NT_SDPA_NIARG;
+    nd->s[0] = scale;
+    if (nt_node_save(nd, o) < 0 || nt_node_save(nd, lse) < 0) goto fail;
+  }
+  if (o) {   /* [B, T, DV] -> batch + [T, DV] (a view; differentiable) */
+    batch[nb] = T; batch[nb + 1] = DV;
+    nt_Tensor *r = nt_reshape(o, batch, nb + 2);
+    nt_release(o);
+    o = r;
+  }
+  goto done;
+fail:
+  nt_release(o); o = NULL;
+done:
+  nt_release(q); nt_release(k); nt_release(v); nt_release(lse);
+  return nn_cast_back(o, q0->dtype);
+}
+
+void nn_register_attention(void) {
+  nn_ops.sdpa = nt_op_register("scaled_dot_product_attention");
+  nn_ops.sdpa_bwd = nt_op_register("scaled_dot_product_attention_backward");
+  nt_register_kernel(nn_ops.sdpa, NT_CPU, k_sdpa);
+  nt_register_kernel(nn_ops.sdpa_bwd, NT_CPU, k_sdpa);
+}

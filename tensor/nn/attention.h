@@ -1,0 +1,34 @@
+/*
+** attention.h — the kernel contract of scaled_dot_product_attention, shared by
+** the CPU kernel (tensor/nn/attention.c) and the CUDA kernel (cuda/attention.cu).
+**
+** The front end (nt_scaled_dot_product_attention) brings q, k, v to contiguous
+** [B, T, D], [B, S, D], [B, S, DV] (B = the broadcast batch dims flattened)
+** of ONE storage dtype: f32 or f64 on the CPU (f16/bf16 are computed in f32
+** there); f32, f64, f16 or bf16 on CUDA (half types accumulate in f32).
+**
+**   forward  op "scaled_dot_product_attention"
+**            out = O [B, T, DV] (storage dtype), in = {q, k, v, lse}
+**            lse [B, T] is WRITTEN: lse_i = log sum_j exp(s_ij) over the keys row
+**            i sees (s = scale q k^T); f64 when the storage is f64, else f32.
+**            -inf when the row sees no key (S == 0; O is then 0).
+**   backward op "scaled_dot_product_attention_backward"
+**            out = NULL, nin = 0, extra = nt_SdpaGrads * (all contiguous, dq/dk/dv
+**            fresh with q/k/v's shape and dtype; every one is written).
+**   both:    iarg[NT_SDPA_*] geometry, s[0] = scale.
+** Causal (top-left aligned, as torch): query i sees keys j <= i.
+*/
+#ifndef NT_NN_ATTENTION_H
+#define NT_NN_ATTENTION_H
+
+#include "tensor/tensor.h"
+
+enum { NT_SDPA_B, NT_SDPA_T, NT_SDPA_S, NT_SDPA_D, NT_SDPA_DV, NT_SDPA_CAUSAL, NT_SDPA_NIARG };
+
+typedef struct nt_SdpaGrads {
+  nt_Tensor *q, *k, *v, *o, *lse;   /* forward inputs, output and saved logsumexp */
+  nt_Tensor *dout;                  /* gradient of O, [B, T, DV], storage dtype */
+  nt_Tensor *dq, *dk, *dv;          /* results */
+} nt_SdpaGrads;
+
+#endif
