@@ -235,6 +235,8 @@ nt_Tensor *nt_scaled_dot_product_attention(nt_Tensor *q0, nt_Tensor *k0, nt_Tens
   const char *op = "scaled_dot_product_attention";
   char sq[128], sk[128], sv[128];
   nt_nn_init();
+  /* autocast: runs in the low dtype, like matmul (torch's lower-precision list) */
+  NT_AUTOCAST(NT_AUTOCAST_LOW, nt_scaled_dot_product_attention(ac_[0], ac_[1], ac_[2], causal, scale), q0, k0, v0);
   nt_Tensor *in0[3] = {q0, k0, v0};
   if (nt_check_same_device(op, 3, in0)) return NULL;
   for (int i = 0; i < 3; i++)
