@@ -146,7 +146,13 @@ def full_precision():
 
 def half_precision():
     for dt in ("f16", "bf16"):
-        values_and_grads(dt, ["2d", "T_gt_S", "4d_blocks", "d128", "long_causal"]).run()
+        b = values_and_grads(dt, ["2d", "T_gt_S", "4d_blocks", "d128", "long_causal"])
+        # autocast: f32 inputs, computed and returned in the low dtype (like matmul)
+        (qe, qt), (ke, kt), (ve, vt) = (nb_input(b, rnd(sh), "f32") for sh in SHAPES["4d_blocks"])
+        rounded = [t.to(TORCH_DT[dt]).double() for t in (qt, kt, vt)]
+        b.case("autocast_causal", f'autocast("{dt}") {{ {OP}({qe}, {ke}, {ve}, causal=true) }}',
+               ref(*rounded, True).to(TORCH_DT[dt]), **FWD_TOL[dt])
+        b.run()
 
 
 def self_attention():
