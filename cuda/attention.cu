@@ -299,9 +299,9 @@ template <typename S> int run_bwd(const nt_KernelArgs *a, const Geo &g) {
   const size_t es = sizeof(S);
   const int64_t nq = g.B * g.T * g.D;
   if (g.S == 0 || g.T == 0) {           // no (query, key) pair: every gradient is 0
-    if (nq) CU(cudaMemsetAsync(base(gr->dq), 0, (size_t)nq * es, stream));
-    if (g.B * g.S * g.D) CU(cudaMemsetAsync(base(gr->dk), 0, (size_t)(g.B * g.S * g.D) * es, stream));
-    if (g.B * g.S * g.DV) CU(cudaMemsetAsync(base(gr->dv), 0, (size_t)(g.B * g.S * g.DV) * es, stream));
+    if (nq > 0) CU(cudaMemsetAsync(base(gr->dq), 0, (size_t)nq * es, stream));
+    if (g.B * g.S * g.D > 0) CU(cudaMemsetAsync(base(gr->dk), 0, (size_t)(g.B * g.S * g.D) * es, stream));
+    if (g.B * g.S * g.DV > 0) CU(cudaMemsetAsync(base(gr->dv), 0, (size_t)(g.B * g.S * g.DV) * es, stream));
     return 0;
   }
   const int64_t rows = g.B * g.T;
