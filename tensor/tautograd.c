@@ -237,11 +237,12 @@ static int deliver(const Engine *e, nt_Tensor *in, nt_Tensor *g, NodeVec *ready)
 }
 
 /* includes node c in the pass (first visit) and counts one more edge into it */
+#define CKPT_ESCAPE_MSG "checkpoint: recomputing f used a tensor that requires grad which its first run did not use " \
+                        "(%s); does f read a variable that has changed since? pass such values as arguments"
+
 static int visit(const Engine *e, nt_Node *c, uint32_t stamp, NodeVec *all, NodeVec *stack) {
   if (c->released) NT_FAIL(SECOND_PASS_MSG);
-  if (e->min_seq && c->seq < e->min_seq)
-    NT_FAIL("checkpoint: the recomputed function reached a tensor that requires grad which its first (no_grad) run "
-            "never passed to an op; gradients would be lost (%s)", c->name);
+  if (e->min_seq && c->seq < e->min_seq) NT_FAIL(CKPT_ESCAPE_MSG, c->name);
   if (c->visit != stamp) {
     c->visit = stamp; c->deps = 0; c->refcount++;
     if (vec_push(all, c) || vec_push(stack, c)) return -1;
@@ -267,7 +268,11 @@ static int run_engine(const Engine *e, int nroots, nt_Tensor *const *roots, nt_T
     nt_Node *n = stack.v[--stack.n];
     for (int k = 0; k < n->nin && !rc; k++) {
       nt_Tensor *in = n->in[k];
-      if (!in || !in->requires_grad || !in->grad_fn || (e->sinks && sink_index(e, in) >= 0)) continue;
+      if (!in || !in->requires_grad || (e->sinks && sink_index(e, in) >= 0)) continue;
+      if (!in->grad_fn) {   /* a leaf that is not an input: torch.autograd.grad ignores it; a checkpoint must not */
+        if (e->min_seq) { nt_error_set(CKPT_ESCAPE_MSG, "a leaf"); rc = -1; }
+        continue;
+      }
       rc = visit(e, in->grad_fn, stamp, &all, &stack);
     }
   }

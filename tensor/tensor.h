@@ -374,8 +374,8 @@ int        nt_backward(nt_Tensor *root, nt_Tensor *grad, bool retain_graph);
 ** which are SINKS: a gradient reaching one is written to grads[i] (a new
 ** reference; NULL when none reaches it) and not propagated further, and no
 ** leaf's .grad is touched.  Nodes recorded before node number `min_seq` (see
-** nt_autograd_seq) are never entered: reaching one that is not an input is
-** an error (0 = no limit).  Frees the graph unless retain_graph.  0 / -1. */
+** nt_autograd_seq) are never entered: reaching one, or a leaf that requires
+** grad, that is not an input is an error (checkpointing; 0 = no limit).  Frees the graph unless retain_graph.  0 / -1. */
 int        nt_autograd_grad(int nout, nt_Tensor *const *outputs, nt_Tensor *const *gouts, int nin,
                             nt_Tensor *const *inputs, nt_Tensor **grads, bool retain_graph, uint64_t min_seq);
 /* number the next recorded node will get (node numbers only grow) */
