@@ -40,6 +40,7 @@ cases = [
     ("bf16_matmul_f64_input", f'autocast("bf16") {{ ({A}.to("f64") @ {B}).dtype }}', "bf16"),
     ("bf16_matmul_int_untouched", f'autocast("bf16") {{ (ones(2, 2, dtype="i64") @ ones(2, 2, dtype="i64")).dtype }}', "i64"),
     ("bf16_conv2d", f'autocast("bf16") {{ conv2d({X4}, {W4}).dtype }}', "bf16"),
+    ("bf16_attention", f'q = randn(1, 2, 4, 8)\nautocast("bf16") {{ scaled_dot_product_attention(q, q, q, causal=true).dtype }}', "bf16"),
     ("bf16_softmax_of_bf16", f'autocast("bf16") {{ softmax({A}.to("bf16"), axis=-1).dtype }}', "f32"),
     ("bf16_softmax_of_matmul", f'autocast("bf16") {{ softmax({A} @ {B}, axis=-1).dtype }}', "f32"),
     ("bf16_sum", f'autocast("bf16") {{ sum({A}.to("bf16")).dtype }}', "f32"),

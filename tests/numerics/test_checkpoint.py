@@ -124,6 +124,15 @@ fn bad_loss(m, x) {{
 }}
 grad(bad_loss)(blocks, {xt})
 """, ["checkpoint", "variable", "argument"])
+b.case("nn_sequential_flag", f"""
+seq_p = nn.sequential(blocks)
+seq_c = nn.sequential(blocks, checkpoint=true)
+gs1 = value_and_grad(fn(m, x) mean(m(x) ** 2))(seq_p, {xt})
+gs2 = value_and_grad(fn(m, x) mean(m(x) ** 2))(seq_c, {xt})
+X12 = clone({xt}); X12.requires_grad = true
+base = autograd_stats(); y = seq_c(X12); n = autograd_stats().nodes - base.nodes
+list(tree_diff(gs1[1].layers, gs2[1].layers), abs(gs1[0] - gs2[0]).item(), n)
+""", [0.0, 0.0, 2.0])
 b.case("stats_released_after_backward", f"""
 X2 = clone({xt}); X2.requires_grad = true
 base = autograd_stats()
