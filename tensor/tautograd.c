@@ -205,7 +205,8 @@ static int leaf_accumulate(nt_Tensor *leaf, nt_Tensor *g) {
   return accumulate(&leaf->grad, g);
 }
 
-static _Thread_local uint32_t visit_stamp = 0;
+/* global (not per thread): a graph built on one thread may be differentiated on another */
+static uint32_t visit_stamp = 0;
 
 #define SECOND_PASS_MSG "backward: trying to backward through the graph a second time (or after its buffers were freed); " \
                         "use retain_graph=true on the first backward"
@@ -256,7 +257,7 @@ static int run_engine(const Engine *e, int nroots, nt_Tensor *const *roots, nt_T
   int prev_ac = nt_autocast_set(-1);                 /* backward runs in the dtypes forward chose */
   nt_TensorSet *prev_col = nt_boundary_collect(NULL); /* its ops are nobody's boundary */
   NodeVec all = {0}, stack = {0}, ready = {0};
-  uint32_t stamp = ++visit_stamp;
+  uint32_t stamp = __atomic_add_fetch(&visit_stamp, 1, __ATOMIC_RELAXED);
   int rc = 0;
   /* collect nodes and dependency counts: each root is one edge into its node */
   for (int r = 0; r < nroots && !rc; r++) {
