@@ -159,5 +159,6 @@ void register_conv(void);       // conv.cu: conv2d, max/avg pooling
 void register_sort(void);       // sort.cu: sort/argsort/topk, cumsum, one_hot
 void register_attention(void);  // attention.cu: scaled dot-product attention
 void matmul_shutdown(void);
+void nccl_fill_api(nt_DeviceApi *api);   // nccl.cu: the nt_cuda_comm_* and staging entries
 
 }  // namespace ncu

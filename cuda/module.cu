@@ -198,5 +198,6 @@ int nabla_cuda_init(const nt_HostApi *h, nt_DeviceApi *api, char *reason, size_t
   api->synchronize = api_synchronize;
   api->memory = api_memory;
   api->empty_cache = api_empty_cache;
+  nccl_fill_api(api);   // nccl.cu: NCCL collectives (libnccl loaded lazily) and pinned staging
   return 0;
 }

@@ -9,6 +9,8 @@
 #include <string.h>
 #include "dist/dgrad.h"
 #include "dist/dgroup.h"
+#include "dist/dnccl.h"
+#include "tensor/tdevice.h"
 #include "dist/dshm.h"
 
 nbD_Self nbD_self = { -1, 0, -1, NULL };
@@ -131,6 +133,9 @@ static int b_recv(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
 static int b_barrier(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
   (void)a; (void)n; const char *f = "barrier";
   if (need_worker(vm, f)) return NB_ERR;
+  /* under NCCL the barrier also waits for this rank's queued GPU work, so
+  ** "every rank passed the barrier" means its kernels are done too (timing) */
+  if (dn_on(nbD_self.g) && nt_cuda_synchronize()) return nb_error_kind(vm, "DistError", "barrier: %s", nt_error_msg());
   int64_t one = 1;
   if (dr_all_reduce(nbD_self.g, &one, 1, DR_I64, DR_SUM)) return vm->interrupted ? nb_error_kind(vm, "Interrupted", "barrier: interrupted") : nb_error_kind(vm, "DistError", "barrier: %s", nbD_self.g->err);
   *out = nb_nil();

@@ -6,18 +6,36 @@
 ** The backward collectives run on every rank because SPMD code builds the same
 ** graph everywhere (a rank that skips backward leaves the others waiting
 ** until the timeout).  broadcast/send/recv/all_to_all are not recorded.
+**
+** Each collective picks its transport by the tensor's device (path_of):
+**   P_HOST    a CPU tensor: the ring (TCP, or shared memory) on its memory
+**   P_NCCL    a CUDA tensor when the group runs NCCL (dnccl.c): on device memory
+**   P_STAGED  a CUDA tensor under the ring: device -> the module's pinned
+**             staging buffer -> ring -> device (nt_cuda_staging; no CPU tensors)
+** Every rank must pass tensors on the same kind of device (SPMD).  Results
+** are on the input's device.  Point to point and broadcast send a header
+** over TCP first (dtype, shape, the sender's device, whether the data
+** follows on NCCL), so a receiver allocates on the sender's kind of device
+** (a CPU tensor when it has no CUDA) and reads the data from the right
+** transport.
 */
 #include <stdlib.h>
 #include <string.h>
 #include "tensor/tinternal.h"
+#include "tensor/tdevice.h"
 #include "dist/dgrad.h"
 #include "dist/dgroup.h"
+#include "dist/dnccl.h"
 
 #define G (nbD_self.g)
 
 static int backend_err(const char *what) { (void)what; nt_error_set("%s", G->err); return -1; }
 
-/* a fresh contiguous host copy in a dtype the ring can reduce */
+enum { P_HOST, P_STAGED, P_NCCL };
+static int path_of(nt_Device dev) { return dev != NT_CUDA ? P_HOST : dn_on(G) ? P_NCCL : P_STAGED; }
+static size_t nbytes_of(const nt_Tensor *t) { return (size_t)t->numel * nt_dtype_size(t->dtype); }
+
+/* a fresh contiguous copy, on x's device, in a dtype the ring can reduce */
 static nt_Tensor *work_copy(nt_Tensor *x, int *rdt) {
   nt_DType dt = x->dtype, wd;
   switch (dt) {
@@ -29,9 +47,6 @@ static nt_Tensor *work_copy(nt_Tensor *x, int *rdt) {
   }
   bool prev = nt_set_grad_enabled(false);
   nt_Tensor *d = nt_detach(x), *c = NULL;
-  if (d) {
-    if (d->device != NT_CPU) { nt_Tensor *h = nt_to_device(d, NT_CPU); nt_release(d); d = h; }
-  }
   if (d) {
     nt_Tensor *t = nt_to_dtype(d, wd);
     if (t) { c = nt_clone(t); nt_release(t); }
@@ -46,7 +61,7 @@ static nt_Tensor *finish(nt_Tensor *y, nt_Tensor *like) {
   bool prev = nt_set_grad_enabled(false);
   nt_Tensor *r = y;
   if (r->dtype != like->dtype && !(nt_dtype_is_float(r->dtype) && !nt_dtype_is_float(like->dtype))) { r = nt_to_dtype(y, like->dtype); nt_release(y); }
-  if (r && like->device != NT_CPU) { nt_Tensor *d = nt_to_device(r, like->device); nt_release(r); r = d; }
+  if (r && r->device != like->device) { nt_Tensor *d = nt_to_device(r, like->device); nt_release(r); r = d; }
   nt_set_grad_enabled(prev);
   return r;
 }
@@ -54,6 +69,51 @@ static nt_Tensor *finish(nt_Tensor *y, nt_Tensor *like) {
 static int need_group(void) {
   if (!G) { nt_error_set("not running on a dist worker (run it with dist.exec/dist.run, or nabla run -n N)"); return -1; }
   return 0;
+}
+
+/* ---- the transports on a contiguous tensor's bytes -------------------------- */
+/* in place over every rank (y contiguous, dtype matching rdt) */
+static int ar_tensor(nt_Tensor *y, int rdt, int rop) {
+  char *p = nt_base(y);
+  size_t n = (size_t)y->numel, nb = nbytes_of(y);
+  switch (path_of(y->device)) {
+  case P_NCCL: return dn_all_reduce(G, p, n, rdt, rop) ? backend_err("all_reduce") : 0;
+  case P_STAGED: {
+    void *h = nt_cuda_staging(nb);
+    if (!h || nt_cuda_to_host(h, p, nb)) return -1;
+    if (dr_all_reduce(G, h, n, rdt, rop)) return backend_err("all_reduce");
+    return nt_cuda_to_device(p, h, nb);
+  }
+  default: return dr_all_reduce(G, p, n, rdt, rop) ? backend_err("all_reduce") : 0;
+  }
+}
+/* rank src's bytes of t into every rank's t; path: the transport the source chose */
+static int bcast_tensor(nt_Tensor *t, int src, int path) {
+  char *p = nt_base(t);
+  size_t nb = nbytes_of(t);
+  if (path == P_NCCL) return dn_broadcast(G, p, nb, src) ? backend_err("broadcast") : 0;
+  if (t->device == NT_CUDA) {
+    void *h = nt_cuda_staging(nb);
+    if (!h || (G->rank == src && nt_cuda_to_host(h, p, nb))) return -1;
+    if (dr_broadcast(G, h, nb, src)) return backend_err("broadcast");
+    return G->rank == src ? 0 : nt_cuda_to_device(p, h, nb);
+  }
+  return dr_broadcast(G, p, nb, src) ? backend_err("broadcast") : 0;
+}
+/* sends s to dst and/or receives r from src (either NULL) over `path` */
+static int p2p_tensor(int dst, nt_Tensor *s, int src, nt_Tensor *r, int path) {
+  char *sp = s ? nt_base(s) : NULL, *rp = r ? nt_base(r) : NULL;
+  size_t sn = s ? nbytes_of(s) : 0, rn = r ? nbytes_of(r) : 0;
+  if (!s) dst = -1;
+  if (!r) src = -1;
+  if (path == P_NCCL) return dn_sendrecv(G, dst, sp, sn, src, rp, rn) ? backend_err("send/recv") : 0;
+  int sdev = s && s->device == NT_CUDA, rdev = r && r->device == NT_CUDA;
+  char *h = (sdev || rdev) ? nt_cuda_staging(sn + rn) : NULL;
+  if ((sdev || rdev) && !h) return -1;
+  if (sdev) { if (nt_cuda_to_host(h, sp, sn)) return -1; sp = h; }
+  char *rbuf = rdev ? h + sn : rp;
+  if (dr_sendrecv(G, dst, sp, sn, src, rbuf, rn)) return backend_err("send/recv");
+  return rdev ? nt_cuda_to_device(rp, rbuf, rn) : 0;
 }
 
 /* ------------------------------------------------------------ all_reduce */
@@ -65,20 +125,25 @@ static int ar_backward(nt_Node *n, nt_Tensor *g, nt_Tensor **gin) {
   return gin[0] ? 0 : -1;
 }
 
+static int rop_of(int op) { return op == NBD_MAX ? DR_MAX : op == NBD_MIN ? DR_MIN : DR_SUM; }
+
+/* y / world (the avg of a sum), grad off; releases y */
+static nt_Tensor *div_world(nt_Tensor *y, int w) {
+  if (!y) return NULL;
+  bool prev = nt_set_grad_enabled(false);
+  nt_Tensor *a = nt_binary_scalar_ex(NT_OP_DIV, y, (double)w, NT_SCALAR_FLOAT);
+  nt_set_grad_enabled(prev);
+  nt_release(y);
+  return a;
+}
+
 nt_Tensor *nbD_all_reduce(nt_Tensor *x, int op) {
   if (need_group()) return NULL;
   int rdt;
   nt_Tensor *y = work_copy(x, &rdt);
   if (!y) return NULL;
-  int rop = op == NBD_MAX ? DR_MAX : op == NBD_MIN ? DR_MIN : DR_SUM;
-  if (dr_all_reduce(G, nt_data_ptr(y), (size_t)y->numel, rdt, rop)) { nt_release(y); backend_err("all_reduce"); return NULL; }
-  if (op == NBD_AVG) {
-    bool prev = nt_set_grad_enabled(false);
-    nt_Tensor *a = nt_binary_scalar_ex(NT_OP_DIV, y, (double)G->world, NT_SCALAR_FLOAT);
-    nt_set_grad_enabled(prev);
-    nt_release(y); y = a;
-    if (!y) return NULL;
-  }
+  if (ar_tensor(y, rdt, rop_of(op))) { nt_release(y); return NULL; }
+  if (op == NBD_AVG && !(y = div_world(y, G->world))) return NULL;
   y = finish(y, x);
   if (y && (op == NBD_SUM || op == NBD_AVG) && nt_needs_grad(1, &x)) {
     nt_Node *n = nt_record(y, "AllReduceBackward", ar_backward, 1, &x);
@@ -117,6 +182,17 @@ static int rs_backward(nt_Node *n, nt_Tensor *g, nt_Tensor **gin) {
   return gin[0] ? 0 : -1;
 }
 
+/* dst[rows off .. off + src rows) = src (same device; any device), grad off */
+static int copy_rows(nt_Tensor *dst, int64_t off, nt_Tensor *src) {
+  bool prev = nt_set_grad_enabled(false);
+  int64_t rows = src->ndim ? src->shape[0] : 1;
+  nt_Tensor *v = nt_narrow(dst, 0, off, rows), *s = v ? nt_reshape(src, v->shape, v->ndim) : NULL;
+  int st = s ? nt_copy_(v, s) : -1;
+  nt_release(s); nt_release(v);
+  nt_set_grad_enabled(prev);
+  return st;
+}
+
 /* all_gather along axis 0 (rows may differ per rank; the rest of the shape must match) */
 static nt_Tensor *ag_rows(nt_Tensor *x, int64_t *rows_out, int scale_avg) {
   int w = G->world, r = G->rank;
@@ -144,23 +220,31 @@ static nt_Tensor *ag_rows(nt_Tensor *x, int64_t *rows_out, int scale_avg) {
   if (!xc) { free(hdr); free(cnt); return NULL; }
   int64_t shape[NT_MAXDIM]; int nd = x->ndim ? x->ndim : 1;
   shape[0] = total; for (int i = 1; i < nd; i++) shape[i] = x->shape[i];
-  nt_Tensor *y = nt_empty(shape, nd, xc->dtype, NT_CPU);
+  nt_Tensor *y = nt_empty(shape, nd, xc->dtype, xc->device);
   if (!y) { nt_release(xc); free(hdr); free(cnt); return NULL; }
   size_t es = nt_dtype_size(xc->dtype);
   int64_t off = 0;
   for (int i = 0; i < r; i++) off += hdr[i * 10];
-  memcpy((char *)nt_data_ptr(y) + (size_t)(off * rs) * es, nt_data_ptr(xc), (size_t)(myrows * rs) * es);
   for (int i = 0; i < w; i++) { cnt[i] = (size_t)(hdr[i * 10] * rs); if (rows_out) rows_out[i] = hdr[i * 10]; }
-  nt_release(xc); free(hdr);
-  int st = dr_all_gather(G, nt_data_ptr(y), cnt, es);
-  free(cnt);
-  if (st) { nt_release(y); backend_err("all_gather"); return NULL; }
-  if (scale_avg) {
-    bool prev = nt_set_grad_enabled(false);
-    nt_Tensor *a = nt_binary_scalar_ex(NT_OP_DIV, y, (double)w, NT_SCALAR_FLOAT);
-    nt_set_grad_enabled(prev);
-    nt_release(y); y = a;
+  free(hdr);
+  size_t offb = (size_t)(off * rs) * es, myb = (size_t)(myrows * rs) * es, totb = nbytes_of(y);
+  int st = 0, path = path_of(y->device);
+  if (path == P_HOST) {
+    memcpy(nt_base(y) + offb, nt_base(xc), myb);
+    st = dr_all_gather(G, nt_base(y), cnt, es) ? backend_err("all_gather") : 0;
+  } else if (path == P_NCCL) {
+    st = copy_rows(y, off, xc);
+    if (!st) st = dn_all_gather(G, nt_base(y), cnt, es) ? backend_err("all_gather") : 0;
+  } else {
+    char *h = nt_cuda_staging(totb);
+    st = !h || nt_cuda_to_host(h + offb, nt_base(xc), myb) ? -1 : 0;
+    if (!st) st = dr_all_gather(G, h, cnt, es) ? backend_err("all_gather") : 0;
+    if (!st) st = nt_cuda_to_device(nt_base(y), h, totb);
   }
+  nt_release(xc);
+  free(cnt);
+  if (st) { nt_release(y); return NULL; }
+  if (scale_avg && !(y = div_world(y, w))) return NULL;
   return finish(y, x);
 }
 
@@ -193,15 +277,24 @@ static nt_Tensor *rs_rows(nt_Tensor *x, const int64_t *rows, int op) {
   size_t *cnt = calloc((size_t)w, sizeof(size_t));
   if (!cnt) { nt_release(xc); nt_error_set("out of memory"); return NULL; }
   for (int i = 0; i < w; i++) cnt[i] = (size_t)(rows[i] * rs);
-  int rop = op == NBD_MAX ? DR_MAX : op == NBD_MIN ? DR_MIN : DR_SUM;
-  int st = dr_reduce_scatter(G, nt_data_ptr(xc), cnt, rdt, rop);
+  int rop = rop_of(op), st = 0, path = path_of(xc->device);
+  char *p = nt_base(xc);
+  size_t es = nt_dtype_size(xc->dtype), nb = nbytes_of(xc), offb = (size_t)(off * rs) * es, myb = cnt[r] * es;
+  if (path == P_HOST) st = dr_reduce_scatter(G, p, cnt, rdt, rop) ? backend_err("reduce_scatter") : 0;
+  else if (path == P_NCCL) st = dn_reduce_scatter(G, p, cnt, rdt, rop) ? backend_err("reduce_scatter") : 0;
+  else {
+    char *h = nt_cuda_staging(nb);
+    st = !h || nt_cuda_to_host(h, p, nb) ? -1 : 0;
+    if (!st) st = dr_reduce_scatter(G, h, cnt, rdt, rop) ? backend_err("reduce_scatter") : 0;
+    if (!st) st = nt_cuda_to_device(p + offb, h + offb, myb);   /* only this rank's chunk is needed */
+  }
   free(cnt);
-  if (st) { nt_release(xc); backend_err("reduce_scatter"); return NULL; }
+  if (st) { nt_release(xc); return NULL; }
   bool prev = nt_set_grad_enabled(false);
   nt_Tensor *v = nt_narrow(xc, 0, off, rows[r]), *y = v ? nt_clone(v) : NULL;
   nt_release(v); nt_release(xc);
-  if (y && op == NBD_AVG) { nt_Tensor *a = nt_binary_scalar_ex(NT_OP_DIV, y, (double)w, NT_SCALAR_FLOAT); nt_release(y); y = a; }
   nt_set_grad_enabled(prev);
+  if (y && op == NBD_AVG) y = div_world(y, w);
   return finish(y, x);
 }
 
@@ -226,15 +319,31 @@ nt_Tensor *nbD_reduce_scatter(nt_Tensor *x, int op) {
 }
 
 /* ------------------------------------------------------------ point to point */
-/* header: dtype, ndim, shape[8] */
-static void header_of(nt_Tensor *x, int64_t h[10]) {
+/* header: h[0] = dtype | device << 8 | (data follows on NCCL) << 12, ndim, shape[8] */
+static void header_of(nt_Tensor *x, int64_t h[10], int via_nccl) {
   memset(h, 0, 10 * sizeof(int64_t));
-  h[0] = x->dtype; h[1] = x->ndim;
+  h[0] = x->dtype | (int64_t)x->device << 8 | (int64_t)(via_nccl != 0) << 12;
+  h[1] = x->ndim;
   for (int i = 0; i < x->ndim; i++) h[2 + i] = x->shape[i];
 }
+static int header_path(const int64_t h[10]) { return (h[0] >> 12) & 1 ? P_NCCL : P_HOST; }
+/* a tensor for a header's data: on the sender's kind of device when this
+** worker can make it (under the ring a worker without CUDA gets a CPU
+** tensor), on CUDA when the data comes over NCCL */
 static nt_Tensor *from_header(const int64_t h[10]) {
-  if (h[0] < 0 || h[0] >= NT_NDTYPES || h[1] < 0 || h[1] > NT_MAXDIM) { nt_error_set("corrupt tensor header from a peer"); return NULL; }
-  return nt_empty(h + 2, (int)h[1], (nt_DType)h[0], NT_CPU);
+  int dt = (int)(h[0] & 0xff), dev = (int)((h[0] >> 8) & 0xf);
+  if (dt < 0 || dt >= NT_NDTYPES || dev >= NT_NDEVICES || h[1] < 0 || h[1] > NT_MAXDIM) { nt_error_set("corrupt tensor header from a peer"); return NULL; }
+  if (header_path(h) == P_NCCL) dev = NT_CUDA;
+  else if (dev == NT_CUDA && nt_device_load(NT_CUDA) != 0) dev = NT_CPU;
+  return nt_empty(h + 2, (int)h[1], (nt_DType)dt, (nt_Device)dev);
+}
+/* a contiguous copy (or x itself) on x's device, grad off */
+static nt_Tensor *dev_contig(nt_Tensor *x) {
+  bool prev = nt_set_grad_enabled(false);
+  nt_Tensor *d = nt_detach(x), *c = d ? nt_contiguous(d) : NULL;
+  nt_release(d);
+  nt_set_grad_enabled(prev);
+  return c;
 }
 static nt_Tensor *host_contig(nt_Tensor *x) {
   bool prev = nt_set_grad_enabled(false);
@@ -248,13 +357,14 @@ static nt_Tensor *host_contig(nt_Tensor *x) {
 int nbD_send(nt_Tensor *x, int dst) {
   if (need_group()) return -1;
   if (dst < 0 || dst >= G->world || dst == G->rank) { nt_error_set("send: bad destination rank %d", dst); return -1; }
-  int64_t h[10]; header_of(x, h);
-  nt_Tensor *c = host_contig(x);
+  nt_Tensor *c = dev_contig(x);
   if (!c) return -1;
-  int st = dr_sendrecv(G, dst, h, sizeof h, -1, NULL, 0);
-  if (!st) st = dr_sendrecv(G, dst, nt_data_ptr(c), (size_t)c->numel * nt_dtype_size(c->dtype), -1, NULL, 0);
+  int path = path_of(c->device);
+  int64_t h[10]; header_of(c, h, path == P_NCCL);
+  int st = dr_sendrecv(G, dst, h, sizeof h, -1, NULL, 0) ? backend_err("send") : 0;
+  if (!st) st = p2p_tensor(dst, c, -1, NULL, path);
   nt_release(c);
-  return st ? backend_err("send") : 0;
+  return st;
 }
 
 nt_Tensor *nbD_recv(int src) {
@@ -264,7 +374,7 @@ nt_Tensor *nbD_recv(int src) {
   if (dr_sendrecv(G, -1, NULL, 0, src, h, sizeof h)) { backend_err("recv"); return NULL; }
   nt_Tensor *y = from_header(h);
   if (!y) { G->broken = 1; return NULL; }
-  if (dr_sendrecv(G, -1, NULL, 0, src, nt_data_ptr(y), (size_t)y->numel * nt_dtype_size(y->dtype))) { nt_release(y); backend_err("recv"); return NULL; }
+  if (p2p_tensor(-1, NULL, src, y, header_path(h))) { nt_release(y); return NULL; }
   return y;
 }
 
@@ -272,65 +382,79 @@ nt_Tensor *nbD_broadcast(nt_Tensor *x, int src) {
   if (need_group()) return NULL;
   if (src < 0 || src >= G->world) { nt_error_set("broadcast: bad source rank %d", src); return NULL; }
   int64_t h[10] = {0};
-  nt_Tensor *c = NULL;
+  nt_Tensor *y = NULL;
   if (G->rank == src) {
     if (!x) { nt_error_set("broadcast: the source rank must pass a tensor"); return NULL; }
-    header_of(x, h);
-    if (!(c = host_contig(x))) return NULL;
-  }
-  if (dr_broadcast(G, h, sizeof h, src)) { nt_release(c); backend_err("broadcast"); return NULL; }
-  nt_Tensor *y;
-  if (G->rank == src) {
     bool prev = nt_set_grad_enabled(false);
-    y = nt_clone(c);
+    nt_Tensor *d = nt_detach(x);
+    y = d ? nt_clone(d) : NULL;
+    nt_release(d);
     nt_set_grad_enabled(prev);
-    nt_release(c);
-  } else y = from_header(h);
-  if (!y) { G->broken = 1; return NULL; }
-  if (dr_broadcast(G, nt_data_ptr(y), (size_t)y->numel * nt_dtype_size(y->dtype), src)) { nt_release(y); backend_err("broadcast"); return NULL; }
+    if (!y) return NULL;
+    header_of(y, h, path_of(y->device) == P_NCCL);
+  }
+  if (dr_broadcast(G, h, sizeof h, src)) { nt_release(y); backend_err("broadcast"); return NULL; }
+  if (G->rank != src && !(y = from_header(h))) { G->broken = 1; return NULL; }
+  if (bcast_tensor(y, src, header_path(h))) { nt_release(y); return NULL; }
   return y;
 }
 
 /* in place (data_parallel): x's storage receives src's values */
 int nbD_broadcast_(nt_Tensor *x, int src) {
   if (need_group()) return -1;
-  if (x->device != NT_CPU || !nt_is_contiguous(x)) {
-    nt_Tensor *y = nbD_broadcast(x, src);
-    if (!y) return -1;
-    bool prev = nt_set_grad_enabled(false);
-    int st = nt_copy_(x, y);
-    nt_set_grad_enabled(prev);
-    nt_release(y);
-    return st;
-  }
-  int64_t h[10], mine[10]; header_of(x, mine); memcpy(h, mine, sizeof h);
+  int64_t h[10], mine[10];
+  header_of(x, mine, path_of(x->device) == P_NCCL);
+  memcpy(h, mine, sizeof h);
   if (dr_broadcast(G, h, sizeof h, src)) return backend_err("broadcast");
-  if (memcmp(h, mine, sizeof h) != 0) { G->broken = 1; nt_error_set("broadcast: rank %d's tensor has another shape or dtype than the source rank %d's", G->rank, src); return -1; }
-  if (dr_broadcast(G, nt_data_ptr(x), (size_t)x->numel * nt_dtype_size(x->dtype), src)) return backend_err("broadcast");
-  return 0;
+  if ((h[0] & 0xff) != (mine[0] & 0xff) || memcmp(h + 1, mine + 1, 9 * sizeof(int64_t)) != 0) {
+    G->broken = 1;
+    nt_error_set("broadcast: rank %d's tensor has another shape or dtype than the source rank %d's", G->rank, src);
+    return -1;
+  }
+  /* straight into x when it is contiguous and on the source's kind of device */
+  int direct = nt_is_contiguous(x) && h[0] == mine[0];
+  nt_Tensor *t = direct ? nt_retain(x) : G->rank == src ? dev_contig(x) : from_header(h);
+  if (!t) { G->broken = 1; return -1; }
+  int st = bcast_tensor(t, src, header_path(h));
+  if (!st && !direct && G->rank != src) {
+    bool prev = nt_set_grad_enabled(false);
+    st = nt_copy_(x, t);
+    nt_set_grad_enabled(prev);
+  }
+  nt_release(t);
+  return st;
 }
 
-/* out[w] new references; xs[w] borrowed */
+/* out[w] new references; xs[w] borrowed.  Under NCCL, CUDA tensors go over
+** NCCL and CPU tensors over TCP; one call may not mix them. */
 int nbD_all_to_all(nt_Tensor **xs, nt_Tensor **out) {
   if (need_group()) return -1;
   int w = G->world, r = G->rank;
   for (int i = 0; i < w; i++) out[i] = NULL;
+  int path = path_of(xs[0]->device);
+  for (int i = 1; i < w; i++)
+    if ((path == P_NCCL) != (path_of(xs[i]->device) == P_NCCL)) { nt_error_set("all_to_all: the tensors must all be on one device (CPU and CUDA mixed)"); return -1; }
   bool prev = nt_set_grad_enabled(false);
   out[r] = nt_clone(xs[r]);
   nt_set_grad_enabled(prev);
   if (!out[r]) return -1;
   for (int s = 1; s < w; s++) {
     int dst = (r + s) % w, src = ((r - s) % w + w) % w;
-    int64_t hs[10], hr[10]; header_of(xs[dst], hs);
-    nt_Tensor *c = host_contig(xs[dst]);
+    nt_Tensor *c = dev_contig(xs[dst]);
     if (!c) goto fail;
+    int64_t hs[10], hr[10]; header_of(c, hs, path == P_NCCL);
     if (dr_sendrecv(G, dst, hs, sizeof hs, src, hr, sizeof hr)) { nt_release(c); backend_err("all_to_all"); goto fail; }
+    if ((header_path(hr) == P_NCCL) != (path == P_NCCL)) {
+      nt_release(c); G->broken = 1;
+      nt_error_set("all_to_all: rank %d sends %s tensors, this rank %s ones: every rank must use the same device", src,
+                   header_path(hr) == P_NCCL ? "CUDA" : "CPU", path == P_NCCL ? "CUDA" : "CPU");
+      goto fail;
+    }
     out[src] = from_header(hr);
     if (!out[src]) { nt_release(c); G->broken = 1; goto fail; }
-    if (dr_sendrecv(G, dst, nt_data_ptr(c), (size_t)c->numel * nt_dtype_size(c->dtype), src, nt_data_ptr(out[src]), (size_t)out[src]->numel * nt_dtype_size(out[src]->dtype))) {
-      nt_release(c); backend_err("all_to_all"); goto fail;
-    }
+    int st = p2p_tensor(dst, c, src, out[src], path == P_NCCL ? P_NCCL : P_HOST);
     nt_release(c);
+    if (st) goto fail;
   }
   return 0;
 fail:
@@ -339,12 +463,43 @@ fail:
 }
 
 /* bucketed all_reduce of many tensors (gradients): tensors are packed by
-** dtype into buckets of at most bucket_bytes, each bucket is one ring
-** all_reduce; out[i] are new tensors shaped like xs[i]. Not recorded. */
+** dtype (and device) into buckets of at most bucket_bytes, each bucket is
+** one all_reduce; out[i] are new tensors shaped like xs[i].  Not recorded.
+** CPU buckets are a malloc'd buffer; CUDA buckets a device tensor (nt_concat
+** of the flattened work copies), reduced by NCCL or through the staging
+** buffer. */
+static int cuda_bucket(nt_Tensor **wc, int i, int j, const int *rdt, int dt, int rop) {
+  int m = 0;
+  for (int k = i; k < j; k++) if (rdt[k] == dt && wc[k]->device == NT_CUDA) m++;
+  nt_Tensor **flat = calloc((size_t)m + 1, sizeof *flat);
+  if (!flat) { nt_error_set("out of memory"); return -1; }
+  bool prev = nt_set_grad_enabled(false);
+  int st = -1, q = 0;
+  for (int k = i; k < j; k++)
+    if (rdt[k] == dt && wc[k]->device == NT_CUDA) { int64_t len = wc[k]->numel; if (!(flat[q++] = nt_reshape(wc[k], &len, 1))) goto done; }
+  nt_Tensor *b = nt_concat(flat, m, 0);
+  if (!b) goto done;
+  st = ar_tensor(b, dt, rop);
+  int64_t off = 0;
+  for (int k = i; k < j && !st; k++) {
+    if (rdt[k] != dt || wc[k]->device != NT_CUDA) continue;
+    nt_Tensor *v = nt_narrow(b, 0, off, wc[k]->numel), *vs = v ? nt_reshape(v, wc[k]->shape, wc[k]->ndim) : NULL;
+    st = vs ? nt_copy_(wc[k], vs) : -1;
+    nt_release(vs); nt_release(v);
+    off += wc[k]->numel;
+  }
+  nt_release(b);
+done:
+  for (int k = 0; k < m; k++) nt_release(flat[k]);
+  free(flat);
+  nt_set_grad_enabled(prev);
+  return st;
+}
+
 int nbD_all_reduce_coalesced(nt_Tensor **xs, int n, int op, size_t bucket_bytes, nt_Tensor **out) {
   if (need_group()) return -1;
   for (int i = 0; i < n; i++) out[i] = NULL;
-  int rop = op == NBD_MAX ? DR_MAX : op == NBD_MIN ? DR_MIN : DR_SUM;
+  int rop = rop_of(op);
   nt_Tensor **wc = calloc((size_t)n, sizeof *wc);
   int *rdt = calloc((size_t)n, sizeof *rdt);
   char *buf = NULL;
@@ -353,39 +508,42 @@ int nbD_all_reduce_coalesced(nt_Tensor **xs, int n, int op, size_t bucket_bytes,
   for (int i = 0; i < n; i++) if (!(wc[i] = work_copy(xs[i], &rdt[i]))) goto done;
   buf = malloc(bucket_bytes + 16);
   if (!buf) { nt_error_set("out of memory"); goto done; }
-  /* each dtype in turn; tensors bigger than a bucket are reduced on their own */
+  /* each device and dtype in turn; tensors bigger than a bucket are reduced on their own */
+  for (int cuda = 0; cuda <= 1; cuda++)
   for (int dt = DR_F32; dt <= DR_I64; dt++) {
     size_t es = dr_esize(dt);
     int i = 0;
+#define IN_PASS(k) (rdt[k] == dt && (wc[k]->device == NT_CUDA) == cuda)
     while (i < n) {
-      if (rdt[i] != dt) { i++; continue; }
+      if (!IN_PASS(i)) { i++; continue; }
       size_t nb = (size_t)wc[i]->numel * es;
       if (nb >= bucket_bytes) {
-        if (dr_all_reduce(G, nt_data_ptr(wc[i]), (size_t)wc[i]->numel, dt, rop)) { backend_err("all_reduce"); goto done; }
+        if (ar_tensor(wc[i], dt, rop)) goto done;
         i++; continue;
       }
       /* pack [i, j) */
       int j = i; size_t used = 0;
-      while (j < n && (rdt[j] != dt || used + (size_t)wc[j]->numel * es <= bucket_bytes)) {
-        if (rdt[j] == dt) { memcpy(buf + used, nt_data_ptr(wc[j]), (size_t)wc[j]->numel * es); used += (size_t)wc[j]->numel * es; }
+      while (j < n && (!IN_PASS(j) || used + (size_t)wc[j]->numel * es <= bucket_bytes)) {
+        if (IN_PASS(j)) used += (size_t)wc[j]->numel * es;
         j++;
       }
-      if (dr_all_reduce(G, buf, used / es, dt, rop)) { backend_err("all_reduce"); goto done; }
-      used = 0;
-      for (int k = i; k < j; k++) if (rdt[k] == dt) { memcpy(nt_data_ptr(wc[k]), buf + used, (size_t)wc[k]->numel * es); used += (size_t)wc[k]->numel * es; }
+      if (cuda) {
+        if (cuda_bucket(wc, i, j, rdt, dt, rop)) goto done;
+      } else {
+        used = 0;
+        for (int k = i; k < j; k++) if (IN_PASS(k)) { memcpy(buf + used, nt_base(wc[k]), (size_t)wc[k]->numel * es); used += (size_t)wc[k]->numel * es; }
+        if (dr_all_reduce(G, buf, used / es, dt, rop)) { backend_err("all_reduce"); goto done; }
+        used = 0;
+        for (int k = i; k < j; k++) if (IN_PASS(k)) { memcpy(nt_base(wc[k]), buf + used, (size_t)wc[k]->numel * es); used += (size_t)wc[k]->numel * es; }
+      }
       i = j;
-      /* the tensors of other dtypes inside [i, j) are handled in their own pass */
+      /* the tensors of other passes inside [i, j) are handled in their own pass */
     }
+#undef IN_PASS
   }
   for (int i = 0; i < n; i++) {
     nt_Tensor *y = wc[i]; wc[i] = NULL;
-    if (op == NBD_AVG) {
-      bool prev = nt_set_grad_enabled(false);
-      nt_Tensor *a = nt_binary_scalar_ex(NT_OP_DIV, y, (double)G->world, NT_SCALAR_FLOAT);
-      nt_set_grad_enabled(prev);
-      nt_release(y); y = a;
-      if (!y) goto done;
-    }
+    if (op == NBD_AVG && !(y = div_world(y, G->world))) goto done;
     if (!(out[i] = finish(y, xs[i]))) goto done;
   }
   st = 0;
@@ -460,7 +618,7 @@ int nbD_isend(nt_Tensor *x, int dst) {
   if (!s->buf || !s->fd) { free(s->buf); free(s->fd); s->buf = NULL; s->fd = NULL; nt_release(c); nt_error_set("out of memory"); return -1; }
   memcpy(s->buf, nt_data_ptr(c), s->n);
   nt_release(c);
-  header_of(x, s->h);
+  header_of(x, s->h, 0);   /* the thread sends a host copy over TCP */
   memcpy(s->fd, G->fd, sizeof(int) * (size_t)G->world);
   s->g = *G; s->g.fd = s->fd; s->g.bytes_sent = s->g.bytes_recv = 0;
   s->dst = dst; s->link = link; s->st = 0;

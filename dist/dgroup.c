@@ -12,11 +12,13 @@
 #include "tensor/tinternal.h"
 #include "dist/dgrad.h"
 #include "dist/dgroup.h"
+#include "tensor/tdevice.h"
 
 typedef struct Grp {
   int n, me;            /* size; this rank's position (-1: not a member) */
   int *ranks, *fd;      /* world ranks in group order; fd scratch for the view */
   uint64_t sent, recv;  /* bytes this rank moved in this group */
+  nt_CudaComm *nccl;    /* the group's NCCL communicator (dnccl.c; NULL until its first NCCL collective) */
 } Grp;
 
 static Grp groups[NBD_MAXGROUPS];   /* ids 1..ngroups-1; 0 is the world */
@@ -62,6 +64,8 @@ int nbD_group_enter(int id, nbD_Scope *s) {
     v->timeout_ms = w->timeout_ms; v->interrupted = w->interrupted;
     v->broken = w->broken;
     if (w->broken) memcpy(v->err, w->err, sizeof v->err);
+    v->nccl_world = w->nccl_world; v->nccl = w->nccl_world ? gr->nccl : NULL;
+    v->world_rank = gr->ranks; v->group_id = id;
   }
   world_g = w;
   s->prev_id = cur_id; s->prev_g = nbD_self.g;
@@ -83,6 +87,15 @@ void nbD_group_leave(nbD_Scope *s) {
   nbD_self.g = s->prev_g;
   cur_id = s->prev_id;
   s->active = 0;
+}
+
+void nbD_group_nccl_set(int id, nt_CudaComm *c) {
+  if (id <= 0 || id >= ngroups) { nt_cuda_comm_abort(c); return; }
+  if (groups[id].nccl && groups[id].nccl != c) nt_cuda_comm_abort(groups[id].nccl);
+  groups[id].nccl = c;
+}
+void nbD_group_nccl_reset(void) {
+  for (int id = 1; id < ngroups; id++) { nt_cuda_comm_abort(groups[id].nccl); groups[id].nccl = NULL; }
 }
 
 int nbD_group_arg(nb_VM *vm, const char *fname, nb_Value v, int *id) {

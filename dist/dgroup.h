@@ -39,5 +39,8 @@ void nbD_group_leave(nbD_Scope *s);
 /* group argument of a builtin: nil (world), a number id, or a record with _id */
 int  nbD_group_arg(nb_VM *vm, const char *fname, nb_Value v, int *id);
 void nbD_group_init(void);   /* registers the group builtins */
+/* the NCCL communicators of sub-groups (dnccl.c makes them on first use) */
+void nbD_group_nccl_set(int id, struct nt_CudaComm *c);
+void nbD_group_nccl_reset(void);   /* aborts and forgets all of them */
 
 #endif

@@ -36,6 +36,8 @@
 #include "dist/dgrad.h"
 #include "dist/dproto.h"
 #include "dist/dlaunch.h"
+#include "dist/dnccl.h"
+#include "tensor/tdevice.h"
 
 extern char **environ;
 
@@ -81,6 +83,8 @@ typedef struct Session {
   char keyfile[PATH_MAX];
   int timeout_ms;
   char launcher[16], backend[16], bind[64];
+  char backend_used[16];      /* "ring" or "nccl": what backend="auto" (or the request) came to */
+  char backend_why[700];      /* why auto chose the ring ("" otherwise) */
   uint32_t seq, gen;
   pthread_t reaper; int reaper_on; volatile int reaper_stop; volatile int stopping;
   int run_mode;               /* nabla run: rank 0's stdout unprefixed, other ranks' stdout dropped */
@@ -112,7 +116,8 @@ static const char *wop(int rank, char *buf, size_t n) {
   char type[48] = "", coll[48] = "";
   if (sscanf(S.w[rank].op, "%47s %47s", type, coll) < 1 || !strcmp(type, "idle")) { snprintf(buf, n, "%s", !strcmp(type, "idle") ? " while idle" : ""); return buf; }
   static const char *const names[][2] = { { "exec", "dist.exec" }, { "call", "dist.run" }, { "eval", "dist.pull" }, { "set", "dist.push" },
-                                          { "runfile", "the script" }, { "reconnect", "reconnecting the group" }, { "welcome", "dist.start" } };
+                                          { "runfile", "the script" }, { "reconnect", "reconnecting the group" }, { "welcome", "dist.start" },
+                                          { "nccl", "starting NCCL" }, { "ncclid", "starting NCCL" } };
   const char *nm = type;
   for (size_t i = 0; i < sizeof names / sizeof *names; i++) if (!strcmp(type, names[i][0])) nm = names[i][1];
   if (coll[0] && strcmp(coll, "-")) snprintf(buf, n, " while in %s (%s)", nm, coll);
@@ -467,6 +472,59 @@ static void opts_copy(LaunchOpts *dst, const LaunchOpts *src) {
   dst->ssh_key = dupnull(src->ssh_key); dst->remote_nabla = dupnull(src->remote_nabla);
 }
 
+/* After `welcome`: each worker's reply says what it offers ("nccl HOST
+** BUSID VERSION" or "ring REASON"; empty under backend="ring").  1 when
+** NCCL can be used by everyone: every worker has a GPU and NCCL, and no two
+** workers on one host share a GPU (NCCL refuses two ranks on one device);
+** else 0 with the reason in why. */
+static int choose_backend(Reply *rep, char *why, size_t n) {
+  snprintf(why, n, "backend \"ring\" was asked for");
+  if (!strcmp(S.backend, "ring")) return 0;
+  for (int i = 0; i < S.n; i++) {
+    const char *b = rep[i].body ? rep[i].body : "";
+    if (strncmp(b, "nccl ", 5) != 0) {
+      snprintf(why, n, "backend \"nccl\" is not available on rank %d: %s", i, !strncmp(b, "ring ", 5) ? b + 5 : "the worker did not say");
+      return 0;
+    }
+  }
+  for (int i = 0; i < S.n; i++)
+    for (int j = 0; j < i; j++) {
+      char hi[128] = "", bi[64] = "", hj[128] = "", bj[64] = "";
+      sscanf(rep[i].body + 5, "%127s %63s", hi, bi);
+      sscanf(rep[j].body + 5, "%127s %63s", hj, bj);
+      if (!strcmp(hi, hj) && !strcmp(bi, bj)) {
+        snprintf(why, n, "backend \"nccl\" is not available: ranks %d and %d share the GPU %s on host %s "
+                 "(NCCL needs one GPU per worker; several workers on one GPU need backend=\"ring\")", j, i, bi, hi);
+        return 0;
+      }
+    }
+  return 1;
+}
+
+static int command(nb_VM *vm, const char *fname, const char *type, const void *body, size_t len, const int *targets_in, Reply **out);
+
+/* The world's NCCL communicator: rank 0 draws the ncclUniqueId (`ncclid`),
+** the session relays it to every worker (`nccl`), and they all init. */
+static int nccl_setup(nb_VM *vm, const char *fname) {
+  int *t = calloc((size_t)S.n, sizeof(int));
+  if (!t) return nb_error(vm, "out of memory");
+  t[0] = 1;
+  Reply *rep;
+  int st = command(vm, fname, "ncclid", NULL, 0, t, &rep);
+  free(t);
+  if (st) return NB_ERR;
+  char hex[2 * NT_COMM_ID_BYTES + 1];
+  int ok = rep[0].body && rep[0].len == 2 * NT_COMM_ID_BYTES;
+  if (ok) memcpy(hex, rep[0].body, sizeof hex);
+  replies_free(rep, S.n);
+  if (!ok) return dist_error(vm, "%s: rank 0 sent a malformed NCCL unique id", fname);
+  st = command(vm, fname, "nccl", hex, 2 * NT_COMM_ID_BYTES, NULL, &rep);
+  OPENSSL_cleanse(hex, sizeof hex);
+  if (st) return NB_ERR;
+  replies_free(rep, S.n);
+  return NB_OK;
+}
+
 static int session_start_(nb_VM *vm, int n, const LaunchOpts *o) {
   if (S.active) return dist_error(vm, "dist.start: workers are already running (%d); call dist.stop() first", S.n);
   if (n < 1 || n > 1024) return dist_error(vm, "dist.start: n must be between 1 and 1024, got %d", n);
@@ -475,8 +533,8 @@ static int session_start_(nb_VM *vm, int n, const LaunchOpts *o) {
     return dist_error(vm, "dist.start: launcher \"%s\" is not available (\"local\", \"ssh\" with hosts=[...], or \"slurm\" inside an allocation)", o->launcher);
   if (ssh && o->nhosts < 1)
     return dist_error(vm, "dist.start: launcher \"ssh\" is not available without hosts=[...] (the hosts to start the workers on; ranks are placed in blocks when there are fewer hosts than workers)");
-  if (strcmp(o->backend, "ring") != 0)
-    return dist_error(vm, "dist.start: backend \"%s\" is not available in this build (only \"ring\": TCP between workers; \"nccl\" needs the CUDA build)", o->backend);
+  if (strcmp(o->backend, "ring") && strcmp(o->backend, "nccl") && strcmp(o->backend, "auto"))
+    return dist_error(vm, "dist.start: unknown backend \"%s\" (expected \"auto\", \"ring\" or \"nccl\")", o->backend);
   memset(&S, 0, sizeof S);
   S.n = n;
   S.remote = ssh || slurm;
@@ -597,7 +655,7 @@ static int session_start_(nb_VM *vm, int n, const LaunchOpts *o) {
   if (S.keyfile[0]) { unlink(S.keyfile); S.keyfile[0] = 0; }   /* every worker has read it */
   /* welcome: rank, world, peers; then wait until the mesh is connected */
   nb_Buf b = {0};
-  nbB_printf(&b, "%d %d %u\n", n, S.timeout_ms, S.gen);
+  nbB_printf(&b, "%d %d %u %s\n", n, S.timeout_ms, S.gen, S.backend);
   for (int i = 0; i < n; i++) nbB_printf(&b, "%s\n", S.w[i].addr);
   uint32_t seq = ++S.seq;
   for (int i = 0; i < n; i++) send_to(i, "welcome", seq, b.p, b.n);
@@ -614,7 +672,13 @@ static int session_start_(nb_VM *vm, int n, const LaunchOpts *o) {
     session_teardown_();
     return dist_error(vm, "dist.start: the workers could not form the collective group (rank %d%s)", which, why);
   }
+  char why[700];
+  int use_nccl = choose_backend(rep, why, sizeof why);
   replies_free(rep, n); free(all);
+  if (!use_nccl && !strcmp(S.backend, "nccl")) { session_teardown_(); return dist_error(vm, "dist.start: %s", why); }
+  snprintf(S.backend_used, sizeof S.backend_used, "%s", use_nccl ? "nccl" : "ring");
+  snprintf(S.backend_why, sizeof S.backend_why, "%s", use_nccl ? "" : why);
+  if (use_nccl && nccl_setup(vm, "dist.start")) { session_teardown_(); return NB_ERR; }   /* the error is raised already */
   return NB_OK;
 }
 static int session_start(nb_VM *vm, int n, const LaunchOpts *o) {
@@ -637,8 +701,6 @@ static int need_session(nb_VM *vm, const char *fname) {
 
 /* Sends a command to the targets (NULL = all) and waits.  On success rep
 ** holds every target's reply (the caller frees it); otherwise an error is raised. */
-static int command(nb_VM *vm, const char *fname, const char *type, const void *body, size_t len, const int *targets_in, Reply **out);
-
 static int reconnect(nb_VM *vm) {
   S.need_reconnect = 0;
   S.gen++;
@@ -646,6 +708,8 @@ static int reconnect(nb_VM *vm) {
   Reply *rep;
   if (command(vm, "dist", "reconnect", body, (size_t)bn, NULL, &rep)) { S.broken = 1; return NB_ERR; }
   replies_free(rep, S.n);
+  /* the workers aborted their NCCL communicators: a fresh one (new id) */
+  if (!strcmp(S.backend_used, "nccl") && nccl_setup(vm, "dist (reconnecting NCCL)")) { S.broken = 1; return NB_ERR; }
   return NB_OK;
 }
 
@@ -940,6 +1004,22 @@ static int b_workers(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
   *out = nb_obj(NB_TLIST, l);
   return NB_OK;
 }
+static int b_info(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
+  (void)vm; (void)a; (void)nargs;
+  nb_Rec *r = nbR_new(4);
+  if (nbD_self.rank >= 0 && nbD_self.g) {
+    nbR_set_cstr(r, "rank", nb_num(nbD_self.rank));
+    nbR_set_cstr(r, "world", nb_num(nbD_self.world));
+    nbR_set_cstr(r, "backend", nb_strv(nbS_cstr(dn_on(nbD_self.g) ? "nccl" : "ring")));
+  } else if (S.active) {
+    nbR_set_cstr(r, "size", nb_num(S.n));
+    nbR_set_cstr(r, "backend", nb_strv(nbS_cstr(S.backend_used)));
+    nbR_set_cstr(r, "requested", nb_strv(nbS_cstr(S.backend)));
+    nbR_set_cstr(r, "reason", S.backend_why[0] ? nb_strv(nbS_cstr(S.backend_why)) : nb_nil());
+  } else { nb_decref(nb_obj(NB_TREC, r)); *out = nb_nil(); return NB_OK; }
+  *out = nb_obj(NB_TREC, r);
+  return NB_OK;
+}
 static int b_endpoint(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
   (void)vm; (void)a; (void)nargs;
   *out = S.active ? nb_strv(nbS_cstr(S.endpoint)) : nb_nil();
@@ -952,8 +1032,10 @@ static int b_size(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
 }
 
 static nb_Builtin session_builtins[] = {
-  { "dist_start", b_start, "n, launcher=\"local\", backend=\"ring\", timeout=300, bind=nil, hosts=nil, heartbeat=10, **opts",
-    "dist.start(n, launcher=\"local\", backend=\"ring\", timeout=300, ...): starts n worker processes connected to this session (launcher \"ssh\" with hosts=[...], or \"slurm\")" },
+  { "dist_start", b_start, "n, launcher=\"local\", backend=\"auto\", timeout=300, bind=nil, hosts=nil, heartbeat=10, **opts",
+    "dist.start(n, launcher=\"local\", backend=\"auto\", timeout=300, ...): starts n worker processes connected to this session (launcher \"ssh\" with hosts=[...], or \"slurm\"); "
+    "backend \"nccl\" runs collectives of CUDA tensors on NCCL (one GPU per worker), \"ring\" over TCP/shared memory, \"auto\" picks nccl when every worker has its own GPU and NCCL loads" },
+  { "dist_info", b_info, "", "dist.info(): {size, backend, reason, nccl} in the session (backend: \"ring\" or \"nccl\"; reason: why auto chose the ring); {rank, world, backend} on a worker; nil elsewhere" },
   { "dist_stop", b_stop, "", "dist.stop(): shuts the workers down" },
   { "dist_restart", b_restart, "", "dist.restart(): stops whatever is left of the workers and starts fresh ones with the same settings (their globals are lost)" },
   { "dist_exec", b_exec, "code", "dist.exec(code): runs source on every worker; their output is shown prefixed [rank N]" },
@@ -1091,9 +1173,17 @@ static void reply_value(uint32_t seq, nb_Value v) {
   nbB_free(&b);
 }
 
-static int connect_mesh(uint32_t seq) {
+/* (re)connects the TCP mesh; after `welcome` the reply also says whether
+** this worker can run NCCL (unless the session asked for the ring) */
+static int connect_mesh(uint32_t seq, const char *backend) {
+  dn_close(&W.g);   /* a reconnect replaces the NCCL communicators too */
   if (dr_connect(&W.g, W.addrs)) { reply_err(seq, "DistError", W.g.err, W.g.err); return -1; }
-  reply_ok(seq, NULL, 0);
+  char body[800] = "", info[700];
+  if (backend && strcmp(backend, "ring") != 0) {
+    int ok = dn_probe(info, sizeof info);
+    snprintf(body, sizeof body, "%s %s", ok ? "nccl" : "ring", info);
+  }
+  reply_ok(seq, body, strlen(body));
   return 0;
 }
 
@@ -1101,18 +1191,35 @@ static void handle(dp_Msg *m) {
   uint32_t seq = m->seq;
   W.seq = seq;
   if (!strcmp(m->type, "welcome")) {
-    int world, tmo; unsigned gen;
+    int world, tmo; unsigned gen; char backend[16] = "ring";
     char *save, *line = strtok_r(m->body, "\n", &save);
-    if (W.addrs || !line || sscanf(line, "%d %d %u", &world, &tmo, &gen) != 3 || world != W.g.world) { reply_err(seq, "DistError", "bad welcome", "bad welcome"); return; }
+    if (W.addrs || !line || sscanf(line, "%d %d %u %15s", &world, &tmo, &gen, backend) < 3 || world != W.g.world) { reply_err(seq, "DistError", "bad welcome", "bad welcome"); return; }
     W.g.timeout_ms = tmo; W.g.gen = gen;
     W.addrs = calloc((size_t)world, sizeof(char *));
     for (int i = 0; i < world; i++) { line = strtok_r(NULL, "\n", &save); W.addrs[i] = strdup(line ? line : ""); }
     arm();
-    connect_mesh(seq);
+    connect_mesh(seq, backend);
   } else if (!strcmp(m->type, "reconnect")) {
     W.g.gen = (uint32_t)strtoul(m->body, NULL, 10);
     arm();
-    connect_mesh(seq);
+    connect_mesh(seq, NULL);
+  } else if (!strcmp(m->type, "ncclid")) {
+    unsigned char id[NT_COMM_ID_BYTES]; char hex[2 * NT_COMM_ID_BYTES + 2];
+    if (nt_cuda_comm_unique_id(id)) { reply_err(seq, "DistError", nt_error_msg(), nt_error_msg()); return; }
+    dp_hex(id, sizeof id, hex);
+    reply_ok(seq, hex, 2 * NT_COMM_ID_BYTES);
+    OPENSSL_cleanse(id, sizeof id); OPENSSL_cleanse(hex, sizeof hex);
+  } else if (!strcmp(m->type, "nccl")) {
+    unsigned char id[NT_COMM_ID_BYTES];
+    arm();
+    if (m->len != 2 * NT_COMM_ID_BYTES || dp_unhex(m->body, id, sizeof id) != 0) { reply_err(seq, "DistError", "bad NCCL id", "bad NCCL id"); return; }
+    int st = dn_world_init(&W.g, id);
+    OPENSSL_cleanse(id, sizeof id);
+    if (st) {
+      char msg[700]; snprintf(msg, sizeof msg, "%s", W.g.err);
+      W.g.broken = 0;   /* the TCP mesh is fine; the session reports this and stops */
+      reply_err(seq, W.vm->interrupted ? "Interrupted" : "DistError", msg, msg);
+    } else reply_ok(seq, NULL, 0);
   } else if (!strcmp(m->type, "exec")) {
     if (!wrun(seq, m->body, m->len, "<dist>")) reply_ok(seq, NULL, 0);
   } else if (!strcmp(m->type, "eval")) {
@@ -1316,6 +1423,28 @@ static void *wio_main(void *arg) {
   return NULL;
 }
 
+/* how many GPUs this process may use, without loading CUDA: the entries of
+** CUDA_VISIBLE_DEVICES when set, else the /dev/nvidiaN device files */
+static int visible_gpus(void) {
+  const char *v = getenv("CUDA_VISIBLE_DEVICES");
+  if (v) {
+    int n = 0;
+    for (const char *p = v; *p; ) {
+      size_t len = strcspn(p, ",");
+      if (len && strncmp(p, "-1", len) != 0 && strncmp(p, "NoDevFiles", len) != 0) n++;
+      else if (len) break;   /* "-1": nothing after it is visible */
+      p += len + (p[len] == ',');
+    }
+    return n;
+  }
+  int n = 0;
+  for (int i = 0; i < 64; i++) {
+    char path[32]; snprintf(path, sizeof path, "/dev/nvidia%d", i);
+    if (access(path, F_OK) == 0) n++;
+  }
+  return n;
+}
+
 int nbD_worker_main(int argc, char **argv) {
   const char *ep = argval(argc, argv, "--connect", NULL), *kf = argval(argc, argv, "--key-file", NULL);
   int key_stdin = hasarg(argc, argv, "--key-stdin");
@@ -1356,6 +1485,10 @@ int nbD_worker_main(int argc, char **argv) {
   }
   OPENSSL_cleanse(hex, sizeof hex);
   if (rank < 0 || world < 1 || rank >= world) { fprintf(stderr, "nabla worker: rank %d is not in a world of %d\n", rank, world); return 2; }
+  /* one GPU per worker: the local rank picks among the visible GPUs, before
+  ** anything loads CUDA (NABLA_CUDA_DEVICE set by the user wins) */
+  int ngpu = visible_gpus();
+  if (ngpu > 0 && !getenv("NABLA_CUDA_DEVICE")) { char d[16]; snprintf(d, sizeof d, "%d", lrank % ngpu); setenv("NABLA_CUDA_DEVICE", d, 1); }
   W.rank = rank;
   W.hb_s = atof(argval(argc, argv, "--heartbeat", "0"));
   nbD_init();
@@ -1419,7 +1552,7 @@ int nbD_worker_main(int argc, char **argv) {
     if (!strcmp(m.type, "lost")) { dp_msg_free(&m); status = 3; break; }
     if (!strcmp(m.type, "stop")) { dp_msg_free(&m); break; }
     if (!strcmp(m.type, "refuse")) { fprintf(stderr, "nabla worker %d: the session refused this worker: %s\n", rank, m.body); dp_msg_free(&m); status = 2; break; }
-    static const char *const types[] = { "welcome", "reconnect", "exec", "eval", "call", "set", "runfile" };
+    static const char *const types[] = { "welcome", "reconnect", "exec", "eval", "call", "set", "runfile", "ncclid", "nccl" };
     const char *ty = NULL;
     for (size_t k = 0; k < sizeof types / sizeof *types; k++) if (!strcmp(m.type, types[k])) ty = types[k];
     __atomic_store_n(&W.busy_type, ty, __ATOMIC_SEQ_CST);
@@ -1434,6 +1567,7 @@ int nbD_worker_main(int argc, char **argv) {
   zmq_send(W.pipe_main, QUIT, sizeof QUIT - 1, 0);
   if (W.io_on) pthread_join(W.io, NULL);
   nbD_self.g = NULL;
+  dn_close(&W.g);
   dr_close(&W.g);
   if (W.g.listen_fd >= 0) close(W.g.listen_fd);
   free(W.g.fd);
@@ -1457,12 +1591,12 @@ static void run_sigint(int sig) { (void)sig; if (run_vm) nb_vm_interrupt(run_vm)
 static const char RUN_USAGE[] =
   "usage: nabla run [-n N] [--timeout SECONDS] [--launcher local|ssh|slurm] [--hosts H1,H2,...]\n"
   "                 [--ssh-port P] [--ssh-key FILE] [--ssh-option OPT]... [--nodes M] [--gpus-per-node G]\n"
-  "                 [--heartbeat SECONDS] [--bind ADDR] SCRIPT.nbl [ARGS...]\n";
+  "                 [--heartbeat SECONDS] [--bind ADDR] [--backend auto|ring|nccl] SCRIPT.nbl [ARGS...]\n";
 
 int nbD_run_main(int argc, char **argv) {
   int n = 2; int i = 1;
   LaunchOpts o; memset(&o, 0, sizeof o);
-  snprintf(o.launcher, sizeof o.launcher, "local"); snprintf(o.backend, sizeof o.backend, "ring");
+  snprintf(o.launcher, sizeof o.launcher, "local"); snprintf(o.backend, sizeof o.backend, "auto");
   o.timeout = 300; o.heartbeat = 10;
   int bad = 0;
   for (; i < argc && argv[i][0] == '-' && !bad; i++) {
@@ -1472,6 +1606,7 @@ int nbD_run_main(int argc, char **argv) {
     else if (!strcmp(a, "--timeout")) o.timeout = atof(v);
     else if (!strcmp(a, "--heartbeat")) o.heartbeat = atof(v);
     else if (!strcmp(a, "--launcher")) snprintf(o.launcher, sizeof o.launcher, "%s", v);
+    else if (!strcmp(a, "--backend")) snprintf(o.backend, sizeof o.backend, "%s", v);
     else if (!strcmp(a, "--bind")) snprintf(o.bind, sizeof o.bind, "%s", v);
     else if (!strcmp(a, "--ssh-port")) o.ssh_port = atoi(v);
     else if (!strcmp(a, "--ssh-key")) { free(o.ssh_key); o.ssh_key = strdup(v); }

@@ -4,9 +4,8 @@
 ** reduce_scatter/broadcast, direct links for send/recv/all_to_all).  Data
 ** never goes through the session.
 **
-** A backend is this table of operations on raw host buffers; an NCCL
-** backend would implement the same entry points on device buffers (see
-** docs/distributed.md).
+** A backend is this table of operations on raw host buffers; the NCCL
+** backend (dnccl.h) implements the same entry points on device buffers.
 */
 #ifndef DIST_DRING_H
 #define DIST_DRING_H
@@ -19,6 +18,7 @@ enum { DR_F32, DR_F64, DR_I32, DR_I64 };          /* element types the reduction
 enum { DR_SUM, DR_MAX, DR_MIN };
 
 typedef struct ds_Shm ds_Shm;   /* the shared-memory fast path (dshm.h) */
+struct nt_CudaComm;             /* an NCCL communicator of the CUDA module (tensor/tdevice.h) */
 
 typedef struct dr_Group {
   int rank, world;
@@ -32,6 +32,11 @@ typedef struct dr_Group {
   char err[512];            /* why the last call failed */
   uint64_t bytes_sent, bytes_recv;
   ds_Shm *shm;              /* all ranks on one host: the shared segment (NULL: TCP only) */
+  /* the "nccl" backend (dnccl.h) for CUDA tensors; all NULL under "ring" */
+  struct nt_CudaComm *nccl_world;   /* the world's communicator: set = NCCL is on */
+  struct nt_CudaComm *nccl;         /* this group's (a sub-group's is made on first use) */
+  const int *world_rank;            /* sub-group view: world rank of each position (NULL: the world) */
+  int group_id;                     /* 0: the world; else the dgroup.c id of this view */
 } dr_Group;
 
 /* the collective this process is in ("all_reduce", ...) or NULL; heartbeats report it */

@@ -179,3 +179,49 @@ int nt_set_matmul_precision(const char *p) {
 }
 
 const char *nt_get_matmul_precision(void) { return matmul_tf32 ? "high" : "highest"; }
+
+/* ---- collectives and staging: thin forwards to the module (cuda/nccl.cu) ----
+** Each one loads the module if needed; without CUDA it fails with the
+** loader's reason, so callers (dist/) never test availability first. */
+#define NEED_API(fn, fail_ret) do { \
+    if (!ensure_cuda()) { nt_error_set("%s", nt_device_unavailable_msg(NT_CUDA)); return fail_ret; } \
+    if (!cuda_api.fn) { nt_error_set("the CUDA module has no " #fn " (rebuild nabla_cuda.so)"); return fail_ret; } } while (0)
+
+int nt_cuda_comm_available(char *reason, size_t n) {
+  if (!ensure_cuda()) { if (reason && n) fmt(reason, n, "%s", nt_device_unavailable_msg(NT_CUDA)); return 0; }
+  if (!cuda_api.comm_available) { if (reason && n) fmt(reason, n, "NCCL is not available: this CUDA module was built without it"); return 0; }
+  return cuda_api.comm_available(reason, n);
+}
+const char *nt_cuda_comm_version(void) { return cuda_ready && cuda_api.comm_version ? cuda_api.comm_version() : ""; }
+int nt_cuda_device_id(char *out, size_t n) { NEED_API(device_id, -1); return cuda_api.device_id(out, n); }
+int nt_cuda_comm_unique_id(unsigned char id[NT_COMM_ID_BYTES]) { NEED_API(comm_unique_id, -1); return cuda_api.comm_unique_id(id); }
+nt_CudaComm *nt_cuda_comm_init(const unsigned char id[NT_COMM_ID_BYTES], int nranks, int rank, int timeout_ms, volatile int *interrupted) {
+  NEED_API(comm_init, NULL);
+  return cuda_api.comm_init(id, nranks, rank, timeout_ms, interrupted);
+}
+nt_CudaComm *nt_cuda_comm_split(nt_CudaComm *parent, int color, int key, int *failed) {
+  *failed = 1;
+  NEED_API(comm_split, NULL);
+  return cuda_api.comm_split(parent, color, key, failed);
+}
+void nt_cuda_comm_abort(nt_CudaComm *c) { if (c && cuda_ready && cuda_api.comm_abort) cuda_api.comm_abort(c); }
+void nt_cuda_comm_destroy(nt_CudaComm *c) { if (c && cuda_ready && cuda_api.comm_destroy) cuda_api.comm_destroy(c); }
+int nt_cuda_comm_all_reduce(nt_CudaComm *c, void *buf, size_t count, nt_DType dt, int op) {
+  NEED_API(comm_all_reduce, -1); return cuda_api.comm_all_reduce(c, buf, count, dt, op);
+}
+int nt_cuda_comm_reduce_scatter(nt_CudaComm *c, const void *send, void *recv, size_t recvcount, nt_DType dt, int op) {
+  NEED_API(comm_reduce_scatter, -1); return cuda_api.comm_reduce_scatter(c, send, recv, recvcount, dt, op);
+}
+int nt_cuda_comm_all_gather(nt_CudaComm *c, const void *send, void *recv, size_t sendbytes) {
+  NEED_API(comm_all_gather, -1); return cuda_api.comm_all_gather(c, send, recv, sendbytes);
+}
+int nt_cuda_comm_broadcast(nt_CudaComm *c, void *buf, size_t nbytes, int root) {
+  NEED_API(comm_broadcast, -1); return cuda_api.comm_broadcast(c, buf, nbytes, root);
+}
+int nt_cuda_comm_send(nt_CudaComm *c, const void *buf, size_t nbytes, int peer) { NEED_API(comm_send, -1); return cuda_api.comm_send(c, buf, nbytes, peer); }
+int nt_cuda_comm_recv(nt_CudaComm *c, void *buf, size_t nbytes, int peer) { NEED_API(comm_recv, -1); return cuda_api.comm_recv(c, buf, nbytes, peer); }
+int nt_cuda_comm_group_start(void) { NEED_API(comm_group_start, -1); return cuda_api.comm_group_start(); }
+int nt_cuda_comm_group_end(nt_CudaComm *c) { NEED_API(comm_group_end, -1); return cuda_api.comm_group_end(c); }
+void *nt_cuda_staging(size_t n) { NEED_API(staging, NULL); return cuda_api.staging(n); }
+int nt_cuda_to_host(void *dst, const void *dev_src, size_t n) { NEED_API(to_host, -1); return cuda_api.to_host(dst, dev_src, n); }
+int nt_cuda_to_device(void *dev_dst, const void *src, size_t n) { NEED_API(to_device, -1); return cuda_api.to_device(dev_dst, src, n); }

@@ -73,8 +73,60 @@ typedef struct nt_OptimArgs {
 int nt_optim_adamw(nt_OptimArgs *o);
 int nt_optim_sgd(nt_OptimArgs *o);   /* exp_avg = momentum buffers (NULL when beta1 == 0) */
 
+/* ---- collectives between processes on CUDA buffers (NCCL; cuda/nccl.cu) ---------
+** The CUDA module dlopens libnccl.so.2 the first time one of these is called
+** (not when the module loads: CUDA tensors work without NCCL).  Every call
+** runs on the module's stream.  A communicator is non-blocking
+** (ncclConfig_t.blocking = 0): each operation is enqueued, then waited for
+** while polling ncclCommGetAsyncError, the interrupt flag and the timeout
+** given at init; on a failure, an interrupt or a timeout the communicator is
+** aborted (ncclCommAbort) and every later call on it fails: make a new one.
+** Between nt_cuda_comm_group_start() and nt_cuda_comm_group_end(c) the
+** send/recv/broadcast calls are only enqueued (NCCL group semantics);
+** group_end waits for all of them.
+** Buffers are device pointers; counts are elements of `dt` for reductions
+** (op: NT_COMM_SUM/MAX/MIN) and BYTES for the data-movement calls. */
+#define NT_COMM_ID_BYTES 128
+enum { NT_COMM_SUM = 0, NT_COMM_MAX = 1, NT_COMM_MIN = 2 };
+typedef struct nt_CudaComm nt_CudaComm;
+/* 1 when CUDA and NCCL can be used (loads both), else 0 with the reason
+** ("CUDA is not available: ...", "NCCL is not available: <dlerror>") */
+int  nt_cuda_comm_available(char *reason, size_t n);
+/* "2.28.9" (the loaded library's version), or "" when not loaded */
+const char *nt_cuda_comm_version(void);
+/* this GPU's identity "<PCI bus id>" (to find two workers on one GPU) */
+int  nt_cuda_device_id(char *out, size_t n);
+int  nt_cuda_comm_unique_id(unsigned char id[NT_COMM_ID_BYTES]);
+/* Collective over the nranks processes that pass the same id.  timeout_ms
+** (0: none) bounds every later operation; *interrupted (may be NULL), when
+** it becomes non-zero, aborts the operation in progress.  NULL + error. */
+nt_CudaComm *nt_cuda_comm_init(const unsigned char id[NT_COMM_ID_BYTES], int nranks, int rank,
+                               int timeout_ms, volatile int *interrupted);
+/* ncclCommSplit: collective over EVERY rank of parent; color < 0: not a member (returns NULL, no error) */
+nt_CudaComm *nt_cuda_comm_split(nt_CudaComm *parent, int color, int key, int *failed);
+void nt_cuda_comm_abort(nt_CudaComm *c);     /* ncclCommAbort, frees c (NULL ok) */
+void nt_cuda_comm_destroy(nt_CudaComm *c);   /* waits for pending work, ncclCommDestroy, frees c (NULL ok) */
+int  nt_cuda_comm_all_reduce(nt_CudaComm *c, void *buf, size_t count, nt_DType dt, int op);
+int  nt_cuda_comm_reduce_scatter(nt_CudaComm *c, const void *send, void *recv, size_t recvcount, nt_DType dt, int op);
+int  nt_cuda_comm_all_gather(nt_CudaComm *c, const void *send, void *recv, size_t sendbytes);
+int  nt_cuda_comm_broadcast(nt_CudaComm *c, void *buf, size_t nbytes, int root);
+int  nt_cuda_comm_send(nt_CudaComm *c, const void *buf, size_t nbytes, int peer);
+int  nt_cuda_comm_recv(nt_CudaComm *c, void *buf, size_t nbytes, int peer);
+int  nt_cuda_comm_group_start(void);
+int  nt_cuda_comm_group_end(nt_CudaComm *c);
+
+/* ---- pinned staging for host-side collectives (the ring backend) --------------
+** One page-locked host buffer per process (cudaHostAlloc), grown to the
+** largest request and reused.  to_host waits for the copy; to_device is
+** asynchronous on the module's stream and the next staging() waits for it,
+** so the buffer is never overwritten while a copy still reads it.
+** Main thread only. */
+void *nt_cuda_staging(size_t n);               /* NULL + error */
+int   nt_cuda_to_host(void *dst, const void *dev_src, size_t n);
+int   nt_cuda_to_device(void *dev_dst, const void *src, size_t n);
+
 /* ---- ABI between the loader and the module (not for users) -------------------- */
-#define NT_DEVICE_ABI_VERSION 1
+#define NT_DEVICE_ABI_VERSION 2
 struct nt_KernelArgs;
 struct nt_Allocator;
 typedef struct nt_HostApi {
@@ -93,6 +145,27 @@ typedef struct nt_DeviceApi {                   /* filled by the module's init *
   int (*synchronize)(void);
   int (*memory)(size_t *allocated, size_t *cached, size_t *peak);
   int (*empty_cache)(void);
+  /* collectives and staging (cuda/nccl.cu): the nt_cuda_comm_* / nt_cuda_staging
+  ** functions above, same contracts; comm_available may be called repeatedly */
+  int (*comm_available)(char *reason, size_t n);
+  const char *(*comm_version)(void);
+  int (*device_id)(char *out, size_t n);
+  int (*comm_unique_id)(unsigned char *id);
+  nt_CudaComm *(*comm_init)(const unsigned char *id, int nranks, int rank, int timeout_ms, volatile int *interrupted);
+  nt_CudaComm *(*comm_split)(nt_CudaComm *parent, int color, int key, int *failed);
+  void (*comm_abort)(nt_CudaComm *c);
+  void (*comm_destroy)(nt_CudaComm *c);
+  int (*comm_all_reduce)(nt_CudaComm *c, void *buf, size_t count, nt_DType dt, int op);
+  int (*comm_reduce_scatter)(nt_CudaComm *c, const void *send, void *recv, size_t recvcount, nt_DType dt, int op);
+  int (*comm_all_gather)(nt_CudaComm *c, const void *send, void *recv, size_t sendbytes);
+  int (*comm_broadcast)(nt_CudaComm *c, void *buf, size_t nbytes, int root);
+  int (*comm_send)(nt_CudaComm *c, const void *buf, size_t nbytes, int peer);
+  int (*comm_recv)(nt_CudaComm *c, void *buf, size_t nbytes, int peer);
+  int (*comm_group_start)(void);
+  int (*comm_group_end)(nt_CudaComm *c);
+  void *(*staging)(size_t n);
+  int (*to_host)(void *dst, const void *dev_src, size_t n);
+  int (*to_device)(void *dev_dst, const void *src, size_t n);
 } nt_DeviceApi;
 /* The module exports:  int nabla_cuda_init(const nt_HostApi *, nt_DeviceApi *, char *reason, size_t n);
 ** returning 0, or -1 with the reason why CUDA cannot be used. */
