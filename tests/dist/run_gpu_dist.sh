@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# run_gpu_dist.sh — distributed checks on a machine WITH a GPU (called by
+# tests/cuda/run_gpu.sh; runs anywhere, printing SKIP: lines without a GPU).
+#
+#   tests/dist/run_gpu_dist.sh BUILD_DIR
+#
+#   (a) NCCL world 1: every collective on CUDA tensors vs NumPy, gradients,
+#       average_grads, a sub-group; 2 workers on one GPU refused by "nccl",
+#       "auto" falls back to the ring (with 2+ GPUs: NCCL world 2, timeout+abort)
+#   (b) 2-4 GPU workers sharing the GPU through the ring backend (pinned
+#       staging): every collective, results on cuda
+#   (c) data-parallel training with CUDA tensors equals one process (1e-5)
+#   (d) the all_reduce bench with GPU tensors (ring world 2; NCCL world 1,
+#       and world 2 with 2+ GPUs): tests/dist/bench_allreduce.nbl, written to
+#       bench/results/<date>-dist-gpu-<gpu>.md
+# (a)-(c) are tests/dist/test_gpu_dist.py.  Output: PASS:/FAIL:/SKIP: lines;
+# exit status 1 when anything failed.
+set -u
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$ROOT"
+B=${1:-build-gpu}
+NABLA=$(cd "$B" 2>/dev/null && pwd)/nabla
+PY=${PYTHON:-/usr/bin/python3}
+FAILED=0
+if [ ! -x "$NABLA" ]; then echo "FAIL: gpu_dist: $B/nabla is not built"; exit 1; fi
+
+NABLA="$NABLA" timeout 1800 "$PY" tests/dist/test_gpu_dist.py || FAILED=1
+
+why=$("$NABLA" -e 'print(if cuda.available() { "" } else { cuda.unavailable_reason() })' 2>&1)
+if [ -n "$why" ]; then
+  echo "SKIP: gpu_dist_bench: no usable GPU ($why)"
+  exit $FAILED
+fi
+ngpu=$("$NABLA" -e 'print(cuda.device_count())')
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1 | tr ' ' '-')
+res="bench/results/$(date +%Y-%m-%d)-dist-gpu-${gpu:-unknown}.md"
+runs=("2 cuda ring" "1 cuda nccl" "2 cpu ring")
+[ "$ngpu" -ge 2 ] && runs+=("2 cuda nccl")
+lines=()
+for r in "${runs[@]}"; do
+  # shellcheck disable=SC2086
+  out=$(timeout 600 "$NABLA" tests/dist/bench_allreduce.nbl $r 2>&1); rc=$?
+  line=$(echo "$out" | grep '^world ' | tail -n 1)
+  if [ $rc -eq 0 ] && echo "$line" | grep -q 'correct true'; then
+    echo "PASS: gpu_dist_bench $r: $line"; lines+=("$line")
+  else
+    echo "FAIL: gpu_dist_bench $r: exit $rc: $(echo "$out" | tail -n 3 | tr '\n' ' ')"; FAILED=1
+  fi
+done
+mkdir -p bench/results
+{
+  echo "# dist all_reduce with GPU tensors, $(date -u '+%Y-%m-%d %H:%M UTC'), ${gpu:-unknown} x$ngpu"
+  echo
+  echo "tests/dist/bench_allreduce.nbl WORLD DEVICE BACKEND (f32; 64 MB mean of 10, 4 KB mean of 1000);"
+  echo "ring + cuda = CUDA tensors staged through pinned host memory over TCP/shared memory;"
+  echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+  echo
+  for l in "${lines[@]}"; do echo "- $l"; done
+} > "$res"
+echo "# results written to $res"
+exit $FAILED
