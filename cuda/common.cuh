@@ -148,6 +148,12 @@ template <> struct St<b8> {
 // dst = src (same shape, any strides/dtypes) on the stream: the NT_OP_COPY kernel.
 int copy_into(nt_Tensor *dst, nt_Tensor *src);
 
+// Row-major (strided-batched) GEMM through matmul.cu's cuBLAS handle, f32/f64:
+// C = op(A) op(B) + beta C; see matmul.cu.  0, or -1 with "<opname>: ..." set.
+int gemm_rowmajor(nt_DType dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda, int64_t sA,
+                  const void *B, int64_t ldb, int64_t sB, double beta, void *C, int64_t ldc, int64_t sC, int64_t batch,
+                  const char *opname);
+
 // ---- registration (one function per source file, called by nabla_cuda_init) ---------------
 void register_elementwise(void);
 void register_reduce(void);

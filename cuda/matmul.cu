@@ -201,6 +201,53 @@ int k_matmul(const nt_KernelArgs *ka) {
 
 }  // namespace
 
+// Row-major C[M,N] = op(A)[M,K] op(B)[K,N] + beta C, `batch` times (element
+// strides sA/sB/sC between batch matrices; 0 = the same matrix), f32 or f64,
+// alpha 1, on ncu::stream.  ta/tb: the operand is stored transposed ([K,M] /
+// [N,K] with row stride lda/ldb).  Column-major view as in k_matmul above:
+// C^T = op(B)^T op(A)^T, so cuBLAS gets (b, a) with the same transpose flags.
+// K == 0: C = beta C (explicit memset when beta == 0).  f32 honours the
+// matmul-precision flag (TF32 after set_matmul_precision("high")).
+int gemm_rowmajor(nt_DType dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda, int64_t sA,
+                  const void *B, int64_t ldb, int64_t sB, double beta, void *C, int64_t ldc, int64_t sC, int64_t batch,
+                  const char *opname) {
+  if (M == 0 || N == 0 || batch == 0) return 0;
+  size_t es = nt_dtype_size(dt);
+  if (K == 0) {
+    if (beta != 0) return 0;
+    for (int64_t b = 0; b < batch; b++)
+      CU(cudaMemset2DAsync((char *)C + b * sC * (int64_t)es, (size_t)ldc * es, 0, (size_t)N * es, (size_t)M, stream));
+    last_op = opname;
+    return 0;
+  }
+  if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX || lda > INT32_MAX || ldb > INT32_MAX || ldc > INT32_MAX || batch > INT32_MAX) {
+    host->error_set("%s: matrix dimensions of 2^31 and more are not supported on cuda", opname);
+    return -1;
+  }
+  float alpha_f = 1, beta_f = (float)beta;
+  double alpha_d = 1, beta_d = beta;
+  const void *alpha = &alpha_f, *bet = &beta_f;
+  cudaDataType_t ctype;
+  cublasComputeType_t comp;
+  if (dt == NT_F32) { ctype = CUDA_R_32F; comp = *host->matmul_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F; }
+  else if (dt == NT_F64) { ctype = CUDA_R_64F; comp = CUBLAS_COMPUTE_64F; alpha = &alpha_d; bet = &beta_d; }
+  else { host->error_set("%s: gemm is not supported for dtype %s on cuda", opname, nt_dtype_name(dt)); return -1; }
+  cublasOperation_t oa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, ob = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasStatus_t s;
+  if (batch == 1)
+    s = cublasGemmEx(handle, ob, oa, (int)N, (int)M, (int)K, alpha, B, ctype, (int)ldb, A, ctype, (int)lda, bet, C, ctype,
+                     (int)ldc, comp, CUBLAS_GEMM_DEFAULT);
+  else
+    s = cublasGemmStridedBatchedEx(handle, ob, oa, (int)N, (int)M, (int)K, alpha, B, ctype, (int)ldb, sB, A, ctype, (int)lda,
+                                   sA, bet, C, ctype, (int)ldc, sC, (int)batch, comp, CUBLAS_GEMM_DEFAULT);
+  if (s != CUBLAS_STATUS_SUCCESS) {
+    host->error_set("%s: cuBLAS error in gemm: %s (%d); last op launched: %s", opname, cublas_status_str(s), (int)s, last_op);
+    return -1;
+  }
+  last_op = opname;
+  return 0;
+}
+
 int register_matmul(void) {
   cublasStatus_t s = cublasCreate(&handle);
   if (s != CUBLAS_STATUS_SUCCESS) { host->error_set("cublasCreate failed: %s (%d)", cublas_status_str(s), (int)s); return -1; }

@@ -354,13 +354,16 @@ nt_Tensor *nt_one_hot(nt_Tensor *idx, int64_t C) {
   nt_nn_init();
   if (idx->ndim + 1 > NT_MAXDIM) NT_FAIL_NULL("%s: too many dimensions", op);
   nt_Tensor *ix = nn_index_i64(op, idx);
-  if (!ix) return NULL;
-  const int64_t *p = (const int64_t *)nt_base(ix);
+  /* validated on the host (C may come from the max); a device tensor is copied for that */
+  nt_Tensor *hx = !ix ? NULL : ix->device == NT_CPU ? nt_retain(ix) : nt_to_device(ix, NT_CPU);
+  if (!hx) { nt_release(ix); return NULL; }
+  const int64_t *p = (const int64_t *)nt_base(hx);
   int64_t mx = -1;
-  for (int64_t i = 0; i < ix->numel; i++) {
-    if (p[i] < 0) { nt_release(ix); NT_FAIL_NULL("%s: class values must be non-negative, got %lld", op, (long long)p[i]); }
+  for (int64_t i = 0; i < hx->numel; i++) {
+    if (p[i] < 0) { long long v = p[i]; nt_release(hx); nt_release(ix); NT_FAIL_NULL("%s: class values must be non-negative, got %lld", op, v); }
     if (p[i] > mx) mx = p[i];
   }
+  nt_release(hx);
   if (C < 0) C = mx + 1;
   if (mx >= C) { nt_release(ix); NT_FAIL_NULL("%s: class value %lld is out of range for %lld classes", op, (long long)mx, (long long)C); }
   int64_t shp[NT_MAXDIM];

@@ -531,6 +531,219 @@ TEST(nn_embedding_gather_scatter) {
   return ok;
 }
 
+/* ---- conv2d, pooling, sort/topk, cumsum, one_hot (cuda/conv.cu, cuda/sort.cu) ---------------- */
+/* values with many ties, NaNs, -0 and +0: random ints in [0, 10) mapped 0 -> NaN, 1 -> -0, 2 -> +0, v -> v - 6
+** (nan = false: 0 -> 5 instead) */
+static nt_Tensor *ties(nt_DType dt, int nd, const int64_t *shape, bool nan) {
+  nt_Tensor *r = nt_randint(0, 10, shape, nd, NT_I64, NT_CPU), *t = NULL;
+  double *h = r ? host(r) : NULL;
+  if (h) {
+    for (int64_t i = 0; i < r->numel; i++) {
+      double v = h[i];
+      h[i] = v == 0 ? (nan ? NAN : 5) : v == 1 ? -0.0 : v == 2 ? 0.0 : v - 6;
+    }
+    t = nt_from_buffer(h, NT_F64, shape, nd, dt);
+  }
+  free(h); nt_release(r);
+  return t;
+}
+#define TIES(dt, nan, ...) ties(dt, ND(__VA_ARGS__), SH(__VA_ARGS__), nan)
+
+static nt_Tensor *f_conv(nt_Tensor **in, int s) { (void)s; return nt_conv2d(in[0], in[1], in[2], 2, 1, 1, 0); }
+static nt_Tensor *f_conv_nobias(nt_Tensor **in, int s) { (void)s; return nt_conv2d(in[0], in[1], NULL, 1, 1, 1, 1); }
+static nt_Tensor *f_conv_s2(nt_Tensor **in, int s) { (void)s; return nt_conv2d(in[0], in[1], in[2], 2, 2, 1, 1); }
+
+TEST(nn_conv2d) {
+  nt_Tensor *x[3] = { RND(NT_F32, -1, 1, 3, 4, 11, 9), RND(NT_F32, -1, 1, 5, 4, 3, 2), RND(NT_F32, -1, 1, 5) };
+  bool ok = nn_case("conv2d f32 stride (2,1) pad (1,0) bias", f_conv, x, 3, 3, 1e-4);
+  for (int i = 0; i < 3; i++) nt_release(x[i]);
+  x[0] = RND(NT_F64, -1, 1, 2, 3, 7, 8); x[1] = RND(NT_F64, -1, 1, 4, 3, 3, 3);
+  ok = ok && nn_case("conv2d f64 no bias pad 1", f_conv_nobias, x, 2, 2, 1e-10);
+  nt_release(x[0]); nt_release(x[1]);
+  /* a tiny column budget: one image per chunk, dW accumulated over 7 chunks */
+  setenv("NABLA_CUDA_CONV_CHUNK_BYTES", "20000", 1);
+  x[0] = RND(NT_F32, -1, 1, 7, 3, 9, 10); x[1] = RND(NT_F32, -1, 1, 6, 3, 3, 3); x[2] = RND(NT_F32, -1, 1, 6);
+  ok = ok && nn_case("conv2d chunked", f_conv_s2, x, 3, 3, 1e-4);
+  unsetenv("NABLA_CUDA_CONV_CHUNK_BYTES");
+  for (int i = 0; i < 3; i++) nt_release(x[i]);
+  /* bf16 input: computed in f32 by the front end, cast back */
+  x[0] = RND(NT_BF16, -1, 1, 2, 3, 6, 6); x[1] = RND(NT_BF16, -1, 1, 2, 3, 3, 3); x[2] = RND(NT_BF16, -1, 1, 2);
+  ok = ok && nn_case("conv2d bf16", f_conv_s2, x, 3, 3, 2e-2);
+  for (int i = 0; i < 3; i++) nt_release(x[i]);
+  /* an empty batch: no output, zero weight grad */
+  x[0] = RND(NT_F32, -1, 1, 0, 3, 6, 6); x[1] = RND(NT_F32, -1, 1, 2, 3, 3, 3); x[2] = RND(NT_F32, -1, 1, 2);
+  ok = ok && nn_case("conv2d empty batch", f_conv_s2, x, 3, 3, 1e-6);
+  for (int i = 0; i < 3; i++) nt_release(x[i]);
+  return ok;
+}
+
+static nt_Tensor *f_maxpool(nt_Tensor **in, int s) { (void)s; return nt_max_pool2d(in[0], 3, 3, 2, 2, 1, 1); }
+static nt_Tensor *f_maxpool2(nt_Tensor **in, int s) { (void)s; return nt_max_pool2d(in[0], 2, 3, 1, 2, 1, 1); }
+static nt_Tensor *f_avgpool(nt_Tensor **in, int s) { (void)s; return nt_avg_pool2d(in[0], 3, 2, 2, 1, 1, 1); }
+static nt_Tensor *f_avgpool_default(nt_Tensor **in, int s) { (void)s; return nt_avg_pool2d(in[0], 2, 2, 0, 0, 0, 0); }
+
+TEST(nn_pooling) {
+  nt_Tensor *x[1];
+  /* ties (the first maximum wins) and overlapping windows (gradients add up) */
+  x[0] = TIES(NT_F32, false, 2, 3, 9, 11);
+  bool ok = nn_case("max_pool2d ties overlap", f_maxpool, x, 1, 1, 0);
+  nt_release(x[0]);
+  /* NaN propagates and takes the gradient */
+  x[0] = TIES(NT_F64, true, 2, 2, 8, 7);
+  ok = ok && nn_case("max_pool2d nan", f_maxpool2, x, 1, 1, 0);
+  nt_release(x[0]);
+  x[0] = RND(NT_F32, -1, 1, 2, 3, 10, 9);
+  ok = ok && nn_case("avg_pool2d pad", f_avgpool, x, 1, 1, 1e-6);
+  nt_release(x[0]);
+  x[0] = RND(NT_F64, -1, 1, 3, 2, 7, 8);
+  ok = ok && nn_case("avg_pool2d default stride", f_avgpool_default, x, 1, 1, 1e-12);
+  nt_release(x[0]);
+  x[0] = RND(NT_BF16, -1, 1, 2, 2, 9, 9);
+  ok = ok && nn_case("max_pool2d bf16", f_maxpool, x, 1, 1, 0);
+  nt_release(x[0]);
+  return ok;
+}
+
+/* sort (k < 0) or topk of x on both devices: values and indices must be identical */
+static bool sort_case(const char *what, nt_Tensor *x, int axis, bool desc, int64_t k) {
+  nt_Tensor *xg = gpu(x), *vc = NULL, *ic = NULL, *vg = NULL, *ig = NULL;
+  if (!xg) FAILF("%s: to_device: %s", what, nt_error_msg());
+  int rc = k < 0 ? nt_sort(x, axis, desc, &vc, &ic) : nt_topk(x, k, axis, desc, &vc, &ic);
+  if (!rc) rc = k < 0 ? nt_sort(xg, axis, desc, &vg, &ig) : nt_topk(xg, k, axis, desc, &vg, &ig);
+  nt_Tensor *ac = !rc && k < 0 ? nt_argsort(x, axis, desc) : NULL, *ag = ac ? nt_argsort(xg, axis, desc) : NULL;
+  nt_release(xg);
+  if (rc || (k < 0 && !ag)) {
+    snprintf(why, sizeof why, "%s: %s", what, nt_error_msg());
+    nt_release(vc); nt_release(ic); nt_release(vg); nt_release(ig); nt_release(ac); nt_release(ag);
+    return false;
+  }
+  char w[160];
+  snprintf(w, sizeof w, "%s values", what);
+  if (!same(w, vg, vc, 0)) { nt_release(ig); nt_release(ic); nt_release(ac); nt_release(ag); return false; }
+  snprintf(w, sizeof w, "%s indices", what);
+  if (!same(w, ig, ic, 0)) { nt_release(ac); nt_release(ag); return false; }
+  snprintf(w, sizeof w, "%s argsort", what);
+  return k >= 0 || same(w, ag, ac, 0);
+}
+
+static nt_Tensor *f_sort_values(nt_Tensor **in, int s) {
+  (void)s;
+  nt_Tensor *v = NULL;
+  return nt_sort(in[0], 1, true, &v, NULL) ? NULL : v;
+}
+static nt_Tensor *f_topk_values(nt_Tensor **in, int s) {
+  (void)s;
+  nt_Tensor *v = NULL, *i = NULL;
+  if (nt_topk(in[0], 4, -1, false, &v, &i)) return NULL;
+  nt_release(i);
+  return v;
+}
+
+TEST(sort_topk) {
+  struct { const char *what; nt_Tensor *x; int axis; } c[] = {
+    { "f32 middle axis", TIES(NT_F32, true, 6, 37, 5), 1 },
+    { "f32 last axis", TIES(NT_F32, true, 6, 37, 5), -1 },
+    { "f32 first axis", TIES(NT_F32, true, 6, 37, 5), 0 },
+    { "f64 rows of 1000", TIES(NT_F64, true, 4, 1000), 1 },
+    { "f32 long rows (stable ties)", TIES(NT_F32, true, 3, 100003), 1 },
+    { "f32 many short rows", TIES(NT_F32, true, 20000, 3), 1 },
+    { "f64 random", RND(NT_F64, -1, 1, 9, 257), 1 },
+    { "i32", RND(NT_I32, -3, 4, 7, 50), 0 },
+    { "i64", RND(NT_I64, -2000000000.0, 2000000000.0, 5, 40), 1 },
+    { "i64 ties", RND(NT_I64, -2, 2, 5, 40), 1 },
+    { "u8", RND(NT_U8, 0, 250, 9, 33), 1 },
+    { "bool", RND(NT_BOOL, 0, 2, 4, 64), 1 },
+    { "bf16 (sorted in f32)", TIES(NT_BF16, true, 3, 45), 1 },
+    { "empty rows", RND(NT_F32, -1, 1, 0, 5), 1 },
+    { "single element rows", RND(NT_F32, -1, 1, 8, 1), 1 },
+  };
+  bool ok = true;
+  size_t nc = sizeof c / sizeof c[0];
+  for (size_t i = 0; i < nc; i++) {
+    if (!c[i].x) { snprintf(why, sizeof why, "%s: input: %s", c[i].what, nt_error_msg()); ok = false; break; }
+    for (int desc = 0; ok && desc < 2; desc++) {
+      char w[160];
+      snprintf(w, sizeof w, "sort %s %s", c[i].what, desc ? "descending" : "ascending");
+      ok = sort_case(w, c[i].x, c[i].axis, desc, -1);
+      int ax = c[i].axis < 0 ? c[i].x->ndim + c[i].axis : c[i].axis;
+      int64_t n = c[i].x->shape[ax], k = n > 3 ? n / 3 : 1;
+      snprintf(w, sizeof w, "topk %s k %lld %s", c[i].what, (long long)k, desc ? "largest" : "smallest");
+      if (ok && n > 0) ok = sort_case(w, c[i].x, c[i].axis, desc, k);
+    }
+  }
+  for (size_t i = 0; i < nc; i++) nt_release(c[i].x);
+  /* gradients flow back through the indices (scatter_add) */
+  nt_Tensor *x[1] = { RND(NT_F32, -1, 1, 5, 40) };
+  ok = ok && nn_case("sort values backward", f_sort_values, x, 1, 1, 1e-6) &&
+       nn_case("topk values backward", f_topk_values, x, 1, 1, 1e-6);
+  nt_release(x[0]);
+  return ok;
+}
+
+static nt_Tensor *f_cumsum1(nt_Tensor **in, int s) { (void)s; return nt_cumsum(in[0], 1); }
+static nt_Tensor *f_cumsum0(nt_Tensor **in, int s) { (void)s; return nt_cumsum(in[0], 0); }
+
+TEST(cumsum) {
+  nt_Tensor *x[1];
+  struct { const char *what; nt_Tensor *x; NnFn fn; double tol; } c[] = {
+    { "f32 middle axis, long (block per strided row)", RND(NT_F32, -1, 1, 4, 300, 5), f_cumsum1, 1e-4 },
+    { "f32 middle axis, short (thread per column)", RND(NT_F32, -1, 1, 3, 10, 7), f_cumsum1, 1e-5 },
+    { "f64 long rows (many tiles)", RND(NT_F64, -1, 1, 5, 20000), f_cumsum1, 1e-10 },
+    { "f32 one long row", RND(NT_F32, -1, 1, 1000), f_cumsum0, 1e-4 },
+    { "f32 many wide columns", RND(NT_F32, -1, 1, 65, 280000), f_cumsum0, 1e-4 },
+    { "f16 (accumulated in f32)", RND(NT_F16, -1, 1, 6, 33), f_cumsum1, 5e-3 },
+  };
+  bool ok = true;
+  size_t nc = sizeof c / sizeof c[0];
+  for (size_t i = 0; i < nc; i++) {
+    x[0] = c[i].x;
+    char w[160];
+    snprintf(w, sizeof w, "cumsum %s", c[i].what);
+    if (ok) ok = nn_case(w, c[i].fn, x, 1, 1, c[i].tol);
+    nt_release(c[i].x);
+  }
+  /* integers and bool accumulate in i64, exactly */
+  nt_Tensor *a = RND(NT_I32, -1000, 1000, 7, 333, 3), *b = RND(NT_BOOL, 0, 2, 300, 4), *e = RND(NT_F32, -1, 1, 0, 4);
+  nt_Tensor *ag = gpu(a), *bg = gpu(b), *eg = gpu(e);
+  OK(ag && bg && eg);
+  ok = ok && same("cumsum i32", nt_cumsum(ag, 1), nt_cumsum(a, 1), 0) && same("cumsum bool", nt_cumsum(bg, 0), nt_cumsum(b, 0), 0) &&
+       same("cumsum empty", nt_cumsum(eg, 1), nt_cumsum(e, 1), 0);
+  nt_release(a); nt_release(b); nt_release(e); nt_release(ag); nt_release(bg); nt_release(eg);
+  return ok;
+}
+
+TEST(one_hot_masked_select) {
+  nt_Tensor *ix = nt_randint(0, 6, SH(4, 5), 2, NT_I64, NT_CPU), *ig = gpu(ix);
+  nt_Tensor *i32 = ix ? nt_to_dtype(ix, NT_I32) : NULL, *i32g = gpu(i32);
+  OK(ig && i32g);
+  bool ok = same("one_hot", nt_one_hot(ig, 6), nt_one_hot(ix, 6), 0) && same("one_hot inferred C", nt_one_hot(ig, -1), nt_one_hot(ix, -1), 0) &&
+            same("one_hot i32", nt_one_hot(i32g, 9), nt_one_hot(i32, 9), 0);
+  nt_release(ix); nt_release(ig); nt_release(i32); nt_release(i32g);
+  if (!ok) return false;
+  /* bad classes: the same synchronous errors as on the CPU */
+  nt_Tensor *bad = nt_from_buffer((const double[]){ 1, 7, 3 }, NT_F64, SH(3), 1, NT_I64), *badg = gpu(bad);
+  nt_Tensor *neg = nt_from_buffer((const double[]){ 1, -2 }, NT_F64, SH(2), 1, NT_I64), *negg = gpu(neg);
+  OK(badg && negg);
+  nt_Tensor *r = nt_one_hot(badg, 5);
+  char msg[512];
+  snprintf(msg, sizeof msg, "%s", nt_error_msg());
+  nt_release(r);
+  EXPECT(!r && !strcmp(msg, "one_hot: class value 7 is out of range for 5 classes"), "one_hot out of range on cuda: got %s", r ? "a result" : msg);
+  r = nt_one_hot(negg, 5);
+  snprintf(msg, sizeof msg, "%s", nt_error_msg());
+  nt_release(r);
+  EXPECT(!r && !strcmp(msg, "one_hot: class values must be non-negative, got -2"), "one_hot negative on cuda: got %s", r ? "a result" : msg);
+  nt_release(bad); nt_release(badg); nt_release(neg); nt_release(negg);
+  /* masked_select: the mask is read on the host, the selection is a take on the GPU */
+  nt_Tensor *x = RND(NT_F32, -1, 1, 5, 6), *m = RND(NT_BOOL, 0, 2, 5, 6), *m1 = RND(NT_BOOL, 0, 2, 6);
+  nt_Tensor *xg = gpu(x), *mg = gpu(m), *m1g = gpu(m1);
+  OK(xg && mg && m1g);
+  ok = same("masked_select", nt_masked_select(xg, mg), nt_masked_select(x, m), 0) &&
+       same("masked_select broadcast mask", nt_masked_select(xg, m1g), nt_masked_select(x, m1), 0);
+  nt_release(x); nt_release(m); nt_release(m1); nt_release(xg); nt_release(mg); nt_release(m1g);
+  return ok;
+}
+
 /* fused AdamW / SGD (one launch for all parameters) against a CPU reference */
 TEST(fused_optimizers) {
   int op = nt_op_register("adamw_update"), op2 = nt_op_register("sgd_update");
@@ -692,6 +905,11 @@ int main(void) {
   RUN_GPU(nn_softmax_xent);
   RUN_GPU(nn_layer_norm_gelu);
   RUN_GPU(nn_embedding_gather_scatter);
+  RUN_GPU(nn_conv2d);
+  RUN_GPU(nn_pooling);
+  RUN_GPU(sort_topk);
+  RUN_GPU(cumsum);
+  RUN_GPU(one_hot_masked_select);
   RUN_GPU(fused_optimizers);
   RUN_GPU(allocator_reuse_and_stats);
   RUN_GPU(allocator_oom_recovery);
