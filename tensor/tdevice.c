@@ -9,7 +9,9 @@
 **
 ** The module gets every core function it needs through nt_HostApi, so the
 ** nabla binary does not have to export its symbols (-rdynamic) and libnabla
-** can stay a static library.
+** can stay a static library.  The other way, the module fills nt_DeviceApi;
+** the nt_cuda_comm_* / staging functions at the end forward to it (NCCL and
+** pinned staging for dist/, cuda/nccl.cu).
 */
 #include "tinternal.h"
 #include "tdevice.h"
