@@ -617,7 +617,7 @@ static bool sort_case(const char *what, nt_Tensor *x, int axis, bool desc, int64
     nt_release(vc); nt_release(ic); nt_release(vg); nt_release(ig); nt_release(ac); nt_release(ag);
     return false;
   }
-  char w[160];
+  char w[256];
   snprintf(w, sizeof w, "%s values", what);
   if (!same(w, vg, vc, 0)) { nt_release(ig); nt_release(ic); nt_release(ac); nt_release(ag); return false; }
   snprintf(w, sizeof w, "%s indices", what);
