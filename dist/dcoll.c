@@ -12,6 +12,7 @@
 #include "dist/dnccl.h"
 #include "tensor/tdevice.h"
 #include "dist/dshm.h"
+#include "dist/dreduce.h"
 
 nbD_Self nbD_self = { -1, 0, -1, NULL };
 
@@ -260,4 +261,4 @@ static nb_Builtin coll_builtins[] = {
   { NULL, NULL, NULL, NULL },
 };
 
-void nbD_coll_init(void) { nbB_register(coll_builtins); nbD_group_init(); nbD_shm_init(); }
+void nbD_coll_init(void) { nbB_register(coll_builtins); nbD_group_init(); nbD_shm_init(); nbD_reducer_init(); }

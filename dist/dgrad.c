@@ -26,6 +26,7 @@
 #include "dist/dgrad.h"
 #include "dist/dgroup.h"
 #include "dist/dnccl.h"
+#include "dist/dreduce.h"
 
 #define G (nbD_self.g)
 
@@ -67,6 +68,7 @@ static nt_Tensor *finish(nt_Tensor *y, nt_Tensor *like) {
 }
 
 static int need_group(void) {
+  nbD_reducer_drain();   /* data_parallel's buckets in flight use the same links */
   if (!G) { nt_error_set("not running on a dist worker (run it with dist.exec/dist.run, or nabla run -n N)"); return -1; }
   return 0;
 }
@@ -656,6 +658,7 @@ unsigned nbD_isend_seq(int id) { return (id >= 0 && id < NBD_MAXASYNC) ? asends[
 /* waits until no isend on a link of the current group view is still
 ** writing (their handles stay valid for wait) */
 void nbD_async_drain(void) {
+  nbD_reducer_drain();
   if (!G || !G->fd) return;
   pthread_mutex_lock(&amu);
   for (;;) {

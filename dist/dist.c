@@ -34,6 +34,7 @@
 #include <openssl/rand.h>
 #include "dist/dist.h"
 #include "dist/dgrad.h"
+#include "dist/dreduce.h"
 #include "dist/dproto.h"
 #include "dist/dlaunch.h"
 #include "dist/dnccl.h"
@@ -1566,6 +1567,7 @@ int nbD_worker_main(int argc, char **argv) {
   __atomic_store_n(&W.main_done, 1, __ATOMIC_SEQ_CST);
   zmq_send(W.pipe_main, QUIT, sizeof QUIT - 1, 0);
   if (W.io_on) pthread_join(W.io, NULL);
+  nbD_reducer_shutdown();
   nbD_self.g = NULL;
   dn_close(&W.g);
   dr_close(&W.g);

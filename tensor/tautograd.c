@@ -205,6 +205,49 @@ static int leaf_accumulate(nt_Tensor *leaf, nt_Tensor *g) {
   return accumulate(&leaf->grad, g);
 }
 
+/* ---- gradient-ready hooks -------------------------------------------------
+** Pending edges per leaf live in a small open-addressing table (only when
+** hooks are installed): counted during the graph walk, decremented as each
+** edge into the leaf is processed (with or without a gradient). */
+static _Thread_local const nt_GradHooks *grad_hooks;
+const nt_GradHooks *nt_set_grad_hooks(const nt_GradHooks *h) { const nt_GradHooks *p = grad_hooks; grad_hooks = h; return p; }
+
+typedef struct LeafCount { nt_Tensor **key; int *n; int cap, used; } LeafCount;
+static int *leaf_slot(LeafCount *lc, nt_Tensor *t, bool add) {
+  if (add && 2 * (lc->used + 1) > lc->cap) {           /* grow (load <= 1/2) */
+    int cap = lc->cap ? 2 * lc->cap : 64;
+    nt_Tensor **k = nt_calloc((size_t)cap, sizeof *k);
+    int *n = nt_calloc((size_t)cap, sizeof *n);
+    if (!k || !n) { free(k); free(n); return NULL; }
+    for (int i = 0; i < lc->cap; i++)
+      if (lc->key[i]) {
+        size_t j = ((uintptr_t)lc->key[i] >> 4) & (size_t)(cap - 1);
+        while (k[j]) j = (j + 1) & (size_t)(cap - 1);
+        k[j] = lc->key[i]; n[j] = lc->n[i];
+      }
+    free(lc->key); free(lc->n);
+    lc->key = k; lc->n = n; lc->cap = cap;
+  }
+  if (!lc->cap) return NULL;
+  size_t j = ((uintptr_t)t >> 4) & (size_t)(lc->cap - 1);
+  while (lc->key[j] && lc->key[j] != t) j = (j + 1) & (size_t)(lc->cap - 1);
+  if (!lc->key[j]) { if (!add) return NULL; lc->key[j] = t; lc->used++; }
+  return &lc->n[j];
+}
+/* one more edge into leaf t */
+static int leaf_edge(LeafCount *lc, nt_Tensor *t) {
+  int *c = leaf_slot(lc, t, true);
+  if (!c) return -1;
+  (*c)++;
+  return 0;
+}
+/* an edge into leaf t was processed: fires ready when it was the last */
+static int leaf_done(const nt_GradHooks *h, LeafCount *lc, nt_Tensor *t) {
+  int *c = leaf_slot(lc, t, false);
+  if (!c || --*c != 0 || !t->grad) return 0;
+  return h->ready(h->ud, t, t->grad);
+}
+
 /* global (not per thread): a graph built on one thread may be differentiated on another */
 static uint32_t visit_stamp = 0;
 
@@ -253,6 +296,9 @@ static int visit(const Engine *e, nt_Node *c, uint32_t stamp, NodeVec *all, Node
 }
 
 static int run_engine(const Engine *e, int nroots, nt_Tensor *const *roots, nt_Tensor **g0, bool retain_graph) {
+  const nt_GradHooks *hooks = e->sinks ? NULL : grad_hooks;   /* outermost nt_backward only */
+  const nt_GradHooks *prev_hooks = nt_set_grad_hooks(NULL);
+  LeafCount lc = {0};
   bool prev = nt_set_grad_enabled(false);
   int prev_ac = nt_autocast_set(-1);                 /* backward runs in the dtypes forward chose */
   nt_TensorSet *prev_col = nt_boundary_collect(NULL); /* its ops are nobody's boundary */
@@ -262,7 +308,8 @@ static int run_engine(const Engine *e, int nroots, nt_Tensor *const *roots, nt_T
   /* collect nodes and dependency counts: each root is one edge into its node */
   for (int r = 0; r < nroots && !rc; r++) {
     nt_Tensor *t = roots[r];
-    if (!g0[r] || !t->grad_fn || (e->sinks && sink_index(e, t) >= 0)) continue;
+    if (!g0[r] || (e->sinks && sink_index(e, t) >= 0)) continue;
+    if (!t->grad_fn) { if (hooks && leaf_edge(&lc, t)) rc = -1; continue; }
     rc = visit(e, t->grad_fn, stamp, &all, &stack);
   }
   while (stack.n && !rc) {
@@ -272,6 +319,7 @@ static int run_engine(const Engine *e, int nroots, nt_Tensor *const *roots, nt_T
       if (!in || !in->requires_grad || (e->sinks && sink_index(e, in) >= 0)) continue;
       if (!in->grad_fn) {   /* a leaf that is not an input: torch.autograd.grad ignores it; a checkpoint must not */
         if (e->min_seq) { nt_error_set(CKPT_ESCAPE_MSG, "a leaf"); rc = -1; }
+        else if (hooks && leaf_edge(&lc, in)) rc = -1;
         continue;
       }
       rc = visit(e, in->grad_fn, stamp, &all, &stack);
@@ -280,6 +328,7 @@ static int run_engine(const Engine *e, int nroots, nt_Tensor *const *roots, nt_T
   for (int r = 0; r < nroots && !rc; r++) {
     nt_Tensor *g = g0[r]; g0[r] = NULL;
     if (g && deliver(e, roots[r], g, &ready)) rc = -1;
+    if (!rc && g && hooks && !roots[r]->grad_fn && leaf_done(hooks, &lc, roots[r])) rc = -1;
   }
   while (ready.n && !rc) {
     nt_Node *n = ready.v[--ready.n];
@@ -291,9 +340,9 @@ static int run_engine(const Engine *e, int nroots, nt_Tensor *const *roots, nt_T
     for (int k = 0; k < n->nin; k++) {
       nt_Tensor *in = n->in[k], *g = gin[k];
       gin[k] = NULL;
-      if (!g) continue;
       if (rc || !in || !in->requires_grad) { nt_release(g); continue; }
-      if (deliver(e, in, g, &ready)) rc = -1;
+      if (g && deliver(e, in, g, &ready)) rc = -1;
+      if (!rc && hooks && !in->grad_fn && leaf_done(hooks, &lc, in)) rc = -1;
     }
     if (gin != gin_inl) free(gin);
   }
@@ -305,6 +354,9 @@ static int run_engine(const Engine *e, int nroots, nt_Tensor *const *roots, nt_T
   }
   for (int i = 0; i < all.n; i++) nt_node_release(all.v[i]);
   free(all.v); free(stack.v); free(ready.v);
+  free(lc.key); free(lc.n);
+  if (hooks && hooks->finish(hooks->ud, rc == 0) && rc == 0) rc = -1;
+  nt_set_grad_hooks(prev_hooks);
   nt_boundary_collect(prev_col);
   nt_autocast_set(prev_ac);
   nt_set_grad_enabled(prev);

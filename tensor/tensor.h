@@ -378,6 +378,22 @@ int        nt_backward(nt_Tensor *root, nt_Tensor *grad, bool retain_graph);
 ** grad, that is not an input is an error (checkpointing; 0 = no limit).  Frees the graph unless retain_graph.  0 / -1. */
 int        nt_autograd_grad(int nout, nt_Tensor *const *outputs, nt_Tensor *const *gouts, int nin,
                             nt_Tensor *const *inputs, nt_Tensor **grads, bool retain_graph, uint64_t min_seq);
+/* Gradient-ready hooks (data-parallel gradient reduction overlapping
+** backward): thread-local, installed by nt_set_grad_hooks (NULL: none;
+** returns the previous).  Only an outermost nt_backward uses them (nested
+** engine runs — checkpoint recomputation, nt_autograd_grad — do not):
+**   ready(ud, leaf, grad)  once per leaf that requires grad, as soon as every
+**                          edge into it has delivered: grad is its final
+**                          .grad (borrowed), which may include earlier passes;
+**   finish(ud, ok)         after the pass (ok = false after an error); may
+**                          replace leaves' .grad (nt_set_grad) with reduced
+**                          values.  Either returns 0 or -1 with the error set. */
+typedef struct nt_GradHooks {
+  int (*ready)(void *ud, nt_Tensor *leaf, nt_Tensor *grad);
+  int (*finish)(void *ud, bool ok);
+  void *ud;
+} nt_GradHooks;
+const nt_GradHooks *nt_set_grad_hooks(const nt_GradHooks *hooks);
 /* number the next recorded node will get (node numbers only grow) */
 uint64_t   nt_autograd_seq(void);
 /* live nodes that still hold their graph, and the bytes of the tensors they

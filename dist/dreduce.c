@@ -1,0 +1,342 @@
+/*
+** dreduce.c — data-parallel gradient averaging that overlaps backward (the
+** "reducer" of PyTorch's DistributedDataParallel), behind
+** dist.data_parallel(model) (stdlib/dist.nbl).
+**
+** Registration takes the model's parameters and lays them out, in REVERSE
+** order (backward produces the last layers' gradients first), in buckets of
+** at most bucket_mb, one reduction dtype per bucket (f32; f64; f16/bf16 are
+** reduced in f32).  Each bucket owns a host buffer.  The autograd engine's
+** gradient-ready hook (nt_set_grad_hooks, tensor/tautograd.c) fires when a
+** leaf's gradient is final; a leaf is one of our parameters when it views the
+** same storage, offset and size (grad() differentiates fresh leaf aliases of
+** the parameters, backward() the parameters themselves).  Its gradient is
+** copied into its bucket; a full bucket is handed — strictly in bucket order,
+** so every rank issues the same sequence of all_reduces — to a communication
+** thread that runs the ring all_reduce on the buffer while backward goes on.
+** The finish hook (end of the pass) hands over the buckets still incomplete
+** (parameters with no gradient this pass count as zeros), waits for all, and
+** replaces each parameter leaf's .grad with the average.
+**
+** The thread uses a private copy of the group view (like isend in dgrad.c);
+** every other collective first drains it (nbD_reducer_drain, called from
+** nbD_async_drain), so messages on a link never interleave.  Ranks must run
+** the same backward (same parameters used, same order), as with DDP.  With
+** dist.no_sync(f) the hooks ignore the passes inside f (gradient
+** accumulation: average once, on the last micro-batch, with backward()).
+*/
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "tensor/tinternal.h"
+#include "dist/dgrad.h"
+#include "dist/dgroup.h"
+#include "dist/dreduce.h"
+
+typedef struct Param {
+  void *storage; int64_t offset, numel;   /* identity of the parameter's data */
+  int bucket; size_t pos;                 /* element offset in the bucket */
+  nt_Tensor *leaf;                        /* this pass's leaf (retained), NULL until ready */
+} Param;
+
+typedef struct Bucket {
+  int rdt; size_t esize, count;
+  void *buf;
+  int pending;                            /* parameters still missing this pass */
+  int nparams;
+} Bucket;
+
+static struct {
+  int registered, sync, group;
+  int np, nb;
+  Param *p;
+  Bucket *b;
+  int hint;
+  /* one pass */
+  int in_pass, launched, done, failed;
+  dr_Group view; int *fd;
+  char err[512];
+  /* the thread */
+  pthread_t th; int th_up, stop;
+  pthread_mutex_t mu; pthread_cond_t cv;
+  /* stats */
+  int64_t passes, buckets_overlapped, buckets_total;
+} R = { .sync = 1, .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+
+static void *comm_main(void *arg) {
+  (void)arg;
+  pthread_mutex_lock(&R.mu);
+  for (;;) {
+    while (!R.stop && R.done >= R.launched) pthread_cond_wait(&R.cv, &R.mu);
+    if (R.stop) break;
+    int i = R.done;
+    pthread_mutex_unlock(&R.mu);
+    int st = R.failed ? -1 : dr_all_reduce(&R.view, R.b[i].buf, R.b[i].count, R.b[i].rdt, DR_SUM);
+    pthread_mutex_lock(&R.mu);
+    if (st && !R.failed) { R.failed = 1; snprintf(R.err, sizeof R.err, "%s", R.view.err); }
+    R.done++;
+    pthread_cond_broadcast(&R.cv);
+  }
+  pthread_mutex_unlock(&R.mu);
+  return NULL;
+}
+
+/* waits until every bucket handed to the thread is reduced */
+void nbD_reducer_drain(void) {
+  if (!R.th_up) return;
+  pthread_mutex_lock(&R.mu);
+  while (R.done < R.launched) pthread_cond_wait(&R.cv, &R.mu);
+  pthread_mutex_unlock(&R.mu);
+}
+
+/* hands buckets [launched, upto) to the thread */
+static void launch_upto(int upto) {
+  pthread_mutex_lock(&R.mu);
+  if (upto > R.launched) { R.launched = upto; pthread_cond_broadcast(&R.cv); }
+  pthread_mutex_unlock(&R.mu);
+}
+static void launch_ready(void) {
+  int i = R.launched;
+  while (i < R.nb && R.b[i].pending == 0) i++;
+  launch_upto(i);
+}
+
+/* first gradient of a pass: a private view of the group for the thread */
+static int begin_pass(void) {
+  nbD_Scope sc;
+  if (nbD_group_enter(R.group, &sc)) return -1;
+  nbD_async_drain();                        /* isends on these links finish first */
+  dr_Group *g = nbD_self.g;
+  int rc = 0;
+  if (g->broken) { nt_error_set("dist.data_parallel: the collective group is broken by an earlier failure (%s)", g->err); rc = -1; }
+  else {
+    int *fd = realloc(R.fd, sizeof(int) * (size_t)g->world);
+    if (!fd) { nt_error_set("out of memory"); rc = -1; }
+    else {
+      R.fd = fd;
+      memcpy(fd, g->fd, sizeof(int) * (size_t)g->world);
+      R.view = *g;
+      R.view.fd = fd;
+      R.view.bytes_sent = R.view.bytes_recv = 0;
+    }
+  }
+  nbD_group_leave(&sc);
+  if (rc) return -1;
+  for (int i = 0; i < R.nb; i++) { memset(R.b[i].buf, 0, R.b[i].count * R.b[i].esize); R.b[i].pending = R.b[i].nparams; }
+  pthread_mutex_lock(&R.mu);
+  R.launched = R.done = 0; R.failed = 0; R.err[0] = 0;
+  pthread_mutex_unlock(&R.mu);
+  R.in_pass = 1;
+  return 0;
+}
+
+static int find_param(const nt_Tensor *t) {
+  for (int k = 0; k < R.np; k++) {
+    int j = (R.hint + k) % R.np;
+    const Param *p = &R.p[j];
+    if (p->storage == (void *)t->storage && p->offset == t->offset && p->numel == t->numel) { R.hint = j; return j; }
+  }
+  return -1;
+}
+
+/* the gradient as a contiguous host tensor of the bucket's dtype */
+static nt_Tensor *host_work(nt_Tensor *g, int rdt) {
+  nt_Tensor *a = nt_to_dtype(g, rdt == DR_F64 ? NT_F64 : NT_F32), *b = NULL, *c = NULL;
+  if (a) b = nt_to_device(a, NT_CPU);
+  if (b) c = nt_contiguous(b);
+  nt_release(a); nt_release(b);
+  return c;
+}
+
+static int on_ready(void *ud, nt_Tensor *leaf, nt_Tensor *grad) {
+  (void)ud;
+  if (!R.registered || !R.sync) return 0;
+  int j = find_param(leaf);
+  if (j < 0) return 0;
+  Param *p = &R.p[j];
+  if (!R.in_pass && begin_pass()) return -1;
+  if (p->leaf) return 0;                    /* the same parameter twice (two aliases): first wins */
+  Bucket *b = &R.b[p->bucket];
+  bool prev = nt_set_grad_enabled(false);
+  nt_Tensor *h = host_work(grad, b->rdt);
+  nt_set_grad_enabled(prev);
+  if (!h) return -1;
+  memcpy((char *)b->buf + p->pos * b->esize, nt_data_ptr(h), (size_t)p->numel * b->esize);
+  nt_release(h);
+  p->leaf = nt_retain(leaf);
+  if (--b->pending == 0) {
+    launch_ready();
+    R.buckets_overlapped++;
+  }
+  return 0;
+}
+
+static int on_finish(void *ud, bool ok) {
+  (void)ud;
+  if (!R.in_pass) return 0;
+  for (int i = 0; i < R.nb; i++) R.b[i].pending = 0;   /* missing gradients reduce as zeros */
+  launch_upto(R.nb);
+  nbD_reducer_drain();
+  R.in_pass = 0;
+  R.passes++; R.buckets_total += R.nb;
+  nbD_self.g->bytes_sent += R.view.bytes_sent;
+  nbD_self.g->bytes_recv += R.view.bytes_recv;
+  int rc = 0;
+  if (R.failed) {
+    nbD_self.g->broken = 1;
+    snprintf(nbD_self.g->err, sizeof nbD_self.g->err, "%s", R.err);
+    nt_error_set("dist.data_parallel: averaging gradients failed: %s", R.err);
+    rc = -1;
+  }
+  double scale = 1.0 / (double)R.view.world;
+  bool prev = nt_set_grad_enabled(false);
+  for (int j = 0; j < R.np; j++) {
+    Param *p = &R.p[j];
+    nt_Tensor *leaf = p->leaf;
+    p->leaf = NULL;
+    if (!leaf) continue;
+    if (ok && !rc) {
+      Bucket *b = &R.b[p->bucket];
+      int64_t len = p->numel;
+      nt_Tensor *flat = nt_from_buffer((char *)b->buf + p->pos * b->esize, b->rdt == DR_F64 ? NT_F64 : NT_F32, &len, 1,
+                                       b->rdt == DR_F64 ? NT_F64 : NT_F32);
+      nt_Tensor *avg = flat ? nt_binary_scalar(NT_OP_MUL, flat, scale, false) : NULL, *shaped = avg ? nt_reshape(avg, leaf->shape, leaf->ndim) : NULL;
+      nt_Tensor *typed = shaped ? nt_to_dtype(shaped, leaf->dtype) : NULL, *dev = typed ? nt_to_device(typed, leaf->device) : NULL;
+      if (!dev || nt_set_grad(leaf, dev)) rc = -1;
+      nt_release(flat); nt_release(avg); nt_release(shaped); nt_release(typed); nt_release(dev);
+    }
+    nt_release(leaf);
+  }
+  nt_set_grad_enabled(prev);
+  return rc;
+}
+
+static const nt_GradHooks hooks = { on_ready, on_finish, NULL };
+
+static void clear_layout(void) {
+  for (int j = 0; j < R.np; j++) nt_release(R.p[j].leaf);
+  for (int i = 0; i < R.nb; i++) free(R.b[i].buf);
+  free(R.p); free(R.b);
+  R.p = NULL; R.b = NULL; R.np = R.nb = 0; R.hint = 0; R.in_pass = 0;
+}
+
+void nbD_reducer_clear(void) {
+  if (!R.registered) return;
+  nbD_reducer_drain();
+  if (nt_set_grad_hooks(NULL) != &hooks) { /* someone else's hooks were on top: leave theirs */ }
+  clear_layout();
+  R.registered = 0;
+  R.sync = 1;
+}
+
+int nbD_reducer_register(nt_Tensor **params, int n, size_t bucket_bytes, int group) {
+  nbD_reducer_clear();
+  if (!nbD_self.g) { nt_error_set("dist.data_parallel: not running on a dist worker"); return -1; }
+  R.p = calloc((size_t)(n ? n : 1), sizeof *R.p);
+  R.b = calloc((size_t)(n ? n : 1), sizeof *R.b);
+  if (!R.p || !R.b) { clear_layout(); nt_error_set("out of memory"); return -1; }
+  for (int k = n - 1; k >= 0; k--) {          /* reverse order: backward's order */
+    nt_Tensor *t = params[k];
+    if (!nt_dtype_is_float(t->dtype)) continue;
+    int rdt = t->dtype == NT_F64 ? DR_F64 : DR_F32;
+    size_t es = rdt == DR_F64 ? 8 : 4;
+    Bucket *b = R.nb ? &R.b[R.nb - 1] : NULL;
+    if (!b || b->rdt != rdt || (b->count && (b->count + (size_t)t->numel) * es > bucket_bytes)) {
+      b = &R.b[R.nb++];
+      b->rdt = rdt; b->esize = es;
+    }
+    Param *p = &R.p[R.np++];
+    p->storage = t->storage; p->offset = t->offset; p->numel = t->numel;
+    p->bucket = (int)(b - R.b); p->pos = b->count;
+    b->count += (size_t)t->numel;
+    b->nparams++;
+  }
+  for (int i = 0; i < R.nb; i++)
+    if (!(R.b[i].buf = malloc(R.b[i].count * R.b[i].esize + 1))) { clear_layout(); nt_error_set("out of memory"); return -1; }
+  if (!R.th_up) {
+    R.stop = 0;
+    if (pthread_create(&R.th, NULL, comm_main, NULL)) { clear_layout(); nt_error_set("dist.data_parallel: cannot start the communication thread"); return -1; }
+    R.th_up = 1;
+  }
+  R.group = group;
+  R.registered = 1;
+  R.sync = 1;
+  nt_set_grad_hooks(&hooks);
+  return 0;
+}
+
+int nbD_reducer_set_sync(int on) { int prev = R.sync; R.sync = on; return prev; }
+
+void nbD_reducer_stats(int64_t *nparams, int64_t *nbuckets, int64_t *passes, int64_t *overlapped, int64_t *total) {
+  *nparams = R.np; *nbuckets = R.nb; *passes = R.passes; *overlapped = R.buckets_overlapped; *total = R.buckets_total;
+}
+
+void nbD_reducer_shutdown(void) {
+  nbD_reducer_clear();
+  if (!R.th_up) return;
+  pthread_mutex_lock(&R.mu);
+  R.stop = 1;
+  pthread_cond_broadcast(&R.cv);
+  pthread_mutex_unlock(&R.mu);
+  pthread_join(R.th, NULL);
+  R.th_up = 0;
+  free(R.fd); R.fd = NULL;
+}
+
+/* ---- builtins (stdlib/dist.nbl wraps them) ----------------------------------- */
+#define TV(v) ((nt_Tensor *)(v).u.p)
+static int b_register(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
+  (void)n; const char *f = "dist_reducer_register";
+  if (!nbD_self.g) return nb_error_kind(vm, "DistError", "dist.data_parallel: not running on a dist worker (run it on the workers with dist.exec/dist.run or `nabla run -n N`)");
+  if (a[0].t != NB_TLIST) return nb_error_kind(vm, "TypeError", "%s: expected a list of tensors", f);
+  if (a[1].t != NB_TNUM || !(a[1].u.n > 0)) return nb_error_kind(vm, "ValueError", "dist.data_parallel: bucket_mb must be a positive number");
+  int id;
+  if (nbD_group_arg(vm, f, a[2], &id)) return NB_ERR;
+  nb_List *l = nb_list(a[0]);
+  nt_Tensor **ps = calloc((size_t)l->n + 1, sizeof *ps);
+  if (!ps) return nb_error(vm, "out of memory");
+  for (int i = 0; i < l->n; i++) {
+    if (l->items[i].t != NB_TTENSOR) { free(ps); return nb_error_kind(vm, "TypeError", "%s: item %d is a %s, not a tensor", f, i, nb_typename(l->items[i])); }
+    ps[i] = TV(l->items[i]);
+  }
+  int rc = nbD_reducer_register(ps, l->n, (size_t)(a[1].u.n * 1048576.0), id);
+  free(ps);
+  if (rc) return nb_error_kind(vm, "DistError", "%s", nt_error_msg());
+  *out = nb_nil();
+  return NB_OK;
+}
+static int b_sync(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
+  (void)vm; (void)n;
+  *out = nb_bool(nbD_reducer_set_sync(nb_truthy(a[0])));
+  return NB_OK;
+}
+static int b_clear(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
+  (void)vm; (void)a; (void)n;
+  nbD_reducer_clear();
+  *out = nb_nil();
+  return NB_OK;
+}
+static int b_stats(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
+  (void)a; (void)n;
+  int64_t np, nb, passes, ov, tot;
+  nbD_reducer_stats(&np, &nb, &passes, &ov, &tot);
+  nb_Rec *r = nbR_new(5);
+  if (!r) return nb_error(vm, "out of memory");
+  nbR_set_cstr(r, "params", nb_num((double)np));
+  nbR_set_cstr(r, "buckets", nb_num((double)nb));
+  nbR_set_cstr(r, "passes", nb_num((double)passes));
+  nbR_set_cstr(r, "buckets_overlapped", nb_num((double)ov));
+  nbR_set_cstr(r, "buckets_reduced", nb_num((double)tot));
+  *out = nb_obj(NB_TREC, r);
+  return NB_OK;
+}
+static nb_Builtin reducer_builtins[] = {
+  { "dist_reducer_register", b_register, "params, bucket_mb=25, group=nil",
+    "dist_reducer_register(params, bucket_mb=25, group=nil): average these parameters' gradients over the group during every backward (use dist.data_parallel)" },
+  { "dist_reducer_sync", b_sync, "on", "dist_reducer_sync(on): turns the overlapped averaging on/off; returns the previous setting (use dist.no_sync)" },
+  { "dist_reducer_clear", b_clear, "", "dist_reducer_clear(): stops averaging gradients during backward" },
+  { "dist_reducer_stats", b_stats, "", "dist_reducer_stats(): {params, buckets, passes, buckets_overlapped (handed over during backward), buckets_reduced}" },
+  { NULL, NULL, NULL, NULL },
+};
+void nbD_reducer_init(void) { nbB_register(reducer_builtins); }

@@ -1,0 +1,16 @@
+/* dreduce.h — gradient averaging overlapping backward (dist.data_parallel; dreduce.c) */
+#ifndef DIST_DREDUCE_H
+#define DIST_DREDUCE_H
+#include "dist/dinternal.h"
+
+/* Lays out params (in reverse, buckets of at most bucket_bytes) for averaging
+** over `group` (0 = world) and installs the autograd hooks; replaces an
+** earlier registration.  0 or -1 + nt error. */
+int  nbD_reducer_register(nt_Tensor **params, int n, size_t bucket_bytes, int group);
+void nbD_reducer_clear(void);               /* hooks off, layout dropped */
+void nbD_reducer_shutdown(void);            /* and the thread stopped (worker exit) */
+int  nbD_reducer_set_sync(int on);          /* returns the previous setting */
+void nbD_reducer_drain(void);               /* every bucket handed to the thread is reduced */
+void nbD_reducer_stats(int64_t *nparams, int64_t *nbuckets, int64_t *passes, int64_t *overlapped, int64_t *total);
+void nbD_reducer_init(void);                /* registers its builtins */
+#endif
