@@ -121,8 +121,29 @@ def distributed(nb):
     return None
 
 
+def gpu(nb):
+    import re
+    out = "".join(text(c) for c in nb.cells if c.cell_type == "code")
+    dev = re.search(r"device: (cpu|cuda)", out)
+    if not dev:
+        return "no device line"
+    if f"images on {dev.group(1)}" not in out or f"parameters on {dev.group(1)}" not in out:
+        return f"data or model not on {dev.group(1)}"
+    loss = re.search(r"loss ([0-9.]+) -> ([0-9.]+)", out)
+    if not loss or not float(loss.group(2)) < 0.5 * float(loss.group(1)):
+        return f"loss did not fall: {loss.group(0) if loss else None}"
+    acc = float(results(nb)[-1].data["text/plain"])
+    if acc < 0.9:
+        return f"test accuracy {acc} < 0.9"
+    if dev.group(1) == "cuda" and "GPU memory:" not in out:
+        return "no GPU memory report"
+    print(f"note: gpu notebook on {dev.group(1)}: test accuracy {acc:.3f}", flush=True)
+    return None
+
+
 check("tour.ipynb", tour)
 check("autograd.ipynb", autograd)
 check("digits.ipynb", digits)
 check("distributed.ipynb", distributed)
+check("gpu.ipynb", gpu)
 kutil.finish()
