@@ -13,6 +13,8 @@
 #   (d) the all_reduce bench with GPU tensors (ring world 2; NCCL world 1,
 #       and world 2 with 2+ GPUs): tests/dist/bench_allreduce.nbl, written to
 #       bench/results/<date>-dist-gpu-<gpu>.md
+#   (e) bench/dist/tp_mlp.nbl and bench/dist/pipeline.nbl with GPU workers
+#       through the ring, appended to the same file
 # (a)-(c) are tests/dist/test_gpu_dist.py.  Output: PASS:/FAIL:/SKIP: lines;
 # exit status 1 when anything failed.
 set -u
@@ -57,5 +59,12 @@ mkdir -p bench/results
   echo
   for l in "${lines[@]}"; do echo "- $l"; done
 } > "$res"
+# (e) tensor-parallel MLP and pipeline schedules with GPU workers through the ring
+for cmd in "bench/dist/tp_mlp.nbl 2 1024 cuda ring" "bench/dist/pipeline.nbl 2 8 cuda ring" "bench/dist/pipeline.nbl 4 16 cuda ring"; do
+  # shellcheck disable=SC2086
+  out=$(timeout 600 "$NABLA" $cmd 2>&1); rc=$?
+  if [ $rc -eq 0 ]; then echo "PASS: gpu_dist_bench $cmd"; else echo "FAIL: gpu_dist_bench $cmd: exit $rc: $(echo "$out" | tail -n 3 | tr '\n' ' ')"; FAILED=1; fi
+  { echo; echo "## $cmd"; echo; echo '```'; echo "$out"; echo '```'; } >> "$res"
+done
 echo "# results written to $res"
 exit $FAILED
