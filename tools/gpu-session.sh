@@ -5,8 +5,8 @@
 # Here (a dev machine, with the Debian packages and a package registry):
 #     tools/gpu-session.sh prepare
 #   builds build-gpu/ (release, -Dcuda=enabled) and packs .gpukit/ (ignored by
-#   git, < 64 MiB): the binaries run_gpu.sh needs, laid out like a build dir,
-#   plus the Debian runtime .debs of the libraries we link against.
+#   git, ~20 MB): the binaries run_gpu.sh needs (build.tar.xz, laid out like
+#   a build dir) plus the Debian runtime .debs of the libraries we link against.
 # On the device machine (carry [".gpukit"]; it has no registry, no meson):
 #     tools/gpu-session.sh device [PHASE...]
 #   unpacks only the libraries the device lacks, finds its cuBLAS/NCCL, then
@@ -30,11 +30,14 @@ prepare() {
   ninja -C build-gpu || exit 1
   rm -rf "$KIT"
   mkdir -p "$KIT/debs"
+  # the binaries, laid out like a build dir, xz-compressed (the CUDA module's
+  # cubins for two architectures are ~40 MB raw, ~4 MB packed; a carry is
+  # limited to 64 MiB together with the working tree)
+  files=()
   for f in nabla cuda/nabla_cuda.so tests/cuda/test_cuda tests/cuda/bench_cuda tests/tensor/test_tensor tests/tensor_nn/test_tensor_nn; do
-    [ -e "build-gpu/$f" ] || continue
-    mkdir -p "$KIT/build/$(dirname "$f")"
-    cp "build-gpu/$f" "$KIT/build/$f"
+    [ -e "build-gpu/$f" ] && files+=("$f")
   done
+  tar -C build-gpu -cf - "${files[@]}" | xz -T0 -6 >"$KIT/build.tar.xz" || exit 1
   (cd "$KIT/debs" && { apt-get download $DEBS 2>/dev/null || { apt-get update >/dev/null && apt-get download $DEBS; }; })
   du -sh "$KIT"
   echo 'next: the device tool'"'"'s run with carry [".gpukit"] and command "tools/gpu-session.sh device tests numerics sanitize dist demo", then "... device bench"'
@@ -50,6 +53,7 @@ missing_libs() {
 }
 
 device() {
+  if [ -f "$KIT/build.tar.xz" ] && [ ! -x "$KIT/build/nabla" ]; then mkdir -p "$KIT/build" && xz -dc "$KIT/build.tar.xz" | tar -C "$KIT/build" -xf -; fi
   [ -x "$KIT/build/nabla" ] || { echo "FAIL: gpu_session: $KIT/build/nabla missing (run 'tools/gpu-session.sh prepare' here and carry .gpukit)"; exit 1; }
   nvidia-smi -L || true
   mkdir -p /tmp/rt /tmp/rtlib
