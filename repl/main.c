@@ -4,6 +4,7 @@
 */
 #include <libgen.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,23 +51,37 @@ static int run_script(nb_VM *vm, const char *path, int argc, char **argv) {
   return st ? 1 : 0;
 }
 
-/* With the pthread build of OpenBLAS (see meson.build), OpenMP threads that
-** spin-wait after a parallel loop steal the cores OpenBLAS's own threads need
-** for the next matmul: 3-5x slower training steps on a small machine.  libgomp
-** reads its settings before main runs, so set a passive wait policy and
-** re-exec once.  The OpenMP build of OpenBLAS shares one pool and needs none. */
-static void passive_openmp(char **argv) {
-#ifdef NABLA_BLAS_OPENMP
-  (void)argv;
-#else
-  if (getenv("OMP_WAIT_POLICY")) return;
-  setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
-  execv("/proc/self/exe", argv);   /* returns only on failure: carry on as is */
-#endif
+/* OpenMP threads must not spin while they wait.  libgomp's default is to
+** busy-wait ~300k iterations (milliseconds) after every parallel region; a
+** training step runs hundreds of regions (BLAS calls and our loops), so an
+** idle worker keeps a core busy all the time.  On a machine with other load
+** the spinning thread takes the CPU the main thread or a preempted team mate
+** needs and every barrier waits a time slice: 5-10x slower steps on 2 cores.
+** libgomp reads OMP_WAIT_POLICY once, in its constructor, before main (and
+** setenv from a preinit function is undone when libc's own init resets
+** environ), so instead the executable interposes getenv: ELF resolves
+** libgomp's getenv call to this definition, which answers "passive" for
+** OMP_WAIT_POLICY unless the user set OMP_WAIT_POLICY or GOMP_SPINCOUNT,
+** and only until main starts (so scripts' getenv sees the real environment).
+** Everything else is the plain environment lookup (libc's own calls do not
+** come here).  This replaces a re-exec with the variable set, which cost a
+** second process start (~5 ms). */
+extern char **environ;
+static char *env_lookup(const char *name) {
+  size_t n = strlen(name);
+  for (char **e = environ; e && *e; e++)
+    if (!strncmp(*e, name, n) && (*e)[n] == '=') return *e + n + 1;
+  return NULL;
+}
+static bool main_started;
+char *getenv(const char *name) {
+  char *v = env_lookup(name);
+  if (!v && !main_started && !strcmp(name, "OMP_WAIT_POLICY") && !env_lookup("GOMP_SPINCOUNT")) v = (char *)"PASSIVE";
+  return v;
 }
 
 int main(int argc, char **argv) {
-  passive_openmp(argv);
+  main_started = true;
   find_stdlib();
   if (argc > 1 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V"))) { printf("nabla %s\n", nb_version()); return 0; }
   if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) { fputs(usage, stdout); return 0; }
