@@ -333,6 +333,9 @@ int nbT_index(nb_VM *vm, nb_Value tv, nb_Value *idx, int n, nb_Value *out) {
   return nbT_ret(vm, nt_index_select(t, tat, it), out);
 }
 
+/* x[idx] = v: one tensor-layer call per index form (nt_index_put /
+** nt_index_fill / nt_mask_put), which writes and, under autograd, records
+** the write (CopySlicesBackward) or refuses it with a clear error. */
 int nbT_setindex(nb_VM *vm, nb_Value tv, nb_Value *idx, int n, nb_Value v) {
   nt_Index ix[NT_MAXDIM + 2];
   int tat;
@@ -347,20 +350,17 @@ int nbT_setindex(nb_VM *vm, nb_Value tv, nb_Value *idx, int n, nb_Value v) {
     if (n != 1 || m->dtype != NT_BOOL) return nb_error_kind(vm, "IndexError", "assignment through a tensor index needs a boolean mask as the only index (x[mask] = v)");
     nt_Tensor *src = nbT_arg(vm, &tp, "setindex", "value", v);
     if (!src) return NB_ERR;
-    nt_Tensor *w = nt_where(m, src, t);
-    if (!w || nt_copy_(t, w)) st = nbT_err(vm);
-    nt_release(w); nbT_tmp_free(&tp);
+    if (nt_mask_put(t, m, src)) st = nbT_err(vm);
+    nbT_tmp_free(&tp);
     return st;
   }
-  nt_Tensor *view = nt_index(t, ix, n);
-  if (!view) return nbT_err(vm);
-  if (v.t == NB_TNUM || v.t == NB_TBOOL) { if (nt_fill_(view, v.t == NB_TNUM ? v.u.n : v.u.b)) st = nbT_err(vm); }
+  if (v.t == NB_TNUM || v.t == NB_TBOOL) { if (nt_index_fill(t, ix, n, v.t == NB_TNUM ? v.u.n : v.u.b)) st = nbT_err(vm); }
   else {
     nt_Tensor *src = nbT_arg(vm, &tp, "setindex", "value", v);
     if (!src) st = NB_ERR;
-    else if (nt_copy_(view, src)) st = nbT_err(vm);
+    else if (nt_index_put(t, ix, n, src)) st = nbT_err(vm);
   }
-  nt_release(view); nbT_tmp_free(&tp);
+  nbT_tmp_free(&tp);
   return st;
 }
 

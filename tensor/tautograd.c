@@ -2,10 +2,15 @@
 ** tautograd.c — define-by-run reverse mode.
 **
 ** Each differentiable op's front end calls nt_record(), which hangs a node off
-** the output (out->grad_fn).  A node retains its input tensors; the edges of
-** the graph are in[k]->grad_fn (or a leaf when in[k] has no grad_fn but
-** requires grad).  Nodes never point at their outputs, so there are no cycles
-** and refcounting frees graphs.
+** the output (out->grad_fn).  A node retains its input tensors and the edges
+** CAPTURED at record time: edge[k].fn = in[k]->grad_fn then (retained), or a
+** leaf (fn NULL, in[k] required grad).  The engine walks and delivers through
+** these, never through a tensor's current grad_fn, so an in-place write that
+** re-records a tensor (CopySlicesBackward, tinplace.c) leaves the gradients of
+** its earlier consumers alone.  Before a node runs, the storage versions of
+** the inputs it reads and the tensors it saved must be those recorded
+** ("modified in place" error otherwise).  Nodes never point at their outputs,
+** so there are no cycles and refcounting frees graphs.
 **
 ** The engine (nt_backward, nt_autograd_grad): DFS to collect the nodes and
 ** count, per node, the number of incoming gradient edges (deps); then Kahn's
@@ -67,15 +72,60 @@ void nt_autograd_stats(int64_t *nodes, int64_t *bytes) {
   if (bytes) *bytes = __atomic_load_n(&held_bytes, __ATOMIC_RELAXED);
 }
 
+/* ---- stale views ----------------------------------------------------------
+** A view's node routes its gradient to the history its base had when the
+** view was taken (the edge captured then).  Once the base is re-recorded by
+** an in-place write (y[0] = 1 gives y a new grad_fn) that history no longer
+** describes the view's values; PyTorch regenerates the view's grad_fn, we
+** refuse to use it.  Cheap test first: a view whose storage has not been
+** written since it was recorded is fresh.  A write that was not recorded
+** (no_grad, a detached alias) leaves the base's grad_fn alone: not stale,
+** as in PyTorch. */
+int nt_check_fresh(const nt_Tensor *t) {
+  const nt_Node *n = t->grad_fn;
+  if (!n || n->out_ver == t->storage->version) return 0;
+  for (; n && (n->flags & NT_NODE_VIEW) && !n->released; n = n->edge[0].fn) {
+    const nt_Tensor *base = n->in[0];
+    if (base && base->grad_fn != n->edge[0].fn)
+      NT_FAIL("autograd: this tensor is a view (via %s) taken before its base was modified in place, so its "
+              "recorded history no longer matches its values; take the view again after the write "
+              "(y[0] = v; z = y[0:2], not z = y[0:2]; y[0] = v; use z)", t->grad_fn->name);
+  }
+  return 0;
+}
+
 nt_Node *nt_record(nt_Tensor *out, const char *name, nt_BackwardFn fn, int nin, nt_Tensor *const *in) {
+  for (int i = 0; i < nin; i++)
+    if (in[i] && in[i] != out && nt_check_fresh(in[i])) return NULL;
   nt_Node *n = nt_calloc(1, sizeof *n);
   if (!n) return NULL;
   n->in = nin <= NT_NODE_INLINE ? n->inl : nt_calloc((size_t)nin, sizeof(nt_Tensor *));
-  if (!n->in) { free(n); return NULL; }
+  n->edge = nin <= NT_NODE_INLINE ? n->edl : nt_calloc((size_t)nin, sizeof(nt_Edge));
+  if (!n->in || !n->edge) {
+    if (n->in != n->inl) free(n->in);
+    if (n->edge != n->edl) free(n->edge);
+    free(n); return NULL;
+  }
   n->refcount = 1; n->name = name; n->backward = fn; n->nin = nin;
-  n->seq = __atomic_fetch_add(&node_seq, 1, __ATOMIC_RELAXED);
   int64_t bytes = 0;
-  for (int i = 0; i < nin; i++) { n->in[i] = nt_retain(in[i]); bytes += tensor_bytes(in[i]); }
+  for (int i = 0; i < nin; i++) {
+    nt_Tensor *t = in[i];
+    if (!t) continue;
+    /* an in-place op's own target: keep an alias (out→node→out would be a cycle) */
+    nt_Tensor *keep = t == out ? nt_detach(t) : nt_retain(t);
+    if (!keep) {
+      for (int j = 0; j < i; j++) { nt_release(n->in[j]); nt_node_release(n->edge[j].fn); }
+      if (n->in != n->inl) free(n->in);
+      if (n->edge != n->edl) free(n->edge);
+      free(n); return NULL;
+    }
+    n->in[i] = keep;
+    n->edge[i] = (nt_Edge){ .fn = t->grad_fn, .version = t->storage->version, .grad = t->requires_grad, .check = true };
+    if (t->grad_fn) t->grad_fn->refcount++;
+    bytes += tensor_bytes(t);
+  }
+  n->seq = __atomic_fetch_add(&node_seq, 1, __ATOMIC_RELAXED);
+  n->out_ver = out->storage->version;
   __atomic_fetch_add(&live_nodes, 1, __ATOMIC_RELAXED);
   __atomic_fetch_add(&held_bytes, bytes, __ATOMIC_RELAXED);
   if (out->grad_fn) nt_node_release(out->grad_fn);
@@ -89,12 +139,13 @@ int nt_node_save(nt_Node *n, nt_Tensor *t) {
   nt_Tensor *d = nt_detach(t);
   if (!d) return -1;
   n->saved[n->nsaved] = d;
+  n->saved_ver[n->nsaved] = t->storage->version;
   if (!n->released) __atomic_fetch_add(&held_bytes, tensor_bytes(d), __ATOMIC_RELAXED);
   return n->nsaved++;
 }
 
-/* Drops what the node holds (inputs, saved tensors, ctx); the node itself
-** stays (its output still points at it) but can no longer run backward. */
+/* Drops what the node holds (inputs, edges, saved tensors, ctx); the node
+** itself stays (its output still points at it) but can no longer run backward. */
 static void node_free_graph(nt_Node *n) {
   if (n->released) return;
   n->released = true;
@@ -103,7 +154,12 @@ static void node_free_graph(nt_Node *n) {
   for (int i = 0; i < n->nsaved; i++) bytes += tensor_bytes(n->saved[i]);
   __atomic_fetch_sub(&live_nodes, 1, __ATOMIC_RELAXED);
   __atomic_fetch_sub(&held_bytes, bytes, __ATOMIC_RELAXED);
-  for (int i = 0; i < n->nin; i++) { nt_release(n->in[i]); n->in[i] = NULL; }
+  for (int i = 0; i < n->nin; i++) {
+    nt_release(n->in[i]); n->in[i] = NULL;
+    nt_Node *f = n->edge[i].fn;
+    n->edge[i].fn = NULL;
+    nt_node_release(f);
+  }
   for (int i = 0; i < n->nsaved; i++) { nt_release(n->saved[i]); n->saved[i] = NULL; }
   if (n->ctx_free && n->ctx) n->ctx_free(n->ctx);
   n->ctx = NULL;
@@ -114,6 +170,7 @@ void nt_node_release(nt_Node *n) {
   node_free_graph(n);
   nt_release(n->gacc);
   if (n->in != n->inl) free(n->in);
+  if (n->edge != n->edl) free(n->edge);
   free(n);
 }
 
@@ -261,20 +318,24 @@ typedef struct Engine {
   int nsinks; nt_Tensor *const *sinks; nt_Tensor **sink_grads; uint64_t min_seq;
 } Engine;
 
-static int sink_index(const Engine *e, const nt_Tensor *t) {
-  for (int i = 0; i < e->nsinks; i++) if (e->sinks[i] == t) return i;
+/* an edge (tensor t, producer fn) is sink i when t is that input AND fn is
+** its current history: a tensor re-recorded by an in-place write is a new
+** value; edges into its previous history are not the sink. */
+static int sink_index(const Engine *e, const nt_Tensor *t, const nt_Node *fn) {
+  for (int i = 0; i < e->nsinks; i++) if (e->sinks[i] == t && t->grad_fn == fn) return i;
   return -1;
 }
 
-/* sends g (owned) to tensor `in`: a sink slot, its node's gacc, or a leaf */
-static int deliver(const Engine *e, nt_Tensor *in, nt_Tensor *g, NodeVec *ready) {
-  int si = e->sinks ? sink_index(e, in) : -1;
-  if (si < 0 && !in->grad_fn && e->sinks) { nt_release(g); return 0; }   /* a leaf that was not asked for */
+/* sends g (owned) along the edge (tensor `in`, producer fn): a sink slot,
+** fn's gacc, or the leaf's .grad (fn NULL) */
+static int deliver(const Engine *e, nt_Tensor *in, nt_Node *fn, nt_Tensor *g, NodeVec *ready) {
+  int si = e->sinks ? sink_index(e, in, fn) : -1;
+  if (si < 0 && !fn && e->sinks) { nt_release(g); return 0; }   /* a leaf that was not asked for */
   g = fit_grad(g, in);
   if (!g) return -1;
   if (si >= 0) return accumulate(&e->sink_grads[si], g);
-  if (!in->grad_fn) return leaf_accumulate(in, g);
-  nt_Node *c = in->grad_fn;
+  if (!fn) return leaf_accumulate(in, g);
+  nt_Node *c = fn;
   if (accumulate(&c->gacc, g)) return -1;
   if (--c->deps == 0 && vec_push(ready, c)) return -1;
   return 0;
@@ -295,6 +356,26 @@ static int visit(const Engine *e, nt_Node *c, uint32_t stamp, NodeVec *all, Node
   return 0;
 }
 
+/* Before a node's backward: the inputs it reads and the tensors it saved must
+** hold the values they had when it was recorded. */
+static int check_versions(const nt_Node *n) {
+  for (int k = 0; k < n->nin; k++) {
+    const nt_Tensor *t = n->in[k];
+    if (t && n->edge[k].check && t->storage->version != n->edge[k].version)
+      NT_FAIL("backward: a tensor needed by %s (input %d) was modified in place after it was used (version %llu, now %llu); "
+              "clone() it before writing", n->name, k, (unsigned long long)n->edge[k].version,
+              (unsigned long long)t->storage->version);
+  }
+  for (int i = 0; i < n->nsaved; i++) {
+    const nt_Tensor *t = n->saved[i];
+    if (t && t->storage->version != n->saved_ver[i])
+      NT_FAIL("backward: a tensor saved by %s (its output or a saved value) was modified in place after it was used "
+              "(version %llu, now %llu); clone() it before writing", n->name, (unsigned long long)n->saved_ver[i],
+              (unsigned long long)t->storage->version);
+  }
+  return 0;
+}
+
 static int run_engine(const Engine *e, int nroots, nt_Tensor *const *roots, nt_Tensor **g0, bool retain_graph) {
   const nt_GradHooks *hooks = e->sinks ? NULL : grad_hooks;   /* outermost nt_backward only */
   const nt_GradHooks *prev_hooks = nt_set_grad_hooks(NULL);
@@ -308,7 +389,8 @@ static int run_engine(const Engine *e, int nroots, nt_Tensor *const *roots, nt_T
   /* collect nodes and dependency counts: each root is one edge into its node */
   for (int r = 0; r < nroots && !rc; r++) {
     nt_Tensor *t = roots[r];
-    if (!g0[r] || (e->sinks && sink_index(e, t) >= 0)) continue;
+    if (!g0[r] || (e->sinks && sink_index(e, t, t->grad_fn) >= 0)) continue;
+    if (nt_check_fresh(t)) { rc = -1; break; }
     if (!t->grad_fn) { if (hooks && leaf_edge(&lc, t)) rc = -1; continue; }
     rc = visit(e, t->grad_fn, stamp, &all, &stack);
   }
@@ -316,22 +398,24 @@ static int run_engine(const Engine *e, int nroots, nt_Tensor *const *roots, nt_T
     nt_Node *n = stack.v[--stack.n];
     for (int k = 0; k < n->nin && !rc; k++) {
       nt_Tensor *in = n->in[k];
-      if (!in || !in->requires_grad || (e->sinks && sink_index(e, in) >= 0)) continue;
-      if (!in->grad_fn) {   /* a leaf that is not an input: torch.autograd.grad ignores it; a checkpoint must not */
+      nt_Node *fn = n->edge[k].fn;
+      if (!nt_node_needs(n, k) || (e->sinks && sink_index(e, in, fn) >= 0)) continue;
+      if (!fn) {   /* a leaf that is not an input: torch.autograd.grad ignores it; a checkpoint must not */
         if (e->min_seq) { nt_error_set(CKPT_ESCAPE_MSG, "a leaf"); rc = -1; }
         else if (hooks && leaf_edge(&lc, in)) rc = -1;
         continue;
       }
-      rc = visit(e, in->grad_fn, stamp, &all, &stack);
+      rc = visit(e, fn, stamp, &all, &stack);
     }
   }
   for (int r = 0; r < nroots && !rc; r++) {
     nt_Tensor *g = g0[r]; g0[r] = NULL;
-    if (g && deliver(e, roots[r], g, &ready)) rc = -1;
+    if (g && deliver(e, roots[r], roots[r]->grad_fn, g, &ready)) rc = -1;
     if (!rc && g && hooks && !roots[r]->grad_fn && leaf_done(hooks, &lc, roots[r])) rc = -1;
   }
   while (ready.n && !rc) {
     nt_Node *n = ready.v[--ready.n];
+    if ((rc = check_versions(n))) break;
     nt_Tensor *gin_inl[NT_NODE_INLINE] = {0}, **gin = gin_inl;
     if (n->nin > NT_NODE_INLINE) { gin = nt_calloc((size_t)n->nin, sizeof *gin); if (!gin) { rc = -1; break; } }
     nt_Tensor *gout = n->gacc; n->gacc = NULL;
@@ -339,10 +423,11 @@ static int run_engine(const Engine *e, int nroots, nt_Tensor *const *roots, nt_T
     nt_release(gout);
     for (int k = 0; k < n->nin; k++) {
       nt_Tensor *in = n->in[k], *g = gin[k];
+      nt_Node *fn = n->edge[k].fn;
       gin[k] = NULL;
-      if (rc || !in || !in->requires_grad) { nt_release(g); continue; }
-      if (g && deliver(e, in, g, &ready)) rc = -1;
-      if (!rc && hooks && !in->grad_fn && leaf_done(hooks, &lc, in)) rc = -1;
+      if (rc || !nt_node_needs(n, k)) { nt_release(g); continue; }
+      if (g && deliver(e, in, fn, g, &ready)) rc = -1;
+      if (!rc && hooks && !fn && leaf_done(hooks, &lc, in)) rc = -1;
     }
     if (gin != gin_inl) free(gin);
   }

@@ -1,7 +1,7 @@
 /*
 ** telem.c — front ends of the elementwise ops (type promotion, broadcasting,
-** output allocation, dispatch) and their backward functions; also copy_,
-** fill_, casts, clone/contiguous, to_device.
+** output allocation, dispatch) and their backward functions; also casts,
+** clone/contiguous, to_device.  (copy_/fill_ and in-place autograd: tinplace.c)
 */
 #include "tinternal.h"
 #include "tdevice.h"
@@ -123,6 +123,7 @@ nt_Tensor *nt_binary(int op, nt_Tensor *a, nt_Tensor *b) {
   if (op <= NT_OP_MINIMUM && nt_needs_grad(2, (nt_Tensor *[]){ a, b })) {
     nt_Node *n = nt_record(out, bin_names[op], binary_backward, 2, (nt_Tensor *[]){ a, b });
     if (!n || (n->iarg[0] = op, op == NT_OP_POW && nt_node_save(n, out) < 0)) { nt_release(out); out = NULL; }
+    else if (op == NT_OP_ADD || op == NT_OP_SUB) { nt_node_unchecked(n, 0); nt_node_unchecked(n, 1); }   /* values not read */
   }
 done:
   if (ca != a) nt_release(ca);
@@ -188,6 +189,8 @@ nt_Tensor *nt_binary_scalar_ex(int op, nt_Tensor *t, double s, int flags) {
     if (!n) { nt_release(out); out = NULL; }
     else {
       n->iarg[0] = op; n->iarg[1] = first; n->s[0] = s;
+      /* x's values are read only by these (the rest scale g by the scalar) */
+      if (!(op == NT_OP_POW || op == NT_OP_MAXIMUM || op == NT_OP_MINIMUM || (op == NT_OP_DIV && first))) nt_node_unchecked(n, 0);
       if (op == NT_OP_POW && first && nt_node_save(n, out) < 0) { nt_release(out); out = NULL; }
     }
   }
@@ -274,6 +277,16 @@ static int unary_backward(nt_Node *n, nt_Tensor *g, nt_Tensor **gin) {
   return gin[0] ? 0 : -1;
 }
 
+/* what unary_backward reads: the output y (saved) and/or the input x */
+static bool unary_reads_out(int op) {
+  return op == NT_OP_EXP || op == NT_OP_EXPM1 || op == NT_OP_SQRT || op == NT_OP_RSQRT || op == NT_OP_TANH ||
+         op == NT_OP_SIGMOID || op == NT_OP_TAN || op == NT_OP_RECIPROCAL;
+}
+static bool unary_reads_in(int op) {
+  return !unary_reads_out(op) && op != NT_OP_NEG && op != NT_OP_SIGN && op != NT_OP_FLOOR && op != NT_OP_CEIL &&
+         op != NT_OP_ROUND;
+}
+
 static const char *unary_name(int op) {
   static const char *names[] = {
     "NegBackward", "ExpBackward", "LogBackward", "Log1pBackward", "SqrtBackward", "RsqrtBackward", "AbsBackward",
@@ -312,7 +325,8 @@ nt_Tensor *nt_unary_scalar_op(int op, nt_Tensor *t, double s0, double s1) {
     if (!n) { nt_release(out); out = NULL; }
     else {
       n->iarg[0] = op; n->s[0] = s0; n->s[1] = s1;
-      if (nt_node_save(n, out) < 0) { nt_release(out); out = NULL; }
+      if (!unary_reads_in(op)) nt_node_unchecked(n, 0);
+      if (unary_reads_out(op) && nt_node_save(n, out) < 0) { nt_release(out); out = NULL; }
     }
   }
   if (ct != t) nt_release(ct);
@@ -367,64 +381,7 @@ done:
   return out;
 }
 
-/* ---- copies, casts ---------------------------------------------------------- */
-static bool overlaps(const nt_Tensor *a, const nt_Tensor *b) { return a->storage == b->storage; }
-
-/* In-place writes are not recorded by autograd, so while grad mode is on they
-** are refused for every tensor that requires grad: a leaf (its .grad would
-** not match its values), a view of one (x[0, 0] = 5 writes through a view),
-** and any tensor of a graph (the nodes that produced it or its base, and
-** those that saved it, would describe values that are no longer there).
-** Inside no_grad they are allowed (optimizer updates). */
-static int check_inplace(const nt_Tensor *dst) {
-  if (!dst->requires_grad || !nt_grad_enabled()) return 0;
-  /* walk view nodes (output shares its input's storage) back to the base */
-  const nt_Tensor *t = dst;
-  while (t->grad_fn && t->grad_fn->nin >= 1 && t->grad_fn->in[0] && t->grad_fn->in[0]->storage == t->storage)
-    t = t->grad_fn->in[0];
-  if (!t->grad_fn && t->requires_grad) {
-    if (t == dst) NT_FAIL("a leaf tensor that requires grad cannot be modified in place (use no_grad for updates)");
-    NT_FAIL("a view of a leaf tensor that requires grad cannot be modified in place (use no_grad for updates)");
-  }
-  NT_FAIL("in-place write to a tensor that is part of an autograd graph is not supported "
-          "(its gradient would be wrong; build the new value with where() or clone() instead)");
-}
-
-int nt_copy_(nt_Tensor *dst, nt_Tensor *src) {
-  if (dst->device != src->device)
-    NT_FAIL("copy: expected all tensors on the same device, got %s and %s", nt_device_name(dst->device), nt_device_name(src->device));
-  if (check_inplace(dst)) return -1;
-  /* src must broadcast TO dst's shape (not merely with it) */
-  bool fits = src->ndim <= dst->ndim;
-  for (int i = 0; fits && i < src->ndim; i++) {
-    int64_t s = src->shape[src->ndim - 1 - i], d = dst->shape[dst->ndim - 1 - i];
-    fits = s == d || s == 1;
-  }
-  if (!fits) {
-    char a[128], b[128];
-    NT_FAIL("cannot assign a tensor of shape %s to a view of shape %s", nt_shape_str(src->shape, src->ndim, a, sizeof a),
-            nt_shape_str(dst->shape, dst->ndim, b, sizeof b));
-  }
-  bool prev = nt_set_grad_enabled(false);
-  nt_Tensor *s = overlaps(dst, src) ? nt_clone(src) : nt_retain(src);
-  nt_set_grad_enabled(prev);
-  if (!s) return -1;
-  nt_Tensor vs;
-  nt_bcast_view(&vs, s, dst->shape, dst->ndim);
-  nt_KernelArgs args;
-  args.op = NT_OP_COPY; args.out = dst; args.in[0] = &vs; args.nin = 1;
-  int rc = nt_dispatch(NT_OP_COPY, dst->device, &args);
-  nt_release(s);
-  return rc;
-}
-
-int nt_fill_(nt_Tensor *dst, double value) {
-  if (check_inplace(dst)) return -1;
-  nt_KernelArgs args;
-  args.op = NT_OP_FILL; args.out = dst; args.nin = 0; args.s[0] = value;
-  return nt_dispatch(NT_OP_FILL, dst->device, &args);
-}
-
+/* ---- casts, clones ------------------------------------------------------------- */
 static int identity_backward(nt_Node *n, nt_Tensor *g, nt_Tensor **gin) {
   (void)n;
   gin[0] = nt_retain(g);   /* the engine casts to the input's dtype */
@@ -445,16 +402,20 @@ nt_Tensor *nt_to_dtype(nt_Tensor *t, nt_DType dt) {
   if ((unsigned)dt >= NT_NDTYPES) NT_FAIL_NULL("invalid dtype %d", (int)dt);
   if (t->dtype == dt) return nt_retain(t);
   nt_Tensor *out = copy_as(t, dt);
-  if (out && nt_dtype_is_float(dt) && nt_needs_grad(1, &t) && !nt_record(out, "ToDtypeBackward", identity_backward, 1, &t)) {
-    nt_release(out); return NULL;
+  if (out && nt_dtype_is_float(dt) && nt_needs_grad(1, &t)) {
+    nt_Node *n = nt_record(out, "ToDtypeBackward", identity_backward, 1, &t);
+    if (!n) { nt_release(out); return NULL; }
+    nt_node_unchecked(n, 0);
   }
   return out;
 }
 
 nt_Tensor *nt_clone(nt_Tensor *t) {
   nt_Tensor *out = copy_as(t, t->dtype);
-  if (out && nt_needs_grad(1, &t) && !nt_record(out, "CloneBackward", identity_backward, 1, &t)) {
-    nt_release(out); return NULL;
+  if (out && nt_needs_grad(1, &t)) {
+    nt_Node *n = nt_record(out, "CloneBackward", identity_backward, 1, &t);
+    if (!n) { nt_release(out); return NULL; }
+    nt_node_unchecked(n, 0);
   }
   return out;
 }
@@ -481,8 +442,10 @@ nt_Tensor *nt_to_device(nt_Tensor *t, nt_Device dev) {
     nt_release(out); out = NULL;
   }
   nt_release(c);
-  if (out && nt_needs_grad(1, &t) && !nt_record(out, "ToDeviceBackward", to_device_backward, 1, &t)) {
-    nt_release(out); return NULL;
+  if (out && nt_needs_grad(1, &t)) {
+    nt_Node *n = nt_record(out, "ToDeviceBackward", to_device_backward, 1, &t);
+    if (!n) { nt_release(out); return NULL; }
+    nt_node_unchecked(n, 0);
   }
   return out;
 }

@@ -61,6 +61,7 @@ typedef struct nt_Storage {
   int       refcount;
   uint32_t  flags;      /* internal: NT_STORAGE_* in tinternal.h */
   void     *block;      /* internal: the malloc block holding this struct */
+  uint64_t  version;    /* bumped by every in-place write (autograd checks it) */
 } nt_Storage;
 
 typedef struct nt_Node nt_Node;   /* autograd graph node, see tinternal.h */
@@ -143,12 +144,25 @@ int     nt_get(nt_Tensor *t, const int64_t *index, double *out);
 int     nt_to_host(nt_Tensor *t, void *buf, nt_DType as);
 
 /* ---- in-place writes (x[...] = v) -------------------------------------- */
-/* dst is usually a view (nt_index/nt_slice); src broadcasts to dst's shape and
-** is cast to dst's dtype.  Not recorded by autograd: while grad mode is on it
-** is an error when dst requires grad — a leaf (PyTorch's "leaf variable ...
-** in-place"), a view of a leaf (x[0, 0] = 5), or a tensor (or a view of a
-** tensor) produced by a differentiable op, whose gradient would silently be
-** wrong.  With grad mode off (no_grad: optimizer updates) it is allowed. */
+/* Every write bumps the storage's version counter.  Autograd (PyTorch's
+** model): with grad mode on, a write into a tensor that is part of a graph,
+** or of a value that requires grad into a plain float tensor, is RECORDED —
+** the tensor gets a new grad_fn, CopySlicesBackward, whose inputs are its
+** previous self and the value; earlier consumers keep the edges they
+** captured.  Refused: a leaf that requires grad (and its views: use no_grad
+** for updates), a write through a VIEW of a graph tensor (write through the
+** base: y[0, 1] = v), and a tracked write into a plain tensor whose memory
+** other tensors share.  A node whose backward needs a tensor that was
+** written after it was used fails in backward ("modified in place").
+** With grad mode off (no_grad: optimizer updates) writes are never recorded.
+**
+** nt_index_put: base[idx] = v (nt_Index list as for nt_index; n = 0: the
+** whole tensor); v broadcasts to the indexed region and is cast to base's
+** dtype.  nt_index_fill: the same with a number.  nt_mask_put: base =
+** where(mask, v, base), mask bool, mask and v broadcasting to base's shape.
+** nt_copy_/nt_fill_: dst may be any view; they are nt_index_put(dst, -, 0, src)
+** when autograd is involved. */
+int     nt_mask_put(nt_Tensor *base, nt_Tensor *mask, nt_Tensor *v);
 int     nt_copy_(nt_Tensor *dst, nt_Tensor *src);
 int     nt_fill_(nt_Tensor *dst, double value);
 
@@ -180,6 +194,9 @@ typedef struct nt_Index {
   int64_t start, stop, step;       /* INT: index in start; SLICE: NT_NONE = omitted */
 } nt_Index;
 nt_Tensor *nt_index(nt_Tensor *t, const nt_Index *idx, int n);
+/* base[idx] = v / = value: see "in-place writes" above. */
+int        nt_index_put(nt_Tensor *base, const nt_Index *idx, int n, nt_Tensor *v);
+int        nt_index_fill(nt_Tensor *base, const nt_Index *idx, int n, double value);
 
 /* ---- copies & conversions ---------------------------------------------- */
 nt_Tensor *nt_contiguous(nt_Tensor *t);   /* t itself (retained) if already contiguous */

@@ -3,7 +3,10 @@
 ** copying (except reshape of incompatible strides).  Each records a backward:
 ** index-like views scatter the gradient into zeros through the SAME view of
 ** the zeros; permutations invert; reshapes reshape back; expand sums (done by
-** the engine's nt_sum_to_shape).
+** the engine's nt_sum_to_shape).  View nodes are flagged (nt_node_view): an
+** in-place write through them is refused and they go stale when their base
+** is re-recorded by a write (tinplace.c); they read no values, so their input
+** is not version-checked.
 */
 #include "tinternal.h"
 #include <stdlib.h>
@@ -17,7 +20,7 @@ static int index_backward(nt_Node *nd, nt_Tensor *g, nt_Tensor **gin) {
   nt_Tensor *z = nt_zeros(x->shape, x->ndim, g->dtype, g->device);
   if (!z) return -1;
   nt_Tensor *v = nt_index(z, c->idx, c->n);
-  if (!v || nt_copy_(v, g)) { nt_release(v); nt_release(z); return -1; }
+  if (!v || nt_write_copy(v, g)) { nt_release(v); nt_release(z); return -1; }
   nt_release(v);
   gin[0] = z;
   return 0;
@@ -97,6 +100,7 @@ nt_Tensor *nt_index(nt_Tensor *t, const nt_Index *idx, int n) {
     if (!nn) { free(c); nt_release(v); return NULL; }
     c->n = n; memcpy(c->idx, idx, sizeof(nt_Index) * (size_t)n);
     nn->ctx = c; nn->ctx_free = free;
+    nt_node_view(nn);
   }
   return v;
 toomany:
@@ -157,6 +161,7 @@ nt_Tensor *nt_permute(nt_Tensor *t, const int *perm, int n) {
     if (!nn) { nt_release(v); return NULL; }
     for (int i = 0; i < n; i++) nn->iarg[i] = p[i];
     nn->niarg = n;
+    nt_node_view(nn);
   }
   return v;
 }
@@ -219,20 +224,25 @@ nt_Tensor *nt_reshape(nt_Tensor *t, const int64_t *shape_in, int nd) {
   }
   if (nt_shape_numel(shape, nd) != t->numel) goto bad;
   int64_t st[NT_MAXDIM];
-  if (!view_strides(t, shape, nd, st)) {          /* needs a copy */
+  bool copy = !view_strides(t, shape, nd, st);
+  nt_Tensor *v;
+  if (copy) {          /* a fresh tensor of its own (not a view: writable like any op's output) */
+    bool prev = nt_set_grad_enabled(false);
     nt_Tensor *c = nt_clone(t);
-    if (!c) return NULL;
-    nt_Tensor *r = nt_reshape(c, shape, nd);
+    v = c ? nt_reshape(c, shape, nd) : NULL;
+    nt_set_grad_enabled(prev);
     nt_release(c);
-    return r;
+  } else if ((v = nt_view_of(t))) {
+    v->ndim = nd;
+    memcpy(v->shape, shape, sizeof(int64_t) * (size_t)nd);
+    memcpy(v->strides, st, sizeof(int64_t) * (size_t)nd);
+    nt_update_meta(v);
   }
-  nt_Tensor *v = nt_view_of(t);
-  if (!v) return NULL;
-  v->ndim = nd;
-  memcpy(v->shape, shape, sizeof(int64_t) * (size_t)nd);
-  memcpy(v->strides, st, sizeof(int64_t) * (size_t)nd);
-  nt_update_meta(v);
-  if (nt_needs_grad(1, &t) && !nt_record(v, "ReshapeBackward", reshape_backward, 1, &t)) { nt_release(v); return NULL; }
+  if (v && nt_needs_grad(1, &t)) {
+    nt_Node *nn = nt_record(v, "ReshapeBackward", reshape_backward, 1, &t);
+    if (!nn) { nt_release(v); return NULL; }
+    if (copy) nt_node_unchecked(nn, 0); else nt_node_view(nn);
+  }
   return v;
 bad: {
     char a[128], b[128];
@@ -300,7 +310,11 @@ nt_Tensor *nt_expand(nt_Tensor *t, const int64_t *shape_in, int nd) {
   if (!v) return NULL;
   nt_bcast_view(v, t, shape, nd);
   v->refcount = 1; v->flags |= NT_T_VIEWHDR; v->requires_grad = false; v->grad = NULL; v->grad_fn = NULL;
-  if (nt_needs_grad(1, &t) && !nt_record(v, "ExpandBackward", expand_backward, 1, &t)) { nt_release(v); return NULL; }
+  if (nt_needs_grad(1, &t)) {
+    nt_Node *nn = nt_record(v, "ExpandBackward", expand_backward, 1, &t);
+    if (!nn) { nt_release(v); return NULL; }
+    nt_node_view(nn);
+  }
   return v;
 bad: {
     char a[128], b[128];

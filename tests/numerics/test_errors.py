@@ -89,8 +89,10 @@ OTHER = [
     ("slice_assign_leaf", "x = ones(2, 3)\nx.requires_grad = true\nx[0, :] = ones(3)", ["leaf", "requires grad"]),
     ("view_assign_nonleaf", "x = ones(2, 3)\nx.requires_grad = true\ny = x * 1\nv = y[0]\nv[0] = 7",
      ["in-place", "autograd graph"]),
-    ("mask_assign_nonleaf", "x = ones(2, 3)\nx.requires_grad = true\ny = x * 1\ny[y > 0] = 2",
-     ["in-place", "autograd graph"]),
+    ("mask_assign_view_nonleaf", "x = ones(2, 3)\nx.requires_grad = true\ny = x * 1\nv = y[0]\nv[v > 0] = 2",
+     ["in-place", "autograd graph", "base"]),
+    ("modified_in_place", "x = ones(2, 3)\nx.requires_grad = true\nh = x * 2\nz = h * h\nh[0] = 1\nbackward(sum(z))",
+     ["backward", "MulBackward", "modified in place", "version 0, now 1"]),
 ]
 
 ALL = [("shape", SHAPE), ("dtype", DTYPE), ("index", INDEX), ("other", OTHER)]

@@ -845,7 +845,7 @@ TEST(autograd_views) {
 }
 
 TEST(inplace_autograd_checks) {
-  /* every in-place write to a tensor requiring grad fails while grad mode is on */
+  /* in-place writes under autograd: leaves and views refused, writes into graph tensors recorded */
   nt_Tensor *w = nt_ones(SHAPE(2, 3), 2, NT_F64, NT_CPU), *seven = nt_scalar(7, NT_F64);
   nt_set_requires_grad(w, true);
   nt_Tensor *v = nt_index(w, (nt_Index[]){ { NT_IDX_INT, 0, 0, 0 }, { NT_IDX_INT, 0, 0, 0 } }, 2);   /* w[0, 0] */
@@ -858,16 +858,21 @@ TEST(inplace_autograd_checks) {
   double d;
   OK(nt_item(v, &d) == 0);
   EXPECT(d == 1, "w unchanged, w[0, 0] = %g", d);
-  /* y = w * 1; v = y[0]; v[0] = 7 would give a wrong gradient: refused */
+  /* y = w * 1; v = y[0]; v[0] = 7: a write through a view of a graph tensor is refused (write through y) */
   nt_Tensor *y = nt_binary_scalar(NT_OP_MUL, w, 1, false);
   nt_Tensor *y0 = nt_select(y, 0, 0), *y00 = nt_select(y0, 0, 0);
-  EXPECT(nt_copy_(y00, seven) == -1 && err_has("autograd graph"), "copy_ into a view of a non-leaf: %s", nt_error_msg());
+  EXPECT(nt_copy_(y00, seven) == -1 && err_has("autograd graph") && err_has("base"), "copy_ into a view of a non-leaf: %s", nt_error_msg());
   EXPECT(nt_fill_(y0, 7) == -1 && err_has("autograd graph"), "fill_ a view of a non-leaf: %s", nt_error_msg());
-  EXPECT(nt_fill_(y, 7) == -1 && err_has("autograd graph"), "fill_ a non-leaf: %s", nt_error_msg());
-  /* the graph is intact: d sum(y*y) / dw = 2 */
+  /* a write into y itself is recorded: y[0, 0] = 7 (CopySlicesBackward) */
+  OK(nt_index_fill(y, (nt_Index[]){ { NT_IDX_INT, 0, 0, 0 }, { NT_IDX_INT, 0, 0, 0 } }, 2, 7) == 0);
+  EXPECT(!strcmp(nt_grad_fn_name(y), "CopySlicesBackward"), "grad_fn %s", nt_grad_fn_name(y));
+  /* the views taken before the write are stale now: using them is an error */
+  nt_Tensor *stale = nt_mul(y0, y0);
+  EXPECT(!stale && err_has("modified in place"), "stale view: %s", nt_error_msg());
+  /* d sum(y*y) / dw = 2, except at [0, 0], which no longer depends on w */
   nt_Tensor *yy = nt_mul(y, y), *s = nt_sum(yy, NULL, 0, false);
   OK(nt_backward(s, NULL, false) == 0);
-  CHECKV(nt_retain(nt_grad(w)), SHAPE(2, 3), 2, 2, 2, 2, 2, 2);
+  CHECKV(nt_retain(nt_grad(w)), SHAPE(2, 3), 0, 2, 2, 2, 2, 2);
   /* no_grad: parameter updates through views are allowed */
   bool prev = nt_set_grad_enabled(false);
   OK(nt_fill_(v, 5) == 0);
