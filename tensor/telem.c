@@ -237,8 +237,8 @@ static int unary_backward(nt_Node *n, nt_Tensor *g, nt_Tensor **gin) {
     case NT_OP_SIGN: case NT_OP_FLOOR: case NT_OP_CEIL: case NT_OP_ROUND: r = A(ar, nt_zeros_like(g)); break;
     case NT_OP_TANH: r = B2(NT_OP_MUL, g, SB(NT_OP_SUB, 1, B2(NT_OP_MUL, y, y))); break;
     case NT_OP_SIGMOID: r = B2(NT_OP_MUL, g, B2(NT_OP_MUL, y, SB(NT_OP_SUB, 1, y))); break;
-    case NT_OP_RELU:   /* passes where !(x <= 0): NaN inputs get the gradient, like torch */
-      r = B2(NT_OP_MUL, g, CASTLIKE(U1(NT_OP_LOGICAL_NOT, BS(NT_OP_LE, x, 0)), g)); break;
+    case NT_OP_RELU:   /* passes where !(x <= 0), i.e. !(y <= 0) (relu keeps NaN): NaN inputs get the gradient, like torch */
+      r = B2(NT_OP_MUL, g, CASTLIKE(U1(NT_OP_LOGICAL_NOT, BS(NT_OP_LE, y, 0)), g)); break;
     case NT_OP_SILU: { /* s + x s (1 - s) */
       nt_Tensor *s = U1(NT_OP_SIGMOID, x);
       r = B2(NT_OP_MUL, g, B2(NT_OP_ADD, s, B2(NT_OP_MUL, B2(NT_OP_MUL, x, s), SB(NT_OP_SUB, 1, s))));
@@ -280,7 +280,7 @@ static int unary_backward(nt_Node *n, nt_Tensor *g, nt_Tensor **gin) {
 /* what unary_backward reads: the output y (saved) and/or the input x */
 static bool unary_reads_out(int op) {
   return op == NT_OP_EXP || op == NT_OP_EXPM1 || op == NT_OP_SQRT || op == NT_OP_RSQRT || op == NT_OP_TANH ||
-         op == NT_OP_SIGMOID || op == NT_OP_TAN || op == NT_OP_RECIPROCAL;
+         op == NT_OP_SIGMOID || op == NT_OP_TAN || op == NT_OP_RECIPROCAL || op == NT_OP_RELU;
 }
 static bool unary_reads_in(int op) {
   return !unary_reads_out(op) && op != NT_OP_NEG && op != NT_OP_SIGN && op != NT_OP_FLOOR && op != NT_OP_CEIL &&

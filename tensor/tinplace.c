@@ -76,11 +76,18 @@ static int write_mode(nt_Tensor *base, nt_Tensor *v) {
     if (!base->grad_fn)
       NT_FAIL("a leaf tensor that requires grad cannot be modified in place (use no_grad for updates)");
     if (base->grad_fn->flags & NT_NODE_VIEW) {
-      const nt_Node *n = base->grad_fn;               /* walk the views back to the base */
-      while (n && (n->flags & NT_NODE_VIEW)) n = n->edge[0].fn;
+      /* walk the views back to the base.  When nothing but the view chain
+      ** holds the tensors it views (an op's output that is a reshape of an
+      ** internal result), no one else can see the write: record it on this
+      ** tensor like on any other. */
+      const nt_Node *n = base->grad_fn;
+      bool internal = true;
+      for (; n && (n->flags & NT_NODE_VIEW); n = n->edge[0].fn)
+        if (!n->in[0] || n->in[0]->refcount > 1) internal = false;
       if (!n) NT_FAIL("a view of a leaf tensor that requires grad cannot be modified in place (use no_grad for updates)");
-      NT_FAIL("in-place write through a view of a tensor that is part of an autograd graph is not supported "
-              "(the base would not see it): write through the base instead, e.g. y[0, 1] = v rather than z = y[0]; z[1] = v");
+      if (!internal)
+        NT_FAIL("in-place write through a view of a tensor that is part of an autograd graph is not supported "
+                "(the base would not see it): write through the base instead, e.g. y[0, 1] = v rather than z = y[0]; z[1] = v");
     }
   } else {
     if (!nt_dtype_is_float(base->dtype)) return 0;  /* no gradient flows into an integer tensor */

@@ -4,7 +4,8 @@
 ** "sgd_update") for the whole parameter list on the parameters' device;
 ** this file has the CPU kernel, cuda/optim.cu the one-launch GPU kernel.
 ** Updates happen in place on the parameters' storage and are not recorded
-** by autograd (an optimizer step is not part of any graph).
+** by autograd (an optimizer step is not part of any graph); they bump the
+** storages' version counters like every in-place write.
 */
 #include "tinternal.h"
 #include "tdevice.h"
@@ -89,7 +90,15 @@ static int optim(const char *name, nt_OptimArgs *o, bool adam) {
   nt_KernelArgs ka; memset(&ka, 0, sizeof ka);
   ka.op = adam ? adamw_op : sgd_op;
   ka.extra = o;
-  return nt_dispatch(ka.op, dev, &ka);
+  if (nt_dispatch(ka.op, dev, &ka)) return -1;
+  /* in-place writes: a graph that saved a parameter before the step fails in backward */
+  for (int k = 0; k < o->n; k++) {
+    if (!o->grads[k]) continue;
+    nt_bump_version(o->params[k]);
+    if (o->exp_avg && o->exp_avg[k]) nt_bump_version(o->exp_avg[k]);
+    if (adam && o->exp_avg_sq[k]) nt_bump_version(o->exp_avg_sq[k]);
+  }
+  return 0;
 }
 
 int nt_optim_adamw(nt_OptimArgs *o) { return optim("adamw_update", o, true); }

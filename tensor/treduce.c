@@ -138,6 +138,7 @@ static nt_Tensor *reduce_prim(int op, nt_Tensor *t, const bool *mask, bool keepd
     if (!n) { nt_release(out); return NULL; }
     for (int i = 0; i < t->ndim; i++) n->iarg[i] = mask[i];
     n->niarg = t->ndim;
+    if (op == NT_OP_SUM) nt_node_unchecked(n, 0);   /* its backward reads only x's shape: no version check */
     if ((op == NT_OP_MAX || op == NT_OP_MIN) && nt_node_save(n, out) < 0) { nt_release(out); return NULL; }
   }
   return out;

@@ -56,6 +56,7 @@ nt_Tensor *nt_concat(nt_Tensor *const *ts, int n, int axis) {
     nt_Node *nd = nt_record(out, "ConcatBackward", concat_backward, n, ts);
     if (!nd) { nt_release(out); return NULL; }
     nd->iarg[0] = a;
+    for (int k = 0; k < n; k++) nt_node_unchecked(nd, k);   /* its backward reads only shapes */
   }
   return out;
 }
