@@ -576,6 +576,13 @@ static int b_conv2d(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   if (args[2].t != NB_TNIL && !(b = nbT_arg(vm, &tp, fname, "bias", args[2]))) { nbT_tmp_free(&tp); return NB_ERR; }
   DONE(nt_conv2d(x, w, b, sh, sw, ph, pw));
 }
+static int b_linear(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "linear"; Tmp tp = {0};
+  TENSOR_ARG(x, 0, "x"); TENSOR_ARG(w, 1, "weight");
+  nt_Tensor *b = NULL;
+  if (args[2].t != NB_TNIL && !(b = nbT_arg(vm, &tp, fname, "bias", args[2]))) { nbT_tmp_free(&tp); return NB_ERR; }
+  DONE(nt_linear(x, w, b));
+}
 static int pool(nb_VM *vm, const char *fname, bool is_max, nb_Value *args, nb_Value *out) {
   Tmp tp = {0}; int kh, kw, sh, sw, ph, pw;
   if (pair(vm, fname, "kernel", args[1], 2, &kh, &kw)) return NB_ERR;
@@ -752,6 +759,7 @@ static nb_Builtin ops_builtins[] = {
   { "gather", b_gather, "x, axis, idx", "gather(x, axis, idx): out[i][j] = x[i][idx[i][j]] (axis=1)" },
   { "scatter_add", b_scatter_add, "x, axis, idx, src", "scatter_add(x, axis, idx, src): x with src added at idx (a copy)" },
   { "masked_select", b_masked_select, "x, mask", "masked_select(x, mask): 1-D tensor of x where mask" },
+  { "linear", b_linear, "x, weight, bias=nil", "linear(x [..., in], weight [out, in], bias=nil): x @ weight.T + bias as one op (torch's F.linear; one BLAS call on the CPU, bias added inside it)" },
   { "conv2d", b_conv2d, "x, weight, bias=nil, stride=1, padding=0", "conv2d(x [N,C,H,W], w [O,C,kh,kw], bias=nil, stride=1, padding=0)" },
   { "max_pool2d", b_max_pool2d, "x, kernel=2, stride=nil, padding=0", "max_pool2d(x, kernel=2, stride=kernel, padding=0)" },
   { "avg_pool2d", b_avg_pool2d, "x, kernel=2, stride=nil, padding=0", "avg_pool2d(x, kernel=2, stride=kernel, padding=0)" },

@@ -30,7 +30,8 @@ static void pack(void *dst, Mat m, int64_t R, int64_t C, size_t es) {
       memcpy((char *)dst + (r * C + c) * (int64_t)es, m.p + (r * m.rs + c * m.cs) * (int64_t)es, es);
 }
 
-static int gemm_float(nt_DType dt, Mat A, Mat B, void *C, int64_t M, int64_t N, int64_t K) {
+/* C (contiguous M x N) = A B + beta C */
+static int gemm_float_beta(nt_DType dt, Mat A, Mat B, void *C, int64_t M, int64_t N, int64_t K, double beta) {
   size_t es = nt_dtype_size(dt);
   CBLAS_TRANSPOSE ta, tb;
   int lda, ldb;
@@ -45,10 +46,28 @@ static int gemm_float(nt_DType dt, Mat A, Mat B, void *C, int64_t M, int64_t N, 
     pack(pb, B, K, N, es); b = pb; tb = CblasNoTrans; ldb = N > 1 ? (int)N : 1;
   }
   int ldc = N > 1 ? (int)N : 1;
-  if (dt == NT_F32) cblas_sgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0f, a, lda, b, ldb, 0.0f, C, ldc);
-  else cblas_dgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0, a, lda, b, ldb, 0.0, C, ldc);
+  if (dt == NT_F32) cblas_sgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0f, a, lda, b, ldb, (float)beta, C, ldc);
+  else cblas_dgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0, a, lda, b, ldb, beta, C, ldc);
   free(pa); free(pb);
   return 0;
+}
+static int gemm_float(nt_DType dt, Mat A, Mat B, void *C, int64_t M, int64_t N, int64_t K) {
+  return gemm_float_beta(dt, A, B, C, M, N, K, 0.0);
+}
+
+int nt_cpu_gemm(nt_DType dt, const void *a, int64_t ars, int64_t acs, const void *b, int64_t brs, int64_t bcs,
+                void *c, int64_t M, int64_t N, int64_t K, double beta) {
+  if (dt != NT_F32 && dt != NT_F64) NT_FAIL("gemm: not supported for dtype %s", nt_dtype_name(dt));
+  if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX) NT_FAIL("gemm: matrix too large for BLAS");
+  if (M == 0 || N == 0) return 0;
+  if (K == 0) {   /* the empty product: C = beta C */
+    size_t es = nt_dtype_size(dt);
+    if (beta == 0) memset(c, 0, (size_t)(M * N) * es);
+    else if (beta != 1) NT_FAIL("gemm: K = 0 with beta %g", beta);
+    return 0;
+  }
+  Mat A = { (const char *)a, ars, acs }, B = { (const char *)b, brs, bcs };
+  return gemm_float_beta(dt, A, B, c, M, N, K, beta);
 }
 
 #define DEF_IGEMM(N_, T)                                                              \
@@ -64,6 +83,28 @@ static void igemm_##N_(Mat A, Mat B, T *C, int64_t M, int64_t N, int64_t K) {   
 DEF_IGEMM(i32, int32_t)
 DEF_IGEMM(i64, int64_t)
 DEF_IGEMM(u8, uint8_t)
+
+/* True when the batch of a @ b is one tall GEMM: b's batch axes are all
+** broadcast (stride 0 or size 1), a's rows are contiguous (last stride 1) and
+** its batch axes step by whole row blocks, so row r of batch i is at
+** offset (i*M + r) * row stride.  (x @ w with x [B, T, K] and w [K, N].) */
+static bool batch_folds(const nt_Tensor *a, const nt_Tensor *b, int nb, int64_t nbatch, int64_t *row_stride) {
+  int nd = a->ndim;
+  int64_t M = a->shape[nd - 2], K = a->shape[nd - 1], rs = a->strides[nd - 2];
+  if (nbatch * M > INT32_MAX) return false;
+  if (K > 1 && a->strides[nd - 1] != 1) return false;
+  if (M > 1 && rs < K) return false;
+  if (M == 1) rs = K;   /* a single row: any step works; pick the packed one */
+  int64_t step = M * rs;
+  for (int d = nb - 1; d >= 0; d--) {
+    if (b->shape[d] != 1 && b->strides[d] != 0) return false;
+    if (a->shape[d] == 1) continue;
+    if (a->strides[d] != step) return false;
+    step *= a->shape[d];
+  }
+  *row_stride = rs;
+  return rs <= INT32_MAX;
+}
 
 static int k_matmul(const nt_KernelArgs *ka) {
   nt_Tensor *out = ka->out, *a = ka->in[0], *b = ka->in[1];
@@ -89,6 +130,14 @@ static int k_matmul(const nt_KernelArgs *ka) {
   for (int i = 0; i < nb; i++) nbatch *= out->shape[i];
   size_t es = nt_dtype_size(dt);
   char *pc = nt_base(out);
+  int64_t frs;
+  if (nbatch > 1 && K > 0 && (dt == NT_F32 || dt == NT_F64) && batch_folds(a, b, nb, nbatch, &frs)) {
+    /* b is shared by every batch and a's batch rows are evenly spaced: one
+    ** [nbatch*M, K] x [K, N] GEMM instead of nbatch small ones */
+    Mat A = { nt_base(a), frs, 1 };
+    Mat B = { nt_base(b), b->strides[nd - 2], b->strides[nd - 1] };
+    return gemm_float(dt, A, B, pc, nbatch * M, N, K);
+  }
   for (int64_t bi = 0; bi < nbatch; bi++) {
     int64_t oa = a->offset, ob = b->offset, rem = bi;
     for (int d = nb - 1; d >= 0; d--) {
@@ -138,7 +187,19 @@ static int matmul_backward(nt_Node *n, nt_Tensor *g, nt_Tensor **gin) {
     else gin[0] = ga;
   }
   if (nt_node_needs(n, 1)) {
-    nt_Tensor *at = nt_transpose(am, -1, -2), *gb = at ? nt_matmul(at, gf) : NULL;
+    nt_Tensor *at, *gb;
+    if (bm->ndim == 2 && am->ndim > 2) {
+      /* b shared by the whole batch: gb = a^T g over all batch rows at once,
+      ** one [K, B*M] x [B*M, N] GEMM instead of B GEMMs and a sum */
+      int64_t K = am->shape[am->ndim - 1], N = gf->shape[gf->ndim - 1];
+      nt_Tensor *a2 = nt_reshape(am, (int64_t[]){-1, K}, 2), *g2 = a2 ? nt_reshape(gf, (int64_t[]){-1, N}, 2) : NULL;
+      at = g2 ? nt_transpose(a2, 0, 1) : NULL;
+      gb = at ? nt_matmul(at, g2) : NULL;
+      nt_release(a2); nt_release(g2);
+    } else {
+      at = nt_transpose(am, -1, -2);
+      gb = at ? nt_matmul(at, gf) : NULL;
+    }
     nt_release(at);
     if (!gb) goto out;
     if (b->ndim == 1) { gin[1] = nt_squeeze(gb, -1); nt_release(gb); if (!gin[1]) goto out; }

@@ -21,6 +21,14 @@ nt_Tensor *nt_log_softmax(nt_Tensor *x, int axis);
 nt_Tensor *nt_cross_entropy(nt_Tensor *logits, nt_Tensor *targets, int64_t ignore_index, double label_smoothing);
 nt_Tensor *nt_mse_loss(nt_Tensor *a, nt_Tensor *b);            /* mean((a-b)^2), broadcasting */
 
+/* ---- layers ------------------------------------------------------------------ */
+/* torch.nn.functional.linear: x [..., K], weight [N, K], bias [N] or NULL ->
+** [..., N] = x @ weight^T + bias.  One op (linear.c): on the CPU one GEMM
+** into the bias-filled output, backward one GEMM per input and a column sum
+** for the bias; elsewhere (and for other dtypes) matmul + add.  Autocast
+** runs it in the low dtype, bias included (like torch's addmm). */
+nt_Tensor *nt_linear(nt_Tensor *x, nt_Tensor *weight, nt_Tensor *bias);
+
 /* ---- normalisation & regularisation --------------------------------------- */
 /* Normalises over the last axis (size D); weight/bias [D] or NULL. */
 nt_Tensor *nt_layer_norm(nt_Tensor *x, nt_Tensor *weight, nt_Tensor *bias, double eps);

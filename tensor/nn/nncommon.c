@@ -15,6 +15,7 @@ static void register_all(void) {
   nn_register_conv();
   nn_register_sort();
   nn_register_attention();
+  nn_register_linear();
 }
 
 void nt_nn_init(void) {

@@ -15,6 +15,7 @@ typedef struct nn_op_ids {
   int conv2d, conv2d_bwd, max_pool2d, max_pool2d_bwd, avg_pool2d, avg_pool2d_bwd;
   int sort, cumsum;
   int sdpa, sdpa_bwd;
+  int linear;
 } nn_op_ids;
 extern nn_op_ids nn_ops;
 
@@ -25,11 +26,18 @@ void nn_register_index(void);
 void nn_register_conv(void);
 void nn_register_sort(void);
 void nn_register_attention(void);
+void nn_register_linear(void);
 
 /* Type-generic math for the f32/f64 kernel templates. */
 #define nn_exp(x)  _Generic((x), float: expf, default: exp)(x)
 #define nn_log(x)  _Generic((x), float: logf, default: log)(x)
 #define nn_sqrt(x) _Generic((x), float: sqrtf, default: sqrt)(x)
+
+/* CPU GEMM (tensor/tmatmul.c): c (contiguous M x N) = a b + beta c for f32/f64,
+** a M x K and b K x N given by element strides (either may be transposed;
+** other layouts are packed).  0, or -1 with the error set. */
+int nt_cpu_gemm(nt_DType dt, const void *a, int64_t ars, int64_t acs, const void *b, int64_t brs, int64_t bcs,
+                void *c, int64_t M, int64_t N, int64_t K, double beta);
 
 /* A contiguous tensor seen as [outer, n, inner] around `axis`. */
 typedef struct nn_dims { int64_t outer, n, inner; } nn_dims;
