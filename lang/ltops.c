@@ -187,7 +187,7 @@ static int b_gelu(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   if (args[1].t != NB_TNIL && !(args[1].t == NB_TSTR && (tanh_approx || !strcmp(nb_str(args[1])->data, "none"))))
     return nb_error_kind(vm, "ValueError", "gelu: approximate must be \"none\" or \"tanh\"");
   TENSOR_ARG(x, 0, "x");
-  DONE(nt_gelu(x, tanh_approx));
+  DONE(nt_gelu_fused(x, tanh_approx));
 }
 static int b_clamp(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "clamp"; Tmp tp = {0};

@@ -29,6 +29,10 @@ nt_Tensor *nt_mse_loss(nt_Tensor *a, nt_Tensor *b);            /* mean((a-b)^2),
 ** runs it in the low dtype, bias included (like torch's addmm). */
 nt_Tensor *nt_linear(nt_Tensor *x, nt_Tensor *weight, nt_Tensor *bias);
 
+/* nt_gelu (tensor.h) with a one-pass backward for CPU f32/f64 (gelu.c; the
+** builtin gelu uses it); other devices and dtypes call nt_gelu. */
+nt_Tensor *nt_gelu_fused(nt_Tensor *x, bool tanh_approx);
+
 /* ---- normalisation & regularisation --------------------------------------- */
 /* Normalises over the last axis (size D); weight/bias [D] or NULL. */
 nt_Tensor *nt_layer_norm(nt_Tensor *x, nt_Tensor *weight, nt_Tensor *bias, double eps);

@@ -16,6 +16,7 @@ static void register_all(void) {
   nn_register_sort();
   nn_register_attention();
   nn_register_linear();
+  nn_register_gelu();
 }
 
 void nt_nn_init(void) {

@@ -16,6 +16,7 @@ typedef struct nn_op_ids {
   int sort, cumsum;
   int sdpa, sdpa_bwd;
   int linear;
+  int gelu, gelu_bwd;
 } nn_op_ids;
 extern nn_op_ids nn_ops;
 
@@ -27,6 +28,7 @@ void nn_register_conv(void);
 void nn_register_sort(void);
 void nn_register_attention(void);
 void nn_register_linear(void);
+void nn_register_gelu(void);
 
 /* Type-generic math for the f32/f64 kernel templates. */
 #define nn_exp(x)  _Generic((x), float: expf, default: exp)(x)

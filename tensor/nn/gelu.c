@@ -1,0 +1,113 @@
+/*
+** gelu.c — gelu with a one-pass backward on the CPU (the builtin gelu).
+**
+**   exact: y = x Phi(x),  Phi(x) = (1 + erf(x / sqrt 2)) / 2,  phi(x) = exp(-x^2/2) / sqrt(2 pi)
+**          dy/dx = Phi(x) + x phi(x)
+**   tanh:  u = c (x + a x^3), c = sqrt(2/pi), a = 0.044715,  y = x (1 + tanh u) / 2
+**          dy/dx = (1 + tanh u) / 2 + x/2 (1 - tanh^2 u) c (1 + 3 a x^2)
+**
+** The core's gelu (telem.c) composes its backward from ~11 elementwise ops,
+** each a pass over memory and a fresh tensor; here forward and backward are
+** one loop each over contiguous f32/f64 data (x saved, nothing else).  Other
+** devices and dtypes use the core's op unchanged (CUDA has kernels for it).
+*/
+#include "nninternal.h"
+
+#define INV_SQRT2 0.70710678118654752440
+#define INV_SQRT_2PI 0.39894228040143267794
+#define SQRT_2_PI 0.79788456080286535588
+#define GELU_A 0.044715
+
+#define nn_erf(x)  _Generic((x), float: erff, default: erf)(x)
+#define nn_tanh(x) _Generic((x), float: tanhf, default: tanh)(x)
+
+#define GELU_T(T)                                                                          \
+  static void gelu_fwd_##T(const T *x, T *y, int64_t n, int approx) {                     \
+    const T h = (T)0.5, one = 1;                                                           \
+    if (approx) {                                                                          \
+      _Pragma("omp parallel for if (n > NT_OMP_THRESHOLD)")                                \
+      for (int64_t i = 0; i < n; i++) {                                                    \
+        T v = x[i];                                                                        \
+        y[i] = h * v * (one + nn_tanh((T)SQRT_2_PI * (v + (T)GELU_A * v * v * v)));        \
+      }                                                                                    \
+    } else {                                                                               \
+      _Pragma("omp parallel for if (n > NT_OMP_THRESHOLD)")                                \
+      for (int64_t i = 0; i < n; i++) { T v = x[i]; y[i] = h * v * (one + nn_erf(v * (T)INV_SQRT2)); } \
+    }                                                                                      \
+  }                                                                                        \
+  static void gelu_bwd_##T(const T *g, const T *x, T *dx, int64_t n, int approx) {        \
+    const T h = (T)0.5, one = 1;                                                           \
+    if (approx) {                                                                          \
+      _Pragma("omp parallel for if (n > NT_OMP_THRESHOLD)")                                \
+      for (int64_t i = 0; i < n; i++) {                                                    \
+        T v = x[i], v2 = v * v;                                                            \
+        T t = nn_tanh((T)SQRT_2_PI * (v + (T)GELU_A * v2 * v));                            \
+        T du = (T)SQRT_2_PI * (one + (T)(3 * GELU_A) * v2);                                \
+        dx[i] = g[i] * (h * (one + t) + h * v * (one - t * t) * du);                       \
+      }                                                                                    \
+    } else {                                                                               \
+      _Pragma("omp parallel for if (n > NT_OMP_THRESHOLD)")                                \
+      for (int64_t i = 0; i < n; i++) {                                                    \
+        T v = x[i];                                                                        \
+        T cdf = h * (one + nn_erf(v * (T)INV_SQRT2));                                      \
+        T pdf = nn_exp(-h * v * v) * (T)INV_SQRT_2PI;                                      \
+        dx[i] = g[i] * (cdf + v * pdf);                                                    \
+      }                                                                                    \
+    }                                                                                      \
+  }
+GELU_T(float)
+GELU_T(double)
+
+/* fwd: out y, in[0] x (contiguous, same dtype); bwd: out dx, in = {g, x}; iarg[0] = tanh */
+static int k_gelu(const nt_KernelArgs *a) {
+  bool bwd = a->op == nn_ops.gelu_bwd, f32 = a->out->dtype == NT_F32;
+  int64_t n = a->out->numel;
+  int approx = (int)a->iarg[0];
+  void *o = nt_base(a->out), *i0 = nt_base(a->in[0]), *i1 = bwd ? nt_base(a->in[1]) : NULL;
+  if (bwd) {
+    if (f32) gelu_bwd_float(i0, i1, o, n, approx);
+    else gelu_bwd_double(i0, i1, o, n, approx);
+  } else {
+    if (f32) gelu_fwd_float(i0, o, n, approx);
+    else gelu_fwd_double(i0, o, n, approx);
+  }
+  return 0;
+}
+
+/* node: in = {x (contiguous f32/f64)}; iarg[0] = tanh */
+static int gelu_backward(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin) {
+  nt_Tensor *x = nd->in[0];
+  nt_Tensor *gc = nt_to_dtype(gout, x->dtype), *g = gc ? nt_contiguous(gc) : NULL;
+  nt_release(gc);
+  if (!g) return -1;
+  nt_Tensor *dx = nt_empty(x->shape, x->ndim, x->dtype, x->device);
+  nt_KernelArgs ka = {.op = nn_ops.gelu_bwd, .out = dx, .in = {g, x}, .nin = 2, .iarg = {nd->iarg[0]}, .niarg = 1};
+  int rc = dx ? nt_dispatch(ka.op, x->device, &ka) : -1;
+  nt_release(g);
+  if (rc) { nt_release(dx); return -1; }
+  gin[0] = dx;
+  return 0;
+}
+
+nt_Tensor *nt_gelu_fused(nt_Tensor *x0, bool tanh_approx) {
+  nt_nn_init();
+  if ((x0->dtype != NT_F32 && x0->dtype != NT_F64) || !nt_kernel_table[nn_ops.gelu][x0->device])
+    return nt_gelu(x0, tanh_approx);
+  nt_Tensor *x = nt_contiguous(x0);
+  if (!x) return NULL;
+  nt_Tensor *y = nt_empty(x->shape, x->ndim, x->dtype, x->device);
+  nt_KernelArgs ka = {.op = nn_ops.gelu, .out = y, .in = {x}, .nin = 1, .iarg = {tanh_approx}, .niarg = 1};
+  if (!y || (x->numel && nt_dispatch(ka.op, x->device, &ka))) { nt_release(x); nt_release(y); return NULL; }
+  nt_Node *nd;
+  y = nn_finish(y, "GeluBackward", gelu_backward, 1, &x, &nd);
+  if (y && nd) { nd->iarg[0] = tanh_approx; nd->niarg = 1; }
+  nt_release(x);
+  return y;
+}
+
+void nn_register_gelu(void) {
+  nn_ops.gelu = nt_op_register("gelu_fused");
+  nn_ops.gelu_bwd = nt_op_register("gelu_fused_backward");
+  nt_register_kernel(nn_ops.gelu, NT_CPU, k_gelu);
+  nt_register_kernel(nn_ops.gelu_bwd, NT_CPU, k_gelu);
+}
