@@ -20,7 +20,7 @@
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
-B=${1:-build-gpu}
+B=${1:-${NABLA_BUILD:-build-gpu}}   # under tools/run-tests.sh: the build being tested
 NABLA=$(cd "$B" 2>/dev/null && pwd)/nabla
 PY=${PYTHON:-/usr/bin/python3}
 FAILED=0
