@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""tests/dist: dist.data_parallel's gradient averaging during backward
+"""NABLA_ASAN: also run under the ASan build by tools/run-tests.sh (threads + autograd hooks).
+tests/dist: dist.data_parallel's gradient averaging during backward
 (dist/dreduce.c: buckets all-reduced on a communication thread as they fill).
 
 - N workers with batch B and data_parallel give the same parameters, step by
