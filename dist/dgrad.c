@@ -418,6 +418,7 @@ int nbD_broadcast_(nt_Tensor *x, int src) {
   nt_Tensor *t = direct ? nt_retain(x) : G->rank == src ? dev_contig(x) : from_header(h);
   if (!t) { G->broken = 1; return -1; }
   int st = bcast_tensor(t, src, header_path(h));
+  if (!st && direct && G->rank != src) x->storage->version++;   /* a write autograd must see (tensor.h) */
   if (!st && !direct && G->rank != src) {
     bool prev = nt_set_grad_enabled(false);
     st = nt_copy_(x, t);
