@@ -30,35 +30,8 @@ void nn_register_attention(void);
 void nn_register_linear(void);
 void nn_register_gelu(void);
 
-/* exp of a float argument <= 88: every nn_exp here is exp(x - max) <= 0 or
-** exp(-x^2/2).  Cephes' expf (x = n ln2 + r, |r| <= ln2/2, degree-6
-** polynomial for e^r, 2^n put into the exponent bits; within 2 ulp of
-** libm's expf), branch-free so the loops around it vectorise — a libm call
-** never does, and it was ~5% of a transformer training step.  Results below
-** FLT_MIN (x < -87.33) are 0, exp(-inf) = 0, NaN stays NaN. */
-static inline float nn_expf(float x) {
-  float xc = x < -87.33f ? -87.33f : x > 88.0f ? 88.0f : x;
-  float fx = xc * 1.44269504088896341f;
-  int32_t n = (int32_t)(fx + (fx < 0 ? -0.5f : 0.5f));   /* n in [-126, 127] */
-  float fn = (float)n;
-  float r = xc - fn * 0.693359375f + fn * 2.12194440e-4f;   /* ln2 split in two for exactness */
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  float y = p * r * r + r + 1.0f;
-  int32_t bits = (n + 127) << 23;
-  float scale;
-  memcpy(&scale, &bits, sizeof scale);
-  y *= scale;
-  y = x < -87.33f ? 0.0f : y;
-  return x != x ? x : y;
-}
-
 /* Type-generic math for the f32/f64 kernel templates. */
-#define nn_exp(x)  _Generic((x), float: nn_expf, default: exp)(x)
+#define nn_exp(x)  _Generic((x), float: expf, default: exp)(x)
 #define nn_log(x)  _Generic((x), float: logf, default: log)(x)
 #define nn_sqrt(x) _Generic((x), float: sqrtf, default: sqrt)(x)
 
