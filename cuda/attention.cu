@@ -7,7 +7,9 @@
 //
 // Storage S = f32 / f16 / bf16 / f64; accumulation A = f32 (f64 for f64): tiles
 // are converted to A when staged in shared memory, O/dQ/dK/dV are converted back
-// when written.  L is A.  D and DV are at most kMaxD = 128 (an error above).
+// when written.  L is A.  D and DV are at most kMaxD = 128 here.
+// Large problems and head dims above kMaxD go to the cuBLAS path instead
+// (attention_gemm.cu); choose_path below states the rule.
 //
 // Tiling (both kernels): 128 threads, tiles of kBr = 32 query rows and kBc = 32
 // keys.  A 32 x 32 score tile lives in shared memory; thread tid computes the
@@ -30,6 +32,8 @@
 //   dQ_i += scale sum_j ds k_j              (atomicAdd into an A-typed scratch, cast at the end)
 #include "common.cuh"
 #include "tensor/nn/attention.h"
+#include <stdlib.h>
+#include <string.h>
 
 namespace ncu {
 namespace {
@@ -331,17 +335,41 @@ template <typename S> int run_bwd(const nt_KernelArgs *a, const Geo &g) {
   return 0;
 }
 
+// Which path runs (docs/cuda.md, "attention"): the cuBLAS one (attention_gemm.cu: tensor
+// cores, S x S scores in global memory) for f32/f16/bf16 when the score matrix is large
+// (T*S >= kGemmMinScores) and for any head dim above kMaxD; these fused kernels otherwise
+// (small problems, where they save the launches and the scratch, and f64).
+// NABLA_CUDA_ATTENTION=fused|gemm forces one (tests, benchmarks); "auto" or unset = the rule.
+constexpr int64_t kGemmMinScores = 256 * 256;
+enum Path { kFused, kGemm, kBadEnv };
+Path choose_path(const Geo &g, nt_DType dt, const char *op) {
+  const char *e = getenv("NABLA_CUDA_ATTENTION");
+  if (e && *e && strcmp(e, "auto") != 0) {
+    if (strcmp(e, "fused") == 0) return kFused;
+    if (strcmp(e, "gemm") == 0) return kGemm;
+    host->error_set("%s: NABLA_CUDA_ATTENTION must be fused, gemm or auto, got \"%s\"", op, e);
+    return kBadEnv;
+  }
+  if (g.D > kMaxD || g.DV > kMaxD) return kGemm;
+  return dt != NT_F64 && g.T * g.S >= kGemmMinScores ? kGemm : kFused;
+}
+
 int k_sdpa(const nt_KernelArgs *a) {
   const int64_t *ia = a->iarg;
   Geo g = {ia[NT_SDPA_B], ia[NT_SDPA_T], ia[NT_SDPA_S], ia[NT_SDPA_D], ia[NT_SDPA_DV], (int)ia[NT_SDPA_CAUSAL], a->s[0]};
   const bool bwd = a->op == ids.bwd;
   const char *op = bwd ? "scaled_dot_product_attention_backward" : "scaled_dot_product_attention";
+  nt_DType dt = bwd ? ((const nt_SdpaGrads *)a->extra)->q->dtype : a->out->dtype;
+  switch (choose_path(g, dt, op)) {
+    case kBadEnv: return -1;
+    case kGemm: return sdpa_gemm(a, bwd);
+    case kFused: break;
+  }
   if (g.D > kMaxD || g.DV > kMaxD) {
-    host->error_set("%s: head dims up to %d are supported on cuda, got d=%lld, dv=%lld", op, kMaxD, (long long)g.D,
-                    (long long)g.DV);
+    host->error_set("%s: the fused kernel takes head dims up to %d, got d=%lld, dv=%lld (NABLA_CUDA_ATTENTION=fused)",
+                    op, kMaxD, (long long)g.D, (long long)g.DV);
     return -1;
   }
-  nt_DType dt = bwd ? ((const nt_SdpaGrads *)a->extra)->q->dtype : a->out->dtype;
   switch (dt) {
     case NT_F32: return bwd ? run_bwd<float>(a, g) : run_fwd<float>(a, g);
     case NT_F64: return bwd ? run_bwd<double>(a, g) : run_fwd<double>(a, g);

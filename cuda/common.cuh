@@ -154,6 +154,11 @@ int gemm_rowmajor(nt_DType dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K
                   const void *B, int64_t ldb, int64_t sB, double beta, void *C, int64_t ldc, int64_t sC, int64_t batch,
                   const char *opname);
 
+// scaled_dot_product_attention through cuBLAS GEMMs + fused row kernels (attention_gemm.cu),
+// forward or backward, any float storage dtype and head dims; attention.cu's kernel picks it.
+// 0, or -1 with "<op>: ..." set.
+int sdpa_gemm(const nt_KernelArgs *a, bool backward);
+
 // ---- registration (one function per source file, called by nabla_cuda_init) ---------------
 void register_elementwise(void);
 void register_reduce(void);

@@ -13,9 +13,16 @@
 **   sum_f32_256M          GB/s of sum(a) (1 GiB read)
 **   small_add_latency     microseconds per 16-element a + a (async, host overhead)
 **   small_add_sync        microseconds per 16-element a + a followed by a synchronize
+**   attention_fwd_bf16_T1024, attention_fwd_bwd_bf16_T1024
+**                         ms per causal scaled_dot_product_attention forward (and
+**                         forward + backward) at GPT-2-small's shape: q, k, v
+**                         [8, 12, 1024, 64] bf16; the default path (cuBLAS at this
+**                         size), then _gemm and _fused forced via NABLA_CUDA_ATTENTION
 */
 #include "tensor/tinternal.h"
 #include "tensor/tdevice.h"
+#include "tensor/nn/nn.h"
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -52,6 +59,22 @@ static nt_Tensor *op_matmul(nt_Tensor *a, nt_Tensor *b) { return nt_matmul(a, b)
 static nt_Tensor *op_add(nt_Tensor *a, nt_Tensor *b) { return nt_add(a, b); }
 static nt_Tensor *op_clone(nt_Tensor *a, nt_Tensor *b) { (void)b; return nt_clone(a); }
 static nt_Tensor *op_sum(nt_Tensor *a, nt_Tensor *b) { (void)b; return nt_sum(a, NULL, 0, false); }
+
+/* attention: qkv[0..2] = q, k, v (leaves that require grad), a = dO for the backward */
+static nt_Tensor *qkv[3];
+static nt_Tensor *op_attn_fwd(nt_Tensor *a, nt_Tensor *b) {
+  (void)a; (void)b;
+  return nt_scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], true, NAN);
+}
+static nt_Tensor *op_attn_fwd_bwd(nt_Tensor *dout, nt_Tensor *b) {
+  (void)b;
+  nt_set_grad_enabled(true);
+  nt_Tensor *o = nt_scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], true, NAN);
+  CHECK(o && nt_backward(o, dout, false) == 0);
+  for (int i = 0; i < 3; i++) nt_set_grad(qkv[i], NULL);   /* no accumulation across iterations */
+  nt_set_grad_enabled(false);
+  return o;
+}
 
 int main(int argc, char **argv) {
   const char *only = argc > 1 ? argv[1] : NULL;
@@ -108,6 +131,22 @@ int main(int argc, char **argv) {
     }
     printf("bench: small_add_sync %.2f us\n", best * 1e6);
     nt_release(a);
+  }
+  if (!only || strstr("attention", only)) {
+    int64_t sh[4] = { 8, 12, 1024, 64 };
+    for (int i = 0; i < 3; i++) { qkv[i] = nt_randn(sh, 4, NT_BF16, NT_CUDA); CHECK(qkv[i]); nt_set_requires_grad(qkv[i], true); }
+    nt_Tensor *dout = nt_randn(sh, 4, NT_BF16, NT_CUDA);
+    CHECK(dout);
+    static const char *paths[3] = { NULL, "gemm", "fused" };
+    for (int p = 0; p < 3; p++) {
+      if (paths[p]) setenv("NABLA_CUDA_ATTENTION", paths[p], 1);
+      double tf = time_op(op_attn_fwd, NULL, NULL, 20, 3), tb = time_op(op_attn_fwd_bwd, dout, NULL, 10, 3);
+      printf("bench: attention_fwd_bf16_T1024%s%s %.3f ms\n", paths[p] ? "_" : "", paths[p] ? paths[p] : "", tf * 1e3);
+      printf("bench: attention_fwd_bwd_bf16_T1024%s%s %.3f ms\n", paths[p] ? "_" : "", paths[p] ? paths[p] : "", tb * 1e3);
+      unsetenv("NABLA_CUDA_ATTENTION");
+    }
+    for (int i = 0; i < 3; i++) nt_release(qkv[i]);
+    nt_release(dout);
   }
   size_t al, ca, pk;
   nt_cuda_memory(&al, &ca, &pk);

@@ -69,3 +69,32 @@ if not only or only in "latency":
             torch.cuda.synchronize()
         best = min(best, (time.perf_counter() - t0) / 2000)
     print(f"bench: small_add_sync {best * 1e6:.2f} us")
+if not only or only in "attention":
+    # causal scaled_dot_product_attention at GPT-2-small's shape, bf16: torch's default
+    # backend (flash attention) and its math backend (GEMMs + softmax, like nabla's _gemm)
+    import torch.nn.functional as F
+    q, k, v = (torch.randn(8, 12, 1024, 64, dtype=torch.bfloat16, device=dev, requires_grad=True) for _ in range(3))
+    dout = torch.randn(8, 12, 1024, 64, dtype=torch.bfloat16, device=dev)
+
+    def fwd():
+        with torch.no_grad():
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    def fwd_bwd():
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return torch.autograd.grad(o, (q, k, v), dout)
+
+    backends = [("", None)]
+    try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        backends.append(("_math", SDPBackend.MATH))
+    except ImportError:
+        print("SKIP: bench_torch: attention _math: this torch has no torch.nn.attention.sdpa_kernel")
+    for suffix, backend in backends:
+        import contextlib
+        ctx = sdpa_kernel(backend) if backend is not None else contextlib.nullcontext()
+        with ctx:
+            t = time_op(fwd, 20, 3)
+            print(f"bench: attention_fwd_bf16_T1024{suffix} {t * 1e3:.3f} ms")
+            t = time_op(fwd_bwd, 10, 3)
+            print(f"bench: attention_fwd_bwd_bf16_T1024{suffix} {t * 1e3:.3f} ms")

@@ -744,6 +744,129 @@ TEST(one_hot_masked_select) {
   return ok;
 }
 
+/* ---- scaled_dot_product_attention: the fused and the cuBLAS paths (cuda/attention*.cu) ---------- */
+/* max |a - b| / max |b| over all elements (0 when both are all zeros); a NaN or shape mismatch gives
+** INFINITY, a failed copy -1.  Borrows both. */
+static double rel_err(nt_Tensor *a, nt_Tensor *b) {
+  if (!a || !b || a->numel != b->numel) return INFINITY;
+  double *x = host(a), *y = host(b), num = 0, den = 0;
+  if (!x || !y) { free(x); free(y); return -1; }
+  for (int64_t i = 0; i < a->numel; i++) {
+    double d = fabs(x[i] - y[i]);
+    if (isnan(d)) { num = INFINITY; break; }
+    num = d > num ? d : num;
+    den = fabs(y[i]) > den ? fabs(y[i]) : den;
+  }
+  free(x); free(y);
+  return num == 0 ? 0 : num / den;
+}
+
+typedef struct { nt_Tensor *t[4]; } AttnRes;   /* O, dq, dk, dv */
+static void attn_free(AttnRes *r) { for (int i = 0; i < 4; i++) { nt_release(r->t[i]); r->t[i] = NULL; } }
+
+/* O = sdpa(q, k, v) on dev (fresh leaf copies of the CPU tensors in[0..2]), then backward of sum(O * w) */
+static bool attn_run(nt_Tensor *const *in, nt_Tensor *w, bool causal, nt_Device dev, AttnRes *r) {
+  nt_Tensor *x[4] = { NULL, NULL, NULL, NULL };
+  memset(r, 0, sizeof *r);
+  bool ok = true;
+  for (int i = 0; i < 4 && ok; i++) {
+    nt_Tensor *src = i < 3 ? in[i] : w;
+    x[i] = dev == NT_CPU ? nt_clone(src) : gpu(src);
+    ok = x[i] != NULL;
+    if (ok && i < 3) nt_set_requires_grad(x[i], true);
+  }
+  nt_Tensor *o = ok ? nt_scaled_dot_product_attention(x[0], x[1], x[2], causal, NAN) : NULL;
+  nt_Tensor *p = o ? nt_mul(o, x[3]) : NULL, *s = p ? nt_sum(p, NULL, 0, false) : NULL;
+  ok = s && !nt_backward(s, NULL, false);
+  if (ok) {
+    r->t[0] = nt_retain(o);
+    for (int i = 0; i < 3; i++) r->t[i + 1] = nt_retain(nt_grad(x[i]));
+    ok = r->t[1] && r->t[2] && r->t[3];
+  }
+  if (!ok) attn_free(r);
+  nt_release(o); nt_release(p); nt_release(s);
+  for (int i = 0; i < 4; i++) nt_release(x[i]);
+  return ok;
+}
+
+/* every result of a within tol of b's (relative to b's largest magnitude) */
+static bool attn_same(const char *what, const char *pair, AttnRes *a, AttnRes *b, double tol) {
+  static const char *names[4] = { "output", "dq", "dk", "dv" };
+  for (int i = 0; i < 4; i++) {
+    double e = rel_err(a->t[i], b->t[i]);
+    if (!(e >= 0 && e <= tol)) FAILF("%s: %s %s: max error %.3g of the largest magnitude (tol %g)", what, pair, names[i], e, tol);
+  }
+  return true;
+}
+
+/* q [2,3,T,D], k [2,3,S,D], v [2,3,S,DV] on fresh random inputs: the cuBLAS path (and the fused one when
+** `fused`) against the CPU op and each other, forward and q/k/v gradients */
+static bool attn_case(const char *what, nt_DType dt, int64_t T, int64_t S, int64_t D, int64_t DV, bool causal, bool fused,
+                      double tol) {
+  nt_Tensor *in[3] = { RND(dt, -2, 2, 2, 3, T, D), RND(dt, -2, 2, 2, 3, S, D), RND(dt, -1, 1, 2, 3, S, DV) };
+  nt_Tensor *w = RND(dt, -1, 1, 2, 3, T, DV);
+  AttnRes cpu = {{0}}, gm = {{0}}, fu = {{0}};
+  bool ok = in[0] && in[1] && in[2] && w;
+  if (!ok) snprintf(why, sizeof why, "%s: inputs: %s", what, nt_error_msg());
+  if (ok && !(ok = attn_run(in, w, causal, NT_CPU, &cpu))) snprintf(why, sizeof why, "%s: cpu: %s", what, nt_error_msg());
+  setenv("NABLA_CUDA_ATTENTION", "gemm", 1);
+  if (ok && !(ok = attn_run(in, w, causal, NT_CUDA, &gm))) snprintf(why, sizeof why, "%s: gemm path: %s", what, nt_error_msg());
+  setenv("NABLA_CUDA_ATTENTION", "fused", 1);
+  if (ok && fused && !(ok = attn_run(in, w, causal, NT_CUDA, &fu)))
+    snprintf(why, sizeof why, "%s: fused path: %s", what, nt_error_msg());
+  unsetenv("NABLA_CUDA_ATTENTION");
+  ok = ok && attn_same(what, "gemm vs cpu", &gm, &cpu, tol);
+  ok = ok && (!fused || (attn_same(what, "fused vs cpu", &fu, &cpu, tol) && attn_same(what, "gemm vs fused", &gm, &fu, tol)));
+  attn_free(&cpu); attn_free(&gm); attn_free(&fu);
+  for (int i = 0; i < 3; i++) nt_release(in[i]);
+  nt_release(w);
+  return ok;
+}
+
+TEST(attention_paths) {
+  nt_set_matmul_precision("highest");   /* f32: full-precision GEMMs (TF32 only after "high") */
+  bool ok =
+      attn_case("f32 T300 S260 d64", NT_F32, 300, 260, 64, 64, false, true, 1e-4) &&
+      attn_case("f32 causal T260 S300 d64 dv40", NT_F32, 260, 300, 64, 40, true, true, 1e-4) &&
+      attn_case("bf16 causal T257 S300 d64 dv48", NT_BF16, 257, 300, 64, 48, true, true, 5e-2) &&
+      attn_case("bf16 T300 S257 d64", NT_BF16, 300, 257, 64, 64, false, true, 5e-2) &&
+      attn_case("f16 causal T300 S200 d64", NT_F16, 300, 200, 64, 64, true, true, 1e-2) &&
+      attn_case("f16 T33 S65 d64 dv17", NT_F16, 33, 65, 64, 17, false, true, 1e-2) &&
+      attn_case("f64 causal T70 S90 d16 dv12", NT_F64, 70, 90, 16, 12, true, true, 1e-10) &&
+      attn_case("bf16 causal T130 S130 d160 dv96 (gemm only)", NT_BF16, 130, 130, 160, 96, true, false, 5e-2) &&
+      attn_case("f32 T64 S80 d160 (gemm only)", NT_F32, 64, 80, 160, 160, false, false, 1e-4) &&
+      attn_case("f32 no keys", NT_F32, 5, 0, 8, 4, false, true, 0) &&
+      attn_case("f32 causal no queries", NT_F32, 0, 6, 8, 4, true, true, 0);
+  if (!ok) return false;
+  /* one batch*head matrix per chunk: 6 passes with the scratch reused */
+  setenv("NABLA_CUDA_ATTENTION_CHUNK_BYTES", "1", 1);
+  ok = attn_case("f32 causal T40 S50 chunked", NT_F32, 40, 50, 32, 24, true, false, 1e-4) &&
+       attn_case("bf16 T50 S40 chunked", NT_BF16, 50, 40, 32, 32, false, false, 5e-2);
+  unsetenv("NABLA_CUDA_ATTENTION_CHUNK_BYTES");
+  if (!ok) return false;
+  /* d > 128 forced onto the fused kernel, and a bad switch value: clear errors */
+  nt_Tensor *q = RND(NT_F32, -1, 1, 1, 4, 130), *qg = gpu(q);
+  OK(qg);
+  setenv("NABLA_CUDA_ATTENTION", "fused", 1);
+  nt_Tensor *r = nt_scaled_dot_product_attention(qg, qg, qg, false, NAN);
+  char msg[512];
+  snprintf(msg, sizeof msg, "%s", nt_error_msg());
+  ok = !r && strstr(msg, "scaled_dot_product_attention") && strstr(msg, "up to 128") && strstr(msg, "d=130");
+  if (!ok) snprintf(why, sizeof why, "d=130 on the fused kernel: expected an error naming the limit, got %s", r ? "a result" : msg);
+  nt_release(r);
+  setenv("NABLA_CUDA_ATTENTION", "flash", 1);
+  r = ok ? nt_scaled_dot_product_attention(qg, qg, qg, false, NAN) : NULL;
+  snprintf(msg, sizeof msg, "%s", nt_error_msg());
+  if (ok && (r || !strstr(msg, "NABLA_CUDA_ATTENTION") || !strstr(msg, "flash"))) {
+    snprintf(why, sizeof why, "NABLA_CUDA_ATTENTION=flash: expected an error naming the variable, got %s", r ? "a result" : msg);
+    ok = false;
+  }
+  unsetenv("NABLA_CUDA_ATTENTION");
+  nt_release(r); nt_release(q); nt_release(qg);
+  nt_error_clear();
+  return ok;
+}
+
 /* fused AdamW / SGD (one launch for all parameters) against a CPU reference */
 TEST(fused_optimizers) {
   int op = nt_op_register("adamw_update"), op2 = nt_op_register("sgd_update");
@@ -910,6 +1033,7 @@ int main(void) {
   RUN_GPU(sort_topk);
   RUN_GPU(cumsum);
   RUN_GPU(one_hot_masked_select);
+  RUN_GPU(attention_paths);
   RUN_GPU(fused_optimizers);
   RUN_GPU(allocator_reuse_and_stats);
   RUN_GPU(allocator_oom_recovery);

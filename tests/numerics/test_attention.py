@@ -11,7 +11,7 @@ is checked against it first.
 
 Covered: 2-D/3-D/4-D and broadcast batch dims, T != S both ways, causal on/off,
 custom scale, d != dv, odd sizes, sizes across the CPU row blocks (64) and the
-GPU tiles (32), head dim 128 (the CUDA kernel's limit), large scores, S = 0 and
+GPU tiles (32), head dim 128 (the fused CUDA kernel's limit) and 130, large scores, S = 0 and
 T = 0; f32/f64 tightly, f16/bf16 loosely; gradients w.r.t. q, k, v (loss
 sum(O * W), W random) vs torch.autograd; nn.causal_self_attention (value and
 input gradient) vs a torch reimplementation; error messages.
@@ -207,13 +207,8 @@ def errors():
     b.error("scale_not_a_number", f"{OP}({q}, {k}, {v}, scale=\"x\")", [OP, "scale"])
     q0, k0 = b.inp(np.zeros((2, 5, 0), np.float32)), b.inp(np.zeros((2, 6, 0), np.float32))
     b.error("zero_head_dim", f"{OP}({q0}, {k0}, {v})", [OP, "head dim"])
-    # head dims above 128: the CUDA kernel's limit (the CPU has none)
-    qb, kb2, vb = (rnd(s) for s in [(1, 3, 130), (1, 4, 130), (1, 4, 2)])
-    if DEVICE == "cuda":
-        b.error("head_dim_above_128_cuda", f"{OP}({b.inp(qb.astype(np.float32))}, {b.inp(kb2.astype(np.float32))}, {b.inp(vb.astype(np.float32))})",
-                [OP, "up to 128", "d=130"])
-    else:
-        value_case(b, "head_dim_130_cpu", [(1, 3, 130), (1, 4, 130), (1, 4, 2)], "f32")
+    # head dims above 128: the fused CUDA kernel's limit; cuda takes its cuBLAS path (the CPU has none)
+    value_case(b, "head_dim_130", [(1, 3, 130), (1, 4, 130), (1, 4, 2)], "f32")
     b.run()
     # device mismatch: needs a GPU
     rc, so, _ = run_nabla('print(cuda.available())\n')

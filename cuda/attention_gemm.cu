@@ -1,0 +1,306 @@
+// attention_gemm.cu — scaled dot-product attention through cuBLAS (tensor cores for
+// f16/bf16, TF32 for f32 under set_matmul_precision("high")) plus fused row kernels.
+// The other path of the op; attention.cu (k_sdpa) chooses between this one and its
+// fused CUDA-core kernels, and documents the rule (docs/cuda.md, "attention").
+//
+// Same contract as the CPU kernel (tensor/nn/attention.h): q [B,T,D], k [B,S,D],
+// v [B,S,DV], O [B,T,DV] contiguous in the storage dtype E (f32, f64, f16, bf16);
+// L [B,T] in the accumulation dtype A (f32; f64 for f64); iarg = {B, T, S, D, DV,
+// causal}, s[0] = scale.  Causal is top-left aligned: query i sees keys j <= i, so
+// row i sees n_i = min(S, i + 1) keys (all S when not causal).  No limit on D / DV.
+//
+// Forward, per chunk of batch*heads matrices (b = one of them):
+//   Sc_b = scale Q_b K_b^T                  GEMM  [T,S] in A (f32 keeps the logits exact
+//                                                 enough; the storage dtype would round
+//                                                 them to 8 bits for bf16)
+//   L_i  = log sum_{j<n_i} exp(Sc_ij)       row kernel, also writes
+//   P_ij = exp(Sc_ij - L_i) (0 for j >= n_i) in E (the next GEMM's input type)
+//   O_b  = P_b V_b                          GEMM  [T,DV] in E, f32 accumulation
+// Backward (the contract saves only O and L: P is recomputed):
+//   Sc   = scale Q K^T                      GEMM  (A)
+//   P    = exp(Sc - L), masked 0            row kernel (E)
+//   dV   = P^T dO                           GEMM  [S,DV]
+//   dP   = dO V^T                           GEMM  [T,S] (A, into Sc's buffer)
+//   dS   = P (dP - D_i), D_i = dO_i . O_i   row kernel (E, in place over P; masked 0)
+//   dQ   = scale dS K,  dK = scale dS^T Q   GEMMs
+// Scratch per matrix: T*S*(sizeof(A) + sizeof(E)) bytes (6 for bf16/f16: 6 MiB at
+// T = S = 1024), from the caching allocator; the batch*heads are processed in
+// chunks so that the scratch stays under 1 GiB (NABLA_CUDA_ATTENTION_CHUNK_BYTES
+// overrides it; a single matrix larger than the bound still runs, alone).
+//
+// Row kernels: one warp per row of T x S (8 rows per 256-thread block, warp-stride
+// loop over the chunk's rows), lanes walk the row's keys j = lane + 32 t (coalesced).
+//
+// GEMMs, row-major (matmul.cu's header): a row-major R x C matrix with row stride ld is
+// the column-major C x R matrix; so C[M,N] = op(A)[M,K] op(B)[K,N] is the column-major
+// C^T = op(B)^T op(A)^T: cuBLAS gets (m = N, n = M, "A" = B, "B" = A) with the same
+// transpose flags.  ta: A is stored as [K,M] (row stride lda); tb: B is stored as [N,K].
+// This file owns its cuBLAS handle (on ncu::stream, created on first use): matmul.cu's
+// is private to it and its gemm_rowmajor takes f32/f64 only, alpha 1.
+#include "common.cuh"
+#include "tensor/nn/attention.h"
+#include <cublas_v2.h>
+#include <stdlib.h>
+
+namespace ncu {
+namespace {
+
+cublasHandle_t handle;
+
+template <typename A> __device__ inline A a_exp(A x) { if constexpr (sizeof(A) == 4) return expf(x); else return exp(x); }
+template <typename A> __device__ inline A a_log(A x) { if constexpr (sizeof(A) == 4) return logf(x); else return log(x); }
+template <typename A> __device__ inline A warp_max(A v) {
+  for (int d = 16; d > 0; d >>= 1) { A o = __shfl_xor_sync(0xffffffffu, v, d); v = o > v ? o : v; }
+  return v;
+}
+template <typename A> __device__ inline A warp_sum(A v) {
+  for (int d = 16; d > 0; d >>= 1) v += __shfl_xor_sync(0xffffffffu, v, d);
+  return v;
+}
+
+// keys row i of a T x S matrix sees
+__device__ inline int64_t keys_seen(int64_t i, int64_t S, int causal) { return causal && i + 1 < S ? i + 1 : S; }
+
+#define WARP_ROWS(r, rows)                                                                   \
+  for (int64_t r = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5; r < (rows);        \
+       r += ((int64_t)gridDim.x * blockDim.x) >> 5)
+
+// ---- row kernels -------------------------------------------------------------------------------
+// Forward softmax.  sc [rows, S] (A) holds scale q.k; row r is query i = r % T of its matrix.
+// One pass computes the row max and sum online per lane (l = l e^{m - m'} + e^{x - m'}),
+// merged across the warp; L = m + log l (the CPU's convention: a row whose scores are all
+// -inf gets m = 0, l = 0, L = -inf, and P = NaN like torch; S = 0 gives L = -inf, no P).
+// Then P_ij = exp(Sc_ij - L) for j < n_i and 0 for the masked keys (the P V GEMM reads the
+// whole row, so they must be written).
+template <typename E, typename A>
+__global__ void sdpa_softmax_rows(int64_t rows, int64_t T, int64_t S, int causal, const A *sc, E *P, A *L) {
+  const int lane = threadIdx.x & 31;
+  WARP_ROWS(r, rows) {
+    const int64_t n = keys_seen(r % T, S, causal);
+    const A *srow = sc + r * S;
+    A m = -INFINITY, l = 0;
+    for (int64_t j = lane; j < n; j += 32) {
+      A x = srow[j];
+      if (x > m) { l = (m == (A)-INFINITY ? (A)0 : l * a_exp(m - x)) + 1; m = x; }
+      else if (!(x == (A)-INFINITY)) l += a_exp(x - m);   // -inf adds 0 (and -inf - -inf would be NaN); NaN stays
+    }
+    const A mw = warp_max(m);
+    l = m == (A)-INFINITY ? l * (A)0 : l * a_exp(m - mw);   // a lane with no finite key adds 0 (or its NaN)
+    const A lw = warp_sum(l);
+    const A Lr = (mw == (A)-INFINITY ? (A)0 : mw) + a_log(lw);
+    if (lane == 0) L[r] = Lr;
+    E *prow = P + r * S;
+    for (int64_t j = lane; j < S; j += 32) prow[j] = St<E>::from(j < n ? a_exp(srow[j] - Lr) : (A)0);
+  }
+}
+
+// Backward: P_ij = exp(Sc_ij - L_i) from the saved L (the forward's exact definition), 0 masked.
+template <typename E, typename A>
+__global__ void sdpa_probs_rows(int64_t rows, int64_t T, int64_t S, int causal, const A *sc, const A *L, E *P) {
+  const int lane = threadIdx.x & 31;
+  WARP_ROWS(r, rows) {
+    const int64_t n = keys_seen(r % T, S, causal);
+    const A *srow = sc + r * S;
+    const A Lr = L[r];
+    E *prow = P + r * S;
+    for (int64_t j = lane; j < S; j += 32) prow[j] = St<E>::from(j < n ? a_exp(srow[j] - Lr) : (A)0);
+  }
+}
+
+// Backward: D_r = dO_r . O_r (warp sum over DV), then dS_rj = P_rj (dP_rj - D_r), written over
+// P (same element, same lane: read then write) in E; masked keys get an exact 0.
+template <typename E, typename A>
+__global__ void sdpa_dscores_rows(int64_t rows, int64_t T, int64_t S, int64_t DV, int causal, const E *dout,
+                                  const E *o, const A *dp, E *P) {
+  const int lane = threadIdx.x & 31;
+  WARP_ROWS(r, rows) {
+    A d = 0;
+    for (int64_t c = lane; c < DV; c += 32) d += (A)ld(dout[r * DV + c]) * (A)ld(o[r * DV + c]);
+    d = warp_sum(d);
+    const int64_t n = keys_seen(r % T, S, causal);
+    const A *dprow = dp + r * S;
+    E *prow = P + r * S;
+    for (int64_t j = lane; j < S; j += 32) prow[j] = St<E>::from(j < n ? (A)ld(prow[j]) * (dprow[j] - d) : (A)0);
+  }
+}
+#undef WARP_ROWS
+
+// ---- cuBLAS ------------------------------------------------------------------------------------
+const char *status_str(cublasStatus_t s) {
+  switch (s) {
+    case CUBLAS_STATUS_SUCCESS: return "success";
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "not initialized";
+    case CUBLAS_STATUS_ALLOC_FAILED: return "allocation failed";
+    case CUBLAS_STATUS_INVALID_VALUE: return "invalid value";
+    case CUBLAS_STATUS_ARCH_MISMATCH: return "architecture mismatch";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "execution failed";
+    case CUBLAS_STATUS_INTERNAL_ERROR: return "internal error";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "not supported";
+    default: return "unknown status";
+  }
+}
+#define CUBLAS(op, call) do { cublasStatus_t s_ = (call); if (s_ != CUBLAS_STATUS_SUCCESS) { \
+    host->error_set("%s: cuBLAS error in %s: %s (%d); last op launched: %s", op, #call, status_str(s_), (int)s_, last_op); \
+    return -1; } } while (0)
+
+int handle_ready(const char *op) {
+  if (handle) return 0;
+  cublasHandle_t h;
+  CUBLAS(op, cublasCreate(&h));
+  cublasStatus_t s = cublasSetStream(h, stream);
+  if (s != CUBLAS_STATUS_SUCCESS) {
+    cublasDestroy(h);
+    host->error_set("%s: cublasSetStream failed: %s (%d)", op, status_str(s), (int)s);
+    return -1;
+  }
+  handle = h;
+  return 0;
+}
+
+// cuBLAS types of storage dtype E: operands `io` (the GEMM inputs and the E outputs),
+// scores `acc` (A), compute type and the alpha type (double only for f64).
+template <typename E> struct Blas;
+template <> struct Blas<float> { static constexpr cudaDataType_t io = CUDA_R_32F, acc = CUDA_R_32F; };
+template <> struct Blas<double> { static constexpr cudaDataType_t io = CUDA_R_64F, acc = CUDA_R_64F; };
+template <> struct Blas<__half> { static constexpr cudaDataType_t io = CUDA_R_16F, acc = CUDA_R_32F; };
+template <> struct Blas<__nv_bfloat16> { static constexpr cudaDataType_t io = CUDA_R_16BF, acc = CUDA_R_32F; };
+
+// Row-major strided-batched C[M,N] = alpha op(A)[M,K] op(B)[K,N] (beta 0), `batch`
+// matrices sA/sB/sC elements apart; A and B of E's type, C of type ctype.  See the
+// header for the column-major mapping.  K == 0: C = 0 (C dense: ldc = N, sC = M N, as
+// every call here).  M, N, K, ld < 2^31: the front end bounds T, S, D, DV.
+template <typename E>
+int gemm(const char *op, bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const void *A, int64_t lda,
+         int64_t sA, const void *B, int64_t ldb, int64_t sB, cudaDataType_t ctype, void *C, int64_t ldc, int64_t sC,
+         int64_t batch) {
+  if (M == 0 || N == 0 || batch == 0) return 0;
+  if (K == 0) {
+    const size_t csize = ctype == CUDA_R_64F ? 8 : ctype == CUDA_R_32F ? 4 : 2;
+    CU(cudaMemsetAsync(C, 0, (size_t)(batch * M * N) * csize, stream));
+    return 0;
+  }
+  const bool f64 = Blas<E>::io == CUDA_R_64F;
+  const cublasComputeType_t comp = f64 ? CUBLAS_COMPUTE_64F
+                                 : Blas<E>::io == CUDA_R_32F && *host->matmul_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                                                     : CUBLAS_COMPUTE_32F;
+  const float alpha_f = (float)alpha, zero_f = 0;
+  const double alpha_d = alpha, zero_d = 0;
+  const void *al = f64 ? (const void *)&alpha_d : (const void *)&alpha_f;
+  const void *be = f64 ? (const void *)&zero_d : (const void *)&zero_f;
+  const cublasOperation_t oa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, ob = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  CUBLAS(op, cublasGemmStridedBatchedEx(handle, ob, oa, (int)N, (int)M, (int)K, al, B, Blas<E>::io, (int)ldb, sB, A,
+                                        Blas<E>::io, (int)lda, sA, be, C, ctype, (int)ldc, sC, (int)batch, comp,
+                                        CUBLAS_GEMM_DEFAULT));
+  last_op = op;
+  return 0;
+}
+
+struct Geo { int64_t B, T, S, D, DV; int causal; double scale; };
+
+// batch*heads matrices per chunk: scratch of `per` bytes each under the bound
+int64_t chunk_of(const Geo &g, size_t per) {
+  const char *e = getenv("NABLA_CUDA_ATTENTION_CHUNK_BYTES");
+  long long v = e && *e ? atoll(e) : 0;
+  const size_t bound = v > 0 ? (size_t)v : (size_t)1 << 30;
+  int64_t nb = per ? (int64_t)(bound / per) : g.B;
+  if (nb < 1) nb = 1;
+  if (nb > g.B) nb = g.B;
+  if (nb > INT32_MAX) nb = INT32_MAX;   // cuBLAS batch count
+  return nb;
+}
+
+template <typename E> int fwd(const nt_KernelArgs *a, const Geo &g) {
+  using A = typename Comp<E>::type;
+  const char *op = "scaled_dot_product_attention";
+  const int64_t T = g.T, S = g.S, D = g.D, DV = g.DV;
+  const int64_t nb = chunk_of(g, (size_t)(T * S) * (sizeof(A) + sizeof(E)));
+  Scratch sc_buf((size_t)(nb * T * S) * sizeof(A)), p_buf((size_t)(nb * T * S) * sizeof(E));
+  if (!sc_buf.p || !p_buf.p) return -1;
+  A *sc = (A *)sc_buf.p;
+  E *P = (E *)p_buf.p;
+  const E *q = (const E *)base(a->in[0]), *k = (const E *)base(a->in[1]), *v = (const E *)base(a->in[2]);
+  E *o = (E *)base(a->out);
+  A *L = (A *)base(a->in[3]);
+  for (int64_t b0 = 0; b0 < g.B; b0 += nb) {
+    const int64_t n = g.B - b0 < nb ? g.B - b0 : nb, rows = n * T;
+    // Sc [T,S] = scale Q [T,D] (K [S,D])^T: B = K stored [N,K] -> tb
+    if (gemm<E>(op, false, true, T, S, D, g.scale, q + b0 * T * D, D, T * D, k + b0 * S * D, D, S * D,
+                 Blas<E>::acc, sc, S, T * S, n))
+      return -1;
+    if (rows > 0) {
+      sdpa_softmax_rows<E, A><<<grid_for(rows * 32), kThreads, 0, stream>>>(rows, T, S, g.causal, sc, P, L + b0 * T);
+      LAUNCHED(op);
+    }
+    // O [T,DV] = P [T,S] V [S,DV]
+    if (gemm<E>(op, false, false, T, DV, S, 1.0, P, S, T * S, v + b0 * S * DV, DV, S * DV, Blas<E>::io,
+                 o + b0 * T * DV, DV, T * DV, n))
+      return -1;
+  }
+  return 0;
+}
+
+template <typename E> int bwd(const nt_KernelArgs *a, const Geo &g) {
+  using A = typename Comp<E>::type;
+  const char *op = "scaled_dot_product_attention_backward";
+  const nt_SdpaGrads *gr = (const nt_SdpaGrads *)a->extra;
+  const int64_t T = g.T, S = g.S, D = g.D, DV = g.DV;
+  const int64_t nb = chunk_of(g, (size_t)(T * S) * (sizeof(A) + sizeof(E)));
+  Scratch sc_buf((size_t)(nb * T * S) * sizeof(A)), p_buf((size_t)(nb * T * S) * sizeof(E));
+  if (!sc_buf.p || !p_buf.p) return -1;
+  A *sc = (A *)sc_buf.p;            // scores, then dP
+  E *P = (E *)p_buf.p;            // P, then dS
+  const E *q = (const E *)base(gr->q), *k = (const E *)base(gr->k), *v = (const E *)base(gr->v);
+  const E *o = (const E *)base(gr->o), *dout = (const E *)base(gr->dout);
+  const A *L = (const A *)base(gr->lse);
+  E *dq = (E *)base(gr->dq), *dk = (E *)base(gr->dk), *dv = (E *)base(gr->dv);
+  for (int64_t b0 = 0; b0 < g.B; b0 += nb) {
+    const int64_t n = g.B - b0 < nb ? g.B - b0 : nb, rows = n * T;
+    const E *qc = q + b0 * T * D, *kc = k + b0 * S * D, *vc = v + b0 * S * DV;
+    const E *oc = o + b0 * T * DV, *gc = dout + b0 * T * DV;
+    // Sc [T,S] = scale Q K^T  (as the forward)
+    if (gemm<E>(op, false, true, T, S, D, g.scale, qc, D, T * D, kc, D, S * D, Blas<E>::acc, sc, S, T * S, n)) return -1;
+    if (rows > 0) {
+      sdpa_probs_rows<E, A><<<grid_for(rows * 32), kThreads, 0, stream>>>(rows, T, S, g.causal, sc, L + b0 * T, P);
+      LAUNCHED(op);
+    }
+    // dV [S,DV] = P^T (A = P stored [T,S] = [K,M] -> ta) dO [T,DV]
+    if (gemm<E>(op, true, false, S, DV, T, 1.0, P, S, T * S, gc, DV, T * DV, Blas<E>::io, dv + b0 * S * DV, DV, S * DV, n))
+      return -1;
+    // dP [T,S] = dO [T,DV] V^T (B = V stored [S,DV] = [N,K] -> tb), over the scores
+    if (gemm<E>(op, false, true, T, S, DV, 1.0, gc, DV, T * DV, vc, DV, S * DV, Blas<E>::acc, sc, S, T * S, n)) return -1;
+    if (rows > 0) {
+      sdpa_dscores_rows<E, A><<<grid_for(rows * 32), kThreads, 0, stream>>>(rows, T, S, DV, g.causal, gc, oc, sc, P);
+      LAUNCHED(op);
+    }
+    // dQ [T,D] = scale dS [T,S] K [S,D]
+    if (gemm<E>(op, false, false, T, D, S, g.scale, P, S, T * S, kc, D, S * D, Blas<E>::io, dq + b0 * T * D, D, T * D, n))
+      return -1;
+    // dK [S,D] = scale dS^T (A = dS stored [T,S] = [K,M] -> ta) Q [T,D]
+    if (gemm<E>(op, true, false, S, D, T, g.scale, P, S, T * S, qc, D, T * D, Blas<E>::io, dk + b0 * S * D, D, S * D, n))
+      return -1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+// The cuBLAS path of scaled_dot_product_attention (forward or backward), any
+// supported storage dtype and head dims; called by attention.cu's kernel.
+int sdpa_gemm(const nt_KernelArgs *a, bool backward) {
+  const int64_t *ia = a->iarg;
+  Geo g = {ia[NT_SDPA_B], ia[NT_SDPA_T], ia[NT_SDPA_S], ia[NT_SDPA_D], ia[NT_SDPA_DV], (int)ia[NT_SDPA_CAUSAL], a->s[0]};
+  const char *op = backward ? "scaled_dot_product_attention_backward" : "scaled_dot_product_attention";
+  if (handle_ready(op)) return -1;
+  nt_DType dt = backward ? ((const nt_SdpaGrads *)a->extra)->q->dtype : a->out->dtype;
+  switch (dt) {
+    case NT_F32: return backward ? bwd<float>(a, g) : fwd<float>(a, g);
+    case NT_F64: return backward ? bwd<double>(a, g) : fwd<double>(a, g);
+    case NT_F16: return backward ? bwd<__half>(a, g) : fwd<__half>(a, g);
+    case NT_BF16: return backward ? bwd<__nv_bfloat16>(a, g) : fwd<__nv_bfloat16>(a, g);
+    default: break;
+  }
+  host->error_set("%s: unsupported dtype %s on cuda", op, nt_dtype_name(dt));
+  return -1;
+}
+
+}  // namespace ncu
