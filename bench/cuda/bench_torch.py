@@ -69,9 +69,12 @@ if not only or only in "latency":
             torch.cuda.synchronize()
         best = min(best, (time.perf_counter() - t0) / 2000)
     print(f"bench: small_add_sync {best * 1e6:.2f} us")
-if not only or only in "attention":
+if (not only or only in "attention") and not hasattr(torch.nn.functional, "scaled_dot_product_attention"):
+    print(f"SKIP: bench_torch: attention: torch {torch.__version__} has no scaled_dot_product_attention")
+elif not only or only in "attention":
     # causal scaled_dot_product_attention at GPT-2-small's shape, bf16: torch's default
     # backend (flash attention) and its math backend (GEMMs + softmax, like nabla's _gemm)
+    import contextlib
     import torch.nn.functional as F
     q, k, v = (torch.randn(8, 12, 1024, 64, dtype=torch.bfloat16, device=dev, requires_grad=True) for _ in range(3))
     dout = torch.randn(8, 12, 1024, 64, dtype=torch.bfloat16, device=dev)
@@ -91,7 +94,6 @@ if not only or only in "attention":
     except ImportError:
         print("SKIP: bench_torch: attention _math: this torch has no torch.nn.attention.sdpa_kernel")
     for suffix, backend in backends:
-        import contextlib
         ctx = sdpa_kernel(backend) if backend is not None else contextlib.nullcontext()
         with ctx:
             t = time_op(fwd, 20, 3)
