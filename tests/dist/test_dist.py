@@ -78,6 +78,24 @@ dist.stop()
 
 
 @test
+def test_stdlib_layers_travel(name):
+    """Models built from every stdlib layer kind, pulled from a worker and pushed
+    back, still run (their builtins travel with them) and give the same output."""
+    rc, out, err = run("""
+import nn
+import dist
+dist.start(2)
+dist.exec("import nn\\nseed(0)\\nm = nn.sequential(list(nn.linear(4, 8), nn.layer_norm(8), nn.dropout(0.1), nn.linear(8, 2)), checkpoint=true)\\ne = nn.embedding(5, 4)\\nc = nn.conv2d(1, 2, 3)\\nnn.eval(m)\\nx = randn(3, 4)")
+m = dist.pull("m"); e = dist.pull("e"); c = dist.pull("c"); x = dist.pull("x")
+print("SAME", max(abs(m(x) - dist.pull("m(x)"))).item() == 0, list(e(tensor([1, 2])).shape), list(c(randn(1, 1, 5, 5)).shape))
+dist.push(m2=m)
+print("BACK", dist.run(fn() list(m2(randn(3, 4)).shape)))
+""", timeout=60)
+    ok = rc == 0 and "SAME true [2, 4] [1, 2, 3, 3]" in out and "BACK [[3, 2], [3, 2]]" in out
+    report(name, ok, f"rc={rc} out={out[-600:]!r} err={err[-800:]!r}")
+
+
+@test
 def test_push_pull_roundtrip(name):
     rc, out, err = run("""
 import dist
