@@ -286,82 +286,100 @@ int nbT_len(nb_VM *vm, nb_Value t, double *out) {
 /* ------------------------------------------------------------ indexing */
 static int64_t slice_part(double d) { return isnan(d) ? NT_NONE : (int64_t)floor(d); }
 
-static int build_index(nb_VM *vm, nb_Value *idx, int n, nt_Index *out, int *tensor_at) {
-  *tensor_at = -1;
+/* Fills out[] with the basic entries (ints, ranges, nil, "...") and counts
+** them in *nb.  A tensor index (at most one; a 0-d integer tensor is an int)
+** is left out of out[]: *tidx is it, *tensor_at = where it stands among the
+** basic entries (-1: none). */
+static int build_index(nb_VM *vm, nb_Value *idx, int n, nt_Index *out, int *nb, int *tensor_at, nt_Tensor **tidx) {
+  *tensor_at = -1; *tidx = NULL;
+  int k = 0;
   for (int i = 0; i < n; i++) {
     nb_Value v = idx[i];
     if (v.t == NB_TNUM) {
       if (v.u.n != floor(v.u.n)) return nb_error_kind(vm, "TypeError", "tensor index must be an integer, got %g", v.u.n);
-      out[i].kind = NT_IDX_INT; out[i].start = (int64_t)v.u.n;
+      out[k].kind = NT_IDX_INT; out[k++].start = (int64_t)v.u.n;
     } else if (v.t == NB_TRANGE) {
       nb_Range *r = v.u.p;
-      out[i].kind = NT_IDX_SLICE; out[i].start = slice_part(r->start); out[i].stop = slice_part(r->stop);
-      out[i].step = isnan(r->step) ? 1 : (int64_t)r->step;
-      if (out[i].step == 0) return nb_error_kind(vm, "ValueError", "slice step must not be zero");
+      out[k].kind = NT_IDX_SLICE; out[k].start = slice_part(r->start); out[k].stop = slice_part(r->stop);
+      out[k].step = isnan(r->step) ? 1 : (int64_t)r->step;
+      if (out[k++].step == 0) return nb_error_kind(vm, "ValueError", "slice step must not be zero");
     } else if (v.t == NB_TNIL) {
-      out[i].kind = NT_IDX_NEWAXIS;
+      out[k++].kind = NT_IDX_NEWAXIS;
     } else if (v.t == NB_TTENSOR) {
       nt_Tensor *t = T(v);
       if (t->ndim == 0 && !nt_dtype_is_float(t->dtype) && t->dtype != NT_BOOL) {
         double d; if (nt_item(t, &d)) return nbT_err(vm);
-        out[i].kind = NT_IDX_INT; out[i].start = (int64_t)d;
+        out[k].kind = NT_IDX_INT; out[k++].start = (int64_t)d;
       } else {
         if (*tensor_at >= 0) return nb_error_kind(vm, "IndexError", "only one tensor index per indexing expression is supported");
-        *tensor_at = i;
-        out[i].kind = NT_IDX_SLICE; out[i].start = NT_NONE; out[i].stop = NT_NONE; out[i].step = 1;
+        *tensor_at = k; *tidx = t;
       }
     } else if (v.t == NB_TSTR && !strcmp(nb_str(v)->data, "...")) {
-      out[i].kind = NT_IDX_ELLIPSIS;
+      out[k++].kind = NT_IDX_ELLIPSIS;
     } else return nb_error_kind(vm, "TypeError", "cannot index a tensor with a %s", nb_typename(v));
   }
+  *nb = k;
   return NB_OK;
 }
 
+/* x[i, a:b, nil, "...", t]: basic entries make a view; one integer tensor or
+** bool mask t among them indexes like PyTorch (nt_index_adv: a copy) */
 int nbT_index(nb_VM *vm, nb_Value tv, nb_Value *idx, int n, nb_Value *out) {
   nt_Index ix[NT_MAXDIM + 2];
-  int tat;
+  int nb, tat;
+  nt_Tensor *ti;
   if (n > NT_MAXDIM + 2) return nb_error_kind(vm, "IndexError", "too many indices for a tensor");
-  if (build_index(vm, idx, n, ix, &tat)) return NB_ERR;
-  nt_Tensor *t = T(tv);
-  if (tat < 0) return nbT_ret(vm, nt_index(t, ix, n), out);
-  nt_Tensor *it = T(idx[tat]);
-  if (n == 1) return nbT_ret(vm, nt_index_tensor(t, it), out);
-  /* x[:, idx] style: all other entries must be full slices; idx is 1-D */
-  for (int i = 0; i < n; i++)
-    if (i != tat && !(ix[i].kind == NT_IDX_SLICE && ix[i].start == NT_NONE && ix[i].stop == NT_NONE && ix[i].step == 1))
-      return nb_error_kind(vm, "IndexError", "a tensor index can be combined only with full slices (:)");
-  return nbT_ret(vm, nt_index_select(t, tat, it), out);
+  if (build_index(vm, idx, n, ix, &nb, &tat, &ti)) return NB_ERR;
+  if (tat < 0) return nbT_ret(vm, nt_index(T(tv), ix, nb), out);
+  return nbT_ret(vm, nt_index_adv(T(tv), ix, nb, tat, ti), out);
 }
 
-/* x[idx] = v: one tensor-layer call per index form (nt_index_put /
-** nt_index_fill / nt_mask_put), which writes and, under autograd, records
-** the write (CopySlicesBackward) or refuses it with a clear error. */
-int nbT_setindex(nb_VM *vm, nb_Value tv, nb_Value *idx, int n, nb_Value v) {
+/* base[idx] = v or += v (accumulate: tensor indices only); v a tensor, number, bool or list */
+static int put_index(nb_VM *vm, nt_Tensor *t, nb_Value *idx, int n, nb_Value v, bool accumulate) {
   nt_Index ix[NT_MAXDIM + 2];
-  int tat;
+  int nb, tat;
+  nt_Tensor *ti;
   if (n > NT_MAXDIM + 2) return nb_error_kind(vm, "IndexError", "too many indices for a tensor");
-  if (build_index(vm, idx, n, ix, &tat)) return NB_ERR;
-  nt_Tensor *t = T(tv);
+  if (build_index(vm, idx, n, ix, &nb, &tat, &ti)) return NB_ERR;
+  bool num = v.t == NB_TNUM || v.t == NB_TBOOL;
+  double d = v.t == NB_TNUM ? v.u.n : v.t == NB_TBOOL ? v.u.b : 0;
+  if (tat < 0 && num && !accumulate) return nt_index_fill(t, ix, nb, d) ? nbT_err(vm) : NB_OK;
   Tmp tp = {0};
   int st = NB_OK;
-  if (tat >= 0) {
-    /* x[mask] = v for a mask of x's shape: x <- where(mask, v, x) */
-    nt_Tensor *m = T(idx[tat]);
-    if (n != 1 || m->dtype != NT_BOOL) return nb_error_kind(vm, "IndexError", "assignment through a tensor index needs a boolean mask as the only index (x[mask] = v)");
-    nt_Tensor *src = nbT_arg(vm, &tp, "setindex", "value", v);
-    if (!src) return NB_ERR;
-    if (nt_mask_put(t, m, src)) st = nbT_err(vm);
-    nbT_tmp_free(&tp);
-    return st;
-  }
-  if (v.t == NB_TNUM || v.t == NB_TBOOL) { if (nt_index_fill(t, ix, n, v.t == NB_TNUM ? v.u.n : v.u.b)) st = nbT_err(vm); }
-  else {
-    nt_Tensor *src = nbT_arg(vm, &tp, "setindex", "value", v);
-    if (!src) st = NB_ERR;
-    else if (nt_index_put(t, ix, n, src)) st = nbT_err(vm);
+  /* a number takes the tensor's dtype and device (an f64 tensor keeps its precision) */
+  nt_Tensor *src = num ? nbT_tmp_keep(&tp, nt_full(NULL, 0, d, t->dtype, t->device)) : nbT_arg(vm, &tp, "setindex", "value", v);
+  if (!src) { nbT_tmp_free(&tp); return num ? nbT_err(vm) : NB_ERR; }
+  if (tat >= 0) { if (nt_index_put_adv(t, ix, nb, tat, ti, src, accumulate)) st = nbT_err(vm); }
+  else if (!accumulate) { if (nt_index_put(t, ix, nb, src)) st = nbT_err(vm); }
+  else {   /* x[basic] += v: the region plus v written back (differentiable like any write) */
+    nt_Tensor *r = nt_index(t, ix, nb), *s = r ? nt_binary(NT_OP_ADD, r, src) : NULL;
+    nt_release(r);
+    if (!s || nt_index_put(t, ix, nb, s)) st = nbT_err(vm);
+    nt_release(s);
   }
   nbT_tmp_free(&tp);
   return st;
+}
+
+/* x[idx] = v: one tensor-layer call per index form (nt_index_put /
+** nt_index_fill; nt_index_put_adv for a tensor index, nt_mask_put for x[mask]),
+** which writes and, under autograd, records the write (CopySlicesBackward /
+** IndexPutBackward) or refuses it with a clear error. */
+int nbT_setindex(nb_VM *vm, nb_Value tv, nb_Value *idx, int n, nb_Value v) {
+  return put_index(vm, T(tv), idx, n, v, false);
+}
+
+/* index_put(x, idx, v, accumulate): a copy of x with x[idx] = v (or += v);
+** idx is one index entry (a tensor) or a list of entries as between x[...] */
+int nbT_index_put(nb_VM *vm, nt_Tensor *x, nb_Value idx, nb_Value v, bool accumulate, nb_Value *out) {
+  nb_Value *ents = &idx;
+  int n = 1;
+  if (idx.t == NB_TLIST) { ents = ((nb_List *)idx.u.p)->items; n = ((nb_List *)idx.u.p)->n; }
+  nt_Tensor *y = nt_clone(x);      /* differentiable: the write is recorded on the copy */
+  if (!y) return nbT_err(vm);
+  if (put_index(vm, y, ents, n, v, accumulate)) { nt_release(y); return NB_ERR; }
+  *out = nb_obj(NB_TTENSOR, y);
+  return NB_OK;
 }
 
 /* ------------------------------------------------------------ fields */

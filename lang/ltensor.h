@@ -37,6 +37,9 @@ extern nt_Device nbT_default_device;   /* set_default_device */
 #define TENSOR_ARG(var, i, what) nt_Tensor *var = nbT_arg(vm, &tp, fname, what, args[i]); if (!var) { nbT_tmp_free(&tp); return NB_ERR; }
 #define DONE(expr) do { int st_ = nbT_ret(vm, (expr), out); nbT_tmp_free(&tp); return st_; } while (0)
 
+/* index_put(x, idx, v, accumulate): a copy of x with x[idx] = v (or += v) */
+int nbT_index_put(nb_VM *vm, nt_Tensor *x, nb_Value idx, nb_Value v, bool accumulate, nb_Value *out);
+
 /* the builtin tables, registered by nbT_init */
 void nbT_register_ops(void);
 void nbT_register_grad(void);

@@ -559,6 +559,13 @@ static int b_scatter_add(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   if (nbT_int_arg(vm, fname, "axis", args[1], &ax)) return NB_ERR;
   TENSOR_ARG(x, 0, "x"); TENSOR_ARG(i, 2, "idx"); TENSOR_ARG(s, 3, "src"); DONE(nt_scatter_add(x, (int)ax, i, s));
 }
+static int b_index_put(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "index_put"; Tmp tp = {0};
+  TENSOR_ARG(x, 0, "x");
+  int st = nbT_index_put(vm, x, args[1], args[2], nb_truthy(args[3]), out);
+  nbT_tmp_free(&tp);
+  return st;
+}
 static int b_masked_select(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; const char *fname = "masked_select"; Tmp tp = {0}; TENSOR_ARG(x, 0, "x"); TENSOR_ARG(m, 1, "mask"); DONE(nt_masked_select(x, m)); }
 static int pair(nb_VM *vm, const char *fname, const char *what, nb_Value v, int dflt, int *a, int *b) {
   if (v.t == NB_TNIL) { *a = *b = dflt; return NB_OK; }
@@ -758,6 +765,7 @@ static nb_Builtin ops_builtins[] = {
   { "index_select", b_index_select, "x, axis, idx", "index_select(x, axis, idx): slices along axis at 1-D idx" },
   { "gather", b_gather, "x, axis, idx", "gather(x, axis, idx): out[i][j] = x[i][idx[i][j]] (axis=1)" },
   { "scatter_add", b_scatter_add, "x, axis, idx, src", "scatter_add(x, axis, idx, src): x with src added at idx (a copy)" },
+  { "index_put", b_index_put, "x, idx, v, accumulate=false", "index_put(x, idx, v, accumulate=false): a copy of x with x[idx] = v (accumulate: += v, repeated indices add up); idx is a tensor or a list of index entries ([0, t], [\"...\", t]); differentiable" },
   { "masked_select", b_masked_select, "x, mask", "masked_select(x, mask): 1-D tensor of x where mask" },
   { "linear", b_linear, "x, weight, bias=nil", "linear(x [..., in], weight [out, in], bias=nil): x @ weight.T + bias as one op (torch's F.linear; one BLAS call on the CPU, bias added inside it)" },
   { "conv2d", b_conv2d, "x, weight, bias=nil, stride=1, padding=0", "conv2d(x [N,C,H,W], w [O,C,kh,kw], bias=nil, stride=1, padding=0)" },

@@ -69,7 +69,7 @@ int nt_write_fill(nt_Tensor *dst, double value) {
 
 /* ---- may this write happen, and is it recorded? ------------------------------
 ** 1: record a CopySlicesBackward; 0: a plain write; -1: refused (error set). */
-static int write_mode(nt_Tensor *base, nt_Tensor *v) {
+int nt_write_mode(nt_Tensor *base, nt_Tensor *v) {
   nt_Tensor *ins[2] = { base, v };
   if (!nt_needs_grad(v ? 2 : 1, ins)) return 0;      /* grad off (lets a checkpoint collect v), or nothing requires grad */
   if (base->requires_grad) {
@@ -124,24 +124,32 @@ static int copy_slices_backward(nt_Node *nd, nt_Tensor *g, nt_Tensor **gin) {
   return 0;
 }
 
+/* records base = name(base_old, v): in[0] = base's previous history, in[1] =
+** v; neither is version-checked (the backward reads only g and what it saves) */
+nt_Node *nt_record_write(nt_Tensor *base, nt_Tensor *v, const char *name, nt_BackwardFn fn) {
+  nt_Node *nd = nt_record(base, name, fn, 2, (nt_Tensor *[]){ base, v });
+  if (!nd) return NULL;
+  nd->flags |= NT_NODE_INPLACE;
+  nt_node_unchecked(nd, 0); nt_node_unchecked(nd, 1);
+  return nd;
+}
+
 /* records base = CopySlices(base_old, v); idx/n or mask describe the region */
 static int record_slices(nt_Tensor *base, const nt_Index *idx, int n, nt_Tensor *mask, nt_Tensor *v) {
   SliceCtx *c = nt_malloc(sizeof *c + sizeof(nt_Index) * (size_t)n);
   if (!c) return -1;
   c->n = n; c->mask = mask != NULL;
   if (n) memcpy(c->idx, idx, sizeof(nt_Index) * (size_t)n);
-  nt_Node *nd = nt_record(base, "CopySlicesBackward", copy_slices_backward, 2, (nt_Tensor *[]){ base, v });
+  nt_Node *nd = nt_record_write(base, v, "CopySlicesBackward", copy_slices_backward);
   if (!nd) { free(c); return -1; }
   nd->ctx = c; nd->ctx_free = free;
-  nd->flags |= NT_NODE_INPLACE;
-  nt_node_unchecked(nd, 0); nt_node_unchecked(nd, 1);
   if (mask && nt_node_save(nd, mask) < 0) return -1;
   return 0;
 }
 
 /* ---- entry points ------------------------------------------------------------- */
 int nt_index_put(nt_Tensor *base, const nt_Index *idx, int n, nt_Tensor *v) {
-  int mode = write_mode(base, v);
+  int mode = nt_write_mode(base, v);
   if (mode < 0) return -1;
   bool prev = nt_set_grad_enabled(false);             /* the view is a write target, not a graph op */
   nt_Tensor *view = n ? nt_index(base, idx, n) : nt_retain(base);
@@ -166,7 +174,7 @@ int nt_index_fill(nt_Tensor *base, const nt_Index *idx, int n, double value) {
 
 int nt_mask_put(nt_Tensor *base, nt_Tensor *mask, nt_Tensor *v) {
   if (mask->dtype != NT_BOOL) NT_FAIL("mask assignment: the mask must be a bool tensor, got %s", nt_dtype_name(mask->dtype));
-  int mode = write_mode(base, v);
+  int mode = nt_write_mode(base, v);
   if (mode < 0) return -1;
   bool prev = nt_set_grad_enabled(false);
   nt_Tensor *w = nt_where(mask, v, base);

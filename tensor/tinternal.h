@@ -352,6 +352,13 @@ static inline bool nt_node_needs(const nt_Node *n, int k) {
 ** version.  nt_copy_/nt_fill_/nt_index_put build on them. */
 int nt_write_copy(nt_Tensor *dst, nt_Tensor *src);
 int nt_write_fill(nt_Tensor *dst, double value);
+/* May base[...] = v happen under the current grad mode, and is it recorded?
+** 1: record (nt_record_write), 0: a plain write, -1: refused (error set: a
+** leaf that requires grad, a view of a graph tensor, shared plain memory). */
+int nt_write_mode(nt_Tensor *base, nt_Tensor *v);
+/* Records a write into base as node `name` (in[0] = base's previous history,
+** in[1] = v, both unchecked, NT_NODE_INPLACE); NULL with the error set. */
+nt_Node *nt_record_write(nt_Tensor *base, nt_Tensor *v, const char *name, nt_BackwardFn fn);
 static inline void nt_bump_version(nt_Tensor *t) { t->storage->version++; }
 
 /* ---- autocast (tautocast.c) -------------------------------------------------

@@ -77,8 +77,9 @@ static int take_backward(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin) {
   return 0;
 }
 
-/* take under the name of the public op that was called (errors name it) */
-static nt_Tensor *take_as(const char *op, nt_Tensor *x0, nt_Tensor *idx0, int axis) {
+/* take under the name of the public op that was called (errors name it, and
+** err_axis: the axis of the tensor the user indexed, which x0 may be a view of) */
+static nt_Tensor *take_as(const char *op, nt_Tensor *x0, nt_Tensor *idx0, int axis, int err_axis) {
   nt_nn_init();
   if (x0->ndim == 0) NT_FAIL_NULL("%s: cannot index a 0-d tensor", op);
   int ax = nt_norm_axis(op, axis, x0->ndim);
@@ -91,7 +92,7 @@ static nt_Tensor *take_as(const char *op, nt_Tensor *x0, nt_Tensor *idx0, int ax
   if (!ix) goto done;
   nn_dims d = nn_split_axis(x->shape, x->ndim, ax);
   int64_t m = ix->numel;
-  if (ix->device == NT_CPU && fix_indices(op, (int64_t *)nt_base(ix), m, d.n, axis)) goto done;   /* device kernels wrap/check themselves */
+  if (ix->device == NT_CPU && fix_indices(op, (int64_t *)nt_base(ix), m, d.n, err_axis)) goto done;   /* device kernels wrap/check themselves */
   int64_t shp[NT_MAXDIM];
   int k = 0;
   for (int i = 0; i < ax; i++) shp[k++] = x->shape[i];
@@ -113,17 +114,17 @@ done:
   return out;
 }
 
-nt_Tensor *nt_take(nt_Tensor *x, nt_Tensor *idx, int axis) { return take_as("take", x, idx, axis); }
+nt_Tensor *nt_take(nt_Tensor *x, nt_Tensor *idx, int axis) { return take_as("take", x, idx, axis, axis); }
 
 nt_Tensor *nt_index_select(nt_Tensor *x, int axis, nt_Tensor *idx) {
   if (idx->ndim != 1) NT_FAIL_NULL("index_select: index must be 1-D, got %d-D", idx->ndim);
-  return take_as("index_select", x, idx, axis);
+  return take_as("index_select", x, idx, axis, axis);
 }
 
 nt_Tensor *nt_embedding(nt_Tensor *weight, nt_Tensor *idx) {
   if (weight->ndim != 2) NT_FAIL_NULL("embedding: weight must be 2-D [num_embeddings, dim], got %d-D", weight->ndim);
   if (!nt_dtype_is_int(idx->dtype)) NT_FAIL_NULL("embedding: indices must be an integer tensor, got %s", nt_dtype_name(idx->dtype));
-  return take_as("embedding", weight, idx, 0);
+  return take_as("embedding", weight, idx, 0, 0);
 }
 
 /* Positions of the true entries of a contiguous mask, as an i64 [count] tensor. */
@@ -146,7 +147,7 @@ static nt_Tensor *nonzero_flat(nt_Tensor *mask) {
 
 nt_Tensor *nt_index_tensor(nt_Tensor *x, nt_Tensor *idx) {
   nt_nn_init();
-  if (idx->dtype != NT_BOOL) return take_as("index", x, idx, 0);
+  if (idx->dtype != NT_BOOL) return take_as("index", x, idx, 0, 0);
   /* boolean mask over the leading idx->ndim axes: flatten them, select rows */
   char a[128], b[128];
   bool ok = idx->ndim <= x->ndim;
@@ -159,7 +160,7 @@ nt_Tensor *nt_index_tensor(nt_Tensor *x, nt_Tensor *idx) {
   for (int i = idx->ndim; i < x->ndim; i++) shp[k++] = x->shape[i];
   nt_Tensor *xf = nt_reshape(x, shp, k), *ix = xf ? nonzero_flat(idx) : NULL;
   if (ix && x->device != NT_CPU) { nt_Tensor *d = nt_to_device(ix, x->device); nt_release(ix); ix = d; }
-  nt_Tensor *r = ix ? take_as("index", xf, ix, 0) : NULL;
+  nt_Tensor *r = ix ? take_as("index", xf, ix, 0, 0) : NULL;
   nt_release(xf); nt_release(ix);
   return r;
 }
@@ -374,6 +375,287 @@ nt_Tensor *nt_one_hot(nt_Tensor *idx, int64_t C) {
   if (out && out->numel && nt_dispatch(ka.op, out->device, &ka)) { nt_release(out); out = NULL; }
   nt_release(ix);
   return out;
+}
+
+/* ---- advanced indexing: x[..., t, ...] and x[..., t, ...] = v ------------------
+** One tensor index t among basic entries (ints, slices, nil, "..."), with
+** PyTorch's semantics: the basic entries apply first (a view V of x: an int
+** drops its axis, so x[2, :, t] indexes V = x[2] along V's axis 1), then t
+** indexes V from axis a on:
+**   integer t of shape I:  result V.shape[:a] + I + V.shape[a+1:]   (take)
+**   bool t with k axes:    t.shape must equal V.shape[a:a+k]; those axes merge
+**                          into one and t becomes the flat positions of its
+**                          true entries: result V.shape[:a] + [count] + V.shape[a+k:]
+** A write sees V as [outer, n, inner] (n: the indexed axis, merged for a
+** mask) and v, broadcast to the result's shape S, as [outer, m, inner]
+** (m = numel(I) or count):
+**   plain:       V[:, ix[j], :] = v[:, j, :].  Where indices repeat one of the
+**                values wins (undefined in torch); here always the LAST j, on
+**                every device: win[r] = last j with ix[j] = r is resolved on
+**                the host, and V = where(hit[r], take(v, win, axis 1), V)
+**   accumulate:  V[:, ix[j], :] += v[:, j, :]   (scatter_add: repeats add up)
+** The index values come to the host once (wrapping, bounds, winners: one small
+** copy for a device tensor); the rest is device-generic ops (take, where,
+** scatter_add), so every backend that has those runs it.  Cost: O(numel V)
+** per write (where reads all of V), not O(m * inner).
+** Autograd (IndexPutBackward, recorded like CopySlicesBackward, tinplace.c):
+**   d v     = g[..., t, ...]   (every repeated index gets its gradient: torch 1.13)
+**   d x_old = g with the written rows zeroed (plain), or g (accumulate) */
+typedef struct AdvIndex {
+  int n, nbasic;             /* entries in ix: the basic ones + k full slices standing for t */
+  int axis, k;               /* t covers V's axes [axis, axis + k) */
+  int src_axis;              /* ... which start at the indexed tensor's axis src_axis (messages) */
+  nt_Index ix[2 * NT_MAXDIM + 4];
+} AdvIndex;
+
+static int adv_layout(const char *op, nt_Tensor *x, const nt_Index *idx, int n, int tpos, nt_Tensor *t, AdvIndex *A) {
+  if (t->dtype != NT_BOOL && !nt_dtype_is_int(t->dtype))
+    NT_FAIL("%s: tensors used as indices must be integer or bool tensors, got %s", op, nt_dtype_name(t->dtype));
+  int k = t->dtype == NT_BOOL ? t->ndim : 1;
+  if (tpos < 0 || tpos > n || n + k > (int)(sizeof A->ix / sizeof A->ix[0])) NT_FAIL("%s: too many indices", op);
+  A->n = 0; A->nbasic = n; A->k = k;
+  for (int i = 0; i < tpos; i++) A->ix[A->n++] = idx[i];
+  for (int i = 0; i < k; i++) A->ix[A->n++] = (nt_Index){ NT_IDX_SLICE, NT_NONE, NT_NONE, 1 };
+  for (int i = tpos; i < n; i++) A->ix[A->n++] = idx[i];
+  int consumed = 0;
+  for (int i = 0; i < A->n; i++) consumed += A->ix[i].kind == NT_IDX_INT || A->ix[i].kind == NT_IDX_SLICE;
+  if (consumed > x->ndim) NT_FAIL("%s: too many indices for tensor of dimension %d", op, x->ndim);
+  int out = 0, src = 0;
+  for (int i = 0; i < tpos; i++) switch (idx[i].kind) {
+    case NT_IDX_INT: src++; break;
+    case NT_IDX_SLICE: src++; out++; break;
+    case NT_IDX_NEWAXIS: out++; break;
+    case NT_IDX_ELLIPSIS: out += x->ndim - consumed; src += x->ndim - consumed; break;
+  }
+  A->axis = out; A->src_axis = src;
+  return 0;
+}
+
+/* V = x[basic entries], t's axes kept whole (a view; x itself when there are none) */
+static nt_Tensor *adv_view(nt_Tensor *x, const AdvIndex *A) {
+  return A->nbasic ? nt_index(x, A->ix, A->n) : nt_retain(x);
+}
+
+/* a mask must match the axes it covers: 0, or -1 with both shapes named */
+static int adv_check_mask(const char *op, nt_Tensor *x, nt_Tensor *V, const AdvIndex *A, nt_Tensor *t) {
+  bool ok = A->axis + A->k <= V->ndim;
+  for (int i = 0; ok && i < A->k; i++) ok = V->shape[A->axis + i] == t->shape[i];
+  if (ok) return 0;
+  char a[128], b[128], c[128];
+  NT_FAIL("%s: boolean mask of shape %s does not match the axes it indexes (%s, from axis %d) of the tensor of shape %s", op,
+          nt_shape_str(t->shape, t->ndim, a, sizeof a),
+          nt_shape_str(V->shape + A->axis, V->ndim - A->axis < A->k ? V->ndim - A->axis : A->k, b, sizeof b), A->src_axis,
+          nt_shape_str(x->shape, x->ndim, c, sizeof c));
+}
+
+/* V's shape with t's k axes merged into one (msh, V->ndim - k + 1 dims) and its [outer, n, inner] split */
+static int adv_merged(const nt_Tensor *V, const AdvIndex *A, int64_t *msh, nn_dims *d) {
+  int nd = 0;
+  d->outer = d->n = d->inner = 1;
+  for (int i = 0; i < A->axis; i++) { msh[nd++] = V->shape[i]; d->outer *= V->shape[i]; }
+  for (int i = 0; i < A->k; i++) d->n *= V->shape[A->axis + i];
+  msh[nd++] = d->n;
+  for (int i = A->axis + A->k; i < V->ndim; i++) { msh[nd++] = V->shape[i]; d->inner *= V->shape[i]; }
+  return nd;
+}
+
+/* The positions t selects along the merged axis (size n), as a private CPU i64
+** tensor: integer indices wrapped and bounds-checked (messages name the
+** indexed tensor's axis), a mask's true entries in row-major order. */
+static nt_Tensor *adv_host_positions(const char *op, nt_Tensor *t, int64_t n, int src_axis) {
+  if (t->dtype == NT_BOOL) return nonzero_flat(t);
+  nt_Tensor *i = nt_to_dtype(t, NT_I64);
+  nt_Tensor *h = !i ? NULL : i->device == NT_CPU ? nt_clone(i) : nt_to_device(i, NT_CPU);
+  nt_Tensor *c = h ? nt_contiguous(h) : NULL;    /* h is a fresh copy: c is private too */
+  nt_release(i); nt_release(h);
+  if (c && fix_indices(op, (int64_t *)nt_base(c), c->numel, n, src_axis)) { nt_release(c); return NULL; }
+  return c;
+}
+
+/* src broadcasts TO shape (not merely with it) */
+static bool bcasts_to(const int64_t *s, int ns, const int64_t *d, int nd) {
+  if (ns > nd) return false;
+  for (int i = 0; i < ns; i++) {
+    int64_t a = s[ns - 1 - i], b = d[nd - 1 - i];
+    if (a != b && a != 1) return false;
+  }
+  return true;
+}
+
+nt_Tensor *nt_index_adv(nt_Tensor *x, const nt_Index *idx, int n, int tpos, nt_Tensor *t) {
+  nt_nn_init();
+  AdvIndex A;
+  if (adv_layout("index", x, idx, n, tpos, t, &A)) return NULL;
+  nt_Tensor *V = adv_view(x, &A), *r = NULL;
+  if (!V) return NULL;
+  if (t->dtype != NT_BOOL) r = take_as("index", V, t, A.axis, A.src_axis);
+  else if (!adv_check_mask("index", x, V, &A, t)) {
+    int64_t msh[NT_MAXDIM + 1];
+    nn_dims d;
+    int mnd = adv_merged(V, &A, msh, &d);
+    nt_Tensor *Vm = nt_reshape(V, msh, mnd), *pos = Vm ? nonzero_flat(t) : NULL;
+    if (pos && pos->device != V->device) { nt_Tensor *p = nt_to_device(pos, V->device); nt_release(pos); pos = p; }
+    r = pos ? take_as("index", Vm, pos, A.axis, A.src_axis) : NULL;
+    nt_release(Vm); nt_release(pos);
+  }
+  nt_release(V);
+  return r;
+}
+
+/* V[.., pos, ..] = v (or += v): V a view (any strides), pos the CPU i64
+** positions along the merged axis, v broadcasting to S (snd dims).  Grad off. */
+static int adv_put_rows(nt_Tensor *V, const AdvIndex *A, nt_Tensor *pos, nt_Tensor *v, const int64_t *S, int snd,
+                        bool accumulate) {
+  int64_t msh[NT_MAXDIM + 1];
+  nn_dims d;
+  int mnd = adv_merged(V, A, msh, &d);
+  int64_t m = pos->numel;
+  const int64_t *p = (const int64_t *)nt_base(pos);
+  if (m == 0 || V->numel == 0) return 0;
+  nt_Tensor *Vm = NULL, *vb = NULL, *w = NULL, *ix = NULL, *hit = NULL, *src = NULL, *tmp;
+  int rc = -1;
+  if (!(Vm = nt_reshape(V, msh, mnd))) goto done;                /* read-only: a copy is fine */
+  if (!accumulate) {
+    /* win[r] = the last j writing row r; rows nobody writes keep V */
+    int64_t hsh[NT_MAXDIM + 1];
+    int hnd = 0;
+    hsh[hnd++] = d.n;
+    for (int i = A->axis + 1; i < mnd; i++) hsh[hnd++] = 1;     /* broadcasts over the inner axes */
+    if (!(hit = nt_zeros(hsh, hnd, NT_BOOL, NT_CPU))) goto done;
+    uint8_t *h = (uint8_t *)nt_base(hit);
+    for (int64_t j = 0; j < m; j++) h[p[j]] = 1;
+    if (V->device != NT_CPU) { tmp = nt_to_device(hit, V->device); nt_release(hit); if (!(hit = tmp)) goto done; }
+    if (v->numel == 1) {        /* one value for every written element (x[idx] = 0): no gather */
+      if (!(tmp = nt_reshape(v, &m, 0)) || !(src = nt_to_dtype(tmp, V->dtype))) { nt_release(tmp); goto done; }   /* to 0-d */
+      nt_release(tmp);
+    } else {
+      if (!(ix = nt_zeros(&d.n, 1, NT_I64, NT_CPU))) goto done;
+      int64_t *win = (int64_t *)nt_base(ix);
+      for (int64_t j = 0; j < m; j++) win[p[j]] = j;
+      if (V->device != NT_CPU) { tmp = nt_to_device(ix, V->device); nt_release(ix); if (!(ix = tmp)) goto done; }
+      int64_t s3[3] = { d.outer, m, d.inner };
+      if (!(tmp = nt_broadcast_to(v, S, snd))) goto done;
+      vb = nt_to_dtype(tmp, V->dtype); nt_release(tmp);
+      if (!vb || !(tmp = nt_reshape(vb, s3, 3))) goto done;      /* reshape copies the broadcast */
+      nt_release(vb); vb = tmp;
+      if (!(tmp = nt_take(vb, ix, 1)) || !(src = nt_reshape(tmp, msh, mnd))) { nt_release(tmp); goto done; }
+      nt_release(tmp);
+    }
+    if (!(w = nt_where(hit, src, Vm))) goto done;
+  } else {
+    /* scatter_add computes in f32/f64/i32/i64: halves in f32, u8/bool in i64 */
+    nt_DType cd = V->dtype == NT_F16 || V->dtype == NT_BF16 ? NT_F32 : V->dtype == NT_U8 || V->dtype == NT_BOOL ? NT_I64 : V->dtype;
+    int64_t s3[3] = { d.outer, m, d.inner }, v3[3] = { d.outer, d.n, d.inner }, one3[3] = { 1, m, 1 };
+    nt_Tensor *x3 = NULL, *i3 = NULL;
+    if (!(tmp = nt_broadcast_to(v, S, snd))) goto done;
+    vb = nt_to_dtype(tmp, cd); nt_release(tmp);
+    if (!vb || !(tmp = nt_reshape(vb, s3, 3))) goto done;
+    nt_release(vb); vb = tmp;
+    if (!(ix = nt_reshape(pos, one3, 3))) goto done;
+    if (V->device != NT_CPU) { tmp = nt_to_device(ix, V->device); nt_release(ix); if (!(ix = tmp)) goto done; }
+    if (!(tmp = nt_expand(ix, s3, 3))) goto done;
+    i3 = nt_contiguous(tmp); nt_release(tmp);
+    if ((tmp = nt_reshape(Vm, v3, 3))) { x3 = nt_to_dtype(tmp, cd); nt_release(tmp); }
+    nt_Tensor *r = i3 && x3 ? nt_scatter_add(x3, 1, i3, vb) : NULL;
+    nt_release(i3); nt_release(x3);
+    if (!r) goto done;
+    w = nt_to_dtype(r, V->dtype); nt_release(r);
+    if (!w) goto done;
+  }
+  if (!(tmp = nt_reshape(w, V->shape, V->ndim))) goto done;
+  rc = nt_write_copy(V, tmp);
+  nt_release(tmp);
+done:
+  nt_release(Vm); nt_release(vb); nt_release(w); nt_release(ix); nt_release(hit); nt_release(src);
+  return rc;
+}
+
+typedef struct PutCtx {
+  AdvIndex A;
+  bool accumulate;
+  int snd;                   /* the written region's shape S (v broadcasts to it) */
+  int64_t S[NT_MAXDIM];
+} PutCtx;
+
+/* saved[0] = the CPU positions */
+static int index_put_backward(nt_Node *nd, nt_Tensor *g, nt_Tensor **gin) {
+  PutCtx *c = nd->ctx;
+  nt_Tensor *pos = nd->saved[0];
+  if (nt_node_needs(nd, 1)) {        /* d v = g[..., t, ...]: the engine sums it to v's shape */
+    int64_t msh[NT_MAXDIM + 1];
+    nn_dims d;
+    nt_Tensor *gV = adv_view(g, &c->A), *gm = NULL, *p = NULL, *r = NULL;
+    int mnd = gV ? adv_merged(gV, &c->A, msh, &d) : 0;
+    if (gV) gm = nt_reshape(gV, msh, mnd);
+    if (gm) p = g->device == NT_CPU ? nt_retain(pos) : nt_to_device(pos, g->device);
+    if (p) r = nt_take(gm, p, c->A.axis);
+    gin[1] = r ? nt_reshape(r, c->S, c->snd) : NULL;
+    nt_release(gV); nt_release(gm); nt_release(p); nt_release(r);
+    if (!gin[1]) return -1;
+  }
+  if (nt_node_needs(nd, 0)) {        /* d x_old = g, the overwritten rows zeroed */
+    if (c->accumulate) { gin[0] = nt_retain(g); return 0; }
+    nt_Tensor *z = nt_clone(g), *zV = z ? adv_view(z, &c->A) : NULL;
+    nt_Tensor *zero = zV ? nt_zeros(NULL, 0, g->dtype, g->device) : NULL;
+    int rc = zero ? adv_put_rows(zV, &c->A, pos, zero, NULL, 0, false) : -1;
+    nt_release(zV); nt_release(zero);
+    if (rc) { nt_release(z); return -1; }
+    gin[0] = z;
+  }
+  return 0;
+}
+
+int nt_index_put_adv(nt_Tensor *base, const nt_Index *idx, int n, int tpos, nt_Tensor *t, nt_Tensor *v, bool accumulate) {
+  const char *op = "index_put";
+  char a[128], b[128];
+  nt_nn_init();
+  AdvIndex A;
+  if (adv_layout(op, base, idx, n, tpos, t, &A)) return -1;
+  if (v->device != base->device)
+    NT_FAIL("%s: expected the value on the tensor's device (%s), got %s", op, nt_device_name(base->device), nt_device_name(v->device));
+  /* x[mask] = v alone keeps nabla's meaning, x = where(mask, v, x), whenever
+  ** mask and v broadcast to x; torch's (v fills the selected elements in
+  ** order) otherwise */
+  if (n == 0 && t->dtype == NT_BOOL && !accumulate && bcasts_to(t->shape, t->ndim, base->shape, base->ndim) &&
+      bcasts_to(v->shape, v->ndim, base->shape, base->ndim))
+    return nt_mask_put(base, t, v);
+  int mode = nt_write_mode(base, v);
+  if (mode < 0) return -1;
+  bool prev = nt_set_grad_enabled(false);          /* the view and the ops below are the write, not graph ops */
+  int rc = -1;
+  nt_Tensor *pos = NULL, *V = adv_view(base, &A);
+  PutCtx *c = NULL;
+  if (!V || (t->dtype == NT_BOOL && adv_check_mask(op, base, V, &A, t))) goto done;
+  int64_t msh[NT_MAXDIM + 1];
+  nn_dims d;
+  adv_merged(V, &A, msh, &d);
+  if (!(pos = adv_host_positions(op, t, d.n, A.src_axis))) goto done;
+  if (!(c = nt_malloc(sizeof *c))) goto done;
+  c->A = A; c->accumulate = accumulate; c->snd = 0;
+  /* the region's shape S: V.shape[:a] + t's result shape + V.shape[a+k:] */
+  for (int i = 0; i < A.axis; i++) c->S[c->snd++] = V->shape[i];
+  if (t->dtype == NT_BOOL) c->S[c->snd++] = pos->numel;
+  else for (int i = 0; i < t->ndim; i++) c->S[c->snd++] = t->shape[i];
+  for (int i = A.axis + A.k; i < V->ndim; i++) c->S[c->snd++] = V->shape[i];
+  if (c->snd > NT_MAXDIM) { nt_error_set("%s: the indexed region would have more than %d dimensions", op, NT_MAXDIM); goto done; }
+  if (!bcasts_to(v->shape, v->ndim, c->S, c->snd)) {
+    nt_error_set("%s: shape mismatch: value tensor of shape %s cannot be broadcast to indexing result of shape %s", op,
+                 nt_shape_str(v->shape, v->ndim, a, sizeof a), nt_shape_str(c->S, c->snd, b, sizeof b));
+    goto done;
+  }
+  rc = adv_put_rows(V, &A, pos, v, c->S, c->snd, accumulate);
+  if (!rc) nt_bump_version(base);   /* also when nothing was written (no positions), like torch */
+done:
+  nt_set_grad_enabled(prev);
+  nt_release(V);
+  if (!rc && mode) {
+    nt_Node *nd = nt_record_write(base, v, "IndexPutBackward", index_put_backward);
+    if (!nd || nt_node_save(nd, pos) < 0) rc = -1;
+    if (nd) { nd->ctx = c; nd->ctx_free = free; c = NULL; }
+  }
+  free(c);
+  nt_release(pos);
+  return rc;
 }
 
 void nn_register_index(void) {
