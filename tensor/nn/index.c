@@ -643,8 +643,9 @@ int nt_index_put_adv(nt_Tensor *base, const nt_Index *idx, int n, int tpos, nt_T
                  nt_shape_str(v->shape, v->ndim, a, sizeof a), nt_shape_str(c->S, c->snd, b, sizeof b));
     goto done;
   }
+  uint64_t ver = base->storage->version;
   rc = adv_put_rows(V, &A, pos, v, c->S, c->snd, accumulate);
-  if (!rc) nt_bump_version(base);   /* also when nothing was written (no positions), like torch */
+  if (!rc && base->storage->version == ver) nt_bump_version(base);   /* one bump per write, even of nothing (torch) */
 done:
   nt_set_grad_enabled(prev);
   nt_release(V);
