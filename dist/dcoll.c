@@ -5,6 +5,7 @@
 ** distributed sampler.  Registered both as dist_NAME (wrapped by
 ** stdlib/dist.nbl) and, for the collectives, under their bare names.
 */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "dist/dgrad.h"
@@ -43,28 +44,39 @@ static int rank_arg(nb_VM *vm, const char *fname, const char *what, nb_Value v, 
   if (*r < 0 || *r >= nbD_self.g->world) return nb_error_kind(vm, "ValueError", "%s: %s %d is not a rank of this group (size %d)", fname, what, *r, nbD_self.g->world);
   return NB_OK;
 }
-/* a number becomes a 0-d f64 tensor (and the result a number again) */
-static int tensor_arg(nb_VM *vm, const char *fname, nb_Value v, nt_Tensor **t, bool *was_num) {
+/* a number becomes a 0-d f64 tensor (and the result a number again); with
+** keep_int an int travels as i64, so the result (a broadcast's too, on the
+** ranks that did not send it) is an int again */
+static int tensor_arg_k(nb_VM *vm, const char *fname, nb_Value v, nt_Tensor **t, bool *was_num, bool keep_int) {
   *was_num = false;
   if (v.t == NB_TTENSOR) { *t = nt_retain(T(v)); return NB_OK; }
-  if (v.t == NB_TNUM) { *t = nt_scalar(v.u.n, NT_F64); *was_num = true; return *t ? NB_OK : derr(vm, fname); }
+  if (v.t == NB_TNUM) {
+    bool isint = keep_int && !nb_isfloat(v) && fabs(v.u.n) < 9007199254740992.0;
+    *t = nt_scalar(v.u.n, isint ? NT_I64 : NT_F64); *was_num = true; return *t ? NB_OK : derr(vm, fname);
+  }
   return nb_error_kind(vm, "TypeError", "%s: expected a tensor or a number, got %s", fname, nb_typename(v));
 }
+static int tensor_arg(nb_VM *vm, const char *fname, nb_Value v, nt_Tensor **t, bool *was_num) { return tensor_arg_k(vm, fname, v, t, was_num, false); }
 static int ret_tensor(nb_VM *vm, const char *fname, nt_Tensor *y, bool as_num, nb_Value *out) {
   if (!y) return derr(vm, fname);
-  if (as_num && y->numel == 1) { double d; nt_item(y, &d); nt_release(y); *out = nb_num(d); return NB_OK; }
+  if (as_num && y->numel == 1) {
+    double d; nt_item(y, &d);
+    *out = nt_dtype_is_float(y->dtype) ? nb_flt(d) : nb_int(d);
+    nt_release(y); return NB_OK;
+  }
   *out = nb_obj(NB_TTENSOR, y);
   return NB_OK;
 }
 
-static int b_rank(nb_VM *vm, nb_Value *a, int n, nb_Value *out) { (void)vm; (void)a; (void)n; *out = nbD_self.rank >= 0 ? nb_num(nbD_self.rank) : nb_nil(); return NB_OK; }
-static int b_world(nb_VM *vm, nb_Value *a, int n, nb_Value *out) { (void)vm; (void)a; (void)n; *out = nbD_self.rank >= 0 ? nb_num(nbD_self.world) : nb_nil(); return NB_OK; }
-static int b_local_rank(nb_VM *vm, nb_Value *a, int n, nb_Value *out) { (void)vm; (void)a; (void)n; *out = nbD_self.rank >= 0 ? nb_num(nbD_self.local_rank) : nb_nil(); return NB_OK; }
+static int b_rank(nb_VM *vm, nb_Value *a, int n, nb_Value *out) { (void)vm; (void)a; (void)n; *out = nbD_self.rank >= 0 ? nb_int(nbD_self.rank) : nb_nil(); return NB_OK; }
+static int b_world(nb_VM *vm, nb_Value *a, int n, nb_Value *out) { (void)vm; (void)a; (void)n; *out = nbD_self.rank >= 0 ? nb_int(nbD_self.world) : nb_nil(); return NB_OK; }
+static int b_local_rank(nb_VM *vm, nb_Value *a, int n, nb_Value *out) { (void)vm; (void)a; (void)n; *out = nbD_self.rank >= 0 ? nb_int(nbD_self.local_rank) : nb_nil(); return NB_OK; }
 static int b_is_worker(nb_VM *vm, nb_Value *a, int n, nb_Value *out) { (void)vm; (void)a; (void)n; *out = nb_bool(nbD_self.g != NULL); return NB_OK; }
 
 static int b_all_reduce(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
   (void)n; const char *f = "all_reduce"; int op = 0; nt_Tensor *x = NULL; bool num = false;
-  if (need_worker(vm, f) || parse_op(vm, f, a[1], &op) || tensor_arg(vm, f, a[0], &x, &num)) return NB_ERR;
+  if (need_worker(vm, f) || parse_op(vm, f, a[1], &op)) return NB_ERR;
+  if (tensor_arg_k(vm, f, a[0], &x, &num, op != NBD_AVG)) return NB_ERR;   /* ints sum to an int; an average is a float */
   nt_Tensor *y = nbD_all_reduce(x, op);
   nt_release(x);
   return ret_tensor(vm, f, y, num, out);
@@ -86,7 +98,7 @@ static int b_reduce_scatter(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
 static int b_broadcast(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
   (void)n; const char *f = "broadcast"; int src = 0; nt_Tensor *x = NULL; bool num = false;
   if (need_worker(vm, f) || rank_arg(vm, f, "src", a[1], &src)) return NB_ERR;
-  if (nbD_self.rank == src || a[0].t != NB_TNIL) { if (tensor_arg(vm, f, a[0], &x, &num)) return NB_ERR; }
+  if (nbD_self.rank == src || a[0].t != NB_TNIL) { if (tensor_arg_k(vm, f, a[0], &x, &num, true)) return NB_ERR; }
   nt_Tensor *y = nbD_broadcast(x, src);
   nt_release(x);
   return ret_tensor(vm, f, y, num, out);
@@ -115,7 +127,7 @@ static int b_isend(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
   nt_release(x);
   if (id < 0) return derr(vm, f);
   nb_List *l = nbL_new(2);
-  nbL_push(l, nb_num(id)); nbL_push(l, nb_num(nbD_isend_seq(id)));
+  nbL_push(l, nb_int(id)); nbL_push(l, nb_int(nbD_isend_seq(id)));
   *out = nb_obj(NB_TLIST, l);
   return NB_OK;
 }

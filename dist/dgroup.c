@@ -337,7 +337,7 @@ static int b_new_group(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
   int id = nbD_group_new(r, l->n);
   free(r);
   if (id < 0) return nb_error_kind(vm, "ValueError", "%s: %s", f, nt_error_msg());
-  *out = nb_num(id);
+  *out = nb_int(id);
   return NB_OK;
 }
 static int b_copy_to(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
@@ -382,7 +382,7 @@ static int b_bytes(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
   dr_Group *w = cur_id ? world_g : nbD_self.g;
   uint64_t s = id ? groups[id].sent : w->bytes_sent, r = id ? groups[id].recv : w->bytes_recv;
   nb_List *l = nbL_new(2);
-  nbL_push(l, nb_num((double)s)); nbL_push(l, nb_num((double)r));
+  nbL_push(l, nb_int((double)s)); nbL_push(l, nb_int((double)r));
   *out = nb_obj(NB_TLIST, l);
   return NB_OK;
 }

@@ -996,8 +996,8 @@ static int b_workers(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
   nb_List *l = nbL_new(S.n);
   for (int i = 0; i < S.n; i++) {
     nb_Rec *r = nbR_new(4);
-    nbR_set_cstr(r, "rank", nb_num(i));
-    nbR_set_cstr(r, "pid", nb_num(S.w[i].pid));
+    nbR_set_cstr(r, "rank", nb_int(i));
+    nbR_set_cstr(r, "pid", nb_int(S.w[i].pid));
     nbR_set_cstr(r, "host", nb_strv(nbS_cstr(S.w[i].host)));
     nbR_set_cstr(r, "alive", nb_bool(!S.w[i].dead));
     nbL_push(l, nb_obj(NB_TREC, r));
@@ -1009,11 +1009,11 @@ static int b_info(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
   (void)vm; (void)a; (void)nargs;
   nb_Rec *r = nbR_new(4);
   if (nbD_self.rank >= 0 && nbD_self.g) {
-    nbR_set_cstr(r, "rank", nb_num(nbD_self.rank));
-    nbR_set_cstr(r, "world", nb_num(nbD_self.world));
+    nbR_set_cstr(r, "rank", nb_int(nbD_self.rank));
+    nbR_set_cstr(r, "world", nb_int(nbD_self.world));
     nbR_set_cstr(r, "backend", nb_strv(nbS_cstr(dn_on(nbD_self.g) ? "nccl" : "ring")));
   } else if (S.active) {
-    nbR_set_cstr(r, "size", nb_num(S.n));
+    nbR_set_cstr(r, "size", nb_int(S.n));
     nbR_set_cstr(r, "backend", nb_strv(nbS_cstr(S.backend_used)));
     nbR_set_cstr(r, "requested", nb_strv(nbS_cstr(S.backend)));
     nbR_set_cstr(r, "reason", S.backend_why[0] ? nb_strv(nbS_cstr(S.backend_why)) : nb_nil());
@@ -1028,7 +1028,7 @@ static int b_endpoint(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
 }
 static int b_size(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
   (void)vm; (void)a; (void)nargs;
-  *out = S.active ? nb_num(S.n) : nb_nil();
+  *out = S.active ? nb_int(S.n) : nb_nil();
   return NB_OK;
 }
 

@@ -323,11 +323,11 @@ static int b_stats(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
   nbD_reducer_stats(&np, &nb, &passes, &ov, &tot);
   nb_Rec *r = nbR_new(5);
   if (!r) return nb_error(vm, "out of memory");
-  nbR_set_cstr(r, "params", nb_num((double)np));
-  nbR_set_cstr(r, "buckets", nb_num((double)nb));
-  nbR_set_cstr(r, "passes", nb_num((double)passes));
-  nbR_set_cstr(r, "buckets_overlapped", nb_num((double)ov));
-  nbR_set_cstr(r, "buckets_reduced", nb_num((double)tot));
+  nbR_set_cstr(r, "params", nb_int((double)np));
+  nbR_set_cstr(r, "buckets", nb_int((double)nb));
+  nbR_set_cstr(r, "passes", nb_int((double)passes));
+  nbR_set_cstr(r, "buckets_overlapped", nb_int((double)ov));
+  nbR_set_cstr(r, "buckets_reduced", nb_int((double)tot));
   *out = nb_obj(NB_TREC, r);
   return NB_OK;
 }

@@ -85,7 +85,7 @@ static void parse_params(nb_Builtin *b) {
         if (!strcmp(tmp, "nil")) b->pdefaults[i] = nb_nil();
         else if (!strcmp(tmp, "true")) b->pdefaults[i] = nb_bool(true);
         else if (!strcmp(tmp, "false")) b->pdefaults[i] = nb_bool(false);
-        else b->pdefaults[i] = nb_num(strtod(tmp, NULL));
+        else b->pdefaults[i] = nb_parsenum(tmp, NULL);
       }
       seen_default = true;
     } else if (!seen_default && !b->variadic) b->nrequired = i + 1;
@@ -183,11 +183,11 @@ static int b_len(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n;
   nb_Value v = args[0];
   switch (v.t) {
-  case NB_TSTR: *out = nb_num(nb_str(v)->len); return NB_OK;
-  case NB_TLIST: *out = nb_num(nb_list(v)->n); return NB_OK;
-  case NB_TREC: *out = nb_num(nb_rec(v)->n); return NB_OK;
-  case NB_TRANGE: *out = nb_num(nbG_range_len(v.u.p)); return NB_OK;
-  case NB_TTENSOR: { double l; if (nbT_len(vm, v, &l)) return NB_ERR; *out = nb_num(l); return NB_OK; }
+  case NB_TSTR: *out = nb_int(nb_str(v)->len); return NB_OK;
+  case NB_TLIST: *out = nb_int(nb_list(v)->n); return NB_OK;
+  case NB_TREC: *out = nb_int(nb_rec(v)->n); return NB_OK;
+  case NB_TRANGE: *out = nb_int(nbG_range_len(v.u.p)); return NB_OK;
+  case NB_TTENSOR: { double l; if (nbT_len(vm, v, &l)) return NB_ERR; *out = nb_int(l); return NB_OK; }
   default: return nb_error_kind(vm, "TypeError", "len: a %s has no length", nb_typename(v));
   }
 }
@@ -211,7 +211,7 @@ static int b_num(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n;
   nb_Value v = args[0];
   if (v.t == NB_TNUM) { *out = v; return NB_OK; }
-  if (v.t == NB_TBOOL) { *out = nb_num(v.u.b); return NB_OK; }
+  if (v.t == NB_TBOOL) { *out = nb_int(v.u.b); return NB_OK; }
   if (v.t == NB_TTENSOR) {
     nb_Str *k = nbS_intern("item", 4);
     int st = nbT_field(vm, v, k, out);
@@ -221,16 +221,16 @@ static int b_num(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   if (v.t == NB_TSTR) {
     const char *s = nb_str(v)->data; char *end;
     while (isspace((unsigned char)*s)) s++;
-    double d = strtod(s, &end);
+    nb_Value d = nb_parsenum(s, &end);   /* "3" an int, "3.0" a float */
     while (isspace((unsigned char)*end)) end++;
     if (end == s || *end) return nb_error_kind(vm, "ValueError", "num: \"%s\" is not a number", nb_str(v)->data);
-    *out = nb_num(d); return NB_OK;
+    *out = d; return NB_OK;
   }
   return nb_error_kind(vm, "TypeError", "num: cannot convert a %s to a number", nb_typename(v));
 }
 static int b_int(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   if (b_num(vm, args, n, out)) return NB_ERR;
-  *out = nb_num(trunc(out->u.n));
+  *out = nb_int(out->t == NB_TBOOL ? out->u.b : trunc(out->u.n));   /* a bool tensor's item is a bool */
   return NB_OK;
 }
 static int b_bool(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
@@ -281,10 +281,11 @@ static int b_range(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "range";
   ARGNUM(0, "start");
   double a = 0, b = args[0].u.n, s = 1;
-  if (args[1].t != NB_TNIL) { ARGNUM(1, "stop"); a = args[0].u.n; b = args[1].u.n; }
-  if (args[2].t != NB_TNIL) { ARGNUM(2, "step"); s = args[2].u.n; }
+  uint32_t kind = NB_KINT, stopkind = args[0].kind;   /* the values' kind: start's or step's float */
+  if (args[1].t != NB_TNIL) { ARGNUM(1, "stop"); a = args[0].u.n; b = args[1].u.n; kind = args[0].kind; stopkind = args[1].kind; }
+  if (args[2].t != NB_TNIL) { ARGNUM(2, "step"); s = args[2].u.n; kind |= args[2].kind; }
   if (s == 0 || isnan(s)) return nb_error_kind(vm, "ValueError", "range: step must not be zero");
-  *out = nb_obj(NB_TRANGE, nbG_range(a, b, s));
+  *out = nb_obj(NB_TRANGE, nbG_range_k(a, b, s, (int)kind, (int)stopkind));
   return NB_OK;
 }
 static int b_list(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
@@ -306,7 +307,7 @@ static int b_list(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
     nb_Range *r = v.u.p; double len = nbG_range_len(r);
     if (len > 1e8) return nb_error_kind(vm, "ValueError", "list: range too long (%.0f elements)", len);
     l = nbL_new((int)len);
-    for (double k = 0; k < len; k++) nbL_push(l, nb_num(r->start + k * r->step));
+    for (double k = 0; k < len; k++) nbL_push(l, nb_numk(r->start + k * r->step, r->kind));
     break;
   }
   case NB_TSTR: {
@@ -465,7 +466,7 @@ static int b_enumerate(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   nb_List *s = args[0].u.p, *l = nbL_new(s->n);
   for (int i = 0; i < s->n; i++) {
     nb_List *p = nbL_new(2);
-    nbL_push(p, nb_num(i)); nb_incref(s->items[i]); nbL_push(p, s->items[i]);
+    nbL_push(p, nb_int(i)); nb_incref(s->items[i]); nbL_push(p, s->items[i]);
     nbL_push(l, nb_obj(NB_TLIST, p));
   }
   *out = nb_obj(NB_TLIST, l);
@@ -571,7 +572,7 @@ static int b_find(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "find"; ARGSTR(0, "s"); ARGSTR(1, "sub");
   nb_Str *s = args[0].u.p, *p = args[1].u.p;
   const char *q = memmem(s->data, s->len, p->data, p->len);
-  *out = nb_num(q ? (double)(q - s->data) : -1); return NB_OK;
+  *out = nb_int(q ? (double)(q - s->data) : -1); return NB_OK;
 }
 /* fmt(x, ".3f"): printf-style formatting of one number */
 static int b_fmt(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
@@ -590,7 +591,7 @@ static int b_fmt(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
 static int b_ord(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "ord"; ARGSTR(0, "c");
   if (nb_str(args[0])->len == 0) return nb_error_kind(vm, "ValueError", "ord: empty string");
-  *out = nb_num((unsigned char)nb_str(args[0])->data[0]); return NB_OK;
+  *out = nb_int((unsigned char)nb_str(args[0])->data[0]); return NB_OK;
 }
 static int b_chr(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "chr"; ARGNUM(0, "code");
@@ -601,15 +602,19 @@ static int b_chr(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
 }
 
 /* ------------------------------------------------------------ numbers */
-#define MATH1(NAME, EXPR) \
+/* MAKE: nb_int (floor, ceil: integers, as Python's math.floor) or nb_flt */
+#define MATH1(NAME, EXPR, MAKE) \
   static int b_##NAME(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { \
-    (void)n; const char *fname = #NAME; ARGNUM(0, "x"); double x = args[0].u.n; *out = nb_num(EXPR); return NB_OK; }
-MATH1(floor, floor(x))
-MATH1(ceil, ceil(x))
+    (void)n; const char *fname = #NAME; ARGNUM(0, "x"); double x = args[0].u.n; *out = MAKE(EXPR); return NB_OK; }
+MATH1(floor, floor(x), nb_int)
+MATH1(ceil, ceil(x), nb_int)
+/* round(x): an int; round(x, digits): x's kind (Python's rule), half away from zero */
 static int b_round(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "round"; ARGNUM(0, "x");
-  double d = args[1].t == NB_TNUM ? args[1].u.n : 0, p = pow(10, d);
-  *out = nb_num(round(args[0].u.n * p) / p); return NB_OK;
+  if (args[1].t == NB_TNIL) { *out = nb_int(round(args[0].u.n)); return NB_OK; }
+  ARGNUM(1, "digits");
+  double p = pow(10, args[1].u.n);
+  *out = nb_numk(round(args[0].u.n * p) / p, args[0].kind); return NB_OK;
 }
 static int b_isnan_(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "isnan"; ARGNUM(0, "x"); *out = nb_bool(isnan(args[0].u.n)); return NB_OK;
@@ -641,8 +646,8 @@ static int b_assert(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
 }
 static double now(void) { struct timespec ts; clock_gettime(CLOCK_REALTIME, &ts); return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9; }
 static double mono(void) { struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts); return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9; }
-static int b_time(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)vm; (void)args; (void)n; *out = nb_num(now()); return NB_OK; }
-static int b_clock(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)vm; (void)args; (void)n; *out = nb_num(mono()); return NB_OK; }
+static int b_time(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)vm; (void)args; (void)n; *out = nb_flt(now()); return NB_OK; }
+static int b_clock(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)vm; (void)args; (void)n; *out = nb_flt(mono()); return NB_OK; }
 int nbB_doc_value(nb_VM *vm, nb_Value f, nb_Value *out) {
   (void)vm;
   if (f.t == NB_TBUILTIN) { *out = nb_strv(nbS_fmt("%s(%s)\n%s", f.u.bi->name, f.u.bi->params ? f.u.bi->params : "", f.u.bi->doc ? f.u.bi->doc : "")); return NB_OK; }
@@ -697,12 +702,12 @@ static int b_mkdir(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   *out = nb_nil();
   return NB_OK;
 }
-MATH1(asin, asin(x))
-MATH1(acos, acos(x))
-MATH1(atan, atan(x))
+MATH1(asin, asin(x), nb_flt)
+MATH1(acos, acos(x), nb_flt)
+MATH1(atan, atan(x), nb_flt)
 static int b_atan2(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "atan2"; ARGNUM(0, "y"); ARGNUM(1, "x");
-  *out = nb_num(atan2(args[0].u.n, args[1].u.n)); return NB_OK;
+  *out = nb_flt(atan2(args[0].u.n, args[1].u.n)); return NB_OK;
 }
 
 static nb_Builtin core[] = {
@@ -726,8 +731,8 @@ static nb_Builtin core[] = {
   { "type", b_type, "x", "type(x): the type name of x as a string" },
   { "str", b_str, "x", "str(x): x as a string, as print shows it" },
   { "repr", b_repr, "x", "repr(x): x as source-like text (strings quoted)" },
-  { "num", b_num, "x", "num(x): converts a string, bool or one-element tensor to a number" },
-  { "int", b_int, "x", "int(x): converts to a number and truncates toward zero" },
+  { "num", b_num, "x", "num(x): converts a string, bool or one-element tensor to a number (\"3\" an int, \"3.5\" a float; a tensor's item)" },
+  { "int", b_int, "x", "int(x): converts to an int, truncating toward zero" },
   { "bool", b_bool, "x", "bool(x): the truth value of x" },
   { "push", b_push, "list, x", "push(xs, x): appends x to the list xs and returns xs" },
   { "pop", b_pop, "list, index=nil", "pop(xs, i=last): removes and returns an element of xs" },
@@ -758,9 +763,9 @@ static nb_Builtin core[] = {
   { "fmt", b_fmt, "x, spec", "fmt(x, spec): formats a number printf-style, e.g. fmt(pi, \".3f\")" },
   { "ord", b_ord, "c", "ord(c): the byte value of the first character" },
   { "chr", b_chr, "code", "chr(code): a one-byte string" },
-  { "floor", b_floor, "x", "floor(x): the largest integer <= x" },
-  { "ceil", b_ceil, "x", "ceil(x): the smallest integer >= x" },
-  { "round", b_round, "x, digits=0", "round(x, digits=0): rounds half away from zero" },
+  { "floor", b_floor, "x", "floor(x): the largest integer <= x (an int)" },
+  { "ceil", b_ceil, "x", "ceil(x): the smallest integer >= x (an int)" },
+  { "round", b_round, "x, digits=nil", "round(x, digits=nil): rounds half away from zero; an int, or with digits a number of x's kind" },
   { "isnan", b_isnan_, "x", "isnan(x): whether x is not a number" },
   { "error", b_error, "x", "error(x): raises an error with message x (or re-raises a caught error record)" },
   { "assert", b_assert, "cond, message=nil", "assert(cond, message): raises AssertionError when cond is false" },

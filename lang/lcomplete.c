@@ -62,8 +62,8 @@ static bool lookup_chain(nb_VM *vm, const char *s, size_t len, nb_Value *out, nb
           nb_decref(*tmp); *tmp = nb_nil();
           if (bi->value(vm, tmp)) { nb_decref(vm->err); vm->err = nb_nil(); return false; }
           cur = *tmp;
-        } else if (!bi->fn) cur = nb_num(strtod(bi->params, NULL));
-        else { cur.t = NB_TBUILTIN; cur.u.bi = bi; }
+        } else if (!bi->fn) cur = nb_flt(strtod(bi->params, NULL));
+        else cur = nb_builtinv(bi);
       } else cur = vm->main->vals[g];
     } else if (cur.t == NB_TREC) {
       nb_Str *k = nbS_new(s + st, i - st);

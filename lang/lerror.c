@@ -92,8 +92,8 @@ void nbE_locate(nb_VM *vm, nb_Chunk *c, const nb_Node *n) {
   if (vm->err.t != NB_TREC || !n) return;
   nb_Rec *r = vm->err.u.p;
   nbR_set_cstr(r, "file", nb_strv(nbS_cstr(c ? c->filename : "?")));
-  nbR_set_cstr(r, "line", nb_num(n->line));
-  nbR_set_cstr(r, "col", nb_num(n->col));
+  nbR_set_cstr(r, "line", nb_int(n->line));
+  nbR_set_cstr(r, "col", nb_int(n->col));
   if (c) {
     nb_Buf b = {0};
     nbE_source_caret(&b, c->src, c->len, n->pos, n->end, n->line);
@@ -120,8 +120,8 @@ int nbP_syntax_error(nb_VM *vm, nb_Chunk *c, uint32_t pos, uint32_t end, int lin
   raise_msg(vm, "SyntaxError", msg);
   nb_Rec *r = vm->err.u.p;
   nbR_set_cstr(r, "file", nb_strv(nbS_cstr(c->filename)));
-  nbR_set_cstr(r, "line", nb_num(line));
-  nbR_set_cstr(r, "col", nb_num(col));
+  nbR_set_cstr(r, "line", nb_int(line));
+  nbR_set_cstr(r, "col", nb_int(col));
   nb_Buf b = {0};
   nbE_source_caret(&b, c->src, c->len, pos, end, line);
   nbR_set_cstr(r, "source", nb_strv(nbS_new(b.p ? b.p : "", b.n)));

@@ -58,9 +58,9 @@ static inline int load_var(nb_VM *vm, nb_Frame *f, const nb_Node *n, nb_Value *o
         const nb_Builtin *b = nbB_at(n->bidx);
         if (!b->fn) {   /* a named value: pi, inf, nan; the cuda namespace */
           if (b->value) return b->value(vm, out) ? fail(vm, f, n) : NB_OK;
-          *out = nb_num(strtod(b->params, NULL)); return NB_OK;
+          *out = nb_flt(strtod(b->params, NULL)); return NB_OK;   /* floats, as Python's math.pi */
         }
-        v.t = NB_TBUILTIN; v.u.bi = b; *out = v; return NB_OK;
+        *out = nb_builtinv(b); return NB_OK;
       }
       return undefined(vm, f, n, true);
     }
@@ -310,19 +310,36 @@ static int type_error2(nb_VM *vm, const char *op, nb_Value a, nb_Value b) {
   return nb_error_kind(vm, "TypeError", "unsupported operand types for %s: %s and %s", op, nb_typename(a), nb_typename(b));
 }
 static const char *opname(int op) {
-  static const char *const names[] = { "+", "-", "*", "/", "%", "**", "@", "==", "!=", "<", "<=", ">", ">=" };
+  static const char *const names[] = { "+", "-", "*", "/", "%", "**", "@", "==", "!=", "<", "<=", ">", ">=", "//" };
   return op >= 0 && op < OP_NONE ? names[op] : "?";
 }
 
-static inline double num_arith(int op, double x, double y) {
+/* x // y as Python's float floor division: the quotient rounded down, exact
+** where floor(x / y) would round (fmod-based, as CPython). */
+static double floor_div(double x, double y) {
+  if (y == 0) return floor(x / y);   /* inf or nan, as / gives */
+  double mod = fmod(x, y), div = (x - mod) / y;
+  if (mod != 0 && ((y < 0) != (mod < 0))) div -= 1.0;
+  if (div == 0) return copysign(0.0, x / y);
+  double f = floor(div);
+  return div - f > 0.5 ? f + 1.0 : f;
+}
+
+/* Arithmetic on two numbers with Python's kinds: int op int is an int for
+** + - * // % and ** with a non-negative exponent; / is always a float; a float
+** operand makes a float (or-ing the kinds: NB_KFLOAT is 1, NB_KINT 0). */
+static inline nb_Value num_arith(int op, nb_Value a, nb_Value b) {
+  double x = a.u.n, y = b.u.n;
+  nb_Value r; r.t = NB_TNUM; r.kind = a.kind | b.kind;
   switch (op) {
-  case OP_ADD: return x + y;
-  case OP_SUB: return x - y;
-  case OP_MUL: return x * y;
-  case OP_DIV: return x / y;
-  case OP_MOD: { double r = fmod(x, y); if (r != 0 && ((r < 0) != (y < 0))) r += y; return r; }  /* floored, like Python */
-  case OP_POW: return pow(x, y);
-  default: return NAN;
+  case OP_ADD: r.u.n = x + y; return r;
+  case OP_SUB: r.u.n = x - y; return r;
+  case OP_MUL: r.u.n = x * y; return r;
+  case OP_DIV: return nb_flt(x / y);
+  case OP_IDIV: r.u.n = floor_div(x, y); return r;
+  case OP_MOD: { double m = fmod(x, y); if (m != 0 && ((m < 0) != (y < 0))) m += y; r.u.n = m; return r; }  /* floored, like Python */
+  case OP_POW: r.u.n = pow(x, y); if (y < 0) r.kind = NB_KFLOAT; return r;
+  default: return nb_flt(NAN);
   }
 }
 
@@ -344,7 +361,7 @@ int nbV_binop(nb_VM *vm, int op, nb_Value a, nb_Value b, nb_Value *out) {
     case OP_GT: *out = nb_bool(x > y); return NB_OK;
     case OP_GE: *out = nb_bool(x >= y); return NB_OK;
     case OP_MATMUL: return type_error2(vm, "@", a, b);
-    default: *out = nb_num(num_arith(op, x, y)); return NB_OK;
+    default: *out = num_arith(op, a, b); return NB_OK;
     }
   }
   if (op == OP_EQ || op == OP_NE) { bool e = nb_equal(a, b); *out = nb_bool(op == OP_EQ ? e : !e); return NB_OK; }
@@ -453,7 +470,7 @@ int nbV_index(nb_VM *vm, nb_Value obj, nb_Value *idx, int nidx, nb_Value *out) {
   case NB_TRANGE: {
     nb_Range *r = obj.u.p;
     TRY(to_index(vm, i, nbG_range_len(r), "range", &k));
-    *out = nb_num(r->start + (double)k * r->step); return NB_OK;
+    *out = nb_numk(r->start + (double)k * r->step, r->kind); return NB_OK;
   }
   default:
     return nb_error_kind(vm, "TypeError", "a %s cannot be indexed", nb_typename(obj));
@@ -511,7 +528,7 @@ static int get_field(nb_VM *vm, nb_Value obj, nb_Str *name, nb_Value *out) {
     *out = m->vals[i]; nb_incref(*out); return NB_OK;
   }
   if (obj.t == NB_TTENSOR) return nbT_field(vm, obj, name, out);
-  if (obj.t == NB_TSTR && strcmp(name->data, "len") == 0) { *out = nb_num(nb_str(obj)->len); return NB_OK; }
+  if (obj.t == NB_TSTR && strcmp(name->data, "len") == 0) { *out = nb_int(nb_str(obj)->len); return NB_OK; }
   return nb_error_kind(vm, "TypeError", "a %s has no field '%s'", nb_typename(obj), name->data);
 }
 
@@ -536,7 +553,7 @@ static int eval_assign(nb_VM *vm, nb_Frame *f, nb_Node *n) {
       int st = load_var(vm, f, t, &cur);
       if (st) { nb_decref(v); return st; }
       nb_Value r;
-      st = (cur.t == NB_TNUM && v.t == NB_TNUM) ? (r = nb_num(num_arith(n->op, cur.u.n, v.u.n)), NB_OK) : nbV_binop(vm, n->op, cur, v, &r);
+      st = (cur.t == NB_TNUM && v.t == NB_TNUM) ? (r = num_arith(n->op, cur, v), NB_OK) : nbV_binop(vm, n->op, cur, v, &r);
       nb_decref(cur); nb_decref(v);
       if (st) return fail(vm, f, n);
       v = r;
@@ -608,9 +625,10 @@ static int eval_for(nb_VM *vm, nb_Frame *f, nb_Node *n) {
       nb_decref(a); nb_decref(b); return fail(vm, f, it);
     }
     double lo = a.u.n, hi = b.u.n;
+    uint32_t kind = a.kind;   /* lo, lo+1, ...: ints unless lo is a float */
     for (double x = lo; x < hi; x += 1) {
       POLL(vm, f, n);
-      store_var(f, var, nb_num(x));
+      store_var(f, var, nb_numk(x, kind));
       st = loop_body(vm, f, n->b);
       if (st == NB_BREAK) break;
       if (st == NB_CONTINUE) continue;
@@ -627,7 +645,7 @@ static int eval_for(nb_VM *vm, nb_Frame *f, nb_Node *n) {
     double len = nbG_range_len(r);
     for (double k = 0; k < len; k++) {
       if (vm->poll && poll_vm(vm)) { st = fail(vm, f, n); break; }
-      store_var(f, var, nb_num(r->start + k * r->step));
+      store_var(f, var, nb_numk(r->start + k * r->step, r->kind));
       st = loop_body(vm, f, n->b);
       if (st == NB_BREAK) { st = NB_OK; break; }
       if (st == NB_CONTINUE) { st = NB_OK; continue; }
@@ -645,7 +663,7 @@ static int eval_for(nb_VM *vm, nb_Frame *f, nb_Node *n) {
         double len;
         if ((st = nbT_len(vm, seq, &len))) { st = fail(vm, f, it); break; }
         if (k >= (long)len) break;
-        nb_Value kv = nb_num((double)k);
+        nb_Value kv = nb_int((double)k);
         if ((st = nbT_index(vm, seq, &kv, 1, &item))) { st = fail(vm, f, it); break; }
       }
       if (vm->poll && poll_vm(vm)) { nb_decref(item); st = fail(vm, f, n); break; }
@@ -681,19 +699,18 @@ static int eval_block(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out) {
 
 static int eval_list(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out) {
   nb_List *l = nbL_new(n->nkids);
-  bool numeric = n->nkids > 0, nested = n->nkids > 0, floats = false;
+  bool numeric = n->nkids > 0, nested = n->nkids > 0;
   for (int i = 0; i < n->nkids; i++) {
     nb_Value v;
     int st = eval(vm, f, n->kids[i], &v);
     if (st) { nb_decref(nb_obj(NB_TLIST, l)); return st; }
     if (v.t != NB_TNUM && v.t != NB_TBOOL) numeric = false;
     if (!(v.t == NB_TTENSOR && n->kids[i]->kind == N_LIST)) nested = false;
-    if (n->kids[i]->flags & NF_FLOATLIT) floats = true;
     nbL_push(l, v);
   }
   nb_Value lv = nb_obj(NB_TLIST, l);
   if (numeric || nested) {
-    int st = nbT_literal(vm, lv, floats, out);
+    int st = nbT_literal(vm, lv, out);
     nb_decref(lv);
     return st ? fail(vm, f, n) : NB_OK;
   }
@@ -707,8 +724,12 @@ static int eval_list(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out) {
 ** inline by EVAL so the common `n - 1` does not recurse at all. */
 static int eval_cold(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out) __attribute__((noinline));
 
+/* a number literal: the parser put its kind in idx (copied as is: no
+** decoding on the hot path) */
+#define NUM_LIT(n) nb_numk((n)->num, (uint32_t)(n)->idx)
+
 static inline int eval_leaf(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out) {
-  if (n->kind == N_NUM) { *out = nb_num(n->num); return NB_OK; }
+  if (n->kind == N_NUM) { *out = NUM_LIT(n); return NB_OK; }
   if (n->kind == N_NAME && n->vkind == V_LOCAL) {
     nb_Value v = f->locals[n->idx];
     if (__builtin_expect(v.t != NB_TUNDEF, 1)) { nb_incref(v); *out = v; return NB_OK; }
@@ -720,7 +741,7 @@ static inline int eval_leaf(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out) {
 static int eval(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out) {
   int st;
   switch ((nb_NodeKind)n->kind) {
-  case N_NUM: *out = nb_num(n->num); return NB_OK;
+  case N_NUM: *out = NUM_LIT(n); return NB_OK;
   case N_NAME: return load_var(vm, f, n, out);
   case N_BINARY: {
     nb_Value a, b;
@@ -728,11 +749,12 @@ static int eval(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out) {
     if ((st = EVAL(n->b, &b))) { nb_decref(a); return st; }
     if (a.t == NB_TNUM && b.t == NB_TNUM) {
       double x = a.u.n, y = b.u.n;
+      uint32_t kind = a.kind | b.kind;   /* a float when either is (see num_arith); 32-bit reads, no stall */
       switch (n->op) {
-      case OP_ADD: *out = nb_num(x + y); return NB_OK;
-      case OP_SUB: *out = nb_num(x - y); return NB_OK;
-      case OP_MUL: *out = nb_num(x * y); return NB_OK;
-      case OP_DIV: *out = nb_num(x / y); return NB_OK;
+      case OP_ADD: *out = nb_numk(x + y, kind); return NB_OK;
+      case OP_SUB: *out = nb_numk(x - y, kind); return NB_OK;
+      case OP_MUL: *out = nb_numk(x * y, kind); return NB_OK;
+      case OP_DIV: *out = nb_flt(x / y); return NB_OK;
       case OP_LT: *out = nb_bool(x < y); return NB_OK;
       case OP_LE: *out = nb_bool(x <= y); return NB_OK;
       case OP_GT: *out = nb_bool(x > y); return NB_OK;
@@ -824,7 +846,7 @@ static int eval_cold(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out) {
   case N_NEG: {
     nb_Value a;
     TRY(eval(vm, f, n->a, &a));
-    if (a.t == NB_TNUM) { *out = nb_num(-a.u.n); return NB_OK; }
+    if (a.t == NB_TNUM) { *out = nb_numk(-a.u.n, a.kind); return NB_OK; }
     if (a.t == NB_TTENSOR) { st = nbT_neg(vm, a, out); nb_decref(a); return st ? fail(vm, f, n) : NB_OK; }
     nb_error_kind(vm, "TypeError", "cannot negate a %s", nb_typename(a));
     nb_decref(a);
@@ -853,7 +875,7 @@ static int eval_cold(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out) {
       nb_error_kind(vm, "TypeError", "range bounds must be numbers, got %s and %s", nb_typename(a), nb_typename(b));
       nb_decref(a); nb_decref(b); return fail(vm, f, n);
     }
-    *out = nb_obj(NB_TRANGE, nbG_range(a.u.n, b.u.n, 1));
+    *out = nb_obj(NB_TRANGE, nbG_range_k(a.u.n, b.u.n, 1, a.kind, b.kind));
     return NB_OK;
   }
   case N_METHOD: return eval_method(vm, f, n, out);

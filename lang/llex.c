@@ -30,7 +30,7 @@ static const char *const toknames[TK_COUNT] = {
   [TK_LBRACE] = "'{'", [TK_RBRACE] = "'}'", [TK_COMMA] = "','", [TK_DOT] = "'.'",
   [TK_DOTDOT] = "'..'", [TK_COLON] = "':'", [TK_SEMI] = "';'", [TK_ASSIGN] = "'='",
   [TK_PLUS] = "'+'", [TK_MINUS] = "'-'", [TK_STAR] = "'*'", [TK_SLASH] = "'/'",
-  [TK_PERCENT] = "'%'", [TK_POW] = "'**'", [TK_AT] = "'@'",
+  [TK_PERCENT] = "'%'", [TK_POW] = "'**'", [TK_AT] = "'@'", [TK_SLASHSLASH] = "'//'",
   [TK_EQ] = "'=='", [TK_NE] = "'!='", [TK_LT] = "'<'", [TK_LE] = "'<='", [TK_GT] = "'>'", [TK_GE] = "'>='",
   [TK_PLUSEQ] = "'+='", [TK_MINUSEQ] = "'-='", [TK_STAREQ] = "'*='", [TK_SLASHEQ] = "'/='",
   [TK_PERCENT_CMD] = "%command",
@@ -120,9 +120,10 @@ static nb_Token scan_number(nb_Lexer *lx, size_t start, int line, size_t line_st
     if (!digits) return error_tok(lx, "malformed hexadecimal number", start, line, line_start);
     nb_Token t = make(lx, TK_NUMBER, start, line, line_start); t.num = (double)v; return t;
   }
+  bool isfloat = false;
   while (isdigit(peekc(lx, 0)) || peekc(lx, 0) == '_') { if (peekc(lx, 0) != '_' && n < 120) buf[n++] = (char)peekc(lx, 0); lx->pos++; }
   if (peekc(lx, 0) == '.' && isdigit(peekc(lx, 1))) {
-    buf[n++] = '.'; lx->pos++;
+    buf[n++] = '.'; lx->pos++; isfloat = true;
     while (isdigit(peekc(lx, 0)) || peekc(lx, 0) == '_') { if (peekc(lx, 0) != '_' && n < 120) buf[n++] = (char)peekc(lx, 0); lx->pos++; }
   }
   if (peekc(lx, 0) == 'e' || peekc(lx, 0) == 'E') {
@@ -130,7 +131,7 @@ static nb_Token scan_number(nb_Lexer *lx, size_t start, int line, size_t line_st
     buf[n++] = 'e'; lx->pos++;
     if (peekc(lx, 0) == '+' || peekc(lx, 0) == '-') { buf[n++] = (char)peekc(lx, 0); lx->pos++; }
     if (!isdigit(peekc(lx, 0))) { lx->pos = save; n = savedn; }
-    else while (isdigit(peekc(lx, 0))) { if (n < 120) buf[n++] = (char)peekc(lx, 0); lx->pos++; }
+    else if ((isfloat = true)) while (isdigit(peekc(lx, 0))) { if (n < 120) buf[n++] = (char)peekc(lx, 0); lx->pos++; }
   }
   buf[n] = 0;
   if (isalpha(peekc(lx, 0)) || peekc(lx, 0) == '_') {
@@ -139,10 +140,24 @@ static nb_Token scan_number(nb_Lexer *lx, size_t start, int line, size_t line_st
   }
   nb_Token t = make(lx, TK_NUMBER, start, line, line_start);
   t.num = strtod(buf, NULL);
+  t.isfloat = isfloat;
   return t;
 }
 
+/* After these a '.' is a field access (r.1 is a bad field name, not r .1). */
+static bool ends_operand(nb_TokKind k) {
+  return k == TK_NAME || k == TK_NUMBER || k == TK_STRING || k == TK_RSTRING || k == TK_RPAREN || k == TK_RBRACKET ||
+         k == TK_RBRACE || k == TK_TRUE || k == TK_FALSE || k == TK_NIL;
+}
+
+static nb_Token next_token(nb_Lexer *lx);
 nb_Token nbX_next(nb_Lexer *lx) {
+  nb_Token t = next_token(lx);
+  lx->prev = t.kind;
+  return t;
+}
+
+static nb_Token next_token(nb_Lexer *lx) {
   for (;;) {
     while (lx->pos < lx->len) {
       char c = lx->src[lx->pos];
@@ -159,7 +174,7 @@ nb_Token nbX_next(nb_Lexer *lx) {
       if (!newline_significant(lx)) continue;
       return make(lx, TK_NEWLINE, start, line, ls);
     }
-    if (isdigit(c)) return scan_number(lx, start, line, ls);
+    if (isdigit(c) || (c == '.' && isdigit(peekc(lx, 1)) && !ends_operand(lx->prev))) return scan_number(lx, start, line, ls);   /* 1, 1.5, .5 */
     if (isalpha(c) || c == '_' || c >= 0x80) {
       while (lx->pos < lx->len) {
         int d = (unsigned char)lx->src[lx->pos];
@@ -186,7 +201,9 @@ nb_Token nbX_next(nb_Lexer *lx) {
     case '.': TWO('.', TK_DOTDOT, TK_DOT);
     case '+': TWO('=', TK_PLUSEQ, TK_PLUS);
     case '-': TWO('=', TK_MINUSEQ, TK_MINUS);
-    case '/': TWO('=', TK_SLASHEQ, TK_SLASH);
+    case '/':
+      if (n1 == '/') { lx->pos++; return make(lx, TK_SLASHSLASH, start, line, ls); }
+      TWO('=', TK_SLASHEQ, TK_SLASH);
     case '=': TWO('=', TK_EQ, TK_ASSIGN);
     case '<': TWO('=', TK_LE, TK_LT);
     case '>': TWO('=', TK_GE, TK_GT);

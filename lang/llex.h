@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdbool.h>
 
 typedef enum {
   TK_EOF, TK_NEWLINE, TK_ERROR,
@@ -24,6 +25,7 @@ typedef enum {
   TK_EQ, TK_NE, TK_LT, TK_LE, TK_GT, TK_GE,
   TK_PLUSEQ, TK_MINUSEQ, TK_STAREQ, TK_SLASHEQ,
   TK_PERCENT_CMD,   /* a %command at the start of a line (REPL/kernel magics) */
+  TK_SLASHSLASH,    /* // (after the older tokens: their numbering is unchanged) */
   TK_COUNT
 } nb_TokKind;
 
@@ -32,6 +34,7 @@ typedef struct nb_Token {
   uint32_t pos, len;     /* byte offset and length in the source */
   int line, col;         /* 1-based; col counts bytes */
   double num;
+  bool isfloat;          /* TK_NUMBER written with a point or an exponent: 1.0, .5, 1e3 */
   const char *msg;       /* for TK_ERROR */
 } nb_Token;
 
@@ -41,6 +44,7 @@ typedef struct nb_Lexer {
   int depth;             /* ( and [ nesting, where newlines are not tokens */
   int brace_stack[256];  /* for each open bracket: was it ( or [ (1) or { (0)? */
   int nbrace;
+  nb_TokKind prev;       /* the last token returned: `.5` is a number only where an operand may start */
 } nb_Lexer;
 
 void nbX_init(nb_Lexer *lx, const char *src, size_t len);

@@ -185,11 +185,13 @@ bool nbR_remove(nb_Rec *r, const nb_Str *key) {
   return true;
 }
 
-nb_Range *nbG_range(double start, double stop, double step) {
+nb_Range *nbG_range_k(double start, double stop, double step, int kind, int stopkind) {
   nb_Range *r = xmalloc(sizeof *r);
   r->h.rc = 1; r->h.type = NB_TRANGE; r->start = start; r->stop = stop; r->step = step;
+  r->kind = (uint8_t)kind; r->stopkind = (uint8_t)stopkind;
   return r;
 }
+nb_Range *nbG_range(double start, double stop, double step) { return nbG_range_k(start, stop, step, NB_KINT, NB_KINT); }
 double nbG_range_len(const nb_Range *r) {
   double n = ceil((r->stop - r->start) / r->step);
   return n > 0 ? n : 0;
@@ -275,13 +277,40 @@ int nb_fmtnum(char *buf, size_t size, double x) {
   if (isnan(x)) return snprintf(buf, size, "nan");
   if (isinf(x)) return snprintf(buf, size, x > 0 ? "inf" : "-inf");
   if (x == 0) return snprintf(buf, size, signbit(x) ? "-0" : "0");
-  if (fabs(x) < 1e15 && x == (double)(long long)x) return snprintf(buf, size, "%lld", (long long)x);
+  if (fabs(x) < 9007199254740992.0 && x == (double)(long long)x) return snprintf(buf, size, "%lld", (long long)x);
   int n = 0;
   for (int prec = 1; prec <= 17; prec++) {
     n = snprintf(buf, size, "%.*g", prec, x);
     if (strtod(buf, NULL) == x) break;
   }
   return n;
+}
+
+/* Python's repr of a float: the shortest round-trip digits, exponent form
+** from 1e16 up and below 1e-4 (as %g at that precision), and a ".0" on
+** integral values so a float never reads as an int. */
+int nb_fmtflt(char *buf, size_t size, double x) {
+  if (isnan(x)) return snprintf(buf, size, "nan");
+  if (isinf(x)) return snprintf(buf, size, x > 0 ? "inf" : "-inf");
+  if (x == 0) return snprintf(buf, size, signbit(x) ? "-0.0" : "0.0");
+  if (fabs(x) < 1e16 && x == floor(x)) return snprintf(buf, size, "%.0f.0", x);
+  return nb_fmtnum(buf, size, x);
+}
+int nb_fmtval(char *buf, size_t size, nb_Value v) {
+  return nb_isfloat(v) ? nb_fmtflt(buf, size, v.u.n) : nb_fmtnum(buf, size, v.u.n);
+}
+
+nb_Value nb_parsenum(const char *s, char **end) {
+  char *e;
+  double d = strtod(s, &e);
+  if (end) *end = e;
+  bool hex = false, isfloat = false;
+  for (const char *p = s; p < e; p++) {
+    char c = *p;
+    if (c == 'x' || c == 'X') hex = true;
+    else if (c == '.' || c == 'i' || c == 'I' || c == 'n' || c == 'N' || (!hex && (c == 'e' || c == 'E')) || (hex && (c == 'p' || c == 'P'))) isfloat = true;
+  }
+  return nb_numk(d, isfloat ? NB_KFLOAT : NB_KINT);
 }
 
 static void quote_str(nb_Buf *b, const nb_Str *s) {
@@ -317,7 +346,7 @@ static void tostr(nb_Buf *b, nb_Value v, bool quote, int depth) {
   switch (v.t) {
   case NB_TNIL: nbB_puts(b, "nil"); break;
   case NB_TBOOL: nbB_puts(b, v.u.b ? "true" : "false"); break;
-  case NB_TNUM: nb_fmtnum(num, sizeof num, v.u.n); nbB_puts(b, num); break;
+  case NB_TNUM: nb_fmtval(num, sizeof num, v); nbB_puts(b, num); break;
   case NB_TSTR: if (quote) quote_str(b, v.u.p); else nbB_add(b, nb_str(v)->data, nb_str(v)->len); break;
   case NB_TLIST: {
     nb_List *l = v.u.p;
@@ -343,9 +372,9 @@ static void tostr(nb_Buf *b, nb_Value v, bool quote, int depth) {
   case NB_TMODULE: nbB_printf(b, "<module %s>", nbV_module_name(v.u.p)); break;
   case NB_TRANGE: {
     nb_Range *r = v.u.p; char a[40], c[40];
-    nb_fmtnum(a, sizeof a, r->start); nb_fmtnum(c, sizeof c, r->stop);
+    nb_fmtval(a, sizeof a, nb_numk(r->start, r->kind)); nb_fmtval(c, sizeof c, nb_numk(r->stop, r->stopkind));
     if (r->step == 1) nbB_printf(b, "%s..%s", a, c);
-    else { char s[40]; nb_fmtnum(s, sizeof s, r->step); nbB_printf(b, "range(%s, %s, %s)", a, c, s); }
+    else { char s[40]; nb_fmtval(s, sizeof s, nb_numk(r->step, r->kind)); nbB_printf(b, "range(%s, %s, %s)", a, c, s); }
     break;
   }
   case NB_TTENSOR: nbT_format(b, v.u.p); break;

@@ -28,8 +28,17 @@ typedef struct nb_Obj {
 } nb_Obj;
 
 typedef struct nb_Builtin nb_Builtin;
+/* The first 8 bytes are the tag: the type t and, for numbers, the kind
+** (NB_KINT = 0 or NB_KFLOAT), a separate 32-bit field so `v.t == NB_TNUM`
+** holds for both kinds; every other type has kind 0.  A number's value is
+** always the double u.n: an int is an integral double (past 2^53, or inf/nan
+** after overflow, a double that counts as a float wherever a tensor dtype is
+** chosen, as before).  Hot paths read t and kind as 32-bit fields: an 8-byte
+** read of a tag written as two 4-byte stores would stall store forwarding. */
+enum { NB_KINT = 0, NB_KFLOAT = 1 };
 typedef struct nb_Value {
-  uint64_t t;   /* a full word: writing a byte tag then copying the value stalls store forwarding */
+  uint32_t t;      /* nb_Type */
+  uint32_t kind;   /* numbers: NB_KINT or NB_KFLOAT; 0 for every other type */
   union { bool b; double n; nb_Obj *o; void *p; const nb_Builtin *bi; } u;
 } nb_Value;
 
@@ -45,7 +54,9 @@ typedef struct nb_List { nb_Obj h; int n, cap; nb_Value *items; } nb_List;
 /* Records keep insertion order; keys are interned so lookup compares pointers. */
 typedef struct nb_Rec { nb_Obj h; int n, cap; nb_Str **keys; nb_Value *vals; } nb_Rec;
 
-typedef struct nb_Range { nb_Obj h; double start, stop, step; } nb_Range;
+/* start + k*step for k = 0, 1, ... below stop; kind: of the values (float
+** when start or step is), stopkind: of stop (for printing) */
+typedef struct nb_Range { nb_Obj h; double start, stop, step; uint8_t kind, stopkind; } nb_Range;
 typedef struct nb_Cell { nb_Obj h; nb_Value v; } nb_Cell;
 
 /* A native resource (file, worker group, ...): freed by its own finalizer;
@@ -67,11 +78,21 @@ typedef struct nb_Func {
 } nb_Func;
 
 /* ---- constructors ---- */
-static inline nb_Value nb_nil(void) { nb_Value v; v.t = NB_TNIL; v.u.p = NULL; return v; }
-static inline nb_Value nb_undef(void) { nb_Value v; v.t = NB_TUNDEF; v.u.p = NULL; return v; }
-static inline nb_Value nb_bool(bool b) { nb_Value v; v.t = NB_TBOOL; v.u.p = NULL; v.u.b = b; return v; }
-static inline nb_Value nb_num(double n) { nb_Value v; v.t = NB_TNUM; v.u.n = n; return v; }
-static inline nb_Value nb_obj(uint8_t t, void *o) { nb_Value v; v.t = t; v.u.p = o; return v; }
+static inline nb_Value nb_nil(void) { nb_Value v; v.t = NB_TNIL; v.kind = 0; v.u.p = NULL; return v; }
+static inline nb_Value nb_undef(void) { nb_Value v; v.t = NB_TUNDEF; v.kind = 0; v.u.p = NULL; return v; }
+static inline nb_Value nb_bool(bool b) { nb_Value v; v.t = NB_TBOOL; v.kind = 0; v.u.p = NULL; v.u.b = b; return v; }
+/* numbers: Python's int and float.  nb_int for counts, sizes, indices and
+** integer results; nb_flt for measurements and results of float math. */
+static inline nb_Value nb_int(double n) { nb_Value v; v.t = NB_TNUM; v.kind = NB_KINT; v.u.n = n; return v; }
+static inline nb_Value nb_flt(double n) { nb_Value v; v.t = NB_TNUM; v.kind = NB_KFLOAT; v.u.n = n; return v; }
+static inline nb_Value nb_numk(double n, uint32_t kind) { nb_Value v; v.t = NB_TNUM; v.kind = kind; v.u.n = n; return v; }
+/* before numbers had kinds: an int (kept so code written then still builds) */
+__attribute__((deprecated("choose nb_int or nb_flt")))
+static inline nb_Value nb_num(double n) { return nb_int(n); }
+#define nb_isfloat(v) ((v).kind != NB_KINT)        /* meaningful for numbers */
+#define nb_isint(v)   ((v).t == NB_TNUM && (v).kind == NB_KINT)
+static inline nb_Value nb_builtinv(const nb_Builtin *bi) { nb_Value v; v.t = NB_TBUILTIN; v.kind = 0; v.u.bi = bi; return v; }
+static inline nb_Value nb_obj(uint8_t t, void *o) { nb_Value v; v.t = t; v.kind = 0; v.u.p = o; return v; }
 #define nb_isobj(v) ((v).t >= NB_FIRST_OBJ)
 #define nb_str(v)   ((nb_Str *)(v).u.p)
 #define nb_list(v)  ((nb_List *)(v).u.p)
@@ -134,15 +155,24 @@ void nbR_set_cstr(nb_Rec *r, const char *key, nb_Value v);
 nb_Value nbR_get_cstr(const nb_Rec *r, const char *key); /* borrowed, NB_TUNDEF if absent */
 bool nbR_remove(nb_Rec *r, const nb_Str *key);
 
-nb_Range *nbG_range(double start, double stop, double step);
+nb_Range *nbG_range(double start, double stop, double step);   /* int kinds */
+nb_Range *nbG_range_k(double start, double stop, double step, int kind, int stopkind);
 double nbG_range_len(const nb_Range *r);
 
 nb_Handle *nbH_new(const char *kind, void *ptr, void (*finalize)(void *));
 
 /* ---- printing and comparing ---- */
 const char *nb_typename(nb_Value v);
-/* shortest text that reads back to the same double */
+/* shortest text that reads back to the same double; integral values
+** without a point (an int's form) */
 int nb_fmtnum(char *buf, size_t size, double x);
+/* a float as Python's repr writes it: 3.0, 0.1, 1e+20, nan, inf */
+int nb_fmtflt(char *buf, size_t size, double x);
+/* a number value in its kind's form */
+int nb_fmtval(char *buf, size_t size, nb_Value v);
+/* strtod, and the kind the text was written in: a float when it has a
+** point, an exponent, inf or nan (as a literal would); *end as strtod's */
+nb_Value nb_parsenum(const char *s, char **end);
 /* repr: strings quoted (inside containers, or when top-level quote=true) */
 void nb_tostring(nb_Buf *b, nb_Value v, bool quote);
 bool nb_equal(nb_Value a, nb_Value b);

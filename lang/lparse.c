@@ -324,9 +324,9 @@ static nb_Node *primary(Parser *p) {
   switch (t.kind) {
   case TK_NUMBER:
     advance(p); n = node(p, N_NUM, t); n->num = t.num;
-    /* written with a point or an exponent (not hex): a float literal */
-    if (!(t.len > 1 && p->c->src[t.pos + 1] == 'x') && memchr(p->c->src + t.pos, '.', t.len)) n->flags |= NF_FLOATLIT;
-    if (!(t.len > 1 && (p->c->src[t.pos + 1] == 'x' || p->c->src[t.pos + 1] == 'X')) && (memchr(p->c->src + t.pos, 'e', t.len) || memchr(p->c->src + t.pos, 'E', t.len))) n->flags |= NF_FLOATLIT;
+    /* written with a point or an exponent: a float (the scanner knows) */
+    if (t.isfloat) n->flags |= NF_FLOATLIT;
+    n->idx = t.isfloat ? NB_KFLOAT : NB_KINT;   /* idx is free in number nodes: the kind the evaluator copies */
     return n;
   case TK_STRING: case TK_RSTRING: return string_lit(p);
   case TK_NIL: advance(p); return node(p, N_NIL, t);
@@ -481,7 +481,7 @@ static nb_Node *unary(Parser *p) {
 }
 
 static int mulop(nb_TokKind k) {
-  switch (k) { case TK_STAR: return OP_MUL; case TK_SLASH: return OP_DIV; case TK_PERCENT: return OP_MOD; case TK_AT: return OP_MATMUL; default: return -1; }
+  switch (k) { case TK_STAR: return OP_MUL; case TK_SLASH: return OP_DIV; case TK_SLASHSLASH: return OP_IDIV; case TK_PERCENT: return OP_MOD; case TK_AT: return OP_MATMUL; default: return -1; }
 }
 static nb_Node *term(Parser *p) {
   nb_Node *a = unary(p);

@@ -6,8 +6,12 @@
 ** receiving VM's main module.  Native handles cannot be serialized.
 **
 ** Format: "NBV1" then one value: a tag byte and its payload; integers are
-** little-endian u32, numbers IEEE-754 doubles.
+** little-endian u32, numbers IEEE-754 doubles.  Numbers keep their kind:
+** 'I' an int, 'E' a float; 'D' (written before numbers had kinds) reads as
+** an int when integral.  Ranges: 'H' kind byte, stop-kind byte, three
+** doubles; 'G' (older) reads as an int range when start and step are integral.
 */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "lvm.h"
@@ -23,7 +27,7 @@ static int ser(nb_VM *vm, nb_Value v, nb_Buf *b, int depth) {
   switch (v.t) {
   case NB_TNIL: nbB_putc(b, 'N'); return NB_OK;
   case NB_TBOOL: nbB_putc(b, v.u.b ? 'T' : 'F'); return NB_OK;
-  case NB_TNUM: nbB_putc(b, 'D'); put_f64(b, v.u.n); return NB_OK;
+  case NB_TNUM: nbB_putc(b, nb_isfloat(v) ? 'E' : 'I'); put_f64(b, v.u.n); return NB_OK;
   case NB_TSTR: nbB_putc(b, 'S'); put_str(b, nb_str(v)->data, nb_str(v)->len); return NB_OK;
   case NB_TLIST: {
     nb_List *l = v.u.p;
@@ -40,7 +44,11 @@ static int ser(nb_VM *vm, nb_Value v, nb_Buf *b, int depth) {
     }
     return NB_OK;
   }
-  case NB_TRANGE: { nb_Range *r = v.u.p; nbB_putc(b, 'G'); put_f64(b, r->start); put_f64(b, r->stop); put_f64(b, r->step); return NB_OK; }
+  case NB_TRANGE: {
+    nb_Range *r = v.u.p;
+    nbB_putc(b, 'H'); nbB_putc(b, (char)r->kind); nbB_putc(b, (char)r->stopkind);
+    put_f64(b, r->start); put_f64(b, r->stop); put_f64(b, r->step); return NB_OK;
+  }
   case NB_TBUILTIN: nbB_putc(b, 'B'); put_str(b, v.u.bi->name, strlen(v.u.bi->name)); return NB_OK;
   case NB_TMODULE: { nb_Module *m = v.u.p; nbB_putc(b, 'M'); put_str(b, m->name->data, m->name->len); return NB_OK; }
   case NB_TFUNC: {
@@ -151,7 +159,9 @@ static int des(nb_VM *vm, Rd *r, nb_Value *out, int depth) {
   case 'N': *out = nb_nil(); return NB_OK;
   case 'T': *out = nb_bool(true); return NB_OK;
   case 'F': *out = nb_bool(false); return NB_OK;
-  case 'D': if (get_f64(r, &d)) return bad(vm); *out = nb_num(d); return NB_OK;
+  case 'I': if (get_f64(r, &d)) return bad(vm); *out = nb_int(d); return NB_OK;
+  case 'E': if (get_f64(r, &d)) return bad(vm); *out = nb_flt(d); return NB_OK;
+  case 'D': if (get_f64(r, &d)) return bad(vm); *out = d == floor(d) ? nb_int(d) : nb_flt(d); return NB_OK;
   case 'S': if (get_str(r, &s, &n)) return bad(vm); *out = nb_strv(nbS_new(s, n)); return NB_OK;
   case 'L': {
     if (get_u32(r, &n) || n > (uint32_t)(r->end - r->p)) return bad(vm);
@@ -176,16 +186,21 @@ static int des(nb_VM *vm, Rd *r, nb_Value *out, int depth) {
     }
     *out = nb_obj(NB_TREC, rec); return NB_OK;
   }
-  case 'G': {
-    double a, b, c;
+  case 'G': case 'H': {
+    double a, b, c; int k = NB_KINT, sk = NB_KINT;
+    if (tag == 'H') {
+      if (r->end - r->p < 2 || r->p[0] > NB_KFLOAT || r->p[1] > NB_KFLOAT) return bad(vm);
+      k = r->p[0]; sk = r->p[1]; r->p += 2;
+    }
     if (get_f64(r, &a) || get_f64(r, &b) || get_f64(r, &c)) return bad(vm);
-    *out = nb_obj(NB_TRANGE, nbG_range(a, b, c)); return NB_OK;
+    if (tag == 'G') { k = a == floor(a) && c == floor(c) ? NB_KINT : NB_KFLOAT; sk = b == floor(b) ? NB_KINT : NB_KFLOAT; }
+    *out = nb_obj(NB_TRANGE, nbG_range_k(a, b, c, k, sk)); return NB_OK;
   }
   case 'B': {
     if (get_str(r, &s, &n)) return bad(vm);
     int i = nbB_lookup(s, n);
     if (i < 0) return nb_error_kind(vm, "ValueError", "deserialize: unknown builtin '%.*s'", (int)n, s);
-    out->t = NB_TBUILTIN; out->u.bi = nbB_at(i); return NB_OK;
+    *out = nb_builtinv(nbB_at(i)); return NB_OK;
   }
   case 'M': {
     if (get_str(r, &s, &n)) return bad(vm);

@@ -35,7 +35,7 @@ nt_Tensor *nbT_arg(nb_VM *vm, Tmp *tp, const char *fname, const char *what, nb_V
   nt_Tensor *t = NULL;
   switch (v.t) {
   case NB_TTENSOR: return T(v);
-  case NB_TNUM: t = nt_scalar(v.u.n, v.u.n == floor(v.u.n) && fabs(v.u.n) < 9e15 ? NT_I64 : NT_F32); break;
+  case NB_TNUM: t = nt_scalar(v.u.n, nbT_num_isint(v) ? NT_I64 : NT_F32); break;
   case NB_TBOOL: t = nt_scalar(v.u.b, NT_BOOL); break;
   case NB_TLIST: if (nbT_from_list(vm, v, NT_F32, false, &t)) return NULL; break;
   default:
@@ -93,8 +93,22 @@ int nbT_ints_arg(nb_VM *vm, const char *fname, const char *what, nb_Value v, int
   }
   if (v.t == NB_TTENSOR) {
     nt_Tensor *t = T(v);
-    if (t->ndim > 1 || nt_dtype_is_float(t->dtype)) return nb_error_kind(vm, "TypeError", "%s: '%s' must be a list of integers", fname, what);
+    if (t->ndim > 1) return nb_error_kind(vm, "TypeError", "%s: '%s' must be a list of integers", fname, what);
     if (t->numel > max) return nb_error_kind(vm, "ValueError", "%s: '%s' has %lld entries (at most %d)", fname, what, (long long)t->numel, max);
+    if (nt_dtype_is_float(t->dtype)) {
+      /* a bracket literal with a float in it ([b, t, c / h]) is a float
+      ** tensor: its values count when integral and exact in its dtype (as a
+      ** single integral float does) */
+      double lim = t->dtype == NT_F64 ? 9007199254740992.0 : t->dtype == NT_F32 ? 16777216.0 : t->dtype == NT_F16 ? 2048.0 : 256.0;
+      double d[NT_MAXDIM * 4 + 1024];
+      if (t->numel > (int64_t)(sizeof d / sizeof d[0])) return nb_error_kind(vm, "TypeError", "%s: '%s' must be a list of integers", fname, what);
+      if (nt_to_host(t, d, NT_F64)) return nbT_err(vm);
+      for (int64_t i = 0; i < t->numel; i++) {
+        if (d[i] != floor(d[i]) || !(fabs(d[i]) <= lim)) return nb_error_kind(vm, "TypeError", "%s: '%s' must be a list of integers, got %g in a %s tensor", fname, what, d[i], nt_dtype_name(t->dtype));
+        out[i] = (int64_t)d[i];
+      }
+      *n = (int)t->numel; return NB_OK;
+    }
     if (nt_to_host(t, out, NT_I64)) return nbT_err(vm);
     *n = (int)t->numel; return NB_OK;
   }
@@ -124,8 +138,8 @@ int nbT_shape_arg(nb_VM *vm, const char *fname, nb_Value *vals, int n, int64_t *
   return NB_OK;
 }
 
-/* numeric (nested) list → tensor.  Integers → i64, any non-integer → f32,
-** all bools → bool; nested lists must be rectangular. */
+/* numeric (nested) list → tensor.  Ints → i64, any float → f32, all bools →
+** bool (torch.tensor's inference); nested lists must be rectangular. */
 typedef struct Flat { double *v; size_t n, cap; int64_t shape[NT_MAXDIM]; int ndim; bool isfloat, allbool, anybool; } Flat;
 static int flatten_list(nb_VM *vm, nb_Value v, Flat *fl, int depth) {
   if (v.t == NB_TLIST) {
@@ -153,8 +167,8 @@ static int flatten_list(nb_VM *vm, nb_Value v, Flat *fl, int depth) {
   }
   if (depth != fl->ndim) return nb_error_kind(vm, "ValueError", "tensor: ragged nested list (a number where a list was expected)");
   double d;
-  /* an integer only when exactly representable: 1e60 makes a float tensor */
-  if (v.t == NB_TNUM) { d = v.u.n; fl->allbool = false; if (d != floor(d) || !(fabs(d) < 9007199254740992.0)) fl->isfloat = true; }
+  /* an int only when exactly representable: 10**60 makes a float tensor */
+  if (v.t == NB_TNUM) { d = v.u.n; fl->allbool = false; if (!nbT_num_isint(v)) fl->isfloat = true; }
   else if (v.t == NB_TBOOL) { d = v.u.b; fl->anybool = true; }
   else return nb_error_kind(vm, "TypeError", "tensor: elements must be numbers, got %s", nb_typename(v));
   if (fl->n == fl->cap) { fl->cap = fl->cap ? fl->cap * 2 : 16; fl->v = realloc(fl->v, fl->cap * sizeof(double)); if (!fl->v) return nb_error(vm, "out of memory"); }
@@ -171,15 +185,9 @@ int nbT_from_list(nb_VM *vm, nb_Value list, nt_DType want, bool have_want, nt_Te
   return *out ? NB_OK : nbT_err(vm);
 }
 
-int nbT_literal(nb_VM *vm, nb_Value list, bool floats, nb_Value *out) {
+int nbT_literal(nb_VM *vm, nb_Value list, nb_Value *out) {
   nt_Tensor *t;
   if (nbT_from_list(vm, list, NT_F32, false, &t)) return NB_ERR;
-  if (floats && !nt_dtype_is_float(t->dtype)) {
-    nt_Tensor *f = nt_to_dtype(t, NT_F32);
-    nt_release(t);
-    if (!f) return nbT_err(vm);
-    t = f;
-  }
   *out = nb_obj(NB_TTENSOR, t);
   return NB_OK;
 }
@@ -240,7 +248,7 @@ void nbT_describe(nb_VM *vm, nb_Value v, nb_Buf *out) {
 static int binop_id(int op) {
   switch (op) {
   case OP_ADD: return NT_OP_ADD; case OP_SUB: return NT_OP_SUB; case OP_MUL: return NT_OP_MUL;
-  case OP_DIV: return NT_OP_DIV; case OP_MOD: return NT_OP_MOD; case OP_POW: return NT_OP_POW;
+  case OP_DIV: return NT_OP_DIV; case OP_MOD: return NT_OP_MOD; case OP_POW: return NT_OP_POW; case OP_IDIV: return NT_OP_FLOORDIV;
   case OP_EQ: return NT_OP_EQ; case OP_NE: return NT_OP_NE; case OP_LT: return NT_OP_LT;
   case OP_LE: return NT_OP_LE; case OP_GT: return NT_OP_GT; case OP_GE: return NT_OP_GE;
   default: return -1;
@@ -257,9 +265,10 @@ int nbT_binop(nb_VM *vm, int op, nb_Value a, nb_Value b, nb_Value *out) {
   nb_Value tv = a.t == NB_TTENSOR ? a : b, sv = a.t == NB_TTENSOR ? b : a;
   if (sv.t == NB_TNUM || sv.t == NB_TBOOL) {
     double s = sv.t == NB_TNUM ? sv.u.n : sv.u.b;
-    /* numbers carry no int/float distinction at run time: a negative power is
-    ** taken as a float (x ** -1 of an int tensor gives f32, not an error) */
-    bool isint = s == floor(s) && fabs(s) < 9007199254740992.0 && !(op == OP_POW && a.t == NB_TTENSOR && s < 0);
+    /* an int scalar promotes as an integer, a float as a float (PyTorch's
+    ** rule); a negative int power is taken as a float (x ** -1 of an int
+    ** tensor gives f32 where torch raises) */
+    bool isint = (sv.t == NB_TBOOL || nbT_num_isint(sv)) && !(op == OP_POW && a.t == NB_TTENSOR && s < 0);
     int flags = (a.t != NB_TTENSOR ? NT_SCALAR_FIRST : 0) | (isint ? NT_SCALAR_INT : NT_SCALAR_FLOAT);
     return nbT_ret(vm, nt_binary_scalar_ex(id, T(tv), s, flags), out);
   }
@@ -385,15 +394,14 @@ int nbT_index_put(nb_VM *vm, nt_Tensor *x, nb_Value idx, nb_Value v, bool accumu
 /* ------------------------------------------------------------ fields */
 static int shape_list(nt_Tensor *t, nb_Value *out) {
   nb_List *l = nbL_new(t->ndim);
-  for (int i = 0; i < t->ndim; i++) nbL_push(l, nb_num((double)t->shape[i]));
+  for (int i = 0; i < t->ndim; i++) nbL_push(l, nb_int((double)t->shape[i]));
   *out = nb_obj(NB_TLIST, l);
   return NB_OK;
 }
 
 static int tolist_rec(nt_Tensor *t, const double *buf, int dim, int64_t *pos, nb_Value *out) {
   if (dim == t->ndim) {
-    double d = buf[(*pos)++];
-    *out = t->dtype == NT_BOOL ? nb_bool(d != 0) : nb_num(d);
+    *out = nbT_elem(t->dtype, buf[(*pos)++]);
     return NB_OK;
   }
   nb_List *l = nbL_new((int)t->shape[dim]);
@@ -418,8 +426,8 @@ int nbT_field(nb_VM *vm, nb_Value tv, nb_Str *name, nb_Value *out) {
   if (!strcmp(s, "shape")) return shape_list(t, out);
   if (!strcmp(s, "dtype")) { *out = nb_strv(nbS_cstr(nt_dtype_name(t->dtype))); return NB_OK; }
   if (!strcmp(s, "device")) { *out = nb_strv(nbS_cstr(nt_device_name(t->device))); return NB_OK; }
-  if (!strcmp(s, "ndim")) { *out = nb_num(t->ndim); return NB_OK; }
-  if (!strcmp(s, "numel")) { *out = nb_num((double)t->numel); return NB_OK; }
+  if (!strcmp(s, "ndim")) { *out = nb_int(t->ndim); return NB_OK; }
+  if (!strcmp(s, "numel")) { *out = nb_int((double)t->numel); return NB_OK; }
   if (!strcmp(s, "T")) return nbT_ret(vm, nt_T(t), out);
   if (!strcmp(s, "requires_grad")) { *out = nb_bool(t->requires_grad); return NB_OK; }
   if (!strcmp(s, "is_leaf")) { *out = nb_bool(nt_is_leaf(t)); return NB_OK; }
@@ -429,7 +437,7 @@ int nbT_field(nb_VM *vm, nb_Value tv, nb_Str *name, nb_Value *out) {
     if (!g) { *out = nb_nil(); return NB_OK; }
     *out = nb_obj(NB_TTENSOR, nt_retain(g)); return NB_OK;
   }
-  if (!strcmp(s, "item")) { double d; if (nt_item(t, &d)) return nbT_err(vm); *out = t->dtype == NT_BOOL ? nb_bool(d != 0) : nb_num(d); return NB_OK; }
+  if (!strcmp(s, "item")) { double d; if (nt_item(t, &d)) return nbT_err(vm); *out = nbT_elem(t->dtype, d); return NB_OK; }
   if (!strcmp(s, "tolist")) return nbT_tolist(vm, t, out);
   return nb_error_kind(vm, "KeyError", "a tensor has no field '%s' (fields: shape, dtype, device, ndim, numel, T, grad, requires_grad, is_leaf, grad_fn)", s);
 }

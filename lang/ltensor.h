@@ -33,6 +33,16 @@ int nbT_from_list(nb_VM *vm, nb_Value list, nt_DType want, bool have_want, nt_Te
 int nbT_tolist(nb_VM *vm, nt_Tensor *t, nb_Value *out);
 extern nt_Device nbT_default_device;   /* set_default_device */
 
+/* A number meets a tensor as PyTorch's Python scalars do: an int as an
+** integer (i64 on its own), a float as a float (the default f32 on its own).
+** An int past 2^53 (or inf/nan after overflow) is not exact in a double and
+** counts as a float, as it always has. */
+static inline bool nbT_num_isint(nb_Value v) { return !nb_isfloat(v) && v.u.n > -9007199254740992.0 && v.u.n < 9007199254740992.0; }
+/* an element read from a tensor of dtype dt: a bool, an int or a float */
+static inline nb_Value nbT_elem(nt_DType dt, double d) {
+  return dt == NT_BOOL ? nb_bool(d != 0) : nt_dtype_is_float(dt) ? nb_flt(d) : nb_int(d);
+}
+
 /* a builtin's tensor argument i (kept in the builtin's Tmp tp) and its result */
 #define TENSOR_ARG(var, i, what) nt_Tensor *var = nbT_arg(vm, &tp, fname, what, args[i]); if (!var) { nbT_tmp_free(&tp); return NB_ERR; }
 #define DONE(expr) do { int st_ = nbT_ret(vm, (expr), out); nbT_tmp_free(&tp); return st_; } while (0)

@@ -172,10 +172,10 @@ static nb_Builtin grad_call_builtin[] = { { "__grad_call", grad_call, "*args", "
 static int make_grad(nb_VM *vm, nb_Value *args, bool with_value, nb_Value *out) {
   if (args[0].t != NB_TFUNC && args[0].t != NB_TBUILTIN && args[0].t != NB_TREC) return nb_error_kind(vm, "TypeError", "grad: expected a function, got %s", nb_typename(args[0]));
   nb_Rec *r = nbR_new(4);
-  nb_Value call; call.t = NB_TBUILTIN; call.u.bi = &grad_call_builtin[0];
+  nb_Value call = nb_builtinv(&grad_call_builtin[0]);
   nbR_set_cstr(r, "__call", call);
   nb_incref(args[0]); nbR_set_cstr(r, "f", args[0]);
-  nb_incref(args[1]); nbR_set_cstr(r, "argnums", args[1].t == NB_TNIL ? nb_num(0) : args[1]);
+  nb_incref(args[1]); nbR_set_cstr(r, "argnums", args[1].t == NB_TNIL ? nb_int(0) : args[1]);
   nbR_set_cstr(r, "with_value", nb_bool(with_value));
   *out = nb_obj(NB_TREC, r);
   return NB_OK;
@@ -315,8 +315,8 @@ static int b_autograd_stats(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   int64_t nodes, bytes;
   nt_autograd_stats(&nodes, &bytes);
   nb_Rec *r = nbR_new(2);
-  nbR_set_cstr(r, "nodes", nb_num((double)nodes));
-  nbR_set_cstr(r, "bytes", nb_num((double)bytes));
+  nbR_set_cstr(r, "nodes", nb_int((double)nodes));
+  nbR_set_cstr(r, "bytes", nb_int((double)bytes));
   *out = nb_obj(NB_TREC, r);
   return NB_OK;
 }
@@ -581,7 +581,7 @@ static int b_clip_grad_norm(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
     }
   }
   free(ls.t);
-  *out = nb_num(norm);
+  *out = nb_flt(norm);
   return NB_OK;
 }
 
@@ -763,7 +763,7 @@ static int set_to_record(nb_VM *vm, nt_io_set *set, bool nested, nb_Value *out) 
     const char *kind = k + 6, *colon = strchr(kind, ':');
     if (!colon) continue;
     nb_Value v;
-    if (!strncmp(kind, "num:", 4)) v = nb_num(strtod(val, NULL));
+    if (!strncmp(kind, "num:", 4)) v = nb_parsenum(val, NULL);   /* "3" an int, "3.0" a float (as printed) */
     else if (!strncmp(kind, "str:", 4)) v = nb_strv(nbS_cstr(val));
     else if (!strncmp(kind, "bool:", 5)) v = nb_bool(!strcmp(val, "true"));
     else if (!strncmp(kind, "nil:", 4)) v = nb_nil();

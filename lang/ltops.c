@@ -32,7 +32,7 @@ static int b_tensor(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   else if (x.t == NB_TLIST) { if (nbT_from_list(vm, x, dt, have, &t)) return NB_ERR; }
   else if (x.t == NB_TNUM || x.t == NB_TBOOL) {
     double d = x.t == NB_TNUM ? x.u.n : x.u.b;
-    t = nt_scalar(d, have ? dt : x.t == NB_TBOOL ? NT_BOOL : (d == floor(d) ? NT_I64 : NT_F32));
+    t = nt_scalar(d, have ? dt : x.t == NB_TBOOL ? NT_BOOL : nbT_num_isint(x) ? NT_I64 : NT_F32);   /* tensor(3) i64, tensor(3.0) f32 */
   } else return nb_error_kind(vm, "TypeError", "tensor: cannot make a tensor from a %s", nb_typename(x));
   if (t && t->device != dev) { nt_Tensor *d = nt_to_device(t, dev); nt_release(t); t = d; }
   return finish_creation(vm, t, args[3], out);
@@ -54,12 +54,21 @@ static int b_empty(nb_VM *vm, nb_Value *a, int n, nb_Value *o) { return shape_ct
 static int b_rand(nb_VM *vm, nb_Value *a, int n, nb_Value *o) { return shape_ctor(vm, "rand", nt_rand, a, n, o); }
 static int b_randn(nb_VM *vm, nb_Value *a, int n, nb_Value *o) { return shape_ctor(vm, "randn", nt_randn, a, n, o); }
 
-/* full(shape, value, dtype=nil, device=nil, requires_grad=false) */
+/* whether a scalar argument counts as an integer for dtype inference */
+static bool scalar_isint(nb_Value v) {
+  if (v.t == NB_TNUM) return nbT_num_isint(v);
+  if (v.t == NB_TTENSOR) return !nt_dtype_is_float(T(v)->dtype);
+  return v.t == NB_TBOOL;
+}
+
+/* full(shape, value, dtype=nil, device=nil, requires_grad=false): the dtype
+** follows value as torch.full's does: bool, i64 for an int, else f32 */
 static int b_full(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "full";
   int64_t shape[NT_MAXDIM]; int nd; double v; nt_DType dt = NT_F32; nt_Device dev = NT_CPU;
   if (nbT_ints_arg(vm, fname, "shape", args[0], shape, NT_MAXDIM, &nd) || nbT_num_arg(vm, fname, "value", args[1], &v)) return NB_ERR;
-  if (nbT_dtype_arg(vm, fname, args[2], args[1].t == NB_TBOOL ? NT_BOOL : (v == floor(v) && args[2].t == NB_TNIL && 0) ? NT_I64 : NT_F32, &dt) || nbT_device_arg(vm, fname, args[3], &dev)) return NB_ERR;
+  nt_DType dflt = args[1].t == NB_TBOOL ? NT_BOOL : args[1].t == NB_TTENSOR ? T(args[1])->dtype : scalar_isint(args[1]) ? NT_I64 : NT_F32;
+  if (nbT_dtype_arg(vm, fname, args[2], dflt, &dt) || nbT_device_arg(vm, fname, args[3], &dev)) return NB_ERR;
   return finish_creation(vm, nt_full(shape, nd, v, dt, dev), args[4], out);
 }
 /* normal(mean, std, shape, dtype=nil, device=nil, requires_grad=false) */
@@ -101,7 +110,8 @@ static int b_arange(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   if (nbT_num_arg(vm, fname, "start", args[0], &b)) return NB_ERR;
   if (args[1].t != NB_TNIL) { a = b; if (nbT_num_arg(vm, fname, "stop", args[1], &b)) return NB_ERR; }
   if (args[2].t != NB_TNIL && nbT_num_arg(vm, fname, "step", args[2], &s)) return NB_ERR;
-  bool isint = a == floor(a) && b == floor(b) && s == floor(s);
+  /* torch.arange: i64 when every given bound and the step are ints */
+  bool isint = scalar_isint(args[0]) && (args[1].t == NB_TNIL || scalar_isint(args[1])) && (args[2].t == NB_TNIL || scalar_isint(args[2]));
   if (nbT_dtype_arg(vm, fname, args[3], isint ? NT_I64 : NT_F32, &dt)) return NB_ERR;
   return nbT_ret(vm, nt_arange(a, b, s, dt), out);
 }
@@ -149,8 +159,12 @@ static int b_full_like(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
 }
 
 /* ------------------------------------------------------------ builtins: elementwise */
-/* One entry per unary op: numbers get the C function, tensors the op. */
-typedef struct UnaryDef { const char *name; int op; double (*num)(double); } UnaryDef;
+/* One entry per unary op: numbers get the C function, tensors the op.
+** kind: the kind of the result for a number: U_FLT always a float (sqrt(4)
+** is 2.0, as math.sqrt), U_INT always an int (floor, ceil, as math.floor),
+** U_KEEP the argument's kind (abs, sign, relu, neg). */
+enum { U_FLT, U_INT, U_KEEP };
+typedef struct UnaryDef { const char *name; int op; double (*num)(double); int kind; } UnaryDef;
 static double relu_d(double x) { return x > 0 ? x : 0; }
 static double sigmoid_d(double x) { return 1 / (1 + exp(-x)); }
 static double sign_d(double x) { return (x > 0) - (x < 0); }
@@ -158,19 +172,23 @@ static double rsqrt_d(double x) { return 1 / sqrt(x); }
 static double silu_d(double x) { return x / (1 + exp(-x)); }
 static double neg_d(double x) { return -x; }
 static const UnaryDef unary_defs[] = {
-  { "exp", NT_OP_EXP, exp }, { "log", NT_OP_LOG, log }, { "log1p", NT_OP_LOG1P, log1p },
-  { "sqrt", NT_OP_SQRT, sqrt }, { "rsqrt", NT_OP_RSQRT, rsqrt_d }, { "abs", NT_OP_ABS, fabs },
-  { "sign", NT_OP_SIGN, sign_d }, { "neg", NT_OP_NEG, neg_d }, { "tanh", NT_OP_TANH, tanh },
-  { "sigmoid", NT_OP_SIGMOID, sigmoid_d }, { "relu", NT_OP_RELU, relu_d }, { "silu", NT_OP_SILU, silu_d },
-  { "sin", NT_OP_SIN, sin }, { "cos", NT_OP_COS, cos }, { "floor", NT_OP_FLOOR, floor },
-  { "ceil", NT_OP_CEIL, ceil }, { "tan", NT_OP_TAN, tan }, { "erf", NT_OP_ERF, erf },
-  { "expm1", NT_OP_EXPM1, expm1 }, { "log2", NT_OP_LOG2, log2 },
+  { "exp", NT_OP_EXP, exp, U_FLT }, { "log", NT_OP_LOG, log, U_FLT }, { "log1p", NT_OP_LOG1P, log1p, U_FLT },
+  { "sqrt", NT_OP_SQRT, sqrt, U_FLT }, { "rsqrt", NT_OP_RSQRT, rsqrt_d, U_FLT }, { "abs", NT_OP_ABS, fabs, U_KEEP },
+  { "sign", NT_OP_SIGN, sign_d, U_KEEP }, { "neg", NT_OP_NEG, neg_d, U_KEEP }, { "tanh", NT_OP_TANH, tanh, U_FLT },
+  { "sigmoid", NT_OP_SIGMOID, sigmoid_d, U_FLT }, { "relu", NT_OP_RELU, relu_d, U_KEEP }, { "silu", NT_OP_SILU, silu_d, U_FLT },
+  { "sin", NT_OP_SIN, sin, U_FLT }, { "cos", NT_OP_COS, cos, U_FLT }, { "floor", NT_OP_FLOOR, floor, U_INT },
+  { "ceil", NT_OP_CEIL, ceil, U_INT }, { "tan", NT_OP_TAN, tan, U_FLT }, { "erf", NT_OP_ERF, erf, U_FLT },
+  { "expm1", NT_OP_EXPM1, expm1, U_FLT }, { "log2", NT_OP_LOG2, log2, U_FLT },
 };
 #define NUNARY ((int)(sizeof unary_defs / sizeof unary_defs[0]))
 static int unary(nb_VM *vm, int k, nb_Value *args, nb_Value *out) {
   const UnaryDef *d = &unary_defs[k];
   const char *fname = d->name;
-  if (args[0].t == NB_TNUM) { *out = nb_num(d->num(args[0].u.n)); return NB_OK; }
+  if (args[0].t == NB_TNUM) {
+    double r = d->num(args[0].u.n);
+    *out = d->kind == U_FLT ? nb_flt(r) : d->kind == U_INT ? nb_int(r) : nb_numk(r, args[0].kind);
+    return NB_OK;
+  }
   Tmp tp = {0};
   TENSOR_ARG(x, 0, "x");
   DONE(nt_unary(d->op, x));
@@ -194,20 +212,25 @@ static int b_clamp(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   double lo = NAN, hi = NAN;
   if (args[1].t != NB_TNIL && nbT_num_arg(vm, fname, "min", args[1], &lo)) return NB_ERR;
   if (args[2].t != NB_TNIL && nbT_num_arg(vm, fname, "max", args[2], &hi)) return NB_ERR;
-  if (args[0].t == NB_TNUM) { double x = args[0].u.n; if (!isnan(lo) && x < lo) x = lo; if (!isnan(hi) && x > hi) x = hi; *out = nb_num(x); return NB_OK; }
+  if (args[0].t == NB_TNUM) {   /* a float when x or a given bound is (torch.clamp's promotion) */
+    double x = args[0].u.n; if (!isnan(lo) && x < lo) x = lo; if (!isnan(hi) && x > hi) x = hi;
+    bool flt = nb_isfloat(args[0]) || (args[1].t != NB_TNIL && !scalar_isint(args[1])) || (args[2].t != NB_TNIL && !scalar_isint(args[2]));
+    *out = nb_numk(x, flt ? NB_KFLOAT : NB_KINT); return NB_OK;
+  }
   TENSOR_ARG(x, 0, "x");
   DONE(nt_clamp(x, lo, hi));
 }
 static int binary2(nb_VM *vm, const char *fname, int op, nb_Value *args, nb_Value *out) {
   Tmp tp = {0};
   if (args[0].t == NB_TNUM && args[1].t == NB_TNUM) {
+    if (op == NT_OP_POW) return nbV_binop(vm, OP_POW, args[0], args[1], out);   /* as the ** operator */
     double a = args[0].u.n, b = args[1].u.n;
-    *out = nb_num(op == NT_OP_MAXIMUM ? fmax(a, b) : op == NT_OP_MINIMUM ? fmin(a, b) : pow(a, b));
+    *out = nb_numk(op == NT_OP_MAXIMUM ? fmax(a, b) : fmin(a, b), args[0].kind | args[1].kind);   /* promoted, as torch.maximum */
     return NB_OK;
   }
   if (args[0].t == NB_TTENSOR && (args[1].t == NB_TNUM || args[1].t == NB_TBOOL)) {
     double s = args[1].t == NB_TNUM ? args[1].u.n : args[1].u.b;
-    bool isint = s == floor(s) && fabs(s) < 9007199254740992.0 && !(op == NT_OP_POW && s < 0);   /* as the ** operator */
+    bool isint = scalar_isint(args[1]) && !(op == NT_OP_POW && s < 0);   /* as the ** operator */
     return nbT_ret(vm, nt_binary_scalar_ex(op, T(args[0]), s, isint ? NT_SCALAR_INT : NT_SCALAR_FLOAT), out);
   }
   TENSOR_ARG(a, 0, "a");
@@ -217,13 +240,17 @@ static int binary2(nb_VM *vm, const char *fname, int op, nb_Value *args, nb_Valu
 static int b_maximum(nb_VM *vm, nb_Value *a, int n, nb_Value *o) { (void)n; return binary2(vm, "maximum", NT_OP_MAXIMUM, a, o); }
 static int b_minimum(nb_VM *vm, nb_Value *a, int n, nb_Value *o) { (void)n; return binary2(vm, "minimum", NT_OP_MINIMUM, a, o); }
 static int b_pow(nb_VM *vm, nb_Value *a, int n, nb_Value *o) { (void)n; return binary2(vm, "pow", NT_OP_POW, a, o); }
+static nt_DType where_scalar_dtype(nb_Value s, const nt_Tensor *other) {
+  return !nbT_num_isint(s) && !nt_dtype_is_float(other->dtype) ? NT_F32 : other->dtype;
+}
 static int b_where(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "where"; Tmp tp = {0};
   TENSOR_ARG(c, 0, "cond");
-  /* a scalar branch takes the other branch's dtype */
+  /* a scalar branch takes the other branch's dtype; a float scalar beside an
+  ** integer tensor makes the result f32 (torch.where's promotion) */
   nt_Tensor *a, *b;
-  if (args[1].t == NB_TNUM && args[2].t == NB_TTENSOR) { a = nbT_tmp_keep(&tp, nt_scalar(args[1].u.n, T(args[2])->dtype)); b = T(args[2]); }
-  else if (args[2].t == NB_TNUM && args[1].t == NB_TTENSOR) { a = T(args[1]); b = nbT_tmp_keep(&tp, nt_scalar(args[2].u.n, T(args[1])->dtype)); }
+  if (args[1].t == NB_TNUM && args[2].t == NB_TTENSOR) { a = nbT_tmp_keep(&tp, nt_scalar(args[1].u.n, where_scalar_dtype(args[1], T(args[2])))); b = T(args[2]); }
+  else if (args[2].t == NB_TNUM && args[1].t == NB_TTENSOR) { a = T(args[1]); b = nbT_tmp_keep(&tp, nt_scalar(args[2].u.n, where_scalar_dtype(args[2], T(args[1])))); }
   else { a = nbT_arg(vm, &tp, fname, "a", args[1]); if (!a) { nbT_tmp_free(&tp); return NB_ERR; } b = nbT_arg(vm, &tp, fname, "b", args[2]); if (!b) { nbT_tmp_free(&tp); return NB_ERR; } }
   if (!a || !b) { nbT_tmp_free(&tp); return nbT_err(vm); }
   DONE(nt_where(c, a, b));
@@ -239,7 +266,7 @@ static const RedDef red_defs[] = {
 static int reduce_list(nb_VM *vm, int op, nb_Value list, nb_Value *out) {
   nb_List *l = list.u.p;
   if (op != NT_OP_SUM && op != NT_OP_MAX && op != NT_OP_MIN && op != NT_OP_MEAN) return nb_error_kind(vm, "TypeError", "cannot reduce a list with this function");
-  if (l->n == 0) { if (op == NT_OP_SUM) { *out = nb_num(0); return NB_OK; } return nb_error_kind(vm, "ValueError", "reduction of an empty list"); }
+  if (l->n == 0) { if (op == NT_OP_SUM) { *out = nb_int(0); return NB_OK; } return nb_error_kind(vm, "ValueError", "reduction of an empty list"); }
   nb_Value acc = l->items[0]; nb_incref(acc);
   for (int i = 1; i < l->n; i++) {
     nb_Value r;
@@ -253,7 +280,7 @@ static int reduce_list(nb_VM *vm, int op, nb_Value list, nb_Value *out) {
     }
     nb_decref(acc); acc = r;
   }
-  if (op == NT_OP_MEAN) { nb_Value r; int st = nbV_binop(vm, OP_DIV, acc, nb_num(l->n), &r); nb_decref(acc); if (st) return NB_ERR; acc = r; }
+  if (op == NT_OP_MEAN) { nb_Value r; int st = nbV_binop(vm, OP_DIV, acc, nb_int(l->n), &r); nb_decref(acc); if (st) return NB_ERR; acc = r; }
   *out = acc;
   return NB_OK;
 }
@@ -261,7 +288,10 @@ static int reduce(nb_VM *vm, int k, nb_Value *args, nb_Value *out) {
   const char *fname = red_defs[k].name; int op = red_defs[k].op;
   Tmp tp = {0};
   if (args[0].t == NB_TNUM && args[1].t == NB_TNUM && (op == NT_OP_MAX || op == NT_OP_MIN)) {
-    *out = nb_num(op == NT_OP_MAX ? fmax(args[0].u.n, args[1].u.n) : fmin(args[0].u.n, args[1].u.n)); return NB_OK;
+    /* max(a, b) of two numbers: the one chosen, kind and all (Python's max), NaN skipped as fmax does */
+    double a = args[0].u.n, b = args[1].u.n;
+    bool second = isnan(a) || (op == NT_OP_MAX ? b > a : b < a);
+    *out = second ? args[1] : args[0]; return NB_OK;
   }
   if (args[0].t == NB_TLIST) {
     nb_List *l = args[0].u.p; bool allnum = true;
@@ -476,7 +506,25 @@ static int b_to(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
 }
 static int b_cuda(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; const char *fname = "cuda"; Tmp tp = {0}; TENSOR_ARG(x, 0, "x"); DONE(nt_to_device(x, NT_CUDA)); }
 static int b_cpu(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; const char *fname = "cpu"; Tmp tp = {0}; TENSOR_ARG(x, 0, "x"); DONE(x->device == NT_CPU ? nt_retain(x) : nt_to_device(x, NT_CPU)); }
-static int b_float(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; const char *fname = "float"; Tmp tp = {0}; TENSOR_ARG(x, 0, "x"); DONE(nt_to_dtype(x, NT_F32)); }
+/* float(x): a number, bool or numeric string as a float (Python's float);
+** a tensor as f32 */
+static int b_float(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "float"; Tmp tp = {0};
+  nb_Value v = args[0];
+  if (v.t == NB_TNUM) { *out = nb_flt(v.u.n); return NB_OK; }
+  if (v.t == NB_TBOOL) { *out = nb_flt(v.u.b); return NB_OK; }
+  if (v.t == NB_TSTR) {
+    const char *s = nb_str(v)->data; char *end;
+    while (*s == ' ' || *s == '\t' || *s == '\n') s++;
+    double d = strtod(s, &end);
+    while (*end == ' ' || *end == '\t' || *end == '\n') end++;
+    if (end == s || *end) return nb_error_kind(vm, "ValueError", "float: \"%s\" is not a number", nb_str(v)->data);
+    *out = nb_flt(d); return NB_OK;
+  }
+  if (v.t != NB_TTENSOR) return nb_error_kind(vm, "TypeError", "float: cannot convert a %s to a float", nb_typename(v));
+  TENSOR_ARG(x, 0, "x");
+  DONE(nt_to_dtype(x, NT_F32));
+}
 static int b_item(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "item";
   if (args[0].t == NB_TNUM) { *out = args[0]; return NB_OK; }
@@ -488,7 +536,7 @@ static int b_tolist(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   if (args[0].t != NB_TTENSOR) return nb_error_kind(vm, "TypeError", "%s: expected a tensor, got %s", fname, nb_typename(args[0]));
   return nbT_tolist(vm, T(args[0]), out);
 }
-static int b_numel(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; const char *fname = "numel"; Tmp tp = {0}; TENSOR_ARG(x, 0, "x"); *out = nb_num((double)x->numel); nbT_tmp_free(&tp); return NB_OK; }
+static int b_numel(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; const char *fname = "numel"; Tmp tp = {0}; TENSOR_ARG(x, 0, "x"); *out = nb_int((double)x->numel); nbT_tmp_free(&tp); return NB_OK; }
 static int b_is_tensor(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)vm; (void)n; *out = nb_bool(args[0].t == NB_TTENSOR); return NB_OK; }
 static int b_set_default_device(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; nt_Device d;
@@ -651,13 +699,13 @@ static int b_cuda_reason(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   *out = nt_cuda_available(r, sizeof r) ? nb_nil() : nb_strv(nbS_cstr(r));
   return NB_OK;
 }
-static int b_cuda_device_count(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)vm; (void)args; (void)n; *out = nb_num(nt_cuda_device_count()); return NB_OK; }
+static int b_cuda_device_count(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)vm; (void)args; (void)n; *out = nb_int(nt_cuda_device_count()); return NB_OK; }
 static int b_cuda_synchronize(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)args; (void)n; if (nt_cuda_synchronize()) return nbT_err(vm); *out = nb_nil(); return NB_OK; }
 static int b_cuda_memory(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)vm; (void)args; (void)n; size_t a = 0, c = 0, p = 0;
   nt_cuda_memory(&a, &c, &p);
   nb_Rec *r = nbR_new(3);
-  nbR_set_cstr(r, "allocated", nb_num((double)a)); nbR_set_cstr(r, "cached", nb_num((double)c)); nbR_set_cstr(r, "peak", nb_num((double)p));
+  nbR_set_cstr(r, "allocated", nb_int((double)a)); nbR_set_cstr(r, "cached", nb_int((double)c)); nbR_set_cstr(r, "peak", nb_int((double)p));
   *out = nb_obj(NB_TREC, r);
   return NB_OK;
 }
@@ -677,7 +725,7 @@ static int cuda_value(nb_VM *vm, nb_Value *out) {
   (void)vm;
   static const char *const fields[] = { "__call", "available", "unavailable_reason", "device_count", "synchronize", "memory", "empty_cache" };
   nb_Rec *r = nbR_new(8);
-  for (int i = 0; i < 7; i++) { nb_Value b; b.t = NB_TBUILTIN; b.u.bi = &cuda_members[i]; nbR_set_cstr(r, fields[i], b); }
+  for (int i = 0; i < 7; i++) nbR_set_cstr(r, fields[i], nb_builtinv(&cuda_members[i]));
   *out = nb_obj(NB_TREC, r);
   return NB_OK;
 }
@@ -692,18 +740,18 @@ static int b_set_matmul_precision(nb_VM *vm, nb_Value *args, int n, nb_Value *ou
 /* ------------------------------------------------------------ the table */
 #define KW_CREATE "*shape, dtype=nil, device=nil, requires_grad=false"
 static nb_Builtin ops_builtins[] = {
-  { "tensor", b_tensor, "x, dtype=nil, device=nil, requires_grad=false", "tensor(x, dtype=nil, device=nil, requires_grad=false): a tensor from a number, (nested) list or tensor (copied)" },
+  { "tensor", b_tensor, "x, dtype=nil, device=nil, requires_grad=false", "tensor(x, dtype=nil, device=nil, requires_grad=false): a tensor from a number, (nested) list or tensor (copied); without dtype as torch.tensor: ints i64, floats f32, bools bool" },
   { "zeros", b_zeros, KW_CREATE, "zeros(*shape, dtype=\"f32\", device=nil, requires_grad=false): a tensor of zeros; zeros(2, 3) or zeros([2, 3])" },
   { "ones", b_ones, KW_CREATE, "ones(*shape, dtype=\"f32\", ...): a tensor of ones" },
   { "empty", b_empty, KW_CREATE, "empty(*shape, dtype=\"f32\", ...): an uninitialized tensor" },
   { "rand", b_rand, KW_CREATE, "rand(*shape, dtype=\"f32\", ...): uniform [0, 1) from the Philox generator (see seed)" },
   { "randn", b_randn, KW_CREATE, "randn(*shape, dtype=\"f32\", ...): standard normal from the Philox generator" },
-  { "full", b_full, "shape, value, dtype=nil, device=nil, requires_grad=false", "full(shape, value, dtype=\"f32\"): a tensor filled with value" },
+  { "full", b_full, "shape, value, dtype=nil, device=nil, requires_grad=false", "full(shape, value, dtype=nil): a tensor filled with value; without dtype as torch.full: bool, i64 for an int value, else f32" },
   { "normal", b_normal, "mean, std, shape, dtype=nil, device=nil, requires_grad=false", "normal(mean, std, shape): normal samples" },
   { "randint", b_randint, "low, high, shape, dtype=nil, device=nil", "randint(low, high, shape, dtype=\"i64\"): uniform integers in [low, high)" },
   { "randperm", b_randperm, "n, dtype=nil, device=nil", "randperm(n): a random permutation of 0..n-1" },
   { "seed", b_seed, "seed", "seed(n): reseeds the random generator (reproducible runs)" },
-  { "arange", b_arange, "start, stop=nil, step=nil, dtype=nil", "arange(stop) or arange(start, stop, step=1): evenly spaced values in [start, stop)" },
+  { "arange", b_arange, "start, stop=nil, step=nil, dtype=nil", "arange(stop) or arange(start, stop, step=1): evenly spaced values in [start, stop); i64 when all are ints, else f32" },
   { "linspace", b_linspace, "start, stop, num, dtype=nil", "linspace(start, stop, num): num values from start to stop inclusive" },
   { "eye", b_eye, "n, m=nil, dtype=nil", "eye(n, m=n): identity matrix" },
   { "zeros_like", b_zeros_like, "x, dtype=nil", "zeros_like(x): zeros of x's shape, dtype and device" },
@@ -747,7 +795,7 @@ static nb_Builtin ops_builtins[] = {
   { .name = "cuda", .doc = "cuda(x) moves x to the GPU; cuda.available(), cuda.device_count(), cuda.synchronize(), cuda.memory(), cuda.empty_cache()", .value = cuda_value },
   { "set_matmul_precision", b_set_matmul_precision, "precision", "set_matmul_precision(\"highest\" | \"high\" | \"tf32\"): f32 matmuls on TF32 tensor cores when \"high\"/\"tf32\" (GPU)" },
   { "cpu", b_cpu, "x", "cpu(x): x on the CPU" },
-  { "float", b_float, "x", "float(x): x as f32" },
+  { "float", b_float, "x", "float(x): a number, bool or numeric string as a float; a tensor as f32" },
   { "item", b_item, "x", "item(x): the number in a one-element tensor" },
   { "tolist", b_tolist, "x", "nbT_tolist(x): nested lists of numbers" },
   { "numel", b_numel, "x", "numel(x): number of elements" },

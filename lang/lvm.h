@@ -21,7 +21,8 @@ typedef enum {
 } nb_NodeKind;
 
 typedef enum { OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_MOD, OP_POW, OP_MATMUL,
-               OP_EQ, OP_NE, OP_LT, OP_LE, OP_GT, OP_GE, OP_NONE } nb_BinOp;
+               OP_EQ, OP_NE, OP_LT, OP_LE, OP_GT, OP_GE,
+               OP_IDIV /* // floor division */, OP_NONE } nb_BinOp;
 
 /* where a name lives, decided by the resolver */
 typedef enum { V_UNRESOLVED, V_LOCAL, V_CELL, V_CAP, V_GLOBAL } nb_VarKind;
@@ -31,7 +32,7 @@ typedef struct nb_Chunk nb_Chunk;
 typedef struct nb_Node nb_Node;
 struct nb_Node {
   uint8_t kind, op, vkind, flags;
-  int32_t idx;          /* slot, capture index or global index */
+  int32_t idx;          /* slot, capture index or global index; N_NUM: its kind, NB_KINT or NB_KFLOAT */
   int32_t bidx;         /* for globals: builtin of the same name (fallback), or -1 */
   uint32_t pos, end;    /* source span, for carets */
   int line, col;
@@ -43,7 +44,7 @@ struct nb_Node {
   double num;
   nb_Proto *proto;      /* N_FN */
 };
-enum { NF_EXPRSTMT = 1, NF_FNDEF = 2, NF_TOPLEVEL = 4, NF_FLOATLIT = 8 /* 1.0, 2e3: makes a bracket literal a float tensor */ };
+enum { NF_EXPRSTMT = 1, NF_FNDEF = 2, NF_TOPLEVEL = 4, NF_FLOATLIT = 8 /* N_NUM: 1.0, .5, 2e3 (a float; else an int) */ };
 
 /* A parsed unit of source: the nodes live in its arena; the source text is kept
 ** for error carets and for serializing functions.  Refcounted by the protos
@@ -196,7 +197,7 @@ int  nbT_setindex(nb_VM *vm, nb_Value t, nb_Value *idx, int nidx, nb_Value v);
 int  nbT_field(nb_VM *vm, nb_Value t, nb_Str *name, nb_Value *out);
 int  nbT_setfield(nb_VM *vm, nb_Value t, nb_Str *name, nb_Value v);
 int  nbT_truthy(nb_VM *vm, nb_Value t, bool *out);
-int  nbT_literal(nb_VM *vm, nb_Value list, bool floats, nb_Value *out);   /* numeric bracket literal -> tensor (f32 when floats) */
+int  nbT_literal(nb_VM *vm, nb_Value list, nb_Value *out);   /* numeric bracket literal -> tensor (f32 when any element is a float) */
 int  nbT_len(nb_VM *vm, nb_Value t, double *out);
 void nbT_display(nb_VM *vm, nb_Value t, nb_Buf *html);
 void nbT_set_grad_enabled(bool on);

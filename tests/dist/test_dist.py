@@ -203,6 +203,26 @@ def test_collectives_world3_odd(name):
 
 
 @test
+def test_number_kinds_travel(name):
+    # ints stay ints and floats floats through push/run/pull, captured values,
+    # and collectives of numbers (an int all_reduce sums as an integer)
+    rc, out, err = run("""
+import dist
+dist.start(2)
+dist.push({x: 3.0, y: 4})
+print("K", dist.run(fn() list(x, y, x * 2, y * 2, all_reduce(y), all_reduce(x), broadcast(y, src=0), broadcast(x, src=1), all_reduce(y, op="avg"))))
+dist.exec("q = 1.0")
+print("P", dist.pull("q"))
+fn mk() { a = 2.5; b = 2; fn() list(a, b) }
+print("C", dist.run(mk()))
+dist.stop()
+""", timeout=60)
+    ok = (rc == 0 and "K [[3.0, 4, 6.0, 8, 8, 6.0, 4, 3.0, 4.0], [3.0, 4, 6.0, 8, 8, 6.0, 4, 3.0, 4.0]]" in out
+          and "P 1.0" in out and "C [[2.5, 2], [2.5, 2]]" in out)
+    report(name, ok, f"rc={rc} out={out!r} err={err[-500:]!r}")
+
+
+@test
 def test_collectives_large_pipelined(name):
     # a few MB: several 256 KiB reduce pieces and 1 MiB broadcast segments
     rc, out, err = run("""
@@ -217,7 +237,7 @@ r = dist.run(fn() {
 print("R", r)
 dist.stop()
 """, timeout=60)
-    ok = rc == 0 and "R [[6, 6, 2, 2, 1000003], [6, 6, 2, 2, 1000003], [6, 6, 2, 2, 1000003]]" in out
+    ok = rc == 0 and "R [[6.0, 6.0, 2.0, 2.0, 1000003], [6.0, 6.0, 2.0, 2.0, 1000003], [6.0, 6.0, 2.0, 2.0, 1000003]]" in out
     report(name, ok, f"rc={rc} out={out!r} err={err[-500:]!r}")
 
 
@@ -430,7 +450,7 @@ print("rank", r, "of", dist.world_size(), x.tolist(), argv)
 eprint("stderr from", r)
 """, "spmd.nbl")
     p = subprocess.run([NABLA, "run", "-n", "2", path, "a1"], capture_output=True, text=True, timeout=30)
-    ok = (p.returncode == 0 and p.stdout.count("rank ") == 1 and "rank 0 of 2 [3, 3]" in p.stdout
+    ok = (p.returncode == 0 and p.stdout.count("rank ") == 1 and "rank 0 of 2 [3.0, 3.0]" in p.stdout
           and "a1" in p.stdout and "[rank 1] stderr from 1" in p.stderr)
     bad = script('if dist.rank() == 1 { error("rank one fails") }\nbarrier()\n', "bad.nbl")
     q = subprocess.run([NABLA, "run", "-n", "2", bad], capture_output=True, text=True, timeout=30)

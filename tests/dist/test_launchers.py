@@ -202,7 +202,7 @@ print("AFTER", dist.size())
         if p.poll() is None:
             p.kill()
     sanitizer_check(err)
-    ok = (p.returncode == 0 and "AR [[3, 3, 3], [3, 3, 3]]" in out and "LOCAL [[0, 2], [1, 2]]" in out
+    ok = (p.returncode == 0 and "AR [[3.0, 3.0, 3.0], [3.0, 3.0, 3.0]]" in out and "LOCAL [[0, 2], [1, 2]]" in out
           and '"127.0.0.1", "127.0.0.1"' in out and "[rank 1] hi from 1" in out and "AFTER nil" in out
           and len(pids) == 2 and not_children and key_stdin and not leaked and wait_gone(pids, 5))
     report(name, ok, f"rc={p.returncode} not_children={not_children} stdin={key_stdin} leaked={leaked[:1]} "
@@ -371,7 +371,7 @@ print("rank", dist.rank(), "of", dist.world_size(), x.tolist(), argv)
         cmd += ["--ssh-option", "-o" + o]
     p = subprocess.run(cmd + [path, "a1"], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     sanitizer_check(p.stderr)
-    ok = p.returncode == 0 and "rank 0 of 2 [3, 3]" in p.stdout and "a1" in p.stdout
+    ok = p.returncode == 0 and "rank 0 of 2 [3.0, 3.0]" in p.stdout and "a1" in p.stdout
     report(name, ok, f"rc={p.returncode} out={p.stdout!r} err={p.stderr[-500:]!r}")
 
 
@@ -593,7 +593,7 @@ print("DONE")
 """
     rc, out, err = run(src, timeout=120, env=SLURM["env"], cmd=["salloc", "-n", "2"])
     pids = [int(x) for x in lines_with("PIDS ", err)[0].split()] if "PIDS" in err else []
-    ok = (rc == 0 and "WHO [[0, 0, 2], [1, 1, 2]]" in out and "AR [[3, 3, 3], [3, 3, 3]]" in out
+    ok = (rc == 0 and "WHO [[0, 0, 2], [1, 1, 2]]" in out and "AR [[3.0, 3.0, 3.0], [3.0, 3.0, 3.0]]" in out
           and "HOSTS 2 true" in out and "[rank 1] slurm task 1 1" in out and "DONE" in out and wait_gone(pids, 10))
     report(name, ok, f"rc={rc} out={out!r} err={err[-800:]!r}")
 
@@ -608,7 +608,7 @@ print("rank", dist.rank(), "of", dist.world_size(), x.tolist())
     p = subprocess.run(["salloc", "-n", "2", NABLA, "run", "-n", "2", "--launcher", "slurm", path], capture_output=True,
                        text=True, timeout=120, env=SLURM["env"], stdin=subprocess.DEVNULL)
     sanitizer_check(p.stderr)
-    ok = p.returncode == 0 and "rank 0 of 2 [3, 3]" in p.stdout
+    ok = p.returncode == 0 and "rank 0 of 2 [3.0, 3.0]" in p.stdout
     report(name, ok, f"rc={p.returncode} out={p.stdout!r} err={p.stderr[-600:]!r}")
 
 

@@ -79,7 +79,7 @@ dist.stop()
     sanitizer_check(err)
     m = lines_with("ERR ", out)
     ok = (p.returncode == 0 and m and m[0].startswith("DistError: dist.start: backend \"nccl\" is not available on rank")
-          and "SIZE nil" in out and not orphans and "INFO ring" in out and "SUM [[3, 6], [3, 6]]" in out)
+          and "SIZE nil" in out and not orphans and "INFO ring" in out and "SUM [[3.0, 6.0], [3.0, 6.0]]" in out)
     report(name, ok, f"rc={p.returncode} orphans={orphans} out={out!r} err={err[-600:]!r}")
 
 
@@ -120,7 +120,7 @@ print("AFTER", dist.info())
     else:
         ok = (rc == 0 and "INFO ring auto 2" in out and 'REASON backend "nccl" is not available on rank 0: ' in out
               and 'WORKERS ["ring", "ring"]' in out)
-    ok = ok and "X [[[0], [1]], [[0], [1]]]" in out and "AFTER nil" in out
+    ok = ok and "X [[[0.0], [1.0]], [[0.0], [1.0]]]" in out and "AFTER nil" in out
     report(name, ok, f"rc={rc} out={out!r} err={err[-400:]!r}")
 
 

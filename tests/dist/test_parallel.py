@@ -57,13 +57,13 @@ print("R p2p", join(map(p, fn(v) str(v)), "|"))
 """)
     r = results(out)
     exp = {
-        "r0": "0|0|1|2|[0, 1]|2|[0, 2]",   # rank 0: dp 0 tp 0; tp group {0,1}; dp group {0,2}
-        "r1": "0|1|1|4|[0, 1]|3|[0, 2]",
-        "r2": "1|0|5|2|[2, 3]|2|[4, 6]",
-        "r3": "1|1|5|4|[2, 3]|3|[4, 6]",
+        "r0": "0|0|1.0|2.0|[0, 1]|2.0|[0.0, 2.0]",   # rank 0: dp 0 tp 0; tp group {0,1}; dp group {0,2}
+        "r1": "0|1|1.0|4.0|[0, 1]|3.0|[0.0, 2.0]",
+        "r2": "1|0|5.0|2.0|[2, 3]|2.0|[4.0, 6.0]",
+        "r3": "1|1|5.0|4.0|[2, 3]|3.0|[4.0, 6.0]",
     }
     ok = rc == 0 and r.get("bad") == ["true"] and all(" ".join(r.get(k, [])) == v for k, v in exp.items())
-    ok = ok and "does not equal the world size 4" in out and r.get("p2p") == ["-1|7|-1|0"]
+    ok = ok and "does not equal the world size 4" in out and r.get("p2p") == ["-1|7.0|-1|0"]
     report(name, ok, f"rc={rc} out={out[-1500:]!r} err={err[-1500:]!r}")
 
 
@@ -310,7 +310,7 @@ print("R res", join(map(r, fn(v) join(map(v, fn(x) str(x)), ",")), "|"))
 """, timeout=180)
     v = results(out).get("res")
     # rank 0: received 3e6 twos, 8; loss mean(2x) = 2; d loss / d s0 = sum over the batch of 2/n per element * n = 2 (summed)
-    ok = rc == 0 and v is not None and v[0].startswith("6000000,8,2,") and v[0].split("|")[1].startswith("3000000,7,2,")
+    ok = rc == 0 and v is not None and v[0].startswith("6000000.0,8.0,2.0,") and v[0].split("|")[1].startswith("3000000.0,7.0,2.0,")
     report(name, ok, f"rc={rc} res={v} out={out[-800:]!r} err={err[-1500:]!r}")
 
 

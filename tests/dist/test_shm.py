@@ -163,7 +163,7 @@ fn body() {
 print("RES", dist.run(body))
 dist.stop()
 """)
-    ok = rc == 0 and "RES [tensor([ 6,  4,  3,  6, 21]), tensor([ 6,  0,  3,  6, 21]), tensor([ 6,  4,  3,  6, 21])]" in o
+    ok = rc == 0 and "RES [tensor([ 6.,  4.,  3.,  6., 21.]), tensor([ 6.,  0.,  3.,  6., 21.]), tensor([ 6.,  4.,  3.,  6., 21.])]" in o
     report(name, ok, f"rc={rc} out={o!r} err={e[-600:]!r}")
 
 

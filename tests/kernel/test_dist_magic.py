@@ -45,7 +45,7 @@ try:
     kutil.result("%all EXPR is the execute_result, by rank", res == "[10, 20]", res)
     r, out, res, err = execute(kc, "%%all\ny = all_reduce(tensor([x * 1.0]))\n")
     r, out, res, err = execute(kc, "%all y.item()")
-    kutil.result("collectives inside cells", res == "[3, 3]", res)
+    kutil.result("collectives inside cells", res == "[3.0, 3.0]", res)
     r, out, res, err = execute(kc, "%%all\nif dist.rank() == 1 { error(\"bad rank\") }\n")
     kutil.result("a worker error is an error reply", r["status"] == "error" and err is not None and "bad rank" in " ".join(err["traceback"]) + err["evalue"], err)
     r, out, res, err = execute(kc, "1 + 1")

@@ -336,6 +336,12 @@ def t_user_expressions(kc):
         return f"b: {ue['b']}"
     if ue["c"]["status"] != "ok":
         return f"c: {ue['c']}"
+    # numbers keep their kind: an int shows as 3, a float as 3.0 (as Python)
+    rep, _ = execute(kc, "f = 1.5", user_expressions={"i": "q // 7", "f": "f * 2", "d": "q / 10", "t": "tensor(0.0).sum().item()"})
+    ue = rep["user_expressions"]
+    got = {k: ue[k].get("data", {}).get("text/plain") for k in ("i", "f", "d", "t")}
+    if got != {"i": "2", "f": "3.0", "d": "2.0", "t": "0.0"}:
+        return f"number kinds: {got}"
     return None
 
 

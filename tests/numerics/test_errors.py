@@ -152,7 +152,7 @@ def main():
         "print(\"after\")\n")
     lines = so.strip().split("\n")
     ok = (rc == 0 and len(lines) == 5 and "matmul" in lines[0] and "[2, 3]" in lines[0] and "[4, 5]" in lines[0]
-          and lines[1] == "TensorError" and lines[2] == "recovered" and lines[3] == "6" and lines[4] == "after")
+          and lines[1] == "TensorError" and lines[2] == "recovered" and lines[3] == "6.0" and lines[4] == "after")
     check("errors.continues_after_catch", ok, f"rc={rc} stdout={so!r} stderr={se[:300]!r}")
     # a tensor error inside a function reports the call site chain and status 1
     rc, so, se = run_nabla("fn f(a) = a @ ones(7, 2)\nfn g(a) = f(a) * 2\nprint(g(ones(3, 4)))\n")

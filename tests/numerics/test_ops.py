@@ -657,12 +657,74 @@ def edges(b):
     b.case("int_pow_pos_int", f"{b.inp(ci)} ** 2", t(ci) ** 2)
 
 
+def number_kinds(b):
+    """Numbers are ints or floats (Python's kinds): a float scalar makes the
+    default float dtype / float promotion, an int scalar i64 / int promotion,
+    as PyTorch does with Python scalars; .item() and tolist() give the kind
+    back.  Values are fresh random draws; integral floats are written as
+    floats (3.0) so the kind, not the value, decides."""
+    k = int(rng.integers(-6, 7))
+    f = float(rng.integers(-6, 7))            # an integral float: the old front end made it i64
+    g = round(float(rng.standard_normal() * 3), 3)
+    shape = [int(v) for v in rng.integers(1, 4, size=2)]
+    sh = f"[{shape[0]}, {shape[1]}]"
+    b.case("tensor_0.0->f32", "tensor(0.0)", torch.tensor(0.0))
+    b.case("tensor_0->i64", "tensor(0)", torch.tensor(0))
+    b.case("tensor_float_var->f32", f"x = {f!r}\ntensor(x)", torch.tensor(f))
+    b.case("tensor_int->i64", f"tensor({k})", torch.tensor(k))
+    b.case("tensor_float->f32", f"tensor({g!r})", torch.tensor(g))
+    b.case("tensor_div_result->f32", f"tensor({2 * k} / 2)", torch.tensor(2 * k / 2))
+    b.case("tensor_list_mixed->f32", f"tensor(list({k}, {f!r}))", torch.tensor([k, f]))
+    b.case("bracket_int_float->f32", f"[{k}, {f!r}]", torch.tensor([k, f]))
+    b.case("bracket_var_float->f32", f"y = {f!r}\n[y, {k}]", torch.tensor([f, k]))
+    b.case("bracket_ints->i64", f"[{k}, {k + 1}]", torch.tensor([k, k + 1]))
+    b.case("full_int->i64", f"full({sh}, {k})", torch.full(shape, k))
+    b.case("full_float->f32", f"full({sh}, {f!r})", torch.full(shape, f))
+    b.case("full_bool->bool", f"full({sh}, true)", torch.full(shape, True))
+    b.case("full_int_dtype_f64", f'full({sh}, {k}, dtype="f64")', torch.full(shape, k, dtype=torch.float64))
+    b.case("arange_ints->i64", f"arange(0, {abs(k) + 2})", torch.arange(0, abs(k) + 2))
+    b.case("arange_float_stop->f32", f"arange({abs(f) + 2.0!r})", torch.arange(abs(f) + 2.0))
+    b.case("arange_float_step->f32", "arange(0, 3, 0.5)", torch.arange(0, 3, 0.5))
+    # tensor op scalar: the scalar's kind, not its integrality, picks the promotion
+    dts = {"i64": np.int64, "i32": np.int32, "u8": np.uint8, "f16": np.float16, "f64": np.float64}
+    for dn, npdt in dts.items():
+        a = rng.integers(1, 5, size=shape).astype(npdt)
+        xa = b.inp(a)
+        tol = dict(rtol=1e-3, atol=1e-3) if dn == "f16" else {}
+        for code, tf in (("{} * {f}", lambda x: x * f), ("{} + {k}", lambda x: x + k), ("{f} - {}", lambda x: f - x),
+                         ("{} * 2.0", lambda x: x * 2.0), ("{} // 2", lambda x: torch.floor_divide(x, 2)),
+                         ("{} // 2.0", lambda x: torch.floor_divide(x, 2.0)), ("{} ** 2", lambda x: x ** 2)):
+            if dn == "u8" and "{f} -" in code:
+                continue   # torch: f - u8 wraps negative floats differently per version; the dtype rule is covered by * f
+            src = code.replace("{f}", repr(f)).replace("{k}", str(k)).format(xa)
+            ref = tf(t(a))
+            label = code.replace("{f}", "f").replace("{k}", "k").format("x")
+            b.case(f"scalar_{dn}_{label}->{str(ref.dtype).replace('torch.', '')}", src, ref, **tol)
+    ab = rng.random(shape) > 0.5
+    xb = b.inp(ab)
+    b.case("scalar_bool+float->f32", f"{xb} + {f!r}", t(ab) + f)
+    b.case("scalar_bool+int->i64", f"{xb} + {k}", t(ab) + k)
+    ai = rng.integers(-3, 4, size=shape).astype(np.int64)
+    xi = b.inp(ai)
+    b.case("where_i64_float->f32", f"where({xi} > 0, {xi}, {f!r})", torch.where(t(ai) > 0, t(ai), torch.tensor(f)))
+    b.case("where_i64_int->i64", f"where({xi} > 0, {xi}, {k})", torch.where(t(ai) > 0, t(ai), torch.tensor(k)))
+    # back to numbers: the kind Python's torch gives (.item() of f32 is a float)
+    af = rng.standard_normal(shape).astype(np.float32)
+    xf = b.inp(af)
+    b.case("item_f32_is_float", f"str({xf}.sum().item() * 0 + {f!r})", repr(f))
+    b.case("item_i64_is_int", f"str({xi}.sum().item() * 0 + {k})", str(k))
+    b.case("item_bool_is_bool", f"str(({xi} > 100).any().item())", "false")
+    b.case("tolist_f32_floats", f"str(({xi} * 0 + {f!r}).tolist()[0][0])", repr(f))
+    b.case("tolist_i64_ints", f"str(({xi} * 0 + {k}).tolist()[0][0])", str(k))
+
+
 def main():
     b = Batch("ops")
     edges(b)
     elementwise(b)
     unary(b)
     promotion(b)
+    number_kinds(b)
     reductions(b)
     linalg(b)
     shape_ops(b)

@@ -144,6 +144,10 @@ def _(home):
         check(re.fullmatch(r"\n>>> ", out) is not None, "assignment echoes nothing: %r" % out)
         out = s.line("print(x); nil")
         check("\n5\n" in out and "nil" not in out, "print output, nil not echoed: %r" % out)
+        out = s.line("x / 5")   # a float echoes as one (Python's repr), an int as an int
+        check("\n1.0\n" in out.replace("\r", ""), "x / 5 echoed %r" % out)
+        out = s.line("x // 2")
+        check("\n2\n" in out.replace("\r", ""), "x // 2 echoed %r" % out)
     finally:
         s.close()
 
