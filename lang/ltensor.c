@@ -296,11 +296,11 @@ int nbT_len(nb_VM *vm, nb_Value t, double *out) {
 static int64_t slice_part(double d) { return isnan(d) ? NT_NONE : (int64_t)floor(d); }
 
 /* Fills out[] with the basic entries (ints, ranges, nil, "...") and counts
-** them in *nb.  A tensor index (at most one; a 0-d integer tensor is an int)
-** is left out of out[]: *tidx is it, *tensor_at = where it stands among the
-** basic entries (-1: none). */
-static int build_index(nb_VM *vm, nb_Value *idx, int n, nt_Index *out, int *nb, int *tensor_at, nt_Tensor **tidx) {
-  *tensor_at = -1; *tidx = NULL;
+** them in *nb.  Tensor indices (a 0-d integer tensor is an int) are left out
+** of out[]: tidx[j] stands before basic entry tpos[j]; *nt counts them. */
+typedef struct TIdx { int nt, tpos[NT_MAXDIM]; nt_Tensor *t[NT_MAXDIM]; } TIdx;
+static int build_index(nb_VM *vm, nb_Value *idx, int n, nt_Index *out, int *nb, TIdx *ti) {
+  ti->nt = 0;
   int k = 0;
   for (int i = 0; i < n; i++) {
     nb_Value v = idx[i];
@@ -320,8 +320,8 @@ static int build_index(nb_VM *vm, nb_Value *idx, int n, nt_Index *out, int *nb, 
         double d; if (nt_item(t, &d)) return nbT_err(vm);
         out[k].kind = NT_IDX_INT; out[k++].start = (int64_t)d;
       } else {
-        if (*tensor_at >= 0) return nb_error_kind(vm, "IndexError", "only one tensor index per indexing expression is supported");
-        *tensor_at = k; *tidx = t;
+        if (ti->nt >= NT_MAXDIM) return nb_error_kind(vm, "IndexError", "too many tensor indices (at most %d)", NT_MAXDIM);
+        ti->tpos[ti->nt] = k; ti->t[ti->nt++] = t;
       }
     } else if (v.t == NB_TSTR && !strcmp(nb_str(v)->data, "...")) {
       out[k++].kind = NT_IDX_ELLIPSIS;
@@ -331,34 +331,34 @@ static int build_index(nb_VM *vm, nb_Value *idx, int n, nt_Index *out, int *nb, 
   return NB_OK;
 }
 
-/* x[i, a:b, nil, "...", t]: basic entries make a view; one integer tensor or
-** bool mask t among them indexes like PyTorch (nt_index_adv: a copy) */
+/* x[i, a:b, nil, "...", t, u]: basic entries make a view; integer tensors and
+** bool masks among them index like PyTorch (nt_index_adv: a copy) */
 int nbT_index(nb_VM *vm, nb_Value tv, nb_Value *idx, int n, nb_Value *out) {
   nt_Index ix[NT_MAXDIM + 2];
-  int nb, tat;
-  nt_Tensor *ti;
+  int nb;
+  TIdx ti;
   if (n > NT_MAXDIM + 2) return nb_error_kind(vm, "IndexError", "too many indices for a tensor");
-  if (build_index(vm, idx, n, ix, &nb, &tat, &ti)) return NB_ERR;
-  if (tat < 0) return nbT_ret(vm, nt_index(T(tv), ix, nb), out);
-  return nbT_ret(vm, nt_index_adv(T(tv), ix, nb, tat, ti), out);
+  if (build_index(vm, idx, n, ix, &nb, &ti)) return NB_ERR;
+  if (!ti.nt) return nbT_ret(vm, nt_index(T(tv), ix, nb), out);
+  return nbT_ret(vm, nt_index_adv(T(tv), ix, nb, ti.nt, ti.tpos, ti.t), out);
 }
 
 /* base[idx] = v or += v (accumulate: tensor indices only); v a tensor, number, bool or list */
 static int put_index(nb_VM *vm, nt_Tensor *t, nb_Value *idx, int n, nb_Value v, bool accumulate) {
   nt_Index ix[NT_MAXDIM + 2];
-  int nb, tat;
-  nt_Tensor *ti;
+  int nb;
+  TIdx ti;
   if (n > NT_MAXDIM + 2) return nb_error_kind(vm, "IndexError", "too many indices for a tensor");
-  if (build_index(vm, idx, n, ix, &nb, &tat, &ti)) return NB_ERR;
+  if (build_index(vm, idx, n, ix, &nb, &ti)) return NB_ERR;
   bool num = v.t == NB_TNUM || v.t == NB_TBOOL;
   double d = v.t == NB_TNUM ? v.u.n : v.t == NB_TBOOL ? v.u.b : 0;
-  if (tat < 0 && num && !accumulate) return nt_index_fill(t, ix, nb, d) ? nbT_err(vm) : NB_OK;
+  if (!ti.nt && num && !accumulate) return nt_index_fill(t, ix, nb, d) ? nbT_err(vm) : NB_OK;
   Tmp tp = {0};
   int st = NB_OK;
   /* a number takes the tensor's dtype and device (an f64 tensor keeps its precision) */
   nt_Tensor *src = num ? nbT_tmp_keep(&tp, nt_full(NULL, 0, d, t->dtype, t->device)) : nbT_arg(vm, &tp, "setindex", "value", v);
   if (!src) { nbT_tmp_free(&tp); return num ? nbT_err(vm) : NB_ERR; }
-  if (tat >= 0) { if (nt_index_put_adv(t, ix, nb, tat, ti, src, accumulate)) st = nbT_err(vm); }
+  if (ti.nt) { if (nt_index_put_adv(t, ix, nb, ti.nt, ti.tpos, ti.t, src, accumulate)) st = nbT_err(vm); }
   else if (!accumulate) { if (nt_index_put(t, ix, nb, src)) st = nbT_err(vm); }
   else {   /* x[basic] += v: the region plus v written back (differentiable like any write) */
     nt_Tensor *r = nt_index(t, ix, nb), *s = r ? nt_binary(NT_OP_ADD, r, src) : NULL;
@@ -371,7 +371,7 @@ static int put_index(nb_VM *vm, nt_Tensor *t, nb_Value *idx, int n, nb_Value v, 
 }
 
 /* x[idx] = v: one tensor-layer call per index form (nt_index_put /
-** nt_index_fill; nt_index_put_adv for a tensor index, nt_mask_put for x[mask]),
+** nt_index_fill; nt_index_put_adv for tensor indices, nt_mask_put for x[mask]),
 ** which writes and, under autograd, records the write (CopySlicesBackward /
 ** IndexPutBackward) or refuses it with a clear error. */
 int nbT_setindex(nb_VM *vm, nb_Value tv, nb_Value *idx, int n, nb_Value v) {

@@ -378,98 +378,192 @@ nt_Tensor *nt_one_hot(nt_Tensor *idx, int64_t C) {
 }
 
 /* ---- advanced indexing: x[..., t, ...] and x[..., t, ...] = v ------------------
-** One tensor index t among basic entries (ints, slices, nil, "..."), with
-** PyTorch's semantics: the basic entries apply first (a view V of x: an int
-** drops its axis, so x[2, :, t] indexes V = x[2] along V's axis 1), then t
-** indexes V from axis a on:
-**   integer t of shape I:  result V.shape[:a] + I + V.shape[a+1:]   (take)
-**   bool t with k axes:    t.shape must equal V.shape[a:a+k]; those axes merge
-**                          into one and t becomes the flat positions of its
-**                          true entries: result V.shape[:a] + [count] + V.shape[a+k:]
-** A write sees V as [outer, n, inner] (n: the indexed axis, merged for a
-** mask) and v, broadcast to the result's shape S, as [outer, m, inner]
-** (m = numel(I) or count):
-**   plain:       V[:, ix[j], :] = v[:, j, :].  Where indices repeat one of the
-**                values wins (undefined in torch); here always the LAST j, on
-**                every device: win[r] = last j with ix[j] = r is resolved on
-**                the host, and V = where(hit[r], take(v, win, axis 1), V)
-**   accumulate:  V[:, ix[j], :] += v[:, j, :]   (scatter_add: repeats add up)
+** Tensor indices among basic entries (ints, slices, nil, "..."), with
+** PyTorch's semantics.  The basic entries apply first (a view V of x: an int
+** drops its axis, so x[2, :, t] indexes V = x[2] along V's axis 1).  Each
+** integer tensor then indexes one axis of V, each bool mask as many axes as
+** it has (their sizes must match; it stands for the coordinates of its true
+** entries, one integer tensor per axis).  These index "components" broadcast
+** together to a shape B and replace the axes they index by B: in place when
+** those axes are adjacent in V, else at the front (torch's rule; V is
+** permuted so that they lead).  So, with V's indexed axes [a, a + k):
+**     result.shape = V.shape[:a] + B + V.shape[a+k:]
+** and the k axes merge into one of size n = prod(sizes), each element of B
+** naming the flat position sum_c comp_c * stride_c along it.
+** A write sees V as [outer, n, inner] and v, broadcast to the result's shape
+** S, as [outer, m, inner] (m = numel(B)):
+**   plain:       V[:, pos[j], :] = v[:, j, :].  Where positions repeat one of
+**                the values wins (undefined in torch); here always the LAST j,
+**                on every device: win[r] = last j with pos[j] = r is resolved
+**                on the host, and V = where(hit[r], take(v, win, axis 1), V)
+**   accumulate:  V[:, pos[j], :] += v[:, j, :]   (scatter_add: repeats add up)
 ** The index values come to the host once (wrapping, bounds, winners: one small
 ** copy for a device tensor); the rest is device-generic ops (take, where,
 ** scatter_add), so every backend that has those runs it.  Cost: O(numel V)
-** per write (where reads all of V), not O(m * inner).
+** per write (where reads all of V), not O(m * inner).  Reading with one
+** integer tensor stays on the device (take); other forms compute the
+** positions on the host.
 ** Autograd (IndexPutBackward, recorded like CopySlicesBackward, tinplace.c):
 **   d v     = g[..., t, ...]   (every repeated index gets its gradient: torch 1.13)
-**   d x_old = g with the written rows zeroed (plain), or g (accumulate) */
+**   d x_old = g with the written elements zeroed (plain), or g (accumulate) */
 typedef struct AdvIndex {
-  int n, nbasic;             /* entries in ix: the basic ones + k full slices standing for t */
-  int axis, k;               /* t covers V's axes [axis, axis + k) */
-  int src_axis;              /* ... which start at the indexed tensor's axis src_axis (messages) */
+  int n, nbasic;             /* entries in ix: the basic ones + one full slice per component */
+  int ncomp;                 /* index components: one per integer tensor, one per axis of a mask */
+  int axis;                  /* in V (permuted when nperm > 0) the components index axes [axis, axis + ncomp) */
+  int nperm, perm[NT_MAXDIM];
+  int src_axis[NT_MAXDIM];   /* per component: the indexed tensor's axis (messages) */
   nt_Index ix[2 * NT_MAXDIM + 4];
 } AdvIndex;
 
-static int adv_layout(const char *op, nt_Tensor *x, const nt_Index *idx, int n, int tpos, nt_Tensor *t, AdvIndex *A) {
-  if (t->dtype != NT_BOOL && !nt_dtype_is_int(t->dtype))
-    NT_FAIL("%s: tensors used as indices must be integer or bool tensors, got %s", op, nt_dtype_name(t->dtype));
-  int k = t->dtype == NT_BOOL ? t->ndim : 1;
-  if (tpos < 0 || tpos > n || n + k > (int)(sizeof A->ix / sizeof A->ix[0])) NT_FAIL("%s: too many indices", op);
-  A->n = 0; A->nbasic = n; A->k = k;
-  for (int i = 0; i < tpos; i++) A->ix[A->n++] = idx[i];
-  for (int i = 0; i < k; i++) A->ix[A->n++] = (nt_Index){ NT_IDX_SLICE, NT_NONE, NT_NONE, 1 };
-  for (int i = tpos; i < n; i++) A->ix[A->n++] = idx[i];
+static int adv_layout(const char *op, nt_Tensor *x, const nt_Index *idx, int n, int nt, const int *tpos,
+                      nt_Tensor *const *t, AdvIndex *A) {
+  const int cap = (int)(sizeof A->ix / sizeof A->ix[0]);
+  bool comp[sizeof A->ix / sizeof A->ix[0]];
+  int zpos = -1, zaxis = 0;
+  A->n = 0; A->nbasic = n; A->ncomp = 0; A->nperm = 0;
+  for (int i = 0, j = 0; i <= n; i++) {
+    for (; j < nt && tpos[j] == i; j++) {
+      if (t[j]->dtype != NT_BOOL && !nt_dtype_is_int(t[j]->dtype))
+        NT_FAIL("%s: tensors used as indices must be integer or bool tensors, got %s", op, nt_dtype_name(t[j]->dtype));
+      int k = t[j]->dtype == NT_BOOL ? t[j]->ndim : 1;
+      if (A->n + k > cap || A->ncomp + k > NT_MAXDIM) NT_FAIL("%s: too many indices", op);
+      if (k == 0 && nt > 1) NT_FAIL("%s: a 0-d bool index must be the only tensor index", op);
+      if (k == 0) zpos = A->n;                 /* a 0-d mask adds an axis of size 1 (true) or 0 there */
+      for (int c = 0; c < k; c++) { comp[A->n] = true; A->ix[A->n++] = (nt_Index){ NT_IDX_SLICE, NT_NONE, NT_NONE, 1 }; }
+      A->ncomp += k;
+    }
+    if (i < n) {
+      if (A->n >= cap) NT_FAIL("%s: too many indices", op);
+      comp[A->n] = false; A->ix[A->n++] = idx[i];
+    }
+  }
   int consumed = 0;
   for (int i = 0; i < A->n; i++) consumed += A->ix[i].kind == NT_IDX_INT || A->ix[i].kind == NT_IDX_SLICE;
   if (consumed > x->ndim) NT_FAIL("%s: too many indices for tensor of dimension %d", op, x->ndim);
-  int out = 0, src = 0;
-  for (int i = 0; i < tpos; i++) switch (idx[i].kind) {
+  int out = 0, src = 0, c = 0, vaxis[NT_MAXDIM];
+  for (int i = 0; i <= A->n; i++) {
+    if (i == zpos) zaxis = out;
+    if (i == A->n) break;
+    switch (A->ix[i].kind) {
     case NT_IDX_INT: src++; break;
-    case NT_IDX_SLICE: src++; out++; break;
+    case NT_IDX_SLICE: if (comp[i]) { vaxis[c] = out; A->src_axis[c++] = src; } src++; out++; break;
     case NT_IDX_NEWAXIS: out++; break;
     case NT_IDX_ELLIPSIS: out += x->ndim - consumed; src += x->ndim - consumed; break;
+    }
   }
-  A->axis = out; A->src_axis = src;
+  int vnd = out + (x->ndim - src);           /* V's rank: trailing axes are kept whole */
+  bool adjacent = true;
+  for (int i = 1; i < A->ncomp; i++) adjacent = adjacent && vaxis[i] == vaxis[0] + i;
+  if (adjacent) { A->axis = A->ncomp ? vaxis[0] : zaxis; return 0; }
+  /* not adjacent: the components' axes lead, the others follow in order */
+  bool used[NT_MAXDIM] = {0};
+  A->axis = 0; A->nperm = vnd;
+  for (int i = 0; i < A->ncomp; i++) { A->perm[i] = vaxis[i]; used[vaxis[i]] = true; }
+  for (int i = 0, k = A->ncomp; i < vnd; i++) if (!used[i]) A->perm[k++] = i;
   return 0;
 }
 
-/* V = x[basic entries], t's axes kept whole (a view; x itself when there are none) */
+/* V = x[basic entries] with the components' axes kept whole (x itself when
+** there are no basic entries), permuted when they are not adjacent */
 static nt_Tensor *adv_view(nt_Tensor *x, const AdvIndex *A) {
-  return A->nbasic ? nt_index(x, A->ix, A->n) : nt_retain(x);
+  nt_Tensor *V = A->nbasic ? nt_index(x, A->ix, A->n) : nt_retain(x);
+  if (V && A->nperm) { nt_Tensor *p = nt_permute(V, A->perm, A->nperm); nt_release(V); V = p; }
+  return V;
 }
 
-/* a mask must match the axes it covers: 0, or -1 with both shapes named */
-static int adv_check_mask(const char *op, nt_Tensor *x, nt_Tensor *V, const AdvIndex *A, nt_Tensor *t) {
-  bool ok = A->axis + A->k <= V->ndim;
-  for (int i = 0; ok && i < A->k; i++) ok = V->shape[A->axis + i] == t->shape[i];
-  if (ok) return 0;
-  char a[128], b[128], c[128];
-  NT_FAIL("%s: boolean mask of shape %s does not match the axes it indexes (%s, from axis %d) of the tensor of shape %s", op,
-          nt_shape_str(t->shape, t->ndim, a, sizeof a),
-          nt_shape_str(V->shape + A->axis, V->ndim - A->axis < A->k ? V->ndim - A->axis : A->k, b, sizeof b), A->src_axis,
-          nt_shape_str(x->shape, x->ndim, c, sizeof c));
-}
-
-/* V's shape with t's k axes merged into one (msh, V->ndim - k + 1 dims) and its [outer, n, inner] split */
+/* V's shape with the components' axes merged into one (msh, V->ndim - ncomp + 1 dims) and its [outer, n, inner] split */
 static int adv_merged(const nt_Tensor *V, const AdvIndex *A, int64_t *msh, nn_dims *d) {
   int nd = 0;
   d->outer = d->n = d->inner = 1;
   for (int i = 0; i < A->axis; i++) { msh[nd++] = V->shape[i]; d->outer *= V->shape[i]; }
-  for (int i = 0; i < A->k; i++) d->n *= V->shape[A->axis + i];
+  for (int i = 0; i < A->ncomp; i++) d->n *= V->shape[A->axis + i];
   msh[nd++] = d->n;
-  for (int i = A->axis + A->k; i < V->ndim; i++) { msh[nd++] = V->shape[i]; d->inner *= V->shape[i]; }
+  for (int i = A->axis + A->ncomp; i < V->ndim; i++) { msh[nd++] = V->shape[i]; d->inner *= V->shape[i]; }
   return nd;
 }
 
-/* The positions t selects along the merged axis (size n), as a private CPU i64
-** tensor: integer indices wrapped and bounds-checked (messages name the
-** indexed tensor's axis), a mask's true entries in row-major order. */
-static nt_Tensor *adv_host_positions(const char *op, nt_Tensor *t, int64_t n, int src_axis) {
-  if (t->dtype == NT_BOOL) return nonzero_flat(t);
-  nt_Tensor *i = nt_to_dtype(t, NT_I64);
-  nt_Tensor *h = !i ? NULL : i->device == NT_CPU ? nt_clone(i) : nt_to_device(i, NT_CPU);
-  nt_Tensor *c = h ? nt_contiguous(h) : NULL;    /* h is a fresh copy: c is private too */
-  nt_release(i); nt_release(h);
-  if (c && fix_indices(op, (int64_t *)nt_base(c), c->numel, n, src_axis)) { nt_release(c); return NULL; }
-  return c;
+/* the result's shape: V.shape[:axis] + B + V.shape[axis + ncomp:]; -1 past NT_MAXDIM */
+static int adv_result_shape(const char *op, const nt_Tensor *V, const AdvIndex *A, const int64_t *B, int nB, int64_t *S) {
+  int nd = 0;
+  if (V->ndim - A->ncomp + nB > NT_MAXDIM) NT_FAIL("%s: the result would have more than %d dimensions", op, NT_MAXDIM);
+  for (int i = 0; i < A->axis; i++) S[nd++] = V->shape[i];
+  for (int i = 0; i < nB; i++) S[nd++] = B[i];
+  for (int i = A->axis + A->ncomp; i < V->ndim; i++) S[nd++] = V->shape[i];
+  return nd;
+}
+
+/* The flat positions the components select along the merged axis, as a CPU
+** i64 tensor of their broadcast shape B (*B, *nB): integer indices wrapped and
+** bounds-checked (messages name the indexed tensor's axis), masks as the
+** coordinates of their true entries (row-major). */
+static nt_Tensor *adv_positions(const char *op, const AdvIndex *A, int nt, nt_Tensor *const *t, nt_Tensor *x,
+                                const nt_Tensor *V, int64_t *B, int *nB) {
+  char s1[128], s2[128], s3[128];
+  nt_Tensor *comp[NT_MAXDIM] = {0}, *pos = NULL;
+  int nc = 0;
+  for (int j = 0; j < nt; j++) {
+    nt_Tensor *tj = t[j];
+    if (tj->dtype == NT_BOOL) {
+      bool ok = true;
+      for (int i = 0; ok && i < tj->ndim; i++) ok = V->shape[A->axis + nc + i] == tj->shape[i];
+      if (!ok) {
+        int64_t ax[NT_MAXDIM];
+        for (int i = 0; i < tj->ndim; i++) ax[i] = x->shape[A->src_axis[nc + i]];
+        nt_error_set("%s: boolean mask of shape %s does not match the axes it indexes (%s, from axis %d) of the tensor of shape %s",
+                     op, nt_shape_str(tj->shape, tj->ndim, s1, sizeof s1), nt_shape_str(ax, tj->ndim, s2, sizeof s2),
+                     tj->ndim ? A->src_axis[nc] : 0, nt_shape_str(x->shape, x->ndim, s3, sizeof s3));
+        goto done;
+      }
+      nt_Tensor *flat = nonzero_flat(tj);
+      if (!flat) goto done;
+      if (nt == 1) { pos = flat; B[0] = flat->numel; *nB = 1; goto done; }    /* the flat positions already */
+      int64_t cnt = flat->numel;
+      const int64_t *f = (const int64_t *)nt_base(flat);
+      for (int i = 0; i < tj->ndim; i++)
+        if (!(comp[nc + i] = nt_empty(&cnt, 1, NT_I64, NT_CPU))) { nt_release(flat); goto done; }
+      for (int64_t e = 0; e < cnt; e++) {
+        int64_t rest = f[e];
+        for (int i = tj->ndim - 1; i >= 0; i--) {
+          ((int64_t *)nt_base(comp[nc + i]))[e] = rest % tj->shape[i];
+          rest /= tj->shape[i];
+        }
+      }
+      nt_release(flat);
+      nc += tj->ndim;
+    } else {
+      nt_Tensor *i = nt_to_dtype(tj, NT_I64);
+      nt_Tensor *h = !i ? NULL : i->device == NT_CPU ? nt_clone(i) : nt_to_device(i, NT_CPU);
+      comp[nc] = h ? nt_contiguous(h) : NULL;      /* h is a fresh copy: private */
+      nt_release(i); nt_release(h);
+      if (!comp[nc] || fix_indices(op, (int64_t *)nt_base(comp[nc]), comp[nc]->numel, V->shape[A->axis + nc], A->src_axis[nc])) goto done;
+      nc++;
+    }
+  }
+  /* broadcast the components together (torch: "indexing tensors could not be broadcast") */
+  int nd = comp[0]->ndim;
+  memcpy(B, comp[0]->shape, sizeof(int64_t) * (size_t)nd);
+  for (int c = 1; c < nc; c++)
+    if (nt_broadcast_shapes(op, B, nd, comp[c]->shape, comp[c]->ndim, B, &nd)) {
+      nt_error_set("%s: shape mismatch: indexing tensors could not be broadcast together with shapes %s and %s", op,
+                   nt_shape_str(B, nd, s1, sizeof s1), nt_shape_str(comp[c]->shape, comp[c]->ndim, s2, sizeof s2));
+      goto done;
+    }
+  *nB = nd;
+  if (nc == 1) { pos = comp[0]; comp[0] = NULL; goto done; }
+  if (!(pos = nt_zeros(B, nd, NT_I64, NT_CPU))) goto done;
+  int64_t *p = (int64_t *)nt_base(pos);
+  for (int c = 0; c < nc; c++) {     /* pos = pos * n_c + comp_c, row-major over the components */
+    int64_t nsz = V->shape[A->axis + c];
+    nt_Tensor *b = nt_broadcast_to(comp[c], B, nd), *bc = b ? nt_contiguous(b) : NULL;
+    nt_release(b);
+    if (!bc) { nt_release(pos); pos = NULL; goto done; }
+    const int64_t *q = (const int64_t *)nt_base(bc);
+    for (int64_t e = 0; e < pos->numel; e++) p[e] = p[e] * nsz + q[e];
+    nt_release(bc);
+  }
+done:
+  for (int c = 0; c < NT_MAXDIM; c++) nt_release(comp[c]);
+  return pos;
 }
 
 /* src broadcasts TO shape (not merely with it) */
@@ -482,23 +576,27 @@ static bool bcasts_to(const int64_t *s, int ns, const int64_t *d, int nd) {
   return true;
 }
 
-nt_Tensor *nt_index_adv(nt_Tensor *x, const nt_Index *idx, int n, int tpos, nt_Tensor *t) {
+nt_Tensor *nt_index_adv(nt_Tensor *x, const nt_Index *idx, int n, int nt, const int *tpos, nt_Tensor *const *t) {
+  const char *op = "index";
   nt_nn_init();
   AdvIndex A;
-  if (adv_layout("index", x, idx, n, tpos, t, &A)) return NULL;
+  if (adv_layout(op, x, idx, n, nt, tpos, t, &A)) return NULL;
   nt_Tensor *V = adv_view(x, &A), *r = NULL;
   if (!V) return NULL;
-  if (t->dtype != NT_BOOL) r = take_as("index", V, t, A.axis, A.src_axis);
-  else if (!adv_check_mask("index", x, V, &A, t)) {
-    int64_t msh[NT_MAXDIM + 1];
-    nn_dims d;
-    int mnd = adv_merged(V, &A, msh, &d);
-    nt_Tensor *Vm = nt_reshape(V, msh, mnd), *pos = Vm ? nonzero_flat(t) : NULL;
-    if (pos && pos->device != V->device) { nt_Tensor *p = nt_to_device(pos, V->device); nt_release(pos); pos = p; }
-    r = pos ? take_as("index", Vm, pos, A.axis, A.src_axis) : NULL;
-    nt_release(Vm); nt_release(pos);
+  if (nt == 1 && t[0]->dtype != NT_BOOL) {      /* one integer tensor: take on its device */
+    r = take_as(op, V, t[0], A.axis, A.src_axis[0]);
+    nt_release(V);
+    return r;
   }
-  nt_release(V);
+  int64_t msh[NT_MAXDIM + 1], B[NT_MAXDIM], S[2 * NT_MAXDIM];
+  int nB = 0, snd;
+  nn_dims d;
+  int mnd = adv_merged(V, &A, msh, &d);
+  nt_Tensor *pos = adv_positions(op, &A, nt, t, x, V, B, &nB), *Vm = NULL, *pd = NULL, *tk = NULL;
+  if (pos && (snd = adv_result_shape(op, V, &A, B, nB, S)) >= 0 && (Vm = nt_reshape(V, msh, mnd)) &&
+      (pd = V->device == NT_CPU ? nt_retain(pos) : nt_to_device(pos, V->device)) && (tk = nt_take(Vm, pd, A.axis)))
+    r = nt_reshape(tk, S, snd);
+  nt_release(V); nt_release(pos); nt_release(Vm); nt_release(pd); nt_release(tk);
   return r;
 }
 
@@ -605,39 +703,32 @@ static int index_put_backward(nt_Node *nd, nt_Tensor *g, nt_Tensor **gin) {
   return 0;
 }
 
-int nt_index_put_adv(nt_Tensor *base, const nt_Index *idx, int n, int tpos, nt_Tensor *t, nt_Tensor *v, bool accumulate) {
+int nt_index_put_adv(nt_Tensor *base, const nt_Index *idx, int n, int nt, const int *tpos, nt_Tensor *const *t,
+                     nt_Tensor *v, bool accumulate) {
   const char *op = "index_put";
   char a[128], b[128];
   nt_nn_init();
   AdvIndex A;
-  if (adv_layout(op, base, idx, n, tpos, t, &A)) return -1;
+  if (adv_layout(op, base, idx, n, nt, tpos, t, &A)) return -1;
   if (v->device != base->device)
     NT_FAIL("%s: expected the value on the tensor's device (%s), got %s", op, nt_device_name(base->device), nt_device_name(v->device));
   /* x[mask] = v alone keeps nabla's meaning, x = where(mask, v, x), whenever
   ** mask and v broadcast to x; torch's (v fills the selected elements in
   ** order) otherwise */
-  if (n == 0 && t->dtype == NT_BOOL && !accumulate && bcasts_to(t->shape, t->ndim, base->shape, base->ndim) &&
+  if (n == 0 && nt == 1 && t[0]->dtype == NT_BOOL && !accumulate && bcasts_to(t[0]->shape, t[0]->ndim, base->shape, base->ndim) &&
       bcasts_to(v->shape, v->ndim, base->shape, base->ndim))
-    return nt_mask_put(base, t, v);
+    return nt_mask_put(base, t[0], v);
   int mode = nt_write_mode(base, v);
   if (mode < 0) return -1;
   bool prev = nt_set_grad_enabled(false);          /* the view and the ops below are the write, not graph ops */
   int rc = -1;
+  int64_t B[NT_MAXDIM];
+  int nB = 0;
   nt_Tensor *pos = NULL, *V = adv_view(base, &A);
   PutCtx *c = NULL;
-  if (!V || (t->dtype == NT_BOOL && adv_check_mask(op, base, V, &A, t))) goto done;
-  int64_t msh[NT_MAXDIM + 1];
-  nn_dims d;
-  adv_merged(V, &A, msh, &d);
-  if (!(pos = adv_host_positions(op, t, d.n, A.src_axis))) goto done;
-  if (!(c = nt_malloc(sizeof *c))) goto done;
-  c->A = A; c->accumulate = accumulate; c->snd = 0;
-  /* the region's shape S: V.shape[:a] + t's result shape + V.shape[a+k:] */
-  for (int i = 0; i < A.axis; i++) c->S[c->snd++] = V->shape[i];
-  if (t->dtype == NT_BOOL) c->S[c->snd++] = pos->numel;
-  else for (int i = 0; i < t->ndim; i++) c->S[c->snd++] = t->shape[i];
-  for (int i = A.axis + A.k; i < V->ndim; i++) c->S[c->snd++] = V->shape[i];
-  if (c->snd > NT_MAXDIM) { nt_error_set("%s: the indexed region would have more than %d dimensions", op, NT_MAXDIM); goto done; }
+  if (!V || !(pos = adv_positions(op, &A, nt, t, base, V, B, &nB)) || !(c = nt_malloc(sizeof *c))) goto done;
+  c->A = A; c->accumulate = accumulate;
+  if ((c->snd = adv_result_shape(op, V, &A, B, nB, c->S)) < 0) goto done;
   if (!bcasts_to(v->shape, v->ndim, c->S, c->snd)) {
     nt_error_set("%s: shape mismatch: value tensor of shape %s cannot be broadcast to indexing result of shape %s", op,
                  nt_shape_str(v->shape, v->ndim, a, sizeof a), nt_shape_str(c->S, c->snd, b, sizeof b));

@@ -51,20 +51,21 @@ nt_Tensor *nt_index_tensor(nt_Tensor *x, nt_Tensor *idx);       /* x[idx] (int i
 /* torch.gather / scatter_add: idx has x's ndim, idx.shape[d] <= x.shape[d] for d != axis. */
 nt_Tensor *nt_gather(nt_Tensor *x, int axis, nt_Tensor *idx);
 nt_Tensor *nt_scatter_add(nt_Tensor *x, int axis, nt_Tensor *idx, nt_Tensor *src);
-/* PyTorch advanced indexing with ONE tensor index (index.c): idx[0..n) are
-** the basic entries (as for nt_index) and t stands between idx[tpos - 1] and
-** idx[tpos].  The basic entries apply first; an integer t (any shape I) then
-** indexes the next axis a of that view (result .shape[:a] + I +
-** .shape[a+1:]), a bool t the next t.ndim axes (which it must match; result
-** [count] in their place).  Negative indices wrap; out of range is an error
-** naming the indexed tensor's axis, its size and the index.
+/* PyTorch advanced indexing (index.c): idx[0..n) are the basic entries (as
+** for nt_index) and the nt tensors t[j] stand just before idx[tpos[j]]
+** (tpos ascending; tpos[j] = n: after the last).  The basic entries apply
+** first; then each integer tensor indexes one axis of that view, each bool
+** mask as many axes as it has (which it must match; its true entries'
+** coordinates); they broadcast together to B and their axes are replaced by
+** B, in place when adjacent, else in front.  Negative indices wrap; out of
+** range is an error naming the indexed tensor's axis, its size and the index.
 ** nt_index_put_adv writes base[... t ...] = v (accumulate: += v; repeats add
 ** up) in place, v broadcasting to the indexed region and cast to base's
-** dtype; where a plain write repeats an index the last value wins.  Recorded
-** under autograd as IndexPutBackward (like nt_index_put); 0 / -1. */
-nt_Tensor *nt_index_adv(nt_Tensor *x, const nt_Index *idx, int n, int tpos, nt_Tensor *t);
-int        nt_index_put_adv(nt_Tensor *base, const nt_Index *idx, int n, int tpos, nt_Tensor *t, nt_Tensor *v,
-                            bool accumulate);
+** dtype; where a plain write repeats a position the last value wins.
+** Recorded under autograd as IndexPutBackward (like nt_index_put); 0 / -1. */
+nt_Tensor *nt_index_adv(nt_Tensor *x, const nt_Index *idx, int n, int nt, const int *tpos, nt_Tensor *const *t);
+int        nt_index_put_adv(nt_Tensor *base, const nt_Index *idx, int n, int nt, const int *tpos, nt_Tensor *const *t,
+                            nt_Tensor *v, bool accumulate);
 /* x[mask] -> 1-D, mask bool broadcastable to x. */
 nt_Tensor *nt_masked_select(nt_Tensor *x, nt_Tensor *mask);
 

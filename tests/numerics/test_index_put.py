@@ -319,6 +319,152 @@ def duplicates_deterministic(b):
     b.case("repeats: the last one wins", f"y = clone({b.inp(xv)})\ny[{b.inp(idx)}] = {b.inp(vv)}\ny", exp)
 
 
+# ------------------------------------------------------------------ several tensor indices
+# (x shape, form with tensor entries "I", "J", "K", their shapes); torch's rule:
+# ints apply first, the indices broadcast to B, B replaces their axes in place
+# when they are adjacent (ints between do not count), else goes first
+MULTI = [
+    ((5, 4), ["I", "J"], {"I": (3,), "J": (3,)}),
+    ((5, 4), ["I", "J"], {"I": (3, 1), "J": (2,)}),
+    ((5, 4, 3), ["I", "J"], {"I": (2, 2), "J": (2, 2)}),
+    ((5, 4, 3), [":", "I", "J"], {"I": (3,), "J": (1,)}),
+    ((5, 4, 3), ["I", ":", "J"], {"I": (2,), "J": (2,)}),          # not adjacent: B first
+    ((5, 4, 3), ["I", 1, "J"], {"I": (3,), "J": (3,)}),            # the int drops first: adjacent
+    ((3, 4, 5, 6), [1, "I", None, "J"], {"I": (2,), "J": (2,)}),
+    ((3, 4, 5, 6), ["I", "J", "K"], {"I": (3,), "J": (3,), "K": (1,)}),
+    ((3, 4, 5, 6), ["...", "I", "J"], {"I": (2, 1), "J": (1, 3)}),
+]
+
+
+def multi_axes(form, ndim):
+    """name -> axis of x; and the result dims before B"""
+    consumed = sum(1 for e in form if e not in ("...", None))
+    src = out = 0
+    axes, first_out, names, adjacent, seen_gap = {}, None, [], True, False
+    for e in form:
+        if isinstance(e, str) and e in "IJK" and len(e) == 1:
+            if names and seen_gap:
+                adjacent = False
+            axes[e] = src
+            first_out = out if first_out is None else first_out
+            names.append(e)
+            src += 1
+            seen_gap = False
+            continue
+        if names and not isinstance(e, int):
+            seen_gap = True
+        if e == "...":
+            src += ndim - consumed
+            out += ndim - consumed
+        elif e is None:
+            out += 1
+        elif isinstance(e, str):
+            src += 1
+            out += 1
+        else:
+            src += 1
+    return axes, (first_out if adjacent else 0)
+
+
+def multi_py(form, vals):
+    return tuple(vals[e] if isinstance(e, str) and e in vals else py_entry(e) for e in form)
+
+
+def multi_nb(form, exprs):
+    return nb_form([e if not (isinstance(e, str) and e in exprs) else "@" + e for e in form], "").replace("@I", exprs.get("I", "")).replace("@J", exprs.get("J", "")).replace("@K", exprs.get("K", ""))
+
+
+def multi_loop(x, form, idx, v, accumulate):
+    """index by index over the broadcast shape: the last write wins, or adds"""
+    y = x.clone()
+    _, npre = multi_axes(form, x.dim())
+    ts = {k: torch.as_tensor(a).long() for k, a in idx.items()}
+    region = y[multi_py(form, ts)]
+    vb = torch.broadcast_to(v, region.shape).to(y.dtype)
+    bs = torch.broadcast_tensors(*ts.values())
+    bt = dict(zip(ts.keys(), bs))
+    for e in np.ndindex(*bs[0].shape):
+        target = multi_py(form, {k: int(t[e]) for k, t in bt.items()})
+        src = vb[(slice(None),) * npre + tuple(int(a) for a in e)]
+        y[target] = y[target] + src if accumulate else src
+    return y
+
+
+def multi_forms(b):
+    for shape, form, shapes in (MULTI[::2] if ASAN else MULTI):
+        axes, _ = multi_axes(form, len(shape))
+        for dups in (False, True):
+            idx = {}
+            same = len(set(shapes.values())) == 1
+            if not dups and same:              # unique position tuples: decompose distinct flat numbers
+                sizes = [shape[axes[k]] for k in shapes]
+                m = int(np.prod(next(iter(shapes.values()))))
+                flat = rng.permutation(int(np.prod(sizes)))[:m]
+                for k, sz in zip(reversed(list(shapes)), reversed(sizes)):
+                    idx[k] = (flat % sz).reshape(shapes[k]).astype(np.int64)
+                    flat = flat // sz
+            else:                              # broadcast shapes: distinct values per tensor keep tuples distinct
+                for k, sh in shapes.items():
+                    idx[k] = rand_index(shape[axes[k]], sh, dups)
+            for k in idx:                      # some negative indices
+                sz = shape[axes[k]]
+                idx[k] = np.where(rng.random(idx[k].shape) < 0.3, idx[k] % sz - sz, idx[k] % sz)
+            xv = rand_vals(shape, "f64")
+            tx = T(xv)
+            ts = {k: torch.as_tensor(a) for k, a in idx.items()}
+            exprs = {k: b.inp(a) for k, a in idx.items()}
+            sel = multi_nb(form, exprs)
+            name = f"{list(shape)}[{form}] {[list(s) for s in shapes.values()]}" + (" dups" if dups else "")
+            if not dups:
+                b.case(f"read {name}", f"{b.inp(xv)}[{sel}]", tx[multi_py(form, ts)], **TOL)
+            region = tuple(tx[multi_py(form, ts)].shape)
+            for vs in (region, region[1:]):
+                vv = rand_vals(vs, "f64")
+                if dups:
+                    exp = multi_loop(tx, form, idx, T(vv), False)
+                else:
+                    exp = tx.clone()
+                    exp[multi_py(form, ts)] = T(vv)
+                b.case(f"put {name} v{list(vs)}", f"y = clone({b.inp(xv)})\ny[{sel}] = {b.inp(vv)}\ny", exp, **TOL)
+            vv = rand_vals(region, "f64")
+            exp = multi_loop(tx, form, idx, T(vv), True)
+            # index_put's list form: a full slice is the range 0..size (MULTI's ":" stand where the index says)
+            lsel = sel.replace(":", f"0..{shape[form.index(':')]}") if ":" in form else sel
+            b.case(f"accumulate {name}", f"index_put({b.inp(xv)}, [{lsel}], {b.inp(vv)}, accumulate=true)", exp, **TOL)
+    # a mask among integer tensors stands for its coordinates
+    xv = rand_vals((4, 5, 3), "f64")
+    m = rng.random((5,)) > 0.4
+    m[:2] = True
+    j = rng.integers(-3, 3, size=(int(m.sum()),))
+    vv = rand_vals((4, int(m.sum())), "f64")
+    exp = T(xv).clone()
+    exp[:, T(m), T(j)] = T(vv)
+    b.case("put mask + int tensor", f"y = clone({b.inp(xv)})\ny[:, {b.inp(m)}, {b.inp(j)}] = {b.inp(vv)}\ny", exp, **TOL)
+    b.case("read mask + int tensor", f"{b.inp(xv)}[:, {b.inp(m)}, {b.inp(j)}]", T(xv)[:, T(m), T(j)], **TOL)
+    # the classic: one entry per row
+    xv = rand_vals((6, 4), "f32")
+    lab = rng.integers(0, 4, size=(6,))
+    exp = T(xv).clone()
+    exp[torch.arange(6), T(lab)] = 0
+    b.case("x[arange(n), labels] = 0", f"y = clone({b.inp(xv)})\ny[arange(6), {b.inp(lab)}] = 0\ny", exp)
+    # gradients through two tensor indices, repeats included
+    i, jj = np.array([0, 2, 2, -1]), np.array([1, 3, 3, 0])
+
+    def f2(x, v, _i, _j):
+        y = x * 2
+        y[T(i), T(jj)] = v * 3
+        return y
+    icase(b, "grad two tensor indices, repeats", "y = p0 * 2\ny[p2, p3] = p1 * 3\ny", f2, [r(4, 5), r(4), i, jj],
+          [True, True, False, False])
+
+    def f3(x, v, _i, _j):
+        y = torch.tanh(x) * 1
+        y[T(i[:2]), :, T(jj[:2])] = v
+        return y * y
+    icase(b, "grad non-adjacent tensor indices", "y = tanh(p0) * 1\ny[p2, :, p3] = p1\ny * y", f3,
+          [r(3, 2, 4), r(2, 2), i[:2], jj[:2]], [True, True, False, False])
+
+
 # ------------------------------------------------------------------ gradients
 def icase(b, name, nb_body, torch_fn, inputs, diff, tol=TOL):
     """nb_body: nabla statements over p0, p1, ...; its last line is the output.
@@ -476,7 +622,9 @@ def graph_and_errors(b):
     b.error("float index read", f"zeros(5)[{b.inp(np.array([1.5]))}]", ["index", "integer", "f64"])
     b.error("mask of the wrong shape", f"y = zeros(5, 4)\ny[:, {b.inp(np.array([True, False]))}] = 1",
             ["boolean mask", "[2]", "[4]", "[5, 4]"])
-    b.error("two tensor indices", f"y = zeros(5, 4)\ny[{ii}, {ii}] = 1", ["only one tensor index"])
+    b.error("index tensors that do not broadcast", f"y = zeros(5, 4)\ny[{ii}, {b.inp(np.array([0, 1, 2]))}] = 1",
+            ["index_put", "indexing tensors could not be broadcast", "[2]", "[3]"])
+    b.error("second index out of range", f"y = zeros(5, 4)\ny[{ii}, {b.inp(np.array([0, 4]))}] = 1", ["index_put", "4", "axis 1", "size 4"])
     b.error("too many indices", f"y = zeros(5)\ny[{ii}, 0] = 1", ["too many indices"])
     b.error("index_put out of range", f"index_put(zeros(3), {ii}, 1.0, accumulate=true)", ["index_put", "3", "axis 0", "size 3"])
     b.case("empty index writes nothing", f"y = clone({xs})\ny[{b.inp(np.zeros((0,), dtype=np.int64))}] = 5\nsum(y == {xs}).item()",
@@ -491,6 +639,7 @@ def main():
     accumulate(b)
     duplicates_deterministic(b)
     gradients(b)
+    multi_forms(b)
     gradcheck(b)
     graph_and_errors(b)
     b.run()
