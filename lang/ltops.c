@@ -813,7 +813,7 @@ static nb_Builtin ops_builtins[] = {
   { "index_select", b_index_select, "x, axis, idx", "index_select(x, axis, idx): slices along axis at 1-D idx" },
   { "gather", b_gather, "x, axis, idx", "gather(x, axis, idx): out[i][j] = x[i][idx[i][j]] (axis=1)" },
   { "scatter_add", b_scatter_add, "x, axis, idx, src", "scatter_add(x, axis, idx, src): x with src added at idx (a copy)" },
-  { "index_put", b_index_put, "x, idx, v, accumulate=false", "index_put(x, idx, v, accumulate=false): a copy of x with x[idx] = v (accumulate: += v, repeated indices add up); idx is a tensor or a list of index entries ([0, t], [\"...\", t]); differentiable" },
+  { "index_put", b_index_put, "x, idx, v, accumulate=false", "index_put(x, idx, v, accumulate=false): a copy of x with x[idx] = v (accumulate: += v, repeated indices add up); idx is a tensor or a list of index entries ([0, t], [\"...\", t], [rows, cols]); differentiable" },
   { "masked_select", b_masked_select, "x, mask", "masked_select(x, mask): 1-D tensor of x where mask" },
   { "linear", b_linear, "x, weight, bias=nil", "linear(x [..., in], weight [out, in], bias=nil): x @ weight.T + bias as one op (torch's F.linear; one BLAS call on the CPU, bias added inside it)" },
   { "conv2d", b_conv2d, "x, weight, bias=nil, stride=1, padding=0", "conv2d(x [N,C,H,W], w [O,C,kh,kw], bias=nil, stride=1, padding=0)" },
