@@ -420,8 +420,9 @@ static int adv_layout(const char *op, nt_Tensor *x, const nt_Index *idx, int n, 
   const int cap = (int)(sizeof A->ix / sizeof A->ix[0]);
   bool comp[sizeof A->ix / sizeof A->ix[0]];
   int zpos = -1, zaxis = 0;
-  A->n = 0; A->nbasic = n; A->ncomp = 0; A->nperm = 0;
-  for (int i = 0, j = 0; i <= n; i++) {
+  A->n = 0; A->nbasic = n; A->ncomp = 0; A->nperm = 0; A->src_axis[0] = 0;
+  int j = 0;
+  for (int i = 0; i <= n; i++) {
     for (; j < nt && tpos[j] == i; j++) {
       if (t[j]->dtype != NT_BOOL && !nt_dtype_is_int(t[j]->dtype))
         NT_FAIL("%s: tensors used as indices must be integer or bool tensors, got %s", op, nt_dtype_name(t[j]->dtype));
@@ -437,6 +438,7 @@ static int adv_layout(const char *op, nt_Tensor *x, const nt_Index *idx, int n, 
       comp[A->n] = false; A->ix[A->n++] = idx[i];
     }
   }
+  if (j != nt) NT_FAIL("%s: tensor index positions must be ascending and at most %d", op, n);
   int consumed = 0;
   for (int i = 0; i < A->n; i++) consumed += A->ix[i].kind == NT_IDX_INT || A->ix[i].kind == NT_IDX_SLICE;
   if (consumed > x->ndim) NT_FAIL("%s: too many indices for tensor of dimension %d", op, x->ndim);
@@ -588,15 +590,15 @@ nt_Tensor *nt_index_adv(nt_Tensor *x, const nt_Index *idx, int n, int nt, const 
     nt_release(V);
     return r;
   }
-  int64_t msh[NT_MAXDIM + 1], B[NT_MAXDIM], S[2 * NT_MAXDIM];
-  int nB = 0, snd;
+  /* the positions (shape B) along the merged axis: take gives V.shape[:axis] + B + V.shape[axis+ncomp:] */
+  int64_t msh[NT_MAXDIM + 1], B[NT_MAXDIM];
+  int nB = 0;
   nn_dims d;
   int mnd = adv_merged(V, &A, msh, &d);
-  nt_Tensor *pos = adv_positions(op, &A, nt, t, x, V, B, &nB), *Vm = NULL, *pd = NULL, *tk = NULL;
-  if (pos && (snd = adv_result_shape(op, V, &A, B, nB, S)) >= 0 && (Vm = nt_reshape(V, msh, mnd)) &&
-      (pd = V->device == NT_CPU ? nt_retain(pos) : nt_to_device(pos, V->device)) && (tk = nt_take(Vm, pd, A.axis)))
-    r = nt_reshape(tk, S, snd);
-  nt_release(V); nt_release(pos); nt_release(Vm); nt_release(pd); nt_release(tk);
+  nt_Tensor *pos = adv_positions(op, &A, nt, t, x, V, B, &nB), *Vm = NULL, *pd = NULL;
+  if (pos && (Vm = nt_reshape(V, msh, mnd)) && (pd = V->device == NT_CPU ? nt_retain(pos) : nt_to_device(pos, V->device)))
+    r = take_as(op, Vm, pd, A.axis, A.src_axis[0]);
+  nt_release(V); nt_release(pos); nt_release(Vm); nt_release(pd);
   return r;
 }
 

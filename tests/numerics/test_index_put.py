@@ -245,6 +245,13 @@ def masks(b):
     exp = tx.clone()
     exp[2, torch.as_tensor(m2)] = T(vv)
     b.case("mask 2-D after an int", f"y = clone({b.inp(xv)})\ny[2, {b.inp(m2)}] = {b.inp(vv)}\ny", exp)
+    # a 0-d mask adds an axis of size 1 (true) or 0 (false) where it stands
+    for val in (True, False):
+        b.case(f"0-d mask {val} read", f"{b.inp(xv)}[1, {b.inp(np.array(val))}]", tx[1, torch.tensor(val)])
+        vv = rand_vals((5, 3), "f32")
+        exp = tx.clone()
+        exp[1, torch.tensor(val)] = T(vv)
+        b.case(f"0-d mask {val} put", f"y = clone({b.inp(xv)})\ny[1, {b.inp(np.array(val))}] = {b.inp(vv)}\ny", exp)
     # x[mask] = v alone: where(mask, v, x) when v broadcasts to x (nabla's meaning) ...
     mm = rng.random((4, 5, 3)) > 0.5
     vv = rand_vals((5, 3), "f32")
