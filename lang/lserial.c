@@ -2,8 +2,12 @@
 ** lserial.c — values to bytes and back, so session state can be shipped to
 ** worker processes.  A function travels as its source text plus the current
 ** values of the variables it captured; the receiver re-parses the text in a
-** scope holding those names.  Globals a function reads resolve in the
-** receiving VM's main module.  Native handles cannot be serialized.
+** scope holding those names.  Globals a function reads resolve in the module
+** it was defined in: the receiving VM's main module for functions of the
+** session ('C'), or, for a function defined in an imported module such as the
+** stdlib's nn or moe ('K' + the module's name, then as 'C'), that module,
+** imported on the receiver — so a layer's __call still finds its module's
+** helpers there.  Native handles cannot be serialized.
 **
 ** Format: "NBV1" then one value: a tag byte and its payload; integers are
 ** little-endian u32, numbers IEEE-754 doubles.  Numbers keep their kind:
@@ -53,6 +57,9 @@ static int ser(nb_VM *vm, nb_Value v, nb_Buf *b, int depth) {
   case NB_TMODULE: { nb_Module *m = v.u.p; nbB_putc(b, 'M'); put_str(b, m->name->data, m->name->len); return NB_OK; }
   case NB_TFUNC: {
     nb_Func *f = v.u.p; nb_Proto *p = f->proto;
+    if (f->mod && f->mod != vm->main && f->mod->path) {   /* defined in an imported module */
+      nbB_putc(b, 'K'); put_str(b, f->mod->name->data, f->mod->name->len);
+    }
     nbB_putc(b, 'C');
     put_str(b, p->chunk->src + p->src_start, p->src_end - p->src_start);
     put_u32(b, (uint32_t)p->ncaps);
@@ -94,7 +101,7 @@ static int get_str(Rd *r, const char **s, uint32_t *n) {
 
 static int des(nb_VM *vm, Rd *r, nb_Value *out, int depth);
 
-static int des_func(nb_VM *vm, Rd *r, nb_Value *out, int depth) {
+static int des_func(nb_VM *vm, Rd *r, nb_Value *out, int depth, nb_Module *mod) {
   const char *src; uint32_t n, ncaps;
   if (get_str(r, &src, &n) || get_u32(r, &ncaps) || ncaps > 10000) return bad(vm);
   nb_Str **names = calloc(ncaps + 1, sizeof(nb_Str *));
@@ -122,7 +129,7 @@ static int des_func(nb_VM *vm, Rd *r, nb_Value *out, int depth) {
     if (!prog || !fnode) { if (prog) bad(vm); st = NB_ERR; }
     else {
       nb_Proto holder; memset(&holder, 0, sizeof holder);
-      if (nbK_resolve_in_scope(vm, c, fnode, vm->main, names, (int)ncaps, &holder)) st = NB_ERR;
+      if (nbK_resolve_in_scope(vm, c, fnode, mod, names, (int)ncaps, &holder)) st = NB_ERR;
       else {
         /* the captured variables become cells in a frame the closure is made in */
         nb_Value *cells = calloc(ncaps + 1, sizeof(nb_Value));
@@ -133,7 +140,7 @@ static int des_func(nb_VM *vm, Rd *r, nb_Value *out, int depth) {
           nbO_track(&cell->h);
           cells[i] = nb_obj(NB_TCELL, cell);
         }
-        nb_Frame f = { cells, c, NULL, vm->main, NULL, NULL };
+        nb_Frame f = { cells, c, NULL, mod, NULL, NULL };
         nbV_make_closure(vm, &f, fnode->proto, out);
         /* a captured self-reference (local recursive function): the cycle it
         ** makes is reclaimed by the cycle collector */
@@ -209,7 +216,20 @@ static int des(nb_VM *vm, Rd *r, nb_Value *out, int depth) {
     nb_decref(nb_strv(name));
     return st;
   }
-  case 'C': return des_func(vm, r, out, depth);
+  case 'C': return des_func(vm, r, out, depth, vm->main);
+  case 'K': {   /* a function of an imported module: import it here, resolve in it */
+    if (get_str(r, &s, &n)) return bad(vm);
+    if (r->p >= r->end || *r->p != 'C') return bad(vm);
+    r->p++;
+    nb_Str *name = nbS_intern(s, n);
+    nb_Value mv;
+    int st = nbV_import(vm, name, &mv);
+    nb_decref(nb_strv(name));
+    if (st) return NB_ERR;
+    st = des_func(vm, r, out, depth, mv.u.p);
+    nb_decref(mv);
+    return st;
+  }
   case 'X': return nbT_deserialize(vm, &r->p, r->end, out);
   default: return bad(vm);
   }
