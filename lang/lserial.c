@@ -218,7 +218,9 @@ static int des(nb_VM *vm, Rd *r, nb_Value *out, int depth) {
   }
   case 'C': return des_func(vm, r, out, depth, vm->main);
   case 'K': {   /* a function of an imported module: import it here, resolve in it */
-    if (get_str(r, &s, &n)) return bad(vm);
+    if (get_str(r, &s, &n) || n == 0 || n > 200) return bad(vm);
+    for (uint32_t i = 0; i < n; i++)   /* a module name, never a path */
+      if (!(s[i] == '_' || (s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') || (i && s[i] >= '0' && s[i] <= '9'))) return bad(vm);
     if (r->p >= r->end || *r->p != 'C') return bad(vm);
     r->p++;
     nb_Str *name = nbS_intern(s, n);
