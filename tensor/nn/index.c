@@ -354,7 +354,9 @@ nt_Tensor *nt_one_hot(nt_Tensor *idx, int64_t C) {
   const char *op = "one_hot";
   nt_nn_init();
   if (idx->ndim + 1 > NT_MAXDIM) NT_FAIL_NULL("%s: too many dimensions", op);
-  nt_Tensor *ix = nn_index_i64(op, idx);
+  /* contiguous: the kernels read ix densely (a device index comes back from nn_index_i64 as the view it is) */
+  nt_Tensor *ic = nn_index_i64(op, idx), *ix = ic ? nt_contiguous(ic) : NULL;
+  nt_release(ic);
   /* validated on the host (C may come from the max); a device tensor is copied for that */
   nt_Tensor *hx = !ix ? NULL : ix->device == NT_CPU ? nt_retain(ix) : nt_to_device(ix, NT_CPU);
   if (!hx) { nt_release(ix); return NULL; }

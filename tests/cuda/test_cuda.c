@@ -718,6 +718,12 @@ TEST(one_hot_masked_select) {
   OK(ig && i32g);
   bool ok = same("one_hot", nt_one_hot(ig, 6), nt_one_hot(ix, 6), 0) && same("one_hot inferred C", nt_one_hot(ig, -1), nt_one_hot(ix, -1), 0) &&
             same("one_hot i32", nt_one_hot(i32g, 9), nt_one_hot(i32, 9), 0);
+  /* i64 index VIEWS on the device (transposed, stepped): the kernel must not read them as dense */
+  nt_Tensor *it = ix ? nt_transpose(ix, 0, 1) : NULL, *itg = nt_transpose(ig, 0, 1);
+  nt_Tensor *is = ix ? nt_slice(ix, 1, 0, NT_NONE, 2) : NULL, *isg = nt_slice(ig, 1, 0, NT_NONE, 2);
+  ok = ok && it && itg && is && isg && same("one_hot transposed i64 index", nt_one_hot(itg, 6), nt_one_hot(it, 6), 0) &&
+       same("one_hot stepped i64 index", nt_one_hot(isg, -1), nt_one_hot(is, -1), 0);
+  nt_release(it); nt_release(itg); nt_release(is); nt_release(isg);
   nt_release(ix); nt_release(ig); nt_release(i32); nt_release(i32g);
   if (!ok) return false;
   /* bad classes: the same synchronous errors as on the CPU */
