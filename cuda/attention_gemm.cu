@@ -81,7 +81,8 @@ __global__ void sdpa_softmax_rows(int64_t rows, int64_t T, int64_t S, int causal
     A m = -INFINITY, l = 0;
     for (int64_t j = lane; j < n; j += 32) {
       A x = srow[j];
-      if (x > m) { l = (m == (A)-INFINITY ? (A)0 : l * a_exp(m - x)) + 1; m = x; }
+      // first finite key: l * 0 (not 0) keeps a NaN this lane already counted, as the CPU's sum does
+      if (x > m) { l = (m == (A)-INFINITY ? l * (A)0 : l * a_exp(m - x)) + 1; m = x; }
       else if (!(x == (A)-INFINITY)) l += a_exp(x - m);   // -inf adds 0 (and -inf - -inf would be NaN); NaN stays
     }
     const A mw = warp_max(m);
