@@ -829,6 +829,49 @@ static bool attn_case(const char *what, nt_DType dt, int64_t T, int64_t S, int64
   return ok;
 }
 
+/* every result entirely NaN */
+static bool attn_all_nan(const char *what, const char *path, AttnRes *r) {
+  static const char *names[4] = { "output", "dq", "dk", "dv" };
+  for (int i = 0; i < 4; i++) {
+    double *x = host(r->t[i]);
+    if (!x) FAILF("%s: %s %s: copy to host failed: %s", what, path, names[i], nt_error_msg());
+    int64_t bad = -1;
+    for (int64_t e = 0; e < r->t[i]->numel && bad < 0; e++)
+      if (!isnan(x[e])) bad = e;
+    double v = bad >= 0 ? x[bad] : 0;
+    free(x);
+    if (bad >= 0) FAILF("%s: %s %s: element %lld is %g, expected NaN", what, path, names[i], (long long)bad, v);
+  }
+  return true;
+}
+
+/* A NaN in k (key 3 of each head): every score row holds a NaN, so (torch, the CPU op) every O, dq, dk and dv
+** entry is NaN on each path.  S = 70: the lane that reads key 3 in the cuBLAS path's row kernel
+** later reads finite keys 35 and 67 (the NaN must survive its online max/sum). */
+static bool attn_nan_case(const char *what, nt_DType dt) {
+  const int64_t D = 16;
+  nt_Tensor *k32 = RND(NT_F32, -2, 2, 1, 2, 70, D);
+  for (int h = 0; k32 && h < 2; h++) ((float *)nt_base(k32))[(h * 70 + 3) * D] = NAN;   /* key 3 of each head */
+  nt_Tensor *in[3] = { RND(dt, -2, 2, 1, 2, 40, D), k32 ? nt_to_dtype(k32, dt) : NULL, RND(dt, -1, 1, 1, 2, 70, D) };
+  nt_Tensor *w = RND(dt, -1, 1, 1, 2, 40, D);
+  nt_release(k32);
+  AttnRes r = {{0}};
+  bool ok = in[0] && in[1] && in[2] && w;
+  if (!ok) snprintf(why, sizeof why, "%s: inputs: %s", what, nt_error_msg());
+  static const char *paths[3] = { "cpu", "gemm", "fused" };
+  for (int p = 0; p < 3 && ok; p++) {
+    if (p) setenv("NABLA_CUDA_ATTENTION", paths[p], 1);
+    ok = attn_run(in, w, false, p ? NT_CUDA : NT_CPU, &r);
+    unsetenv("NABLA_CUDA_ATTENTION");
+    if (!ok) snprintf(why, sizeof why, "%s: %s: %s", what, paths[p], nt_error_msg());
+    ok = ok && attn_all_nan(what, paths[p], &r);
+    attn_free(&r);
+  }
+  for (int i = 0; i < 3; i++) nt_release(in[i]);
+  nt_release(w);
+  return ok;
+}
+
 TEST(attention_paths) {
   nt_set_matmul_precision("highest");   /* f32: full-precision GEMMs (TF32 only after "high") */
   bool ok =
@@ -839,6 +882,10 @@ TEST(attention_paths) {
       attn_case("f16 causal T300 S200 d64", NT_F16, 300, 200, 64, 64, true, true, 1e-2) &&
       attn_case("f16 T33 S65 d64 dv17", NT_F16, 33, 65, 64, 17, false, true, 1e-2) &&
       attn_case("f64 causal T70 S90 d16 dv12", NT_F64, 70, 90, 16, 12, true, true, 1e-10) &&
+      /* d = dv = 128, the fused limit: more than the default 48 KB of shared memory per block
+      ** (f32 forward 53 KB, backward 73 KB; f64 backward 146 KB), so the opt-in attribute path runs */
+      attn_case("f32 T45 S77 d128 dv128", NT_F32, 45, 77, 128, 128, false, true, 1e-4) &&
+      attn_case("f64 causal T40 S70 d128 dv128", NT_F64, 40, 70, 128, 128, true, true, 1e-10) &&
       attn_case("bf16 causal T130 S130 d160 dv96 (gemm only)", NT_BF16, 130, 130, 160, 96, true, false, 5e-2) &&
       attn_case("f32 T64 S80 d160 (gemm only)", NT_F32, 64, 80, 160, 160, false, false, 1e-4) &&
       attn_case("f32 no keys", NT_F32, 5, 0, 8, 4, false, true, 0) &&
@@ -850,6 +897,7 @@ TEST(attention_paths) {
        attn_case("bf16 T50 S40 chunked", NT_BF16, 50, 40, 32, 32, false, false, 5e-2);
   unsetenv("NABLA_CUDA_ATTENTION_CHUNK_BYTES");
   if (!ok) return false;
+  if (!attn_nan_case("f32 NaN key", NT_F32) || !attn_nan_case("bf16 NaN key", NT_BF16)) return false;
   /* d > 128 forced onto the fused kernel, and a bad switch value: clear errors */
   nt_Tensor *q = RND(NT_F32, -1, 1, 1, 4, 130), *qg = gpu(q);
   OK(qg);
