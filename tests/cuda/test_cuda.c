@@ -447,6 +447,9 @@ typedef nt_Tensor *(*NnFn)(nt_Tensor **in, int side);
 static bool nn_case(const char *what, NnFn fn, nt_Tensor **cpu, int nin, int nin_grad, double tol) {
   nt_Tensor *dev[4];
   for (int i = 0; i < nin; i++) {
+    /* an input an earlier case made require grad: reset it, or its device copy is a non-leaf
+    ** (ToDeviceBackward, no .grad of its own) and the CPU grads accumulate over the cases */
+    if (i < nin_grad) { nt_set_requires_grad(cpu[i], false); nt_set_grad(cpu[i], NULL); }
     dev[i] = gpu(cpu[i]);
     if (!dev[i]) FAILF("%s: to_device: %s", what, nt_error_msg());
     if (i < nin_grad) { nt_set_requires_grad(cpu[i], true); nt_set_requires_grad(dev[i], true); }
@@ -552,6 +555,7 @@ static nt_Tensor *ties(nt_DType dt, int nd, const int64_t *shape, bool nan) {
 static nt_Tensor *f_conv(nt_Tensor **in, int s) { (void)s; return nt_conv2d(in[0], in[1], in[2], 2, 1, 1, 0); }
 static nt_Tensor *f_conv_nobias(nt_Tensor **in, int s) { (void)s; return nt_conv2d(in[0], in[1], NULL, 1, 1, 1, 1); }
 static nt_Tensor *f_conv_s2(nt_Tensor **in, int s) { (void)s; return nt_conv2d(in[0], in[1], in[2], 2, 2, 1, 1); }
+static nt_Tensor *f_conv_gaps(nt_Tensor **in, int s) { (void)s; return nt_conv2d(in[0], in[1], in[2], 3, 4, 1, 0); }
 
 TEST(nn_conv2d) {
   nt_Tensor *x[3] = { RND(NT_F32, -1, 1, 3, 4, 11, 9), RND(NT_F32, -1, 1, 5, 4, 3, 2), RND(NT_F32, -1, 1, 5) };
@@ -569,6 +573,14 @@ TEST(nn_conv2d) {
   /* bf16 input: computed in f32 by the front end, cast back */
   x[0] = RND(NT_BF16, -1, 1, 2, 3, 6, 6); x[1] = RND(NT_BF16, -1, 1, 2, 3, 3, 3); x[2] = RND(NT_BF16, -1, 1, 2);
   ok = ok && nn_case("conv2d bf16", f_conv_s2, x, 3, 3, 2e-2);
+  for (int i = 0; i < 3; i++) nt_release(x[i]);
+  /* strides larger than the kernel: input pixels no window reads get dx = 0 (col2im's gather) */
+  x[0] = RND(NT_F64, -1, 1, 2, 3, 11, 13); x[1] = RND(NT_F64, -1, 1, 4, 3, 2, 3); x[2] = RND(NT_F64, -1, 1, 4);
+  ok = ok && nn_case("conv2d strides 3,4 > kernel 2x3", f_conv_gaps, x, 3, 3, 1e-10);
+  for (int i = 0; i < 3; i++) nt_release(x[i]);
+  /* im2col / col2im / permute over a million elements: the grid-stride loops wrap */
+  x[0] = RND(NT_F32, -1, 1, 4, 8, 64, 64); x[1] = RND(NT_F32, -1, 1, 16, 8, 3, 3); x[2] = RND(NT_F32, -1, 1, 16);
+  ok = ok && nn_case("conv2d large (grid-stride)", f_conv_nobias, x, 2, 2, 1e-4);
   for (int i = 0; i < 3; i++) nt_release(x[i]);
   /* an empty batch: no output, zero weight grad */
   x[0] = RND(NT_F32, -1, 1, 0, 3, 6, 6); x[1] = RND(NT_F32, -1, 1, 2, 3, 3, 3); x[2] = RND(NT_F32, -1, 1, 2);
@@ -600,6 +612,11 @@ TEST(nn_pooling) {
   nt_release(x[0]);
   x[0] = RND(NT_BF16, -1, 1, 2, 2, 9, 9);
   ok = ok && nn_case("max_pool2d bf16", f_maxpool, x, 1, 1, 0);
+  nt_release(x[0]);
+  /* over a million input elements: the backward gathers' grid-stride loops wrap */
+  x[0] = TIES(NT_F32, false, 4, 16, 132, 132);
+  ok = ok && nn_case("max_pool2d large (grid-stride)", f_maxpool, x, 1, 1, 0) &&
+       nn_case("avg_pool2d large (grid-stride)", f_avgpool, x, 1, 1, 1e-6);
   nt_release(x[0]);
   return ok;
 }
