@@ -48,16 +48,6 @@ SdpaIds ids;
 
 struct Geo { int64_t B, T, S, D, DV; int causal; double scale; };
 
-template <typename A> __device__ inline A a_exp(A x) { if constexpr (sizeof(A) == 4) return expf(x); else return exp(x); }
-template <typename A> __device__ inline A a_log(A x) { if constexpr (sizeof(A) == 4) return logf(x); else return log(x); }
-template <typename A> __device__ inline A warp_max(A v) {
-  for (int d = 16; d > 0; d >>= 1) { A o = __shfl_xor_sync(0xffffffffu, v, d); v = o > v ? o : v; }
-  return v;
-}
-template <typename A> __device__ inline A warp_sum(A v) {
-  for (int d = 16; d > 0; d >>= 1) v += __shfl_xor_sync(0xffffffffu, v, d);
-  return v;
-}
 
 // Copies rows [r0, r0 + n) of a row-major [rows_total, cols] matrix into shared
 // memory with row pitch `pitch` (A), times `mul`; rows past rows_total are 0.

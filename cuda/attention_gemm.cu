@@ -43,20 +43,12 @@
 #include <stdlib.h>
 
 namespace ncu {
+const char *cublas_status_str(cublasStatus_t s);   // matmul.cu
+
 namespace {
 
 cublasHandle_t handle;
 
-template <typename A> __device__ inline A a_exp(A x) { if constexpr (sizeof(A) == 4) return expf(x); else return exp(x); }
-template <typename A> __device__ inline A a_log(A x) { if constexpr (sizeof(A) == 4) return logf(x); else return log(x); }
-template <typename A> __device__ inline A warp_max(A v) {
-  for (int d = 16; d > 0; d >>= 1) { A o = __shfl_xor_sync(0xffffffffu, v, d); v = o > v ? o : v; }
-  return v;
-}
-template <typename A> __device__ inline A warp_sum(A v) {
-  for (int d = 16; d > 0; d >>= 1) v += __shfl_xor_sync(0xffffffffu, v, d);
-  return v;
-}
 
 // keys row i of a T x S matrix sees
 __device__ inline int64_t keys_seen(int64_t i, int64_t S, int causal) { return causal && i + 1 < S ? i + 1 : S; }
@@ -127,21 +119,8 @@ __global__ void sdpa_dscores_rows(int64_t rows, int64_t T, int64_t S, int64_t DV
 #undef WARP_ROWS
 
 // ---- cuBLAS ------------------------------------------------------------------------------------
-const char *status_str(cublasStatus_t s) {
-  switch (s) {
-    case CUBLAS_STATUS_SUCCESS: return "success";
-    case CUBLAS_STATUS_NOT_INITIALIZED: return "not initialized";
-    case CUBLAS_STATUS_ALLOC_FAILED: return "allocation failed";
-    case CUBLAS_STATUS_INVALID_VALUE: return "invalid value";
-    case CUBLAS_STATUS_ARCH_MISMATCH: return "architecture mismatch";
-    case CUBLAS_STATUS_EXECUTION_FAILED: return "execution failed";
-    case CUBLAS_STATUS_INTERNAL_ERROR: return "internal error";
-    case CUBLAS_STATUS_NOT_SUPPORTED: return "not supported";
-    default: return "unknown status";
-  }
-}
 #define CUBLAS(op, call) do { cublasStatus_t s_ = (call); if (s_ != CUBLAS_STATUS_SUCCESS) { \
-    host->error_set("%s: cuBLAS error in %s: %s (%d); last op launched: %s", op, #call, status_str(s_), (int)s_, last_op); \
+    host->error_set("%s: cuBLAS error in %s: %s (%d); last op launched: %s", op, #call, cublas_status_str(s_), (int)s_, last_op); \
     return -1; } } while (0)
 
 int handle_ready(const char *op) {
@@ -151,7 +130,7 @@ int handle_ready(const char *op) {
   cublasStatus_t s = cublasSetStream(h, stream);
   if (s != CUBLAS_STATUS_SUCCESS) {
     cublasDestroy(h);
-    host->error_set("%s: cublasSetStream failed: %s (%d)", op, status_str(s), (int)s);
+    host->error_set("%s: cublasSetStream failed: %s (%d)", op, cublas_status_str(s), (int)s);
     return -1;
   }
   handle = h;

@@ -105,6 +105,18 @@ Geom make_geom(int nop, nt_Tensor *const *ops, bool *all_contig);
 // Device pointer of element [0,...,0] of t.
 inline char *base(const nt_Tensor *t) { return (char *)t->storage->data + t->offset * (int64_t)nt_dtype_size(t->dtype); }
 
+// ---- warp reductions and f32/f64 math (every lane of a full warp must call these) ----
+template <typename A> __device__ inline A warp_sum(A v) {
+  for (int d = 16; d > 0; d >>= 1) v += __shfl_xor_sync(0xffffffffu, v, d);
+  return v;
+}
+template <typename A> __device__ inline A warp_max(A v) {   // NaN-blind: callers handle NaN
+  for (int d = 16; d > 0; d >>= 1) { A o = __shfl_xor_sync(0xffffffffu, v, d); v = o > v ? o : v; }
+  return v;
+}
+template <typename A> __device__ inline A a_exp(A x) { if constexpr (sizeof(A) == 4) return expf(x); else return exp(x); }
+template <typename A> __device__ inline A a_log(A x) { if constexpr (sizeof(A) == 4) return logf(x); else return log(x); }
+
 // ---- dtypes ----------------------------------------------------------------------------------
 // Storage type S, compute type C (float for f16/bf16, as on the CPU).
 template <typename S> struct Comp { typedef S type; };

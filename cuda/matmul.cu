@@ -23,9 +23,6 @@
 #include <memory>
 
 namespace ncu {
-namespace {
-
-cublasHandle_t handle;
 
 const char *cublas_status_str(cublasStatus_t s) {
   switch (s) {
@@ -41,6 +38,11 @@ const char *cublas_status_str(cublasStatus_t s) {
     default: return "unknown status";
   }
 }
+
+namespace {
+
+cublasHandle_t handle;
+
 #define CUBLAS(call) do { cublasStatus_t s_ = (call); if (s_ != CUBLAS_STATUS_SUCCESS) { \
     host->error_set("matmul: cuBLAS error in %s: %s (%d); last op launched: %s", #call, cublas_status_str(s_), (int)s_, last_op); \
     return -1; } } while (0)

@@ -13,14 +13,6 @@
 namespace ncu {
 namespace {
 
-template <typename T> __device__ inline T warp_sum(T v) {
-  for (int d = 16; d > 0; d >>= 1) v += __shfl_xor_sync(0xffffffffu, v, d);
-  return v;
-}
-template <typename T> __device__ inline T warp_max(T v) {
-  for (int d = 16; d > 0; d >>= 1) { T o = __shfl_xor_sync(0xffffffffu, v, d); v = o > v ? o : v; }
-  return v;
-}
 // Block-wide sum/max, result in EVERY thread.  All threads must call it.
 template <typename T> __device__ inline T block_sum(T v) {
   __shared__ T part[32];
