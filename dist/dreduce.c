@@ -224,7 +224,8 @@ static void clear_layout(void) {
 void nbD_reducer_clear(void) {
   if (!R.registered) return;
   nbD_reducer_drain();
-  if (nt_set_grad_hooks(NULL) != &hooks) { /* someone else's hooks were on top: leave theirs */ }
+  const nt_GradHooks *cur = nt_set_grad_hooks(NULL);
+  if (cur != &hooks) nt_set_grad_hooks(cur);   /* someone else's hooks are on top: leave them */
   clear_layout();
   R.registered = 0;
   R.sync = 1;
