@@ -33,7 +33,7 @@ static const char *const toknames[TK_COUNT] = {
   [TK_PERCENT] = "'%'", [TK_POW] = "'**'", [TK_AT] = "'@'", [TK_SLASHSLASH] = "'//'",
   [TK_EQ] = "'=='", [TK_NE] = "'!='", [TK_LT] = "'<'", [TK_LE] = "'<='", [TK_GT] = "'>'", [TK_GE] = "'>='",
   [TK_PLUSEQ] = "'+='", [TK_MINUSEQ] = "'-='", [TK_STAREQ] = "'*='", [TK_SLASHEQ] = "'/='",
-  [TK_PERCENT_CMD] = "%command",
+  [TK_PERCENT_CMD] = "%command", [TK_SLASHSLASHEQ] = "'//='",
 };
 const char *nbX_tokname(nb_TokKind k) { return (k >= 0 && k < TK_COUNT && toknames[k]) ? toknames[k] : "token"; }
 
@@ -202,7 +202,11 @@ static nb_Token next_token(nb_Lexer *lx) {
     case '+': TWO('=', TK_PLUSEQ, TK_PLUS);
     case '-': TWO('=', TK_MINUSEQ, TK_MINUS);
     case '/':
-      if (n1 == '/') { lx->pos++; return make(lx, TK_SLASHSLASH, start, line, ls); }
+      if (n1 == '/') {
+        lx->pos++;
+        if (peekc(lx, 0) == '=') { lx->pos++; return make(lx, TK_SLASHSLASHEQ, start, line, ls); }
+        return make(lx, TK_SLASHSLASH, start, line, ls);
+      }
       TWO('=', TK_SLASHEQ, TK_SLASH);
     case '=': TWO('=', TK_EQ, TK_ASSIGN);
     case '<': TWO('=', TK_LE, TK_LT);

@@ -26,6 +26,7 @@ typedef enum {
   TK_PLUSEQ, TK_MINUSEQ, TK_STAREQ, TK_SLASHEQ,
   TK_PERCENT_CMD,   /* a %command at the start of a line (REPL/kernel magics) */
   TK_SLASHSLASH,    /* // (after the older tokens: their numbering is unchanged) */
+  TK_SLASHSLASHEQ,  /* //= */
   TK_COUNT
 } nb_TokKind;
 

@@ -672,7 +672,7 @@ static nb_Node *block(Parser *p) {
   return n;
 }
 
-static int is_assign_op(nb_TokKind k) { return k == TK_ASSIGN || k == TK_PLUSEQ || k == TK_MINUSEQ || k == TK_STAREQ || k == TK_SLASHEQ; }
+static int is_assign_op(nb_TokKind k) { return k == TK_ASSIGN || k == TK_PLUSEQ || k == TK_MINUSEQ || k == TK_STAREQ || k == TK_SLASHEQ || k == TK_SLASHSLASHEQ; }
 
 static nb_Node *statement(Parser *p) {
   nb_Token t = p->cur;
@@ -747,7 +747,7 @@ static nb_Node *statement(Parser *p) {
     skip_newlines(p);
     n = node(p, N_ASSIGN, at);
     n->a = e;
-    n->op = at.kind == TK_PLUSEQ ? OP_ADD : at.kind == TK_MINUSEQ ? OP_SUB : at.kind == TK_STAREQ ? OP_MUL : at.kind == TK_SLASHEQ ? OP_DIV : OP_NONE;
+    n->op = at.kind == TK_PLUSEQ ? OP_ADD : at.kind == TK_MINUSEQ ? OP_SUB : at.kind == TK_STAREQ ? OP_MUL : at.kind == TK_SLASHEQ ? OP_DIV : at.kind == TK_SLASHSLASHEQ ? OP_IDIV : OP_NONE;
     n->b = expr(p);
     n->pos = e->pos; n->line = e->line; n->col = e->col; span_to(n, n->b);
     return n;
