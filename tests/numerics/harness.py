@@ -412,6 +412,29 @@ class Batch:
             report_pass(name)
 
 
+# ------------------------------------------------------------------ gradcheck
+# Nabla source for b.raw(): central finite differences of a scalar function f
+# at x (use f64 inputs) next to grad(f)(x); gradcheck(f, x) = [autograd, numeric].
+GRADCHECK_NBL = r'''
+fn numgrad(f, x, h) {
+  g = zeros_like(x)
+  gf = reshape(g, -1)
+  n = numel(x)
+  for i in 0..n {
+    xp = clone(x)
+    vp = reshape(xp, -1)
+    vp[i] = vp[i] + h
+    xm = clone(x)
+    vm = reshape(xm, -1)
+    vm[i] = vm[i] - h
+    gf[i] = (f(xp) - f(xm)) / (2 * h)
+  }
+  g
+}
+fn gradcheck(f, x) = list(grad(f)(x), numgrad(f, x, 1e-6))
+'''
+
+
 # ------------------------------------------------------------------ random inputs
 def randn(*shape, dtype=np.float32):
     return rng.standard_normal(shape).astype(dtype)

@@ -13,7 +13,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Batch, T, finish, rng, torch, np  # noqa: E402
+from harness import GRADCHECK_NBL, Batch, T, finish, rng, torch, np  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 TOL = dict(rtol=1e-9, atol=1e-10)
@@ -260,29 +260,8 @@ def api(b):
     b.case("argnums_list_call_returns_both", f"g = grad(fn(a, c) sum(a * c), argnums=list(0, 1))({xs}, {ws})\nlen(g)", 2.0)
 
 
-GRADCHECK = r'''
-# central finite differences in nabla (f64) vs grad(f)
-fn numgrad(f, x, h) {
-  g = zeros_like(x)
-  gf = reshape(g, -1)
-  n = numel(x)
-  for i in 0..n {
-    xp = clone(x)
-    vp = reshape(xp, -1)
-    vp[i] = vp[i] + h
-    xm = clone(x)
-    vm = reshape(xm, -1)
-    vm[i] = vm[i] - h
-    gf[i] = (f(xp) - f(xm)) / (2 * h)
-  }
-  g
-}
-fn gradcheck(f, x) = list(grad(f)(x), numgrad(f, x, 1e-6))
-'''
-
-
 def gradcheck(b):
-    b.raw(GRADCHECK)
+    b.raw(GRADCHECK_NBL)
     fns = [
         ("tanh_matmul", "fn(x) sum(tanh(x @ {W}) ** 2)", (3, 4), lambda: r(4, 2)),
         ("softmax_ce", "fn(x) cross_entropy(x, {W})", (5, 4), lambda: rng.integers(0, 4, size=(5,))),

@@ -24,7 +24,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Batch, T, finish, rng, torch, np  # noqa: E402
+from harness import GRADCHECK_NBL, Batch, T, finish, rng, torch, np  # noqa: E402
 
 ASAN = os.environ.get("NABLA_ASAN") == "1"
 TOL = dict(rtol=1e-9, atol=1e-10)
@@ -569,27 +569,8 @@ def gradients(b):
           f_chain, [r(4, 4), r(4), idx], [True, True, False])
 
 
-GRADCHECK = r'''
-fn numgrad(f, x, h) {
-  g = zeros_like(x)
-  gf = reshape(g, -1)
-  n = numel(x)
-  for i in 0..n {
-    xp = clone(x)
-    vp = reshape(xp, -1)
-    vp[i] = vp[i] + h
-    xm = clone(x)
-    vm = reshape(xm, -1)
-    vm[i] = vm[i] - h
-    gf[i] = (f(xp) - f(xm)) / (2 * h)
-  }
-  g
-}
-'''
-
-
 def gradcheck(b):
-    b.raw(GRADCHECK)
+    b.raw(GRADCHECK_NBL)
     # (repeated indices only where they accumulate: a plain write's repeats get
     # torch's gradient, g for every repeat, which is not the derivative of "one wins")
     xs, i1, i2, i3 = b.inp(r(4, 5)), b.inp(np.array([2, -1, 0])), b.inp(np.array([4, 4, 1])), b.inp(np.array([4, 0, -4]))
