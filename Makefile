@@ -14,7 +14,8 @@ BENCH_ARGS ?=
 ASAN_OPTS := -Dbuildtype=debug -Db_sanitize=address,undefined -Db_lundef=false
 # The whole fuzz build is instrumented (ASan/UBSan + coverage without the
 # libFuzzer main); tests/fuzz/meson.build links the targets with -fsanitize=fuzzer.
-FUZZ_OPTS := -Dfuzz=true -Dbuildtype=debugoptimized -Db_sanitize=address,undefined \
+# No fuzz target loads the CUDA module, so that build leaves it out.
+FUZZ_OPTS := -Dfuzz=true -Dcuda=disabled -Dbuildtype=debugoptimized -Db_sanitize=address,undefined \
              -Db_lundef=false -Dc_args=-fsanitize=fuzzer-no-link
 FUZZ_CC   := clang
 

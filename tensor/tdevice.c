@@ -68,20 +68,34 @@ static bool find_module(char *path, size_t n) {
   }
   char dir[PATH_MAX];
   exe_dir(dir, sizeof dir);
-  char cand[4][PATH_MAX + 64];
+  /* The executable's own layout first: <d>/cuda/ for its directory and up
+  ** to three of its parents (test programs live in <build>/tests/<area>/),
+  ** then the installed layout, then the build tree it was built in.  A build
+  ** tree copied elsewhere (the GPU kit of tools/gpu-session.sh) thus finds its
+  ** own module, never a stale one at the build machine's path. */
+  char cand[6][PATH_MAX + 64];
   int nc = 0;
+  char up[PATH_MAX];
+  fmt(up, sizeof up, "%s", dir);
+  for (int level = 0; level <= 3 && up[0]; level++) {
+    fmt(cand[nc++], sizeof cand[0], "%s/cuda/nabla_cuda.so", up);
+    char *slash = strrchr(up, '/');
+    if (!slash || slash == up) break;
+    *slash = 0;
+  }
+  fmt(cand[nc++], sizeof cand[0], "%s/../lib/nabla/nabla_cuda.so", dir);
 #ifdef NT_CUDA_MODULE_BUILD
   fmt(cand[nc++], sizeof cand[0], "%s", NT_CUDA_MODULE_BUILD);
 #endif
-  fmt(cand[nc++], sizeof cand[0], "%s/../lib/nabla/nabla_cuda.so", dir);
-  fmt(cand[nc++], sizeof cand[0], "%s/cuda/nabla_cuda.so", dir);
   for (int i = 0; i < nc; i++)
     if (file_exists(cand[i])) { fmt(path, n, "%s", cand[i]); return true; }
 #if defined(NT_CUDA_BUILT) && !NT_CUDA_BUILT
   fmt(cuda_reason, sizeof cuda_reason, "this build has no CUDA backend (configured with -Dcuda=disabled or without nvcc)");
 #else
-  fmt(cuda_reason, sizeof cuda_reason, "backend module nabla_cuda.so not found (looked in %s%s%s; set NABLA_CUDA_MODULE)",
-           cand[0], nc > 1 ? ", " : "", nc > 1 ? cand[1] : "");
+  char tried[sizeof cuda_reason] = "";
+  for (int i = 0; i < nc; i++)
+    fmt(tried + strlen(tried), sizeof tried - strlen(tried), "%s%s", i ? ", " : "", cand[i]);
+  fmt(cuda_reason, sizeof cuda_reason, "backend module nabla_cuda.so not found (looked in %s; set NABLA_CUDA_MODULE)", tried);
 #endif
   return false;
 }

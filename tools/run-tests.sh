@@ -23,12 +23,13 @@
 #               with NABLA_ASAN=1, NABLA=NABLA_ASAN_BIN=<abs build-asan/nabla>
 #               and NABLA_BUILD=<abs build-asan/>; it may trim its work
 #               there, or exit 77 to opt out.
-#   fuzz        every build-fuzz/tests/fuzz/fuzz_NAME for FUZZ_TIME seconds on a
+#   fuzz        every build-fuzz/tests/fuzz/fuzz_NAME for its share of FUZZ_BUDGET on a
 #               temporary copy of tests/fuzz/corpus_NAME/ (fuzz_eval: corpus/).
 #
 # Usage: tools/run-tests.sh [SUBSTRING...]   only suites whose name contains one
 # Environment: BUILD_DIR (build), ASAN_BUILD_DIR (build-asan),
-#   FUZZ_BUILD_DIR (build-fuzz), FUZZ_TIME (60), SUITE_TIMEOUT (900 s per
+#   FUZZ_BUILD_DIR (build-fuzz), FUZZ_BUDGET (120 s for all fuzz targets
+#   together, split evenly) or FUZZ_TIME (s per target), SUITE_TIMEOUT (900 s per
 #   suite), NO_ASAN=1, NO_FUZZ=1 to leave those passes out.
 set -u
 
@@ -38,6 +39,8 @@ cd "$ROOT"
 BUILD_DIR=${BUILD_DIR:-build}
 ASAN_BUILD_DIR=${ASAN_BUILD_DIR:-build-asan}
 FUZZ_BUILD_DIR=${FUZZ_BUILD_DIR:-build-fuzz}
+FUZZ_TIME_SET=${FUZZ_TIME:-}
+FUZZ_BUDGET=${FUZZ_BUDGET:-120}
 FUZZ_TIME=${FUZZ_TIME:-60}
 SUITE_TIMEOUT=${SUITE_TIMEOUT:-900}
 PYTHON=/usr/bin/python3
@@ -183,6 +186,13 @@ fuzz_suite() {  # prints the PASS/FAIL line itself (libFuzzer's output is not in
 }
 
 if [ "${NO_FUZZ:-0}" != 1 ]; then
+  # FUZZ_BUDGET seconds in all, split evenly between the targets (at least
+  # 10 s each), unless FUZZ_TIME fixes the time of each
+  ntargets=0
+  for exe in "$FUZZ_BUILD_DIR"/tests/fuzz/fuzz_*; do [ -x "$exe" ] && [ -f "$exe" ] && ntargets=$((ntargets + 1)); done
+  if [ -z "${FUZZ_TIME_SET:-}" ] && [ "$ntargets" -gt 0 ]; then
+    FUZZ_TIME=$((FUZZ_BUDGET / ntargets)); [ "$FUZZ_TIME" -lt 10 ] && FUZZ_TIME=10
+  fi
   found=0
   for exe in "$FUZZ_BUILD_DIR"/tests/fuzz/fuzz_*; do
     [ -x "$exe" ] && [ -f "$exe" ] || continue

@@ -2,8 +2,10 @@
 # run_gpu_dist.sh — distributed checks on a machine WITH a GPU (called by
 # tests/cuda/run_gpu.sh; runs anywhere, printing SKIP: lines without a GPU).
 #
-#   tests/dist/run_gpu_dist.sh BUILD_DIR
+#   tests/dist/run_gpu_dist.sh BUILD_DIR [tests|bench|all]
 #
+# tests = (a)-(c), bench = (d)-(e), all (default) = both.  Everything is
+# bounded by DIST_CALL_BUDGET seconds (default 500: one device-tool call).
 #   (a) NCCL world 1: every collective on CUDA tensors vs NumPy, gradients,
 #       average_grads, a sub-group; 2 workers on one GPU refused by "nccl",
 #       "auto" falls back to the ring (with 2+ GPUs: NCCL world 2, timeout+abort)
@@ -21,12 +23,18 @@ set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
 B=${1:-${NABLA_BUILD:-build-gpu}}   # under tools/run-tests.sh: the build being tested
+WHAT=${2:-all}
+END=$((SECONDS + ${DIST_CALL_BUDGET:-500}))
+tmo() { local l=$((END - SECONDS)); [ "$l" -lt "$1" ] && echo "$((l > 1 ? l : 1))" || echo "$1"; }
 NABLA=$(cd "$B" 2>/dev/null && pwd)/nabla
 PY=${PYTHON:-/usr/bin/python3}
 FAILED=0
 if [ ! -x "$NABLA" ]; then echo "FAIL: gpu_dist: $B/nabla is not built"; exit 1; fi
 
-NABLA="$NABLA" timeout 1800 "$PY" tests/dist/test_gpu_dist.py || FAILED=1
+if [ "$WHAT" != bench ]; then
+  NABLA="$NABLA" PYTHONUNBUFFERED=1 timeout -k 5 "$(tmo 420)" "$PY" tests/dist/test_gpu_dist.py || FAILED=1
+fi
+[ "$WHAT" = tests ] && exit $FAILED
 
 why=$("$NABLA" -e 'print(if cuda.available() { "" } else { cuda.unavailable_reason() })' 2>&1)
 if [ -n "$why" ]; then
@@ -41,7 +49,7 @@ runs=("2 cuda ring" "1 cuda nccl" "2 cpu ring")
 lines=()
 for r in "${runs[@]}"; do
   # shellcheck disable=SC2086
-  out=$(timeout 600 "$NABLA" tests/dist/bench_allreduce.nbl $r 2>&1); rc=$?
+  out=$(timeout -k 5 "$(tmo 120)" "$NABLA" tests/dist/bench_allreduce.nbl $r 2>&1); rc=$?
   line=$(echo "$out" | grep '^world ' | tail -n 1)
   if [ $rc -eq 0 ] && echo "$line" | grep -q 'correct true'; then
     echo "PASS: gpu_dist_bench $r: $line"; lines+=("$line")
@@ -62,7 +70,7 @@ mkdir -p bench/results
 # (e) tensor-parallel MLP and pipeline schedules with GPU workers through the ring
 for cmd in "bench/dist/tp_mlp.nbl 2 1024 cuda ring" "bench/dist/pipeline.nbl 2 8 cuda ring" "bench/dist/pipeline.nbl 4 16 cuda ring"; do
   # shellcheck disable=SC2086
-  out=$(timeout 600 "$NABLA" $cmd 2>&1); rc=$?
+  out=$(timeout -k 5 "$(tmo 120)" "$NABLA" $cmd 2>&1); rc=$?
   if [ $rc -eq 0 ]; then echo "PASS: gpu_dist_bench $cmd"; else echo "FAIL: gpu_dist_bench $cmd: exit $rc: $(echo "$out" | tail -n 3 | tr '\n' ' ')"; FAILED=1; fi
   { echo; echo "## $cmd"; echo; echo '```'; echo "$out"; echo '```'; } >> "$res"
 done

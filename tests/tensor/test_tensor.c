@@ -5,6 +5,7 @@
 ** cases and identities; gradients against central finite differences (f64).
 */
 #include "tensor/tinternal.h"
+#include "tensor/tdevice.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <stdarg.h>
@@ -1064,6 +1065,10 @@ TEST(gradcheck_shape_ops) {
 
 int main(void) {
   nt_init();
+  /* which CUDA backend the device tests below see (tools/gpu-session.sh's kit
+  ** test checks that the module is found from a copied build tree) */
+  char cuda_why[768];
+  printf("# cuda: %s\n", nt_cuda_available(cuda_why, sizeof cuda_why) == 1 ? "available" : cuda_why);
   RUN(dtype_promotion);
   RUN(half_conversions);
   RUN(storage_sharing);

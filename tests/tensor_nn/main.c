@@ -1,5 +1,6 @@
 /* main.c — runs every table of tests/tensor_nn and prints one line per test. */
 #include "tn.h"
+#include "tensor/tdevice.h"
 
 #include <dirent.h>
 #include <stdarg.h>
@@ -60,6 +61,8 @@ static const tn_test *const tables[] = {
 
 int main(int argc, char **argv) {
   const char *only = argc > 1 ? argv[1] : NULL;   /* optional substring filter */
+  char cuda_why[768];   /* the CUDA backend this run sees (see tools/gpu-session.sh's kit test) */
+  printf("# cuda: %s\n", nt_cuda_available(cuda_why, sizeof cuda_why) == 1 ? "available" : cuda_why);
   strcpy(tmpdir, "/tmp/tensor_nn.XXXXXX");
   if (!mkdtemp(tmpdir)) { perror("mkdtemp"); return 1; }
   int npass = 0, nfail = 0, nskip = 0;

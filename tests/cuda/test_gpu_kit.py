@@ -1,0 +1,201 @@
+#!/usr/bin/python3
+"""The GPU session's path, end to end, on the CPU: the contract that the first
+real GPU run works.
+
+tools/gpu-session.sh prepare packs a kit from the build under test; the kit is
+unpacked into a temporary folder laid out as the device tool lays it out (a
+copy of the working tree, no build tree, meson and ninja absent) and
+`tools/gpu-session.sh device` runs there with OUT set to a temporary folder:
+
+  kit_module_found_*   every kit binary (nabla, test_cuda, test_tensor,
+                       test_tensor_nn) dlopens the kit's own nabla_cuda.so,
+                       not the build machine's, and the module then reports
+                       the device count (cudart loads; there is no driver here)
+  kit_gpu_listed_unusable
+                       with a stand-in nvidia-smi that lists an H100: exit
+                       non-zero within 120 s, a FAIL line saying a GPU was
+                       listed but CUDA cannot be used (with the reason), the
+                       log in $OUT, the summary as the last lines
+  kit_no_gpu_skips     without nvidia-smi: one SKIP line and exit 0, log in $OUT
+  kit_phase_budget     an unknown phase is refused; a budget too small for a
+                       phase leaves it for the next command, which is printed
+Run: NABLA_BUILD=build /usr/bin/python3 tests/cuda/test_gpu_kit.py
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.environ.get("NABLA_BUILD") or os.path.join(ROOT, "build")
+FAILED = False
+
+
+def report(name, ok, why=""):
+    global FAILED
+    if ok:
+        print(f"PASS: {name}", flush=True)
+    else:
+        FAILED = True
+        print(f"FAIL: {name}: {why}".replace("\n", " | ")[:1500], flush=True)
+
+
+def shim_dir(base, name, tools):
+    """A folder of stand-in commands: {name: shell body}."""
+    d = os.path.join(base, name)
+    os.makedirs(d)
+    for tool, body in tools.items():
+        p = os.path.join(d, tool)
+        with open(p, "w") as f:
+            f.write("#!/bin/sh\n" + body + "\n")
+        os.chmod(p, 0o755)
+    return d
+
+
+NVIDIA_SMI = r'''case "$*" in
+  *-L*) echo "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-00000000-1111-2222-3333-444444444444)" ;;
+  *driver_version*) echo "580.65.06" ;;
+  *memory.total*) echo "NVIDIA H100 80GB HBM3, 580.65.06, 81559 MiB" ;;
+  *name*) echo "NVIDIA H100 80GB HBM3" ;;
+  *) echo "stand-in nvidia-smi" ;;
+esac'''
+ABSENT = 'echo "$(basename "$0"): not on the device machine (gpu-session.sh must not need it)" >&2; exit 127'
+
+
+def base_path():
+    """PATH without any real nvidia-smi, meson or ninja."""
+    keep = []
+    for d in os.environ.get("PATH", "/usr/bin:/bin").split(":"):
+        if d and not any(os.path.exists(os.path.join(d, t)) for t in ("nvidia-smi",)):
+            keep.append(d)
+    return ":".join(keep)
+
+
+def main():
+    if not os.path.exists(os.path.join(BUILD, "cuda", "nabla_cuda.so")):
+        print(f"SKIP: gpu_kit: {BUILD} has no CUDA module (nvcc was not found when it was configured)")
+        return
+    tmp = tempfile.mkdtemp(prefix="nabla-gpukit-")
+    try:
+        run(tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def run(tmp):
+    # ---- here: prepare the kit from the build under test
+    kit_here = os.path.join(tmp, "kit")
+    env = dict(os.environ, GPUKIT=kit_here, GPUKIT_BUILD=BUILD)
+    p = subprocess.run(["tools/gpu-session.sh", "prepare"], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=600)
+    if p.returncode != 0 or not os.path.exists(os.path.join(kit_here, "build.tar.xz")):
+        report("kit_prepare", False, f"exit {p.returncode}: {(p.stdout + p.stderr)[-800:]}")
+        return
+    report("kit_prepare", "next: the device tool" in p.stdout, p.stdout[-400:])
+
+    # ---- the device: a copy of the working tree (tracked and untracked,
+    # not ignored) with the kit in it, and no build tree
+    dev = os.path.join(tmp, "device")
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT,
+                           capture_output=True, check=True).stdout.split(b"\0")
+    for f in files:
+        if not f:
+            continue
+        src = os.path.join(ROOT.encode(), f)
+        if not os.path.isfile(src):
+            continue
+        dst = os.path.join(dev.encode(), f)
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        shutil.copy2(src, dst)
+    shutil.copytree(kit_here, os.path.join(dev, ".gpukit"))
+    report("kit_device_has_no_build_tree", not os.path.exists(os.path.join(dev, "build")), "build/ was copied")
+
+    no_tools = shim_dir(tmp, "absent", {"meson": ABSENT, "ninja": ABSENT})
+    with_gpu = shim_dir(tmp, "gpu", {"nvidia-smi": NVIDIA_SMI})
+    path = base_path()
+
+    # ---- case 1: a GPU is listed but CUDA cannot be used here
+    out1 = os.path.join(tmp, "out1")
+    os.makedirs(out1)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NABLA", "GPUKIT", "LD_"))}
+    env.update(PATH=f"{with_gpu}:{no_tools}:{path}", OUT=out1, PYTHON="/usr/bin/python3")
+    t0 = time.time()
+    try:
+        p = subprocess.run(["tools/gpu-session.sh", "device"], cwd=dev, env=env,
+                           capture_output=True, text=True, timeout=150)
+        rc, text = p.returncode, p.stdout + p.stderr
+    except subprocess.TimeoutExpired as e:
+        rc, text = "timeout", (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+    took = time.time() - t0
+    lines = [l for l in text.splitlines() if l.strip()]
+    report("kit_gpu_listed_unusable_fails", rc not in (0, "timeout") and took < 120,
+           f"exit {rc} after {took:.0f} s (expected non-zero within 120 s): {text[-600:]}")
+    fails = [l for l in lines if l.startswith("FAIL: ")]
+    report("kit_gpu_listed_unusable_says_why",
+           any("H100" in l and "CUDA cannot be used" in l and "device count 0" in l for l in fails)
+           and not any(l.startswith("SKIP: ") for l in lines),
+           f"FAIL lines {fails}; last lines {lines[-5:]}")
+    report("kit_gpu_listed_unusable_summary_last",
+           len(lines) >= 2 and lines[-1] == "result: FAILED" and lines[-2].startswith("next: tools/gpu-session.sh device tests"),
+           f"last lines {lines[-3:]}")
+    log = os.path.join(out1, "gpu-session.log")
+    logtext = open(log).read() if os.path.exists(log) else ""
+    report("kit_log_in_out", "CUDA cannot be used" in logtext and "==== summary" in logtext
+           and os.path.exists(os.path.join(out1, "gpu-kit.log")),
+           f"{sorted(os.listdir(out1))}: {logtext[-300:]}")
+    report("kit_no_missing_libraries", "NOT FOUND" not in text and "still lacks" not in text, text[-400:])
+
+    # ---- every kit binary finds the kit's own module (the loader's search
+    # from the binary's own layout), and the module loads
+    kit_build = os.path.join(dev, ".gpukit", "build")
+    mod = os.path.join(kit_build, "cuda", "nabla_cuda.so")
+    benv = dict(env, LD_DEBUG="files")
+    probes = {
+        "nabla": [os.path.join(kit_build, "nabla"), "-e", "print(\"# cuda: \", cuda.unavailable_reason())"],
+        "test_cuda": [os.path.join(kit_build, "tests", "cuda", "test_cuda")],
+        "test_tensor": [os.path.join(kit_build, "tests", "tensor", "test_tensor")],
+        "test_tensor_nn": [os.path.join(kit_build, "tests", "tensor_nn", "test_tensor_nn"), "no-test-has-this-name"],
+    }
+    for name, argv in probes.items():
+        p = subprocess.run(argv, cwd=dev, env=benv, capture_output=True, text=True, timeout=300)
+        loaded = [l for l in p.stderr.splitlines() if "nabla_cuda.so" in l and "file=" in l]
+        reason = [l for l in p.stdout.splitlines() if l.startswith("# cuda:")]
+        report(f"kit_module_found_{name}",
+               any(f"file={mod} " in l for l in loaded) and reason and "device count 0" in reason[0],
+               f"loaded {loaded[:2]}; status {reason[:1]}; exit {p.returncode}")
+
+    # ---- case 2: no GPU at all: a clean SKIP
+    out2 = os.path.join(tmp, "out2")
+    os.makedirs(out2)
+    env2 = dict(env, PATH=f"{no_tools}:{path}", OUT=out2)
+    p = subprocess.run(["tools/gpu-session.sh", "device"], cwd=dev, env=env2,
+                       capture_output=True, text=True, timeout=150)
+    skips = [l for l in p.stdout.splitlines() if l.startswith("SKIP: ")]
+    report("kit_no_gpu_skips", p.returncode == 0 and len(skips) == 1 and "no NVIDIA driver" in skips[0]
+           and not any(l.startswith("FAIL: ") for l in p.stdout.splitlines())
+           and os.path.exists(os.path.join(out2, "gpu-session.log")),
+           f"exit {p.returncode}: {p.stdout[-500:]}")
+
+    # ---- phases: an unknown one is refused; one that does not fit the budget
+    # is left for the next call, which is printed
+    p = subprocess.run(["tests/cuda/run_gpu.sh", "--no-build", ".gpukit/build", "bogus"], cwd=dev, env=env,
+                       capture_output=True, text=True, timeout=60)
+    report("kit_unknown_phase_refused", p.returncode == 2 and "unknown phase 'bogus'" in p.stdout, p.stdout[-300:])
+    fake_ok = shim_dir(tmp, "usable", {"nvidia-smi": NVIDIA_SMI})
+    # a stand-in nabla that says CUDA is usable, so the phase loop runs
+    fake_build = os.path.join(tmp, "fakebuild")
+    shim_dir(tmp, "fakebuild", {"nabla": "exit 0"})
+    out3 = os.path.join(tmp, "out3")
+    os.makedirs(out3)
+    env3 = dict(env, PATH=f"{fake_ok}:{no_tools}:{path}", OUT=out3, GPU_CALL_BUDGET="50")
+    p = subprocess.run(["tests/cuda/run_gpu.sh", "--no-build", fake_build, "demo", "bench"], cwd=dev, env=env3,
+                       capture_output=True, text=True, timeout=60)
+    last = [l for l in p.stdout.splitlines() if l.strip()][-2:]
+    report("kit_phase_budget_next", last[:1] == ["next: tools/gpu-session.sh device demo bench"],
+           f"exit {p.returncode}: last lines {last}")
+
+
+main()
+sys.exit(1 if FAILED else 0)
