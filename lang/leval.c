@@ -544,6 +544,19 @@ static int set_field(nb_VM *vm, nb_Value obj, nb_Str *name, nb_Value v) {
 }
 
 /* --------------------------------------------------------------- assignment */
+/* the spelling of an update operator, for messages */
+static const char *update_name(int op) {
+  switch (op) {
+  case OP_ADD: return "+="; case OP_SUB: return "-="; case OP_MUL: return "*=";
+  case OP_DIV: return "/="; case OP_IDIV: return "//="; default: return "update";
+  }
+}
+
+/* Assignment.  `target op= v` computes target op v and stores it back, except
+** where the target holds a tensor: then the tensor itself is updated in place
+** (nbT_update), as in PyTorch, so that every alias sees it.  A tensor reached
+** by indexing a tensor (x[i] += v) keeps the read-modify-write through x, which
+** already writes into x. */
 static int eval_assign(nb_VM *vm, nb_Frame *f, nb_Node *n) {
   nb_Node *t = n->a;
   nb_Value v, cur;
@@ -552,6 +565,11 @@ static int eval_assign(nb_VM *vm, nb_Frame *f, nb_Node *n) {
     if (n->op != OP_NONE) {
       int st = load_var(vm, f, t, &cur);
       if (st) { nb_decref(v); return st; }
+      if (cur.t == NB_TTENSOR) {
+        st = nbT_update(vm, n->op, update_name(n->op), cur, v);
+        nb_decref(cur); nb_decref(v);
+        return st ? fail(vm, f, n) : NB_OK;
+      }
       nb_Value r;
       st = (cur.t == NB_TNUM && v.t == NB_TNUM) ? (r = num_arith(n->op, cur, v), NB_OK) : nbV_binop(vm, n->op, cur, v, &r);
       nb_decref(cur); nb_decref(v);
@@ -573,6 +591,12 @@ static int eval_assign(nb_VM *vm, nb_Frame *f, nb_Node *n) {
   if (n->op != OP_NONE) {
     st = t->kind == N_INDEX ? nbV_index(vm, obj, idx, nidx, &cur) : get_field(vm, obj, t->str, &cur);
     if (st) { nb_decref(v); st = fail(vm, f, n); goto cleanup; }
+    if (cur.t == NB_TTENSOR && !(t->kind == N_INDEX && obj.t == NB_TTENSOR)) {
+      st = nbT_update(vm, n->op, update_name(n->op), cur, v);
+      nb_decref(cur); nb_decref(v);
+      if (st) st = fail(vm, f, n);
+      goto cleanup;
+    }
     nb_Value r;
     st = nbV_binop(vm, n->op, cur, v, &r);
     nb_decref(cur); nb_decref(v);

@@ -276,6 +276,40 @@ int nbT_binop(nb_VM *vm, int op, nb_Value a, nb_Value b, nb_Value *out) {
   return nb_error_kind(vm, "TypeError", "unsupported operand types for tensor arithmetic: %s and %s", nb_typename(a), nb_typename(b));
 }
 
+/* x op= v where x holds a tensor: x is updated IN PLACE, as PyTorch's
+** x += v, so every alias of the tensor (a model's field, a list of
+** parameters) sees the update: `no_grad { for p in params { p -= lr * p.grad } }`
+** trains the model.  The result is computed out of place, then copied into x
+** through nt_copy_, which bumps x's version and records CopySlicesBackward
+** when grad mode is on; it refuses a leaf that requires grad (updates belong
+** in no_grad), as torch does.  When the operator's backward reads x's old
+** values (* / ** % //), they are taken from a clone, so the in-place write
+** cannot invalidate them.  Like torch, the result must fit x: its shape
+** (v may broadcast to x, not x to v) and its dtype (no float into an int or
+** bool tensor, no int into a bool tensor). */
+int nbT_update(nb_VM *vm, int op, const char *opname, nb_Value x, nb_Value v) {
+  nt_Tensor *t = T(x), *c = NULL;
+  bool tracked = nt_grad_enabled() && (t->requires_grad || (v.t == NB_TTENSOR && T(v)->requires_grad));
+  bool reads_x = op == OP_MUL || op == OP_DIV || op == OP_POW || op == OP_MOD || op == OP_IDIV;
+  if (tracked && reads_x && !(c = nt_clone(t))) return nbT_err(vm);
+  nb_Value r, lhs = c ? nb_obj(NB_TTENSOR, c) : x;
+  int st = nbT_binop(vm, op, lhs, v, &r);
+  nt_release(c);
+  if (st) return st;
+  nt_Tensor *rt = T(r);
+  char a[128], b[128];
+  if (rt->ndim != t->ndim || memcmp(rt->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim))
+    st = nb_error_kind(vm, "ValueError", "%s on a tensor updates it in place: the result has shape %s, which is not the tensor's shape %s",
+                       opname, nt_shape_str(rt->shape, rt->ndim, a, sizeof a), nt_shape_str(t->shape, t->ndim, b, sizeof b));
+  else if ((nt_dtype_is_float(rt->dtype) && !nt_dtype_is_float(t->dtype)) || (t->dtype == NT_BOOL && rt->dtype != NT_BOOL))
+    st = nb_error_kind(vm, "TypeError", "%s on a tensor updates it in place: the result's dtype %s cannot be stored into a tensor of dtype %s "
+                       "(write x = x %c v to make a new tensor)", opname, nt_dtype_name(rt->dtype), nt_dtype_name(t->dtype), opname[0]);
+  else if (nt_copy_(t, rt))
+    st = nbT_err(vm);
+  nb_decref(r);
+  return st;
+}
+
 int nbT_neg(nb_VM *vm, nb_Value a, nb_Value *out) { return nbT_ret(vm, nt_neg(T(a)), out); }
 
 int nbT_truthy(nb_VM *vm, nb_Value t, bool *out) {

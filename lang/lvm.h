@@ -191,6 +191,7 @@ int  nbP_syntax_error(nb_VM *vm, nb_Chunk *c, uint32_t pos, uint32_t end, int li
 /* tensors (ltensor.c): operators and printing delegate here */
 void nbT_format(nb_Buf *b, void *tensor);
 int  nbT_binop(nb_VM *vm, int op, nb_Value a, nb_Value b, nb_Value *out);
+int  nbT_update(nb_VM *vm, int op, const char *opname, nb_Value x, nb_Value v);   /* x op= v on a tensor x: in place */
 int  nbT_neg(nb_VM *vm, nb_Value a, nb_Value *out);
 int  nbT_index(nb_VM *vm, nb_Value t, nb_Value *idx, int nidx, nb_Value *out);
 int  nbT_setindex(nb_VM *vm, nb_Value t, nb_Value *idx, int nidx, nb_Value v);

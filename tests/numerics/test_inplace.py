@@ -306,6 +306,50 @@ def errors(b):
            pre + "y = x * 2\nz = y[0:2]\ntry { z[0] = 100 } catch e { }\ny[0, 0].item() == (x[0, 0] * 2).item()", True)
 
 
+# ------------------------------------------------------- x += v, -=, *=, /=, //=
+def update_operators(b):
+    """On a tensor, x op= v updates the tensor in place (torch's __iadd__):
+    aliases see it, autograd records it, leaves that require grad are refused
+    outside no_grad, and the result must fit x's shape and dtype."""
+    def tf(op):
+        def f(x, v):
+            y = x * 2
+            if op == "+": y += v
+            elif op == "-": y -= v
+            elif op == "*": y *= v
+            else: y /= v
+            return y * y
+        return f
+    for op, name in (("+", "add"), ("-", "sub"), ("*", "mul"), ("/", "div")):
+        icase(b, f"update_{name}_grads", f"y = p0 * 2\ny {op}= p1\ny * y", tf(op), [r(3, 4), r(4) + (3 if op == "/" else 0)])
+        icase(b, f"update_{name}_scalar_grads", f"y = p0 * 2\ny {op}= 1.5\ny * y",
+              lambda x, op=op: tf(op)(x, 1.5), [r(2, 5)])
+    # an alias (another name, a record field, a list item) sees the update
+    x, v = r(3, 4), r(3, 4)
+    xs, vs = T(x), T(v)
+    b.case("update_alias_name", f"x = clone({b.inp(x)})\ny = x\nx += {b.inp(v)}\ny", x + v)
+    b.case("update_field_in_place", f"a = clone({b.inp(x)})\nm = {{w: a}}\nm.w *= {b.inp(v)}\nlist(a, m.w)", [x * v, x * v])
+    b.case("update_list_item_in_place", f"a = clone({b.inp(x)})\nps = [a]\nps[0] -= {b.inp(v)}\na", x - v)
+    b.case("update_floordiv", f"x = clone({b.inp(x)})\ny = x\nx //= 0.5\ny", np.floor(x / 0.5))
+    b.case("update_broadcast_value", f"x = clone({b.inp(x)})\ny = x\nx += {b.inp(v[0])}\ny", x + v[0])
+    # the manual SGD step a PyTorch user writes trains the model
+    lr = 0.1
+    tx = T(x, requires_grad=True)
+    (tx * tx * T(v)).sum().backward()
+    exp = x - lr * tx.grad.numpy()
+    b.case("update_manual_sgd_step",
+           f"m = {{w: clone({b.inp(x)})}}\nm.w.requires_grad = true\nbackward(sum(m.w * m.w * {b.inp(v)}))\n"
+           f"no_grad {{ for p in [m.w] {{ p -= {lr} * p.grad }} }}\ndetach(m.w)", exp)
+    # numbers, strings and lists keep their meaning
+    b.case("update_number_rebinds", "n = 2\nm = n\nn += 3\nlist(n, m)", [5, 2], dtype=False)
+    b.case("update_string_rebinds", 's = "ab"\nt = s\ns += "c"\nlist(s == "abc", t == "ab")', [True, True], dtype=False)
+    pre = f"x = clone({b.inp(x)})\nx.requires_grad = true\n"
+    b.error("update_leaf_requires_grad", pre + "x -= 1", ["leaf", "requires grad", "no_grad"])
+    b.error("update_shape_must_fit", f"x = clone({b.inp(x[0])})\nx += {b.inp(v)}", ["+=", "in place", "[3, 4]", "[4]"])
+    b.error("update_dtype_must_fit", "i = tensor([1, 2])\ni += 0.5", ["+=", "in place", "f32", "i64"])
+    b.error("update_saved_then_modified", pre + "h = x * 1\nz = h * h\nh += 1\nbackward(sum(z))", ["modified in place"])
+
+
 def main():
     b = Batch("inplace")
     index_forms(b)
@@ -317,6 +361,7 @@ def main():
     graph_facts(b)
     no_grad_cases(b)
     errors(b)
+    update_operators(b)
     b.run()
     finish()
 
