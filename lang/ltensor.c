@@ -528,6 +528,75 @@ int nbT_deserialize(nb_VM *vm, const unsigned char **p, const unsigned char *end
   return NB_OK;
 }
 
+/* ---- in-place methods (torch's add_, mul_, copy_, ...): x.add_(v) by
+** uniform call syntax.  Each writes into x, bumps its version and is recorded
+** by autograd like x op= v (nbT_update, nt_copy_, nt_fill_): a leaf that
+** requires grad is refused outside no_grad.  They return x. */
+static int inplace_target(nb_VM *vm, const char *fname, nb_Value x) {
+  if (x.t != NB_TTENSOR) return nb_error_kind(vm, "TypeError", "%s: expected a tensor to update in place, got %s", fname, nb_typename(x));
+  return NB_OK;
+}
+static int ret_self(nb_Value x, nb_Value *out) { nb_incref(x); *out = x; return NB_OK; }
+#define INPLACE_ARITH(name, op, spelling)                                              \
+  static int b_##name(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {               \
+    (void)n;                                                                           \
+    if (inplace_target(vm, #name, args[0]) || nbT_update(vm, op, spelling, args[0], args[1])) return NB_ERR; \
+    return ret_self(args[0], out);                                                     \
+  }
+INPLACE_ARITH(add_, OP_ADD, "add_")
+INPLACE_ARITH(sub_, OP_SUB, "sub_")
+INPLACE_ARITH(mul_, OP_MUL, "mul_")
+INPLACE_ARITH(div_, OP_DIV, "div_")
+
+static int b_copy_(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "copy_"; Tmp tp = {0};
+  if (inplace_target(vm, fname, args[0])) return NB_ERR;
+  nt_Tensor *src = nbT_arg(vm, &tp, fname, "src", args[1]);
+  if (!src) { nbT_tmp_free(&tp); return NB_ERR; }
+  /* torch's copy_ takes a source on another device or of another dtype */
+  nt_Tensor *moved = src->device != T(args[0])->device ? nt_to_device(src, T(args[0])->device) : nt_retain(src);
+  int rc = moved ? nt_copy_(T(args[0]), moved) : -1;
+  nt_release(moved);
+  nbT_tmp_free(&tp);
+  return rc ? nbT_err(vm) : ret_self(args[0], out);
+}
+static int b_fill_(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "fill_";
+  double v;
+  if (inplace_target(vm, fname, args[0]) || nbT_num_arg(vm, fname, "value", args[1], &v)) return NB_ERR;
+  if (nt_fill_(T(args[0]), v)) return nbT_err(vm);
+  return ret_self(args[0], out);
+}
+static int b_zero_(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n;
+  if (inplace_target(vm, "zero_", args[0])) return NB_ERR;
+  if (nt_fill_(T(args[0]), 0)) return nbT_err(vm);
+  return ret_self(args[0], out);
+}
+static int b_clamp_(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "clamp_";
+  double lo = NAN, hi = NAN;
+  if (inplace_target(vm, fname, args[0])) return NB_ERR;
+  if (args[1].t != NB_TNIL && nbT_num_arg(vm, fname, "min", args[1], &lo)) return NB_ERR;
+  if (args[2].t != NB_TNIL && nbT_num_arg(vm, fname, "max", args[2], &hi)) return NB_ERR;
+  nt_Tensor *x = T(args[0]), *c = nt_grad_enabled() && x->requires_grad ? nt_clone(x) : nt_retain(x);
+  nt_Tensor *r = c ? nt_clamp(c, lo, hi) : NULL;
+  int rc = r ? nt_copy_(x, r) : -1;
+  nt_release(c); nt_release(r);
+  return rc ? nbT_err(vm) : ret_self(args[0], out);
+}
+static nb_Builtin inplace_builtins[] = {
+  { "add_", b_add_, "x, v", "add_(x, v) / x.add_(v): x += v in place (autograd records it; a leaf that requires grad only under no_grad); returns x" },
+  { "sub_", b_sub_, "x, v", "sub_(x, v) / x.sub_(v): x -= v in place; returns x" },
+  { "mul_", b_mul_, "x, v", "mul_(x, v) / x.mul_(v): x *= v in place; returns x" },
+  { "div_", b_div_, "x, v", "div_(x, v) / x.div_(v): x /= v in place; returns x" },
+  { "copy_", b_copy_, "x, src", "copy_(x, src) / x.copy_(src): writes src (broadcast to x's shape; any dtype or device) into x; returns x" },
+  { "fill_", b_fill_, "x, value", "fill_(x, value) / x.fill_(value): every element of x set to value; returns x" },
+  { "zero_", b_zero_, "x", "zero_(x) / x.zero_(): every element of x set to 0; returns x" },
+  { "clamp_", b_clamp_, "x, min=nil, max=nil", "clamp_(x, min=nil, max=nil) / x.clamp_(...): x limited to [min, max] in place; returns x" },
+  { NULL, NULL, NULL, NULL }
+};
+
 void nbT_init(void) {
   static int done;
   if (done) return;
@@ -535,4 +604,5 @@ void nbT_init(void) {
   nt_init();
   nbT_register_ops();
   nbT_register_grad();
+  nbB_register(inplace_builtins);
 }

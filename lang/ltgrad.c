@@ -61,6 +61,57 @@ static int leaves(nb_VM *vm, nb_Value tree, Leaves *ls) {
   return NB_OK;
 }
 
+/* ---- ties
+** One tensor may sit at several places of a model (GPT-2's token embedding
+** is also its output projection).  It is ONE parameter: grad() hands f the
+** same fresh leaf at every place (so the gradient there is the total, the
+** same tensor at each place), optimizers update it once with one state,
+** clipping and unscaling count and scale it once, nn.parameters lists it
+** once.  IdMap maps a tensor (by identity) to a value: open addressing on
+** the pointer, grown at half load. */
+typedef struct IdMap { const void **key; void **val; size_t cap, n; } IdMap;
+static size_t id_hash(const void *p) { uintptr_t x = (uintptr_t)p; x ^= x >> 33; x *= 0xff51afd7ed558ccdULL; x ^= x >> 33; return (size_t)x; }
+/* the slot of key k (NULL when out of memory); *found says whether it was there */
+static void **idmap_slot(IdMap *m, const void *k, bool *found) {
+  if (2 * (m->n + 1) > m->cap) {
+    size_t nc = m->cap ? m->cap * 2 : 64;
+    IdMap g = { calloc(nc, sizeof(void *)), calloc(nc, sizeof(void *)), nc, 0 };
+    if (!g.key || !g.val) { free(g.key); free(g.val); return NULL; }
+    for (size_t i = 0; i < m->cap; i++)
+      if (m->key[i]) {
+        size_t j = id_hash(m->key[i]) & (nc - 1);
+        while (g.key[j]) j = (j + 1) & (nc - 1);
+        g.key[j] = m->key[i]; g.val[j] = m->val[i]; g.n++;
+      }
+    free(m->key); free(m->val);
+    *m = g;
+  }
+  size_t j = id_hash(k) & (m->cap - 1);
+  while (m->key[j] && m->key[j] != k) j = (j + 1) & (m->cap - 1);
+  *found = m->key[j] != NULL;
+  if (!*found) { m->key[j] = k; m->val[j] = NULL; m->n++; }
+  return &m->val[j];
+}
+static void idmap_free(IdMap *m) { free(m->key); free(m->val); m->key = NULL; m->val = NULL; m->cap = m->n = 0; }
+
+/* Drops from ls[0] every tensor already seen at an earlier place, and the
+** same places from the aligned lists ls[1..n) (state and gradient trees
+** shaped like the parameters); lists with n == 0 entries are left alone. */
+static int drop_ties(nb_VM *vm, Leaves *ls, int nlists) {
+  IdMap seen = {0};
+  int w = 0;
+  for (int k = 0; k < ls[0].n; k++) {
+    bool found;
+    if (!idmap_slot(&seen, ls[0].t[k], &found)) { idmap_free(&seen); return nb_error(vm, "out of memory"); }
+    if (found) continue;
+    for (int i = 0; i < nlists; i++) if (ls[i].n) ls[i].t[w] = ls[i].t[k];
+    w++;
+  }
+  for (int i = 0; i < nlists; i++) if (ls[i].n) ls[i].n = w;
+  idmap_free(&seen);
+  return NB_OK;
+}
+
 /* ------------------------------------------------------------ builtins: autograd */
 static int b_backward(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "backward"; Tmp tp = {0};
@@ -73,6 +124,48 @@ static int b_backward(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   *out = nb_nil();
   return NB_OK;
 }
+/* tree_tensors(tree): the distinct tensors of a tree in order of first
+** appearance (a tied tensor once): nn.parameters. */
+static int b_tree_tensors(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; Leaves ls = {0};
+  if (leaves(vm, args[0], &ls) || drop_ties(vm, &ls, 1)) { free(ls.t); return NB_ERR; }
+  nb_List *l = nbL_new(ls.n);
+  for (int k = 0; k < ls.n; k++) nbL_push(l, nb_obj(NB_TTENSOR, nt_retain(ls.t[k])));
+  free(ls.t);
+  *out = nb_obj(NB_TLIST, l);
+  return NB_OK;
+}
+
+/* map_tensors(tree, f): a tree of the same structure with f(t) at each
+** tensor leaf and nil at other leaves; a tensor tied at several places is
+** mapped once and its one result stands at all of them (optimizer state of
+** a tied parameter is one state). */
+typedef struct MapCtx { nb_Value f; IdMap done; } MapCtx;
+static int map_leaf(nb_VM *vm, void *ctx, nb_Value leaf, nb_Value *out) {
+  MapCtx *c = ctx;
+  *out = nb_nil();
+  if (leaf.t != NB_TTENSOR) return NB_OK;
+  bool found;
+  void **slot = idmap_slot(&c->done, T(leaf), &found);
+  if (!slot) return nb_error(vm, "out of memory");
+  if (found) { *out = *(nb_Value *)*slot; nb_incref(*out); return NB_OK; }
+  nb_Value *r = malloc(sizeof *r);
+  if (!r) { c->done.n--; c->done.key[slot - c->done.val] = NULL; return nb_error(vm, "out of memory"); }
+  if (nbV_call(vm, c->f, &leaf, 1, r)) { free(r); c->done.n--; c->done.key[slot - c->done.val] = NULL; return NB_ERR; }
+  *slot = r;
+  *out = *r; nb_incref(*out);
+  return NB_OK;
+}
+static int b_map_tensors(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n;
+  MapCtx c = { args[1], {0} };
+  int st = tree_map(vm, args[0], map_leaf, &c, out, 0);
+  for (size_t i = 0; i < c.done.cap; i++)
+    if (c.done.key[i]) { nb_decref(*(nb_Value *)c.done.val[i]); free(c.done.val[i]); }
+  idmap_free(&c.done);
+  return st;
+}
+
 static int b_zero_grad(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; Leaves ls = {0};
   if (leaves(vm, args[0], &ls)) { free(ls.t); return NB_ERR; }
@@ -97,11 +190,16 @@ static int b_no_grad_enabled(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { 
 ** copies of the chosen arguments, backpropagates, and returns gradients
 ** shaped like those arguments (nil for non-tensor leaves). */
 static int fresh_leaf(nb_VM *vm, void *ctx, nb_Value leaf, nb_Value *out) {
-  (void)ctx;
+  IdMap *fresh = ctx;   /* original -> its fresh leaf: a tied tensor gets one */
   if (leaf.t == NB_TTENSOR && nt_dtype_is_float(T(leaf)->dtype)) {
+    bool found;
+    void **slot = idmap_slot(fresh, T(leaf), &found);
+    if (!slot) return nb_error(vm, "out of memory");
+    if (found) { *out = nb_obj(NB_TTENSOR, nt_retain(*slot)); return NB_OK; }
     nt_Tensor *d = nt_detach(T(leaf));
-    if (!d || nt_set_requires_grad(d, true)) { nt_release(d); return nbT_err(vm); }
-    *out = nb_obj(NB_TTENSOR, d);
+    if (!d || nt_set_requires_grad(d, true)) { nt_release(d); fresh->n--; fresh->key[slot - fresh->val] = NULL; return nbT_err(vm); }
+    *slot = d;
+    *out = nb_obj(NB_TTENSOR, nt_retain(d));
     return NB_OK;
   }
   nb_incref(leaf); *out = leaf;
@@ -132,12 +230,15 @@ static int grad_call(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   if (!call) return nb_error(vm, "out of memory");
   for (int i = 0; i < nf; i++) { call[i] = fargs[i]; nb_incref(call[i]); }
   int st = NB_OK;
+  IdMap fresh_of = {0};   /* one fresh leaf per distinct tensor, across all argnums */
   for (int k = 0; k < nn && !st; k++) {
     if (nums[k] < 0 || nums[k] >= nf) { st = nb_error_kind(vm, "IndexError", "grad: argnums %lld is out of range for %d arguments", (long long)nums[k], nf); break; }
     nb_Value fresh = nb_nil();
-    if ((st = tree_map(vm, fargs[nums[k]], fresh_leaf, NULL, &fresh, 0))) break;
+    if ((st = tree_map(vm, fargs[nums[k]], fresh_leaf, &fresh_of, &fresh, 0))) break;
     nb_store(&call[nums[k]], fresh);
   }
+  for (size_t i = 0; i < fresh_of.cap; i++) if (fresh_of.key[i]) nt_release(fresh_of.val[i]);
+  idmap_free(&fresh_of);
   nb_Value val = nb_nil();
   bool prev = nt_set_grad_enabled(true);
   if (!st) st = nbV_call(vm, f, call, nf, &val);
@@ -494,7 +595,7 @@ static int flat_params(nb_VM *vm, const char *fname, nb_Value *trees, int ntrees
     if (leaves(vm, trees[i], &ls[i])) return NB_ERR;
     if (i && ls[i].n != ls[0].n) return nb_error_kind(vm, "ValueError", "%s: the trees have %d and %d tensors (they must match the parameters)", fname, ls[0].n, ls[i].n);
   }
-  return NB_OK;
+  return drop_ties(vm, ls, ntrees);   /* a tied parameter is updated once */
 }
 /* grads from the grads tree, or each parameter's .grad */
 static nt_Tensor **grads_of(Leaves *params, Leaves *grads) {
@@ -551,7 +652,7 @@ static int b_clip_grad_norm(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   double maxn;
   if (nbT_num_arg(vm, fname, "max_norm", args[1], &maxn)) return NB_ERR;
   Leaves ls = {0};
-  if (leaves(vm, args[0], &ls)) { free(ls.t); return NB_ERR; }
+  if (leaves(vm, args[0], &ls) || drop_ties(vm, &ls, 1)) { free(ls.t); return NB_ERR; }
   double ss = 0;
   for (int k = 0; k < ls.n; k++) {
     nt_Tensor *g = nt_grad(ls.t[k]) ? nt_grad(ls.t[k]) : ls.t[k];
@@ -595,7 +696,7 @@ static int b_unscale_grads(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   double inv;
   if (nbT_num_arg(vm, fname, "inv_scale", args[1], &inv)) return NB_ERR;
   Leaves ls = {0};
-  if (leaves(vm, args[0], &ls)) { free(ls.t); return NB_ERR; }
+  if (leaves(vm, args[0], &ls) || drop_ties(vm, &ls, 1)) { free(ls.t); return NB_ERR; }
   bool prev = nt_set_grad_enabled(false);
   int prev_ac = nt_autocast_set(-1);
   nt_Tensor *total = NULL;
@@ -847,6 +948,8 @@ static int b_load_csv(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
 static nb_Builtin grad_builtins[] = {
   { "backward", b_backward, "loss, grad=nil, retain_graph=false", "backward(loss): accumulates d loss / d leaf into each leaf's .grad" },
   { "zero_grad", b_zero_grad, "params", "zero_grad(params): clears .grad of every tensor in a tree" },
+  { "tree_tensors", b_tree_tensors, "tree", "tree_tensors(tree): the distinct tensors of a tree (records/lists), in order; a tensor at several places (tied weights) once" },
+  { "map_tensors", b_map_tensors, "tree, f", "map_tensors(tree, f): a tree of the same structure with f(t) at each tensor leaf (nil elsewhere); a tensor at several places (tied weights) is mapped once and the one result stands at each place" },
   { "requires_grad", b_requires_grad, "params, on=true", "requires_grad(tree, on=true): marks every float tensor of a tree as a leaf to differentiate" },
   { "grad_enabled", b_no_grad_enabled, "", "grad_enabled(): false inside no_grad { }" },
   { "autocast_dtype", b_autocast_dtype, "", "autocast_dtype(): \"bf16\" or \"f16\" inside autocast(...) { }, else nil" },
