@@ -367,6 +367,70 @@ dist.stop()
 
 
 @test
+def test_dp_tied_weights(name):
+    # a model whose embedding is also its output projection: 2 workers with
+    # half the batch each, gradients averaged (explicitly, and during backward
+    # by data_parallel), equal one process on the whole batch — the tied
+    # gradient is reduced once and stands at both places
+    common = """
+import nn
+import optim
+fn make_model() {
+  seed(7)
+  W = randn(6, 4, dtype="f64") * 0.5
+  {wte: W, h: randn(4, 4, dtype="f64") * 0.5, lm_head: W}
+}
+fn make_data() { seed(8); {x: randint(0, 6, [16]), y: randint(0, 6, [16])} }
+fn loss_fn(m, x, y) = cross_entropy(tanh(embedding(m.wte, x) @ m.h) @ m.lm_head.T, y)
+fn flat(m) = list(concat(map(nn.parameters(m), fn(p) detach(p).reshape([-1])), 0))
+"""
+    single = common + """
+model = make_model()
+d = make_data()
+opt = optim.adamw(model, lr=0.05)
+for s in 0..3 { opt.step(grad(loss_fn)(model, d.x, d.y)) }
+print("P", flat(model), len(nn.parameters(model)))
+"""
+    dp = common + """
+import dist
+dist.start(2)
+dist.exec("import nn\\nimport optim")
+dist.push({make_model: make_model, make_data: make_data, loss_fn: loss_fn, flat: flat})
+dist.run(fn() {
+  global model, model2
+  model = make_model(); model2 = make_model()
+  d = make_data()
+  idx = dist.rank() * 8
+  xb = d.x[idx:idx + 8]; yb = d.y[idx:idx + 8]
+  opt = optim.adamw(model, lr=0.05)
+  for s in 0..3 { opt.step(dist.average_grads(grad(loss_fn)(model, xb, yb))) }
+  dist.data_parallel(model2)
+  opt2 = optim.adamw(model2, lr=0.05)
+  for s in 0..3 { opt2.step(grad(loss_fn)(model2, xb, yb)) }
+  dist.data_parallel(model2, overlap=false)
+  nil
+})
+print("P", dist.pull("flat(model)", rank=1), len(dist.pull("nn.parameters(model)", rank=1)))
+print("Q", dist.pull("flat(model2)", rank=0), 2)
+dist.stop()
+"""
+    rc1, out1, err1 = run(single)
+    rc2, out2, err2 = run(dp, timeout=60)
+    ok = rc1 == 0 and rc2 == 0
+    why = f"rc={rc1},{rc2} err={err1[-400:]!r} {err2[-800:]!r}"
+    if ok:
+        ref = lines_with("P ", out1)[0]
+        a = np.array(json.loads(ref[:ref.rindex("]") + 1]))
+        for tag in ("P ", "Q "):
+            line = lines_with(tag, out2)[0]
+            b = np.array(json.loads(line[:line.rindex("]") + 1]))
+            diff = np.max(np.abs(a - b)) if a.shape == b.shape else float("inf")
+            ok = ok and diff < 1e-9 and ref.endswith(" 2") and line.endswith(" 2")
+            why += f" {tag}max diff {diff}"
+    report(name, ok, why)
+
+
+@test
 def test_shard(name):
     rc, out, err = run("""
 import dist
