@@ -81,14 +81,26 @@ static void store_var(nb_Frame *f, const nb_Node *n, nb_Value v) {
 }
 
 /* --------------------------------------------------------------- calls */
+/* The parameter of builtin b named name, or -1 (skip: a **kw parameter).
+** PyTorch's spellings dim= and keepdim= name the NumPy-style axis= and
+** keepdims= parameters of the tensor builtins, and the reverse, so code
+** written either way runs. */
+static int builtin_param(const nb_Builtin *b, const char *name, int skip) {
+  static const char *const alias[][2] = { { "dim", "axis" }, { "keepdim", "keepdims" }, { "axis", "dim" }, { "keepdims", "keepdim" } };
+  for (int i = 0; i < b->nparams; i++) if (i != skip && strcmp(b->pnames[i], name) == 0) return i;
+  for (size_t a = 0; a < sizeof alias / sizeof alias[0]; a++)
+    if (!strcmp(name, alias[a][0]))
+      for (int i = 0; i < b->nparams; i++) if (i != skip && strcmp(b->pnames[i], alias[a][1]) == 0) return i;
+  return -1;
+}
+
 static int call_builtin(nb_VM *vm, const nb_Builtin *b, nb_Value *args, int npos, nb_Str **kw, int nkw, nb_Value *out) {
   if (b->variadic) {
     /* keyword-only params first, then the positional values */
     nb_Value bound[NB_MAX_PARAMS];
     for (int i = 0; i < b->nparams; i++) bound[i] = b->pdefaults[i];
     for (int k = 0; k < nkw; k++) {
-      int j = -1;
-      for (int i = 0; i < b->nparams; i++) if (strcmp(b->pnames[i], kw[k]->data) == 0) { j = i; break; }
+      int j = builtin_param(b, kw[k]->data, -1);
       if (j < 0) return nb_error_kind(vm, "TypeError", "%s() got an unexpected keyword argument '%s'", b->name, kw[k]->data);
       bound[j] = args[npos + k];
     }
@@ -108,8 +120,7 @@ static int call_builtin(nb_VM *vm, const nb_Builtin *b, nb_Value *args, int npos
   nb_Rec *rest = NULL;   /* keywords gathered by a **kw parameter */
   for (int i = 0; i < npos; i++) { bound[i] = args[i]; set[i] = true; }
   for (int k = 0; k < nkw; k++) {
-    int j = -1;
-    for (int i = 0; i < b->nparams; i++) if (i != b->kwrest && strcmp(b->pnames[i], kw[k]->data) == 0) { j = i; break; }
+    int j = builtin_param(b, kw[k]->data, b->kwrest);
     if (j < 0 && b->kwrest >= 0) {
       if (!rest) rest = nbR_new(nkw);
       nb_incref(args[npos + k]);

@@ -136,6 +136,16 @@ static int b_tree_tensors(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   return NB_OK;
 }
 
+/* same(a, b): identity, Python's `a is b`: the same tensor, list, record,
+** function or string object; numbers, bools and nil by value. */
+static int b_same(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)vm; (void)n;
+  nb_Value a = args[0], b = args[1];
+  bool r = a.t == b.t && (a.t == NB_TNIL || (a.t == NB_TNUM ? a.u.n == b.u.n : a.t == NB_TBOOL ? a.u.b == b.u.b : a.u.p == b.u.p));
+  *out = nb_bool(r);
+  return NB_OK;
+}
+
 /* map_tensors(tree, f): a tree of the same structure with f(t) at each
 ** tensor leaf and nil at other leaves; a tensor tied at several places is
 ** mapped once and its one result stands at all of them (optimizer state of
@@ -948,6 +958,7 @@ static int b_load_csv(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
 static nb_Builtin grad_builtins[] = {
   { "backward", b_backward, "loss, grad=nil, retain_graph=false", "backward(loss): accumulates d loss / d leaf into each leaf's .grad" },
   { "zero_grad", b_zero_grad, "params", "zero_grad(params): clears .grad of every tensor in a tree" },
+  { "same", b_same, "a, b", "same(a, b): true when a and b are the same object (Python's `a is b`): one tensor, list, record or function; numbers, bools and nil compare by value" },
   { "tree_tensors", b_tree_tensors, "tree", "tree_tensors(tree): the distinct tensors of a tree (records/lists), in order; a tensor at several places (tied weights) once" },
   { "map_tensors", b_map_tensors, "tree, f", "map_tensors(tree, f): a tree of the same structure with f(t) at each tensor leaf (nil elsewhere); a tensor at several places (tied weights) is mapped once and the one result stands at each place" },
   { "requires_grad", b_requires_grad, "params, on=true", "requires_grad(tree, on=true): marks every float tensor of a tree as a leaf to differentiate" },
