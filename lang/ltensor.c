@@ -605,4 +605,5 @@ void nbT_init(void) {
   nbT_register_ops();
   nbT_register_grad();
   nbB_register(inplace_builtins);
+  nbT_register_compose();
 }

@@ -53,5 +53,6 @@ int nbT_index_put(nb_VM *vm, nt_Tensor *x, nb_Value idx, nb_Value v, bool accumu
 /* the builtin tables, registered by nbT_init */
 void nbT_register_ops(void);
 void nbT_register_grad(void);
+void nbT_register_compose(void);   /* ltcompose.c: einsum, masked_fill, norm, view, multinomial */
 
 #endif
