@@ -594,6 +594,105 @@ static int b_checkpoint(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   return NB_OK;
 }
 
+/* ------------------------------------------------------------ custom_vjp
+** custom_vjp(fwd, bwd) is a function whose gradient is the user's (torch's
+** autograd.Function): f(*args) runs fwd(*args) -> [out, saved] with grad
+** off, and records one node from the tensor arguments that require grad to
+** out; its backward calls bwd(saved, grad_out), which returns one gradient
+** per argument (a list; a bare tensor when f has one argument; nil for "no
+** gradient"), each of its argument's shape. */
+typedef struct Cvjp { nb_VM *vm; nb_Value bwd, saved; int nargs; int argpos[]; } Cvjp;
+static void cvjp_free(void *p) { Cvjp *c = p; nb_decref(c->bwd); nb_decref(c->saved); free(c); }
+
+static int cvjp_backward(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin) {
+  Cvjp *c = nd->ctx;
+  nb_VM *vm = c->vm;
+  int depth = vm->depth; nb_Value *sp = vm->sp; nb_Frame *frame = vm->frame;
+  bool prev = nt_set_grad_enabled(false);
+  nb_Value call[2] = { c->saved, nb_obj(NB_TTENSOR, nt_retain(gout)) }, r = nb_nil();
+  int st = nbV_call(vm, c->bwd, call, 2, &r);
+  nb_decref(call[1]);
+  nt_set_grad_enabled(prev);
+  if (st) {
+    nb_Value m = vm->err.t == NB_TREC ? nbR_get_cstr(vm->err.u.p, "message") : nb_nil();
+    nt_error_set("custom_vjp: bwd failed: %s", m.t == NB_TSTR ? nb_str(m)->data : "error");
+    nb_decref(vm->err); vm->err = nb_nil(); vm->err_located = false;
+    vm->depth = depth; vm->sp = sp; vm->frame = frame;
+    return -1;
+  }
+  int rc = 0;
+  bool bare = r.t == NB_TTENSOR || r.t == NB_TNIL;
+  if (!bare && r.t != NB_TLIST) { nt_error_set("custom_vjp: bwd must return a list of gradients (one per argument), got %s", nb_typename(r)); rc = -1; }
+  else if (bare && c->nargs != 1) { nt_error_set("custom_vjp: bwd must return a list of %d gradients (one per argument), got one %s", c->nargs, nb_typename(r)); rc = -1; }
+  else if (!bare && nb_list(r)->n != c->nargs) { nt_error_set("custom_vjp: bwd returned %d gradients for %d arguments", nb_list(r)->n, c->nargs); rc = -1; }
+  for (int k = 0; k < nd->nin && !rc; k++) {
+    nb_Value g = bare ? r : nb_list(r)->items[c->argpos[k]];
+    if (g.t == NB_TNIL || !nt_node_needs(nd, k)) continue;
+    nt_Tensor *in = nd->in[k], *gt = g.t == NB_TTENSOR ? T(g) : NULL;
+    char a[128], b[128];
+    if (!gt) { nt_error_set("custom_vjp: the gradient of argument %d is a %s, not a tensor", c->argpos[k], nb_typename(g)); rc = -1; }
+    else if (gt->ndim != in->ndim || memcmp(gt->shape, in->shape, sizeof(int64_t) * (size_t)in->ndim)) {
+      nt_error_set("custom_vjp: the gradient of argument %d has shape %s, the argument %s", c->argpos[k],
+                   nt_shape_str(gt->shape, gt->ndim, a, sizeof a), nt_shape_str(in->shape, in->ndim, b, sizeof b));
+      rc = -1;
+    } else if (!(gin[k] = nt_to_dtype(gt, in->dtype))) rc = -1;
+  }
+  nb_decref(r);
+  return rc;
+}
+
+static int cvjp_call(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  if (n < 1 || args[0].t != NB_TREC) return nb_error_kind(vm, "TypeError", "custom_vjp: bad call");
+  nb_Rec *self = args[0].u.p;
+  nb_Value fwd = nbR_get_cstr(self, "fwd"), bwd = nbR_get_cstr(self, "bwd");
+  nb_Value *fargs = args + 1; int nf = n - 1;
+  bool prev = nt_set_grad_enabled(false);
+  nb_Value r = nb_nil();
+  int st = nbV_call(vm, fwd, fargs, nf, &r);
+  nt_set_grad_enabled(prev);
+  if (st) return NB_ERR;
+  if (r.t != NB_TLIST || nb_list(r)->n != 2 || nb_list(r)->items[0].t != NB_TTENSOR) {
+    nb_decref(r);
+    return nb_error_kind(vm, "TypeError", "custom_vjp: fwd must return [out, saved] with out a tensor");
+  }
+  nt_Tensor *y = T(nb_list(r)->items[0]);
+  nt_Tensor *ins[16]; int pos[16], nin = 0;
+  for (int i = 0; i < nf; i++)
+    if (fargs[i].t == NB_TTENSOR && T(fargs[i])->requires_grad) {
+      if (nin == 16) { nb_decref(r); return nb_error_kind(vm, "ValueError", "custom_vjp: at most 16 arguments that require grad"); }
+      ins[nin] = T(fargs[i]); pos[nin++] = i;
+    }
+  if (!nt_grad_enabled() || nin == 0) {   /* nothing to differentiate: fwd's plain result */
+    *out = nb_list(r)->items[0]; nb_incref(*out);
+    nb_decref(r);
+    return NB_OK;
+  }
+  if (!nt_dtype_is_float(y->dtype)) { nb_decref(r); return nb_error_kind(vm, "TypeError", "custom_vjp: out must be a floating-point tensor to be differentiated, got %s", nt_dtype_name(y->dtype)); }
+  Cvjp *c = calloc(1, sizeof *c + sizeof(int) * (size_t)nin);
+  nt_Tensor *yo = c ? nt_detach(y) : NULL;
+  nt_Node *nd = yo ? nt_record(yo, "CustomVjpBackward", cvjp_backward, nin, ins) : NULL;
+  if (!nd) { free(c); nt_release(yo); nb_decref(r); return c ? nbT_err(vm) : nb_error(vm, "out of memory"); }
+  c->vm = vm; c->bwd = bwd; nb_incref(bwd); c->saved = nb_list(r)->items[1]; nb_incref(c->saved); c->nargs = nf;
+  memcpy(c->argpos, pos, sizeof(int) * (size_t)nin);
+  nd->ctx = c; nd->ctx_free = cvjp_free;
+  nb_decref(r);
+  *out = nb_obj(NB_TTENSOR, yo);
+  return NB_OK;
+}
+static nb_Builtin cvjp_call_builtin[] = { { "__custom_vjp_call", cvjp_call, "*args", "internal: applies a custom_vjp function" }, { NULL, NULL, NULL, NULL } };
+static int b_custom_vjp(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n;
+  for (int i = 0; i < 2; i++)
+    if (args[i].t != NB_TFUNC && args[i].t != NB_TBUILTIN && args[i].t != NB_TREC)
+      return nb_error_kind(vm, "TypeError", "custom_vjp(fwd, bwd): %s must be a function, got %s", i ? "bwd" : "fwd", nb_typename(args[i]));
+  nb_Rec *r = nbR_new(3);
+  nbR_set_cstr(r, "__call", nb_builtinv(&cvjp_call_builtin[0]));
+  nb_incref(args[0]); nbR_set_cstr(r, "fwd", args[0]);
+  nb_incref(args[1]); nbR_set_cstr(r, "bwd", args[1]);
+  *out = nb_obj(NB_TREC, r);
+  return NB_OK;
+}
+
 /* ------------------------------------------------------------ builtins: optimizers
 ** One builtin per optimizer updates every parameter of a pytree in place
 ** through one fused op (tensor/toptim.c on the CPU, one launch on the GPU).
@@ -958,6 +1057,7 @@ static int b_load_csv(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
 static nb_Builtin grad_builtins[] = {
   { "backward", b_backward, "loss, grad=nil, retain_graph=false", "backward(loss): accumulates d loss / d leaf into each leaf's .grad" },
   { "zero_grad", b_zero_grad, "params", "zero_grad(params): clears .grad of every tensor in a tree" },
+  { "custom_vjp", b_custom_vjp, "fwd, bwd", "custom_vjp(fwd, bwd): a function with your own gradient (torch.autograd.Function): fwd(*args) returns [out, saved]; bwd(saved, grad_out) returns one gradient per argument (a list, or a tensor for one argument; nil for none); works under grad, value_and_grad and backward" },
   { "same", b_same, "a, b", "same(a, b): true when a and b are the same object (Python's `a is b`): one tensor, list, record or function; numbers, bools and nil compare by value" },
   { "tree_tensors", b_tree_tensors, "tree", "tree_tensors(tree): the distinct tensors of a tree (records/lists), in order; a tensor at several places (tied weights) once" },
   { "map_tensors", b_map_tensors, "tree, f", "map_tensors(tree, f): a tree of the same structure with f(t) at each tensor leaf (nil elsewhere); a tensor at several places (tied weights) is mapped once and the one result stands at each place" },
@@ -985,4 +1085,5 @@ static nb_Builtin grad_builtins[] = {
 void nbT_register_grad(void) {
   nbB_register(grad_builtins);
   nbB_prepare(grad_call_builtin);
+  nbB_prepare(cvjp_call_builtin);
 }

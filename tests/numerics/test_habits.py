@@ -11,7 +11,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Batch, T, finish, rng, torch, np  # noqa: E402
+from harness import GRADCHECK_NBL, Batch, T, finish, rng, torch, np  # noqa: E402
 
 F = torch.nn.functional
 
@@ -111,8 +111,47 @@ def dim_cases(b):
     b.error("dim_and_axis_both", f"sum({xs}, axis=1, dim=1)", ["multiple values"])
 
 
+def custom_vjp_cases(b):
+    """custom_vjp(fwd, bwd) vs torch.autograd.Function: a straight-through
+    estimator, a function with its own analytic gradient (and gradcheck),
+    two arguments with no gradient for one, under grad and backward."""
+    x, w = r(7) * 2, r(7)
+
+    class STE(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, t):
+            return torch.floor(t + 0.5)
+
+        @staticmethod
+        def backward(ctx, g):
+            return g
+    tx = T(x.copy(), requires_grad=True)
+    (STE.apply(tx) * T(w)).sum().backward()
+    ste = "ste = custom_vjp(fn(x) [floor(x + 0.5), nil], fn(s, g) [g])\n"
+    b.case("custom_vjp_straight_through", ste + f"list(ste({b.inp(x)}), grad(fn(x) sum(ste(x) * {b.inp(w)}))({b.inp(x)}))",
+           [torch.floor(T(x) + 0.5), tx.grad], rtol=1e-12, atol=0)
+    sp = "sp = custom_vjp(fn(x) { e = exp(x); [log1p(e), e] }, fn(e, g) g * e / (1 + e))\n"
+    tx = T(x.copy(), requires_grad=True)
+    (torch.nn.functional.softplus(tx) * T(w)).sum().backward()
+    b.case("custom_vjp_own_gradient", sp + f"grad(fn(x) sum(sp(x) * {b.inp(w)}))({b.inp(x)})", tx.grad, rtol=1e-9, atol=1e-12)
+    b.case("custom_vjp_gradcheck", GRADCHECK_NBL + sp + f"gc = gradcheck(fn(x) sum(sp(x) * sp(x)), {b.inp(x)})\nmax(abs(gc[0] - gc[1])).item() < 1e-6", True)
+    a, c = r(3, 4), r(3, 4)
+    ta, tc = T(a.copy(), requires_grad=True), T(c.copy(), requires_grad=True)
+    (ta * tc * T(w[:4])).sum().backward()
+    b.case("custom_vjp_two_args_nil_grad",
+           "mul = custom_vjp(fn(a, b) [a * b, [a, b]], fn(s, g) [g * s[1], nil])\n"
+           f"a = clone({b.inp(a)}); a.requires_grad = true\nc = clone({b.inp(c)}); c.requires_grad = true\n"
+           f"backward(sum(mul(a, c) * {b.inp(w[:4])}))\nlist(a.grad, c.grad == nil)", [ta.grad, True], rtol=1e-12, atol=0)
+    b.error("custom_vjp_wrong_shape", f"bad = custom_vjp(fn(x) [x * 2, nil], fn(s, g) [ones(5, dtype=\"f64\")])\ngrad(fn(x) sum(bad(x)))({b.inp(x)})",
+            ["custom_vjp", "shape [5]", "[7]"])
+    b.error("custom_vjp_wrong_count", f"bad = custom_vjp(fn(x, y) [x * y, nil], fn(s, g) [g])\nbackward(sum(bad(requires_grad(clone({b.inp(x)})), 2.0)))",
+            ["custom_vjp", "1 gradients", "2 arguments"])
+    b.error("custom_vjp_fwd_shape", f"bad = custom_vjp(fn(x) x, fn(s, g) [g])\nbad({b.inp(x)})", ["fwd must return [out, saved]"])
+
+
 def main():
     b = Batch("habits")
+    custom_vjp_cases(b)
     dim_cases(b)
     group_cases(b)
     cnn_cases(b)
