@@ -684,10 +684,13 @@ static int b_cumsum(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   TENSOR_ARG(x, 0, "x"); DONE(nt_cumsum(x, (int)ax));
 }
 static int b_sdpa(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
-  (void)n; const char *fname = "scaled_dot_product_attention"; Tmp tp = {0}; double scale = NAN;
-  if (args[4].t != NB_TNIL && nbT_num_arg(vm, fname, "scale", args[4], &scale)) return NB_ERR;
+  (void)n; const char *fname = "scaled_dot_product_attention"; Tmp tp = {0}; double scale = NAN, dropout = 0;
+  if (args[5].t != NB_TNIL && nbT_num_arg(vm, fname, "scale", args[5], &scale)) return NB_ERR;
+  if (args[6].t != NB_TNIL && nbT_num_arg(vm, fname, "dropout", args[6], &dropout)) return NB_ERR;
   TENSOR_ARG(q, 0, "q"); TENSOR_ARG(k, 1, "k"); TENSOR_ARG(v, 2, "v");
-  DONE(nt_scaled_dot_product_attention(q, k, v, nb_truthy(args[3]), scale));
+  nt_Tensor *mask = NULL;
+  if (args[3].t != NB_TNIL && !(mask = nbT_arg(vm, &tp, fname, "mask", args[3]))) { nbT_tmp_free(&tp); return NB_ERR; }
+  DONE(nt_sdpa(q, k, v, mask, nb_truthy(args[4]), scale, dropout));
 }
 
 /* ------------------------------------------------------------ builtins: cuda
@@ -823,7 +826,7 @@ static nb_Builtin ops_builtins[] = {
   { "argsort", b_argsort, "x, axis=-1, descending=false", "argsort(x, axis=-1, descending=false): indices that sort x" },
   { "topk", b_topk, "x, k, axis=-1, largest=true", "topk(x, k, axis=-1, largest=true): [values, indices] of the k largest" },
   { "cumsum", b_cumsum, "x, axis=0", "cumsum(x, axis=0): running sum" },
-  { "scaled_dot_product_attention", b_sdpa, "q, k, v, causal=false, scale=nil", "scaled_dot_product_attention(q [..., T, d], k [..., S, d], v [..., S, dv], causal=false, scale=1/sqrt(d)): softmax(scale q k^T) v as one fused op (torch semantics; causal: query i sees keys j <= i); saves only the row logsumexp for backward" },
+  { "scaled_dot_product_attention", b_sdpa, "q, k, v, mask=nil, causal=false, scale=nil, dropout=0", "scaled_dot_product_attention(q [..., T, d], k [..., S, d], v [..., S, dv], mask=nil, causal=false, scale=1/sqrt(d), dropout=0): softmax(scale q k^T + mask) v as one fused op (torch semantics; mask: bool, true = attend, or float added to the scores, broadcast to [..., T, S]; causal: query i sees keys j <= i; dropout on the probabilities); saves only the row logsumexp for backward" },
   { NULL, NULL, NULL, NULL }
 };
 

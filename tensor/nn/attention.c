@@ -1,15 +1,19 @@
 /*
-** attention.c — scaled_dot_product_attention(q, k, v, causal, scale) as one op
-** (torch.nn.functional.scaled_dot_product_attention without mask/dropout).
+** attention.c — scaled_dot_product_attention(q, k, v, mask, causal, scale,
+** dropout) as one op (torch.nn.functional.scaled_dot_product_attention).
 **
 ** Math, per batch b (q [T, D], k [S, D], v [S, DV]; row i of q, key j):
-**   s_ij = scale q_i . k_j            (scale defaults to 1/sqrt(D))
+**   s_ij = scale q_i . k_j + M_ij     (scale defaults to 1/sqrt(D); M the
+**                                     additive mask, 0 without one; a bool
+**                                     mask is 0 where true, -inf where false)
 **   causal: query i sees keys j <= i (top-left aligned, torch's tril(ones(T, S)))
 **   L_i  = log sum_{j seen} exp(s_ij) p_ij = exp(s_ij - L_i) (0 for unseen j)
 **   O_i  = sum_j p_ij v_j
 ** Backward (recomputes P from the saved L instead of storing the T x S matrix):
 **   D_i = dO_i . O_i      dV = P^T dO      dP = dO V^T
 **   dS = P * (dP - D)     dQ = scale dS K   dK = scale dS^T Q
+** (M is a constant: a mask that requires grad, a mask on CUDA and dropout
+** take the composed path at the end of this file, plain differentiable ops.)
 **
 ** CPU kernel (f32/f64): the query rows of each batch matrix are cut into
 ** blocks of kRows; one block is two GEMMs (scores, then P V) around a row
@@ -37,12 +41,15 @@
 
 enum { kRows = 64 };   /* query rows per block: scratch is kRows x S per thread */
 
-typedef struct sdpa_geom { int64_t B, T, S, D, DV; bool causal; double scale; } sdpa_geom;
+typedef struct sdpa_geom { int64_t B, T, S, D, DV; bool causal; double scale; int64_t mask_b; } sdpa_geom;
 
 static sdpa_geom geom_of(const nt_KernelArgs *a) {
   const int64_t *g = a->iarg;
-  return (sdpa_geom){g[NT_SDPA_B], g[NT_SDPA_T], g[NT_SDPA_S], g[NT_SDPA_D], g[NT_SDPA_DV], g[NT_SDPA_CAUSAL] != 0, a->s[0]};
+  return (sdpa_geom){g[NT_SDPA_B], g[NT_SDPA_T], g[NT_SDPA_S], g[NT_SDPA_D], g[NT_SDPA_DV], g[NT_SDPA_CAUSAL] != 0, a->s[0],
+                     a->niarg > NT_SDPA_MASK ? g[NT_SDPA_MASK] : 0};
 }
+/* batch b's [T, S] additive mask (NULL: none); mask_b is 1 (shared) or B */
+#define MASK_OF(F, g, m, b) ((m) ? (const F *)(m) + ((g)->mask_b > 1 ? (b) : 0) * (g)->T * (g)->S : NULL)
 static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int ld(int64_t n) { return n > 1 ? (int)n : 1; }   /* BLAS wants ld >= 1 */
 /* keys seen by query row i (all S, or the first i+1 when causal) */
@@ -65,9 +72,14 @@ static inline int64_t keys_seen(const sdpa_geom *g, int64_t i) { return g->causa
       L[i0 + r] = (F)(m + log(sum));                                                              \
     }                                                                                             \
   }                                                                                               \
+  /* s [rows, n] += the mask's rows i0.. (its first n keys) */                                    \
+  static void add_mask_##F(const sdpa_geom *g, const F *mk, F *s, int64_t n, int64_t i0, int64_t rows) { \
+    for (int64_t r = 0; r < rows; r++)                                                            \
+      for (int64_t j = 0; j < n; j++) s[r * n + j] += mk[(i0 + r) * g->S + j];                    \
+  }                                                                                               \
   /* one block of query rows [i0, i0+rows) of one batch matrix */                                 \
-  static void fwd_block_##F(const sdpa_geom *g, const F *q, const F *k, const F *v, F *o, F *L,   \
-                            int64_t i0, int64_t rows, F *s) {                                     \
+  static void fwd_block_##F(const sdpa_geom *g, const F *q, const F *k, const F *v, const F *mk,  \
+                            F *o, F *L, int64_t i0, int64_t rows, F *s) {                         \
     int64_t n = g->causal ? min64(g->S, i0 + rows) : g->S;   /* keys any row here sees */         \
     if (n == 0) {                                                                                 \
       memset(o + i0 * g->DV, 0, sizeof(F) * (size_t)(rows * g->DV));                               \
@@ -76,12 +88,13 @@ static inline int64_t keys_seen(const sdpa_geom *g, int64_t i) { return g->causa
     }                                                                                             \
     GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)n, (int)g->D, (F)g->scale,      \
          q + i0 * g->D, ld(g->D), k, ld(g->D), 0, s, ld(n));                                      \
+    if (mk) add_mask_##F(g, mk, s, n, i0, rows);                                                  \
     softmax_rows_##F(g, s, n, i0, rows, L);                                                       \
     if (g->DV)                                                                                    \
       GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)g->DV, (int)n, 1, s, ld(n), \
            v, ld(g->DV), 0, o + i0 * g->DV, ld(g->DV));                                           \
   }                                                                                               \
-  static int fwd_##F(const sdpa_geom *g, const F *q, const F *k, const F *v, F *o, F *L) {        \
+  static int fwd_##F(const sdpa_geom *g, const F *q, const F *k, const F *v, const void *m, F *o, F *L) { \
     int64_t nblk = (g->T + kRows - 1) / kRows, tasks = g->B * nblk;                               \
     int64_t sn = min64(kRows, g->T) * (g->S > 0 ? g->S : 1);                                      \
     int failed = 0;                                                                               \
@@ -97,7 +110,8 @@ static inline int64_t keys_seen(const sdpa_geom *g, int64_t i) { return g->causa
         if (!s) continue;                                                                         \
         int64_t b = t / nblk, i0 = (t % nblk) * kRows;                                            \
         fwd_block_##F(g, q + b * g->T * g->D, k + b * g->S * g->D, v + b * g->S * g->DV,          \
-                      o + b * g->T * g->DV, L + b * g->T, i0, min64(kRows, g->T - i0), s);        \
+                      MASK_OF(F, g, m, b), o + b * g->T * g->DV, L + b * g->T, i0,                \
+                      min64(kRows, g->T - i0), s);                                                \
       }                                                                                           \
       free(s);                                                                                    \
     }                                                                                             \
@@ -105,8 +119,8 @@ static inline int64_t keys_seen(const sdpa_geom *g, int64_t i) { return g->causa
     return 0;                                                                                     \
   }                                                                                               \
   /* one batch matrix; dk, dv are accumulated (zeroed here), dq written per block */               \
-  static void bwd_one_##F(const sdpa_geom *g, const F *q, const F *k, const F *v, const F *o,     \
-                          const F *L, const F *dout, F *dq, F *dk, F *dv, F *p, F *dp) {          \
+  static void bwd_one_##F(const sdpa_geom *g, const F *q, const F *k, const F *v, const F *mk,    \
+                          const F *o, const F *L, const F *dout, F *dq, F *dk, F *dv, F *p, F *dp) { \
     int64_t D = g->D, DV = g->DV;                                                                 \
     memset(dk, 0, sizeof(F) * (size_t)(g->S * D));                                                \
     memset(dv, 0, sizeof(F) * (size_t)(g->S * DV));                                               \
@@ -117,6 +131,7 @@ static inline int64_t keys_seen(const sdpa_geom *g, int64_t i) { return g->causa
       /* P = exp(scale q k^F - L), unseen keys 0 */                                               \
       GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)n, (int)D, (F)g->scale, qb,   \
            ld(D), k, ld(D), 0, p, ld(n));                                                         \
+      if (mk) add_mask_##F(g, mk, p, n, i0, rows);                                                \
       for (int64_t r = 0; r < rows; r++) {                                                        \
         int64_t ni = min64(keys_seen(g, i0 + r), n);                                              \
         F *row = p + r * n, Li = L[i0 + r];                                                       \
@@ -162,7 +177,7 @@ static inline int64_t keys_seen(const sdpa_geom *g, int64_t i) { return g->causa
       for (int64_t b = 0; b < g->B; b++) {                                                        \
         if (!p || !dp) continue;                                                                  \
         bwd_one_##F(g, q + b * g->T * g->D, k + b * g->S * g->D, v + b * g->S * g->DV,            \
-                    o + b * g->T * g->DV, L + b * g->T, dout + b * g->T * g->DV,                  \
+                    MASK_OF(F, g, a->mask ? nt_base(a->mask) : NULL, b), o + b * g->T * g->DV, L + b * g->T, dout + b * g->T * g->DV,                  \
                     dq + b * g->T * g->D, dk + b * g->S * g->D, dv + b * g->S * g->DV, p, dp);    \
       }                                                                                           \
       free(p); free(dp);                                                                          \
@@ -183,16 +198,17 @@ static int k_sdpa(const nt_KernelArgs *a) {
   }
 #define P_(T, i) ((const T *)nt_base(a->in[i]))
   if (a->out->dtype == NT_F32)
-    return fwd_float(&g, P_(float, 0), P_(float, 1), P_(float, 2), (float *)nt_base(a->out), (float *)nt_base(a->in[3]));
+    return fwd_float(&g, P_(float, 0), P_(float, 1), P_(float, 2), g.mask_b ? nt_base((nt_Tensor *)a->extra) : NULL, (float *)nt_base(a->out), (float *)nt_base(a->in[3]));
   if (a->out->dtype == NT_F64)
-    return fwd_double(&g, P_(double, 0), P_(double, 1), P_(double, 2), (double *)nt_base(a->out), (double *)nt_base(a->in[3]));
+    return fwd_double(&g, P_(double, 0), P_(double, 1), P_(double, 2), g.mask_b ? nt_base((nt_Tensor *)a->extra) : NULL, (double *)nt_base(a->out), (double *)nt_base(a->in[3]));
 #undef P_
   NT_FAIL("scaled_dot_product_attention: unsupported dtype %s on cpu", nt_dtype_name(a->out->dtype));
 }
 
 /* ---- autograd ------------------------------------------------------------------ */
 static int sdpa_backward(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin) {
-  nt_SdpaGrads gr = {.q = nd->in[0], .k = nd->in[1], .v = nd->in[2], .o = nd->saved[0], .lse = nd->saved[1]};
+  nt_SdpaGrads gr = {.q = nd->in[0], .k = nd->in[1], .v = nd->in[2], .o = nd->saved[0], .lse = nd->saved[1],
+                     .mask = nd->nsaved > 2 ? nd->saved[2] : NULL};
   nt_Tensor *gc = nt_to_dtype(gout, gr.q->dtype);
   gr.dout = gc ? nt_contiguous(gc) : NULL;
   nt_release(gc);
@@ -231,12 +247,85 @@ static nt_Tensor *to_bmat(nt_Tensor *t, nt_DType dt, const int64_t *batch, int n
   return out;
 }
 
-nt_Tensor *nt_scaled_dot_product_attention(nt_Tensor *q0, nt_Tensor *k0, nt_Tensor *v0, bool causal, double scale) {
+/* A mask as an additive one in dt: a bool mask is 0 where true (attend),
+** -inf where false; a float mask is added as it is (torch's attn_mask). */
+static nt_Tensor *mask_additive(nt_Tensor *m, nt_DType dt) {
+  if (m->dtype != NT_BOOL) return nt_to_dtype(m, dt);
+  nt_Tensor *z = nt_zeros(NULL, 0, dt, m->device), *ninf = nt_full(NULL, 0, -INFINITY, dt, m->device);
+  nt_Tensor *r = z && ninf ? nt_where(m, z, ninf) : NULL;
+  nt_release(z); nt_release(ninf);
+  return r;
+}
+
+/* mask [..., T, S] (broadcast to batch + [T, S]) as the kernel's contiguous
+** additive [mask_b, T, S]: mask_b = 1 when it is the same for every batch
+** matrix (nothing is copied B times), else B */
+static nt_Tensor *mask_bmat(const char *op, nt_Tensor *m, nt_DType dt, const int64_t *batch, int nb, int64_t B,
+                            int64_t T, int64_t S, int64_t *mask_b) {
+  int64_t full[NT_MAXDIM], bs[NT_MAXDIM];
+  int nf;
+  memcpy(full, batch, sizeof(int64_t) * (size_t)nb);
+  full[nb] = T; full[nb + 1] = S;
+  char a[128], b[128];
+  if (m->ndim > nb + 2 || nt_broadcast_shapes(op, m->shape, m->ndim, full, nb + 2, bs, &nf) || nf != nb + 2 ||
+      memcmp(bs, full, sizeof(int64_t) * (size_t)nf)) {
+    nt_error_set("%s: the mask %s does not broadcast to the attention scores' shape %s", op,
+                 nt_shape_str(m->shape, m->ndim, a, sizeof a), nt_shape_str(full, nb + 2, b, sizeof b));
+    return NULL;
+  }
+  int64_t mb = 1;
+  for (int i = 0; i + 2 < m->ndim; i++) mb *= m->shape[i];
+  *mask_b = mb == 1 ? 1 : B;
+  nt_Tensor *add = mask_additive(m, dt), *r = NULL;
+  if (!add) return NULL;
+  if (*mask_b == 1) {
+    int64_t ts[2] = { m->ndim >= 2 ? m->shape[m->ndim - 2] : 1, m->ndim >= 1 ? m->shape[m->ndim - 1] : 1 };
+    int64_t one[3] = {1, T, S};
+    nt_Tensor *t2 = nt_reshape(add, ts, 2), *e = t2 ? nt_expand(t2, one + 1, 2) : NULL, *e3 = e ? nt_reshape(e, one, 3) : NULL;
+    r = e3 ? nt_contiguous(e3) : NULL;
+    nt_release(t2); nt_release(e); nt_release(e3);
+  } else {
+    int64_t s3[3] = {B, T, S};
+    nt_Tensor *e = nt_expand(add, full, nb + 2), *e3 = e ? nt_reshape(e, s3, 3) : NULL;
+    r = e3 ? nt_contiguous(e3) : NULL;
+    nt_release(e); nt_release(e3);
+  }
+  nt_release(add);
+  return r;
+}
+
+/* softmax(scale q k^T + mask) v with dropout on the probabilities, as plain
+** differentiable ops (torch's math path): for dropout, for a mask that
+** requires grad, and for a mask on CUDA, whose fused kernels take none. */
+static nt_Tensor *sdpa_composed(nt_Tensor *q, nt_Tensor *k, nt_Tensor *v, nt_Tensor *mask, bool causal, double scale, double dropout) {
+  int64_t D = q->shape[q->ndim - 1], T = q->shape[q->ndim - 2], S = k->shape[k->ndim - 2];
+  if (scale != scale) scale = 1 / sqrt((double)D);
+  nt_Tensor *kt = nt_transpose(k, k->ndim - 2, k->ndim - 1), *qk = kt ? nt_matmul(q, kt) : NULL;
+  nt_Tensor *s = qk ? nt_binary_scalar_ex(NT_OP_MUL, qk, scale, NT_SCALAR_FLOAT) : NULL;
+  nt_release(kt); nt_release(qk);
+  if (s && causal) {
+    nt_Tensor *ones = nt_full((int64_t[]){T, S}, 2, 1, NT_BOOL, s->device), *tri = ones ? nt_tril(ones, 0) : NULL;
+    nt_Tensor *ninf = nt_full(NULL, 0, -INFINITY, s->dtype, s->device), *w = tri && ninf ? nt_where(tri, s, ninf) : NULL;
+    nt_release(ones); nt_release(tri); nt_release(ninf); nt_release(s);
+    s = w;
+  }
+  if (s && mask) {
+    nt_Tensor *add = mask_additive(mask, s->dtype), *w = add ? nt_add(s, add) : NULL;
+    nt_release(add); nt_release(s);
+    s = w;
+  }
+  nt_Tensor *p = s ? nt_softmax(s, -1) : NULL;
+  nt_release(s);
+  if (p && dropout > 0) { nt_Tensor *d = nt_dropout(p, dropout, true); nt_release(p); p = d; }
+  nt_Tensor *o = p ? nt_matmul(p, v) : NULL;
+  nt_release(p);
+  return o;
+}
+
+/* the fused op; mask0: an additive or bool mask the CPU kernel applies, or NULL */
+static nt_Tensor *sdpa_fused(nt_Tensor *q0, nt_Tensor *k0, nt_Tensor *v0, nt_Tensor *mask0, bool causal, double scale) {
   const char *op = "scaled_dot_product_attention";
   char sq[128], sk[128], sv[128];
-  nt_nn_init();
-  /* autocast: runs in the low dtype, like matmul (torch's lower-precision list) */
-  NT_AUTOCAST(NT_AUTOCAST_LOW, nt_scaled_dot_product_attention(ac_[0], ac_[1], ac_[2], causal, scale), q0, k0, v0);
   nt_Tensor *in0[3] = {q0, k0, v0};
   if (nt_check_same_device(op, 3, in0)) return NULL;
   for (int i = 0; i < 3; i++)
@@ -274,13 +363,15 @@ nt_Tensor *nt_scaled_dot_product_attention(nt_Tensor *q0, nt_Tensor *k0, nt_Tens
   nt_DType dt = q0->device == NT_CPU && (q0->dtype == NT_F16 || q0->dtype == NT_BF16) ? NT_F32 : q0->dtype;
   nt_Tensor *q = to_bmat(q0, dt, batch, nb, B), *k = q ? to_bmat(k0, dt, batch, nb, B) : NULL;
   nt_Tensor *v = k ? to_bmat(v0, dt, batch, nb, B) : NULL;
-  nt_Tensor *o = NULL, *lse = NULL;
+  nt_Tensor *o = NULL, *lse = NULL, *mask = NULL;
   if (!v) goto done;
+  int64_t mask_b = 0;
+  if (mask0 && !(mask = mask_bmat(op, mask0, dt, batch, nb, B, T, S, &mask_b))) goto fail;
   o = nt_empty((int64_t[]){B, T, DV}, 3, dt, q->device);
   lse = nt_empty((int64_t[]){B, T}, 2, dt == NT_F64 ? NT_F64 : NT_F32, q->device);
   if (!o || !lse) goto fail;
-  nt_KernelArgs ka = {.op = nn_ops.sdpa, .out = o, .in = {q, k, v, lse}, .nin = 4, .s = {scale},
-                      .iarg = {B, T, S, D, DV, causal}, .niarg = NT_SDPA_NIARG};
+  nt_KernelArgs ka = {.op = nn_ops.sdpa, .out = o, .in = {q, k, v, lse}, .nin = 4, .extra = mask, .s = {scale},
+                      .iarg = {B, T, S, D, DV, causal, mask_b}, .niarg = NT_SDPA_NIARG};
   if (B * T > 0 && nt_dispatch(ka.op, q->device, &ka)) goto fail;
   nt_Node *nd;
   o = nn_finish(o, "ScaledDotProductAttentionBackward", sdpa_backward, 3, (nt_Tensor *[]){q, k, v}, &nd);
@@ -288,7 +379,7 @@ nt_Tensor *nt_scaled_dot_product_attention(nt_Tensor *q0, nt_Tensor *k0, nt_Tens
     memcpy(nd->iarg, ka.iarg, NT_SDPA_NIARG * sizeof(int64_t));
     nd->niarg = NT_SDPA_NIARG;
     nd->s[0] = scale;
-    if (nt_node_save(nd, o) < 0 || nt_node_save(nd, lse) < 0) goto fail;
+    if (nt_node_save(nd, o) < 0 || nt_node_save(nd, lse) < 0 || (mask && nt_node_save(nd, mask) < 0)) goto fail;
   }
   if (o) {   /* [B, T, DV] -> batch + [T, DV] (a view; differentiable) */
     batch[nb] = T; batch[nb + 1] = DV;
@@ -300,8 +391,33 @@ nt_Tensor *nt_scaled_dot_product_attention(nt_Tensor *q0, nt_Tensor *k0, nt_Tens
 fail:
   nt_release(o); o = NULL;
 done:
-  nt_release(q); nt_release(k); nt_release(v); nt_release(lse);
+  nt_release(q); nt_release(k); nt_release(v); nt_release(lse); nt_release(mask);
   return nn_cast_back(o, q0->dtype);
+}
+
+
+nt_Tensor *nt_sdpa(nt_Tensor *q, nt_Tensor *k, nt_Tensor *v, nt_Tensor *mask, bool causal, double scale, double dropout) {
+  const char *op = "scaled_dot_product_attention";
+  nt_nn_init();
+  if (mask && causal) NT_FAIL_NULL("%s: give either a mask or causal=true, not both (as torch)", op);
+  if (!(dropout >= 0 && dropout < 1)) NT_FAIL_NULL("%s: dropout must be in [0, 1), got %g", op, dropout);
+  if (mask && mask->dtype != NT_BOOL && !nt_dtype_is_float(mask->dtype))
+    NT_FAIL_NULL("%s: the mask must be bool (true = attend) or floating (added to the scores), got %s", op, nt_dtype_name(mask->dtype));
+  if (mask && mask->device != q->device)
+    NT_FAIL_NULL("%s: expected all tensors on the same device, got %s and %s", op, nt_device_name(q->device), nt_device_name(mask->device));
+  if (dropout > 0 || (mask && (mask->requires_grad || q->device != NT_CPU))) {
+    nt_Tensor *in0[3] = {q, k, v};
+    if (nt_check_same_device(op, 3, in0)) return NULL;
+    NT_AUTOCAST(NT_AUTOCAST_LOW, sdpa_composed(ac_[0], ac_[1], ac_[2], mask, causal, scale, dropout), q, k, v);
+    return sdpa_composed(q, k, v, mask, causal, scale, dropout);
+  }
+  /* autocast: runs in the low dtype, like matmul (torch's lower-precision list) */
+  NT_AUTOCAST(NT_AUTOCAST_LOW, sdpa_fused(ac_[0], ac_[1], ac_[2], mask, causal, scale), q, k, v);
+  return sdpa_fused(q, k, v, mask, causal, scale);
+}
+
+nt_Tensor *nt_scaled_dot_product_attention(nt_Tensor *q, nt_Tensor *k, nt_Tensor *v, bool causal, double scale) {
+  return nt_sdpa(q, k, v, NULL, causal, scale, 0);
 }
 
 void nn_register_attention(void) {

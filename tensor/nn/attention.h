@@ -16,6 +16,11 @@
 **            out = NULL, nin = 0, extra = nt_SdpaGrads * (all contiguous, dq/dk/dv
 **            fresh with q/k/v's shape and dtype; every one is written).
 **   both:    iarg[NT_SDPA_*] geometry, s[0] = scale.
+**   mask:    iarg[NT_SDPA_MASK] = 0 (none), 1 (one [T, S] for every batch
+**            matrix) or B; then extra (forward) / nt_SdpaGrads.mask is the
+**            contiguous ADDITIVE mask [mask_b, T, S] of the storage dtype.
+**            Only the CPU kernel takes a mask: the front end never sends one
+**            to CUDA (it composes public ops there instead).
 ** Causal (top-left aligned, as torch): query i sees keys j <= i.
 */
 #ifndef NT_NN_ATTENTION_H
@@ -23,10 +28,11 @@
 
 #include "tensor/tensor.h"
 
-enum { NT_SDPA_B, NT_SDPA_T, NT_SDPA_S, NT_SDPA_D, NT_SDPA_DV, NT_SDPA_CAUSAL, NT_SDPA_NIARG };
+enum { NT_SDPA_B, NT_SDPA_T, NT_SDPA_S, NT_SDPA_D, NT_SDPA_DV, NT_SDPA_CAUSAL, NT_SDPA_MASK, NT_SDPA_NIARG };
 
 typedef struct nt_SdpaGrads {
   nt_Tensor *q, *k, *v, *o, *lse;   /* forward inputs, output and saved logsumexp */
+  nt_Tensor *mask;                  /* the additive mask, or NULL */
   nt_Tensor *dout;                  /* gradient of O, [B, T, DV], storage dtype */
   nt_Tensor *dq, *dk, *dv;          /* results */
 } nt_SdpaGrads;

@@ -89,6 +89,10 @@ nt_Tensor *nt_cumsum(nt_Tensor *x, int axis);
 ** scale NAN = 1/sqrt(d); causal: query i sees keys j <= i (top-left aligned).
 ** One fused op: saves the row logsumexp, not the T x S matrix (attention.c). */
 nt_Tensor *nt_scaled_dot_product_attention(nt_Tensor *q, nt_Tensor *k, nt_Tensor *v, bool causal, double scale);
+/* the same with torch's attn_mask (bool: true = attend; float: added to the
+** scores; broadcast to [..., T, S]; NULL for none; not with causal) and
+** dropout_p on the probabilities */
+nt_Tensor *nt_sdpa(nt_Tensor *q, nt_Tensor *k, nt_Tensor *v, nt_Tensor *mask, bool causal, double scale, double dropout);
 
 /* Registers the nn kernels (called lazily by every op; idempotent, thread-safe). */
 void nt_nn_init(void);

@@ -223,8 +223,64 @@ def errors():
     b.run()
 
 
+def masks():
+    """attn_mask as torch: bool (true = attend) or float (added to the scores),
+    broadcast over batch and heads; values and gradients (q, k, v, and a float
+    mask that requires grad) vs torch's math; dropout wired through the same
+    RNG as dropout(); the errors."""
+    b = Batch("attention_mask")
+    q_s, k_s, v_s = (2, 3, 70, 8), (2, 3, 90, 8), (2, 3, 90, 6)   # > 64 query rows: several CPU row blocks
+    for mname, mshape in (("TS", (70, 90)), ("B1TS", (2, 1, 70, 90)), ("BHTS", (2, 3, 70, 90)), ("S", (90,))):
+        for kind in ("bool", "float"):
+            q, k, v = rnd(q_s), rnd(k_s), rnd(v_s)
+            if kind == "bool":
+                m = rng.random(mshape) > 0.4
+                m[..., 0] = True   # no row fully masked
+                tm = torch.from_numpy(m)
+                add = torch.zeros(mshape, dtype=torch.float64).masked_fill(~tm, float("-inf"))
+            else:
+                m = rng.standard_normal(mshape)
+                add = torch.from_numpy(m)
+            tq, tk, tv = (T(a, requires_grad=True) for a in (q, k, v))
+            out = torch.softmax(tq @ tk.transpose(-2, -1) / math.sqrt(8) + add, -1) @ tv
+            W = rng.standard_normal(tuple(out.shape))
+            (out * T(W)).sum().backward()
+            me = b.inp(m)
+            b.case(f"mask_{kind}_{mname}_value", f"{OP}({b.inp(q)}, {b.inp(k)}, {b.inp(v)}, mask={me})", out.detach(), **FWD_TOL["f64"])
+            b.case(f"mask_{kind}_{mname}_grads",
+                   f"grad(fn(q, k, v) sum({OP}(q, k, v, mask={me}) * {b.inp(W)}), argnums=list(0, 1, 2))({b.inp(q)}, {b.inp(k)}, {b.inp(v)})",
+                   [tq.grad, tk.grad, tv.grad], **GRAD_TOL["f64"])
+    # f32 through the fused kernel
+    q, k, v, m = rnd((2, 5, 4)), rnd((2, 7, 4)), rnd((2, 7, 4)), rng.standard_normal((5, 7))
+    (qe, qt), (ke, kt), (ve, vt) = (nb_input(b, a, "f32") for a in (q, k, v))
+    me, mt = nb_input(b, m, "f32")
+    b.case("mask_float_f32", f"{OP}({qe}, {ke}, {ve}, mask={me})", torch.softmax(qt @ kt.transpose(-2, -1) / 2 + mt, -1).mul(1).matmul(vt).float(),
+           **FWD_TOL["f32"])
+    # a float mask that requires grad gets its gradient (the composed path)
+    q, k, v, m = rnd((2, 5, 4)), rnd((2, 6, 4)), rnd((2, 6, 3)), rng.standard_normal((5, 6))
+    tq, tk, tv, tm = (T(a, requires_grad=True) for a in (q, k, v, m))
+    out = torch.softmax(tq @ tk.transpose(-2, -1) / 2 + tm, -1) @ tv
+    W = rng.standard_normal(tuple(out.shape))
+    (out * T(W)).sum().backward()
+    b.case("mask_requires_grad",
+           f"grad(fn(q, k, v, m) sum({OP}(q, k, v, mask=m) * {b.inp(W)}), argnums=list(0, 1, 2, 3))({b.inp(q)}, {b.inp(k)}, {b.inp(v)}, {b.inp(m)})",
+           [tq.grad, tk.grad, tv.grad, tm.grad], **GRAD_TOL["f64"])
+    # dropout: the probabilities through dropout() with the same random stream
+    qe, ke, ve = b.inp(q), b.inp(k), b.inp(v)
+    b.case("dropout_same_stream",
+           f"seed(11)\na = {OP}({qe}, {ke}, {ve}, dropout=0.4)\nseed(11)\n"
+           f"e = dropout(softmax({qe} @ transpose({ke}, -2, -1) * 0.5, -1), 0.4, true) @ {ve}\nmax(abs(a - e)).item()", 0.0, atol=1e-15, dtype=False)
+    b.case("dropout_zero_is_fused", f"max(abs({OP}({qe}, {ke}, {ve}, dropout=0) - {OP}({qe}, {ke}, {ve}))).item()", 0.0, atol=0, dtype=False)
+    b.error("mask_and_causal", f"{OP}({qe}, {ke}, {ve}, mask={b.inp(m)}, causal=true)", [OP, "mask", "causal", "not both"])
+    b.error("mask_shape", f"{OP}({qe}, {ke}, {ve}, mask=ones(4, 6))", [OP, "mask", "[4, 6]", "does not broadcast", "[2, 5, 6]"])
+    b.error("mask_int", f"{OP}({qe}, {ke}, {ve}, mask=ones(5, 6, dtype=\"i64\"))", [OP, "mask", "bool", "i64"])
+    b.error("dropout_range", f"{OP}({qe}, {ke}, {ve}, dropout=1.5)", [OP, "dropout", "[0, 1)"])
+    b.run()
+
+
 if __name__ == "__main__":
     reference_is_torch()
+    masks()
     full_precision()
     half_precision()
     self_attention()
