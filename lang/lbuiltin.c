@@ -656,6 +656,7 @@ int nbB_doc_value(nb_VM *vm, nb_Value f, nb_Value *out) {
     nbB_printf(&b, "%s(", nbP_proto_name(p));
     for (int i = 0; i < p->nparams; i++) {
       if (i) nbB_puts(&b, ", ");
+      if (p->variadic && i == p->nparams - 1) nbB_putc(&b, '*');
       nbB_puts(&b, p->params[i]->data);
       if (p->defaults[i]) { nbB_putc(&b, '='); nbB_add(&b, p->chunk->src + p->defaults[i]->pos, p->defaults[i]->end - p->defaults[i]->pos); }
     }

@@ -157,7 +157,8 @@ static int call_func(nb_VM *vm, nb_Frame *caller, const nb_Node *site, nb_Func *
     vm->sp = base;
     return nb_error_kind(vm, "RecursionError", "stack overflow (calls nested more than %d deep)", vm->depth);
   }
-  if (npos > p->nparams) {
+  int fixed = p->nparams - p->variadic;   /* parameters before *rest */
+  if (npos > fixed && !p->variadic) {
     for (int i = 0; i < nargs; i++) nb_decref(base[i]);
     vm->sp = base;
     return nb_error_kind(vm, "TypeError", "%s() takes %d argument%s but %d %s given", nbP_proto_name(p), p->nparams, p->nparams == 1 ? "" : "s", npos, npos == 1 ? "was" : "were");
@@ -167,12 +168,19 @@ static int call_func(nb_VM *vm, nb_Frame *caller, const nb_Node *site, nb_Func *
     if (nkw > 16) { for (int i = 0; i < nargs; i++) nb_decref(base[i]); vm->sp = base; return nb_error(vm, "too many keyword arguments"); }
     memcpy(kwv, base + npos, sizeof(nb_Value) * (size_t)nkw);
   }
+
   for (int i = npos; i < need; i++) base[i] = nb_undef();
+  if (p->variadic) {   /* the positional arguments past the fixed ones become the *rest list */
+    int extra = npos > fixed ? npos - fixed : 0;
+    nb_List *rest = nbL_new(extra);
+    for (int i = 0; i < extra; i++) { nbL_push(rest, base[fixed + i]); base[fixed + i] = nb_undef(); }   /* moved */
+    base[fixed] = nb_obj(NB_TLIST, rest);
+  }
   vm->sp = base + need;
   nb_Frame nf = { base, p->chunk, fn, fn->mod, site, caller };
   for (int k = 0; k < nkw; k++) {
     int j = -1;
-    for (int i = 0; i < p->nparams; i++) if (p->params[i] == kw[k]) { j = i; break; }
+    for (int i = 0; i < fixed; i++) if (p->params[i] == kw[k]) { j = i; break; }
     if (j < 0 || base[j].t != NB_TUNDEF) {
       if (j < 0) nb_error_kind(vm, "TypeError", "%s() got an unexpected keyword argument '%s'", nbP_proto_name(p), kw[k]->data);
       else nb_error_kind(vm, "TypeError", "%s() got multiple values for argument '%s'", nbP_proto_name(p), kw[k]->data);
@@ -258,20 +266,69 @@ int nbV_call(nb_VM *vm, nb_Value fn, nb_Value *args, int nargs, nb_Value *out) {
 }
 
 /* evaluates call arguments onto the stack */
-static int push_args(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *base) {
+/* *v (a range or a tensor) as the list of what `for` would visit: numbers,
+** or a tensor's items along its first axis; consumes *v */
+static int spread_list(nb_VM *vm, nb_Value *v) {
+  nb_Value seq = *v;
+  *v = nb_nil();
+  if (seq.t == NB_TRANGE) {
+    nb_Range *r = seq.u.p;
+    double len = nbG_range_len(r);
+    if (len > 1e7) { nb_decref(seq); return nb_error_kind(vm, "ValueError", "*range: %.0f arguments are too many to spread", len); }
+    nb_List *l = nbL_new((int)len);
+    for (double k = 0; k < len; k++) nbL_push(l, nb_numk(r->start + k * r->step, r->kind));
+    nb_decref(seq);
+    *v = nb_obj(NB_TLIST, l);
+    return NB_OK;
+  }
+  if (seq.t == NB_TTENSOR) {
+    double len;
+    if (nbT_len(vm, seq, &len)) { nb_decref(seq); return NB_ERR; }
+    nb_List *l = nbL_new((int)len);
+    for (long k = 0; k < (long)len; k++) {
+      nb_Value kv = nb_int((double)k), item;
+      if (nbT_index(vm, seq, &kv, 1, &item)) { nb_decref(nb_obj(NB_TLIST, l)); nb_decref(seq); return NB_ERR; }
+      nbL_push(l, item);
+    }
+    nb_decref(seq);
+    *v = nb_obj(NB_TLIST, l);
+    return NB_OK;
+  }
+  nb_error_kind(vm, "TypeError", "*%s: only a list, a range or a tensor can be spread into a call's arguments", nb_typename(seq));
+  nb_decref(seq);
+  return NB_ERR;
+}
+
+/* Pushes a call's arguments; *npos gets the number of positional ones,
+** which a spread argument f(*xs) makes known only now. */
+static int push_args(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *base, int *npos) {
+  *npos = n->npos;
   for (int i = 0; i < n->nkids; i++) {
     if (vm->sp >= vm->stack_end) {
       nb_error_kind(vm, "RecursionError", "stack overflow");
-      for (nb_Value *p = base; p < vm->sp; p++) nb_decref(*p);
-      vm->sp = base;
-      return fail(vm, f, n);
+      goto fail;
     }
     nb_Value v;
-    int st = eval_leaf(vm, f, n->kids[i], &v);
+    nb_Node *k = n->kids[i];
+    int st = eval_leaf(vm, f, k->kind == N_SPREAD ? k->a : k, &v);
     if (st) { for (nb_Value *p = base; p < vm->sp; p++) nb_decref(*p); vm->sp = base; return st; }
-    *vm->sp++ = v;
+    if (k->kind != N_SPREAD) { *vm->sp++ = v; continue; }
+    if (v.t != NB_TLIST && spread_list(vm, &v)) {
+      for (nb_Value *p = base; p < vm->sp; p++) nb_decref(*p);
+      vm->sp = base;
+      return fail(vm, f, k);
+    }
+    nb_List *l = nb_list(v);
+    if (vm->stack_end - vm->sp < l->n + 1) { nb_decref(v); nb_error_kind(vm, "RecursionError", "stack overflow (spreading %d arguments)", l->n); goto fail; }
+    for (int j = 0; j < l->n; j++) { nb_incref(l->items[j]); *vm->sp++ = l->items[j]; }
+    *npos += l->n - 1;
+    nb_decref(v);
   }
   return NB_OK;
+fail:
+  for (nb_Value *p = base; p < vm->sp; p++) nb_decref(*p);
+  vm->sp = base;
+  return fail(vm, f, n);
 }
 
 static int eval_call(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out) {
@@ -280,9 +337,10 @@ static int eval_call(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out) {
   else TRY(eval(vm, f, n->a, &callee));
   if (__builtin_expect(vm->poll, 0) && poll_vm(vm)) { nb_decref(callee); return fail(vm, f, n); }
   nb_Value *base = vm->sp;
-  int st = push_args(vm, f, n, base);
+  int npos;
+  int st = push_args(vm, f, n, base, &npos);
   if (st) { nb_decref(callee); return st; }
-  st = call_at(vm, f, n, callee, base, n->npos, n->names ? n->names + n->npos : NULL, n->nkids - n->npos, out);
+  st = call_at(vm, f, n, callee, base, npos, n->names ? n->names + n->npos : NULL, n->nkids - n->npos, out);
   nb_decref(callee);
   return st ? fail(vm, f, n) : NB_OK;
 }
@@ -309,9 +367,10 @@ static int eval_method(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out) {
   }
   nb_Value *base = vm->sp;
   if (self) *vm->sp++ = recv; else nb_decref(recv);
-  int st = push_args(vm, f, n, vm->sp);
+  int npos;
+  int st = push_args(vm, f, n, vm->sp, &npos);
   if (st) { if (self) { nb_decref(recv); vm->sp = base; } nb_decref(callee); return st; }
-  st = call_at(vm, f, n, callee, base, n->npos + self, n->names ? n->names + n->npos : NULL, n->nkids - n->npos, out);
+  st = call_at(vm, f, n, callee, base, npos + self, n->names ? n->names + n->npos : NULL, n->nkids - n->npos, out);
   nb_decref(callee);
   return st ? fail(vm, f, n) : NB_OK;
 }

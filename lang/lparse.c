@@ -371,7 +371,14 @@ static void call_args(Parser *p, nb_Node *call, NodeVec *args) {
       vec_push(args, expr(p), name); seen_kw = 1;
     } else {
       if (seen_kw) perr_at(p, p->cur, "positional argument after keyword argument");
-      vec_push(args, expr(p), NULL); call->npos++;
+      if (check(p, TK_STAR)) {   /* f(*xs): the list's items as positional arguments */
+        nb_Node *sp = node(p, N_SPREAD, p->cur);
+        advance(p);
+        sp->a = expr(p);
+        sp->end = sp->a->end;
+        vec_push(args, sp, NULL);
+      } else vec_push(args, expr(p), NULL);
+      call->npos++;
     }
     if (!accept(p, TK_COMMA)) break;
   }
@@ -619,11 +626,20 @@ static nb_Node *fn_form(Parser *p, nb_Token at, nb_Str *name) {
   expect(p, TK_LPAREN, name ? "after the function name" : "after 'fn'");
   NodeVec params = {0};
   while (!check(p, TK_RPAREN)) {
+    bool rest = accept(p, TK_STAR);   /* *name: the extra positional arguments, as a list */
     if (!check(p, TK_NAME)) { char b[64]; perr_at(p, p->cur, "expected a parameter name, found %s", describe(p, p->cur, b, sizeof b)); }
     nb_Token pt = p->cur;
     nb_Str *pname = tok_name(p, pt);
     for (int i = 0; i < params.n; i++) if (params.names[i] == pname) { perr_at(p, pt, "duplicate parameter '%s'", pname->data); }
     advance(p);
+    if (rest) {
+      if (check(p, TK_ASSIGN)) perr_at(p, p->cur, "'*%s' gathers the extra arguments and takes no default", pname->data);
+      if (!check(p, TK_RPAREN) && !(check(p, TK_COMMA) && p->nxt.kind == TK_RPAREN)) perr_at(p, p->cur, "'*%s' must be the last parameter", pname->data);
+      pr->variadic = true;
+      vec_push(&params, NULL, pname);
+      accept(p, TK_COMMA);
+      break;
+    }
     nb_Node *def = NULL;
     if (accept(p, TK_ASSIGN)) def = expr(p);
     else if (params.n && params.v[params.n - 1]) { perr_at(p, pt, "parameter '%s' without a default follows one with a default", pname->data); }

@@ -18,6 +18,7 @@ typedef enum {
   N_CALL, N_METHOD, N_INDEX, N_SLICE, N_FIELD,
   N_ASSIGN, N_FN, N_IF, N_WHILE, N_FOR, N_BLOCK,
   N_BREAK, N_CONTINUE, N_RETURN, N_TRY, N_IMPORT, N_GLOBAL, N_NOGRAD, N_AUTOCAST,
+  N_SPREAD,                     /* *xs among a call's arguments: a = the list */
 } nb_NodeKind;
 
 typedef enum { OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_MOD, OP_POW, OP_MATMUL,
@@ -65,6 +66,7 @@ struct nb_Proto {
   nb_Chunk *chunk;
   nb_Str *name, *doc;
   int nparams; nb_Str **params; nb_Node **defaults;   /* defaults[i] may be NULL */
+  bool variadic;                /* fn f(a, *rest): the last param gathers extra positional args in a list */
   int nlocals;
   nb_Str **localnames;          /* nlocals entries, for completion and debugging */
   int ncells; int32_t *cellslots;   /* locals that closures capture: hold an nb_Cell */

@@ -33,6 +33,7 @@ static void dump(nb_Buf *b, const nb_Node *n) {
   case N_OR: nbB_puts(b, "(or "); dump(b, n->a); nbB_putc(b, ' '); dump(b, n->b); nbB_putc(b, ')'); break;
   case N_RANGE: nbB_puts(b, "(.. "); dump(b, n->a); nbB_putc(b, ' '); dump(b, n->b); nbB_putc(b, ')'); break;
   case N_CALL: nbB_puts(b, "(call "); dump(b, n->a); kids(b, n, 0); nbB_putc(b, ')'); break;
+  case N_SPREAD: nbB_puts(b, "(spread "); dump(b, n->a); nbB_putc(b, ')'); break;
   case N_METHOD: nbB_puts(b, "(method "); dump(b, n->a); nbB_printf(b, " %s", n->str->data); kids(b, n, 0); nbB_putc(b, ')'); break;
   case N_INDEX: nbB_puts(b, "(index "); dump(b, n->a); kids(b, n, 0); nbB_putc(b, ')'); break;
   case N_SLICE: nbB_puts(b, "(slice "); dump(b, n->a); nbB_putc(b, ' '); dump(b, n->b); nbB_putc(b, ' '); dump(b, n->c); nbB_putc(b, ')'); break;
