@@ -205,7 +205,8 @@ TEST(gemm_plan_packs_what_cublas_cannot_read) {
 
 /* random shapes and layouts: whatever the plan, executing it equals matmul */
 TEST(gemm_plan_random_layouts) {
-  for (int trial = 0; trial < 300; trial++) {
+  int seen[3] = { 0, 0, 0 }, folded = 0;
+  for (int trial = 0; trial < 400; trial++) {
     Prob p;
     memset(&p, 0, sizeof p);
     p.nd = 2 + rand() % 3;
@@ -229,7 +230,11 @@ TEST(gemm_plan_random_layouts) {
     ncp_GemmPlan pl = ncp_gemm_plan(p.nd, p.shape, p.M, p.N, p.K, p.as, p.bs);
     if (pl.pack_a || pl.pack_b) continue;   /* packing makes a contiguous copy: planned again in the module */
     if (!check_plan(&p, pl.kind, 0, what)) return 0;
+    seen[pl.kind]++;
+    if (pl.kind == NCP_GEMM_ONE && batch_count(&p) > 1) folded++;
   }
+  EXPECT(seen[NCP_GEMM_ONE] && seen[NCP_GEMM_STRIDED] && seen[NCP_GEMM_LOOP] && folded,
+         "the random layouts did not reach every plan (one %d of which folded %d, strided %d, loop %d)", seen[0], folded, seen[1], seen[2]);
   return 1;
 }
 
