@@ -11,7 +11,9 @@
 //     large: > 1 MiB); freed blocks MERGE with free neighbours of the same segment;
 //   * blocks are stream-aware: a free block is reused only by requests on the
 //     stream it was last used on, so reuse is ordered after the previous
-//     user's kernels without events.  (The module has one stream today; the
+//     user's kernels without events.  (The module computes on one stream; NCCL's
+//     streams only read and write buffers whose release the compute stream is
+//     ordered after by an event, nccl.cu; the
 //     field keeps the invariant when more streams come.)
 // Out of memory: a failed cudaMalloc returns every fully-free cached segment
 // to the driver and retries once; then the request fails with

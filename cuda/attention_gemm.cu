@@ -166,7 +166,7 @@ int gemm(const char *op, bool ta, bool tb, int64_t M, int64_t N, int64_t K, doub
   CUBLAS(op, cublasGemmStridedBatchedEx(handle, ob, oa, (int)N, (int)M, (int)K, al, B, Blas<E>::io, (int)ldb, sB, A,
                                         Blas<E>::io, (int)lda, sA, be, C, ctype, (int)ldc, sC, (int)batch, comp,
                                         CUBLAS_GEMM_DEFAULT));
-  last_op = op;
+  LAUNCHED(op);   // records op; under NABLA_CUDA_SYNC=1 waits, so a fault names it
   return 0;
 }
 

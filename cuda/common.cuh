@@ -2,9 +2,10 @@
 //
 // The module never calls the core directly: everything goes through the
 // nt_HostApi table the loader (tensor/tdevice.c) passes to nabla_cuda_init,
-// kept in `ncu::host`.  All work is queued on ONE stream per process
-// (ncu::stream); the host only waits when it needs values (device→host copies,
-// nt_cuda_synchronize).
+// kept in `ncu::host`.  All compute is queued on ONE stream per process
+// (ncu::stream; NCCL collectives run on their communicators' own streams,
+// ordered against it with events: nccl.cu); the host only waits when it
+// needs values (device→host copies, nt_cuda_synchronize).
 //
 // Error handling rules for every source file:
 //   * every CUDA / cuBLAS call is checked: CU(call) / CUBLAS(call) set the

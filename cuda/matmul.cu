@@ -178,7 +178,7 @@ int k_matmul(const nt_KernelArgs *ka) {
       CUBLAS(cublasGemmEx(handle, ob, oa, (int)N, (int)M, (int)K, alpha, pb, ctype, (int)pl.b.ld,
                           pa, ctype, (int)pl.a.ld, beta, pc, ctype, (int)N, comp, CUBLAS_GEMM_DEFAULT));
     }
-  last_op = "matmul";
+  LAUNCHED("matmul");   // records the op; under NABLA_CUDA_SYNC=1 waits, so a cuBLAS fault names it
   return 0;
 }
 
@@ -227,7 +227,7 @@ int gemm_rowmajor(nt_DType dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K
     host->error_set("%s: cuBLAS error in gemm: %s (%d); last op launched: %s", opname, cublas_status_str(s), (int)s, last_op);
     return -1;
   }
-  last_op = opname;
+  LAUNCHED(opname);
   return 0;
 }
 

@@ -236,7 +236,7 @@ template <size_t... OP> static constexpr std::array<nt_Kernel, sizeof...(OP)> ke
 static constexpr std::array<nt_Kernel, NT_OP_TABLE_SIZE> entries = kernel_entries(std::make_index_sequence<NT_OP_TABLE_SIZE>());
 
 static void register_guarded(int op, nt_Device dev, int (*fn)(const struct nt_KernelArgs *)) {
-  if (op < 0 || op >= NT_OP_TABLE_SIZE || dev != NT_CUDA) { core_register_kernel(op, dev, fn); return; }
+  if (op < 0 || op >= NT_OP_TABLE_SIZE || dev != NT_CUDA || !fn) { core_register_kernel(op, dev, fn); return; }
   module_kernels[op] = fn;
   core_register_kernel(op, dev, entries[op]);
 }
