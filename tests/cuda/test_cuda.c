@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 #include <pthread.h>
+#include <sys/wait.h>
 
 #if defined(__has_include)
 #if __has_include("cuda/nt_cuda_paths.h")
@@ -1112,6 +1113,56 @@ TEST(allocator_oom_recovery) {
   return ok;
 }
 
+/* NABLA_CUDA_SYNC=1 waits for every launch: the out-of-range index makes the embedding
+** call itself fail, naming take (run in a child: the loader reads the variable once) */
+TEST(sync_mode_reports_at_the_faulting_op) {
+  int fd[2];
+  EXPECT(!pipe(fd), "pipe failed");
+  fflush(stdout);
+  pid_t pid = fork();
+  EXPECT(pid >= 0, "fork failed");
+  if (pid == 0) {
+    close(fd[0]);
+    setenv("NABLA_CUDA_SYNC", "1", 1);
+    char r[768], msg[1024] = "";
+    if (nt_cuda_available(r, sizeof r) != 1) snprintf(msg, sizeof msg, "unavailable in the child: %s", r);
+    else {
+      nt_Tensor *w = RND(NT_F32, -1, 1, 10, 4), *wg = gpu(w);
+      nt_Tensor *ix = nt_from_buffer((const double[]){ 1, 12, 3 }, NT_F64, SH(3), 1, NT_I64), *ixg = gpu(ix);
+      nt_Tensor *e = wg && ixg ? nt_embedding(wg, ixg) : NULL;
+      snprintf(msg, sizeof msg, "%s%s", e ? "LAUNCHED " : "", nt_error_msg());
+    }
+    if (write(fd[1], msg, strlen(msg)) < 0) _exit(2);
+    _exit(0);
+  }
+  close(fd[1]);
+  char buf[1100];
+  ssize_t got = 0, k;
+  while ((k = read(fd[0], buf + got, sizeof buf - 1 - (size_t)got)) > 0) got += k;
+  close(fd[0]);
+  buf[got > 0 ? got : 0] = 0;
+  waitpid(pid, NULL, 0);
+  EXPECT(strncmp(buf, "LAUNCHED", 8) && strstr(buf, "take") && strstr(buf, "12") && strstr(buf, "out of bounds"),
+         "with NABLA_CUDA_SYNC=1 the embedding call itself should fail naming take, got: %s", buf);
+  return true;
+}
+
+/* strided kernels fall back to 64-bit index math when an operand's largest offset
+** passes 2^31 (here a [3, 5] view with rows 2^30 apart: offset 2^31 + 4) */
+TEST(strided_64bit_index_fallback) {
+  nt_Tensor *big = nt_zeros(SH(3, (int64_t)1 << 30), 2, NT_U8, NT_CUDA);
+  nt_Tensor *v = big ? nt_narrow(big, 1, 0, 5) : NULL, *row2 = v ? nt_select(v, 0, 2) : NULL;
+  bool ok = row2 && !nt_fill_(row2, 7);       /* row 2 starts 2^31 bytes in */
+  nt_Tensor *f = ok ? nt_to_dtype(v, NT_F32) : NULL;   /* strided convert reading it */
+  double *h = f ? host(f) : NULL;
+  if (!h) snprintf(why, sizeof why, "ops failed: %s", nt_error_msg());
+  for (int i = 0; h && i < 15; i++)
+    if (h[i] != (i >= 10 ? 7 : 0)) { snprintf(why, sizeof why, "element %d: %g, expected %d", i, h[i], i >= 10 ? 7 : 0); ok = false; break; }
+  ok = ok && h;
+  free(h); nt_release(f); nt_release(row2); nt_release(v); nt_release(big);
+  return ok;
+}
+
 TEST(async_error_reporting) {
   /* an out-of-range embedding index is found by the kernel: the op returns,
   ** the error surfaces at the next synchronization naming the op */
@@ -1178,6 +1229,8 @@ int main(void) {
   RUN_GPU(allocator_reuse_and_stats);
   RUN_GPU(allocator_oom_recovery);
   RUN_GPU(async_error_reporting);
+  RUN_GPU(sync_mode_reports_at_the_faulting_op);
+  RUN_GPU(strided_64bit_index_fallback);
   printf("# %d passed, %d failed, %d skipped\n", n_pass, n_fail, n_skip);
   return n_fail ? 1 : 0;
 }
