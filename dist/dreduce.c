@@ -340,6 +340,8 @@ int nbD_reducer_register(nt_Tensor **params, int n, size_t bucket_bytes, int gro
   return 0;
 }
 
+int nbD_reducer_on_device(void) { return R.registered && R.on_device; }
+
 int nbD_reducer_set_sync(int on) { int prev = R.sync; R.sync = on; return prev; }
 
 void nbD_reducer_stats(int64_t *nparams, int64_t *nbuckets, int64_t *passes, int64_t *overlapped, int64_t *total) {
@@ -395,13 +397,14 @@ static int b_stats(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
   (void)a; (void)n;
   int64_t np, nb, passes, ov, tot;
   nbD_reducer_stats(&np, &nb, &passes, &ov, &tot);
-  nb_Rec *r = nbR_new(5);
+  nb_Rec *r = nbR_new(6);
   if (!r) return nb_error(vm, "out of memory");
   nbR_set_cstr(r, "params", nb_int((double)np));
   nbR_set_cstr(r, "buckets", nb_int((double)nb));
   nbR_set_cstr(r, "passes", nb_int((double)passes));
   nbR_set_cstr(r, "buckets_overlapped", nb_int((double)ov));
   nbR_set_cstr(r, "buckets_reduced", nb_int((double)tot));
+  nbR_set_cstr(r, "buckets_on", nb_strv(nbS_cstr(nbD_reducer_on_device() ? "cuda" : "cpu")));
   *out = nb_obj(NB_TREC, r);
   return NB_OK;
 }
@@ -410,7 +413,7 @@ static nb_Builtin reducer_builtins[] = {
     "dist_reducer_register(params, bucket_mb=25, group=nil): average these parameters' gradients over the group during every backward (use dist.data_parallel)" },
   { "dist_reducer_sync", b_sync, "on", "dist_reducer_sync(on): turns the overlapped averaging on/off; returns the previous setting (use dist.no_sync)" },
   { "dist_reducer_clear", b_clear, "", "dist_reducer_clear(): stops averaging gradients during backward" },
-  { "dist_reducer_stats", b_stats, "", "dist_reducer_stats(): {params, buckets, passes, buckets_overlapped (handed over during backward), buckets_reduced}" },
+  { "dist_reducer_stats", b_stats, "", "dist_reducer_stats(): {params, buckets, passes, buckets_overlapped (handed over during backward), buckets_reduced, buckets_on (\"cuda\": NCCL on the GPU, or \"cpu\": host buffers, the ring)}" },
   { NULL, NULL, NULL, NULL },
 };
 void nbD_reducer_init(void) { nbB_register(reducer_builtins); }
