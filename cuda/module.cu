@@ -65,6 +65,7 @@ int launched(const char *op) {
   last_op = op;
   cudaError_t e = cudaGetLastError();
   if (e == cudaSuccess && host->sync_launches) {
+    if (comms_wait_all()) return -1;   // the stream may wait on a collective: bounded there
     e = cudaStreamSynchronize(stream);
     if (e == cudaSuccess) return check_slot();
   }
