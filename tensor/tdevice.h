@@ -111,7 +111,10 @@ nt_CudaComm *nt_cuda_comm_init(const unsigned char id[NT_COMM_ID_BYTES], int nra
 /* ncclCommSplit: collective over EVERY rank of parent; color < 0: not a member (returns NULL, no error) */
 nt_CudaComm *nt_cuda_comm_split(nt_CudaComm *parent, int color, int key, int *failed);
 void nt_cuda_comm_abort(nt_CudaComm *c);     /* ncclCommAbort, frees c (NULL ok) */
-void nt_cuda_comm_destroy(nt_CudaComm *c);   /* waits for pending work, ncclCommDestroy, frees c (NULL ok) */
+/* waits for pending work (bounded by the timeout), ncclCommFinalize (polled,
+** bounded too), ncclCommDestroy; any failure on the way aborts instead; then
+** the communicator's stream and events go; frees c (NULL ok) */
+void nt_cuda_comm_destroy(nt_CudaComm *c);
 int  nt_cuda_comm_all_reduce(nt_CudaComm *c, void *buf, size_t count, nt_DType dt, int op);
 /* The same collective, but the compute stream does NOT wait for it: work
 ** queued afterwards (the rest of backward) overlaps it.  buf must stay
