@@ -116,7 +116,9 @@ static void enqueue_upto(int upto) {
       R.failed = 1;
       snprintf(R.err, sizeof R.err, "%s", R.view.err);
     }
+  pthread_mutex_lock(&R.mu);                /* the (idle) thread reads these */
   if (upto > R.launched) R.launched = R.done = upto;
+  pthread_mutex_unlock(&R.mu);
 }
 static void launch_ready(void) {
   int i = R.launched;
@@ -326,7 +328,11 @@ int nbD_reducer_register(nt_Tensor **params, int n, size_t bucket_bytes, int gro
     int64_t len = (int64_t)b->count;
     if (R.on_device) b->dev = nt_zeros(&len, 1, b->rdt == DR_F64 ? NT_F64 : NT_F32, NT_CUDA);
     else b->buf = malloc(b->count * b->esize + 1);
-    if (!b->buf && !b->dev) { clear_layout(); if (!R.on_device) nt_error_set("out of memory"); return -1; }
+    if (!b->buf && !b->dev) {
+      if (!R.on_device) nt_error_set("out of memory");   /* nt_zeros said why otherwise */
+      clear_layout();
+      return -1;
+    }
   }
   if (!R.th_up) {
     R.stop = 0;
