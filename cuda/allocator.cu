@@ -11,13 +11,18 @@
 //     large: > 1 MiB); freed blocks MERGE with free neighbours of the same segment;
 //   * blocks are stream-aware: a free block is reused only by requests on the
 //     stream it was last used on, so reuse is ordered after the previous
-//     user's kernels without events.  (The module has one stream today; the
+//     user's kernels without events.  (The module computes on one stream; NCCL's
+//     streams only read and write buffers whose release the compute stream is
+//     ordered after by an event, nccl.cu; the
 //     field keeps the invariant when more streams come.)
 // Out of memory: a failed cudaMalloc returns every fully-free cached segment
 // to the driver and retries once; then the request fails with
 //   "CUDA out of memory: tried to allocate 1.50 GiB (GPU: 0.20 GiB free of
 //    79.10 GiB total; nabla: 70.00 GiB allocated, 75.00 GiB cached)"
 // and everything keeps working (the caller gets NULL).
+// No C++ exception leaves dev_alloc/dev_free: the containers and `new Block`
+// may throw std::bad_alloc (host memory), which becomes an error + NULL here
+// (a segment obtained just before is given back), never an abort in C code.
 #include "common.cuh"
 #include <set>
 #include <unordered_map>
@@ -89,7 +94,7 @@ void format_size(char *buf, size_t n, size_t bytes) {
 
 int alloc_init(void) { return 0; }
 
-void *dev_alloc(size_t request) {
+static void *dev_alloc_unguarded(size_t request) {
   size_t size = round_up(request ? request : 1, kRound);
   bool small = size <= kSmallSize;
   std::lock_guard<std::mutex> lock(mu);
@@ -124,8 +129,13 @@ void *dev_alloc(size_t request) {
         host->error_set("CUDA error allocating %s: %s (%s); last op launched: %s", s1, cudaGetErrorString(e), cudaGetErrorName(e), last_op);
       return nullptr;
     }
+    try {
+      b = new Block{(char *)p, seg, stream, false, small, nullptr, nullptr};
+    } catch (...) {
+      cudaFree(p);
+      throw;
+    }
     cached_bytes += seg;
-    b = new Block{(char *)p, seg, stream, false, small, nullptr, nullptr};
   }
   // split off the unused tail when it is worth keeping
   size_t rest = b->size - size;
@@ -136,6 +146,7 @@ void *dev_alloc(size_t request) {
     b->size = size;
     pool.insert(tail);
   }
+  live.reserve(live.size() + 1);        // the only step that can throw, before b is handed out
   b->allocated = true;
   live[b->ptr] = b;
   allocated_bytes += b->size;
@@ -143,7 +154,27 @@ void *dev_alloc(size_t request) {
   return b->ptr;
 }
 
+void *dev_alloc(size_t request) {
+  try {
+    return dev_alloc_unguarded(request);
+  } catch (...) {
+    exception_to_error("cuda allocator");
+    return nullptr;
+  }
+}
+
+// pool.insert allocates a tree node and may throw: guarded too (the block
+// then stays out of the pools: cached memory lost, never a crash).
+static void dev_free_unguarded(void *p);
 void dev_free(void *p) {
+  try {
+    dev_free_unguarded(p);
+  } catch (...) {
+    exception_to_error("cuda allocator (free)");
+  }
+}
+
+static void dev_free_unguarded(void *p) {
   if (!p) return;
   std::lock_guard<std::mutex> lock(mu);
   auto it = live.find(p);

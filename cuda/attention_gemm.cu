@@ -35,8 +35,10 @@
 // the column-major C x R matrix; so C[M,N] = op(A)[M,K] op(B)[K,N] is the column-major
 // C^T = op(B)^T op(A)^T: cuBLAS gets (m = N, n = M, "A" = B, "B" = A) with the same
 // transpose flags.  ta: A is stored as [K,M] (row stride lda); tb: B is stored as [N,K].
-// This file owns its cuBLAS handle (on ncu::stream, created on first use): matmul.cu's
-// is private to it and its gemm_rowmajor takes f32/f64 only, alpha 1.
+// This file owns its cuBLAS handle (on ncu::stream, made at module init by
+// matmul.cu's cublas_handle_new: workspace from the caching allocator, an
+// empty-cache retry): matmul.cu's is private to it and its gemm_rowmajor
+// takes f32/f64 only, alpha 1.
 #include "common.cuh"
 #include "tensor/nn/attention.h"
 #include <cublas_v2.h>
@@ -44,6 +46,7 @@
 
 namespace ncu {
 const char *cublas_status_str(cublasStatus_t s);   // matmul.cu
+int cublas_handle_new(cublasHandle_t *out, const char *what);   // matmul.cu
 
 namespace {
 
@@ -125,16 +128,8 @@ __global__ void sdpa_dscores_rows(int64_t rows, int64_t T, int64_t S, int64_t DV
 
 int handle_ready(const char *op) {
   if (handle) return 0;
-  cublasHandle_t h;
-  CUBLAS(op, cublasCreate(&h));
-  cublasStatus_t s = cublasSetStream(h, stream);
-  if (s != CUBLAS_STATUS_SUCCESS) {
-    cublasDestroy(h);
-    host->error_set("%s: cublasSetStream failed: %s (%d)", op, cublas_status_str(s), (int)s);
-    return -1;
-  }
-  handle = h;
-  return 0;
+  host->error_set("%s: the attention cuBLAS handle was not created at init", op);
+  return -1;
 }
 
 // cuBLAS types of storage dtype E: operands `io` (the GEMM inputs and the E outputs),
@@ -171,7 +166,7 @@ int gemm(const char *op, bool ta, bool tb, int64_t M, int64_t N, int64_t K, doub
   CUBLAS(op, cublasGemmStridedBatchedEx(handle, ob, oa, (int)N, (int)M, (int)K, al, B, Blas<E>::io, (int)ldb, sB, A,
                                         Blas<E>::io, (int)lda, sA, be, C, ctype, (int)ldc, sC, (int)batch, comp,
                                         CUBLAS_GEMM_DEFAULT));
-  last_op = op;
+  LAUNCHED(op);   // records op; under NABLA_CUDA_SYNC=1 waits, so a fault names it
   return 0;
 }
 
@@ -282,5 +277,8 @@ int sdpa_gemm(const nt_KernelArgs *a, bool backward) {
   host->error_set("%s: unsupported dtype %s on cuda", op, nt_dtype_name(dt));
   return -1;
 }
+
+// Called once by nabla_cuda_init (module.cu): the handle exists before any op runs.
+int sdpa_gemm_init(void) { return cublas_handle_new(&handle, "scaled_dot_product_attention"); }
 
 }  // namespace ncu

@@ -2,15 +2,25 @@
 //
 // The module never calls the core directly: everything goes through the
 // nt_HostApi table the loader (tensor/tdevice.c) passes to nabla_cuda_init,
-// kept in `ncu::host`.  All work is queued on ONE stream per process
-// (ncu::stream); the host only waits when it needs values (device→host copies,
-// nt_cuda_synchronize).
+// kept in `ncu::host`.  All compute is queued on ONE stream per process
+// (ncu::stream; NCCL collectives run on their communicators' own streams,
+// ordered against it with events: nccl.cu); the host only waits when it
+// needs values (device→host copies, nt_cuda_synchronize).
 //
 // Error handling rules for every source file:
 //   * every CUDA / cuBLAS call is checked: CU(call) / CUBLAS(call) set the
 //     core's error message ("<op>: CUDA error: ...") and return -1;
-//   * after every kernel launch, LAUNCHED(op) records the op's name (so an
-//     asynchronous fault is reported as "...after <op>") and checks the launch;
+//   * after every kernel launch, LAUNCHED(op) checks the launch and records
+//     the op's name.  A context-poisoning ("sticky") error found there came
+//     from an EARLIER kernel: it is reported as such (naming the op launched
+//     before), never blamed on this op; NABLA_CUDA_SYNC=1 (parsed by the
+//     loader, host->sync_launches) makes LAUNCHED wait for every launch, so
+//     a fault names the op whose kernel raised it;
+//   * every entry point from the core (kernels, allocator, device API) first
+//     binds this module's device on the calling thread (bind_device: worker
+//     threads never ran cudaSetDevice) and never lets a C++ exception out
+//     (guarded(): std::bad_alloc from the allocator's containers becomes an
+//     error, not an abort in C code);
 //   * data-dependent errors found ON the device (index out of range, integer
 //     division by zero) are written to the error slot (DevError, in mapped
 //     host memory) and reported at the next synchronisation, naming the op.
@@ -25,6 +35,7 @@ extern "C" {
 #include "tensor/tinternal.h"
 #include "tensor/tdevice.h"
 }
+#include "cuda/plan.h"
 
 namespace ncu {
 
@@ -32,6 +43,7 @@ extern const nt_HostApi *host;
 extern cudaStream_t stream;
 extern int num_sms;
 extern const char *last_op;           // name of the op whose kernel was launched last
+extern int device;                    // the device this module uses (NABLA_CUDA_DEVICE)
 
 // ---- error slot ------------------------------------------------------------------
 // First device-side error wins (atomicCAS on code).  Lives in pinned, mapped
@@ -50,10 +62,18 @@ __device__ inline void raise_error(DevError *e, int code, int op, long long a, l
 // ---- checking macros (host) --------------------------------------------------------
 int cuda_fail(cudaError_t e, const char *what, const char *file, int line);
 #define CU(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) return ncu::cuda_fail(e_, #call, __FILE__, __LINE__); } while (0)
-#define LAUNCHED(opname) do { ncu::last_op = (opname); cudaError_t e_ = cudaGetLastError(); \
-    if (e_ != cudaSuccess) return ncu::cuda_fail(e_, "kernel launch", __FILE__, __LINE__); } while (0)
+// 0 after a good launch of op's kernel(s); -1 with the error set (see the rules above).
+int launched(const char *op);
+#define LAUNCHED(opname) do { if (ncu::launched(opname)) return -1; } while (0)
 // Waits for the stream; reports a CUDA fault or the error slot as the core's error.
 int sync_stream(void);
+// cudaSetDevice(device) once per thread; 0 or -1 with the error set.
+int bind_device(void);
+// Runs f() (returning int) and turns a C++ exception into -1 + "<what>: ...".
+int exception_to_error(const char *what);   // call only inside a catch block
+template <typename F> int guarded(const char *what, F f) {
+  try { return f(); } catch (...) { return exception_to_error(what); }
+}
 
 // ---- allocator ------------------------------------------------------------------------
 void *dev_alloc(size_t n);              // NULL + error message on failure
@@ -97,7 +117,28 @@ struct Geom {
     }
     return off;
   }
+  // The same in 32-bit math (one 32-bit division per dim instead of a 64-bit
+  // one): only for launches where index32() held, so nothing overflows.
+  __host__ __device__ inline int64_t offset_of(int k, uint32_t i) const {
+    int32_t off = 0;
+    for (int d = ndim - 1; d >= 0; d--) {
+      uint32_t s = (uint32_t)shape[d], q = i / s;
+      off += (int32_t)(i - q * s) * (int32_t)stride[k][d];
+      i = q;
+    }
+    return off;
+  }
 };
+static_assert(NCP_MAXDIM == NT_MAXDIM, "plan.h and the tensor core agree on the dims");
+// True when a strided launch over n elements of g may use 32-bit index math
+// (plan.h's rule: n and every operand's largest offset below 2^31).
+inline bool index32(const Geom &g, int64_t n) { return ncp_index32_ok(n, g.ndim, g.shape, g.stride, g.nop); }
+// Calls launch(I()) with I = uint32_t when index32(g, n), else int64_t: the
+// index type of the strided kernel it launches, chosen per launch.
+template <typename F> inline void with_index_type(const Geom &g, int64_t n, F launch) {
+  if (index32(g, n)) launch((uint32_t)0);
+  else launch((int64_t)0);
+}
 // Builds the coalesced geometry of ops[0..nop) over ops[0]'s shape (ops may be
 // broadcast views).  contiguous = every operand is dense row-major.
 Geom make_geom(int nop, nt_Tensor *const *ops, bool *all_contig);
@@ -170,6 +211,7 @@ int gemm_rowmajor(nt_DType dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K
 // forward or backward, any float storage dtype and head dims; attention.cu's kernel picks it.
 // 0, or -1 with "<op>: ..." set.
 int sdpa_gemm(const nt_KernelArgs *a, bool backward);
+int sdpa_gemm_init(void);   // its cuBLAS handle, made at init (0, or -1 + error)
 
 // ---- registration (one function per source file, called by nabla_cuda_init) ---------------
 void register_elementwise(void);
@@ -183,5 +225,9 @@ void register_sort(void);       // sort.cu: sort/argsort/topk, cumsum, one_hot
 void register_attention(void);  // attention.cu: scaled dot-product attention
 void matmul_shutdown(void);
 void nccl_fill_api(nt_DeviceApi *api);   // nccl.cu: the nt_cuda_comm_* and staging entries
+// nccl.cu: waits (on the host, bounded by each communicator's timeout) for the
+// collectives still queued on the communication streams; sync_stream calls it
+// first, so a collective hung on a dead peer ends in an abort, not a hang.
+int comms_wait_all(void);
 
 }  // namespace ncu

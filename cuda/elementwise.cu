@@ -9,7 +9,9 @@
 //     one 16-byte access per operand (float4-style), when the pointers are
 //     16-byte aligned; the tail is done element by element;
 //   * strided: the host coalesces dims (make_geom) and each thread maps its
-//     row-major index i to every operand's offset with div/mod per dim.
+//     row-major index i to every operand's offset with div/mod per dim, in
+//     32-bit math when the launch fits (n and every operand's largest offset
+//     below 2^31: index32 / plan.h, chosen per launch), else in 64-bit.
 // The op is a run-time switch inside the kernel (uniform across the grid, so
 // no divergence) — one kernel per dtype instead of one per (op, dtype).
 // Math follows tcpu_elem.c exactly: f16/bf16 compute in float, integer
@@ -97,12 +99,13 @@ template <typename S, typename O> __device__ inline O bin_apply(int op, typename
 }
 
 // mode: 0 = tensor OP tensor, 1 = tensor OP scalar, 2 = scalar OP tensor
-template <typename S, typename O>
-__global__ void binary_strided(int op, int64_t n, Geom g, O *out, const S *a, const S *b,
+// I: the index type (uint32_t when the launch fits 32-bit math, else int64_t)
+template <typename I, typename S, typename O>
+__global__ void binary_strided(int op, I n, Geom g, O *out, const S *a, const S *b,
                                typename Comp<S>::type sv, int mode, DevError *err) {
   typedef typename Comp<S>::type C;
   bool zd = false;
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+  for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
     C v = ld(a[g.offset_of(1, i)]);
     C x = mode == 2 ? sv : v;
     C y = mode == 0 ? ld(b[g.offset_of(2, i)]) : mode == 1 ? sv : v;
@@ -160,7 +163,9 @@ int k_binary(const nt_KernelArgs *a) {
       if (contig && aligned16(pa) && (!pb || aligned16(pb)) && ((uintptr_t)po % sizeof(Vec<O, VEC>)) == 0)
         binary_contig<S, O, VEC><<<grid_for(n, VEC), kThreads, 0, stream>>>(a->op, n, po, pa, pb, sv, mode, dev_err);
       else
-        binary_strided<S, O><<<grid_for(n), kThreads, 0, stream>>>(a->op, n, g, po, pa, pb, sv, mode, dev_err);
+        with_index_type(g, n, [&](auto i0) {
+          binary_strided<decltype(i0), S, O><<<grid_for(n), kThreads, 0, stream>>>(a->op, (decltype(i0))n, g, po, pa, pb, sv, mode, dev_err);
+        });
       LAUNCHED(name);
       return 0;
     };
@@ -223,9 +228,9 @@ template <typename C> __device__ inline C un_math(int op, C x, double lo, double
   return x;
 }
 
-template <typename S>
-__global__ void unary_strided(int op, int64_t n, Geom g, S *out, const S *in, double lo, double hi) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+template <typename I, typename S>
+__global__ void unary_strided(int op, I n, Geom g, S *out, const S *in, double lo, double hi) {
+  for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x)
     out[g.offset_of(0, i)] = St<S>::from(un_math(op, ld(in[g.offset_of(1, i)]), lo, hi));
 }
 template <typename S, int VEC>
@@ -240,9 +245,9 @@ __global__ void unary_contig(int op, int64_t n, S *out, const S *in, double lo, 
   for (int64_t i = nvec * VEC + blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += stride)
     out[i] = St<S>::from(un_math(op, ld(in[i]), lo, hi));
 }
-template <typename S>
-__global__ void logical_not_kernel(int64_t n, Geom g, b8 *out, const S *in) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+template <typename I, typename S>
+__global__ void logical_not_kernel(I n, Geom g, b8 *out, const S *in) {
+  for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
     b8 r; r.v = ld(in[g.offset_of(1, i)]) == 0;
     out[g.offset_of(0, i)] = r;
   }
@@ -259,7 +264,9 @@ int k_unary(const nt_KernelArgs *a) {
   auto run = [&]<typename S>() -> int {
     const S *pi = (const S *)base(a->in[0]);
     if (a->op == NT_OP_LOGICAL_NOT) {
-      logical_not_kernel<S><<<grid_for(n), kThreads, 0, stream>>>(n, g, (b8 *)base(a->out), pi);
+      with_index_type(g, n, [&](auto i0) {
+        logical_not_kernel<decltype(i0), S><<<grid_for(n), kThreads, 0, stream>>>((decltype(i0))n, g, (b8 *)base(a->out), pi);
+      });
     } else {
       if constexpr (std::is_same<S, b8>::value) { host->error_set("%s: bool input on cuda", name); return -1; }
       else {
@@ -268,7 +275,9 @@ int k_unary(const nt_KernelArgs *a) {
         if (contig && aligned16(pi) && aligned16(po))
           unary_contig<S, VEC><<<grid_for(n, VEC), kThreads, 0, stream>>>(a->op, n, po, pi, lo, hi);
         else
-          unary_strided<S><<<grid_for(n), kThreads, 0, stream>>>(a->op, n, g, po, pi, lo, hi);
+          with_index_type(g, n, [&](auto i0) {
+            unary_strided<decltype(i0), S><<<grid_for(n), kThreads, 0, stream>>>(a->op, (decltype(i0))n, g, po, pi, lo, hi);
+          });
       }
     }
     LAUNCHED(name);
@@ -283,20 +292,22 @@ int k_unary(const nt_KernelArgs *a) {
 // out[i] = convert(in[i]) with any strides on both sides.  Conversion as on
 // the CPU: load into the source's compute type, then to the destination
 // (bool destinations test != 0; f16/bf16 go through float).
-template <typename D, typename S>
-__global__ void convert_kernel(int64_t n, Geom g, D *out, const S *in) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+template <typename I, typename D, typename S>
+__global__ void convert_kernel(I n, Geom g, D *out, const S *in) {
+  for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x)
     out[g.offset_of(0, i)] = St<D>::from(ld(in[g.offset_of(1, i)]));
 }
 // same dtype: move raw element bits (E = 1, 2, 4 or 8-byte integer type)
-template <typename E>
-__global__ void move_kernel(int64_t n, Geom g, E *out, const E *in) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+template <typename I, typename E>
+__global__ void move_kernel(I n, Geom g, E *out, const E *in) {
+  for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x)
     out[g.offset_of(0, i)] = in[g.offset_of(1, i)];
 }
 
 template <typename E> int launch_move(int64_t n, const Geom &g, void *out, const void *in) {
-  move_kernel<E><<<grid_for(n), kThreads, 0, stream>>>(n, g, (E *)out, (const E *)in);
+  with_index_type(g, n, [&](auto i0) {
+    move_kernel<decltype(i0), E><<<grid_for(n), kThreads, 0, stream>>>((decltype(i0))n, g, (E *)out, (const E *)in);
+  });
   LAUNCHED("copy");
   return 0;
 }
@@ -324,7 +335,9 @@ int k_copy(const nt_KernelArgs *a) {
   }
   auto outer = [&]<typename D>() -> int {
     auto inner = [&]<typename S>() -> int {
-      convert_kernel<D, S><<<grid_for(n), kThreads, 0, stream>>>(n, g, (D *)base(dst), (const S *)base(src));
+      with_index_type(g, n, [&](auto i0) {
+        convert_kernel<decltype(i0), D, S><<<grid_for(n), kThreads, 0, stream>>>((decltype(i0))n, g, (D *)base(dst), (const S *)base(src));
+      });
       LAUNCHED("copy");
       return 0;
     };
@@ -338,15 +351,17 @@ int k_copy(const nt_KernelArgs *a) {
 
 // ---- fill -----------------------------------------------------------------------------------------
 // The value's bit pattern is made on the host exactly like nt_store_from_double.
-template <typename E>
-__global__ void fill_kernel(int64_t n, Geom g, E *out, E v) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+template <typename I, typename E>
+__global__ void fill_kernel(I n, Geom g, E *out, E v) {
+  for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x)
     out[g.offset_of(0, i)] = v;
 }
 template <typename E> int launch_fill(int64_t n, const Geom &g, void *out, const char *bits) {
   E v;
   memcpy(&v, bits, sizeof v);
-  fill_kernel<E><<<grid_for(n), kThreads, 0, stream>>>(n, g, (E *)out, v);
+  with_index_type(g, n, [&](auto i0) {
+    fill_kernel<decltype(i0), E><<<grid_for(n), kThreads, 0, stream>>>((decltype(i0))n, g, (E *)out, v);
+  });
   LAUNCHED("fill");
   return 0;
 }
@@ -391,14 +406,16 @@ int k_fill(const nt_KernelArgs *a) {
 }
 
 // ---- where ----------------------------------------------------------------------------------------
-template <typename E>
-__global__ void where_kernel(int64_t n, Geom g, E *out, const uint8_t *c, const E *x, const E *y) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+template <typename I, typename E>
+__global__ void where_kernel(I n, Geom g, E *out, const uint8_t *c, const E *x, const E *y) {
+  for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x)
     out[g.offset_of(0, i)] = c[g.offset_of(1, i)] ? x[g.offset_of(2, i)] : y[g.offset_of(3, i)];
 }
 template <typename E> int launch_where(int64_t n, const Geom &g, const nt_KernelArgs *a) {
-  where_kernel<E><<<grid_for(n), kThreads, 0, stream>>>(n, g, (E *)base(a->out), (const uint8_t *)base(a->in[0]),
-                                                        (const E *)base(a->in[1]), (const E *)base(a->in[2]));
+  with_index_type(g, n, [&](auto i0) {
+    where_kernel<decltype(i0), E><<<grid_for(n), kThreads, 0, stream>>>((decltype(i0))n, g, (E *)base(a->out), (const uint8_t *)base(a->in[0]),
+                                                                        (const E *)base(a->in[1]), (const E *)base(a->in[2]));
+  });
   LAUNCHED("where");
   return 0;
 }

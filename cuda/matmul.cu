@@ -11,13 +11,21 @@
 // COLUMN stride is 1 is passed as is (op N, ld = row stride); one whose ROW
 // stride is 1 (a transposed view, x.T) is passed with op T (ld = column
 // stride): x.T @ y never copies.  Anything else is packed first.
-// Batches: when every batch dim of a (and of b) collapses to one stride
+// Batches (the plan is cuda/plan.h's ncp_gemm_plan, unit-tested on the CPU):
+// a batched a times a shared b (x[B,T,K] @ w[K,N]) is ONE cublasGemmEx over
+// [B*T, K] rows; when every batch dim of a (and of b) collapses to one stride
 // (0 for a broadcast operand), one cublasGemmStridedBatchedEx call does all;
 // otherwise one cublasGemmEx per batch matrix.
+// Handles: this file makes the module's cuBLAS handles (its own and
+// attention_gemm.cu's) at init, each with a workspace from the caching
+// allocator (cublasSetWorkspace: cuBLAS would otherwise cudaMalloc its own,
+// outside the cache and its out-of-memory retry); a create or workspace
+// failure empties the cache and retries once.
 // Precision: f32 uses CUBLAS_COMPUTE_32F, or CUBLAS_COMPUTE_32F_FAST_TF32 (tensor
 // cores, 10-bit mantissa products) after nt_set_matmul_precision("high");
 // f16/bf16 read and write 16-bit data and accumulate in f32; f64 uses 64F.
 #include "common.cuh"
+#include "cuda/plan.h"
 #include <cublas_v2.h>
 #include <type_traits>
 #include <memory>
@@ -53,29 +61,6 @@ struct Operand {            // one matrix operand as cuBLAS sees it
   int64_t ld;
   int64_t batch_stride;     // elements; valid when batched_ok
 };
-
-// Chooses op/ld for a row-major R x C matrix with strides (rs, cs); false if it must be packed.
-bool layout(int64_t R, int64_t C, int64_t rs, int64_t cs, cublasOperation_t *op, int64_t *ld) {
-  if (C == 1) cs = 1;
-  if (R == 1) rs = C > 1 ? C : 1;
-  if (cs == 1 && rs >= (C > 1 ? C : 1)) { *op = CUBLAS_OP_N; *ld = rs; return true; }
-  if (rs == 1 && cs >= (R > 1 ? R : 1)) { *op = CUBLAS_OP_T; *ld = cs; return true; }
-  return false;
-}
-
-// true when batch dims [0, nb) of t are one arithmetic progression: stride s
-bool batch_uniform(const nt_Tensor *t, const int64_t *bshape, int nb, int64_t *s) {
-  int64_t stride = 0, expect = -1;
-  bool first = true;
-  for (int d = nb - 1; d >= 0; d--) {
-    if (bshape[d] == 1) continue;
-    if (first) { stride = t->strides[d]; expect = stride * bshape[d]; first = false; continue; }
-    if (t->strides[d] != expect) return false;
-    expect = t->strides[d] * bshape[d];
-  }
-  *s = stride;
-  return true;
-}
 
 // element offset of batch bi in t (batch dims row-major over bshape)
 int64_t batch_offset(const nt_Tensor *t, const int64_t *bshape, int nb, int64_t bi) {
@@ -142,62 +127,58 @@ int k_matmul(const nt_KernelArgs *ka) {
     case NT_BF16: ctype = CUDA_R_16BF; comp = CUBLAS_COMPUTE_32F; break;
     default: host->error_set("matmul: not supported for dtype %s on cuda", nt_dtype_name(dt)); return -1;
   }
-  // pack operands cuBLAS cannot take as they are (scratch freed on every return path)
+  // the plan; operands cuBLAS cannot take as they are are packed first
+  // (scratch freed on every return path), then the plan is made again
   nt_Tensor *ops[2] = { a, b };
   const int64_t rows[2] = { M, K }, cols[2] = { K, N };
-  Operand opd[2];
   std::unique_ptr<Scratch> packed[2];
   nt_Tensor packv[2];
   nt_Storage packst[2];
   const int64_t *bshape = out->shape;
+  ncp_GemmPlan pl = ncp_gemm_plan(nd, bshape, M, N, K, a->strides, b->strides);
+  const int pack[2] = { pl.pack_a, pl.pack_b };
   for (int k = 0; k < 2; k++) {
+    if (!pack[k]) continue;
+    // contiguous copy [B.., R, C] through the copy kernel
     nt_Tensor *t = ops[k];
-    cublasOperation_t op = CUBLAS_OP_N;
-    int64_t ld = 1;
-    if (!layout(rows[k], cols[k], t->strides[nd - 2], t->strides[nd - 1], &op, &ld) || ld > INT32_MAX) {
-      // contiguous copy [B.., R, C] through the copy kernel
-      packed[k].reset(new Scratch((size_t)nbatch * rows[k] * cols[k] * es));
-      if (!packed[k]->p) return -1;
-      nt_Tensor *v = &packv[k];
-      *v = *t;
-      packst[k] = *t->storage;
-      packst[k].data = packed[k]->p;
-      v->storage = &packst[k]; v->offset = 0;
-      for (int d = 0; d < nb; d++) v->shape[d] = bshape[d];
-      v->shape[nd - 2] = rows[k]; v->shape[nd - 1] = cols[k];
-      nt_contig_strides(v->shape, nd, v->strides);
-      nt_update_meta(v);
-      if (copy_into(v, t)) return -1;
-      t = ops[k] = v;
-      layout(rows[k], cols[k], t->strides[nd - 2], t->strides[nd - 1], &op, &ld);
-    }
-    opd[k].p = base(t);
-    opd[k].op = op;
-    opd[k].ld = ld;
+    packed[k].reset(new Scratch((size_t)nbatch * rows[k] * cols[k] * es));
+    if (!packed[k]->p) return -1;
+    nt_Tensor *v = &packv[k];
+    *v = *t;
+    packst[k] = *t->storage;
+    packst[k].data = packed[k]->p;
+    v->storage = &packst[k]; v->offset = 0;
+    for (int d = 0; d < nb; d++) v->shape[d] = bshape[d];
+    v->shape[nd - 2] = rows[k]; v->shape[nd - 1] = cols[k];
+    nt_contig_strides(v->shape, nd, v->strides);
+    nt_update_meta(v);
+    if (copy_into(v, t)) return -1;
+    ops[k] = v;
   }
-  if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX || nbatch > INT32_MAX) {
+  if (pack[0] || pack[1]) pl = ncp_gemm_plan(nd, bshape, M, N, K, ops[0]->strides, ops[1]->strides);
+  if (pl.m > INT32_MAX || N > INT32_MAX || K > INT32_MAX || nbatch > INT32_MAX) {
     host->error_set("matmul: dimensions of 2^31 and more are not supported on cuda");
     return -1;
   }
-  int64_t sa, sb;
-  bool uni = batch_uniform(ops[0], bshape, nb, &sa) && batch_uniform(ops[1], bshape, nb, &sb);
+  const char *pa0 = base(ops[0]), *pb0 = base(ops[1]);
+  const cublasOperation_t oa = pl.a.op == NCP_OP_T ? CUBLAS_OP_T : CUBLAS_OP_N, ob = pl.b.op == NCP_OP_T ? CUBLAS_OP_T : CUBLAS_OP_N;
   // column-major: C^T = B^T A^T  → cuBLAS "A" := b (op(b) is N x K), cuBLAS "B" := a
-  if (nbatch == 1)
-    CUBLAS(cublasGemmEx(handle, opd[1].op, opd[0].op, (int)N, (int)M, (int)K, alpha, opd[1].p, ctype, (int)opd[1].ld,
-                        opd[0].p, ctype, (int)opd[0].ld, beta, base(out), ctype, (int)N, comp, CUBLAS_GEMM_DEFAULT));
-  else if (uni)
-    CUBLAS(cublasGemmStridedBatchedEx(handle, opd[1].op, opd[0].op, (int)N, (int)M, (int)K, alpha,
-                                      opd[1].p, ctype, (int)opd[1].ld, sb, opd[0].p, ctype, (int)opd[0].ld, sa,
+  if (pl.kind == NCP_GEMM_ONE)
+    CUBLAS(cublasGemmEx(handle, ob, oa, (int)N, (int)pl.m, (int)K, alpha, pb0, ctype, (int)pl.b.ld,
+                        pa0, ctype, (int)pl.a.ld, beta, base(out), ctype, (int)N, comp, CUBLAS_GEMM_DEFAULT));
+  else if (pl.kind == NCP_GEMM_STRIDED)
+    CUBLAS(cublasGemmStridedBatchedEx(handle, ob, oa, (int)N, (int)M, (int)K, alpha,
+                                      pb0, ctype, (int)pl.b.ld, pl.b.bstride, pa0, ctype, (int)pl.a.ld, pl.a.bstride,
                                       beta, base(out), ctype, (int)N, M * N, (int)nbatch, comp, CUBLAS_GEMM_DEFAULT));
   else
     for (int64_t bi = 0; bi < nbatch; bi++) {
-      const char *pa = opd[0].p + batch_offset(ops[0], bshape, nb, bi) * (int64_t)es;
-      const char *pb = opd[1].p + batch_offset(ops[1], bshape, nb, bi) * (int64_t)es;
+      const char *pa = pa0 + batch_offset(ops[0], bshape, nb, bi) * (int64_t)es;
+      const char *pb = pb0 + batch_offset(ops[1], bshape, nb, bi) * (int64_t)es;
       char *pc = base(out) + bi * M * N * (int64_t)es;
-      CUBLAS(cublasGemmEx(handle, opd[1].op, opd[0].op, (int)N, (int)M, (int)K, alpha, pb, ctype, (int)opd[1].ld,
-                          pa, ctype, (int)opd[0].ld, beta, pc, ctype, (int)N, comp, CUBLAS_GEMM_DEFAULT));
+      CUBLAS(cublasGemmEx(handle, ob, oa, (int)N, (int)M, (int)K, alpha, pb, ctype, (int)pl.b.ld,
+                          pa, ctype, (int)pl.a.ld, beta, pc, ctype, (int)N, comp, CUBLAS_GEMM_DEFAULT));
     }
-  last_op = "matmul";
+  LAUNCHED("matmul");   // records the op; under NABLA_CUDA_SYNC=1 waits, so a cuBLAS fault names it
   return 0;
 }
 
@@ -246,15 +227,56 @@ int gemm_rowmajor(nt_DType dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K
     host->error_set("%s: cuBLAS error in gemm: %s (%d); last op launched: %s", opname, cublas_status_str(s), (int)s, last_op);
     return -1;
   }
-  last_op = opname;
+  LAUNCHED(opname);
   return 0;
 }
 
+// ---- handles --------------------------------------------------------------------------------
+namespace {
+
+// cuBLAS workspace per handle: what cuBLAS itself would cudaMalloc (PyTorch's
+// default CUBLAS_WORKSPACE_CONFIG: 32 MiB on Hopper, 4 MiB + 8 x 16 KiB before).
+size_t workspace_bytes(void) {
+  int major = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) { cudaGetLastError(); major = 0; }
+  return major >= 9 ? (size_t)32 << 20 : ((size_t)4 << 20) + 8 * ((size_t)16 << 10);
+}
+
+int try_handle(cublasHandle_t *out, void **ws, cublasStatus_t *why) {
+  cublasHandle_t h = nullptr;
+  cublasStatus_t s = cublasCreate(&h);
+  size_t n = workspace_bytes();
+  void *w = nullptr;
+  if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetStream(h, stream);
+  if (s == CUBLAS_STATUS_SUCCESS) {
+    w = dev_alloc(n);
+    s = w ? cublasSetWorkspace(h, w, n) : CUBLAS_STATUS_ALLOC_FAILED;
+  }
+  *why = s;
+  if (s == CUBLAS_STATUS_SUCCESS) { *out = h; *ws = w; return 0; }
+  if (h) cublasDestroy(h);
+  if (w) dev_free(w);
+  return -1;
+}
+
+}  // namespace
+
+// A cuBLAS handle on ncu::stream with a workspace from the caching allocator;
+// after a failure the cache is emptied and the creation tried once more.
+// 0, or -1 with "<what>: ..." set.  The handle lives as long as the process.
+int cublas_handle_new(cublasHandle_t *out, const char *what) {
+  void *ws = nullptr;
+  cublasStatus_t s;
+  if (try_handle(out, &ws, &s) == 0) return 0;
+  if (sync_stream() == 0) alloc_empty_cache();      // blocks in use must be idle before their segments go
+  if (try_handle(out, &ws, &s) == 0) return 0;
+  host->error_set("%s: creating a cuBLAS handle with a %zu-byte workspace failed even after emptying the cache: %s (%d)", what,
+                  workspace_bytes(), cublas_status_str(s), (int)s);
+  return -1;
+}
+
 int register_matmul(void) {
-  cublasStatus_t s = cublasCreate(&handle);
-  if (s != CUBLAS_STATUS_SUCCESS) { host->error_set("cublasCreate failed: %s (%d)", cublas_status_str(s), (int)s); return -1; }
-  s = cublasSetStream(handle, stream);
-  if (s != CUBLAS_STATUS_SUCCESS) { host->error_set("cublasSetStream failed: %s (%d)", cublas_status_str(s), (int)s); return -1; }
+  if (cublas_handle_new(&handle, "matmul")) return -1;
   host->register_kernel(NT_OP_MATMUL, NT_CUDA, k_matmul);
   return 0;
 }

@@ -2,9 +2,14 @@
 // the loader in tensor/tdevice.c), the stream, error reporting, cross-device
 // copies, and the strided-geometry helper every kernel file uses.
 #include "common.cuh"
+#include "cuda/plan.h"
 #include <stdio.h>
 #include <string.h>
 #include <stdlib.h>
+#include <array>
+#include <new>
+#include <exception>
+#include <utility>
 
 namespace ncu {
 
@@ -16,11 +21,77 @@ const char *last_op = "(none)";
 DevError *dev_err;                     // device view of the mapped slot
 static DevError *host_err;             // host view of the same memory
 static int device_count_;
+static int check_slot(void);
+
+int device;
+
+// Errors after which the context is unusable: every later CUDA call returns them.
+static bool is_sticky(cudaError_t e) {
+  switch (e) {
+    case cudaErrorIllegalAddress: case cudaErrorLaunchFailure: case cudaErrorAssert: case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction: case cudaErrorMisalignedAddress: case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc: case cudaErrorLaunchTimeout: case cudaErrorECCUncorrectable:
+      return true;
+    default: return false;
+  }
+}
+
+// Sets the report of error e (plan.h words it).  `op`: the op being launched
+// (NCP_AT_LAUNCH); `before`: the op launched before this point.
+static int report_cuda_error(cudaError_t e, int where, const char *op, const char *before) {
+  char msg[900];
+  ncp_cuda_error_text(msg, sizeof msg, cudaGetErrorName(e), cudaGetErrorString(e), is_sticky(e), host->sync_launches, where, op,
+                      before);
+  cudaGetLastError();                  // clear non-sticky errors so later calls work
+  host->error_set("%s", msg);
+  return -1;
+}
 
 int cuda_fail(cudaError_t e, const char *what, const char *file, int line) {
   (void)file; (void)line;
+  if (is_sticky(e)) return report_cuda_error(e, NCP_AT_SYNC, what, last_op);   // an earlier kernel's fault
   cudaGetLastError();                  // clear non-sticky errors so later calls work
   host->error_set("CUDA error in %s: %s (%s); last op launched: %s", what, cudaGetErrorString(e), cudaGetErrorName(e), last_op);
+  return -1;
+}
+
+// The check after a launch.  cudaGetLastError returns this launch's own
+// configuration error, or the sticky fault of an earlier kernel: the two are
+// told apart, so an earlier kernel's fault is never blamed on `op`.  Under
+// NABLA_CUDA_SYNC=1 the stream is waited for here: a fault, or a data error
+// in the error slot, then names the op that raised it.
+int launched(const char *op) {
+  const char *before = last_op;
+  last_op = op;
+  cudaError_t e = cudaGetLastError();
+  if (e == cudaSuccess && host->sync_launches) {
+    if (comms_wait_all()) return -1;   // the stream may wait on a collective: bounded there
+    e = cudaStreamSynchronize(stream);
+    if (e == cudaSuccess) return check_slot();
+  }
+  if (e == cudaSuccess) return 0;
+  return report_cuda_error(e, NCP_AT_LAUNCH, op, before);
+}
+
+int bind_device(void) {
+  static thread_local int bound = -1;
+  if (bound == device) return 0;
+  cudaError_t e = cudaSetDevice(device);
+  if (e != cudaSuccess) return cuda_fail(e, "cudaSetDevice", __FILE__, __LINE__);
+  bound = device;
+  return 0;
+}
+
+int exception_to_error(const char *what) {
+  try {
+    throw;
+  } catch (const std::bad_alloc &) {
+    host->error_set("%s: out of host memory (the CUDA module's bookkeeping could not allocate)", what);
+  } catch (const std::exception &x) {
+    host->error_set("%s: internal error in the CUDA module: %s", what, x.what());
+  } catch (...) {
+    host->error_set("%s: internal error in the CUDA module (unknown C++ exception)", what);
+  }
   return -1;
 }
 
@@ -52,15 +123,10 @@ static int check_slot(void) {
 }
 
 int sync_stream(void) {
+  if (bind_device()) return -1;
+  if (comms_wait_all()) return -1;     // collectives first: bounded by their timeout, a hung one is aborted
   cudaError_t e = cudaStreamSynchronize(stream);
-  if (e != cudaSuccess) {
-    cudaGetLastError();
-    host->error_set("CUDA error: %s (%s), raised asynchronously by a kernel; last op launched: %s%s",
-                    cudaGetErrorString(e), cudaGetErrorName(e), last_op,
-                    e == cudaErrorIllegalAddress || e == cudaErrorLaunchFailure || e == cudaErrorAssert
-                        ? " (the CUDA context is now unusable: restart the process)" : "");
-    return -1;
-  }
+  if (e != cudaSuccess) return report_cuda_error(e, NCP_AT_SYNC, nullptr, last_op);
   return check_slot();
 }
 
@@ -103,13 +169,19 @@ Geom make_geom(int nop, nt_Tensor *const *ops, bool *all_contig) {
 }
 
 // ---- allocator table for the core ----------------------------------------------------------
-static void *core_alloc(size_t n) { return dev_alloc(n); }
-static void core_free(void *p) { dev_free(p); }
+// Entry points from C: bind the device, let no exception out.
+static void *core_alloc(size_t n) {
+  void *p = nullptr;
+  if (guarded("cuda allocator", [&] { return bind_device() ? -1 : (p = dev_alloc(n)) ? 0 : -1; })) return nullptr;
+  return p;
+}
+static void core_free(void *p) { guarded("cuda allocator", [&] { dev_free(p); return 0; }); }
 
 // Copies between host and device (or device and device) on the stream.  A copy
 // to the host waits for it (and so reports any pending asynchronous error).
 static int core_memcpy(void *dst, nt_Device dd, const void *src, nt_Device sd, size_t n) {
   if (n == 0) return 0;
+  if (bind_device()) return -1;
   if (dd == NT_CUDA && sd == NT_CUDA) {
     CU(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, stream));
     last_op = "copy (device to device)";
@@ -123,6 +195,9 @@ static int core_memcpy(void *dst, nt_Device dd, const void *src, nt_Device sd, s
     return 0;
   }
   if (dd == NT_CPU && sd == NT_CUDA) {
+    // A copy into pageable memory blocks the host until it is done: wait for
+    // the collectives it may depend on first, where a hang is bounded.
+    if (comms_wait_all()) return -1;
     cudaError_t e = cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, stream);
     if (e != cudaSuccess) {
       // A sticky error from an earlier kernel surfaces here: report it as such.
@@ -143,12 +218,35 @@ static int api_synchronize(void) { return sync_stream(); }
 static int api_memory(size_t *a, size_t *c, size_t *p) { alloc_stats(a, c, p); return 0; }
 static int api_empty_cache(void) {
   if (sync_stream()) return -1;
-  return alloc_empty_cache();
+  return guarded("cuda.empty_cache", [] { return alloc_empty_cache(); });
+}
+
+// ---- kernels: every one reached through a trampoline that binds the device
+// and catches exceptions.  One trampoline per op id (a template instance),
+// so nothing depends on the caller filling nt_KernelArgs.op.
+static nt_Kernel module_kernels[NT_OP_TABLE_SIZE];
+static void (*core_register_kernel)(int op, nt_Device dev, int (*fn)(const struct nt_KernelArgs *));
+
+template <size_t OP> static int kernel_entry(const nt_KernelArgs *a) {
+  if (bind_device()) return -1;
+  try { return module_kernels[OP](a); } catch (...) { return exception_to_error(host->op_name((int)OP)); }
+}
+template <size_t... OP> static constexpr std::array<nt_Kernel, sizeof...(OP)> kernel_entries(std::index_sequence<OP...>) {
+  return { { &kernel_entry<OP>... } };
+}
+static constexpr std::array<nt_Kernel, NT_OP_TABLE_SIZE> entries = kernel_entries(std::make_index_sequence<NT_OP_TABLE_SIZE>());
+
+static void register_guarded(int op, nt_Device dev, int (*fn)(const struct nt_KernelArgs *)) {
+  if (op < 0 || op >= NT_OP_TABLE_SIZE || dev != NT_CUDA || !fn) { core_register_kernel(op, dev, fn); return; }
+  module_kernels[op] = fn;
+  core_register_kernel(op, dev, entries[op]);
 }
 
 }  // namespace ncu
 
 using namespace ncu;
+
+static int init_module(nt_DeviceApi *api, char *reason, size_t n);
 
 extern "C" __attribute__((visibility("default")))
 int nabla_cuda_init(const nt_HostApi *h, nt_DeviceApi *api, char *reason, size_t n) {
@@ -158,7 +256,15 @@ int nabla_cuda_init(const nt_HostApi *h, nt_DeviceApi *api, char *reason, size_t
     return -1;
   }
   host_copy = *h;
+  core_register_kernel = h->register_kernel;
+  host_copy.register_kernel = register_guarded;   // every register_* below goes through it
   host = &host_copy;
+  if (!guarded("nabla_cuda_init", [&] { return init_module(api, reason, n); })) return 0;
+  if (!reason[0]) snprintf(reason, n, "%s", host->error_msg());
+  return -1;
+}
+
+static int init_module(nt_DeviceApi *api, char *reason, size_t n) {
   int count = 0;
   cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess || count == 0) {
@@ -174,6 +280,7 @@ int nabla_cuda_init(const nt_HostApi *h, nt_DeviceApi *api, char *reason, size_t
   const char *want = getenv("NABLA_CUDA_DEVICE");
   if (want && *want) dev = atoi(want);
   if (dev < 0 || dev >= count) { snprintf(reason, n, "NABLA_CUDA_DEVICE=%d but there are %d devices", dev, count); return -1; }
+  device = dev;
 #define INIT_CHECK(call) do { cudaError_t e_ = (call); if (e_ != cudaSuccess) { \
     snprintf(reason, n, "%s failed: %s (%s)", #call, cudaGetErrorString(e_), cudaGetErrorName(e_)); cudaGetLastError(); return -1; } } while (0)
   INIT_CHECK(cudaSetDevice(dev));
@@ -184,7 +291,7 @@ int nabla_cuda_init(const nt_HostApi *h, nt_DeviceApi *api, char *reason, size_t
   INIT_CHECK(cudaHostGetDevicePointer((void **)&dev_err, host_err, 0));
 #undef INIT_CHECK
   if (alloc_init()) { snprintf(reason, n, "allocator: %s", host->error_msg()); return -1; }
-  if (register_matmul()) { snprintf(reason, n, "cuBLAS: %s", host->error_msg()); return -1; }
+  if (register_matmul() || sdpa_gemm_init()) { snprintf(reason, n, "cuBLAS: %s", host->error_msg()); return -1; }
   host->register_allocator(NT_CUDA, &cuda_allocator);
   register_elementwise();
   register_reduce();

@@ -13,15 +13,30 @@
 // decltype, so the module does not link against NCCL.
 //
 // Every communicator is NON-BLOCKING (ncclConfig_t.blocking = 0): calls may
-// return ncclInProgress and we poll ncclCommGetAsyncError.  Each operation
-// (outside a group) is enqueued on ncu::stream and then WAITED FOR: an event
-// recorded after it is polled together with the communicator's async error,
-// the caller's interrupt flag and the timeout.  An error, an interrupt or a
-// timeout aborts the communicator (ncclCommAbort: kernels stuck waiting on a
-// dead peer exit, so the stream stays usable) and every later call on it
-// fails at once.  Waiting makes a collective's result ready when the call
-// returns, and it is what lets a hang end in an error instead of a wedged
-// process.
+// return ncclInProgress and we poll ncclCommGetAsyncError.
+//
+// Streams (the design of PyTorch's ProcessGroupNCCL): each communicator owns
+// a high-priority COMMUNICATION stream.  A collective is ordered after the
+// work already queued on the compute stream (ncu::stream) by an event
+// recorded there and waited for by the communication stream; an event
+// recorded after it ("after") is what consumers wait for:
+//   * nt_cuda_comm_all_reduce & co: the compute stream waits for "after"
+//     at once (on the device: the host does not block), so the next op sees
+//     the result;
+//   * nt_cuda_comm_all_reduce_async (the data-parallel reducer): nothing
+//     waits yet, so backward compute overlaps the collective; the reducer
+//     calls nt_cuda_comm_join before it reads the buckets.
+// The HOST waits only where it needs a value or synchronises: sync_stream
+// (device->host copies, nt_cuda_synchronize) first calls comms_wait_all,
+// which polls "after" of every communicator with work outstanding together
+// with its async error, the interrupt flag and the timeout.  An error, an
+// interrupt or a timeout aborts the communicator (ncclCommAbort: kernels
+// stuck waiting on a dead peer exit, so both streams drain) and every later
+// call on it fails at once.  So a collective hung on a dead peer ends in an
+// error after the timeout, wherever the host first waits for it.
+//
+// Every entry point binds the module's device on the calling thread first
+// (bind_device: the reducer's or a worker's thread never ran cudaSetDevice).
 //
 // NCCL needs one GPU per rank of a communicator: two processes on one GPU get
 // "Duplicate GPU detected" from ncclCommInitRank (dist/ uses the ring then).
@@ -42,6 +57,11 @@ struct nt_CudaComm {
   volatile int *interrupted;    // the VM's flag (may be NULL)
   int failed;                   // an enqueue inside a group failed: group_end aborts
   char why[256];                // why it was aborted
+  cudaStream_t cs;              // the communication stream
+  cudaEvent_t before, after;    // compute -> comm ordering; end of the last collective
+  int pending;                  // collectives enqueued since the host last waited for "after"
+  const char *op;               // the last one's name (for a failure found by a later host wait)
+  nt_CudaComm *next;            // the list of live communicators (comms_wait_all)
 };
 
 namespace ncu {
@@ -53,6 +73,7 @@ struct Nccl {
   decltype(&::ncclGetUniqueId) GetUniqueId;
   decltype(&::ncclCommInitRankConfig) CommInitRankConfig;
   decltype(&::ncclCommSplit) CommSplit;                 // 2.18+; NULL before
+  decltype(&::ncclCommFinalize) CommFinalize;
   decltype(&::ncclCommAbort) CommAbort;
   decltype(&::ncclCommDestroy) CommDestroy;
   decltype(&::ncclCommGetAsyncError) CommGetAsyncError;
@@ -104,7 +125,7 @@ void load_nccl(void) {
   // required: everything but CommSplit and GetLastError
   const char *missing = nullptr;
 #define REQ(f) if (!missing && !sym(h, "nccl" #f, &lib.f)) missing = "nccl" #f
-  REQ(GetVersion); REQ(GetUniqueId); REQ(CommInitRankConfig); REQ(CommAbort); REQ(CommDestroy);
+  REQ(GetVersion); REQ(GetUniqueId); REQ(CommInitRankConfig); REQ(CommFinalize); REQ(CommAbort); REQ(CommDestroy);
   REQ(CommGetAsyncError); REQ(CommCount); REQ(CommUserRank); REQ(GetErrorString); REQ(AllReduce); REQ(ReduceScatter); REQ(AllGather);
   REQ(Broadcast); REQ(Send); REQ(Recv); REQ(GroupStart); REQ(GroupEnd);
 #undef REQ
@@ -213,37 +234,64 @@ int wait_ready(nt_CudaComm *c, const char *op, double t0) {
   }
 }
 
-cudaEvent_t done_ev;   // recorded after each operation (main thread only)
+// ---- live communicators -----------------------------------------------------------------------
+pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
+nt_CudaComm *live;
 
-// Phase 2: the enqueued work has run on the stream.  A CUDA fault found here
-// is reported like sync_stream does (the context is likely unusable).
-int wait_done(nt_CudaComm *c, const char *op, double t0) {
-  if (!done_ev) CU(cudaEventCreateWithFlags(&done_ev, cudaEventDisableTiming));
-  CU(cudaEventRecord(done_ev, stream));
-  last_op = op;
+void live_add(nt_CudaComm *c) {
+  pthread_mutex_lock(&live_mu);
+  c->next = live; live = c;
+  pthread_mutex_unlock(&live_mu);
+}
+void live_remove(nt_CudaComm *c) {
+  pthread_mutex_lock(&live_mu);
+  for (nt_CudaComm **p = &live; *p; p = &(*p)->next)
+    if (*p == c) { *p = c->next; break; }
+  pthread_mutex_unlock(&live_mu);
+}
+
+// Host wait for everything enqueued on c (its "after" event), polling the
+// communicator's async error, the interrupt flag and the timeout (counted
+// from the start of this wait).  A CUDA fault found here is reported like
+// sync_stream does (the context is likely unusable).
+int host_wait(nt_CudaComm *c, const char *op) {
+  if (!c->pending) return 0;
+  double t0 = now_ms();
   Backoff b;
   for (;;) {
-    cudaError_t e = cudaEventQuery(done_ev);
-    if (e == cudaSuccess) return 0;
+    cudaError_t e = cudaEventQuery(c->after);
+    if (e == cudaSuccess) { c->pending = 0; return 0; }
     if (e != cudaErrorNotReady) {            // a CUDA fault: the context is likely unusable
       snprintf(c->why, sizeof c->why, "CUDA error while it ran: %s", cudaGetErrorString(e));
+      c->pending = 0;
       if (c->comm) { lib.CommAbort(c->comm); c->comm = nullptr; }
       return cuda_fail(e, op, __FILE__, __LINE__);
     }
+    if (!c->comm) { c->pending = 0; return 0; }   // aborted earlier: its kernels exit, nothing to wait for
     ncclResult_t st = ncclSuccess;
     ncclResult_t r = lib.CommGetAsyncError(c->comm, &st);
-    if (r != ncclSuccess) return abort_with(c, op, nccl_err(c, r));
-    if (st != ncclSuccess && st != ncclInProgress) return abort_with(c, op, nccl_err(c, st));
-    if (poll_limits(c, op, t0)) return -1;
+    if (r != ncclSuccess) { c->pending = 0; return abort_with(c, op, nccl_err(c, r)); }
+    if (st != ncclSuccess && st != ncclInProgress) { c->pending = 0; return abort_with(c, op, nccl_err(c, st)); }
+    if (poll_limits(c, op, t0)) { c->pending = 0; return -1; }
     b.pause();
   }
 }
 
 int group_depth;   // > 0 between group_start and group_end
 
-// After an enqueue call returned r: outside a group, wait for it; inside,
-// only remember a failure for group_end.
-int finish_call(nt_CudaComm *c, const char *op, ncclResult_t r) {
+// Orders c's next collective after the work queued on the compute stream.
+int order_after_compute(nt_CudaComm *c) {
+  CU(cudaEventRecord(c->before, stream));
+  CU(cudaStreamWaitEvent(c->cs, c->before, 0));
+  return 0;
+}
+
+// After an enqueue call returned r: outside a group, wait until NCCL has
+// taken it (non-blocking init/enqueue phase), mark the end of the collective
+// on the communication stream and, unless `overlap`, make the compute stream
+// wait for it (on the device).  Inside a group, only remember a failure for
+// group_end.
+int finish_call(nt_CudaComm *c, const char *op, ncclResult_t r, bool overlap = false) {
   if (r != ncclSuccess && r != ncclInProgress) {
     if (group_depth > 0) {   // aborting inside an open group would leave NCCL with a freed comm
       c->failed = 1;
@@ -254,9 +302,13 @@ int finish_call(nt_CudaComm *c, const char *op, ncclResult_t r) {
     return abort_with(c, op, nccl_err(c, r));
   }
   if (group_depth > 0) return 0;
-  double t0 = now_ms();
-  if (wait_ready(c, op, t0)) return -1;
-  return wait_done(c, op, t0);
+  if (wait_ready(c, op, now_ms())) return -1;
+  CU(cudaEventRecord(c->after, c->cs));
+  c->pending = 1;
+  c->op = op;
+  last_op = op;
+  if (!overlap) CU(cudaStreamWaitEvent(stream, c->after, 0));
+  return 0;
 }
 
 bool nccl_type(nt_DType dt, ncclDataType_t *out) {
@@ -280,7 +332,7 @@ bool nccl_op(int op, ncclRedOp_t *out) {
   }
 }
 int bad_args(const char *op, nt_DType dt, int rop) {
-  ncclDataType_t t; ncclRedOp_t o;
+  ncclDataType_t t = ncclFloat32; ncclRedOp_t o = ncclSum;
   if (!nccl_type(dt, &t)) { host->error_set("%s: NCCL cannot reduce dtype %d", op, (int)dt); return -1; }
   if (!nccl_op(rop, &o)) { host->error_set("%s: unknown reduction %d", op, rop); return -1; }
   return 0;
@@ -300,6 +352,7 @@ int api_comm_available(char *reason, size_t n) {
 const char *api_comm_version(void) { return lib_ready ? lib_version : ""; }
 
 int api_device_id(char *out, size_t n) {
+  if (bind_device()) return -1;
   int dev = 0;
   CU(cudaGetDevice(&dev));
   char bus[64];
@@ -318,16 +371,34 @@ int api_comm_unique_id(unsigned char *id) {
   return 0;
 }
 
+// Frees c and its stream/events (after its communicator was destroyed or
+// aborted: a destroyed stream with work left is released when that work ends).
+void free_comm(nt_CudaComm *c) {
+  live_remove(c);
+  if (c->before) cudaEventDestroy(c->before);
+  if (c->after) cudaEventDestroy(c->after);
+  if (c->cs) cudaStreamDestroy(c->cs);
+  cudaGetLastError();
+  free(c);
+}
+
 nt_CudaComm *new_comm(int nranks, int rank, int timeout_ms, volatile int *interrupted) {
   nt_CudaComm *c = (nt_CudaComm *)calloc(1, sizeof *c);
   if (!c) { host->error_set("out of memory"); return nullptr; }
   c->nranks = nranks; c->rank = rank; c->timeout_ms = timeout_ms; c->interrupted = interrupted;
+  int lo = 0, hi = 0;   // "greatest" priority is the numerically lowest
+  cudaError_t e = cudaDeviceGetStreamPriorityRange(&lo, &hi);
+  if (e == cudaSuccess) e = cudaStreamCreateWithPriority(&c->cs, cudaStreamNonBlocking, hi);
+  if (e == cudaSuccess) e = cudaEventCreateWithFlags(&c->before, cudaEventDisableTiming);
+  if (e == cudaSuccess) e = cudaEventCreateWithFlags(&c->after, cudaEventDisableTiming);
+  if (e != cudaSuccess) { cuda_fail(e, "creating the NCCL communication stream", __FILE__, __LINE__); free_comm(c); return nullptr; }
+  live_add(c);
   return c;
 }
 
 nt_CudaComm *api_comm_init(const unsigned char *id, int nranks, int rank, int timeout_ms, volatile int *interrupted) {
   const char *op = "ncclCommInitRank";
-  if (need_nccl(op)) return nullptr;
+  if (need_nccl(op) || bind_device()) return nullptr;
   if (nranks < 1 || rank < 0 || rank >= nranks) { host->error_set("%s: rank %d is not in 0..%d", op, rank, nranks - 1); return nullptr; }
   nt_CudaComm *c = new_comm(nranks, rank, timeout_ms, interrupted);
   if (!c) return nullptr;
@@ -340,18 +411,18 @@ nt_CudaComm *api_comm_init(const unsigned char *id, int nranks, int rank, int ti
     // the handle may or may not exist after an immediate failure
     if (c->comm) abort_with(c, op, nccl_err(c, r));
     else host->error_set("%s: %s", op, lib.GetErrorString(r));
-    free(c);
+    free_comm(c);
     return nullptr;
   }
-  if (!c->comm) { host->error_set("%s: NCCL returned no communicator", op); free(c); return nullptr; }
-  if (wait_ready(c, op, now_ms())) { free(c); return nullptr; }
+  if (!c->comm) { host->error_set("%s: NCCL returned no communicator", op); free_comm(c); return nullptr; }
+  if (wait_ready(c, op, now_ms())) { free_comm(c); return nullptr; }
   return c;
 }
 
 nt_CudaComm *api_comm_split(nt_CudaComm *parent, int color, int key, int *failed) {
   const char *op = "ncclCommSplit";
   *failed = 1;
-  if (check_usable(parent, op)) return nullptr;
+  if (check_usable(parent, op) || bind_device()) return nullptr;
   if (!lib.CommSplit) { host->error_set("%s: needs NCCL 2.18 or newer (loaded: %s)", op, lib_version); return nullptr; }
   ncclComm_t out = nullptr;
   ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
@@ -372,85 +443,112 @@ nt_CudaComm *api_comm_split(nt_CudaComm *parent, int color, int key, int *failed
   nt_CudaComm *c = new_comm(0, 0, parent->timeout_ms, parent->interrupted);
   if (!c) { lib.CommAbort(out); return nullptr; }
   c->comm = out;
-  if (wait_ready(c, op, now_ms())) { free(c); return nullptr; }
+  if (wait_ready(c, op, now_ms())) { free_comm(c); return nullptr; }
   ncclResult_t r1 = lib.CommCount(c->comm, &c->nranks), r2 = lib.CommUserRank(c->comm, &c->rank);
-  if (r1 != ncclSuccess || r2 != ncclSuccess) { abort_with(c, op, nccl_err(c, r1 != ncclSuccess ? r1 : r2)); free(c); return nullptr; }
+  if (r1 != ncclSuccess || r2 != ncclSuccess) { abort_with(c, op, nccl_err(c, r1 != ncclSuccess ? r1 : r2)); free_comm(c); return nullptr; }
   *failed = 0;
   return c;
 }
 
+// Abort: NCCL kernels still waiting on peers exit, then the stream and
+// events go (after the communicator: its kernels run on that stream).
 void api_comm_abort(nt_CudaComm *c) {
   if (!c) return;
+  bind_device();
   if (c->comm && lib_ready) lib.CommAbort(c->comm);
-  free(c);
+  c->comm = nullptr;
+  free_comm(c);
 }
 
-// Destroy waits for the communicator's outstanding work.  Every operation was
-// already waited for, so only a clean communicator gets here; anything odd
-// (a failed wait) falls back to abort.
+// Destroy, in the order NCCL asks for a non-blocking communicator: wait for
+// the outstanding collectives (bounded by the timeout), ncclCommFinalize and
+// poll it to completion (bounded too), then ncclCommDestroy, then the
+// stream and events.  Any failure on the way (an error, the timeout, an
+// interrupt) aborts instead, so destroying never hangs on a dead peer.
 void api_comm_destroy(nt_CudaComm *c) {
   if (!c) return;
+  bind_device();
+  const char *op = "ncclCommDestroy";
   if (c->comm && lib_ready) {
-    ncclResult_t st = ncclSuccess;
-    if (lib.CommGetAsyncError(c->comm, &st) != ncclSuccess || st != ncclSuccess) lib.CommAbort(c->comm);
-    else if (lib.CommDestroy(c->comm) != ncclSuccess) lib.CommAbort(c->comm);
+    bool clean = host_wait(c, op) == 0 && c->comm;
+    if (clean) {
+      ncclResult_t r = lib.CommFinalize(c->comm);
+      clean = (r == ncclSuccess || r == ncclInProgress) && wait_ready(c, op, now_ms()) == 0 && c->comm;
+    }
+    if (clean && lib.CommDestroy(c->comm) == ncclSuccess) c->comm = nullptr;
+    if (c->comm) { lib.CommAbort(c->comm); c->comm = nullptr; }
   }
-  free(c);
+  free_comm(c);
 }
 
-int api_all_reduce(nt_CudaComm *c, void *buf, size_t count, nt_DType dt, int op) {
+// The common path of every collective: checks, binding, ordering after the
+// compute stream, the enqueue on the communication stream, finish_call.
+template <typename F> int collective(nt_CudaComm *c, const char *nm, bool overlap, F enqueue) {
+  if (check_usable(c, nm) || bind_device() || order_after_compute(c)) return -1;
+  return finish_call(c, nm, enqueue(c->cs), overlap);
+}
+
+int all_reduce(nt_CudaComm *c, void *buf, size_t count, nt_DType dt, int op, bool overlap) {
   const char *nm = "all_reduce (NCCL)";
-  if (check_usable(c, nm) || bad_args(nm, dt, op)) return -1;
-  ncclDataType_t t; ncclRedOp_t o;
+  if (bad_args(nm, dt, op)) return -1;
+  ncclDataType_t t = ncclFloat32; ncclRedOp_t o = ncclSum;
   nccl_type(dt, &t); nccl_op(op, &o);
-  return finish_call(c, nm, lib.AllReduce(buf, buf, count, t, o, c->comm, stream));
+  return collective(c, nm, overlap, [&](cudaStream_t s) { return lib.AllReduce(buf, buf, count, t, o, c->comm, s); });
+}
+int api_all_reduce(nt_CudaComm *c, void *buf, size_t count, nt_DType dt, int op) { return all_reduce(c, buf, count, dt, op, false); }
+int api_all_reduce_async(nt_CudaComm *c, void *buf, size_t count, nt_DType dt, int op) { return all_reduce(c, buf, count, dt, op, true); }
+
+// The compute stream waits (on the device) for every collective enqueued on c.
+int api_comm_join(nt_CudaComm *c) {
+  if (check_usable(c, "NCCL join") || bind_device()) return -1;
+  if (c->pending) CU(cudaStreamWaitEvent(stream, c->after, 0));
+  return 0;
 }
 
 int api_reduce_scatter(nt_CudaComm *c, const void *send, void *recv, size_t recvcount, nt_DType dt, int op) {
   const char *nm = "reduce_scatter (NCCL)";
-  if (check_usable(c, nm) || bad_args(nm, dt, op)) return -1;
-  ncclDataType_t t; ncclRedOp_t o;
+  if (bad_args(nm, dt, op)) return -1;
+  ncclDataType_t t = ncclFloat32; ncclRedOp_t o = ncclSum;
   nccl_type(dt, &t); nccl_op(op, &o);
-  return finish_call(c, nm, lib.ReduceScatter(send, recv, recvcount, t, o, c->comm, stream));
+  return collective(c, nm, false, [&](cudaStream_t s) { return lib.ReduceScatter(send, recv, recvcount, t, o, c->comm, s); });
 }
 
 int api_all_gather(nt_CudaComm *c, const void *send, void *recv, size_t sendbytes) {
-  const char *nm = "all_gather (NCCL)";
-  if (check_usable(c, nm)) return -1;
-  return finish_call(c, nm, lib.AllGather(send, recv, sendbytes, ncclInt8, c->comm, stream));
+  return collective(c, "all_gather (NCCL)", false, [&](cudaStream_t s) { return lib.AllGather(send, recv, sendbytes, ncclInt8, c->comm, s); });
 }
 
 int api_broadcast(nt_CudaComm *c, void *buf, size_t nbytes, int root) {
   const char *nm = "broadcast (NCCL)";
-  if (check_usable(c, nm) || bad_peer(c, nm, root)) return -1;
-  return finish_call(c, nm, lib.Broadcast(buf, buf, nbytes, ncclInt8, root, c->comm, stream));
+  if (c && bad_peer(c, nm, root)) return -1;
+  return collective(c, nm, false, [&](cudaStream_t s) { return lib.Broadcast(buf, buf, nbytes, ncclInt8, root, c->comm, s); });
 }
 
 int api_send(nt_CudaComm *c, const void *buf, size_t nbytes, int peer) {
   const char *nm = "send (NCCL)";
-  if (check_usable(c, nm) || bad_peer(c, nm, peer)) return -1;
-  return finish_call(c, nm, lib.Send(buf, nbytes, ncclInt8, peer, c->comm, stream));
+  if (c && bad_peer(c, nm, peer)) return -1;
+  return collective(c, nm, false, [&](cudaStream_t s) { return lib.Send(buf, nbytes, ncclInt8, peer, c->comm, s); });
 }
 
 int api_recv(nt_CudaComm *c, void *buf, size_t nbytes, int peer) {
   const char *nm = "recv (NCCL)";
-  if (check_usable(c, nm) || bad_peer(c, nm, peer)) return -1;
-  return finish_call(c, nm, lib.Recv(buf, nbytes, ncclInt8, peer, c->comm, stream));
+  if (c && bad_peer(c, nm, peer)) return -1;
+  return collective(c, nm, false, [&](cudaStream_t s) { return lib.Recv(buf, nbytes, ncclInt8, peer, c->comm, s); });
 }
 
 int api_group_start(void) {
-  if (need_nccl("ncclGroupStart")) return -1;
+  if (need_nccl("ncclGroupStart") || bind_device()) return -1;
   ncclResult_t r = lib.GroupStart();
   if (r != ncclSuccess) { host->error_set("ncclGroupStart: %s", lib.GetErrorString(r)); return -1; }
   group_depth++;
   return 0;
 }
 
-// Ends the group (even after a failed enqueue inside it), then waits for it
-// on c.  Only groups over ONE communicator are supported (dist/ uses no other).
+// Ends the group (even after a failed enqueue inside it); outside any other
+// group, the compute stream then waits for it like for one collective.
+// Only groups over ONE communicator are supported (dist/ uses no other).
 int api_group_end(nt_CudaComm *c) {
   const char *nm = "grouped send/recv (NCCL)";
-  if (need_nccl(nm)) return -1;
+  if (need_nccl(nm) || bind_device()) return -1;
   if (group_depth <= 0) { host->error_set("%s: group_end without group_start", nm); return -1; }
   group_depth--;
   ncclResult_t r = lib.GroupEnd();
@@ -486,12 +584,13 @@ int stage_reserve(size_t n) {
 }
 
 void *api_staging(size_t n) {
-  if (stage_reserve(n)) return nullptr;
+  if (bind_device() || stage_reserve(n)) return nullptr;
   return stage_buf;
 }
 
 int api_to_host(void *dst, const void *src, size_t n) {
   if (n == 0) return 0;
+  if (bind_device()) return -1;
   CU(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, stream));
   last_op = "copy (device to pinned host)";
   return sync_stream();
@@ -499,6 +598,7 @@ int api_to_host(void *dst, const void *src, size_t n) {
 
 int api_to_device(void *dst, const void *src, size_t n) {
   if (n == 0) return 0;
+  if (bind_device()) return -1;
   if (!stage_ev) CU(cudaEventCreateWithFlags(&stage_ev, cudaEventDisableTiming));
   CU(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, stream));
   last_op = "copy (pinned host to device)";
@@ -508,6 +608,18 @@ int api_to_device(void *dst, const void *src, size_t n) {
 }
 
 }  // namespace
+
+// Host wait for every live communicator's outstanding collectives (see the
+// top of the file).  Stops at the first failure (its report stands); the
+// rest are waited for by the next synchronisation.
+int comms_wait_all(void) {
+  int rc = 0;
+  pthread_mutex_lock(&live_mu);
+  for (nt_CudaComm *c = live; c && rc == 0; c = c->next)   // the first failure is the report
+    if (c->pending && host_wait(c, c->op)) rc = -1;
+  pthread_mutex_unlock(&live_mu);
+  return rc;
+}
 
 void nccl_fill_api(nt_DeviceApi *api) {
   api->comm_available = api_comm_available;
@@ -519,6 +631,8 @@ void nccl_fill_api(nt_DeviceApi *api) {
   api->comm_abort = api_comm_abort;
   api->comm_destroy = api_comm_destroy;
   api->comm_all_reduce = api_all_reduce;
+  api->comm_all_reduce_async = api_all_reduce_async;
+  api->comm_join = api_comm_join;
   api->comm_reduce_scatter = api_reduce_scatter;
   api->comm_all_gather = api_all_gather;
   api->comm_broadcast = api_broadcast;

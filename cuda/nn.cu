@@ -7,6 +7,7 @@
 // use kThreads threads striding over the row, combining partial results with
 // warp shuffles and one shared-memory step (block_sum / block_max).
 #include "common.cuh"
+#include <cub/device/device_radix_sort.cuh>
 #include <type_traits>
 #include <vector>
 
@@ -327,7 +328,14 @@ int k_layer_norm(const nt_KernelArgs *a) {
 // ---- take (index_select, embedding, x[idx]) and its backward ----------------------------------
 // x [outer, n, inner], idx [m] (negative indices wrap; out of range → error slot):
 //   take:     out[q, j, k] = x[q, idx[j], k]
-//   backward: dx = 0; dx[q, idx[j], k] += g[q, j, k]   (atomicAdd: duplicates add up)
+//   backward: dx = 0; dx[q, idx[j], k] += g[q, j, k]   (duplicates add up)
+// The backward is DETERMINISTIC and accumulates in f32 (f64 for f64): the
+// (index, position) pairs are sorted by index with a stable radix sort, so
+// the positions that hit one row form a segment in increasing j; one thread
+// per (q, segment, k) sums g over its segment in that fixed order in the
+// accumulation type and writes dx once (no atomics, no rounding to f16/bf16
+// between additions).  The same inputs give the same bits on every run, and
+// a token repeated r times costs one rounding instead of r.
 template <typename E>
 __global__ void take_kernel(int64_t outer, int64_t n, int64_t m, int64_t inner, const E *x, const int64_t *idx, E *out,
                             DevError *err, int op) {
@@ -339,16 +347,60 @@ __global__ void take_kernel(int64_t outer, int64_t n, int64_t m, int64_t inner, 
     out[e] = x[(q * n + ix) * inner + k];
   }
 }
-template <typename T>
-__global__ void index_add_kernel(int64_t outer, int64_t n, int64_t m, int64_t inner, const T *g, const int64_t *idx, T *dx,
-                                 DevError *err, int op) {
+// keys[j] = the wrapped row idx[j] hits, n for an out-of-range index (reported;
+// its segment is skipped); pos[j] = j.
+__global__ void index_keys(int64_t m, int64_t n, const int64_t *idx, unsigned long long *keys, int64_t *pos, DevError *err, int op) {
+  for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < m; j += (int64_t)gridDim.x * blockDim.x) {
+    int64_t ix = idx[j];
+    if (ix < 0) ix += n;
+    if (ix < 0 || ix >= n) { raise_error(err, DEVERR_INDEX, op, idx[j], n, -1); ix = n; }
+    keys[j] = (unsigned long long)ix;
+    pos[j] = j;
+  }
+}
+// keys/pos sorted by key (stable: pos increasing within a key).  Thread
+// (q, s, k) with s the first position of a segment sums g[q, pos[t], k] over
+// the segment in order, in A, and stores dx[q, key, k].
+template <typename T, typename A>
+__global__ void index_add_sorted(int64_t outer, int64_t n, int64_t m, int64_t inner, const T *g,
+                                 const unsigned long long *keys, const int64_t *pos, T *dx) {
   int64_t total = outer * m * inner;
   for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x) {
-    int64_t k = e % inner, j = (e / inner) % m, q = e / (inner * m), ix = idx[j];
-    if (ix < 0) ix += n;
-    if (ix < 0 || ix >= n) { raise_error(err, DEVERR_INDEX, op, idx[j], n, -1); continue; }
-    atomicAdd(dx + (q * n + ix) * inner + k, g[e]);
+    int64_t k = e % inner, s = (e / inner) % m, q = e / (inner * m);
+    unsigned long long key = keys[s];
+    if (key >= (unsigned long long)n || (s > 0 && keys[s - 1] == key)) continue;
+    A acc = 0;
+    for (int64_t t = s; t < m && keys[t] == key; t++) acc += (A)ld(g[(q * m + pos[t]) * inner + k]);
+    dx[(q * n + (int64_t)key) * inner + k] = St<T>::from(acc);
   }
+}
+
+// bits needed for keys in [0, n]
+int key_bits(int64_t n) {
+  int b = 1;
+  while (b < 64 && ((unsigned long long)n >> b) != 0) b++;
+  return b;
+}
+
+template <typename T, typename A> int take_backward(const nt_KernelArgs *a, int64_t outer, int64_t n, int64_t m, int64_t inner) {
+  const int64_t *ix = (const int64_t *)base(a->in[1]);
+  Scratch keys(2 * (size_t)m * sizeof(unsigned long long)), pos(2 * (size_t)m * sizeof(int64_t));
+  if (!keys.p || !pos.p) return -1;
+  unsigned long long *kin = (unsigned long long *)keys.p, *kout = kin + m;
+  int64_t *pin = (int64_t *)pos.p, *pout = pin + m;
+  index_keys<<<grid_for(m), kThreads, 0, stream>>>(m, n, ix, kin, pin, dev_err, a->op);
+  LAUNCHED("take_backward");
+  size_t temp_bytes = 0;
+  int bits = key_bits(n);
+  CU(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, kin, kout, pin, pout, m, 0, bits, stream));
+  Scratch temp(temp_bytes);
+  if (!temp.p) return -1;
+  CU(cub::DeviceRadixSort::SortPairs(temp.p, temp_bytes, kin, kout, pin, pout, m, 0, bits, stream));
+  int64_t total = outer * m * inner;
+  index_add_sorted<T, A><<<grid_for(total), kThreads, 0, stream>>>(outer, n, m, inner, (const T *)base(a->in[0]), kout, pout,
+                                                                   (T *)base(a->out));
+  LAUNCHED("take_backward");
+  return 0;
 }
 
 int k_take(const nt_KernelArgs *a) {
@@ -367,17 +419,14 @@ int k_take(const nt_KernelArgs *a) {
   }
   CU(cudaMemsetAsync(base(a->out), 0, (size_t)a->out->numel * nt_dtype_size(a->out->dtype), stream));
   if (total == 0) return 0;
+  if (m > INT32_MAX) { host->error_set("take backward: %lld indices (2^31 and more) are not supported on cuda", (long long)m); return -1; }
   switch (a->out->dtype) {
-#define IADD(T) index_add_kernel<T><<<grid_for(total), kThreads, 0, stream>>>(outer, n, m, inner, (const T *)base(a->in[0]), ix, (T *)base(a->out), dev_err, a->op); break;
-    case NT_F32: IADD(float)
-    case NT_F64: IADD(double)
-    case NT_F16: IADD(__half)
-    case NT_BF16: IADD(__nv_bfloat16)
-#undef IADD
+    case NT_F32: return take_backward<float, float>(a, outer, n, m, inner);
+    case NT_F64: return take_backward<double, double>(a, outer, n, m, inner);
+    case NT_F16: return take_backward<__half, float>(a, outer, n, m, inner);
+    case NT_BF16: return take_backward<__nv_bfloat16, float>(a, outer, n, m, inner);
     default: host->error_set("take backward: unsupported dtype %s on cuda", nt_dtype_name(a->out->dtype)); return -1;
   }
-  LAUNCHED("take_backward");
-  return 0;
 }
 
 // ---- gather / scatter_add -------------------------------------------------------------------------

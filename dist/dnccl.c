@@ -107,6 +107,12 @@ static nt_CudaComm *coll_comm(dr_Group *g) {
 }
 
 /* ------------------------------------------------------------ collectives */
+/* what a ring all_reduce of count elements would move (dist.bytes() reads the same on either backend) */
+static void count_all_reduce(dr_Group *g, size_t count, int dtype) {
+  uint64_t moved = (uint64_t)(2.0 * (g->world - 1) / g->world * (double)(count * dr_esize(dtype)));
+  g->bytes_sent += moved; g->bytes_recv += moved;
+}
+
 int dn_all_reduce(dr_Group *g, void *dbuf, size_t count, int dtype, int op) {
   DN_OP("all_reduce");
   if (check(g)) return -1;
@@ -114,9 +120,27 @@ int dn_all_reduce(dr_Group *g, void *dbuf, size_t count, int dtype, int op) {
   if (!c) return -1;
   if (!count) return 0;
   if (nt_cuda_comm_all_reduce(c, dbuf, count, dt_of(dtype), op_of(op))) return fail_nt(g);
-  uint64_t moved = (uint64_t)(2.0 * (g->world - 1) / g->world * (double)(count * dr_esize(dtype)));
-  g->bytes_sent += moved; g->bytes_recv += moved;
+  count_all_reduce(g, count, dtype);
   return 0;
+}
+
+int dn_all_reduce_async(dr_Group *g, void *dbuf, size_t count, int dtype) {
+  DN_OP("all_reduce");
+  if (check(g)) return -1;
+  nt_CudaComm *c = coll_comm(g);
+  if (!c) return -1;
+  if (!count) return 0;
+  if (nt_cuda_comm_all_reduce_async(c, dbuf, count, dt_of(dtype), NT_COMM_SUM)) return fail_nt(g);
+  count_all_reduce(g, count, dtype);
+  return 0;
+}
+
+int dn_join(dr_Group *g) {
+  DN_OP("all_reduce");
+  if (check(g)) return -1;
+  nt_CudaComm *c = coll_comm(g);
+  if (!c) return -1;
+  return nt_cuda_comm_join(c) ? fail_nt(g) : 0;
 }
 
 static int equal_counts(const size_t *counts, int w) {

@@ -22,7 +22,10 @@
 **
 ** Failures set g->err and g->broken like the ring's: the communicator is
 ** aborted (ncclCommAbort) on an error, an interrupt or the group timeout,
-** and the session's reconnect replaces every communicator.
+** and the session's reconnect replaces every communicator.  Collectives run
+** on the communicator's own stream; the compute stream waits for them on the
+** device, the host only at synchronisation points (tensor/tdevice.h), where
+** the timeout bounds the wait (a dead peer aborts, never hangs).
 */
 #ifndef DIST_DNCCL_H
 #define DIST_DNCCL_H
@@ -45,5 +48,13 @@ int dn_reduce_scatter(dr_Group *g, void *dbuf, const size_t *counts, int dtype, 
 int dn_all_gather(dr_Group *g, void *dbuf, const size_t *counts, size_t esize);
 int dn_broadcast(dr_Group *g, void *dbuf, size_t nbytes, int src);
 int dn_sendrecv(dr_Group *g, int dst, const void *sbuf, size_t sn, int src, void *rbuf, size_t rn);
+
+/* Overlap (the data-parallel reducer, dreduce.c): a SUM all_reduce of a
+** device buffer that the compute stream does not wait for — backward goes on
+** while NCCL runs on the communicator's stream.  dbuf stays untouched until
+** dn_join(g), after which work queued on the compute stream sees every
+** such reduction.  Issue them in the same order on every rank. */
+int dn_all_reduce_async(dr_Group *g, void *dbuf, size_t count, int dtype);
+int dn_join(dr_Group *g);
 
 #endif

@@ -18,6 +18,16 @@
 ** (parameters with no gradient this pass count as zeros), waits for all, and
 ** replaces each parameter leaf's .grad with the average.
 **
+** With backend="nccl" and every parameter on the GPU the buckets are CUDA
+** tensors instead: a gradient is cast and copied into its bucket on the
+** device (no host staging), and a full bucket's all_reduce is ENQUEUED on
+** NCCL's communication stream right away (dn_all_reduce_async, still in
+** bucket order), where it overlaps the rest of backward on the compute
+** stream, as DDP does; the finish hook enqueues the rest, makes the compute
+** stream wait for them (dn_join) and averages on the device.  No thread and
+** no host wait are involved: the host waits only when it next synchronises
+** (bounded by the group timeout there, tensor/tdevice.h).
+**
 ** The thread uses a private copy of the group view (like isend in dgrad.c);
 ** every other collective first drains it (nbD_reducer_drain, called from
 ** nbD_async_drain), so messages on a link never interleave.  Ranks must run
@@ -33,6 +43,7 @@
 #include "dist/dgrad.h"
 #include "dist/dgroup.h"
 #include "dist/dreduce.h"
+#include "dist/dnccl.h"
 
 typedef struct Param {
   void *storage; int64_t offset, numel;   /* identity of the parameter's data */
@@ -42,13 +53,15 @@ typedef struct Param {
 
 typedef struct Bucket {
   int rdt; size_t esize, count;
-  void *buf;
+  void *buf;                              /* host buffer (ring), or NULL */
+  nt_Tensor *dev;                         /* CUDA buffer (nccl), or NULL */
   int pending;                            /* parameters still missing this pass */
   int nparams;
 } Bucket;
 
 static struct {
   int registered, sync, group;
+  int on_device;                          /* buckets on the GPU, reduced by NCCL */
   int np, nb;
   Param *p;
   Bucket *b;
@@ -96,10 +109,22 @@ static void launch_upto(int upto) {
   if (upto > R.launched) { R.launched = upto; pthread_cond_broadcast(&R.cv); }
   pthread_mutex_unlock(&R.mu);
 }
+/* nccl: enqueues the all_reduces of buckets [launched, upto) on NCCL's stream */
+static void enqueue_upto(int upto) {
+  for (int i = R.launched; i < upto; i++)
+    if (!R.failed && dn_all_reduce_async(&R.view, nt_data_ptr(R.b[i].dev), R.b[i].count, R.b[i].rdt)) {
+      R.failed = 1;
+      snprintf(R.err, sizeof R.err, "%s", R.view.err);
+    }
+  pthread_mutex_lock(&R.mu);                /* the (idle) thread reads these */
+  if (upto > R.launched) R.launched = R.done = upto;
+  pthread_mutex_unlock(&R.mu);
+}
 static void launch_ready(void) {
   int i = R.launched;
   while (i < R.nb && R.b[i].pending == 0) i++;
-  launch_upto(i);
+  if (R.on_device) enqueue_upto(i);
+  else launch_upto(i);
 }
 
 /* first gradient of a pass: a private view of the group for the thread */
@@ -123,7 +148,11 @@ static int begin_pass(void) {
   }
   nbD_group_leave(&sc);
   if (rc) return -1;
-  for (int i = 0; i < R.nb; i++) { memset(R.b[i].buf, 0, R.b[i].count * R.b[i].esize); R.b[i].pending = R.b[i].nparams; }
+  for (int i = 0; i < R.nb; i++) {
+    if (R.on_device) { if (nt_fill_(R.b[i].dev, 0)) return -1; }
+    else memset(R.b[i].buf, 0, R.b[i].count * R.b[i].esize);
+    R.b[i].pending = R.b[i].nparams;
+  }
   pthread_mutex_lock(&R.mu);
   R.launched = R.done = 0; R.failed = 0; R.err[0] = 0;
   pthread_mutex_unlock(&R.mu);
@@ -149,6 +178,27 @@ static nt_Tensor *host_work(nt_Tensor *g, int rdt) {
   return c;
 }
 
+static int to_host_bucket(Bucket *b, const Param *p, nt_Tensor *grad) {
+  nt_Tensor *h = host_work(grad, b->rdt);
+  if (!h) return -1;
+  memcpy((char *)b->buf + p->pos * b->esize, nt_data_ptr(h), (size_t)p->numel * b->esize);
+  nt_release(h);
+  return 0;
+}
+
+/* the bucket's slice of p as a 1-D view of b->dev (a new reference) */
+static nt_Tensor *device_slice(const Bucket *b, const Param *p) { return nt_narrow(b->dev, 0, (int64_t)p->pos, p->numel); }
+
+/* nccl: grad cast to the bucket's dtype and copied into its slice, on the GPU */
+static int to_device_bucket(Bucket *b, const Param *p, nt_Tensor *grad) {
+  int64_t len = p->numel;
+  nt_Tensor *typed = nt_to_dtype(grad, b->rdt == DR_F64 ? NT_F64 : NT_F32);
+  nt_Tensor *flat = typed ? nt_reshape(typed, &len, 1) : NULL, *dst = flat ? device_slice(b, p) : NULL;
+  int rc = dst && !nt_copy_(dst, flat) ? 0 : -1;
+  nt_release(typed); nt_release(flat); nt_release(dst);
+  return rc;
+}
+
 static int on_ready(void *ud, nt_Tensor *leaf, nt_Tensor *grad) {
   (void)ud;
   if (!R.registered || !R.sync) return 0;
@@ -159,11 +209,9 @@ static int on_ready(void *ud, nt_Tensor *leaf, nt_Tensor *grad) {
   if (p->leaf) return 0;                    /* the same parameter twice (two aliases): first wins */
   Bucket *b = &R.b[p->bucket];
   bool prev = nt_set_grad_enabled(false);
-  nt_Tensor *h = host_work(grad, b->rdt);
+  int rc = R.on_device ? to_device_bucket(b, p, grad) : to_host_bucket(b, p, grad);
   nt_set_grad_enabled(prev);
-  if (!h) return -1;
-  memcpy((char *)b->buf + p->pos * b->esize, nt_data_ptr(h), (size_t)p->numel * b->esize);
-  nt_release(h);
+  if (rc) return -1;
   p->leaf = nt_retain(leaf);
   if (--b->pending == 0) {
     launch_ready();
@@ -176,8 +224,13 @@ static int on_finish(void *ud, bool ok) {
   (void)ud;
   if (!R.in_pass) return 0;
   for (int i = 0; i < R.nb; i++) R.b[i].pending = 0;   /* missing gradients reduce as zeros */
-  launch_upto(R.nb);
-  nbD_reducer_drain();
+  if (R.on_device) {
+    enqueue_upto(R.nb);
+    if (!R.failed && dn_join(&R.view)) { R.failed = 1; snprintf(R.err, sizeof R.err, "%s", R.view.err); }
+  } else {
+    launch_upto(R.nb);
+    nbD_reducer_drain();
+  }
   R.in_pass = 0;
   R.passes++; R.buckets_total += R.nb;
   nbD_self.g->bytes_sent += R.view.bytes_sent;
@@ -199,8 +252,9 @@ static int on_finish(void *ud, bool ok) {
     if (ok && !rc) {
       Bucket *b = &R.b[p->bucket];
       int64_t len = p->numel;
-      nt_Tensor *flat = nt_from_buffer((char *)b->buf + p->pos * b->esize, b->rdt == DR_F64 ? NT_F64 : NT_F32, &len, 1,
-                                       b->rdt == DR_F64 ? NT_F64 : NT_F32);
+      nt_Tensor *flat = R.on_device ? device_slice(b, p)
+                                    : nt_from_buffer((char *)b->buf + p->pos * b->esize, b->rdt == DR_F64 ? NT_F64 : NT_F32, &len, 1,
+                                                     b->rdt == DR_F64 ? NT_F64 : NT_F32);
       nt_Tensor *avg = flat ? nt_binary_scalar(NT_OP_MUL, flat, scale, false) : NULL, *shaped = avg ? nt_reshape(avg, leaf->shape, leaf->ndim) : NULL;
       nt_Tensor *typed = shaped ? nt_to_dtype(shaped, leaf->dtype) : NULL, *dev = typed ? nt_to_device(typed, leaf->device) : NULL;
       if (!dev || nt_set_grad(leaf, dev)) rc = -1;
@@ -216,19 +270,34 @@ static const nt_GradHooks hooks = { on_ready, on_finish, NULL };
 
 static void clear_layout(void) {
   for (int j = 0; j < R.np; j++) nt_release(R.p[j].leaf);
-  for (int i = 0; i < R.nb; i++) free(R.b[i].buf);
+  for (int i = 0; i < R.nb; i++) { free(R.b[i].buf); nt_release(R.b[i].dev); }
   free(R.p); free(R.b);
-  R.p = NULL; R.b = NULL; R.np = R.nb = 0; R.hint = 0; R.in_pass = 0;
+  R.p = NULL; R.b = NULL; R.np = R.nb = 0; R.hint = 0; R.in_pass = 0; R.on_device = 0;
 }
 
 void nbD_reducer_clear(void) {
   if (!R.registered) return;
   nbD_reducer_drain();
+  if (R.on_device && R.launched > 0 && R.in_pass) dn_join(&R.view);   /* NCCL may still use the buckets: order their release after it */
   const nt_GradHooks *cur = nt_set_grad_hooks(NULL);
   if (cur != &hooks) nt_set_grad_hooks(cur);   /* someone else's hooks are on top: leave them */
   clear_layout();
   R.registered = 0;
   R.sync = 1;
+}
+
+/* Buckets live on the GPU and go to NCCL when the backend is nccl and every
+** parameter that is averaged is a CUDA tensor; anything else keeps the host
+** buckets and the ring (the ring path is unchanged). */
+static int on_device_reducible(nt_Tensor **params, int n) {
+  if (!dn_on(nbD_self.g)) return 0;
+  int any = 0;
+  for (int k = 0; k < n; k++) {
+    if (!nt_dtype_is_float(params[k]->dtype)) continue;
+    if (params[k]->device != NT_CUDA) return 0;
+    any = 1;
+  }
+  return any;
 }
 
 int nbD_reducer_register(nt_Tensor **params, int n, size_t bucket_bytes, int group) {
@@ -253,8 +322,18 @@ int nbD_reducer_register(nt_Tensor **params, int n, size_t bucket_bytes, int gro
     b->count += (size_t)t->numel;
     b->nparams++;
   }
-  for (int i = 0; i < R.nb; i++)
-    if (!(R.b[i].buf = malloc(R.b[i].count * R.b[i].esize + 1))) { clear_layout(); nt_error_set("out of memory"); return -1; }
+  R.on_device = on_device_reducible(params, n);
+  for (int i = 0; i < R.nb; i++) {
+    Bucket *b = &R.b[i];
+    int64_t len = (int64_t)b->count;
+    if (R.on_device) b->dev = nt_zeros(&len, 1, b->rdt == DR_F64 ? NT_F64 : NT_F32, NT_CUDA);
+    else b->buf = malloc(b->count * b->esize + 1);
+    if (!b->buf && !b->dev) {
+      if (!R.on_device) nt_error_set("out of memory");   /* nt_zeros said why otherwise */
+      clear_layout();
+      return -1;
+    }
+  }
   if (!R.th_up) {
     R.stop = 0;
     if (pthread_create(&R.th, NULL, comm_main, NULL)) { clear_layout(); nt_error_set("dist.data_parallel: cannot start the communication thread"); return -1; }
@@ -266,6 +345,8 @@ int nbD_reducer_register(nt_Tensor **params, int n, size_t bucket_bytes, int gro
   nt_set_grad_hooks(&hooks);
   return 0;
 }
+
+int nbD_reducer_on_device(void) { return R.registered && R.on_device; }
 
 int nbD_reducer_set_sync(int on) { int prev = R.sync; R.sync = on; return prev; }
 
@@ -322,13 +403,14 @@ static int b_stats(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
   (void)a; (void)n;
   int64_t np, nb, passes, ov, tot;
   nbD_reducer_stats(&np, &nb, &passes, &ov, &tot);
-  nb_Rec *r = nbR_new(5);
+  nb_Rec *r = nbR_new(6);
   if (!r) return nb_error(vm, "out of memory");
   nbR_set_cstr(r, "params", nb_int((double)np));
   nbR_set_cstr(r, "buckets", nb_int((double)nb));
   nbR_set_cstr(r, "passes", nb_int((double)passes));
   nbR_set_cstr(r, "buckets_overlapped", nb_int((double)ov));
   nbR_set_cstr(r, "buckets_reduced", nb_int((double)tot));
+  nbR_set_cstr(r, "buckets_on", nb_strv(nbS_cstr(nbD_reducer_on_device() ? "cuda" : "cpu")));
   *out = nb_obj(NB_TREC, r);
   return NB_OK;
 }
@@ -337,7 +419,7 @@ static nb_Builtin reducer_builtins[] = {
     "dist_reducer_register(params, bucket_mb=25, group=nil): average these parameters' gradients over the group during every backward (use dist.data_parallel)" },
   { "dist_reducer_sync", b_sync, "on", "dist_reducer_sync(on): turns the overlapped averaging on/off; returns the previous setting (use dist.no_sync)" },
   { "dist_reducer_clear", b_clear, "", "dist_reducer_clear(): stops averaging gradients during backward" },
-  { "dist_reducer_stats", b_stats, "", "dist_reducer_stats(): {params, buckets, passes, buckets_overlapped (handed over during backward), buckets_reduced}" },
+  { "dist_reducer_stats", b_stats, "", "dist_reducer_stats(): {params, buckets, passes, buckets_overlapped (handed over during backward), buckets_reduced, buckets_on (\"cuda\": NCCL on the GPU, or \"cpu\": host buffers, the ring)}" },
   { NULL, NULL, NULL, NULL },
 };
 void nbD_reducer_init(void) { nbB_register(reducer_builtins); }

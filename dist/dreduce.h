@@ -11,6 +11,7 @@ void nbD_reducer_clear(void);               /* hooks off, layout dropped */
 void nbD_reducer_shutdown(void);            /* and the thread stopped (worker exit) */
 int  nbD_reducer_set_sync(int on);          /* returns the previous setting */
 void nbD_reducer_drain(void);               /* every bucket handed to the thread is reduced */
+int  nbD_reducer_on_device(void);           /* 1: the buckets are CUDA buffers reduced by NCCL */
 void nbD_reducer_stats(int64_t *nparams, int64_t *nbuckets, int64_t *passes, int64_t *overlapped, int64_t *total);
 void nbD_reducer_init(void);                /* registers its builtins */
 #endif

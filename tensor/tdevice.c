@@ -100,12 +100,26 @@ static bool find_module(char *path, size_t n) {
   return false;
 }
 
+/* NABLA_CUDA_SYNC: unset, "" or "0" = off, "1" = wait for every launch;
+** false (the reason set) for anything else: a typo must not silently leave
+** the debug mode off. */
+static bool sync_mode_from_env(int *on) {
+  const char *v = getenv("NABLA_CUDA_SYNC");
+  *on = 0;
+  if (!v || !*v || !strcmp(v, "0")) return true;
+  if (!strcmp(v, "1")) { *on = 1; return true; }
+  fmt(cuda_reason, sizeof cuda_reason, "NABLA_CUDA_SYNC=%.40s: expected 0 or 1 (1 waits for every GPU launch, so a fault names the op that raised it)", v);
+  return false;
+}
+
 static void load_cuda(void) {
   const char *dis = getenv("NABLA_CUDA_DISABLE");
   if (dis && *dis && strcmp(dis, "0") != 0) {
     fmt(cuda_reason, sizeof cuda_reason, "disabled by NABLA_CUDA_DISABLE");
     return;
   }
+  int sync_launches;
+  if (!sync_mode_from_env(&sync_launches)) return;
   char path[PATH_MAX + 64];
   if (!find_module(path, sizeof path)) return;
   dlerror();
@@ -129,6 +143,7 @@ static void load_cuda(void) {
     .register_kernel = nt_register_kernel, .register_allocator = nt_register_allocator,
     .op_register = nt_op_register, .op_name = nt_op_name,
     .matmul_tf32 = &matmul_tf32,
+    .sync_launches = sync_launches,
   };
   char why[512] = "";
   nt_init();   /* CPU kernels first: the module only adds NT_CUDA entries */
@@ -225,6 +240,10 @@ void nt_cuda_comm_destroy(nt_CudaComm *c) { if (c && cuda_ready && cuda_api.comm
 int nt_cuda_comm_all_reduce(nt_CudaComm *c, void *buf, size_t count, nt_DType dt, int op) {
   NEED_API(comm_all_reduce, -1); return cuda_api.comm_all_reduce(c, buf, count, dt, op);
 }
+int nt_cuda_comm_all_reduce_async(nt_CudaComm *c, void *buf, size_t count, nt_DType dt, int op) {
+  NEED_API(comm_all_reduce_async, -1); return cuda_api.comm_all_reduce_async(c, buf, count, dt, op);
+}
+int nt_cuda_comm_join(nt_CudaComm *c) { NEED_API(comm_join, -1); return cuda_api.comm_join(c); }
 int nt_cuda_comm_reduce_scatter(nt_CudaComm *c, const void *send, void *recv, size_t recvcount, nt_DType dt, int op) {
   NEED_API(comm_reduce_scatter, -1); return cuda_api.comm_reduce_scatter(c, send, recv, recvcount, dt, op);
 }

@@ -15,7 +15,10 @@
 **   2. the build tree the binary was built in (<builddir>/cuda/nabla_cuda.so);
 **   3. <dir of the running binary>/../lib/nabla/nabla_cuda.so (installed);
 **   4. <dir of the running binary>/cuda/nabla_cuda.so.
-** Set NABLA_CUDA_DISABLE=1 to pretend there is no GPU.
+** Set NABLA_CUDA_DISABLE=1 to pretend there is no GPU.  NABLA_CUDA_SYNC=1 (a
+** debug mode) waits for every kernel launch, so an asynchronous GPU fault is
+** reported by the op whose kernel raised it (any other value than unset, "",
+** 0 or 1 makes CUDA unavailable with a reason naming the variable).
 **
 ** Same conventions as tensor.h: 0 / -1 + nt_error_msg() unless said otherwise.
 */
@@ -75,15 +78,18 @@ int nt_optim_sgd(nt_OptimArgs *o);   /* exp_avg = momentum buffers (NULL when be
 
 /* ---- collectives between processes on CUDA buffers (NCCL; cuda/nccl.cu) ---------
 ** The CUDA module dlopens libnccl.so.2 the first time one of these is called
-** (not when the module loads: CUDA tensors work without NCCL).  Every call
-** runs on the module's stream.  A communicator is non-blocking
-** (ncclConfig_t.blocking = 0): each operation is enqueued, then waited for
-** while polling ncclCommGetAsyncError, the interrupt flag and the timeout
-** given at init; on a failure, an interrupt or a timeout the communicator is
-** aborted (ncclCommAbort) and every later call on it fails: make a new one.
-** Between nt_cuda_comm_group_start() and nt_cuda_comm_group_end(c) the
-** send/recv/broadcast calls are only enqueued (NCCL group semantics);
-** group_end waits for all of them.
+** (not when the module loads: CUDA tensors work without NCCL).  Each
+** communicator runs its collectives on its own communication stream, ordered
+** after the work queued before the call; the module's compute stream waits
+** for the result on the device (no host wait), so later ops see it.  The host
+** waits only at synchronisation points (device->host copies,
+** nt_cuda_synchronize), polling ncclCommGetAsyncError, the interrupt flag and
+** the timeout given at init; a communicator is non-blocking
+** (ncclConfig_t.blocking = 0).  On a failure, an interrupt or a timeout the
+** communicator is aborted (ncclCommAbort) and every later call on it fails:
+** make a new one.  Between nt_cuda_comm_group_start() and
+** nt_cuda_comm_group_end(c) the send/recv/broadcast calls are only enqueued
+** (NCCL group semantics); group_end completes them as one collective.
 ** Buffers are device pointers; counts are elements of `dt` for reductions
 ** (op: NT_COMM_SUM/MAX/MIN) and BYTES for the data-movement calls. */
 #define NT_COMM_ID_BYTES 128
@@ -105,8 +111,17 @@ nt_CudaComm *nt_cuda_comm_init(const unsigned char id[NT_COMM_ID_BYTES], int nra
 /* ncclCommSplit: collective over EVERY rank of parent; color < 0: not a member (returns NULL, no error) */
 nt_CudaComm *nt_cuda_comm_split(nt_CudaComm *parent, int color, int key, int *failed);
 void nt_cuda_comm_abort(nt_CudaComm *c);     /* ncclCommAbort, frees c (NULL ok) */
-void nt_cuda_comm_destroy(nt_CudaComm *c);   /* waits for pending work, ncclCommDestroy, frees c (NULL ok) */
+/* waits for pending work (bounded by the timeout), ncclCommFinalize (polled,
+** bounded too), ncclCommDestroy; any failure on the way aborts instead; then
+** the communicator's stream and events go; frees c (NULL ok) */
+void nt_cuda_comm_destroy(nt_CudaComm *c);
 int  nt_cuda_comm_all_reduce(nt_CudaComm *c, void *buf, size_t count, nt_DType dt, int op);
+/* The same collective, but the compute stream does NOT wait for it: work
+** queued afterwards (the rest of backward) overlaps it.  buf must stay
+** untouched until nt_cuda_comm_join(c), after which work queued on the
+** compute stream sees every collective enqueued on c so far. */
+int  nt_cuda_comm_all_reduce_async(nt_CudaComm *c, void *buf, size_t count, nt_DType dt, int op);
+int  nt_cuda_comm_join(nt_CudaComm *c);
 int  nt_cuda_comm_reduce_scatter(nt_CudaComm *c, const void *send, void *recv, size_t recvcount, nt_DType dt, int op);
 int  nt_cuda_comm_all_gather(nt_CudaComm *c, const void *send, void *recv, size_t sendbytes);
 int  nt_cuda_comm_broadcast(nt_CudaComm *c, void *buf, size_t nbytes, int root);
@@ -120,13 +135,14 @@ int  nt_cuda_comm_group_end(nt_CudaComm *c);
 ** largest request and reused.  to_host waits for the copy; to_device is
 ** asynchronous on the module's stream and the next staging() waits for it,
 ** so the buffer is never overwritten while a copy still reads it.
-** Main thread only. */
+** Main thread only.  (Every nt_cuda_* function may be called from any
+** thread: the module binds its device on each thread first.) */
 void *nt_cuda_staging(size_t n);               /* NULL + error */
 int   nt_cuda_to_host(void *dst, const void *dev_src, size_t n);
 int   nt_cuda_to_device(void *dev_dst, const void *src, size_t n);
 
 /* ---- ABI between the loader and the module (not for users) -------------------- */
-#define NT_DEVICE_ABI_VERSION 2
+#define NT_DEVICE_ABI_VERSION 3
 struct nt_KernelArgs;
 struct nt_Allocator;
 typedef struct nt_HostApi {
@@ -139,6 +155,7 @@ typedef struct nt_HostApi {
   int (*op_register)(const char *name);
   const char *(*op_name)(int op);
   const int *matmul_tf32;                       /* live flag set by nt_set_matmul_precision */
+  int sync_launches;                            /* NABLA_CUDA_SYNC=1: wait for every kernel launch */
 } nt_HostApi;
 typedef struct nt_DeviceApi {                   /* filled by the module's init */
   int (*device_count)(void);
@@ -156,6 +173,8 @@ typedef struct nt_DeviceApi {                   /* filled by the module's init *
   void (*comm_abort)(nt_CudaComm *c);
   void (*comm_destroy)(nt_CudaComm *c);
   int (*comm_all_reduce)(nt_CudaComm *c, void *buf, size_t count, nt_DType dt, int op);
+  int (*comm_all_reduce_async)(nt_CudaComm *c, void *buf, size_t count, nt_DType dt, int op);
+  int (*comm_join)(nt_CudaComm *c);
   int (*comm_reduce_scatter)(nt_CudaComm *c, const void *send, void *recv, size_t recvcount, nt_DType dt, int op);
   int (*comm_all_gather)(nt_CudaComm *c, const void *send, void *recv, size_t sendbytes);
   int (*comm_broadcast)(nt_CudaComm *c, void *buf, size_t nbytes, int root);

@@ -18,6 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
+#include <pthread.h>
+#include <sys/wait.h>
 
 #if defined(__has_include)
 #if __has_include("cuda/nt_cuda_paths.h")
@@ -433,6 +435,71 @@ TEST(matmul) {
   nt_set_matmul_precision("highest");
   nt_release(a); nt_release(b);
   return ok;
+}
+
+/* the GEMM plans of cuda/plan.h on the GPU: x[B,T,K] @ w[K,N] (one GEMM over B*T rows),
+** a 4-D activation times a weight, a row-padded view, permuted batch dims (a loop) */
+TEST(matmul_batched_plans) {
+  nt_Tensor *x = RND(NT_F32, -1, 1, 3, 37, 24), *w = RND(NT_F32, -1, 1, 24, 19);
+  nt_Tensor *x4 = RND(NT_F32, -1, 1, 2, 3, 5, 24);
+  nt_Tensor *xp0 = RND(NT_F32, -1, 1, 3, 37, 30), *xp = xp0 ? nt_narrow(xp0, 2, 0, 24) : NULL;
+  nt_Tensor *y0 = RND(NT_F32, -1, 1, 4, 2, 6, 8), *y = y0 ? nt_transpose(y0, 0, 1) : NULL, *z = RND(NT_F32, -1, 1, 2, 4, 8, 5);
+  bool ok = matmul_case(NT_F32, x, w, "x[B,T,K] @ w[K,N]", 1e-4) && matmul_case(NT_F32, x4, w, "x[B,H,T,K] @ w[K,N]", 1e-4) &&
+            matmul_case(NT_F32, xp, w, "padded rows @ w", 1e-4) && matmul_case(NT_F32, y, z, "permuted batch dims", 1e-4);
+  nt_release(x); nt_release(w); nt_release(x4); nt_release(xp0); nt_release(xp); nt_release(y0); nt_release(y); nt_release(z);
+  return ok;
+}
+
+/* embedding backward in bf16 with one token repeated 3000 times: accumulated in f32
+** (one rounding; bf16 atomics would stall near 256), and bit-identical run to run */
+TEST(embedding_backward_deterministic_f32_accumulation) {
+  enum { V = 6, D = 16, M = 3000 };
+  double *ix = malloc(sizeof(double) * M), *ref = calloc(V * D, sizeof(double));
+  if (!ix || !ref) { free(ix); free(ref); FAILF("out of memory"); }
+  for (int j = 0; j < M; j++) ix[j] = rand() % 5 ? 2 : rand() % V;
+  nt_Tensor *r64 = RND(NT_F64, 0.5, 1, M, D), *rb = r64 ? nt_to_dtype(r64, NT_BF16) : NULL;
+  double *rh = rb ? host(rb) : NULL;   /* the bf16 values, exactly */
+  nt_Tensor *w = RND(NT_BF16, -1, 1, V, D), *idx = nt_from_buffer(ix, NT_F64, SH(M), 1, NT_I64);
+  nt_Tensor *wg = gpu(w), *ig = gpu(idx), *rg = gpu(rb);
+  bool ok = rh && wg && ig && rg;
+  if (!ok) snprintf(why, sizeof why, "setup failed: %s", nt_error_msg());
+  for (int j = 0; ok && j < M; j++)
+    for (int d = 0; d < D; d++) ref[(int)ix[j] * D + d] += rh[j * D + d];
+  double *first = NULL;
+  for (int run = 0; ok && run < 2; run++) {
+    nt_set_grad(wg, NULL);
+    nt_set_requires_grad(wg, true);
+    nt_Tensor *e = nt_embedding(wg, ig), *p = e ? nt_mul(e, rg) : NULL, *s = p ? nt_sum(p, NULL, 0, false) : NULL;
+    ok = s && !nt_backward(s, NULL, false) && nt_grad(wg);
+    double *g = ok ? host(nt_grad(wg)) : NULL;
+    if (!g) { ok = false; snprintf(why, sizeof why, "backward failed: %s", nt_error_msg()); }
+    for (int i = 0; ok && i < V * D; i++)
+      if (!(fabs(g[i] - ref[i]) <= fabs(ref[i]) * (1.0 / 256) + 1e-6)) {
+        snprintf(why, sizeof why, "grad[%d][%d]: gpu %.9g, exact %.9g (more than one bf16 rounding off)", i / D, i % D, g[i], ref[i]);
+        ok = false;
+      }
+    if (ok && first && memcmp(first, g, sizeof(double) * V * D)) { snprintf(why, sizeof why, "two runs gave different gradients"); ok = false; }
+    if (!first) first = g; else free(g);
+    nt_release(e); nt_release(p); nt_release(s);
+  }
+  free(first); free(ix); free(ref); free(rh);
+  nt_release(r64); nt_release(rb); nt_release(w); nt_release(idx); nt_release(wg); nt_release(ig); nt_release(rg);
+  return ok;
+}
+
+/* a thread that never called cudaSetDevice (like the reducer's) runs GPU ops on the module's device */
+static void *thread_ops(void *arg) {
+  nt_Tensor *x = arg, *xg = gpu(x);
+  return (void *)(intptr_t)(xg && same("exp on another thread", nt_exp(xg), nt_exp(x), 1e-6));
+}
+TEST(ops_on_another_thread) {
+  nt_Tensor *x = RND(NT_F32, -1, 1, 300);
+  pthread_t th;
+  void *res = NULL;
+  EXPECT(x && !pthread_create(&th, NULL, thread_ops, x), "cannot start a thread");
+  pthread_join(th, &res);
+  nt_release(x);
+  return res != NULL;
 }
 
 /* autograd through GPU ops: grads equal the CPU's */
@@ -1060,6 +1127,56 @@ TEST(allocator_oom_recovery) {
   return ok;
 }
 
+/* NABLA_CUDA_SYNC=1 waits for every launch: the out-of-range index makes the embedding
+** call itself fail, naming take (run in a child: the loader reads the variable once) */
+TEST(sync_mode_reports_at_the_faulting_op) {
+  int fd[2];
+  EXPECT(!pipe(fd), "pipe failed");
+  fflush(stdout);
+  pid_t pid = fork();
+  EXPECT(pid >= 0, "fork failed");
+  if (pid == 0) {
+    close(fd[0]);
+    setenv("NABLA_CUDA_SYNC", "1", 1);
+    char r[768], msg[1024] = "";
+    if (nt_cuda_available(r, sizeof r) != 1) snprintf(msg, sizeof msg, "unavailable in the child: %s", r);
+    else {
+      nt_Tensor *w = RND(NT_F32, -1, 1, 10, 4), *wg = gpu(w);
+      nt_Tensor *ix = nt_from_buffer((const double[]){ 1, 12, 3 }, NT_F64, SH(3), 1, NT_I64), *ixg = gpu(ix);
+      nt_Tensor *e = wg && ixg ? nt_embedding(wg, ixg) : NULL;
+      snprintf(msg, sizeof msg, "%s%s", e ? "LAUNCHED " : "", nt_error_msg());
+    }
+    if (write(fd[1], msg, strlen(msg)) < 0) _exit(2);
+    _exit(0);
+  }
+  close(fd[1]);
+  char buf[1100];
+  ssize_t got = 0, k;
+  while ((k = read(fd[0], buf + got, sizeof buf - 1 - (size_t)got)) > 0) got += k;
+  close(fd[0]);
+  buf[got > 0 ? got : 0] = 0;
+  waitpid(pid, NULL, 0);
+  EXPECT(strncmp(buf, "LAUNCHED", 8) && strstr(buf, "take") && strstr(buf, "12") && strstr(buf, "out of bounds"),
+         "with NABLA_CUDA_SYNC=1 the embedding call itself should fail naming take, got: %s", buf);
+  return true;
+}
+
+/* strided kernels fall back to 64-bit index math when an operand's largest offset
+** passes 2^31 (here a [3, 5] view with rows 2^30 apart: offset 2^31 + 4) */
+TEST(strided_64bit_index_fallback) {
+  nt_Tensor *big = nt_zeros(SH(3, (int64_t)1 << 30), 2, NT_U8, NT_CUDA);
+  nt_Tensor *v = big ? nt_narrow(big, 1, 0, 5) : NULL, *row2 = v ? nt_select(v, 0, 2) : NULL;
+  bool ok = row2 && !nt_fill_(row2, 7);       /* row 2 starts 2^31 bytes in */
+  nt_Tensor *f = ok ? nt_to_dtype(v, NT_F32) : NULL;   /* strided convert reading it */
+  double *h = f ? host(f) : NULL;
+  if (!h) snprintf(why, sizeof why, "ops failed: %s", nt_error_msg());
+  for (int i = 0; h && i < 15; i++)
+    if (h[i] != (i >= 10 ? 7 : 0)) { snprintf(why, sizeof why, "element %d: %g, expected %d", i, h[i], i >= 10 ? 7 : 0); ok = false; break; }
+  ok = ok && h;
+  free(h); nt_release(f); nt_release(row2); nt_release(v); nt_release(big);
+  return ok;
+}
+
 TEST(async_error_reporting) {
   /* an out-of-range embedding index is found by the kernel: the op returns,
   ** the error surfaces at the next synchronization naming the op */
@@ -1109,6 +1226,9 @@ int main(void) {
   RUN_GPU(copy_cast_fill_where);
   RUN_GPU(reductions);
   RUN_GPU(matmul);
+  RUN_GPU(matmul_batched_plans);
+  RUN_GPU(embedding_backward_deterministic_f32_accumulation);
+  RUN_GPU(ops_on_another_thread);
   RUN_GPU(autograd);
   RUN_GPU(nn_softmax_xent);
   RUN_GPU(nn_layer_norm_gelu);
@@ -1123,6 +1243,8 @@ int main(void) {
   RUN_GPU(allocator_reuse_and_stats);
   RUN_GPU(allocator_oom_recovery);
   RUN_GPU(async_error_reporting);
+  RUN_GPU(sync_mode_reports_at_the_faulting_op);
+  RUN_GPU(strided_64bit_index_fallback);
   printf("# %d passed, %d failed, %d skipped\n", n_pass, n_fail, n_skip);
   return n_fail ? 1 : 0;
 }

@@ -68,9 +68,11 @@ pr = nn.parameters(ref)
 for w in 0..2 { for i in 0..len(pr) { d = max(d, max(abs(r[w][0][i] - pr[i])).item()) } }
 st = r[0][1]
 print("R diff", d, st.buckets, st.buckets_overlapped, st.passes)
+print("ON", st.buckets_on)
 """)
     v = values(out, "diff")
     ok = rc == 0 and v is not None and float(v[0]) < 1e-5 and int(float(v[1])) >= 2 and int(float(v[2])) >= 2 and int(float(v[3])) == 3
+    ok = ok and "ON cpu" in out   # CPU parameters: host buckets and the ring
     report(name, ok, f"rc={rc} values={v} err={err[-800:]!r}")
 
 

@@ -257,6 +257,7 @@ dist.run(fn() {{
   nil
 }})
 print("DEV", dist.pull("nn.parameters(model)[0].device"))
+print("BUCKETS_ON", dist.pull("dist.reducer_stats().buckets_on"))
 print("P", dist.pull("flat(model)", rank={world} - 1))
 print("SAME", dist.pull("flat(model)", rank=0) == dist.pull("flat(model)", rank={world} - 1))
 dist.stop()
@@ -267,6 +268,10 @@ dist.stop()
         return f"rc={rc1},{rc2} out2={out2[-300:]!r} err={err1[-400:]!r} {err2[-1200:]!r}"
     if lines_with("BACKEND ", out2)[0] != backend:
         return f"backend {lines_with('BACKEND ', out2)}"
+    # under NCCL the overlapped reducer keeps CUDA gradients on the GPU; the ring stages them
+    want_on = "cuda" if backend == "nccl" else "cpu"
+    if want_on not in lines_with("BUCKETS_ON ", out2)[0]:
+        return f"reducer buckets on {lines_with('BUCKETS_ON ', out2)}, expected {want_on}"
     a = np.array(json.loads(lines_with("P ", out1)[0]))
     b = np.array(json.loads(lines_with("P ", out2)[0]))
     if a.shape != b.shape or np.max(np.abs(a - b)) >= 1e-5:
