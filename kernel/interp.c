@@ -739,6 +739,7 @@ void interp_init(Kernel *k) {
   I.k = k;
   I.sink.write = sink_write;
   I.sink.display = sink_display;
+  I.sink.rich = 1;
   I.sink.clear = sink_clear;
   I.sink.input = sink_input;
   I.sink.result = sink_result;

@@ -294,7 +294,21 @@ static int spread_list(nb_VM *vm, nb_Value *v) {
     *v = nb_obj(NB_TLIST, l);
     return NB_OK;
   }
-  nb_error_kind(vm, "TypeError", "*%s: only a list, a range or a tensor can be spread into a call's arguments", nb_typename(seq));
+  if (seq.t == NB_TREC && nbR_find_cstr(nb_rec(seq), "__next") >= 0) {   /* an iterator, to its end */
+    nb_Value next = nbR_get_cstr(nb_rec(seq), "__next");
+    nb_List *l = nbL_new(8);
+    for (;;) {
+      nb_Value item;
+      if (l->n >= 10000000) { nb_decref(nb_obj(NB_TLIST, l)); nb_decref(seq); return nb_error_kind(vm, "ValueError", "*iterator: more than 10000000 arguments to spread"); }
+      if (nbV_call(vm, next, &seq, 1, &item)) { nb_decref(nb_obj(NB_TLIST, l)); nb_decref(seq); return NB_ERR; }
+      if (item.t == NB_TNIL) break;
+      nbL_push(l, item);
+    }
+    nb_decref(seq);
+    *v = nb_obj(NB_TLIST, l);
+    return NB_OK;
+  }
+  nb_error_kind(vm, "TypeError", "*%s: only a list, a range, a tensor or an iterator can be spread into a call's arguments", nb_typename(seq));
   nb_decref(seq);
   return NB_ERR;
 }
@@ -733,6 +747,26 @@ static int eval_for(nb_VM *vm, nb_Frame *f, nb_Node *n) {
   nb_Value seq;
   TRY(eval(vm, f, it, &seq));
   st = NB_OK;
+  if (seq.t == NB_TREC && nbR_find_cstr(nb_rec(seq), "__next") >= 0) {
+    /* an iterator: a record whose __next(self) returns the next item, or nil
+    ** at the end (Lua's rule: nil is never an item) — progress(), lines() */
+    nb_Value next = nbR_get_cstr(nb_rec(seq), "__next");
+    nb_incref(next);
+    for (;;) {
+      nb_Value item;
+      if (vm->poll && poll_vm(vm)) { st = fail(vm, f, n); break; }
+      if ((st = nbV_call(vm, next, &seq, 1, &item))) { st = fail(vm, f, it); break; }
+      if (item.t == NB_TNIL) break;
+      store_var(f, var, item);
+      st = loop_body(vm, f, n->b);
+      if (st == NB_BREAK) { st = NB_OK; break; }
+      if (st == NB_CONTINUE) { st = NB_OK; continue; }
+      if (st) break;
+    }
+    nb_decref(next);
+    nb_decref(seq);
+    return st;
+  }
   switch (seq.t) {
   case NB_TRANGE: {
     nb_Range *r = seq.u.p;

@@ -1062,8 +1062,15 @@ static int emit(nb_VM *vm, Fig *f, const Opts *o, nb_Value *out) {
     uint8_t *px = img_rgb(f, &ch);
     img_out_size(f, &ow, &oh);
     int rc = png_encode(px, f->iw, f->ih, ch, ow, oh, &png);
-    nb_Buf small = {0};   /* the SVG embeds the image at its own resolution */
-    if (rc == 0) rc = png_encode(px, f->iw, f->ih, ch, f->iw, f->ih, &small);
+    /* The SVG embeds the image upscaled by a whole factor (each pixel a k x k
+    ** block) to about 720 px on its long side, twice the size it is drawn at:
+    ** a viewer that ignores image-rendering:pixelated (a PDF, an SVG editor,
+    ** some browsers) then resamples an image that is already sharp-edged,
+    ** instead of smoothing 8 x 8 pixels across the whole plot. */
+    int m = f->iw > f->ih ? f->iw : f->ih, k = m >= 720 ? 1 : (720 + m - 1) / m;
+    while (k > 1 && (int64_t)m * k > 2048) k--;
+    nb_Buf small = {0};
+    if (rc == 0) rc = png_encode(px, f->iw, f->ih, ch, f->iw * k, f->ih * k, &small);
     free(px);
     if (rc) { nbB_free(&png); nbB_free(&small); return nb_error_kind(vm, "ValueError", "%s: PNG encoding failed", f->fname); }
     base64(&png64, (const unsigned char *)png.p, png.n);

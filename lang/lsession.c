@@ -238,6 +238,7 @@ nb_VM *nb_vm_new(nb_Sink *sink) {
   nbB_init_core();
   nbT_init();
   nbG_plot_init();
+  nbG_progress_init();
   nb_VM *vm = calloc(1, sizeof *vm);
   if (!vm) abort();
   vm->sink = sink;

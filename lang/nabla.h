@@ -36,6 +36,10 @@ struct nb_Sink {
   /* the value of a chunk's last expression under NB_ECHO_LAST (Jupyter's
   ** execute_result); NULL: it goes to display() like any other value */
   void (*result)(nb_Sink *s, const nb_MimeItem *items, int nitems);
+  /* display() renders rich output that an update replaces in place (a
+  ** Jupyter front end): progress() then draws one display it updates,
+  ** where a terminal gets a redrawn line */
+  int rich;
 };
 
 /* A sink that writes to the process's stdout/stderr (used by scripts and tests). */

@@ -87,15 +87,21 @@ def digits(nb):
     import re
     train = [c for c in nb.cells if c.cell_type == "code" and "step_fn(model" in c.source][0]
     streams = [o for o in train.outputs if o.output_type == "stream"]
-    if not any("[" in o.text and "\r" in o.text for o in streams):
-        return "no progress bar output"
+    # progress(): ONE display output, updated in place (nbclient applies the
+    # update_display_data messages to it) to its final state
+    bars = [o for o in train.outputs if o.output_type == "display_data" and "training:" in o.data.get("text/plain", "")]
+    if len(bars) != 1:
+        return f"expected one progress display in the training cell, got {len(bars)}"
+    final = bars[0].data["text/plain"]
+    if "100%" not in final or "15/15" not in final or "test_acc=" not in final or "<progress" not in bars[0].data.get("text/html", ""):
+        return f"the progress display did not end at 100% with the postfix: {final!r}"
     last = results(nb)[-1].data["text/plain"]
     acc = float(last)
     if acc < 0.95:
         return f"final accuracy {acc} < 0.95"
     print(f"note: digits test accuracy {acc:.4f}; training output in {len(streams)} stream messages", flush=True)
-    if not re.search(r"epoch 15: train loss", text(train)):
-        return "epoch lines missing"
+    if not re.search(r"trained in [0-9.]+ s", text(train)):
+        return "the training cell's summary line is missing"
     shown = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "display_data"]
     if not any("image/svg+xml" in o.data and "training loss" in o.data["image/svg+xml"] for o in shown):
         return "no SVG loss plot displayed"

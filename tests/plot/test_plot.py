@@ -372,8 +372,27 @@ def svg_size_and_imshow():
     check(href.startswith("data:image/png;base64,"), "image is not a PNG data URI")
     png = base64.b64decode(href.split(",", 1)[1])
     p = tmp("embedded.png"); open(p, "wb").write(png)
-    w, h, _, _ = read_png(p)
-    check((w, h) == (6, 4), f"embedded image is {w}x{h}")
+    w, h, ch, rows = read_png(p)
+    # crisp without CSS: a whole-factor upscale to ~720 px on the long side,
+    # every source pixel one uniform k x k block
+    k = w // 6
+    check((w, h) == (6 * k, 4 * k) and 6 * k >= 720, f"embedded image is {w}x{h}, expected a whole multiple of 6x4 >= 720 wide")
+    blocky = all(rows[y][x * ch:(x + 1) * ch] == rows[(y // k) * k][((x // k) * k) * ch:((x // k) * k + 1) * ch]
+                 for y in range(0, h, 7) for x in range(0, w, 5))
+    check(blocky, "the embedded image is not nearest-neighbour blocks")
+    f3 = tmp("im_px.png")
+    run(f'seed(3)\nimshow(rand(4, 6), file="{f3}")\n')
+    f4 = tmp("im_px.svg")
+    run(f'seed(3)\nimshow(rand(4, 6), file="{f4}")\n')
+    href4 = list(svg(f4).iter(SVGNS + "image"))[0].get("{http://www.w3.org/1999/xlink}href")
+    p4 = tmp("embedded4.png"); open(p4, "wb").write(base64.b64decode(href4.split(",", 1)[1]))
+    _, _, ch4, rows4 = read_png(p4)
+    _, _, ch3, rows3 = read_png(f3)
+    # the SVG shows the same colours as the PNG file (pixel (0,0) and (3,5) of the source)
+    k4 = len(rows4[0]) // ch4 // 6
+    k3 = len(rows3[0]) // ch3 // 6
+    check(rows4[0][:3] == rows3[0][:3] and rows4[3 * k4][5 * k4 * ch4:5 * k4 * ch4 + 3] == rows3[3 * k3][5 * k3 * ch3:5 * k3 * ch3 + 3],
+          "the SVG's embedded image differs from the PNG")
     check(texts(root, "title") == ["img"], "title")
     check(any(g.get("class") == "colorbar" for g in root.iter(SVGNS + "g")), "no colorbar")
 
