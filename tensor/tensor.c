@@ -141,7 +141,7 @@ nt_Tensor *nt_empty(const int64_t *shape, int ndim, nt_DType dt, nt_Device dev) 
   t->refcount = 1; t->dtype = dt; t->device = dev; t->ndim = ndim;
   t->offset = 0; t->numel = numel; t->flags = NT_T_CONTIG; t->storage = s;
   t->requires_grad = false; t->grad = NULL; t->grad_fn = NULL;
-  memcpy(t->shape, shape, sizeof(int64_t) * (size_t)ndim);
+  if (ndim) memcpy(t->shape, shape, sizeof(int64_t) * (size_t)ndim);   /* shape may be NULL for 0-d */
   nt_contig_strides(shape, ndim, t->strides);
   return t;
 }
