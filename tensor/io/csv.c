@@ -80,6 +80,7 @@ nt_csv *nt_csv_parse(const char *b, size_t len, char delim, const char *L) {
       continue;
     }
     /* one record */
+    if ((line & 1023) == 0 && nio_interrupted("csv", L)) goto fail;
     r.n = 0; r.tlen = 0;
     size_t rec_line = line;
     for (;;) {
