@@ -4,6 +4,7 @@
 ** shared by every format module.
 */
 #include "iointernal.h"
+#include "atomicfile.h"
 #include "../tsize.h"
 
 #include <errno.h>
@@ -159,69 +160,7 @@ void *nio_read_file(const char *what, const char *path, size_t *len) {
   return buf;
 }
 
-/* ---- atomic write ----------------------------------------------------------
-** Readers never observe a half-written file: the data goes to a temp file in
-** the same directory (rename is atomic only within a filesystem), is fsync'd,
-** and is renamed over the target; the directory is fsync'd so the rename
-** itself survives a crash. */
-static int write_all(int fd, const void *p, size_t n) {
-  const char *c = p;
-  while (n > 0) {
-    /* write() may transfer at most ~2 GiB at once on Linux */
-    size_t chunk = n > ((size_t)1 << 30) ? ((size_t)1 << 30) : n;
-    ssize_t w = write(fd, c, chunk);
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0) return -1;
-    c += w; n -= (size_t)w;
-  }
-  return 0;
-}
-
+/* ---- atomic write: atomicfile.c, shared with every other writer ---------- */
 int nio_atomic_writev(const char *what, const char *path, const struct iovec *iov, int n) {
-  size_t plen = strlen(path);
-  char *tmp = malloc(plen + 32);
-  if (!tmp) return nio_error("%s: out of memory", what);
-  snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
-
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  if (fd < 0) {
-    nio_error("%s: cannot create '%s': %s", what, tmp, strerror(errno));
-    free(tmp); return -1;
-  }
-  const char *step = "writing";
-  for (int i = 0; i < n; i++)
-    if (write_all(fd, iov[i].iov_base, iov[i].iov_len) != 0) goto fail;
-  step = "syncing";
-  if (fsync(fd) != 0) goto fail;
-  step = "closing";
-  {
-    int rc = close(fd);
-    fd = -1;
-    if (rc != 0) goto fail;
-  }
-  step = "renaming";
-  if (rename(tmp, path) != 0) goto fail;
-
-  /* fsync the directory holding path so the new name is durable */
-  {
-    const char *slash = strrchr(path, '/');
-    char *dir = slash ? nio_strndup(path, slash == path ? 1 : (size_t)(slash - path)) : nio_strdup(".");
-    if (dir) {
-      int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-      if (dfd >= 0) { (void)fsync(dfd); close(dfd); }  /* best effort: some fs refuse */
-      free(dir);
-    }
-  }
-  free(tmp);
-  return 0;
-
-fail:
-  {
-    int e = errno;
-    if (fd >= 0) close(fd);
-    unlink(tmp);
-    nio_error("%s: error %s '%s' (via '%s'): %s", what, step, path, tmp, strerror(e));
-    free(tmp);
-    return -1;
-  }
+  return nt_atomic_write(what, path, iov, n);
 }

@@ -22,9 +22,8 @@ bool nio_interrupted(const char *what, const char *label);
 ** end, not counted in *len).  `what` prefixes messages ("safetensors"). */
 void *nio_read_file(const char *what, const char *path, size_t *len);
 
-/* Atomically replaces `path` with the concatenation of iov[0..n): writes
-** `path.tmp.<pid>` in the same directory, fsyncs it, renames it over path,
-** fsyncs the directory.  On any failure the temp file is removed. */
+/* Atomically replaces `path` with the concatenation of iov[0..n): the
+** format modules' name for nt_atomic_write (atomicfile.h). */
 int nio_atomic_writev(const char *what, const char *path, const struct iovec *iov, int n);
 
 /* Decodes one .npy image; takes ownership of the malloc'd buf (freed on
