@@ -8,7 +8,7 @@ max_allocation_size_mb under NABLA_ASAN, where RLIMIT_AS cannot work), and
 checks the exact outcome: a clear error naming the problem, or the right
 values.  Prints PASS/FAIL lines; exits 1 on any failure.
 """
-import io, json, os, resource, signal, struct, subprocess, sys, tempfile, time, zipfile, zlib
+import atexit, io, json, os, resource, shutil, struct, subprocess, sys, tempfile, time, zlib
 
 import numpy as np
 
@@ -16,6 +16,7 @@ NABLA = os.environ.get("NABLA", "build/nabla")
 ASAN = os.environ.get("NABLA_ASAN") == "1"
 MEM_LIMIT = 3 << 30          # bytes of address space for one interpreter run (release build)
 tmp = tempfile.mkdtemp(prefix="nabla_hostile_")
+atexit.register(shutil.rmtree, tmp, True)
 rng = np.random.default_rng()
 failed = 0
 
@@ -121,6 +122,15 @@ def load_name_of_300k_dots():
            f"rc {r.returncode} got {got!r} want {want!r} {r.stderr[-300:]!r}")
 
 
+@case
+def safetensors_deep_json_header():
+    p = os.path.join(tmp, "deepjson.safetensors")
+    j = b'{"a":' + b"[" * 1_000_000 + b"]" * 1_000_000 + b"}"
+    j += b" " * (-len(j) % 8)
+    open(p, "wb").write(struct.pack("<Q", len(j)) + j)
+    expect_error("safetensors_deep_json_header", f'x = load("{p}")\n', "IOError", "maximum parsing depth reached")
+
+
 # ---- 2. element-count overflow ----------------------------------------------------
 @case
 def expand_huge_shape_tolist():
@@ -194,6 +204,24 @@ def safetensors_offsets_past_the_file():
                  "tensor 'w' ends at data byte 4398046511104 but the data section has only 16 bytes")
 
 
+# ---- 5. save replaces files safely (details: tests/tensor_nn/test_atomic.c) ------
+@case
+def save_through_symlink_and_to_a_fifo():
+    target, link, fifo = (os.path.join(tmp, n) for n in ("t.safetensors", "l.safetensors", "f.safetensors"))
+    v = rng.standard_normal(4).astype("<f4")
+    write_st(target, {"x": np.zeros(4, dtype="<f4")})
+    os.symlink("t.safetensors", link)
+    os.mkfifo(fifo)
+    vals = ", ".join(repr(float(x)) for x in v)
+    r = nabla(f'save("{link}", {{x: tensor([{vals}])}})\nprint(load("{target}").x.tolist())\n'
+              f'try {{ save("{fifo}", {{x: ones(2)}}) }} catch e {{ print(e.message) }}\n')
+    lines = r.stdout.strip().split("\n")
+    ok = (r.returncode == 0 and os.path.islink(link) and len(lines) == 2 and
+          np.allclose(eval(lines[0]), v) and "refusing to replace" in lines[1] and "not a regular file" in lines[1] and
+          not os.path.isfile(fifo))
+    report("save_through_symlink_and_to_a_fifo", ok, f"rc {r.returncode} out {r.stdout[-300:]!r} err {r.stderr[-300:]!r}")
+
+
 # ---- 4. load is linear and interruptible ----------------------------------------------
 def many_tensors(path, n):
     hdr = {f"t{i}": {"dtype": "F32", "shape": [1], "data_offsets": [4 * i, 4 * i + 4]} for i in range(n)}
@@ -258,5 +286,4 @@ def load_interrupted():
         km.shutdown_kernel(now=True)
 
 
-print(f"# tmp {tmp}", file=sys.stderr)
 sys.exit(1 if failed else 0)
