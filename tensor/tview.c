@@ -132,9 +132,9 @@ nt_Tensor *nt_narrow(nt_Tensor *t, int axis, int64_t start, int64_t length) {
   int a = nt_norm_axis("narrow", axis, t->ndim);
   if (a < 0) return NULL;
   if (start < 0) start += t->shape[a];
-  if (start < 0 || length < 0 || start + length > t->shape[a])
-    NT_FAIL_NULL("narrow: range [%lld, %lld) is out of range for axis %d with size %lld", (long long)start,
-                 (long long)(start + length), a, (long long)t->shape[a]);
+  if (start < 0 || start > t->shape[a] || length < 0 || length > t->shape[a] - start)   /* not start + length: may overflow */
+    NT_FAIL_NULL("narrow: %lld elements from %lld are out of range for axis %d with size %lld", (long long)length,
+                 (long long)start, a, (long long)t->shape[a]);
   return index1(t, a, (nt_Index){ NT_IDX_SLICE, start, start + length, 1 }, "narrow");
 }
 

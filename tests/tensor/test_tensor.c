@@ -692,6 +692,11 @@ TEST(shape_overflow) {
   double v = -1;
   EXPECT(r->numel == 1 && nt_item(r, &v) == 0 && v == 3, "slice huge step: numel %lld value %g", (long long)r->numel, v);
   nt_release(r);
+  r = nt_narrow(ten, 0, 5, INT64_MAX);      /* start + length overflows */
+  EXPECT(!r && err_has("narrow: 9223372036854775807 elements from 5 are out of range for axis 0 with size 10"),
+         "narrow: %s", nt_error_msg());
+  r = nt_randint(INT64_MIN, INT64_MAX, SHAPE(2), 1, NT_I64, NT_CPU);   /* high - low overflows */
+  EXPECT(!r && err_has("randint: range high - low must be at most 2^32"), "randint: %s", nt_error_msg());
   int64_t n = -7;
   EXPECT(nt_check_shape("op", SHAPE(3, -2), 2, &n) < 0 && err_has("op: negative dimension -2 in shape [3, -2]") && n == -7,
          "negative: %s", nt_error_msg());
