@@ -148,6 +148,11 @@ int nt_atomic_write(const char *what, const char *path, const struct iovec *iov,
   }
   char *slash = strrchr(target, '/');
   const char *base = slash ? slash + 1 : target;
+  if (!*base || !strcmp(base, ".") || !strcmp(base, "..")) {
+    nio_error("%s: cannot write '%s': not a file name", what, path);
+    free(target);
+    return -1;
+  }
   char *dir = slash ? nio_strndup(target, slash == target ? 1 : (size_t)(slash - target)) : nio_strdup(".");
   int dfd = dir ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
   if (dfd < 0) {

@@ -98,6 +98,8 @@ static void t_refuses_non_regular(void) {
   CHECK(nt_npy_save(link, &a) < 0 && strstr(nt_io_error(), "not a regular file"), "link to fifo: %s", nt_io_error());
   CHECK(nt_atomic_write("t", tn_path(""), NULL, 0) < 0 && strstr(nt_io_error(), "not a regular file"),
         "directory: %s", nt_io_error());
+  CHECK(nt_atomic_write("t", "", NULL, 0) < 0 && strstr(nt_io_error(), "not a file name"), "empty: %s", nt_io_error());
+  CHECK(nt_atomic_write("t", tn_path("sub/"), NULL, 0) < 0 && strstr(nt_io_error(), "not a file name"), "dir/: %s", nt_io_error());
   CHECK(count_temps("pipe.npy") == 0, "temporary left behind");
   unlink(link); unlink(fifo);
 }
