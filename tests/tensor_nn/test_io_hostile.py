@@ -279,14 +279,15 @@ def load_is_linear():
     ps, pb = os.path.join(tmp, "small.safetensors"), os.path.join(tmp, "big.safetensors")
     many_tensors(ps, small)
     vals = many_tensors(pb, big)
-    base, t0 = child_cpu(lambda: nabla("print(1)\n"))
+    _, t0 = child_cpu(lambda: nabla("print(1)\n"))
     rs, ts = child_cpu(lambda: nabla(f'x = load("{ps}")\nprint(len(keys(x)))\n', timeout=300))
     rb, tb = child_cpu(lambda: nabla(f'x = load("{pb}")\nprint(len(keys(x)))\nprint(x.t{big - 1}.item())\n', timeout=300))
-    ts, tb = max(ts - t0, 0.01), max(tb - t0, 0.01)
-    ok = rb.returncode == 0 and rb.stdout.split() == [str(big), repr(float(vals[-1]))] and tb / ts < 8 * 2
-    # 8x the tensors: linear costs ~8x, the old quadratic record build ~64x
-    report("load_is_linear", ok and tb / ts < 16,
-           f"rc {rb.returncode} out {rb.stdout[-200:]!r} err {rb.stderr[-200:]!r}; cpu {ts:.2f}s for {small}, {tb:.2f}s for {big} (ratio {tb / ts:.1f})")
+    ts, tb = max(ts - t0, 0.01), max(tb - t0, 0.01)   # CPU seconds of the loads themselves
+    ratio = tb / ts
+    print(f"# load cpu: {ts:.2f}s for {small} tensors, {tb:.2f}s for {big} (x{ratio:.1f})", flush=True)
+    # 8x the tensors: linear costs ~8x, the old quadratic record build ~64x (measured: 33x)
+    ok = rs.returncode == 0 and rb.returncode == 0 and rb.stdout.split() == [str(big), repr(float(vals[-1]))] and ratio < 16
+    report("load_is_linear", ok, f"rc {rb.returncode} out {rb.stdout[-200:]!r} err {rb.stderr[-200:]!r}; cpu ratio {ratio:.1f}")
 
 
 @case
