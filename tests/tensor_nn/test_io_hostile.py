@@ -275,7 +275,7 @@ def child_cpu(fn):
 
 @case
 def load_is_linear():
-    small, big = 25_000, 200_000
+    small, big = 50_000, 400_000
     ps, pb = os.path.join(tmp, "small.safetensors"), os.path.join(tmp, "big.safetensors")
     many_tensors(ps, small)
     vals = many_tensors(pb, big)
@@ -285,8 +285,8 @@ def load_is_linear():
     ts, tb = max(ts - t0, 0.01), max(tb - t0, 0.01)   # CPU seconds of the loads themselves
     ratio = tb / ts
     print(f"# load cpu: {ts:.2f}s for {small} tensors, {tb:.2f}s for {big} (x{ratio:.1f})", flush=True)
-    # 8x the tensors: linear costs ~8x, the old quadratic record build ~64x (measured: 33x)
-    ok = rs.returncode == 0 and rb.returncode == 0 and rb.stdout.split() == [str(big), repr(float(vals[-1]))] and ratio < 16
+    # 8x the tensors: linear costs ~8x (measured up to 10x: caches), the old quadratic build ~64x (measured 33x at 200k)
+    ok = rs.returncode == 0 and rb.returncode == 0 and rb.stdout.split() == [str(big), repr(float(vals[-1]))] and ratio < 20
     report("load_is_linear", ok, f"rc {rb.returncode} out {rb.stdout[-200:]!r} err {rb.stderr[-200:]!r}; cpu ratio {ratio:.1f}")
 
 
