@@ -919,17 +919,69 @@ static int b_save(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   return st;
 }
 
-/* Puts v at the dotted path in the nested record root (creating records). */
-static int tree_put(nb_VM *vm, nb_Rec *root, const char *path, nb_Value v) {
+/* ---- load: the nested record in linear time
+** A file may hold hundreds of thousands of tensors in one record, whose own
+** lookup is a linear scan (400k tensors took 27 s).  Keys are interned, so a
+** (record, key) pair names a field: one hash table over all pairs finds a
+** field in O(1), and new fields are appended without a scan. */
+typedef struct Field { nb_Rec *rec; nb_Str *key; int index; } Field;
+typedef struct Fields { Field *slots; size_t cap, n; } Fields;
+
+static size_t field_hash(const nb_Rec *r, const nb_Str *k) {
+  uint64_t h = (uint64_t)(uintptr_t)r * 0x9E3779B97F4A7C15u ^ (uint64_t)(uintptr_t)k * 0xC2B2AE3D27D4EB4Fu;
+  return (size_t)(h ^ (h >> 31));
+}
+static Field *field_slot(Fields *f, const nb_Rec *r, const nb_Str *k) {   /* the pair's slot, or an empty one */
+  size_t i = field_hash(r, k) & (f->cap - 1);
+  while (f->slots[i].rec && (f->slots[i].rec != r || f->slots[i].key != k)) i = (i + 1) & (f->cap - 1);
+  return &f->slots[i];
+}
+static void fields_reserve(Fields *f) {   /* keeps the table at most half full */
+  if (2 * (f->n + 1) <= f->cap) return;
+  Fields g = { calloc(f->cap ? 2 * f->cap : 64, sizeof(Field)), f->cap ? 2 * f->cap : 64, f->n };
+  if (!g.slots) abort();
+  for (size_t i = 0; i < f->cap; i++) if (f->slots[i].rec) *field_slot(&g, f->slots[i].rec, f->slots[i].key) = f->slots[i];
+  free(f->slots);
+  *f = g;
+}
+/* rec.key = v (takes v's reference and the new reference `key`); returns the field's index */
+static int field_set(Fields *f, nb_Rec *rec, nb_Str *key, nb_Value v) {
+  fields_reserve(f);
+  Field *sl = field_slot(f, rec, key);
+  if (sl->rec) { nb_store(&rec->vals[sl->index], v); nb_decref(nb_strv(key)); return sl->index; }
+  if (rec->n == rec->cap) {
+    int cap = rec->cap ? 2 * rec->cap : 4;
+    nb_Str **k = realloc(rec->keys, sizeof(nb_Str *) * (size_t)cap);
+    if (k) rec->keys = k;
+    nb_Value *vs = k ? realloc(rec->vals, sizeof(nb_Value) * (size_t)cap) : NULL;
+    if (!vs) abort();
+    rec->vals = vs; rec->cap = cap;
+  }
+  rec->keys[rec->n] = key; rec->vals[rec->n] = v;
+  *sl = (Field){ rec, key, rec->n };
+  f->n++;
+  return rec->n++;
+}
+
+/* Puts v at the dotted path in the nested record root (creating records).
+** The depth is bounded like save's, so nothing built here or walked later
+** (listify, printing, freeing) recurses deeper than MAX_TREE_DEPTH. */
+static int tree_put(nb_VM *vm, Fields *f, nb_Rec *root, const char *path, nb_Value v) {
+  int depth = 0;
+  for (const char *d = strchr(path, '.'); d; d = strchr(d + 1, '.'))
+    if (++depth > MAX_TREE_DEPTH) {
+      nb_decref(v);
+      return nb_error_kind(vm, "ValueError", "load: key \"%.60s...\" is nested more than %d levels deep", path, MAX_TREE_DEPTH);
+    }
   nb_Rec *cur = root;
   const char *p = path;
   for (;;) {
     const char *dot = strchr(p, '.');
-    size_t len = dot ? (size_t)(dot - p) : strlen(p);
-    nb_Str *k = nbS_intern(p, len);
-    if (!dot) { nbR_set(cur, k, v); nb_decref(nb_strv(k)); return NB_OK; }
-    int i = nbR_find(cur, k);
-    if (i < 0) { nbR_set(cur, k, nb_obj(NB_TREC, nbR_new(4))); i = nbR_find(cur, k); }
+    nb_Str *k = nbS_intern(p, dot ? (size_t)(dot - p) : strlen(p));
+    if (!dot) { field_set(f, cur, k, v); return NB_OK; }
+    Field *sl = (fields_reserve(f), field_slot(f, cur, k));
+    int i = sl->rec ? sl->index : -1;
+    if (i < 0) i = field_set(f, cur, nbS_intern_str(k), nb_obj(NB_TREC, nbR_new(0)));
     nb_decref(nb_strv(k));
     if (cur->vals[i].t != NB_TREC) { nb_decref(v); return nb_error_kind(vm, "ValueError", "load: key \"%s\" is both a value and a prefix of another key", path); }
     cur = cur->vals[i].u.p;
@@ -957,17 +1009,34 @@ static nb_Value listify(nb_Value v) {
   nb_decref(v);
   return nb_obj(NB_TLIST, l);
 }
+/* An interrupt (Ctrl-C, the kernel's interrupt_request) stops a long load
+** the way the evaluator's poll does: clear the flag, raise Interrupted. */
+static int load_interrupted(nb_VM *vm) {
+  if (!vm->interrupted) return 0;
+  vm->interrupted = 0;
+  vm->poll = vm->step_limit != 0;
+  return nb_error_kind(vm, "Interrupted", "interrupted");
+}
+/* The readers poll the VM's interrupt flag while they run (nt_io_set_interrupt). */
+#define READ_INTERRUPTIBLY(vm, call) (nt_io_set_interrupt(&(vm)->interrupted), read_done(call))
+static void *read_done(void *result) { nt_io_set_interrupt(NULL); return result; }
+static int read_failed(nb_VM *vm) {
+  return vm->interrupted ? load_interrupted(vm) : nb_error_kind(vm, "IOError", "%s", nt_io_error());
+}
 static int set_to_record(nb_VM *vm, nt_io_set *set, bool nested, nb_Value *out) {
   nb_Rec *root = nbR_new((int)set->n);
-  for (size_t i = 0; i < set->n; i++) {
+  Fields f = {0};
+  int st = NB_OK;
+  for (size_t i = 0; i < set->n && !st; i++) {
     nt_io_array *a = &set->arrays[i];
+    if ((i & 1023) == 0 && (st = load_interrupted(vm))) break;
     nt_Tensor *t = nt_from_buffer(a->data, (nt_DType)a->dtype, a->shape, a->ndim, (nt_DType)a->dtype);
-    if (!t) { nb_decref(nb_obj(NB_TREC, root)); return nbT_err(vm); }
+    if (!t) { st = nbT_err(vm); break; }
     nb_Value tv = nb_obj(NB_TTENSOR, t);
-    if (nested) { if (tree_put(vm, root, a->name, tv)) { nb_decref(nb_obj(NB_TREC, root)); return NB_ERR; } }
-    else nbR_set_cstr(root, a->name, tv);
+    if (nested) st = tree_put(vm, &f, root, a->name, tv);
+    else field_set(&f, root, nbS_intern(a->name, strlen(a->name)), tv);
   }
-  for (size_t i = 0; nested && i < set->nmeta; i++) {
+  for (size_t i = 0; nested && i < set->nmeta && !st; i++) {
     const char *k = set->meta_keys[i], *val = set->meta_values[i];
     if (strncmp(k, "nabla:", 6) != 0) continue;
     const char *kind = k + 6, *colon = strchr(kind, ':');
@@ -979,16 +1048,18 @@ static int set_to_record(nb_VM *vm, nt_io_set *set, bool nested, nb_Value *out) 
     else if (!strncmp(kind, "nil:", 4)) v = nb_nil();
     else if (!strncmp(kind, "box:", 4)) v = !strcmp(val, "rec") ? nb_obj(NB_TREC, nbR_new(0)) : nb_obj(NB_TLIST, nbL_new(0));
     else continue;
-    if (tree_put(vm, root, colon + 1, v)) { nb_decref(nb_obj(NB_TREC, root)); return NB_ERR; }
+    st = tree_put(vm, &f, root, colon + 1, v);
   }
+  free(f.slots);
+  if (st) { nb_decref(nb_obj(NB_TREC, root)); return NB_ERR; }
   *out = nested ? listify(nb_obj(NB_TREC, root)) : nb_obj(NB_TREC, root);
   return NB_OK;
 }
 static int b_load(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n;
   if (args[0].t != NB_TSTR) return nb_error_kind(vm, "TypeError", "load: path must be a string");
-  nt_io_set *set = nt_st_load(nb_str(args[0])->data);
-  if (!set) return nb_error_kind(vm, "IOError", "%s", nt_io_error());
+  nt_io_set *set = READ_INTERRUPTIBLY(vm, nt_st_load(nb_str(args[0])->data));
+  if (!set) return read_failed(vm);
   int st = set_to_record(vm, set, true, out);
   nt_io_set_free(set);
   return st;
@@ -996,8 +1067,8 @@ static int b_load(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
 static int b_load_npz(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n;
   if (args[0].t != NB_TSTR) return nb_error_kind(vm, "TypeError", "load_npz: path must be a string");
-  nt_io_set *set = nt_npz_load(nb_str(args[0])->data);
-  if (!set) return nb_error_kind(vm, "IOError", "%s", nt_io_error());
+  nt_io_set *set = READ_INTERRUPTIBLY(vm, nt_npz_load(nb_str(args[0])->data));
+  if (!set) return read_failed(vm);
   int st = set_to_record(vm, set, false, out);
   nt_io_set_free(set);
   return st;
@@ -1005,8 +1076,8 @@ static int b_load_npz(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
 static int b_load_npy(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n;
   if (args[0].t != NB_TSTR) return nb_error_kind(vm, "TypeError", "load_npy: path must be a string");
-  nt_io_set *set = nt_npy_load(nb_str(args[0])->data);
-  if (!set) return nb_error_kind(vm, "IOError", "%s", nt_io_error());
+  nt_io_set *set = READ_INTERRUPTIBLY(vm, nt_npy_load(nb_str(args[0])->data));
+  if (!set) return read_failed(vm);
   nt_io_array *a = &set->arrays[0];
   nt_Tensor *t = nt_from_buffer(a->data, (nt_DType)a->dtype, a->shape, a->ndim, (nt_DType)a->dtype);
   nt_io_set_free(set);
@@ -1034,8 +1105,8 @@ static int b_load_csv(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   if (args[0].t != NB_TSTR) return nb_error_kind(vm, "TypeError", "load_csv: path must be a string");
   char delim = 0;
   if (args[1].t == NB_TSTR) { if (nb_str(args[1])->len != 1) return nb_error_kind(vm, "ValueError", "load_csv: delim must be one character"); delim = nb_str(args[1])->data[0]; }
-  nt_csv *c = nt_csv_load(nb_str(args[0])->data, delim);
-  if (!c) return nb_error_kind(vm, "IOError", "%s", nt_io_error());
+  nt_csv *c = READ_INTERRUPTIBLY(vm, nt_csv_load(nb_str(args[0])->data, delim));
+  if (!c) return read_failed(vm);
   int64_t shape[2] = { (int64_t)c->nrows, (int64_t)c->ncols };
   nt_Tensor *t = nt_from_buffer(c->data ? (void *)c->data : (void *)(double[1]){0}, NT_F64, shape, 2, NT_F64);
   nb_Value cols = nb_nil();

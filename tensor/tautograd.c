@@ -165,13 +165,34 @@ static void node_free_graph(nt_Node *n) {
   n->ctx = NULL;
 }
 
-void nt_node_release(nt_Node *n) {
-  if (!n || --n->refcount > 0) return;
+static void node_destroy(nt_Node *n) {
   node_free_graph(n);
   nt_release(n->gacc);
   if (n->in != n->inl) free(n->in);
   if (n->edge != n->edl) free(n->edge);
   free(n);
+}
+
+/* Freeing a node releases its inputs, whose release frees their grad_fn, and
+** so on down the graph: done recursively, dropping the last tensor of a long
+** chain (a million `y = y + 1` with gradients) overflowed the stack.  A dying
+** node goes on this thread's list instead, and only the outermost release
+** frees them, one after another (intrusive, so it cannot fail). */
+static _Thread_local nt_Node *dying;
+static _Thread_local bool draining;
+
+void nt_node_release(nt_Node *n) {
+  if (!n || --n->refcount > 0) return;
+  n->next_dying = dying;
+  dying = n;
+  if (draining) return;
+  draining = true;
+  while (dying) {
+    nt_Node *d = dying;
+    dying = d->next_dying;
+    node_destroy(d);
+  }
+  draining = false;
 }
 
 /* ---- public autograd helpers -------------------------------------------- */

@@ -50,16 +50,33 @@ const nt_Allocator *nt_allocator(nt_Device dev) {
 }
 
 /* ---- shape helpers ------------------------------------------------------- */
+/* Every shape that reaches a tensor header goes through here first (tsize.h
+** says what "too large" means); the unchecked products below are then safe. */
+int nt_check_shape(const char *op, const int64_t *shape, int ndim, int64_t *numel) {
+  int64_t n;
+  if (ndim < 0 || ndim > NT_MAXDIM) NT_FAIL("%s: tensors have at most %d dimensions, got %d", op, NT_MAXDIM, ndim);
+  if (nt_numel_checked(shape, ndim, &n)) { if (numel) *numel = n; return 0; }
+  char b[24 * NT_MAXDIM + 8];
+  for (int i = 0; i < ndim; i++)
+    if (shape[i] < 0) NT_FAIL("%s: negative dimension %lld in shape %s", op, (long long)shape[i], nt_shape_str(shape, ndim, b, sizeof b));
+  NT_FAIL("%s: shape %s has too many elements (more than %lld)", op, nt_shape_str(shape, ndim, b, sizeof b), (long long)NT_MAX_NUMEL);
+}
+
+/* Callers pass checked shapes only (nt_check_shape). */
 int64_t nt_shape_numel(const int64_t *shape, int ndim) {
   int64_t n = 1;
   for (int i = 0; i < ndim; i++) n *= shape[i];
   return n;
 }
 
+/* Strides skip the zero dimensions' factor: a checked shape bounds the
+** product of the nonzero ones, and a tensor with a zero dimension has no
+** element for its strides to reach anyway. */
 int64_t nt_contig_strides(const int64_t *shape, int ndim, int64_t *strides) {
   int64_t s = 1;
-  for (int i = ndim - 1; i >= 0; i--) { strides[i] = s; s *= shape[i]; }
-  return s;
+  bool empty = false;
+  for (int i = ndim - 1; i >= 0; i--) { strides[i] = s; if (shape[i]) s *= shape[i]; else empty = true; }
+  return empty ? 0 : s;
 }
 
 void nt_update_meta(nt_Tensor *t) {
@@ -105,12 +122,8 @@ nt_Tensor *nt_empty(const int64_t *shape, int ndim, nt_DType dt, nt_Device dev) 
   const nt_Allocator *al = nt_allocator(dev);
   if (!al) NT_FAIL_NULL("%s", nt_device_unavailable_msg(dev));
   size_t esz = nt_dtype_size(dt);
-  int64_t numel = 1;
-  for (int i = 0; i < ndim; i++) {
-    if (shape[i] < 0) NT_FAIL_NULL("negative dimension %lld", (long long)shape[i]);
-    if (shape[i] && numel > (INT64_MAX / 16) / shape[i]) NT_FAIL_NULL("tensor is too large");
-    numel *= shape[i];
-  }
+  int64_t numel;
+  if (nt_check_shape("empty", shape, ndim, &numel)) return NULL;
   size_t nbytes = (size_t)numel * esz;
   bool inl = dev == NT_CPU && nbytes <= NT_INLINE_BYTES;
   size_t blk = inl ? HDR_BYTES + nbytes : sizeof(nt_Tensor) + sizeof(nt_Storage);
@@ -128,13 +141,13 @@ nt_Tensor *nt_empty(const int64_t *shape, int ndim, nt_DType dt, nt_Device dev) 
   t->refcount = 1; t->dtype = dt; t->device = dev; t->ndim = ndim;
   t->offset = 0; t->numel = numel; t->flags = NT_T_CONTIG; t->storage = s;
   t->requires_grad = false; t->grad = NULL; t->grad_fn = NULL;
-  int64_t st = 1;
-  for (int i = ndim - 1; i >= 0; i--) { t->shape[i] = shape[i]; t->strides[i] = st; st *= shape[i]; }
+  if (ndim) memcpy(t->shape, shape, sizeof(int64_t) * (size_t)ndim);   /* shape may be NULL for 0-d */
+  nt_contig_strides(shape, ndim, t->strides);
   return t;
 }
 
 nt_Tensor *nt_from_external(void *data, nt_DType dt, const int64_t *shape, int ndim) {
-  if (ndim < 0 || ndim > NT_MAXDIM) NT_FAIL_NULL("tensors have at most %d dimensions, got %d", NT_MAXDIM, ndim);
+  if (nt_check_shape("from_external", shape, ndim, NULL)) return NULL;
   char *b = nt_malloc(sizeof(nt_Tensor) + sizeof(nt_Storage));
   if (!b) return NULL;
   nt_Tensor *t = (nt_Tensor *)b;
@@ -200,7 +213,7 @@ int nt_broadcast_shapes(const char *op, const int64_t *a, int na, const int64_t 
     out[i] = da == 1 ? db : da;
   }
   *nout = n;
-  return 0;
+  return nt_check_shape(op, out, n, NULL);
 }
 
 void nt_bcast_view(nt_Tensor *v, const nt_Tensor *src, const int64_t *shape, int ndim) {

@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdbool.h>
+#include "tsize.h"
 
 #define NT_MAXDIM 8
 
@@ -116,6 +117,10 @@ bool    nt_is_contiguous(const nt_Tensor *t);         /* row-major dense */
 void   *nt_data_ptr(const nt_Tensor *t);
 /* Writes "[2, 3]" into buf (always NUL-terminated). */
 char   *nt_shape_str(const int64_t *shape, int ndim, char *buf, size_t bufsize);
+/* 0 and *numel (may be NULL) when shape is acceptable for a tensor (tsize.h:
+** no negative dimension, at most NT_MAX_NUMEL elements); else -1 and an
+** error naming op and the shape.  Every constructor and view checks here. */
+int     nt_check_shape(const char *op, const int64_t *shape, int ndim, int64_t *numel);
 
 /* ---- creation ----------------------------------------------------------- */
 nt_Tensor *nt_empty(const int64_t *shape, int ndim, nt_DType dt, nt_Device dev);

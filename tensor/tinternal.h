@@ -317,6 +317,7 @@ struct nt_Node {
   int deps;
   uint32_t visit;
   nt_Tensor *gacc;
+  struct nt_Node *next_dying;  /* nt_node_release's list of nodes to free */
   nt_Tensor *inl[NT_NODE_INLINE];
   nt_Edge edl[NT_NODE_INLINE];
 };

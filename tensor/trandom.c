@@ -71,7 +71,8 @@ nt_Tensor *nt_randn(const int64_t *shape, int ndim, nt_DType dt, nt_Device dev) 
 
 nt_Tensor *nt_randint(int64_t low, int64_t high, const int64_t *shape, int ndim, nt_DType dt, nt_Device dev) {
   if (high <= low) NT_FAIL_NULL("randint: high (%lld) must be greater than low (%lld)", (long long)high, (long long)low);
-  if ((uint64_t)(high - low) > ((uint64_t)1 << 32)) NT_FAIL_NULL("randint: range high - low must be at most 2^32");
+  if ((uint64_t)high - (uint64_t)low > ((uint64_t)1 << 32))   /* unsigned: high - low can overflow int64 */
+    NT_FAIL_NULL("randint: range high - low must be at most 2^32");
   if (dt == NT_BOOL) NT_FAIL_NULL("randint: bool dtype is not supported");
   return gen(NT_RAND_INT, shape, ndim, dt, dev, (double)low, (double)high);
 }

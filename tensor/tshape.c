@@ -37,7 +37,8 @@ nt_Tensor *nt_concat(nt_Tensor *const *ts, int n, int axis) {
       NT_FAIL_NULL("concat: shapes %s and %s do not match except on axis %d", nt_shape_str(t0->shape, t0->ndim, s1, sizeof s1),
                    nt_shape_str(t->shape, t->ndim, s2, sizeof s2), a);
     }
-    shape[a] += t->shape[a];
+    if (__builtin_add_overflow(shape[a], t->shape[a], &shape[a]))
+      NT_FAIL_NULL("concat: the sizes along axis %d add up to more than %lld", a, (long long)INT64_MAX);
     dt = nt_promote(dt, t->dtype);
   }
   nt_Tensor *out = nt_empty(shape, t0->ndim, dt, t0->device);
@@ -88,7 +89,8 @@ int nt_split(nt_Tensor *t, const int64_t *sizes, int n, int axis, nt_Tensor **ou
   int64_t total = 0;
   for (int k = 0; k < n; k++) {
     if (sizes[k] < 0) NT_FAIL("split: negative size %lld", (long long)sizes[k]);
-    total += sizes[k];
+    if (__builtin_add_overflow(total, sizes[k], &total))
+      NT_FAIL("split: sizes add up to more than %lld but axis %d has size %lld", (long long)INT64_MAX, a, (long long)t->shape[a]);
   }
   if (total != t->shape[a])
     NT_FAIL("split: sizes add up to %lld but axis %d has size %lld", (long long)total, a, (long long)t->shape[a]);
@@ -159,14 +161,19 @@ nt_Tensor *nt_flip(nt_Tensor *t, const int *axes, int naxes) {
 nt_Tensor *nt_repeat(nt_Tensor *t, const int64_t *reps, int n) {
   if (n < t->ndim) NT_FAIL_NULL("repeat: expected at least %d repetitions, got %d", t->ndim, n);
   if (2 * n > NT_MAXDIM) NT_FAIL_NULL("repeat: at most %d axes", NT_MAXDIM / 2);
-  int64_t s2[NT_MAXDIM], e2[NT_MAXDIM], fin[NT_MAXDIM];
+  int64_t s2[NT_MAXDIM], e2[NT_MAXDIM] = {0}, fin[NT_MAXDIM];
   for (int i = 0; i < n; i++) {
     if (reps[i] < 0) NT_FAIL_NULL("repeat: negative repetition %lld", (long long)reps[i]);
     int64_t s = i < n - t->ndim ? 1 : t->shape[i - (n - t->ndim)];
     s2[2 * i] = 1; s2[2 * i + 1] = s;
     e2[2 * i] = reps[i]; e2[2 * i + 1] = s;
-    fin[i] = reps[i] * s;
   }
+  if (nt_check_shape("repeat", e2, 2 * n, NULL)) {   /* name the result's shape, not the internal one */
+    char b[24 * NT_MAXDIM + 8], r[24 * NT_MAXDIM + 8];
+    NT_FAIL_NULL("repeat: repeating shape %s by %s gives too many elements (more than %lld)",
+                 nt_shape_str(t->shape, t->ndim, b, sizeof b), nt_shape_str(reps, n, r, sizeof r), (long long)NT_MAX_NUMEL);
+  }
+  for (int i = 0; i < n; i++) fin[i] = e2[2 * i] * e2[2 * i + 1];   /* bounded by the check */
   nt_Tensor *r = nt_reshape(t, s2, 2 * n), *e = r ? nt_expand(r, e2, 2 * n) : NULL;
   nt_Tensor *c = e ? nt_contiguous(e) : NULL, *out = c ? nt_reshape(c, fin, n) : NULL;
   nt_release(r); nt_release(e); nt_release(c);

@@ -33,12 +33,13 @@ static int64_t slice_len(int64_t size, int64_t *pstart, int64_t stop, int64_t st
     if (start == NT_NONE) start = 0; else if (start < 0) { start += size; if (start < 0) start = 0; } else if (start > size) start = size;
     if (stop == NT_NONE) stop = size; else if (stop < 0) { stop += size; if (stop < 0) stop = 0; } else if (stop > size) stop = size;
     *pstart = start;
-    return stop > start ? (stop - start + step - 1) / step : 0;
+    return stop > start ? 1 + (stop - start - 1) / step : 0;   /* not (d + step - 1) / step: overflows for a huge step */
   }
   if (start == NT_NONE) start = size - 1; else if (start < 0) { start += size; if (start < 0) start = -1; } else if (start >= size) start = size - 1;
   if (stop == NT_NONE) stop = -1; else if (stop < 0) { stop += size; if (stop < 0) stop = -1; } else if (stop >= size) stop = size - 1;
   *pstart = start;
-  return start > stop ? (start - stop + (-step) - 1) / (-step) : 0;
+  if (start <= stop) return 0;
+  return step == INT64_MIN ? 1 : 1 + (start - stop - 1) / -step;
 }
 
 nt_Tensor *nt_index(nt_Tensor *t, const nt_Index *idx, int n) {
@@ -79,7 +80,10 @@ nt_Tensor *nt_index(nt_Tensor *t, const nt_Index *idx, int n) {
         int64_t len = slice_len(t->shape[src], &start, x->stop, step);
         if (nd >= NT_MAXDIM) goto toomany;
         if (len > 0) offset += start * t->strides[src];
-        shape[nd] = len; strides[nd++] = t->strides[src++] * step;
+        /* a step past the end leaves one element: its stride is never used,
+        ** and stride * step could overflow */
+        shape[nd] = len; strides[nd++] = len > 1 ? t->strides[src] * step : t->strides[src];
+        src++;
         break;
       }
     }
@@ -128,9 +132,9 @@ nt_Tensor *nt_narrow(nt_Tensor *t, int axis, int64_t start, int64_t length) {
   int a = nt_norm_axis("narrow", axis, t->ndim);
   if (a < 0) return NULL;
   if (start < 0) start += t->shape[a];
-  if (start < 0 || length < 0 || start + length > t->shape[a])
-    NT_FAIL_NULL("narrow: range [%lld, %lld) is out of range for axis %d with size %lld", (long long)start,
-                 (long long)(start + length), a, (long long)t->shape[a]);
+  if (start < 0 || start > t->shape[a] || length < 0 || length > t->shape[a] - start)   /* not start + length: may overflow */
+    NT_FAIL_NULL("narrow: %lld elements from %lld are out of range for axis %d with size %lld", (long long)length,
+                 (long long)start, a, (long long)t->shape[a]);
   return index1(t, a, (nt_Index){ NT_IDX_SLICE, start, start + length, 1 }, "narrow");
 }
 
@@ -210,19 +214,20 @@ static bool view_strides(const nt_Tensor *t, const int64_t *shape, int nd, int64
 
 nt_Tensor *nt_reshape(nt_Tensor *t, const int64_t *shape_in, int nd) {
   if (nd < 0 || nd > NT_MAXDIM) NT_FAIL_NULL("reshape: at most %d dimensions", NT_MAXDIM);
-  int64_t shape[NT_MAXDIM], known = 1;
+  int64_t shape[NT_MAXDIM] = {0}, known = 1, numel;
   int infer = -1;
   for (int i = 0; i < nd; i++) {
     shape[i] = shape_in[i];
-    if (shape[i] == -1) { if (infer >= 0) NT_FAIL_NULL("reshape: only one dimension can be -1"); infer = i; }
+    if (shape[i] == -1) { if (infer >= 0) NT_FAIL_NULL("reshape: only one dimension can be -1"); infer = i; shape[i] = 1; }
     else if (shape[i] < 0) NT_FAIL_NULL("reshape: invalid size %lld", (long long)shape[i]);
-    else known *= shape[i];
   }
+  if (nt_check_shape("reshape", shape, nd, &known)) return NULL;   /* the -1 counted as 1 */
   if (infer >= 0) {
     if (known == 0 || t->numel % known) goto bad;
     shape[infer] = t->numel / known;
   }
-  if (nt_shape_numel(shape, nd) != t->numel) goto bad;
+  if (nt_check_shape("reshape", shape, nd, &numel)) return NULL;
+  if (numel != t->numel) goto bad;
   int64_t st[NT_MAXDIM];
   bool copy = !view_strides(t, shape, nd, st);
   nt_Tensor *v;
@@ -306,6 +311,7 @@ nt_Tensor *nt_expand(nt_Tensor *t, const int64_t *shape_in, int nd) {
     if (shape[i] < 0) goto bad;
     if (i >= k && t->shape[i - k] != 1 && t->shape[i - k] != shape[i]) goto bad;
   }
+  if (nt_check_shape("expand", shape, nd, NULL)) return NULL;
   nt_Tensor *v = nt_view_of(t);
   if (!v) return NULL;
   nt_bcast_view(v, t, shape, nd);

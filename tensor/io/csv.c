@@ -41,6 +41,15 @@ static int push_field(rec *r, size_t off, size_t line, size_t col) {
 
 static bool is_blank(char c) { return c == ' ' || c == '\t'; }
 
+/* A line ends at "\n", "\r\n" or a "\r" that ends the input; a lone "\r"
+** inside a line is an ordinary character. */
+static bool at_eol(const char *b, size_t p, size_t len) {
+  return b[p] == '\n' || (b[p] == '\r' && (p + 1 >= len || b[p + 1] == '\n'));
+}
+static size_t past_eol(const char *b, size_t p, size_t len) {
+  return b[p] == '\r' && p + 1 < len ? p + 2 : p + 1;
+}
+
 /* Field text -> double.  Empty -> NaN.  false if not a number. */
 static bool to_num(const char *s, double *v) {
   while (is_blank(*s)) s++;
@@ -74,12 +83,13 @@ nt_csv *nt_csv_parse(const char *b, size_t len, char delim, const char *L) {
     size_t q = p;
     while (q < len && is_blank(b[q]) && b[q] != delim) q++;
     if (q >= len) break;
-    if (b[q] == '\n' || (b[q] == '\r' && (q + 1 >= len || b[q + 1] == '\n'))) {
-      p = q + (b[q] == '\r' ? 2 : 1);
+    if (at_eol(b, q, len)) {
+      p = past_eol(b, q, len);
       line++; line_start = p;
       continue;
     }
     /* one record */
+    if ((line & 1023) == 0 && nio_interrupted("csv", L)) goto fail;
     r.n = 0; r.tlen = 0;
     size_t rec_line = line;
     for (;;) {
@@ -102,18 +112,18 @@ nt_csv *nt_csv_parse(const char *b, size_t len, char delim, const char *L) {
           if (push_char(&r, b[p++])) goto fail;
         }
         while (p < len && is_blank(b[p]) && b[p] != delim) p++;
-        if (p < len && b[p] != delim && b[p] != '\n' && b[p] != '\r') {
+        if (p < len && b[p] != delim && !at_eol(b, p, len)) {
           nio_error("csv: '%s':%zu:%zu: unexpected character after a closing quote", L, line, p - line_start + 1);
           goto fail;
         }
       } else {
-        while (p < len && b[p] != delim && b[p] != '\n' && !(b[p] == '\r' && (p + 1 >= len || b[p + 1] == '\n')))
+        while (p < len && b[p] != delim && !at_eol(b, p, len))
           if (push_char(&r, b[p++])) goto fail;
       }
       if (push_field(&r, off, fline, fcol)) goto fail;
       if (p < len && b[p] == delim) { p++; continue; }
       /* end of record */
-      if (p < len) { p += b[p] == '\r' ? 2 : 1; line++; line_start = p; }
+      if (p < len) { p = past_eol(b, p, len); line++; line_start = p; }
       break;
     }
 

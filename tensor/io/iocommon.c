@@ -4,6 +4,8 @@
 ** shared by every format module.
 */
 #include "iointernal.h"
+#include "atomicfile.h"
+#include "../tsize.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -34,11 +36,8 @@ int nt_io_dtype_from_name(const char *s) {
 }
 
 int64_t nt_io_numel(int ndim, const int64_t *shape) {
-  int64_t n = 1;
-  for (int i = 0; i < ndim; i++) {
-    if (shape[i] < 0 || __builtin_mul_overflow(n, shape[i], &n)) return -1;
-  }
-  return n;
+  int64_t n;
+  return nt_numel_checked(shape, ndim, &n) ? n : -1;   /* the tensor core's rule (tsize.h) */
 }
 
 /* ---- set container ------------------------------------------------------ */
@@ -65,6 +64,23 @@ const char *nt_io_set_meta(const nt_io_set *s, const char *key) {
   return NULL;
 }
 
+static int name_cmp(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+int nio_check_unique_names(const nt_io_set *s, const char *what, const char *label) {
+  if (s->n < 2) return 0;
+  const char **names = nio_malloc(s->n * sizeof *names);
+  if (!names) return -1;
+  for (size_t i = 0; i < s->n; i++) names[i] = s->arrays[i].name;
+  qsort(names, s->n, sizeof *names, name_cmp);
+  int rc = 0;
+  for (size_t i = 1; i < s->n && rc == 0; i++)
+    if (strcmp(names[i - 1], names[i]) == 0) rc = nio_error("%s: '%s': duplicate array name '%s'", what, label, names[i]);
+  free(names);
+  return rc;
+}
+
 /* ---- errors --------------------------------------------------------------
 ** Thread-local so two threads loading files don't garble each other's text. */
 static _Thread_local char errbuf[512];
@@ -77,6 +93,16 @@ int nio_error(const char *fmt, ...) {
   vsnprintf(errbuf, sizeof errbuf, fmt, ap);
   va_end(ap);
   return -1;
+}
+
+static _Thread_local volatile sig_atomic_t *interrupt_flag;
+
+void nt_io_set_interrupt(volatile sig_atomic_t *flag) { interrupt_flag = flag; }
+
+bool nio_interrupted(const char *what, const char *label) {
+  if (!interrupt_flag || !*interrupt_flag) return false;
+  nio_error("%s: '%s': interrupted", what, label);
+  return true;
 }
 
 void *nio_malloc(size_t n) {
@@ -117,7 +143,9 @@ void *nio_read_file(const char *what, const char *path, size_t *len) {
   }
   size_t got = 0;
   while (got < size) {
-    ssize_t r = read(fd, buf + got, size - got);
+    if (nio_interrupted(what, path)) { free(buf); close(fd); return NULL; }
+    size_t want = size - got > ((size_t)64 << 20) ? ((size_t)64 << 20) : size - got;   /* chunks: stay interruptible */
+    ssize_t r = read(fd, buf + got, want);
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) {
       nio_error("%s: error reading '%s': %s", what, path, strerror(errno));
@@ -132,69 +160,7 @@ void *nio_read_file(const char *what, const char *path, size_t *len) {
   return buf;
 }
 
-/* ---- atomic write ----------------------------------------------------------
-** Readers never observe a half-written file: the data goes to a temp file in
-** the same directory (rename is atomic only within a filesystem), is fsync'd,
-** and is renamed over the target; the directory is fsync'd so the rename
-** itself survives a crash. */
-static int write_all(int fd, const void *p, size_t n) {
-  const char *c = p;
-  while (n > 0) {
-    /* write() may transfer at most ~2 GiB at once on Linux */
-    size_t chunk = n > ((size_t)1 << 30) ? ((size_t)1 << 30) : n;
-    ssize_t w = write(fd, c, chunk);
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0) return -1;
-    c += w; n -= (size_t)w;
-  }
-  return 0;
-}
-
+/* ---- atomic write: atomicfile.c, shared with every other writer ---------- */
 int nio_atomic_writev(const char *what, const char *path, const struct iovec *iov, int n) {
-  size_t plen = strlen(path);
-  char *tmp = malloc(plen + 32);
-  if (!tmp) return nio_error("%s: out of memory", what);
-  snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
-
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  if (fd < 0) {
-    nio_error("%s: cannot create '%s': %s", what, tmp, strerror(errno));
-    free(tmp); return -1;
-  }
-  const char *step = "writing";
-  for (int i = 0; i < n; i++)
-    if (write_all(fd, iov[i].iov_base, iov[i].iov_len) != 0) goto fail;
-  step = "syncing";
-  if (fsync(fd) != 0) goto fail;
-  step = "closing";
-  {
-    int rc = close(fd);
-    fd = -1;
-    if (rc != 0) goto fail;
-  }
-  step = "renaming";
-  if (rename(tmp, path) != 0) goto fail;
-
-  /* fsync the directory holding path so the new name is durable */
-  {
-    const char *slash = strrchr(path, '/');
-    char *dir = slash ? nio_strndup(path, slash == path ? 1 : (size_t)(slash - path)) : nio_strdup(".");
-    if (dir) {
-      int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-      if (dfd >= 0) { (void)fsync(dfd); close(dfd); }  /* best effort: some fs refuse */
-      free(dir);
-    }
-  }
-  free(tmp);
-  return 0;
-
-fail:
-  {
-    int e = errno;
-    if (fd >= 0) close(fd);
-    unlink(tmp);
-    nio_error("%s: error %s '%s' (via '%s'): %s", what, step, path, tmp, strerror(e));
-    free(tmp);
-    return -1;
-  }
+  return nt_atomic_write(what, path, iov, n);
 }

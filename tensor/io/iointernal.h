@@ -14,18 +14,25 @@
 ** nt_error_set once that exists. */
 int nio_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* True (with the error "<what>: '<label>': interrupted") once the flag given
+** to nt_io_set_interrupt is nonzero; cheap enough for every loop step. */
+bool nio_interrupted(const char *what, const char *label);
+
 /* Reads a whole regular file into a malloc'd buffer (+1 NUL byte past the
 ** end, not counted in *len).  `what` prefixes messages ("safetensors"). */
 void *nio_read_file(const char *what, const char *path, size_t *len);
 
-/* Atomically replaces `path` with the concatenation of iov[0..n): writes
-** `path.tmp.<pid>` in the same directory, fsyncs it, renames it over path,
-** fsyncs the directory.  On any failure the temp file is removed. */
+/* Atomically replaces `path` with the concatenation of iov[0..n): the
+** format modules' name for nt_atomic_write (atomicfile.h). */
 int nio_atomic_writev(const char *what, const char *path, const struct iovec *iov, int n);
 
 /* Decodes one .npy image; takes ownership of the malloc'd buf (freed on
 ** failure, or kept as a->owned_ with a->data pointing into it). */
 int nio_npy_decode(unsigned char *buf, size_t len, const char *label, nt_io_array *a);
+
+/* -1 with "<what>: '<label>': duplicate array name 'x'" when two arrays of s
+** share a name (sorts a copy of the names: n log n, not n^2). */
+int nio_check_unique_names(const nt_io_set *s, const char *what, const char *label);
 
 /* Allocation helpers that report "out of memory" through nio_error. */
 void *nio_malloc(size_t n);

@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <signal.h>
 
 #define NT_IO_MAX_DIMS 16
 
@@ -40,7 +41,8 @@ typedef struct nt_io_array {
   void       *owned_;                  /* private: separately allocated data, or NULL */
 } nt_io_array;
 
-/* Element count of shape (1 for ndim == 0); -1 on overflow or negative dim. */
+/* Element count of shape (1 for ndim == 0); -1 for a negative dimension or a
+** count the tensor core would refuse (tensor/tsize.h: the same rule). */
 int64_t nt_io_numel(int ndim, const int64_t *shape);
 
 /* A loaded file: arrays in file order plus string metadata (safetensors'
@@ -60,5 +62,10 @@ const char        *nt_io_set_meta(const nt_io_set *s, const char *key);  /* NULL
 
 /* Message of the last failure in this thread ("" if none). */
 const char *nt_io_error(void);
+
+/* While flag is set (per thread; NULL: none), the readers poll *flag between
+** entries, rows, members and chunks and fail with "interrupted" once it is
+** nonzero, leaving it set for the caller (the interpreter's Ctrl-C flag). */
+void nt_io_set_interrupt(volatile sig_atomic_t *flag);
 
 #endif

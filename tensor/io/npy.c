@@ -1,6 +1,6 @@
 /*
 ** npy.c — .npy read/write (see npy.h).  The header is a Python dict literal,
-** parsed by the small recursive reader below (strings, True/False, int tuples
+** parsed by the small (iterative) reader below (strings, True/False, int tuples
 ** only: exactly what NumPy writes).
 */
 #include "npy.h"

@@ -72,7 +72,63 @@ static int zip64_extra(const unsigned char *x, size_t xl, zent *e, const char *l
                    (int)e->namelen, (const char *)e->name);
 }
 
-/* Extracts one member into a fresh malloc'd buffer of e->usize bytes. */
+/* Deflate cannot expand better than about 1032:1, so a member that declares
+** more than this from its compressed size is lying; refuse it before
+** allocating anything. */
+#define DEFLATE_MAX_RATIO 1032
+
+/* Inflates a raw deflate stream of csize bytes that must produce exactly
+** usize bytes.  The output buffer grows as data arrives (never past what has
+** been produced plus a doubling, never past usize + 1: the spare byte shows
+** a stream that produces more than it declared), so a header that lies about
+** usize costs at most twice the real output. */
+static unsigned char *inflate_member(const unsigned char *src, uint64_t csize, uint64_t usize,
+                                     const char *label, int nl, const char *nm) {
+  const size_t limit = (size_t)usize + 1, chunk = (size_t)16 << 20;   /* per inflate call: polls in between */
+  size_t cap = limit < ((size_t)1 << 20) ? limit : ((size_t)1 << 20);
+  unsigned char *out = malloc(cap);
+  if (!out) { nio_error("npz: '%s': out of memory for member '%.*s'", label, nl, nm); return NULL; }
+  z_stream zs;
+  memset(&zs, 0, sizeof zs);
+  if (inflateInit2(&zs, -15) != Z_OK) { nio_error("npz: '%s': zlib init failed", label); free(out); return NULL; }
+  uint64_t in_left = csize;
+  zs.next_in = (Bytef *)src;
+  int rc = Z_OK;
+  for (;;) {
+    if (nio_interrupted("npz", label)) { inflateEnd(&zs); free(out); return NULL; }
+    if (zs.avail_in == 0 && in_left) {   /* avail_* are 32-bit: feed in chunks */
+      zs.avail_in = in_left > chunk ? (uInt)chunk : (uInt)in_left;
+      in_left -= zs.avail_in;
+    }
+    if (zs.avail_out == 0) {
+      size_t done = (size_t)zs.total_out;
+      if (done == cap) {
+        if (cap == limit) break;                       /* produced usize + 1 bytes */
+        size_t ncap = cap > limit / 2 ? limit : cap * 2;
+        unsigned char *g = realloc(out, ncap);
+        if (!g) { inflateEnd(&zs); free(out); nio_error("npz: '%s': out of memory for member '%.*s'", label, nl, nm); return NULL; }
+        out = g; cap = ncap;
+      }
+      zs.next_out = out + done;
+      zs.avail_out = cap - done > chunk ? (uInt)chunk : (uInt)(cap - done);
+    }
+    rc = inflate(&zs, Z_NO_FLUSH);
+    if (rc == Z_STREAM_END) break;
+    if (rc == Z_OK || (rc == Z_BUF_ERROR && zs.avail_out == 0)) continue;
+    break;                                             /* corrupt, or the input ran out */
+  }
+  uint64_t produced = zs.total_out;
+  inflateEnd(&zs);
+  if (rc != Z_STREAM_END || produced != usize) {
+    nio_error("npz: '%s': member '%.*s': corrupt deflate stream (%s)", label, nl, nm,
+              produced > usize ? "more data than its declared size" :
+              rc == Z_STREAM_END ? "less data than its declared size" : rc == Z_DATA_ERROR ? "data error" : "ended early");
+    free(out); return NULL;
+  }
+  return out;
+}
+
+/* Extracts one member into a fresh malloc'd buffer of e->usize bytes (+1). */
 static unsigned char *extract(const unsigned char *b, size_t len, const zent *e, const char *label) {
   const int nl = (int)e->namelen;
   const char *nm = (const char *)e->name;
@@ -91,36 +147,19 @@ static unsigned char *extract(const unsigned char *b, size_t len, const zent *e,
   if (e->method == 0 && e->csize != e->usize) {
     nio_error("npz: '%s': member '%.*s': stored sizes disagree", label, nl, nm); return NULL;
   }
-  if (e->usize > ((uint64_t)1 << 46)) {
-    nio_error("npz: '%s': member '%.*s': implausible size %llu", label, nl, nm, (unsigned long long)e->usize); return NULL;
+  /* csize <= len here, so the product cannot overflow */
+  if (e->method == 8 && e->usize > e->csize * DEFLATE_MAX_RATIO + 1024) {
+    nio_error("npz: '%s': member '%.*s' declares %llu bytes, more than its %llu compressed bytes can hold (corrupt archive)",
+              label, nl, nm, (unsigned long long)e->usize, (unsigned long long)e->csize);
+    return NULL;
   }
-  unsigned char *out = malloc(e->usize ? e->usize : 1);
-  if (!out) { nio_error("npz: '%s': out of memory for member '%.*s'", label, nl, nm); return NULL; }
   const unsigned char *src = b + dpos;
-  if (e->method == 0) {
+  unsigned char *out;
+  if (e->method == 0) {                                 /* usize == csize: bytes that are in the file */
+    out = malloc(e->usize ? e->usize : 1);
+    if (!out) { nio_error("npz: '%s': out of memory for member '%.*s'", label, nl, nm); return NULL; }
     memcpy(out, src, e->usize);
-  } else {
-    z_stream zs;
-    memset(&zs, 0, sizeof zs);
-    if (inflateInit2(&zs, -15) != Z_OK) { nio_error("npz: '%s': zlib init failed", label); free(out); return NULL; }
-    uint64_t in_left = e->csize, out_left = e->usize;
-    zs.next_in = (Bytef *)src; zs.next_out = out;
-    int rc = Z_OK;
-    /* avail_* are 32-bit: feed in chunks */
-    while (rc == Z_OK) {
-      if (zs.avail_in == 0) { zs.avail_in = in_left > 0x40000000 ? 0x40000000 : (uInt)in_left; in_left -= zs.avail_in; }
-      if (zs.avail_out == 0) { zs.avail_out = out_left > 0x40000000 ? 0x40000000 : (uInt)out_left; out_left -= zs.avail_out; }
-      rc = inflate(&zs, Z_NO_FLUSH);
-      if (rc == Z_BUF_ERROR && (zs.avail_in || in_left) && (zs.avail_out || out_left)) rc = Z_OK;
-    }
-    uint64_t produced = zs.total_out;
-    inflateEnd(&zs);
-    if (rc != Z_STREAM_END || produced != e->usize) {
-      nio_error("npz: '%s': member '%.*s': corrupt deflate stream (%s)", label, nl, nm,
-                rc == Z_STREAM_END ? "size mismatch" : rc == Z_DATA_ERROR ? "data error" : "ended early");
-      free(out); return NULL;
-    }
-  }
+  } else if (!(out = inflate_member(src, e->csize, e->usize, label, nl, nm))) return NULL;
   if (crc32_z(0, out, e->usize) != e->crc) {
     nio_error("npz: '%s': member '%.*s': CRC mismatch (corrupt archive)", label, nl, nm);
     free(out); return NULL;
@@ -140,6 +179,7 @@ nt_io_set *nt_npz_parse(const void *vbuf, size_t len, const char *label) {
   if (!s->arrays) goto fail;
   const unsigned char *p = b + cd_off, *pe = p + cd_size;
   for (uint64_t i = 0; i < count; i++) {
+    if (nio_interrupted("npz", label)) goto fail;
     if (pe - p < 46 || rd32(p) != 0x02014b50) {
       nio_error("npz: '%s': corrupt central directory entry %llu", label, (unsigned long long)i); goto fail;
     }
@@ -157,8 +197,8 @@ nt_io_set *nt_npz_parse(const void *vbuf, size_t len, const char *label) {
     }
     char *name = nio_strndup((const char *)e.name, nl - 4);
     if (!name) goto fail;
-    if (strlen(name) != nl - 4 || nt_io_set_find(s, name)) {
-      nio_error("npz: '%s': duplicate or invalid member name '%s'", label, name); free(name); goto fail;
+    if (strlen(name) != nl - 4) {
+      nio_error("npz: '%s': invalid member name '%s' (contains a NUL byte)", label, name); free(name); goto fail;
     }
     unsigned char *m = extract(b, len, &e, label);
     if (!m) { free(name); goto fail; }
@@ -173,6 +213,7 @@ nt_io_set *nt_npz_parse(const void *vbuf, size_t len, const char *label) {
     a->name = name;
     s->n++;
   }
+  if (nio_check_unique_names(s, "npz", label) != 0) goto fail;
   return s;
 fail:
   nt_io_set_free(s);

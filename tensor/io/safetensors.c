@@ -102,6 +102,19 @@ static int parse_metadata(const char *label, json_t *m, nt_io_set *s) {
   return 0;
 }
 
+/* The header goes to jansson in 1 MiB pieces so that a huge one (hundreds of
+** thousands of tensors: seconds of parsing) can be interrupted in between. */
+typedef struct header_feed { const char *p; size_t left; const char *label; bool interrupted; } header_feed;
+static size_t feed_header(void *buf, size_t size, void *data) {
+  header_feed *f = data;
+  if (nio_interrupted("safetensors", f->label)) { f->interrupted = true; return (size_t)-1; }
+  size_t n = f->left < size ? f->left : size;
+  if (n > ((size_t)1 << 20)) n = (size_t)1 << 20;
+  memcpy(buf, f->p, n);
+  f->p += n; f->left -= n;
+  return n;
+}
+
 nt_io_set *nt_st_parse_take(void *buf, size_t len, const char *label) {
   const unsigned char *b = buf;
   json_t *root = NULL;
@@ -128,9 +141,11 @@ nt_io_set *nt_st_parse_take(void *buf, size_t len, const char *label) {
     goto fail;
   }
   json_error_t je;
-  root = json_loadb((const char *)b + 8, hlen, JSON_REJECT_DUPLICATES, &je);
+  header_feed feed = { (const char *)b + 8, hlen, label, false };
+  root = json_load_callback(feed_header, &feed, JSON_REJECT_DUPLICATES, &je);
   if (!root) {
-    nio_error("safetensors: '%s': bad JSON header at byte %d: %s", label, je.position, je.text);
+    if (!feed.interrupted)
+      nio_error("safetensors: '%s': bad JSON header at byte %d: %s", label, je.position, je.text);
     goto fail;
   }
   if (!json_is_object(root)) {
@@ -145,6 +160,7 @@ nt_io_set *nt_st_parse_take(void *buf, size_t len, const char *label) {
   if (!ents) goto fail;
   const char *key; json_t *val;
   json_object_foreach(root, key, val) {
+    if ((n & 1023) == 0 && nio_interrupted("safetensors", label)) goto fail;
     if (strcmp(key, "__metadata__") == 0) {
       if (parse_metadata(label, val, s) != 0) goto fail;
       continue;
@@ -187,6 +203,7 @@ nt_io_set *nt_st_parse_take(void *buf, size_t len, const char *label) {
   if (!s->arrays) goto fail;
   for (size_t i = 0; i < n; i++) {
     nt_io_array *a = &s->arrays[i];
+    if ((i & 1023) == 0 && nio_interrupted("safetensors", label)) goto fail;
     s->n++;
     a->name = nio_strdup(ents[i].name);
     if (!a->name) goto fail;

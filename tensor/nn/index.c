@@ -367,7 +367,7 @@ nt_Tensor *nt_one_hot(nt_Tensor *idx, int64_t C) {
     if (p[i] > mx) mx = p[i];
   }
   nt_release(hx);
-  if (C < 0) C = mx + 1;
+  if (C < 0) C = mx < INT64_MAX ? mx + 1 : mx;   /* INT64_MAX classes: refused just below */
   if (mx >= C) { nt_release(ix); NT_FAIL_NULL("%s: class value %lld is out of range for %lld classes", op, (long long)mx, (long long)C); }
   int64_t shp[NT_MAXDIM];
   memcpy(shp, idx->shape, sizeof(int64_t) * (size_t)idx->ndim);

@@ -649,6 +649,87 @@ TEST(out_of_memory) {
   return true;
 }
 
+/* Shapes whose element count (or whose strides) overflow int64 are errors
+** naming the op and the shape, in every constructor and view (was: the count
+** wrapped to 0 or negative and tolist read past the buffer; UBSan flagged the
+** stride products in nt_empty, slicing and repeat). */
+TEST(shape_overflow) {
+  const int64_t B = (int64_t)1 << 40;
+  nt_Tensor *one = nt_ones(SHAPE(1), 1, NT_F32, NT_CPU), *r;
+  OK(one);
+  r = nt_empty(SHAPE(B, B, 16), 3, NT_F32, NT_CPU);
+  EXPECT(!r && err_has("shape [1099511627776, 1099511627776, 16] has too many elements"), "empty: %s", nt_error_msg());
+  r = nt_zeros(SHAPE(0, B, B), 3, NT_F32, NT_CPU);   /* no element, but the strides would overflow */
+  EXPECT(!r && err_has("shape [0, 1099511627776, 1099511627776] has too many elements"), "zeros with a 0: %s", nt_error_msg());
+  r = nt_expand(one, SHAPE(B, B, 16), 3);
+  EXPECT(!r && err_has("expand: shape [1099511627776, 1099511627776, 16] has too many"), "expand: %s", nt_error_msg());
+  r = nt_expand(one, SHAPE(0, B, B), 3);
+  EXPECT(!r && err_has("expand: shape [0, "), "expand with a 0: %s", nt_error_msg());
+  r = nt_reshape(one, SHAPE(-1, 0, B, B), 4);
+  EXPECT(!r && err_has("reshape: shape [1, 0, 1099511627776, 1099511627776] has too many"), "reshape: %s", nt_error_msg());
+  r = nt_repeat(one, SHAPE(B, B), 2);
+  EXPECT(!r && err_has("repeat: repeating shape [1] by [1099511627776, 1099511627776]"), "repeat: %s", nt_error_msg());
+  nt_Tensor *row = nt_expand(one, SHAPE(1, B), 2), *col = nt_expand(one, SHAPE(B, 1), 2);
+  OK(row && col);
+  r = nt_add(row, col);   /* broadcasting [1, B] with [B, 1]: fine, [B, B] too big to allocate */
+  EXPECT(!r, "add [B,B] succeeded");
+  nt_Tensor *e1 = nt_expand(one, SHAPE(1, 1, B), 3), *e2 = nt_zeros(SHAPE(B, 0, 1), 3, NT_F32, NT_CPU);
+  OK(e1 && e2);
+  r = nt_add(e1, e2);     /* [1, 1, B] + [B, 0, 1] -> [B, 0, B]: empty, strides overflow */
+  EXPECT(!r && err_has("add: shape [1099511627776, 0, 1099511627776] has too many"), "add broadcast: %s", nt_error_msg());
+  nt_Tensor *big[2] = { nt_expand(one, SHAPE(0, NT_MAX_NUMEL), 2), NULL };
+  OK(big[0]);
+  big[1] = big[0];
+  r = nt_concat(big, 2, 1);
+  EXPECT(!r && err_has("too many elements"), "concat: %s", nt_error_msg());
+  nt_Tensor *parts[2];
+  nt_Tensor *ten = nt_arange(0, 10, 1, NT_F64);
+  OK(ten);
+  EXPECT(nt_split(ten, SHAPE(INT64_MAX, INT64_MAX), 2, 0, parts) < 0 && err_has("split: sizes add up to more than"),
+         "split: %s", nt_error_msg());
+  /* a step beyond the axis keeps one element, with a sane stride */
+  r = nt_slice(ten, 0, 3, 10, INT64_MAX);
+  OK(r);
+  double v = -1;
+  EXPECT(r->numel == 1 && nt_item(r, &v) == 0 && v == 3, "slice huge step: numel %lld value %g", (long long)r->numel, v);
+  nt_release(r);
+  r = nt_narrow(ten, 0, 5, INT64_MAX);      /* start + length overflows */
+  EXPECT(!r && err_has("narrow: 9223372036854775807 elements from 5 are out of range for axis 0 with size 10"),
+         "narrow: %s", nt_error_msg());
+  r = nt_randint(INT64_MIN, INT64_MAX, SHAPE(2), 1, NT_I64, NT_CPU);   /* high - low overflows */
+  EXPECT(!r && err_has("randint: range high - low must be at most 2^32"), "randint: %s", nt_error_msg());
+  int64_t n = -7;
+  EXPECT(nt_check_shape("op", SHAPE(3, -2), 2, &n) < 0 && err_has("op: negative dimension -2 in shape [3, -2]") && n == -7,
+         "negative: %s", nt_error_msg());
+  EXPECT(nt_check_shape("op", SHAPE(NT_MAX_NUMEL, 0), 2, &n) == 0 && n == 0, "max with a zero: %lld", (long long)n);
+  EXPECT(nt_check_shape("op", SHAPE(NT_MAX_NUMEL + 1), 1, &n) < 0, "max + 1 accepted");
+  nt_release(ten); nt_release(big[0]); nt_release(e1); nt_release(e2); nt_release(row); nt_release(col); nt_release(one);
+  return true;
+}
+
+/* Dropping the last tensor of a very long autograd chain frees the graph
+** without recursing once per node (was: a stack overflow near 100k nodes). */
+TEST(long_chain_release) {
+  nt_Tensor *x = nt_ones(SHAPE(1), 1, NT_F32, NT_CPU), *one = nt_ones(SHAPE(1), 1, NT_F32, NT_CPU);
+  OK(x && one);
+  OK(nt_set_requires_grad(x, true) == 0);
+  nt_Tensor *y = nt_retain(x);
+  const int n = 400000;
+  for (int i = 0; i < n; i++) {
+    nt_Tensor *z = nt_add(y, one);
+    nt_release(y);
+    OK(z);
+    y = z;
+  }
+  double v = 0;
+  OK(nt_item(y, &v) == 0);
+  EXPECT(v == n + 1, "value %g", v);
+  EXPECT(nt_grad_fn_name(y) != NULL, "no graph recorded");
+  nt_release(y);                 /* frees 400k nodes */
+  nt_release(x); nt_release(one);
+  return true;
+}
+
 TEST(device_errors) {
   nt_Tensor *a = nt_ones(SHAPE(2), 1, NT_F32, NT_CPU);
   nt_Tensor *c = nt_ones(SHAPE(2), 1, NT_F32, NT_CUDA);
@@ -1088,6 +1169,8 @@ int main(void) {
   RUN(shape_ops);
   RUN(creation);
   RUN(out_of_memory);
+  RUN(shape_overflow);
+  RUN(long_chain_release);
   RUN(device_errors);
   RUN(op_table);
   RUN(philox_known_answers);

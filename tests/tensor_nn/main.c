@@ -56,7 +56,7 @@ static void rm_tmpdir(void) {
 }
 
 static const tn_test *const tables[] = {
-  tn_tests_safetensors, tn_tests_npy, tn_tests_csv, tn_tests_nn, tn_tests_conv, tn_tests_sort,
+  tn_tests_safetensors, tn_tests_npy, tn_tests_csv, tn_tests_nn, tn_tests_conv, tn_tests_sort, tn_tests_atomic,
 };
 
 int main(int argc, char **argv) {

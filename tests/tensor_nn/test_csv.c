@@ -43,6 +43,7 @@ static void t_csv_errors(void) {
     {"1,2\n3,4,5\n", "ragged row: 3 fields"},
     {"a,b\n1,\"2\n", "'e.csv':2:3: unterminated quoted field"},
     {"a,b\n\"1\"x,2\n", "unexpected character after a closing quote"},
+    {"a,b\n\"1\"\r2,3\n", "'e.csv':2:4: unexpected character after a closing quote"},   /* a lone CR is not a line end */
     {"", "empty"},
     {"\n\n  \n", "empty"},
   };
@@ -55,7 +56,21 @@ static void t_csv_errors(void) {
   CHECK(!nt_csv_load(tn_path("missing.csv"), 0) && strstr(nt_io_error(), "cannot open"), "missing: %s", nt_io_error());
 }
 
+/* A record ends at LF, CRLF or a CR that ends the input; a lone CR before
+** other text was taken as CRLF after a quoted field and swallowed the next
+** character ("1"\r2,3 read as 1 then ",3"). */
+static void t_csv_line_ends(void) {
+  const char src[] = "\"1\",\"2\"\r\n3,4\n\"5\",6\r";
+  nt_csv *c = nt_csv_parse(src, sizeof src - 1, 0, "cr.csv");
+  CHECK(c, "%s", nt_io_error());
+  bool ok = c->nrows == 3 && c->ncols == 2 && c->data[0] == 1 && c->data[1] == 2 && c->data[2] == 3 &&
+            c->data[3] == 4 && c->data[4] == 5 && c->data[5] == 6;
+  nt_csv_free(c);
+  CHECK(ok, "values");
+}
+
 const tn_test tn_tests_csv[] = {
+  {"csv_line_ends", t_csv_line_ends},
   {"csv_header_quotes_crlf_bom", t_csv_header},
   {"csv_noheader_delim_nan", t_csv_noheader},
   {"csv_errors_line_col", t_csv_errors},

@@ -217,7 +217,7 @@ def safetensors_writer_read_by_python():
         a = np.frombuffer(raw, dtype=ST_NP[dt]).reshape(shape)
         if shape != v.shape or not np.array_equal(a, v, equal_nan=True):
             raise AssertionError(f"{k} differs")
-    leftovers = [f for f in os.listdir(tmp) if ".tmp." in f]
+    leftovers = [f for f in os.listdir(tmp) if ".tmp." in f or ".nabla-tmp." in f]
     if leftovers:
         raise AssertionError(f"temp files left: {leftovers}")
 

@@ -282,6 +282,11 @@ static void t_masks_and_one_hot(void) {
   nt_release(H); nt_release(I); nt_release(RM); nt_release(M); nt_release(X);
   CHECK(ok, "one_hot wrong");
   CHECK(!r && strstr(nt_error_msg(), "out of range"), "one_hot range: %s", nt_error_msg());
+  int64_t big = INT64_MAX;   /* classes = max + 1 would overflow */
+  H = tn_i64(&big, (int64_t[]){1}, 1);
+  r = nt_one_hot(H, -1);
+  nt_release(H);
+  CHECK(!r && strstr(nt_error_msg(), "class value 9223372036854775807 is out of range"), "one_hot max: %s", nt_error_msg());
 }
 
 /* errors name the public op that was called, not the op it is built on */

@@ -31,5 +31,6 @@ extern const tn_test tn_tests_csv[];
 extern const tn_test tn_tests_nn[];
 extern const tn_test tn_tests_conv[];
 extern const tn_test tn_tests_sort[];
+extern const tn_test tn_tests_atomic[];
 
 #endif
