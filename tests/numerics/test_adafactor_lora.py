@@ -13,12 +13,13 @@ reproduces the adapted model on a fresh base.
 
 Run: NABLA=build/nabla /usr/bin/python3 tests/numerics/test_adafactor_lora.py
 """
+import json
 import math
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Batch, T, finish, rng, torch, np  # noqa: E402
+from harness import Batch, T, TMP, finish, rng, torch, np  # noqa: E402
 
 
 # ------------------------------------------------------------ Adafactor (HF's algorithm)
@@ -154,10 +155,171 @@ def adafactor_cases(b):
     b.error("adafactor_lr_with_relative_step", "import optim\noptim.adafactor({w: randn(2, 2)}, lr=0.1)", ["relative_step"])
     b.error("adafactor_no_lr", "import optim\noptim.adafactor({w: randn(2, 2)}, relative_step=false)", ["needs an lr"])
 
+# ------------------------------------------------------------ LoRA (by hand in torch)
+D, HID, V, R, ALPHA, NTOK = 6, 10, 5, 2, 6.0, 7
+LAYERS = ("attn.qkv", "attn.proj", "mlp.fc1", "mlp.fc2")
+TARGETS = ("attn.qkv", "mlp.fc1")
+
+
+def lora_data():
+    shapes = {"attn.qkv": (3 * D, D), "attn.proj": (D, D), "mlp.fc1": (HID, D), "mlp.fc2": (D, HID)}
+    blocks = []
+    for _ in range(2):
+        blk = {}
+        for name, (o, i) in shapes.items():
+            blk[name] = {"w": rng.standard_normal((o, i)) / math.sqrt(i), "b": rng.standard_normal(o) * 0.1}
+            if name in TARGETS:
+                blk[name]["A"] = rng.standard_normal((R, i)) * 0.3
+                blk[name]["B"] = rng.standard_normal((o, R)) * 0.3
+        blocks.append(blk)
+    head = {"w": rng.standard_normal((V, D)) / math.sqrt(D), "b": rng.standard_normal(V) * 0.1}
+    x = rng.standard_normal((NTOK, D))
+    y = rng.integers(0, V, size=NTOK)
+    return blocks, head, x, y
+
+
+def torch_lora_params(blocks, head):
+    tb = [{n: {k: T(v, requires_grad=(k in "AB")) for k, v in l.items()} for n, l in blk.items()} for blk in blocks]
+    th = {k: T(v) for k, v in head.items()}
+    return tb, th
+
+
+def torch_lora_loss(tb, th, x, y, merged=False):
+    s = ALPHA / R
+
+    def lin(l, h):
+        out = h @ l["w"].T + l["b"]
+        if "A" in l and not merged:
+            out = out + s * ((h @ l["A"].T) @ l["B"].T)
+        return out
+    h = T(x)
+    for blk in tb:
+        a = torch.tanh(lin(blk["attn.qkv"], h))
+        h = h + lin(blk["attn.proj"], a[:, 0:D] * a[:, D:2 * D] + a[:, 2 * D:])
+        h = h + lin(blk["mlp.fc2"], torch.relu(lin(blk["mlp.fc1"], h)))
+    logits = h @ th["w"].T + th["b"]
+    return torch.nn.functional.cross_entropy(logits, torch.from_numpy(y))
+
+
+LORA_NB = """import nn
+import optim
+fn lin(w, b) {{ l = nn.linear(w.shape[1], w.shape[0]); l.weight = clone(w); l.bias = clone(b); l }}
+fn build() {{
+  blocks = list()
+  for i in 0..2 {{
+    W = {W}
+    push(blocks, {{attn: {{qkv: lin(W[i][0][0], W[i][0][1]), proj: lin(W[i][1][0], W[i][1][1])}},
+                  mlp: {{fc1: lin(W[i][2][0], W[i][2][1]), fc2: lin(W[i][3][0], W[i][3][1])}}}})
+  }}
+  {{blocks: blocks, head: lin({HW}, {HB}), __call: fn(self, h) {{
+    for blk in self.blocks {{
+      a = tanh(blk.attn.qkv(h))
+      h = h + blk.attn.proj(a[:, 0:{D}] * a[:, {D}:{D2}] + a[:, {D2}:{D3}])
+      h = h + blk.mlp.fc2(relu(blk.mlp.fc1(h)))
+    }}
+    self.head(h)
+  }}}}
+}}
+fn loss_fn(m) = cross_entropy(m({X}), {Y})
+fn set_adapters(m) {{
+  AD = {AD}
+  no_grad {{ for i in 0..2 {{
+    copy_(m.blocks[i].attn.qkv.lora_A, AD[i][0][0]); copy_(m.blocks[i].attn.qkv.lora_B, AD[i][0][1])
+    copy_(m.blocks[i].mlp.fc1.lora_A, AD[i][1][0]); copy_(m.blocks[i].mlp.fc1.lora_B, AD[i][1][1])
+  }} }}
+  m
+}}
+m = build()
+nn.lora(m, rank={R}, alpha={ALPHA}, targets=["attn.qkv", "mlp.fc1"])
+set_adapters(m)
+"""
+
+
+def lora_prelude(b, blocks, head, x, y):
+    W = "list(" + ", ".join("list(" + ", ".join(f"list({b.inp(blk[n]['w'])}, {b.inp(blk[n]['b'])})" for n in LAYERS) + ")"
+                            for blk in blocks) + ")"
+    AD = "list(" + ", ".join("list(" + ", ".join(f"list({b.inp(blk[n]['A'])}, {b.inp(blk[n]['B'])})" for n in TARGETS) + ")"
+                             for blk in blocks) + ")"
+    return LORA_NB.format(W=W, AD=AD, HW=b.inp(head["w"]), HB=b.inp(head["b"]), X=b.inp(x), Y=b.inp(y),
+                          D=D, D2=2 * D, D3=3 * D, R=R, ALPHA=ALPHA)
+
+
+def adapters_of(tb):
+    return [blk[n][k] for blk in tb for n in TARGETS for k in "AB"]
+
+
+NB_ADAPTERS = "ps = nn.lora_parameters({t})\nls = list()\nfor p in ps {{ push(ls, p.A); push(ls, p.B) }}\n"
+
+
+def lora_cases(b):
+    tol = dict(rtol=1e-9, atol=1e-11)
+    blocks, head, x, y = lora_data()
+    tb, th = torch_lora_params(blocks, head)
+    loss = torch_lora_loss(tb, th, x, y)
+    loss.backward()
+    pre = lora_prelude(b, blocks, head, x, y)
+    b.case("lora_forward", pre + "loss_fn(m).item()", loss.item(), **tol)
+    b.case("lora_backward_only_adapters",
+           pre + "backward(loss_fn(m))\n" + NB_ADAPTERS.format(t="m") + "ls = map(ls, fn(a) a.grad)\n"
+           "push(ls, m.head.weight.grad == nil and m.blocks[0].attn.qkv.weight.grad == nil and m.blocks[1].mlp.fc2.bias.grad == nil)\nls",
+           [a.grad for a in adapters_of(tb)] + [True], dtype=False, **tol)
+    b.case("lora_grad_tree", pre + "g = grad(loss_fn)(m)\n" + NB_ADAPTERS.format(t="g") + "ls",
+           [a.grad for a in adapters_of(tb)], **tol)
+
+    # AdamW over the adapters only, 3 steps; then merge and save/load
+    blocks, head, x, y = lora_data()
+    tb, th = torch_lora_params(blocks, head)
+    opt = torch.optim.AdamW(adapters_of(tb), lr=0.05)
+    for _ in range(3):
+        opt.zero_grad()
+        torch_lora_loss(tb, th, x, y).backward()
+        opt.step()
+    trained = torch_lora_loss(tb, th, x, y).item()
+    pre = lora_prelude(b, blocks, head, x, y)
+    train = "opt = optim.adamw(nn.lora_parameters(m), lr=0.05)\nfor s in 0..3 { opt.zero_grad(); backward(loss_fn(m)); opt.step() }\n"
+    b.case("lora_adamw_3_steps_base_frozen",
+           pre + train + NB_ADAPTERS.format(t="m") +
+           "push(ls, m.blocks[0].attn.qkv.weight); push(ls, m.head.weight)\nls",
+           [a.detach() for a in adapters_of(tb)] + [T(blocks[0]["attn.qkv"]["w"]), T(head["w"])], **tol)
+    merged_w = []
+    with torch.no_grad():
+        for blk in tb:
+            for n in TARGETS:
+                blk[n]["w"] = blk[n]["w"] + (ALPHA / R) * blk[n]["B"] @ blk[n]["A"]
+                merged_w.append(blk[n]["w"].clone())
+    b.case("lora_merge",
+           pre + train + "nn.lora_merge(m)\n"
+           "list(loss_fn(m).item(), m.blocks[0].attn.qkv.weight, m.blocks[0].mlp.fc1.weight, m.blocks[1].attn.qkv.weight, m.blocks[1].mlp.fc1.weight, "
+           "len(nn.lora_parameters(m)), has(m.blocks[0].attn.qkv, \"lora_A\"))",
+           [torch_lora_loss(tb, th, x, y, merged=True).item()] + merged_w + [0.0, False], dtype=False, **tol)
+    path = json.dumps(os.path.join(TMP, "adapters.safetensors"))
+    b.case("lora_save_adapters_only_load_on_base",
+           pre + train + f"nn.lora_save({path}, m)\nst = load({path})\nn_saved = len(tree_tensors(st))\n"
+           f"fresh = build()\nnn.lora_load(fresh, {path})\n"
+           "list(n_saved, loss_fn(fresh).item(), fresh.head.weight.requires_grad, fresh.blocks[1].mlp.fc1.lora_B.requires_grad)",
+           [8.0, trained, False, True], dtype=False, **tol)
+
+    # B starts at zero: the adapted model computes the base model
+    blocks, head, x, y = lora_data()
+    tb, th = torch_lora_params(blocks, head)
+    base = torch_lora_loss(tb, th, x, y, merged=True).item()
+    pre = lora_prelude(b, blocks, head, x, y).replace("set_adapters(m)\n", "")
+    b.case("lora_init_is_base", pre + "list(loss_fn(m).item(), m.blocks[0].attn.qkv.lora_A.shape, m.blocks[0].attn.qkv.lora_B.shape)",
+           [base, [float(R), float(D)], [float(3 * D), float(R)]], dtype=False, **tol)
+    b.error("lora_unknown_target", "import nn\nnn.lora({a: nn.linear(2, 3)}, rank=1, targets=[\"attn.qkv\"])",
+            ['no layer of the model matches target "attn.qkv"'])
+    b.error("lora_target_not_linear", "import nn\nnn.lora({a: nn.layer_norm(4)}, rank=1, targets=[\"a\"])", ["not a linear layer"])
+    b.error("lora_load_shape_mismatch",
+            "import nn\nm = {a: nn.linear(2, 3)}\nnn.lora(m, rank=1)\ns = nn.lora_state(m)\nnn.lora_load({a: nn.linear(4, 3)}, s)",
+            ["do not fit weight"])
+
 
 def main():
     b = Batch("adafactor")
     adafactor_cases(b)
+    b.run()
+    b = Batch("lora")
+    lora_cases(b)
     b.run()
     finish()
 
