@@ -60,14 +60,18 @@ fn train(cfg) = dist.run(fn(cfg) {{
   if cfg.groups {{ opt = optim.adamw(list({{params: m.layers[0], lr: 0.1}}, {{params: list(m.layers[1], m.layers[2]), weight_decay: 0}}), lr=0.05) }}
   else if not cfg.factory {{ opt = optim.adamw(m, lr=0.05, weight_decay=0.1) }}
   z = nil
+  # mesh: ZeRO over the dp group of a dp x tp mesh (the tp ranks of a dp position see the same data)
+  grp = if cfg.mesh {{ dist.mesh(dp=2, tp=dist.world_size() / 2).dp }} else {{ nil }}
   if cfg.stage == 0 {{
     if cfg.factory {{ opt = optim.adamw(m, lr=0.05, weight_decay=0.1) }}
-    dist.data_parallel(m)
+    dist.data_parallel(m, group=grp)
   }} else {{
     o = if cfg.factory {{ fn(p) optim.adamw(p, lr=0.05, weight_decay=0.1) }} else {{ opt }}
-    z = dist.zero(m, o, stage=cfg.stage, bucket_mb=cfg.bucket_mb)
+    z = dist.zero(m, o, stage=cfg.stage, bucket_mb=cfg.bucket_mb, group=grp)
   }}
-  w = dist.world_size(); k = dist.rank(); b = 16 / w; mb = b / cfg.accum
+  w = if grp == nil {{ dist.world_size() }} else {{ grp.size }}
+  k = if grp == nil {{ dist.rank() }} else {{ grp.rank }}
+  b = 16 / w; mb = b / cfg.accum
   for s in 0..cfg.steps {{
     for a in 0..cfg.accum {{
       x = X[k * b + a * mb:k * b + (a + 1) * mb]; y = Y[k * b + a * mb:k * b + (a + 1) * mb]
@@ -87,8 +91,8 @@ fn train(cfg) = dist.run(fn(cfg) {{
   }}
   map(nn.parameters(m), detach)
 }}, cfg)
-fn cfg_of(stage, steps=4, accum=1, clip=nil, tree=false, groups=false, factory=false, bucket_mb=25) =
-  {{stage: stage, steps: steps, accum: accum, clip: clip, tree: tree, groups: groups, factory: factory, bucket_mb: bucket_mb}}
+fn cfg_of(stage, steps=4, accum=1, clip=nil, tree=false, groups=false, factory=false, bucket_mb=25, mesh=false) =
+  {{stage: stage, steps: steps, accum: accum, clip: clip, tree: tree, groups: groups, factory: factory, bucket_mb: bucket_mb, mesh: mesh}}
 # [largest |a - b| / largest |b| over the parameters of every rank, largest difference between ranks, largest change from the start]
 fn compare(ra, rb) {{
   d = 0; big = 0; ranks = 0
@@ -128,7 +132,7 @@ def test_equivalence_world2(name):
 
 @test
 def test_equivalence_world4(name):
-    equivalence(name, 4, [("accum_clip", "accum=2, clip=0.05")])
+    equivalence(name, 4, [("accum_clip", "accum=2, clip=0.05"), ("mesh_dp_of_dp2_tp2", "mesh=true, clip=0.05")])
 
 
 @test
