@@ -89,7 +89,7 @@ fn train(cfg) = dist.run(fn(cfg) {{
       else {{ z.step(max_norm=cfg.clip); z.zero_grad() }}
     }}
   }}
-  map(nn.parameters(m), detach)
+  if cfg.stage == 3 {{ z.full_params() }} else {{ map(nn.parameters(m), detach) }}
 }}, cfg)
 fn cfg_of(stage, steps=4, accum=1, clip=nil, tree=false, groups=false, factory=false, bucket_mb=25, mesh=false) =
   {{stage: stage, steps: steps, accum: accum, clip: clip, tree: tree, groups: groups, factory: factory, bucket_mb: bucket_mb, mesh: mesh}}
@@ -107,18 +107,18 @@ fn compare(ra, rb) {{
 """
 
 
-def equivalence(name, world, cases):
-    """cases: list of (label, cfg kwargs as nabla source)."""
+def equivalence(name, world, cases, stages=(1, 2, 3)):
+    """cases: list of (label, cfg kwargs as nabla source, stages)."""
     body = PRELUDE.format(seed=SEED) + f"dist.start({world})\ndist.push(X=X, Y=Y, lf=lf)\n"
-    for label, kw in cases:
+    for label, kw, stages in cases:
         body += (f"ref = train(cfg_of(0{', ' if kw else ''}{kw}))\n"
                  f"moved = 0\nstart = train(cfg_of(0, steps=0))\n"
                  f"for i in 0..len(ref[0]) {{ moved = max(moved, max(abs(ref[0][i] - start[0][i])).item()) }}\n")
-        for stage in (1, 2):
+        for stage in stages:
             body += f"c = compare(train(cfg_of({stage}{', ' if kw else ''}{kw})), ref)\nprint(\"R {label}_s{stage}\", c[0], c[1], moved)\n"
     rc, out, err = run(body)
-    for label, _ in cases:
-        for stage in (1, 2):
+    for label, _, stages in cases:
+        for stage in stages:
             v = values(out, f"{label}_s{stage}")
             ok = rc == 0 and v is not None and v[0] <= 1e-6 and v[1] == 0 and v[2] > 1e-3
             report(f"{name}_{label}_stage{stage}", ok, f"rc={rc} [rel diff, rank diff, moved]={v} seed={SEED} err={err[-1500:]!r}")
@@ -126,13 +126,14 @@ def equivalence(name, world, cases):
 
 @test
 def test_equivalence_world2(name):
-    equivalence(name, 2, [("adamw", ""), ("accum_clip", "accum=2, clip=0.05"), ("grad_tree_clip", "tree=true, clip=0.05"),
-                          ("param_groups", "groups=true"), ("factory_small_buckets", "factory=true, bucket_mb=0.0001")])
+    equivalence(name, 2, [("adamw", "", (1, 2, 3)), ("accum_clip", "accum=2, clip=0.05", (1, 2, 3)),
+                          ("grad_tree_clip", "tree=true, clip=0.05", (1, 2)), ("param_groups", "groups=true", (1, 2)),
+                          ("factory_small_buckets", "factory=true, bucket_mb=0.0001", (1, 2, 3))])
 
 
 @test
 def test_equivalence_world4(name):
-    equivalence(name, 4, [("accum_clip", "accum=2, clip=0.05"), ("mesh_dp_of_dp2_tp2", "mesh=true, clip=0.05")])
+    equivalence(name, 4, [("accum_clip", "accum=2, clip=0.05", (1, 2, 3)), ("mesh_dp_of_dp2_tp2", "mesh=true, clip=0.05", (1, 2, 3))])
 
 
 @test
