@@ -180,7 +180,7 @@ print("R ck", c[0], c[1], b[0][1], pd)
 
 @test
 def test_memory_gpt_world4(name):
-    """dist.memory of a GPT-shaped model at world 4: stage 1 and 2 hold the ZeRO fractions of plain data parallelism (params 4 + grads 4 + AdamW 8 bytes per parameter)."""
+    """dist.memory of a GPT-shaped model (tied embedding/head) at world 4: stages 1, 2 and 3 hold the ZeRO fractions of plain data parallelism (params 4 + grads 4 + AdamW 8 bytes per parameter: 16P -> 4P + 4P + 8P/N, 4P + 12P/N, 16P/N); a step's peak resident set grows less (stage 2 and 3 than dp, stage 3 than stage 2); stage 3 trains the same parameters."""
     src = """
 import dist
 dist.start(4)
@@ -188,14 +188,15 @@ r = dist.run(fn() {
   import nn
   import optim
   out = list()
-  for stage in list(0, 1, 2) {
+  for stage in list(0, 1, 2, 3) {
     seed(1)
     gpt = {wte: nn.embedding(64, 32), blocks: list(nn.transformer_block(32, 4), nn.transformer_block(32, 4)), ln: nn.layer_norm(32)}
     gpt.__call = fn(self, idx) { h = self.wte(idx); for b in self.blocks { h = b(h) }; self.ln(h) @ self.wte.weight.T }
     requires_grad(gpt)
     P = nn.num_params(gpt)
-    opt = optim.adamw(gpt, lr=1e-3)
+    opt = optim.adamw(gpt, lr=1e-2)
     z = if stage == 0 { dist.data_parallel(gpt); nil } else { dist.zero(gpt, opt, stage=stage) }
+    seed(7 + dist.rank())
     idx = randint(0, 64, list(2, 8))
     dist.reset_peak()
     base = dist.memory().rss
@@ -204,25 +205,32 @@ r = dist.run(fn() {
       if stage == 0 { opt.step() } else { z.step() }
     }
     mem = if stage == 0 { dist.memory(gpt, opt) } else { dist.memory(z) }
-    push(out, list(P, mem.params, mem.grads, mem.optimizer, mem.total, mem.peak_rss - base))
+    ps = if stage == 3 { z.full_params() } else { map(nn.parameters(gpt), detach) }
+    push(out, list(P, mem.params, mem.grads, mem.optimizer, mem.total, mem.peak_rss - base, ps))
     dist_reducer_clear()
   }
-  out
+  d = 0
+  for i in 0..len(out[0][6]) { d = max(d, max(abs(out[3][6][i] - out[0][6][i])).item()) }
+  push(out, d)
+  map(out, fn(o) if type(o) == "list" { o[0:6] } else { o })
 })
 m = r[0]
-print("R mem", m[0][0], m[0][4], m[1][4], m[2][4], m[1][4] / m[0][4], m[2][4] / m[0][4], m[0][5], m[2][5], m[2][2], m[2][3])
+print("R mem", m[0][0], m[0][4], m[1][4], m[2][4], m[3][4], m[2][4] / m[0][4], m[3][4] / m[0][4], m[0][5], m[2][5], m[3][5], m[2][2], m[2][3], m[4])
 """
     rc, out, err = run(src)
     v = values(out, "mem")
     ok = rc == 0 and v is not None
     if ok:
-        P, dp, s1, s2, f1, f2, peak_dp, peak_s2, g2, o2 = v
-        pad = 4 * 4 * 4  # a shard is padded by at most N-1 elements of each kind
-        ok = (dp == 16 * P + 4              # the step count t is an 8-byte number, not a tensor: no
-              or dp == 16 * P)
+        P, dp, s1, s2, s3, f2, f3, peak_dp, peak_s2, peak_s3, g2, o2, d3 = v
+        pad = 3 * 4 * 4 * 4  # each shard is padded by fewer than N elements (3 units in stage 3)
+        ok = dp == 16 * P
         ok = ok and s1 <= 4 * P + 4 * P + 8 * P / 4 + pad and s2 <= 4 * P + (4 + 8) * P / 4 + pad
-        ok = ok and g2 <= P + pad and o2 <= 2 * P + pad and peak_s2 < peak_dp
-    report(name, ok, f"rc={rc} [P, dp, s1, s2, s1/dp, s2/dp, peak dp, peak s2, grads s2, opt s2]={v} err={err[-1500:]!r}")
+        ok = ok and s3 <= 16 * P / 4 + pad and f3 <= 0.30
+        ok = ok and g2 <= P + pad and o2 <= 2 * P + pad and peak_s2 < peak_dp and peak_s3 < peak_s2
+        # at world 4 the ring all_reduce and the gathers' reduce-scatter add in different orders;
+        # AdamW turns those last-bit differences of near-zero gradients into ~1e-4 (lr 1e-2)
+        ok = ok and d3 < 1e-3
+    report(name, ok, f"rc={rc} [P, dp, s1, s2, s3, s2/dp, s3/dp, peak dp, peak s2, peak s3, grads s2, opt s2, stage-3 param diff]={v} err={err[-1500:]!r}")
 
 
 @test
