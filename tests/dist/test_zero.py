@@ -136,18 +136,17 @@ def test_equivalence_world4(name):
     equivalence(name, 4, [("accum_clip", "accum=2, clip=0.05", (1, 2, 3)), ("mesh_dp_of_dp2_tp2", "mesh=true, clip=0.05", (1, 2, 3))])
 
 
-@test
-def test_checkpoint_4_to_2(name):
+def checkpoint_4_to_2(name, stage):
     """z.save on 4 ranks after 2 steps; 2 ranks load it and take 2 more steps == the 4-rank run's 4 steps."""
-    prefix = os.path.join(dutil.TMP, "ck")
-    full = os.path.join(dutil.TMP, "full.safetensors")
+    prefix = os.path.join(dutil.TMP, f"ck{stage}")
+    full = os.path.join(dutil.TMP, f"full{stage}.safetensors")
     src = PRELUDE.format(seed=SEED) + f"""
 fn go(steps, save_at, load) = dist.run(fn(steps, save_at, load) {{
   import nn
   import optim
   seed(load + {SEED})   # the loading run starts from other weights: they must come from the checkpoint
   m = requires_grad(nn.mlp(list(6, 12, 12, 3)))
-  z = dist.zero(m, optim.adamw(m, lr=0.05, weight_decay=0.1), stage=2)
+  z = dist.zero(m, optim.adamw(m, lr=0.05, weight_decay=0.1), stage={stage})
   if load == 1 {{ z.load("{prefix}") }}
   w = dist.world_size(); k = dist.rank(); b = 16 / w
   for s in 0..steps {{
@@ -155,7 +154,7 @@ fn go(steps, save_at, load) = dist.run(fn(steps, save_at, load) {{
     if s + 1 == save_at {{ z.save("{prefix}") }}
   }}
   if load == 1 {{ z.save_full("{full}") }}
-  list(map(nn.parameters(m), detach), z.opt.state.t)
+  list(if {stage} == 3 {{ z.full_params() }} else {{ map(nn.parameters(m), detach) }}, z.opt.state.t)
 }}, steps, save_at, load)
 dist.start(4)
 dist.push(X=X, Y=Y, lf=lf)
@@ -176,6 +175,16 @@ print("R ck", c[0], c[1], b[0][1], pd)
     v = values(out, "ck")
     ok = rc == 0 and v is not None and v[0] <= 1e-6 and v[1] == 0 and v[2] == 4 and v[3] == 0
     report(name, ok, f"rc={rc} [rel diff, rank diff, t, save_full diff]={v} seed={SEED} err={err[-1500:]!r}")
+
+
+@test
+def test_checkpoint_4_to_2_stage2(name):
+    checkpoint_4_to_2(name, 2)
+
+
+@test
+def test_checkpoint_4_to_2_stage3(name):
+    checkpoint_4_to_2(name, 3)
 
 
 @test
@@ -287,15 +296,21 @@ r = dist.run(fn() {
   import optim
   m = nn.linear(4, 4)
   a = try { dist.zero(m, optim.adafactor(m), stage=2); "no error" } catch e { e.message }
-  b = try { dist.zero(m, optim.adamw(m), stage=3); "no error" } catch e { e.message }
-  list(a, b)
+  b = try { dist.zero(m, optim.adamw(m), stage=4); "no error" } catch e { e.message }
+  c = try { dist.zero(nn.mlp(list(4, 4, 4)), optim.adafactor(m), stage=3); "no error" } catch e { e.message }
+  m3 = nn.mlp(list(4, 4, 4))
+  d = try { dist.zero(m3, optim.adamw(list({params: m3.layers[0]}, {params: m3.layers[1]})), stage=3); "no error" } catch e { e.message }
+  list(a, b, c, d)
 })
 print("E adafactor " + r[0][0])
-print("E stage3 " + r[0][1])
+print("E stage4 " + r[0][1])
+print("E adafactor3 " + r[0][2])
+print("E groups3 " + r[0][3])
 """
     rc, out, err = run(src)
     ok = (rc == 0 and "E outside dist.zero: not running on a dist worker" in out
-          and "elementwise optimizers" in out and "stage must be 1 or 2" in out)
+          and "E adafactor dist.zero: the optimizer's state" in out and "E stage4 dist.zero: stage must be 1, 2 or 3" in out
+          and "E adafactor3 dist.zero: the optimizer's state" in out and "E groups3 dist.zero stage 3: parameter groups" in out)
     report(name, ok, f"rc={rc} out={out[-800:]!r} err={err[-800:]!r}")
 
 
