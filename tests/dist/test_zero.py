@@ -67,7 +67,8 @@ fn train(cfg) = dist.run(fn(cfg) {{
     dist.data_parallel(m, group=grp)
   }} else {{
     o = if cfg.factory {{ fn(p) optim.adamw(p, lr=0.05, weight_decay=0.1) }} else {{ opt }}
-    z = dist.zero(m, o, stage=cfg.stage, bucket_mb=cfg.bucket_mb, group=grp)
+    z = if cfg.wrap {{ dist.fsdp(m, o, group=grp, wrap=list("layers.1", "layers.2")) }}
+        else {{ dist.zero(m, o, stage=cfg.stage, bucket_mb=cfg.bucket_mb, group=grp) }}
   }}
   w = if grp == nil {{ dist.world_size() }} else {{ grp.size }}
   k = if grp == nil {{ dist.rank() }} else {{ grp.rank }}
@@ -91,8 +92,8 @@ fn train(cfg) = dist.run(fn(cfg) {{
   }}
   if cfg.stage == 3 {{ z.full_params() }} else {{ map(nn.parameters(m), detach) }}
 }}, cfg)
-fn cfg_of(stage, steps=4, accum=1, clip=nil, tree=false, groups=false, factory=false, bucket_mb=25, mesh=false) =
-  {{stage: stage, steps: steps, accum: accum, clip: clip, tree: tree, groups: groups, factory: factory, bucket_mb: bucket_mb, mesh: mesh}}
+fn cfg_of(stage, steps=4, accum=1, clip=nil, tree=false, groups=false, factory=false, bucket_mb=25, mesh=false, wrap=false) =
+  {{stage: stage, steps: steps, accum: accum, clip: clip, tree: tree, groups: groups, factory: factory, bucket_mb: bucket_mb, mesh: mesh, wrap: wrap}}
 # [largest |a - b| / largest |b| over the parameters of every rank, largest difference between ranks, largest change from the start]
 fn compare(ra, rb) {{
   d = 0; big = 0; ranks = 0
@@ -128,7 +129,8 @@ def equivalence(name, world, cases, stages=(1, 2, 3)):
 def test_equivalence_world2(name):
     equivalence(name, 2, [("adamw", "", (1, 2, 3)), ("accum_clip", "accum=2, clip=0.05", (1, 2, 3)),
                           ("grad_tree_clip", "tree=true, clip=0.05", (1, 2)), ("param_groups", "groups=true", (1, 2)),
-                          ("factory_small_buckets", "factory=true, bucket_mb=0.0001", (1, 2, 3))])
+                          ("factory_small_buckets", "factory=true, bucket_mb=0.0001", (1, 2, 3)),
+                          ("fsdp_wrap_paths", "wrap=true, clip=0.05", (3,))])
 
 
 @test
@@ -300,17 +302,20 @@ r = dist.run(fn() {
   c = try { dist.zero(nn.mlp(list(4, 4, 4)), optim.adafactor(m), stage=3); "no error" } catch e { e.message }
   m3 = nn.mlp(list(4, 4, 4))
   d = try { dist.zero(m3, optim.adamw(list({params: m3.layers[0]}, {params: m3.layers[1]})), stage=3); "no error" } catch e { e.message }
-  list(a, b, c, d)
+  e = try { dist.fsdp(nn.mlp(list(4, 4, 4)), fn(p) optim.adamw(p), wrap="layers.7"); "no error" } catch e { e.message }
+  list(a, b, c, d, e)
 })
 print("E adafactor " + r[0][0])
 print("E stage4 " + r[0][1])
 print("E adafactor3 " + r[0][2])
 print("E groups3 " + r[0][3])
+print("E wrap " + r[0][4])
 """
     rc, out, err = run(src)
     ok = (rc == 0 and "E outside dist.zero: not running on a dist worker" in out
           and "E adafactor dist.zero: the optimizer's state" in out and "E stage4 dist.zero: stage must be 1, 2 or 3" in out
-          and "E adafactor3 dist.zero: the optimizer's state" in out and "E groups3 dist.zero stage 3: parameter groups" in out)
+          and "E adafactor3 dist.zero: the optimizer's state" in out and "E groups3 dist.zero stage 3: parameter groups" in out
+          and 'E wrap dist.zero: wrap path "layers.7" is not in the model' in out)
     report(name, ok, f"rc={rc} out={out[-800:]!r} err={err[-800:]!r}")
 
 

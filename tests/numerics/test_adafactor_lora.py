@@ -306,6 +306,8 @@ def lora_cases(b):
     pre = lora_prelude(b, blocks, head, x, y).replace("set_adapters(m)\n", "")
     b.case("lora_init_is_base", pre + "list(loss_fn(m).item(), m.blocks[0].attn.qkv.lora_A.shape, m.blocks[0].attn.qkv.lora_B.shape)",
            [base, [float(R), float(D)], [float(3 * D), float(R)]], dtype=False, **tol)
+    b.case("lora_target_string", "import nn\nm = {a: {qkv: nn.linear(2, 3)}, b: nn.linear(3, 2)}\nnn.lora(m, rank=1, targets=\"a.qkv\")\nlist(has(m.a.qkv, \"lora_A\"), has(m.b, \"lora_A\"))",
+           [True, False], dtype=False)
     b.error("lora_unknown_target", "import nn\nnn.lora({a: nn.linear(2, 3)}, rank=1, targets=[\"attn.qkv\"])",
             ['no layer of the model matches target "attn.qkv"'])
     b.error("lora_target_not_linear", "import nn\nnn.lora({a: nn.layer_norm(4)}, rank=1, targets=[\"a\"])", ["not a linear layer"])
