@@ -285,6 +285,48 @@ print("R bf16", r[0][0], r[1][0], r[0][1], r[0][2])
 
 
 @test
+def test_activation_checkpointing(name):
+    """an nn.sequential(checkpoint=true) model with a transformer block: stages 2 and 3 (whose units then nest two checkpoints) equal data_parallel over 3 AdamW steps."""
+    src = """
+import dist
+dist.start(2)
+r = dist.run(fn() {
+  import nn
+  import optim
+  out = list()
+  for stage in list(0, 2, 3) {
+    seed(1)
+    m = requires_grad(nn.sequential(list(nn.linear(6, 16), nn.transformer_block(16, 2), nn.linear(16, 3)), checkpoint=true))
+    opt = optim.adamw(m, lr=1e-2)
+    z = if stage == 0 { dist.data_parallel(m); nil } else { dist.zero(m, opt, stage=stage) }
+    seed(7 + dist.rank())
+    x = randn(4, 5, 6); y = randint(0, 3, list(20))
+    for st in 0..3 {
+      backward(cross_entropy(reshape(m(x), list(-1, 3)), y))
+      if stage == 0 { opt.step(); opt.zero_grad() } else { z.step(); z.zero_grad() }
+    }
+    push(out, if stage == 3 { z.full_params() } else { map(nn.parameters(m), detach) })
+    dist_reducer_clear()
+  }
+  seed(1)
+  m0 = nn.sequential(list(nn.linear(6, 16), nn.transformer_block(16, 2), nn.linear(16, 3)))
+  p0 = nn.parameters(m0)
+  d2 = 0; d3 = 0; moved = 0
+  for i in 0..len(out[0]) {
+    d2 = max(d2, max(abs(out[1][i] - out[0][i])).item()); d3 = max(d3, max(abs(out[2][i] - out[0][i])).item())
+    moved = max(moved, max(abs(out[0][i] - p0[i])).item())
+  }
+  list(d2, d3, moved)
+})
+print("R ck", r[0][0], r[0][1], r[0][2], r[1][0], r[1][1])
+"""
+    rc, out, err = run(src)
+    v = values(out, "ck")
+    ok = rc == 0 and v is not None and max(v[0], v[1], v[3], v[4]) < 1e-6 and v[2] > 1e-3
+    report(name, ok, f"rc={rc} [d2, d3, moved, d2 rank1, d3 rank1]={v} err={err[-1500:]!r}")
+
+
+@test
 def test_errors(name):
     src = """
 import dist
