@@ -344,20 +344,27 @@ r = dist.run(fn() {
   c = try { dist.zero(nn.mlp(list(4, 4, 4)), optim.adafactor(m), stage=3); "no error" } catch e { e.message }
   m3 = nn.mlp(list(4, 4, 4))
   d = try { dist.zero(m3, optim.adamw(list({params: m3.layers[0]}, {params: m3.layers[1]})), stage=3); "no error" } catch e { e.message }
-  e = try { dist.fsdp(nn.mlp(list(4, 4, 4)), fn(p) optim.adamw(p), wrap="layers.7"); "no error" } catch e { e.message }
-  list(a, b, c, d, e)
+  w = try { dist.fsdp(nn.mlp(list(4, 4, 4)), fn(p) optim.adamw(p), wrap="layers.7"); "no error" } catch e { e.message }
+  f = try { dist.zero(m, optim.adamw(m), offload="params"); "no error" } catch e { e.message }
+  mo = requires_grad(nn.linear(4, 4))
+  zo = dist.zero(mo, optim.adamw(mo), offload="optimizer")
+  list(a, b, c, d, w, f)
 })
 print("E adafactor " + r[0][0])
 print("E stage4 " + r[0][1])
 print("E adafactor3 " + r[0][2])
 print("E groups3 " + r[0][3])
 print("E wrap " + r[0][4])
+print("E offload " + r[0][5])
 """
     rc, out, err = run(src)
     ok = (rc == 0 and "E outside dist.zero: not running on a dist worker" in out
           and "E adafactor dist.zero: the optimizer's state" in out and "E stage4 dist.zero: stage must be 1, 2 or 3" in out
           and "E adafactor3 dist.zero: the optimizer's state" in out and "E groups3 dist.zero stage 3: parameter groups" in out
-          and 'E wrap dist.zero: wrap path "layers.7" is not in the model' in out)
+          and 'E wrap dist.zero: wrap path "layers.7" is not in the model' in out
+          and 'E offload dist.zero: offload must be nil or "optimizer"' in out
+          and '[rank 0] dist.zero: offload="optimizer" is a no-op on CPU workers' in out
+          and '[rank 1] dist.zero: offload' not in out)
     report(name, ok, f"rc={rc} out={out[-800:]!r} err={err[-800:]!r}")
 
 
