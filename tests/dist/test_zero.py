@@ -329,6 +329,9 @@ print("R ck", r[0][0], r[0][1], r[0][2], r[1][0], r[1][1])
 @test
 def test_stage3_frees_full_parameters(name):
     """after dist.fsdp the full tensors are gone: the resident set of each of 2 workers drops (it grew by the shards while a recursive helper closure kept the originals referenced until a cycle collection)."""
+    if "asan" in NABLA:
+        dutil.skip(name, "AddressSanitizer keeps freed memory in quarantine: the resident set cannot show it")
+        return
     src = """
 import dist
 dist.start(2)
