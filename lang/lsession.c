@@ -239,6 +239,7 @@ nb_VM *nb_vm_new(nb_Sink *sink) {
   nbT_init();
   nbG_plot_init();
   nbG_progress_init();
+  nbF_files_init();
   nb_VM *vm = calloc(1, sizeof *vm);
   if (!vm) abort();
   vm->sink = sink;

@@ -229,6 +229,7 @@ extern __thread bool nbP_last_error_at_eof;
 /* plotting builtins (lplot.c) */
 void nbG_plot_init(void);
 void nbG_progress_init(void);   /* lprogress.c: progress() */
+void nbF_files_init(void);      /* lfiles.c: read_text, write_text, lines, ... */
 
 /* misc */
 nb_Str *nbV_tostr(nb_Value v);     /* print form as a string object */
