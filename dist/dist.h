@@ -6,6 +6,9 @@
 #ifndef DIST_DIST_H
 #define DIST_DIST_H
 
+#include <stddef.h>
+#include "lang/nabla.h"
+
 void nbD_init(void);
 int  nbD_worker_main(int argc, char **argv);   /* argv[0] == "worker" */
 int  nbD_run_main(int argc, char **argv);      /* argv[0] == "run" */
@@ -14,5 +17,15 @@ int  nbD_run_main(int argc, char **argv);      /* argv[0] == "run" */
 ** nabla source that runs `src` on every worker (pull=0) or shows the value of
 ** the expression on every worker (pull=1).  malloc'd. */
 char *nbD_magic_code(const char *src, size_t len, int pull);
+
+/* The magics of both front ends (dist/dmagic.c): when code (a REPL line or a
+** cell) is %time, %timeit, %who, %help NAME / ?NAME / NAME?, %all, %%all,
+** %reset or %load, runs it (output through the VM's sink; help text through
+** help_cb when given, e.g. Jupyter's pager) and returns 1 with *status 0
+** (ok), 1 (a nabla error is pending: report it as after nb_run) or 2 (a
+** usage error, already written to stderr).  Returns 0 for ordinary code.
+** echo: the nb_run flags for showing values (%time, %all). */
+typedef void (*nbD_HelpFn)(void *ud, const char *text);
+int nbD_magic(nb_VM *vm, const char *code, size_t len, int echo, int *status, nbD_HelpFn help_cb, void *ud);
 
 #endif

@@ -491,16 +491,11 @@ static int get_bool(json_t *c, const char *key, int dflt) {
 }
 
 
-/* `?name`, `name?` and `%help name`: the documentation as a pager payload */
-static char *help_topic(const char *code) {
-  while (*code == ' ' || *code == '\t' || *code == '\n') code++;
-  size_t n = strlen(code);
-  while (n && (code[n - 1] == ' ' || code[n - 1] == '\n' || code[n - 1] == '\t')) n--;
-  if (!n || memchr(code, '\n', n)) return NULL;
-  if (code[0] == '?' && n > 1) return strndup(code + 1, n - 1);
-  if (code[n - 1] == '?' && n > 1 && code[0] != '%') return strndup(code, n - 1);
-  if (n > 6 && !strncmp(code, "%help ", 6)) return strndup(code + 6, n - 6);
-  return NULL;
+/* `?name`, `name?` and `%help name` (dist/dmagic.c): the documentation as a
+** pager payload of the execute_reply, where Jupyter front ends show it */
+static void help_page(void *ud, const char *text) {
+  json_array_append_new((json_t *)ud, json_pack("{s:s, s:{s:o}, s:i}", "source", "page", "data", "text/plain",
+                                                k_jstr(text, strlen(text)), "start", 0));
 }
 
 /* ------------------------------------------------------------ execute */
@@ -528,39 +523,22 @@ static void execute(Kernel *k, wire_Msg *m) {
 
   I.req = m; I.allow_stdin = allow_stdin; I.silent = silent;
   json_t *payload = json_array();
-  char *topic = help_topic(code);
-  int st = 0;
+  int st = 0, usage = 0;
   const nb_ErrorInfo *err = NULL;
-  if (topic) {
-    char *doc = nb_inspect(k->vm, topic, (int)strlen(topic));
-    char msg[300];
-    if (!doc) snprintf(msg, sizeof msg, "no help for '%.200s'\n", topic);
-    json_array_append_new(payload, json_pack("{s:s, s:{s:o}, s:i}", "source", "page", "data", "text/plain",
-                                             doc ? k_jstr(doc, strlen(doc)) : json_string(msg), "start", 0));
-    free(doc);
-  } else {
-    char name[32]; snprintf(name, sizeof name, "<cell %d>", count);
-    /* worker magics: a cell starting with a %%all line runs the rest on every
-    ** worker; `%all EXPR` shows the expression's value on every worker */
-    char *magic = NULL;
-    size_t skip = strspn(code, " \t\r\n");
-    if (!strncmp(code + skip, "%%all", 5) && (code[skip + 5] == '\n' || code[skip + 5] == 0 || code[skip + 5] == '\r')) {
-      const char *body = code + skip + 5;
-      body += strspn(body, "\r\n");
-      magic = nbD_magic_code(body, len - (size_t)(body - code), 0);
-      ByRank.on = magic && !silent; ByRank.cur[0] = ByRank.cur[1] = -1;
-    } else if (!strncmp(code + skip, "%all ", 5)) {
-      const char *e = code + skip + 5;
-      magic = nbD_magic_code(e, len - (size_t)(e - code), 1);
-    }
-    k->interrupted = 0;
-    k->running = 1;
-    if (magic) { st = nb_run(k->vm, magic, strlen(magic), name, silent ? 0 : NB_ECHO_LAST); free(magic); }
-    else st = nb_run(k->vm, code, len, name, silent ? 0 : NB_ECHO_LAST);
-    k->running = 0;
-    err = st ? nb_last_error(k->vm) : NULL;
+  char name[32]; snprintf(name, sizeof name, "<cell %d>", count);
+  /* a %%all cell's output is shown grouped by rank at its end */
+  size_t skip = strspn(code, " \t\r\n");
+  if (!strncmp(code + skip, "%%all", 5) && (code[skip + 5] == '\n' || code[skip + 5] == 0 || code[skip + 5] == '\r')) {
+    ByRank.on = !silent; ByRank.cur[0] = ByRank.cur[1] = -1;
   }
-  free(topic);
+  k->interrupted = 0;
+  k->running = 1;
+  /* the magics (dist/dmagic.c, the same as the REPL's); help goes to the pager */
+  int mst = 0;
+  if (nbD_magic(k->vm, code, len, silent ? 0 : NB_ECHO_LAST, &mst, help_page, payload)) { st = mst == 1; usage = mst == 2; }
+  else st = nb_run(k->vm, code, len, name, silent ? 0 : NB_ECHO_LAST);
+  k->running = 0;
+  err = st ? nb_last_error(k->vm) : NULL;
   stream_flush(k);
   if (ByRank.on) byrank_publish(k);
   char *result_text = NULL;
@@ -573,7 +551,14 @@ static void execute(Kernel *k, wire_Msg *m) {
     } else json_decref(d);
   }
   json_t *reply;
-  if (st) {
+  if (usage) {   /* a magic used wrongly: its message went to stderr */
+    reply = json_pack("{s:s, s:s, s:s, s:[s]}", "status", "error", "ename", "UsageError", "evalue",
+                      "a magic was used wrongly (see the message above; %help lists them)", "traceback", "UsageError: see the message above");
+    json_t *pub = json_deep_copy(reply);
+    json_object_del(pub, "status");
+    k_publish(k, NULL, "error", pub);
+    json_object_set_new(reply, "execution_count", json_integer(count));
+  } else if (st) {
     reply = error_content(err);
     json_t *pub = json_deep_copy(reply);
     json_object_del(pub, "status");

@@ -50,7 +50,6 @@ void repl_install_sigint(nb_VM *vm) {
   sigaction(SIGINT, &sa, NULL);
 }
 
-static double now(void) { struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts); return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9; }
 
 static int run(nb_VM *vm, const char *src, const char *name, int flags) {
   running = 1;
@@ -93,20 +92,6 @@ static char **attempt_completion(const char *text, int start, int end) {
 }
 
 /* ------------------------------------------------------------ %commands */
-static void help(nb_VM *vm, const char *arg) {
-  while (*arg == ' ') arg++;
-  if (!*arg) {
-    printf("Commands: %%time EXPR  %%help NAME  %%who  %%reset  %%load FILE  %%quit\n"
-           "Workers (import dist; dist.start(n)): %%all EXPR shows EXPR on every worker; a line %%%%all\n"
-           "starts a cell (ended by an empty line) that runs on every worker.\n"
-           "Type an expression to see its value; Ctrl-C stops running code; Ctrl-D exits.\n");
-    return;
-  }
-  char *doc = nb_inspect(vm, arg, (int)strlen(arg));
-  if (doc) { printf("%s\n", doc); free(doc); }
-  else printf("no help for '%s'\n", arg);
-}
-
 /* Runs source on every worker of the session (`%%all` cells, `%all expr`). */
 static int on_workers(nb_VM *vm, const char *src, int pull) {
   char *code = nbD_magic_code(src, strlen(src), pull);
@@ -116,40 +101,27 @@ static int on_workers(nb_VM *vm, const char *src, int pull) {
   return st;
 }
 
-/* Returns 1 when the session should end. */
+/* %quit ends the session (returns 1); every other %magic, ?name and name?
+** is dist/dmagic.c's, shared with the Jupyter kernel. */
 static int command(nb_VM *vm, const char *line, int *status) {
-  const char *p = line + 1;
-  size_t n = strcspn(p, " \t");
-  const char *arg = p + n; while (*arg == ' ' || *arg == '\t') arg++;
-  if (n == 4 && !strncmp(p, "quit", 4)) return 1;
-  if (n == 4 && !strncmp(p, "time", 4)) {
-    double t0 = now();
-    int st = run(vm, arg, "<input>", NB_ECHO);
-    double dt = now() - t0;
-    if (!st) printf("time: %.3f ms\n", dt * 1e3);
-    *status = st;
-  } else if (n == 4 && !strncmp(p, "help", 4)) help(vm, arg);
-  else if (n == 3 && !strncmp(p, "all", 3)) {
-    if (!*arg) { fprintf(stderr, "%%all: needs an expression (%%all EXPR shows its value on every worker)\n"); *status = 1; return 0; }
-    *status = on_workers(vm, arg, 1);
-  }
-  else if (n == 3 && !strncmp(p, "who", 3)) {
-    char *g = nb_globals_list(vm);
-    fputs(*g ? g : "(no variables)\n", stdout); free(g);
-  } else if (n == 5 && !strncmp(p, "reset", 5)) nb_reset(vm);
-  else if (n == 4 && !strncmp(p, "load", 4)) {
-    if (!*arg) { fprintf(stderr, "%%load: needs a file name\n"); *status = 1; return 0; }
-    char path[4096]; snprintf(path, sizeof path, "%s", arg);
-    size_t L = strlen(path); while (L && (path[L - 1] == ' ' || path[L - 1] == '\n')) path[--L] = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) { fprintf(stderr, "%%load: cannot open %s\n", path); *status = 1; return 0; }
-    fclose(f);
-    running = 1;
-    *status = nb_run_file(vm, path);
-    running = 0;
-    if (*status) repl_print_error(vm);
-  } else { fprintf(stderr, "unknown command %%%.*s (try %%help)\n", (int)n, p); *status = 1; }
+  if (!strcmp(line, "%quit") || !strncmp(line, "%quit ", 6)) return 1;
+  int st = 0;
+  running = 1;
+  int handled = nbD_magic(vm, line, strlen(line), NB_ECHO, &st, NULL, NULL);
+  running = 0;
+  fflush(stdout);
+  if (!handled) { fprintf(stderr, "not a command: %s (try %%help)\n", line); st = 2; }
+  if (st == 1) repl_print_error(vm);
+  *status = st != 0;
   return 0;
+}
+
+/* ?name or name? on a line of its own */
+static int help_query(const char *line) {
+  size_t n = strcspn(line, "\r\n");
+  while (n && (line[n - 1] == ' ' || line[n - 1] == '\t')) n--;
+  const char *p = line; while (*p == ' ' || *p == '\t') p++;
+  return n > 1 && (*p == '?' || line[n - 1] == '?');
 }
 
 /* ------------------------------------------------------------ modes */
@@ -200,7 +172,7 @@ static int interactive(nb_VM *vm) {
       free(line);
       continue;
     }
-    if (!buf && line[0] == '%') {
+    if (!buf && (line[0] == '%' || help_query(line))) {
       if (*line) add_history(line);
       if (hist) append_history(1, hist);
       int quit = command(vm, line, &status);
@@ -248,7 +220,7 @@ static int piped(nb_VM *vm) {
     }
     if (n >= 0) {
       if (!buf && !strncmp(line, "%%all", 5)) { all_cell = 1; continue; }
-      if (!buf && line[0] == '%') {
+      if (!buf && (line[0] == '%' || help_query(line))) {
         line[strcspn(line, "\r\n")] = 0;   /* as readline gives it: no newline */
         if (command(vm, line, &status)) break;
         if (status) failed = 1;

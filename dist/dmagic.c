@@ -1,0 +1,213 @@
+/*
+** dmagic.c — the magics, one implementation for both front ends (the REPL
+** and the Jupyter kernel), so they mean and print the same everywhere:
+**
+**   %time STMT      runs STMT (showing its value) and prints "Wall time: …"
+**   %timeit STMT    runs STMT in loops (about 0.2 s a run, 7 runs) and prints
+**                   IPython's "… ± … per loop (mean ± std. dev. of 7 runs,
+**                   N loops each)"; the builtin timeit(f) does the measuring
+**   %who            the global variables
+**   %help NAME, ?NAME, NAME?    the signature and documentation of NAME
+**   %all EXPR       EXPR's value on every worker;  %%all: the cell on every worker
+**   %reset          forgets the globals;  %load FILE  runs a file
+** Output goes through the VM's sink (terminal, iopub).  Help text can go to
+** a callback instead (the kernel's pager payload).
+*/
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "dinternal.h"
+#include "dist/dist.h"
+
+static double wall(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void out_text(nb_VM *vm, int stream, const char *s) {
+  nb_Sink *k = nb_vm_sink(vm);
+  if (k && k->write) k->write(k, stream, s, strlen(s));
+}
+
+/* "12.3 ms", "4.56 µs" (IPython's units and 3 significant digits) */
+static void fmt_dur(char *b, size_t n, double s) {
+  static const char *const unit[] = { "s", "ms", "µs", "ns" };
+  int u = 0;
+  while (u < 3 && s < 1 && s > 0) { s *= 1000; u++; }
+  snprintf(b, n, "%.3g %s", s, unit[u]);
+}
+
+/* timeit(f, repeat=7, number=nil, show=false): calls f() number times per run
+** (nil: the smallest power of 10 taking >= 0.2 s), repeat runs; returns
+** {mean, std, best, loops, runs} in seconds per call; show prints the line
+** %timeit prints. */
+static int b_timeit(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "timeit";
+  nb_Value f = args[0];
+  if (f.t != NB_TFUNC && f.t != NB_TBUILTIN && f.t != NB_TREC)
+    return nb_error_kind(vm, "TypeError", "timeit: expected a function of no arguments, got %s", nb_typename(f));
+  double repeat = 7, number = 0;
+  if (args[1].t != NB_TNIL && (args[1].t != NB_TNUM || (repeat = args[1].u.n) < 1 || repeat > 1000))
+    return nb_error_kind(vm, "ValueError", "%s: repeat must be a number in 1..1000", fname);
+  if (args[2].t != NB_TNIL && (args[2].t != NB_TNUM || (number = args[2].u.n) < 1 || number > 1e9))
+    return nb_error_kind(vm, "ValueError", "%s: number must be a number in 1..1e9", fname);
+  nb_Value r;
+  /* one call first: errors surface at once, and lazy setup is not timed */
+  double t0 = wall();
+  if (nbV_call(vm, f, NULL, 0, &r)) return NB_ERR;
+  nb_decref(r);
+  double first = wall() - t0;
+  if (number == 0) {
+    number = 1;
+    double per = first > 0 ? first : 1e-9;
+    while (number * per < 0.2 && number < 1e9) {   /* calibrate by powers of 10 */
+      t0 = wall();
+      for (double i = 0; i < number; i++) { if (nbV_call(vm, f, NULL, 0, &r)) return NB_ERR; nb_decref(r); }
+      double dt = wall() - t0;
+      if (dt >= 0.2) break;
+      number *= 10;
+    }
+  }
+  double sum = 0, sq = 0, best = INFINITY;
+  for (int k = 0; k < (int)repeat; k++) {
+    t0 = wall();
+    for (double i = 0; i < number; i++) { if (nbV_call(vm, f, NULL, 0, &r)) return NB_ERR; nb_decref(r); }
+    double per = (wall() - t0) / number;
+    sum += per; sq += per * per; if (per < best) best = per;
+  }
+  double mean = sum / repeat, var = repeat > 1 ? (sq - repeat * mean * mean) / (repeat - 1) : 0;
+  double sd = var > 0 ? sqrt(var) : 0;
+  if (nb_truthy(args[3])) {
+    char a[32], b[32], line[256];
+    fmt_dur(a, sizeof a, mean); fmt_dur(b, sizeof b, sd);
+    snprintf(line, sizeof line, "%s ± %s per loop (mean ± std. dev. of %d run%s, %.0f loop%s each)\n", a, b,
+             (int)repeat, repeat == 1 ? "" : "s", number, number == 1 ? "" : "s");
+    out_text(vm, NB_STDOUT, line);
+  }
+  nb_Rec *rec = nbR_new(5);
+  nbR_set_cstr(rec, "mean", nb_flt(mean));
+  nbR_set_cstr(rec, "std", nb_flt(sd));
+  nbR_set_cstr(rec, "best", nb_flt(best));
+  nbR_set_cstr(rec, "loops", nb_int(number));
+  nbR_set_cstr(rec, "runs", nb_int(repeat));
+  *out = nb_obj(NB_TREC, rec);
+  return NB_OK;
+}
+
+static nb_Builtin magic_builtins[] = {
+  { "timeit", b_timeit, "f, repeat=7, number=nil, show=false",
+    "timeit(f, repeat=7, number=nil, show=false): times f() — number calls per run (nil: a power of 10 taking >= 0.2 s), repeat runs — and returns {mean, std, best, loops, runs} in seconds per call; show=true prints it as %timeit does" },
+  { NULL, NULL, NULL, NULL }
+};
+void nbD_magic_init(void) { nbB_register(magic_builtins); }
+
+/* trims spaces and newlines at both ends: [*s, *s + *n) */
+static void trim(const char **s, size_t *n) {
+  while (*n && isspace((unsigned char)**s)) { (*s)++; (*n)--; }
+  while (*n && isspace((unsigned char)(*s)[*n - 1])) (*n)--;
+}
+
+static bool is_name(const char *s, size_t n) {
+  if (!n || !(isalpha((unsigned char)s[0]) || s[0] == '_')) return false;
+  for (size_t i = 0; i < n; i++) if (!(isalnum((unsigned char)s[i]) || s[i] == '_' || s[i] == '.')) return false;
+  return true;
+}
+
+static int run_src(nb_VM *vm, const char *src, size_t n, const char *name, int flags) { return nb_run(vm, src, n, name, flags); }
+
+int nbD_magic(nb_VM *vm, const char *code, size_t len, int echo, int *status, nbD_HelpFn help_cb, void *ud) {
+  const char *s = code; size_t n = len;
+  trim(&s, &n);
+  *status = 0;
+  /* ?name, name? */
+  if (n > 1 && !memchr(s, '\n', n) && (s[0] == '?' || s[n - 1] == '?')) {
+    const char *nm = s[0] == '?' ? s + 1 : s; size_t nn = n - 1;
+    trim(&nm, &nn);
+    if (!is_name(nm, nn)) return 0;
+    char *topic = strndup(nm, nn);
+    char *doc = nb_inspect(vm, topic, (int)nn);
+    char *text = NULL;
+    if (doc) { text = doc; }
+    else { size_t m = nn + 32; text = malloc(m); if (text) snprintf(text, m, "no help for '%s'", topic); }
+    if (help_cb) help_cb(ud, text ? text : "");
+    else { out_text(vm, NB_STDOUT, text ? text : ""); out_text(vm, NB_STDOUT, "\n"); }
+    free(text); free(topic);
+    return 1;
+  }
+  if (n < 2 || s[0] != '%') return 0;
+  /* %%all: the rest of the cell on every worker */
+  if (!strncmp(s, "%%all", 5) && (n == 5 || s[5] == '\n' || s[5] == '\r' || s[5] == ' ')) {
+    const char *body = s + 5; size_t bn = n - 5;
+    while (bn && *body != '\n') { body++; bn--; }
+    char *c = nbD_magic_code(body, bn, 0);
+    if (!c) abort();
+    *status = run_src(vm, c, strlen(c), "<%%all>", 0) ? 1 : 0;
+    free(c);
+    return 1;
+  }
+  if (memchr(s, '\n', n)) return 0;   /* the line magics are one line */
+  const char *w = s + 1; size_t wn = strcspn(w, " \t");
+  if (wn > n - 1) wn = n - 1;
+  const char *arg = w + wn; size_t an = n - 1 - wn;
+  trim(&arg, &an);
+#define IS(word) (wn == strlen(word) && !strncmp(w, word, wn))
+  if (IS("time")) {
+    if (!an) { out_text(vm, NB_STDERR, "%time: needs a statement (%time STMT runs it and prints the wall time)\n"); *status = 2; return 1; }
+    double t0 = wall();
+    int st = run_src(vm, arg, an, "<%time>", echo);
+    double dt = wall() - t0;
+    if (!st) { char b[32], line[64]; fmt_dur(b, sizeof b, dt); snprintf(line, sizeof line, "Wall time: %s\n", b); out_text(vm, NB_STDOUT, line); }
+    *status = st ? 1 : 0;
+  } else if (IS("timeit")) {
+    if (!an) { out_text(vm, NB_STDERR, "%timeit: needs a statement (%timeit STMT times it in loops)\n"); *status = 2; return 1; }
+    size_t m = an + 64;
+    char *c = malloc(m);
+    if (!c) abort();
+    int k = snprintf(c, m, "timeit(fn() {\n%.*s\n}, show=true)\n", (int)an, arg);
+    /* the statement's own line numbers stay right in errors: it starts on line 2 of "<%timeit>" */
+    *status = run_src(vm, c, (size_t)k, "<%timeit>", 0) ? 1 : 0;
+    free(c);
+  } else if (IS("who")) {
+    char *g = nb_globals_list(vm);
+    out_text(vm, NB_STDOUT, g && *g ? g : "(no variables)\n");
+    free(g);
+  } else if (IS("help")) {
+    if (!an) {
+      out_text(vm, NB_STDOUT,
+               "Magics: %time STMT  %timeit STMT  %who  %help NAME (or ?NAME, NAME?)  %reset  %load FILE  %quit (the REPL)\n"
+               "Workers (import dist; dist.start(n)): %all EXPR shows EXPR on every worker; a cell starting with\n"
+               "%%all runs on every worker.\n");
+      return 1;
+    }
+    char *q = malloc(an + 2);
+    if (!q) return 0;
+    q[0] = '?'; memcpy(q + 1, arg, an); q[an + 1] = 0;
+    int r = nbD_magic(vm, q, an + 1, echo, status, help_cb, ud);
+    free(q);
+    if (!r) { out_text(vm, NB_STDERR, "%help: expects a name\n"); *status = 2; }
+  } else if (IS("all")) {
+    if (!an) { out_text(vm, NB_STDERR, "%all: needs an expression (%all EXPR shows its value on every worker)\n"); *status = 2; return 1; }
+    char *c = nbD_magic_code(arg, an, 1);
+    if (!c) return 0;
+    *status = run_src(vm, c, strlen(c), "<%all>", echo) ? 1 : 0;
+    free(c);
+  } else if (IS("reset")) {
+    nb_reset(vm);
+  } else if (IS("load")) {
+    if (!an) { out_text(vm, NB_STDERR, "%load: needs a file name\n"); *status = 2; return 1; }
+    char *path = strndup(arg, an);
+    *status = path && nb_run_file(vm, path) ? 1 : 0;
+    free(path);
+  } else {
+    char line[160];
+    snprintf(line, sizeof line, "unknown magic %%%.*s (try %%help)\n", (int)(wn > 60 ? 60 : wn), w);
+    out_text(vm, NB_STDERR, line);
+    *status = 2;
+  }
+#undef IS
+  return 1;
+}
