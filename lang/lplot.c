@@ -12,6 +12,8 @@
 ** redraw one plot in place).  file="x.svg"/"x.png"/"x.txt" also writes the
 ** rendering atomically (a temporary file in the same directory, then rename).
 */
+#include "tensor/io/atomicfile.h"
+#include "tensor/io/iotypes.h"
 #include <errno.h>
 #include <math.h>
 #include <png.h>
@@ -1029,25 +1031,12 @@ static int check_opts(nb_VM *vm, const Fig *f, const Opts *o) {
 }
 
 /* writes data to path through a temporary file in the same directory */
+/* the file, replaced atomically by the one writer every file goes through
+** (tensor/io/atomicfile.h: symlinks followed, non-regular targets refused,
+** a safe temporary, fsync, rename) */
 static int write_atomic(nb_VM *vm, const char *fname, const char *path, const char *data, size_t n) {
-  size_t pl = strlen(path);
-  char *tmp = xmalloc(pl + 16);
-  snprintf(tmp, pl + 16, "%s.tmp.XXXXXX", path);
-  int fd = mkstemp(tmp);
-  if (fd < 0) { int e = errno; free(tmp); return nb_error_kind(vm, "IOError", "%s: cannot write '%s': %s", fname, path, strerror(e)); }
-  (void)fchmod(fd, 0644);   /* mkstemp makes it 0600 */
-  FILE *fp = fdopen(fd, "wb");
-  if (!fp) { int e = errno; close(fd); unlink(tmp); free(tmp); return nb_error_kind(vm, "IOError", "%s: cannot write '%s': %s", fname, path, strerror(e)); }
-  bool ok = fwrite(data, 1, n, fp) == n;
-  ok = fflush(fp) == 0 && ok;
-  int e = errno;
-  ok = fclose(fp) == 0 && ok;
-  if (!ok || rename(tmp, path) != 0) {
-    if (ok) e = errno;
-    unlink(tmp); free(tmp);
-    return nb_error_kind(vm, "IOError", "%s: cannot write '%s': %s", fname, path, strerror(e ? e : EIO));
-  }
-  free(tmp);
+  struct iovec iov = { (void *)data, n };
+  if (nt_atomic_write(fname, path, &iov, 1)) return nb_error_kind(vm, "IOError", "%s", nt_io_error());
   return NB_OK;
 }
 
