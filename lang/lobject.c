@@ -8,6 +8,7 @@
 #include <math.h>
 #include "lobject.h"
 #include "lvm.h"
+#include "tensor/tensor.h"
 
 static void *xmalloc(size_t n) {
   void *p = malloc(n ? n : 1);
@@ -341,6 +342,48 @@ static bool is_ident(const nb_Str *s) {
 }
 
 #define MAX_PRINT_DEPTH 64
+static void tostr(nb_Buf *b, nb_Value v, bool quote, int depth);
+
+static bool is_tree(nb_Value v) { return v.t == NB_TLIST || v.t == NB_TREC; }
+static bool has_container(nb_Value v) {
+  if (v.t == NB_TLIST) { nb_List *l = v.u.p; for (int i = 0; i < l->n; i++) if (is_tree(l->items[i])) return true; }
+  if (v.t == NB_TREC) { nb_Rec *r = v.u.p; for (int i = 0; i < r->n; i++) if (is_tree(r->vals[i])) return true; }
+  return false;
+}
+
+/* A model (a record with __call) prints as its structure, as torch prints a
+** module: tensors as dtype[shape] (and their device and requires_grad), the
+** __call function left out, one field per line where a field holds layers.
+** Printing a tensor itself still shows its values. */
+static void model_str(nb_Buf *b, nb_Value v, int depth, int indent) {
+  if (depth > MAX_PRINT_DEPTH) { nbB_puts(b, v.t == NB_TLIST ? "[...]" : "{...}"); return; }
+  if (v.t == NB_TTENSOR) {
+    const nt_Tensor *t = v.u.p;
+    char shp[256];
+    nbB_printf(b, "%s%s", nt_dtype_name(t->dtype), nt_shape_str(t->shape, t->ndim, shp, sizeof shp));
+    if (t->device != NT_CPU) nbB_printf(b, " %s", nt_device_name(t->device));
+    if (t->requires_grad) nbB_puts(b, " requires_grad");
+    return;
+  }
+  if (v.t != NB_TREC && v.t != NB_TLIST) { tostr(b, v, true, depth + 1); return; }
+  bool multi = has_container(v), rec = v.t == NB_TREC;
+  int n = rec ? ((nb_Rec *)v.u.p)->n : ((nb_List *)v.u.p)->n, shown = 0;
+  nbB_putc(b, rec ? '{' : '[');
+  for (int i = 0; i < n; i++) {
+    nb_Str *k = rec ? ((nb_Rec *)v.u.p)->keys[i] : NULL;
+    nb_Value x = rec ? ((nb_Rec *)v.u.p)->vals[i] : ((nb_List *)v.u.p)->items[i];
+    if (k && k->len == 6 && !memcmp(k->data, "__call", 6)) continue;
+    if (multi) { nbB_putc(b, '\n'); for (int j = 0; j < indent + 1; j++) nbB_puts(b, "  "); }
+    else if (shown) nbB_puts(b, ", ");
+    if (k) { if (is_ident(k)) nbB_add(b, k->data, k->len); else quote_str(b, k); nbB_puts(b, ": "); }
+    model_str(b, x, depth + 1, indent + 1);
+    if (multi) nbB_putc(b, ',');
+    shown++;
+  }
+  if (multi) { nbB_putc(b, '\n'); for (int j = 0; j < indent; j++) nbB_puts(b, "  "); }
+  nbB_putc(b, rec ? '}' : ']');
+}
+
 static void tostr(nb_Buf *b, nb_Value v, bool quote, int depth) {
   char num[40];
   switch (v.t) {
@@ -358,6 +401,7 @@ static void tostr(nb_Buf *b, nb_Value v, bool quote, int depth) {
   case NB_TREC: {
     nb_Rec *r = v.u.p;
     if (depth > MAX_PRINT_DEPTH) { nbB_puts(b, "{...}"); break; }
+    if (nbR_find_cstr(r, "__call") >= 0) { model_str(b, v, depth, depth); break; }
     nbB_putc(b, '{');
     for (int i = 0; i < r->n; i++) {
       if (i) nbB_puts(b, ", ");
