@@ -44,8 +44,10 @@ static void fmt_time(nb_Buf *b, double s) {
   if (h) nbB_printf(b, "%ld:%02ld:%02ld", h, m, sec); else nbB_printf(b, "%02ld:%02ld", m, sec);
 }
 
-/* the one-line text of the bar */
-static void render_text(nb_Rec *self, nb_Buf *b, bool unicode) {
+/* the one-line text of the bar; style: 'u' unicode blocks, 'a' ASCII, 0 no
+** bar (the HTML form draws a <progress> element instead) */
+static void render_text(nb_Rec *self, nb_Buf *b, char style) {
+  bool unicode = style == 'u';
   double n = num_field(self, "n"), total = num_field(self, "total"), t0 = num_field(self, "_t0");
   nb_Value desc = nbR_get_cstr(self, "desc"), post = nbR_get_cstr(self, "postfix");
   double el = now_s() - t0, rate = el > 0 ? n / el : 0;
@@ -53,17 +55,17 @@ static void render_text(nb_Rec *self, nb_Buf *b, bool unicode) {
   bool known = nbR_get_cstr(self, "total").t == NB_TNUM && total > 0;
   if (known) {
     double frac = n / total > 1 ? 1 : n / total;
-    nbB_printf(b, "%3d%%|", (int)floor(frac * 100));
+    nbB_printf(b, style ? "%3d%%|" : "%d%% ", (int)floor(frac * 100));
     enum { W = 24 };
     double cells = frac * W;
     int full = (int)cells;
     static const char *const part[] = { "", "\u258f", "\u258e", "\u258d", "\u258c", "\u258b", "\u258a", "\u2589" };
-    for (int i = 0; i < W; i++) {
+    for (int i = 0; style && i < W; i++) {
       if (i < full) nbB_puts(b, unicode ? "\u2588" : "#");
       else if (i == full && unicode && (int)((cells - full) * 8)) nbB_puts(b, part[(int)((cells - full) * 8)]);
       else nbB_putc(b, unicode ? ' ' : '.');
     }
-    nbB_printf(b, "| %.0f/%.0f [", n, total);
+    nbB_printf(b, style ? "| %.0f/%.0f [" : "%.0f/%.0f [", n, total);
     fmt_time(b, el);
     nbB_putc(b, '<');
     fmt_time(b, rate > 0 ? (total - n) / rate : -1);
@@ -101,23 +103,24 @@ static void render(nb_VM *vm, nb_Rec *self, bool final) {
   bool first = nbR_get_cstr(self, "_shown").t != NB_TBOOL;
   if (k->rich && k->display) {
     if (!final && !first && t - last < every) return;
-    nb_Buf txt = {0}, html = {0};
-    render_text(self, &txt, true);
+    nb_Buf txt = {0}, html = {0}, plain = {0};
+    render_text(self, &txt, 'u');
+    render_text(self, &plain, 0);
     double n = num_field(self, "n"), total = num_field(self, "total");
     bool known = nbR_get_cstr(self, "total").t == NB_TNUM && total > 0;
     nbB_puts(&html, "<div class=\"nabla-progress\" style=\"font-family:monospace\">");
     if (known) nbB_printf(&html, "<progress value=\"%.0f\" max=\"%.0f\" style=\"width:20em;vertical-align:middle\"></progress> ", n, total);
-    html_escape(&html, nbB_cstr(&txt));
+    html_escape(&html, nbB_cstr(&plain));
     nbB_puts(&html, "</div>");
     nb_MimeItem items[2] = { { "text/plain", nbB_cstr(&txt), txt.n }, { "text/html", nbB_cstr(&html), html.n } };
     nb_Value id = nbR_get_cstr(self, "_id");
     k->display(k, items, 2, nb_str(id)->data, !first);
-    nbB_free(&txt); nbB_free(&html);
+    nbB_free(&txt); nbB_free(&html); nbB_free(&plain);
   } else if (isatty(STDOUT_FILENO) && k == nb_stdio_sink()) {
     if (!final && !first && t - last < every) return;
     nb_Buf line = {0};
     nbB_putc(&line, '\r');
-    render_text(self, &line, true);
+    render_text(self, &line, 'u');
     nbB_puts(&line, "\033[K");   /* clear what a longer earlier line left */
     if (final) nbB_putc(&line, '\n');
     k->write(k, NB_STDOUT, line.p, line.n);
@@ -126,7 +129,7 @@ static void render(nb_VM *vm, nb_Rec *self, bool final) {
   } else {
     if (!final && (first || t - last < 10)) { if (first) set_num(self, "_drawn", t, false); nbR_set_cstr(self, "_shown", nb_bool(true)); return; }
     nb_Buf line = {0};
-    render_text(self, &line, false);
+    render_text(self, &line, 'a');
     nbB_putc(&line, '\n');
     k->write(k, NB_STDOUT, line.p, line.n);
     nbB_free(&line);
