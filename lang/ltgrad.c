@@ -842,8 +842,13 @@ static int b_unscale_grads(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
 ** strings and bools in the tree go to the metadata ("nabla:num:key", ...) so
 ** optimizer state round-trips; functions are code, not state, and are skipped.
 ** The write is atomic (temp file, fsync, rename). */
-typedef struct SaveCtx { nt_io_array *arr; int n, cap; char **mk, **mv; int nm, capm; nt_Tensor **hold; int nhold; } SaveCtx;
+typedef struct SaveCtx {
+  nt_io_array *arr; int n, cap; char **mk, **mv; int nm, capm; nt_Tensor **hold; int nhold;
+  IdMap saved;   /* tensor -> the name it was saved under (a tie is saved once) */
+} SaveCtx;
 static void save_free(SaveCtx *s) {
+  for (size_t i = 0; i < s->saved.cap; i++) if (s->saved.key[i]) free(s->saved.val[i]);
+  idmap_free(&s->saved);
   for (int i = 0; i < s->n; i++) free(s->arr[i].name);
   for (int i = 0; i < s->nm; i++) { free(s->mk[i]); free(s->mv[i]); }
   for (int i = 0; i < s->nhold; i++) nt_release(s->hold[i]);
@@ -872,6 +877,9 @@ static int save_walk(nb_VM *vm, SaveCtx *s, nb_Value v, nb_Buf *key, int depth) 
       if (mark) nbB_putc(key, '.');
       if (v.t == NB_TREC) {
         nb_Str *k = nb_rec(v)->keys[i];
+        nb_Value fv = nb_rec(v)->vals[i];
+        /* a record's functions (a model's __call) are code, not state: not saved */
+        if (fv.t == NB_TFUNC || fv.t == NB_TBUILTIN || fv.t == NB_TMODULE) continue;
         if (memchr(k->data, '.', k->len)) return nb_error_kind(vm, "ValueError", "save: record key \"%s\" contains a '.', which is the path separator", k->data);
         nbB_add(key, k->data, k->len);
       } else nbB_printf(key, "%d", i);
@@ -884,6 +892,14 @@ static int save_walk(nb_VM *vm, SaveCtx *s, nb_Value v, nb_Buf *key, int depth) 
   const char *name = nbB_cstr(key);
   if (v.t == NB_TTENSOR) {
     if (!*name) return nb_error_kind(vm, "ValueError", "save: a bare tensor needs a name; save a record like {x: t}");
+    /* a tensor at several places (tied weights) is written once; the other
+    ** places are recorded as aliases of that name, and load() puts the one
+    ** tensor back at each of them (as safetensors' torch helpers dedupe) */
+    bool found;
+    void **slot = idmap_slot(&s->saved, T(v), &found);
+    if (!slot) return nb_error(vm, "out of memory");
+    if (found) { add_meta(s, "alias", name, (const char *)*slot); return NB_OK; }
+    *slot = strdup(name);
     nt_Tensor *c = nt_contiguous(T(v));
     if (c && c->device != NT_CPU) { nt_Tensor *h = nt_to_device(c, NT_CPU); nt_release(c); c = h; }
     if (!c) return nbT_err(vm);
@@ -896,10 +912,10 @@ static int save_walk(nb_VM *vm, SaveCtx *s, nb_Value v, nb_Buf *key, int depth) 
     a->data = nt_data_ptr(c); a->nbytes = (size_t)c->numel * nt_dtype_size(c->dtype);
     return NB_OK;
   }
-  /* functions and modules are code, not state: they keep their place as nil */
+  /* in a list, a function keeps its place as nil (a record's are left out above) */
   const char *kind = v.t == NB_TNUM ? "num" : v.t == NB_TSTR ? "str" : v.t == NB_TBOOL ? "bool" : "nil";
   nb_Buf val = {0};
-  nb_tostring(&val, v, false);
+  if (v.t == NB_TNUM || v.t == NB_TSTR || v.t == NB_TBOOL) nb_tostring(&val, v, false);
   add_meta(s, kind, name, nbB_cstr(&val));
   nbB_free(&val);
   return NB_OK;
@@ -1027,11 +1043,14 @@ static int set_to_record(nb_VM *vm, nt_io_set *set, bool nested, nb_Value *out) 
   nb_Rec *root = nbR_new((int)set->n);
   Fields f = {0};
   int st = NB_OK;
+  nt_Tensor **loaded = calloc(set->n + 1, sizeof *loaded);   /* borrowed: root holds them */
+  if (!loaded) { nb_decref(nb_obj(NB_TREC, root)); return nb_error(vm, "out of memory"); }
   for (size_t i = 0; i < set->n && !st; i++) {
     nt_io_array *a = &set->arrays[i];
     if ((i & 1023) == 0 && (st = load_interrupted(vm))) break;
     nt_Tensor *t = nt_from_buffer(a->data, (nt_DType)a->dtype, a->shape, a->ndim, (nt_DType)a->dtype);
     if (!t) { st = nbT_err(vm); break; }
+    loaded[i] = t;
     nb_Value tv = nb_obj(NB_TTENSOR, t);
     if (nested) st = tree_put(vm, &f, root, a->name, tv);
     else field_set(&f, root, nbS_intern(a->name, strlen(a->name)), tv);
@@ -1047,9 +1066,16 @@ static int set_to_record(nb_VM *vm, nt_io_set *set, bool nested, nb_Value *out) 
     else if (!strncmp(kind, "bool:", 5)) v = nb_bool(!strcmp(val, "true"));
     else if (!strncmp(kind, "nil:", 4)) v = nb_nil();
     else if (!strncmp(kind, "box:", 4)) v = !strcmp(val, "rec") ? nb_obj(NB_TREC, nbR_new(0)) : nb_obj(NB_TLIST, nbL_new(0));
+    else if (!strncmp(kind, "alias:", 6)) {   /* a tie: the tensor saved under val */
+      v = nb_nil();
+      for (size_t j = 0; j < set->n; j++)
+        if (!strcmp(set->arrays[j].name, val)) { v = nb_obj(NB_TTENSOR, nt_retain(loaded[j])); break; }
+      if (v.t == NB_TNIL) { st = nb_error_kind(vm, "ValueError", "load: %s is saved as a tie to \"%.100s\", which the file does not have", colon + 1, val); break; }
+    }
     else continue;
     st = tree_put(vm, &f, root, colon + 1, v);
   }
+  free(loaded);
   free(f.slots);
   if (st) { nb_decref(nb_obj(NB_TREC, root)); return NB_ERR; }
   *out = nested ? listify(nb_obj(NB_TREC, root)) : nb_obj(NB_TREC, root);

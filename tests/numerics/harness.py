@@ -216,6 +216,9 @@ def _unflatten(tensors, meta):
         if not k.startswith("nabla:"):
             continue
         _, kind, name = k.split(":", 2)
+        if kind == "alias":   # one tensor at several places: saved once (save's ties)
+            vals[name] = tensors[v]
+            continue
         vals[name] = {"num": lambda s: float(s), "str": str, "bool": lambda s: s == "true",
                       "nil": lambda s: None}[kind](v)
     tree = {}

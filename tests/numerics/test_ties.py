@@ -15,7 +15,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Batch, T, finish, rng, torch, np  # noqa: E402
+from harness import TMP, Batch, T, check, finish, rng, torch, np  # noqa: E402
+import json, struct  # noqa: E402,E401
 
 V, D, N = 7, 5, 6   # vocabulary, width, tokens
 
@@ -117,10 +118,39 @@ def cases(b):
            [True, w.grad, w.grad], rtol=1e-9, atol=1e-11, dtype=False)
 
 
+def files(b):
+    """Checkpoints: a tie is saved once (the other place an alias in the
+    metadata) and loaded back as one tensor; a file with one copy of a tie
+    (as torch's safetensors helpers write it) loads strictly into a tied model;
+    a model's functions are not written to the metadata."""
+    W, H, idx, y = data()
+    path = os.path.join(TMP, "tied.safetensors")
+    pre = model_code(b, W, H, idx, y) + f'm.__call = fn(self, x) x\nsave("{path}", m)\nl = load("{path}")\n'
+    b.case("save_load_keeps_tie", pre + "list(same(l.wte, l.lm_head), l.wte, l.mid.h)", [True, T(W), T(H)], rtol=0, atol=0, dtype=False)
+    one = os.path.join(TMP, "one_copy.safetensors")
+    header = {"wte": {"dtype": "F64", "shape": [V, D], "data_offsets": [0, V * D * 8]},
+              "mid.h": {"dtype": "F64", "shape": [D, D], "data_offsets": [V * D * 8, V * D * 8 + D * D * 8]}}
+    hb = json.dumps(header).encode()
+    with open(one, "wb") as f:
+        f.write(struct.pack("<Q", len(hb)) + hb + W.astype("<f8").tobytes() + H.astype("<f8").tobytes())
+    b.case("load_state_one_copy_of_tie",
+           "import nn\nZ = zeros(7, 5, dtype=\"f64\")\nm = {wte: Z, mid: {h: zeros(5, 5, dtype=\"f64\")}, lm_head: Z}\n"
+           f'nn.load_state(m, load("{one}"))\nlist(same(m.wte, m.lm_head), m.lm_head, m.mid.h)', [True, T(W), T(H)], rtol=0, atol=0, dtype=False)
+    b.run()
+    blob = open(path, "rb").read()
+    (n,) = struct.unpack("<Q", blob[:8])
+    hdr = json.loads(blob[8:8 + n])
+    meta = hdr.get("__metadata__", {})
+    tensors = sorted(k for k in hdr if k != "__metadata__")
+    check("ties.file_has_one_copy", tensors == ["mid.h", "wte"] and meta.get("nabla:alias:lm_head") == "wte", f"{tensors} {meta}")
+    check("ties.file_has_no_functions", not any("fn" in v or "__call" in k for k, v in meta.items()), f"{meta}")
+
+
 def main():
     b = Batch("ties")
     cases(b)
     b.run()
+    files(Batch("ties_files"))
     finish()
 
 
