@@ -171,7 +171,7 @@ static int b_input(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   if (args[0].t != NB_TNIL) ARGSTR(0, "prompt");
   nb_Sink *s = nb_vm_sink(vm);
   char *line = s && s->input ? s->input(s, args[0].t == NB_TSTR ? nb_str(args[0])->data : "", nb_truthy(args[1])) : NULL;
-  if (!line && vm->interrupted) { vm->interrupted = 0; vm->poll = vm->step_limit != 0; return nb_error_kind(vm, "Interrupted", "interrupted"); }
+  if (!line && vm->interrupted) return nbV_interrupt_error(vm);
   if (!line) return nb_error_kind(vm, "IOError", "input: no input is available here (stdin is closed or the front end does not allow input)");
   *out = nb_strv(nbS_cstr(line));
   free(line);

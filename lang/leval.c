@@ -26,13 +26,16 @@ static int fail(nb_VM *vm, nb_Frame *f, const nb_Node *n) {
 
 static const char *frame_name(const nb_Frame *f) { return f->fn ? nbP_proto_name(f->fn->proto) : "<main>"; }
 
+/* Consumes a pending interrupt: the uncatchable error that ends the cell. */
+int nbV_interrupt_error(nb_VM *vm) {
+  vm->interrupted = 0;
+  vm->poll = vm->step_limit != 0;
+  return nb_error_kind(vm, "Interrupted", "interrupted");
+}
+
 /* Called at loop iterations and calls when vm->poll is set. */
 static int poll_vm(nb_VM *vm) {
-  if (vm->interrupted) {
-    vm->interrupted = 0;
-    vm->poll = vm->step_limit != 0;
-    return nb_error_kind(vm, "Interrupted", "interrupted");
-  }
+  if (vm->interrupted) return nbV_interrupt_error(vm);
   if (vm->step_limit && ++vm->steps > vm->step_limit) return nb_error_kind(vm, "StepLimit", "step limit exceeded");
   return NB_OK;
 }
@@ -211,6 +214,9 @@ static int call_at(nb_VM *vm, nb_Frame *f, const nb_Node *site, nb_Value callee,
     nb_Frame *saved = vm->frame;
     st = call_builtin(vm, callee.u.bi, base, npos, kw, nkw, out);
     vm->frame = saved;
+    /* an interrupt during one long builtin (a huge sort, a matmul) ends the
+    ** cell here even when the builtin finished: its result is dropped */
+    if (__builtin_expect(vm->interrupted, 0) && st == NB_OK) { nb_decref(*out); *out = nb_nil(); st = nbV_interrupt_error(vm); }
   } else if (callee.t == NB_TREC && nbR_find_cstr(nb_rec(callee), "__call") >= 0) {
     /* a record with __call (a model, an optimizer) is callable: r(args)
     ** calls r.__call(r, args), so the function sees its record as self */

@@ -11,6 +11,7 @@
 #include <termios.h>
 #include <unistd.h>
 #include "lvm.h"
+#include "tensor/tensor.h"
 
 #define STACK_SLOTS (1 << 18)
 #define MAX_DEPTH 10000
@@ -234,6 +235,19 @@ int nbV_import(nb_VM *vm, nb_Str *name, nb_Value *out) {
 }
 
 /* ------------------------------------------------------------ VMs */
+/* The VM running code now: long tensor kernels watch its interrupt flag. */
+static nb_VM *attached;
+static void attach_vm(nb_VM *vm) {
+  attached = vm;
+  nt_set_interrupt_flag(&vm->interrupted);
+}
+static void detach_vm(nb_VM *vm) {
+  if (attached != vm) return;
+  attached = NULL;
+  nt_set_interrupt_flag(NULL);
+}
+
+
 nb_VM *nb_vm_new(nb_Sink *sink) {
   nbB_init_core();
   nbT_init();
@@ -254,6 +268,7 @@ nb_VM *nb_vm_new(nb_Sink *sink) {
 
 void nb_vm_free(nb_VM *vm) {
   if (!vm) return;
+  detach_vm(vm);
   module_clear(vm->main);
   for (int i = 0; i < vm->nmods; i++) module_clear(vm->mods[i]);
   for (int i = 0; i < vm->nmods; i++) nb_decref(nb_obj(NB_TMODULE, vm->mods[i]));
@@ -303,7 +318,7 @@ int nb_run(nb_VM *vm, const char *src, size_t len, const char *filename, int fla
   free(vm->last_name); free(vm->last_msg); free(vm->last_report);
   vm->last_name = vm->last_msg = vm->last_report = NULL;
   bool outer = vm->frame == NULL;
-  if (outer) { measure_cstack(vm); vm->sp = vm->stack; vm->depth = 0; }
+  if (outer) { measure_cstack(vm); vm->sp = vm->stack; vm->depth = 0; attach_vm(vm); }
   vm->steps = 0;
   int st = run_in_module(vm, vm->main, src, len, filename ? filename : "<input>", flags);
   if (outer) {

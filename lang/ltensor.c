@@ -15,6 +15,8 @@ void nbO_retain_tensor(void *t) { nt_retain(t); }
 void nbO_release_tensor(void *t) { nt_release(t); }
 
 int nbT_err(nb_VM *vm) {
+  /* a kernel stopped by the interrupt flag (nt_set_interrupt_flag) */
+  if (vm->interrupted) return nbV_interrupt_error(vm);
   const char *m = nt_error_msg();
   return nb_error_kind(vm, "TensorError", "%s", m && *m ? m : "tensor operation failed");
 }

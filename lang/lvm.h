@@ -165,6 +165,7 @@ int  nbK_resolve_in_scope(nb_VM *vm, nb_Chunk *c, nb_Node *fnexpr, nb_Module *mo
 /* evaluation */
 int  nbV_run_program(nb_VM *vm, nb_Chunk *chunk, nb_Node *prog, nb_Module *mod, int flags);
 int  nbV_call(nb_VM *vm, nb_Value fn, nb_Value *args, int nargs, nb_Value *out);
+int  nbV_interrupt_error(nb_VM *vm);   /* consumes vm->interrupted: raises the Interrupted error */
 int  nbV_call_kw(nb_VM *vm, nb_Value fn, nb_Value *args, int npos, nb_Str **kwnames, int nkw, nb_Value *out);
 int  nbV_import(nb_VM *vm, nb_Str *name, nb_Value *out);
 void nbV_display(nb_VM *vm, nb_Value v);
