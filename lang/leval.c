@@ -33,9 +33,16 @@ int nbV_interrupt_error(nb_VM *vm) {
   return nb_error_kind(vm, "Interrupted", "interrupted");
 }
 
-/* Called at loop iterations and calls when vm->poll is set. */
+/* Called at loop iterations and calls when vm->poll is set: an interrupt, a
+** cycle collection due (safe here: every value the evaluator and the
+** builtins below it hold is counted), the step limit. */
 static int poll_vm(nb_VM *vm) {
   if (vm->interrupted) return nbV_interrupt_error(vm);
+  if (nbO_gc_due()) {
+    vm->poll = vm->step_limit != 0;
+    if (vm->interrupted) vm->poll = 1;   /* a signal between the test and the store */
+    nbO_collect();
+  }
   if (vm->step_limit && ++vm->steps > vm->step_limit) return nb_error_kind(vm, "StepLimit", "step limit exceeded");
   return NB_OK;
 }

@@ -8,6 +8,7 @@
 #include <math.h>
 #include "lobject.h"
 #include "lvm.h"
+#include "tensor/tensor.h"
 
 static void *xmalloc(size_t n) {
   void *p = malloc(n ? n : 1);
@@ -436,11 +437,45 @@ bool nb_truthy(nb_Value v) {
 static nb_Obj gc_head = { 0, 0, 0, 0, &gc_head, &gc_head };
 static size_t gc_count;
 
+/* When to collect.  By count, as CPython: containers tracked past twice the
+** survivors of the last collection (+10,000).  By bytes: a record holding a
+** 4 MB tensor is one small container, so a loop making a self-referencing
+** one per step would grow by gigabytes before the count moved; tensor storage
+** allocated since the last collection past max(64 MB, the tensor bytes alive
+** after it) makes one due too (nt_set_pressure_hook).  Either way collection
+** is only *requested*: the attached VM's poll flag is raised and the
+** evaluator collects at its next poll point (a loop iteration or a call),
+** where every value it holds is counted, never in the middle of building an
+** object. */
+#define GC_MIN_COUNT 10000
+#define GC_MIN_BYTES ((size_t)64 << 20)
+static size_t gc_count_limit = GC_MIN_COUNT;
+static bool gc_due;
+static volatile sig_atomic_t *gc_poll;
+
+static void gc_request(void) {
+  gc_due = true;
+  if (gc_poll) *gc_poll = 1;
+}
+static void gc_rearm(void) {
+  gc_due = false;
+  gc_count_limit = 2 * gc_count + GC_MIN_COUNT;
+  size_t live = nt_storage_bytes();
+  nt_set_pressure_hook(gc_request, live > GC_MIN_BYTES ? live : GC_MIN_BYTES);
+}
+void nbO_gc_attach(volatile sig_atomic_t *poll) {
+  static bool armed;
+  if (!armed) { armed = true; gc_rearm(); }
+  gc_poll = poll;
+  if (gc_due && poll) *poll = 1;
+}
+bool nbO_gc_due(void) { return gc_due; }
+
 void nbO_track(nb_Obj *o) {
   o->gcflags = 1;
   o->gc_next = gc_head.gc_next; o->gc_prev = &gc_head;
   gc_head.gc_next->gc_prev = o; gc_head.gc_next = o;
-  gc_count++;
+  if (++gc_count > gc_count_limit && !gc_due) gc_request();
 }
 static void untrack(nb_Obj *o) {
   if (!o->gcflags) return;
@@ -497,5 +532,6 @@ size_t nbO_collect(void) {
   for (size_t i = 0; i < dead.n; i++) nb_decref(nb_obj(dead.v[i]->type, dead.v[i]));
   size_t n = dead.n;
   free(st.v); free(dead.v);
+  gc_rearm();
   return n;
 }

@@ -123,6 +123,11 @@ static inline void nb_store(nb_Value *slot, nb_Value v) { nb_Value old = *slot; 
 void nbO_track(nb_Obj *o);                 /* called once by container constructors */
 size_t nbO_collect(void);                  /* returns the number of objects freed */
 size_t nbO_tracked(void);
+/* Collection by allocation pressure (see lobject.c): nbO_gc_due says one was
+** requested; the request also sets *poll, the running VM's poll flag. */
+#include <signal.h>
+void nbO_gc_attach(volatile sig_atomic_t *poll);
+bool nbO_gc_due(void);
 
 /* ---- strings ---- */
 nb_Str *nbS_new(const char *s, size_t len);

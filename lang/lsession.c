@@ -240,11 +240,13 @@ static nb_VM *attached;
 static void attach_vm(nb_VM *vm) {
   attached = vm;
   nt_set_interrupt_flag(&vm->interrupted);
+  nbO_gc_attach(&vm->poll);
 }
 static void detach_vm(nb_VM *vm) {
   if (attached != vm) return;
   attached = NULL;
   nt_set_interrupt_flag(NULL);
+  nbO_gc_attach(NULL);
 }
 
 
@@ -260,7 +262,6 @@ nb_VM *nb_vm_new(nb_Sink *sink) {
   if (!vm->stack) abort();
   vm->sp = vm->stack; vm->stack_end = vm->stack + STACK_SLOTS;
   vm->max_depth = MAX_DEPTH;
-  vm->gc_threshold = 10000;
   vm->err = nb_nil(); vm->ret = nb_nil(); vm->tensor_state = nb_nil();
   set_global(vm->main, "argv", nb_obj(NB_TLIST, nbL_new(0)));
   return vm;
@@ -328,11 +329,8 @@ int nb_run(nb_VM *vm, const char *src, size_t len, const char *filename, int fla
   }
   if (vm->grad_disabled && outer) { vm->grad_disabled = 0; nbT_set_grad_enabled(true); }
   if (st) nbE_finish(vm);
-  /* cycles: collect when the number of live containers has doubled */
-  if (outer && nbO_tracked() > vm->gc_threshold) {
-    nbO_collect();
-    vm->gc_threshold = 2 * nbO_tracked() + 10000;
-  }
+  /* cycles: a collection requested during the run and not yet done */
+  if (outer && nbO_gc_due()) nbO_collect();
   return st;
 }
 

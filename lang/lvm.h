@@ -144,7 +144,6 @@ struct nb_VM {
   nb_Value *stack, *sp, *stack_end;        /* locals of active calls */
   int depth, max_depth;
   char *cstack_base; size_t cstack_limit;
-  size_t gc_threshold;                      /* run the cycle collector past this many containers */
   volatile sig_atomic_t interrupted;
   volatile sig_atomic_t poll;               /* nonzero: check interrupt/step limit */
   uint64_t steps, step_limit;
