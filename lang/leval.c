@@ -377,10 +377,11 @@ int nbV_binop(nb_VM *vm, int op, nb_Value a, nb_Value b, nb_Value *out) {
     default: *out = num_arith(op, a, b); return NB_OK;
     }
   }
-  if (op == OP_EQ || op == OP_NE) { bool e = nb_equal(a, b); *out = nb_bool(op == OP_EQ ? e : !e); return NB_OK; }
+  if (op == OP_EQ || op == OP_NE) { bool e; if (nbV_equal(vm, a, b, &e)) return NB_ERR; *out = nb_bool(op == OP_EQ ? e : !e); return NB_OK; }
   if (a.t == NB_TSTR && b.t == NB_TSTR) {
     if (op == OP_ADD) {
       nb_Str *x = a.u.p, *y = b.u.p;
+      if ((size_t)x->len + y->len > NB_MAX_STR) return nbS_too_long(vm, "string +", (size_t)x->len + y->len);
       nb_Str *s = nbS_new(NULL, 0);
       s = realloc(s, sizeof(nb_Str) + x->len + y->len + 1);
       if (!s) abort();
@@ -398,7 +399,9 @@ int nbV_binop(nb_VM *vm, int op, nb_Value a, nb_Value b, nb_Value *out) {
     }
   }
   if (a.t == NB_TLIST && b.t == NB_TLIST && op == OP_ADD) {
-    nb_List *x = a.u.p, *y = b.u.p, *l = nbL_new(x->n + y->n);
+    nb_List *x = a.u.p, *y = b.u.p;
+    if ((size_t)x->n + (size_t)y->n > NB_MAX_LIST) return nbL_too_long(vm, "list +", (size_t)x->n + (size_t)y->n);
+    nb_List *l = nbL_new(x->n + y->n);
     for (int i = 0; i < x->n; i++) { nb_incref(x->items[i]); nbL_push(l, x->items[i]); }
     for (int i = 0; i < y->n; i++) { nb_incref(y->items[i]); nbL_push(l, y->items[i]); }
     *out = nb_obj(NB_TLIST, l); return NB_OK;
@@ -848,10 +851,11 @@ static int eval_cold(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out) {
       if ((st = eval(vm, f, k, &v))) { nbB_free(&b); return st; }
       nb_tostring(&b, v, false);
       nb_decref(v);
+      if (b.n > NB_MAX_STR) break;
     }
-    *out = nb_strv(nbS_new(b.p ? b.p : "", b.n));
+    st = nbS_from_buf(vm, "string interpolation", &b, out);
     nbB_free(&b);
-    return NB_OK;
+    return st ? fail(vm, f, n) : NB_OK;
   }
   case N_LIST: return eval_list(vm, f, n, out);
   case N_REC: {

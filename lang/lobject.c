@@ -52,6 +52,10 @@ uint32_t nbS_hash(const char *s, size_t len) {   /* FNV-1a */
 }
 
 nb_Str *nbS_new(const char *s, size_t len) {
+  /* every length input controls is checked against NB_MAX_STR before it
+  ** gets here (nbS_from_buf, nbS_too_long): past it is a bug, never a
+  ** string whose 32-bit length silently wrapped */
+  if (len > NB_MAX_STR) { fprintf(stderr, "nabla: internal error: a string of %zu bytes\n", len); abort(); }
   nb_Str *str = xmalloc(sizeof(nb_Str) + len + 1);
   str->h.rc = 1; str->h.type = NB_TSTR;
   str->len = (uint32_t)len; str->interned = false;
@@ -61,6 +65,18 @@ nb_Str *nbS_new(const char *s, size_t len) {
   return str;
 }
 nb_Str *nbS_cstr(const char *s) { return nbS_new(s, strlen(s)); }
+
+int nbS_too_long(nb_VM *vm, const char *op, size_t len) {
+  return nb_error_kind(vm, "ValueError", "%s: a string of %zu bytes or more is past the limit of %zu bytes", op, len, NB_MAX_STR);
+}
+int nbS_from_buf(nb_VM *vm, const char *op, const nb_Buf *b, nb_Value *out) {
+  if (b->n > NB_MAX_STR) return nbS_too_long(vm, op, b->n);
+  *out = nb_strv(nbS_new(b->p ? b->p : "", b->n));
+  return NB_OK;
+}
+int nbL_too_long(nb_VM *vm, const char *op, size_t n) {
+  return nb_error_kind(vm, "ValueError", "%s: a list of %zu items or more is past the limit of %zu items", op, n, NB_MAX_LIST);
+}
 nb_Str *nbS_fmt(const char *fmt, ...) {
   nb_Buf b = {0}; char tmp[512]; va_list ap;
   va_start(ap, fmt); int n = vsnprintf(tmp, sizeof tmp, fmt, ap); va_end(ap);
@@ -125,6 +141,8 @@ nb_List *nbL_new(int cap) {
 }
 void nbL_push(nb_List *l, nb_Value v) {
   if (l->n == l->cap) {
+    /* input-controlled growth is checked against NB_MAX_LIST (nbL_too_long) */
+    if (l->cap > (INT32_MAX >> 1)) { fputs("nabla: internal error: a list past 2^30 items\n", stderr); abort(); }
     l->cap = l->cap ? l->cap * 2 : 4;
     l->items = xrealloc(l->items, sizeof(nb_Value) * (size_t)l->cap);
   }
@@ -341,9 +359,19 @@ static bool is_ident(const nb_Str *s) {
   return true;
 }
 
+/* Printing recurses, at most MAX_PRINT_DEPTH levels (deeper: [...]).  A list
+** or record among its own ancestors (a value that contains itself) prints as
+** [...] / {...} at once, as Python's repr, instead of unfolding 64 levels
+** (exponentially many lines when it holds itself twice); past NB_MAX_STR bytes
+** of text nothing more is added (callers that make a string report it). */
 #define MAX_PRINT_DEPTH 64
-static void tostr(nb_Buf *b, nb_Value v, bool quote, int depth) {
+static bool on_path(const void *const *path, int depth, const void *o) {
+  for (int i = 0; i < depth; i++) if (path[i] == o) return true;
+  return false;
+}
+static void tostr(nb_Buf *b, nb_Value v, bool quote, int depth, const void **path) {
   char num[40];
+  if (b->n > NB_MAX_STR) return;
   switch (v.t) {
   case NB_TNIL: nbB_puts(b, "nil"); break;
   case NB_TBOOL: nbB_puts(b, v.u.b ? "true" : "false"); break;
@@ -351,20 +379,22 @@ static void tostr(nb_Buf *b, nb_Value v, bool quote, int depth) {
   case NB_TSTR: if (quote) quote_str(b, v.u.p); else nbB_add(b, nb_str(v)->data, nb_str(v)->len); break;
   case NB_TLIST: {
     nb_List *l = v.u.p;
-    if (depth > MAX_PRINT_DEPTH) { nbB_puts(b, "[...]"); break; }
+    if (depth > MAX_PRINT_DEPTH || on_path(path, depth, l)) { nbB_puts(b, "[...]"); break; }
+    path[depth] = l;
     nbB_putc(b, '[');
-    for (int i = 0; i < l->n; i++) { if (i) nbB_puts(b, ", "); tostr(b, l->items[i], true, depth + 1); }
+    for (int i = 0; i < l->n && b->n <= NB_MAX_STR; i++) { if (i) nbB_puts(b, ", "); tostr(b, l->items[i], true, depth + 1, path); }
     nbB_putc(b, ']'); break;
   }
   case NB_TREC: {
     nb_Rec *r = v.u.p;
-    if (depth > MAX_PRINT_DEPTH) { nbB_puts(b, "{...}"); break; }
+    if (depth > MAX_PRINT_DEPTH || on_path(path, depth, r)) { nbB_puts(b, "{...}"); break; }
+    path[depth] = r;
     nbB_putc(b, '{');
-    for (int i = 0; i < r->n; i++) {
+    for (int i = 0; i < r->n && b->n <= NB_MAX_STR; i++) {
       if (i) nbB_puts(b, ", ");
       if (is_ident(r->keys[i])) nbB_add(b, r->keys[i]->data, r->keys[i]->len); else quote_str(b, r->keys[i]);
       nbB_puts(b, ": ");
-      tostr(b, r->vals[i], true, depth + 1);
+      tostr(b, r->vals[i], true, depth + 1, path);
     }
     nbB_putc(b, '}'); break;
   }
@@ -383,12 +413,17 @@ static void tostr(nb_Buf *b, nb_Value v, bool quote, int depth) {
   default: nbB_puts(b, "<undefined>"); break;
   }
 }
-void nb_tostring(nb_Buf *b, nb_Value v, bool quote) { tostr(b, v, quote, 0); }
+void nb_tostring(nb_Buf *b, nb_Value v, bool quote) {
+  const void *path[MAX_PRINT_DEPTH + 2];
+  tostr(b, v, quote, 0, path);
+}
 
-static bool eq(nb_Value a, nb_Value b, int depth) {
-  if (a.t != b.t) return false;
+/* 1: equal, 0: not, -1: two distinct lists (or records) of one length,
+** whose items decide */
+static int eq_shallow(nb_Value a, nb_Value b) {
+  if (a.t != b.t) return 0;
   switch (a.t) {
-  case NB_TNIL: case NB_TUNDEF: return true;
+  case NB_TNIL: case NB_TUNDEF: return 1;
   case NB_TBOOL: return a.u.b == b.u.b;
   case NB_TNUM: return a.u.n == b.u.n;
   case NB_TBUILTIN: return a.u.bi == b.u.bi;
@@ -396,23 +431,8 @@ static bool eq(nb_Value a, nb_Value b, int depth) {
     nb_Str *x = a.u.p, *y = b.u.p;
     return x == y || (x->len == y->len && x->hash == y->hash && memcmp(x->data, y->data, x->len) == 0);
   }
-  case NB_TLIST: {
-    nb_List *x = a.u.p, *y = b.u.p;
-    if (x == y) return true;
-    if (x->n != y->n || depth > MAX_PRINT_DEPTH) return false;
-    for (int i = 0; i < x->n; i++) if (!eq(x->items[i], y->items[i], depth + 1)) return false;
-    return true;
-  }
-  case NB_TREC: {
-    nb_Rec *x = a.u.p, *y = b.u.p;
-    if (x == y) return true;
-    if (x->n != y->n || depth > MAX_PRINT_DEPTH) return false;
-    for (int i = 0; i < x->n; i++) {
-      int j = nbR_find(y, x->keys[i]);
-      if (j < 0 || !eq(x->vals[i], y->vals[j], depth + 1)) return false;
-    }
-    return true;
-  }
+  case NB_TLIST: return a.u.p == b.u.p ? 1 : nb_list(a)->n == nb_list(b)->n ? -1 : 0;
+  case NB_TREC: return a.u.p == b.u.p ? 1 : nb_rec(a)->n == nb_rec(b)->n ? -1 : 0;
   case NB_TRANGE: {
     nb_Range *x = a.u.p, *y = b.u.p;
     return x->start == y->start && x->stop == y->stop && x->step == y->step;
@@ -420,7 +440,46 @@ static bool eq(nb_Value a, nb_Value b, int depth) {
   default: return a.u.p == b.u.p;
   }
 }
-bool nb_equal(nb_Value a, nb_Value b) { return eq(a, b, 0); }
+
+/* Equality of nested lists and records without recursion: a stack with one
+** frame per level being compared (the pair and the next item), so a list
+** nested a million deep compares in bounded C stack.  Two distinct values
+** nested deeper than NB_MAX_NEST -- values that contain themselves are
+** infinitely deep -- are an error rather than a guess. */
+typedef struct EqFrame { nb_Value a, b; int i; } EqFrame;
+int nbV_equal(nb_VM *vm, nb_Value a, nb_Value b, bool *out) {
+  int r = eq_shallow(a, b);
+  if (r >= 0) { *out = r; return NB_OK; }
+  EqFrame *st = xmalloc(sizeof *st * 16); size_t n = 0, cap = 16;
+  st[n++] = (EqFrame){ a, b, 0 };
+  *out = true;
+  while (n) {
+    EqFrame *fr = &st[n - 1];
+    nb_Value x, y;
+    if (fr->a.t == NB_TLIST) {
+      if (fr->i == nb_list(fr->a)->n) { n--; continue; }
+      x = nb_list(fr->a)->items[fr->i]; y = nb_list(fr->b)->items[fr->i];
+    } else {
+      nb_Rec *ra = fr->a.u.p, *rb = fr->b.u.p;
+      if (fr->i == ra->n) { n--; continue; }
+      int j = nbR_find(rb, ra->keys[fr->i]);
+      if (j < 0) { *out = false; break; }
+      x = ra->vals[fr->i]; y = rb->vals[j];
+    }
+    fr->i++;
+    r = eq_shallow(x, y);
+    if (r == 0) { *out = false; break; }
+    if (r > 0) continue;
+    if (n >= NB_MAX_NEST) {
+      free(st);
+      return nb_error_kind(vm, "RecursionError", "==: values nested more than %d deep (or containing themselves)", NB_MAX_NEST);
+    }
+    if (n == cap) { cap *= 2; st = xrealloc(st, sizeof *st * cap); }
+    st[n++] = (EqFrame){ x, y, 0 };
+  }
+  free(st);
+  return NB_OK;
+}
 
 bool nb_truthy(nb_Value v) {
   switch (v.t) {

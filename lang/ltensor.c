@@ -479,11 +479,12 @@ int nbT_deserialize(nb_VM *vm, const unsigned char **p, const unsigned char *end
   if (dt >= NT_NDTYPES || nd > NT_MAXDIM || dev >= NT_NDEVICES) return nb_error_kind(vm, "ValueError", "deserialize: corrupt tensor header");
   int64_t shape[NT_MAXDIM];
   if (end - *p < nd * 8) return nb_error_kind(vm, "ValueError", "deserialize: truncated tensor");
-  int64_t numel = 1;
+  int64_t numel = 1, span = 1;   /* span: the product of the nonzero sizes, which the strides reach */
   for (int i = 0; i < nd; i++) {
     memcpy(&shape[i], *p, 8); *p += 8;
-    if (shape[i] < 0 || (shape[i] && numel > INT64_MAX / 16 / shape[i])) return nb_error_kind(vm, "ValueError", "deserialize: corrupt tensor shape");
+    if (shape[i] < 0 || (shape[i] && span > INT64_MAX / 16 / shape[i])) return nb_error_kind(vm, "ValueError", "deserialize: corrupt tensor shape");
     numel *= shape[i];
+    if (shape[i]) span *= shape[i];
   }
   size_t nbytes = (size_t)numel * nt_dtype_size(dt);
   if ((size_t)(end - *p) < nbytes) return nb_error_kind(vm, "ValueError", "deserialize: truncated tensor data");

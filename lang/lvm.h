@@ -226,6 +226,12 @@ extern __thread bool nbP_last_error_at_eof;
 /* plotting builtins (lplot.c) */
 void nbG_plot_init(void);
 
+/* size limits (lobject.h: NB_MAX_STR, NB_MAX_LIST): the errors naming the
+** operation and the size, and a checked buffer -> string */
+int  nbS_too_long(nb_VM *vm, const char *op, size_t len);
+int  nbS_from_buf(nb_VM *vm, const char *op, const nb_Buf *b, nb_Value *out);
+int  nbL_too_long(nb_VM *vm, const char *op, size_t n);
+
 /* misc */
 nb_Str *nbV_tostr(nb_Value v);     /* print form as a string object */
 void nbV_write(nb_VM *vm, int stream, const char *s, size_t n);

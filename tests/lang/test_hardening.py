@@ -131,4 +131,127 @@ work(600)
     return None
 
 
+
+# ------------------------------------------------------------------ sizes
+def expect_errors(src, wants, timeout=60):
+    """src prints one line per case: the error (name: message) or the value"""
+    rc, out, err, took, rss = run(src, timeout=timeout)
+    lines = out.splitlines()
+    if len(lines) != len(wants):
+        return "got %d lines, want %d: rc %d out %r err %r" % (len(lines), len(wants), rc, out[-800:], err[-800:])
+    for got, want in zip(lines, wants):
+        if not all(w in got for w in want):
+            return "got %r, want it to contain %r" % (got, want)
+    return None
+
+
+TRY = 'print(try { %s } catch e { e.name + ": " + e.message })\n'
+
+
+@case("format-width-and-precision-bounded")
+def _():
+    import random
+    x = random.uniform(-1e300, 1e300)
+    prec = random.randint(60, 200)
+    src = (TRY % 'fmt(1, ".2147483647f")' + TRY % 'fmt(1, "2147483647.2f")' + TRY % 'fmt(1, "1001d")'
+           + "print(fmt(%r, \".%df\"))\n" % (x, prec) + TRY % 'fmt(2, "1000.1000f")')
+    t0 = time.time()
+    r = expect_errors(src, [("ValueError", "fmt", "precision 2147483647", "at most 1000"),
+                            ("ValueError", "fmt", "width 2147483647"),
+                            ("ValueError", "fmt", "width 1001")])
+    if r and "got 5 lines" not in r:
+        return r
+    rc, out, err, took, rss = run(src)
+    lines = out.splitlines()
+    # a long exact result is not cut (it was, silently, at 127 bytes)
+    if lines[3] != "%.*f" % (prec, x):
+        return "fmt(%r, .%df) = %r, want %r" % (x, prec, lines[3], "%.*f" % (prec, x))
+    if lines[4] != "%1000.1000f" % 2.0:
+        return "fmt(2, 1000.1000f) gave %d bytes" % len(lines[4])
+    if took > 10 or rss > 200 * 1024:
+        return "took %.1f s and %d MB" % (took, rss >> 10)
+    return None
+
+
+@case("strings-past-the-limit-are-errors")
+def _():
+    if ASAN:
+        return ("skip", "needs 1.5 GB of strings; not under ASan")
+    # a 1 GiB string; each step below would make 2 GiB (or more), past the
+    # 2^31 - 1 byte limit: an error naming the operation and the size, before
+    # allocating (was: a 2 GiB string, or at 4 GiB a length that wrapped to 0)
+    src = ('s = "ab"\nfor i in 0..29 { s = s + s }\nprint(len(s))\n'
+           + TRY % "len(s + s)" + TRY % 'len("{s}{s}")' + TRY % 'len(join(list(s, s), ""))'
+           + TRY % 'len(replace(s, "a", "aaa"))' + TRY % "len(list(s))" + TRY % 'len(split(s, "b"))'
+           + 'print(len(s + "xyz"))\n')
+    return expect_errors(src, [(str(2 ** 30),), ("ValueError", "string +", "2147483648 bytes"),
+                               ("ValueError", "string interpolation"), ("ValueError", "join", "2147483648 bytes"),
+                               ("ValueError", "replace"), ("ValueError", "list", "items"),
+                               ("ValueError", "split", "items"), (str(2 ** 30 + 3),)], timeout=240)
+
+
+# ------------------------------------------------------------------ depth
+DEEP = """
+fn deep(n, leaf) {
+  v = list(leaf)
+  for i in 0..n { v = list(v, i) }
+  return v
+}
+a = deep(1000000, "x")
+b = deep(1000000, "x")
+"""
+
+
+@case("deep-equality-is-exact")
+def _():
+    # equality used to give up (false) past 64 levels: silent wrong
+    src = (DEEP + "print(a == b, a != b)\n" + "c = deep(1000000, \"y\")\nprint(a == c)\n"
+           + "print(contains(list(1, b), a))\n"
+           + "s = list(); s.push(s); s.push(s)\nt = list(); t.push(t); t.push(t)\nprint(s == s)\n"
+           + TRY % "s == t" + "print(\"alive\")\n")
+    return expect_errors(src, [("true false",), ("false",), ("true",), ("true",),
+                               ("RecursionError", "=="), ("alive",)], timeout=120)
+
+
+@case("deep-values-printed-serialized-freed")
+def _():
+    src = (DEEP + "t = str(a)\nprint(len(t) > 100, startswith(t, \"[[[[\"))\n"
+           + TRY % "len(serialize(a))" + "a = nil\nb = nil\nprint(\"freed\")\n")
+    return expect_errors(src, [("true true",), ("ValueError", "serialize", "nested more than"), ("freed",)], timeout=120)
+
+
+@case("self-containing-values")
+def _():
+    # printing, serializing and comparing a list that holds itself twice
+    # unfolded 2^64 / 2^200 paths (a hang); now [...] and an error at once
+    src = ("s = list(1); s.push(s); s.push(s)\nr = {a: 1}; r.me = r; r.l = list(r, s)\n"
+           "print(s)\nprint(r)\nprint(repr(s) == str(s))\n"
+           + TRY % "serialize(s)" + TRY % "serialize(r)" + "print(len(serialize(list(list(1), list(2)))) > 0)\n")
+    rc, out, err, took, rss = run(src, timeout=30)
+    wants = [("[1, [...], [...]]",), ("{a: 1, me: {...}, l: [{...}, [1, [...], [...]]]}",), ("true",),
+             ("ValueError", "serialize", "list contains itself"), ("ValueError", "serialize", "record contains itself"), ("true",)]
+    lines = out.splitlines()
+    if len(lines) != len(wants) or not all(all(w in g for w in want) for g, want in zip(lines, wants)):
+        return "got %r %r, want %r" % (out[-600:], err[-300:], wants)
+    return None
+
+
+@case("deserialize-hostile-bytes")
+def _():
+    # tensor shapes whose strides overflow, lengths past the data, module
+    # names that are paths, nesting deeper than the limit: errors, no crash
+    def esc(b):
+        return "".join("\\x%02x" % c for c in b)
+    import struct
+    with open(os.path.join(ROOT, "tests", "fuzz", "corpus_deserialize", "tensor_f32.bin"), "rb") as f:
+        header = f.read()[:6]                   # "NBV1X" + the f32 dtype byte
+    shape = header + bytes([3, 0]) + struct.pack("<qqq", 0, 2 ** 61, 2 ** 61)
+    cases = [shape, b"NBV1M" + struct.pack("<I", 9) + b"../../etc",
+             b"NBV1" + b"L\x01\x00\x00\x00" * 300 + b"N", b"NBV1S\xff\xff\xff\xff"]
+    src = "".join(TRY % ('deserialize("%s")' % esc(c)) for c in cases) + 'print("alive")\n'
+    return expect_errors(src, [("ValueError", "deserialize", "shape"), ("ValueError", "deserialize"),
+                               ("ValueError", "deserialize", "nested more than"), ("ValueError", "deserialize", "truncated"),
+                               ("alive",)])
+
+
 sys.exit(1 if failed else 0)
