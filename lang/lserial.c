@@ -28,9 +28,8 @@ static void put_str(nb_Buf *b, const char *s, size_t n) { put_u32(b, (uint32_t)n
 
 /* Serializing recurses at most MAX_DEPTH levels (deeper: an error).  path
 ** holds the containers being written: one met again contains itself, an
-** error at once (it used to unfold MAX_DEPTH levels, exponentially many
-** values when it held itself twice).  Shared parts are written once per
-** reference, so the output is bounded too (NB_MAX_STR: it becomes a string). */
+** error that says so.  Shared parts are written once per reference, so the
+** output is bounded too (NB_MAX_STR: it becomes a string). */
 static bool on_path(void *const *path, int depth, const void *o) {
   for (int i = 0; i < depth; i++) if (path[i] == o) return true;
   return false;

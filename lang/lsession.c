@@ -60,6 +60,7 @@ nb_Str *nbV_tostr(nb_Value v) {
   if (v.t == NB_TSTR) { nb_incref(v); return v.u.p; }
   nb_Buf b = {0};
   nb_tostring(&b, v, false);
+  if (b.n > NB_MAX_STR) b.n = NB_MAX_STR;   /* for messages and labels: cut (str() reports it instead) */
   nb_Str *s = nbS_new(b.p ? b.p : "", b.n);
   nbB_free(&b);
   return s;
