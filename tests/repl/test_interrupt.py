@@ -76,22 +76,35 @@ for name, (setup, op) in OPS.items():
         report("script-" + name, e)
 
 
-def pty_expect(fd, buf, needle, timeout):
-    """reads the pty until needle appears after buf's end; returns the new text"""
-    end, got = time.time() + timeout, b""
-    while needle.encode() not in got:
-        left = end - time.time()
-        r, _, _ = select.select([fd], [], [], max(left, 0))
-        if not r:
-            raise AssertionError("timed out waiting for %r; got %r" % (needle, got[-300:]))
-        try:
-            data = os.read(fd, 65536)
-        except OSError:
-            data = b""
-        if not data:
-            raise AssertionError("REPL exited waiting for %r; got %r" % (needle, got[-300:]))
-        got += ANSI.sub(b"", data)
-    return got.decode(errors="replace")
+class Pty:
+    """the REPL on a pseudo-terminal: everything read is kept; expect() searches
+    past the previous match, so text that arrived early is not lost"""
+
+    def __init__(self, fd):
+        self.fd, self.buf, self.mark = fd, b"", 0
+
+    def expect(self, needle, timeout):
+        end = time.time() + timeout
+        while True:
+            i = self.buf.find(needle.encode(), self.mark)
+            if i >= 0:
+                out = self.buf[self.mark:i + len(needle)].decode(errors="replace")
+                self.mark = i + len(needle)
+                return out
+            left = end - time.time()
+            r, _, _ = select.select([self.fd], [], [], max(left, 0))
+            if not r:
+                raise AssertionError("timed out waiting for %r; got %r" % (needle, self.buf[self.mark:][-300:]))
+            try:
+                data = os.read(self.fd, 65536)
+            except OSError:
+                data = b""
+            if not data:
+                raise AssertionError("REPL exited waiting for %r; got %r" % (needle, self.buf[self.mark:][-300:]))
+            self.buf += ANSI.sub(b"", data)
+
+    def send(self, text):
+        os.write(self.fd, text.encode())
 
 
 def pty_case():
@@ -101,21 +114,22 @@ def pty_case():
     pid, fd = pty.fork()
     if pid == 0:
         os.execve(NABLA, [NABLA], env)
+    t = Pty(fd)
     try:
-        pty_expect(fd, b"", ">>> ", 20)
-        os.write(fd, b"x = randn(10000000)\r")
-        pty_expect(fd, b"", ">>> ", 30)
-        os.write(fd, b"y = sort(x); ran_after = 1\r")
+        t.expect(">>> ", 60)
+        t.send("x = randn(10000000)\r")
+        t.expect(">>> ", 60)
+        t.send("y = sort(x); ran_after = 1\r")
         time.sleep(1.0)
-        os.write(fd, b"\x03")
-        pty_expect(fd, b"", "Interrupted: interrupted", 20)
-        pty_expect(fd, b"", ">>> ", 10)
-        os.write(fd, b"ran_after\r")
-        out = pty_expect(fd, b"", ">>> ", 10)
+        t.send("\x03")
+        t.expect("Interrupted: interrupted", 30)
+        t.expect(">>> ", 10)
+        t.send("ran_after\r")
+        out = t.expect(">>> ", 10)
         if "NameError" not in out:
             return "the statement after the sort ran: %r" % out
-        os.write(fd, b"1 + 41\r")
-        out = pty_expect(fd, b"", ">>> ", 10)
+        t.send("1 + 41\r")
+        out = t.expect(">>> ", 10)
         if "42" not in out:
             return "REPL not alive after the interrupt: %r" % out
         return None
