@@ -60,13 +60,21 @@ static int gemm_rows_blocked(nt_DType dt, Mat A, Mat B, void *C, int64_t M, int6
   if (rows < 1) rows = 1;
   if (rows >= M) return gemm_float_beta(dt, A, B, C, M, N, K, beta);
   size_t es = nt_dtype_size(dt);
-  for (int64_t r0 = 0; r0 < M; r0 += rows) {
-    if (NT_INTERRUPTED()) NT_FAIL_INTERRUPTED();
+  CBLAS_TRANSPOSE tb; int ldb; void *pb = NULL;
+  if (!blas_layout(K, N, B.rs, B.cs, &tb, &ldb)) {   /* pack B once, not per block */
+    if (!(pb = nt_malloc((size_t)(K * N) * es))) return -1;
+    pack(pb, B, K, N, es);
+    B = (Mat){ pb, N, 1 };
+  }
+  int rc = 0;
+  for (int64_t r0 = 0; r0 < M && !rc; r0 += rows) {
+    if (NT_INTERRUPTED()) { nt_error_set("interrupted"); rc = -1; break; }
     int64_t m = M - r0 < rows ? M - r0 : rows;
     Mat Ab = { A.p + r0 * A.rs * (int64_t)es, A.rs, A.cs };
-    if (gemm_float_beta(dt, Ab, B, (char *)C + r0 * N * (int64_t)es, m, N, K, beta)) return -1;
+    rc = gemm_float_beta(dt, Ab, B, (char *)C + r0 * N * (int64_t)es, m, N, K, beta);
   }
-  return 0;
+  free(pb);
+  return rc;
 }
 static int gemm_float(nt_DType dt, Mat A, Mat B, void *C, int64_t M, int64_t N, int64_t K) {
   return gemm_rows_blocked(dt, A, B, C, M, N, K, 0.0);
