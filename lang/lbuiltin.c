@@ -649,8 +649,13 @@ static int b_round(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "round"; ARGNUM(0, "x");
   if (args[1].t == NB_TNIL) { *out = nb_int(round(args[0].u.n)); return NB_OK; }
   ARGNUM(1, "digits");
-  double p = pow(10, args[1].u.n);
-  *out = nb_numk(round(args[0].u.n * p) / p, args[0].kind); return NB_OK;
+  double x = args[0].u.n, d = args[1].u.n, p = pow(10, d), r;
+  /* past a double's ~17 significant digits rounding keeps x (Python); here
+  ** 10^d or x * 10^d would overflow to inf and inf / inf give nan */
+  if (d > 0 && !isfinite(x * p)) r = x;
+  else if (p == 0) r = copysign(0.0, x);   /* digits so negative 10^d is 0 */
+  else r = round(x * p) / p;
+  *out = nb_numk(r, args[0].kind); return NB_OK;
 }
 static int b_isnan_(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "isnan"; ARGNUM(0, "x"); *out = nb_bool(isnan(args[0].u.n)); return NB_OK;

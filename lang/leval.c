@@ -432,16 +432,22 @@ static int to_index(nb_VM *vm, nb_Value v, double len, const char *what, long *o
 }
 
 /* Python slice semantics: NaN in the range means "absent". */
+/* a slice bound or step as a long: past +-(len + 1) every value acts the same,
+** and converting a larger double (1e300) to long is undefined */
+static long clamp_bound(double x, long len) {
+  double lim = (double)len + 1;
+  return x > lim ? len + 1 : x < -lim ? -(len + 1) : (long)x;
+}
 static int slice_bounds(nb_VM *vm, const nb_Range *r, long len, long *start, long *step, long *count) {
   double st = isnan(r->step) ? 1 : r->step;
   if (st == 0 || st != floor(st)) return nb_error_kind(vm, "ValueError", "slice step must be a non-zero integer");
-  long s = (long)st;
+  long s = clamp_bound(st, len);
   double lo = r->start, hi = r->stop;
   long b, e;
   if (isnan(lo)) b = s > 0 ? 0 : len - 1;
-  else { b = (long)floor(lo); if (b < 0) b += len; if (b < 0) b = s > 0 ? 0 : -1; if (b >= len) b = s > 0 ? len : len - 1; }
+  else { b = clamp_bound(floor(lo), len); if (b < 0) b += len; if (b < 0) b = s > 0 ? 0 : -1; if (b >= len) b = s > 0 ? len : len - 1; }
   if (isnan(hi)) e = s > 0 ? len : -1;
-  else { e = (long)floor(hi); if (e < 0) e += len; if (e < 0) e = s > 0 ? 0 : -1; if (e >= len) e = s > 0 ? len : len - 1; }
+  else { e = clamp_bound(floor(hi), len); if (e < 0) e += len; if (e < 0) e = s > 0 ? 0 : -1; if (e >= len) e = s > 0 ? len : len - 1; }
   long c = s > 0 ? (e > b ? (e - b + s - 1) / s : 0) : (b > e ? (b - e - s - 1) / (-s) : 0);
   *start = b; *step = s; *count = c;
   return NB_OK;

@@ -257,4 +257,29 @@ def _():
                                ("alive",)])
 
 
+
+@case("huge-slice-bounds-and-round-digits")
+def _():
+    # doubles past a long's range were converted to long (undefined: "abc"[1e300:]
+    # gave "abc"); round(x, 400) gave nan.  Checked against Python on random values.
+    import random
+    text = "".join(random.choice("abcdefgh") for _ in range(random.randint(3, 12)))
+    src, want = "s = \"%s\"\nl = list(s)\n" % text, []
+    for _ in range(12):
+        lo, hi, st = (random.choice([1, -1]) * float(10 ** random.randint(19, 300)) if random.random() < 0.6
+                      else random.randint(-15, 15) for _ in range(3))
+        st = st or 1
+        src += "print(s[%r:%r:%r] + \"|\" + str(len(l[%r:%r:%r])))\n" % (lo, hi, st, lo, hi, st)
+        want.append("%s|%d" % (text[int(lo):int(hi):int(st)], len(list(text)[int(lo):int(hi):int(st)])))
+    for _ in range(6):
+        x, d = random.uniform(-1e6, 1e6), random.choice([random.randint(309, 1000), -random.randint(309, 1000), random.randint(0, 6)])
+        src += "print(round(%r, %d))\n" % (x, d)
+        want.append(repr(round(x, d)).replace("-0.0", "-0.0"))
+    rc, out, err, _, _ = run(src)
+    got = out.splitlines()
+    if rc != 0 or got != want:
+        return "rc %d err %r\n got %r\nwant %r\nsrc %s" % (rc, err[-300:], got, want, src)
+    return None
+
+
 sys.exit(1 if failed else 0)
