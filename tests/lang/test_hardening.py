@@ -264,17 +264,21 @@ def _():
     # gave "abc"); round(x, 400) gave nan.  Checked against Python on random values.
     import random
     text = "".join(random.choice("abcdefgh") for _ in range(random.randint(3, 12)))
-    src, want = "s = \"%s\"\nl = list(s)\n" % text, []
+    src, want = "s = \"%s\"\nl = list(s)\nt = zeros(%d)\n" % (text, len(text)), []
     for _ in range(12):
         lo, hi, st = (random.choice([1, -1]) * float(10 ** random.randint(19, 300)) if random.random() < 0.6
                       else random.randint(-15, 15) for _ in range(3))
         st = st or 1
-        src += "print(s[%r:%r:%r] + \"|\" + str(len(l[%r:%r:%r])))\n" % (lo, hi, st, lo, hi, st)
-        want.append("%s|%d" % (text[int(lo):int(hi):int(st)], len(list(text)[int(lo):int(hi):int(st)])))
+        src += "print(s[%r:%r:%r] + \"|\" + str(len(l[%r:%r:%r])) + \"|\" + str(t[%r:%r:%r].shape[0]))\n" % ((lo, hi, st) * 3)
+        n = len(list(text)[int(lo):int(hi):int(st)])
+        want.append("%s|%d|%d" % (text[int(lo):int(hi):int(st)], n, n))
     for _ in range(6):
         x, d = random.uniform(-1e6, 1e6), random.choice([random.randint(309, 1000), -random.randint(309, 1000), random.randint(0, 6)])
         src += "print(round(%r, %d))\n" % (x, d)
         want.append(repr(round(x, d)).replace("-0.0", "-0.0"))
+    src += TRY % "t[0.5:2]" + TRY % "t[0:4:1.5]" + TRY % "t[1e300]"
+    want += ["TypeError: slice bounds and step of a tensor index must be integers"] * 2
+    want.append("TensorError: index 4611686018427387904 is out of range for axis 0 with size %d" % len(text))
     rc, out, err, _, _ = run(src)
     got = out.splitlines()
     if rc != 0 or got != want:
