@@ -56,7 +56,7 @@ static int gemm_float_beta(nt_DType dt, Mat A, Mat B, void *C, int64_t M, int64_
 ** interrupt check between them.  Smaller products are one call as before. */
 #define GEMM_BLOCK_WORK ((int64_t)1 << 30)
 static int gemm_rows_blocked(nt_DType dt, Mat A, Mat B, void *C, int64_t M, int64_t N, int64_t K, double beta) {
-  int64_t rows = GEMM_BLOCK_WORK / (N * K);
+  int64_t rows = N * K > 0 ? GEMM_BLOCK_WORK / (N * K) : M;   /* N or K = 0 (empty): one call */
   if (rows < 1) rows = 1;
   if (rows >= M) return gemm_float_beta(dt, A, B, C, M, N, K, beta);
   size_t es = nt_dtype_size(dt);
