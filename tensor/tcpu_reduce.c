@@ -84,8 +84,14 @@ static int red_##N(const nt_KernelArgs *a) {                                    
       po[0] = STF(acc);                                                               \
       return 0;                                                                       \
     }                                                                                 \
+    int intr = 0;   /* rows of NT_CHUNK or more: an interrupt check per row */     \
     _Pragma("omp parallel for if(M * R > NT_OMP_THRESHOLD && M > 1)")                 \
     for (int64_t m = 0; m < M; m++) {                                                 \
+      if (R >= NT_CHUNK && NT_INTERRUPTED()) {                                        \
+        _Pragma("omp atomic write")                                                   \
+        intr = 1;                                                                     \
+        continue;                                                                     \
+      }                                                                               \
       const ST *p = base + kept_offset(in, nk, m);                                    \
       AT acc = init;                                                                  \
       switch (op) {                                                                   \
@@ -99,6 +105,7 @@ static int red_##N(const nt_KernelArgs *a) {                                    
       }                                                                               \
       po[m] = STF(acc);                                                               \
     }                                                                                 \
+    if (intr) NT_FAIL_INTERRUPTED();                                                  \
     return 0;                                                                         \
   }                                                                                   \
   /* outer strategy: accumulator array swept in memory order */                      \

@@ -55,7 +55,10 @@
       } else {                                                                                    \
         _Pragma("omp for")                                                                        \
         for (int64_t r = 0; r < rows; r++) {                                                      \
-          if (fail) continue;   /* an omp for cannot break: skip the remaining rows */            \
+          int failed_;                                                                            \
+          _Pragma("omp atomic read")                                                              \
+          failed_ = fail;                                                                         \
+          if (failed_) continue;   /* an omp for cannot break: skip the remaining rows */         \
           int64_t o = r / inner, j = r % inner;                                                   \
           const T *xr = x + o * n * inner + j;                                                    \
           for (int64_t i = 0; i < n; i++) { key[i] = xr[i * inner]; ix[i] = i; }                  \
