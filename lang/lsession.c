@@ -194,6 +194,8 @@ static char *find_module(nb_VM *vm, const char *name) {
 
 static int run_in_module(nb_VM *vm, nb_Module *m, const char *src, size_t len, const char *filename, int flags) {
   nb_Node *prog;
+  /* source positions and string literals are 32-bit */
+  if (len > NB_MAX_STR) { nbS_too_long(vm, filename, len); return 2; }
   nb_Chunk *c = nbP_parse(vm, src, len, filename, &prog);
   int st;
   if (!prog) st = 2;
