@@ -124,32 +124,20 @@ void nbB_register(nb_Builtin *t) {
 static nb_Value ret_str(const char *s, size_t n) { return nb_strv(nbS_new(s, n)); }
 
 /* ------------------------------------------------------------ output */
-static int b_print(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+/* print, eprint, write: the values' text (sep between, end after) to stream */
+static int write_values(nb_VM *vm, const char *fname, int stream, nb_Value *args, int n, const char *sep, const char *end, nb_Value *out) {
   nb_Buf b = {0};
-  for (int i = 0; i < n; i++) { if (i) nbB_putc(&b, ' '); nb_tostring(&b, args[i], false); }
-  nbB_putc(&b, '\n');
-  nbV_write(vm, NB_STDOUT, b.p, b.n);
+  for (int i = 0; i < n && b.n <= NB_MAX_STR; i++) { if (i) nbB_puts(&b, sep); nb_tostring(&b, args[i], false); }
+  if (b.n > NB_MAX_STR) { size_t len = b.n; nbB_free(&b); return nbS_too_long(vm, fname, len); }
+  nbB_puts(&b, end);
+  nbV_write(vm, stream, b.p, b.n);
   nbB_free(&b);
   *out = nb_nil();
   return NB_OK;
 }
-static int b_eprint(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
-  nb_Buf b = {0};
-  for (int i = 0; i < n; i++) { if (i) nbB_putc(&b, ' '); nb_tostring(&b, args[i], false); }
-  nbB_putc(&b, '\n');
-  nbV_write(vm, NB_STDERR, b.p, b.n);
-  nbB_free(&b);
-  *out = nb_nil();
-  return NB_OK;
-}
-static int b_write(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
-  nb_Buf b = {0};
-  for (int i = 0; i < n; i++) nb_tostring(&b, args[i], false);
-  nbV_write(vm, NB_STDOUT, b.p ? b.p : "", b.n);
-  nbB_free(&b);
-  *out = nb_nil();
-  return NB_OK;
-}
+static int b_print(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { return write_values(vm, "print", NB_STDOUT, args, n, " ", "\n", out); }
+static int b_eprint(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { return write_values(vm, "eprint", NB_STDERR, args, n, " ", "\n", out); }
+static int b_write(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { return write_values(vm, "write", NB_STDOUT, args, n, "", "", out); }
 /* display(x, ..., display_id=nil, update=false): args[0..1] are the keywords */
 static int b_display(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   const char *fname = "display";
@@ -171,7 +159,7 @@ static int b_input(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   if (args[0].t != NB_TNIL) ARGSTR(0, "prompt");
   nb_Sink *s = nb_vm_sink(vm);
   char *line = s && s->input ? s->input(s, args[0].t == NB_TSTR ? nb_str(args[0])->data : "", nb_truthy(args[1])) : NULL;
-  if (!line && vm->interrupted) { vm->interrupted = 0; vm->poll = vm->step_limit != 0; return nb_error_kind(vm, "Interrupted", "interrupted"); }
+  if (!line && vm->interrupted) return nbV_interrupt_error(vm);
   if (!line) return nb_error_kind(vm, "IOError", "input: no input is available here (stdin is closed or the front end does not allow input)");
   *out = nb_strv(nbS_cstr(line));
   free(line);
@@ -196,17 +184,15 @@ static int b_type(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   *out = nb_strv(nbS_cstr(nb_typename(args[0])));
   return NB_OK;
 }
-static int b_str(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
-  (void)vm; (void)n;
-  *out = nb_strv(nbV_tostr(args[0]));
-  return NB_OK;
+static int text_of(nb_VM *vm, const char *fname, nb_Value v, bool quote, nb_Value *out) {
+  if (v.t == NB_TSTR && !quote) { nb_incref(v); *out = v; return NB_OK; }
+  nb_Buf b = {0}; nb_tostring(&b, v, quote);
+  int st = nbS_from_buf(vm, fname, &b, out);
+  nbB_free(&b);
+  return st;
 }
-static int b_repr(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
-  (void)vm; (void)n;
-  nb_Buf b = {0}; nb_tostring(&b, args[0], true);
-  *out = ret_str(b.p, b.n); nbB_free(&b);
-  return NB_OK;
-}
+static int b_str(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; return text_of(vm, "str", args[0], false, out); }
+static int b_repr(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; return text_of(vm, "repr", args[0], true, out); }
 static int b_num(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n;
   nb_Value v = args[0];
@@ -242,6 +228,7 @@ static int b_bool(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
 static int b_push(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "push";
   ARGLIST(0, "list");
+  if ((size_t)nb_list(args[0])->n >= NB_MAX_LIST) return nbL_too_long(vm, fname, (size_t)nb_list(args[0])->n + 1);
   nb_incref(args[1]);
   nbL_push(args[0].u.p, args[1]);
   *out = args[0]; nb_incref(*out);
@@ -270,6 +257,7 @@ static int b_insert(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   nb_List *l = args[0].u.p;
   double d = args[1].u.n; if (d < 0) d += l->n;
   if (d < 0 || d > l->n || d != floor(d)) return nb_error_kind(vm, "IndexError", "insert: index %g is out of range for list of length %d", args[1].u.n, l->n);
+  if ((size_t)l->n >= NB_MAX_LIST) return nbL_too_long(vm, fname, (size_t)l->n + 1);
   nb_incref(args[2]);
   nbL_push(l, nb_nil());
   memmove(l->items + (long)d + 1, l->items + (long)d, sizeof(nb_Value) * (size_t)(l->n - 1 - (long)d));
@@ -311,7 +299,9 @@ static int b_list(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
     break;
   }
   case NB_TSTR: {
-    nb_Str *s = v.u.p; l = nbL_new((int)s->len);
+    nb_Str *s = v.u.p;
+    if (s->len > NB_MAX_LIST) return nbL_too_long(vm, "list", s->len);
+    l = nbL_new((int)s->len);
     for (uint32_t i = 0; i < s->len; i++) nbL_push(l, ret_str(s->data + i, 1));
     break;
   }
@@ -363,7 +353,14 @@ static int b_remove(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
 static int b_contains(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n;
   nb_Value c = args[0], x = args[1];
-  if (c.t == NB_TLIST) { for (int i = 0; i < nb_list(c)->n; i++) if (nb_equal(nb_list(c)->items[i], x)) { *out = nb_bool(true); return NB_OK; } *out = nb_bool(false); return NB_OK; }
+  if (c.t == NB_TLIST) {
+    for (int i = 0; i < nb_list(c)->n; i++) {
+      bool e;
+      if (nbV_equal(vm, nb_list(c)->items[i], x, &e)) return NB_ERR;
+      if (e) { *out = nb_bool(true); return NB_OK; }
+    }
+    *out = nb_bool(false); return NB_OK;
+  }
   if (c.t == NB_TSTR && x.t == NB_TSTR) { *out = nb_bool(memmem(nb_str(c)->data, nb_str(c)->len, nb_str(x)->data, nb_str(x)->len) != NULL); return NB_OK; }
   if (c.t == NB_TREC && x.t == NB_TSTR) { *out = nb_bool(nbR_find(c.u.p, x.u.p) >= 0); return NB_OK; }
   return nb_error_kind(vm, "TypeError", "contains: cannot search a %s for a %s", nb_typename(c), nb_typename(x));
@@ -492,34 +489,54 @@ static int b_join(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "join";
   ARGLIST(0, "list"); ARGSTR(1, "sep");
   nb_List *l = args[0].u.p; nb_Buf b = {0};
-  for (int i = 0; i < l->n; i++) { if (i) nbB_add(&b, nb_str(args[1])->data, nb_str(args[1])->len); nb_tostring(&b, l->items[i], false); }
-  *out = ret_str(b.p ? b.p : "", b.n); nbB_free(&b);
-  return NB_OK;
+  /* strings (the usual items): the length is known before building */
+  size_t total = l->n ? (size_t)(l->n - 1) * nb_str(args[1])->len : 0;
+  for (int i = 0; i < l->n; i++) total += l->items[i].t == NB_TSTR ? nb_str(l->items[i])->len : 0;
+  if (total > NB_MAX_STR) return nbS_too_long(vm, fname, total);
+  for (int i = 0; i < l->n && b.n <= NB_MAX_STR; i++) { if (i) nbB_add(&b, nb_str(args[1])->data, nb_str(args[1])->len); nb_tostring(&b, l->items[i], false); }
+  int st = nbS_from_buf(vm, fname, &b, out);
+  nbB_free(&b);
+  return st;
 }
 /* split(s, sep=nil): on runs of whitespace, or on every sep */
-int nbB_string_split(nb_VM *vm, nb_Value s, nb_Value sep, nb_Value *out) {
-  const char *fname = "split";
-  nb_Value args[2] = { s, sep };
-  ARGSTR(0, "string");
-  nb_Str *str = s.u.p; nb_List *l = nbL_new(0);
-  if (sep.t == NB_TNIL) {
+/* the pieces of str split on sp (NULL: whitespace runs), pushed on l, or
+** only counted when l is NULL; returns their number */
+static size_t split_walk(const nb_Str *str, const nb_Str *sp, nb_List *l) {
+  size_t count = 0;
+  if (!sp) {
     uint32_t i = 0;
     while (i < str->len) {
       while (i < str->len && isspace((unsigned char)str->data[i])) i++;
       uint32_t st = i;
       while (i < str->len && !isspace((unsigned char)str->data[i])) i++;
-      if (i > st) nbL_push(l, ret_str(str->data + st, i - st));
+      if (i > st) { count++; if (l) nbL_push(l, ret_str(str->data + st, i - st)); }
     }
-  } else {
-    if (sep.t != NB_TSTR || nb_str(sep)->len == 0) { nb_decref(nb_obj(NB_TLIST, l)); (void)args; return nb_error_kind(vm, "ValueError", "split: separator must be a non-empty string"); }
-    nb_Str *sp = sep.u.p; const char *p = str->data, *end = str->data + str->len;
-    for (;;) {
-      const char *q = memmem(p, (size_t)(end - p), sp->data, sp->len);
-      if (!q) { nbL_push(l, ret_str(p, (size_t)(end - p))); break; }
-      nbL_push(l, ret_str(p, (size_t)(q - p)));
-      p = q + sp->len;
-    }
+    return count;
   }
+  const char *p = str->data, *end = str->data + str->len;
+  for (;;) {
+    const char *q = memmem(p, (size_t)(end - p), sp->data, sp->len);
+    count++;
+    if (!q) { if (l) nbL_push(l, ret_str(p, (size_t)(end - p))); return count; }
+    if (l) nbL_push(l, ret_str(p, (size_t)(q - p)));
+    p = q + sp->len;
+  }
+}
+int nbB_string_split(nb_VM *vm, nb_Value s, nb_Value sep, nb_Value *out) {
+  const char *fname = "split";
+  nb_Value args[2] = { s, sep };
+  ARGSTR(0, "string");
+  (void)args;
+  if (sep.t != NB_TNIL && (sep.t != NB_TSTR || nb_str(sep)->len == 0)) return nb_error_kind(vm, "ValueError", "split: separator must be a non-empty string");
+  nb_Str *str = s.u.p, *sp = sep.t == NB_TSTR ? sep.u.p : NULL;
+  /* a string of more than 2 * NB_MAX_LIST bytes may have too many pieces:
+  ** count them before making any */
+  if (str->len / 2 + 1 > NB_MAX_LIST) {
+    size_t n = split_walk(str, sp, NULL);
+    if (n > NB_MAX_LIST) return nbL_too_long(vm, fname, n);
+  }
+  nb_List *l = nbL_new(0);
+  split_walk(str, sp, l);
   *out = nb_obj(NB_TLIST, l);
   return NB_OK;
 }
@@ -555,8 +572,10 @@ static int b_replace(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
     if (!q) { nbB_add(&b, p, (size_t)(end - p)); break; }
     nbB_add(&b, p, (size_t)(q - p)); nbB_add(&b, w->data, w->len);
     p = q + o->len;
+    if (b.n > NB_MAX_STR) break;
   }
-  *out = ret_str(b.p ? b.p : "", b.n); nbB_free(&b); return NB_OK;
+  int st = nbS_from_buf(vm, fname, &b, out);
+  nbB_free(&b); return st;
 }
 static int b_startswith(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "startswith"; ARGSTR(0, "s"); ARGSTR(1, "prefix");
@@ -575,13 +594,30 @@ static int b_find(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   *out = nb_int(q ? (double)(q - s->data) : -1); return NB_OK;
 }
 /* fmt(x, ".3f"): printf-style formatting of one number */
+#define FMT_MAX_FIELD 1000
+static bool fmt_fields_too_big(nb_VM *vm, const char *spec) {
+  const char *p = spec + strspn(spec, "+- #0");
+  for (int field = 0; field < 2; field++) {   /* width, then .precision */
+    if (field == 1) { if (*p != '.') break; p++; }
+    char *e; unsigned long long v = strtoull(p, &e, 10);
+    if (e != p && v > FMT_MAX_FIELD) {
+      nb_error_kind(vm, "ValueError", "fmt: %s %llu in spec \"%s\" is too large (at most %d)", field ? "precision" : "width", v, spec, FMT_MAX_FIELD);
+      return true;
+    }
+    p = e;
+  }
+  return false;
+}
 static int b_fmt(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "fmt"; ARGNUM(0, "x"); ARGSTR(1, "spec");
   const char *spec = nb_str(args[1])->data;
   size_t L = strlen(spec);
   if (L == 0 || L > 20 || !strchr("fgeEdx%", spec[L - 1]) || strspn(spec, "0123456789.+- #") != L - 1)
     return nb_error_kind(vm, "ValueError", "fmt: bad format spec \"%s\" (examples: \".3f\", \"8.2e\", \"d\", \".1%%\")", spec);
-  char f[32], buf[128];
+  /* width and precision: each at most FMT_MAX_FIELD digits' worth, checked
+  ** before printf sees them ("%.2147483647f" took 10 GB and half a minute) */
+  if (fmt_fields_too_big(vm, spec)) return NB_ERR;
+  char f[32], buf[2 * FMT_MAX_FIELD + 400];
   if (spec[L - 1] == 'd' || spec[L - 1] == 'x') { snprintf(f, sizeof f, "%%%.*sll%c", (int)(L - 1), spec, spec[L - 1]); double x = args[0].u.n; long long i = x != x ? 0 : x >= 9.2e18 ? LLONG_MAX : x <= -9.2e18 ? LLONG_MIN : (long long)x; snprintf(buf, sizeof buf, f, i); }
   else if (spec[L - 1] == '%') { snprintf(f, sizeof f, "%%%.*sf%%%%", (int)(L - 1), spec); snprintf(buf, sizeof buf, f, args[0].u.n * 100); }
   else { snprintf(f, sizeof f, "%%%s", spec); snprintf(buf, sizeof buf, f, args[0].u.n); }
@@ -613,8 +649,13 @@ static int b_round(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "round"; ARGNUM(0, "x");
   if (args[1].t == NB_TNIL) { *out = nb_int(round(args[0].u.n)); return NB_OK; }
   ARGNUM(1, "digits");
-  double p = pow(10, args[1].u.n);
-  *out = nb_numk(round(args[0].u.n * p) / p, args[0].kind); return NB_OK;
+  double x = args[0].u.n, d = args[1].u.n, p = pow(10, d), r;
+  /* past a double's ~17 significant digits rounding keeps x (Python); here
+  ** 10^d or x * 10^d would overflow to inf and inf / inf give nan */
+  if (d > 0 && !isfinite(x * p)) r = x;
+  else if (p == 0) r = copysign(0.0, x);   /* digits so negative 10^d is 0 */
+  else r = round(x * p) / p;
+  *out = nb_numk(r, args[0].kind); return NB_OK;
 }
 static int b_isnan_(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "isnan"; ARGNUM(0, "x"); *out = nb_bool(isnan(args[0].u.n)); return NB_OK;

@@ -26,12 +26,22 @@ static int fail(nb_VM *vm, nb_Frame *f, const nb_Node *n) {
 
 static const char *frame_name(const nb_Frame *f) { return f->fn ? nbP_proto_name(f->fn->proto) : "<main>"; }
 
-/* Called at loop iterations and calls when vm->poll is set. */
+/* Consumes a pending interrupt: the uncatchable error that ends the cell. */
+int nbV_interrupt_error(nb_VM *vm) {
+  vm->interrupted = 0;
+  vm->poll = vm->step_limit != 0;
+  return nb_error_kind(vm, "Interrupted", "interrupted");
+}
+
+/* Called at loop iterations and calls when vm->poll is set: an interrupt, a
+** cycle collection due (safe here: every value the evaluator and the
+** builtins below it hold is counted), the step limit. */
 static int poll_vm(nb_VM *vm) {
-  if (vm->interrupted) {
-    vm->interrupted = 0;
+  if (vm->interrupted) return nbV_interrupt_error(vm);
+  if (nbO_gc_due()) {
     vm->poll = vm->step_limit != 0;
-    return nb_error_kind(vm, "Interrupted", "interrupted");
+    if (vm->interrupted) vm->poll = 1;   /* a signal between the test and the store */
+    nbO_collect();
   }
   if (vm->step_limit && ++vm->steps > vm->step_limit) return nb_error_kind(vm, "StepLimit", "step limit exceeded");
   return NB_OK;
@@ -230,6 +240,9 @@ static int call_at(nb_VM *vm, nb_Frame *f, const nb_Node *site, nb_Value callee,
     nb_Frame *saved = vm->frame;
     st = call_builtin(vm, callee.u.bi, base, npos, kw, nkw, out);
     vm->frame = saved;
+    /* an interrupt during one long builtin (a huge sort, a matmul) ends the
+    ** cell here even when the builtin finished: its result is dropped */
+    if (__builtin_expect(vm->interrupted, 0) && st == NB_OK) { nb_decref(*out); *out = nb_nil(); st = nbV_interrupt_error(vm); }
   } else if (callee.t == NB_TREC && nbR_find_cstr(nb_rec(callee), "__call") >= 0) {
     /* a record with __call (a model, an optimizer) is callable: r(args)
     ** calls r.__call(r, args), so the function sees its record as self */
@@ -448,10 +461,11 @@ int nbV_binop(nb_VM *vm, int op, nb_Value a, nb_Value b, nb_Value *out) {
     default: *out = num_arith(op, a, b); return NB_OK;
     }
   }
-  if (op == OP_EQ || op == OP_NE) { bool e = nb_equal(a, b); *out = nb_bool(op == OP_EQ ? e : !e); return NB_OK; }
+  if (op == OP_EQ || op == OP_NE) { bool e; if (nbV_equal(vm, a, b, &e)) return NB_ERR; *out = nb_bool(op == OP_EQ ? e : !e); return NB_OK; }
   if (a.t == NB_TSTR && b.t == NB_TSTR) {
     if (op == OP_ADD) {
       nb_Str *x = a.u.p, *y = b.u.p;
+      if ((size_t)x->len + y->len > NB_MAX_STR) return nbS_too_long(vm, "string +", (size_t)x->len + y->len);
       nb_Str *s = nbS_new(NULL, 0);
       s = realloc(s, sizeof(nb_Str) + x->len + y->len + 1);
       if (!s) abort();
@@ -469,7 +483,9 @@ int nbV_binop(nb_VM *vm, int op, nb_Value a, nb_Value b, nb_Value *out) {
     }
   }
   if (a.t == NB_TLIST && b.t == NB_TLIST && op == OP_ADD) {
-    nb_List *x = a.u.p, *y = b.u.p, *l = nbL_new(x->n + y->n);
+    nb_List *x = a.u.p, *y = b.u.p;
+    if ((size_t)x->n + (size_t)y->n > NB_MAX_LIST) return nbL_too_long(vm, "list +", (size_t)x->n + (size_t)y->n);
+    nb_List *l = nbL_new(x->n + y->n);
     for (int i = 0; i < x->n; i++) { nb_incref(x->items[i]); nbL_push(l, x->items[i]); }
     for (int i = 0; i < y->n; i++) { nb_incref(y->items[i]); nbL_push(l, y->items[i]); }
     *out = nb_obj(NB_TLIST, l); return NB_OK;
@@ -500,16 +516,22 @@ static int to_index(nb_VM *vm, nb_Value v, double len, const char *what, long *o
 }
 
 /* Python slice semantics: NaN in the range means "absent". */
+/* a slice bound or step as a long: past +-(len + 1) every value acts the same,
+** and converting a larger double (1e300) to long is undefined */
+static long clamp_bound(double x, long len) {
+  double lim = (double)len + 1;
+  return x > lim ? len + 1 : x < -lim ? -(len + 1) : (long)x;
+}
 static int slice_bounds(nb_VM *vm, const nb_Range *r, long len, long *start, long *step, long *count) {
   double st = isnan(r->step) ? 1 : r->step;
   if (st == 0 || st != floor(st)) return nb_error_kind(vm, "ValueError", "slice step must be a non-zero integer");
-  long s = (long)st;
+  long s = clamp_bound(st, len);
   double lo = r->start, hi = r->stop;
   long b, e;
   if (isnan(lo)) b = s > 0 ? 0 : len - 1;
-  else { b = (long)floor(lo); if (b < 0) b += len; if (b < 0) b = s > 0 ? 0 : -1; if (b >= len) b = s > 0 ? len : len - 1; }
+  else { b = clamp_bound(floor(lo), len); if (b < 0) b += len; if (b < 0) b = s > 0 ? 0 : -1; if (b >= len) b = s > 0 ? len : len - 1; }
   if (isnan(hi)) e = s > 0 ? len : -1;
-  else { e = (long)floor(hi); if (e < 0) e += len; if (e < 0) e = s > 0 ? 0 : -1; if (e >= len) e = s > 0 ? len : len - 1; }
+  else { e = clamp_bound(floor(hi), len); if (e < 0) e += len; if (e < 0) e = s > 0 ? 0 : -1; if (e >= len) e = s > 0 ? len : len - 1; }
   long c = s > 0 ? (e > b ? (e - b + s - 1) / s : 0) : (b > e ? (b - e - s - 1) / (-s) : 0);
   *start = b; *step = s; *count = c;
   return NB_OK;
@@ -963,10 +985,11 @@ static int eval_cold(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out) {
       if ((st = eval(vm, f, k, &v))) { nbB_free(&b); return st; }
       nb_tostring(&b, v, false);
       nb_decref(v);
+      if (b.n > NB_MAX_STR) break;
     }
-    *out = nb_strv(nbS_new(b.p ? b.p : "", b.n));
+    st = nbS_from_buf(vm, "string interpolation", &b, out);
     nbB_free(&b);
-    return NB_OK;
+    return st ? fail(vm, f, n) : NB_OK;
   }
   case N_LIST: return eval_list(vm, f, n, out);
   case N_REC: {

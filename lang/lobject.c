@@ -52,6 +52,10 @@ uint32_t nbS_hash(const char *s, size_t len) {   /* FNV-1a */
 }
 
 nb_Str *nbS_new(const char *s, size_t len) {
+  /* every length input controls is checked against NB_MAX_STR before it
+  ** gets here (nbS_from_buf, nbS_too_long): past it is a bug, never a
+  ** string whose 32-bit length silently wrapped */
+  if (len > NB_MAX_STR) { fprintf(stderr, "nabla: internal error: a string of %zu bytes\n", len); abort(); }
   nb_Str *str = xmalloc(sizeof(nb_Str) + len + 1);
   str->h.rc = 1; str->h.type = NB_TSTR;
   str->len = (uint32_t)len; str->interned = false;
@@ -61,6 +65,18 @@ nb_Str *nbS_new(const char *s, size_t len) {
   return str;
 }
 nb_Str *nbS_cstr(const char *s) { return nbS_new(s, strlen(s)); }
+
+int nbS_too_long(nb_VM *vm, const char *op, size_t len) {
+  return nb_error_kind(vm, "ValueError", "%s: a string of %zu bytes or more is past the limit of %zu bytes", op, len, NB_MAX_STR);
+}
+int nbS_from_buf(nb_VM *vm, const char *op, const nb_Buf *b, nb_Value *out) {
+  if (b->n > NB_MAX_STR) return nbS_too_long(vm, op, b->n);
+  *out = nb_strv(nbS_new(b->p ? b->p : "", b->n));
+  return NB_OK;
+}
+int nbL_too_long(nb_VM *vm, const char *op, size_t n) {
+  return nb_error_kind(vm, "ValueError", "%s: a list of %zu items or more is past the limit of %zu items", op, n, NB_MAX_LIST);
+}
 nb_Str *nbS_fmt(const char *fmt, ...) {
   nb_Buf b = {0}; char tmp[512]; va_list ap;
   va_start(ap, fmt); int n = vsnprintf(tmp, sizeof tmp, fmt, ap); va_end(ap);
@@ -125,6 +141,8 @@ nb_List *nbL_new(int cap) {
 }
 void nbL_push(nb_List *l, nb_Value v) {
   if (l->n == l->cap) {
+    /* input-controlled growth is checked against NB_MAX_LIST (nbL_too_long) */
+    if (l->cap > (INT32_MAX >> 1)) { fputs("nabla: internal error: a list past 2^30 items\n", stderr); abort(); }
     l->cap = l->cap ? l->cap * 2 : 4;
     l->items = xrealloc(l->items, sizeof(nb_Value) * (size_t)l->cap);
   }
@@ -341,8 +359,17 @@ static bool is_ident(const nb_Str *s) {
   return true;
 }
 
+/* Printing recurses, at most MAX_PRINT_DEPTH levels (deeper: [...]).  A list
+** or record among its own ancestors (a value that contains itself) prints as
+** [...] / {...} at once, as Python's repr, instead of unfolding 64 levels
+** (exponentially many lines when it holds itself twice); past NB_MAX_STR bytes
+** of text nothing more is added (callers that make a string report it). */
 #define MAX_PRINT_DEPTH 64
-static void tostr(nb_Buf *b, nb_Value v, bool quote, int depth);
+static bool on_path(const void *const *path, int depth, const void *o) {
+  for (int i = 0; i < depth; i++) if (path[i] == o) return true;
+  return false;
+}
+static void tostr(nb_Buf *b, nb_Value v, bool quote, int depth, const void **path);
 
 static bool is_tree(nb_Value v) { return v.t == NB_TLIST || v.t == NB_TREC; }
 static bool has_container(nb_Value v) {
@@ -354,9 +381,9 @@ static bool has_container(nb_Value v) {
 /* A model (a record with __call) prints as its structure, as torch prints a
 ** module: tensors as dtype[shape] (and their device and requires_grad), the
 ** __call function left out, one field per line where a field holds layers.
-** Printing a tensor itself still shows its values. */
-static void model_str(nb_Buf *b, nb_Value v, int depth, int indent) {
-  if (depth > MAX_PRINT_DEPTH) { nbB_puts(b, v.t == NB_TLIST ? "[...]" : "{...}"); return; }
+** Printing a tensor itself still shows its values.  path: as tostr's. */
+static void model_str(nb_Buf *b, nb_Value v, int depth, int indent, const void **path) {
+  if (b->n > NB_MAX_STR) return;
   if (v.t == NB_TTENSOR) {
     const nt_Tensor *t = v.u.p;
     char shp[256];
@@ -365,18 +392,20 @@ static void model_str(nb_Buf *b, nb_Value v, int depth, int indent) {
     if (t->requires_grad) nbB_puts(b, " requires_grad");
     return;
   }
-  if (v.t != NB_TREC && v.t != NB_TLIST) { tostr(b, v, true, depth + 1); return; }
+  if (v.t != NB_TREC && v.t != NB_TLIST) { tostr(b, v, true, depth, path); return; }
+  if (depth > MAX_PRINT_DEPTH || on_path(path, depth, v.u.p)) { nbB_puts(b, v.t == NB_TLIST ? "[...]" : "{...}"); return; }
+  path[depth] = v.u.p;
   bool multi = has_container(v), rec = v.t == NB_TREC;
   int n = rec ? ((nb_Rec *)v.u.p)->n : ((nb_List *)v.u.p)->n, shown = 0;
   nbB_putc(b, rec ? '{' : '[');
-  for (int i = 0; i < n; i++) {
+  for (int i = 0; i < n && b->n <= NB_MAX_STR; i++) {
     nb_Str *k = rec ? ((nb_Rec *)v.u.p)->keys[i] : NULL;
     nb_Value x = rec ? ((nb_Rec *)v.u.p)->vals[i] : ((nb_List *)v.u.p)->items[i];
     if (k && k->len == 6 && !memcmp(k->data, "__call", 6)) continue;
     if (multi) { nbB_putc(b, '\n'); for (int j = 0; j < indent + 1; j++) nbB_puts(b, "  "); }
     else if (shown) nbB_puts(b, ", ");
     if (k) { if (is_ident(k)) nbB_add(b, k->data, k->len); else quote_str(b, k); nbB_puts(b, ": "); }
-    model_str(b, x, depth + 1, indent + 1);
+    model_str(b, x, depth + 1, indent + 1, path);
     if (multi) nbB_putc(b, ',');
     shown++;
   }
@@ -384,8 +413,9 @@ static void model_str(nb_Buf *b, nb_Value v, int depth, int indent) {
   nbB_putc(b, rec ? '}' : ']');
 }
 
-static void tostr(nb_Buf *b, nb_Value v, bool quote, int depth) {
+static void tostr(nb_Buf *b, nb_Value v, bool quote, int depth, const void **path) {
   char num[40];
+  if (b->n > NB_MAX_STR) return;
   switch (v.t) {
   case NB_TNIL: nbB_puts(b, "nil"); break;
   case NB_TBOOL: nbB_puts(b, v.u.b ? "true" : "false"); break;
@@ -393,21 +423,23 @@ static void tostr(nb_Buf *b, nb_Value v, bool quote, int depth) {
   case NB_TSTR: if (quote) quote_str(b, v.u.p); else nbB_add(b, nb_str(v)->data, nb_str(v)->len); break;
   case NB_TLIST: {
     nb_List *l = v.u.p;
-    if (depth > MAX_PRINT_DEPTH) { nbB_puts(b, "[...]"); break; }
+    if (depth > MAX_PRINT_DEPTH || on_path(path, depth, l)) { nbB_puts(b, "[...]"); break; }
+    path[depth] = l;
     nbB_putc(b, '[');
-    for (int i = 0; i < l->n; i++) { if (i) nbB_puts(b, ", "); tostr(b, l->items[i], true, depth + 1); }
+    for (int i = 0; i < l->n && b->n <= NB_MAX_STR; i++) { if (i) nbB_puts(b, ", "); tostr(b, l->items[i], true, depth + 1, path); }
     nbB_putc(b, ']'); break;
   }
   case NB_TREC: {
     nb_Rec *r = v.u.p;
-    if (depth > MAX_PRINT_DEPTH) { nbB_puts(b, "{...}"); break; }
-    if (nbR_find_cstr(r, "__call") >= 0) { model_str(b, v, depth, depth); break; }
+    if (depth > MAX_PRINT_DEPTH || on_path(path, depth, r)) { nbB_puts(b, "{...}"); break; }
+    if (nbR_find_cstr(r, "__call") >= 0) { model_str(b, v, depth, depth, path); break; }
+    path[depth] = r;
     nbB_putc(b, '{');
-    for (int i = 0; i < r->n; i++) {
+    for (int i = 0; i < r->n && b->n <= NB_MAX_STR; i++) {
       if (i) nbB_puts(b, ", ");
       if (is_ident(r->keys[i])) nbB_add(b, r->keys[i]->data, r->keys[i]->len); else quote_str(b, r->keys[i]);
       nbB_puts(b, ": ");
-      tostr(b, r->vals[i], true, depth + 1);
+      tostr(b, r->vals[i], true, depth + 1, path);
     }
     nbB_putc(b, '}'); break;
   }
@@ -426,12 +458,17 @@ static void tostr(nb_Buf *b, nb_Value v, bool quote, int depth) {
   default: nbB_puts(b, "<undefined>"); break;
   }
 }
-void nb_tostring(nb_Buf *b, nb_Value v, bool quote) { tostr(b, v, quote, 0); }
+void nb_tostring(nb_Buf *b, nb_Value v, bool quote) {
+  const void *path[MAX_PRINT_DEPTH + 2];
+  tostr(b, v, quote, 0, path);
+}
 
-static bool eq(nb_Value a, nb_Value b, int depth) {
-  if (a.t != b.t) return false;
+/* 1: equal, 0: not, -1: two distinct lists (or records) of one length,
+** whose items decide */
+static int eq_shallow(nb_Value a, nb_Value b) {
+  if (a.t != b.t) return 0;
   switch (a.t) {
-  case NB_TNIL: case NB_TUNDEF: return true;
+  case NB_TNIL: case NB_TUNDEF: return 1;
   case NB_TBOOL: return a.u.b == b.u.b;
   case NB_TNUM: return a.u.n == b.u.n;
   case NB_TBUILTIN: return a.u.bi == b.u.bi;
@@ -439,23 +476,8 @@ static bool eq(nb_Value a, nb_Value b, int depth) {
     nb_Str *x = a.u.p, *y = b.u.p;
     return x == y || (x->len == y->len && x->hash == y->hash && memcmp(x->data, y->data, x->len) == 0);
   }
-  case NB_TLIST: {
-    nb_List *x = a.u.p, *y = b.u.p;
-    if (x == y) return true;
-    if (x->n != y->n || depth > MAX_PRINT_DEPTH) return false;
-    for (int i = 0; i < x->n; i++) if (!eq(x->items[i], y->items[i], depth + 1)) return false;
-    return true;
-  }
-  case NB_TREC: {
-    nb_Rec *x = a.u.p, *y = b.u.p;
-    if (x == y) return true;
-    if (x->n != y->n || depth > MAX_PRINT_DEPTH) return false;
-    for (int i = 0; i < x->n; i++) {
-      int j = nbR_find(y, x->keys[i]);
-      if (j < 0 || !eq(x->vals[i], y->vals[j], depth + 1)) return false;
-    }
-    return true;
-  }
+  case NB_TLIST: return a.u.p == b.u.p ? 1 : nb_list(a)->n == nb_list(b)->n ? -1 : 0;
+  case NB_TREC: return a.u.p == b.u.p ? 1 : nb_rec(a)->n == nb_rec(b)->n ? -1 : 0;
   case NB_TRANGE: {
     nb_Range *x = a.u.p, *y = b.u.p;
     return x->start == y->start && x->stop == y->stop && x->step == y->step;
@@ -463,7 +485,46 @@ static bool eq(nb_Value a, nb_Value b, int depth) {
   default: return a.u.p == b.u.p;
   }
 }
-bool nb_equal(nb_Value a, nb_Value b) { return eq(a, b, 0); }
+
+/* Equality of nested lists and records without recursion: a stack with one
+** frame per level being compared (the pair and the next item), so a list
+** nested a million deep compares in bounded C stack.  Two distinct values
+** nested deeper than NB_MAX_NEST -- values that contain themselves are
+** infinitely deep -- are an error rather than a guess. */
+typedef struct EqFrame { nb_Value a, b; int i; } EqFrame;
+int nbV_equal(nb_VM *vm, nb_Value a, nb_Value b, bool *out) {
+  int r = eq_shallow(a, b);
+  if (r >= 0) { *out = r; return NB_OK; }
+  EqFrame *st = xmalloc(sizeof *st * 16); size_t n = 0, cap = 16;
+  st[n++] = (EqFrame){ a, b, 0 };
+  *out = true;
+  while (n) {
+    EqFrame *fr = &st[n - 1];
+    nb_Value x, y;
+    if (fr->a.t == NB_TLIST) {
+      if (fr->i == nb_list(fr->a)->n) { n--; continue; }
+      x = nb_list(fr->a)->items[fr->i]; y = nb_list(fr->b)->items[fr->i];
+    } else {
+      nb_Rec *ra = fr->a.u.p, *rb = fr->b.u.p;
+      if (fr->i == ra->n) { n--; continue; }
+      int j = nbR_find(rb, ra->keys[fr->i]);
+      if (j < 0) { *out = false; break; }
+      x = ra->vals[fr->i]; y = rb->vals[j];
+    }
+    fr->i++;
+    r = eq_shallow(x, y);
+    if (r == 0) { *out = false; break; }
+    if (r > 0) continue;
+    if (n >= NB_MAX_NEST) {
+      free(st);
+      return nb_error_kind(vm, "RecursionError", "==: values nested more than %d deep (or containing themselves)", NB_MAX_NEST);
+    }
+    if (n == cap) { cap *= 2; st = xrealloc(st, sizeof *st * cap); }
+    st[n++] = (EqFrame){ x, y, 0 };
+  }
+  free(st);
+  return NB_OK;
+}
 
 bool nb_truthy(nb_Value v) {
   switch (v.t) {
@@ -480,11 +541,50 @@ bool nb_truthy(nb_Value v) {
 static nb_Obj gc_head = { 0, 0, 0, 0, &gc_head, &gc_head };
 static size_t gc_count;
 
+/* When to collect.  By count, as CPython: containers tracked past twice the
+** survivors of the last collection (+10,000).  By bytes: a record holding a
+** 4 MB tensor is one small container, so a loop making a self-referencing
+** one per step would grow by gigabytes before the count moved; tensor storage
+** allocated since the last collection past max(64 MB, the tensor bytes alive
+** after it) makes one due too (nt_set_pressure_hook).  Either way collection
+** is only *requested*: the attached VM's poll flag is raised and the
+** evaluator collects at its next poll point (a loop iteration or a call),
+** where every value it holds is counted, never in the middle of building an
+** object. */
+#define GC_MIN_COUNT 10000
+#define GC_MIN_BYTES ((size_t)64 << 20)
+static size_t gc_count_limit = GC_MIN_COUNT;
+static bool gc_due;
+static volatile sig_atomic_t *gc_poll;
+
+static void gc_request(void) {
+  gc_due = true;
+  if (gc_poll) *gc_poll = 1;
+}
+/* NABLA_GC_STRESS=1 (for tests): a collection due after every new container
+** and tensor, so every poll point collects -- what makes a value held
+** without a count show up under ASan */
+static int gc_stress = -1;
+static void gc_rearm(void) {
+  if (gc_stress < 0) { const char *e = getenv("NABLA_GC_STRESS"); gc_stress = e && *e == '1'; }
+  gc_due = false;
+  gc_count_limit = gc_stress ? 0 : 2 * gc_count + GC_MIN_COUNT;
+  size_t live = nt_storage_bytes();
+  nt_set_pressure_hook(gc_request, gc_stress ? 1 : live > GC_MIN_BYTES ? live : GC_MIN_BYTES);
+}
+void nbO_gc_attach(volatile sig_atomic_t *poll) {
+  static bool armed;
+  if (!armed) { armed = true; gc_rearm(); }
+  gc_poll = poll;
+  if (gc_due && poll) *poll = 1;
+}
+bool nbO_gc_due(void) { return gc_due; }
+
 void nbO_track(nb_Obj *o) {
   o->gcflags = 1;
   o->gc_next = gc_head.gc_next; o->gc_prev = &gc_head;
   gc_head.gc_next->gc_prev = o; gc_head.gc_next = o;
-  gc_count++;
+  if (++gc_count > gc_count_limit && !gc_due) gc_request();
 }
 static void untrack(nb_Obj *o) {
   if (!o->gcflags) return;
@@ -541,5 +641,6 @@ size_t nbO_collect(void) {
   for (size_t i = 0; i < dead.n; i++) nb_decref(nb_obj(dead.v[i]->type, dead.v[i]));
   size_t n = dead.n;
   free(st.v); free(dead.v);
+  gc_rearm();
   return n;
 }

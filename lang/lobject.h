@@ -123,6 +123,11 @@ static inline void nb_store(nb_Value *slot, nb_Value v) { nb_Value old = *slot; 
 void nbO_track(nb_Obj *o);                 /* called once by container constructors */
 size_t nbO_collect(void);                  /* returns the number of objects freed */
 size_t nbO_tracked(void);
+/* Collection by allocation pressure (see lobject.c): nbO_gc_due says one was
+** requested; the request also sets *poll, the running VM's poll flag. */
+#include <signal.h>
+void nbO_gc_attach(volatile sig_atomic_t *poll);
+bool nbO_gc_due(void);
 
 /* ---- strings ---- */
 nb_Str *nbS_new(const char *s, size_t len);
@@ -175,7 +180,15 @@ int nb_fmtval(char *buf, size_t size, nb_Value v);
 nb_Value nb_parsenum(const char *s, char **end);
 /* repr: strings quoted (inside containers, or when top-level quote=true) */
 void nb_tostring(nb_Buf *b, nb_Value v, bool quote);
-bool nb_equal(nb_Value a, nb_Value b);
+/* The limits on what input controls: string bytes (lengths are 32-bit),
+** list items, nesting walked by equality.  Past them, an error names the
+** operation and the size. */
+#define NB_MAX_STR ((size_t)INT32_MAX)
+#define NB_MAX_LIST ((size_t)1 << 28)
+#define NB_MAX_NEST 2000000
+/* ==: 0 (NB_OK) with *out, or an error (nested past NB_MAX_NEST) */
+typedef struct nb_VM nb_VM;
+int nbV_equal(nb_VM *vm, nb_Value a, nb_Value b, bool *out);
 bool nb_truthy(nb_Value v);
 
 #endif

@@ -26,8 +26,20 @@ static void put_u32(nb_Buf *b, uint32_t x) { unsigned char c[4] = { (unsigned ch
 static void put_f64(nb_Buf *b, double d) { uint64_t u; memcpy(&u, &d, 8); put_u32(b, (uint32_t)u); put_u32(b, (uint32_t)(u >> 32)); }
 static void put_str(nb_Buf *b, const char *s, size_t n) { put_u32(b, (uint32_t)n); nbB_add(b, s, n); }
 
-static int ser(nb_VM *vm, nb_Value v, nb_Buf *b, int depth) {
-  if (depth > MAX_DEPTH) return nb_error_kind(vm, "ValueError", "serialize: value is nested too deeply (or contains itself)");
+/* Serializing recurses at most MAX_DEPTH levels (deeper: an error).  path
+** holds the containers being written: one met again contains itself, an
+** error that says so.  Shared parts are written once per reference, so the
+** output is bounded too (NB_MAX_STR: it becomes a string). */
+static bool on_path(void *const *path, int depth, const void *o) {
+  for (int i = 0; i < depth; i++) if (path[i] == o) return true;
+  return false;
+}
+static int ser(nb_VM *vm, nb_Value v, nb_Buf *b, int depth, void **path) {
+  if (depth > MAX_DEPTH) return nb_error_kind(vm, "ValueError", "serialize: value is nested more than %d deep", MAX_DEPTH);
+  if (b->n > NB_MAX_STR) return nb_error_kind(vm, "ValueError", "serialize: the data would be longer than %zu bytes", NB_MAX_STR);
+  if ((v.t == NB_TLIST || v.t == NB_TREC || v.t == NB_TFUNC) && on_path(path, depth, v.u.p))
+    return nb_error_kind(vm, "ValueError", "serialize: the %s contains itself", nb_typename(v));
+  if (v.t == NB_TLIST || v.t == NB_TREC || v.t == NB_TFUNC) path[depth] = v.u.p;
   switch (v.t) {
   case NB_TNIL: nbB_putc(b, 'N'); return NB_OK;
   case NB_TBOOL: nbB_putc(b, v.u.b ? 'T' : 'F'); return NB_OK;
@@ -36,7 +48,7 @@ static int ser(nb_VM *vm, nb_Value v, nb_Buf *b, int depth) {
   case NB_TLIST: {
     nb_List *l = v.u.p;
     nbB_putc(b, 'L'); put_u32(b, (uint32_t)l->n);
-    for (int i = 0; i < l->n; i++) if (ser(vm, l->items[i], b, depth + 1)) return NB_ERR;
+    for (int i = 0; i < l->n; i++) if (ser(vm, l->items[i], b, depth + 1, path)) return NB_ERR;
     return NB_OK;
   }
   case NB_TREC: {
@@ -44,7 +56,7 @@ static int ser(nb_VM *vm, nb_Value v, nb_Buf *b, int depth) {
     nbB_putc(b, 'R'); put_u32(b, (uint32_t)r->n);
     for (int i = 0; i < r->n; i++) {
       put_str(b, r->keys[i]->data, r->keys[i]->len);
-      if (ser(vm, r->vals[i], b, depth + 1)) return NB_ERR;
+      if (ser(vm, r->vals[i], b, depth + 1, path)) return NB_ERR;
     }
     return NB_OK;
   }
@@ -68,7 +80,7 @@ static int ser(nb_VM *vm, nb_Value v, nb_Buf *b, int depth) {
       nb_Value cv = f->caps[i]->v;
       if (cv.t == NB_TFUNC && cv.u.p == f) { nbB_putc(b, 'Z'); continue; }  /* a local recursive fn refers to itself */
       if (cv.t == NB_TUNDEF) { nbB_putc(b, 'U'); continue; }
-      if (ser(vm, cv, b, depth + 1)) return NB_ERR;
+      if (ser(vm, cv, b, depth + 1, path)) return NB_ERR;
     }
     return NB_OK;
   }
@@ -78,8 +90,11 @@ static int ser(nb_VM *vm, nb_Value v, nb_Buf *b, int depth) {
 }
 
 int nbS_serialize(nb_VM *vm, nb_Value v, nb_Buf *out) {
+  void *path[MAX_DEPTH + 2];
   nbB_add(out, "NBV1", 4);
-  return ser(vm, v, out, 0);
+  if (ser(vm, v, out, 0, path)) return NB_ERR;
+  if (out->n > NB_MAX_STR) return nb_error_kind(vm, "ValueError", "serialize: the data would be longer than %zu bytes (%zu)", NB_MAX_STR, out->n);
+  return NB_OK;
 }
 
 typedef struct Rd { const unsigned char *p, *end; } Rd;
@@ -100,6 +115,14 @@ static int get_str(Rd *r, const char **s, uint32_t *n) {
 }
 
 static int des(nb_VM *vm, Rd *r, nb_Value *out, int depth);
+
+/* what `import` accepts: an identifier, never a path ('M' and 'K' import it) */
+static bool is_module_name(const char *s, uint32_t n) {
+  if (n == 0 || n > 200) return false;
+  for (uint32_t i = 0; i < n; i++)
+    if (!(s[i] == '_' || (s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') || (i && s[i] >= '0' && s[i] <= '9'))) return false;
+  return true;
+}
 
 static int des_func(nb_VM *vm, Rd *r, nb_Value *out, int depth, nb_Module *mod) {
   const char *src; uint32_t n, ncaps;
@@ -159,7 +182,8 @@ static int des_func(nb_VM *vm, Rd *r, nb_Value *out, int depth, nb_Module *mod) 
 }
 
 static int des(nb_VM *vm, Rd *r, nb_Value *out, int depth) {
-  if (depth > MAX_DEPTH || r->p >= r->end) return bad(vm);
+  if (depth > MAX_DEPTH) return nb_error_kind(vm, "ValueError", "deserialize: data nested more than %d deep", MAX_DEPTH);
+  if (r->p >= r->end) return bad(vm);
   unsigned char tag = *r->p++;
   uint32_t n; const char *s; double d;
   switch (tag) {
@@ -169,9 +193,13 @@ static int des(nb_VM *vm, Rd *r, nb_Value *out, int depth) {
   case 'I': if (get_f64(r, &d)) return bad(vm); *out = nb_int(d); return NB_OK;
   case 'E': if (get_f64(r, &d)) return bad(vm); *out = nb_flt(d); return NB_OK;
   case 'D': if (get_f64(r, &d)) return bad(vm); *out = d == floor(d) ? nb_int(d) : nb_flt(d); return NB_OK;
-  case 'S': if (get_str(r, &s, &n)) return bad(vm); *out = nb_strv(nbS_new(s, n)); return NB_OK;
+  case 'S':
+    if (get_str(r, &s, &n)) return bad(vm);
+    if (n > NB_MAX_STR) return nbS_too_long(vm, "deserialize", n);   /* a message body can be longer than a string */
+    *out = nb_strv(nbS_new(s, n)); return NB_OK;
   case 'L': {
     if (get_u32(r, &n) || n > (uint32_t)(r->end - r->p)) return bad(vm);
+    if (n > NB_MAX_LIST) return nbL_too_long(vm, "deserialize", n);
     nb_List *l = nbL_new((int)n);
     for (uint32_t i = 0; i < n; i++) {
       nb_Value v;
@@ -182,6 +210,7 @@ static int des(nb_VM *vm, Rd *r, nb_Value *out, int depth) {
   }
   case 'R': {
     if (get_u32(r, &n) || n > (uint32_t)(r->end - r->p)) return bad(vm);
+    if (n > NB_MAX_LIST) return nb_error_kind(vm, "ValueError", "deserialize: a record of %u fields is past the limit of %zu", n, NB_MAX_LIST);
     nb_Rec *rec = nbR_new((int)n);
     for (uint32_t i = 0; i < n; i++) {
       uint32_t kl; const char *k; nb_Value v;
@@ -210,7 +239,7 @@ static int des(nb_VM *vm, Rd *r, nb_Value *out, int depth) {
     *out = nb_builtinv(nbB_at(i)); return NB_OK;
   }
   case 'M': {
-    if (get_str(r, &s, &n)) return bad(vm);
+    if (get_str(r, &s, &n) || !is_module_name(s, n)) return bad(vm);
     nb_Str *name = nbS_new(s, n);
     int st = nbV_import(vm, name, out);
     nb_decref(nb_strv(name));
@@ -218,9 +247,7 @@ static int des(nb_VM *vm, Rd *r, nb_Value *out, int depth) {
   }
   case 'C': return des_func(vm, r, out, depth, vm->main);
   case 'K': {   /* a function of an imported module: import it here, resolve in it */
-    if (get_str(r, &s, &n) || n == 0 || n > 200) return bad(vm);
-    for (uint32_t i = 0; i < n; i++)   /* a module name, never a path */
-      if (!(s[i] == '_' || (s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') || (i && s[i] >= '0' && s[i] <= '9'))) return bad(vm);
+    if (get_str(r, &s, &n) || !is_module_name(s, n)) return bad(vm);
     if (r->p >= r->end || *r->p != 'C') return bad(vm);
     r->p++;
     nb_Str *name = nbS_intern(s, n);

@@ -11,6 +11,7 @@
 #include <termios.h>
 #include <unistd.h>
 #include "lvm.h"
+#include "tensor/tensor.h"
 
 #define STACK_SLOTS (1 << 18)
 #define MAX_DEPTH 10000
@@ -59,6 +60,7 @@ nb_Str *nbV_tostr(nb_Value v) {
   if (v.t == NB_TSTR) { nb_incref(v); return v.u.p; }
   nb_Buf b = {0};
   nb_tostring(&b, v, false);
+  if (b.n > NB_MAX_STR) b.n = NB_MAX_STR;   /* for messages and labels: cut (str() reports it instead) */
   nb_Str *s = nbS_new(b.p ? b.p : "", b.n);
   nbB_free(&b);
   return s;
@@ -192,6 +194,8 @@ static char *find_module(nb_VM *vm, const char *name) {
 
 static int run_in_module(nb_VM *vm, nb_Module *m, const char *src, size_t len, const char *filename, int flags) {
   nb_Node *prog;
+  /* source positions and string literals are 32-bit */
+  if (len > NB_MAX_STR) { nbS_too_long(vm, filename, len); return 2; }
   nb_Chunk *c = nbP_parse(vm, src, len, filename, &prog);
   int st;
   if (!prog) st = 2;
@@ -234,6 +238,21 @@ int nbV_import(nb_VM *vm, nb_Str *name, nb_Value *out) {
 }
 
 /* ------------------------------------------------------------ VMs */
+/* The VM running code now: long tensor kernels watch its interrupt flag. */
+static nb_VM *attached;
+static void attach_vm(nb_VM *vm) {
+  attached = vm;
+  nt_set_interrupt_flag(&vm->interrupted);
+  nbO_gc_attach(&vm->poll);
+}
+static void detach_vm(nb_VM *vm) {
+  if (attached != vm) return;
+  attached = NULL;
+  nt_set_interrupt_flag(NULL);
+  nbO_gc_attach(NULL);
+}
+
+
 nb_VM *nb_vm_new(nb_Sink *sink) {
   nbB_init_core();
   nbT_init();
@@ -248,7 +267,6 @@ nb_VM *nb_vm_new(nb_Sink *sink) {
   if (!vm->stack) abort();
   vm->sp = vm->stack; vm->stack_end = vm->stack + STACK_SLOTS;
   vm->max_depth = MAX_DEPTH;
-  vm->gc_threshold = 10000;
   vm->err = nb_nil(); vm->ret = nb_nil(); vm->tensor_state = nb_nil();
   set_global(vm->main, "argv", nb_obj(NB_TLIST, nbL_new(0)));
   return vm;
@@ -256,6 +274,7 @@ nb_VM *nb_vm_new(nb_Sink *sink) {
 
 void nb_vm_free(nb_VM *vm) {
   if (!vm) return;
+  detach_vm(vm);
   module_clear(vm->main);
   for (int i = 0; i < vm->nmods; i++) module_clear(vm->mods[i]);
   for (int i = 0; i < vm->nmods; i++) nb_decref(nb_obj(NB_TMODULE, vm->mods[i]));
@@ -305,7 +324,7 @@ int nb_run(nb_VM *vm, const char *src, size_t len, const char *filename, int fla
   free(vm->last_name); free(vm->last_msg); free(vm->last_report);
   vm->last_name = vm->last_msg = vm->last_report = NULL;
   bool outer = vm->frame == NULL;
-  if (outer) { measure_cstack(vm); vm->sp = vm->stack; vm->depth = 0; }
+  if (outer) { measure_cstack(vm); vm->sp = vm->stack; vm->depth = 0; attach_vm(vm); }
   vm->steps = 0;
   int st = run_in_module(vm, vm->main, src, len, filename ? filename : "<input>", flags);
   if (outer) {
@@ -315,11 +334,8 @@ int nb_run(nb_VM *vm, const char *src, size_t len, const char *filename, int fla
   }
   if (vm->grad_disabled && outer) { vm->grad_disabled = 0; nbT_set_grad_enabled(true); }
   if (st) nbE_finish(vm);
-  /* cycles: collect when the number of live containers has doubled */
-  if (outer && nbO_tracked() > vm->gc_threshold) {
-    nbO_collect();
-    vm->gc_threshold = 2 * nbO_tracked() + 10000;
-  }
+  /* cycles: a collection requested during the run and not yet done */
+  if (outer && nbO_gc_due()) nbO_collect();
   return st;
 }
 

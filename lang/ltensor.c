@@ -15,6 +15,8 @@ void nbO_retain_tensor(void *t) { nt_retain(t); }
 void nbO_release_tensor(void *t) { nt_release(t); }
 
 int nbT_err(nb_VM *vm) {
+  /* a kernel stopped by the interrupt flag (nt_set_interrupt_flag) */
+  if (vm->interrupted) return nbV_interrupt_error(vm);
   const char *m = nt_error_msg();
   return nb_error_kind(vm, "TensorError", "%s", m && *m ? m : "tensor operation failed");
 }
@@ -327,7 +329,14 @@ int nbT_len(nb_VM *vm, nb_Value t, double *out) {
 }
 
 /* ------------------------------------------------------------ indexing */
-static int64_t slice_part(double d) { return isnan(d) ? NT_NONE : (int64_t)floor(d); }
+/* an index, slice bound or step as int64: beyond +-2^62 every value acts the
+** same (no axis is that long), and converting a larger double is undefined
+** (x[1e300:] was the whole axis) */
+static int64_t clamp_index(double d) {
+  const double lim = 4611686018427387904.0;
+  return d > lim ? (int64_t)lim : d < -lim ? -(int64_t)lim : (int64_t)d;
+}
+static int64_t slice_part(double d) { return isnan(d) ? NT_NONE : clamp_index(floor(d)); }
 
 /* Fills out[] with the basic entries (ints, ranges, nil, "...") and counts
 ** them in *nb.  Tensor indices (a 0-d integer tensor is an int) are left out
@@ -340,11 +349,14 @@ static int build_index(nb_VM *vm, nb_Value *idx, int n, nt_Index *out, int *nb, 
     nb_Value v = idx[i];
     if (v.t == NB_TNUM) {
       if (v.u.n != floor(v.u.n)) return nb_error_kind(vm, "TypeError", "tensor index must be an integer, got %g", v.u.n);
-      out[k].kind = NT_IDX_INT; out[k++].start = (int64_t)v.u.n;
+      out[k].kind = NT_IDX_INT; out[k++].start = clamp_index(v.u.n);
     } else if (v.t == NB_TRANGE) {
       nb_Range *r = v.u.p;
+      /* as torch: x[0.5:3] and x[::1.5] are errors, not silently truncated */
+      if ((!isnan(r->start) && r->start != floor(r->start)) || (!isnan(r->stop) && r->stop != floor(r->stop)) || (!isnan(r->step) && r->step != floor(r->step)))
+        return nb_error_kind(vm, "TypeError", "slice bounds and step of a tensor index must be integers");
       out[k].kind = NT_IDX_SLICE; out[k].start = slice_part(r->start); out[k].stop = slice_part(r->stop);
-      out[k].step = isnan(r->step) ? 1 : (int64_t)r->step;
+      out[k].step = isnan(r->step) ? 1 : clamp_index(r->step);
       if (out[k++].step == 0) return nb_error_kind(vm, "ValueError", "slice step must not be zero");
     } else if (v.t == NB_TNIL) {
       out[k++].kind = NT_IDX_NEWAXIS;
@@ -352,7 +364,7 @@ static int build_index(nb_VM *vm, nb_Value *idx, int n, nt_Index *out, int *nb, 
       nt_Tensor *t = T(v);
       if (t->ndim == 0 && !nt_dtype_is_float(t->dtype) && t->dtype != NT_BOOL) {
         double d; if (nt_item(t, &d)) return nbT_err(vm);
-        out[k].kind = NT_IDX_INT; out[k++].start = (int64_t)d;
+        out[k].kind = NT_IDX_INT; out[k++].start = clamp_index(d);
       } else {
         if (ti->nt >= NT_MAXDIM) return nb_error_kind(vm, "IndexError", "too many tensor indices (at most %d)", NT_MAXDIM);
         ti->tpos[ti->nt] = k; ti->t[ti->nt++] = t;
@@ -511,11 +523,12 @@ int nbT_deserialize(nb_VM *vm, const unsigned char **p, const unsigned char *end
   if (dt >= NT_NDTYPES || nd > NT_MAXDIM || dev >= NT_NDEVICES) return nb_error_kind(vm, "ValueError", "deserialize: corrupt tensor header");
   int64_t shape[NT_MAXDIM];
   if (end - *p < nd * 8) return nb_error_kind(vm, "ValueError", "deserialize: truncated tensor");
-  int64_t numel = 1;
+  int64_t numel = 1, span = 1;   /* span: the product of the nonzero sizes, which the strides reach */
   for (int i = 0; i < nd; i++) {
     memcpy(&shape[i], *p, 8); *p += 8;
-    if (shape[i] < 0 || (shape[i] && numel > INT64_MAX / 16 / shape[i])) return nb_error_kind(vm, "ValueError", "deserialize: corrupt tensor shape");
+    if (shape[i] < 0 || (shape[i] && span > INT64_MAX / 16 / shape[i])) return nb_error_kind(vm, "ValueError", "deserialize: corrupt tensor shape");
     numel *= shape[i];
+    if (shape[i]) span *= shape[i];
   }
   size_t nbytes = (size_t)numel * nt_dtype_size(dt);
   if ((size_t)(end - *p) < nbytes) return nb_error_kind(vm, "ValueError", "deserialize: truncated tensor data");

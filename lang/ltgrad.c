@@ -21,13 +21,20 @@
 ** state, gradients).  Non-tensor leaves (functions, numbers) are kept. */
 #define MAX_TREE_DEPTH 64
 typedef int (*LeafFn)(nb_VM *vm, void *ctx, nb_Value leaf, nb_Value *out);
-static int tree_map(nb_VM *vm, nb_Value v, LeafFn fn, void *ctx, nb_Value *out, int depth) {
-  if (depth > MAX_TREE_DEPTH) return nb_error_kind(vm, "ValueError", "tree is nested too deeply (or contains itself)");
+/* path: the containers being walked; one met again contains itself: an
+** error that says so (not "nested too deeply" MAX_TREE_DEPTH levels on) */
+static int tree_map(nb_VM *vm, nb_Value v, LeafFn fn, void *ctx, nb_Value *out, int depth, const void **path) {
+  if (depth > MAX_TREE_DEPTH) return nb_error_kind(vm, "ValueError", "tree is nested more than %d deep", MAX_TREE_DEPTH);
+  if (v.t == NB_TLIST || v.t == NB_TREC) {
+    for (int i = 0; i < depth; i++)
+      if (path[i] == v.u.p) return nb_error_kind(vm, "ValueError", "tree: the %s contains itself", nb_typename(v));
+    path[depth] = v.u.p;
+  }
   if (v.t == NB_TLIST) {
     nb_List *l = v.u.p, *r = nbL_new(l->n);
     for (int i = 0; i < l->n; i++) {
       nb_Value x;
-      if (tree_map(vm, l->items[i], fn, ctx, &x, depth + 1)) { nb_decref(nb_obj(NB_TLIST, r)); return NB_ERR; }
+      if (tree_map(vm, l->items[i], fn, ctx, &x, depth + 1, path)) { nb_decref(nb_obj(NB_TLIST, r)); return NB_ERR; }
       nbL_push(r, x);
     }
     *out = nb_obj(NB_TLIST, r); return NB_OK;
@@ -36,12 +43,16 @@ static int tree_map(nb_VM *vm, nb_Value v, LeafFn fn, void *ctx, nb_Value *out, 
     nb_Rec *rec = v.u.p, *r = nbR_new(rec->n);
     for (int i = 0; i < rec->n; i++) {
       nb_Value x;
-      if (tree_map(vm, rec->vals[i], fn, ctx, &x, depth + 1)) { nb_decref(nb_obj(NB_TREC, r)); return NB_ERR; }
+      if (tree_map(vm, rec->vals[i], fn, ctx, &x, depth + 1, path)) { nb_decref(nb_obj(NB_TREC, r)); return NB_ERR; }
       nbR_set(r, rec->keys[i], x);
     }
     *out = nb_obj(NB_TREC, r); return NB_OK;
   }
   return fn(vm, ctx, v, out);
+}
+static int tree_walk(nb_VM *vm, nb_Value v, LeafFn fn, void *ctx, nb_Value *out) {
+  const void *path[MAX_TREE_DEPTH + 2];
+  return tree_map(vm, v, fn, ctx, out, 0, path);
 }
 /* Tensor leaves in order (borrowed). */
 typedef struct Leaves { nt_Tensor **t; int n, cap; } Leaves;
@@ -56,7 +67,7 @@ static int collect_leaf(nb_VM *vm, void *ctx, nb_Value leaf, nb_Value *out) {
 }
 static int leaves(nb_VM *vm, nb_Value tree, Leaves *ls) {
   nb_Value junk = nb_nil();
-  if (tree_map(vm, tree, collect_leaf, ls, &junk, 0)) return NB_ERR;
+  if (tree_walk(vm, tree, collect_leaf, ls, &junk)) return NB_ERR;
   nb_decref(junk);
   return NB_OK;
 }
@@ -169,7 +180,7 @@ static int map_leaf(nb_VM *vm, void *ctx, nb_Value leaf, nb_Value *out) {
 static int b_map_tensors(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n;
   MapCtx c = { args[1], {0} };
-  int st = tree_map(vm, args[0], map_leaf, &c, out, 0);
+  int st = tree_walk(vm, args[0], map_leaf, &c, out);
   for (size_t i = 0; i < c.done.cap; i++)
     if (c.done.key[i]) { nb_decref(*(nb_Value *)c.done.val[i]); free(c.done.val[i]); }
   idmap_free(&c.done);
@@ -244,7 +255,7 @@ static int grad_call(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   for (int k = 0; k < nn && !st; k++) {
     if (nums[k] < 0 || nums[k] >= nf) { st = nb_error_kind(vm, "IndexError", "grad: argnums %lld is out of range for %d arguments", (long long)nums[k], nf); break; }
     nb_Value fresh = nb_nil();
-    if ((st = tree_map(vm, fargs[nums[k]], fresh_leaf, &fresh_of, &fresh, 0))) break;
+    if ((st = tree_walk(vm, fargs[nums[k]], fresh_leaf, &fresh_of, &fresh))) break;
     nb_store(&call[nums[k]], fresh);
   }
   for (size_t i = 0; i < fresh_of.cap; i++) if (fresh_of.key[i]) nt_release(fresh_of.val[i]);
@@ -263,9 +274,9 @@ static int grad_call(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   if (!st) {
     if (multi) {
       nb_List *l = nbL_new(nn);
-      for (int k = 0; k < nn && !st; k++) { nb_Value g; if ((st = tree_map(vm, call[nums[k]], grad_of_leaf, NULL, &g, 0))) break; nbL_push(l, g); }
+      for (int k = 0; k < nn && !st; k++) { nb_Value g; if ((st = tree_walk(vm, call[nums[k]], grad_of_leaf, NULL, &g))) break; nbL_push(l, g); }
       grads = nb_obj(NB_TLIST, l);
-    } else st = tree_map(vm, call[nums[0]], grad_of_leaf, NULL, &grads, 0);
+    } else st = tree_walk(vm, call[nums[0]], grad_of_leaf, NULL, &grads);
   }
   for (int i = 0; i < nf; i++) nb_decref(call[i]);
   free(call);

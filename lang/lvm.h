@@ -146,7 +146,6 @@ struct nb_VM {
   nb_Value *stack, *sp, *stack_end;        /* locals of active calls */
   int depth, max_depth;
   char *cstack_base; size_t cstack_limit;
-  size_t gc_threshold;                      /* run the cycle collector past this many containers */
   volatile sig_atomic_t interrupted;
   volatile sig_atomic_t poll;               /* nonzero: check interrupt/step limit */
   uint64_t steps, step_limit;
@@ -167,6 +166,7 @@ int  nbK_resolve_in_scope(nb_VM *vm, nb_Chunk *c, nb_Node *fnexpr, nb_Module *mo
 /* evaluation */
 int  nbV_run_program(nb_VM *vm, nb_Chunk *chunk, nb_Node *prog, nb_Module *mod, int flags);
 int  nbV_call(nb_VM *vm, nb_Value fn, nb_Value *args, int nargs, nb_Value *out);
+int  nbV_interrupt_error(nb_VM *vm);   /* consumes vm->interrupted: raises the Interrupted error */
 int  nbV_call_kw(nb_VM *vm, nb_Value fn, nb_Value *args, int npos, nb_Str **kwnames, int nkw, nb_Value *out);
 int  nbV_import(nb_VM *vm, nb_Str *name, nb_Value *out);
 void nbV_display(nb_VM *vm, nb_Value v);
@@ -230,6 +230,12 @@ extern __thread bool nbP_last_error_at_eof;
 void nbG_plot_init(void);
 void nbG_progress_init(void);   /* lprogress.c: progress() */
 void nbF_files_init(void);      /* lfiles.c: read_text, write_text, lines, ... */
+
+/* size limits (lobject.h: NB_MAX_STR, NB_MAX_LIST): the errors naming the
+** operation and the size, and a checked buffer -> string */
+int  nbS_too_long(nb_VM *vm, const char *op, size_t len);
+int  nbS_from_buf(nb_VM *vm, const char *op, const nb_Buf *b, nb_Value *out);
+int  nbL_too_long(nb_VM *vm, const char *op, size_t n);
 
 /* misc */
 nb_Str *nbV_tostr(nb_Value v);     /* print form as a string object */

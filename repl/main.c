@@ -44,7 +44,7 @@ static int run_script(nb_VM *vm, const char *path, int argc, char **argv) {
   char *copy = strdup(path);
   nb_vm_add_path(vm, dirname(copy));
   free(copy);
-  repl_install_sigint(vm);
+  repl_install_sigint_script(vm);
   int st = nb_run_file(vm, path);
   fflush(stdout);
   if (st) repl_print_error(vm);
@@ -97,7 +97,7 @@ int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "-e")) {
     if (argc < 3) { fputs(usage, stderr); nb_vm_free(vm); return 2; }
     nb_vm_set_argv(vm, argc - 3, argv + 3);
-    repl_install_sigint(vm);
+    repl_install_sigint_script(vm);
     st = nb_run(vm, argv[2], strlen(argv[2]), "<-e>", 0) ? 1 : 0;
     fflush(stdout);
     if (st) repl_print_error(vm);

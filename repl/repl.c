@@ -41,6 +41,13 @@ static void on_sigint(int sig) {
   rl_redisplay();
 }
 
+/* scripts and -e: no line is ever typed, so every Ctrl-C interrupts the code
+** (it used to take the typing branch and the script went on) */
+void repl_install_sigint_script(nb_VM *vm) {
+  running = 1;
+  repl_install_sigint(vm);
+}
+
 void repl_install_sigint(nb_VM *vm) {
   active_vm = vm;
   struct sigaction sa; memset(&sa, 0, sizeof sa);

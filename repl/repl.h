@@ -12,4 +12,5 @@ int repl_main(nb_VM *vm);
 void repl_print_error(nb_VM *vm);
 /* SIGINT interrupts the code running in vm (installed by repl_main and scripts). */
 void repl_install_sigint(nb_VM *vm);
+void repl_install_sigint_script(nb_VM *vm);   /* scripts and -e: Ctrl-C always interrupts */
 #endif

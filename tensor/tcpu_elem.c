@@ -46,26 +46,37 @@ static inline double fmod_py(double x, double y) {
 static inline double fmaxnan(double x, double y) { return (x != x || x > y) ? x : y; }
 static inline double fminnan(double x, double y) { return (x != x || x < y) ? x : y; }
 
+/* for (i = 0; i < n; i++) BODY, in chunks of NT_CHUNK elements, multi-threaded
+** above NT_OMP_THRESHOLD; between chunks an interrupt sets intr_ and stops --
+** unless the kernel writes over an input (an out= into an operand), which
+** must not be left half done, so it runs to the end (stoppable_ false) */
+#define CHUNKED_FOR(n, ...) do {                                                   \
+    for (int64_t c0_ = 0; c0_ < (n); c0_ += NT_CHUNK) {                            \
+      int64_t c1_ = (n) - c0_ > NT_CHUNK ? c0_ + NT_CHUNK : (n);                   \
+      if (c0_ && stoppable_ && NT_INTERRUPTED()) { intr_ = 1; break; }             \
+      if (c1_ - c0_ > NT_OMP_THRESHOLD) {                                          \
+        _Pragma("omp parallel for")                                                \
+        for (int64_t i = c0_; i < c1_; i++) { __VA_ARGS__ }                        \
+      } else for (int64_t i = c0_; i < c1_; i++) { __VA_ARGS__ }                   \
+    }                                                                              \
+  } while (0)
+
+static bool writes_input(const nt_KernelArgs *a) {
+  for (int i = 0; i < a->nin; i++) if (a->in[i] && a->in[i]->storage == a->out->storage) return true;
+  return false;
+}
+
 /* ---- binary ------------------------------------------------------------- */
 /* BLOOP(E): E is an expression of x, y (compute type).  Four layouts. */
 #define BLOOP(E, SO) do {                                                              \
     if (mode == 0) {                                                               \
-      if (n > NT_OMP_THRESHOLD) {                                                  \
-        _Pragma("omp parallel for")                                                \
-        for (int64_t i = 0; i < n; i++) { CT x = LD(pa[i]), y = LD(pb[i]); po[i] = SO(E); } \
-      } else for (int64_t i = 0; i < n; i++) { CT x = LD(pa[i]), y = LD(pb[i]); po[i] = SO(E); } \
+      CHUNKED_FOR(n, CT x = LD(pa[i]), y = LD(pb[i]); po[i] = SO(E););             \
     } else if (mode == 1) {                                                        \
       const CT y = sv;                                                             \
-      if (n > NT_OMP_THRESHOLD) {                                                  \
-        _Pragma("omp parallel for")                                                \
-        for (int64_t i = 0; i < n; i++) { CT x = LD(pa[i]); po[i] = SO(E); }       \
-      } else for (int64_t i = 0; i < n; i++) { CT x = LD(pa[i]); po[i] = SO(E); }  \
+      CHUNKED_FOR(n, CT x = LD(pa[i]); po[i] = SO(E););                            \
     } else if (mode == 2) {                                                        \
       const CT x = sv;                                                             \
-      if (n > NT_OMP_THRESHOLD) {                                                  \
-        _Pragma("omp parallel for")                                                \
-        for (int64_t i = 0; i < n; i++) { CT y = LD(pa[i]); po[i] = SO(E); }       \
-      } else for (int64_t i = 0; i < n; i++) { CT y = LD(pa[i]); po[i] = SO(E); }  \
+      CHUNKED_FOR(n, CT y = LD(pa[i]); po[i] = SO(E););                            \
     } else {                                                                       \
       nt_Iter it; nt_Tensor *ops_[3] = { a->out, a->in[0], a->in[1] };             \
       nt_iter_init(&it, a->in[1] ? 3 : 2, ops_, NULL);                             \
@@ -87,7 +98,8 @@ static int bin_##N(const nt_KernelArgs *a, int mode, int64_t n, double sval, int
   typedef ST_ ST; typedef CT_ CT;                                                  \
   const ST *pa = (const ST *)nt_base(a->in[0]);                                    \
   const ST *pb = a->in[1] ? (const ST *)nt_base(a->in[1]) : NULL;                  \
-  const CT sv = (CT)sval; int zd = 0; (void)pb; (void)sfirst;                      \
+  const CT sv = (CT)sval; int zd = 0, intr_ = 0; (void)pb; (void)sfirst;          \
+  const bool stoppable_ = !writes_input(a);                                        \
   if (a->out->dtype == NT_BOOL) {                                                  \
     typedef uint8_t OT; OT *po = (OT *)nt_base(a->out);                            \
     _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wfloat-equal\"") \
@@ -106,6 +118,7 @@ static int bin_##N(const nt_KernelArgs *a, int mode, int64_t n, double sval, int
       default: goto bad;                                                           \
     }                                                                              \
     _Pragma("GCC diagnostic pop")                                                  \
+    if (intr_) NT_FAIL_INTERRUPTED();                                              \
     return 0;                                                                      \
   }                                                                                \
   {                                                                                \
@@ -123,6 +136,7 @@ static int bin_##N(const nt_KernelArgs *a, int mode, int64_t n, double sval, int
       default: goto bad;                                                           \
     }                                                                              \
   }                                                                                \
+  if (intr_) NT_FAIL_INTERRUPTED();                                                \
   if (zd) NT_FAIL("%s: integer division by zero", nt_op_name(a->op));             \
   return 0;                                                                        \
 bad:                                                                               \
@@ -184,10 +198,7 @@ static int k_binary(const nt_KernelArgs *a) {
 #define INV_SQRT2 0.7071067811865476
 #define ULOOP(E) do {                                                              \
     if (contig) {                                                                  \
-      if (n > NT_OMP_THRESHOLD) {                                                  \
-        _Pragma("omp parallel for")                                                \
-        for (int64_t i = 0; i < n; i++) { CT x = LDF(pa[i]); po[i] = STF(E); }     \
-      } else for (int64_t i = 0; i < n; i++) { CT x = LDF(pa[i]); po[i] = STF(E); } \
+      CHUNKED_FOR(n, CT x = LDF(pa[i]); po[i] = STF(E););                          \
     } else {                                                                       \
       nt_Iter it; nt_Tensor *ops_[2] = { a->out, a->in[0] };                       \
       nt_iter_init(&it, 2, ops_, NULL);                                            \
@@ -204,7 +215,8 @@ static int k_binary(const nt_KernelArgs *a) {
 static int un_##N(const nt_KernelArgs *a, bool contig, int64_t n) {                \
   typedef ST_ ST; typedef CT_ CT;                                                  \
   const ST *pa = (const ST *)nt_base(a->in[0]); ST *po = (ST *)nt_base(a->out);    \
-  const CT one = 1; (void)one;                                                     \
+  const CT one = 1; int intr_ = 0; (void)one;                                     \
+  const bool stoppable_ = !writes_input(a);                                        \
   switch (a->op) {                                                                 \
     case NT_OP_NEG: ULOOP((CT)(0 - x)); break;                                     \
     case NT_OP_ABS: ULOOP(x < 0 ? (CT)(0 - x) : x); break;                         \
@@ -245,6 +257,7 @@ static int un_##N(const nt_KernelArgs *a, bool contig, int64_t n) {             
         default: NT_FAIL("%s: not a unary op", nt_op_name(a->op));                 \
       }                                                                            \
   }                                                                                \
+  if (intr_) NT_FAIL_INTERRUPTED();                                                \
   return 0;                                                                        \
 }
 

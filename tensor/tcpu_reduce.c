@@ -69,18 +69,29 @@ static int red_##N(const nt_KernelArgs *a) {                                    
   if (reduced_block_contig(in, nk)) {                                                 \
     if (M == 1 && R > NT_OMP_THRESHOLD && (op == NT_OP_SUM || op == NT_OP_PROD)) {    \
       const ST *p = base + in->offset; AT acc = init;                                 \
-      if (op == NT_OP_SUM) {                                                          \
-        _Pragma("omp parallel for reduction(+:acc)")                                  \
-        for (int64_t r = 0; r < R; r++) acc += LDF(p[r]);                             \
-      } else {                                                                        \
-        _Pragma("omp parallel for reduction(*:acc)")                                  \
-        for (int64_t r = 0; r < R; r++) acc *= LDF(p[r]);                             \
+      /* in chunks of NT_CHUNK elements, with an interrupt check between them */      \
+      for (int64_t c0 = 0; c0 < R; c0 += NT_CHUNK) {                                  \
+        int64_t c1 = R - c0 > NT_CHUNK ? c0 + NT_CHUNK : R;                           \
+        if (c0 && NT_INTERRUPTED()) NT_FAIL_INTERRUPTED();                            \
+        if (op == NT_OP_SUM) {                                                        \
+          _Pragma("omp parallel for reduction(+:acc)")                                \
+          for (int64_t r = c0; r < c1; r++) acc += LDF(p[r]);                         \
+        } else {                                                                      \
+          _Pragma("omp parallel for reduction(*:acc)")                                \
+          for (int64_t r = c0; r < c1; r++) acc *= LDF(p[r]);                         \
+        }                                                                             \
       }                                                                               \
       po[0] = STF(acc);                                                               \
       return 0;                                                                       \
     }                                                                                 \
+    int intr = 0;   /* rows of NT_CHUNK or more: an interrupt check per row */     \
     _Pragma("omp parallel for if(M * R > NT_OMP_THRESHOLD && M > 1)")                 \
     for (int64_t m = 0; m < M; m++) {                                                 \
+      if (R >= NT_CHUNK && NT_INTERRUPTED()) {                                        \
+        _Pragma("omp atomic write")                                                   \
+        intr = 1;                                                                     \
+        continue;                                                                     \
+      }                                                                               \
       const ST *p = base + kept_offset(in, nk, m);                                    \
       AT acc = init;                                                                  \
       switch (op) {                                                                   \
@@ -94,6 +105,7 @@ static int red_##N(const nt_KernelArgs *a) {                                    
       }                                                                               \
       po[m] = STF(acc);                                                               \
     }                                                                                 \
+    if (intr) NT_FAIL_INTERRUPTED();                                                  \
     return 0;                                                                         \
   }                                                                                   \
   /* outer strategy: accumulator array swept in memory order */                      \

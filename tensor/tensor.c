@@ -114,6 +114,17 @@ int nt_norm_axis(const char *op, int axis, int ndim) {
 }
 
 /* ---- allocation ---------------------------------------------------------- */
+/* allocation pressure (nt_set_pressure_hook); tensors are made and freed on
+** the interpreter's thread only, as their reference counts assume */
+static size_t live_bytes, pressure_every, pressure_count;
+static void (*pressure_hook)(void);
+void nt_set_pressure_hook(void (*hook)(void), size_t every) { pressure_hook = hook; pressure_every = every; pressure_count = 0; }
+size_t nt_storage_bytes(void) { return live_bytes; }
+static void note_storage_alloc(size_t nbytes) {
+  live_bytes += nbytes;
+  if (pressure_hook && (pressure_count += nbytes) >= pressure_every) { pressure_count = 0; pressure_hook(); }
+}
+
 #define HDR_BYTES ((sizeof(nt_Tensor) + sizeof(nt_Storage) + 63) & ~(size_t)63)
 
 nt_Tensor *nt_empty(const int64_t *shape, int ndim, nt_DType dt, nt_Device dev) {
@@ -137,6 +148,7 @@ nt_Tensor *nt_empty(const int64_t *shape, int ndim, nt_DType dt, nt_Device dev) 
     s->flags = 0;
     s->data = al->alloc(nbytes);
     if (!s->data) { free(b); if (dev == NT_CPU) nt_error_oom(nbytes); return NULL; }   /* device allocators set their own message */
+    note_storage_alloc(nbytes);
   }
   t->refcount = 1; t->dtype = dt; t->device = dev; t->ndim = ndim;
   t->offset = 0; t->numel = numel; t->flags = NT_T_CONTIG; t->storage = s;
@@ -164,7 +176,7 @@ nt_Tensor *nt_from_external(void *data, nt_DType dt, const int64_t *shape, int n
 
 static void storage_release(nt_Storage *s) {
   if (--s->refcount > 0) return;
-  if (!(s->flags & (NT_STORAGE_INLINE | NT_STORAGE_EXTERNAL))) allocators[s->device].free(s->data);
+  if (!(s->flags & (NT_STORAGE_INLINE | NT_STORAGE_EXTERNAL))) { allocators[s->device].free(s->data); live_bytes -= s->nbytes; }
   free(s->block);
 }
 

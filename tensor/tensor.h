@@ -106,6 +106,25 @@ void        nt_error_set(const char *fmt, ...)
   ;
 void        nt_error_clear(void);
 
+/* ---- interrupts --------------------------------------------------------
+** Long CPU kernels (matmul in row blocks, sort, reductions, elementwise ops
+** over large tensors) look at *flag between chunks of work and fail with the
+** error "interrupted" when it is nonzero, so a Ctrl-C stops one huge op within
+** about 100 ms.  The embedding installs its own flag (lang: the running VM's);
+** NULL turns the checks off.  Kernels read the flag, never clear it. */
+void        nt_set_interrupt_flag(volatile int *flag);
+bool        nt_interrupt_requested(void);
+
+/* ---- allocation pressure -----------------------------------------------
+** A tensor of gigabytes counts as one object to a collector that counts
+** objects.  hook (may be NULL) is called after tensor storage allocations
+** adding up to `every` bytes since the hook was set or last called, so an
+** embedding can run its cycle collector by bytes.  nt_storage_bytes: the
+** bytes of tensor storage alive now (all devices; small inline tensors not
+** counted). */
+void        nt_set_pressure_hook(void (*hook)(void), size_t every);
+size_t      nt_storage_bytes(void);
+
 /* ---- queries ------------------------------------------------------------ */
 static inline int      nt_ndim(const nt_Tensor *t) { return t->ndim; }
 static inline int64_t  nt_numel(const nt_Tensor *t) { return t->numel; }

@@ -19,6 +19,11 @@ void nt_error_set(const char *fmt, ...) {
   va_end(ap);
 }
 
+/* process-wide: OpenMP worker threads of a kernel read it too */
+volatile int *nt_interrupt_flag_;
+void nt_set_interrupt_flag(volatile int *flag) { nt_interrupt_flag_ = flag; }
+bool nt_interrupt_requested(void) { return NT_INTERRUPTED(); }
+
 void nt_error_oom(size_t nbytes) { nt_error_set("out of memory allocating %zu bytes", nbytes); }
 
 void *nt_malloc(size_t n) {

@@ -39,6 +39,12 @@ enum {
 #define NT_FAIL_NULL(...) do { nt_error_set(__VA_ARGS__); return NULL; } while (0)
 #define NT_FAIL(...)      do { nt_error_set(__VA_ARGS__); return -1; } while (0)
 void nt_error_oom(size_t nbytes);      /* "out of memory allocating N bytes" */
+/* Long loops check for an interrupt (nt_set_interrupt_flag) every NT_CHUNK
+** elements of work (a few milliseconds); they fail with NT_FAIL_INTERRUPTED. */
+extern volatile int *nt_interrupt_flag_;
+#define NT_INTERRUPTED() __builtin_expect(nt_interrupt_flag_ != NULL && *nt_interrupt_flag_ != 0, 0)
+#define NT_CHUNK ((int64_t)1 << 22)
+#define NT_FAIL_INTERRUPTED() NT_FAIL("interrupted")
 /* malloc/calloc that set the OOM error on failure */
 void *nt_malloc(size_t n);
 void *nt_calloc(size_t n, size_t size);

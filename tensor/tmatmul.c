@@ -51,8 +51,33 @@ static int gemm_float_beta(nt_DType dt, Mat A, Mat B, void *C, int64_t M, int64_
   free(pa); free(pb);
   return 0;
 }
+/* Multiply-adds per BLAS call: one call cannot be interrupted, so a big GEMM
+** runs as row blocks of about this much work (~0.1 s on a few cores) with an
+** interrupt check between them.  Smaller products are one call as before. */
+#define GEMM_BLOCK_WORK ((int64_t)1 << 30)
+static int gemm_rows_blocked(nt_DType dt, Mat A, Mat B, void *C, int64_t M, int64_t N, int64_t K, double beta) {
+  int64_t rows = N * K > 0 ? GEMM_BLOCK_WORK / (N * K) : M;   /* N or K = 0 (empty): one call */
+  if (rows < 1) rows = 1;
+  if (rows >= M) return gemm_float_beta(dt, A, B, C, M, N, K, beta);
+  size_t es = nt_dtype_size(dt);
+  CBLAS_TRANSPOSE tb; int ldb; void *pb = NULL;
+  if (!blas_layout(K, N, B.rs, B.cs, &tb, &ldb)) {   /* pack B once, not per block */
+    if (!(pb = nt_malloc((size_t)(K * N) * es))) return -1;
+    pack(pb, B, K, N, es);
+    B = (Mat){ pb, N, 1 };
+  }
+  int rc = 0;
+  for (int64_t r0 = 0; r0 < M && !rc; r0 += rows) {
+    if (NT_INTERRUPTED()) { nt_error_set("interrupted"); rc = -1; break; }
+    int64_t m = M - r0 < rows ? M - r0 : rows;
+    Mat Ab = { A.p + r0 * A.rs * (int64_t)es, A.rs, A.cs };
+    rc = gemm_float_beta(dt, Ab, B, (char *)C + r0 * N * (int64_t)es, m, N, K, beta);
+  }
+  free(pb);
+  return rc;
+}
 static int gemm_float(nt_DType dt, Mat A, Mat B, void *C, int64_t M, int64_t N, int64_t K) {
-  return gemm_float_beta(dt, A, B, C, M, N, K, 0.0);
+  return gemm_rows_blocked(dt, A, B, C, M, N, K, 0.0);
 }
 
 int nt_cpu_gemm(nt_DType dt, const void *a, int64_t ars, int64_t acs, const void *b, int64_t brs, int64_t bcs,
@@ -67,18 +92,20 @@ int nt_cpu_gemm(nt_DType dt, const void *a, int64_t ars, int64_t acs, const void
     return 0;
   }
   Mat A = { (const char *)a, ars, acs }, B = { (const char *)b, brs, bcs };
-  return gemm_float_beta(dt, A, B, c, M, N, K, beta);
+  return gemm_rows_blocked(dt, A, B, c, M, N, K, beta);
 }
 
 #define DEF_IGEMM(N_, T)                                                              \
-static void igemm_##N_(Mat A, Mat B, T *C, int64_t M, int64_t N, int64_t K) {         \
+static int igemm_##N_(Mat A, Mat B, T *C, int64_t M, int64_t N, int64_t K) {          \
   const T *a = (const T *)A.p, *b = (const T *)B.p;                                   \
   for (int64_t i = 0; i < M * N; i++) C[i] = 0;                                       \
-  for (int64_t i = 0; i < M; i++)                                                     \
+  for (int64_t i = 0, work = 0; i < M; i++)                                           \
     for (int64_t k = 0; k < K; k++) {                                                 \
+      if ((work += N) >= NT_CHUNK) { work = 0; if (NT_INTERRUPTED()) NT_FAIL_INTERRUPTED(); } \
       T x = a[i * A.rs + k * A.cs];                                                   \
       for (int64_t j = 0; j < N; j++) C[i * N + j] += (T)(x * b[k * B.rs + j * B.cs]);\
     }                                                                                 \
+  return 0;                                                                           \
 }
 DEF_IGEMM(i32, int32_t)
 DEF_IGEMM(i64, int64_t)
@@ -139,6 +166,7 @@ static int k_matmul(const nt_KernelArgs *ka) {
     return gemm_float(dt, A, B, pc, nbatch * M, N, K);
   }
   for (int64_t bi = 0; bi < nbatch; bi++) {
+    if (NT_INTERRUPTED()) NT_FAIL_INTERRUPTED();
     int64_t oa = a->offset, ob = b->offset, rem = bi;
     for (int d = nb - 1; d >= 0; d--) {
       int64_t i = rem % out->shape[d];
@@ -151,9 +179,9 @@ static int k_matmul(const nt_KernelArgs *ka) {
     if (K == 0) { memset(C, 0, (size_t)(M * N) * es); continue; }
     switch (dt) {
       case NT_F32: case NT_F64: if (gemm_float(dt, A, B, C, M, N, K)) return -1; break;
-      case NT_I32: igemm_i32(A, B, C, M, N, K); break;
-      case NT_I64: igemm_i64(A, B, C, M, N, K); break;
-      case NT_U8: igemm_u8(A, B, C, M, N, K); break;
+      case NT_I32: if (igemm_i32(A, B, C, M, N, K)) return -1; break;
+      case NT_I64: if (igemm_i64(A, B, C, M, N, K)) return -1; break;
+      case NT_U8: if (igemm_u8(A, B, C, M, N, K)) return -1; break;
       default: NT_FAIL("matmul: not supported for dtype %s", nt_dtype_name(dt));
     }
   }

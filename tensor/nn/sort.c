@@ -21,18 +21,25 @@
     if (desc) return ISNAN(a) ? !ISNAN(b) : (!ISNAN(b) && a > b);                                 \
     return !ISNAN(a) && (ISNAN(b) || a < b);                                                      \
   }                                                                                               \
-  /* stable bottom-up merge sort of ix[0..n) by key[ix[.]], tmp is scratch of n */                \
-  static void msort_##T(const T *key, int64_t *ix, int64_t *tmp, int64_t n, int desc) {           \
+  /* stable bottom-up merge sort of ix[0..n) by key[ix[.]], tmp is scratch of n;                  \
+  ** -1 when interrupted (checked every NT_CHUNK merged elements, inside long merges too) */       \
+  static int msort_##T(const T *key, int64_t *ix, int64_t *tmp, int64_t n, int desc) {            \
     for (int64_t w = 1; w < n; w *= 2) {                                                          \
-      for (int64_t lo = 0; lo < n; lo += 2 * w) {                                                 \
+      for (int64_t lo = 0, next = NT_CHUNK; lo < n; lo += 2 * w) {                                \
         int64_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;              \
         int64_t i = lo, j = mid, k = lo;                                                          \
-        while (i < mid && j < hi) tmp[k++] = before_##T(key[ix[j]], key[ix[i]], desc) ? ix[j++] : ix[i++]; \
+        while (i < mid && j < hi) {                                                               \
+          int64_t stop = k + NT_CHUNK;                                                            \
+          while (i < mid && j < hi && k < stop) tmp[k++] = before_##T(key[ix[j]], key[ix[i]], desc) ? ix[j++] : ix[i++]; \
+          if (k == stop && NT_INTERRUPTED()) return -1;                                           \
+        }                                                                                         \
         while (i < mid) tmp[k++] = ix[i++];                                                       \
         while (j < hi) tmp[k++] = ix[j++];                                                        \
+        if (hi >= next) { next = hi + NT_CHUNK; if (NT_INTERRUPTED()) return -1; }                \
       }                                                                                           \
       memcpy(ix, tmp, sizeof(int64_t) * (size_t)n);                                               \
     }                                                                                             \
+    return 0;                                                                                     \
   }                                                                                               \
   static int sort_rows_##T(const T *x, T *vals, int64_t *inds, int64_t outer, int64_t n,         \
                            int64_t inner, int64_t k, int desc) {                                  \
@@ -48,10 +55,18 @@
       } else {                                                                                    \
         _Pragma("omp for")                                                                        \
         for (int64_t r = 0; r < rows; r++) {                                                      \
+          int failed_;                                                                            \
+          _Pragma("omp atomic read")                                                              \
+          failed_ = fail;                                                                         \
+          if (failed_) continue;   /* an omp for cannot break: skip the remaining rows */         \
           int64_t o = r / inner, j = r % inner;                                                   \
           const T *xr = x + o * n * inner + j;                                                    \
           for (int64_t i = 0; i < n; i++) { key[i] = xr[i * inner]; ix[i] = i; }                  \
-          msort_##T(key, ix, tmp, n, desc);                                                       \
+          if (msort_##T(key, ix, tmp, n, desc) || ((r & 1023) == 1023 && NT_INTERRUPTED())) {     \
+            _Pragma("omp atomic write")                                                           \
+            fail = 2;                                                                             \
+            continue;                                                                             \
+          }                                                                                       \
           int64_t ob = o * k * inner + j;                                                         \
           for (int64_t i = 0; i < k; i++) {                                                       \
             if (vals) vals[ob + i * inner] = key[ix[i]];                                          \
@@ -61,6 +76,7 @@
       }                                                                                           \
       free(key); free(ix); free(tmp);                                                             \
     }                                                                                             \
+    if (fail == 2) NT_FAIL_INTERRUPTED();                                                         \
     if (fail) NT_FAIL("sort: out of memory");                                                     \
     return 0;                                                                                     \
   }                                                                                               \

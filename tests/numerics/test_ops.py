@@ -292,6 +292,14 @@ def linalg(b):
     b.case("matmul_f32_AT_B_65", f"{xa}.T @ {xb}", t(A).T @ t(B), rtol=1e-4, atol=1e-4)
     ia, ib = rng.integers(-5, 5, size=(3, 4)), rng.integers(-5, 5, size=(4, 2))
     b.case("matmul_i64", f"{b.inp(ia)} @ {b.inp(ib)}", t(ia) @ t(ib))
+    # past 2^30 multiply-adds a GEMM runs in row blocks (an interrupt can land
+    # between them); B strided both ways is packed once for all the blocks
+    A, B = randn(1100, 1000), randn(1000, 2002)
+    xa, xb = b.inp(A), b.inp(B)
+    b.case("matmul_f32_row_blocks_packed_B", f"{xa} @ {xb}[:, 1:2002:2]", t(A) @ t(B)[:, 1::2], rtol=1e-3, atol=1e-3)
+    # an empty product on the folded-batch path (N = 0): no work, no division by N*K
+    b.case("matmul_f32_batch_fold_N0", f"matmul(ones([2, 3, 2]), ones([2, 0]))", torch.zeros(2, 3, 0))
+    b.case("matmul_f32_row_blocks_BT", f"{xa} @ {xb}[:, 0:1001].T.T", t(A) @ t(B)[:, :1001], rtol=1e-3, atol=1e-3)
 
 
 # ------------------------------------------------------------------ shape ops
