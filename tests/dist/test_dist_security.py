@@ -1,0 +1,188 @@
+#!/usr/bin/python3
+"""tests/dist: the session and workers against a local attacker without the key
+(Nabla issue 12, part C): a stolen worker identity, idle connections to the
+ring port, oversized unsigned frames, leftover shared-memory segments.
+
+Run: NABLA=build/nabla /usr/bin/python3 tests/dist/test_dist_security.py
+"""
+import glob, os, socket, subprocess, sys, time
+import zmq
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import dutil  # noqa: E402
+from dutil import NABLA, report, sanitizer_check, script, test  # noqa: E402
+
+SHM_BEFORE = set(glob.glob("/dev/shm/nabla-shm-*"))
+
+
+def start(src, name):
+    """Starts a session script that prints 'EP <endpoint> <pid> <pid>...' on stderr
+    when its workers are up; returns (process, endpoint, worker pids)."""
+    path = script(src, name)
+    p = subprocess.Popen([NABLA, path], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line, t = "", time.time()
+    while not line.startswith("EP ") and time.time() - t < 20:
+        line = p.stderr.readline()
+        if not line and p.poll() is not None:
+            break
+    f = line.split()
+    return p, f[1], [int(x) for x in f[2:]]
+
+
+def wait_file(path, secs=20):
+    t = time.time()
+    while not os.path.exists(path) and time.time() - t < secs:
+        time.sleep(0.02)
+    return os.path.exists(path)
+
+
+def listening_ports(pid):
+    """TCP ports pid listens on (from /proc: its socket inodes in /proc/net/tcp)."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            l = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if l.startswith("socket:["):
+            inodes.add(l[8:-1])
+    ports = []
+    with open("/proc/net/tcp") as f:
+        for row in f.readlines()[1:]:
+            c = row.split()
+            if c[3] == "0A" and c[9] in inodes:
+                ports.append(int(c[1].split(":")[1], 16))
+    return ports
+
+
+def hwm_kb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for l in f:
+            if l.startswith("VmHWM:"):
+                return int(l.split()[1])
+    return 0
+
+
+@test
+def test_stolen_identity_gets_nothing(name):
+    go = os.path.join(dutil.TMP, "stolen.go")
+    p, ep, pids = start(f"""
+import dist
+dist.start(2)
+eprint("EP", dist.endpoint(), join(map(dist.workers(), fn(w) str(w.pid)), " "))
+while not exists("{go}") {{ }}
+dist.push({{secret: "SECRET-PUSHED-VALUE"}})
+dist.exec("print('got', secret)")
+print("RES", dist.run(fn() dist.all_reduce(tensor([1.0]) * (dist.rank() + 1)).item()))
+dist.stop()
+""", "stolen.nbl")
+    ctx = zmq.Context()
+    socks = []
+    # the identities a worker used to have (w<rank>-<pid>, visible in ps), and
+    # a connection that asks for the handshake without the key
+    for rank, pid in enumerate(pids):
+        s = ctx.socket(zmq.DEALER)
+        s.setsockopt(zmq.LINGER, 0)
+        s.setsockopt(zmq.ROUTING_ID, f"w{rank}-{pid}".encode())
+        s.connect(ep)
+        socks.append(s)
+    s = ctx.socket(zmq.DEALER)
+    s.setsockopt(zmq.LINGER, 0)
+    s.connect(ep)
+    s.send_multipart([b"<NBDIST>", b"0" * 64, b"hi 0 0 1", b""])
+    socks.append(s)
+    time.sleep(0.5)
+    open(go, "w").close()
+    got = []
+    t = time.time()
+    while time.time() - t < 2.0:
+        for s in socks:
+            while s.poll(0):
+                got.append(s.recv_multipart())
+        time.sleep(0.02)
+    out, err = p.communicate(timeout=30)
+    sanitizer_check(err)
+    for s in socks:
+        s.close()
+    ctx.term()
+    ok = (p.returncode == 0 and not got and "RES [3, 3]" in out.replace(".0", "")
+          and "[rank 0] got SECRET-PUSHED-VALUE" in out and "[rank 1] got SECRET-PUSHED-VALUE" in out)
+    report(name, ok, f"rc={p.returncode} attacker got {len(got)} messages {str(got)[:300]} out={out!r} err={err[-600:]!r}")
+
+
+@test
+def test_oversized_unsigned_frame_not_buffered(name):
+    go = os.path.join(dutil.TMP, "big.go")
+    p, ep, pids = start(f"""
+import dist
+dist.start(2)
+eprint("EP", dist.endpoint(), join(map(dist.workers(), fn(w) str(w.pid)), " "))
+while not exists("{go}") {{ }}
+print("RES", dist.run(fn() dist.rank()))
+dist.stop()
+""", "big.nbl")
+    before = hwm_kb(p.pid)
+    ctx = zmq.Context()
+    s = ctx.socket(zmq.DEALER)
+    s.setsockopt(zmq.LINGER, 0)
+    s.setsockopt(zmq.SNDTIMEO, 5000)
+    s.connect(ep)
+    big = b"x" * (300 << 20)
+    try:
+        s.send_multipart([b"<NBDIST>", b"0" * 64, b"exec 1 0 1", big])
+    except zmq.Again:
+        pass
+    del big
+    time.sleep(1.5)
+    after = hwm_kb(p.pid)
+    open(go, "w").close()
+    out, err = p.communicate(timeout=30)
+    sanitizer_check(err)
+    s.close()
+    ctx.term()
+    grew_mb = (after - before) / 1024
+    ok = p.returncode == 0 and "RES [0, 1]" in out and grew_mb < 100
+    report(name, ok, f"rc={p.returncode} session peak memory grew {grew_mb:.0f} MB for one 300 MB unsigned frame; out={out!r} err={err[-400:]!r}")
+
+
+@test
+def test_idle_ring_connections_cost_nothing(name):
+    go = os.path.join(dutil.TMP, "ring.go")
+    p, ep, pids = start(f"""
+import dist
+dist.start(3)
+eprint("EP", dist.endpoint(), join(map(dist.workers(), fn(w) str(w.pid)), " "))
+while not exists("{go}") {{ }}
+try {{ dist.run(fn() [1][dist.rank() * 5]) }} catch e {{ print("FAILED AS MEANT") }}
+print("RES", dist.run(fn() dist.all_reduce(tensor([1.0]) * (dist.rank() + 1)).item()))
+dist.stop()
+""", "ring.nbl")
+    conns = []
+    for port in listening_ports(pids[0]):
+        for _ in range(15):
+            c = socket.create_connection(("127.0.0.1", port))
+            conns.append(c)
+    t0 = time.time()
+    open(go, "w").close()
+    try:
+        out, err = p.communicate(timeout=25)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+        out += " (killed after 25 s)"
+    sanitizer_check(err)
+    for c in conns:
+        c.close()
+    secs = time.time() - t0   # a failed command, the reconnect, one more, and the stop
+    ok = (p.returncode == 0 and len(conns) >= 15 and "FAILED AS MEANT" in out and "RES [6, 6, 6]" in out.replace(".0", "")
+          and secs < 6.0)
+    report(name, ok, f"rc={p.returncode} idle={len(conns)} reconnect and stop took {secs:.1f} s, out={out!r} err={err[-500:]!r}")
+
+
+@test
+def test_no_shm_segments_left(name):
+    left = set(glob.glob("/dev/shm/nabla-shm-*")) - SHM_BEFORE
+    report(name, not left, f"left behind: {sorted(left)}")
+
+
+dutil.finish()
