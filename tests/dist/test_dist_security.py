@@ -180,6 +180,31 @@ dist.stop()
 
 
 @test
+def test_killed_during_shm_setup_leaves_nothing(name):
+    # rank 1 stalls before mapping the segment; the session is killed (its
+    # workers die with it) while rank 0 waits in the setup
+    path = script("""
+import dist
+eprint("STARTING")
+dist.start(3)
+""", "shmkill.nbl")
+    env = dict(os.environ, NABLA_DIST_TEST_SHM_STALL="1")
+    before = set(glob.glob("/dev/shm/nabla-shm-*"))
+    p = subprocess.Popen([NABLA, path], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    p.stderr.readline()
+    time.sleep(2.5)
+    kids = subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True, text=True).stdout.split()
+    during = set(glob.glob("/dev/shm/nabla-shm-*")) - before
+    p.kill()
+    p.communicate(timeout=10)
+    dutil.wait_gone([int(k) for k in kids], 5)
+    left = set(glob.glob("/dev/shm/nabla-shm-*")) - before
+    for f in left:   # do not leave it to the next run
+        os.unlink(f)
+    report(name, len(kids) == 3 and not left, f"workers={kids} segments during setup={sorted(during)} left behind={sorted(left)}")
+
+
+@test
 def test_no_shm_segments_left(name):
     left = set(glob.glob("/dev/shm/nabla-shm-*")) - SHM_BEFORE
     report(name, not left, f"left behind: {sorted(left)}")
