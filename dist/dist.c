@@ -275,16 +275,18 @@ static void on_hi(const dp_Msg *m) {
 
 /* a hello from a worker: check the challenge, rank, pid and version */
 static void on_hello(dp_Msg *m) {
-  char ver[64] = "", addr[80] = "", host[80] = "", ts[24] = "", mac[72] = ""; int pid = 0, rank = -1, lrank = 0;
-  if (sscanf(m->body, "%63s %d %d %d %79s %79s %23s %71s", ver, &pid, &rank, &lrank, addr, host, ts, mac) < 8 || rank < 0 || rank >= S.n) {
-    logf_("nabla dist: refused a worker hello that does not parse (rank %d)", rank);
+  dp_Hello h;
+  if (dp_parse_hello(m->body, &h) || h.rank < 0 || h.rank >= S.n) {
+    logf_("nabla dist: refused a worker hello that does not parse (rank %d)", h.rank);
     refuse(m, "bad hello");
     return;
   }
-  unsigned long long t = strtoull(ts, NULL, 10);
-  char want[96], got[96];
+  const char *ver = h.ver, *addr = h.addr, *host = h.host;
+  int pid = h.pid, rank = h.rank;
+  unsigned long long t = strtoull(h.ts, NULL, 10);
+  char want[96], got[160];
   challenge_for(m->ident, m->identlen, t, want);
-  snprintf(got, sizeof got, "%s %s", ts, mac);
+  snprintf(got, sizeof got, "%s %s", h.ts, h.mac);
   if (strlen(got) != strlen(want) || !dp_equal(got, want, strlen(want)) || (unsigned long long)now_ms() - t > CHALLENGE_MS) {
     logf_("nabla dist: refused a hello for rank %d that does not answer this connection's challenge (a replay?)", rank);
     refuse(m, "bad challenge");
@@ -1250,14 +1252,12 @@ static void handle(dp_Msg *m) {
   uint32_t seq = m->seq;
   W.seq = seq;
   if (!strcmp(m->type, "welcome")) {
-    int world, tmo; unsigned gen; char backend[16] = "ring";
-    char *save, *line = strtok_r(m->body, "\n", &save);
-    if (W.addrs || !line || sscanf(line, "%d %d %u %15s", &world, &tmo, &gen, backend) < 3 || world != W.g.world) { reply_err(seq, "DistError", "bad welcome", "bad welcome"); return; }
-    W.g.timeout_ms = tmo; W.g.gen = gen;
-    W.addrs = calloc((size_t)world, sizeof(char *));
-    for (int i = 0; i < world; i++) { line = strtok_r(NULL, "\n", &save); W.addrs[i] = strdup(line ? line : ""); }
+    dp_Welcome wl;
+    if (W.addrs || dp_parse_welcome(m->body, m->len, W.g.world, &wl)) { reply_err(seq, "DistError", "bad welcome", "bad welcome"); return; }
+    W.g.timeout_ms = wl.timeout_ms; W.g.gen = wl.gen;
+    W.addrs = wl.addrs;   /* taken over */
     arm();
-    connect_mesh(seq, backend);
+    connect_mesh(seq, wl.backend);
   } else if (!strcmp(m->type, "reconnect")) {
     W.g.gen = (uint32_t)strtoul(m->body, NULL, 10);
     arm();
@@ -1327,8 +1327,8 @@ static void handle(dp_Msg *m) {
     reply_ok(seq, NULL, 0);
   } else if (!strcmp(m->type, "runfile")) {
     /* body: path \0 arg \0 arg ... */
-    int argc = 0; char *argv[256];
-    for (size_t i = 0; i < m->len && argc < 255; ) { argv[argc++] = m->body + i; i += strlen(m->body + i) + 1; }
+    char *argv[256];
+    int argc = dp_split_args(m->body, m->len, argv, 255);
     if (!argc) { reply_err(seq, "DistError", "no script", "no script"); return; }
     nb_vm_set_argv(W.vm, argc, argv);
     char *copy = strdup(argv[0]);

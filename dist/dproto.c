@@ -223,3 +223,50 @@ int dp_recv(void *sock, const unsigned char *key, int has_ident, int dontwait, d
   if (rc) dp_msg_free(m);
   return rc;
 }
+
+/* ------------------------------------------------------------ bodies */
+int dp_parse_hello(const char *body, dp_Hello *h) {
+  memset(h, 0, sizeof *h);
+  h->rank = -1;
+  if (sscanf(body, "%63s %d %d %d %79s %79s %23s %71s", h->ver, &h->pid, &h->rank, &h->lrank, h->addr, h->host, h->ts, h->mac) < 8) return -1;
+  return 0;
+}
+
+void dp_welcome_free(dp_Welcome *w) {
+  if (w->addrs) for (int i = 0; i < w->world; i++) free(w->addrs[i]);
+  free(w->addrs);
+  w->addrs = NULL;
+}
+
+int dp_parse_welcome(const char *body, size_t len, int world, dp_Welcome *w) {
+  memset(w, 0, sizeof *w);
+  snprintf(w->backend, sizeof w->backend, "ring");
+  const char *end = body + len, *nl = memchr(body, '\n', len);
+  size_t first = nl ? (size_t)(nl - body) : len;
+  char line[128];
+  if (first >= sizeof line) return -1;
+  memcpy(line, body, first); line[first] = 0;
+  int wd = 0, tmo = 0; unsigned gen = 0;
+  if (sscanf(line, "%d %d %u %15s", &wd, &tmo, &gen, w->backend) < 3 || wd != world || world < 1) return -1;
+  w->addrs = calloc((size_t)world, sizeof *w->addrs);
+  if (!w->addrs) return -1;
+  w->world = world; w->timeout_ms = tmo; w->gen = gen;
+  const char *p = nl ? nl + 1 : end;
+  for (int i = 0; i < world; i++) {
+    const char *e = p < end ? memchr(p, '\n', (size_t)(end - p)) : NULL;
+    size_t n = p < end ? (e ? (size_t)(e - p) : (size_t)(end - p)) : 0;
+    if (!(w->addrs[i] = strndup(p < end ? p : "", n))) { dp_welcome_free(w); return -1; }
+    p = e ? e + 1 : end;
+  }
+  return 0;
+}
+
+int dp_split_args(char *body, size_t len, char **argv, int max) {
+  int argc = 0;
+  for (size_t i = 0; i < len && argc < max; ) {
+    argv[argc++] = body + i;
+    size_t k = strnlen(body + i, len - i);
+    i += k + 1;
+  }
+  return argc;
+}

@@ -62,6 +62,25 @@ void dp_msg_free(dp_Msg *m);
 /* Parses and verifies already received frames (the fuzz target's entry). */
 int dp_decode(const unsigned char *key, const void *const *frames, const size_t *lens, int nf, int has_ident, dp_Msg *m);
 
+/* The bodies of the handshake and of `welcome` and `runfile`, parsed (pure
+** functions: the fuzz target reaches them without sockets). */
+typedef struct dp_Hello {
+  char ver[64], addr[80], host[80], ts[24], mac[72];
+  int pid, rank, lrank;
+} dp_Hello;
+/* "VERSION PID RANK LOCAL_RANK HOST:PORT HOSTNAME T MAC": 0, or -1 when it does not parse */
+int  dp_parse_hello(const char *body, dp_Hello *h);
+typedef struct dp_Welcome {
+  int world, timeout_ms; unsigned gen; char backend[16];
+  char **addrs;                      /* world malloc'd "host:port" strings */
+} dp_Welcome;
+/* "WORLD TIMEOUT GEN BACKEND\n" then one address per line; world must be
+** the worker's.  0, or -1 (nothing allocated). */
+int  dp_parse_welcome(const char *body, size_t len, int world, dp_Welcome *w);
+void dp_welcome_free(dp_Welcome *w);
+/* runfile's "path\0arg\0...": at most max pointers into body; returns the count */
+int  dp_split_args(char *body, size_t len, char **argv, int max);
+
 /* Sets the limits above on a dist socket (before bind/connect). */
 void dp_limit_socket(void *sock);
 
