@@ -380,6 +380,10 @@ static void hist_load(void) {
   if (!I.hist_path) return;
   FILE *f = fopen(I.hist_path, "r");
   if (!f) return;
+  /* user data: private, also when an older version left it readable to others */
+  struct stat sb;
+  if (fstat(fileno(f), &sb) == 0 && (sb.st_mode & 077) && fchmod(fileno(f), 0600))
+    k_log("history: %s is readable by others and cannot be made private: %s", I.hist_path, strerror(errno));
   char *line = NULL; size_t cap = 0; ssize_t len;
   int maxs = 0;
   while ((len = getline(&line, &cap, f)) > 0) {
@@ -489,6 +493,19 @@ static json_t *bad_request(const char *what) {
   return json_pack("{s:s, s:s, s:s, s:[s]}", "status", "error", "ename", "BadRequest", "evalue", what, "traceback", what);
 }
 
+/* A BadRequest reply content when the string jcode holds a NUL (JSON allows
+** "\u0000"; source text cannot hold it, and C strings would cut it there
+** silently), else NULL. */
+static json_t *nul_in_code(json_t *jcode, const char *request) {
+  if (!json_is_string(jcode)) return NULL;
+  const char *code = json_string_value(jcode), *nul = memchr(code, 0, json_string_length(jcode));
+  if (!nul) return NULL;
+  char ev[200];
+  snprintf(ev, sizeof ev, "%s: the code contains a NUL character (at byte %zu); source text cannot", request, (size_t)(nul - code));
+  k_log("%s", ev);
+  return bad_request(ev);
+}
+
 /* field checks: -1 when present with the wrong type */
 static int get_bool(json_t *c, const char *key, int dflt) {
   json_t *v = json_object_get(c, key);
@@ -529,11 +546,8 @@ static void execute(Kernel *k, wire_Msg *m) {
   if (silent) store = 0;
   const char *code = json_string_value(jcode);
   size_t len = json_string_length(jcode);
-  const char *nul = memchr(code, 0, len);
-  if (nul) {
-    char ev[160]; snprintf(ev, sizeof ev, "execute_request: the code contains a NUL character (at byte %zu); source text cannot", (size_t)(nul - code));
-    k_log("%s", ev);
-    json_t *r = bad_request(ev);
+  json_t *r = nul_in_code(jcode, "execute_request");
+  if (r) {
     json_object_set_new(r, "execution_count", json_integer(I.exec_count));
     wire_reply(k->shell, &k->ws, m, "execute_reply", r);
     return;
@@ -641,6 +655,8 @@ static int get_cursor(json_t *c, const char *code, size_t len, size_t *byte) {
 
 static void complete(Kernel *k, wire_Msg *m) {
   json_t *jcode = json_object_get(m->content, "code");
+  json_t *nul = nul_in_code(jcode, "complete_request");
+  if (nul) { wire_reply(k->shell, &k->ws, m, "complete_reply", nul); return; }
   size_t cur;
   if (!json_is_string(jcode) || get_cursor(m->content, json_string_value(jcode), json_string_length(jcode), &cur)) {
     wire_reply(k->shell, &k->ws, m, "complete_reply", bad_request("complete_request: 'code' must be a string and 'cursor_pos' a number"));
@@ -665,6 +681,8 @@ static void complete(Kernel *k, wire_Msg *m) {
 
 static void inspect(Kernel *k, wire_Msg *m) {
   json_t *jcode = json_object_get(m->content, "code");
+  json_t *nul = nul_in_code(jcode, "inspect_request");
+  if (nul) { wire_reply(k->shell, &k->ws, m, "inspect_reply", nul); return; }
   size_t cur;
   if (!json_is_string(jcode) || get_cursor(m->content, json_string_value(jcode), json_string_length(jcode), &cur)) {
     wire_reply(k->shell, &k->ws, m, "inspect_reply", bad_request("inspect_request: 'code' must be a string and 'cursor_pos' a number"));
@@ -683,6 +701,8 @@ static void inspect(Kernel *k, wire_Msg *m) {
 
 static void is_complete(Kernel *k, wire_Msg *m) {
   json_t *jcode = json_object_get(m->content, "code");
+  json_t *nul = nul_in_code(jcode, "is_complete_request");
+  if (nul) { wire_reply(k->shell, &k->ws, m, "is_complete_reply", nul); return; }
   if (!json_is_string(jcode)) {
     wire_reply(k->shell, &k->ws, m, "is_complete_reply", json_pack("{s:s}", "status", "unknown"));
     return;

@@ -105,8 +105,14 @@ def test_nul_in_code_gets_error_reply(name):
     while r["parent_header"].get("msg_id") != msg_id:
         r = kc.get_shell_msg(timeout=T)
     c = r["content"]
-    ok = c["status"] == "error" and "NUL" in c.get("evalue", "") and value_of(kc, "1 + 1") == "2"
-    result(name, ok, f"reply={c}")
+    msg_id = kc.complete("pri\u0000nt", 3)
+    r = kc.get_shell_msg(timeout=T)
+    while r["parent_header"].get("msg_id") != msg_id:
+        r = kc.get_shell_msg(timeout=T)
+    cc = r["content"]
+    ok = (c["status"] == "error" and "NUL" in c.get("evalue", "") and cc["status"] == "error" and "NUL" in cc.get("evalue", "")
+          and value_of(kc, "1 + 1") == "2")
+    result(name, ok, f"execute reply={c} complete reply={cc}")
 
 
 @case
@@ -202,6 +208,26 @@ def test_history_stays_0600_when_compacted(name):
         kc2.stop_channels()
         km2.shutdown_kernel(now=True)
     result(name, mode == 0o600 and lines <= 10001 and not leftovers, f"mode={oct(mode)} lines={lines} leftovers={leftovers}")
+
+
+@case
+def test_readable_history_made_private(name):
+    path = os.path.join(kutil.TMP, "open-history.jsonl")
+    with open(path, "w") as f:
+        f.write(json.dumps([1, 1, "secret = 1", None]) + "\n")
+    os.chmod(path, 0o644)
+    os.environ["NABLA_HISTORY_FILE"] = path
+    try:
+        km2, kc2 = start_new_kernel(kernel_name="nabla", startup_timeout=30 * SLOW)
+    finally:
+        os.environ["NABLA_HISTORY_FILE"] = os.path.join(kutil.TMP, "history.jsonl")
+    try:
+        kc2.execute_interactive("y = 2", timeout=T)
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+    finally:
+        kc2.stop_channels()
+        km2.shutdown_kernel(now=True)
+    result(name, mode == 0o600, f"mode={oct(mode)}")
 
 
 @case
