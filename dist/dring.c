@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -237,13 +238,16 @@ void dr_close(dr_Group *g) {
   if (g->fd) for (int i = 0; i < g->world; i++) if (g->fd[i] >= 0) { close(g->fd[i]); g->fd[i] = -1; }
 }
 
-/* handshake: "NBR1", gen, from, to (each u32 network order), HMAC of those 16 bytes */
+/* The accepting rank sends a fresh random nonce; the connecting one answers
+** "NBR2", gen, from, to (each u32 network order) and the HMAC of those 16
+** bytes and the nonce — so a handshake seen on the wire is no good later. */
 #define HS 48
-static void handshake(dr_Group *g, int from, int to, unsigned char out[HS]) {
-  uint32_t v[4] = { htonl(0x4e425231), htonl(g->gen), htonl((uint32_t)from), htonl((uint32_t)to) };
+#define NONCE 16
+static void handshake(dr_Group *g, int from, int to, const unsigned char nonce[NONCE], unsigned char out[HS]) {
+  uint32_t v[4] = { htonl(0x4e425232), htonl(g->gen), htonl((uint32_t)from), htonl((uint32_t)to) };
   memcpy(out, v, 16);
-  const void *parts[1] = { out }; size_t lens[1] = { 16 };
-  dp_hmac(g->key, parts, lens, 1, out + 16);
+  const void *parts[2] = { out, nonce }; size_t lens[2] = { 16, NONCE };
+  dp_hmac(g->key, parts, lens, 2, out + 16);
 }
 
 /* blocking read/write with the group timeout (sockets are non-blocking) */
@@ -273,7 +277,7 @@ static int io_all(dr_Group *g, int fd, void *buf, size_t n, int wr, double deadl
 */
 #define HS_PENDING 32
 #define HS_DEADLINE_MS 2000.0
-typedef struct HsConn { int fd; size_t got; double deadline; struct sockaddr_in a; unsigned char buf[HS]; } HsConn;
+typedef struct HsConn { int fd; size_t got; double deadline; struct sockaddr_in a; unsigned char nonce[NONCE], buf[HS]; } HsConn;
 
 static void hs_drop(HsConn *p, int *np, int i, int close_fd) {
   if (close_fd) close(p[i].fd);
@@ -286,9 +290,9 @@ static int hs_check(dr_Group *g, const HsConn *c) {
   int r = g->rank, w = g->world;
   uint32_t v[4]; memcpy(v, c->buf, 16);
   int from = (int)ntohl(v[2]);
-  int ok = ntohl(v[0]) == 0x4e425231 && ntohl(v[1]) == g->gen && ntohl(v[3]) == (uint32_t)r && from > r && from < w && g->fd[from] < 0;
+  int ok = ntohl(v[0]) == 0x4e425232 && ntohl(v[1]) == g->gen && ntohl(v[3]) == (uint32_t)r && from > r && from < w && g->fd[from] < 0;
   unsigned char want[HS];
-  if (ok) { handshake(g, from, r, want); ok = dp_equal(want, c->buf, HS); }
+  if (ok) { handshake(g, from, r, c->nonce, want); ok = dp_equal(want, c->buf, HS); }
   if (ok) return from;
   char ip[64]; inet_ntop(AF_INET, &c->a.sin_addr, ip, sizeof ip);
   fprintf(stderr, "nabla dist: rank %d refused a ring connection from %s:%d without a valid key\n", r, ip, ntohs(c->a.sin_port));
@@ -331,6 +335,8 @@ static int accept_peers(dr_Group *g, int need, double deadline) {
     c.fd = accept4(g->listen_fd, (struct sockaddr *)&c.a, &al, SOCK_CLOEXEC);
     if (c.fd < 0) continue;
     tune(c.fd);
+    /* the nonce fits any fresh socket's buffer: a send that does not take it all is a dead peer */
+    if (getrandom(c.nonce, NONCE, 0) != NONCE || send(c.fd, c.nonce, NONCE, MSG_NOSIGNAL) != NONCE) { close(c.fd); continue; }
     c.deadline = t + HS_DEADLINE_MS < deadline ? t + HS_DEADLINE_MS : deadline;
     if (np == HS_PENDING) hs_drop(pend, &np, 0, 1);   /* the oldest goes */
     pend[np++] = c;
@@ -363,7 +369,9 @@ int dr_connect(dr_Group *g, char *const *addrs) {
       usleep(20000);
     }
     tune(fd);
-    unsigned char hs[HS]; handshake(g, r, j, hs);
+    unsigned char nonce[NONCE], hs[HS];
+    if (io_all(g, fd, nonce, NONCE, 0, deadline)) { close(fd); return fail(g, "handshake with rank %d failed (no nonce)", j); }
+    handshake(g, r, j, nonce, hs);
     if (io_all(g, fd, hs, HS, 1, deadline)) { close(fd); return fail(g, "handshake with rank %d failed", j); }
     g->fd[j] = fd;
   }
