@@ -205,6 +205,79 @@ dist.start(3)
 
 
 @test
+def test_worker_drops_replayed_command(name):
+    # this test plays the session (it holds the key) and sends a worker the
+    # same signed command twice, byte for byte
+    import hashlib, hmac
+    key = os.urandom(32)
+    kf = os.path.join(dutil.TMP, "replay.key")
+    with open(kf, "w") as f:
+        f.write(key.hex() + "\n")
+    os.chmod(kf, 0o600)
+    ctx = zmq.Context()
+    r = ctx.socket(zmq.ROUTER)
+    r.setsockopt(zmq.LINGER, 0)
+    r.bind("tcp://127.0.0.1:*")
+    ep = r.getsockopt(zmq.LAST_ENDPOINT).decode()
+    w = subprocess.Popen([NABLA, "worker", "--connect", ep, "--key-file", kf, "--rank", "0", "--world", "1"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    ctr = [0]
+    with_ctr = [True]
+
+    def send(ident, typ, seq, body):
+        ctr[0] += 1
+        header = f"{typ} {seq} -1" + (f" {ctr[0]}" if with_ctr[0] else "")
+        fr = [ident, b"<NBDIST>", hmac.new(key, header.encode() + body, hashlib.sha256).hexdigest().encode(), header.encode(), body]
+        r.send_multipart(fr)
+        return fr
+
+    def recv(secs):
+        if not r.poll(int(secs * 1000)):
+            return None
+        fr = r.recv_multipart()
+        return fr[0], fr[3].decode().split()[0], b"".join(fr[4:])
+
+    got, ident = [], None
+    try:
+        t = time.time()
+        while time.time() - t < 10:
+            m = recv(1)
+            if not m or m[1] == "ping":
+                continue
+            ident = m[0]
+            if m[1] == "hi":
+                send(ident, "challenge", 0, b"1 " + b"ab" * 32)
+            elif m[1] == "hello":
+                with_ctr[0] = m[2].count(b" ") >= 7   # a worker without counters sends a shorter hello
+                break
+        send(ident, "welcome", 1, b"1 300000 0 ring\n127.0.0.1:1")
+        fr = send(ident, "exec", 2, b'print("RAN")')
+        t = time.time()
+        while time.time() - t < 3:
+            m = recv(0.2)
+            if m and m[1] != "ping":
+                got.append(m[1:])
+        r.send_multipart(fr)   # the replay
+        t = time.time()
+        while time.time() - t < 1.5:
+            m = recv(0.2)
+            if m and m[1] != "ping":
+                got.append(m[1:])
+        send(ident, "stop", 3, b"")
+        w.wait(10)
+    finally:
+        if w.poll() is None:
+            w.kill()
+        out, err = w.communicate(timeout=10)
+        r.close()
+        ctx.term()
+    ran = [b for t, b in got if t == "stream" and b"RAN" in b]
+    replies = [b for t, b in got if t == "reply"]
+    ok = len(ran) == 1 and len(replies) == 2 and "replayed" in err
+    report(name, ok, f"ran {len(ran)} times, replies={replies} err={err[-300:]!r}")
+
+
+@test
 def test_no_shm_segments_left(name):
     left = set(glob.glob("/dev/shm/nabla-shm-*")) - SHM_BEFORE
     report(name, not left, f"left behind: {sorted(left)}")
