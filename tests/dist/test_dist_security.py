@@ -4,6 +4,7 @@
 ring port, oversized unsigned frames, leftover shared-memory segments.
 
 Run: NABLA=build/nabla /usr/bin/python3 tests/dist/test_dist_security.py
+NABLA_ASAN: also run under the ASan build by tools/run-tests.sh.
 """
 import glob, os, socket, subprocess, sys, time
 import zmq
@@ -271,6 +272,7 @@ def test_worker_drops_replayed_command(name):
         out, err = w.communicate(timeout=10)
         r.close()
         ctx.term()
+    sanitizer_check(err)
     ran = [b for t, b in got if t == "stream" and b"RAN" in b]
     replies = [b for t, b in got if t == "reply"]
     ok = len(ran) == 1 and len(replies) == 2 and "replayed" in err
