@@ -781,7 +781,15 @@ static int command_(nb_VM *vm, const char *fname, const char *type, const void *
   if (!targets || !rep) { free(targets); free(rep); return nb_error(vm, "out of memory"); }
   for (int i = 0; i < n; i++) targets[i] = targets_in ? targets_in[i] : 1;
   uint32_t seq = ++S.seq;
-  for (int i = 0; i < n; i++) if (targets[i]) send_to(i, type, seq, body, len);
+  if (len > DP_MAX_MSG) { free(targets); free(rep); return dist_error(vm, "%s: the command is %zu bytes, over the control channel's limit of %zu", fname, len, (size_t)DP_MAX_MSG); }
+  for (int i = 0; i < n; i++)
+    if (targets[i] && send_to(i, type, seq, body, len)) {   /* out of memory: the rank would never answer */
+      rep[i].got = 1; rep[i].ok = 0;
+      static const char nomem[] = "DistError\0the command could not be sent to this rank (out of memory)\0the command could not be sent to this rank (out of memory)";
+      rep[i].len = sizeof nomem - 1;
+      rep[i].body = malloc(sizeof nomem);
+      if (rep[i].body) memcpy(rep[i].body, nomem, sizeof nomem);
+    }
   int which, r = wait_replies(vm, seq, targets, rep, 0, &which);
   int failed = r != WR_OK;
   if (failed) S.need_reconnect = 1;
@@ -1180,13 +1188,22 @@ static void arm(void) {
   if (busy && __atomic_load_n(&W.intr_seq, __ATOMIC_SEQ_CST) == busy) nb_vm_interrupt(W.vm);
 }
 
+static void reply_err(uint32_t seq, const char *name, const char *msg, const char *report);
+/* every command gets a reply: a result that cannot be sent becomes an error */
 static void reply_ok(uint32_t seq, const char *data, size_t len) {
-  char *b = malloc(len + 1);
-  if (!b) return;
-  b[0] = '0';
-  if (len) memcpy(b + 1, data, len);
-  dp_send(W.pipe_main, NULL, NULL, 0, "reply", seq, W.rank, 0, b, len + 1);
-  free(b);
+  char *b = len < DP_MAX_MSG ? malloc(len + 1) : NULL;
+  int sent = 0;
+  if (b) {
+    b[0] = '0';
+    if (len) memcpy(b + 1, data, len);
+    sent = dp_send(W.pipe_main, NULL, NULL, 0, "reply", seq, W.rank, 0, b, len + 1) == 0;
+    free(b);
+  }
+  if (!sent) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "the result (%zu bytes) cannot be sent: %s", len, len >= DP_MAX_MSG ? "over the control channel's limit" : "out of memory");
+    reply_err(seq, "DistError", msg, msg);
+  }
 }
 static void reply_err(uint32_t seq, const char *name, const char *msg, const char *report) {
   nb_Buf b = {0};
