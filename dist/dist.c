@@ -80,6 +80,8 @@ typedef struct Session {
   int n;
   Worker *w;
   void *ctx, *router;
+  void *mon;                  /* the ROUTER's monitor: failed (keyless) handshakes; the reaper thread's */
+  int refused; int64_t refused_log_ms;
   char endpoint[128];
   unsigned char key[DP_KEYLEN];
   char keyfile[PATH_MAX];
@@ -158,9 +160,33 @@ static void ping_due(void) {
 ** or srun), declares a worker that sent nothing for the heartbeat timeout
 ** dead, and between commands keeps the heartbeats going and reads what
 ** arrives (the main thread does both while it waits for replies). */
+/* logs connections that failed the CURVE handshake (no key), at most once a
+** second so that a flood of them does not flood the log (reaper thread) */
+static void log_refused_connections(void) {
+  for (int k = 0; S.mon && k < 1000; k++) {
+    zmq_msg_t f; zmq_msg_init(&f);
+    if (zmq_msg_recv(&f, S.mon, ZMQ_DONTWAIT) < 0) { zmq_msg_close(&f); break; }
+    int more = zmq_msg_more(&f);
+    zmq_msg_close(&f);
+    while (more) {   /* the event's second frame: the endpoint */
+      zmq_msg_init(&f);
+      if (zmq_msg_recv(&f, S.mon, 0) < 0) { zmq_msg_close(&f); break; }
+      more = zmq_msg_more(&f);
+      zmq_msg_close(&f);
+    }
+    S.refused++;
+  }
+  int64_t t = now_ms();
+  if (S.refused && t - S.refused_log_ms >= 1000) {
+    if (!S.stopping) logf_("nabla dist: refused %d connection%s without the session key (the ZeroMQ CURVE handshake failed; nothing it sent was read)", S.refused, S.refused > 1 ? "s" : "");
+    S.refused = 0; S.refused_log_ms = t;
+  }
+}
+
 static void *reaper_main(void *arg) {
   (void)arg;
   while (!S.reaper_stop) {
+    log_refused_connections();
     for (int k = 0; k < S.nproc; k++) {
       Proc *pr = &S.proc[k];
       if (pr->pid <= 0 || pr->reaped) continue;
@@ -433,7 +459,8 @@ static void session_teardown_(void) {
     usleep(10000);
   }
   if (S.reaper_on) { S.reaper_stop = 1; pthread_join(S.reaper, NULL); S.reaper_on = 0; }
-  if (S.router) { zmq_close(S.router); S.router = NULL; }
+  if (S.router) { zmq_socket_monitor(S.router, NULL, 0); zmq_close(S.router); S.router = NULL; }
+  if (S.mon) { zmq_close(S.mon); S.mon = NULL; }
   if (S.ctx) { zmq_ctx_term(S.ctx); S.ctx = NULL; }
   if (S.keyfile[0]) { unlink(S.keyfile); S.keyfile[0] = 0; }
   free(S.w); S.w = NULL;
@@ -646,6 +673,12 @@ static int session_start_(nb_VM *vm, int n, const LaunchOpts *o) {
   /* a connection never takes over another's identity (ZMQ_ROUTER_HANDOVER
   ** stays off), and no frame bigger than DP_MAX_FRAME is buffered */
   dp_limit_socket(S.router);
+  if (dp_curve_server(S.router, S.key)) { OPENSSL_cleanse(hex, sizeof hex); session_teardown_(); return dist_error(vm, "dist.start: this ZeroMQ has no CURVE security (libzmq built without libsodium)"); }
+  if (zmq_socket_monitor(S.router, "inproc://nabla-session-monitor", ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                         ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) == 0) {
+    S.mon = zmq_socket(S.ctx, ZMQ_PAIR);
+    if (S.mon) { zmq_setsockopt(S.mon, ZMQ_LINGER, &zero, sizeof zero); zmq_connect(S.mon, "inproc://nabla-session-monitor"); }
+  }
   char ep[160]; snprintf(ep, sizeof ep, "tcp://%s:*", S.bind);
   if (zmq_bind(S.router, ep) != 0) { int e = errno; OPENSSL_cleanse(hex, sizeof hex); session_teardown_(); return dist_error(vm, "dist.start: cannot listen on %s: %s", ep, zmq_strerror(e)); }
   size_t el = sizeof S.endpoint;
@@ -1579,6 +1612,7 @@ int nbD_worker_main(int argc, char **argv) {
   ident[0] |= 1;   /* identities starting with a zero byte are ZeroMQ's own */
   zmq_setsockopt(W.dealer, ZMQ_ROUTING_ID, ident, sizeof ident);
   dp_limit_socket(W.dealer);
+  if (dp_curve_client(W.dealer, W.key)) { fprintf(stderr, "nabla worker: this ZeroMQ has no CURVE security (libzmq built without libsodium)\n"); return 2; }
   int linger = 2000;
   zmq_setsockopt(W.dealer, ZMQ_LINGER, &linger, sizeof linger);
   zmq_socket_monitor(W.dealer, "inproc://nabla-dist-monitor", ZMQ_EVENT_DISCONNECTED);

@@ -9,6 +9,7 @@
 #include <zmq.h>
 #include <openssl/hmac.h>
 #include <openssl/evp.h>
+#include <openssl/crypto.h>
 #include "dist/dproto.h"
 
 static const char DELIM[] = "<NBDIST>";
@@ -59,6 +60,37 @@ int dp_equal(const void *a, const void *b, size_t n) {
 void dp_limit_socket(void *sock) {
   int64_t max = (int64_t)DP_MAX_FRAME;
   zmq_setsockopt(sock, ZMQ_MAXMSGSIZE, &max, sizeof max);
+}
+
+/* a CURVE key pair from the session key: secret = HMAC(key, who) (any 32
+** bytes are a Curve25519 secret), public derived from it; Z85 text */
+static int curve_pair(const unsigned char key[DP_KEYLEN], const char *who, char secret[41], char public_[41]) {
+  unsigned char raw[32];
+  const void *parts[1] = { who }; size_t lens[1] = { strlen(who) };
+  dp_hmac(key, parts, lens, 1, raw);
+  int ok = zmq_z85_encode(secret, raw, sizeof raw) != NULL && zmq_curve_public(public_, secret) == 0;
+  OPENSSL_cleanse(raw, sizeof raw);
+  return ok ? 0 : -1;
+}
+
+int dp_curve_server(void *sock, const unsigned char key[DP_KEYLEN]) {
+  char sec[41], pub[41]; int one = 1;
+  int rc = zmq_has("curve") && !curve_pair(key, "nabla-curve-server", sec, pub)
+           && !zmq_setsockopt(sock, ZMQ_CURVE_SERVER, &one, sizeof one)
+           && !zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, sec, 41) ? 0 : -1;
+  OPENSSL_cleanse(sec, sizeof sec); OPENSSL_cleanse(pub, sizeof pub);
+  return rc;
+}
+
+int dp_curve_client(void *sock, const unsigned char key[DP_KEYLEN]) {
+  char ssec[41], spub[41], csec[41], cpub[41];
+  int rc = zmq_has("curve") && !curve_pair(key, "nabla-curve-server", ssec, spub) && !curve_pair(key, "nabla-curve-client", csec, cpub)
+           && !zmq_setsockopt(sock, ZMQ_CURVE_SERVERKEY, spub, 41)
+           && !zmq_setsockopt(sock, ZMQ_CURVE_PUBLICKEY, cpub, 41)
+           && !zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, csec, 41) ? 0 : -1;
+  OPENSSL_cleanse(ssec, sizeof ssec); OPENSSL_cleanse(spub, sizeof spub);
+  OPENSSL_cleanse(csec, sizeof csec); OPENSSL_cleanse(cpub, sizeof cpub);
+  return rc;
 }
 
 void dp_out_free(dp_Out *o) {

@@ -83,6 +83,17 @@ int  dp_split_args(char *body, size_t len, char **argv, int max);
 
 /* Sets the limits above on a dist socket (before bind/connect). */
 void dp_limit_socket(void *sock);
+/*
+** ZeroMQ's CURVE security on the control connection, with both key pairs
+** derived from the session key: a peer without it does not know the
+** session's public key, so its CURVE HELLO cannot be opened and ZeroMQ
+** drops the connection in the handshake — before it takes a single
+** message frame (it buffers whole multipart messages, whatever their
+** frame count, so this is what bounds a message from a peer without the
+** key).  The traffic is encrypted too.  0, or -1 when ZeroMQ lacks CURVE.
+*/
+int dp_curve_server(void *sock, const unsigned char key[DP_KEYLEN]);
+int dp_curve_client(void *sock, const unsigned char key[DP_KEYLEN]);
 
 /* HMAC-SHA256 of the concatenation of n parts (out: 32 bytes). */
 void dp_hmac(const unsigned char key[DP_KEYLEN], const void *const *parts, const size_t *lens, int n, unsigned char out[32]);
