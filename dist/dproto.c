@@ -58,7 +58,7 @@ int dp_equal(const void *a, const void *b, size_t n) {
 }
 
 void dp_limit_socket(void *sock) {
-  int64_t max = (int64_t)DP_MAX_FRAME;
+  int64_t max = (int64_t)DP_MAX_FRAME + 4096;   /* headroom: CURVE wraps each frame in a MESSAGE command */
   zmq_setsockopt(sock, ZMQ_MAXMSGSIZE, &max, sizeof max);
 }
 

@@ -147,6 +147,33 @@ dist.stop()
 
 
 @test
+def test_large_values_travel(name):
+    # values over the 16 MiB frame limit are split into frames, each wrapped by CURVE
+    import numpy as np
+    rng = np.random.default_rng()
+    x = rng.standard_normal(5_000_000)   # 40 MB of f64
+    path = os.path.join(dutil.TMP, "big.npy")
+    np.save(path, x)
+    p = subprocess.run([NABLA, script(f"""
+import dist
+dist.start(2)
+x = load_npy("{path}")
+dist.push({{x: x}})
+print("SUMS", dist.run(fn() x.sum().item()))
+y = dist.pull("x * 2", rank=1)
+print("BACK", (y - x * 2).abs().max().item(), y.shape)
+dist.stop()
+""", "large.nbl")], capture_output=True, text=True, timeout=120)
+    sanitizer_check(p.stderr)
+    sums = [l for l in p.stdout.splitlines() if l.startswith("SUMS ")]
+    want = float(x.sum())
+    got = [float(v) for v in sums[0][6:-1].split(",")] if sums else []
+    ok = (p.returncode == 0 and len(got) == 2 and all(abs(g - want) <= 1e-9 * max(1.0, abs(want)) for g in got)
+          and "BACK 0.0 [5000000]" in p.stdout)
+    report(name, ok, f"rc={p.returncode} want sum {want} got {got} out={p.stdout[-300:]!r} err={p.stderr[-400:]!r}")
+
+
+@test
 def test_many_unsigned_frames_not_buffered(name):
     # every frame is under the per-frame limit; together they are far over
     # any message limit: ZeroMQ must not hold them for a peer without the key
