@@ -622,6 +622,8 @@ static void execute(Kernel *k, wire_Msg *m) {
     I.capture = 1;
     json_object_foreach(uexp, key, v) {
       if (!json_is_string(v)) { json_object_set_new(ures, key, bad_request("user expression must be a string")); continue; }
+      json_t *nul = nul_in_code(v, "user_expressions");
+      if (nul) { json_object_set_new(ures, key, nul); continue; }
       json_decref(I.captured); I.captured = NULL;
       k->running = 1;
       int est = nb_run(k->vm, json_string_value(v), json_string_length(v), "<user_expression>", NB_ECHO_LAST);

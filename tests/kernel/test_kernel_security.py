@@ -110,9 +110,14 @@ def test_nul_in_code_gets_error_reply(name):
     while r["parent_header"].get("msg_id") != msg_id:
         r = kc.get_shell_msg(timeout=T)
     cc = r["content"]
+    msg_id = kc.execute("", user_expressions={"a": "2\u0000 + 3"})
+    r = kc.get_shell_msg(timeout=T)
+    while r["parent_header"].get("msg_id") != msg_id:
+        r = kc.get_shell_msg(timeout=T)
+    ue = r["content"]["user_expressions"].get("a", {})
     ok = (c["status"] == "error" and "NUL" in c.get("evalue", "") and cc["status"] == "error" and "NUL" in cc.get("evalue", "")
-          and value_of(kc, "1 + 1") == "2")
-    result(name, ok, f"execute reply={c} complete reply={cc}")
+          and ue.get("status") == "error" and "NUL" in ue.get("evalue", "") and value_of(kc, "1 + 1") == "2")
+    result(name, ok, f"execute reply={c} complete reply={cc} user expression={ue}")
 
 
 @case
