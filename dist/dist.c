@@ -70,6 +70,7 @@ typedef struct Worker {
   int64_t last_ms;            /* when it was last heard from (atomic) */
   char op[96];                /* what its last heartbeat said it was doing: "TYPE COLLECTIVE" */
   int line_start[3];          /* output: at the start of a line (per stream) */
+  uint64_t rctr;              /* the counter of its last message: a lower or equal one is a replay */
 } Worker;
 
 typedef struct Proc { pid_t pid; int reaped, status; } Proc;
@@ -79,6 +80,8 @@ typedef struct Session {
   int n;
   Worker *w;
   void *ctx, *router;
+  void *mon;                  /* the ROUTER's monitor: failed (keyless) handshakes; the reaper thread's */
+  int refused; int64_t refused_log_ms;
   char endpoint[128];
   unsigned char key[DP_KEYLEN];
   char keyfile[PATH_MAX];
@@ -94,6 +97,7 @@ typedef struct Session {
   int remote;                 /* ssh/slurm: workers are not this process's children */
   int hb_ms;                  /* heartbeat timeout (0: none) */
   int64_t last_ping_ms;
+  uint64_t ctr;               /* counter of the messages this session sent (atomic) */
 } Session;
 static Session S;
 
@@ -104,6 +108,7 @@ static Session S;
 static pthread_mutex_t S_mu = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
 
 static int64_t now_ms(void) { return (int64_t)(now_s() * 1000.0); }
+static uint64_t next_ctr(void) { return __atomic_add_fetch(&S.ctr, 1, __ATOMIC_SEQ_CST); }
 
 /* how a worker is named in messages: "pid 123" (local), "pid 123 on host h" */
 static const char *wname(int rank, char *buf, size_t n) {
@@ -148,16 +153,40 @@ static void ping_due(void) {
   S.last_ping_ms = t;
   for (int i = 0; i < S.n; i++)
     if (S.w[i].hello && !S.w[i].dead)
-      dp_send(S.router, S.key, S.w[i].ident, S.w[i].identlen, "ping", 0, -1, NULL, 0);   /* a ROUTER never blocks: a full queue drops */
+      dp_send(S.router, S.key, S.w[i].ident, S.w[i].identlen, "ping", 0, -1, next_ctr(), NULL, 0);   /* a ROUTER never blocks: a full queue drops */
 }
 
 /* The monitor thread: reaps the local processes (a worker, its ssh client,
 ** or srun), declares a worker that sent nothing for the heartbeat timeout
 ** dead, and between commands keeps the heartbeats going and reads what
 ** arrives (the main thread does both while it waits for replies). */
+/* logs connections that failed the CURVE handshake (no key), at most once a
+** second so that a flood of them does not flood the log (reaper thread) */
+static void log_refused_connections(void) {
+  for (int k = 0; S.mon && k < 1000; k++) {
+    zmq_msg_t f; zmq_msg_init(&f);
+    if (zmq_msg_recv(&f, S.mon, ZMQ_DONTWAIT) < 0) { zmq_msg_close(&f); break; }
+    int more = zmq_msg_more(&f);
+    zmq_msg_close(&f);
+    while (more) {   /* the event's second frame: the endpoint */
+      zmq_msg_init(&f);
+      if (zmq_msg_recv(&f, S.mon, 0) < 0) { zmq_msg_close(&f); break; }
+      more = zmq_msg_more(&f);
+      zmq_msg_close(&f);
+    }
+    S.refused++;
+  }
+  int64_t t = now_ms();
+  if (S.refused && t - S.refused_log_ms >= 1000) {
+    if (!S.stopping) logf_("nabla dist: refused %d connection%s without the session key (the ZeroMQ CURVE handshake failed; nothing it sent was read)", S.refused, S.refused > 1 ? "s" : "");
+    S.refused = 0; S.refused_log_ms = t;
+  }
+}
+
 static void *reaper_main(void *arg) {
   (void)arg;
   while (!S.reaper_stop) {
+    log_refused_connections();
     for (int k = 0; k < S.nproc; k++) {
       Proc *pr = &S.proc[k];
       if (pr->pid <= 0 || pr->reaped) continue;
@@ -240,15 +269,53 @@ struct Reply { int got; int ok; char *body; size_t len; };
 static void replies_free(Reply *r, int n) { for (int i = 0; i < n; i++) free(r[i].body); free(r); }
 
 static void refuse(const dp_Msg *m, const char *why) {
-  dp_send(S.router, S.key, m->ident, m->identlen, "refuse", 0, -1, why, strlen(why));
+  dp_send(S.router, S.key, m->ident, m->identlen, "refuse", 0, -1, next_ctr(), why, strlen(why));
 }
 
-/* a hello from a worker: check rank, pid and version */
+/*
+** The handshake.  A new connection gets nothing until it has proved the key
+** for itself: the worker sends a signed `hi`, the session answers with a
+** challenge bound to that connection (its ZeroMQ routing identity: 16
+** random bytes the worker chose, which no other connection can take while
+** it is connected, ZMQ_ROUTER_HANDOVER being off) and to the time, and the
+** worker's signed `hello` must echo it.  A hello replayed on another
+** connection, or later than CHALLENGE_MS, is refused.  The challenge is
+** computed, not stored, so unanswered `hi`s cost the session nothing.
+*/
+#define CHALLENGE_MS 120000
+static void challenge_for(const char *ident, size_t identlen, unsigned long long t, char out[96]) {
+  char ts[24]; int tn = snprintf(ts, sizeof ts, "%llu", t);
+  const void *parts[3] = { "nabla-challenge", ident, ts };
+  size_t lens[3] = { 15, identlen, (size_t)tn };
+  unsigned char mac[32]; char hex[65];
+  dp_hmac(S.key, parts, lens, 3, mac);
+  dp_hex(mac, 32, hex);
+  snprintf(out, 96, "%s %s", ts, hex);
+}
+
+static void on_hi(const dp_Msg *m) {
+  char ch[96];
+  challenge_for(m->ident, m->identlen, (unsigned long long)now_ms(), ch);
+  dp_send(S.router, S.key, m->ident, m->identlen, "challenge", 0, -1, next_ctr(), ch, strlen(ch));
+}
+
+/* a hello from a worker: check the challenge, rank, pid and version */
 static void on_hello(dp_Msg *m) {
-  char ver[64] = "", addr[80] = "", host[80] = ""; int pid = 0, rank = -1, lrank = 0;
-  if (sscanf(m->body, "%63s %d %d %d %79s %79s", ver, &pid, &rank, &lrank, addr, host) < 5 || rank < 0 || rank >= S.n) {
-    logf_("nabla dist: refused a worker hello that does not parse (rank %d)", rank);
+  dp_Hello h;
+  if (dp_parse_hello(m->body, &h) || h.rank < 0 || h.rank >= S.n) {
+    logf_("nabla dist: refused a worker hello that does not parse (rank %d)", h.rank);
     refuse(m, "bad hello");
+    return;
+  }
+  const char *ver = h.ver, *addr = h.addr, *host = h.host;
+  int pid = h.pid, rank = h.rank;
+  unsigned long long t = strtoull(h.ts, NULL, 10);
+  char want[96], got[160];
+  challenge_for(m->ident, m->identlen, t, want);
+  snprintf(got, sizeof got, "%s %s", h.ts, h.mac);
+  if (strlen(got) != strlen(want) || !dp_equal(got, want, strlen(want)) || (unsigned long long)now_ms() - t > CHALLENGE_MS) {
+    /* no answer: this connection has not proved the key */
+    logf_("nabla dist: refused a hello for rank %d that does not answer this connection's challenge (a replay?)", rank);
     return;
   }
   Worker *w = &S.w[rank];
@@ -264,10 +331,18 @@ static void on_hello(dp_Msg *m) {
   }
   w->hello = 1;
   w->pid = pid;
+  w->rctr = m->ctr;
   if (!w->host[0]) snprintf(w->host, sizeof w->host, "%s", host[0] ? host : "?");
   __atomic_store_n(&w->last_ms, now_ms(), __ATOMIC_SEQ_CST);
   memcpy(w->ident, m->ident, m->identlen); w->identlen = m->identlen;
   snprintf(w->addr, sizeof w->addr, "%s", addr);
+}
+
+/* the rank whose connection sent m (it said hello on it), or -1 */
+static int sender_rank(const dp_Msg *m) {
+  int r = m->rank;
+  if (r < 0 || r >= S.n || !S.w[r].hello || m->identlen != S.w[r].identlen || memcmp(m->ident, S.w[r].ident, m->identlen)) return -1;
+  return r;
 }
 
 /* Handles one incoming message (output, hellos, replies to `seq`). */
@@ -275,17 +350,23 @@ static void pump_one(nb_VM *vm, uint32_t seq, Reply *rep) {
   dp_Msg m;
   int rc = dp_recv(S.router, S.key, 1, 1, &m);
   if (rc == 1 || rc == -1) return;
-  if (rc == -2) {
+  if (rc < 0) {
     char hex[129]; dp_hex((unsigned char *)m.ident, m.identlen < 64 ? m.identlen : 64, hex);
-    logf_("nabla dist: refused a message with a missing or bad signature (connection %s); it was not looked at", hex);
+    if (rc == -3) logf_("nabla dist: refused a message over %zu bytes or %d frames (connection %s); it was not looked at", (size_t)DP_MAX_MSG, DP_MAX_FRAMES, hex);
+    else logf_("nabla dist: refused a message with a missing or bad signature (connection %s); it was not looked at", hex);
     dp_msg_free(&m);
     return;
   }
-  int r = m.rank;
-  int known = r >= 0 && r < S.n && S.w[r].hello && m.identlen == S.w[r].identlen && !memcmp(m.ident, S.w[r].ident, m.identlen);
-  if (known) __atomic_store_n(&S.w[r].last_ms, now_ms(), __ATOMIC_SEQ_CST);   /* any message is a sign of life */
-  if (!strcmp(m.type, "hello")) on_hello(&m);
-  else if (!known) {
+  int r = sender_rank(&m);
+  if (r >= 0 && m.ctr <= S.w[r].rctr) {
+    logf_("nabla dist: refused a replayed message from rank %d (counter %llu after %llu)", r, (unsigned long long)m.ctr, (unsigned long long)S.w[r].rctr);
+    dp_msg_free(&m);
+    return;
+  }
+  if (r >= 0) { S.w[r].rctr = m.ctr; __atomic_store_n(&S.w[r].last_ms, now_ms(), __ATOMIC_SEQ_CST); }   /* any message is a sign of life */
+  if (!strcmp(m.type, "hi")) { if (r < 0) on_hi(&m); }
+  else if (!strcmp(m.type, "hello")) { if (r < 0) on_hello(&m); }
+  else if (r < 0) {
     /* signed, but not from the connection that said hello for that rank */
   } else if (!strcmp(m.type, "ping")) {
     snprintf(S.w[r].op, sizeof S.w[r].op, "%s", m.body);
@@ -307,7 +388,7 @@ static void interrupt_ranks(uint32_t seq, const int *targets, Reply *rep) {
   char body[24]; int bn = snprintf(body, sizeof body, "%u", seq);
   for (int i = 0; i < S.n; i++)
     if (targets[i] && !rep[i].got && S.w[i].hello && !S.w[i].dead)
-      dp_send(S.router, S.key, S.w[i].ident, S.w[i].identlen, "interrupt", seq, -1, body, (size_t)bn);
+      dp_send(S.router, S.key, S.w[i].ident, S.w[i].identlen, "interrupt", seq, -1, next_ctr(), body, (size_t)bn);
 }
 
 enum { WR_OK, WR_FAILED, WR_DEAD, WR_INTERRUPTED, WR_TIMEOUT };
@@ -349,7 +430,7 @@ static int wait_replies(nb_VM *vm, uint32_t seq, const int *targets, Reply *rep,
 }
 
 static int send_to(int rank, const char *type, uint32_t seq, const void *body, size_t len) {
-  return dp_send(S.router, S.key, S.w[rank].ident, S.w[rank].identlen, type, seq, -1, body, len);
+  return dp_send(S.router, S.key, S.w[rank].ident, S.w[rank].identlen, type, seq, -1, next_ctr(), body, len);
 }
 
 static void signal_procs(int sig) { for (int k = 0; k < S.nproc; k++) if (S.proc[k].pid > 0 && !S.proc[k].reaped) kill(S.proc[k].pid, sig); }
@@ -378,7 +459,8 @@ static void session_teardown_(void) {
     usleep(10000);
   }
   if (S.reaper_on) { S.reaper_stop = 1; pthread_join(S.reaper, NULL); S.reaper_on = 0; }
-  if (S.router) { zmq_close(S.router); S.router = NULL; }
+  if (S.router) { zmq_socket_monitor(S.router, NULL, 0); zmq_close(S.router); S.router = NULL; }
+  if (S.mon) { zmq_close(S.mon); S.mon = NULL; }
   if (S.ctx) { zmq_ctx_term(S.ctx); S.ctx = NULL; }
   if (S.keyfile[0]) { unlink(S.keyfile); S.keyfile[0] = 0; }
   free(S.w); S.w = NULL;
@@ -586,9 +668,17 @@ static int session_start_(nb_VM *vm, int n, const LaunchOpts *o) {
   }
   S.ctx = zmq_ctx_new();
   S.router = zmq_socket(S.ctx, ZMQ_ROUTER);
-  int zero = 0, one = 1;
+  int zero = 0;
   zmq_setsockopt(S.router, ZMQ_LINGER, &zero, sizeof zero);
-  zmq_setsockopt(S.router, ZMQ_ROUTER_HANDOVER, &one, sizeof one);
+  /* a connection never takes over another's identity (ZMQ_ROUTER_HANDOVER
+  ** stays off), and no frame bigger than DP_MAX_FRAME is buffered */
+  dp_limit_socket(S.router);
+  if (dp_curve_server(S.router, S.key)) { OPENSSL_cleanse(hex, sizeof hex); session_teardown_(); return dist_error(vm, "dist.start: this ZeroMQ has no CURVE security (libzmq built without libsodium)"); }
+  if (zmq_socket_monitor(S.router, "inproc://nabla-session-monitor", ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                         ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) == 0) {
+    S.mon = zmq_socket(S.ctx, ZMQ_PAIR);
+    if (S.mon) { zmq_setsockopt(S.mon, ZMQ_LINGER, &zero, sizeof zero); zmq_connect(S.mon, "inproc://nabla-session-monitor"); }
+  }
   char ep[160]; snprintf(ep, sizeof ep, "tcp://%s:*", S.bind);
   if (zmq_bind(S.router, ep) != 0) { int e = errno; OPENSSL_cleanse(hex, sizeof hex); session_teardown_(); return dist_error(vm, "dist.start: cannot listen on %s: %s", ep, zmq_strerror(e)); }
   size_t el = sizeof S.endpoint;
@@ -724,7 +814,15 @@ static int command_(nb_VM *vm, const char *fname, const char *type, const void *
   if (!targets || !rep) { free(targets); free(rep); return nb_error(vm, "out of memory"); }
   for (int i = 0; i < n; i++) targets[i] = targets_in ? targets_in[i] : 1;
   uint32_t seq = ++S.seq;
-  for (int i = 0; i < n; i++) if (targets[i]) send_to(i, type, seq, body, len);
+  if (len > DP_MAX_MSG) { free(targets); free(rep); return dist_error(vm, "%s: the command is %zu bytes, over the control channel's limit of %zu", fname, len, (size_t)DP_MAX_MSG); }
+  for (int i = 0; i < n; i++)
+    if (targets[i] && send_to(i, type, seq, body, len)) {   /* out of memory: the rank would never answer */
+      rep[i].got = 1; rep[i].ok = 0;
+      static const char nomem[] = "DistError\0the command could not be sent to this rank (out of memory)\0the command could not be sent to this rank (out of memory)";
+      rep[i].len = sizeof nomem - 1;
+      rep[i].body = malloc(sizeof nomem);
+      if (rep[i].body) memcpy(rep[i].body, nomem, sizeof nomem);
+    }
   int which, r = wait_replies(vm, seq, targets, rep, 0, &which);
   int failed = r != WR_OK;
   if (failed) S.need_reconnect = 1;
@@ -1087,10 +1185,13 @@ typedef struct WState {
   const char *busy_type;   /* its type ("exec", ...); atomic */
   double hb_s;             /* the session's heartbeat timeout (0: none) */
   int main_done;           /* atomic: the main loop has ended */
+  uint64_t ctr;            /* counter of the messages sent to the session (the I/O thread's, after `hi`) */
+  uint64_t rctr;           /* the session's last counter: a lower or equal one is a replay */
+  char hello[512];         /* the hello's body, sent with the session's challenge */
+  int hello_sent;
 } WState;
 static WState W;
 
-static const char QUIT[] = "\001quit";   /* main -> I/O: everything before it is sent; stop */
 
 static void wsink_write(nb_Sink *s, int stream, const char *data, size_t len) {
   (void)s;
@@ -1098,7 +1199,7 @@ static void wsink_write(nb_Sink *s, int stream, const char *data, size_t len) {
   if (!b) return;
   b[0] = stream == NB_STDERR ? '2' : '1';
   memcpy(b + 1, data, len);
-  dp_send(W.pipe_main, W.key, NULL, 0, "stream", W.seq, W.rank, b, len + 1);
+  dp_send(W.pipe_main, NULL, NULL, 0, "stream", W.seq, W.rank, 0, b, len + 1);
   free(b);
 }
 static void wsink_display(nb_Sink *s, const nb_MimeItem *items, int n, const char *id, int update) {
@@ -1120,13 +1221,22 @@ static void arm(void) {
   if (busy && __atomic_load_n(&W.intr_seq, __ATOMIC_SEQ_CST) == busy) nb_vm_interrupt(W.vm);
 }
 
+static void reply_err(uint32_t seq, const char *name, const char *msg, const char *report);
+/* every command gets a reply: a result that cannot be sent becomes an error */
 static void reply_ok(uint32_t seq, const char *data, size_t len) {
-  char *b = malloc(len + 1);
-  if (!b) return;
-  b[0] = '0';
-  if (len) memcpy(b + 1, data, len);
-  dp_send(W.pipe_main, W.key, NULL, 0, "reply", seq, W.rank, b, len + 1);
-  free(b);
+  char *b = len < DP_MAX_MSG ? malloc(len + 1) : NULL;
+  int sent = 0;
+  if (b) {
+    b[0] = '0';
+    if (len) memcpy(b + 1, data, len);
+    sent = dp_send(W.pipe_main, NULL, NULL, 0, "reply", seq, W.rank, 0, b, len + 1) == 0;
+    free(b);
+  }
+  if (!sent) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "the result (%zu bytes) cannot be sent: %s", len, len >= DP_MAX_MSG ? "over the control channel's limit" : "out of memory");
+    reply_err(seq, "DistError", msg, msg);
+  }
 }
 static void reply_err(uint32_t seq, const char *name, const char *msg, const char *report) {
   nb_Buf b = {0};
@@ -1134,7 +1244,7 @@ static void reply_err(uint32_t seq, const char *name, const char *msg, const cha
   nbB_add(&b, name, strlen(name)); nbB_putc(&b, 0);
   nbB_add(&b, msg, strlen(msg)); nbB_putc(&b, 0);
   nbB_add(&b, report, strlen(report));
-  dp_send(W.pipe_main, W.key, NULL, 0, "reply", seq, W.rank, b.p, b.n);
+  dp_send(W.pipe_main, NULL, NULL, 0, "reply", seq, W.rank, 0, b.p, b.n);
   nbB_free(&b);
 }
 static void reply_last_error(uint32_t seq) {
@@ -1192,14 +1302,12 @@ static void handle(dp_Msg *m) {
   uint32_t seq = m->seq;
   W.seq = seq;
   if (!strcmp(m->type, "welcome")) {
-    int world, tmo; unsigned gen; char backend[16] = "ring";
-    char *save, *line = strtok_r(m->body, "\n", &save);
-    if (W.addrs || !line || sscanf(line, "%d %d %u %15s", &world, &tmo, &gen, backend) < 3 || world != W.g.world) { reply_err(seq, "DistError", "bad welcome", "bad welcome"); return; }
-    W.g.timeout_ms = tmo; W.g.gen = gen;
-    W.addrs = calloc((size_t)world, sizeof(char *));
-    for (int i = 0; i < world; i++) { line = strtok_r(NULL, "\n", &save); W.addrs[i] = strdup(line ? line : ""); }
+    dp_Welcome wl;
+    if (W.addrs || dp_parse_welcome(m->body, m->len, W.g.world, &wl)) { reply_err(seq, "DistError", "bad welcome", "bad welcome"); return; }
+    W.g.timeout_ms = wl.timeout_ms; W.g.gen = wl.gen;
+    W.addrs = wl.addrs;   /* taken over */
     arm();
-    connect_mesh(seq, backend);
+    connect_mesh(seq, wl.backend);
   } else if (!strcmp(m->type, "reconnect")) {
     W.g.gen = (uint32_t)strtoul(m->body, NULL, 10);
     arm();
@@ -1269,8 +1377,8 @@ static void handle(dp_Msg *m) {
     reply_ok(seq, NULL, 0);
   } else if (!strcmp(m->type, "runfile")) {
     /* body: path \0 arg \0 arg ... */
-    int argc = 0; char *argv[256];
-    for (size_t i = 0; i < m->len && argc < 255; ) { argv[argc++] = m->body + i; i += strlen(m->body + i) + 1; }
+    char *argv[256];
+    int argc = dp_split_args(m->body, m->len, argv, 255);
     if (!argc) { reply_err(seq, "DistError", "no script", "no script"); return; }
     nb_vm_set_argv(W.vm, argc, argv);
     char *copy = strdup(argv[0]);
@@ -1292,21 +1400,9 @@ static int hasarg(int argc, char **argv, const char *name) {
 }
 
 /* ---- the I/O thread ---- */
-typedef struct Pending { zmq_msg_t fr[8]; int n; } Pending;
-
-/* sends the held message to the session without blocking; 1 when sent (or dropped as malformed) */
-static int pending_flush(Pending *p) {
-  if (!p->n) return 1;
-  if (zmq_msg_send(&p->fr[0], W.dealer, ZMQ_DONTWAIT | (p->n > 1 ? ZMQ_SNDMORE : 0)) < 0) {
-    if (errno == EAGAIN || errno == EINTR) return 0;
-    for (int i = 0; i < p->n; i++) zmq_msg_close(&p->fr[i]);
-    p->n = 0;
-    return 1;
-  }
-  /* the first part went: the rest of a multipart message goes as a whole */
-  for (int i = 1; i < p->n; i++) zmq_msg_send(&p->fr[i], W.dealer, i + 1 < p->n ? ZMQ_SNDMORE : 0);
-  p->n = 0;
-  return 1;
+/* builds a message for the session with the next counter */
+static int to_session(dp_Out *o, const char *type, uint32_t seq, const void *body, size_t len) {
+  return dp_build(o, W.key, NULL, 0, type, seq, W.rank, ++W.ctr, body, len);
 }
 
 /* what the VM is doing, for heartbeats: "TYPE COLLECTIVE" ("idle -") */
@@ -1318,7 +1414,19 @@ static void op_text(char *out, size_t n) {
 
 /* a command or control message from the session */
 static void wio_incoming(dp_Msg *m, double *stop_at) {
+  if (m->ctr <= W.rctr) {
+    fprintf(stderr, "nabla worker %d: dropped a replayed control message (counter %llu after %llu)\n", W.rank, (unsigned long long)m->ctr, (unsigned long long)W.rctr);
+    return;
+  }
+  W.rctr = m->ctr;
   if (!strcmp(m->type, "ping")) return;
+  if (!strcmp(m->type, "challenge")) {   /* the handshake (see on_hi): hello, echoing it */
+    if (W.hello_sent) return;
+    char body[700]; int n = snprintf(body, sizeof body, "%s %.150s", W.hello, m->body);
+    dp_Out o;
+    if (n > 0 && n < (int)sizeof body && !to_session(&o, "hello", 0, body, (size_t)n)) { dp_out_send(&o, W.dealer, 0); W.hello_sent = 1; }
+    return;
+  }
   if (!strcmp(m->type, "interrupt")) {
     uint32_t seq = (uint32_t)strtoul(m->body, NULL, 10);
     __atomic_store_n(&W.intr_seq, seq, __ATOMIC_SEQ_CST);
@@ -1329,12 +1437,12 @@ static void wio_incoming(dp_Msg *m, double *stop_at) {
     nb_vm_interrupt(W.vm);                  /* stop what it runs; if it does not, exit anyway */
     if (!*stop_at) *stop_at = now_s() + 3.0;
   }
-  dp_send(W.pipe_io, W.key, NULL, 0, m->type, m->seq, m->rank, m->body, m->len);
+  dp_send(W.pipe_io, NULL, NULL, 0, m->type, m->seq, m->rank, 0, m->body, m->len);
 }
 
 static void *wio_main(void *arg) {
   (void)arg;
-  Pending pend = { .n = 0 };
+  dp_Out pend = { NULL, 0 };
   double last_heard = now_s(), last_ping = 0, lost_at = 0, stop_at = 0;
   char last_op[96] = "";
   double ping_every = W.hb_s > 0 ? (W.hb_s / 4 < 1.0 ? W.hb_s / 4 : 1.0) : 1.0;
@@ -1346,25 +1454,14 @@ static void *wio_main(void *arg) {
     int rc = zmq_poll(it, (pend.n || quitting) ? 2 : 3, 100);
     double t = now_s();
     if (rc < 0 && errno != EINTR) break;
-    if (pend.n) pending_flush(&pend);
+    if (pend.n) dp_out_send(&pend, W.dealer, ZMQ_DONTWAIT);
     if (!pend.n && !quitting && (it[2].revents & ZMQ_POLLIN)) {
       for (int k = 0; k < 256 && !pend.n; k++) {
-        Pending p = { .n = 0 }; int more = 1, got = 0;
-        while (more) {
-          zmq_msg_t f; zmq_msg_init(&f);
-          if (zmq_msg_recv(&f, W.pipe_io, got ? 0 : ZMQ_DONTWAIT) < 0) { zmq_msg_close(&f); more = 0; break; }
-          got = 1;
-          more = zmq_msg_more(&f);
-          if (p.n < 8) p.fr[p.n++] = f; else zmq_msg_close(&f);
-        }
-        if (!got) break;
-        if (p.n == 1 && zmq_msg_size(&p.fr[0]) == sizeof QUIT - 1 && !memcmp(zmq_msg_data(&p.fr[0]), QUIT, sizeof QUIT - 1)) {
-          zmq_msg_close(&p.fr[0]);
-          quitting = 1; quit_at = t;
-          break;
-        }
-        pend = p;
-        pending_flush(&pend);
+        dp_Msg m;
+        if (dp_recv(W.pipe_io, NULL, 0, 1, &m) != 0) break;
+        if (!strcmp(m.type, "quit")) { dp_msg_free(&m); quitting = 1; quit_at = t; break; }
+        if (!to_session(&pend, m.type, m.seq, m.body, m.len)) dp_out_send(&pend, W.dealer, ZMQ_DONTWAIT);
+        dp_msg_free(&m);
       }
     }
     if (quitting && (!pend.n || t - quit_at > 1.0)) break;   /* everything sent (or the session is gone) */
@@ -1373,7 +1470,7 @@ static void *wio_main(void *arg) {
         dp_Msg m;
         int r = dp_recv(W.dealer, W.key, 0, 1, &m);
         if (r == 1 || r == -1) break;
-        if (r == -2) { fprintf(stderr, "nabla worker %d: dropped a control message with a bad signature\n", W.rank); continue; }
+        if (r < 0) { fprintf(stderr, "nabla worker %d: dropped a control message %s\n", W.rank, r == -3 ? "over the size limit" : "with a bad signature"); continue; }
         last_heard = t;
         if (!lost_at) wio_incoming(&m, &stop_at);
         dp_msg_free(&m);
@@ -1390,7 +1487,7 @@ static void *wio_main(void *arg) {
         fprintf(stderr, "nabla worker %d (pid %d): %s; exiting\n", W.rank, (int)getpid(), why);
       lost_at = t;
       nb_vm_interrupt(W.vm);
-      dp_send(W.pipe_io, W.key, NULL, 0, "lost", 0, -1, why, strlen(why));
+      dp_send(W.pipe_io, NULL, NULL, 0, "lost", 0, -1, 0, why, strlen(why));
     }
     /* the main thread did not come back to its loop in time: leave without it */
     if ((lost_at && t - lost_at > 3.0) || (stop_at && t > stop_at)) {
@@ -1401,26 +1498,16 @@ static void *wio_main(void *arg) {
       char op[96]; op_text(op, sizeof op);
       if (t - last_ping >= ping_every || strcmp(op, last_op)) {
         if (!pend.n) {
-          /* signed by hand so the send can be non-blocking (with no session
-          ** connected a DEALER would block) */
-          Pending p = { .n = 0 };
-          char hdr[96]; int hl = snprintf(hdr, sizeof hdr, "ping 0 %d", W.rank);
-          const void *parts[2] = { hdr, op }; size_t lens[2] = { (size_t)hl, strlen(op) };
-          unsigned char mac[32]; char sig[65];
-          dp_hmac(W.key, parts, lens, 2, mac); dp_hex(mac, 32, sig);
-          const char *fr[4] = { "<NBDIST>", sig, hdr, op }; size_t fl[4] = { 8, 64, (size_t)hl, strlen(op) };
-          for (int i = 0; i < 4; i++) { zmq_msg_init_size(&p.fr[i], fl[i]); memcpy(zmq_msg_data(&p.fr[i]), fr[i], fl[i]); }
-          p.n = 4;
-          if (zmq_msg_send(&p.fr[0], W.dealer, ZMQ_DONTWAIT | ZMQ_SNDMORE) >= 0) {
-            for (int i = 1; i < 4; i++) zmq_msg_send(&p.fr[i], W.dealer, i < 3 ? ZMQ_SNDMORE : 0);
-          } else for (int i = 0; i < 4; i++) zmq_msg_close(&p.fr[i]);
+          /* non-blocking: with no session connected a DEALER would block */
+          dp_Out p;
+          if (!to_session(&p, "ping", 0, op, strlen(op)) && !dp_out_send(&p, W.dealer, ZMQ_DONTWAIT)) dp_out_free(&p);
           last_ping = t;
           snprintf(last_op, sizeof last_op, "%s", op);
         }
       }
     }
   }
-  for (int i = 0; i < pend.n; i++) zmq_msg_close(&pend.fr[i]);
+  dp_out_free(&pend);
   return NULL;
 }
 
@@ -1519,8 +1606,13 @@ int nbD_worker_main(int argc, char **argv) {
 
   W.ctx = zmq_ctx_new();
   W.dealer = zmq_socket(W.ctx, ZMQ_DEALER);
-  char ident[64]; int il = snprintf(ident, sizeof ident, "w%d-%d", rank, (int)getpid());
-  zmq_setsockopt(W.dealer, ZMQ_ROUTING_ID, ident, (size_t)il);
+  /* a routing identity nobody can guess (see on_hi) */
+  unsigned char ident[16];
+  if (RAND_bytes(ident, sizeof ident) != 1) { fprintf(stderr, "nabla worker: no random bytes for the connection identity\n"); return 2; }
+  ident[0] |= 1;   /* identities starting with a zero byte are ZeroMQ's own */
+  zmq_setsockopt(W.dealer, ZMQ_ROUTING_ID, ident, sizeof ident);
+  dp_limit_socket(W.dealer);
+  if (dp_curve_client(W.dealer, W.key)) { fprintf(stderr, "nabla worker: this ZeroMQ has no CURVE security (libzmq built without libsodium)\n"); return 2; }
   int linger = 2000;
   zmq_setsockopt(W.dealer, ZMQ_LINGER, &linger, sizeof linger);
   zmq_socket_monitor(W.dealer, "inproc://nabla-dist-monitor", ZMQ_EVENT_DISCONNECTED);
@@ -1531,12 +1623,12 @@ int nbD_worker_main(int argc, char **argv) {
   zmq_bind(W.pipe_io, "inproc://nabla-worker-pipe");
   zmq_connect(W.pipe_main, "inproc://nabla-worker-pipe");
   if (zmq_connect(W.dealer, ep) != 0) { fprintf(stderr, "nabla worker: cannot connect to %s: %s\n", ep, zmq_strerror(errno)); return 2; }
-  char hello[512], hostname[128] = "?";
+  char hostname[128] = "?";
   gethostname(hostname, sizeof hostname - 1);
   for (char *p = hostname; *p; p++) if (*p == ' ') *p = '_';
   const char *ver = getenv("NABLA_DIST_FAKE_VERSION");   /* tests: pretend to be another version */
-  int hn = snprintf(hello, sizeof hello, "%s %d %d %d %s:%d %s", ver ? ver : nb_version(), (int)getpid(), rank, lrank, adv, W.g.port, hostname);
-  dp_send(W.dealer, W.key, NULL, 0, "hello", 0, rank, hello, (size_t)hn);
+  snprintf(W.hello, sizeof W.hello, "%s %d %d %d %s:%d %s", ver ? ver : nb_version(), (int)getpid(), rank, lrank, adv, W.g.port, hostname);
+  dp_send(W.dealer, W.key, NULL, 0, "hi", 0, rank, ++W.ctr, NULL, 0);   /* the session answers with a challenge */
   if (pthread_create(&W.io, NULL, wio_main, NULL) == 0) W.io_on = 1;
   else { fprintf(stderr, "nabla worker: cannot start the I/O thread\n"); return 2; }
   /* `dist` is there without an import */
@@ -1548,7 +1640,7 @@ int nbD_worker_main(int argc, char **argv) {
     if (rc < 0) { if (errno == EINTR) continue; status = 3; break; }
     if (!(it.revents & ZMQ_POLLIN)) continue;
     dp_Msg m;
-    int r = dp_recv(W.pipe_main, W.key, 0, 1, &m);
+    int r = dp_recv(W.pipe_main, NULL, 0, 1, &m);
     if (r != 0) continue;
     if (!strcmp(m.type, "lost")) { dp_msg_free(&m); status = 3; break; }
     if (!strcmp(m.type, "stop")) { dp_msg_free(&m); break; }
@@ -1565,7 +1657,7 @@ int nbD_worker_main(int argc, char **argv) {
     fflush(stdout);
   }
   __atomic_store_n(&W.main_done, 1, __ATOMIC_SEQ_CST);
-  zmq_send(W.pipe_main, QUIT, sizeof QUIT - 1, 0);
+  dp_send(W.pipe_main, NULL, NULL, 0, "quit", 0, -1, 0, NULL, 0);   /* to the I/O thread: send what is queued and stop */
   if (W.io_on) pthread_join(W.io, NULL);
   nbD_reducer_shutdown();
   nbD_self.g = NULL;

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -237,13 +238,16 @@ void dr_close(dr_Group *g) {
   if (g->fd) for (int i = 0; i < g->world; i++) if (g->fd[i] >= 0) { close(g->fd[i]); g->fd[i] = -1; }
 }
 
-/* handshake: "NBR1", gen, from, to (each u32 network order), HMAC of those 16 bytes */
+/* The accepting rank sends a fresh random nonce; the connecting one answers
+** "NBR2", gen, from, to (each u32 network order) and the HMAC of those 16
+** bytes and the nonce — so a handshake seen on the wire is no good later. */
 #define HS 48
-static void handshake(dr_Group *g, int from, int to, unsigned char out[HS]) {
-  uint32_t v[4] = { htonl(0x4e425231), htonl(g->gen), htonl((uint32_t)from), htonl((uint32_t)to) };
+#define NONCE 16
+static void handshake(dr_Group *g, int from, int to, const unsigned char nonce[NONCE], unsigned char out[HS]) {
+  uint32_t v[4] = { htonl(0x4e425232), htonl(g->gen), htonl((uint32_t)from), htonl((uint32_t)to) };
   memcpy(out, v, 16);
-  const void *parts[1] = { out }; size_t lens[1] = { 16 };
-  dp_hmac(g->key, parts, lens, 1, out + 16);
+  const void *parts[2] = { out, nonce }; size_t lens[2] = { 16, NONCE };
+  dp_hmac(g->key, parts, lens, 2, out + 16);
 }
 
 /* blocking read/write with the group timeout (sockets are non-blocking) */
@@ -261,6 +265,84 @@ static int io_all(dr_Group *g, int fd, void *buf, size_t n, int wr, double deadl
     done += (size_t)k;
   }
   return 0;
+}
+
+/*
+** Accepting the higher ranks.  An accepted connection is pending until it has
+** sent its HS bytes; pending connections are read side by side with the
+** accept (never one at a time), each within HS_DEADLINE_MS, and at most
+** HS_PENDING at once (a new one pushes out the oldest).  So connections
+** without the key — idle ones included — cost a peer nothing but a slot for
+** a moment, and a real peer behind them in the backlog is served at once.
+*/
+#define HS_PENDING 32
+#define HS_DEADLINE_MS 2000.0
+typedef struct HsConn { int fd; size_t got; double deadline; struct sockaddr_in a; unsigned char nonce[NONCE], buf[HS]; } HsConn;
+
+static void hs_drop(HsConn *p, int *np, int i, int close_fd) {
+  if (close_fd) close(p[i].fd);
+  memmove(&p[i], &p[i + 1], sizeof *p * (size_t)(*np - i - 1));
+  (*np)--;
+}
+
+/* the rank a complete handshake comes from, or -1 (refused and logged) */
+static int hs_check(dr_Group *g, const HsConn *c) {
+  int r = g->rank, w = g->world;
+  uint32_t v[4]; memcpy(v, c->buf, 16);
+  int from = (int)ntohl(v[2]);
+  int ok = ntohl(v[0]) == 0x4e425232 && ntohl(v[1]) == g->gen && ntohl(v[3]) == (uint32_t)r && from > r && from < w && g->fd[from] < 0;
+  unsigned char want[HS];
+  if (ok) { handshake(g, from, r, c->nonce, want); ok = dp_equal(want, c->buf, HS); }
+  if (ok) return from;
+  char ip[64]; inet_ntop(AF_INET, &c->a.sin_addr, ip, sizeof ip);
+  fprintf(stderr, "nabla dist: rank %d refused a ring connection from %s:%d without a valid key\n", r, ip, ntohs(c->a.sin_port));
+  return -1;
+}
+
+/* reads what a pending connection sent; 1 when it is done with (taken or dropped) */
+static int hs_read(dr_Group *g, HsConn *c, int *need) {
+  ssize_t k = recv(c->fd, c->buf + c->got, HS - c->got, 0);
+  if (k < 0 && (errno == EAGAIN || errno == EINTR)) return 0;
+  if (k <= 0) { close(c->fd); return 1; }
+  c->got += (size_t)k;
+  if (c->got < HS) return 0;
+  int from = hs_check(g, c);
+  if (from < 0) { close(c->fd); return 1; }
+  g->fd[from] = c->fd; (*need)--;
+  return 1;
+}
+
+static int accept_peers(dr_Group *g, int need, double deadline) {
+  HsConn pend[HS_PENDING]; int np = 0;
+  int st = 0;
+  while (need > 0) {
+    struct pollfd p[1 + HS_PENDING];
+    p[0] = (struct pollfd){ g->listen_fd, POLLIN, 0 };
+    for (int i = 0; i < np; i++) p[1 + i] = (struct pollfd){ pend[i].fd, POLLIN, 0 };
+    int n = np;
+    int rc = poll(p, (nfds_t)(1 + n), 100);
+    if (g->interrupted && *g->interrupted) { st = fail(g, "interrupted while connecting the group"); break; }
+    double t = now_ms();
+    if (t > deadline) { st = fail(g, "timed out waiting for %d higher rank(s) to connect", need); break; }
+    if (rc < 0) continue;
+    for (int i = n - 1; i >= 0; i--) {   /* backwards: dropping one moves the later ones */
+      if ((p[1 + i].revents & (POLLIN | POLLHUP | POLLERR)) && hs_read(g, &pend[i], &need)) hs_drop(pend, &np, i, 0);
+      else if (t > pend[i].deadline) hs_drop(pend, &np, i, 1);
+    }
+    if (!(p[0].revents & POLLIN) || need <= 0) continue;
+    HsConn c = { .got = 0 };
+    socklen_t al = sizeof c.a;
+    c.fd = accept4(g->listen_fd, (struct sockaddr *)&c.a, &al, SOCK_CLOEXEC);
+    if (c.fd < 0) continue;
+    tune(c.fd);
+    /* the nonce fits any fresh socket's buffer: a send that does not take it all is a dead peer */
+    if (getrandom(c.nonce, NONCE, 0) != NONCE || send(c.fd, c.nonce, NONCE, MSG_NOSIGNAL) != NONCE) { close(c.fd); continue; }
+    c.deadline = t + HS_DEADLINE_MS < deadline ? t + HS_DEADLINE_MS : deadline;
+    if (np == HS_PENDING) hs_drop(pend, &np, 0, 1);   /* the oldest goes */
+    pend[np++] = c;
+  }
+  for (int i = 0; i < np; i++) close(pend[i].fd);
+  return st;
 }
 
 int dr_connect(dr_Group *g, char *const *addrs) {
@@ -287,35 +369,13 @@ int dr_connect(dr_Group *g, char *const *addrs) {
       usleep(20000);
     }
     tune(fd);
-    unsigned char hs[HS]; handshake(g, r, j, hs);
+    unsigned char nonce[NONCE], hs[HS];
+    if (io_all(g, fd, nonce, NONCE, 0, deadline)) { close(fd); return fail(g, "handshake with rank %d failed (no nonce)", j); }
+    handshake(g, r, j, nonce, hs);
     if (io_all(g, fd, hs, HS, 1, deadline)) { close(fd); return fail(g, "handshake with rank %d failed", j); }
     g->fd[j] = fd;
   }
   /* accept the higher ranks; anything without a valid handshake is refused */
-  int need = w - 1 - r;
-  while (need > 0) {
-    struct pollfd p = { g->listen_fd, POLLIN, 0 };
-    int rc = poll(&p, 1, 100);
-    if (g->interrupted && *g->interrupted) return fail(g, "interrupted while connecting the group");
-    if (now_ms() > deadline) return fail(g, "timed out waiting for %d higher rank(s) to connect", need);
-    if (rc <= 0) continue;
-    struct sockaddr_in a; socklen_t al = sizeof a;
-    int fd = accept4(g->listen_fd, (struct sockaddr *)&a, &al, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    tune(fd);
-    unsigned char hs[HS], want[HS];
-    double hd = now_ms() + 5000; if (hd > deadline) hd = deadline;
-    if (io_all(g, fd, hs, HS, 0, hd)) { close(fd); continue; }
-    uint32_t v[4]; memcpy(v, hs, 16);
-    int from = (int)ntohl(v[2]);
-    int ok = ntohl(v[0]) == 0x4e425231 && ntohl(v[1]) == g->gen && ntohl(v[3]) == (uint32_t)r && from > r && from < w && g->fd[from] < 0;
-    if (ok) { handshake(g, from, r, want); ok = dp_equal(want, hs, HS); }
-    if (!ok) {
-      char ip[64]; inet_ntop(AF_INET, &a.sin_addr, ip, sizeof ip);
-      fprintf(stderr, "nabla dist: rank %d refused a ring connection from %s:%d without a valid key\n", r, ip, ntohs(a.sin_port));
-      close(fd); continue;
-    }
-    g->fd[from] = fd; need--;
-  }
+  if (accept_peers(g, w - 1 - r, deadline)) return -1;
   return ds_setup(g);   /* the shared-memory fast path when every rank is on this host */
 }

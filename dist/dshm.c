@@ -38,6 +38,7 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#include <openssl/crypto.h>
 #include "dist/dshm.h"
 #include "dist/dproto.h"
 #include "dist/dinternal.h"
@@ -53,7 +54,6 @@ struct ds_Shm {
   size_t R, P, slot;                    /* round bytes, piece bytes, slot stride */
   uint64_t epoch, round;                /* barriers passed, rounds done (both agree on all ranks) */
   int spin;                             /* busy-wait iterations before sleeping (0: more ranks than cores) */
-  char name[64];
 };
 
 typedef struct {
@@ -269,15 +269,6 @@ int ds_broadcast(dr_Group *g, void *buf, size_t nbytes, int src) {
 }
 
 /* ------------------------------------------------------------ setup */
-static void seg_name(dr_Group *g, char out[64]) {
-  unsigned char tag[8] = { 'N', 'B', 'S', 'M', (unsigned char)(g->gen >> 24), (unsigned char)(g->gen >> 16), (unsigned char)(g->gen >> 8), (unsigned char)g->gen };
-  unsigned char mac[32];
-  const void *parts[1] = { tag }; size_t lens[1] = { sizeof tag };
-  dp_hmac(g->key, parts, lens, 1, mac);
-  int n = snprintf(out, 64, "/nabla-shm-");
-  for (int i = 0; i < 12; i++) n += snprintf(out + n, (size_t)(64 - n), "%02x", mac[i]);
-}
-
 void ds_close(dr_Group *g) {
   ds_Shm *s = g->shm;
   if (!s) return;
@@ -289,6 +280,59 @@ void ds_close(dr_Group *g) {
 static int env_off(void) {
   const char *e = getenv("NABLA_SHM");
   return e && (!strcmp(e, "0") || !strcmp(e, "false") || !strcmp(e, "off") || !strcmp(e, "no"));
+}
+
+/*
+** The segment has no name, so nothing can be left behind on any path (a
+** rank killed before it maps, a group that fails to form, every process
+** killed at once): rank 0 makes it with memfd_create, and the other ranks
+** open it through /proc/<rank 0's pid>/fd/<fd> — which the kernel allows
+** only to processes that may inspect rank 0 (the same user), the rights a
+** 0600 /dev/shm file gave.  The memory goes with the last mapping.
+*/
+#define MEMFD_NAME "nabla-shm"
+
+/* rank 0: the segment, mapped and stamped; its fd (or -1) */
+static int seg_create(ds_Shm *s, unsigned char token[16]) {
+  int fd = memfd_create(MEMFD_NAME, MFD_CLOEXEC);
+  if (fd < 0) return -1;
+  int ok = ftruncate(fd, (off_t)s->size) == 0;
+  if (ok) { s->base = mmap(NULL, s->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0); ok = s->base != MAP_FAILED; if (!ok) s->base = NULL; }
+  if (ok && getrandom(token, 16, 0) != 16) ok = 0;
+  if (ok) {
+    Hdr *h = hdr(s);
+    h->magic = MAGIC; h->world = (uint32_t)s->world; h->R = s->R;
+    memcpy(h->token, token, 16);
+  }
+  if (!ok) { close(fd); return -1; }
+  return fd;
+}
+
+/* the other ranks: maps rank 0's segment; 1 when it is there and stamped with token */
+static int seg_attach(ds_Shm *s, uint32_t pid, uint32_t fdno, const unsigned char token[16]) {
+  char path[64], target[128];
+  snprintf(path, sizeof path, "/proc/%u/fd/%u", pid, fdno);
+  /* another host's pid names some other process here: only a memfd of ours
+  ** is opened (O_NONBLOCK: never wait on a FIFO), and the token decides */
+  ssize_t tl = readlink(path, target, sizeof target - 1);
+  if (tl <= 0) return 0;
+  target[tl] = 0;
+  if (strncmp(target, "/memfd:" MEMFD_NAME, sizeof "/memfd:" MEMFD_NAME - 1) != 0) return 0;
+  int fd = open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return 0;
+  struct stat sb;
+  int ok = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && (size_t)sb.st_size == s->size;
+  if (ok) { s->base = mmap(NULL, s->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0); ok = s->base != MAP_FAILED; if (!ok) s->base = NULL; }
+  close(fd);
+  if (ok) { Hdr *h = hdr(s); ok = h->magic == MAGIC && h->world == (uint32_t)s->world && h->R == s->R && !memcmp(h->token, token, 16); }
+  return ok;
+}
+
+/* tests: NABLA_DIST_TEST_SHM_STALL=RANK makes that rank wait 30 s before it
+** maps the segment (a rank that is slow or killed at that point) */
+static void test_stall(int rank) {
+  const char *e = getenv("NABLA_DIST_TEST_SHM_STALL");
+  if (e && atoi(e) == rank) { struct timespec ts = { 30, 0 }; nanosleep(&ts, NULL); }
 }
 
 int ds_setup(dr_Group *g) {
@@ -303,41 +347,29 @@ int ds_setup(dr_Group *g) {
   s->P = ((s->R + (size_t)w - 1) / (size_t)w + 63) & ~(size_t)63;
   s->slot = (s->R + s->P + 4095) & ~(size_t)4095;
   s->size = data_off(w) + 2 * (size_t)w * s->slot;
-  seg_name(g, s->name);
-  /* rank 0 creates the segment and writes a random token; the others map it
-  ** and check the token (a rank on another host finds no such segment) */
-  unsigned char msg[17] = { 0 };
+  /* rank 0 creates the segment and sends ok, a random token, its pid and
+  ** the fd; the others map it and check the token (a rank on another host
+  ** finds no such segment); an all_reduce(min) agrees */
+  unsigned char msg[25] = { 0 };
   int fd = -1, ok = !env_off();
   if (r == 0 && ok) {
-    fd = shm_open(s->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0 && errno == EEXIST) { shm_unlink(s->name); fd = shm_open(s->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600); }
-    ok = fd >= 0 && ftruncate(fd, (off_t)s->size) == 0;
-    if (ok) { s->base = mmap(NULL, s->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0); ok = s->base != MAP_FAILED; if (!ok) s->base = NULL; }
-    if (ok && getrandom(msg + 1, 16, 0) != 16) ok = 0;
-    if (ok) {
-      Hdr *h = hdr(s);
-      h->magic = MAGIC; h->world = (uint32_t)w; h->R = s->R;
-      memcpy(h->token, msg + 1, 16);
-    }
+    fd = seg_create(s, msg + 1);
+    ok = fd >= 0;
+    uint32_t pid = (uint32_t)getpid(), fdno = (uint32_t)(fd >= 0 ? fd : 0);
+    memcpy(msg + 17, &pid, 4); memcpy(msg + 21, &fdno, 4);
     msg[0] = (unsigned char)ok;
-    if (fd >= 0) close(fd);
-    if (!ok && fd >= 0) shm_unlink(s->name);
   }
   int st = dr_broadcast(g, msg, sizeof msg, 0);
   if (!st && r != 0) {
-    ok = ok && msg[0];
-    if (ok) {
-      fd = shm_open(s->name, O_RDWR | O_CLOEXEC, 0);
-      struct stat sb;
-      ok = fd >= 0 && fstat(fd, &sb) == 0 && (size_t)sb.st_size == s->size;
-      if (ok) { s->base = mmap(NULL, s->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0); ok = s->base != MAP_FAILED; if (!ok) s->base = NULL; }
-      if (fd >= 0) close(fd);
-      if (ok) { Hdr *h = hdr(s); ok = h->magic == MAGIC && h->world == (uint32_t)w && h->R == s->R && !memcmp(h->token, msg + 1, 16); }
-    }
+    test_stall(r);
+    uint32_t pid, fdno;
+    memcpy(&pid, msg + 17, 4); memcpy(&fdno, msg + 21, 4);
+    ok = ok && msg[0] && seg_attach(s, pid, fdno, msg + 1);
   }
   int64_t all = ok;
   if (!st) st = dr_all_reduce(g, &all, 1, DR_I64, DR_MIN);
-  shm_unlink(s->name);          /* every rank has mapped it (or the setup failed): the name goes */
+  if (fd >= 0) close(fd);   /* every rank has mapped it (or the setup failed) */
+  OPENSSL_cleanse(msg, sizeof msg);
   if (st || !all) { if (s->base) munmap(s->base, s->size); free(s); return st; }
   g->shm = s;
   return 0;

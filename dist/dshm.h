@@ -2,9 +2,9 @@
 ** dshm.h — the shared-memory fast path of the ring backend (dshm.c).
 **
 ** When every rank of the world group runs on one host, dr_connect() maps one
-** POSIX shared-memory segment into all of them (created by rank 0 under a
-** name derived from the session key and the mesh generation, unlinked as
-** soon as every rank has mapped it), and all_reduce, all_gather and
+** shared-memory segment into all of them (a memfd of rank 0's, opened by the
+** others through /proc: it has no name, so no path leaves one behind), and
+** all_reduce, all_gather and
 ** broadcast run through it instead of TCP.  Everything else (send/recv,
 ** reduce_scatter, all_to_all, sub-groups, mixed-host groups) stays on the
 ** TCP mesh.  NABLA_SHM=0 in the workers' environment, or dist_shm(false) on

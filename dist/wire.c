@@ -2,6 +2,8 @@
 ** wire.c — the Jupyter wire protocol codec (see wire.h).
 */
 #include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +29,7 @@ const char *wire_strerror(int code) {
   case WIRE_EFIELD: return "missing or mistyped field";
   case WIRE_ETOOBIG: return "message too big";
   case WIRE_ESYS: return "system error";
+  case WIRE_EREPLAY: return "replayed message";
   }
   return "unknown error";
 }
@@ -70,7 +73,73 @@ int wire_auth_init(wire_Auth *a, const char *scheme, const char *key, char *err,
   return 0;
 }
 
+struct wire_Seen {
+  pthread_mutex_t mu;
+  unsigned char (*gen[2])[32];   /* open addressing, 2*WIRE_SEEN_GEN slots each; all zero: empty */
+  int count;                     /* entries in gen[0] */
+};
+#define SEEN_SLOTS (2 * WIRE_SEEN_GEN)
+
+int wire_auth_reject_replays(wire_Auth *a) {
+  if (a->seen) return 0;
+  wire_Seen *s = calloc(1, sizeof *s);
+  if (!s) return -1;
+  s->gen[0] = calloc(SEEN_SLOTS, sizeof *s->gen[0]);
+  s->gen[1] = calloc(SEEN_SLOTS, sizeof *s->gen[1]);
+  if (!s->gen[0] || !s->gen[1]) { free(s->gen[0]); free(s->gen[1]); free(s); return -1; }
+  pthread_mutex_init(&s->mu, NULL);
+  a->seen = s;
+  return 0;
+}
+
+static void seen_free(wire_Seen *s) {
+  if (!s) return;
+  pthread_mutex_destroy(&s->mu);
+  free(s->gen[0]); free(s->gen[1]); free(s);
+}
+
+/* 1 when d is in table t; else 0 and *slot is where it goes */
+static int seen_find(unsigned char (*t)[32], const unsigned char d[32], size_t *slot) {
+  static const unsigned char zero[32];
+  uint64_t h; memcpy(&h, d, sizeof h);   /* an HMAC: its bytes are as good as a hash */
+  for (size_t i = (size_t)h % SEEN_SLOTS;; i = (i + 1) % SEEN_SLOTS) {
+    if (!memcmp(t[i], d, 32)) return 1;
+    if (!memcmp(t[i], zero, 32)) { *slot = i; return 0; }
+  }
+}
+
+/* Whether the signature mac was seen before; records it if not.  A full
+** generation becomes the old one and the old one is forgotten, so memory is
+** fixed and the last WIRE_SEEN_GEN..2*WIRE_SEEN_GEN signatures are known. */
+static int seen_check(wire_Seen *s, const unsigned char *mac, unsigned n) {
+  unsigned char d[32] = {0};
+  memcpy(d, mac, n < 32 ? n : 32);
+  d[31] |= 1;   /* never all zero (the empty slot) */
+  pthread_mutex_lock(&s->mu);
+  size_t slot = 0, other;
+  int hit = seen_find(s->gen[1], d, &other) || seen_find(s->gen[0], d, &slot);
+  if (!hit) {
+    if (s->count >= WIRE_SEEN_GEN) {
+      unsigned char (*old)[32] = s->gen[1];
+      s->gen[1] = s->gen[0];
+      memset(old, 0, SEEN_SLOTS * sizeof *old);
+      s->gen[0] = old; s->count = 0;
+      seen_find(s->gen[0], d, &slot);
+    }
+    memcpy(s->gen[0][slot], d, 32);
+    s->count++;
+  }
+  pthread_mutex_unlock(&s->mu);
+  return hit;
+}
+
+void wire_limit_socket(void *sock) {
+  int64_t max = (int64_t)WIRE_MAX_FRAME;
+  zmq_setsockopt(sock, ZMQ_MAXMSGSIZE, &max, sizeof max);
+}
+
 void wire_auth_free(wire_Auth *a) {
+  seen_free(a->seen);
   if (a->key) { OPENSSL_cleanse(a->key, a->keylen); free(a->key); }
   EVP_MAC_CTX_free(a->ctx);
   memset(a, 0, sizeof *a);
@@ -99,12 +168,9 @@ void wire_sign(const wire_Auth *a, const wire_Frame f[4], char *hex) {
   hex[2 * n] = 0;
 }
 
-/* Constant-time check of a hex signature (either case) against the HMAC. */
-static int verify(const wire_Auth *a, const wire_Frame *sig, const wire_Frame f[4]) {
-  if (!a || !a->md) return 1;
-  unsigned char mac[EVP_MAX_MD_SIZE]; unsigned n = 0;
-  if (sign_raw(a, f, mac, &n)) return 0;
-  if (sig->len != 2 * (size_t)n) return 0;
+/* Constant-time check of a hex signature (either case) against an HMAC. */
+static int sig_matches(const wire_Frame *sig, const unsigned char *mac, unsigned n) {
+  if (!n || sig->len != 2 * (size_t)n) return 0;
   unsigned char got[EVP_MAX_MD_SIZE];
   unsigned bad = 0;
   for (unsigned i = 0; i < n; i++) {
@@ -119,6 +185,16 @@ static int verify(const wire_Auth *a, const wire_Frame *sig, const wire_Frame f[
     got[i] = (unsigned char)v;
   }
   return CRYPTO_memcmp(got, mac, n) == 0 && !bad;
+}
+
+/* Checks the signature of the four signed frames, and that it is not a
+** replay (when a->seen): WIRE_OK, WIRE_ESIG or WIRE_EREPLAY. */
+static int verify(const wire_Auth *a, const wire_Frame *sig, const wire_Frame f[4]) {
+  if (!a || !a->md) return WIRE_OK;
+  unsigned char mac[EVP_MAX_MD_SIZE]; unsigned n = 0;
+  if (sign_raw(a, f, mac, &n) || !sig_matches(sig, mac, n)) return WIRE_ESIG;
+  if (a->seen && seen_check(a->seen, mac, n)) return WIRE_EREPLAY;
+  return WIRE_OK;
 }
 
 /* ------------------------------------------------------------ helpers */
@@ -187,12 +263,45 @@ static int copy_frames(const wire_Frame *src, int n, wire_Frame **dst) {
   return 0;
 }
 
-static json_t *parse_object(const wire_Frame *f, const char *what, char *err, size_t errlen) {
+static json_t *parse_object(const wire_Frame *f, const char *what, size_t flags, char *err, size_t errlen) {
   json_error_t je;
-  json_t *j = json_loadb((const char *)(f->data ? f->data : (const unsigned char *)""), f->len, JSON_REJECT_DUPLICATES, &je);
+  json_t *j = json_loadb((const char *)(f->data ? f->data : (const unsigned char *)""), f->len, JSON_REJECT_DUPLICATES | flags, &je);
   if (!j) { if (err && errlen) snprintf(err, errlen, "%s: %s", what, je.text); return NULL; }
   if (!json_is_object(j)) { if (err && errlen) snprintf(err, errlen, "%s is not a JSON object", what); json_decref(j); return NULL; }
   return j;
+}
+
+/* Parses the header frame into m and copies the routing identities: what a
+** reply needs.  WIRE_OK or an error code (m is then partly filled: free it). */
+static int take_header(const wire_Frame *ids, int nids, const wire_Frame *hdr, wire_Msg *m, char *err, size_t errlen) {
+  if (!(m->header = parse_object(hdr, "header", 0, err, errlen))) return WIRE_EJSON;
+  json_t *t = json_object_get(m->header, "msg_type"), *id = json_object_get(m->header, "msg_id"),
+         *se = json_object_get(m->header, "session"), *u = json_object_get(m->header, "username"),
+         *v = json_object_get(m->header, "version");
+  if (!json_is_string(t) || !*json_string_value(t)) ERR(WIRE_EFIELD, "header.msg_type missing or not a string");
+  if (!json_is_string(id)) ERR(WIRE_EFIELD, "header.msg_id missing or not a string");
+  if (se && !json_is_string(se)) ERR(WIRE_EFIELD, "header.session is not a string");
+  if (u && !json_is_string(u)) ERR(WIRE_EFIELD, "header.username is not a string");
+  if (v && !json_is_string(v)) ERR(WIRE_EFIELD, "header.version is not a string");
+  m->msg_type = json_string_value(t);
+  m->msg_id = json_string_value(id);
+  m->session = se ? json_string_value(se) : "";
+  m->header_raw = malloc(hdr->len + 1);
+  if (!m->header_raw) ERR(WIRE_ESYS, "out of memory");
+  if (hdr->len) memcpy(m->header_raw, hdr->data, hdr->len);
+  m->header_raw[hdr->len] = 0;
+  m->header_len = hdr->len;
+  if (copy_frames(ids, nids, &m->ids)) ERR(WIRE_ESYS, "out of memory");
+  m->nids = nids;
+  return WIRE_OK;
+}
+
+/* Keeps only what an error reply needs (see wire.h); the code is returned. */
+static int partial(wire_Msg *m, wire_Msg *out, int code) {
+  json_decref(m->parent); json_decref(m->metadata); json_decref(m->content);
+  m->parent = m->metadata = m->content = NULL;
+  *out = *m;
+  return code;
 }
 
 int wire_decode(const wire_Auth *a, const wire_Frame *frames, int n, wire_Msg *out, char *err, size_t errlen) {
@@ -210,64 +319,96 @@ int wire_decode(const wire_Auth *a, const wire_Frame *frames, int n, wire_Msg *o
   if (d < 0) ERR(WIRE_ETRUNC, "no <IDS|MSG> delimiter in %d frames", n);
   if (n - d - 1 < 5) ERR(WIRE_ETRUNC, "%d frames after the delimiter, need 5", n - d - 1);
   const wire_Frame *sig = &frames[d + 1], *body = &frames[d + 2];
-  if (!verify(a, sig, body)) ERR(WIRE_ESIG, "signature does not match");
+  int code = verify(a, sig, body);
+  if (code == WIRE_ESIG) ERR(code, "signature does not match");
+  if (code == WIRE_EREPLAY) ERR(code, "a message with this signature was received before (a replay)");
 
   wire_Msg m = {0};
-  int code = WIRE_EJSON;
-  if (!(m.header = parse_object(&body[0], "header", err, errlen))) goto fail;
-  if (!(m.parent = parse_object(&body[1], "parent_header", err, errlen))) goto fail;
-  if (!(m.metadata = parse_object(&body[2], "metadata", err, errlen))) goto fail;
-  if (!(m.content = parse_object(&body[3], "content", err, errlen))) goto fail;
-  code = WIRE_EFIELD;
-  json_t *t = json_object_get(m.header, "msg_type"), *id = json_object_get(m.header, "msg_id"),
-         *se = json_object_get(m.header, "session"), *u = json_object_get(m.header, "username"),
-         *v = json_object_get(m.header, "version");
-  if (!json_is_string(t) || !*json_string_value(t)) { if (err) snprintf(err, errlen, "header.msg_type missing or not a string"); goto fail; }
-  if (!json_is_string(id)) { if (err) snprintf(err, errlen, "header.msg_id missing or not a string"); goto fail; }
-  if (se && !json_is_string(se)) { if (err) snprintf(err, errlen, "header.session is not a string"); goto fail; }
-  if (u && !json_is_string(u)) { if (err) snprintf(err, errlen, "header.username is not a string"); goto fail; }
-  if (v && !json_is_string(v)) { if (err) snprintf(err, errlen, "header.version is not a string"); goto fail; }
-  m.msg_type = json_string_value(t);
-  m.msg_id = json_string_value(id);
-  m.session = se ? json_string_value(se) : "";
-  code = WIRE_ESYS;
-  m.header_raw = malloc(body[0].len + 1);
-  if (!m.header_raw) goto fail;
-  memcpy(m.header_raw, body[0].data, body[0].len); m.header_raw[body[0].len] = 0;
-  m.header_len = body[0].len;
-  if (copy_frames(frames, d, &m.ids)) goto fail;
-  m.nids = d;
-  if (copy_frames(frames + d + 6, n - d - 6, &m.buffers)) goto fail;
+  if ((code = take_header(frames, d, &body[0], &m, err, errlen)) != WIRE_OK) { wire_msg_free(&m); return code; }
+  /* from here on the message is known: errors keep the header for a reply */
+  if (!(m.parent = parse_object(&body[1], "parent_header", 0, err, errlen))) return partial(&m, out, WIRE_EJSON);
+  if (!(m.metadata = parse_object(&body[2], "metadata", 0, err, errlen))) return partial(&m, out, WIRE_EJSON);
+  /* a NUL in a string of the content is valid JSON; the handlers say where it may not be */
+  if (!(m.content = parse_object(&body[3], "content", JSON_ALLOW_NUL, err, errlen))) return partial(&m, out, WIRE_EJSON);
+  if (copy_frames(frames + d + 6, n - d - 6, &m.buffers)) {
+    if (err && errlen) snprintf(err, errlen, "out of memory");
+    return partial(&m, out, WIRE_ESYS);
+  }
   m.nbuffers = n - d - 6;
   *out = m;
   return WIRE_OK;
-fail:
-  if (code == WIRE_ESYS && err && errlen) snprintf(err, errlen, "out of memory");
-  wire_msg_free(&m);
-  return code;
+}
+
+/* An over-limit message, read frame by frame without keeping it: its
+** signature is computed on the fly, and the header (when it came before the
+** limit was reached) is kept for an error reply. */
+typedef struct Over {
+  int on;
+  int d;                      /* index of the delimiter, -1 until seen */
+  EVP_MAC_CTX *h;             /* HMAC of the signed frames so far (when signing) */
+  int ok;                     /* the frames it needs were there */
+} Over;
+
+static void over_frame(const wire_Auth *a, Over *o, int idx, const void *data, size_t len) {
+  if (o->d < 0 || idx < o->d + 2 || idx > o->d + 5) return;
+  if (a && a->md && o->h && !EVP_MAC_update(o->h, data, len)) o->ok = 0;
+}
+
+static int over_finish(const wire_Auth *a, Over *o, zmq_msg_t *p, int n, int total_frames, wire_Msg *out, char *err, size_t errlen) {
+  if (o->d < 0 || o->d + 2 >= n || total_frames < o->d + 6 || !o->ok) return WIRE_ETOOBIG;
+  wire_Frame sig = { zmq_msg_data(&p[o->d + 1]), zmq_msg_size(&p[o->d + 1]) };
+  if (a && a->md) {
+    unsigned char mac[EVP_MAX_MD_SIZE]; size_t mn = 0;
+    if (!o->h || !EVP_MAC_final(o->h, mac, &mn, sizeof mac) || !sig_matches(&sig, mac, (unsigned)mn)) return WIRE_ETOOBIG;
+    if (a->seen && seen_check(a->seen, mac, (unsigned)mn)) return WIRE_ETOOBIG;
+  }
+  wire_Frame *ids = malloc(sizeof *ids * (size_t)(o->d ? o->d : 1));
+  if (!ids) return WIRE_ETOOBIG;
+  for (int i = 0; i < o->d; i++) { ids[i].data = zmq_msg_data(&p[i]); ids[i].len = zmq_msg_size(&p[i]); }
+  wire_Frame hdr = { zmq_msg_data(&p[o->d + 2]), zmq_msg_size(&p[o->d + 2]) };
+  wire_Msg m = {0};
+  char e2[8];
+  if (take_header(ids, o->d, &hdr, &m, e2, sizeof e2) == WIRE_OK) *out = m;
+  else wire_msg_free(&m);
+  free(ids);
+  (void)err; (void)errlen;
+  return WIRE_ETOOBIG;
+}
+
+static int is_delim(zmq_msg_t *f) {
+  return zmq_msg_size(f) == sizeof WIRE_DELIM - 1 && !memcmp(zmq_msg_data(f), WIRE_DELIM, sizeof WIRE_DELIM - 1);
 }
 
 int wire_recv(void *sock, const wire_Auth *a, wire_Msg *out, int flags, char *err, size_t errlen) {
   memset(out, 0, sizeof *out);
   zmq_msg_t parts[64];
   zmq_msg_t *p = parts;
-  int cap = 64, n = 0, code = WIRE_OK;
+  int cap = 64, n = 0, idx = 0, code = WIRE_OK;
   size_t total = 0;
-  for (;;) {
+  Over over = { .d = -1, .ok = 1 };
+  for (;; idx++) {
     zmq_msg_t tmp;
     zmq_msg_init(&tmp);
-    if (zmq_msg_recv(&tmp, sock, n == 0 ? flags : 0) < 0) {
+    if (zmq_msg_recv(&tmp, sock, idx == 0 ? flags : 0) < 0) {
       int e = errno;
       zmq_msg_close(&tmp);
+      if (e == EINTR && idx > 0) { idx--; continue; }
       for (int i = 0; i < n; i++) zmq_msg_close(&p[i]);
       if (p != parts) free(p);
+      EVP_MAC_CTX_free(over.h);
       errno = e;
       if (err && errlen) snprintf(err, errlen, "recv: %s", zmq_strerror(e));
       return WIRE_ESYS;
     }
     int more = zmq_msg_more(&tmp);
     total += zmq_msg_size(&tmp);
-    if (code == WIRE_OK && (n >= WIRE_MAX_FRAMES || total > WIRE_MAX_BYTES)) code = WIRE_ETOOBIG;
+    if (over.d < 0 && is_delim(&tmp)) over.d = idx;
+    if (code == WIRE_OK && (idx >= WIRE_MAX_FRAMES || total > WIRE_MAX_BYTES)) {
+      /* over the limit: from here on frames are hashed and dropped, not kept */
+      code = WIRE_ETOOBIG; over.on = 1;
+      if (a && a->md) over.h = EVP_MAC_CTX_dup(a->ctx);
+      for (int i = 0; i < n; i++) over_frame(a, &over, i, zmq_msg_data(&p[i]), zmq_msg_size(&p[i]));
+    }
     if (code == WIRE_OK) {
       if (n == cap) {
         int ncap = cap * 2;
@@ -276,8 +417,10 @@ int wire_recv(void *sock, const wire_Auth *a, wire_Msg *out, int flags, char *er
         else { memcpy(np, p, sizeof *np * (size_t)n); if (p != parts) free(p); p = np; cap = ncap; }
       }
       if (code == WIRE_OK) { memcpy(&p[n], &tmp, sizeof tmp); n++; }
-      else zmq_msg_close(&tmp);
-    } else zmq_msg_close(&tmp);   /* draining the rest of a rejected message */
+    } else {
+      if (over.on) over_frame(a, &over, idx, zmq_msg_data(&tmp), zmq_msg_size(&tmp));
+      zmq_msg_close(&tmp);
+    }
     if (!more) break;
   }
   if (code == WIRE_OK) {
@@ -288,10 +431,12 @@ int wire_recv(void *sock, const wire_Auth *a, wire_Msg *out, int flags, char *er
       code = wire_decode(a, f, n, out, err, errlen);
       free(f);
     }
-  } else if (err && errlen) {
-    snprintf(err, errlen, code == WIRE_ETOOBIG ? "message over %zu bytes or %d frames" : "out of memory",
-             (size_t)WIRE_MAX_BYTES, WIRE_MAX_FRAMES);
-  }
+  } else if (code == WIRE_ETOOBIG) {
+    code = over_finish(a, &over, p, n, idx + 1, out, err, errlen);
+    if (err && errlen) snprintf(err, errlen, "message of %zu bytes in %d frames is over the limit of %zu bytes or %d frames", total, idx + 1,
+                                (size_t)WIRE_MAX_BYTES, WIRE_MAX_FRAMES);
+  } else if (err && errlen) snprintf(err, errlen, "out of memory");
+  EVP_MAC_CTX_free(over.h);
   for (int i = 0; i < n; i++) zmq_msg_close(&p[i]);
   if (p != parts) free(p);
   if (code == WIRE_ESYS) errno = ENOMEM;

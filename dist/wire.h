@@ -20,6 +20,14 @@
 /* limits on what decode accepts */
 #define WIRE_MAX_FRAMES 4096
 #define WIRE_MAX_BYTES ((size_t)64 << 20)   /* all frames together */
+/* ZMQ_MAXMSGSIZE of every socket (wire_limit_socket): ZeroMQ drops a
+** connection that announces a bigger frame before buffering any of it.
+** Above WIRE_MAX_BYTES so that a request somewhat over the limit can still
+** be read far enough (its signature checked on the fly, its content not
+** kept) to get an error reply. */
+#define WIRE_MAX_FRAME (2 * WIRE_MAX_BYTES)
+/* replay protection: signatures seen, in two generations of this many */
+#define WIRE_SEEN_GEN 32768
 
 enum {
   WIRE_OK = 0,
@@ -29,21 +37,30 @@ enum {
   WIRE_EFIELD,     /* a required header field is missing or of the wrong type */
   WIRE_ETOOBIG,    /* over WIRE_MAX_FRAMES / WIRE_MAX_BYTES */
   WIRE_ESYS,       /* a ZeroMQ or allocation failure */
+  WIRE_EREPLAY,    /* a signature seen before: a replayed message */
 };
 const char *wire_strerror(int code);
 
 typedef struct wire_Frame { const unsigned char *data; size_t len; } wire_Frame;
 
 /* Signing key and scheme.  key may be empty (no signing). */
+typedef struct wire_Seen wire_Seen;
 typedef struct wire_Auth {
   const void *md;              /* EVP_MD*, NULL when not signing */
   void *ctx;                   /* EVP_MAC_CTX* keyed once; duplicated per message */
   unsigned char *key; size_t keylen;
+  wire_Seen *seen;             /* signatures seen (wire_auth_reject_replays); NULL: not checked */
 } wire_Auth;
 /* scheme: "hmac-sha256" (also hmac-sha1/sha224/sha384/sha512) or NULL/"" for
 ** the default sha256.  Returns 0, or -1 with a message in err. */
 int  wire_auth_init(wire_Auth *a, const char *scheme, const char *key, char *err, size_t errlen);
 void wire_auth_free(wire_Auth *a);
+/* From now on decoding rejects a message whose signature was seen before
+** (WIRE_EREPLAY), like jupyter_client; the last 2*WIRE_SEEN_GEN signatures
+** are remembered.  Thread-safe.  Returns 0 or -1 (out of memory). */
+int  wire_auth_reject_replays(wire_Auth *a);
+/* Sets ZMQ_MAXMSGSIZE to WIRE_MAX_FRAME on sock (before bind/connect). */
+void wire_limit_socket(void *sock);
 /* Writes the hex signature of the frames to hex (2*EVP_MAX_MD_SIZE+1 bytes
 ** suffice: 129); empty string when not signing. */
 void wire_sign(const wire_Auth *a, const wire_Frame f[4], char *hex);
@@ -67,8 +84,12 @@ typedef struct wire_Msg {
   const char *msg_type, *msg_id, *session;   /* point into header */
 } wire_Msg;
 
-/* Decodes the frames of one multipart message.  On failure *out is left
-** empty (safe to free) and err gets a one-line reason. */
+/* Decodes the frames of one multipart message.  On failure err gets a
+** one-line reason and *out is empty — except when the signature verified
+** and the header parsed but the rest did not (bad JSON elsewhere, a NUL
+** where none may be, a replay, a message over the limits from wire_recv):
+** then ids, header, header_raw, msg_type and msg_id are set so the caller
+** can send an error reply (content is NULL).  Free *out either way. */
 int  wire_decode(const wire_Auth *a, const wire_Frame *frames, int n, wire_Msg *out, char *err, size_t errlen);
 void wire_msg_free(wire_Msg *m);
 

@@ -275,7 +275,7 @@ static char *sink_input(nb_Sink *s, const char *prompt, int password) {
     wire_Msg old; char err[64];
     int rc = wire_recv(k->stdin_sock, &k->ws.auth, &old, ZMQ_DONTWAIT, err, sizeof err);
     if (rc == WIRE_ESYS) break;
-    if (rc == WIRE_OK) wire_msg_free(&old);
+    if (rc != WIRE_ESYS) wire_msg_free(&old);
   }
   if (wire_send(k->stdin_sock, &k->ws, I.req->ids, I.req->nids, NULL, I.req->header_raw, I.req->header_len,
                 "input_request", json_pack("{s:o, s:b}", "prompt", k_jstr(prompt, strlen(prompt)), "password", password), NULL)) {
@@ -291,7 +291,7 @@ static char *sink_input(nb_Sink *s, const char *prompt, int password) {
     wire_Msg m; char err[256];
     int rc = wire_recv(k->stdin_sock, &k->ws.auth, &m, ZMQ_DONTWAIT, err, sizeof err);
     if (rc == WIRE_ESYS) { if (errno == EAGAIN || errno == EINTR) continue; return NULL; }
-    if (rc != WIRE_OK) { k_log("stdin: dropped message: %s: %s", wire_strerror(rc), err); continue; }
+    if (rc != WIRE_OK) { k_log("stdin: dropped message: %s: %s", wire_strerror(rc), err); wire_msg_free(&m); continue; }
     if (strcmp(m.msg_type, "input_reply")) { k_log("stdin: ignored %s", m.msg_type); wire_msg_free(&m); continue; }
     json_t *v = json_object_get(m.content, "value");
     char *r2 = NULL;
@@ -343,14 +343,20 @@ static json_t *hist_json(const HEntry *e) {
                    e->output ? k_jstr(e->output, strlen(e->output)) : json_null());
 }
 
-/* Rewrites the file with the newest HISTORY_MAX entries (atomically: temp + rename). */
+/* Rewrites the file with the newest HISTORY_MAX entries (atomically: temp +
+** fsync + rename).  The temporary file is mkstemp's (0600, whatever the
+** umask): the history holds user data and stays private. */
 static void hist_compact(void) {
   if (!I.hist_path) return;
   size_t n = strlen(I.hist_path) + 32;
   char *tmp = malloc(n);
   if (!tmp) return;
-  snprintf(tmp, n, "%s.%d.tmp", I.hist_path, (int)getpid());
-  FILE *f = fopen(tmp, "w");
+  snprintf(tmp, n, "%s.XXXXXX", I.hist_path);
+  int fd = mkstemp(tmp);
+  if (fd >= 0) fchmod(fd, 0600);
+  FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+  if (fd >= 0 && !f) close(fd);
+  if (fd < 0) { free(tmp); return; }
   if (f) {
     int from = I.nhist > HISTORY_MAX ? I.nhist - HISTORY_MAX : 0;
     for (int i = from; i < I.nhist; i++) {
@@ -359,7 +365,8 @@ static void hist_compact(void) {
       if (s) { fputs(s, f); fputc('\n', f); free(s); }
       json_decref(j);
     }
-    if (fclose(f) == 0 && rename(tmp, I.hist_path) == 0) { free(tmp); return; }
+    int ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
+    if (fclose(f) == 0 && ok && rename(tmp, I.hist_path) == 0) { free(tmp); return; }
   }
   unlink(tmp);
   free(tmp);
@@ -373,6 +380,10 @@ static void hist_load(void) {
   if (!I.hist_path) return;
   FILE *f = fopen(I.hist_path, "r");
   if (!f) return;
+  /* user data: private, also when an older version left it readable to others */
+  struct stat sb;
+  if (fstat(fileno(f), &sb) == 0 && (sb.st_mode & 077) && fchmod(fileno(f), 0600))
+    k_log("history: %s is readable by others and cannot be made private: %s", I.hist_path, strerror(errno));
   char *line = NULL; size_t cap = 0; ssize_t len;
   int maxs = 0;
   while ((len = getline(&line, &cap, f)) > 0) {
@@ -482,6 +493,19 @@ static json_t *bad_request(const char *what) {
   return json_pack("{s:s, s:s, s:s, s:[s]}", "status", "error", "ename", "BadRequest", "evalue", what, "traceback", what);
 }
 
+/* A BadRequest reply content when the string jcode holds a NUL (JSON allows
+** "\u0000"; source text cannot hold it, and C strings would cut it there
+** silently), else NULL. */
+static json_t *nul_in_code(json_t *jcode, const char *request) {
+  if (!json_is_string(jcode)) return NULL;
+  const char *code = json_string_value(jcode), *nul = memchr(code, 0, json_string_length(jcode));
+  if (!nul) return NULL;
+  char ev[200];
+  snprintf(ev, sizeof ev, "%s: the code contains a NUL character (at byte %zu); source text cannot", request, (size_t)(nul - code));
+  k_log("%s", ev);
+  return bad_request(ev);
+}
+
 /* field checks: -1 when present with the wrong type */
 static int get_bool(json_t *c, const char *key, int dflt) {
   json_t *v = json_object_get(c, key);
@@ -517,6 +541,12 @@ static void execute(Kernel *k, wire_Msg *m) {
   if (silent) store = 0;
   const char *code = json_string_value(jcode);
   size_t len = json_string_length(jcode);
+  json_t *r = nul_in_code(jcode, "execute_request");
+  if (r) {
+    json_object_set_new(r, "execution_count", json_integer(I.exec_count));
+    wire_reply(k->shell, &k->ws, m, "execute_reply", r);
+    return;
+  }
   if (store) I.exec_count++;
   int count = I.exec_count;
   if (!silent) k_publish(k, m, "execute_input", json_pack("{s:O, s:i}", "code", jcode, "execution_count", count));
@@ -577,6 +607,8 @@ static void execute(Kernel *k, wire_Msg *m) {
     I.capture = 1;
     json_object_foreach(uexp, key, v) {
       if (!json_is_string(v)) { json_object_set_new(ures, key, bad_request("user expression must be a string")); continue; }
+      json_t *nul = nul_in_code(v, "user_expressions");
+      if (nul) { json_object_set_new(ures, key, nul); continue; }
       json_decref(I.captured); I.captured = NULL;
       k->running = 1;
       int est = nb_run(k->vm, json_string_value(v), json_string_length(v), "<user_expression>", NB_ECHO_LAST);
@@ -610,6 +642,8 @@ static int get_cursor(json_t *c, const char *code, size_t len, size_t *byte) {
 
 static void complete(Kernel *k, wire_Msg *m) {
   json_t *jcode = json_object_get(m->content, "code");
+  json_t *nul = nul_in_code(jcode, "complete_request");
+  if (nul) { wire_reply(k->shell, &k->ws, m, "complete_reply", nul); return; }
   size_t cur;
   if (!json_is_string(jcode) || get_cursor(m->content, json_string_value(jcode), json_string_length(jcode), &cur)) {
     wire_reply(k->shell, &k->ws, m, "complete_reply", bad_request("complete_request: 'code' must be a string and 'cursor_pos' a number"));
@@ -634,6 +668,8 @@ static void complete(Kernel *k, wire_Msg *m) {
 
 static void inspect(Kernel *k, wire_Msg *m) {
   json_t *jcode = json_object_get(m->content, "code");
+  json_t *nul = nul_in_code(jcode, "inspect_request");
+  if (nul) { wire_reply(k->shell, &k->ws, m, "inspect_reply", nul); return; }
   size_t cur;
   if (!json_is_string(jcode) || get_cursor(m->content, json_string_value(jcode), json_string_length(jcode), &cur)) {
     wire_reply(k->shell, &k->ws, m, "inspect_reply", bad_request("inspect_request: 'code' must be a string and 'cursor_pos' a number"));
@@ -652,6 +688,8 @@ static void inspect(Kernel *k, wire_Msg *m) {
 
 static void is_complete(Kernel *k, wire_Msg *m) {
   json_t *jcode = json_object_get(m->content, "code");
+  json_t *nul = nul_in_code(jcode, "is_complete_request");
+  if (nul) { wire_reply(k->shell, &k->ws, m, "is_complete_reply", nul); return; }
   if (!json_is_string(jcode)) {
     wire_reply(k->shell, &k->ws, m, "is_complete_reply", json_pack("{s:s}", "status", "unknown"));
     return;
@@ -664,9 +702,14 @@ static void is_complete(Kernel *k, wire_Msg *m) {
   wire_reply(k->shell, &k->ws, m, "is_complete_reply", r);
 }
 
+static int unauthenticated;   /* set once at start-up, before the threads */
+void interp_set_unauthenticated(int on) { unauthenticated = on; }
+
 json_t *interp_kernel_info(void) {
-  char banner[128];
-  snprintf(banner, sizeof banner, "Nabla %s: an array language with tensors and autograd", nb_version());
+  char banner[400];
+  snprintf(banner, sizeof banner, "Nabla %s: an array language with tensors and autograd%s", nb_version(),
+           unauthenticated ? "\nWARNING: this kernel runs without a key: its messages are not authenticated, and anyone"
+                             " who can reach its ports can run code as you." : "");
   /* help_links stays empty until the project has a documentation URL (docs/ is in the repository) */
   return json_pack("{s:s, s:s, s:s, s:s, s:s, s:b, s:[],"
                    " s:{s:s, s:s, s:s, s:s, s:s, s:s, s:s}}",

@@ -47,6 +47,10 @@ void k_status(Kernel *k, const wire_Msg *parent, const char *state);
 void k_abort_queued(Kernel *k);
 /* A reply for requests this kernel does not know. */
 void k_unknown(Kernel *k, void *sock, const wire_Msg *m);
+/* A message wire_recv returned rc for: logged, and when its header is known
+** (see wire_decode) and it is a request, answered with an error reply so
+** the front end does not wait forever (never a replay).  Frees *m. */
+void k_reject(Kernel *k, void *sock, const char *where, wire_Msg *m, int rc, const char *err);
 
 /* interp.c */
 void interp_init(Kernel *k);
@@ -55,6 +59,8 @@ void interp_free(Kernel *k);
 void interp_shell(Kernel *k, wire_Msg *m);
 /* The kernel_info_reply content (thread-safe). */
 json_t *interp_kernel_info(void);
+/* The kernel runs without a key: kernel_info's banner says so. */
+void interp_set_unauthenticated(int on);
 /* Publishes buffered stream output older than the batching interval (control thread timer). */
 void interp_tick(Kernel *k);
 /* Wakes an input() wait (interrupt/shutdown): async-signal-safe. */

@@ -60,16 +60,31 @@ static char *reply_type(const char *msg_type) {
   return r;
 }
 
+/* an error reply to a request (nothing for other message types) */
+static void error_reply(Kernel *k, void *sock, const wire_Msg *m, const char *ename, const char *evalue) {
+  size_t n = strlen(m->msg_type);
+  if (n <= 8 || strcmp(m->msg_type + n - 8, "_request")) return;
+  char *rt = reply_type(m->msg_type);
+  wire_reply(sock, &k->ws, m, rt, json_pack("{s:s, s:s, s:o, s:[o]}", "status", "error", "ename", ename,
+             "evalue", k_jstr(evalue, strlen(evalue)), "traceback", k_jstr(evalue, strlen(evalue))));
+  free(rt);
+}
+
 void k_unknown(Kernel *k, void *sock, const wire_Msg *m) {
   k_log("unknown message type '%s' (ignored)", m->msg_type);
-  size_t n = strlen(m->msg_type);
-  if (n > 8 && !strcmp(m->msg_type + n - 8, "_request")) {
-    char *rt = reply_type(m->msg_type);
-    char ev[256]; snprintf(ev, sizeof ev, "unknown message type '%.200s'", m->msg_type);
-    wire_reply(sock, &k->ws, m, rt, json_pack("{s:s, s:s, s:s, s:[]}", "status", "error",
-               "ename", "UnknownMessageType", "evalue", ev, "traceback"));
-    free(rt);
+  char ev[256]; snprintf(ev, sizeof ev, "unknown message type '%.200s'", m->msg_type);
+  error_reply(k, sock, m, "UnknownMessageType", ev);
+}
+
+void k_reject(Kernel *k, void *sock, const char *where, wire_Msg *m, int rc, const char *err) {
+  k_log("%s: dropped message: %s: %s", where, wire_strerror(rc), err);
+  if (m->header && rc != WIRE_EREPLAY) {
+    char ev[400]; snprintf(ev, sizeof ev, "the kernel cannot serve this %.100s: %s: %.200s", m->msg_type, wire_strerror(rc), err);
+    k_status(k, m, "busy");
+    error_reply(k, sock, m, rc == WIRE_ETOOBIG ? "MessageTooBig" : "BadRequest", ev);
+    k_status(k, m, "idle");
   }
+  wire_msg_free(m);
 }
 
 /* ------------------------------------------------------------ interrupts */
@@ -108,7 +123,7 @@ void k_abort_queued(Kernel *k) {
     wire_Msg m; char err[256];
     int rc = wire_recv(k->shell, &k->ws.auth, &m, ZMQ_DONTWAIT, err, sizeof err);
     if (rc == WIRE_ESYS) break;
-    if (rc != WIRE_OK) { k_log("shell: dropped message: %s: %s", wire_strerror(rc), err); continue; }
+    if (rc != WIRE_OK) { k_reject(k, k->shell, "shell", &m, rc, err); continue; }
     if (!strcmp(m.msg_type, "execute_request")) {
       k_status(k, &m, "busy");
       wire_reply(k->shell, &k->ws, &m, "execute_reply", json_pack("{s:s}", "status", "aborted"));
@@ -175,7 +190,7 @@ static void *control_main(void *arg) {
     wire_Msg m; char err[256];
     int rc = wire_recv(k->control, &k->ws.auth, &m, ZMQ_DONTWAIT, err, sizeof err);
     if (rc == WIRE_ESYS) { if (errno == EAGAIN || errno == EINTR) continue; break; }
-    if (rc != WIRE_OK) { k_log("control: dropped message: %s: %s", wire_strerror(rc), err); continue; }
+    if (rc != WIRE_OK) { k_reject(k, k->control, "control", &m, rc, err); continue; }
     control_msg(k, &m);
     wire_msg_free(&m);
   }
@@ -209,6 +224,11 @@ static int read_connection(Kernel *k, const char *path) {
                      json_is_string(key) ? json_string_value(key) : "", err, sizeof err)) {
     k_log("%s: %s", path, err); goto done;
   }
+  if (!k->ws.auth.md) {
+    k_log("WARNING: %s has no key: messages are NOT authenticated, and anyone who can reach "
+          "these ports can run code as this user. Give the connection file a \"key\".", path);
+    interp_set_unauthenticated(1);
+  } else if (wire_auth_reject_replays(&k->ws.auth)) { k_log("out of memory"); goto done; }
   rc = 0;
 done:
   json_decref(c);
@@ -219,10 +239,10 @@ static void *make_socket(Kernel *k, int type, int port, const char *what) {
   void *s = zmq_socket(k->ctx, type);
   if (!s) { k_log("zmq_socket(%s): %s", what, zmq_strerror(errno)); return NULL; }
   int linger = 1000; zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
-  if (type == ZMQ_ROUTER) { int one = 1; zmq_setsockopt(s, ZMQ_ROUTER_HANDOVER, &one, sizeof one); }
+  /* ZMQ_ROUTER_HANDOVER stays off: a new connection never takes over the
+  ** routing identity (and so the replies) of a connected client */
   if (type == ZMQ_PUB) { int hwm = 100000; zmq_setsockopt(s, ZMQ_SNDHWM, &hwm, sizeof hwm); }
-  int64_t maxsz = (int64_t)WIRE_MAX_BYTES * 4;
-  zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &maxsz, sizeof maxsz);
+  wire_limit_socket(s);
   char ep[400];
   if (!strcmp(k->transport, "ipc")) snprintf(ep, sizeof ep, "ipc://%s-%d", k->ip, port);
   else snprintf(ep, sizeof ep, "%s://%s:%d", k->transport, k->ip, port);
@@ -285,7 +305,7 @@ static int serve(const char *conn_path) {
     wire_Msg m; char err[256];
     int rc = wire_recv(k->shell, &k->ws.auth, &m, ZMQ_DONTWAIT, err, sizeof err);
     if (rc == WIRE_ESYS) { if (errno == EAGAIN || errno == EINTR) continue; k_log("shell: %s", err); break; }
-    if (rc != WIRE_OK) { k_log("shell: dropped message: %s: %s", wire_strerror(rc), err); continue; }
+    if (rc != WIRE_OK) { k_reject(k, k->shell, "shell", &m, rc, err); continue; }
     interp_shell(k, &m);
     wire_msg_free(&m);
   }
