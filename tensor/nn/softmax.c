@@ -14,6 +14,12 @@
 **     dx_rc  = g/count * (softmax_rc - (1-e)[c == t] - e/C)
 */
 #include "nninternal.h"
+#include "tensor/tvecmath.h"
+
+/* sum_i exp(x_i - shift) over a contiguous row, also stored in y unless NULL:
+** SLEEF's vector exp (tensor/tvecmath.h) */
+#define nn_expsum(x, y, n, shift) \
+  _Generic((x), const float *: nt_vm()->expsum_f32, default: nt_vm()->expsum_f64)((x), (y), (n), (shift))
 
 /* ---- softmax / log_softmax kernels ----------------------------------------- */
 #define SOFTMAX_T(T)                                                                   \
@@ -21,6 +27,13 @@
     T m = -INFINITY;                                                                   \
     for (int64_t i = 0; i < n; i++) m = x[i * s] > m ? x[i * s] : m;                   \
     if (m == -INFINITY) m = 0;   /* all -inf: keep exp() finite; gives nan like torch */ \
+    if (s == 1) { /* contiguous: the vector exps, kept and scaled for softmax */       \
+      double sum = nn_expsum(x, lg ? NULL : y, n, m);                                  \
+      T lse = m + (T)log(sum), inv = (T)(1 / sum);                                     \
+      if (lg) for (int64_t i = 0; i < n; i++) y[i] = x[i] - lse;                       \
+      else    for (int64_t i = 0; i < n; i++) y[i] *= inv;                             \
+      return;                                                                          \
+    }                                                                                  \
     double sum = 0;                                                                    \
     for (int64_t i = 0; i < n; i++) sum += nn_exp(x[i * s] - m);                       \
     T lse = m + (T)log(sum);                                                           \
@@ -33,6 +46,11 @@
     double acc = 0;                                                                    \
     if (lg) {                                                                          \
       for (int64_t i = 0; i < n; i++) acc += g[i * s];                                 \
+      if (s == 1) { /* contiguous: exp(y) by the vector exp into dx first */           \
+        nn_expsum(y, dx, n, (T)0);                                                     \
+        for (int64_t i = 0; i < n; i++) dx[i] = g[i] - dx[i] * (T)acc;                 \
+        return;                                                                        \
+      }                                                                                \
       for (int64_t i = 0; i < n; i++) dx[i * s] = g[i * s] - nn_exp(y[i * s]) * (T)acc; \
     } else {                                                                           \
       for (int64_t i = 0; i < n; i++) acc += (double)g[i * s] * y[i * s];              \
@@ -133,7 +151,8 @@ nt_Tensor *nt_log_softmax(nt_Tensor *x, int axis) { return softmax_impl("log_sof
       double sum = 0, xsum = 0;                                                          \
       for (int64_t c = 0; c < C; c++) m = xr[c] > m ? xr[c] : m;                         \
       if (m == -INFINITY) m = 0;                                                         \
-      for (int64_t c = 0; c < C; c++) { sum += nn_exp(xr[c] - m); xsum += xr[c]; }       \
+      sum = nn_expsum(xr, NULL, C, m);                                                   \
+      for (int64_t c = 0; c < C; c++) xsum += xr[c];                                     \
       double l = m + log(sum);                                                           \
       lse[r] = (T)l;                                                                     \
       int64_t tr = t[r];                                                                 \
@@ -157,7 +176,8 @@ nt_Tensor *nt_log_softmax(nt_Tensor *x, int axis) { return softmax_impl("log_sof
       T *d = dx + r * C;                                                                 \
       const T *xr = x + r * C;                                                           \
       if (t[r] == ignore) { for (int64_t c = 0; c < C; c++) d[c] = 0; continue; }         \
-      for (int64_t c = 0; c < C; c++) d[c] = sc * nn_exp(xr[c] - lse[r]) - off;          \
+      nn_expsum(xr, d, C, lse[r]);                                                       \
+      for (int64_t c = 0; c < C; c++) d[c] = sc * d[c] - off;                            \
       d[t[r]] -= on;                                                                     \
     }                                                                                    \
   }
