@@ -5,6 +5,7 @@
 #include "tinternal.h"
 #include "tvecmath.h"
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 extern const nt_VecMath nt_vm_scalar;
@@ -23,9 +24,15 @@ static void vm_pick(void) {
   if (have[2] && __builtin_cpu_supports("avx512f")) have[3] = &nt_vm_avx512;
   for (int i = 0; i < 4; i++) if (have[i]) best = have[i];
   const char *want = getenv("NABLA_VECMATH");
-  for (int i = 0; want && i < 4; i++)
-    if (have[i] && strcmp(want, have[i]->name) == 0) best = have[i];
+  bool found = !want || !*want;
+  for (int i = 0; !found && i < 4; i++)
+    if (have[i] && strcmp(want, have[i]->name) == 0) { best = have[i]; found = true; }
+#else
+  const char *want = getenv("NABLA_VECMATH");
+  bool found = !want || !*want || strcmp(want, best->name) == 0;
 #endif
+  /* a typo or a width the CPU lacks must not pass unnoticed (the tests rely on it) */
+  if (!found) fprintf(stderr, "nabla: NABLA_VECMATH=%s is not a vector width this CPU has; using %s\n", want, best->name);
   vm_chosen = best;
 }
 

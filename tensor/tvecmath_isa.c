@@ -61,6 +61,20 @@ extern const nt_VecMath nt_vm_scalar;
 #define SQRT_2_PI 0.79788456080286535588
 #define GELU_A 0.044715
 
+/* ANY(m): does the comparison result m (all ones in a true lane; 1 in the
+** scalar build) have a true lane? */
+#if defined(NT_VM_SCALAR)
+#define ANY(m) (m)
+#else
+static inline int any_lane(const void *m, size_t bytes) {
+  uint64_t w[8], acc = 0;
+  memcpy(w, m, bytes);
+  for (size_t k = 0; k < bytes / 8; k++) acc |= w[k];
+  return acc != 0;
+}
+#define ANY(m) ({ __auto_type m_ = (m); any_lane(&m_, sizeof m_); })
+#endif
+
 /* lanes of V (1 for the scalar build, whose W macros are empty) */
 #define LANES (sizeof(V) / sizeof(T))
 #define LOAD(p) ({ V v_; memcpy(&v_, (p), sizeof v_); v_; })
@@ -91,8 +105,15 @@ extern const nt_VecMath nt_vm_scalar;
     }                                                                                \
   } while (0)
 
+/* SLEEF's documented ranges: its 1-ULP sin/cos return "an arbitrary value in
+** [-1, 1]" beyond |x| = 1e28 (f32) / 1e299 (f64), and its log1p overflows
+** above 1e38 / 1e307.  Lanes out there (rare) are recomputed: sin/cos by the
+** C library, log1p(x) as log(x), which it equals to the last bit there. */
 #define T float
 #define V vm_vf
+#define TRIG_MAX 1e28f
+#define LOG1P_MAX 1e38f
+#define LIBM(fn) fn##f
 #define F(fn) SL(fn, f, WF)
 #define FN(name) name##_f32
 #include "tvecmath_tmpl.h"
@@ -100,9 +121,15 @@ extern const nt_VecMath nt_vm_scalar;
 #undef V
 #undef F
 #undef FN
+#undef TRIG_MAX
+#undef LOG1P_MAX
+#undef LIBM
 
 #define T double
 #define V vm_vd
+#define TRIG_MAX 1e299
+#define LOG1P_MAX 1e307
+#define LIBM(fn) fn
 #define F(fn) SL(fn, SD, WD)
 #define FN(name) name##_f64
 #include "tvecmath_tmpl.h"

@@ -6,17 +6,42 @@
 ** nn/gelu.c, telem.c's composed backward), so only SLEEF's rounding differs.
 */
 
+/* sin/cos/log1p with the out-of-range lanes fixed (tvecmath_isa.c says why) */
+static inline V FN(fix_lanes)(V x, V r, int fn) {
+  T xl[LANES], rl[LANES];
+  memcpy(xl, &x, sizeof x); memcpy(rl, &r, sizeof r);
+  for (size_t k = 0; k < LANES; k++) {
+    T a = xl[k];
+    if (fn == NT_VM_LOG1P) { if (a > LOG1P_MAX) rl[k] = LIBM(log)(a); }
+    else if (a > TRIG_MAX || a < -TRIG_MAX) rl[k] = fn == NT_VM_SIN ? LIBM(sin)(a) : LIBM(cos)(a);
+  }
+  memcpy(&r, rl, sizeof r);
+  return r;
+}
+static inline V FN(sin)(V x) {
+  V r = F(sin)(x);
+  return ANY((x > TRIG_MAX) | (x < -TRIG_MAX)) ? FN(fix_lanes)(x, r, NT_VM_SIN) : r;
+}
+static inline V FN(cos)(V x) {
+  V r = F(cos)(x);
+  return ANY((x > TRIG_MAX) | (x < -TRIG_MAX)) ? FN(fix_lanes)(x, r, NT_VM_COS) : r;
+}
+static inline V FN(log1p)(V x) {
+  V r = F(log1p)(x);
+  return ANY(x > LOG1P_MAX) ? FN(fix_lanes)(x, r, NT_VM_LOG1P) : r;
+}
+
 static void FN(unary)(int fn, const T *xs, T *ys, int64_t n) {
   const T h = (T)0.5, one = 1;
   switch (fn) {
     case NT_VM_EXP: MAP1(xs, ys, F(exp)(x)); break;
     case NT_VM_LOG: MAP1(xs, ys, F(log)(x)); break;
-    case NT_VM_LOG1P: MAP1(xs, ys, F(log1p)(x)); break;
+    case NT_VM_LOG1P: MAP1(xs, ys, FN(log1p)(x)); break;
     case NT_VM_EXPM1: MAP1(xs, ys, F(expm1)(x)); break;
     case NT_VM_TANH: MAP1(xs, ys, F(tanh)(x)); break;
     case NT_VM_ERF: MAP1(xs, ys, F(erf)(x)); break;
-    case NT_VM_SIN: MAP1(xs, ys, F(sin)(x)); break;
-    case NT_VM_COS: MAP1(xs, ys, F(cos)(x)); break;
+    case NT_VM_SIN: MAP1(xs, ys, FN(sin)(x)); break;
+    case NT_VM_COS: MAP1(xs, ys, FN(cos)(x)); break;
     case NT_VM_SIGMOID: MAP1(xs, ys, one / (one + F(exp)(-x))); break;
     case NT_VM_SILU: MAP1(xs, ys, x / (one + F(exp)(-x))); break;
     case NT_VM_GELU: MAP1(xs, ys, h * x * (one + F(erf)(x * (T)INV_SQRT2))); break;
