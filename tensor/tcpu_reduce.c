@@ -70,7 +70,8 @@ static int red_##N(const nt_KernelArgs *a) {                                    
     if (M == 1 && R > NT_OMP_THRESHOLD && (op == NT_OP_SUM || op == NT_OP_PROD)) {    \
       const ST *p = base + in->offset; AT acc = init;                                 \
       if (op == NT_OP_SUM) {                                                          \
-        _Pragma("omp parallel for reduction(+:acc)")                                  \
+        /* simd: GCC's -O2 keeps a reduction of unknown length scalar otherwise */    \
+        _Pragma("omp parallel for simd reduction(+:acc)")                             \
         for (int64_t r = 0; r < R; r++) acc += LDF(p[r]);                             \
       } else {                                                                        \
         _Pragma("omp parallel for reduction(*:acc)")                                  \
@@ -84,7 +85,10 @@ static int red_##N(const nt_KernelArgs *a) {                                    
       const ST *p = base + kept_offset(in, nk, m);                                    \
       AT acc = init;                                                                  \
       switch (op) {                                                                   \
-        case NT_OP_SUM: for (int64_t r = 0; r < R; r++) acc += LDF(p[r]); break;      \
+        case NT_OP_SUM: {                                                             \
+          _Pragma("omp simd reduction(+:acc)")                                        \
+          for (int64_t r = 0; r < R; r++) acc += LDF(p[r]);                           \
+          break; }                                                                    \
         case NT_OP_PROD: for (int64_t r = 0; r < R; r++) acc *= LDF(p[r]); break;     \
         case NT_OP_MAX: for (int64_t r = 0; r < R; r++) { AT v = LDF(p[r]); if (v > acc || v != v) acc = v; if (acc != acc) break; } break; \
         case NT_OP_MIN: for (int64_t r = 0; r < R; r++) { AT v = LDF(p[r]); if (v < acc || v != v) acc = v; if (acc != acc) break; } break; \
