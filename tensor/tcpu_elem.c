@@ -180,7 +180,31 @@ static bool vecmath_pow(const nt_KernelArgs *a, int mode, int64_t n) {
   return true;
 }
 
-static int k_binary(const nt_KernelArgs *a) {
+/* A float operand broadcast from ONE element (every stride 0 or extent 1: the
+** gradient of a sum arrives so) is a scalar: *scal becomes the one-input
+** form of the op (s[0] = the value, iarg[0] = scalar first) and the contiguous
+** loops run instead of the per-element iterator.  Floats only: a double holds
+** their value exactly. */
+static bool single_element(const nt_Tensor *t) {
+  for (int d = 0; d < t->ndim; d++)
+    if (t->shape[d] != 1 && t->strides[d] != 0) return false;
+  return true;
+}
+static const nt_KernelArgs *scalar_operand(const nt_KernelArgs *a, nt_KernelArgs *scal) {
+  if (!a->in[1] || !nt_dtype_is_float(a->in[0]->dtype) || a->in[0]->dtype != a->in[1]->dtype || a->out->numel <= 1) return a;
+  int k = single_element(a->in[1]) ? 1 : single_element(a->in[0]) ? 0 : -1;
+  if (k < 0) return a;
+  *scal = *a;
+  scal->s[0] = nt_load_as_double(nt_base(a->in[k]), a->in[k]->dtype);
+  scal->iarg[0] = k == 0;
+  scal->in[0] = a->in[1 - k];
+  scal->in[1] = NULL;
+  return scal;
+}
+
+static int k_binary(const nt_KernelArgs *a0) {
+  nt_KernelArgs scal;
+  const nt_KernelArgs *a = scalar_operand(a0, &scal);
   nt_Tensor *ops[3] = { a->out, a->in[0], a->in[1] };
   int64_t n = a->out->numel;
   int sfirst = a->in[1] ? 0 : (int)a->iarg[0];
