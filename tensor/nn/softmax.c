@@ -14,12 +14,6 @@
 **     dx_rc  = g/count * (softmax_rc - (1-e)[c == t] - e/C)
 */
 #include "nninternal.h"
-#include "tensor/tvecmath.h"
-
-/* sum_i exp(x_i - shift) over a contiguous row, also stored in y unless NULL:
-** SLEEF's vector exp (tensor/tvecmath.h) */
-#define nn_expsum(x, y, n, shift) \
-  _Generic((x), const float *: nt_vm()->expsum_f32, default: nt_vm()->expsum_f64)((x), (y), (n), (shift))
 
 /* ---- softmax / log_softmax kernels ----------------------------------------- */
 #define SOFTMAX_T(T)                                                                   \
