@@ -123,6 +123,13 @@ static int red_##N(const nt_KernelArgs *a) {                                    
   nt_iter_init(&it, 2, ops, NULL);                                                    \
   do {                                                                                \
     char *pa = it.ptr[0], *pi = it.ptr[1]; int64_t sa = it.istride[0], si = it.istride[1]; \
+    if (op == NT_OP_SUM && sa == (int64_t)sizeof(AT) && si == (int64_t)sizeof(ST)) {  \
+      /* a row added onto a row of accumulators (column sums: a bias gradient) */     \
+      AT *A_ = (AT *)pa; const ST *I_ = (const ST *)pi;                               \
+      _Pragma("omp simd")                                                             \
+      for (int64_t i = 0; i < it.inner; i++) A_[i] += LDF(I_[i]);                     \
+      continue;                                                                       \
+    }                                                                                 \
     for (int64_t i = 0; i < it.inner; i++) {                                          \
       AT *A_ = (AT *)(pa + i * sa); AT v = LDF(*(const ST *)(pi + i * si));           \
       switch (op) {                                                                   \
