@@ -19,6 +19,8 @@ width), f32 and f64, on edge cases and fresh random data:
 - arrays above the OpenMP threshold (chunked, threaded) vs torch in f64.
 
 Run: NABLA=build/nabla /usr/bin/python3 tests/numerics/test_vecmath.py
+(VECMATH_WIDTHS="avx2 scalar" picks widths; under NABLA_ASAN, the ASan pass
+of tools/run-tests.sh, only the widest and scalar run.)
 """
 import math
 import os
@@ -334,7 +336,10 @@ def run_width(w):
     b.run()
 
 
-for w in (os.environ.get("VECMATH_WIDTHS") or "").split() or widths():
+WIDTHS = (os.environ.get("VECMATH_WIDTHS") or "").split() or widths()
+if os.environ.get("NABLA_ASAN"):   # the ASan pass of tools/run-tests.sh: the widest and scalar
+    WIDTHS = sorted({WIDTHS[0], WIDTHS[-1]}, key=WIDTHS.index)
+for w in WIDTHS:
     run_width(w)
 os.environ.pop("NABLA_VECMATH", None)
 finish()
