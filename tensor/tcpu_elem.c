@@ -8,6 +8,7 @@
 ** compute type (float for f16/bf16), combined, and stored back.
 */
 #include "tinternal.h"
+#include "tvecmath.h"
 #include <stdlib.h>
 
 /* u8 makes "x < 0" always false; that is intended in the generic source */
@@ -180,11 +181,49 @@ DEF_BINARY(NT_BOOL, b8, uint8_t, uint8_t)
 #undef STF
 #undef X
 
-static int k_binary(const nt_KernelArgs *a) {
+/* Contiguous f32/f64 pow runs on SLEEF's vector pow (tvecmath.h).  A small
+** integer exponent (x ** 2, the commonest) keeps libm's pow, exact there. */
+static bool vecmath_pow(const nt_KernelArgs *a, int mode, int64_t n) {
+  nt_DType dt = a->in[0]->dtype;
+  double s = a->s[0];
+  if (a->op != NT_OP_POW || mode == 3 || (dt != NT_F32 && dt != NT_F64) || a->out->dtype != dt) return false;
+  if (mode == 1 && s == rint(s) && fabs(s) <= 4) return false;
+  const void *pa = mode == 2 ? NULL : nt_base(a->in[0]), *pb = mode == 0 ? nt_base(a->in[1]) : mode == 2 ? nt_base(a->in[0]) : NULL;
+  if (dt == NT_F32) nt_vm_pow_f32(pa, pb, (float)s, mode, (float *)nt_base(a->out), n);
+  else nt_vm_pow_f64(pa, pb, s, mode, (double *)nt_base(a->out), n);
+  return true;
+}
+
+/* A float operand broadcast from ONE element (every stride 0 or extent 1: the
+** gradient of a sum arrives so) is a scalar: *scal becomes the one-input
+** form of the op (s[0] = the value, iarg[0] = scalar first) and the contiguous
+** loops run instead of the per-element iterator.  Floats only: a double holds
+** their value exactly. */
+static bool single_element(const nt_Tensor *t) {
+  for (int d = 0; d < t->ndim; d++)
+    if (t->shape[d] != 1 && t->strides[d] != 0) return false;
+  return true;
+}
+static const nt_KernelArgs *scalar_operand(const nt_KernelArgs *a, nt_KernelArgs *scal) {
+  if (!a->in[1] || !nt_dtype_is_float(a->in[0]->dtype) || a->in[0]->dtype != a->in[1]->dtype || a->out->numel <= 1) return a;
+  int k = single_element(a->in[1]) ? 1 : single_element(a->in[0]) ? 0 : -1;
+  if (k < 0) return a;
+  *scal = *a;
+  scal->s[0] = nt_load_as_double(nt_base(a->in[k]), a->in[k]->dtype);
+  scal->iarg[0] = k == 0;
+  scal->in[0] = a->in[1 - k];
+  scal->in[1] = NULL;
+  return scal;
+}
+
+static int k_binary(const nt_KernelArgs *a0) {
+  nt_KernelArgs scal;
+  const nt_KernelArgs *a = scalar_operand(a0, &scal);
   nt_Tensor *ops[3] = { a->out, a->in[0], a->in[1] };
   int64_t n = a->out->numel;
   int sfirst = a->in[1] ? 0 : (int)a->iarg[0];
   int mode = nt_all_contig(a->in[1] ? 3 : 2, ops) ? (a->in[1] ? 0 : sfirst ? 2 : 1) : 3;
+  if (vecmath_pow(a, mode, n)) return 0;
   switch (a->in[0]->dtype) {
 #define X(E, N, ST, CT) case E: return bin_##N(a, mode, n, a->s[0], sfirst);
     NT_FOR_EACH_DTYPE(X)
@@ -300,11 +339,41 @@ static int k_logical_not(const nt_KernelArgs *a) {
   return 0;
 }
 
+/* The transcendental ops on contiguous f32/f64 data run on SLEEF's vector
+** forms (tvecmath.h); strided and other dtypes keep the scalar loops above. */
+static int vecmath_fn(int op) {
+  switch (op) {
+    case NT_OP_EXP: return NT_VM_EXP;
+    case NT_OP_LOG: return NT_VM_LOG;
+    case NT_OP_LOG1P: return NT_VM_LOG1P;
+    case NT_OP_EXPM1: return NT_VM_EXPM1;
+    case NT_OP_TANH: return NT_VM_TANH;
+    case NT_OP_ERF: return NT_VM_ERF;
+    case NT_OP_SIN: return NT_VM_SIN;
+    case NT_OP_COS: return NT_VM_COS;
+    case NT_OP_SIGMOID: return NT_VM_SIGMOID;
+    case NT_OP_SILU: return NT_VM_SILU;
+    case NT_OP_GELU: return NT_VM_GELU;
+    case NT_OP_GELU_TANH: return NT_VM_GELU_TANH;
+    default: return -1;
+  }
+}
+static bool vecmath_unary(const nt_KernelArgs *a, bool contig, int64_t n) {
+  int fn = vecmath_fn(a->op);
+  nt_DType dt = a->in[0]->dtype;
+  if (fn < 0 || !contig || a->out->dtype != dt) return false;
+  if (dt == NT_F32) nt_vm_unary_f32(fn, (const float *)nt_base(a->in[0]), (float *)nt_base(a->out), n);
+  else if (dt == NT_F64) nt_vm_unary_f64(fn, (const double *)nt_base(a->in[0]), (double *)nt_base(a->out), n);
+  else return false;
+  return true;
+}
+
 static int k_unary(const nt_KernelArgs *a) {
   if (a->op == NT_OP_LOGICAL_NOT) return k_logical_not(a);
   nt_Tensor *ops[2] = { a->out, a->in[0] };
   bool contig = nt_all_contig(2, ops);
   int64_t n = a->out->numel;
+  if (vecmath_unary(a, contig, n)) return 0;
   switch (a->in[0]->dtype) {
     case NT_F32: return un_f32(a, contig, n);
     case NT_F64: return un_f64(a, contig, n);
@@ -420,7 +489,21 @@ static int k_where(const nt_KernelArgs *a) {
   return 0;
 }
 
+/* one-pass backward of tanh, sigmoid, silu, gelu (telem.c's unary_grad):
+** in = {g, y for tanh/sigmoid or x}, contiguous, one dtype (f32/f64) */
+static int k_unary_grad(const nt_KernelArgs *a) {
+  int fn = vecmath_fn((int)a->iarg[0]);
+  int64_t n = a->out->numel;
+  if (fn < 0) NT_FAIL("unary_grad: no fused backward for %s", nt_op_name((int)a->iarg[0]));
+  if (a->out->dtype == NT_F32)
+    nt_vm_grad_f32(fn, (const float *)nt_base(a->in[0]), (const float *)nt_base(a->in[1]), (float *)nt_base(a->out), n);
+  else
+    nt_vm_grad_f64(fn, (const double *)nt_base(a->in[0]), (const double *)nt_base(a->in[1]), (double *)nt_base(a->out), n);
+  return 0;
+}
+
 void nt_cpu_register_elem(void) {
+  nt_register_kernel(nt_op_register("unary_grad"), NT_CPU, k_unary_grad);
   for (int op = NT_OP_ADD; op <= NT_OP_LOGICAL_OR; op++) nt_register_kernel(op, NT_CPU, k_binary);
   for (int op = NT_OP_NEG; op <= NT_OP_CLAMP; op++) nt_register_kernel(op, NT_CPU, k_unary);
   nt_register_kernel(NT_OP_COPY, NT_CPU, k_copy);

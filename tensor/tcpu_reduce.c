@@ -74,7 +74,8 @@ static int red_##N(const nt_KernelArgs *a) {                                    
         int64_t c1 = R - c0 > NT_CHUNK ? c0 + NT_CHUNK : R;                           \
         if (c0 && NT_INTERRUPTED()) NT_FAIL_INTERRUPTED();                            \
         if (op == NT_OP_SUM) {                                                        \
-          _Pragma("omp parallel for reduction(+:acc)")                                \
+          /* simd: GCC's -O2 keeps a reduction of unknown length scalar otherwise */  \
+          _Pragma("omp parallel for simd reduction(+:acc)")                           \
           for (int64_t r = c0; r < c1; r++) acc += LDF(p[r]);                         \
         } else {                                                                      \
           _Pragma("omp parallel for reduction(*:acc)")                                \
@@ -95,7 +96,10 @@ static int red_##N(const nt_KernelArgs *a) {                                    
       const ST *p = base + kept_offset(in, nk, m);                                    \
       AT acc = init;                                                                  \
       switch (op) {                                                                   \
-        case NT_OP_SUM: for (int64_t r = 0; r < R; r++) acc += LDF(p[r]); break;      \
+        case NT_OP_SUM: {                                                             \
+          _Pragma("omp simd reduction(+:acc)")                                        \
+          for (int64_t r = 0; r < R; r++) acc += LDF(p[r]);                           \
+          break; }                                                                    \
         case NT_OP_PROD: for (int64_t r = 0; r < R; r++) acc *= LDF(p[r]); break;     \
         case NT_OP_MAX: for (int64_t r = 0; r < R; r++) { AT v = LDF(p[r]); if (v > acc || v != v) acc = v; if (acc != acc) break; } break; \
         case NT_OP_MIN: for (int64_t r = 0; r < R; r++) { AT v = LDF(p[r]); if (v < acc || v != v) acc = v; if (acc != acc) break; } break; \
@@ -131,6 +135,13 @@ static int red_##N(const nt_KernelArgs *a) {                                    
   nt_iter_init(&it, 2, ops, NULL);                                                    \
   do {                                                                                \
     char *pa = it.ptr[0], *pi = it.ptr[1]; int64_t sa = it.istride[0], si = it.istride[1]; \
+    if (op == NT_OP_SUM && sa == (int64_t)sizeof(AT) && si == (int64_t)sizeof(ST)) {  \
+      /* a row added onto a row of accumulators (column sums: a bias gradient) */     \
+      AT *A_ = (AT *)pa; const ST *I_ = (const ST *)pi;                               \
+      _Pragma("omp simd")                                                             \
+      for (int64_t i = 0; i < it.inner; i++) A_[i] += LDF(I_[i]);                     \
+      continue;                                                                       \
+    }                                                                                 \
     for (int64_t i = 0; i < it.inner; i++) {                                          \
       AT *A_ = (AT *)(pa + i * sa); AT v = LDF(*(const ST *)(pi + i * si));           \
       switch (op) {                                                                   \

@@ -76,6 +76,14 @@ typedef struct nt_OptimArgs {
 int nt_optim_adamw(nt_OptimArgs *o);
 int nt_optim_sgd(nt_OptimArgs *o);   /* exp_avg = momentum buffers (NULL when beta1 == 0) */
 
+/* Gradient-norm clipping (PyTorch's clip_grad_norm_): *norm = the global L2
+** norm of the floating tensors among grads[0..n) (NULL and integer entries
+** skipped); when it is above max_norm every one of them is scaled in place
+** by max_norm / (norm + 1e-6).  CPU: one threaded pass for the norm, one for
+** the scaling, over all tensors at once.  A tensor listed twice is an error
+** (tied weights: list it once).  0 or -1 + error. */
+int nt_clip_grad_norm(nt_Tensor **grads, int n, double max_norm, double *norm);
+
 /* ---- collectives between processes on CUDA buffers (NCCL; cuda/nccl.cu) ---------
 ** The CUDA module dlopens libnccl.so.2 the first time one of these is called
 ** (not when the module loads: CUDA tensors work without NCCL).  Each

@@ -221,10 +221,34 @@ static bool f32_under_autocast(int op) {
          op == NT_OP_RECIPROCAL || op == NT_OP_RSQRT || op == NT_OP_TAN;
 }
 
+/* The activations whose composed backward below takes 3 to 11 passes have a
+** one-pass kernel, op "unary_grad" (iarg[0] = the forward op; in = {g, the
+** saved y or x}; CPU kernel in tcpu_elem.c), used when the device has it and
+** g and the saved tensor are contiguous f32/f64 of one dtype and shape.
+** NULL without an error when it does not apply. */
+static bool has_fused_grad(int op) {
+  return op == NT_OP_TANH || op == NT_OP_SIGMOID || op == NT_OP_SILU || op == NT_OP_GELU || op == NT_OP_GELU_TANH;
+}
+static nt_Tensor *fused_unary_grad(int op, nt_Tensor *g, nt_Tensor *in) {
+  static int grad_op = -1;
+  if (grad_op < 0) grad_op = nt_op_register("unary_grad");
+  nt_Tensor *ops[2] = { g, in };
+  if (!has_fused_grad(op) || !in || grad_op < 0 || !nt_kernel_table[grad_op][in->device] || g->device != in->device ||
+      g->dtype != in->dtype || (in->dtype != NT_F32 && in->dtype != NT_F64) || !same_shape(g, in) || !nt_all_contig(2, ops))
+    return NULL;
+  nt_Tensor *dx = nt_empty(in->shape, in->ndim, in->dtype, in->device);
+  nt_KernelArgs ka = {.op = grad_op, .out = dx, .in = {g, in}, .nin = 2, .iarg = {op}, .niarg = 1};
+  if (dx && in->numel && nt_dispatch(grad_op, in->device, &ka)) { nt_release(dx); return NULL; }
+  return dx;
+}
+
 static int unary_backward(nt_Node *n, nt_Tensor *g, nt_Tensor **gin) {
   Arena arena = {0}, *ar = &arena;
   nt_Tensor *x = n->in[0], *y = n->saved[0], *r = NULL;
-  switch ((int)n->iarg[0]) {
+  int op = (int)n->iarg[0];
+  if (has_fused_grad(op) && (gin[0] = fused_unary_grad(op, g, op == NT_OP_TANH || op == NT_OP_SIGMOID ? y : x)))
+    return 0;
+  switch (op) {
     case NT_OP_NEG: r = U1(NT_OP_NEG, g); break;
     case NT_OP_EXP: r = B2(NT_OP_MUL, g, y); break;
     case NT_OP_EXPM1: r = B2(NT_OP_MUL, g, BS(NT_OP_ADD, y, 1)); break;

@@ -9,6 +9,7 @@
 */
 #include "tinternal.h"
 #include "tdevice.h"
+#include <stdlib.h>
 
 static int adamw_op = -1, sgd_op = -1;
 
@@ -103,3 +104,119 @@ static int optim(const char *name, nt_OptimArgs *o, bool adam) {
 
 int nt_optim_adamw(nt_OptimArgs *o) { return optim("adamw_update", o, true); }
 int nt_optim_sgd(nt_OptimArgs *o) { return optim("sgd_update", o, false); }
+
+/* ---- gradient-norm clipping ------------------------------------------------
+** The contiguous f32/f64 CPU gradients are cut into one list of chunks: the
+** sum of squares is one threaded pass over all of them (in double, the
+** reduction vectorised by `omp simd`), the scaling one more; a model's many
+** small biases share threads with its big matrices instead of each paying
+** for a parallel region.  Any other gradient (another device, strided,
+** f16/bf16) goes through the composed ops, as before. */
+typedef struct { char *p; int64_t n; nt_DType dt; } ClipChunk;
+#define CLIP_CHUNK 32768
+
+static bool clip_fast(const nt_Tensor *g) {
+  return g->device == NT_CPU && (g->flags & NT_T_CONTIG) && (g->dtype == NT_F32 || g->dtype == NT_F64);
+}
+
+static double chunk_sumsq(const ClipChunk *c) {
+  double s = 0;
+  if (c->dt == NT_F32) {
+    const float *x = (const float *)c->p;
+    _Pragma("omp simd reduction(+:s)")
+    for (int64_t i = 0; i < c->n; i++) s += (double)x[i] * x[i];
+  } else {
+    const double *x = (const double *)c->p;
+    _Pragma("omp simd reduction(+:s)")
+    for (int64_t i = 0; i < c->n; i++) s += x[i] * x[i];
+  }
+  return s;
+}
+
+static void chunk_scale(const ClipChunk *c, double k) {
+  if (c->dt == NT_F32) {
+    float *x = (float *)c->p, kf = (float)k;
+    for (int64_t i = 0; i < c->n; i++) x[i] *= kf;
+  } else {
+    double *x = (double *)c->p;
+    for (int64_t i = 0; i < c->n; i++) x[i] *= k;
+  }
+}
+
+/* chunks of the fast gradients; *nc chunks, *total elements; NULL + error on OOM */
+static ClipChunk *clip_chunks(nt_Tensor **g, int n, int64_t *nc, int64_t *total) {
+  int64_t cnt = 0;
+  *total = 0;
+  for (int k = 0; k < n; k++)
+    if (g[k] && clip_fast(g[k])) cnt += (g[k]->numel + CLIP_CHUNK - 1) / CLIP_CHUNK;
+  ClipChunk *c = nt_malloc(sizeof(ClipChunk) * (size_t)(cnt ? cnt : 1));
+  if (!c) return NULL;
+  int64_t j = 0;
+  for (int k = 0; k < n; k++) {
+    if (!g[k] || !clip_fast(g[k])) continue;
+    size_t es = nt_dtype_size(g[k]->dtype);
+    for (int64_t lo = 0; lo < g[k]->numel; lo += CLIP_CHUNK) {
+      int64_t len = g[k]->numel - lo < CLIP_CHUNK ? g[k]->numel - lo : CLIP_CHUNK;
+      c[j++] = (ClipChunk){ nt_base(g[k]) + (size_t)lo * es, len, g[k]->dtype };
+      *total += len;
+    }
+  }
+  *nc = j;
+  return c;
+}
+
+/* sum(g^2) of one gradient through the composed ops (any device, dtype, layout) */
+static int composed_sumsq(nt_Tensor *g, double *out) {
+  nt_Tensor *sq = nt_binary_scalar_ex(NT_OP_POW, g, 2, NT_SCALAR_INT);
+  nt_Tensor *s = sq ? nt_sum(sq, NULL, 0, false) : NULL;
+  int bad = !s || nt_item(s, out);
+  nt_release(sq); nt_release(s);
+  return bad ? -1 : 0;
+}
+static int composed_scale(nt_Tensor *g, double k) {
+  nt_Tensor *sc = nt_binary_scalar_ex(NT_OP_MUL, g, k, NT_SCALAR_FLOAT);
+  int bad = !sc || nt_copy_(g, sc);
+  nt_release(sc);
+  return bad ? -1 : 0;
+}
+
+static int clip(nt_Tensor **g, int n, double max_norm, double *norm_out) {
+  int64_t nc, total;
+  ClipChunk *c = clip_chunks(g, n, &nc, &total);
+  if (!c) return -1;
+  double ss = 0;
+  _Pragma("omp parallel for reduction(+:ss) if (total > NT_OMP_THRESHOLD)")
+  for (int64_t j = 0; j < nc; j++) ss += chunk_sumsq(&c[j]);
+  for (int k = 0; k < n; k++) {
+    double v;
+    if (!g[k] || clip_fast(g[k]) || !nt_dtype_is_float(g[k]->dtype)) continue;
+    if (composed_sumsq(g[k], &v)) { free(c); return -1; }
+    ss += v;
+  }
+  double norm = sqrt(ss);
+  *norm_out = norm;
+  if (norm > max_norm && norm > 0) {   /* a NaN norm scales nothing (it is returned) */
+    double k = max_norm / (norm + 1e-6);
+    _Pragma("omp parallel for if (total > NT_OMP_THRESHOLD)")
+    for (int64_t j = 0; j < nc; j++) chunk_scale(&c[j], k);
+    for (int i = 0; i < n; i++) {
+      if (!g[i] || !nt_dtype_is_float(g[i]->dtype)) continue;
+      if (clip_fast(g[i])) nt_bump_version(g[i]);
+      else if (composed_scale(g[i], k)) { free(c); return -1; }
+    }
+  }
+  free(c);
+  return 0;
+}
+
+int nt_clip_grad_norm(nt_Tensor **grads, int n, double max_norm, double *norm) {
+  *norm = 0;
+  if (n < 0) NT_FAIL("clip_grad_norm: negative tensor count %d", n);
+  for (int k = 0; k < n; k++)   /* a tensor given twice would be counted and scaled twice */
+    for (int j = 0; grads[k] && j < k; j++)
+      if (grads[j] == grads[k]) NT_FAIL("clip_grad_norm: tensor %d is tensor %d again", k, j);
+  bool prev = nt_set_grad_enabled(false);
+  int rc = clip(grads, n, max_norm, norm);
+  nt_set_grad_enabled(prev);
+  return rc;
+}

@@ -62,11 +62,12 @@ static inline int64_t keys_seen(const sdpa_geom *g, int64_t i) { return g->causa
       F *row = s + r * n;                                                                         \
       int64_t ni = min64(keys_seen(g, i0 + r), n);                                                \
       F m = -INFINITY;                                                                            \
+      _Pragma("omp simd reduction(max:m)")                                                        \
       for (int64_t j = 0; j < ni; j++) m = row[j] > m ? row[j] : m;                               \
       if (m == -INFINITY) m = 0;   /* all -inf: NaN below, as torch */                            \
-      double sum = 0;                                                                             \
-      for (int64_t j = 0; j < ni; j++) { row[j] = nn_exp(row[j] - m); sum += row[j]; }            \
+      double sum = nn_expsum(row, row, ni, m);   /* SLEEF's vector exp, in place */               \
       F inv = (F)(1 / sum);                                                                       \
+      _Pragma("omp simd")                                                                         \
       for (int64_t j = 0; j < ni; j++) row[j] *= inv;                                             \
       for (int64_t j = ni; j < n; j++) row[j] = 0;                                                \
       L[i0 + r] = (F)(m + log(sum));                                                              \
@@ -135,7 +136,7 @@ static inline int64_t keys_seen(const sdpa_geom *g, int64_t i) { return g->causa
       for (int64_t r = 0; r < rows; r++) {                                                        \
         int64_t ni = min64(keys_seen(g, i0 + r), n);                                              \
         F *row = p + r * n, Li = L[i0 + r];                                                       \
-        for (int64_t j = 0; j < ni; j++) row[j] = nn_exp(row[j] - Li);                            \
+        nn_expsum(row, row, ni, Li);                                                              \
         for (int64_t j = ni; j < n; j++) row[j] = 0;                                              \
       }                                                                                           \
       if (DV) {                                                                                   \

@@ -8,55 +8,12 @@
 **
 ** The core's gelu (telem.c) composes its backward from ~11 elementwise ops,
 ** each a pass over memory and a fresh tensor; here forward and backward are
-** one loop each over contiguous f32/f64 data (x saved, nothing else).  Other
+** one loop each over contiguous f32/f64 data (x saved, nothing else), on
+** SLEEF's vector erf/tanh/exp (tensor/tvecmath.h, which has the loops).  Other
 ** devices and dtypes use the core's op unchanged (CUDA has kernels for it).
 */
 #include "nninternal.h"
-
-#define INV_SQRT2 0.70710678118654752440
-#define INV_SQRT_2PI 0.39894228040143267794
-#define SQRT_2_PI 0.79788456080286535588
-#define GELU_A 0.044715
-
-#define nn_erf(x)  _Generic((x), float: erff, default: erf)(x)
-#define nn_tanh(x) _Generic((x), float: tanhf, default: tanh)(x)
-
-#define GELU_T(T)                                                                          \
-  static void gelu_fwd_##T(const T *x, T *y, int64_t n, int approx) {                     \
-    const T h = (T)0.5, one = 1;                                                           \
-    if (approx) {                                                                          \
-      _Pragma("omp parallel for if (n > NT_OMP_THRESHOLD)")                                \
-      for (int64_t i = 0; i < n; i++) {                                                    \
-        T v = x[i];                                                                        \
-        y[i] = h * v * (one + nn_tanh((T)SQRT_2_PI * (v + (T)GELU_A * v * v * v)));        \
-      }                                                                                    \
-    } else {                                                                               \
-      _Pragma("omp parallel for if (n > NT_OMP_THRESHOLD)")                                \
-      for (int64_t i = 0; i < n; i++) { T v = x[i]; y[i] = h * v * (one + nn_erf(v * (T)INV_SQRT2)); } \
-    }                                                                                      \
-  }                                                                                        \
-  static void gelu_bwd_##T(const T *g, const T *x, T *dx, int64_t n, int approx) {        \
-    const T h = (T)0.5, one = 1;                                                           \
-    if (approx) {                                                                          \
-      _Pragma("omp parallel for if (n > NT_OMP_THRESHOLD)")                                \
-      for (int64_t i = 0; i < n; i++) {                                                    \
-        T v = x[i], v2 = v * v;                                                            \
-        T t = nn_tanh((T)SQRT_2_PI * (v + (T)GELU_A * v2 * v));                            \
-        T du = (T)SQRT_2_PI * (one + (T)(3 * GELU_A) * v2);                                \
-        dx[i] = g[i] * (h * (one + t) + h * v * (one - t * t) * du);                       \
-      }                                                                                    \
-    } else {                                                                               \
-      _Pragma("omp parallel for if (n > NT_OMP_THRESHOLD)")                                \
-      for (int64_t i = 0; i < n; i++) {                                                    \
-        T v = x[i];                                                                        \
-        T cdf = h * (one + nn_erf(v * (T)INV_SQRT2));                                      \
-        T pdf = nn_exp(-h * v * v) * (T)INV_SQRT_2PI;                                      \
-        dx[i] = g[i] * (cdf + v * pdf);                                                    \
-      }                                                                                    \
-    }                                                                                      \
-  }
-GELU_T(float)
-GELU_T(double)
+#include "tensor/tvecmath.h"
 
 /* fwd: out y, in[0] x (contiguous, same dtype); bwd: out dx, in = {g, x}; iarg[0] = tanh */
 static int k_gelu(const nt_KernelArgs *a) {
@@ -64,12 +21,13 @@ static int k_gelu(const nt_KernelArgs *a) {
   int64_t n = a->out->numel;
   int approx = (int)a->iarg[0];
   void *o = nt_base(a->out), *i0 = nt_base(a->in[0]), *i1 = bwd ? nt_base(a->in[1]) : NULL;
+  int fn = approx ? NT_VM_GELU_TANH : NT_VM_GELU;
   if (bwd) {
-    if (f32) gelu_bwd_float(i0, i1, o, n, approx);
-    else gelu_bwd_double(i0, i1, o, n, approx);
+    if (f32) nt_vm_grad_f32(fn, i0, i1, o, n);
+    else nt_vm_grad_f64(fn, i0, i1, o, n);
   } else {
-    if (f32) gelu_fwd_float(i0, o, n, approx);
-    else gelu_fwd_double(i0, o, n, approx);
+    if (f32) nt_vm_unary_f32(fn, i0, o, n);
+    else nt_vm_unary_f64(fn, i0, o, n);
   }
   return 0;
 }

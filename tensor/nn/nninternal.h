@@ -6,6 +6,7 @@
 
 #include "nn.h"
 #include "tensor/tinternal.h"
+#include "tensor/tvecmath.h"
 
 /* Op ids of the nn kernels, filled by nt_nn_init. */
 typedef struct nn_op_ids {
@@ -33,6 +34,11 @@ void nn_register_gelu(void);
 /* Type-generic math for the f32/f64 kernel templates. */
 #define nn_exp(x)  _Generic((x), float: expf, default: exp)(x)
 #define nn_log(x)  _Generic((x), float: logf, default: log)(x)
+/* sum_i exp(x_i - shift) over a contiguous row, also stored in y unless NULL
+** (y may be x): SLEEF's vector exp (tensor/tvecmath.h) */
+#define nn_expsum(x, y, n, shift) \
+  _Generic((x), const float *: nt_vm()->expsum_f32, float *: nt_vm()->expsum_f32, \
+           default: nt_vm()->expsum_f64)((x), (y), (n), (shift))
 #define nn_sqrt(x) _Generic((x), float: sqrtf, default: sqrt)(x)
 
 /* CPU GEMM (tensor/tmatmul.c): c (contiguous M x N) = a b + beta c for f32/f64,

@@ -19,14 +19,22 @@
       const T *xr = x + r * D;                                                            \
       T *yr = y + r * D;                                                                  \
       double s = 0, v = 0;                                                                \
+      _Pragma("omp simd reduction(+:s)")                                                  \
       for (int64_t d = 0; d < D; d++) s += xr[d];                                         \
       double mean = s / (double)D;                                                        \
+      _Pragma("omp simd reduction(+:v)")                                                  \
       for (int64_t d = 0; d < D; d++) { double c = xr[d] - mean; v += c * c; }             \
       double rstd = 1.0 / sqrt(v / (double)D + eps);                                      \
       T m = (T)mean, rs = (T)rstd;                                                        \
-      for (int64_t d = 0; d < D; d++) {                                                   \
-        T h = (xr[d] - m) * rs;                                                           \
-        yr[d] = (w ? h * w[d] : h) + (b ? b[d] : 0);                                      \
+      if (w && b) {                                                                       \
+        _Pragma("omp simd")                                                               \
+        for (int64_t d = 0; d < D; d++) yr[d] = (xr[d] - m) * rs * w[d] + b[d];           \
+      } else {                                                                            \
+        _Pragma("omp simd")                                                               \
+        for (int64_t d = 0; d < D; d++) {                                                 \
+          T h = (xr[d] - m) * rs;                                                         \
+          yr[d] = (w ? h * w[d] : h) + (b ? b[d] : 0);                                    \
+        }                                                                                 \
       }                                                                                   \
       st[2 * r] = m; st[2 * r + 1] = rs;                                                  \
     }                                                                                     \
@@ -39,11 +47,13 @@
         const T *gr = g + r * D, *xr = x + r * D;                                         \
         T m = st[2 * r], rs = st[2 * r + 1];                                              \
         double a1 = 0, a2 = 0;                                                            \
+        _Pragma("omp simd reduction(+:a1, a2)")                                           \
         for (int64_t d = 0; d < D; d++) {                                                 \
           T dh = w ? gr[d] * w[d] : gr[d];                                                \
           a1 += dh; a2 += dh * (xr[d] - m) * rs;                                          \
         }                                                                                 \
         T m1 = (T)(a1 / (double)D), m2 = (T)(a2 / (double)D);                             \
+        _Pragma("omp simd")                                                               \
         for (int64_t d = 0; d < D; d++) {                                                 \
           T dh = w ? gr[d] * w[d] : gr[d];                                                \
           dx[r * D + d] = rs * (dh - m1 - (xr[d] - m) * rs * m2);                         \
@@ -60,6 +70,7 @@
         for (int64_t r = 0; r < R; r++) {                                                 \
           const T *gr = g + r * D, *xr = x + r * D;                                       \
           T m = st[2 * r], rs = st[2 * r + 1];                                            \
+          _Pragma("omp simd")                                                             \
           for (int64_t d = d0; d < d1; d++) {                                             \
             aw[d - d0] += gr[d] * (xr[d] - m) * rs;                                       \
             ab[d - d0] += gr[d];                                                          \

@@ -19,6 +19,16 @@
 #define SOFTMAX_T(T)                                                                   \
   static inline void softmax_row_##T(const T *x, T *y, int64_t n, int64_t s, int lg) { \
     T m = -INFINITY;                                                                   \
+    if (s == 1) { /* contiguous: vector loops (omp simd: GCC's -O2 keeps them scalar) */ \
+      _Pragma("omp simd reduction(max:m)")                                             \
+      for (int64_t i = 0; i < n; i++) m = x[i] > m ? x[i] : m;                         \
+      if (m == -INFINITY) m = 0;                                                       \
+      double sum = nn_expsum(x, lg ? NULL : y, n, m);  /* exps kept for softmax */     \
+      T lse = m + (T)log(sum), inv = (T)(1 / sum);                                     \
+      if (lg) { _Pragma("omp simd") for (int64_t i = 0; i < n; i++) y[i] = x[i] - lse; } \
+      else    { _Pragma("omp simd") for (int64_t i = 0; i < n; i++) y[i] *= inv; }     \
+      return;                                                                          \
+    }                                                                                  \
     for (int64_t i = 0; i < n; i++) m = x[i * s] > m ? x[i * s] : m;                   \
     if (m == -INFINITY) m = 0;   /* all -inf: keep exp() finite; gives nan like torch */ \
     double sum = 0;                                                                    \
@@ -31,6 +41,21 @@
   static inline void softmax_bwd_row_##T(const T *g, const T *y, T *dx, int64_t n,      \
                                          int64_t s, int lg) {                          \
     double acc = 0;                                                                    \
+    if (s == 1) { /* contiguous: vector loops; for log_softmax exp(y) into dx first */ \
+      if (lg) {                                                                        \
+        _Pragma("omp simd reduction(+:acc)")                                           \
+        for (int64_t i = 0; i < n; i++) acc += g[i];                                   \
+        nn_expsum(y, dx, n, (T)0);                                                     \
+        _Pragma("omp simd")                                                            \
+        for (int64_t i = 0; i < n; i++) dx[i] = g[i] - dx[i] * (T)acc;                 \
+      } else {                                                                         \
+        _Pragma("omp simd reduction(+:acc)")                                           \
+        for (int64_t i = 0; i < n; i++) acc += (double)g[i] * y[i];                    \
+        _Pragma("omp simd")                                                            \
+        for (int64_t i = 0; i < n; i++) dx[i] = y[i] * (g[i] - (T)acc);                \
+      }                                                                                \
+      return;                                                                          \
+    }                                                                                  \
     if (lg) {                                                                          \
       for (int64_t i = 0; i < n; i++) acc += g[i * s];                                 \
       for (int64_t i = 0; i < n; i++) dx[i * s] = g[i * s] - nn_exp(y[i * s]) * (T)acc; \
@@ -131,9 +156,12 @@ nt_Tensor *nt_log_softmax(nt_Tensor *x, int axis) { return softmax_impl("log_sof
       const T *xr = x + r * C;                                                           \
       T m = -INFINITY;                                                                   \
       double sum = 0, xsum = 0;                                                          \
+      _Pragma("omp simd reduction(max:m)")                                               \
       for (int64_t c = 0; c < C; c++) m = xr[c] > m ? xr[c] : m;                         \
       if (m == -INFINITY) m = 0;                                                         \
-      for (int64_t c = 0; c < C; c++) { sum += nn_exp(xr[c] - m); xsum += xr[c]; }       \
+      sum = nn_expsum(xr, NULL, C, m);                                                   \
+      _Pragma("omp simd reduction(+:xsum)")                                              \
+      for (int64_t c = 0; c < C; c++) xsum += xr[c];                                     \
       double l = m + log(sum);                                                           \
       lse[r] = (T)l;                                                                     \
       int64_t tr = t[r];                                                                 \
@@ -157,7 +185,9 @@ nt_Tensor *nt_log_softmax(nt_Tensor *x, int axis) { return softmax_impl("log_sof
       T *d = dx + r * C;                                                                 \
       const T *xr = x + r * C;                                                           \
       if (t[r] == ignore) { for (int64_t c = 0; c < C; c++) d[c] = 0; continue; }         \
-      for (int64_t c = 0; c < C; c++) d[c] = sc * nn_exp(xr[c] - lse[r]) - off;          \
+      nn_expsum(xr, d, C, lse[r]);                                                       \
+      _Pragma("omp simd")                                                                \
+      for (int64_t c = 0; c < C; c++) d[c] = sc * d[c] - off;                            \
       d[t[r]] -= on;                                                                     \
     }                                                                                    \
   }

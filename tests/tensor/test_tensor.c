@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <stdarg.h>
+#include <time.h>
 
 /* huge allocations must fail cleanly under ASan too */
 const char *__asan_default_options(void);
@@ -1144,6 +1145,63 @@ TEST(gradcheck_shape_ops) {
 
 /* Speed is measured by bench/tensor (small_op, elementwise), never asserted in tests. */
 
+/* nt_clip_grad_norm against a direct double computation: big and small f32
+** tensors (the norm pass threaded over chunks of all of them), an f64 one, a
+** strided view (the composed path), an integer tensor and NULL (skipped);
+** below max_norm nothing changes; a tensor listed twice is refused. */
+TEST(clip_grad_norm) {
+  nt_seed((uint64_t)time(NULL));
+  nt_Tensor *big = nt_randn(SHAPE(300, 700), 2, NT_F32, NT_CPU), *bias = nt_randn(SHAPE(37), 1, NT_F32, NT_CPU);
+  nt_Tensor *d = nt_randn(SHAPE(5, 9), 2, NT_F64, NT_CPU), *base = nt_randn(SHAPE(6, 4), 2, NT_F32, NT_CPU);
+  nt_Tensor *tr = base ? nt_transpose(base, 0, 1) : NULL, *it = MK(NT_I64, SHAPE(2), 1000, 2000);
+  bool ok = false;
+  double *before[4] = {0};
+  nt_Tensor *g[6] = { big, bias, NULL, d, tr, it }, *fl[4] = { big, bias, d, tr };
+  if (!big || !bias || !d || !tr || !it) FAILF("setup: %s", nt_error_msg());
+  double ss = 0, norm = -1;
+  for (int k = 0; k < 4; k++) {
+    if (!(before[k] = host(fl[k]))) goto done;
+    for (int64_t i = 0; i < fl[k]->numel; i++) ss += before[k][i] * before[k][i];
+  }
+  double want = sqrt(ss);
+  /* above the norm: nothing scaled */
+  if (nt_clip_grad_norm(g, 6, want * 2, &norm)) { snprintf(why, sizeof why, "clip: %s", nt_error_msg()); goto done; }
+  if (fabs(norm - want) > 1e-9 * want) { snprintf(why, sizeof why, "norm %.17g, want %.17g", norm, want); goto done; }
+  for (int k = 0; k < 4; k++) {
+    double *now = host(fl[k]);
+    bool same = now && !memcmp(now, before[k], sizeof(double) * (size_t)fl[k]->numel);
+    free(now);
+    if (!same) { snprintf(why, sizeof why, "tensor %d changed below max_norm", k); goto done; }
+  }
+  /* below: every floating tensor scaled by max / (norm + 1e-6) */
+  double maxn = want / 3, scale = maxn / (want + 1e-6);
+  if (nt_clip_grad_norm(g, 6, maxn, &norm)) { snprintf(why, sizeof why, "clip: %s", nt_error_msg()); goto done; }
+  if (fabs(norm - want) > 1e-9 * want) { snprintf(why, sizeof why, "norm %.17g, want %.17g", norm, want); goto done; }
+  for (int k = 0; k < 4; k++) {
+    double *now = host(fl[k]);
+    if (!now) goto done;
+    for (int64_t i = 0; i < fl[k]->numel; i++)
+      if (fabs(now[i] - before[k][i] * scale) > 1e-6 * fabs(before[k][i] * scale) + 1e-30) {
+        snprintf(why, sizeof why, "tensor %d [%lld] = %.9g, want %.9g", k, (long long)i, now[i], before[k][i] * scale);
+        free(now); goto done;
+      }
+    free(now);
+  }
+  double *iv = host(it);
+  bool int_kept = iv && iv[0] == 1000 && iv[1] == 2000;
+  free(iv);
+  if (!int_kept) { snprintf(why, sizeof why, "integer tensor changed"); goto done; }
+  nt_Tensor *twice[2] = { bias, bias };
+  if (nt_clip_grad_norm(twice, 2, 1, &norm) == 0 || !strstr(nt_error_msg(), "tensor 1 is tensor 0")) {
+    snprintf(why, sizeof why, "a tensor listed twice: got '%s'", nt_error_msg()); goto done;
+  }
+  ok = true;
+done:
+  for (int k = 0; k < 4; k++) free(before[k]);
+  nt_release(big); nt_release(bias); nt_release(d); nt_release(base); nt_release(tr); nt_release(it);
+  return ok;
+}
+
 int main(void) {
   nt_init();
   /* which CUDA backend the device tests below see (tools/gpu-session.sh's kit
@@ -1186,6 +1244,7 @@ int main(void) {
   RUN(gradcheck_unary);
   RUN(gradcheck_misc);
   RUN(gradcheck_shape_ops);
+  RUN(clip_grad_norm);
   fprintf(stderr, "%d passed, %d failed, %d skipped\n", n_pass, n_fail, n_skip);
   return n_fail ? 1 : 0;
 }
