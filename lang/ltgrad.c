@@ -773,35 +773,12 @@ static int b_clip_grad_norm(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   if (nbT_num_arg(vm, fname, "max_norm", args[1], &maxn)) return NB_ERR;
   Leaves ls = {0};
   if (leaves(vm, args[0], &ls) || drop_ties(vm, &ls, 1)) { free(ls.t); return NB_ERR; }
-  double ss = 0;
-  for (int k = 0; k < ls.n; k++) {
-    nt_Tensor *g = nt_grad(ls.t[k]) ? nt_grad(ls.t[k]) : ls.t[k];
-    if (!nt_dtype_is_float(g->dtype)) continue;
-    bool prev = nt_set_grad_enabled(false);
-    nt_Tensor *sq = nt_binary_scalar_ex(NT_OP_POW, g, 2, NT_SCALAR_INT);
-    nt_Tensor *s = sq ? nt_sum(sq, NULL, 0, false) : NULL;
-    double v = 0;
-    int bad = !s || nt_item(s, &v);
-    nt_release(sq); nt_release(s);
-    nt_set_grad_enabled(prev);
-    if (bad) { free(ls.t); return nbT_err(vm); }
-    ss += v;
-  }
-  double norm = sqrt(ss);
-  if (norm > maxn && norm > 0) {
-    double scale = maxn / (norm + 1e-6);
-    for (int k = 0; k < ls.n; k++) {
-      nt_Tensor *g = nt_grad(ls.t[k]) ? nt_grad(ls.t[k]) : ls.t[k];
-      if (!nt_dtype_is_float(g->dtype)) continue;
-      bool prev = nt_set_grad_enabled(false);
-      nt_Tensor *sc = nt_binary_scalar_ex(NT_OP_MUL, g, scale, NT_SCALAR_FLOAT);
-      int bad = !sc || nt_copy_(g, sc);
-      nt_release(sc);
-      nt_set_grad_enabled(prev);
-      if (bad) { free(ls.t); return nbT_err(vm); }
-    }
-  }
+  for (int k = 0; k < ls.n; k++)   /* a parameter's gradient, or the tensor itself */
+    if (nt_grad(ls.t[k])) ls.t[k] = nt_grad(ls.t[k]);
+  double norm;
+  int bad = nt_clip_grad_norm(ls.t, ls.n, maxn, &norm);
   free(ls.t);
+  if (bad) return nbT_err(vm);
   *out = nb_flt(norm);
   return NB_OK;
 }
