@@ -299,6 +299,11 @@ struct Warp {
   const void *pc;
   int arg, width;
   uint64_t val[32], res[32];
+  // completed collectives (the race detector's warp-level happens-before):
+  // seq counts them, hist[seq % kHist] is the mask of the one numbered seq
+  uint32_t seq;
+  static constexpr int kHist = 32;
+  unsigned hist[kHist];
 };
 
 struct SharedVar { const void *tag; size_t off, size; const char *name; };
@@ -326,7 +331,17 @@ struct Launch {
 };
 
 // Per OS thread: the scheduler context, a stack pool, the shared arena and its shadow.
-struct Shadow { uint32_t epoch; int16_t writer, reader; const void *wpc, *rpc; };
+// Per byte of shared memory, for the current barrier interval (epoch): the
+// last writer and the readers since, with the warp's collective count at the
+// time (an access is ordered before a later one of another lane of the same
+// warp when a collective whose mask holds both completed in between).
+struct Shadow {
+  uint32_t epoch, wseq, rseq;     // rseq: the first reader's
+  int16_t writer, reader;         // -1 none; reader -2: several
+  int16_t rwarp;                  // warp of every reader, -1 when they span warps
+  unsigned rmask;                 // lanes (of rwarp) that read
+  const void *wpc, *rpc;
+};
 struct Worker {
   void *sched_sp;
   void *sched_fake;
@@ -620,46 +635,75 @@ void *shared_dynamic(size_t align, const char *name) {
 }
 
 // ---- the access checker (called by the instrumented module code) ---------------------------------------------
-static void race_check(Worker *w, Thread *t, size_t off, unsigned n, bool write, const void *pc) {
+// a collective with every lane of `lanes` completed in warp wp after its count was `since`
+static bool warp_synced(const Warp &wp, uint32_t since, unsigned lanes) {
+  for (uint32_t q = wp.seq; q > since && wp.seq - q < (uint32_t)Warp::kHist; q--)
+    if ((wp.hist[q % Warp::kHist] & lanes) == lanes) return true;
+  return false;
+}
+
+// thread p's access when its warp had completed p_seq collectives happens before t's current one
+static bool ordered(Block *b, int p, uint32_t p_seq, const Thread *t) {
+  if (p == t->linear) return true;
+  if (p >> 5 != t->warp) return false;
+  return warp_synced(b->warps[t->warp], p_seq, 1u << (p & 31) | 1u << t->lane);
+}
+
+static void race_report(Worker *w, Thread *t, size_t off, const char *kind, int other, const void *opc, bool first_wrote, bool write,
+                        const void *pc) {
   Block *b = t->block;
   Launch *L = w->launch;
+  if (!L->race_sites.insert({ opc, pc }).second) return;  // once per pair of lines and launch
+  L->races++;
+  const char *var = "?";
+  size_t voff = off;
+  for (const SharedVar &v : b->vars)
+    if (off >= v.off && off < v.off + v.size) { var = v.name; voff = off - v.off; }
+  std::string first = other >= 0 ? "thread " + std::to_string(other) : std::string("another thread");
+  first += (first_wrote ? " wrote" : " read") + at(opc);
+  std::string then = "thread " + std::to_string(t->linear) + (write ? " wrote" : " read") + at(pc);
+  char buf[1600];
+  snprintf(buf, sizeof buf,
+           "kernel %s (launched at %s:%d): shared-memory race (%s hazard) on __shared__ %s, byte %zu, block (%u,%u,%u), "
+           "within one barrier interval: %s, then %s",
+           L->site->kernel, L->site->file, L->site->line, kind, var, voff, b->bid.x, b->bid.y, b->bid.z, first.c_str(), then.c_str());
+  report("%s", buf);
+  set_fault(cudaErrorLaunchFailure, buf);
+}
+
+static void race_check(Worker *w, Thread *t, size_t off, unsigned n, bool write, const void *pc) {
+  Block *b = t->block;
+  const uint32_t seq = b->warps[t->warp].seq;
+  const unsigned lane_bit = 1u << t->lane;
   for (unsigned i = 0; i < n; i++) {
     Shadow &s = w->shadow[off + i];
-    if (s.epoch != b->epoch) {
+    if (s.epoch != b->epoch) {                             // first access of this interval
       s.epoch = b->epoch;
-      s.writer = write ? (int16_t)t->linear : -1;
-      s.wpc = write ? pc : nullptr;
-      s.reader = write ? -1 : (int16_t)t->linear;
-      s.rpc = write ? nullptr : pc;
+      s.writer = -1; s.reader = -1;
+    }
+    if (s.writer >= 0 && !ordered(b, s.writer, s.wseq, t)) {
+      race_report(w, t, off + i, write ? "write-after-write" : "read-after-write", s.writer, s.wpc, true, write, pc);
+      return;
+    }
+    if (!write) {
+      if (s.reader == -1) { s.reader = (int16_t)t->linear; s.rseq = seq; s.rwarp = (int16_t)t->warp; s.rmask = lane_bit; s.rpc = pc; }
+      else if (s.reader != t->linear) {
+        s.reader = -2;
+        if (s.rwarp != t->warp) s.rwarp = -1;
+        else s.rmask |= lane_bit;
+      }
       continue;
     }
-    const char *kind = nullptr;
-    int other = -1;
-    const void *opc = nullptr;
-    if (s.writer >= 0 && s.writer != t->linear) { kind = write ? "write-after-write" : "read-after-write"; other = s.writer; opc = s.wpc; }
-    else if (write && s.reader != -1 && s.reader != t->linear) { kind = "write-after-read"; other = s.reader; opc = s.rpc; }
-    if (write) { s.writer = (int16_t)t->linear; s.wpc = pc; }
-    else if (s.reader == -1) { s.reader = (int16_t)t->linear; s.rpc = pc; }
-    else if (s.reader != t->linear) s.reader = -2;         // several readers; keeps the first one's line
-    if (!kind) continue;
-    if (!L->race_sites.insert({ opc, pc }).second) return;
-    L->races++;
-    const char *var = "?";
-    size_t voff = off;
-    for (const SharedVar &v : b->vars)
-      if (off >= v.off && off < v.off + v.size) { var = v.name; voff = off - v.off; }
-    const bool first_wrote = strcmp(kind, "write-after-read") != 0;
-    std::string first = other >= 0 ? "thread " + std::to_string(other) : std::string("another thread");
-    first += (first_wrote ? " wrote" : " read") + at(opc);
-    std::string then = "thread " + std::to_string(t->linear) + (write ? " wrote" : " read") + at(pc);
-    char buf[1600];
-    snprintf(buf, sizeof buf,
-             "kernel %s (launched at %s:%d): shared-memory race (%s hazard) on __shared__ %s, byte %zu, block (%u,%u,%u), "
-             "within one barrier interval: %s, then %s",
-             L->site->kernel, L->site->file, L->site->line, kind, var, voff, b->bid.x, b->bid.y, b->bid.z, first.c_str(), then.c_str());
-    report("%s", buf);
-    set_fault(cudaErrorLaunchFailure, buf);
-    return;
+    bool war = false;
+    if (s.reader >= 0) war = !ordered(b, s.reader, s.rseq, t);
+    else if (s.reader == -2)
+      war = s.rwarp != t->warp || !warp_synced(b->warps[t->warp], s.rseq, s.rmask | lane_bit);
+    if (war) {
+      race_report(w, t, off + i, "write-after-read", s.reader, s.rpc, false, write, pc);
+      return;
+    }
+    s.writer = (int16_t)t->linear; s.wseq = seq; s.wpc = pc;
+    s.reader = -1;                                         // earlier reads are ordered before this write
   }
 }
 
@@ -805,6 +849,8 @@ uint64_t warp_collective(WarpOp op, unsigned mask, uint64_t value, int arg, int 
   if (wp.arrived == mask) {
     for (int l = 0; l < 32; l++) if (mask >> l & 1) wp.res[l] = lane_result(wp, l);
     wp.pending = false;
+    wp.seq++;
+    wp.hist[wp.seq % Warp::kHist] = mask;
     for (int l = 0; l < 32; l++)
       if ((mask >> l & 1) && l != t->lane) b->threads[t->warp * 32 + l].state = RUNNABLE;
     return wp.res[t->lane];

@@ -412,10 +412,14 @@ TEST(matmul) {
     nt_release(a); nt_release(b); nt_release(bt0); nt_release(bt); nt_release(a3); nt_release(b3); nt_release(v);
     if (!ok) return false;
   }
-  /* TF32 on request: looser */
+  /* TF32 on request: looser.  Its inputs keep 10 mantissa bits (relative
+  ** error up to 2^-11 rounded, 2^-10 truncated), so with K = 512 products of
+  ** U(-1,1) values the largest error is about 7e-3 of (1 + |c|) either way
+  ** (measured with NumPy on TF32-rounded inputs; the emulated device found
+  ** the old 5e-3 too tight) */
   OK(nt_set_matmul_precision("tf32") == 0);
   nt_Tensor *a = RND(NT_F32, -1, 1, 256, 512), *b = RND(NT_F32, -1, 1, 512, 128);
-  bool ok = matmul_case(NT_F32, a, b, "tf32", 5e-3);
+  bool ok = matmul_case(NT_F32, a, b, "tf32", 2e-2);
   nt_set_matmul_precision("highest");
   nt_release(a); nt_release(b);
   return ok;
