@@ -38,6 +38,7 @@
 #include <vector>
 #include <dlfcn.h>
 #include <link.h>
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -117,6 +118,40 @@ static cudaError_t fail(cudaError_t e) {
 
 // ---- source lines of code addresses ------------------------------------------------------------------
 // addr2line on the module file; only on the report path.
+// "cuda/nn.cu:45" for a path and line the compiler recorded
+static std::string relative(std::string file) {
+  // A location the compiler gave to the rewritten file (transform.py's
+  // output, same line numbers) names the original: its #line directive says which.
+  std::string line;
+  size_t colon = file.rfind(':');
+  if (colon != std::string::npos && colon + 1 < file.size() && isdigit((unsigned char)file[colon + 1])) {
+    line = file.substr(colon);
+    file.resize(colon);
+  }
+  if (file.size() > 8 && file.compare(file.size() - 8, 8, ".emu.cpp") == 0) {
+    if (FILE *f = fopen(file.c_str(), "r")) {
+      char first[1200] = "";
+      if (fgets(first, sizeof first, f) && !strncmp(first, "#line 1 \"", 9)) {
+        std::string orig = first + 9;
+        orig.resize(orig.find('"') == std::string::npos ? 0 : orig.find('"'));
+        if (!orig.empty()) file = orig;
+      }
+      fclose(f);
+    }
+  }
+  // repository-relative: from the first "/cuda/" or "/tests/" on
+  size_t cut = std::string::npos;
+  for (const char *key : { "/cuda/", "/tests/" }) {
+    size_t k = file.find(key);
+    if (k != std::string::npos && (cut == std::string::npos || k < cut)) cut = k;
+  }
+  if (cut != std::string::npos) file = file.substr(cut + 1);
+  return file + line;
+}
+
+// Source line of a code address in the module (or program): addr2line, only
+// on the report path.  Of an inlined chain, the first frame outside the
+// emulator's own headers (the kernel's line, not emu.h's).
 static std::string where(const void *pc) {
   Dl_info info;
   if (!pc || !dladdr(pc, &info) || !info.dli_fname) return "?";
@@ -125,20 +160,16 @@ static std::string where(const void *pc) {
            (unsigned long)((uintptr_t)pc - 1 - (uintptr_t)info.dli_fbase));
   FILE *p = popen(cmd, "r");
   if (!p) return "?";
-  char fn[512] = "", loc[512] = "";
-  if (!fgets(fn, sizeof fn, p) || !fgets(loc, sizeof loc, p)) loc[0] = 0;
-  pclose(p);
-  loc[strcspn(loc, "\n")] = 0;
-  char *paren = strstr(loc, " (discriminator");
-  if (paren) *paren = 0;
-  // repository-relative: from the last "/cuda/" or "/tests/" on
-  const char *s = loc;
-  for (const char *key : { "/cuda/", "/tests/" }) {
-    const char *h = nullptr, *q = loc;
-    while ((q = strstr(q, key))) { h = q; q++; }
-    if (h) { s = h + 1; break; }
+  char fn[512], loc[512];
+  std::string best;
+  while (fgets(fn, sizeof fn, p) && fgets(loc, sizeof loc, p)) {
+    loc[strcspn(loc, "\n")] = 0;
+    if (char *d = strstr(loc, " (discriminator")) *d = 0;
+    if (!loc[0] || loc[0] == '?') continue;
+    if (best.empty() || best.find("/cuda/emu/") != std::string::npos) best = loc;
   }
-  return loc[0] && strcmp(loc, "??:0") && strcmp(loc, "??:?") ? std::string(s) : "?";
+  pclose(p);
+  return best.empty() ? "?" : relative(best);
 }
 
 // ---- device memory map ---------------------------------------------------------------------------------
@@ -189,6 +220,11 @@ static std::string describe_address(uintptr_t a) {
   if (r != raw.begin()) {
     --r;
     if (a < r->second.end) return r->second.carved ? "free device memory (inside a cached segment, in no allocation)" : "?";
+    if (a - r->second.end < (1u << 20)) {
+      snprintf(buf, sizeof buf, "%lu bytes after the end of a %lu-byte %s", (unsigned long)(a - r->second.end),
+               (unsigned long)(r->second.end - r->first), r->second.pinned ? "pinned host allocation" : "cudaMalloc allocation");
+      return buf;
+    }
   }
   return "not device memory";
 }
@@ -451,7 +487,7 @@ static std::string thread_name(const Thread *t) {
   Worker *w = worker;
   Launch *L = w->launch;
   char head[600];
-  snprintf(head, sizeof head, "kernel %s (launched at %s:%d): ", L->site->kernel, L->site->file, L->site->line);
+  snprintf(head, sizeof head, "kernel %s (launched at %s:%d): ", L->site->kernel, relative(L->site->file).c_str(), L->site->line);
   std::string text = head + what;
   report("%s", text.c_str());
   set_fault(e, text);
@@ -519,7 +555,7 @@ static void run_block(Worker *w, Launch *L, Block *b) {
     if (!left) return;
     if (!progress) {
       char head[600];
-      snprintf(head, sizeof head, "kernel %s (launched at %s:%d), block (%u,%u,%u): ", L->site->kernel, L->site->file,
+      snprintf(head, sizeof head, "kernel %s (launched at %s:%d), block (%u,%u,%u): ", L->site->kernel, relative(L->site->file).c_str(),
                L->site->line, b->bid.x, b->bid.y, b->bid.z);
       std::string text = head + deadlock_text(b);
       report("%s", text.c_str());
@@ -573,7 +609,7 @@ void run_launch(const Site &site, const Config &cfg, const void *kernel_id, void
   cudaError_t e = check_config(cfg, kernel_id);
   if (e != cudaSuccess) {
     report("kernel %s (launched at %s:%d): launch rejected: %s (grid %u,%u,%u, block %u,%u,%u, %zu bytes of dynamic shared memory)",
-           site.kernel, site.file, site.line, cudaGetErrorString(e), cfg.grid.x, cfg.grid.y, cfg.grid.z, cfg.block.x, cfg.block.y,
+           site.kernel, relative(site.file).c_str(), site.line, cudaGetErrorString(e), cfg.grid.x, cfg.grid.y, cfg.grid.z, cfg.block.x, cfg.block.y,
            cfg.block.z, cfg.smem);
     fail(e);
     return;
@@ -666,7 +702,7 @@ static void race_report(Worker *w, Thread *t, size_t off, const char *kind, int 
   snprintf(buf, sizeof buf,
            "kernel %s (launched at %s:%d): shared-memory race (%s hazard) on __shared__ %s, byte %zu, block (%u,%u,%u), "
            "within one barrier interval: %s, then %s",
-           L->site->kernel, L->site->file, L->site->line, kind, var, voff, b->bid.x, b->bid.y, b->bid.z, first.c_str(), then.c_str());
+           L->site->kernel, relative(L->site->file).c_str(), L->site->line, kind, var, voff, b->bid.x, b->bid.y, b->bid.z, first.c_str(), then.c_str());
   report("%s", buf);
   set_fault(cudaErrorLaunchFailure, buf);
 }
