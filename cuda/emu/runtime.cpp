@@ -399,7 +399,9 @@ static thread_local Worker *worker;
 static Worker *get_worker(void) {
   if (!worker) {
     worker = new Worker();
-    worker->smem = (char *)aligned_alloc(4096, kSmemOptin + kSmemSlack);
+    void *m = nullptr;
+    if (posix_memalign(&m, 4096, kSmemOptin + kSmemSlack)) m = nullptr;
+    worker->smem = (char *)m;
     if (!worker->smem) { fprintf(stderr, "nabla-emu: out of memory for the shared-memory arena\n"); abort(); }
   }
   return worker;
