@@ -394,7 +394,7 @@ struct Worker {
   uintptr_t cache_lo, cache_hi;   // last device range an access hit
   unsigned cache_gen;
 };
-static thread_local Worker *worker;
+static thread_local Worker *worker __attribute__((tls_model("initial-exec")));   // one pointer of static TLS: cheap to reach
 
 static Worker *get_worker(void) {
   if (!worker) {
@@ -484,15 +484,19 @@ static std::string thread_name(const Thread *t) {
 }
 
 // Reports a fatal fault of the running kernel and abandons the launch: the
-// current thread never runs again (the scheduler sees launch->aborted).
-[[noreturn]] static void kernel_fault(cudaError_t e, const std::string &what) {
+// current thread never runs again (the scheduler sees launch->aborted).  Its
+// frames are abandoned, never unwound: callers pass plain text (no object
+// that owns memory may live in them, or LeakSanitizer reports it).
+[[noreturn]] static void kernel_fault(cudaError_t e, const char *what) {
   Worker *w = worker;
   Launch *L = w->launch;
-  char head[600];
-  snprintf(head, sizeof head, "kernel %s (launched at %s:%d): ", L->site->kernel, relative(L->site->file).c_str(), L->site->line);
-  std::string text = head + what;
-  report("%s", text.c_str());
-  set_fault(e, text);
+  {
+    char head[600];
+    snprintf(head, sizeof head, "kernel %s (launched at %s:%d): ", L->site->kernel, relative(L->site->file).c_str(), L->site->line);
+    std::string text = std::string(head) + what;
+    report("%s", text.c_str());
+    set_fault(e, text);
+  }
   L->aborted = true;
   Thread *t = w->cur;
   t->state = DONE;
@@ -787,7 +791,11 @@ static void on_access(void *addr, unsigned n, bool write, const void *pc) {
 static void atomic_access(void *p, unsigned n, const void *pc) {
   Worker *w = worker;
   if (!w || !w->cur) return;
-  if ((uintptr_t)p % n) kernel_fault(cudaErrorMisalignedAddress, "misaligned atomic at " + where(pc));
+  if ((uintptr_t)p % n) {
+    char buf[600];
+    snprintf(buf, sizeof buf, "misaligned %u-byte atomic at %p%s", n, p, at(pc).c_str());
+    kernel_fault(cudaErrorMisalignedAddress, buf);
+  }
   Shadow *sh = w->shadow;
   w->shadow = nullptr;                                     // no hazard tracking for atomics
   on_access(p, n, true, pc);
@@ -813,9 +821,12 @@ void syncthreads(void) {
   Block *b = t->block;
   t->wait_pc = RA;
   Warp &wp = b->warps[t->warp];
-  if (wp.pending && (wp.mask >> t->lane & 1))
-    kernel_fault(cudaErrorLaunchFailure, "lane " + std::to_string(t->lane) + " of warp " + std::to_string(t->warp) +
-                 " reached __syncthreads" + at(RA) + " while its warp waits for it in a collective" + at(wp.pc));
+  if (wp.pending && (wp.mask >> t->lane & 1)) {
+    char buf[900];
+    snprintf(buf, sizeof buf, "lane %d of warp %d reached __syncthreads%s while its warp waits for it in a collective%s", t->lane,
+             t->warp, at(RA).c_str(), at(wp.pc).c_str());
+    kernel_fault(cudaErrorLaunchFailure, buf);
+  }
   if (++b->arrived == b->alive) { complete_barrier(b); return; }
   t->state = WAIT_BARRIER;
   to_scheduler(w, t, false);

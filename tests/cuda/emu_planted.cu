@@ -80,6 +80,7 @@ int main(int argc, char **argv) {
     shift_copy<<<(n + 255) / 256, 256>>>(in, out, n, planted);
     e = cudaMemcpy(r, out, sizeof r, cudaMemcpyDeviceToHost);
     for (int i = 0; i < n; i++) ok = ok && r[i] == h[i];
+    cudaFree(in); cudaFree(out);
   } else if (!strcmp(name, "missing_sync")) {
     const int nb = 3, n = nb * 128;
     float h[3 * 128], r[3];
@@ -92,6 +93,7 @@ int main(int argc, char **argv) {
       for (int k = 0; k < 128; k++) s += h[b * 128 + k];
       ok = ok && close(r[b], s);
     }
+    cudaFree(in); cudaFree(out);
   } else if (!strcmp(name, "partial_warp_shuffle")) {
     const int n = 48;
     float h[48], r[2];
@@ -103,6 +105,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 32; i++) s0 += h[i];
     for (int i = 32; i < 48; i++) s1 += h[i];
     ok = close(r[0], s0) && close(r[1], s1);
+    cudaFree(in); cudaFree(out);
   } else {
     fprintf(stderr, "unknown case %s\n", name);
     return 2;
