@@ -61,6 +61,9 @@ KNOWN_DEFECTS = [
     (r"cuda\.(ops\.(scalar\[where|bool_and_where|where_i64_|dropout_p)|grads\.(where_scalar_branch|prod_))",
      "a number operand becomes a CPU scalar tensor next to CUDA tensors (where(c, x, 0); prod's backward "
      "compares with a CPU zero): 'expected all tensors on the same device' (tensor/telem.c, tensor/treduce.c)"),
+    (r"cuda\.attention_f32\.grad_large_scores",
+     "seed-dependent: with NABLA_CUDA_ATTENTION=gemm (attention_gemm.cu) the f32 backward of near-one-hot rows is off by "
+     "~2.5e-4 absolute where the fused kernels and the CPU meet 1e-4 (NUMERICS_SEED=97859320 shows it every time)"),
     (r"cuda\.errors\.caught\.index\.",
      "index errors found on the device are reported at the next synchronisation (asynchronously, as CUDA does), "
      "not by the op, so the suite's 'error at the op' expectation and its message checks do not hold on cuda"),
