@@ -4,7 +4,8 @@
 // stand-alone program:
 //
 //   emu_planted CASE      CASE = off_by_one | missing_sync | partial_warp_shuffle
-//                         (the bug) or the same with "_fixed" (the correct kernel)
+//                         (the bug) or the same with "_fixed" (the correct kernel);
+//                         launch_limits: configurations CUDA rejects, one per line
 //
 // Each case runs one kernel on fresh random data, checks the result on the
 // host when the kernel is the correct one, and prints one line:
@@ -51,6 +52,32 @@ __global__ void warp_sums(const float *in, float *out, int n, int planted) {
   if (lane == 0) out[i >> 5] = v;
 }
 
+// ---- 4. launch configurations an H100 rejects --------------------------------------------
+__global__ void touch(float *p) { p[threadIdx.x] = 1; }
+
+static void launch_limits(void) {
+  float *d = NULL;
+  cudaMalloc((void **)&d, 2048 * sizeof(float));
+  struct { const char *what; dim3 g, b; size_t smem; } cases[] = {
+    { "block_1024", dim3(1), dim3(1024), 0 },           // the largest legal block
+    { "block_1025", dim3(1), dim3(1025), 0 },
+    { "block_z_65", dim3(1), dim3(1, 1, 65), 0 },
+    { "grid_y_65536", dim3(1, 65536), dim3(1), 0 },
+    { "smem_48k", dim3(1), dim3(1), 48 * 1024 },        // the default limit
+    { "smem_49k_no_optin", dim3(1), dim3(1), 49 * 1024 },
+  };
+  for (auto &c : cases) {
+    cudaGetLastError();
+    touch<<<c.g, c.b, c.smem>>>(d);
+    printf("%s: %s\n", c.what, cudaGetErrorName(cudaGetLastError()));
+  }
+  cudaFuncSetAttribute(touch, cudaFuncAttributeMaxDynamicSharedMemorySize, 100 * 1024);
+  touch<<<1, 1, 100 * 1024>>>(d);
+  printf("smem_100k_optin: %s\n", cudaGetErrorName(cudaGetLastError()));
+  printf("optin_over_limit: %s\n", cudaGetErrorName(cudaFuncSetAttribute(touch, cudaFuncAttributeMaxDynamicSharedMemorySize, 300 * 1024)));
+  cudaFree(d);
+}
+
 static float *dev_copy(const float *h, int n) {
   float *d = NULL;
   if (cudaMalloc((void **)&d, (size_t)n * sizeof(float)) != cudaSuccess) { fprintf(stderr, "cudaMalloc failed\n"); exit(2); }
@@ -72,6 +99,10 @@ int main(int argc, char **argv) {
   srand((unsigned)time(NULL) ^ (unsigned)getpid());   // fresh data each run
   bool ok = true;
   cudaError_t e = cudaSuccess;                       // the first error the launch left (a copy back waits for it)
+  if (!strcmp(name, "launch_limits")) {
+    launch_limits();
+    return 0;
+  }
   if (!strcmp(name, "off_by_one")) {
     const int n = 1000;                              // 4 blocks, the last one partial
     float h[1000], r[1000];

@@ -247,6 +247,25 @@ def test_planted():
             out("FAIL", f"emu.planted.{case}_fixed_runs_clean", f"rc {rc}: {so.strip()!r} {se[-600:]}")
 
 
+# what cudaGetLastError says after each launch of emu_planted's launch_limits
+LAUNCH_LIMITS = {
+    "block_1024": "cudaSuccess", "block_1025": "cudaErrorInvalidConfiguration", "block_z_65": "cudaErrorInvalidConfiguration",
+    "grid_y_65536": "cudaErrorInvalidConfiguration", "smem_48k": "cudaSuccess", "smem_49k_no_optin": "cudaErrorInvalidValue",
+    "smem_100k_optin": "cudaSuccess", "optin_over_limit": "cudaErrorInvalidValue",
+}
+
+
+def test_launch_limits():
+    exe = os.path.join(BUILD, "tests", "cuda", "emu_planted")
+    rc, so, se = run([exe, "launch_limits"], 120)
+    got = dict(l.split(": ", 1) for l in so.splitlines() if ": " in l)
+    bad = {k: (got.get(k), v) for k, v in LAUNCH_LIMITS.items() if got.get(k) != v}
+    if rc == 0 and not bad:
+        out("PASS", "emu.launch_limits")
+    else:
+        out("FAIL", "emu.launch_limits", f"rc {rc}; (got, expected): {bad}; {se[-400:]}")
+
+
 def main():
     if not os.path.exists(MODULE):
         print(f"SKIP: emu{SUFFIX}: this build has no emulated CUDA device ({MODULE} not built: it needs clang++, "
@@ -255,6 +274,7 @@ def main():
     t0 = time.time()
     test_device()
     test_planted()
+    test_launch_limits()
     test_cuda_suite()
     test_numerics()
     print(f"# emulated device tests: {time.time() - t0:.0f} s", flush=True)
