@@ -99,6 +99,14 @@ def test_device():
         out("PASS", "emu.device_name")
     else:
         out("FAIL", "emu.device_name", f"rc {rc}: {so} {se[-500:]}")
+    # without a device the name is a clear error, and the interpreter goes on
+    env = dict(ENV, NABLA_CUDA_DISABLE="1")
+    rc, so, se = run([NABLA, "-e", 'try { cuda.device_name() } catch e { print(e.message) }\nprint("alive")'], 60, env)
+    text = so + se
+    if "CUDA is not available" in text and "NABLA_CUDA_DISABLE" in text and "alive" in so:
+        out("PASS", "emu.device_name_unavailable")
+    else:
+        out("FAIL", "emu.device_name_unavailable", f"rc {rc}: {text[-600:]}")
     # the end-to-end check: x @ x on the device against the CPU, fresh random x
     code = ('x = randn(64, 64, device="cuda")\n'
             'g = (x @ x).cpu()\n'
