@@ -58,9 +58,6 @@ LEFT_OUT = {
 # Defects of the CUDA path that the emulated suites found and that are not
 # fixed yet: the case prints SKIP with the defect instead of failing make test.
 KNOWN_DEFECTS = [
-    (r"cuda\.(ops\.(scalar\[where|bool_and_where|where_i64_|dropout_p)|grads\.(where_scalar_branch|prod_))",
-     "a number operand becomes a CPU scalar tensor next to CUDA tensors (where(c, x, 0); prod's backward "
-     "compares with a CPU zero): 'expected all tensors on the same device' (tensor/telem.c, tensor/treduce.c)"),
     (r"cuda\.attention_f32\.grad_large_scores",
      "seed-dependent: with NABLA_CUDA_ATTENTION=gemm (attention_gemm.cu) the f32 backward of near-one-hot rows is off by "
      "~2.5e-4 absolute where the fused kernels and the CPU meet 1e-4 (NUMERICS_SEED=97859320 shows it every time)"),
