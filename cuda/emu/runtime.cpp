@@ -86,7 +86,7 @@ static bool racecheck_on(void) {
 // last_error: what cudaGetLastError returns (launch configuration, bad arguments).
 // fault: a kernel's failure, returned (once) by the next synchronising call.
 static std::mutex mu;                                      // guards everything below that host threads share
-static cudaError_t last_error = cudaSuccess;
+static thread_local cudaError_t last_error = cudaSuccess;   // per host thread, as in CUDA
 static cudaError_t fault = cudaSuccess;
 static std::string fault_text;                             // its report, appended to cudaGetErrorString
 static std::string shown_text;                             // the report of the fault last returned
