@@ -186,7 +186,7 @@ template <typename C> __device__ inline C un_math(int op, C x, double lo, double
     case NT_OP_NEG: return (C)(0 - x);
     case NT_OP_ABS: return x < 0 ? (C)(0 - x) : x;
     case NT_OP_SIGN: return (C)((x > 0) - (x < 0));
-    case NT_OP_RELU: return x > 0 ? x : (C)0;
+    case NT_OP_RELU: return x < 0 ? (C)0 : x;   // NaN passes, as on the CPU (torch)
     case NT_OP_SQUARE: return (C)(x * x);
     case NT_OP_FLOOR: if constexpr (isf) return f32 ? floorf(x) : floor(x); else return x;
     case NT_OP_CEIL: if constexpr (isf) return f32 ? ceilf(x) : ceil(x); else return x;

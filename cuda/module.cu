@@ -216,6 +216,14 @@ static const nt_Allocator cuda_allocator = { core_alloc, core_free, core_memcpy 
 static int api_device_count(void) { return device_count_; }
 static int api_synchronize(void) { return sync_stream(); }
 static int api_memory(size_t *a, size_t *c, size_t *p) { alloc_stats(a, c, p); return 0; }
+static int api_device_name(char *out, size_t n) {
+  int dev = 0;
+  cudaDeviceProp prop;
+  CU(cudaGetDevice(&dev));
+  CU(cudaGetDeviceProperties(&prop, dev));
+  snprintf(out, n, "%s", prop.name);
+  return 0;
+}
 static int api_empty_cache(void) {
   if (sync_stream()) return -1;
   return guarded("cuda.empty_cache", [] { return alloc_empty_cache(); });
@@ -305,6 +313,7 @@ static int init_module(nt_DeviceApi *api, char *reason, size_t n) {
   api->synchronize = api_synchronize;
   api->memory = api_memory;
   api->empty_cache = api_empty_cache;
+  api->device_name = api_device_name;
   nccl_fill_api(api);   // nccl.cu: NCCL collectives (libnccl loaded lazily) and pinned staging
   return 0;
 }

@@ -703,6 +703,12 @@ static int b_cuda_reason(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   return NB_OK;
 }
 static int b_cuda_device_count(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)vm; (void)args; (void)n; *out = nb_int(nt_cuda_device_count()); return NB_OK; }
+static int b_cuda_device_name(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)args; (void)n; char name[300];
+  if (nt_cuda_device_name(name, sizeof name)) return nbT_err(vm);
+  *out = nb_strv(nbS_cstr(name));
+  return NB_OK;
+}
 static int b_cuda_synchronize(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)args; (void)n; if (nt_cuda_synchronize()) return nbT_err(vm); *out = nb_nil(); return NB_OK; }
 static int b_cuda_memory(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)vm; (void)args; (void)n; size_t a = 0, c = 0, p = 0;
@@ -722,13 +728,14 @@ static nb_Builtin cuda_members[] = {
   { "cuda.synchronize", b_cuda_synchronize, "", "cuda.synchronize(): waits for queued GPU work; raises a pending asynchronous error" },
   { "cuda.memory", b_cuda_memory, "", "cuda.memory(): {allocated, cached, peak} bytes of the caching allocator" },
   { "cuda.empty_cache", b_cuda_empty_cache, "", "cuda.empty_cache(): returns cached GPU blocks to the driver" },
+  { "cuda.device_name", b_cuda_device_name, "", "cuda.device_name(): the GPU's name (\"... (emulated on the CPU)\" under NABLA_CUDA_EMULATE)" },
   { NULL, NULL, NULL, NULL }
 };
 static int cuda_value(nb_VM *vm, nb_Value *out) {
   (void)vm;
-  static const char *const fields[] = { "__call", "available", "unavailable_reason", "device_count", "synchronize", "memory", "empty_cache" };
+  static const char *const fields[] = { "__call", "available", "unavailable_reason", "device_count", "synchronize", "memory", "empty_cache", "device_name" };
   nb_Rec *r = nbR_new(8);
-  for (int i = 0; i < 7; i++) nbR_set_cstr(r, fields[i], nb_builtinv(&cuda_members[i]));
+  for (int i = 0; i < 8; i++) nbR_set_cstr(r, fields[i], nb_builtinv(&cuda_members[i]));
   *out = nb_obj(NB_TREC, r);
   return NB_OK;
 }

@@ -35,6 +35,7 @@ static char cuda_reason[768] = "not loaded yet";
 static char cuda_msg[800];
 static nt_DeviceApi cuda_api;
 static void *cuda_handle;
+static bool cuda_emulated;         /* the loaded module is the emulated device */
 static int matmul_tf32;            /* read live by the module */
 
 /* snprintf that may truncate (messages, paths) */
@@ -57,46 +58,71 @@ static void exe_dir(char *buf, size_t n) {
   if (slash) *slash = 0; else buf[0] = 0;
 }
 
+/* Whether NABLA_CUDA_EMULATE asks for the emulated device: "1" (any value
+** but "0") unless an NVIDIA GPU is present, "force" always. */
+static bool want_emulation(void) {
+  const char *e = getenv("NABLA_CUDA_EMULATE");
+  if (!e || !*e || !strcmp(e, "0")) return false;
+  if (!strcmp(e, "force")) return true;
+  return !file_exists("/dev/nvidiactl") && !file_exists("/dev/nvidia0");
+}
+
 /* Picks the module path; false (with the list of places tried) if none. */
 static bool find_module(char *path, size_t n) {
   const char *env = getenv("NABLA_CUDA_MODULE");
   if (env && *env) {
     fmt(path, n, "%s", env);
+    cuda_emulated = strstr(path, "nabla_cuda_emu") != NULL;
     if (file_exists(path)) return true;
     fmt(cuda_reason, sizeof cuda_reason, "NABLA_CUDA_MODULE=%s: no such file", env);
     return false;
   }
+  cuda_emulated = want_emulation();
+  const char *so = cuda_emulated ? "nabla_cuda_emu.so" : "nabla_cuda.so";
   char dir[PATH_MAX];
   exe_dir(dir, sizeof dir);
-  /* The executable's own layout first: <d>/cuda/ for its directory and up
-  ** to three of its parents (test programs live in <build>/tests/<area>/),
-  ** then the installed layout, then the build tree it was built in.  A build
-  ** tree copied elsewhere (the GPU kit of tools/gpu-session.sh) thus finds its
-  ** own module, never a stale one at the build machine's path. */
-  char cand[6][PATH_MAX + 64];
+  /* The executable's own layout first: <d>/cuda/ (emulated: <d>/cuda/emu/)
+  ** for its directory and up to three of its parents (test programs live in
+  ** <build>/tests/<area>/), then the installed layout, then the build tree it
+  ** was built in.  A build tree copied elsewhere (the GPU kit of
+  ** tools/gpu-session.sh) thus finds its own module, never a stale one at
+  ** the build machine's path. */
+  const char *sub = cuda_emulated ? "emu/" : "";
+  char cand[7][PATH_MAX + 64];
   int nc = 0;
   char up[PATH_MAX];
   fmt(up, sizeof up, "%s", dir);
   for (int level = 0; level <= 3 && up[0]; level++) {
-    fmt(cand[nc++], sizeof cand[0], "%s/cuda/nabla_cuda.so", up);
+    fmt(cand[nc++], sizeof cand[0], "%s/cuda/%s%s", up, sub, so);
     char *slash = strrchr(up, '/');
     if (!slash || slash == up) break;
     *slash = 0;
   }
-  fmt(cand[nc++], sizeof cand[0], "%s/../lib/nabla/nabla_cuda.so", dir);
+  fmt(cand[nc++], sizeof cand[0], "%s/../lib/nabla/%s", dir, so);
 #ifdef NT_CUDA_MODULE_BUILD
-  fmt(cand[nc++], sizeof cand[0], "%s", NT_CUDA_MODULE_BUILD);
+  if (!cuda_emulated) fmt(cand[nc++], sizeof cand[0], "%s", NT_CUDA_MODULE_BUILD);
+#endif
+#ifdef NT_CUDA_EMU_MODULE_BUILD
+  if (cuda_emulated) fmt(cand[nc++], sizeof cand[0], "%s", NT_CUDA_EMU_MODULE_BUILD);
 #endif
   for (int i = 0; i < nc; i++)
     if (file_exists(cand[i])) { fmt(path, n, "%s", cand[i]); return true; }
+#if defined(NT_CUDA_EMU_BUILT) && !NT_CUDA_EMU_BUILT
+  if (cuda_emulated) {
+    fmt(cuda_reason, sizeof cuda_reason, "NABLA_CUDA_EMULATE: this build has no emulated CUDA device (it needs clang++ and CUDA's headers, and -Dcuda not disabled)");
+    return false;
+  }
+#endif
 #if defined(NT_CUDA_BUILT) && !NT_CUDA_BUILT
-  fmt(cuda_reason, sizeof cuda_reason, "this build has no CUDA backend (configured with -Dcuda=disabled or without nvcc)");
-#else
+  if (!cuda_emulated) {
+    fmt(cuda_reason, sizeof cuda_reason, "this build has no CUDA backend (configured with -Dcuda=disabled or without nvcc)");
+    return false;
+  }
+#endif
   char tried[sizeof cuda_reason] = "";
   for (int i = 0; i < nc; i++)
     fmt(tried + strlen(tried), sizeof tried - strlen(tried), "%s%s", i ? ", " : "", cand[i]);
-  fmt(cuda_reason, sizeof cuda_reason, "backend module nabla_cuda.so not found (looked in %s; set NABLA_CUDA_MODULE)", tried);
-#endif
+  fmt(cuda_reason, sizeof cuda_reason, "backend module %s not found (looked in %s; set NABLA_CUDA_MODULE)", so, tried);
   return false;
 }
 
@@ -183,6 +209,14 @@ int nt_cuda_available(char *reason, size_t n) {
 }
 
 int nt_cuda_device_count(void) { return ensure_cuda() && cuda_api.device_count ? cuda_api.device_count() : 0; }
+
+int nt_cuda_device_name(char *out, size_t n) {
+  if (!ensure_cuda()) { nt_error_set("%s", nt_device_unavailable_msg(NT_CUDA)); return -1; }
+  char name[256] = "CUDA device";
+  if (cuda_api.device_name && cuda_api.device_name(name, sizeof name)) return -1;
+  fmt(out, n, "%s%s", name, cuda_emulated ? " (emulated on the CPU)" : "");
+  return 0;
+}
 
 int nt_cuda_synchronize(void) {
   /* never loads the module just to wait for nothing */

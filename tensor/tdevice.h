@@ -20,6 +20,13 @@
 ** reported by the op whose kernel raised it (any other value than unset, "",
 ** 0 or 1 makes CUDA unavailable with a reason naming the variable).
 **
+** NABLA_CUDA_EMULATE=1 loads the EMULATED device instead (nabla_cuda_emu.so,
+** cuda/emu/: the same sources run on the CPU, every access checked; see
+** docs/cuda.md) — but only where no NVIDIA GPU is present: a real GPU is never
+** shadowed.  NABLA_CUDA_EMULATE=force emulates even then.  The emulated
+** module is looked for as above with nabla_cuda_emu.so (in the build tree:
+** <builddir>/cuda/emu/); $NABLA_CUDA_MODULE still wins.
+**
 ** Same conventions as tensor.h: 0 / -1 + nt_error_msg() unless said otherwise.
 */
 #ifndef NT_TDEVICE_H
@@ -33,6 +40,9 @@
 ** copied into reason (may be NULL). */
 int    nt_cuda_available(char *reason, size_t n);
 int    nt_cuda_device_count(void);            /* 0 when unavailable */
+/* The device's name ("NVIDIA H100 80GB HBM3"; "... (emulated on the CPU)"
+** for the emulated device); -1 + error when CUDA is unavailable. */
+int    nt_cuda_device_name(char *out, size_t n);
 /* Waits for every queued GPU op; reports an asynchronous error (naming the op
 ** that launched it) as -1 + error.  A no-op (0) when CUDA was never loaded. */
 int    nt_cuda_synchronize(void);
@@ -193,6 +203,7 @@ typedef struct nt_DeviceApi {                   /* filled by the module's init *
   void *(*staging)(size_t n);
   int (*to_host)(void *dst, const void *dev_src, size_t n);
   int (*to_device)(void *dev_dst, const void *src, size_t n);
+  int (*device_name)(char *out, size_t n);    /* appended: NULL in an older module */
 } nt_DeviceApi;
 /* The module exports:  int nabla_cuda_init(const nt_HostApi *, nt_DeviceApi *, char *reason, size_t n);
 ** returning 0, or -1 with the reason why CUDA cannot be used. */

@@ -96,6 +96,13 @@ static const char *bin_names[] = {
 nt_Tensor *nt_binary(int op, nt_Tensor *a, nt_Tensor *b) {
   if (!NT_OP_IS_BINARY(op)) NT_FAIL_NULL("%s is not a binary op", nt_op_name(op));
   if (op == NT_OP_POW) NT_AUTOCAST(NT_AUTOCAST_F32, nt_binary(op, ac_[0], ac_[1]), a, b);
+  if (a->device != b->device && (a->ndim == 0 || b->ndim == 0)) {   /* a CPU scalar joins the other's device */
+    nt_Tensor *ts[2] = { a, b }, *moved[2];
+    if (nt_move_cpu_scalars(2, ts, moved)) return NULL;
+    nt_Tensor *r = moved[0] || moved[1] ? nt_binary(op, ts[0], ts[1]) : NULL;
+    nt_release(moved[0]); nt_release(moved[1]);
+    if (r || moved[0] || moved[1]) return r;
+  }
   if (a->device != b->device)
     NT_FAIL_NULL("%s: expected all tensors on the same device, got %s and %s", nt_op_name(op),
                  nt_device_name(a->device), nt_device_name(b->device));
@@ -377,7 +384,13 @@ static int where_backward(nt_Node *n, nt_Tensor *g, nt_Tensor **gin) {
 }
 
 nt_Tensor *nt_where(nt_Tensor *cond, nt_Tensor *a, nt_Tensor *b) {
-  nt_Tensor *ts[3] = { cond, a, b };
+  nt_Tensor *ts[3] = { cond, a, b }, *moved[3];
+  if (nt_move_cpu_scalars(3, ts, moved)) return NULL;
+  if (moved[0] || moved[1] || moved[2]) {   /* a CPU scalar joined the others' device */
+    nt_Tensor *r = nt_where(ts[0], ts[1], ts[2]);
+    for (int i = 0; i < 3; i++) nt_release(moved[i]);
+    return r;
+  }
   if (nt_check_same_device("where", 3, ts)) return NULL;
   int64_t s1[NT_MAXDIM], s2[NT_MAXDIM];
   int n1, n2;

@@ -267,6 +267,11 @@ static inline int nt_dispatch(int op, nt_Device dev, const nt_KernelArgs *a) {
 /* Same-device check for an op's inputs: "add: expected all tensors on the same
 ** device, got cpu and cuda". */
 int nt_check_same_device(const char *op, int n, nt_Tensor *const *ts);
+/* Where an operand of ts[0..n) is on a device, the 0-dim CPU tensors among
+** them are copied there (as torch lets a CPU scalar tensor join a CUDA op:
+** numbers become CPU scalars in where(c, x, 0) and in backward formulas).
+** ts[i] is replaced; moved[i] = the copy to release, or NULL.  0 / -1 + error. */
+int nt_move_cpu_scalars(int n, nt_Tensor **ts, nt_Tensor **moved);
 /* "expected a floating dtype, got i64" (prefixed by op) */
 int nt_check_float(const char *op, const nt_Tensor *t);
 

@@ -57,6 +57,21 @@ int nt_check_same_device(const char *op, int n, nt_Tensor *const *ts) {
   return 0;
 }
 
+int nt_move_cpu_scalars(int n, nt_Tensor **ts, nt_Tensor **moved) {
+  nt_Device dev = NT_CPU;
+  for (int i = 0; i < n; i++) { moved[i] = NULL; if (ts[i] && ts[i]->device != NT_CPU) dev = ts[i]->device; }
+  if (dev == NT_CPU) return 0;
+  for (int i = 0; i < n; i++) {
+    if (!ts[i] || ts[i]->device != NT_CPU || ts[i]->ndim != 0) continue;
+    if (!(moved[i] = nt_to_device(ts[i], dev))) {
+      for (int k = 0; k < i; k++) nt_release(moved[k]);
+      return -1;
+    }
+    ts[i] = moved[i];
+  }
+  return 0;
+}
+
 int nt_check_float(const char *op, const nt_Tensor *t) {
   if (!nt_dtype_is_float(t->dtype)) NT_FAIL("%s: expected a floating dtype, got %s", op, nt_dtype_name(t->dtype));
   return 0;

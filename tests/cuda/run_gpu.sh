@@ -75,7 +75,7 @@ memcheck() {  # BUILD_DIR TOOL
   if [ ! -x "$SAN" ]; then echo "SKIP: cuda_$tool: compute-sanitizer not found at $SAN"; return 0; fi
   # (no --leak-check: the caching allocator keeps its segments until exit, by
   # design; the OOM test fills the whole GPU, far too slow under the sanitizer)
-  TEST_CUDA_EXCLUDE=allocator_oom_recovery logged "cuda_$tool" "$(tmo 480)" \
+  NABLA_CUDA_TESTS_SKIP=allocator_oom_recovery logged "cuda_$tool" "$(tmo 480)" \
     "$SAN" --tool "$tool" --error-exitcode 99 "$b/tests/cuda/test_cuda" >/dev/null
   rc=$?
   if [ $rc -eq 0 ]; then echo "PASS: cuda_$tool"

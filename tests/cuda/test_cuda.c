@@ -40,24 +40,30 @@ static char gpu_reason[768];
 #define EXPECT(c, ...) do { if (!(c)) FAILF(__VA_ARGS__); } while (0)
 #define OK(x) do { if (!(x)) FAILF("%s:%d: %s failed: %s", __FILE__, __LINE__, #x, nt_error_msg()); } while (0)
 
-/* TEST_CUDA_EXCLUDE=name,name leaves tests out (tests/cuda/run_gpu.sh: the
-** GPU-filling OOM test under compute-sanitizer); they print a '#' line only. */
-static bool excluded(const char *name) {
-  const char *ex = getenv("TEST_CUDA_EXCLUDE");
+/* NABLA_CUDA_TESTS_SKIP=a,b,...: tests left out of this run, each a SKIP
+** (tests/cuda/run_gpu.sh leaves the GPU-filling OOM test out under
+** compute-sanitizer; the emulated ASan pass of tests/cuda/test_emulated.py
+** leaves the slowest to the release pass) */
+static bool left_out(const char *name) {
+  const char *l = getenv("NABLA_CUDA_TESTS_SKIP");
   size_t n = strlen(name);
-  for (const char *p = ex; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
-    if (!strncmp(p, name, n) && (p[n] == ',' || p[n] == 0)) return true;
+  for (const char *p = l ? l : ""; *p;) {
+    const char *e = strchr(p, ',');
+    size_t k = e ? (size_t)(e - p) : strlen(p);
+    if (k == n && !strncmp(p, name, n)) return true;
+    p += k + (e ? 1 : 0);
+  }
   return false;
 }
 
 enum { ANY_MACHINE, NEEDS_GPU, NEEDS_NO_GPU };
 
 static void run(const char *name, bool (*fn)(void), int needs) {
-  if (excluded(name)) { printf("# %s: left out by TEST_CUDA_EXCLUDE\n", name); return; }
   if (needs == NEEDS_GPU && !have_gpu) { printf("SKIP: %s: cuda: %s\n", name, gpu_reason); n_skip++; fflush(stdout); return; }
   /* the no-GPU error paths cannot happen on a GPU machine: not run, and not a
   ** SKIP there, since run_gpu.sh requires every test it sees to run */
   if (needs == NEEDS_NO_GPU && have_gpu) { printf("# %s: not applicable (a GPU is present)\n", name); return; }
+  if (left_out(name)) { printf("SKIP: %s: left out by NABLA_CUDA_TESTS_SKIP\n", name); n_skip++; fflush(stdout); return; }
   why[0] = 0; skipped = false;
   nt_error_clear();
   nt_set_grad_enabled(true);
@@ -217,9 +223,10 @@ TEST(device_basics) {
   nt_Tensor *c = RND(NT_F32, -1, 1, 3, 4), *g = gpu(c);
   OK(g);
   EXPECT(g->device == NT_CUDA && nt_data_ptr(g) == NULL, "bad device tensor");
-  nt_Tensor *back = nt_to_device(g, NT_CPU);
+  nt_Tensor *back = nt_to_device(g, NT_CPU), *again = gpu(back);
   nt_release(g);
-  return same("round trip", gpu(back), c, 0);
+  nt_release(back);   /* (leaked before: LSan found it once these tests ran emulated) */
+  return same("round trip", again, c, 0);
 }
 
 TEST(philox_bitexact) {
@@ -428,10 +435,14 @@ TEST(matmul) {
     nt_release(a); nt_release(b); nt_release(bt0); nt_release(bt); nt_release(a3); nt_release(b3); nt_release(v);
     if (!ok) return false;
   }
-  /* TF32 on request: looser */
+  /* TF32 on request: looser.  Its inputs keep 10 mantissa bits (relative
+  ** error up to 2^-11 rounded, 2^-10 truncated), so with K = 512 products of
+  ** U(-1,1) values the largest error is about 7e-3 of (1 + |c|) either way
+  ** (measured with NumPy on TF32-rounded inputs; the emulated device found
+  ** the old 5e-3 too tight) */
   OK(nt_set_matmul_precision("tf32") == 0);
   nt_Tensor *a = RND(NT_F32, -1, 1, 256, 512), *b = RND(NT_F32, -1, 1, 512, 128);
-  bool ok = matmul_case(NT_F32, a, b, "tf32", 5e-3);
+  bool ok = matmul_case(NT_F32, a, b, "tf32", 2e-2);
   nt_set_matmul_precision("highest");
   nt_release(a); nt_release(b);
   return ok;
