@@ -46,6 +46,12 @@ cublasStatus_t cublasSetStream_v2(cublasHandle_t h, cudaStream_t s) {
   h->stream = s;
   return CUBLAS_STATUS_SUCCESS;
 }
+/* the OpenBLAS shim needs no workspace; the buffer is only checked to be there */
+cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t h, void *workspace, size_t bytes) {
+  if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (bytes && !workspace) return CUBLAS_STATUS_INVALID_VALUE;
+  return CUBLAS_STATUS_SUCCESS;
+}
 
 }  // extern "C"
 

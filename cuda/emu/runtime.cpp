@@ -1165,6 +1165,9 @@ EXPORT cudaError_t cudaMemset2DAsync(void *p, size_t pitch, int v, size_t width,
 // ---- streams and events: in-order host queues, so work is done when it is enqueued ------------------------------------
 EXPORT cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) { (void)flags; *s = the_stream(); return cudaSuccess; }
 EXPORT cudaError_t cudaStreamCreate(cudaStream_t *s) { *s = the_stream(); return cudaSuccess; }
+// one in-order queue: priorities order nothing, and a wait on an event is already satisfied
+EXPORT cudaError_t cudaStreamCreateWithPriority(cudaStream_t *s, unsigned flags, int priority) { (void)flags; (void)priority; *s = the_stream(); return cudaSuccess; }
+EXPORT cudaError_t cudaDeviceGetStreamPriorityRange(int *least, int *greatest) { if (least) *least = 0; if (greatest) *greatest = -5; return cudaSuccess; }
 EXPORT cudaError_t cudaStreamDestroy(cudaStream_t s) { (void)s; return cudaSuccess; }
 EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t s) { (void)s; return take_fault(); }
 struct EmuEvent { int recorded; };
@@ -1174,6 +1177,7 @@ EXPORT cudaError_t cudaEventDestroy(cudaEvent_t e) { delete (EmuEvent *)e; retur
 EXPORT cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) { (void)s; if (!e) return fail(cudaErrorInvalidResourceHandle); ((EmuEvent *)e)->recorded = 1; return cudaSuccess; }
 EXPORT cudaError_t cudaEventQuery(cudaEvent_t e) { (void)e; return take_fault(); }
 EXPORT cudaError_t cudaEventSynchronize(cudaEvent_t e) { (void)e; return take_fault(); }
+EXPORT cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) { (void)s; (void)flags; if (!e) return fail(cudaErrorInvalidResourceHandle); return cudaSuccess; }
 
 EXPORT cudaError_t cudaFuncSetAttribute(const void *func, cudaFuncAttribute attr, int value) {
   if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize) return cudaSuccess;

@@ -311,6 +311,16 @@ static nt_Tensor *sdpa_composed(nt_Tensor *q, nt_Tensor *k, nt_Tensor *v, nt_Ten
     s = w;
   }
   if (s && mask) {
+    /* the mask broadcasts TO the scores (never widens them), as the fused path checks */
+    int64_t bs[NT_MAXDIM]; int nbs;
+    char a[128], b[128];
+    if (mask->ndim > s->ndim || nt_broadcast_shapes("scaled_dot_product_attention", mask->shape, mask->ndim, s->shape, s->ndim, bs, &nbs) ||
+        nbs != s->ndim || memcmp(bs, s->shape, sizeof(int64_t) * (size_t)nbs)) {
+      nt_error_set("scaled_dot_product_attention: the mask %s does not broadcast to the attention scores' shape %s",
+                   nt_shape_str(mask->shape, mask->ndim, a, sizeof a), nt_shape_str(s->shape, s->ndim, b, sizeof b));
+      nt_release(s);
+      return NULL;
+    }
     nt_Tensor *add = mask_additive(mask, s->dtype), *w = add ? nt_add(s, add) : NULL;
     nt_release(add); nt_release(s);
     s = w;

@@ -20,6 +20,7 @@
 #include <unistd.h>
 #include <pthread.h>
 #include <sys/wait.h>
+#include <limits.h>
 
 #if defined(__has_include)
 #if __has_include("cuda/nt_cuda_paths.h")
@@ -1140,33 +1141,32 @@ TEST(allocator_oom_recovery) {
 
 /* NABLA_CUDA_SYNC=1 waits for every launch: the out-of-range index makes the embedding
 ** call itself fail, naming take (run in a child: the loader reads the variable once) */
+/* the child of sync_mode_reports_at_the_faulting_op: a fresh process (CUDA
+** cannot be used in a child forked after it was initialised), with
+** NABLA_CUDA_SYNC=1 set before the module loads; prints what the op said */
+static int sync_mode_child(void) {
+  char r[768];
+  if (nt_cuda_available(r, sizeof r) != 1) { printf("unavailable in the child: %s", r); return 0; }
+  nt_Tensor *w = RND(NT_F32, -1, 1, 10, 4), *wg = gpu(w);
+  nt_Tensor *ix = nt_from_buffer((const double[]){ 1, 12, 3 }, NT_F64, SH(3), 1, NT_I64), *ixg = gpu(ix);
+  nt_Tensor *e = wg && ixg ? nt_embedding(wg, ixg) : NULL;
+  printf("%s%s", e ? "LAUNCHED " : "", nt_error_msg());
+  return 0;
+}
+
 TEST(sync_mode_reports_at_the_faulting_op) {
-  int fd[2];
-  EXPECT(!pipe(fd), "pipe failed");
+  char cmd[PATH_MAX + 64];
+  ssize_t k = readlink("/proc/self/exe", cmd, PATH_MAX);
+  EXPECT(k > 0, "cannot find this program");
+  cmd[k] = 0;
+  strcat(cmd, " --sync-mode-child");
   fflush(stdout);
-  pid_t pid = fork();
-  EXPECT(pid >= 0, "fork failed");
-  if (pid == 0) {
-    close(fd[0]);
-    setenv("NABLA_CUDA_SYNC", "1", 1);
-    char r[768], msg[1024] = "";
-    if (nt_cuda_available(r, sizeof r) != 1) snprintf(msg, sizeof msg, "unavailable in the child: %s", r);
-    else {
-      nt_Tensor *w = RND(NT_F32, -1, 1, 10, 4), *wg = gpu(w);
-      nt_Tensor *ix = nt_from_buffer((const double[]){ 1, 12, 3 }, NT_F64, SH(3), 1, NT_I64), *ixg = gpu(ix);
-      nt_Tensor *e = wg && ixg ? nt_embedding(wg, ixg) : NULL;
-      snprintf(msg, sizeof msg, "%s%s", e ? "LAUNCHED " : "", nt_error_msg());
-    }
-    if (write(fd[1], msg, strlen(msg)) < 0) _exit(2);
-    _exit(0);
-  }
-  close(fd[1]);
+  FILE *p = popen(cmd, "r");
+  EXPECT(p, "cannot start %s", cmd);
   char buf[1100];
-  ssize_t got = 0, k;
-  while ((k = read(fd[0], buf + got, sizeof buf - 1 - (size_t)got)) > 0) got += k;
-  close(fd[0]);
-  buf[got > 0 ? got : 0] = 0;
-  waitpid(pid, NULL, 0);
+  size_t got = fread(buf, 1, sizeof buf - 1, p);
+  buf[got] = 0;
+  pclose(p);
   EXPECT(strncmp(buf, "LAUNCHED", 8) && strstr(buf, "take") && strstr(buf, "12") && strstr(buf, "out of bounds"),
          "with NABLA_CUDA_SYNC=1 the embedding call itself should fail naming take, got: %s", buf);
   return true;
@@ -1219,9 +1219,11 @@ TEST(async_error_reporting) {
   return ok;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "--sync-mode-child")) setenv("NABLA_CUDA_SYNC", "1", 1);
   nt_init();
   nt_nn_init();
+  if (argc > 1 && !strcmp(argv[1], "--sync-mode-child")) return sync_mode_child();
   have_gpu = nt_cuda_available(gpu_reason, sizeof gpu_reason) == 1;
   printf("# cuda: %s\n", have_gpu ? "available" : gpu_reason);
   RUN_NO_GPU(unavailable_is_a_clear_error);
