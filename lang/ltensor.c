@@ -293,7 +293,14 @@ int nbT_update(nb_VM *vm, int op, const char *opname, nb_Value x, nb_Value v) {
   nt_Tensor *t = T(x), *c = NULL;
   bool tracked = nt_grad_enabled() && (t->requires_grad || (v.t == NB_TTENSOR && T(v)->requires_grad));
   bool reads_x = op == OP_MUL || op == OP_DIV || op == OP_POW || op == OP_MOD || op == OP_IDIV;
-  if (tracked && reads_x && !(c = nt_clone(t))) return nbT_err(vm);
+  /* the result's graph must not hold x itself (x's new history will hold the
+  ** result: a reference cycle), so it reads x through an alias (nt_alias) */
+  if (tracked && t->grad_fn) {
+    nt_Tensor *al = nt_alias(t);
+    c = al && reads_x ? nt_clone(al) : al ? nt_retain(al) : NULL;
+    nt_release(al);
+    if (!c) return nbT_err(vm);
+  } else if (tracked && reads_x && !(c = nt_clone(t))) return nbT_err(vm);
   nb_Value r, lhs = c ? nb_obj(NB_TTENSOR, c) : x;
   int st = nbT_binop(vm, op, lhs, v, &r);
   nt_release(c);

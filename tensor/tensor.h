@@ -188,6 +188,8 @@ int     nt_to_host(nt_Tensor *t, void *buf, nt_DType as);
 ** when autograd is involved. */
 int     nt_mask_put(nt_Tensor *base, nt_Tensor *mask, nt_Tensor *v);
 int     nt_copy_(nt_Tensor *dst, nt_Tensor *src);
+/* t's memory and history under a second tensor object (see tinplace.c) */
+nt_Tensor *nt_alias(nt_Tensor *t);
 int     nt_fill_(nt_Tensor *dst, double value);
 
 /* ---- views (share storage; differentiable) ------------------------------ */

@@ -202,3 +202,16 @@ int nt_fill_(nt_Tensor *dst, double value) {
   if (!nt_grad_enabled() || !dst->requires_grad) return nt_write_fill(dst, value);
   return nt_index_fill(dst, NULL, 0, value);
 }
+
+/* A second tensor object over t's memory carrying t's history (grad_fn,
+** requires_grad).  An update computed out of place and written back
+** (x += v: r = x + v, then x = CopySlices(x_old, r)) reads x through an alias:
+** r's node then holds the alias, not x, so x -> CopySlices -> r -> node -> x is
+** no reference cycle (tensors are reference counted: it would never be freed). */
+nt_Tensor *nt_alias(nt_Tensor *t) {
+  nt_Tensor *a = nt_detach(t);
+  if (!a) return NULL;
+  if (t->grad_fn) { a->grad_fn = t->grad_fn; t->grad_fn->refcount++; }
+  a->requires_grad = t->requires_grad;
+  return a;
+}

@@ -1151,6 +1151,8 @@ static int sync_mode_child(void) {
   nt_Tensor *ix = nt_from_buffer((const double[]){ 1, 12, 3 }, NT_F64, SH(3), 1, NT_I64), *ixg = gpu(ix);
   nt_Tensor *e = wg && ixg ? nt_embedding(wg, ixg) : NULL;
   printf("%s%s", e ? "LAUNCHED " : "", nt_error_msg());
+  fflush(stdout);   /* before anything at exit (LeakSanitizer ends with _exit) */
+  nt_release(e); nt_release(w); nt_release(wg); nt_release(ix); nt_release(ixg);
   return 0;
 }
 
