@@ -396,8 +396,26 @@ struct Worker {
 };
 static thread_local Worker *worker __attribute__((tls_model("initial-exec")));   // one pointer of static TLS: cheap to reach
 
+// A host thread's worker (its shared-memory arena, shadow and fiber stacks) is
+// freed when the thread ends: a thread that launched kernels (the reducer's
+// communication thread, a test's helper thread) must not leak them.
+struct WorkerReaper {
+  bool armed = false;
+  ~WorkerReaper() {
+    Worker *w = worker;
+    if (!w) return;
+    worker = nullptr;
+    for (char *st : w->free_stacks) munmap(st, kStackSize);
+    free(w->smem);
+    free(w->shadow);
+    delete w;
+  }
+};
+static thread_local WorkerReaper reaper;
+
 static Worker *get_worker(void) {
   if (!worker) {
+    reaper.armed = true;   // constructs this thread's reaper, whose destructor frees the worker
     worker = new Worker();
     void *m = nullptr;
     if (posix_memalign(&m, 4096, kSmemOptin + kSmemSlack)) m = nullptr;

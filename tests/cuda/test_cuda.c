@@ -502,7 +502,9 @@ TEST(embedding_backward_deterministic_f32_accumulation) {
 /* a thread that never called cudaSetDevice (like the reducer's) runs GPU ops on the module's device */
 static void *thread_ops(void *arg) {
   nt_Tensor *x = arg, *xg = gpu(x);
-  return (void *)(intptr_t)(xg && same("exp on another thread", nt_exp(xg), nt_exp(x), 1e-6));
+  bool ok = xg && same("exp on another thread", nt_exp(xg), nt_exp(x), 1e-6);
+  nt_release(xg);
+  return (void *)(intptr_t)ok;
 }
 TEST(ops_on_another_thread) {
   nt_Tensor *x = RND(NT_F32, -1, 1, 300);
