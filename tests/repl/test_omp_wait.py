@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """The nabla executable makes libgomp's idle threads spin only briefly (3000
 spins, then sleep) unless the user chose a policy; see the getenv note in
-repl/main.c.
+main/omp_wait.c.
 
 libgomp reports its settings with OMP_DISPLAY_ENV=VERBOSE (on stderr):
 GOMP_SPINCOUNT is the number of spins before a waiting thread sleeps (0 for

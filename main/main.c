@@ -1,10 +1,14 @@
 /*
-** main.c — the `nabla` executable: REPL, scripts, -e, and the subcommands
-** (kernel, worker, run) that later front ends add.
+** main.c — the `nabla` executable's entry: finds the stdlib, then dispatches
+** on argv to a front end — the REPL, a script, -e CODE (repl/), `nabla
+** kernel` (kernel/), `nabla worker` / `nabla run` (dist/).
+**
+** It lives in its own folder, outside libnabla, because it is the one place
+** that depends on every front end: repl/ and kernel/ do not include each
+** other, and the tests link libnabla without any entry point.
 */
 #include <libgen.h>
 #include <limits.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +17,7 @@
 #include "repl/repl.h"
 #include "dist/dist.h"
 #include "kernel/kernel.h"
+#include "main/omp_wait.h"
 
 static const char usage[] =
   "usage: nabla                     start the interactive REPL (reads a program from stdin when piped)\n"
@@ -51,40 +56,8 @@ static int run_script(nb_VM *vm, const char *path, int argc, char **argv) {
   return st ? 1 : 0;
 }
 
-/* OpenMP threads must not spin while they wait.  libgomp's default is to
-** busy-wait ~300k iterations (milliseconds) after every parallel region; a
-** training step runs hundreds of regions (BLAS calls and our loops), so an
-** idle worker keeps a core busy all the time.  On a machine with other load
-** the spinning thread takes the CPU the main thread or a preempted team mate
-** needs and every barrier waits a time slice: 5-10x slower steps on 2 cores.
-** libgomp reads OMP_WAIT_POLICY once, in its constructor, before main (and
-** setenv from a preinit function is undone when libc's own init resets
-** environ), so instead the executable interposes getenv: ELF resolves
-** libgomp's getenv call to this definition, which answers 3000 for
-** GOMP_SPINCOUNT unless the user set OMP_WAIT_POLICY or GOMP_SPINCOUNT,
-** and only until main starts (so scripts' getenv sees the real environment).
-** Everything else is the plain environment lookup (libc's own calls do not
-** come here).  This replaces a re-exec with the variable set, which cost a
-** second process start (~5 ms).  3000 spins (tens of microseconds) before
-** sleeping: fully passive (0) made back-to-back regions pay a futex wake-up
-** each, 15% slower MLP steps on an idle machine, while 3000 measured the same
-** as passive on the busy one and as libgomp's default on the idle one. */
-extern char **environ;
-static char *env_lookup(const char *name) {
-  size_t n = strlen(name);
-  for (char **e = environ; e && *e; e++)
-    if (!strncmp(*e, name, n) && (*e)[n] == '=') return *e + n + 1;
-  return NULL;
-}
-static bool main_started;
-char *getenv(const char *name) {
-  char *v = env_lookup(name);
-  if (!v && !main_started && !strcmp(name, "GOMP_SPINCOUNT") && !env_lookup("OMP_WAIT_POLICY")) v = (char *)"3000";
-  return v;
-}
-
 int main(int argc, char **argv) {
-  main_started = true;
+  nabla_omp_wait_main_started();   /* libgomp has read its settings (omp_wait.c) */
   find_stdlib();
   if (argc > 1 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V"))) { printf("nabla %s\n", nb_version()); return 0; }
   if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) { fputs(usage, stdout); return 0; }
