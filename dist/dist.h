@@ -6,6 +6,7 @@
 #ifndef DIST_DIST_H
 #define DIST_DIST_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include "lang/nabla.h"
 
@@ -25,6 +26,12 @@ char *nbD_magic_code(const char *src, size_t len, int pull);
 ** (ok), 1 (a nabla error is pending: report it as after nb_run) or 2 (a
 ** usage error, already written to stderr).  Returns 0 for ordinary code.
 ** echo: the nb_run flags for showing values (%time, %all). */
+/* Whether code (a REPL line or a cell) is a `%%all` cell: after leading white
+** space, "%%all" alone or followed by a space or a line break.  *body and
+** *body_len (when not NULL) get the lines after the %%all line.  The one
+** parser of the front ends: nbD_magic runs such a cell, the REPL collects one,
+** the kernel groups its output by rank. */
+bool nbD_all_cell(const char *code, size_t len, const char **body, size_t *body_len);
 typedef void (*nbD_HelpFn)(void *ud, const char *text);
 int nbD_magic(nb_VM *vm, const char *code, size_t len, int echo, int *status, nbD_HelpFn help_cb, void *ud);
 

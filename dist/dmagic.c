@@ -18,15 +18,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include "dinternal.h"
 #include "dist/dist.h"
-
-static double wall(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
+#include "util/clock.h"
 
 static void out_text(nb_VM *vm, int stream, const char *s) {
   nb_Sink *k = nb_vm_sink(vm);
@@ -57,26 +51,26 @@ static int b_timeit(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
     return nb_error_kind(vm, "ValueError", "%s: number must be a number in 1..1e9", fname);
   nb_Value r;
   /* one call first: errors surface at once, and lazy setup is not timed */
-  double t0 = wall();
+  double t0 = nu_mono_s();
   if (nbV_call(vm, f, NULL, 0, &r)) return NB_ERR;
   nb_decref(r);
-  double first = wall() - t0;
+  double first = nu_mono_s() - t0;
   if (number == 0) {
     number = 1;
     double per = first > 0 ? first : 1e-9;
     while (number * per < 0.2 && number < 1e9) {   /* calibrate by powers of 10 */
-      t0 = wall();
+      t0 = nu_mono_s();
       for (double i = 0; i < number; i++) { if (nbV_call(vm, f, NULL, 0, &r)) return NB_ERR; nb_decref(r); }
-      double dt = wall() - t0;
+      double dt = nu_mono_s() - t0;
       if (dt >= 0.2) break;
       number *= 10;
     }
   }
   double sum = 0, sq = 0, best = INFINITY;
   for (int k = 0; k < (int)repeat; k++) {
-    t0 = wall();
+    t0 = nu_mono_s();
     for (double i = 0; i < number; i++) { if (nbV_call(vm, f, NULL, 0, &r)) return NB_ERR; nb_decref(r); }
-    double per = (wall() - t0) / number;
+    double per = (nu_mono_s() - t0) / number;
     sum += per; sq += per * per; if (per < best) best = per;
   }
   double mean = sum / repeat, var = repeat > 1 ? (sq - repeat * mean * mean) / (repeat - 1) : 0;
@@ -117,6 +111,18 @@ static bool is_name(const char *s, size_t n) {
   return true;
 }
 
+bool nbD_all_cell(const char *code, size_t len, const char **body, size_t *body_len) {
+  const char *s = code; size_t n = len;
+  trim(&s, &n);
+  if (n < 5 || strncmp(s, "%%all", 5) || !(n == 5 || s[5] == '\n' || s[5] == '\r' || s[5] == ' ')) return false;
+  /* the body starts on the next line: text after %%all on its own line is ignored */
+  const char *b = s + 5; size_t bn = n - 5;
+  while (bn && *b != '\n') { b++; bn--; }
+  if (body) *body = b;
+  if (body_len) *body_len = bn;
+  return true;
+}
+
 static int run_src(nb_VM *vm, const char *src, size_t n, const char *name, int flags) { return nb_run(vm, src, n, name, flags); }
 
 int nbD_magic(nb_VM *vm, const char *code, size_t len, int echo, int *status, nbD_HelpFn help_cb, void *ud) {
@@ -140,9 +146,8 @@ int nbD_magic(nb_VM *vm, const char *code, size_t len, int echo, int *status, nb
   }
   if (n < 2 || s[0] != '%') return 0;
   /* %%all: the rest of the cell on every worker */
-  if (!strncmp(s, "%%all", 5) && (n == 5 || s[5] == '\n' || s[5] == '\r' || s[5] == ' ')) {
-    const char *body = s + 5; size_t bn = n - 5;
-    while (bn && *body != '\n') { body++; bn--; }
+  const char *body; size_t bn;
+  if (nbD_all_cell(s, n, &body, &bn)) {
     char *c = nbD_magic_code(body, bn, 0);
     if (!c) abort();
     *status = run_src(vm, c, strlen(c), "<%%all>", 0) ? 1 : 0;
@@ -157,9 +162,9 @@ int nbD_magic(nb_VM *vm, const char *code, size_t len, int echo, int *status, nb
 #define IS(word) (wn == strlen(word) && !strncmp(w, word, wn))
   if (IS("time")) {
     if (!an) { out_text(vm, NB_STDERR, "%time: needs a statement (%time STMT runs it and prints the wall time)\n"); *status = 2; return 1; }
-    double t0 = wall();
+    double t0 = nu_mono_s();
     int st = run_src(vm, arg, an, "<%time>", echo);
-    double dt = wall() - t0;
+    double dt = nu_mono_s() - t0;
     if (!st) { char b[32], line[64]; fmt_dur(b, sizeof b, dt); snprintf(line, sizeof line, "Wall time: %s\n", b); out_text(vm, NB_STDOUT, line); }
     *status = st ? 1 : 0;
   } else if (IS("timeit")) {

@@ -99,15 +99,6 @@ static char **attempt_completion(const char *text, int start, int end) {
 }
 
 /* ------------------------------------------------------------ %commands */
-/* Runs source on every worker of the session (`%%all` cells, `%all expr`). */
-static int on_workers(nb_VM *vm, const char *src, int pull) {
-  char *code = nbD_magic_code(src, strlen(src), pull);
-  if (!code) abort();
-  int st = run(vm, code, pull ? "<%all>" : "<%%all>", pull ? NB_ECHO : 0);
-  free(code);
-  return st;
-}
-
 /* %quit ends the session (returns 1); every other %magic, ?name and name?
 ** is dist/dmagic.c's, shared with the Jupyter kernel. */
 static int command(nb_VM *vm, const char *line, int *status) {
@@ -121,6 +112,17 @@ static int command(nb_VM *vm, const char *line, int *status) {
   if (st == 1) repl_print_error(vm);
   *status = st != 0;
   return 0;
+}
+
+/* A %%all cell collected line by line (until an empty line): dmagic.c runs
+** it on every worker, as it does the kernel's %%all cells. */
+static void all_cell_run(nb_VM *vm, const char *body, int *status) {
+  size_t n = strlen(body);
+  char *cell = malloc(n + 7);
+  if (!cell) abort();
+  memcpy(cell, "%%all\n", 6); memcpy(cell + 6, body, n + 1);
+  command(vm, cell, status);
+  free(cell);
 }
 
 /* ?name or name? on a line of its own */
@@ -169,10 +171,10 @@ static int interactive(nb_VM *vm) {
       }
       free(line);
       all_cell = 0;
-      if (buf) { status = on_workers(vm, buf, 0); free(buf); buf = NULL; blen = 0; }
+      if (buf) { all_cell_run(vm, buf, &status); free(buf); buf = NULL; blen = 0; }
       continue;
     }
-    if (!buf && !strncmp(line, "%%all", 5)) {
+    if (!buf && nbD_all_cell(line, strlen(line), NULL, NULL)) {
       add_history(line);
       if (hist) append_history(1, hist);
       all_cell = 1;
@@ -221,12 +223,12 @@ static int piped(nb_VM *vm) {
         continue;
       }
       all_cell = 0;
-      if (buf) { if (on_workers(vm, buf, 0)) failed = 1; free(buf); buf = NULL; blen = 0; }
+      if (buf) { all_cell_run(vm, buf, &status); if (status) failed = 1; free(buf); buf = NULL; blen = 0; }
       if (n < 0) break;
       continue;
     }
     if (n >= 0) {
-      if (!buf && !strncmp(line, "%%all", 5)) { all_cell = 1; continue; }
+      if (!buf && nbD_all_cell(line, (size_t)n, NULL, NULL)) { all_cell = 1; continue; }
       if (!buf && (line[0] == '%' || help_query(line))) {
         line[strcspn(line, "\r\n")] = 0;   /* as readline gives it: no newline */
         if (command(vm, line, &status)) break;
