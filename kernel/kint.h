@@ -1,6 +1,17 @@
 /*
-** kint.h — internals shared by the kernel's server (sockets, threads) and
-** interpreter (the language side) halves.
+** kint.h — internals shared by the kernel's parts, split as xeus splits its
+** kernels:
+**   server.c    sockets, threads, signing (through dist/wire.h), the stdin
+**               channel, interrupts, the abort of queued executes
+**   core.c      the kernel core: the dispatch tables (msg_type -> handler)
+**               for shell and control, busy/idle bracketing, the parent
+**               header, the output path the interpreter publishes through
+**   interp.c    the interpreter: the language side (interp.h; it does not
+**               include this header)
+**   history.c   history_request and the history file
+**   ktext.c     UTF-8/JSON text helpers and the log (ktext.h)
+** All of a kernel's state hangs off its Kernel: no file-scope state except
+** server.c's pointer for the SIGINT handler.
 */
 #ifndef NABLA_KINT_H
 #define NABLA_KINT_H
@@ -10,7 +21,16 @@
 #include <stdatomic.h>
 #include <jansson.h>
 #include "dist/wire.h"
-#include "lang/nabla.h"
+#include "kernel/interp.h"
+#include "kernel/ktext.h"
+
+/* The history (history.c); main thread only. */
+typedef struct HEntry { int session, line; char *input, *output; } HEntry;
+typedef struct KHistory {
+  int loaded, session;      /* loaded from the file at first use */
+  HEntry *e; int n, cap;
+  char *path;               /* NULL: kept in memory only */
+} KHistory;
 
 typedef struct Kernel {
   void *ctx;
@@ -19,12 +39,16 @@ typedef struct Kernel {
   wire_Session ws;
   int ports[5];                     /* shell, iopub, stdin, control, hb */
   char transport[16], ip[256];
+  int unauthenticated;              /* no key: kernel_info's banner says so (set before the threads) */
   /* io_mu guards the iopub socket, the stream buffer and cur_parent: the
   ** control thread publishes too and flushes stale stream output */
   pthread_mutex_t io_mu;
   char *cur_parent; size_t cur_parent_len;   /* header of the shell request being served */
-  nb_VM *vm;
-  volatile sig_atomic_t running;    /* a cell is executing */
+  const wire_Msg *cur_req;          /* that request (main thread: input_request goes to its sender) */
+  /* stdout/stderr text not yet published (under io_mu): one stream at a time, so order is kept */
+  KBuf stream; int stream_id; double stream_since;
+  Interp *interp;
+  KHistory hist;
   volatile sig_atomic_t interrupted;/* an interrupt arrived during the current request */
   atomic_int stop;                  /* shutdown requested */
   int restart;
@@ -34,9 +58,7 @@ typedef struct Kernel {
   pthread_t hb_thread, control_thread;
 } Kernel;
 
-/* logging to stderr (Jupyter shows it in the server log) */
-void k_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
+/* ---- server.c */
 /* Publishes on iopub with the given parent header (NULL = the current shell
 ** request's).  content is stolen.  Takes io_mu unless *_locked. */
 void k_publish(Kernel *k, const wire_Msg *parent, const char *msg_type, json_t *content);
@@ -51,24 +73,29 @@ void k_unknown(Kernel *k, void *sock, const wire_Msg *m);
 ** (see wire_decode) and it is a request, answered with an error reply so
 ** the front end does not wait forever (never a replay).  Frees *m. */
 void k_reject(Kernel *k, void *sock, const char *where, wire_Msg *m, int rc, const char *err);
+/* Stops the running cell and any input() wait: async-signal-safe. */
+void k_interrupt(Kernel *k);
+/* Wakes the main loop (after a shutdown request); control thread only. */
+void k_wake(Kernel *k);
+/* Asks the sender of the current shell request for a line on stdin;
+** malloc'd, NULL on interrupt, shutdown or a broken channel. */
+char *k_input(Kernel *k, const char *prompt, int password);
 
-/* interp.c */
-void interp_init(Kernel *k);
-void interp_free(Kernel *k);
-/* Serves one shell request (busy/idle bracketing included). */
-void interp_shell(Kernel *k, wire_Msg *m);
-/* The kernel_info_reply content (thread-safe). */
-json_t *interp_kernel_info(void);
-/* The kernel runs without a key: kernel_info's banner says so. */
-void interp_set_unauthenticated(int on);
-/* Publishes buffered stream output older than the batching interval (control thread timer). */
-void interp_tick(Kernel *k);
-/* Wakes an input() wait (interrupt/shutdown): async-signal-safe. */
+/* ---- core.c */
+void kcore_init(Kernel *k);       /* creates the interpreter */
+void kcore_free(Kernel *k);
+/* Serves one shell / control request (busy/idle bracketing included). */
+void kcore_shell(Kernel *k, wire_Msg *m);
+void kcore_control(Kernel *k, wire_Msg *m);
+/* Publishes stream output older than the batching interval (control thread timer). */
+void kcore_tick(Kernel *k);
 
-/* JSON string from arbitrary bytes: invalid UTF-8 becomes U+FFFD. */
-json_t *k_jstr(const char *s, size_t n);
+/* ---- history.c */
+void khist_store(KHistory *h, int line, const char *in, size_t inlen, const char *out);
+json_t *khist_request(KHistory *h, json_t *content);   /* the history_reply content */
+void khist_free(KHistory *h);
 
-/* install.c */
+/* ---- install.c */
 int kernel_install(int argc, char **argv, int uninstall);
 
 #endif

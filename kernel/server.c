@@ -1,5 +1,6 @@
 /*
-** server.c — the kernel's sockets and threads (like xeus's server half).
+** server.c — the kernel's sockets and threads (like xeus's server half):
+** what requests mean is core.c's, the language side is interp.c's.
 **
 ** Sockets per the connection file: shell and control ROUTERs, iopub PUB,
 ** stdin ROUTER, heartbeat REP.  Threads:
@@ -8,30 +9,24 @@
 **   control    interrupt/shutdown/kernel_info answered while a cell runs, and a
 **              50 ms timer that publishes stream output the cell has not flushed
 ** Interrupts arrive as interrupt_request on control or as SIGINT (both
-** interrupt modes work); both call nb_vm_interrupt, which is async-signal-safe.
+** interrupt modes work); both call k_interrupt, which is async-signal-safe.
+** Signing and verifying every message is dist/wire.c's (wire_send,
+** wire_recv with the session's key).
 */
 #include <errno.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include <zmq.h>
 #include "kernel/kernel.h"
 #include "kernel/kint.h"
+#include "util/clock.h"
 
-static Kernel *g_kernel;   /* for the SIGINT handler */
-
-void k_log(const char *fmt, ...) {
-  char buf[1024];
-  va_list ap; va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  fprintf(stderr, "[nabla kernel] %s\n", buf);
-  fflush(stderr);
-}
+/* The one file-scope variable of the kernel: a signal handler has no other
+** way to find its Kernel.  Set while serve() runs. */
+static Kernel *g_kernel;
 
 /* ------------------------------------------------------------ publishing */
 void k_publish_locked(Kernel *k, const wire_Msg *parent, const char *msg_type, json_t *content) {
@@ -88,14 +83,57 @@ void k_reject(Kernel *k, void *sock, const char *where, wire_Msg *m, int rc, con
 }
 
 /* ------------------------------------------------------------ interrupts */
-static void interrupt(Kernel *k) {
-  k->interrupted = 1;
-  if (k->running) nb_vm_interrupt(k->vm);
+void k_interrupt(Kernel *k) {
+  k->interrupted = 1;            /* ends an input() wait (k_input polls it) */
+  interp_interrupt(k->interp);   /* stops the running cell, if any */
 }
 
 static void on_sigint(int sig) {
   (void)sig;
-  if (g_kernel) interrupt(g_kernel);
+  if (g_kernel) k_interrupt(g_kernel);
+}
+
+void k_wake(Kernel *k) { zmq_send(k->wake_tx, "x", 1, ZMQ_DONTWAIT); }
+
+/* ------------------------------------------------------------ stdin */
+char *k_input(Kernel *k, const char *prompt, int password) {
+  const wire_Msg *req = k->cur_req;
+  if (!req) return NULL;
+  /* a reply from an earlier, abandoned request must not answer this one */
+  for (;;) {
+    wire_Msg old; char err[64];
+    int rc = wire_recv(k->stdin_sock, &k->ws.auth, &old, ZMQ_DONTWAIT, err, sizeof err);
+    if (rc == WIRE_ESYS) break;
+    if (rc != WIRE_ESYS) wire_msg_free(&old);
+  }
+  /* the stdin ROUTER reaches the front end by the shell request's identities */
+  if (wire_send(k->stdin_sock, &k->ws, req->ids, req->nids, NULL, req->header_raw, req->header_len,
+                "input_request", json_pack("{s:o, s:b}", "prompt", k_jstr(prompt, strlen(prompt)), "password", password), NULL)) {
+    k_log("stdin: cannot send input_request: %s", zmq_strerror(errno));
+    return NULL;
+  }
+  for (;;) {
+    if (k->interrupted || atomic_load(&k->stop)) return NULL;
+    zmq_pollitem_t it = { k->stdin_sock, 0, ZMQ_POLLIN, 0 };
+    int r = zmq_poll(&it, 1, 50);
+    if (r < 0) { if (errno == EINTR) continue; return NULL; }
+    if (r == 0) continue;
+    wire_Msg m; char err[256];
+    int rc = wire_recv(k->stdin_sock, &k->ws.auth, &m, ZMQ_DONTWAIT, err, sizeof err);
+    if (rc == WIRE_ESYS) { if (errno == EAGAIN || errno == EINTR) continue; return NULL; }
+    if (rc != WIRE_OK) { k_log("stdin: dropped message: %s: %s", wire_strerror(rc), err); wire_msg_free(&m); continue; }
+    if (strcmp(m.msg_type, "input_reply")) { k_log("stdin: ignored %s", m.msg_type); wire_msg_free(&m); continue; }
+    json_t *v = json_object_get(m.content, "value");
+    char *r2 = NULL;
+    if (json_is_string(v)) {
+      size_t n = json_string_length(v);
+      r2 = malloc(n + 1);
+      if (!r2) abort();
+      memcpy(r2, json_string_value(v), n); r2[n] = 0;
+    } else k_log("stdin: input_reply without a string value");
+    wire_msg_free(&m);
+    return r2;
+  }
 }
 
 /* ------------------------------------------------------------ abort queue */
@@ -112,11 +150,10 @@ static void push_pending(Kernel *k, wire_Msg *m) {
 void k_abort_queued(Kernel *k) {
   /* a short grace period, like ipykernel's stop_on_error_timeout: requests a
   ** client sent right behind the failing one are still in flight */
-  struct timespec t0; clock_gettime(CLOCK_MONOTONIC, &t0);
+  double t0 = nu_mono_ms();
   for (;;) {
     zmq_pollitem_t it = { k->shell, 0, ZMQ_POLLIN, 0 };
-    struct timespec t1; clock_gettime(CLOCK_MONOTONIC, &t1);
-    long waited = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+    long waited = (long)(nu_mono_ms() - t0);
     int r = zmq_poll(&it, 1, waited >= 5 ? 0 : 5 - waited);
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) break;
@@ -150,48 +187,26 @@ static void *hb_main(void *arg) {
   return NULL;
 }
 
-static void control_msg(Kernel *k, wire_Msg *m) {
-  const char *t = m->msg_type;
-  k_status(k, m, "busy");
-  if (!strcmp(t, "kernel_info_request")) {
-    wire_reply(k->control, &k->ws, m, "kernel_info_reply", interp_kernel_info());
-  } else if (!strcmp(t, "interrupt_request")) {
-    interrupt(k);
-    wire_reply(k->control, &k->ws, m, "interrupt_reply", json_pack("{s:s}", "status", "ok"));
-  } else if (!strcmp(t, "shutdown_request")) {
-    json_t *r = json_object_get(m->content, "restart");
-    k->restart = json_is_true(r);
-    wire_reply(k->control, &k->ws, m, "shutdown_reply", json_pack("{s:s, s:b}", "status", "ok", "restart", k->restart));
-    k_publish(k, m, "shutdown_reply", json_pack("{s:s, s:b}", "status", "ok", "restart", k->restart));
-    atomic_store(&k->stop, 1);
-    interrupt(k);
-    zmq_send(k->wake_tx, "x", 1, ZMQ_DONTWAIT);
-  } else {
-    k_unknown(k, k->control, m);
-  }
-  k_status(k, m, "idle");
-}
-
 static void *control_main(void *arg) {
   Kernel *k = arg;
   for (;;) {
     zmq_pollitem_t it = { k->control, 0, ZMQ_POLLIN, 0 };
     int r = zmq_poll(&it, 1, 25);
     if (r < 0) { if (errno == EINTR) continue; break; }
-    interp_tick(k);
+    kcore_tick(k);
     if (k->parent_pid > 1 && getppid() != k->parent_pid && !atomic_load(&k->stop)) {
       /* the process that started us is gone: nobody can shut us down */
       k_log("parent process %d exited; shutting down", k->parent_pid);
       atomic_store(&k->stop, 1);
-      interrupt(k);
-      zmq_send(k->wake_tx, "x", 1, ZMQ_DONTWAIT);
+      k_interrupt(k);
+      k_wake(k);
     }
     if (r == 0) continue;
     wire_Msg m; char err[256];
     int rc = wire_recv(k->control, &k->ws.auth, &m, ZMQ_DONTWAIT, err, sizeof err);
     if (rc == WIRE_ESYS) { if (errno == EAGAIN || errno == EINTR) continue; break; }
     if (rc != WIRE_OK) { k_reject(k, k->control, "control", &m, rc, err); continue; }
-    control_msg(k, &m);
+    kcore_control(k, &m);
     wire_msg_free(&m);
   }
   zmq_close(k->control);
@@ -227,7 +242,7 @@ static int read_connection(Kernel *k, const char *path) {
   if (!k->ws.auth.md) {
     k_log("WARNING: %s has no key: messages are NOT authenticated, and anyone who can reach "
           "these ports can run code as this user. Give the connection file a \"key\".", path);
-    interp_set_unauthenticated(1);
+    k->unauthenticated = 1;
   } else if (wire_auth_reject_replays(&k->ws.auth)) { k_log("out of memory"); goto done; }
   rc = 0;
 done:
@@ -271,7 +286,7 @@ static int serve(const char *conn_path) {
   zmq_setsockopt(k->wake_rx, ZMQ_LINGER, &zero, sizeof zero);
   zmq_setsockopt(k->wake_tx, ZMQ_LINGER, &zero, sizeof zero);
 
-  interp_init(k);
+  kcore_init(k);
   const char *pp = getenv("JPY_PARENT_PID");
   if (pp && atoi(pp) > 1 && atoi(pp) == (int)getppid()) k->parent_pid = atoi(pp);
 
@@ -293,7 +308,7 @@ static int serve(const char *conn_path) {
     if (k->npending) {   /* requests read while aborting, in arrival order */
       wire_Msg m = k->pending[0];
       memmove(k->pending, k->pending + 1, sizeof *k->pending * (size_t)--k->npending);
-      interp_shell(k, &m);
+      kcore_shell(k, &m);
       wire_msg_free(&m);
       continue;
     }
@@ -306,7 +321,7 @@ static int serve(const char *conn_path) {
     int rc = wire_recv(k->shell, &k->ws.auth, &m, ZMQ_DONTWAIT, err, sizeof err);
     if (rc == WIRE_ESYS) { if (errno == EAGAIN || errno == EINTR) continue; k_log("shell: %s", err); break; }
     if (rc != WIRE_OK) { k_reject(k, k->shell, "shell", &m, rc, err); continue; }
-    interp_shell(k, &m);
+    kcore_shell(k, &m);
     wire_msg_free(&m);
   }
   st = 0;
@@ -317,7 +332,7 @@ static int serve(const char *conn_path) {
   pthread_join(k->hb_thread, NULL);
   pthread_join(k->control_thread, NULL);
   k->hb = k->control = k->wake_tx = NULL;
-  interp_free(k);
+  kcore_free(k);
 out_ctx:
   for (int i = 0; i < k->npending; i++) wire_msg_free(&k->pending[i]);
   free(k->pending);

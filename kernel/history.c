@@ -1,0 +1,196 @@
+/*
+** history.c — the kernel's history (history_request: tail, range, search),
+** kept in memory and appended to a JSON-lines file that outlives the kernel
+** ($NABLA_HISTORY_FILE, else $XDG_DATA_HOME/nabla or ~/.local/share/nabla/
+** kernel_history.jsonl).  A session is one kernel process: session numbers
+** continue from the highest in the file.  Loaded lazily, at the first cell
+** stored or the first request, so a kernel that never uses it never reads it.
+** Main thread only (the shell requests and the cells are served there).
+*/
+#include <errno.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "kernel/kint.h"
+
+#define HISTORY_MAX 10000
+
+static char *history_file(void) {
+  const char *env = getenv("NABLA_HISTORY_FILE");
+  if (env) return *env ? strdup(env) : NULL;   /* "" turns persistence off */
+  const char *xdg = getenv("XDG_DATA_HOME"), *home = getenv("HOME");
+  char dir[4096];
+  if (xdg && *xdg) snprintf(dir, sizeof dir, "%s/nabla", xdg);
+  else if (home && *home) snprintf(dir, sizeof dir, "%s/.local/share/nabla", home);
+  else return NULL;
+  /* mkdir -p */
+  for (char *p = dir + 1; *p; p++) if (*p == '/') { *p = 0; mkdir(dir, 0700); *p = '/'; }
+  mkdir(dir, 0700);
+  size_t n = strlen(dir) + 32;
+  char *path = malloc(n);
+  if (path) snprintf(path, n, "%s/kernel_history.jsonl", dir);
+  return path;
+}
+
+static void hist_push(KHistory *h, int session, int line, const char *in, size_t inlen, const char *out) {
+  if (h->n == h->cap) {
+    h->cap = h->cap ? h->cap * 2 : 64;
+    h->e = realloc(h->e, sizeof *h->e * (size_t)h->cap);
+    if (!h->e) abort();
+  }
+  HEntry *e = &h->e[h->n++];
+  e->session = session; e->line = line;
+  e->input = malloc(inlen + 1);
+  if (!e->input) abort();
+  memcpy(e->input, in, inlen); e->input[inlen] = 0;
+  e->output = out ? strdup(out) : NULL;
+}
+
+static json_t *hist_json(const HEntry *e) {
+  return json_pack("[i, i, o, o]", e->session, e->line, k_jstr(e->input, strlen(e->input)),
+                   e->output ? k_jstr(e->output, strlen(e->output)) : json_null());
+}
+
+/* Rewrites the file with the newest HISTORY_MAX entries (atomically: temp +
+** fsync + rename).  The temporary file is mkstemp's (0600, whatever the
+** umask): the history holds user data and stays private. */
+static void hist_compact(KHistory *h) {
+  if (!h->path) return;
+  size_t n = strlen(h->path) + 32;
+  char *tmp = malloc(n);
+  if (!tmp) return;
+  snprintf(tmp, n, "%s.XXXXXX", h->path);
+  int fd = mkstemp(tmp);
+  if (fd >= 0) fchmod(fd, 0600);
+  FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+  if (fd >= 0 && !f) close(fd);
+  if (fd < 0) { free(tmp); return; }
+  if (f) {
+    int from = h->n > HISTORY_MAX ? h->n - HISTORY_MAX : 0;
+    for (int i = from; i < h->n; i++) {
+      json_t *j = hist_json(&h->e[i]);
+      char *s = json_dumps(j, JSON_COMPACT);
+      if (s) { fputs(s, f); fputc('\n', f); free(s); }
+      json_decref(j);
+    }
+    int ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
+    if (fclose(f) == 0 && ok && rename(tmp, h->path) == 0) { free(tmp); return; }
+  }
+  unlink(tmp);
+  free(tmp);
+}
+
+static void hist_load(KHistory *h) {
+  if (h->loaded) return;
+  h->loaded = 1;
+  h->session = 1;
+  h->path = history_file();
+  if (!h->path) return;
+  FILE *f = fopen(h->path, "r");
+  if (!f) return;
+  /* user data: private, also when an older version left it readable to others */
+  struct stat sb;
+  if (fstat(fileno(f), &sb) == 0 && (sb.st_mode & 077) && fchmod(fileno(f), 0600))
+    k_log("history: %s is readable by others and cannot be made private: %s", h->path, strerror(errno));
+  char *line = NULL; size_t cap = 0; ssize_t len;
+  int maxs = 0;
+  while ((len = getline(&line, &cap, f)) > 0) {
+    json_t *j = json_loadb(line, (size_t)len, 0, NULL);
+    json_t *s = json_array_get(j, 0), *l = json_array_get(j, 1), *in = json_array_get(j, 2), *out = json_array_get(j, 3);
+    if (json_is_integer(s) && json_is_integer(l) && json_is_string(in)) {
+      hist_push(h, (int)json_integer_value(s), (int)json_integer_value(l), json_string_value(in), json_string_length(in),
+                json_is_string(out) ? json_string_value(out) : NULL);
+      if (json_integer_value(s) > maxs) maxs = (int)json_integer_value(s);
+    }
+    json_decref(j);
+  }
+  free(line);
+  fclose(f);
+  h->session = maxs + 1;
+  if (h->n > HISTORY_MAX * 2) {   /* keep the file bounded */
+    int drop = h->n - HISTORY_MAX;
+    for (int i = 0; i < drop; i++) { free(h->e[i].input); free(h->e[i].output); }
+    memmove(h->e, h->e + drop, sizeof *h->e * (size_t)(h->n - drop));
+    h->n -= drop;
+    hist_compact(h);
+  }
+}
+
+void khist_store(KHistory *h, int line, const char *in, size_t inlen, const char *out) {
+  hist_load(h);
+  hist_push(h, h->session, line, in, inlen, out);
+  if (!h->path) return;
+  /* one append per entry (O_APPEND): kernels running side by side do not clobber each other */
+  json_t *j = hist_json(&h->e[h->n - 1]);
+  char *s = json_dumps(j, JSON_COMPACT);
+  json_decref(j);
+  if (!s) return;
+  size_t n = strlen(s);
+  s[n] = '\n';
+  int fd = open(h->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (fd >= 0) { if (write(fd, s, n + 1) < 0) k_log("history: cannot write %s: %s", h->path, strerror(errno)); close(fd); }
+  free(s);
+}
+
+static json_t *hist_item(const HEntry *e, int output) {
+  if (!output) return json_pack("[i, i, o]", e->session, e->line, k_jstr(e->input, strlen(e->input)));
+  return json_pack("[i, i, [o, o]]", e->session, e->line, k_jstr(e->input, strlen(e->input)),
+                   e->output ? k_jstr(e->output, strlen(e->output)) : json_null());
+}
+
+json_t *khist_request(KHistory *h, json_t *c) {
+  hist_load(h);
+  json_t *out = json_array();
+  int output = json_is_true(json_object_get(c, "output"));
+  const char *type = json_string_value(json_object_get(c, "hist_access_type"));
+  json_t *jn = json_object_get(c, "n");
+  long n = json_is_integer(jn) ? (long)json_integer_value(jn) : json_is_real(jn) ? (long)json_real_value(jn) : -1;
+  if (!type || !strcmp(type, "tail")) {
+    if (n < 0) n = 10;
+    int from = (int)(h->n > n ? h->n - n : 0);
+    for (int i = from; i < h->n; i++) json_array_append_new(out, hist_item(&h->e[i], output));
+  } else if (!strcmp(type, "range")) {
+    json_t *js = json_object_get(c, "session"), *ja = json_object_get(c, "start"), *jb = json_object_get(c, "stop");
+    long session = json_is_number(js) ? (long)json_number_value(js) : 0;
+    if (session <= 0) session += h->session;   /* 0: this session; -1: the one before */
+    long start = json_is_number(ja) ? (long)json_number_value(ja) : 0;
+    long stop = json_is_number(jb) ? (long)json_number_value(jb) : -1;
+    for (int i = 0; i < h->n; i++) {
+      const HEntry *e = &h->e[i];
+      if (e->session == session && e->line >= start && (stop < 0 || e->line < stop))
+        json_array_append_new(out, hist_item(e, output));
+    }
+  } else if (!strcmp(type, "search")) {
+    const char *pat = json_string_value(json_object_get(c, "pattern"));
+    if (!pat) pat = "*";
+    int unique = json_is_true(json_object_get(c, "unique"));
+    /* newest first while collecting, so `n` keeps the latest matches */
+    json_t *rev = json_array();
+    for (int i = h->n - 1; i >= 0 && (n < 0 || (long)json_array_size(rev) < n); i--) {
+      const HEntry *e = &h->e[i];
+      if (fnmatch(pat, e->input, 0) != 0) continue;
+      if (unique) {
+        int dup = 0;
+        for (int j = i + 1; j < h->n && !dup; j++)
+          if (!strcmp(h->e[j].input, e->input) && fnmatch(pat, h->e[j].input, 0) == 0) dup = 1;
+        if (dup) continue;
+      }
+      json_array_append_new(rev, hist_item(e, output));
+    }
+    for (size_t i = json_array_size(rev); i-- > 0;) json_array_append(out, json_array_get(rev, i));
+    json_decref(rev);
+  }
+  return json_pack("{s:s, s:o}", "status", "ok", "history", out);
+}
+
+
+void khist_free(KHistory *h) {
+  for (int i = 0; i < h->n; i++) { free(h->e[i].input); free(h->e[i].output); }
+  free(h->e);
+  free(h->path);
+  memset(h, 0, sizeof *h);
+}
