@@ -11,7 +11,9 @@
 **   %all EXPR       EXPR's value on every worker;  %%all: the cell on every worker
 **   %reset          forgets the globals;  %load FILE  runs a file
 ** Output goes through the VM's sink (terminal, iopub).  Help text can go to
-** a callback instead (the kernel's pager payload).
+** a callback instead (the kernel's pager payload).  nbD_all_cell is the one
+** parser of `%%all` cells: the magic below runs them, the REPL uses it to
+** collect one line by line, the kernel to group its output by rank.
 */
 #include <ctype.h>
 #include <math.h>

@@ -147,6 +147,8 @@ static void push_pending(Kernel *k, wire_Msg *m) {
   k->pending[k->npending++] = *m;
 }
 
+/* Reads shell while the failed cell's reply is held back; runs on the main
+** thread, the only one that reads shell. */
 void k_abort_queued(Kernel *k) {
   /* a short grace period, like ipykernel's stop_on_error_timeout: requests a
   ** client sent right behind the failing one are still in flight */
@@ -278,6 +280,9 @@ static int serve(const char *conn_path) {
   if (!(k->stdin_sock = make_socket(k, ZMQ_ROUTER, k->ports[2], "stdin"))) goto out_ctx;
   if (!(k->control = make_socket(k, ZMQ_ROUTER, k->ports[3], "control"))) goto out_ctx;
   if (!(k->hb = make_socket(k, ZMQ_REP, k->ports[4], "heartbeat"))) goto out_ctx;
+  /* a ZeroMQ socket belongs to one thread: the control thread cannot touch
+  ** shell, so after a shutdown request it wakes the main loop's poll through
+  ** this inproc pair instead */
   k->wake_rx = zmq_socket(k->ctx, ZMQ_PAIR);
   k->wake_tx = zmq_socket(k->ctx, ZMQ_PAIR);
   char wake_ep[64]; snprintf(wake_ep, sizeof wake_ep, "inproc://nabla-wake-%p", (void *)k);
@@ -286,7 +291,7 @@ static int serve(const char *conn_path) {
   zmq_setsockopt(k->wake_rx, ZMQ_LINGER, &zero, sizeof zero);
   zmq_setsockopt(k->wake_tx, ZMQ_LINGER, &zero, sizeof zero);
 
-  kcore_init(k);
+  kcore_init(k);   /* before the threads: control interrupts the interpreter */
   const char *pp = getenv("JPY_PARENT_PID");
   if (pp && atoi(pp) > 1 && atoi(pp) == (int)getppid()) k->parent_pid = atoi(pp);
 
@@ -305,7 +310,9 @@ static int serve(const char *conn_path) {
 
   k_status(k, NULL, "starting");
   while (!atomic_load(&k->stop)) {
-    if (k->npending) {   /* requests read while aborting, in arrival order */
+    /* requests k_abort_queued read while it looked for executes to abort
+    ** come first: they were sent earlier than anything still on the socket */
+    if (k->npending) {
       wire_Msg m = k->pending[0];
       memmove(k->pending, k->pending + 1, sizeof *k->pending * (size_t)--k->npending);
       kcore_shell(k, &m);
