@@ -133,6 +133,17 @@ static int help_query(const char *line) {
 }
 
 /* ------------------------------------------------------------ modes */
+/* Appends line[0..n) (and a newline when nl: readline's lines have none) to
+** the entry being collected, *buf (NULL when empty), kept NUL-terminated. */
+static void append(char **buf, size_t *blen, const char *line, size_t n, int nl) {
+  char *b = realloc(*buf, *blen + n + 2);
+  if (!b) abort();
+  memcpy(b + *blen, line, n); *blen += n;
+  if (nl) b[(*blen)++] = '\n';
+  b[*blen] = 0;
+  *buf = b;
+}
+
 static char *history_path(void) {
   const char *home = getenv("HOME");
   if (!home) return NULL;
@@ -161,10 +172,7 @@ static int interactive(nb_VM *vm) {
     if (!line) { printf("\n"); break; }
     if (all_cell) {
       if (*line) {
-        size_t ln = strlen(line);
-        buf = realloc(buf, blen + ln + 2);
-        if (!buf) abort();
-        memcpy(buf + blen, line, ln); blen += ln; buf[blen++] = '\n'; buf[blen] = 0;
+        append(&buf, &blen, line, strlen(line), 1);
         free(line);
         continue;
       }
@@ -188,10 +196,7 @@ static int interactive(nb_VM *vm) {
       if (quit) break;
       continue;
     }
-    size_t ln = strlen(line);
-    buf = realloc(buf, blen + ln + 2);
-    if (!buf) abort();
-    memcpy(buf + blen, line, ln); blen += ln; buf[blen++] = '\n'; buf[blen] = 0;
+    append(&buf, &blen, line, strlen(line), 1);
     free(line);
     nb_Completeness c = nb_is_complete(buf, NULL);
     if (c == NB_INCOMPLETE) continue;
@@ -216,9 +221,7 @@ static int piped(nb_VM *vm) {
     n = getline(&line, &cap, stdin);
     if (all_cell) {   /* a %%all cell ends at an empty line or at the end of input */
       if (n > 0 && line[0] != '\n') {
-        buf = realloc(buf, blen + (size_t)n + 1);
-        if (!buf) abort();
-        memcpy(buf + blen, line, (size_t)n); blen += (size_t)n; buf[blen] = 0;
+        append(&buf, &blen, line, (size_t)n, 0);
         continue;
       }
       all_cell = 0;
@@ -234,9 +237,7 @@ static int piped(nb_VM *vm) {
         if (status) failed = 1;
         continue;
       }
-      buf = realloc(buf, blen + (size_t)n + 1);
-      if (!buf) abort();
-      memcpy(buf + blen, line, (size_t)n); blen += (size_t)n; buf[blen] = 0;
+      append(&buf, &blen, line, (size_t)n, 0);
       if (nb_is_complete(buf, NULL) == NB_INCOMPLETE) continue;
     }
     if (buf) {
