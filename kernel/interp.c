@@ -198,6 +198,14 @@ static void help_page(void *ud, const char *text) {
 }
 
 /* ------------------------------------------------------------ execute */
+/* execute_request.  Its fields are checked before anything runs (a mistyped
+** request gets a BadRequest reply, not a guess): silent (no output, no
+** count, no history), store_history (the cell gets a number and is kept),
+** allow_stdin (input() may ask the front end), stop_on_error, and
+** user_expressions (evaluated after the cell, their values returned in the
+** reply).  Output order on iopub: execute_input, the cell's streams and
+** displays as they happen, the %%all by-rank summary, then execute_result or
+** error; the reply itself is sent by the core. */
 json_t *interp_execute(Interp *ip, json_t *c, int *abort_queue) {
   json_t *jcode = json_object_get(c, "code");
   json_t *uexp = json_object_get(c, "user_expressions");
