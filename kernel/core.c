@@ -6,8 +6,9 @@
 **    requests run on the main thread, one at a time, in arrival order;
 **    control requests run on the control thread, so they are answered while a
 **    cell runs on shell (that is what control is for: interrupt, shutdown,
-**    kernel_info as a liveness check).  A type that is not in the table gets
-**    an error reply (k_unknown), never silence: a client waits for a reply.
+**    kernel_info as a liveness check).  A *_request type that is not in the
+**    table gets an error reply (k_unknown), not silence, since a client waits
+**    for a reply; other unknown messages are logged.
 **  - Busy/idle bracketing: every request, whatever its type, is wrapped in
 **    status "busy" ... "idle" on iopub under its own header.  Clients take
 **    "idle" with a request's header as "all output of that request has been
