@@ -14,6 +14,8 @@
 #include "repl.h"
 #include "dist/dist.h"
 
+/* File-scope because their readers take no user pointer: the SIGINT handler
+** and readline's completion callbacks.  One REPL per process. */
 static nb_VM *active_vm;
 static volatile sig_atomic_t running;     /* code is executing */
 static volatile sig_atomic_t cancelled;   /* Ctrl-C while typing */
