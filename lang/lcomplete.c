@@ -84,6 +84,7 @@ static bool lookup_chain(nb_VM *vm, const char *s, size_t len, nb_Value *out, nb
 static const char *const tensor_fields[] = { "shape", "dtype", "device", "ndim", "T", "grad", "requires_grad", "item", "tolist", NULL };
 
 void nb_complete(nb_VM *vm, const char *src, int cursor, nb_Completions *out) {
+  nb_state_bind(vm);
   memset(out, 0, sizeof *out);
   size_t len = strlen(src);
   if (cursor < 0 || (size_t)cursor > len) cursor = (int)len;
@@ -119,6 +120,7 @@ void nb_completions_free(nb_Completions *c) {
 
 /* ------------------------------------------------------------ inspect */
 char *nb_inspect(nb_VM *vm, const char *src, int cursor) {
+  nb_state_bind(vm);
   size_t len = strlen(src);
   if (cursor < 0 || (size_t)cursor > len) cursor = (int)len;
   int s = cursor, e = cursor;

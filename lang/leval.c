@@ -265,6 +265,7 @@ drop:
 }
 
 int nbV_call_kw(nb_VM *vm, nb_Value fn, nb_Value *args, int npos, nb_Str **kwnames, int nkw, nb_Value *out) {
+  nb_state_bind(vm);   /* an entry point too: dist/ and kernel/ call in from outside a run */
   int n = npos + nkw;
   nb_Value *base = vm->sp;
   if (base + n > vm->stack_end) return nb_error_kind(vm, "RecursionError", "stack overflow");

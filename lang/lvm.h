@@ -1,7 +1,17 @@
 /*
 ** lvm.h — the interpreter's internal structures, shared by the files of lang/:
-** the syntax tree, function prototypes, modules, the VM, builtins, errors.
-** Front ends use nabla.h; only lang/ (and lang's tests) include this.
+** the syntax tree, function prototypes, modules, the VM and its global state,
+** builtins, errors.  Front ends use nabla.h; only lang/ (and lang's tests)
+** include this.
+**
+** The core's files, in the order a line of source meets them:
+**   llex.c      tokens                      lparse.c    tokens -> syntax tree
+**   lresolve.c  names -> slots/cells/globals
+**   leval.c     expressions and statements  lcall.c     calls and closures
+**   lops.c      operators, indexing, fields on values
+**   lobject.c   values, the heap (refcounts, cycle collector), interning
+**   lerror.c    error values and reports    lsession.c  the embedding API
+**   lstate.c    the global state and its per-thread binding
 */
 #ifndef LVM_H
 #define LVM_H
@@ -126,6 +136,75 @@ int  nbB_count(void);
 const char *nbB_builtin_name(const nb_Builtin *b);
 void nbB_init_core(void);   /* registers lang's own builtins (idempotent) */
 
+/* ------------------------------------------------------------ global state
+** Everything mutable that the core keeps between calls hangs off one
+** nb_Global owned by its VM (vm->g), made by nb_vm_new and freed by
+** nb_vm_free, as Lua's global_State hangs off lua_State: the heap (the cycle
+** collector's list and thresholds, the queue of values being freed), the
+** string-intern table, and the VM's copy of the stdlib directory.  The parser
+** keeps its state in its own Parser, the resolver in its FuncState chain.
+**
+** Binding.  The value constructors and nb_decref (nbS_cstr, nbL_new, nbR_new,
+** nbO_free, ...) take no VM -- the libraries, dist/ and kernel/ call them
+** everywhere -- so they reach the state through a per-thread binding, nb_G():
+** the state of the VM last entered on this thread.  Entry points that take a
+** VM bind it (nb_state_bind): nb_vm_new, nb_vm_free (for its teardown, then
+** the previous binding comes back), nb_run, nb_vm_set_argv, nb_reset,
+** nb_complete, nb_inspect, nbS_serialize, nbS_deserialize, nbV_call.  The
+** binding is sticky: it stays after the entry point returns, so a front end
+** that owns one VM per thread (every front end today) may create and drop
+** values between calls.  A thread with no VM bound uses the detached state
+** (nb_state_detached): for VM-less work such as nb_is_complete's parse and
+** the lexer/parser unit tests; like the process-wide heap it replaces, it is
+** not locked.
+**
+** The thread rule.  A VM and its values belong to the thread running it
+** (in practice the process's main thread); values of one VM must not reach
+** another (interned names compare by pointer).  Other threads may call only
+** nb_vm_interrupt (async-signal-safe: it stores two flags) and must not make,
+** read or drop nabla values:
+**   - the worker's I/O thread (dist/, wio_main): signed messages and
+**     nb_vm_interrupt only;
+**   - the comm threads (dist/ data-parallel reducer comm_main, asynchronous
+**     sends asend_main): raw tensor buffers only, no values and no tensor
+**     allocation (tensor/'s counts assume the interpreter thread);
+**   - the session's reaper and the kernel's heartbeat and control threads:
+**     processes, sockets and nb_vm_interrupt only.
+** A thread that must run nabla code would need its own VM (and binds it by
+** entering it); sharing one VM across threads needs a lock held across the
+** whole entry-point call, documented where it is taken.  None exists today. */
+typedef struct nb_Global {
+  nb_VM *vm;                        /* the owner; NULL for the detached state */
+  /* heap (lobject.c) */
+  nb_Obj gc_head;                   /* circular list of tracked containers */
+  size_t gc_count, gc_count_limit;  /* tracked now; a collection is due past the limit */
+  bool gc_due, gc_armed;            /* armed: thresholds set by the first run */
+  int gc_stress;                    /* NABLA_GC_STRESS, -1 until read */
+  volatile sig_atomic_t *gc_poll;   /* the owner's poll flag, raised when a collection is due */
+  nb_Value *pending; size_t npending, cappending;   /* values being freed (nbO_free) */
+  int freeing;
+  /* strings (lobject.c) */
+  nb_Str **itab; size_t icap, icount;
+  /* modules (lsession.c): where import looks first, copied from the process
+  ** setting (nb_set_stdlib_dir) when the VM is made */
+  char *stdlib_dir;
+} nb_Global;
+
+nb_Global *nb_state_new(nb_VM *owner);
+void nb_state_free(nb_Global *g);
+nb_Global *nb_state_detached(void);
+/* binds vm's state to the calling thread (NULL: the detached state) */
+void nb_state_bind(nb_VM *vm);
+extern _Thread_local nb_Global *nb_state_bound_;
+static inline nb_Global *nb_G(void) {
+  nb_Global *g = nb_state_bound_;
+  return __builtin_expect(g != NULL, 1) ? g : nb_state_detached();
+}
+/* the heap part of a state (lobject.c); NB_GC_MIN_COUNT: see its "When to collect" */
+#define NB_GC_MIN_COUNT 10000
+void nbO_heap_init(nb_Global *g);
+void nbO_heap_free(nb_Global *g);
+
 /* ------------------------------------------------------------ VM */
 enum { NB_OK = 0, NB_ERR = 1, NB_BREAK = 2, NB_CONTINUE = 3, NB_RETURN = 4 };
 
@@ -139,6 +218,7 @@ typedef struct nb_Frame {
 } nb_Frame;
 
 struct nb_VM {
+  nb_Global *g;                             /* the global state (see above) */
   nb_Sink *sink;
   nb_Module *main;
   nb_Module **mods; int nmods, capmods;     /* imported modules, by name */
