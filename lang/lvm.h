@@ -16,6 +16,7 @@
 #ifndef LVM_H
 #define LVM_H
 
+#include <math.h>
 #include <signal.h>
 #include "nabla.h"
 #include "lobject.h"
@@ -255,6 +256,43 @@ void nbV_show(nb_VM *vm, nb_Value v, bool as_result, const char *display_id, boo
 int  nbV_truthy(nb_VM *vm, nb_Value v, bool *out);
 int  nbV_binop(nb_VM *vm, int op, nb_Value a, nb_Value b, nb_Value *out);
 int  nbV_index(nb_VM *vm, nb_Value obj, nb_Value *idx, int nidx, nb_Value *out);
+/* the evaluator's parts in other files: leval.c evaluates nodes, lcall.c
+** calls (see its calling convention), lops.c operates on values */
+int  nbV_eval(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out);
+int  nbV_call_at(nb_VM *vm, nb_Frame *f, const nb_Node *site, nb_Value callee, nb_Value *base, int npos, nb_Str **kw, int nkw, nb_Value *out);
+int  nbV_set_index(nb_VM *vm, nb_Value obj, nb_Value *idx, int nidx, nb_Value v);
+int  nbV_get_field(nb_VM *vm, nb_Value obj, nb_Str *name, nb_Value *out);
+int  nbV_set_field(nb_VM *vm, nb_Value obj, nb_Str *name, nb_Value v);
+
+/* x // y as Python's float floor division: the quotient rounded down, exact
+** where floor(x / y) would round (fmod-based, as CPython). */
+static inline double nbV_floor_div(double x, double y) {
+  if (y == 0) return floor(x / y);   /* inf or nan, as / gives */
+  double mod = fmod(x, y), div = (x - mod) / y;
+  if (mod != 0 && ((y < 0) != (mod < 0))) div -= 1.0;
+  if (div == 0) return copysign(0.0, x / y);
+  double f = floor(div);
+  return div - f > 0.5 ? f + 1.0 : f;
+}
+
+/* Arithmetic on two numbers with Python's kinds: int op int is an int for
+** + - * // % and ** with a non-negative exponent; / is always a float; a float
+** operand makes a float (or-ing the kinds: NB_KFLOAT is 1, NB_KINT 0).
+** Inline: `x += 1` in leval.c and nbV_binop in lops.c both use it. */
+static inline nb_Value nbV_num_arith(int op, nb_Value a, nb_Value b) {
+  double x = a.u.n, y = b.u.n;
+  nb_Value r; r.t = NB_TNUM; r.kind = a.kind | b.kind;
+  switch (op) {
+  case OP_ADD: r.u.n = x + y; return r;
+  case OP_SUB: r.u.n = x - y; return r;
+  case OP_MUL: r.u.n = x * y; return r;
+  case OP_DIV: return nb_flt(x / y);
+  case OP_IDIV: r.u.n = nbV_floor_div(x, y); return r;
+  case OP_MOD: { double m = fmod(x, y); if (m != 0 && ((m < 0) != (y < 0))) m += y; r.u.n = m; return r; }  /* floored, like Python */
+  case OP_POW: r.u.n = pow(x, y); if (y < 0) r.kind = NB_KFLOAT; return r;
+  default: return nb_flt(NAN);
+  }
+}
 
 /* errors (lerror.c).  nb_error* set vm->err and return NB_ERR. */
 int  nb_error(nb_VM *vm, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
