@@ -83,7 +83,21 @@ static int call_builtin(nb_VM *vm, const nb_Builtin *b, nb_Value *args, int npos
 }
 
 /* Calls a user function whose arguments sit at vm->sp[-(npos+nkw)..]: they
-** become the first locals.  Consumes the argument references. */
+** become the first locals.  Consumes the argument references.
+**
+** The window base[0 .. need) becomes the frame's locals: parameters first
+** (positional arguments are already in place; keyword values are moved out to
+** kwv and placed by name, compared by pointer since both sides are interned),
+** then the other locals, NB_TUNDEF until assigned.  Defaults are evaluated in
+** the callee's frame, after the arguments, so a default may use an earlier
+** parameter.  Then the locals that closures capture are boxed into cells --
+** after the defaults, so a default that reads a captured parameter finds it
+** unboxed (a known crash: `fn f(a, b = a) { fn g() { a } ... }`, not fixed
+** here to keep this change a pure re-partition).
+**
+** Recursion is bounded three ways: call depth (max_depth), the C stack of
+** this thread (cstack_limit, for deep expressions inside each call), and
+** the VM stack's size. */
 static int call_func(nb_VM *vm, nb_Frame *caller, const nb_Node *site, nb_Func *fn, nb_Value *base, int npos, nb_Str **kw, int nkw, nb_Value *out) {
   nb_Proto *p = fn->proto;
   int nargs = npos + nkw, st = NB_OK;

@@ -1,11 +1,36 @@
 /*
-** leval.c — the evaluator: a compact walker over the resolved syntax tree.
+** leval.c — the evaluator: a compact walker over the resolved syntax tree
+** (expressions, statements, loops, blocks, programs).  Calls are in lcall.c,
+** operators and indexing on values in lops.c.
 **
-** Every eval returns a status (NB_OK, NB_ERR, NB_BREAK, NB_CONTINUE,
-** NB_RETURN) and writes its value, a new reference, to *out.  Variables were
-** turned into slots by the resolver: locals live in a window of vm->stack,
-** captured ones in cells, globals in the module's array.  A call evaluates
-** its arguments straight into the window that becomes the callee's locals.
+** The status protocol.  Every eval returns a status (NB_OK, NB_ERR, NB_BREAK,
+** NB_CONTINUE, NB_RETURN) and writes its value, a new reference, to *out.
+** Control flow is these return codes, never longjmp: each C frame on the way
+** out drops what it holds, so an error, a `return` or a `break` leaks nothing
+** and needs no unwinding machinery.  NB_RETURN carries its value in vm->ret
+** (call_func takes it); NB_BREAK/NB_CONTINUE stop at the nearest loop (the
+** resolver rejects them outside one).  Only NB_OK leaves a value in *out.
+**
+** References.  Operands are evaluated into locals, used, then dropped;
+** helpers (nbV_binop, nbV_index, ...) borrow their operands and return new
+** references.  A value stored into a variable or a container moves its
+** reference there (nb_store), so `x = f()` costs no count traffic.
+**
+** Variables.  The resolver turned names into places: V_LOCAL a slot of the
+** frame's window of vm->stack, V_CELL a slot holding an nb_Cell (a local that
+** a closure captured), V_CAP the function's own capture list, V_GLOBAL the
+** module's value array.  Nothing is looked up by name at run time.
+**
+** Errors carry a location.  nb_error* builds the error value; the first node
+** that sees NB_ERR come up calls fail(), which points the error at itself
+** unless a deeper node already did (vm->err_located), so the caret lands on
+** the innermost expression that failed.  call_func adds a stack-trace entry
+** per user-function frame on the way out.
+**
+** Poll points.  Loop iterations and calls test vm->poll, one flag that stands
+** for "something needs the evaluator's attention": an interrupt, a cycle
+** collection due, or a step limit.  Collection runs only there, where every
+** live value is held by a counted reference.
 */
 #include <math.h>
 #include <stdio.h>
@@ -18,7 +43,8 @@
 static int eval(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out);
 static inline int eval_leaf(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out);
 
-/* An error raised while evaluating n: point at n unless a deeper node already did. */
+/* An error raised while evaluating n: point at n unless a deeper node already
+** did.  Returns NB_ERR so callers can write `return fail(vm, f, n)`. */
 static int fail(nb_VM *vm, nb_Frame *f, const nb_Node *n) {
   if (!vm->err_located) nbE_locate(vm, f->chunk, n);
   return NB_ERR;
@@ -61,6 +87,9 @@ static inline int load_var(nb_VM *vm, nb_Frame *f, const nb_Node *n, nb_Value *o
   case V_CAP: v = f->fn->caps[n->idx]->v; break;
   default:
     v = f->mod->vals[n->idx];
+    /* An unassigned global slot falls back to the builtin of that name
+    ** (bidx, found by the resolver).  A program's own definition, in this
+    ** line or a later one, fills the slot and so shadows the builtin. */
     if (v.t == NB_TUNDEF) {
       if (n->bidx >= 0) {
         const nb_Builtin *b = nbB_at(n->bidx);
@@ -401,6 +430,9 @@ static int eval_for(nb_VM *vm, nb_Frame *f, nb_Node *n) {
 }
 
 /* --------------------------------------------------------------- blocks */
+/* A block's value is its last statement's, when that is an expression (or an
+** if/try, which are expressions too): `fn f(x) { y = x * 2; y + 1 }`.  Other
+** statements (assignments, loops) give nil. */
 static int eval_block(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out) {
   nb_Value v = nb_nil();
   for (int i = 0; i < n->nkids; i++) {
@@ -653,6 +685,10 @@ static int eval_cold(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out) {
     if (n->a) TRY(eval(vm, f, n->a, &vm->ret)); else vm->ret = nb_nil();
     return NB_RETURN;
   case N_TRY: {
+    /* The error came back through every C frame in between, and each put back
+    ** what it changed; a builtin that failed half-way through calling back into
+    ** nabla code may not have, so the handler starts from the state saved
+    ** here.  Interrupts and step limits are not catchable (nbE_catchable). */
     int depth = vm->depth;
     nb_Value *sp = vm->sp;
     st = eval(vm, f, n->a, out);
@@ -701,6 +737,13 @@ static int eval_cold(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out) {
 }
 
 /* --------------------------------------------------------------- programs */
+/* Runs a resolved chunk at the top level of mod.  Each REPL line, Jupyter
+** cell or imported file is one chunk; the top-level frame has no locals (top-
+** level names are the module's globals), so nothing of it needs to outlive
+** the chunk.  The frame is saved and restored because an import runs a
+** chunk while another is running.  Echo: NB_ECHO shows every top-level
+** expression's value (the REPL), NB_ECHO_LAST only the last one's, as the
+** cell's result (Jupyter's execute_result). */
 int nbV_run_program(nb_VM *vm, nb_Chunk *chunk, nb_Node *prog, nb_Module *mod, int flags) {
   nb_Frame top = { NULL, chunk, NULL, mod, NULL, NULL };
   nb_Frame *saved = vm->frame;

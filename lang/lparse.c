@@ -5,6 +5,22 @@
 **
 ** Precedence, lowest first:  or | and | not | comparisons | .. | + - |
 ** * / % @ | unary - | ** (right) | postfix: call, index, .field, .method()
+**
+** Who owns what.  Nodes, node vectors and per-node arrays live in the
+** chunk's arena and go in one free.  The strings the nodes point to (names,
+** literals) are counted: the chunk holds one reference to each (own()),
+** dropped by nbP_chunk_release.  Names are interned (tok_name) because the
+** resolver and the call path compare names by pointer.  Protos are listed in
+** the chunk; a function value keeps its proto alive through the chunk's count,
+** which also keeps the source text that error carets and serialization use.
+**
+** Positions.  Every node records the byte span of its text (pos, end) and the
+** line/column of its first token: errors point a caret at the span, and a
+** function's span (src_start, src_end) is the text serialization re-parses.
+**
+** A syntax error without a VM (nb_is_complete) leaves its position in
+** thread-local nbP_last_error_pos/at_eof (lerror.c): "incomplete" is an error
+** at the end of the input.  The parser's own state is all in its Parser.
 */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -31,8 +47,10 @@ static void *arena_alloc(nb_Chunk *c, size_t n) {
   return p;
 }
 
+/* One token of lookahead (cur, nxt); depth counts nested blocks and
+** parentheses so hostile input cannot recurse the C stack away. */
 typedef struct Parser {
-  nb_VM *vm;
+  nb_VM *vm;                /* NULL when only asking whether input is complete */
   nb_Chunk *c;
   nb_Lexer lx;
   nb_Token cur, nxt;
@@ -689,6 +707,12 @@ static nb_Node *block(Parser *p) {
 
 static int is_assign_op(nb_TokKind k) { return k == TK_ASSIGN || k == TK_PLUSEQ || k == TK_MINUSEQ || k == TK_STAREQ || k == TK_SLASHEQ || k == TK_SLASHSLASHEQ; }
 
+/* Assignment is a statement, not an expression: `x = 1` is only recognized
+** here, after an expression that turns out to be a target.  An expression
+** standing as a statement is marked NF_EXPRSTMT: its value is what a block
+** yields and what the REPL echoes.  `fn name(...) {...}` becomes an
+** assignment of the closure to name (NF_FNDEF), so the resolver scopes a
+** function's name like any other variable. */
 static nb_Node *statement(Parser *p) {
   nb_Token t = p->cur;
   nb_Node *n;
