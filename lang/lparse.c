@@ -238,7 +238,11 @@ static nb_Node *string_lit(Parser *p) {
       }
       if (j >= end) { nbB_free(&b); nb_Token et = t; et.pos = (uint32_t)i; et.len = 1; et.col = (int)(i - line_start) + 1; et.line = line; perr_at(p, et, "unclosed '{' in string interpolation (write \\{ for a literal brace)"); }
       if (b.n) vec_push(p, &parts, str_node(p, t, &b), NULL);
-      /* parse s[i+1 .. j) with a sub-parser on the same source */
+      /* parse s[i+1 .. j) with a sub-parser on the same source text (not
+      ** a copy), so the expression's nodes carry their true positions in the
+      ** chunk: an error in "{x +}" points into the string where it is
+      ** written.  It shares the jmp_buf and the chunk, so its syntax errors
+      ** and allocations are handled like the main parser's. */
       Parser sub = *p;
       nbX_init_at(&sub.lx, s, j, i + 1, line, line_start);
       sub.cur = nbX_next(&sub.lx); sub.nxt = nbX_next(&sub.lx);
@@ -279,6 +283,9 @@ static nb_Node *list_lit(Parser *p) {
   return n;
 }
 
+/* {a: 1, "b c": 2}: keys are names, keywords ({if: 1}; a key is never an
+** expression) or plain string literals, all interned since records find keys
+** by pointer (nbR_find). */
 static nb_Node *record_lit(Parser *p) {
   nb_Token t = p->cur; advance(p);
   NodeVec items = {0};
@@ -309,6 +316,8 @@ static nb_Node *record_lit(Parser *p) {
   return n;
 }
 
+/* if and try are expressions (their value is the branch taken), so they are
+** parsed here among the primaries: `y = if c { 1 } else { 2 }`. */
 static nb_Node *if_expr(Parser *p) {
   nb_Token t = p->cur; advance(p);
   enter(p);
@@ -378,7 +387,9 @@ static nb_Node *primary(Parser *p) {
   return NULL;
 }
 
-/* call arguments: positional first, then name=value */
+/* call arguments: positional first, then name=value.  The call node counts
+** the positional ones (npos) and keeps the keyword names in names[npos..],
+** which is the order lcall.c expects on the VM stack. */
 static void call_args(Parser *p, nb_Node *call, NodeVec *args) {
   int seen_kw = 0;
   while (!check(p, TK_RPAREN)) {
@@ -416,6 +427,12 @@ static nb_Node *index_item(Parser *p) {
   return s;
 }
 
+/* Calls, indexes and fields chain left to right.  Each postfix node takes
+** the start of its operand as its own (pos, line, col), so an error caret
+** under a failing call underlines the whole `model.layer(x)`.
+** `a.f(args)` is one node (N_METHOD), not a field read then a call: the
+** evaluator chooses at run time between a record's field f and the function
+** f called with a first (uniform call syntax), which needs both parts. */
 static nb_Node *postfix(Parser *p) {
   nb_Node *n = primary(p);
   int chain = 0;
