@@ -195,6 +195,9 @@ static char *find_module(nb_VM *vm, const char *name) {
   return found;
 }
 
+/* parse -> resolve -> evaluate; 2: a syntax error (nothing ran), 1: a
+** run-time error, 0: done.  The chunk outlives this call if a function made
+** in it is still referenced (it holds the chunk through its proto). */
 static int run_in_module(nb_VM *vm, nb_Module *m, const char *src, size_t len, const char *filename, int flags) {
   nb_Node *prog;
   /* source positions and string literals are 32-bit */
@@ -338,6 +341,14 @@ static void measure_cstack(nb_VM *vm) {
   vm->cstack_limit = size > margin * 2 ? size - margin : size / 2;
 }
 
+/* One chunk in the main module: each REPL line and Jupyter cell is one, and
+** its globals stay for the next (the incremental session, lresolve.c).  An
+** outer run (vm->frame == NULL: called by a front end) owns the VM for its
+** duration: it resets the VM stack and depth, measures this thread's C stack,
+** attaches the VM to tensor/'s interrupt flag and, at the end, drops an
+** interrupt that came too late and does a collection that came due.  A run
+** nested in running code (a builtin that runs source) leaves all that to the
+** outer one and only runs its chunk on top of the current stack. */
 int nb_run(nb_VM *vm, const char *src, size_t len, const char *filename, int flags) {
   nb_state_bind(vm);
   nb_decref(vm->err); vm->err = nb_nil(); vm->err_located = false;
