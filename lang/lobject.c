@@ -91,9 +91,11 @@ nb_Str *nbS_fmt(const char *fmt, ...) {
 ** alive (one reference each).  It belongs to the global state of the VM bound
 ** to this thread (nb_G(), lvm.h): names are compared by pointer (record keys,
 ** the resolver's scopes, keyword arguments), which is sound only among strings
-** of one table, so values of one VM must not be handed to another.  The table
-** goes with its VM (nbO_heap_free); a string that outlives it stops being
-** "interned" and compares by content again. */
+** of one table, so values of one VM must not be handed to another.  A miss
+** in a VM's table looks in the process table (the builtins' names, interned
+** before any VM) before adding the string, so a text is in one table only.
+** A VM's table goes with its VM (nbO_heap_free); a string that outlives it
+** stops being "interned" and compares by content again. */
 static void intern_grow(nb_Global *g) {
   size_t ncap = g->icap ? g->icap * 2 : 1024;
   nb_Str **nt = calloc(ncap, sizeof *nt);
@@ -106,16 +108,25 @@ static void intern_grow(nb_Global *g) {
   free(g->itab); g->itab = nt; g->icap = ncap;
 }
 
-nb_Str *nbS_intern(const char *s, size_t len) {
-  nb_Global *g = nb_G();
-  if ((g->icount + 1) * 2 > g->icap) intern_grow(g);
-  uint32_t h = nbS_hash(s, len);
+/* the slot of s in g's table: its string, or the empty slot it would take */
+static size_t intern_slot(const nb_Global *g, const char *s, size_t len, uint32_t h) {
   size_t j = h & (g->icap - 1);
   while (g->itab[j]) {
     nb_Str *e = g->itab[j];
-    if (e->hash == h && e->len == len && memcmp(e->data, s, len) == 0) { e->h.rc++; return e; }
+    if (e->hash == h && e->len == len && memcmp(e->data, s, len) == 0) break;
     j = (j + 1) & (g->icap - 1);
   }
+  return j;
+}
+
+nb_Str *nbS_intern(const char *s, size_t len) {
+  nb_Global *g = nb_G(), *pg = nb_state_process();
+  if ((g->icount + 1) * 2 > g->icap) intern_grow(g);
+  uint32_t h = nbS_hash(s, len);
+  size_t j = intern_slot(g, s, len, h);
+  nb_Str *e = g->itab[j];
+  if (!e && g != pg && pg->icount) e = pg->itab[intern_slot(pg, s, len, h)];
+  if (e) { e->h.rc++; return e; }
   nb_Str *n = nbS_new(s, len);
   n->interned = true; n->h.rc++;  /* one for the table */
   g->itab[j] = n; g->icount++;
@@ -129,7 +140,7 @@ static void intern_free(nb_Global *g) {
   for (size_t i = 0; i < g->icap; i++) if (g->itab[i]) {
     nb_Str *s = g->itab[i];
     if (--s->h.rc == 0) free(s);
-    else s->interned = false;   /* held elsewhere (a builtin's default): an ordinary string now */
+    else s->interned = false;   /* still held (a value that outlived its VM): an ordinary string now */
   }
   free(g->itab); g->itab = NULL; g->icap = g->icount = 0;
 }

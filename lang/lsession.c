@@ -267,14 +267,16 @@ nb_VM *nb_vm_new(nb_Sink *sink) {
   if (!vm) abort();
   vm->g = nb_state_new(vm);
   if (stdlib_setting) { vm->g->stdlib_dir = strdup(stdlib_setting); if (!vm->g->stdlib_dir) abort(); }
-  /* bound before the libraries register: their builtins' names and string
-  ** defaults are interned here (and outlive the VM as ordinary strings) */
-  nb_state_bind(vm);
+  /* The libraries register (the first time only) with no VM bound: their
+  ** builtins' names and string defaults are interned in the process table,
+  ** which outlives every VM and which every VM's table falls back to. */
+  nb_state_bind(NULL);
   nbB_init_core();
   nbT_init();
   nbG_plot_init();
   nbG_progress_init();
   nbF_files_init();
+  nb_state_bind(vm);
   vm->sink = sink;
   vm->main = nbV_module_new("__main__", NULL);
   vm->stack = malloc(sizeof(nb_Value) * STACK_SLOTS);

@@ -12,14 +12,16 @@
 /* The state of the VM last entered on this thread (NULL: none). */
 _Thread_local nb_Global *nb_state_bound_;
 
-/* Used by a thread with no VM bound.  Static storage, so what it holds stays
-** reachable until exit; never freed.  Initialized as nbO_heap_init would. */
-static nb_Global detached = {
-  .gc_head = { .gc_prev = &detached.gc_head, .gc_next = &detached.gc_head },
+/* The process state (see lvm.h): used by a thread with no VM bound, and its
+** intern table is the one every VM's table falls back to.  Static storage,
+** so what it holds stays reachable until exit; never freed.  Initialized as
+** nbO_heap_init would. */
+static nb_Global process = {
+  .gc_head = { .gc_prev = &process.gc_head, .gc_next = &process.gc_head },
   .gc_count_limit = NB_GC_MIN_COUNT, .gc_stress = -1,
 };
 
-nb_Global *nb_state_detached(void) { return &detached; }
+nb_Global *nb_state_process(void) { return &process; }
 
 nb_Global *nb_state_new(nb_VM *owner) {
   nb_Global *g = calloc(1, sizeof *g);

@@ -154,10 +154,17 @@ void nbB_init_core(void);   /* registers lang's own builtins (idempotent) */
 ** nb_complete, nb_inspect, nbS_serialize, nbS_deserialize, nbV_call.  The
 ** binding is sticky: it stays after the entry point returns, so a front end
 ** that owns one VM per thread (every front end today) may create and drop
-** values between calls.  A thread with no VM bound uses the detached state
-** (nb_state_detached): for VM-less work such as nb_is_complete's parse and
-** the lexer/parser unit tests; like the process-wide heap it replaces, it is
-** not locked.
+** values between calls.
+**
+** The process state (nb_state_process) is what a thread with no VM bound
+** uses, and it holds the names interned before any VM ran: the builtin
+** libraries register (nbB_register interns parameter names and string
+** defaults) with no VM bound, at startup or inside the first nb_vm_new.  A
+** VM's intern table falls back to the process table, so a builtin's "sum"
+** and a program's "sum" are one string in every VM.  It is written only with
+** no VM bound -- library registration, once, before any code runs, and the
+** lexer/parser unit tests (nb_is_complete parses in a temporary state of
+** its own) -- and is not locked.
 **
 ** The thread rule.  A VM and its values belong to the thread running it
 ** (in practice the process's main thread); values of one VM must not reach
@@ -175,7 +182,7 @@ void nbB_init_core(void);   /* registers lang's own builtins (idempotent) */
 ** entering it); sharing one VM across threads needs a lock held across the
 ** whole entry-point call, documented where it is taken.  None exists today. */
 typedef struct nb_Global {
-  nb_VM *vm;                        /* the owner; NULL for the detached state */
+  nb_VM *vm;                        /* the owner; NULL for the process state */
   /* heap (lobject.c) */
   nb_Obj gc_head;                   /* circular list of tracked containers */
   size_t gc_count, gc_count_limit;  /* tracked now; a collection is due past the limit */
@@ -193,13 +200,13 @@ typedef struct nb_Global {
 
 nb_Global *nb_state_new(nb_VM *owner);
 void nb_state_free(nb_Global *g);
-nb_Global *nb_state_detached(void);
-/* binds vm's state to the calling thread (NULL: the detached state) */
+nb_Global *nb_state_process(void);
+/* binds vm's state to the calling thread (NULL: the process state) */
 void nb_state_bind(nb_VM *vm);
 extern _Thread_local nb_Global *nb_state_bound_;
 static inline nb_Global *nb_G(void) {
   nb_Global *g = nb_state_bound_;
-  return __builtin_expect(g != NULL, 1) ? g : nb_state_detached();
+  return __builtin_expect(g != NULL, 1) ? g : nb_state_process();
 }
 /* the heap part of a state (lobject.c); NB_GC_MIN_COUNT: see its "When to collect" */
 #define NB_GC_MIN_COUNT 10000
