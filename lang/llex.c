@@ -66,9 +66,9 @@ static nb_Token error_tok(nb_Lexer *lx, const char *msg, size_t start, int line,
   t.msg = msg; return t;
 }
 
-/* The brace stack is capped at 256 entries; deeper brackets are still counted
-** (nbrace) and treated as blocks, which only affects where newlines count in
-** input no parser would accept anyway (MAX_NESTING is 200). */
+/* The brace stack is a fixed 256 entries, so the lexer needs no allocation;
+** deeper brackets are still counted (nbrace) and newlines inside them count
+** as in a block. */
 static void open_bracket(nb_Lexer *lx, int paren) {
   if (lx->nbrace < 256) lx->brace_stack[lx->nbrace] = paren;
   lx->nbrace++;
