@@ -125,6 +125,10 @@ static bool is_module_name(const char *s, uint32_t n) {
   return true;
 }
 
+/* A function: its text, then each captured name with its value ('U' not yet
+** assigned, 'Z' the function itself).  The names are interned in the VM
+** bound by nbS_deserialize, the same table the re-parse interns into, because
+** nbK_resolve_in_scope and the self test below compare names by pointer. */
 static int des_func(nb_VM *vm, Rd *r, nb_Value *out, int depth, nb_Module *mod) {
   const char *src; uint32_t n, ncaps;
   if (get_str(r, &src, &n) || get_u32(r, &ncaps) || ncaps > 10000) return bad(vm);
