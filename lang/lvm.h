@@ -150,7 +150,7 @@ void nbB_init_core(void);   /* registers lang's own builtins (idempotent) */
 ** everywhere -- so they reach the state through a per-thread binding, nb_G():
 ** the state of the VM last entered on this thread.  Entry points that take a
 ** VM bind it (nb_state_bind): nb_vm_new, nb_vm_free (for its teardown, then
-** the previous binding comes back), nb_run, nb_vm_set_argv, nb_reset,
+** the previous binding comes back), nb_run, nb_run_file, nb_vm_set_argv, nb_reset,
 ** nb_complete, nb_inspect, nbS_serialize, nbS_deserialize, nbV_call.  The
 ** binding is sticky: it stays after the entry point returns, so a front end
 ** that owns one VM per thread (every front end today) may create and drop
