@@ -27,9 +27,14 @@ nb_Completeness nb_is_complete(const char *src, const char **indent) {
   if (depth > 0) { if (indent) *indent = braces > 0 ? "    " : ""; return NB_INCOMPLETE; }
   (void)last;
   nb_Node *prog;
+  /* With no VM bound, the names parsed go to a state of their own, freed
+  ** here, so the process table stays as the libraries left it (lvm.h). */
+  nb_Global tmp, *bound = nb_state_bound_;
+  if (!bound) { memset(&tmp, 0, sizeof tmp); nbO_heap_init(&tmp); nb_state_bound_ = &tmp; }
   nb_Chunk *c = nbP_parse(NULL, src, strlen(src), "<input>", &prog);
   nb_Completeness r = prog ? NB_COMPLETE : (nbP_last_error_at_eof ? NB_INCOMPLETE : NB_INVALID);
   nbP_chunk_release(c);
+  if (!bound) { nbO_heap_free(&tmp); nb_state_bound_ = NULL; }
   return r;
 }
 
@@ -84,6 +89,7 @@ static bool lookup_chain(nb_VM *vm, const char *s, size_t len, nb_Value *out, nb
 static const char *const tensor_fields[] = { "shape", "dtype", "device", "ndim", "T", "grad", "requires_grad", "item", "tolist", NULL };
 
 void nb_complete(nb_VM *vm, const char *src, int cursor, nb_Completions *out) {
+  nb_state_bind(vm);
   memset(out, 0, sizeof *out);
   size_t len = strlen(src);
   if (cursor < 0 || (size_t)cursor > len) cursor = (int)len;
@@ -119,6 +125,7 @@ void nb_completions_free(nb_Completions *c) {
 
 /* ------------------------------------------------------------ inspect */
 char *nb_inspect(nb_VM *vm, const char *src, int cursor) {
+  nb_state_bind(vm);
   size_t len = strlen(src);
   if (cursor < 0 || (size_t)cursor > len) cursor = (int)len;
   int s = cursor, e = cursor;

@@ -108,6 +108,8 @@ void nbE_add_frame(nb_VM *vm, const char *fname, nb_Chunk *c, const nb_Node *n) 
   if (vm->err.t == NB_TREC) add_trace(vm->err.u.p, fname, c, n);
 }
 
+/* Per thread, not per VM: nb_is_complete parses with no VM to put an error
+** value in, and asks only whether the error was at the end of the input. */
 __thread uint32_t nbP_last_error_pos;
 __thread bool nbP_last_error_at_eof;
 

@@ -1,11 +1,36 @@
 /*
-** leval.c — the evaluator: a compact walker over the resolved syntax tree.
+** leval.c — the evaluator: a compact walker over the resolved syntax tree
+** (expressions, statements, loops, blocks, programs).  Calls are in lcall.c,
+** operators and indexing on values in lops.c.
 **
-** Every eval returns a status (NB_OK, NB_ERR, NB_BREAK, NB_CONTINUE,
-** NB_RETURN) and writes its value, a new reference, to *out.  Variables were
-** turned into slots by the resolver: locals live in a window of vm->stack,
-** captured ones in cells, globals in the module's array.  A call evaluates
-** its arguments straight into the window that becomes the callee's locals.
+** The status protocol.  Every eval returns a status (NB_OK, NB_ERR, NB_BREAK,
+** NB_CONTINUE, NB_RETURN) and writes its value, a new reference, to *out.
+** Control flow is these return codes, never longjmp: each C frame on the way
+** out drops what it holds, so an error, a `return` or a `break` leaks nothing
+** and needs no unwinding machinery.  NB_RETURN carries its value in vm->ret
+** (call_func takes it); NB_BREAK/NB_CONTINUE stop at the nearest loop (the
+** resolver rejects them outside one).  Only NB_OK leaves a value in *out.
+**
+** References.  Operands are evaluated into locals, used, then dropped;
+** helpers (nbV_binop, nbV_index, ...) borrow their operands and return new
+** references.  A value stored into a variable or a container moves its
+** reference there (nb_store), so `x = f()` costs no count traffic.
+**
+** Variables.  The resolver turned names into places: V_LOCAL a slot of the
+** frame's window of vm->stack, V_CELL a slot holding an nb_Cell (a local that
+** a closure captured), V_CAP the function's own capture list, V_GLOBAL the
+** module's value array.  Nothing is looked up by name at run time.
+**
+** Errors carry a location.  nb_error* builds the error value; the first node
+** that sees NB_ERR come up calls fail(), which points the error at itself
+** unless a deeper node already did (vm->err_located), so the caret lands on
+** the innermost expression that failed.  call_func adds a stack-trace entry
+** per user-function frame on the way out.
+**
+** Poll points.  Loop iterations and calls test vm->poll, one flag that stands
+** for "something needs the evaluator's attention": an interrupt, a cycle
+** collection due, or a step limit.  Collection runs only there, where every
+** live value is held by a counted reference.
 */
 #include <math.h>
 #include <stdio.h>
@@ -18,13 +43,12 @@
 static int eval(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out);
 static inline int eval_leaf(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out);
 
-/* An error raised while evaluating n: point at n unless a deeper node already did. */
+/* An error raised while evaluating n: point at n unless a deeper node already
+** did.  Returns NB_ERR so callers can write `return fail(vm, f, n)`. */
 static int fail(nb_VM *vm, nb_Frame *f, const nb_Node *n) {
   if (!vm->err_located) nbE_locate(vm, f->chunk, n);
   return NB_ERR;
 }
-
-static const char *frame_name(const nb_Frame *f) { return f->fn ? nbP_proto_name(f->fn->proto) : "<main>"; }
 
 /* Consumes a pending interrupt: the uncatchable error that ends the cell. */
 int nbV_interrupt_error(nb_VM *vm) {
@@ -63,6 +87,9 @@ static inline int load_var(nb_VM *vm, nb_Frame *f, const nb_Node *n, nb_Value *o
   case V_CAP: v = f->fn->caps[n->idx]->v; break;
   default:
     v = f->mod->vals[n->idx];
+    /* An unassigned global slot falls back to the builtin of that name
+    ** (bidx, found by the resolver).  A program's own definition, in this
+    ** line or a later one, fills the slot and so shadows the builtin. */
     if (v.t == NB_TUNDEF) {
       if (n->bidx >= 0) {
         const nb_Builtin *b = nbB_at(n->bidx);
@@ -88,194 +115,6 @@ static void store_var(nb_Frame *f, const nb_Node *n, nb_Value v) {
   case V_CAP: nb_store(&f->fn->caps[n->idx]->v, v); break;
   default: nb_store(&f->mod->vals[n->idx], v); break;
   }
-}
-
-/* --------------------------------------------------------------- calls */
-/* The parameter of builtin b named name, or -1 (skip: a **kw parameter).
-** PyTorch's spellings dim= and keepdim= name the NumPy-style axis= and
-** keepdims= parameters of the tensor builtins, and the reverse, so code
-** written either way runs. */
-static int builtin_param(const nb_Builtin *b, const char *name, int skip) {
-  static const char *const alias[][2] = { { "dim", "axis" }, { "keepdim", "keepdims" }, { "axis", "dim" }, { "keepdims", "keepdim" } };
-  for (int i = 0; i < b->nparams; i++) if (i != skip && strcmp(b->pnames[i], name) == 0) return i;
-  for (size_t a = 0; a < sizeof alias / sizeof alias[0]; a++)
-    if (!strcmp(name, alias[a][0]))
-      for (int i = 0; i < b->nparams; i++) if (i != skip && strcmp(b->pnames[i], alias[a][1]) == 0) return i;
-  return -1;
-}
-
-static int call_builtin(nb_VM *vm, const nb_Builtin *b, nb_Value *args, int npos, nb_Str **kw, int nkw, nb_Value *out) {
-  if (b->variadic) {
-    /* keyword-only params first, then the positional values */
-    nb_Value bound[NB_MAX_PARAMS];
-    for (int i = 0; i < b->nparams; i++) bound[i] = b->pdefaults[i];
-    for (int k = 0; k < nkw; k++) {
-      int j = builtin_param(b, kw[k]->data, -1);
-      if (j < 0) return nb_error_kind(vm, "TypeError", "%s() got an unexpected keyword argument '%s'", b->name, kw[k]->data);
-      bound[j] = args[npos + k];
-    }
-    int total = b->nparams + npos;
-    nb_Value small[32], *all = total <= 32 ? small : malloc(sizeof(nb_Value) * (size_t)total);
-    if (!all) return nb_error(vm, "out of memory");
-    for (int i = 0; i < b->nparams; i++) all[i] = bound[i];
-    for (int i = 0; i < npos; i++) all[b->nparams + i] = args[i];
-    int st = b->fn(vm, all, total, out);
-    if (all != small) free(all);
-    return st;
-  }
-  if (npos > b->nparams)
-    return nb_error_kind(vm, "TypeError", "%s() takes %d argument%s but %d %s given", b->name, b->nparams, b->nparams == 1 ? "" : "s", npos, npos == 1 ? "was" : "were");
-  nb_Value bound[NB_MAX_PARAMS];
-  bool set[NB_MAX_PARAMS] = {0};
-  nb_Rec *rest = NULL;   /* keywords gathered by a **kw parameter */
-  for (int i = 0; i < npos; i++) { bound[i] = args[i]; set[i] = true; }
-  for (int k = 0; k < nkw; k++) {
-    int j = builtin_param(b, kw[k]->data, b->kwrest);
-    if (j < 0 && b->kwrest >= 0) {
-      if (!rest) rest = nbR_new(nkw);
-      nb_incref(args[npos + k]);
-      nbR_set(rest, kw[k], args[npos + k]);
-      continue;
-    }
-    if (j < 0) return nb_error_kind(vm, "TypeError", "%s() got an unexpected keyword argument '%s'", b->name, kw[k]->data);
-    if (set[j]) { if (rest) nb_decref(nb_obj(NB_TREC, rest)); return nb_error_kind(vm, "TypeError", "%s() got multiple values for argument '%s'", b->name, b->pnames[j]); }
-    bound[j] = args[npos + k]; set[j] = true;
-  }
-  if (b->kwrest >= 0) {
-    if (!rest) rest = nbR_new(0);
-    bound[b->kwrest] = nb_obj(NB_TREC, rest); set[b->kwrest] = true;
-  }
-  for (int i = 0; i < b->nparams; i++) if (!set[i]) {
-    if (i < b->nrequired) { if (rest) nb_decref(nb_obj(NB_TREC, rest)); return nb_error_kind(vm, "TypeError", "%s() missing argument '%s'", b->name, b->pnames[i]); }
-    bound[i] = b->pdefaults[i];
-  }
-  int st = b->fn(vm, bound, b->nparams, out);
-  if (rest) nb_decref(nb_obj(NB_TREC, rest));
-  return st;
-}
-
-/* Calls a user function whose arguments sit at vm->sp[-(npos+nkw)..]: they
-** become the first locals.  Consumes the argument references. */
-static int call_func(nb_VM *vm, nb_Frame *caller, const nb_Node *site, nb_Func *fn, nb_Value *base, int npos, nb_Str **kw, int nkw, nb_Value *out) {
-  nb_Proto *p = fn->proto;
-  int nargs = npos + nkw, st = NB_OK;
-  int need = p->nlocals > nargs ? p->nlocals : nargs;
-  /* the frame address is on the real stack even when ASan moves locals to a fake stack */
-  char *here = __builtin_frame_address(0);
-  if (vm->depth >= vm->max_depth || (size_t)(vm->cstack_base - here) > vm->cstack_limit || base + need > vm->stack_end) {
-    for (int i = 0; i < nargs; i++) nb_decref(base[i]);
-    vm->sp = base;
-    return nb_error_kind(vm, "RecursionError", "stack overflow (calls nested more than %d deep)", vm->depth);
-  }
-  int fixed = p->nparams - p->variadic;   /* parameters before *rest */
-  if (npos > fixed && !p->variadic) {
-    for (int i = 0; i < nargs; i++) nb_decref(base[i]);
-    vm->sp = base;
-    return nb_error_kind(vm, "TypeError", "%s() takes %d argument%s but %d %s given", nbP_proto_name(p), p->nparams, p->nparams == 1 ? "" : "s", npos, npos == 1 ? "was" : "were");
-  }
-  nb_Value kwv[16];
-  if (__builtin_expect(nkw != 0, 0)) {
-    if (nkw > 16) { for (int i = 0; i < nargs; i++) nb_decref(base[i]); vm->sp = base; return nb_error(vm, "too many keyword arguments"); }
-    memcpy(kwv, base + npos, sizeof(nb_Value) * (size_t)nkw);
-  }
-
-  for (int i = npos; i < need; i++) base[i] = nb_undef();
-  if (p->variadic) {   /* the positional arguments past the fixed ones become the *rest list */
-    int extra = npos > fixed ? npos - fixed : 0;
-    nb_List *rest = nbL_new(extra);
-    for (int i = 0; i < extra; i++) { nbL_push(rest, base[fixed + i]); base[fixed + i] = nb_undef(); }   /* moved */
-    base[fixed] = nb_obj(NB_TLIST, rest);
-  }
-  vm->sp = base + need;
-  nb_Frame nf = { base, p->chunk, fn, fn->mod, site, caller };
-  for (int k = 0; k < nkw; k++) {
-    int j = -1;
-    for (int i = 0; i < fixed; i++) if (p->params[i] == kw[k]) { j = i; break; }
-    if (j < 0 || base[j].t != NB_TUNDEF) {
-      if (j < 0) nb_error_kind(vm, "TypeError", "%s() got an unexpected keyword argument '%s'", nbP_proto_name(p), kw[k]->data);
-      else nb_error_kind(vm, "TypeError", "%s() got multiple values for argument '%s'", nbP_proto_name(p), kw[k]->data);
-      for (int r = k; r < nkw; r++) nb_decref(kwv[r]);
-      st = NB_ERR; goto done;
-    }
-    base[j] = kwv[k];
-  }
-  vm->depth++;
-  vm->frame = &nf;
-  for (int i = 0; i < p->nparams; i++) if (base[i].t == NB_TUNDEF) {
-    if (!p->defaults[i]) {
-      nb_error_kind(vm, "TypeError", "%s() missing argument '%s'", nbP_proto_name(p), p->params[i]->data);
-      st = NB_ERR; goto out;
-    }
-    nb_Value d;
-    if ((st = eval(vm, &nf, p->defaults[i], &d))) goto out;
-    base[i] = d;
-  }
-  for (int i = 0; i < p->ncells; i++) {
-    int s = p->cellslots[i];
-    nb_Cell *c = malloc(sizeof *c);
-    if (!c) abort();
-    c->h.rc = 1; c->h.type = NB_TCELL; c->v = base[s];
-    nbO_track(&c->h);
-    base[s] = nb_obj(NB_TCELL, c);
-  }
-  st = eval(vm, &nf, p->body, out);
-  if (st == NB_RETURN) { *out = vm->ret; vm->ret = nb_nil(); st = NB_OK; }
-  else if (st == NB_BREAK || st == NB_CONTINUE) st = NB_OK;   /* resolver forbids; defensive */
-out:
-  vm->depth--;
-  vm->frame = caller;
-done:
-  for (int i = 0; i < need; i++) nb_decref(base[i]);
-  vm->sp = base;
-  if (st == NB_ERR && site && vm->err_located) nbE_add_frame(vm, frame_name(caller), caller->chunk, site);
-  return st;
-}
-
-/* Calls `callee` with the arguments at base[0 .. npos+nkw) (on the VM stack,
-** top at vm->sp).  Consumes them. */
-static int call_at(nb_VM *vm, nb_Frame *f, const nb_Node *site, nb_Value callee, nb_Value *base, int npos, nb_Str **kw, int nkw, nb_Value *out) {
-  if (callee.t == NB_TFUNC) return call_func(vm, f, site, nb_func(callee), base, npos, kw, nkw, out);
-  int st;
-  if (callee.t == NB_TBUILTIN) {
-    nb_Frame *saved = vm->frame;
-    st = call_builtin(vm, callee.u.bi, base, npos, kw, nkw, out);
-    vm->frame = saved;
-    /* an interrupt during one long builtin (a huge sort, a matmul) ends the
-    ** cell here even when the builtin finished: its result is dropped */
-    if (__builtin_expect(vm->interrupted, 0) && st == NB_OK) { nb_decref(*out); *out = nb_nil(); st = nbV_interrupt_error(vm); }
-  } else if (callee.t == NB_TREC && nbR_find_cstr(nb_rec(callee), "__call") >= 0) {
-    /* a record with __call (a model, an optimizer) is callable: r(args)
-    ** calls r.__call(r, args), so the function sees its record as self */
-    nb_Value fn = nbR_get_cstr(nb_rec(callee), "__call");
-    if (vm->sp >= vm->stack_end) { st = nb_error_kind(vm, "RecursionError", "stack overflow"); goto drop; }
-    memmove(base + 1, base, sizeof(nb_Value) * (size_t)(npos + nkw));
-    base[0] = callee; nb_incref(callee);
-    vm->sp++;
-    nb_incref(fn);
-    st = call_at(vm, f, site, fn, base, npos + 1, kw, nkw, out);
-    nb_decref(fn);
-    return st;
-  } else {
-    st = nb_error_kind(vm, "TypeError", "a %s is not callable", nb_typename(callee));
-  }
-drop:
-  for (int i = 0; i < npos + nkw; i++) nb_decref(base[i]);
-  vm->sp = base;
-  return st;
-}
-
-int nbV_call_kw(nb_VM *vm, nb_Value fn, nb_Value *args, int npos, nb_Str **kwnames, int nkw, nb_Value *out) {
-  int n = npos + nkw;
-  nb_Value *base = vm->sp;
-  if (base + n > vm->stack_end) return nb_error_kind(vm, "RecursionError", "stack overflow");
-  for (int i = 0; i < n; i++) { nb_incref(args[i]); base[i] = args[i]; }
-  vm->sp = base + n;
-  nb_Frame top = { NULL, NULL, NULL, vm->main, NULL, NULL };
-  nb_Frame *f = vm->frame ? vm->frame : &top;
-  return call_at(vm, f, f->call, fn, base, npos, kwnames, nkw, out);
-}
-int nbV_call(nb_VM *vm, nb_Value fn, nb_Value *args, int nargs, nb_Value *out) {
-  return nbV_call_kw(vm, fn, args, nargs, NULL, 0, out);
 }
 
 /* evaluates call arguments onto the stack */
@@ -367,7 +206,7 @@ static int eval_call(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out) {
   int npos;
   int st = push_args(vm, f, n, base, &npos);
   if (st) { nb_decref(callee); return st; }
-  st = call_at(vm, f, n, callee, base, npos, n->names ? n->names + n->npos : NULL, n->nkids - n->npos, out);
+  st = nbV_call_at(vm, f, n, callee, base, npos, n->names ? n->names + n->npos : NULL, n->nkids - n->npos, out);
   nb_decref(callee);
   return st ? fail(vm, f, n) : NB_OK;
 }
@@ -397,207 +236,9 @@ static int eval_method(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out) {
   int npos;
   int st = push_args(vm, f, n, vm->sp, &npos);
   if (st) { if (self) { nb_decref(recv); vm->sp = base; } nb_decref(callee); return st; }
-  st = call_at(vm, f, n, callee, base, npos + self, n->names ? n->names + n->npos : NULL, n->nkids - n->npos, out);
+  st = nbV_call_at(vm, f, n, callee, base, npos + self, n->names ? n->names + n->npos : NULL, n->nkids - n->npos, out);
   nb_decref(callee);
   return st ? fail(vm, f, n) : NB_OK;
-}
-
-/* --------------------------------------------------------------- operators */
-static int type_error2(nb_VM *vm, const char *op, nb_Value a, nb_Value b) {
-  return nb_error_kind(vm, "TypeError", "unsupported operand types for %s: %s and %s", op, nb_typename(a), nb_typename(b));
-}
-static const char *opname(int op) {
-  static const char *const names[] = { "+", "-", "*", "/", "%", "**", "@", "==", "!=", "<", "<=", ">", ">=", "//" };
-  return op >= 0 && op < OP_NONE ? names[op] : "?";
-}
-
-/* x // y as Python's float floor division: the quotient rounded down, exact
-** where floor(x / y) would round (fmod-based, as CPython). */
-static double floor_div(double x, double y) {
-  if (y == 0) return floor(x / y);   /* inf or nan, as / gives */
-  double mod = fmod(x, y), div = (x - mod) / y;
-  if (mod != 0 && ((y < 0) != (mod < 0))) div -= 1.0;
-  if (div == 0) return copysign(0.0, x / y);
-  double f = floor(div);
-  return div - f > 0.5 ? f + 1.0 : f;
-}
-
-/* Arithmetic on two numbers with Python's kinds: int op int is an int for
-** + - * // % and ** with a non-negative exponent; / is always a float; a float
-** operand makes a float (or-ing the kinds: NB_KFLOAT is 1, NB_KINT 0). */
-static inline nb_Value num_arith(int op, nb_Value a, nb_Value b) {
-  double x = a.u.n, y = b.u.n;
-  nb_Value r; r.t = NB_TNUM; r.kind = a.kind | b.kind;
-  switch (op) {
-  case OP_ADD: r.u.n = x + y; return r;
-  case OP_SUB: r.u.n = x - y; return r;
-  case OP_MUL: r.u.n = x * y; return r;
-  case OP_DIV: return nb_flt(x / y);
-  case OP_IDIV: r.u.n = floor_div(x, y); return r;
-  case OP_MOD: { double m = fmod(x, y); if (m != 0 && ((m < 0) != (y < 0))) m += y; r.u.n = m; return r; }  /* floored, like Python */
-  case OP_POW: r.u.n = pow(x, y); if (y < 0) r.kind = NB_KFLOAT; return r;
-  default: return nb_flt(NAN);
-  }
-}
-
-static int str_cmp(const nb_Str *a, const nb_Str *b) {
-  size_t n = a->len < b->len ? a->len : b->len;
-  int c = memcmp(a->data, b->data, n);
-  return c ? c : (a->len < b->len ? -1 : a->len > b->len);
-}
-
-int nbV_binop(nb_VM *vm, int op, nb_Value a, nb_Value b, nb_Value *out) {
-  if (a.t == NB_TTENSOR || b.t == NB_TTENSOR) return nbT_binop(vm, op, a, b, out);
-  if (a.t == NB_TNUM && b.t == NB_TNUM) {
-    double x = a.u.n, y = b.u.n;
-    switch (op) {
-    case OP_EQ: *out = nb_bool(x == y); return NB_OK;
-    case OP_NE: *out = nb_bool(x != y); return NB_OK;
-    case OP_LT: *out = nb_bool(x < y); return NB_OK;
-    case OP_LE: *out = nb_bool(x <= y); return NB_OK;
-    case OP_GT: *out = nb_bool(x > y); return NB_OK;
-    case OP_GE: *out = nb_bool(x >= y); return NB_OK;
-    case OP_MATMUL: return type_error2(vm, "@", a, b);
-    default: *out = num_arith(op, a, b); return NB_OK;
-    }
-  }
-  if (op == OP_EQ || op == OP_NE) { bool e; if (nbV_equal(vm, a, b, &e)) return NB_ERR; *out = nb_bool(op == OP_EQ ? e : !e); return NB_OK; }
-  if (a.t == NB_TSTR && b.t == NB_TSTR) {
-    if (op == OP_ADD) {
-      nb_Str *x = a.u.p, *y = b.u.p;
-      if ((size_t)x->len + y->len > NB_MAX_STR) return nbS_too_long(vm, "string +", (size_t)x->len + y->len);
-      nb_Str *s = nbS_new(NULL, 0);
-      s = realloc(s, sizeof(nb_Str) + x->len + y->len + 1);
-      if (!s) abort();
-      memcpy(s->data, x->data, x->len); memcpy(s->data + x->len, y->data, y->len);
-      s->len = x->len + y->len; s->data[s->len] = 0; s->hash = nbS_hash(s->data, s->len);
-      *out = nb_strv(s); return NB_OK;
-    }
-    int c = str_cmp(a.u.p, b.u.p);
-    switch (op) {
-    case OP_LT: *out = nb_bool(c < 0); return NB_OK;
-    case OP_LE: *out = nb_bool(c <= 0); return NB_OK;
-    case OP_GT: *out = nb_bool(c > 0); return NB_OK;
-    case OP_GE: *out = nb_bool(c >= 0); return NB_OK;
-    default: break;
-    }
-  }
-  if (a.t == NB_TLIST && b.t == NB_TLIST && op == OP_ADD) {
-    nb_List *x = a.u.p, *y = b.u.p;
-    if ((size_t)x->n + (size_t)y->n > NB_MAX_LIST) return nbL_too_long(vm, "list +", (size_t)x->n + (size_t)y->n);
-    nb_List *l = nbL_new(x->n + y->n);
-    for (int i = 0; i < x->n; i++) { nb_incref(x->items[i]); nbL_push(l, x->items[i]); }
-    for (int i = 0; i < y->n; i++) { nb_incref(y->items[i]); nbL_push(l, y->items[i]); }
-    *out = nb_obj(NB_TLIST, l); return NB_OK;
-  }
-  if (a.t == NB_TSTR && b.t != NB_TSTR && op == OP_ADD)
-    return nb_error_kind(vm, "TypeError", "cannot add string and %s (use interpolation: \"...{x}\")", nb_typename(b));
-  return type_error2(vm, opname(op), a, b);
-}
-
-int nbV_truthy(nb_VM *vm, nb_Value v, bool *out) {
-  if (v.t == NB_TTENSOR) return nbT_truthy(vm, v, out);
-  *out = nb_truthy(v);
-  return NB_OK;
-}
-
-/* --------------------------------------------------------------- indexing */
-static int to_index(nb_VM *vm, nb_Value v, double len, const char *what, long *out) {
-  if (v.t != NB_TNUM) return nb_error_kind(vm, "TypeError", "%s index must be a number, got %s", what, nb_typename(v));
-  double d = v.u.n;
-  if (d != floor(d)) return nb_error_kind(vm, "TypeError", "%s index must be an integer, got %g", what, d);
-  double k = d < 0 ? d + len : d;
-  if (k < 0 || k >= len) {
-    char b[40]; nb_fmtnum(b, sizeof b, d);
-    return nb_error_kind(vm, "IndexError", "index %s is out of range for %s of length %.0f", b, what, len);
-  }
-  *out = (long)k;
-  return NB_OK;
-}
-
-/* Python slice semantics: NaN in the range means "absent". */
-/* a slice bound or step as a long: past +-(len + 1) every value acts the same,
-** and converting a larger double (1e300) to long is undefined */
-static long clamp_bound(double x, long len) {
-  double lim = (double)len + 1;
-  return x > lim ? len + 1 : x < -lim ? -(len + 1) : (long)x;
-}
-static int slice_bounds(nb_VM *vm, const nb_Range *r, long len, long *start, long *step, long *count) {
-  double st = isnan(r->step) ? 1 : r->step;
-  if (st == 0 || st != floor(st)) return nb_error_kind(vm, "ValueError", "slice step must be a non-zero integer");
-  long s = clamp_bound(st, len);
-  double lo = r->start, hi = r->stop;
-  long b, e;
-  if (isnan(lo)) b = s > 0 ? 0 : len - 1;
-  else { b = clamp_bound(floor(lo), len); if (b < 0) b += len; if (b < 0) b = s > 0 ? 0 : -1; if (b >= len) b = s > 0 ? len : len - 1; }
-  if (isnan(hi)) e = s > 0 ? len : -1;
-  else { e = clamp_bound(floor(hi), len); if (e < 0) e += len; if (e < 0) e = s > 0 ? 0 : -1; if (e >= len) e = s > 0 ? len : len - 1; }
-  long c = s > 0 ? (e > b ? (e - b + s - 1) / s : 0) : (b > e ? (b - e - s - 1) / (-s) : 0);
-  *start = b; *step = s; *count = c;
-  return NB_OK;
-}
-
-int nbV_index(nb_VM *vm, nb_Value obj, nb_Value *idx, int nidx, nb_Value *out) {
-  if (obj.t == NB_TTENSOR) return nbT_index(vm, obj, idx, nidx, out);
-  if (nidx != 1) return nb_error_kind(vm, "TypeError", "a %s takes one index, got %d", nb_typename(obj), nidx);
-  nb_Value i = idx[0];
-  long k;
-  switch (obj.t) {
-  case NB_TLIST: {
-    nb_List *l = obj.u.p;
-    if (i.t == NB_TRANGE) {
-      long b, s, c;
-      TRY(slice_bounds(vm, i.u.p, l->n, &b, &s, &c));
-      nb_List *r = nbL_new((int)c);
-      for (long j = 0; j < c; j++) { nb_Value v = l->items[b + j * s]; nb_incref(v); nbL_push(r, v); }
-      *out = nb_obj(NB_TLIST, r); return NB_OK;
-    }
-    TRY(to_index(vm, i, l->n, "list", &k));
-    *out = l->items[k]; nb_incref(*out); return NB_OK;
-  }
-  case NB_TSTR: {
-    nb_Str *s = obj.u.p;
-    if (i.t == NB_TRANGE) {
-      long b, st, c;
-      TRY(slice_bounds(vm, i.u.p, s->len, &b, &st, &c));
-      char *tmp = malloc((size_t)c + 1); if (!tmp) abort();
-      for (long j = 0; j < c; j++) tmp[j] = s->data[b + j * st];
-      *out = nb_strv(nbS_new(tmp, (size_t)c)); free(tmp); return NB_OK;
-    }
-    TRY(to_index(vm, i, s->len, "string", &k));
-    *out = nb_strv(nbS_new(s->data + k, 1)); return NB_OK;
-  }
-  case NB_TREC: {
-    if (i.t != NB_TSTR) return nb_error_kind(vm, "TypeError", "record keys are strings, got %s", nb_typename(i));
-    int j = nbR_find(obj.u.p, i.u.p);
-    if (j < 0) return nb_error_kind(vm, "KeyError", "record has no field \"%s\"", nb_str(i)->data);
-    *out = nb_rec(obj)->vals[j]; nb_incref(*out); return NB_OK;
-  }
-  case NB_TRANGE: {
-    nb_Range *r = obj.u.p;
-    TRY(to_index(vm, i, nbG_range_len(r), "range", &k));
-    *out = nb_numk(r->start + (double)k * r->step, r->kind); return NB_OK;
-  }
-  default:
-    return nb_error_kind(vm, "TypeError", "a %s cannot be indexed", nb_typename(obj));
-  }
-}
-
-static int set_index(nb_VM *vm, nb_Value obj, nb_Value *idx, int nidx, nb_Value v) {
-  if (obj.t == NB_TTENSOR) return nbT_setindex(vm, obj, idx, nidx, v);
-  if (nidx != 1) return nb_error_kind(vm, "TypeError", "a %s takes one index, got %d", nb_typename(obj), nidx);
-  long k;
-  if (obj.t == NB_TLIST) {
-    nb_List *l = obj.u.p;
-    if (idx[0].t == NB_TRANGE) return nb_error_kind(vm, "TypeError", "assignment to a list slice is not supported");
-    TRY(to_index(vm, idx[0], l->n, "list", &k));
-    nb_incref(v); nb_store(&l->items[k], v); return NB_OK;
-  }
-  if (obj.t == NB_TREC) {
-    if (idx[0].t != NB_TSTR) return nb_error_kind(vm, "TypeError", "record keys are strings, got %s", nb_typename(idx[0]));
-    nb_incref(v); nbR_set(obj.u.p, idx[0].u.p, v); return NB_OK;
-  }
-  return nb_error_kind(vm, "TypeError", "a %s does not support item assignment", nb_typename(obj));
 }
 
 static int eval_indices(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *idx) {
@@ -619,34 +260,6 @@ static int eval_indices(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *idx) {
     if (st) { for (int j = 0; j < i; j++) nb_decref(idx[j]); return st; }
   }
   return NB_OK;
-}
-
-static int get_field(nb_VM *vm, nb_Value obj, nb_Str *name, nb_Value *out) {
-  if (obj.t == NB_TREC) {
-    int i = nbR_find(obj.u.p, name);
-    if (i < 0) return nb_error_kind(vm, "KeyError", "record has no field '%s'", name->data);
-    *out = nb_rec(obj)->vals[i]; nb_incref(*out); return NB_OK;
-  }
-  if (obj.t == NB_TMODULE) {
-    nb_Module *m = obj.u.p;
-    int i = nbV_global_find(m, name->data, name->len);
-    if (i < 0 || m->vals[i].t == NB_TUNDEF) return nb_error_kind(vm, "NameError", "module %s has no member '%s'", m->name->data, name->data);
-    *out = m->vals[i]; nb_incref(*out); return NB_OK;
-  }
-  if (obj.t == NB_TTENSOR) return nbT_field(vm, obj, name, out);
-  if (obj.t == NB_TSTR && strcmp(name->data, "len") == 0) { *out = nb_int(nb_str(obj)->len); return NB_OK; }
-  return nb_error_kind(vm, "TypeError", "a %s has no field '%s'", nb_typename(obj), name->data);
-}
-
-static int set_field(nb_VM *vm, nb_Value obj, nb_Str *name, nb_Value v) {
-  if (obj.t == NB_TREC) { nb_incref(v); nbR_set(obj.u.p, name, v); return NB_OK; }
-  if (obj.t == NB_TTENSOR) return nbT_setfield(vm, obj, name, v);
-  if (obj.t == NB_TMODULE) {
-    nb_Module *m = obj.u.p;
-    int i = nbV_global_slot(m, name);
-    nb_incref(v); nb_store(&m->vals[i], v); return NB_OK;
-  }
-  return nb_error_kind(vm, "TypeError", "cannot set field '%s' on a %s", name->data, nb_typename(obj));
 }
 
 /* --------------------------------------------------------------- assignment */
@@ -677,7 +290,7 @@ static int eval_assign(nb_VM *vm, nb_Frame *f, nb_Node *n) {
         return st ? fail(vm, f, n) : NB_OK;
       }
       nb_Value r;
-      st = (cur.t == NB_TNUM && v.t == NB_TNUM) ? (r = num_arith(n->op, cur, v), NB_OK) : nbV_binop(vm, n->op, cur, v, &r);
+      st = (cur.t == NB_TNUM && v.t == NB_TNUM) ? (r = nbV_num_arith(n->op, cur, v), NB_OK) : nbV_binop(vm, n->op, cur, v, &r);
       nb_decref(cur); nb_decref(v);
       if (st) return fail(vm, f, n);
       v = r;
@@ -695,7 +308,7 @@ static int eval_assign(nb_VM *vm, nb_Frame *f, nb_Node *n) {
   }
   if ((st = eval(vm, f, n->b, &v))) goto cleanup;
   if (n->op != OP_NONE) {
-    st = t->kind == N_INDEX ? nbV_index(vm, obj, idx, nidx, &cur) : get_field(vm, obj, t->str, &cur);
+    st = t->kind == N_INDEX ? nbV_index(vm, obj, idx, nidx, &cur) : nbV_get_field(vm, obj, t->str, &cur);
     if (st) { nb_decref(v); st = fail(vm, f, n); goto cleanup; }
     if (cur.t == NB_TTENSOR && !(t->kind == N_INDEX && obj.t == NB_TTENSOR)) {
       st = nbT_update(vm, n->op, update_name(n->op), cur, v);
@@ -709,30 +322,13 @@ static int eval_assign(nb_VM *vm, nb_Frame *f, nb_Node *n) {
     if (st) { st = fail(vm, f, n); goto cleanup; }
     v = r;
   }
-  st = t->kind == N_INDEX ? set_index(vm, obj, idx, nidx, v) : set_field(vm, obj, t->str, v);
+  st = t->kind == N_INDEX ? nbV_set_index(vm, obj, idx, nidx, v) : nbV_set_field(vm, obj, t->str, v);
   nb_decref(v);
   if (st) st = fail(vm, f, n);
 cleanup:
   for (int i = 0; i < nidx; i++) nb_decref(idx[i]);
   nb_decref(obj);
   return st;
-}
-
-/* --------------------------------------------------------------- closures */
-int nbV_make_closure(nb_VM *vm, nb_Frame *f, nb_Proto *p, nb_Value *out) {
-  (void)vm;
-  nb_Func *fn = malloc(sizeof(nb_Func) + sizeof(nb_Cell *) * (size_t)p->ncaps);
-  if (!fn) abort();
-  fn->h.rc = 1; fn->h.type = NB_TFUNC; fn->proto = p; fn->mod = f->mod; fn->ncaps = p->ncaps;
-  nbO_track(&fn->h);
-  p->chunk->rc++;
-  for (int i = 0; i < p->ncaps; i++) {
-    nb_Cell *c = p->caps[i].from_cap ? f->fn->caps[p->caps[i].idx] : (nb_Cell *)f->locals[p->caps[i].idx].u.p;
-    c->h.rc++;
-    fn->caps[i] = c;
-  }
-  *out = nb_obj(NB_TFUNC, fn);
-  return NB_OK;
 }
 
 /* --------------------------------------------------------------- loops */
@@ -834,6 +430,9 @@ static int eval_for(nb_VM *vm, nb_Frame *f, nb_Node *n) {
 }
 
 /* --------------------------------------------------------------- blocks */
+/* A block's value is its last statement's, when that is an expression (or an
+** if/try, which are expressions too): `fn f(x) { y = x * 2; y + 1 }`.  Other
+** statements (assignments, loops) give nil. */
 static int eval_block(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out) {
   nb_Value v = nb_nil();
   for (int i = 0; i < n->nkids; i++) {
@@ -905,7 +504,7 @@ static int eval(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out) {
     if ((st = EVAL(n->b, &b))) { nb_decref(a); return st; }
     if (a.t == NB_TNUM && b.t == NB_TNUM) {
       double x = a.u.n, y = b.u.n;
-      /* the result's tag: NB_TNUM, a float when either is (see num_arith) */
+      /* the result's tag: NB_TNUM, a float when either is (see nbV_num_arith) */
 #define TAG ((uint64_t)NB_TNUM | (uint64_t)(a.kind | b.kind) << 32)
       switch (n->op) {
       case OP_ADD: put_num(out, TAG, x + y); return NB_OK;
@@ -960,6 +559,9 @@ static int eval(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out) {
     return eval_cold(vm, f, n, out);
   }
 }
+
+/* for lcall.c: a function's defaults and body (a sibling call: no extra frame) */
+int nbV_eval(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out) { return eval(vm, f, n, out); }
 
 static int eval_cold(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out) {
   int st;
@@ -1054,7 +656,7 @@ static int eval_cold(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out) {
   case N_FIELD: {
     nb_Value obj;
     TRY(eval(vm, f, n->a, &obj));
-    st = get_field(vm, obj, n->str, out);
+    st = nbV_get_field(vm, obj, n->str, out);
     nb_decref(obj);
     return st ? fail(vm, f, n) : NB_OK;
   }
@@ -1083,6 +685,10 @@ static int eval_cold(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out) {
     if (n->a) TRY(eval(vm, f, n->a, &vm->ret)); else vm->ret = nb_nil();
     return NB_RETURN;
   case N_TRY: {
+    /* The error came back through every C frame in between, and each put back
+    ** what it changed; a builtin that failed half-way through calling back into
+    ** nabla code may not have, so the handler starts from the state saved
+    ** here.  Interrupts and step limits are not catchable (nbE_catchable). */
     int depth = vm->depth;
     nb_Value *sp = vm->sp;
     st = eval(vm, f, n->a, out);
@@ -1131,6 +737,13 @@ static int eval_cold(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out) {
 }
 
 /* --------------------------------------------------------------- programs */
+/* Runs a resolved chunk at the top level of mod.  Each REPL line, Jupyter
+** cell or imported file is one chunk; the top-level frame has no locals (top-
+** level names are the module's globals), so nothing of it needs to outlive
+** the chunk.  The frame is saved and restored because an import runs a
+** chunk while another is running.  Echo: NB_ECHO shows every top-level
+** expression's value (the REPL), NB_ECHO_LAST only the last one's, as the
+** cell's result (Jupyter's execute_result). */
 int nbV_run_program(nb_VM *vm, nb_Chunk *chunk, nb_Node *prog, nb_Module *mod, int flags) {
   nb_Frame top = { NULL, chunk, NULL, mod, NULL, NULL };
   nb_Frame *saved = vm->frame;

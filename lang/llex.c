@@ -1,5 +1,14 @@
 /*
-** llex.c — the scanner.
+** llex.c — the scanner: source bytes to tokens, each with its byte span,
+** line and column (the parser copies them into nodes for error carets).
+**
+** Newlines are tokens, because they end statements -- but only where the
+** innermost open bracket is a { block or there is none: inside ( ) and [ ]
+** a newline is whitespace, so a long call or list literal may span lines
+** without a backslash.  The lexer keeps that bracket stack itself so the
+** parser never has to tell it.  A string token is kept raw (quotes,
+** escapes and {...} interpolations included); the parser decodes it.  The
+** lexer allocates nothing, so nb_is_complete can run it on any text.
 */
 #include <string.h>
 #include <stdlib.h>
@@ -57,6 +66,9 @@ static nb_Token error_tok(nb_Lexer *lx, const char *msg, size_t start, int line,
   t.msg = msg; return t;
 }
 
+/* The brace stack is a fixed 256 entries, so the lexer needs no allocation;
+** deeper brackets are still counted (nbrace) and newlines inside them count
+** as in a block. */
 static void open_bracket(nb_Lexer *lx, int paren) {
   if (lx->nbrace < 256) lx->brace_stack[lx->nbrace] = paren;
   lx->nbrace++;

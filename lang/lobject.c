@@ -88,48 +88,63 @@ nb_Str *nbS_fmt(const char *fmt, ...) {
 }
 
 /* The intern table: open addressing over interned strings, which it keeps
-** alive (one reference each) until nbS_intern_free_all at exit.  Interning
-** is per process and shared by all VMs of a thread-safe-enough front end:
-** only the interpreter thread interns. */
-static nb_Str **itab; static size_t icap, icount;
-
-static void intern_grow(void) {
-  size_t ncap = icap ? icap * 2 : 1024;
+** alive (one reference each).  It belongs to the global state of the VM bound
+** to this thread (nb_G(), lvm.h): names are compared by pointer (record keys,
+** the resolver's scopes, keyword arguments), which is sound only among strings
+** of one table, so values of one VM must not be handed to another.  A miss
+** in a VM's table looks in the process table (the builtins' names, interned
+** before any VM) before adding the string, so a text is in one table only.
+** A VM's table goes with its VM (nbO_heap_free); a string that outlives it
+** stops being "interned" and compares by content again. */
+static void intern_grow(nb_Global *g) {
+  size_t ncap = g->icap ? g->icap * 2 : 1024;
   nb_Str **nt = calloc(ncap, sizeof *nt);
   if (!nt) abort();
-  for (size_t i = 0; i < icap; i++) if (itab[i]) {
-    size_t j = itab[i]->hash & (ncap - 1);
+  for (size_t i = 0; i < g->icap; i++) if (g->itab[i]) {
+    size_t j = g->itab[i]->hash & (ncap - 1);
     while (nt[j]) j = (j + 1) & (ncap - 1);
-    nt[j] = itab[i];
+    nt[j] = g->itab[i];
   }
-  free(itab); itab = nt; icap = ncap;
+  free(g->itab); g->itab = nt; g->icap = ncap;
+}
+
+/* the slot of s in g's table: its string, or the empty slot it would take */
+static size_t intern_slot(const nb_Global *g, const char *s, size_t len, uint32_t h) {
+  size_t j = h & (g->icap - 1);
+  while (g->itab[j]) {
+    nb_Str *e = g->itab[j];
+    if (e->hash == h && e->len == len && memcmp(e->data, s, len) == 0) break;
+    j = (j + 1) & (g->icap - 1);
+  }
+  return j;
 }
 
 nb_Str *nbS_intern(const char *s, size_t len) {
-  if ((icount + 1) * 2 > icap) intern_grow();
+  nb_Global *g = nb_G(), *pg = nb_state_process();
+  if ((g->icount + 1) * 2 > g->icap) intern_grow(g);
   uint32_t h = nbS_hash(s, len);
-  size_t j = h & (icap - 1);
-  while (itab[j]) {
-    nb_Str *e = itab[j];
-    if (e->hash == h && e->len == len && memcmp(e->data, s, len) == 0) { e->h.rc++; return e; }
-    j = (j + 1) & (icap - 1);
-  }
+  size_t j = intern_slot(g, s, len, h);
+  nb_Str *e = g->itab[j];
+  if (!e && g != pg && pg->icount) e = pg->itab[intern_slot(pg, s, len, h)];
+  if (e) { e->h.rc++; return e; }
   nb_Str *n = nbS_new(s, len);
   n->interned = true; n->h.rc++;  /* one for the table */
-  itab[j] = n; icount++;
+  g->itab[j] = n; g->icount++;
   return n;
 }
 nb_Str *nbS_intern_str(nb_Str *s) {
   if (s->interned) { s->h.rc++; return s; }
   return nbS_intern(s->data, s->len);
 }
-void nbS_intern_free_all(void) {
-  for (size_t i = 0; i < icap; i++) if (itab[i]) {
-    nb_Str *s = itab[i];
+static void intern_free(nb_Global *g) {
+  for (size_t i = 0; i < g->icap; i++) if (g->itab[i]) {
+    nb_Str *s = g->itab[i];
     if (--s->h.rc == 0) free(s);
+    else s->interned = false;   /* still held (a value that outlived its VM): an ordinary string now */
   }
-  free(itab); itab = NULL; icap = icount = 0;
+  free(g->itab); g->itab = NULL; g->icap = g->icount = 0;
 }
+void nbS_intern_free_all(void) { intern_free(nb_G()); }
 
 /* ---------------------------------------------------------------- lists */
 nb_List *nbL_new(int cap) {
@@ -224,46 +239,45 @@ nb_Handle *nbH_new(const char *kind, void *ptr, void (*finalize)(void *)) {
 
 /* ---------------------------------------------------------------- freeing
 ** Freeing is iterative: a released container pushes its children on a
-** pending stack instead of recursing, so dropping a list nested a million
-** deep cannot overflow the C stack. */
-static nb_Value *pending; static size_t npending, cappending;
-static int freeing;
-
-static void push_pending(nb_Value v) {
-  if (npending == cappending) {
-    cappending = cappending ? cappending * 2 : 64;
-    pending = xrealloc(pending, sizeof(nb_Value) * cappending);
+** pending stack (nb_Global.pending) instead of recursing, so dropping a list
+** nested a million deep cannot overflow the C stack.  The stack belongs to
+** the bound state only as scratch space: any state's stack can drain any
+** value, which is what makes a wrong binding harmless here. */
+static void push_pending(nb_Global *g, nb_Value v) {
+  if (g->npending == g->cappending) {
+    g->cappending = g->cappending ? g->cappending * 2 : 64;
+    g->pending = xrealloc(g->pending, sizeof(nb_Value) * g->cappending);
   }
-  pending[npending++] = v;
+  g->pending[g->npending++] = v;
 }
-static void drop_child(nb_Value v) {
+static void drop_child(nb_Global *g, nb_Value v) {
   if (!nb_isobj(v)) return;
   if (v.t == NB_TTENSOR) { nbO_release_tensor(v.u.p); return; }
-  if (--v.u.o->rc == 0) push_pending(v);
+  if (--v.u.o->rc == 0) push_pending(g, v);
 }
 
 static void untrack(nb_Obj *o);
-static void free_one(nb_Value v) {
+static void free_one(nb_Global *g, nb_Value v) {
   if (v.t == NB_TLIST || v.t == NB_TREC || v.t == NB_TFUNC || v.t == NB_TCELL) untrack(v.u.o);
   switch (v.t) {
   case NB_TSTR: free(v.u.p); break;
   case NB_TLIST: {
     nb_List *l = v.u.p;
-    for (int i = 0; i < l->n; i++) drop_child(l->items[i]);
+    for (int i = 0; i < l->n; i++) drop_child(g, l->items[i]);
     free(l->items); free(l); break;
   }
   case NB_TREC: {
     nb_Rec *r = v.u.p;
-    for (int i = 0; i < r->n; i++) { drop_child(nb_strv(r->keys[i])); drop_child(r->vals[i]); }
+    for (int i = 0; i < r->n; i++) { drop_child(g, nb_strv(r->keys[i])); drop_child(g, r->vals[i]); }
     free(r->keys); free(r->vals); free(r); break;
   }
   case NB_TFUNC: {
     nb_Func *f = v.u.p;
-    for (int i = 0; i < f->ncaps; i++) drop_child(nb_obj(NB_TCELL, f->caps[i]));
+    for (int i = 0; i < f->ncaps; i++) drop_child(g, nb_obj(NB_TCELL, f->caps[i]));
     nbP_proto_release(f->proto);   /* f->mod is a weak reference: the VM owns modules */
     free(f); break;
   }
-  case NB_TCELL: { nb_Cell *c = v.u.p; drop_child(c->v); free(c); break; }
+  case NB_TCELL: { nb_Cell *c = v.u.p; drop_child(g, c->v); free(c); break; }
   case NB_TRANGE: free(v.u.p); break;
   case NB_TMODULE: nbV_module_free(v.u.p); break;
   case NB_THANDLE: { nb_Handle *h = v.u.p; if (h->finalize) h->finalize(h->ptr); free(h); break; }
@@ -272,12 +286,13 @@ static void free_one(nb_Value v) {
 }
 
 void nbO_free(nb_Value v) {
-  push_pending(v);
-  if (freeing) return;      /* an outer nbO_free is draining the stack */
-  freeing = 1;
-  while (npending) free_one(pending[--npending]);
-  freeing = 0;
-  if (cappending > 4096) { free(pending); pending = NULL; cappending = 0; }
+  nb_Global *g = nb_G();
+  push_pending(g, v);
+  if (g->freeing) return;      /* an outer nbO_free is draining the stack */
+  g->freeing = 1;
+  while (g->npending) free_one(g, g->pending[--g->npending]);
+  g->freeing = 0;
+  if (g->cappending > 4096) { free(g->pending); g->pending = NULL; g->cappending = 0; }
 }
 
 /* ---------------------------------------------------------------- printing */
@@ -537,9 +552,11 @@ bool nb_truthy(nb_Value v) {
   }
 }
 
-/* ---------------------------------------------------------------- cycles */
-static nb_Obj gc_head = { 0, 0, 0, 0, &gc_head, &gc_head };
-static size_t gc_count;
+/* ---------------------------------------------------------------- cycles
+** The tracked containers of a state form a circular list through their
+** headers (nb_Global.gc_head); gc_count is its length.  An object unlinks
+** itself (untrack) without knowing its state, so only the count depends on
+** the binding being the object's own VM. */
 
 /* When to collect.  By count, as CPython: containers tracked past twice the
 ** survivors of the last collection (+10,000).  By bytes: a record holding a
@@ -547,51 +564,71 @@ static size_t gc_count;
 ** one per step would grow by gigabytes before the count moved; tensor storage
 ** allocated since the last collection past max(64 MB, the tensor bytes alive
 ** after it) makes one due too (nt_set_pressure_hook).  Either way collection
-** is only *requested*: the attached VM's poll flag is raised and the
-** evaluator collects at its next poll point (a loop iteration or a call),
-** where every value it holds is counted, never in the middle of building an
-** object. */
-#define GC_MIN_COUNT 10000
+** is only *requested*: the owning VM's poll flag is raised and the evaluator
+** collects at its next poll point (a loop iteration or a call), where every
+** value it holds is counted, never in the middle of building an object. */
 #define GC_MIN_BYTES ((size_t)64 << 20)
-static size_t gc_count_limit = GC_MIN_COUNT;
-static bool gc_due;
-static volatile sig_atomic_t *gc_poll;
 
+void nbO_heap_init(nb_Global *g) {
+  g->gc_head.gc_prev = g->gc_head.gc_next = &g->gc_head;
+  g->gc_count = 0;
+  g->gc_count_limit = NB_GC_MIN_COUNT;
+  g->gc_stress = -1;
+}
+
+/* Tears down what nb_vm_free left: by then the VM has dropped its values and
+** collected, so what is still tracked is held from outside the VM (a leak,
+** or a process-wide table); it is unlinked, not freed, so the list head can
+** go.  The intern table goes too (see nbS_intern). */
+void nbO_heap_free(nb_Global *g) {
+  nb_Obj *o = g->gc_head.gc_next;
+  while (o != &g->gc_head) { nb_Obj *n = o->gc_next; o->gc_prev = o->gc_next = NULL; o->gcflags = 0; o = n; }
+  g->gc_head.gc_prev = g->gc_head.gc_next = &g->gc_head;
+  g->gc_count = 0;
+  intern_free(g);
+  free(g->pending); g->pending = NULL; g->npending = g->cappending = 0;
+}
+
+/* tensor/'s pressure hook has no argument: it runs on the thread allocating
+** the tensor, which is the thread running the VM (the thread rule, lvm.h), so
+** the bound state is the one to ask. */
 static void gc_request(void) {
-  gc_due = true;
-  if (gc_poll) *gc_poll = 1;
+  nb_Global *g = nb_G();
+  g->gc_due = true;
+  if (g->gc_poll) *g->gc_poll = 1;
 }
 /* NABLA_GC_STRESS=1 (for tests): a collection due after every new container
 ** and tensor, so every poll point collects -- what makes a value held
 ** without a count show up under ASan */
-static int gc_stress = -1;
-static void gc_rearm(void) {
-  if (gc_stress < 0) { const char *e = getenv("NABLA_GC_STRESS"); gc_stress = e && *e == '1'; }
-  gc_due = false;
-  gc_count_limit = gc_stress ? 0 : 2 * gc_count + GC_MIN_COUNT;
+static void gc_rearm(nb_Global *g) {
+  if (g->gc_stress < 0) { const char *e = getenv("NABLA_GC_STRESS"); g->gc_stress = e && *e == '1'; }
+  g->gc_due = false;
+  g->gc_count_limit = g->gc_stress ? 0 : 2 * g->gc_count + NB_GC_MIN_COUNT;
   size_t live = nt_storage_bytes();
-  nt_set_pressure_hook(gc_request, gc_stress ? 1 : live > GC_MIN_BYTES ? live : GC_MIN_BYTES);
+  nt_set_pressure_hook(gc_request, g->gc_stress ? 1 : live > GC_MIN_BYTES ? live : GC_MIN_BYTES);
 }
+/* The first attach (the VM's first run) arms the thresholds. */
 void nbO_gc_attach(volatile sig_atomic_t *poll) {
-  static bool armed;
-  if (!armed) { armed = true; gc_rearm(); }
-  gc_poll = poll;
-  if (gc_due && poll) *poll = 1;
+  nb_Global *g = nb_G();
+  if (!g->gc_armed) { g->gc_armed = true; gc_rearm(g); }
+  g->gc_poll = poll;
+  if (g->gc_due && poll) *poll = 1;
 }
-bool nbO_gc_due(void) { return gc_due; }
+bool nbO_gc_due(void) { return nb_G()->gc_due; }
 
 void nbO_track(nb_Obj *o) {
+  nb_Global *g = nb_G();
   o->gcflags = 1;
-  o->gc_next = gc_head.gc_next; o->gc_prev = &gc_head;
-  gc_head.gc_next->gc_prev = o; gc_head.gc_next = o;
-  if (++gc_count > gc_count_limit && !gc_due) gc_request();
+  o->gc_next = g->gc_head.gc_next; o->gc_prev = &g->gc_head;
+  g->gc_head.gc_next->gc_prev = o; g->gc_head.gc_next = o;
+  if (++g->gc_count > g->gc_count_limit && !g->gc_due) gc_request();
 }
 static void untrack(nb_Obj *o) {
   if (!o->gcflags) return;
   o->gc_prev->gc_next = o->gc_next; o->gc_next->gc_prev = o->gc_prev;
-  o->gcflags = 0; gc_count--;
+  o->gcflags = 0; nb_G()->gc_count--;
 }
-size_t nbO_tracked(void) { return gc_count; }
+size_t nbO_tracked(void) { return nb_G()->gc_count; }
 
 static bool is_container(nb_Value v) { return (v.t == NB_TLIST || v.t == NB_TREC || v.t == NB_TFUNC || v.t == NB_TCELL) && v.u.o->gcflags; }
 
@@ -627,20 +664,21 @@ static void clear_children(nb_Obj *o) {
 }
 
 size_t nbO_collect(void) {
+  nb_Global *g = nb_G();
   nb_Obj *o;
-  for (o = gc_head.gc_next; o != &gc_head; o = o->gc_next) o->gc_refs = o->rc;
-  for (o = gc_head.gc_next; o != &gc_head; o = o->gc_next) each_child(o, sub_ref, NULL);
+  for (o = g->gc_head.gc_next; o != &g->gc_head; o = o->gc_next) o->gc_refs = o->rc;
+  for (o = g->gc_head.gc_next; o != &g->gc_head; o = o->gc_next) each_child(o, sub_ref, NULL);
   Stack st = {0};
-  for (o = gc_head.gc_next; o != &gc_head; o = o->gc_next) if (o->gc_refs > 0) { o->gc_refs = REACHED; spush(&st, o); }
+  for (o = g->gc_head.gc_next; o != &g->gc_head; o = o->gc_next) if (o->gc_refs > 0) { o->gc_refs = REACHED; spush(&st, o); }
   while (st.n) { nb_Obj *x = st.v[--st.n]; each_child(x, mark, &st); }
   /* everything not reached is garbage held only by cycles */
   Stack dead = {0};
-  for (o = gc_head.gc_next; o != &gc_head; o = o->gc_next) if (o->gc_refs != REACHED) spush(&dead, o);
+  for (o = g->gc_head.gc_next; o != &g->gc_head; o = o->gc_next) if (o->gc_refs != REACHED) spush(&dead, o);
   for (size_t i = 0; i < dead.n; i++) dead.v[i]->rc++;          /* keep alive while clearing */
   for (size_t i = 0; i < dead.n; i++) clear_children(dead.v[i]);
   for (size_t i = 0; i < dead.n; i++) nb_decref(nb_obj(dead.v[i]->type, dead.v[i]));
   size_t n = dead.n;
   free(st.v); free(dead.v);
-  gc_rearm();
+  gc_rearm(g);
   return n;
 }

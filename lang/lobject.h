@@ -124,7 +124,11 @@ void nbO_track(nb_Obj *o);                 /* called once by container construct
 size_t nbO_collect(void);                  /* returns the number of objects freed */
 size_t nbO_tracked(void);
 /* Collection by allocation pressure (see lobject.c): nbO_gc_due says one was
-** requested; the request also sets *poll, the running VM's poll flag. */
+** requested; the request also sets *poll, the running VM's poll flag.  The
+** tracked list, counts and thresholds belong to the global state of the VM
+** bound to the calling thread (nb_G(), lvm.h), as do the intern table and the
+** queue nbO_free drains: the functions below that take no VM reach it that
+** way. */
 #include <signal.h>
 void nbO_gc_attach(volatile sig_atomic_t *poll);
 bool nbO_gc_due(void);
@@ -132,11 +136,11 @@ bool nbO_gc_due(void);
 /* ---- strings ---- */
 nb_Str *nbS_new(const char *s, size_t len);
 nb_Str *nbS_cstr(const char *s);
-nb_Str *nbS_intern(const char *s, size_t len);   /* returns a new reference */
+nb_Str *nbS_intern(const char *s, size_t len);   /* returns a new reference; the bound VM's table */
 nb_Str *nbS_intern_str(nb_Str *s);                /* interned twin of s (new reference) */
 nb_Str *nbS_fmt(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 uint32_t nbS_hash(const char *s, size_t len);
-void nbS_intern_free_all(void);
+void nbS_intern_free_all(void);   /* the bound state's table (nb_vm_free does it for a VM) */
 static inline nb_Value nb_strv(nb_Str *s) { return nb_obj(NB_TSTR, s); }
 
 /* A growable byte buffer used for formatting. */

@@ -5,6 +5,22 @@
 **
 ** Precedence, lowest first:  or | and | not | comparisons | .. | + - |
 ** * / % @ | unary - | ** (right) | postfix: call, index, .field, .method()
+**
+** Who owns what.  Nodes, node vectors and per-node arrays live in the
+** chunk's arena and go in one free.  The strings the nodes point to (names,
+** literals) are counted: the chunk holds one reference to each (own()),
+** dropped by nbP_chunk_release.  Names are interned (tok_name) because the
+** resolver and the call path compare names by pointer.  Protos are listed in
+** the chunk; a function value keeps its proto alive through the chunk's count,
+** which also keeps the source text that error carets and serialization use.
+**
+** Positions.  Every node records the byte span of its text (pos, end) and the
+** line/column of its first token: errors point a caret at the span, and a
+** function's span (src_start, src_end) is the text serialization re-parses.
+**
+** A syntax error without a VM (nb_is_complete) leaves its position in
+** thread-local nbP_last_error_pos/at_eof (lerror.c): "incomplete" is an error
+** at the end of the input.  The parser's own state is all in its Parser.
 */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -31,8 +47,10 @@ static void *arena_alloc(nb_Chunk *c, size_t n) {
   return p;
 }
 
+/* One token of lookahead (cur, nxt); depth counts nested blocks and
+** parentheses so hostile input cannot recurse the C stack away. */
 typedef struct Parser {
-  nb_VM *vm;
+  nb_VM *vm;                /* NULL when only asking whether input is complete */
   nb_Chunk *c;
   nb_Lexer lx;
   nb_Token cur, nxt;
@@ -122,12 +140,11 @@ static void span_to(nb_Node *n, const nb_Node *last) { if (last && last->end > n
 /* growable node list; its storage lives in the arena, so a syntax error
 ** (longjmp) leaves nothing to free */
 typedef struct NodeVec { nb_Node **v; int n, cap; nb_Str **names; } NodeVec;
-static Parser *cur_parser;
-static void vec_push(NodeVec *vv, nb_Node *n, nb_Str *name) {
+static void vec_push(Parser *p, NodeVec *vv, nb_Node *n, nb_Str *name) {
   if (vv->n == vv->cap) {
     int cap = vv->cap ? vv->cap * 2 : 8;
-    nb_Node **v = arena_alloc(cur_parser->c, sizeof(nb_Node *) * (size_t)cap);
-    nb_Str **names = arena_alloc(cur_parser->c, sizeof(nb_Str *) * (size_t)cap);
+    nb_Node **v = arena_alloc(p->c, sizeof(nb_Node *) * (size_t)cap);
+    nb_Str **names = arena_alloc(p->c, sizeof(nb_Str *) * (size_t)cap);
     if (vv->n) { memcpy(v, vv->v, sizeof(nb_Node *) * (size_t)vv->n); memcpy(names, vv->names, sizeof(nb_Str *) * (size_t)vv->n); }
     vv->v = v; vv->names = names; vv->cap = cap;
   }
@@ -220,8 +237,12 @@ static nb_Node *string_lit(Parser *p) {
         j++;
       }
       if (j >= end) { nbB_free(&b); nb_Token et = t; et.pos = (uint32_t)i; et.len = 1; et.col = (int)(i - line_start) + 1; et.line = line; perr_at(p, et, "unclosed '{' in string interpolation (write \\{ for a literal brace)"); }
-      if (b.n) vec_push(&parts, str_node(p, t, &b), NULL);
-      /* parse s[i+1 .. j) with a sub-parser on the same source */
+      if (b.n) vec_push(p, &parts, str_node(p, t, &b), NULL);
+      /* parse s[i+1 .. j) with a sub-parser on the same source text (not
+      ** a copy), so the expression's nodes carry their true positions in the
+      ** chunk: an error in "{x +}" points into the string where it is
+      ** written.  It shares the jmp_buf and the chunk, so its syntax errors
+      ** and allocations are handled like the main parser's. */
       Parser sub = *p;
       nbX_init_at(&sub.lx, s, j, i + 1, line, line_start);
       sub.cur = nbX_next(&sub.lx); sub.nxt = nbX_next(&sub.lx);
@@ -231,7 +252,7 @@ static nb_Node *string_lit(Parser *p) {
       nb_Node *e = expr(&sub);
       while (sub.cur.kind == TK_NEWLINE) advance(&sub);
       if (sub.cur.kind != TK_EOF) { char bb[64]; perr_at(p, sub.cur, "unexpected %s in string interpolation", describe(p, sub.cur, bb, sizeof bb)); }
-      vec_push(&parts, e, NULL);
+      vec_push(p, &parts, e, NULL);
       for (size_t k = i; k < j; k++) if (s[k] == '\n') { line++; line_start = k + 1; }
       i = j + 1;
       continue;
@@ -239,7 +260,7 @@ static nb_Node *string_lit(Parser *p) {
     nbB_putc(&b, c); i++;
   }
   if (parts.n == 0) { return str_node(p, t, &b); }
-  if (b.n) vec_push(&parts, str_node(p, t, &b), NULL);
+  if (b.n) vec_push(p, &parts, str_node(p, t, &b), NULL);
   nbB_free(&b);
   nb_Node *n = node(p, N_INTERP, t);
   vec_finish(p, &parts, n, 0);
@@ -251,7 +272,7 @@ static nb_Node *list_lit(Parser *p) {
   nb_Token t = p->cur; advance(p);
   NodeVec items = {0};
   while (!check(p, TK_RBRACKET)) {
-    vec_push(&items, expr(p), NULL);
+    vec_push(p, &items, expr(p), NULL);
     if (!accept(p, TK_COMMA)) break;
   }
   nb_Token close = p->cur;
@@ -262,6 +283,9 @@ static nb_Node *list_lit(Parser *p) {
   return n;
 }
 
+/* {a: 1, "b c": 2}: keys are names, keywords ({if: 1}; a key is never an
+** expression) or plain string literals, all interned since records find keys
+** by pointer (nbR_find). */
 static nb_Node *record_lit(Parser *p) {
   nb_Token t = p->cur; advance(p);
   NodeVec items = {0};
@@ -279,7 +303,7 @@ static nb_Node *record_lit(Parser *p) {
   have_key:
     expect(p, TK_COLON, "after the record field name");
     skip_newlines(p);
-    vec_push(&items, expr(p), key);
+    vec_push(p, &items, expr(p), key);
     skip_newlines(p);
     if (!accept(p, TK_COMMA)) break;
     skip_newlines(p);
@@ -292,6 +316,8 @@ static nb_Node *record_lit(Parser *p) {
   return n;
 }
 
+/* if and try are expressions (their value is the branch taken), so they are
+** parsed here among the primaries: `y = if c { 1 } else { 2 }`. */
 static nb_Node *if_expr(Parser *p) {
   nb_Token t = p->cur; advance(p);
   enter(p);
@@ -361,14 +387,16 @@ static nb_Node *primary(Parser *p) {
   return NULL;
 }
 
-/* call arguments: positional first, then name=value */
+/* call arguments: positional first, then name=value.  The call node counts
+** the positional ones (npos) and keeps the keyword names in names[npos..],
+** which is the order lcall.c expects on the VM stack. */
 static void call_args(Parser *p, nb_Node *call, NodeVec *args) {
   int seen_kw = 0;
   while (!check(p, TK_RPAREN)) {
     if (check(p, TK_NAME) && p->nxt.kind == TK_ASSIGN) {
       nb_Str *name = tok_name(p, p->cur);
       advance(p); advance(p);
-      vec_push(args, expr(p), name); seen_kw = 1;
+      vec_push(p, args, expr(p), name); seen_kw = 1;
     } else {
       if (seen_kw) perr_at(p, p->cur, "positional argument after keyword argument");
       if (check(p, TK_STAR)) {   /* f(*xs): the list's items as positional arguments */
@@ -376,8 +404,8 @@ static void call_args(Parser *p, nb_Node *call, NodeVec *args) {
         advance(p);
         sp->a = expr(p);
         sp->end = sp->a->end;
-        vec_push(args, sp, NULL);
-      } else vec_push(args, expr(p), NULL);
+        vec_push(p, args, sp, NULL);
+      } else vec_push(p, args, expr(p), NULL);
       call->npos++;
     }
     if (!accept(p, TK_COMMA)) break;
@@ -399,6 +427,12 @@ static nb_Node *index_item(Parser *p) {
   return s;
 }
 
+/* Calls, indexes and fields chain left to right.  Each postfix node takes
+** the start of its operand as its own (pos, line, col), so an error caret
+** under a failing call underlines the whole `model.layer(x)`.
+** `a.f(args)` is one node (N_METHOD), not a field read then a call: the
+** evaluator chooses at run time between a record's field f and the function
+** f called with a first (uniform call syntax), which needs both parts. */
 static nb_Node *postfix(Parser *p) {
   nb_Node *n = primary(p);
   int chain = 0;
@@ -419,7 +453,7 @@ static nb_Node *postfix(Parser *p) {
       ix->pos = n->pos; ix->line = n->line; ix->col = n->col;
       ix->a = n;
       NodeVec items = {0};
-      do { if (check(p, TK_RBRACKET)) break; vec_push(&items, index_item(p), NULL); } while (accept(p, TK_COMMA));
+      do { if (check(p, TK_RBRACKET)) break; vec_push(p, &items, index_item(p), NULL); } while (accept(p, TK_COMMA));
       if (items.n == 0) { perr_at(p, p->cur, "empty index []"); }
       ix->end = p->cur.pos + 1;
       expect(p, TK_RBRACKET, "to close the index");
@@ -636,14 +670,14 @@ static nb_Node *fn_form(Parser *p, nb_Token at, nb_Str *name) {
       if (check(p, TK_ASSIGN)) perr_at(p, p->cur, "'*%s' gathers the extra arguments and takes no default", pname->data);
       if (!check(p, TK_RPAREN) && !(check(p, TK_COMMA) && p->nxt.kind == TK_RPAREN)) perr_at(p, p->cur, "'*%s' must be the last parameter", pname->data);
       pr->variadic = true;
-      vec_push(&params, NULL, pname);
+      vec_push(p, &params, NULL, pname);
       accept(p, TK_COMMA);
       break;
     }
     nb_Node *def = NULL;
     if (accept(p, TK_ASSIGN)) def = expr(p);
     else if (params.n && params.v[params.n - 1]) { perr_at(p, pt, "parameter '%s' without a default follows one with a default", pname->data); }
-    vec_push(&params, def, pname);
+    vec_push(p, &params, def, pname);
     if (!accept(p, TK_COMMA)) break;
   }
   expect(p, TK_RPAREN, "to close the parameter list");
@@ -674,7 +708,7 @@ static nb_Node *block(Parser *p) {
   skip_newlines(p);
   while (!check(p, TK_RBRACE)) {
     if (check(p, TK_EOF)) { perr_at(p, p->cur, "unexpected end of input: '{' at line %d is not closed", t.line); }
-    vec_push(&stmts, statement(p), NULL);
+    vec_push(p, &stmts, statement(p), NULL);
     if (!check(p, TK_RBRACE) && !check(p, TK_NEWLINE) && !check(p, TK_SEMI)) {
       char b[64];
       perr_at(p, p->cur, "expected a newline or ';' between statements, found %s", describe(p, p->cur, b, sizeof b));
@@ -690,6 +724,12 @@ static nb_Node *block(Parser *p) {
 
 static int is_assign_op(nb_TokKind k) { return k == TK_ASSIGN || k == TK_PLUSEQ || k == TK_MINUSEQ || k == TK_STAREQ || k == TK_SLASHEQ || k == TK_SLASHSLASHEQ; }
 
+/* Assignment is a statement, not an expression: `x = 1` is only recognized
+** here, after an expression that turns out to be a target.  An expression
+** standing as a statement is marked NF_EXPRSTMT: its value is what a block
+** yields and what the REPL echoes.  `fn name(...) {...}` becomes an
+** assignment of the closure to name (NF_FNDEF), so the resolver scopes a
+** function's name like any other variable. */
 static nb_Node *statement(Parser *p) {
   nb_Token t = p->cur;
   nb_Node *n;
@@ -745,7 +785,7 @@ static nb_Node *statement(Parser *p) {
     NodeVec names = {0};
     do {
       if (!check(p, TK_NAME)) { char b[64]; perr_at(p, p->cur, "expected a variable name after 'global', found %s", describe(p, p->cur, b, sizeof b)); }
-      vec_push(&names, NULL, tok_name(p, p->cur)); advance(p);
+      vec_push(p, &names, NULL, tok_name(p, p->cur)); advance(p);
     } while (accept(p, TK_COMMA));
     vec_finish(p, &names, n, 1);
     return n;
@@ -783,7 +823,6 @@ nb_Chunk *nbP_parse(nb_VM *vm, const char *src, size_t len, const char *filename
   if (!p) abort();
   p->vm = vm; p->c = c;
   nbX_init(&p->lx, c->src, len);
-  cur_parser = p;
   nb_Node *prog = NULL;
   if (setjmp(p->jb) == 0) {
     p->nxt = nbX_next(&p->lx);
@@ -794,7 +833,7 @@ nb_Chunk *nbP_parse(nb_VM *vm, const char *src, size_t len, const char *filename
     skip_newlines(p);
     while (!check(p, TK_EOF)) {
       if (check(p, TK_RBRACE)) perr_at(p, p->cur, "unexpected '}' (no block is open)");
-      vec_push(&stmts, statement(p), NULL);
+      vec_push(p, &stmts, statement(p), NULL);
       if (!check(p, TK_EOF) && !check(p, TK_NEWLINE) && !check(p, TK_SEMI)) {
         char b[64];
         if (check(p, TK_RBRACE)) perr_at(p, p->cur, "unexpected '}' (no block is open)");

@@ -33,6 +33,8 @@ typedef struct R { nb_VM *vm; nb_Chunk *c; nb_Module *mod; char *cstack_top; } R
 #define GROW(arr, n, cap) do { if ((n) == (cap)) { (cap) = (cap) ? (cap) * 2 : 8; \
   (arr) = realloc((arr), sizeof(*(arr)) * (size_t)(cap)); if (!(arr)) abort(); } } while (0)
 
+/* by pointer: names are interned by the parser (tok_name), so equal names
+** are one string */
 static int find(nb_Str **a, int n, const nb_Str *s) { for (int i = 0; i < n; i++) if (a[i] == s) return i; return -1; }
 
 static int add_local(FS *fs, nb_Str *name) {
@@ -59,6 +61,11 @@ static bool enclosing_local(FS *fs, const nb_Str *name) {
   return false;
 }
 
+/* Index of `name` in fs's capture list, added if new.  A function between the
+** use and the local's owner captures the name too, even when it does not use
+** it, so the chain from_cap -> from_cap -> cell reaches the owner's cell; the
+** owner's slot is marked is_cell, which fixes up its earlier uses at the end
+** of resolve_fn. */
 static int capture(FS *fs, nb_Str *name) {
   int i = find(fs->capnames, fs->ncaps, name);
   if (i >= 0) return i;
@@ -77,6 +84,13 @@ static int capture(FS *fs, nb_Str *name) {
   return fs->ncaps++;
 }
 
+/* A global resolves to a slot of the module, created now if the name is new,
+** so the evaluator indexes an array.  The slot stays NB_TUNDEF until assigned,
+** and reading it then falls back to the builtin of the same name (bidx).
+** This is what makes the incremental REPL session work: every line is a new
+** chunk resolved against the same module, so `fn f() { g() }` in one line
+** holds g's slot and sees the g defined in a later line, and a user's `sum`
+** shadows the builtin from the moment it is assigned. */
 static void resolve_name(R *r, FS *fs, nb_Node *n) {
   nb_Str *name = n->str;
   if (fs->proto && !declared_global(fs, name)) {
@@ -94,7 +108,11 @@ static void resolve_name(R *r, FS *fs, nb_Node *n) {
   n->bidx = nbB_lookup(name->data, name->len);
 }
 
-/* ---- pass 1 over a function body: global declarations and assigned names */
+/* ---- pass 1 over a function body: global declarations and assigned names.
+** Both are collected before any use is resolved: whether a name is a local
+** depends on assignments anywhere in the body, so a read that comes before
+** the first assignment is still the local (and fails as "used before it is
+** assigned") rather than silently reading a global of the same name. */
 static void collect_globals(FS *fs, nb_Node *n) {
   if (!n || n->kind == N_FN) return;
   if (n->kind == N_GLOBAL) {
@@ -179,6 +197,9 @@ static int err_at(R *r, nb_Node *n, const char *msg) {
 static int walk(R *r, FS *fs, nb_Node *n) {
   if (!n) return NB_OK;
   if (n->kind == N_IF || n->kind == N_WHILE || n->kind == N_FOR || n->kind == N_NOGRAD || n->kind == N_AUTOCAST) { n->b = unwrap(n->b); n->c = n->kind == N_IF ? unwrap(n->c) : n->c; if (n->kind == N_NOGRAD) n->a = unwrap(n->a); }
+  /* The parser bounds nesting (MAX_NESTING), but a chain of binary operators
+  ** (a + a + ... + a) is a left-deep tree without nesting: 4 MB of C stack
+  ** turns it into a syntax error instead of a crash. */
   if (r->cstack_top - (char *)__builtin_frame_address(0) > 4 * 1024 * 1024) return err_at(r, n, "code is nested too deeply");
   switch (n->kind) {
   case N_NAME: resolve_name(r, fs, n); return NB_OK;

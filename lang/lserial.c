@@ -90,6 +90,7 @@ static int ser(nb_VM *vm, nb_Value v, nb_Buf *b, int depth, void **path) {
 }
 
 int nbS_serialize(nb_VM *vm, nb_Value v, nb_Buf *out) {
+  nb_state_bind(vm);
   void *path[MAX_DEPTH + 2];
   nbB_add(out, "NBV1", 4);
   if (ser(vm, v, out, 0, path)) return NB_ERR;
@@ -124,6 +125,10 @@ static bool is_module_name(const char *s, uint32_t n) {
   return true;
 }
 
+/* A function: its text, then each captured name with its value ('U' not yet
+** assigned, 'Z' the function itself).  The names are interned in the VM
+** bound by nbS_deserialize, the same table the re-parse interns into, because
+** nbK_resolve_in_scope and the self test below compare names by pointer. */
 static int des_func(nb_VM *vm, Rd *r, nb_Value *out, int depth, nb_Module *mod) {
   const char *src; uint32_t n, ncaps;
   if (get_str(r, &src, &n) || get_u32(r, &ncaps) || ncaps > 10000) return bad(vm);
@@ -265,6 +270,7 @@ static int des(nb_VM *vm, Rd *r, nb_Value *out, int depth) {
 }
 
 int nbS_deserialize(nb_VM *vm, const char *data, size_t len, nb_Value *out) {
+  nb_state_bind(vm);
   if (len < 4 || memcmp(data, "NBV1", 4) != 0) return nb_error_kind(vm, "ValueError", "deserialize: not nabla serialized data (bad magic)");
   Rd r = { (const unsigned char *)data + 4, (const unsigned char *)data + len };
   if (des(vm, &r, out, 0)) return NB_ERR;

@@ -48,6 +48,7 @@ static char *stdio_input(nb_Sink *s, const char *prompt, int password) {
   if (n > 0 && line[n - 1] == '\n') line[n - 1] = 0;
   return line;
 }
+/* constant in practice: nothing writes to it after static initialization */
 static nb_Sink stdio_sink = { stdio_write, stdio_display, NULL, stdio_input, NULL };
 nb_Sink *nb_stdio_sink(void) { return &stdio_sink; }
 
@@ -169,8 +170,10 @@ static char *read_file(const char *path, size_t *len) {
   return buf;
 }
 
-static char *stdlib_dir;
-void nb_set_stdlib_dir(const char *dir) { free(stdlib_dir); stdlib_dir = dir ? strdup(dir) : NULL; }
+/* A process-wide setting: the front end's main sets it once at startup,
+** before it makes a VM; each VM takes its own copy (nb_Global.stdlib_dir). */
+static char *stdlib_setting;
+void nb_set_stdlib_dir(const char *dir) { free(stdlib_setting); stdlib_setting = dir ? strdup(dir) : NULL; }
 
 /* Search order: the stdlib dir, $NABLA_PATH (colon separated), the dirs added
 ** with nb_vm_add_path (a script's own directory), the current directory. */
@@ -179,7 +182,7 @@ static char *find_module(nb_VM *vm, const char *name) {
   const char *env = getenv("NABLA_PATH");
   const char *dirs[64]; int nd = 0;
   char *envcopy = env ? strdup(env) : NULL;
-  if (stdlib_dir) dirs[nd++] = stdlib_dir;
+  if (vm->g->stdlib_dir) dirs[nd++] = vm->g->stdlib_dir;
   if (envcopy) for (char *save, *t = strtok_r(envcopy, ":", &save); t && nd < 48; t = strtok_r(NULL, ":", &save)) dirs[nd++] = t;
   for (int i = 0; i < vm->npaths && nd < 63; i++) dirs[nd++] = vm->paths[i];
   dirs[nd++] = ".";
@@ -192,6 +195,9 @@ static char *find_module(nb_VM *vm, const char *name) {
   return found;
 }
 
+/* parse -> resolve -> evaluate; 2: a syntax error (nothing ran), 1: a
+** run-time error, 0: done.  The chunk outlives this call if a function made
+** in it is still referenced (it holds the chunk through its proto). */
 static int run_in_module(nb_VM *vm, nb_Module *m, const char *src, size_t len, const char *filename, int flags) {
   nb_Node *prog;
   /* source positions and string literals are 32-bit */
@@ -238,7 +244,11 @@ int nbV_import(nb_VM *vm, nb_Str *name, nb_Value *out) {
 }
 
 /* ------------------------------------------------------------ VMs */
-/* The VM running code now: long tensor kernels watch its interrupt flag. */
+/* tensor/ has one interrupt flag per process (nt_set_interrupt_flag): long
+** tensor kernels watch the flag of the VM that ran last.  `attached` mirrors
+** that process-wide setting of tensor/ -- which VM's flag it points to -- so
+** nb_vm_free can take it back; like the flag, it is written only by the
+** thread running VMs (the thread rule, lvm.h). */
 static nb_VM *attached;
 static void attach_vm(nb_VM *vm) {
   attached = vm;
@@ -252,15 +262,21 @@ static void detach_vm(nb_VM *vm) {
   nbO_gc_attach(NULL);
 }
 
-
 nb_VM *nb_vm_new(nb_Sink *sink) {
+  nb_VM *vm = calloc(1, sizeof *vm);
+  if (!vm) abort();
+  vm->g = nb_state_new(vm);
+  if (stdlib_setting) { vm->g->stdlib_dir = strdup(stdlib_setting); if (!vm->g->stdlib_dir) abort(); }
+  /* The libraries register (the first time only) with no VM bound: their
+  ** builtins' names and string defaults are interned in the process table,
+  ** which outlives every VM and which every VM's table falls back to. */
+  nb_state_bind(NULL);
   nbB_init_core();
   nbT_init();
   nbG_plot_init();
   nbG_progress_init();
   nbF_files_init();
-  nb_VM *vm = calloc(1, sizeof *vm);
-  if (!vm) abort();
+  nb_state_bind(vm);
   vm->sink = sink;
   vm->main = nbV_module_new("__main__", NULL);
   vm->stack = malloc(sizeof(nb_Value) * STACK_SLOTS);
@@ -272,8 +288,13 @@ nb_VM *nb_vm_new(nb_Sink *sink) {
   return vm;
 }
 
+/* Drops everything the VM holds with its own state bound, collects the
+** cycles among it, then frees the state; the thread's earlier binding comes
+** back (none, if it was this VM). */
 void nb_vm_free(nb_VM *vm) {
   if (!vm) return;
+  nb_Global *prev = nb_state_bound_, *g = vm->g;
+  nb_state_bind(vm);
   detach_vm(vm);
   module_clear(vm->main);
   for (int i = 0; i < vm->nmods; i++) module_clear(vm->mods[i]);
@@ -285,11 +306,14 @@ void nb_vm_free(nb_VM *vm) {
   free(vm->paths); free(vm->mods); free(vm->stack);
   free(vm->last_name); free(vm->last_msg); free(vm->last_report);
   free(vm);
+  nb_state_free(g);
+  nb_state_bound_ = prev == g ? NULL : prev;
 }
 
 void nb_vm_set_sink(nb_VM *vm, nb_Sink *sink) { vm->sink = sink; }
 nb_Sink *nb_vm_sink(nb_VM *vm) { return vm->sink ? vm->sink : &stdio_sink; }
 void nb_vm_set_argv(nb_VM *vm, int argc, char **argv) {
+  nb_state_bind(vm);
   nb_List *l = nbL_new(argc);
   for (int i = 0; i < argc; i++) nbL_push(l, nb_strv(nbS_cstr(argv[i])));
   set_global(vm->main, "argv", nb_obj(NB_TLIST, l));
@@ -319,7 +343,16 @@ static void measure_cstack(nb_VM *vm) {
   vm->cstack_limit = size > margin * 2 ? size - margin : size / 2;
 }
 
+/* One chunk in the main module: each REPL line and Jupyter cell is one, and
+** its globals stay for the next (the incremental session, lresolve.c).  An
+** outer run (vm->frame == NULL: called by a front end) owns the VM for its
+** duration: it resets the VM stack and depth, measures this thread's C stack,
+** attaches the VM to tensor/'s interrupt flag and, at the end, drops an
+** interrupt that came too late and does a collection that came due.  A run
+** nested in running code (a builtin that runs source) leaves all that to the
+** outer one and only runs its chunk on top of the current stack. */
 int nb_run(nb_VM *vm, const char *src, size_t len, const char *filename, int flags) {
+  nb_state_bind(vm);
   nb_decref(vm->err); vm->err = nb_nil(); vm->err_located = false;
   free(vm->last_name); free(vm->last_msg); free(vm->last_report);
   vm->last_name = vm->last_msg = vm->last_report = NULL;
@@ -340,6 +373,7 @@ int nb_run(nb_VM *vm, const char *src, size_t len, const char *filename, int fla
 }
 
 int nb_run_file(nb_VM *vm, const char *path) {
+  nb_state_bind(vm);   /* the error below is a value of this VM */
   size_t len;
   char *src = read_file(path, &len);
   if (!src) {
@@ -365,6 +399,7 @@ char *nb_globals_list(nb_VM *vm) {
 }
 
 void nb_reset(nb_VM *vm) {
+  nb_state_bind(vm);
   int i = nbV_global_find(vm->main, "argv", 4);
   nb_Value keep = i >= 0 ? vm->main->vals[i] : nb_undef();
   nb_incref(keep);

@@ -1,11 +1,22 @@
 /*
 ** lvm.h — the interpreter's internal structures, shared by the files of lang/:
-** the syntax tree, function prototypes, modules, the VM, builtins, errors.
-** Front ends use nabla.h; only lang/ (and lang's tests) include this.
+** the syntax tree, function prototypes, modules, the VM and its global state,
+** builtins, errors.  Front ends use nabla.h; only lang/ (and lang's tests)
+** include this.
+**
+** The core's files, in the order a line of source meets them:
+**   llex.c      tokens                      lparse.c    tokens -> syntax tree
+**   lresolve.c  names -> slots/cells/globals
+**   leval.c     expressions and statements  lcall.c     calls and closures
+**   lops.c      operators, indexing, fields on values
+**   lobject.c   values, the heap (refcounts, cycle collector), interning
+**   lerror.c    error values and reports    lsession.c  the embedding API
+**   lstate.c    the global state and its per-thread binding
 */
 #ifndef LVM_H
 #define LVM_H
 
+#include <math.h>
 #include <signal.h>
 #include "nabla.h"
 #include "lobject.h"
@@ -126,6 +137,82 @@ int  nbB_count(void);
 const char *nbB_builtin_name(const nb_Builtin *b);
 void nbB_init_core(void);   /* registers lang's own builtins (idempotent) */
 
+/* ------------------------------------------------------------ global state
+** Everything mutable that the core keeps between calls hangs off one
+** nb_Global owned by its VM (vm->g), made by nb_vm_new and freed by
+** nb_vm_free, as Lua's global_State hangs off lua_State: the heap (the cycle
+** collector's list and thresholds, the queue of values being freed), the
+** string-intern table, and the VM's copy of the stdlib directory.  The parser
+** keeps its state in its own Parser, the resolver in its FuncState chain.
+**
+** Binding.  The value constructors and nb_decref (nbS_cstr, nbL_new, nbR_new,
+** nbO_free, ...) take no VM -- the libraries, dist/ and kernel/ call them
+** everywhere -- so they reach the state through a per-thread binding, nb_G():
+** the state of the VM last entered on this thread.  Entry points that take a
+** VM bind it (nb_state_bind): nb_vm_new, nb_vm_free (for its teardown, then
+** the previous binding comes back), nb_run, nb_run_file, nb_vm_set_argv, nb_reset,
+** nb_complete, nb_inspect, nbS_serialize, nbS_deserialize, nbV_call.  The
+** binding is sticky: it stays after the entry point returns, so a front end
+** that owns one VM per thread (every front end today) may create and drop
+** values between calls.
+**
+** The process state (nb_state_process) is what a thread with no VM bound
+** uses, and it holds the names interned before any VM ran: the builtin
+** libraries register (nbB_register interns parameter names and string
+** defaults) with no VM bound, at startup or inside the first nb_vm_new.  A
+** VM's intern table falls back to the process table, so a builtin's "sum"
+** and a program's "sum" are one string in every VM.  It is written only with
+** no VM bound -- library registration, once, before any code runs, and the
+** lexer/parser unit tests (nb_is_complete parses in a temporary state of
+** its own) -- and is not locked.
+**
+** The thread rule.  A VM and its values belong to the thread running it
+** (in practice the process's main thread); values of one VM must not reach
+** another (interned names compare by pointer).  Other threads may call only
+** nb_vm_interrupt (async-signal-safe: it stores two flags) and must not make,
+** read or drop nabla values:
+**   - the worker's I/O thread (dist/, wio_main): signed messages and
+**     nb_vm_interrupt only;
+**   - the comm threads (dist/ data-parallel reducer comm_main, asynchronous
+**     sends asend_main): raw tensor buffers only, no values and no tensor
+**     allocation (tensor/'s counts assume the interpreter thread);
+**   - the session's reaper and the kernel's heartbeat and control threads:
+**     processes, sockets and nb_vm_interrupt only.
+** A thread that must run nabla code would need its own VM (and binds it by
+** entering it); sharing one VM across threads needs a lock held across the
+** whole entry-point call, documented where it is taken.  None exists today. */
+typedef struct nb_Global {
+  nb_VM *vm;                        /* the owner; NULL for the process state */
+  /* heap (lobject.c) */
+  nb_Obj gc_head;                   /* circular list of tracked containers */
+  size_t gc_count, gc_count_limit;  /* tracked now; a collection is due past the limit */
+  bool gc_due, gc_armed;            /* armed: thresholds set by the first run */
+  int gc_stress;                    /* NABLA_GC_STRESS, -1 until read */
+  volatile sig_atomic_t *gc_poll;   /* the owner's poll flag, raised when a collection is due */
+  nb_Value *pending; size_t npending, cappending;   /* values being freed (nbO_free) */
+  int freeing;
+  /* strings (lobject.c) */
+  nb_Str **itab; size_t icap, icount;
+  /* modules (lsession.c): where import looks first, copied from the process
+  ** setting (nb_set_stdlib_dir) when the VM is made */
+  char *stdlib_dir;
+} nb_Global;
+
+nb_Global *nb_state_new(nb_VM *owner);
+void nb_state_free(nb_Global *g);
+nb_Global *nb_state_process(void);
+/* binds vm's state to the calling thread (NULL: the process state) */
+void nb_state_bind(nb_VM *vm);
+extern _Thread_local nb_Global *nb_state_bound_;
+static inline nb_Global *nb_G(void) {
+  nb_Global *g = nb_state_bound_;
+  return __builtin_expect(g != NULL, 1) ? g : nb_state_process();
+}
+/* the heap part of a state (lobject.c); NB_GC_MIN_COUNT: see its "When to collect" */
+#define NB_GC_MIN_COUNT 10000
+void nbO_heap_init(nb_Global *g);
+void nbO_heap_free(nb_Global *g);
+
 /* ------------------------------------------------------------ VM */
 enum { NB_OK = 0, NB_ERR = 1, NB_BREAK = 2, NB_CONTINUE = 3, NB_RETURN = 4 };
 
@@ -139,6 +226,7 @@ typedef struct nb_Frame {
 } nb_Frame;
 
 struct nb_VM {
+  nb_Global *g;                             /* the global state (see above) */
   nb_Sink *sink;
   nb_Module *main;
   nb_Module **mods; int nmods, capmods;     /* imported modules, by name */
@@ -175,6 +263,43 @@ void nbV_show(nb_VM *vm, nb_Value v, bool as_result, const char *display_id, boo
 int  nbV_truthy(nb_VM *vm, nb_Value v, bool *out);
 int  nbV_binop(nb_VM *vm, int op, nb_Value a, nb_Value b, nb_Value *out);
 int  nbV_index(nb_VM *vm, nb_Value obj, nb_Value *idx, int nidx, nb_Value *out);
+/* the evaluator's parts in other files: leval.c evaluates nodes, lcall.c
+** calls (see its calling convention), lops.c operates on values */
+int  nbV_eval(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out);
+int  nbV_call_at(nb_VM *vm, nb_Frame *f, const nb_Node *site, nb_Value callee, nb_Value *base, int npos, nb_Str **kw, int nkw, nb_Value *out);
+int  nbV_set_index(nb_VM *vm, nb_Value obj, nb_Value *idx, int nidx, nb_Value v);
+int  nbV_get_field(nb_VM *vm, nb_Value obj, nb_Str *name, nb_Value *out);
+int  nbV_set_field(nb_VM *vm, nb_Value obj, nb_Str *name, nb_Value v);
+
+/* x // y as Python's float floor division: the quotient rounded down, exact
+** where floor(x / y) would round (fmod-based, as CPython). */
+static inline double nbV_floor_div(double x, double y) {
+  if (y == 0) return floor(x / y);   /* inf or nan, as / gives */
+  double mod = fmod(x, y), div = (x - mod) / y;
+  if (mod != 0 && ((y < 0) != (mod < 0))) div -= 1.0;
+  if (div == 0) return copysign(0.0, x / y);
+  double f = floor(div);
+  return div - f > 0.5 ? f + 1.0 : f;
+}
+
+/* Arithmetic on two numbers with Python's kinds: int op int is an int for
+** + - * // % and ** with a non-negative exponent; / is always a float; a float
+** operand makes a float (or-ing the kinds: NB_KFLOAT is 1, NB_KINT 0).
+** Inline: `x += 1` in leval.c and nbV_binop in lops.c both use it. */
+static inline nb_Value nbV_num_arith(int op, nb_Value a, nb_Value b) {
+  double x = a.u.n, y = b.u.n;
+  nb_Value r; r.t = NB_TNUM; r.kind = a.kind | b.kind;
+  switch (op) {
+  case OP_ADD: r.u.n = x + y; return r;
+  case OP_SUB: r.u.n = x - y; return r;
+  case OP_MUL: r.u.n = x * y; return r;
+  case OP_DIV: return nb_flt(x / y);
+  case OP_IDIV: r.u.n = nbV_floor_div(x, y); return r;
+  case OP_MOD: { double m = fmod(x, y); if (m != 0 && ((m < 0) != (y < 0))) m += y; r.u.n = m; return r; }  /* floored, like Python */
+  case OP_POW: r.u.n = pow(x, y); if (y < 0) r.kind = NB_KFLOAT; return r;
+  default: return nb_flt(NAN);
+  }
+}
 
 /* errors (lerror.c).  nb_error* set vm->err and return NB_ERR. */
 int  nb_error(nb_VM *vm, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

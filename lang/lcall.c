@@ -1,0 +1,240 @@
+/*
+** lcall.c — calls: binding a builtin's arguments to its parameters, entering
+** a user function (its frame, keyword and default arguments, captured cells),
+** calling any callable value (nbV_call_at), the C entry points nbV_call and
+** nbV_call_kw, and making closures.  Split from leval.c, which evaluates the
+** arguments and then hands them over here.
+**
+** The calling convention.  A call's arguments are evaluated straight onto
+** the VM stack (vm->stack, above vm->sp), positional ones first, then the
+** values of keyword arguments whose names come in kw[]; that window becomes
+** the callee's locals, so a call copies nothing.  Whoever is called consumes
+** the argument references and puts vm->sp back to base, on success and on
+** error alike.  The result is a new reference in *out.
+*/
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "lvm.h"
+
+static const char *frame_name(const nb_Frame *f) { return f->fn ? nbP_proto_name(f->fn->proto) : "<main>"; }
+
+/* The parameter of builtin b named name, or -1 (skip: a **kw parameter).
+** PyTorch's spellings dim= and keepdim= name the NumPy-style axis= and
+** keepdims= parameters of the tensor builtins, and the reverse, so code
+** written either way runs. */
+static int builtin_param(const nb_Builtin *b, const char *name, int skip) {
+  static const char *const alias[][2] = { { "dim", "axis" }, { "keepdim", "keepdims" }, { "axis", "dim" }, { "keepdims", "keepdim" } };
+  for (int i = 0; i < b->nparams; i++) if (i != skip && strcmp(b->pnames[i], name) == 0) return i;
+  for (size_t a = 0; a < sizeof alias / sizeof alias[0]; a++)
+    if (!strcmp(name, alias[a][0]))
+      for (int i = 0; i < b->nparams; i++) if (i != skip && strcmp(b->pnames[i], alias[a][1]) == 0) return i;
+  return -1;
+}
+
+static int call_builtin(nb_VM *vm, const nb_Builtin *b, nb_Value *args, int npos, nb_Str **kw, int nkw, nb_Value *out) {
+  if (b->variadic) {
+    /* keyword-only params first, then the positional values */
+    nb_Value bound[NB_MAX_PARAMS];
+    for (int i = 0; i < b->nparams; i++) bound[i] = b->pdefaults[i];
+    for (int k = 0; k < nkw; k++) {
+      int j = builtin_param(b, kw[k]->data, -1);
+      if (j < 0) return nb_error_kind(vm, "TypeError", "%s() got an unexpected keyword argument '%s'", b->name, kw[k]->data);
+      bound[j] = args[npos + k];
+    }
+    int total = b->nparams + npos;
+    nb_Value small[32], *all = total <= 32 ? small : malloc(sizeof(nb_Value) * (size_t)total);
+    if (!all) return nb_error(vm, "out of memory");
+    for (int i = 0; i < b->nparams; i++) all[i] = bound[i];
+    for (int i = 0; i < npos; i++) all[b->nparams + i] = args[i];
+    int st = b->fn(vm, all, total, out);
+    if (all != small) free(all);
+    return st;
+  }
+  if (npos > b->nparams)
+    return nb_error_kind(vm, "TypeError", "%s() takes %d argument%s but %d %s given", b->name, b->nparams, b->nparams == 1 ? "" : "s", npos, npos == 1 ? "was" : "were");
+  nb_Value bound[NB_MAX_PARAMS];
+  bool set[NB_MAX_PARAMS] = {0};
+  nb_Rec *rest = NULL;   /* keywords gathered by a **kw parameter */
+  for (int i = 0; i < npos; i++) { bound[i] = args[i]; set[i] = true; }
+  for (int k = 0; k < nkw; k++) {
+    int j = builtin_param(b, kw[k]->data, b->kwrest);
+    if (j < 0 && b->kwrest >= 0) {
+      if (!rest) rest = nbR_new(nkw);
+      nb_incref(args[npos + k]);
+      nbR_set(rest, kw[k], args[npos + k]);
+      continue;
+    }
+    if (j < 0) return nb_error_kind(vm, "TypeError", "%s() got an unexpected keyword argument '%s'", b->name, kw[k]->data);
+    if (set[j]) { if (rest) nb_decref(nb_obj(NB_TREC, rest)); return nb_error_kind(vm, "TypeError", "%s() got multiple values for argument '%s'", b->name, b->pnames[j]); }
+    bound[j] = args[npos + k]; set[j] = true;
+  }
+  if (b->kwrest >= 0) {
+    if (!rest) rest = nbR_new(0);
+    bound[b->kwrest] = nb_obj(NB_TREC, rest); set[b->kwrest] = true;
+  }
+  for (int i = 0; i < b->nparams; i++) if (!set[i]) {
+    if (i < b->nrequired) { if (rest) nb_decref(nb_obj(NB_TREC, rest)); return nb_error_kind(vm, "TypeError", "%s() missing argument '%s'", b->name, b->pnames[i]); }
+    bound[i] = b->pdefaults[i];
+  }
+  int st = b->fn(vm, bound, b->nparams, out);
+  if (rest) nb_decref(nb_obj(NB_TREC, rest));
+  return st;
+}
+
+/* Calls a user function whose arguments sit at vm->sp[-(npos+nkw)..]: they
+** become the first locals.  Consumes the argument references.
+**
+** The window base[0 .. need) becomes the frame's locals: parameters first
+** (positional arguments are already in place; keyword values are moved out to
+** kwv and placed by name, compared by pointer since both sides are interned),
+** then the other locals, NB_TUNDEF until assigned.  Defaults are evaluated in
+** the callee's frame, after the arguments, so a default may use an earlier
+** parameter.  Then the locals that closures capture are boxed into cells --
+** after the defaults, so a default that reads a captured parameter finds it
+** unboxed (a known crash: `fn f(a, b = a) { fn g() { a } ... }`, not fixed
+** here to keep this change a pure re-partition).
+**
+** Recursion is bounded three ways: call depth (max_depth), the C stack of
+** this thread (cstack_limit, for deep expressions inside each call), and
+** the VM stack's size. */
+static int call_func(nb_VM *vm, nb_Frame *caller, const nb_Node *site, nb_Func *fn, nb_Value *base, int npos, nb_Str **kw, int nkw, nb_Value *out) {
+  nb_Proto *p = fn->proto;
+  int nargs = npos + nkw, st = NB_OK;
+  int need = p->nlocals > nargs ? p->nlocals : nargs;
+  /* the frame address is on the real stack even when ASan moves locals to a fake stack */
+  char *here = __builtin_frame_address(0);
+  if (vm->depth >= vm->max_depth || (size_t)(vm->cstack_base - here) > vm->cstack_limit || base + need > vm->stack_end) {
+    for (int i = 0; i < nargs; i++) nb_decref(base[i]);
+    vm->sp = base;
+    return nb_error_kind(vm, "RecursionError", "stack overflow (calls nested more than %d deep)", vm->depth);
+  }
+  int fixed = p->nparams - p->variadic;   /* parameters before *rest */
+  if (npos > fixed && !p->variadic) {
+    for (int i = 0; i < nargs; i++) nb_decref(base[i]);
+    vm->sp = base;
+    return nb_error_kind(vm, "TypeError", "%s() takes %d argument%s but %d %s given", nbP_proto_name(p), p->nparams, p->nparams == 1 ? "" : "s", npos, npos == 1 ? "was" : "were");
+  }
+  nb_Value kwv[16];
+  if (__builtin_expect(nkw != 0, 0)) {
+    if (nkw > 16) { for (int i = 0; i < nargs; i++) nb_decref(base[i]); vm->sp = base; return nb_error(vm, "too many keyword arguments"); }
+    memcpy(kwv, base + npos, sizeof(nb_Value) * (size_t)nkw);
+  }
+
+  for (int i = npos; i < need; i++) base[i] = nb_undef();
+  if (p->variadic) {   /* the positional arguments past the fixed ones become the *rest list */
+    int extra = npos > fixed ? npos - fixed : 0;
+    nb_List *rest = nbL_new(extra);
+    for (int i = 0; i < extra; i++) { nbL_push(rest, base[fixed + i]); base[fixed + i] = nb_undef(); }   /* moved */
+    base[fixed] = nb_obj(NB_TLIST, rest);
+  }
+  vm->sp = base + need;
+  nb_Frame nf = { base, p->chunk, fn, fn->mod, site, caller };
+  for (int k = 0; k < nkw; k++) {
+    int j = -1;
+    for (int i = 0; i < fixed; i++) if (p->params[i] == kw[k]) { j = i; break; }
+    if (j < 0 || base[j].t != NB_TUNDEF) {
+      if (j < 0) nb_error_kind(vm, "TypeError", "%s() got an unexpected keyword argument '%s'", nbP_proto_name(p), kw[k]->data);
+      else nb_error_kind(vm, "TypeError", "%s() got multiple values for argument '%s'", nbP_proto_name(p), kw[k]->data);
+      for (int r = k; r < nkw; r++) nb_decref(kwv[r]);
+      st = NB_ERR; goto done;
+    }
+    base[j] = kwv[k];
+  }
+  vm->depth++;
+  vm->frame = &nf;
+  for (int i = 0; i < p->nparams; i++) if (base[i].t == NB_TUNDEF) {
+    if (!p->defaults[i]) {
+      nb_error_kind(vm, "TypeError", "%s() missing argument '%s'", nbP_proto_name(p), p->params[i]->data);
+      st = NB_ERR; goto out;
+    }
+    nb_Value d;
+    if ((st = nbV_eval(vm, &nf, p->defaults[i], &d))) goto out;
+    base[i] = d;
+  }
+  for (int i = 0; i < p->ncells; i++) {
+    int s = p->cellslots[i];
+    nb_Cell *c = malloc(sizeof *c);
+    if (!c) abort();
+    c->h.rc = 1; c->h.type = NB_TCELL; c->v = base[s];
+    nbO_track(&c->h);
+    base[s] = nb_obj(NB_TCELL, c);
+  }
+  st = nbV_eval(vm, &nf, p->body, out);
+  if (st == NB_RETURN) { *out = vm->ret; vm->ret = nb_nil(); st = NB_OK; }
+  else if (st == NB_BREAK || st == NB_CONTINUE) st = NB_OK;   /* resolver forbids; defensive */
+out:
+  vm->depth--;
+  vm->frame = caller;
+done:
+  for (int i = 0; i < need; i++) nb_decref(base[i]);
+  vm->sp = base;
+  if (st == NB_ERR && site && vm->err_located) nbE_add_frame(vm, frame_name(caller), caller->chunk, site);
+  return st;
+}
+
+/* Calls `callee` with the arguments at base[0 .. npos+nkw) (on the VM stack,
+** top at vm->sp).  Consumes them. */
+int nbV_call_at(nb_VM *vm, nb_Frame *f, const nb_Node *site, nb_Value callee, nb_Value *base, int npos, nb_Str **kw, int nkw, nb_Value *out) {
+  if (callee.t == NB_TFUNC) return call_func(vm, f, site, nb_func(callee), base, npos, kw, nkw, out);
+  int st;
+  if (callee.t == NB_TBUILTIN) {
+    nb_Frame *saved = vm->frame;
+    st = call_builtin(vm, callee.u.bi, base, npos, kw, nkw, out);
+    vm->frame = saved;
+    /* an interrupt during one long builtin (a huge sort, a matmul) ends the
+    ** cell here even when the builtin finished: its result is dropped */
+    if (__builtin_expect(vm->interrupted, 0) && st == NB_OK) { nb_decref(*out); *out = nb_nil(); st = nbV_interrupt_error(vm); }
+  } else if (callee.t == NB_TREC && nbR_find_cstr(nb_rec(callee), "__call") >= 0) {
+    /* a record with __call (a model, an optimizer) is callable: r(args)
+    ** calls r.__call(r, args), so the function sees its record as self */
+    nb_Value fn = nbR_get_cstr(nb_rec(callee), "__call");
+    if (vm->sp >= vm->stack_end) { st = nb_error_kind(vm, "RecursionError", "stack overflow"); goto drop; }
+    memmove(base + 1, base, sizeof(nb_Value) * (size_t)(npos + nkw));
+    base[0] = callee; nb_incref(callee);
+    vm->sp++;
+    nb_incref(fn);
+    st = nbV_call_at(vm, f, site, fn, base, npos + 1, kw, nkw, out);
+    nb_decref(fn);
+    return st;
+  } else {
+    st = nb_error_kind(vm, "TypeError", "a %s is not callable", nb_typename(callee));
+  }
+drop:
+  for (int i = 0; i < npos + nkw; i++) nb_decref(base[i]);
+  vm->sp = base;
+  return st;
+}
+
+int nbV_call_kw(nb_VM *vm, nb_Value fn, nb_Value *args, int npos, nb_Str **kwnames, int nkw, nb_Value *out) {
+  nb_state_bind(vm);   /* an entry point too: dist/ and kernel/ call in from outside a run */
+  int n = npos + nkw;
+  nb_Value *base = vm->sp;
+  if (base + n > vm->stack_end) return nb_error_kind(vm, "RecursionError", "stack overflow");
+  for (int i = 0; i < n; i++) { nb_incref(args[i]); base[i] = args[i]; }
+  vm->sp = base + n;
+  nb_Frame top = { NULL, NULL, NULL, vm->main, NULL, NULL };
+  nb_Frame *f = vm->frame ? vm->frame : &top;
+  return nbV_call_at(vm, f, f->call, fn, base, npos, kwnames, nkw, out);
+}
+int nbV_call(nb_VM *vm, nb_Value fn, nb_Value *args, int nargs, nb_Value *out) {
+  return nbV_call_kw(vm, fn, args, nargs, NULL, 0, out);
+}
+
+/* --------------------------------------------------------------- closures */
+int nbV_make_closure(nb_VM *vm, nb_Frame *f, nb_Proto *p, nb_Value *out) {
+  (void)vm;
+  nb_Func *fn = malloc(sizeof(nb_Func) + sizeof(nb_Cell *) * (size_t)p->ncaps);
+  if (!fn) abort();
+  fn->h.rc = 1; fn->h.type = NB_TFUNC; fn->proto = p; fn->mod = f->mod; fn->ncaps = p->ncaps;
+  nbO_track(&fn->h);
+  p->chunk->rc++;
+  for (int i = 0; i < p->ncaps; i++) {
+    nb_Cell *c = p->caps[i].from_cap ? f->fn->caps[p->caps[i].idx] : (nb_Cell *)f->locals[p->caps[i].idx].u.p;
+    c->h.rc++;
+    fn->caps[i] = c;
+  }
+  *out = nb_obj(NB_TFUNC, fn);
+  return NB_OK;
+}
+
