@@ -90,10 +90,11 @@ static int call_builtin(nb_VM *vm, const nb_Builtin *b, nb_Value *args, int npos
 ** kwv and placed by name, compared by pointer since both sides are interned),
 ** then the other locals, NB_TUNDEF until assigned.  Defaults are evaluated in
 ** the callee's frame, after the arguments, so a default may use an earlier
-** parameter.  Then the locals that closures capture are boxed into cells --
-** after the defaults, so a default that reads a captured parameter finds it
-** unboxed (a known crash: `fn f(a, b = a) { fn g() { a } ... }`, not fixed
-** here to keep this change a pure re-partition).
+** parameter.  The locals that closures capture are boxed into cells
+** before the defaults run: the resolver compiled every use of a captured
+** parameter -- in a default too (`fn f(a, b = a) { fn g() { a } ... }`) --
+** as a cell access, and a missing parameter's default is stored into its
+** cell when it has one.
 **
 ** Recursion is bounded three ways: call depth (max_depth), the C stack of
 ** this thread (cstack_limit, for deep expressions inside each call), and
@@ -143,15 +144,6 @@ static int call_func(nb_VM *vm, nb_Frame *caller, const nb_Node *site, nb_Func *
   }
   vm->depth++;
   vm->frame = &nf;
-  for (int i = 0; i < p->nparams; i++) if (base[i].t == NB_TUNDEF) {
-    if (!p->defaults[i]) {
-      nb_error_kind(vm, "TypeError", "%s() missing argument '%s'", nbP_proto_name(p), p->params[i]->data);
-      st = NB_ERR; goto out;
-    }
-    nb_Value d;
-    if ((st = nbV_eval(vm, &nf, p->defaults[i], &d))) goto out;
-    base[i] = d;
-  }
   for (int i = 0; i < p->ncells; i++) {
     int s = p->cellslots[i];
     nb_Cell *c = malloc(sizeof *c);
@@ -159,6 +151,18 @@ static int call_func(nb_VM *vm, nb_Frame *caller, const nb_Node *site, nb_Func *
     c->h.rc = 1; c->h.type = NB_TCELL; c->v = base[s];
     nbO_track(&c->h);
     base[s] = nb_obj(NB_TCELL, c);
+  }
+  for (int i = 0; i < p->nparams; i++) {
+    /* a cell is never a value, so a boxed slot is told apart by its type */
+    nb_Value *slot = base[i].t == NB_TCELL ? &((nb_Cell *)base[i].u.p)->v : &base[i];
+    if (slot->t != NB_TUNDEF) continue;
+    if (!p->defaults[i]) {
+      nb_error_kind(vm, "TypeError", "%s() missing argument '%s'", nbP_proto_name(p), p->params[i]->data);
+      st = NB_ERR; goto out;
+    }
+    nb_Value d;
+    if ((st = nbV_eval(vm, &nf, p->defaults[i], &d))) goto out;
+    *slot = d;
   }
   st = nbV_eval(vm, &nf, p->body, out);
   if (st == NB_RETURN) { *out = vm->ret; vm->ret = nb_nil(); st = NB_OK; }
