@@ -283,8 +283,8 @@ static void challenge_for(const char *ident, size_t identlen, unsigned long long
   const void *parts[3] = { "nabla-challenge", ident, ts };
   size_t lens[3] = { 15, identlen, (size_t)tn };
   unsigned char mac[32]; char hex[65];
-  dp_hmac(S.key, parts, lens, 3, mac);
-  dp_hex(mac, 32, hex);
+  if (wire_hmac_sha256(S.key, DP_KEYLEN, parts, lens, 3, mac)) RAND_bytes(mac, sizeof mac);   /* no HMAC: a challenge nobody can answer */
+  wire_hex(mac, 32, hex);
   snprintf(out, 96, "%s %s", ts, hex);
 }
 
@@ -308,7 +308,7 @@ static void on_hello(dp_Msg *m) {
   char want[96], got[160];
   challenge_for(m->ident, m->identlen, t, want);
   snprintf(got, sizeof got, "%s %s", h.ts, h.mac);
-  if (strlen(got) != strlen(want) || !dp_equal(got, want, strlen(want)) || (unsigned long long)(int64_t)nu_mono_ms() - t > CHALLENGE_MS) {
+  if (strlen(got) != strlen(want) || !wire_equal(got, want, strlen(want)) || (unsigned long long)(int64_t)nu_mono_ms() - t > CHALLENGE_MS) {
     /* no answer: this connection has not proved the key */
     logf_("nabla dist: refused a hello for rank %d that does not answer this connection's challenge (a replay?)", rank);
     return;
@@ -346,7 +346,7 @@ static void pump_one(nb_VM *vm, uint32_t seq, dsess_Reply *rep) {
   int rc = dp_recv(S.router, S.key, 1, 1, &m);
   if (rc == 1 || rc == -1) return;
   if (rc < 0) {
-    char hex[129]; dp_hex((unsigned char *)m.ident, m.identlen < 64 ? m.identlen : 64, hex);
+    char hex[129]; wire_hex((unsigned char *)m.ident, m.identlen < 64 ? m.identlen : 64, hex);
     if (rc == -3) logf_("nabla dist: refused a message over %zu bytes or %d frames (connection %s); it was not looked at", (size_t)DP_MAX_MSG, DP_MAX_FRAMES, hex);
     else logf_("nabla dist: refused a message with a missing or bad signature (connection %s); it was not looked at", hex);
     dp_msg_free(&m);
@@ -716,10 +716,10 @@ int dsess_start(nb_VM *vm, int n, const dsess_Launch *o) {
     ** (which RAND_bytes and a first HMAC install) so it runs before it */
     static int registered;
     unsigned char mac[32]; const void *p[1] = { "" }; size_t l[1] = { 0 };
-    dp_hmac(S.key, p, l, 1, mac);
+    (void)wire_hmac_sha256(S.key, DP_KEYLEN, p, l, 1, mac);
     if (!registered) { registered = 1; atexit(at_exit_stop); }
   }
-  char hex[2 * DP_KEYLEN + 2]; dp_hex(S.key, DP_KEYLEN, hex); strcat(hex, "\n");
+  char hex[2 * DP_KEYLEN + 2]; wire_hex(S.key, DP_KEYLEN, hex); strcat(hex, "\n");
   if (!S.remote) {
     /* the key file: 0600, in $XDG_RUNTIME_DIR or $TMPDIR or /tmp */
     const char *dir = getenv("XDG_RUNTIME_DIR");

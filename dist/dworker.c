@@ -182,13 +182,13 @@ static void handle(dp_Msg *m) {
   } else if (!strcmp(m->type, "ncclid")) {
     unsigned char id[NT_COMM_ID_BYTES]; char hex[2 * NT_COMM_ID_BYTES + 2];
     if (nt_cuda_comm_unique_id(id)) { reply_err(seq, "DistError", nt_error_msg(), nt_error_msg()); return; }
-    dp_hex(id, sizeof id, hex);
+    wire_hex(id, sizeof id, hex);
     reply_ok(seq, hex, 2 * NT_COMM_ID_BYTES);
     OPENSSL_cleanse(id, sizeof id); OPENSSL_cleanse(hex, sizeof hex);
   } else if (!strcmp(m->type, "nccl")) {
     unsigned char id[NT_COMM_ID_BYTES];
     arm();
-    if (m->len != 2 * NT_COMM_ID_BYTES || dp_unhex(m->body, id, sizeof id) != 0) { reply_err(seq, "DistError", "bad NCCL id", "bad NCCL id"); return; }
+    if (m->len != 2 * NT_COMM_ID_BYTES || wire_unhex(m->body, id, sizeof id) != 0) { reply_err(seq, "DistError", "bad NCCL id", "bad NCCL id"); return; }
     int st = dn_world_init(&W.g, id);
     OPENSSL_cleanse(id, sizeof id);
     if (st) {
@@ -425,13 +425,13 @@ int nbD_worker_main(int argc, char **argv) {
       n++;
     }
     hex[n] = 0;
-    if (n < 2 * DP_KEYLEN || dp_unhex(hex, W.key, DP_KEYLEN) != 0) {
+    if (n < 2 * DP_KEYLEN || wire_unhex(hex, W.key, DP_KEYLEN) != 0) {
       fprintf(stderr, "nabla worker: cannot read the session key from standard input\n");
       return 2;
     }
   } else {
     FILE *f = fopen(kf, "r");
-    if (!f || !fgets(hex, sizeof hex, f) || dp_unhex(hex, W.key, DP_KEYLEN) != 0) {
+    if (!f || !fgets(hex, sizeof hex, f) || wire_unhex(hex, W.key, DP_KEYLEN) != 0) {
       fprintf(stderr, "nabla worker: cannot read the session key from %s\n", kf);
       if (f) fclose(f);
       return 2;

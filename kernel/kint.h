@@ -9,7 +9,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <jansson.h>
-#include "dist/wire.h"
+#include "wire/wire.h"
 #include "lang/nabla.h"
 
 typedef struct Kernel {
