@@ -13,7 +13,7 @@
 #include <string.h>
 #include "dist/dist.h"
 #include "dist/dsession.h"
-#include "dist/dgrad.h"
+#include "dist/dtensorcoll.h"
 #include "dist/dnccl.h"
 
 static int arg_str(nb_VM *vm, const char *f, const char *what, nb_Value v, const char **s) {

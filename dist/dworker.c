@@ -30,34 +30,46 @@
 #include <openssl/rand.h>
 #include "dist/dist.h"
 #include "dist/dinternal.h"
-#include "dist/dreduce.h"
+#include "dist/ddataparallel.h"
 #include "dist/dproto.h"
 #include "dist/dlaunch.h"
 #include "dist/dnccl.h"
 #include "tensor/tdevice.h"
 #include "util/clock.h"
 
-typedef struct WState {
-  void *ctx, *dealer, *mon;
-  void *pipe_main, *pipe_io;   /* inproc PAIR: main thread <-> I/O thread */
-  unsigned char key[DP_KEYLEN];
-  int rank;
-  uint32_t seq;          /* of the command being run (output is tagged with it) */
+/*
+** The worker's state, by who owns it.  W is what both threads use: set
+** before the I/O thread starts, or read and written atomically (the VM is
+** only interrupted from the I/O thread, which nb_vm_interrupt allows).  M is
+** the main thread's, IO the I/O thread's (the main thread sets IO's sockets
+** up before starting it and closes them after joining it).
+*/
+static struct {
   nb_VM *vm;
-  dr_Group g;
-  char **addrs;
-  pthread_t io; int io_on;
+  int rank;
+  unsigned char key[DP_KEYLEN];
+  double hb_s;             /* the session's heartbeat timeout (0: none) */
   uint32_t busy_seq;       /* the command the VM runs now (0: idle); atomic */
   uint32_t intr_seq;       /* the last command the session asked to interrupt; atomic */
   const char *busy_type;   /* its type ("exec", ...); atomic */
-  double hb_s;             /* the session's heartbeat timeout (0: none) */
   int main_done;           /* atomic: the main loop has ended */
-  uint64_t ctr;            /* counter of the messages sent to the session (the I/O thread's, after `hi`) */
+} W;
+static struct {
+  void *ctx;
+  void *pipe;              /* inproc PAIR to the I/O thread */
+  uint32_t seq;            /* of the command being run (output is tagged with it) */
+  dr_Group g;
+  char **addrs;
+  pthread_t io; int io_on;
+} M;
+static struct {
+  void *dealer, *mon;      /* the connection to the session; its monitor */
+  void *pipe;              /* inproc PAIR to the main thread */
+  uint64_t ctr;            /* counter of the messages sent to the session (the main thread sends `hi` first) */
   uint64_t rctr;           /* the session's last counter: a lower or equal one is a replay */
   char hello[512];         /* the hello's body, sent with the session's challenge */
   int hello_sent;
-} WState;
-static WState W;
+} IO;
 
 
 static void wsink_write(nb_Sink *s, int stream, const char *data, size_t len) {
@@ -66,7 +78,7 @@ static void wsink_write(nb_Sink *s, int stream, const char *data, size_t len) {
   if (!b) return;
   b[0] = stream == NB_STDERR ? '2' : '1';
   memcpy(b + 1, data, len);
-  dp_send(W.pipe_main, NULL, NULL, 0, "stream", W.seq, W.rank, 0, b, len + 1);
+  dp_send(M.pipe, NULL, NULL, 0, "stream", M.seq, W.rank, 0, b, len + 1);
   free(b);
 }
 static void wsink_display(nb_Sink *s, const nb_MimeItem *items, int n, const char *id, int update) {
@@ -96,7 +108,7 @@ static void reply_ok(uint32_t seq, const char *data, size_t len) {
   if (b) {
     b[0] = '0';
     if (len) memcpy(b + 1, data, len);
-    sent = dp_send(W.pipe_main, NULL, NULL, 0, "reply", seq, W.rank, 0, b, len + 1) == 0;
+    sent = dp_send(M.pipe, NULL, NULL, 0, "reply", seq, W.rank, 0, b, len + 1) == 0;
     free(b);
   }
   if (!sent) {
@@ -111,7 +123,7 @@ static void reply_err(uint32_t seq, const char *name, const char *msg, const cha
   nbB_add(&b, name, strlen(name)); nbB_putc(&b, 0);
   nbB_add(&b, msg, strlen(msg)); nbB_putc(&b, 0);
   nbB_add(&b, report, strlen(report));
-  dp_send(W.pipe_main, NULL, NULL, 0, "reply", seq, W.rank, 0, b.p, b.n);
+  dp_send(M.pipe, NULL, NULL, 0, "reply", seq, W.rank, 0, b.p, b.n);
   nbB_free(&b);
 }
 static void reply_last_error(uint32_t seq) {
@@ -154,8 +166,8 @@ static void reply_value(uint32_t seq, nb_Value v) {
 /* (re)connects the TCP mesh; after `welcome` the reply also says whether
 ** this worker can run NCCL (unless the session asked for the ring) */
 static int connect_mesh(uint32_t seq, const char *backend) {
-  dn_close(&W.g);   /* a reconnect replaces the NCCL communicators too */
-  if (dr_connect(&W.g, W.addrs)) { reply_err(seq, "DistError", W.g.err, W.g.err); return -1; }
+  dn_close(&M.g);   /* a reconnect replaces the NCCL communicators too */
+  if (dr_connect(&M.g, M.addrs)) { reply_err(seq, "DistError", M.g.err, M.g.err); return -1; }
   char body[800] = "", info[700];
   if (backend && strcmp(backend, "ring") != 0) {
     int ok = dn_probe(info, sizeof info);
@@ -167,16 +179,16 @@ static int connect_mesh(uint32_t seq, const char *backend) {
 
 static void handle(dp_Msg *m) {
   uint32_t seq = m->seq;
-  W.seq = seq;
+  M.seq = seq;
   if (!strcmp(m->type, "welcome")) {
     dp_Welcome wl;
-    if (W.addrs || dp_parse_welcome(m->body, m->len, W.g.world, &wl)) { reply_err(seq, "DistError", "bad welcome", "bad welcome"); return; }
-    W.g.timeout_ms = wl.timeout_ms; W.g.gen = wl.gen;
-    W.addrs = wl.addrs;   /* taken over */
+    if (M.addrs || dp_parse_welcome(m->body, m->len, M.g.world, &wl)) { reply_err(seq, "DistError", "bad welcome", "bad welcome"); return; }
+    M.g.timeout_ms = wl.timeout_ms; M.g.gen = wl.gen;
+    M.addrs = wl.addrs;   /* taken over */
     arm();
     connect_mesh(seq, wl.backend);
   } else if (!strcmp(m->type, "reconnect")) {
-    W.g.gen = (uint32_t)strtoul(m->body, NULL, 10);
+    M.g.gen = (uint32_t)strtoul(m->body, NULL, 10);
     arm();
     connect_mesh(seq, NULL);
   } else if (!strcmp(m->type, "ncclid")) {
@@ -189,11 +201,11 @@ static void handle(dp_Msg *m) {
     unsigned char id[NT_COMM_ID_BYTES];
     arm();
     if (m->len != 2 * NT_COMM_ID_BYTES || wire_unhex(m->body, id, sizeof id) != 0) { reply_err(seq, "DistError", "bad NCCL id", "bad NCCL id"); return; }
-    int st = dn_world_init(&W.g, id);
+    int st = dn_world_init(&M.g, id);
     OPENSSL_cleanse(id, sizeof id);
     if (st) {
-      char msg[700]; snprintf(msg, sizeof msg, "%s", W.g.err);
-      W.g.broken = 0;   /* the TCP mesh is fine; the session reports this and stops */
+      char msg[700]; snprintf(msg, sizeof msg, "%s", M.g.err);
+      M.g.broken = 0;   /* the TCP mesh is fine; the session reports this and stops */
       reply_err(seq, W.vm->interrupted ? "Interrupted" : "DistError", msg, msg);
     } else reply_ok(seq, NULL, 0);
   } else if (!strcmp(m->type, "exec")) {
@@ -269,7 +281,7 @@ static int hasarg(int argc, char **argv, const char *name) {
 /* ---- the I/O thread ---- */
 /* builds a message for the session with the next counter */
 static int to_session(dp_Out *o, const char *type, uint32_t seq, const void *body, size_t len) {
-  return dp_build(o, W.key, NULL, 0, type, seq, W.rank, ++W.ctr, body, len);
+  return dp_build(o, W.key, NULL, 0, type, seq, W.rank, ++IO.ctr, body, len);
 }
 
 /* what the VM is doing, for heartbeats: "TYPE COLLECTIVE" ("idle -") */
@@ -281,17 +293,17 @@ static void op_text(char *out, size_t n) {
 
 /* a command or control message from the session */
 static void wio_incoming(dp_Msg *m, double *stop_at) {
-  if (m->ctr <= W.rctr) {
-    fprintf(stderr, "nabla worker %d: dropped a replayed control message (counter %llu after %llu)\n", W.rank, (unsigned long long)m->ctr, (unsigned long long)W.rctr);
+  if (m->ctr <= IO.rctr) {
+    fprintf(stderr, "nabla worker %d: dropped a replayed control message (counter %llu after %llu)\n", W.rank, (unsigned long long)m->ctr, (unsigned long long)IO.rctr);
     return;
   }
-  W.rctr = m->ctr;
+  IO.rctr = m->ctr;
   if (!strcmp(m->type, "ping")) return;
   if (!strcmp(m->type, "challenge")) {   /* the handshake (see on_hi): hello, echoing it */
-    if (W.hello_sent) return;
-    char body[700]; int n = snprintf(body, sizeof body, "%s %.150s", W.hello, m->body);
+    if (IO.hello_sent) return;
+    char body[700]; int n = snprintf(body, sizeof body, "%s %.150s", IO.hello, m->body);
     dp_Out o;
-    if (n > 0 && n < (int)sizeof body && !to_session(&o, "hello", 0, body, (size_t)n)) { dp_out_send(&o, W.dealer, 0); W.hello_sent = 1; }
+    if (n > 0 && n < (int)sizeof body && !to_session(&o, "hello", 0, body, (size_t)n)) { dp_out_send(&o, IO.dealer, 0); IO.hello_sent = 1; }
     return;
   }
   if (!strcmp(m->type, "interrupt")) {
@@ -304,7 +316,7 @@ static void wio_incoming(dp_Msg *m, double *stop_at) {
     nb_vm_interrupt(W.vm);                  /* stop what it runs; if it does not, exit anyway */
     if (!*stop_at) *stop_at = nu_mono_s() + 3.0;
   }
-  dp_send(W.pipe_io, NULL, NULL, 0, m->type, m->seq, m->rank, 0, m->body, m->len);
+  dp_send(IO.pipe, NULL, NULL, 0, m->type, m->seq, m->rank, 0, m->body, m->len);
 }
 
 static void *wio_main(void *arg) {
@@ -315,19 +327,19 @@ static void *wio_main(void *arg) {
   double ping_every = W.hb_s > 0 ? (W.hb_s / 4 < 1.0 ? W.hb_s / 4 : 1.0) : 1.0;
   int quitting = 0; double quit_at = 0;
   for (;;) {
-    zmq_pollitem_t it[3] = { { W.dealer, 0, ZMQ_POLLIN | (pend.n ? ZMQ_POLLOUT : 0), 0 }, { W.mon, 0, ZMQ_POLLIN, 0 },
-                             { W.pipe_io, 0, ZMQ_POLLIN, 0 } };
+    zmq_pollitem_t it[3] = { { IO.dealer, 0, ZMQ_POLLIN | (pend.n ? ZMQ_POLLOUT : 0), 0 }, { IO.mon, 0, ZMQ_POLLIN, 0 },
+                             { IO.pipe, 0, ZMQ_POLLIN, 0 } };
     /* while a message waits for the session, take no more from the main thread */
     int rc = zmq_poll(it, (pend.n || quitting) ? 2 : 3, 100);
     double t = nu_mono_s();
     if (rc < 0 && errno != EINTR) break;
-    if (pend.n) dp_out_send(&pend, W.dealer, ZMQ_DONTWAIT);
+    if (pend.n) dp_out_send(&pend, IO.dealer, ZMQ_DONTWAIT);
     if (!pend.n && !quitting && (it[2].revents & ZMQ_POLLIN)) {
       for (int k = 0; k < 256 && !pend.n; k++) {
         dp_Msg m;
-        if (dp_recv(W.pipe_io, NULL, 0, 1, &m) != 0) break;
+        if (dp_recv(IO.pipe, NULL, 0, 1, &m) != 0) break;
         if (!strcmp(m.type, "quit")) { dp_msg_free(&m); quitting = 1; quit_at = t; break; }
-        if (!to_session(&pend, m.type, m.seq, m.body, m.len)) dp_out_send(&pend, W.dealer, ZMQ_DONTWAIT);
+        if (!to_session(&pend, m.type, m.seq, m.body, m.len)) dp_out_send(&pend, IO.dealer, ZMQ_DONTWAIT);
         dp_msg_free(&m);
       }
     }
@@ -335,7 +347,7 @@ static void *wio_main(void *arg) {
     if (it[0].revents & ZMQ_POLLIN) {
       for (int k = 0; k < 256; k++) {
         dp_Msg m;
-        int r = dp_recv(W.dealer, W.key, 0, 1, &m);
+        int r = dp_recv(IO.dealer, W.key, 0, 1, &m);
         if (r == 1 || r == -1) break;
         if (r < 0) { fprintf(stderr, "nabla worker %d: dropped a control message %s\n", W.rank, r == -3 ? "over the size limit" : "with a bad signature"); continue; }
         last_heard = t;
@@ -349,12 +361,12 @@ static void *wio_main(void *arg) {
     else if (W.hb_s > 0 && t - last_heard > W.hb_s) { snprintf(whyb, sizeof whyb, "no heartbeat from the session for %.1f s", t - last_heard); why = whyb; }
     else if (getppid() == 1) why = "orphaned";
     if (why && !lost_at && !quitting) {
-      if (it[1].revents & ZMQ_POLLIN) { zmq_msg_t e; zmq_msg_init(&e); while (zmq_msg_recv(&e, W.mon, ZMQ_DONTWAIT) >= 0) {} zmq_msg_close(&e); }
+      if (it[1].revents & ZMQ_POLLIN) { zmq_msg_t e; zmq_msg_init(&e); while (zmq_msg_recv(&e, IO.mon, ZMQ_DONTWAIT) >= 0) {} zmq_msg_close(&e); }
       if (strcmp(why, "the session's connection closed") != 0)
         fprintf(stderr, "nabla worker %d (pid %d): %s; exiting\n", W.rank, (int)getpid(), why);
       lost_at = t;
       nb_vm_interrupt(W.vm);
-      dp_send(W.pipe_io, NULL, NULL, 0, "lost", 0, -1, 0, why, strlen(why));
+      dp_send(IO.pipe, NULL, NULL, 0, "lost", 0, -1, 0, why, strlen(why));
     }
     /* the main thread did not come back to its loop in time: leave without it */
     if ((lost_at && t - lost_at > 3.0) || (stop_at && t > stop_at)) {
@@ -367,7 +379,7 @@ static void *wio_main(void *arg) {
         if (!pend.n) {
           /* non-blocking: with no session connected a DEALER would block */
           dp_Out p;
-          if (!to_session(&p, "ping", 0, op, strlen(op)) && !dp_out_send(&p, W.dealer, ZMQ_DONTWAIT)) dp_out_free(&p);
+          if (!to_session(&p, "ping", 0, op, strlen(op)) && !dp_out_send(&p, IO.dealer, ZMQ_DONTWAIT)) dp_out_free(&p);
           last_ping = t;
           snprintf(last_op, sizeof last_op, "%s", op);
         }
@@ -449,10 +461,10 @@ int nbD_worker_main(int argc, char **argv) {
   nbD_init();
   W.vm = nb_vm_new(&wsink);
   nbD_self.rank = rank; nbD_self.world = world; nbD_self.local_rank = lrank;
-  W.g.rank = rank; W.g.world = world; W.g.listen_fd = -1;
-  memcpy(W.g.key, W.key, DP_KEYLEN);
-  W.g.timeout_ms = atoi(argval(argc, argv, "--timeout-ms", "300000"));
-  W.g.interrupted = &W.vm->interrupted;
+  M.g.rank = rank; M.g.world = world; M.g.listen_fd = -1;
+  memcpy(M.g.key, W.key, DP_KEYLEN);
+  M.g.timeout_ms = atoi(argval(argc, argv, "--timeout-ms", "300000"));
+  M.g.interrupted = &W.vm->interrupted;
   /* the ring listener: --bind HOST, or auto: every interface, advertised
   ** as the address this host reaches the session from */
   const char *bind = argval(argc, argv, "--bind", "127.0.0.1");
@@ -464,50 +476,50 @@ int nbD_worker_main(int argc, char **argv) {
     if (dl_route_addr(host, adv, sizeof adv)) snprintf(adv, sizeof adv, "127.0.0.1");
     bind = !strcmp(adv, "127.0.0.1") ? "127.0.0.1" : "0.0.0.0";
   } else snprintf(adv, sizeof adv, "%s", bind);
-  if (dr_listen(&W.g, bind)) { fprintf(stderr, "nabla worker: %s\n", W.g.err); return 2; }
-  nbD_self.g = &W.g;
+  if (dr_listen(&M.g, bind)) { fprintf(stderr, "nabla worker: %s\n", M.g.err); return 2; }
+  nbD_self.g = &M.g;
   struct sigaction sa; memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_sigint; sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, NULL);
   signal(SIGPIPE, SIG_IGN);
 
-  W.ctx = zmq_ctx_new();
-  W.dealer = zmq_socket(W.ctx, ZMQ_DEALER);
+  M.ctx = zmq_ctx_new();
+  IO.dealer = zmq_socket(M.ctx, ZMQ_DEALER);
   /* a routing identity nobody can guess (see on_hi) */
   unsigned char ident[16];
   if (RAND_bytes(ident, sizeof ident) != 1) { fprintf(stderr, "nabla worker: no random bytes for the connection identity\n"); return 2; }
   ident[0] |= 1;   /* identities starting with a zero byte are ZeroMQ's own */
-  zmq_setsockopt(W.dealer, ZMQ_ROUTING_ID, ident, sizeof ident);
-  dp_limit_socket(W.dealer);
-  if (dp_curve_client(W.dealer, W.key)) { fprintf(stderr, "nabla worker: this ZeroMQ has no CURVE security (libzmq built without libsodium)\n"); return 2; }
+  zmq_setsockopt(IO.dealer, ZMQ_ROUTING_ID, ident, sizeof ident);
+  dp_limit_socket(IO.dealer);
+  if (dp_curve_client(IO.dealer, W.key)) { fprintf(stderr, "nabla worker: this ZeroMQ has no CURVE security (libzmq built without libsodium)\n"); return 2; }
   int linger = 2000;
-  zmq_setsockopt(W.dealer, ZMQ_LINGER, &linger, sizeof linger);
-  zmq_socket_monitor(W.dealer, "inproc://nabla-dist-monitor", ZMQ_EVENT_DISCONNECTED);
-  W.mon = zmq_socket(W.ctx, ZMQ_PAIR);
-  zmq_connect(W.mon, "inproc://nabla-dist-monitor");
-  W.pipe_io = zmq_socket(W.ctx, ZMQ_PAIR);
-  W.pipe_main = zmq_socket(W.ctx, ZMQ_PAIR);
-  zmq_bind(W.pipe_io, "inproc://nabla-worker-pipe");
-  zmq_connect(W.pipe_main, "inproc://nabla-worker-pipe");
-  if (zmq_connect(W.dealer, ep) != 0) { fprintf(stderr, "nabla worker: cannot connect to %s: %s\n", ep, zmq_strerror(errno)); return 2; }
+  zmq_setsockopt(IO.dealer, ZMQ_LINGER, &linger, sizeof linger);
+  zmq_socket_monitor(IO.dealer, "inproc://nabla-dist-monitor", ZMQ_EVENT_DISCONNECTED);
+  IO.mon = zmq_socket(M.ctx, ZMQ_PAIR);
+  zmq_connect(IO.mon, "inproc://nabla-dist-monitor");
+  IO.pipe = zmq_socket(M.ctx, ZMQ_PAIR);
+  M.pipe = zmq_socket(M.ctx, ZMQ_PAIR);
+  zmq_bind(IO.pipe, "inproc://nabla-worker-pipe");
+  zmq_connect(M.pipe, "inproc://nabla-worker-pipe");
+  if (zmq_connect(IO.dealer, ep) != 0) { fprintf(stderr, "nabla worker: cannot connect to %s: %s\n", ep, zmq_strerror(errno)); return 2; }
   char hostname[128] = "?";
   gethostname(hostname, sizeof hostname - 1);
   for (char *p = hostname; *p; p++) if (*p == ' ') *p = '_';
   const char *ver = getenv("NABLA_DIST_FAKE_VERSION");   /* tests: pretend to be another version */
-  snprintf(W.hello, sizeof W.hello, "%s %d %d %d %s:%d %s", ver ? ver : nb_version(), (int)getpid(), rank, lrank, adv, W.g.port, hostname);
-  dp_send(W.dealer, W.key, NULL, 0, "hi", 0, rank, ++W.ctr, NULL, 0);   /* the session answers with a challenge */
-  if (pthread_create(&W.io, NULL, wio_main, NULL) == 0) W.io_on = 1;
+  snprintf(IO.hello, sizeof IO.hello, "%s %d %d %d %s:%d %s", ver ? ver : nb_version(), (int)getpid(), rank, lrank, adv, M.g.port, hostname);
+  dp_send(IO.dealer, W.key, NULL, 0, "hi", 0, rank, ++IO.ctr, NULL, 0);   /* the session answers with a challenge */
+  if (pthread_create(&M.io, NULL, wio_main, NULL) == 0) M.io_on = 1;
   else { fprintf(stderr, "nabla worker: cannot start the I/O thread\n"); return 2; }
   /* `dist` is there without an import */
   nb_run(W.vm, "import dist", 11, "<dist>", 0);
   int status = 0;
   for (;;) {
-    zmq_pollitem_t it = { W.pipe_main, 0, ZMQ_POLLIN, 0 };
+    zmq_pollitem_t it = { M.pipe, 0, ZMQ_POLLIN, 0 };
     int rc = zmq_poll(&it, 1, 1000);
     if (rc < 0) { if (errno == EINTR) continue; status = 3; break; }
     if (!(it.revents & ZMQ_POLLIN)) continue;
     dp_Msg m;
-    int r = dp_recv(W.pipe_main, NULL, 0, 1, &m);
+    int r = dp_recv(M.pipe, NULL, 0, 1, &m);
     if (r != 0) continue;
     if (!strcmp(m.type, "lost")) { dp_msg_free(&m); status = 3; break; }
     if (!strcmp(m.type, "stop")) { dp_msg_free(&m); break; }
@@ -524,23 +536,23 @@ int nbD_worker_main(int argc, char **argv) {
     fflush(stdout);
   }
   __atomic_store_n(&W.main_done, 1, __ATOMIC_SEQ_CST);
-  dp_send(W.pipe_main, NULL, NULL, 0, "quit", 0, -1, 0, NULL, 0);   /* to the I/O thread: send what is queued and stop */
-  if (W.io_on) pthread_join(W.io, NULL);
+  dp_send(M.pipe, NULL, NULL, 0, "quit", 0, -1, 0, NULL, 0);   /* to the I/O thread: send what is queued and stop */
+  if (M.io_on) pthread_join(M.io, NULL);
   nbD_reducer_shutdown();
   nbD_self.g = NULL;
-  dn_close(&W.g);
-  dr_close(&W.g);
-  if (W.g.listen_fd >= 0) close(W.g.listen_fd);
-  free(W.g.fd);
-  if (W.addrs) { for (int i = 0; i < world; i++) free(W.addrs[i]); free(W.addrs); }
+  dn_close(&M.g);
+  dr_close(&M.g);
+  if (M.g.listen_fd >= 0) close(M.g.listen_fd);
+  free(M.g.fd);
+  if (M.addrs) { for (int i = 0; i < world; i++) free(M.addrs[i]); free(M.addrs); }
   nb_vm_free(W.vm);
-  zmq_socket_monitor(W.dealer, NULL, 0);
-  zmq_close(W.mon);
+  zmq_socket_monitor(IO.dealer, NULL, 0);
+  zmq_close(IO.mon);
   int z = 0;
-  zmq_setsockopt(W.pipe_main, ZMQ_LINGER, &z, sizeof z); zmq_setsockopt(W.pipe_io, ZMQ_LINGER, &z, sizeof z);
-  zmq_close(W.pipe_main); zmq_close(W.pipe_io);
-  if (status == 3) zmq_setsockopt(W.dealer, ZMQ_LINGER, &z, sizeof z);   /* nobody to deliver to */
-  zmq_close(W.dealer);
-  zmq_ctx_term(W.ctx);
+  zmq_setsockopt(M.pipe, ZMQ_LINGER, &z, sizeof z); zmq_setsockopt(IO.pipe, ZMQ_LINGER, &z, sizeof z);
+  zmq_close(M.pipe); zmq_close(IO.pipe);
+  if (status == 3) zmq_setsockopt(IO.dealer, ZMQ_LINGER, &z, sizeof z);   /* nobody to deliver to */
+  zmq_close(IO.dealer);
+  zmq_ctx_term(M.ctx);
   return status;
 }
