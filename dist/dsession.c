@@ -102,8 +102,10 @@ static Session S;
 ** called with it held.  The monitor thread only try-locks it, so between
 ** operations it keeps the heartbeats going and reads what arrives.  Not
 ** recursive: an entry point never calls another one (exchange, reconnect
-** and nccl_setup are the locked parts they share). */
-static pthread_mutex_t S_mu = PTHREAD_MUTEX_INITIALIZER;
+** and nccl_setup are the locked parts they share).  Error-checking, so that
+** the exit handler can tell a thread that exits while it holds the lock
+** (EDEADLK: it owns S already) from one that must wait for it. */
+static pthread_mutex_t S_mu = PTHREAD_ERRORCHECK_MUTEX_INITIALIZER_NP;
 
 static uint64_t next_ctr(void) { return __atomic_add_fetch(&S.ctr, 1, __ATOMIC_SEQ_CST); }
 
@@ -518,7 +520,13 @@ static pid_t spawn_local(int rank, const char *exe) {
   return pid;
 }
 
-static void at_exit_stop(void) { if (S.active && S.router) dsess_stop(); }
+/* stops the workers at exit, even when exit is called in the middle of an
+** operation of this thread (which then holds S_mu) */
+static void at_exit_stop(void) {
+  int rc = pthread_mutex_lock(&S_mu);
+  if (S.active && S.router) teardown();
+  if (rc == 0) pthread_mutex_unlock(&S_mu);
+}
 
 void dsess_launch_free(dsess_Launch *o) {
   for (int i = 0; i < o->nhosts; i++) free(o->hosts[i]);
