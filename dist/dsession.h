@@ -9,8 +9,9 @@
 ** functions.
 **
 ** Locking: the session's state is guarded by one (non-recursive) mutex that
-** the functions below take themselves; callers never hold it.  The
-** controller's monitor thread only try-locks it between operations.
+** the functions below take themselves (dsess_need and the getters only
+** read); callers never hold it.  The controller's monitor thread only
+** try-locks it between operations.
 */
 #ifndef DIST_DSESSION_H
 #define DIST_DSESSION_H
@@ -43,7 +44,9 @@ int dsess_error(nb_VM *vm, const char *fmt, ...) __attribute__((format(printf, 2
 int  dsess_start(nb_VM *vm, int n, const dsess_Launch *o);
 /* Stops the workers, if any (also registered with atexit). */
 void dsess_stop(void);
-/* NB_OK when a session runs and no worker is dead; else raises why. */
+/* NB_OK when a session runs and no worker is dead; else raises why.  Takes
+** no lock: it reads what only the VM's thread writes, and the dead flags the
+** monitor sets atomically. */
 int  dsess_need(nb_VM *vm, const char *fname);
 /* Sends a command (type, body) to the targets (NULL: all) and waits for
 ** every reply.  NB_OK with *out holding the replies (free them with
