@@ -402,7 +402,12 @@ static int wait_replies(nb_VM *vm, uint32_t seq, const int *targets, dsess_Reply
     zmq_pollitem_t it = { S.router, 0, ZMQ_POLLIN, 0 };
     int rc = zmq_poll(&it, 1, 50);
     ping_due();
-    if (rc > 0) { for (int k = 0; k < 64; k++) { int before = 0; (void)before; pump_one(vm, seq, rep); zmq_pollitem_t j = { S.router, 0, ZMQ_POLLIN, 0 }; if (zmq_poll(&j, 1, 0) <= 0) break; } }
+    /* a burst of at most 64 messages, so a chatty rank cannot starve the checks below */
+    for (int k = 0; rc > 0 && k < 64; k++) {
+      pump_one(vm, seq, rep);
+      zmq_pollitem_t j = { S.router, 0, ZMQ_POLLIN, 0 };
+      if (zmq_poll(&j, 1, 0) <= 0) break;
+    }
     for (int i = 0; i < S.n; i++) if (targets[i] && rep[i].got && !rep[i].ok && result == WR_OK) {
       result = WR_FAILED; *which = i;
       interrupt_ranks(seq, targets, rep);
