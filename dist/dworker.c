@@ -39,8 +39,9 @@
 
 /*
 ** The worker's state, by who owns it.  W is what both threads use: set
-** before the I/O thread starts, or read and written atomically (the VM is
-** only interrupted from the I/O thread, which nb_vm_interrupt allows).  M is
+** before the I/O thread starts, or read and written atomically (the I/O
+** thread and the SIGINT handler only interrupt the VM, which nb_vm_interrupt
+** allows from anywhere).  M is
 ** the main thread's, IO the I/O thread's (the main thread sets IO's sockets
 ** up before starting it and closes them after joining it).
 */
