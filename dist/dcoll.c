@@ -8,12 +8,12 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "dist/dgrad.h"
+#include "dist/dtensorcoll.h"
 #include "dist/dgroup.h"
 #include "dist/dnccl.h"
 #include "tensor/tdevice.h"
 #include "dist/dshm.h"
-#include "dist/dreduce.h"
+#include "dist/ddataparallel.h"
 
 nbD_Self nbD_self = { -1, 0, -1, NULL };
 

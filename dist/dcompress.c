@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "tensor/tinternal.h"
-#include "dist/dgrad.h"
+#include "dist/dtensorcoll.h"
 #include "dist/dgroup.h"
 
 static uint16_t q16(float f, int bf) { return bf ? nt_f32_to_bf16(f) : nt_f32_to_f16(f); }

@@ -10,7 +10,7 @@
 ** local (no communication), so ids need not agree across ranks.
 **
 ** Entering a group swaps nbD_self.g to the view for one call (every function
-** of dgrad.c then works on the group unchanged); leaving copies failures
+** of dtensorcoll.c then works on the group unchanged); leaving copies failures
 ** (broken, err) and byte counts back to the world group.  Autograd nodes of
 ** group collectives record the group id and re-enter it in backward.
 **

@@ -2,6 +2,18 @@
 ** dist.h — distributed sessions: workers, SPMD execution, collectives.
 ** Front ends call nbD_init() before creating VMs (registers the dist_* and
 ** collective builtins), and main dispatches `nabla worker` / `nabla run`.
+**
+** The folder, by job:
+**   session   dsession.c (controller: workers, control socket, commands),
+**             dsessionlib.c (its builtins), drun.c (`nabla run`)
+**   worker    dworker.c (`nabla worker`: the VM thread and the I/O thread)
+**   protocol  dproto.c (control messages, on the signing core wire/sign.c)
+**   transport dring.c (TCP ring), dshm.c (shared memory), dnccl.c (NCCL),
+**             dlaunch.c (ssh, srun)
+**   tensors   dtensorcoll.c (collectives on tensors, autograd), dgroup.c
+**             (sub-groups), dcompress.c, ddataparallel.c (the gradient
+**             reducer), dcoll.c (the worker-side builtins), dzero.c
+**   front     dmagic.c (the front ends' magics)
 */
 #ifndef DIST_DIST_H
 #define DIST_DIST_H

@@ -9,7 +9,7 @@
 ** tensors use it — and, when the session chose "nccl", one NCCL communicator
 ** over the world (g->nccl_world) whose unique id rank 0 made and the session
 ** relayed (dist.c: the `ncclid` / `nccl` commands after `welcome` and after
-** every `reconnect`).  dgrad.c sends a collective of CUDA tensors here when
+** every `reconnect`).  dtensorcoll.c sends a collective of CUDA tensors here when
 ** g->nccl_world is set, else through the ring via pinned staging.
 **
 ** Sub-groups (dgroup.c): point to point goes over the WORLD communicator
@@ -49,7 +49,7 @@ int dn_all_gather(dr_Group *g, void *dbuf, const size_t *counts, size_t esize);
 int dn_broadcast(dr_Group *g, void *dbuf, size_t nbytes, int src);
 int dn_sendrecv(dr_Group *g, int dst, const void *sbuf, size_t sn, int src, void *rbuf, size_t rn);
 
-/* Overlap (the data-parallel reducer, dreduce.c): a SUM all_reduce of a
+/* Overlap (the data-parallel reducer, ddataparallel.c): a SUM all_reduce of a
 ** device buffer that the compute stream does not wait for — backward goes on
 ** while NCCL runs on the communicator's stream.  dbuf stays untouched until
 ** dn_join(g), after which work queued on the compute stream sees every

@@ -1,5 +1,10 @@
 /*
-** dproto.c — signed multipart control messages (see dproto.h).
+** dproto.c — the session<->worker control protocol (see dproto.h): the
+** frame layout, the "TYPE SEQ RANK CTR" header, bodies split into frames,
+** the CURVE keys derived from the session key and the parsers of the
+** handshake's bodies.  The signing, the constant-time check and the bounded
+** receive are the shared core in wire/sign.c (the kernel's Jupyter codec
+** uses the same).
 */
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,59 +12,14 @@
 #include <errno.h>
 #include <stdint.h>
 #include <zmq.h>
-#include <openssl/hmac.h>
-#include <openssl/evp.h>
 #include <openssl/crypto.h>
 #include "dist/dproto.h"
+#include "wire/sign.h"
 
 static const char DELIM[] = "<NBDIST>";
 
-void dp_hmac(const unsigned char key[DP_KEYLEN], const void *const *parts, const size_t *lens, int n, unsigned char out[32]) {
-  /* HMAC by hand over SHA-256 (EVP digests), so no deprecated HMAC_CTX API */
-  unsigned char k0[64] = {0}, ipad[64], opad[64], inner[32];
-  memcpy(k0, key, DP_KEYLEN);
-  for (int i = 0; i < 64; i++) { ipad[i] = k0[i] ^ 0x36; opad[i] = k0[i] ^ 0x5c; }
-  EVP_MD_CTX *c = EVP_MD_CTX_new();
-  unsigned int olen = 32;
-  EVP_DigestInit_ex(c, EVP_sha256(), NULL);
-  EVP_DigestUpdate(c, ipad, 64);
-  for (int i = 0; i < n; i++) EVP_DigestUpdate(c, parts[i], lens[i]);
-  EVP_DigestFinal_ex(c, inner, &olen);
-  EVP_DigestInit_ex(c, EVP_sha256(), NULL);
-  EVP_DigestUpdate(c, opad, 64);
-  EVP_DigestUpdate(c, inner, 32);
-  EVP_DigestFinal_ex(c, out, &olen);
-  EVP_MD_CTX_free(c);
-}
-
-void dp_hex(const unsigned char *in, size_t n, char *out) {
-  static const char h[] = "0123456789abcdef";
-  for (size_t i = 0; i < n; i++) { out[2 * i] = h[in[i] >> 4]; out[2 * i + 1] = h[in[i] & 15]; }
-  out[2 * n] = 0;
-}
-static int hexval(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-int dp_unhex(const char *in, unsigned char *out, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    int a = hexval(in[2 * i]), b = a < 0 ? -1 : hexval(in[2 * i + 1]);
-    if (a < 0 || b < 0) return -1;
-    out[i] = (unsigned char)(a * 16 + b);
-  }
-  return 0;
-}
-int dp_equal(const void *a, const void *b, size_t n) {
-  const unsigned char *x = a, *y = b; unsigned char d = 0;
-  for (size_t i = 0; i < n; i++) d |= x[i] ^ y[i];
-  return d == 0;
-}
-
 void dp_limit_socket(void *sock) {
-  int64_t max = (int64_t)DP_MAX_FRAME + 4096;   /* headroom: CURVE wraps each frame in a MESSAGE command */
-  zmq_setsockopt(sock, ZMQ_MAXMSGSIZE, &max, sizeof max);
+  wire_limit_frame(sock, (int64_t)DP_MAX_FRAME + 4096);   /* headroom: CURVE wraps each frame in a MESSAGE command */
 }
 
 /* a CURVE key pair from the session key: secret = HMAC(key, who) (any 32
@@ -67,8 +27,7 @@ void dp_limit_socket(void *sock) {
 static int curve_pair(const unsigned char key[DP_KEYLEN], const char *who, char secret[41], char public_[41]) {
   unsigned char raw[32];
   const void *parts[1] = { who }; size_t lens[1] = { strlen(who) };
-  dp_hmac(key, parts, lens, 1, raw);
-  int ok = zmq_z85_encode(secret, raw, sizeof raw) != NULL && zmq_curve_public(public_, secret) == 0;
+  int ok = !wire_hmac_sha256(key, DP_KEYLEN, parts, lens, 1, raw) && zmq_z85_encode(secret, raw, sizeof raw) != NULL && zmq_curve_public(public_, secret) == 0;
   OPENSSL_cleanse(raw, sizeof raw);
   return ok ? 0 : -1;
 }
@@ -122,8 +81,8 @@ int dp_build(dp_Out *o, const unsigned char *key, const char *ident, size_t iden
     const void *parts[2] = { header, body ? body : "" };
     size_t lens[2] = { (size_t)hn, len };
     unsigned char mac[32];
-    dp_hmac(key, parts, lens, 2, mac);
-    dp_hex(mac, 32, sig);
+    if (wire_hmac_sha256(key, DP_KEYLEN, parts, lens, 2, mac)) { free(o->fr); o->fr = NULL; return -1; }
+    wire_hex(mac, 32, sig);
   } else memset(sig, '0', 64);
   int bad = 0;
   if (ident) bad |= frame_of(&o->fr[o->n++], ident, identlen);
@@ -195,12 +154,9 @@ int dp_decode(const unsigned char *key, const void *const *frames, const size_t 
     len += lens[i + 3 + k];
   }
   if (key) {
-    unsigned char mac[32], got[32];
-    const void *parts[DP_MAX_FRAMES];
-    size_t plens[DP_MAX_FRAMES];
-    for (int k = 0; k < nbody + 1; k++) { parts[k] = frames[i + 2 + k]; plens[k] = lens[i + 2 + k]; }
-    dp_hmac(key, parts, plens, nbody + 1, mac);
-    if (dp_unhex(frames[i + 1], got, 32) != 0 || !dp_equal(mac, got, 32)) return -2;
+    unsigned char mac[32];
+    if (wire_hmac_sha256(key, DP_KEYLEN, frames + i + 2, lens + i + 2, nbody + 1, mac) ||
+        !wire_sig_matches(frames[i + 1], lens[i + 1], mac, 32)) return -2;
   }
   if (parse_header(frames[i + 2], lens[i + 2], m)) return -2;
   m->body = malloc(len + 1);
@@ -211,47 +167,30 @@ int dp_decode(const unsigned char *key, const void *const *frames, const size_t 
   return 0;
 }
 
-/* Reads all frames of one message, keeping at most maxf of them and at most
-** DP_MAX_MSG bytes: the rest of an over-limit message is received and closed
-** one frame at a time (each is at most DP_MAX_FRAME: ZMQ_MAXMSGSIZE). */
-static int read_frames(void *sock, int dontwait, zmq_msg_t *fr, int maxf, int *nf, int *over) {
-  *nf = 0; *over = 0;
-  size_t total = 0;
-  for (;;) {
-    zmq_msg_t tmp; zmq_msg_init(&tmp);
-    int rc = zmq_msg_recv(&tmp, sock, (*nf == 0 && !*over && dontwait) ? ZMQ_DONTWAIT : 0);
-    if (rc < 0) {
-      zmq_msg_close(&tmp);
-      if (*nf == 0 && !*over && (errno == EAGAIN || errno == EINTR)) return 1;
-      if (errno == EINTR) continue;
-      for (int i = 0; i < *nf; i++) zmq_msg_close(&fr[i]);
-      *nf = 0;
-      return -1;
-    }
-    int more = zmq_msg_more(&tmp);
-    total += zmq_msg_size(&tmp);
-    if (*nf >= maxf || total > DP_MAX_MSG + 4096) *over = 1;
-    if (!*over) { fr[*nf] = tmp; (*nf)++; } else zmq_msg_close(&tmp);
-    if (!more) return 0;
-  }
-}
-
 int dp_recv(void *sock, const unsigned char *key, int has_ident, int dontwait, dp_Msg *m) {
   memset(m, 0, sizeof *m);
-  zmq_msg_t *fr = malloc(sizeof *fr * (size_t)(DP_MAX_FRAMES + 1));
-  if (!fr) return -1;
-  int nf, over;
-  int rc = read_frames(sock, dontwait, fr, DP_MAX_FRAMES + 1, &nf, &over);
-  if (rc) { free(fr); return rc; }
-  const void *data[DP_MAX_FRAMES + 1]; size_t lens[DP_MAX_FRAMES + 1];
-  for (int k = 0; k < nf; k++) { data[k] = zmq_msg_data(&fr[k]); lens[k] = zmq_msg_size(&fr[k]); }
-  rc = over ? -3 : dp_decode(key, data, lens, nf, has_ident, m);
-  if (rc && has_ident && nf >= 1 && !m->identlen) {
-    size_t n = lens[0] < sizeof m->ident ? lens[0] : sizeof m->ident;
-    memcpy(m->ident, data[0], n); m->identlen = n;
+  /* at most DP_MAX_FRAMES + 1 frames and DP_MAX_MSG bytes (and the header's)
+  ** are kept; the rest of a bigger message is received and dropped */
+  wire_Parts r;
+  if (wire_recv_parts(sock, dontwait ? ZMQ_DONTWAIT : 0, DP_MAX_FRAMES + 1, DP_MAX_MSG + 4096, &r, NULL, NULL))
+    return errno == EAGAIN || errno == EINTR ? 1 : -1;
+  int rc;
+  if (r.nomem) rc = -1;
+  else {
+    const void **data = malloc(sizeof *data * (size_t)(r.n ? r.n : 1));
+    size_t *lens = malloc(sizeof *lens * (size_t)(r.n ? r.n : 1));
+    if (!data || !lens) rc = -1;
+    else {
+      for (int k = 0; k < r.n; k++) { data[k] = zmq_msg_data(&r.p[k]); lens[k] = zmq_msg_size(&r.p[k]); }
+      rc = r.over ? -3 : dp_decode(key, data, lens, r.n, has_ident, m);
+      if (rc && has_ident && r.n >= 1 && !m->identlen) {   /* the sender, for the log */
+        size_t n = lens[0] < sizeof m->ident ? lens[0] : sizeof m->ident;
+        memcpy(m->ident, data[0], n); m->identlen = n;
+      }
+    }
+    free(data); free(lens);
   }
-  for (int k = 0; k < nf; k++) zmq_msg_close(&fr[k]);
-  free(fr);
+  wire_parts_close(&r);
   if (rc) dp_msg_free(m);
   return rc;
 }

@@ -1,5 +1,6 @@
 /*
-** dproto.h — the session<->worker control protocol of dist/.
+** dproto.h — the session<->worker control protocol of dist/, built on the
+** signing core that the kernel's Jupyter codec shares (wire/sign.h).
 **
 ** A message is a ZeroMQ multipart message, Jupyter style:
 **   [identity]  (only on the session's ROUTER side)
@@ -23,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <zmq.h>
+#include "wire/sign.h"
 
 #define DP_KEYLEN 32
 #define DP_MAX_FRAME ((size_t)16 << 20)                     /* per frame: ZMQ_MAXMSGSIZE */
@@ -95,12 +97,7 @@ void dp_limit_socket(void *sock);
 int dp_curve_server(void *sock, const unsigned char key[DP_KEYLEN]);
 int dp_curve_client(void *sock, const unsigned char key[DP_KEYLEN]);
 
-/* HMAC-SHA256 of the concatenation of n parts (out: 32 bytes). */
-void dp_hmac(const unsigned char key[DP_KEYLEN], const void *const *parts, const size_t *lens, int n, unsigned char out[32]);
-/* key <-> 64 hex characters */
-void dp_hex(const unsigned char *in, size_t n, char *out);
-int  dp_unhex(const char *in, unsigned char *out, size_t n);
-/* constant-time comparison */
-int  dp_equal(const void *a, const void *b, size_t n);
+/* HMAC-SHA256, hex and constant-time comparisons: wire/sign.h
+** (wire_hmac_sha256, wire_hex, wire_unhex, wire_equal). */
 
 #endif

@@ -27,13 +27,11 @@
 #include "dist/dring.h"
 #include "dist/dproto.h"
 #include "dist/dshm.h"
+#include "util/clock.h"
 
 #define PIECE (256u << 10)
 
-static double now_ms(void) { struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts); return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6; }
-
-static int fail(dr_Group *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int fail(dr_Group *g, const char *fmt, ...) {
+int dr_fail(dr_Group *g, const char *fmt, ...) {
   va_list ap; va_start(ap, fmt);
   vsnprintf(g->err, sizeof g->err, fmt, ap);
   va_end(ap);
@@ -80,10 +78,10 @@ static int xfer(dr_Group *g, int dst, const void *sbuf, size_t sn, int src, void
   if (dst < 0) sn = 0;
   if (src < 0) rn = 0;
   int sfd = sn ? g->fd[dst] : -1, rfd = rn ? g->fd[src] : -1;
-  if ((sn && sfd < 0) || (rn && rfd < 0)) return fail(g, "no connection to rank %d (the group is not connected)", sn && sfd < 0 ? dst : src);
+  if ((sn && sfd < 0) || (rn && rfd < 0)) return dr_fail(g, "no connection to rank %d (the group is not connected)", sn && sfd < 0 ? dst : src);
   size_t sent = 0, got = 0, done = 0;
   size_t es = red ? dr_esize(red->dtype) : 1;
-  double last = now_ms();
+  double last = nu_mono_ms();
   const char *sb = sbuf; char *rb = rbuf;
   while (sent < sn || got < rn) {
     struct pollfd p[2]; int np = 0, is = -1, ir = -1;
@@ -93,18 +91,18 @@ static int xfer(dr_Group *g, int dst, const void *sbuf, size_t sn, int src, void
       else { p[np].fd = rfd; p[np].events = POLLIN; p[np].revents = 0; ir = np++; }
     }
     int rc = poll(p, (nfds_t)np, 100);
-    if (g->interrupted && *g->interrupted) return fail(g, "interrupted");
-    if (rc < 0) { if (errno == EINTR) continue; return fail(g, "poll: %s", strerror(errno)); }
+    if (g->interrupted && *g->interrupted) return dr_fail(g, "interrupted");
+    if (rc < 0) { if (errno == EINTR) continue; return dr_fail(g, "poll: %s", strerror(errno)); }
     if (rc == 0) {
-      if (g->timeout_ms > 0 && now_ms() - last > g->timeout_ms)
-        return fail(g, "timed out after %.0f s without progress (waiting on rank %d)", g->timeout_ms / 1e3, got < rn ? src : dst);
+      if (g->timeout_ms > 0 && nu_mono_ms() - last > g->timeout_ms)
+        return dr_fail(g, "timed out after %.0f s without progress (waiting on rank %d)", g->timeout_ms / 1e3, got < rn ? src : dst);
       continue;
     }
     int progressed = 0;
     if (ir >= 0 && (p[ir].revents & (POLLIN | POLLHUP | POLLERR))) {
       ssize_t k = recv(rfd, rb + got, rn - got, 0);
-      if (k == 0) return fail(g, "connection to rank %d closed (did the worker die?)", src);
-      if (k < 0 && errno != EAGAIN && errno != EINTR) return fail(g, "receive from rank %d: %s", src, strerror(errno));
+      if (k == 0) return dr_fail(g, "connection to rank %d closed (did the worker die?)", src);
+      if (k < 0 && errno != EAGAIN && errno != EINTR) return dr_fail(g, "receive from rank %d: %s", src, strerror(errno));
       if (k > 0) {
         got += (size_t)k; g->bytes_recv += (uint64_t)k; progressed = 1;
         if (red) {
@@ -118,23 +116,23 @@ static int xfer(dr_Group *g, int dst, const void *sbuf, size_t sn, int src, void
     }
     if (is >= 0 && (p[is].revents & (POLLOUT | POLLERR | POLLHUP)) && sent < sn) {
       ssize_t k = send(sfd, sb + sent, sn - sent, MSG_NOSIGNAL);
-      if (k < 0 && errno != EAGAIN && errno != EINTR) return fail(g, "send to rank %d: %s", dst, strerror(errno));
+      if (k < 0 && errno != EAGAIN && errno != EINTR) return dr_fail(g, "send to rank %d: %s", dst, strerror(errno));
       if (k > 0) { sent += (size_t)k; g->bytes_sent += (uint64_t)k; progressed = 1; }
     }
-    if (progressed) last = now_ms();
+    if (progressed) last = nu_mono_ms();
   }
   return 0;
 }
 
 int dr_sendrecv(dr_Group *g, int dst, const void *sbuf, size_t sn, int src, void *rbuf, size_t rn) {
   DR_OP("send/recv");
-  if (g->broken) return fail(g, "the collective group is broken by an earlier failure (%s); the session reconnects it", g->err);
+  if (g->broken) return dr_fail(g, "the collective group is broken by an earlier failure (%s); the session reconnects it", g->err);
   return xfer(g, dst, sbuf, sn, src, rbuf, rn, NULL);
 }
 
 /* ------------------------------------------------------------ collectives */
 static int check(dr_Group *g) {
-  if (g->broken) return fail(g, "the collective group is broken by an earlier failure; the session reconnects it before the next command");
+  if (g->broken) return dr_fail(g, "the collective group is broken by an earlier failure; the session reconnects it before the next command");
   return 0;
 }
 static int mod(int a, int w) { return ((a % w) + w) % w; }
@@ -146,11 +144,11 @@ int dr_reduce_scatter(dr_Group *g, void *buf, const size_t *counts, int dtype, i
   if (w == 1) return 0;
   size_t es = dr_esize(dtype), maxc = 0;
   size_t *off = malloc(sizeof(size_t) * (size_t)w);
-  if (!off) return fail(g, "out of memory");
+  if (!off) return dr_fail(g, "out of memory");
   size_t acc = 0;
   for (int i = 0; i < w; i++) { off[i] = acc; acc += counts[i]; if (counts[i] > maxc) maxc = counts[i]; }
   char *tmp = malloc(maxc * es + 1), *b = buf;
-  if (!tmp) { free(off); return fail(g, "out of memory"); }
+  if (!tmp) { free(off); return dr_fail(g, "out of memory"); }
   int next = (r + 1) % w, prev = mod(r - 1, w), st = 0;
   for (int s = 0; s < w - 1 && !st; s++) {
     int sc = mod(r - s - 1, w), rc = mod(r - s - 2, w);
@@ -168,7 +166,7 @@ int dr_all_gather(dr_Group *g, void *buf, const size_t *counts, size_t es) {
   if (w == 1) return 0;
   if (ds_on(g)) return ds_all_gather(g, buf, counts, es);
   size_t *off = malloc(sizeof(size_t) * (size_t)w), acc = 0;
-  if (!off) return fail(g, "out of memory");
+  if (!off) return dr_fail(g, "out of memory");
   for (int i = 0; i < w; i++) { off[i] = acc; acc += counts[i]; }
   char *b = buf;
   int next = (r + 1) % w, prev = mod(r - 1, w), st = 0;
@@ -187,7 +185,7 @@ int dr_all_reduce(dr_Group *g, void *buf, size_t count, int dtype, int op) {
   if (w == 1) return 0;
   if (ds_on(g)) return ds_all_reduce(g, buf, count, dtype, op);
   size_t counts[256], *c = w <= 256 ? counts : malloc(sizeof(size_t) * (size_t)w);
-  if (!c) return fail(g, "out of memory");
+  if (!c) return dr_fail(g, "out of memory");
   for (int i = 0; i < w; i++) c[i] = count / (size_t)w + ((size_t)i < count % (size_t)w);
   int st = dr_reduce_scatter(g, buf, c, dtype, op);
   if (!st) st = dr_all_gather(g, buf, c, dr_esize(dtype));
@@ -221,12 +219,12 @@ int dr_broadcast(dr_Group *g, void *buf, size_t nbytes, int src) {
 /* ------------------------------------------------------------ the mesh */
 int dr_listen(dr_Group *g, const char *host) {
   g->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (g->listen_fd < 0) return fail(g, "socket: %s", strerror(errno));
+  if (g->listen_fd < 0) return dr_fail(g, "socket: %s", strerror(errno));
   int one = 1;
   setsockopt(g->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = 0 };
-  if (inet_pton(AF_INET, host, &a.sin_addr) != 1) return fail(g, "bad listen address %s", host);
-  if (bind(g->listen_fd, (struct sockaddr *)&a, sizeof a) || listen(g->listen_fd, 256)) return fail(g, "bind/listen: %s", strerror(errno));
+  if (inet_pton(AF_INET, host, &a.sin_addr) != 1) return dr_fail(g, "bad listen address %s", host);
+  if (bind(g->listen_fd, (struct sockaddr *)&a, sizeof a) || listen(g->listen_fd, 256)) return dr_fail(g, "bind/listen: %s", strerror(errno));
   socklen_t al = sizeof a;
   getsockname(g->listen_fd, (struct sockaddr *)&a, &al);
   g->port = ntohs(a.sin_port);
@@ -247,7 +245,7 @@ static void handshake(dr_Group *g, int from, int to, const unsigned char nonce[N
   uint32_t v[4] = { htonl(0x4e425232), htonl(g->gen), htonl((uint32_t)from), htonl((uint32_t)to) };
   memcpy(out, v, 16);
   const void *parts[2] = { out, nonce }; size_t lens[2] = { 16, NONCE };
-  dp_hmac(g->key, parts, lens, 2, out + 16);
+  if (wire_hmac_sha256(g->key, DP_KEYLEN, parts, lens, 2, out + 16) && getrandom(out + 16, 32, 0) < 0) memset(out + 16, 0xa5, 32);   /* no HMAC: an answer nobody can match */
 }
 
 /* blocking read/write with the group timeout (sockets are non-blocking) */
@@ -257,7 +255,7 @@ static int io_all(dr_Group *g, int fd, void *buf, size_t n, int wr, double deadl
     struct pollfd p = { fd, (short)(wr ? POLLOUT : POLLIN), 0 };
     int rc = poll(&p, 1, 100);
     if (g->interrupted && *g->interrupted) return -1;
-    if (now_ms() > deadline) return -1;
+    if (nu_mono_ms() > deadline) return -1;
     if (rc <= 0) continue;
     ssize_t k = wr ? send(fd, (char *)buf + done, n - done, MSG_NOSIGNAL) : recv(fd, (char *)buf + done, n - done, 0);
     if (k == 0) return -1;
@@ -292,7 +290,7 @@ static int hs_check(dr_Group *g, const HsConn *c) {
   int from = (int)ntohl(v[2]);
   int ok = ntohl(v[0]) == 0x4e425232 && ntohl(v[1]) == g->gen && ntohl(v[3]) == (uint32_t)r && from > r && from < w && g->fd[from] < 0;
   unsigned char want[HS];
-  if (ok) { handshake(g, from, r, c->nonce, want); ok = dp_equal(want, c->buf, HS); }
+  if (ok) { handshake(g, from, r, c->nonce, want); ok = wire_equal(want, c->buf, HS); }
   if (ok) return from;
   char ip[64]; inet_ntop(AF_INET, &c->a.sin_addr, ip, sizeof ip);
   fprintf(stderr, "nabla dist: rank %d refused a ring connection from %s:%d without a valid key\n", r, ip, ntohs(c->a.sin_port));
@@ -321,9 +319,9 @@ static int accept_peers(dr_Group *g, int need, double deadline) {
     for (int i = 0; i < np; i++) p[1 + i] = (struct pollfd){ pend[i].fd, POLLIN, 0 };
     int n = np;
     int rc = poll(p, (nfds_t)(1 + n), 100);
-    if (g->interrupted && *g->interrupted) { st = fail(g, "interrupted while connecting the group"); break; }
-    double t = now_ms();
-    if (t > deadline) { st = fail(g, "timed out waiting for %d higher rank(s) to connect", need); break; }
+    if (g->interrupted && *g->interrupted) { st = dr_fail(g, "interrupted while connecting the group"); break; }
+    double t = nu_mono_ms();
+    if (t > deadline) { st = dr_fail(g, "timed out waiting for %d higher rank(s) to connect", need); break; }
     if (rc < 0) continue;
     for (int i = n - 1; i >= 0; i--) {   /* backwards: dropping one moves the later ones */
       if ((p[1 + i].revents & (POLLIN | POLLHUP | POLLERR)) && hs_read(g, &pend[i], &need)) hs_drop(pend, &np, i, 0);
@@ -348,31 +346,31 @@ static int accept_peers(dr_Group *g, int need, double deadline) {
 int dr_connect(dr_Group *g, char *const *addrs) {
   DR_OP("connect");
   int w = g->world, r = g->rank;
-  if (!g->fd) { g->fd = malloc(sizeof(int) * (size_t)w); if (!g->fd) return fail(g, "out of memory"); for (int i = 0; i < w; i++) g->fd[i] = -1; }
+  if (!g->fd) { g->fd = malloc(sizeof(int) * (size_t)w); if (!g->fd) return dr_fail(g, "out of memory"); for (int i = 0; i < w; i++) g->fd[i] = -1; }
   dr_close(g);
   g->broken = 0; g->err[0] = 0;
-  double deadline = now_ms() + (g->timeout_ms > 0 && g->timeout_ms < 60000 ? g->timeout_ms : 60000);
+  double deadline = nu_mono_ms() + (g->timeout_ms > 0 && g->timeout_ms < 60000 ? g->timeout_ms : 60000);
   /* connect to the lower ranks (they accept) */
   for (int j = 0; j < r; j++) {
     char host[256]; const char *colon = strrchr(addrs[j], ':');
-    if (!colon || colon - addrs[j] >= (int)sizeof host) return fail(g, "bad peer address %s", addrs[j]);
+    if (!colon || colon - addrs[j] >= (int)sizeof host) return dr_fail(g, "bad peer address %s", addrs[j]);
     memcpy(host, addrs[j], (size_t)(colon - addrs[j])); host[colon - addrs[j]] = 0;
     struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(colon + 1)) };
-    if (inet_pton(AF_INET, host, &a.sin_addr) != 1) return fail(g, "bad peer address %s", addrs[j]);
+    if (inet_pton(AF_INET, host, &a.sin_addr) != 1) return dr_fail(g, "bad peer address %s", addrs[j]);
     int fd = -1;
     for (;;) {
       fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
       if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0) break;
       if (fd >= 0) close(fd);
       fd = -1;
-      if (now_ms() > deadline || (g->interrupted && *g->interrupted)) return fail(g, "cannot connect to rank %d at %s: %s", j, addrs[j], strerror(errno));
+      if (nu_mono_ms() > deadline || (g->interrupted && *g->interrupted)) return dr_fail(g, "cannot connect to rank %d at %s: %s", j, addrs[j], strerror(errno));
       usleep(20000);
     }
     tune(fd);
     unsigned char nonce[NONCE], hs[HS];
-    if (io_all(g, fd, nonce, NONCE, 0, deadline)) { close(fd); return fail(g, "handshake with rank %d failed (no nonce)", j); }
+    if (io_all(g, fd, nonce, NONCE, 0, deadline)) { close(fd); return dr_fail(g, "handshake with rank %d failed (no nonce)", j); }
     handshake(g, r, j, nonce, hs);
-    if (io_all(g, fd, hs, HS, 1, deadline)) { close(fd); return fail(g, "handshake with rank %d failed", j); }
+    if (io_all(g, fd, hs, HS, 1, deadline)) { close(fd); return dr_fail(g, "handshake with rank %d failed", j); }
     g->fd[j] = fd;
   }
   /* accept the higher ranks; anything without a valid handshake is refused */

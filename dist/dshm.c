@@ -40,6 +40,7 @@
 #include <unistd.h>
 #include <openssl/crypto.h>
 #include "dist/dshm.h"
+#include "util/clock.h"
 #include "dist/dproto.h"
 #include "dist/dinternal.h"
 
@@ -66,17 +67,6 @@ typedef struct {
 } Hdr;
 
 int ds_enabled = 1;
-
-static double now_ms(void) { struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts); return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6; }
-
-static int fail(dr_Group *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int fail(dr_Group *g, const char *fmt, ...) {
-  va_list ap; va_start(ap, fmt);
-  vsnprintf(g->err, sizeof g->err, fmt, ap);
-  va_end(ap);
-  g->broken = 1;
-  return -1;
-}
 
 static Hdr *hdr(ds_Shm *s) { return (Hdr *)s->base; }
 static uint64_t *arrive(ds_Shm *s, int r) { return (uint64_t *)(s->base + HDR + 64u * (unsigned)r); }
@@ -135,24 +125,24 @@ static int barrier(dr_Group *g, ds_Shm *s) {
     cpu_relax();
   }
   __atomic_add_fetch(&h->waiters, 1, __ATOMIC_SEQ_CST);
-  double last = now_ms(), checked = last;
+  double last = nu_mono_ms(), checked = last;
   int st = 0, prev_missing = -2;
   for (;;) {
     uint32_t v = __atomic_load_n(&h->seq, __ATOMIC_SEQ_CST);
     int m = missing(s, e);
     if (m < 0) break;
     int32_t ab = __atomic_load_n(&h->abort, __ATOMIC_SEQ_CST);
-    if (ab) { st = fail(g, "rank %d failed during the collective (shared memory)", ab - 1); break; }
-    if (g->interrupted && *g->interrupted) { st = fail(g, "interrupted"); shm_fail(g, s); break; }
-    double t = now_ms();
+    if (ab) { st = dr_fail(g, "rank %d failed during the collective (shared memory)", ab - 1); break; }
+    if (g->interrupted && *g->interrupted) { st = dr_fail(g, "interrupted"); shm_fail(g, s); break; }
+    double t = nu_mono_ms();
     if (m != prev_missing) { prev_missing = m; last = t; }
     if (t - checked >= 100) {
       checked = t;
       int d = dead_peer(g);
-      if (d >= 0) { st = fail(g, "connection to rank %d closed (did the worker die?)", d); shm_fail(g, s); break; }
+      if (d >= 0) { st = dr_fail(g, "connection to rank %d closed (did the worker die?)", d); shm_fail(g, s); break; }
     }
     if (g->timeout_ms > 0 && t - last > g->timeout_ms) {
-      st = fail(g, "timed out after %.0f s without progress (waiting on rank %d)", g->timeout_ms / 1e3, m);
+      st = dr_fail(g, "timed out after %.0f s without progress (waiting on rank %d)", g->timeout_ms / 1e3, m);
       shm_fail(g, s); break;
     }
     futex_wait(&h->seq, v, 100);
@@ -227,7 +217,7 @@ int ds_all_gather(dr_Group *g, void *buf, const size_t *counts, size_t es) {
   int w = g->world, r = g->rank;
   size_t maxb = 0, acc = 0;
   size_t offs[256], *off = w <= 256 ? offs : malloc(sizeof(size_t) * (size_t)w);
-  if (!off) return fail(g, "out of memory");
+  if (!off) return dr_fail(g, "out of memory");
   for (int i = 0; i < w; i++) { off[i] = acc; acc += counts[i]; if (counts[i] * es > maxb) maxb = counts[i] * es; }
   char *b = buf;
   int st = 0;

@@ -1,7 +1,7 @@
 /*
 ** kint.h — internals shared by the kernel's parts, split as xeus splits its
 ** kernels:
-**   server.c    sockets, threads, signing (through dist/wire.h), the stdin
+**   server.c    sockets, threads, signing (through wire/wire.h), the stdin
 **               channel, interrupts, the abort of queued executes
 **   core.c      the kernel core: the dispatch tables (msg_type -> handler)
 **               for shell and control, busy/idle bracketing, the parent
@@ -20,7 +20,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <jansson.h>
-#include "dist/wire.h"
+#include "wire/wire.h"
 #include "kernel/interp.h"
 #include "kernel/ktext.h"
 

@@ -10,7 +10,7 @@
 **              50 ms timer that publishes stream output the cell has not flushed
 ** Interrupts arrive as interrupt_request on control or as SIGINT (both
 ** interrupt modes work); both call k_interrupt, which is async-signal-safe.
-** Signing and verifying every message is dist/wire.c's (wire_send,
+** Signing and verifying every message is wire/wire.c's (wire_send,
 ** wire_recv with the session's key).
 */
 #include <errno.h>

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """NABLA_ASAN: also run under the ASan build by tools/run-tests.sh (threads + autograd hooks).
 tests/dist: dist.data_parallel's gradient averaging during backward
-(dist/dreduce.c: buckets all-reduced on a communication thread as they fill).
+(dist/ddataparallel.c: buckets all-reduced on a communication thread as they fill).
 
 - N workers with batch B and data_parallel give the same parameters, step by
   step, as one process with batch N*B (no explicit average_grads);

@@ -87,8 +87,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int np = 0;
     for (int i = d + 2; i < n; i++) { parts[np] = frames[i]; plens[np] = lens[i]; np++; }
     unsigned char mac[32];
-    dp_hmac(KEY, parts, plens, np, mac);
-    dp_hex(mac, 32, sig);
+    wire_hmac_sha256(KEY, DP_KEYLEN, parts, plens, np, mac);
+    wire_hex(mac, 32, sig);
     frames[d + 1] = sig;
   }
   dp_Msg m;

@@ -1,5 +1,5 @@
 /*
-** fuzz_wire.c — libFuzzer target: the Jupyter wire decoder (dist/wire.c).
+** fuzz_wire.c — libFuzzer target: the Jupyter wire decoder (wire/wire.c).
 **
 ** The input is split into frames at every "\n--\n" (so the fuzzer can build
 ** multipart messages, delimiters and JSON frames); the first byte picks whether
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/wire.h"
+#include "wire/wire.h"
 
 #define MAXF 64
 

@@ -1,5 +1,5 @@
 /*
-** dgrad.c — collectives on tensors, differentiable where it makes sense:
+** dtensorcoll.c — collectives on tensors, differentiable where it makes sense:
 **   all_reduce(sum)  backward: all_reduce(g, sum)     (avg: all_reduce(g, avg))
 **   all_gather       backward: this rank's rows of reduce_scatter(g, sum)
 **   reduce_scatter   backward: all_gather(g)          (avg: / world)
@@ -23,10 +23,10 @@
 #include <string.h>
 #include "tensor/tinternal.h"
 #include "tensor/tdevice.h"
-#include "dist/dgrad.h"
+#include "dist/dtensorcoll.h"
 #include "dist/dgroup.h"
 #include "dist/dnccl.h"
-#include "dist/dreduce.h"
+#include "dist/ddataparallel.h"
 
 #define G (nbD_self.g)
 

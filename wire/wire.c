@@ -1,5 +1,8 @@
 /*
-** wire.c — the Jupyter wire protocol codec (see wire.h).
+** wire.c — the Jupyter wire protocol codec (see wire.h): the frame layout,
+** the JSON header and the checks of a Jupyter message.  Signing, constant-
+** time verification, replay memory and the bounded receive are the shared
+** core in sign.c (dist's control protocol uses the same).
 */
 #include <errno.h>
 #include <pthread.h>
@@ -18,7 +21,8 @@
 #include <openssl/evp.h>
 #include <openssl/core_names.h>
 #include <openssl/params.h>
-#include "dist/wire.h"
+#include "wire/wire.h"
+#include "wire/sign.h"
 
 const char *wire_strerror(int code) {
   switch (code) {
@@ -57,15 +61,9 @@ int wire_auth_init(wire_Auth *a, const char *scheme, const char *key, char *err,
   a->key = malloc(a->keylen + 1);
   if (!a->key) ERR(-1, "out of memory");
   memcpy(a->key, key, a->keylen + 1);
-  EVP_MAC *mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
-  EVP_MAC_CTX *ctx = mac ? EVP_MAC_CTX_new(mac) : NULL;
-  EVP_MAC_free(mac);
-  OSSL_PARAM params[2] = {
-    OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)EVP_MD_get0_name(md), 0),
-    OSSL_PARAM_construct_end(),
-  };
-  if (!ctx || !EVP_MAC_init(ctx, a->key, a->keylen, params)) {
-    EVP_MAC_CTX_free(ctx); wire_auth_free(a);
+  void *ctx = wire_mac_new(EVP_MD_get0_name(md), a->key, a->keylen);
+  if (!ctx) {
+    wire_auth_free(a);
     ERR(-1, "cannot set up HMAC-%s", alg);
   }
   a->ctx = ctx;
@@ -73,89 +71,23 @@ int wire_auth_init(wire_Auth *a, const char *scheme, const char *key, char *err,
   return 0;
 }
 
-struct wire_Seen {
-  pthread_mutex_t mu;
-  unsigned char (*gen[2])[32];   /* open addressing, 2*WIRE_SEEN_GEN slots each; all zero: empty */
-  int count;                     /* entries in gen[0] */
-};
-#define SEEN_SLOTS (2 * WIRE_SEEN_GEN)
-
 int wire_auth_reject_replays(wire_Auth *a) {
   if (a->seen) return 0;
-  wire_Seen *s = calloc(1, sizeof *s);
-  if (!s) return -1;
-  s->gen[0] = calloc(SEEN_SLOTS, sizeof *s->gen[0]);
-  s->gen[1] = calloc(SEEN_SLOTS, sizeof *s->gen[1]);
-  if (!s->gen[0] || !s->gen[1]) { free(s->gen[0]); free(s->gen[1]); free(s); return -1; }
-  pthread_mutex_init(&s->mu, NULL);
-  a->seen = s;
-  return 0;
+  a->seen = wire_seen_new(WIRE_SEEN_GEN);
+  return a->seen ? 0 : -1;
 }
 
-static void seen_free(wire_Seen *s) {
-  if (!s) return;
-  pthread_mutex_destroy(&s->mu);
-  free(s->gen[0]); free(s->gen[1]); free(s);
-}
-
-/* 1 when d is in table t; else 0 and *slot is where it goes */
-static int seen_find(unsigned char (*t)[32], const unsigned char d[32], size_t *slot) {
-  static const unsigned char zero[32];
-  uint64_t h; memcpy(&h, d, sizeof h);   /* an HMAC: its bytes are as good as a hash */
-  for (size_t i = (size_t)h % SEEN_SLOTS;; i = (i + 1) % SEEN_SLOTS) {
-    if (!memcmp(t[i], d, 32)) return 1;
-    if (!memcmp(t[i], zero, 32)) { *slot = i; return 0; }
-  }
-}
-
-/* Whether the signature mac was seen before; records it if not.  A full
-** generation becomes the old one and the old one is forgotten, so memory is
-** fixed and the last WIRE_SEEN_GEN..2*WIRE_SEEN_GEN signatures are known. */
-static int seen_check(wire_Seen *s, const unsigned char *mac, unsigned n) {
-  unsigned char d[32] = {0};
-  memcpy(d, mac, n < 32 ? n : 32);
-  d[31] |= 1;   /* never all zero (the empty slot) */
-  pthread_mutex_lock(&s->mu);
-  size_t slot = 0, other;
-  int hit = seen_find(s->gen[1], d, &other) || seen_find(s->gen[0], d, &slot);
-  if (!hit) {
-    if (s->count >= WIRE_SEEN_GEN) {
-      unsigned char (*old)[32] = s->gen[1];
-      s->gen[1] = s->gen[0];
-      memset(old, 0, SEEN_SLOTS * sizeof *old);
-      s->gen[0] = old; s->count = 0;
-      seen_find(s->gen[0], d, &slot);
-    }
-    memcpy(s->gen[0][slot], d, 32);
-    s->count++;
-  }
-  pthread_mutex_unlock(&s->mu);
-  return hit;
-}
-
-void wire_limit_socket(void *sock) {
-  int64_t max = (int64_t)WIRE_MAX_FRAME;
-  zmq_setsockopt(sock, ZMQ_MAXMSGSIZE, &max, sizeof max);
-}
+void wire_limit_socket(void *sock) { wire_limit_frame(sock, (int64_t)WIRE_MAX_FRAME); }
 
 void wire_auth_free(wire_Auth *a) {
-  seen_free(a->seen);
+  wire_seen_free(a->seen);
   if (a->key) { OPENSSL_cleanse(a->key, a->keylen); free(a->key); }
-  EVP_MAC_CTX_free(a->ctx);
+  wire_mac_free(a->ctx);
   memset(a, 0, sizeof *a);
 }
 
 static int sign_raw(const wire_Auth *a, const wire_Frame f[4], unsigned char *mac, unsigned *maclen) {
-  /* the keyed context is only read here, so threads can sign at once */
-  EVP_MAC_CTX *h = EVP_MAC_CTX_dup(a->ctx);
-  if (!h) return -1;
-  int ok = 1;
-  for (int i = 0; ok && i < 4; i++) ok = EVP_MAC_update(h, f[i].data ? f[i].data : (const unsigned char *)"", f[i].len);
-  size_t n = 0;
-  if (ok) ok = EVP_MAC_final(h, mac, &n, EVP_MAX_MD_SIZE);
-  EVP_MAC_CTX_free(h);
-  *maclen = (unsigned)n;
-  return ok ? 0 : -1;
+  return wire_mac(a->ctx, f, 4, mac, maclen);
 }
 
 void wire_sign(const wire_Auth *a, const wire_Frame f[4], char *hex) {
@@ -163,28 +95,12 @@ void wire_sign(const wire_Auth *a, const wire_Frame f[4], char *hex) {
   if (!a || !a->md) return;
   unsigned char mac[EVP_MAX_MD_SIZE]; unsigned n = 0;
   if (sign_raw(a, f, mac, &n)) return;
-  static const char digits[] = "0123456789abcdef";
-  for (unsigned i = 0; i < n; i++) { hex[2 * i] = digits[mac[i] >> 4]; hex[2 * i + 1] = digits[mac[i] & 15]; }
-  hex[2 * n] = 0;
+  wire_hex(mac, n, hex);
 }
 
 /* Constant-time check of a hex signature (either case) against an HMAC. */
 static int sig_matches(const wire_Frame *sig, const unsigned char *mac, unsigned n) {
-  if (!n || sig->len != 2 * (size_t)n) return 0;
-  unsigned char got[EVP_MAX_MD_SIZE];
-  unsigned bad = 0;
-  for (unsigned i = 0; i < n; i++) {
-    unsigned v = 0;
-    for (int k = 0; k < 2; k++) {
-      unsigned c = sig->data[2 * i + (unsigned)k], d;
-      if (c >= '0' && c <= '9') d = c - '0';
-      else if ((c | 32) >= 'a' && (c | 32) <= 'f') d = (c | 32) - 'a' + 10;
-      else { d = 0; bad = 1; }
-      v = v * 16 + d;
-    }
-    got[i] = (unsigned char)v;
-  }
-  return CRYPTO_memcmp(got, mac, n) == 0 && !bad;
+  return wire_sig_matches(sig->data, sig->len, mac, n);
 }
 
 /* Checks the signature of the four signed frames, and that it is not a
@@ -193,7 +109,7 @@ static int verify(const wire_Auth *a, const wire_Frame *sig, const wire_Frame f[
   if (!a || !a->md) return WIRE_OK;
   unsigned char mac[EVP_MAX_MD_SIZE]; unsigned n = 0;
   if (sign_raw(a, f, mac, &n) || !sig_matches(sig, mac, n)) return WIRE_ESIG;
-  if (a->seen && seen_check(a->seen, mac, n)) return WIRE_EREPLAY;
+  if (a->seen && wire_seen_check(a->seen, mac, n)) return WIRE_EREPLAY;
   return WIRE_OK;
 }
 
@@ -343,24 +259,37 @@ int wire_decode(const wire_Auth *a, const wire_Frame *frames, int n, wire_Msg *o
 ** signature is computed on the fly, and the header (when it came before the
 ** limit was reached) is kept for an error reply. */
 typedef struct Over {
+  const wire_Auth *a;
   int on;
   int d;                      /* index of the delimiter, -1 until seen */
   EVP_MAC_CTX *h;             /* HMAC of the signed frames so far (when signing) */
   int ok;                     /* the frames it needs were there */
 } Over;
 
-static void over_frame(const wire_Auth *a, Over *o, int idx, const void *data, size_t len) {
+static int is_delim(const void *data, size_t len) {
+  return len == sizeof WIRE_DELIM - 1 && !memcmp(data, WIRE_DELIM, sizeof WIRE_DELIM - 1);
+}
+
+/* each frame of an over-limit message, in order (wire_OverFn) */
+static void over_frame(void *ud, int idx, const void *data, size_t len) {
+  Over *o = ud;
+  const wire_Auth *a = o->a;
+  if (!o->on) {   /* the first: start the HMAC */
+    o->on = 1;
+    if (a && a->md) o->h = EVP_MAC_CTX_dup(a->ctx);
+  }
+  if (o->d < 0 && is_delim(data, len)) o->d = idx;
   if (o->d < 0 || idx < o->d + 2 || idx > o->d + 5) return;
   if (a && a->md && o->h && !EVP_MAC_update(o->h, data, len)) o->ok = 0;
 }
 
-static int over_finish(const wire_Auth *a, Over *o, zmq_msg_t *p, int n, int total_frames, wire_Msg *out, char *err, size_t errlen) {
+static int over_finish(const wire_Auth *a, Over *o, zmq_msg_t *p, int n, int total_frames, wire_Msg *out) {
   if (o->d < 0 || o->d + 2 >= n || total_frames < o->d + 6 || !o->ok) return WIRE_ETOOBIG;
   wire_Frame sig = { zmq_msg_data(&p[o->d + 1]), zmq_msg_size(&p[o->d + 1]) };
   if (a && a->md) {
     unsigned char mac[EVP_MAX_MD_SIZE]; size_t mn = 0;
     if (!o->h || !EVP_MAC_final(o->h, mac, &mn, sizeof mac) || !sig_matches(&sig, mac, (unsigned)mn)) return WIRE_ETOOBIG;
-    if (a->seen && seen_check(a->seen, mac, (unsigned)mn)) return WIRE_ETOOBIG;
+    if (a->seen && wire_seen_check(a->seen, mac, (unsigned)mn)) return WIRE_ETOOBIG;
   }
   wire_Frame *ids = malloc(sizeof *ids * (size_t)(o->d ? o->d : 1));
   if (!ids) return WIRE_ETOOBIG;
@@ -371,74 +300,42 @@ static int over_finish(const wire_Auth *a, Over *o, zmq_msg_t *p, int n, int tot
   if (take_header(ids, o->d, &hdr, &m, e2, sizeof e2) == WIRE_OK) *out = m;
   else wire_msg_free(&m);
   free(ids);
-  (void)err; (void)errlen;
   return WIRE_ETOOBIG;
-}
-
-static int is_delim(zmq_msg_t *f) {
-  return zmq_msg_size(f) == sizeof WIRE_DELIM - 1 && !memcmp(zmq_msg_data(f), WIRE_DELIM, sizeof WIRE_DELIM - 1);
 }
 
 int wire_recv(void *sock, const wire_Auth *a, wire_Msg *out, int flags, char *err, size_t errlen) {
   memset(out, 0, sizeof *out);
-  zmq_msg_t parts[64];
-  zmq_msg_t *p = parts;
-  int cap = 64, n = 0, idx = 0, code = WIRE_OK;
-  size_t total = 0;
-  Over over = { .d = -1, .ok = 1 };
-  for (;; idx++) {
-    zmq_msg_t tmp;
-    zmq_msg_init(&tmp);
-    if (zmq_msg_recv(&tmp, sock, idx == 0 ? flags : 0) < 0) {
-      int e = errno;
-      zmq_msg_close(&tmp);
-      if (e == EINTR && idx > 0) { idx--; continue; }
-      for (int i = 0; i < n; i++) zmq_msg_close(&p[i]);
-      if (p != parts) free(p);
-      EVP_MAC_CTX_free(over.h);
-      errno = e;
-      if (err && errlen) snprintf(err, errlen, "recv: %s", zmq_strerror(e));
-      return WIRE_ESYS;
-    }
-    int more = zmq_msg_more(&tmp);
-    total += zmq_msg_size(&tmp);
-    if (over.d < 0 && is_delim(&tmp)) over.d = idx;
-    if (code == WIRE_OK && (idx >= WIRE_MAX_FRAMES || total > WIRE_MAX_BYTES)) {
-      /* over the limit: from here on frames are hashed and dropped, not kept */
-      code = WIRE_ETOOBIG; over.on = 1;
-      if (a && a->md) over.h = EVP_MAC_CTX_dup(a->ctx);
-      for (int i = 0; i < n; i++) over_frame(a, &over, i, zmq_msg_data(&p[i]), zmq_msg_size(&p[i]));
-    }
-    if (code == WIRE_OK) {
-      if (n == cap) {
-        int ncap = cap * 2;
-        zmq_msg_t *np = malloc(sizeof *np * (size_t)ncap);
-        if (!np) { code = WIRE_ESYS; zmq_msg_close(&tmp); }
-        else { memcpy(np, p, sizeof *np * (size_t)n); if (p != parts) free(p); p = np; cap = ncap; }
-      }
-      if (code == WIRE_OK) { memcpy(&p[n], &tmp, sizeof tmp); n++; }
-    } else {
-      if (over.on) over_frame(a, &over, idx, zmq_msg_data(&tmp), zmq_msg_size(&tmp));
-      zmq_msg_close(&tmp);
-    }
-    if (!more) break;
+  /* a message over the limit is not kept: its signature is computed on the
+  ** fly (over_frame), and the header, when it came before the limit was
+  ** reached, is kept for an error reply */
+  Over over = { .a = a, .d = -1, .ok = 1 };
+  wire_Parts r;
+  if (wire_recv_parts(sock, flags, WIRE_MAX_FRAMES, WIRE_MAX_BYTES, &r, over_frame, &over)) {
+    int e = errno;
+    EVP_MAC_CTX_free(over.h);
+    errno = e;
+    if (err && errlen) snprintf(err, errlen, "recv: %s", zmq_strerror(e));
+    return WIRE_ESYS;
   }
-  if (code == WIRE_OK) {
-    wire_Frame *f = malloc(sizeof *f * (size_t)(n ? n : 1));
-    if (!f) code = WIRE_ESYS;
+  int code;
+  if (r.nomem) {
+    code = WIRE_ESYS;
+    if (err && errlen) snprintf(err, errlen, "out of memory");
+  } else if (r.over) {
+    code = over_finish(a, &over, r.p, r.n, r.frames, out);
+    if (err && errlen) snprintf(err, errlen, "message of %zu bytes in %d frames is over the limit of %zu bytes or %d frames", r.bytes, r.frames,
+                                (size_t)WIRE_MAX_BYTES, WIRE_MAX_FRAMES);
+  } else {
+    wire_Frame *f = malloc(sizeof *f * (size_t)(r.n ? r.n : 1));
+    if (!f) { code = WIRE_ESYS; if (err && errlen) snprintf(err, errlen, "out of memory"); }
     else {
-      for (int i = 0; i < n; i++) { f[i].data = zmq_msg_data(&p[i]); f[i].len = zmq_msg_size(&p[i]); }
-      code = wire_decode(a, f, n, out, err, errlen);
+      for (int i = 0; i < r.n; i++) { f[i].data = zmq_msg_data(&r.p[i]); f[i].len = zmq_msg_size(&r.p[i]); }
+      code = wire_decode(a, f, r.n, out, err, errlen);
       free(f);
     }
-  } else if (code == WIRE_ETOOBIG) {
-    code = over_finish(a, &over, p, n, idx + 1, out, err, errlen);
-    if (err && errlen) snprintf(err, errlen, "message of %zu bytes in %d frames is over the limit of %zu bytes or %d frames", total, idx + 1,
-                                (size_t)WIRE_MAX_BYTES, WIRE_MAX_FRAMES);
-  } else if (err && errlen) snprintf(err, errlen, "out of memory");
+  }
   EVP_MAC_CTX_free(over.h);
-  for (int i = 0; i < n; i++) zmq_msg_close(&p[i]);
-  if (p != parts) free(p);
+  wire_parts_close(&r);
   if (code == WIRE_ESYS) errno = ENOMEM;
   return code;
 }

@@ -1,6 +1,6 @@
-/* dgrad.h — tensor collectives (dgrad.c); errors via nt_error_msg() */
-#ifndef DIST_DGRAD_H
-#define DIST_DGRAD_H
+/* dtensorcoll.h — tensor collectives (dtensorcoll.c); errors via nt_error_msg() */
+#ifndef DIST_DTENSORCOLL_H
+#define DIST_DTENSORCOLL_H
 #include "dist/dinternal.h"
 
 enum { NBD_SUM, NBD_AVG, NBD_MAX, NBD_MIN };

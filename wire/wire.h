@@ -1,6 +1,8 @@
 /*
 ** wire.h — the signed ZeroMQ message codec of the Jupyter messaging protocol
-** (version 5.3), shared by the Jupyter kernel and the distributed workers.
+** (version 5.3), used by the Jupyter kernel.  Its signing core (HMAC,
+** constant-time checks, replay memory, bounded receive) is sign.h, which
+** dist's control protocol (dist/dproto.c) shares.
 **
 ** A message on the wire is a multipart ZeroMQ message:
 **     [ident...] "<IDS|MSG>" signature header parent_header metadata content [buffer...]
@@ -14,6 +16,7 @@
 #define NABLA_WIRE_H
 
 #include <stddef.h>
+#include "wire/sign.h"   /* wire_Frame, and the signing core this codec is built on */
 
 #define WIRE_PROTOCOL_VERSION "5.3"
 #define WIRE_DELIM "<IDS|MSG>"
@@ -40,8 +43,6 @@ enum {
   WIRE_EREPLAY,    /* a signature seen before: a replayed message */
 };
 const char *wire_strerror(int code);
-
-typedef struct wire_Frame { const unsigned char *data; size_t len; } wire_Frame;
 
 /* Signing key and scheme.  key may be empty (no signing). */
 typedef struct wire_Seen wire_Seen;

@@ -1,6 +1,6 @@
-/* dreduce.h — gradient averaging overlapping backward (dist.data_parallel; dreduce.c) */
-#ifndef DIST_DREDUCE_H
-#define DIST_DREDUCE_H
+/* ddataparallel.h — gradient averaging overlapping backward (dist.data_parallel; ddataparallel.c) */
+#ifndef DIST_DDATAPARALLEL_H
+#define DIST_DDATAPARALLEL_H
 #include "dist/dinternal.h"
 
 /* Lays out params (in reverse, buckets of at most bucket_bytes) for averaging

@@ -1,5 +1,5 @@
 /*
-** dreduce.c — data-parallel gradient averaging that overlaps backward (the
+** ddataparallel.c — data-parallel gradient averaging that overlaps backward (the
 ** "reducer" of PyTorch's DistributedDataParallel), behind
 ** dist.data_parallel(model) (stdlib/dist.nbl).
 **
@@ -28,7 +28,7 @@
 ** no host wait are involved: the host waits only when it next synchronises
 ** (bounded by the group timeout there, tensor/tdevice.h).
 **
-** The thread uses a private copy of the group view (like isend in dgrad.c);
+** The thread uses a private copy of the group view (like isend in dtensorcoll.c);
 ** every other collective first drains it (nbD_reducer_drain, called from
 ** nbD_async_drain), so messages on a link never interleave.  Ranks must run
 ** the same backward (same parameters used, same order), as with DDP.  With
@@ -40,9 +40,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include "tensor/tinternal.h"
-#include "dist/dgrad.h"
+#include "dist/dtensorcoll.h"
 #include "dist/dgroup.h"
-#include "dist/dreduce.h"
+#include "dist/ddataparallel.h"
 #include "dist/dnccl.h"
 
 typedef struct Param {

@@ -1,0 +1,71 @@
+/*
+** dsession.h — the session controller (dsession.c): the side of dist/ that
+** starts workers, talks to them over the signed control connection
+** (dproto.c) and waits for their replies.
+**
+** It exists apart from the builtins (dsessionlib.c) and `nabla run`
+** (drun.c) so that the session's state (the workers, the ROUTER socket, the
+** key) stays private to one file: the others see it only through these
+** functions.
+**
+** Locking: the session's state is guarded by one (non-recursive) mutex that
+** the functions below take themselves (dsess_need and the getters only
+** read); callers never hold it.  The controller's monitor thread only
+** try-locks it between operations.
+*/
+#ifndef DIST_DSESSION_H
+#define DIST_DSESSION_H
+
+#include <stddef.h>
+#include "lang/nabla.h"
+
+/* How dist.start was called (dist.restart and nabla run reuse it). */
+typedef struct dsess_Launch {
+  char launcher[16], backend[16], bind[64];
+  double timeout, heartbeat;
+  char **hosts; int nhosts;
+  int ssh_port; char *ssh_key;
+  char **ssh_opts; int nssh_opts;
+  char *remote_nabla;
+  int nodes, gpus_per_node;
+} dsess_Launch;
+void dsess_launch_free(dsess_Launch *o);
+void dsess_launch_copy(dsess_Launch *dst, const dsess_Launch *src);
+
+/* One worker's reply to a command: ok, and the body after the status byte
+** (serialized values, or "NAME\0MESSAGE\0REPORT" for an error). */
+typedef struct dsess_Reply { int got; int ok; char *body; size_t len; } dsess_Reply;
+void dsess_replies_free(dsess_Reply *r, int n);
+
+/* raises a DistError with a formatted message (returns NB_ERR) */
+int dsess_error(nb_VM *vm, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Starts n workers (errors raised on vm); NB_OK or NB_ERR. */
+int  dsess_start(nb_VM *vm, int n, const dsess_Launch *o);
+/* Stops the workers, if any (also registered with atexit). */
+void dsess_stop(void);
+/* NB_OK when a session runs and no worker is dead; else raises why.  Takes
+** no lock: it reads what only the VM's thread writes, and the dead flags the
+** monitor sets atomically. */
+int  dsess_need(nb_VM *vm, const char *fname);
+/* Sends a command (type, body) to the targets (NULL: all) and waits for
+** every reply.  NB_OK with *out holding the replies (free them with
+** dsess_replies_free(*out, dsess_size())), or NB_ERR with the error raised. */
+int  dsess_command(nb_VM *vm, const char *fname, const char *type, const void *body, size_t len,
+                   const int *targets, dsess_Reply **out);
+/* `nabla run`: sends `runfile` (body) to every worker in run mode (rank 0's
+** stdout unprefixed, the others' dropped) and waits until all have
+** answered or died; failures are the caller's to report.  *rep: n replies;
+** *which: the rank whose failure ended the wait (-1 if none). */
+int  dsess_run_all(nb_VM *vm, const void *body, size_t len, dsess_Reply **rep, int *which);
+
+/* What the builtins show. */
+int  dsess_active(void);
+int  dsess_size(void);                /* workers of the session (0: none) */
+const char *dsess_endpoint(void);
+typedef struct dsess_WorkerInfo { int pid; const char *host; int dead; int status; } dsess_WorkerInfo;
+void dsess_worker_info(int rank, dsess_WorkerInfo *out);   /* status: waitpid's, of its local process */
+/* backend used ("ring"/"nccl"), the one asked for, and why auto chose the ring ("" otherwise) */
+void dsess_backend(const char **used, const char **requested, const char **why);
+
+#endif

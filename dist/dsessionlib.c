@@ -1,0 +1,327 @@
+/*
+** dsessionlib.c — the session's builtins: dist.start, stop, restart, exec,
+** run, push, pull, scatter, gather, workers, info, endpoint and size (the
+** dist_* functions stdlib/dist.nbl wraps), and nbD_init, which registers
+** them with the worker-side builtins of the other dist files.
+**
+** They check their arguments, serialize values (lang's nbS_serialize) and
+** hand the command to the session controller (dsession.c); nothing here
+** touches a socket.
+*/
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "dist/dist.h"
+#include "dist/dsession.h"
+#include "dist/dtensorcoll.h"
+#include "dist/dnccl.h"
+
+static int arg_str(nb_VM *vm, const char *f, const char *what, nb_Value v, const char **s) {
+  if (v.t != NB_TSTR) return nb_error_kind(vm, "TypeError", "%s: %s must be a string, got %s", f, what, nb_typename(v));
+  *s = nb_str(v)->data;
+  return NB_OK;
+}
+
+static struct { int n; dsess_Launch o; } last_start;
+
+/* a list of strings (or one string: split at spaces, for ssh_options) */
+static int arg_strlist(nb_VM *vm, const char *f, const char *what, nb_Value v, int split, char ***out, int *nout) {
+  *out = NULL; *nout = 0;
+  if (v.t == NB_TNIL) return NB_OK;
+  if (v.t == NB_TSTR && split) {
+    char *copy = strdup(nb_str(v)->data), *save = NULL;
+    int cap = 8; char **l = malloc(sizeof(char *) * (size_t)cap);
+    for (char *t = strtok_r(copy, " \t", &save); t && l; t = strtok_r(NULL, " \t", &save)) {
+      if (*nout == cap) { cap *= 2; char **l2 = realloc(l, sizeof(char *) * (size_t)cap); if (!l2) break; l = l2; }
+      l[(*nout)++] = strdup(t);
+    }
+    free(copy);
+    *out = l;
+    return NB_OK;
+  }
+  if (v.t != NB_TLIST) return nb_error_kind(vm, "TypeError", "%s: %s must be a list of strings, got %s", f, what, nb_typename(v));
+  nb_List *l = nb_list(v);
+  for (int i = 0; i < l->n; i++)
+    if (l->items[i].t != NB_TSTR) return nb_error_kind(vm, "TypeError", "%s: %s must be a list of strings (item %d is a %s)", f, what, i, nb_typename(l->items[i]));
+  *out = calloc(l->n > 0 ? (size_t)l->n : 1, sizeof(char *));
+  if (!*out) return nb_error(vm, "out of memory");
+  for (int i = 0; i < l->n; i++) (*out)[i] = strdup(nb_str(l->items[i])->data);
+  *nout = l->n;
+  return NB_OK;
+}
+static int arg_int(nb_VM *vm, const char *f, const char *what, nb_Value v, int *out) {
+  if (v.t == NB_TNIL) { *out = 0; return NB_OK; }
+  if (v.t != NB_TNUM || v.u.n != (int)v.u.n || v.u.n < 0) return nb_error_kind(vm, "TypeError", "%s: %s must be a non-negative integer", f, what);
+  *out = (int)v.u.n;
+  return NB_OK;
+}
+
+/* dist.start(n, launcher, backend, timeout, bind, hosts, heartbeat, **opts):
+** opts are the launchers' settings: ssh_port, ssh_key, ssh_options,
+** remote_nabla (ssh); nodes, gpus_per_node (slurm) */
+static int b_start(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
+  (void)nargs; const char *f = "dist.start", *launcher = NULL, *backend = NULL, *bind = NULL;
+  dsess_Launch o; memset(&o, 0, sizeof o);
+  if (a[0].t != NB_TNUM || a[0].u.n != (int)a[0].u.n) return nb_error_kind(vm, "TypeError", "%s: n must be an integer", f);
+  if (arg_str(vm, f, "launcher", a[1], &launcher) || arg_str(vm, f, "backend", a[2], &backend)) return NB_ERR;
+  if (a[3].t != NB_TNUM) return nb_error_kind(vm, "TypeError", "%s: timeout must be a number of seconds", f);
+  if (a[4].t != NB_TNIL && arg_str(vm, f, "bind", a[4], &bind)) return NB_ERR;
+  if (a[6].t != NB_TNUM || a[6].u.n < 0) return nb_error_kind(vm, "TypeError", "%s: heartbeat must be a number of seconds (0: none)", f);
+  if (nbD_self.rank >= 0) return dsess_error(vm, "%s: workers cannot start workers", f);
+  if (a[5].t == NB_TSTR) {   /* hosts="a,b" */
+    char *copy = strdup(nb_str(a[5])->data), *save = NULL;
+    o.hosts = calloc(strlen(copy) + 1, sizeof(char *));
+    for (char *t = strtok_r(copy, ", ", &save); t && o.hosts; t = strtok_r(NULL, ", ", &save)) o.hosts[o.nhosts++] = strdup(t);
+    free(copy);
+  } else if (arg_strlist(vm, f, "hosts", a[5], 0, &o.hosts, &o.nhosts)) return NB_ERR;
+  if (a[7].t == NB_TREC) {
+    nb_Rec *r = nb_rec(a[7]);
+    for (int i = 0; i < r->n; i++) {
+      const char *k = r->keys[i]->data; nb_Value v = r->vals[i]; const char *sv = NULL; int st = NB_OK;
+      if (!strcmp(k, "ssh_port")) st = arg_int(vm, f, k, v, &o.ssh_port);
+      else if (!strcmp(k, "nodes")) st = arg_int(vm, f, k, v, &o.nodes);
+      else if (!strcmp(k, "gpus_per_node")) st = arg_int(vm, f, k, v, &o.gpus_per_node);
+      else if (!strcmp(k, "ssh_key")) { if (v.t != NB_TNIL && !(st = arg_str(vm, f, k, v, &sv))) { free(o.ssh_key); o.ssh_key = strdup(sv); } }
+      else if (!strcmp(k, "remote_nabla")) { if (v.t != NB_TNIL && !(st = arg_str(vm, f, k, v, &sv))) { free(o.remote_nabla); o.remote_nabla = strdup(sv); } }
+      else if (!strcmp(k, "ssh_options")) {
+        for (int j = 0; j < o.nssh_opts; j++) free(o.ssh_opts[j]);
+        free(o.ssh_opts); o.ssh_opts = NULL; o.nssh_opts = 0;
+        st = arg_strlist(vm, f, k, v, 1, &o.ssh_opts, &o.nssh_opts);
+      } else st = nb_error_kind(vm, "TypeError", "%s: unknown option %s (ssh: ssh_port, ssh_key, ssh_options, remote_nabla; slurm: nodes, gpus_per_node)", f, k);
+      if (st) { dsess_launch_free(&o); return NB_ERR; }
+    }
+  }
+  snprintf(o.launcher, sizeof o.launcher, "%s", launcher);
+  snprintf(o.backend, sizeof o.backend, "%s", backend);
+  snprintf(o.bind, sizeof o.bind, "%s", bind ? bind : "");
+  o.timeout = a[3].u.n; o.heartbeat = a[6].u.n;
+  int st = dsess_start(vm, (int)a[0].u.n, &o);
+  if (!st) { last_start.n = (int)a[0].u.n; dsess_launch_copy(&last_start.o, &o); }
+  dsess_launch_free(&o);
+  if (st) return NB_ERR;
+  *out = nb_nil();
+  return NB_OK;
+}
+static int b_stop(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
+  (void)vm; (void)a; (void)nargs;
+  dsess_stop();
+  *out = nb_nil();
+  return NB_OK;
+}
+static int b_restart(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
+  (void)a; (void)nargs;
+  if (!last_start.n) return dsess_error(vm, "dist.restart: dist.start was never called");
+  dsess_stop();
+  if (dsess_start(vm, last_start.n, &last_start.o)) return NB_ERR;
+  *out = nb_nil();
+  return NB_OK;
+}
+static int b_exec(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
+  (void)nargs; const char *code = NULL;
+  if (arg_str(vm, "dist.exec", "code", a[0], &code)) return NB_ERR;
+  dsess_Reply *rep;
+  if (dsess_command(vm, "dist.exec", "exec", code, nb_str(a[0])->len, NULL, &rep)) return NB_ERR;
+  dsess_replies_free(rep, dsess_size());
+  *out = nb_nil();
+  return NB_OK;
+}
+/* replies carrying serialized values -> a list per rank (or rank's value) */
+static int values_of(nb_VM *vm, dsess_Reply *rep, const int *targets, int single, nb_Value *out) {
+  nb_List *l = nbL_new(dsess_size());
+  for (int i = 0; i < dsess_size(); i++) {
+    if (targets && !targets[i]) continue;
+    nb_Value v;
+    if (nbS_deserialize(vm, rep[i].body, rep[i].len, &v)) { nb_decref(nb_obj(NB_TLIST, l)); dsess_replies_free(rep, dsess_size()); return NB_ERR; }
+    if (single) { nb_decref(nb_obj(NB_TLIST, l)); dsess_replies_free(rep, dsess_size()); *out = v; return NB_OK; }
+    nbL_push(l, v);
+  }
+  dsess_replies_free(rep, dsess_size());
+  *out = nb_obj(NB_TLIST, l);
+  return NB_OK;
+}
+static int b_run(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
+  if (nargs < 1) return nb_error_kind(vm, "TypeError", "dist.run(fn, args...): missing the function");
+  nb_List *l = nbL_new(nargs);
+  for (int i = 0; i < nargs; i++) { nb_incref(a[i]); nbL_push(l, a[i]); }
+  nb_Value lv = nb_obj(NB_TLIST, l);
+  nb_Buf b = {0};
+  int st = nbS_serialize(vm, lv, &b);
+  nb_decref(lv);
+  if (st) { nbB_free(&b); return NB_ERR; }
+  dsess_Reply *rep;
+  st = dsess_command(vm, "dist.run", "call", b.p, b.n, NULL, &rep);
+  nbB_free(&b);
+  if (st) return NB_ERR;
+  return values_of(vm, rep, NULL, 0, out);
+}
+static int set_globals(nb_VM *vm, const char *f, nb_Value rec, const int *targets) {
+  nb_Buf b = {0};
+  if (nbS_serialize(vm, rec, &b)) { nbB_free(&b); return NB_ERR; }
+  dsess_Reply *rep;
+  int st = dsess_command(vm, f, "set", b.p, b.n, targets, &rep);
+  nbB_free(&b);
+  if (!st) dsess_replies_free(rep, dsess_size());
+  return st;
+}
+/* dist.push(w=w, lr=0.1) or dist.push({w: w, lr: 0.1}) */
+static int b_push(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
+  (void)nargs;
+  nb_Value vars = a[0].t == NB_TNIL ? a[1] : a[0];
+  if (vars.t != NB_TREC) return nb_error_kind(vm, "TypeError", "dist.push: expected name=value keywords or a record, got %s", nb_typename(vars));
+  if (a[0].t != NB_TNIL && nb_rec(a[1])->n) return nb_error_kind(vm, "TypeError", "dist.push: give either a record or keywords, not both");
+  if (set_globals(vm, "dist.push", vars, NULL)) return NB_ERR;
+  *out = nb_nil();
+  return NB_OK;
+}
+static int b_pull(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
+  (void)nargs; const char *expr = NULL;
+  if (arg_str(vm, "dist.pull", "expr", a[0], &expr)) return NB_ERR;
+  if (!dsess_active()) return dsess_need(vm, "dist.pull");
+  int all = a[1].t == NB_TSTR && !strcmp(nb_str(a[1])->data, "all");
+  if (!all && (a[1].t != NB_TNUM || a[1].u.n < 0 || a[1].u.n >= dsess_size() || a[1].u.n != (int)a[1].u.n))
+    return nb_error_kind(vm, "ValueError", "dist.pull: rank must be an integer in 0..%d or \"all\"", dsess_size() - 1);
+  int *targets = calloc((size_t)dsess_size(), sizeof(int));
+  if (!targets) return nb_error(vm, "out of memory");
+  for (int i = 0; i < dsess_size(); i++) targets[i] = all || i == (int)a[1].u.n;
+  dsess_Reply *rep;
+  if (dsess_command(vm, "dist.pull", "eval", expr, nb_str(a[0])->len, targets, &rep)) { free(targets); return NB_ERR; }
+  int st = values_of(vm, rep, targets, !all, out);
+  free(targets);
+  return st;
+}
+static int b_scatter(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
+  (void)nargs; const char *name = NULL, *f = "dist.scatter";
+  if (arg_str(vm, f, "name", a[0], &name)) return NB_ERR;
+  if (a[1].t != NB_TTENSOR) return nb_error_kind(vm, "TypeError", "%s: expected a tensor, got %s", f, nb_typename(a[1]));
+  if (dsess_need(vm, f)) return NB_ERR;
+  nt_Tensor *t = (nt_Tensor *)a[1].u.p;
+  if (t->ndim == 0) return nb_error_kind(vm, "ValueError", "%s: the tensor needs a first axis to split", f);
+  int64_t *rows = malloc(sizeof(int64_t) * (size_t)dsess_size());
+  int *targets = calloc((size_t)dsess_size(), sizeof(int));
+  if (!rows || !targets) { free(rows); free(targets); return nb_error(vm, "out of memory"); }
+  nbD_split_rows(t->shape[0], dsess_size(), rows);
+  int64_t off = 0; int st = NB_OK;
+  for (int i = 0; i < dsess_size() && !st; i++) {
+    nt_Tensor *part = nt_narrow(t, 0, off, rows[i]);
+    off += rows[i];
+    if (!part) { st = nb_error_kind(vm, "TensorError", "%s: %s", f, nt_error_msg()); break; }
+    nb_Rec *r = nbR_new(1);
+    nbR_set_cstr(r, name, nb_obj(NB_TTENSOR, part));
+    memset(targets, 0, sizeof(int) * (size_t)dsess_size()); targets[i] = 1;
+    nb_Value rv = nb_obj(NB_TREC, r);
+    st = set_globals(vm, f, rv, targets);
+    nb_decref(rv);
+  }
+  free(rows); free(targets);
+  if (st) return NB_ERR;
+  *out = nb_nil();
+  return NB_OK;
+}
+static int b_gather(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
+  (void)nargs; const char *expr = NULL, *f = "dist.gather";
+  if (arg_str(vm, f, "expr", a[0], &expr)) return NB_ERR;
+  dsess_Reply *rep;
+  if (dsess_command(vm, f, "eval", expr, nb_str(a[0])->len, NULL, &rep)) return NB_ERR;
+  nb_Value lv;
+  if (values_of(vm, rep, NULL, 0, &lv)) return NB_ERR;
+  nb_List *l = nb_list(lv);
+  nt_Tensor **ts = malloc(sizeof *ts * (size_t)(l->n ? l->n : 1));
+  if (!ts) { nb_decref(lv); return nb_error(vm, "out of memory"); }
+  for (int i = 0; i < l->n; i++) {
+    if (l->items[i].t != NB_TTENSOR) { free(ts); int st = nb_error_kind(vm, "TypeError", "%s: rank %d's value is a %s, not a tensor", f, i, nb_typename(l->items[i])); nb_decref(lv); return st; }
+    ts[i] = (nt_Tensor *)l->items[i].u.p;
+  }
+  nt_Tensor *y = nt_concat(ts, l->n, 0);
+  free(ts); nb_decref(lv);
+  if (!y) return nb_error_kind(vm, "TensorError", "%s: %s", f, nt_error_msg());
+  *out = nb_obj(NB_TTENSOR, y);
+  return NB_OK;
+}
+static int b_workers(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
+  (void)vm; (void)a; (void)nargs;
+  nb_List *l = nbL_new(dsess_size());
+  for (int i = 0; i < dsess_size(); i++) {
+    dsess_WorkerInfo w; dsess_worker_info(i, &w);
+    nb_Rec *r = nbR_new(4);
+    nbR_set_cstr(r, "rank", nb_int(i));
+    nbR_set_cstr(r, "pid", nb_int(w.pid));
+    nbR_set_cstr(r, "host", nb_strv(nbS_cstr(w.host)));
+    nbR_set_cstr(r, "alive", nb_bool(!w.dead));
+    nbL_push(l, nb_obj(NB_TREC, r));
+  }
+  *out = nb_obj(NB_TLIST, l);
+  return NB_OK;
+}
+static int b_info(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
+  (void)vm; (void)a; (void)nargs;
+  nb_Rec *r = nbR_new(4);
+  if (nbD_self.rank >= 0 && nbD_self.g) {
+    nbR_set_cstr(r, "rank", nb_int(nbD_self.rank));
+    nbR_set_cstr(r, "world", nb_int(nbD_self.world));
+    nbR_set_cstr(r, "backend", nb_strv(nbS_cstr(dn_on(nbD_self.g) ? "nccl" : "ring")));
+  } else if (dsess_active()) {
+    const char *used, *requested, *why;
+    dsess_backend(&used, &requested, &why);
+    nbR_set_cstr(r, "size", nb_int(dsess_size()));
+    nbR_set_cstr(r, "backend", nb_strv(nbS_cstr(used)));
+    nbR_set_cstr(r, "requested", nb_strv(nbS_cstr(requested)));
+    nbR_set_cstr(r, "reason", why[0] ? nb_strv(nbS_cstr(why)) : nb_nil());
+  } else { nb_decref(nb_obj(NB_TREC, r)); *out = nb_nil(); return NB_OK; }
+  *out = nb_obj(NB_TREC, r);
+  return NB_OK;
+}
+static int b_endpoint(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
+  (void)vm; (void)a; (void)nargs;
+  *out = dsess_active() ? nb_strv(nbS_cstr(dsess_endpoint())) : nb_nil();
+  return NB_OK;
+}
+static int b_size(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
+  (void)vm; (void)a; (void)nargs;
+  *out = dsess_active() ? nb_int(dsess_size()) : nb_nil();
+  return NB_OK;
+}
+
+static nb_Builtin session_builtins[] = {
+  { "dist_start", b_start, "n, launcher=\"local\", backend=\"auto\", timeout=300, bind=nil, hosts=nil, heartbeat=10, **opts",
+    "dist.start(n, launcher=\"local\", backend=\"auto\", timeout=300, ...): starts n worker processes connected to this session (launcher \"ssh\" with hosts=[...], or \"slurm\"); "
+    "backend \"nccl\" runs collectives of CUDA tensors on NCCL (one GPU per worker), \"ring\" over TCP/shared memory, \"auto\" picks nccl when every worker has its own GPU and NCCL loads" },
+  { "dist_info", b_info, "", "dist.info(): {size, backend, reason, nccl} in the session (backend: \"ring\" or \"nccl\"; reason: why auto chose the ring); {rank, world, backend} on a worker; nil elsewhere" },
+  { "dist_stop", b_stop, "", "dist.stop(): shuts the workers down" },
+  { "dist_restart", b_restart, "", "dist.restart(): stops whatever is left of the workers and starts fresh ones with the same settings (their globals are lost)" },
+  { "dist_exec", b_exec, "code", "dist.exec(code): runs source on every worker; their output is shown prefixed [rank N]" },
+  { "dist_run", b_run, "*args", "dist.run(fn, args...): calls fn(args...) on every worker; the list of results by rank" },
+  { "dist_push", b_push, "vars=nil, **kw", "dist.push(name=value, ...) or dist.push({name: value}): sets globals on every worker" },
+  { "dist_pull", b_pull, "expr, rank=0", "dist.pull(expr, rank=0): the value of expr (source text) on one worker (rank=\"all\": a list by rank)" },
+  { "dist_scatter", b_scatter, "name, x", "dist.scatter(name, x): splits tensor x along its first axis; worker r gets part r as global name" },
+  { "dist_gather", b_gather, "expr", "dist.gather(expr): the tensors expr gives on every worker, concatenated along the first axis" },
+  { "dist_workers", b_workers, "", "dist.workers(): [{rank, pid, host, alive}] of the running workers" },
+  { "dist_endpoint", b_endpoint, "", "dist.endpoint(): the session's control address (nil when no workers)" },
+  { "dist_size", b_size, "", "dist.size(): the number of workers this session runs (nil when none)" },
+  { NULL, NULL, NULL, NULL },
+};
+
+
+void nbD_init(void) {
+  static int done;
+  if (done) return;
+  done = 1;
+  nbB_register(session_builtins);
+  nbD_coll_init();
+}
+
+/* ------------------------------------------------------------ front-end magics */
+char *nbD_magic_code(const char *src, size_t len, int pull) {
+  /* the text travels as a single-quoted string: no interpolation, escapes only */
+  char *code = malloc(2 * len + 64);
+  if (!code) return NULL;
+  char *o = code + sprintf(code, "%s('", pull ? "dist_pull" : "dist_exec");
+  for (size_t i = 0; i < len; i++) {
+    char ch = src[i];
+    if (ch == '\\' || ch == '\'') { *o++ = '\\'; *o++ = ch; }
+    else if (ch == '\n') { *o++ = '\\'; *o++ = 'n'; }
+    else if (ch == '\r') { *o++ = '\\'; *o++ = 'r'; }
+    else *o++ = ch;
+  }
+  strcpy(o, pull ? "', rank=\"all\")" : "')");
+  return code;
+}
