@@ -232,7 +232,7 @@ static void *reaper_main(void *arg) {
 
 /* ---- output forwarded by workers ---- */
 static void out_write(nb_VM *vm, int stream, const char *data, size_t len) {
-  if (vm) { nbV_write(vm, stream, data, len); return; }
+  if (vm) { nbW_write(vm, stream, data, len); return; }
   /* between commands (the monitor thread): straight to this process's stdout/stderr */
   if (stream == NB_STDOUT) fflush(stdout);
   if (write(stream == NB_STDERR ? 2 : 1, data, len) < 0) {}
@@ -413,7 +413,7 @@ static int wait_replies(nb_VM *vm, uint32_t seq, const int *targets, dsess_Reply
       interrupt_ranks(seq, targets, rep);
       grace = nu_mono_s();
     }
-    if (vm && vm->interrupted && result == WR_OK) {
+    if (vm && nb_vm_interrupted(vm) && result == WR_OK) {
       result = WR_INTERRUPTED;
       interrupt_ranks(seq, targets, rep);
       grace = nu_mono_s();
@@ -818,7 +818,7 @@ int dsess_start(nb_VM *vm, int n, const dsess_Launch *o) {
       const char *d = strncmp(why, "died: ", 6) ? why : why + 6;
       st = dsess_error(vm, "dist.start: worker rank %d exited before connecting (%s)", dead, d); goto fail;
     }
-    if (vm && vm->interrupted) { st = nb_error_kind(vm, "Interrupted", "interrupted"); goto fail; }
+    if (vm && nb_vm_interrupted(vm)) { st = nb_error_kind(vm, "Interrupted", "interrupted"); goto fail; }
     if (nu_mono_s() - t0 > limit) { st = dsess_error(vm, "dist.start: only %d of %d workers connected within %.0f s", have, n, limit); goto fail; }
     zmq_pollitem_t it = { S.router, 0, ZMQ_POLLIN, 0 };
     if (zmq_poll(&it, 1, 50) > 0) pump_one(vm, 0, NULL);

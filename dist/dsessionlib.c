@@ -4,7 +4,7 @@
 ** dist_* functions stdlib/dist.nbl wraps), and nbD_init, which registers
 ** them with the worker-side builtins of the other dist files.
 **
-** They check their arguments, serialize values (lang's nbS_serialize) and
+** They check their arguments, serialize values (lang's nbZ_serialize) and
 ** hand the command to the session controller (dsession.c); nothing here
 ** touches a socket.
 */
@@ -131,7 +131,7 @@ static int values_of(nb_VM *vm, dsess_Reply *rep, const int *targets, int single
   for (int i = 0; i < dsess_size(); i++) {
     if (targets && !targets[i]) continue;
     nb_Value v;
-    if (nbS_deserialize(vm, rep[i].body, rep[i].len, &v)) { nb_decref(nb_obj(NB_TLIST, l)); dsess_replies_free(rep, dsess_size()); return NB_ERR; }
+    if (nbZ_deserialize(vm, rep[i].body, rep[i].len, &v)) { nb_decref(nb_obj(NB_TLIST, l)); dsess_replies_free(rep, dsess_size()); return NB_ERR; }
     if (single) { nb_decref(nb_obj(NB_TLIST, l)); dsess_replies_free(rep, dsess_size()); *out = v; return NB_OK; }
     nbL_push(l, v);
   }
@@ -145,7 +145,7 @@ static int b_run(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
   for (int i = 0; i < nargs; i++) { nb_incref(a[i]); nbL_push(l, a[i]); }
   nb_Value lv = nb_obj(NB_TLIST, l);
   nb_Buf b = {0};
-  int st = nbS_serialize(vm, lv, &b);
+  int st = nbZ_serialize(vm, lv, &b);
   nb_decref(lv);
   if (st) { nbB_free(&b); return NB_ERR; }
   dsess_Reply *rep;
@@ -156,7 +156,7 @@ static int b_run(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
 }
 static int set_globals(nb_VM *vm, const char *f, nb_Value rec, const int *targets) {
   nb_Buf b = {0};
-  if (nbS_serialize(vm, rec, &b)) { nbB_free(&b); return NB_ERR; }
+  if (nbZ_serialize(vm, rec, &b)) { nbB_free(&b); return NB_ERR; }
   dsess_Reply *rep;
   int st = dsess_command(vm, f, "set", b.p, b.n, targets, &rep);
   nbB_free(&b);
@@ -305,7 +305,7 @@ void nbD_init(void) {
   static int done;
   if (done) return;
   done = 1;
-  nbB_register(session_builtins);
+  nbC_register(session_builtins);
   nbD_coll_init();
 }
 

@@ -96,7 +96,7 @@ static void on_sigint(int sig) { (void)sig; if (W.vm) nb_vm_interrupt(W.vm); }
 ** already asked to interrupt it (the request can arrive before the command
 ** starts: the I/O thread records it, see wio_incoming) */
 static void arm(void) {
-  W.vm->interrupted = 0; W.vm->poll = 0;
+  nb_vm_clear_interrupt(W.vm);
   uint32_t busy = __atomic_load_n(&W.busy_seq, __ATOMIC_SEQ_CST);
   if (busy && __atomic_load_n(&W.intr_seq, __ATOMIC_SEQ_CST) == busy) nb_vm_interrupt(W.vm);
 }
@@ -142,22 +142,22 @@ static int wrun(uint32_t seq, const char *src, size_t len, const char *name) {
 }
 
 static nb_Value take_global(const char *name) {
-  int i = nbV_global_find(W.vm->main, name, strlen(name));
+  int i = nb_global_find(W.vm, name, strlen(name));
   if (i < 0) return nb_nil();
-  nb_Value v = W.vm->main->vals[i];
-  W.vm->main->vals[i] = nb_undef();
+  nb_Value v = *nb_global_at(W.vm, i);
+  *nb_global_at(W.vm, i) = nb_undef();
   return v.t == NB_TUNDEF ? nb_nil() : v;
 }
 static void set_global(const char *name, size_t len, nb_Value v) {
   nb_Str *s = nbS_intern(name, len);
-  int i = nbV_global_slot(W.vm->main, s);
+  int i = nb_global_slot(W.vm, s);
   nb_decref(nb_strv(s));
-  nb_store(&W.vm->main->vals[i], v);
+  nb_store(nb_global_at(W.vm, i), v);
 }
 
 static void reply_value(uint32_t seq, nb_Value v) {
   nb_Buf b = {0};
-  if (nbS_serialize(W.vm, v, &b)) {
+  if (nbZ_serialize(W.vm, v, &b)) {
     nbE_finish(W.vm);
     reply_last_error(seq);
   } else reply_ok(seq, b.p ? b.p : "", b.n);
@@ -207,7 +207,7 @@ static void handle(dp_Msg *m) {
     if (st) {
       char msg[700]; snprintf(msg, sizeof msg, "%s", M.g.err);
       M.g.broken = 0;   /* the TCP mesh is fine; the session reports this and stops */
-      reply_err(seq, W.vm->interrupted ? "Interrupted" : "DistError", msg, msg);
+      reply_err(seq, nb_vm_interrupted(W.vm) ? "Interrupted" : "DistError", msg, msg);
     } else reply_ok(seq, NULL, 0);
   } else if (!strcmp(m->type, "exec")) {
     if (!wrun(seq, m->body, m->len, "<dist>")) reply_ok(seq, NULL, 0);
@@ -225,7 +225,7 @@ static void handle(dp_Msg *m) {
   } else if (!strcmp(m->type, "call")) {
     nb_Value lv;
     arm();
-    if (nbS_deserialize(W.vm, m->body, m->len, &lv)) { nbE_finish(W.vm); reply_last_error(seq); return; }
+    if (nbZ_deserialize(W.vm, m->body, m->len, &lv)) { nbE_finish(W.vm); reply_last_error(seq); return; }
     if (lv.t != NB_TLIST || nb_list(lv)->n < 1) { nb_decref(lv); reply_err(seq, "DistError", "bad call", "bad call"); return; }
     nb_List *l = nb_list(lv);
     /* call through nb_run so the call has a proper top-level frame */
@@ -248,7 +248,7 @@ static void handle(dp_Msg *m) {
     nb_decref(v);
   } else if (!strcmp(m->type, "set")) {
     nb_Value rv;
-    if (nbS_deserialize(W.vm, m->body, m->len, &rv)) { nbE_finish(W.vm); reply_last_error(seq); return; }
+    if (nbZ_deserialize(W.vm, m->body, m->len, &rv)) { nbE_finish(W.vm); reply_last_error(seq); return; }
     if (rv.t == NB_TREC) {
       nb_Rec *r = nb_rec(rv);
       for (int i = 0; i < r->n; i++) { nb_incref(r->vals[i]); set_global(r->keys[i]->data, r->keys[i]->len, r->vals[i]); }
@@ -465,7 +465,7 @@ int nbD_worker_main(int argc, char **argv) {
   M.g.rank = rank; M.g.world = world; M.g.listen_fd = -1;
   memcpy(M.g.key, W.key, DP_KEYLEN);
   M.g.timeout_ms = atoi(argval(argc, argv, "--timeout-ms", "300000"));
-  M.g.interrupted = &W.vm->interrupted;
+  M.g.interrupted = nb_vm_interrupt_flag(W.vm);
   /* the ring listener: --bind HOST, or auto: every interface, advertised
   ** as the address this host reaches the session from */
   const char *bind = argval(argc, argv, "--bind", "127.0.0.1");

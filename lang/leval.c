@@ -92,7 +92,7 @@ static inline int load_var(nb_VM *vm, nb_Frame *f, const nb_Node *n, nb_Value *o
     ** line or a later one, fills the slot and so shadows the builtin. */
     if (v.t == NB_TUNDEF) {
       if (n->bidx >= 0) {
-        const nb_Builtin *b = nbB_at(n->bidx);
+        const nb_Builtin *b = nbC_at(n->bidx);
         if (!b->fn) {   /* a named value: pi, inf, nan; the cuda namespace */
           if (b->value) return b->value(vm, out) ? fail(vm, f, n) : NB_OK;
           *out = nb_flt(strtod(b->params, NULL)); return NB_OK;   /* floats, as Python's math.pi */
@@ -220,7 +220,7 @@ static int eval_method(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out) {
   int self = 1, i;
   if (recv.t == NB_TREC && (i = nbR_find(nb_rec(recv), n->str)) >= 0) {
     callee = nb_rec(recv)->vals[i]; nb_incref(callee); self = 0;
-  } else if (recv.t == NB_TMODULE && (i = nbV_global_find(recv.u.p, n->str->data, n->str->len)) >= 0 && ((nb_Module *)recv.u.p)->vals[i].t != NB_TUNDEF) {
+  } else if (recv.t == NB_TMODULE && (i = nbM_global_find(recv.u.p, n->str->data, n->str->len)) >= 0 && ((nb_Module *)recv.u.p)->vals[i].t != NB_TUNDEF) {
     callee = ((nb_Module *)recv.u.p)->vals[i]; nb_incref(callee); self = 0;
   } else {
     nb_Node tmp = *n; tmp.kind = N_NAME;
@@ -701,7 +701,7 @@ static int eval_cold(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out) {
   case N_IMPORT: {
     nb_Value m;
     *out = nb_nil();
-    if (nbV_import(vm, n->str, &m)) return fail(vm, f, n);
+    if (nbM_import(vm, n->str, &m)) return fail(vm, f, n);
     store_var(f, n->a, m);
     return NB_OK;
   }
@@ -756,8 +756,8 @@ int nbV_run_program(nb_VM *vm, nb_Chunk *chunk, nb_Node *prog, nb_Module *mod, i
     if (st) break;
     bool show = (s->flags & NF_EXPRSTMT) || s->kind == N_IF || s->kind == N_TRY;
     if (show && v.t != NB_TNIL) {
-      if ((flags & NB_ECHO_LAST) && i == prog->nkids - 1) nbV_show(vm, v, true, NULL, false);
-      else if (flags & NB_ECHO) nbV_display(vm, v);
+      if ((flags & NB_ECHO_LAST) && i == prog->nkids - 1) nbW_show(vm, v, true, NULL, false);
+      else if (flags & NB_ECHO) nbW_display(vm, v);
     }
     nb_decref(v);
   }

@@ -44,7 +44,7 @@ int nbV_binop(nb_VM *vm, int op, nb_Value a, nb_Value b, nb_Value *out) {
     default: *out = nbV_num_arith(op, a, b); return NB_OK;
     }
   }
-  if (op == OP_EQ || op == OP_NE) { bool e; if (nbV_equal(vm, a, b, &e)) return NB_ERR; *out = nb_bool(op == OP_EQ ? e : !e); return NB_OK; }
+  if (op == OP_EQ || op == OP_NE) { bool e; if (nbO_equal(vm, a, b, &e)) return NB_ERR; *out = nb_bool(op == OP_EQ ? e : !e); return NB_OK; }
   if (a.t == NB_TSTR && b.t == NB_TSTR) {
     if (op == OP_ADD) {
       nb_Str *x = a.u.p, *y = b.u.p;
@@ -191,7 +191,7 @@ int nbV_get_field(nb_VM *vm, nb_Value obj, nb_Str *name, nb_Value *out) {
   }
   if (obj.t == NB_TMODULE) {
     nb_Module *m = obj.u.p;
-    int i = nbV_global_find(m, name->data, name->len);
+    int i = nbM_global_find(m, name->data, name->len);
     if (i < 0 || m->vals[i].t == NB_TUNDEF) return nb_error_kind(vm, "NameError", "module %s has no member '%s'", m->name->data, name->data);
     *out = m->vals[i]; nb_incref(*out); return NB_OK;
   }
@@ -205,7 +205,7 @@ int nbV_set_field(nb_VM *vm, nb_Value obj, nb_Str *name, nb_Value v) {
   if (obj.t == NB_TTENSOR) return nbT_setfield(vm, obj, name, v);
   if (obj.t == NB_TMODULE) {
     nb_Module *m = obj.u.p;
-    int i = nbV_global_slot(m, name);
+    int i = nbM_global_slot(m, name);
     nb_incref(v); nb_store(&m->vals[i], v); return NB_OK;
   }
   return nb_error_kind(vm, "TypeError", "cannot set field '%s' on a %s", name->data, nb_typename(obj));
