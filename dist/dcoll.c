@@ -273,4 +273,4 @@ static nb_Builtin coll_builtins[] = {
   { NULL, NULL, NULL, NULL },
 };
 
-void nbD_coll_init(void) { nbB_register(coll_builtins); nbD_group_init(); nbD_shm_init(); nbD_reducer_init(); }
+void nbD_coll_init(void) { nbC_register(coll_builtins); nbD_group_init(); nbD_shm_init(); nbD_reducer_init(); }

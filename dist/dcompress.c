@@ -70,4 +70,4 @@ static nb_Builtin compress_builtins[] = {
   { NULL, NULL, NULL, NULL },
 };
 
-void nbD_compress_init(void) { nbB_register(compress_builtins); }
+void nbD_compress_init(void) { nbC_register(compress_builtins); }

@@ -401,4 +401,4 @@ static nb_Builtin group_builtins[] = {
 void nbD_compress_init(void);   /* dcompress.c */
 void nbD_zero_init(void);       /* dzero.c */
 void nbD_magic_init(void);      /* dmagic.c */
-void nbD_group_init(void) { nbB_register(group_builtins); nbD_compress_init(); nbD_zero_init(); nbD_magic_init(); }
+void nbD_group_init(void) { nbC_register(group_builtins); nbD_compress_init(); nbD_zero_init(); nbD_magic_init(); }

@@ -234,7 +234,7 @@ static void *reaper_main(void *arg) {
 
 /* ---- output forwarded by workers ---- */
 static void out_write(nb_VM *vm, int stream, const char *data, size_t len) {
-  if (vm) { nbV_write(vm, stream, data, len); return; }
+  if (vm) { nbW_write(vm, stream, data, len); return; }
   /* between commands (the monitor thread): straight to this process's stdout/stderr */
   if (stream == NB_STDOUT) fflush(stdout);
   if (write(stream == NB_STDERR ? 2 : 1, data, len) < 0) {}
@@ -983,7 +983,7 @@ static int values_of(nb_VM *vm, Reply *rep, const int *targets, int single, nb_V
   for (int i = 0; i < S.n; i++) {
     if (targets && !targets[i]) continue;
     nb_Value v;
-    if (nbS_deserialize(vm, rep[i].body, rep[i].len, &v)) { nb_decref(nb_obj(NB_TLIST, l)); replies_free(rep, S.n); return NB_ERR; }
+    if (nbZ_deserialize(vm, rep[i].body, rep[i].len, &v)) { nb_decref(nb_obj(NB_TLIST, l)); replies_free(rep, S.n); return NB_ERR; }
     if (single) { nb_decref(nb_obj(NB_TLIST, l)); replies_free(rep, S.n); *out = v; return NB_OK; }
     nbL_push(l, v);
   }
@@ -997,7 +997,7 @@ static int b_run(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
   for (int i = 0; i < nargs; i++) { nb_incref(a[i]); nbL_push(l, a[i]); }
   nb_Value lv = nb_obj(NB_TLIST, l);
   nb_Buf b = {0};
-  int st = nbS_serialize(vm, lv, &b);
+  int st = nbZ_serialize(vm, lv, &b);
   nb_decref(lv);
   if (st) { nbB_free(&b); return NB_ERR; }
   Reply *rep;
@@ -1008,7 +1008,7 @@ static int b_run(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
 }
 static int set_globals(nb_VM *vm, const char *f, nb_Value rec, const int *targets) {
   nb_Buf b = {0};
-  if (nbS_serialize(vm, rec, &b)) { nbB_free(&b); return NB_ERR; }
+  if (nbZ_serialize(vm, rec, &b)) { nbB_free(&b); return NB_ERR; }
   Reply *rep;
   int st = command(vm, f, "set", b.p, b.n, targets, &rep);
   nbB_free(&b);
@@ -1154,7 +1154,7 @@ void nbD_init(void) {
   static int done;
   if (done) return;
   done = 1;
-  nbB_register(session_builtins);
+  nbC_register(session_builtins);
   nbD_coll_init();
 }
 
@@ -1262,7 +1262,7 @@ static int wrun(uint32_t seq, const char *src, size_t len, const char *name) {
 }
 
 static nb_Value take_global(const char *name) {
-  int i = nbV_global_find(W.vm->main, name, strlen(name));
+  int i = nbM_global_find(W.vm->main, name, strlen(name));
   if (i < 0) return nb_nil();
   nb_Value v = W.vm->main->vals[i];
   W.vm->main->vals[i] = nb_undef();
@@ -1270,14 +1270,14 @@ static nb_Value take_global(const char *name) {
 }
 static void set_global(const char *name, size_t len, nb_Value v) {
   nb_Str *s = nbS_intern(name, len);
-  int i = nbV_global_slot(W.vm->main, s);
+  int i = nbM_global_slot(W.vm->main, s);
   nb_decref(nb_strv(s));
   nb_store(&W.vm->main->vals[i], v);
 }
 
 static void reply_value(uint32_t seq, nb_Value v) {
   nb_Buf b = {0};
-  if (nbS_serialize(W.vm, v, &b)) {
+  if (nbZ_serialize(W.vm, v, &b)) {
     nbE_finish(W.vm);
     reply_last_error(seq);
   } else reply_ok(seq, b.p ? b.p : "", b.n);
@@ -1345,7 +1345,7 @@ static void handle(dp_Msg *m) {
   } else if (!strcmp(m->type, "call")) {
     nb_Value lv;
     arm();
-    if (nbS_deserialize(W.vm, m->body, m->len, &lv)) { nbE_finish(W.vm); reply_last_error(seq); return; }
+    if (nbZ_deserialize(W.vm, m->body, m->len, &lv)) { nbE_finish(W.vm); reply_last_error(seq); return; }
     if (lv.t != NB_TLIST || nb_list(lv)->n < 1) { nb_decref(lv); reply_err(seq, "DistError", "bad call", "bad call"); return; }
     nb_List *l = nb_list(lv);
     /* call through nb_run so the call has a proper top-level frame */
@@ -1368,7 +1368,7 @@ static void handle(dp_Msg *m) {
     nb_decref(v);
   } else if (!strcmp(m->type, "set")) {
     nb_Value rv;
-    if (nbS_deserialize(W.vm, m->body, m->len, &rv)) { nbE_finish(W.vm); reply_last_error(seq); return; }
+    if (nbZ_deserialize(W.vm, m->body, m->len, &rv)) { nbE_finish(W.vm); reply_last_error(seq); return; }
     if (rv.t == NB_TREC) {
       nb_Rec *r = nb_rec(rv);
       for (int i = 0; i < r->n; i++) { nb_incref(r->vals[i]); set_global(r->keys[i]->data, r->keys[i]->len, r->vals[i]); }

@@ -103,7 +103,7 @@ static nb_Builtin magic_builtins[] = {
     "timeit(f, repeat=7, number=nil, show=false): times f() — number calls per run (nil: a power of 10 taking >= 0.2 s), repeat runs — and returns {mean, std, best, loops, runs} in seconds per call; show=true prints it as %timeit does" },
   { NULL, NULL, NULL, NULL }
 };
-void nbD_magic_init(void) { nbB_register(magic_builtins); }
+void nbD_magic_init(void) { nbC_register(magic_builtins); }
 
 /* trims spaces and newlines at both ends: [*s, *s + *n) */
 static void trim(const char **s, size_t *n) {

@@ -422,4 +422,4 @@ static nb_Builtin reducer_builtins[] = {
   { "dist_reducer_stats", b_stats, "", "dist_reducer_stats(): {params, buckets, passes, buckets_overlapped (handed over during backward), buckets_reduced, buckets_on (\"cuda\": NCCL on the GPU, or \"cpu\": host buffers, the ring)}" },
   { NULL, NULL, NULL, NULL },
 };
-void nbD_reducer_init(void) { nbB_register(reducer_builtins); }
+void nbD_reducer_init(void) { nbC_register(reducer_builtins); }

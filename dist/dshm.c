@@ -388,4 +388,4 @@ static nb_Builtin shm_builtins[] = {
   { "dist_shm", b_shm, "on=nil", "dist_shm(on=nil): whether this worker's collectives use the shared-memory path (all ranks on one host); dist_shm(false) on every worker forces TCP" },
   { NULL, NULL, NULL, NULL },
 };
-void nbD_shm_init(void) { nbB_register(shm_builtins); }
+void nbD_shm_init(void) { nbC_register(shm_builtins); }

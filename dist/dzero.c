@@ -72,4 +72,4 @@ static nb_Builtin zero_builtins[] = {
   { NULL, NULL, NULL, NULL },
 };
 
-void nbD_zero_init(void) { nbB_register(zero_builtins); }
+void nbD_zero_init(void) { nbC_register(zero_builtins); }

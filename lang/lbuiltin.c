@@ -2,7 +2,7 @@
 ** lbuiltin.c — the one table of builtins (name, C function, parameters with
 ** keyword names and defaults, one-line doc) that evaluation, completion,
 ** %help and Jupyter inspect all read; and the language's own builtins.
-** Other layers (tensor bindings, dist/) add theirs with nbB_register; a
+** Other layers (tensor bindings, dist/) add theirs with nbC_register; a
 ** later registration of a name replaces the earlier one.
 */
 #include <ctype.h>
@@ -34,7 +34,7 @@ static void reindex(void) {
   }
 }
 
-int nbB_lookup(const char *name, size_t len) {
+int nbC_lookup(const char *name, size_t len) {
   if (!bindex) return -1;
   uint32_t h = nbS_hash(name, len) & (uint32_t)(bcap - 1);
   while (bindex[h] >= 0) {
@@ -44,9 +44,9 @@ int nbB_lookup(const char *name, size_t len) {
   }
   return -1;
 }
-const nb_Builtin *nbB_at(int idx) { return idx >= 0 && idx < ntable ? table[idx] : NULL; }
-int nbB_count(void) { return ntable; }
-const char *nbB_builtin_name(const nb_Builtin *b) { return b->name; }
+const nb_Builtin *nbC_at(int idx) { return idx >= 0 && idx < ntable ? table[idx] : NULL; }
+int nbC_count(void) { return ntable; }
+const char *nbC_name(const nb_Builtin *b) { return b->name; }
 
 /* "x, axis=nil, keepdims=false" or "*shape, dtype=nil" */
 static void parse_params(nb_Builtin *b) {
@@ -93,12 +93,12 @@ static void parse_params(nb_Builtin *b) {
 }
 
 /* Builtins reached only as values (record members like cuda.available), not by name. */
-void nbB_prepare(nb_Builtin *t) { for (; t->name; t++) if (t->fn) parse_params(t); }
+void nbC_prepare(nb_Builtin *t) { for (; t->name; t++) if (t->fn) parse_params(t); }
 
-void nbB_register(nb_Builtin *t) {
+void nbC_register(nb_Builtin *t) {
   for (; t->name; t++) {
     if (t->fn) parse_params(t);   /* fn == NULL: a named constant whose value is the params text */
-    int i = nbB_lookup(t->name, strlen(t->name));
+    int i = nbC_lookup(t->name, strlen(t->name));
     if (i >= 0) { table[i] = t; continue; }
     if (ntable == captable) {
       captable = captable ? captable * 2 : 256;
@@ -130,7 +130,7 @@ static int write_values(nb_VM *vm, const char *fname, int stream, nb_Value *args
   for (int i = 0; i < n && b.n <= NB_MAX_STR; i++) { if (i) nbB_puts(&b, sep); nb_tostring(&b, args[i], false); }
   if (b.n > NB_MAX_STR) { size_t len = b.n; nbB_free(&b); return nbS_too_long(vm, fname, len); }
   nbB_puts(&b, end);
-  nbV_write(vm, stream, b.p, b.n);
+  nbW_write(vm, stream, b.p, b.n);
   nbB_free(&b);
   *out = nb_nil();
   return NB_OK;
@@ -143,7 +143,7 @@ static int b_display(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   const char *fname = "display";
   if (args[0].t != NB_TNIL) ARGSTR(0, "display_id");
   if (nb_truthy(args[1]) && args[0].t == NB_TNIL) return nb_error_kind(vm, "ValueError", "display: update=true needs a display_id");
-  for (int i = 2; i < n; i++) nbV_show(vm, args[i], false, args[0].t == NB_TSTR ? nb_str(args[0])->data : NULL, nb_truthy(args[1]));
+  for (int i = 2; i < n; i++) nbW_show(vm, args[i], false, args[0].t == NB_TSTR ? nb_str(args[0])->data : NULL, nb_truthy(args[1]));
   *out = nb_nil();
   return NB_OK;
 }
@@ -356,7 +356,7 @@ static int b_contains(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   if (c.t == NB_TLIST) {
     for (int i = 0; i < nb_list(c)->n; i++) {
       bool e;
-      if (nbV_equal(vm, nb_list(c)->items[i], x, &e)) return NB_ERR;
+      if (nbO_equal(vm, nb_list(c)->items[i], x, &e)) return NB_ERR;
       if (e) { *out = nb_bool(true); return NB_OK; }
     }
     *out = nb_bool(false); return NB_OK;
@@ -522,7 +522,7 @@ static size_t split_walk(const nb_Str *str, const nb_Str *sp, nb_List *l) {
     p = q + sp->len;
   }
 }
-int nbB_string_split(nb_VM *vm, nb_Value s, nb_Value sep, nb_Value *out) {
+int nbS_split(nb_VM *vm, nb_Value s, nb_Value sep, nb_Value *out) {
   const char *fname = "split";
   nb_Value args[2] = { s, sep };
   ARGSTR(0, "string");
@@ -540,7 +540,7 @@ int nbB_string_split(nb_VM *vm, nb_Value s, nb_Value sep, nb_Value *out) {
   *out = nb_obj(NB_TLIST, l);
   return NB_OK;
 }
-static int b_split(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; return nbB_string_split(vm, args[0], args[1], out); }
+static int b_split(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; return nbS_split(vm, args[0], args[1], out); }
 static int b_upper(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "upper"; ARGSTR(0, "s");
   nb_Str *s = nbS_new(nb_str(args[0])->data, nb_str(args[0])->len);
@@ -677,7 +677,7 @@ static int b_assert(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   if (nbV_truthy(vm, args[0], &t)) return NB_ERR;
   if (!t) {
     if (args[1].t == NB_TNIL) return nb_error_kind(vm, "AssertionError", "assertion failed");
-    nb_Str *s = nbV_tostr(args[1]);
+    nb_Str *s = nbS_tostr(args[1]);
     nb_error_kind(vm, "AssertionError", "%s", s->data);
     nb_decref(nb_strv(s));
     return NB_ERR;
@@ -689,7 +689,7 @@ static double now(void) { struct timespec ts; clock_gettime(CLOCK_REALTIME, &ts)
 static double mono(void) { struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts); return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9; }
 static int b_time(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)vm; (void)args; (void)n; *out = nb_flt(now()); return NB_OK; }
 static int b_clock(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)vm; (void)args; (void)n; *out = nb_flt(mono()); return NB_OK; }
-int nbB_doc_value(nb_VM *vm, nb_Value f, nb_Value *out) {
+int nbC_doc_value(nb_VM *vm, nb_Value f, nb_Value *out) {
   (void)vm;
   if (f.t == NB_TBUILTIN) { *out = nb_strv(nbS_fmt("%s(%s)\n%s", f.u.bi->name, f.u.bi->params ? f.u.bi->params : "", f.u.bi->doc ? f.u.bi->doc : "")); return NB_OK; }
   if (f.t == NB_TFUNC) {
@@ -709,16 +709,16 @@ int nbB_doc_value(nb_VM *vm, nb_Value f, nb_Value *out) {
   *out = nb_nil();
   return NB_OK;
 }
-static int b_doc(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; return nbB_doc_value(vm, args[0], out); }
+static int b_doc(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; return nbC_doc_value(vm, args[0], out); }
 static int b_serialize(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; nb_Buf b = {0};
-  if (nbS_serialize(vm, args[0], &b)) { nbB_free(&b); return NB_ERR; }
+  if (nbZ_serialize(vm, args[0], &b)) { nbB_free(&b); return NB_ERR; }
   *out = ret_str(b.p ? b.p : "", b.n); nbB_free(&b);
   return NB_OK;
 }
 static int b_deserialize(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "deserialize"; ARGSTR(0, "data");
-  return nbS_deserialize(vm, nb_str(args[0])->data, nb_str(args[0])->len, out);
+  return nbZ_deserialize(vm, nb_str(args[0])->data, nb_str(args[0])->len, out);
 }
 
 static int b_getenv(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
@@ -819,9 +819,9 @@ static nb_Builtin core[] = {
   { NULL, NULL, NULL, NULL }
 };
 
-void nbB_init_core(void) {
+void nbopen_base(void) {
   static int done;
   if (done) return;
   done = 1;
-  nbB_register(core);
+  nbC_register(core);
 }

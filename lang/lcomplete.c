@@ -53,11 +53,11 @@ static bool lookup_chain(nb_VM *vm, const char *s, size_t len, nb_Value *out, nb
     while (i < len && isid((unsigned char)s[i])) i++;
     if (i == st) return false;
     if (cur.t == NB_TUNDEF) {
-      int g = nbV_global_find(vm->main, s + st, i - st);
+      int g = nbM_global_find(vm->main, s + st, i - st);
       if (g < 0 || vm->main->vals[g].t == NB_TUNDEF) {
-        int b = nbB_lookup(s + st, i - st);
+        int b = nbC_lookup(s + st, i - st);
         if (b < 0) return false;
-        const nb_Builtin *bi = nbB_at(b);
+        const nb_Builtin *bi = nbC_at(b);
         if (!bi->fn && bi->value) {   /* a made value (the cuda record): keep one for lookups */
           nb_decref(*tmp); *tmp = nb_nil();
           if (bi->value(vm, tmp)) { nb_decref(vm->err); vm->err = nb_nil(); return false; }
@@ -71,7 +71,7 @@ static bool lookup_chain(nb_VM *vm, const char *s, size_t len, nb_Value *out, nb
       if (j < 0) return false;
       cur = nb_rec(cur)->vals[j];
     } else if (cur.t == NB_TMODULE) {
-      int g = nbV_global_find(cur.u.p, s + st, i - st);
+      int g = nbM_global_find(cur.u.p, s + st, i - st);
       if (g < 0) return false;
       cur = ((nb_Module *)cur.u.p)->vals[g];
     } else return false;
@@ -100,13 +100,13 @@ void nb_complete(nb_VM *vm, const char *src, int cursor, nb_Completions *out) {
       if (v.t == NB_TMODULE) { nb_Module *m = v.u.p; for (int i = 0; i < m->n; i++) if (m->vals[i].t != NB_TUNDEF) add(&ns, m->names[i]->data, m->names[i]->len, prefix, plen); }
       if (v.t == NB_TTENSOR) for (int i = 0; tensor_fields[i]; i++) add(&ns, tensor_fields[i], strlen(tensor_fields[i]), prefix, plen);
       /* uniform call syntax: any function can follow a dot */
-      if (v.t != NB_TMODULE) for (int i = 0; i < nbB_count(); i++) add(&ns, nbB_at(i)->name, strlen(nbB_at(i)->name), prefix, plen);
+      if (v.t != NB_TMODULE) for (int i = 0; i < nbC_count(); i++) add(&ns, nbC_at(i)->name, strlen(nbC_at(i)->name), prefix, plen);
     }
     nb_decref(tmp);
   } else {
     for (int i = 0; i < vm->main->n; i++) if (vm->main->vals[i].t != NB_TUNDEF) add(&ns, vm->main->names[i]->data, vm->main->names[i]->len, prefix, plen);
     for (int i = 0; nbX_keywords[i]; i++) add(&ns, nbX_keywords[i], strlen(nbX_keywords[i]), prefix, plen);
-    for (int i = 0; i < nbB_count(); i++) add(&ns, nbB_at(i)->name, strlen(nbB_at(i)->name), prefix, plen);
+    for (int i = 0; i < nbC_count(); i++) add(&ns, nbC_at(i)->name, strlen(nbC_at(i)->name), prefix, plen);
   }
   if (ns.n > 1) qsort(ns.v, (size_t)ns.n, sizeof(char *), cmp);   /* qsort(NULL, 0) is UB */
   out->items = ns.v; out->n = ns.n; out->start = start; out->end = cursor;
@@ -141,8 +141,8 @@ char *nb_inspect(nb_VM *vm, const char *src, int cursor) {
   }
   nb_Buf b = {0};
   if (v.t == NB_TBUILTIN || v.t == NB_TFUNC) {
-    nb_Value docv; extern int nbB_doc_value(nb_VM *, nb_Value, nb_Value *);
-    if (nbB_doc_value(vm, v, &docv) == NB_OK && docv.t == NB_TSTR) nbB_add(&b, nb_str(docv)->data, nb_str(docv)->len);
+    nb_Value docv; extern int nbC_doc_value(nb_VM *, nb_Value, nb_Value *);
+    if (nbC_doc_value(vm, v, &docv) == NB_OK && docv.t == NB_TSTR) nbB_add(&b, nb_str(docv)->data, nb_str(docv)->len);
     nb_decref(docv);
   } else if (v.t == NB_TTENSOR) {
     nbT_describe(vm, v, &b);

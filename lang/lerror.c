@@ -32,7 +32,7 @@ int nb_error(nb_VM *vm, const char *fmt, ...) {
 ** its name), anything else becomes the message of an Error. */
 int nb_raise(nb_VM *vm, nb_Value v) {
   if (v.t != NB_TREC || nbR_get_cstr(v.u.p, "message").t == NB_TUNDEF) {
-    nb_Str *s = nbV_tostr(v);
+    nb_Str *s = nbS_tostr(v);
     nb_decref(v);
     nb_Rec *r = nbR_new(8);
     nbR_set_cstr(r, "name", nb_strv(nbS_cstr("Error")));
@@ -144,7 +144,7 @@ void nbE_finish(nb_VM *vm) {
   const char *name = field_str(r, "name", "Error");
   nb_Str *msgs = NULL;
   nb_Value mv = nbR_get_cstr(r, "message");
-  const char *msg = mv.t == NB_TSTR ? nb_str(mv)->data : (msgs = nbV_tostr(mv))->data;
+  const char *msg = mv.t == NB_TSTR ? nb_str(mv)->data : (msgs = nbS_tostr(mv))->data;
   nb_Buf b = {0};
   nb_Value line = nbR_get_cstr(r, "line"), col = nbR_get_cstr(r, "col");
   if (line.t == NB_TNUM)

@@ -65,7 +65,7 @@ static inline int load_var(nb_VM *vm, nb_Frame *f, const nb_Node *n, nb_Value *o
     v = f->mod->vals[n->idx];
     if (v.t == NB_TUNDEF) {
       if (n->bidx >= 0) {
-        const nb_Builtin *b = nbB_at(n->bidx);
+        const nb_Builtin *b = nbC_at(n->bidx);
         if (!b->fn) {   /* a named value: pi, inf, nan; the cuda namespace */
           if (b->value) return b->value(vm, out) ? fail(vm, f, n) : NB_OK;
           *out = nb_flt(strtod(b->params, NULL)); return NB_OK;   /* floats, as Python's math.pi */
@@ -381,7 +381,7 @@ static int eval_method(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out) {
   int self = 1, i;
   if (recv.t == NB_TREC && (i = nbR_find(nb_rec(recv), n->str)) >= 0) {
     callee = nb_rec(recv)->vals[i]; nb_incref(callee); self = 0;
-  } else if (recv.t == NB_TMODULE && (i = nbV_global_find(recv.u.p, n->str->data, n->str->len)) >= 0 && ((nb_Module *)recv.u.p)->vals[i].t != NB_TUNDEF) {
+  } else if (recv.t == NB_TMODULE && (i = nbM_global_find(recv.u.p, n->str->data, n->str->len)) >= 0 && ((nb_Module *)recv.u.p)->vals[i].t != NB_TUNDEF) {
     callee = ((nb_Module *)recv.u.p)->vals[i]; nb_incref(callee); self = 0;
   } else {
     nb_Node tmp = *n; tmp.kind = N_NAME;
@@ -461,7 +461,7 @@ int nbV_binop(nb_VM *vm, int op, nb_Value a, nb_Value b, nb_Value *out) {
     default: *out = num_arith(op, a, b); return NB_OK;
     }
   }
-  if (op == OP_EQ || op == OP_NE) { bool e; if (nbV_equal(vm, a, b, &e)) return NB_ERR; *out = nb_bool(op == OP_EQ ? e : !e); return NB_OK; }
+  if (op == OP_EQ || op == OP_NE) { bool e; if (nbO_equal(vm, a, b, &e)) return NB_ERR; *out = nb_bool(op == OP_EQ ? e : !e); return NB_OK; }
   if (a.t == NB_TSTR && b.t == NB_TSTR) {
     if (op == OP_ADD) {
       nb_Str *x = a.u.p, *y = b.u.p;
@@ -629,7 +629,7 @@ static int get_field(nb_VM *vm, nb_Value obj, nb_Str *name, nb_Value *out) {
   }
   if (obj.t == NB_TMODULE) {
     nb_Module *m = obj.u.p;
-    int i = nbV_global_find(m, name->data, name->len);
+    int i = nbM_global_find(m, name->data, name->len);
     if (i < 0 || m->vals[i].t == NB_TUNDEF) return nb_error_kind(vm, "NameError", "module %s has no member '%s'", m->name->data, name->data);
     *out = m->vals[i]; nb_incref(*out); return NB_OK;
   }
@@ -643,7 +643,7 @@ static int set_field(nb_VM *vm, nb_Value obj, nb_Str *name, nb_Value v) {
   if (obj.t == NB_TTENSOR) return nbT_setfield(vm, obj, name, v);
   if (obj.t == NB_TMODULE) {
     nb_Module *m = obj.u.p;
-    int i = nbV_global_slot(m, name);
+    int i = nbM_global_slot(m, name);
     nb_incref(v); nb_store(&m->vals[i], v); return NB_OK;
   }
   return nb_error_kind(vm, "TypeError", "cannot set field '%s' on a %s", name->data, nb_typename(obj));
@@ -1095,7 +1095,7 @@ static int eval_cold(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out) {
   case N_IMPORT: {
     nb_Value m;
     *out = nb_nil();
-    if (nbV_import(vm, n->str, &m)) return fail(vm, f, n);
+    if (nbM_import(vm, n->str, &m)) return fail(vm, f, n);
     store_var(f, n->a, m);
     return NB_OK;
   }
@@ -1143,8 +1143,8 @@ int nbV_run_program(nb_VM *vm, nb_Chunk *chunk, nb_Node *prog, nb_Module *mod, i
     if (st) break;
     bool show = (s->flags & NF_EXPRSTMT) || s->kind == N_IF || s->kind == N_TRY;
     if (show && v.t != NB_TNIL) {
-      if ((flags & NB_ECHO_LAST) && i == prog->nkids - 1) nbV_show(vm, v, true, NULL, false);
-      else if (flags & NB_ECHO) nbV_display(vm, v);
+      if ((flags & NB_ECHO_LAST) && i == prog->nkids - 1) nbW_show(vm, v, true, NULL, false);
+      else if (flags & NB_ECHO) nbW_display(vm, v);
     }
     nb_decref(v);
   }

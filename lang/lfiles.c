@@ -232,10 +232,10 @@ static nb_Builtin file_builtins[] = {
   { NULL, NULL, NULL, NULL }
 };
 
-void nbF_files_init(void) {
+void nbopen_files(void) {
   static int done;
   if (done) return;
   done = 1;
-  nbB_prepare(lines_member);
-  nbB_register(file_builtins);
+  nbC_prepare(lines_member);
+  nbC_register(file_builtins);
 }

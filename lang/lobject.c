@@ -265,7 +265,7 @@ static void free_one(nb_Value v) {
   }
   case NB_TCELL: { nb_Cell *c = v.u.p; drop_child(c->v); free(c); break; }
   case NB_TRANGE: free(v.u.p); break;
-  case NB_TMODULE: nbV_module_free(v.u.p); break;
+  case NB_TMODULE: nbM_free(v.u.p); break;
   case NB_THANDLE: { nb_Handle *h = v.u.p; if (h->finalize) h->finalize(h->ptr); free(h); break; }
   default: break;
   }
@@ -444,8 +444,8 @@ static void tostr(nb_Buf *b, nb_Value v, bool quote, int depth, const void **pat
     nbB_putc(b, '}'); break;
   }
   case NB_TFUNC: nbB_printf(b, "<fn %s>", nbP_proto_name(nb_func(v)->proto)); break;
-  case NB_TBUILTIN: nbB_printf(b, "<builtin %s>", nbB_builtin_name(v.u.bi)); break;
-  case NB_TMODULE: nbB_printf(b, "<module %s>", nbV_module_name(v.u.p)); break;
+  case NB_TBUILTIN: nbB_printf(b, "<builtin %s>", nbC_name(v.u.bi)); break;
+  case NB_TMODULE: nbB_printf(b, "<module %s>", nbM_name(v.u.p)); break;
   case NB_TRANGE: {
     nb_Range *r = v.u.p; char a[40], c[40];
     nb_fmtval(a, sizeof a, nb_numk(r->start, r->kind)); nb_fmtval(c, sizeof c, nb_numk(r->stop, r->stopkind));
@@ -492,7 +492,7 @@ static int eq_shallow(nb_Value a, nb_Value b) {
 ** nested deeper than NB_MAX_NEST -- values that contain themselves are
 ** infinitely deep -- are an error rather than a guess. */
 typedef struct EqFrame { nb_Value a, b; int i; } EqFrame;
-int nbV_equal(nb_VM *vm, nb_Value a, nb_Value b, bool *out) {
+int nbO_equal(nb_VM *vm, nb_Value a, nb_Value b, bool *out) {
   int r = eq_shallow(a, b);
   if (r >= 0) { *out = r; return NB_OK; }
   EqFrame *st = xmalloc(sizeof *st * 16); size_t n = 0, cap = 16;

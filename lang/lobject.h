@@ -188,7 +188,7 @@ void nb_tostring(nb_Buf *b, nb_Value v, bool quote);
 #define NB_MAX_NEST 2000000
 /* ==: 0 (NB_OK) with *out, or an error (nested past NB_MAX_NEST) */
 typedef struct nb_VM nb_VM;
-int nbV_equal(nb_VM *vm, nb_Value a, nb_Value b, bool *out);
+int nbO_equal(nb_VM *vm, nb_Value a, nb_Value b, bool *out);
 bool nb_truthy(nb_Value v);
 
 #endif

@@ -193,7 +193,7 @@ static int to_vec(nb_VM *vm, const char *fname, const char *what, nb_Value v, do
 /* an optional text option (any value but nil is shown as text) */
 static char *opt_text(nb_Value v) {
   if (v.t == NB_TNIL) return NULL;
-  nb_Str *s = nbV_tostr(v);
+  nb_Str *s = nbS_tostr(v);
   char *r = xstrdup(s->data);
   nb_decref(nb_strv(s));
   return r;
@@ -1269,9 +1269,9 @@ static nb_Builtin plot_builtins[] = {
   { NULL, NULL, NULL, NULL }
 };
 
-void nbG_plot_init(void) {
+void nbopen_plot(void) {
   static int done;
   if (done) return;
   done = 1;
-  nbB_register(plot_builtins);
+  nbC_register(plot_builtins);
 }

@@ -272,10 +272,10 @@ static nb_Builtin progress_builtins[] = {
   { NULL, NULL, NULL, NULL }
 };
 
-void nbG_progress_init(void) {
+void nbopen_progress(void) {
   static int done;
   if (done) return;
   done = 1;
-  nbB_prepare(member_builtins);
-  nbB_register(progress_builtins);
+  nbC_prepare(member_builtins);
+  nbC_register(progress_builtins);
 }

@@ -90,8 +90,8 @@ static void resolve_name(R *r, FS *fs, nb_Node *n) {
     if (enclosing_local(fs, name)) { n->vkind = V_CAP; n->idx = capture(fs, name); return; }
   }
   n->vkind = V_GLOBAL;
-  n->idx = nbV_global_slot(r->mod, name);
-  n->bidx = nbB_lookup(name->data, name->len);
+  n->idx = nbM_global_slot(r->mod, name);
+  n->bidx = nbC_lookup(name->data, name->len);
 }
 
 /* ---- pass 1 over a function body: global declarations and assigned names */

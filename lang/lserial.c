@@ -89,7 +89,7 @@ static int ser(nb_VM *vm, nb_Value v, nb_Buf *b, int depth, void **path) {
   }
 }
 
-int nbS_serialize(nb_VM *vm, nb_Value v, nb_Buf *out) {
+int nbZ_serialize(nb_VM *vm, nb_Value v, nb_Buf *out) {
   void *path[MAX_DEPTH + 2];
   nbB_add(out, "NBV1", 4);
   if (ser(vm, v, out, 0, path)) return NB_ERR;
@@ -234,14 +234,14 @@ static int des(nb_VM *vm, Rd *r, nb_Value *out, int depth) {
   }
   case 'B': {
     if (get_str(r, &s, &n)) return bad(vm);
-    int i = nbB_lookup(s, n);
+    int i = nbC_lookup(s, n);
     if (i < 0) return nb_error_kind(vm, "ValueError", "deserialize: unknown builtin '%.*s'", (int)n, s);
-    *out = nb_builtinv(nbB_at(i)); return NB_OK;
+    *out = nb_builtinv(nbC_at(i)); return NB_OK;
   }
   case 'M': {
     if (get_str(r, &s, &n) || !is_module_name(s, n)) return bad(vm);
     nb_Str *name = nbS_new(s, n);
-    int st = nbV_import(vm, name, out);
+    int st = nbM_import(vm, name, out);
     nb_decref(nb_strv(name));
     return st;
   }
@@ -252,7 +252,7 @@ static int des(nb_VM *vm, Rd *r, nb_Value *out, int depth) {
     r->p++;
     nb_Str *name = nbS_intern(s, n);
     nb_Value mv;
-    int st = nbV_import(vm, name, &mv);
+    int st = nbM_import(vm, name, &mv);
     nb_decref(nb_strv(name));
     if (st) return NB_ERR;
     st = des_func(vm, r, out, depth, mv.u.p);
@@ -264,7 +264,7 @@ static int des(nb_VM *vm, Rd *r, nb_Value *out, int depth) {
   }
 }
 
-int nbS_deserialize(nb_VM *vm, const char *data, size_t len, nb_Value *out) {
+int nbZ_deserialize(nb_VM *vm, const char *data, size_t len, nb_Value *out) {
   if (len < 4 || memcmp(data, "NBV1", 4) != 0) return nb_error_kind(vm, "ValueError", "deserialize: not nabla serialized data (bad magic)");
   Rd r = { (const unsigned char *)data + 4, (const unsigned char *)data + len };
   if (des(vm, &r, out, 0)) return NB_ERR;

@@ -51,12 +51,12 @@ static char *stdio_input(nb_Sink *s, const char *prompt, int password) {
 static nb_Sink stdio_sink = { stdio_write, stdio_display, NULL, stdio_input, NULL };
 nb_Sink *nb_stdio_sink(void) { return &stdio_sink; }
 
-void nbV_write(nb_VM *vm, int stream, const char *s, size_t n) {
+void nbW_write(nb_VM *vm, int stream, const char *s, size_t n) {
   nb_Sink *k = vm->sink ? vm->sink : &stdio_sink;
   k->write(k, stream, s, n);
 }
 
-nb_Str *nbV_tostr(nb_Value v) {
+nb_Str *nbS_tostr(nb_Value v) {
   if (v.t == NB_TSTR) { nb_incref(v); return v.u.p; }
   nb_Buf b = {0};
   nb_tostring(&b, v, false);
@@ -66,7 +66,7 @@ nb_Str *nbV_tostr(nb_Value v) {
   return s;
 }
 
-void nbV_show(nb_VM *vm, nb_Value v, bool as_result, const char *display_id, bool update) {
+void nbW_show(nb_VM *vm, nb_Value v, bool as_result, const char *display_id, bool update) {
   nb_Sink *k = vm->sink ? vm->sink : &stdio_sink;
   nb_Buf text = {0}, html = {0};
   nb_tostring(&text, v, true);
@@ -81,10 +81,10 @@ void nbV_show(nb_VM *vm, nb_Value v, bool as_result, const char *display_id, boo
   else { k->write(k, NB_STDOUT, text.p, text.n); k->write(k, NB_STDOUT, "\n", 1); }
   nbB_free(&text); nbB_free(&html);
 }
-void nbV_display(nb_VM *vm, nb_Value v) { nbV_show(vm, v, false, NULL, false); }
+void nbW_display(nb_VM *vm, nb_Value v) { nbW_show(vm, v, false, NULL, false); }
 
 /* ------------------------------------------------------------ modules */
-nb_Module *nbV_module_new(const char *name, const char *path) {
+nb_Module *nbM_new(const char *name, const char *path) {
   nb_Module *m = calloc(1, sizeof *m);
   if (!m) abort();
   m->h.rc = 1; m->h.type = NB_TMODULE;
@@ -92,12 +92,12 @@ nb_Module *nbV_module_new(const char *name, const char *path) {
   m->path = path ? nbS_cstr(path) : NULL;
   return m;
 }
-const char *nbV_module_name(const nb_Module *m) { return m->name->data; }
+const char *nbM_name(const nb_Module *m) { return m->name->data; }
 
 static void module_clear(nb_Module *m) {
   for (int i = 0; i < m->n; i++) { nb_Value v = m->vals[i]; m->vals[i] = nb_undef(); nb_decref(v); }
 }
-void nbV_module_free(nb_Module *m) {
+void nbM_free(nb_Module *m) {
   module_clear(m);
   for (int i = 0; i < m->n; i++) nb_decref(nb_strv(m->names[i]));
   free(m->names); free(m->vals); free(m->index);
@@ -118,7 +118,7 @@ static void module_reindex(nb_Module *m) {
     m->index[h] = i;
   }
 }
-int nbV_global_find(const nb_Module *m, const char *name, size_t len) {
+int nbM_global_find(const nb_Module *m, const char *name, size_t len) {
   if (!m->index) return -1;
   uint32_t hh = nbS_hash(name, len), h = hh & (uint32_t)(m->icap - 1);
   while (m->index[h] >= 0) {
@@ -128,8 +128,8 @@ int nbV_global_find(const nb_Module *m, const char *name, size_t len) {
   }
   return -1;
 }
-int nbV_global_slot(nb_Module *m, nb_Str *name) {
-  int i = nbV_global_find(m, name->data, name->len);
+int nbM_global_slot(nb_Module *m, nb_Str *name) {
+  int i = nbM_global_find(m, name->data, name->len);
   if (i >= 0) return i;
   if (m->n == m->cap) {
     m->cap = m->cap ? m->cap * 2 : 64;
@@ -150,7 +150,7 @@ int nbV_global_slot(nb_Module *m, nb_Str *name) {
 }
 static void set_global(nb_Module *m, const char *name, nb_Value v) {
   nb_Str *s = nbS_intern(name, strlen(name));
-  int i = nbV_global_slot(m, s);
+  int i = nbM_global_slot(m, s);
   nb_decref(nb_strv(s));
   nb_store(&m->vals[i], v);
 }
@@ -205,7 +205,7 @@ static int run_in_module(nb_VM *vm, nb_Module *m, const char *src, size_t len, c
   return st;
 }
 
-int nbV_import(nb_VM *vm, nb_Str *name, nb_Value *out) {
+int nbM_import(nb_VM *vm, nb_Str *name, nb_Value *out) {
   for (int i = 0; i < vm->nmods; i++)
     if (strcmp(vm->mods[i]->name->data, name->data) == 0) { vm->mods[i]->h.rc++; *out = nb_obj(NB_TMODULE, vm->mods[i]); return NB_OK; }
   char *path = find_module(vm, name->data);
@@ -213,7 +213,7 @@ int nbV_import(nb_VM *vm, nb_Str *name, nb_Value *out) {
   size_t len;
   char *src = read_file(path, &len);
   if (!src) { nb_error_kind(vm, "ImportError", "cannot read module '%s' from %s: %s", name->data, path, strerror(errno)); free(path); return NB_ERR; }
-  nb_Module *m = nbV_module_new(name->data, path);
+  nb_Module *m = nbM_new(name->data, path);
   /* registered before running, so a cyclic import sees the partial module */
   if (vm->nmods == vm->capmods) {
     vm->capmods = vm->capmods ? vm->capmods * 2 : 8;
@@ -254,15 +254,15 @@ static void detach_vm(nb_VM *vm) {
 
 
 nb_VM *nb_vm_new(nb_Sink *sink) {
-  nbB_init_core();
-  nbT_init();
-  nbG_plot_init();
-  nbG_progress_init();
-  nbF_files_init();
+  nbopen_base();
+  nbopen_tensor();
+  nbopen_plot();
+  nbopen_progress();
+  nbopen_files();
   nb_VM *vm = calloc(1, sizeof *vm);
   if (!vm) abort();
   vm->sink = sink;
-  vm->main = nbV_module_new("__main__", NULL);
+  vm->main = nbM_new("__main__", NULL);
   vm->stack = malloc(sizeof(nb_Value) * STACK_SLOTS);
   if (!vm->stack) abort();
   vm->sp = vm->stack; vm->stack_end = vm->stack + STACK_SLOTS;
@@ -365,7 +365,7 @@ char *nb_globals_list(nb_VM *vm) {
 }
 
 void nb_reset(nb_VM *vm) {
-  int i = nbV_global_find(vm->main, "argv", 4);
+  int i = nbM_global_find(vm->main, "argv", 4);
   nb_Value keep = i >= 0 ? vm->main->vals[i] : nb_undef();
   nb_incref(keep);
   module_clear(vm->main);

@@ -437,4 +437,4 @@ static nb_Builtin compose_builtins[] = {
   { NULL, NULL, NULL, NULL }
 };
 
-void nbT_register_compose(void) { nbB_register(compose_builtins); }
+void nbT_register_compose(void) { nbC_register(compose_builtins); }

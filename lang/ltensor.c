@@ -617,13 +617,13 @@ static nb_Builtin inplace_builtins[] = {
   { NULL, NULL, NULL, NULL }
 };
 
-void nbT_init(void) {
+void nbopen_tensor(void) {
   static int done;
   if (done) return;
   done = 1;
   nt_init();
   nbT_register_ops();
   nbT_register_grad();
-  nbB_register(inplace_builtins);
+  nbC_register(inplace_builtins);
   nbT_register_compose();
 }

@@ -50,7 +50,7 @@ static inline nb_Value nbT_elem(nt_DType dt, double d) {
 /* index_put(x, idx, v, accumulate): a copy of x with x[idx] = v (or += v) */
 int nbT_index_put(nb_VM *vm, nt_Tensor *x, nb_Value idx, nb_Value v, bool accumulate, nb_Value *out);
 
-/* the builtin tables, registered by nbT_init */
+/* the builtin tables, registered by nbopen_tensor */
 void nbT_register_ops(void);
 void nbT_register_grad(void);
 void nbT_register_compose(void);   /* ltcompose.c: einsum, masked_fill, norm, view, multinomial */

@@ -1168,7 +1168,7 @@ static nb_Builtin grad_builtins[] = {
 };
 
 void nbT_register_grad(void) {
-  nbB_register(grad_builtins);
-  nbB_prepare(grad_call_builtin);
-  nbB_prepare(cvjp_call_builtin);
+  nbC_register(grad_builtins);
+  nbC_prepare(grad_call_builtin);
+  nbC_prepare(cvjp_call_builtin);
 }

@@ -440,7 +440,7 @@ static int pieces(nb_VM *vm, nt_Tensor **ps, int k, nb_Value *out) {
 /* split(x, size_or_sizes, axis=0); strings split as text */
 static int b_split_t(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "split"; Tmp tp = {0};
-  if (args[0].t == NB_TSTR) return nbB_string_split(vm, args[0], args[1], out);
+  if (args[0].t == NB_TSTR) return nbS_split(vm, args[0], args[1], out);
   int64_t ax = 0, sizes[1024]; int ns;
   if (args[2].t != NB_TNIL && nbT_int_arg(vm, fname, "axis", args[2], &ax)) return NB_ERR;
   if (args[1].t == NB_TNIL) return nb_error_kind(vm, "TypeError", "split(x, size_or_sizes, axis=0): missing the size of the pieces");
@@ -854,8 +854,8 @@ void nbT_register_ops(void) {
     snprintf(red_docs[i], sizeof red_docs[i], "%s(x, axis=nil, keepdims=false): %s over axes (all when nil); also works on a list", red_defs[i].name, red_defs[i].name);
     red_builtins[i] = (nb_Builtin){ red_defs[i].name, red_fns[i], "x, axis=nil, keepdims=false", red_docs[i] };
   }
-  nbB_register(unary_builtins);
-  nbB_register(red_builtins);
-  nbB_register(ops_builtins);
-  nbB_prepare(cuda_members);
+  nbC_register(unary_builtins);
+  nbC_register(red_builtins);
+  nbC_register(ops_builtins);
+  nbC_prepare(cuda_members);
 }

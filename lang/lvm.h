@@ -94,11 +94,11 @@ typedef struct nb_Module {
   nb_Chunk **chunks; int nchunks, capchunks;   /* source run in this module */
 } nb_Module;
 
-nb_Module *nbV_module_new(const char *name, const char *path);
-void nbV_module_free(nb_Module *m);
-const char *nbV_module_name(const nb_Module *m);
-int nbV_global_slot(nb_Module *m, nb_Str *name);     /* creates the slot if needed */
-int nbV_global_find(const nb_Module *m, const char *name, size_t len);
+nb_Module *nbM_new(const char *name, const char *path);
+void nbM_free(nb_Module *m);
+const char *nbM_name(const nb_Module *m);
+int nbM_global_slot(nb_Module *m, nb_Str *name);     /* creates the slot if needed */
+int nbM_global_find(const nb_Module *m, const char *name, size_t len);
 
 /* ------------------------------------------------------------ builtins */
 #define NB_MAX_PARAMS 16   /* named parameters of one builtin */
@@ -108,7 +108,7 @@ struct nb_Builtin {
   nb_CFunc fn;
   const char *params;   /* "x, axis=nil, keepdims=false"; "*args" for variadic; "**kw" collects extra keywords */
   const char *doc;      /* one line */
-  /* filled by nbB_register from params: */
+  /* filled by nbC_register from params: */
   int nparams, nrequired; bool variadic;
   int kwrest;           /* index of a "**name" parameter collecting other keywords into a record, or -1 */
   /* fn == NULL: a named value.  If `value` is set it makes the value (e.g. the
@@ -118,13 +118,13 @@ struct nb_Builtin {
   nb_Value pdefaults[NB_MAX_PARAMS];
 };
 /* Registers a NULL-terminated array of builtins (kept by pointer; must be static). */
-void nbB_register(nb_Builtin *table);
-void nbB_prepare(nb_Builtin *table);   /* parses params of builtins used only as values */
-int  nbB_lookup(const char *name, size_t len);     /* index or -1 */
-const nb_Builtin *nbB_at(int idx);
-int  nbB_count(void);
-const char *nbB_builtin_name(const nb_Builtin *b);
-void nbB_init_core(void);   /* registers lang's own builtins (idempotent) */
+void nbC_register(nb_Builtin *table);
+void nbC_prepare(nb_Builtin *table);   /* parses params of builtins used only as values */
+int  nbC_lookup(const char *name, size_t len);     /* index or -1 */
+const nb_Builtin *nbC_at(int idx);
+int  nbC_count(void);
+const char *nbC_name(const nb_Builtin *b);
+void nbopen_base(void);   /* registers lang's own builtins (idempotent) */
 
 /* ------------------------------------------------------------ VM */
 enum { NB_OK = 0, NB_ERR = 1, NB_BREAK = 2, NB_CONTINUE = 3, NB_RETURN = 4 };
@@ -168,10 +168,10 @@ int  nbV_run_program(nb_VM *vm, nb_Chunk *chunk, nb_Node *prog, nb_Module *mod, 
 int  nbV_call(nb_VM *vm, nb_Value fn, nb_Value *args, int nargs, nb_Value *out);
 int  nbV_interrupt_error(nb_VM *vm);   /* consumes vm->interrupted: raises the Interrupted error */
 int  nbV_call_kw(nb_VM *vm, nb_Value fn, nb_Value *args, int npos, nb_Str **kwnames, int nkw, nb_Value *out);
-int  nbV_import(nb_VM *vm, nb_Str *name, nb_Value *out);
-void nbV_display(nb_VM *vm, nb_Value v);
+int  nbM_import(nb_VM *vm, nb_Str *name, nb_Value *out);
+void nbW_display(nb_VM *vm, nb_Value v);
 /* as_result: the chunk's value (sink->result); display_id/update: Jupyter display updates */
-void nbV_show(nb_VM *vm, nb_Value v, bool as_result, const char *display_id, bool update);
+void nbW_show(nb_VM *vm, nb_Value v, bool as_result, const char *display_id, bool update);
 int  nbV_truthy(nb_VM *vm, nb_Value v, bool *out);
 int  nbV_binop(nb_VM *vm, int op, nb_Value a, nb_Value b, nb_Value *out);
 int  nbV_index(nb_VM *vm, nb_Value obj, nb_Value *idx, int nidx, nb_Value *out);
@@ -209,7 +209,7 @@ void nbT_set_grad_enabled(bool on);
 bool nbT_swap_grad_enabled(bool on);             /* returns the previous mode */
 int  nbT_autocast_arg(nb_VM *vm, nb_Value v, int *dtype);  /* "bf16"/"f16" -> dtype; nil/false/"off" -> -1 */
 int  nbT_swap_autocast(int dtype);               /* returns the previous dtype (-1 = off) */
-void nbT_init(void);
+void nbopen_tensor(void);
 
 int  nbT_serialize(nb_VM *vm, nb_Value t, nb_Buf *out);
 int  nbT_deserialize(nb_VM *vm, const unsigned char **p, const unsigned char *end, nb_Value *out);
@@ -217,19 +217,19 @@ int  nbT_deserialize(nb_VM *vm, const unsigned char **p, const unsigned char *en
 void nbT_describe(nb_VM *vm, nb_Value t, nb_Buf *out);
 
 /* serialization (lserial.c) */
-int  nbS_serialize(nb_VM *vm, nb_Value v, nb_Buf *out);
-int  nbS_deserialize(nb_VM *vm, const char *data, size_t len, nb_Value *out);
+int  nbZ_serialize(nb_VM *vm, nb_Value v, nb_Buf *out);
+int  nbZ_deserialize(nb_VM *vm, const char *data, size_t len, nb_Value *out);
 
 int  nbV_make_closure(nb_VM *vm, nb_Frame *f, nb_Proto *p, nb_Value *out);
-int  nbB_string_split(nb_VM *vm, nb_Value s, nb_Value sep, nb_Value *out);
+int  nbS_split(nb_VM *vm, nb_Value s, nb_Value sep, nb_Value *out);
 /* the last syntax error when parsing without a VM (for is_complete) */
 extern __thread uint32_t nbP_last_error_pos;
 extern __thread bool nbP_last_error_at_eof;
 
 /* plotting builtins (lplot.c) */
-void nbG_plot_init(void);
-void nbG_progress_init(void);   /* lprogress.c: progress() */
-void nbF_files_init(void);      /* lfiles.c: read_text, write_text, lines, ... */
+void nbopen_plot(void);
+void nbopen_progress(void);   /* lprogress.c: progress() */
+void nbopen_files(void);      /* lfiles.c: read_text, write_text, lines, ... */
 
 /* size limits (lobject.h: NB_MAX_STR, NB_MAX_LIST): the errors naming the
 ** operation and the size, and a checked buffer -> string */
@@ -238,7 +238,7 @@ int  nbS_from_buf(nb_VM *vm, const char *op, const nb_Buf *b, nb_Value *out);
 int  nbL_too_long(nb_VM *vm, const char *op, size_t n);
 
 /* misc */
-nb_Str *nbV_tostr(nb_Value v);     /* print form as a string object */
-void nbV_write(nb_VM *vm, int stream, const char *s, size_t n);
+nb_Str *nbS_tostr(nb_Value v);     /* print form as a string object */
+void nbW_write(nb_VM *vm, int stream, const char *s, size_t n);
 
 #endif

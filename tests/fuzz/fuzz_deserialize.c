@@ -2,7 +2,7 @@
 ** fuzz_deserialize.c — libFuzzer target: `deserialize` (lang/lserial.c) on
 ** arbitrary bytes, the data a worker or a session receives from the wire.
 **
-** The bytes go to nbS_deserialize in an exact-size heap copy, so ASan sees any
+** The bytes go to nbZ_deserialize in an exact-size heap copy, so ASan sees any
 ** read past the end.  A value that decodes is serialized again, printed and
 ** compared with itself, so what the decoder built is walked by the rest of
 ** the runtime too (a half-built list or record would show there).
@@ -38,13 +38,13 @@ static nb_VM *vm;
 /* walks a decoded value the way a receiver would use it */
 static void exercise(nb_Value v) {
   nb_Buf b = {0};
-  if (nbS_serialize(vm, v, &b)) { nb_decref(vm->err); vm->err = nb_nil(); vm->err_located = false; }
+  if (nbZ_serialize(vm, v, &b)) { nb_decref(vm->err); vm->err = nb_nil(); vm->err_located = false; }
   nbB_free(&b);
   nb_tostring(&b, v, true);
   discard_write(NULL, NB_STDOUT, b.p ? b.p : "", b.n);
   nbB_free(&b);
   bool same;
-  if (nbV_equal(vm, v, v, &same)) { nb_decref(vm->err); vm->err = nb_nil(); vm->err_located = false; }
+  if (nbO_equal(vm, v, v, &same)) { nb_decref(vm->err); vm->err = nb_nil(); vm->err_located = false; }
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -53,7 +53,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!copy) return 0;
   memcpy(copy, data, size);
   nb_Value v;
-  if (nbS_deserialize(vm, copy, size, &v) == NB_OK) { exercise(v); nb_decref(v); }
+  if (nbZ_deserialize(vm, copy, size, &v) == NB_OK) { exercise(v); nb_decref(v); }
   nb_decref(vm->err); vm->err = nb_nil(); vm->err_located = false;
   free(copy);
   nbO_collect();   /* a closure's self-reference is a cycle: reclaim it per input */
