@@ -21,7 +21,7 @@ nbD_Self nbD_self = { -1, 0, -1, NULL };
 
 static int derr(nb_VM *vm, const char *fname) {
   const char *m = nt_error_msg();
-  if (vm->interrupted) return nb_error_kind(vm, "Interrupted", "%s: interrupted", fname);
+  if (nb_vm_interrupted(vm)) return nb_error_kind(vm, "Interrupted", "%s: interrupted", fname);
   return nb_error_kind(vm, "DistError", "%s: %s", fname, m && *m ? m : "failed");
 }
 static int need_worker(nb_VM *vm, const char *fname) {
@@ -150,7 +150,7 @@ static int b_barrier(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
   ** "every rank passed the barrier" means its kernels are done too (timing) */
   if (dn_on(nbD_self.g) && nt_cuda_synchronize()) return nb_error_kind(vm, "DistError", "barrier: %s", nt_error_msg());
   int64_t one = 1;
-  if (dr_all_reduce(nbD_self.g, &one, 1, DR_I64, DR_SUM)) return vm->interrupted ? nb_error_kind(vm, "Interrupted", "barrier: interrupted") : nb_error_kind(vm, "DistError", "barrier: %s", nbD_self.g->err);
+  if (dr_all_reduce(nbD_self.g, &one, 1, DR_I64, DR_SUM)) return nb_vm_interrupted(vm) ? nb_error_kind(vm, "Interrupted", "barrier: interrupted") : nb_error_kind(vm, "DistError", "barrier: %s", nbD_self.g->err);
   *out = nb_nil();
   return NB_OK;
 }

@@ -60,7 +60,7 @@ static int b_half(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
   nbD_Scope sc;
   int st = nbD_group_enter(id, &sc);
   if (!st) { st = half_all_reduce(nbD_self.g, nt_data_ptr(y), (size_t)y->numel, bf); nbD_group_leave(&sc); }
-  if (st) { nt_release(y); return vm->interrupted ? nb_error_kind(vm, "Interrupted", "%s: interrupted", f) : nb_error_kind(vm, "DistError", "%s: %s", f, nt_error_msg()); }
+  if (st) { nt_release(y); return nb_vm_interrupted(vm) ? nb_error_kind(vm, "Interrupted", "%s: interrupted", f) : nb_error_kind(vm, "DistError", "%s: %s", f, nt_error_msg()); }
   *out = nb_obj(NB_TTENSOR, y);
   return NB_OK;
 }

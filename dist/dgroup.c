@@ -301,7 +301,7 @@ static nt_Tensor *all_to_all_rows(nt_Tensor *x, const int64_t *counts, int nc, i
 /* ------------------------------------------------------------ builtins */
 static int gerr(nb_VM *vm, const char *fname) {
   const char *m = nt_error_msg();
-  if (vm->interrupted) return nb_error_kind(vm, "Interrupted", "%s: interrupted", fname);
+  if (nb_vm_interrupted(vm)) return nb_error_kind(vm, "Interrupted", "%s: interrupted", fname);
   return nb_error_kind(vm, "DistError", "%s: %s", fname, m && *m ? m : "failed");
 }
 static int need_tensor(nb_VM *vm, const char *fname, nb_Value v) {

@@ -2,7 +2,7 @@
 #ifndef DIST_DINTERNAL_H
 #define DIST_DINTERNAL_H
 
-#include "lang/lvm.h"
+#include "lang/nbapi.h"
 #include "tensor/tensor.h"
 #include "dist/dring.h"
 

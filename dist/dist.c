@@ -411,7 +411,7 @@ static int wait_replies(nb_VM *vm, uint32_t seq, const int *targets, Reply *rep,
       interrupt_ranks(seq, targets, rep);
       grace = now_s();
     }
-    if (vm && vm->interrupted && result == WR_OK) {
+    if (vm && nb_vm_interrupted(vm) && result == WR_OK) {
       result = WR_INTERRUPTED;
       interrupt_ranks(seq, targets, rep);
       grace = now_s();
@@ -737,7 +737,7 @@ static int session_start_(nb_VM *vm, int n, const LaunchOpts *o) {
       session_teardown_();
       return dist_error(vm, "dist.start: worker rank %d exited before connecting (%s)", dead, d);
     }
-    if (vm && vm->interrupted) { session_teardown_(); return nb_error_kind(vm, "Interrupted", "interrupted"); }
+    if (vm && nb_vm_interrupted(vm)) { session_teardown_(); return nb_error_kind(vm, "Interrupted", "interrupted"); }
     if (now_s() - t0 > limit) { session_teardown_(); return dist_error(vm, "dist.start: only %d of %d workers connected within %.0f s", have, n, limit); }
     zmq_pollitem_t it = { S.router, 0, ZMQ_POLLIN, 0 };
     if (zmq_poll(&it, 1, 50) > 0) pump_one(vm, 0, NULL);
@@ -1216,7 +1216,7 @@ static void on_sigint(int sig) { (void)sig; if (W.vm) nb_vm_interrupt(W.vm); }
 ** already asked to interrupt it (the request can arrive before the command
 ** starts: the I/O thread records it, see wio_incoming) */
 static void arm(void) {
-  W.vm->interrupted = 0; W.vm->poll = 0;
+  nb_vm_clear_interrupt(W.vm);
   uint32_t busy = __atomic_load_n(&W.busy_seq, __ATOMIC_SEQ_CST);
   if (busy && __atomic_load_n(&W.intr_seq, __ATOMIC_SEQ_CST) == busy) nb_vm_interrupt(W.vm);
 }
@@ -1262,17 +1262,17 @@ static int wrun(uint32_t seq, const char *src, size_t len, const char *name) {
 }
 
 static nb_Value take_global(const char *name) {
-  int i = nbM_global_find(W.vm->main, name, strlen(name));
+  int i = nb_global_find(W.vm, name, strlen(name));
   if (i < 0) return nb_nil();
-  nb_Value v = W.vm->main->vals[i];
-  W.vm->main->vals[i] = nb_undef();
+  nb_Value v = (*nb_global_at(W.vm, i));
+  (*nb_global_at(W.vm, i)) = nb_undef();
   return v.t == NB_TUNDEF ? nb_nil() : v;
 }
 static void set_global(const char *name, size_t len, nb_Value v) {
   nb_Str *s = nbS_intern(name, len);
-  int i = nbM_global_slot(W.vm->main, s);
+  int i = nb_global_slot(W.vm, s);
   nb_decref(nb_strv(s));
-  nb_store(&W.vm->main->vals[i], v);
+  nb_store(&(*nb_global_at(W.vm, i)), v);
 }
 
 static void reply_value(uint32_t seq, nb_Value v) {
@@ -1327,7 +1327,7 @@ static void handle(dp_Msg *m) {
     if (st) {
       char msg[700]; snprintf(msg, sizeof msg, "%s", W.g.err);
       W.g.broken = 0;   /* the TCP mesh is fine; the session reports this and stops */
-      reply_err(seq, W.vm->interrupted ? "Interrupted" : "DistError", msg, msg);
+      reply_err(seq, nb_vm_interrupted(W.vm) ? "Interrupted" : "DistError", msg, msg);
     } else reply_ok(seq, NULL, 0);
   } else if (!strcmp(m->type, "exec")) {
     if (!wrun(seq, m->body, m->len, "<dist>")) reply_ok(seq, NULL, 0);
@@ -1585,7 +1585,7 @@ int nbD_worker_main(int argc, char **argv) {
   W.g.rank = rank; W.g.world = world; W.g.listen_fd = -1;
   memcpy(W.g.key, W.key, DP_KEYLEN);
   W.g.timeout_ms = atoi(argval(argc, argv, "--timeout-ms", "300000"));
-  W.g.interrupted = &W.vm->interrupted;
+  W.g.interrupted = nb_vm_interrupt_flag(W.vm);
   /* the ring listener: --bind HOST, or auto: every interface, advertised
   ** as the address this host reaches the session from */
   const char *bind = argval(argc, argv, "--bind", "127.0.0.1");

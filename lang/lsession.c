@@ -254,11 +254,8 @@ static void detach_vm(nb_VM *vm) {
 
 
 nb_VM *nb_vm_new(nb_Sink *sink) {
-  nbopen_base();
-  nbopen_tensor();
-  nbopen_plot();
-  nbopen_progress();
-  nbopen_files();
+  nbopen_libs();   /* lang's libraries; front ends opened theirs before */
+  nbC_freeze();
   nb_VM *vm = calloc(1, sizeof *vm);
   if (!vm) abort();
   vm->sink = sink;

@@ -505,18 +505,18 @@ done:
 
 /* moves the nabla error raised while recomputing into the tensor error */
 static void ckpt_error_to_tensor(nb_VM *vm) {
-  nb_Value m = vm->err.t == NB_TREC ? nbR_get_cstr(vm->err.u.p, "message") : nb_nil();
-  nb_Value k = vm->err.t == NB_TREC ? nbR_get_cstr(vm->err.u.p, "name") : nb_nil();
+  nb_Value e = nb_error_value(vm);
+  nb_Value m = e.t == NB_TREC ? nbR_get_cstr(e.u.p, "message") : nb_nil();
+  nb_Value k = e.t == NB_TREC ? nbR_get_cstr(e.u.p, "name") : nb_nil();
   nt_error_set("checkpoint: recomputing f in backward failed: %s%s%s", k.t == NB_TSTR ? nb_str(k)->data : "",
                k.t == NB_TSTR ? ": " : "", m.t == NB_TSTR ? nb_str(m)->data : "error");
-  nb_decref(vm->err); vm->err = nb_nil(); vm->err_located = false;
+  nb_error_clear(vm);
 }
 
 static int ckpt_backward(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin) {
   Ckpt *c = nd->ctx;
   nb_VM *vm = c->vm;
-  /* the interpreter state a failed call leaves behind is put back, as `try` does */
-  int depth = vm->depth; nb_Value *sp = vm->sp; nb_Frame *frame = vm->frame;
+  /* nb_pcall: the interpreter state a failed call leaves behind is put back, as `try` does */
   uint64_t seed, offset;
   nt_rng_get_state(&seed, &offset);
   nt_rng_set_state(c->rng_seed, c->rng_offset);
@@ -526,11 +526,11 @@ static int ckpt_backward(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin) {
   nb_Value r = nb_nil();
   nt_Tensor *y = NULL;
   int nouts = -1, rc = -1;
-  if (nbV_call(vm, c->f, c->args, c->nargs, &r) == NB_OK) y = ckpt_flat(vm, r, &nouts);
+  if (nb_pcall(vm, c->f, c->args, c->nargs, &r) == NB_OK) y = ckpt_flat(vm, r, &nouts);
   nt_autocast_set(prev_ac);
   nt_set_grad_enabled(prev_grad);
   nt_rng_set_state(seed, offset);
-  if (!y) { ckpt_error_to_tensor(vm); vm->depth = depth; vm->sp = sp; vm->frame = frame; goto done; }
+  if (!y) { ckpt_error_to_tensor(vm); goto done; }
   char a[128], b[128];
   if (nouts != c->nouts || y->ndim != gout->ndim || memcmp(y->shape, gout->shape, sizeof(int64_t) * (size_t)y->ndim)) {
     nt_error_set("checkpoint: f returned %s%s when recomputed but %s%s the first time (f must be deterministic)",
@@ -618,17 +618,16 @@ static void cvjp_free(void *p) { Cvjp *c = p; nb_decref(c->bwd); nb_decref(c->sa
 static int cvjp_backward(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin) {
   Cvjp *c = nd->ctx;
   nb_VM *vm = c->vm;
-  int depth = vm->depth; nb_Value *sp = vm->sp; nb_Frame *frame = vm->frame;
   bool prev = nt_set_grad_enabled(false);
   nb_Value call[2] = { c->saved, nb_obj(NB_TTENSOR, nt_retain(gout)) }, r = nb_nil();
-  int st = nbV_call(vm, c->bwd, call, 2, &r);
+  int st = nb_pcall(vm, c->bwd, call, 2, &r);
   nb_decref(call[1]);
   nt_set_grad_enabled(prev);
   if (st) {
-    nb_Value m = vm->err.t == NB_TREC ? nbR_get_cstr(vm->err.u.p, "message") : nb_nil();
+    nb_Value e = nb_error_value(vm);
+    nb_Value m = e.t == NB_TREC ? nbR_get_cstr(e.u.p, "message") : nb_nil();
     nt_error_set("custom_vjp: bwd failed: %s", m.t == NB_TSTR ? nb_str(m)->data : "error");
-    nb_decref(vm->err); vm->err = nb_nil(); vm->err_located = false;
-    vm->depth = depth; vm->sp = sp; vm->frame = frame;
+    nb_error_clear(vm);
     return -1;
   }
   int rc = 0;
@@ -1016,16 +1015,13 @@ static nb_Value listify(nb_Value v) {
 /* An interrupt (Ctrl-C, the kernel's interrupt_request) stops a long load
 ** the way the evaluator's poll does: clear the flag, raise Interrupted. */
 static int load_interrupted(nb_VM *vm) {
-  if (!vm->interrupted) return 0;
-  vm->interrupted = 0;
-  vm->poll = vm->step_limit != 0;
-  return nb_error_kind(vm, "Interrupted", "interrupted");
+  return nb_vm_interrupted(vm) ? nbV_interrupt_error(vm) : 0;
 }
 /* The readers poll the VM's interrupt flag while they run (nt_io_set_interrupt). */
-#define READ_INTERRUPTIBLY(vm, call) (nt_io_set_interrupt(&(vm)->interrupted), read_done(call))
+#define READ_INTERRUPTIBLY(vm, call) (nt_io_set_interrupt(nb_vm_interrupt_flag(vm)), read_done(call))
 static void *read_done(void *result) { nt_io_set_interrupt(NULL); return result; }
 static int read_failed(nb_VM *vm) {
-  return vm->interrupted ? load_interrupted(vm) : nb_error_kind(vm, "IOError", "%s", nt_io_error());
+  return nb_vm_interrupted(vm) ? load_interrupted(vm) : nb_error_kind(vm, "IOError", "%s", nt_io_error());
 }
 static int set_to_record(nb_VM *vm, nt_io_set *set, bool nested, nb_Value *out) {
   nb_Rec *root = nbR_new((int)set->n);

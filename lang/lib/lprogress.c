@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "ltensor.h"
+#include "lang/lib/nblib.h"
 
 static double now_s(void) {
   struct timespec t;

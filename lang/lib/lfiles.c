@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "ltensor.h"
+#include "lang/lib/nblib.h"
 #include "tensor/io/atomicfile.h"
 #include "tensor/io/iotypes.h"
 

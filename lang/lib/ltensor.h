@@ -8,7 +8,8 @@
 #ifndef LTENSOR_H
 #define LTENSOR_H
 
-#include "lvm.h"
+#include "lang/nbapi.h"
+#include "lang/ltvalue.h"
 #include "tensor/tensor.h"
 
 #define T(v) ((nt_Tensor *)(v).u.p)

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "ltensor.h"
+#include "lang/lib/nblib.h"
 #include "tensor/nn/nn.h"
 
 void nbO_retain_tensor(void *t) { nt_retain(t); }
@@ -16,7 +17,7 @@ void nbO_release_tensor(void *t) { nt_release(t); }
 
 int nbT_err(nb_VM *vm) {
   /* a kernel stopped by the interrupt flag (nt_set_interrupt_flag) */
-  if (vm->interrupted) return nbV_interrupt_error(vm);
+  if (nb_vm_interrupted(vm)) return nbV_interrupt_error(vm);
   const char *m = nt_error_msg();
   return nb_error_kind(vm, "TensorError", "%s", m && *m ? m : "tensor operation failed");
 }

@@ -23,7 +23,8 @@
 #include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "lvm.h"
+#include "lang/nbapi.h"
+#include "lang/lib/nblib.h"
 #include "tensor/tensor.h"
 
 #define T(v) ((nt_Tensor *)(v).u.p)

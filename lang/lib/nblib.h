@@ -1,0 +1,18 @@
+/*
+** lib/nblib.h — the standard libraries of builtins and their openers, as
+** Lua's lualib.h.  Each library keeps its builtins in static tables and
+** registers them from its opener (nbopen_<lib>), which runs once, before
+** the first VM exists (see nbapi.h for the rule).  linit.c is the one list
+** of the standard libraries; a front end that adds its own (dist's
+** nbD_init) calls its opener before nb_vm_new.
+*/
+#ifndef NBLIB_H
+#define NBLIB_H
+
+void nbopen_base(void);       /* lbase.c: print, len, lists, strings, math, time, ... */
+void nbopen_tensor(void);     /* ltensor.c, ltops.c, ltgrad.c, loptim.c, ltio.c, ltcompose.c */
+void nbopen_plot(void);       /* lplot.c: plot, scatter, hist, imshow, ... */
+void nbopen_progress(void);   /* lprogress.c: progress() */
+void nbopen_files(void);      /* lfiles.c: read_text, write_text, lines, ... */
+
+#endif
