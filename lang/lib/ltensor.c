@@ -625,6 +625,8 @@ void nbopen_tensor(void) {
   nt_init();
   nbT_register_ops();
   nbT_register_grad();
+  nbT_register_optim();
+  nbT_register_io();
   nbC_register(inplace_builtins);
   nbT_register_compose();
 }
