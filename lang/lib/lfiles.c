@@ -1,5 +1,5 @@
 /*
-** lfiles.c — text and bytes files, and strings as bytes:
+** lib/lfiles.c — text and bytes files, and strings as bytes:
 **   read_text(path)         the file as a string (UTF-8 checked)
 **   write_text(path, s)     atomically (nt_atomic_write: temp + fsync + rename)
 **   read_bytes(path)        the file as a u8 tensor

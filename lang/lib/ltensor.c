@@ -1,8 +1,10 @@
 /*
-** ltensor.c — tensors as language values: argument conversion, numeric
+** lib/ltensor.c — tensors as language values: argument conversion, numeric
 ** literals, operators, indexing and assignment, fields, printing and rich
-** display, serialization.  The builtins are in ltops.c and ltgrad.c.
-** Everything is glue over tensor/tensor.h.
+** display, serialization (the evaluator's hooks of ltvalue.h), and the
+** tensor library's opener, nbopen_tensor, which registers the tables of
+** ltops.c, ltgrad.c, loptim.c, ltio.c and ltcompose.c.  Everything is glue
+** over tensor/tensor.h and the public nbapi.h.
 */
 #include <math.h>
 #include <stdio.h>
@@ -59,9 +61,17 @@ int nbT_dtype_arg(nb_VM *vm, const char *fname, nb_Value v, nt_DType dflt, nt_DT
   return NB_OK;
 }
 
-nt_Device nbT_default_device = NT_CPU;
+/* set_default_device is a setting of the program, so it lives per VM
+** (nb_vm_libdata): a second VM in the process starts on the CPU.  The
+** block is zeroed on first use, and NT_CPU is 0. */
+typedef struct TensorVM { nt_Device default_device; } TensorVM;
+static const char tensor_vm_key;   /* its address names this library's per-VM block */
+_Static_assert(NT_CPU == 0, "a zeroed TensorVM means the CPU");
+void nbT_set_default_device(nb_VM *vm, nt_Device d) {
+  ((TensorVM *)nb_vm_libdata(vm, &tensor_vm_key, sizeof(TensorVM)))->default_device = d;
+}
 int nbT_device_arg(nb_VM *vm, const char *fname, nb_Value v, nt_Device *out) {
-  if (v.t == NB_TNIL) { *out = nbT_default_device; return NB_OK; }
+  if (v.t == NB_TNIL) { *out = ((TensorVM *)nb_vm_libdata(vm, &tensor_vm_key, sizeof(TensorVM)))->default_device; return NB_OK; }
   if (v.t != NB_TSTR) return nb_error_kind(vm, "TypeError", "%s: device must be \"cpu\" or \"cuda\", got %s", fname, nb_typename(v));
   const char *s = nb_str(v)->data;
   if (!strcmp(s, "cpu")) { *out = NT_CPU; return NB_OK; }

@@ -1,5 +1,5 @@
 /*
-** ltensor.h — shared by the files that bind tensors into the language:
+** lib/ltensor.h — shared by the files that bind tensors into the language:
 ** ltensor.c (tensor values: literals, operators, indexing, fields, printing,
 ** serialization), ltops.c (math, shape, nn and device builtins), ltcompose.c,
 ** ltree.c (pytrees), ltgrad.c (autograd), loptim.c (optimizers) and ltio.c
@@ -33,7 +33,7 @@ int nbT_axes_arg(nb_VM *vm, const char *fname, nb_Value v, int *axes, int *n);
 int nbT_shape_arg(nb_VM *vm, const char *fname, nb_Value *vals, int n, int64_t *shape, int *ndim);
 int nbT_from_list(nb_VM *vm, nb_Value list, nt_DType want, bool have_want, nt_Tensor **out);
 int nbT_tolist(nb_VM *vm, nt_Tensor *t, nb_Value *out);
-extern nt_Device nbT_default_device;   /* set_default_device */
+void nbT_set_default_device(nb_VM *vm, nt_Device d);   /* set_default_device: per VM; nil device args get it */
 
 /* A number meets a tensor as PyTorch's Python scalars do: an int as an
 ** integer (i64 on its own), a float as a float (the default f32 on its own).
