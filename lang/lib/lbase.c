@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <sys/stat.h>
 #include "lang/nbapi.h"
+#include "lang/ltvalue.h"   /* len() and fields of tensors */
 #include "lang/lib/nblib.h"
 #include "util/clock.h"
 
@@ -697,8 +698,5 @@ static nb_Builtin core[] = {
 };
 
 void nbopen_base(void) {
-  static int done;
-  if (done) return;
-  done = 1;
   nbC_register(core);
 }

@@ -234,9 +234,6 @@ static nb_Builtin file_builtins[] = {
 };
 
 void nbopen_files(void) {
-  static int done;
-  if (done) return;
-  done = 1;
   nbC_prepare(lines_member);
   nbC_register(file_builtins);
 }

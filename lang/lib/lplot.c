@@ -498,9 +498,6 @@ static nb_Builtin plot_builtins[] = {
 };
 
 void nbopen_plot(void) {
-  static int done;
-  if (done) return;
-  done = 1;
   nbC_register(plot_builtins);
 }
 

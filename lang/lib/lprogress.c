@@ -269,9 +269,6 @@ static nb_Builtin progress_builtins[] = {
 };
 
 void nbopen_progress(void) {
-  static int done;
-  if (done) return;
-  done = 1;
   nbC_prepare(member_builtins);
   nbC_register(progress_builtins);
 }

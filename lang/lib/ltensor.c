@@ -629,9 +629,6 @@ static nb_Builtin inplace_builtins[] = {
 };
 
 void nbopen_tensor(void) {
-  static int done;
-  if (done) return;
-  done = 1;
   nt_init();
   nbT_register_ops();
   nbT_register_grad();

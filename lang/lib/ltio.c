@@ -255,24 +255,18 @@ static int set_to_record(nb_VM *vm, nt_io_set *set, bool nested, nb_Value *out) 
   *out = nested ? listify(nb_obj(NB_TREC, root)) : nb_obj(NB_TREC, root);
   return NB_OK;
 }
-static int b_load(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
-  (void)n;
-  if (args[0].t != NB_TSTR) return nb_error_kind(vm, "TypeError", "load: path must be a string");
-  nt_io_set *set = READ_INTERRUPTIBLY(vm, nt_st_load(nb_str(args[0])->data));
+/* load and load_npz: a file of named arrays as a record (load: nested by
+** the dotted names, as save wrote them) */
+static int load_set(nb_VM *vm, const char *fname, nb_Value path, nt_io_set *(*load)(const char *), bool nested, nb_Value *out) {
+  if (path.t != NB_TSTR) return nb_error_kind(vm, "TypeError", "%s: path must be a string", fname);
+  nt_io_set *set = READ_INTERRUPTIBLY(vm, load(nb_str(path)->data));
   if (!set) return read_failed(vm);
-  int st = set_to_record(vm, set, true, out);
+  int st = set_to_record(vm, set, nested, out);
   nt_io_set_free(set);
   return st;
 }
-static int b_load_npz(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
-  (void)n;
-  if (args[0].t != NB_TSTR) return nb_error_kind(vm, "TypeError", "load_npz: path must be a string");
-  nt_io_set *set = READ_INTERRUPTIBLY(vm, nt_npz_load(nb_str(args[0])->data));
-  if (!set) return read_failed(vm);
-  int st = set_to_record(vm, set, false, out);
-  nt_io_set_free(set);
-  return st;
-}
+static int b_load(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; return load_set(vm, "load", args[0], nt_st_load, true, out); }
+static int b_load_npz(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; return load_set(vm, "load_npz", args[0], nt_npz_load, false, out); }
 static int b_load_npy(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n;
   if (args[0].t != NB_TSTR) return nb_error_kind(vm, "TypeError", "load_npy: path must be a string");

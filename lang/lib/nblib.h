@@ -1,8 +1,9 @@
 /*
 ** lib/nblib.h — the standard libraries of builtins and their openers, as
 ** Lua's lualib.h.  Each library keeps its builtins in static tables and
-** registers them from its opener (nbopen_<lib>), which runs once, before
-** the first VM exists (see nbapi.h for the rule).  linit.c is the one list
+** registers them from its opener (nbopen_<lib>), which nbopen_libs runs
+** once, before the first VM exists (see nbapi.h for the rule), so openers
+** need no guard of their own.  linit.c is the one list
 ** of the standard libraries; a front end that adds its own (dist's
 ** nbD_init) calls its opener before nb_vm_new.
 */
