@@ -1264,15 +1264,15 @@ static int wrun(uint32_t seq, const char *src, size_t len, const char *name) {
 static nb_Value take_global(const char *name) {
   int i = nb_global_find(W.vm, name, strlen(name));
   if (i < 0) return nb_nil();
-  nb_Value v = (*nb_global_at(W.vm, i));
-  (*nb_global_at(W.vm, i)) = nb_undef();
+  nb_Value v = *nb_global_at(W.vm, i);
+  *nb_global_at(W.vm, i) = nb_undef();
   return v.t == NB_TUNDEF ? nb_nil() : v;
 }
 static void set_global(const char *name, size_t len, nb_Value v) {
   nb_Str *s = nbS_intern(name, len);
   int i = nb_global_slot(W.vm, s);
   nb_decref(nb_strv(s));
-  nb_store(&(*nb_global_at(W.vm, i)), v);
+  nb_store(nb_global_at(W.vm, i), v);
 }
 
 static void reply_value(uint32_t seq, nb_Value v) {
