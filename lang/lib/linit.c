@@ -7,8 +7,6 @@
 #include "lang/nbapi.h"
 #include "lang/lib/nblib.h"
 
-void nbopen_libs(void);   /* declared for the core in lvm.h */
-
 static void (*const openers[])(void) = {
   nbopen_base, nbopen_tensor, nbopen_plot, nbopen_progress, nbopen_files,
 };
