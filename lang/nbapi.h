@@ -6,8 +6,8 @@
 ** Lua's lua.h and lauxlib.h serve its libraries:
 **   nabla.h   embedding: create a VM, run source, ask about source (front ends)
 **   nbapi.h   extending: values, argument checks, errors, calls, interrupts,
-**             globals, builtin registration, serialization (lang/lib/, dist/,
-**             kernel/ and anything else that adds builtins)
+**             globals, builtin registration, serialization (lang/lib/, dist/
+**             and anything else that adds builtins)
 ** lvm.h is the core's private header (syntax tree, frames, the VM struct):
 ** only the core files of lang/ include it.  A library that finds it needs a
 ** field of nb_VM asks for an accessor here instead, so the core can change
@@ -22,7 +22,7 @@
 **   - a builtin is an nb_CFunc: it returns NB_OK with *out set (a new
 **     reference), or NB_ERR after raising with nb_error/nb_error_kind;
 **     args are borrowed;
-**   - errors name the builtin first ("zeros: expected a shape, got string")
+**   - errors name the builtin first ("len: a bool has no length")
 **     and the kind says what went wrong (TypeError, ValueError, IOError, ...);
 **   - a builtin that runs long polls nb_vm_interrupted and stops with
 **     nbV_interrupt_error, so Ctrl-C and a Jupyter interrupt reach it.
