@@ -424,9 +424,7 @@ static size_t split_walk(const nb_Str *str, const nb_Str *sp, nb_List *l) {
 }
 int nbS_split(nb_VM *vm, nb_Value s, nb_Value sep, nb_Value *out) {
   const char *fname = "split";
-  nb_Value args[2] = { s, sep };
-  NB_ARGSTR(0, "string");
-  (void)args;
+  if (s.t != NB_TSTR) return nb_arg_type_error(vm, fname, "string", "a string", s);
   if (sep.t != NB_TNIL && (sep.t != NB_TSTR || nb_str(sep)->len == 0)) return nb_error_kind(vm, "ValueError", "split: separator must be a non-empty string");
   nb_Str *str = s.u.p, *sp = sep.t == NB_TSTR ? sep.u.p : NULL;
   /* a string of more than 2 * NB_MAX_LIST bytes may have too many pieces:
@@ -441,20 +439,17 @@ int nbS_split(nb_VM *vm, nb_Value s, nb_Value sep, nb_Value *out) {
   return NB_OK;
 }
 static int b_split(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; return nbS_split(vm, args[0], args[1], out); }
-static int b_upper(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
-  (void)n; const char *fname = "upper"; NB_ARGSTR(0, "s");
+/* upper, lower: a copy with each byte mapped (ASCII letters; other bytes,
+** UTF-8 ones included, as they are) */
+static int map_bytes(nb_VM *vm, const char *fname, nb_Value *args, int (*f)(int), nb_Value *out) {
+  NB_ARGSTR(0, "s");
   nb_Str *s = nbS_new(nb_str(args[0])->data, nb_str(args[0])->len);
-  for (uint32_t i = 0; i < s->len; i++) s->data[i] = (char)toupper((unsigned char)s->data[i]);
-  s->hash = nbS_hash(s->data, s->len);
+  for (uint32_t i = 0; i < s->len; i++) s->data[i] = (char)f((unsigned char)s->data[i]);
+  s->hash = nbS_hash(s->data, s->len);   /* nbS_new hashed the original bytes */
   *out = nb_strv(s); return NB_OK;
 }
-static int b_lower(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
-  (void)n; const char *fname = "lower"; NB_ARGSTR(0, "s");
-  nb_Str *s = nbS_new(nb_str(args[0])->data, nb_str(args[0])->len);
-  for (uint32_t i = 0; i < s->len; i++) s->data[i] = (char)tolower((unsigned char)s->data[i]);
-  s->hash = nbS_hash(s->data, s->len);
-  *out = nb_strv(s); return NB_OK;
-}
+static int b_upper(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; return map_bytes(vm, "upper", args, toupper, out); }
+static int b_lower(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; return map_bytes(vm, "lower", args, tolower, out); }
 static int b_strip(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "strip"; NB_ARGSTR(0, "s");
   const char *p = nb_str(args[0])->data, *e = p + nb_str(args[0])->len;
