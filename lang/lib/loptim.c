@@ -31,6 +31,26 @@ static nt_Tensor **grads_of(Leaves *params, Leaves *grads) {
   return g;
 }
 
+/* One fused update over the trees args[0..ntrees): params, grads, then the
+** state trees (exp_avg, exp_avg_sq), flattened in the same order with ties
+** dropped; with_state: the first state tree is used (SGD without momentum
+** has none). */
+static int run_update(nb_VM *vm, const char *fname, nb_Value *args, int ntrees, nt_OptimArgs *o, bool with_state, int (*update)(nt_OptimArgs *), nb_Value *out) {
+  Leaves ls[4] = {{0}};
+  int st = flat_params(vm, fname, args, ntrees, ls);
+  nt_Tensor **g = st ? NULL : grads_of(&ls[0], &ls[1]);
+  if (!st && !g) st = nb_error(vm, "out of memory");
+  if (!st) {
+    o->n = ls[0].n; o->params = ls[0].t; o->grads = g;
+    o->exp_avg = with_state ? ls[2].t : NULL; o->exp_avg_sq = ntrees > 3 ? ls[3].t : NULL;
+    if (update(o)) st = nbT_err(vm);
+  }
+  free(g);
+  for (int i = 0; i < ntrees; i++) free(ls[i].t);
+  *out = nb_nil();
+  return st;
+}
+
 /* adamw_update(params, grads, m, v, lr, beta1, beta2, eps, weight_decay, step) */
 static int b_adamw_update(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "adamw_update";
@@ -38,18 +58,7 @@ static int b_adamw_update(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   if (nbT_num_arg(vm, fname, "lr", args[4], &o.lr) || nbT_num_arg(vm, fname, "beta1", args[5], &o.beta1) || nbT_num_arg(vm, fname, "beta2", args[6], &o.beta2) ||
       nbT_num_arg(vm, fname, "eps", args[7], &o.eps) || nbT_num_arg(vm, fname, "weight_decay", args[8], &o.weight_decay) || nbT_num_arg(vm, fname, "step", args[9], &o.step)) return NB_ERR;
   if (args[2].t == NB_TNIL || args[3].t == NB_TNIL) return nb_error_kind(vm, "TypeError", "%s: needs the m and v state trees", fname);
-  Leaves ls[4] = {{0}};
-  int st = flat_params(vm, fname, args, 4, ls);
-  nt_Tensor **g = st ? NULL : grads_of(&ls[0], &ls[1]);
-  if (!st && !g) st = nb_error(vm, "out of memory");
-  if (!st) {
-    o.n = ls[0].n; o.params = ls[0].t; o.grads = g; o.exp_avg = ls[2].t; o.exp_avg_sq = ls[3].t;
-    if (nt_optim_adamw(&o)) st = nbT_err(vm);
-  }
-  free(g);
-  for (int i = 0; i < 4; i++) free(ls[i].t);
-  *out = nb_nil();
-  return st;
+  return run_update(vm, fname, args, 4, &o, true, nt_optim_adamw, out);
 }
 /* sgd_update(params, grads, bufs, lr, momentum=0, nesterov=false, weight_decay=0) */
 static int b_sgd_update(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
@@ -59,18 +68,7 @@ static int b_sgd_update(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
       (args[6].t != NB_TNIL && nbT_num_arg(vm, fname, "weight_decay", args[6], &o.weight_decay))) return NB_ERR;
   o.nesterov = nb_truthy(args[5]);
   if (o.beta1 != 0 && args[2].t == NB_TNIL) return nb_error_kind(vm, "ValueError", "%s: momentum needs a buffer tree", fname);
-  Leaves ls[3] = {{0}};
-  int st = flat_params(vm, fname, args, 3, ls);
-  nt_Tensor **g = st ? NULL : grads_of(&ls[0], &ls[1]);
-  if (!st && !g) st = nb_error(vm, "out of memory");
-  if (!st) {
-    o.n = ls[0].n; o.params = ls[0].t; o.grads = g; o.exp_avg = o.beta1 != 0 ? ls[2].t : NULL;
-    if (nt_optim_sgd(&o)) st = nbT_err(vm);
-  }
-  free(g);
-  for (int i = 0; i < 3; i++) free(ls[i].t);
-  *out = nb_nil();
-  return st;
+  return run_update(vm, fname, args, 3, &o, o.beta1 != 0, nt_optim_sgd, out);
 }
 /* clip_grad_norm(grads_or_params, max_norm): scales gradients in place so
 ** their global L2 norm is at most max_norm; returns the norm before clipping. */
