@@ -271,11 +271,8 @@ nb_VM *nb_vm_new(nb_Sink *sink) {
   ** builtins' names and string defaults are interned in the process table,
   ** which outlives every VM and which every VM's table falls back to. */
   nb_state_bind(NULL);
-  nbopen_base();
-  nbopen_tensor();
-  nbopen_plot();
-  nbopen_progress();
-  nbopen_files();
+  nbopen_libs();   /* lang's libraries; front ends opened theirs before */
+  nbC_freeze();
   nb_state_bind(vm);
   vm->sink = sink;
   vm->main = nbM_new("__main__", NULL);

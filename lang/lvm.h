@@ -1,8 +1,8 @@
 /*
 ** lvm.h — the interpreter's internal structures, shared by the files of lang/:
 ** the syntax tree, function prototypes, modules, the VM and its global state,
-** builtins, errors.  Front ends use nabla.h; only lang/ (and lang's tests)
-** include this.
+** errors.  Front ends use nabla.h, libraries of builtins (lang/lib/, dist/)
+** nbapi.h; only the core files of lang/ include this (lang/lib/ does not).
 **
 ** The core's files, in the order a line of source meets them:
 **   llex.c      tokens                      lparse.c    tokens -> syntax tree
@@ -18,9 +18,9 @@
 
 #include <math.h>
 #include <signal.h>
-#include "nabla.h"
-#include "lobject.h"
+#include "nbapi.h"    /* the public extension API: values, builtins, errors, calls */
 #include "llex.h"
+#include "ltvalue.h"
 
 /* ------------------------------------------------------------ syntax tree */
 typedef enum {
@@ -32,9 +32,7 @@ typedef enum {
   N_SPREAD,                     /* *xs among a call's arguments: a = the list */
 } nb_NodeKind;
 
-typedef enum { OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_MOD, OP_POW, OP_MATMUL,
-               OP_EQ, OP_NE, OP_LT, OP_LE, OP_GT, OP_GE,
-               OP_IDIV /* // floor division */, OP_NONE } nb_BinOp;
+/* nb_BinOp, the operator codes: nbapi.h */
 
 /* where a name lives, decided by the resolver */
 typedef enum { V_UNRESOLVED, V_LOCAL, V_CELL, V_CAP, V_GLOBAL } nb_VarKind;
@@ -112,30 +110,8 @@ int nbM_global_slot(nb_Module *m, nb_Str *name);     /* creates the slot if need
 int nbM_global_find(const nb_Module *m, const char *name, size_t len);
 
 /* ------------------------------------------------------------ builtins */
-#define NB_MAX_PARAMS 16   /* named parameters of one builtin */
-typedef int (*nb_CFunc)(nb_VM *vm, nb_Value *args, int nargs, nb_Value *out);
-struct nb_Builtin {
-  const char *name;
-  nb_CFunc fn;
-  const char *params;   /* "x, axis=nil, keepdims=false"; "*args" for variadic; "**kw" collects extra keywords */
-  const char *doc;      /* one line */
-  /* filled by nbC_register from params: */
-  int nparams, nrequired; bool variadic;
-  int kwrest;           /* index of a "**name" parameter collecting other keywords into a record, or -1 */
-  /* fn == NULL: a named value.  If `value` is set it makes the value (e.g. the
-  ** `cuda` record), else params holds a number's text (pi, inf, nan). */
-  int (*value)(nb_VM *vm, nb_Value *out);
-  const char *pnames[NB_MAX_PARAMS];
-  nb_Value pdefaults[NB_MAX_PARAMS];
-};
-/* Registers a NULL-terminated array of builtins (kept by pointer; must be static). */
-void nbC_register(nb_Builtin *table);
-void nbC_prepare(nb_Builtin *table);   /* parses params of builtins used only as values */
-int  nbC_lookup(const char *name, size_t len);     /* index or -1 */
-const nb_Builtin *nbC_at(int idx);
-int  nbC_count(void);
-const char *nbC_name(const nb_Builtin *b);
-void nbopen_base(void);   /* registers lang's own builtins (idempotent) */
+/* nb_Builtin and its registration (nbC_*): nbapi.h */
+void nbC_freeze(void);   /* closes registration (nb_vm_new): the index is read-only from then on */
 
 /* ------------------------------------------------------------ global state
 ** Everything mutable that the core keeps between calls hangs off one
@@ -214,7 +190,7 @@ void nbO_heap_init(nb_Global *g);
 void nbO_heap_free(nb_Global *g);
 
 /* ------------------------------------------------------------ VM */
-enum { NB_OK = 0, NB_ERR = 1, NB_BREAK = 2, NB_CONTINUE = 3, NB_RETURN = 4 };
+enum { NB_BREAK = 2, NB_CONTINUE = 3, NB_RETURN = 4 };   /* after NB_OK, NB_ERR (nbapi.h) */
 
 typedef struct nb_Frame {
   nb_Value *locals;
@@ -244,7 +220,7 @@ struct nb_VM {
   int grad_disabled;                        /* no_grad nesting */
   nb_ErrorInfo last; char *last_name, *last_msg, *last_report;
   int echo_flags;
-  nb_Value tensor_state;                    /* reserved for tensor bindings */
+  nb_Value tensor_state;                    /* the libraries' per-VM data (nb_vm_libdata, lapi.c) */
 };
 
 /* resolver (lresolve.c) */
@@ -253,16 +229,8 @@ int  nbK_resolve_in_scope(nb_VM *vm, nb_Chunk *c, nb_Node *fnexpr, nb_Module *mo
 
 /* evaluation */
 int  nbV_run_program(nb_VM *vm, nb_Chunk *chunk, nb_Node *prog, nb_Module *mod, int flags);
-int  nbV_call(nb_VM *vm, nb_Value fn, nb_Value *args, int nargs, nb_Value *out);
-int  nbV_interrupt_error(nb_VM *vm);   /* consumes vm->interrupted: raises the Interrupted error */
-int  nbV_call_kw(nb_VM *vm, nb_Value fn, nb_Value *args, int npos, nb_Str **kwnames, int nkw, nb_Value *out);
 int  nbM_import(nb_VM *vm, nb_Str *name, nb_Value *out);
 void nbW_display(nb_VM *vm, nb_Value v);
-/* as_result: the chunk's value (sink->result); display_id/update: Jupyter display updates */
-void nbW_show(nb_VM *vm, nb_Value v, bool as_result, const char *display_id, bool update);
-int  nbV_truthy(nb_VM *vm, nb_Value v, bool *out);
-int  nbV_binop(nb_VM *vm, int op, nb_Value a, nb_Value b, nb_Value *out);
-int  nbV_index(nb_VM *vm, nb_Value obj, nb_Value *idx, int nidx, nb_Value *out);
 /* the evaluator's parts in other files: leval.c evaluates nodes, lcall.c
 ** calls (see its calling convention), lops.c operates on values */
 int  nbV_eval(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out);
@@ -302,68 +270,26 @@ static inline nb_Value nbV_num_arith(int op, nb_Value a, nb_Value b) {
 }
 
 /* errors (lerror.c).  nb_error* set vm->err and return NB_ERR. */
-int  nb_error(nb_VM *vm, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-int  nb_error_kind(nb_VM *vm, const char *kind, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-int  nb_raise(nb_VM *vm, nb_Value errval);       /* takes the reference */
 void nbE_locate(nb_VM *vm, nb_Chunk *chunk, const nb_Node *n);
 void nbE_add_frame(nb_VM *vm, const char *fname, nb_Chunk *chunk, const nb_Node *n);
 bool nbE_catchable(nb_VM *vm);
-void nbE_finish(nb_VM *vm);                      /* turns vm->err into vm->last */
 char *nbE_syntax_report(const char *filename, const char *src, size_t len, uint32_t pos, uint32_t end, int line, int col, const char *msg);
 void nbE_source_caret(nb_Buf *b, const char *src, size_t len, uint32_t pos, uint32_t end, int line);
 
 /* the syntax error produced by the parser: carried as a regular error value */
 int  nbP_syntax_error(nb_VM *vm, nb_Chunk *c, uint32_t pos, uint32_t end, int line, int col, const char *fmt, ...);
 
-/* tensors (ltensor.c): operators and printing delegate here */
-void nbT_format(nb_Buf *b, void *tensor);
-int  nbT_binop(nb_VM *vm, int op, nb_Value a, nb_Value b, nb_Value *out);
-int  nbT_update(nb_VM *vm, int op, const char *opname, nb_Value x, nb_Value v);   /* x op= v on a tensor x: in place */
-int  nbT_neg(nb_VM *vm, nb_Value a, nb_Value *out);
-int  nbT_index(nb_VM *vm, nb_Value t, nb_Value *idx, int nidx, nb_Value *out);
-int  nbT_setindex(nb_VM *vm, nb_Value t, nb_Value *idx, int nidx, nb_Value v);
-int  nbT_field(nb_VM *vm, nb_Value t, nb_Str *name, nb_Value *out);
-int  nbT_setfield(nb_VM *vm, nb_Value t, nb_Str *name, nb_Value v);
-int  nbT_truthy(nb_VM *vm, nb_Value t, bool *out);
-int  nbT_literal(nb_VM *vm, nb_Value list, nb_Value *out);   /* numeric bracket literal -> tensor (f32 when any element is a float) */
-int  nbT_len(nb_VM *vm, nb_Value t, double *out);
-void nbT_display(nb_VM *vm, nb_Value t, nb_Buf *html);
-void nbT_set_grad_enabled(bool on);
-/* blocks (ltgrad.c): no_grad and autocast set a thread-local mode and put the
-** previous one back on every way out of the block */
-bool nbT_swap_grad_enabled(bool on);             /* returns the previous mode */
-int  nbT_autocast_arg(nb_VM *vm, nb_Value v, int *dtype);  /* "bf16"/"f16" -> dtype; nil/false/"off" -> -1 */
-int  nbT_swap_autocast(int dtype);               /* returns the previous dtype (-1 = off) */
-void nbopen_tensor(void);
-
-int  nbT_serialize(nb_VM *vm, nb_Value t, nb_Buf *out);
-int  nbT_deserialize(nb_VM *vm, const unsigned char **p, const unsigned char *end, nb_Value *out);
-/* inspect text for a tensor (shape, dtype, device, min/max/mean) */
-void nbT_describe(nb_VM *vm, nb_Value t, nb_Buf *out);
-
-/* serialization (lserial.c) */
-int  nbZ_serialize(nb_VM *vm, nb_Value v, nb_Buf *out);
-int  nbZ_deserialize(nb_VM *vm, const char *data, size_t len, nb_Value *out);
+/* tensor values: the hooks the evaluator calls for tensor operands: ltvalue.h */
 
 int  nbV_make_closure(nb_VM *vm, nb_Frame *f, nb_Proto *p, nb_Value *out);
-int  nbS_split(nb_VM *vm, nb_Value s, nb_Value sep, nb_Value *out);
 /* the last syntax error when parsing without a VM (for is_complete) */
 extern __thread uint32_t nbP_last_error_pos;
 extern __thread bool nbP_last_error_at_eof;
 
-/* plotting builtins (lplot.c) */
-void nbopen_plot(void);
-void nbopen_progress(void);   /* lprogress.c: progress() */
-void nbopen_files(void);      /* lfiles.c: read_text, write_text, lines, ... */
+/* registers the standard libraries' builtins (lib/linit.c): once, from
+** nb_vm_new; the libraries' openers are declared in lib/nblib.h */
+void nbopen_libs(void);
 
-/* size limits (lobject.h: NB_MAX_STR, NB_MAX_LIST): the errors naming the
-** operation and the size, and a checked buffer -> string */
-int  nbS_too_long(nb_VM *vm, const char *op, size_t len);
-int  nbS_from_buf(nb_VM *vm, const char *op, const nb_Buf *b, nb_Value *out);
-int  nbL_too_long(nb_VM *vm, const char *op, size_t n);
-
-/* misc */
-nb_Str *nbS_tostr(nb_Value v);     /* print form as a string object */
-void nbW_write(nb_VM *vm, int stream, const char *s, size_t n);
+/* errors, calls, output, serialization, size limits: nbapi.h (public) */
 
 #endif

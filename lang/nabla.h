@@ -3,6 +3,8 @@
 ** Front ends (repl/, kernel/, dist/ workers) and tests use only this header:
 ** create a VM with an output sink, run source in it, ask it about source
 ** (is_complete, completion, inspect), and read the last error.
+** Code that adds builtins (lang/lib/, dist/) uses nbapi.h, which includes
+** this one; neither exposes the VM's layout (lvm.h is the core's own).
 */
 #ifndef NABLA_H
 #define NABLA_H

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lang/lvm.h"
+#include "lang/nbapi.h"
 
 static void discard_write(nb_Sink *s, int stream, const char *data, size_t len) {
   (void)s; (void)stream;
@@ -38,13 +38,13 @@ static nb_VM *vm;
 /* walks a decoded value the way a receiver would use it */
 static void exercise(nb_Value v) {
   nb_Buf b = {0};
-  if (nbZ_serialize(vm, v, &b)) { nb_decref(vm->err); vm->err = nb_nil(); vm->err_located = false; }
+  if (nbZ_serialize(vm, v, &b)) nb_error_clear(vm);
   nbB_free(&b);
   nb_tostring(&b, v, true);
   discard_write(NULL, NB_STDOUT, b.p ? b.p : "", b.n);
   nbB_free(&b);
   bool same;
-  if (nbO_equal(vm, v, v, &same)) { nb_decref(vm->err); vm->err = nb_nil(); vm->err_located = false; }
+  if (nbO_equal(vm, v, v, &same)) nb_error_clear(vm);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -54,7 +54,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   memcpy(copy, data, size);
   nb_Value v;
   if (nbZ_deserialize(vm, copy, size, &v) == NB_OK) { exercise(v); nb_decref(v); }
-  nb_decref(vm->err); vm->err = nb_nil(); vm->err_located = false;
+  nb_error_clear(vm);
   free(copy);
   nbO_collect();   /* a closure's self-reference is a cycle: reclaim it per input */
   return 0;

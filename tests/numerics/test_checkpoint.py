@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Activation checkpointing: checkpoint(f, *args) (lang/ltgrad.c + tensor/tautograd.c).
+"""Activation checkpointing: checkpoint(f, *args) (lang/lib/ltgrad.c + tensor/tautograd.c).
 
 Gradients through a checkpointed segment must EQUAL the plain ones bit for bit
 (the recomputation runs the same ops on the same values), for tensor

@@ -1,6 +1,7 @@
 /* test_lexer.c — unit tests of the scanner (lang/llex.c). */
 #include <stdlib.h>
-#include "lang/lvm.h"
+#include "lang/llex.h"
+#include "lang/lobject.h"
 #include "test_util.h"
 
 #define MAXT 256

@@ -1,7 +1,7 @@
 /* test_parser.c — unit tests of the parser (lang/lparse.c) and of the source
 ** questions front ends ask: nb_is_complete, nb_complete, nb_inspect. */
 #include <stdlib.h>
-#include "lang/lvm.h"
+#include "lang/ltests.h"   /* white-box: the parser's syntax tree */
 #include "test_util.h"
 
 /* ------------------------------------------------------------ tree dump */

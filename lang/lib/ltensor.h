@@ -1,14 +1,16 @@
 /*
-** ltensor.h — shared by the files that bind tensors into the language:
+** lib/ltensor.h — shared by the files that bind tensors into the language:
 ** ltensor.c (tensor values: literals, operators, indexing, fields, printing,
-** serialization), ltops.c (math, shape, nn and device builtins) and ltgrad.c
-** (autograd, optimizers, files).  Argument conversion from nabla values and
+** serialization), ltops.c (math, shape, nn and device builtins), ltcompose.c,
+** ltree.c (pytrees), ltgrad.c (autograd), loptim.c (optimizers) and ltio.c
+** (tensor files); lprogress.c and lfiles.c use its argument helpers.  Argument conversion from nabla values and
 ** error translation live here once.
 */
 #ifndef LTENSOR_H
 #define LTENSOR_H
 
-#include "lvm.h"
+#include "lang/nbapi.h"
+#include "lang/ltvalue.h"
 #include "tensor/tensor.h"
 
 #define T(v) ((nt_Tensor *)(v).u.p)
@@ -31,7 +33,7 @@ int nbT_axes_arg(nb_VM *vm, const char *fname, nb_Value v, int *axes, int *n);
 int nbT_shape_arg(nb_VM *vm, const char *fname, nb_Value *vals, int n, int64_t *shape, int *ndim);
 int nbT_from_list(nb_VM *vm, nb_Value list, nt_DType want, bool have_want, nt_Tensor **out);
 int nbT_tolist(nb_VM *vm, nt_Tensor *t, nb_Value *out);
-extern nt_Device nbT_default_device;   /* set_default_device */
+void nbT_set_default_device(nb_VM *vm, nt_Device d);   /* set_default_device: per VM; nil device args get it */
 
 /* A number meets a tensor as PyTorch's Python scalars do: an int as an
 ** integer (i64 on its own), a float as a float (the default f32 on its own).
@@ -50,9 +52,28 @@ static inline nb_Value nbT_elem(nt_DType dt, double d) {
 /* index_put(x, idx, v, accumulate): a copy of x with x[idx] = v (or += v) */
 int nbT_index_put(nb_VM *vm, nt_Tensor *x, nb_Value idx, nb_Value v, bool accumulate, nb_Value *out);
 
+/* ---- pytrees (ltree.c): nested records and lists with tensor leaves */
+#define MAX_TREE_DEPTH 64
+typedef int (*LeafFn)(nb_VM *vm, void *ctx, nb_Value leaf, nb_Value *out);
+/* a tree of the same structure with fn(leaf) at each leaf */
+int nbT_tree_walk(nb_VM *vm, nb_Value v, LeafFn fn, void *ctx, nb_Value *out);
+/* Tensor leaves in order (borrowed). */
+typedef struct Leaves { nt_Tensor **t; int n, cap; } Leaves;
+int nbT_leaves(nb_VM *vm, nb_Value tree, Leaves *ls);
+/* a tensor (by identity) -> a value: open addressing on the pointer */
+typedef struct IdMap { const void **key; void **val; size_t cap, n; } IdMap;
+/* the slot of key k (NULL when out of memory); *found says whether it was there */
+void **nbT_idmap_slot(IdMap *m, const void *k, bool *found);
+void nbT_idmap_free(IdMap *m);
+/* drops tied tensors (seen at an earlier place) from ls[0] and the same
+** places from the aligned lists ls[1..nlists) */
+int nbT_drop_ties(nb_VM *vm, Leaves *ls, int nlists);
+
 /* the builtin tables, registered by nbopen_tensor */
 void nbT_register_ops(void);
-void nbT_register_grad(void);
+void nbT_register_grad(void);    /* ltgrad.c: autograd, no_grad/autocast, checkpoint, custom_vjp */
+void nbT_register_optim(void);   /* loptim.c: fused optimizer updates, clipping, unscaling */
+void nbT_register_io(void);      /* ltio.c: save/load, npy/npz, csv */
 void nbT_register_compose(void);   /* ltcompose.c: einsum, masked_fill, norm, view, multinomial */
 
 #endif

@@ -1,5 +1,5 @@
 /*
-** ltops.c — the tensor builtins of math and structure: creation, elementwise
+** lib/ltops.c — the tensor builtins of math and structure: creation, elementwise
 ** math (numbers too), reductions (lists too), linear algebra, shape ops,
 ** conversions, nn ops, and the cuda device record.
 */
@@ -542,7 +542,7 @@ static int b_set_default_device(nb_VM *vm, nb_Value *args, int n, nb_Value *out)
   (void)n; nt_Device d;
   if (args[0].t == NB_TNIL) return nb_error_kind(vm, "TypeError", "set_default_device: expected \"cpu\" or \"cuda\"");
   if (nbT_device_arg(vm, "set_default_device", args[0], &d)) return NB_ERR;
-  nbT_default_device = d;
+  nbT_set_default_device(vm, d);
   *out = nb_nil();
   return NB_OK;
 }
@@ -837,12 +837,12 @@ static nb_Builtin ops_builtins[] = {
   { NULL, NULL, NULL, NULL }
 };
 
-
-
+/* The elementwise and reduction tables are generated from the *_defs lists
+** once, by nbT_register_ops at start-up; like every builtin table they are
+** read-only once the first VM exists (nbapi.h), so VMs share them. */
 static nb_Builtin unary_builtins[NUNARY + 1];
 static nb_Builtin red_builtins[sizeof red_defs / sizeof red_defs[0] + 1];
 static char unary_docs[NUNARY][96], red_docs[sizeof red_defs / sizeof red_defs[0]][128];
-
 
 void nbT_register_ops(void) {
   for (int i = 0; i < NUNARY; i++) {

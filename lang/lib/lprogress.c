@@ -1,5 +1,5 @@
 /*
-** lprogress.c — progress(iterable, total=nil, desc="", every=0.1): a live
+** lib/lprogress.c — progress(iterable, total=nil, desc="", every=0.1): a live
 ** progress bar around any loop, as tqdm.
 **
 **   bar = progress(batches, desc="epoch 1")
@@ -24,12 +24,8 @@
 #include <time.h>
 #include <unistd.h>
 #include "ltensor.h"
-
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
+#include "lang/lib/nblib.h"
+#include "util/clock.h"
 
 static double num_field(nb_Rec *r, const char *k) {
   nb_Value v = nbR_get_cstr(r, k);
@@ -50,7 +46,7 @@ static void render_text(nb_Rec *self, nb_Buf *b, char style) {
   bool unicode = style == 'u';
   double n = num_field(self, "n"), total = num_field(self, "total"), t0 = num_field(self, "_t0");
   nb_Value desc = nbR_get_cstr(self, "desc"), post = nbR_get_cstr(self, "postfix");
-  double el = now_s() - t0, rate = el > 0 ? n / el : 0;
+  double el = nu_mono_s() - t0, rate = el > 0 ? n / el : 0;
   if (desc.t == NB_TSTR && nb_str(desc)->len) nbB_printf(b, "%s: ", nb_str(desc)->data);
   bool known = nbR_get_cstr(self, "total").t == NB_TNUM && total > 0;
   if (known) {
@@ -98,7 +94,7 @@ static void html_escape(nb_Buf *b, const char *s) {
 static void render(nb_VM *vm, nb_Rec *self, bool final) {
   nb_Sink *k = nb_vm_sink(vm);
   if (!k) return;
-  double t = now_s();
+  double t = nu_mono_s();
   double last = num_field(self, "_drawn"), every = num_field(self, "every");
   bool first = nbR_get_cstr(self, "_shown").t != NB_TBOOL;
   if (k->rich && k->display) {
@@ -180,7 +176,7 @@ static int b_progress_next(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   *out = nb_nil();
   if (nbR_get_cstr(self, "_done").t == NB_TBOOL) return NB_OK;
   double k = num_field(self, "_i");
-  if (k == 0 && nbR_get_cstr(self, "_shown").t != NB_TBOOL) { set_num(self, "_t0", now_s(), false); render(vm, self, false); }
+  if (k == 0 && nbR_get_cstr(self, "_shown").t != NB_TBOOL) { set_num(self, "_t0", nu_mono_s(), false); render(vm, self, false); }
   bool end;
   nb_Value item = nb_nil();
   if (next_item(vm, self, nbR_get_cstr(self, "_seq"), k, &item, &end)) return NB_ERR;
@@ -241,9 +237,9 @@ static int b_progress(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
     else if (!(seq.t == NB_TREC && nbR_find_cstr(nb_rec(seq), "__next") >= 0))
       return nb_error_kind(vm, "TypeError", "progress: cannot iterate over a %s (a list, range, string, tensor or iterator is needed)", nb_typename(seq));
   }
-  static unsigned long counter;
+  static unsigned long counter;   /* process-wide (ids must differ across VMs too); atomic: VMs may run on several threads */
   char id[64];
-  snprintf(id, sizeof id, "nabla-progress-%d-%lu", (int)getpid(), ++counter);
+  snprintf(id, sizeof id, "nabla-progress-%d-%lu", (int)getpid(), __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED));
   nb_Rec *r = nbR_new(12);
   nbR_set_cstr(r, "__next", nb_builtinv(&member_builtins[0]));
   nb_Rec *set = nbR_new(2);
@@ -260,7 +256,7 @@ static int b_progress(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   nb_incref(seq);
   nbR_set_cstr(r, "_seq", seq);
   nbR_set_cstr(r, "_i", nb_int(0));
-  nbR_set_cstr(r, "_t0", nb_flt(now_s()));
+  nbR_set_cstr(r, "_t0", nb_flt(nu_mono_s()));
   nbR_set_cstr(r, "_id", nb_strv(nbS_cstr(id)));
   *out = nb_obj(NB_TREC, r);
   return NB_OK;
@@ -273,9 +269,6 @@ static nb_Builtin progress_builtins[] = {
 };
 
 void nbopen_progress(void) {
-  static int done;
-  if (done) return;
-  done = 1;
   nbC_prepare(member_builtins);
   nbC_register(progress_builtins);
 }

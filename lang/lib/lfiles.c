@@ -1,5 +1,5 @@
 /*
-** lfiles.c — text and bytes files, and strings as bytes:
+** lib/lfiles.c — text and bytes files, and strings as bytes:
 **   read_text(path)         the file as a string (UTF-8 checked)
 **   write_text(path, s)     atomically (nt_atomic_write: temp + fsync + rename)
 **   read_bytes(path)        the file as a u8 tensor
@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "ltensor.h"
+#include "lang/lib/nblib.h"
 #include "tensor/io/atomicfile.h"
 #include "tensor/io/iotypes.h"
 
@@ -233,9 +234,6 @@ static nb_Builtin file_builtins[] = {
 };
 
 void nbopen_files(void) {
-  static int done;
-  if (done) return;
-  done = 1;
   nbC_prepare(lines_member);
   nbC_register(file_builtins);
 }

@@ -1,5 +1,5 @@
 /*
-** ltcompose.c — tensor builtins composed from other public tensor ops:
+** lib/ltcompose.c — tensor builtins composed from other public tensor ops:
 ** einsum, masked_fill, norm, view, multinomial.  Being compositions, they are
 ** differentiable and run on every device without code of their own; each
 ** says here why its composition is the right one.

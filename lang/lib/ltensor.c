@@ -1,14 +1,17 @@
 /*
-** ltensor.c — tensors as language values: argument conversion, numeric
+** lib/ltensor.c — tensors as language values: argument conversion, numeric
 ** literals, operators, indexing and assignment, fields, printing and rich
-** display, serialization.  The builtins are in ltops.c and ltgrad.c.
-** Everything is glue over tensor/tensor.h.
+** display, serialization (the evaluator's hooks of ltvalue.h), and the
+** tensor library's opener, nbopen_tensor, which registers the tables of
+** ltops.c, ltgrad.c, loptim.c, ltio.c and ltcompose.c.  Everything is glue
+** over tensor/tensor.h and the public nbapi.h.
 */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "ltensor.h"
+#include "lang/lib/nblib.h"
 #include "tensor/nn/nn.h"
 
 void nbO_retain_tensor(void *t) { nt_retain(t); }
@@ -16,7 +19,7 @@ void nbO_release_tensor(void *t) { nt_release(t); }
 
 int nbT_err(nb_VM *vm) {
   /* a kernel stopped by the interrupt flag (nt_set_interrupt_flag) */
-  if (vm->interrupted) return nbV_interrupt_error(vm);
+  if (nb_vm_interrupted(vm)) return nbV_interrupt_error(vm);
   const char *m = nt_error_msg();
   return nb_error_kind(vm, "TensorError", "%s", m && *m ? m : "tensor operation failed");
 }
@@ -58,9 +61,17 @@ int nbT_dtype_arg(nb_VM *vm, const char *fname, nb_Value v, nt_DType dflt, nt_DT
   return NB_OK;
 }
 
-nt_Device nbT_default_device = NT_CPU;
+/* set_default_device is a setting of the program, so it lives per VM
+** (nb_vm_libdata): a second VM in the process starts on the CPU.  The
+** block is zeroed on first use, and NT_CPU is 0. */
+typedef struct TensorVM { nt_Device default_device; } TensorVM;
+static const char tensor_vm_key;   /* its address names this library's per-VM block */
+_Static_assert(NT_CPU == 0, "a zeroed TensorVM means the CPU");
+void nbT_set_default_device(nb_VM *vm, nt_Device d) {
+  ((TensorVM *)nb_vm_libdata(vm, &tensor_vm_key, sizeof(TensorVM)))->default_device = d;
+}
 int nbT_device_arg(nb_VM *vm, const char *fname, nb_Value v, nt_Device *out) {
-  if (v.t == NB_TNIL) { *out = nbT_default_device; return NB_OK; }
+  if (v.t == NB_TNIL) { *out = ((TensorVM *)nb_vm_libdata(vm, &tensor_vm_key, sizeof(TensorVM)))->default_device; return NB_OK; }
   if (v.t != NB_TSTR) return nb_error_kind(vm, "TypeError", "%s: device must be \"cpu\" or \"cuda\", got %s", fname, nb_typename(v));
   const char *s = nb_str(v)->data;
   if (!strcmp(s, "cpu")) { *out = NT_CPU; return NB_OK; }
@@ -618,12 +629,11 @@ static nb_Builtin inplace_builtins[] = {
 };
 
 void nbopen_tensor(void) {
-  static int done;
-  if (done) return;
-  done = 1;
   nt_init();
   nbT_register_ops();
   nbT_register_grad();
+  nbT_register_optim();
+  nbT_register_io();
   nbC_register(inplace_builtins);
   nbT_register_compose();
 }

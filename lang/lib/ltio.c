@@ -1,0 +1,332 @@
+/*
+** lib/ltio.c — tensors to and from files: save/load (safetensors, a pytree
+** with its metadata), load_npz/load_npy/save_npy (NumPy) and load_csv.
+** Long reads poll the VM's interrupt flag.
+*/
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "ltensor.h"
+#include "tensor/io/iotypes.h"
+#include "tensor/io/safetensors.h"
+#include "tensor/io/npy.h"
+#include "tensor/io/csv.h"
+
+/* ------------------------------------------------------------ builtins: files
+** save(path, tree): nested records/lists of tensors as safetensors, keys
+** flattened with dots (like a PyTorch state_dict: "layers.0.w").  Numbers,
+** strings and bools in the tree go to the metadata ("nabla:num:key", ...) so
+** optimizer state round-trips; functions are code, not state, and are skipped.
+** The write is atomic (temp file, fsync, rename). */
+typedef struct SaveCtx {
+  nt_io_array *arr; int n, cap; char **mk, **mv; int nm, capm; nt_Tensor **hold; int nhold;
+  IdMap saved;   /* tensor -> the name it was saved under (a tie is saved once) */
+} SaveCtx;
+static void save_free(SaveCtx *s) {
+  for (size_t i = 0; i < s->saved.cap; i++) if (s->saved.key[i]) free(s->saved.val[i]);
+  nbT_idmap_free(&s->saved);
+  for (int i = 0; i < s->n; i++) free(s->arr[i].name);
+  for (int i = 0; i < s->nm; i++) { free(s->mk[i]); free(s->mv[i]); }
+  for (int i = 0; i < s->nhold; i++) nt_release(s->hold[i]);
+  free(s->arr); free(s->mk); free(s->mv); free(s->hold);
+}
+/* metadata entry "nabla:<kind>:<key>" = value (numbers, strings, bools, nil, empty boxes) */
+static void add_meta(SaveCtx *s, const char *kind, const char *name, const char *value) {
+  if (s->nm == s->capm) { s->capm = s->capm ? s->capm * 2 : 8; s->mk = realloc(s->mk, sizeof(char *) * (size_t)s->capm); s->mv = realloc(s->mv, sizeof(char *) * (size_t)s->capm); if (!s->mk || !s->mv) abort(); }
+  nb_Buf k = {0};
+  nbB_printf(&k, "nabla:%s:%s", kind, name);
+  s->mk[s->nm] = strdup(nbB_cstr(&k)); s->mv[s->nm] = strdup(value); s->nm++;
+  nbB_free(&k);
+}
+static int save_walk(nb_VM *vm, SaveCtx *s, nb_Value v, nb_Buf *key, int depth) {
+  if (depth > MAX_TREE_DEPTH) return nb_error_kind(vm, "ValueError", "save: tree nested too deeply (or contains itself)");
+  size_t mark = key->n;
+  if ((v.t == NB_TREC || v.t == NB_TLIST) && (v.t == NB_TREC ? nb_rec(v)->n : nb_list(v)->n) == 0 && mark) {
+    /* an empty container keeps its place */
+    add_meta(s, "box", nbB_cstr(key), v.t == NB_TREC ? "rec" : "list");
+    return NB_OK;
+  }
+  if (v.t == NB_TREC || v.t == NB_TLIST) {
+    int cnt = v.t == NB_TREC ? nb_rec(v)->n : nb_list(v)->n;
+    for (int i = 0; i < cnt; i++) {
+      key->n = mark;
+      if (mark) nbB_putc(key, '.');
+      if (v.t == NB_TREC) {
+        nb_Str *k = nb_rec(v)->keys[i];
+        nb_Value fv = nb_rec(v)->vals[i];
+        /* a record's functions (a model's __call) are code, not state: not saved */
+        if (fv.t == NB_TFUNC || fv.t == NB_TBUILTIN || fv.t == NB_TMODULE) continue;
+        if (memchr(k->data, '.', k->len)) return nb_error_kind(vm, "ValueError", "save: record key \"%s\" contains a '.', which is the path separator", k->data);
+        nbB_add(key, k->data, k->len);
+      } else nbB_printf(key, "%d", i);
+      nbB_cstr(key);
+      if (save_walk(vm, s, v.t == NB_TREC ? nb_rec(v)->vals[i] : nb_list(v)->items[i], key, depth + 1)) return NB_ERR;
+    }
+    key->n = mark; if (key->p) key->p[mark] = 0;
+    return NB_OK;
+  }
+  const char *name = nbB_cstr(key);
+  if (v.t == NB_TTENSOR) {
+    if (!*name) return nb_error_kind(vm, "ValueError", "save: a bare tensor needs a name; save a record like {x: t}");
+    /* a tensor at several places (tied weights) is written once; the other
+    ** places are recorded as aliases of that name, and load() puts the one
+    ** tensor back at each of them (as safetensors' torch helpers dedupe) */
+    bool found;
+    void **slot = nbT_idmap_slot(&s->saved, T(v), &found);
+    if (!slot) return nb_error(vm, "out of memory");
+    if (found) { add_meta(s, "alias", name, (const char *)*slot); return NB_OK; }
+    *slot = strdup(name);
+    nt_Tensor *c = nt_contiguous(T(v));
+    if (c && c->device != NT_CPU) { nt_Tensor *h = nt_to_device(c, NT_CPU); nt_release(c); c = h; }
+    if (!c) return nbT_err(vm);
+    if (s->n == s->cap) { s->cap = s->cap ? s->cap * 2 : 16; s->arr = realloc(s->arr, sizeof(nt_io_array) * (size_t)s->cap); s->hold = realloc(s->hold, sizeof(nt_Tensor *) * (size_t)s->cap); if (!s->arr || !s->hold) abort(); }
+    s->hold[s->nhold++] = c;
+    nt_io_array *a = &s->arr[s->n++];
+    memset(a, 0, sizeof *a);
+    a->name = strdup(name); a->dtype = (nt_io_dtype)c->dtype; a->ndim = c->ndim;
+    for (int i = 0; i < c->ndim; i++) a->shape[i] = c->shape[i];
+    a->data = nt_data_ptr(c); a->nbytes = (size_t)c->numel * nt_dtype_size(c->dtype);
+    return NB_OK;
+  }
+  /* in a list, a function keeps its place as nil (a record's are left out above) */
+  const char *kind = v.t == NB_TNUM ? "num" : v.t == NB_TSTR ? "str" : v.t == NB_TBOOL ? "bool" : "nil";
+  nb_Buf val = {0};
+  if (v.t == NB_TNUM || v.t == NB_TSTR || v.t == NB_TBOOL) nb_tostring(&val, v, false);
+  add_meta(s, kind, name, nbB_cstr(&val));
+  nbB_free(&val);
+  return NB_OK;
+}
+static int b_save(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "save";
+  if (args[0].t != NB_TSTR) return nb_error_kind(vm, "TypeError", "%s: path must be a string", fname);
+  if (args[1].t != NB_TREC && args[1].t != NB_TLIST) return nb_error_kind(vm, "TypeError", "save: expected a record (or list) of tensors, got %s", nb_typename(args[1]));
+  SaveCtx s; memset(&s, 0, sizeof s);
+  nb_Buf key = {0};
+  int st = save_walk(vm, &s, args[1], &key, 0);
+  nbB_free(&key);
+  if (!st && nt_st_save(nb_str(args[0])->data, s.arr, (size_t)s.n, (const char *const *)s.mk, (const char *const *)s.mv, (size_t)s.nm))
+    st = nb_error_kind(vm, "IOError", "%s", nt_io_error());
+  save_free(&s);
+  *out = nb_nil();
+  return st;
+}
+
+/* ---- load: the nested record in linear time
+** A file may hold hundreds of thousands of tensors in one record, whose own
+** lookup is a linear scan (400k tensors took 27 s).  Keys are interned, so a
+** (record, key) pair names a field: one hash table over all pairs finds a
+** field in O(1), and new fields are appended without a scan. */
+typedef struct Field { nb_Rec *rec; nb_Str *key; int index; } Field;
+typedef struct Fields { Field *slots; size_t cap, n; } Fields;
+
+static size_t field_hash(const nb_Rec *r, const nb_Str *k) {
+  uint64_t h = (uint64_t)(uintptr_t)r * 0x9E3779B97F4A7C15u ^ (uint64_t)(uintptr_t)k * 0xC2B2AE3D27D4EB4Fu;
+  return (size_t)(h ^ (h >> 31));
+}
+static Field *field_slot(Fields *f, const nb_Rec *r, const nb_Str *k) {   /* the pair's slot, or an empty one */
+  size_t i = field_hash(r, k) & (f->cap - 1);
+  while (f->slots[i].rec && (f->slots[i].rec != r || f->slots[i].key != k)) i = (i + 1) & (f->cap - 1);
+  return &f->slots[i];
+}
+static void fields_reserve(Fields *f) {   /* keeps the table at most half full */
+  if (2 * (f->n + 1) <= f->cap) return;
+  Fields g = { calloc(f->cap ? 2 * f->cap : 64, sizeof(Field)), f->cap ? 2 * f->cap : 64, f->n };
+  if (!g.slots) abort();
+  for (size_t i = 0; i < f->cap; i++) if (f->slots[i].rec) *field_slot(&g, f->slots[i].rec, f->slots[i].key) = f->slots[i];
+  free(f->slots);
+  *f = g;
+}
+/* rec.key = v (takes v's reference and the new reference `key`); returns the field's index */
+static int field_set(Fields *f, nb_Rec *rec, nb_Str *key, nb_Value v) {
+  fields_reserve(f);
+  Field *sl = field_slot(f, rec, key);
+  if (sl->rec) { nb_store(&rec->vals[sl->index], v); nb_decref(nb_strv(key)); return sl->index; }
+  if (rec->n == rec->cap) {
+    int cap = rec->cap ? 2 * rec->cap : 4;
+    nb_Str **k = realloc(rec->keys, sizeof(nb_Str *) * (size_t)cap);
+    if (k) rec->keys = k;
+    nb_Value *vs = k ? realloc(rec->vals, sizeof(nb_Value) * (size_t)cap) : NULL;
+    if (!vs) abort();
+    rec->vals = vs; rec->cap = cap;
+  }
+  rec->keys[rec->n] = key; rec->vals[rec->n] = v;
+  *sl = (Field){ rec, key, rec->n };
+  f->n++;
+  return rec->n++;
+}
+
+/* Puts v at the dotted path in the nested record root (creating records).
+** The depth is bounded like save's, so nothing built here or walked later
+** (listify, printing, freeing) recurses deeper than MAX_TREE_DEPTH. */
+static int tree_put(nb_VM *vm, Fields *f, nb_Rec *root, const char *path, nb_Value v) {
+  int depth = 0;
+  for (const char *d = strchr(path, '.'); d; d = strchr(d + 1, '.'))
+    if (++depth > MAX_TREE_DEPTH) {
+      nb_decref(v);
+      return nb_error_kind(vm, "ValueError", "load: key \"%.60s...\" is nested more than %d levels deep", path, MAX_TREE_DEPTH);
+    }
+  nb_Rec *cur = root;
+  const char *p = path;
+  for (;;) {
+    const char *dot = strchr(p, '.');
+    nb_Str *k = nbS_intern(p, dot ? (size_t)(dot - p) : strlen(p));
+    if (!dot) { field_set(f, cur, k, v); return NB_OK; }
+    Field *sl = (fields_reserve(f), field_slot(f, cur, k));
+    int i = sl->rec ? sl->index : -1;
+    if (i < 0) i = field_set(f, cur, nbS_intern_str(k), nb_obj(NB_TREC, nbR_new(0)));
+    nb_decref(nb_strv(k));
+    if (cur->vals[i].t != NB_TREC) { nb_decref(v); return nb_error_kind(vm, "ValueError", "load: key \"%s\" is both a value and a prefix of another key", path); }
+    cur = cur->vals[i].u.p;
+    p = dot + 1;
+  }
+}
+/* records whose keys are exactly 0..n-1 (in any order) were lists when saved */
+static nb_Value listify(nb_Value v) {
+  if (v.t != NB_TREC) return v;
+  nb_Rec *r = v.u.p;
+  for (int i = 0; i < r->n; i++) r->vals[i] = listify(r->vals[i]);
+  if (r->n == 0) return v;
+  int *pos = malloc(sizeof(int) * (size_t)r->n);
+  if (!pos) return v;
+  for (int i = 0; i < r->n; i++) pos[i] = -1;
+  for (int i = 0; i < r->n; i++) {
+    char *end; const char *k = r->keys[i]->data;
+    long j = strtol(k, &end, 10);
+    if (!*k || *end || (k[0] == '0' && k[1]) || j < 0 || j >= r->n || pos[j] >= 0) { free(pos); return v; }
+    pos[j] = i;
+  }
+  nb_List *l = nbL_new(r->n);
+  for (int j = 0; j < r->n; j++) { nbL_push(l, r->vals[pos[j]]); r->vals[pos[j]] = nb_nil(); }
+  free(pos);
+  nb_decref(v);
+  return nb_obj(NB_TLIST, l);
+}
+/* An interrupt (Ctrl-C, the kernel's interrupt_request) stops a long load
+** the way the evaluator's poll does: clear the flag, raise Interrupted. */
+static int load_interrupted(nb_VM *vm) {
+  return nb_vm_interrupted(vm) ? nbV_interrupt_error(vm) : 0;
+}
+/* The readers poll the VM's interrupt flag while they run (nt_io_set_interrupt). */
+#define READ_INTERRUPTIBLY(vm, call) (nt_io_set_interrupt(nb_vm_interrupt_flag(vm)), read_done(call))
+static void *read_done(void *result) { nt_io_set_interrupt(NULL); return result; }
+static int read_failed(nb_VM *vm) {
+  return nb_vm_interrupted(vm) ? load_interrupted(vm) : nb_error_kind(vm, "IOError", "%s", nt_io_error());
+}
+static int set_to_record(nb_VM *vm, nt_io_set *set, bool nested, nb_Value *out) {
+  nb_Rec *root = nbR_new((int)set->n);
+  Fields f = {0};
+  int st = NB_OK;
+  nt_Tensor **loaded = calloc(set->n + 1, sizeof *loaded);   /* borrowed: root holds them */
+  if (!loaded) { nb_decref(nb_obj(NB_TREC, root)); return nb_error(vm, "out of memory"); }
+  for (size_t i = 0; i < set->n && !st; i++) {
+    nt_io_array *a = &set->arrays[i];
+    if ((i & 1023) == 0 && (st = load_interrupted(vm))) break;
+    nt_Tensor *t = nt_from_buffer(a->data, (nt_DType)a->dtype, a->shape, a->ndim, (nt_DType)a->dtype);
+    if (!t) { st = nbT_err(vm); break; }
+    loaded[i] = t;
+    nb_Value tv = nb_obj(NB_TTENSOR, t);
+    if (nested) st = tree_put(vm, &f, root, a->name, tv);
+    else field_set(&f, root, nbS_intern(a->name, strlen(a->name)), tv);
+  }
+  for (size_t i = 0; nested && i < set->nmeta && !st; i++) {
+    const char *k = set->meta_keys[i], *val = set->meta_values[i];
+    if (strncmp(k, "nabla:", 6) != 0) continue;
+    const char *kind = k + 6, *colon = strchr(kind, ':');
+    if (!colon) continue;
+    nb_Value v;
+    if (!strncmp(kind, "num:", 4)) v = nb_parsenum(val, NULL);   /* "3" an int, "3.0" a float (as printed) */
+    else if (!strncmp(kind, "str:", 4)) v = nb_strv(nbS_cstr(val));
+    else if (!strncmp(kind, "bool:", 5)) v = nb_bool(!strcmp(val, "true"));
+    else if (!strncmp(kind, "nil:", 4)) v = nb_nil();
+    else if (!strncmp(kind, "box:", 4)) v = !strcmp(val, "rec") ? nb_obj(NB_TREC, nbR_new(0)) : nb_obj(NB_TLIST, nbL_new(0));
+    else if (!strncmp(kind, "alias:", 6)) {   /* a tie: the tensor saved under val */
+      v = nb_nil();
+      for (size_t j = 0; j < set->n; j++)
+        if (!strcmp(set->arrays[j].name, val)) { v = nb_obj(NB_TTENSOR, nt_retain(loaded[j])); break; }
+      if (v.t == NB_TNIL) { st = nb_error_kind(vm, "ValueError", "load: %s is saved as a tie to \"%.100s\", which the file does not have", colon + 1, val); break; }
+    }
+    else continue;
+    st = tree_put(vm, &f, root, colon + 1, v);
+  }
+  free(loaded);
+  free(f.slots);
+  if (st) { nb_decref(nb_obj(NB_TREC, root)); return NB_ERR; }
+  *out = nested ? listify(nb_obj(NB_TREC, root)) : nb_obj(NB_TREC, root);
+  return NB_OK;
+}
+/* load and load_npz: a file of named arrays as a record (load: nested by
+** the dotted names, as save wrote them) */
+static int load_set(nb_VM *vm, const char *fname, nb_Value path, nt_io_set *(*load)(const char *), bool nested, nb_Value *out) {
+  if (path.t != NB_TSTR) return nb_error_kind(vm, "TypeError", "%s: path must be a string", fname);
+  nt_io_set *set = READ_INTERRUPTIBLY(vm, load(nb_str(path)->data));
+  if (!set) return read_failed(vm);
+  int st = set_to_record(vm, set, nested, out);
+  nt_io_set_free(set);
+  return st;
+}
+static int b_load(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; return load_set(vm, "load", args[0], nt_st_load, true, out); }
+static int b_load_npz(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; return load_set(vm, "load_npz", args[0], nt_npz_load, false, out); }
+static int b_load_npy(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n;
+  if (args[0].t != NB_TSTR) return nb_error_kind(vm, "TypeError", "load_npy: path must be a string");
+  nt_io_set *set = READ_INTERRUPTIBLY(vm, nt_npy_load(nb_str(args[0])->data));
+  if (!set) return read_failed(vm);
+  nt_io_array *a = &set->arrays[0];
+  nt_Tensor *t = nt_from_buffer(a->data, (nt_DType)a->dtype, a->shape, a->ndim, (nt_DType)a->dtype);
+  nt_io_set_free(set);
+  return nbT_ret(vm, t, out);
+}
+static int b_save_npy(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "save_npy"; Tmp tp = {0};
+  if (args[0].t != NB_TSTR) return nb_error_kind(vm, "TypeError", "save_npy: path must be a string");
+  TENSOR_ARG(x, 1, "x");
+  nt_Tensor *c = nt_contiguous(x);
+  if (!c) { nbT_tmp_free(&tp); return nbT_err(vm); }
+  nt_io_array a; memset(&a, 0, sizeof a);
+  a.name = (char *)""; a.dtype = (nt_io_dtype)c->dtype; a.ndim = c->ndim;
+  for (int i = 0; i < c->ndim; i++) a.shape[i] = c->shape[i];
+  a.data = nt_data_ptr(c); a.nbytes = (size_t)c->numel * nt_dtype_size(c->dtype);
+  int rc = nt_npy_save(nb_str(args[0])->data, &a);
+  nt_release(c); nbT_tmp_free(&tp);
+  if (rc) return nb_error_kind(vm, "IOError", "%s", nt_io_error());
+  *out = nb_nil();
+  return NB_OK;
+}
+/* load_csv(path, delim=",") → {columns: [names] or nil, data: f64 tensor [rows, cols]} */
+static int b_load_csv(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n;
+  if (args[0].t != NB_TSTR) return nb_error_kind(vm, "TypeError", "load_csv: path must be a string");
+  char delim = 0;
+  if (args[1].t == NB_TSTR) { if (nb_str(args[1])->len != 1) return nb_error_kind(vm, "ValueError", "load_csv: delim must be one character"); delim = nb_str(args[1])->data[0]; }
+  nt_csv *c = READ_INTERRUPTIBLY(vm, nt_csv_load(nb_str(args[0])->data, delim));
+  if (!c) return read_failed(vm);
+  int64_t shape[2] = { (int64_t)c->nrows, (int64_t)c->ncols };
+  nt_Tensor *t = nt_from_buffer(c->data ? (void *)c->data : (void *)(double[1]){0}, NT_F64, shape, 2, NT_F64);
+  nb_Value cols = nb_nil();
+  if (c->names) {
+    nb_List *l = nbL_new((int)c->ncols);
+    for (size_t i = 0; i < c->ncols; i++) nbL_push(l, nb_strv(nbS_cstr(c->names[i])));
+    cols = nb_obj(NB_TLIST, l);
+  }
+  nt_csv_free(c);
+  if (!t) { nb_decref(cols); return nbT_err(vm); }
+  nb_Rec *r = nbR_new(2);
+  nbR_set_cstr(r, "columns", cols);
+  nbR_set_cstr(r, "data", nb_obj(NB_TTENSOR, t));
+  *out = nb_obj(NB_TREC, r);
+  return NB_OK;
+}
+
+/* ------------------------------------------------------------ the table */
+static nb_Builtin io_builtins[] = {
+  { "save", b_save, "path, tree", "save(path, tree): writes a record of tensors as safetensors (atomic)" },
+  { "load", b_load, "path", "load(path): reads a safetensors file into a nested record" },
+  { "load_npz", b_load_npz, "path", "load_npz(path): a record of the arrays in a NumPy .npz" },
+  { "load_npy", b_load_npy, "path", "load_npy(path): the array in a NumPy .npy" },
+  { "save_npy", b_save_npy, "path, x", "save_npy(path, x): writes a NumPy .npy (atomic)" },
+  { "load_csv", b_load_csv, "path, delim=nil", "load_csv(path, delim=\",\"): {columns, data} with data an f64 tensor" },
+  { NULL, NULL, NULL, NULL }
+};
+
+void nbT_register_io(void) { nbC_register(io_builtins); }

@@ -1,0 +1,22 @@
+/*
+** lib/nblib.h — the standard libraries of builtins and their openers, as
+** Lua's lualib.h.  Each library keeps its builtins in static tables and
+** registers them from its opener (nbopen_<lib>), which nbopen_libs runs
+** once, before the first VM exists (see nbapi.h for the rule), so openers
+** need no guard of their own.  linit.c is the one list
+** of the standard libraries; a front end that adds its own (dist's
+** nbD_init) calls its opener before nb_vm_new.
+*/
+#ifndef NBLIB_H
+#define NBLIB_H
+
+void nbopen_base(void);       /* lbase.c: print, len, lists, strings, math, time, ... */
+void nbopen_tensor(void);     /* ltensor.c, ltops.c, ltgrad.c, loptim.c, ltio.c, ltcompose.c */
+void nbopen_plot(void);       /* lplot.c: plot, scatter, hist, imshow, ... */
+void nbopen_progress(void);   /* lprogress.c: progress() */
+void nbopen_files(void);      /* lfiles.c: read_text, write_text, lines, ... */
+
+/* all of the above, once (linit.c); nb_vm_new calls it (lvm.h declares it for the core) */
+void nbopen_libs(void);
+
+#endif
