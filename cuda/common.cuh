@@ -32,7 +32,7 @@
 #include <stddef.h>
 
 extern "C" {
-#include "tensor/tinternal.h"
+#include "tensor/tbackend.h"
 #include "tensor/tdevice.h"
 }
 #include "cuda/plan.h"

@@ -12,9 +12,11 @@
 **    device each prints "SKIP: <name>: cuda: <reason>".
 ** One line per test: PASS/FAIL/SKIP; exit status 1 if anything failed.
 */
-#include "tensor/tinternal.h"
+#include "tensor/tbackend.h"
 #include "tensor/tdevice.h"
 #include "tensor/nn/nn.h"
+#include <math.h>
+#include <string.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -22,11 +24,8 @@
 #include <sys/wait.h>
 #include <limits.h>
 
-#if defined(__has_include)
-#if __has_include("cuda/nt_cuda_paths.h")
-#include "cuda/nt_cuda_paths.h"
-#endif
-#endif
+/* NT_CUDA_BUILT, NT_CUDA_MODULE_BUILD: -D defines from the build
+** (cuda/meson.build's nt_cuda_path_args), as for tensor/tdevice.c */
 
 const char *__asan_default_options(void);
 const char *__asan_default_options(void) { return "allocator_may_return_null=1:detect_leaks=1"; }
