@@ -389,15 +389,7 @@ static int k_unary(const nt_KernelArgs *a) {
 /* ---- copy with conversion ------------------------------------------------
 ** Same dtype: contiguous → memcpy, else strided element copy by size.
 ** Different dtypes: a nested dtype switch (64 small loops). */
-#define NT_FOR_EACH_DTYPE_B(X)        \
-  X(NT_F32,  f32,  float,    float)   \
-  X(NT_F64,  f64,  double,   double)  \
-  X(NT_F16,  f16,  uint16_t, float)   \
-  X(NT_BF16, bf16, uint16_t, float)   \
-  X(NT_I32,  i32,  int32_t,  int32_t) \
-  X(NT_I64,  i64,  int64_t,  int64_t) \
-  X(NT_U8,   u8,   uint8_t,  uint8_t) \
-  X(NT_BOOL, b8,   uint8_t,  uint8_t)
+/* (the inner switch uses NT_FOR_EACH_DTYPE_B: tdtype.h says why) */
 
 static int copy_same(nt_Tensor *dst, nt_Tensor *src) {
   size_t es = nt_dtype_size(dst->dtype);

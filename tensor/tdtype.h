@@ -27,6 +27,19 @@
   X(NT_I64,  i64,  int64_t,  int64_t) \
   X(NT_U8,   u8,   uint8_t,  uint8_t) \
   X(NT_BOOL, b8,   uint8_t,  uint8_t)
+/* The same list under a second name, for a dtype switch nested inside another
+** (copy with conversion, tcpu_elem.c): the preprocessor does not expand a
+** macro inside its own expansion, so the inner one must be another macro.
+** Keep the two lists identical. */
+#define NT_FOR_EACH_DTYPE_B(X)        \
+  X(NT_F32,  f32,  float,    float)   \
+  X(NT_F64,  f64,  double,   double)  \
+  X(NT_F16,  f16,  uint16_t, float)   \
+  X(NT_BF16, bf16, uint16_t, float)   \
+  X(NT_I32,  i32,  int32_t,  int32_t) \
+  X(NT_I64,  i64,  int64_t,  int64_t) \
+  X(NT_U8,   u8,   uint8_t,  uint8_t) \
+  X(NT_BOOL, b8,   uint8_t,  uint8_t)
 #define NT_FOR_EACH_FLOAT_DTYPE(X) \
   X(NT_F32, f32, float, float) X(NT_F64, f64, double, double) \
   X(NT_F16, f16, uint16_t, float) X(NT_BF16, bf16, uint16_t, float)
