@@ -39,7 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "tensor/textend.h"
+#include "tensor/tensor.h"
 #include "dist/dgrad.h"
 #include "dist/dgroup.h"
 #include "dist/dreduce.h"

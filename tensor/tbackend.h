@@ -18,7 +18,7 @@
 **  - A kernel returns 0, or -1 after nt_error_set (a CUDA module: through
 **    nt_HostApi.error_set).  It never aborts or prints.
 **  - Registration (nt_register_kernel / nt_register_allocator) happens once,
-**    at start-up (nt_init for the CPU, the module's nabla_cuda_init for
+**    at start-up (nt_init and nt_nn_init for the CPU, the module's nabla_cuda_init for
 **    CUDA), before any op runs on that device: the table is not locked.
 **  - An allocator's memory belongs to the storage that asked for it; the
 **    core calls free exactly once, when the storage's last view goes.
@@ -29,6 +29,15 @@
 #include "tensor.h"
 #include "textend.h"
 #include "tdevice.h"
+
+/* ---- strided geometry (tpure.c: compiled into the CUDA module too) ----------- */
+/* Coalesces the dims of nop operands viewed over shape[0..ndim): size-1 dims
+** dropped, adjacent dims merged where every operand's strides make one run.
+** Writes the kept shape to shape_out and each operand's strides, times
+** scale[k], to stride_out[k]; returns the number of kept dims (0 when every
+** dim is 1: the caller picks its one-element layout). */
+int nt_coalesce_dims(int nop, nt_Tensor *const *ops, const int64_t *shape, int ndim, const int64_t *scale,
+                     int64_t *shape_out, int64_t (*stride_out)[NT_MAXDIM]);
 
 /* ---- memory ------------------------------------------------------------------ */
 /* Per-device memory backend.  CPU is built in; cuda/ registers its own. */

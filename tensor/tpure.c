@@ -1,6 +1,7 @@
 /*
 ** tpure.c — the tensor core's PURE helpers (dtype sizes and names, strides,
-** contiguity), written once and compiled twice: into libnabla as a normal
+** contiguity, coalescing the dims of strided operands), written once and
+** compiled twice: into libnabla as a normal
 ** source, and into the CUDA module by cuda/shim.cu, which #includes this
 ** file.  The module is linked with -fvisibility=hidden and dlopened
 ** RTLD_LOCAL, so it cannot call the core's copies and must carry its own;
@@ -45,4 +46,33 @@ void nt_update_meta(nt_Tensor *t) {
   t->numel = n;
   if (n == 0) contig = true;
   t->flags = contig ? (t->flags | NT_T_CONTIG) : (t->flags & ~(uint32_t)NT_T_CONTIG);
+}
+
+/* Drops size-1 dims and merges each dim into the previous kept one when,
+** for EVERY operand, the two make one run (outer stride = inner stride x
+** inner size); strides come out multiplied by scale[k] (1: elements, the
+** dtype size: bytes).  The CPU iterator (nt_iter_init, bytes) and the CUDA
+** module's launch geometry (make_geom, elements) both start from this, so
+** a strided op walks its operands in the same coalesced shape on either
+** device.  Returns the number of kept dims (0 when every dim is 1). */
+int nt_coalesce_dims(int nop, nt_Tensor *const *ops, const int64_t *shape, int ndim, const int64_t *scale,
+                     int64_t *shape_out, int64_t (*stride_out)[NT_MAXDIM]) {
+  int n = 0;
+  for (int d = 0; d < ndim; d++) {
+    if (shape[d] == 1) continue;
+    if (n > 0) {
+      bool merge = true;
+      for (int k = 0; k < nop; k++)
+        if (stride_out[k][n - 1] != ops[k]->strides[d] * scale[k] * shape[d]) { merge = false; break; }
+      if (merge) {
+        shape_out[n - 1] *= shape[d];
+        for (int k = 0; k < nop; k++) stride_out[k][n - 1] = ops[k]->strides[d] * scale[k];
+        continue;
+      }
+    }
+    shape_out[n] = shape[d];
+    for (int k = 0; k < nop; k++) stride_out[k][n] = ops[k]->strides[d] * scale[k];
+    n++;
+  }
+  return n;
 }
