@@ -11,23 +11,10 @@
 #include "emu.h"
 #include "runtime.h"
 #include <dlfcn.h>
-#include <ctype.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <unistd.h>
-
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define EMU_ASAN 1
-#endif
-#endif
-#ifdef EMU_ASAN
-#include <sanitizer/asan_interface.h>
-#include <sanitizer/common_interface_defs.h>
-#endif
 
 // ---- the CUDA runtime API, served on host memory ---------------------------------------------------------------------
 using namespace emu;

@@ -30,12 +30,7 @@
 // streams, errors) is served by api.cpp; runtime.h is what the two share.
 #define EMU_RUNTIME 1
 #include "emu.h"
-#include <atomic>
-#include <map>
-#include <mutex>
 #include <set>
-#include <string>
-#include <unordered_map>
 #include <vector>
 #include <dlfcn.h>
 #include <link.h>
@@ -47,16 +42,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
-
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define EMU_ASAN 1
-#endif
-#endif
-#ifdef EMU_ASAN
-#include <sanitizer/asan_interface.h>
-#include <sanitizer/common_interface_defs.h>
-#endif
 
 #include "runtime.h"
 

@@ -13,6 +13,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+// EMU_ASAN: this build is ASan-instrumented (the module too): device memory
+// between allocations is poisoned, so ASan and the checker see the same fault
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define EMU_ASAN 1
+#endif
+#endif
+#ifdef EMU_ASAN
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#endif
+
 // built with -fvisibility=hidden: these bind inside the module (never to a real libcudart
 // or to the sanitizer runtime's weak coverage stubs)
 #define EXPORT extern "C"
