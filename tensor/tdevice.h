@@ -12,9 +12,11 @@
 **
 ** Where the loader looks for the module, first hit wins:
 **   1. $NABLA_CUDA_MODULE (a path to the .so);
-**   2. the build tree the binary was built in (<builddir>/cuda/nabla_cuda.so);
+**   2. <d>/cuda/nabla_cuda.so for d = the running binary's directory and up
+**      to three of its parents (a build tree, also one copied elsewhere);
 **   3. <dir of the running binary>/../lib/nabla/nabla_cuda.so (installed);
-**   4. <dir of the running binary>/cuda/nabla_cuda.so.
+**   4. the path where this build put it, which the build hands to tdevice.c
+**      as -DNT_CUDA_MODULE_BUILD (cuda/meson.build), not through a header.
 ** Set NABLA_CUDA_DISABLE=1 to pretend there is no GPU.  NABLA_CUDA_SYNC=1 (a
 ** debug mode) waits for every kernel launch, so an asynchronous GPU fault is
 ** reported by the op whose kernel raised it (any other value than unset, "",
