@@ -48,6 +48,15 @@ struct Block {
   Block *prev, *next;                          // neighbours inside the segment
 };
 
+// l takes over r, its right neighbour in the segment, which is deleted.
+// Neither may be in a pool while this runs: the pools are ordered by size.
+inline void absorb(Block *l, Block *r) {
+  l->size += r->size;
+  l->next = r->next;
+  if (r->next) r->next->prev = l;
+  delete r;
+}
+
 struct BlockLess {
   bool operator()(const Block *a, const Block *b) const {
     if (a->stream != b->stream) return (uintptr_t)a->stream < (uintptr_t)b->stream;
@@ -188,19 +197,13 @@ static void dev_free_unguarded(void *p) {
   if (b->prev && !b->prev->allocated) {
     Block *a = b->prev;
     pool.erase(a);
-    a->size += b->size;
-    a->next = b->next;
-    if (b->next) b->next->prev = a;
-    delete b;
+    absorb(a, b);
     b = a;
   }
   if (b->next && !b->next->allocated) {
     Block *c = b->next;
     pool.erase(c);
-    b->size += c->size;
-    b->next = c->next;
-    if (c->next) c->next->prev = b;
-    delete c;
+    absorb(b, c);
   }
   pool.insert(b);
 }

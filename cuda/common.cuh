@@ -32,7 +32,7 @@
 #include <stddef.h>
 
 extern "C" {
-#include "tensor/tinternal.h"
+#include "tensor/tbackend.h"
 #include "tensor/tdevice.h"
 }
 #include "cuda/plan.h"
@@ -100,8 +100,8 @@ inline unsigned grid_for(int64_t n, int per_thread = 1) {
 }
 
 // ---- strided geometry --------------------------------------------------------------------
-// Up to 4 operands of one logical shape, dims coalesced on the host (like
-// nt_iter_init) so most views end up 1-D or 2-D.  Strides in ELEMENTS.
+// Up to 4 operands of one logical shape, dims coalesced on the host (as by
+// nt_iter_init: nt_coalesce_dims, tensor/tpure.c) so most views end up 1-D or 2-D.  Strides in ELEMENTS.
 // offset_of(k, i) maps a row-major linear index i to operand k's offset.
 constexpr int kMaxOps = 4;
 struct Geom {
@@ -144,7 +144,7 @@ template <typename F> inline void with_index_type(const Geom &g, int64_t n, F la
 Geom make_geom(int nop, nt_Tensor *const *ops, bool *all_contig);
 
 // Device pointer of element [0,...,0] of t.
-inline char *base(const nt_Tensor *t) { return (char *)t->storage->data + t->offset * (int64_t)nt_dtype_size(t->dtype); }
+inline char *base(const nt_Tensor *t) { return nt_base(t); }   // tensor/textend.h
 
 // ---- warp reductions and f32/f64 math (every lane of a full warp must call these) ----
 template <typename A> __device__ inline A warp_sum(A v) {

@@ -17,6 +17,7 @@
 // Math follows tcpu_elem.c exactly: f16/bf16 compute in float, integer
 // division/modulo use Python's floor semantics, max/min propagate NaN.
 #include "common.cuh"
+#include "tensor/tintmath.h"
 #include <type_traits>
 
 // u8 makes "x < 0" always false: intended in the generic source
@@ -29,48 +30,25 @@ template <typename T, int N> struct alignas(sizeof(T) * N) Vec { T v[N]; };
 
 template <typename C> __device__ inline C m_floor(C x) { if constexpr (sizeof(C) == 4) return floorf(x); else return floor(x); }
 
-__device__ inline int64_t ipow(int64_t b, int64_t e) {
-  if (e < 0) return b == 1 ? 1 : b == -1 ? ((e & 1) ? -1 : 1) : 0;
-  int64_t r = 1;
-  while (e) { if (e & 1) r *= b; b *= b; e >>= 1; }
-  return r;
-}
-__device__ inline int64_t ifloordiv(int64_t x, int64_t y, bool *zd) {
-  if (y == 0) { *zd = true; return 0; }
-  if (y == -1) return (int64_t)(0 - (uint64_t)x);
-  int64_t q = x / y;
-  if ((x % y != 0) && ((x < 0) != (y < 0))) q--;
-  return q;
-}
-__device__ inline int64_t imod(int64_t x, int64_t y, bool *zd) {
-  if (y == 0) { *zd = true; return 0; }
-  if (y == -1) return 0;
-  int64_t r = x % y;
-  if (r != 0 && ((r < 0) != (y < 0))) r += y;
-  return r;
-}
-__device__ inline double fmod_py(double x, double y) {
-  double r = fmod(x, y);
-  if (r != 0 && ((r < 0) != (y < 0))) r += y;
-  return r;
-}
+// ipow, floor division and modulo with Python's semantics: tensor/tintmath.h,
+// the CPU kernels' own source
 
 // arithmetic binary ops in the compute type C
-template <typename C> __device__ inline C bin_arith(int op, C x, C y, bool *zd) {
+template <typename C> __device__ inline C bin_arith(int op, C x, C y, int *zd) {
   constexpr bool isf = std::is_floating_point<C>::value;
   switch (op) {
     case NT_OP_ADD: return (C)(x + y);
     case NT_OP_SUB: return (C)(x - y);
     case NT_OP_MUL: return (C)(x * y);
     case NT_OP_DIV:
-      if constexpr (isf) return x / y; else return (C)ifloordiv((int64_t)x, (int64_t)y, zd);
+      if constexpr (isf) return x / y; else return (C)nt_ifloordiv((int64_t)x, (int64_t)y, zd);
     case NT_OP_POW:
       if constexpr (isf) { if constexpr (sizeof(C) == 4) return powf(x, y); else return pow(x, y); }
-      else return (C)ipow((int64_t)x, (int64_t)y);
+      else return (C)nt_ipow((int64_t)x, (int64_t)y);
     case NT_OP_FLOORDIV:
-      if constexpr (isf) return m_floor(x / y); else return (C)ifloordiv((int64_t)x, (int64_t)y, zd);
+      if constexpr (isf) return m_floor(x / y); else return (C)nt_ifloordiv((int64_t)x, (int64_t)y, zd);
     case NT_OP_MOD:
-      if constexpr (isf) return (C)fmod_py((double)x, (double)y); else return (C)imod((int64_t)x, (int64_t)y, zd);
+      if constexpr (isf) return (C)nt_fmod_py((double)x, (double)y); else return (C)nt_imod((int64_t)x, (int64_t)y, zd);
     case NT_OP_MAXIMUM:
       if constexpr (isf) return (x != x || x > y) ? x : y; else return x > y ? x : y;
     case NT_OP_MINIMUM:
@@ -91,7 +69,7 @@ template <typename C> __device__ inline bool bin_pred(int op, C x, C y) {
     default: return false;
   }
 }
-template <typename S, typename O> __device__ inline O bin_apply(int op, typename Comp<S>::type x, typename Comp<S>::type y, bool *zd) {
+template <typename S, typename O> __device__ inline O bin_apply(int op, typename Comp<S>::type x, typename Comp<S>::type y, int *zd) {
   if constexpr (std::is_same<O, b8>::value) {
     if (op >= NT_OP_EQ) { b8 r; r.v = bin_pred(op, x, y); return r; }   // comparisons, logical ops
     return St<b8>::from(bin_arith(op, x, y, zd));                        // maximum/minimum of bools
@@ -104,7 +82,7 @@ template <typename I, typename S, typename O>
 __global__ void binary_strided(int op, I n, Geom g, O *out, const S *a, const S *b,
                                typename Comp<S>::type sv, int mode, DevError *err) {
   typedef typename Comp<S>::type C;
-  bool zd = false;
+  int zd = 0;
   for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
     C v = ld(a[g.offset_of(1, i)]);
     C x = mode == 2 ? sv : v;
@@ -119,7 +97,7 @@ template <typename S, typename O, int VEC>
 __global__ void binary_contig(int op, int64_t n, O *out, const S *a, const S *b,
                               typename Comp<S>::type sv, int mode, DevError *err) {
   typedef typename Comp<S>::type C;
-  bool zd = false;
+  int zd = 0;
   int64_t nvec = n / VEC, stride = (int64_t)gridDim.x * blockDim.x;
   for (int64_t v = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; v < nvec; v += stride) {
     Vec<S, VEC> va = reinterpret_cast<const Vec<S, VEC> *>(a)[v], vb;

@@ -139,24 +139,9 @@ Geom make_geom(int nop, nt_Tensor *const *ops, bool *all_contig) {
   for (int k = 0; k < nop; k++)
     if (!(ops[k]->flags & NT_T_CONTIG) || ops[k]->numel != t0->numel) contig = false;
   // A broadcast view can carry NT_T_CONTIG only when it is not expanded; check strides too.
-  int n = 0;
-  for (int d = 0; d < t0->ndim; d++) {
-    int64_t s = t0->shape[d];
-    if (s == 1) continue;
-    if (n > 0) {
-      bool merge = true;
-      for (int k = 0; k < nop; k++)
-        if (g.stride[k][n - 1] != ops[k]->strides[d] * s) { merge = false; break; }
-      if (merge) {
-        g.shape[n - 1] *= s;
-        for (int k = 0; k < nop; k++) g.stride[k][n - 1] = ops[k]->strides[d];
-        continue;
-      }
-    }
-    g.shape[n] = s;
-    for (int k = 0; k < nop; k++) g.stride[k][n] = ops[k]->strides[d];
-    n++;
-  }
+  // Coalescing is the CPU iterator's (tensor/tpure.c), in elements.
+  const int64_t unit[kMaxOps] = { 1, 1, 1, 1 };
+  int n = nt_coalesce_dims(nop, ops, t0->shape, t0->ndim, unit, g.shape, g.stride);
   if (n == 0) { g.shape[0] = 1; for (int k = 0; k < nop; k++) g.stride[k][0] = 1; n = 1; }
   g.ndim = n;
   // After coalescing, "contiguous" means one dim with unit stride for everyone.

@@ -14,27 +14,21 @@
 namespace ncu {
 namespace {
 
-// Block-wide sum/max, result in EVERY thread.  All threads must call it.
-template <typename T> __device__ inline T block_sum(T v) {
+// Block-wide sum (Max = false) or max (Max = true, NaN-blind like warp_max),
+// result in EVERY thread.  All threads must call it.  Each instantiation has
+// its own shared scratch, as two separate functions would.
+template <bool Max, typename T> __device__ inline T block_reduce(T v) {
   __shared__ T part[32];
-  v = warp_sum(v);
+  if constexpr (Max) v = warp_max(v); else v = warp_sum(v);
   int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
   __syncthreads();
   if (lane == 0) part[w] = v;
   __syncthreads();
-  T r = lane < nw ? part[lane] : (T)0;
-  return warp_sum(r);
+  if constexpr (Max) return warp_max(lane < nw ? part[lane] : (T)-INFINITY);
+  else return warp_sum(lane < nw ? part[lane] : (T)0);
 }
-template <typename T> __device__ inline T block_max(T v) {
-  __shared__ T part[32];
-  v = warp_max(v);
-  int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
-  __syncthreads();
-  if (lane == 0) part[w] = v;
-  __syncthreads();
-  T r = lane < nw ? part[lane] : (T)-INFINITY;
-  return warp_max(r);
-}
+template <typename T> __device__ inline T block_sum(T v) { return block_reduce<false>(v); }
+template <typename T> __device__ inline T block_max(T v) { return block_reduce<true>(v); }
 
 template <typename T> __device__ inline T m_exp(T x) { if constexpr (sizeof(T) == 4) return expf(x); else return exp(x); }
 template <typename T> __device__ inline T m_log(T x) { if constexpr (sizeof(T) == 4) return logf(x); else return log(x); }

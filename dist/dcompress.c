@@ -10,7 +10,7 @@
 */
 #include <stdlib.h>
 #include <string.h>
-#include "tensor/tinternal.h"
+#include "tensor/tdtype.h"
 #include "dist/dtensorcoll.h"
 #include "dist/dgroup.h"
 

@@ -39,7 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "tensor/tinternal.h"
+#include "tensor/tensor.h"
 #include "dist/dtensorcoll.h"
 #include "dist/dgroup.h"
 #include "dist/ddataparallel.h"

@@ -9,7 +9,7 @@
 */
 #include <stdlib.h>
 #include <string.h>
-#include "tensor/tinternal.h"
+#include "tensor/textend.h"
 #include "dist/dtensorcoll.h"
 #include "dist/dgroup.h"
 #include "tensor/tdevice.h"

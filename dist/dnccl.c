@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "tensor/tinternal.h"
+#include "tensor/tensor.h"
 #include "tensor/tdevice.h"
 #include "dist/dnccl.h"
 #include "dist/dgroup.h"

@@ -21,7 +21,7 @@
 */
 #include <stdlib.h>
 #include <string.h>
-#include "tensor/tinternal.h"
+#include "tensor/textend.h"
 #include "tensor/tdevice.h"
 #include "dist/dtensorcoll.h"
 #include "dist/dgroup.h"

@@ -9,6 +9,7 @@
 */
 #include "tinternal.h"
 #include "tvecmath.h"
+#include "tintmath.h"
 #include <stdlib.h>
 
 /* u8 makes "x < 0" always false; that is intended in the generic source */
@@ -18,32 +19,8 @@
 #define FM(fn, x) _Generic((x), float: fn##f, default: fn)(x)
 #define FPOW(x, y) _Generic((x), float: powf((float)(x), (float)(y)), default: pow((double)(x), (double)(y)))
 
-static inline int64_t ipow(int64_t b, int64_t e) {
-  if (e < 0) return b == 1 ? 1 : b == -1 ? ((e & 1) ? -1 : 1) : 0;
-  int64_t r = 1;
-  while (e) { if (e & 1) r *= b; b *= b; e >>= 1; }
-  return r;
-}
-/* Python semantics: floor division and a modulo with the sign of the divisor */
-static inline int64_t ifloordiv(int64_t x, int64_t y, int *zd) {
-  if (y == 0) { *zd = 1; return 0; }
-  if (y == -1) return (int64_t)(0 - (uint64_t)x);
-  int64_t q = x / y;
-  if ((x % y != 0) && ((x < 0) != (y < 0))) q--;
-  return q;
-}
-static inline int64_t imod(int64_t x, int64_t y, int *zd) {
-  if (y == 0) { *zd = 1; return 0; }
-  if (y == -1) return 0;
-  int64_t r = x % y;
-  if (r != 0 && ((r < 0) != (y < 0))) r += y;
-  return r;
-}
-static inline double fmod_py(double x, double y) {
-  double r = fmod(x, y);
-  if (r != 0 && ((r < 0) != (y < 0))) r += y;
-  return r;
-}
+/* ipow, floor division and modulo with Python's semantics: tintmath.h (the
+** GPU module compiles the same source) */
 static inline double fmaxnan(double x, double y) { return (x != x || x > y) ? x : y; }
 static inline double fminnan(double x, double y) { return (x != x || x < y) ? x : y; }
 
@@ -128,10 +105,10 @@ static int bin_##N(const nt_KernelArgs *a, int mode, int64_t n, double sval, int
       case NT_OP_ADD: BLOOP1(x + y); break;                                        \
       case NT_OP_SUB: BLOOP1(x - y); break;                                        \
       case NT_OP_MUL: BLOOP1(x * y); break;                                        \
-      case NT_OP_DIV: BLOOP1(ISFLT(CT) ? x / y : (CT)ifloordiv((int64_t)x, (int64_t)y, &zd)); break; \
-      case NT_OP_POW: BLOOP1(ISFLT(CT) ? (CT)FPOW(x, y) : (CT)ipow((int64_t)x, (int64_t)y)); break; \
-      case NT_OP_FLOORDIV: BLOOP1(ISFLT(CT) ? (CT)FM(floor, x / y) : (CT)ifloordiv((int64_t)x, (int64_t)y, &zd)); break; \
-      case NT_OP_MOD: BLOOP1(ISFLT(CT) ? (CT)fmod_py((double)x, (double)y) : (CT)imod((int64_t)x, (int64_t)y, &zd)); break; \
+      case NT_OP_DIV: BLOOP1(ISFLT(CT) ? x / y : (CT)nt_ifloordiv((int64_t)x, (int64_t)y, &zd)); break; \
+      case NT_OP_POW: BLOOP1(ISFLT(CT) ? (CT)FPOW(x, y) : (CT)nt_ipow((int64_t)x, (int64_t)y)); break; \
+      case NT_OP_FLOORDIV: BLOOP1(ISFLT(CT) ? (CT)FM(floor, x / y) : (CT)nt_ifloordiv((int64_t)x, (int64_t)y, &zd)); break; \
+      case NT_OP_MOD: BLOOP1(ISFLT(CT) ? (CT)nt_fmod_py((double)x, (double)y) : (CT)nt_imod((int64_t)x, (int64_t)y, &zd)); break; \
       case NT_OP_MAXIMUM: BLOOP1(ISFLT(CT) ? (CT)fmaxnan((double)x, (double)y) : (x > y ? x : y)); break; \
       case NT_OP_MINIMUM: BLOOP1(ISFLT(CT) ? (CT)fminnan((double)x, (double)y) : (x < y ? x : y)); break; \
       default: goto bad;                                                           \
@@ -389,15 +366,7 @@ static int k_unary(const nt_KernelArgs *a) {
 /* ---- copy with conversion ------------------------------------------------
 ** Same dtype: contiguous → memcpy, else strided element copy by size.
 ** Different dtypes: a nested dtype switch (64 small loops). */
-#define NT_FOR_EACH_DTYPE_B(X)        \
-  X(NT_F32,  f32,  float,    float)   \
-  X(NT_F64,  f64,  double,   double)  \
-  X(NT_F16,  f16,  uint16_t, float)   \
-  X(NT_BF16, bf16, uint16_t, float)   \
-  X(NT_I32,  i32,  int32_t,  int32_t) \
-  X(NT_I64,  i64,  int64_t,  int64_t) \
-  X(NT_U8,   u8,   uint8_t,  uint8_t) \
-  X(NT_BOOL, b8,   uint8_t,  uint8_t)
+/* (the inner switch uses NT_FOR_EACH_DTYPE_B: tdtype.h says why) */
 
 static int copy_same(nt_Tensor *dst, nt_Tensor *src) {
   size_t es = nt_dtype_size(dst->dtype);

@@ -12,9 +12,11 @@
 **
 ** Where the loader looks for the module, first hit wins:
 **   1. $NABLA_CUDA_MODULE (a path to the .so);
-**   2. the build tree the binary was built in (<builddir>/cuda/nabla_cuda.so);
+**   2. <d>/cuda/nabla_cuda.so for d = the running binary's directory and up
+**      to three of its parents (a build tree, also one copied elsewhere);
 **   3. <dir of the running binary>/../lib/nabla/nabla_cuda.so (installed);
-**   4. <dir of the running binary>/cuda/nabla_cuda.so.
+**   4. the path where this build put it, which the build hands to tdevice.c
+**      as -DNT_CUDA_MODULE_BUILD (cuda/meson.build), not through a header.
 ** Set NABLA_CUDA_DISABLE=1 to pretend there is no GPU.  NABLA_CUDA_SYNC=1 (a
 ** debug mode) waits for every kernel launch, so an asynchronous GPU fault is
 ** reported by the op whose kernel raised it (any other value than unset, "",
@@ -159,54 +161,7 @@ void *nt_cuda_staging(size_t n);               /* NULL + error */
 int   nt_cuda_to_host(void *dst, const void *dev_src, size_t n);
 int   nt_cuda_to_device(void *dev_dst, const void *src, size_t n);
 
-/* ---- ABI between the loader and the module (not for users) -------------------- */
-#define NT_DEVICE_ABI_VERSION 3
-struct nt_KernelArgs;
-struct nt_Allocator;
-typedef struct nt_HostApi {
-  int abi_version;
-  size_t sizeof_tensor, sizeof_kernel_args;     /* layout check */
-  void (*error_set)(const char *fmt, ...);
-  const char *(*error_msg)(void);
-  void (*register_kernel)(int op, nt_Device dev, int (*fn)(const struct nt_KernelArgs *));
-  void (*register_allocator)(nt_Device dev, const struct nt_Allocator *a);
-  int (*op_register)(const char *name);
-  const char *(*op_name)(int op);
-  const int *matmul_tf32;                       /* live flag set by nt_set_matmul_precision */
-  int sync_launches;                            /* NABLA_CUDA_SYNC=1: wait for every kernel launch */
-} nt_HostApi;
-typedef struct nt_DeviceApi {                   /* filled by the module's init */
-  int (*device_count)(void);
-  int (*synchronize)(void);
-  int (*memory)(size_t *allocated, size_t *cached, size_t *peak);
-  int (*empty_cache)(void);
-  /* collectives and staging (cuda/nccl.cu): the nt_cuda_comm_* / nt_cuda_staging
-  ** functions above, same contracts; comm_available may be called repeatedly */
-  int (*comm_available)(char *reason, size_t n);
-  const char *(*comm_version)(void);
-  int (*device_id)(char *out, size_t n);
-  int (*comm_unique_id)(unsigned char *id);
-  nt_CudaComm *(*comm_init)(const unsigned char *id, int nranks, int rank, int timeout_ms, volatile int *interrupted);
-  nt_CudaComm *(*comm_split)(nt_CudaComm *parent, int color, int key, int *failed);
-  void (*comm_abort)(nt_CudaComm *c);
-  void (*comm_destroy)(nt_CudaComm *c);
-  int (*comm_all_reduce)(nt_CudaComm *c, void *buf, size_t count, nt_DType dt, int op);
-  int (*comm_all_reduce_async)(nt_CudaComm *c, void *buf, size_t count, nt_DType dt, int op);
-  int (*comm_join)(nt_CudaComm *c);
-  int (*comm_reduce_scatter)(nt_CudaComm *c, const void *send, void *recv, size_t recvcount, nt_DType dt, int op);
-  int (*comm_all_gather)(nt_CudaComm *c, const void *send, void *recv, size_t sendbytes);
-  int (*comm_broadcast)(nt_CudaComm *c, void *buf, size_t nbytes, int root);
-  int (*comm_send)(nt_CudaComm *c, const void *buf, size_t nbytes, int peer);
-  int (*comm_recv)(nt_CudaComm *c, void *buf, size_t nbytes, int peer);
-  int (*comm_group_start)(void);
-  int (*comm_group_end)(nt_CudaComm *c);
-  void *(*staging)(size_t n);
-  int (*to_host)(void *dst, const void *dev_src, size_t n);
-  int (*to_device)(void *dev_dst, const void *src, size_t n);
-  int (*device_name)(char *out, size_t n);    /* appended: NULL in an older module */
-} nt_DeviceApi;
-/* The module exports:  int nabla_cuda_init(const nt_HostApi *, nt_DeviceApi *, char *reason, size_t n);
-** returning 0, or -1 with the reason why CUDA cannot be used. */
-typedef int (*nt_DeviceInitFn)(const nt_HostApi *host, nt_DeviceApi *api, char *reason, size_t n);
+/* The loader's side of the module ABI (nt_HostApi, nt_DeviceApi) is in
+** tbackend.h: a backend's business, not its users'. */
 
 #endif

@@ -4,12 +4,8 @@
 #include "tinternal.h"
 #include <strings.h>
 
-static const size_t dsize[NT_NDTYPES] = { 4, 8, 2, 2, 4, 8, 1, 1 };
-static const char *const dname[NT_NDTYPES] = { "f32", "f64", "f16", "bf16", "i32", "i64", "u8", "bool" };
-
-size_t nt_dtype_size(nt_DType dt) { return (unsigned)dt < NT_NDTYPES ? dsize[dt] : 0; }
-const char *nt_dtype_name(nt_DType dt) { return (unsigned)dt < NT_NDTYPES ? dname[dt] : "?"; }
-bool nt_dtype_is_float(nt_DType dt) { return dt == NT_F32 || dt == NT_F64 || dt == NT_F16 || dt == NT_BF16; }
+/* nt_dtype_size, nt_dtype_name, nt_dtype_is_float: tpure.c (shared with the
+** CUDA module). */
 bool nt_dtype_is_int(nt_DType dt) { return dt == NT_I32 || dt == NT_I64 || dt == NT_U8; }
 const char *nt_device_name(nt_Device d) { return d == NT_CPU ? "cpu" : d == NT_CUDA ? "cuda" : "?"; }
 

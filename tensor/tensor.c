@@ -85,30 +85,7 @@ int64_t nt_shape_numel(const int64_t *shape, int ndim) {
   return n;
 }
 
-/* Strides skip the zero dimensions' factor: a checked shape bounds the
-** product of the nonzero ones, and a tensor with a zero dimension has no
-** element for its strides to reach anyway. */
-int64_t nt_contig_strides(const int64_t *shape, int ndim, int64_t *strides) {
-  int64_t s = 1;
-  bool empty = false;
-  for (int i = ndim - 1; i >= 0; i--) { strides[i] = s; if (shape[i]) s *= shape[i]; else empty = true; }
-  return empty ? 0 : s;
-}
-
-void nt_update_meta(nt_Tensor *t) {
-  int64_t n = 1, expect = 1;
-  bool contig = true;
-  for (int i = t->ndim - 1; i >= 0; i--) {
-    n *= t->shape[i];
-    if (t->shape[i] != 1) {
-      if (t->strides[i] != expect) contig = false;
-      expect *= t->shape[i];
-    }
-  }
-  t->numel = n;
-  if (n == 0) contig = true;
-  t->flags = contig ? (t->flags | NT_T_CONTIG) : (t->flags & ~(uint32_t)NT_T_CONTIG);
-}
+/* nt_contig_strides, nt_update_meta: tpure.c (shared with the CUDA module). */
 
 char *nt_shape_str(const int64_t *shape, int ndim, char *buf, size_t sz) {
   size_t k = 0;

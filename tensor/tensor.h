@@ -65,10 +65,10 @@ typedef struct nt_Storage {
   uint64_t  version;    /* bumped by every in-place write (autograd checks it) */
 } nt_Storage;
 
-typedef struct nt_Node nt_Node;   /* autograd graph node, see tinternal.h */
+typedef struct nt_Node nt_Node;   /* autograd graph node, see textend.h */
 
 /* The fields are readable by anyone (fast shape queries in the interpreter);
-** write them only through this API or tinternal.h helpers. */
+** write them only through this API or textend.h helpers. */
 typedef struct nt_Tensor {
   int       refcount;
   nt_DType  dtype;
@@ -78,7 +78,7 @@ typedef struct nt_Tensor {
   int64_t   strides[NT_MAXDIM];    /* in ELEMENTS; may be 0 (expand) or negative (::-1) */
   int64_t   offset;                /* in elements, into storage->data */
   int64_t   numel;                 /* product of shape (1 for 0-d) */
-  uint32_t  flags;                 /* NT_T_* in tinternal.h (contiguous, leaf, ...) */
+  uint32_t  flags;                 /* NT_T_CONTIG (textend.h); private NT_T_* in tinternal.h */
   nt_Storage *storage;
   /* autograd */
   bool      requires_grad;
@@ -247,7 +247,7 @@ typedef enum nt_OpId {
   /* reductions */
   NT_OP_SUM, NT_OP_MEAN, NT_OP_PROD, NT_OP_MAX, NT_OP_MIN, NT_OP_ARGMAX, NT_OP_ARGMIN,
   NT_OP_VAR, NT_OP_STD, NT_OP_LOGSUMEXP, NT_OP_ANY, NT_OP_ALL,
-  /* other kernels in the op table (see tinternal.h for their argument layout) */
+  /* other kernels in the op table (see tbackend.h for their argument layout) */
   NT_OP_WHERE, NT_OP_COPY, NT_OP_FILL, NT_OP_MATMUL, NT_OP_RANDOM, NT_OP_TRIL,
   NT_OP_ARANGE,
   NT_OP_BUILTIN_COUNT

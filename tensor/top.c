@@ -93,28 +93,11 @@ void nt_iter_init(nt_Iter *it, int nop, nt_Tensor *const *ops, const int64_t *sh
   const int64_t *shape = shape_or_null ? shape_or_null : ops[0]->shape;
   int ndim = ops[0]->ndim;
   it->nop = nop;
-  int n = 0;
   bool empty = false;
-  for (int d = 0; d < ndim; d++) {
-    if (shape[d] == 0) empty = true;
-    if (shape[d] == 1) continue;
-    /* try to merge into previous kept dim */
-    if (n > 0) {
-      bool merge = true;
-      for (int k = 0; k < nop; k++) {
-        int64_t es = (int64_t)nt_dtype_size(ops[k]->dtype);
-        if (it->stride[k][n - 1] != ops[k]->strides[d] * es * shape[d]) { merge = false; break; }
-      }
-      if (merge) {
-        it->shape[n - 1] *= shape[d];
-        for (int k = 0; k < nop; k++) it->stride[k][n - 1] = ops[k]->strides[d] * (int64_t)nt_dtype_size(ops[k]->dtype);
-        continue;
-      }
-    }
-    it->shape[n] = shape[d];
-    for (int k = 0; k < nop; k++) it->stride[k][n] = ops[k]->strides[d] * (int64_t)nt_dtype_size(ops[k]->dtype);
-    n++;
-  }
+  for (int d = 0; d < ndim; d++) if (shape[d] == 0) empty = true;
+  int64_t esize[NT_ITER_MAXOP] = { 0 };
+  for (int k = 0; k < nop; k++) esize[k] = (int64_t)nt_dtype_size(ops[k]->dtype);
+  int n = nt_coalesce_dims(nop, ops, shape, ndim, esize, it->shape, it->stride);   /* strides in bytes */
   if (n == 0) { it->shape[0] = 1; for (int k = 0; k < nop; k++) it->stride[k][0] = 0; n = 1; }
   it->ndim = n;
   for (int d = 0; d < n; d++) it->idx[d] = 0;

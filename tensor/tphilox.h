@@ -12,7 +12,7 @@
 ** __dmul_rn/__dadd_rn so nvcc cannot contract them into FMAs (the CPU build
 ** does not contract: no -march with FMA).  sqrt is correctly rounded on both;
 ** log/sin/cos agree to 1 ulp in double, which vanishes when rounding to f32.
-** Needs nt_RandKind (tinternal.h) and <math.h>.
+** Needs nt_RandKind (tbackend.h) and <math.h>.
 */
 #ifndef NT_TPHILOX_H
 #define NT_TPHILOX_H

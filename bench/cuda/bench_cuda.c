@@ -19,12 +19,12 @@
 **                         [8, 12, 1024, 64] bf16; the default path (cuBLAS at this
 **                         size), then _gemm and _fused forced via NABLA_CUDA_ATTENTION
 */
-#include "tensor/tinternal.h"
 #include "tensor/tdevice.h"
 #include "tensor/nn/nn.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static double now(void) {

@@ -26,15 +26,11 @@
 // memory between allocations is poisoned, so both tools see the same fault.
 //
 // This file is NOT instrumented: the emulator's own bookkeeping is invisible
-// to the checker.
+// to the checker.  The CUDA runtime API the module calls (devices, memory,
+// streams, errors) is served by api.cpp; runtime.h is what the two share.
 #define EMU_RUNTIME 1
 #include "emu.h"
-#include <atomic>
-#include <map>
-#include <mutex>
 #include <set>
-#include <string>
-#include <unordered_map>
 #include <vector>
 #include <dlfcn.h>
 #include <link.h>
@@ -47,32 +43,12 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define EMU_ASAN 1
-#endif
-#endif
-#ifdef EMU_ASAN
-#include <sanitizer/asan_interface.h>
-#include <sanitizer/common_interface_defs.h>
-#endif
-
-// built with -fvisibility=hidden: these bind inside the module (never to a real libcudart
-// or to the sanitizer runtime's weak coverage stubs)
-#define EXPORT extern "C"
+#include "runtime.h"
 
 namespace emu {
 
-// ---- device description (a plausible H100 SXM) ----------------------------------------------------
-constexpr const char *kDeviceName = "NVIDIA H100 80GB HBM3";
-constexpr size_t kTotalMem = 85520809984ull;              // 79.6 GiB
-constexpr int kMaxThreadsPerBlock = 1024;
-constexpr size_t kSmemDefault = 48 * 1024;                 // without cudaFuncSetAttribute
-constexpr size_t kSmemOptin = 232448;                      // 227 KiB
-constexpr size_t kSmemSlack = 64 * 1024;                   // arena past the limit: small overruns land here
-constexpr size_t kStackSize = 512 * 1024;                  // per emulated thread (ASan frames are large)
-
-static int num_sms(void) {
+// (the device description, kDeviceName and the limits: runtime.h)
+int num_sms(void) {
   const char *e = getenv("NABLA_EMU_SMS");                 // fewer SMs: smaller grids, more grid-stride wrap-around
   int n = e && *e ? atoi(e) : 132;
   return n >= 1 && n <= 1024 ? n : 132;
@@ -85,14 +61,13 @@ static bool racecheck_on(void) {
 // ---- errors -----------------------------------------------------------------------------------
 // last_error: what cudaGetLastError returns (launch configuration, bad arguments).
 // fault: a kernel's failure, returned (once) by the next synchronising call.
-static std::mutex mu;                                      // guards everything below that host threads share
-static thread_local cudaError_t last_error = cudaSuccess;   // per host thread, as in CUDA
+std::mutex mu;                                      // guards everything below that host threads share
+thread_local cudaError_t last_error = cudaSuccess;   // per host thread, as in CUDA
 static cudaError_t fault = cudaSuccess;
 static std::string fault_text;                             // its report, appended to cudaGetErrorString
-static std::string shown_text;                             // the report of the fault last returned
+std::string shown_text;                             // the report of the fault last returned
 
-static void report(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void report(const char *fmt, ...) {
+void report(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   fputs("nabla-emu: ", stderr);
@@ -105,13 +80,13 @@ static void set_fault(cudaError_t e, const std::string &text) {
   std::lock_guard<std::mutex> g(mu);
   if (fault == cudaSuccess) { fault = e; fault_text = text; }
 }
-static cudaError_t take_fault(void) {
+cudaError_t take_fault(void) {
   std::lock_guard<std::mutex> g(mu);
   cudaError_t e = fault;
   if (e != cudaSuccess) { shown_text = fault_text; fault = cudaSuccess; fault_text.clear(); }
   return e;
 }
-static cudaError_t fail(cudaError_t e) {
+cudaError_t fail(cudaError_t e) {
   last_error = e;
   return e;
 }
@@ -176,11 +151,10 @@ static std::string where(const void *pc) {
 // raw: cudaMalloc'ed and pinned host ranges.  blocks: the caching allocator's
 // blocks at their requested size; a raw range holding blocks (a segment) is
 // valid only inside them.
-struct Range { uintptr_t end; bool carved; bool pinned; bool mapped; };
-static std::map<uintptr_t, Range> raw;
-static std::map<uintptr_t, uintptr_t> blocks;              // start -> end
-static std::atomic<unsigned> map_gen{1};                   // bumped when a range goes away
-static size_t mem_used;
+std::map<uintptr_t, Range> raw;
+std::map<uintptr_t, uintptr_t> blocks;              // start -> end
+std::atomic<unsigned> map_gen{1};                   // bumped when a range goes away
+size_t mem_used;
 
 // the range [lo, hi) of valid memory holding [a, a + n), or false.  Caller holds mu.
 static bool find_valid(uintptr_t a, size_t n, uintptr_t *lo, uintptr_t *hi) {
@@ -198,7 +172,7 @@ static bool find_valid(uintptr_t a, size_t n, uintptr_t *lo, uintptr_t *hi) {
 }
 
 // what is at a (for reports): "N bytes after a block of M bytes", ...
-static std::string describe_address(uintptr_t a) {
+std::string describe_address(uintptr_t a) {
   std::lock_guard<std::mutex> g(mu);
   char buf[200];
   auto b = blocks.upper_bound(a);
@@ -230,7 +204,7 @@ static std::string describe_address(uintptr_t a) {
 }
 
 // [p, p + n) is device (or mapped) memory that a host-side call may touch
-static bool range_ok(const void *p, size_t n) {
+bool range_ok(const void *p, size_t n) {
   if (n == 0) return true;
   std::lock_guard<std::mutex> g(mu);
   uintptr_t lo, hi;
@@ -612,9 +586,9 @@ static void setup_block(Block *b, const Config &c, uint3 bid) {
   b->smem_used = (c.smem + 15) & ~(size_t)15;
 }
 
-static std::unordered_map<const void *, size_t> &smem_optin = *new std::unordered_map<const void *, size_t>;
+std::unordered_map<const void *, size_t> &smem_optin = *new std::unordered_map<const void *, size_t>;
 static char stream_object;
-static cudaStream_t the_stream(void) { return (cudaStream_t)&stream_object; }   // the one stream handle given out
+cudaStream_t the_stream(void) { return (cudaStream_t)&stream_object; }   // the one stream handle given out
 
 static cudaError_t check_config(const Config &c, const void *kernel_id) {
   const dim3 g = c.grid, b = c.block;
@@ -983,295 +957,3 @@ int atomic_exch_i32(int *p, int v) { atomic_access(p, 4, RA); return __atomic_ex
 void thread_fence(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 
 }  // namespace emu
-
-// ---- the CUDA runtime API, served on host memory ---------------------------------------------------------------------
-using namespace emu;
-
-static bool is_device(const void *p) { return range_ok(p, 1); }
-
-EXPORT cudaError_t cudaGetDeviceCount(int *n) { *n = 1; return cudaSuccess; }
-EXPORT cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : fail(cudaErrorInvalidDevice); }
-EXPORT cudaError_t cudaGetDevice(int *d) { *d = 0; return cudaSuccess; }
-EXPORT cudaError_t cudaDeviceSynchronize(void) { return take_fault(); }
-
-EXPORT cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr attr, int dev) {
-  if (dev != 0) return fail(cudaErrorInvalidDevice);
-  switch (attr) {
-    case cudaDevAttrMultiProcessorCount: *v = num_sms(); break;
-    case cudaDevAttrMaxSharedMemoryPerBlockOptin: *v = (int)kSmemOptin; break;
-    case cudaDevAttrMaxSharedMemoryPerBlock: *v = (int)kSmemDefault; break;
-    case cudaDevAttrMaxThreadsPerBlock: *v = kMaxThreadsPerBlock; break;
-    case cudaDevAttrWarpSize: *v = 32; break;
-    case cudaDevAttrComputeCapabilityMajor: *v = 9; break;
-    case cudaDevAttrComputeCapabilityMinor: *v = 0; break;
-    case cudaDevAttrMaxGridDimX: *v = 2147483647; break;
-    case cudaDevAttrMaxGridDimY: case cudaDevAttrMaxGridDimZ: *v = 65535; break;
-    case cudaDevAttrMaxBlockDimX: case cudaDevAttrMaxBlockDimY: *v = 1024; break;
-    case cudaDevAttrMaxBlockDimZ: *v = 64; break;
-    case cudaDevAttrMaxThreadsPerMultiProcessor: *v = 2048; break;
-    case cudaDevAttrCanMapHostMemory: *v = 1; break;
-    default: return fail(cudaErrorInvalidValue);
-  }
-  return cudaSuccess;
-}
-
-EXPORT cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int dev) {
-  if (dev != 0) return fail(cudaErrorInvalidDevice);
-  memset(p, 0, sizeof *p);
-  snprintf(p->name, sizeof p->name, "%s", kDeviceName);
-  p->totalGlobalMem = kTotalMem;
-  p->sharedMemPerBlock = kSmemDefault;
-  p->sharedMemPerBlockOptin = kSmemOptin;
-  p->warpSize = 32;
-  p->maxThreadsPerBlock = kMaxThreadsPerBlock;
-  p->maxThreadsDim[0] = p->maxThreadsDim[1] = 1024; p->maxThreadsDim[2] = 64;
-  p->maxGridSize[0] = 2147483647; p->maxGridSize[1] = p->maxGridSize[2] = 65535;
-  p->major = 9; p->minor = 0;
-  p->multiProcessorCount = num_sms();
-  p->canMapHostMemory = 1;
-  return cudaSuccess;
-}
-
-EXPORT cudaError_t cudaDeviceGetPCIBusId(char *bus, int len, int dev) {
-  if (dev != 0 || len < 13) return fail(cudaErrorInvalidValue);
-  snprintf(bus, (size_t)len, "0000:00:00.0");
-  return cudaSuccess;
-}
-
-// ---- memory --------------------------------------------------------------------------------------------------
-// Small allocations come from malloc (ASan's redzones guard them); large ones
-// are mapped lazily (an emulated 80 GB device must not need 80 GB of RAM).
-constexpr size_t kMapThreshold = 64u << 20;
-
-EXPORT cudaError_t cudaMalloc(void **p, size_t n) {
-  if (!p) return fail(cudaErrorInvalidValue);
-  *p = nullptr;
-  if (n == 0) return cudaSuccess;
-  {
-    std::lock_guard<std::mutex> g(mu);
-    if (n > kTotalMem - mem_used) return fail(cudaErrorMemoryAllocation);
-  }
-  size_t rounded = (n + 255) & ~(size_t)255;
-  void *q;
-  if (rounded < kMapThreshold) q = aligned_alloc(256, rounded);
-  else {
-    q = mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (q == MAP_FAILED) q = nullptr;
-  }
-  if (!q) return fail(cudaErrorMemoryAllocation);
-  std::lock_guard<std::mutex> g(mu);
-  raw[(uintptr_t)q] = Range{ (uintptr_t)q + n, false, false, false };
-  mem_used += rounded;
-  *p = q;
-  return cudaSuccess;
-}
-
-EXPORT cudaError_t cudaFree(void *p) {
-  if (!p) return cudaSuccess;
-  size_t n;
-  {
-    std::lock_guard<std::mutex> g(mu);
-    auto r = raw.find((uintptr_t)p);
-    if (r == raw.end() || r->second.pinned) return fail(cudaErrorInvalidValue);
-    n = r->second.end - r->first;
-    for (auto b = blocks.lower_bound(r->first); b != blocks.end() && b->first < r->second.end;) b = blocks.erase(b);
-    raw.erase(r);
-    map_gen++;
-    mem_used -= (n + 255) & ~(size_t)255;
-  }
-  size_t rounded = (n + 255) & ~(size_t)255;
-  if (rounded < kMapThreshold) {
-#ifdef EMU_ASAN
-    ASAN_UNPOISON_MEMORY_REGION(p, rounded);
-#endif
-    free(p);
-  } else munmap(p, rounded);
-  return cudaSuccess;
-}
-
-EXPORT cudaError_t cudaMemGetInfo(size_t *fr, size_t *total) {
-  std::lock_guard<std::mutex> g(mu);
-  *fr = kTotalMem - mem_used;
-  *total = kTotalMem;
-  return cudaSuccess;
-}
-
-EXPORT cudaError_t cudaHostAlloc(void **p, size_t n, unsigned flags) {
-  (void)flags;
-  if (!p) return fail(cudaErrorInvalidValue);
-  void *q = aligned_alloc(4096, (n + 4095) & ~(size_t)4095);
-  if (!q) return fail(cudaErrorMemoryAllocation);
-  std::lock_guard<std::mutex> g(mu);
-  raw[(uintptr_t)q] = Range{ (uintptr_t)q + n, false, true, true };
-  *p = q;
-  return cudaSuccess;
-}
-EXPORT cudaError_t cudaMallocHost(void **p, size_t n) { return cudaHostAlloc(p, n, 0); }
-EXPORT cudaError_t cudaFreeHost(void *p) {
-  if (!p) return cudaSuccess;
-  {
-    std::lock_guard<std::mutex> g(mu);
-    auto r = raw.find((uintptr_t)p);
-    if (r == raw.end() || !r->second.pinned) return fail(cudaErrorInvalidValue);
-    raw.erase(r);
-    map_gen++;
-  }
-  free(p);
-  return cudaSuccess;
-}
-EXPORT cudaError_t cudaHostGetDevicePointer(void **d, void *h, unsigned flags) {
-  (void)flags;
-  std::lock_guard<std::mutex> g(mu);
-  auto r = raw.find((uintptr_t)h);
-  if (r == raw.end() || !r->second.mapped) return fail(cudaErrorInvalidValue);
-  *d = h;                                                  // unified addressing: the same pointer
-  return cudaSuccess;
-}
-
-// Device-side operands of copies and memsets must be device memory, whole: a
-// wrong size or pointer in the module's bookkeeping fails here, not silently.
-static cudaError_t check_side(const void *p, size_t n, bool device, const char *what) {
-  if (!device || n == 0) return cudaSuccess;
-  if (range_ok(p, n)) return cudaSuccess;
-  report("%s: %zu bytes at %p are not device memory (%s)", what, n, p, describe_address((uintptr_t)p).c_str());
-  return fail(cudaErrorInvalidValue);
-}
-
-EXPORT cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind kind, cudaStream_t s) {
-  (void)s;
-  if (n == 0) return cudaSuccess;
-  if (!dst || !src) return fail(cudaErrorInvalidValue);
-  bool dd, sd;
-  switch (kind) {
-    case cudaMemcpyHostToHost: dd = sd = false; break;
-    case cudaMemcpyHostToDevice: dd = true; sd = false; break;
-    case cudaMemcpyDeviceToHost: dd = false; sd = true; break;
-    case cudaMemcpyDeviceToDevice: dd = sd = true; break;
-    case cudaMemcpyDefault: dd = is_device(dst); sd = is_device(src); break;
-    default: return fail(cudaErrorInvalidMemcpyDirection);
-  }
-  cudaError_t e;
-  if ((e = check_side(dst, n, dd, "cudaMemcpy destination")) || (e = check_side(src, n, sd, "cudaMemcpy source"))) return e;
-  memmove(dst, src, n);
-  if (kind == cudaMemcpyDeviceToHost) return take_fault();  // the copy waits for the stream: a fault shows here
-  return cudaSuccess;
-}
-EXPORT cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind kind) {
-  cudaError_t e = cudaMemcpyAsync(dst, src, n, kind, nullptr);
-  return e != cudaSuccess ? e : take_fault();
-}
-
-EXPORT cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s) {
-  (void)s;
-  if (n == 0) return cudaSuccess;
-  cudaError_t e = check_side(p, n, true, "cudaMemset");
-  if (e) return e;
-  memset(p, v, n);
-  return cudaSuccess;
-}
-EXPORT cudaError_t cudaMemset(void *p, int v, size_t n) { return cudaMemsetAsync(p, v, n, nullptr); }
-EXPORT cudaError_t cudaMemset2DAsync(void *p, size_t pitch, int v, size_t width, size_t height, cudaStream_t s) {
-  (void)s;
-  if (width == 0 || height == 0) return cudaSuccess;
-  if (width > pitch) return fail(cudaErrorInvalidPitchValue);
-  cudaError_t e = check_side(p, pitch * (height - 1) + width, true, "cudaMemset2D");
-  if (e) return e;
-  for (size_t r = 0; r < height; r++) memset((char *)p + r * pitch, v, width);
-  return cudaSuccess;
-}
-
-// ---- streams and events: in-order host queues, so work is done when it is enqueued ------------------------------------
-EXPORT cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) { (void)flags; *s = the_stream(); return cudaSuccess; }
-EXPORT cudaError_t cudaStreamCreate(cudaStream_t *s) { *s = the_stream(); return cudaSuccess; }
-// one in-order queue: priorities order nothing, and a wait on an event is already satisfied
-EXPORT cudaError_t cudaStreamCreateWithPriority(cudaStream_t *s, unsigned flags, int priority) { (void)flags; (void)priority; *s = the_stream(); return cudaSuccess; }
-EXPORT cudaError_t cudaDeviceGetStreamPriorityRange(int *least, int *greatest) { if (least) *least = 0; if (greatest) *greatest = -5; return cudaSuccess; }
-EXPORT cudaError_t cudaStreamDestroy(cudaStream_t s) { (void)s; return cudaSuccess; }
-EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t s) { (void)s; return take_fault(); }
-struct EmuEvent { int recorded; };
-EXPORT cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags) { (void)flags; *e = (cudaEvent_t) new EmuEvent{ 0 }; return cudaSuccess; }
-EXPORT cudaError_t cudaEventCreate(cudaEvent_t *e) { return cudaEventCreateWithFlags(e, 0); }
-EXPORT cudaError_t cudaEventDestroy(cudaEvent_t e) { delete (EmuEvent *)e; return cudaSuccess; }
-EXPORT cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) { (void)s; if (!e) return fail(cudaErrorInvalidResourceHandle); ((EmuEvent *)e)->recorded = 1; return cudaSuccess; }
-EXPORT cudaError_t cudaEventQuery(cudaEvent_t e) { (void)e; return take_fault(); }
-EXPORT cudaError_t cudaEventSynchronize(cudaEvent_t e) { (void)e; return take_fault(); }
-EXPORT cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) { (void)s; (void)flags; if (!e) return fail(cudaErrorInvalidResourceHandle); return cudaSuccess; }
-
-EXPORT cudaError_t cudaFuncSetAttribute(const void *func, cudaFuncAttribute attr, int value) {
-  if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize) return cudaSuccess;
-  if (value < 0 || (size_t)value > kSmemOptin) return fail(cudaErrorInvalidValue);
-  std::lock_guard<std::mutex> g(mu);
-  smem_optin[func] = (size_t)value;
-  return cudaSuccess;
-}
-
-// ---- errors ---------------------------------------------------------------------------------------------------------------
-EXPORT cudaError_t cudaGetLastError(void) { cudaError_t e = last_error; last_error = cudaSuccess; return e; }
-EXPORT cudaError_t cudaPeekAtLastError(void) { return last_error; }
-
-EXPORT const char *cudaGetErrorName(cudaError_t e) {
-  switch (e) {
-    case cudaSuccess: return "cudaSuccess";
-    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
-    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
-    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
-    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
-    case cudaErrorInvalidPitchValue: return "cudaErrorInvalidPitchValue";
-    case cudaErrorInvalidMemcpyDirection: return "cudaErrorInvalidMemcpyDirection";
-    case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
-    case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
-    case cudaErrorMisalignedAddress: return "cudaErrorMisalignedAddress";
-    case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
-    case cudaErrorLaunchOutOfResources: return "cudaErrorLaunchOutOfResources";
-    case cudaErrorNotReady: return "cudaErrorNotReady";
-    case cudaErrorNotSupported: return "cudaErrorNotSupported";
-    default: return "cudaErrorUnknown";
-  }
-}
-
-static const char *plain_error_string(cudaError_t e) {
-  switch (e) {
-    case cudaSuccess: return "no error";
-    case cudaErrorInvalidValue: return "invalid argument";
-    case cudaErrorMemoryAllocation: return "out of memory";
-    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
-    case cudaErrorInvalidDevice: return "invalid device ordinal";
-    case cudaErrorInvalidPitchValue: return "invalid pitch argument";
-    case cudaErrorInvalidMemcpyDirection: return "invalid copy direction for memcpy";
-    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
-    case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
-    case cudaErrorMisalignedAddress: return "misaligned address";
-    case cudaErrorLaunchFailure: return "unspecified launch failure";
-    case cudaErrorLaunchOutOfResources: return "too many resources requested for launch";
-    case cudaErrorNotReady: return "device not ready";
-    case cudaErrorNotSupported: return "operation not supported";
-    default: return "unknown error";
-  }
-}
-
-// A kernel fault's string carries the emulator's report, so the module's
-// error message says which kernel line failed.
-EXPORT const char *cudaGetErrorString(cudaError_t e) {
-  static thread_local std::string s;
-  s = plain_error_string(e);
-  std::lock_guard<std::mutex> g(mu);
-  if ((e == cudaErrorIllegalAddress || e == cudaErrorLaunchFailure || e == cudaErrorMisalignedAddress ||
-       e == cudaErrorLaunchOutOfResources) && !shown_text.empty())
-    s += " [emulated device: " + shown_text + "]";
-  return s.c_str();
-}
-
-// ---- NCCL: not emulated ----------------------------------------------------------------------------------------------------
-static thread_local const char *dl_error_ours;
-EXPORT void *emu_dlopen(const char *file, int mode) {
-  if (file && strstr(file, "nccl")) {
-    dl_error_ours = "NCCL does not run on the emulated CUDA device (NABLA_CUDA_EMULATE): collectives use the ring backend";
-    return nullptr;
-  }
-  dl_error_ours = nullptr;
-  return dlopen(file, mode);
-}
-EXPORT char *emu_dlerror(void) {
-  if (dl_error_ours) { const char *e = dl_error_ours; dl_error_ours = nullptr; return (char *)e; }
-  return dlerror();
-}

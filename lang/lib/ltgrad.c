@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "ltensor.h"
-#include "tensor/tinternal.h"   /* the checkpoint node is a custom autograd op */
+#include "tensor/textend.h"   /* the checkpoint node is a custom autograd op */
 
 /* ------------------------------------------------------------ builtins: autograd */
 static int b_backward(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {

@@ -274,7 +274,7 @@ static nt_Tensor *gs_prepare(const char *op, nt_Tensor *x, int axis, nt_Tensor *
   return ix;
 }
 
-static int gather_backward(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin) {
+int nn_gather_backward(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin) {
   nt_Tensor *x = nd->in[0];
   nt_Tensor *z = nt_zeros(x->shape, x->ndim, x->dtype, x->device);
   if (!z) return -1;
@@ -294,7 +294,7 @@ nt_Tensor *nt_gather(nt_Tensor *x0, int axis, nt_Tensor *idx) {
     if (out->numel && nt_dispatch(ka.op, x->device, &ka)) { nt_release(out); out = NULL; }
   }
   nt_Node *nd = NULL;
-  if (out) out = nn_finish(out, "GatherBackward", gather_backward, 1, &x, &nd);
+  if (out) out = nn_finish(out, "GatherBackward", nn_gather_backward, 1, &x, &nd);
   if (out && nd) {
     nd->iarg[0] = ax; nd->niarg = 1;
     if (nt_node_save(nd, ix) < 0) { nt_release(out); out = NULL; }

@@ -66,5 +66,9 @@ nt_Tensor *nn_index_i64(const char *op, nt_Tensor *idx);
 /* Records a node when needed; on failure releases out and returns NULL. */
 nt_Tensor *nn_finish(nt_Tensor *out, const char *name, nt_BackwardFn fn, int nin, nt_Tensor *const *in,
                      nt_Node **node_out);
+/* Backward of an output that is in[0] gathered along axis iarg[0] by the
+** index saved[0] (gather, sort, topk): scatter-adds the gradient back into
+** zeros of in[0]'s shape. */
+int nn_gather_backward(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin);
 
 #endif

@@ -124,14 +124,8 @@ static int k_sort(const nt_KernelArgs *a) {
   }
 }
 
-static int sort_backward(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin) {
-  nt_Tensor *x = nd->in[0];
-  nt_Tensor *z = nt_zeros(x->shape, x->ndim, x->dtype, x->device);
-  if (!z) return -1;
-  gin[0] = nt_scatter_add(z, (int)nd->iarg[0], nd->saved[0], gout);
-  nt_release(z);
-  return gin[0] ? 0 : -1;
-}
+/* sort/topk values are x gathered along the axis by the indices: backward is
+** gather's (nn_gather_backward, index.c) */
 
 static int sort_impl(const char *op, nt_Tensor *x0, int64_t k, int axis, bool desc, nt_Tensor **values, nt_Tensor **indices) {
   nt_nn_init();
@@ -157,7 +151,7 @@ static int sort_impl(const char *op, nt_Tensor *x0, int64_t k, int axis, bool de
   if (ix->numel && nt_dispatch(ka.op, x->device, &ka)) goto done;
   if (v) {
     nt_Node *nd;
-    v = nn_finish(v, k == n ? "SortBackward" : "TopkBackward", sort_backward, 1, &x, &nd);
+    v = nn_finish(v, k == n ? "SortBackward" : "TopkBackward", nn_gather_backward, 1, &x, &nd);
     if (!v) goto done;
     if (nd) {
       nd->iarg[0] = ax; nd->niarg = 1;

@@ -1,0 +1,162 @@
+/*
+** tbackend.h — the API for device backends and kernel writers: the op table
+** (nt_KernelArgs, what each builtin kernel receives), kernel and allocator
+** registration, and the ABI between the device loader (tdevice.c) and a
+** run-time module (nabla_cuda.so, built from cuda/).
+**
+** Who uses it: cuda/ (through cuda/common.cuh), tensor/'s own CPU kernels
+** (through tinternal.h), and tests that call the op table directly.  Code
+** that only adds autograd ops or reads raw memory needs textend.h (included
+** here); code that only uses tensors needs tensor.h and tdevice.h.
+**
+** Rules
+**  - A kernel computes into args->out, which the front end allocated
+**    (nt_empty: contiguous unless the op says otherwise) on the kernel's
+**    device.  Kernels never allocate outputs, never retain or release the
+**    tensors in nt_KernelArgs (all borrowed for the call), and never record
+**    autograd: the front end (tensor/) does that around the dispatch.
+**  - A kernel returns 0, or -1 after nt_error_set (a CUDA module: through
+**    nt_HostApi.error_set).  It never aborts or prints.
+**  - Registration (nt_register_kernel / nt_register_allocator) happens once,
+**    at start-up (nt_init and nt_nn_init for the CPU, the module's nabla_cuda_init for
+**    CUDA), before any op runs on that device: the table is not locked.
+**  - An allocator's memory belongs to the storage that asked for it; the
+**    core calls free exactly once, when the storage's last view goes.
+*/
+#ifndef NT_TBACKEND_H
+#define NT_TBACKEND_H
+
+#include "tensor.h"
+#include "textend.h"
+#include "tdevice.h"
+
+/* ---- strided geometry (tpure.c: compiled into the CUDA module too) ----------- */
+/* Coalesces the dims of nop operands viewed over shape[0..ndim): size-1 dims
+** dropped, adjacent dims merged where every operand's strides make one run.
+** Writes the kept shape to shape_out and each operand's strides, times
+** scale[k], to stride_out[k]; returns the number of kept dims (0 when every
+** dim is 1: the caller picks its one-element layout). */
+int nt_coalesce_dims(int nop, nt_Tensor *const *ops, const int64_t *shape, int ndim, const int64_t *scale,
+                     int64_t *shape_out, int64_t (*stride_out)[NT_MAXDIM]);
+
+/* ---- memory ------------------------------------------------------------------ */
+/* Per-device memory backend.  CPU is built in; cuda/ registers its own. */
+typedef struct nt_Allocator {
+  void *(*alloc)(size_t nbytes);       /* NULL on failure (we set the OOM error) */
+  void  (*free)(void *p);
+  /* copy nbytes between devices (either side may be NT_CPU); 0 or -1 + error */
+  int   (*memcpy)(void *dst, nt_Device ddev, const void *src, nt_Device sdev, size_t nbytes);
+} nt_Allocator;
+void nt_register_allocator(nt_Device dev, const nt_Allocator *a);
+const nt_Allocator *nt_allocator(nt_Device dev);   /* NULL if none registered */
+
+/* ---- op table ---------------------------------------------------------------
+** Every op goes through nt_dispatch(op, device, args) → the kernel registered
+** for (op, device).  Op ids: nt_OpId (tensor.h) for builtins, ids from
+** nt_op_register for others.  Kernels return 0, or -1 after nt_error_set.
+**
+** What the front ends put in nt_KernelArgs for the builtin kernels:
+**  binary   out: fresh contiguous, shape S, result dtype (bool for comparisons
+**           and logical ops).  in[0], in[1]: shape S (nt_bcast_view), both
+**           of the compute dtype (the promoted dtype).  in[1] == NULL means a
+**           scalar operand s[0]; iarg[0] = 1 when the scalar is the LEFT operand.
+**  unary    out: fresh contiguous; in[0] same shape & dtype as out (floating
+**           for the math functions; logical_not: out bool, in any dtype).
+**           clamp: s[0] = lo, s[1] = hi (NaN = none).
+**  reduce   in[0]: permuted view whose LAST iarg[0] axes are the reduced ones;
+**           out: fresh contiguous with numel = product of the kept axes.
+**           in dtype == out dtype, except argmax/argmin (out i64, index is the
+**           row-major position inside the reduced block) and any/all (out bool).
+**           (mean/var/std/logsumexp are compositions of public ops: a backend
+**           needs only sum prod max min argmax argmin any all.)
+**  where    out fresh; in[0] cond (bool), in[1], in[2] (out dtype); all shape S.
+**  copy     out: ANY strided view (the destination), in[0]: same shape (may be
+**           broadcast), any dtype — converts.  Front end removes overlap.
+**  fill     out: any strided view, s[0] value.
+**  matmul   out [B..,M,N] fresh; in[0] [B..,M,K], in[1] [B..,K,N] with batch
+**           dims already broadcast (stride 0 allowed); same floating or int dtype.
+**  random   out fresh contiguous; iarg[0] = nt_RandKind, iarg[1] = seed,
+**           iarg[2] = offset (blocks; see tensor.h), s[0], s[1] parameters
+**           (mean,std | low,high | p).  RAND_KEYS writes raw u32 words as i64.
+**  tril     out fresh, in[0] same shape/dtype; iarg[0] = k, iarg[1] = 1 for triu.
+**  arange   out fresh 1-D: out[i] = s[0] + i * s[1].
+*/
+#define NT_OP_TABLE_SIZE 512   /* op ids are < this */
+typedef struct nt_KernelArgs {
+  int op;
+  nt_Tensor *out;
+  nt_Tensor *in[4];
+  int nin;
+  double s[4];
+  int64_t iarg[2 * NT_MAXDIM + 4];
+  int niarg;
+  void *extra;                 /* op-specific pointer (nn ops) */
+} nt_KernelArgs;
+typedef int (*nt_Kernel)(const nt_KernelArgs *a);
+
+typedef enum { NT_RAND_UNIFORM, NT_RAND_NORMAL, NT_RAND_INT, NT_RAND_BERNOULLI, NT_RAND_KEYS } nt_RandKind;
+
+extern nt_Kernel nt_kernel_table[NT_OP_TABLE_SIZE][NT_NDEVICES];
+void nt_register_kernel(int op, nt_Device dev, nt_Kernel fn);
+/* Looks up or creates an op id for a name (nn ops, custom kernels); -1 if the
+** table is full.  Builtin names ("add") return their nt_OpId. */
+int  nt_op_register(const char *name);
+/* Calls the kernel or fails with "<op>: not implemented for device cuda". */
+static inline int nt_dispatch(int op, nt_Device dev, const nt_KernelArgs *a) {
+  nt_Kernel k = nt_kernel_table[op][dev];
+  if (k) return k(a);
+  nt_error_set("%s: not implemented for device %s", nt_op_name(op), nt_device_name(dev));
+  return -1;
+}
+
+/* ---- ABI between the loader and the module (not for users) -------------------- */
+#define NT_DEVICE_ABI_VERSION 3
+struct nt_KernelArgs;
+struct nt_Allocator;
+typedef struct nt_HostApi {
+  int abi_version;
+  size_t sizeof_tensor, sizeof_kernel_args;     /* layout check */
+  void (*error_set)(const char *fmt, ...);
+  const char *(*error_msg)(void);
+  void (*register_kernel)(int op, nt_Device dev, int (*fn)(const struct nt_KernelArgs *));
+  void (*register_allocator)(nt_Device dev, const struct nt_Allocator *a);
+  int (*op_register)(const char *name);
+  const char *(*op_name)(int op);
+  const int *matmul_tf32;                       /* live flag set by nt_set_matmul_precision */
+  int sync_launches;                            /* NABLA_CUDA_SYNC=1: wait for every kernel launch */
+} nt_HostApi;
+typedef struct nt_DeviceApi {                   /* filled by the module's init */
+  int (*device_count)(void);
+  int (*synchronize)(void);
+  int (*memory)(size_t *allocated, size_t *cached, size_t *peak);
+  int (*empty_cache)(void);
+  /* collectives and staging (cuda/nccl.cu): the nt_cuda_comm_* / nt_cuda_staging
+  ** functions above, same contracts; comm_available may be called repeatedly */
+  int (*comm_available)(char *reason, size_t n);
+  const char *(*comm_version)(void);
+  int (*device_id)(char *out, size_t n);
+  int (*comm_unique_id)(unsigned char *id);
+  nt_CudaComm *(*comm_init)(const unsigned char *id, int nranks, int rank, int timeout_ms, volatile int *interrupted);
+  nt_CudaComm *(*comm_split)(nt_CudaComm *parent, int color, int key, int *failed);
+  void (*comm_abort)(nt_CudaComm *c);
+  void (*comm_destroy)(nt_CudaComm *c);
+  int (*comm_all_reduce)(nt_CudaComm *c, void *buf, size_t count, nt_DType dt, int op);
+  int (*comm_all_reduce_async)(nt_CudaComm *c, void *buf, size_t count, nt_DType dt, int op);
+  int (*comm_join)(nt_CudaComm *c);
+  int (*comm_reduce_scatter)(nt_CudaComm *c, const void *send, void *recv, size_t recvcount, nt_DType dt, int op);
+  int (*comm_all_gather)(nt_CudaComm *c, const void *send, void *recv, size_t sendbytes);
+  int (*comm_broadcast)(nt_CudaComm *c, void *buf, size_t nbytes, int root);
+  int (*comm_send)(nt_CudaComm *c, const void *buf, size_t nbytes, int peer);
+  int (*comm_recv)(nt_CudaComm *c, void *buf, size_t nbytes, int peer);
+  int (*comm_group_start)(void);
+  int (*comm_group_end)(nt_CudaComm *c);
+  void *(*staging)(size_t n);
+  int (*to_host)(void *dst, const void *dev_src, size_t n);
+  int (*to_device)(void *dev_dst, const void *src, size_t n);
+  int (*device_name)(char *out, size_t n);    /* appended: NULL in an older module */
+} nt_DeviceApi;
+/* The module exports:  int nabla_cuda_init(const nt_HostApi *, nt_DeviceApi *, char *reason, size_t n);
+** returning 0, or -1 with the reason why CUDA cannot be used. */
+typedef int (*nt_DeviceInitFn)(const nt_HostApi *host, nt_DeviceApi *api, char *reason, size_t n);
+
+#endif
