@@ -779,7 +779,7 @@ int dsess_start(nb_VM *vm, int n, const dsess_Launch *o) {
       for (int j = 0; j < o->nexclude; j++) if (!strcmp(o->hosts[i], o->exclude[j])) ex = 1;
       if (!ex) hosts[nhosts++] = o->hosts[i];
     }
-    if (!nhosts) { free(hosts); st = dsess_error(vm, "dist.start: every host of hosts=[...] is excluded (exclude=[...] or a failed start)"); goto out; }
+    if (!nhosts) { st = dsess_error(vm, "dist.start: every host of hosts=[...] is excluded (exclude=[...] or a failed start)"); goto out; }
     /* a name that resolves to loopback (localhost, Debian's "127.0.1.1 NAME")
     ** among remote hosts: the workers there would be told to connect to
     ** this host's loopback, and the ones here would advertise it */
@@ -794,7 +794,7 @@ int dsess_start(nb_VM *vm, int n, const dsess_Launch *o) {
                        "workers there cannot reach a worker or session at %s. Name this machine by an address the others reach "
                        "(its address on the cluster network, or a name that /etc/hosts maps to it rather than to 127.0.1.1)",
                        hosts[loop], laddr, hosts[remote], laddr);
-      free(hosts); goto out;
+      goto out;
     }
   }
   /* the interface and the port range (options, else the environment) */
@@ -802,9 +802,9 @@ int dsess_start(nb_VM *vm, int n, const dsess_Launch *o) {
   const char *pspec = o->ports[0] ? o->ports : getenv("NABLA_PORT_RANGE");
   char ifaddr[64] = "", perr[200];
   int plo = 0, phi = 0, ranged = dl_port_range(pspec, &plo, &phi, perr, sizeof perr);
-  if (ranged < 0) { free(hosts); st = dsess_error(vm, "dist.start: %s (ports= or NABLA_PORT_RANGE)", perr); goto out; }
+  if (ranged < 0) { st = dsess_error(vm, "dist.start: %s (ports= or NABLA_PORT_RANGE)", perr); goto out; }
   if (ifn && *ifn && !o->bind[0] && dl_ifname_addr(ifn, ifaddr, sizeof ifaddr, perr, sizeof perr)) {
-    free(hosts); st = dsess_error(vm, "dist.start: %s (ifname= or NABLA_SOCKET_IFNAME)", perr); goto out;
+    st = dsess_error(vm, "dist.start: %s (ifname= or NABLA_SOCKET_IFNAME)", perr); goto out;
   }
   for (int i = 0; failed_hosts[i]; i++) free(failed_hosts[i]);
   memset(failed_hosts, 0, sizeof failed_hosts);

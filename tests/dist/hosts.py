@@ -174,7 +174,7 @@ PidFile {d}/sshd{i}.pid
         """`nabla run` options that make its ssh reach these hosts."""
         out = ["--ssh-key", self.key]
         for i in range(0, len(SSH_OPTS), 2):
-            out += ["--ssh-option", SSH_OPTS[i + 1]]
+            out += ["--ssh-option", "-o" + SSH_OPTS[i + 1]]
         return out
 
     def ssh_opts_nbl(self):
