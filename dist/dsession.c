@@ -770,33 +770,8 @@ int dsess_start(nb_VM *vm, int n, const dsess_Launch *o) {
     { st = dsess_error(vm, "dist.start: launcher \"ssh\" is not available without hosts=[...] (the hosts to start the workers on; ranks are placed in blocks when there are fewer hosts than workers)"); goto out; }
   if (strcmp(o->backend, "ring") && strcmp(o->backend, "nccl") && strcmp(o->backend, "auto"))
     { st = dsess_error(vm, "dist.start: unknown backend \"%s\" (expected \"auto\", \"ring\" or \"nccl\")", o->backend); goto out; }
-  /* the hosts: the list given, less the excluded ones */
-  if (ssh) {
-    hosts = calloc((size_t)o->nhosts, sizeof(char *));
-    if (!hosts) { st = nb_error(vm, "out of memory"); goto out; }
-    for (int i = 0; i < o->nhosts; i++) {
-      int ex = 0;
-      for (int j = 0; j < o->nexclude; j++) if (!strcmp(o->hosts[i], o->exclude[j])) ex = 1;
-      if (!ex) hosts[nhosts++] = o->hosts[i];
-    }
-    if (!nhosts) { st = dsess_error(vm, "dist.start: every host of hosts=[...] is excluded (exclude=[...] or a failed start)"); goto out; }
-    /* a name that resolves to loopback (localhost, Debian's "127.0.1.1 NAME")
-    ** among remote hosts: the workers there would be told to connect to
-    ** this host's loopback, and the ones here would advertise it */
-    int loop = -1, remote = -1; char laddr[64] = "";
-    for (int i = 0; i < nhosts; i++) {
-      char a[64];
-      if (dl_is_loopback(hosts[i], a, sizeof a)) { if (loop < 0) { loop = i; snprintf(laddr, sizeof laddr, "%s", a); } }
-      else if (remote < 0) remote = i;
-    }
-    if (loop >= 0 && remote >= 0) {
-      st = dsess_error(vm, "dist.start: host \"%s\" resolves to the loopback address %s, but host \"%s\" is another machine: "
-                       "workers there cannot reach a worker or session at %s. Name this machine by an address the others reach "
-                       "(its address on the cluster network, or a name that /etc/hosts maps to it rather than to 127.0.1.1)",
-                       hosts[loop], laddr, hosts[remote], laddr);
-      goto out;
-    }
-  }
+  /* the hosts: the list given, less the excluded ones; no loopback name among remote ones */
+  if (ssh && !(hosts = dsess_usable_hosts(vm, o, &nhosts))) goto out;
   /* the interface and the port range (options, else the environment) */
   const char *ifn = o->ifname[0] ? o->ifname : getenv("NABLA_SOCKET_IFNAME");
   const char *pspec = o->ports[0] ? o->ports : getenv("NABLA_PORT_RANGE");

@@ -81,6 +81,11 @@ int dsess_env_values(nb_VM *vm, const char *f, char **env, int nenv);
 ** else an error).  Other launchers: unchanged.  NB_OK or NB_ERR raised. */
 int dsess_plan_restart(nb_VM *vm, const char *f, dsess_Launch *o, int *n, char **ex, int nex, int min_workers);
 
+/* The ssh hosts to use: o->hosts less o->exclude (a malloc'd array of
+** pointers into o->hosts; *nhosts of them), or NULL with the error raised:
+** none left, or a name that resolves to loopback mixed with remote hosts. */
+char **dsess_usable_hosts(nb_VM *vm, const dsess_Launch *o, int *nhosts);
+
 /* What the builtins show. */
 int  dsess_active(void);
 int  dsess_size(void);                /* workers of the session (0: none) */

@@ -10,6 +10,7 @@
 #include <string.h>
 #include "dist/dsession.h"
 #include "lang/nbapi.h"
+#include "dist/dlaunch.h"
 
 int dsess_env_values(nb_VM *vm, const char *f, char **env, int nenv) {
   for (int i = 0; i < nenv; i++) {
@@ -63,4 +64,31 @@ int dsess_plan_restart(nb_VM *vm, const char *f, dsess_Launch *o, int *n, char *
     *n = m;
   }
   return NB_OK;
+}
+
+char **dsess_usable_hosts(nb_VM *vm, const dsess_Launch *o, int *nhosts) {
+  *nhosts = 0;
+  char **hosts = calloc(o->nhosts > 0 ? (size_t)o->nhosts : 1, sizeof(char *));
+  if (!hosts) { nb_error(vm, "out of memory"); return NULL; }
+  for (int i = 0; i < o->nhosts; i++)
+    if (!listed(o->exclude, o->nexclude, o->hosts[i])) hosts[(*nhosts)++] = o->hosts[i];
+  if (!*nhosts) { free(hosts); dsess_error(vm, "dist.start: every host of hosts=[...] is excluded (exclude=[...] or a failed start)"); return NULL; }
+  /* a name that resolves to loopback (localhost, Debian's "127.0.1.1 NAME")
+  ** among remote hosts: the workers there would be told to connect to this
+  ** host's loopback, and the ones here would advertise it (it used to hang) */
+  int loop = -1, remote = -1; char laddr[64] = "";
+  for (int i = 0; i < *nhosts; i++) {
+    char a[64];
+    if (dl_is_loopback(hosts[i], a, sizeof a)) { if (loop < 0) { loop = i; snprintf(laddr, sizeof laddr, "%s", a); } }
+    else if (remote < 0) remote = i;
+  }
+  if (loop >= 0 && remote >= 0) {
+    dsess_error(vm, "dist.start: host \"%s\" resolves to the loopback address %s, but host \"%s\" is another machine: "
+                "workers there cannot reach a worker or session at %s. Name this machine by an address the others reach "
+                "(its address on the cluster network, or a name that /etc/hosts maps to it rather than to 127.0.1.1)",
+                hosts[loop], laddr, hosts[remote], laddr);
+    free(hosts);
+    return NULL;
+  }
+  return hosts;
 }

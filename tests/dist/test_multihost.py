@@ -349,6 +349,29 @@ def test_restart(name):
 
 @test
 @needs_hosts
+def test_live_restart(name):
+    # a live session: exclude= at start, dist.restart(exclude=, min_workers=) on the hosts left
+    src = f"""
+import dist
+dist.start(6, launcher="ssh", hosts=["hosta", "hostb", "hostc"], exclude=["hostc"], connect_timeout=3, heartbeat=3, {C.ssh_opts_nbl()})
+fn hosts() {{ h = list(); for w in dist.workers() {{ push(h, w.host) }}; h }}
+print("A", hosts(), dist.run(fn() dist.local_world_size()))
+dist.restart(exclude=["hostb"], min_workers=2)
+print("B", hosts(), dist.run(fn() all_reduce(ones(1) * (dist.rank() + 1)).item()))
+try {{ dist.restart(exclude=["hosta"], min_workers=1) }} catch e {{ print("C", e.message) }}
+"""
+    path = script(src, "mh_live.nbl")
+    p = C.run(0, [NABLA, path], timeout=120)
+    sanitizer_check(p.stderr)
+    ok = (p.returncode == 0
+          and 'A ["hosta", "hosta", "hosta", "hostb", "hostb", "hostb"] [3, 3, 3, 3, 3, 3]' in p.stdout
+          and 'B ["hosta", "hosta", "hosta"] [6.0, 6.0, 6.0]' in p.stdout
+          and "C dist.restart: no host is left" in p.stdout)
+    report(name, ok, f"rc {p.returncode} out={p.stdout[-600:]!r} err={p.stderr[-600:]!r}")
+
+
+@test
+@needs_hosts
 def test_host_loss(name):
     X, Y, W, files = train_inputs("h")
     ck = os.path.join(TMP, "hostloss.safetensors")
