@@ -61,6 +61,7 @@ static struct {
   uint32_t intr_seq;       /* the last command the session asked to interrupt; atomic */
   const char *busy_type;   /* its type ("exec", ...); atomic */
   int main_done;           /* atomic: the main loop has ended */
+  int threads_shared;      /* thread counts are this machine's cores / its workers (not set by the user) */
 } W;
 static struct {
   void *ctx;
@@ -187,7 +188,18 @@ static int connect_mesh(uint32_t seq, const char *backend) {
 
 /* the conventional variables (torchrun's), and dist.local_rank()/node_rank() */
 static void setenv_int(const char *name, int v) { char b[24]; snprintf(b, sizeof b, "%d", v); setenv(name, b, 1); }
-static void set_launch_env(int lrank, int lworld, int node, int nnodes) {
+static int cores_per(int share) {
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN); if (cpus < 1) cpus = 1;
+  return (int)(cpus / share > 0 ? cpus / share : 1);
+}
+static void set_threads(int threads) {
+  setenv_int("OMP_NUM_THREADS", threads); setenv_int("OPENBLAS_NUM_THREADS", threads);
+  if (omp_set_num_threads) omp_set_num_threads(threads);   /* libgomp read the variable when it loaded */
+  if (openblas_set_num_threads) openblas_set_num_threads(threads);
+}
+static void set_launch_env(int lrank, int lworld, int node, int nnodes, int from_session) {
+  /* the launcher counted workers per host name; the machine may hold more */
+  if (from_session && W.threads_shared) set_threads(cores_per(lworld));
   nbD_self.local_rank = lrank;
   nbD_self.node_rank = node; nbD_self.local_world = lworld;
   setenv_int("LOCAL_RANK", lrank); setenv_int("LOCAL_WORLD_SIZE", lworld);
@@ -211,7 +223,7 @@ static void handle(dp_Msg *m) {
     if (sscanf(m->body, "%d %d %d %d", &lr, &lw, &nr, &nn) != 4 || lr < 0 || lw < 1 || lr >= lw || nr < 0 || nn < 1 || nr >= nn) {
       reply_err(seq, "DistError", "bad launchenv", "bad launchenv"); return;
     }
-    set_launch_env(lr, lw, nr, nn);
+    set_launch_env(lr, lw, nr, nn, 1);
     reply_ok(seq, NULL, 0);
   } else if (!strcmp(m->type, "reconnect")) {
     M.g.gen = (uint32_t)strtoul(m->body, NULL, 10);
@@ -503,15 +515,8 @@ int nbD_worker_main(int argc, char **argv) {
   /* threads: --threads T, or this host's cores divided among the --threads-share
   ** workers the launcher put here (before OpenMP/OpenBLAS start threads) */
   int threads = atoi(argval(argc, argv, "--threads", "0")), share = atoi(argval(argc, argv, "--threads-share", "0"));
-  if (threads <= 0 && share > 0 && !getenv("OMP_NUM_THREADS")) {
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN); if (cpus < 1) cpus = 1;
-    threads = (int)(cpus / share > 0 ? cpus / share : 1);
-  }
-  if (threads > 0) {
-    setenv_int("OMP_NUM_THREADS", threads); setenv_int("OPENBLAS_NUM_THREADS", threads);
-    if (omp_set_num_threads) omp_set_num_threads(threads);   /* libgomp read the variable when it loaded */
-    if (openblas_set_num_threads) openblas_set_num_threads(threads);
-  }
+  if (threads <= 0 && share > 0 && !getenv("OMP_NUM_THREADS")) { W.threads_shared = 1; threads = cores_per(share); }
+  if (threads > 0) set_threads(threads);
   /* the conventional variables: MASTER_ADDR/PORT are the session's control endpoint */
   setenv_int("RANK", rank); setenv_int("WORLD_SIZE", world);
   {
@@ -529,7 +534,7 @@ int nbD_worker_main(int argc, char **argv) {
   W.vm = nb_vm_new(&wsink);
   nbD_self.rank = rank; nbD_self.world = world;
   /* until the session's launchenv says better: what the launcher said */
-  set_launch_env(lrank, atoi(argval(argc, argv, "--local-world", "1")) > lrank ? atoi(argval(argc, argv, "--local-world", "1")) : lrank + 1, 0, 1);
+  set_launch_env(lrank, lrank + 1, 0, 1, 0);
   M.g.rank = rank; M.g.world = world; M.g.listen_fd = -1;
   memcpy(M.g.key, W.key, DP_KEYLEN);
   M.g.timeout_ms = atoi(argval(argc, argv, "--timeout-ms", "300000"));

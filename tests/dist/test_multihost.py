@@ -9,6 +9,8 @@ loopback (a host list mixing loopback and remote hosts), restart
 (--max-restarts with dist.resume) and host loss (--min-workers).
 
 Run: NABLA=build/nabla /usr/bin/python3 tests/dist/test_multihost.py
+NABLA_ASAN: also run under the ASan build by tools/run-tests.sh (session, ssh
+workers and restarts are this suite's C).
 Every input is fresh random data; SKIP (with why) when this machine cannot
 simulate hosts (not root, no ip netns, no sshd).
 """
@@ -40,7 +42,7 @@ def nrun(args, timeout=120, env=None, host=0):
 
 def ssh_run(n, extra, path, *args, timeout=120, env=None):
     return nrun(["-n", str(n), "--launcher", "ssh", "--hosts", HOSTS, *C.ssh_args(), "--connect-timeout", "3",
-                 "--heartbeat", "3", *extra, path, *args], timeout=timeout, env=env)
+                 "--heartbeat", "5", *extra, path, *args], timeout=timeout, env=env)
 
 
 def per_rank(out, tag):
@@ -329,7 +331,7 @@ def test_restart(name):
     def kill_rank4():
         for pid in worker_pids(2, 4):
             os.kill(pid, 9)
-    args = ["-n", "6", "--launcher", "ssh", "--hosts", HOSTS, *C.ssh_args(), "--connect-timeout", "3", "--heartbeat", "3",
+    args = ["-n", "6", "--launcher", "ssh", "--hosts", HOSTS, *C.ssh_args(), "--connect-timeout", "3", "--heartbeat", "5",
             "--max-restarts", "1", path, *files, "12", ck, "restart"]
     rc, out, err, fired = run_until_spin(args, kill_rank4)
     starts = re.findall(r"^\[rank 0\] START (\d+)$", out, re.M)
@@ -353,7 +355,7 @@ def test_live_restart(name):
     # a live session: exclude= at start, dist.restart(exclude=, min_workers=) on the hosts left
     src = f"""
 import dist
-dist.start(6, launcher="ssh", hosts=["hosta", "hostb", "hostc"], exclude=["hostc"], connect_timeout=3, heartbeat=3, {C.ssh_opts_nbl()})
+dist.start(6, launcher="ssh", hosts=["hosta", "hostb", "hostc"], exclude=["hostc"], connect_timeout=3, heartbeat=5, {C.ssh_opts_nbl()})
 fn hosts() {{ h = list(); for w in dist.workers() {{ push(h, w.host) }}; h }}
 print("A", hosts(), dist.run(fn() dist.local_world_size()))
 dist.restart(exclude=["hostb"], min_workers=2)
@@ -376,7 +378,7 @@ def test_host_loss(name):
     X, Y, W, files = train_inputs("h")
     ck = os.path.join(TMP, "hostloss.safetensors")
     path = script(TRAIN, "mh_hostloss.nbl")
-    args = ["-n", "6", "--launcher", "ssh", "--hosts", HOSTS, *C.ssh_args(), "--connect-timeout", "3", "--heartbeat", "3",
+    args = ["-n", "6", "--launcher", "ssh", "--hosts", HOSTS, *C.ssh_args(), "--connect-timeout", "3", "--heartbeat", "5",
             "--max-restarts", "2", "--min-workers", "4", path, *files, "12", ck, "hostloss"]
     rc, out, err, fired = run_until_spin(args, lambda: C.kill_host(2), timeout=200)
     starts = re.findall(r"^\[rank 0\] START (\d+)$", out, re.M)
