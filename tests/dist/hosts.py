@@ -50,6 +50,24 @@ def _sh(args, check=True, timeout=20):
     return p
 
 
+def write_sshd_config(path, d, port, listen, pidfile):
+    """An sshd_config for tests: key login only (d/host_key, d/authorized_keys), root allowed, no PAM."""
+    with open(path, "w") as f:
+        f.write(f"""Port {port}
+ListenAddress {listen}
+HostKey {d}/host_key
+AuthorizedKeysFile {d}/authorized_keys
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PermitRootLogin prohibit-password
+UsePAM no
+StrictModes no
+PidFile {pidfile}
+""")
+    return path
+
+
 def capability():
     """None when namespaces, veths, bridges and sshd work here, else why not."""
     if os.geteuid() != 0:
@@ -132,21 +150,7 @@ class Cluster:
                 _sh([IP, "-n", ns, "link", "set", eth, "up"])
                 _sh([IP, "-n", self.sw, "link", "set", sw_end, "master", br])
                 _sh([IP, "-n", self.sw, "link", "set", sw_end, "up"])
-            cfg = os.path.join(d, f"sshd_config{i}")
-            with open(cfg, "w") as f:
-                f.write(f"""Port 22
-ListenAddress 0.0.0.0
-HostKey {d}/host_key
-AuthorizedKeysFile {d}/authorized_keys
-PubkeyAuthentication yes
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-PermitRootLogin prohibit-password
-UsePAM no
-StrictModes no
-PermitUserEnvironment no
-PidFile {d}/sshd{i}.pid
-""")
+            cfg = write_sshd_config(os.path.join(d, f"sshd_config{i}"), d, 22, "0.0.0.0", f"{d}/sshd{i}.pid")
             log = open(os.path.join(d, f"sshd{i}.log"), "w")
             # the host: its own hostname, /etc/hosts and /dev/shm, then sshd (exec: same pid)
             boot = (f"hostname {self.names[i]} && mount --make-rprivate / && mount --bind {d}/hosts /etc/hosts && "

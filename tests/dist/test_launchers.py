@@ -19,6 +19,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dutil  # noqa: E402
+import hosts  # noqa: E402
 from dutil import NABLA, TMP, alive, lines_with, report, sanitizer_check, script, skip, test, wait_gone  # noqa: E402
 
 started = []          # (name, Popen) of the daemons this test started; stopped by pid at exit
@@ -95,20 +96,7 @@ def setup_sshd():
     shutil.copy(os.path.join(d, "user_key.pub"), os.path.join(d, "authorized_keys"))
     os.chmod(os.path.join(d, "authorized_keys"), 0o600)
     port = spare_port()
-    cfg = os.path.join(d, "sshd_config")
-    with open(cfg, "w") as f:
-        f.write(f"""Port {port}
-ListenAddress 127.0.0.1
-HostKey {d}/host_key
-AuthorizedKeysFile {d}/authorized_keys
-PubkeyAuthentication yes
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-PermitRootLogin prohibit-password
-UsePAM no
-StrictModes no
-PidFile {d}/sshd.pid
-""")
+    cfg = hosts.write_sshd_config(os.path.join(d, "sshd_config"), d, port, "127.0.0.1", f"{d}/sshd.pid")
     if os.geteuid() == 0:
         os.makedirs("/run/sshd", mode=0o755, exist_ok=True)   # privilege separation directory
     log = open(os.path.join(d, "sshd.log"), "w")

@@ -321,31 +321,38 @@ def run_until_spin(args, on_spin, timeout=150):
     return p.returncode, "".join(out), err, fired
 
 
-@test
-@needs_hosts
-def test_restart(name):
-    X, Y, W, files = train_inputs("r")
-    ck = os.path.join(TMP, "restart.safetensors")
-    path = script(TRAIN, "mh_restart.nbl")
-
-    def kill_rank4():
-        for pid in worker_pids(2, 4):
-            os.kill(pid, 9)
+def elastic_run(tag, mode, extra, on_spin, timeout=150):
+    """TRAIN with a failure at step 6 of the first attempt; (why or None, out, err, X, Y, W)."""
+    X, Y, W, files = train_inputs(tag)
+    ck = os.path.join(TMP, f"{mode}.safetensors")
+    path = script(TRAIN, f"mh_{mode}.nbl")
     args = ["-n", "6", "--launcher", "ssh", "--hosts", HOSTS, *C.ssh_args(), "--connect-timeout", "3", "--heartbeat", "5",
-            "--max-restarts", "1", path, *files, "12", ck, "restart"]
-    rc, out, err, fired = run_until_spin(args, kill_rank4)
+            *extra, path, *files, "12", ck, mode]
+    rc, out, err, fired = run_until_spin(args, on_spin, timeout=timeout)
     starts = re.findall(r"^\[rank 0\] START (\d+)$", out, re.M)
     why = None
     if not fired:
         why = "no rank reached the failure point"
     elif rc != 0:
         why = f"rc {rc}"
-    elif starts != ["0", "6"]:
-        why = f"the group started at steps {starts}, expected a fresh start then a resume at the step-6 checkpoint"
-    elif "restarting the group (restart 1 of 1)" not in err:
+    elif not starts or starts[0] != "0" or starts[-1] != "6":
+        why = f"the group started at steps {starts}, expected a fresh start, then a resume at the step-6 checkpoint"
+    return why, out, err, reference(X, Y, W, 12), starts
+
+
+@test
+@needs_hosts
+def test_restart(name):
+    def kill_rank4():
+        for pid in worker_pids(2, 4):
+            os.kill(pid, 9)
+    why, out, err, ref, starts = elastic_run("r", "restart", ["--max-restarts", "1"], kill_rank4)
+    if why is None and starts != ["0", "6"]:
+        why = f"started at {starts}: one restart expected"
+    if why is None and "restarting the group (restart 1 of 1)" not in err:
         why = "no restart message"
-    else:
-        why = check_params(out.split("START 6")[-1], reference(X, Y, W, 12), 6)
+    if why is None:
+        why = check_params(out.split("START 6")[-1], ref, 6)
     report(name, why is None, f"{why}; out={out[-600:]!r} err={err[-800:]!r}")
 
 
@@ -375,27 +382,15 @@ try {{ dist.restart(exclude=["hosta"], min_workers=1) }} catch e {{ print("C", e
 @test
 @needs_hosts
 def test_host_loss(name):
-    X, Y, W, files = train_inputs("h")
-    ck = os.path.join(TMP, "hostloss.safetensors")
-    path = script(TRAIN, "mh_hostloss.nbl")
-    args = ["-n", "6", "--launcher", "ssh", "--hosts", HOSTS, *C.ssh_args(), "--connect-timeout", "3", "--heartbeat", "5",
-            "--max-restarts", "2", "--min-workers", "4", path, *files, "12", ck, "hostloss"]
-    rc, out, err, fired = run_until_spin(args, lambda: C.kill_host(2), timeout=200)
-    starts = re.findall(r"^\[rank 0\] START (\d+)$", out, re.M)
+    why, out, err, ref, starts = elastic_run("h", "hostloss", ["--max-restarts", "2", "--min-workers", "4"],
+                                             lambda: C.kill_host(2), timeout=200)
     worlds = per_rank(out, "WORLD")
-    why = None
-    if not fired:
-        why = "no rank reached the failure point"
-    elif rc != 0:
-        why = f"rc {rc}"
-    elif starts[0] != "0" or starts[-1] != "6":
-        why = f"the group started at steps {starts}, expected a fresh start and a resume at 6"
-    elif sorted(worlds) != [0, 1, 2, 3] or set(worlds.values()) != {4}:
+    if why is None and (sorted(worlds) != [0, 1, 2, 3] or set(worlds.values()) != {4}):
         why = f"the last group was not 4 workers on the 2 hosts left: {worlds}"
-    elif "hostc" not in err:
+    if why is None and "hostc" not in err:
         why = "the lost host is not named"
-    else:
-        why = check_params(out.split("START 6")[-1], reference(X, Y, W, 12), 4)
+    if why is None:
+        why = check_params(out.split("START 6")[-1], ref, 4)
     report(name, why is None, f"{why}; out={out[-600:]!r} err={err[-900:]!r}")
 
 
