@@ -34,6 +34,7 @@ import secrets
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -122,6 +123,9 @@ class Cluster:
 
     def start(self):
         _live.append(self)
+        # a runner's timeout (SIGTERM) must still tear the hosts down: exit through atexit
+        if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, lambda sig, frame: sys.exit(128 + sig))
         self.dir = tempfile.mkdtemp(prefix="nabla-hosts-")
         d = self.dir
         for k in ("host_key", "user_key"):
