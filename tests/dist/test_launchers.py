@@ -363,6 +363,31 @@ print("rank", dist.rank(), "of", dist.world_size(), x.tolist(), argv)
     report(name, ok, f"rc={p.returncode} out={p.stdout!r} err={p.stderr[-500:]!r}")
 
 
+@test
+def test_run_env_and_option_errors(name):
+    # --env NAME=VALUE and bare NAME reach local workers; bad values are clear errors before anything starts
+    path = script('print("E", [getenv("NB_T_A"), getenv("NB_T_B"), getenv("RANK"), getenv("NABLA_RESTART_COUNT")])\n', "envrun.nbl")
+    val = f"v{os.getpid()}-{time.time()}"
+    env = dict(os.environ, NB_T_B=val)
+    env.pop("NB_T_UNSET", None)
+    p = subprocess.run([NABLA, "run", "-n", "2", "--env", "NB_T_A=a b'c", "--env", "NB_T_B", path], capture_output=True, text=True,
+                       timeout=60, env=env, stdin=subprocess.DEVNULL)
+    ok = p.returncode == 0 and all(f'[rank {r}] E ["a b\'c", "{val}", "{r}", "0"]' in p.stdout for r in (0, 1))
+    bad = [(["--env", "NB_T_UNSET"], "NB_T_UNSET is not set here"),
+           (["--ports", "9-5"], 'port range "9-5" is not LOW-HIGH'),
+           (["--ifname", "nosuchif0"], "there is no interface nosuchif0"),
+           (["--max-restarts", "x"], "--max-restarts must be an integer")]
+    errs = []
+    for args, want in bad:
+        q = subprocess.run([NABLA, "run", "-n", "2", *args, path], capture_output=True, text=True, timeout=60, env=env,
+                           stdin=subprocess.DEVNULL)
+        sanitizer_check(q.stderr)
+        if q.returncode == 0 or want not in q.stderr:
+            errs.append(f"{args}: rc {q.returncode} {q.stderr[-300:]!r}")
+    sanitizer_check(p.stderr)
+    report(name, ok and not errs, f"rc={p.returncode} out={p.stdout!r} err={p.stderr[-300:]!r} {errs}")
+
+
 # ---------------------------------------------------------------- checkpoint on another worker count
 @test
 def test_resume_checkpoint_2_to_3_workers(name):

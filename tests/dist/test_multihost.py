@@ -187,6 +187,45 @@ def test_env(name):
     report(name, why is None, f"{why}; out={p.stdout[-800:]!r} err={p.stderr[-800:]!r}")
 
 
+@test
+@needs_hosts
+def test_ports(name):
+    # NABLA_PORT_RANGE: every port the session and the workers listen on (control, ring) is in the range
+    flag = os.path.join(TMP, "ports.flag")
+    path = script(f'barrier()\nif dist.rank() == 0 {{ print("SPIN", 0) }}\nwhile not exists("{flag}") {{ }}\nprint("DONE", all_reduce(ones(1)).item())\n',
+                  "mh_ports.nbl")
+    lo = int(rng.integers(30000, 40000))
+    seen = {}
+
+    def look():
+        for i in range(3):
+            q = C.run(i, ["ss", "-ltnH"], timeout=20)
+            seen[C.names[i]] = sorted({int(line.split()[3].rsplit(":", 1)[1]) for line in q.stdout.splitlines() if line.strip()} - {22})
+        open(flag, "w").close()
+    env = {"NABLA_PORT_RANGE": f"{lo}-{lo + 20}"}
+    p = C.popen(0, [NABLA, "run", "-n", "6", "--launcher", "ssh", "--hosts", HOSTS, *C.ssh_args(), "--connect-timeout", "3", path],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        for line in p.stdout:
+            if "] SPIN " in line:
+                look()
+                break
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        if not os.path.exists(flag):
+            open(flag, "w").close()
+    sanitizer_check(err or "")
+    counts = {h: len(v) for h, v in seen.items()}
+    bad = {h: [x for x in v if not lo <= x <= lo + 20] for h, v in seen.items()}
+    # host a: the session's control port and its 2 workers' ring ports; b, c: 2 ring ports each
+    ok = (p.returncode == 0 and out.count("DONE 6.0") == 6 and not any(bad.values())
+          and counts == {"hosta": 3, "hostb": 2, "hostc": 2})
+    report(name, ok, f"rc {p.returncode} listening={seen} (range {lo}-{lo + 20}); out={(out or '')[-300:]!r} err={(err or '')[-400:]!r}")
+
+
 # ---------------------------------------------------------------- output
 @test
 @needs_hosts
