@@ -388,6 +388,23 @@ def test_run_env_and_option_errors(name):
     report(name, ok and not errs, f"rc={p.returncode} out={p.stdout!r} err={p.stderr[-300:]!r} {errs}")
 
 
+@test
+def test_local_batch(name):
+    # dist.local_batch keeps the global batch on any world size: batch * accum * world == global, batch <= max_batch
+    import random
+    world = random.choice([2, 3])
+    g = world * random.randint(3, 40)
+    mb = random.randint(1, g // world)
+    path = script(f'b = dist.local_batch({g}, {mb})\nprint("LB", dist.local_batch({g}).batch, b.batch, b.accum)\n', "lb.nbl")
+    p = subprocess.run([NABLA, "run", "-n", str(world), path], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    sanitizer_check(p.stderr)
+    per = g // world
+    accum = next(a for a in range(1, per + 1) if per % a == 0 and per // a <= mb)
+    want = f"{per} {per // accum} {accum}"
+    ok = p.returncode == 0 and all(f"[rank {r}] LB {want}" in p.stdout for r in range(world))
+    report(name, ok, f"g={g} world={world} max={mb} want {want}; rc={p.returncode} out={p.stdout!r} err={p.stderr[-300:]!r}")
+
+
 # ---------------------------------------------------------------- checkpoint on another worker count
 @test
 def test_resume_checkpoint_2_to_3_workers(name):
