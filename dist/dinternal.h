@@ -10,6 +10,7 @@
 typedef struct nbD_Self {
   int rank, world, local_rank;
   dr_Group *g;          /* the collective backend (ring); NULL outside workers */
+  int node_rank, local_world;   /* the host's index among the job's hosts, workers on it (dworker.c, from host ids) */
 } nbD_Self;
 extern nbD_Self nbD_self;
 

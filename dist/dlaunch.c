@@ -10,6 +10,8 @@
 ** and its heartbeats.
 */
 #include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -21,7 +23,10 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <stdint.h>
 #include "dist/dlaunch.h"
+
+extern char **environ;
 
 /* appends arg to the remote command line, single-quoted for the remote shell */
 static void quote(char *dst, size_t cap, const char *arg) {
@@ -82,38 +87,81 @@ static void worker_args(dl_Common *c, char *cmd, size_t cap, const char *endpoin
   quote(cmd, cap, "--bind"); quote(cmd, cap, c->worker_bind);
 }
 
+int dl_forward_by_default(const char *v) {
+  static const char *const suffixes[] = { "_VISIBLE_DEVICES=" };   /* CUDA_, HIP_, ROCR_, ZE_AFFINITY is not one */
+  if (!strncmp(v, "NCCL_", 5) || !strncmp(v, "NABLA_", 6)) return 1;
+  const char *eq = strchr(v, '=');
+  if (!eq) return 0;
+  for (size_t i = 0; i < sizeof suffixes / sizeof *suffixes; i++) {
+    size_t sl = strlen(suffixes[i]) - 1;
+    if ((size_t)(eq - v) >= sl && !strncmp(eq - sl, suffixes[i], sl)) return 1;
+  }
+  return 0;
+}
+
+/* whether NAME=... is a variable name the remote shell accepts */
+static int env_name_ok(const char *v) {
+  const char *eq = strchr(v, '=');
+  if (!eq || eq == v) return 0;
+  for (const char *p = v; p < eq; p++)
+    if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || *p == '_' || (p > v && *p >= '0' && *p <= '9'))) return 0;
+  return 1;
+}
+
+#define SSH_CMD_MAX 65536
 pid_t dl_spawn_ssh(dl_Common *c, const char *host, int port, const char *identity,
                    char *const *extra_opts, int nextra, const char *endpoint, int rank, int local_rank) {
-  char cmd[4096] = "", num[32];
-  if (c->threads > 0) {
-    /* the remote environment: thread counts split between this host's workers */
-    char env[160];
-    snprintf(env, sizeof env, "env OMP_NUM_THREADS=%d OPENBLAS_NUM_THREADS=%d OMP_WAIT_POLICY=PASSIVE", c->threads, c->threads);
-    snprintf(cmd, sizeof cmd, "%s", env);
+  char *cmd = calloc(1, SSH_CMD_MAX), num[32];
+  if (!cmd) { snprintf(c->err, sizeof c->err, "out of memory"); return -1; }
+  /* the remote environment: NCCL_*, NABLA_*, *_VISIBLE_DEVICES from here, then
+  ** what was asked for (later ones win, as env(1) applies them in order) */
+  snprintf(cmd, SSH_CMD_MAX, "env");
+  for (char **e = environ; *e; e++) if (dl_forward_by_default(*e) && env_name_ok(*e)) quote(cmd, SSH_CMD_MAX, *e);
+  for (int i = 0; i < c->nenv; i++) {
+    if (!env_name_ok(c->env[i])) { snprintf(c->err, sizeof c->err, "env: \"%.200s\" is not NAME=VALUE with a valid variable name", c->env[i]); free(cmd); return -1; }
+    quote(cmd, SSH_CMD_MAX, c->env[i]);
   }
-  quote(cmd, sizeof cmd, c->exe);
-  worker_args(c, cmd, sizeof cmd, endpoint);
-  snprintf(num, sizeof num, "%d", rank); quote(cmd, sizeof cmd, "--rank"); quote(cmd, sizeof cmd, num);
-  snprintf(num, sizeof num, "%d", local_rank); quote(cmd, sizeof cmd, "--local-rank"); quote(cmd, sizeof cmd, num);
-  const char *cmdp = cmd[0] == ' ' ? cmd + 1 : cmd;
+  if (c->threads > 0) {
+    snprintf(num, sizeof num, "%d", c->threads);
+    char t[64];
+    snprintf(t, sizeof t, "OMP_NUM_THREADS=%d", c->threads); quote(cmd, SSH_CMD_MAX, t);
+    snprintf(t, sizeof t, "OPENBLAS_NUM_THREADS=%d", c->threads); quote(cmd, SSH_CMD_MAX, t);
+  }
+  quote(cmd, SSH_CMD_MAX, "OMP_WAIT_POLICY=PASSIVE");
+  quote(cmd, SSH_CMD_MAX, c->exe);
+  worker_args(c, cmd, SSH_CMD_MAX, endpoint);
+  snprintf(num, sizeof num, "%d", rank); quote(cmd, SSH_CMD_MAX, "--rank"); quote(cmd, SSH_CMD_MAX, num);
+  snprintf(num, sizeof num, "%d", local_rank); quote(cmd, SSH_CMD_MAX, "--local-rank"); quote(cmd, SSH_CMD_MAX, num);
+  if (c->threads <= 0 && c->share > 0) {   /* the worker divides its own host's cores */
+    snprintf(num, sizeof num, "%d", c->share); quote(cmd, SSH_CMD_MAX, "--threads-share"); quote(cmd, SSH_CMD_MAX, num);
+  }
+  if (strlen(cmd) > SSH_CMD_MAX - 64) {   /* quote() truncates: never run a cut command line */
+    snprintf(c->err, sizeof c->err, "the worker's command line for host %s is over %d bytes (too many or too long forwarded variables)", host, SSH_CMD_MAX - 64);
+    free(cmd); return -1;
+  }
 
   char ports[16]; snprintf(ports, sizeof ports, "%d", port);
-  int cap = 16 + nextra, k = 0;
+  char cto[48]; snprintf(cto, sizeof cto, "ConnectTimeout=%d", c->connect_timeout > 0 ? c->connect_timeout : 10);
+  int cap = 24 + nextra, k = 0;
   char **argv = calloc((size_t)cap, sizeof(char *));
-  if (!argv) { snprintf(c->err, sizeof c->err, "out of memory"); return -1; }
+  if (!argv) { snprintf(c->err, sizeof c->err, "out of memory"); free(cmd); return -1; }
   argv[k++] = "ssh";
   argv[k++] = "-T";                       /* no terminal: the worker's output goes through the control channel */
   argv[k++] = "-x";
   argv[k++] = "-o"; argv[k++] = "BatchMode=yes";
+  /* a host that is down fails in seconds, not after the TCP retries (~2 min) */
+  argv[k++] = "-o"; argv[k++] = cto;
+  argv[k++] = "-o"; argv[k++] = "ServerAliveInterval=5";
   if (port > 0) { argv[k++] = "-p"; argv[k++] = ports; }
   if (identity && *identity) { argv[k++] = "-i"; argv[k++] = (char *)identity; argv[k++] = "-o"; argv[k++] = "IdentitiesOnly=yes"; }
   for (int i = 0; i < nextra; i++) argv[k++] = extra_opts[i];
   argv[k++] = "--";
   argv[k++] = (char *)host;
-  argv[k++] = (char *)cmdp;
+  argv[k++] = cmd;
   argv[k] = NULL;
   pid_t pid = spawn_with_key(c, argv);
   free(argv);
+  free(cmd);
   return pid;
 }
 
@@ -157,10 +205,38 @@ static int resolve4(const char *host, struct sockaddr_in *out) {
   return 0;
 }
 
-int dl_is_loopback(const char *host) {
+int dl_is_loopback(const char *host, char *addr, size_t n) {
   struct sockaddr_in a;
+  if (addr && n) addr[0] = 0;
   if (resolve4(host, &a)) return 0;
+  if (addr && n && !inet_ntop(AF_INET, &a.sin_addr, addr, (socklen_t)n)) addr[0] = 0;
   return (ntohl(a.sin_addr.s_addr) >> 24) == 127;
+}
+
+/* FNV-1a, 64 bits: the id only has to tell machines apart, not resist anyone */
+static uint64_t fnv(uint64_t h, const char *s, size_t n) {
+  for (size_t i = 0; i < n; i++) { h ^= (unsigned char)s[i]; h *= 1099511628211ULL; }
+  return h;
+}
+
+int dl_host_id(char out[17]) {
+  uint64_t h = 1469598103934665603ULL;
+  int got = 0;
+  char buf[256];
+  FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+  if (f) {
+    if (fgets(buf, sizeof buf, f)) { h = fnv(h, buf, strlen(buf)); got = 1; }
+    fclose(f);
+  }
+  if (!got && gethostname(buf, sizeof buf - 1) == 0) { buf[sizeof buf - 1] = 0; h = fnv(h, buf, strlen(buf)); got = 1; }
+  static const char *const ns[] = { "/proc/self/ns/net", "/proc/self/ns/mnt" };
+  for (size_t i = 0; i < sizeof ns / sizeof *ns; i++) {
+    ssize_t k = readlink(ns[i], buf, sizeof buf - 1);   /* "net:[4026531992]" */
+    if (k > 0) h = fnv(h, buf, (size_t)k);
+  }
+  if (!got) { snprintf(out, 17, "unknown"); return -1; }
+  snprintf(out, 17, "%016llx", (unsigned long long)h);
+  return 0;
 }
 
 int dl_route_addr(const char *host, char *out, size_t n) {
@@ -183,4 +259,44 @@ void dl_self_addr(char *out, size_t n) {
       && inet_ntop(AF_INET, &a.sin_addr, out, (socklen_t)n)) return;
   if (dl_route_addr("192.0.2.1", out, n) == 0) return;   /* TEST-NET-1: only the route is looked up */
   snprintf(out, n, "127.0.0.1");
+}
+
+void dl_host_groups(const char (*ids)[17], int n, int *lrank, int *lworld, int *node, int *nnodes) {
+  int nodes = 0;
+  for (int i = 0; i < n; i++) {
+    int first = i;
+    lrank[i] = 0; lworld[i] = 0;
+    for (int j = 0; j < n; j++) if (!strcmp(ids[i], ids[j])) { if (j < i) lrank[i]++; if (j < first) first = j; lworld[i]++; }
+    node[i] = first == i ? nodes++ : node[first];
+  }
+  *nnodes = nodes;
+}
+
+int dl_port_range(const char *spec, int *lo, int *hi, char *err, size_t n) {
+  if (!spec || !*spec) return 0;
+  char tail = 0;
+  int a = 0, b = 0;
+  if (sscanf(spec, "%d-%d%c", &a, &b, &tail) != 2 || a < 1 || b > 65535 || a > b) {
+    snprintf(err, n, "port range \"%.60s\" is not LOW-HIGH with 1 <= LOW <= HIGH <= 65535", spec);
+    return -1;
+  }
+  *lo = a; *hi = b;
+  return 1;
+}
+
+int dl_ifname_addr(const char *ifname, char *out, size_t n, char *err, size_t en) {
+  struct ifaddrs *ifa = NULL;
+  if (getifaddrs(&ifa)) { snprintf(err, en, "getifaddrs: %s", strerror(errno)); return -1; }
+  int found = 0, exists = 0;
+  for (struct ifaddrs *p = ifa; p; p = p->ifa_next) {
+    if (!p->ifa_name || strcmp(p->ifa_name, ifname)) continue;
+    exists = 1;
+    if (p->ifa_addr && p->ifa_addr->sa_family == AF_INET) {
+      inet_ntop(AF_INET, &((struct sockaddr_in *)p->ifa_addr)->sin_addr, out, (socklen_t)n);
+      found = 1; break;
+    }
+  }
+  freeifaddrs(ifa);
+  if (!found) snprintf(err, en, exists ? "interface %s has no IPv4 address" : "there is no interface %s on this host", ifname);
+  return found ? 0 : -1;
 }

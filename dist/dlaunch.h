@@ -17,7 +17,10 @@ typedef struct dl_Common {
   int world, timeout_ms;
   double heartbeat_s;       /* 0: no heartbeats */
   const char *worker_bind;  /* --bind for the workers ("auto": listen on all, advertise the route to the session) */
-  int threads;              /* OMP/OpenBLAS threads per worker (0: leave alone) */
+  int threads;              /* OMP/OpenBLAS threads per worker (0: the worker divides its own cores) */
+  int share;                /* workers the launcher places on this host (the worker divides its cores by it) */
+  int connect_timeout;      /* ssh ConnectTimeout in seconds (0: 10) */
+  char *const *env; int nenv;   /* "NAME=VALUE" to set in the remote worker (besides NCCL_*, NABLA_*, *_VISIBLE_DEVICES) */
   char err[512];
 } dl_Common;
 
@@ -30,11 +33,38 @@ pid_t dl_spawn_ssh(dl_Common *c, const char *host, int port, const char *identit
 ** task reads the key from srun's stdin (srun broadcasts it).  Returns srun's pid or -1. */
 pid_t dl_spawn_srun(dl_Common *c, int nodes, int gpus_per_node, const char *endpoint);
 
+/* The identity of the machine this process runs on, as 16 hex digits +
+** NUL: a hash of the kernel's boot id and this process's network and mount
+** namespaces.  Two processes get the same id exactly when they run on one
+** kernel and share its loopback network and /dev/shm — whatever their host
+** was called in a host list (two names for one machine give one id; hosts
+** simulated as namespaces of one kernel give different ids).  0, or -1 when
+** nothing could be read (out is then "unknown").  Ranks that share a host are
+** those whose ids are equal (the session sets LOCAL_RANK / NODE_RANK from it). */
+int dl_host_id(char out[17]);
+
+/* Places n ranks on machines from their host ids (ids[i]: 17 bytes each):
+** node[i] numbers the machines in the order of their first rank, lrank[i]
+** counts the ranks before i on the same machine, lworld[i] those on it;
+** *nnodes the machines.  O(n^2) compares, n <= 1024. */
+void dl_host_groups(const char (*ids)[17], int n, int *lrank, int *lworld, int *node, int *nnodes);
+
+/* NABLA_PORT_RANGE "LO-HI" (or ports= given as that text): 1 with *lo..*hi,
+** 0 when unset, -1 (err filled) when it does not parse */
+int dl_port_range(const char *spec, int *lo, int *hi, char *err, size_t n);
+/* the IPv4 address of interface ifname ("eth1"), as text: 0, or -1 (err filled) */
+int dl_ifname_addr(const char *ifname, char *out, size_t n, char *err, size_t en);
+
+/* Whether the variable NAME=VALUE is forwarded to remote workers by default:
+** NCCL_*, NABLA_*, and the *_VISIBLE_DEVICES family. */
+int dl_forward_by_default(const char *name_eq_value);
+
 /* The local address that packets to host leave from (a UDP connect, nothing
 ** is sent): the address a process on host reaches this one at.  0 or -1. */
 int dl_route_addr(const char *host, char *out, size_t n);
-/* whether host resolves to a loopback address */
-int dl_is_loopback(const char *host);
+/* whether host resolves to a loopback address; addr (if not NULL) gets the
+** address it resolved to, as text ("" when it does not resolve) */
+int dl_is_loopback(const char *host, char *addr, size_t n);
 /* a reachable address of this host for workers elsewhere (Slurm): the
 ** hostname's address unless loopback, else the default route's source, else 127.0.0.1 */
 void dl_self_addr(char *out, size_t n);

@@ -58,6 +58,7 @@ typedef struct Worker {
   char ident[64]; size_t identlen;
   char addr[80];              /* host:port of its ring listener */
   char host[80];              /* where it runs (ssh: the name given; else its hostname) */
+  char hostid[17];            /* its machine (dl_host_id), from its hello */
   volatile int dead;          /* set by the monitor: exited, or no heartbeat */
   int status;                 /* waitpid status of its local process */
   char why[200];              /* how it died */
@@ -85,7 +86,8 @@ typedef struct Session {
   char backend_why[700];      /* why auto chose the ring ("" otherwise) */
   uint32_t seq, gen;
   pthread_t reaper; int reaper_on; volatile int reaper_stop; volatile int stopping;
-  int run_mode;               /* nabla run: rank 0's stdout unprefixed, other ranks' stdout dropped */
+  int run_mode;               /* nabla run: 1: rank 0's stdout unprefixed, other ranks' stdout dropped; 2: every rank's, prefixed */
+  int *log_fd;                /* nabla run --log-dir: each rank's output, unprefixed (-1: none) */
   int need_reconnect;
   Proc *proc; int nproc;      /* local processes to reap */
   int remote;                 /* ssh/slurm: workers are not this process's children */
@@ -241,8 +243,9 @@ static void out_write(nb_VM *vm, int stream, const char *data, size_t len) {
 static void forward_output(nb_VM *vm, int rank, int stream, const char *data, size_t len) {
   Worker *w = &S.w[rank];
   if (stream != NB_STDERR) stream = NB_STDOUT;
-  if (S.run_mode && rank == 0) { out_write(vm, stream, data, len); return; }
-  if (S.run_mode && stream == NB_STDOUT) return;
+  if (S.log_fd && S.log_fd[rank] >= 0 && write(S.log_fd[rank], data, len) < 0) {}
+  if (S.run_mode == 1 && rank == 0) { out_write(vm, stream, data, len); return; }
+  if (S.run_mode == 1 && stream == NB_STDOUT) return;
   char prefix[48]; int pn = snprintf(prefix, sizeof prefix, "[rank %d] ", rank);
   size_t i = 0;
   while (i < len) {
@@ -329,7 +332,12 @@ static void on_hello(dp_Msg *m) {
   w->hello = 1;
   w->pid = pid;
   w->rctr = m->ctr;
-  if (!w->host[0]) snprintf(w->host, sizeof w->host, "%s", host[0] ? host : "?");
+  /* the hello's host field: "HOSTNAME/HOSTID" (older workers: no id) */
+  char hn[80]; snprintf(hn, sizeof hn, "%s", host);
+  char *slash = strrchr(hn, '/');
+  if (slash) { *slash = 0; snprintf(w->hostid, sizeof w->hostid, "%s", slash + 1); }
+  else snprintf(w->hostid, sizeof w->hostid, "%.16s", hn);
+  if (!w->host[0]) snprintf(w->host, sizeof w->host, "%s", hn[0] ? hn : "?");
   __atomic_store_n(&w->last_ms, (int64_t)nu_mono_ms(), __ATOMIC_SEQ_CST);
   memcpy(w->ident, m->ident, m->identlen); w->identlen = m->identlen;
   snprintf(w->addr, sizeof w->addr, "%s", addr);
@@ -486,14 +494,14 @@ int dsess_error(nb_VM *vm, const char *fmt, ...) {
 }
 
 /* spawns one worker with the local launcher */
-static pid_t spawn_local(int rank, const char *exe) {
+static pid_t spawn_local(int rank, const char *exe, int threads, char **extra, int nextra) {
   char rank_s[16], world_s[16], to_s[32], hb_s[32], nthreads[24], omp[64], blas[64];
   snprintf(rank_s, sizeof rank_s, "%d", rank);
   snprintf(world_s, sizeof world_s, "%d", S.n);
   snprintf(to_s, sizeof to_s, "%d", S.timeout_ms);
   snprintf(hb_s, sizeof hb_s, "%g", S.hb_ms / 1e3);
   long cpus = sysconf(_SC_NPROCESSORS_ONLN); if (cpus < 1) cpus = 1;
-  long per = cpus / S.n; if (per < 1) per = 1;
+  long per = threads > 0 ? threads : cpus / S.n; if (per < 1) per = 1;
   snprintf(nthreads, sizeof nthreads, "%ld", per);
   snprintf(omp, sizeof omp, "OMP_NUM_THREADS=%s", nthreads);
   snprintf(blas, sizeof blas, "OPENBLAS_NUM_THREADS=%s", nthreads);
@@ -501,12 +509,20 @@ static pid_t spawn_local(int rank, const char *exe) {
                    "--local-rank", rank_s, "--world", world_s, "--timeout-ms", to_s, "--heartbeat", hb_s, "--bind", S.bind, NULL };
   /* the environment, with thread counts split between the workers unless set */
   int ne = 0; while (environ[ne]) ne++;
-  char **envp = malloc(sizeof(char *) * (size_t)(ne + 4));
+  char **envp = malloc(sizeof(char *) * (size_t)(ne + 4 + nextra));
   if (!envp) return -1;
   int k = 0;
-  for (int i = 0; i < ne; i++) envp[k++] = environ[i];
-  if (!getenv("OMP_NUM_THREADS")) envp[k++] = omp;
-  if (!getenv("OPENBLAS_NUM_THREADS")) envp[k++] = blas;
+  for (int i = 0; i < ne; i++) {   /* extra ones replace the same name */
+    const char *eq = strchr(environ[i], '=');
+    size_t nl = eq ? (size_t)(eq - environ[i]) + 1 : strlen(environ[i]);
+    int over = 0;
+    for (int j = 0; j < nextra; j++) if (!strncmp(environ[i], extra[j], nl)) over = 1;
+    if (threads > 0 && (!strncmp(environ[i], "OMP_NUM_THREADS=", 16) || !strncmp(environ[i], "OPENBLAS_NUM_THREADS=", 21))) over = 1;
+    if (!over) envp[k++] = environ[i];
+  }
+  for (int j = 0; j < nextra; j++) envp[k++] = extra[j];
+  if (threads > 0 || !getenv("OMP_NUM_THREADS")) envp[k++] = omp;
+  if (threads > 0 || !getenv("OPENBLAS_NUM_THREADS")) envp[k++] = blas;
   if (!getenv("OMP_WAIT_POLICY")) envp[k++] = "OMP_WAIT_POLICY=PASSIVE";
   envp[k] = NULL;
   pid_t parent = getpid();
@@ -533,7 +549,16 @@ static void at_exit_stop(void) {
   if (rc == 0) pthread_mutex_unlock(&S_mu);
 }
 
+static char **dup_list(char **l, int n, int *nout) {
+  char **d = n ? calloc((size_t)n, sizeof(char *)) : NULL;
+  for (int i = 0; i < n && d; i++) d[i] = strdup(l[i]);
+  *nout = d ? n : 0;
+  return d;
+}
 void dsess_launch_free(dsess_Launch *o) {
+  for (int i = 0; i < o->nenv; i++) free(o->env[i]);
+  for (int i = 0; i < o->nexclude; i++) free(o->exclude[i]);
+  free(o->env); free(o->exclude);
   for (int i = 0; i < o->nhosts; i++) free(o->hosts[i]);
   for (int i = 0; i < o->nssh_opts; i++) free(o->ssh_opts[i]);
   free(o->hosts); free(o->ssh_opts); free(o->ssh_key); free(o->remote_nabla);
@@ -550,6 +575,8 @@ void dsess_launch_copy(dsess_Launch *dst, const dsess_Launch *src) {
   for (int i = 0; i < src->nssh_opts && dst->ssh_opts; i++) dst->ssh_opts[i] = strdup(src->ssh_opts[i]);
   if (!dst->ssh_opts) dst->nssh_opts = 0;
   dst->ssh_key = dupnull(src->ssh_key); dst->remote_nabla = dupnull(src->remote_nabla);
+  dst->env = dup_list(src->env, src->nenv, &dst->nenv);
+  dst->exclude = dup_list(src->exclude, src->nexclude, &dst->nexclude);
 }
 
 /* After `welcome`: each worker's reply says what it offers ("nccl HOST
@@ -688,9 +715,52 @@ static int reconnect(nb_VM *vm) {
   return NB_OK;
 }
 
+/* hosts whose workers did not start (see dsess_failed_hosts) */
+static char *failed_hosts[65];
+char *const *dsess_failed_hosts(void) { return failed_hosts; }
+static void note_failed_hosts(int dead_only) {   /* S_mu held: ssh workers that never said hello (and died) */
+  if (strcmp(S.launcher, "ssh")) return;
+  int k = 0;
+  while (failed_hosts[k]) k++;
+  for (int i = 0; i < S.n && k < 64; i++) {
+    if (S.w[i].hello || (dead_only && !S.w[i].dead)) continue;
+    int seen = 0;
+    for (int j = 0; j < k; j++) if (!strcmp(failed_hosts[j], S.w[i].host)) seen = 1;
+    if (!seen && (failed_hosts[k] = strdup(S.w[i].host))) k++;
+  }
+}
+
+/* Tells every worker where it sits: local rank, workers on its machine,
+** machine index and count, from the host ids of the hellos — so two names
+** of one machine are one host, and one name is never two (S_mu held). */
+static int launch_env(nb_VM *vm) {
+  int n = S.n;
+  char (*ids)[17] = calloc((size_t)n, sizeof *ids);
+  int *lr = calloc((size_t)n, sizeof(int)), *lw = calloc((size_t)n, sizeof(int)), *nd = calloc((size_t)n, sizeof(int));
+  int *all = calloc((size_t)n, sizeof(int));
+  dsess_Reply *rep = calloc((size_t)n, sizeof *rep);
+  int st = NB_ERR, nn = 0;
+  if (!ids || !lr || !lw || !nd || !all || !rep) { nb_error(vm, "out of memory"); goto done; }
+  for (int i = 0; i < n; i++) { memcpy(ids[i], S.w[i].hostid, 17); all[i] = 1; }
+  dl_host_groups((const char (*)[17])ids, n, lr, lw, nd, &nn);
+  uint32_t seq = ++S.seq;
+  for (int i = 0; i < n; i++) {
+    char b[64]; int bn = snprintf(b, sizeof b, "%d %d %d %d", lr[i], lw[i], nd[i], nn);
+    send_to(i, "launchenv", seq, b, (size_t)bn);
+  }
+  int which, r = wait_replies(vm, seq, all, rep, 60, &which);
+  if (r != WR_OK) { dsess_error(vm, "dist.start: worker rank %d did not take its launch environment%s%s", which, which >= 0 && S.w[which].dead ? ": " : "", which >= 0 && S.w[which].dead ? S.w[which].why : ""); goto done; }
+  st = NB_OK;
+done:
+  free(ids); free(lr); free(lw); free(nd); free(all);
+  dsess_replies_free(rep, rep ? n : 0);
+  return st;
+}
+
 int dsess_start(nb_VM *vm, int n, const dsess_Launch *o) {
   pthread_mutex_lock(&S_mu);
   int st = NB_ERR;
+  char **hosts = NULL; int nhosts = 0;
   if (S.active) { st = dsess_error(vm, "dist.start: workers are already running (%d); call dist.stop() first", S.n); goto out; }
   if (n < 1 || n > 1024) { st = dsess_error(vm, "dist.start: n must be between 1 and 1024, got %d", n); goto out; }
   int ssh = !strcmp(o->launcher, "ssh"), slurm = !strcmp(o->launcher, "slurm");
@@ -700,6 +770,19 @@ int dsess_start(nb_VM *vm, int n, const dsess_Launch *o) {
     { st = dsess_error(vm, "dist.start: launcher \"ssh\" is not available without hosts=[...] (the hosts to start the workers on; ranks are placed in blocks when there are fewer hosts than workers)"); goto out; }
   if (strcmp(o->backend, "ring") && strcmp(o->backend, "nccl") && strcmp(o->backend, "auto"))
     { st = dsess_error(vm, "dist.start: unknown backend \"%s\" (expected \"auto\", \"ring\" or \"nccl\")", o->backend); goto out; }
+  /* the hosts: the list given, less the excluded ones; no loopback name among remote ones */
+  if (ssh && !(hosts = dsess_usable_hosts(vm, o, &nhosts))) goto out;
+  /* the interface and the port range (options, else the environment) */
+  const char *ifn = o->ifname[0] ? o->ifname : getenv("NABLA_SOCKET_IFNAME");
+  const char *pspec = o->ports[0] ? o->ports : getenv("NABLA_PORT_RANGE");
+  char ifaddr[64] = "", perr[200];
+  int plo = 0, phi = 0, ranged = dl_port_range(pspec, &plo, &phi, perr, sizeof perr);
+  if (ranged < 0) { st = dsess_error(vm, "dist.start: %s (ports= or NABLA_PORT_RANGE)", perr); goto out; }
+  if (ifn && *ifn && !o->bind[0] && dl_ifname_addr(ifn, ifaddr, sizeof ifaddr, perr, sizeof perr)) {
+    st = dsess_error(vm, "dist.start: %s (ifname= or NABLA_SOCKET_IFNAME)", perr); goto out;
+  }
+  for (int i = 0; failed_hosts[i]; i++) free(failed_hosts[i]);
+  memset(failed_hosts, 0, sizeof failed_hosts);
   memset(&S, 0, sizeof S);
   S.n = n;
   S.remote = ssh || slurm;
@@ -711,8 +794,8 @@ int dsess_start(nb_VM *vm, int n, const dsess_Launch *o) {
   /* the control socket's address: given, or loopback when every worker is
   ** on this host, else every interface (messages are signed either way) */
   int all_loop = !slurm;
-  for (int i = 0; ssh && i < o->nhosts; i++) if (!dl_is_loopback(o->hosts[i])) all_loop = 0;
-  snprintf(S.bind, sizeof S.bind, "%s", o->bind[0] ? o->bind : all_loop ? "127.0.0.1" : "0.0.0.0");
+  for (int i = 0; ssh && i < nhosts; i++) if (!dl_is_loopback(hosts[i], NULL, 0)) all_loop = 0;
+  snprintf(S.bind, sizeof S.bind, "%s", o->bind[0] ? o->bind : ifaddr[0] ? ifaddr : all_loop ? "127.0.0.1" : "0.0.0.0");
   S.w = calloc((size_t)n, sizeof *S.w);
   S.nproc = slurm ? 1 : n;
   S.proc = calloc((size_t)S.nproc, sizeof *S.proc);
@@ -720,7 +803,7 @@ int dsess_start(nb_VM *vm, int n, const dsess_Launch *o) {
   for (int i = 0; i < n; i++) {
     for (int s = 0; s < 3; s++) S.w[i].line_start[s] = 1;
     S.w[i].proc = slurm ? 0 : i;
-    if (ssh) snprintf(S.w[i].host, sizeof S.w[i].host, "%s", o->hosts[(int)((long)i * o->nhosts / n)]);
+    if (ssh) snprintf(S.w[i].host, sizeof S.w[i].host, "%s", hosts[(int)((long)i * nhosts / n)]);
     else if (!slurm) gethostname(S.w[i].host, sizeof S.w[i].host - 1);
   }
   if (RAND_bytes(S.key, sizeof S.key) != 1) { st = dsess_error(vm, "dist.start: no random bytes for the session key"); goto fail; }
@@ -762,7 +845,12 @@ int dsess_start(nb_VM *vm, int n, const dsess_Launch *o) {
     if (S.mon) { zmq_setsockopt(S.mon, ZMQ_LINGER, &zero, sizeof zero); zmq_connect(S.mon, "inproc://nabla-session-monitor"); }
   }
   char ep[160]; snprintf(ep, sizeof ep, "tcp://%s:*", S.bind);
-  if (zmq_bind(S.router, ep) != 0) { int e = errno; OPENSSL_cleanse(hex, sizeof hex); st = dsess_error(vm, "dist.start: cannot listen on %s: %s", ep, zmq_strerror(e)); goto fail; }
+  int bound = -1, e = 0;
+  if (ranged) {   /* the first free port of the range */
+    for (int p = plo; p <= phi && bound; p++) { snprintf(ep, sizeof ep, "tcp://%s:%d", S.bind, p); bound = zmq_bind(S.router, ep); e = errno; }
+    if (bound) snprintf(ep, sizeof ep, "tcp://%s:%d-%d", S.bind, plo, phi);
+  } else { bound = zmq_bind(S.router, ep); e = errno; }
+  if (bound != 0) { OPENSSL_cleanse(hex, sizeof hex); st = dsess_error(vm, "dist.start: cannot listen on %s: %s", ep, zmq_strerror(e)); goto fail; }
   size_t el = sizeof S.endpoint;
   zmq_getsockopt(S.router, ZMQ_LAST_ENDPOINT, S.endpoint, &el);
   const char *pc = strrchr(S.endpoint, ':');
@@ -771,7 +859,18 @@ int dsess_start(nb_VM *vm, int n, const dsess_Launch *o) {
   if (xl <= 0) { OPENSSL_cleanse(hex, sizeof hex); st = dsess_error(vm, "dist.start: cannot find the nabla executable"); goto fail; }
   exe[xl] = 0;
   dl_Common c = { .exe = o->remote_nabla ? o->remote_nabla : exe, .key_hex = hex, .world = n, .timeout_ms = S.timeout_ms,
-                  .heartbeat_s = S.hb_ms / 1e3, .worker_bind = "auto" };
+                  .heartbeat_s = S.hb_ms / 1e3, .worker_bind = "auto", .connect_timeout = o->connect_timeout };
+  /* what every worker gets besides the forwarded variables: env=[...], the interface, the ports */
+  char ifenv[64] = "", penv[64] = "";
+  if (ifn && *ifn) snprintf(ifenv, sizeof ifenv, "NABLA_SOCKET_IFNAME=%.40s", ifn);
+  if (ranged) snprintf(penv, sizeof penv, "NABLA_PORT_RANGE=%d-%d", plo, phi);
+  char **wenv = calloc((size_t)o->nenv + 3, sizeof(char *));
+  int nwenv = 0;
+  if (!wenv) { OPENSSL_cleanse(hex, sizeof hex); st = nb_error(vm, "out of memory"); goto fail; }
+  for (int i = 0; i < o->nenv; i++) wenv[nwenv++] = o->env[i];
+  if (ifenv[0]) wenv[nwenv++] = ifenv;
+  if (penv[0]) wenv[nwenv++] = penv;
+  c.env = wenv; c.nenv = nwenv;
   int spawn_failed = 0;
   if (slurm) {
     /* where the tasks reach this session: the bind address, or this host's address */
@@ -781,12 +880,11 @@ int dsess_start(nb_VM *vm, int n, const dsess_Launch *o) {
     S.proc[0].pid = dl_spawn_srun(&c, o->nodes, o->gpus_per_node, S.endpoint);
     spawn_failed = S.proc[0].pid < 0;
   } else if (ssh) {
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN); if (cpus < 1) cpus = 1;
     char first[128] = "";
     for (int i = 0; i < n && !spawn_failed; i++) {
       int lrank = 0, here = 0;
       for (int j = 0; j < n; j++) if (!strcmp(S.w[j].host, S.w[i].host)) { here++; if (j < i) lrank++; }
-      c.threads = getenv("OMP_NUM_THREADS") ? 0 : (int)(cpus / here > 0 ? cpus / here : 1);
+      c.threads = o->threads_per_worker; c.share = here;   /* the worker divides its own host's cores */
       char addr[80], wep[128];
       if (strcmp(S.bind, "0.0.0.0") != 0) snprintf(addr, sizeof addr, "%s", S.bind);
       else if (dl_route_addr(S.w[i].host, addr, sizeof addr)) { spawn_failed = 1; snprintf(c.err, sizeof c.err, "cannot find a route to host %s", S.w[i].host); break; }
@@ -798,12 +896,13 @@ int dsess_start(nb_VM *vm, int n, const dsess_Launch *o) {
     if (first[0]) snprintf(S.endpoint, sizeof S.endpoint, "%s", first);
   } else {
     for (int i = 0; i < n && !spawn_failed; i++) {
-      S.w[i].pid = S.proc[i].pid = spawn_local(i, exe);
+      S.w[i].pid = S.proc[i].pid = spawn_local(i, exe, o->threads_per_worker, wenv, nwenv);
       spawn_failed = S.proc[i].pid < 0;
       if (spawn_failed) snprintf(c.err, sizeof c.err, "fork failed: %s", strerror(errno));
     }
   }
   OPENSSL_cleanse(hex, sizeof hex);
+  free(wenv);
   if (spawn_failed) { char why[512]; snprintf(why, sizeof why, "%s", c.err); st = dsess_error(vm, "dist.start: %s", why); goto fail; }
   S.active = 1;
   if (pthread_create(&S.reaper, NULL, reaper_main, NULL) == 0) S.reaper_on = 1;
@@ -814,17 +913,19 @@ int dsess_start(nb_VM *vm, int n, const dsess_Launch *o) {
     for (int i = 0; i < n; i++) { have += S.w[i].hello; if (S.w[i].dead && dead < 0) dead = i; }
     if (have == n) break;
     if (dead >= 0) {
+      note_failed_hosts(1);
       char why[256]; snprintf(why, sizeof why, "%s", S.w[dead].why);
       const char *d = strncmp(why, "died: ", 6) ? why : why + 6;
       st = dsess_error(vm, "dist.start: worker rank %d exited before connecting (%s)", dead, d); goto fail;
     }
     if (vm && nb_vm_interrupted(vm)) { st = nb_error_kind(vm, "Interrupted", "interrupted"); goto fail; }
-    if (nu_mono_s() - t0 > limit) { st = dsess_error(vm, "dist.start: only %d of %d workers connected within %.0f s", have, n, limit); goto fail; }
+    if (nu_mono_s() - t0 > limit) { note_failed_hosts(0); st = dsess_error(vm, "dist.start: only %d of %d workers connected within %.0f s", have, n, limit); goto fail; }
     zmq_pollitem_t it = { S.router, 0, ZMQ_POLLIN, 0 };
     if (zmq_poll(&it, 1, 50) > 0) pump_one(vm, 0, NULL);
     ping_due();
   }
   if (S.keyfile[0]) { unlink(S.keyfile); S.keyfile[0] = 0; }   /* every worker has read it */
+  if (launch_env(vm)) goto fail;
   /* welcome: rank, world, peers; then wait until the mesh is connected */
   nb_Buf b = {0};
   nbB_printf(&b, "%d %d %u %s\n", n, S.timeout_ms, S.gen, S.backend);
@@ -839,7 +940,10 @@ int dsess_start(nb_VM *vm, int n, const dsess_Launch *o) {
   int which, r = wait_replies(vm, seq, all, rep, 90, &which);
   if (r != WR_OK) {
     char why[600] = "";
-    if (which >= 0 && rep[which].body) snprintf(why, sizeof why, ": %s", rep[which].body);
+    if (which >= 0 && rep[which].body) {   /* "NAME\0MESSAGE\0REPORT": the message */
+      const char *nm = rep[which].body, *msg = nm + strlen(nm) + 1;
+      snprintf(why, sizeof why, ": %s", msg <= rep[which].body + rep[which].len ? msg : nm);
+    } else if (which >= 0 && S.w[which].dead) snprintf(why, sizeof why, ": %s", S.w[which].why);
     dsess_replies_free(rep, n); free(all);
     st = dsess_error(vm, "dist.start: the workers could not form the collective group (rank %d%s)", which, why); goto fail;
   }
@@ -855,6 +959,7 @@ int dsess_start(nb_VM *vm, int n, const dsess_Launch *o) {
 fail:   /* the error is raised: take down what was started */
   teardown();
 out:
+  free(hosts);
   pthread_mutex_unlock(&S_mu);
   return st;
 }
@@ -869,18 +974,20 @@ int dsess_command(nb_VM *vm, const char *fname, const char *type, const void *bo
   return st;
 }
 
-int dsess_run_all(nb_VM *vm, const void *body, size_t len, dsess_Reply **out, int *which) {
+int dsess_run_all(nb_VM *vm, const void *body, size_t len, dsess_Reply **out, int *which, int prefix_all, const int *log_fds) {
   pthread_mutex_lock(&S_mu);
   int n = S.n, st = NB_ERR;
   *out = NULL; *which = -1;
   int *all = calloc((size_t)n, sizeof(int));
   dsess_Reply *rep = calloc((size_t)n, sizeof *rep);
   if (all && rep) {
-    S.run_mode = 1;
+    S.run_mode = prefix_all ? 2 : 1;
+    S.log_fd = (int *)log_fds;
     for (int k = 0; k < n; k++) all[k] = 1;
     uint32_t seq = ++S.seq;
     for (int k = 0; k < n; k++) send_to(k, "runfile", seq, body, len);
     wait_replies(vm, seq, all, rep, 0, which);   /* the caller reads each rank's reply or death */
+    S.log_fd = NULL;
     *out = rep; rep = NULL;
     st = NB_OK;
   }

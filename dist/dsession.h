@@ -28,6 +28,12 @@ typedef struct dsess_Launch {
   char **ssh_opts; int nssh_opts;
   char *remote_nabla;
   int nodes, gpus_per_node;
+  char **env; int nenv;             /* ssh: "NAME=VALUE" set in every remote worker (env=[...], --env) */
+  char **exclude; int nexclude;     /* hosts not to use (exclude=[...]) */
+  int threads_per_worker;           /* 0: each host's cores divided among its workers */
+  int connect_timeout;              /* ssh ConnectTimeout, seconds (0: 10) */
+  char ifname[32];                  /* the network interface for the session and the workers ("" : NABLA_SOCKET_IFNAME or the route) */
+  char ports[32];                   /* "LO-HI": every listening port in that range ("" : NABLA_PORT_RANGE or any) */
 } dsess_Launch;
 void dsess_launch_free(dsess_Launch *o);
 void dsess_launch_copy(dsess_Launch *dst, const dsess_Launch *src);
@@ -53,11 +59,32 @@ int  dsess_need(nb_VM *vm, const char *fname);
 ** dsess_replies_free(*out, dsess_size())), or NB_ERR with the error raised. */
 int  dsess_command(nb_VM *vm, const char *fname, const char *type, const void *body, size_t len,
                    const int *targets, dsess_Reply **out);
-/* `nabla run`: sends `runfile` (body) to every worker in run mode (rank 0's
-** stdout unprefixed, the others' dropped) and waits until all have
-** answered or died; failures are the caller's to report.  *rep: n replies;
-** *which: the rank whose failure ended the wait (-1 if none). */
-int  dsess_run_all(nb_VM *vm, const void *body, size_t len, dsess_Reply **rep, int *which);
+/* `nabla run`: sends `runfile` (body) to every worker in run mode and
+** waits until all have answered or died; failures are the caller's to
+** report.  *rep: n replies; *which: the rank whose failure ended the wait
+** (-1 if none).  prefix_all: every rank's output shown, each line prefixed "[rank N] "
+** (else rank 0's stdout unprefixed, the others' stdout dropped); log_fds
+** (NULL, or one fd per rank, -1 for none): each rank's raw output. */
+int  dsess_run_all(nb_VM *vm, const void *body, size_t len, dsess_Reply **rep, int *which, int prefix_all, const int *log_fds);
+
+/* The hosts whose workers could not be started by the last dsess_start (ssh
+** failed to connect, or the worker exited before its hello): dist.restart()
+** and `nabla run --max-restarts` leave them out.  NULL-terminated, owned here. */
+char *const *dsess_failed_hosts(void);
+
+/* dsessionplan.c.  env: "NAME" entries become "NAME=VALUE" from this
+** process (an unset one is an error).  NB_OK or NB_ERR raised. */
+int dsess_env_values(nb_VM *vm, const char *f, char **env, int nenv);
+/* A restart's plan (ssh): adds ex and the hosts that failed to start (their
+** ssh failed, or no hello in time) to o->exclude; with min_workers > 0 and hosts lost, *n
+** becomes the workers per host before times the hosts left (>= min_workers,
+** else an error).  Other launchers: unchanged.  NB_OK or NB_ERR raised. */
+int dsess_plan_restart(nb_VM *vm, const char *f, dsess_Launch *o, int *n, char **ex, int nex, int min_workers);
+
+/* The ssh hosts to use: o->hosts less o->exclude (a malloc'd array of
+** pointers into o->hosts; *nhosts of them), or NULL with the error raised:
+** none left, or a name that resolves to loopback mixed with remote hosts. */
+char **dsess_usable_hosts(nb_VM *vm, const dsess_Launch *o, int *nhosts);
 
 /* What the builtins show. */
 int  dsess_active(void);

@@ -15,6 +15,7 @@
 #include "dist/dsession.h"
 #include "dist/dtensorcoll.h"
 #include "dist/dnccl.h"
+#include "dist/dinternal.h"
 
 static int arg_str(nb_VM *vm, const char *f, const char *what, nb_Value v, const char **s) {
   if (v.t != NB_TSTR) return nb_error_kind(vm, "TypeError", "%s: %s must be a string, got %s", f, what, nb_typename(v));
@@ -56,6 +57,12 @@ static int arg_int(nb_VM *vm, const char *f, const char *what, nb_Value v, int *
   return NB_OK;
 }
 
+/* env=["NAME", "NAME=VALUE"]: a bare NAME takes this process's value (an
+** unset one is an error: a job would silently run without it) */
+static int env_values(nb_VM *vm, const char *f, dsess_Launch *o) {
+  return dsess_env_values(vm, f, o->env, o->nenv);
+}
+
 /* dist.start(n, launcher, backend, timeout, bind, hosts, heartbeat, **opts):
 ** opts are the launchers' settings: ssh_port, ssh_key, ssh_options,
 ** remote_nabla (ssh); nodes, gpus_per_node (slurm) */
@@ -83,11 +90,28 @@ static int b_start(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
       else if (!strcmp(k, "gpus_per_node")) st = arg_int(vm, f, k, v, &o.gpus_per_node);
       else if (!strcmp(k, "ssh_key")) { if (v.t != NB_TNIL && !(st = arg_str(vm, f, k, v, &sv))) { free(o.ssh_key); o.ssh_key = strdup(sv); } }
       else if (!strcmp(k, "remote_nabla")) { if (v.t != NB_TNIL && !(st = arg_str(vm, f, k, v, &sv))) { free(o.remote_nabla); o.remote_nabla = strdup(sv); } }
+      else if (!strcmp(k, "threads_per_worker")) st = arg_int(vm, f, k, v, &o.threads_per_worker);
+      else if (!strcmp(k, "connect_timeout")) st = arg_int(vm, f, k, v, &o.connect_timeout);
+      else if (!strcmp(k, "env")) {
+        for (int j = 0; j < o.nenv; j++) free(o.env[j]);
+        free(o.env); o.env = NULL; o.nenv = 0;
+        if (!(st = arg_strlist(vm, f, k, v, 0, &o.env, &o.nenv))) st = env_values(vm, f, &o);
+      } else if (!strcmp(k, "exclude")) {
+        for (int j = 0; j < o.nexclude; j++) free(o.exclude[j]);
+        free(o.exclude); o.exclude = NULL; o.nexclude = 0;
+        st = arg_strlist(vm, f, k, v, 0, &o.exclude, &o.nexclude);
+      } else if (!strcmp(k, "ifname") || !strcmp(k, "ports")) {
+        if (v.t != NB_TNIL && !(st = arg_str(vm, f, k, v, &sv))) {
+          char *dst = k[0] == 'i' ? o.ifname : o.ports;
+          if (strlen(sv) >= sizeof o.ifname) st = dsess_error(vm, "%s: %s is too long (%zu characters)", f, k, strlen(sv));
+          else snprintf(dst, sizeof o.ifname, "%s", sv);
+        }
+      }
       else if (!strcmp(k, "ssh_options")) {
         for (int j = 0; j < o.nssh_opts; j++) free(o.ssh_opts[j]);
         free(o.ssh_opts); o.ssh_opts = NULL; o.nssh_opts = 0;
         st = arg_strlist(vm, f, k, v, 1, &o.ssh_opts, &o.nssh_opts);
-      } else st = nb_error_kind(vm, "TypeError", "%s: unknown option %s (ssh: ssh_port, ssh_key, ssh_options, remote_nabla; slurm: nodes, gpus_per_node)", f, k);
+      } else st = nb_error_kind(vm, "TypeError", "%s: unknown option %s (ssh: ssh_port, ssh_key, ssh_options, remote_nabla, env, exclude, connect_timeout; all: threads_per_worker, ifname, ports; slurm: nodes, gpus_per_node)", f, k);
       if (st) { dsess_launch_free(&o); return NB_ERR; }
     }
   }
@@ -108,11 +132,29 @@ static int b_stop(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
   *out = nb_nil();
   return NB_OK;
 }
+/* dist.restart(exclude=nil, min_workers=0): a fresh group with the same
+** settings; hosts that failed to start or whose workers died are left out
+** (ssh), and with min_workers the group continues on the hosts that are
+** left with as many workers per host as before (not below min_workers) */
 static int b_restart(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
-  (void)a; (void)nargs;
+  (void)nargs;
+  const char *f = "dist.restart";
   if (!last_start.n) return dsess_error(vm, "dist.restart: dist.start was never called");
-  dsess_stop();
-  if (dsess_start(vm, last_start.n, &last_start.o)) return NB_ERR;
+  char **ex = NULL; int nex = 0, minw = 0;
+  if (arg_strlist(vm, f, "exclude", a[0], 0, &ex, &nex) || arg_int(vm, f, "min_workers", a[1], &minw)) return NB_ERR;
+  dsess_Launch o; memset(&o, 0, sizeof o);
+  dsess_launch_copy(&o, &last_start.o);
+  int n = last_start.n;
+  int st = dsess_plan_restart(vm, f, &o, &n, ex, nex, minw);
+  for (int i = 0; i < nex; i++) free(ex[i]);
+  free(ex);
+  if (!st) {
+    dsess_stop();
+    st = dsess_start(vm, n, &o);
+  }
+  if (!st) { last_start.n = n; dsess_launch_copy(&last_start.o, &o); }
+  dsess_launch_free(&o);
+  if (st) return NB_ERR;
   *out = nb_nil();
   return NB_OK;
 }
@@ -281,13 +323,18 @@ static int b_size(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
   return NB_OK;
 }
 
+static int b_node_rank(nb_VM *vm, nb_Value *a, int n, nb_Value *out) { (void)vm; (void)a; (void)n; *out = nbD_self.rank >= 0 ? nb_int(nbD_self.node_rank) : nb_nil(); return NB_OK; }
+static int b_local_world(nb_VM *vm, nb_Value *a, int n, nb_Value *out) { (void)vm; (void)a; (void)n; *out = nbD_self.rank >= 0 ? nb_int(nbD_self.local_world) : nb_nil(); return NB_OK; }
+
 static nb_Builtin session_builtins[] = {
+  { "dist_node_rank", b_node_rank, "", "dist.node_rank(): the index of this worker's host among the job's hosts (NODE_RANK; nil in the session)" },
+  { "dist_local_world_size", b_local_world, "", "dist.local_world_size(): the number of workers on this worker's host (LOCAL_WORLD_SIZE; nil in the session)" },
   { "dist_start", b_start, "n, launcher=\"local\", backend=\"auto\", timeout=300, bind=nil, hosts=nil, heartbeat=10, **opts",
     "dist.start(n, launcher=\"local\", backend=\"auto\", timeout=300, ...): starts n worker processes connected to this session (launcher \"ssh\" with hosts=[...], or \"slurm\"); "
     "backend \"nccl\" runs collectives of CUDA tensors on NCCL (one GPU per worker), \"ring\" over TCP/shared memory, \"auto\" picks nccl when every worker has its own GPU and NCCL loads" },
   { "dist_info", b_info, "", "dist.info(): {size, backend, reason, nccl} in the session (backend: \"ring\" or \"nccl\"; reason: why auto chose the ring); {rank, world, backend} on a worker; nil elsewhere" },
   { "dist_stop", b_stop, "", "dist.stop(): shuts the workers down" },
-  { "dist_restart", b_restart, "", "dist.restart(): stops whatever is left of the workers and starts fresh ones with the same settings (their globals are lost)" },
+  { "dist_restart", b_restart, "exclude=nil, min_workers=0", "dist.restart(exclude=nil, min_workers=0): stops whatever is left of the workers and starts fresh ones with the same settings (their globals are lost); ssh hosts that failed to start or lost their workers are left out, and with min_workers the group continues on the hosts left (as many workers per host as before, at least min_workers)" },
   { "dist_exec", b_exec, "code", "dist.exec(code): runs source on every worker; their output is shown prefixed [rank N]" },
   { "dist_run", b_run, "*args", "dist.run(fn, args...): calls fn(args...) on every worker; the list of results by rank" },
   { "dist_push", b_push, "vars=nil, **kw", "dist.push(name=value, ...) or dist.push({name: value}): sets globals on every worker" },

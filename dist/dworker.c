@@ -16,7 +16,10 @@
 ** from the session for --heartbeat seconds, or its connection closing, ends
 ** the process), and a `stop` the busy VM does not get to.
 */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <libgen.h>
 #include <pthread.h>
 #include <signal.h>
@@ -37,6 +40,10 @@
 #include "tensor/tdevice.h"
 #include "util/clock.h"
 
+/* weak: set the thread counts of libraries that read them only when they load */
+extern void omp_set_num_threads(int) __attribute__((weak));
+extern void openblas_set_num_threads(int) __attribute__((weak));
+
 /*
 ** The worker's state, by who owns it.  W is what both threads use: set
 ** before the I/O thread starts, or read and written atomically (the I/O
@@ -54,6 +61,7 @@ static struct {
   uint32_t intr_seq;       /* the last command the session asked to interrupt; atomic */
   const char *busy_type;   /* its type ("exec", ...); atomic */
   int main_done;           /* atomic: the main loop has ended */
+  int threads_shared;      /* thread counts are this machine's cores / its workers (not set by the user) */
 } W;
 static struct {
   void *ctx;
@@ -178,6 +186,26 @@ static int connect_mesh(uint32_t seq, const char *backend) {
   return 0;
 }
 
+/* the conventional variables (torchrun's), and dist.local_rank()/node_rank() */
+static void setenv_int(const char *name, int v) { char b[24]; snprintf(b, sizeof b, "%d", v); setenv(name, b, 1); }
+static int cores_per(int share) {
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN); if (cpus < 1) cpus = 1;
+  return (int)(cpus / share > 0 ? cpus / share : 1);
+}
+static void set_threads(int threads) {
+  setenv_int("OMP_NUM_THREADS", threads); setenv_int("OPENBLAS_NUM_THREADS", threads);
+  if (omp_set_num_threads) omp_set_num_threads(threads);   /* libgomp read the variable when it loaded */
+  if (openblas_set_num_threads) openblas_set_num_threads(threads);
+}
+static void set_launch_env(int lrank, int lworld, int node, int nnodes, int from_session) {
+  /* the launcher counted workers per host name; the machine may hold more */
+  if (from_session && W.threads_shared) set_threads(cores_per(lworld));
+  nbD_self.local_rank = lrank;
+  nbD_self.node_rank = node; nbD_self.local_world = lworld;
+  setenv_int("LOCAL_RANK", lrank); setenv_int("LOCAL_WORLD_SIZE", lworld);
+  setenv_int("NODE_RANK", node); setenv_int("GROUP_RANK", node); setenv_int("NNODES", nnodes);
+}
+
 static void handle(dp_Msg *m) {
   uint32_t seq = m->seq;
   M.seq = seq;
@@ -188,6 +216,15 @@ static void handle(dp_Msg *m) {
     M.addrs = wl.addrs;   /* taken over */
     arm();
     connect_mesh(seq, wl.backend);
+  } else if (!strcmp(m->type, "launchenv")) {
+    /* where this worker sits among the machines of the job, from the host
+    ** ids of every worker's hello (dl_host_id): "LOCAL_RANK LOCAL_WORLD NODE_RANK NNODES" */
+    int lr = -1, lw = 0, nr = -1, nn = 0;
+    if (sscanf(m->body, "%d %d %d %d", &lr, &lw, &nr, &nn) != 4 || lr < 0 || lw < 1 || lr >= lw || nr < 0 || nn < 1 || nr >= nn) {
+      reply_err(seq, "DistError", "bad launchenv", "bad launchenv"); return;
+    }
+    set_launch_env(lr, lw, nr, nn, 1);
+    reply_ok(seq, NULL, 0);
   } else if (!strcmp(m->type, "reconnect")) {
     M.g.gen = (uint32_t)strtoul(m->body, NULL, 10);
     arm();
@@ -268,6 +305,24 @@ static void handle(dp_Msg *m) {
     if (nb_run_file(W.vm, argv[0])) reply_last_error(seq);
     else reply_ok(seq, NULL, 0);
   }
+}
+
+/* the ring listener on the first free port of lo..hi (NABLA_PORT_RANGE: a
+** firewall opens one range); what dr_listen does, with the port chosen here */
+static int listen_in_range(const char *host, int lo, int hi) {
+  struct sockaddr_in a = { .sin_family = AF_INET };
+  if (inet_pton(AF_INET, host, &a.sin_addr) != 1) { snprintf(M.g.err, sizeof M.g.err, "bad listen address %s", host); return -1; }
+  for (int p = lo; p <= hi; p++) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) break;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    a.sin_port = htons((uint16_t)p);
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && listen(fd, 256) == 0) { M.g.listen_fd = fd; M.g.port = p; return 0; }
+    close(fd);
+  }
+  snprintf(M.g.err, sizeof M.g.err, "no free port in NABLA_PORT_RANGE %d-%d on %s", lo, hi, host);
+  return -1;
 }
 
 static const char *argval(int argc, char **argv, const char *name, const char *def) {
@@ -457,11 +512,29 @@ int nbD_worker_main(int argc, char **argv) {
   ** anything loads CUDA (NABLA_CUDA_DEVICE set by the user wins) */
   int ngpu = visible_gpus();
   if (ngpu > 0 && !getenv("NABLA_CUDA_DEVICE")) { char d[16]; snprintf(d, sizeof d, "%d", lrank % ngpu); setenv("NABLA_CUDA_DEVICE", d, 1); }
+  /* threads: --threads T, or this host's cores divided among the --threads-share
+  ** workers the launcher put here (before OpenMP/OpenBLAS start threads) */
+  int threads = atoi(argval(argc, argv, "--threads", "0")), share = atoi(argval(argc, argv, "--threads-share", "0"));
+  if (threads <= 0 && share > 0 && !getenv("OMP_NUM_THREADS")) { W.threads_shared = 1; threads = cores_per(share); }
+  if (threads > 0) set_threads(threads);
+  /* the conventional variables: MASTER_ADDR/PORT are the session's control endpoint */
+  setenv_int("RANK", rank); setenv_int("WORLD_SIZE", world);
+  {
+    char host[256] = ""; const char *h = strstr(ep, "://"); h = h ? h + 3 : ep;
+    snprintf(host, sizeof host, "%s", h);
+    char *colon = strrchr(host, ':');
+    if (colon) { *colon = 0; setenv("MASTER_PORT", colon + 1, 1); }
+    char *hp = host; size_t hl = strlen(hp);
+    if (hl >= 2 && hp[0] == '[' && hp[hl - 1] == ']') { hp[hl - 1] = 0; hp++; }   /* [v6] */
+    setenv("MASTER_ADDR", hp, 1);
+  }
   W.rank = rank;
   W.hb_s = atof(argval(argc, argv, "--heartbeat", "0"));
   nbD_init();
   W.vm = nb_vm_new(&wsink);
-  nbD_self.rank = rank; nbD_self.world = world; nbD_self.local_rank = lrank;
+  nbD_self.rank = rank; nbD_self.world = world;
+  /* until the session's launchenv says better: what the launcher said */
+  set_launch_env(lrank, lrank + 1, 0, 1, 0);
   M.g.rank = rank; M.g.world = world; M.g.listen_fd = -1;
   memcpy(M.g.key, W.key, DP_KEYLEN);
   M.g.timeout_ms = atoi(argval(argc, argv, "--timeout-ms", "300000"));
@@ -470,14 +543,23 @@ int nbD_worker_main(int argc, char **argv) {
   ** as the address this host reaches the session from */
   const char *bind = argval(argc, argv, "--bind", "127.0.0.1");
   char adv[80];
-  if (!strcmp(bind, "auto")) {
+  const char *ifname = getenv("NABLA_SOCKET_IFNAME");
+  if (!strcmp(bind, "auto") && ifname && *ifname) {
+    /* the interface chosen for the job (as NCCL_SOCKET_IFNAME): listen and advertise there */
+    char err[160];
+    if (dl_ifname_addr(ifname, adv, sizeof adv, err, sizeof err)) { fprintf(stderr, "nabla worker %d: NABLA_SOCKET_IFNAME: %s\n", rank, err); return 2; }
+    bind = adv;
+  } else if (!strcmp(bind, "auto")) {
     char host[256] = ""; const char *h = strstr(ep, "://"); h = h ? h + 3 : ep;
     snprintf(host, sizeof host, "%s", h);
     char *colon = strrchr(host, ':'); if (colon) *colon = 0;
     if (dl_route_addr(host, adv, sizeof adv)) snprintf(adv, sizeof adv, "127.0.0.1");
     bind = !strcmp(adv, "127.0.0.1") ? "127.0.0.1" : "0.0.0.0";
   } else snprintf(adv, sizeof adv, "%s", bind);
-  if (dr_listen(&M.g, bind)) { fprintf(stderr, "nabla worker: %s\n", M.g.err); return 2; }
+  int plo = 0, phi = 0; char perr[160];
+  int ranged = dl_port_range(getenv("NABLA_PORT_RANGE"), &plo, &phi, perr, sizeof perr);
+  if (ranged < 0) { fprintf(stderr, "nabla worker %d: NABLA_PORT_RANGE: %s\n", rank, perr); return 2; }
+  if (ranged ? listen_in_range(bind, plo, phi) : dr_listen(&M.g, bind)) { fprintf(stderr, "nabla worker %d: %s\n", rank, M.g.err); return 2; }
   nbD_self.g = &M.g;
   struct sigaction sa; memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_sigint; sigemptyset(&sa.sa_mask);
@@ -505,9 +587,11 @@ int nbD_worker_main(int argc, char **argv) {
   if (zmq_connect(IO.dealer, ep) != 0) { fprintf(stderr, "nabla worker: cannot connect to %s: %s\n", ep, zmq_strerror(errno)); return 2; }
   char hostname[128] = "?";
   gethostname(hostname, sizeof hostname - 1);
-  for (char *p = hostname; *p; p++) if (*p == ' ') *p = '_';
+  for (char *p = hostname; *p; p++) if (*p == ' ' || *p == '/') *p = '_';
+  hostname[60] = 0;   /* room for "/ID" in the hello's 79-character host field */
+  char hid[17]; dl_host_id(hid);
   const char *ver = getenv("NABLA_DIST_FAKE_VERSION");   /* tests: pretend to be another version */
-  snprintf(IO.hello, sizeof IO.hello, "%s %d %d %d %s:%d %s", ver ? ver : nb_version(), (int)getpid(), rank, lrank, adv, M.g.port, hostname);
+  snprintf(IO.hello, sizeof IO.hello, "%s %d %d %d %s:%d %s/%s", ver ? ver : nb_version(), (int)getpid(), rank, lrank, adv, M.g.port, hostname, hid);
   dp_send(IO.dealer, W.key, NULL, 0, "hi", 0, rank, ++IO.ctr, NULL, 0);   /* the session answers with a challenge */
   if (pthread_create(&M.io, NULL, wio_main, NULL) == 0) M.io_on = 1;
   else { fprintf(stderr, "nabla worker: cannot start the I/O thread\n"); return 2; }
@@ -525,7 +609,7 @@ int nbD_worker_main(int argc, char **argv) {
     if (!strcmp(m.type, "lost")) { dp_msg_free(&m); status = 3; break; }
     if (!strcmp(m.type, "stop")) { dp_msg_free(&m); break; }
     if (!strcmp(m.type, "refuse")) { fprintf(stderr, "nabla worker %d: the session refused this worker: %s\n", rank, m.body); dp_msg_free(&m); status = 2; break; }
-    static const char *const types[] = { "welcome", "reconnect", "exec", "eval", "call", "set", "runfile", "ncclid", "nccl" };
+    static const char *const types[] = { "launchenv", "welcome", "reconnect", "exec", "eval", "call", "set", "runfile", "ncclid", "nccl" };
     const char *ty = NULL;
     for (size_t k = 0; k < sizeof types / sizeof *types; k++) if (!strcmp(m.type, types[k])) ty = types[k];
     __atomic_store_n(&W.busy_type, ty, __ATOMIC_SEQ_CST);

@@ -520,8 +520,12 @@ print("rank", r, "of", dist.world_size(), x.tolist(), argv)
 eprint("stderr from", r)
 """, "spmd.nbl")
     p = subprocess.run([NABLA, "run", "-n", "2", path, "a1"], capture_output=True, text=True, timeout=30)
-    ok = (p.returncode == 0 and p.stdout.count("rank ") == 1 and "rank 0 of 2 [3.0, 3.0]" in p.stdout
-          and "a1" in p.stdout and "[rank 1] stderr from 1" in p.stderr)
+    # every rank's output, each line prefixed with its rank (as torchrun --tee)
+    ok = (p.returncode == 0 and "[rank 0] rank 0 of 2 [3.0, 3.0]" in p.stdout and "[rank 1] rank 1 of 2 [3.0, 3.0]" in p.stdout
+          and "a1" in p.stdout and "[rank 1] stderr from 1" in p.stderr and "[rank 0] stderr from 0" in p.stderr)
+    # --only-rank0: rank 0's output as the program's own
+    p0 = subprocess.run([NABLA, "run", "-n", "2", "--only-rank0", path, "a1"], capture_output=True, text=True, timeout=30)
+    ok = ok and p0.returncode == 0 and p0.stdout.count("rank ") == 1 and p0.stdout.startswith("rank 0 of 2 [3.0, 3.0]")
     bad = script('if dist.rank() == 1 { error("rank one fails") }\nbarrier()\n', "bad.nbl")
     q = subprocess.run([NABLA, "run", "-n", "2", bad], capture_output=True, text=True, timeout=30)
     sanitizer_check(p.stderr + q.stderr)

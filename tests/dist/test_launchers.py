@@ -19,6 +19,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dutil  # noqa: E402
+import hosts  # noqa: E402
 from dutil import NABLA, TMP, alive, lines_with, report, sanitizer_check, script, skip, test, wait_gone  # noqa: E402
 
 started = []          # (name, Popen) of the daemons this test started; stopped by pid at exit
@@ -95,20 +96,7 @@ def setup_sshd():
     shutil.copy(os.path.join(d, "user_key.pub"), os.path.join(d, "authorized_keys"))
     os.chmod(os.path.join(d, "authorized_keys"), 0o600)
     port = spare_port()
-    cfg = os.path.join(d, "sshd_config")
-    with open(cfg, "w") as f:
-        f.write(f"""Port {port}
-ListenAddress 127.0.0.1
-HostKey {d}/host_key
-AuthorizedKeysFile {d}/authorized_keys
-PubkeyAuthentication yes
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-PermitRootLogin prohibit-password
-UsePAM no
-StrictModes no
-PidFile {d}/sshd.pid
-""")
+    cfg = hosts.write_sshd_config(os.path.join(d, "sshd_config"), d, port, "127.0.0.1", f"{d}/sshd.pid")
     if os.geteuid() == 0:
         os.makedirs("/run/sshd", mode=0o755, exist_ok=True)   # privilege separation directory
     log = open(os.path.join(d, "sshd.log"), "w")
@@ -373,6 +361,48 @@ print("rank", dist.rank(), "of", dist.world_size(), x.tolist(), argv)
     sanitizer_check(p.stderr)
     ok = p.returncode == 0 and "rank 0 of 2 [3.0, 3.0]" in p.stdout and "a1" in p.stdout
     report(name, ok, f"rc={p.returncode} out={p.stdout!r} err={p.stderr[-500:]!r}")
+
+
+@test
+def test_run_env_and_option_errors(name):
+    # --env NAME=VALUE and bare NAME reach local workers; bad values are clear errors before anything starts
+    path = script('print("E", [getenv("NB_T_A"), getenv("NB_T_B"), getenv("RANK"), getenv("NABLA_RESTART_COUNT")])\n', "envrun.nbl")
+    val = f"v{os.getpid()}-{time.time()}"
+    env = dict(os.environ, NB_T_B=val)
+    env.pop("NB_T_UNSET", None)
+    p = subprocess.run([NABLA, "run", "-n", "2", "--env", "NB_T_A=a b'c", "--env", "NB_T_B", path], capture_output=True, text=True,
+                       timeout=60, env=env, stdin=subprocess.DEVNULL)
+    ok = p.returncode == 0 and all(f'[rank {r}] E ["a b\'c", "{val}", "{r}", "0"]' in p.stdout for r in (0, 1))
+    bad = [(["--env", "NB_T_UNSET"], "NB_T_UNSET is not set here"),
+           (["--ports", "9-5"], 'port range "9-5" is not LOW-HIGH'),
+           (["--ifname", "nosuchif0"], "there is no interface nosuchif0"),
+           (["--max-restarts", "x"], "--max-restarts must be an integer")]
+    errs = []
+    for args, want in bad:
+        q = subprocess.run([NABLA, "run", "-n", "2", *args, path], capture_output=True, text=True, timeout=60, env=env,
+                           stdin=subprocess.DEVNULL)
+        sanitizer_check(q.stderr)
+        if q.returncode == 0 or want not in q.stderr:
+            errs.append(f"{args}: rc {q.returncode} {q.stderr[-300:]!r}")
+    sanitizer_check(p.stderr)
+    report(name, ok and not errs, f"rc={p.returncode} out={p.stdout!r} err={p.stderr[-300:]!r} {errs}")
+
+
+@test
+def test_local_batch(name):
+    # dist.local_batch keeps the global batch on any world size: batch * accum * world == global, batch <= max_batch
+    import random
+    world = random.choice([2, 3])
+    g = world * random.randint(3, 40)
+    mb = random.randint(1, g // world)
+    path = script(f'b = dist.local_batch({g}, {mb})\nprint("LB", dist.local_batch({g}).batch, b.batch, b.accum)\n', "lb.nbl")
+    p = subprocess.run([NABLA, "run", "-n", str(world), path], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    sanitizer_check(p.stderr)
+    per = g // world
+    accum = next(a for a in range(1, per + 1) if per % a == 0 and per // a <= mb)
+    want = f"{per} {per // accum} {accum}"
+    ok = p.returncode == 0 and all(f"[rank {r}] LB {want}" in p.stdout for r in range(world))
+    report(name, ok, f"g={g} world={world} max={mb} want {want}; rc={p.returncode} out={p.stdout!r} err={p.stderr[-300:]!r}")
 
 
 # ---------------------------------------------------------------- checkpoint on another worker count

@@ -1,0 +1,272 @@
+"""tests/dist/hosts.py — several simulated hosts on one machine, for the
+multi-host tests (test_multihost.py) and benchmarks (bench/dist/).
+
+Each host is a network namespace with its own UTS namespace (hostname), a
+mount namespace with its own /etc/hosts and a private tmpfs /dev/shm, and an
+sshd on port 22; its first process is that sshd (started with
+`ip netns exec NS unshare --mount --uts ...`), so every ssh login on the host
+and every command run there (`nsenter` into the sshd's namespaces) sees the
+same host.  Two networks join the hosts through bridges in a "switch"
+namespace: management (eth0, 10.77.0.0/24, the host names) and data (eth1,
+10.77.1.0/24, names HOST-data).  Only addresses inside these namespaces are
+used; nothing outside them is touched.  Every run uses fresh names (a random
+tag in every namespace and veth name: a veth recreated right after its
+namespace is deleted can leave a ghost device on some kernels).
+
+Use:
+    from hosts import Cluster, run_on_hosts
+    with Cluster(3) as c:                  # hosts c.names == ["hosta", "hostb", "hostc"]
+        p = c.run(0, ["build/nabla", "run", "-n", "6", "--launcher", "ssh",
+                      "--hosts", ",".join(c.names), *c.ssh_args(), "script.nbl"], timeout=120)
+        c.popen(1, [...]); c.kill_host(2)  # a host "loses power": its processes die, its links go down
+    # or, in one call (starts the hosts, runs one command on host 0, tears down):
+    p = run_on_hosts(3, ["build/nabla", "run", ...], timeout=300)   # CompletedProcess; c.ssh_args() via {SSH}
+
+Cluster(n).why is a reason string when this machine cannot simulate hosts
+(not root, no `ip netns`, no sshd): callers SKIP with it.  Teardown (the
+context manager's exit, also on an exception, and an atexit hook) kills the
+processes in the namespaces it created by pid, deletes the namespaces and the
+temporary directory.
+"""
+import atexit
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+IP = shutil.which("ip") or "/usr/sbin/ip"
+SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
+SSH_OPTS = ["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR"]
+_live = []
+
+
+def _sh(args, check=True, timeout=20):
+    p = subprocess.run(args, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    if check and p.returncode:
+        raise RuntimeError(f"{' '.join(args)} failed (rc {p.returncode}): {p.stderr.strip()[-300:]}")
+    return p
+
+
+def write_sshd_config(path, d, port, listen, pidfile):
+    """An sshd_config for tests: key login only (d/host_key, d/authorized_keys), root allowed, no PAM."""
+    with open(path, "w") as f:
+        f.write(f"""Port {port}
+ListenAddress {listen}
+HostKey {d}/host_key
+AuthorizedKeysFile {d}/authorized_keys
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PermitRootLogin prohibit-password
+UsePAM no
+StrictModes no
+PidFile {pidfile}
+""")
+    return path
+
+
+def capability():
+    """None when namespaces, veths, bridges and sshd work here, else why not."""
+    if os.geteuid() != 0:
+        return "needs root (network namespaces)"
+    for tool in ("ip", "unshare", "nsenter", "sshd", "ssh", "ssh-keygen"):
+        if not shutil.which(tool) and not os.path.exists(f"/usr/sbin/{tool}"):
+            return f"{tool} is not installed (tools/install-deps.sh: iproute2, util-linux, openssh-server)"
+    probe = "nbprobe" + secrets.token_hex(4)
+    p = _sh([IP, "netns", "add", probe], check=False)
+    if p.returncode:
+        return f"ip netns add failed: {p.stderr.strip()[-200:]}"
+    q = _sh([IP, "-n", probe, "link", "add", "b0", "type", "bridge"], check=False)
+    _sh([IP, "netns", "del", probe], check=False)
+    if q.returncode:
+        return f"cannot create a bridge in a namespace: {q.stderr.strip()[-200:]}"
+    return None
+
+
+class Cluster:
+    def __init__(self, n=3, prefix="host"):
+        self.n = n
+        self.names = [f"{prefix}{chr(ord('a') + i)}" for i in range(n)]
+        self.why = capability()
+        self.tag = secrets.token_hex(3)
+        self.sw = f"nbs{self.tag}"
+        self.ns = [f"nbh{self.tag}{i}" for i in range(n)]
+        self.pids = [None] * n      # each host's sshd: the process whose namespaces are the host
+        self.procs = []
+        self.dir = None
+        self.up = False
+
+    # -------------------------------------------------------------- setup
+    def __enter__(self):
+        if self.why:
+            return self
+        try:
+            self.start()
+        except Exception:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+        return False
+
+    def mgmt(self, i):
+        return f"10.77.0.{i + 1}"
+
+    def data(self, i):
+        return f"10.77.1.{i + 1}"
+
+    def start(self):
+        _live.append(self)
+        # a runner's timeout (SIGTERM) must still tear the hosts down: exit through atexit
+        if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, lambda sig, frame: sys.exit(128 + sig))
+        self.dir = tempfile.mkdtemp(prefix="nabla-hosts-")
+        d = self.dir
+        for k in ("host_key", "user_key"):
+            _sh(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", os.path.join(d, k)])
+        shutil.copy(os.path.join(d, "user_key.pub"), os.path.join(d, "authorized_keys"))
+        os.chmod(os.path.join(d, "authorized_keys"), 0o600)
+        self.key = os.path.join(d, "user_key")
+        os.makedirs("/run/sshd", mode=0o755, exist_ok=True)   # sshd's privilege separation directory
+        with open(os.path.join(d, "hosts"), "w") as f:
+            f.write("127.0.0.1 localhost\n::1 localhost ip6-localhost\n")
+            for i, h in enumerate(self.names):
+                f.write(f"{self.mgmt(i)} {h}\n{self.data(i)} {h}-data\n")
+        _sh([IP, "netns", "add", self.sw])
+        self.up = True
+        for br in ("bmgmt", "bdata"):
+            _sh([IP, "-n", self.sw, "link", "add", br, "type", "bridge"])
+            _sh([IP, "-n", self.sw, "link", "set", br, "up"])
+        for i, ns in enumerate(self.ns):
+            _sh([IP, "netns", "add", ns])
+            _sh([IP, "-n", ns, "link", "set", "lo", "up"])
+            for eth, br, addr, c in (("eth0", "bmgmt", self.mgmt(i), "m"), ("eth1", "bdata", self.data(i), "d")):
+                host_end, sw_end = f"v{self.tag}{c}{i}h", f"v{self.tag}{c}{i}s"
+                _sh([IP, "link", "add", host_end, "netns", ns, "type", "veth", "peer", "name", sw_end, "netns", self.sw])
+                _sh([IP, "-n", ns, "link", "set", host_end, "name", eth])
+                _sh([IP, "-n", ns, "addr", "add", f"{addr}/24", "dev", eth])
+                _sh([IP, "-n", ns, "link", "set", eth, "up"])
+                _sh([IP, "-n", self.sw, "link", "set", sw_end, "master", br])
+                _sh([IP, "-n", self.sw, "link", "set", sw_end, "up"])
+            cfg = write_sshd_config(os.path.join(d, f"sshd_config{i}"), d, 22, "0.0.0.0", f"{d}/sshd{i}.pid")
+            log = open(os.path.join(d, f"sshd{i}.log"), "w")
+            # the host: its own hostname, /etc/hosts and /dev/shm, then sshd (exec: same pid)
+            boot = (f"hostname {self.names[i]} && mount --make-rprivate / && mount --bind {d}/hosts /etc/hosts && "
+                    f"mount -t tmpfs -o size=2g,mode=1777 tmpfs /dev/shm && exec {SSHD} -D -e -f {cfg}")
+            p = subprocess.Popen([IP, "netns", "exec", ns, "unshare", "--mount", "--uts", "sh", "-c", boot],
+                                 stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+            self.procs.append(p)
+            self.pids[i] = p.pid
+        # every sshd answers (from host 0, over the management network)
+        t = time.time()
+        for i in range(self.n):
+            while True:
+                q = self.run(0, ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=3", *SSH_OPTS, "-i", self.key,
+                                 self.names[i], "hostname"], timeout=15, check=False)
+                if q.returncode == 0 and q.stdout.strip() == self.names[i]:
+                    break
+                if time.time() - t > 30 or self.procs[i].poll() is not None:
+                    with open(os.path.join(d, f"sshd{i}.log")) as f:
+                        raise RuntimeError(f"host {self.names[i]} does not answer ssh (rc {q.returncode}: "
+                                           f"{q.stderr.strip()[-200:]}); sshd log: {f.read()[-300:]!r}")
+                time.sleep(0.2)
+        return self
+
+    def ssh_args(self):
+        """`nabla run` options that make its ssh reach these hosts."""
+        out = ["--ssh-key", self.key]
+        for i in range(0, len(SSH_OPTS), 2):
+            out += ["--ssh-option", "-o" + SSH_OPTS[i + 1]]
+        return out
+
+    def ssh_opts_nbl(self):
+        """dist.start(...) arguments for the same (Nabla source text)."""
+        opts = ", ".join(f'"{o}"' for o in SSH_OPTS)
+        return f'ssh_key="{self.key}", ssh_options=[{opts}]'
+
+    # -------------------------------------------------------------- running
+    def _enter(self, i):
+        return ["nsenter", "-t", str(self.pids[i]), "-n", "-m", "-u", f"--wd={os.getcwd()}", "--"]
+
+    def run(self, i, cmd, timeout=60, check=False, env=None, cwd=None):
+        """Runs cmd on host i (its network, mounts and hostname); CompletedProcess, text."""
+        e = dict(os.environ)
+        e.update(env or {})
+        p = subprocess.run(self._enter(i) + list(cmd), capture_output=True, text=True, timeout=timeout,
+                           env=e, cwd=cwd, stdin=subprocess.DEVNULL)
+        if check and p.returncode:
+            raise RuntimeError(f"{cmd} on {self.names[i]} failed (rc {p.returncode}): {p.stderr[-400:]}")
+        return p
+
+    def popen(self, i, cmd, env=None, **kw):
+        e = dict(os.environ)
+        e.update(env or {})
+        kw.setdefault("stdin", subprocess.DEVNULL)
+        p = subprocess.Popen(self._enter(i) + list(cmd), env=e, **kw)
+        return p
+
+    def host_pids(self, i):
+        q = _sh([IP, "netns", "pids", self.ns[i]], check=False)
+        return [int(x) for x in q.stdout.split() if x.isdigit()]
+
+    def kill_host(self, i):
+        """Host i fails: every process in it is killed and its links go down."""
+        for pid in self.host_pids(i):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for c in ("m", "d"):
+            _sh([IP, "-n", self.sw, "link", "set", f"v{self.tag}{c}{i}s", "down"], check=False)
+
+    # -------------------------------------------------------------- teardown
+    def stop(self):
+        if self.up:
+            for i in range(self.n):
+                for pid in self.host_pids(i):
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+            for p in self.procs:
+                try:
+                    p.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    pass
+            for ns in self.ns + [self.sw]:
+                _sh([IP, "netns", "del", ns], check=False)
+            self.up = False
+        if self.dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            self.dir = None
+        if self in _live:
+            _live.remove(self)
+
+
+def run_on_hosts(n, cmd, host=0, timeout=300, env=None):
+    """Starts n hosts, runs cmd on one of them, tears down: the CompletedProcess.
+    "{SSH}" in cmd is replaced by the ssh options of `nabla run` (ssh_args()),
+    "{HOSTS}" by the comma-separated host names.  Raises RuntimeError(why) when
+    hosts cannot be simulated here."""
+    with Cluster(n) as c:
+        if c.why:
+            raise RuntimeError(c.why)
+        full = []
+        for a in cmd:
+            if a == "{SSH}":
+                full += c.ssh_args()
+            else:
+                full.append(a.replace("{HOSTS}", ",".join(c.names)))
+        return c.run(host, full, timeout=timeout, env=env)
+
+
+@atexit.register
+def _cleanup():
+    for c in list(_live):
+        c.stop()
