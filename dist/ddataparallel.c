@@ -297,7 +297,11 @@ static int finish_shards(bool ok) {
   for (int i = 0; i < R.nb; i++) R.b[i].pending = 0;
   int missing = 0;
   for (int i = R.launched; i < R.nb; i++) if (!R.b[i].buf) missing = 1;
-  if (missing) { R.failed = 1; snprintf(R.err, sizeof R.err, "out of memory"); }
+  if (missing) {
+    pthread_mutex_lock(&R.mu);
+    if (!R.failed) { R.failed = 1; snprintf(R.err, sizeof R.err, "out of memory"); }
+    pthread_mutex_unlock(&R.mu);
+  }
   launch_upto(R.nb);
   nbD_reducer_drain();
   R.in_pass = 0;
@@ -321,6 +325,20 @@ static int on_finish(void *ud, bool ok) {
   (void)ud;
   if (!R.in_pass) return 0;
   if (R.shard_mode) return finish_shards(ok);
+  /* a parameter this pass did not reach may hold a gradient accumulated under
+  ** dist.no_sync: it is averaged too (left alone it would stay this rank's own) */
+  bool prev0 = nt_set_grad_enabled(false);
+  for (int j = 0; j < R.np; j++) {
+    Param *p = &R.p[j];
+    if (p->leaf || !p->param || !p->param->grad) continue;
+    Bucket *b = &R.b[p->bucket];
+    if (R.on_device ? to_device_bucket(b, p, p->param->grad) : to_host_bucket(b, p, p->param->grad)) {
+      pthread_mutex_lock(&R.mu);
+      if (!R.failed) { R.failed = 1; snprintf(R.err, sizeof R.err, "%s", nt_error_msg()); }
+      pthread_mutex_unlock(&R.mu);
+    } else p->leaf = nt_retain(p->param);
+  }
+  nt_set_grad_enabled(prev0);
   for (int i = 0; i < R.nb; i++) R.b[i].pending = 0;   /* missing gradients reduce as zeros */
   if (R.on_device) {
     enqueue_upto(R.nb);
@@ -418,6 +436,7 @@ int nbD_reducer_register(nt_Tensor **params, int n, size_t bucket_bytes, int gro
     }
     Param *p = &R.p[R.np++];
     p->storage = t->storage; p->offset = t->offset; p->numel = t->numel;
+    p->param = nt_retain(t);
     p->bucket = (int)(b - R.b); p->pos = b->count;
     b->count += (size_t)t->numel;
     b->nparams++;
