@@ -140,6 +140,7 @@ static void *comm_main(void *arg) {
 
 /* waits until every bucket handed to the thread is reduced */
 void nbD_reducer_drain(void) {
+  nbD_zero_drain();                         /* stage 3's prefetching gathers (dzero.c) */
   if (!R.th_up) return;
   pthread_mutex_lock(&R.mu);
   while (R.done < R.launched) pthread_cond_wait(&R.cv, &R.mu);
@@ -573,6 +574,7 @@ void nbD_reducer_stats(int64_t *nparams, int64_t *nbuckets, int64_t *passes, int
 
 void nbD_reducer_shutdown(void) {
   nbD_reducer_clear();
+  nbD_zero_shutdown();
   if (!R.th_up) return;
   pthread_mutex_lock(&R.mu);
   R.stop = 1;

@@ -19,5 +19,7 @@ int  nbD_reducer_set_sync(int on);          /* returns the previous setting */
 void nbD_reducer_drain(void);               /* every bucket handed to the thread is reduced */
 int  nbD_reducer_on_device(void);           /* 1: the buckets are CUDA buffers reduced by NCCL */
 void nbD_reducer_stats(int64_t *nparams, int64_t *nbuckets, int64_t *passes, int64_t *overlapped, int64_t *total);
-void nbD_reducer_init(void);                /* registers its builtins */
+void nbD_reducer_init(void);
+void nbD_zero_drain(void);                  /* dzero.c: stage 3's prefetching gathers finished */
+void nbD_zero_shutdown(void);               /* and dropped */                /* registers its builtins */
 #endif
