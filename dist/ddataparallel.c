@@ -276,6 +276,20 @@ static int on_ready(void *ud, nt_Tensor *leaf, nt_Tensor *grad) {
   return 0;
 }
 
+/* the end of a pass, every bucket reduced: the counters, and a failure
+** marks the group broken (-1 with the error set, `what` first) */
+static int close_pass(const char *what) {
+  R.in_pass = 0;
+  R.passes++; R.buckets_total += R.nb;
+  nbD_self.g->bytes_sent += R.view.bytes_sent;
+  nbD_self.g->bytes_recv += R.view.bytes_recv;
+  if (!R.failed) return 0;
+  nbD_self.g->broken = 1;
+  snprintf(nbD_self.g->err, sizeof nbD_self.g->err, "%s", R.err);
+  nt_error_set("%s: %s", what, R.err);
+  return -1;
+}
+
 /* shard mode: the end of a pass.  A parameter this pass did not reach may
 ** still hold a gradient accumulated under dist.no_sync: it joins its bucket
 ** (else it counts as zeros); every bucket is reduce-scattered (every rank
@@ -285,6 +299,7 @@ static int finish_shards(bool ok) {
   bool prev = nt_set_grad_enabled(false);
   for (int j = 0; j < R.np && !rc; j++) {
     Param *p = &R.p[j];
+    if (p->bucket < R.launched) continue;   /* the thread owns (and frees) a launched bucket */
     Bucket *b = &R.b[p->bucket];
     if (!b->buf && !(b->buf = calloc(b->count ? b->count : 1, b->esize))) { nt_error_set("out of memory"); rc = -1; break; }
     if (!p->leaf && p->param->grad) {
@@ -305,18 +320,8 @@ static int finish_shards(bool ok) {
   }
   launch_upto(R.nb);
   nbD_reducer_drain();
-  R.in_pass = 0;
-  R.passes++; R.buckets_total += R.nb;
-  nbD_self.g->bytes_sent += R.view.bytes_sent;
-  nbD_self.g->bytes_recv += R.view.bytes_recv;
   for (int j = 0; j < R.np; j++) { nt_release(R.p[j].leaf); R.p[j].leaf = NULL; }
-  if (R.failed) {
-    nbD_self.g->broken = 1;
-    snprintf(nbD_self.g->err, sizeof nbD_self.g->err, "%s", R.err);
-    nt_error_set("dist.zero: reduce-scattering gradients failed: %s", R.err);
-    R.shard_bad = 1;
-    return -1;
-  }
+  if (close_pass("dist.zero: reduce-scattering gradients failed")) { R.shard_bad = 1; return -1; }
   if (!ok) R.shard_bad = 1;                 /* a failed backward: part of its gradient went in */
   R.shard_passes++;
   return rc;
@@ -348,17 +353,7 @@ static int on_finish(void *ud, bool ok) {
     launch_upto(R.nb);
     nbD_reducer_drain();
   }
-  R.in_pass = 0;
-  R.passes++; R.buckets_total += R.nb;
-  nbD_self.g->bytes_sent += R.view.bytes_sent;
-  nbD_self.g->bytes_recv += R.view.bytes_recv;
-  int rc = 0;
-  if (R.failed) {
-    nbD_self.g->broken = 1;
-    snprintf(nbD_self.g->err, sizeof nbD_self.g->err, "%s", R.err);
-    nt_error_set("dist.data_parallel: averaging gradients failed: %s", R.err);
-    rc = -1;
-  }
+  int rc = close_pass("dist.data_parallel: averaging gradients failed");
   double scale = 1.0 / (double)R.view.world;
   bool prev = nt_set_grad_enabled(false);
   for (int j = 0; j < R.np; j++) {
