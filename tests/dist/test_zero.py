@@ -315,13 +315,18 @@ print("R mem", m[0][0], m[0][4], m[1][4], m[2][4], m[3][4], m[2][4] / m[0][4], m
         ok = dp == 16 * P
         ok = ok and s1 <= 4 * P + 4 * P + 8 * P / 4 + pad and s2 <= 4 * P + (4 + 8) * P / 4 + pad
         ok = ok and s3 <= 16 * P / 4 + pad and f3 <= 0.30
-        # the step's peak resident set: stage 2 below dp; stage 3 within 0.30x of dp plus one unit's
-        # parameters, gradients and AdamW state (the largest unit: the one gathered, or prefetched, at a time)
-        ok = ok and g2 <= P + pad and o2 <= 2 * P + pad and peak_s2 < peak_dp and peak_s3 <= 0.30 * peak_dp + 16 * unit
+        ok = ok and g2 <= P + pad and o2 <= 2 * P + pad
         # at world 4 the ring all_reduce and the gathers' reduce-scatter add in different orders;
         # AdamW turns those last-bit differences of near-zero gradients into ~1e-4 (lr 1e-2)
         ok = ok and d3 < 1e-3
     report(name, ok, f"rc={rc} [P, dp, s1, s2, s3, s2/dp, s3/dp, peak dp, peak s2, peak s3, grads s2, opt s2, stage-3 param diff, largest stage-3 unit]={v} err={err[-1500:]!r}")
+    if "asan" in NABLA:
+        dutil.skip(name + "_peak_rss", "AddressSanitizer keeps freed memory in quarantine: the resident set's peak cannot show it")
+        return
+    # the step's peak resident set: stage 2 below dp; stage 3 within 0.30x of dp plus one unit's
+    # parameters, gradients and AdamW state (the largest unit: the one gathered, or prefetched, at a time)
+    ok = v is not None and v[8] < v[7] and v[9] <= 0.30 * v[7] + 16 * v[13]
+    report(name + "_peak_rss", ok, f"[peak dp, peak s2, peak s3, largest stage-3 unit]={v and [v[7], v[8], v[9], v[13]]}")
 
 
 @test
