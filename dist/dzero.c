@@ -128,7 +128,15 @@ static int b_gather_start(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
   if (nbD_group_arg(vm, f, a[1], &id)) return NB_ERR;
   int slot = -1;
   for (int i = 0; i < NG && slot < 0; i++) if (GS[i].state == 0) slot = i;
-  if (slot < 0) return nb_error_kind(vm, "DistError", "%s: more than %d gathers pending (wait for them)", f, NG);
+  if (slot < 0) {
+    /* every slot taken: a finished gather nobody waited for (its z was
+    ** dropped after an error) gives its slot up, the oldest first; waiting
+    ** on its handle later says it is gone */
+    nbD_zero_drain();
+    for (int i = 0; i < NG; i++) if (GS[i].state == 2 && (slot < 0 || GS[i].seq - GS[slot].seq >= (1u << 31))) slot = i;
+    if (slot < 0) return nb_error_kind(vm, "DistError", "%s: more than %d gathers pending (wait for them)", f, NG);
+    free(GS[slot].buf); free(GS[slot].fd); GS[slot].buf = NULL; GS[slot].fd = NULL; GS[slot].state = 0;
+  }
   Gather *g = &GS[slot];
   nbD_Scope sc;
   if (nbD_group_enter(id, &sc)) return nb_error_kind(vm, "DistError", "%s", nt_error_msg());
@@ -168,7 +176,7 @@ static int b_gather_wait(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
   double hv = a[0].u.n;
   int slot = (int)(hv / 4294967296.0);
   unsigned seq = (unsigned)(hv - (double)slot * 4294967296.0);
-  if (slot < 0 || slot >= NG || GS[slot].state == 0 || GS[slot].seq != seq) return nb_error_kind(vm, "DistError", "%s: no pending gather with this handle (already waited?)", f);
+  if (slot < 0 || slot >= NG || GS[slot].state == 0 || GS[slot].seq != seq) return nb_error_kind(vm, "DistError", "%s: no pending gather with this handle (already waited for, or given up: more than 4 were left unwaited)", f);
   Gather *g = &GS[slot];
   if (g->state == 1) pthread_join(g->th, NULL);
   dr_Group *w = nbD_self.g;

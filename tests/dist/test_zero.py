@@ -214,6 +214,39 @@ def test_stage2_overlapped_world4(name):
     stage2_overlap(name, 4)
 
 
+@test
+def test_prefetch_gather_primitive(name):
+    """dist_gather_start/wait (stage 3's prefetch, dist/dzero.c) at world 4: equal to all_gather on the world
+    and on mesh.dp (ring links, not shared memory), also with another collective issued while one is in
+    flight (it waits for it first); with 4 slots, 6 unwaited gathers give up the 2 oldest, whose handles then error."""
+    src = f"""
+import dist
+dist.start(4)
+r = dist.run(fn() {{
+  seed({SEED} + dist.rank())
+  d = 0
+  for grp in list(nil, dist.mesh(dp=2, tp=2).dp) {{
+    a = randn(5); b = randn(7)
+    h = dist_gather_start(a, grp)
+    c = dist_all_gather(b, grp)             # issued while the gather is in flight
+    d = max(d, max(abs(dist_gather_wait(h) - dist_all_gather(a, grp))).item(), max(abs(c - dist_all_gather(b, grp))).item())
+  }}
+  hs = list()
+  for i in 0..6 {{ push(hs, dist_gather_start(randn(3))) }}
+  ok = dist_gather_wait(hs[5]).shape[0] == 12
+  old = try {{ dist_gather_wait(hs[0]); "no error" }} catch e {{ e.message }}
+  for i in 2..5 {{ dist_gather_wait(hs[i]) }}   # hs[0] and hs[1] gave their slots to hs[4] and hs[5]
+  list(d, ok, old)
+}})
+print("R gp", r[0][0], r[1][0], r[2][0], r[3][0], len(filter(r, fn(x) x[1])))
+print("E gp " + r[0][2])
+"""
+    rc, out, err = run(src)
+    v = values(out, "gp")
+    ok = rc == 0 and v is not None and v[:4] == [0, 0, 0, 0] and v[4] == 4 and "E gp dist_gather_wait: no pending gather with this handle" in out
+    report(name, ok, f"rc={rc} [largest difference per rank x 4, ranks ok]={v} out={out[-400:]!r} err={err[-1500:]!r}")
+
+
 def checkpoint_4_to_2(name, stage):
     """z.save on 4 ranks after 2 steps; 2 ranks load it and take 2 more steps == the 4-rank run's 4 steps."""
     prefix = os.path.join(dutil.TMP, f"ck{stage}")
