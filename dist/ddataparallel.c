@@ -49,6 +49,8 @@ typedef struct Param {
   void *storage; int64_t offset, numel;   /* identity of the parameter's data */
   int bucket; size_t pos;                 /* element offset in the bucket */
   nt_Tensor *leaf;                        /* this pass's leaf (retained), NULL until ready */
+  nt_Tensor *param;                       /* shard mode: the registered tensor (retained) */
+  int64_t flat;                           /* shard mode: element offset in its layout */
 } Param;
 
 typedef struct Bucket {
@@ -57,7 +59,16 @@ typedef struct Bucket {
   nt_Tensor *dev;                         /* CUDA buffer (nccl), or NULL */
   int pending;                            /* parameters still missing this pass */
   int nparams;
+  int lay; int64_t lo, hi;                /* shard mode: its layout and flat range [lo, hi) */
 } Bucket;
+
+/* shard mode (ZeRO stage 2): one flat layout per parameter group; position
+** r of the group owns elements [r*chunk, (r+1)*chunk) and keeps their summed
+** gradient in `shard` (chunk elements of rdt) */
+typedef struct Lay {
+  int rdt; size_t esize; int64_t chunk, total;
+  void *shard;
+} Lay;
 
 static struct {
   int registered, sync, group;
@@ -66,6 +77,10 @@ static struct {
   Param *p;
   Bucket *b;
   int hint;
+  /* shard mode */
+  int shard_mode, nl, shard_passes, shard_bad, shard_world;
+  unsigned shard_id;
+  Lay *l;
   /* one pass */
   int in_pass, launched, done, failed;
   dr_Group view; int *fd;
@@ -77,6 +92,33 @@ static struct {
   int64_t passes, buckets_overlapped, buckets_total;
 } R = { .sync = 1, .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
 
+/* shard mode, on the thread: the bucket's flat range [lo, hi) is cut where
+** the positions' chunks begin, reduce-scattered with those (uneven, often
+** zero) counts, and this position's piece is added to its shard; the bucket's
+** buffer is freed at once, so no full gradient outlives its reduction */
+static int reduce_scatter_bucket(Bucket *b) {
+  int w = R.view.world, r = R.view.rank, st = 0;
+  const Lay *L = &R.l[b->lay];
+  size_t *counts = malloc(sizeof(size_t) * (size_t)w), mine = 0;
+  if (!counts) { snprintf(R.view.err, sizeof R.view.err, "out of memory"); free(b->buf); b->buf = NULL; return -1; }
+  size_t before = 0;
+  for (int q = 0; q < w; q++) {
+    int64_t s = b->lo > q * L->chunk ? b->lo : q * L->chunk, e = b->hi < (q + 1) * L->chunk ? b->hi : (q + 1) * L->chunk;
+    counts[q] = e > s ? (size_t)(e - s) : 0;
+    if (q < r) before += counts[q];
+  }
+  mine = counts[r];
+  if (w > 1) st = dr_reduce_scatter(&R.view, b->buf, counts, b->rdt, DR_SUM);
+  if (!st && mine) {
+    int64_t start = b->lo > r * L->chunk ? b->lo : r * L->chunk, at = start - r * L->chunk;
+    if (b->rdt == DR_F64) { double *d = (double *)L->shard + at; const double *x = (const double *)b->buf + before; for (size_t k = 0; k < mine; k++) d[k] += x[k]; }
+    else { float *d = (float *)L->shard + at; const float *x = (const float *)b->buf + before; for (size_t k = 0; k < mine; k++) d[k] += x[k]; }
+  }
+  free(counts);
+  free(b->buf); b->buf = NULL;
+  return st;
+}
+
 static void *comm_main(void *arg) {
   (void)arg;
   pthread_mutex_lock(&R.mu);
@@ -85,7 +127,8 @@ static void *comm_main(void *arg) {
     if (R.stop) break;
     int i = R.done;
     pthread_mutex_unlock(&R.mu);
-    int st = R.failed ? -1 : dr_all_reduce(&R.view, R.b[i].buf, R.b[i].count, R.b[i].rdt, DR_SUM);
+    int st = R.failed ? -1 : R.shard_mode ? reduce_scatter_bucket(&R.b[i])
+                                          : dr_all_reduce(&R.view, R.b[i].buf, R.b[i].count, R.b[i].rdt, DR_SUM);
     pthread_mutex_lock(&R.mu);
     if (st && !R.failed) { R.failed = 1; snprintf(R.err, sizeof R.err, "%s", R.view.err); }
     R.done++;
@@ -97,6 +140,7 @@ static void *comm_main(void *arg) {
 
 /* waits until every bucket handed to the thread is reduced */
 void nbD_reducer_drain(void) {
+  nbD_zero_drain();                         /* stage 3's prefetching gathers (dzero.c) */
   if (!R.th_up) return;
   pthread_mutex_lock(&R.mu);
   while (R.done < R.launched) pthread_cond_wait(&R.cv, &R.mu);
@@ -148,8 +192,15 @@ static int begin_pass(void) {
   }
   nbD_group_leave(&sc);
   if (rc) return -1;
+  if (R.shard_mode && R.view.world != R.shard_world) {
+    if (R.shard_passes) { nt_error_set("dist.zero: the group's size changed from %d to %d with gradient shards not yet stepped", R.shard_world, R.view.world); return -1; }
+    for (int i = 0; i < R.nl; i++)
+      if (R.l[i].chunk * R.view.world < R.l[i].total) { nt_error_set("dist.zero: layout %d of %lld elements does not fit %d shards of %lld", i, (long long)R.l[i].total, R.view.world, (long long)R.l[i].chunk); return -1; }
+    R.shard_world = R.view.world;
+  }
   for (int i = 0; i < R.nb; i++) {
-    if (R.on_device) { if (nt_fill_(R.b[i].dev, 0)) return -1; }
+    if (R.shard_mode) { free(R.b[i].buf); R.b[i].buf = NULL; }   /* allocated as its first gradient arrives */
+    else if (R.on_device) { if (nt_fill_(R.b[i].dev, 0)) return -1; }
     else memset(R.b[i].buf, 0, R.b[i].count * R.b[i].esize);
     R.b[i].pending = R.b[i].nparams;
   }
@@ -205,11 +256,16 @@ static int on_ready(void *ud, nt_Tensor *leaf, nt_Tensor *grad) {
   int j = find_param(leaf);
   if (j < 0) return 0;
   Param *p = &R.p[j];
+  /* shard mode: grad() trees (fresh aliases of the parameters) are left to
+  ** z.step(grads), which reduce-scatters the tree it is given */
+  if (R.shard_mode && leaf != p->param) return 0;
   if (!R.in_pass && begin_pass()) return -1;
   if (p->leaf) return 0;                    /* the same parameter twice (two aliases): first wins */
   Bucket *b = &R.b[p->bucket];
+  if (R.shard_mode && !b->buf && !(b->buf = calloc(b->count ? b->count : 1, b->esize))) { nt_error_set("out of memory"); return -1; }
   bool prev = nt_set_grad_enabled(false);
   int rc = R.on_device ? to_device_bucket(b, p, grad) : to_host_bucket(b, p, grad);
+  if (!rc && R.shard_mode) rc = nt_set_grad(leaf, NULL);   /* the full gradient lives on only in the bucket */
   nt_set_grad_enabled(prev);
   if (rc) return -1;
   p->leaf = nt_retain(leaf);
@@ -220,9 +276,75 @@ static int on_ready(void *ud, nt_Tensor *leaf, nt_Tensor *grad) {
   return 0;
 }
 
+/* the end of a pass, every bucket reduced: the counters, and a failure
+** marks the group broken (-1 with the error set, `what` first) */
+static int close_pass(const char *what) {
+  R.in_pass = 0;
+  R.passes++; R.buckets_total += R.nb;
+  nbD_self.g->bytes_sent += R.view.bytes_sent;
+  nbD_self.g->bytes_recv += R.view.bytes_recv;
+  if (!R.failed) return 0;
+  nbD_self.g->broken = 1;
+  snprintf(nbD_self.g->err, sizeof nbD_self.g->err, "%s", R.err);
+  nt_error_set("%s: %s", what, R.err);
+  return -1;
+}
+
+/* shard mode: the end of a pass.  A parameter this pass did not reach may
+** still hold a gradient accumulated under dist.no_sync: it joins its bucket
+** (else it counts as zeros); every bucket is reduce-scattered (every rank
+** issues the same sequence) and the pass is counted towards the shards. */
+static int finish_shards(bool ok) {
+  int rc = 0;
+  bool prev = nt_set_grad_enabled(false);
+  for (int j = 0; j < R.np && !rc; j++) {
+    Param *p = &R.p[j];
+    if (p->bucket < R.launched) continue;   /* the thread owns (and frees) a launched bucket */
+    Bucket *b = &R.b[p->bucket];
+    if (!b->buf && !(b->buf = calloc(b->count ? b->count : 1, b->esize))) { nt_error_set("out of memory"); rc = -1; break; }
+    if (!p->leaf && p->param->grad) {
+      if (to_host_bucket(b, p, p->param->grad) || nt_set_grad(p->param, NULL)) rc = -1;
+    }
+  }
+  nt_set_grad_enabled(prev);
+  if (rc) {                                 /* the buckets must still go round, empty ones included */
+    for (int i = R.launched; i < R.nb; i++) if (!R.b[i].buf) R.b[i].buf = calloc(R.b[i].count ? R.b[i].count : 1, R.b[i].esize);
+  }
+  for (int i = 0; i < R.nb; i++) R.b[i].pending = 0;
+  int missing = 0;
+  for (int i = R.launched; i < R.nb; i++) if (!R.b[i].buf) missing = 1;
+  if (missing) {
+    pthread_mutex_lock(&R.mu);
+    if (!R.failed) { R.failed = 1; snprintf(R.err, sizeof R.err, "out of memory"); }
+    pthread_mutex_unlock(&R.mu);
+  }
+  launch_upto(R.nb);
+  nbD_reducer_drain();
+  for (int j = 0; j < R.np; j++) { nt_release(R.p[j].leaf); R.p[j].leaf = NULL; }
+  if (close_pass("dist.zero: reduce-scattering gradients failed")) { R.shard_bad = 1; return -1; }
+  if (!ok) R.shard_bad = 1;                 /* a failed backward: part of its gradient went in */
+  R.shard_passes++;
+  return rc;
+}
+
 static int on_finish(void *ud, bool ok) {
   (void)ud;
   if (!R.in_pass) return 0;
+  if (R.shard_mode) return finish_shards(ok);
+  /* a parameter this pass did not reach may hold a gradient accumulated under
+  ** dist.no_sync: it is averaged too (left alone it would stay this rank's own) */
+  bool prev0 = nt_set_grad_enabled(false);
+  for (int j = 0; j < R.np; j++) {
+    Param *p = &R.p[j];
+    if (p->leaf || !p->param || !p->param->grad) continue;
+    Bucket *b = &R.b[p->bucket];
+    if (R.on_device ? to_device_bucket(b, p, p->param->grad) : to_host_bucket(b, p, p->param->grad)) {
+      pthread_mutex_lock(&R.mu);
+      if (!R.failed) { R.failed = 1; snprintf(R.err, sizeof R.err, "%s", nt_error_msg()); }
+      pthread_mutex_unlock(&R.mu);
+    } else p->leaf = nt_retain(p->param);
+  }
+  nt_set_grad_enabled(prev0);
   for (int i = 0; i < R.nb; i++) R.b[i].pending = 0;   /* missing gradients reduce as zeros */
   if (R.on_device) {
     enqueue_upto(R.nb);
@@ -231,17 +353,7 @@ static int on_finish(void *ud, bool ok) {
     launch_upto(R.nb);
     nbD_reducer_drain();
   }
-  R.in_pass = 0;
-  R.passes++; R.buckets_total += R.nb;
-  nbD_self.g->bytes_sent += R.view.bytes_sent;
-  nbD_self.g->bytes_recv += R.view.bytes_recv;
-  int rc = 0;
-  if (R.failed) {
-    nbD_self.g->broken = 1;
-    snprintf(nbD_self.g->err, sizeof nbD_self.g->err, "%s", R.err);
-    nt_error_set("dist.data_parallel: averaging gradients failed: %s", R.err);
-    rc = -1;
-  }
+  int rc = close_pass("dist.data_parallel: averaging gradients failed");
   double scale = 1.0 / (double)R.view.world;
   bool prev = nt_set_grad_enabled(false);
   for (int j = 0; j < R.np; j++) {
@@ -269,10 +381,12 @@ static int on_finish(void *ud, bool ok) {
 static const nt_GradHooks hooks = { on_ready, on_finish, NULL };
 
 static void clear_layout(void) {
-  for (int j = 0; j < R.np; j++) nt_release(R.p[j].leaf);
+  for (int j = 0; j < R.np; j++) { nt_release(R.p[j].leaf); nt_release(R.p[j].param); }
   for (int i = 0; i < R.nb; i++) { free(R.b[i].buf); nt_release(R.b[i].dev); }
-  free(R.p); free(R.b);
-  R.p = NULL; R.b = NULL; R.np = R.nb = 0; R.hint = 0; R.in_pass = 0; R.on_device = 0;
+  for (int i = 0; i < R.nl; i++) free(R.l[i].shard);
+  free(R.p); free(R.b); free(R.l);
+  R.p = NULL; R.b = NULL; R.l = NULL; R.np = R.nb = R.nl = 0; R.hint = 0; R.in_pass = 0; R.on_device = 0;
+  R.shard_mode = 0; R.shard_passes = 0; R.shard_bad = 0; R.shard_world = 0;
 }
 
 void nbD_reducer_clear(void) {
@@ -318,6 +432,7 @@ int nbD_reducer_register(nt_Tensor **params, int n, size_t bucket_bytes, int gro
     }
     Param *p = &R.p[R.np++];
     p->storage = t->storage; p->offset = t->offset; p->numel = t->numel;
+    p->param = nt_retain(t);
     p->bucket = (int)(b - R.b); p->pos = b->count;
     b->count += (size_t)t->numel;
     b->nparams++;
@@ -346,6 +461,104 @@ int nbD_reducer_register(nt_Tensor **params, int n, size_t bucket_bytes, int gro
   return 0;
 }
 
+/* Shard mode (ZeRO stage 2).  Layout i holds params[i][0..counts[i]) laid
+** end to end (chunk[i] elements per group position, rdt[i] DR_F32/DR_F64).
+** Buckets are formed in reverse parameter order inside each layout, so each
+** one is a contiguous flat range; when its last gradient arrives it is
+** reduce-scattered along the positions' chunk boundaries on the thread, each
+** rank adding its piece to its layout's shard.  The parameters' .grad are
+** dropped as they are copied into a bucket. */
+int nbD_reducer_register_shards(nt_Tensor **params, const int *counts, const int64_t *chunks, const int *rdts, int nl,
+                                size_t bucket_bytes, int group) {
+  nbD_reducer_clear();
+  if (!nbD_self.g) { nt_error_set("dist.zero: not running on a dist worker"); return -1; }
+  int n = 0;
+  for (int i = 0; i < nl; i++) n += counts[i];
+  R.p = calloc((size_t)(n ? n : 1), sizeof *R.p);
+  R.b = calloc((size_t)(n ? n : 1), sizeof *R.b);
+  R.l = calloc((size_t)(nl ? nl : 1), sizeof *R.l);
+  if (!R.p || !R.b || !R.l) { clear_layout(); nt_error_set("out of memory"); return -1; }
+  R.shard_mode = 1;
+  R.nl = nl;
+  int base = 0;
+  for (int i = 0; i < nl; i++) {
+    Lay *L = &R.l[i];
+    L->rdt = rdts[i]; L->esize = rdts[i] == DR_F64 ? 8 : 4; L->chunk = chunks[i];
+    int64_t off = 0;
+    for (int k = 0; k < counts[i]; k++) off += params[base + k]->numel;
+    L->total = off;
+    if (!(L->shard = calloc((size_t)(L->chunk > 0 ? L->chunk : 1), L->esize))) { clear_layout(); nt_error_set("out of memory"); return -1; }
+    Bucket *b = NULL;
+    for (int k = counts[i] - 1; k >= 0; k--) {   /* reverse order: backward's order */
+      nt_Tensor *t = params[base + k];
+      off -= t->numel;
+      if (!b || (b->count && (b->count + (size_t)t->numel) * L->esize > bucket_bytes)) {
+        b = &R.b[R.nb++];
+        b->rdt = L->rdt; b->esize = L->esize; b->lay = i; b->hi = off + t->numel;
+      }
+      Param *p = &R.p[R.np++];
+      p->storage = t->storage; p->offset = t->offset; p->numel = t->numel;
+      p->param = nt_retain(t); p->flat = off;
+      p->bucket = (int)(b - R.b);
+      b->count += (size_t)t->numel;
+      b->lo = off;
+      b->nparams++;
+    }
+    base += counts[i];
+  }
+  for (int j = 0; j < R.np; j++) R.p[j].pos = (size_t)(R.p[j].flat - R.b[R.p[j].bucket].lo);
+  if (!R.th_up) {
+    R.stop = 0;
+    if (pthread_create(&R.th, NULL, comm_main, NULL)) { clear_layout(); nt_error_set("dist.zero: cannot start the communication thread"); return -1; }
+    R.th_up = 1;
+  }
+  static unsigned next_id;
+  R.shard_id = ++next_id;
+  R.group = group;
+  R.registered = 1;
+  R.sync = 1;
+  nt_set_grad_hooks(&hooks);
+  return (int)R.shard_id;
+}
+
+/* the averaged gradient shards of the passes since the last take (one new
+** tensor per layout, or all NULL with 0 returned when registration `id` is
+** not the current one or no pass ran); the accumulators restart at zero */
+int nbD_reducer_take_shards(unsigned id, nt_Tensor **out) {
+  if (!R.registered || !R.shard_mode || R.shard_id != id || !R.shard_passes) return 0;
+  if (R.shard_bad) {
+    nt_error_set("dist.zero: a failed backward left the gradient shards incomplete (call z.zero_grad() and run the step again)");
+    return -1;
+  }
+  nbD_reducer_drain();
+  double scale = 1.0 / (double)R.shard_world;
+  bool prev = nt_set_grad_enabled(false);
+  int rc = 1;
+  for (int i = 0; i < R.nl; i++) out[i] = NULL;
+  for (int i = 0; i < R.nl && rc > 0; i++) {
+    Lay *L = &R.l[i];
+    int64_t len = L->chunk;
+    nt_DType dt = L->rdt == DR_F64 ? NT_F64 : NT_F32;
+    nt_Tensor *sum = nt_from_buffer(L->shard, dt, &len, 1, dt);
+    out[i] = sum ? nt_binary_scalar(NT_OP_MUL, sum, scale, false) : NULL;
+    nt_release(sum);
+    if (!out[i]) rc = -1;
+  }
+  nt_set_grad_enabled(prev);
+  if (rc < 0) { for (int i = 0; i < R.nl; i++) { nt_release(out[i]); out[i] = NULL; } return -1; }
+  nbD_reducer_zero_shards(id);
+  return 1;
+}
+
+void nbD_reducer_zero_shards(unsigned id) {
+  if (!R.registered || !R.shard_mode || R.shard_id != id) return;
+  nbD_reducer_drain();
+  for (int i = 0; i < R.nl; i++) memset(R.l[i].shard, 0, (size_t)R.l[i].chunk * R.l[i].esize);
+  R.shard_passes = 0; R.shard_bad = 0;
+}
+
+int nbD_reducer_shard_count(void) { return R.registered && R.shard_mode ? R.nl : 0; }
+
 int nbD_reducer_on_device(void) { return R.registered && R.on_device; }
 
 int nbD_reducer_set_sync(int on) { int prev = R.sync; R.sync = on; return prev; }
@@ -356,6 +569,7 @@ void nbD_reducer_stats(int64_t *nparams, int64_t *nbuckets, int64_t *passes, int
 
 void nbD_reducer_shutdown(void) {
   nbD_reducer_clear();
+  nbD_zero_shutdown();
   if (!R.th_up) return;
   pthread_mutex_lock(&R.mu);
   R.stop = 1;
@@ -414,10 +628,77 @@ static int b_stats(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
   *out = nb_obj(NB_TREC, r);
   return NB_OK;
 }
+/* dist_reducer_shard(lays, chunks, dtypes, bucket_mb, group): lays a list of
+** lists of tensors; returns the registration id */
+static int b_shard(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
+  (void)n; const char *f = "dist_reducer_shard";
+  if (!nbD_self.g) return nb_error_kind(vm, "DistError", "dist.zero: not running on a dist worker");
+  if (a[0].t != NB_TLIST || a[1].t != NB_TLIST || a[2].t != NB_TLIST) return nb_error_kind(vm, "TypeError", "%s: expected lists of tensor lists, chunks and dtypes", f);
+  if (a[3].t != NB_TNUM || !(a[3].u.n > 0)) return nb_error_kind(vm, "ValueError", "dist.zero: bucket_mb must be a positive number");
+  int id;
+  if (nbD_group_arg(vm, f, a[4], &id)) return NB_ERR;
+  nb_List *ls = nb_list(a[0]), *cs = nb_list(a[1]), *ds = nb_list(a[2]);
+  int nl = ls->n;
+  if (cs->n != nl || ds->n != nl) return nb_error_kind(vm, "ValueError", "%s: %d layouts, %d chunks, %d dtypes", f, nl, cs->n, ds->n);
+  int total = 0;
+  for (int i = 0; i < nl; i++) {
+    if (ls->items[i].t != NB_TLIST) return nb_error_kind(vm, "TypeError", "%s: layout %d is a %s, not a list", f, i, nb_typename(ls->items[i]));
+    if (cs->items[i].t != NB_TNUM || !(cs->items[i].u.n >= 1)) return nb_error_kind(vm, "ValueError", "%s: chunk %d must be a positive number", f, i);
+    total += nb_list(ls->items[i])->n;
+  }
+  nt_Tensor **ps = calloc((size_t)total + 1, sizeof *ps);
+  int *counts = calloc((size_t)nl + 1, sizeof *counts), *rdts = calloc((size_t)nl + 1, sizeof *rdts);
+  int64_t *chunks = calloc((size_t)nl + 1, sizeof *chunks);
+  if (!ps || !counts || !rdts || !chunks) { free(ps); free(counts); free(rdts); free(chunks); return nb_error(vm, "out of memory"); }
+  int k = 0, bad = 0;
+  for (int i = 0; i < nl && !bad; i++) {
+    nb_List *l = nb_list(ls->items[i]);
+    counts[i] = l->n;
+    chunks[i] = (int64_t)cs->items[i].u.n;
+    rdts[i] = ds->items[i].t == NB_TSTR && !strcmp(nb_str(ds->items[i])->data, "f64") ? DR_F64 : DR_F32;
+    for (int j = 0; j < l->n; j++) {
+      if (l->items[j].t != NB_TTENSOR || !nt_dtype_is_float(TV(l->items[j])->dtype)) { bad = 1; break; }
+      ps[k++] = TV(l->items[j]);
+    }
+  }
+  int rc = bad ? 0 : nbD_reducer_register_shards(ps, counts, chunks, rdts, nl, (size_t)(a[3].u.n * 1048576.0), id);
+  free(ps); free(counts); free(rdts); free(chunks);
+  if (bad) return nb_error_kind(vm, "TypeError", "%s: every item of a layout must be a floating-point tensor", f);
+  if (rc < 0) return nb_error_kind(vm, "DistError", "%s", nt_error_msg());
+  *out = nb_int((double)rc);
+  return NB_OK;
+}
+static int b_take(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
+  (void)n;
+  if (a[0].t != NB_TNUM) return nb_error_kind(vm, "TypeError", "dist_reducer_take: expected a registration id");
+  int nl = nbD_reducer_shard_count();
+  nt_Tensor **ts = calloc((size_t)nl + 1, sizeof *ts);
+  if (!ts) return nb_error(vm, "out of memory");
+  int rc = nbD_reducer_take_shards((unsigned)a[0].u.n, ts);
+  if (rc < 0) { free(ts); return nb_error_kind(vm, "DistError", "%s", nt_error_msg()); }
+  if (rc == 0) { free(ts); *out = nb_nil(); return NB_OK; }
+  nb_List *l = nbL_new(nl);
+  if (!l) { for (int i = 0; i < nl; i++) nt_release(ts[i]); free(ts); return nb_error(vm, "out of memory"); }
+  for (int i = 0; i < nl; i++) nbL_push(l, nb_obj(NB_TTENSOR, ts[i]));
+  free(ts);
+  *out = nb_obj(NB_TLIST, l);
+  return NB_OK;
+}
+static int b_zero_shards(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
+  (void)n;
+  if (a[0].t != NB_TNUM) return nb_error_kind(vm, "TypeError", "dist_reducer_zero_shards: expected a registration id");
+  nbD_reducer_zero_shards((unsigned)a[0].u.n);
+  *out = nb_nil();
+  return NB_OK;
+}
 static nb_Builtin reducer_builtins[] = {
   { "dist_reducer_register", b_register, "params, bucket_mb=25, group=nil",
     "dist_reducer_register(params, bucket_mb=25, group=nil): average these parameters' gradients over the group during every backward (use dist.data_parallel)" },
   { "dist_reducer_sync", b_sync, "on", "dist_reducer_sync(on): turns the overlapped averaging on/off; returns the previous setting (use dist.no_sync)" },
+  { "dist_reducer_shard", b_shard, "lays, chunks, dtypes, bucket_mb=25, group=nil",
+    "dist_reducer_shard(lays, chunks, dtypes, bucket_mb=25, group=nil): reduce-scatter these layouts' gradients during every backward, each rank keeping its chunk (use dist.zero stage 2); returns an id" },
+  { "dist_reducer_take", b_take, "id", "dist_reducer_take(id): the averaged gradient shards of the backward passes since the last take, one per layout (nil: none, or another registration)" },
+  { "dist_reducer_zero_shards", b_zero_shards, "id", "dist_reducer_zero_shards(id): drops the gradient shards not yet taken" },
   { "dist_reducer_clear", b_clear, "", "dist_reducer_clear(): stops averaging gradients during backward" },
   { "dist_reducer_stats", b_stats, "", "dist_reducer_stats(): {params, buckets, passes, buckets_overlapped (handed over during backward), buckets_reduced, buckets_on (\"cuda\": NCCL on the GPU, or \"cpu\": host buffers, the ring)}" },
   { NULL, NULL, NULL, NULL },

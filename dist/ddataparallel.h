@@ -7,11 +7,19 @@
 ** over `group` (0 = world) and installs the autograd hooks; replaces an
 ** earlier registration.  0 or -1 + nt error. */
 int  nbD_reducer_register(nt_Tensor **params, int n, size_t bucket_bytes, int group);
+/* ZeRO stage 2: reduce-scatter into per-layout shards (ddataparallel.c); returns an id (> 0) or -1 */
+int  nbD_reducer_register_shards(nt_Tensor **params, const int *counts, const int64_t *chunks, const int *rdts, int nl,
+                                 size_t bucket_bytes, int group);
+int  nbD_reducer_take_shards(unsigned id, nt_Tensor **out);   /* 1: out filled; 0: nothing (or not id's); -1 */
+void nbD_reducer_zero_shards(unsigned id);
+int  nbD_reducer_shard_count(void);
 void nbD_reducer_clear(void);               /* hooks off, layout dropped */
 void nbD_reducer_shutdown(void);            /* and the thread stopped (worker exit) */
 int  nbD_reducer_set_sync(int on);          /* returns the previous setting */
 void nbD_reducer_drain(void);               /* every bucket handed to the thread is reduced */
 int  nbD_reducer_on_device(void);           /* 1: the buckets are CUDA buffers reduced by NCCL */
 void nbD_reducer_stats(int64_t *nparams, int64_t *nbuckets, int64_t *passes, int64_t *overlapped, int64_t *total);
-void nbD_reducer_init(void);                /* registers its builtins */
+void nbD_reducer_init(void);
+void nbD_zero_drain(void);                  /* dzero.c: stage 3's prefetching gathers finished */
+void nbD_zero_shutdown(void);               /* and dropped */                /* registers its builtins */
 #endif

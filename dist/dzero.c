@@ -8,13 +8,29 @@
 ** (Linux 4.0+), so a test can measure the peak of one phase (a training step)
 ** rather than of the whole process; where that file cannot be written the
 ** reset says so instead of silently keeping the old mark.
+**
+** It also runs the prefetching all_gathers of stage 3 (stdlib/zero.nbl):
+** dist_gather_start(shard, group) copies this rank's flat shard into a
+** world x chunk host buffer and starts a thread that runs the ring all_gather
+** on a private copy of the group view, while the caller computes the current
+** unit; dist_gather_wait(h) returns the gathered vector.  Like the reducer's
+** thread (ddataparallel.c), a running gather is drained before any other
+** collective starts (nbD_zero_drain, called from nbD_reducer_drain, which
+** nbD_async_drain calls), so messages on a link never interleave; ranks
+** start and wait for the same gathers in the same order (SPMD).  The gather
+** is not recorded: stage 3 wraps it in a custom_vjp whose backward is the
+** reduce-scatter, as all_gather's own backward.
 */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <sys/resource.h>
+#include <pthread.h>
 #include "dist/dinternal.h"
+#include "dist/dgroup.h"
+#include "dist/dtensorcoll.h"
+#include "dist/ddataparallel.h"
 
 /* resident bytes now, from /proc/self/statm (its second field, in pages) */
 static int rss_now(double *bytes) {
@@ -66,9 +82,128 @@ static int b_reset_peak(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
   return NB_OK;
 }
 
+
+/* ---- prefetching all_gathers ------------------------------------------------ */
+#define NG 4                      /* gathers in flight at once (stage 3 uses one) */
+typedef struct Gather {
+  int state;                      /* 0 free, 1 running (thread up), 2 finished (joined) */
+  unsigned seq;
+  pthread_t th;
+  dr_Group view; int *fd;
+  void *buf; size_t chunk, es; int64_t world;
+  nt_DType dtype;
+  int st;
+} Gather;
+static Gather GS[NG];
+static unsigned gseq;
+
+static void *gather_main(void *arg) {
+  Gather *g = arg;
+  size_t *counts = malloc(sizeof(size_t) * (size_t)g->world);
+  if (!counts) { snprintf(g->view.err, sizeof g->view.err, "out of memory"); g->st = -1; return NULL; }
+  for (int64_t i = 0; i < g->world; i++) counts[i] = g->chunk;
+  g->st = dr_all_gather(&g->view, g->buf, counts, g->es);
+  free(counts);
+  return NULL;
+}
+
+/* joins every running gather (they keep their results until waited for) */
+void nbD_zero_drain(void) {
+  for (int i = 0; i < NG; i++) if (GS[i].state == 1) { pthread_join(GS[i].th, NULL); GS[i].state = 2; }
+}
+
+/* drops every gather (worker exit, session reset) */
+void nbD_zero_shutdown(void) {
+  nbD_zero_drain();
+  for (int i = 0; i < NG; i++) { free(GS[i].buf); free(GS[i].fd); GS[i].buf = NULL; GS[i].fd = NULL; GS[i].state = 0; }
+}
+
+static int b_gather_start(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
+  (void)n; const char *f = "dist_gather_start";
+  if (!nbD_self.g) return nb_error_kind(vm, "DistError", "%s: not running on a dist worker", f);
+  if (a[0].t != NB_TTENSOR) return nb_error_kind(vm, "TypeError", "%s: expected a tensor", f);
+  nt_Tensor *x = (nt_Tensor *)a[0].u.p;
+  if (x->ndim != 1 || (x->dtype != NT_F32 && x->dtype != NT_F64)) return nb_error_kind(vm, "TypeError", "%s: expected a 1-D f32 or f64 tensor", f);
+  int id;
+  if (nbD_group_arg(vm, f, a[1], &id)) return NB_ERR;
+  int slot = -1;
+  for (int i = 0; i < NG && slot < 0; i++) if (GS[i].state == 0) slot = i;
+  if (slot < 0) {
+    /* every slot taken: a finished gather nobody waited for (its z was
+    ** dropped after an error) gives its slot up, the oldest first; waiting
+    ** on its handle later says it is gone */
+    nbD_zero_drain();
+    for (int i = 0; i < NG; i++) if (GS[i].state == 2 && (slot < 0 || GS[i].seq - GS[slot].seq >= (1u << 31))) slot = i;
+    if (slot < 0) return nb_error_kind(vm, "DistError", "%s: more than %d gathers pending (wait for them)", f, NG);
+    free(GS[slot].buf); free(GS[slot].fd); GS[slot].buf = NULL; GS[slot].fd = NULL; GS[slot].state = 0;
+  }
+  Gather *g = &GS[slot];
+  nbD_Scope sc;
+  if (nbD_group_enter(id, &sc)) return nb_error_kind(vm, "DistError", "%s", nt_error_msg());
+  nbD_async_drain();                        /* earlier gathers and isends on these links finish first */
+  dr_Group *w = nbD_self.g;
+  if (w->broken) { nbD_group_leave(&sc); return nb_error_kind(vm, "DistError", "%s: the collective group is broken by an earlier failure (%s)", f, w->err); }
+  bool prev = nt_set_grad_enabled(false);
+  nt_Tensor *h = nt_to_device(x, NT_CPU), *c = h ? nt_contiguous(h) : NULL;
+  nt_set_grad_enabled(prev);
+  nt_release(h);
+  g->es = x->dtype == NT_F64 ? 8 : 4;
+  g->chunk = (size_t)x->numel; g->world = w->world; g->dtype = x->dtype;
+  g->buf = c ? malloc(g->chunk * (size_t)w->world * g->es + 1) : NULL;
+  g->fd = c ? malloc(sizeof(int) * (size_t)w->world) : NULL;
+  if (!c || !g->buf || !g->fd) {
+    nbD_group_leave(&sc); nt_release(c); free(g->buf); free(g->fd); g->buf = NULL; g->fd = NULL;
+    return nb_error_kind(vm, "DistError", "%s: %s", f, c ? "out of memory" : nt_error_msg());
+  }
+  memcpy((char *)g->buf + (size_t)w->rank * g->chunk * g->es, nt_data_ptr(c), g->chunk * g->es);
+  nt_release(c);
+  memcpy(g->fd, w->fd, sizeof(int) * (size_t)w->world);
+  g->view = *w; g->view.fd = g->fd; g->view.bytes_sent = g->view.bytes_recv = 0;
+  nbD_group_leave(&sc);
+  g->st = 0; g->seq = ++gseq;
+  if (pthread_create(&g->th, NULL, gather_main, g)) {
+    free(g->buf); free(g->fd); g->buf = NULL; g->fd = NULL;
+    return nb_error_kind(vm, "DistError", "%s: cannot start a thread", f);
+  }
+  g->state = 1;
+  *out = nb_int((double)slot * 4294967296.0 + (double)g->seq);
+  return NB_OK;
+}
+
+static int b_gather_wait(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
+  (void)n; const char *f = "dist_gather_wait";
+  if (a[0].t != NB_TNUM) return nb_error_kind(vm, "TypeError", "%s: expected a handle from dist_gather_start", f);
+  double hv = a[0].u.n;
+  int slot = (int)(hv / 4294967296.0);
+  unsigned seq = (unsigned)(hv - (double)slot * 4294967296.0);
+  if (slot < 0 || slot >= NG || GS[slot].state == 0 || GS[slot].seq != seq) return nb_error_kind(vm, "DistError", "%s: no pending gather with this handle (already waited for, or given up: more than 4 were left unwaited)", f);
+  Gather *g = &GS[slot];
+  if (g->state == 1) pthread_join(g->th, NULL);
+  dr_Group *w = nbD_self.g;
+  if (w) {
+    w->bytes_sent += g->view.bytes_sent; w->bytes_recv += g->view.bytes_recv;
+    if (g->st && !w->broken) { w->broken = 1; memcpy(w->err, g->view.err, sizeof w->err); }
+  }
+  int64_t len = (int64_t)g->chunk * g->world;
+  nt_Tensor *t = g->st ? NULL : nt_from_buffer(g->buf, g->dtype, &len, 1, g->dtype);
+  free(g->buf); free(g->fd); g->buf = NULL; g->fd = NULL; g->state = 0;
+  if (!t) return nb_error_kind(vm, "DistError", "%s: %s", f, g->st ? g->view.err : nt_error_msg());
+  *out = nb_obj(NB_TTENSOR, t);
+  return NB_OK;
+}
+
+static int b_grad_enabled(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
+  (void)vm; (void)a; (void)n;
+  *out = nb_bool(nt_grad_enabled());
+  return NB_OK;
+}
+
 static nb_Builtin zero_builtins[] = {
   { "dist_rss", b_rss, "", "dist_rss(): {rss, peak_rss} bytes of this process's resident set, now and at its high-water mark (use dist.memory)" },
   { "dist_reset_peak", b_reset_peak, "", "dist_reset_peak(): starts a new high-water mark of the resident set (Linux clear_refs)" },
+  { "dist_gather_start", b_gather_start, "shard, group=nil", "dist_gather_start(shard, group=nil): starts an all_gather of every rank's 1-D f32/f64 shard (same size everywhere) on a thread; returns a handle for dist_gather_wait (stage 3's prefetch; not recorded)" },
+  { "dist_gather_wait", b_gather_wait, "h", "dist_gather_wait(h): the gathered vector (world x chunk elements, rank order) of a dist_gather_start" },
+  { "dist_grad_enabled", b_grad_enabled, "", "dist_grad_enabled(): whether operations are being recorded now (false inside no_grad and the first run of a checkpoint)" },
   { NULL, NULL, NULL, NULL },
 };
 

@@ -124,6 +124,16 @@ def distributed(nb):
         return f"data-parallel accuracy {dp.group(1)} vs one process {one.group(1)}"
     if not all(f"[rank {r}] worker {r} of 4" in out for r in range(4)):
         return "worker output (prefixed by rank) missing"
+    # the ZeRO stage 3 section: the model's data-parallel state exceeds the per-worker limit,
+    # stage 3 trains it (the loss falls) holding at most the limit on every worker
+    need = re.search(r"data parallelism needs ([0-9.]+) MiB per worker, the limit is ([0-9.]+) MiB", out)
+    if not need or not float(need.group(1)) > float(need.group(2)):
+        return f"stage-3 section: the model is not larger than the limit: {need.group(0) if need else None}"
+    loss = re.search(r"stage 3: loss ([0-9.]+) -> ([0-9.]+)", out)
+    if not loss or not float(loss.group(2)) < float(loss.group(1)):
+        return f"stage-3 section: the loss did not fall: {loss.group(0) if loss else None}"
+    if out.count("(within the limit: true)") != 4:
+        return "stage-3 section: a worker's training state is over the limit"
     return None
 
 
