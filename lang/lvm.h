@@ -84,6 +84,8 @@ struct nb_Proto {
   uint32_t src_start, src_end;  /* the text of the `fn ...` form */
   int line;
   int ninner_protos;            /* scratch for the resolver */
+  struct nb_Code *code;         /* the body compiled for the VM (lcode.c), or NULL */
+  const char *vm_why;           /* why it was not compiled (static text), or NULL: not tried yet */
   bool resolved;
 };
 
@@ -221,6 +223,7 @@ struct nb_VM {
   nb_ErrorInfo last; char *last_name, *last_msg, *last_report;
   int echo_flags;
   nb_Value tensor_state;                    /* the libraries' per-VM data (nb_vm_libdata, lapi.c) */
+  void **xframes; int nxf, nxfalloc, capxf; /* the VM's frame pool (lexec.c): in use, allocated, capacity */
 };
 
 /* resolver (lresolve.c) */
@@ -234,6 +237,8 @@ void nbW_display(nb_VM *vm, nb_Value v);
 /* the evaluator's parts in other files: leval.c evaluates nodes, lcall.c
 ** calls (see its calling convention), lops.c operates on values */
 int  nbV_eval(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out);
+/* at loop back-edges and calls when vm->poll is set: interrupt, collection, step limit */
+int  nbV_poll(nb_VM *vm);
 int  nbV_call_at(nb_VM *vm, nb_Frame *f, const nb_Node *site, nb_Value callee, nb_Value *base, int npos, nb_Str **kw, int nkw, nb_Value *out);
 int  nbV_set_index(nb_VM *vm, nb_Value obj, nb_Value *idx, int nidx, nb_Value v);
 int  nbV_get_field(nb_VM *vm, nb_Value obj, nb_Str *name, nb_Value *out);

@@ -1,0 +1,456 @@
+/*
+** lexec.c — the register VM: runs the bytecode lcode.c compiles (Lua 5.4's
+** lvm.c is the model).  Computed-goto dispatch under GCC/clang, a switch
+** otherwise.  Numbers are unboxed; int/float arithmetic and comparisons are
+** inline, everything else goes to the same helpers the walker calls (lops.c,
+** lcall.c), so both engines give the same results and the same errors.
+**
+** Calls.  A call from VM code to a compiled nabla function whose arguments
+** bind positionally pushes a frame (XFrame) and continues in this loop: no C
+** recursion, so deep recursion is bounded by vm->max_depth and the VM stack
+** alone (the same RecursionError as the walker).  Any other call (builtins,
+** keywords, defaults, variadics, functions the compiler does not support yet)
+** goes through nbV_call_at, which may come back here for the callee's body.
+**
+** Errors.  An instruction that fails jumps to `error`: the error is pointed
+** at the instruction's node (code->nodes), unless a deeper one already was,
+** and each VM frame unwound adds the stack-trace entry call_func would, so
+** the report is the walker's, caret for caret.
+**
+** References follow lopcodes.h's invariant: a temporary's reference is moved
+** out by its user; a register write drops the old value.
+*/
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "lopcodes.h"
+
+typedef struct XFrame {
+  nb_Frame f;                 /* what the rest of the core sees (vm->frame) */
+  nb_Code *code;              /* the callee's */
+  nb_Code *ccode; nb_Value *cR; const nb_Instr *cpc;   /* the caller's, to resume */
+} XFrame;
+
+/* frames come from a per-VM pool (stable addresses: vm->frame points in),
+** so a call allocates nothing once the pool has grown to the depth used */
+static XFrame *push_frame(nb_VM *vm) {
+  if (vm->nxf == vm->capxf) {
+    int cap = vm->capxf ? vm->capxf * 2 : 16;
+    void **a = realloc(vm->xframes, sizeof *a * (size_t)cap);
+    if (!a) abort();
+    vm->xframes = a; vm->capxf = cap;
+  }
+  if (vm->nxf == vm->nxfalloc) {
+    vm->xframes[vm->nxfalloc] = malloc(sizeof(XFrame));
+    if (!vm->xframes[vm->nxfalloc]) abort();
+    vm->nxfalloc++;
+  }
+  return vm->xframes[vm->nxf++];
+}
+
+static const char *frame_name(const nb_Frame *f) { return f->fn ? nbP_proto_name(f->fn->proto) : "<main>"; }
+
+static void clear_regs(nb_Value *R, int from, int to) {
+  for (int k = from; k < to; k++) { nb_Value v = R[k]; R[k] = nb_nil(); nb_decref(v); }
+}
+
+/* a temporary register is consumed by its user; locals are only read */
+#define IS_TEMP(r) ((r) >= code->nlocals)
+static inline void drop(nb_Value *R, int r, int nlocals) {
+  if (r >= nlocals) { nb_Value v = R[r]; R[r] = nb_nil(); nb_decref(v); }
+}
+
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the tag word puts t in its low half");
+static inline void put_num(nb_Value *out, uint64_t tag, double x) { memcpy(out, &tag, sizeof tag); out->u.n = x; }
+
+/* ------------------------------------------------------------ slow paths */
+static int undefined(nb_VM *vm, const nb_Node *n, bool global) {
+  if (global) return nb_error_kind(vm, "NameError", "undefined variable '%s'", n->str->data);
+  return nb_error_kind(vm, "NameError", "variable '%s' is used before it is assigned", n->str->data);
+}
+
+static int get_global_slow(nb_VM *vm, const nb_Node *n, nb_Value *out) {
+  if (n->bidx >= 0) {   /* an unassigned global falls back to the builtin (as load_var) */
+    const nb_Builtin *b = nbC_at(n->bidx);
+    if (!b->fn) {
+      if (b->value) return b->value(vm, out);
+      *out = nb_flt(strtod(b->params, NULL)); return NB_OK;
+    }
+    *out = nb_builtinv(b); return NB_OK;
+  }
+  return undefined(vm, n, true);
+}
+
+/* a binary operator on anything but two numbers; operands read in place
+** from a local may be unassigned (the walker's order: a, then b) */
+static int binop_slow(nb_VM *vm, const nb_Node *n, nb_Value *R, int nlocals, int op, int a, int b, int dst) {
+  if (R[a].t == NB_TUNDEF) { int st = undefined(vm, n->a, false); nbE_locate(vm, vm->frame->chunk, n->a); return st; }
+  if (R[b].t == NB_TUNDEF) { int st = undefined(vm, n->b, false); nbE_locate(vm, vm->frame->chunk, n->b); return st; }
+  nb_Value r;
+  int st;
+  if (R[a].t == NB_TNUM && R[b].t == NB_TNUM) { r = nbV_num_arith(op, R[a], R[b]); st = NB_OK; }
+  else st = nbV_binop(vm, op, R[a], R[b], &r);
+  drop(R, a, nlocals);
+  if (b != a) drop(R, b, nlocals);
+  if (st) return st;
+  nb_store(&R[dst], r);
+  return NB_OK;
+}
+
+static const char *update_name(int op) {
+  switch (op) {
+  case OP_ADD: return "+="; case OP_SUB: return "-="; case OP_MUL: return "*=";
+  case OP_DIV: return "/="; case OP_IDIV: return "//="; default: return "update";
+  }
+}
+
+/* R[a] op= R[b] for `x op= v`: a tensor is updated in place (nbT_update) */
+static int update(nb_VM *vm, const nb_Node *n, nb_Value *R, int a, int b) {
+  nb_Value cur = R[a], v = R[b];
+  R[b] = nb_nil();
+  int st;
+  if (cur.t == NB_TTENSOR) st = nbT_update(vm, n->op, update_name(n->op), cur, v);
+  else if (cur.t == NB_TNUM && v.t == NB_TNUM) { R[a] = nbV_num_arith(n->op, cur, v); st = NB_OK; }
+  else { nb_Value r; st = nbV_binop(vm, n->op, cur, v, &r); if (!st) nb_store(&R[a], r); }
+  nb_decref(v);
+  return st;
+}
+
+static int make_list(nb_VM *vm, const nb_Node *n, nb_Value *R, int a) {
+  nb_List *l = nbL_new(n->nkids);
+  bool numeric = n->nkids > 0, nested = n->nkids > 0;
+  for (int i = 0; i < n->nkids; i++) {
+    nb_Value v = R[a + 1 + i]; R[a + 1 + i] = nb_nil();
+    if (v.t != NB_TNUM && v.t != NB_TBOOL) numeric = false;
+    if (!(v.t == NB_TTENSOR && n->kids[i]->kind == N_LIST)) nested = false;
+    nbL_push(l, v);
+  }
+  nb_Value lv = nb_obj(NB_TLIST, l);
+  if (numeric || nested) {
+    nb_Value t;
+    int st = nbT_literal(vm, lv, &t);
+    nb_decref(lv);
+    if (st) return st;
+    lv = t;
+  }
+  nb_store(&R[a], lv);
+  return NB_OK;
+}
+
+static int make_rec(const nb_Node *n, nb_Value *R, int a) {
+  nb_Rec *r = nbR_new(n->nkids);
+  for (int i = 0; i < n->nkids; i++) { nbR_set(r, n->names[i], R[a + 1 + i]); R[a + 1 + i] = nb_nil(); }
+  nb_store(&R[a], nb_obj(NB_TREC, r));
+  return NB_OK;
+}
+
+static int interp(nb_VM *vm, const nb_Node *n, nb_Value *R, int a) {
+  nb_Buf b = {0};
+  for (int i = 0; i < n->nkids; i++) {
+    nb_Node *k = n->kids[i];
+    if (k->kind == N_STR) { nbB_add(&b, k->str->data, k->str->len); continue; }
+    if (b.n <= NB_MAX_STR) nb_tostring(&b, R[a + 1 + i], false);
+  }
+  clear_regs(R, a + 1, a + 1 + n->nkids);
+  nb_Value v;
+  int st = nbS_from_buf(vm, "string interpolation", &b, &v);
+  nbB_free(&b);
+  if (!st) nb_store(&R[a], v);
+  return st;
+}
+
+static int make_range(nb_VM *vm, nb_Value *R, int dst, int b) {
+  nb_Value x = R[b], y = R[b + 1];
+  if (x.t != NB_TNUM || y.t != NB_TNUM) {
+    nb_error_kind(vm, "TypeError", "range bounds must be numbers, got %s and %s", nb_typename(x), nb_typename(y));
+    clear_regs(R, b, b + 2);
+    return NB_ERR;
+  }
+  nb_store(&R[dst], nb_obj(NB_TRANGE, nbG_range_k(x.u.n, y.u.n, 1, x.kind, y.kind)));
+  return NB_OK;
+}
+
+static int get_index(nb_VM *vm, const nb_Node *n, nb_Value *R, int dst, int b) {
+  nb_Value r;
+  int st = nbV_index(vm, R[b], &R[b + 1], n->nkids, &r);
+  clear_regs(R, b, b + 1 + n->nkids);
+  if (!st) nb_store(&R[dst], r);
+  return st;
+}
+
+static int set_index(nb_VM *vm, const nb_Node *n, nb_Value *R, int a, int b) {
+  int st = nbV_set_index(vm, R[a], &R[a + 1], n->a->nkids, R[b]);
+  clear_regs(R, a, a + 1 + n->a->nkids);
+  clear_regs(R, b, b + 1);
+  return st;
+}
+
+static int get_field(nb_VM *vm, const nb_Node *n, nb_Value *R, int dst, int b) {
+  nb_Value r;
+  int st = nbV_get_field(vm, R[b], n->str, &r);
+  clear_regs(R, b, b + 1);
+  if (!st) nb_store(&R[dst], r);
+  return st;
+}
+
+static int set_field(nb_VM *vm, const nb_Node *n, nb_Value *R, int a, int b) {
+  int st = nbV_set_field(vm, R[a], n->a->str, R[b]);
+  clear_regs(R, a, a + 1); clear_regs(R, b, b + 1);
+  return st;
+}
+
+static int negate(nb_VM *vm, nb_Value *R, int dst, int b) {
+  nb_Value a = R[b], r;
+  int st = NB_OK;
+  if (a.t == NB_TNUM) r = nb_numk(-a.u.n, a.kind);
+  else if (a.t == NB_TTENSOR) st = nbT_neg(vm, a, &r);
+  else st = nb_error_kind(vm, "TypeError", "cannot negate a %s", nb_typename(a));
+  clear_regs(R, b, b + 1);
+  if (!st) nb_store(&R[dst], r);
+  return st;
+}
+
+static int truthy_slow(nb_VM *vm, nb_Value v, bool *t) { return nbV_truthy(vm, v, t); }
+
+/* ------------------------------------------------------------ the loop */
+int nbX_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *out) {
+  nb_Value *sp0 = vm->sp;
+  if (R0 + code0->nregs > vm->stack_end)
+    return nb_error_kind(vm, "RecursionError", "stack overflow (calls nested more than %d deep)", vm->depth);
+  for (int k = code0->nlocals; k < code0->nregs; k++) R0[k] = nb_nil();
+  vm->sp = R0 + code0->nregs;
+
+  nb_Frame *f = f0;
+  nb_Code *code = code0;
+  nb_Value *R = R0;
+  const nb_Value *K = code->k;
+  const nb_Instr *pc = code->code;
+  nb_Instr i;
+  int st;
+#define NODE (code->nodes[pc - 1 - code->code])
+#define A GET_A(i)
+#define B GET_B(i)
+#define C GET_C(i)
+#define RA R[GET_A(i)]
+#define CHECK(x) do { if (__builtin_expect((x) != 0, 0)) goto error; } while (0)
+
+#if defined(__GNUC__)
+  static const void *const disp[BC__COUNT] = {
+#define X(name, ops, doc) &&L_##name,
+    NB_OPCODES(X)
+#undef X
+  };
+#define CASE(name) L_##name:
+#define NEXT do { i = *pc++; goto *disp[GET_OP(i)]; } while (0)
+  NEXT;
+#else
+#define CASE(name) case BC_##name:
+#define NEXT continue
+  for (;;) {
+    i = *pc++;
+    switch (GET_OP(i)) {
+#endif
+
+  CASE(LOADK) { nb_Value v = K[GET_Bx(i)]; nb_incref(v); nb_store(&RA, v); NEXT; }
+  CASE(LOADNIL) { nb_store(&RA, nb_nil()); NEXT; }
+  CASE(LOADBOOL) { nb_store(&RA, nb_bool(B != 0)); NEXT; }
+  CASE(GETL) {
+    nb_Value v = R[B];
+    if (__builtin_expect(v.t == NB_TUNDEF, 0)) { undefined(vm, NODE, false); goto error; }
+    nb_incref(v); nb_store(&RA, v); NEXT;
+  }
+  CASE(SETL) { nb_Value v = R[B]; R[B] = nb_nil(); nb_store(&RA, v); NEXT; }
+  CASE(GETCELL) {
+    nb_Value v = ((nb_Cell *)R[B].u.p)->v;
+    if (v.t == NB_TUNDEF) { undefined(vm, NODE, false); goto error; }
+    nb_incref(v); nb_store(&RA, v); NEXT;
+  }
+  CASE(SETCELL) { nb_Value v = R[B]; R[B] = nb_nil(); nb_store(&((nb_Cell *)RA.u.p)->v, v); NEXT; }
+  CASE(GETCAP) {
+    nb_Value v = f->fn->caps[B]->v;
+    if (v.t == NB_TUNDEF) { undefined(vm, NODE, false); goto error; }
+    nb_incref(v); nb_store(&RA, v); NEXT;
+  }
+  CASE(SETCAP) { nb_Value v = R[B]; R[B] = nb_nil(); nb_store(&f->fn->caps[A]->v, v); NEXT; }
+  CASE(GETG) {
+    nb_Value v = f->mod->vals[GET_Bx(i)];
+    if (__builtin_expect(v.t == NB_TUNDEF, 0)) CHECK(get_global_slow(vm, NODE, &v));
+    else nb_incref(v);
+    nb_store(&RA, v); NEXT;
+  }
+  CASE(SETG) { nb_Value v = RA; RA = nb_nil(); nb_store(&f->mod->vals[GET_Bx(i)], v); NEXT; }
+
+#define TAGOF(x, y) ((uint64_t)NB_TNUM | (uint64_t)((x)->kind | (y)->kind) << 32)
+#define ARITH(name, e) CASE(name) { \
+    nb_Value *a = &R[B], *b = &R[C]; \
+    if (__builtin_expect(a->t == NB_TNUM && b->t == NB_TNUM, 1)) { \
+      double x = a->u.n, y = b->u.n; uint64_t tag = TAGOF(a, b); nb_Value old = RA; \
+      put_num(&RA, tag, e); nb_decref(old); NEXT; } \
+    goto binop; }
+#define COMPARE(name, e) CASE(name) { \
+    nb_Value *a = &R[B], *b = &R[C]; \
+    if (__builtin_expect(a->t == NB_TNUM && b->t == NB_TNUM, 1)) { \
+      double x = a->u.n, y = b->u.n; nb_Value old = RA; RA = nb_bool(e); nb_decref(old); NEXT; } \
+    goto binop; }
+  ARITH(ADD, x + y)
+  ARITH(SUB, x - y)
+  ARITH(MUL, x * y)
+  CASE(DIV) { nb_Value *a = &R[B], *b = &R[C];
+    if (a->t == NB_TNUM && b->t == NB_TNUM) { double x = a->u.n / b->u.n; nb_Value old = RA; RA = nb_flt(x); nb_decref(old); NEXT; }
+    goto binop; }
+  COMPARE(EQ, x == y)
+  COMPARE(NE, x != y)
+  COMPARE(LT, x < y)
+  COMPARE(LE, x <= y)
+  COMPARE(GT, x > y)
+  COMPARE(GE, x >= y)
+  CASE(MOD) CASE(POW) CASE(MATMUL) CASE(IDIV)
+  binop:
+    CHECK(binop_slow(vm, NODE, R, code->nlocals, GET_OP(i) - BC_ADD, B, C, A));
+    NEXT;
+  CASE(UPD) { CHECK(update(vm, NODE, R, A, B)); NEXT; }
+  CASE(NEG) {
+    nb_Value v = R[B];
+    if (v.t == NB_TNUM) { nb_store(&RA, nb_numk(-v.u.n, v.kind)); NEXT; }
+    CHECK(negate(vm, R, A, B)); NEXT;
+  }
+  CASE(NOT) {
+    bool t;
+    nb_Value v = R[B];
+    if (v.t == NB_TBOOL) t = v.u.b;
+    else { st = truthy_slow(vm, v, &t); drop(R, B, code->nlocals); CHECK(st); }
+    nb_store(&RA, nb_bool(!t)); NEXT;
+  }
+  CASE(JMP) { pc += GET_sBx(i); NEXT; }
+  CASE(LOOP) {
+    if (__builtin_expect(vm->poll, 0)) CHECK(nbV_poll(vm));
+    pc += GET_sBx(i); NEXT;
+  }
+  CASE(JF) CASE(JT) CASE(JFK) CASE(JTK) {
+    bool t;
+    nb_Value v = RA;
+    int op = GET_OP(i);
+    if (v.t == NB_TBOOL) t = v.u.b;
+    else {
+      st = truthy_slow(vm, v, &t);
+      if (op == BC_JF || op == BC_JT || st) drop(R, A, code->nlocals);
+      CHECK(st);
+    }
+    if (t == (op == BC_JT || op == BC_JTK)) pc += GET_sBx(i);
+    NEXT;
+  }
+  CASE(CALL) {
+    if (__builtin_expect(vm->poll, 0)) CHECK(nbV_poll(vm));
+    int a = A, npos = B, nkw = C;
+    nb_Value callee = R[a];
+    if (callee.t == NB_TFUNC && nkw == 0) {
+      nb_Func *fn = nb_func(callee);
+      nb_Proto *p = fn->proto;
+      nb_Code *cc = p->code ? p->code : p->vm_why ? NULL : nbX_proto_code(vm, p);
+      if (cc && npos == p->nparams && !p->variadic) {
+        nb_Value *nR = R + a + 1;
+        if (vm->depth >= vm->max_depth || nR + cc->nregs > vm->stack_end) {
+          nb_error_kind(vm, "RecursionError", "stack overflow (calls nested more than %d deep)", vm->depth);
+          goto error;
+        }
+        for (int k = npos; k < cc->nlocals; k++) nR[k] = nb_undef();
+        for (int k = cc->nlocals > npos ? cc->nlocals : npos; k < cc->nregs; k++) nR[k] = nb_nil();
+        for (int k = 0; k < p->ncells; k++) {
+          int s = p->cellslots[k];
+          nb_Cell *cl = malloc(sizeof *cl);
+          if (!cl) abort();
+          cl->h.rc = 1; cl->h.type = NB_TCELL; cl->v = nR[s];
+          nbO_track(&cl->h);
+          nR[s] = nb_obj(NB_TCELL, cl);
+        }
+        XFrame *x = push_frame(vm);
+        x->f = (nb_Frame){ nR, p->chunk, fn, fn->mod, NODE, f };
+        x->code = cc; x->ccode = code; x->cR = R; x->cpc = pc;
+        vm->depth++;
+        vm->frame = f = &x->f;
+        code = cc; R = nR; K = cc->k; pc = cc->code;
+        vm->sp = R + cc->nregs;
+        NEXT;
+      }
+    }
+    const nb_Node *n = NODE;
+    nb_Value res;
+    vm->sp = R + a + 1 + npos + nkw;
+    st = nbV_call_at(vm, f, n, callee, R + a + 1, npos, nkw ? n->names + n->npos : NULL, nkw, &res);
+    /* the arguments were consumed, and the callee's window may have left
+    ** stale values above them: the registers past the call are empty again */
+    for (int k = a + 1; k < code->nregs; k++) R[k] = nb_nil();
+    vm->sp = R + code->nregs;
+    CHECK(st);
+    nb_store(&R[a], res);
+    NEXT;
+  }
+  CASE(RET) {
+    nb_Value v = RA; RA = nb_nil();
+    if (f == f0) {
+      clear_regs(R, code->nlocals, code->nregs);
+      vm->sp = sp0;
+      *out = v;
+      return NB_OK;
+    }
+    XFrame *x = vm->xframes[--vm->nxf];
+    clear_regs(R, 0, code->nregs);
+    vm->depth--;
+    vm->frame = f = x->f.parent;
+    code = x->ccode; R = x->cR; pc = x->cpc; K = code->k;
+    vm->sp = R + code->nregs;
+    nb_store(&R[GET_A(pc[-1])], v);
+    NEXT;
+  }
+  CASE(CLOSURE) { nb_Value v; CHECK(nbV_make_closure(vm, f, NODE->proto, &v)); nb_store(&RA, v); NEXT; }
+  CASE(LIST) { CHECK(make_list(vm, NODE, R, A)); NEXT; }
+  CASE(REC) { CHECK(make_rec(NODE, R, A)); NEXT; }
+  CASE(INTERP) { CHECK(interp(vm, NODE, R, A)); NEXT; }
+  CASE(RANGE) { CHECK(make_range(vm, R, A, B)); NEXT; }
+  CASE(GETF) { CHECK(get_field(vm, NODE, R, A, B)); NEXT; }
+  CASE(SETF) { CHECK(set_field(vm, NODE, R, A, B)); NEXT; }
+  CASE(GETI) { CHECK(get_index(vm, NODE, R, A, B)); NEXT; }
+  CASE(SETI) { CHECK(set_index(vm, NODE, R, A, B)); NEXT; }
+  CASE(FORPREP) {
+    nb_Value *a = &RA, *b = a + 1;
+    if (a->t != NB_TNUM || b->t != NB_TNUM) {
+      nb_error_kind(vm, "TypeError", "range bounds must be numbers, got %s and %s", nb_typename(*a), nb_typename(*b));
+      goto error;
+    }
+    pc += GET_sBx(i); NEXT;
+  }
+  CASE(FORLOOP) {
+    nb_Value *a = &RA;
+    double x = a->u.n;
+    if (x < a[1].u.n) {
+      if (__builtin_expect(vm->poll, 0)) CHECK(nbV_poll(vm));
+      nb_Value old = R[B];
+      put_num(&R[B], (uint64_t)NB_TNUM | (uint64_t)a->kind << 32, x);
+      nb_decref(old);
+      a->u.n = x + 1;
+      pc += 1 + GET_sBx(*pc);
+    } else pc++;
+    NEXT;
+  }
+  CASE(CLEAR) { nb_Value v = RA; RA = nb_nil(); nb_decref(v); NEXT; }
+
+#if !defined(__GNUC__)
+    }
+  }
+#endif
+
+error:
+  if (!vm->err_located) nbE_locate(vm, f->chunk, NODE);
+  while (f != f0) {
+    XFrame *x = vm->xframes[--vm->nxf];
+    clear_regs(R, 0, code->nregs);
+    vm->depth--;
+    vm->frame = f = x->f.parent;
+    nbE_add_frame(vm, frame_name(f), f->chunk, x->f.call);
+    code = x->ccode; R = x->cR; pc = x->cpc;
+  }
+  clear_regs(R, code->nlocals, code->nregs);
+  vm->sp = sp0;
+  return NB_ERR;
+}
