@@ -27,6 +27,7 @@ typedef struct Loop {
   int freereg;                  /* temporaries live when the loop started */
   int brk[MAX_JUMPS], nbrk;     /* jumps to patch to the exit */
   int cont[MAX_JUMPS], ncont;   /* jumps to patch to the next iteration */
+  int ntry;                     /* try blocks open when the loop started */
 } Loop;
 
 typedef struct Cs {
@@ -34,6 +35,7 @@ typedef struct Cs {
   int freereg;
   bool toplevel;
   Loop *loop;
+  int ntry;                     /* try blocks open here (a break out of one pops its handler) */
   const char *why;
   jmp_buf jb;
 } Cs;
@@ -137,15 +139,32 @@ static bool writes_once(const nb_Node *n) {
   }
 }
 
+/* one index into a new temporary: a slice a:b:c becomes a range */
+static void index_part(Cs *c, nb_Node *k) {
+  int r = newreg(c);
+  if (k->kind != N_SLICE) { expr(c, k, r); return; }
+  int base = c->freereg, p = newreg(c); newreg(c); newreg(c);
+  nb_Node *ps[3] = { k->a, k->b, k->c };
+  for (int j = 0; j < 3; j++) { if (ps[j]) expr(c, ps[j], p + j); else ABC(LOADNIL, p + j, 0, 0, k); }
+  ABC(SLICE, r, p, 0, k);
+  c->freereg = base;
+}
+
 static void call(Cs *c, nb_Node *n, int dst) {
   int base = c->freereg;
-  if (n->kind == N_METHOD) unsupported(c, "unsupported: method call");
   for (int i = 0; i < n->nkids; i++) if (n->kids[i]->kind == N_SPREAD) unsupported(c, "unsupported: spread argument");
   if (n->npos > 255 || n->nkids - n->npos > 255) unsupported(c, "unsupported: more than 255 arguments");
-  int f = newreg(c);
-  if (n->a->kind == N_NAME) load_name(c, n->a, f); else expr(c, n->a, f);
+  /* the result may go straight to dst when dst is the newest temporary */
+  int f = dst >= 0 && dst == c->freereg - 1 && dst >= c->code->nlocals ? (c->freereg--, newreg(c)) : newreg(c);
+  if (n->kind == N_METHOD) {
+    if (n->npos > 254) unsupported(c, "unsupported: more than 254 arguments");
+    int recv = newreg(c);
+    expr(c, n->a, recv);
+  } else if (n->a->kind == N_NAME) load_name(c, n->a, f);
+  else expr(c, n->a, f);
   for (int i = 0; i < n->nkids; i++) { int r = newreg(c); expr(c, n->kids[i], r); }
-  ABC(CALL, f, n->npos, n->nkids - n->npos, n);
+  if (n->kind == N_METHOD) ABC(METHOD, f, n->npos, n->nkids - n->npos, n);
+  else ABC(CALL, f, n->npos, n->nkids - n->npos, n);
   if (dst >= 0 && dst != f) ABC(SETL, dst, f, 0, n);
   else if (dst < 0) ABC(CLEAR, f, 0, 0, n);
   c->freereg = base;
@@ -190,18 +209,19 @@ static void assign(Cs *c, nb_Node *n, int dst) {
       ABC(UPD, cur, v, 0, n);
       store_name(c, t, cur, n);
     }
-  } else if (n->op != OP_NONE) {
-    unsupported(c, "unsupported: update of a field or an index");
+  } else if (n->op != OP_NONE && (t->kind == N_FIELD || t->kind == N_INDEX)) {
+    if (t->nkids > 8) unsupported(c, "unsupported: more than 8 indices");
+    int obj = to_temp(c, t->a);
+    if (t->kind == N_INDEX) for (int i = 0; i < t->nkids; i++) index_part(c, t->kids[i]);
+    int v = to_temp(c, n->b);
+    ABC(UPDX, obj, v, 0, n);
   } else if (t->kind == N_FIELD) {
     int obj = to_temp(c, t->a), v = to_temp(c, n->b);
     ABC(SETF, obj, v, 0, n);
   } else if (t->kind == N_INDEX) {
     if (t->nkids > 8) unsupported(c, "unsupported: more than 8 indices");
     int obj = to_temp(c, t->a);
-    for (int i = 0; i < t->nkids; i++) {
-      if (t->kids[i]->kind == N_SLICE) unsupported(c, "unsupported: slice");
-      to_temp(c, t->kids[i]);
-    }
+    for (int i = 0; i < t->nkids; i++) index_part(c, t->kids[i]);
     int v = to_temp(c, n->b);
     ABC(SETI, obj, v, 0, n);
   } else unsupported(c, "unsupported: assignment target");
@@ -209,7 +229,7 @@ static void assign(Cs *c, nb_Node *n, int dst) {
   if (dst >= 0) ABC(LOADNIL, dst, 0, 0, n);
 }
 
-static Loop *enter_loop(Cs *c, Loop *l) { memset(l, 0, sizeof *l); l->outer = c->loop; l->freereg = c->freereg; c->loop = l; return l; }
+static Loop *enter_loop(Cs *c, Loop *l) { memset(l, 0, sizeof *l); l->outer = c->loop; l->freereg = c->freereg; l->ntry = c->ntry; c->loop = l; return l; }
 static void leave_loop(Cs *c, Loop *l, int cont_target, int exit_target) {
   for (int i = 0; i < l->nbrk; i++) patch_to(c, l->brk[i], exit_target);
   for (int i = 0; i < l->ncont; i++) patch_to(c, l->cont[i], cont_target);
@@ -218,8 +238,26 @@ static void leave_loop(Cs *c, Loop *l, int cont_target, int exit_target) {
 
 static void for_loop(Cs *c, nb_Node *n) {
   nb_Node *var = n->c, *it = n->a;
-  if (it->kind != N_RANGE) unsupported(c, "unsupported: for over a value (not a .. range)");
   int base = c->freereg;
+  if (it->kind != N_RANGE) {
+    int s = newreg(c); newreg(c); newreg(c);   /* sequence, state, counter */
+    expr(c, it, s);
+    int vreg = var->vkind == V_LOCAL ? var->idx : newreg(c);
+    int prep = jump(c, BC_ITERPREP, s, it);
+    Loop l; enter_loop(c, &l);
+    int body = c->code->ncode;
+    if (var->vkind != V_LOCAL) store_name(c, var, vreg, n);
+    node(c, n->b, -1);
+    int nx = c->code->ncode;
+    patch_to(c, prep, nx);
+    emit(c, MK_ABC(BC_ITERNEXT, s, vreg, 0), n);
+    int j = emit(c, MK_ABx(BC_JMP, 0, SBX_BIAS), n);
+    patch_to(c, j, body);
+    leave_loop(c, &l, nx, c->code->ncode);
+    ABC(CLEAR, s, 0, 0, n); ABC(CLEAR, s + 1, 0, 0, n);
+    c->freereg = base;
+    return;
+  }
   int x = newreg(c); newreg(c);   /* counter, bound */
   expr(c, it->a, x); expr(c, it->b, x + 1);
   int vreg = var->vkind == V_LOCAL ? var->idx : newreg(c);
@@ -258,6 +296,7 @@ static void loop_jump(Cs *c, nb_Node *n, bool brk) {
   Loop *l = c->loop;
   if (!l) unsupported(c, "unsupported: break outside a loop");
   for (int r = l->freereg; r < c->freereg; r++) ABC(CLEAR, r, 0, 0, n);
+  for (int t = l->ntry; t < c->ntry; t++) ABC(ENDTRY, 0, 0, 0, n);
   if ((brk ? l->nbrk : l->ncont) >= MAX_JUMPS) unsupported(c, "unsupported: too many breaks in one loop");
   int j = jump(c, BC_JMP, 0, n);
   if (brk) l->brk[l->nbrk++] = j; else l->cont[l->ncont++] = j;
@@ -346,10 +385,7 @@ static void expr(Cs *c, nb_Node *n, int dst) {
   case N_INDEX: {
     if (n->nkids > 8) unsupported(c, "unsupported: more than 8 indices");
     int r = to_temp(c, n->a);
-    for (int i = 0; i < n->nkids; i++) {
-      if (n->kids[i]->kind == N_SLICE) unsupported(c, "unsupported: slice");
-      to_temp(c, n->kids[i]);
-    }
+    for (int i = 0; i < n->nkids; i++) index_part(c, n->kids[i]);
     ABC(GETI, dst, r, 0, n);
     c->freereg = base;
     return;
@@ -370,8 +406,29 @@ static void expr(Cs *c, nb_Node *n, int dst) {
   case N_IF: case N_BLOCK: case N_ASSIGN: case N_WHILE: case N_FOR: case N_RETURN:
   case N_BREAK: case N_CONTINUE: case N_GLOBAL:
     node(c, n, dst); return;
-  case N_TRY: unsupported(c, "unsupported: try");
-  case N_IMPORT: unsupported(c, "unsupported: import");
+  case N_TRY: {
+    int h = newreg(c);
+    int t = jump(c, BC_TRY, h, n);
+    c->ntry++;
+    expr(c, n->a, dst);
+    c->ntry--;
+    ABC(ENDTRY, 0, 0, 0, n);
+    int j = jump(c, BC_JMP, 0, n);
+    patch_here(c, t);
+    if (n->c) store_name(c, n->c, h, n); else ABC(CLEAR, h, 0, 0, n);
+    expr(c, n->b, dst);
+    patch_here(c, j);
+    c->freereg = base;
+    return;
+  }
+  case N_IMPORT: {
+    int r = newreg(c);
+    ABC(IMPORT, r, 0, 0, n);
+    store_name(c, n->a, r, n);
+    c->freereg = base;
+    if (dst >= 0) ABC(LOADNIL, dst, 0, 0, n);
+    return;
+  }
   case N_NOGRAD: unsupported(c, "unsupported: no_grad");
   case N_AUTOCAST: unsupported(c, "unsupported: autocast");
   case N_SLICE: unsupported(c, "unsupported: slice");

@@ -58,3 +58,34 @@ void nbX_dis(nb_Buf *b, const nb_Code *c) {
     if (op == BC_FORLOOP) pc++;   /* its jump word */
   }
 }
+
+/* nabla --dis FILE: every top-level statement and function of src, compiled
+** as a run would (resolved against the main module, not run).  Returns the
+** text (malloc'd), or NULL after reporting a syntax error. */
+char *nb_disassemble(nb_VM *vm, const char *src, size_t len, const char *filename) {
+  nb_state_bind(vm);
+  nb_Node *prog = NULL;
+  nb_Chunk *c = nbP_parse(vm, src, len, filename, &prog);
+  if (!prog || nbK_resolve(vm, c, prog, vm->main)) { nbE_finish(vm); nbP_chunk_release(c); return NULL; }
+  nb_Buf b = {0};
+  char line[256];
+  for (int i = 0; i < prog->nkids; i++) {
+    const char *why = NULL;
+    nb_Code *k = nbX_compile_stmt(vm, c, prog->kids[i], &why);
+    snprintf(line, sizeof line, "-- top-level statement at line %d\n", prog->kids[i]->line);
+    nbB_add(&b, line, strlen(line));
+    if (k) { nbX_dis(&b, k); nbX_code_free(k); }
+    else { snprintf(line, sizeof line, "  runs on the tree walker (%s)\n", why); nbB_add(&b, line, strlen(line)); }
+  }
+  for (int i = 0; i < c->nprotos; i++) {
+    nb_Proto *p = c->protos[i];
+    snprintf(line, sizeof line, "-- fn %s at line %d\n", nbP_proto_name(p), p->line);
+    nbB_add(&b, line, strlen(line));
+    nb_Code *k = nbX_proto_code(vm, p);
+    if (k) nbX_dis(&b, k);
+    else { snprintf(line, sizeof line, "  runs on the tree walker (%s)\n", p->vm_why); nbB_add(&b, line, strlen(line)); }
+  }
+  nbP_chunk_release(c);
+  nbB_add(&b, "", 1);
+  return b.p;
+}

@@ -89,7 +89,7 @@ static int binop_slow(nb_VM *vm, const nb_Node *n, nb_Value *R, int nlocals, int
   if (R[b].t == NB_TUNDEF) { int st = undefined(vm, n->b, false); nbE_locate(vm, vm->frame->chunk, n->b); return st; }
   nb_Value r;
   int st;
-  if (R[a].t == NB_TNUM && R[b].t == NB_TNUM) { r = nbV_num_arith(op, R[a], R[b]); st = NB_OK; }
+  if (R[a].t == NB_TNUM && R[b].t == NB_TNUM && (op == OP_MOD || op == OP_POW || op == OP_IDIV)) { r = nbV_num_arith(op, R[a], R[b]); st = NB_OK; }
   else st = nbV_binop(vm, op, R[a], R[b], &r);
   drop(R, a, nlocals);
   if (b != a) drop(R, b, nlocals);
@@ -211,6 +211,139 @@ static int negate(nb_VM *vm, nb_Value *R, int dst, int b) {
   return st;
 }
 
+/* a.name(args): a record's field or a module's member is called as is;
+** otherwise name is looked up like a variable and called as name(a, args)
+** (as the walker's eval_method).  *self: whether the receiver stays. */
+static int method_callee(nb_VM *vm, nb_Frame *f, const nb_Node *n, nb_Value recv, nb_Value *callee, bool *self) {
+  int i;
+  *self = false;
+  if (recv.t == NB_TREC && (i = nbR_find(nb_rec(recv), n->str)) >= 0) { *callee = nb_rec(recv)->vals[i]; nb_incref(*callee); return NB_OK; }
+  if (recv.t == NB_TMODULE && (i = nbM_global_find(recv.u.p, n->str->data, n->str->len)) >= 0 && ((nb_Module *)recv.u.p)->vals[i].t != NB_TUNDEF) {
+    *callee = ((nb_Module *)recv.u.p)->vals[i]; nb_incref(*callee); return NB_OK;
+  }
+  *self = true;
+  nb_Value v = nb_undef();
+  switch (n->vkind) {
+  case V_LOCAL: v = f->locals[n->idx]; break;
+  case V_CELL: v = ((nb_Cell *)f->locals[n->idx].u.p)->v; break;
+  case V_CAP: v = f->fn->caps[n->idx]->v; break;
+  case V_GLOBAL:
+    v = f->mod->vals[n->idx];
+    if (v.t == NB_TUNDEF && n->bidx >= 0) {
+      if (get_global_slow(vm, n, callee) == NB_OK) return NB_OK;
+      nb_decref(vm->err); vm->err = nb_nil(); vm->err_located = false;
+    }
+    break;
+  default: break;
+  }
+  if (v.t == NB_TUNDEF)
+    return nb_error_kind(vm, "NameError", "a %s has no method '%s' (no field, and no function of that name)", nb_typename(recv), n->str->data);
+  nb_incref(v); *callee = v;
+  return NB_OK;
+}
+
+/* x.name op= v, x[i...] op= v (eval_assign's rule: a tensor read from a
+** field, or from an index of a non-tensor, is updated in place) */
+static int update_x(nb_VM *vm, const nb_Node *n, nb_Value *R, int a, int b) {
+  const nb_Node *t = n->a;
+  int nidx = t->kind == N_INDEX ? t->nkids : 0;
+  nb_Value obj = R[a], v = R[b], cur;
+  int st = t->kind == N_INDEX ? nbV_index(vm, obj, &R[a + 1], nidx, &cur) : nbV_get_field(vm, obj, t->str, &cur);
+  if (!st) {
+    if (cur.t == NB_TTENSOR && !(t->kind == N_INDEX && obj.t == NB_TTENSOR)) {
+      st = nbT_update(vm, n->op, update_name(n->op), cur, v);
+      nb_decref(cur);
+    } else {
+      nb_Value r;
+      st = nbV_binop(vm, n->op, cur, v, &r);
+      nb_decref(cur);
+      if (!st) {
+        st = t->kind == N_INDEX ? nbV_set_index(vm, obj, &R[a + 1], nidx, r) : nbV_set_field(vm, obj, t->str, r);
+        nb_decref(r);
+      }
+    }
+  }
+  clear_regs(R, a, a + 1 + nidx);
+  clear_regs(R, b, b + 1);
+  return st;
+}
+
+static int make_slice(nb_VM *vm, const nb_Node *k, nb_Value *R, int dst, int b) {
+  double part[3] = { NAN, NAN, NAN };
+  const nb_Node *ps[3] = { k->a, k->b, k->c };
+  int st = NB_OK;
+  for (int j = 0; j < 3 && !st; j++) {
+    nb_Value v = R[b + j];
+    if (v.t == NB_TNIL) continue;
+    if (v.t != NB_TNUM) { nb_error_kind(vm, "TypeError", "slice bounds must be numbers, got %s", nb_typename(v)); nbE_locate(vm, vm->frame->chunk, ps[j]); st = NB_ERR; break; }
+    part[j] = v.u.n;
+  }
+  clear_regs(R, b, b + 3);
+  if (!st) nb_store(&R[dst], nb_obj(NB_TRANGE, nbG_range(part[0], part[1], part[2])));
+  return st;
+}
+
+/* for x in seq: R[a] the sequence, R[a+1] its state (an iterator's __next,
+** a range's length), R[a+2] the counter */
+static int iter_prep(nb_VM *vm, nb_Value *R, int a) {
+  nb_Value seq = R[a];
+  R[a + 2] = nb_int(0);
+  if (seq.t == NB_TREC && nbR_find_cstr(nb_rec(seq), "__next") >= 0) {
+    nb_Value next = nbR_get_cstr(nb_rec(seq), "__next");
+    nb_incref(next);
+    nb_store(&R[a + 1], next);
+    return NB_OK;
+  }
+  switch (seq.t) {
+  case NB_TRANGE: nb_store(&R[a + 1], nb_flt(nbG_range_len(seq.u.p))); return NB_OK;
+  case NB_TLIST: case NB_TSTR: case NB_TREC: case NB_TTENSOR: return NB_OK;
+  default: return nb_error_kind(vm, "TypeError", "cannot iterate over a %s", nb_typename(seq));
+  }
+}
+
+/* the next item (1), the end (0), or an error (-1, located: the poll at
+** the loop node n, fetching at its sequence n->a) */
+static int iter_next(nb_VM *vm, const nb_Node *n, nb_Value *R, int a, nb_Value *item) {
+  nb_Value seq = R[a];
+  double k = R[a + 2].u.n;
+  R[a + 2].u.n = k + 1;
+  if (seq.t == NB_TREC && R[a + 1].t != NB_TNIL) {   /* an iterator */
+    if (vm->poll && nbV_poll(vm)) { nbE_locate(vm, vm->frame->chunk, n); return -1; }
+    if (nbV_call(vm, R[a + 1], &seq, 1, item)) { if (!vm->err_located) nbE_locate(vm, vm->frame->chunk, n->a); return -1; }
+    return item->t != NB_TNIL;
+  }
+  switch (seq.t) {
+  case NB_TRANGE: {
+    nb_Range *r = seq.u.p;
+    if (k >= R[a + 1].u.n) return 0;
+    if (vm->poll && nbV_poll(vm)) { nbE_locate(vm, vm->frame->chunk, n); return -1; }
+    *item = nb_numk(r->start + k * r->step, r->kind);
+    return 1;
+  }
+  case NB_TLIST: if (k >= nb_list(seq)->n) return 0; *item = nb_list(seq)->items[(long)k]; nb_incref(*item); break;
+  case NB_TSTR: if (k >= nb_str(seq)->len) return 0; *item = nb_strv(nbS_new(nb_str(seq)->data + (long)k, 1)); break;
+  case NB_TREC: if (k >= nb_rec(seq)->n) return 0; *item = nb_strv(nb_rec(seq)->keys[(long)k]); nb_incref(*item); break;
+  default: {
+    double len;
+    if (nbT_len(vm, seq, &len)) { nbE_locate(vm, vm->frame->chunk, n->a); return -1; }
+    if (k >= (long)len) return 0;
+    nb_Value kv = nb_int(k);
+    if (nbT_index(vm, seq, &kv, 1, item)) { nbE_locate(vm, vm->frame->chunk, n->a); return -1; }
+  }
+  }
+  if (vm->poll && nbV_poll(vm)) { nb_decref(*item); nbE_locate(vm, vm->frame->chunk, n); return -1; }
+  return 1;
+}
+
+static void push_handler(nb_VM *vm, const nb_Instr *pc, int reg) {
+  if (vm->nxh == vm->capxh) {
+    vm->capxh = vm->capxh ? vm->capxh * 2 : 16;
+    vm->xh = realloc(vm->xh, sizeof *vm->xh * (size_t)vm->capxh);
+    if (!vm->xh) abort();
+  }
+  vm->xh[vm->nxh++] = (nb_Handler){ pc, reg, vm->nxf, vm->depth };
+}
+
 static int truthy_slow(nb_VM *vm, nb_Value v, bool *t) { return nbV_truthy(vm, v, t); }
 
 /* ------------------------------------------------------------ the loop */
@@ -227,7 +360,8 @@ int nbX_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
   const nb_Value *K = code->k;
   const nb_Instr *pc = code->code;
   nb_Instr i;
-  int st;
+  int st, ca, cnpos, cnkw;   /* a call's callee register and argument counts (CALL, METHOD) */
+  int xhbase = vm->nxh;      /* handlers above this one are this invocation's */
 #define NODE (code->nodes[pc - 1 - code->code])
 #define A GET_A(i)
 #define B GET_B(i)
@@ -340,22 +474,38 @@ int nbX_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     if (t == (op == BC_JT || op == BC_JTK)) pc += GET_sBx(i);
     NEXT;
   }
+  CASE(METHOD) {
+    ca = A; cnpos = B; cnkw = C;
+    bool self;
+    nb_Value callee;
+    CHECK(method_callee(vm, f, NODE, R[ca + 1], &callee, &self));
+    nb_store(&R[ca], callee);
+    if (!self) {   /* the receiver is not an argument: the arguments move down one */
+      nb_Value recv = R[ca + 1];
+      memmove(&R[ca + 1], &R[ca + 2], sizeof(nb_Value) * (size_t)(cnpos + cnkw));
+      R[ca + 1 + cnpos + cnkw] = nb_nil();
+      nb_decref(recv);
+    } else cnpos++;
+    if (__builtin_expect(vm->poll, 0)) CHECK(nbV_poll(vm));
+    goto do_call;
+  }
   CASE(CALL) {
     if (__builtin_expect(vm->poll, 0)) CHECK(nbV_poll(vm));
-    int a = A, npos = B, nkw = C;
-    nb_Value callee = R[a];
-    if (callee.t == NB_TFUNC && nkw == 0) {
+    ca = A; cnpos = B; cnkw = C;
+  do_call: ;
+    nb_Value callee = R[ca];
+    if (callee.t == NB_TFUNC && cnkw == 0) {
       nb_Func *fn = nb_func(callee);
       nb_Proto *p = fn->proto;
       nb_Code *cc = p->code ? p->code : p->vm_why ? NULL : nbX_proto_code(vm, p);
-      if (cc && npos == p->nparams && !p->variadic) {
-        nb_Value *nR = R + a + 1;
+      if (cc && cnpos == p->nparams && !p->variadic) {
+        nb_Value *nR = R + ca + 1;
         if (vm->depth >= vm->max_depth || nR + cc->nregs > vm->stack_end) {
           nb_error_kind(vm, "RecursionError", "stack overflow (calls nested more than %d deep)", vm->depth);
           goto error;
         }
-        for (int k = npos; k < cc->nlocals; k++) nR[k] = nb_undef();
-        for (int k = cc->nlocals > npos ? cc->nlocals : npos; k < cc->nregs; k++) nR[k] = nb_nil();
+        for (int k = cnpos; k < cc->nlocals; k++) nR[k] = nb_undef();
+        for (int k = cc->nlocals > cnpos ? cc->nlocals : cnpos; k < cc->nregs; k++) nR[k] = nb_nil();
         for (int k = 0; k < p->ncells; k++) {
           int s = p->cellslots[k];
           nb_Cell *cl = malloc(sizeof *cl);
@@ -376,18 +526,19 @@ int nbX_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     }
     const nb_Node *n = NODE;
     nb_Value res;
-    vm->sp = R + a + 1 + npos + nkw;
-    st = nbV_call_at(vm, f, n, callee, R + a + 1, npos, nkw ? n->names + n->npos : NULL, nkw, &res);
+    vm->sp = R + ca + 1 + cnpos + cnkw;
+    st = nbV_call_at(vm, f, n, callee, R + ca + 1, cnpos, cnkw ? n->names + n->npos : NULL, cnkw, &res);
     /* the arguments were consumed, and the callee's window may have left
     ** stale values above them: the registers past the call are empty again */
-    for (int k = a + 1; k < code->nregs; k++) R[k] = nb_nil();
+    for (int k = ca + 1; k < code->nregs; k++) R[k] = nb_nil();
     vm->sp = R + code->nregs;
     CHECK(st);
-    nb_store(&R[a], res);
+    nb_store(&R[ca], res);
     NEXT;
   }
   CASE(RET) {
     nb_Value v = RA; RA = nb_nil();
+    while (vm->nxh > xhbase && vm->xh[vm->nxh - 1].lvl >= vm->nxf) vm->nxh--;   /* a return inside try */
     if (f == f0) {
       clear_regs(R, code->nlocals, code->nregs);
       vm->sp = sp0;
@@ -434,6 +585,20 @@ int nbX_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     NEXT;
   }
   CASE(CLEAR) { nb_Value v = RA; RA = nb_nil(); nb_decref(v); NEXT; }
+  CASE(TRY) { push_handler(vm, pc + GET_sBx(i), A); NEXT; }
+  CASE(ENDTRY) { vm->nxh--; NEXT; }
+  CASE(ITERPREP) { CHECK(iter_prep(vm, R, A)); pc += GET_sBx(i); NEXT; }
+  CASE(ITERNEXT) {
+    nb_Value item;
+    int r = iter_next(vm, NODE, R, A, &item);
+    if (r < 0) goto error;
+    if (r) { nb_store(&R[B], item); pc += 1 + GET_sBx(*pc); }
+    else pc++;
+    NEXT;
+  }
+  CASE(IMPORT) { nb_Value m; CHECK(nbM_import(vm, NODE->str, &m)); nb_store(&RA, m); NEXT; }
+  CASE(SLICE) { CHECK(make_slice(vm, NODE, R, A, B)); NEXT; }
+  CASE(UPDX) { CHECK(update_x(vm, NODE, R, A, B)); NEXT; }
 
 #if !defined(__GNUC__)
     }
@@ -442,6 +607,24 @@ int nbX_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
 
 error:
   if (!vm->err_located) nbE_locate(vm, f->chunk, NODE);
+  if (vm->nxh > xhbase && nbE_catchable(vm)) {
+    /* caught: unwind to the handler's frame (each frame adds its trace
+    ** entry, as the walker's C frames do on their way out) */
+    nb_Handler h = vm->xh[--vm->nxh];
+    while (vm->nxf > h.lvl) {
+      XFrame *x = vm->xframes[--vm->nxf];
+      clear_regs(R, 0, code->nregs);
+      vm->frame = f = x->f.parent;
+      nbE_add_frame(vm, frame_name(f), f->chunk, x->f.call);
+      code = x->ccode; R = x->cR; K = code->k;
+    }
+    clear_regs(R, h.reg, code->nregs);
+    vm->depth = h.depth; vm->sp = R + code->nregs; vm->frame = f;
+    R[h.reg] = vm->err; vm->err = nb_nil(); vm->err_located = false;
+    pc = h.pc;
+    NEXT;
+  }
+  vm->nxh = xhbase;
   while (f != f0) {
     XFrame *x = vm->xframes[--vm->nxf];
     clear_regs(R, 0, code->nregs);

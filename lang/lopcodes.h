@@ -79,7 +79,15 @@ typedef uint32_t nb_Instr;
   X(SETI,    "A B",   "R[A][R[A+1 .. A+n]] = R[B]") \
   X(FORPREP, "A sBx", "R[A], R[A+1]: bounds (checked); skip the loop (pc += sBx) when empty") \
   X(FORLOOP, "A B sBx", "R[A] += 1; if R[A] < R[A+1] then var R[B] = R[A]; pc += sBx (polls)") \
-  X(CLEAR,   "A",     "R[A] = nil (drops a discarded value)")
+  X(CLEAR,   "A",     "R[A] = nil (drops a discarded value)") \
+  X(METHOD,  "A B C", "R[A] = R[A+1].name(R[A+2 ..]) (B positional, C keywords after the receiver)") \
+  X(TRY,     "A sBx", "push a handler: an error clears R[A ..], puts the error in R[A], pc += sBx") \
+  X(ENDTRY,  "",      "pop the handler") \
+  X(ITERPREP,"A sBx", "R[A]: the sequence; R[A+1], R[A+2]: its state; pc += sBx (to ITERNEXT)") \
+  X(ITERNEXT,"A B sBx", "the next item into R[B] and pc += sBx, or fall out of the loop (polls)") \
+  X(IMPORT,  "A",     "R[A] = the module named by the node") \
+  X(SLICE,   "A B",   "R[A] = a slice of R[B .. B+2] (nil: omitted)") \
+  X(UPDX,    "A B",   "R[A].name op= R[B], or R[A][R[A+1 ..]] op= R[B]")
 
 typedef enum {
 #define X(name, ops, doc) BC_##name,
@@ -87,6 +95,9 @@ typedef enum {
 #undef X
   BC__COUNT
 } nb_OpCode;
+
+/* a try handler (lexec.c): where to go, what to restore */
+typedef struct nb_Handler { const nb_Instr *pc; int reg, lvl, depth; } nb_Handler;
 
 /* a compiled function body or top-level statement */
 typedef struct nb_Code {

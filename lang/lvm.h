@@ -224,6 +224,7 @@ struct nb_VM {
   int echo_flags;
   nb_Value tensor_state;                    /* the libraries' per-VM data (nb_vm_libdata, lapi.c) */
   void **xframes; int nxf, nxfalloc, capxf; /* the VM's frame pool (lexec.c): in use, allocated, capacity */
+  struct nb_Handler *xh; int nxh, capxh;    /* the VM's try handlers (lexec.c) */
 };
 
 /* resolver (lresolve.c) */
