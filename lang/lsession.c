@@ -282,6 +282,11 @@ nb_VM *nb_vm_new(nb_Sink *sink) {
   vm->max_depth = MAX_DEPTH;
   vm->err = nb_nil(); vm->ret = nb_nil(); vm->tensor_state = nb_nil();
   set_global(vm->main, "argv", nb_obj(NB_TLIST, nbL_new(0)));
+  /* NABLA_STEP_LIMIT=N: stop a run after N poll points (loop iterations and
+  ** calls) with an uncatchable StepLimit error -- for tests of interrupts
+  ** in tight loops, on either engine */
+  const char *lim = getenv("NABLA_STEP_LIMIT");
+  if (lim && *lim) nb_vm_set_step_limit(vm, strtoull(lim, NULL, 10));
   return vm;
 }
 
