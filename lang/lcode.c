@@ -170,10 +170,27 @@ static void call(Cs *c, nb_Node *n, int dst) {
   c->freereg = base;
 }
 
+/* the K-operand form of an operator (x + 1, n < 2), or -1 */
+static int kform(int op) {
+  switch (op) {
+  case OP_ADD: return BC_ADDK; case OP_SUB: return BC_SUBK; case OP_MUL: return BC_MULK; case OP_DIV: return BC_DIVK;
+  case OP_EQ: return BC_EQK; case OP_NE: return BC_NEK; case OP_LT: return BC_LTK; case OP_LE: return BC_LEK;
+  case OP_GT: return BC_GTK; case OP_GE: return BC_GEK; default: return -1;
+  }
+}
+
 static void binary(Cs *c, nb_Node *n, int dst) {
   int base = c->freereg, ra, rb;
   if (is_local(n->a) && is_pure_leaf(n->b)) ra = n->a->idx;
   else { ra = newreg(c); expr(c, n->a, ra); }
+  if (n->b->kind == N_NUM && kform(n->op) >= 0) {
+    int k = addk(c, nb_numk(n->b->num, (uint32_t)n->b->idx));
+    if (k < 256) {
+      emit(c, MK_ABC(kform(n->op), dst, ra, k), n);
+      c->freereg = base;
+      return;
+    }
+  }
   if (is_local(n->b)) rb = n->b->idx;
   else { rb = newreg(c); expr(c, n->b, rb); }
   if (n->op >= OP_NONE) unsupported(c, "unsupported: operator");

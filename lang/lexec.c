@@ -98,6 +98,21 @@ static int binop_slow(nb_VM *vm, const nb_Node *n, nb_Value *R, int nlocals, int
   return NB_OK;
 }
 
+/* R[a] op K, not two numbers */
+static int binop_k(nb_VM *vm, const nb_Node *n, nb_Value *R, int nlocals, int op, int a, nb_Value k, int dst) {
+  if (R[a].t == NB_TUNDEF) { int st = undefined(vm, n->a, false); nbE_locate(vm, vm->frame->chunk, n->a); return st; }
+  nb_Value r;
+  int st = nbV_binop(vm, op, R[a], k, &r);
+  drop(R, a, nlocals);
+  if (st) return st;
+  nb_store(&R[dst], r);
+  return NB_OK;
+}
+static int kop(int bc) {
+  static const int ops[] = { OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_EQ, OP_NE, OP_LT, OP_LE, OP_GT, OP_GE };
+  return ops[bc - BC_ADDK];
+}
+
 static const char *update_name(int op) {
   switch (op) {
   case OP_ADD: return "+="; case OP_SUB: return "-="; case OP_MUL: return "*=";
@@ -425,8 +440,40 @@ int nbX_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
 #define COMPARE(name, e) CASE(name) { \
     nb_Value *a = &R[B], *b = &R[C]; \
     if (__builtin_expect(a->t == NB_TNUM && b->t == NB_TNUM, 1)) { \
-      double x = a->u.n, y = b->u.n; nb_Value old = RA; RA = nb_bool(e); nb_decref(old); NEXT; } \
+      double x = a->u.n, y = b->u.n; bool t = (e); nb_Instr nx = *pc; \
+      if (GET_OP(nx) == BC_JF && GET_A(nx) == A) { pc++; if (!t) pc += GET_sBx(nx); NEXT; } \
+      nb_Value old = RA; RA = nb_bool(t); nb_decref(old); NEXT; } \
     goto binop; }
+#define ARITHK(name, e) CASE(name) { \
+    nb_Value *a = &R[B]; const nb_Value *b = &K[C]; \
+    if (__builtin_expect(a->t == NB_TNUM, 1)) { \
+      double x = a->u.n, y = b->u.n; uint64_t tag = TAGOF(a, b); nb_Value old = RA; \
+      put_num(&RA, tag, e); nb_decref(old); NEXT; } \
+    goto binopk; }
+/* a comparison followed by the JF that tests it jumps at once (the
+** temporary it would have written is dead) */
+#define COMPAREK(name, e) CASE(name) { \
+    nb_Value *a = &R[B]; const nb_Value *b = &K[C]; \
+    if (__builtin_expect(a->t == NB_TNUM, 1)) { \
+      double x = a->u.n, y = b->u.n; bool t = (e); nb_Instr nx = *pc; \
+      if (GET_OP(nx) == BC_JF && GET_A(nx) == A) { pc++; if (!t) pc += GET_sBx(nx); NEXT; } \
+      nb_Value old = RA; RA = nb_bool(t); nb_decref(old); NEXT; } \
+    goto binopk; }
+  ARITHK(ADDK, x + y)
+  ARITHK(SUBK, x - y)
+  ARITHK(MULK, x * y)
+  CASE(DIVK) { nb_Value *a = &R[B];
+    if (a->t == NB_TNUM) { double x = a->u.n / K[C].u.n; nb_Value old = RA; RA = nb_flt(x); nb_decref(old); NEXT; }
+    goto binopk; }
+  COMPAREK(EQK, x == y)
+  COMPAREK(NEK, x != y)
+  COMPAREK(LTK, x < y)
+  COMPAREK(LEK, x <= y)
+  COMPAREK(GTK, x > y)
+  COMPAREK(GEK, x >= y)
+  binopk:
+    CHECK(binop_k(vm, NODE, R, code->nlocals, kop(GET_OP(i)), B, K[C], A));
+    NEXT;
   ARITH(ADD, x + y)
   ARITH(SUB, x - y)
   ARITH(MUL, x * y)

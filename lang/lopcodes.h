@@ -57,6 +57,11 @@ typedef uint32_t nb_Instr;
   X(LT, "A B C", "R[A] = R[B] < R[C]") X(LE, "A B C", "R[A] = R[B] <= R[C]") \
   X(GT, "A B C", "R[A] = R[B] > R[C]") X(GE, "A B C", "R[A] = R[B] >= R[C]") \
   X(IDIV, "A B C", "R[A] = R[B] // R[C]") \
+  X(ADDK, "A B C", "R[A] = R[B] + K[C]") X(SUBK, "A B C", "R[A] = R[B] - K[C]") \
+  X(MULK, "A B C", "R[A] = R[B] * K[C]") X(DIVK, "A B C", "R[A] = R[B] / K[C]") \
+  X(EQK, "A B C", "R[A] = R[B] == K[C]") X(NEK, "A B C", "R[A] = R[B] != K[C]") \
+  X(LTK, "A B C", "R[A] = R[B] < K[C]") X(LEK, "A B C", "R[A] = R[B] <= K[C]") \
+  X(GTK, "A B C", "R[A] = R[B] > K[C]") X(GEK, "A B C", "R[A] = R[B] >= K[C]") \
   X(UPD,     "A B",   "R[A] = R[A] op= R[B] (a tensor in place; op: the node's)") \
   X(NEG,     "A B",   "R[A] = -R[B]") \
   X(NOT,     "A B",   "R[A] = not R[B]") \
