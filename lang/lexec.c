@@ -311,7 +311,7 @@ static int iter_prep(nb_VM *vm, nb_Value *R, int a) {
   }
   switch (seq.t) {
   case NB_TRANGE: nb_store(&R[a + 1], nb_flt(nbG_range_len(seq.u.p))); return NB_OK;
-  case NB_TLIST: case NB_TSTR: case NB_TREC: case NB_TTENSOR: return NB_OK;
+  case NB_TLIST: case NB_TSTR: case NB_TREC: case NB_TTENSOR: nb_store(&R[a + 1], nb_nil()); return NB_OK;
   default: return nb_error_kind(vm, "TypeError", "cannot iterate over a %s", nb_typename(seq));
   }
 }
@@ -366,7 +366,7 @@ int nbX_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
   nb_Value *sp0 = vm->sp;
   if (R0 + code0->nregs > vm->stack_end)
     return nb_error_kind(vm, "RecursionError", "stack overflow (calls nested more than %d deep)", vm->depth);
-  for (int k = code0->nlocals; k < code0->nregs; k++) R0[k] = nb_nil();
+  for (int k = code0->nlocals; k < code0->nregs; k++) { uint64_t z = 0; memcpy(&R0[k], &z, sizeof z); }
   vm->sp = R0 + code0->nregs;
 
   nb_Frame *f = f0;
@@ -551,8 +551,10 @@ int nbX_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
           nb_error_kind(vm, "RecursionError", "stack overflow (calls nested more than %d deep)", vm->depth);
           goto error;
         }
-        for (int k = cnpos; k < cc->nlocals; k++) nR[k] = nb_undef();
-        for (int k = cc->nlocals > cnpos ? cc->nlocals : cnpos; k < cc->nregs; k++) nR[k] = nb_nil();
+        /* the rest of the window may hold stale bits (a walker frame's, a
+        ** builtin's): unassigned locals and empty temporaries are both the
+        ** 8-byte tag word of NB_TUNDEF, a value that holds no reference */
+        for (int k = cnpos; k < cc->nregs; k++) { uint64_t z = 0; memcpy(&nR[k], &z, sizeof z); }
         for (int k = 0; k < p->ncells; k++) {
           int s = p->cellslots[k];
           nb_Cell *cl = malloc(sizeof *cl);
@@ -586,14 +588,16 @@ int nbX_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
   CASE(RET) {
     nb_Value v = RA; RA = nb_nil();
     while (vm->nxh > xhbase && vm->xh[vm->nxh - 1].lvl >= vm->nxf) vm->nxh--;   /* a return inside try */
+    /* RET's register is the newest live one: the temporaries below it may
+    ** hold references (a return inside an expression), those above none */
     if (f == f0) {
-      clear_regs(R, code->nlocals, code->nregs);
+      clear_regs(R, code->nlocals, A);
       vm->sp = sp0;
       *out = v;
       return NB_OK;
     }
     XFrame *x = vm->xframes[--vm->nxf];
-    clear_regs(R, 0, code->nregs);
+    clear_regs(R, 0, A);
     vm->depth--;
     vm->frame = f = x->f.parent;
     code = x->ccode; R = x->cR; pc = x->cpc; K = code->k;
