@@ -7,7 +7,10 @@
 ** The core's files, in the order a line of source meets them:
 **   llex.c      tokens                      lparse.c    tokens -> syntax tree
 **   lresolve.c  names -> slots/cells/globals
-**   leval.c     expressions and statements  lcall.c     calls and closures
+**   lcode.c     syntax tree -> bytecode     lexec.c     the bytecode VM
+**               (lopcodes.h; ldis.c prints it)
+**   leval.c     the tree walker: what lcode.c does not compile yet, and
+**               NABLA_ENGINE=walker         lcall.c     calls and closures
 **   lops.c      operators, indexing, fields on values
 **   lobject.c   values, the heap (refcounts, cycle collector), interning
 **   lerror.c    error values and reports    lsession.c  the embedding API

@@ -8,6 +8,8 @@
 - a step limit (NABLA_STEP_LIMIT) stops tight loops and unbounded recursion
   in compiled code with the uncatchable StepLimit error, located at the loop
   or call, with the same report on both engines;
+- compiled recursion runs 9000 deep (the VM's frame stack, not C's) and
+  ends past the depth limit with a catchable RecursionError;
 - `nabla --dis` prints the compiled bytecode of a file's functions.
 
 $NABLA is the interpreter (default build/nabla).  Prints PASS/FAIL lines;
@@ -152,6 +154,22 @@ def check_step_limit():
         report(f"vm/step_limit_{name}", ok, why)
 
 
+def check_deep_recursion():
+    """compiled calls use the VM's frame stack, not the C stack: 9000 nested
+    calls work, past max depth (10000) a RecursionError that try catches"""
+    n = random.randint(8000, 9500)
+    src = f"""fn depth(n) = if n == 0 {{ 0 }} else {{ 1 + depth(n - 1) }}
+print(depth({n}))
+fn forever(n) = forever(n + 1)
+e = try {{ forever(0) }} catch e {{ e }}
+print(e.name, e.message)
+print(depth(10))
+"""
+    rc, out, err = run(src)
+    want = f"{n}\nRecursionError stack overflow (calls nested more than 10000 deep)\n10\n"
+    report("vm/deep_recursion", rc == 0 and out == want, f"rc {rc}, out {out!r}, want {want!r}, err {err[:300]!r}")
+
+
 def check_dis():
     rc, out, err = run("fn fib(n) { if n < 2 { n } else { fib(n - 1) + fib(n - 2) } }\nprint(fib(10))\n", args=["--dis"])
     ok = rc == 0 and "-- fn fib" in out and "CALL" in out and "RET" in out and "55" not in out
@@ -160,5 +178,6 @@ def check_dis():
 
 check_random()
 check_step_limit()
+check_deep_recursion()
 check_dis()
 sys.exit(1 if failed else 0)
