@@ -555,14 +555,7 @@ int nbX_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
         ** builtin's): unassigned locals and empty temporaries are both the
         ** 8-byte tag word of NB_TUNDEF, a value that holds no reference */
         for (int k = cnpos; k < cc->nregs; k++) { uint64_t z = 0; memcpy(&nR[k], &z, sizeof z); }
-        for (int k = 0; k < p->ncells; k++) {
-          int s = p->cellslots[k];
-          nb_Cell *cl = malloc(sizeof *cl);
-          if (!cl) abort();
-          cl->h.rc = 1; cl->h.type = NB_TCELL; cl->v = nR[s];
-          nbO_track(&cl->h);
-          nR[s] = nb_obj(NB_TCELL, cl);
-        }
+        if (p->ncells) nbV_box_cells(p, nR);
         XFrame *x = push_frame(vm);
         x->f = (nb_Frame){ nR, p->chunk, fn, fn->mod, NODE, f };
         x->code = cc; x->ccode = code; x->cR = R; x->cpc = pc;

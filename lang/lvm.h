@@ -291,6 +291,7 @@ int  nbP_syntax_error(nb_VM *vm, nb_Chunk *c, uint32_t pos, uint32_t end, int li
 /* tensor values: the hooks the evaluator calls for tensor operands: ltvalue.h */
 
 int  nbV_make_closure(nb_VM *vm, nb_Frame *f, nb_Proto *p, nb_Value *out);
+void nbV_box_cells(const nb_Proto *p, nb_Value *base);
 /* the last syntax error when parsing without a VM (for is_complete) */
 extern __thread uint32_t nbP_last_error_pos;
 extern __thread bool nbP_last_error_at_eof;
