@@ -253,43 +253,29 @@ static void leave_loop(Cs *c, Loop *l, int cont_target, int exit_target) {
   c->loop = l->outer;
 }
 
+/* for var in it { body }: a numeric loop over a .. range (FORPREP/FORLOOP:
+** no range object), or over any value (ITERPREP/ITERNEXT).  The stepping
+** instruction reads its backward jump from the word after it. */
 static void for_loop(Cs *c, nb_Node *n) {
   nb_Node *var = n->c, *it = n->a;
   int base = c->freereg;
-  if (it->kind != N_RANGE) {
-    int s = newreg(c); newreg(c); newreg(c);   /* sequence, state, counter */
-    expr(c, it, s);
-    int vreg = var->vkind == V_LOCAL ? var->idx : newreg(c);
-    int prep = jump(c, BC_ITERPREP, s, it);
-    Loop l; enter_loop(c, &l);
-    int body = c->code->ncode;
-    if (var->vkind != V_LOCAL) store_name(c, var, vreg, n);
-    node(c, n->b, -1);
-    int nx = c->code->ncode;
-    patch_to(c, prep, nx);
-    emit(c, MK_ABC(BC_ITERNEXT, s, vreg, 0), n);
-    int j = emit(c, MK_ABx(BC_JMP, 0, SBX_BIAS), n);
-    patch_to(c, j, body);
-    leave_loop(c, &l, nx, c->code->ncode);
-    ABC(CLEAR, s, 0, 0, n); ABC(CLEAR, s + 1, 0, 0, n);
-    c->freereg = base;
-    return;
-  }
-  int x = newreg(c); newreg(c);   /* counter, bound */
-  expr(c, it->a, x); expr(c, it->b, x + 1);
+  bool numeric = it->kind == N_RANGE;
+  int s = newreg(c); newreg(c);   /* numeric: counter, bound; else sequence, state, counter */
+  if (numeric) { expr(c, it->a, s); expr(c, it->b, s + 1); }
+  else { newreg(c); expr(c, it, s); }
   int vreg = var->vkind == V_LOCAL ? var->idx : newreg(c);
-  int prep = jump(c, BC_FORPREP, x, it);
+  int prep = jump(c, numeric ? BC_FORPREP : BC_ITERPREP, s, it);
   Loop l; enter_loop(c, &l);
   int body = c->code->ncode;
   if (var->vkind != V_LOCAL) store_name(c, var, vreg, n);
   node(c, n->b, -1);
-  int fl = c->code->ncode;
-  patch_to(c, prep, fl);
-  emit(c, MK_ABC(BC_FORLOOP, x, vreg, 0), n);
-  /* FORLOOP (B: the variable's register) reads its jump from the next word */
+  int step = c->code->ncode;
+  patch_to(c, prep, step);
+  emit(c, MK_ABC(numeric ? BC_FORLOOP : BC_ITERNEXT, s, vreg, 0), n);
   int j = emit(c, MK_ABx(BC_JMP, 0, SBX_BIAS), n);
   patch_to(c, j, body);
-  leave_loop(c, &l, fl, c->code->ncode);
+  leave_loop(c, &l, step, c->code->ncode);
+  if (!numeric) { ABC(CLEAR, s, 0, 0, n); ABC(CLEAR, s + 1, 0, 0, n); }
   c->freereg = base;
 }
 
