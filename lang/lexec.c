@@ -51,6 +51,14 @@ static XFrame *push_frame(nb_VM *vm) {
 
 static const char *frame_name(const nb_Frame *f) { return f->fn ? nbP_proto_name(f->fn->proto) : "<main>"; }
 
+/* Back in a caller after a call at register ca: everything above ca was the
+** callee's window and whatever ran above it (a builtin's callbacks reach
+** past the callee's own registers), so those registers hold nothing the
+** caller owns, only stale bits: they are emptied without a drop. */
+static inline void forget_above(nb_Value *R, int ca, int nregs) {
+  for (int k = ca + 1; k < nregs; k++) { uint64_t z = 0; memcpy(&R[k], &z, sizeof z); }
+}
+
 static void clear_regs(nb_Value *R, int from, int to) {
   for (int k = from; k < to; k++) { nb_Value v = R[k]; R[k] = nb_nil(); nb_decref(v); }
 }
@@ -595,6 +603,7 @@ int nbX_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     vm->frame = f = x->f.parent;
     code = x->ccode; R = x->cR; pc = x->cpc; K = code->k;
     vm->sp = R + code->nregs;
+    forget_above(R, GET_A(pc[-1]), code->nregs);
     nb_store(&R[GET_A(pc[-1])], v);
     NEXT;
   }
@@ -661,6 +670,7 @@ error:
       vm->frame = f = x->f.parent;
       nbE_add_frame(vm, frame_name(f), f->chunk, x->f.call);
       code = x->ccode; R = x->cR; K = code->k;
+      forget_above(R, GET_A(x->cpc[-1]), code->nregs);
     }
     clear_regs(R, h.reg, code->nregs);
     vm->depth = h.depth; vm->sp = R + code->nregs; vm->frame = f;
@@ -676,6 +686,7 @@ error:
     vm->frame = f = x->f.parent;
     nbE_add_frame(vm, frame_name(f), f->chunk, x->f.call);
     code = x->ccode; R = x->cR; pc = x->cpc;
+    forget_above(R, GET_A(pc[-1]), code->nregs);
   }
   clear_regs(R, code->nlocals, code->nregs);
   vm->sp = sp0;
