@@ -15,7 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "lvm.h"
+#include "lopcodes.h"
 
 static const char *frame_name(const nb_Frame *f) { return f->fn ? nbP_proto_name(f->fn->proto) : "<main>"; }
 
@@ -99,6 +99,19 @@ static int call_builtin(nb_VM *vm, const nb_Builtin *b, nb_Value *args, int npos
 ** Recursion is bounded three ways: call depth (max_depth), the C stack of
 ** this thread (cstack_limit, for deep expressions inside each call), and
 ** the VM stack's size. */
+/* boxes the locals of a new frame that closures capture into cells (both
+** engines' calls do this before defaults and the body run) */
+void nbV_box_cells(const nb_Proto *p, nb_Value *base) {
+  for (int i = 0; i < p->ncells; i++) {
+    int s = p->cellslots[i];
+    nb_Cell *c = malloc(sizeof *c);
+    if (!c) abort();
+    c->h.rc = 1; c->h.type = NB_TCELL; c->v = base[s];
+    nbO_track(&c->h);
+    base[s] = nb_obj(NB_TCELL, c);
+  }
+}
+
 static int call_func(nb_VM *vm, nb_Frame *caller, const nb_Node *site, nb_Func *fn, nb_Value *base, int npos, nb_Str **kw, int nkw, nb_Value *out) {
   nb_Proto *p = fn->proto;
   int nargs = npos + nkw, st = NB_OK;
@@ -144,14 +157,7 @@ static int call_func(nb_VM *vm, nb_Frame *caller, const nb_Node *site, nb_Func *
   }
   vm->depth++;
   vm->frame = &nf;
-  for (int i = 0; i < p->ncells; i++) {
-    int s = p->cellslots[i];
-    nb_Cell *c = malloc(sizeof *c);
-    if (!c) abort();
-    c->h.rc = 1; c->h.type = NB_TCELL; c->v = base[s];
-    nbO_track(&c->h);
-    base[s] = nb_obj(NB_TCELL, c);
-  }
+  nbV_box_cells(p, base);
   for (int i = 0; i < p->nparams; i++) {
     /* a cell is never a value, so a boxed slot is told apart by its type */
     nb_Value *slot = base[i].t == NB_TCELL ? &((nb_Cell *)base[i].u.p)->v : &base[i];
@@ -164,7 +170,9 @@ static int call_func(nb_VM *vm, nb_Frame *caller, const nb_Node *site, nb_Func *
     if ((st = nbV_eval(vm, &nf, p->defaults[i], &d))) goto out;
     *slot = d;
   }
-  st = nbV_eval(vm, &nf, p->body, out);
+  nb_Code *code = p->code ? p->code : p->vm_why ? NULL : nbX_proto_code(vm, p);
+  if (code) st = nbX_exec(vm, &nf, code, base, out);
+  else st = nbV_eval(vm, &nf, p->body, out);
   if (st == NB_RETURN) { *out = vm->ret; vm->ret = nb_nil(); st = NB_OK; }
   else if (st == NB_BREAK || st == NB_CONTINUE) st = NB_OK;   /* resolver forbids; defensive */
 out:

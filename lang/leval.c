@@ -36,7 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "lvm.h"
+#include "lopcodes.h"
 
 #define TRY(x) do { int st_ = (x); if (st_) return st_; } while (0)
 
@@ -60,7 +60,7 @@ int nbV_interrupt_error(nb_VM *vm) {
 /* Called at loop iterations and calls when vm->poll is set: an interrupt, a
 ** cycle collection due (safe here: every value the evaluator and the
 ** builtins below it hold is counted), the step limit. */
-static int poll_vm(nb_VM *vm) {
+int nbV_poll(nb_VM *vm) {
   if (vm->interrupted) return nbV_interrupt_error(vm);
   if (nbO_gc_due()) {
     vm->poll = vm->step_limit != 0;
@@ -70,7 +70,7 @@ static int poll_vm(nb_VM *vm) {
   if (vm->step_limit && ++vm->steps > vm->step_limit) return nb_error_kind(vm, "StepLimit", "step limit exceeded");
   return NB_OK;
 }
-#define POLL(vm, f, n) do { if (__builtin_expect((vm)->poll, 0) && poll_vm(vm)) return fail(vm, f, n); } while (0)
+#define POLL(vm, f, n) do { if (__builtin_expect((vm)->poll, 0) && nbV_poll(vm)) return fail(vm, f, n); } while (0)
 
 /* --------------------------------------------------------------- names */
 static int undefined(nb_VM *vm, nb_Frame *f, const nb_Node *n, bool global) {
@@ -201,7 +201,7 @@ static int eval_call(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out) {
   nb_Value callee;
   if (n->a->kind == N_NAME) TRY(load_var(vm, f, n->a, &callee));
   else TRY(eval(vm, f, n->a, &callee));
-  if (__builtin_expect(vm->poll, 0) && poll_vm(vm)) { nb_decref(callee); return fail(vm, f, n); }
+  if (__builtin_expect(vm->poll, 0) && nbV_poll(vm)) { nb_decref(callee); return fail(vm, f, n); }
   nb_Value *base = vm->sp;
   int npos;
   int st = push_args(vm, f, n, base, &npos);
@@ -216,7 +216,7 @@ static int eval_call(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out) {
 static int eval_method(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out) {
   nb_Value recv, callee;
   TRY(eval(vm, f, n->a, &recv));
-  if (__builtin_expect(vm->poll, 0) && poll_vm(vm)) { nb_decref(recv); return fail(vm, f, n); }
+  if (__builtin_expect(vm->poll, 0) && nbV_poll(vm)) { nb_decref(recv); return fail(vm, f, n); }
   int self = 1, i;
   if (recv.t == NB_TREC && (i = nbR_find(nb_rec(recv), n->str)) >= 0) {
     callee = nb_rec(recv)->vals[i]; nb_incref(callee); self = 0;
@@ -372,7 +372,7 @@ static int eval_for(nb_VM *vm, nb_Frame *f, nb_Node *n) {
     nb_incref(next);
     for (;;) {
       nb_Value item;
-      if (vm->poll && poll_vm(vm)) { st = fail(vm, f, n); break; }
+      if (vm->poll && nbV_poll(vm)) { st = fail(vm, f, n); break; }
       if ((st = nbV_call(vm, next, &seq, 1, &item))) { st = fail(vm, f, it); break; }
       if (item.t == NB_TNIL) break;
       store_var(f, var, item);
@@ -390,7 +390,7 @@ static int eval_for(nb_VM *vm, nb_Frame *f, nb_Node *n) {
     nb_Range *r = seq.u.p;
     double len = nbG_range_len(r);
     for (double k = 0; k < len; k++) {
-      if (vm->poll && poll_vm(vm)) { st = fail(vm, f, n); break; }
+      if (vm->poll && nbV_poll(vm)) { st = fail(vm, f, n); break; }
       store_var(f, var, nb_numk(r->start + k * r->step, r->kind));
       st = loop_body(vm, f, n->b);
       if (st == NB_BREAK) { st = NB_OK; break; }
@@ -412,7 +412,7 @@ static int eval_for(nb_VM *vm, nb_Frame *f, nb_Node *n) {
         nb_Value kv = nb_int((double)k);
         if ((st = nbT_index(vm, seq, &kv, 1, &item))) { st = fail(vm, f, it); break; }
       }
-      if (vm->poll && poll_vm(vm)) { nb_decref(item); st = fail(vm, f, n); break; }
+      if (vm->poll && nbV_poll(vm)) { nb_decref(item); st = fail(vm, f, n); break; }
       store_var(f, var, item);
       st = loop_body(vm, f, n->b);
       if (st == NB_BREAK) { st = NB_OK; break; }
@@ -752,7 +752,16 @@ int nbV_run_program(nb_VM *vm, nb_Chunk *chunk, nb_Node *prog, nb_Module *mod, i
   for (int i = 0; i < prog->nkids; i++) {
     nb_Node *s = prog->kids[i];
     nb_Value v = nb_nil();
-    st = eval(vm, &top, s, &v);
+    /* each top-level statement runs on the VM when the compiler supports
+    ** all of it (lcode.c), else on this walker */
+    nb_Code *code = NULL;
+    if (nbX_enabled()) {
+      const char *why = NULL;
+      code = nbX_compile_stmt(vm, chunk, s, &why);
+      if (code) nbX_count_compiled(); else nbX_count_fallback(why);
+    }
+    if (code) { st = nbX_exec(vm, &top, code, vm->sp, &v); nbX_code_free(code); }
+    else st = eval(vm, &top, s, &v);
     if (st) break;
     bool show = (s->flags & NF_EXPRSTMT) || s->kind == N_IF || s->kind == N_TRY;
     if (show && v.t != NB_TNIL) {

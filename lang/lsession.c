@@ -282,6 +282,11 @@ nb_VM *nb_vm_new(nb_Sink *sink) {
   vm->max_depth = MAX_DEPTH;
   vm->err = nb_nil(); vm->ret = nb_nil(); vm->tensor_state = nb_nil();
   set_global(vm->main, "argv", nb_obj(NB_TLIST, nbL_new(0)));
+  /* NABLA_STEP_LIMIT=N: stop a run after N poll points (loop iterations and
+  ** calls) with an uncatchable StepLimit error -- for tests of interrupts
+  ** in tight loops, on either engine */
+  const char *lim = getenv("NABLA_STEP_LIMIT");
+  if (lim && *lim) nb_vm_set_step_limit(vm, strtoull(lim, NULL, 10));
   return vm;
 }
 
@@ -301,6 +306,8 @@ void nb_vm_free(nb_VM *vm) {
   nbO_collect();
   for (int i = 0; i < vm->npaths; i++) free(vm->paths[i]);
   free(vm->paths); free(vm->mods); free(vm->stack);
+  for (int i = 0; i < vm->nxfalloc; i++) free(vm->xframes[i]);
+  free(vm->xframes); free(vm->xh);
   free(vm->last_name); free(vm->last_msg); free(vm->last_report);
   free(vm);
   nb_state_free(g);

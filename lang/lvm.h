@@ -7,7 +7,10 @@
 ** The core's files, in the order a line of source meets them:
 **   llex.c      tokens                      lparse.c    tokens -> syntax tree
 **   lresolve.c  names -> slots/cells/globals
-**   leval.c     expressions and statements  lcall.c     calls and closures
+**   lcode.c     syntax tree -> bytecode     lexec.c     the bytecode VM
+**               (lopcodes.h; ldis.c prints it)
+**   leval.c     the tree walker: what lcode.c does not compile yet, and
+**               NABLA_ENGINE=walker         lcall.c     calls and closures
 **   lops.c      operators, indexing, fields on values
 **   lobject.c   values, the heap (refcounts, cycle collector), interning
 **   lerror.c    error values and reports    lsession.c  the embedding API
@@ -84,6 +87,8 @@ struct nb_Proto {
   uint32_t src_start, src_end;  /* the text of the `fn ...` form */
   int line;
   int ninner_protos;            /* scratch for the resolver */
+  struct nb_Code *code;         /* the body compiled for the VM (lcode.c), or NULL */
+  const char *vm_why;           /* why it was not compiled (static text), or NULL: not tried yet */
   bool resolved;
 };
 
@@ -221,6 +226,8 @@ struct nb_VM {
   nb_ErrorInfo last; char *last_name, *last_msg, *last_report;
   int echo_flags;
   nb_Value tensor_state;                    /* the libraries' per-VM data (nb_vm_libdata, lapi.c) */
+  void **xframes; int nxf, nxfalloc, capxf; /* the VM's frame pool (lexec.c): in use, allocated, capacity */
+  struct nb_Handler *xh; int nxh, capxh;    /* the VM's try handlers (lexec.c) */
 };
 
 /* resolver (lresolve.c) */
@@ -234,6 +241,8 @@ void nbW_display(nb_VM *vm, nb_Value v);
 /* the evaluator's parts in other files: leval.c evaluates nodes, lcall.c
 ** calls (see its calling convention), lops.c operates on values */
 int  nbV_eval(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out);
+/* at loop back-edges and calls when vm->poll is set: interrupt, collection, step limit */
+int  nbV_poll(nb_VM *vm);
 int  nbV_call_at(nb_VM *vm, nb_Frame *f, const nb_Node *site, nb_Value callee, nb_Value *base, int npos, nb_Str **kw, int nkw, nb_Value *out);
 int  nbV_set_index(nb_VM *vm, nb_Value obj, nb_Value *idx, int nidx, nb_Value v);
 int  nbV_get_field(nb_VM *vm, nb_Value obj, nb_Str *name, nb_Value *out);
@@ -282,6 +291,7 @@ int  nbP_syntax_error(nb_VM *vm, nb_Chunk *c, uint32_t pos, uint32_t end, int li
 /* tensor values: the hooks the evaluator calls for tensor operands: ltvalue.h */
 
 int  nbV_make_closure(nb_VM *vm, nb_Frame *f, nb_Proto *p, nb_Value *out);
+void nbV_box_cells(const nb_Proto *p, nb_Value *base);
 /* the last syntax error when parsing without a VM (for is_complete) */
 extern __thread uint32_t nbP_last_error_pos;
 extern __thread bool nbP_last_error_at_eof;

@@ -103,6 +103,9 @@ char *nb_globals_list(nb_VM *vm);
 /* Drops all user globals (for %reset). */
 void nb_reset(nb_VM *vm);
 const char *nb_version(void);
+/* the bytecode of src's statements and functions (nabla --dis): malloc'd
+** text, or NULL after a syntax error (nb_last_error) */
+char *nb_disassemble(nb_VM *vm, const char *src, size_t len, const char *filename);
 /* where `import` finds the standard library (process-wide) */
 void nb_set_stdlib_dir(const char *dir);
 

@@ -25,6 +25,7 @@ static const char usage[] =
   "       nabla -e CODE             run CODE\n"
   "       nabla run -n N FILE.nbl   run a script on N local workers (SPMD; rank 0 prints)\n"
   "       nabla kernel -f FILE      serve a Jupyter kernel (nabla kernel install: register it)\n"
+  "       nabla --dis FILE.nbl      print the bytecode of FILE's statements and functions\n"
   "       nabla --version | --help\n";
 
 /* The stdlib: $NABLA_STDLIB, else the source tree's (a build-tree binary),
@@ -74,6 +75,24 @@ int main(int argc, char **argv) {
     st = nb_run(vm, argv[2], strlen(argv[2]), "<-e>", 0) ? 1 : 0;
     fflush(stdout);
     if (st) repl_print_error(vm);
+  } else if (argc > 1 && !strcmp(argv[1], "--dis")) {
+    /* the compiler's output for a file, without running it (lang/ldis.c) */
+    size_t len = 0;
+    char *src = NULL;
+    FILE *fp = argc > 2 ? fopen(argv[2], "rb") : NULL;
+    if (fp) {
+      size_t cap = 1 << 16, n;
+      src = malloc(cap);
+      while (src && (n = fread(src + len, 1, cap - len, fp)) > 0) { len += n; if (len == cap) src = realloc(src, cap *= 2); }
+      fclose(fp);
+    }
+    if (!src) { fprintf(stderr, "nabla --dis: cannot read %s\n", argc > 2 ? argv[2] : "(no file given)"); st = 2; }
+    else {
+      char *text = nb_disassemble(vm, src, len, argv[2]);
+      if (text) { fputs(text, stdout); free(text); st = 0; }
+      else { repl_print_error(vm); st = 1; }
+      free(src);
+    }
   } else if (argc > 1 && argv[1][0] == '-' && argv[1][1]) {
     fprintf(stderr, "nabla: unknown option %s\n%s", argv[1], usage);
     st = 2;

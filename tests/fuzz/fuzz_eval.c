@@ -9,9 +9,13 @@
 ** Built only with -Dfuzz=true (clang); see tests/fuzz/meson.build.
 ** Run:  build-fuzz/tests/fuzz/fuzz_eval -max_total_time=60 CORPUS_DIR
 ** (tools/run-tests.sh does this on a temporary copy of tests/fuzz/corpus/).
+** The run goes through the bytecode compiler and VM (the default engine,
+** under the step limit); nb_disassemble then compiles every function of the
+** input, called or not.
 */
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "lang/nabla.h"
 
@@ -49,6 +53,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!vm) return 0;
   nb_vm_set_step_limit(vm, 100000);
   nb_run(vm, (const char *)data, size, "fuzz", 0);
+  /* compile every function and statement of the input, called or not (the
+  ** run compiles a function only when it is first called) */
+  free(nb_disassemble(vm, (const char *)data, size, "fuzz"));
   nb_vm_free(vm);
   return 0;
 }

@@ -1,0 +1,6 @@
+-- fib.lua: the same program as fib.nbl / fib.py, for Lua 5.4 (bench/lang/compare.py)
+local function fib(n)
+  if n < 2 then return n end
+  return fib(n - 1) + fib(n - 2)
+end
+print(fib(27))

@@ -1,0 +1,509 @@
+/*
+** lcode.c — the compiler from the resolved syntax tree to the register
+** bytecode of lopcodes.h (Lua 5.4's lparser.c/lcode.c are the model: one
+** pass, registers allocated as a stack above the locals).
+**
+** Staging.  The compiler covers a growing subset of the node kinds; a
+** function body or top-level statement that contains a node it does not
+** support is not compiled ("unsupported: <what>"), and runs on the tree
+** walker (leval.c) as before.  The proto remembers the reason, and
+** NABLA_VM_STATS=1 prints the count of each at exit.
+**
+** Every instruction records the node the walker would blame for an error at
+** that point (nodes[pc]), so errors carry the same file:line:column, carets
+** and stack traces on both engines.  The resolver's slots are the VM's
+** registers 0 .. nlocals-1, so a frame has one layout for both engines.
+*/
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "lopcodes.h"
+
+#define MAX_JUMPS 256   /* breaks/continues of one loop */
+
+typedef struct Loop {
+  struct Loop *outer;
+  int freereg;                  /* temporaries live when the loop started */
+  int brk[MAX_JUMPS], nbrk;     /* jumps to patch to the exit */
+  int cont[MAX_JUMPS], ncont;   /* jumps to patch to the next iteration */
+  int ntry;                     /* try blocks open when the loop started */
+} Loop;
+
+typedef struct Cs {
+  nb_Code *code;
+  int freereg;
+  bool toplevel;
+  Loop *loop;
+  int ntry;                     /* try blocks open here (a break out of one pops its handler) */
+  const char *why;
+  jmp_buf jb;
+} Cs;
+
+static void unsupported(Cs *c, const char *why) __attribute__((noreturn));
+static void unsupported(Cs *c, const char *why) { c->why = why; longjmp(c->jb, 1); }
+
+static int emit(Cs *c, nb_Instr i, const nb_Node *n) {
+  nb_Code *k = c->code;
+  if (k->ncode == k->capcode) {
+    if (k->ncode >= (1 << 20)) unsupported(c, "unsupported: function too long");
+    k->capcode = k->capcode ? k->capcode * 2 : 32;
+    k->code = realloc(k->code, sizeof *k->code * (size_t)k->capcode);
+    k->nodes = realloc(k->nodes, sizeof *k->nodes * (size_t)k->capcode);
+    if (!k->code || !k->nodes) abort();
+  }
+  k->code[k->ncode] = i;
+  k->nodes[k->ncode] = n;
+  return k->ncode++;
+}
+#define ABC(op, a, b, cc, n) emit(c, MK_ABC(BC_##op, a, b, cc), n)
+#define ABx(op, a, bx, n)    emit(c, MK_ABx(BC_##op, a, bx), n)
+
+static int newreg(Cs *c) {
+  int r = c->freereg++;
+  if (c->freereg > MAX_REGS) unsupported(c, "unsupported: more than 250 registers");
+  if (c->freereg > c->code->nregs) c->code->nregs = c->freereg;
+  return r;
+}
+
+static int addk(Cs *c, nb_Value v) {
+  nb_Code *k = c->code;
+  for (int i = 0; i < k->nk; i++)   /* small tables: a linear search is fine */
+    if (k->k[i].t == v.t && k->k[i].kind == v.kind && memcmp(&k->k[i].u, &v.u, sizeof v.u) == 0) return i;
+  if (k->nk >= MAX_Bx) unsupported(c, "unsupported: more than 65535 constants");
+  if (k->nk == k->capk) {
+    k->capk = k->capk ? k->capk * 2 : 8;
+    k->k = realloc(k->k, sizeof *k->k * (size_t)k->capk);
+    if (!k->k) abort();
+  }
+  nb_incref(v);
+  k->k[k->nk] = v;
+  return k->nk++;
+}
+
+/* jumps: A operand a, offset patched later */
+static int jump(Cs *c, int op, int a, const nb_Node *n) { return emit(c, MK_ABx(op, a, SBX_BIAS), n); }
+static void patch_to(Cs *c, int at, int target) {
+  int off = target - (at + 1);
+  if (off < -SBX_BIAS || off > MAX_Bx - SBX_BIAS) unsupported(c, "unsupported: jump too far");
+  nb_Instr *i = &c->code->code[at];
+  *i = (*i & 0xffff) | (nb_Instr)(off + SBX_BIAS) << 16;
+}
+static void patch_here(Cs *c, int at) { patch_to(c, at, c->code->ncode); }
+
+static void expr(Cs *c, nb_Node *n, int dst);
+static void node(Cs *c, nb_Node *n, int dst);
+
+/* the node's value into a new temporary */
+static int to_temp(Cs *c, nb_Node *n) { int r = newreg(c); expr(c, n, r); return r; }
+
+/* a local's register, read in place (an operand of a binary operator) */
+static bool is_local(const nb_Node *n) { return n->kind == N_NAME && n->vkind == V_LOCAL; }
+/* leaves whose evaluation has no effect and cannot fail: an operand before
+** one of them may be read in place without changing the order of errors */
+static bool is_pure_leaf(const nb_Node *n) { return n->kind == N_NUM || n->kind == N_STR || is_local(n); }
+
+static void load_name(Cs *c, nb_Node *n, int dst) {
+  switch (n->vkind) {
+  case V_LOCAL: ABC(GETL, dst, n->idx, 0, n); return;
+  case V_CELL: ABC(GETCELL, dst, n->idx, 0, n); return;
+  case V_CAP: ABC(GETCAP, dst, n->idx, 0, n); return;
+  case V_GLOBAL:
+    if (n->idx > MAX_Bx) unsupported(c, "unsupported: global slot past 65535");
+    ABx(GETG, dst, n->idx, n); return;
+  default: unsupported(c, "unsupported: unresolved name");
+  }
+}
+
+/* stores the temporary src into the variable named by n (moves it) */
+static void store_name(Cs *c, nb_Node *n, int src, const nb_Node *at) {
+  switch (n->vkind) {
+  case V_LOCAL: ABC(SETL, n->idx, src, 0, at); return;
+  case V_CELL: ABC(SETCELL, n->idx, src, 0, at); return;
+  case V_CAP: ABC(SETCAP, n->idx, src, 0, at); return;
+  case V_GLOBAL:
+    if (n->idx > MAX_Bx) unsupported(c, "unsupported: global slot past 65535");
+    ABx(SETG, src, n->idx, at); return;
+  default: unsupported(c, "unsupported: unresolved name");
+  }
+}
+
+/* expressions that write their destination once, at their end, after
+** reading every operand: these may target a local's register directly */
+static bool writes_once(const nb_Node *n) {
+  switch (n->kind) {
+  case N_NUM: case N_STR: case N_NIL: case N_TRUE: case N_FALSE: case N_NAME:
+  case N_BINARY: case N_NEG: case N_NOT: case N_FIELD: case N_INDEX: case N_RANGE: case N_FN:
+    return true;
+  default: return false;
+  }
+}
+
+/* one index into a new temporary: a slice a:b:c becomes a range */
+static void index_part(Cs *c, nb_Node *k) {
+  int r = newreg(c);
+  if (k->kind != N_SLICE) { expr(c, k, r); return; }
+  int base = c->freereg, p = newreg(c); newreg(c); newreg(c);
+  nb_Node *ps[3] = { k->a, k->b, k->c };
+  for (int j = 0; j < 3; j++) { if (ps[j]) expr(c, ps[j], p + j); else ABC(LOADNIL, p + j, 0, 0, k); }
+  ABC(SLICE, r, p, 0, k);
+  c->freereg = base;
+}
+
+static void call(Cs *c, nb_Node *n, int dst) {
+  int base = c->freereg;
+  for (int i = 0; i < n->nkids; i++) if (n->kids[i]->kind == N_SPREAD) unsupported(c, "unsupported: spread argument");
+  if (n->npos > 255 || n->nkids - n->npos > 255) unsupported(c, "unsupported: more than 255 arguments");
+  /* the result may go straight to dst when dst is the newest temporary */
+  int f = dst >= 0 && dst == c->freereg - 1 && dst >= c->code->nlocals ? (c->freereg--, newreg(c)) : newreg(c);
+  if (n->kind == N_METHOD) {
+    if (n->npos > 254) unsupported(c, "unsupported: more than 254 arguments");
+    int recv = newreg(c);
+    expr(c, n->a, recv);
+  } else if (n->a->kind == N_NAME) load_name(c, n->a, f);
+  else expr(c, n->a, f);
+  for (int i = 0; i < n->nkids; i++) { int r = newreg(c); expr(c, n->kids[i], r); }
+  if (n->kind == N_METHOD) ABC(METHOD, f, n->npos, n->nkids - n->npos, n);
+  else ABC(CALL, f, n->npos, n->nkids - n->npos, n);
+  if (dst >= 0 && dst != f) ABC(SETL, dst, f, 0, n);
+  else if (dst < 0) ABC(CLEAR, f, 0, 0, n);
+  c->freereg = base;
+}
+
+/* the K-operand form of an operator (x + 1, n < 2), or -1 */
+static int kform(int op) {
+  switch (op) {
+  case OP_ADD: return BC_ADDK; case OP_SUB: return BC_SUBK; case OP_MUL: return BC_MULK; case OP_DIV: return BC_DIVK;
+  case OP_EQ: return BC_EQK; case OP_NE: return BC_NEK; case OP_LT: return BC_LTK; case OP_LE: return BC_LEK;
+  case OP_GT: return BC_GTK; case OP_GE: return BC_GEK; default: return -1;
+  }
+}
+
+static void binary(Cs *c, nb_Node *n, int dst) {
+  int base = c->freereg, ra, rb;
+  if (is_local(n->a) && is_pure_leaf(n->b)) ra = n->a->idx;
+  else { ra = newreg(c); expr(c, n->a, ra); }
+  if (n->b->kind == N_NUM && kform(n->op) >= 0) {
+    int k = addk(c, nb_numk(n->b->num, (uint32_t)n->b->idx));
+    if (k < 256) {
+      emit(c, MK_ABC(kform(n->op), dst, ra, k), n);
+      c->freereg = base;
+      return;
+    }
+  }
+  if (is_local(n->b)) rb = n->b->idx;
+  else { rb = newreg(c); expr(c, n->b, rb); }
+  if (n->op >= OP_NONE) unsupported(c, "unsupported: operator");
+  emit(c, MK_ABC(BC_ADD + n->op, dst, ra, rb), n);
+  c->freereg = base;
+}
+
+static void block(Cs *c, nb_Node *n, int dst) {
+  if (n->nkids == 0) { if (dst >= 0) ABC(LOADNIL, dst, 0, 0, n); return; }
+  for (int i = 0; i < n->nkids; i++) {
+    nb_Node *s = n->kids[i];
+    bool last = i == n->nkids - 1;
+    bool valued = (s->flags & NF_EXPRSTMT) || s->kind == N_IF || s->kind == N_TRY;
+    if (last && dst >= 0 && valued) node(c, s, dst);
+    else {
+      node(c, s, -1);
+      if (last && dst >= 0) ABC(LOADNIL, dst, 0, 0, s);
+    }
+  }
+}
+
+static void assign(Cs *c, nb_Node *n, int dst) {
+  nb_Node *t = n->a;
+  int base = c->freereg;
+  if (t->kind == N_NAME) {
+    if (n->op == OP_NONE) {
+      if (t->vkind == V_LOCAL && writes_once(n->b) && !(n->b->kind == N_NAME && n->b->vkind == V_LOCAL && n->b->idx == t->idx)) expr(c, n->b, t->idx);
+      else { int r = to_temp(c, n->b); store_name(c, t, r, n); }
+    } else {
+      int cur = newreg(c), v = newreg(c);
+      expr(c, n->b, v);         /* the value first, as the walker */
+      load_name(c, t, cur);
+      ABC(UPD, cur, v, 0, n);
+      store_name(c, t, cur, n);
+    }
+  } else if (n->op != OP_NONE && (t->kind == N_FIELD || t->kind == N_INDEX)) {
+    if (t->nkids > 8) unsupported(c, "unsupported: more than 8 indices");
+    int obj = to_temp(c, t->a);
+    if (t->kind == N_INDEX) for (int i = 0; i < t->nkids; i++) index_part(c, t->kids[i]);
+    int v = to_temp(c, n->b);
+    ABC(UPDX, obj, v, 0, n);
+  } else if (t->kind == N_FIELD) {
+    int obj = to_temp(c, t->a), v = to_temp(c, n->b);
+    ABC(SETF, obj, v, 0, n);
+  } else if (t->kind == N_INDEX) {
+    if (t->nkids > 8) unsupported(c, "unsupported: more than 8 indices");
+    int obj = to_temp(c, t->a);
+    for (int i = 0; i < t->nkids; i++) index_part(c, t->kids[i]);
+    int v = to_temp(c, n->b);
+    ABC(SETI, obj, v, 0, n);
+  } else unsupported(c, "unsupported: assignment target");
+  c->freereg = base;
+  if (dst >= 0) ABC(LOADNIL, dst, 0, 0, n);
+}
+
+static Loop *enter_loop(Cs *c, Loop *l) { memset(l, 0, sizeof *l); l->outer = c->loop; l->freereg = c->freereg; l->ntry = c->ntry; c->loop = l; return l; }
+static void leave_loop(Cs *c, Loop *l, int cont_target, int exit_target) {
+  for (int i = 0; i < l->nbrk; i++) patch_to(c, l->brk[i], exit_target);
+  for (int i = 0; i < l->ncont; i++) patch_to(c, l->cont[i], cont_target);
+  c->loop = l->outer;
+}
+
+/* for var in it { body }: a numeric loop over a .. range (FORPREP/FORLOOP:
+** no range object), or over any value (ITERPREP/ITERNEXT).  The stepping
+** instruction reads its backward jump from the word after it. */
+static void for_loop(Cs *c, nb_Node *n) {
+  nb_Node *var = n->c, *it = n->a;
+  int base = c->freereg;
+  bool numeric = it->kind == N_RANGE;
+  int s = newreg(c); newreg(c);   /* numeric: counter, bound; else sequence, state, counter */
+  if (numeric) { expr(c, it->a, s); expr(c, it->b, s + 1); }
+  else { newreg(c); expr(c, it, s); }
+  int vreg = var->vkind == V_LOCAL ? var->idx : newreg(c);
+  int prep = jump(c, numeric ? BC_FORPREP : BC_ITERPREP, s, it);
+  Loop l; enter_loop(c, &l);
+  int body = c->code->ncode;
+  if (var->vkind != V_LOCAL) store_name(c, var, vreg, n);
+  node(c, n->b, -1);
+  int step = c->code->ncode;
+  patch_to(c, prep, step);
+  emit(c, MK_ABC(numeric ? BC_FORLOOP : BC_ITERNEXT, s, vreg, 0), n);
+  int j = emit(c, MK_ABx(BC_JMP, 0, SBX_BIAS), n);
+  patch_to(c, j, body);
+  leave_loop(c, &l, step, c->code->ncode);
+  if (!numeric) { ABC(CLEAR, s, 0, 0, n); ABC(CLEAR, s + 1, 0, 0, n); }
+  c->freereg = base;
+}
+
+static void while_loop(Cs *c, nb_Node *n) {
+  int base = c->freereg;
+  emit(c, MK_ABx(BC_LOOP, 0, SBX_BIAS), n);   /* the first iteration's poll */
+  int top = c->code->ncode;
+  Loop l; enter_loop(c, &l);
+  int t = to_temp(c, n->a);
+  int jf = jump(c, BC_JF, t, n->a);
+  c->freereg = base;
+  node(c, n->b, -1);
+  int back = emit(c, MK_ABx(BC_LOOP, 0, SBX_BIAS), n);
+  patch_to(c, back, top);
+  patch_here(c, jf);
+  leave_loop(c, &l, back, c->code->ncode);
+  c->freereg = base;
+}
+
+static void loop_jump(Cs *c, nb_Node *n, bool brk) {
+  Loop *l = c->loop;
+  if (!l) unsupported(c, "unsupported: break outside a loop");
+  for (int r = l->freereg; r < c->freereg; r++) ABC(CLEAR, r, 0, 0, n);
+  for (int t = l->ntry; t < c->ntry; t++) ABC(ENDTRY, 0, 0, 0, n);
+  if ((brk ? l->nbrk : l->ncont) >= MAX_JUMPS) unsupported(c, "unsupported: too many breaks in one loop");
+  int j = jump(c, BC_JMP, 0, n);
+  if (brk) l->brk[l->nbrk++] = j; else l->cont[l->ncont++] = j;
+}
+
+/* a node whose value goes to dst, or is dropped when dst < 0 */
+static void node(Cs *c, nb_Node *n, int dst) {
+  switch (n->kind) {
+  case N_ASSIGN: assign(c, n, dst); return;
+  case N_WHILE: while_loop(c, n); break;
+  case N_FOR: for_loop(c, n); break;
+  case N_BREAK: loop_jump(c, n, true); return;
+  case N_CONTINUE: loop_jump(c, n, false); return;
+  case N_GLOBAL: break;
+  case N_RETURN: {
+    if (c->toplevel) unsupported(c, "unsupported: return at top level");
+    int base = c->freereg, r = newreg(c);
+    if (n->a) expr(c, n->a, r); else ABC(LOADNIL, r, 0, 0, n);
+    ABC(RET, r, 0, 0, n);
+    c->freereg = base;
+    return;
+  }
+  case N_IF: {
+    int base = c->freereg;
+    int t = to_temp(c, n->a);
+    int jf = jump(c, BC_JF, t, n->a);
+    c->freereg = base;
+    node(c, n->b, dst);
+    if (n->c || dst >= 0) {
+      int j = jump(c, BC_JMP, 0, n);
+      patch_here(c, jf);
+      if (n->c) node(c, n->c, dst); else ABC(LOADNIL, dst, 0, 0, n);
+      patch_here(c, j);
+    } else patch_here(c, jf);
+    return;
+  }
+  case N_BLOCK: block(c, n, dst); return;
+  default:
+    if (dst >= 0) { expr(c, n, dst); return; }
+    if (n->kind == N_CALL) { call(c, n, -1); return; }
+    int base = c->freereg, r = newreg(c);
+    expr(c, n, r);
+    ABC(CLEAR, r, 0, 0, n);
+    c->freereg = base;
+    return;
+  }
+  if (dst >= 0) ABC(LOADNIL, dst, 0, 0, n);
+}
+
+/* an expression's value into register dst */
+static void expr(Cs *c, nb_Node *n, int dst) {
+  int base = c->freereg;
+  switch ((nb_NodeKind)n->kind) {
+  case N_NUM: ABx(LOADK, dst, addk(c, nb_numk(n->num, (uint32_t)n->idx)), n); return;
+  case N_STR: ABx(LOADK, dst, addk(c, nb_strv(n->str)), n); return;
+  case N_NIL: ABC(LOADNIL, dst, 0, 0, n); return;
+  case N_TRUE: ABC(LOADBOOL, dst, 1, 0, n); return;
+  case N_FALSE: ABC(LOADBOOL, dst, 0, 0, n); return;
+  case N_NAME: load_name(c, n, dst); return;
+  case N_BINARY: binary(c, n, dst); return;
+  case N_NEG: case N_NOT: {
+    int r = to_temp(c, n->a);
+    emit(c, MK_ABC(n->kind == N_NEG ? BC_NEG : BC_NOT, dst, r, 0), n);
+    c->freereg = base;
+    return;
+  }
+  case N_AND: case N_OR:
+    expr(c, n->a, dst);
+    { int j = jump(c, n->kind == N_AND ? BC_JFK : BC_JTK, dst, n->a);
+      expr(c, n->b, dst);
+      patch_here(c, j); }
+    return;
+  case N_CALL: case N_METHOD: call(c, n, dst); return;
+  case N_RANGE: {
+    int r = to_temp(c, n->a); to_temp(c, n->b);
+    ABC(RANGE, dst, r, 0, n);
+    c->freereg = base;
+    return;
+  }
+  case N_FIELD: {
+    int r = to_temp(c, n->a);
+    ABC(GETF, dst, r, 0, n);
+    c->freereg = base;
+    return;
+  }
+  case N_INDEX: {
+    if (n->nkids > 8) unsupported(c, "unsupported: more than 8 indices");
+    int r = to_temp(c, n->a);
+    for (int i = 0; i < n->nkids; i++) index_part(c, n->kids[i]);
+    ABC(GETI, dst, r, 0, n);
+    c->freereg = base;
+    return;
+  }
+  case N_LIST: case N_REC: case N_INTERP: {
+    if (n->nkids > MAX_REGS / 2) unsupported(c, "unsupported: literal with many items");
+    int r = newreg(c);
+    for (int i = 0; i < n->nkids; i++) {
+      int k = newreg(c);
+      if (!(n->kind == N_INTERP && n->kids[i]->kind == N_STR)) expr(c, n->kids[i], k);
+    }
+    emit(c, MK_ABC(n->kind == N_LIST ? BC_LIST : n->kind == N_REC ? BC_REC : BC_INTERP, r, 0, 0), n);
+    if (r != dst) ABC(SETL, dst, r, 0, n);
+    c->freereg = base;
+    return;
+  }
+  case N_FN: ABC(CLOSURE, dst, 0, 0, n); return;
+  case N_IF: case N_BLOCK: case N_ASSIGN: case N_WHILE: case N_FOR: case N_RETURN:
+  case N_BREAK: case N_CONTINUE: case N_GLOBAL:
+    node(c, n, dst); return;
+  case N_TRY: {
+    int h = newreg(c);
+    int t = jump(c, BC_TRY, h, n);
+    c->ntry++;
+    expr(c, n->a, dst);
+    c->ntry--;
+    ABC(ENDTRY, 0, 0, 0, n);
+    int j = jump(c, BC_JMP, 0, n);
+    patch_here(c, t);
+    if (n->c) store_name(c, n->c, h, n); else ABC(CLEAR, h, 0, 0, n);
+    expr(c, n->b, dst);
+    patch_here(c, j);
+    c->freereg = base;
+    return;
+  }
+  case N_IMPORT: {
+    int r = newreg(c);
+    ABC(IMPORT, r, 0, 0, n);
+    store_name(c, n->a, r, n);
+    c->freereg = base;
+    if (dst >= 0) ABC(LOADNIL, dst, 0, 0, n);
+    return;
+  }
+  case N_NOGRAD: unsupported(c, "unsupported: no_grad");
+  case N_AUTOCAST: unsupported(c, "unsupported: autocast");
+  case N_SLICE: unsupported(c, "unsupported: slice");
+  case N_SPREAD: unsupported(c, "unsupported: spread argument");
+  }
+  unsupported(c, "unsupported: unknown node");
+}
+
+void nbX_code_free(nb_Code *k) {
+  if (!k) return;
+  for (int i = 0; i < k->nk; i++) nb_decref(k->k[i]);
+  free(k->k); free(k->code); free(k->nodes); free(k);
+}
+
+static nb_Code *compile(nb_Chunk *chunk, nb_Node *body, int nlocals, bool toplevel, const char *name, const char **why) {
+  Cs cs; memset(&cs, 0, sizeof cs);
+  Cs *c = &cs;   /* the emit macros' name */
+  nb_Code *volatile k = calloc(1, sizeof *k);
+  if (!k) abort();
+  cs.code = k; k->chunk = chunk; k->name = name;
+  k->nlocals = nlocals; k->nregs = nlocals;
+  cs.freereg = nlocals; cs.toplevel = toplevel;
+  if (nlocals > MAX_REGS) { *why = "unsupported: more than 250 locals"; nbX_code_free(k); return NULL; }
+  if (setjmp(cs.jb)) { *why = cs.why; nbX_code_free(k); return NULL; }
+  int r = newreg(c);
+  if (toplevel) { node(c, body, r); ABC(RET, r, 0, 0, body); }
+  else { expr(c, body, r); ABC(RET, r, 0, 0, body); }
+  return k;
+}
+
+nb_Code *nbX_proto_code(nb_VM *vm, nb_Proto *p) {
+  (void)vm;
+  if (p->code || p->vm_why) return p->code;
+  if (!nbX_enabled()) { p->vm_why = "engine: walker"; return NULL; }
+  const char *why = NULL;
+  p->code = compile(p->chunk, p->body, p->nlocals, false, nbP_proto_name(p), &why);
+  if (!p->code) { p->vm_why = why; nbX_count_fallback(why); }
+  else nbX_count_compiled();
+  return p->code;
+}
+
+nb_Code *nbX_compile_stmt(nb_VM *vm, nb_Chunk *chunk, nb_Node *stmt, const char **why) {
+  (void)vm;
+  return compile(chunk, stmt, 0, true, "<main>", why);
+}
+
+/* ---------------------------------------------------------------- engine */
+static int engine = -1;   /* 1: vm, 0: walker */
+bool nbX_enabled(void) {
+  if (engine < 0) { const char *e = getenv("NABLA_ENGINE"); engine = !(e && strcmp(e, "walker") == 0); }
+  return engine == 1;
+}
+
+/* fallback reasons, counted for NABLA_VM_STATS=1 (reasons are static strings) */
+static struct { const char *why; long n; } reasons[64];
+static long ncompiled;
+static void print_stats(void) {
+  fprintf(stderr, "vm: %ld units compiled\n", ncompiled);
+  for (int i = 0; i < 64 && reasons[i].why; i++) fprintf(stderr, "vm: fallback %6ld  %s\n", reasons[i].n, reasons[i].why);
+}
+static void stats_init(void) {
+  static bool done;
+  if (done) return;
+  done = true;
+  const char *s = getenv("NABLA_VM_STATS");
+  if (s && *s && strcmp(s, "0")) atexit(print_stats);
+}
+void nbX_count_compiled(void) { stats_init(); ncompiled++; }
+void nbX_count_fallback(const char *why) {
+  stats_init();
+  for (int i = 0; i < 64; i++) {
+    if (!reasons[i].why) reasons[i].why = why;
+    if (reasons[i].why == why || strcmp(reasons[i].why, why) == 0) { reasons[i].n++; return; }
+  }
+}

@@ -1,0 +1,694 @@
+/*
+** lexec.c — the register VM: runs the bytecode lcode.c compiles (Lua 5.4's
+** lvm.c is the model).  Computed-goto dispatch under GCC/clang, a switch
+** otherwise.  Numbers are unboxed; int/float arithmetic and comparisons are
+** inline, everything else goes to the same helpers the walker calls (lops.c,
+** lcall.c), so both engines give the same results and the same errors.
+**
+** Calls.  A call from VM code to a compiled nabla function whose arguments
+** bind positionally pushes a frame (XFrame) and continues in this loop: no C
+** recursion, so deep recursion is bounded by vm->max_depth and the VM stack
+** alone (the same RecursionError as the walker).  Any other call (builtins,
+** keywords, defaults, variadics, functions the compiler does not support yet)
+** goes through nbV_call_at, which may come back here for the callee's body.
+**
+** Errors.  An instruction that fails jumps to `error`: the error is pointed
+** at the instruction's node (code->nodes), unless a deeper one already was,
+** and each VM frame unwound adds the stack-trace entry call_func would, so
+** the report is the walker's, caret for caret.
+**
+** References follow lopcodes.h's invariant: a temporary's reference is moved
+** out by its user; a register write drops the old value.
+*/
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "lopcodes.h"
+
+typedef struct XFrame {
+  nb_Frame f;                 /* what the rest of the core sees (vm->frame) */
+  nb_Code *code;              /* the callee's */
+  nb_Code *ccode; nb_Value *cR; const nb_Instr *cpc;   /* the caller's, to resume */
+} XFrame;
+
+/* frames come from a per-VM pool (stable addresses: vm->frame points in),
+** so a call allocates nothing once the pool has grown to the depth used */
+static XFrame *push_frame(nb_VM *vm) {
+  if (vm->nxf == vm->capxf) {
+    int cap = vm->capxf ? vm->capxf * 2 : 16;
+    void **a = realloc(vm->xframes, sizeof *a * (size_t)cap);
+    if (!a) abort();
+    vm->xframes = a; vm->capxf = cap;
+  }
+  if (vm->nxf == vm->nxfalloc) {
+    vm->xframes[vm->nxfalloc] = malloc(sizeof(XFrame));
+    if (!vm->xframes[vm->nxfalloc]) abort();
+    vm->nxfalloc++;
+  }
+  return vm->xframes[vm->nxf++];
+}
+
+static const char *frame_name(const nb_Frame *f) { return f->fn ? nbP_proto_name(f->fn->proto) : "<main>"; }
+
+/* Back in a caller after a call at register ca: everything above ca was the
+** callee's window and whatever ran above it (a builtin's callbacks reach
+** past the callee's own registers), so those registers hold nothing the
+** caller owns, only stale bits: they are emptied without a drop. */
+static inline void forget_above(nb_Value *R, int ca, int nregs) {
+  for (int k = ca + 1; k < nregs; k++) { uint64_t z = 0; memcpy(&R[k], &z, sizeof z); }
+}
+
+static void clear_regs(nb_Value *R, int from, int to) {
+  for (int k = from; k < to; k++) { nb_Value v = R[k]; R[k] = nb_nil(); nb_decref(v); }
+}
+
+/* a temporary register is consumed by its user; locals are only read */
+#define IS_TEMP(r) ((r) >= code->nlocals)
+static inline void drop(nb_Value *R, int r, int nlocals) {
+  if (r >= nlocals) { nb_Value v = R[r]; R[r] = nb_nil(); nb_decref(v); }
+}
+
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the tag word puts t in its low half");
+static inline void put_num(nb_Value *out, uint64_t tag, double x) { memcpy(out, &tag, sizeof tag); out->u.n = x; }
+
+/* ------------------------------------------------------------ slow paths */
+static int undefined(nb_VM *vm, const nb_Node *n, bool global) {
+  if (global) return nb_error_kind(vm, "NameError", "undefined variable '%s'", n->str->data);
+  return nb_error_kind(vm, "NameError", "variable '%s' is used before it is assigned", n->str->data);
+}
+
+static int get_global_slow(nb_VM *vm, const nb_Node *n, nb_Value *out) {
+  if (n->bidx >= 0) {   /* an unassigned global falls back to the builtin (as load_var) */
+    const nb_Builtin *b = nbC_at(n->bidx);
+    if (!b->fn) {
+      if (b->value) return b->value(vm, out);
+      *out = nb_flt(strtod(b->params, NULL)); return NB_OK;
+    }
+    *out = nb_builtinv(b); return NB_OK;
+  }
+  return undefined(vm, n, true);
+}
+
+/* a binary operator on anything but two numbers; operands read in place
+** from a local may be unassigned (the walker's order: a, then b) */
+static int binop_slow(nb_VM *vm, const nb_Node *n, nb_Value *R, int nlocals, int op, int a, int b, int dst) {
+  if (R[a].t == NB_TUNDEF) { int st = undefined(vm, n->a, false); nbE_locate(vm, vm->frame->chunk, n->a); return st; }
+  if (R[b].t == NB_TUNDEF) { int st = undefined(vm, n->b, false); nbE_locate(vm, vm->frame->chunk, n->b); return st; }
+  nb_Value r;
+  int st;
+  if (R[a].t == NB_TNUM && R[b].t == NB_TNUM && (op == OP_MOD || op == OP_POW || op == OP_IDIV)) { r = nbV_num_arith(op, R[a], R[b]); st = NB_OK; }
+  else st = nbV_binop(vm, op, R[a], R[b], &r);
+  drop(R, a, nlocals);
+  if (b != a) drop(R, b, nlocals);
+  if (st) return st;
+  nb_store(&R[dst], r);
+  return NB_OK;
+}
+
+/* R[a] op K, not two numbers */
+static int binop_k(nb_VM *vm, const nb_Node *n, nb_Value *R, int nlocals, int op, int a, nb_Value k, int dst) {
+  if (R[a].t == NB_TUNDEF) { int st = undefined(vm, n->a, false); nbE_locate(vm, vm->frame->chunk, n->a); return st; }
+  nb_Value r;
+  int st = nbV_binop(vm, op, R[a], k, &r);
+  drop(R, a, nlocals);
+  if (st) return st;
+  nb_store(&R[dst], r);
+  return NB_OK;
+}
+static int kop(int bc) {
+  static const int ops[] = { OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_EQ, OP_NE, OP_LT, OP_LE, OP_GT, OP_GE };
+  return ops[bc - BC_ADDK];
+}
+
+static const char *update_name(int op) {
+  switch (op) {
+  case OP_ADD: return "+="; case OP_SUB: return "-="; case OP_MUL: return "*=";
+  case OP_DIV: return "/="; case OP_IDIV: return "//="; default: return "update";
+  }
+}
+
+/* R[a] op= R[b] for `x op= v`: a tensor is updated in place (nbT_update) */
+static int update(nb_VM *vm, const nb_Node *n, nb_Value *R, int a, int b) {
+  nb_Value cur = R[a], v = R[b];
+  R[b] = nb_nil();
+  int st;
+  if (cur.t == NB_TTENSOR) st = nbT_update(vm, n->op, update_name(n->op), cur, v);
+  else if (cur.t == NB_TNUM && v.t == NB_TNUM) { R[a] = nbV_num_arith(n->op, cur, v); st = NB_OK; }
+  else { nb_Value r; st = nbV_binop(vm, n->op, cur, v, &r); if (!st) nb_store(&R[a], r); }
+  nb_decref(v);
+  return st;
+}
+
+static int make_list(nb_VM *vm, const nb_Node *n, nb_Value *R, int a) {
+  nb_List *l = nbL_new(n->nkids);
+  bool numeric = n->nkids > 0, nested = n->nkids > 0;
+  for (int i = 0; i < n->nkids; i++) {
+    nb_Value v = R[a + 1 + i]; R[a + 1 + i] = nb_nil();
+    if (v.t != NB_TNUM && v.t != NB_TBOOL) numeric = false;
+    if (!(v.t == NB_TTENSOR && n->kids[i]->kind == N_LIST)) nested = false;
+    nbL_push(l, v);
+  }
+  nb_Value lv = nb_obj(NB_TLIST, l);
+  if (numeric || nested) {
+    nb_Value t;
+    int st = nbT_literal(vm, lv, &t);
+    nb_decref(lv);
+    if (st) return st;
+    lv = t;
+  }
+  nb_store(&R[a], lv);
+  return NB_OK;
+}
+
+static int make_rec(const nb_Node *n, nb_Value *R, int a) {
+  nb_Rec *r = nbR_new(n->nkids);
+  for (int i = 0; i < n->nkids; i++) { nbR_set(r, n->names[i], R[a + 1 + i]); R[a + 1 + i] = nb_nil(); }
+  nb_store(&R[a], nb_obj(NB_TREC, r));
+  return NB_OK;
+}
+
+static int interp(nb_VM *vm, const nb_Node *n, nb_Value *R, int a) {
+  nb_Buf b = {0};
+  for (int i = 0; i < n->nkids; i++) {
+    nb_Node *k = n->kids[i];
+    if (k->kind == N_STR) { nbB_add(&b, k->str->data, k->str->len); continue; }
+    if (b.n <= NB_MAX_STR) nb_tostring(&b, R[a + 1 + i], false);
+  }
+  clear_regs(R, a + 1, a + 1 + n->nkids);
+  nb_Value v;
+  int st = nbS_from_buf(vm, "string interpolation", &b, &v);
+  nbB_free(&b);
+  if (!st) nb_store(&R[a], v);
+  return st;
+}
+
+static int make_range(nb_VM *vm, nb_Value *R, int dst, int b) {
+  nb_Value x = R[b], y = R[b + 1];
+  if (x.t != NB_TNUM || y.t != NB_TNUM) {
+    nb_error_kind(vm, "TypeError", "range bounds must be numbers, got %s and %s", nb_typename(x), nb_typename(y));
+    clear_regs(R, b, b + 2);
+    return NB_ERR;
+  }
+  nb_store(&R[dst], nb_obj(NB_TRANGE, nbG_range_k(x.u.n, y.u.n, 1, x.kind, y.kind)));
+  return NB_OK;
+}
+
+static int get_index(nb_VM *vm, const nb_Node *n, nb_Value *R, int dst, int b) {
+  nb_Value r;
+  int st = nbV_index(vm, R[b], &R[b + 1], n->nkids, &r);
+  clear_regs(R, b, b + 1 + n->nkids);
+  if (!st) nb_store(&R[dst], r);
+  return st;
+}
+
+static int set_index(nb_VM *vm, const nb_Node *n, nb_Value *R, int a, int b) {
+  int st = nbV_set_index(vm, R[a], &R[a + 1], n->a->nkids, R[b]);
+  clear_regs(R, a, a + 1 + n->a->nkids);
+  clear_regs(R, b, b + 1);
+  return st;
+}
+
+static int get_field(nb_VM *vm, const nb_Node *n, nb_Value *R, int dst, int b) {
+  nb_Value r;
+  int st = nbV_get_field(vm, R[b], n->str, &r);
+  clear_regs(R, b, b + 1);
+  if (!st) nb_store(&R[dst], r);
+  return st;
+}
+
+static int set_field(nb_VM *vm, const nb_Node *n, nb_Value *R, int a, int b) {
+  int st = nbV_set_field(vm, R[a], n->a->str, R[b]);
+  clear_regs(R, a, a + 1); clear_regs(R, b, b + 1);
+  return st;
+}
+
+static int negate(nb_VM *vm, nb_Value *R, int dst, int b) {
+  nb_Value a = R[b], r;
+  int st = NB_OK;
+  if (a.t == NB_TNUM) r = nb_numk(-a.u.n, a.kind);
+  else if (a.t == NB_TTENSOR) st = nbT_neg(vm, a, &r);
+  else st = nb_error_kind(vm, "TypeError", "cannot negate a %s", nb_typename(a));
+  clear_regs(R, b, b + 1);
+  if (!st) nb_store(&R[dst], r);
+  return st;
+}
+
+/* a.name(args): a record's field or a module's member is called as is;
+** otherwise name is looked up like a variable and called as name(a, args)
+** (as the walker's eval_method).  *self: whether the receiver stays. */
+static int method_callee(nb_VM *vm, nb_Frame *f, const nb_Node *n, nb_Value recv, nb_Value *callee, bool *self) {
+  int i;
+  *self = false;
+  if (recv.t == NB_TREC && (i = nbR_find(nb_rec(recv), n->str)) >= 0) { *callee = nb_rec(recv)->vals[i]; nb_incref(*callee); return NB_OK; }
+  if (recv.t == NB_TMODULE && (i = nbM_global_find(recv.u.p, n->str->data, n->str->len)) >= 0 && ((nb_Module *)recv.u.p)->vals[i].t != NB_TUNDEF) {
+    *callee = ((nb_Module *)recv.u.p)->vals[i]; nb_incref(*callee); return NB_OK;
+  }
+  *self = true;
+  nb_Value v = nb_undef();
+  switch (n->vkind) {
+  case V_LOCAL: v = f->locals[n->idx]; break;
+  case V_CELL: v = ((nb_Cell *)f->locals[n->idx].u.p)->v; break;
+  case V_CAP: v = f->fn->caps[n->idx]->v; break;
+  case V_GLOBAL:
+    v = f->mod->vals[n->idx];
+    if (v.t == NB_TUNDEF && n->bidx >= 0) {
+      if (get_global_slow(vm, n, callee) == NB_OK) return NB_OK;
+      nb_decref(vm->err); vm->err = nb_nil(); vm->err_located = false;
+    }
+    break;
+  default: break;
+  }
+  if (v.t == NB_TUNDEF)
+    return nb_error_kind(vm, "NameError", "a %s has no method '%s' (no field, and no function of that name)", nb_typename(recv), n->str->data);
+  nb_incref(v); *callee = v;
+  return NB_OK;
+}
+
+/* x.name op= v, x[i...] op= v (eval_assign's rule: a tensor read from a
+** field, or from an index of a non-tensor, is updated in place) */
+static int update_x(nb_VM *vm, const nb_Node *n, nb_Value *R, int a, int b) {
+  const nb_Node *t = n->a;
+  int nidx = t->kind == N_INDEX ? t->nkids : 0;
+  nb_Value obj = R[a], v = R[b], cur;
+  int st = t->kind == N_INDEX ? nbV_index(vm, obj, &R[a + 1], nidx, &cur) : nbV_get_field(vm, obj, t->str, &cur);
+  if (!st) {
+    if (cur.t == NB_TTENSOR && !(t->kind == N_INDEX && obj.t == NB_TTENSOR)) {
+      st = nbT_update(vm, n->op, update_name(n->op), cur, v);
+      nb_decref(cur);
+    } else {
+      nb_Value r;
+      st = nbV_binop(vm, n->op, cur, v, &r);
+      nb_decref(cur);
+      if (!st) {
+        st = t->kind == N_INDEX ? nbV_set_index(vm, obj, &R[a + 1], nidx, r) : nbV_set_field(vm, obj, t->str, r);
+        nb_decref(r);
+      }
+    }
+  }
+  clear_regs(R, a, a + 1 + nidx);
+  clear_regs(R, b, b + 1);
+  return st;
+}
+
+static int make_slice(nb_VM *vm, const nb_Node *k, nb_Value *R, int dst, int b) {
+  double part[3] = { NAN, NAN, NAN };
+  const nb_Node *ps[3] = { k->a, k->b, k->c };
+  int st = NB_OK;
+  for (int j = 0; j < 3 && !st; j++) {
+    nb_Value v = R[b + j];
+    if (v.t == NB_TNIL) continue;
+    if (v.t != NB_TNUM) { nb_error_kind(vm, "TypeError", "slice bounds must be numbers, got %s", nb_typename(v)); nbE_locate(vm, vm->frame->chunk, ps[j]); st = NB_ERR; break; }
+    part[j] = v.u.n;
+  }
+  clear_regs(R, b, b + 3);
+  if (!st) nb_store(&R[dst], nb_obj(NB_TRANGE, nbG_range(part[0], part[1], part[2])));
+  return st;
+}
+
+/* for x in seq: R[a] the sequence, R[a+1] its state (an iterator's __next,
+** a range's length), R[a+2] the counter */
+static int iter_prep(nb_VM *vm, nb_Value *R, int a) {
+  nb_Value seq = R[a];
+  R[a + 2] = nb_int(0);
+  if (seq.t == NB_TREC && nbR_find_cstr(nb_rec(seq), "__next") >= 0) {
+    nb_Value next = nbR_get_cstr(nb_rec(seq), "__next");
+    nb_incref(next);
+    nb_store(&R[a + 1], next);
+    return NB_OK;
+  }
+  switch (seq.t) {
+  case NB_TRANGE: nb_store(&R[a + 1], nb_flt(nbG_range_len(seq.u.p))); return NB_OK;
+  case NB_TLIST: case NB_TSTR: case NB_TREC: case NB_TTENSOR: nb_store(&R[a + 1], nb_nil()); return NB_OK;
+  default: return nb_error_kind(vm, "TypeError", "cannot iterate over a %s", nb_typename(seq));
+  }
+}
+
+/* the next item (1), the end (0), or an error (-1, located: the poll at
+** the loop node n, fetching at its sequence n->a) */
+static int iter_next(nb_VM *vm, const nb_Node *n, nb_Value *R, int a, nb_Value *item) {
+  nb_Value seq = R[a];
+  double k = R[a + 2].u.n;
+  R[a + 2].u.n = k + 1;
+  if (seq.t == NB_TREC && R[a + 1].t != NB_TNIL) {   /* an iterator */
+    if (vm->poll && nbV_poll(vm)) { nbE_locate(vm, vm->frame->chunk, n); return -1; }
+    if (nbV_call(vm, R[a + 1], &seq, 1, item)) { if (!vm->err_located) nbE_locate(vm, vm->frame->chunk, n->a); return -1; }
+    return item->t != NB_TNIL;
+  }
+  switch (seq.t) {
+  case NB_TRANGE: {
+    nb_Range *r = seq.u.p;
+    if (k >= R[a + 1].u.n) return 0;
+    if (vm->poll && nbV_poll(vm)) { nbE_locate(vm, vm->frame->chunk, n); return -1; }
+    *item = nb_numk(r->start + k * r->step, r->kind);
+    return 1;
+  }
+  case NB_TLIST: if (k >= nb_list(seq)->n) return 0; *item = nb_list(seq)->items[(long)k]; nb_incref(*item); break;
+  case NB_TSTR: if (k >= nb_str(seq)->len) return 0; *item = nb_strv(nbS_new(nb_str(seq)->data + (long)k, 1)); break;
+  case NB_TREC: if (k >= nb_rec(seq)->n) return 0; *item = nb_strv(nb_rec(seq)->keys[(long)k]); nb_incref(*item); break;
+  default: {
+    double len;
+    if (nbT_len(vm, seq, &len)) { nbE_locate(vm, vm->frame->chunk, n->a); return -1; }
+    if (k >= (long)len) return 0;
+    nb_Value kv = nb_int(k);
+    if (nbT_index(vm, seq, &kv, 1, item)) { nbE_locate(vm, vm->frame->chunk, n->a); return -1; }
+  }
+  }
+  if (vm->poll && nbV_poll(vm)) { nb_decref(*item); nbE_locate(vm, vm->frame->chunk, n); return -1; }
+  return 1;
+}
+
+static void push_handler(nb_VM *vm, const nb_Instr *pc, int reg) {
+  if (vm->nxh == vm->capxh) {
+    vm->capxh = vm->capxh ? vm->capxh * 2 : 16;
+    vm->xh = realloc(vm->xh, sizeof *vm->xh * (size_t)vm->capxh);
+    if (!vm->xh) abort();
+  }
+  vm->xh[vm->nxh++] = (nb_Handler){ pc, reg, vm->nxf, vm->depth };
+}
+
+static int truthy_slow(nb_VM *vm, nb_Value v, bool *t) { return nbV_truthy(vm, v, t); }
+
+/* ------------------------------------------------------------ the loop */
+int nbX_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *out) {
+  nb_Value *sp0 = vm->sp;
+  if (R0 + code0->nregs > vm->stack_end)
+    return nb_error_kind(vm, "RecursionError", "stack overflow (calls nested more than %d deep)", vm->depth);
+  for (int k = code0->nlocals; k < code0->nregs; k++) { uint64_t z = 0; memcpy(&R0[k], &z, sizeof z); }
+  vm->sp = R0 + code0->nregs;
+
+  nb_Frame *f = f0;
+  nb_Code *code = code0;
+  nb_Value *R = R0;
+  const nb_Value *K = code->k;
+  const nb_Instr *pc = code->code;
+  nb_Instr i;
+  int st, ca, cnpos, cnkw;   /* a call's callee register and argument counts (CALL, METHOD) */
+  int xhbase = vm->nxh;      /* handlers above this one are this invocation's */
+#define NODE (code->nodes[pc - 1 - code->code])
+#define A GET_A(i)
+#define B GET_B(i)
+#define C GET_C(i)
+#define RA R[GET_A(i)]
+#define CHECK(x) do { if (__builtin_expect((x) != 0, 0)) goto error; } while (0)
+
+#if defined(__GNUC__)
+  static const void *const disp[BC__COUNT] = {
+#define X(name, ops, doc) &&L_##name,
+    NB_OPCODES(X)
+#undef X
+  };
+#define CASE(name) L_##name:
+#define NEXT do { i = *pc++; goto *disp[GET_OP(i)]; } while (0)
+  NEXT;
+#else
+#define CASE(name) case BC_##name:
+#define NEXT continue
+  for (;;) {
+    i = *pc++;
+    switch (GET_OP(i)) {
+#endif
+
+  CASE(LOADK) { nb_Value v = K[GET_Bx(i)]; nb_incref(v); nb_store(&RA, v); NEXT; }
+  CASE(LOADNIL) { nb_store(&RA, nb_nil()); NEXT; }
+  CASE(LOADBOOL) { nb_store(&RA, nb_bool(B != 0)); NEXT; }
+  CASE(GETL) {
+    nb_Value v = R[B];
+    if (__builtin_expect(v.t == NB_TUNDEF, 0)) { undefined(vm, NODE, false); goto error; }
+    nb_incref(v); nb_store(&RA, v); NEXT;
+  }
+  CASE(SETL) { nb_Value v = R[B]; R[B] = nb_nil(); nb_store(&RA, v); NEXT; }
+  CASE(GETCELL) {
+    nb_Value v = ((nb_Cell *)R[B].u.p)->v;
+    if (v.t == NB_TUNDEF) { undefined(vm, NODE, false); goto error; }
+    nb_incref(v); nb_store(&RA, v); NEXT;
+  }
+  CASE(SETCELL) { nb_Value v = R[B]; R[B] = nb_nil(); nb_store(&((nb_Cell *)RA.u.p)->v, v); NEXT; }
+  CASE(GETCAP) {
+    nb_Value v = f->fn->caps[B]->v;
+    if (v.t == NB_TUNDEF) { undefined(vm, NODE, false); goto error; }
+    nb_incref(v); nb_store(&RA, v); NEXT;
+  }
+  CASE(SETCAP) { nb_Value v = R[B]; R[B] = nb_nil(); nb_store(&f->fn->caps[A]->v, v); NEXT; }
+  CASE(GETG) {
+    nb_Value v = f->mod->vals[GET_Bx(i)];
+    if (__builtin_expect(v.t == NB_TUNDEF, 0)) CHECK(get_global_slow(vm, NODE, &v));
+    else nb_incref(v);
+    nb_store(&RA, v); NEXT;
+  }
+  CASE(SETG) { nb_Value v = RA; RA = nb_nil(); nb_store(&f->mod->vals[GET_Bx(i)], v); NEXT; }
+
+#define TAGOF(x, y) ((uint64_t)NB_TNUM | (uint64_t)((x)->kind | (y)->kind) << 32)
+#define ARITH(name, e) CASE(name) { \
+    nb_Value *a = &R[B], *b = &R[C]; \
+    if (__builtin_expect(a->t == NB_TNUM && b->t == NB_TNUM, 1)) { \
+      double x = a->u.n, y = b->u.n; uint64_t tag = TAGOF(a, b); nb_Value old = RA; \
+      put_num(&RA, tag, e); nb_decref(old); NEXT; } \
+    goto binop; }
+#define COMPARE(name, e) CASE(name) { \
+    nb_Value *a = &R[B], *b = &R[C]; \
+    if (__builtin_expect(a->t == NB_TNUM && b->t == NB_TNUM, 1)) { \
+      double x = a->u.n, y = b->u.n; bool t = (e); nb_Instr nx = *pc; \
+      if (GET_OP(nx) == BC_JF && GET_A(nx) == A) { pc++; if (!t) pc += GET_sBx(nx); NEXT; } \
+      nb_Value old = RA; RA = nb_bool(t); nb_decref(old); NEXT; } \
+    goto binop; }
+#define ARITHK(name, e) CASE(name) { \
+    nb_Value *a = &R[B]; const nb_Value *b = &K[C]; \
+    if (__builtin_expect(a->t == NB_TNUM, 1)) { \
+      double x = a->u.n, y = b->u.n; uint64_t tag = TAGOF(a, b); nb_Value old = RA; \
+      put_num(&RA, tag, e); nb_decref(old); NEXT; } \
+    goto binopk; }
+/* a comparison followed by the JF that tests it jumps at once (the
+** temporary it would have written is dead) */
+#define COMPAREK(name, e) CASE(name) { \
+    nb_Value *a = &R[B]; const nb_Value *b = &K[C]; \
+    if (__builtin_expect(a->t == NB_TNUM, 1)) { \
+      double x = a->u.n, y = b->u.n; bool t = (e); nb_Instr nx = *pc; \
+      if (GET_OP(nx) == BC_JF && GET_A(nx) == A) { pc++; if (!t) pc += GET_sBx(nx); NEXT; } \
+      nb_Value old = RA; RA = nb_bool(t); nb_decref(old); NEXT; } \
+    goto binopk; }
+  ARITHK(ADDK, x + y)
+  ARITHK(SUBK, x - y)
+  ARITHK(MULK, x * y)
+  CASE(DIVK) { nb_Value *a = &R[B];
+    if (a->t == NB_TNUM) { double x = a->u.n / K[C].u.n; nb_Value old = RA; RA = nb_flt(x); nb_decref(old); NEXT; }
+    goto binopk; }
+  COMPAREK(EQK, x == y)
+  COMPAREK(NEK, x != y)
+  COMPAREK(LTK, x < y)
+  COMPAREK(LEK, x <= y)
+  COMPAREK(GTK, x > y)
+  COMPAREK(GEK, x >= y)
+  binopk:
+    CHECK(binop_k(vm, NODE, R, code->nlocals, kop(GET_OP(i)), B, K[C], A));
+    NEXT;
+  ARITH(ADD, x + y)
+  ARITH(SUB, x - y)
+  ARITH(MUL, x * y)
+  CASE(DIV) { nb_Value *a = &R[B], *b = &R[C];
+    if (a->t == NB_TNUM && b->t == NB_TNUM) { double x = a->u.n / b->u.n; nb_Value old = RA; RA = nb_flt(x); nb_decref(old); NEXT; }
+    goto binop; }
+  COMPARE(EQ, x == y)
+  COMPARE(NE, x != y)
+  COMPARE(LT, x < y)
+  COMPARE(LE, x <= y)
+  COMPARE(GT, x > y)
+  COMPARE(GE, x >= y)
+  CASE(MOD) CASE(POW) CASE(MATMUL) CASE(IDIV)
+  binop:
+    CHECK(binop_slow(vm, NODE, R, code->nlocals, GET_OP(i) - BC_ADD, B, C, A));
+    NEXT;
+  CASE(UPD) { CHECK(update(vm, NODE, R, A, B)); NEXT; }
+  CASE(NEG) {
+    nb_Value v = R[B];
+    if (v.t == NB_TNUM) { nb_store(&RA, nb_numk(-v.u.n, v.kind)); NEXT; }
+    CHECK(negate(vm, R, A, B)); NEXT;
+  }
+  CASE(NOT) {
+    bool t;
+    nb_Value v = R[B];
+    if (v.t == NB_TBOOL) t = v.u.b;
+    else { st = truthy_slow(vm, v, &t); drop(R, B, code->nlocals); CHECK(st); }
+    nb_store(&RA, nb_bool(!t)); NEXT;
+  }
+  CASE(JMP) { pc += GET_sBx(i); NEXT; }
+  CASE(LOOP) {
+    if (__builtin_expect(vm->poll, 0)) CHECK(nbV_poll(vm));
+    pc += GET_sBx(i); NEXT;
+  }
+  CASE(JF) CASE(JT) CASE(JFK) CASE(JTK) {
+    bool t;
+    nb_Value v = RA;
+    int op = GET_OP(i);
+    if (v.t == NB_TBOOL) t = v.u.b;
+    else {
+      st = truthy_slow(vm, v, &t);
+      if (op == BC_JF || op == BC_JT || st) drop(R, A, code->nlocals);
+      CHECK(st);
+    }
+    if (t == (op == BC_JT || op == BC_JTK)) pc += GET_sBx(i);
+    NEXT;
+  }
+  CASE(METHOD) {
+    ca = A; cnpos = B; cnkw = C;
+    bool self;
+    nb_Value callee;
+    CHECK(method_callee(vm, f, NODE, R[ca + 1], &callee, &self));
+    nb_store(&R[ca], callee);
+    if (!self) {   /* the receiver is not an argument: the arguments move down one */
+      nb_Value recv = R[ca + 1];
+      memmove(&R[ca + 1], &R[ca + 2], sizeof(nb_Value) * (size_t)(cnpos + cnkw));
+      R[ca + 1 + cnpos + cnkw] = nb_nil();
+      nb_decref(recv);
+    } else cnpos++;
+    if (__builtin_expect(vm->poll, 0)) CHECK(nbV_poll(vm));
+    goto do_call;
+  }
+  CASE(CALL) {
+    if (__builtin_expect(vm->poll, 0)) CHECK(nbV_poll(vm));
+    ca = A; cnpos = B; cnkw = C;
+  do_call: ;
+    nb_Value callee = R[ca];
+    if (callee.t == NB_TFUNC && cnkw == 0) {
+      nb_Func *fn = nb_func(callee);
+      nb_Proto *p = fn->proto;
+      nb_Code *cc = p->code ? p->code : p->vm_why ? NULL : nbX_proto_code(vm, p);
+      if (cc && cnpos == p->nparams && !p->variadic) {
+        nb_Value *nR = R + ca + 1;
+        if (vm->depth >= vm->max_depth || nR + cc->nregs > vm->stack_end) {
+          nb_error_kind(vm, "RecursionError", "stack overflow (calls nested more than %d deep)", vm->depth);
+          goto error;
+        }
+        /* the rest of the window may hold stale bits (a walker frame's, a
+        ** builtin's): unassigned locals and empty temporaries are both the
+        ** 8-byte tag word of NB_TUNDEF, a value that holds no reference */
+        for (int k = cnpos; k < cc->nregs; k++) { uint64_t z = 0; memcpy(&nR[k], &z, sizeof z); }
+        if (p->ncells) nbV_box_cells(p, nR);
+        XFrame *x = push_frame(vm);
+        x->f = (nb_Frame){ nR, p->chunk, fn, fn->mod, NODE, f };
+        x->code = cc; x->ccode = code; x->cR = R; x->cpc = pc;
+        vm->depth++;
+        vm->frame = f = &x->f;
+        code = cc; R = nR; K = cc->k; pc = cc->code;
+        vm->sp = R + cc->nregs;
+        NEXT;
+      }
+    }
+    const nb_Node *n = NODE;
+    nb_Value res;
+    vm->sp = R + ca + 1 + cnpos + cnkw;
+    st = nbV_call_at(vm, f, n, callee, R + ca + 1, cnpos, cnkw ? n->names + n->npos : NULL, cnkw, &res);
+    /* the arguments were consumed, and the callee's window may have left
+    ** stale values above them: the registers past the call are empty again */
+    for (int k = ca + 1; k < code->nregs; k++) R[k] = nb_nil();
+    vm->sp = R + code->nregs;
+    CHECK(st);
+    nb_store(&R[ca], res);
+    NEXT;
+  }
+  CASE(RET) {
+    nb_Value v = RA; RA = nb_nil();
+    while (vm->nxh > xhbase && vm->xh[vm->nxh - 1].lvl >= vm->nxf) vm->nxh--;   /* a return inside try */
+    /* RET's register is the newest live one: the temporaries below it may
+    ** hold references (a return inside an expression), those above none */
+    if (f == f0) {
+      clear_regs(R, code->nlocals, A);
+      vm->sp = sp0;
+      *out = v;
+      return NB_OK;
+    }
+    XFrame *x = vm->xframes[--vm->nxf];
+    clear_regs(R, 0, A);
+    vm->depth--;
+    vm->frame = f = x->f.parent;
+    code = x->ccode; R = x->cR; pc = x->cpc; K = code->k;
+    vm->sp = R + code->nregs;
+    forget_above(R, GET_A(pc[-1]), code->nregs);
+    nb_store(&R[GET_A(pc[-1])], v);
+    NEXT;
+  }
+  CASE(CLOSURE) { nb_Value v; CHECK(nbV_make_closure(vm, f, NODE->proto, &v)); nb_store(&RA, v); NEXT; }
+  CASE(LIST) { CHECK(make_list(vm, NODE, R, A)); NEXT; }
+  CASE(REC) { CHECK(make_rec(NODE, R, A)); NEXT; }
+  CASE(INTERP) { CHECK(interp(vm, NODE, R, A)); NEXT; }
+  CASE(RANGE) { CHECK(make_range(vm, R, A, B)); NEXT; }
+  CASE(GETF) { CHECK(get_field(vm, NODE, R, A, B)); NEXT; }
+  CASE(SETF) { CHECK(set_field(vm, NODE, R, A, B)); NEXT; }
+  CASE(GETI) { CHECK(get_index(vm, NODE, R, A, B)); NEXT; }
+  CASE(SETI) { CHECK(set_index(vm, NODE, R, A, B)); NEXT; }
+  CASE(FORPREP) {
+    nb_Value *a = &RA, *b = a + 1;
+    if (a->t != NB_TNUM || b->t != NB_TNUM) {
+      nb_error_kind(vm, "TypeError", "range bounds must be numbers, got %s and %s", nb_typename(*a), nb_typename(*b));
+      goto error;
+    }
+    pc += GET_sBx(i); NEXT;
+  }
+  CASE(FORLOOP) {
+    nb_Value *a = &RA;
+    double x = a->u.n;
+    if (x < a[1].u.n) {
+      if (__builtin_expect(vm->poll, 0)) CHECK(nbV_poll(vm));
+      nb_Value old = R[B];
+      put_num(&R[B], (uint64_t)NB_TNUM | (uint64_t)a->kind << 32, x);
+      nb_decref(old);
+      a->u.n = x + 1;
+      pc += 1 + GET_sBx(*pc);
+    } else pc++;
+    NEXT;
+  }
+  CASE(CLEAR) { nb_Value v = RA; RA = nb_nil(); nb_decref(v); NEXT; }
+  CASE(TRY) { push_handler(vm, pc + GET_sBx(i), A); NEXT; }
+  CASE(ENDTRY) { vm->nxh--; NEXT; }
+  CASE(ITERPREP) { CHECK(iter_prep(vm, R, A)); pc += GET_sBx(i); NEXT; }
+  CASE(ITERNEXT) {
+    nb_Value item;
+    int r = iter_next(vm, NODE, R, A, &item);
+    if (r < 0) goto error;
+    if (r) { nb_store(&R[B], item); pc += 1 + GET_sBx(*pc); }
+    else pc++;
+    NEXT;
+  }
+  CASE(IMPORT) { nb_Value m; CHECK(nbM_import(vm, NODE->str, &m)); nb_store(&RA, m); NEXT; }
+  CASE(SLICE) { CHECK(make_slice(vm, NODE, R, A, B)); NEXT; }
+  CASE(UPDX) { CHECK(update_x(vm, NODE, R, A, B)); NEXT; }
+
+#if !defined(__GNUC__)
+    }
+  }
+#endif
+
+error:
+  if (!vm->err_located) nbE_locate(vm, f->chunk, NODE);
+  if (vm->nxh > xhbase && nbE_catchable(vm)) {
+    /* caught: unwind to the handler's frame (each frame adds its trace
+    ** entry, as the walker's C frames do on their way out) */
+    nb_Handler h = vm->xh[--vm->nxh];
+    while (vm->nxf > h.lvl) {
+      XFrame *x = vm->xframes[--vm->nxf];
+      clear_regs(R, 0, code->nregs);
+      vm->frame = f = x->f.parent;
+      nbE_add_frame(vm, frame_name(f), f->chunk, x->f.call);
+      code = x->ccode; R = x->cR; K = code->k;
+      forget_above(R, GET_A(x->cpc[-1]), code->nregs);
+    }
+    clear_regs(R, h.reg, code->nregs);
+    vm->depth = h.depth; vm->sp = R + code->nregs; vm->frame = f;
+    R[h.reg] = vm->err; vm->err = nb_nil(); vm->err_located = false;
+    pc = h.pc;
+    NEXT;
+  }
+  vm->nxh = xhbase;
+  while (f != f0) {
+    XFrame *x = vm->xframes[--vm->nxf];
+    clear_regs(R, 0, code->nregs);
+    vm->depth--;
+    vm->frame = f = x->f.parent;
+    nbE_add_frame(vm, frame_name(f), f->chunk, x->f.call);
+    code = x->ccode; R = x->cR; pc = x->cpc;
+    forget_above(R, GET_A(pc[-1]), code->nregs);
+  }
+  clear_regs(R, code->nlocals, code->nregs);
+  vm->sp = sp0;
+  return NB_ERR;
+}
