@@ -6,9 +6,9 @@
 ** dtype) or one more than the others used to leave the group waiting out the
 ** 300 s timeout, blaming a rank that had simply finished.  Now every
 ** collective first agrees on its signature: the group's sequence number and a
-** description (op, dtype, shape, group members) hashed to 64 bits, checked by
-** one 16-byte all_reduce (max of h and of -h: equal everywhere iff every rank
-** has the same h).  On a mismatch every rank gathers every rank's description
+** description (op, dtype, shape, group members) hashed to 64 bits; every rank
+** learns every rank's hash (shared memory: max of h and of -h in one
+** all_reduce; TCP: one direct exchange, dr_exchange).  On a mismatch every rank gathers every rank's description
 ** and fails with the same message naming the ranks and the calls (as
 ** PyTorch's TORCH_DISTRIBUTED_DEBUG=DETAIL).  A worker that finishes a command
 ** makes one more check with the signature "end of the command", so a rank

@@ -130,6 +130,63 @@ int dr_sendrecv(dr_Group *g, int dst, const void *sbuf, size_t sn, int src, void
   return xfer(g, dst, sbuf, sn, src, rbuf, rn, NULL);
 }
 
+/* every rank sends the same n bytes (mine) to every other rank over its
+** direct link and receives theirs: all[i*n..] = rank i's bytes.  One network
+** hop whatever the group size (the ring would take 2(w-1)): for small
+** control messages such as the desync check (ddesync.c). */
+int dr_exchange(dr_Group *g, const void *mine, void *all, size_t n) {
+  DR_OP("desync check");
+  if (g->broken) return dr_fail(g, "the collective group is broken by an earlier failure (%s); the session reconnects it", g->err);
+  int w = g->world, r = g->rank;
+  memcpy((char *)all + (size_t)r * n, mine, n);
+  if (w == 1 || n == 0) return 0;
+  size_t *sent = calloc((size_t)w * 2, sizeof *sent), *got = sent + w;
+  struct pollfd *p = malloc(sizeof *p * (size_t)w);
+  int *who = malloc(sizeof *who * (size_t)w);
+  if (!sent || !p || !who) { free(sent); free(p); free(who); return dr_fail(g, "out of memory"); }
+  int st = 0, left = 2 * (w - 1);
+  for (int i = 0; i < w; i++) if (i != r && g->fd[i] < 0) { st = dr_fail(g, "no connection to rank %d (the group is not connected)", i); goto done; }
+  sent[r] = got[r] = n;
+  double last = nu_mono_ms();
+  while (left > 0) {
+    int np = 0;
+    for (int i = 0; i < w; i++) {
+      if (i == r || (sent[i] == n && got[i] == n)) continue;
+      p[np] = (struct pollfd){ g->fd[i], (short)((sent[i] < n ? POLLOUT : 0) | (got[i] < n ? POLLIN : 0)), 0 };
+      who[np++] = i;
+    }
+    int rc = poll(p, (nfds_t)np, 100);
+    if (g->interrupted && *g->interrupted) { st = dr_fail(g, "interrupted"); goto done; }
+    if (rc < 0) { if (errno == EINTR) continue; st = dr_fail(g, "poll: %s", strerror(errno)); goto done; }
+    if (rc == 0) {
+      if (g->timeout_ms > 0 && nu_mono_ms() - last > g->timeout_ms) {
+        int late = -1;
+        for (int i = 0; i < w && late < 0; i++) if (got[i] < n) late = i;
+        st = dr_fail(g, "timed out after %.0f s without progress (waiting on rank %d)", g->timeout_ms / 1e3, late);
+        goto done;
+      }
+      continue;
+    }
+    for (int k = 0; k < np; k++) {
+      int i = who[k], fd = g->fd[i];
+      if (got[i] < n && (p[k].revents & (POLLIN | POLLHUP | POLLERR))) {
+        ssize_t m = recv(fd, (char *)all + (size_t)i * n + got[i], n - got[i], 0);
+        if (m == 0) { st = dr_fail(g, "connection to rank %d closed (did the worker die?)", i); goto done; }
+        if (m < 0 && errno != EAGAIN && errno != EINTR) { st = dr_fail(g, "receive from rank %d: %s", i, strerror(errno)); goto done; }
+        if (m > 0) { got[i] += (size_t)m; g->bytes_recv += (uint64_t)m; last = nu_mono_ms(); if (got[i] == n) left--; }
+      }
+      if (sent[i] < n && (p[k].revents & (POLLOUT | POLLERR | POLLHUP))) {
+        ssize_t m = send(fd, (const char *)mine + sent[i], n - sent[i], MSG_NOSIGNAL);
+        if (m < 0 && errno != EAGAIN && errno != EINTR) { st = dr_fail(g, "send to rank %d: %s", i, strerror(errno)); goto done; }
+        if (m > 0) { sent[i] += (size_t)m; g->bytes_sent += (uint64_t)m; last = nu_mono_ms(); if (sent[i] == n) left--; }
+      }
+    }
+  }
+done:
+  free(sent); free(p); free(who);
+  return st;
+}
+
 /* ------------------------------------------------------------ collectives */
 static int check(dr_Group *g) {
   if (g->broken) return dr_fail(g, "the collective group is broken by an earlier failure; the session reconnects it before the next command");

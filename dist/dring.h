@@ -60,6 +60,10 @@ int dr_broadcast(dr_Group *g, void *buf, size_t nbytes, int src);
 /* simultaneous send to dst and receive from src (either may be -1) */
 int dr_sendrecv(dr_Group *g, int dst, const void *sbuf, size_t sn, int src, void *rbuf, size_t rn);
 
+/* every rank's n bytes to every rank in one hop over the direct links (no
+** shared memory): all[i*n..] = rank i's; for small control messages */
+int dr_exchange(dr_Group *g, const void *mine, void *all, size_t n);
+
 /* Records a failure of the group: the message in g->err, g->broken set
 ** (the ring and the shared-memory path fail the same way).  Returns -1. */
 int dr_fail(dr_Group *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
