@@ -96,8 +96,16 @@ static int mismatch(dr_Group *g, const char *mine, uint64_t seq) {
   return dr_fail(g, "%s (every rank of a group must call the same collectives in the same order)", msg);
 }
 
+static int check(dr_Group *g, const char *desc);
+/* dist.bytes() counts the data of collectives, not this control traffic */
 int dd_check(dr_Group *g, const char *desc) {
   if (!enabled() || g->world <= 1) return 0;
+  uint64_t s0 = g->bytes_sent, r0 = g->bytes_recv;
+  int st = check(g, desc);
+  g->bytes_sent = s0; g->bytes_recv = r0;
+  return st;
+}
+static int check(dr_Group *g, const char *desc) {
   if (g->broken) return 0;   /* the collective itself reports the broken group */
   int id = g->group_id >= 0 && g->group_id <= NBD_MAXGROUPS ? g->group_id : 0;
   if (seqs[id].gen != g->gen) { seqs[id].gen = g->gen; seqs[id].seq = 0; }

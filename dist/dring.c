@@ -27,6 +27,7 @@
 #include "dist/dring.h"
 #include "dist/dproto.h"
 #include "dist/dshm.h"
+#include "dist/dhier.h"
 #include "util/clock.h"
 
 #define PIECE (256u << 10)
@@ -199,6 +200,11 @@ int dr_reduce_scatter(dr_Group *g, void *buf, const size_t *counts, int dtype, i
   if (check(g)) return -1;
   int w = g->world, r = g->rank;
   if (w == 1) return 0;
+  if (ds_on(g) || dh_on(g)) {   /* shared memory (one host or a hierarchy): the whole buffer's all_reduce holds every chunk */
+    size_t tot = 0;
+    for (int i = 0; i < w; i++) tot += counts[i];
+    return ds_on(g) ? ds_all_reduce(g, buf, tot, dtype, op) : dh_all_reduce(g, buf, tot, dtype, op);
+  }
   size_t es = dr_esize(dtype), maxc = 0;
   size_t *off = malloc(sizeof(size_t) * (size_t)w);
   if (!off) return dr_fail(g, "out of memory");
@@ -222,6 +228,7 @@ int dr_all_gather(dr_Group *g, void *buf, const size_t *counts, size_t es) {
   int w = g->world, r = g->rank;
   if (w == 1) return 0;
   if (ds_on(g)) return ds_all_gather(g, buf, counts, es);
+  if (dh_on(g)) return dh_all_gather(g, buf, counts, es);
   size_t *off = malloc(sizeof(size_t) * (size_t)w), acc = 0;
   if (!off) return dr_fail(g, "out of memory");
   for (int i = 0; i < w; i++) { off[i] = acc; acc += counts[i]; }
@@ -241,6 +248,7 @@ int dr_all_reduce(dr_Group *g, void *buf, size_t count, int dtype, int op) {
   int w = g->world;
   if (w == 1) return 0;
   if (ds_on(g)) return ds_all_reduce(g, buf, count, dtype, op);
+  if (dh_on(g)) return dh_all_reduce(g, buf, count, dtype, op);
   size_t counts[256], *c = w <= 256 ? counts : malloc(sizeof(size_t) * (size_t)w);
   if (!c) return dr_fail(g, "out of memory");
   for (int i = 0; i < w; i++) c[i] = count / (size_t)w + ((size_t)i < count % (size_t)w);
@@ -257,6 +265,7 @@ int dr_broadcast(dr_Group *g, void *buf, size_t nbytes, int src) {
   int w = g->world;
   if (w == 1 || nbytes == 0) return 0;
   if (ds_on(g)) return ds_broadcast(g, buf, nbytes, src);
+  if (dh_on(g)) return dh_broadcast(g, buf, nbytes, src);
   int pos = mod(g->rank - src, w);
   int next = pos + 1 < w ? (g->rank + 1) % w : -1, prev = pos > 0 ? mod(g->rank - 1, w) : -1;
   size_t seg = 1u << 20, nseg = (nbytes + seg - 1) / seg;
@@ -290,6 +299,7 @@ int dr_listen(dr_Group *g, const char *host) {
 
 void dr_close(dr_Group *g) {
   ds_close(g);
+  dh_close(g);
   if (g->fd) for (int i = 0; i < g->world; i++) if (g->fd[i] >= 0) { close(g->fd[i]); g->fd[i] = -1; }
 }
 
@@ -432,5 +442,5 @@ int dr_connect(dr_Group *g, char *const *addrs) {
   }
   /* accept the higher ranks; anything without a valid handshake is refused */
   if (accept_peers(g, w - 1 - r, deadline)) return -1;
-  return ds_setup(g);   /* the shared-memory fast path when every rank is on this host */
+  return dh_setup(g);   /* shared memory: for all ranks on one host, or within each host (dhier.h) */
 }

@@ -32,6 +32,7 @@ typedef struct dr_Group {
   char err[512];            /* why the last call failed */
   uint64_t bytes_sent, bytes_recv;
   ds_Shm *shm;              /* all ranks on one host: the shared segment (NULL: TCP only) */
+  struct dh_Hier *hier;     /* ranks on several hosts: the hierarchy (dhier.h; NULL: flat) */
   /* the "nccl" backend (dnccl.h) for CUDA tensors; all NULL under "ring" */
   struct nt_CudaComm *nccl_world;   /* the world's communicator: set = NCCL is on */
   struct nt_CudaComm *nccl;         /* this group's (a sub-group's is made on first use) */

@@ -43,6 +43,7 @@
 #include "util/clock.h"
 #include "dist/dproto.h"
 #include "dist/dinternal.h"
+#include "dist/dhier.h"
 
 #define MAGIC 0x4e42534du               /* "NBSM" */
 #define ROUND (4u << 20)                /* R: bytes per rank per round */
@@ -371,11 +372,11 @@ int ds_setup(dr_Group *g) {
 static int b_shm(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
   (void)vm; (void)n;
   if (a[0].t != NB_TNIL) ds_enabled = nb_truthy(a[0]);
-  *out = nb_bool(nbD_self.g && ds_on(nbD_self.g));
+  *out = nb_bool(nbD_self.g && (ds_on(nbD_self.g) || dh_on(nbD_self.g)));
   return NB_OK;
 }
 static nb_Builtin shm_builtins[] = {
-  { "dist_shm", b_shm, "on=nil", "dist_shm(on=nil): whether this worker's collectives use the shared-memory path (all ranks on one host); dist_shm(false) on every worker forces TCP" },
+  { "dist_shm", b_shm, "on=nil", "dist_shm(on=nil): whether this worker's collectives use shared memory (all ranks on one host, or within each host of a multi-host group); dist_shm(false) on every worker forces the flat TCP ring" },
   { NULL, NULL, NULL, NULL },
 };
 void nbD_shm_init(void) { nbC_register(shm_builtins); }
