@@ -8,7 +8,8 @@
 ** with its peers of the same local index on the other hosts, when every host
 ** has the same number of ranks; else one leader per host), shared memory
 ** again within the host.  Sub-groups whose members all share a host get
-** their own shared-memory segment on first use (dgroup.c).
+** their own shared-memory segment on first use (dgroup.c,
+** nbD_group_shm_prepare).
 **
 ** NABLA_HIER=0 (every worker) keeps the flat TCP ring across hosts.
 ** Test only: NABLA_TEST_HOSTS=h0,h1,... gives rank i the host id "test-hi"

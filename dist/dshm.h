@@ -6,8 +6,8 @@
 ** others through /proc: it has no name, so no path leaves one behind), and
 ** all_reduce, all_gather, broadcast and reduce_scatter (as an all_reduce of
 ** the whole buffer) run through it instead of TCP.  Groups spanning hosts use
-** one segment per host (dhier.h).  send/recv, all_to_all and sub-groups stay
-** on the TCP mesh.  NABLA_SHM=0 in the workers' environment, or dist_shm(false) on
+** one segment per host (dhier.h); a sub-group on one host gets its own
+** (dgroup.c).  send/recv and all_to_all stay on the TCP mesh.  NABLA_SHM=0 in the workers' environment, or dist_shm(false) on
 ** every worker, forces the TCP ring.
 */
 #ifndef DIST_DSHM_H

@@ -78,6 +78,7 @@ static const char *const op_names[] = { "op=sum", "op=avg", "op=max", "op=min" }
 /* need_group, then the desync check (ddesync.h) with this call's signature */
 static int need_group_sig(const char *call, const char *arg, const nt_Tensor *x, int shape_from) {
   if (need_group()) return -1;
+  if (nbD_group_shm_prepare()) return backend_err(call);
   char d[160];
   dd_describe(d, sizeof d, call, arg, x, shape_from);
   return dd_check(G, d) ? backend_err(call) : 0;
