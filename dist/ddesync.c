@@ -99,7 +99,7 @@ static int mismatch(dr_Group *g, const char *mine, uint64_t seq) {
 static int check(dr_Group *g, const char *desc);
 /* dist.bytes() counts the data of collectives, not this control traffic */
 int dd_check(dr_Group *g, const char *desc) {
-  if (!enabled() || g->world <= 1) return 0;
+  if (!enabled() || g->world <= 1 || !g->fd) return 0;   /* no mesh yet: the collective itself says so */
   uint64_t s0 = g->bytes_sent, r0 = g->bytes_recv;
   int st = check(g, desc);
   g->bytes_sent = s0; g->bytes_recv = r0;
