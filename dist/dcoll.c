@@ -14,6 +14,7 @@
 #include "tensor/tdevice.h"
 #include "dist/dshm.h"
 #include "dist/ddataparallel.h"
+#include "dist/ddesync.h"
 
 nbD_Self nbD_self = { -1, 0, -1, NULL };
 
@@ -150,7 +151,7 @@ static int b_barrier(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
   ** "every rank passed the barrier" means its kernels are done too (timing) */
   if (dn_on(nbD_self.g) && nt_cuda_synchronize()) return nb_error_kind(vm, "DistError", "barrier: %s", nt_error_msg());
   int64_t one = 1;
-  if (dr_all_reduce(nbD_self.g, &one, 1, DR_I64, DR_SUM)) return nb_vm_interrupted(vm) ? nb_error_kind(vm, "Interrupted", "barrier: interrupted") : nb_error_kind(vm, "DistError", "barrier: %s", nbD_self.g->err);
+  if (nbD_group_shm_prepare() || dd_check(nbD_self.g, "barrier()") || dr_all_reduce(nbD_self.g, &one, 1, DR_I64, DR_SUM)) return nb_vm_interrupted(vm) ? nb_error_kind(vm, "Interrupted", "barrier: interrupted") : nb_error_kind(vm, "DistError", "barrier: %s", nbD_self.g->err);
   *out = nb_nil();
   return NB_OK;
 }

@@ -13,12 +13,17 @@
 #include "dist/dtensorcoll.h"
 #include "dist/dgroup.h"
 #include "tensor/tdevice.h"
+#include "dist/dshm.h"
+#include "dist/dhier.h"
 
 typedef struct Grp {
   int n, me;            /* size; this rank's position (-1: not a member) */
   int *ranks, *fd;      /* world ranks in group order; fd scratch for the view */
   uint64_t sent, recv;  /* bytes this rank moved in this group */
   nt_CudaComm *nccl;    /* the group's NCCL communicator (dnccl.c; NULL until its first NCCL collective) */
+  ds_Shm *shm;          /* members on one host: their segment (nbD_group_shm_prepare) */
+  uint32_t shm_gen;     /* the mesh generation it was made for */
+  int shm_tried;
 } Grp;
 
 static Grp groups[NBD_MAXGROUPS];   /* ids 1..ngroups-1; 0 is the world */
@@ -66,6 +71,7 @@ int nbD_group_enter(int id, nbD_Scope *s) {
     if (w->broken) memcpy(v->err, w->err, sizeof v->err);
     v->nccl_world = w->nccl_world; v->nccl = w->nccl_world ? gr->nccl : NULL;
     v->world_rank = gr->ranks; v->group_id = id;
+    v->shm = gr->shm_tried && gr->shm_gen == w->gen ? gr->shm : NULL;
   }
   world_g = w;
   s->prev_id = cur_id; s->prev_g = nbD_self.g;
@@ -87,6 +93,25 @@ void nbD_group_leave(nbD_Scope *s) {
   nbD_self.g = s->prev_g;
   cur_id = s->prev_id;
   s->active = 0;
+}
+
+/* The same-host fast path of a sub-group: at its first collective (every
+** member calls it at the same point: SPMD) after each (re)connection, a group
+** whose members all share a host maps its own segment (dshm.c), which its
+** collectives then use as the world's do. */
+int nbD_group_shm_prepare(void) {
+  if (!cur_id) return 0;
+  Grp *gr = &groups[cur_id];
+  dr_Group *v = nbD_self.g;
+  if (gr->shm_tried && gr->shm_gen == v->gen) return 0;
+  if (gr->shm) { dr_Group old; memset(&old, 0, sizeof old); old.shm = gr->shm; ds_close(&old); gr->shm = NULL; }
+  gr->shm_tried = 1; gr->shm_gen = v->gen;
+  v->shm = NULL;
+  if (gr->n < 2 || v->broken) return 0;
+  for (int i = 1; i < gr->n; i++) if (!dh_same_host(gr->ranks[0], gr->ranks[i])) return 0;
+  if (ds_setup(v)) return -1;
+  gr->shm = v->shm;
+  return 0;
 }
 
 void nbD_group_nccl_set(int id, nt_CudaComm *c) {

@@ -39,6 +39,9 @@ void nbD_group_leave(nbD_Scope *s);
 /* group argument of a builtin: nil (world), a number id, or a record with _id */
 int  nbD_group_arg(nb_VM *vm, const char *fname, nb_Value v, int *id);
 void nbD_group_init(void);   /* registers the group builtins */
+/* before a collective on the current group: its shared-memory segment when
+** every member shares a host (made at the first call; -1 with g->err set) */
+int  nbD_group_shm_prepare(void);
 /* the NCCL communicators of sub-groups (dnccl.c makes them on first use) */
 void nbD_group_nccl_set(int id, struct nt_CudaComm *c);
 void nbD_group_nccl_reset(void);   /* aborts and forgets all of them */

@@ -27,6 +27,7 @@
 #include "dist/dring.h"
 #include "dist/dproto.h"
 #include "dist/dshm.h"
+#include "dist/dhier.h"
 #include "util/clock.h"
 
 #define PIECE (256u << 10)
@@ -130,6 +131,63 @@ int dr_sendrecv(dr_Group *g, int dst, const void *sbuf, size_t sn, int src, void
   return xfer(g, dst, sbuf, sn, src, rbuf, rn, NULL);
 }
 
+/* every rank sends the same n bytes (mine) to every other rank over its
+** direct link and receives theirs: all[i*n..] = rank i's bytes.  One network
+** hop whatever the group size (the ring would take 2(w-1)): for small
+** control messages such as the desync check (ddesync.c). */
+int dr_exchange(dr_Group *g, const void *mine, void *all, size_t n) {
+  DR_OP("desync check");
+  if (g->broken) return dr_fail(g, "the collective group is broken by an earlier failure (%s); the session reconnects it", g->err);
+  int w = g->world, r = g->rank;
+  memcpy((char *)all + (size_t)r * n, mine, n);
+  if (w == 1 || n == 0) return 0;
+  size_t *sent = calloc((size_t)w * 2, sizeof *sent), *got = sent + w;
+  struct pollfd *p = malloc(sizeof *p * (size_t)w);
+  int *who = malloc(sizeof *who * (size_t)w);
+  if (!sent || !p || !who) { free(sent); free(p); free(who); return dr_fail(g, "out of memory"); }
+  int st = 0, left = 2 * (w - 1);
+  for (int i = 0; i < w; i++) if (i != r && g->fd[i] < 0) { st = dr_fail(g, "no connection to rank %d (the group is not connected)", i); goto done; }
+  sent[r] = got[r] = n;
+  double last = nu_mono_ms();
+  while (left > 0) {
+    int np = 0;
+    for (int i = 0; i < w; i++) {
+      if (i == r || (sent[i] == n && got[i] == n)) continue;
+      p[np] = (struct pollfd){ g->fd[i], (short)((sent[i] < n ? POLLOUT : 0) | (got[i] < n ? POLLIN : 0)), 0 };
+      who[np++] = i;
+    }
+    int rc = poll(p, (nfds_t)np, 100);
+    if (g->interrupted && *g->interrupted) { st = dr_fail(g, "interrupted"); goto done; }
+    if (rc < 0) { if (errno == EINTR) continue; st = dr_fail(g, "poll: %s", strerror(errno)); goto done; }
+    if (rc == 0) {
+      if (g->timeout_ms > 0 && nu_mono_ms() - last > g->timeout_ms) {
+        int late = -1;
+        for (int i = 0; i < w && late < 0; i++) if (got[i] < n) late = i;
+        st = dr_fail(g, "timed out after %.0f s without progress (waiting on rank %d)", g->timeout_ms / 1e3, late);
+        goto done;
+      }
+      continue;
+    }
+    for (int k = 0; k < np; k++) {
+      int i = who[k], fd = g->fd[i];
+      if (got[i] < n && (p[k].revents & (POLLIN | POLLHUP | POLLERR))) {
+        ssize_t m = recv(fd, (char *)all + (size_t)i * n + got[i], n - got[i], 0);
+        if (m == 0) { st = dr_fail(g, "connection to rank %d closed (did the worker die?)", i); goto done; }
+        if (m < 0 && errno != EAGAIN && errno != EINTR) { st = dr_fail(g, "receive from rank %d: %s", i, strerror(errno)); goto done; }
+        if (m > 0) { got[i] += (size_t)m; g->bytes_recv += (uint64_t)m; last = nu_mono_ms(); if (got[i] == n) left--; }
+      }
+      if (sent[i] < n && (p[k].revents & (POLLOUT | POLLERR | POLLHUP))) {
+        ssize_t m = send(fd, (const char *)mine + sent[i], n - sent[i], MSG_NOSIGNAL);
+        if (m < 0 && errno != EAGAIN && errno != EINTR) { st = dr_fail(g, "send to rank %d: %s", i, strerror(errno)); goto done; }
+        if (m > 0) { sent[i] += (size_t)m; g->bytes_sent += (uint64_t)m; last = nu_mono_ms(); if (sent[i] == n) left--; }
+      }
+    }
+  }
+done:
+  free(sent); free(p); free(who);
+  return st;
+}
+
 /* ------------------------------------------------------------ collectives */
 static int check(dr_Group *g) {
   if (g->broken) return dr_fail(g, "the collective group is broken by an earlier failure; the session reconnects it before the next command");
@@ -142,6 +200,11 @@ int dr_reduce_scatter(dr_Group *g, void *buf, const size_t *counts, int dtype, i
   if (check(g)) return -1;
   int w = g->world, r = g->rank;
   if (w == 1) return 0;
+  if (ds_on(g) || dh_on(g)) {   /* shared memory (one host or a hierarchy): the whole buffer's all_reduce holds every chunk */
+    size_t tot = 0;
+    for (int i = 0; i < w; i++) tot += counts[i];
+    return ds_on(g) ? ds_all_reduce(g, buf, tot, dtype, op) : dh_all_reduce(g, buf, tot, dtype, op);
+  }
   size_t es = dr_esize(dtype), maxc = 0;
   size_t *off = malloc(sizeof(size_t) * (size_t)w);
   if (!off) return dr_fail(g, "out of memory");
@@ -165,6 +228,7 @@ int dr_all_gather(dr_Group *g, void *buf, const size_t *counts, size_t es) {
   int w = g->world, r = g->rank;
   if (w == 1) return 0;
   if (ds_on(g)) return ds_all_gather(g, buf, counts, es);
+  if (dh_on(g)) return dh_all_gather(g, buf, counts, es);
   size_t *off = malloc(sizeof(size_t) * (size_t)w), acc = 0;
   if (!off) return dr_fail(g, "out of memory");
   for (int i = 0; i < w; i++) { off[i] = acc; acc += counts[i]; }
@@ -184,6 +248,7 @@ int dr_all_reduce(dr_Group *g, void *buf, size_t count, int dtype, int op) {
   int w = g->world;
   if (w == 1) return 0;
   if (ds_on(g)) return ds_all_reduce(g, buf, count, dtype, op);
+  if (dh_on(g)) return dh_all_reduce(g, buf, count, dtype, op);
   size_t counts[256], *c = w <= 256 ? counts : malloc(sizeof(size_t) * (size_t)w);
   if (!c) return dr_fail(g, "out of memory");
   for (int i = 0; i < w; i++) c[i] = count / (size_t)w + ((size_t)i < count % (size_t)w);
@@ -200,6 +265,7 @@ int dr_broadcast(dr_Group *g, void *buf, size_t nbytes, int src) {
   int w = g->world;
   if (w == 1 || nbytes == 0) return 0;
   if (ds_on(g)) return ds_broadcast(g, buf, nbytes, src);
+  if (dh_on(g)) return dh_broadcast(g, buf, nbytes, src);
   int pos = mod(g->rank - src, w);
   int next = pos + 1 < w ? (g->rank + 1) % w : -1, prev = pos > 0 ? mod(g->rank - 1, w) : -1;
   size_t seg = 1u << 20, nseg = (nbytes + seg - 1) / seg;
@@ -233,6 +299,7 @@ int dr_listen(dr_Group *g, const char *host) {
 
 void dr_close(dr_Group *g) {
   ds_close(g);
+  dh_close(g);
   if (g->fd) for (int i = 0; i < g->world; i++) if (g->fd[i] >= 0) { close(g->fd[i]); g->fd[i] = -1; }
 }
 
@@ -375,5 +442,5 @@ int dr_connect(dr_Group *g, char *const *addrs) {
   }
   /* accept the higher ranks; anything without a valid handshake is refused */
   if (accept_peers(g, w - 1 - r, deadline)) return -1;
-  return ds_setup(g);   /* the shared-memory fast path when every rank is on this host */
+  return dh_setup(g);   /* shared memory: for all ranks on one host, or within each host (dhier.h) */
 }

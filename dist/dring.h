@@ -32,6 +32,7 @@ typedef struct dr_Group {
   char err[512];            /* why the last call failed */
   uint64_t bytes_sent, bytes_recv;
   ds_Shm *shm;              /* all ranks on one host: the shared segment (NULL: TCP only) */
+  struct dh_Hier *hier;     /* ranks on several hosts: the hierarchy (dhier.h; NULL: flat) */
   /* the "nccl" backend (dnccl.h) for CUDA tensors; all NULL under "ring" */
   struct nt_CudaComm *nccl_world;   /* the world's communicator: set = NCCL is on */
   struct nt_CudaComm *nccl;         /* this group's (a sub-group's is made on first use) */
@@ -59,6 +60,10 @@ int dr_all_gather(dr_Group *g, void *buf, const size_t *counts, size_t esize);
 int dr_broadcast(dr_Group *g, void *buf, size_t nbytes, int src);
 /* simultaneous send to dst and receive from src (either may be -1) */
 int dr_sendrecv(dr_Group *g, int dst, const void *sbuf, size_t sn, int src, void *rbuf, size_t rn);
+
+/* every rank's n bytes to every rank in one hop over the direct links (no
+** shared memory): all[i*n..] = rank i's; for small control messages */
+int dr_exchange(dr_Group *g, const void *mine, void *all, size_t n);
 
 /* Records a failure of the group: the message in g->err, g->broken set
 ** (the ring and the shared-memory path fail the same way).  Returns -1. */

@@ -43,6 +43,8 @@
 #include "util/clock.h"
 #include "dist/dproto.h"
 #include "dist/dinternal.h"
+#include "dist/dhier.h"
+#include "dist/dgroup.h"
 
 #define MAGIC 0x4e42534du               /* "NBSM" */
 #define ROUND (4u << 20)                /* R: bytes per rank per round */
@@ -333,7 +335,10 @@ int ds_setup(dr_Group *g) {
   if (!s) return 0;
   s->world = w; s->R = ROUND;
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-  s->spin = ncpu >= w ? SPIN : 0;    /* spinning when ranks outnumber cores only delays the late rank */
+  /* spinning when ranks outnumber cores only delays the late rank; hosts
+  ** simulated on one machine (NABLA_TEST_HOSTS, dhier.h) share its cores */
+  int here = getenv("NABLA_TEST_HOSTS") && nbD_self.world > w ? nbD_self.world : w;
+  s->spin = ncpu >= here ? SPIN : 0;
   s->P = ((s->R + (size_t)w - 1) / (size_t)w + 63) & ~(size_t)63;
   s->slot = (s->R + s->P + 4095) & ~(size_t)4095;
   s->size = data_off(w) + 2 * (size_t)w * s->slot;
@@ -369,13 +374,18 @@ int ds_setup(dr_Group *g) {
 /* dist_shm(on=nil): whether the world group's collectives use shared memory;
 ** with a bool, switches the fast path on or off (call it on every worker) */
 static int b_shm(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
-  (void)vm; (void)n;
+  (void)n;
   if (a[0].t != NB_TNIL) ds_enabled = nb_truthy(a[0]);
-  *out = nb_bool(nbD_self.g && ds_on(nbD_self.g));
+  int id = 0;
+  if (nbD_group_arg(vm, "dist_shm", a[1], &id)) return NB_ERR;
+  nbD_Scope sc;
+  if (id && nbD_self.g && nbD_group_enter(id, &sc)) return nb_error_kind(vm, "DistError", "dist_shm: %s", nt_error_msg());
+  *out = nb_bool(nbD_self.g && (ds_on(nbD_self.g) || dh_on(nbD_self.g)));
+  if (id && nbD_self.g) nbD_group_leave(&sc);
   return NB_OK;
 }
 static nb_Builtin shm_builtins[] = {
-  { "dist_shm", b_shm, "on=nil", "dist_shm(on=nil): whether this worker's collectives use the shared-memory path (all ranks on one host); dist_shm(false) on every worker forces TCP" },
+  { "dist_shm", b_shm, "on=nil, group=nil", "dist_shm(on=nil, group=nil): whether this worker's collectives (on group, after its first collective) use shared memory (all ranks on one host, or within each host of a multi-host group); dist_shm(false) on every worker forces the flat TCP ring" },
   { NULL, NULL, NULL, NULL },
 };
 void nbD_shm_init(void) { nbC_register(shm_builtins); }

@@ -4,10 +4,10 @@
 ** When every rank of the world group runs on one host, dr_connect() maps one
 ** shared-memory segment into all of them (a memfd of rank 0's, opened by the
 ** others through /proc: it has no name, so no path leaves one behind), and
-** all_reduce, all_gather and
-** broadcast run through it instead of TCP.  Everything else (send/recv,
-** reduce_scatter, all_to_all, sub-groups, mixed-host groups) stays on the
-** TCP mesh.  NABLA_SHM=0 in the workers' environment, or dist_shm(false) on
+** all_reduce, all_gather, broadcast and reduce_scatter (as an all_reduce of
+** the whole buffer) run through it instead of TCP.  Groups spanning hosts use
+** one segment per host (dhier.h); a sub-group on one host gets its own
+** (dgroup.c).  send/recv and all_to_all stay on the TCP mesh.  NABLA_SHM=0 in the workers' environment, or dist_shm(false) on
 ** every worker, forces the TCP ring.
 */
 #ifndef DIST_DSHM_H

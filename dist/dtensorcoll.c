@@ -19,6 +19,7 @@
 ** (a CPU tensor when it has no CUDA) and reads the data from the right
 ** transport.
 */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "tensor/textend.h"
@@ -27,6 +28,7 @@
 #include "dist/dgroup.h"
 #include "dist/dnccl.h"
 #include "dist/ddataparallel.h"
+#include "dist/ddesync.h"
 
 #define G (nbD_self.g)
 
@@ -71,6 +73,15 @@ static int need_group(void) {
   nbD_reducer_drain();   /* data_parallel's buckets in flight use the same links */
   if (!G) { nt_error_set("not running on a dist worker (run it with dist.exec/dist.run, or nabla run -n N)"); return -1; }
   return 0;
+}
+static const char *const op_names[] = { "op=sum", "op=avg", "op=max", "op=min" };
+/* need_group, then the desync check (ddesync.h) with this call's signature */
+static int need_group_sig(const char *call, const char *arg, const nt_Tensor *x, int shape_from) {
+  if (need_group()) return -1;
+  if (nbD_group_shm_prepare()) return backend_err(call);
+  char d[160];
+  dd_describe(d, sizeof d, call, arg, x, shape_from);
+  return dd_check(G, d) ? backend_err(call) : 0;
 }
 
 /* ---- the transports on a contiguous tensor's bytes -------------------------- */
@@ -140,7 +151,7 @@ static nt_Tensor *div_world(nt_Tensor *y, int w) {
 }
 
 nt_Tensor *nbD_all_reduce(nt_Tensor *x, int op) {
-  if (need_group()) return NULL;
+  if (need_group_sig("all_reduce", op_names[op & 3], x, 0)) return NULL;
   int rdt;
   nt_Tensor *y = work_copy(x, &rdt);
   if (!y) return NULL;
@@ -251,7 +262,7 @@ static nt_Tensor *ag_rows(nt_Tensor *x, int64_t *rows_out, int scale_avg) {
 }
 
 nt_Tensor *nbD_all_gather(nt_Tensor *x) {
-  if (need_group()) return NULL;
+  if (need_group_sig("all_gather", NULL, x, 1)) return NULL;
   int64_t *rows = malloc(sizeof(int64_t) * (size_t)G->world);
   if (!rows) { nt_error_set("out of memory"); return NULL; }
   nt_Tensor *y = ag_rows(x, rows, 0);
@@ -305,7 +316,7 @@ void nbD_split_rows(int64_t n, int w, int64_t *rows) {
 }
 
 nt_Tensor *nbD_reduce_scatter(nt_Tensor *x, int op) {
-  if (need_group()) return NULL;
+  if (need_group_sig("reduce_scatter", op_names[op & 3], x, 0)) return NULL;
   if (x->ndim == 0) { nt_error_set("reduce_scatter: needs a tensor with at least one axis"); return NULL; }
   int64_t *rows = malloc(sizeof(int64_t) * (size_t)G->world);
   if (!rows) { nt_error_set("out of memory"); return NULL; }
@@ -381,7 +392,8 @@ nt_Tensor *nbD_recv(int src) {
 }
 
 nt_Tensor *nbD_broadcast(nt_Tensor *x, int src) {
-  if (need_group()) return NULL;
+  char sa[24]; snprintf(sa, sizeof sa, "src=%d", src);
+  if (need_group_sig("broadcast", sa, NULL, 0)) return NULL;
   if (src < 0 || src >= G->world) { nt_error_set("broadcast: bad source rank %d", src); return NULL; }
   int64_t h[10] = {0};
   nt_Tensor *y = NULL;
@@ -403,7 +415,8 @@ nt_Tensor *nbD_broadcast(nt_Tensor *x, int src) {
 
 /* in place (data_parallel): x's storage receives src's values */
 int nbD_broadcast_(nt_Tensor *x, int src) {
-  if (need_group()) return -1;
+  char sa[24]; snprintf(sa, sizeof sa, "src=%d", src);
+  if (need_group_sig("broadcast", sa, NULL, 0)) return -1;
   int64_t h[10], mine[10];
   header_of(x, mine, path_of(x->device) == P_NCCL);
   memcpy(h, mine, sizeof h);
@@ -431,7 +444,7 @@ int nbD_broadcast_(nt_Tensor *x, int src) {
 /* out[w] new references; xs[w] borrowed.  Under NCCL, CUDA tensors go over
 ** NCCL and CPU tensors over TCP; one call may not mix them. */
 int nbD_all_to_all(nt_Tensor **xs, nt_Tensor **out) {
-  if (need_group()) return -1;
+  if (need_group_sig("all_to_all", NULL, NULL, 0)) return -1;
   int w = G->world, r = G->rank;
   for (int i = 0; i < w; i++) out[i] = NULL;
   int path = path_of(xs[0]->device);
@@ -500,7 +513,8 @@ done:
 }
 
 int nbD_all_reduce_coalesced(nt_Tensor **xs, int n, int op, size_t bucket_bytes, nt_Tensor **out) {
-  if (need_group()) return -1;
+  char sa[48]; snprintf(sa, sizeof sa, "%s, %d tensors", op_names[op & 3], n);
+  if (need_group_sig("all_reduce_coalesced", sa, NULL, 0)) return -1;
   for (int i = 0; i < n; i++) out[i] = NULL;
   int rop = rop_of(op);
   nt_Tensor **wc = calloc((size_t)n, sizeof *wc);

@@ -37,6 +37,7 @@
 #include "dist/dproto.h"
 #include "dist/dlaunch.h"
 #include "dist/dnccl.h"
+#include "dist/ddesync.h"
 #include "tensor/tdevice.h"
 #include "util/clock.h"
 
@@ -146,6 +147,9 @@ static int wrun(uint32_t seq, const char *src, size_t len, const char *name) {
   arm();
   int st = nb_run(W.vm, src, len, name, 0);
   if (st) { reply_last_error(seq); return -1; }
+  /* every rank runs exec/call: its end is a desync check (ddesync.h), so a
+  ** peer still inside a collective learns that this rank has finished */
+  if (strcmp(name, "<dist.pull>") && nbD_desync_end()) { reply_err(seq, "DistError", nt_error_msg(), nt_error_msg()); return -1; }
   return 0;
 }
 
@@ -303,6 +307,7 @@ static void handle(dp_Msg *m) {
     free(copy);
     arm();
     if (nb_run_file(W.vm, argv[0])) reply_last_error(seq);
+    else if (nbD_desync_end()) reply_err(seq, "DistError", nt_error_msg(), nt_error_msg());
     else reply_ok(seq, NULL, 0);
   }
 }
