@@ -25,6 +25,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "dist/dhier.h"
+#include "dist/dlaunch.h"
 #include "dist/dshm.h"
 
 int dh_enabled = 1;
@@ -40,12 +41,6 @@ struct dh_Hier {
 /* the last connected world's host of each rank, for dh_same_host */
 static int *known_host, known_world;
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n) {
-  const unsigned char *b = p;
-  for (size_t i = 0; i < n; i++) { h ^= b[i]; h *= 0x100000001b3ull; }
-  return h;
-}
-
 void dh_host_id(char out[33], int rank) {
   const char *t = getenv("NABLA_TEST_HOSTS");
   if (t && *t) {   /* test only: "a,b,a,b" gives rank i the i-th name */
@@ -58,17 +53,10 @@ void dh_host_id(char out[33], int rank) {
       return;
     }
   }
-  uint64_t h = 0xcbf29ce484222325ull;
-  char buf[256];
-  FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
-  if (f) { size_t n = fread(buf, 1, sizeof buf, f); fclose(f); h = fnv(h, buf, n); }
-  else if (!gethostname(buf, sizeof buf - 1)) { buf[sizeof buf - 1] = 0; h = fnv(h, buf, strlen(buf)); }
-  static const char *const ns[] = { "/proc/self/ns/net", "/proc/self/ns/mnt" };
-  for (int i = 0; i < 2; i++) {
-    ssize_t n = readlink(ns[i], buf, sizeof buf);
-    if (n > 0) h = fnv(h, buf, (size_t)n);
-  }
-  snprintf(out, 33, "%016llx", (unsigned long long)h);
+  /* the machine's identity, as the launcher groups local ranks (dlaunch.c) */
+  char id[17];
+  dl_host_id(id);
+  snprintf(out, 33, "%s", id);
 }
 
 int dh_same_host(int a, int b) {

@@ -180,7 +180,12 @@ static int ag_backward(nt_Node *n, nt_Tensor *g, nt_Tensor **gin) {
   RowsCtx *c = n->ctx;
   nbD_Scope sc;
   if (nbD_group_enter((int)n->iarg[0], &sc)) return -1;
-  gin[0] = rs_rows(g, c->rows, NBD_SUM);
+  /* like every collective: wait for communication in flight on the same
+  ** links (reducer buckets, stage 3's prefetches, isends -- a backward runs
+  ** from autograd, not through dcoll.c's builtins, which drain those), then
+  ** the desync check; the backward runs on every rank, so signatures agree */
+  nbD_async_drain();
+  gin[0] = need_group_sig("all_gather backward", NULL, g, 0) ? NULL : rs_rows(g, c->rows, NBD_SUM);
   nbD_group_leave(&sc);
   if (gin[0] && n->in[0]->ndim == 0) {   /* a 0-d input was gathered as one row */
     nt_Tensor *s = nt_reshape(gin[0], NULL, 0); nt_release(gin[0]); gin[0] = s;
@@ -190,7 +195,10 @@ static int ag_backward(nt_Node *n, nt_Tensor *g, nt_Tensor **gin) {
 static int rs_backward(nt_Node *n, nt_Tensor *g, nt_Tensor **gin) {
   nbD_Scope sc;
   if (nbD_group_enter((int)n->iarg[1], &sc)) return -1;
-  gin[0] = ag_rows(g, NULL, (int)n->iarg[0] == NBD_AVG);
+  /* as in ag_backward; g holds this rank's rows, whose count may differ by
+  ** rank (the signature's shape from dim 1) */
+  nbD_async_drain();
+  gin[0] = need_group_sig("reduce_scatter backward", NULL, g, 1) ? NULL : ag_rows(g, NULL, (int)n->iarg[0] == NBD_AVG);
   nbD_group_leave(&sc);
   return gin[0] ? 0 : -1;
 }
