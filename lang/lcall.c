@@ -170,8 +170,8 @@ static int call_func(nb_VM *vm, nb_Frame *caller, const nb_Node *site, nb_Func *
     if ((st = nbV_eval(vm, &nf, p->defaults[i], &d))) goto out;
     *slot = d;
   }
-  nb_Code *code = p->code ? p->code : p->vm_why ? NULL : nbX_proto_code(vm, p);
-  if (code) st = nbX_exec(vm, &nf, code, base, out);
+  nb_Code *code = p->code ? p->code : p->vm_why ? NULL : nbI_proto_code(vm, p);
+  if (code) st = nbI_exec(vm, &nf, code, base, out);
   else st = nbV_eval(vm, &nf, p->body, out);
   if (st == NB_RETURN) { *out = vm->ret; vm->ret = nb_nil(); st = NB_OK; }
   else if (st == NB_BREAK || st == NB_CONTINUE) st = NB_OK;   /* resolver forbids; defensive */

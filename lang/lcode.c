@@ -440,7 +440,7 @@ static void expr(Cs *c, nb_Node *n, int dst) {
   unsupported(c, "unsupported: unknown node");
 }
 
-void nbX_code_free(nb_Code *k) {
+void nbI_code_free(nb_Code *k) {
   if (!k) return;
   for (int i = 0; i < k->nk; i++) nb_decref(k->k[i]);
   free(k->k); free(k->code); free(k->nodes); free(k);
@@ -454,33 +454,33 @@ static nb_Code *compile(nb_Chunk *chunk, nb_Node *body, int nlocals, bool toplev
   cs.code = k; k->chunk = chunk; k->name = name;
   k->nlocals = nlocals; k->nregs = nlocals;
   cs.freereg = nlocals; cs.toplevel = toplevel;
-  if (nlocals > MAX_REGS) { *why = "unsupported: more than 250 locals"; nbX_code_free(k); return NULL; }
-  if (setjmp(cs.jb)) { *why = cs.why; nbX_code_free(k); return NULL; }
+  if (nlocals > MAX_REGS) { *why = "unsupported: more than 250 locals"; nbI_code_free(k); return NULL; }
+  if (setjmp(cs.jb)) { *why = cs.why; nbI_code_free(k); return NULL; }
   int r = newreg(c);
   if (toplevel) { node(c, body, r); ABC(RET, r, 0, 0, body); }
   else { expr(c, body, r); ABC(RET, r, 0, 0, body); }
   return k;
 }
 
-nb_Code *nbX_proto_code(nb_VM *vm, nb_Proto *p) {
+nb_Code *nbI_proto_code(nb_VM *vm, nb_Proto *p) {
   (void)vm;
   if (p->code || p->vm_why) return p->code;
-  if (!nbX_enabled()) { p->vm_why = "engine: walker"; return NULL; }
+  if (!nbI_enabled()) { p->vm_why = "engine: walker"; return NULL; }
   const char *why = NULL;
   p->code = compile(p->chunk, p->body, p->nlocals, false, nbP_proto_name(p), &why);
-  if (!p->code) { p->vm_why = why; nbX_count_fallback(why); }
-  else nbX_count_compiled();
+  if (!p->code) { p->vm_why = why; nbI_count_fallback(why); }
+  else nbI_count_compiled();
   return p->code;
 }
 
-nb_Code *nbX_compile_stmt(nb_VM *vm, nb_Chunk *chunk, nb_Node *stmt, const char **why) {
+nb_Code *nbI_compile_stmt(nb_VM *vm, nb_Chunk *chunk, nb_Node *stmt, const char **why) {
   (void)vm;
   return compile(chunk, stmt, 0, true, "<main>", why);
 }
 
 /* ---------------------------------------------------------------- engine */
 static int engine = -1;   /* 1: vm, 0: walker */
-bool nbX_enabled(void) {
+bool nbI_enabled(void) {
   if (engine < 0) { const char *e = getenv("NABLA_ENGINE"); engine = !(e && strcmp(e, "walker") == 0); }
   return engine == 1;
 }
@@ -499,8 +499,8 @@ static void stats_init(void) {
   const char *s = getenv("NABLA_VM_STATS");
   if (s && *s && strcmp(s, "0")) atexit(print_stats);
 }
-void nbX_count_compiled(void) { stats_init(); ncompiled++; }
-void nbX_count_fallback(const char *why) {
+void nbI_count_compiled(void) { stats_init(); ncompiled++; }
+void nbI_count_fallback(const char *why) {
   stats_init();
   for (int i = 0; i < 64; i++) {
     if (!reasons[i].why) reasons[i].why = why;

@@ -19,9 +19,9 @@ static const char *const forms[BC__COUNT] = {
 #undef X
 };
 
-const char *nbX_opname(int op) { return op >= 0 && op < BC__COUNT ? names[op] : "?"; }
+const char *nbI_opname(int op) { return op >= 0 && op < BC__COUNT ? names[op] : "?"; }
 
-void nbX_dis(nb_Buf *b, const nb_Code *c) {
+void nbI_dis(nb_Buf *b, const nb_Code *c) {
   char line[256];
   snprintf(line, sizeof line, "%s: %d instructions, %d registers (%d locals), %d constants\n", c->name ? c->name : "?", c->ncode, c->nregs, c->nlocals, c->nk);
   nbB_add(b, line, strlen(line));
@@ -71,18 +71,18 @@ char *nb_disassemble(nb_VM *vm, const char *src, size_t len, const char *filenam
   char line[256];
   for (int i = 0; i < prog->nkids; i++) {
     const char *why = NULL;
-    nb_Code *k = nbX_compile_stmt(vm, c, prog->kids[i], &why);
+    nb_Code *k = nbI_compile_stmt(vm, c, prog->kids[i], &why);
     snprintf(line, sizeof line, "-- top-level statement at line %d\n", prog->kids[i]->line);
     nbB_add(&b, line, strlen(line));
-    if (k) { nbX_dis(&b, k); nbX_code_free(k); }
+    if (k) { nbI_dis(&b, k); nbI_code_free(k); }
     else { snprintf(line, sizeof line, "  runs on the tree walker (%s)\n", why); nbB_add(&b, line, strlen(line)); }
   }
   for (int i = 0; i < c->nprotos; i++) {
     nb_Proto *p = c->protos[i];
     snprintf(line, sizeof line, "-- fn %s at line %d\n", nbP_proto_name(p), p->line);
     nbB_add(&b, line, strlen(line));
-    nb_Code *k = nbX_proto_code(vm, p);
-    if (k) nbX_dis(&b, k);
+    nb_Code *k = nbI_proto_code(vm, p);
+    if (k) nbI_dis(&b, k);
     else { snprintf(line, sizeof line, "  runs on the tree walker (%s)\n", p->vm_why); nbB_add(&b, line, strlen(line)); }
   }
   nbP_chunk_release(c);

@@ -755,12 +755,12 @@ int nbV_run_program(nb_VM *vm, nb_Chunk *chunk, nb_Node *prog, nb_Module *mod, i
     /* each top-level statement runs on the VM when the compiler supports
     ** all of it (lcode.c), else on this walker */
     nb_Code *code = NULL;
-    if (nbX_enabled()) {
+    if (nbI_enabled()) {
       const char *why = NULL;
-      code = nbX_compile_stmt(vm, chunk, s, &why);
-      if (code) nbX_count_compiled(); else nbX_count_fallback(why);
+      code = nbI_compile_stmt(vm, chunk, s, &why);
+      if (code) nbI_count_compiled(); else nbI_count_fallback(why);
     }
-    if (code) { st = nbX_exec(vm, &top, code, vm->sp, &v); nbX_code_free(code); }
+    if (code) { st = nbI_exec(vm, &top, code, vm->sp, &v); nbI_code_free(code); }
     else st = eval(vm, &top, s, &v);
     if (st) break;
     bool show = (s->flags & NF_EXPRSTMT) || s->kind == N_IF || s->kind == N_TRY;

@@ -370,7 +370,7 @@ static void push_handler(nb_VM *vm, const nb_Instr *pc, int reg) {
 static int truthy_slow(nb_VM *vm, nb_Value v, bool *t) { return nbV_truthy(vm, v, t); }
 
 /* ------------------------------------------------------------ the loop */
-int nbX_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *out) {
+int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *out) {
   nb_Value *sp0 = vm->sp;
   if (R0 + code0->nregs > vm->stack_end)
     return nb_error_kind(vm, "RecursionError", "stack overflow (calls nested more than %d deep)", vm->depth);
@@ -552,7 +552,7 @@ int nbX_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     if (callee.t == NB_TFUNC && cnkw == 0) {
       nb_Func *fn = nb_func(callee);
       nb_Proto *p = fn->proto;
-      nb_Code *cc = p->code ? p->code : p->vm_why ? NULL : nbX_proto_code(vm, p);
+      nb_Code *cc = p->code ? p->code : p->vm_why ? NULL : nbI_proto_code(vm, p);
       if (cc && cnpos == p->nparams && !p->variadic) {
         nb_Value *nR = R + ca + 1;
         if (vm->depth >= vm->max_depth || nR + cc->nregs > vm->stack_end) {

@@ -3,7 +3,8 @@
 ** resolved syntax tree, lexec.c runs it, ldis.c prints it).  Modelled on Lua
 ** 5.4's lopcodes.h: fixed-width 32-bit instructions, an 8-bit opcode and
 ** 8-bit register operands, a 16-bit Bx (constant index, global slot) or sBx
-** (signed jump offset).
+** (signed jump offset).  Module prefix nbI_ (instructions): the compiler,
+** the VM loop and the disassembler.
 **
 ** Registers are a frame's window of vm->stack: R[0 .. nlocals) are the
 ** function's locals (the resolver's slots, so the walker and the VM share a
@@ -115,19 +116,19 @@ typedef struct nb_Code {
 } nb_Code;
 
 /* compiles a proto's body (once; the result or the reason is kept on it) */
-nb_Code *nbX_proto_code(nb_VM *vm, nb_Proto *p);
+nb_Code *nbI_proto_code(nb_VM *vm, nb_Proto *p);
 /* compiles one top-level statement; NULL (and *why) when some node is not supported */
-nb_Code *nbX_compile_stmt(nb_VM *vm, nb_Chunk *chunk, nb_Node *stmt, const char **why);
-void nbX_code_free(nb_Code *c);
+nb_Code *nbI_compile_stmt(nb_VM *vm, nb_Chunk *chunk, nb_Node *stmt, const char **why);
+void nbI_code_free(nb_Code *c);
 /* runs code in frame f with registers R (f's locals, already bound, or a
 ** fresh window at vm->sp for a top-level statement); *out: its value */
-int nbX_exec(nb_VM *vm, nb_Frame *f, nb_Code *c, nb_Value *R, nb_Value *out);
-void nbX_dis(nb_Buf *b, const nb_Code *c);
-const char *nbX_opname(int op);
+int nbI_exec(nb_VM *vm, nb_Frame *f, nb_Code *c, nb_Value *R, nb_Value *out);
+void nbI_dis(nb_Buf *b, const nb_Code *c);
+const char *nbI_opname(int op);
 
 /* engine selection and statistics (NABLA_ENGINE, NABLA_VM_STATS) */
-bool nbX_enabled(void);
-void nbX_count_fallback(const char *why);
-void nbX_count_compiled(void);
+bool nbI_enabled(void);
+void nbI_count_fallback(const char *why);
+void nbI_count_compiled(void);
 
 #endif

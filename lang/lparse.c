@@ -78,7 +78,7 @@ void nbP_chunk_release(nb_Chunk *c) {
     nb_Proto *pr = c->protos[i];
     free(pr->params); free(pr->defaults); free(pr->localnames);
     free(pr->cellslots); free(pr->caps);
-    nbX_code_free(pr->code);
+    nbI_code_free(pr->code);
     if (pr->capnames) { for (int j = 0; j < pr->ncaps; j++) nb_decref(nb_strv(pr->capnames[j])); free(pr->capnames); }
     if (pr->doc) nb_decref(nb_strv(pr->doc));
     free(pr);
