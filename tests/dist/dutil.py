@@ -1,6 +1,8 @@
 """Shared by the tests/dist suites: the binary, a scratch directory, the
 PASS:/FAIL:/SKIP: line protocol of tools/run-tests.sh, and process helpers."""
+import atexit
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -8,6 +10,10 @@ import time
 
 NABLA = os.path.abspath(os.environ.get("NABLA") or os.path.join(os.path.dirname(__file__), "../../build/nabla"))
 TMP = tempfile.mkdtemp(prefix="nabla-dist-test-")
+# a suite's scratch holds gigabytes (the collectives' .npy round trips): gone at
+# exit unless NABLA_KEEP_TMP=1 keeps it for a post-mortem
+if not os.environ.get("NABLA_KEEP_TMP"):
+    atexit.register(shutil.rmtree, TMP, True)
 passes = failures = skips = 0
 
 

@@ -5,14 +5,17 @@ write_text (atomic, through a symlink), read_bytes, write_bytes, lines (lazy,
 64 KB refills: lines across refill boundaries, CRLF, a last line without a
 newline, empty lines and files), encode/decode; the errors.
 """
+import atexit
 import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
 
 NABLA = os.environ.get("NABLA") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "build", "nabla")
 TMP = tempfile.mkdtemp(prefix="nabla-files-")
+atexit.register(shutil.rmtree, TMP, True)
 FAILED = False
 rng = random.Random(int.from_bytes(os.urandom(4), "little"))
 ALPHABET = "abcdefghijklmnopqrstuvwxyz ,.;:!?0123456789éüñ€中文🙂\t"
