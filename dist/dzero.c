@@ -20,6 +20,14 @@
 ** start and wait for the same gathers in the same order (SPMD).  The gather
 ** is not recorded: stage 3 wraps it in a custom_vjp whose backward is the
 ** reduce-scatter, as all_gather's own backward.
+**
+** A CUDA shard (a GPU model under the ring backend) is staged: copied to the
+** host buffer at the start, gathered on the thread over the ring (what the
+** ring's own all_gather of a CUDA tensor does, dtensorcoll.c's staged path,
+** but while the GPU computes the current unit), and the gathered vector is
+** copied back to the shard's device at the wait.  Under NCCL stage 3 gathers
+** at use instead (an NCCL all_gather the compute stream does not wait for
+** needs an asynchronous all_gather in the module's ABI, which it lacks).
 */
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,6 +100,7 @@ typedef struct Gather {
   dr_Group view; int *fd;
   void *buf; size_t chunk, es; int64_t world;
   nt_DType dtype;
+  nt_Device dev;                  /* the shard's device: the result goes back there */
   int st;
 } Gather;
 static Gather GS[NG];
@@ -148,7 +157,7 @@ static int b_gather_start(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
   nt_set_grad_enabled(prev);
   nt_release(h);
   g->es = x->dtype == NT_F64 ? 8 : 4;
-  g->chunk = (size_t)x->numel; g->world = w->world; g->dtype = x->dtype;
+  g->chunk = (size_t)x->numel; g->world = w->world; g->dtype = x->dtype; g->dev = x->device;
   g->buf = c ? malloc(g->chunk * (size_t)w->world * g->es + 1) : NULL;
   g->fd = c ? malloc(sizeof(int) * (size_t)w->world) : NULL;
   if (!c || !g->buf || !g->fd) {
@@ -186,6 +195,12 @@ static int b_gather_wait(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
   }
   int64_t len = (int64_t)g->chunk * g->world;
   nt_Tensor *t = g->st ? NULL : nt_from_buffer(g->buf, g->dtype, &len, 1, g->dtype);
+  if (t && g->dev != NT_CPU) {              /* a CUDA shard's gather goes back to its device */
+    bool prev = nt_set_grad_enabled(false);
+    nt_Tensor *d = nt_to_device(t, g->dev);
+    nt_set_grad_enabled(prev);
+    nt_release(t); t = d;
+  }
   free(g->buf); free(g->fd); g->buf = NULL; g->fd = NULL; g->state = 0;
   if (!t) return nb_error_kind(vm, "DistError", "%s: %s", f, g->st ? g->view.err : nt_error_msg());
   *out = nb_obj(NB_TTENSOR, t);
@@ -201,8 +216,8 @@ static int b_grad_enabled(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
 static nb_Builtin zero_builtins[] = {
   { "dist_rss", b_rss, "", "dist_rss(): {rss, peak_rss} bytes of this process's resident set, now and at its high-water mark (use dist.memory)" },
   { "dist_reset_peak", b_reset_peak, "", "dist_reset_peak(): starts a new high-water mark of the resident set (Linux clear_refs)" },
-  { "dist_gather_start", b_gather_start, "shard, group=nil", "dist_gather_start(shard, group=nil): starts an all_gather of every rank's 1-D f32/f64 shard (same size everywhere) on a thread; returns a handle for dist_gather_wait (stage 3's prefetch; not recorded)" },
-  { "dist_gather_wait", b_gather_wait, "h", "dist_gather_wait(h): the gathered vector (world x chunk elements, rank order) of a dist_gather_start" },
+  { "dist_gather_start", b_gather_start, "shard, group=nil", "dist_gather_start(shard, group=nil): starts an all_gather of every rank's 1-D f32/f64 shard (same size everywhere) on a thread; returns a handle for dist_gather_wait (stage 3's prefetch; not recorded; a CUDA shard is staged through host memory)" },
+  { "dist_gather_wait", b_gather_wait, "h", "dist_gather_wait(h): the gathered vector (world x chunk elements, rank order, on the shard's device) of a dist_gather_start" },
   { "dist_grad_enabled", b_grad_enabled, "", "dist_grad_enabled(): whether operations are being recorded now (false inside no_grad and the first run of a checkpoint)" },
   { NULL, NULL, NULL, NULL },
 };
