@@ -19,7 +19,10 @@ host staging (the NCCL paths run in the GPU session kit, tools/gpu-session.sh).
   the optimizer's bytes less than without offload;
 - stage 3 prefetches CUDA shards (staged on the gather thread): every unit's
   gather but the unavoidable ones is prefetched and used, none dropped, and
-  the result still equals data_parallel.
+  the result still equals data_parallel;
+- a sharded checkpoint of the GPU model (stages 1-3, with and without
+  offload) saved mid-run and loaded into a fresh dist.zero trains on to the
+  uninterrupted run's parameters.
 
 Without the emulated module (a build configured with -Dcuda=disabled, or no
 CUDA headers) every test prints SKIP.
@@ -311,6 +314,66 @@ for st in 1..4 {{
                   and off_b >= opt_a and alloc_a - alloc_b >= opt_a)
         report(f"{name}_stage{st}", ok, f"[alloc grew, alloc grew offloaded, device, device offloaded, offloaded, "
                f"optimizer, hosted, device rank 1, offloaded rank 1]={v} rc={rc} seed={SEED} err={err[-1500:]!r}")
+
+
+
+@test
+def test_cuda_checkpoint_resume(name):
+    """a sharded checkpoint of a GPU model saved after 2 of 4 steps and loaded into a fresh dist.zero
+    (stages 1-3, with and without offload: the host masters and state are restored too) trains on to
+    the uninterrupted run's parameters (same kernels, same order: equal to 1e-6 relative), which moved"""
+    if not have_emulator(name):
+        return
+    pfx = os.path.join(dutil.TMP, "zck")
+    src = f"""
+import dist
+seed({SEED})
+X = randn(16, 6); Y = randint(0, 3, list(16))
+fn todev(v, d) {{
+  if is_tensor(v) {{ return v.to(d) }}
+  if type(v) == "record" {{ for k in keys(v) {{ v[k] = todev(v[k], d) }} }}
+  else if type(v) == "list" {{ for i in 0..len(v) {{ v[i] = todev(v[i], d) }} }}
+  v
+}}
+dist.start({WORLD}, backend="{BACKEND}")
+dist.push(X=X, Y=Y, todev=todev)
+fn tr(stage, off, steps, save, load, pfx) = dist.run(fn(stage, off, steps, save, load, pfx) {{
+  import nn
+  import optim
+  seed({SEED} + 1)
+  m = requires_grad(todev(nn.mlp(list(6, 12, 12, 3)), "cuda"))
+  z = dist.zero(m, optim.adamw(m, lr=0.05), stage=stage, offload=off)
+  if load {{ z.load(pfx) }}
+  k = dist.rank(); b = 16 / dist.world_size()
+  for s in 0..steps {{
+    x = X[k * b:(k + 1) * b].to("cuda"); y = Y[k * b:(k + 1) * b].to("cuda")
+    backward(cross_entropy(m(x), y)); z.step(); z.zero_grad()
+    if save and s == 1 {{ z.save(pfx) }}
+  }}
+  ps = if stage == 3 {{ z.full_params() }} else {{ nn.parameters(m) }}
+  map(ps, fn(p) detach(p).cpu())
+}}, stage, off, steps, save, load, pfx)
+for st in 1..4 {{
+  for off in list(nil, "optimizer") {{
+    full = tr(st, off, 4, true, false, "{pfx}-{{st}}-{{off}}")
+    res = tr(st, off, 2, false, true, "{pfx}-{{st}}-{{off}}")
+    start = tr(st, off, 0, false, false, "{pfx}-none")
+    d = 0; big = 0; mv = 0
+    for w in 0..len(full) {{ for i in 0..len(full[w]) {{
+      d = max(d, max(abs(full[w][i] - res[w][i])).item()); big = max(big, max(abs(full[w][i])).item())
+      mv = max(mv, max(abs(full[w][i] - start[w][i])).item())
+    }} }}
+    print("R ck{{st}}_{{off}}", d / big, mv)
+  }}
+}}
+"""
+    rc, out, err = run(src)
+    for st in (1, 2, 3):
+        for off in ("nil", "optimizer"):
+            v = values(out, f"ck{st}_{off}")
+            ok = rc == 0 and v is not None and float(v[0]) <= 1e-6 and float(v[1]) > 1e-3
+            report(f"{name}_stage{st}_{'offload' if off == 'optimizer' else 'plain'}", ok,
+                   f"[rel diff, moved]={v} rc={rc} seed={SEED} err={err[-1500:]!r}")
 
 
 dutil.finish()
