@@ -13,7 +13,8 @@ host staging (the NCCL paths run in the GPU session kit, tools/gpu-session.sh).
   the parameters, stage 2's gradient shards, stage 3's shards and the
   optimizer state stay on the device;
 - offload="optimizer": the optimizer state and master shards are host
-  tensors, the result equals the non-offloaded run (1e-6); dist.memory()'s
+  tensors (the copies go through pinned staging: dist_offload_to_host /
+  _to_device), the result equals the non-offloaded run (1e-6); dist.memory()'s
   device bytes drop by exactly the optimizer's bytes, `offloaded` counts the
   host copies, and the CUDA caching allocator's live bytes grow by at least
   the optimizer's bytes less than without offload;
@@ -260,7 +261,7 @@ print("R pf", compare(p, ref)[0], compare(p, ref)[1], p[0][2].used_forward, p[0]
 @test
 def test_cuda_offload_memory(name):
     """offload="optimizer" on a GPU model: dist.memory()'s device bytes are the non-offloaded run's less
-    its optimizer bytes (exactly), `offloaded` is the host optimizer state plus master shards, and the
+    its optimizer bytes (exactly), `offloaded` is the host optimizer state, master and gradient shards, and the
     caching allocator's live bytes over dist.zero + 2 steps grow by at least the optimizer bytes less"""
     if not have_emulator(name):
         return
@@ -291,6 +292,7 @@ fn meas(stage, off) = dist.run(fn(stage, off) {{
   hosted = 0
   for t in tree_tensors(z.opt.state) {{ if t.device == "cpu" {{ hosted += numel(t) * 4 }} }}
   if z.masters != nil {{ for t in z.masters {{ if t.device == "cpu" {{ hosted += numel(t) * 4 }} }} }}
+  if z.hgrads != nil {{ for t in z.hgrads {{ if t.device == "cpu" {{ hosted += numel(t) * 4 }} }} }}
   r = list(a1 - a0, mem.device, mem.offloaded, mem.optimizer, hosted)
   z = nil; m = nil; mem = nil
   r
