@@ -261,7 +261,7 @@ print("R pf", compare(p, ref)[0], compare(p, ref)[1], p[0][2].used_forward, p[0]
 @test
 def test_cuda_offload_memory(name):
     """offload="optimizer" on a GPU model: dist.memory()'s device bytes are the non-offloaded run's less
-    its optimizer bytes (exactly), `offloaded` is the host optimizer state, master and gradient shards, and the
+    its optimizer bytes (exactly), which `device_saved` reports, `offloaded` is the host optimizer state, master and gradient shards, and the
     caching allocator's live bytes over dist.zero + 2 steps grow by at least the optimizer bytes less"""
     if not have_emulator(name):
         return
@@ -293,13 +293,13 @@ fn meas(stage, off) = dist.run(fn(stage, off) {{
   for t in tree_tensors(z.opt.state) {{ if t.device == "cpu" {{ hosted += numel(t) * 4 }} }}
   if z.masters != nil {{ for t in z.masters {{ if t.device == "cpu" {{ hosted += numel(t) * 4 }} }} }}
   if z.hgrads != nil {{ for t in z.hgrads {{ if t.device == "cpu" {{ hosted += numel(t) * 4 }} }} }}
-  r = list(a1 - a0, mem.device, mem.offloaded, mem.optimizer, hosted)
+  r = list(a1 - a0, mem.device, mem.offloaded, mem.optimizer, hosted, mem.device_saved)
   z = nil; m = nil; mem = nil
   r
 }}, stage, off)
 for st in 1..4 {{
   a = meas(st, nil); b = meas(st, "optimizer")
-  print("R m{{st}}", a[0][0], b[0][0], a[0][1], b[0][1], b[0][2], a[0][3], b[0][4], a[{WORLD} - 1][1], b[{WORLD} - 1][1])
+  print("R m{{st}}", a[0][0], b[0][0], a[0][1], b[0][1], b[0][2], a[0][3], b[0][4], a[{WORLD} - 1][1], b[{WORLD} - 1][1], a[0][5], b[0][5])
 }}
 """
     rc, out, err = run(src)
@@ -307,15 +307,15 @@ for st in 1..4 {{
         v = values(out, f"m{st}")
         ok = rc == 0 and v is not None
         if ok:
-            alloc_a, alloc_b, dev_a, dev_b, off_b, opt_a, hosted_b, dev_a1, dev_b1 = (int(float(x)) for x in v)
+            alloc_a, alloc_b, dev_a, dev_b, off_b, opt_a, hosted_b, dev_a1, dev_b1, saved_a, saved_b = (int(float(x)) for x in v)
             # AdamW's two f32 moments of this rank's slice: one flat layout (stages 1/2), or one per
             # unit plus the root's one padding element (stage 3)
             sizes = [64 * 256 + 256, 256 * 256 + 256, 256 * 8 + 8]
             want_opt = 8 * (-(-sum(sizes) // WORLD) if st < 3 else sum(-(-n // WORLD) for n in sizes) + 1)
-            ok = (opt_a == want_opt and dev_b == dev_a - opt_a and dev_b1 == dev_a1 - opt_a and off_b == hosted_b
+            ok = (opt_a == want_opt and dev_b == dev_a - opt_a and saved_a == 0 and saved_b == dev_a - dev_b and dev_b1 == dev_a1 - opt_a and off_b == hosted_b
                   and off_b >= opt_a and alloc_a - alloc_b >= opt_a)
         report(f"{name}_stage{st}", ok, f"[alloc grew, alloc grew offloaded, device, device offloaded, offloaded, "
-               f"optimizer, hosted, device rank 1, offloaded rank 1]={v} rc={rc} seed={SEED} err={err[-1500:]!r}")
+               f"optimizer, hosted, device last rank, offloaded last rank, device_saved, device_saved offloaded]={v} rc={rc} seed={SEED} err={err[-1500:]!r}")
 
 
 
