@@ -18,6 +18,16 @@
 ** (parameters with no gradient this pass count as zeros), waits for all, and
 ** replaces each parameter leaf's .grad with the average.
 **
+** Shard mode (ZeRO stage 2, dist.zero) keeps the same buckets but
+** reduce-scatters them, each rank adding its piece to its layout's shard.
+** CUDA parameters under the ring: the buckets and shards are host memory (the
+** gradients are copied device->host as they become ready, as the ring needs
+** them there) and take() hands the averaged shard back on the device.  CUDA
+** parameters under NCCL: the buckets and the shards are CUDA tensors, a full
+** bucket is reduce-scattered by NCCL from the main thread (dn_reduce_scatter:
+** the host does not wait; the compute stream waits on the device before it
+** adds the piece to the shard), and nothing goes through the host.
+**
 ** With backend="nccl" and every parameter on the GPU the buckets are CUDA
 ** tensors instead: a gradient is cast and copied into its bucket on the
 ** device (no host staging), and a full bucket's all_reduce is ENQUEUED on
@@ -67,7 +77,9 @@ typedef struct Bucket {
 ** gradient in `shard` (chunk elements of rdt) */
 typedef struct Lay {
   int rdt; size_t esize; int64_t chunk, total;
-  void *shard;
+  void *shard;                            /* host accumulator (ring), or NULL */
+  nt_Tensor *dshard;                      /* CUDA accumulator (nccl), or NULL */
+  nt_Device dev;                          /* where the parameters live: take() returns the shard there */
 } Lay;
 
 static struct {
@@ -119,6 +131,36 @@ static int reduce_scatter_bucket(Bucket *b) {
   return st;
 }
 
+/* shard mode under NCCL, on the main thread: bucket b reduce-scattered on
+** the device (uneven chunk cuts fall back to an all_reduce inside
+** dn_reduce_scatter: this rank's piece is at the same offset either way), its
+** piece added to the layout's device shard, the bucket freed */
+static int reduce_scatter_bucket_device(Bucket *b) {
+  int w = R.view.world, r = R.view.rank, st = 0;
+  Lay *L = &R.l[b->lay];
+  size_t *counts = malloc(sizeof(size_t) * (size_t)w), before = 0, mine;
+  if (!counts) { snprintf(R.view.err, sizeof R.view.err, "out of memory"); nt_release(b->dev); b->dev = NULL; return -1; }
+  for (int q = 0; q < w; q++) {
+    int64_t s = b->lo > q * L->chunk ? b->lo : q * L->chunk, e = b->hi < (q + 1) * L->chunk ? b->hi : (q + 1) * L->chunk;
+    counts[q] = e > s ? (size_t)(e - s) : 0;
+    if (q < r) before += counts[q];
+  }
+  mine = counts[r];
+  if (w > 1) st = dn_reduce_scatter(&R.view, nt_data_ptr(b->dev), counts, b->rdt, DR_SUM);
+  free(counts);
+  if (!st && mine) {
+    int64_t start = b->lo > r * L->chunk ? b->lo : r * L->chunk, at = start - r * L->chunk;
+    bool prev = nt_set_grad_enabled(false);
+    nt_Tensor *dst = nt_narrow(L->dshard, 0, at, (int64_t)mine), *src = dst ? nt_narrow(b->dev, 0, (int64_t)before, (int64_t)mine) : NULL;
+    nt_Tensor *sum = src ? nt_add(dst, src) : NULL;
+    if (!sum || nt_copy_(dst, sum)) { snprintf(R.view.err, sizeof R.view.err, "%s", nt_error_msg()); st = -1; }
+    nt_release(dst); nt_release(src); nt_release(sum);
+    nt_set_grad_enabled(prev);
+  }
+  nt_release(b->dev); b->dev = NULL;
+  return st;
+}
+
 static void *comm_main(void *arg) {
   (void)arg;
   pthread_mutex_lock(&R.mu);
@@ -156,7 +198,8 @@ static void launch_upto(int upto) {
 /* nccl: enqueues the all_reduces of buckets [launched, upto) on NCCL's stream */
 static void enqueue_upto(int upto) {
   for (int i = R.launched; i < upto; i++)
-    if (!R.failed && dn_all_reduce_async(&R.view, nt_data_ptr(R.b[i].dev), R.b[i].count, R.b[i].rdt)) {
+    if (!R.failed && (R.shard_mode ? reduce_scatter_bucket_device(&R.b[i])
+                                   : dn_all_reduce_async(&R.view, nt_data_ptr(R.b[i].dev), R.b[i].count, R.b[i].rdt))) {
       R.failed = 1;
       snprintf(R.err, sizeof R.err, "%s", R.view.err);
     }
@@ -199,7 +242,7 @@ static int begin_pass(void) {
     R.shard_world = R.view.world;
   }
   for (int i = 0; i < R.nb; i++) {
-    if (R.shard_mode) { free(R.b[i].buf); R.b[i].buf = NULL; }   /* allocated as its first gradient arrives */
+    if (R.shard_mode) { free(R.b[i].buf); R.b[i].buf = NULL; nt_release(R.b[i].dev); R.b[i].dev = NULL; }   /* allocated as its first gradient arrives */
     else if (R.on_device) { if (nt_fill_(R.b[i].dev, 0)) return -1; }
     else memset(R.b[i].buf, 0, R.b[i].count * R.b[i].esize);
     R.b[i].pending = R.b[i].nparams;
@@ -250,6 +293,20 @@ static int to_device_bucket(Bucket *b, const Param *p, nt_Tensor *grad) {
   return rc;
 }
 
+/* shard mode: a bucket's buffer, allocated (zeroed) as its first gradient
+** arrives and freed once reduced; 0 or -1 with the error set */
+static int shard_bucket_alloc(Bucket *b) {
+  if (R.on_device) {
+    if (b->dev) return 0;
+    int64_t len = (int64_t)(b->count ? b->count : 1);
+    b->dev = nt_zeros(&len, 1, b->rdt == DR_F64 ? NT_F64 : NT_F32, NT_CUDA);
+    return b->dev ? 0 : -1;
+  }
+  if (b->buf) return 0;
+  if (!(b->buf = calloc(b->count ? b->count : 1, b->esize))) { nt_error_set("out of memory"); return -1; }
+  return 0;
+}
+
 static int on_ready(void *ud, nt_Tensor *leaf, nt_Tensor *grad) {
   (void)ud;
   if (!R.registered || !R.sync) return 0;
@@ -262,7 +319,7 @@ static int on_ready(void *ud, nt_Tensor *leaf, nt_Tensor *grad) {
   if (!R.in_pass && begin_pass()) return -1;
   if (p->leaf) return 0;                    /* the same parameter twice (two aliases): first wins */
   Bucket *b = &R.b[p->bucket];
-  if (R.shard_mode && !b->buf && !(b->buf = calloc(b->count ? b->count : 1, b->esize))) { nt_error_set("out of memory"); return -1; }
+  if (R.shard_mode && shard_bucket_alloc(b)) return -1;
   bool prev = nt_set_grad_enabled(false);
   int rc = R.on_device ? to_device_bucket(b, p, grad) : to_host_bucket(b, p, grad);
   if (!rc && R.shard_mode) rc = nt_set_grad(leaf, NULL);   /* the full gradient lives on only in the bucket */
@@ -301,25 +358,30 @@ static int finish_shards(bool ok) {
     Param *p = &R.p[j];
     if (p->bucket < R.launched) continue;   /* the thread owns (and frees) a launched bucket */
     Bucket *b = &R.b[p->bucket];
-    if (!b->buf && !(b->buf = calloc(b->count ? b->count : 1, b->esize))) { nt_error_set("out of memory"); rc = -1; break; }
+    if (shard_bucket_alloc(b)) { rc = -1; break; }
     if (!p->leaf && p->param->grad) {
-      if (to_host_bucket(b, p, p->param->grad) || nt_set_grad(p->param, NULL)) rc = -1;
+      if ((R.on_device ? to_device_bucket(b, p, p->param->grad) : to_host_bucket(b, p, p->param->grad)) || nt_set_grad(p->param, NULL)) rc = -1;
     }
   }
   nt_set_grad_enabled(prev);
   if (rc) {                                 /* the buckets must still go round, empty ones included */
-    for (int i = R.launched; i < R.nb; i++) if (!R.b[i].buf) R.b[i].buf = calloc(R.b[i].count ? R.b[i].count : 1, R.b[i].esize);
+    for (int i = R.launched; i < R.nb; i++) (void)shard_bucket_alloc(&R.b[i]);
   }
   for (int i = 0; i < R.nb; i++) R.b[i].pending = 0;
   int missing = 0;
-  for (int i = R.launched; i < R.nb; i++) if (!R.b[i].buf) missing = 1;
+  for (int i = R.launched; i < R.nb; i++) if (R.on_device ? !R.b[i].dev : !R.b[i].buf) missing = 1;
   if (missing) {
     pthread_mutex_lock(&R.mu);
     if (!R.failed) { R.failed = 1; snprintf(R.err, sizeof R.err, "out of memory"); }
     pthread_mutex_unlock(&R.mu);
   }
-  launch_upto(R.nb);
-  nbD_reducer_drain();
+  if (R.on_device) {
+    enqueue_upto(R.nb);                     /* (after a failure: skipped, and the buckets just freed) */
+    for (int i = 0; i < R.nb; i++) { nt_release(R.b[i].dev); R.b[i].dev = NULL; }
+  } else {
+    launch_upto(R.nb);
+    nbD_reducer_drain();
+  }
   for (int j = 0; j < R.np; j++) { nt_release(R.p[j].leaf); R.p[j].leaf = NULL; }
   if (close_pass("dist.zero: reduce-scattering gradients failed")) { R.shard_bad = 1; return -1; }
   if (!ok) R.shard_bad = 1;                 /* a failed backward: part of its gradient went in */
@@ -383,7 +445,7 @@ static const nt_GradHooks hooks = { on_ready, on_finish, NULL };
 static void clear_layout(void) {
   for (int j = 0; j < R.np; j++) { nt_release(R.p[j].leaf); nt_release(R.p[j].param); }
   for (int i = 0; i < R.nb; i++) { free(R.b[i].buf); nt_release(R.b[i].dev); }
-  for (int i = 0; i < R.nl; i++) free(R.l[i].shard);
+  for (int i = 0; i < R.nl; i++) { free(R.l[i].shard); nt_release(R.l[i].dshard); }
   free(R.p); free(R.b); free(R.l);
   R.p = NULL; R.b = NULL; R.l = NULL; R.np = R.nb = R.nl = 0; R.hint = 0; R.in_pass = 0; R.on_device = 0;
   R.shard_mode = 0; R.shard_passes = 0; R.shard_bad = 0; R.shard_world = 0;
@@ -480,6 +542,7 @@ int nbD_reducer_register_shards(nt_Tensor **params, const int *counts, const int
   if (!R.p || !R.b || !R.l) { clear_layout(); nt_error_set("out of memory"); return -1; }
   R.shard_mode = 1;
   R.nl = nl;
+  R.on_device = on_device_reducible(params, n);
   int base = 0;
   for (int i = 0; i < nl; i++) {
     Lay *L = &R.l[i];
@@ -487,7 +550,11 @@ int nbD_reducer_register_shards(nt_Tensor **params, const int *counts, const int
     int64_t off = 0;
     for (int k = 0; k < counts[i]; k++) off += params[base + k]->numel;
     L->total = off;
-    if (!(L->shard = calloc((size_t)(L->chunk > 0 ? L->chunk : 1), L->esize))) { clear_layout(); nt_error_set("out of memory"); return -1; }
+    L->dev = counts[i] ? params[base]->device : NT_CPU;
+    if (R.on_device) {
+      int64_t len = L->chunk > 0 ? L->chunk : 1;
+      if (!(L->dshard = nt_zeros(&len, 1, L->rdt == DR_F64 ? NT_F64 : NT_F32, NT_CUDA))) { clear_layout(); return -1; }
+    } else if (!(L->shard = calloc((size_t)(L->chunk > 0 ? L->chunk : 1), L->esize))) { clear_layout(); nt_error_set("out of memory"); return -1; }
     Bucket *b = NULL;
     for (int k = counts[i] - 1; k >= 0; k--) {   /* reverse order: backward's order */
       nt_Tensor *t = params[base + k];
@@ -539,9 +606,11 @@ int nbD_reducer_take_shards(unsigned id, nt_Tensor **out) {
     Lay *L = &R.l[i];
     int64_t len = L->chunk;
     nt_DType dt = L->rdt == DR_F64 ? NT_F64 : NT_F32;
-    nt_Tensor *sum = nt_from_buffer(L->shard, dt, &len, 1, dt);
-    out[i] = sum ? nt_binary_scalar(NT_OP_MUL, sum, scale, false) : NULL;
-    nt_release(sum);
+    nt_Tensor *sum = L->dshard ? nt_retain(L->dshard) : nt_from_buffer(L->shard, dt, &len, 1, dt);
+    nt_Tensor *avg = sum ? nt_binary_scalar(NT_OP_MUL, sum, scale, false) : NULL;
+    /* on the parameters' device (ring: the host accumulator goes back to the GPU) */
+    out[i] = avg && avg->device != L->dev ? nt_to_device(avg, L->dev) : nt_retain(avg);
+    nt_release(sum); nt_release(avg);
     if (!out[i]) rc = -1;
   }
   nt_set_grad_enabled(prev);
@@ -553,7 +622,10 @@ int nbD_reducer_take_shards(unsigned id, nt_Tensor **out) {
 void nbD_reducer_zero_shards(unsigned id) {
   if (!R.registered || !R.shard_mode || R.shard_id != id) return;
   nbD_reducer_drain();
-  for (int i = 0; i < R.nl; i++) memset(R.l[i].shard, 0, (size_t)R.l[i].chunk * R.l[i].esize);
+  for (int i = 0; i < R.nl; i++) {
+    if (R.l[i].dshard) (void)nt_fill_(R.l[i].dshard, 0);   /* fails only with the device gone: take() then says so */
+    else memset(R.l[i].shard, 0, (size_t)R.l[i].chunk * R.l[i].esize);
+  }
   R.shard_passes = 0; R.shard_bad = 0;
 }
 

@@ -20,6 +20,25 @@
 ** start and wait for the same gathers in the same order (SPMD).  The gather
 ** is not recorded: stage 3 wraps it in a custom_vjp whose backward is the
 ** reduce-scatter, as all_gather's own backward.
+**
+** A CUDA shard (a GPU model under the ring backend) is staged: copied to the
+** host buffer at the start, gathered on the thread over the ring (what the
+** ring's own all_gather of a CUDA tensor does, dtensorcoll.c's staged path,
+** but while the GPU computes the current unit), and the gathered vector is
+** copied back to the shard's device at the wait.  Under NCCL stage 3 gathers
+** at use instead (an NCCL all_gather the compute stream does not wait for
+** needs an asynchronous all_gather in the module's ABI, which it lacks).
+**
+** And the copies of offload="optimizer" (a GPU model whose optimizer state
+** and update live on the host): dist_offload_to_host(devs, hosts) copies
+** each CUDA gradient shard into its (reused) host tensor and
+** dist_offload_to_device(hosts, devs) each updated host shard into its CUDA
+** tensor, all through the module's one pinned staging buffer (cudaHostAlloc,
+** tensor/tdevice.h): page-locked, so the DMA runs at full speed, and the
+** host->device copies are asynchronous on the module's stream (the host
+** goes on issuing work; kernels queued after them see the data; the next
+** use of the staging buffer waits for them).  device->host waits, as the
+** host update needs the data.
 */
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +50,8 @@
 #include "dist/dgroup.h"
 #include "dist/dtensorcoll.h"
 #include "dist/ddataparallel.h"
+#include "tensor/textend.h"
+#include "tensor/tdevice.h"
 
 /* resident bytes now, from /proc/self/statm (its second field, in pages) */
 static int rss_now(double *bytes) {
@@ -92,6 +113,7 @@ typedef struct Gather {
   dr_Group view; int *fd;
   void *buf; size_t chunk, es; int64_t world;
   nt_DType dtype;
+  nt_Device dev;                  /* the shard's device: the result goes back there */
   int st;
 } Gather;
 static Gather GS[NG];
@@ -148,7 +170,7 @@ static int b_gather_start(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
   nt_set_grad_enabled(prev);
   nt_release(h);
   g->es = x->dtype == NT_F64 ? 8 : 4;
-  g->chunk = (size_t)x->numel; g->world = w->world; g->dtype = x->dtype;
+  g->chunk = (size_t)x->numel; g->world = w->world; g->dtype = x->dtype; g->dev = x->device;
   g->buf = c ? malloc(g->chunk * (size_t)w->world * g->es + 1) : NULL;
   g->fd = c ? malloc(sizeof(int) * (size_t)w->world) : NULL;
   if (!c || !g->buf || !g->fd) {
@@ -186,9 +208,86 @@ static int b_gather_wait(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
   }
   int64_t len = (int64_t)g->chunk * g->world;
   nt_Tensor *t = g->st ? NULL : nt_from_buffer(g->buf, g->dtype, &len, 1, g->dtype);
+  if (t && g->dev != NT_CPU) {              /* a CUDA shard's gather goes back to its device */
+    bool prev = nt_set_grad_enabled(false);
+    nt_Tensor *d = nt_to_device(t, g->dev);
+    nt_set_grad_enabled(prev);
+    nt_release(t); t = d;
+  }
   free(g->buf); free(g->fd); g->buf = NULL; g->fd = NULL; g->state = 0;
   if (!t) return nb_error_kind(vm, "DistError", "%s: %s", f, g->st ? g->view.err : nt_error_msg());
   *out = nb_obj(NB_TTENSOR, t);
+  return NB_OK;
+}
+
+/* ---- offload="optimizer" copies --------------------------------------------------- */
+#define OFF_ALIGN 256             /* each tensor's place in the staging buffer */
+
+/* the two lists as n pairs of (CUDA, host) tensors of one dtype and size each;
+** 0, or -1 after raising the error */
+static int offload_pairs(nb_VM *vm, const char *f, nb_Value dv, nb_Value hv, int *n, size_t *total) {
+  if (dv.t != NB_TLIST || hv.t != NB_TLIST) return nb_error_kind(vm, "TypeError", "%s: expected two lists of tensors", f), -1;
+  nb_List *d = nb_list(dv), *h = nb_list(hv);
+  if (d->n != h->n) return nb_error_kind(vm, "ValueError", "%s: %d device tensors but %d host tensors", f, d->n, h->n), -1;
+  size_t t = 0;
+  for (int i = 0; i < d->n; i++) {
+    if (d->items[i].t != NB_TTENSOR || h->items[i].t != NB_TTENSOR) return nb_error_kind(vm, "TypeError", "%s: item %d is not a pair of tensors", f, i), -1;
+    nt_Tensor *a = (nt_Tensor *)d->items[i].u.p, *b = (nt_Tensor *)h->items[i].u.p;
+    if (a->device != NT_CUDA || b->device != NT_CPU) return nb_error_kind(vm, "ValueError", "%s: pair %d is on %s and %s, expected cuda and cpu", f, i, nt_device_name(a->device), nt_device_name(b->device)), -1;
+    if (a->dtype != b->dtype || a->numel != b->numel) return nb_error_kind(vm, "ValueError", "%s: pair %d differs in dtype or size (%s[%lld] and %s[%lld])", f, i, nt_dtype_name(a->dtype), (long long)a->numel, nt_dtype_name(b->dtype), (long long)b->numel), -1;
+    if (!nt_is_contiguous(b)) return nb_error_kind(vm, "ValueError", "%s: host tensor %d is not contiguous", f, i), -1;
+    size_t nb = (size_t)a->numel * nt_dtype_size(a->dtype);
+    if (nb > ((size_t)1 << 40) || t > ((size_t)1 << 42)) return nb_error_kind(vm, "ValueError", "%s: %zu bytes is more than this copy handles", f, nb), -1;
+    t += (nb + OFF_ALIGN - 1) / OFF_ALIGN * OFF_ALIGN;
+  }
+  *n = d->n; *total = t;
+  return 0;
+}
+
+static int b_offload_to_host(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
+  (void)n; const char *f = "dist_offload_to_host";
+  int k; size_t total;
+  if (offload_pairs(vm, f, a[0], a[1], &k, &total)) return NB_ERR;
+  nb_List *d = nb_list(a[0]), *h = nb_list(a[1]);
+  char *stage = total ? nt_cuda_staging(total) : NULL;
+  if (total && !stage) return nb_error_kind(vm, "DistError", "%s: %s", f, nt_error_msg());
+  size_t off = 0;
+  for (int i = 0; i < k; i++) {
+    nt_Tensor *dv = (nt_Tensor *)d->items[i].u.p, *hv = (nt_Tensor *)h->items[i].u.p;
+    size_t nb = (size_t)dv->numel * nt_dtype_size(dv->dtype);
+    bool prev = nt_set_grad_enabled(false);
+    nt_Tensor *c = nt_contiguous(dv);
+    nt_set_grad_enabled(prev);
+    int st = !c || nt_cuda_to_host(stage + off, nt_base(c), nb);
+    nt_release(c);
+    if (st) return nb_error_kind(vm, "DistError", "%s: %s", f, nt_error_msg());
+    memcpy(nt_base(hv), stage + off, nb);
+    nt_bump_version(hv);
+    off += (nb + OFF_ALIGN - 1) / OFF_ALIGN * OFF_ALIGN;
+  }
+  *out = nb_nil();
+  return NB_OK;
+}
+
+static int b_offload_to_device(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
+  (void)n; const char *f = "dist_offload_to_device";
+  int k; size_t total;
+  if (offload_pairs(vm, f, a[1], a[0], &k, &total)) return NB_ERR;
+  nb_List *h = nb_list(a[0]), *d = nb_list(a[1]);
+  for (int i = 0; i < k; i++)
+    if (!nt_is_contiguous((nt_Tensor *)d->items[i].u.p)) return nb_error_kind(vm, "ValueError", "%s: device tensor %d is not contiguous", f, i);
+  char *stage = total ? nt_cuda_staging(total) : NULL;   /* waits for the previous copies out of it */
+  if (total && !stage) return nb_error_kind(vm, "DistError", "%s: %s", f, nt_error_msg());
+  size_t off = 0;
+  for (int i = 0; i < k; i++) {
+    nt_Tensor *hv = (nt_Tensor *)h->items[i].u.p, *dv = (nt_Tensor *)d->items[i].u.p;
+    size_t nb = (size_t)dv->numel * nt_dtype_size(dv->dtype);
+    memcpy(stage + off, nt_base(hv), nb);
+    if (nt_cuda_to_device(nt_base(dv), stage + off, nb)) return nb_error_kind(vm, "DistError", "%s: %s", f, nt_error_msg());
+    nt_bump_version(dv);
+    off += (nb + OFF_ALIGN - 1) / OFF_ALIGN * OFF_ALIGN;
+  }
+  *out = nb_nil();
   return NB_OK;
 }
 
@@ -201,8 +300,10 @@ static int b_grad_enabled(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
 static nb_Builtin zero_builtins[] = {
   { "dist_rss", b_rss, "", "dist_rss(): {rss, peak_rss} bytes of this process's resident set, now and at its high-water mark (use dist.memory)" },
   { "dist_reset_peak", b_reset_peak, "", "dist_reset_peak(): starts a new high-water mark of the resident set (Linux clear_refs)" },
-  { "dist_gather_start", b_gather_start, "shard, group=nil", "dist_gather_start(shard, group=nil): starts an all_gather of every rank's 1-D f32/f64 shard (same size everywhere) on a thread; returns a handle for dist_gather_wait (stage 3's prefetch; not recorded)" },
-  { "dist_gather_wait", b_gather_wait, "h", "dist_gather_wait(h): the gathered vector (world x chunk elements, rank order) of a dist_gather_start" },
+  { "dist_gather_start", b_gather_start, "shard, group=nil", "dist_gather_start(shard, group=nil): starts an all_gather of every rank's 1-D f32/f64 shard (same size everywhere) on a thread; returns a handle for dist_gather_wait (stage 3's prefetch; not recorded; a CUDA shard is staged through host memory)" },
+  { "dist_gather_wait", b_gather_wait, "h", "dist_gather_wait(h): the gathered vector (world x chunk elements, rank order, on the shard's device) of a dist_gather_start" },
+  { "dist_offload_to_host", b_offload_to_host, "devs, hosts", "dist_offload_to_host(devs, hosts): copies each CUDA tensor of devs into the contiguous host tensor of hosts at the same place (same dtype and size) through pinned staging (offload=\"optimizer\")" },
+  { "dist_offload_to_device", b_offload_to_device, "hosts, devs", "dist_offload_to_device(hosts, devs): copies each contiguous host tensor into the contiguous CUDA tensor of devs at the same place through pinned staging, asynchronously on the device's stream (offload=\"optimizer\")" },
   { "dist_grad_enabled", b_grad_enabled, "", "dist_grad_enabled(): whether operations are being recorded now (false inside no_grad and the first run of a checkpoint)" },
   { NULL, NULL, NULL, NULL },
 };

@@ -26,7 +26,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 KIT=${GPUKIT:-.gpukit}
 ARCH=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || echo x86_64-linux-gnu)
-ORDER="tests numerics memcheck racecheck dist distbench demo bench gpt2"
+ORDER="tests numerics memcheck racecheck dist distbench zero demo bench gpt2"
 
 # libraries nabla links against that a CUDA image may lack (libzmq's deps included)
 DEBS="libzmq5 libsodium23 libpgm-5.3-0 libnorm1 libjansson4 libreadline8 libtinfo6 libopenblas0-openmp

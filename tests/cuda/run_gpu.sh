@@ -19,6 +19,11 @@
 #   racecheck  test_cuda under compute-sanitizer racecheck
 #   dist       tests/dist/test_gpu_dist.py (NCCL world 1, GPU workers on the ring)
 #   distbench  tests/dist/run_gpu_dist.sh's benchmarks (all_reduce, tp_mlp, pipeline)
+#   zero       ZeRO on GPU workers: tests/dist/test_zero_cuda.py on the real GPU
+#              (2 workers sharing it on the ring; NCCL with one worker per
+#              GPU), then bench/dist/zero_gpu.nbl (stage 2, 3 and offload vs
+#              data parallelism, same run) at world 1..N on NCCL and 2 on the
+#              ring, recorded in bench/results/DATE-zero-gpu-GPU.md
 #   demo       examples/digits.nbl must say it trained on cuda
 #   bench      bench_cuda vs bench/cuda/bench_torch.py
 #   gpt2       bench/cuda/gpt2.nbl vs gpt2_torch.py (GPT-2-small training step)
@@ -37,7 +42,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
 SAN=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)}
 PY=${PYTHON:-/usr/bin/python3}
-ORDER="tests numerics memcheck racecheck dist distbench demo bench gpt2"
+ORDER="tests numerics memcheck racecheck dist distbench zero demo bench gpt2"
 FAILED=0
 START=$SECONDS
 BUDGET=${GPU_CALL_BUDGET:-540}
@@ -201,6 +206,40 @@ phase_distbench() {
   cp bench/results/*-dist-gpu-*.md "$LOGS/" 2>/dev/null
 }
 
+# ZeRO on GPU workers: correctness first (the suite the emulated device runs on
+# every commit, here on the real GPU and on NCCL), then the speed of stage 2
+# against data parallelism in the same run, world 1..N (N GPUs, at most 8);
+# ZERO_BENCH_ARGS="B STEPS D LAYERS" overrides the benchmark's sizes
+phase_zero() {
+  local ngpu rc w res log
+  ngpu=$(timeout 30 nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+  [ "$ngpu" -gt 8 ] && ngpu=8
+  logged zero_cuda_ring "$(tmo 150)" env ZERO_CUDA=real ZERO_BACKEND=ring ZERO_WORLD=2 "$PY" tests/dist/test_zero_cuda.py >/dev/null; rc=$?
+  [ $rc -eq 0 ] || fail "zero_cuda_ring: exit $rc (124: timed out)"
+  logged zero_cuda_nccl "$(tmo 150)" env ZERO_CUDA=real ZERO_BACKEND=nccl ZERO_WORLD="$ngpu" "$PY" tests/dist/test_zero_cuda.py >/dev/null; rc=$?
+  [ $rc -eq 0 ] || fail "zero_cuda_nccl: exit $rc (124: timed out)"
+  mkdir -p bench/results
+  res=bench/results/$(date +%Y-%m-%d)-zero-gpu-$(gpu_tag).md
+  {
+    echo "# ZeRO on GPU workers vs data parallelism (bench/dist/zero_gpu.nbl), $(date -u '+%Y-%m-%d %H:%M UTC'), $(smi name) x $ngpu"
+    echo
+    echo "driver $(smi driver_version), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'); ratios are against dp in the same run"
+    echo
+    echo '```'
+  } >"$res"
+  for w in $(seq 1 "$ngpu") ring; do
+    if [ "$(left)" -lt 90 ]; then echo "# zero bench world $w: not run, the call's budget is spent" >>"$res"; continue; fi
+    if [ "$w" = ring ]; then log=zero_bench_w2_ring; logged "$log" "$(tmo 240)" "$NABLA" bench/dist/zero_gpu.nbl 2 ring ${ZERO_BENCH_ARGS:-} >/dev/null
+    else log=zero_bench_w${w}_nccl; logged "$log" "$(tmo 240)" "$NABLA" bench/dist/zero_gpu.nbl "$w" nccl ${ZERO_BENCH_ARGS:-} >/dev/null; fi
+    grep -v '^bench: ' "$LOGS/$log.log" >>"$res"
+  done
+  echo '```' >>"$res"
+  cp "$res" "$LOGS/"
+  cat "$res"
+  if grep -q '^bench: zero_zero2_w1_nccl_vs_dp' "$LOGS/zero_bench_w1_nccl.log" 2>/dev/null; then echo "PASS: zero_gpu_bench"
+  else fail "zero_gpu_bench: $(tail -n 3 "$LOGS/zero_bench_w1_nccl.log" 2>/dev/null | tr '\n' ' ' | cut -c1-200)"; fi
+}
+
 phase_demo() {
   logged demo "$(tmo 150)" "$NABLA" examples/digits.nbl >/dev/null; local rc=$?
   if [ $rc -eq 0 ] && grep -q "on cuda" "$LOGS/demo.log"; then echo "PASS: demo_on_gpu"
@@ -260,6 +299,7 @@ for p in $PHASES; do
     memcheck|racecheck) memcheck "$B" "$p" ;;
     dist) phase_dist ;;
     distbench) phase_distbench ;;
+    zero) phase_zero ;;
     demo) phase_demo ;;
     bench) phase_bench ;;
     gpt2) phase_gpt2 ;;
