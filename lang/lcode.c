@@ -150,21 +150,45 @@ static void index_part(Cs *c, nb_Node *k) {
   c->freereg = base;
 }
 
+/* A call f(a, *xs, k=v): positional arguments are pushed onto a list (a
+** spread appends its items), which CALLV lays out as arguments when it
+** calls; also the form of a call with more positional arguments than an
+** instruction's operand holds. */
+static void call_spread(Cs *c, nb_Node *n, int f) {
+  if (n->kind == N_METHOD) { int recv = newreg(c); expr(c, n->a, recv); }
+  else if (n->a->kind == N_NAME) load_name(c, n->a, f);
+  else expr(c, n->a, f);
+  int lst = newreg(c);
+  ABC(ARGLIST, lst, 0, 0, n);
+  for (int i = 0; i < n->npos; i++) {
+    nb_Node *k = n->kids[i];
+    int base = c->freereg, t = newreg(c);
+    expr(c, k->kind == N_SPREAD ? k->a : k, t);
+    emit(c, MK_ABC(k->kind == N_SPREAD ? BC_ARGSPREAD : BC_ARGPUSH, lst, t, 0), k);
+    c->freereg = base;
+  }
+  for (int i = n->npos; i < n->nkids; i++) { int r = newreg(c); expr(c, n->kids[i], r); }
+  ABC(CALLV, f, n->kind == N_METHOD, n->nkids - n->npos, n);
+}
+
 static void call(Cs *c, nb_Node *n, int dst) {
   int base = c->freereg;
-  for (int i = 0; i < n->nkids; i++) if (n->kids[i]->kind == N_SPREAD) unsupported(c, "unsupported: spread argument");
-  if (n->npos > 255 || n->nkids - n->npos > 255) unsupported(c, "unsupported: more than 255 arguments");
+  bool spread = n->npos > 254;
+  for (int i = 0; i < n->nkids; i++) if (n->kids[i]->kind == N_SPREAD) spread = true;
+  if (n->nkids - n->npos > 255) unsupported(c, "more than 255 keyword arguments in one call");
   /* the result may go straight to dst when dst is the newest temporary */
   int f = dst >= 0 && dst == c->freereg - 1 && dst >= c->code->nlocals ? (c->freereg--, newreg(c)) : newreg(c);
-  if (n->kind == N_METHOD) {
-    if (n->npos > 254) unsupported(c, "unsupported: more than 254 arguments");
-    int recv = newreg(c);
-    expr(c, n->a, recv);
-  } else if (n->a->kind == N_NAME) load_name(c, n->a, f);
-  else expr(c, n->a, f);
-  for (int i = 0; i < n->nkids; i++) { int r = newreg(c); expr(c, n->kids[i], r); }
-  if (n->kind == N_METHOD) ABC(METHOD, f, n->npos, n->nkids - n->npos, n);
-  else ABC(CALL, f, n->npos, n->nkids - n->npos, n);
+  if (spread) call_spread(c, n, f);
+  else {
+    if (n->kind == N_METHOD) {
+      int recv = newreg(c);
+      expr(c, n->a, recv);
+    } else if (n->a->kind == N_NAME) load_name(c, n->a, f);
+    else expr(c, n->a, f);
+    for (int i = 0; i < n->nkids; i++) { int r = newreg(c); expr(c, n->kids[i], r); }
+    if (n->kind == N_METHOD) ABC(METHOD, f, n->npos, n->nkids - n->npos, n);
+    else ABC(CALL, f, n->npos, n->nkids - n->npos, n);
+  }
   if (dst >= 0 && dst != f) ABC(SETL, dst, f, 0, n);
   else if (dst < 0) ABC(CLEAR, f, 0, 0, n);
   c->freereg = base;
@@ -432,8 +456,17 @@ static void expr(Cs *c, nb_Node *n, int dst) {
     if (dst >= 0) ABC(LOADNIL, dst, 0, 0, n);
     return;
   }
-  case N_NOGRAD: unsupported(c, "unsupported: no_grad");
-  case N_AUTOCAST: unsupported(c, "unsupported: autocast");
+  case N_NOGRAD: case N_AUTOCAST:
+    /* a block with a mode: its exit (ENDTRY) is emitted like a try's, and
+    ** break/continue out of it leave it the same way (c->ntry); a return
+    ** or an error leaves it in the VM (lexec.c's block stack) */
+    if (n->kind == N_NOGRAD) ABC(NOGRAD, 0, 0, 0, n);
+    else { int r = to_temp(c, n->a); ABC(AUTOCAST, r, 0, 0, n->a); c->freereg = base; }
+    c->ntry++;
+    expr(c, n->kind == N_NOGRAD ? n->a : n->b, dst);
+    c->ntry--;
+    ABC(ENDTRY, 0, 0, 0, n);
+    return;
   case N_SLICE: unsupported(c, "unsupported: slice");
   case N_SPREAD: unsupported(c, "unsupported: spread argument");
   }
@@ -446,7 +479,28 @@ void nbI_code_free(nb_Code *k) {
   free(k->k); free(k->code); free(k->nodes); free(k);
 }
 
-static nb_Code *compile(nb_Chunk *chunk, nb_Node *body, int nlocals, bool toplevel, const char *name, const char **why) {
+/* A function's prologue: each parameter with a default that the call left
+** unassigned gets it, evaluated in the callee's frame after the arguments
+** (so a default may use an earlier parameter), into the parameter's cell
+** when a closure captures it.  A call that bound every parameter
+** positionally enters after it (code->body). */
+static void prologue(Cs *c, const nb_Proto *p) {
+  for (int i = 0; i < p->nparams; i++) {
+    nb_Node *d = p->defaults ? p->defaults[i] : NULL;
+    if (!d) continue;
+    bool cell = false;
+    for (int j = 0; j < p->ncells; j++) if (p->cellslots[j] == i) cell = true;
+    int base = c->freereg;
+    int skip = jump(c, BC_JDEF, i, d);
+    int t = to_temp(c, d);
+    emit(c, MK_ABC(cell ? BC_SETCELL : BC_SETL, i, t, 0), d);
+    patch_here(c, skip);
+    c->freereg = base;
+  }
+  c->code->body = c->code->ncode;
+}
+
+static nb_Code *compile(nb_Chunk *chunk, nb_Node *body, int nlocals, bool toplevel, const char *name, const nb_Proto *p, const char **why) {
   Cs cs; memset(&cs, 0, sizeof cs);
   Cs *c = &cs;   /* the emit macros' name */
   nb_Code *volatile k = calloc(1, sizeof *k);
@@ -456,6 +510,7 @@ static nb_Code *compile(nb_Chunk *chunk, nb_Node *body, int nlocals, bool toplev
   cs.freereg = nlocals; cs.toplevel = toplevel;
   if (nlocals > MAX_REGS) { *why = "unsupported: more than 250 locals"; nbI_code_free(k); return NULL; }
   if (setjmp(cs.jb)) { *why = cs.why; nbI_code_free(k); return NULL; }
+  if (p) prologue(c, p);
   int r = newreg(c);
   if (toplevel) { node(c, body, r); ABC(RET, r, 0, 0, body); }
   else { expr(c, body, r); ABC(RET, r, 0, 0, body); }
@@ -467,7 +522,7 @@ nb_Code *nbI_proto_code(nb_VM *vm, nb_Proto *p) {
   if (p->code || p->vm_why) return p->code;
   if (!nbI_enabled()) { p->vm_why = "engine: walker"; return NULL; }
   const char *why = NULL;
-  p->code = compile(p->chunk, p->body, p->nlocals, false, nbP_proto_name(p), &why);
+  p->code = compile(p->chunk, p->body, p->nlocals, false, nbP_proto_name(p), p, &why);
   if (!p->code) { p->vm_why = why; nbI_count_fallback(why); }
   else nbI_count_compiled();
   return p->code;
@@ -475,7 +530,7 @@ nb_Code *nbI_proto_code(nb_VM *vm, nb_Proto *p) {
 
 nb_Code *nbI_compile_stmt(nb_VM *vm, nb_Chunk *chunk, nb_Node *stmt, const char **why) {
   (void)vm;
-  return compile(chunk, stmt, 0, true, "<main>", why);
+  return compile(chunk, stmt, 0, true, "<main>", NULL, why);
 }
 
 /* ---------------------------------------------------------------- engine */

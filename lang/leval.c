@@ -117,54 +117,6 @@ static void store_var(nb_Frame *f, const nb_Node *n, nb_Value v) {
   }
 }
 
-/* evaluates call arguments onto the stack */
-/* *v (a range or a tensor) as the list of what `for` would visit: numbers,
-** or a tensor's items along its first axis; consumes *v */
-static int spread_list(nb_VM *vm, nb_Value *v) {
-  nb_Value seq = *v;
-  *v = nb_nil();
-  if (seq.t == NB_TRANGE) {
-    nb_Range *r = seq.u.p;
-    double len = nbG_range_len(r);
-    if (len > 1e7) { nb_decref(seq); return nb_error_kind(vm, "ValueError", "*range: %.0f arguments are too many to spread", len); }
-    nb_List *l = nbL_new((int)len);
-    for (double k = 0; k < len; k++) nbL_push(l, nb_numk(r->start + k * r->step, r->kind));
-    nb_decref(seq);
-    *v = nb_obj(NB_TLIST, l);
-    return NB_OK;
-  }
-  if (seq.t == NB_TTENSOR) {
-    double len;
-    if (nbT_len(vm, seq, &len)) { nb_decref(seq); return NB_ERR; }
-    nb_List *l = nbL_new((int)len);
-    for (long k = 0; k < (long)len; k++) {
-      nb_Value kv = nb_int((double)k), item;
-      if (nbT_index(vm, seq, &kv, 1, &item)) { nb_decref(nb_obj(NB_TLIST, l)); nb_decref(seq); return NB_ERR; }
-      nbL_push(l, item);
-    }
-    nb_decref(seq);
-    *v = nb_obj(NB_TLIST, l);
-    return NB_OK;
-  }
-  if (seq.t == NB_TREC && nbR_find_cstr(nb_rec(seq), "__next") >= 0) {   /* an iterator, to its end */
-    nb_Value next = nbR_get_cstr(nb_rec(seq), "__next");
-    nb_List *l = nbL_new(8);
-    for (;;) {
-      nb_Value item;
-      if (l->n >= 10000000) { nb_decref(nb_obj(NB_TLIST, l)); nb_decref(seq); return nb_error_kind(vm, "ValueError", "*iterator: more than 10000000 arguments to spread"); }
-      if (nbV_call(vm, next, &seq, 1, &item)) { nb_decref(nb_obj(NB_TLIST, l)); nb_decref(seq); return NB_ERR; }
-      if (item.t == NB_TNIL) break;
-      nbL_push(l, item);
-    }
-    nb_decref(seq);
-    *v = nb_obj(NB_TLIST, l);
-    return NB_OK;
-  }
-  nb_error_kind(vm, "TypeError", "*%s: only a list, a range, a tensor or an iterator can be spread into a call's arguments", nb_typename(seq));
-  nb_decref(seq);
-  return NB_ERR;
-}
-
 /* Pushes a call's arguments; *npos gets the number of positional ones,
 ** which a spread argument f(*xs) makes known only now. */
 static int push_args(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *base, int *npos) {
@@ -179,7 +131,7 @@ static int push_args(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *base, int *np
     int st = eval_leaf(vm, f, k->kind == N_SPREAD ? k->a : k, &v);
     if (st) { for (nb_Value *p = base; p < vm->sp; p++) nb_decref(*p); vm->sp = base; return st; }
     if (k->kind != N_SPREAD) { *vm->sp++ = v; continue; }
-    if (v.t != NB_TLIST && spread_list(vm, &v)) {
+    if (v.t != NB_TLIST && nbV_spread_list(vm, &v)) {
       for (nb_Value *p = base; p < vm->sp; p++) nb_decref(*p);
       vm->sp = base;
       return fail(vm, f, k);

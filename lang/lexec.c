@@ -358,13 +358,42 @@ static int iter_next(nb_VM *vm, const nb_Node *n, nb_Value *R, int a, nb_Value *
   return 1;
 }
 
-static void push_handler(nb_VM *vm, const nb_Instr *pc, int reg) {
+static void push_handler(nb_VM *vm, const nb_Instr *pc, int reg, int kind, int saved) {
   if (vm->nxh == vm->capxh) {
     vm->capxh = vm->capxh ? vm->capxh * 2 : 16;
     vm->xh = realloc(vm->xh, sizeof *vm->xh * (size_t)vm->capxh);
     if (!vm->xh) abort();
   }
-  vm->xh[vm->nxh++] = (nb_Handler){ pc, reg, vm->nxf, vm->depth };
+  vm->xh[vm->nxh++] = (nb_Handler){ pc, reg, vm->nxf, vm->depth, kind, saved };
+}
+
+/* pops the newest entry of the block stack, putting back a block's mode */
+static void pop_block(nb_VM *vm) {
+  nb_Handler *h = &vm->xh[--vm->nxh];
+  if (h->kind == NB_H_NOGRAD) { vm->grad_disabled--; nbT_swap_grad_enabled(h->saved != 0); }
+  else if (h->kind == NB_H_AUTOCAST) nbT_swap_autocast(h->saved);
+}
+
+static int enter_autocast(nb_VM *vm, nb_Value *R, int a) {
+  int dt;
+  int st = nbT_autocast_arg(vm, R[a], &dt);
+  clear_regs(R, a, a + 1);
+  if (st) return st;
+  push_handler(vm, NULL, 0, NB_H_AUTOCAST, nbT_swap_autocast(dt));
+  return NB_OK;
+}
+
+/* ARGPUSH/ARGSPREAD: the argument R[b] onto the list R[a] */
+static int arg_push(nb_VM *vm, nb_Value *R, int a, int b, bool spread) {
+  nb_Value v = R[b];
+  R[b] = nb_nil();
+  nb_List *l = nb_list(R[a]);
+  if (!spread) { nbL_push(l, v); return NB_OK; }
+  if (v.t != NB_TLIST && nbV_spread_list(vm, &v)) return NB_ERR;
+  nb_List *items = nb_list(v);
+  for (int j = 0; j < items->n; j++) { nb_incref(items->items[j]); nbL_push(l, items->items[j]); }
+  nb_decref(v);
+  return NB_OK;
 }
 
 static int truthy_slow(nb_VM *vm, nb_Value v, bool *t) { return nbV_truthy(vm, v, t); }
@@ -529,8 +558,34 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     if (t == (op == BC_JT || op == BC_JTK)) pc += GET_sBx(i);
     NEXT;
   }
+  CASE(CALLV) {
+    /* lays the list of positional arguments out in place, the keywords
+    ** after them (past the registers when long: vm->sp covers them) */
+    ca = A; cnkw = C;
+    {
+      int lreg = ca + 1 + B;
+      nb_Value lv = R[lreg];
+      nb_List *l = nb_list(lv);
+      int na = l->n;
+      if (R + lreg + na + cnkw + 1 > vm->stack_end) {
+        nb_error_kind(vm, "RecursionError", "stack overflow (spreading %d arguments)", na);
+        goto error;
+      }
+      R[lreg] = nb_nil();
+      memmove(&R[lreg + na], &R[lreg + 1], sizeof(nb_Value) * (size_t)cnkw);
+      if (na == 0 && cnkw) R[lreg + cnkw] = nb_nil();
+      memcpy(&R[lreg], l->items, sizeof(nb_Value) * (size_t)na);   /* moved: the list is the call's own */
+      l->n = 0;
+      nb_decref(lv);
+      cnpos = na;
+      if (R + lreg + na + cnkw > vm->sp) vm->sp = R + lreg + na + cnkw;
+      if (!B) { if (__builtin_expect(vm->poll, 0)) CHECK(nbV_poll(vm)); goto do_call; }
+    }
+    goto do_method;
+  }
   CASE(METHOD) {
     ca = A; cnpos = B; cnkw = C;
+  do_method: ;
     bool self;
     nb_Value callee;
     CHECK(method_callee(vm, f, NODE, R[ca + 1], &callee, &self));
@@ -549,27 +604,36 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     ca = A; cnpos = B; cnkw = C;
   do_call: ;
     nb_Value callee = R[ca];
-    if (callee.t == NB_TFUNC && cnkw == 0) {
+    if (callee.t == NB_TFUNC) {
       nb_Func *fn = nb_func(callee);
       nb_Proto *p = fn->proto;
       nb_Code *cc = p->code ? p->code : p->vm_why ? NULL : nbI_proto_code(vm, p);
-      if (cc && cnpos == p->nparams && !p->variadic) {
+      if (cc) {
         nb_Value *nR = R + ca + 1;
-        if (vm->depth >= vm->max_depth || nR + cc->nregs > vm->stack_end) {
+        int nargs = cnpos + cnkw, entry = cc->body;
+        if (vm->depth >= vm->max_depth || nR + (cc->nregs > nargs ? cc->nregs : nargs) > vm->stack_end) {
           nb_error_kind(vm, "RecursionError", "stack overflow (calls nested more than %d deep)", vm->depth);
           goto error;
         }
-        /* the rest of the window may hold stale bits (a walker frame's, a
-        ** builtin's): unassigned locals and empty temporaries are both the
-        ** 8-byte tag word of NB_TUNDEF, a value that holds no reference */
-        for (int k = cnpos; k < cc->nregs; k++) { uint64_t z = 0; memcpy(&nR[k], &z, sizeof z); }
+        int from = cnpos;
+        if (__builtin_expect(cnkw != 0 || cnpos != p->nparams || p->variadic, 0)) {
+          /* keywords, defaults, *rest: bound in place, then the prologue */
+          const nb_Node *n = NODE;
+          if (nbV_bind_args(vm, p, nR, cnpos, cnkw ? n->names + n->npos : NULL, cnkw)) goto error;
+          from = p->nlocals > nargs ? p->nlocals : nargs;
+          entry = 0;
+        }
+        /* the rest of the window may hold stale bits (a builtin's): unassigned
+        ** locals and empty temporaries are both the 8-byte tag word of
+        ** NB_TUNDEF, a value that holds no reference */
+        for (int k = from; k < cc->nregs; k++) { uint64_t z = 0; memcpy(&nR[k], &z, sizeof z); }
         if (p->ncells) nbV_box_cells(p, nR);
         XFrame *x = push_frame(vm);
         x->f = (nb_Frame){ nR, p->chunk, fn, fn->mod, NODE, f };
         x->code = cc; x->ccode = code; x->cR = R; x->cpc = pc;
         vm->depth++;
         vm->frame = f = &x->f;
-        code = cc; R = nR; K = cc->k; pc = cc->code;
+        code = cc; R = nR; K = cc->k; pc = cc->code + entry;
         vm->sp = R + cc->nregs;
         NEXT;
       }
@@ -588,7 +652,7 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
   }
   CASE(RET) {
     nb_Value v = RA; RA = nb_nil();
-    while (vm->nxh > xhbase && vm->xh[vm->nxh - 1].lvl >= vm->nxf) vm->nxh--;   /* a return inside try */
+    while (vm->nxh > xhbase && vm->xh[vm->nxh - 1].lvl >= vm->nxf) pop_block(vm);   /* a return inside try, no_grad */
     /* RET's register is the newest live one: the temporaries below it may
     ** hold references (a return inside an expression), those above none */
     if (f == f0) {
@@ -638,8 +702,24 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     NEXT;
   }
   CASE(CLEAR) { nb_Value v = RA; RA = nb_nil(); nb_decref(v); NEXT; }
-  CASE(TRY) { push_handler(vm, pc + GET_sBx(i), A); NEXT; }
-  CASE(ENDTRY) { vm->nxh--; NEXT; }
+  CASE(TRY) { push_handler(vm, pc + GET_sBx(i), A, NB_H_TRY, 0); NEXT; }
+  CASE(ENDTRY) { pop_block(vm); NEXT; }
+  CASE(NOGRAD) {
+    /* also when grad is already off (checkpoint): the previous mode comes back */
+    vm->grad_disabled++;
+    push_handler(vm, NULL, 0, NB_H_NOGRAD, nbT_swap_grad_enabled(false));
+    NEXT;
+  }
+  CASE(AUTOCAST) { CHECK(enter_autocast(vm, R, A)); NEXT; }
+  CASE(ARGLIST) { nb_store(&RA, nb_obj(NB_TLIST, nbL_new(8))); NEXT; }
+  CASE(ARGPUSH) { arg_push(vm, R, A, B, false); NEXT; }
+  CASE(ARGSPREAD) { CHECK(arg_push(vm, R, A, B, true)); NEXT; }
+  CASE(JDEF) {
+    nb_Value v = RA;
+    if (v.t == NB_TCELL) v = ((nb_Cell *)v.u.p)->v;
+    if (v.t != NB_TUNDEF) pc += GET_sBx(i);
+    NEXT;
+  }
   CASE(ITERPREP) { CHECK(iter_prep(vm, R, A)); pc += GET_sBx(i); NEXT; }
   CASE(ITERNEXT) {
     nb_Value item;
@@ -660,7 +740,14 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
 
 error:
   if (!vm->err_located) nbE_locate(vm, f->chunk, NODE);
-  if (vm->nxh > xhbase && nbE_catchable(vm)) {
+  if (vm->sp > R + code->nregs) {   /* the arguments CALLV laid out past the registers */
+    clear_regs(R, code->nregs, (int)(vm->sp - R));
+    vm->sp = R + code->nregs;
+  }
+  /* blocks left by the error put their modes back, up to the try that
+  ** catches it (an uncatchable error leaves them all) */
+  while (vm->nxh > xhbase && !(vm->xh[vm->nxh - 1].kind == NB_H_TRY && nbE_catchable(vm))) pop_block(vm);
+  if (vm->nxh > xhbase) {
     /* caught: unwind to the handler's frame (each frame adds its trace
     ** entry, as the walker's C frames do on their way out) */
     nb_Handler h = vm->xh[--vm->nxh];

@@ -88,12 +88,19 @@ typedef uint32_t nb_Instr;
   X(CLEAR,   "A",     "R[A] = nil (drops a discarded value)") \
   X(METHOD,  "A B C", "R[A] = R[A+1].name(R[A+2 ..]) (B positional, C keywords after the receiver)") \
   X(TRY,     "A sBx", "push a handler: an error clears R[A ..], puts the error in R[A], pc += sBx") \
-  X(ENDTRY,  "",      "pop the handler") \
+  X(ENDTRY,  "",      "pop the handler, or leave the no_grad/autocast block") \
   X(ITERPREP,"A sBx", "R[A]: the sequence; R[A+1], R[A+2]: its state; pc += sBx (to ITERNEXT)") \
   X(ITERNEXT,"A B sBx", "the next item into R[B] and pc += sBx, or fall out of the loop (polls)") \
   X(IMPORT,  "A",     "R[A] = the module named by the node") \
   X(SLICE,   "A B",   "R[A] = a slice of R[B .. B+2] (nil: omitted)") \
-  X(UPDX,    "A B",   "R[A].name op= R[B], or R[A][R[A+1 ..]] op= R[B]")
+  X(UPDX,    "A B",   "R[A].name op= R[B], or R[A][R[A+1 ..]] op= R[B]") \
+  X(NOGRAD,  "",      "enter a no_grad block (ENDTRY, or any way out, leaves it)") \
+  X(AUTOCAST,"A",     "enter an autocast(R[A]) block (moves R[A] out; left as NOGRAD)") \
+  X(ARGLIST, "A",     "R[A] = an empty list of positional arguments (a call with *xs)") \
+  X(ARGPUSH, "A B",   "append R[B] to the argument list R[A] (moves R[B] out)") \
+  X(ARGSPREAD,"A B",  "append the items of R[B] (a list, range, tensor, iterator) to R[A]") \
+  X(CALLV,   "A B C", "a call whose positional arguments are the list R[A+1+B] (B=1: a method, R[A+1] the receiver); C keywords after it") \
+  X(JDEF,    "A sBx", "if parameter R[A] (or its cell) has a value then pc += sBx (a default's prologue)")
 
 typedef enum {
 #define X(name, ops, doc) BC_##name,
@@ -102,8 +109,11 @@ typedef enum {
   BC__COUNT
 } nb_OpCode;
 
-/* a try handler (lexec.c): where to go, what to restore */
-typedef struct nb_Handler { const nb_Instr *pc; int reg, lvl, depth; } nb_Handler;
+/* The VM's block stack (lexec.c): a try's handler (where to go, what to
+** restore), or a no_grad/autocast block's saved mode, which every way out
+** (ENDTRY, break, return, an error unwinding past it) puts back. */
+enum { NB_H_TRY, NB_H_NOGRAD, NB_H_AUTOCAST };
+typedef struct nb_Handler { const nb_Instr *pc; int reg, lvl, depth; int kind, saved; } nb_Handler;
 
 /* a compiled function body or top-level statement */
 typedef struct nb_Code {
@@ -111,6 +121,8 @@ typedef struct nb_Code {
   const nb_Node **nodes;     /* per instruction: the node the walker would blame */
   nb_Value *k; int nk, capk;
   int nlocals, nregs;        /* registers: the locals, then temporaries */
+  int body;                  /* a function's: the first instruction after its defaults'
+                             ** prologue (where a call that bound every parameter enters) */
   nb_Chunk *chunk;
   const char *name;          /* for the disassembler */
 } nb_Code;

@@ -244,6 +244,10 @@ int  nbV_eval(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out);
 /* at loop back-edges and calls when vm->poll is set: interrupt, collection, step limit */
 int  nbV_poll(nb_VM *vm);
 int  nbV_call_at(nb_VM *vm, nb_Frame *f, const nb_Node *site, nb_Value callee, nb_Value *base, int npos, nb_Str **kw, int nkw, nb_Value *out);
+/* binds a call's arguments to a function's parameters (lcall.c) */
+int  nbV_bind_args(nb_VM *vm, const nb_Proto *p, nb_Value *base, int npos, nb_Str **kw, int nkw);
+/* *v (a range, a tensor, an iterator) as the list that f(*v) spreads; consumes *v */
+int  nbV_spread_list(nb_VM *vm, nb_Value *v);
 int  nbV_set_index(nb_VM *vm, nb_Value obj, nb_Value *idx, int nidx, nb_Value v);
 int  nbV_get_field(nb_VM *vm, nb_Value obj, nb_Str *name, nb_Value *out);
 int  nbV_set_field(nb_VM *vm, nb_Value obj, nb_Str *name, nb_Value v);
