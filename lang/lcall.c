@@ -2,8 +2,9 @@
 ** lcall.c — calls: binding a builtin's arguments to its parameters, entering
 ** a user function (its frame, keyword and default arguments, captured cells),
 ** calling any callable value (nbV_call_at), the C entry points nbV_call and
-** nbV_call_kw, and making closures.  Split from leval.c, which evaluates the
-** arguments and then hands them over here.
+** nbV_call_kw, and making closures.  The VM (lexec.c) enters nabla
+** functions itself; builtins, records with __call, and calls from C (a
+** builtin's callback, dist/, kernel/) come through here.
 **
 ** The calling convention.  A call's arguments are evaluated straight onto
 ** the VM stack (vm->stack, above vm->sp), positional ones first, then the
@@ -178,22 +179,8 @@ static int call_func(nb_VM *vm, nb_Frame *caller, const nb_Node *site, nb_Func *
   vm->depth++;
   vm->frame = &nf;
   nbV_box_cells(p, base);
-  nb_Code *code = p->code ? p->code : p->vm_why ? NULL : nbI_proto_code(vm, p);
-  if (code) st = nbI_exec(vm, &nf, code, base, out);
-  else {
-    for (int i = 0; i < p->nparams; i++) {
-      /* a cell is never a value, so a boxed slot is told apart by its type */
-      nb_Value *slot = base[i].t == NB_TCELL ? &((nb_Cell *)base[i].u.p)->v : &base[i];
-      if (slot->t != NB_TUNDEF) continue;
-      nb_Value d;
-      if ((st = nbV_eval(vm, &nf, p->defaults[i], &d))) goto out;
-      *slot = d;
-    }
-    st = nbV_eval(vm, &nf, p->body, out);
-  }
-  if (st == NB_RETURN) { *out = vm->ret; vm->ret = nb_nil(); st = NB_OK; }
-  else if (st == NB_BREAK || st == NB_CONTINUE) st = NB_OK;   /* resolver forbids; defensive */
-out:
+  nb_Code *code = p->code ? p->code : nbI_proto_code(vm, p);
+  st = code ? nbI_exec(vm, &nf, code, base, out) : nbI_proto_error(vm, p);
   vm->depth--;
   vm->frame = caller;
   for (int i = 0; i < need; i++) nb_decref(base[i]);

@@ -70,12 +70,12 @@ char *nb_disassemble(nb_VM *vm, const char *src, size_t len, const char *filenam
   nb_Buf b = {0};
   char line[256];
   for (int i = 0; i < prog->nkids; i++) {
-    const char *why = NULL;
-    nb_Code *k = nbI_compile_stmt(vm, c, prog->kids[i], &why);
+    const char *why = NULL; const nb_Node *at = NULL;
+    nb_Code *k = nbI_compile_stmt(vm, c, prog->kids[i], &why, &at);
     snprintf(line, sizeof line, "-- top-level statement at line %d\n", prog->kids[i]->line);
     nbB_add(&b, line, strlen(line));
     if (k) { nbI_dis(&b, k); nbI_code_free(k); }
-    else { snprintf(line, sizeof line, "  runs on the tree walker (%s)\n", why); nbB_add(&b, line, strlen(line)); }
+    else { snprintf(line, sizeof line, "  too large to compile: %s\n", why); nbB_add(&b, line, strlen(line)); }
   }
   for (int i = 0; i < c->nprotos; i++) {
     nb_Proto *p = c->protos[i];
@@ -83,7 +83,7 @@ char *nb_disassemble(nb_VM *vm, const char *src, size_t len, const char *filenam
     nbB_add(&b, line, strlen(line));
     nb_Code *k = nbI_proto_code(vm, p);
     if (k) nbI_dis(&b, k);
-    else { snprintf(line, sizeof line, "  runs on the tree walker (%s)\n", p->vm_why); nbB_add(&b, line, strlen(line)); }
+    else { snprintf(line, sizeof line, "  too large to compile: %s\n", p->vm_why); nbB_add(&b, line, strlen(line)); }
   }
   nbP_chunk_release(c);
   nbB_add(&b, "", 1);

@@ -1,21 +1,29 @@
 /*
-** lexec.c — the register VM: runs the bytecode lcode.c compiles (Lua 5.4's
-** lvm.c is the model).  Computed-goto dispatch under GCC/clang, a switch
-** otherwise.  Numbers are unboxed; int/float arithmetic and comparisons are
-** inline, everything else goes to the same helpers the walker calls (lops.c,
-** lcall.c), so both engines give the same results and the same errors.
+** lexec.c — the register VM, the only engine: runs the bytecode lcode.c
+** compiles (Lua 5.4's lvm.c is the model).  Computed-goto dispatch under
+** GCC/clang, a switch otherwise.  Numbers are unboxed; int/float arithmetic
+** and comparisons are inline, everything else goes to the shared helpers
+** (lops.c operators, lcall.c builtins and binding, lerror.c errors).  Also
+** here: the poll (interrupts, collections, step limits) and the running of
+** a chunk (nbV_run_program).
 **
-** Calls.  A call from VM code to a compiled nabla function whose arguments
-** bind positionally pushes a frame (XFrame) and continues in this loop: no C
-** recursion, so deep recursion is bounded by vm->max_depth and the VM stack
-** alone (the same RecursionError as the walker).  Any other call (builtins,
-** keywords, defaults, variadics, functions the compiler does not support yet)
-** goes through nbV_call_at, which may come back here for the callee's body.
+** Calls.  A call from VM code to a nabla function pushes a frame (XFrame)
+** and continues in this loop: no C recursion, so deep recursion is bounded
+** by vm->max_depth and the VM stack alone.  Arguments that bind positionally
+** enter at the body (code->body); keywords, missing defaults and *rest are
+** bound in place (nbV_bind_args) and enter at the defaults' prologue.
+** Builtins and records with __call go through nbV_call_at, which comes back
+** here (nbI_exec, a new C level) when a builtin calls a nabla function.
+**
+** Blocks.  try, no_grad and autocast push an entry on the VM's block stack
+** (vm->xh); ENDTRY pops it, break/continue pop the ones they leave, a
+** return pops its frame's, an error pops up to the try that catches it,
+** and each popped no_grad/autocast puts its mode back.
 **
 ** Errors.  An instruction that fails jumps to `error`: the error is pointed
 ** at the instruction's node (code->nodes), unless a deeper one already was,
-** and each VM frame unwound adds the stack-trace entry call_func would, so
-** the report is the walker's, caret for caret.
+** and each VM frame unwound adds a stack-trace entry (caller's name, call
+** site) as call_func does for calls through C.
 **
 ** References follow lopcodes.h's invariant: a temporary's reference is moved
 ** out by its user; a register write drops the old value.
@@ -72,6 +80,27 @@ static inline void drop(nb_Value *R, int r, int nlocals) {
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the tag word puts t in its low half");
 static inline void put_num(nb_Value *out, uint64_t tag, double x) { memcpy(out, &tag, sizeof tag); out->u.n = x; }
 
+/* ------------------------------------------------------------ polls */
+/* Consumes a pending interrupt: the uncatchable error that ends the cell. */
+int nbV_interrupt_error(nb_VM *vm) {
+  vm->interrupted = 0;
+  vm->poll = vm->step_limit != 0;
+  return nb_error_kind(vm, "Interrupted", "interrupted");
+}
+
+/* Called at loop iterations and calls when vm->poll is set: an interrupt, a
+** cycle collection due (safe here: every value the evaluator and the
+** builtins below it hold is counted), the step limit. */
+int nbV_poll(nb_VM *vm) {
+  if (vm->interrupted) return nbV_interrupt_error(vm);
+  if (nbO_gc_due()) {
+    vm->poll = vm->step_limit != 0;
+    if (vm->interrupted) vm->poll = 1;   /* a signal between the test and the store */
+    nbO_collect();
+  }
+  if (vm->step_limit && ++vm->steps > vm->step_limit) return nb_error_kind(vm, "StepLimit", "step limit exceeded");
+  return NB_OK;
+}
 /* ------------------------------------------------------------ slow paths */
 static int undefined(nb_VM *vm, const nb_Node *n, bool global) {
   if (global) return nb_error_kind(vm, "NameError", "undefined variable '%s'", n->str->data);
@@ -91,7 +120,7 @@ static int get_global_slow(nb_VM *vm, const nb_Node *n, nb_Value *out) {
 }
 
 /* a binary operator on anything but two numbers; operands read in place
-** from a local may be unassigned (the walker's order: a, then b) */
+** from a local may be unassigned (reported in order: a, then b) */
 static int binop_slow(nb_VM *vm, const nb_Node *n, nb_Value *R, int nlocals, int op, int a, int b, int dst) {
   if (R[a].t == NB_TUNDEF) { int st = undefined(vm, n->a, false); nbE_locate(vm, vm->frame->chunk, n->a); return st; }
   if (R[b].t == NB_TUNDEF) { int st = undefined(vm, n->b, false); nbE_locate(vm, vm->frame->chunk, n->b); return st; }
@@ -140,47 +169,81 @@ static int update(nb_VM *vm, const nb_Node *n, nb_Value *R, int a, int b) {
   return st;
 }
 
-static int make_list(nb_VM *vm, const nb_Node *n, nb_Value *R, int a) {
+/* Literals from their items (moved out of items[], which holds nil after):
+** the registers after the literal's, or a list's items for a long one. */
+static int make_list(nb_VM *vm, const nb_Node *n, nb_Value *items, nb_Value *out) {
   nb_List *l = nbL_new(n->nkids);
   bool numeric = n->nkids > 0, nested = n->nkids > 0;
   for (int i = 0; i < n->nkids; i++) {
-    nb_Value v = R[a + 1 + i]; R[a + 1 + i] = nb_nil();
+    nb_Value v = items[i]; items[i] = nb_nil();
     if (v.t != NB_TNUM && v.t != NB_TBOOL) numeric = false;
     if (!(v.t == NB_TTENSOR && n->kids[i]->kind == N_LIST)) nested = false;
     nbL_push(l, v);
   }
   nb_Value lv = nb_obj(NB_TLIST, l);
-  if (numeric || nested) {
+  if (numeric || nested) {   /* [1, 2], [[1, 2], [3, 4]]: a tensor */
     nb_Value t;
     int st = nbT_literal(vm, lv, &t);
     nb_decref(lv);
     if (st) return st;
     lv = t;
   }
-  nb_store(&R[a], lv);
+  *out = lv;
   return NB_OK;
 }
 
-static int make_rec(const nb_Node *n, nb_Value *R, int a) {
+static void make_rec(const nb_Node *n, nb_Value *items, nb_Value *out) {
   nb_Rec *r = nbR_new(n->nkids);
-  for (int i = 0; i < n->nkids; i++) { nbR_set(r, n->names[i], R[a + 1 + i]); R[a + 1 + i] = nb_nil(); }
-  nb_store(&R[a], nb_obj(NB_TREC, r));
-  return NB_OK;
+  for (int i = 0; i < n->nkids; i++) { nbR_set(r, n->names[i], items[i]); items[i] = nb_nil(); }
+  *out = nb_obj(NB_TREC, r);
 }
 
-static int interp(nb_VM *vm, const nb_Node *n, nb_Value *R, int a) {
+/* a string interpolation; items: the values of its non-literal parts, or
+** (dense) one slot per part */
+static int interp(nb_VM *vm, const nb_Node *n, nb_Value *items, bool dense, nb_Value *out) {
   nb_Buf b = {0};
+  int j = 0;
   for (int i = 0; i < n->nkids; i++) {
     nb_Node *k = n->kids[i];
-    if (k->kind == N_STR) { nbB_add(&b, k->str->data, k->str->len); continue; }
-    if (b.n <= NB_MAX_STR) nb_tostring(&b, R[a + 1 + i], false);
+    if (k->kind == N_STR) { nbB_add(&b, k->str->data, k->str->len); if (dense) j++; continue; }
+    nb_Value v = items[j]; items[j++] = nb_nil();
+    if (b.n <= NB_MAX_STR) nb_tostring(&b, v, false);
+    nb_decref(v);
   }
-  clear_regs(R, a + 1, a + 1 + n->nkids);
-  nb_Value v;
-  int st = nbS_from_buf(vm, "string interpolation", &b, &v);
+  int st = nbS_from_buf(vm, "string interpolation", &b, out);
   nbB_free(&b);
+  return st;
+}
+
+static int literal(nb_VM *vm, const nb_Node *n, nb_Value *items, bool dense, nb_Value *out) {
+  switch (n->kind) {
+  case N_LIST: return make_list(vm, n, items, out);
+  case N_REC: make_rec(n, items, out); return NB_OK;
+  default: return interp(vm, n, items, dense, out);
+  }
+}
+static int literal_regs(nb_VM *vm, const nb_Node *n, nb_Value *R, int a) {
+  nb_Value v;
+  int st = literal(vm, n, &R[a + 1], true, &v);
   if (!st) nb_store(&R[a], v);
   return st;
+}
+/* LITEND: the list R[a] of a long literal's items */
+static int literal_list(nb_VM *vm, const nb_Node *n, nb_Value *R, int a) {
+  nb_Value lv = R[a], v;
+  R[a] = nb_nil();
+  nb_List *l = nb_list(lv);
+  int st = literal(vm, n, l->items, false, &v);
+  l->n = 0;   /* its items were moved out */
+  nb_decref(lv);
+  if (!st) nb_store(&R[a], v);
+  return st;
+}
+
+/* FAIL: the errors the language raises when such code runs */
+static int fail_op(nb_VM *vm, const nb_Node *n, nb_Value *R, int a) {
+  if (n->kind == N_INDEX) { clear_regs(R, a, a + 1); return nb_error_kind(vm, "IndexError", "too many indices (%d)", n->nkids); }
+  return nb_error_kind(vm, "SyntaxError", "a slice (a:b) is only allowed inside [ ]");
 }
 
 static int make_range(nb_VM *vm, nb_Value *R, int dst, int b) {
@@ -236,7 +299,7 @@ static int negate(nb_VM *vm, nb_Value *R, int dst, int b) {
 
 /* a.name(args): a record's field or a module's member is called as is;
 ** otherwise name is looked up like a variable and called as name(a, args)
-** (as the walker's eval_method).  *self: whether the receiver stays. */
+** *self: whether the receiver stays. */
 static int method_callee(nb_VM *vm, nb_Frame *f, const nb_Node *n, nb_Value recv, nb_Value *callee, bool *self) {
   int i;
   *self = false;
@@ -607,8 +670,9 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     if (callee.t == NB_TFUNC) {
       nb_Func *fn = nb_func(callee);
       nb_Proto *p = fn->proto;
-      nb_Code *cc = p->code ? p->code : p->vm_why ? NULL : nbI_proto_code(vm, p);
-      if (cc) {
+      nb_Code *cc = p->code ? p->code : nbI_proto_code(vm, p);
+      if (__builtin_expect(!cc, 0)) { nbI_proto_error(vm, p); goto error; }
+      {
         nb_Value *nR = R + ca + 1;
         int nargs = cnpos + cnkw, entry = cc->body;
         if (vm->depth >= vm->max_depth || nR + (cc->nregs > nargs ? cc->nregs : nargs) > vm->stack_end) {
@@ -672,9 +736,9 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     NEXT;
   }
   CASE(CLOSURE) { nb_Value v; CHECK(nbV_make_closure(vm, f, NODE->proto, &v)); nb_store(&RA, v); NEXT; }
-  CASE(LIST) { CHECK(make_list(vm, NODE, R, A)); NEXT; }
-  CASE(REC) { CHECK(make_rec(NODE, R, A)); NEXT; }
-  CASE(INTERP) { CHECK(interp(vm, NODE, R, A)); NEXT; }
+  CASE(LIST) CASE(REC) CASE(INTERP) { CHECK(literal_regs(vm, NODE, R, A)); NEXT; }
+  CASE(LITEND) { CHECK(literal_list(vm, NODE, R, A)); NEXT; }
+  CASE(FAIL) { fail_op(vm, NODE, R, A); goto error; }
   CASE(RANGE) { CHECK(make_range(vm, R, A, B)); NEXT; }
   CASE(GETF) { CHECK(get_field(vm, NODE, R, A, B)); NEXT; }
   CASE(SETF) { CHECK(set_field(vm, NODE, R, A, B)); NEXT; }
@@ -749,7 +813,7 @@ error:
   while (vm->nxh > xhbase && !(vm->xh[vm->nxh - 1].kind == NB_H_TRY && nbE_catchable(vm))) pop_block(vm);
   if (vm->nxh > xhbase) {
     /* caught: unwind to the handler's frame (each frame adds its trace
-    ** entry, as the walker's C frames do on their way out) */
+    ** entry, as call_func does for calls through C) */
     nb_Handler h = vm->xh[--vm->nxh];
     while (vm->nxf > h.lvl) {
       XFrame *x = vm->xframes[--vm->nxf];
@@ -778,4 +842,48 @@ error:
   clear_regs(R, code->nlocals, code->nregs);
   vm->sp = sp0;
   return NB_ERR;
+}
+
+/* ------------------------------------------------------------ programs */
+/* Runs a resolved chunk at the top level of mod.  Each REPL line, Jupyter
+** cell or imported file is one chunk; the top-level frame has no locals (top-
+** level names are the module's globals), so nothing of it needs to outlive
+** the chunk.  The frame is saved and restored because an import runs a
+** chunk while another is running.  Every function and statement of the
+** chunk is compiled before any of it runs, so code past a limit of the
+** bytecode is reported as a syntax error would be.  Echo: NB_ECHO shows
+** every top-level expression's value (the REPL), NB_ECHO_LAST only the last
+** one's, as the cell's result (Jupyter's execute_result). */
+int nbV_run_program(nb_VM *vm, nb_Chunk *chunk, nb_Node *prog, nb_Module *mod, int flags) {
+  for (int i = 0; i < chunk->nprotos; i++) {
+    nb_Proto *p = chunk->protos[i];
+    if (p->resolved && !nbI_proto_code(vm, p)) return nbI_proto_error(vm, p);
+  }
+  nb_Code **codes = calloc((size_t)prog->nkids + 1, sizeof *codes);
+  if (!codes) abort();
+  int st = NB_OK;
+  for (int i = 0; i < prog->nkids && !st; i++) {
+    const char *why = NULL; const nb_Node *at = NULL;
+    codes[i] = nbI_compile_stmt(vm, chunk, prog->kids[i], &why, &at);
+    if (!codes[i]) st = nbI_limit_error(vm, chunk, at, why);
+  }
+  nb_Frame top = { NULL, chunk, NULL, mod, NULL, NULL };
+  nb_Frame *saved = vm->frame;
+  vm->frame = &top;
+  for (int i = 0; i < prog->nkids && !st; i++) {
+    nb_Node *s = prog->kids[i];
+    nb_Value v = nb_nil();
+    st = nbI_exec(vm, &top, codes[i], vm->sp, &v);
+    if (st) break;
+    bool show = (s->flags & NF_EXPRSTMT) || s->kind == N_IF || s->kind == N_TRY;
+    if (show && v.t != NB_TNIL) {
+      if ((flags & NB_ECHO_LAST) && i == prog->nkids - 1) nbW_show(vm, v, true, NULL, false);
+      else if (flags & NB_ECHO) nbW_display(vm, v);
+    }
+    nb_decref(v);
+  }
+  vm->frame = saved;
+  for (int i = 0; i < prog->nkids; i++) nbI_code_free(codes[i]);
+  free(codes);
+  return st;
 }
