@@ -300,15 +300,18 @@ static void for_loop(Cs *c, nb_Node *n) {
   int s = newreg(c); newreg(c);   /* numeric: counter, bound; else sequence, state, counter */
   if (numeric) { expr(c, it->a, s); expr(c, it->b, s + 1); }
   else { newreg(c); expr(c, it, s); }
-  int vreg = var->vkind == V_LOCAL ? var->idx : newreg(c);
+  /* a top-level numeric loop steps its global variable in place (FORLOOPG) */
+  bool global = numeric && var->vkind == V_GLOBAL && var->idx <= MAX_Bx;
+  int vreg = var->vkind == V_LOCAL ? var->idx : global ? 0 : newreg(c);
   int prep = jump(c, numeric ? BC_FORPREP : BC_ITERPREP, s, it);
   Loop l; enter_loop(c, &l);
   int body = c->code->ncode;
-  if (var->vkind != V_LOCAL) store_name(c, var, vreg, n);
+  if (var->vkind != V_LOCAL && !global) store_name(c, var, vreg, n);
   node(c, n->b, -1);
   int step = c->code->ncode;
   patch_to(c, prep, step);
-  emit(c, MK_ABC(numeric ? BC_FORLOOP : BC_ITERNEXT, s, vreg, 0), n);
+  if (global) emit(c, MK_ABx(BC_FORLOOPG, s, var->idx), n);
+  else emit(c, MK_ABC(numeric ? BC_FORLOOP : BC_ITERNEXT, s, vreg, 0), n);
   int j = emit(c, MK_ABx(BC_JMP, 0, SBX_BIAS), n);
   patch_to(c, j, body);
   leave_loop(c, &l, step, c->code->ncode);

@@ -32,6 +32,7 @@ void nbI_dis(nb_Buf *b, const nb_Code *c) {
     const char *form = forms[op];
     int len;
     if (!strcmp(form, "sBx")) len = snprintf(line, sizeof line, "%5d  [%3d] %-9s -> %d", pc, n ? n->line : 0, names[op], pc + 1 + GET_sBx(i));
+    else if (op == BC_FORLOOPG && pc + 1 < c->ncode) len = snprintf(line, sizeof line, "%5d  [%3d] %-9s %d %d -> %d", pc, n ? n->line : 0, names[op], GET_A(i), GET_Bx(i), pc + 2 + GET_sBx(c->code[pc + 1]));
     else if (strstr(form, "sBx") && op != BC_FORLOOP && op != BC_ITERNEXT) len = snprintf(line, sizeof line, "%5d  [%3d] %-9s %d -> %d", pc, n ? n->line : 0, names[op], GET_A(i), pc + 1 + GET_sBx(i));
     else if ((op == BC_FORLOOP || op == BC_ITERNEXT) && pc + 1 < c->ncode) len = snprintf(line, sizeof line, "%5d  [%3d] %-9s %d %d -> %d", pc, n ? n->line : 0, names[op], GET_A(i), GET_B(i), pc + 2 + GET_sBx(c->code[pc + 1]));
     else if (strstr(form, "Bx")) len = snprintf(line, sizeof line, "%5d  [%3d] %-9s %d %d", pc, n ? n->line : 0, names[op], GET_A(i), GET_Bx(i));
@@ -53,9 +54,10 @@ void nbI_dis(nb_Buf *b, const nb_Code *c) {
     else if (op == BC_GETF && n && n->str) snprintf(note, sizeof note, "\t; .%s", n->str->data);
     else if (op == BC_SETF && n && n->a->str) snprintf(note, sizeof note, "\t; .%s", n->a->str->data);
     else if (op == BC_CLOSURE && n && n->proto) snprintf(note, sizeof note, "\t; fn %s", nbP_proto_name(n->proto));
+    else if (op == BC_FORLOOPG && n && n->kind == N_FOR && n->c && n->c->str) snprintf(note, sizeof note, "\t; %s", n->c->str->data);
     nbB_add(b, note, strlen(note));
     nbB_add(b, "\n", 1);
-    if (op == BC_FORLOOP || op == BC_ITERNEXT) pc++;   /* its jump word */
+    if (op == BC_FORLOOP || op == BC_FORLOOPG || op == BC_ITERNEXT) pc++;   /* its jump word */
   }
 }
 

@@ -84,6 +84,7 @@ typedef uint32_t nb_Instr;
   X(SETI,    "A B",   "R[A][R[A+1 .. A+n]] = R[B]") \
   X(FORPREP, "A sBx", "R[A], R[A+1]: bounds (checked); skip the loop (pc += sBx) when empty") \
   X(FORLOOP, "A B sBx", "R[A] += 1; if R[A] < R[A+1] then var R[B] = R[A]; pc += sBx (polls)") \
+  X(FORLOOPG,"A Bx sBx", "FORLOOP into global Bx (a top-level loop's variable)") \
   X(CLEAR,   "A",     "R[A] = nil (drops a discarded value)") \
   X(METHOD,  "A B C", "R[A] = R[A+1].name(R[A+2 ..]) (B positional, C keywords after the receiver)") \
   X(TRY,     "A sBx", "push a handler: an error clears R[A ..], puts the error in R[A], pc += sBx") \
