@@ -47,6 +47,11 @@ void nbI_dis(nb_Buf *b, const nb_Code *c) {
       nb_tostring(&v, c->k[GET_Bx(i)], true);
       snprintf(note, sizeof note, "\t; %.*s", v.n > 60 ? 60 : (int)v.n, v.p ? v.p : "");
       nbB_free(&v);
+    } else if (op >= BC_ADDK && op <= BC_GEK) {
+      nb_Buf v = {0};
+      nb_tostring(&v, c->k[GET_C(i)], true);
+      snprintf(note, sizeof note, "\t; K %.*s", v.n > 60 ? 60 : (int)v.n, v.p ? v.p : "");
+      nbB_free(&v);
     } else if ((op == BC_GETG || op == BC_SETG || op == BC_GETL || op == BC_GETCELL || op == BC_GETCAP) && n && n->kind == N_NAME && n->str)
       snprintf(note, sizeof note, "\t; %s", n->str->data);
     else if ((op == BC_SETG || op == BC_SETL || op == BC_SETCELL || op == BC_SETCAP) && n && n->kind == N_ASSIGN && n->a->kind == N_NAME)
@@ -59,6 +64,20 @@ void nbI_dis(nb_Buf *b, const nb_Code *c) {
     nbB_add(b, "\n", 1);
     if (op == BC_FORLOOP || op == BC_FORLOOPG || op == BC_ITERNEXT) pc++;   /* its jump word */
   }
+}
+
+int nb_disassemble_value(nb_VM *vm, nb_Value fn, nb_Buf *out) {
+  nb_state_bind(vm);
+  if (fn.t != NB_TFUNC)
+    return nb_error_kind(vm, "TypeError", "expected a nabla function, got %s", fn.t == NB_TBUILTIN ? "a builtin (written in C: no bytecode)" : nb_typename(fn));
+  nb_Proto *p = nb_func(fn)->proto;
+  nb_Code *k = nbI_proto_code(vm, p);
+  if (!k) return nbI_proto_error(vm, p);
+  char line[256];
+  snprintf(line, sizeof line, "-- fn %s at %s:%d\n", nbP_proto_name(p), p->chunk && p->chunk->filename ? p->chunk->filename : "?", p->line);
+  nbB_add(out, line, strlen(line));
+  nbI_dis(out, k);
+  return NB_OK;
 }
 
 /* nabla --dis FILE: every top-level statement and function of src, compiled
