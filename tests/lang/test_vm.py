@@ -12,7 +12,11 @@
   before anything runs); NABLA_ENGINE=walker is refused;
 - compiled recursion runs 9000 deep (the VM's frame stack, not C's) and
   ends past the depth limit with a catchable RecursionError;
-- `nabla --dis` prints the compiled bytecode of a file's functions.
+- `nabla --dis` prints the compiled bytecode of a file's functions;
+- a nabla->nabla call allocates nothing on the heap (positional, with a
+  default filled in, with keywords, recursive): the count of malloc/calloc/
+  realloc calls (an LD_PRELOAD counter built here with cc) is the same for
+  10 calls and for 1e5.
 
 $NABLA is the interpreter (default build/nabla).  Prints PASS/FAIL lines;
 exits 1 when a test failed.
@@ -207,8 +211,80 @@ def check_limits():
     report("vm/engine_walker_refused", rc == 2 and out == "" and "NABLA_ENGINE=walker" in err, f"rc {rc}, out {out!r}, err {err[:300]!r}")
 
 
+SHIM = r"""
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <fcntl.h>
+#include <unistd.h>
+extern void *__libc_malloc(size_t), *__libc_calloc(size_t, size_t), *__libc_realloc(void *, size_t);
+static unsigned long count;
+void *malloc(size_t n) { __atomic_add_fetch(&count, 1, __ATOMIC_RELAXED); return __libc_malloc(n); }
+void *calloc(size_t a, size_t b) { __atomic_add_fetch(&count, 1, __ATOMIC_RELAXED); return __libc_calloc(a, b); }
+void *realloc(void *p, size_t n) { __atomic_add_fetch(&count, 1, __ATOMIC_RELAXED); return __libc_realloc(p, n); }
+__attribute__((destructor)) static void report(void) {
+  const char *f = getenv("ALLOC_COUNT_FILE");
+  int fd = f ? open(f, O_WRONLY | O_CREAT | O_TRUNC, 0644) : -1;
+  if (fd < 0) return;
+  char b[32]; int k = snprintf(b, sizeof b, "%lu\n", count);
+  if (write(fd, b, (size_t)k) < 0) {}
+  close(fd);
+}
+"""
+ALLOC_PROG = """fn add(a, b) = a + b
+fn dflt(a, b = 3) = a - b
+fn kw(x, y) = x * 2 + y
+fn down(n) = if n == 0 {{ 0 }} else {{ 1 + down(n - 1) }}
+fn g(n) {{
+  s = 0
+  for i in 0..n {{ s = add(s, i); s = dflt(s); s = kw(y = 1, x = s) % 1000003; s += down(3) }}
+  s
+}}
+print(g({n}))
+"""
+
+
+def check_alloc():
+    if os.environ.get("NABLA_ASAN") == "1":   # ASan's allocator must come first: no preloaded counter
+        print("SKIP: vm/calls_allocate_nothing: under ASan")
+        return
+    tmp = tempfile.mkdtemp()
+    so = os.path.join(tmp, "count.so")
+    with open(os.path.join(tmp, "count.c"), "w") as f:
+        f.write(SHIM)
+    cc = subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", so, os.path.join(tmp, "count.c")], capture_output=True, text=True)
+    if cc.returncode:
+        print(f"SKIP: vm/calls_allocate_nothing: cannot build the counting allocator: {cc.stderr[:200]}")
+        return
+
+    def count(src):
+        cf = os.path.join(tmp, "n")
+        rc, out, err = run(src, None, {"LD_PRELOAD": so, "ALLOC_COUNT_FILE": cf})
+        n = int(open(cf).read()) if os.path.exists(cf) else -1
+        return rc, out, err, n
+
+    def want(n):
+        s = 0
+        for i in range(n):
+            s = s + i
+            s = s - 3
+            s = (s * 2 + 1) % 1000003
+            s += 3
+        return s
+
+    big = random.randint(50000, 150000)
+    r1, o1, e1, few = count(ALLOC_PROG.format(n=10))
+    r2, o2, e2, many = count(ALLOC_PROG.format(n=big))
+    ok = r1 == 0 and r2 == 0 and o1 == f"{want(10)}\n" and o2 == f"{want(big)}\n" and few > 0 and few == many
+    report(f"vm/calls_allocate_nothing ({big} iterations of 6 calls)", ok, f"allocations {few} for 10, {many} for {big}; out {o1!r} {o2!r}; err {e1[:200]!r} {e2[:200]!r}")
+    # the counter counts: a closure per iteration does allocate
+    r3, o3, e3, clos = count(f"fn mk(a) = fn() a\nfn g(n) {{ s = 0; for i in 0..n {{ s = mk(i)() }}; s }}\nprint(g({big}))\n")
+    report("vm/alloc_counter_counts", r3 == 0 and clos >= few + big, f"{clos} allocations for {big} closures (baseline {few}); err {e3[:200]!r}")
+
+
 check_random()
 check_large()
+check_alloc()
 check_limits()
 check_step_limit()
 check_deep_recursion()
