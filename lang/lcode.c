@@ -535,6 +535,35 @@ static void prologue(Cs *c, const nb_Proto *p) {
   c->code->body = c->code->ncode;
 }
 
+/* A function body's value, returned: an if/else or a block in tail
+** position returns from each branch (no jump to a shared RET), so
+** `if n < 2 { n } else { ... }` costs a base case three instructions. */
+static void ret_expr(Cs *c, nb_Node *n) {
+  int base = c->freereg;
+  c->cur = n;
+  if (n->kind == N_IF && n->c) {
+    int t = to_temp(c, n->a);
+    int jf = jump(c, BC_JF, t, n->a);
+    c->freereg = base;
+    ret_expr(c, n->b);
+    patch_here(c, jf);
+    ret_expr(c, n->c);
+    return;
+  }
+  if (n->kind == N_BLOCK && n->nkids > 0) {
+    nb_Node *last = n->kids[n->nkids - 1];
+    if ((last->flags & NF_EXPRSTMT) || last->kind == N_IF || last->kind == N_TRY) {
+      for (int i = 0; i < n->nkids - 1; i++) node(c, n->kids[i], -1);
+      ret_expr(c, last);
+      return;
+    }
+  }
+  int r = newreg(c);
+  expr(c, n, r);
+  ABC(RET, r, 0, 0, n);
+  c->freereg = base;
+}
+
 static nb_Code *compile(nb_Chunk *chunk, nb_Node *body, int nlocals, bool toplevel, const char *name, const nb_Proto *p, const char **why, const nb_Node **at) {
   Cs cs; memset(&cs, 0, sizeof cs);
   Cs *c = &cs;   /* the emit macros' name */
@@ -548,7 +577,7 @@ static nb_Code *compile(nb_Chunk *chunk, nb_Node *body, int nlocals, bool toplev
   if (p) prologue(c, p);
   int r = newreg(c);
   if (toplevel) { node(c, body, r); ABC(RET, r, 0, 0, body); }
-  else { expr(c, body, r); ABC(RET, r, 0, 0, body); }
+  else { c->freereg = r; ret_expr(c, body); }
   free(cs.jl);
   stats_count();
   return k;
