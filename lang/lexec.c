@@ -867,7 +867,6 @@ error:
       clear_regs(R, 0, code->nregs);
       vm->frame = f = x->f.parent;
       M = f->mod;
-    M = f->mod;
       nbE_add_frame(vm, frame_name(f), f->chunk, x->f.call);
       code = x->ccode; R = x->cR; K = code->k;
       forget_above(R, GET_A(x->cpc[-1]), code->nregs);
