@@ -10,6 +10,7 @@
 **   %help NAME, ?NAME, NAME?    the signature and documentation of NAME
 **   %all EXPR       EXPR's value on every worker;  %%all: the cell on every worker
 **   %reset          forgets the globals;  %load FILE  runs a file
+**   %dis NAME       the bytecode of the function NAME (a global or a.b path)
 ** Output goes through the VM's sink (terminal, iopub).  Help text can go to
 ** a callback instead (the kernel's pager payload).  nbD_all_cell is the one
 ** parser of `%%all` cells: the magic below runs them, the REPL uses it to
@@ -185,7 +186,7 @@ int nbD_magic(nb_VM *vm, const char *code, size_t len, int echo, int *status, nb
   } else if (IS("help")) {
     if (!an) {
       out_text(vm, NB_STDOUT,
-               "Magics: %time STMT  %timeit STMT  %who  %help NAME (or ?NAME, NAME?)  %reset  %load FILE  %quit (the REPL)\n"
+               "Magics: %time STMT  %timeit STMT  %who  %help NAME (or ?NAME, NAME?)  %dis NAME  %reset  %load FILE  %quit (the REPL)\n"
                "Workers (import dist; dist.start(n)): %all EXPR shows EXPR on every worker; a cell starting with\n"
                "%%all runs on every worker.\n");
       return 1;
@@ -202,6 +203,30 @@ int nbD_magic(nb_VM *vm, const char *code, size_t len, int echo, int *status, nb
     if (!c) return 0;
     *status = run_src(vm, c, strlen(c), "<%all>", echo) ? 1 : 0;
     free(c);
+  } else if (IS("dis")) {
+    nb_Value fn;
+    if (!an || !is_name(arg, an)) { out_text(vm, NB_STDERR, "%dis: needs a function's name (%dis NAME prints its bytecode)\n"); *status = 2; return 1; }
+    if (!nb_lookup_path(vm, arg, an, &fn)) {
+      char line[160];
+      snprintf(line, sizeof line, "%%dis: no variable named '%.*s'\n", (int)(an > 100 ? 100 : an), arg);
+      out_text(vm, NB_STDERR, line);
+      *status = 2;
+      return 1;
+    }
+    nb_Buf b = {0};
+    if (nb_disassemble_value(vm, fn, &b)) {
+      nb_Value e = nb_error_value(vm), m = e.t == NB_TREC ? nbR_get_cstr(nb_rec(e), "message") : nb_undef();
+      out_text(vm, NB_STDERR, "%dis: ");
+      out_text(vm, NB_STDERR, m.t == NB_TSTR ? nb_str(m)->data : "error");
+      out_text(vm, NB_STDERR, "\n");
+      nb_error_clear(vm);
+      *status = 2;
+    } else {
+      nbB_add(&b, "", 1);
+      out_text(vm, NB_STDOUT, b.p);
+    }
+    nbB_free(&b);
+    nb_decref(fn);
   } else if (IS("reset")) {
     nb_reset(vm);
   } else if (IS("load")) {

@@ -2,8 +2,9 @@
 ** lcall.c — calls: binding a builtin's arguments to its parameters, entering
 ** a user function (its frame, keyword and default arguments, captured cells),
 ** calling any callable value (nbV_call_at), the C entry points nbV_call and
-** nbV_call_kw, and making closures.  Split from leval.c, which evaluates the
-** arguments and then hands them over here.
+** nbV_call_kw, and making closures.  The VM (lexec.c) enters nabla
+** functions itself; builtins, records with __call, and calls from C (a
+** builtin's callback, dist/, kernel/) come through here.
 **
 ** The calling convention.  A call's arguments are evaluated straight onto
 ** the VM stack (vm->stack, above vm->sp), positional ones first, then the
@@ -82,23 +83,18 @@ static int call_builtin(nb_VM *vm, const nb_Builtin *b, nb_Value *args, int npos
   return st;
 }
 
-/* Calls a user function whose arguments sit at vm->sp[-(npos+nkw)..]: they
-** become the first locals.  Consumes the argument references.
-**
-** The window base[0 .. need) becomes the frame's locals: parameters first
-** (positional arguments are already in place; keyword values are moved out to
-** kwv and placed by name, compared by pointer since both sides are interned),
-** then the other locals, NB_TUNDEF until assigned.  Defaults are evaluated in
-** the callee's frame, after the arguments, so a default may use an earlier
-** parameter.  The locals that closures capture are boxed into cells
-** before the defaults run: the resolver compiled every use of a captured
-** parameter -- in a default too (`fn f(a, b = a) { fn g() { a } ... }`) --
-** as a cell access, and a missing parameter's default is stored into its
-** cell when it has one.
+/* Entering a user function.  The window base[0 .. need) becomes the frame's
+** locals: parameters first (positional arguments are already in place;
+** keyword values are placed by name, compared by pointer since both sides
+** are interned), then the other locals, NB_TUNDEF until assigned.  The
+** locals that closures capture are boxed into cells before the defaults
+** run: the resolver compiled every use of a captured parameter -- in a
+** default too (`fn f(a, b = a) { fn g() { a } ... }`) -- as a cell access,
+** and a missing parameter's default is stored into its cell.
 **
 ** Recursion is bounded three ways: call depth (max_depth), the C stack of
-** this thread (cstack_limit, for deep expressions inside each call), and
-** the VM stack's size. */
+** this thread (cstack_limit, for calls that come back in through a
+** builtin), and the VM stack's size. */
 /* boxes the locals of a new frame that closures capture into cells (both
 ** engines' calls do this before defaults and the body run) */
 void nbV_box_cells(const nb_Proto *p, nb_Value *base) {
@@ -112,6 +108,60 @@ void nbV_box_cells(const nb_Proto *p, nb_Value *base) {
   }
 }
 
+/* Binds the arguments at base[0 .. npos+nkw) to p's parameters in place:
+** positional ones are already there, keyword values move to their
+** parameter's slot, extra positional ones into the *rest list; every other
+** slot up to max(nlocals, npos+nkw) becomes NB_TUNDEF.  A parameter left
+** unassigned with no default is an error here (one with a default gets it
+** in the callee's prologue, lcode.c).  On error every argument is dropped
+** and the window holds nil.  Both the VM's calls and call_func bind here. */
+int nbV_bind_args(nb_VM *vm, const nb_Proto *p, nb_Value *base, int npos, nb_Str **kw, int nkw) {
+  int nargs = npos + nkw;
+  int need = p->nlocals > nargs ? p->nlocals : nargs;
+  int fixed = p->nparams - p->variadic;   /* parameters before *rest */
+  if (npos > fixed && !p->variadic) {
+    nb_error_kind(vm, "TypeError", "%s() takes %d argument%s but %d %s given", nbP_proto_name(p), p->nparams, p->nparams == 1 ? "" : "s", npos, npos == 1 ? "was" : "were");
+    goto fail_args;
+  }
+  nb_Value kwv[16];
+  if (__builtin_expect(nkw != 0, 0)) {
+    if (nkw > 16) { nb_error(vm, "too many keyword arguments"); goto fail_args; }
+    memcpy(kwv, base + npos, sizeof(nb_Value) * (size_t)nkw);
+  }
+  for (int i = npos; i < need; i++) base[i] = nb_undef();
+  if (p->variadic) {   /* the positional arguments past the fixed ones become the *rest list */
+    int extra = npos > fixed ? npos - fixed : 0;
+    nb_List *rest = nbL_new(extra);
+    for (int i = 0; i < extra; i++) { nbL_push(rest, base[fixed + i]); base[fixed + i] = nb_undef(); }   /* moved */
+    base[fixed] = nb_obj(NB_TLIST, rest);
+  }
+  for (int k = 0; k < nkw; k++) {
+    int j = -1;
+    for (int i = 0; i < fixed; i++) if (p->params[i] == kw[k]) { j = i; break; }
+    if (j < 0 || base[j].t != NB_TUNDEF) {
+      if (j < 0) nb_error_kind(vm, "TypeError", "%s() got an unexpected keyword argument '%s'", nbP_proto_name(p), kw[k]->data);
+      else nb_error_kind(vm, "TypeError", "%s() got multiple values for argument '%s'", nbP_proto_name(p), kw[k]->data);
+      for (int r = k; r < nkw; r++) nb_decref(kwv[r]);
+      goto fail_window;
+    }
+    base[j] = kwv[k];
+  }
+  for (int i = 0; i < fixed; i++)
+    if (base[i].t == NB_TUNDEF && !p->defaults[i]) {
+      nb_error_kind(vm, "TypeError", "%s() missing argument '%s'", nbP_proto_name(p), p->params[i]->data);
+      goto fail_window;
+    }
+  return NB_OK;
+fail_args:
+  need = nargs;
+fail_window:
+  for (int i = 0; i < need; i++) { nb_Value v = base[i]; base[i] = nb_nil(); nb_decref(v); }
+  return NB_ERR;
+}
+
+/* Calls a user function whose arguments sit at base (the top of the VM
+** stack): they become its first locals (nbV_bind_args), and its code runs
+** from the start, its defaults' prologue.  Consumes the arguments. */
 static int call_func(nb_VM *vm, nb_Frame *caller, const nb_Node *site, nb_Func *fn, nb_Value *base, int npos, nb_Str **kw, int nkw, nb_Value *out) {
   nb_Proto *p = fn->proto;
   int nargs = npos + nkw, st = NB_OK;
@@ -123,62 +173,16 @@ static int call_func(nb_VM *vm, nb_Frame *caller, const nb_Node *site, nb_Func *
     vm->sp = base;
     return nb_error_kind(vm, "RecursionError", "stack overflow (calls nested more than %d deep)", vm->depth);
   }
-  int fixed = p->nparams - p->variadic;   /* parameters before *rest */
-  if (npos > fixed && !p->variadic) {
-    for (int i = 0; i < nargs; i++) nb_decref(base[i]);
-    vm->sp = base;
-    return nb_error_kind(vm, "TypeError", "%s() takes %d argument%s but %d %s given", nbP_proto_name(p), p->nparams, p->nparams == 1 ? "" : "s", npos, npos == 1 ? "was" : "were");
-  }
-  nb_Value kwv[16];
-  if (__builtin_expect(nkw != 0, 0)) {
-    if (nkw > 16) { for (int i = 0; i < nargs; i++) nb_decref(base[i]); vm->sp = base; return nb_error(vm, "too many keyword arguments"); }
-    memcpy(kwv, base + npos, sizeof(nb_Value) * (size_t)nkw);
-  }
-
-  for (int i = npos; i < need; i++) base[i] = nb_undef();
-  if (p->variadic) {   /* the positional arguments past the fixed ones become the *rest list */
-    int extra = npos > fixed ? npos - fixed : 0;
-    nb_List *rest = nbL_new(extra);
-    for (int i = 0; i < extra; i++) { nbL_push(rest, base[fixed + i]); base[fixed + i] = nb_undef(); }   /* moved */
-    base[fixed] = nb_obj(NB_TLIST, rest);
-  }
+  if (nbV_bind_args(vm, p, base, npos, kw, nkw)) { vm->sp = base; return NB_ERR; }
   vm->sp = base + need;
   nb_Frame nf = { base, p->chunk, fn, fn->mod, site, caller };
-  for (int k = 0; k < nkw; k++) {
-    int j = -1;
-    for (int i = 0; i < fixed; i++) if (p->params[i] == kw[k]) { j = i; break; }
-    if (j < 0 || base[j].t != NB_TUNDEF) {
-      if (j < 0) nb_error_kind(vm, "TypeError", "%s() got an unexpected keyword argument '%s'", nbP_proto_name(p), kw[k]->data);
-      else nb_error_kind(vm, "TypeError", "%s() got multiple values for argument '%s'", nbP_proto_name(p), kw[k]->data);
-      for (int r = k; r < nkw; r++) nb_decref(kwv[r]);
-      st = NB_ERR; goto done;
-    }
-    base[j] = kwv[k];
-  }
   vm->depth++;
   vm->frame = &nf;
   nbV_box_cells(p, base);
-  for (int i = 0; i < p->nparams; i++) {
-    /* a cell is never a value, so a boxed slot is told apart by its type */
-    nb_Value *slot = base[i].t == NB_TCELL ? &((nb_Cell *)base[i].u.p)->v : &base[i];
-    if (slot->t != NB_TUNDEF) continue;
-    if (!p->defaults[i]) {
-      nb_error_kind(vm, "TypeError", "%s() missing argument '%s'", nbP_proto_name(p), p->params[i]->data);
-      st = NB_ERR; goto out;
-    }
-    nb_Value d;
-    if ((st = nbV_eval(vm, &nf, p->defaults[i], &d))) goto out;
-    *slot = d;
-  }
-  nb_Code *code = p->code ? p->code : p->vm_why ? NULL : nbI_proto_code(vm, p);
-  if (code) st = nbI_exec(vm, &nf, code, base, out);
-  else st = nbV_eval(vm, &nf, p->body, out);
-  if (st == NB_RETURN) { *out = vm->ret; vm->ret = nb_nil(); st = NB_OK; }
-  else if (st == NB_BREAK || st == NB_CONTINUE) st = NB_OK;   /* resolver forbids; defensive */
-out:
+  nb_Code *code = p->code ? p->code : nbI_proto_code(vm, p);
+  st = code ? nbI_exec(vm, &nf, code, base, out) : nbI_proto_error(vm, p);
   vm->depth--;
   vm->frame = caller;
-done:
   for (int i = 0; i < need; i++) nb_decref(base[i]);
   vm->sp = base;
   if (st == NB_ERR && site && vm->err_located) nbE_add_frame(vm, frame_name(caller), caller->chunk, site);
@@ -231,6 +235,54 @@ int nbV_call_kw(nb_VM *vm, nb_Value fn, nb_Value *args, int npos, nb_Str **kwnam
 }
 int nbV_call(nb_VM *vm, nb_Value fn, nb_Value *args, int nargs, nb_Value *out) {
   return nbV_call_kw(vm, fn, args, nargs, NULL, 0, out);
+}
+
+/* --------------------------------------------------------------- f(*xs) */
+/* *v (a range or a tensor) as the list of what `for` would visit: numbers,
+** or a tensor's items along its first axis; consumes *v */
+int nbV_spread_list(nb_VM *vm, nb_Value *v) {
+  nb_Value seq = *v;
+  *v = nb_nil();
+  if (seq.t == NB_TRANGE) {
+    nb_Range *r = seq.u.p;
+    double len = nbG_range_len(r);
+    if (len > 1e7) { nb_decref(seq); return nb_error_kind(vm, "ValueError", "*range: %.0f arguments are too many to spread", len); }
+    nb_List *l = nbL_new((int)len);
+    for (double k = 0; k < len; k++) nbL_push(l, nb_numk(r->start + k * r->step, r->kind));
+    nb_decref(seq);
+    *v = nb_obj(NB_TLIST, l);
+    return NB_OK;
+  }
+  if (seq.t == NB_TTENSOR) {
+    double len;
+    if (nbT_len(vm, seq, &len)) { nb_decref(seq); return NB_ERR; }
+    nb_List *l = nbL_new((int)len);
+    for (long k = 0; k < (long)len; k++) {
+      nb_Value kv = nb_int((double)k), item;
+      if (nbT_index(vm, seq, &kv, 1, &item)) { nb_decref(nb_obj(NB_TLIST, l)); nb_decref(seq); return NB_ERR; }
+      nbL_push(l, item);
+    }
+    nb_decref(seq);
+    *v = nb_obj(NB_TLIST, l);
+    return NB_OK;
+  }
+  if (seq.t == NB_TREC && nbR_find_cstr(nb_rec(seq), "__next") >= 0) {   /* an iterator, to its end */
+    nb_Value next = nbR_get_cstr(nb_rec(seq), "__next");
+    nb_List *l = nbL_new(8);
+    for (;;) {
+      nb_Value item;
+      if (l->n >= 10000000) { nb_decref(nb_obj(NB_TLIST, l)); nb_decref(seq); return nb_error_kind(vm, "ValueError", "*iterator: more than 10000000 arguments to spread"); }
+      if (nbV_call(vm, next, &seq, 1, &item)) { nb_decref(nb_obj(NB_TLIST, l)); nb_decref(seq); return NB_ERR; }
+      if (item.t == NB_TNIL) break;
+      nbL_push(l, item);
+    }
+    nb_decref(seq);
+    *v = nb_obj(NB_TLIST, l);
+    return NB_OK;
+  }
+  nb_error_kind(vm, "TypeError", "*%s: only a list, a range, a tensor or an iterator can be spread into a call's arguments", nb_typename(seq));
+  nb_decref(seq);
+  return NB_ERR;
 }
 
 /* --------------------------------------------------------------- closures */

@@ -3,16 +3,14 @@
 ** bytecode of lopcodes.h (Lua 5.4's lparser.c/lcode.c are the model: one
 ** pass, registers allocated as a stack above the locals).
 **
-** Staging.  The compiler covers a growing subset of the node kinds; a
-** function body or top-level statement that contains a node it does not
-** support is not compiled ("unsupported: <what>"), and runs on the tree
-** walker (leval.c) as before.  The proto remembers the reason, and
-** NABLA_VM_STATS=1 prints the count of each at exit.
+** Everything compiles: code past a limit of the bytecode (250 registers,
+** 65535 constants, 16-bit jumps) is refused with a SyntaxError before its
+** chunk runs (nbI_limit_error); literals and calls with many items are
+** built through a list (ARGLIST/ARGPUSH, then LITEND or CALLV) instead.
 **
-** Every instruction records the node the walker would blame for an error at
-** that point (nodes[pc]), so errors carry the same file:line:column, carets
-** and stack traces on both engines.  The resolver's slots are the VM's
-** registers 0 .. nlocals-1, so a frame has one layout for both engines.
+** Every instruction records the node to blame for an error at that point
+** (nodes[pc]), so errors carry file:line:column, carets and stack traces.
+** The resolver's slots are the VM's registers 0 .. nlocals-1.
 */
 #include <setjmp.h>
 #include <stdio.h>
@@ -20,13 +18,10 @@
 #include <string.h>
 #include "lopcodes.h"
 
-#define MAX_JUMPS 256   /* breaks/continues of one loop */
-
 typedef struct Loop {
   struct Loop *outer;
   int freereg;                  /* temporaries live when the loop started */
-  int brk[MAX_JUMPS], nbrk;     /* jumps to patch to the exit */
-  int cont[MAX_JUMPS], ncont;   /* jumps to patch to the next iteration */
+  int jstart;                   /* its breaks and continues: Cs.jl[jstart ..] */
   int ntry;                     /* try blocks open when the loop started */
 } Loop;
 
@@ -35,18 +30,35 @@ typedef struct Cs {
   int freereg;
   bool toplevel;
   Loop *loop;
-  int ntry;                     /* try blocks open here (a break out of one pops its handler) */
+  int ntry;                     /* try/no_grad/autocast blocks open here (a break out of one leaves it) */
+  int *jl, njl, capjl;          /* pending loop jumps, innermost loop's last: pc*2 (+1: a continue) */
+  const nb_Node *cur;           /* the node being compiled: where a limit is reported */
   const char *why;
   jmp_buf jb;
 } Cs;
 
-static void unsupported(Cs *c, const char *why) __attribute__((noreturn));
-static void unsupported(Cs *c, const char *why) { c->why = why; longjmp(c->jb, 1); }
+/* a limit of the bytecode that this code exceeds: compiling stops, and the
+** run reports a SyntaxError at the node being compiled (nbI_compile_error) */
+static void limit(Cs *c, const char *why) __attribute__((noreturn));
+static void limit(Cs *c, const char *why) { c->why = why; longjmp(c->jb, 1); }
+
+/* NABLA_VM_STATS=1: the number of units compiled, at exit */
+static long ncompiled;
+static void print_stats(void) { fprintf(stderr, "vm: %ld units compiled\n", ncompiled); }
+static void stats_count(void) {
+  static int on = -1;
+  if (on < 0) {
+    const char *s = getenv("NABLA_VM_STATS");
+    on = s && *s && strcmp(s, "0");
+    if (on) atexit(print_stats);
+  }
+  ncompiled++;
+}
 
 static int emit(Cs *c, nb_Instr i, const nb_Node *n) {
   nb_Code *k = c->code;
   if (k->ncode == k->capcode) {
-    if (k->ncode >= (1 << 20)) unsupported(c, "unsupported: function too long");
+    if (k->ncode >= (1 << 20)) limit(c, "more than a million instructions in one function");
     k->capcode = k->capcode ? k->capcode * 2 : 32;
     k->code = realloc(k->code, sizeof *k->code * (size_t)k->capcode);
     k->nodes = realloc(k->nodes, sizeof *k->nodes * (size_t)k->capcode);
@@ -61,7 +73,7 @@ static int emit(Cs *c, nb_Instr i, const nb_Node *n) {
 
 static int newreg(Cs *c) {
   int r = c->freereg++;
-  if (c->freereg > MAX_REGS) unsupported(c, "unsupported: more than 250 registers");
+  if (c->freereg > MAX_REGS) limit(c, "more than 250 registers (locals and temporaries) in one function or statement");
   if (c->freereg > c->code->nregs) c->code->nregs = c->freereg;
   return r;
 }
@@ -70,7 +82,7 @@ static int addk(Cs *c, nb_Value v) {
   nb_Code *k = c->code;
   for (int i = 0; i < k->nk; i++)   /* small tables: a linear search is fine */
     if (k->k[i].t == v.t && k->k[i].kind == v.kind && memcmp(&k->k[i].u, &v.u, sizeof v.u) == 0) return i;
-  if (k->nk >= MAX_Bx) unsupported(c, "unsupported: more than 65535 constants");
+  if (k->nk >= MAX_Bx) limit(c, "more than 65535 constants in one function");
   if (k->nk == k->capk) {
     k->capk = k->capk ? k->capk * 2 : 8;
     k->k = realloc(k->k, sizeof *k->k * (size_t)k->capk);
@@ -85,7 +97,7 @@ static int addk(Cs *c, nb_Value v) {
 static int jump(Cs *c, int op, int a, const nb_Node *n) { return emit(c, MK_ABx(op, a, SBX_BIAS), n); }
 static void patch_to(Cs *c, int at, int target) {
   int off = target - (at + 1);
-  if (off < -SBX_BIAS || off > MAX_Bx - SBX_BIAS) unsupported(c, "unsupported: jump too far");
+  if (off < -SBX_BIAS || off > MAX_Bx - SBX_BIAS) limit(c, "a jump over more than 32767 instructions (split the block into functions)");
   nb_Instr *i = &c->code->code[at];
   *i = (*i & 0xffff) | (nb_Instr)(off + SBX_BIAS) << 16;
 }
@@ -109,9 +121,9 @@ static void load_name(Cs *c, nb_Node *n, int dst) {
   case V_CELL: ABC(GETCELL, dst, n->idx, 0, n); return;
   case V_CAP: ABC(GETCAP, dst, n->idx, 0, n); return;
   case V_GLOBAL:
-    if (n->idx > MAX_Bx) unsupported(c, "unsupported: global slot past 65535");
+    if (n->idx > MAX_Bx) limit(c, "more than 65535 globals in one module");
     ABx(GETG, dst, n->idx, n); return;
-  default: unsupported(c, "unsupported: unresolved name");
+  default: limit(c, "unresolved name");
   }
 }
 
@@ -122,9 +134,9 @@ static void store_name(Cs *c, nb_Node *n, int src, const nb_Node *at) {
   case V_CELL: ABC(SETCELL, n->idx, src, 0, at); return;
   case V_CAP: ABC(SETCAP, n->idx, src, 0, at); return;
   case V_GLOBAL:
-    if (n->idx > MAX_Bx) unsupported(c, "unsupported: global slot past 65535");
+    if (n->idx > MAX_Bx) limit(c, "more than 65535 globals in one module");
     ABx(SETG, src, n->idx, at); return;
-  default: unsupported(c, "unsupported: unresolved name");
+  default: limit(c, "unresolved name");
   }
 }
 
@@ -150,21 +162,45 @@ static void index_part(Cs *c, nb_Node *k) {
   c->freereg = base;
 }
 
+/* A call f(a, *xs, k=v): positional arguments are pushed onto a list (a
+** spread appends its items), which CALLV lays out as arguments when it
+** calls; also the form of a call with more positional arguments than an
+** instruction's operand holds. */
+static void call_spread(Cs *c, nb_Node *n, int f) {
+  if (n->kind == N_METHOD) { int recv = newreg(c); expr(c, n->a, recv); }
+  else if (n->a->kind == N_NAME) load_name(c, n->a, f);
+  else expr(c, n->a, f);
+  int lst = newreg(c);
+  ABC(ARGLIST, lst, 0, 0, n);
+  for (int i = 0; i < n->npos; i++) {
+    nb_Node *k = n->kids[i];
+    int base = c->freereg, t = newreg(c);
+    expr(c, k->kind == N_SPREAD ? k->a : k, t);
+    emit(c, MK_ABC(k->kind == N_SPREAD ? BC_ARGSPREAD : BC_ARGPUSH, lst, t, 0), k);
+    c->freereg = base;
+  }
+  for (int i = n->npos; i < n->nkids; i++) { int r = newreg(c); expr(c, n->kids[i], r); }
+  ABC(CALLV, f, n->kind == N_METHOD, n->nkids - n->npos, n);
+}
+
 static void call(Cs *c, nb_Node *n, int dst) {
   int base = c->freereg;
-  for (int i = 0; i < n->nkids; i++) if (n->kids[i]->kind == N_SPREAD) unsupported(c, "unsupported: spread argument");
-  if (n->npos > 255 || n->nkids - n->npos > 255) unsupported(c, "unsupported: more than 255 arguments");
+  bool spread = n->npos > 254;
+  for (int i = 0; i < n->nkids; i++) if (n->kids[i]->kind == N_SPREAD) spread = true;
+  if (n->nkids - n->npos > 255) limit(c, "more than 255 keyword arguments in one call");
   /* the result may go straight to dst when dst is the newest temporary */
   int f = dst >= 0 && dst == c->freereg - 1 && dst >= c->code->nlocals ? (c->freereg--, newreg(c)) : newreg(c);
-  if (n->kind == N_METHOD) {
-    if (n->npos > 254) unsupported(c, "unsupported: more than 254 arguments");
-    int recv = newreg(c);
-    expr(c, n->a, recv);
-  } else if (n->a->kind == N_NAME) load_name(c, n->a, f);
-  else expr(c, n->a, f);
-  for (int i = 0; i < n->nkids; i++) { int r = newreg(c); expr(c, n->kids[i], r); }
-  if (n->kind == N_METHOD) ABC(METHOD, f, n->npos, n->nkids - n->npos, n);
-  else ABC(CALL, f, n->npos, n->nkids - n->npos, n);
+  if (spread) call_spread(c, n, f);
+  else {
+    if (n->kind == N_METHOD) {
+      int recv = newreg(c);
+      expr(c, n->a, recv);
+    } else if (n->a->kind == N_NAME) load_name(c, n->a, f);
+    else expr(c, n->a, f);
+    for (int i = 0; i < n->nkids; i++) { int r = newreg(c); expr(c, n->kids[i], r); }
+    if (n->kind == N_METHOD) ABC(METHOD, f, n->npos, n->nkids - n->npos, n);
+    else ABC(CALL, f, n->npos, n->nkids - n->npos, n);
+  }
   if (dst >= 0 && dst != f) ABC(SETL, dst, f, 0, n);
   else if (dst < 0) ABC(CLEAR, f, 0, 0, n);
   c->freereg = base;
@@ -193,7 +229,7 @@ static void binary(Cs *c, nb_Node *n, int dst) {
   }
   if (is_local(n->b)) rb = n->b->idx;
   else { rb = newreg(c); expr(c, n->b, rb); }
-  if (n->op >= OP_NONE) unsupported(c, "unsupported: operator");
+  if (n->op >= OP_NONE) limit(c, "operator");
   emit(c, MK_ABC(BC_ADD + n->op, dst, ra, rb), n);
   c->freereg = base;
 }
@@ -221,13 +257,15 @@ static void assign(Cs *c, nb_Node *n, int dst) {
       else { int r = to_temp(c, n->b); store_name(c, t, r, n); }
     } else {
       int cur = newreg(c), v = newreg(c);
-      expr(c, n->b, v);         /* the value first, as the walker */
+      expr(c, n->b, v);         /* the value first, then the target: the language's order */
       load_name(c, t, cur);
       ABC(UPD, cur, v, 0, n);
       store_name(c, t, cur, n);
     }
+  } else if (t->kind == N_INDEX && t->nkids > 8) {
+    int obj = to_temp(c, t->a);
+    ABC(FAIL, obj, 0, 0, t);
   } else if (n->op != OP_NONE && (t->kind == N_FIELD || t->kind == N_INDEX)) {
-    if (t->nkids > 8) unsupported(c, "unsupported: more than 8 indices");
     int obj = to_temp(c, t->a);
     if (t->kind == N_INDEX) for (int i = 0; i < t->nkids; i++) index_part(c, t->kids[i]);
     int v = to_temp(c, n->b);
@@ -236,20 +274,19 @@ static void assign(Cs *c, nb_Node *n, int dst) {
     int obj = to_temp(c, t->a), v = to_temp(c, n->b);
     ABC(SETF, obj, v, 0, n);
   } else if (t->kind == N_INDEX) {
-    if (t->nkids > 8) unsupported(c, "unsupported: more than 8 indices");
     int obj = to_temp(c, t->a);
     for (int i = 0; i < t->nkids; i++) index_part(c, t->kids[i]);
     int v = to_temp(c, n->b);
     ABC(SETI, obj, v, 0, n);
-  } else unsupported(c, "unsupported: assignment target");
+  } else limit(c, "assignment target");
   c->freereg = base;
   if (dst >= 0) ABC(LOADNIL, dst, 0, 0, n);
 }
 
-static Loop *enter_loop(Cs *c, Loop *l) { memset(l, 0, sizeof *l); l->outer = c->loop; l->freereg = c->freereg; l->ntry = c->ntry; c->loop = l; return l; }
+static Loop *enter_loop(Cs *c, Loop *l) { memset(l, 0, sizeof *l); l->outer = c->loop; l->freereg = c->freereg; l->ntry = c->ntry; l->jstart = c->njl; c->loop = l; return l; }
 static void leave_loop(Cs *c, Loop *l, int cont_target, int exit_target) {
-  for (int i = 0; i < l->nbrk; i++) patch_to(c, l->brk[i], exit_target);
-  for (int i = 0; i < l->ncont; i++) patch_to(c, l->cont[i], cont_target);
+  for (int i = l->jstart; i < c->njl; i++) patch_to(c, c->jl[i] >> 1, c->jl[i] & 1 ? cont_target : exit_target);
+  c->njl = l->jstart;
   c->loop = l->outer;
 }
 
@@ -263,15 +300,18 @@ static void for_loop(Cs *c, nb_Node *n) {
   int s = newreg(c); newreg(c);   /* numeric: counter, bound; else sequence, state, counter */
   if (numeric) { expr(c, it->a, s); expr(c, it->b, s + 1); }
   else { newreg(c); expr(c, it, s); }
-  int vreg = var->vkind == V_LOCAL ? var->idx : newreg(c);
+  /* a top-level numeric loop steps its global variable in place (FORLOOPG) */
+  bool global = numeric && var->vkind == V_GLOBAL && var->idx <= MAX_Bx;
+  int vreg = var->vkind == V_LOCAL ? var->idx : global ? 0 : newreg(c);
   int prep = jump(c, numeric ? BC_FORPREP : BC_ITERPREP, s, it);
   Loop l; enter_loop(c, &l);
   int body = c->code->ncode;
-  if (var->vkind != V_LOCAL) store_name(c, var, vreg, n);
+  if (var->vkind != V_LOCAL && !global) store_name(c, var, vreg, n);
   node(c, n->b, -1);
   int step = c->code->ncode;
   patch_to(c, prep, step);
-  emit(c, MK_ABC(numeric ? BC_FORLOOP : BC_ITERNEXT, s, vreg, 0), n);
+  if (global) emit(c, MK_ABx(BC_FORLOOPG, s, var->idx), n);
+  else emit(c, MK_ABC(numeric ? BC_FORLOOP : BC_ITERNEXT, s, vreg, 0), n);
   int j = emit(c, MK_ABx(BC_JMP, 0, SBX_BIAS), n);
   patch_to(c, j, body);
   leave_loop(c, &l, step, c->code->ncode);
@@ -297,16 +337,21 @@ static void while_loop(Cs *c, nb_Node *n) {
 
 static void loop_jump(Cs *c, nb_Node *n, bool brk) {
   Loop *l = c->loop;
-  if (!l) unsupported(c, "unsupported: break outside a loop");
+  if (!l) limit(c, "break outside a loop");
   for (int r = l->freereg; r < c->freereg; r++) ABC(CLEAR, r, 0, 0, n);
   for (int t = l->ntry; t < c->ntry; t++) ABC(ENDTRY, 0, 0, 0, n);
-  if ((brk ? l->nbrk : l->ncont) >= MAX_JUMPS) unsupported(c, "unsupported: too many breaks in one loop");
   int j = jump(c, BC_JMP, 0, n);
-  if (brk) l->brk[l->nbrk++] = j; else l->cont[l->ncont++] = j;
+  if (c->njl == c->capjl) {
+    c->capjl = c->capjl ? c->capjl * 2 : 16;
+    c->jl = realloc(c->jl, sizeof *c->jl * (size_t)c->capjl);
+    if (!c->jl) abort();
+  }
+  c->jl[c->njl++] = j * 2 + !brk;
 }
 
 /* a node whose value goes to dst, or is dropped when dst < 0 */
 static void node(Cs *c, nb_Node *n, int dst) {
+  c->cur = n;
   switch (n->kind) {
   case N_ASSIGN: assign(c, n, dst); return;
   case N_WHILE: while_loop(c, n); break;
@@ -315,7 +360,7 @@ static void node(Cs *c, nb_Node *n, int dst) {
   case N_CONTINUE: loop_jump(c, n, false); return;
   case N_GLOBAL: break;
   case N_RETURN: {
-    if (c->toplevel) unsupported(c, "unsupported: return at top level");
+    if (c->toplevel) limit(c, "return at top level");
     int base = c->freereg, r = newreg(c);
     if (n->a) expr(c, n->a, r); else ABC(LOADNIL, r, 0, 0, n);
     ABC(RET, r, 0, 0, n);
@@ -352,6 +397,7 @@ static void node(Cs *c, nb_Node *n, int dst) {
 /* an expression's value into register dst */
 static void expr(Cs *c, nb_Node *n, int dst) {
   int base = c->freereg;
+  c->cur = n;
   switch ((nb_NodeKind)n->kind) {
   case N_NUM: ABx(LOADK, dst, addk(c, nb_numk(n->num, (uint32_t)n->idx)), n); return;
   case N_STR: ABx(LOADK, dst, addk(c, nb_strv(n->str)), n); return;
@@ -386,16 +432,29 @@ static void expr(Cs *c, nb_Node *n, int dst) {
     return;
   }
   case N_INDEX: {
-    if (n->nkids > 8) unsupported(c, "unsupported: more than 8 indices");
     int r = to_temp(c, n->a);
+    if (n->nkids > 8) { ABC(FAIL, r, 0, 0, n); c->freereg = base; return; }
     for (int i = 0; i < n->nkids; i++) index_part(c, n->kids[i]);
     ABC(GETI, dst, r, 0, n);
     c->freereg = base;
     return;
   }
   case N_LIST: case N_REC: case N_INTERP: {
-    if (n->nkids > MAX_REGS / 2) unsupported(c, "unsupported: literal with many items");
     int r = newreg(c);
+    if (n->nkids > 64) {   /* many items: pushed one by one onto a list, then made the literal */
+      ABC(ARGLIST, r, 0, 0, n);
+      for (int i = 0; i < n->nkids; i++) {
+        if (n->kind == N_INTERP && n->kids[i]->kind == N_STR) continue;
+        int t = newreg(c);
+        expr(c, n->kids[i], t);
+        ABC(ARGPUSH, r, t, 0, n->kids[i]);
+        c->freereg = r + 1;
+      }
+      ABC(LITEND, r, 0, 0, n);
+      if (r != dst) ABC(SETL, dst, r, 0, n);
+      c->freereg = base;
+      return;
+    }
     for (int i = 0; i < n->nkids; i++) {
       int k = newreg(c);
       if (!(n->kind == N_INTERP && n->kids[i]->kind == N_STR)) expr(c, n->kids[i], k);
@@ -432,12 +491,21 @@ static void expr(Cs *c, nb_Node *n, int dst) {
     if (dst >= 0) ABC(LOADNIL, dst, 0, 0, n);
     return;
   }
-  case N_NOGRAD: unsupported(c, "unsupported: no_grad");
-  case N_AUTOCAST: unsupported(c, "unsupported: autocast");
-  case N_SLICE: unsupported(c, "unsupported: slice");
-  case N_SPREAD: unsupported(c, "unsupported: spread argument");
+  case N_NOGRAD: case N_AUTOCAST:
+    /* a block with a mode: its exit (ENDTRY) is emitted like a try's, and
+    ** break/continue out of it leave it the same way (c->ntry); a return
+    ** or an error leaves it in the VM (lexec.c's block stack) */
+    if (n->kind == N_NOGRAD) ABC(NOGRAD, 0, 0, 0, n);
+    else { int r = to_temp(c, n->a); ABC(AUTOCAST, r, 0, 0, n->a); c->freereg = base; }
+    c->ntry++;
+    expr(c, n->kind == N_NOGRAD ? n->a : n->b, dst);
+    c->ntry--;
+    ABC(ENDTRY, 0, 0, 0, n);
+    return;
+  case N_SLICE: ABC(FAIL, dst, 0, 0, n); return;   /* a:b outside [ ]: an error when run */
+  case N_SPREAD: limit(c, "*xs outside a call's arguments");
   }
-  unsupported(c, "unsupported: unknown node");
+  limit(c, "an unknown syntax node");
 }
 
 void nbI_code_free(nb_Code *k) {
@@ -446,64 +514,92 @@ void nbI_code_free(nb_Code *k) {
   free(k->k); free(k->code); free(k->nodes); free(k);
 }
 
-static nb_Code *compile(nb_Chunk *chunk, nb_Node *body, int nlocals, bool toplevel, const char *name, const char **why) {
+/* A function's prologue: each parameter with a default that the call left
+** unassigned gets it, evaluated in the callee's frame after the arguments
+** (so a default may use an earlier parameter), into the parameter's cell
+** when a closure captures it.  A call that bound every parameter
+** positionally enters after it (code->body). */
+static void prologue(Cs *c, const nb_Proto *p) {
+  for (int i = 0; i < p->nparams; i++) {
+    nb_Node *d = p->defaults ? p->defaults[i] : NULL;
+    if (!d) continue;
+    bool cell = false;
+    for (int j = 0; j < p->ncells; j++) if (p->cellslots[j] == i) cell = true;
+    int base = c->freereg;
+    int skip = jump(c, BC_JDEF, i, d);
+    int t = to_temp(c, d);
+    emit(c, MK_ABC(cell ? BC_SETCELL : BC_SETL, i, t, 0), d);
+    patch_here(c, skip);
+    c->freereg = base;
+  }
+  c->code->body = c->code->ncode;
+}
+
+/* A function body's value, returned: an if/else or a block in tail
+** position returns from each branch (no jump to a shared RET), so
+** `if n < 2 { n } else { ... }` costs a base case three instructions. */
+static void ret_expr(Cs *c, nb_Node *n) {
+  int base = c->freereg;
+  c->cur = n;
+  if (n->kind == N_IF && n->c) {
+    int t = to_temp(c, n->a);
+    int jf = jump(c, BC_JF, t, n->a);
+    c->freereg = base;
+    ret_expr(c, n->b);
+    patch_here(c, jf);
+    ret_expr(c, n->c);
+    return;
+  }
+  if (n->kind == N_BLOCK && n->nkids > 0) {
+    nb_Node *last = n->kids[n->nkids - 1];
+    if ((last->flags & NF_EXPRSTMT) || last->kind == N_IF || last->kind == N_TRY) {
+      for (int i = 0; i < n->nkids - 1; i++) node(c, n->kids[i], -1);
+      ret_expr(c, last);
+      return;
+    }
+  }
+  int r = newreg(c);
+  expr(c, n, r);
+  ABC(RET, r, 0, 0, n);
+  c->freereg = base;
+}
+
+static nb_Code *compile(nb_Chunk *chunk, nb_Node *body, int nlocals, bool toplevel, const char *name, const nb_Proto *p, const char **why, const nb_Node **at) {
   Cs cs; memset(&cs, 0, sizeof cs);
   Cs *c = &cs;   /* the emit macros' name */
   nb_Code *volatile k = calloc(1, sizeof *k);
   if (!k) abort();
   cs.code = k; k->chunk = chunk; k->name = name;
   k->nlocals = nlocals; k->nregs = nlocals;
-  cs.freereg = nlocals; cs.toplevel = toplevel;
-  if (nlocals > MAX_REGS) { *why = "unsupported: more than 250 locals"; nbI_code_free(k); return NULL; }
-  if (setjmp(cs.jb)) { *why = cs.why; nbI_code_free(k); return NULL; }
+  cs.freereg = nlocals; cs.toplevel = toplevel; cs.cur = body;
+  if (nlocals > MAX_REGS) { *why = "more than 250 local variables in one function"; *at = body; nbI_code_free(k); return NULL; }
+  if (setjmp(cs.jb)) { *why = cs.why; *at = cs.cur; free(cs.jl); nbI_code_free(k); return NULL; }
+  if (p) prologue(c, p);
   int r = newreg(c);
   if (toplevel) { node(c, body, r); ABC(RET, r, 0, 0, body); }
-  else { expr(c, body, r); ABC(RET, r, 0, 0, body); }
+  else { c->freereg = r; ret_expr(c, body); }
+  free(cs.jl);
+  stats_count();
   return k;
 }
 
 nb_Code *nbI_proto_code(nb_VM *vm, nb_Proto *p) {
   (void)vm;
   if (p->code || p->vm_why) return p->code;
-  if (!nbI_enabled()) { p->vm_why = "engine: walker"; return NULL; }
-  const char *why = NULL;
-  p->code = compile(p->chunk, p->body, p->nlocals, false, nbP_proto_name(p), &why);
-  if (!p->code) { p->vm_why = why; nbI_count_fallback(why); }
-  else nbI_count_compiled();
+  p->code = compile(p->chunk, p->body, p->nlocals, false, nbP_proto_name(p), p, &p->vm_why, &p->vm_at);
   return p->code;
 }
 
-nb_Code *nbI_compile_stmt(nb_VM *vm, nb_Chunk *chunk, nb_Node *stmt, const char **why) {
+nb_Code *nbI_compile_stmt(nb_VM *vm, nb_Chunk *chunk, nb_Node *stmt, const char **why, const nb_Node **at) {
   (void)vm;
-  return compile(chunk, stmt, 0, true, "<main>", why);
+  return compile(chunk, stmt, 0, true, "<main>", NULL, why, at);
 }
 
-/* ---------------------------------------------------------------- engine */
-static int engine = -1;   /* 1: vm, 0: walker */
-bool nbI_enabled(void) {
-  if (engine < 0) { const char *e = getenv("NABLA_ENGINE"); engine = !(e && strcmp(e, "walker") == 0); }
-  return engine == 1;
+/* Code past one of the bytecode's limits (registers, constants, jump
+** lengths) is reported before it runs, as a syntax error would be. */
+int nbI_limit_error(nb_VM *vm, nb_Chunk *chunk, const nb_Node *at, const char *why) {
+  nb_error_kind(vm, "SyntaxError", "too large to compile: %s", why);
+  if (at) nbE_locate(vm, chunk, at);
+  return NB_ERR;
 }
-
-/* fallback reasons, counted for NABLA_VM_STATS=1 (reasons are static strings) */
-static struct { const char *why; long n; } reasons[64];
-static long ncompiled;
-static void print_stats(void) {
-  fprintf(stderr, "vm: %ld units compiled\n", ncompiled);
-  for (int i = 0; i < 64 && reasons[i].why; i++) fprintf(stderr, "vm: fallback %6ld  %s\n", reasons[i].n, reasons[i].why);
-}
-static void stats_init(void) {
-  static bool done;
-  if (done) return;
-  done = true;
-  const char *s = getenv("NABLA_VM_STATS");
-  if (s && *s && strcmp(s, "0")) atexit(print_stats);
-}
-void nbI_count_compiled(void) { stats_init(); ncompiled++; }
-void nbI_count_fallback(const char *why) {
-  stats_init();
-  for (int i = 0; i < 64; i++) {
-    if (!reasons[i].why) reasons[i].why = why;
-    if (reasons[i].why == why || strcmp(reasons[i].why, why) == 0) { reasons[i].n++; return; }
-  }
-}
+int nbI_proto_error(nb_VM *vm, nb_Proto *p) { return nbI_limit_error(vm, p->chunk, p->vm_at, p->vm_why); }

@@ -86,6 +86,15 @@ static bool lookup_chain(nb_VM *vm, const char *s, size_t len, nb_Value *out, nb
   return cur.t != NB_TUNDEF;
 }
 
+bool nb_lookup_path(nb_VM *vm, const char *path, size_t len, nb_Value *out) {
+  nb_state_bind(vm);
+  nb_Value tmp = nb_nil(), v;
+  bool ok = lookup_chain(vm, path, len, &v, &tmp);
+  if (ok) { nb_incref(v); *out = v; }
+  nb_decref(tmp);
+  return ok;
+}
+
 static const char *const tensor_fields[] = { "shape", "dtype", "device", "ndim", "T", "grad", "requires_grad", "item", "tolist", NULL };
 
 void nb_complete(nb_VM *vm, const char *src, int cursor, nb_Completions *out) {

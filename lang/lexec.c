@@ -1,21 +1,29 @@
 /*
-** lexec.c — the register VM: runs the bytecode lcode.c compiles (Lua 5.4's
-** lvm.c is the model).  Computed-goto dispatch under GCC/clang, a switch
-** otherwise.  Numbers are unboxed; int/float arithmetic and comparisons are
-** inline, everything else goes to the same helpers the walker calls (lops.c,
-** lcall.c), so both engines give the same results and the same errors.
+** lexec.c — the register VM, the only engine: runs the bytecode lcode.c
+** compiles (Lua 5.4's lvm.c is the model).  Computed-goto dispatch under
+** GCC/clang, a switch otherwise.  Numbers are unboxed; int/float arithmetic
+** and comparisons are inline, everything else goes to the shared helpers
+** (lops.c operators, lcall.c builtins and binding, lerror.c errors).  Also
+** here: the poll (interrupts, collections, step limits) and the running of
+** a chunk (nbV_run_program).
 **
-** Calls.  A call from VM code to a compiled nabla function whose arguments
-** bind positionally pushes a frame (XFrame) and continues in this loop: no C
-** recursion, so deep recursion is bounded by vm->max_depth and the VM stack
-** alone (the same RecursionError as the walker).  Any other call (builtins,
-** keywords, defaults, variadics, functions the compiler does not support yet)
-** goes through nbV_call_at, which may come back here for the callee's body.
+** Calls.  A call from VM code to a nabla function pushes a frame (XFrame)
+** and continues in this loop: no C recursion, so deep recursion is bounded
+** by vm->max_depth and the VM stack alone.  Arguments that bind positionally
+** enter at the body (code->body); keywords, missing defaults and *rest are
+** bound in place (nbV_bind_args) and enter at the defaults' prologue.
+** Builtins and records with __call go through nbV_call_at, which comes back
+** here (nbI_exec, a new C level) when a builtin calls a nabla function.
+**
+** Blocks.  try, no_grad and autocast push an entry on the VM's block stack
+** (vm->xh); ENDTRY pops it, break/continue pop the ones they leave, a
+** return pops its frame's, an error pops up to the try that catches it,
+** and each popped no_grad/autocast puts its mode back.
 **
 ** Errors.  An instruction that fails jumps to `error`: the error is pointed
 ** at the instruction's node (code->nodes), unless a deeper one already was,
-** and each VM frame unwound adds the stack-trace entry call_func would, so
-** the report is the walker's, caret for caret.
+** and each VM frame unwound adds a stack-trace entry (caller's name, call
+** site) as call_func does for calls through C.
 **
 ** References follow lopcodes.h's invariant: a temporary's reference is moved
 ** out by its user; a register write drops the old value.
@@ -70,8 +78,50 @@ static inline void drop(nb_Value *R, int r, int nlocals) {
 }
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the tag word puts t in its low half");
+/* A number result is written as one 16-byte store: the next instruction
+** often reads the whole value (a RET, a SETL, a call's argument) with one
+** 16-byte load, which the CPU cannot forward from two 8-byte stores (a
+** stall of a dozen cycles: fib spent 17% of its time on it). */
+#if defined(__SSE2__)
+#include <emmintrin.h>
+static inline void put_num(nb_Value *out, uint64_t tag, double x) {
+  _mm_storeu_si128((__m128i *)(void *)out, _mm_unpacklo_epi64(_mm_cvtsi64_si128((long long)tag), _mm_castpd_si128(_mm_set_sd(x))));
+}
+/* the same for any value a hot instruction writes (a load, a move, a
+** return): one 16-byte store, then the old value dropped */
+static inline void put16(nb_Value *slot, nb_Value v) {
+  uint64_t lo, hi;   /* built from the two words in registers, not through memory */
+  memcpy(&lo, &v, 8); memcpy(&hi, (char *)&v + 8, 8);
+  _mm_storeu_si128((__m128i *)(void *)slot, _mm_set_epi64x((long long)hi, (long long)lo));
+}
+#else
 static inline void put_num(nb_Value *out, uint64_t tag, double x) { memcpy(out, &tag, sizeof tag); out->u.n = x; }
+static inline void put16(nb_Value *slot, nb_Value v) { *slot = v; }
+#endif
+_Static_assert(sizeof(nb_Value) == 16, "a value is two 8-byte words");
+static inline void store16(nb_Value *slot, nb_Value v) { nb_Value old = *slot; put16(slot, v); nb_decref(old); }
 
+/* ------------------------------------------------------------ polls */
+/* Consumes a pending interrupt: the uncatchable error that ends the cell. */
+int nbV_interrupt_error(nb_VM *vm) {
+  vm->interrupted = 0;
+  vm->poll = vm->step_limit != 0;
+  return nb_error_kind(vm, "Interrupted", "interrupted");
+}
+
+/* Called at loop iterations and calls when vm->poll is set: an interrupt, a
+** cycle collection due (safe here: every value the evaluator and the
+** builtins below it hold is counted), the step limit. */
+int nbV_poll(nb_VM *vm) {
+  if (vm->interrupted) return nbV_interrupt_error(vm);
+  if (nbO_gc_due()) {
+    vm->poll = vm->step_limit != 0;
+    if (vm->interrupted) vm->poll = 1;   /* a signal between the test and the store */
+    nbO_collect();
+  }
+  if (vm->step_limit && ++vm->steps > vm->step_limit) return nb_error_kind(vm, "StepLimit", "step limit exceeded");
+  return NB_OK;
+}
 /* ------------------------------------------------------------ slow paths */
 static int undefined(nb_VM *vm, const nb_Node *n, bool global) {
   if (global) return nb_error_kind(vm, "NameError", "undefined variable '%s'", n->str->data);
@@ -90,8 +140,15 @@ static int get_global_slow(nb_VM *vm, const nb_Node *n, nb_Value *out) {
   return undefined(vm, n, true);
 }
 
+static __attribute__((noinline)) int get_global_into(nb_VM *vm, const nb_Node *n, nb_Value *dst) {
+  nb_Value v;
+  int st = get_global_slow(vm, n, &v);
+  if (!st) nb_store(dst, v);
+  return st;
+}
+
 /* a binary operator on anything but two numbers; operands read in place
-** from a local may be unassigned (the walker's order: a, then b) */
+** from a local may be unassigned (reported in order: a, then b) */
 static int binop_slow(nb_VM *vm, const nb_Node *n, nb_Value *R, int nlocals, int op, int a, int b, int dst) {
   if (R[a].t == NB_TUNDEF) { int st = undefined(vm, n->a, false); nbE_locate(vm, vm->frame->chunk, n->a); return st; }
   if (R[b].t == NB_TUNDEF) { int st = undefined(vm, n->b, false); nbE_locate(vm, vm->frame->chunk, n->b); return st; }
@@ -140,47 +197,81 @@ static int update(nb_VM *vm, const nb_Node *n, nb_Value *R, int a, int b) {
   return st;
 }
 
-static int make_list(nb_VM *vm, const nb_Node *n, nb_Value *R, int a) {
+/* Literals from their items (moved out of items[], which holds nil after):
+** the registers after the literal's, or a list's items for a long one. */
+static int make_list(nb_VM *vm, const nb_Node *n, nb_Value *items, nb_Value *out) {
   nb_List *l = nbL_new(n->nkids);
   bool numeric = n->nkids > 0, nested = n->nkids > 0;
   for (int i = 0; i < n->nkids; i++) {
-    nb_Value v = R[a + 1 + i]; R[a + 1 + i] = nb_nil();
+    nb_Value v = items[i]; items[i] = nb_nil();
     if (v.t != NB_TNUM && v.t != NB_TBOOL) numeric = false;
     if (!(v.t == NB_TTENSOR && n->kids[i]->kind == N_LIST)) nested = false;
     nbL_push(l, v);
   }
   nb_Value lv = nb_obj(NB_TLIST, l);
-  if (numeric || nested) {
+  if (numeric || nested) {   /* [1, 2], [[1, 2], [3, 4]]: a tensor */
     nb_Value t;
     int st = nbT_literal(vm, lv, &t);
     nb_decref(lv);
     if (st) return st;
     lv = t;
   }
-  nb_store(&R[a], lv);
+  *out = lv;
   return NB_OK;
 }
 
-static int make_rec(const nb_Node *n, nb_Value *R, int a) {
+static void make_rec(const nb_Node *n, nb_Value *items, nb_Value *out) {
   nb_Rec *r = nbR_new(n->nkids);
-  for (int i = 0; i < n->nkids; i++) { nbR_set(r, n->names[i], R[a + 1 + i]); R[a + 1 + i] = nb_nil(); }
-  nb_store(&R[a], nb_obj(NB_TREC, r));
-  return NB_OK;
+  for (int i = 0; i < n->nkids; i++) { nbR_set(r, n->names[i], items[i]); items[i] = nb_nil(); }
+  *out = nb_obj(NB_TREC, r);
 }
 
-static int interp(nb_VM *vm, const nb_Node *n, nb_Value *R, int a) {
+/* a string interpolation; items: the values of its non-literal parts, or
+** (dense) one slot per part */
+static int interp(nb_VM *vm, const nb_Node *n, nb_Value *items, bool dense, nb_Value *out) {
   nb_Buf b = {0};
+  int j = 0;
   for (int i = 0; i < n->nkids; i++) {
     nb_Node *k = n->kids[i];
-    if (k->kind == N_STR) { nbB_add(&b, k->str->data, k->str->len); continue; }
-    if (b.n <= NB_MAX_STR) nb_tostring(&b, R[a + 1 + i], false);
+    if (k->kind == N_STR) { nbB_add(&b, k->str->data, k->str->len); if (dense) j++; continue; }
+    nb_Value v = items[j]; items[j++] = nb_nil();
+    if (b.n <= NB_MAX_STR) nb_tostring(&b, v, false);
+    nb_decref(v);
   }
-  clear_regs(R, a + 1, a + 1 + n->nkids);
-  nb_Value v;
-  int st = nbS_from_buf(vm, "string interpolation", &b, &v);
+  int st = nbS_from_buf(vm, "string interpolation", &b, out);
   nbB_free(&b);
+  return st;
+}
+
+static int literal(nb_VM *vm, const nb_Node *n, nb_Value *items, bool dense, nb_Value *out) {
+  switch (n->kind) {
+  case N_LIST: return make_list(vm, n, items, out);
+  case N_REC: make_rec(n, items, out); return NB_OK;
+  default: return interp(vm, n, items, dense, out);
+  }
+}
+static int literal_regs(nb_VM *vm, const nb_Node *n, nb_Value *R, int a) {
+  nb_Value v;
+  int st = literal(vm, n, &R[a + 1], true, &v);
   if (!st) nb_store(&R[a], v);
   return st;
+}
+/* LITEND: the list R[a] of a long literal's items */
+static int literal_list(nb_VM *vm, const nb_Node *n, nb_Value *R, int a) {
+  nb_Value lv = R[a], v;
+  R[a] = nb_nil();
+  nb_List *l = nb_list(lv);
+  int st = literal(vm, n, l->items, false, &v);
+  l->n = 0;   /* its items were moved out */
+  nb_decref(lv);
+  if (!st) nb_store(&R[a], v);
+  return st;
+}
+
+/* FAIL: the errors the language raises when such code runs */
+static int fail_op(nb_VM *vm, const nb_Node *n, nb_Value *R, int a) {
+  if (n->kind == N_INDEX) { clear_regs(R, a, a + 1); return nb_error_kind(vm, "IndexError", "too many indices (%d)", n->nkids); }
+  return nb_error_kind(vm, "SyntaxError", "a slice (a:b) is only allowed inside [ ]");
 }
 
 static int make_range(nb_VM *vm, nb_Value *R, int dst, int b) {
@@ -236,7 +327,7 @@ static int negate(nb_VM *vm, nb_Value *R, int dst, int b) {
 
 /* a.name(args): a record's field or a module's member is called as is;
 ** otherwise name is looked up like a variable and called as name(a, args)
-** (as the walker's eval_method).  *self: whether the receiver stays. */
+** *self: whether the receiver stays. */
 static int method_callee(nb_VM *vm, nb_Frame *f, const nb_Node *n, nb_Value recv, nb_Value *callee, bool *self) {
   int i;
   *self = false;
@@ -358,13 +449,42 @@ static int iter_next(nb_VM *vm, const nb_Node *n, nb_Value *R, int a, nb_Value *
   return 1;
 }
 
-static void push_handler(nb_VM *vm, const nb_Instr *pc, int reg) {
+static void push_handler(nb_VM *vm, const nb_Instr *pc, int reg, int kind, int saved) {
   if (vm->nxh == vm->capxh) {
     vm->capxh = vm->capxh ? vm->capxh * 2 : 16;
     vm->xh = realloc(vm->xh, sizeof *vm->xh * (size_t)vm->capxh);
     if (!vm->xh) abort();
   }
-  vm->xh[vm->nxh++] = (nb_Handler){ pc, reg, vm->nxf, vm->depth };
+  vm->xh[vm->nxh++] = (nb_Handler){ pc, reg, vm->nxf, vm->depth, kind, saved };
+}
+
+/* pops the newest entry of the block stack, putting back a block's mode */
+static void pop_block(nb_VM *vm) {
+  nb_Handler *h = &vm->xh[--vm->nxh];
+  if (h->kind == NB_H_NOGRAD) { vm->grad_disabled--; nbT_swap_grad_enabled(h->saved != 0); }
+  else if (h->kind == NB_H_AUTOCAST) nbT_swap_autocast(h->saved);
+}
+
+static int enter_autocast(nb_VM *vm, nb_Value *R, int a) {
+  int dt;
+  int st = nbT_autocast_arg(vm, R[a], &dt);
+  clear_regs(R, a, a + 1);
+  if (st) return st;
+  push_handler(vm, NULL, 0, NB_H_AUTOCAST, nbT_swap_autocast(dt));
+  return NB_OK;
+}
+
+/* ARGPUSH/ARGSPREAD: the argument R[b] onto the list R[a] */
+static int arg_push(nb_VM *vm, nb_Value *R, int a, int b, bool spread) {
+  nb_Value v = R[b];
+  R[b] = nb_nil();
+  nb_List *l = nb_list(R[a]);
+  if (!spread) { nbL_push(l, v); return NB_OK; }
+  if (v.t != NB_TLIST && nbV_spread_list(vm, &v)) return NB_ERR;
+  nb_List *items = nb_list(v);
+  for (int j = 0; j < items->n; j++) { nb_incref(items->items[j]); nbL_push(l, items->items[j]); }
+  nb_decref(v);
+  return NB_OK;
 }
 
 static int truthy_slow(nb_VM *vm, nb_Value v, bool *t) { return nbV_truthy(vm, v, t); }
@@ -378,6 +498,7 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
   vm->sp = R0 + code0->nregs;
 
   nb_Frame *f = f0;
+  nb_Module *M = f->mod;     /* the running function's module (its globals), kept at hand */
   nb_Code *code = code0;
   nb_Value *R = R0;
   const nb_Value *K = code->k;
@@ -409,15 +530,15 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     switch (GET_OP(i)) {
 #endif
 
-  CASE(LOADK) { nb_Value v = K[GET_Bx(i)]; nb_incref(v); nb_store(&RA, v); NEXT; }
+  CASE(LOADK) { nb_Value v = K[GET_Bx(i)]; nb_incref(v); store16(&RA, v); NEXT; }
   CASE(LOADNIL) { nb_store(&RA, nb_nil()); NEXT; }
   CASE(LOADBOOL) { nb_store(&RA, nb_bool(B != 0)); NEXT; }
   CASE(GETL) {
     nb_Value v = R[B];
     if (__builtin_expect(v.t == NB_TUNDEF, 0)) { undefined(vm, NODE, false); goto error; }
-    nb_incref(v); nb_store(&RA, v); NEXT;
+    nb_incref(v); store16(&RA, v); NEXT;
   }
-  CASE(SETL) { nb_Value v = R[B]; R[B] = nb_nil(); nb_store(&RA, v); NEXT; }
+  CASE(SETL) { nb_Value v = R[B]; put16(&R[B], nb_nil()); store16(&RA, v); NEXT; }
   CASE(GETCELL) {
     nb_Value v = ((nb_Cell *)R[B].u.p)->v;
     if (v.t == NB_TUNDEF) { undefined(vm, NODE, false); goto error; }
@@ -431,12 +552,14 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
   }
   CASE(SETCAP) { nb_Value v = R[B]; R[B] = nb_nil(); nb_store(&f->fn->caps[A]->v, v); NEXT; }
   CASE(GETG) {
-    nb_Value v = f->mod->vals[GET_Bx(i)];
-    if (__builtin_expect(v.t == NB_TUNDEF, 0)) CHECK(get_global_slow(vm, NODE, &v));
-    else nb_incref(v);
-    nb_store(&RA, v); NEXT;
+    /* the unassigned case in a function of its own: v's address is not
+    ** taken here, so it stays in registers (no spill and reload) */
+    nb_Value v = M->vals[GET_Bx(i)];
+    if (__builtin_expect(v.t == NB_TUNDEF, 0)) { CHECK(get_global_into(vm, NODE, &RA)); NEXT; }
+    nb_incref(v);
+    store16(&RA, v); NEXT;
   }
-  CASE(SETG) { nb_Value v = RA; RA = nb_nil(); nb_store(&f->mod->vals[GET_Bx(i)], v); NEXT; }
+  CASE(SETG) { nb_Value v = RA; RA = nb_nil(); nb_store(&M->vals[GET_Bx(i)], v); NEXT; }
 
 #define TAGOF(x, y) ((uint64_t)NB_TNUM | (uint64_t)((x)->kind | (y)->kind) << 32)
 #define ARITH(name, e) CASE(name) { \
@@ -529,8 +652,34 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     if (t == (op == BC_JT || op == BC_JTK)) pc += GET_sBx(i);
     NEXT;
   }
+  CASE(CALLV) {
+    /* lays the list of positional arguments out in place, the keywords
+    ** after them (past the registers when long: vm->sp covers them) */
+    ca = A; cnkw = C;
+    {
+      int lreg = ca + 1 + B;
+      nb_Value lv = R[lreg];
+      nb_List *l = nb_list(lv);
+      int na = l->n;
+      if (R + lreg + na + cnkw + 1 > vm->stack_end) {
+        nb_error_kind(vm, "RecursionError", "stack overflow (spreading %d arguments)", na);
+        goto error;
+      }
+      R[lreg] = nb_nil();
+      memmove(&R[lreg + na], &R[lreg + 1], sizeof(nb_Value) * (size_t)cnkw);
+      if (na == 0 && cnkw) R[lreg + cnkw] = nb_nil();
+      memcpy(&R[lreg], l->items, sizeof(nb_Value) * (size_t)na);   /* moved: the list is the call's own */
+      l->n = 0;
+      nb_decref(lv);
+      cnpos = na;
+      if (R + lreg + na + cnkw > vm->sp) vm->sp = R + lreg + na + cnkw;
+      if (!B) { if (__builtin_expect(vm->poll, 0)) CHECK(nbV_poll(vm)); goto do_call; }
+    }
+    goto do_method;
+  }
   CASE(METHOD) {
     ca = A; cnpos = B; cnkw = C;
+  do_method: ;
     bool self;
     nb_Value callee;
     CHECK(method_callee(vm, f, NODE, R[ca + 1], &callee, &self));
@@ -549,27 +698,38 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     ca = A; cnpos = B; cnkw = C;
   do_call: ;
     nb_Value callee = R[ca];
-    if (callee.t == NB_TFUNC && cnkw == 0) {
+    if (callee.t == NB_TFUNC) {
       nb_Func *fn = nb_func(callee);
       nb_Proto *p = fn->proto;
-      nb_Code *cc = p->code ? p->code : p->vm_why ? NULL : nbI_proto_code(vm, p);
-      if (cc && cnpos == p->nparams && !p->variadic) {
+      nb_Code *cc = p->code ? p->code : nbI_proto_code(vm, p);
+      if (__builtin_expect(!cc, 0)) { nbI_proto_error(vm, p); goto error; }
+      {
         nb_Value *nR = R + ca + 1;
-        if (vm->depth >= vm->max_depth || nR + cc->nregs > vm->stack_end) {
+        int nargs = cnpos + cnkw, entry = cc->body;
+        if (vm->depth >= vm->max_depth || nR + (cc->nregs > nargs ? cc->nregs : nargs) > vm->stack_end) {
           nb_error_kind(vm, "RecursionError", "stack overflow (calls nested more than %d deep)", vm->depth);
           goto error;
         }
-        /* the rest of the window may hold stale bits (a walker frame's, a
-        ** builtin's): unassigned locals and empty temporaries are both the
-        ** 8-byte tag word of NB_TUNDEF, a value that holds no reference */
-        for (int k = cnpos; k < cc->nregs; k++) { uint64_t z = 0; memcpy(&nR[k], &z, sizeof z); }
+        int from = cnpos;
+        if (__builtin_expect(cnkw != 0 || cnpos != p->nparams || p->variadic, 0)) {
+          /* keywords, defaults, *rest: bound in place, then the prologue */
+          const nb_Node *n = NODE;
+          if (nbV_bind_args(vm, p, nR, cnpos, cnkw ? n->names + n->npos : NULL, cnkw)) goto error;
+          from = p->nlocals > nargs ? p->nlocals : nargs;
+          entry = 0;
+        }
+        /* the rest of the window may hold stale bits (a builtin's): unassigned
+        ** locals and empty temporaries are both the 8-byte tag word of
+        ** NB_TUNDEF, a value that holds no reference */
+        for (int k = from; k < cc->nregs; k++) { uint64_t z = 0; memcpy(&nR[k], &z, sizeof z); }
         if (p->ncells) nbV_box_cells(p, nR);
         XFrame *x = push_frame(vm);
         x->f = (nb_Frame){ nR, p->chunk, fn, fn->mod, NODE, f };
         x->code = cc; x->ccode = code; x->cR = R; x->cpc = pc;
         vm->depth++;
         vm->frame = f = &x->f;
-        code = cc; R = nR; K = cc->k; pc = cc->code;
+        M = fn->mod;
+        code = cc; R = nR; K = cc->k; pc = cc->code + entry;
         vm->sp = R + cc->nregs;
         NEXT;
       }
@@ -587,8 +747,8 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     NEXT;
   }
   CASE(RET) {
-    nb_Value v = RA; RA = nb_nil();
-    while (vm->nxh > xhbase && vm->xh[vm->nxh - 1].lvl >= vm->nxf) vm->nxh--;   /* a return inside try */
+    nb_Value v = RA; put16(&RA, nb_nil());
+    while (vm->nxh > xhbase && vm->xh[vm->nxh - 1].lvl >= vm->nxf) pop_block(vm);   /* a return inside try, no_grad */
     /* RET's register is the newest live one: the temporaries below it may
     ** hold references (a return inside an expression), those above none */
     if (f == f0) {
@@ -601,16 +761,17 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     clear_regs(R, 0, A);
     vm->depth--;
     vm->frame = f = x->f.parent;
+    M = f->mod;
     code = x->ccode; R = x->cR; pc = x->cpc; K = code->k;
     vm->sp = R + code->nregs;
     forget_above(R, GET_A(pc[-1]), code->nregs);
-    nb_store(&R[GET_A(pc[-1])], v);
+    store16(&R[GET_A(pc[-1])], v);
     NEXT;
   }
   CASE(CLOSURE) { nb_Value v; CHECK(nbV_make_closure(vm, f, NODE->proto, &v)); nb_store(&RA, v); NEXT; }
-  CASE(LIST) { CHECK(make_list(vm, NODE, R, A)); NEXT; }
-  CASE(REC) { CHECK(make_rec(NODE, R, A)); NEXT; }
-  CASE(INTERP) { CHECK(interp(vm, NODE, R, A)); NEXT; }
+  CASE(LIST) CASE(REC) CASE(INTERP) { CHECK(literal_regs(vm, NODE, R, A)); NEXT; }
+  CASE(LITEND) { CHECK(literal_list(vm, NODE, R, A)); NEXT; }
+  CASE(FAIL) { fail_op(vm, NODE, R, A); goto error; }
   CASE(RANGE) { CHECK(make_range(vm, R, A, B)); NEXT; }
   CASE(GETF) { CHECK(get_field(vm, NODE, R, A, B)); NEXT; }
   CASE(SETF) { CHECK(set_field(vm, NODE, R, A, B)); NEXT; }
@@ -637,9 +798,39 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     } else pc++;
     NEXT;
   }
+  CASE(FORLOOPG) {
+    /* FORLOOP into a global loop variable (a top-level loop): no register */
+    nb_Value *a = &RA;
+    double x = a->u.n;
+    if (x < a[1].u.n) {
+      if (__builtin_expect(vm->poll, 0)) CHECK(nbV_poll(vm));
+      nb_Value *g = &M->vals[GET_Bx(i)], old = *g;
+      put_num(g, (uint64_t)NB_TNUM | (uint64_t)a->kind << 32, x);
+      nb_decref(old);
+      a->u.n = x + 1;
+      pc += 1 + GET_sBx(*pc);
+    } else pc++;
+    NEXT;
+  }
   CASE(CLEAR) { nb_Value v = RA; RA = nb_nil(); nb_decref(v); NEXT; }
-  CASE(TRY) { push_handler(vm, pc + GET_sBx(i), A); NEXT; }
-  CASE(ENDTRY) { vm->nxh--; NEXT; }
+  CASE(TRY) { push_handler(vm, pc + GET_sBx(i), A, NB_H_TRY, 0); NEXT; }
+  CASE(ENDTRY) { pop_block(vm); NEXT; }
+  CASE(NOGRAD) {
+    /* also when grad is already off (checkpoint): the previous mode comes back */
+    vm->grad_disabled++;
+    push_handler(vm, NULL, 0, NB_H_NOGRAD, nbT_swap_grad_enabled(false));
+    NEXT;
+  }
+  CASE(AUTOCAST) { CHECK(enter_autocast(vm, R, A)); NEXT; }
+  CASE(ARGLIST) { nb_store(&RA, nb_obj(NB_TLIST, nbL_new(8))); NEXT; }
+  CASE(ARGPUSH) { arg_push(vm, R, A, B, false); NEXT; }
+  CASE(ARGSPREAD) { CHECK(arg_push(vm, R, A, B, true)); NEXT; }
+  CASE(JDEF) {
+    nb_Value v = RA;
+    if (v.t == NB_TCELL) v = ((nb_Cell *)v.u.p)->v;
+    if (v.t != NB_TUNDEF) pc += GET_sBx(i);
+    NEXT;
+  }
   CASE(ITERPREP) { CHECK(iter_prep(vm, R, A)); pc += GET_sBx(i); NEXT; }
   CASE(ITERNEXT) {
     nb_Value item;
@@ -660,14 +851,22 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
 
 error:
   if (!vm->err_located) nbE_locate(vm, f->chunk, NODE);
-  if (vm->nxh > xhbase && nbE_catchable(vm)) {
+  if (vm->sp > R + code->nregs) {   /* the arguments CALLV laid out past the registers */
+    clear_regs(R, code->nregs, (int)(vm->sp - R));
+    vm->sp = R + code->nregs;
+  }
+  /* blocks left by the error put their modes back, up to the try that
+  ** catches it (an uncatchable error leaves them all) */
+  while (vm->nxh > xhbase && !(vm->xh[vm->nxh - 1].kind == NB_H_TRY && nbE_catchable(vm))) pop_block(vm);
+  if (vm->nxh > xhbase) {
     /* caught: unwind to the handler's frame (each frame adds its trace
-    ** entry, as the walker's C frames do on their way out) */
+    ** entry, as call_func does for calls through C) */
     nb_Handler h = vm->xh[--vm->nxh];
     while (vm->nxf > h.lvl) {
       XFrame *x = vm->xframes[--vm->nxf];
       clear_regs(R, 0, code->nregs);
       vm->frame = f = x->f.parent;
+      M = f->mod;
       nbE_add_frame(vm, frame_name(f), f->chunk, x->f.call);
       code = x->ccode; R = x->cR; K = code->k;
       forget_above(R, GET_A(x->cpc[-1]), code->nregs);
@@ -684,6 +883,7 @@ error:
     clear_regs(R, 0, code->nregs);
     vm->depth--;
     vm->frame = f = x->f.parent;
+    M = f->mod;
     nbE_add_frame(vm, frame_name(f), f->chunk, x->f.call);
     code = x->ccode; R = x->cR; pc = x->cpc;
     forget_above(R, GET_A(pc[-1]), code->nregs);
@@ -691,4 +891,48 @@ error:
   clear_regs(R, code->nlocals, code->nregs);
   vm->sp = sp0;
   return NB_ERR;
+}
+
+/* ------------------------------------------------------------ programs */
+/* Runs a resolved chunk at the top level of mod.  Each REPL line, Jupyter
+** cell or imported file is one chunk; the top-level frame has no locals (top-
+** level names are the module's globals), so nothing of it needs to outlive
+** the chunk.  The frame is saved and restored because an import runs a
+** chunk while another is running.  Every function and statement of the
+** chunk is compiled before any of it runs, so code past a limit of the
+** bytecode is reported as a syntax error would be.  Echo: NB_ECHO shows
+** every top-level expression's value (the REPL), NB_ECHO_LAST only the last
+** one's, as the cell's result (Jupyter's execute_result). */
+int nbV_run_program(nb_VM *vm, nb_Chunk *chunk, nb_Node *prog, nb_Module *mod, int flags) {
+  for (int i = 0; i < chunk->nprotos; i++) {
+    nb_Proto *p = chunk->protos[i];
+    if (p->resolved && !nbI_proto_code(vm, p)) return nbI_proto_error(vm, p);
+  }
+  nb_Code **codes = calloc((size_t)prog->nkids + 1, sizeof *codes);
+  if (!codes) abort();
+  int st = NB_OK;
+  for (int i = 0; i < prog->nkids && !st; i++) {
+    const char *why = NULL; const nb_Node *at = NULL;
+    codes[i] = nbI_compile_stmt(vm, chunk, prog->kids[i], &why, &at);
+    if (!codes[i]) st = nbI_limit_error(vm, chunk, at, why);
+  }
+  nb_Frame top = { NULL, chunk, NULL, mod, NULL, NULL };
+  nb_Frame *saved = vm->frame;
+  vm->frame = &top;
+  for (int i = 0; i < prog->nkids && !st; i++) {
+    nb_Node *s = prog->kids[i];
+    nb_Value v = nb_nil();
+    st = nbI_exec(vm, &top, codes[i], vm->sp, &v);
+    if (st) break;
+    bool show = (s->flags & NF_EXPRSTMT) || s->kind == N_IF || s->kind == N_TRY;
+    if (show && v.t != NB_TNIL) {
+      if ((flags & NB_ECHO_LAST) && i == prog->nkids - 1) nbW_show(vm, v, true, NULL, false);
+      else if (flags & NB_ECHO) nbW_display(vm, v);
+    }
+    nb_decref(v);
+  }
+  vm->frame = saved;
+  for (int i = 0; i < prog->nkids; i++) nbI_code_free(codes[i]);
+  free(codes);
+  return st;
 }

@@ -7,9 +7,8 @@
 ** the VM loop and the disassembler.
 **
 ** Registers are a frame's window of vm->stack: R[0 .. nlocals) are the
-** function's locals (the resolver's slots, so the walker and the VM share a
-** frame layout), temporaries above.  Invariant: every register holds a valid
-** value; a temporary's reference is moved out by the instruction that uses
+** function's locals (the resolver's slots), temporaries above.  Invariant:
+** every register holds a valid value; a temporary's reference is moved out by the instruction that uses
 ** it (the slot becomes nil), so registers above the live temporaries hold no
 ** references and a callee's window may start there.
 **
@@ -85,15 +84,25 @@ typedef uint32_t nb_Instr;
   X(SETI,    "A B",   "R[A][R[A+1 .. A+n]] = R[B]") \
   X(FORPREP, "A sBx", "R[A], R[A+1]: bounds (checked); skip the loop (pc += sBx) when empty") \
   X(FORLOOP, "A B sBx", "R[A] += 1; if R[A] < R[A+1] then var R[B] = R[A]; pc += sBx (polls)") \
+  X(FORLOOPG,"A Bx sBx", "FORLOOP into global Bx (a top-level loop's variable)") \
   X(CLEAR,   "A",     "R[A] = nil (drops a discarded value)") \
   X(METHOD,  "A B C", "R[A] = R[A+1].name(R[A+2 ..]) (B positional, C keywords after the receiver)") \
   X(TRY,     "A sBx", "push a handler: an error clears R[A ..], puts the error in R[A], pc += sBx") \
-  X(ENDTRY,  "",      "pop the handler") \
+  X(ENDTRY,  "",      "pop the handler, or leave the no_grad/autocast block") \
   X(ITERPREP,"A sBx", "R[A]: the sequence; R[A+1], R[A+2]: its state; pc += sBx (to ITERNEXT)") \
   X(ITERNEXT,"A B sBx", "the next item into R[B] and pc += sBx, or fall out of the loop (polls)") \
   X(IMPORT,  "A",     "R[A] = the module named by the node") \
   X(SLICE,   "A B",   "R[A] = a slice of R[B .. B+2] (nil: omitted)") \
-  X(UPDX,    "A B",   "R[A].name op= R[B], or R[A][R[A+1 ..]] op= R[B]")
+  X(UPDX,    "A B",   "R[A].name op= R[B], or R[A][R[A+1 ..]] op= R[B]") \
+  X(NOGRAD,  "",      "enter a no_grad block (ENDTRY, or any way out, leaves it)") \
+  X(AUTOCAST,"A",     "enter an autocast(R[A]) block (moves R[A] out; left as NOGRAD)") \
+  X(ARGLIST, "A",     "R[A] = an empty list of positional arguments (a call with *xs)") \
+  X(ARGPUSH, "A B",   "append R[B] to the argument list R[A] (moves R[B] out)") \
+  X(ARGSPREAD,"A B",  "append the items of R[B] (a list, range, tensor, iterator) to R[A]") \
+  X(CALLV,   "A B C", "a call whose positional arguments are the list R[A+1+B] (B=1: a method, R[A+1] the receiver); C keywords after it") \
+  X(LITEND,  "A",     "R[A] = the node's list/record/string literal made of the list R[A] (many items)") \
+  X(FAIL,    "A",     "raise the node's run-time error (x[i1, ..., i9]; a:b outside [ ])") \
+  X(JDEF,    "A sBx", "if parameter R[A] (or its cell) has a value then pc += sBx (a default's prologue)")
 
 typedef enum {
 #define X(name, ops, doc) BC_##name,
@@ -102,33 +111,38 @@ typedef enum {
   BC__COUNT
 } nb_OpCode;
 
-/* a try handler (lexec.c): where to go, what to restore */
-typedef struct nb_Handler { const nb_Instr *pc; int reg, lvl, depth; } nb_Handler;
+/* The VM's block stack (lexec.c): a try's handler (where to go, what to
+** restore), or a no_grad/autocast block's saved mode, which every way out
+** (ENDTRY, break, return, an error unwinding past it) puts back. */
+enum { NB_H_TRY, NB_H_NOGRAD, NB_H_AUTOCAST };
+typedef struct nb_Handler { const nb_Instr *pc; int reg, lvl, depth; int kind, saved; } nb_Handler;
 
 /* a compiled function body or top-level statement */
 typedef struct nb_Code {
   nb_Instr *code; int ncode, capcode;
-  const nb_Node **nodes;     /* per instruction: the node the walker would blame */
+  const nb_Node **nodes;     /* per instruction: the node to blame for its errors */
   nb_Value *k; int nk, capk;
   int nlocals, nregs;        /* registers: the locals, then temporaries */
+  int body;                  /* a function's: the first instruction after its defaults'
+                             ** prologue (where a call that bound every parameter enters) */
   nb_Chunk *chunk;
   const char *name;          /* for the disassembler */
 } nb_Code;
 
-/* compiles a proto's body (once; the result or the reason is kept on it) */
+/* compiles a proto's body, once; NULL when it exceeds a limit of the
+** bytecode (p->vm_why, p->vm_at say which, nbI_proto_error raises it) */
 nb_Code *nbI_proto_code(nb_VM *vm, nb_Proto *p);
-/* compiles one top-level statement; NULL (and *why) when some node is not supported */
-nb_Code *nbI_compile_stmt(nb_VM *vm, nb_Chunk *chunk, nb_Node *stmt, const char **why);
+int nbI_proto_error(nb_VM *vm, nb_Proto *p);
+/* compiles one top-level statement; NULL (*why, *at) past a limit */
+nb_Code *nbI_compile_stmt(nb_VM *vm, nb_Chunk *chunk, nb_Node *stmt, const char **why, const nb_Node **at);
+/* raises the SyntaxError of code past a limit (why) at node at */
+int nbI_limit_error(nb_VM *vm, nb_Chunk *chunk, const nb_Node *at, const char *why);
 void nbI_code_free(nb_Code *c);
 /* runs code in frame f with registers R (f's locals, already bound, or a
-** fresh window at vm->sp for a top-level statement); *out: its value */
+** fresh window at vm->sp for a top-level statement), from its first
+** instruction (a function's defaults' prologue); *out: its value */
 int nbI_exec(nb_VM *vm, nb_Frame *f, nb_Code *c, nb_Value *R, nb_Value *out);
 void nbI_dis(nb_Buf *b, const nb_Code *c);
 const char *nbI_opname(int op);
-
-/* engine selection and statistics (NABLA_ENGINE, NABLA_VM_STATS) */
-bool nbI_enabled(void);
-void nbI_count_fallback(const char *why);
-void nbI_count_compiled(void);
 
 #endif

@@ -2,7 +2,7 @@
 ** lops.c — what operators, indexing and field access do to values once the
 ** evaluator has them: arithmetic and comparison (nbV_binop), truthiness,
 ** a[i] and slices, r.field and m.member, and their assignments.  Tensors are
-** handed to ltensor.c (nbT_*).  Split from leval.c: nothing here walks the
+** handed to ltensor.c (nbT_*).  Nothing here walks the
 ** syntax tree, so the functions also serve builtins (sorted, ...).  Each takes
 ** borrowed operands and returns a new reference in *out.
 */

@@ -280,7 +280,7 @@ nb_VM *nb_vm_new(nb_Sink *sink) {
   if (!vm->stack) abort();
   vm->sp = vm->stack; vm->stack_end = vm->stack + STACK_SLOTS;
   vm->max_depth = MAX_DEPTH;
-  vm->err = nb_nil(); vm->ret = nb_nil(); vm->tensor_state = nb_nil();
+  vm->err = nb_nil(); vm->tensor_state = nb_nil();
   set_global(vm->main, "argv", nb_obj(NB_TLIST, nbL_new(0)));
   /* NABLA_STEP_LIMIT=N: stop a run after N poll points (loop iterations and
   ** calls) with an uncatchable StepLimit error -- for tests of interrupts
@@ -302,7 +302,7 @@ void nb_vm_free(nb_VM *vm) {
   for (int i = 0; i < vm->nmods; i++) module_clear(vm->mods[i]);
   for (int i = 0; i < vm->nmods; i++) nb_decref(nb_obj(NB_TMODULE, vm->mods[i]));
   nb_decref(nb_obj(NB_TMODULE, vm->main));
-  nb_decref(vm->err); nb_decref(vm->ret); nb_decref(vm->tensor_state);
+  nb_decref(vm->err); nb_decref(vm->tensor_state);
   nbO_collect();
   for (int i = 0; i < vm->npaths; i++) free(vm->paths[i]);
   free(vm->paths); free(vm->mods); free(vm->stack);

@@ -1,7 +1,7 @@
 /*
-** ltvalue.h — tensor values in the language: the hooks the evaluator,
+** ltvalue.h — tensor values in the language: the hooks the VM,
 ** printer and serializer call when an operand is a tensor.  The core of
-** lang/ (leval.c, lobject.c, lserial.c, lsession.c) calls them; the tensor
+** lang/ (lexec.c, lops.c, lobject.c, lserial.c, lsession.c) calls them; the tensor
 ** library (lib/ltensor.c, lib/ltgrad.c) implements them.  It is the one
 ** place where the core knows the tensor library exists, kept to
 ** declarations over public types so lib/ needs nothing of lvm.h.

@@ -9,9 +9,7 @@
 **   lresolve.c  names -> slots/cells/globals
 **   lcode.c     syntax tree -> bytecode     lexec.c     the bytecode VM
 **               (lopcodes.h; ldis.c prints it)
-**   leval.c     the tree walker: what lcode.c does not compile yet, and
-**               NABLA_ENGINE=walker         lcall.c     calls and closures
-**   lops.c      operators, indexing, fields on values
+**   lcall.c     calls and closures          lops.c      operators, indexing, fields
 **   lobject.c   values, the heap (refcounts, cycle collector), interning
 **   lerror.c    error values and reports    lsession.c  the embedding API
 **   lstate.c    the global state and its per-thread binding
@@ -88,7 +86,8 @@ struct nb_Proto {
   int line;
   int ninner_protos;            /* scratch for the resolver */
   struct nb_Code *code;         /* the body compiled for the VM (lcode.c), or NULL */
-  const char *vm_why;           /* why it was not compiled (static text), or NULL: not tried yet */
+  const char *vm_why;           /* the limit it exceeded, so it was not compiled (static text), or NULL */
+  const nb_Node *vm_at;         /* where */
   bool resolved;
 };
 
@@ -195,8 +194,6 @@ void nbO_heap_init(nb_Global *g);
 void nbO_heap_free(nb_Global *g);
 
 /* ------------------------------------------------------------ VM */
-enum { NB_BREAK = 2, NB_CONTINUE = 3, NB_RETURN = 4 };   /* after NB_OK, NB_ERR (nbapi.h) */
-
 typedef struct nb_Frame {
   nb_Value *locals;
   nb_Chunk *chunk;      /* source of the running code, for error locations */
@@ -220,7 +217,6 @@ struct nb_VM {
   uint64_t steps, step_limit;
   nb_Value err;                             /* the error being raised (a record) */
   bool err_located;
-  nb_Value ret;                             /* value of a `return` in flight */
   nb_Frame *frame;                          /* innermost active frame */
   int grad_disabled;                        /* no_grad nesting */
   nb_ErrorInfo last; char *last_name, *last_msg, *last_report;
@@ -238,12 +234,15 @@ int  nbK_resolve_in_scope(nb_VM *vm, nb_Chunk *c, nb_Node *fnexpr, nb_Module *mo
 int  nbV_run_program(nb_VM *vm, nb_Chunk *chunk, nb_Node *prog, nb_Module *mod, int flags);
 int  nbM_import(nb_VM *vm, nb_Str *name, nb_Value *out);
 void nbW_display(nb_VM *vm, nb_Value v);
-/* the evaluator's parts in other files: leval.c evaluates nodes, lcall.c
-** calls (see its calling convention), lops.c operates on values */
-int  nbV_eval(nb_VM *vm, nb_Frame *f, nb_Node *n, nb_Value *out);
+/* the VM's parts in other files: lcall.c calls (see its calling
+** convention), lops.c operates on values */
 /* at loop back-edges and calls when vm->poll is set: interrupt, collection, step limit */
 int  nbV_poll(nb_VM *vm);
 int  nbV_call_at(nb_VM *vm, nb_Frame *f, const nb_Node *site, nb_Value callee, nb_Value *base, int npos, nb_Str **kw, int nkw, nb_Value *out);
+/* binds a call's arguments to a function's parameters (lcall.c) */
+int  nbV_bind_args(nb_VM *vm, const nb_Proto *p, nb_Value *base, int npos, nb_Str **kw, int nkw);
+/* *v (a range, a tensor, an iterator) as the list that f(*v) spreads; consumes *v */
+int  nbV_spread_list(nb_VM *vm, nb_Value *v);
 int  nbV_set_index(nb_VM *vm, nb_Value obj, nb_Value *idx, int nidx, nb_Value v);
 int  nbV_get_field(nb_VM *vm, nb_Value obj, nb_Str *name, nb_Value *out);
 int  nbV_set_field(nb_VM *vm, nb_Value obj, nb_Str *name, nb_Value v);
@@ -262,7 +261,7 @@ static inline double nbV_floor_div(double x, double y) {
 /* Arithmetic on two numbers with Python's kinds: int op int is an int for
 ** + - * // % and ** with a non-negative exponent; / is always a float; a float
 ** operand makes a float (or-ing the kinds: NB_KFLOAT is 1, NB_KINT 0).
-** Inline: `x += 1` in leval.c and nbV_binop in lops.c both use it. */
+** Inline: `x += 1` in lexec.c and nbV_binop in lops.c both use it. */
 static inline nb_Value nbV_num_arith(int op, nb_Value a, nb_Value b) {
   double x = a.u.n, y = b.u.n;
   nb_Value r; r.t = NB_TNUM; r.kind = a.kind | b.kind;

@@ -146,6 +146,16 @@ int  nb_global_slot(nb_VM *vm, nb_Str *name);   /* creates the slot if needed; n
 /* the slot's value (NB_TUNDEF while unassigned); the pointer is valid until
 ** the next slot is created */
 nb_Value *nb_global_at(nb_VM *vm, int slot);
+/* the value of a global name or a dotted path of record fields and module
+** members (`f`, `model.forward`, `mylib.f`; builtins too), looked up without
+** running code: a new reference in *out, or false */
+bool nb_lookup_path(nb_VM *vm, const char *path, size_t len, nb_Value *out);
+
+/* ---- bytecode ------------------------------------------------------------- */
+/* appends the disassembly of function fn's bytecode to out (%dis); NB_ERR
+** with a TypeError for anything but a nabla function, or the SyntaxError of
+** a function too large to compile */
+int  nb_disassemble_value(nb_VM *vm, nb_Value fn, nb_Buf *out);
 
 /* ---- output --------------------------------------------------------------- */
 void nbW_write(nb_VM *vm, int stream, const char *s, size_t n);

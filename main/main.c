@@ -62,6 +62,12 @@ int main(int argc, char **argv) {
   find_stdlib();
   if (argc > 1 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V"))) { printf("nabla %s\n", nb_version()); return 0; }
   if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) { fputs(usage, stdout); return 0; }
+  const char *engine = getenv("NABLA_ENGINE");
+  if (engine && *engine && strcmp(engine, "vm")) {
+    /* issue 19 removed the tree walker: one engine, the bytecode VM */
+    fprintf(stderr, "nabla: NABLA_ENGINE=%s: there is no such engine any more; the bytecode VM runs everything (unset NABLA_ENGINE)\n", engine);
+    return 2;
+  }
   nbD_init();
   if (argc > 1 && !strcmp(argv[1], "kernel")) return kernel_main(argc - 1, argv + 1);
   if (argc > 1 && !strcmp(argv[1], "worker")) return nbD_worker_main(argc - 1, argv + 1);

@@ -1,11 +1,12 @@
 #!/usr/bin/python3
 """bench/lang/compare.py — the language benchmarks (fib, loop) on Nabla's
-bytecode VM and tree walker against Lua 5.4 (Debian's lua5.4) and CPython, in
-one run: the four programs alternate, --repeat rounds, and the minimum
-whole-process wall time of each is reported with the ratios nabla/lua and
-nabla/python.  Outputs are compared (a mismatch is an error).
+bytecode VM against Lua 5.4 (Debian's lua5.4) and CPython, in one run: the
+programs alternate, --repeat rounds, and the minimum whole-process wall time
+of each is reported with the ratios nabla/lua and nabla/python.  --before
+PATH adds another nabla binary (an older build) to the same rounds, for a
+before/after ratio.  Outputs are compared (a mismatch is an error).
 
-Usage: bench/lang/compare.py [-n REPEAT] [--nabla PATH] [NAME...]
+Usage: bench/lang/compare.py [-n REPEAT] [--nabla PATH] [--before PATH] [NAME...]
 Prints a markdown table (paste it into bench/results/ with the date and machine).
 """
 import argparse, os, subprocess, sys, time
@@ -27,6 +28,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("-n", "--repeat", type=int, default=5)
     ap.add_argument("--nabla", default=os.path.join(ROOT, "build", "nabla"))
+    ap.add_argument("--before", default=None, help="an older nabla binary to time in the same rounds")
     ap.add_argument("names", nargs="*", default=["fib", "loop"])
     a = ap.parse_args()
     env = dict(os.environ)
@@ -35,10 +37,11 @@ def main():
     for name in a.names:
         progs = {
             "nabla vm": ([a.nabla, f"{HERE}/{name}.nbl"], env),
-            "nabla walker": ([a.nabla, f"{HERE}/{name}.nbl"], dict(env, NABLA_ENGINE="walker")),
             "lua5.4": (["lua5.4", f"{HERE}/{name}.lua"], env),
             "python": (["/usr/bin/python3", f"{HERE}/{name}.py"], env),
         }
+        if a.before:
+            progs["nabla before"] = ([a.before, f"{HERE}/{name}.nbl"], env)
         best, outs = {k: float("inf") for k in progs}, {}
         for _ in range(a.repeat):
             for k, (cmd, e) in progs.items():
@@ -48,11 +51,13 @@ def main():
         if len(set(outs.values())) != 1:
             sys.exit(f"{name}: outputs differ: {outs}")
         rows.append((name, best))
-    print("| benchmark | nabla vm (s) | nabla walker (s) | lua5.4 (s) | python (s) | vm/lua | vm/python | walker/lua | walker/python |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    extra = " nabla before (s) | vm/before |" if a.before else ""
+    print("| benchmark | nabla vm (s) | lua5.4 (s) | python (s) | vm/lua | vm/python |" + extra)
+    print("|---|---:|---:|---:|---:|---:|" + ("---:|---:|" if a.before else ""))
     for name, b in rows:
-        vm, wk, lua, py = b["nabla vm"], b["nabla walker"], b["lua5.4"], b["python"]
-        print(f"| lang/{name} | {vm:.3f} | {wk:.3f} | {lua:.3f} | {py:.3f} | {vm/lua:.2f} | {vm/py:.2f} | {wk/lua:.2f} | {wk/py:.2f} |")
+        vm, lua, py = b["nabla vm"], b["lua5.4"], b["python"]
+        tail = f" {b['nabla before']:.3f} | {vm / b['nabla before']:.2f} |" if a.before else ""
+        print(f"| lang/{name} | {vm:.3f} | {lua:.3f} | {py:.3f} | {vm/lua:.2f} | {vm/py:.2f} |" + tail)
 
 
 if __name__ == "__main__":

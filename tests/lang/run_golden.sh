@@ -15,10 +15,6 @@
 #                   " [asan]", and any sanitizer report on stderr is a failure
 #   NABLA_ASAN_BIN  the ASan/UBSan build of the interpreter
 #   GOLDEN_TIMEOUT  seconds per test (default 20, 120 under NABLA_ASAN)
-#   NABLA_ENGINE    unset: every test runs twice, on the default engine (the
-#                   bytecode VM, with the tree walker for what it does not
-#                   compile yet) and again with NABLA_ENGINE=walker (names get
-#                   " [walker]"); set: that engine only
 # Arguments: optional test names (X or X.nbl) to run only those.
 # Regenerate expected output with tools/update-golden.sh.
 set -u
@@ -52,22 +48,15 @@ TMP=$(mktemp -d "${TMPDIR:-/tmp}/nabla-golden.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
 
 failed=0
-if [ -n "${NABLA_ENGINE:-}" ]; then runs=("$NABLA_ENGINE"); else runs=(default walker); fi
-for engine in "${runs[@]}"; do
 for t in "${tests[@]}"; do
   base=${t%.nbl}
   name="lang/$base$SUFFIX"
-  [ "$engine" = walker ] && [ -z "${NABLA_ENGINE:-}" ] && name="$name [walker]"
   [ -f "$base.out" ] || continue
   want_status=0
   [ -f "$base.status" ] && want_status=$(tr -d ' \t\r\n' <"$base.status")
 
   status=0
-  if [ "$engine" = default ]; then
-    NO_COLOR=1 timeout -k 5 "$TMO" "$BIN" "$t" </dev/null >"$TMP/out" 2>"$TMP/err" || status=$?
-  else
-    NABLA_ENGINE=$engine NO_COLOR=1 timeout -k 5 "$TMO" "$BIN" "$t" </dev/null >"$TMP/out" 2>"$TMP/err" || status=$?
-  fi
+  NO_COLOR=1 timeout -k 5 "$TMO" "$BIN" "$t" </dev/null >"$TMP/out" 2>"$TMP/err" || status=$?
 
   why="" detail=""
   if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
@@ -93,7 +82,6 @@ for t in "${tests[@]}"; do
     echo "FAIL: $name: $why"
     [ -n "$detail" ] && printf '%s\n' "$detail" | sed 's/^/    /'
   fi
-done
 done
 
 [ "$failed" -eq 0 ]
