@@ -2,11 +2,11 @@
 """bench/lang/awfy/run.py — the Are We Fast Yet benchmarks (README.md here) on
 Nabla against Lua 5.4 (Debian's lua5.4) and CPython (/usr/bin/python3).
 
-Every benchmark in this folder (X.nbl with X.lua and X.py beside it) runs in
-all three languages with the arguments of its `# bench-args: ITERATIONS INNER`
-line; the three programs alternate, --repeat rounds, and the minimum
-whole-process wall time of each is kept (startup included: it is small next to
-these runs).  The three must print the same report line, with verified=true,
+Every benchmark in this folder (X.nbl with a `# bench-args: ITERATIONS INNER`
+line, and X.lua and X.py beside it; other .nbl files are shared modules) runs
+in all three languages with those arguments; the three programs alternate,
+--repeat rounds, and the minimum whole-process wall time of each is kept
+(startup included: it is small next to these runs).  The three must print the same report line, with verified=true,
 or the benchmark is an error.  Prints a markdown table with the ratios
 nabla/lua and nabla/python and their geometric means (paste it into
 bench/results/ with the date and machine).
@@ -44,19 +44,22 @@ ARGS_RE = re.compile(r"^#\s*bench-args:\s*(\d+)\s+(\d+)\s*$", re.M)
 
 
 def discover(names):
-    """[(name, iterations, inner)] for X.nbl with X.lua and X.py, sorted."""
+    """[(name, iterations, inner)] for each X.nbl with a bench-args line (the
+    others are shared modules: the harness, the suite's collections), sorted."""
     found = []
     for nbl in sorted(glob.glob(os.path.join(HERE, "*.nbl"))):
         name = os.path.basename(nbl)[:-4]
         if name == HARNESS or (names and name not in names):
             continue
-        missing = [ext for ext in ("lua", "py") if not os.path.exists(os.path.join(HERE, f"{name}.{ext}"))]
-        if missing:
-            sys.exit(f"awfy: {name}.nbl has no {' or '.join(name + '.' + m for m in missing)} beside it")
         with open(nbl) as f:
             m = ARGS_RE.search(f.read())
         if not m:
-            sys.exit(f"awfy: {name}.nbl has no '# bench-args: ITERATIONS INNER' line")
+            if names:
+                sys.exit(f"awfy: {name}.nbl has no '# bench-args: ITERATIONS INNER' line")
+            continue
+        missing = [ext for ext in ("lua", "py") if not os.path.exists(os.path.join(HERE, f"{name}.{ext}"))]
+        if missing:
+            sys.exit(f"awfy: {name}.nbl has no {' or '.join(name + '.' + m for m in missing)} beside it")
         found.append((name, int(m.group(1)), int(m.group(2))))
     unknown = set(names or ()) - {f[0] for f in found}
     if unknown:
