@@ -54,7 +54,8 @@ def discover(filters):
 
 def discover_standalone(filters):
     """Benchmarks that measure and report themselves: bench/<group>/bench_*.py
-    scripts (run with NABLA set) and .nbl programs without a reference."""
+    scripts (run with NABLA set), .nbl programs without a reference, and
+    sub-groups with their own runner, bench/<group>/<sub>/run.py."""
     found = []
     for py in sorted(filter(_cpu_group, glob.glob(os.path.join(BENCH, "*", "bench_*.py")))):
         found.append((os.path.relpath(py, BENCH), [PYTHON, os.path.basename(py)], os.path.dirname(py)))
@@ -62,6 +63,10 @@ def discover_standalone(filters):
         stem = nbl[:-4]
         if not glob.glob(glob.escape(stem) + ".py") + glob.glob(glob.escape(stem) + ".*.py"):
             found.append((os.path.relpath(nbl, BENCH), None, os.path.dirname(nbl)))
+    # A sub-group with its own runner (bench/lang/awfy/run.py: programs in three
+    # languages, run with arguments) reports as one standalone benchmark.
+    for py in sorted(glob.glob(os.path.join(BENCH, "*", "*", "run.py"))):
+        found.append((os.path.relpath(os.path.dirname(py), BENCH), [PYTHON, "run.py"], os.path.dirname(py)))
     return [f for f in found if not filters or any(x in f[0] for x in filters)]
 
 
@@ -185,6 +190,8 @@ def main():
     reports = []
     for label, cmd, cwd in standalone:
         cmd = cmd or [nabla, os.path.basename(label)]
+        if cmd[-1] == "run.py":
+            cmd = cmd + ["-n", str(args.repeat)]
         try:
             p = subprocess.run(cmd, cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
                                timeout=args.timeout, env=dict(os.environ, NABLA=nabla, NO_COLOR="1"))

@@ -11,7 +11,15 @@
 ** (tools/run-tests.sh does this on a temporary copy of tests/fuzz/corpus/).
 ** The run goes through the bytecode compiler and VM (the default engine,
 ** under the step limit); nb_disassemble then compiles every function of the
-** input, called or not.
+** input, called or not.  The engine is pinned to the VM whatever the
+** environment says (NABLA_ENGINE=walker would leave the compiler untested),
+** and NABLA_STEP_LIMIT cannot raise the budget.
+**
+** The corpus (tests/fuzz/corpus/) has one small program per feature the
+** compiler handles separately: closures and captured variables, try/catch and
+** re-raise, loops with break/continue, spreads and variadics, defaults and
+** keyword arguments, recursion (mutual, deep, unbounded), records with
+** uniform call syntax, the walker fallback (no_grad, spread), the step limit.
 */
 #include <stddef.h>
 #include <stdint.h>
@@ -48,10 +56,24 @@ static nb_Sink discard_sink = {
   .ud = NULL,
 };
 
+/* Each input runs at most this many loop iterations and calls (the step
+** limit is an uncatchable error), so `while true {}` and unbounded recursion
+** in a loop end quickly. */
+enum { FUZZ_STEP_LIMIT = 100000 };
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+  (void)argc; (void)argv;
+  /* the engine is chosen once per process from the environment: keep it the VM */
+  unsetenv("NABLA_ENGINE");
+  unsetenv("NABLA_STEP_LIMIT");
+  unsetenv("NABLA_VM_STATS");
+  return 0;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   nb_VM *vm = nb_vm_new(&discard_sink);
   if (!vm) return 0;
-  nb_vm_set_step_limit(vm, 100000);
+  nb_vm_set_step_limit(vm, FUZZ_STEP_LIMIT);
   nb_run(vm, (const char *)data, size, "fuzz", 0);
   /* compile every function and statement of the input, called or not (the
   ** run compiles a function only when it is first called) */
