@@ -185,7 +185,8 @@ static void call_spread(Cs *c, nb_Node *n, int f) {
 
 static void call(Cs *c, nb_Node *n, int dst) {
   int base = c->freereg;
-  bool spread = n->npos > 254;
+  /* the list form also when the arguments would not fit in the registers left */
+  bool spread = n->npos > 254 || c->freereg + 2 + n->nkids > MAX_REGS;
   for (int i = 0; i < n->nkids; i++) if (n->kids[i]->kind == N_SPREAD) spread = true;
   if (n->nkids - n->npos > 255) limit(c, "more than 255 keyword arguments in one call");
   /* the result may go straight to dst when dst is the newest temporary */

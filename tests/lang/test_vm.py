@@ -198,6 +198,23 @@ def check_large():
     report(f"vm/large_literals ({n} items)", rc == 0 and out == want, f"rc {rc}, out {out[:300]!r}, want {want[:300]!r}, err {err[:300]!r}")
 
 
+def check_call_sizes():
+    """every call size around the register limit (250) and the operand
+    limit (254), at the top level and inside a function whose locals already
+    hold registers, against Python's count and sum"""
+    rng = random.Random()
+    src = "fn count(*a) = len(a)\nfn add(*a) { t = 0; for v in a { t += v }; t }\n"
+    want = ""
+    for n in range(236, 262):
+        xs = [rng.randint(-10**6, 10**6) for _ in range(n)]
+        args = ", ".join(map(str, xs))
+        src += f"print(count({args}), add({args}))\n"
+        src += f"fn f{n}() {{ a = 1; b = 2; c = add({args}); c - a - b }}\nprint(f{n}())\n"
+        want += f"{n} {sum(xs)}\n{sum(xs) - 3}\n"
+    rc, out, err = run(src)
+    report("vm/call_sizes_236_to_261", rc == 0 and out == want, f"rc {rc}, err {err[:300]!r}")
+
+
 def check_limits():
     """code past a limit of the bytecode is a SyntaxError reported before
     any of the chunk runs; x[i1..i9] is the run-time IndexError it was"""
@@ -284,6 +301,7 @@ def check_alloc():
 
 check_random()
 check_large()
+check_call_sizes()
 check_alloc()
 check_limits()
 check_step_limit()
