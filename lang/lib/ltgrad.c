@@ -291,8 +291,8 @@ static int b_gradcheck(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
 }
 
 /* ------------------------------------------------------------ no_grad / autocast blocks
-** The evaluator (leval.c N_NOGRAD, N_AUTOCAST) sets the thread-local mode and
-** puts the previous one back however the block ends. */
+** The VM (lexec.c, the NOGRAD/AUTOCAST instructions and its block stack) sets
+** the thread-local mode and puts the previous one back however the block ends. */
 bool nbT_swap_grad_enabled(bool on) { return nt_set_grad_enabled(on); }
 int nbT_swap_autocast(int dtype) { return nt_autocast_set(dtype); }
 
