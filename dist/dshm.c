@@ -45,6 +45,7 @@
 #include "dist/dinternal.h"
 #include "dist/dhier.h"
 #include "dist/dgroup.h"
+#include "dist/dchan.h"
 
 #define MAGIC 0x4e42534du               /* "NBSM" */
 #define ROUND (4u << 20)                /* R: bytes per rank per round */
@@ -384,7 +385,21 @@ static int b_shm(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
   if (id && nbD_self.g) nbD_group_leave(&sc);
   return NB_OK;
 }
+/* dist_shm_peer(peer, group=nil): whether send/recv with that rank (of the
+** group) go through a shared-memory channel (dchan.c) rather than TCP */
+static int b_shm_peer(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
+  (void)n;
+  if (a[0].t != NB_TNUM) return nb_error_kind(vm, "TypeError", "dist_shm_peer: the peer must be a rank number");
+  int id = 0;
+  if (nbD_group_arg(vm, "dist_shm_peer", a[1], &id)) return NB_ERR;
+  nbD_Scope sc;
+  if (id && nbD_self.g && nbD_group_enter(id, &sc)) return nb_error_kind(vm, "DistError", "dist_shm_peer: %s", nt_error_msg());
+  *out = nb_bool(nbD_self.g && dc_has(nbD_self.g, (int)a[0].u.n));
+  if (id && nbD_self.g) nbD_group_leave(&sc);
+  return NB_OK;
+}
 static nb_Builtin shm_builtins[] = {
+  { "dist_shm_peer", b_shm_peer, "peer, group=nil", "dist_shm_peer(peer, group=nil): whether send/recv/isend/all_to_all between this worker and rank peer (of group) use a shared-memory channel (both on one host) rather than TCP" },
   { "dist_shm", b_shm, "on=nil, group=nil", "dist_shm(on=nil, group=nil): whether this worker's collectives (on group, after its first collective) use shared memory (all ranks on one host, or within each host of a multi-host group); dist_shm(false) on every worker forces the flat TCP ring" },
   { NULL, NULL, NULL, NULL },
 };

@@ -7,8 +7,9 @@
 ** all_reduce, all_gather, broadcast and reduce_scatter (as an all_reduce of
 ** the whole buffer) run through it instead of TCP.  Groups spanning hosts use
 ** one segment per host (dhier.h); a sub-group on one host gets its own
-** (dgroup.c).  send/recv and all_to_all stay on the TCP mesh.  NABLA_SHM=0 in the workers' environment, or dist_shm(false) on
-** every worker, forces the TCP ring.
+** (dgroup.c).  send/recv, isend and all_to_all between two ranks of one
+** host use shared-memory channels (dchan.h).  NABLA_SHM=0 in the workers'
+** environment, or dist_shm(false) on every worker, forces TCP for all of it.
 */
 #ifndef DIST_DSHM_H
 #define DIST_DSHM_H

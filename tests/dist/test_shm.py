@@ -145,8 +145,8 @@ dist.stop()
 
 
 @test
-def test_subgroup_and_p2p_stay_on_tcp(name):
-    # sub-groups, send/recv, reduce_scatter and all_to_all go over TCP next to shm collectives
+def test_subgroup_and_p2p(name):
+    # sub-groups, reduce_scatter and all_to_all (channels, dchan.c) next to shm collectives
     rc, o, e = run("""
 import dist
 dist.start(3)
