@@ -223,7 +223,7 @@ int dc_setup(dr_Group *g, const int *host) {
   c->cap = cap;
   c->size = rings_off(L) + (size_t)L * (size_t)L * (CTL + cap);
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-  c->spin = ncpu >= L && !getenv("NABLA_TEST_HOSTS") ? SPIN : 0;
+  c->spin = ncpu >= L && ncpu >= ds_kernel_ranks && !getenv("NABLA_TEST_HOSTS") ? SPIN : 0;   /* ranks on this kernel share its cores */
   /* ok: no failure here (a host with one rank, or too many, has no channels
   ** but does not turn off the others'); NABLA_SHM=0 anywhere turns all off */
   int64_t ok = !env_off();

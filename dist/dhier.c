@@ -108,21 +108,27 @@ int dh_setup(dr_Group *g) {
   dh_close(g);
   int w = g->world, r = g->rank;
   if (w < 2) return 0;
-  char *ids = calloc((size_t)w, 33);
+  /* per rank: its host id (33 bytes) and its kernel's boot id hash (17):
+  ** ranks on one kernel share its cores even on different (namespace) hosts */
+  enum { HID = 33, REC = 50 };
+  char *ids = calloc((size_t)w, REC);
   size_t *cnt = malloc(sizeof(size_t) * (size_t)w);
   int *host = malloc(sizeof(int) * (size_t)w);
   if (!ids || !cnt || !host) { free(ids); free(cnt); free(host); return dr_fail(g, "out of memory"); }
-  dh_host_id(ids + (size_t)r * 33, r);
-  for (int i = 0; i < w; i++) cnt[i] = 33;
+  dh_host_id(ids + (size_t)r * REC, r);
+  dl_kernel_id(ids + (size_t)r * REC + HID);
+  for (int i = 0; i < w; i++) cnt[i] = REC;
   int st = dr_all_gather(g, ids, cnt, 1);
   free(cnt);
-  int nh = 0;
+  int nh = 0, kern = 0;
   for (int i = 0; i < w && !st; i++) {
-    ids[(size_t)i * 33 + 32] = 0;
+    ids[(size_t)i * REC + HID - 1] = 0; ids[(size_t)i * REC + REC - 1] = 0;
     host[i] = -1;
-    for (int j = 0; j < i; j++) if (!strcmp(ids + (size_t)i * 33, ids + (size_t)j * 33)) { host[i] = host[j]; break; }
+    for (int j = 0; j < i; j++) if (!strcmp(ids + (size_t)i * REC, ids + (size_t)j * REC)) { host[i] = host[j]; break; }
     if (host[i] < 0) host[i] = nh++;
+    kern += !strcmp(ids + (size_t)i * REC + HID, ids + (size_t)r * REC + HID);
   }
+  ds_kernel_ranks = kern;
   free(ids);
   if (st) { free(host); return -1; }
   free(known_host); known_host = host; known_world = w;
@@ -190,7 +196,11 @@ int dh_all_reduce(dr_Group *g, void *buf, size_t count, int dtype, int op) {
   int st = 0, S = h->S;
   size_t cnts[256], *c = S <= 256 && h->L <= 256 ? cnts : malloc(sizeof(size_t) * (size_t)(S > h->L ? S : h->L));
   if (!c) return dr_fail(g, "out of memory");
-  if (h->L > 1) STAGE(g, &h->lv, ds_all_reduce(&h->lv, buf, count, dtype, op));
+  if (h->L > 1) {   /* only this rank's stripe of the host's sum is needed (ranks without one: none) */
+    size_t keep[2] = { 0, 0 };
+    if (h->lidx < S) { keep[0] = split_off(count, S, h->lidx); keep[1] = split_off(count, S, h->lidx + 1); }
+    STAGE(g, &h->lv, ds_all_reduce_keep(&h->lv, buf, count, dtype, op, keep, 1));
+  }
   if (h->lidx < S) {
     size_t off = split_off(count, S, h->lidx), n = split_off(count, S, h->lidx + 1) - off;
     STAGE(g, &h->sv, dr_all_reduce(&h->sv, (char *)buf + off * es, n, dtype, op));
@@ -221,8 +231,10 @@ int dh_reduce_scatter(dr_Group *g, void *buf, const size_t *counts, int dtype, i
   for (size_t i = 0, a = 0; i < (size_t)w; a += counts[i], i++) off[i] = a;
   for (int k = 0; k < nh; k++) { sc[k] = counts[h->stripe[k]]; stot += sc[k]; }
   char *tmp = malloc(stot * es + 1), *b = buf;
-  if (!tmp) { free(off); return dr_fail(g, "out of memory"); }
-  if (h->L > 1) STAGE(g, &h->lv, ds_all_reduce(&h->lv, buf, tot, dtype, op));
+  size_t *keep = malloc(sizeof(size_t) * 2 * (size_t)nh);
+  if (!tmp || !keep) { free(tmp); free(keep); free(off); return dr_fail(g, "out of memory"); }
+  for (int k = 0; k < nh; k++) { keep[2 * k] = off[h->stripe[k]]; keep[2 * k + 1] = off[h->stripe[k]] + sc[k]; }
+  if (h->L > 1) STAGE(g, &h->lv, ds_all_reduce_keep(&h->lv, buf, tot, dtype, op, keep, nh));   /* only the stripe's chunks come back */
   {
     size_t p = 0;
     for (int k = 0; k < nh; k++) { memcpy(tmp + p * es, b + off[h->stripe[k]] * es, sc[k] * es); p += sc[k]; }
@@ -232,7 +244,7 @@ int dh_reduce_scatter(dr_Group *g, void *buf, const size_t *counts, int dtype, i
     memcpy(b + off[me] * es, tmp + mine * es, counts[me] * es);
   }
 done:
-  free(tmp); free(off);
+  free(tmp); free(off); free(keep);
   return st;
 }
 

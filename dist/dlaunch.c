@@ -302,6 +302,14 @@ int dl_host_id(char out[17]) {
   return 0;
 }
 
+void dl_kernel_id(char out[17]) {
+  uint64_t h = 1469598103934665603ULL;
+  char buf[128];
+  FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+  if (f) { if (fgets(buf, sizeof buf, f)) h = fnv(h, buf, strlen(buf)); fclose(f); }
+  snprintf(out, 17, "%016llx", (unsigned long long)h);
+}
+
 int dl_route_addr(const char *host, char *out, size_t n) {
   struct sockaddr_storage a;
   if (dl_resolve(host, 0, &a, NULL, 0)) return -1;

@@ -43,6 +43,11 @@ pid_t dl_spawn_srun(dl_Common *c, int nodes, int gpus_per_node, const char *endp
 ** those whose ids are equal (the session sets LOCAL_RANK / NODE_RANK from it). */
 int dl_host_id(char out[17]);
 
+/* The kernel's identity (its boot id, hashed; 16 hex digits + NUL): ranks
+** with equal ids share one machine's cores even when their host ids differ
+** (containers, network namespaces). */
+void dl_kernel_id(char out[17]);
+
 /* Places n ranks on machines from their host ids (ids[i]: 17 bytes each):
 ** node[i] numbers the machines in the order of their first rank, lrank[i]
 ** counts the ranks before i on the same machine, lworld[i] those on it;

@@ -70,6 +70,7 @@ typedef struct {
 } Hdr;
 
 int ds_enabled = 1;
+int ds_kernel_ranks;
 
 static Hdr *hdr(ds_Shm *s) { return (Hdr *)s->base; }
 static uint64_t *arrive(ds_Shm *s, int r) { return (uint64_t *)(s->base + HDR + 64u * (unsigned)r); }
@@ -172,7 +173,18 @@ static void red(void *dst, const void *a, const void *b, size_t n, int dtype, in
 
 static size_t split_off(size_t n, int w, int q) { return n / (size_t)w * (size_t)q + ((size_t)q < n % (size_t)w ? (size_t)q : n % (size_t)w); }
 
-int ds_all_reduce(dr_Group *g, void *buf, size_t count, int dtype, int op) {
+/* copies [a, b) of the round's results (round elements from base) into buf, only where it meets keep's ranges */
+static void copy_kept(char *b, const char *src, size_t a, size_t n, size_t es, const size_t *keep, int nkeep) {
+  if (!keep) { memcpy(b + a * es, src, n * es); return; }
+  for (int k = 0; k < nkeep; k++) {
+    size_t lo = keep[2 * k] > a ? keep[2 * k] : a, hi = keep[2 * k + 1] < a + n ? keep[2 * k + 1] : a + n;
+    if (lo < hi) memcpy(b + lo * es, src + (lo - a) * es, (hi - lo) * es);
+  }
+}
+
+int ds_all_reduce(dr_Group *g, void *buf, size_t count, int dtype, int op) { return ds_all_reduce_keep(g, buf, count, dtype, op, NULL, 0); }
+
+int ds_all_reduce_keep(dr_Group *g, void *buf, size_t count, int dtype, int op, const size_t *keep, int nkeep) {
   ds_Shm *s = g->shm;
   int w = g->world, r = g->rank;
   size_t es = dr_esize(dtype), per = s->R / es, pcap = s->P / es;
@@ -202,7 +214,7 @@ int ds_all_reduce(dr_Group *g, void *buf, size_t count, int dtype, int op) {
     if (barrier(g, s)) return -1;
     for (int q = 0; q < w; q++) {
       size_t qa = split_off(n, w, q), qb = split_off(n, w, q + 1);
-      memcpy(b + (base + qa) * es, res_slot(s, bs, q), (qb - qa) * es);
+      copy_kept(b, res_slot(s, bs, q), base + qa, qb - qa, es, keep, nkeep);
     }
   }
   /* the byte counters (dist.bytes, compression ratios) count what the TCP
@@ -339,6 +351,7 @@ int ds_setup(dr_Group *g) {
   /* spinning when ranks outnumber cores only delays the late rank; hosts
   ** simulated on one machine (NABLA_TEST_HOSTS, dhier.h) share its cores */
   int here = getenv("NABLA_TEST_HOSTS") && nbD_self.world > w ? nbD_self.world : w;
+  if (ds_kernel_ranks > here) here = ds_kernel_ranks;   /* namespace hosts on one kernel share its cores */
   s->spin = ncpu >= here ? SPIN : 0;
   s->P = ((s->R + (size_t)w - 1) / (size_t)w + 63) & ~(size_t)63;
   s->slot = (s->R + s->P + 4095) & ~(size_t)4095;

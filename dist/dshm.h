@@ -18,6 +18,9 @@
 
 /* the runtime switch (dist_shm(on)); every rank must set the same value */
 extern int ds_enabled;
+/* the world's ranks on this rank's kernel (set at connect, dhier.c): more
+** than the cores, and waits sleep rather than spin */
+extern int ds_kernel_ranks;
 
 /* after the TCP mesh is connected: sets up g->shm when all ranks can map one
 ** segment, else leaves it NULL.  -1 (g->err set) only when the mesh failed. */
@@ -26,6 +29,10 @@ void ds_close(dr_Group *g);                /* unmaps (idempotent) */
 static inline int ds_on(const dr_Group *g) { return g->shm && ds_enabled; }
 
 int ds_all_reduce(dr_Group *g, void *buf, size_t count, int dtype, int op);
+/* the same, but only the elements in keep's nkeep ranges [keep[2k], keep[2k+1])
+** are written back to buf (the rest of buf is left as it was): a
+** hierarchy's first stage, which needs only this rank's stripe */
+int ds_all_reduce_keep(dr_Group *g, void *buf, size_t count, int dtype, int op, const size_t *keep, int nkeep);
 int ds_all_gather(dr_Group *g, void *buf, const size_t *counts, size_t esize);
 int ds_broadcast(dr_Group *g, void *buf, size_t nbytes, int src);
 

@@ -29,19 +29,19 @@ r = dist.rank()
 x = ones({N}) * (r + 1)
 xs = reshape(x, [{WORLD}, -1])
 part = ones({N // WORLD}) * (r + 1)
-fn timed(f) {{ f(); barrier(); t0 = clock(); for i in 0..{ITERS} {{ f() }}; barrier(); (clock() - t0) / {ITERS} }}
-y = nil
-ta = timed(fn() {{ y = all_reduce(x) }})
+fn timed(f) {{ v = f(); barrier(); t0 = clock(); for i in 0..{ITERS} {{ v = f() }}; barrier(); [(clock() - t0) / {ITERS}, v] }}
+a = timed(fn() all_reduce(x))
+ta = a[0]; y = a[1]
 oka = y[0].item() == 21 and y[{N - 1}].item() == 21
-z = nil
-trs = timed(fn() {{ z = reduce_scatter(xs) }})
+a = timed(fn() reduce_scatter(xs))
+trs = a[0]; z = a[1]
 okrs = z[0, 0].item() == 21
-g = nil
-tag = timed(fn() {{ g = all_gather(part) }})
+a = timed(fn() all_gather(part))
+tag = a[0]; g = a[1]
 okag = g[0].item() == 1 and g[{N - 1}].item() == {WORLD}
 # send/recv between the two ranks of host a (ranks 0 and 1)
-p = nil
-tp = timed(fn() {{ if r == 0 {{ send(x, 1) }} else if r == 1 {{ p = recv(0) }} }})
+a = timed(fn() if r == 0 {{ send(x, 1); nil }} else if r == 1 {{ recv(0) }} else {{ nil }})
+tp = a[0]; p = a[1]
 okp = r != 1 or p[{N - 1}].item() == 1
 print("R", ta, trs, tag, tp, oka and okrs and okag and okp, dist_shm(), dist_shm_peer(1 - r % 2 + (r - r % 2)))
 """
