@@ -10,7 +10,9 @@ all_reduce is the stand-in a gloo user would call), all_gather; and a
 64 MB send/recv between the two ranks of one host: the shared-memory
 channel against loopback TCP (NABLA_SHM=0) and gloo.
 
-Run: /usr/bin/python3 bench/dist/net_64m_netns.py [REPS]   (NABLA=build/nabla; root, ip netns, sshd)
+Run: /usr/bin/python3 bench/dist/net_64m_netns.py [REPS] [RATE]   (NABLA=build/nabla; root, ip netns, sshd)
+RATE (e.g. 2gbit): a token-bucket limit (tc tbf) on every host's egress,
+a network slower than memory copies; default: none (veth at memory speed).
 """
 import os, re, statistics, subprocess, sys, tempfile
 
@@ -22,6 +24,7 @@ NABLA = os.path.abspath(os.environ.get("NABLA") or os.path.join(ROOT, "build/nab
 WORLD, ITERS = 6, 3
 N = WORLD * 2796202                      # 16777212 f32 = 64 MB, divisible among 6 ranks
 REPS = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+RATE = sys.argv[2] if len(sys.argv) > 2 else None
 TMP = tempfile.mkdtemp(prefix="nabla-net-bench-")
 
 WORKER = f"""
@@ -110,6 +113,10 @@ OPS = ["all_reduce", "reduce_scatter", "all_gather", "send/recv same host"]
 with Cluster(3) as c:
     if c.why:
         raise SystemExit(f"cannot simulate hosts here: {c.why}")
+    if RATE:   # every host's management link (the one the host names resolve to) limited on egress
+        for i in range(c.n):
+            c.run(i, ["tc", "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", RATE, "burst", "256kb", "latency", "100ms"], check=True)
+    print(f"links: veth pairs into a bridge, {'egress limited to ' + RATE + ' (tc tbf)' if RATE else 'no bandwidth limit'}")
     t = {"hier": [], "flat": [], "tcp": [], "gloo": []}
     for k in range(REPS):
         th, shm, peer = nabla(c, {})

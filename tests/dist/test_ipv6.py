@@ -9,6 +9,7 @@ name that does not resolve: an immediate error naming it), loopback6 (a host
 resolving to ::1 among remote hosts: the clear loopback error).
 
 Run: NABLA=build/nabla /usr/bin/python3 tests/dist/test_ipv6.py
+NABLA_ASAN: also run under the ASan build by tools/run-tests.sh (address parsing is C).
 Every input is fresh random data; SKIP (with why) when this machine cannot
 simulate hosts (not root, no ip netns, no sshd).
 """
