@@ -183,27 +183,12 @@ void dc_close(dr_Group *g) {
   g->chan = NULL;
 }
 
-static int env_off(void) {
-  const char *e = getenv("NABLA_SHM");
-  return e && (!strcmp(e, "0") || !strcmp(e, "false") || !strcmp(e, "off") || !strcmp(e, "no"));
-}
-
 /* maps the first rank's segment; 1 when it is there and stamped with token */
 static int attach(dc_Chan *c, uint32_t pid, uint32_t fdno, const unsigned char token[16]) {
-  char path[64], target[128];
-  snprintf(path, sizeof path, "/proc/%u/fd/%u", pid, fdno);
-  ssize_t tl = readlink(path, target, sizeof target - 1);
-  if (tl <= 0) return 0;
-  target[tl] = 0;
-  if (strncmp(target, "/memfd:" NAME, sizeof "/memfd:" NAME - 1) != 0) return 0;
-  int fd = open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return 0;
-  struct stat sb;
-  int ok = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && (size_t)sb.st_size == c->size;
-  if (ok) { c->base = mmap(NULL, c->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0); ok = c->base != MAP_FAILED; if (!ok) c->base = NULL; }
-  close(fd);
-  if (ok) { Hdr *h = (Hdr *)c->base; ok = h->magic == MAGIC && h->L == (uint32_t)c->L && h->cap == c->cap && !memcmp(h->token, token, 16); }
-  return ok;
+  c->base = ds_map_memfd(pid, fdno, NAME, c->size);
+  if (!c->base) return 0;
+  Hdr *h = (Hdr *)c->base;
+  return h->magic == MAGIC && h->L == (uint32_t)c->L && h->cap == c->cap && !memcmp(h->token, token, 16);
 }
 
 int dc_setup(dr_Group *g, const int *host) {
@@ -226,7 +211,7 @@ int dc_setup(dr_Group *g, const int *host) {
   c->spin = ncpu >= L && ncpu >= ds_kernel_ranks && !getenv("NABLA_TEST_HOSTS") ? SPIN : 0;   /* ranks on this kernel share its cores */
   /* ok: no failure here (a host with one rank, or too many, has no channels
   ** but does not turn off the others'); NABLA_SHM=0 anywhere turns all off */
-  int64_t ok = !env_off();
+  int64_t ok = !ds_env_off();
   int want = ok && L >= 2 && L <= MAXL, st = 0;
   /* the host's first rank makes the segment and sends each local rank ok,
   ** a random token, its pid and the fd (over TCP: the channels are not on yet) */

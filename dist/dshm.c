@@ -282,7 +282,7 @@ void ds_close(dr_Group *g) {
   g->shm = NULL;
 }
 
-static int env_off(void) {
+int ds_env_off(void) {
   const char *e = getenv("NABLA_SHM");
   return e && (!strcmp(e, "0") || !strcmp(e, "false") || !strcmp(e, "off") || !strcmp(e, "no"));
 }
@@ -313,24 +313,34 @@ static int seg_create(ds_Shm *s, unsigned char token[16]) {
   return fd;
 }
 
+void *ds_map_memfd(uint32_t pid, uint32_t fdno, const char *name, size_t size) {
+  char path[64], target[128], want[64];
+  snprintf(path, sizeof path, "/proc/%u/fd/%u", pid, fdno);
+  snprintf(want, sizeof want, "/memfd:%s", name);
+  /* another host's pid names some other process here: only a memfd of ours
+  ** is opened (O_NONBLOCK: never wait on a FIFO), and the caller's token decides */
+  ssize_t tl = readlink(path, target, sizeof target - 1);
+  if (tl <= 0) return NULL;
+  target[tl] = 0;
+  if (strncmp(target, want, strlen(want)) != 0) return NULL;
+  int fd = open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return NULL;
+  struct stat sb;
+  void *base = NULL;
+  if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && (size_t)sb.st_size == size) {
+    base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED) base = NULL;
+  }
+  close(fd);
+  return base;
+}
+
 /* the other ranks: maps rank 0's segment; 1 when it is there and stamped with token */
 static int seg_attach(ds_Shm *s, uint32_t pid, uint32_t fdno, const unsigned char token[16]) {
-  char path[64], target[128];
-  snprintf(path, sizeof path, "/proc/%u/fd/%u", pid, fdno);
-  /* another host's pid names some other process here: only a memfd of ours
-  ** is opened (O_NONBLOCK: never wait on a FIFO), and the token decides */
-  ssize_t tl = readlink(path, target, sizeof target - 1);
-  if (tl <= 0) return 0;
-  target[tl] = 0;
-  if (strncmp(target, "/memfd:" MEMFD_NAME, sizeof "/memfd:" MEMFD_NAME - 1) != 0) return 0;
-  int fd = open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return 0;
-  struct stat sb;
-  int ok = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && (size_t)sb.st_size == s->size;
-  if (ok) { s->base = mmap(NULL, s->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0); ok = s->base != MAP_FAILED; if (!ok) s->base = NULL; }
-  close(fd);
-  if (ok) { Hdr *h = hdr(s); ok = h->magic == MAGIC && h->world == (uint32_t)s->world && h->R == s->R && !memcmp(h->token, token, 16); }
-  return ok;
+  s->base = ds_map_memfd(pid, fdno, MEMFD_NAME, s->size);
+  if (!s->base) return 0;
+  Hdr *h = hdr(s);
+  return h->magic == MAGIC && h->world == (uint32_t)s->world && h->R == s->R && !memcmp(h->token, token, 16);
 }
 
 /* tests: NABLA_DIST_TEST_SHM_STALL=RANK makes that rank wait 30 s before it
@@ -360,7 +370,7 @@ int ds_setup(dr_Group *g) {
   ** the fd; the others map it and check the token (a rank on another host
   ** finds no such segment); an all_reduce(min) agrees */
   unsigned char msg[25] = { 0 };
-  int fd = -1, ok = !env_off();
+  int fd = -1, ok = !ds_env_off();
   if (r == 0 && ok) {
     fd = seg_create(s, msg + 1);
     ok = fd >= 0;

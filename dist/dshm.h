@@ -38,4 +38,11 @@ int ds_broadcast(dr_Group *g, void *buf, size_t nbytes, int src);
 
 void nbD_shm_init(void);   /* registers dist_shm() */
 
+/* for segments of other files (dchan.c): whether NABLA_SHM turns shared
+** memory off, and the read-write mapping of another process's memfd NAME
+** (fd number fdno of pid, through /proc) when it is that and size bytes:
+** the base, or NULL (the caller checks its own stamp in the header) */
+int   ds_env_off(void);
+void *ds_map_memfd(uint32_t pid, uint32_t fdno, const char *name, size_t size);
+
 #endif
