@@ -58,21 +58,7 @@ static char *ring(dc_Chan *c, int a, int b) { return c->base + rings_off(c->L) +
 static uint64_t *head(char *rg) { return (uint64_t *)rg; }
 static uint64_t *tail(char *rg) { return (uint64_t *)(rg + 64); }
 
-static void ring_bell(uint32_t *w) {
-  __atomic_add_fetch(w, 1, __ATOMIC_SEQ_CST);
-  syscall(SYS_futex, w, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-}
-static void bell_wait(uint32_t *w, uint32_t v, int ms) {
-  struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-  syscall(SYS_futex, w, FUTEX_WAIT, v, &ts, NULL, 0);
-}
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  __asm__ __volatile__("yield");
-#endif
-}
+static void ring_bell(uint32_t *w) { __atomic_add_fetch(w, 1, __ATOMIC_SEQ_CST); ds_futex_wake(w); }
 
 /* copies up to n bytes into ring rg; how many went in */
 static size_t put(dc_Chan *c, char *rg, const char *src, size_t n) {
@@ -156,8 +142,8 @@ int dc_sendrecv(dr_Group *g, int dst, const void *sbuf, size_t sn, int src, void
         if (k > 0) { got += (size_t)k; g->bytes_recv += (uint64_t)k; prog = 1; }
       }
     } else if (!prog && (sent < sn || got < rn)) {
-      if (spins < c->spin) { spins++; cpu_relax(); }
-      else bell_wait(mine, v, 100);
+      if (spins < c->spin) { spins++; ds_cpu_relax(); }
+      else ds_futex_wait(mine, v, 100);
     }
     double t = nu_mono_ms();
     if (prog) { last = t; spins = 0; }

@@ -78,18 +78,14 @@ static size_t data_off(int world) { return (HDR + 64u * (unsigned)world + 4095u)
 static char *in_slot(ds_Shm *s, int b, int r) { return s->base + data_off(s->world) + ((size_t)b * (size_t)s->world + (size_t)r) * s->slot; }
 static char *res_slot(ds_Shm *s, int b, int r) { return in_slot(s, b, r) + s->R; }
 
-static void futex_wake(uint32_t *w) { syscall(SYS_futex, w, FUTEX_WAKE, INT_MAX, NULL, NULL, 0); }
-static void futex_wait(uint32_t *w, uint32_t v, int ms) {
+void ds_futex_wake(uint32_t *w) { syscall(SYS_futex, w, FUTEX_WAKE, INT_MAX, NULL, NULL, 0); }
+void ds_futex_wait(uint32_t *w, uint32_t v, int ms) {
   struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
   syscall(SYS_futex, w, FUTEX_WAIT, v, &ts, NULL, 0);
 }
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  __asm__ __volatile__("yield");
-#endif
-}
+#define futex_wake ds_futex_wake
+#define futex_wait ds_futex_wait
+#define cpu_relax ds_cpu_relax
 
 /* tells the other ranks this rank's collective failed (they fail at once) */
 static int shm_fail(dr_Group *g, ds_Shm *s) {

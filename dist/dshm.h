@@ -43,6 +43,16 @@ void nbD_shm_init(void);   /* registers dist_shm() */
 ** (fd number fdno of pid, through /proc) when it is that and size bytes:
 ** the base, or NULL (the caller checks its own stamp in the header) */
 int   ds_env_off(void);
+/* waking and waiting on a shared 32-bit word (a futex; ms: the longest wait) */
+void  ds_futex_wake(uint32_t *w);
+void  ds_futex_wait(uint32_t *w, uint32_t v, int ms);
+static inline void ds_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
 void *ds_map_memfd(uint32_t pid, uint32_t fdno, const char *name, size_t size);
 
 #endif
