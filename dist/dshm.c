@@ -48,7 +48,7 @@
 #include "dist/dchan.h"
 
 #define MAGIC 0x4e42534du               /* "NBSM" */
-#define ROUND (4u << 20)                /* R: bytes per rank per round */
+#define ROUND (4u << 20)                /* the least R: bytes per rank per round */
 #define HDR 4096u
 #define SPIN 2000
 
@@ -352,7 +352,19 @@ int ds_setup(dr_Group *g) {
   if (w < 2 || w > 1024) return 0;
   ds_Shm *s = calloc(1, sizeof *s);
   if (!s) return 0;
-  s->world = w; s->R = ROUND;
+  /* R: 32 MiB / world, 4..16 MiB (a segment of at most ~100 MiB, touched
+  ** only as far as the largest collective reaches).  Every round is a
+  ** lockstep of all ranks; when ranks outnumber cores each one can cost a
+  ** scheduler slice, so fewer, larger rounds (64 MB across hosts: 1.6-1.9x
+  ** the flat ring's time with 4 MiB rounds, ~0.9x with 16 MiB,
+  ** bench/results/2026-11-26-net.md).  NABLA_SHM_ROUND_MB (1..64, the same on
+  ** every rank: the segment's stamp must match) overrides it (tests). */
+  s->world = w;
+  s->R = (32u << 20) / (unsigned)w;
+  if (s->R < ROUND) s->R = ROUND;
+  if (s->R > (16u << 20)) s->R = 16u << 20;
+  s->R &= ~(size_t)4095;
+  { const char *e = getenv("NABLA_SHM_ROUND_MB"); if (e && atoi(e) >= 1 && atoi(e) <= 64) s->R = (size_t)atoi(e) << 20; }
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
   /* spinning when ranks outnumber cores only delays the late rank; hosts
   ** simulated on one machine (NABLA_TEST_HOSTS, dhier.h) share its cores */

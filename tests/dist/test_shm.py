@@ -16,7 +16,8 @@ SHM_BEFORE = set(glob.glob("/dev/shm/nabla-shm-*"))
 
 
 def run(src, timeout=120, env=None, name="t.nbl"):
-    e = dict(os.environ)
+    # 4 MiB rounds (the size for 8+ ranks; 2-3 ranks get 16/10 MiB by default), so SIZES span several
+    e = dict(os.environ, NABLA_SHM_ROUND_MB="4")
     e.update(env or {})
     p = subprocess.run([NABLA, script(src, name)], capture_output=True, text=True, timeout=timeout, env=e)
     sanitizer_check(p.stderr)
