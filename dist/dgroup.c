@@ -22,6 +22,7 @@ typedef struct Grp {
   uint64_t sent, recv;  /* bytes this rank moved in this group */
   nt_CudaComm *nccl;    /* the group's NCCL communicator (dnccl.c; NULL until its first NCCL collective) */
   ds_Shm *shm;          /* members on one host: their segment (nbD_group_shm_prepare) */
+  struct dh_Hier *hier; /* members on several hosts: their hierarchy (dhier.h) */
   uint32_t shm_gen;     /* the mesh generation it was made for */
   int shm_tried;
 } Grp;
@@ -71,7 +72,9 @@ int nbD_group_enter(int id, nbD_Scope *s) {
     if (w->broken) memcpy(v->err, w->err, sizeof v->err);
     v->nccl_world = w->nccl_world; v->nccl = w->nccl_world ? gr->nccl : NULL;
     v->world_rank = gr->ranks; v->group_id = id;
+    v->chan = w->chan;   /* by world rank: the sub-group's pairs on one host use them too */
     v->shm = gr->shm_tried && gr->shm_gen == w->gen ? gr->shm : NULL;
+    v->hier = gr->shm_tried && gr->shm_gen == w->gen ? gr->hier : NULL;
   }
   world_g = w;
   s->prev_id = cur_id; s->prev_g = nbD_self.g;
@@ -107,10 +110,26 @@ int nbD_group_shm_prepare(void) {
   if (gr->shm) { dr_Group old; memset(&old, 0, sizeof old); old.shm = gr->shm; ds_close(&old); gr->shm = NULL; }
   gr->shm_tried = 1; gr->shm_gen = v->gen;
   v->shm = NULL;
+  if (gr->hier) { dr_Group old; memset(&old, 0, sizeof old); old.hier = gr->hier; dh_close(&old); gr->hier = NULL; }
+  v->hier = NULL;
   if (gr->n < 2 || v->broken) return 0;
-  for (int i = 1; i < gr->n; i++) if (!dh_same_host(gr->ranks[0], gr->ranks[i])) return 0;
-  if (ds_setup(v)) return -1;
-  gr->shm = v->shm;
+  int one = 1;
+  for (int i = 1; i < gr->n; i++) if (!dh_same_host(gr->ranks[0], gr->ranks[i])) one = 0;
+  if (one) {
+    if (ds_setup(v)) return -1;
+    gr->shm = v->shm;
+    return 0;
+  }
+  /* members on several hosts: their own hierarchy (shared memory within each host) */
+  int *host = malloc(sizeof(int) * (size_t)gr->n);
+  if (!host) { nt_error_set("out of memory"); return -1; }
+  for (int i = 0; i < gr->n; i++) host[i] = dh_host_of(gr->ranks[i]);
+  int st = 0;
+  for (int i = 0; i < gr->n; i++) if (host[i] < 0) st = 1;   /* the hosts are not known: the flat ring */
+  if (!st) st = dh_build(v, host) ? -1 : 0;
+  free(host);
+  if (st < 0) return -1;
+  gr->hier = v->hier;
   return 0;
 }
 

@@ -194,23 +194,86 @@ pid_t dl_spawn_srun(dl_Common *c, int nodes, int gpus_per_node, const char *endp
   return spawn_with_key(c, argv);
 }
 
-static int resolve4(const char *host, struct sockaddr_in *out) {
+/* ---- addresses, any family (IPv4 or IPv6) ---- */
+static socklen_t sa_len(const struct sockaddr *a) {
+  return a->sa_family == AF_INET6 ? (socklen_t)sizeof(struct sockaddr_in6) : (socklen_t)sizeof(struct sockaddr_in);
+}
+
+int dl_resolve(const char *host, int numeric, struct sockaddr_storage *out, char *err, size_t en) {
   struct addrinfo hints, *res = NULL;
   memset(&hints, 0, sizeof hints);
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_DGRAM;
-  if (getaddrinfo(host, "9", &hints, &res) != 0 || !res) return -1;
-  memcpy(out, res->ai_addr, sizeof *out);
+  hints.ai_family = AF_UNSPEC;             /* the system's order (gai.conf): IPv6 first where it is configured */
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = numeric ? AI_NUMERICHOST : 0;
+  char h[256];
+  size_t hl = strlen(host);
+  if (hl >= 2 && host[0] == '[' && host[hl - 1] == ']' && hl - 2 < sizeof h) { memcpy(h, host + 1, hl - 2); h[hl - 2] = 0; host = h; }   /* [v6] */
+  int rc = getaddrinfo(host, NULL, &hints, &res);
+  if (rc != 0 || !res) {
+    if (err && en) snprintf(err, en, "%s \"%.200s\" %s (%s)", numeric ? "address" : "host", host,
+                            numeric ? "is not a numeric IPv4 or IPv6 address" : "does not resolve", rc ? gai_strerror(rc) : "no address");
+    if (res) freeaddrinfo(res);
+    return -1;
+  }
+  memset(out, 0, sizeof *out);
+  memcpy(out, res->ai_addr, res->ai_addrlen <= sizeof *out ? res->ai_addrlen : sizeof *out);
   freeaddrinfo(res);
   return 0;
 }
 
+void dl_addr_text(const struct sockaddr *a, char *out, size_t n) {
+  if (!n) return;
+  if (getnameinfo(a, sa_len(a), out, (socklen_t)n, NULL, 0, NI_NUMERICHOST)) snprintf(out, n, "?");
+}
+
+void dl_addr_port_text(const struct sockaddr *a, char *out, size_t n) {
+  char h[INET6_ADDRSTRLEN + 16];
+  dl_addr_text(a, h, sizeof h);
+  int port = a->sa_family == AF_INET6 ? ntohs(((const struct sockaddr_in6 *)a)->sin6_port) : ntohs(((const struct sockaddr_in *)a)->sin_port);
+  dl_hostport(out, n, h, port);
+}
+
+void dl_hostport(char *out, size_t n, const char *host, int port) {
+  int v6 = strchr(host, ':') && host[0] != '[';
+  if (port < 0) snprintf(out, n, v6 ? "[%s]" : "%s", host);
+  else snprintf(out, n, v6 ? "[%s]:%d" : "%s:%d", host, port);
+}
+
+int dl_split_hostport(const char *s, char *host, size_t hn, int *port) {
+  const char *hs = s, *he, *ps;
+  if (s[0] == '[') {
+    hs = s + 1;
+    he = strchr(hs, ']');
+    if (!he || he[1] != ':') return -1;
+    ps = he + 2;
+  } else {
+    he = strrchr(s, ':');
+    if (!he || memchr(s, ':', (size_t)(he - s))) return -1;   /* an IPv6 address needs its brackets */
+    ps = he + 1;
+  }
+  if ((size_t)(he - hs) >= hn || he == hs) return -1;
+  char *end;
+  long p = strtol(ps, &end, 10);
+  if (end == ps || *end || p < 0 || p > 65535) return -1;
+  memcpy(host, hs, (size_t)(he - hs)); host[he - hs] = 0;
+  *port = (int)p;
+  return 0;
+}
+
+int dl_is_loopback_sa(const struct sockaddr *a) {
+  if (a->sa_family == AF_INET) return (ntohl(((const struct sockaddr_in *)a)->sin_addr.s_addr) >> 24) == 127;
+  if (a->sa_family != AF_INET6) return 0;
+  const struct in6_addr *v = &((const struct sockaddr_in6 *)a)->sin6_addr;
+  if (IN6_IS_ADDR_LOOPBACK(v)) return 1;
+  return IN6_IS_ADDR_V4MAPPED(v) && v->s6_addr[12] == 127;   /* ::ffff:127.x.y.z */
+}
+
 int dl_is_loopback(const char *host, char *addr, size_t n) {
-  struct sockaddr_in a;
+  struct sockaddr_storage a;
   if (addr && n) addr[0] = 0;
-  if (resolve4(host, &a)) return 0;
-  if (addr && n && !inet_ntop(AF_INET, &a.sin_addr, addr, (socklen_t)n)) addr[0] = 0;
-  return (ntohl(a.sin_addr.s_addr) >> 24) == 127;
+  if (dl_resolve(host, 0, &a, NULL, 0)) return 0;
+  if (addr && n) dl_addr_text((struct sockaddr *)&a, addr, n);
+  return dl_is_loopback_sa((struct sockaddr *)&a);
 }
 
 /* FNV-1a, 64 bits: the id only has to tell machines apart, not resist anyone */
@@ -239,25 +302,38 @@ int dl_host_id(char out[17]) {
   return 0;
 }
 
+void dl_kernel_id(char out[17]) {
+  uint64_t h = 1469598103934665603ULL;
+  char buf[128];
+  FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+  if (f) { if (fgets(buf, sizeof buf, f)) h = fnv(h, buf, strlen(buf)); fclose(f); }
+  snprintf(out, 17, "%016llx", (unsigned long long)h);
+}
+
 int dl_route_addr(const char *host, char *out, size_t n) {
-  struct sockaddr_in a;
-  if (resolve4(host, &a)) return -1;
-  if ((ntohl(a.sin_addr.s_addr) >> 24) == 127) { snprintf(out, n, "127.0.0.1"); return 0; }
-  int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_storage a;
+  if (dl_resolve(host, 0, &a, NULL, 0)) return -1;
+  struct sockaddr *sa = (struct sockaddr *)&a;
+  if (dl_is_loopback_sa(sa)) { snprintf(out, n, sa->sa_family == AF_INET6 && !IN6_IS_ADDR_V4MAPPED(&((struct sockaddr_in6 *)sa)->sin6_addr) ? "::1" : "127.0.0.1"); return 0; }
+  if (sa->sa_family == AF_INET6) ((struct sockaddr_in6 *)sa)->sin6_port = htons(9); else ((struct sockaddr_in *)sa)->sin_port = htons(9);
+  int fd = socket(sa->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
-  struct sockaddr_in me; socklen_t ml = sizeof me;
-  int rc = connect(fd, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *)&me, &ml) == 0 ? 0 : -1;
+  struct sockaddr_storage me; socklen_t ml = sizeof me;
+  int rc = connect(fd, sa, sa_len(sa)) == 0 && getsockname(fd, (struct sockaddr *)&me, &ml) == 0 ? 0 : -1;
   close(fd);
-  if (rc == 0 && !inet_ntop(AF_INET, &me.sin_addr, out, (socklen_t)n)) rc = -1;
+  if (rc == 0) dl_addr_text((struct sockaddr *)&me, out, n);
   return rc;
 }
 
 void dl_self_addr(char *out, size_t n) {
   char name[256];
-  struct sockaddr_in a;
-  if (gethostname(name, sizeof name) == 0 && resolve4(name, &a) == 0 && (ntohl(a.sin_addr.s_addr) >> 24) != 127
-      && inet_ntop(AF_INET, &a.sin_addr, out, (socklen_t)n)) return;
+  struct sockaddr_storage a;
+  if (gethostname(name, sizeof name) == 0 && dl_resolve(name, 0, &a, NULL, 0) == 0 && !dl_is_loopback_sa((struct sockaddr *)&a)) {
+    dl_addr_text((struct sockaddr *)&a, out, n);
+    return;
+  }
   if (dl_route_addr("192.0.2.1", out, n) == 0) return;   /* TEST-NET-1: only the route is looked up */
+  if (dl_route_addr("2001:db8::1", out, n) == 0) return;   /* the IPv6 documentation prefix: an IPv6-only host */
   snprintf(out, n, "127.0.0.1");
 }
 
@@ -284,19 +360,34 @@ int dl_port_range(const char *spec, int *lo, int *hi, char *err, size_t n) {
   return 1;
 }
 
+/* The interface's address for the job: IPv4 when it has one (as NCCL's
+** default), else its global IPv6 address; NABLA_SOCKET_FAMILY=AF_INET6 (or
+** NCCL_SOCKET_FAMILY, as NCCL spells it) prefers IPv6, AF_INET insists on v4.
+** A link-local IPv6 address (fe80::/10) needs a scope to be reached and is
+** not used. */
 int dl_ifname_addr(const char *ifname, char *out, size_t n, char *err, size_t en) {
   struct ifaddrs *ifa = NULL;
   if (getifaddrs(&ifa)) { snprintf(err, en, "getifaddrs: %s", strerror(errno)); return -1; }
-  int found = 0, exists = 0;
+  const char *fam = getenv("NABLA_SOCKET_FAMILY");
+  if (!fam || !*fam) fam = getenv("NCCL_SOCKET_FAMILY");
+  int want = fam && !strcmp(fam, "AF_INET6") ? AF_INET6 : fam && !strcmp(fam, "AF_INET") ? AF_INET : AF_UNSPEC;
+  int exists = 0, linklocal = 0;
+  char v4[INET6_ADDRSTRLEN] = "", v6[INET6_ADDRSTRLEN] = "";
   for (struct ifaddrs *p = ifa; p; p = p->ifa_next) {
     if (!p->ifa_name || strcmp(p->ifa_name, ifname)) continue;
     exists = 1;
-    if (p->ifa_addr && p->ifa_addr->sa_family == AF_INET) {
-      inet_ntop(AF_INET, &((struct sockaddr_in *)p->ifa_addr)->sin_addr, out, (socklen_t)n);
-      found = 1; break;
+    if (!p->ifa_addr) continue;
+    if (p->ifa_addr->sa_family == AF_INET && !v4[0]) dl_addr_text(p->ifa_addr, v4, sizeof v4);
+    else if (p->ifa_addr->sa_family == AF_INET6 && !v6[0]) {
+      if (IN6_IS_ADDR_LINKLOCAL(&((struct sockaddr_in6 *)p->ifa_addr)->sin6_addr)) linklocal = 1;
+      else dl_addr_text(p->ifa_addr, v6, sizeof v6);
     }
   }
   freeifaddrs(ifa);
-  if (!found) snprintf(err, en, exists ? "interface %s has no IPv4 address" : "there is no interface %s on this host", ifname);
-  return found ? 0 : -1;
+  const char *pick = want == AF_INET ? v4 : want == AF_INET6 ? (v6[0] ? v6 : v4) : (v4[0] ? v4 : v6);
+  if (pick[0]) { snprintf(out, n, "%s", pick); return 0; }
+  if (!exists) snprintf(err, en, "there is no interface %s on this host", ifname);
+  else if (want == AF_INET) snprintf(err, en, "interface %s has no IPv4 address (NABLA_SOCKET_FAMILY=AF_INET)", ifname);
+  else snprintf(err, en, "interface %s has no IPv4 or global IPv6 address%s", ifname, linklocal ? " (only a link-local one, which needs a scope: give the interface a global or unique-local address)" : "");
+  return -1;
 }

@@ -43,6 +43,11 @@ pid_t dl_spawn_srun(dl_Common *c, int nodes, int gpus_per_node, const char *endp
 ** those whose ids are equal (the session sets LOCAL_RANK / NODE_RANK from it). */
 int dl_host_id(char out[17]);
 
+/* The kernel's identity (its boot id, hashed; 16 hex digits + NUL): ranks
+** with equal ids share one machine's cores even when their host ids differ
+** (containers, network namespaces). */
+void dl_kernel_id(char out[17]);
+
 /* Places n ranks on machines from their host ids (ids[i]: 17 bytes each):
 ** node[i] numbers the machines in the order of their first rank, lrank[i]
 ** counts the ranks before i on the same machine, lworld[i] those on it;
@@ -52,7 +57,9 @@ void dl_host_groups(const char (*ids)[17], int n, int *lrank, int *lworld, int *
 /* NABLA_PORT_RANGE "LO-HI" (or ports= given as that text): 1 with *lo..*hi,
 ** 0 when unset, -1 (err filled) when it does not parse */
 int dl_port_range(const char *spec, int *lo, int *hi, char *err, size_t n);
-/* the IPv4 address of interface ifname ("eth1"), as text: 0, or -1 (err filled) */
+/* the address of interface ifname ("eth1") for the job, as text: its IPv4
+** address, else its global IPv6 one (NABLA_SOCKET_FAMILY / NCCL_SOCKET_FAMILY
+** AF_INET6 prefers IPv6, AF_INET allows only IPv4): 0, or -1 (err filled) */
 int dl_ifname_addr(const char *ifname, char *out, size_t n, char *err, size_t en);
 
 /* Whether the variable NAME=VALUE is forwarded to remote workers by default:
@@ -68,5 +75,22 @@ int dl_is_loopback(const char *host, char *addr, size_t n);
 /* a reachable address of this host for workers elsewhere (Slurm): the
 ** hostname's address unless loopback, else the default route's source, else 127.0.0.1 */
 void dl_self_addr(char *out, size_t n);
+
+/* ---- addresses of either family (IPv4, IPv6) ----
+** Every "host:port" the user or the wire sees puts an IPv6 host in brackets
+** ("[fd00::1]:29500"), as URLs, ssh and ZeroMQ do. */
+struct sockaddr;
+struct sockaddr_storage;
+/* resolves host (a name, or with numeric only a numeric address; "[v6]"
+** accepted) to its first address in the system's order, port 0: 0, or -1
+** with err (if not NULL) saying which host did not resolve and why */
+int  dl_resolve(const char *host, int numeric, struct sockaddr_storage *out, char *err, size_t en);
+void dl_addr_text(const struct sockaddr *a, char *out, size_t n);        /* "10.0.0.1", "fd00::1" */
+void dl_addr_port_text(const struct sockaddr *a, char *out, size_t n);   /* "10.0.0.1:80", "[fd00::1]:80" */
+/* "host:port" ("[host]:port" for IPv6); port < 0: the host alone, bracketed if IPv6 */
+void dl_hostport(char *out, size_t n, const char *host, int port);
+/* "host:port" or "[v6]:port" -> host (no brackets) and port: 0, or -1 */
+int  dl_split_hostport(const char *s, char *host, size_t hn, int *port);
+int  dl_is_loopback_sa(const struct sockaddr *a);   /* 127/8, ::1, ::ffff:127/104 */
 
 #endif

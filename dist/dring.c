@@ -28,6 +28,8 @@
 #include "dist/dproto.h"
 #include "dist/dshm.h"
 #include "dist/dhier.h"
+#include "dist/dchan.h"
+#include "dist/dlaunch.h"
 #include "util/clock.h"
 
 #define PIECE (256u << 10)
@@ -128,6 +130,8 @@ static int xfer(dr_Group *g, int dst, const void *sbuf, size_t sn, int src, void
 int dr_sendrecv(dr_Group *g, int dst, const void *sbuf, size_t sn, int src, void *rbuf, size_t rn) {
   DR_OP("send/recv");
   if (g->broken) return dr_fail(g, "the collective group is broken by an earlier failure (%s); the session reconnects it", g->err);
+  if (g->chan && ((dst >= 0 && sn && dc_has(g, dst)) || (src >= 0 && rn && dc_has(g, src))))
+    return dc_sendrecv(g, dst, sbuf, sn, src, rbuf, rn);   /* a rank of this host: shared memory */
   return xfer(g, dst, sbuf, sn, src, rbuf, rn, NULL);
 }
 
@@ -200,11 +204,12 @@ int dr_reduce_scatter(dr_Group *g, void *buf, const size_t *counts, int dtype, i
   if (check(g)) return -1;
   int w = g->world, r = g->rank;
   if (w == 1) return 0;
-  if (ds_on(g) || dh_on(g)) {   /* shared memory (one host or a hierarchy): the whole buffer's all_reduce holds every chunk */
+  if (ds_on(g)) {   /* one host: the whole buffer's all_reduce in shared memory holds every chunk */
     size_t tot = 0;
     for (int i = 0; i < w; i++) tot += counts[i];
-    return ds_on(g) ? ds_all_reduce(g, buf, tot, dtype, op) : dh_all_reduce(g, buf, tot, dtype, op);
+    return ds_all_reduce(g, buf, tot, dtype, op);
   }
+  if (dh_on(g)) return dh_reduce_scatter(g, buf, counts, dtype, op);   /* hosts: striped (dhier.c) */
   size_t es = dr_esize(dtype), maxc = 0;
   size_t *off = malloc(sizeof(size_t) * (size_t)w);
   if (!off) return dr_fail(g, "out of memory");
@@ -283,23 +288,41 @@ int dr_broadcast(dr_Group *g, void *buf, size_t nbytes, int src) {
 }
 
 /* ------------------------------------------------------------ the mesh */
-int dr_listen(dr_Group *g, const char *host) {
-  g->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (g->listen_fd < 0) return dr_fail(g, "socket: %s", strerror(errno));
-  int one = 1;
-  setsockopt(g->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = 0 };
-  if (inet_pton(AF_INET, host, &a.sin_addr) != 1) return dr_fail(g, "bad listen address %s", host);
-  if (bind(g->listen_fd, (struct sockaddr *)&a, sizeof a) || listen(g->listen_fd, 256)) return dr_fail(g, "bind/listen: %s", strerror(errno));
-  socklen_t al = sizeof a;
-  getsockname(g->listen_fd, (struct sockaddr *)&a, &al);
-  g->port = ntohs(a.sin_port);
+/* a listening socket on host:port (any family; "::" also takes IPv4 where
+** the system allows dual-stack sockets): 0, -1 with err, or 1 when the port
+** is taken (the caller may try another) */
+int dr_listen_port(dr_Group *g, const char *host, int port) {
+  struct sockaddr_storage a; char why[320];
+  if (dl_resolve(host, 1, &a, why, sizeof why)) return dr_fail(g, "bad listen address: %s", why);
+  struct sockaddr *sa = (struct sockaddr *)&a;
+  socklen_t al = sa->sa_family == AF_INET6 ? (socklen_t)sizeof(struct sockaddr_in6) : (socklen_t)sizeof(struct sockaddr_in);
+  if (sa->sa_family == AF_INET6) ((struct sockaddr_in6 *)sa)->sin6_port = htons((uint16_t)port);
+  else ((struct sockaddr_in *)sa)->sin_port = htons((uint16_t)port);
+  int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return dr_fail(g, "socket: %s", strerror(errno));
+  int one = 1, zero = 0;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (sa->sa_family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+  if (bind(fd, sa, al) || listen(fd, 256)) {
+    int e = errno;
+    close(fd);
+    if (e == EADDRINUSE && port > 0) return 1;
+    char hp[96]; dl_hostport(hp, sizeof hp, host, port);
+    return dr_fail(g, "cannot listen on %s: %s", hp, strerror(e));
+  }
+  al = sizeof a;
+  getsockname(fd, sa, &al);
+  g->listen_fd = fd;
+  g->port = sa->sa_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)sa)->sin6_port) : ntohs(((struct sockaddr_in *)sa)->sin_port);
   return 0;
 }
+
+int dr_listen(dr_Group *g, const char *host) { return dr_listen_port(g, host, 0) ? -1 : 0; }
 
 void dr_close(dr_Group *g) {
   ds_close(g);
   dh_close(g);
+  dc_close(g);
   if (g->fd) for (int i = 0; i < g->world; i++) if (g->fd[i] >= 0) { close(g->fd[i]); g->fd[i] = -1; }
 }
 
@@ -342,7 +365,7 @@ static int io_all(dr_Group *g, int fd, void *buf, size_t n, int wr, double deadl
 */
 #define HS_PENDING 32
 #define HS_DEADLINE_MS 2000.0
-typedef struct HsConn { int fd; size_t got; double deadline; struct sockaddr_in a; unsigned char nonce[NONCE], buf[HS]; } HsConn;
+typedef struct HsConn { int fd; size_t got; double deadline; struct sockaddr_storage a; unsigned char nonce[NONCE], buf[HS]; } HsConn;
 
 static void hs_drop(HsConn *p, int *np, int i, int close_fd) {
   if (close_fd) close(p[i].fd);
@@ -359,8 +382,8 @@ static int hs_check(dr_Group *g, const HsConn *c) {
   unsigned char want[HS];
   if (ok) { handshake(g, from, r, c->nonce, want); ok = wire_equal(want, c->buf, HS); }
   if (ok) return from;
-  char ip[64]; inet_ntop(AF_INET, &c->a.sin_addr, ip, sizeof ip);
-  fprintf(stderr, "nabla dist: rank %d refused a ring connection from %s:%d without a valid key\n", r, ip, ntohs(c->a.sin_port));
+  char ip[96]; dl_addr_port_text((const struct sockaddr *)&c->a, ip, sizeof ip);
+  fprintf(stderr, "nabla dist: rank %d refused a ring connection from %s without a valid key\n", r, ip);
   return -1;
 }
 
@@ -419,15 +442,18 @@ int dr_connect(dr_Group *g, char *const *addrs) {
   double deadline = nu_mono_ms() + (g->timeout_ms > 0 && g->timeout_ms < 60000 ? g->timeout_ms : 60000);
   /* connect to the lower ranks (they accept) */
   for (int j = 0; j < r; j++) {
-    char host[256]; const char *colon = strrchr(addrs[j], ':');
-    if (!colon || colon - addrs[j] >= (int)sizeof host) return dr_fail(g, "bad peer address %s", addrs[j]);
-    memcpy(host, addrs[j], (size_t)(colon - addrs[j])); host[colon - addrs[j]] = 0;
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(colon + 1)) };
-    if (inet_pton(AF_INET, host, &a.sin_addr) != 1) return dr_fail(g, "bad peer address %s", addrs[j]);
+    char host[256], why[320]; int port = 0;
+    struct sockaddr_storage a;
+    if (dl_split_hostport(addrs[j], host, sizeof host, &port) || port == 0) return dr_fail(g, "bad peer address %s (expected HOST:PORT, an IPv6 host in brackets)", addrs[j]);
+    if (dl_resolve(host, 1, &a, why, sizeof why)) return dr_fail(g, "bad peer address %s: %s", addrs[j], why);
+    struct sockaddr *sa = (struct sockaddr *)&a;
+    socklen_t al = sa->sa_family == AF_INET6 ? (socklen_t)sizeof(struct sockaddr_in6) : (socklen_t)sizeof(struct sockaddr_in);
+    if (sa->sa_family == AF_INET6) ((struct sockaddr_in6 *)sa)->sin6_port = htons((uint16_t)port);
+    else ((struct sockaddr_in *)sa)->sin_port = htons((uint16_t)port);
     int fd = -1;
     for (;;) {
-      fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0) break;
+      fd = socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      if (fd >= 0 && connect(fd, sa, al) == 0) break;
       if (fd >= 0) close(fd);
       fd = -1;
       if (nu_mono_ms() > deadline || (g->interrupted && *g->interrupted)) return dr_fail(g, "cannot connect to rank %d at %s: %s", j, addrs[j], strerror(errno));

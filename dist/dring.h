@@ -18,6 +18,7 @@ enum { DR_F32, DR_F64, DR_I32, DR_I64 };          /* element types the reduction
 enum { DR_SUM, DR_MAX, DR_MIN };
 
 typedef struct ds_Shm ds_Shm;   /* the shared-memory fast path (dshm.h) */
+typedef struct dc_Chan dc_Chan; /* same-host point-to-point channels (dchan.h) */
 struct nt_CudaComm;             /* an NCCL communicator of the CUDA module (tensor/tdevice.h) */
 
 typedef struct dr_Group {
@@ -33,6 +34,7 @@ typedef struct dr_Group {
   uint64_t bytes_sent, bytes_recv;
   ds_Shm *shm;              /* all ranks on one host: the shared segment (NULL: TCP only) */
   struct dh_Hier *hier;     /* ranks on several hosts: the hierarchy (dhier.h; NULL: flat) */
+  dc_Chan *chan;            /* this host's point-to-point channels, by world rank (dchan.h; views share the world's) */
   /* the "nccl" backend (dnccl.h) for CUDA tensors; all NULL under "ring" */
   struct nt_CudaComm *nccl_world;   /* the world's communicator: set = NCCL is on */
   struct nt_CudaComm *nccl;         /* this group's (a sub-group's is made on first use) */
@@ -43,8 +45,10 @@ typedef struct dr_Group {
 /* the collective this process is in ("all_reduce", ...) or NULL; heartbeats report it */
 extern const char *volatile dr_op;
 
-int  dr_listen(dr_Group *g, const char *host);            /* binds host:0, sets port */
-/* Connects the mesh: addrs[i] = "host:port" of rank i. */
+int  dr_listen(dr_Group *g, const char *host);            /* binds host:0 (IPv4 or IPv6), sets port */
+/* binds host:port: 0, -1 (g->err), or 1 when port > 0 is in use (try another) */
+int  dr_listen_port(dr_Group *g, const char *host, int port);
+/* Connects the mesh: addrs[i] = "host:port" of rank i ("[v6]:port" for IPv6). */
 int  dr_connect(dr_Group *g, char *const *addrs);
 void dr_close(dr_Group *g);                               /* closes the mesh (not the listener) */
 

@@ -844,11 +844,18 @@ int dsess_start(nb_VM *vm, int n, const dsess_Launch *o) {
     S.mon = zmq_socket(S.ctx, ZMQ_PAIR);
     if (S.mon) { zmq_setsockopt(S.mon, ZMQ_LINGER, &zero, sizeof zero); zmq_connect(S.mon, "inproc://nabla-session-monitor"); }
   }
-  char ep[160]; snprintf(ep, sizeof ep, "tcp://%s:*", S.bind);
+  /* IPv6 on: workers may reach the session at an IPv6 address; with remote
+  ** workers the wildcard is "*" ("::", IPv4 too; ZeroMQ falls back to IPv4
+  ** where the host has no IPv6) */
+  int v6 = 1;
+  zmq_setsockopt(S.router, ZMQ_IPV6, &v6, sizeof v6);
+  char bhost[96];
+  if (S.remote && !strcmp(S.bind, "0.0.0.0")) snprintf(bhost, sizeof bhost, "*"); else dl_hostport(bhost, sizeof bhost, S.bind, -1);
+  char ep[160]; snprintf(ep, sizeof ep, "tcp://%s:*", bhost);
   int bound = -1, e = 0;
   if (ranged) {   /* the first free port of the range */
-    for (int p = plo; p <= phi && bound; p++) { snprintf(ep, sizeof ep, "tcp://%s:%d", S.bind, p); bound = zmq_bind(S.router, ep); e = errno; }
-    if (bound) snprintf(ep, sizeof ep, "tcp://%s:%d-%d", S.bind, plo, phi);
+    for (int p = plo; p <= phi && bound; p++) { snprintf(ep, sizeof ep, "tcp://%s:%d", bhost, p); bound = zmq_bind(S.router, ep); e = errno; }
+    if (bound) snprintf(ep, sizeof ep, "tcp://%s:%d-%d", bhost, plo, phi);
   } else { bound = zmq_bind(S.router, ep); e = errno; }
   if (bound != 0) { OPENSSL_cleanse(hex, sizeof hex); st = dsess_error(vm, "dist.start: cannot listen on %s: %s", ep, zmq_strerror(e)); goto fail; }
   size_t el = sizeof S.endpoint;
@@ -876,7 +883,8 @@ int dsess_start(nb_VM *vm, int n, const dsess_Launch *o) {
     /* where the tasks reach this session: the bind address, or this host's address */
     char addr[80];
     if (strcmp(S.bind, "0.0.0.0") != 0) snprintf(addr, sizeof addr, "%s", S.bind); else dl_self_addr(addr, sizeof addr);
-    snprintf(S.endpoint, sizeof S.endpoint, "tcp://%s:%d", addr, port);
+    char hp[112]; dl_hostport(hp, sizeof hp, addr, port);
+    snprintf(S.endpoint, sizeof S.endpoint, "tcp://%s", hp);
     S.proc[0].pid = dl_spawn_srun(&c, o->nodes, o->gpus_per_node, S.endpoint);
     spawn_failed = S.proc[0].pid < 0;
   } else if (ssh) {
@@ -888,7 +896,8 @@ int dsess_start(nb_VM *vm, int n, const dsess_Launch *o) {
       char addr[80], wep[128];
       if (strcmp(S.bind, "0.0.0.0") != 0) snprintf(addr, sizeof addr, "%s", S.bind);
       else if (dl_route_addr(S.w[i].host, addr, sizeof addr)) { spawn_failed = 1; snprintf(c.err, sizeof c.err, "cannot find a route to host %s", S.w[i].host); break; }
-      snprintf(wep, sizeof wep, "tcp://%s:%d", addr, port);
+      char hp[112]; dl_hostport(hp, sizeof hp, addr, port);
+      snprintf(wep, sizeof wep, "tcp://%s", hp);
       if (!first[0]) snprintf(first, sizeof first, "%s", wep);
       S.proc[i].pid = dl_spawn_ssh(&c, S.w[i].host, o->ssh_port, o->ssh_key, o->ssh_opts, o->nssh_opts, wep, i, lrank);
       spawn_failed = S.proc[i].pid < 0;

@@ -6,6 +6,7 @@
 ** session's state through dsession.h.
 */
 #include <stdio.h>
+#include <sys/socket.h>
 #include <stdlib.h>
 #include <string.h>
 #include "dist/dsession.h"
@@ -78,7 +79,16 @@ char **dsess_usable_hosts(nb_VM *vm, const dsess_Launch *o, int *nhosts) {
   ** host's loopback, and the ones here would advertise it (it used to hang) */
   int loop = -1, remote = -1; char laddr[64] = "";
   for (int i = 0; i < *nhosts; i++) {
-    char a[64];
+    char a[64], why[320];
+    struct sockaddr_storage sa;
+    /* a name that does not resolve fails here, naming it, not after the
+    ** workers before it have started (ssh's own aliases need bind=) */
+    if (!o->bind[0] && dl_resolve(hosts[i], 0, &sa, why, sizeof why)) {
+      dsess_error(vm, "dist.start: %s; the session must resolve every host of hosts=[...] to tell its workers where to connect "
+                  "(or give bind=ADDRESS: an address every host reaches this one at)", why);
+      free(hosts);
+      return NULL;
+    }
     if (dl_is_loopback(hosts[i], a, sizeof a)) { if (loop < 0) { loop = i; snprintf(laddr, sizeof laddr, "%s", a); } }
     else if (remote < 0) remote = i;
   }

@@ -45,9 +45,10 @@
 #include "dist/dinternal.h"
 #include "dist/dhier.h"
 #include "dist/dgroup.h"
+#include "dist/dchan.h"
 
 #define MAGIC 0x4e42534du               /* "NBSM" */
-#define ROUND (4u << 20)                /* R: bytes per rank per round */
+#define ROUND (4u << 20)                /* the least R: bytes per rank per round */
 #define HDR 4096u
 #define SPIN 2000
 
@@ -69,6 +70,7 @@ typedef struct {
 } Hdr;
 
 int ds_enabled = 1;
+int ds_kernel_ranks;
 
 static Hdr *hdr(ds_Shm *s) { return (Hdr *)s->base; }
 static uint64_t *arrive(ds_Shm *s, int r) { return (uint64_t *)(s->base + HDR + 64u * (unsigned)r); }
@@ -76,18 +78,14 @@ static size_t data_off(int world) { return (HDR + 64u * (unsigned)world + 4095u)
 static char *in_slot(ds_Shm *s, int b, int r) { return s->base + data_off(s->world) + ((size_t)b * (size_t)s->world + (size_t)r) * s->slot; }
 static char *res_slot(ds_Shm *s, int b, int r) { return in_slot(s, b, r) + s->R; }
 
-static void futex_wake(uint32_t *w) { syscall(SYS_futex, w, FUTEX_WAKE, INT_MAX, NULL, NULL, 0); }
-static void futex_wait(uint32_t *w, uint32_t v, int ms) {
+void ds_futex_wake(uint32_t *w) { syscall(SYS_futex, w, FUTEX_WAKE, INT_MAX, NULL, NULL, 0); }
+void ds_futex_wait(uint32_t *w, uint32_t v, int ms) {
   struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
   syscall(SYS_futex, w, FUTEX_WAIT, v, &ts, NULL, 0);
 }
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  __asm__ __volatile__("yield");
-#endif
-}
+#define futex_wake ds_futex_wake
+#define futex_wait ds_futex_wait
+#define cpu_relax ds_cpu_relax
 
 /* tells the other ranks this rank's collective failed (they fail at once) */
 static int shm_fail(dr_Group *g, ds_Shm *s) {
@@ -171,7 +169,18 @@ static void red(void *dst, const void *a, const void *b, size_t n, int dtype, in
 
 static size_t split_off(size_t n, int w, int q) { return n / (size_t)w * (size_t)q + ((size_t)q < n % (size_t)w ? (size_t)q : n % (size_t)w); }
 
-int ds_all_reduce(dr_Group *g, void *buf, size_t count, int dtype, int op) {
+/* copies [a, b) of the round's results (round elements from base) into buf, only where it meets keep's ranges */
+static void copy_kept(char *b, const char *src, size_t a, size_t n, size_t es, const size_t *keep, int nkeep) {
+  if (!keep) { memcpy(b + a * es, src, n * es); return; }
+  for (int k = 0; k < nkeep; k++) {
+    size_t lo = keep[2 * k] > a ? keep[2 * k] : a, hi = keep[2 * k + 1] < a + n ? keep[2 * k + 1] : a + n;
+    if (lo < hi) memcpy(b + lo * es, src + (lo - a) * es, (hi - lo) * es);
+  }
+}
+
+int ds_all_reduce(dr_Group *g, void *buf, size_t count, int dtype, int op) { return ds_all_reduce_keep(g, buf, count, dtype, op, NULL, 0); }
+
+int ds_all_reduce_keep(dr_Group *g, void *buf, size_t count, int dtype, int op, const size_t *keep, int nkeep) {
   ds_Shm *s = g->shm;
   int w = g->world, r = g->rank;
   size_t es = dr_esize(dtype), per = s->R / es, pcap = s->P / es;
@@ -201,7 +210,7 @@ int ds_all_reduce(dr_Group *g, void *buf, size_t count, int dtype, int op) {
     if (barrier(g, s)) return -1;
     for (int q = 0; q < w; q++) {
       size_t qa = split_off(n, w, q), qb = split_off(n, w, q + 1);
-      memcpy(b + (base + qa) * es, res_slot(s, bs, q), (qb - qa) * es);
+      copy_kept(b, res_slot(s, bs, q), base + qa, qb - qa, es, keep, nkeep);
     }
   }
   /* the byte counters (dist.bytes, compression ratios) count what the TCP
@@ -269,7 +278,7 @@ void ds_close(dr_Group *g) {
   g->shm = NULL;
 }
 
-static int env_off(void) {
+int ds_env_off(void) {
   const char *e = getenv("NABLA_SHM");
   return e && (!strcmp(e, "0") || !strcmp(e, "false") || !strcmp(e, "off") || !strcmp(e, "no"));
 }
@@ -300,24 +309,34 @@ static int seg_create(ds_Shm *s, unsigned char token[16]) {
   return fd;
 }
 
+void *ds_map_memfd(uint32_t pid, uint32_t fdno, const char *name, size_t size) {
+  char path[64], target[128], want[64];
+  snprintf(path, sizeof path, "/proc/%u/fd/%u", pid, fdno);
+  snprintf(want, sizeof want, "/memfd:%s", name);
+  /* another host's pid names some other process here: only a memfd of ours
+  ** is opened (O_NONBLOCK: never wait on a FIFO), and the caller's token decides */
+  ssize_t tl = readlink(path, target, sizeof target - 1);
+  if (tl <= 0) return NULL;
+  target[tl] = 0;
+  if (strncmp(target, want, strlen(want)) != 0) return NULL;
+  int fd = open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return NULL;
+  struct stat sb;
+  void *base = NULL;
+  if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && (size_t)sb.st_size == size) {
+    base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED) base = NULL;
+  }
+  close(fd);
+  return base;
+}
+
 /* the other ranks: maps rank 0's segment; 1 when it is there and stamped with token */
 static int seg_attach(ds_Shm *s, uint32_t pid, uint32_t fdno, const unsigned char token[16]) {
-  char path[64], target[128];
-  snprintf(path, sizeof path, "/proc/%u/fd/%u", pid, fdno);
-  /* another host's pid names some other process here: only a memfd of ours
-  ** is opened (O_NONBLOCK: never wait on a FIFO), and the token decides */
-  ssize_t tl = readlink(path, target, sizeof target - 1);
-  if (tl <= 0) return 0;
-  target[tl] = 0;
-  if (strncmp(target, "/memfd:" MEMFD_NAME, sizeof "/memfd:" MEMFD_NAME - 1) != 0) return 0;
-  int fd = open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return 0;
-  struct stat sb;
-  int ok = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && (size_t)sb.st_size == s->size;
-  if (ok) { s->base = mmap(NULL, s->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0); ok = s->base != MAP_FAILED; if (!ok) s->base = NULL; }
-  close(fd);
-  if (ok) { Hdr *h = hdr(s); ok = h->magic == MAGIC && h->world == (uint32_t)s->world && h->R == s->R && !memcmp(h->token, token, 16); }
-  return ok;
+  s->base = ds_map_memfd(pid, fdno, MEMFD_NAME, s->size);
+  if (!s->base) return 0;
+  Hdr *h = hdr(s);
+  return h->magic == MAGIC && h->world == (uint32_t)s->world && h->R == s->R && !memcmp(h->token, token, 16);
 }
 
 /* tests: NABLA_DIST_TEST_SHM_STALL=RANK makes that rank wait 30 s before it
@@ -333,11 +352,24 @@ int ds_setup(dr_Group *g) {
   if (w < 2 || w > 1024) return 0;
   ds_Shm *s = calloc(1, sizeof *s);
   if (!s) return 0;
-  s->world = w; s->R = ROUND;
+  /* R: 32 MiB / world, 4..16 MiB (a segment of at most ~100 MiB, touched
+  ** only as far as the largest collective reaches).  Every round is a
+  ** lockstep of all ranks; when ranks outnumber cores each one can cost a
+  ** scheduler slice, so fewer, larger rounds (64 MB across hosts: 1.6-1.9x
+  ** the flat ring's time with 4 MiB rounds, ~0.9x with 16 MiB,
+  ** bench/results/2026-11-26-net.md).  NABLA_SHM_ROUND_MB (1..64, the same on
+  ** every rank: the segment's stamp must match) overrides it (tests). */
+  s->world = w;
+  s->R = (32u << 20) / (unsigned)w;
+  if (s->R < ROUND) s->R = ROUND;
+  if (s->R > (16u << 20)) s->R = 16u << 20;
+  s->R &= ~(size_t)4095;
+  { const char *e = getenv("NABLA_SHM_ROUND_MB"); if (e && atoi(e) >= 1 && atoi(e) <= 64) s->R = (size_t)atoi(e) << 20; }
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
   /* spinning when ranks outnumber cores only delays the late rank; hosts
   ** simulated on one machine (NABLA_TEST_HOSTS, dhier.h) share its cores */
   int here = getenv("NABLA_TEST_HOSTS") && nbD_self.world > w ? nbD_self.world : w;
+  if (ds_kernel_ranks > here) here = ds_kernel_ranks;   /* namespace hosts on one kernel share its cores */
   s->spin = ncpu >= here ? SPIN : 0;
   s->P = ((s->R + (size_t)w - 1) / (size_t)w + 63) & ~(size_t)63;
   s->slot = (s->R + s->P + 4095) & ~(size_t)4095;
@@ -346,7 +378,7 @@ int ds_setup(dr_Group *g) {
   ** the fd; the others map it and check the token (a rank on another host
   ** finds no such segment); an all_reduce(min) agrees */
   unsigned char msg[25] = { 0 };
-  int fd = -1, ok = !env_off();
+  int fd = -1, ok = !ds_env_off();
   if (r == 0 && ok) {
     fd = seg_create(s, msg + 1);
     ok = fd >= 0;
@@ -384,7 +416,21 @@ static int b_shm(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
   if (id && nbD_self.g) nbD_group_leave(&sc);
   return NB_OK;
 }
+/* dist_shm_peer(peer, group=nil): whether send/recv with that rank (of the
+** group) go through a shared-memory channel (dchan.c) rather than TCP */
+static int b_shm_peer(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
+  (void)n;
+  if (a[0].t != NB_TNUM) return nb_error_kind(vm, "TypeError", "dist_shm_peer: the peer must be a rank number");
+  int id = 0;
+  if (nbD_group_arg(vm, "dist_shm_peer", a[1], &id)) return NB_ERR;
+  nbD_Scope sc;
+  if (id && nbD_self.g && nbD_group_enter(id, &sc)) return nb_error_kind(vm, "DistError", "dist_shm_peer: %s", nt_error_msg());
+  *out = nb_bool(nbD_self.g && dc_has(nbD_self.g, (int)a[0].u.n));
+  if (id && nbD_self.g) nbD_group_leave(&sc);
+  return NB_OK;
+}
 static nb_Builtin shm_builtins[] = {
+  { "dist_shm_peer", b_shm_peer, "peer, group=nil", "dist_shm_peer(peer, group=nil): whether send/recv/isend/all_to_all between this worker and rank peer (of group) use a shared-memory channel (both on one host) rather than TCP" },
   { "dist_shm", b_shm, "on=nil, group=nil", "dist_shm(on=nil, group=nil): whether this worker's collectives (on group, after its first collective) use shared memory (all ranks on one host, or within each host of a multi-host group); dist_shm(false) on every worker forces the flat TCP ring" },
   { NULL, NULL, NULL, NULL },
 };

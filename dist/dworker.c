@@ -315,18 +315,12 @@ static void handle(dp_Msg *m) {
 /* the ring listener on the first free port of lo..hi (NABLA_PORT_RANGE: a
 ** firewall opens one range); what dr_listen does, with the port chosen here */
 static int listen_in_range(const char *host, int lo, int hi) {
-  struct sockaddr_in a = { .sin_family = AF_INET };
-  if (inet_pton(AF_INET, host, &a.sin_addr) != 1) { snprintf(M.g.err, sizeof M.g.err, "bad listen address %s", host); return -1; }
   for (int p = lo; p <= hi; p++) {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) break;
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    a.sin_port = htons((uint16_t)p);
-    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && listen(fd, 256) == 0) { M.g.listen_fd = fd; M.g.port = p; return 0; }
-    close(fd);
+    int rc = dr_listen_port(&M.g, host, p);
+    if (rc <= 0) return rc;
   }
-  snprintf(M.g.err, sizeof M.g.err, "no free port in NABLA_PORT_RANGE %d-%d on %s", lo, hi, host);
+  char hp[96]; dl_hostport(hp, sizeof hp, host, -1);
+  snprintf(M.g.err, sizeof M.g.err, "no free port in NABLA_PORT_RANGE %d-%d on %s", lo, hi, hp);
   return -1;
 }
 
@@ -558,8 +552,12 @@ int nbD_worker_main(int argc, char **argv) {
     char host[256] = ""; const char *h = strstr(ep, "://"); h = h ? h + 3 : ep;
     snprintf(host, sizeof host, "%s", h);
     char *colon = strrchr(host, ':'); if (colon) *colon = 0;
-    if (dl_route_addr(host, adv, sizeof adv)) snprintf(adv, sizeof adv, "127.0.0.1");
-    bind = !strcmp(adv, "127.0.0.1") ? "127.0.0.1" : "0.0.0.0";
+    size_t hl = strlen(host);
+    char *hp = host;
+    if (hl >= 2 && hp[0] == '[' && hp[hl - 1] == ']') { hp[hl - 1] = 0; hp++; }   /* [v6] */
+    if (dl_route_addr(hp, adv, sizeof adv)) snprintf(adv, sizeof adv, "127.0.0.1");
+    /* loopback stays loopback; else every interface of the session's family ("::" takes IPv4 too) */
+    bind = !strcmp(adv, "127.0.0.1") || !strcmp(adv, "::1") ? adv : strchr(adv, ':') ? "::" : "0.0.0.0";
   } else snprintf(adv, sizeof adv, "%s", bind);
   int plo = 0, phi = 0; char perr[160];
   int ranged = dl_port_range(getenv("NABLA_PORT_RANGE"), &plo, &phi, perr, sizeof perr);
@@ -573,6 +571,8 @@ int nbD_worker_main(int argc, char **argv) {
 
   M.ctx = zmq_ctx_new();
   IO.dealer = zmq_socket(M.ctx, ZMQ_DEALER);
+  int v6 = 1;   /* the session may be at an IPv6 address ("tcp://[fd00::1]:PORT"); IPv4 works as before */
+  zmq_setsockopt(IO.dealer, ZMQ_IPV6, &v6, sizeof v6);
   /* a routing identity nobody can guess (see on_hi) */
   unsigned char ident[16];
   if (RAND_bytes(ident, sizeof ident) != 1) { fprintf(stderr, "nabla worker: no random bytes for the connection identity\n"); return 2; }
@@ -596,7 +596,8 @@ int nbD_worker_main(int argc, char **argv) {
   hostname[60] = 0;   /* room for "/ID" in the hello's 79-character host field */
   char hid[17]; dl_host_id(hid);
   const char *ver = getenv("NABLA_DIST_FAKE_VERSION");   /* tests: pretend to be another version */
-  snprintf(IO.hello, sizeof IO.hello, "%s %d %d %d %s:%d %s/%s", ver ? ver : nb_version(), (int)getpid(), rank, lrank, adv, M.g.port, hostname, hid);
+  char advp[96]; dl_hostport(advp, sizeof advp, adv, M.g.port);   /* "[v6]:port" */
+  snprintf(IO.hello, sizeof IO.hello, "%s %d %d %d %s %s/%s", ver ? ver : nb_version(), (int)getpid(), rank, lrank, advp, hostname, hid);
   dp_send(IO.dealer, W.key, NULL, 0, "hi", 0, rank, ++IO.ctr, NULL, 0);   /* the session answers with a challenge */
   if (pthread_create(&M.io, NULL, wio_main, NULL) == 0) M.io_on = 1;
   else { fprintf(stderr, "nabla worker: cannot start the I/O thread\n"); return 2; }

@@ -13,6 +13,12 @@ used; nothing outside them is touched.  Every run uses fresh names (a random
 tag in every namespace and veth name: a veth recreated right after its
 namespace is deleted can leave a ghost device on some kernels).
 
+Cluster(n, v6=True) is the IPv6 network: management eth0 also gets
+fd77::N/64 and the host names resolve to it only (HOST-v4 to 10.77.0.N);
+data eth1 has only fd77:1::N/64 (HOST-data), so an interface choice there
+must take its IPv6 address.  Addresses are added without duplicate address
+detection (nodad): usable at once.
+
 Use:
     from hosts import Cluster, run_on_hosts
     with Cluster(3) as c:                  # hosts c.names == ["hosta", "hostb", "hostc"]
@@ -52,10 +58,12 @@ def _sh(args, check=True, timeout=20):
 
 
 def write_sshd_config(path, d, port, listen, pidfile):
-    """An sshd_config for tests: key login only (d/host_key, d/authorized_keys), root allowed, no PAM."""
+    """An sshd_config for tests: key login only (d/host_key, d/authorized_keys), root allowed, no PAM.
+    listen: an address or a list of them."""
+    listens = "\n".join(f"ListenAddress {a}" for a in ([listen] if isinstance(listen, str) else listen))
     with open(path, "w") as f:
         f.write(f"""Port {port}
-ListenAddress {listen}
+{listens}
 HostKey {d}/host_key
 AuthorizedKeysFile {d}/authorized_keys
 PubkeyAuthentication yes
@@ -88,8 +96,9 @@ def capability():
 
 
 class Cluster:
-    def __init__(self, n=3, prefix="host"):
+    def __init__(self, n=3, prefix="host", v6=False):
         self.n = n
+        self.v6 = v6
         self.names = [f"{prefix}{chr(ord('a') + i)}" for i in range(n)]
         self.why = capability()
         self.tag = secrets.token_hex(3)
@@ -119,7 +128,10 @@ class Cluster:
         return f"10.77.0.{i + 1}"
 
     def data(self, i):
-        return f"10.77.1.{i + 1}"
+        return f"fd77:1::{i + 1}" if self.v6 else f"10.77.1.{i + 1}"
+
+    def mgmt6(self, i):
+        return f"fd77::{i + 1}"
 
     def start(self):
         _live.append(self)
@@ -137,7 +149,10 @@ class Cluster:
         with open(os.path.join(d, "hosts"), "w") as f:
             f.write("127.0.0.1 localhost\n::1 localhost ip6-localhost\n")
             for i, h in enumerate(self.names):
-                f.write(f"{self.mgmt(i)} {h}\n{self.data(i)} {h}-data\n")
+                if self.v6:
+                    f.write(f"{self.mgmt6(i)} {h}\n{self.mgmt(i)} {h}-v4\n{self.data(i)} {h}-data\n")
+                else:
+                    f.write(f"{self.mgmt(i)} {h}\n{self.data(i)} {h}-data\n")
         _sh([IP, "netns", "add", self.sw])
         self.up = True
         for br in ("bmgmt", "bdata"):
@@ -150,11 +165,16 @@ class Cluster:
                 host_end, sw_end = f"v{self.tag}{c}{i}h", f"v{self.tag}{c}{i}s"
                 _sh([IP, "link", "add", host_end, "netns", ns, "type", "veth", "peer", "name", sw_end, "netns", self.sw])
                 _sh([IP, "-n", ns, "link", "set", host_end, "name", eth])
-                _sh([IP, "-n", ns, "addr", "add", f"{addr}/24", "dev", eth])
+                if ":" in addr:
+                    _sh([IP, "-n", ns, "addr", "add", f"{addr}/64", "dev", eth, "nodad"])
+                else:
+                    _sh([IP, "-n", ns, "addr", "add", f"{addr}/24", "dev", eth])
+                if self.v6 and eth == "eth0":
+                    _sh([IP, "-n", ns, "addr", "add", f"{self.mgmt6(i)}/64", "dev", eth, "nodad"])
                 _sh([IP, "-n", ns, "link", "set", eth, "up"])
                 _sh([IP, "-n", self.sw, "link", "set", sw_end, "master", br])
                 _sh([IP, "-n", self.sw, "link", "set", sw_end, "up"])
-            cfg = write_sshd_config(os.path.join(d, f"sshd_config{i}"), d, 22, "0.0.0.0", f"{d}/sshd{i}.pid")
+            cfg = write_sshd_config(os.path.join(d, f"sshd_config{i}"), d, 22, ["0.0.0.0", "::"], f"{d}/sshd{i}.pid")
             log = open(os.path.join(d, f"sshd{i}.log"), "w")
             # the host: its own hostname, /etc/hosts and /dev/shm, then sshd (exec: same pid)
             boot = (f"hostname {self.names[i]} && mount --make-rprivate / && mount --bind {d}/hosts /etc/hosts && "

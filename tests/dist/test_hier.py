@@ -124,7 +124,7 @@ fn body(dir, round) {
   x = load_npy(dir + "/g" + str(k) + ".npy")
   ga = dist.new_group([0, 1])          # host a: shared memory
   gb = dist.new_group([5, 4])          # host c, in another order: shared memory
-  gx = dist.new_group([1, 2, 3])       # spans hosts a and b: TCP
+  gx = dist.new_group([1, 2, 3])       # spans hosts a and b: its own hierarchy (shared memory on b)
   g = if k < 2 { ga } else if k >= 4 { gb } else { nil }
   out = []
   if g != nil {
@@ -133,7 +133,16 @@ fn body(dir, round) {
            ["grs", reduce_scatter(x, group=g).tolist()], ["gshm", dist_shm(nil, g)]]
     barrier(group=g)
   }
-  if k >= 1 and k <= 3 { out = out + [["xsum", all_reduce(x, group=gx).tolist()], ["xshm", dist_shm(nil, gx)]] }
+  if k >= 1 and k <= 3 {
+    out = out + [["xsum", all_reduce(x, group=gx).tolist()], ["xmax", all_reduce(x, "max", group=gx).tolist()],
+                 ["xag", all_gather(x, group=gx).tolist()], ["xbc", broadcast(x, src=0, group=gx).tolist()],
+                 ["xrs", reduce_scatter(x[0:3], group=gx).tolist()], ["xshm", dist_shm(nil, gx)]]
+  }
+  gu = dist.new_group([4, 2, 5, 3])    # hosts c, b, c, b: two ranks on each, striped across them
+  if k >= 2 {
+    out = out + [["usum", all_reduce(x, group=gu).tolist()], ["urs", reduce_scatter(x, group=gu).tolist()],
+                 ["uag", all_gather(x, group=gu).tolist()], ["ushm", dist_shm(nil, gu)]]
+  }
   out
 }
 for round in 1..3 {
@@ -179,12 +188,26 @@ def test_subgroups(name):
                         why = why or f"round {rnd} rank {k} {key}: got {v} want {wv.tolist()}"
                 if got.get((rnd, k, "gshm")) is not True:
                     why = why or f"round {rnd} rank {k}: its one-host group is not on shared memory"
-        for k in (1, 2, 3):
-            v = got.get((rnd, k, "xsum"))
-            if v is None or not np.allclose(np.array(v), x[[1, 2, 3]].sum(0)):
-                why = why or f"round {rnd} rank {k} cross-host group sum: got {v}"
-            if got.get((rnd, k, "xshm")) is not False:
-                why = why or f"round {rnd} rank {k}: a group spanning hosts claims shared memory"
+        # the group [1, 2, 3] spans hosts a (rank 1) and b (ranks 2, 3): its own hierarchy
+        xs = x[[1, 2, 3]]
+        for pos, k in enumerate((1, 2, 3)):
+            want = {"xsum": xs.sum(0), "xmax": xs.max(0), "xag": np.concatenate(xs), "xbc": xs[0],
+                    "xrs": xs[:, 0:3].sum(0)[pos]}
+            for key, wv in want.items():
+                v = got.get((rnd, k, key))
+                if v is None or not np.allclose(np.array(v, dtype=np.float64), wv, rtol=1e-9, atol=1e-9):
+                    why = why or f"round {rnd} rank {k} cross-host group {key}: got {v} want {wv.tolist()}"
+            if got.get((rnd, k, "xshm")) is not True:
+                why = why or f"round {rnd} rank {k}: the group spanning hosts is not on its hierarchy"
+        us = x[[4, 2, 5, 3]]
+        for pos, k in enumerate((4, 2, 5, 3)):
+            want = {"usum": us.sum(0), "urs": us.sum(0)[pos:pos + 1], "uag": np.concatenate(us)}
+            for key, wv in want.items():
+                v = got.get((rnd, k, key))
+                if v is None or np.array(v).shape != wv.shape or not np.allclose(np.array(v, dtype=np.float64), wv, rtol=1e-9, atol=1e-9):
+                    why = why or f"round {rnd} rank {k} striped group {key}: got {v} want {wv.tolist()}"
+            if got.get((rnd, k, "ushm")) is not True:
+                why = why or f"round {rnd} rank {k}: the group [4, 2, 5, 3] is not on its hierarchy"
     report(name, not why, why)
 
 

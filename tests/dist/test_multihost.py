@@ -264,6 +264,10 @@ print("GATHER", all_gather(x).reshape([-1]).tolist())
 print("RS", reduce_scatter(x, op="sum").reshape([-1]).tolist())
 print("BCAST", broadcast(x, src=3).reshape([-1]).tolist())
 if r % 2 == 0 { send(x, r + 1); print("RECV [0]") } else { print("RECV", recv(r - 1).reshape([-1]).tolist()) }
+# all_to_all: a shared-memory channel to the rank on this host, TCP to the others (one sendrecv mixes both)
+got = all_to_all(map(list(range(n)), fn(j) x[0:j + 1] * (j + 1)))
+print("A2A", concat(map(got, fn(t) t.reshape([-1])), 0).tolist())
+print("PEERS", [join(map(list(range(n)), fn(j) if j == r { "-" } else { str(dist_shm_peer(j)) }), " ")])
 """
 
 
@@ -280,13 +284,20 @@ def test_collectives(name):
     S = np.sum(xs, axis=0)
     want = {"SUM": lambda r: S, "AVG": lambda r: S / 6, "MAX": lambda r: np.max(xs, axis=0), "MIN": lambda r: np.min(xs, axis=0),
             "GATHER": lambda r: np.concatenate(xs), "RS": lambda r: S[2 * r:2 * r + 2], "BCAST": lambda r: xs[3],
-            "RECV": lambda r: xs[r - 1] if r % 2 else np.zeros(1)}
+            "RECV": lambda r: xs[r - 1] if r % 2 else np.zeros(1),
+            "A2A": lambda r: np.concatenate([xs[j][0:r + 1].reshape(-1) * (r + 1) for j in range(6)])}
     why = None if p.returncode == 0 else f"rc {p.returncode}"
     for tag, f in want.items():
         got = per_rank(p.stdout, tag)
         for r in range(6):
             if why is None and (r not in got or not np.allclose(np.array(got[r]), f(r).reshape(-1), rtol=1e-5, atol=1e-5)):
                 why = f"{tag} on rank {r}: {got.get(r)} vs NumPy {f(r).reshape(-1)[:6]}..."
+    # ranks 2k and 2k+1 share host k: a channel between them, TCP to the rest
+    peers = per_rank(p.stdout, "PEERS")
+    for r in range(6):
+        want = " ".join("-" if j == r else ("true" if j // 2 == r // 2 else "false") for j in range(6))
+        if why is None and peers.get(r) != [want]:
+            why = f"rank {r}'s channels {peers.get(r)!r}, expected {want!r}"
     report(name, why is None, f"{why}; err={p.stderr[-600:]!r}")
 
 
@@ -317,7 +328,8 @@ def test_loopback(name):
     t = time.time()
     p = nrun(["-n", "3", "--launcher", "ssh", "--hosts", "localhost,hostb,hostc", *C.ssh_args(), path], timeout=60)
     took = time.time() - t
-    ok = (p.returncode != 0 and 'host "localhost" resolves to the loopback address 127.0.0.1' in p.stderr
+    # /etc/hosts maps localhost to 127.0.0.1 and ::1: either is the loopback (the system's address order picks)
+    ok = (p.returncode != 0 and re.search(r'host "localhost" resolves to the loopback address (127\.0\.0\.1|::1)\b', p.stderr)
           and "\x00" not in p.stderr and "RAN" not in p.stdout and took < 15)
     report(name, ok, f"rc {p.returncode} in {took:.1f} s; err={p.stderr[-600:]!r}")
 
