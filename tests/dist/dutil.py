@@ -50,9 +50,6 @@ def test(fn):
 
 def finish():
     print(f"{passes} passed, {failures} failed" + (f", {skips} skipped" if skips else ""), flush=True)
-    # the suites' inputs and outputs (up to ~2 GB for the shm ones) go; NABLA_KEEP_TMP=1 keeps them
-    if not os.environ.get("NABLA_KEEP_TMP"):
-        shutil.rmtree(TMP, ignore_errors=True)
     sys.exit(1 if failures else 0)
 
 
