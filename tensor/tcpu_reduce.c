@@ -47,7 +47,7 @@ static int red_##N(const nt_KernelArgs *a) {                                    
   int nr = (int)a->iarg[0], nk = in->ndim - nr;                                       \
   int64_t M = out->numel, R = 1;                                                      \
   for (int d = nk; d < in->ndim; d++) R *= in->shape[d];                              \
-  const ST *base = (const ST *)in->storage->data;                                     \
+  const ST *base = (const ST *)nt_base(in) - in->offset;   /* nt_base: settles a lazy input */                                     \
   if (op == NT_OP_ARGMAX || op == NT_OP_ARGMIN) {                                     \
     /* one reduced axis, or a contiguous flattened block */                           \
     int64_t rs = nr == 1 ? in->strides[in->ndim - 1] : 1;                             \

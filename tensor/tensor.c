@@ -136,6 +136,7 @@ nt_Tensor *nt_empty(const int64_t *shape, int ndim, nt_DType dt, nt_Device dev) 
   nt_Tensor *t = (nt_Tensor *)b;
   nt_Storage *s = (nt_Storage *)(b + sizeof(nt_Tensor));
   s->refcount = 1; s->device = dev; s->nbytes = nbytes; s->block = b; s->version = 0;
+  s->lazy = NULL; s->readers = 0; s->settle = NULL;
   if (inl) { s->data = b + HDR_BYTES; s->flags = NT_STORAGE_INLINE; }
   else {
     s->flags = 0;
@@ -159,6 +160,7 @@ nt_Tensor *nt_from_external(void *data, nt_DType dt, const int64_t *shape, int n
   nt_Storage *s = (nt_Storage *)(b + sizeof(nt_Tensor));
   memset(t, 0, sizeof *t);
   s->refcount = 1; s->device = NT_CPU; s->block = b; s->data = data; s->flags = NT_STORAGE_EXTERNAL; s->version = 0;
+  s->lazy = NULL; s->readers = 0; s->settle = NULL;
   t->refcount = 1; t->dtype = dt; t->ndim = ndim; t->storage = s;
   memcpy(t->shape, shape, sizeof(int64_t) * (size_t)ndim);
   nt_contig_strides(shape, ndim, t->strides);
@@ -169,6 +171,7 @@ nt_Tensor *nt_from_external(void *data, nt_DType dt, const int64_t *shape, int n
 
 static void storage_release(nt_Storage *s) {
   if (--s->refcount > 0) return;
+  if (s->lazy) nt_fuse_drop_(s);   /* never read: never computed; gives the buffer back */
   if (!(s->flags & (NT_STORAGE_INLINE | NT_STORAGE_EXTERNAL))) { allocators[s->device].free(s->data); live_bytes -= s->nbytes; }
   free(s->block);
 }
