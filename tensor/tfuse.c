@@ -6,13 +6,15 @@
 ** eligible elementwise ops (floating results, CPU, no autograd recording,
 ** at least FUSE_MIN_NUMEL elements) to nt_fuse_binary / _scalar / _unary,
 ** which RECORD the op instead of running it: the result is a normal tensor
-** whose storage is allocated but whose data pointer is NULL until forced,
+** whose storage has no memory (data NULL) until forced — an intermediate
+** dropped unread never takes any, as with NumPy's absent temporaries —
 ** with an nt_Fused record (tinternal.h: an op list with dtypes, the input
 ** tensors and their broadcast strides — the unit a GPU codegen would
 ** compile).  An op on a lazy operand of the same shape extends a copy of its
 ** record, so a chain is one record of up to FUSE_MAXOPS ops over up to
-** FUSE_MAXIN inputs.  Errors (shapes, dtypes, devices, out of memory) are
-** raised while recording, in the statement that made the op.
+** FUSE_MAXIN inputs.  Errors (shapes, dtypes, devices) are raised while
+** recording, in the statement that made the op; the buffer is allocated when
+** the chain is computed (see force() for the one failure that aborts).
 **
 ** Forcing evaluates the whole chain in tiles of TILE elements: each op runs
 ** the SAME CPU kernel as unfused evaluation (the op table's k_binary,
@@ -49,7 +51,7 @@
 
 #define FUSE_MIN_NUMEL 16384   /* smaller tensors run eagerly: they fit in cache anyway */
 #define FUSE_MAXPENDING 32
-#define TILE 4096              /* elements per tile: a few 16 KiB buffers stay in L1/L2 */
+#define TILE 1024              /* elements per tile: measured best on the dev VM (4 KiB f32: L1-resident scratch) */
 #define TILE_SMALL 128         /* fallback tile on the stack when malloc fails */
 
 static pthread_mutex_t mu;
@@ -98,7 +100,7 @@ static void unlink_rec(nt_Fused *r) {
   npending--;
 }
 
-/* unlinks r, gives its storage its buffer back, releases its inputs */
+/* unlinks r, gives its storage its buffer (NULL when dropped), releases its inputs */
 static void finish(nt_Fused *r) {
   nt_Storage *s = r->out;
   s->data = r->data;
@@ -115,6 +117,15 @@ static int eval(nt_Fused *r);
 /* computes r into its storage; the value is there even when -1 reports a
 ** version mismatch (an internal error: see the top comment) */
 static int force(nt_Fused *r) {
+  /* The buffer is allocated now.  Without it the pending chain can neither
+  ** be computed nor left behind (a write may be about to overwrite its
+  ** inputs), and nt_base cannot return an error: stop loudly rather than
+  ** hand out a wrong value.  (Linux overcommits: malloc itself rarely fails.) */
+  if (!(r->data = nt_storage_alloc_(r->out))) {
+    fprintf(stderr, "nabla: out of memory computing a lazy value of %zu bytes (NABLA_FUSE=0 allocates eagerly)\n",
+            r->out->nbytes);
+    abort();
+  }
   int rc = eval(r);
   nforced++;
   finish(r);
@@ -239,13 +250,9 @@ static int cast_to(nt_Fused *b, int *ref, nt_DType dt) {
 /* the recorded chain becomes a lazy tensor (or NULL + error) */
 static nt_Tensor *commit(const nt_Fused *b) {
   nt_DType dt = (nt_DType)b->ops[b->nops - 1].dtype;
-  nt_Tensor *out = nt_empty(b->shape, b->ndim, dt, NT_CPU);
+  nt_Tensor *out = nt_empty_deferred_(b->shape, b->ndim, dt);
   if (!out) return NULL;
   nt_Storage *s = out->storage;
-  if (s->flags & NT_STORAGE_INLINE) {   /* cannot happen above FUSE_MIN_NUMEL */
-    nt_release(out);
-    NT_FAIL_NULL("internal: a lazy value would live inline");
-  }
   nt_Fused *r = malloc(sizeof *r);
   if (!r) { nt_release(out); nt_error_oom(sizeof *r); return NULL; }
   *r = *b;
@@ -256,7 +263,7 @@ static nt_Tensor *commit(const nt_Fused *b) {
     is->readers++;
     fix_hook(is);
   }
-  r->out = s; r->data = s->data; s->data = NULL; s->lazy = r; fix_hook(s);
+  r->out = s; r->data = NULL; s->lazy = r; fix_hook(s);
   r->prev = tail; r->next = NULL;
   if (tail) tail->next = r; else head = r;
   tail = r;

@@ -172,7 +172,7 @@ typedef struct nt_Fused {
   uint64_t in_ver[NT_FUSE_MAXIN];       /* their storage versions when recorded */
   nt_FuseOp ops[NT_FUSE_MAXOPS];
   nt_Storage *out;                      /* the storage it computes (owns the record) */
-  void *data;                           /* out's buffer until computed */
+  void *data;                           /* out's buffer while it is computed */
   struct nt_Fused *prev, *next;         /* pending chains, oldest first */
 } nt_Fused;
 /* Front-end hooks (telem.c), called after the op's checks with the compute
@@ -185,6 +185,9 @@ int nt_fuse_unary(int op, nt_Tensor *t, double s0, double s1, nt_DType cd, nt_Te
 int nt_settle_storage_(nt_Storage *s);
 /* tensor.c: a lazy storage is freed unread */
 void nt_fuse_drop_(nt_Storage *s);
+/* tensor.c: a CPU tensor without data yet, and its buffer when computed */
+nt_Tensor *nt_empty_deferred_(const int64_t *shape, int ndim, nt_DType dt);
+void *nt_storage_alloc_(nt_Storage *s);
 
 /* Small internal helpers shared by the front ends. */
 nt_Tensor *nt_unary_scalar_op(int op, nt_Tensor *t, double s0, double s1);  /* clamp-like */
