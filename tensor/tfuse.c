@@ -366,6 +366,8 @@ static void gather(const nt_Tensor *v, const char *base, int64_t t0, int64_t len
   int nd = v->ndim;
   size_t es = nt_dtype_size(v->dtype);
   if (nd == 0) { for (int64_t i = 0; i < len; i++) memcpy(dst + (size_t)i * es, base, es); return; }
+  /* (nt_bcast_view gives every axis of the chain's shape; gather's runs are
+  ** the innermost axis: memcpy for stride 1, a fill for stride 0) */
   int64_t idx[NT_MAXDIM], rem = t0, off = 0;
   for (int d = nd - 1; d >= 0; d--) { idx[d] = rem % v->shape[d]; rem /= v->shape[d]; off += idx[d] * v->strides[d]; }
   int64_t inner = v->shape[nd - 1], st = v->strides[nd - 1];
@@ -373,7 +375,10 @@ static void gather(const nt_Tensor *v, const char *base, int64_t t0, int64_t len
     int64_t run = inner - idx[nd - 1];
     if (run > len) run = len;
     const char *p = base + off * (int64_t)es;
-    switch (es) {
+    if (st == 1) memcpy(dst, p, (size_t)run * es);   /* a row broadcast down the columns */
+    else if (st == 0 && es == 4) { uint32_t v; memcpy(&v, p, 4); for (int64_t i = 0; i < run; i++) ((uint32_t *)dst)[i] = v; }
+    else if (st == 0 && es == 8) { uint64_t v; memcpy(&v, p, 8); for (int64_t i = 0; i < run; i++) ((uint64_t *)dst)[i] = v; }
+    else switch (es) {
       case 1: for (int64_t i = 0; i < run; i++) dst[i] = p[i * st]; break;
       case 2: for (int64_t i = 0; i < run; i++) ((uint16_t *)dst)[i] = *(const uint16_t *)(p + i * st * 2); break;
       case 4: for (int64_t i = 0; i < run; i++) ((uint32_t *)dst)[i] = *(const uint32_t *)(p + i * st * 4); break;
@@ -397,34 +402,92 @@ static void tile_hdr(nt_Tensor *t, nt_Storage *s, void *p, nt_DType dt, int64_t 
   t->refcount = 1; t->dtype = dt; t->device = NT_CPU; t->ndim = 1; t->shape[0] = len; t->strides[0] = 1;
   t->numel = len; t->flags = NT_T_CONTIG; t->storage = s;
 }
+static void tile_set(nt_Tensor *t, void *p, int64_t len) {
+  t->storage->data = p; t->storage->nbytes = (size_t)len * nt_dtype_size(t->dtype);
+  t->shape[0] = len; t->numel = len;
+}
 
-static void run_tile(Ctx *c, char *scratch, int64_t t0, int64_t len) {
-  const nt_Fused *r = c->r;
+/* + - * / on f32/f64 arrays: one IEEE operation per element, correctly
+** rounded at any vector width, so these loops give the bits of tcpu_elem.c's
+** kernels (built for baseline SSE2) while using the CPU's widest vectors. */
+#define FAST_BODY(T)                                                                       \
+  const T sv = (T)s;                                                                       \
+  if (b) switch (op) {                                                                     \
+    case NT_OP_ADD: for (int64_t i = 0; i < n; i++) o[i] = a[i] + b[i]; break;             \
+    case NT_OP_SUB: for (int64_t i = 0; i < n; i++) o[i] = a[i] - b[i]; break;             \
+    case NT_OP_MUL: for (int64_t i = 0; i < n; i++) o[i] = a[i] * b[i]; break;             \
+    default: for (int64_t i = 0; i < n; i++) o[i] = a[i] / b[i]; break;                    \
+  } else if (!first) switch (op) {                                                         \
+    case NT_OP_ADD: for (int64_t i = 0; i < n; i++) o[i] = a[i] + sv; break;               \
+    case NT_OP_SUB: for (int64_t i = 0; i < n; i++) o[i] = a[i] - sv; break;               \
+    case NT_OP_MUL: for (int64_t i = 0; i < n; i++) o[i] = a[i] * sv; break;               \
+    default: for (int64_t i = 0; i < n; i++) o[i] = a[i] / sv; break;                      \
+  } else switch (op) {                                                                     \
+    case NT_OP_ADD: for (int64_t i = 0; i < n; i++) o[i] = sv + a[i]; break;               \
+    case NT_OP_SUB: for (int64_t i = 0; i < n; i++) o[i] = sv - a[i]; break;               \
+    case NT_OP_MUL: for (int64_t i = 0; i < n; i++) o[i] = sv * a[i]; break;               \
+    default: for (int64_t i = 0; i < n; i++) o[i] = sv / a[i]; break;                      \
+  }
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define FAST_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define FAST_CLONES
+#endif
+FAST_CLONES static void fast_f32(int op, const float *restrict a, const float *restrict b, double s, bool first,
+                                 float *restrict o, int64_t n) { FAST_BODY(float) }
+FAST_CLONES static void fast_f64(int op, const double *restrict a, const double *restrict b, double s, bool first,
+                                 double *restrict o, int64_t n) { FAST_BODY(double) }
+static bool fast_op(const nt_FuseOp *o) {
+  return (o->op == NT_OP_ADD || o->op == NT_OP_SUB || o->op == NT_OP_MUL || o->op == NT_OP_DIV) &&
+         (o->dtype == NT_F32 || o->dtype == NT_F64);
+}
+
+/* one worker's tile headers and kernel arguments, built once per chain */
+typedef struct {
   nt_Tensor th[NT_FUSE_MAXIN + NT_FUSE_MAXOPS];
   nt_Storage sh[NT_FUSE_MAXIN + NT_FUSE_MAXOPS];
+  nt_KernelArgs ka[NT_FUSE_MAXOPS];
+} Tiles;
+
+static void tiles_init(const Ctx *c, Tiles *w) {
+  const nt_Fused *r = c->r;
+  for (int i = 0; i < r->nin; i++) tile_hdr(&w->th[i], &w->sh[i], NULL, c->view[i].dtype, 0);
+  for (int k = 0; k < r->nops; k++) {
+    const nt_FuseOp *o = &r->ops[k];
+    nt_Tensor *ot = &w->th[NT_FUSE_MAXIN + k];
+    tile_hdr(ot, &w->sh[NT_FUSE_MAXIN + k], NULL, (nt_DType)o->dtype, 0);
+    /* the nt_KernelArgs the unfused front end passes (telem.c) */
+    nt_KernelArgs *a = &w->ka[k];
+    memset(a, 0, sizeof *a);
+    a->op = o->op; a->out = ot; a->nin = o->nsrc;
+    for (int j = 0; j < o->nsrc; j++) a->in[j] = o->src[j] >= 0 ? &w->th[o->src[j]] : &w->th[NT_FUSE_MAXIN + (-1 - o->src[j])];
+    a->s[0] = o->s[0]; a->s[1] = o->s[1];
+    if (o->scalar) { a->iarg[0] = o->sfirst; a->niarg = 1; }
+  }
+}
+
+static void run_tile(Ctx *c, Tiles *w, char *scratch, int64_t t0, int64_t len) {
+  const nt_Fused *r = c->r;
   for (int i = 0; i < r->nin; i++) {
-    nt_DType dt = c->view[i].dtype;
-    size_t es = nt_dtype_size(dt);
+    size_t es = nt_dtype_size(c->view[i].dtype);
     char *p;
     if (c->direct[i]) p = (char *)c->base[i] + (size_t)t0 * es;
     else { p = scratch + c->off_in[i]; gather(&c->view[i], c->base[i], t0, len, p); }
-    tile_hdr(&th[i], &sh[i], p, dt, len);
+    tile_set(&w->th[i], p, len);
   }
   for (int k = 0; k < r->nops; k++) {
     const nt_FuseOp *o = &r->ops[k];
-    nt_DType dt = (nt_DType)o->dtype;
-    char *p = k + 1 == r->nops ? (char *)r->data + (size_t)t0 * nt_dtype_size(dt) : scratch + c->off_op[k];
-    nt_Tensor *ot = &th[NT_FUSE_MAXIN + k];
-    tile_hdr(ot, &sh[NT_FUSE_MAXIN + k], p, dt, len);
-    /* the nt_KernelArgs the unfused front end passes (telem.c) */
-    nt_KernelArgs a;
-    memset(&a, 0, sizeof a);
-    a.op = o->op; a.out = ot; a.nin = o->nsrc;
-    for (int j = 0; j < o->nsrc; j++) a.in[j] = o->src[j] >= 0 ? &th[o->src[j]] : &th[NT_FUSE_MAXIN + (-1 - o->src[j])];
-    a.s[0] = o->s[0]; a.s[1] = o->s[1];
-    if (o->scalar) { a.iarg[0] = o->sfirst; a.niarg = 1; }
+    char *p = k + 1 == r->nops ? (char *)r->data + (size_t)t0 * nt_dtype_size((nt_DType)o->dtype) : scratch + c->off_op[k];
+    nt_KernelArgs *a = &w->ka[k];
+    tile_set(a->out, p, len);
+    if (fast_op(o)) {
+      const void *x = nt_base(a->in[0]), *y = o->nsrc == 2 ? nt_base(a->in[1]) : NULL;
+      if (o->dtype == NT_F32) fast_f32(o->op, x, y, o->s[0], o->sfirst, (float *)p, len);
+      else fast_f64(o->op, x, y, o->s[0], o->sfirst, (double *)p, len);
+      continue;
+    }
     nt_Kernel kf = nt_kernel_table[o->op][NT_CPU];
-    if (!kf || kf(&a)) c->failed = 1;
+    if (!kf || kf(a)) c->failed = 1;
   }
 }
 
@@ -453,16 +516,18 @@ static int eval(nt_Fused *r) {
   _Pragma("omp parallel if (par) reduction(|: failed)")
   {
     Ctx mine = c;
+    Tiles w;
+    tiles_init(&c, &w);
     char *sc = aligned_alloc(64, mine.per);
     _Pragma("omp for schedule(static)")
     for (int64_t j = 0; j < ntiles; j++) {
       int64_t t0 = j * TILE, len = n - t0 < TILE ? n - t0 : TILE;
-      if (sc) run_tile(&mine, sc, t0, len);
+      if (sc) run_tile(&mine, &w, sc, t0, len);
       else {   /* no memory for the scratch: small tiles on the stack */
         Ctx sm = small;
         _Alignas(64) char buf[(NT_FUSE_MAXIN + NT_FUSE_MAXOPS) * TILE_SMALL * 8];
         for (int64_t u = t0; u < t0 + len; u += TILE_SMALL)
-          run_tile(&sm, buf, u, t0 + len - u < TILE_SMALL ? t0 + len - u : TILE_SMALL);
+          run_tile(&sm, &w, buf, u, t0 + len - u < TILE_SMALL ? t0 + len - u : TILE_SMALL);
         mine.failed |= sm.failed;
       }
     }
