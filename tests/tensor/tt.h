@@ -33,6 +33,7 @@ typedef struct tt_test { const char *name; bool (*fn)(void); } tt_test;
 #define TT_ENTRY(name) { #name, test_##name }
 extern const tt_test tt_tests_ops[];    /* tt_ops.c */
 extern const tt_test tt_tests_grad[];   /* tt_grad.c */
+extern const tt_test tt_tests_fuse[];   /* tt_fuse.c */
 
 /* ---- helpers (test_tensor.c) --------------------------------------------------- */
 /* a tensor from doubles */
