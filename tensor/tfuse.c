@@ -286,8 +286,10 @@ static bool contig_only_unary(int op) {
          op == NT_OP_GELU || op == NT_OP_GELU_TANH;
 }
 
+/* the size test first: small ops (the interpreter's scalars and tiny
+** tensors) leave after one compare */
 static bool worth(int64_t numel, nt_DType cd, nt_Device dev) {
-  return nt_fuse_enabled() && dev == NT_CPU && numel >= FUSE_MIN_NUMEL && nt_dtype_is_float(cd);
+  return numel >= FUSE_MIN_NUMEL && dev == NT_CPU && nt_dtype_is_float(cd) && nt_fuse_enabled();
 }
 
 static void init_rec(nt_Fused *b, const int64_t *shape, int nd) {
@@ -299,7 +301,10 @@ static void init_rec(nt_Fused *b, const int64_t *shape, int nd) {
 }
 
 int nt_fuse_binary(int op, nt_Tensor *a, nt_Tensor *b, nt_DType cd, nt_Tensor **out) {
-  if (!fusable_binary(op) || a->device != NT_CPU || b->device != NT_CPU || !nt_fuse_enabled()) return 0;
+  /* (an outer product of two small operands stays eager: no shapes computed for small ops) */
+  if ((a->numel < FUSE_MIN_NUMEL && b->numel < FUSE_MIN_NUMEL) || !fusable_binary(op) || a->device != NT_CPU ||
+      b->device != NT_CPU || !nt_fuse_enabled())
+    return 0;
   int64_t shape[NT_MAXDIM];
   int nd;
   if (nt_broadcast_shapes(nt_op_name(op), a->shape, a->ndim, b->shape, b->ndim, shape, &nd)) return -1;
@@ -316,7 +321,7 @@ int nt_fuse_binary(int op, nt_Tensor *a, nt_Tensor *b, nt_DType cd, nt_Tensor **
 }
 
 int nt_fuse_scalar(int op, nt_Tensor *t, double s, bool first, nt_DType cd, nt_Tensor **out) {
-  if (!fusable_binary(op) || !worth(t->numel, cd, t->device) || nt_needs_grad(1, &t)) return 0;
+  if (!worth(t->numel, cd, t->device) || !fusable_binary(op) || nt_needs_grad(1, &t)) return 0;
   nt_Fused rec;
   init_rec(&rec, t->shape, t->ndim);
   int r, k;
@@ -326,7 +331,7 @@ int nt_fuse_scalar(int op, nt_Tensor *t, double s, bool first, nt_DType cd, nt_T
 }
 
 int nt_fuse_unary(int op, nt_Tensor *t, double s0, double s1, nt_DType cd, nt_Tensor **out) {
-  if (op == NT_OP_LOGICAL_NOT || !worth(t->numel, cd, t->device) || nt_needs_grad(1, &t)) return 0;
+  if (!worth(t->numel, cd, t->device) || op == NT_OP_LOGICAL_NOT || nt_needs_grad(1, &t)) return 0;
   if (contig_only_unary(op) && t->dtype == cd && !(t->flags & NT_T_CONTIG)) return 0;
   nt_Fused rec;
   init_rec(&rec, t->shape, t->ndim);
