@@ -136,7 +136,7 @@ nt_Tensor *nt_empty(const int64_t *shape, int ndim, nt_DType dt, nt_Device dev) 
   nt_Tensor *t = (nt_Tensor *)b;
   nt_Storage *s = (nt_Storage *)(b + sizeof(nt_Tensor));
   s->refcount = 1; s->device = dev; s->nbytes = nbytes; s->block = b; s->version = 0;
-  s->lazy = NULL; s->readers = 0; s->settle = NULL;
+  s->readers = 0; s->hook = NULL;
   if (inl) { s->data = b + HDR_BYTES; s->flags = NT_STORAGE_INLINE; }
   else {
     s->flags = 0;
@@ -164,7 +164,7 @@ nt_Tensor *nt_empty_deferred_(const int64_t *shape, int ndim, nt_DType dt) {
   nt_Tensor *t = (nt_Tensor *)b;
   nt_Storage *s = (nt_Storage *)(b + sizeof(nt_Tensor));
   s->refcount = 1; s->device = NT_CPU; s->nbytes = (size_t)numel * nt_dtype_size(dt); s->block = b; s->version = 0;
-  s->lazy = NULL; s->readers = 0; s->settle = NULL; s->flags = 0; s->data = NULL;
+  s->readers = 0; s->hook = NULL; s->flags = 0; s->data = NULL;
   t->refcount = 1; t->dtype = dt; t->device = NT_CPU; t->ndim = ndim;
   t->offset = 0; t->numel = numel; t->flags = NT_T_CONTIG; t->storage = s;
   t->requires_grad = false; t->grad = NULL; t->grad_fn = NULL;
@@ -187,7 +187,7 @@ nt_Tensor *nt_from_external(void *data, nt_DType dt, const int64_t *shape, int n
   nt_Storage *s = (nt_Storage *)(b + sizeof(nt_Tensor));
   memset(t, 0, sizeof *t);
   s->refcount = 1; s->device = NT_CPU; s->block = b; s->data = data; s->flags = NT_STORAGE_EXTERNAL; s->version = 0;
-  s->lazy = NULL; s->readers = 0; s->settle = NULL;
+  s->readers = 0; s->hook = NULL;
   t->refcount = 1; t->dtype = dt; t->ndim = ndim; t->storage = s;
   memcpy(t->shape, shape, sizeof(int64_t) * (size_t)ndim);
   nt_contig_strides(shape, ndim, t->strides);
@@ -198,7 +198,7 @@ nt_Tensor *nt_from_external(void *data, nt_DType dt, const int64_t *shape, int n
 
 static void storage_release(nt_Storage *s) {
   if (--s->refcount > 0) return;
-  if (s->lazy) nt_fuse_drop_(s);   /* never read: never computed; gives the buffer back */
+  if (s->hook) nt_fuse_drop_(s);   /* a lazy value never read: never computed */
   /* data is NULL only for a lazy value dropped unread: never allocated */
   if (!(s->flags & (NT_STORAGE_INLINE | NT_STORAGE_EXTERNAL)) && s->data) { allocators[s->device].free(s->data); live_bytes -= s->nbytes; }
   free(s->block);

@@ -55,22 +55,23 @@ nt_DType nt_promote(nt_DType a, nt_DType b);
 nt_DType nt_promote_scalar(nt_DType t, bool scalar_is_float);
 
 /* ---- storage & tensor --------------------------------------------------- */
+/* lazy evaluation (tfuse.c): a storage's hook is set while it is a pending
+** fused chain's output (its data is NULL until computed; the hook is then
+** the chain's record) or while pending chains read it (`readers` of them);
+** hook->settle computes them.  nt_base calls it before handing out the
+** address, so no read or write of the memory can miss a pending chain. */
+struct nt_Storage;
+typedef struct nt_LazyHook { void (*settle)(struct nt_Storage *s); } nt_LazyHook;
 typedef struct nt_Storage {
   void     *data;       /* host pointer (CPU) or device pointer */
   size_t    nbytes;
   nt_Device device;
   int       refcount;
   uint32_t  flags;      /* internal: NT_STORAGE_* in tinternal.h */
+  int32_t   readers;    /* internal: pending fused chains reading it */
   void     *block;      /* internal: the malloc block holding this struct */
   uint64_t  version;    /* bumped by every in-place write (autograd checks it) */
-  /* lazy evaluation (tfuse.c): `lazy` is the pending fused chain that will
-  ** compute this storage (data is NULL until then), `readers` counts pending
-  ** chains that read it, and `settle` is set while either is nonzero: it
-  ** computes them (nt_base calls it before handing out the address, so no
-  ** read or write of the memory can miss a pending chain).  Zero elsewhere. */
-  struct nt_Fused *lazy;
-  int32_t   readers;
-  void    (*settle)(struct nt_Storage *s);
+  const nt_LazyHook *hook;   /* internal: see above; NULL for almost every storage */
 } nt_Storage;
 
 typedef struct nt_Node nt_Node;   /* autograd graph node, see textend.h */

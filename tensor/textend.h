@@ -50,7 +50,7 @@ enum { NT_T_CONTIG = 1u << 0 };
 ** every raw access, read or write, goes through here. */
 static inline char *nt_base(const nt_Tensor *t) {
   nt_Storage *s = t->storage;
-  if (__builtin_expect(s->settle != NULL, 0)) s->settle(s);
+  if (__builtin_expect(s->hook != NULL, 0)) s->hook->settle(s);
   return (char *)s->data + t->offset * (int64_t)nt_dtype_size(t->dtype);
 }
 /* A new heap tensor header sharing t's storage (storage retained), copying

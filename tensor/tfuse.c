@@ -87,11 +87,14 @@ void nt_fuse_stats(int64_t *pending, int64_t *forced, int64_t *dropped) {
   unlock();
 }
 
-bool nt_is_lazy(const nt_Tensor *t) { return t->storage->lazy != NULL; }
-
 /* ---- the registry ----------------------------------------------------------- */
 static void settle_hook(nt_Storage *s);
-static void fix_hook(nt_Storage *s) { s->settle = s->lazy || s->readers > 0 ? settle_hook : NULL; }
+/* the hook of a storage that pending chains read (a lazy one points at its record) */
+static const nt_LazyHook reader_hook = { settle_hook };
+static nt_Fused *lazy_of(const nt_Storage *s) { return s->hook && s->hook != &reader_hook ? (nt_Fused *)s->hook : NULL; }
+static void fix_reader_hook(nt_Storage *s) { if (!lazy_of(s)) s->hook = s->readers > 0 ? &reader_hook : NULL; }
+
+bool nt_is_lazy(const nt_Tensor *t) { return lazy_of(t->storage) != NULL; }
 
 static void unlink_rec(nt_Fused *r) {
   if (r->prev) r->prev->next = r->next; else head = r->next;
@@ -104,10 +107,10 @@ static void unlink_rec(nt_Fused *r) {
 static void finish(nt_Fused *r) {
   nt_Storage *s = r->out;
   s->data = r->data;
-  s->lazy = NULL;
-  fix_hook(s);
+  s->hook = NULL;
+  fix_reader_hook(s);
   unlink_rec(r);
-  for (int i = 0; i < r->nin; i++) { nt_Storage *is = r->in[i]->storage; is->readers--; fix_hook(is); }
+  for (int i = 0; i < r->nin; i++) { nt_Storage *is = r->in[i]->storage; is->readers--; fix_reader_hook(is); }
   for (int i = 0; i < r->nin; i++) nt_release(r->in[i]);   /* the mutex is recursive: a release may re-enter */
   free(r);
 }
@@ -137,7 +140,7 @@ static void report(const char *msg) { fprintf(stderr, "nabla: internal error: %s
 /* lock held: computes s if lazy and every pending chain that reads s */
 static int settle_locked(nt_Storage *s) {
   int rc = 0;
-  if (s->lazy && force(s->lazy)) rc = -1;
+  if (lazy_of(s) && force(lazy_of(s))) rc = -1;
   while (s->readers > 0) {
     nt_Fused *r = head;
     for (; r; r = r->next) {
@@ -145,7 +148,7 @@ static int settle_locked(nt_Storage *s) {
       while (i < r->nin && r->in[i]->storage != s) i++;
       if (i < r->nin) break;
     }
-    if (!r) { s->readers = 0; fix_hook(s); report("lazy-evaluation reader count out of step"); break; }
+    if (!r) { s->readers = 0; fix_reader_hook(s); report("lazy-evaluation reader count out of step"); break; }
     if (force(r)) rc = -1;
   }
   return rc;
@@ -158,9 +161,10 @@ static void settle_hook(nt_Storage *s) {
 }
 
 int nt_settle(nt_Tensor *t) {
-  if (!t || !t->storage->lazy) return 0;
+  if (!t || !t->storage->hook || t->storage->readers) return 0;   /* a flag check for all but lazy values */
   lock();
-  int rc = t->storage->lazy ? force(t->storage->lazy) : 0;
+  nt_Fused *r = lazy_of(t->storage);
+  int rc = r ? force(r) : 0;
   unlock();
   return rc;
 }
@@ -168,7 +172,7 @@ int nt_settle(nt_Tensor *t) {
 /* tensor.c: the last reference to a lazy storage went away unread */
 void nt_fuse_drop_(nt_Storage *s) {
   lock();
-  nt_Fused *r = s->lazy;
+  nt_Fused *r = lazy_of(s);
   if (r) { ndropped++; finish(r); }
   unlock();
 }
@@ -180,7 +184,7 @@ static bool same_shape_as(const nt_Tensor *t, const int64_t *shape, int nd) {
 
 /* t is the whole value of a pending chain, laid out as the chain computes it */
 static bool whole_lazy(const nt_Tensor *t, const int64_t *shape, int nd) {
-  const nt_Fused *r = t->storage->lazy;
+  const nt_Fused *r = lazy_of(t->storage);
   return r && t->offset == 0 && (t->flags & NT_T_CONTIG) && t->numel == r->numel && same_shape_as(t, shape, nd) &&
          t->dtype == (nt_DType)r->ops[r->nops - 1].dtype;
 }
@@ -196,7 +200,7 @@ static int add_input(nt_Fused *b, nt_Tensor *x) {
 ** (the op then runs eagerly).  A view of a lazy value is computed now. */
 static int operand(nt_Fused *b, nt_Tensor *x, const int64_t *shape, int nd, int *ref) {
   if (whole_lazy(x, shape, nd)) {
-    const nt_Fused *src = x->storage->lazy;
+    const nt_Fused *src = lazy_of(x->storage);
     int map[NT_FUSE_MAXIN], base = b->nops;
     if (b->nops + src->nops > NT_FUSE_MAXOPS) return 1;
     for (int i = 0; i < src->nin; i++) if ((map[i] = add_input(b, src->in[i])) < 0) return 1;
@@ -208,7 +212,7 @@ static int operand(nt_Fused *b, nt_Tensor *x, const int64_t *shape, int nd, int 
     *ref = -b->nops;   /* -1 - (index of its last op) */
     return 0;
   }
-  if (x->storage->lazy && nt_settle_storage_(x->storage)) return -1;
+  if (lazy_of(x->storage) && nt_settle_storage_(x->storage)) return -1;
   /* memory wrapped from outside may change behind our back: read it now */
   if (x->storage->flags & NT_STORAGE_EXTERNAL) return 1;
   int i = add_input(b, x);
@@ -218,7 +222,7 @@ static int operand(nt_Fused *b, nt_Tensor *x, const int64_t *shape, int nd, int 
 }
 
 int nt_settle_storage_(nt_Storage *s) {
-  if (!s->settle) return 0;
+  if (!s->hook) return 0;
   lock();
   int rc = settle_locked(s);
   unlock();
@@ -261,9 +265,9 @@ static nt_Tensor *commit(const nt_Fused *b) {
     nt_Storage *is = nt_retain(r->in[i])->storage;
     r->in_ver[i] = is->version;
     is->readers++;
-    fix_hook(is);
+    fix_reader_hook(is);   /* (inputs are never lazy: operand() computed them) */
   }
-  r->out = s; r->data = NULL; s->lazy = r; fix_hook(s);
+  r->out = s; r->data = NULL; r->hook.settle = settle_hook; s->hook = &r->hook;
   r->prev = tail; r->next = NULL;
   if (tail) tail->next = r; else head = r;
   tail = r;

@@ -166,6 +166,7 @@ typedef struct nt_FuseOp {
   double s[2];
 } nt_FuseOp;
 typedef struct nt_Fused {
+  nt_LazyHook hook;                     /* first: out->hook points here while pending */
   int nops, nin, ndim;
   int64_t shape[NT_MAXDIM], numel;
   nt_Tensor *in[NT_FUSE_MAXIN];         /* retained; never lazy themselves */

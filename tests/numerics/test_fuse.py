@@ -79,7 +79,7 @@ SHAPES = [(160, 128), (64, 300), (4, 50, 100), (300, 70)]
 UNARY = [
     ("(-{})", lambda a: -a), ("abs({})", torch.abs), ("tanh({})", torch.tanh), ("sigmoid({})", torch.sigmoid),
     ("relu({})", torch.relu), ("sin({})", torch.sin), ("cos({})", torch.cos), ("exp(tanh({}))", lambda a: torch.exp(torch.tanh(a))),
-    ("log(abs({}) + 1)", lambda a: torch.log(torch.abs(a) + 1)), ("sqrt(abs({}))", lambda a: torch.sqrt(torch.abs(a))),
+    ("log(abs({}) + 1)", lambda a: torch.log(torch.abs(a) + 1)), ("sqrt(abs({}) + 0.5)", lambda a: torch.sqrt(torch.abs(a) + 0.5)),
     ("gelu({})", torch.nn.functional.gelu), ("silu({})", torch.nn.functional.silu),
     ("({} * 1.5)", lambda a: a * 1.5), ("({} + 0.25)", lambda a: a + 0.25), ("(2 - {})", lambda a: 2 - a),
     ("({} / 3)", lambda a: a / 3), ("clamp({}, -0.5, 0.7)", lambda a: torch.clamp(a, -0.5, 0.7)),
