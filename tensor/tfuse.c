@@ -21,10 +21,17 @@
 ** k_unary, k_copy) on contiguous tile headers, so the values are bit for bit
 ** those of op-by-op evaluation (the kernels' contiguous paths: SLEEF where the
 ** unfused op would use SLEEF; telem.c keeps transcendental ops on strided
-** inputs, which unfused would run through libm, out of chains).  Tiles are
+** inputs, which unfused would run through libm, out of chains).  The one
+** exception is + - * / on f32/f64, single correctly rounded IEEE operations
+** that give the same bits at any vector width: they run as loops built for
+** the CPU's widest vectors (the kernels are baseline SSE2).  Tiles are
 ** spread over the OpenMP pool above NT_OMP_THRESHOLD elements.
 **
-** When values are computed: the storage's `settle` hook (tensor.h) is set
+** Autograd: ops that record a node are not fused (the first correct
+** version; a fused forward would have to materialize what the backward
+** reads); the backward formulas, composed with grad mode off, are.
+**
+** When values are computed: the storage's hook (tensor.h) is set
 ** while it is lazy OR while a pending chain reads it; nt_base — the one way
 ** to the memory for kernels, item, printing, I/O, dist/ and lang/ — calls it
 ** first.  So any read of a lazy value computes it, and any access to a
