@@ -29,7 +29,12 @@
 **
 ** Autograd: ops that record a node are not fused (the first correct
 ** version; a fused forward would have to materialize what the backward
-** reads); the backward formulas, composed with grad mode off, are.
+** reads), and neither are the backward formulas that the engine runs with
+** grad mode off: with them fused, grad(sum(tanh(x * w + 1) * 3 - x / (|w|
+** + 1))) on [1000, 1000] f32 took 25-27 ms against 13-15 ms unfused in three
+** alternating runs (1 thread, loaded dev VM; later runs were too noisy to
+** confirm), so nt_backward / nt_autograd_grad turn fusion off while they run
+** until a quiet machine says otherwise.
 **
 ** When values are computed: the storage's hook (tensor.h) is set
 ** while it is lazy OR while a pending chain reads it; nt_base — the one way
@@ -300,8 +305,9 @@ static bool contig_only_unary(int op) {
 /* the size test first: small ops (the interpreter's scalars and tiny
 ** tensors) leave after one compare */
 static bool worth(int64_t numel, nt_DType cd, nt_Device dev) {
-  return numel >= FUSE_MIN_NUMEL && dev == NT_CPU && nt_dtype_is_float(cd) && nt_fuse_enabled();
+  return numel >= FUSE_MIN_NUMEL && dev == NT_CPU && nt_dtype_is_float(cd) && nt_fuse_enabled() && !nt_fuse_backward_depth_;
 }
+_Thread_local int nt_fuse_backward_depth_;
 
 static void init_rec(nt_Fused *b, const int64_t *shape, int nd) {
   b->nops = b->nin = 0;

@@ -184,6 +184,9 @@ int nt_fuse_scalar(int op, nt_Tensor *t, double s, bool first, nt_DType cd, nt_T
 int nt_fuse_unary(int op, nt_Tensor *t, double s0, double s1, nt_DType cd, nt_Tensor **out);
 /* computes s if lazy and the pending chains that read it; 0 / -1 + error */
 int nt_settle_storage_(nt_Storage *s);
+/* > 0 while this thread runs an autograd backward pass (tautograd.c): no
+** fusion there (tfuse.c says why) */
+extern _Thread_local int nt_fuse_backward_depth_;
 /* tensor.c: a lazy storage is freed unread */
 void nt_fuse_drop_(nt_Storage *s);
 /* tensor.c: a CPU tensor without data yet, and its buffer when computed */

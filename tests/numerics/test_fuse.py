@@ -16,8 +16,8 @@ payloads, printed strings) and match NumPy / PyTorch:
   writes into a lazy value itself;
 - reads that force: indexing, printing, item, tolist, reductions, matmul;
 - errors stay eager: a broadcast error names the statement that made the op;
-- autograd: gradients through chains (not fused while recording) and the
-  backward formulas (composed with grad mode off: fused) vs torch;
+- autograd: gradients through chains (not fused while recording, nor in
+  the backward pass) and of lazy values used as inputs, vs torch;
 - bounds: a value freed unread is never computed; at most 32 chains pend.
 The fused run must actually fuse: fuse_stats() counts are checked.
 
@@ -207,6 +207,11 @@ def grad_batch():
         tol = (1e-9, 1e-9) if dt == "f64" else (2e-4, 1e-3)
         b.raw(f"fn loss{n}(x, w) = (tanh(x * w + 1) * 3 - x / (abs(w) + 1) + log(abs(x) + 1) * sigmoid(x)).sum()")
         b.case(f"grad_{dt}", f"grad(loss{n}, [0, 1])({x}, {w})", [xt.grad, wt.grad], rtol=tol[0], atol=tol[1])
+        # a lazy value (no grad) as an input of a differentiated function
+        yt = (T(xa) * 2 + 1).requires_grad_(True)
+        w2 = T(wa, True)
+        (torch.tanh(yt * w2 + 1) * 3 - yt / (torch.abs(w2) + 1) + torch.log(torch.abs(yt) + 1) * torch.sigmoid(yt)).sum().backward()
+        b.case(f"grad_lazy_input_{dt}", f"y = {x} * 2 + 1\ngrad(loss{n}, [0, 1])(y, {w})", [yt.grad, w2.grad], rtol=tol[0], atol=tol[1])
     b.case("stats", "s = fuse_stats()\nlist(s.pending, s.forced, s.dropped)", lambda got: None)
     return b
 
