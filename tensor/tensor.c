@@ -172,10 +172,15 @@ nt_Tensor *nt_empty_deferred_(const int64_t *shape, int ndim, nt_DType dt) {
   nt_contig_strides(shape, ndim, t->strides);
   return t;
 }
+/* Counted like any allocation, but the pressure hook (the interpreter's
+** collector) is left to the next nt_empty: a lazy value may be computed from
+** inside a kernel's parallel loop (nt_base on an OpenMP worker thread), where
+** running a collector would be unsafe. */
 void *nt_storage_alloc_(nt_Storage *s) {
   void *p = cpu_alloc(s->nbytes);
   if (!p) { nt_error_oom(s->nbytes); return NULL; }
-  note_storage_alloc(s->nbytes);
+  live_bytes += s->nbytes;
+  pressure_count += s->nbytes;
   return p;
 }
 

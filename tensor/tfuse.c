@@ -54,7 +54,10 @@
 **
 ** Threads: the registry is guarded by one recursive mutex, held while a
 ** chain is computed; the tile workers only see private tile headers (their
-** storages have no hook), so they never re-enter it.
+** storages have no hook), so they never re-enter it.  A kernel may call
+** nt_base inside its own parallel loop: then the first thread computes the
+** chain (serially: nested regions are off) while the others wait on the
+** mutex, and no collector runs there (nt_storage_alloc_).
 */
 #include "tinternal.h"
 #include <pthread.h>
