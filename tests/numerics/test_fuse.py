@@ -184,6 +184,13 @@ def hazard_batch():
     b.case("read_reshape_view", f"y = {xa} * 2 + 1\ny.reshape([600, 100])[1]", old.reshape(600, 100)[1], rtol=0, atol=0)
     b.case("read_transposed_use", f"y = {xa} * 2 + 1\n(y.T * 3)[0]", (old.T * 3)[0], rtol=0, atol=0)
     b.case("read_to_f64", f"y = {xa} * 2 + 1\ny.to(\"f64\")[1]", old.double()[1], rtol=0, atol=0)
+    # a lazy float mask read inside the attention kernel's parallel loop
+    qa, ka, va = (rng.standard_normal((4, 64, 16)).astype(np.float32) for _ in range(3))
+    ma = rng.standard_normal((4, 64, 64)).astype(np.float32)
+    q, k, v, mk = b.inp(qa), b.inp(ka), b.inp(va), b.inp(ma)
+    sc = T(qa) @ T(ka).transpose(1, 2) / 4.0 + T(ma) * 0.5 - 0.25
+    b.case("read_attention_mask", f"m = {mk} * 0.5 - 0.25\nscaled_dot_product_attention({q}, {k}, {v}, mask=m)",
+           torch.softmax(sc, -1) @ T(va), rtol=1e-4, atol=1e-5)
     # bounds: dropped unread; at most 32 pending
     b.case("dropped", f"d0 = fuse_stats().dropped\ny = {xa} * 2 + 1\ny = nil\nfuse_stats().dropped - d0",
            lambda got: None if os.environ.get("NABLA_FUSE") == "0" or got >= 2 else f"dropped grew by {got} (expected >= 2)", dtype=False)
