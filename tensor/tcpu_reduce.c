@@ -47,7 +47,7 @@ static int red_##N(const nt_KernelArgs *a) {                                    
   int nr = (int)a->iarg[0], nk = in->ndim - nr;                                       \
   int64_t M = out->numel, R = 1;                                                      \
   for (int d = nk; d < in->ndim; d++) R *= in->shape[d];                              \
-  const ST *base = (const ST *)in->storage->data;                                     \
+  const ST *base = (const ST *)nt_base(in) - in->offset;   /* nt_base: settles a lazy input */                                     \
   if (op == NT_OP_ARGMAX || op == NT_OP_ARGMIN) {                                     \
     /* one reduced axis, or a contiguous flattened block */                           \
     int64_t rs = nr == 1 ? in->strides[in->ndim - 1] : 1;                             \
@@ -116,7 +116,7 @@ static int red_##N(const nt_KernelArgs *a) {                                    
   AT *acc = nt_malloc(sizeof(AT) * (size_t)(M ? M : 1));                              \
   if (!acc) return -1;                                                                \
   for (int64_t m = 0; m < M; m++) acc[m] = init;                                      \
-  nt_Storage as = { acc, sizeof(AT) * (size_t)M, NT_CPU, 1, NT_STORAGE_EXTERNAL, NULL }; \
+  nt_Storage as = { .data = acc, .nbytes = sizeof(AT) * (size_t)M, .device = NT_CPU, .refcount = 1, .flags = NT_STORAGE_EXTERNAL }; \
   nt_Tensor av = *in, iv = *in;                                                       \
   av.storage = &as; av.offset = 0; av.dtype = sizeof(AT) == 8 && ISF ? NT_F64 : NT_I64; \
   { int64_t s = 1;                                                                    \

@@ -85,10 +85,10 @@ int nt_get(nt_Tensor *t, const int64_t *index, double *out) {
     off += k * t->strides[i];
   }
   size_t es = nt_dtype_size(t->dtype);
-  if (t->device == NT_CPU) { *out = nt_load_as_double((char *)t->storage->data + off * (int64_t)es, t->dtype); return 0; }
+  if (t->device == NT_CPU) { *out = nt_load_as_double(nt_base(t) + (off - t->offset) * (int64_t)es, t->dtype); return 0; }
   char buf[8];
   const nt_Allocator *al = nt_allocator(t->device);
-  if (!al || al->memcpy(buf, NT_CPU, (char *)t->storage->data + off * (int64_t)es, t->device, es)) return -1;
+  if (!al || al->memcpy(buf, NT_CPU, nt_base(t) + (off - t->offset) * (int64_t)es, t->device, es)) return -1;
   *out = nt_load_as_double(buf, t->dtype);
   return 0;
 }

@@ -108,6 +108,11 @@ nt_Tensor *nt_binary(int op, nt_Tensor *a, nt_Tensor *b) {
                  nt_device_name(a->device), nt_device_name(b->device));
   nt_DType cd = compute_dtype(op, nt_result_type(a, b));
   nt_DType od = is_predicate(op) ? NT_BOOL : cd;
+  if (!is_predicate(op)) {   /* recorded into a lazy chain (tfuse.c) when it pays */
+    nt_Tensor *fo = NULL;
+    int fr = nt_fuse_binary(op, a, b, cd, &fo);
+    if (fr) return fr > 0 ? fo : NULL;
+  }
   int64_t shape[NT_MAXDIM];
   int nd;
   nt_Tensor va, vb, *ca = a, *cb = b, *out = NULL;
@@ -182,6 +187,11 @@ nt_Tensor *nt_binary_scalar_ex(int op, nt_Tensor *t, double s, int flags) {
   if (op == NT_OP_POW && !first && !nt_dtype_is_float(cd) && s < 0)   /* torch and NumPy refuse it too */
     NT_FAIL_NULL("pow: integers to negative integer powers are not allowed (got %s ** %lld; use a float tensor)",
                  nt_dtype_name(t->dtype), (long long)s);
+  if (!is_predicate(op)) {
+    nt_Tensor *fo = NULL;
+    int fr = nt_fuse_scalar(op, t, s, first, cd, &fo);
+    if (fr) return fr > 0 ? fo : NULL;
+  }
   nt_Tensor *ct = t;
   if (t->dtype != cd && !(ct = nt_to_dtype(t, cd))) return NULL;
   nt_Tensor *out = nt_empty(t->shape, t->ndim, od, t->device);
@@ -342,6 +352,9 @@ nt_Tensor *nt_unary_scalar_op(int op, nt_Tensor *t, double s0, double s1) {
         ((s0 == s0 && (s0 != floor(s0) || !isfinite(s0))) || (s1 == s1 && (s1 != floor(s1) || !isfinite(s1)))))
       cd = NT_DEFAULT_FLOAT;
     od = cd;
+    nt_Tensor *fo = NULL;
+    int fr = nt_fuse_unary(op, t, s0, s1, cd, &fo);
+    if (fr) return fr > 0 ? fo : NULL;
   }
   nt_Tensor *ct = t;
   if (op != NT_OP_LOGICAL_NOT && t->dtype != cd && !(ct = nt_to_dtype(t, cd))) return NULL;

@@ -136,6 +136,7 @@ nt_Tensor *nt_empty(const int64_t *shape, int ndim, nt_DType dt, nt_Device dev) 
   nt_Tensor *t = (nt_Tensor *)b;
   nt_Storage *s = (nt_Storage *)(b + sizeof(nt_Tensor));
   s->refcount = 1; s->device = dev; s->nbytes = nbytes; s->block = b; s->version = 0;
+  s->readers = 0; s->hook = NULL;
   if (inl) { s->data = b + HDR_BYTES; s->flags = NT_STORAGE_INLINE; }
   else {
     s->flags = 0;
@@ -151,6 +152,38 @@ nt_Tensor *nt_empty(const int64_t *shape, int ndim, nt_DType dt, nt_Device dev) 
   return t;
 }
 
+/* tfuse.c: a contiguous CPU tensor whose data is allocated only when it is
+** computed (nt_storage_alloc_), so a lazy intermediate dropped unread never
+** takes memory, and a chain's output lands in memory the allocator just
+** freed (warm pages) rather than next to a dropped intermediate's block. */
+nt_Tensor *nt_empty_deferred_(const int64_t *shape, int ndim, nt_DType dt) {
+  int64_t numel;
+  if (nt_check_shape("empty", shape, ndim, &numel)) return NULL;
+  char *b = malloc(sizeof(nt_Tensor) + sizeof(nt_Storage));
+  if (!b) { nt_error_oom(sizeof(nt_Tensor) + sizeof(nt_Storage)); return NULL; }
+  nt_Tensor *t = (nt_Tensor *)b;
+  nt_Storage *s = (nt_Storage *)(b + sizeof(nt_Tensor));
+  s->refcount = 1; s->device = NT_CPU; s->nbytes = (size_t)numel * nt_dtype_size(dt); s->block = b; s->version = 0;
+  s->readers = 0; s->hook = NULL; s->flags = 0; s->data = NULL;
+  t->refcount = 1; t->dtype = dt; t->device = NT_CPU; t->ndim = ndim;
+  t->offset = 0; t->numel = numel; t->flags = NT_T_CONTIG; t->storage = s;
+  t->requires_grad = false; t->grad = NULL; t->grad_fn = NULL;
+  if (ndim) memcpy(t->shape, shape, sizeof(int64_t) * (size_t)ndim);
+  nt_contig_strides(shape, ndim, t->strides);
+  return t;
+}
+/* Counted like any allocation, but the pressure hook (the interpreter's
+** collector) is left to the next nt_empty: a lazy value may be computed from
+** inside a kernel's parallel loop (nt_base on an OpenMP worker thread), where
+** running a collector would be unsafe. */
+void *nt_storage_alloc_(nt_Storage *s) {
+  void *p = cpu_alloc(s->nbytes);
+  if (!p) { nt_error_oom(s->nbytes); return NULL; }
+  live_bytes += s->nbytes;
+  pressure_count += s->nbytes;
+  return p;
+}
+
 nt_Tensor *nt_from_external(void *data, nt_DType dt, const int64_t *shape, int ndim) {
   if (nt_check_shape("from_external", shape, ndim, NULL)) return NULL;
   char *b = nt_malloc(sizeof(nt_Tensor) + sizeof(nt_Storage));
@@ -159,6 +192,7 @@ nt_Tensor *nt_from_external(void *data, nt_DType dt, const int64_t *shape, int n
   nt_Storage *s = (nt_Storage *)(b + sizeof(nt_Tensor));
   memset(t, 0, sizeof *t);
   s->refcount = 1; s->device = NT_CPU; s->block = b; s->data = data; s->flags = NT_STORAGE_EXTERNAL; s->version = 0;
+  s->readers = 0; s->hook = NULL;
   t->refcount = 1; t->dtype = dt; t->ndim = ndim; t->storage = s;
   memcpy(t->shape, shape, sizeof(int64_t) * (size_t)ndim);
   nt_contig_strides(shape, ndim, t->strides);
@@ -169,7 +203,9 @@ nt_Tensor *nt_from_external(void *data, nt_DType dt, const int64_t *shape, int n
 
 static void storage_release(nt_Storage *s) {
   if (--s->refcount > 0) return;
-  if (!(s->flags & (NT_STORAGE_INLINE | NT_STORAGE_EXTERNAL))) { allocators[s->device].free(s->data); live_bytes -= s->nbytes; }
+  if (s->hook) nt_fuse_drop_(s);   /* a lazy value never read: never computed */
+  /* data is NULL only for a lazy value dropped unread: never allocated */
+  if (!(s->flags & (NT_STORAGE_INLINE | NT_STORAGE_EXTERNAL)) && s->data) { allocators[s->device].free(s->data); live_bytes -= s->nbytes; }
   free(s->block);
 }
 

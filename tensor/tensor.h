@@ -55,14 +55,23 @@ nt_DType nt_promote(nt_DType a, nt_DType b);
 nt_DType nt_promote_scalar(nt_DType t, bool scalar_is_float);
 
 /* ---- storage & tensor --------------------------------------------------- */
+/* lazy evaluation (tfuse.c): a storage's hook is set while it is a pending
+** fused chain's output (its data is NULL until computed; the hook is then
+** the chain's record) or while pending chains read it (`readers` of them);
+** hook->settle computes them.  nt_base calls it before handing out the
+** address, so no read or write of the memory can miss a pending chain. */
+struct nt_Storage;
+typedef struct nt_LazyHook { void (*settle)(struct nt_Storage *s); } nt_LazyHook;
 typedef struct nt_Storage {
   void     *data;       /* host pointer (CPU) or device pointer */
   size_t    nbytes;
   nt_Device device;
   int       refcount;
   uint32_t  flags;      /* internal: NT_STORAGE_* in tinternal.h */
+  int32_t   readers;    /* internal: pending fused chains reading it */
   void     *block;      /* internal: the malloc block holding this struct */
   uint64_t  version;    /* bumped by every in-place write (autograd checks it) */
+  const nt_LazyHook *hook;   /* internal: see above; NULL for almost every storage */
 } nt_Storage;
 
 typedef struct nt_Node nt_Node;   /* autograd graph node, see textend.h */
@@ -308,6 +317,24 @@ nt_Tensor *nt_cos(nt_Tensor *t);
 nt_Tensor *nt_clamp(nt_Tensor *t, double lo, double hi);
 /* cond (bool or any dtype: nonzero = true) ? a : b, broadcasting all three. */
 nt_Tensor *nt_where(nt_Tensor *cond, nt_Tensor *a, nt_Tensor *b);
+
+/* ---- lazy evaluation (fused elementwise chains; tfuse.c) -----------------
+** Elementwise ops on large CPU tensors (floating results, no autograd
+** recording) may return a LAZY tensor: shape, dtype and errors are final, the
+** values are computed later, all ops of the chain in one cache-blocked pass,
+** bit for bit what op-by-op evaluation gives.  Anything that touches the
+** memory (nt_base: every kernel, item, printing, I/O, raw access) computes it
+** first, and a write into a tensor a pending chain reads computes that chain
+** first.  NABLA_FUSE=0 in the environment turns it off.
+** nt_settle(t): computes t now if it is lazy (a flag check otherwise); the
+** interpreter calls it at the end of a statement that stores a tensor, so a
+** lazy value holds its inputs for one statement at most.  0 / -1 + error. */
+int        nt_settle(nt_Tensor *t);
+bool       nt_is_lazy(const nt_Tensor *t);
+bool       nt_fuse_enabled(void);
+bool       nt_fuse_set_enabled(bool on);     /* returns the previous setting */
+/* pending chains now, and chains computed / dropped unneeded since start */
+void       nt_fuse_stats(int64_t *pending, int64_t *forced, int64_t *dropped);
 
 /* ---- reductions --------------------------------------------------------- */
 /* axes: list of naxes axes (duplicates are an error); naxes == 0 or

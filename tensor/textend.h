@@ -22,6 +22,10 @@
 **    through the nt_cuda_* copies of tdevice.h.  Walk the elements with
 **    t->strides (in elements, possibly 0 or negative) unless
 **    nt_is_contiguous(t).
+**  - Take the address (nt_base) right before the access, not before other
+**    ops run: nt_base is what computes pending lazy values (tensor.h) that
+**    read the memory, so a pointer kept across other ops may write under a
+**    pending chain (reported as an internal error when the chain runs).
 **  - Writing raw memory is an in-place write that autograd cannot see: call
 **    nt_bump_version(t) after it, so a backward that saved t fails with
 **    "modified in place" instead of using the new values silently; and never
@@ -41,9 +45,13 @@
 enum { NT_T_CONTIG = 1u << 0 };
 
 /* Address of the element at storage offset t->offset (host memory on the
-** CPU, a device pointer on CUDA); valid while a reference to t is held. */
+** CPU, a device pointer on CUDA); valid while a reference to t is held.
+** A lazy tensor (tensor.h) or one a pending chain reads is settled first:
+** every raw access, read or write, goes through here. */
 static inline char *nt_base(const nt_Tensor *t) {
-  return (char *)t->storage->data + t->offset * (int64_t)nt_dtype_size(t->dtype);
+  nt_Storage *s = t->storage;
+  if (__builtin_expect(s->hook != NULL, 0)) s->hook->settle(s);
+  return (char *)s->data + t->offset * (int64_t)nt_dtype_size(t->dtype);
 }
 /* A new heap tensor header sharing t's storage (storage retained), copying
 ** dtype/shape/strides/offset; no autograd state.  Edit shape/strides/offset

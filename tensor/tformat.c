@@ -46,7 +46,7 @@ static double elem(const Fmt *f, const int64_t *idx) {
   nt_Tensor *t = f->t;
   int64_t off = t->offset;
   for (int i = 0; i < t->ndim; i++) off += idx[i] * t->strides[i];
-  return nt_load_as_double((char *)t->storage->data + off * (int64_t)nt_dtype_size(t->dtype), t->dtype);
+  return nt_load_as_double(nt_base(t) + (off - t->offset) * (int64_t)nt_dtype_size(t->dtype), t->dtype);
 }
 
 static int fmt_value(const Fmt *f, double v, char *out, size_t n) {

@@ -151,6 +151,48 @@ void nt_autocast_release(int n, nt_Tensor **casts);
     }                                                                              \
   } while (0)
 
+/* ---- lazy fused elementwise chains (tfuse.c) ----------------------------------
+** The record of a pending chain: a small op list a future GPU codegen can
+** compile.  Operand refs: k >= 0 is input k (broadcast to `shape`), k < 0 the
+** result of op -1-k.  Every op's result has the chain's shape; op is an
+** nt_OpId (binary, binary with scalar s[0], unary with s[0..1]) or
+** NT_OP_COPY, a cast to `dtype`.  The last op's result is the value. */
+#define NT_FUSE_MAXOPS 16
+#define NT_FUSE_MAXIN 8
+typedef struct nt_FuseOp {
+  int16_t op;
+  int8_t dtype, nsrc, src[2];
+  bool scalar, sfirst;      /* binary with the scalar s[0] (on the left: sfirst) */
+  double s[2];
+} nt_FuseOp;
+typedef struct nt_Fused {
+  nt_LazyHook hook;                     /* first: out->hook points here while pending */
+  int nops, nin, ndim;
+  int64_t shape[NT_MAXDIM], numel;
+  nt_Tensor *in[NT_FUSE_MAXIN];         /* retained; never lazy themselves */
+  uint64_t in_ver[NT_FUSE_MAXIN];       /* their storage versions when recorded */
+  nt_FuseOp ops[NT_FUSE_MAXOPS];
+  nt_Storage *out;                      /* the storage it computes (owns the record) */
+  void *data;                           /* out's buffer while it is computed */
+  struct nt_Fused *prev, *next;         /* pending chains, oldest first */
+} nt_Fused;
+/* Front-end hooks (telem.c), called after the op's checks with the compute
+** dtype: 1 = recorded (*out a new lazy tensor), 0 = not fused (run it
+** eagerly), -1 = error set. */
+int nt_fuse_binary(int op, nt_Tensor *a, nt_Tensor *b, nt_DType cd, nt_Tensor **out);
+int nt_fuse_scalar(int op, nt_Tensor *t, double s, bool first, nt_DType cd, nt_Tensor **out);
+int nt_fuse_unary(int op, nt_Tensor *t, double s0, double s1, nt_DType cd, nt_Tensor **out);
+/* computes s if lazy and the pending chains that read it; 0 / -1 + error */
+int nt_settle_storage_(nt_Storage *s);
+/* > 0 while this thread runs an autograd backward pass (tautograd.c): no
+** fusion there (tfuse.c says why) */
+extern _Thread_local int nt_fuse_backward_depth_;
+/* tensor.c: a lazy storage is freed unread */
+void nt_fuse_drop_(nt_Storage *s);
+/* tensor.c: a CPU tensor without data yet, and its buffer when computed */
+nt_Tensor *nt_empty_deferred_(const int64_t *shape, int ndim, nt_DType dt);
+void *nt_storage_alloc_(nt_Storage *s);
+
 /* Small internal helpers shared by the front ends. */
 nt_Tensor *nt_unary_scalar_op(int op, nt_Tensor *t, double s0, double s1);  /* clamp-like */
 nt_Tensor *nt_reduce_ex(int op, nt_Tensor *t, const int *axes, int naxes, bool keepdims, double s0);

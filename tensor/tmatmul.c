@@ -173,8 +173,8 @@ static int k_matmul(const nt_KernelArgs *ka) {
       rem /= out->shape[d];
       oa += i * a->strides[d]; ob += i * b->strides[d];
     }
-    Mat A = { (const char *)a->storage->data + oa * (int64_t)es, a->strides[nd - 2], a->strides[nd - 1] };
-    Mat B = { (const char *)b->storage->data + ob * (int64_t)es, b->strides[nd - 2], b->strides[nd - 1] };
+    Mat A = { nt_base(a) + (oa - a->offset) * (int64_t)es, a->strides[nd - 2], a->strides[nd - 1] };
+    Mat B = { nt_base(b) + (ob - b->offset) * (int64_t)es, b->strides[nd - 2], b->strides[nd - 1] };
     void *C = pc + bi * M * N * (int64_t)es;
     if (K == 0) { memset(C, 0, (size_t)(M * N) * es); continue; }
     switch (dt) {

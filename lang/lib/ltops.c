@@ -718,6 +718,23 @@ static int b_cuda_memory(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   *out = nb_obj(NB_TREC, r);
   return NB_OK;
 }
+/* fuse_stats(): lazy elementwise chains (tensor.h) pending now, computed and
+** dropped unread so far: for tests and tuning */
+static int b_fuse_stats(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)vm; (void)args; (void)n; int64_t p = 0, f = 0, d = 0;
+  nt_fuse_stats(&p, &f, &d);
+  nb_Rec *r = nbR_new(3);
+  nbR_set_cstr(r, "pending", nb_int((double)p)); nbR_set_cstr(r, "forced", nb_int((double)f)); nbR_set_cstr(r, "dropped", nb_int((double)d));
+  *out = nb_obj(NB_TREC, r);
+  return NB_OK;
+}
+/* settle(x): a lazy tensor computed now (tensor.h); x itself */
+static int b_settle(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n;
+  if (args[0].t == NB_TTENSOR && nt_settle(T(args[0]))) return nbT_err(vm);
+  *out = args[0]; nb_incref(*out);
+  return NB_OK;
+}
 static int b_cuda_empty_cache(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)vm; (void)args; (void)n; nt_cuda_empty_cache(); *out = nb_nil(); return NB_OK; }
 static int b_cuda_move(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; nb_Value a[1] = { args[1] }; return b_cuda(vm, a, 1, out); }
 static nb_Builtin cuda_members[] = {
@@ -809,6 +826,8 @@ static nb_Builtin ops_builtins[] = {
   { "item", b_item, "x", "item(x): the number in a one-element tensor" },
   { "tolist", b_tolist, "x", "nbT_tolist(x): nested lists of numbers" },
   { "numel", b_numel, "x", "numel(x): number of elements" },
+  { "settle", b_settle, "x", "settle(x): computes x now if it is a lazy elementwise result (values are otherwise computed when first used); returns x" },
+  { "fuse_stats", b_fuse_stats, "", "fuse_stats(): {pending, forced, dropped} counts of lazy fused elementwise chains (NABLA_FUSE=0 turns fusion off)" },
   { "is_tensor", b_is_tensor, "x", "is_tensor(x): whether x is a tensor" },
   { "set_default_device", b_set_default_device, "device", "set_default_device(\"cuda\"): where creation functions put tensors by default" },
   { "softmax", b_softmax, "x, axis=-1", "softmax(x, axis=-1): exp(x) / sum(exp(x)), numerically stable" },

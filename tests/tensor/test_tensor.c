@@ -244,6 +244,7 @@ int main(void) {
   RUN(random_distributions);
   RUN(printing);
   run_table(tt_tests_grad);
+  run_table(tt_tests_fuse);
   fprintf(stderr, "%d passed, %d failed, %d skipped\n", n_pass, n_fail, n_skip);
   return n_fail ? 1 : 0;
 }

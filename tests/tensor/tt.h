@@ -2,7 +2,8 @@
 ** tt.h — the harness shared by the sources of the test_tensor program
 ** (tests/tensor/): test_tensor.c (harness, helpers, random and printing
 ** tests, main), tt_ops.c (values of the ops, views, shapes, creation, error
-** paths, the op table) and tt_grad.c (autograd and gradient checks).  It is
+** paths, the op table), tt_grad.c (autograd and gradient checks) and
+** tt_fuse.c (lazy fused chains).  It is
 ** one program split by topic to keep each file short: its output, and the
 ** order of the tests in it, are those of the single file it was.
 */
@@ -33,6 +34,7 @@ typedef struct tt_test { const char *name; bool (*fn)(void); } tt_test;
 #define TT_ENTRY(name) { #name, test_##name }
 extern const tt_test tt_tests_ops[];    /* tt_ops.c */
 extern const tt_test tt_tests_grad[];   /* tt_grad.c */
+extern const tt_test tt_tests_fuse[];   /* tt_fuse.c */
 
 /* ---- helpers (test_tensor.c) --------------------------------------------------- */
 /* a tensor from doubles */

@@ -1,0 +1,565 @@
+/*
+** tfuse.c — lazy, fused elementwise chains (issue 16).
+**
+** `y = x * 2 + 1` on a large tensor runs, op by op, as two passes over
+** memory with a full-size temporary.  Here the front ends of telem.c hand
+** eligible elementwise ops (floating results, CPU, no autograd recording,
+** at least FUSE_MIN_NUMEL elements) to nt_fuse_binary / _scalar / _unary,
+** which RECORD the op instead of running it: the result is a normal tensor
+** whose storage has no memory (data NULL) until forced — an intermediate
+** dropped unread never takes any, as with NumPy's absent temporaries —
+** with an nt_Fused record (tinternal.h: an op list with dtypes, the input
+** tensors and their broadcast strides — the unit a GPU codegen would
+** compile).  An op on a lazy operand of the same shape extends a copy of its
+** record, so a chain is one record of up to FUSE_MAXOPS ops over up to
+** FUSE_MAXIN inputs.  Errors (shapes, dtypes, devices) are raised while
+** recording, in the statement that made the op; the buffer is allocated when
+** the chain is computed (see force() for the one failure that aborts).
+**
+** Forcing evaluates the whole chain in tiles of TILE elements: each op runs
+** the SAME CPU kernel as unfused evaluation (the op table's k_binary,
+** k_unary, k_copy) on contiguous tile headers, so the values are bit for bit
+** those of op-by-op evaluation (the kernels' contiguous paths: SLEEF where the
+** unfused op would use SLEEF; telem.c keeps transcendental ops on strided
+** inputs, which unfused would run through libm, out of chains).  The one
+** exception is + - * / on f32/f64, single correctly rounded IEEE operations
+** that give the same bits at any vector width: they run as loops built for
+** the CPU's widest vectors (the kernels are baseline SSE2).  Tiles are
+** spread over the OpenMP pool above NT_OMP_THRESHOLD elements.
+**
+** Autograd: ops that record a node are not fused (the first correct
+** version; a fused forward would have to materialize what the backward
+** reads), and neither are the backward formulas that the engine runs with
+** grad mode off: with them fused, grad(sum(tanh(x * w + 1) * 3 - x / (|w|
+** + 1))) on [1000, 1000] f32 took 25-27 ms against 13-15 ms unfused in three
+** alternating runs (1 thread, loaded dev VM; later runs were too noisy to
+** confirm), so nt_backward / nt_autograd_grad turn fusion off while they run
+** until a quiet machine says otherwise.
+**
+** When values are computed: the storage's hook (tensor.h) is set
+** while it is lazy OR while a pending chain reads it; nt_base — the one way
+** to the memory for kernels, item, printing, I/O, dist/ and lang/ — calls it
+** first.  So any read of a lazy value computes it, and any access to a
+** chain's input (a read, or a write: x += 1, index_put, copy_, fill_,
+** optimizer steps, raw writes) computes the chains that read it BEFORE the
+** address is handed out.  As a second line, each chain remembers its inputs'
+** version counters and reports a write that reached an input without going
+** through nt_base (a stale cached pointer) as an internal error instead of
+** computing from the new values silently.
+**
+** Bounds: FUSE_MAXPENDING chains at most are pending (the oldest is computed
+** beyond), so lazy values keep few inputs alive; nt_settle lets the
+** interpreter compute a stored value at the end of its statement.  A lazy
+** tensor freed before anyone read it is never computed.
+**
+** Threads: the registry is guarded by one recursive mutex, held while a
+** chain is computed; the tile workers only see private tile headers (their
+** storages have no hook), so they never re-enter it.  A kernel may call
+** nt_base inside its own parallel loop: then the first thread computes the
+** chain (serially: nested regions are off) while the others wait on the
+** mutex, and no collector runs there (nt_storage_alloc_).
+*/
+#include "tinternal.h"
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define FUSE_MIN_NUMEL 16384   /* smaller tensors run eagerly: they fit in cache anyway */
+#define FUSE_MAXPENDING 32
+#define TILE 1024              /* elements per tile: measured best on the dev VM (4 KiB f32: L1-resident scratch) */
+#define TILE_SMALL 128         /* fallback tile on the stack when malloc fails */
+
+static pthread_mutex_t mu;
+static pthread_once_t mu_once = PTHREAD_ONCE_INIT;
+static void mu_init(void) {
+  pthread_mutexattr_t at;
+  pthread_mutexattr_init(&at);
+  pthread_mutexattr_settype(&at, PTHREAD_MUTEX_RECURSIVE);
+  pthread_mutex_init(&mu, &at);
+  pthread_mutexattr_destroy(&at);
+}
+static void lock(void) { pthread_once(&mu_once, mu_init); pthread_mutex_lock(&mu); }
+static void unlock(void) { pthread_mutex_unlock(&mu); }
+
+static nt_Fused *head, *tail;            /* pending chains, oldest first */
+static int64_t npending, nforced, ndropped;
+static int enabled = -1;                 /* -1: not read from NABLA_FUSE yet */
+
+bool nt_fuse_enabled(void) {
+  if (enabled < 0) {
+    const char *e = getenv("NABLA_FUSE");
+    enabled = !(e && e[0] == '0' && e[1] == 0);
+  }
+  return enabled;
+}
+bool nt_fuse_set_enabled(bool on) { bool prev = nt_fuse_enabled(); enabled = on; return prev; }
+
+void nt_fuse_stats(int64_t *pending, int64_t *forced, int64_t *dropped) {
+  lock();
+  if (pending) *pending = npending;
+  if (forced) *forced = nforced;
+  if (dropped) *dropped = ndropped;
+  unlock();
+}
+
+/* ---- the registry ----------------------------------------------------------- */
+static void settle_hook(nt_Storage *s);
+/* the hook of a storage that pending chains read (a lazy one points at its record) */
+static const nt_LazyHook reader_hook = { settle_hook };
+static nt_Fused *lazy_of(const nt_Storage *s) { return s->hook && s->hook != &reader_hook ? (nt_Fused *)s->hook : NULL; }
+static void fix_reader_hook(nt_Storage *s) { if (!lazy_of(s)) s->hook = s->readers > 0 ? &reader_hook : NULL; }
+
+bool nt_is_lazy(const nt_Tensor *t) { return lazy_of(t->storage) != NULL; }
+
+static void unlink_rec(nt_Fused *r) {
+  if (r->prev) r->prev->next = r->next; else head = r->next;
+  if (r->next) r->next->prev = r->prev; else tail = r->prev;
+  r->prev = r->next = NULL;
+  npending--;
+}
+
+/* unlinks r, gives its storage its buffer (NULL when dropped), releases its inputs */
+static void finish(nt_Fused *r) {
+  nt_Storage *s = r->out;
+  s->data = r->data;
+  s->hook = NULL;
+  fix_reader_hook(s);
+  unlink_rec(r);
+  for (int i = 0; i < r->nin; i++) { nt_Storage *is = r->in[i]->storage; is->readers--; fix_reader_hook(is); }
+  for (int i = 0; i < r->nin; i++) nt_release(r->in[i]);   /* the mutex is recursive: a release may re-enter */
+  free(r);
+}
+
+static int eval(nt_Fused *r);
+
+/* computes r into its storage; the value is there even when -1 reports a
+** version mismatch (an internal error: see the top comment) */
+static int force(nt_Fused *r) {
+  /* The buffer is allocated now.  Without it the pending chain can neither
+  ** be computed nor left behind (a write may be about to overwrite its
+  ** inputs), and nt_base cannot return an error: stop loudly rather than
+  ** hand out a wrong value.  (Linux overcommits: malloc itself rarely fails.) */
+  if (!(r->data = nt_storage_alloc_(r->out))) {
+    fprintf(stderr, "nabla: out of memory computing a lazy value of %zu bytes (NABLA_FUSE=0 allocates eagerly)\n",
+            r->out->nbytes);
+    abort();
+  }
+  int rc = eval(r);
+  nforced++;
+  finish(r);
+  return rc;
+}
+
+static void report(const char *msg) { fprintf(stderr, "nabla: internal error: %s\n", msg); }
+
+/* lock held: computes s if lazy and every pending chain that reads s */
+static int settle_locked(nt_Storage *s) {
+  int rc = 0;
+  if (lazy_of(s) && force(lazy_of(s))) rc = -1;
+  while (s->readers > 0) {
+    nt_Fused *r = head;
+    for (; r; r = r->next) {
+      int i = 0;
+      while (i < r->nin && r->in[i]->storage != s) i++;
+      if (i < r->nin) break;
+    }
+    if (!r) { s->readers = 0; fix_reader_hook(s); report("lazy-evaluation reader count out of step"); break; }
+    if (force(r)) rc = -1;
+  }
+  return rc;
+}
+
+static void settle_hook(nt_Storage *s) {
+  lock();
+  if (settle_locked(s)) report(nt_error_msg());
+  unlock();
+}
+
+int nt_settle(nt_Tensor *t) {
+  if (!t || !t->storage->hook || t->storage->readers) return 0;   /* a flag check for all but lazy values */
+  lock();
+  nt_Fused *r = lazy_of(t->storage);
+  int rc = r ? force(r) : 0;
+  unlock();
+  return rc;
+}
+
+/* tensor.c: the last reference to a lazy storage went away unread */
+void nt_fuse_drop_(nt_Storage *s) {
+  lock();
+  nt_Fused *r = lazy_of(s);
+  if (r) { ndropped++; finish(r); }
+  unlock();
+}
+
+/* ---- recording ------------------------------------------------------------ */
+static bool same_shape_as(const nt_Tensor *t, const int64_t *shape, int nd) {
+  return t->ndim == nd && !memcmp(t->shape, shape, sizeof(int64_t) * (size_t)nd);
+}
+
+/* t is the whole value of a pending chain, laid out as the chain computes it */
+static bool whole_lazy(const nt_Tensor *t, const int64_t *shape, int nd) {
+  const nt_Fused *r = lazy_of(t->storage);
+  return r && t->offset == 0 && (t->flags & NT_T_CONTIG) && t->numel == r->numel && same_shape_as(t, shape, nd) &&
+         t->dtype == (nt_DType)r->ops[r->nops - 1].dtype;
+}
+
+static int add_input(nt_Fused *b, nt_Tensor *x) {
+  for (int i = 0; i < b->nin; i++) if (b->in[i] == x) return i;
+  if (b->nin == NT_FUSE_MAXIN) return -1;
+  b->in[b->nin] = x;
+  return b->nin++;
+}
+
+/* Operand x of a new op: 0 with *ref set, 1 when the chain would get too long
+** (the op then runs eagerly).  A view of a lazy value is computed now. */
+static int operand(nt_Fused *b, nt_Tensor *x, const int64_t *shape, int nd, int *ref) {
+  if (whole_lazy(x, shape, nd)) {
+    const nt_Fused *src = lazy_of(x->storage);
+    int map[NT_FUSE_MAXIN], base = b->nops;
+    if (b->nops + src->nops > NT_FUSE_MAXOPS) return 1;
+    for (int i = 0; i < src->nin; i++) if ((map[i] = add_input(b, src->in[i])) < 0) return 1;
+    for (int k = 0; k < src->nops; k++) {
+      nt_FuseOp o = src->ops[k];
+      for (int j = 0; j < o.nsrc; j++) o.src[j] = (int8_t)(o.src[j] >= 0 ? map[o.src[j]] : -1 - (base + (-1 - o.src[j])));
+      b->ops[b->nops++] = o;
+    }
+    *ref = -b->nops;   /* -1 - (index of its last op) */
+    return 0;
+  }
+  if (lazy_of(x->storage) && nt_settle_storage_(x->storage)) return -1;
+  /* memory wrapped from outside may change behind our back: read it now */
+  if (x->storage->flags & NT_STORAGE_EXTERNAL) return 1;
+  int i = add_input(b, x);
+  if (i < 0) return 1;
+  *ref = i;
+  return 0;
+}
+
+int nt_settle_storage_(nt_Storage *s) {
+  if (!s->hook) return 0;
+  lock();
+  int rc = settle_locked(s);
+  unlock();
+  return rc;
+}
+
+static nt_DType ref_dtype(const nt_Fused *b, int ref) {
+  return ref >= 0 ? b->in[ref]->dtype : (nt_DType)b->ops[-1 - ref].dtype;
+}
+
+static int add_op(nt_Fused *b, int op, nt_DType dt, int nsrc, const int *src, bool scalar, bool sfirst, double s0, double s1) {
+  if (b->nops == NT_FUSE_MAXOPS) return 1;
+  nt_FuseOp *o = &b->ops[b->nops++];
+  memset(o, 0, sizeof *o);
+  o->op = (int16_t)op; o->dtype = (int8_t)dt; o->nsrc = (int8_t)nsrc;
+  for (int j = 0; j < nsrc; j++) o->src[j] = (int8_t)src[j];
+  o->scalar = scalar; o->sfirst = sfirst; o->s[0] = s0; o->s[1] = s1;
+  return 0;
+}
+
+/* operand ref converted to dt (a cast op, as nt_to_dtype would copy it) */
+static int cast_to(nt_Fused *b, int *ref, nt_DType dt) {
+  if (ref_dtype(b, *ref) == dt) return 0;
+  if (add_op(b, NT_OP_COPY, dt, 1, ref, false, false, 0, 0)) return 1;
+  *ref = -b->nops;
+  return 0;
+}
+
+/* the recorded chain becomes a lazy tensor (or NULL + error) */
+static nt_Tensor *commit(const nt_Fused *b) {
+  nt_DType dt = (nt_DType)b->ops[b->nops - 1].dtype;
+  nt_Tensor *out = nt_empty_deferred_(b->shape, b->ndim, dt);
+  if (!out) return NULL;
+  nt_Storage *s = out->storage;
+  nt_Fused *r = malloc(sizeof *r);
+  if (!r) { nt_release(out); nt_error_oom(sizeof *r); return NULL; }
+  *r = *b;
+  lock();
+  for (int i = 0; i < r->nin; i++) {
+    nt_Storage *is = nt_retain(r->in[i])->storage;
+    r->in_ver[i] = is->version;
+    is->readers++;
+    fix_reader_hook(is);   /* (inputs are never lazy: operand() computed them) */
+  }
+  r->out = s; r->data = NULL; r->hook.settle = settle_hook; s->hook = &r->hook;
+  r->prev = tail; r->next = NULL;
+  if (tail) tail->next = r; else head = r;
+  tail = r;
+  npending++;
+  while (npending > FUSE_MAXPENDING && head != r) force(head);
+  unlock();
+  return out;
+}
+
+static bool fusable_binary(int op) {
+  return op == NT_OP_ADD || op == NT_OP_SUB || op == NT_OP_MUL || op == NT_OP_DIV || op == NT_OP_FLOORDIV ||
+         op == NT_OP_MOD || op == NT_OP_MAXIMUM || op == NT_OP_MINIMUM;
+}
+/* unary ops whose contiguous kernel path differs from the strided one (SLEEF
+** against libm): fused only on contiguous inputs, where unfused evaluation
+** takes the same path */
+static bool contig_only_unary(int op) {
+  return op == NT_OP_EXP || op == NT_OP_LOG || op == NT_OP_LOG1P || op == NT_OP_EXPM1 || op == NT_OP_TANH ||
+         op == NT_OP_ERF || op == NT_OP_SIN || op == NT_OP_COS || op == NT_OP_SIGMOID || op == NT_OP_SILU ||
+         op == NT_OP_GELU || op == NT_OP_GELU_TANH;
+}
+
+/* the size test first: small ops (the interpreter's scalars and tiny
+** tensors) leave after one compare */
+static bool worth(int64_t numel, nt_DType cd, nt_Device dev) {
+  return numel >= FUSE_MIN_NUMEL && dev == NT_CPU && nt_dtype_is_float(cd) && nt_fuse_enabled() && !nt_fuse_backward_depth_;
+}
+_Thread_local int nt_fuse_backward_depth_;
+
+static void init_rec(nt_Fused *b, const int64_t *shape, int nd) {
+  b->nops = b->nin = 0;
+  b->ndim = nd;
+  if (nd) memcpy(b->shape, shape, sizeof(int64_t) * (size_t)nd);
+  b->numel = nt_shape_numel(shape, nd);
+  b->out = NULL; b->data = NULL; b->prev = b->next = NULL;
+}
+
+int nt_fuse_binary(int op, nt_Tensor *a, nt_Tensor *b, nt_DType cd, nt_Tensor **out) {
+  /* (an outer product of two small operands stays eager: no shapes computed for small ops) */
+  if ((a->numel < FUSE_MIN_NUMEL && b->numel < FUSE_MIN_NUMEL) || !fusable_binary(op) || a->device != NT_CPU ||
+      b->device != NT_CPU || !nt_fuse_enabled())
+    return 0;
+  int64_t shape[NT_MAXDIM];
+  int nd;
+  if (nt_broadcast_shapes(nt_op_name(op), a->shape, a->ndim, b->shape, b->ndim, shape, &nd)) return -1;
+  if (!worth(nt_shape_numel(shape, nd), cd, NT_CPU) || nt_needs_grad(2, (nt_Tensor *[]){ a, b })) return 0;
+  nt_Fused rec;
+  init_rec(&rec, shape, nd);
+  int ra, rb, k;
+  if ((k = operand(&rec, a, shape, nd, &ra))) return k < 0 ? -1 : 0;
+  if (b == a) rb = ra;   /* x * x: one operand, its chain once */
+  else if ((k = operand(&rec, b, shape, nd, &rb))) return k < 0 ? -1 : 0;
+  if (cast_to(&rec, &ra, cd) || cast_to(&rec, &rb, cd) || add_op(&rec, op, cd, 2, (int[]){ ra, rb }, false, false, 0, 0))
+    return 0;
+  return (*out = commit(&rec)) ? 1 : -1;
+}
+
+int nt_fuse_scalar(int op, nt_Tensor *t, double s, bool first, nt_DType cd, nt_Tensor **out) {
+  if (!worth(t->numel, cd, t->device) || !fusable_binary(op) || nt_needs_grad(1, &t)) return 0;
+  nt_Fused rec;
+  init_rec(&rec, t->shape, t->ndim);
+  int r, k;
+  if ((k = operand(&rec, t, t->shape, t->ndim, &r))) return k < 0 ? -1 : 0;
+  if (cast_to(&rec, &r, cd) || add_op(&rec, op, cd, 1, &r, true, first, s, 0)) return 0;
+  return (*out = commit(&rec)) ? 1 : -1;
+}
+
+int nt_fuse_unary(int op, nt_Tensor *t, double s0, double s1, nt_DType cd, nt_Tensor **out) {
+  if (!worth(t->numel, cd, t->device) || op == NT_OP_LOGICAL_NOT || nt_needs_grad(1, &t)) return 0;
+  if (contig_only_unary(op) && t->dtype == cd && !(t->flags & NT_T_CONTIG)) return 0;
+  nt_Fused rec;
+  init_rec(&rec, t->shape, t->ndim);
+  int r, k;
+  if ((k = operand(&rec, t, t->shape, t->ndim, &r))) return k < 0 ? -1 : 0;
+  if (cast_to(&rec, &r, cd) || add_op(&rec, op, cd, 1, &r, false, false, s0, s1)) return 0;
+  return (*out = commit(&rec)) ? 1 : -1;
+}
+
+/* ---- evaluation ------------------------------------------------------------- */
+typedef struct {
+  const nt_Fused *r;
+  nt_Tensor view[NT_FUSE_MAXIN];      /* inputs broadcast to the chain's shape */
+  const char *base[NT_FUSE_MAXIN];    /* their first elements (raw: never nt_base here) */
+  bool direct[NT_FUSE_MAXIN];         /* contiguous at the chain's shape: tiles point into them */
+  size_t off_in[NT_FUSE_MAXIN], off_op[NT_FUSE_MAXOPS], per;   /* scratch layout for one tile size */
+  int failed;
+} Ctx;
+
+static size_t round64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+static void layout(Ctx *c, int64_t tile) {
+  size_t o = 0;
+  for (int i = 0; i < c->r->nin; i++) {
+    c->off_in[i] = o;
+    if (!c->direct[i]) o += round64((size_t)tile * nt_dtype_size(c->view[i].dtype));
+  }
+  for (int k = 0; k + 1 < c->r->nops; k++) {
+    c->off_op[k] = o;
+    o += round64((size_t)tile * nt_dtype_size((nt_DType)c->r->ops[k].dtype));
+  }
+  c->per = o ? o : 64;
+}
+
+/* elements [t0, t0+len) (row-major over the chain's shape) of a strided view */
+static void gather(const nt_Tensor *v, const char *base, int64_t t0, int64_t len, char *dst) {
+  int nd = v->ndim;
+  size_t es = nt_dtype_size(v->dtype);
+  if (nd == 0) { for (int64_t i = 0; i < len; i++) memcpy(dst + (size_t)i * es, base, es); return; }
+  /* (nt_bcast_view gives every axis of the chain's shape; gather's runs are
+  ** the innermost axis: memcpy for stride 1, a fill for stride 0) */
+  int64_t idx[NT_MAXDIM], rem = t0, off = 0;
+  for (int d = nd - 1; d >= 0; d--) { idx[d] = rem % v->shape[d]; rem /= v->shape[d]; off += idx[d] * v->strides[d]; }
+  int64_t inner = v->shape[nd - 1], st = v->strides[nd - 1];
+  while (len > 0) {
+    int64_t run = inner - idx[nd - 1];
+    if (run > len) run = len;
+    const char *p = base + off * (int64_t)es;
+    if (st == 1) memcpy(dst, p, (size_t)run * es);   /* a row broadcast down the columns */
+    else if (st == 0 && es == 4) { uint32_t v; memcpy(&v, p, 4); for (int64_t i = 0; i < run; i++) ((uint32_t *)dst)[i] = v; }
+    else if (st == 0 && es == 8) { uint64_t v; memcpy(&v, p, 8); for (int64_t i = 0; i < run; i++) ((uint64_t *)dst)[i] = v; }
+    else switch (es) {
+      case 1: for (int64_t i = 0; i < run; i++) dst[i] = p[i * st]; break;
+      case 2: for (int64_t i = 0; i < run; i++) ((uint16_t *)dst)[i] = *(const uint16_t *)(p + i * st * 2); break;
+      case 4: for (int64_t i = 0; i < run; i++) ((uint32_t *)dst)[i] = *(const uint32_t *)(p + i * st * 4); break;
+      default: for (int64_t i = 0; i < run; i++) ((uint64_t *)dst)[i] = *(const uint64_t *)(p + i * st * 8); break;
+    }
+    dst += (size_t)run * es; len -= run;
+    off += run * st; idx[nd - 1] += run;
+    for (int d = nd - 1; d > 0 && idx[d] == v->shape[d]; d--) {   /* carry */
+      off -= idx[d] * v->strides[d]; idx[d] = 0;
+      idx[d - 1]++; off += v->strides[d - 1];
+    }
+  }
+}
+
+/* a private contiguous 1-D header over p: its storage has no hook */
+static void tile_hdr(nt_Tensor *t, nt_Storage *s, void *p, nt_DType dt, int64_t len) {
+  memset(s, 0, sizeof *s);
+  s->data = p; s->nbytes = (size_t)len * nt_dtype_size(dt); s->device = NT_CPU; s->refcount = 1;
+  s->flags = NT_STORAGE_EXTERNAL;
+  memset(t, 0, sizeof *t);
+  t->refcount = 1; t->dtype = dt; t->device = NT_CPU; t->ndim = 1; t->shape[0] = len; t->strides[0] = 1;
+  t->numel = len; t->flags = NT_T_CONTIG; t->storage = s;
+}
+static void tile_set(nt_Tensor *t, void *p, int64_t len) {
+  t->storage->data = p; t->storage->nbytes = (size_t)len * nt_dtype_size(t->dtype);
+  t->shape[0] = len; t->numel = len;
+}
+
+/* + - * / on f32/f64 arrays: one IEEE operation per element, correctly
+** rounded at any vector width, so these loops give the bits of tcpu_elem.c's
+** kernels (built for baseline SSE2) while using the CPU's widest vectors. */
+#define FAST_BODY(T)                                                                       \
+  const T sv = (T)s;                                                                       \
+  if (b) switch (op) {                                                                     \
+    case NT_OP_ADD: for (int64_t i = 0; i < n; i++) o[i] = a[i] + b[i]; break;             \
+    case NT_OP_SUB: for (int64_t i = 0; i < n; i++) o[i] = a[i] - b[i]; break;             \
+    case NT_OP_MUL: for (int64_t i = 0; i < n; i++) o[i] = a[i] * b[i]; break;             \
+    default: for (int64_t i = 0; i < n; i++) o[i] = a[i] / b[i]; break;                    \
+  } else if (!first) switch (op) {                                                         \
+    case NT_OP_ADD: for (int64_t i = 0; i < n; i++) o[i] = a[i] + sv; break;               \
+    case NT_OP_SUB: for (int64_t i = 0; i < n; i++) o[i] = a[i] - sv; break;               \
+    case NT_OP_MUL: for (int64_t i = 0; i < n; i++) o[i] = a[i] * sv; break;               \
+    default: for (int64_t i = 0; i < n; i++) o[i] = a[i] / sv; break;                      \
+  } else switch (op) {                                                                     \
+    case NT_OP_ADD: for (int64_t i = 0; i < n; i++) o[i] = sv + a[i]; break;               \
+    case NT_OP_SUB: for (int64_t i = 0; i < n; i++) o[i] = sv - a[i]; break;               \
+    case NT_OP_MUL: for (int64_t i = 0; i < n; i++) o[i] = sv * a[i]; break;               \
+    default: for (int64_t i = 0; i < n; i++) o[i] = sv / a[i]; break;                      \
+  }
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define FAST_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define FAST_CLONES
+#endif
+FAST_CLONES static void fast_f32(int op, const float *restrict a, const float *restrict b, double s, bool first,
+                                 float *restrict o, int64_t n) { FAST_BODY(float) }
+FAST_CLONES static void fast_f64(int op, const double *restrict a, const double *restrict b, double s, bool first,
+                                 double *restrict o, int64_t n) { FAST_BODY(double) }
+static bool fast_op(const nt_FuseOp *o) {
+  return (o->op == NT_OP_ADD || o->op == NT_OP_SUB || o->op == NT_OP_MUL || o->op == NT_OP_DIV) &&
+         (o->dtype == NT_F32 || o->dtype == NT_F64);
+}
+
+/* one worker's tile headers and kernel arguments, built once per chain */
+typedef struct {
+  nt_Tensor th[NT_FUSE_MAXIN + NT_FUSE_MAXOPS];
+  nt_Storage sh[NT_FUSE_MAXIN + NT_FUSE_MAXOPS];
+  nt_KernelArgs ka[NT_FUSE_MAXOPS];
+} Tiles;
+
+static void tiles_init(const Ctx *c, Tiles *w) {
+  const nt_Fused *r = c->r;
+  for (int i = 0; i < r->nin; i++) tile_hdr(&w->th[i], &w->sh[i], NULL, c->view[i].dtype, 0);
+  for (int k = 0; k < r->nops; k++) {
+    const nt_FuseOp *o = &r->ops[k];
+    nt_Tensor *ot = &w->th[NT_FUSE_MAXIN + k];
+    tile_hdr(ot, &w->sh[NT_FUSE_MAXIN + k], NULL, (nt_DType)o->dtype, 0);
+    /* the nt_KernelArgs the unfused front end passes (telem.c) */
+    nt_KernelArgs *a = &w->ka[k];
+    memset(a, 0, sizeof *a);
+    a->op = o->op; a->out = ot; a->nin = o->nsrc;
+    for (int j = 0; j < o->nsrc; j++) a->in[j] = o->src[j] >= 0 ? &w->th[o->src[j]] : &w->th[NT_FUSE_MAXIN + (-1 - o->src[j])];
+    a->s[0] = o->s[0]; a->s[1] = o->s[1];
+    if (o->scalar) { a->iarg[0] = o->sfirst; a->niarg = 1; }
+  }
+}
+
+static void run_tile(Ctx *c, Tiles *w, char *scratch, int64_t t0, int64_t len) {
+  const nt_Fused *r = c->r;
+  for (int i = 0; i < r->nin; i++) {
+    size_t es = nt_dtype_size(c->view[i].dtype);
+    char *p;
+    if (c->direct[i]) p = (char *)c->base[i] + (size_t)t0 * es;
+    else { p = scratch + c->off_in[i]; gather(&c->view[i], c->base[i], t0, len, p); }
+    tile_set(&w->th[i], p, len);
+  }
+  for (int k = 0; k < r->nops; k++) {
+    const nt_FuseOp *o = &r->ops[k];
+    char *p = k + 1 == r->nops ? (char *)r->data + (size_t)t0 * nt_dtype_size((nt_DType)o->dtype) : scratch + c->off_op[k];
+    nt_KernelArgs *a = &w->ka[k];
+    tile_set(a->out, p, len);
+    if (fast_op(o)) {
+      const void *x = nt_base(a->in[0]), *y = o->nsrc == 2 ? nt_base(a->in[1]) : NULL;
+      if (o->dtype == NT_F32) fast_f32(o->op, x, y, o->s[0], o->sfirst, (float *)p, len);
+      else fast_f64(o->op, x, y, o->s[0], o->sfirst, (double *)p, len);
+      continue;
+    }
+    nt_Kernel kf = nt_kernel_table[o->op][NT_CPU];
+    if (!kf || kf(a)) c->failed = 1;
+  }
+}
+
+static int eval(nt_Fused *r) {
+  Ctx c;
+  memset(&c, 0, sizeof c);
+  c.r = r;
+  int rc = 0;
+  for (int i = 0; i < r->nin; i++) {
+    nt_Tensor *in = r->in[i];
+    if (in->storage->version != r->in_ver[i] && !rc) {
+      nt_error_set("a tensor was written in place while a lazy value computed from it was pending, without going "
+                   "through nt_base (a cached data pointer?): the lazy value may be wrong (NABLA_FUSE=0 avoids it)");
+      rc = -1;
+    }
+    nt_bcast_view(&c.view[i], in, r->shape, r->ndim);
+    c.base[i] = (const char *)in->storage->data + in->offset * (int64_t)nt_dtype_size(in->dtype);
+    c.direct[i] = (c.view[i].flags & NT_T_CONTIG) != 0;
+  }
+  int64_t n = r->numel, ntiles = (n + TILE - 1) / TILE;
+  bool par = n > NT_OMP_THRESHOLD;
+  Ctx small = c;
+  layout(&c, TILE);
+  layout(&small, TILE_SMALL);
+  int failed = 0;
+  _Pragma("omp parallel if (par) reduction(|: failed)")
+  {
+    Ctx mine = c;
+    Tiles w;
+    tiles_init(&c, &w);
+    char *sc = aligned_alloc(64, mine.per);
+    _Pragma("omp for schedule(static)")
+    for (int64_t j = 0; j < ntiles; j++) {
+      int64_t t0 = j * TILE, len = n - t0 < TILE ? n - t0 : TILE;
+      if (sc) run_tile(&mine, &w, sc, t0, len);
+      else {   /* no memory for the scratch: small tiles on the stack */
+        Ctx sm = small;
+        _Alignas(64) char buf[(NT_FUSE_MAXIN + NT_FUSE_MAXOPS) * TILE_SMALL * 8];
+        for (int64_t u = t0; u < t0 + len; u += TILE_SMALL)
+          run_tile(&sm, &w, buf, u, t0 + len - u < TILE_SMALL ? t0 + len - u : TILE_SMALL);
+        mine.failed |= sm.failed;
+      }
+    }
+    free(sc);
+    failed |= mine.failed;
+  }
+  (void)par;
+  if (failed && !rc) { nt_error_set("internal: a fused kernel failed"); rc = -1; }
+  return rc;
+}
