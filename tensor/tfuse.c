@@ -304,6 +304,15 @@ int nt_fuse_binary(int op, nt_Tensor *a, nt_Tensor *b, nt_DType cd, nt_Tensor **
   int nd;
   if (nt_broadcast_shapes(nt_op_name(op), a->shape, a->ndim, b->shape, b->ndim, shape, &nd)) return -1;
   if (!worth(nt_shape_numel(shape, nd), cd, NT_CPU) || nt_needs_grad(2, (nt_Tensor *[]){ a, b })) return 0;
+  /* A view of a lazy value (y.T, y[0]) is computed BEFORE any operand is
+  ** recorded: operand() copies a whole lazy value's inputs into rec without
+  ** a reference (commit takes them), so computing y between the two operands
+  ** (y + y.T) would release inputs rec already points to -- a use after free
+  ** when y's chain held the last reference (fusecheck). */
+  for (int j = 0; j < 2; j++) {
+    nt_Tensor *x = j ? b : a;
+    if (x->storage->lazy && !whole_lazy(x, shape, nd) && nt_settle_storage_(x->storage)) return -1;
+  }
   nt_Fused rec;
   init_rec(&rec, shape, nd);
   int ra, rb, k;
