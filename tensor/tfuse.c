@@ -178,11 +178,14 @@ static bool same_shape_as(const nt_Tensor *t, const int64_t *shape, int nd) {
   return t->ndim == nd && !memcmp(t->shape, shape, sizeof(int64_t) * (size_t)nd);
 }
 
-/* t is the whole value of a pending chain, laid out as the chain computes it */
+/* t is the whole value of a pending chain, laid out as the chain computes it
+** -- in the chain's own shape: the record's inputs are broadcast to that
+** shape, so a reshape of the value (same numel, another shape) is not
+** (fusecheck: y.reshape([n]) + 1 read x's elements at the wrong places) */
 static bool whole_lazy(const nt_Tensor *t, const int64_t *shape, int nd) {
   const nt_Fused *r = t->storage->lazy;
   return r && t->offset == 0 && (t->flags & NT_T_CONTIG) && t->numel == r->numel && same_shape_as(t, shape, nd) &&
-         t->dtype == (nt_DType)r->ops[r->nops - 1].dtype;
+         same_shape_as(t, r->shape, r->ndim) && t->dtype == (nt_DType)r->ops[r->nops - 1].dtype;
 }
 
 static int add_input(nt_Fused *b, nt_Tensor *x) {

@@ -104,6 +104,16 @@ def alias_batch():
     b.case("self_chain_long", f"y = {xa}.clone() * 2 - 1\nz = y + y.T\nz = z * 0.5 + z[1]\nz",
            ((y + y.T) * 0.5 + (y + y.T)[1]), rtol=0, atol=0)
     b.case("self_in_fn", f"fn g(v) {{ w = v * 3\n return w - w.T }}\ng({xa}.clone())", t * 3 - (t * 3).T, rtol=0, atol=0)
+    # a reshape of a lazy value (same numel, another shape) as an operand: the
+    # chain's inputs are laid out in the chain's shape (this read x's elements
+    # at the wrong places: a silent wrong value)
+    b.case("reshape_flat_scalar", f"y = {xa} * 2 - 1\ny.reshape([40000]) + 1", (y.reshape(40000) + 1), rtol=0, atol=0)
+    b.case("reshape_2d_unary", f"y = {xa} * 2 - 1\ntanh(y.reshape([400, 100]))", torch.tanh(y.reshape(400, 100)), rtol=2e-6, atol=2e-7)
+    b.case("reshape_binary", f"y = {xa} * 2 - 1\ny.reshape([100, 400]) * {xa}.reshape([100, 400])", y.reshape(100, 400) * t.reshape(100, 400), rtol=0, atol=0)
+    b.case("reshape_bcast", f"y = {xa} * 2 - 1\ny.reshape([4, 50, 200]) - {xa}[0]", y.reshape(4, 50, 200) - t[0], rtol=0, atol=0)
+    b.case("unsqueeze_lazy", f"y = {xa} * 2 - 1\nunsqueeze(y, 0) * 3", y.unsqueeze(0) * 3, rtol=0, atol=0)
+    b.case("flatten_lazy", f"y = {xa} * 2 - 1\ny.flatten() / 3", y.flatten() / 3, rtol=0, atol=0)
+    b.case("reshape_back", f"y = {xa} * 2 - 1\n(y.reshape([40000]) * 2).reshape([200, 200]) + y", (y.reshape(40000) * 2).reshape(200, 200) + y, rtol=0, atol=0)
     # in-place writes whose right side is a lazy value of the target
     b.case("plus_eq_self", f"x = {xa}.clone()\nx += x * 2\nx", t + t * 2, rtol=0, atol=0)
     b.case("copy_self", f"x = {xa}.clone()\nx.copy_(x * 2 - 1)\nx", y, rtol=0, atol=0)
