@@ -259,9 +259,19 @@ static nt_Tensor *commit(const nt_Fused *b) {
   nt_Fused *r = malloc(sizeof *r);
   if (!r) { nt_release(out); nt_error_oom(sizeof *r); return NULL; }
   *r = *b;
+  /* The record holds its inputs' MEMORY, through headers of its own without
+  ** autograd state: retaining the input tensors themselves kept their .grad
+  ** and their graphs (grad_fn and every activation it saved) alive while the
+  ** value pended (fusecheck: no_grad { s = h * 2 } held h's whole graph). */
+  for (int i = 0; i < r->nin; i++)
+    if (!(r->in[i] = nt_view_of(b->in[i]))) {
+      while (i-- > 0) nt_release(r->in[i]);
+      free(r); nt_release(out);
+      return NULL;
+    }
   lock();
   for (int i = 0; i < r->nin; i++) {
-    nt_Storage *is = nt_retain(r->in[i])->storage;
+    nt_Storage *is = r->in[i]->storage;
     r->in_ver[i] = is->version;
     is->readers++;
     fix_hook(is);

@@ -17,7 +17,8 @@ PyTorch / NumPy reference, and the fused run must print nothing on stderr
 - capture: lazy values returned from a function or closure, stored in a
   record or a list, used after their input was written;
 - autograd: a lazy value of x.grad, then backward accumulating into x.grad
-  and zero_grad; a lazy value of a leaf, then an optimizer with momentum;
+  and zero_grad; a lazy value of a leaf, then an optimizer with momentum; a
+  pending value does not keep its input's graph alive (autograd_stats);
 - I/O: save / load, save_npy, serialize of lazy values, then the input written;
 - dtypes: i32 inputs promoting to f32, f16 / bf16 chains written after, 0-d
   tensor operands promoting to f64, NaN / inf propagation, u8 / bool inputs;
@@ -175,6 +176,14 @@ def grad_io_batch():
     b.case("zero_grad", f"w = {xa}.clone().requires_grad()\nbackward((w * w).sum())\ng = w.grad * 5\nzero_grad([w])\ng", (2 * t) * 5, rtol=0, atol=0)
     b.case("no_grad_chain_of_leaf", f"w = {xa}.clone().requires_grad()\nno_grad {{ y = w * 2 + 1 }}\nbackward((w * w).sum())\ny",
            t * 2 + 1, rtol=0, atol=0)
+    # a pending value must not keep its input's autograd graph alive (it held
+    # the input tensor itself: grad_fn and every saved activation)
+    b.case("graph_not_held", f"w = {xa}.clone().requires_grad()\nn0 = autograd_stats().nodes\nh = tanh(w * 2) * 3\n"
+           f"no_grad {{ s = h * 2 }}\nh = nil\nn1 = autograd_stats().nodes - n0\nlist(n1, s[5, 7].item())",
+           [0, float(torch.tanh(t * 2)[5, 7] * 3 * 2)], rtol=1e-6, atol=1e-6, dtype=False)
+    b.case("graph_not_held_fn", f"fn fwd(v) {{\n  h = v\n  for i in range(4) {{ h = tanh(h * 1.5) }}\n  no_grad {{ o = h - 1 }}\n  return o\n}}\n"
+           f"w = {xa}.clone().requires_grad()\nn0 = autograd_stats().nodes\no = fwd(w)\nlist(autograd_stats().nodes - n0, o[1, 2].item())",
+           [0, float(torch.tanh(torch.tanh(torch.tanh(torch.tanh(t * 1.5) * 1.5) * 1.5) * 1.5)[1, 2] - 1)], rtol=1e-6, atol=1e-6, dtype=False)
     b.case("sgd_momentum", f"import optim\nx = {xa}.clone()\ny = x * 2 + 1\nopt = optim.sgd({{w: x}}, 0.1, momentum=0.9)\n"
            f"opt.step({{w: ones([200, 200])}})\nopt.step({{w: ones([200, 200])}})\ny", t * 2 + 1, rtol=0, atol=0)
     b.case("index_put_accumulate", f"x = {xa}.clone()\ny = x * 2 + 1\nx2 = index_put(x, tensor([0, 0, 2]), ones([3, 200]), accumulate=true)\ny",
