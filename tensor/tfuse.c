@@ -188,8 +188,16 @@ static bool whole_lazy(const nt_Tensor *t, const int64_t *shape, int nd) {
          same_shape_as(t, r->shape, r->ndim) && t->dtype == (nt_DType)r->ops[r->nops - 1].dtype;
 }
 
+/* the same elements: a record's inputs are headers of its own (commit), so an
+** input inlined from another chain is matched by what it views, not by address */
+static bool same_view(const nt_Tensor *a, const nt_Tensor *b) {
+  return a == b || (a->storage == b->storage && a->offset == b->offset && a->dtype == b->dtype && a->ndim == b->ndim &&
+                    !memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim) &&
+                    !memcmp(a->strides, b->strides, sizeof(int64_t) * (size_t)a->ndim));
+}
+
 static int add_input(nt_Fused *b, nt_Tensor *x) {
-  for (int i = 0; i < b->nin; i++) if (b->in[i] == x) return i;
+  for (int i = 0; i < b->nin; i++) if (same_view(b->in[i], x)) return i;
   if (b->nin == NT_FUSE_MAXIN) return -1;
   b->in[b->nin] = x;
   return b->nin++;
