@@ -24,7 +24,8 @@ PyTorch / NumPy reference, and the fused run must print nothing on stderr
   tensor operands promoting to f64, NaN / inf propagation, u8 / bool inputs;
 - errors: the same message at the same line and column, both ways;
 - dist: an in-place broadcast (dist_broadcast_) into a tensor a pending
-  chain reads, on two CPU workers.
+  chain reads, on two CPU workers;
+- gradcheck: values f stores while gradcheck perturbs the input in place.
 
 Run: NABLA=build/nabla /usr/bin/python3 tests/numerics/test_fuse_attack.py
 """
@@ -287,6 +288,33 @@ def dist_check():
         check(f"fuse_attack.dist_broadcast_[NABLA_FUSE={mode}]", ok, f"rc={r.returncode} out={r.stdout.strip()[-300:]!r} err={r.stderr.strip()[-300:]!r}")
 
 
+GRADCHECK_PROG = """x = randn([128, 128]).to("f64").requires_grad()
+cache = []
+fn f(v) {
+  push(cache, v * 1)
+  return (v * v).sum()
+}
+ok = gradcheck(f, [x])
+n = len(cache)
+print("G", ok, n, cache[n - 1][127, 127].item() - x[127, 127].item(), cache[n - 2][127, 127].item() - x[127, 127].item())
+"""
+
+
+def gradcheck_check():
+    """gradcheck perturbs its input in place between calls of f: a value f stores
+    (lazy, reading the input) keeps the input as it was in THAT call (gradcheck
+    wrote through a pointer taken once, under the pending values)"""
+    for mode in ("1", "0"):
+        os.environ["NABLA_FUSE"] = mode
+        rc, so, se = harness.run_nabla(GRADCHECK_PROG, timeout=300)
+        os.environ.pop("NABLA_FUSE", None)
+        row = next((l.split() for l in so.splitlines() if l.startswith("G ")), None)
+        # the last two calls saw x[127, 127] - eps and + eps (eps = 1e-6)
+        ok = (rc == 0 and row is not None and row[1] == "true" and int(row[2]) == 2 * 128 * 128 + 2
+              and abs(float(row[3]) + 1e-6) < 1e-9 and abs(float(row[4]) - 1e-6) < 1e-9)
+        check(f"fuse_attack.gradcheck_stored_values[NABLA_FUSE={mode}]", ok, f"rc={rc} out={so.strip()[-200:]!r} err={se.strip()[-300:]!r}")
+
+
 for mk, min_forced in ((alias_batch, 10), (capture_batch, 5), (grad_io_batch, 5), (dtype_batch, 5)):
     bb = mk()
     res = run_both(bb)
@@ -294,4 +322,5 @@ for mk, min_forced in ((alias_batch, 10), (capture_batch, 5), (grad_io_batch, 5)
         judge(bb, res[0], res[1], min_forced)
 error_checks()
 dist_check()
+gradcheck_check()
 finish()
