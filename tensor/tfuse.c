@@ -197,15 +197,26 @@ static bool same_shape_as(const nt_Tensor *t, const int64_t *shape, int nd) {
   return t->ndim == nd && !memcmp(t->shape, shape, sizeof(int64_t) * (size_t)nd);
 }
 
-/* t is the whole value of a pending chain, laid out as the chain computes it */
+/* t is the whole value of a pending chain, laid out as the chain computes it
+** -- in the chain's own shape: the record's inputs are broadcast to that
+** shape, so a reshape of the value (same numel, another shape) is not
+** (fusecheck: y.reshape([n]) + 1 read x's elements at the wrong places) */
 static bool whole_lazy(const nt_Tensor *t, const int64_t *shape, int nd) {
   const nt_Fused *r = lazy_of(t->storage);
   return r && t->offset == 0 && (t->flags & NT_T_CONTIG) && t->numel == r->numel && same_shape_as(t, shape, nd) &&
-         t->dtype == (nt_DType)r->ops[r->nops - 1].dtype;
+         same_shape_as(t, r->shape, r->ndim) && t->dtype == (nt_DType)r->ops[r->nops - 1].dtype;
+}
+
+/* the same elements: a record's inputs are headers of its own (commit), so an
+** input inlined from another chain is matched by what it views, not by address */
+static bool same_view(const nt_Tensor *a, const nt_Tensor *b) {
+  return a == b || (a->storage == b->storage && a->offset == b->offset && a->dtype == b->dtype && a->ndim == b->ndim &&
+                    !memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim) &&
+                    !memcmp(a->strides, b->strides, sizeof(int64_t) * (size_t)a->ndim));
 }
 
 static int add_input(nt_Fused *b, nt_Tensor *x) {
-  for (int i = 0; i < b->nin; i++) if (b->in[i] == x) return i;
+  for (int i = 0; i < b->nin; i++) if (same_view(b->in[i], x)) return i;
   if (b->nin == NT_FUSE_MAXIN) return -1;
   b->in[b->nin] = x;
   return b->nin++;
@@ -275,9 +286,19 @@ static nt_Tensor *commit(const nt_Fused *b) {
   nt_Fused *r = malloc(sizeof *r);
   if (!r) { nt_release(out); nt_error_oom(sizeof *r); return NULL; }
   *r = *b;
+  /* The record holds its inputs' MEMORY, through headers of its own without
+  ** autograd state: retaining the input tensors themselves kept their .grad
+  ** and their graphs (grad_fn and every activation it saved) alive while the
+  ** value pended (fusecheck: no_grad { s = h * 2 } held h's whole graph). */
+  for (int i = 0; i < r->nin; i++)
+    if (!(r->in[i] = nt_view_of(b->in[i]))) {
+      while (i-- > 0) nt_release(r->in[i]);
+      free(r); nt_release(out);
+      return NULL;
+    }
   lock();
   for (int i = 0; i < r->nin; i++) {
-    nt_Storage *is = nt_retain(r->in[i])->storage;
+    nt_Storage *is = r->in[i]->storage;
     r->in_ver[i] = is->version;
     is->readers++;
     fix_reader_hook(is);   /* (inputs are never lazy: operand() computed them) */
@@ -329,6 +350,15 @@ int nt_fuse_binary(int op, nt_Tensor *a, nt_Tensor *b, nt_DType cd, nt_Tensor **
   int nd;
   if (nt_broadcast_shapes(nt_op_name(op), a->shape, a->ndim, b->shape, b->ndim, shape, &nd)) return -1;
   if (!worth(nt_shape_numel(shape, nd), cd, NT_CPU) || nt_needs_grad(2, (nt_Tensor *[]){ a, b })) return 0;
+  /* A view of a lazy value (y.T, y[0]) is computed BEFORE any operand is
+  ** recorded: operand() copies a whole lazy value's inputs into rec without
+  ** a reference (commit takes them), so computing y between the two operands
+  ** (y + y.T) would release inputs rec already points to -- a use after free
+  ** when y's chain held the last reference (fusecheck). */
+  for (int j = 0; j < 2; j++) {
+    nt_Tensor *x = j ? b : a;
+    if (x->storage->lazy && !whole_lazy(x, shape, nd) && nt_settle_storage_(x->storage)) return -1;
+  }
   nt_Fused rec;
   init_rec(&rec, shape, nd);
   int ra, rb, k;

@@ -265,15 +265,19 @@ static int b_gradcheck(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
     if (ins[i].t != NB_TTENSOR || !T(ins[i])->requires_grad) continue;
     nt_Tensor *x = T(ins[i]);
     nt_Tensor *g = nt_grad(x);
-    double *xd = nt_data_ptr(x);
     double *gd = NULL;
     nt_Tensor *gc = g ? nt_contiguous(g) : NULL;
     if (gc) gd = nt_data_ptr(gc);
+    /* x's address is taken right before each write (textend.h): f may leave
+    ** lazy values reading x pending (a value it stores), and nt_data_ptr
+    ** computes them first -- a pointer kept across the calls wrote under them */
+#define XD ((double *)nt_data_ptr(x))
     for (int64_t e = 0; e < x->numel && !st; e++) {
-      double keep = xd[e], fp, fm;
-      xd[e] = keep + eps; st = gc_eval(vm, f, ins, k, w, &fp, NULL);
-      if (!st) { xd[e] = keep - eps; st = gc_eval(vm, f, ins, k, w, &fm, NULL); }
-      xd[e] = keep;
+      double keep = XD[e], fp, fm;
+      XD[e] = keep + eps; st = gc_eval(vm, f, ins, k, w, &fp, NULL);
+      if (!st) { XD[e] = keep - eps; st = gc_eval(vm, f, ins, k, w, &fm, NULL); }
+      XD[e] = keep;
+#undef XD
       if (st) break;
       double num = (fp - fm) / (2 * eps), ana = gd ? gd[e] : 0;
       if (fabs(ana - num) > atol + rtol * fabs(num))
