@@ -357,7 +357,7 @@ int nt_fuse_binary(int op, nt_Tensor *a, nt_Tensor *b, nt_DType cd, nt_Tensor **
   ** when y's chain held the last reference (fusecheck). */
   for (int j = 0; j < 2; j++) {
     nt_Tensor *x = j ? b : a;
-    if (x->storage->lazy && !whole_lazy(x, shape, nd) && nt_settle_storage_(x->storage)) return -1;
+    if (lazy_of(x->storage) && !whole_lazy(x, shape, nd) && nt_settle_storage_(x->storage)) return -1;
   }
   nt_Fused rec;
   init_rec(&rec, shape, nd);
