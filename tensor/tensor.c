@@ -152,10 +152,9 @@ nt_Tensor *nt_empty(const int64_t *shape, int ndim, nt_DType dt, nt_Device dev) 
   return t;
 }
 
-/* tfuse.c: a contiguous CPU tensor whose data is allocated only when it is
-** computed (nt_storage_alloc_), so a lazy intermediate dropped unread never
-** takes memory, and a chain's output lands in memory the allocator just
-** freed (warm pages) rather than next to a dropped intermediate's block. */
+/* tfuse.c: a contiguous CPU tensor without its buffer: tfuse.c's commit
+** allocates it (nt_storage_alloc_) and hands it over when the chain is
+** computed or dropped, so data stays NULL while the value is pending. */
 nt_Tensor *nt_empty_deferred_(const int64_t *shape, int ndim, nt_DType dt) {
   int64_t numel;
   if (nt_check_shape("empty", shape, ndim, &numel)) return NULL;
@@ -204,7 +203,6 @@ nt_Tensor *nt_from_external(void *data, nt_DType dt, const int64_t *shape, int n
 static void storage_release(nt_Storage *s) {
   if (--s->refcount > 0) return;
   if (s->hook) nt_fuse_drop_(s);   /* a lazy value never read: never computed */
-  /* data is NULL only for a lazy value dropped unread: never allocated */
   if (!(s->flags & (NT_STORAGE_INLINE | NT_STORAGE_EXTERNAL)) && s->data) { allocators[s->device].free(s->data); live_bytes -= s->nbytes; }
   free(s->block);
 }

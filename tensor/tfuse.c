@@ -6,15 +6,16 @@
 ** eligible elementwise ops (floating results, CPU, no autograd recording,
 ** at least FUSE_MIN_NUMEL elements) to nt_fuse_binary / _scalar / _unary,
 ** which RECORD the op instead of running it: the result is a normal tensor
-** whose storage has no memory (data NULL) until forced — an intermediate
-** dropped unread never takes any, as with NumPy's absent temporaries —
-** with an nt_Fused record (tinternal.h: an op list with dtypes, the input
+** whose storage shows no data (data NULL) until forced — its buffer is
+** allocated at once but never written when the value is dropped unread, as
+** with NumPy's absent temporaries (a large block is mmap'd: untouched pages
+** take no memory) — with an nt_Fused record (tinternal.h: an op list with dtypes, the input
 ** tensors and their broadcast strides — the unit a GPU codegen would
 ** compile).  An op on a lazy operand of the same shape extends a copy of its
 ** record, so a chain is one record of up to FUSE_MAXOPS ops over up to
 ** FUSE_MAXIN inputs.  Errors (shapes, dtypes, devices) are raised while
-** recording, in the statement that made the op; the buffer is allocated when
-** the chain is computed (see force() for the one failure that aborts).
+** recording, in the statement that made the op, and so is the output
+** buffer's allocation (commit): computing a chain cannot fail.
 **
 ** Forcing evaluates the whole chain in tiles of TILE elements: each op runs
 ** the SAME CPU kernel as unfused evaluation (the op table's k_binary,
@@ -118,7 +119,7 @@ static void unlink_rec(nt_Fused *r) {
   npending--;
 }
 
-/* unlinks r, gives its storage its buffer (NULL when dropped), releases its inputs */
+/* unlinks r, gives its storage its buffer (computed, or unwritten when dropped), releases its inputs */
 static void finish(nt_Fused *r) {
   nt_Storage *s = r->out;
   s->data = r->data;
@@ -135,15 +136,6 @@ static int eval(nt_Fused *r);
 /* computes r into its storage; the value is there even when -1 reports a
 ** version mismatch (an internal error: see the top comment) */
 static int force(nt_Fused *r) {
-  /* The buffer is allocated now.  Without it the pending chain can neither
-  ** be computed nor left behind (a write may be about to overwrite its
-  ** inputs), and nt_base cannot return an error: stop loudly rather than
-  ** hand out a wrong value.  (Linux overcommits: malloc itself rarely fails.) */
-  if (!(r->data = nt_storage_alloc_(r->out))) {
-    fprintf(stderr, "nabla: out of memory computing a lazy value of %zu bytes (NABLA_FUSE=0 allocates eagerly)\n",
-            r->out->nbytes);
-    abort();
-  }
   int rc = eval(r);
   nforced++;
   finish(r);
@@ -286,6 +278,12 @@ static nt_Tensor *commit(const nt_Fused *b) {
   nt_Fused *r = malloc(sizeof *r);
   if (!r) { nt_release(out); nt_error_oom(sizeof *r); return NULL; }
   *r = *b;
+  /* The buffer is allocated here, by the statement that wrote the op: its
+  ** out-of-memory error is a catchable TensorError at that line, as without
+  ** fusion.  Computing later, nt_base could not report it (it aborted: the
+  ** fuse review's 240 GB broadcast killed the session).  A large block is
+  ** mmap'd, so a dropped intermediate's untouched pages cost no memory. */
+  if (!(r->data = nt_storage_alloc_(s))) { free(r); nt_release(out); return NULL; }
   /* The record holds its inputs' MEMORY, through headers of its own without
   ** autograd state: retaining the input tensors themselves kept their .grad
   ** and their graphs (grad_fn and every activation it saved) alive while the
@@ -293,6 +291,7 @@ static nt_Tensor *commit(const nt_Fused *b) {
   for (int i = 0; i < r->nin; i++)
     if (!(r->in[i] = nt_view_of(b->in[i]))) {
       while (i-- > 0) nt_release(r->in[i]);
+      s->data = r->data;   /* out's release frees it */
       free(r); nt_release(out);
       return NULL;
     }
@@ -303,7 +302,7 @@ static nt_Tensor *commit(const nt_Fused *b) {
     is->readers++;
     fix_reader_hook(is);   /* (inputs are never lazy: operand() computed them) */
   }
-  r->out = s; r->data = NULL; r->hook.settle = settle_hook; s->hook = &r->hook;
+  r->out = s; r->hook.settle = settle_hook; s->hook = &r->hook;
   r->prev = tail; r->next = NULL;
   if (tail) tail->next = r; else head = r;
   tail = r;

@@ -235,6 +235,9 @@ ERROR_PROGRAMS = [
     ("int_div_zero", "x = randn([300, 200])\ny = (x * 2).to(\"i32\") // 0\nprint(y.sum())\n"),
     ("index_lazy", "x = randn([300, 200])\ny = x * 2\nprint(y[400])\n"),
     ("in_fn_line", "fn h(t) {\n  u = t * 3\n  return u + ones([2, 2])\n}\nh(randn([300, 200]))\n"),
+    # a broadcast too big to allocate: the TensorError at the op's line (fused, the
+    # buffer was allocated when the value was computed, and that aborted the process)
+    ("oom_broadcast", "a = randn([200000, 1])\nb = randn([1, 300000])\ny = try { a + b } catch e { print(e.message, e.line); nil }\nprint(y)\nz = a + b\n"),
 ]
 
 
