@@ -145,7 +145,7 @@ static void store_name(Cs *c, nb_Node *n, int src, const nb_Node *at) {
 static bool writes_once(const nb_Node *n) {
   switch (n->kind) {
   case N_NUM: case N_STR: case N_NIL: case N_TRUE: case N_FALSE: case N_NAME:
-  case N_BINARY: case N_NEG: case N_NOT: case N_FIELD: case N_INDEX: case N_RANGE: case N_FN:
+  case N_BINARY: case N_NEG: case N_NOT: case N_BNOT: case N_FIELD: case N_INDEX: case N_RANGE: case N_FN:
     return true;
   default: return false;
   }
@@ -406,9 +406,9 @@ static void expr(Cs *c, nb_Node *n, int dst) {
   case N_FALSE: ABC(LOADBOOL, dst, 0, 0, n); return;
   case N_NAME: load_name(c, n, dst); return;
   case N_BINARY: binary(c, n, dst); return;
-  case N_NEG: case N_NOT: {
+  case N_NEG: case N_NOT: case N_BNOT: {
     int r = to_temp(c, n->a);
-    emit(c, MK_ABC(n->kind == N_NEG ? BC_NEG : BC_NOT, dst, r, 0), n);
+    emit(c, MK_ABC(n->kind == N_NEG ? BC_NEG : n->kind == N_NOT ? BC_NOT : BC_BNOT, dst, r, 0), n);
     c->freereg = base;
     return;
   }

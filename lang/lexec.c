@@ -181,7 +181,8 @@ static int kop(int bc) {
 static const char *update_name(int op) {
   switch (op) {
   case OP_ADD: return "+="; case OP_SUB: return "-="; case OP_MUL: return "*=";
-  case OP_DIV: return "/="; case OP_IDIV: return "//="; default: return "update";
+  case OP_DIV: return "/="; case OP_IDIV: return "//="; case OP_BAND: return "&="; case OP_BOR: return "|=";
+  case OP_BXOR: return "^="; case OP_SHL: return "<<="; case OP_SHR: return ">>="; default: return "update";
   }
 }
 
@@ -190,7 +191,8 @@ static int update(nb_VM *vm, const nb_Node *n, nb_Value *R, int a, int b) {
   nb_Value cur = R[a], v = R[b];
   R[b] = nb_nil();
   int st;
-  if (cur.t == NB_TTENSOR) st = nbT_update(vm, n->op, update_name(n->op), cur, v);
+  if (n->op >= OP_BAND) { nb_Value r; st = nbV_bitop(vm, n->op, cur, v, &r); if (!st) nb_store(&R[a], r); }
+  else if (cur.t == NB_TTENSOR) st = nbT_update(vm, n->op, update_name(n->op), cur, v);
   else if (cur.t == NB_TNUM && v.t == NB_TNUM) { R[a] = nbV_num_arith(n->op, cur, v); st = NB_OK; }
   else { nb_Value r; st = nbV_binop(vm, n->op, cur, v, &r); if (!st) nb_store(&R[a], r); }
   nb_decref(v);
@@ -364,7 +366,7 @@ static int update_x(nb_VM *vm, const nb_Node *n, nb_Value *R, int a, int b) {
   nb_Value obj = R[a], v = R[b], cur;
   int st = t->kind == N_INDEX ? nbV_index(vm, obj, &R[a + 1], nidx, &cur) : nbV_get_field(vm, obj, t->str, &cur);
   if (!st) {
-    if (cur.t == NB_TTENSOR && !(t->kind == N_INDEX && obj.t == NB_TTENSOR)) {
+    if (cur.t == NB_TTENSOR && !(t->kind == N_INDEX && obj.t == NB_TTENSOR) && n->op < OP_BAND) {
       st = nbT_update(vm, n->op, update_name(n->op), cur, v);
       nb_decref(cur);
     } else {
@@ -592,7 +594,9 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     goto binopk; }
   ARITHK(ADDK, x + y)
   ARITHK(SUBK, x - y)
-  ARITHK(MULK, x * y)
+  /* an int product has no -0 (0 * -1 is 0): + 0.0 makes it 0; a float's
+  ** keeps its sign (+ -0.0 changes nothing) */
+  ARITHK(MULK, x * y + ((a->kind | b->kind) ? -0.0 : 0.0))
   CASE(DIVK) { nb_Value *a = &R[B];
     if (a->t == NB_TNUM) { double x = a->u.n / K[C].u.n; nb_Value old = RA; RA = nb_flt(x); nb_decref(old); NEXT; }
     goto binopk; }
@@ -607,7 +611,7 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     NEXT;
   ARITH(ADD, x + y)
   ARITH(SUB, x - y)
-  ARITH(MUL, x * y)
+  ARITH(MUL, x * y + ((a->kind | b->kind) ? -0.0 : 0.0))
   CASE(DIV) { nb_Value *a = &R[B], *b = &R[C];
     if (a->t == NB_TNUM && b->t == NB_TNUM) { double x = a->u.n / b->u.n; nb_Value old = RA; RA = nb_flt(x); nb_decref(old); NEXT; }
     goto binop; }
@@ -617,7 +621,18 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
   COMPARE(LE, x <= y)
   COMPARE(GT, x > y)
   COMPARE(GE, x >= y)
-  CASE(MOD) CASE(POW) CASE(MATMUL) CASE(IDIV)
+  /* & | ^ of two ints that are exact (within 2^53) inline; the rest (shifts,
+  ** big ints, errors) in nbV_bitop */
+#define BITOP(name, e) CASE(name) { \
+    nb_Value *a = &R[B], *b = &R[C]; \
+    if (__builtin_expect(nb_isint(*a) && nb_isint(*b) && fabs(a->u.n) <= 9007199254740992.0 && fabs(b->u.n) <= 9007199254740992.0, 1)) { \
+      int64_t x = (int64_t)a->u.n, y = (int64_t)b->u.n; nb_Value old = RA; \
+      RA = nb_int((double)(e)); nb_decref(old); NEXT; } \
+    goto binop; }
+  BITOP(BAND, x & y)
+  BITOP(BOR, x | y)
+  BITOP(BXOR, x ^ y)
+  CASE(MOD) CASE(POW) CASE(MATMUL) CASE(IDIV) CASE(SHL) CASE(SHR)
   binop:
     CHECK(binop_slow(vm, NODE, R, code->nlocals, GET_OP(i) - BC_ADD, B, C, A));
     NEXT;
@@ -626,6 +641,13 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     nb_Value v = R[B];
     if (v.t == NB_TNUM) { nb_store(&RA, nb_numk(-v.u.n, v.kind)); NEXT; }
     CHECK(negate(vm, R, A, B)); NEXT;
+  }
+  CASE(BNOT) {
+    nb_Value v = R[B], r;
+    st = nbV_bnot(vm, v, &r);
+    drop(R, B, code->nlocals);
+    CHECK(st);
+    nb_store(&RA, r); NEXT;
   }
   CASE(NOT) {
     bool t;
