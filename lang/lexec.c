@@ -302,17 +302,21 @@ static int set_index(nb_VM *vm, const nb_Node *n, nb_Value *R, int a, int b) {
   return st;
 }
 
-static int get_field(nb_VM *vm, const nb_Node *n, nb_Value *R, int dst, int b) {
+/* the slow paths of GETF/SETF (not a record, a missing field); b may be a
+** local read in place (unassigned: the local's error) */
+static int get_field(nb_VM *vm, const nb_Node *n, nb_Value *R, int nlocals, int dst, int b) {
+  if (R[b].t == NB_TUNDEF) { int st = undefined(vm, n->a, false); nbE_locate(vm, vm->frame->chunk, n->a); return st; }
   nb_Value r;
   int st = nbV_get_field(vm, R[b], n->str, &r);
-  clear_regs(R, b, b + 1);
+  drop(R, b, nlocals);
   if (!st) nb_store(&R[dst], r);
   return st;
 }
 
-static int set_field(nb_VM *vm, const nb_Node *n, nb_Value *R, int a, int b) {
+static int set_field(nb_VM *vm, const nb_Node *n, nb_Value *R, int nlocals, int a, int b) {
+  if (R[a].t == NB_TUNDEF) { int st = undefined(vm, n->a->a, false); nbE_locate(vm, vm->frame->chunk, n->a->a); clear_regs(R, b, b + 1); return st; }
   int st = nbV_set_field(vm, R[a], n->a->str, R[b]);
-  clear_regs(R, a, a + 1); clear_regs(R, b, b + 1);
+  drop(R, a, nlocals); clear_regs(R, b, b + 1);
   return st;
 }
 
@@ -795,8 +799,44 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
   CASE(LITEND) { CHECK(literal_list(vm, NODE, R, A)); NEXT; }
   CASE(FAIL) { fail_op(vm, NODE, R, A); goto error; }
   CASE(RANGE) { CHECK(make_range(vm, R, A, B)); NEXT; }
-  CASE(GETF) { CHECK(get_field(vm, NODE, R, A, B)); NEXT; }
-  CASE(SETF) { CHECK(set_field(vm, NODE, R, A, B)); NEXT; }
+  /* r.name on a record: an inline cache per instruction.  Operand C holds the
+  ** slot where this site last found its field (records keep their keys in
+  ** insertion order, so the objects that pass one site usually share it);
+  ** the hit costs one pointer compare (keys and names are interned), a miss
+  ** searches and rewrites C (code is per VM, and a VM runs on one thread).
+  ** The record may be a local read in place (B < nlocals: not dropped). */
+#define FIELD_SLOT(r, name, out) do { \
+    int c_ = C; \
+    if (__builtin_expect(!(c_ < (r)->n && (r)->keys[c_] == (name)), 0)) { \
+      c_ = nbR_find((r), (name)); \
+      if (c_ >= 0 && c_ <= 255) ((nb_Instr *)pc)[-1] = (i & 0x00ffffffu) | (nb_Instr)c_ << 24; \
+    } \
+    out = c_; } while (0)
+  CASE(GETF) {
+    if (__builtin_expect(R[B].t == NB_TREC, 1)) {
+      nb_Rec *r = R[B].u.p; int c;
+      FIELD_SLOT(r, NODE->str, c);
+      if (__builtin_expect(c >= 0, 1)) {
+        nb_Value v = r->vals[c]; nb_incref(v);
+        drop(R, B, code->nlocals);   /* may free r: v is held */
+        store16(&RA, v); NEXT;
+      }
+    }
+    CHECK(get_field(vm, NODE, R, code->nlocals, A, B)); NEXT;
+  }
+  CASE(SETF) {
+    if (__builtin_expect(R[A].t == NB_TREC, 1)) {
+      nb_Rec *r = R[A].u.p; int c;
+      FIELD_SLOT(r, NODE->a->str, c);
+      if (__builtin_expect(c >= 0, 1)) {
+        nb_Value v = R[B]; R[B] = nb_nil();   /* a temporary: moved into the field */
+        nb_Value old = r->vals[c]; r->vals[c] = v;
+        drop(R, A, code->nlocals);
+        nb_decref(old); NEXT;
+      }
+    }
+    CHECK(set_field(vm, NODE, R, code->nlocals, A, B)); NEXT;
+  }
   CASE(GETI) { CHECK(get_index(vm, NODE, R, A, B)); NEXT; }
   CASE(SETI) { CHECK(set_index(vm, NODE, R, A, B)); NEXT; }
   CASE(FORPREP) {
