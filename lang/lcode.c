@@ -562,6 +562,10 @@ static void ret_expr(Cs *c, nb_Node *n) {
       return;
     }
   }
+  if (is_local(n) && base == c->code->nlocals) {   /* `n` as the value: RET reads the local (no GETL) */
+    ABC(RET, n->idx, 1, 0, n);
+    return;
+  }
   int r = newreg(c);
   expr(c, n, r);
   ABC(RET, r, 0, 0, n);

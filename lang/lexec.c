@@ -773,18 +773,23 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     NEXT;
   }
   CASE(RET) {
-    nb_Value v = RA; put16(&RA, nb_nil());
+    nb_Value v = RA;
+    int top = A;   /* the registers below it may hold references */
+    if (B) {   /* a local, copied: the locals are cleared below */
+      if (__builtin_expect(v.t == NB_TUNDEF, 0)) { undefined(vm, NODE, false); goto error; }
+      nb_incref(v); top = code->nlocals;
+    } else put16(&RA, nb_nil());
     while (vm->nxh > xhbase && vm->xh[vm->nxh - 1].lvl >= vm->nxf) pop_block(vm);   /* a return inside try, no_grad */
     /* RET's register is the newest live one: the temporaries below it may
     ** hold references (a return inside an expression), those above none */
     if (f == f0) {
-      clear_regs(R, code->nlocals, A);
+      clear_regs(R, code->nlocals, top);
       vm->sp = sp0;
       *out = v;
       return NB_OK;
     }
     XFrame *x = vm->xframes[--vm->nxf];
-    clear_regs(R, 0, A);
+    clear_regs(R, 0, top);
     vm->depth--;
     vm->frame = f = x->f.parent;
     M = f->mod;

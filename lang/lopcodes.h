@@ -76,7 +76,7 @@ typedef uint32_t nb_Instr;
   X(JFK,     "A sBx", "if not R[A] then pc += sBx (keeps R[A]: and)") \
   X(JTK,     "A sBx", "if R[A] then pc += sBx (keeps R[A]: or)") \
   X(CALL,    "A B C", "R[A] = R[A](R[A+1 .. A+B], keywords R[A+B+1 .. A+B+C])") \
-  X(RET,     "A",     "return R[A]") \
+  X(RET,     "A B",   "return R[A] (B=1: R[A] a local, copied; no temporary is live)") \
   X(CLOSURE, "A",     "R[A] = closure of the node's proto") \
   X(LIST,    "A",     "R[A] = [R[A+1 .. A+n]] (n: the node's items)") \
   X(REC,     "A",     "R[A] = {names: R[A+1 .. A+n]}") \
