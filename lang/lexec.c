@@ -158,6 +158,7 @@ static int binop_slow(nb_VM *vm, const nb_Node *n, nb_Value *R, int nlocals, int
   else st = nbV_binop(vm, op, R[a], R[b], &r);
   drop(R, a, nlocals);
   if (b != a) drop(R, b, nlocals);
+  if (st && n->c) nbE_locate(vm, vm->frame->chunk, n->c);   /* a bitwise operator's error: at the operator */
   if (st) return st;
   nb_store(&R[dst], r);
   return NB_OK;

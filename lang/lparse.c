@@ -573,6 +573,7 @@ static nb_Node *bitwise(Parser *p, int level) {
     skip_newlines(p);
     if (++chain > 4 * MAX_NESTING) perr_at(p, t, "expression is too long");
     a = binary(p, a, t, op, level == 0 ? arith(p) : bitwise(p, level - 1));
+    a->c = node(p, N_NIL, t);   /* the operator's span: its errors point there */
   }
   return a;
 }

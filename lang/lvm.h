@@ -48,7 +48,8 @@ struct nb_Node {
   int32_t bidx;         /* for globals: builtin of the same name (fallback), or -1 */
   uint32_t pos, end;    /* source span, for carets */
   int line, col;
-  nb_Node *a, *b, *c;   /* children: operands, target/value, cond/then/else, ... */
+  nb_Node *a, *b, *c;   /* children: operands, target/value, cond/then/else, ...
+                        ** (a bitwise N_BINARY's c: the operator's span, for errors) */
   nb_Node **kids; int nkids;   /* list items, call args (positional first), block statements */
   int npos;             /* calls: number of positional args (the rest are keywords) */
   nb_Str **names;       /* record keys, keyword argument names, global declarations */
