@@ -15,7 +15,8 @@ and the two silent-wrong fixes found with them (issue 19, wave 3).
 - max/min/sum of three numbers (max(1, 2, 3)) is a TypeError, not a value
   with the 3 taken as keepdims.
 
-$NABLA is the interpreter (default build/nabla).  Prints PASS/FAIL lines;
+$NABLA is the interpreter (default build/nabla); the runner's sanitizer pass
+(NABLA_ASAN=1) runs the same checks on the ASan build.  Prints PASS/FAIL lines;
 exits 1 when a test failed.
 """
 import os, random, subprocess, sys, tempfile
