@@ -12,8 +12,8 @@ and the two silent-wrong fixes found with them (issue 19, wave 3).
   & | ^ ~ and a << past the double's range an OverflowError;
 - an int zero never prints as -0 (`-x`, `0 * -1`, `-4 % 2`, `0 // -3`,
   `int(-0.5)`), while a float -0.0 keeps its sign;
-- max/min/sum of three numbers (max(1, 2, 3)) is a TypeError, not a value
-  with the 3 taken as keepdims.
+- max/min of three numbers is Python's (max(1, 2, 3) == 3, not 2 with the
+  3 taken as keepdims); sum/mean/argmax/var of three numbers a TypeError.
 
 $NABLA is the interpreter (default build/nabla); the runner's sanitizer pass
 (NABLA_ASAN=1) runs the same checks on the ASan build.  Prints PASS/FAIL lines;
@@ -146,8 +146,12 @@ want = ["0"] * len(zs) + ["-0.0 -0.0 -0.0", "true"]
 got = out.split("\n")[:-1]
 report("int-negative-zero", rc == 0 and got == want, f"{got!r} vs {want!r} {err[:300]}")
 
-# ---- max/min/sum of three numbers: an error, not keepdims=3
-for fn in ("max", "min", "sum", "mean", "argmax", "var"):
+# ---- max/min of three numbers: Python's; other reductions: an error, not keepdims=3
+for fn, pyf in (("max", max), ("min", min)):
+    xs = [rng.choice([rng.randint(-50, 50), round(rng.uniform(-50, 50), 3)]) for _ in range(3)]
+    rc, out, err = run(f"print({fn}({xs[0]}, {xs[1]}, {xs[2]}))\n")
+    report(f"{fn} of three numbers", rc == 0 and out.strip() == str(pyf(*xs)), f"{xs}: {out!r} vs {pyf(*xs)} {err[:200]}")
+for fn in ("sum", "mean", "argmax", "var"):
     a, b, c = rng.randint(-50, 50), rng.randint(-50, 50), rng.randint(-50, 50)
     rc, out, err = run(f"try {{ print({fn}({a}, {b}, {c})) }} catch e {{ print(e.name, e.message) }}\n")
     report(f"{fn}(a, b, c) is a TypeError", out.startswith("TypeError ") and "keepdims must be a bool" in out, f"{out!r} {err[:200]}")
