@@ -33,6 +33,7 @@ typedef struct Cs {
   int ntry;                     /* try/no_grad/autocast blocks open here (a break out of one leaves it) */
   int *jl, njl, capjl;          /* pending loop jumps, innermost loop's last: pc*2 (+1: a continue) */
   const nb_Node *cur;           /* the node being compiled: where a limit is reported */
+  int nparams;                  /* a function's parameters: slots 0 .. nparams, bound by its body */
   const char *why;
   jmp_buf jb;
 } Cs;
@@ -145,7 +146,7 @@ static void store_name(Cs *c, nb_Node *n, int src, const nb_Node *at) {
 static bool writes_once(const nb_Node *n) {
   switch (n->kind) {
   case N_NUM: case N_STR: case N_NIL: case N_TRUE: case N_FALSE: case N_NAME:
-  case N_BINARY: case N_NEG: case N_NOT: case N_FIELD: case N_INDEX: case N_RANGE: case N_FN:
+  case N_BINARY: case N_NEG: case N_NOT: case N_BNOT: case N_FIELD: case N_INDEX: case N_RANGE: case N_FN:
     return true;
   default: return false;
   }
@@ -272,7 +273,10 @@ static void assign(Cs *c, nb_Node *n, int dst) {
     int v = to_temp(c, n->b);
     ABC(UPDX, obj, v, 0, n);
   } else if (t->kind == N_FIELD) {
-    int obj = to_temp(c, t->a), v = to_temp(c, n->b);
+    /* a local record in place, where reading it after the value changes
+    ** nothing: a parameter (bound in the body), or a value that cannot fail */
+    bool inplace = is_local(t->a) && (t->a->idx < c->nparams || is_pure_leaf(n->b));
+    int obj = inplace ? t->a->idx : to_temp(c, t->a), v = to_temp(c, n->b);
     ABC(SETF, obj, v, 0, n);
   } else if (t->kind == N_INDEX) {
     int obj = to_temp(c, t->a);
@@ -407,9 +411,9 @@ static void expr(Cs *c, nb_Node *n, int dst) {
   case N_FALSE: ABC(LOADBOOL, dst, 0, 0, n); return;
   case N_NAME: load_name(c, n, dst); return;
   case N_BINARY: binary(c, n, dst); return;
-  case N_NEG: case N_NOT: {
+  case N_NEG: case N_NOT: case N_BNOT: {
     int r = to_temp(c, n->a);
-    emit(c, MK_ABC(n->kind == N_NEG ? BC_NEG : BC_NOT, dst, r, 0), n);
+    emit(c, MK_ABC(n->kind == N_NEG ? BC_NEG : n->kind == N_NOT ? BC_NOT : BC_BNOT, dst, r, 0), n);
     c->freereg = base;
     return;
   }
@@ -426,8 +430,8 @@ static void expr(Cs *c, nb_Node *n, int dst) {
     c->freereg = base;
     return;
   }
-  case N_FIELD: {
-    int r = to_temp(c, n->a);
+  case N_FIELD: {   /* a local record is read in place (GETF reports it unassigned) */
+    int r = is_local(n->a) ? n->a->idx : to_temp(c, n->a);
     ABC(GETF, dst, r, 0, n);
     c->freereg = base;
     return;
@@ -559,6 +563,10 @@ static void ret_expr(Cs *c, nb_Node *n) {
       return;
     }
   }
+  if (is_local(n) && base == c->code->nlocals) {   /* `n` as the value: RET reads the local (no GETL) */
+    ABC(RET, n->idx, 1, 0, n);
+    return;
+  }
   int r = newreg(c);
   expr(c, n, r);
   ABC(RET, r, 0, 0, n);
@@ -575,7 +583,7 @@ static nb_Code *compile(nb_Chunk *chunk, nb_Node *body, int nlocals, bool toplev
   cs.freereg = nlocals; cs.toplevel = toplevel; cs.cur = body;
   if (nlocals > MAX_REGS) { *why = "more than 250 local variables in one function"; *at = body; nbI_code_free(k); return NULL; }
   if (setjmp(cs.jb)) { *why = cs.why; *at = cs.cur; free(cs.jl); nbI_code_free(k); return NULL; }
-  if (p) prologue(c, p);
+  if (p) { prologue(c, p); cs.nparams = p->nparams; }
   int r = newreg(c);
   if (toplevel) { node(c, body, r); ABC(RET, r, 0, 0, body); }
   else { c->freereg = r; ret_expr(c, body); }

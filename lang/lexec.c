@@ -158,6 +158,7 @@ static int binop_slow(nb_VM *vm, const nb_Node *n, nb_Value *R, int nlocals, int
   else st = nbV_binop(vm, op, R[a], R[b], &r);
   drop(R, a, nlocals);
   if (b != a) drop(R, b, nlocals);
+  if (st && n->c) nbE_locate(vm, vm->frame->chunk, n->c);   /* a bitwise operator's error: at the operator */
   if (st) return st;
   nb_store(&R[dst], r);
   return NB_OK;
@@ -181,7 +182,8 @@ static int kop(int bc) {
 static const char *update_name(int op) {
   switch (op) {
   case OP_ADD: return "+="; case OP_SUB: return "-="; case OP_MUL: return "*=";
-  case OP_DIV: return "/="; case OP_IDIV: return "//="; default: return "update";
+  case OP_DIV: return "/="; case OP_IDIV: return "//="; case OP_BAND: return "&="; case OP_BOR: return "|=";
+  case OP_BXOR: return "^="; case OP_SHL: return "<<="; case OP_SHR: return ">>="; default: return "update";
   }
 }
 
@@ -190,7 +192,8 @@ static int update(nb_VM *vm, const nb_Node *n, nb_Value *R, int a, int b) {
   nb_Value cur = R[a], v = R[b];
   R[b] = nb_nil();
   int st;
-  if (cur.t == NB_TTENSOR) st = nbT_update(vm, n->op, update_name(n->op), cur, v);
+  if (n->op >= OP_BAND) { nb_Value r; st = nbV_bitop(vm, n->op, cur, v, &r); if (!st) nb_store(&R[a], r); }
+  else if (cur.t == NB_TTENSOR) st = nbT_update(vm, n->op, update_name(n->op), cur, v);
   else if (cur.t == NB_TNUM && v.t == NB_TNUM) { R[a] = nbV_num_arith(n->op, cur, v); st = NB_OK; }
   else { nb_Value r; st = nbV_binop(vm, n->op, cur, v, &r); if (!st) nb_store(&R[a], r); }
   nb_decref(v);
@@ -300,17 +303,21 @@ static int set_index(nb_VM *vm, const nb_Node *n, nb_Value *R, int a, int b) {
   return st;
 }
 
-static int get_field(nb_VM *vm, const nb_Node *n, nb_Value *R, int dst, int b) {
+/* the slow paths of GETF/SETF (not a record, a missing field); b may be a
+** local read in place (unassigned: the local's error) */
+static int get_field(nb_VM *vm, const nb_Node *n, nb_Value *R, int nlocals, int dst, int b) {
+  if (R[b].t == NB_TUNDEF) { int st = undefined(vm, n->a, false); nbE_locate(vm, vm->frame->chunk, n->a); return st; }
   nb_Value r;
   int st = nbV_get_field(vm, R[b], n->str, &r);
-  clear_regs(R, b, b + 1);
+  drop(R, b, nlocals);
   if (!st) nb_store(&R[dst], r);
   return st;
 }
 
-static int set_field(nb_VM *vm, const nb_Node *n, nb_Value *R, int a, int b) {
+static int set_field(nb_VM *vm, const nb_Node *n, nb_Value *R, int nlocals, int a, int b) {
+  if (R[a].t == NB_TUNDEF) { int st = undefined(vm, n->a->a, false); nbE_locate(vm, vm->frame->chunk, n->a->a); clear_regs(R, b, b + 1); return st; }
   int st = nbV_set_field(vm, R[a], n->a->str, R[b]);
-  clear_regs(R, a, a + 1); clear_regs(R, b, b + 1);
+  drop(R, a, nlocals); clear_regs(R, b, b + 1);
   return st;
 }
 
@@ -364,7 +371,7 @@ static int update_x(nb_VM *vm, const nb_Node *n, nb_Value *R, int a, int b) {
   nb_Value obj = R[a], v = R[b], cur;
   int st = t->kind == N_INDEX ? nbV_index(vm, obj, &R[a + 1], nidx, &cur) : nbV_get_field(vm, obj, t->str, &cur);
   if (!st) {
-    if (cur.t == NB_TTENSOR && !(t->kind == N_INDEX && obj.t == NB_TTENSOR)) {
+    if (cur.t == NB_TTENSOR && !(t->kind == N_INDEX && obj.t == NB_TTENSOR) && n->op < OP_BAND) {
       st = nbT_update(vm, n->op, update_name(n->op), cur, v);
       nb_decref(cur);
     } else {
@@ -592,7 +599,9 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     goto binopk; }
   ARITHK(ADDK, x + y)
   ARITHK(SUBK, x - y)
-  ARITHK(MULK, x * y)
+  /* an int product has no -0 (0 * -1 is 0): + 0.0 makes it 0; a float's
+  ** keeps its sign (+ -0.0 changes nothing) */
+  ARITHK(MULK, x * y + ((a->kind | b->kind) ? -0.0 : 0.0))
   CASE(DIVK) { nb_Value *a = &R[B];
     if (a->t == NB_TNUM) { double x = a->u.n / K[C].u.n; nb_Value old = RA; RA = nb_flt(x); nb_decref(old); NEXT; }
     goto binopk; }
@@ -607,7 +616,7 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     NEXT;
   ARITH(ADD, x + y)
   ARITH(SUB, x - y)
-  ARITH(MUL, x * y)
+  ARITH(MUL, x * y + ((a->kind | b->kind) ? -0.0 : 0.0))
   CASE(DIV) { nb_Value *a = &R[B], *b = &R[C];
     if (a->t == NB_TNUM && b->t == NB_TNUM) { double x = a->u.n / b->u.n; nb_Value old = RA; RA = nb_flt(x); nb_decref(old); NEXT; }
     goto binop; }
@@ -617,7 +626,18 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
   COMPARE(LE, x <= y)
   COMPARE(GT, x > y)
   COMPARE(GE, x >= y)
-  CASE(MOD) CASE(POW) CASE(MATMUL) CASE(IDIV)
+  /* & | ^ of two ints that are exact (within 2^53) inline; the rest (shifts,
+  ** big ints, errors) in nbV_bitop */
+#define BITOP(name, e) CASE(name) { \
+    nb_Value *a = &R[B], *b = &R[C]; \
+    if (__builtin_expect(nb_isint(*a) && nb_isint(*b) && fabs(a->u.n) <= 9007199254740992.0 && fabs(b->u.n) <= 9007199254740992.0, 1)) { \
+      int64_t x = (int64_t)a->u.n, y = (int64_t)b->u.n; nb_Value old = RA; \
+      RA = nb_int((double)(e)); nb_decref(old); NEXT; } \
+    goto binop; }
+  BITOP(BAND, x & y)
+  BITOP(BOR, x | y)
+  BITOP(BXOR, x ^ y)
+  CASE(MOD) CASE(POW) CASE(MATMUL) CASE(IDIV) CASE(SHL) CASE(SHR)
   binop:
     CHECK(binop_slow(vm, NODE, R, code->nlocals, GET_OP(i) - BC_ADD, B, C, A));
     NEXT;
@@ -626,6 +646,13 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     nb_Value v = R[B];
     if (v.t == NB_TNUM) { nb_store(&RA, nb_numk(-v.u.n, v.kind)); NEXT; }
     CHECK(negate(vm, R, A, B)); NEXT;
+  }
+  CASE(BNOT) {
+    nb_Value v = R[B], r;
+    st = nbV_bnot(vm, v, &r);
+    drop(R, B, code->nlocals);
+    CHECK(st);
+    nb_store(&RA, r); NEXT;
   }
   CASE(NOT) {
     bool t;
@@ -747,18 +774,23 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     NEXT;
   }
   CASE(RET) {
-    nb_Value v = RA; put16(&RA, nb_nil());
+    nb_Value v = RA;
+    int top = A;   /* the registers below it may hold references */
+    if (B) {   /* a local, copied: the locals are cleared below */
+      if (__builtin_expect(v.t == NB_TUNDEF, 0)) { undefined(vm, NODE, false); goto error; }
+      nb_incref(v); top = code->nlocals;
+    } else put16(&RA, nb_nil());
     while (vm->nxh > xhbase && vm->xh[vm->nxh - 1].lvl >= vm->nxf) pop_block(vm);   /* a return inside try, no_grad */
     /* RET's register is the newest live one: the temporaries below it may
     ** hold references (a return inside an expression), those above none */
     if (f == f0) {
-      clear_regs(R, code->nlocals, A);
+      clear_regs(R, code->nlocals, top);
       vm->sp = sp0;
       *out = v;
       return NB_OK;
     }
     XFrame *x = vm->xframes[--vm->nxf];
-    clear_regs(R, 0, A);
+    clear_regs(R, 0, top);
     vm->depth--;
     vm->frame = f = x->f.parent;
     M = f->mod;
@@ -773,8 +805,44 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
   CASE(LITEND) { CHECK(literal_list(vm, NODE, R, A)); NEXT; }
   CASE(FAIL) { fail_op(vm, NODE, R, A); goto error; }
   CASE(RANGE) { CHECK(make_range(vm, R, A, B)); NEXT; }
-  CASE(GETF) { CHECK(get_field(vm, NODE, R, A, B)); NEXT; }
-  CASE(SETF) { CHECK(set_field(vm, NODE, R, A, B)); NEXT; }
+  /* r.name on a record: an inline cache per instruction.  Operand C holds the
+  ** slot where this site last found its field (records keep their keys in
+  ** insertion order, so the objects that pass one site usually share it);
+  ** the hit costs one pointer compare (keys and names are interned), a miss
+  ** searches and rewrites C (code is per VM, and a VM runs on one thread).
+  ** The record may be a local read in place (B < nlocals: not dropped). */
+#define FIELD_SLOT(r, name, out) do { \
+    int c_ = C; \
+    if (__builtin_expect(!(c_ < (r)->n && (r)->keys[c_] == (name)), 0)) { \
+      c_ = nbR_find((r), (name)); \
+      if (c_ >= 0 && c_ <= 255) ((nb_Instr *)pc)[-1] = (i & 0x00ffffffu) | (nb_Instr)c_ << 24; \
+    } \
+    out = c_; } while (0)
+  CASE(GETF) {
+    if (__builtin_expect(R[B].t == NB_TREC, 1)) {
+      nb_Rec *r = R[B].u.p; int c;
+      FIELD_SLOT(r, NODE->str, c);
+      if (__builtin_expect(c >= 0, 1)) {
+        nb_Value v = r->vals[c]; nb_incref(v);
+        drop(R, B, code->nlocals);   /* may free r: v is held */
+        store16(&RA, v); NEXT;
+      }
+    }
+    CHECK(get_field(vm, NODE, R, code->nlocals, A, B)); NEXT;
+  }
+  CASE(SETF) {
+    if (__builtin_expect(R[A].t == NB_TREC, 1)) {
+      nb_Rec *r = R[A].u.p; int c;
+      FIELD_SLOT(r, NODE->a->str, c);
+      if (__builtin_expect(c >= 0, 1)) {
+        nb_Value v = R[B]; R[B] = nb_nil();   /* a temporary: moved into the field */
+        nb_Value old = r->vals[c]; r->vals[c] = v;
+        drop(R, A, code->nlocals);
+        nb_decref(old); NEXT;
+      }
+    }
+    CHECK(set_field(vm, NODE, R, code->nlocals, A, B)); NEXT;
+  }
   CASE(GETI) { CHECK(get_index(vm, NODE, R, A, B)); NEXT; }
   CASE(SETI) { CHECK(set_index(vm, NODE, R, A, B)); NEXT; }
   CASE(FORPREP) {

@@ -43,6 +43,8 @@ static const char *const toknames[TK_COUNT] = {
   [TK_EQ] = "'=='", [TK_NE] = "'!='", [TK_LT] = "'<'", [TK_LE] = "'<='", [TK_GT] = "'>'", [TK_GE] = "'>='",
   [TK_PLUSEQ] = "'+='", [TK_MINUSEQ] = "'-='", [TK_STAREQ] = "'*='", [TK_SLASHEQ] = "'/='",
   [TK_PERCENT_CMD] = "%command", [TK_SLASHSLASHEQ] = "'//='",
+  [TK_AMP] = "'&'", [TK_PIPE] = "'|'", [TK_CARET] = "'^'", [TK_TILDE] = "'~'", [TK_SHL] = "'<<'", [TK_SHR] = "'>>'",
+  [TK_AMPEQ] = "'&='", [TK_PIPEEQ] = "'|='", [TK_CARETEQ] = "'^='", [TK_SHLEQ] = "'<<='", [TK_SHREQ] = "'>>='",
 };
 const char *nbX_tokname(nb_TokKind k) { return (k >= 0 && k < TK_COUNT && toknames[k]) ? toknames[k] : "token"; }
 
@@ -221,8 +223,16 @@ static nb_Token next_token(nb_Lexer *lx) {
       }
       TWO('=', TK_SLASHEQ, TK_SLASH);
     case '=': TWO('=', TK_EQ, TK_ASSIGN);
-    case '<': TWO('=', TK_LE, TK_LT);
-    case '>': TWO('=', TK_GE, TK_GT);
+    case '<':
+      if (n1 == '<') { lx->pos++; if (peekc(lx, 0) == '=') { lx->pos++; return make(lx, TK_SHLEQ, start, line, ls); } return make(lx, TK_SHL, start, line, ls); }
+      TWO('=', TK_LE, TK_LT);
+    case '>':
+      if (n1 == '>') { lx->pos++; if (peekc(lx, 0) == '=') { lx->pos++; return make(lx, TK_SHREQ, start, line, ls); } return make(lx, TK_SHR, start, line, ls); }
+      TWO('=', TK_GE, TK_GT);
+    case '&': TWO('=', TK_AMPEQ, TK_AMP);
+    case '|': TWO('=', TK_PIPEEQ, TK_PIPE);
+    case '^': TWO('=', TK_CARETEQ, TK_CARET);
+    case '~': return make(lx, TK_TILDE, start, line, ls);
     case '!': if (n1 == '=') { lx->pos++; return make(lx, TK_NE, start, line, ls); }
               return error_tok(lx, "unexpected character '!' (use 'not' for negation)", start, line, ls);
     case '*':

@@ -27,6 +27,8 @@ typedef enum {
   TK_PERCENT_CMD,   /* a %command at the start of a line (REPL/kernel magics) */
   TK_SLASHSLASH,    /* // (after the older tokens: their numbering is unchanged) */
   TK_SLASHSLASHEQ,  /* //= */
+  TK_AMP, TK_PIPE, TK_CARET, TK_TILDE, TK_SHL, TK_SHR,          /* & | ^ ~ << >> */
+  TK_AMPEQ, TK_PIPEEQ, TK_CARETEQ, TK_SHLEQ, TK_SHREQ,          /* &= |= ^= <<= >>= */
   TK_COUNT
 } nb_TokKind;
 

@@ -310,7 +310,7 @@ const char *nb_typename(nb_Value v) {
 int nb_fmtnum(char *buf, size_t size, double x) {
   if (isnan(x)) return snprintf(buf, size, "nan");
   if (isinf(x)) return snprintf(buf, size, x > 0 ? "inf" : "-inf");
-  if (x == 0) return snprintf(buf, size, signbit(x) ? "-0" : "0");
+  if (x == 0) return snprintf(buf, size, "0");   /* an int has no -0 */
   if (fabs(x) < 9007199254740992.0 && x == (double)(long long)x) return snprintf(buf, size, "%lld", (long long)x);
   int n = 0;
   for (int prec = 1; prec <= 17; prec++) {

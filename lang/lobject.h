@@ -82,10 +82,11 @@ static inline nb_Value nb_nil(void) { nb_Value v; v.t = NB_TNIL; v.kind = 0; v.u
 static inline nb_Value nb_undef(void) { nb_Value v; v.t = NB_TUNDEF; v.kind = 0; v.u.p = NULL; return v; }
 static inline nb_Value nb_bool(bool b) { nb_Value v; v.t = NB_TBOOL; v.kind = 0; v.u.p = NULL; v.u.b = b; return v; }
 /* numbers: Python's int and float.  nb_int for counts, sizes, indices and
-** integer results; nb_flt for measurements and results of float math. */
-static inline nb_Value nb_int(double n) { nb_Value v; v.t = NB_TNUM; v.kind = NB_KINT; v.u.n = n; return v; }
+** integer results; nb_flt for measurements and results of float math.  An
+** int has no negative zero (Python's 0 * -1 is 0): + 0.0 turns -0 into 0. */
+static inline nb_Value nb_int(double n) { nb_Value v; v.t = NB_TNUM; v.kind = NB_KINT; v.u.n = n + 0.0; return v; }
 static inline nb_Value nb_flt(double n) { nb_Value v; v.t = NB_TNUM; v.kind = NB_KFLOAT; v.u.n = n; return v; }
-static inline nb_Value nb_numk(double n, uint32_t kind) { nb_Value v; v.t = NB_TNUM; v.kind = kind; v.u.n = n; return v; }
+static inline nb_Value nb_numk(double n, uint32_t kind) { nb_Value v; v.t = NB_TNUM; v.kind = kind; v.u.n = kind == NB_KINT ? n + 0.0 : n; return v; }
 /* before numbers had kinds: an int (kept so code written then still builds) */
 __attribute__((deprecated("choose nb_int or nb_flt")))
 static inline nb_Value nb_num(double n) { return nb_int(n); }

@@ -57,6 +57,9 @@ typedef uint32_t nb_Instr;
   X(LT, "A B C", "R[A] = R[B] < R[C]") X(LE, "A B C", "R[A] = R[B] <= R[C]") \
   X(GT, "A B C", "R[A] = R[B] > R[C]") X(GE, "A B C", "R[A] = R[B] >= R[C]") \
   X(IDIV, "A B C", "R[A] = R[B] // R[C]") \
+  X(BAND, "A B C", "R[A] = R[B] & R[C]") X(BOR, "A B C", "R[A] = R[B] | R[C]") \
+  X(BXOR, "A B C", "R[A] = R[B] ^ R[C]") X(SHL, "A B C", "R[A] = R[B] << R[C]") \
+  X(SHR, "A B C", "R[A] = R[B] >> R[C]") \
   X(ADDK, "A B C", "R[A] = R[B] + K[C]") X(SUBK, "A B C", "R[A] = R[B] - K[C]") \
   X(MULK, "A B C", "R[A] = R[B] * K[C]") X(DIVK, "A B C", "R[A] = R[B] / K[C]") \
   X(EQK, "A B C", "R[A] = R[B] == K[C]") X(NEK, "A B C", "R[A] = R[B] != K[C]") \
@@ -65,6 +68,7 @@ typedef uint32_t nb_Instr;
   X(UPD,     "A B",   "R[A] = R[A] op= R[B] (a tensor in place; op: the node's)") \
   X(NEG,     "A B",   "R[A] = -R[B]") \
   X(NOT,     "A B",   "R[A] = not R[B]") \
+  X(BNOT,    "A B",   "R[A] = ~R[B]") \
   X(JMP,     "sBx",   "pc += sBx") \
   X(LOOP,    "sBx",   "pc += sBx (a back edge: polls)") \
   X(JF,      "A sBx", "if not R[A] then pc += sBx (moves R[A] out)") \
@@ -72,7 +76,7 @@ typedef uint32_t nb_Instr;
   X(JFK,     "A sBx", "if not R[A] then pc += sBx (keeps R[A]: and)") \
   X(JTK,     "A sBx", "if R[A] then pc += sBx (keeps R[A]: or)") \
   X(CALL,    "A B C", "R[A] = R[A](R[A+1 .. A+B], keywords R[A+B+1 .. A+B+C])") \
-  X(RET,     "A",     "return R[A]") \
+  X(RET,     "A B",   "return R[A] (B=1: R[A] a local, copied; no temporary is live)") \
   X(CLOSURE, "A",     "R[A] = closure of the node's proto") \
   X(LIST,    "A",     "R[A] = [R[A+1 .. A+n]] (n: the node's items)") \
   X(REC,     "A",     "R[A] = {names: R[A+1 .. A+n]}") \

@@ -19,7 +19,7 @@ static int type_error2(nb_VM *vm, const char *op, nb_Value a, nb_Value b) {
   return nb_error_kind(vm, "TypeError", "unsupported operand types for %s: %s and %s", op, nb_typename(a), nb_typename(b));
 }
 static const char *opname(int op) {
-  static const char *const names[] = { "+", "-", "*", "/", "%", "**", "@", "==", "!=", "<", "<=", ">", ">=", "//" };
+  static const char *const names[] = { "+", "-", "*", "/", "%", "**", "@", "==", "!=", "<", "<=", ">", ">=", "//", "&", "|", "^", "<<", ">>" };
   return op >= 0 && op < OP_NONE ? names[op] : "?";
 }
 
@@ -29,7 +29,70 @@ static int str_cmp(const nb_Str *a, const nb_Str *b) {
   return c ? c : (a->len < b->len ? -1 : a->len > b->len);
 }
 
+/* ---- bitwise operators: & | ^ << >> ~ on ints (Python's), & | ^ on two bools.
+** An int is a double (exact to 2^53): & | ^ ~ work on its two's complement as
+** an int64, so an operand must lie within [-2^63, 2^63) (else OverflowError);
+** a result beyond 2^53 is rounded as any int result is.  Shifts are exact on
+** the double: x << n is x * 2^n (OverflowError past the double's range), x >> n
+** is floor(x / 2^n) (-1 or 0 once n passes every bit); a negative count is a
+** ValueError, as in Python.  Floats, strings and mixed bool/int are TypeErrors;
+** tensors are not supported yet (the tensor op table has no bitwise ops). */
+static const char *kindname(nb_Value v) {
+  return v.t == NB_TNUM ? (nb_isfloat(v) ? "float" : "int") : v.t == NB_TBOOL ? "bool" : nb_typename(v);
+}
+static int to_i64(nb_VM *vm, const char *op, nb_Value v, int64_t *out) {
+  double d = v.u.n;
+  if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0)) {
+    char b[40]; nb_fmtnum(b, sizeof b, d);
+    return nb_error_kind(vm, "OverflowError", "%s needs ints within [-2**63, 2**63), got %s", op, b);
+  }
+  *out = (int64_t)d;
+  return NB_OK;
+}
+int nbV_bitop(nb_VM *vm, int op, nb_Value a, nb_Value b, nb_Value *out) {
+  const char *name = opname(op);
+  if (a.t == NB_TBOOL && b.t == NB_TBOOL && (op == OP_BAND || op == OP_BOR || op == OP_BXOR)) {
+    *out = nb_bool(op == OP_BAND ? (a.u.b && b.u.b) : op == OP_BOR ? (a.u.b || b.u.b) : (a.u.b != b.u.b));
+    return NB_OK;
+  }
+  if (a.t == NB_TTENSOR || b.t == NB_TTENSOR)
+    return nb_error_kind(vm, "TypeError", "bitwise %s is not supported on tensors yet (operands: %s and %s)", name, kindname(a), kindname(b));
+  if (!nb_isint(a) || !nb_isint(b))
+    return nb_error_kind(vm, "TypeError", "unsupported operand types for %s: %s and %s (bitwise operators need ints)", name, kindname(a), kindname(b));
+  double x = a.u.n, n = b.u.n;
+  if (op == OP_SHL || op == OP_SHR) {
+    if (n < 0) return nb_error_kind(vm, "ValueError", "negative shift count (%s %.0f)", name, n);
+    if (x == 0) { *out = nb_int(0); return NB_OK; }
+    if (op == OP_SHR) {   /* |x| < 2**1024: past 1024 bits all of it is out (and x / 2**n would underflow to -0) */
+      *out = nb_int(n > 1024 ? (x < 0 ? -1 : 0) : floor(ldexp(x, -(int)n)));
+      return NB_OK;
+    }
+    double r = n > 2100 ? INFINITY : ldexp(x, (int)n);
+    if (isinf(r)) {
+      char b1[40]; nb_fmtnum(b1, sizeof b1, x);
+      return nb_error_kind(vm, "OverflowError", "%s << %.0f is too large for a number (beyond 2**1024)", b1, n);
+    }
+    *out = nb_int(r);
+    return NB_OK;
+  }
+  int64_t i = 0, j = 0;
+  if (to_i64(vm, name, a, &i) || to_i64(vm, name, b, &j)) return NB_ERR;
+  *out = nb_int((double)(op == OP_BAND ? (i & j) : op == OP_BOR ? (i | j) : (i ^ j)));
+  return NB_OK;
+}
+int nbV_bnot(nb_VM *vm, nb_Value a, nb_Value *out) {
+  if (!nb_isint(a)) {
+    if (a.t == NB_TTENSOR) return nb_error_kind(vm, "TypeError", "bitwise ~ is not supported on tensors yet");
+    return nb_error_kind(vm, "TypeError", "bad operand type for unary ~: %s (bitwise operators need ints%s)", kindname(a), a.t == NB_TBOOL ? "; use 'not' for a bool" : "");
+  }
+  int64_t i = 0;
+  if (to_i64(vm, "~", a, &i)) return NB_ERR;
+  *out = nb_int((double)~i);
+  return NB_OK;
+}
+
 int nbV_binop(nb_VM *vm, int op, nb_Value a, nb_Value b, nb_Value *out) {
+  if (op >= OP_BAND && op <= OP_SHR) return nbV_bitop(vm, op, a, b, out);
   if (a.t == NB_TTENSOR || b.t == NB_TTENSOR) return nbT_binop(vm, op, a, b, out);
   if (a.t == NB_TNUM && b.t == NB_TNUM) {
     double x = a.u.n, y = b.u.n;

@@ -3,8 +3,9 @@
 ** arena.  The first syntax error stops the parse (longjmp back to nbP_parse);
 ** everything allocated so far belongs to the chunk, so nothing leaks.
 **
-** Precedence, lowest first:  or | and | not | comparisons | .. | + - |
-** * / % @ | unary - | ** (right) | postfix: call, index, .field, .method()
+** Precedence, lowest first:  or | and | not | comparisons | .. | `|` | ^ |
+** & | << >> | + - | * / % @ | unary - ~ | ** (right) | postfix: call, index,
+** .field, .method()  (the bitwise operators as Python orders them)
 **
 ** Who owns what.  Nodes, node vectors and per-node arrays live in the
 ** chunk's arena and go in one free.  The strings the nodes point to (names,
@@ -519,6 +520,14 @@ static nb_Node *unary(Parser *p) {
     return n;
   }
   if (check(p, TK_PLUS)) { advance(p); return unary(p); }
+  if (check(p, TK_TILDE)) {
+    nb_Token t = p->cur; advance(p);
+    enter(p);
+    nb_Node *a = unary(p);
+    p->depth--;
+    nb_Node *n = node(p, N_BNOT, t); n->a = a; span_to(n, a);
+    return n;
+  }
   return power(p);
 }
 
@@ -547,12 +556,34 @@ static nb_Node *arith(Parser *p) {
   }
   return a;
 }
+/* the bitwise levels, tightest first: << >>, &, ^, | (Python's order) */
+static int bitop(nb_TokKind k, int level) {
+  switch (level) {
+  case 0: return k == TK_SHL ? OP_SHL : k == TK_SHR ? OP_SHR : -1;
+  case 1: return k == TK_AMP ? OP_BAND : -1;
+  case 2: return k == TK_CARET ? OP_BXOR : -1;
+  default: return k == TK_PIPE ? OP_BOR : -1;
+  }
+}
+static nb_Node *bitwise(Parser *p, int level) {
+  nb_Node *a = level == 0 ? arith(p) : bitwise(p, level - 1);
+  int chain = 0, op;
+  while ((op = bitop(p->cur.kind, level)) >= 0) {
+    nb_Token t = p->cur; advance(p);
+    skip_newlines(p);
+    if (++chain > 4 * MAX_NESTING) perr_at(p, t, "expression is too long");
+    a = binary(p, a, t, op, level == 0 ? arith(p) : bitwise(p, level - 1));
+    a->c = node(p, N_NIL, t);   /* the operator's span: its errors point there */
+  }
+  return a;
+}
+static nb_Node *bitor(Parser *p) { return bitwise(p, 3); }
 static nb_Node *range(Parser *p) {
-  nb_Node *a = arith(p);
+  nb_Node *a = bitor(p);
   if (check(p, TK_DOTDOT)) {
     nb_Token t = p->cur; advance(p);
     nb_Node *n = node(p, N_RANGE, t);
-    n->a = a; n->b = arith(p);
+    n->a = a; n->b = bitor(p);
     n->pos = a->pos; n->line = a->line; n->col = a->col; span_to(n, n->b);
     return n;
   }
@@ -723,7 +754,8 @@ static nb_Node *block(Parser *p) {
   return n;
 }
 
-static int is_assign_op(nb_TokKind k) { return k == TK_ASSIGN || k == TK_PLUSEQ || k == TK_MINUSEQ || k == TK_STAREQ || k == TK_SLASHEQ || k == TK_SLASHSLASHEQ; }
+static int is_assign_op(nb_TokKind k) { return k == TK_ASSIGN || k == TK_PLUSEQ || k == TK_MINUSEQ || k == TK_STAREQ || k == TK_SLASHEQ || k == TK_SLASHSLASHEQ
+  || k == TK_AMPEQ || k == TK_PIPEEQ || k == TK_CARETEQ || k == TK_SHLEQ || k == TK_SHREQ; }
 
 /* Assignment is a statement, not an expression: `x = 1` is only recognized
 ** here, after an expression that turns out to be a target.  An expression
@@ -804,7 +836,9 @@ static nb_Node *statement(Parser *p) {
     skip_newlines(p);
     n = node(p, N_ASSIGN, at);
     n->a = e;
-    n->op = at.kind == TK_PLUSEQ ? OP_ADD : at.kind == TK_MINUSEQ ? OP_SUB : at.kind == TK_STAREQ ? OP_MUL : at.kind == TK_SLASHEQ ? OP_DIV : at.kind == TK_SLASHSLASHEQ ? OP_IDIV : OP_NONE;
+    n->op = at.kind == TK_PLUSEQ ? OP_ADD : at.kind == TK_MINUSEQ ? OP_SUB : at.kind == TK_STAREQ ? OP_MUL : at.kind == TK_SLASHEQ ? OP_DIV : at.kind == TK_SLASHSLASHEQ ? OP_IDIV
+          : at.kind == TK_AMPEQ ? OP_BAND : at.kind == TK_PIPEEQ ? OP_BOR : at.kind == TK_CARETEQ ? OP_BXOR
+          : at.kind == TK_SHLEQ ? OP_SHL : at.kind == TK_SHREQ ? OP_SHR : OP_NONE;
     n->b = expr(p);
     n->pos = e->pos; n->line = e->line; n->col = e->col; span_to(n, n->b);
     return n;

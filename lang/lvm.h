@@ -31,6 +31,7 @@ typedef enum {
   N_ASSIGN, N_FN, N_IF, N_WHILE, N_FOR, N_BLOCK,
   N_BREAK, N_CONTINUE, N_RETURN, N_TRY, N_IMPORT, N_GLOBAL, N_NOGRAD, N_AUTOCAST,
   N_SPREAD,                     /* *xs among a call's arguments: a = the list */
+  N_BNOT,                       /* ~a (after the older kinds: their numbering is unchanged) */
 } nb_NodeKind;
 
 /* nb_BinOp, the operator codes: nbapi.h */
@@ -47,7 +48,8 @@ struct nb_Node {
   int32_t bidx;         /* for globals: builtin of the same name (fallback), or -1 */
   uint32_t pos, end;    /* source span, for carets */
   int line, col;
-  nb_Node *a, *b, *c;   /* children: operands, target/value, cond/then/else, ... */
+  nb_Node *a, *b, *c;   /* children: operands, target/value, cond/then/else, ...
+                        ** (a bitwise N_BINARY's c: the operator's span, for errors) */
   nb_Node **kids; int nkids;   /* list items, call args (positional first), block statements */
   int npos;             /* calls: number of positional args (the rest are keywords) */
   nb_Str **names;       /* record keys, keyword argument names, global declarations */
@@ -242,6 +244,9 @@ int  nbV_call_at(nb_VM *vm, nb_Frame *f, const nb_Node *site, nb_Value callee, n
 /* binds a call's arguments to a function's parameters (lcall.c) */
 int  nbV_bind_args(nb_VM *vm, const nb_Proto *p, nb_Value *base, int npos, nb_Str **kw, int nkw);
 /* *v (a range, a tensor, an iterator) as the list that f(*v) spreads; consumes *v */
+/* & | ^ << >> on two values, ~ on one (lops.c; nbV_binop calls nbV_bitop) */
+int  nbV_bitop(nb_VM *vm, int op, nb_Value a, nb_Value b, nb_Value *out);
+int  nbV_bnot(nb_VM *vm, nb_Value a, nb_Value *out);
 int  nbV_spread_list(nb_VM *vm, nb_Value *v);
 int  nbV_set_index(nb_VM *vm, nb_Value obj, nb_Value *idx, int nidx, nb_Value v);
 int  nbV_get_field(nb_VM *vm, nb_Value obj, nb_Str *name, nb_Value *out);
@@ -266,15 +271,17 @@ static inline nb_Value nbV_num_arith(int op, nb_Value a, nb_Value b) {
   double x = a.u.n, y = b.u.n;
   nb_Value r; r.t = NB_TNUM; r.kind = a.kind | b.kind;
   switch (op) {
-  case OP_ADD: r.u.n = x + y; return r;
-  case OP_SUB: r.u.n = x - y; return r;
-  case OP_MUL: r.u.n = x * y; return r;
+  case OP_ADD: r.u.n = x + y; break;
+  case OP_SUB: r.u.n = x - y; break;
+  case OP_MUL: r.u.n = x * y; break;
   case OP_DIV: return nb_flt(x / y);
-  case OP_IDIV: r.u.n = nbV_floor_div(x, y); return r;
-  case OP_MOD: { double m = fmod(x, y); if (m != 0 && ((m < 0) != (y < 0))) m += y; r.u.n = m; return r; }  /* floored, like Python */
-  case OP_POW: r.u.n = pow(x, y); if (y < 0) r.kind = NB_KFLOAT; return r;
+  case OP_IDIV: r.u.n = nbV_floor_div(x, y); break;
+  case OP_MOD: { double m = fmod(x, y); if (m != 0 && ((m < 0) != (y < 0))) m += y; r.u.n = m; break; }  /* floored, like Python */
+  case OP_POW: r.u.n = pow(x, y); if (y < 0) r.kind = NB_KFLOAT; break;
   default: return nb_flt(NAN);
   }
+  if (r.kind == NB_KINT) r.u.n += 0.0;   /* an int has no -0 (0 * -1, -4 % 2, 0 // -1) */
+  return r;
 }
 
 /* errors (lerror.c).  nb_error* set vm->err and return NB_ERR. */

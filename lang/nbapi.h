@@ -40,7 +40,8 @@ enum { NB_OK = 0, NB_ERR = 1 };
 /* binary operators, as nbV_binop takes them (also the evaluator's codes) */
 typedef enum { OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_MOD, OP_POW, OP_MATMUL,
                OP_EQ, OP_NE, OP_LT, OP_LE, OP_GT, OP_GE,
-               OP_IDIV /* // floor division */, OP_NONE } nb_BinOp;
+               OP_IDIV /* // floor division */,
+               OP_BAND, OP_BOR, OP_BXOR, OP_SHL, OP_SHR /* & | ^ << >> on ints */, OP_NONE } nb_BinOp;
 
 /* ---- builtins ------------------------------------------------------------
 ** A library declares a static, NULL-terminated table of nb_Builtin and

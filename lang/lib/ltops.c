@@ -262,6 +262,12 @@ static const RedDef red_defs[] = {
   { "sum", NT_OP_SUM }, { "mean", NT_OP_MEAN }, { "prod", NT_OP_PROD }, { "max", NT_OP_MAX }, { "min", NT_OP_MIN },
   { "logsumexp", NT_OP_LOGSUMEXP }, { "any", NT_OP_ANY }, { "all", NT_OP_ALL },
 };
+/* keepdims must be a bool (or nil): sum(1, 2, 3) would otherwise take the 3
+** as keepdims=true and silently return 3 */
+static int keepdims_arg(nb_VM *vm, const char *fname, nb_Value v) {
+  if (v.t == NB_TBOOL || v.t == NB_TNIL) return NB_OK;
+  return nb_error_kind(vm, "TypeError", "%s: keepdims must be a bool, got %s", fname, nb_typename(v));
+}
 /* sum of a list adds its elements; max/min of two numbers compares them */
 static int reduce_list(nb_VM *vm, int op, nb_Value list, nb_Value *out) {
   nb_List *l = list.u.p;
@@ -288,11 +294,17 @@ static int reduce(nb_VM *vm, int k, nb_Value *args, nb_Value *out) {
   const char *fname = red_defs[k].name; int op = red_defs[k].op;
   Tmp tp = {0};
   if (args[0].t == NB_TNUM && args[1].t == NB_TNUM && (op == NT_OP_MAX || op == NT_OP_MIN)) {
-    /* max(a, b) of two numbers: the one chosen, kind and all (Python's max), NaN skipped as fmax does */
-    double a = args[0].u.n, b = args[1].u.n;
-    bool second = isnan(a) || (op == NT_OP_MAX ? b > a : b < a);
-    *out = second ? args[1] : args[0]; return NB_OK;
+    /* max(a, b) and max(a, b, c) of numbers: the one chosen, kind and all
+    ** (Python's max; a third number is not keepdims), NaN skipped as fmax does */
+    int k = 0, n = args[2].t == NB_TNUM ? 3 : 2;
+    if (n == 2 && keepdims_arg(vm, fname, args[2])) return NB_ERR;
+    for (int j = 1; j < n; j++) {
+      double a = args[k].u.n, b = args[j].u.n;
+      if (isnan(a) || (op == NT_OP_MAX ? b > a : b < a)) k = j;
+    }
+    *out = args[k]; return NB_OK;
   }
+  if (keepdims_arg(vm, fname, args[2])) return NB_ERR;
   if (args[0].t == NB_TLIST) {
     nb_List *l = args[0].u.p; bool allnum = true;
     for (int i = 0; i < l->n; i++) if (l->items[i].t != NB_TNUM) allnum = false;
@@ -310,6 +322,7 @@ static nb_CFunc const red_fns[] = { b_red0, b_red1, b_red2, b_red3, b_red4, b_re
 static int varstd(nb_VM *vm, const char *fname, bool is_std, nb_Value *args, nb_Value *out) {
   Tmp tp = {0};
   int axes[NT_MAXDIM], na; int64_t corr = 1;
+  if (keepdims_arg(vm, fname, args[2])) return NB_ERR;
   if (nbT_axes_arg(vm, fname, args[1], axes, &na)) return NB_ERR;
   if (args[3].t != NB_TNIL && nbT_int_arg(vm, fname, "correction", args[3], &corr)) return NB_ERR;
   TENSOR_ARG(x, 0, "x");
@@ -320,6 +333,7 @@ static int b_std(nb_VM *vm, nb_Value *a, int n, nb_Value *o) { (void)n; return v
 static int argminmax(nb_VM *vm, const char *fname, bool is_max, nb_Value *args, nb_Value *out) {
   Tmp tp = {0};
   int64_t ax = 0; int a = 0;
+  if (keepdims_arg(vm, fname, args[2])) return NB_ERR;
   if (args[1].t != NB_TNIL) { if (nbT_int_arg(vm, fname, "axis", args[1], &ax)) return NB_ERR; a = (int)ax; }
   TENSOR_ARG(x, 0, "x");
   const int *ap = args[1].t == NB_TNIL ? NULL : &a;

@@ -6,7 +6,7 @@
 
 /* ------------------------------------------------------------ tree dump */
 static void dump(nb_Buf *b, const nb_Node *n);
-static const char *const opnames[] = { "+", "-", "*", "/", "%", "**", "@", "==", "!=", "<", "<=", ">", ">=" };
+static const char *const opnames[] = { "+", "-", "*", "/", "%", "**", "@", "==", "!=", "<", "<=", ">", ">=", "//", "&", "|", "^", "<<", ">>" };
 static void kids(nb_Buf *b, const nb_Node *n, int from) {
   for (int i = from; i < n->nkids; i++) {
     nbB_putc(b, ' ');
@@ -28,6 +28,7 @@ static void dump(nb_Buf *b, const nb_Node *n) {
   case N_NAME: nbB_puts(b, n->str->data); break;
   case N_NEG: nbB_puts(b, "(neg "); dump(b, n->a); nbB_putc(b, ')'); break;
   case N_NOT: nbB_puts(b, "(not "); dump(b, n->a); nbB_putc(b, ')'); break;
+  case N_BNOT: nbB_puts(b, "(~ "); dump(b, n->a); nbB_putc(b, ')'); break;
   case N_BINARY: nbB_printf(b, "(%s ", n->op < OP_NONE ? opnames[n->op] : "?"); dump(b, n->a); nbB_putc(b, ' '); dump(b, n->b); nbB_putc(b, ')'); break;
   case N_AND: nbB_puts(b, "(and "); dump(b, n->a); nbB_putc(b, ' '); dump(b, n->b); nbB_putc(b, ')'); break;
   case N_OR: nbB_puts(b, "(or "); dump(b, n->a); nbB_putc(b, ' '); dump(b, n->b); nbB_putc(b, ')'); break;
@@ -123,6 +124,17 @@ int main(void) {
     SHAPE("a / b * c % d", "(% (* (/ a b) c) d)");
     SHAPE("a @ b + c", "(+ (@ a b) c)");
     SHAPE("x = 1 +\n 2", "(= x (+ 1 2))");
+  }
+  TEST("parser/precedence-bitwise") {   /* Python's: | < ^ < & < << >> < + - < unary ~ */
+    SHAPE("a | b ^ c & d << e + f", "(| a (^ b (& c (<< d (+ e f)))))");
+    SHAPE("a & b | c ^ d", "(| (& a b) (^ c d))");
+    SHAPE("a << b >> c", "(>> (<< a b) c)");
+    SHAPE("~a & -b", "(& (~ a) (neg b))");
+    SHAPE("~a ** 2", "(~ (** a 2))");
+    SHAPE("a | b == c", "(== (| a b) c)");
+    SHAPE("a .. b | c", "(.. a (| b c))");
+    SHAPE("x ^= 1", "(^= x 1)");
+    SHAPE("x >>= y & 3", "(>>= x (& y 3))");
   }
   TEST("parser/precedence-unary-power") {
     SHAPE("-2**2", "(neg (** 2 2))");
