@@ -161,7 +161,7 @@ static int binop_slow(nb_VM *vm, const nb_Node *n, nb_Value *R, int nlocals, int
   if (st && n->c) nbE_locate(vm, vm->frame->chunk, n->c);   /* a bitwise operator's error: at the operator */
   if (st) return st;
   nb_store(&R[dst], r);
-  return NB_OK;
+  return dst < nlocals && r.t == NB_TTENSOR ? nbT_settle(vm, r) : NB_OK;   /* y = x * 2 + 1: stored */
 }
 
 /* R[a] op K, not two numbers */
@@ -172,7 +172,7 @@ static int binop_k(nb_VM *vm, const nb_Node *n, nb_Value *R, int nlocals, int op
   drop(R, a, nlocals);
   if (st) return st;
   nb_store(&R[dst], r);
-  return NB_OK;
+  return dst < nlocals && r.t == NB_TTENSOR ? nbT_settle(vm, r) : NB_OK;
 }
 static int kop(int bc) {
   static const int ops[] = { OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_EQ, OP_NE, OP_LT, OP_LE, OP_GT, OP_GE };
@@ -195,7 +195,7 @@ static int update(nb_VM *vm, const nb_Node *n, nb_Value *R, int a, int b) {
   if (n->op >= OP_BAND) { nb_Value r; st = nbV_bitop(vm, n->op, cur, v, &r); if (!st) nb_store(&R[a], r); }
   else if (cur.t == NB_TTENSOR) st = nbT_update(vm, n->op, update_name(n->op), cur, v);
   else if (cur.t == NB_TNUM && v.t == NB_TNUM) { R[a] = nbV_num_arith(n->op, cur, v); st = NB_OK; }
-  else { nb_Value r; st = nbV_binop(vm, n->op, cur, v, &r); if (!st) nb_store(&R[a], r); }
+  else { nb_Value r; st = nbV_binop(vm, n->op, cur, v, &r); if (!st) { nb_store(&R[a], r); if (r.t == NB_TTENSOR) st = nbT_settle(vm, r); } }
   nb_decref(v);
   return st;
 }
@@ -253,14 +253,23 @@ static int literal(nb_VM *vm, const nb_Node *n, nb_Value *items, bool dense, nb_
   default: return interp(vm, n, items, dense, out);
   }
 }
+/* a literal's items are stored in it: lazy tensors among them are settled */
+static int settle_items(nb_VM *vm, const nb_Node *n, const nb_Value *items, int count) {
+  if (n->kind == N_LIST || n->kind == N_REC)
+    for (int i = 0; i < count; i++)
+      if (items[i].t == NB_TTENSOR && nbT_settle(vm, items[i])) return NB_ERR;
+  return NB_OK;
+}
 static int literal_regs(nb_VM *vm, const nb_Node *n, nb_Value *R, int a) {
   nb_Value v;
+  if (settle_items(vm, n, &R[a + 1], n->nkids)) return NB_ERR;
   int st = literal(vm, n, &R[a + 1], true, &v);
   if (!st) nb_store(&R[a], v);
   return st;
 }
 /* LITEND: the list R[a] of a long literal's items */
 static int literal_list(nb_VM *vm, const nb_Node *n, nb_Value *R, int a) {
+  if (settle_items(vm, n, nb_list(R[a])->items, nb_list(R[a])->n)) return NB_ERR;
   nb_Value lv = R[a], v;
   R[a] = nb_nil();
   nb_List *l = nb_list(lv);
@@ -519,6 +528,8 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
 #define C GET_C(i)
 #define RA R[GET_A(i)]
 #define CHECK(x) do { if (__builtin_expect((x) != 0, 0)) goto error; } while (0)
+/* a tensor stored into a variable, field or element is settled (ltvalue.h) */
+#define SETTLE(v) do { if (__builtin_expect((v).t == NB_TTENSOR, 0)) CHECK(nbT_settle(vm, (v))); } while (0)
 
 #if defined(__GNUC__)
   static const void *const disp[BC__COUNT] = {
@@ -545,19 +556,19 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     if (__builtin_expect(v.t == NB_TUNDEF, 0)) { undefined(vm, NODE, false); goto error; }
     nb_incref(v); store16(&RA, v); NEXT;
   }
-  CASE(SETL) { nb_Value v = R[B]; put16(&R[B], nb_nil()); store16(&RA, v); NEXT; }
+  CASE(SETL) { if (A < code->nlocals) SETTLE(R[B]); nb_Value v = R[B]; put16(&R[B], nb_nil()); store16(&RA, v); NEXT; }
   CASE(GETCELL) {
     nb_Value v = ((nb_Cell *)R[B].u.p)->v;
     if (v.t == NB_TUNDEF) { undefined(vm, NODE, false); goto error; }
     nb_incref(v); nb_store(&RA, v); NEXT;
   }
-  CASE(SETCELL) { nb_Value v = R[B]; R[B] = nb_nil(); nb_store(&((nb_Cell *)RA.u.p)->v, v); NEXT; }
+  CASE(SETCELL) { SETTLE(R[B]); nb_Value v = R[B]; R[B] = nb_nil(); nb_store(&((nb_Cell *)RA.u.p)->v, v); NEXT; }
   CASE(GETCAP) {
     nb_Value v = f->fn->caps[B]->v;
     if (v.t == NB_TUNDEF) { undefined(vm, NODE, false); goto error; }
     nb_incref(v); nb_store(&RA, v); NEXT;
   }
-  CASE(SETCAP) { nb_Value v = R[B]; R[B] = nb_nil(); nb_store(&f->fn->caps[A]->v, v); NEXT; }
+  CASE(SETCAP) { SETTLE(R[B]); nb_Value v = R[B]; R[B] = nb_nil(); nb_store(&f->fn->caps[A]->v, v); NEXT; }
   CASE(GETG) {
     /* the unassigned case in a function of its own: v's address is not
     ** taken here, so it stays in registers (no spill and reload) */
@@ -566,7 +577,7 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     nb_incref(v);
     store16(&RA, v); NEXT;
   }
-  CASE(SETG) { nb_Value v = RA; RA = nb_nil(); nb_store(&M->vals[GET_Bx(i)], v); NEXT; }
+  CASE(SETG) { SETTLE(RA); nb_Value v = RA; RA = nb_nil(); nb_store(&M->vals[GET_Bx(i)], v); NEXT; }
 
 #define TAGOF(x, y) ((uint64_t)NB_TNUM | (uint64_t)((x)->kind | (y)->kind) << 32)
 #define ARITH(name, e) CASE(name) { \
@@ -645,7 +656,7 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
   CASE(NEG) {
     nb_Value v = R[B];
     if (v.t == NB_TNUM) { nb_store(&RA, nb_numk(-v.u.n, v.kind)); NEXT; }
-    CHECK(negate(vm, R, A, B)); NEXT;
+    CHECK(negate(vm, R, A, B)); if (A < code->nlocals) SETTLE(RA); NEXT;
   }
   CASE(BNOT) {
     nb_Value v = R[B], r;
@@ -774,6 +785,7 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     NEXT;
   }
   CASE(RET) {
+    SETTLE(RA);   /* a returned value leaves its statement: computed (ltvalue.h) */
     nb_Value v = RA;
     int top = A;   /* the registers below it may hold references */
     if (B) {   /* a local, copied: the locals are cleared below */
@@ -831,6 +843,7 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     CHECK(get_field(vm, NODE, R, code->nlocals, A, B)); NEXT;
   }
   CASE(SETF) {
+    SETTLE(R[B]);
     if (__builtin_expect(R[A].t == NB_TREC, 1)) {
       nb_Rec *r = R[A].u.p; int c;
       FIELD_SLOT(r, NODE->a->str, c);
@@ -844,7 +857,7 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     CHECK(set_field(vm, NODE, R, code->nlocals, A, B)); NEXT;
   }
   CASE(GETI) { CHECK(get_index(vm, NODE, R, A, B)); NEXT; }
-  CASE(SETI) { CHECK(set_index(vm, NODE, R, A, B)); NEXT; }
+  CASE(SETI) { SETTLE(R[B]); CHECK(set_index(vm, NODE, R, A, B)); NEXT; }
   CASE(FORPREP) {
     nb_Value *a = &RA, *b = a + 1;
     if (a->t != NB_TNUM || b->t != NB_TNUM) {

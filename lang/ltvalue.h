@@ -31,6 +31,12 @@ bool nbT_swap_grad_enabled(bool on);             /* returns the previous mode */
 int  nbT_autocast_arg(nb_VM *vm, nb_Value v, int *dtype);  /* "bf16"/"f16" -> dtype; nil/false/"off" -> -1 */
 int  nbT_swap_autocast(int dtype);               /* returns the previous dtype (-1 = off) */
 
+/* a tensor being stored (in a local, a global, a captured variable, a field
+** or an element) or returned is computed now if it is a lazy elementwise chain
+** (tensor/tfuse.c): laziness lives within one statement, so a stored value
+** never keeps its chain's inputs alive.  The VM tests NB_TTENSOR first. */
+int  nbT_settle(nb_VM *vm, nb_Value t);
+
 int  nbT_serialize(nb_VM *vm, nb_Value t, nb_Buf *out);
 int  nbT_deserialize(nb_VM *vm, const unsigned char **p, const unsigned char *end, nb_Value *out);
 /* inspect text for a tensor (shape, dtype, device, min/max/mean) */

@@ -23,6 +23,8 @@ int nbT_err(nb_VM *vm) {
   const char *m = nt_error_msg();
   return nb_error_kind(vm, "TensorError", "%s", m && *m ? m : "tensor operation failed");
 }
+int nbT_settle(nb_VM *vm, nb_Value t) { return nt_settle(T(t)) ? nbT_err(vm) : NB_OK; }
+
 /* wraps a new tensor reference as the result */
 int nbT_ret(nb_VM *vm, nt_Tensor *t, nb_Value *out) {
   if (!t) return nbT_err(vm);
