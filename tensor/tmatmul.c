@@ -10,7 +10,7 @@
 */
 #include "tinternal.h"
 #include <stdlib.h>
-#include <cblas.h>
+#include "tblas.h"
 
 typedef struct { const char *p; int64_t rs, cs; } Mat;   /* element strides */
 
@@ -46,8 +46,8 @@ static int gemm_float_beta(nt_DType dt, Mat A, Mat B, void *C, int64_t M, int64_
     pack(pb, B, K, N, es); b = pb; tb = CblasNoTrans; ldb = N > 1 ? (int)N : 1;
   }
   int ldc = N > 1 ? (int)N : 1;
-  if (dt == NT_F32) cblas_sgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0f, a, lda, b, ldb, (float)beta, C, ldc);
-  else cblas_dgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0, a, lda, b, ldb, beta, C, ldc);
+  if (dt == NT_F32) nt_blas()->sgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0f, a, lda, b, ldb, (float)beta, C, ldc);
+  else nt_blas()->dgemm(CblasRowMajor, ta, tb, (int)M, (int)N, (int)K, 1.0, a, lda, b, ldb, beta, C, ldc);
   free(pa); free(pb);
   return 0;
 }

@@ -102,6 +102,13 @@ device() {
   export LD_LIBRARY_PATH="$RT/lib${cudadirs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   echo "# libraries taken from the carried debs:"
   for f in $KIT_FILES; do [ -f "$KIT/build/$f" ] && missing_libs "$KIT/build/$f"; done
+  # OpenBLAS is dlopened on first use (tensor/tblas.h), so ldd does not list it:
+  # the image's own when it has one, else the carried deb's (and what it needs)
+  if [ ! -e "/usr/lib/$ARCH/openblas-openmp/libopenblas.so.0" ]; then
+    p=$(find "$RT/x" -name libopenblas.so.0 -path '*openblas-openmp*' 2>/dev/null | head -n 1)
+    if [ -n "$p" ]; then export NABLA_OPENBLAS=$p; echo "  libopenblas.so.0 <- carried ($p)"; missing_libs "$p"
+    else echo "  libopenblas.so.0: NOT FOUND (carried debs lack it)"; fi
+  fi
   if ldd "$KIT/build/nabla" | grep 'not found'; then echo "FAIL: gpu_kit: nabla still lacks libraries"; exit 1; fi
   export PYTHON=${PYTHON:-$(command -v python3)}
   tests/cuda/run_gpu.sh --no-build "$KIT/build" "${@:-tests}"

@@ -30,7 +30,7 @@
 */
 #include "nninternal.h"
 #include "attention.h"
-#include <cblas.h>
+#include "tensor/tblas.h"
 #include <stdlib.h>
 
 #ifdef NABLA_BLAS_OPENMP
@@ -186,8 +186,8 @@ static inline int64_t keys_seen(const sdpa_geom *g, int64_t i) { return g->causa
     if (failed) { nt_error_oom(2 * sizeof(F) * (size_t)sn); return -1; }                          \
     return 0;                                                                                     \
   }
-SDPA_T(float, cblas_sgemm)
-SDPA_T(double, cblas_dgemm)
+SDPA_T(float, nt_blas()->sgemm)
+SDPA_T(double, nt_blas()->dgemm)
 
 static int k_sdpa(const nt_KernelArgs *a) {
   sdpa_geom g = geom_of(a);

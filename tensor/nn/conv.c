@@ -12,7 +12,7 @@
 ** plane) so backward is a scatter; avg_pool divides by kh*kw (padding counts).
 */
 #include "nninternal.h"
-#include <cblas.h>
+#include "tensor/tblas.h"
 #include <stdlib.h>
 
 typedef struct cgeom { int64_t N, C, H, W, O, kh, kw, sh, sw, ph, pw, Ho, Wo; } cgeom;
@@ -92,8 +92,8 @@ typedef struct cgeom { int64_t N, C, H, W, O, kh, kw, sh, sw, ph, pw, Ho, Wo; } 
     free(col);                                                                                  \
     return 0;                                                                                   \
   }
-CONV_T(float, cblas_sgemm)
-CONV_T(double, cblas_dgemm)
+CONV_T(float, nt_blas()->sgemm)
+CONV_T(double, nt_blas()->dgemm)
 
 #define P(t) ((t) ? (void *)nt_base(t) : NULL)
 
