@@ -856,8 +856,29 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     }
     CHECK(set_field(vm, NODE, R, code->nlocals, A, B)); NEXT;
   }
-  CASE(GETI) { CHECK(get_index(vm, NODE, R, A, B)); NEXT; }
-  CASE(SETI) { SETTLE(R[B]); CHECK(set_index(vm, NODE, R, A, B)); NEXT; }
+  /* xs[i] with an int i inside the list inline; the rest (negative i,
+  ** ranges, errors, records, strings, tensors) in nbV_index/nbV_set_index */
+  CASE(GETI) {
+    if (NODE->nkids == 1 && R[B].t == NB_TLIST && nb_isint(R[B + 1])) {
+      nb_List *l = R[B].u.p; double k = R[B + 1].u.n;
+      if (k >= 0 && k < l->n) {
+        nb_Value v = l->items[(long)k]; nb_incref(v);   /* before the list's temporary goes */
+        clear_regs(R, B, B + 2); nb_store(&RA, v); NEXT;
+      }
+    }
+    CHECK(get_index(vm, NODE, R, A, B)); NEXT;
+  }
+  CASE(SETI) {
+    SETTLE(R[B]);
+    if (NODE->a->nkids == 1 && R[A].t == NB_TLIST && nb_isint(R[A + 1])) {
+      nb_List *l = R[A].u.p; double k = R[A + 1].u.n;
+      if (k >= 0 && k < l->n) {
+        nb_Value v = R[B]; R[B] = nb_nil();   /* a temporary: moved into the element */
+        nb_store(&l->items[(long)k], v); clear_regs(R, A, A + 2); NEXT;
+      }
+    }
+    CHECK(set_index(vm, NODE, R, A, B)); NEXT;
+  }
   CASE(FORPREP) {
     nb_Value *a = &RA, *b = a + 1;
     if (a->t != NB_TNUM || b->t != NB_TNUM) {
