@@ -49,6 +49,11 @@ from dutil import NABLA, report, skip, test  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.environ.get("NABLA_BUILD") or os.path.dirname(NABLA)
 MODULE = os.path.join(BUILD, "cuda", "emu", "nabla_cuda_emu.so")
+# The device's kernels against the CPU's (another summation order, CUDA's
+# math against SLEEF) differ by a few f32 ULPs per op; four AdamW steps with
+# clipping carry that to ~1.5e-6 relative on some seeds.  Comparisons on one
+# device (a stage against data parallelism, offload against none) keep 1e-6.
+CROSS_DEVICE_RTOL = 1e-5
 SEED = int(os.environ.get("ZERO_SEED") or random.SystemRandom().randrange(1, 10**6))
 REAL = os.environ.get("ZERO_CUDA") == "real"
 BACKEND = os.environ.get("ZERO_BACKEND") or "ring"
@@ -205,7 +210,7 @@ for st in 1..4 {{
     # where stages 1/2's reducer keeps its buckets: the device under NCCL, the host under the ring
     bk = {"buckets:cuda" if BACKEND == "nccl" else "buckets:cpu"}
     v = values(out, "dp_cuda_vs_cpu")
-    report(f"{name}_dp_cuda_equals_cpu", rc == 0 and v is not None and float(v[0]) <= 1e-6 and float(v[1]) == 0 and float(v[2]) > 1e-3,
+    report(f"{name}_dp_cuda_equals_cpu", rc == 0 and v is not None and float(v[0]) <= CROSS_DEVICE_RTOL and float(v[1]) == 0 and float(v[2]) > 1e-3,
            f"[rel diff, rank diff, moved]={v} {why}")
     for st in (1, 2, 3):
         v = values(out, f"s{st}_vs_dp")
@@ -214,7 +219,7 @@ for st in 1..4 {{
         ok = rc == 0 and v is not None and float(v[0]) <= 1e-6 and float(v[1]) == 0 and set(v[2].split(",")) == want
         report(f"{name}_stage{st}_equals_data_parallel", ok, f"[rel diff, rank diff, devices]={v} want {sorted(want)} {why}")
         v = values(out, f"s{st}_vs_cpu")
-        ok = rc == 0 and v is not None and float(v[0]) <= 1e-6 and float(v[1]) == 0
+        ok = rc == 0 and v is not None and float(v[0]) <= CROSS_DEVICE_RTOL and float(v[1]) == 0
         report(f"{name}_stage{st}_equals_cpu_workers", ok, f"[rel diff, rank diff]={v} {why}")
         v = values(out, f"s{st}_offload")
         want = ({"param:cuda", "state:cpu"} | ({"shard:cuda"} if st == 3 else bk)
