@@ -74,6 +74,11 @@ def rand_expr(rng, names, depth):
 
 
 def random_program(rng):
+    """Nabla's ints are exact up to 2^53 (docs/language.md, Numbers), Python's
+    without bound, so every intermediate must stay below 2^53: e1's eight
+    leaves are at most 78 in size (78^8 ~ 1.4e15), e2's four at most ~3050
+    (f's and g's results are taken mod 3001).  Larger moduli let e2 reach
+    1e17 and the two languages part on seeds like 509140420."""
     e1, p1 = rand_expr(rng, ["a", "b", "i"], 3)
     e2, p2 = rand_expr(rng, ["x", "acc"], 2)
     scale = rng.choice([0.5, 0.25, 2.0, 1.5])
@@ -82,18 +87,18 @@ def random_program(rng):
     src = f"""
 fn f(a, b, i) {{
   t = {e1}
-  t % 1000003
+  t % 3001
 }}
 fn make(k) {{
   acc = k
-  fn(x) {{ acc = ({e2}) % 99991; acc }}
+  fn(x) {{ acc = ({e2}) % 3001; acc }}
 }}
 g = make({k})
 s = 0
 fl = 0.0
 r = {{count: 0, items: []}}
 for i in 0..{n} {{
-  v = f(i * 3, {k} - i, i)
+  v = f(i * 2, {k} - i, i)
   s = s + g(v)
   fl = fl + v * {scale}
   r.count += 1
@@ -105,15 +110,15 @@ print(s, fl, r.count)
 """
     def f(a, b, i):
         t = eval(p1)
-        return t % 1000003
+        return t % 3001
     acc = [k]
     def g(x):
         a = acc[0]
-        acc[0] = eval(p2, {}, {"x": x, "acc": a}) % 99991
+        acc[0] = eval(p2, {}, {"x": x, "acc": a}) % 3001
         return acc[0]
     s, fl, items = 0, 0.0, []
     for i in range(n):
-        v = f(i * 3, k - i, i)
+        v = f(i * 2, k - i, i)
         s = s + g(v)
         fl = fl + v * scale
         items.append(v)
