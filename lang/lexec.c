@@ -147,6 +147,13 @@ static __attribute__((noinline)) int get_global_into(nb_VM *vm, const nb_Node *n
   return st;
 }
 
+/* an operator's result into R[dst]; written into a named local it is stored,
+** so a lazy tensor is settled (ltvalue.h) */
+static int put_result(nb_VM *vm, nb_Value *R, int nlocals, int dst, nb_Value r) {
+  nb_store(&R[dst], r);
+  return dst < nlocals && r.t == NB_TTENSOR ? nbT_settle(vm, r) : NB_OK;
+}
+
 /* a binary operator on anything but two numbers; operands read in place
 ** from a local may be unassigned (reported in order: a, then b) */
 static int binop_slow(nb_VM *vm, const nb_Node *n, nb_Value *R, int nlocals, int op, int a, int b, int dst) {
@@ -160,8 +167,7 @@ static int binop_slow(nb_VM *vm, const nb_Node *n, nb_Value *R, int nlocals, int
   if (b != a) drop(R, b, nlocals);
   if (st && n->c) nbE_locate(vm, vm->frame->chunk, n->c);   /* a bitwise operator's error: at the operator */
   if (st) return st;
-  nb_store(&R[dst], r);
-  return dst < nlocals && r.t == NB_TTENSOR ? nbT_settle(vm, r) : NB_OK;   /* y = x * 2 + 1: stored */
+  return put_result(vm, R, nlocals, dst, r);   /* y = x * 2 + 1: stored */
 }
 
 /* R[a] op K, not two numbers */
@@ -171,8 +177,7 @@ static int binop_k(nb_VM *vm, const nb_Node *n, nb_Value *R, int nlocals, int op
   int st = nbV_binop(vm, op, R[a], k, &r);
   drop(R, a, nlocals);
   if (st) return st;
-  nb_store(&R[dst], r);
-  return dst < nlocals && r.t == NB_TTENSOR ? nbT_settle(vm, r) : NB_OK;
+  return put_result(vm, R, nlocals, dst, r);
 }
 static int kop(int bc) {
   static const int ops[] = { OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_EQ, OP_NE, OP_LT, OP_LE, OP_GT, OP_GE };
@@ -330,15 +335,14 @@ static int set_field(nb_VM *vm, const nb_Node *n, nb_Value *R, int nlocals, int 
   return st;
 }
 
-static int negate(nb_VM *vm, nb_Value *R, int dst, int b) {
+static int negate(nb_VM *vm, nb_Value *R, int nlocals, int dst, int b) {
   nb_Value a = R[b], r;
   int st = NB_OK;
   if (a.t == NB_TNUM) r = nb_numk(-a.u.n, a.kind);
   else if (a.t == NB_TTENSOR) st = nbT_neg(vm, a, &r);
   else st = nb_error_kind(vm, "TypeError", "cannot negate a %s", nb_typename(a));
   clear_regs(R, b, b + 1);
-  if (!st) nb_store(&R[dst], r);
-  return st;
+  return st ? st : put_result(vm, R, nlocals, dst, r);
 }
 
 /* a.name(args): a record's field or a module's member is called as is;
@@ -656,7 +660,7 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
   CASE(NEG) {
     nb_Value v = R[B];
     if (v.t == NB_TNUM) { nb_store(&RA, nb_numk(-v.u.n, v.kind)); NEXT; }
-    CHECK(negate(vm, R, A, B)); if (A < code->nlocals) SETTLE(RA); NEXT;
+    CHECK(negate(vm, R, code->nlocals, A, B)); NEXT;
   }
   CASE(BNOT) {
     nb_Value v = R[B], r;

@@ -172,9 +172,9 @@ nt_Tensor *nt_empty_deferred_(const int64_t *shape, int ndim, nt_DType dt) {
   return t;
 }
 /* Counted like any allocation, but the pressure hook (the interpreter's
-** collector) is left to the next nt_empty: a lazy value may be computed from
-** inside a kernel's parallel loop (nt_base on an OpenMP worker thread), where
-** running a collector would be unsafe. */
+** collector) is left to the next nt_empty: tfuse.c's commit calls this while
+** its record still points at inputs it holds no reference to yet, which a
+** collection could free. */
 void *nt_storage_alloc_(nt_Storage *s) {
   void *p = cpu_alloc(s->nbytes);
   if (!p) { nt_error_oom(s->nbytes); return NULL; }

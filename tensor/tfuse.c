@@ -58,7 +58,8 @@
 ** storages have no hook), so they never re-enter it.  A kernel may call
 ** nt_base inside its own parallel loop: then the first thread computes the
 ** chain (serially: nested regions are off) while the others wait on the
-** mutex, and no collector runs there (nt_storage_alloc_).
+** mutex; computing allocates nothing (the buffer came with the op), so no
+** collector runs there.
 */
 #include "tinternal.h"
 #include <pthread.h>

@@ -198,7 +198,7 @@ def hazard_batch():
            lambda got: None if os.environ.get("NABLA_FUSE") == "0" or got >= 2 else f"dropped grew by {got} (expected >= 2)", dtype=False)
     # a value stored in a variable, a field or an element, or returned, is
     # computed by its statement: nothing pends after it
-    b.case("settled_when_stored", f"y = {xa} * 2 + 1\nr = {{v: {xa} - 1}}\nr.w = {xa} * 3\nzs = [nil]\nzs[0] = {xa} / 2\n"
+    b.case("settled_when_stored", f"y = {xa} * 2 + 1\nng = -({xa} * 2)\nr = {{v: {xa} - 1}}\nr.w = {xa} * 3\nzs = [nil]\nzs[0] = {xa} / 2\n"
            f"fn f(t) = t * t + 1\nu = 0\nu += f({xa})\nfuse_stats().pending",
            lambda got: None if got == 0 else f"{got} chains pending after storing statements", dtype=False)
     b.case("pending_cap", f"ys = []\nfor i in range(100) {{ push(ys, {xa} * i) }}\nfuse_stats().pending",
