@@ -19,32 +19,10 @@ $NABLA is the interpreter (default build/nabla); the runner's sanitizer pass
 (NABLA_ASAN=1) runs the same checks on the ASan build.  Prints PASS/FAIL lines;
 exits 1 when a test failed.
 """
-import os, random, subprocess, sys, tempfile
+import os, random, sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-NABLA = os.environ.get("NABLA", os.path.join(ROOT, "build", "nabla"))
-failed = 0
-
-
-def report(name, ok, why=""):
-    global failed
-    if ok:
-        print(f"PASS: {name}")
-    else:
-        failed += 1
-        print(f"FAIL: {name}: {why}")
-
-
-def run(src):
-    with tempfile.NamedTemporaryFile("w", suffix=".nbl", delete=False) as f:
-        f.write(src)
-        path = f.name
-    try:
-        p = subprocess.run([NABLA, path], capture_output=True, text=True, timeout=60,
-                           stdin=subprocess.DEVNULL, env=dict(os.environ, NO_COLOR="1"))
-        return p.returncode, p.stdout, p.stderr
-    finally:
-        os.unlink(path)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lutil import report, run, finish  # noqa: E402
 
 
 rng = random.Random()
@@ -160,4 +138,4 @@ rc, out, err = run(f"print(max({a}, {b}), min({a}, {b}), sum(tensor([{a}, {b}]),
 report("max/min of two numbers and keepdims=true still work", rc == 0 and out.split(" ", 2) == [str(max(a, b)), str(min(a, b)), f"tensor([{a + b}])\n"],
        f"{out!r} {err[:200]}")
 
-sys.exit(1 if failed else 0)
+finish()

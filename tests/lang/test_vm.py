@@ -23,35 +23,8 @@ exits 1 when a test failed.
 """
 import os, random, subprocess, sys, tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-NABLA = os.environ.get("NABLA", os.path.join(ROOT, "build", "nabla"))
-failed = 0
-
-
-def report(name, ok, why=""):
-    global failed
-    if ok:
-        print(f"PASS: {name}")
-    else:
-        failed += 1
-        print(f"FAIL: {name}: {why}")
-
-
-def run(src, engine=None, extra_env=None, args=None):
-    """runs src; engine: a NABLA_ENGINE value to set (only to see it refused)"""
-    with tempfile.NamedTemporaryFile("w", suffix=".nbl", delete=False) as f:
-        f.write(src)
-        path = f.name
-    env = dict(os.environ, NO_COLOR="1")
-    env.pop("NABLA_ENGINE", None)
-    if engine:
-        env["NABLA_ENGINE"] = engine
-    env.update(extra_env or {})
-    try:
-        p = subprocess.run([NABLA] + (args or []) + [path], capture_output=True, text=True, env=env, timeout=60)
-        return p.returncode, p.stdout, p.stderr.replace(path, "PROG")
-    finally:
-        os.unlink(path)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lutil import report, run, finish  # noqa: E402
 
 
 def rand_expr(rng, names, depth):
@@ -312,4 +285,4 @@ check_limits()
 check_step_limit()
 check_deep_recursion()
 check_dis()
-sys.exit(1 if failed else 0)
+finish()
