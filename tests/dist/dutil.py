@@ -1,7 +1,9 @@
 """Shared by the tests/dist suites: the binary, a scratch directory, the
 PASS:/FAIL:/SKIP: line protocol of tools/run-tests.sh, and process helpers."""
 import atexit
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -46,6 +48,28 @@ def test(fn):
     if os.environ.get("VERBOSE"):
         print(f"  ({time.time() - t:.1f} s)")
     return fn
+
+
+def needs(why):
+    """decorator for @test functions: a SKIP with why when why is set"""
+    def deco(fn):
+        def wrapped(name):
+            if why:
+                skip(name, why)
+                return
+            fn(name)
+        wrapped.__name__ = fn.__name__
+        return wrapped
+    return deco
+
+
+def per_rank(out, tag):
+    """{rank: the JSON after 'TAG ' on that rank's '[rank R] TAG ...' line}
+    of `nabla run`'s rank-prefixed output"""
+    got = {}
+    for m in re.finditer(rf"^\[rank (\d+)\] {tag} (.*)$", out, re.M):
+        got[int(m.group(1))] = json.loads(m.group(2))
+    return got
 
 
 def finish():

@@ -269,6 +269,19 @@ class Cluster:
             _live.remove(self)
 
 
+def started(n, **kw):
+    """A Cluster(n, **kw) started for a test suite (stopped at exit): (cluster,
+    why), why saying why hosts cannot be simulated here ('' when they run)."""
+    c = Cluster(n, **kw)
+    why = c.why
+    if not why:
+        try:
+            c.__enter__()
+        except Exception as e:  # noqa
+            why = f"cannot start the simulated hosts: {e}"
+    return c, why
+
+
 def run_on_hosts(n, cmd, host=0, timeout=300, env=None):
     """Starts n hosts, runs cmd on one of them, tears down: the CompletedProcess.
     "{SSH}" in cmd is replaced by the ssh options of `nabla run` (ssh_args()),

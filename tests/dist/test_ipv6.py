@@ -13,33 +13,20 @@ NABLA_ASAN: also run under the ASan build by tools/run-tests.sh (address parsing
 Every input is fresh random data; SKIP (with why) when this machine cannot
 simulate hosts (not root, no ip netns, no sshd).
 """
-import json, os, re, subprocess, sys, time
+import os, subprocess, sys, time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dutil  # noqa: E402
-from dutil import NABLA, TMP, report, sanitizer_check, script, skip, test  # noqa: E402
-from hosts import Cluster  # noqa: E402
+from dutil import NABLA, TMP, needs, per_rank, report, sanitizer_check, script, test  # noqa: E402
+from hosts import started  # noqa: E402
 
 rng = np.random.default_rng()
-C = Cluster(2, v6=True)
-WHY = C.why
-if not WHY:
-    try:
-        C.__enter__()
-    except Exception as e:  # noqa
-        WHY = f"cannot start the simulated hosts: {e}"
+C, WHY = started(2, v6=True)
 HOSTS = ",".join(C.names)
 
 
-def needs_hosts(fn):
-    def wrapped(name):
-        if WHY:
-            skip(name, WHY)
-            return
-        fn(name)
-    wrapped.__name__ = fn.__name__
-    return wrapped
+needs_hosts = needs(WHY)
 
 
 def ssh_popen_args(extra, path, *args):
@@ -47,11 +34,6 @@ def ssh_popen_args(extra, path, *args):
             "--heartbeat", "5", *extra, path, *args]
 
 
-def per_rank(out, tag):
-    got = {}
-    for m in re.finditer(rf"^\[rank (\d+)\] {tag} (.*)$", out, re.M):
-        got[int(m.group(1))] = json.loads(m.group(2))
-    return got
 
 
 COLL = """

@@ -19,17 +19,11 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dutil  # noqa: E402
-from dutil import NABLA, TMP, report, sanitizer_check, script, skip, test  # noqa: E402
-from hosts import Cluster  # noqa: E402
+from dutil import NABLA, TMP, needs, per_rank, report, sanitizer_check, script, skip, test  # noqa: E402
+from hosts import started  # noqa: E402
 
 rng = np.random.default_rng()
-C = Cluster(3)
-WHY = C.why
-if not WHY:
-    try:
-        C.__enter__()
-    except Exception as e:  # noqa
-        WHY = f"cannot start the simulated hosts: {e}"
+C, WHY = started(3)
 HOSTS = ",".join(C.names)
 
 
@@ -45,22 +39,9 @@ def ssh_run(n, extra, path, *args, timeout=120, env=None):
                  "--heartbeat", "5", *extra, path, *args], timeout=timeout, env=env)
 
 
-def per_rank(out, tag):
-    """{rank: the JSON after 'TAG ' on that rank's '[rank R] TAG ...' line}"""
-    got = {}
-    for m in re.finditer(rf"^\[rank (\d+)\] {tag} (.*)$", out, re.M):
-        got[int(m.group(1))] = json.loads(m.group(2))
-    return got
 
 
-def needs_hosts(fn):
-    def wrapped(name):
-        if WHY:
-            skip(name, WHY)
-            return
-        fn(name)
-    wrapped.__name__ = fn.__name__
-    return wrapped
+needs_hosts = needs(WHY)
 
 
 def npy(name, a):
