@@ -745,7 +745,7 @@ static int b_fuse_stats(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
 /* settle(x): a lazy tensor computed now (tensor.h); x itself */
 static int b_settle(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n;
-  if (args[0].t == NB_TTENSOR && nt_settle(T(args[0]))) return nbT_err(vm);
+  if (args[0].t == NB_TTENSOR && nbT_settle(vm, args[0])) return NB_ERR;
   *out = args[0]; nb_incref(*out);
   return NB_OK;
 }
@@ -840,7 +840,7 @@ static nb_Builtin ops_builtins[] = {
   { "item", b_item, "x", "item(x): the number in a one-element tensor" },
   { "tolist", b_tolist, "x", "nbT_tolist(x): nested lists of numbers" },
   { "numel", b_numel, "x", "numel(x): number of elements" },
-  { "settle", b_settle, "x", "settle(x): computes x now if it is a lazy elementwise result (values are otherwise computed when first used); returns x" },
+  { "settle", b_settle, "x", "settle(x): computes x now if it is a lazy elementwise result (values are otherwise computed by the statement that stores or returns them, or when first read); returns x" },
   { "fuse_stats", b_fuse_stats, "", "fuse_stats(): {pending, forced, dropped} counts of lazy fused elementwise chains (NABLA_FUSE=0 turns fusion off)" },
   { "is_tensor", b_is_tensor, "x", "is_tensor(x): whether x is a tensor" },
   { "set_default_device", b_set_default_device, "device", "set_default_device(\"cuda\"): where creation functions put tensors by default" },
