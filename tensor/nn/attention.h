@@ -6,6 +6,10 @@
 ** [B, T, D], [B, S, D], [B, S, DV] (B = the broadcast batch dims flattened)
 ** of ONE storage dtype: f32 or f64 on the CPU (f16/bf16 are computed in f32
 ** there); f32, f64, f16 or bf16 on CUDA (half types accumulate in f32).
+** On the CPU only, q, k, v (and O, dout, dq, dk, dv) may instead be views
+** batch + [rows, cols] with unit column stride, row stride >= cols and
+** batch strides >= 0, no broadcasting (e.g. heads permuted out of [B, T, H, d]):
+** the kernel reads and writes them in place (attention.c, sdpa_lay).
 **
 **   forward  op "scaled_dot_product_attention"
 **            out = O [B, T, DV] (storage dtype), in = {q, k, v, lse}
@@ -13,8 +17,9 @@
 **            i sees (s = scale q k^T); f64 when the storage is f64, else f32.
 **            -inf when the row sees no key (S == 0; O is then 0).
 **   backward op "scaled_dot_product_attention_backward"
-**            out = NULL, nin = 0, extra = nt_SdpaGrads * (all contiguous, dq/dk/dv
-**            fresh with q/k/v's shape and dtype; every one is written).
+**            out = NULL, nin = 0, extra = nt_SdpaGrads * (all contiguous, or on
+**            the CPU views as above; dq/dk/dv fresh with q/k/v's shape and dtype,
+**            on the CPU laid out like q/k/v; every one is written).
 **   both:    iarg[NT_SDPA_*] geometry, s[0] = scale.
 **   mask:    iarg[NT_SDPA_MASK] = 0 (none), 1 (one [T, S] for every batch
 **            matrix) or B; then extra (forward) / nt_SdpaGrads.mask is the

@@ -189,6 +189,61 @@ def self_attention():
     b.run()
 
 
+# Strided operands: views the CPU kernel reads in place (heads of a [B, T, H, d]
+# tensor permuted to [B, H, T, d]; a slice of a wider last dim, rows further
+# apart than d; a 2-D column slice) and ones it copies (a transpose: last dim
+# not unit-stride; a broadcast batch dim).  Base tensor -> (nabla view, torch view).
+STRIDED = {
+    "heads": ((2, 7, 3, 8), "permute({}, [0, 2, 1, 3])", lambda t: t.permute(0, 2, 1, 3)),
+    "heads_s": ((2, 9, 3, 8), "permute({}, [0, 2, 1, 3])", lambda t: t.permute(0, 2, 1, 3)),
+    "wide": ((2, 3, 9, 16), "{}[:, :, :, 4:12]", lambda t: t[:, :, :, 4:12]),
+    "wide_v": ((2, 3, 9, 11), "{}[:, :, :, 1:6]", lambda t: t[:, :, :, 1:6]),
+    "trans_v": ((2, 3, 5, 9), "transpose({}, 2, 3)", lambda t: t.transpose(2, 3)),
+    "heads_v": ((2, 9, 3, 5), "permute({}, [0, 2, 1, 3])", lambda t: t.permute(0, 2, 1, 3)),
+    "bcast_k": ((1, 3, 9, 8), "expand({}, [2, 3, 9, 8])", lambda t: t.expand(2, 3, 9, 8)),
+    "q2d": ((5, 12), "{}[:, 2:10]", lambda t: t[:, 2:10]),
+    "k2d": ((6, 8), "{}", lambda t: t),
+    "v2d": ((6, 9), "{}[:, 3:9]", lambda t: t[:, 3:9]),
+}
+STRIDED_CASES = {   # name -> q, k, v (T = 7 queries, S = 9 keys, d = 8)
+    "all_in_place": ("heads", "wide", "heads_v"),
+    "in_place_wide_v": ("heads", "heads_s", "wide_v"),
+    "transposed_v_copied": ("heads", "wide", "trans_v"),
+    "broadcast_k_copied": ("heads", "bcast_k", "heads_v"),
+    "2d_slices": ("q2d", "k2d", "v2d"),
+}
+
+
+def strided():
+    for dt in ("f64", "f32"):
+        b = Batch(f"attention_strided_{dt}")
+        for name, parts in STRIDED_CASES.items():
+            for causal in (False, True):
+                bases = [rnd(STRIDED[p][0]) for p in parts]
+                if dt == "f32":
+                    bases = [a.astype(np.float32) for a in bases]
+                names = [b.inp(a) for a in bases]
+                ts = [T(a.astype(np.float64), requires_grad=True) for a in bases]
+                views = [STRIDED[p][2](t) for p, t in zip(parts, ts)]
+                out = ref(*views, causal)
+                W = rng.standard_normal(tuple(out.shape))
+                (out * T(W)).sum().backward()
+                we = b.inp(W if dt == "f64" else W.astype(np.float32))
+                nv = [STRIDED[p][1].format(x) for p, x in zip(parts, ("a", "b", "c"))]
+                call = f"{OP}({nv[0]}, {nv[1]}, {nv[2]}{kwargs_src(causal, None)})"
+                tag = f"{name}{'_causal' if causal else ''}"
+                # the output's heads permuted back and flattened, as a model does (a view when laid out so)
+                flat = "reshape(permute(y, [0, 2, 1, 3]), [y.shape[0], y.shape[2], y.shape[1] * y.shape[3]])"
+                exp_v = out.detach().permute(0, 2, 1, 3).reshape(out.shape[0], out.shape[2], -1) if out.dim() == 4 else out.detach()
+                code_v = (f"fn f(a, b, c) {{ y = {call}\n if y.ndim == 4 {{ {flat} }} else {{ y }} }}\n"
+                          f"f({', '.join(names)})")
+                b.case(f"value_{tag}", code_v, exp_v.to(TORCH_DT[dt]), **FWD_TOL[dt])
+                code = (f"f = fn(a, b, c) sum({call} * {we})\n"
+                        f"grad(f, argnums=list(0, 1, 2))({', '.join(names)})")
+                b.case(f"grad_{tag}", code, [t.grad.to(TORCH_DT[dt]) for t in ts], **GRAD_TOL[dt])
+        b.run()
+
+
 def errors():
     b = Batch("attention_errors")
     q = b.inp(rnd((2, 5, 4)).astype(np.float32))
@@ -284,5 +339,6 @@ if __name__ == "__main__":
     full_precision()
     half_precision()
     self_attention()
+    strided()
     errors()
     finish()
