@@ -31,7 +31,8 @@
 ** (a model's heads, permuted out of [B, T, H, hd]) are read in place, and O
 ** and the gradients are laid out like them: the GPT step's copies of q, k, v,
 ** of O before the output projection and of the gradients went away (k_copy
-** 4.9% -> 1.1% of the step's samples, CPU time -3..6%; 2026-11-26-gpt.md).
+** 4.9% -> 1.1% of the step's samples; the attention layer's forward + backward
+** takes ~10% less CPU time: bench/results/2026-11-26-gpt.md).
 */
 #include "nninternal.h"
 #include "attention.h"
