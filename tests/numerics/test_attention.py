@@ -191,8 +191,9 @@ def self_attention():
 
 # Strided operands: views the CPU kernel reads in place (heads of a [B, T, H, d]
 # tensor permuted to [B, H, T, d]; a slice of a wider last dim, rows further
-# apart than d; a 2-D column slice) and ones it copies (a transpose: last dim
-# not unit-stride; a broadcast batch dim).  Base tensor -> (nabla view, torch view).
+# apart than d; a 2-D column slice; an expanded batch dim, stride 0, whose
+# gradient is then summed by expand's backward) and one it copies (a
+# transpose: last dim not unit-stride).  Base tensor -> (nabla view, torch view).
 STRIDED = {
     "heads": ((2, 7, 3, 8), "permute({}, [0, 2, 1, 3])", lambda t: t.permute(0, 2, 1, 3)),
     "heads_s": ((2, 9, 3, 8), "permute({}, [0, 2, 1, 3])", lambda t: t.permute(0, 2, 1, 3)),
@@ -209,7 +210,7 @@ STRIDED_CASES = {   # name -> q, k, v (T = 7 queries, S = 9 keys, d = 8)
     "all_in_place": ("heads", "wide", "heads_v"),
     "in_place_wide_v": ("heads", "heads_s", "wide_v"),
     "transposed_v_copied": ("heads", "wide", "trans_v"),
-    "broadcast_k_copied": ("heads", "bcast_k", "heads_v"),
+    "expanded_k": ("heads", "bcast_k", "heads_v"),
     "2d_slices": ("q2d", "k2d", "v2d"),
 }
 
