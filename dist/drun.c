@@ -23,10 +23,20 @@
 #include "dist/dist.h"
 #include "dist/dsession.h"
 #include "dist/dinternal.h"
+#include "dist/drelay.h"
 
 static nb_VM *run_vm;
 static volatile sig_atomic_t run_interrupted;
 static void run_sigint(int sig) { (void)sig; run_interrupted = 1; if (run_vm) nb_vm_interrupt(run_vm); }
+
+/* the session's output: straight to fds 1 and 2, waiting out EAGAIN where
+** stdio would drop the bytes (a descriptor someone else made non-blocking) */
+static void run_write(nb_Sink *s, int stream, const char *data, size_t len) {
+  (void)s;
+  fflush(stream == NB_STDERR ? stderr : stdout);
+  dsess_write_all(stream == NB_STDERR ? 2 : 1, data, len);
+}
+static nb_Sink run_sink = { run_write, NULL, NULL, NULL, NULL };
 
 static const char RUN_USAGE[] =
   "usage: nabla run [-n N] [--timeout SECONDS] [--launcher local|ssh|slurm] [--hosts H1,H2,...]\n"
@@ -65,7 +75,7 @@ static int int_opt(const char *name, const char *v, int lo, int hi, int *out) {
 static int attempt(int n, const dsess_Launch *o, const char *path, int argc, char **argv, int first_arg,
                    int only_rank0, const char *log_dir, int *failed, int *started) {
   *failed = 0; *started = 0;
-  nb_VM *vm = nb_vm_new(nb_stdio_sink());
+  nb_VM *vm = nb_vm_new(&run_sink);
   int sst = dsess_start(vm, n, o);
   if (sst) {
     nbE_finish(vm);
