@@ -30,7 +30,7 @@
 #include "dist/drelay.h"
 
 typedef struct Line {
-  char *p; size_t n;          /* the line begun (no newline yet), at most DSESS_LINE_MAX bytes */
+  char *p; size_t n;          /* the line begun (no newline yet), at most DSESS_LINE_MAX bytes (p: DSESS_LINE_MAX + 1, or NULL) */
   int cont;                   /* its first bytes went out already: the next piece is a continuation */
 } Line;
 
@@ -122,7 +122,7 @@ static void flush_line(nb_VM *vm, int rank, int stream, Line *L, int cut_utf8) {
 
 static int grow(Line *L) {
   if (L->p) return 0;
-  return (L->p = malloc(DSESS_LINE_MAX)) ? 0 : -1;
+  return (L->p = malloc(DSESS_LINE_MAX + 1)) ? 0 : -1;   /* + its newline */
 }
 
 static void feed(nb_VM *vm, int rank, int stream, Line *L, const char *d, size_t n) {
@@ -133,11 +133,9 @@ static void feed(nb_VM *vm, int rank, int stream, Line *L, const char *d, size_t
     if (L->n + body <= DSESS_LINE_MAX) {
       if (nl && !L->n) emit(vm, rank, stream, L, d, k, 1);   /* a whole line: as it is, no copy */
       else if (nl) {
-        memcpy(L->p + L->n, d, body);   /* fits: L->n + body <= DSESS_LINE_MAX */
-        L->n += body;
-        emit(vm, rank, stream, L, L->p, L->n, 0);   /* the newline goes with it */
+        memcpy(L->p + L->n, d, k);   /* fits: L->n + body <= DSESS_LINE_MAX, and the buffer has room for the newline */
+        emit(vm, rank, stream, L, L->p, L->n + k, 1);
         L->n = 0;
-        L->cont = 0;
       } else {
         if (grow(L)) { emit(vm, rank, stream, L, d, k, 0); d += k; n -= k; continue; }   /* no memory: a piece now rather than nothing */
         memcpy(L->p + L->n, d, k);
@@ -184,7 +182,11 @@ void dsess_relay_flush(nb_VM *vm, int rank) {
   if (!R.l) return;
   for (int r = rank < 0 ? 0 : rank; r <= (rank < 0 ? R.n : rank) && r <= R.n; r++)
     for (int src = 0; src < 2; src++)
-      for (int s = 0; s < 2; s++) flush_line(vm, r == R.n ? -1 : r, s ? NB_STDERR : NB_STDOUT, &R.l[r][src][s], 0);
+      for (int s = 0; s < 2; s++) {
+        Line *L = &R.l[r][src][s];
+        flush_line(vm, r == R.n ? -1 : r, s ? NB_STDERR : NB_STDOUT, L, 0);
+        free(L->p); L->p = NULL;   /* memory only for lines in progress: between commands, none */
+      }
 }
 
 void dsess_relay_report(nb_VM *vm, int rank, const char *text) {
@@ -196,10 +198,7 @@ void dsess_relay_report(nb_VM *vm, int rank, const char *text) {
 
 void dsess_relay_close(nb_VM *vm) {
   if (R.l) {
-    dsess_relay_flush(vm, -1);
-    for (int r = 0; r <= R.n; r++)
-      for (int src = 0; src < 2; src++)
-        for (int s = 0; s < 2; s++) free(R.l[r][src][s].p);
+    dsess_relay_flush(vm, -1);   /* which frees the lines' buffers */
     free(R.l);
   }
   R.l = NULL; R.n = 0;

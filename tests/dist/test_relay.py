@@ -10,6 +10,8 @@ hosts), a session's dist.exec, and a REPL %%all cell; and a rank killed in
 the middle of a line (its partial line still comes out, on a line of its own).
 
 Run: NABLA=build/nabla /usr/bin/python3 tests/dist/test_relay.py
+NABLA_ASAN: also run under the ASan build by tools/run-tests.sh (the relay,
+the launchers' pipes and the session are this suite's C).
 """
 import os, random, re, signal, subprocess, sys, time
 
@@ -106,6 +108,29 @@ def test_run_long_lines(name):
             if f.read() != "".join(t + "\n" for s, t in want[r]).encode():
                 bad.append(r)
     report("log_dir_byte_exact", not bad, f"ranks {bad} logs differ from what they printed")
+
+
+@test
+def test_only_rank0(name):
+    # --only-rank0: rank 0's stdout as the program's own (byte-exact, no prefix), the others' stdout
+    # dropped; every rank's stderr on whole lines (rank 0's unprefixed, so its pieces are not marked)
+    d = os.path.join(TMP, "only0")
+    want = make_inputs(d, 4, [10_000, 100_000, 100_000])
+    path = script("import dist\nDIR = argv[1]\n" + PRINTER + "\n", "relay_only0.nbl")
+    p = subprocess.run([NABLA, "run", "-n", "4", "--only-rank0", path, d], capture_output=True, timeout=300)
+    sanitizer_check(p.stderr.decode("utf-8", "replace"))
+    why = None if p.returncode == 0 else f"rc {p.returncode}: {p.stderr[-600:]!r}"
+    if not why and p.stdout != "".join(t + "\n" for s, t in want[0] if s == "O").encode():
+        why = f"stdout ({len(p.stdout)} bytes) is not rank 0's output"
+    if not why:
+        others = {r: w for r, w in want.items() if r}
+        others[0] = []
+        why = check_stream(p.stderr, others, "E", 4)
+    if not why:
+        own = [l for l in p.stderr.decode("utf-8").split("\n") if l and not PREFIX.match(l.encode())]
+        if "".join(own) != "".join(t for s, t in want[0] if s == "E"):
+            why = "rank 0's stderr (unprefixed) is not what it printed"
+    report(name, why is None, why)
 
 
 @test
