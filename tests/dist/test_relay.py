@@ -134,6 +134,37 @@ def test_only_rank0(name):
 
 
 @test
+def test_nonblocking_stdout(name):
+    # stdout a pipe someone made non-blocking, its reader slow: nothing may be lost (EAGAIN is waited out)
+    import fcntl, threading
+    d = os.path.join(TMP, "nonblock")
+    want = make_inputs(d, 3, [100_000, 100_000, 1_000_000])
+    path = script("import dist\nDIR = argv[1]\n" + PRINTER + "\n", "relay_nonblock.nbl")
+    rfd, wfd = os.pipe()
+    fcntl.fcntl(wfd, fcntl.F_SETFL, fcntl.fcntl(wfd, fcntl.F_GETFL) | os.O_NONBLOCK)
+    p = subprocess.Popen([NABLA, "run", "-n", "3", path, d], stdout=wfd, stderr=subprocess.PIPE)
+    os.close(wfd)
+    chunks = []
+    def reader():
+        time.sleep(1.0)   # let the pipe fill up first
+        while True:
+            b = os.read(rfd, 1 << 16)
+            if not b:
+                break
+            chunks.append(b)
+            time.sleep(0.001)
+    t = threading.Thread(target=reader)
+    t.start()
+    err = p.communicate(timeout=300)[1]
+    t.join(60)
+    os.close(rfd)
+    sanitizer_check(err.decode("utf-8", "replace"))
+    why = None if p.returncode == 0 else f"rc {p.returncode}: {err[-600:]!r}"
+    why = why or check_stream(b"".join(chunks), want, "O", 3) or check_stream(err, want, "E", 3)
+    report(name, why is None, why)
+
+
+@test
 def test_session_long_lines(name):
     d = os.path.join(TMP, "sess")
     want = make_inputs(d, 4, SIZES)
