@@ -103,7 +103,13 @@ static int own_stderr(void) {
   struct stat st;
   if (fstat(2, &st)) return -1;
   if (isatty(2) || S_ISREG(st.st_mode) || S_ISCHR(st.st_mode)) return fcntl(2, F_DUPFD_CLOEXEC, 3);
-  if (S_ISFIFO(st.st_mode)) return open("/proc/self/fd/2", O_WRONLY | O_CLOEXEC);
+  if (S_ISFIFO(st.st_mode)) {
+    /* O_NONBLOCK for the open only: a FIFO opened for writing waits for a
+    ** reader without it (ENXIO instead, when the reader is gone) */
+    int fd = open("/proc/self/fd/2", O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd >= 0) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    return fd;
+  }
   return -1;
 }
 
