@@ -7,8 +7,9 @@
 ** message is signed with a per-session random key (dproto.c) that local
 ** workers read from a 0600 file.  The session sends commands (exec, call,
 ** eval, set, runfile, reconnect, stop) to the workers and waits for their
-** replies, printing the output they forward ("[rank N] ...") while it
-** waits.  A monitor thread reaps dead workers at once (waitpid) and watches
+** replies, printing the output they forward while it waits (whole lines,
+** "[rank N] ...": drelay.c, which also relays what the ssh/srun launchers
+** print on pipes of their own).  A monitor thread reaps dead workers at once (waitpid) and watches
 ** heartbeats, so a wait never hangs on a worker that is gone.
 **
 ** The builtins that drive it are in dsessionlib.c, `nabla run` in drun.c,
