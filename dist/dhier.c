@@ -9,8 +9,12 @@
 ** all_reduce:  shm all_reduce on lv; TCP ring all_reduce of stripe lidx on
 **              sv; shm all_gather of the S stripes on lv.  Every rank ends
 **              with the same bits (each stripe is reduced once, then copied).
-** all_gather:  shm all_gather of the host's chunks; the leaders (stripe 0)
-**              all_gather the host blocks over TCP; shm broadcast on lv.
+** all_gather:  every host the same size: each local rank all-gathers its
+**              stripe (the chunks of its local index, one per host) over
+**              TCP on sv, then shm all_gather of the L stripes on lv.
+**              Else: shm all_gather of the host's chunks; the leaders
+**              (stripe 0) all_gather the host blocks over TCP; shm
+**              broadcast on lv.
 ** broadcast:   one representative per host (src on its host, else the
 **              leader) runs the TCP chain; shm broadcast on lv.
 ** reduce_scatter: shm all_reduce on lv; each local rank reduce-scatters its
@@ -248,8 +252,54 @@ done:
   return st;
 }
 
+/* Striped all_gather (every host has L ranks): each local rank l gathers the
+** chunks of local index l from every host over TCP with its peers of index l
+** (its stripe, packed in host order), then the L stripes are all-gathered in
+** shared memory on each host.  All L links of a host carry (hosts-1)/hosts
+** of the result between them, instead of the leader's one link carrying it
+** all; copies only, so every rank ends with the same bytes as the flat ring. */
+static int all_gather_striped(dr_Group *g, void *buf, const size_t *counts, size_t es) {
+  dh_Hier *h = g->hier;
+  int w = g->world, nh = h->nhosts, L = h->L, st = 0, me = g->rank;
+  char *b = buf;
+  /* off: each rank's offset in buf; sc: this stripe's chunks (host order);
+  ** lc: each stripe's total; at: each rank's offset in the packed buffer */
+  size_t *off = malloc(sizeof(size_t) * (size_t)(3 * w + nh + L)), *at = off + w, *sc = at + w, *lc = sc + nh, *pos = lc + L;
+  if (!off) return dr_fail(g, "out of memory");
+  size_t tot = 0;
+  for (int i = 0; i < w; i++) { off[i] = tot; tot += counts[i]; }
+  for (int l = 0; l < L; l++) lc[l] = 0;
+  for (int i = 0; i < w; i++) lc[h->lidx_of[i]] += counts[i];
+  /* the packed layout: stripe 0's chunks in host order, then stripe 1's, ... */
+  {
+    size_t *start = calloc((size_t)L + 1, sizeof(size_t));
+    int *ord = malloc(sizeof(int) * (size_t)w);
+    if (!start || !ord) { free(start); free(ord); free(off); return dr_fail(g, "out of memory"); }
+    for (int l = 0; l < L; l++) start[l + 1] = start[l] + lc[l];
+    /* within a stripe, hosts in order: rank i's host number orders it (host_of counts hosts in order of first rank) */
+    for (int k = 0, n = 0; k < nh; k++) for (int i = 0; i < w; i++) if (h->host_of[i] == k) ord[n++] = i;
+    for (int l = 0; l < L; l++) pos[l] = start[l];
+    for (int n = 0; n < w; n++) { int i = ord[n]; at[i] = pos[h->lidx_of[i]]; pos[h->lidx_of[i]] += counts[i]; }
+    free(start); free(ord);
+  }
+  for (int k = 0; k < nh; k++) sc[k] = counts[h->stripe[k]];
+  char *tmp = malloc(tot * es + 1);
+  if (!tmp) { free(off); return dr_fail(g, "out of memory"); }
+  /* 1: this stripe over TCP, in place in the packed buffer (its chunks are contiguous there) */
+  size_t s0 = at[h->stripe[0]];
+  memcpy(tmp + at[me] * es, b + off[me] * es, counts[me] * es);
+  STAGE(g, &h->sv, dr_all_gather(&h->sv, tmp + s0 * es, sc, es));
+  /* 2: the host's L stripes in shared memory */
+  STAGE(g, &h->lv, ds_all_gather(&h->lv, tmp, lc, es));
+  for (int i = 0; i < w; i++) memcpy(b + off[i] * es, tmp + at[i] * es, counts[i] * es);
+done:
+  free(tmp); free(off);
+  return st;
+}
+
 int dh_all_gather(dr_Group *g, void *buf, const size_t *counts, size_t es) {
   dh_Hier *h = g->hier;
+  if (h->uniform && h->L > 1 && !env_is("NABLA_HIER_GATHER", "leader")) return all_gather_striped(g, buf, counts, es);
   int w = g->world, nh = h->nhosts, st = 0;
   size_t *off = malloc(sizeof(size_t) * (size_t)(w + h->L + nh)), *lc = off + w, *hc = lc + h->L, tot = 0, ltot = 0;
   char *tmp = NULL, *b = buf;

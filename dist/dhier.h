@@ -11,7 +11,8 @@
 ** their own shared-memory segment on first use, sub-groups spanning hosts
 ** their own hierarchy (dgroup.c, nbD_group_shm_prepare).
 **
-** NABLA_HIER=0 (every worker) keeps the flat TCP ring across hosts.
+** NABLA_HIER=0 (every worker) keeps the flat TCP ring across hosts;
+** NABLA_HIER_GATHER=leader the leaders-only all_gather (for comparison).
 ** Test only: NABLA_TEST_HOSTS=h0,h1,... gives rank i the host id "test-hi"
 ** (simulated hosts on one machine, for unit tests without namespaces).
 */

@@ -1,5 +1,5 @@
 /*
-** dlaunch.c — the ssh and Slurm launchers (see dlaunch.h).
+** dlaunch.c — the launchers: local (fork + exec), ssh and Slurm (see dlaunch.h).
 **
 ** The key goes to the launcher's standard input through a socketpair (so a
 ** launcher that exits early cannot SIGPIPE the session); the launcher is
@@ -22,11 +22,62 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <stdint.h>
 #include "dist/dlaunch.h"
 
 extern char **environ;
+
+pid_t dl_spawn_local(dl_Common *c, const char *exe, const char *endpoint, const char *keyfile, const char *bind, int rank) {
+  int threads = c->threads, nextra = c->nenv;
+  char *const *extra = c->env;
+  char rank_s[16], world_s[16], to_s[32], hb_s[32], nthreads[24], omp[64], blas[64];
+  snprintf(rank_s, sizeof rank_s, "%d", rank);
+  snprintf(world_s, sizeof world_s, "%d", c->world);
+  snprintf(to_s, sizeof to_s, "%d", c->timeout_ms);
+  snprintf(hb_s, sizeof hb_s, "%g", c->heartbeat_s);
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN); if (cpus < 1) cpus = 1;
+  long per = threads > 0 ? threads : cpus / c->world; if (per < 1) per = 1;
+  snprintf(nthreads, sizeof nthreads, "%ld", per);
+  snprintf(omp, sizeof omp, "OMP_NUM_THREADS=%s", nthreads);
+  snprintf(blas, sizeof blas, "OPENBLAS_NUM_THREADS=%s", nthreads);
+  char *argv[] = { (char *)exe, "worker", "--connect", (char *)endpoint, "--key-file", (char *)keyfile, "--rank", rank_s,
+                   "--local-rank", rank_s, "--world", world_s, "--timeout-ms", to_s, "--heartbeat", hb_s, "--bind", (char *)bind, NULL };
+  /* the environment, with thread counts split between the workers unless set */
+  int ne = 0; while (environ[ne]) ne++;
+  char **envp = malloc(sizeof(char *) * (size_t)(ne + 4 + nextra));
+  if (!envp) return -1;
+  int k = 0;
+  for (int i = 0; i < ne; i++) {   /* extra ones replace the same name */
+    const char *eq = strchr(environ[i], '=');
+    size_t nl = eq ? (size_t)(eq - environ[i]) + 1 : strlen(environ[i]);
+    int over = 0;
+    for (int j = 0; j < nextra; j++) if (!strncmp(environ[i], extra[j], nl)) over = 1;
+    if (threads > 0 && (!strncmp(environ[i], "OMP_NUM_THREADS=", 16) || !strncmp(environ[i], "OPENBLAS_NUM_THREADS=", 21))) over = 1;
+    if (!over) envp[k++] = environ[i];
+  }
+  for (int j = 0; j < nextra; j++) envp[k++] = (char *)extra[j];
+  if (threads > 0 || !getenv("OMP_NUM_THREADS")) envp[k++] = omp;
+  if (threads > 0 || !getenv("OPENBLAS_NUM_THREADS")) envp[k++] = blas;
+  if (!getenv("OMP_WAIT_POLICY")) envp[k++] = "OMP_WAIT_POLICY=PASSIVE";
+  envp[k] = NULL;
+  c->out_fd[0] = c->out_fd[1] = -1;   /* a local worker writes to the session's stdout/stderr itself */
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid == 0) {
+    /* only async-signal-safe calls from here to exec */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(1);
+    setpgid(0, 0);               /* the terminal's Ctrl-C goes to the session, which relays it */
+    int devnull = open("/dev/null", O_RDONLY);
+    if (devnull >= 0) { dup2(devnull, 0); close(devnull); }
+    execve(exe, argv, envp);
+    _exit(127);
+  }
+  free(envp);
+  return pid;
+}
 
 /* appends arg to the remote command line, single-quoted for the remote shell */
 static void quote(char *dst, size_t cap, const char *arg) {
@@ -41,11 +92,42 @@ static void quote(char *dst, size_t cap, const char *arg) {
   dst[n < cap ? n : cap - 1] = 0;
 }
 
-/* fork + exec argv with the key on stdin */
+/* The descriptor for the launcher's stderr that ssh may make non-blocking
+** without touching the session's own: the session's stderr itself where
+** O_NONBLOCK means nothing (a terminal, where ssh leaves it alone; a
+** regular file), a fresh open file description of the same pipe (a FIFO:
+** the flag is per description), else -1 (a socket...: a pipe the session
+** relays).  Going straight to stderr keeps a remote worker's last words
+** visible when the session is stopped or killed and cannot relay them. */
+static int own_stderr(void) {
+  struct stat st;
+  if (fstat(2, &st)) return -1;
+  if (isatty(2) || S_ISREG(st.st_mode) || S_ISCHR(st.st_mode)) return fcntl(2, F_DUPFD_CLOEXEC, 3);
+  if (S_ISFIFO(st.st_mode)) {
+    /* O_NONBLOCK for the open only: a FIFO opened for writing waits for a
+    ** reader without it (ENXIO instead, when the reader is gone) */
+    int fd = open("/proc/self/fd/2", O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd >= 0) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    return fd;
+  }
+  return -1;
+}
+
+/* fork + exec argv with the key on stdin; its stdout to a pipe of its own,
+** its stderr to own_stderr() or a pipe (c->out_fd: the read ends) */
 static pid_t spawn_with_key(dl_Common *c, char **argv) {
-  int sp[2];
+  int sp[2], po[2] = { -1, -1 }, pe[2] = { -1, -1 }, err2 = own_stderr();
+  c->out_fd[0] = c->out_fd[1] = -1;
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp)) {
     snprintf(c->err, sizeof c->err, "socketpair: %s", strerror(errno));
+    if (err2 >= 0) close(err2);
+    return -1;
+  }
+  if (pipe2(po, O_CLOEXEC) || (err2 < 0 && pipe2(pe, O_CLOEXEC))) {
+    snprintf(c->err, sizeof c->err, "pipe: %s", strerror(errno));
+    close(sp[0]); close(sp[1]);
+    for (int i = 0; i < 2; i++) { if (po[i] >= 0) close(po[i]); if (pe[i] >= 0) close(pe[i]); }
+    if (err2 >= 0) close(err2);
     return -1;
   }
   pid_t parent = getpid();
@@ -54,16 +136,25 @@ static pid_t spawn_with_key(dl_Common *c, char **argv) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(1);
     setpgid(0, 0);
-    dup2(sp[1], 0);            /* dup2 clears close-on-exec on fd 0 */
+    dup2(sp[1], 0);            /* dup2 clears close-on-exec on fds 0, 1, 2 */
+    dup2(po[1], 1);
+    dup2(err2 >= 0 ? err2 : pe[1], 2);
     execvp(argv[0], argv);
     _exit(127);
   }
-  close(sp[1]);
+  close(sp[1]); close(po[1]);
+  if (pe[1] >= 0) close(pe[1]);
+  if (err2 >= 0) close(err2);
   if (pid < 0) {
     snprintf(c->err, sizeof c->err, "fork: %s", strerror(errno));
-    close(sp[0]);
+    close(sp[0]); close(po[0]);
+    if (pe[0] >= 0) close(pe[0]);
     return -1;
   }
+  /* the session's end never blocks: it reads what is there between messages */
+  fcntl(po[0], F_SETFL, O_NONBLOCK);
+  if (pe[0] >= 0) fcntl(pe[0], F_SETFL, O_NONBLOCK);
+  c->out_fd[0] = po[0]; c->out_fd[1] = pe[0];
   size_t len = strlen(c->key_hex), off = 0;
   while (off < len) {
     ssize_t k = send(sp[0], c->key_hex + off, len - off, MSG_NOSIGNAL);

@@ -22,7 +22,22 @@ typedef struct dl_Common {
   int connect_timeout;      /* ssh ConnectTimeout in seconds (0: 10) */
   char *const *env; int nenv;   /* "NAME=VALUE" to set in the remote worker (besides NCCL_*, NABLA_*, *_VISIBLE_DEVICES) */
   char err[512];
+  /* out: the read ends (non-blocking, close-on-exec) of the launcher's
+  ** stdout pipe and, where its stderr is not a description of the session's
+  ** stderr of its own (dlaunch.c's own_stderr), its stderr pipe; else -1.
+  ** The launcher never shares the session's stdout: ssh makes the
+  ** descriptors it gets non-blocking, which on a shared pipe made the
+  ** session's own writes fail with EAGAIN (output lost and spliced); the
+  ** session relays what comes out of these pipes (drelay.c). */
+  int out_fd[2];
 } dl_Common;
+
+/* fork + exec of `exe worker --connect ENDPOINT --key-file KEYFILE --rank R
+** ...` on this host, in its own process group, dying with the session; its
+** thread counts are this host's cores / c->world unless c->threads or the
+** environment set them; c->env replaces the variables of the same names.
+** Returns its pid or -1. */
+pid_t dl_spawn_local(dl_Common *c, const char *exe, const char *endpoint, const char *keyfile, const char *bind, int rank);
 
 /* ssh host [opts] EXE worker --connect ENDPOINT --key-stdin --rank R ...;
 ** the key is written to ssh's stdin.  Returns the ssh client's pid or -1. */

@@ -23,10 +23,24 @@
 #include "dist/dist.h"
 #include "dist/dsession.h"
 #include "dist/dinternal.h"
+#include "dist/drelay.h"
 
 static nb_VM *run_vm;
 static volatile sig_atomic_t run_interrupted;
 static void run_sigint(int sig) { (void)sig; run_interrupted = 1; if (run_vm) nb_vm_interrupt(run_vm); }
+
+/* the session's output: through stdio, or, when fd 1 or 2 came non-blocking
+** (shared with a program that set O_NONBLOCK), straight to them with
+** dsess_write_all, which waits out EAGAIN where stdio would drop bytes */
+static int run_direct;
+static void run_write(nb_Sink *s, int stream, const char *data, size_t len) {
+  (void)s;
+  FILE *f = stream == NB_STDERR ? stderr : stdout;
+  if (!run_direct) { fwrite(data, 1, len, f); if (f == stderr) fflush(f); return; }
+  fflush(f);
+  dsess_write_all(stream == NB_STDERR ? 2 : 1, data, len);
+}
+static nb_Sink run_sink = { run_write, NULL, NULL, NULL, NULL };
 
 static const char RUN_USAGE[] =
   "usage: nabla run [-n N] [--timeout SECONDS] [--launcher local|ssh|slurm] [--hosts H1,H2,...]\n"
@@ -65,7 +79,7 @@ static int int_opt(const char *name, const char *v, int lo, int hi, int *out) {
 static int attempt(int n, const dsess_Launch *o, const char *path, int argc, char **argv, int first_arg,
                    int only_rank0, const char *log_dir, int *failed, int *started) {
   *failed = 0; *started = 0;
-  nb_VM *vm = nb_vm_new(nb_stdio_sink());
+  nb_VM *vm = nb_vm_new(&run_sink);
   int sst = dsess_start(vm, n, o);
   if (sst) {
     nbE_finish(vm);
@@ -191,6 +205,7 @@ int nbD_run_main(int argc, char **argv) {
       close(fd);
     }
   }
+  run_direct = (fcntl(1, F_GETFL) & O_NONBLOCK) || (fcntl(2, F_GETFL) & O_NONBLOCK);
   nbD_init();
   {
     nb_VM *vm = nb_vm_new(nb_stdio_sink());

@@ -7,8 +7,9 @@
 ** message is signed with a per-session random key (dproto.c) that local
 ** workers read from a 0600 file.  The session sends commands (exec, call,
 ** eval, set, runfile, reconnect, stop) to the workers and waits for their
-** replies, printing the output they forward ("[rank N] ...") while it
-** waits.  A monitor thread reaps dead workers at once (waitpid) and watches
+** replies, printing the output they forward while it waits (whole lines,
+** "[rank N] ...": drelay.c, which also relays what the ssh/srun launchers
+** print on pipes of their own).  A monitor thread reaps dead workers at once (waitpid) and watches
 ** heartbeats, so a wait never hangs on a worker that is gone.
 **
 ** The builtins that drive it are in dsessionlib.c, `nabla run` in drun.c,
@@ -34,6 +35,7 @@
 #include "dist/dinternal.h"
 #include "dist/dproto.h"
 #include "dist/dlaunch.h"
+#include "dist/drelay.h"
 #include "tensor/tdevice.h"
 #include "util/clock.h"
 
@@ -64,11 +66,10 @@ typedef struct Worker {
   char why[200];              /* how it died */
   int64_t last_ms;            /* when it was last heard from (atomic) */
   char op[96];                /* what its last heartbeat said it was doing: "TYPE COLLECTIVE" */
-  int line_start[3];          /* output: at the start of a line (per stream) */
   uint64_t rctr;              /* the counter of its last message: a lower or equal one is a replay */
 } Worker;
 
-typedef struct Proc { pid_t pid; int reaped, status; } Proc;
+typedef struct Proc { pid_t pid; int reaped, status; int fd[2]; /* its stdout/stderr pipes (launchers; else -1) */ } Proc;
 
 typedef struct Session {
   int active, broken;
@@ -86,8 +87,6 @@ typedef struct Session {
   char backend_why[700];      /* why auto chose the ring ("" otherwise) */
   uint32_t seq, gen;
   pthread_t reaper; int reaper_on; volatile int reaper_stop; volatile int stopping;
-  int run_mode;               /* nabla run: 1: rank 0's stdout unprefixed, other ranks' stdout dropped; 2: every rank's, prefixed */
-  int *log_fd;                /* nabla run --log-dir: each rank's output, unprefixed (-1: none) */
   int need_reconnect;
   Proc *proc; int nproc;      /* local processes to reap */
   int remote;                 /* ssh/slurm: workers are not this process's children */
@@ -144,6 +143,7 @@ static void mark_dead(int rank, const char *why) {
 }
 
 static void pump_one(nb_VM *vm, uint32_t seq, dsess_Reply *rep);
+static void drain_procs(nb_VM *vm, int final);
 
 /* sends the session's heartbeat to every live worker when one is due (under S_mu) */
 static void ping_due(void) {
@@ -222,6 +222,7 @@ static void *reaper_main(void *arg) {
     if (pthread_mutex_trylock(&S_mu) == 0) {
       if (S.router && !S.stopping) {
         ping_due();
+        drain_procs(NULL, 0);
         zmq_pollitem_t it = { S.router, 0, ZMQ_POLLIN, 0 };
         for (int k = 0; k < 1000 && zmq_poll(&it, 1, 0) > 0; k++) pump_one(NULL, 0, NULL);
       }
@@ -232,38 +233,25 @@ static void *reaper_main(void *arg) {
   return NULL;
 }
 
-/* ---- output forwarded by workers ---- */
-static void out_write(nb_VM *vm, int stream, const char *data, size_t len) {
-  if (vm) { nbW_write(vm, stream, data, len); return; }
-  /* between commands (the monitor thread): straight to this process's stdout/stderr */
-  if (stream == NB_STDOUT) fflush(stdout);
-  if (write(stream == NB_STDERR ? 2 : 1, data, len) < 0) {}
-}
-
-static void forward_output(nb_VM *vm, int rank, int stream, const char *data, size_t len) {
-  Worker *w = &S.w[rank];
-  if (stream != NB_STDERR) stream = NB_STDOUT;
-  if (S.log_fd && S.log_fd[rank] >= 0 && write(S.log_fd[rank], data, len) < 0) {}
-  if (S.run_mode == 1 && rank == 0) { out_write(vm, stream, data, len); return; }
-  if (S.run_mode == 1 && stream == NB_STDOUT) return;
-  char prefix[48]; int pn = snprintf(prefix, sizeof prefix, "[rank %d] ", rank);
-  size_t i = 0;
-  while (i < len) {
-    if (w->line_start[stream]) { out_write(vm, stream, prefix, (size_t)pn); w->line_start[stream] = 0; }
-    const char *nl = memchr(data + i, '\n', len - i);
-    size_t end = nl ? (size_t)(nl - data) + 1 : len;
-    out_write(vm, stream, data + i, end - i);
-    if (nl) w->line_start[stream] = 1;
-    i = end;
-  }
-  if (stream == NB_STDOUT && vm) fflush(stdout);
-}
-
-static void prefixed_report(nb_VM *vm, int rank, const char *text) {
-  Worker *w = &S.w[rank];
-  if (!w->line_start[NB_STDERR]) { out_write(vm, NB_STDERR, "\n", 1); w->line_start[NB_STDERR] = 1; }
-  forward_output(vm, rank, NB_STDERR, text, strlen(text));
-  if (!w->line_start[NB_STDERR]) forward_output(vm, rank, NB_STDERR, "\n", 1);
+/* ---- output ---- */
+/* relays what the launchers (ssh, srun) wrote on their stdout/stderr: the
+** remote workers' direct writes (drelay.c).  final (teardown, the launchers
+** gone): what is left in the pipes, then they are closed (under S_mu) */
+static void drain_procs(nb_VM *vm, int final) {
+  char buf[16384];
+  for (int k = 0; k < S.nproc; k++)
+    for (int s = 0; s < 2; s++) {
+      int fd = S.proc[k].fd[s];
+      /* bounded: a chatty launcher cannot hold the session here */
+      for (int i = 0; fd >= 0 && i < (final ? 4096 : 16); i++) {
+        ssize_t r = read(fd, buf, sizeof buf);
+        if (r > 0) { dsess_relay_launcher(vm, strcmp(S.launcher, "slurm") ? k : -1, s ? NB_STDERR : NB_STDOUT, buf, (size_t)r); continue; }
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0 && errno == EAGAIN && !final) break;
+        close(fd); S.proc[k].fd[s] = fd = -1;   /* the end, an error, or the last drain */
+      }
+      if (final && fd >= 0) { close(fd); S.proc[k].fd[s] = -1; }
+    }
 }
 
 void dsess_replies_free(dsess_Reply *r, int n) { if (r) for (int i = 0; i < n; i++) free(r[i].body); free(r); }
@@ -376,8 +364,9 @@ static void pump_one(nb_VM *vm, uint32_t seq, dsess_Reply *rep) {
   } else if (!strcmp(m.type, "ping")) {
     snprintf(S.w[r].op, sizeof S.w[r].op, "%s", m.body);
   } else if (!strcmp(m.type, "stream") && m.len >= 1) {
-    forward_output(vm, r, m.body[0] == '2' ? NB_STDERR : NB_STDOUT, m.body + 1, m.len - 1);
+    dsess_relay_output(vm, r, m.body[0] == '2' ? NB_STDERR : NB_STDOUT, m.body + 1, m.len - 1);
   } else if (!strcmp(m.type, "reply") && m.seq == seq && rep && !rep[r].got) {
+    dsess_relay_flush(vm, r);   /* its command is over: a line it left open goes out now */
     rep[r].got = 1; rep[r].ok = m.len >= 1 && m.body[0] == '0';
     rep[r].len = m.len ? m.len - 1 : 0;
     rep[r].body = malloc(rep[r].len + 1);
@@ -410,6 +399,7 @@ static int wait_replies(nb_VM *vm, uint32_t seq, const int *targets, dsess_Reply
     zmq_pollitem_t it = { S.router, 0, ZMQ_POLLIN, 0 };
     int rc = zmq_poll(&it, 1, 50);
     ping_due();
+    drain_procs(vm, 0);
     /* a burst of at most 64 messages, so a chatty rank cannot starve the checks below */
     for (int k = 0; rc > 0 && k < 64; k++) {
       pump_one(vm, seq, rep);
@@ -429,6 +419,7 @@ static int wait_replies(nb_VM *vm, uint32_t seq, const int *targets, dsess_Reply
     for (int i = 0; i < S.n; i++) if (targets[i] && !rep[i].got && S.w[i].dead) {
       /* drain what it may have sent before dying */
       while (zmq_poll(&it, 1, 0) > 0) pump_one(vm, seq, rep);
+      dsess_relay_flush(vm, i);   /* the line it was printing when it died */
       if (rep[i].got) continue;
       if (result == WR_OK || result == WR_FAILED) { result = WR_DEAD; *which = i; interrupt_ranks(seq, targets, rep); grace = nu_mono_s(); }
       rep[i].got = 1; rep[i].ok = 0;
@@ -436,6 +427,8 @@ static int wait_replies(nb_VM *vm, uint32_t seq, const int *targets, dsess_Reply
     if (grace && nu_mono_s() - grace > 3.0) break;   /* the others did not stop: give up on them */
     if (timeout_s > 0 && nu_mono_s() - start > timeout_s && result == WR_OK) { result = WR_TIMEOUT; interrupt_ranks(seq, targets, rep); grace = nu_mono_s(); }
   }
+  drain_procs(vm, 0);
+  dsess_relay_flush(vm, -1);
   return result;
 }
 
@@ -470,6 +463,8 @@ static void teardown(void) {
     usleep(10000);
   }
   if (S.reaper_on) { S.reaper_stop = 1; pthread_join(S.reaper, NULL); S.reaper_on = 0; }
+  drain_procs(NULL, 1);
+  dsess_relay_close(NULL);
   if (S.router) { zmq_socket_monitor(S.router, NULL, 0); zmq_close(S.router); S.router = NULL; }
   if (S.mon) { zmq_close(S.mon); S.mon = NULL; }
   if (S.ctx) { zmq_ctx_term(S.ctx); S.ctx = NULL; }
@@ -493,90 +488,12 @@ int dsess_error(nb_VM *vm, const char *fmt, ...) {
   return nb_error_kind(vm, "DistError", "%s", buf);
 }
 
-/* spawns one worker with the local launcher */
-static pid_t spawn_local(int rank, const char *exe, int threads, char **extra, int nextra) {
-  char rank_s[16], world_s[16], to_s[32], hb_s[32], nthreads[24], omp[64], blas[64];
-  snprintf(rank_s, sizeof rank_s, "%d", rank);
-  snprintf(world_s, sizeof world_s, "%d", S.n);
-  snprintf(to_s, sizeof to_s, "%d", S.timeout_ms);
-  snprintf(hb_s, sizeof hb_s, "%g", S.hb_ms / 1e3);
-  long cpus = sysconf(_SC_NPROCESSORS_ONLN); if (cpus < 1) cpus = 1;
-  long per = threads > 0 ? threads : cpus / S.n; if (per < 1) per = 1;
-  snprintf(nthreads, sizeof nthreads, "%ld", per);
-  snprintf(omp, sizeof omp, "OMP_NUM_THREADS=%s", nthreads);
-  snprintf(blas, sizeof blas, "OPENBLAS_NUM_THREADS=%s", nthreads);
-  char *argv[] = { (char *)exe, "worker", "--connect", S.endpoint, "--key-file", S.keyfile, "--rank", rank_s,
-                   "--local-rank", rank_s, "--world", world_s, "--timeout-ms", to_s, "--heartbeat", hb_s, "--bind", S.bind, NULL };
-  /* the environment, with thread counts split between the workers unless set */
-  int ne = 0; while (environ[ne]) ne++;
-  char **envp = malloc(sizeof(char *) * (size_t)(ne + 4 + nextra));
-  if (!envp) return -1;
-  int k = 0;
-  for (int i = 0; i < ne; i++) {   /* extra ones replace the same name */
-    const char *eq = strchr(environ[i], '=');
-    size_t nl = eq ? (size_t)(eq - environ[i]) + 1 : strlen(environ[i]);
-    int over = 0;
-    for (int j = 0; j < nextra; j++) if (!strncmp(environ[i], extra[j], nl)) over = 1;
-    if (threads > 0 && (!strncmp(environ[i], "OMP_NUM_THREADS=", 16) || !strncmp(environ[i], "OPENBLAS_NUM_THREADS=", 21))) over = 1;
-    if (!over) envp[k++] = environ[i];
-  }
-  for (int j = 0; j < nextra; j++) envp[k++] = extra[j];
-  if (threads > 0 || !getenv("OMP_NUM_THREADS")) envp[k++] = omp;
-  if (threads > 0 || !getenv("OPENBLAS_NUM_THREADS")) envp[k++] = blas;
-  if (!getenv("OMP_WAIT_POLICY")) envp[k++] = "OMP_WAIT_POLICY=PASSIVE";
-  envp[k] = NULL;
-  pid_t parent = getpid();
-  pid_t pid = fork();
-  if (pid == 0) {
-    /* only async-signal-safe calls from here to exec */
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(1);
-    setpgid(0, 0);               /* the terminal's Ctrl-C goes to the session, which relays it */
-    int devnull = open("/dev/null", O_RDONLY);
-    if (devnull >= 0) { dup2(devnull, 0); close(devnull); }
-    execve(exe, argv, envp);
-    _exit(127);
-  }
-  free(envp);
-  return pid;
-}
-
 /* stops the workers at exit, even when exit is called in the middle of an
 ** operation of this thread (which then holds S_mu) */
 static void at_exit_stop(void) {
   int rc = pthread_mutex_lock(&S_mu);
   if (S.active && S.router) teardown();
   if (rc == 0) pthread_mutex_unlock(&S_mu);
-}
-
-static char **dup_list(char **l, int n, int *nout) {
-  char **d = n ? calloc((size_t)n, sizeof(char *)) : NULL;
-  for (int i = 0; i < n && d; i++) d[i] = strdup(l[i]);
-  *nout = d ? n : 0;
-  return d;
-}
-void dsess_launch_free(dsess_Launch *o) {
-  for (int i = 0; i < o->nenv; i++) free(o->env[i]);
-  for (int i = 0; i < o->nexclude; i++) free(o->exclude[i]);
-  free(o->env); free(o->exclude);
-  for (int i = 0; i < o->nhosts; i++) free(o->hosts[i]);
-  for (int i = 0; i < o->nssh_opts; i++) free(o->ssh_opts[i]);
-  free(o->hosts); free(o->ssh_opts); free(o->ssh_key); free(o->remote_nabla);
-  memset(o, 0, sizeof *o);
-}
-static char *dupnull(const char *s) { return s ? strdup(s) : NULL; }
-void dsess_launch_copy(dsess_Launch *dst, const dsess_Launch *src) {
-  dsess_launch_free(dst);
-  *dst = *src;
-  dst->hosts = src->nhosts ? calloc((size_t)src->nhosts, sizeof(char *)) : NULL;
-  for (int i = 0; i < src->nhosts && dst->hosts; i++) dst->hosts[i] = strdup(src->hosts[i]);
-  if (!dst->hosts) dst->nhosts = 0;
-  dst->ssh_opts = src->nssh_opts ? calloc((size_t)src->nssh_opts, sizeof(char *)) : NULL;
-  for (int i = 0; i < src->nssh_opts && dst->ssh_opts; i++) dst->ssh_opts[i] = strdup(src->ssh_opts[i]);
-  if (!dst->ssh_opts) dst->nssh_opts = 0;
-  dst->ssh_key = dupnull(src->ssh_key); dst->remote_nabla = dupnull(src->remote_nabla);
-  dst->env = dup_list(src->env, src->nenv, &dst->nenv);
-  dst->exclude = dup_list(src->exclude, src->nexclude, &dst->nexclude);
 }
 
 /* After `welcome`: each worker's reply says what it offers ("nccl HOST
@@ -653,7 +570,7 @@ static int exchange(nb_VM *vm, const char *fname, const char *type, const void *
       if (report > rep[i].body + rep[i].len) report = msg;
       if (i != which && !strcmp(name, "Interrupted") && r == WR_FAILED) continue;
       nfail++;
-      prefixed_report(vm, i, report);
+      dsess_relay_report(vm, i, report);
     }
     if (r == WR_INTERRUPTED) { dsess_replies_free(rep, n); free(targets); return nb_error_kind(vm, "Interrupted", "interrupted (the workers were interrupted too)"); }
     const char *name = rep[which].body ? rep[which].body : "Error";
@@ -800,8 +717,9 @@ int dsess_start(nb_VM *vm, int n, const dsess_Launch *o) {
   S.nproc = slurm ? 1 : n;
   S.proc = calloc((size_t)S.nproc, sizeof *S.proc);
   if (!S.w || !S.proc) { free(S.w); free(S.proc); S.w = NULL; S.proc = NULL; S.n = 0; S.nproc = 0; st = nb_error(vm, "out of memory"); goto out; }
+  for (int k = 0; k < S.nproc; k++) S.proc[k].fd[0] = S.proc[k].fd[1] = -1;
+  if (dsess_relay_open(n)) { free(S.w); free(S.proc); S.w = NULL; S.proc = NULL; S.n = 0; S.nproc = 0; st = nb_error(vm, "out of memory"); goto out; }
   for (int i = 0; i < n; i++) {
-    for (int s = 0; s < 3; s++) S.w[i].line_start[s] = 1;
     S.w[i].proc = slurm ? 0 : i;
     if (ssh) snprintf(S.w[i].host, sizeof S.w[i].host, "%s", hosts[(int)((long)i * nhosts / n)]);
     else if (!slurm) gethostname(S.w[i].host, sizeof S.w[i].host - 1);
@@ -887,6 +805,7 @@ int dsess_start(nb_VM *vm, int n, const dsess_Launch *o) {
     snprintf(S.endpoint, sizeof S.endpoint, "tcp://%s", hp);
     S.proc[0].pid = dl_spawn_srun(&c, o->nodes, o->gpus_per_node, S.endpoint);
     spawn_failed = S.proc[0].pid < 0;
+    if (!spawn_failed) { S.proc[0].fd[0] = c.out_fd[0]; S.proc[0].fd[1] = c.out_fd[1]; }
   } else if (ssh) {
     char first[128] = "";
     for (int i = 0; i < n && !spawn_failed; i++) {
@@ -901,11 +820,13 @@ int dsess_start(nb_VM *vm, int n, const dsess_Launch *o) {
       if (!first[0]) snprintf(first, sizeof first, "%s", wep);
       S.proc[i].pid = dl_spawn_ssh(&c, S.w[i].host, o->ssh_port, o->ssh_key, o->ssh_opts, o->nssh_opts, wep, i, lrank);
       spawn_failed = S.proc[i].pid < 0;
+      if (!spawn_failed) { S.proc[i].fd[0] = c.out_fd[0]; S.proc[i].fd[1] = c.out_fd[1]; }
     }
     if (first[0]) snprintf(S.endpoint, sizeof S.endpoint, "%s", first);
   } else {
+    c.threads = o->threads_per_worker;
     for (int i = 0; i < n && !spawn_failed; i++) {
-      S.w[i].pid = S.proc[i].pid = spawn_local(i, exe, o->threads_per_worker, wenv, nwenv);
+      S.w[i].pid = S.proc[i].pid = dl_spawn_local(&c, exe, S.endpoint, S.keyfile, S.bind, i);
       spawn_failed = S.proc[i].pid < 0;
       if (spawn_failed) snprintf(c.err, sizeof c.err, "fork failed: %s", strerror(errno));
     }
@@ -932,6 +853,7 @@ int dsess_start(nb_VM *vm, int n, const dsess_Launch *o) {
     zmq_pollitem_t it = { S.router, 0, ZMQ_POLLIN, 0 };
     if (zmq_poll(&it, 1, 50) > 0) pump_one(vm, 0, NULL);
     ping_due();
+    drain_procs(vm, 0);
   }
   if (S.keyfile[0]) { unlink(S.keyfile); S.keyfile[0] = 0; }   /* every worker has read it */
   if (launch_env(vm)) goto fail;
@@ -990,13 +912,12 @@ int dsess_run_all(nb_VM *vm, const void *body, size_t len, dsess_Reply **out, in
   int *all = calloc((size_t)n, sizeof(int));
   dsess_Reply *rep = calloc((size_t)n, sizeof *rep);
   if (all && rep) {
-    S.run_mode = prefix_all ? 2 : 1;
-    S.log_fd = (int *)log_fds;
+    dsess_relay_mode(prefix_all ? 2 : 1, log_fds);
     for (int k = 0; k < n; k++) all[k] = 1;
     uint32_t seq = ++S.seq;
     for (int k = 0; k < n; k++) send_to(k, "runfile", seq, body, len);
     wait_replies(vm, seq, all, rep, 0, which);   /* the caller reads each rank's reply or death */
-    S.log_fd = NULL;
+    dsess_relay_mode(0, NULL);
     *out = rep; rep = NULL;
     st = NB_OK;
   }

@@ -1,5 +1,6 @@
 /*
-** dsessionplan.c — what a new start of the group looks like: the variables
+** dsessionplan.c — what a new start of the group looks like: its launch
+** options (dsess_Launch: copied for dist.restart, freed), the variables
 ** forwarded with env=[...] / --env, and which hosts and how many workers a
 ** restart (dist.restart, `nabla run --max-restarts`) uses after a failure.
 ** Kept apart from dsession.c (the controller) because it only reads the
@@ -101,4 +102,34 @@ char **dsess_usable_hosts(nb_VM *vm, const dsess_Launch *o, int *nhosts) {
     return NULL;
   }
   return hosts;
+}
+
+static char **dup_list(char **l, int n, int *nout) {
+  char **d = n ? calloc((size_t)n, sizeof(char *)) : NULL;
+  for (int i = 0; i < n && d; i++) d[i] = strdup(l[i]);
+  *nout = d ? n : 0;
+  return d;
+}
+void dsess_launch_free(dsess_Launch *o) {
+  for (int i = 0; i < o->nenv; i++) free(o->env[i]);
+  for (int i = 0; i < o->nexclude; i++) free(o->exclude[i]);
+  free(o->env); free(o->exclude);
+  for (int i = 0; i < o->nhosts; i++) free(o->hosts[i]);
+  for (int i = 0; i < o->nssh_opts; i++) free(o->ssh_opts[i]);
+  free(o->hosts); free(o->ssh_opts); free(o->ssh_key); free(o->remote_nabla);
+  memset(o, 0, sizeof *o);
+}
+static char *dupnull(const char *s) { return s ? strdup(s) : NULL; }
+void dsess_launch_copy(dsess_Launch *dst, const dsess_Launch *src) {
+  dsess_launch_free(dst);
+  *dst = *src;
+  dst->hosts = src->nhosts ? calloc((size_t)src->nhosts, sizeof(char *)) : NULL;
+  for (int i = 0; i < src->nhosts && dst->hosts; i++) dst->hosts[i] = strdup(src->hosts[i]);
+  if (!dst->hosts) dst->nhosts = 0;
+  dst->ssh_opts = src->nssh_opts ? calloc((size_t)src->nssh_opts, sizeof(char *)) : NULL;
+  for (int i = 0; i < src->nssh_opts && dst->ssh_opts; i++) dst->ssh_opts[i] = strdup(src->ssh_opts[i]);
+  if (!dst->ssh_opts) dst->nssh_opts = 0;
+  dst->ssh_key = dupnull(src->ssh_key); dst->remote_nabla = dupnull(src->remote_nabla);
+  dst->env = dup_list(src->env, src->nenv, &dst->nenv);
+  dst->exclude = dup_list(src->exclude, src->nexclude, &dst->nexclude);
 }

@@ -25,7 +25,8 @@
 /* %%all cells: the worker lines the session forwards ("[rank N] " is written
 ** on its own, then the line) stream live as usual and are also kept per rank;
 ** at the end of the cell one display_data shows them grouped by rank.  A
-** partial line continued after another rank's output counts for that rank. */
+** partial line continued after another rank's output counts for that rank,
+** and so does a "[rank N]+ " piece of a line longer than the relay's bound. */
 #define BYRANK_MAX 1024
 #define BYRANK_CAP (1u << 20)
 typedef struct ByRank { int on, cur[2]; KBuf b[BYRANK_MAX]; } ByRank;
@@ -50,7 +51,17 @@ static void byrank_feed(ByRank *br, int stream, const char *data, size_t len) {
   int si = stream == NB_STDERR, r = -1, n = 0;
   if (len >= 9 && len < 32 && data[len - 1] == ' ' && data[0] == '[') {
     char tmp[32]; memcpy(tmp, data, len); tmp[len] = 0;
-    if (sscanf(tmp, "[rank %d]%n", &r, &n) == 1 && (size_t)n + 1 == len && r >= 0 && r < BYRANK_MAX) { br->cur[si] = r; return; }
+    if (sscanf(tmp, "[rank %d]%n", &r, &n) == 1 && r >= 0 && r < BYRANK_MAX) {
+      if ((size_t)n + 1 == len) { br->cur[si] = r; return; }
+      /* "[rank N]+ ": the relay's next piece of that rank's line (dist/drelay.c):
+      ** joined back, without the newline that ended the piece before */
+      if ((size_t)n + 2 == len && tmp[n] == '+') {
+        KBuf *b = &br->b[r];
+        if (b->n && b->p[b->n - 1] == '\n' && b->n < BYRANK_CAP) b->n--;
+        br->cur[si] = r;
+        return;
+      }
+    }
   }
   if (br->cur[si] < 0) return;
   KBuf *b = &br->b[br->cur[si]];

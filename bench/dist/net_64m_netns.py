@@ -4,6 +4,7 @@ hosts (tests/dist/hosts.py: separate network stacks, hostnames and
 /dev/shm; veth pairs into a bridge, no bandwidth limit), 2 workers per
 host started by the ssh launcher: the hierarchy (shared memory within a
 host, striped TCP across hosts) against the flat TCP ring (NABLA_HIER=0)
+and, for all_gather, the leaders-only hierarchy (NABLA_HIER_GATHER=leader),
 and gloo (torch.distributed) in the same run, alternating, median of REPS.
 Ops: all_reduce, reduce_scatter (gloo in torch 1.13 has none: its
 all_reduce is the stand-in a gloo user would call), all_gather; and a
@@ -117,11 +118,14 @@ with Cluster(3) as c:
         for i in range(c.n):
             c.run(i, ["tc", "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", RATE, "burst", "256kb", "latency", "100ms"], check=True)
     print(f"links: veth pairs into a bridge, {'egress limited to ' + RATE + ' (tc tbf)' if RATE else 'no bandwidth limit'}")
-    t = {"hier": [], "flat": [], "tcp": [], "gloo": []}
+    t = {"hier": [], "lead": [], "flat": [], "tcp": [], "gloo": []}
     for k in range(REPS):
         th, shm, peer = nabla(c, {})
         assert shm == {"true"} and peer == {"true"}, f"the hierarchy / channels are not on: {shm} {peer}"
         t["hier"].append(th)
+        tl, shm, peer = nabla(c, {"NABLA_HIER_GATHER": "leader"})   # all_gather through the host leaders
+        assert shm == {"true"}, f"the hierarchy is not on: {shm}"
+        t["lead"].append(tl)
         tf, shm, peer = nabla(c, {"NABLA_HIER": "0"})
         assert shm == {"false"}, f"NABLA_HIER=0 did not reach the workers: dist_shm() {shm}"
         t["flat"].append(tf)
@@ -136,3 +140,5 @@ with Cluster(3) as c:
             print(f"  {m:5s} median {med[m][i] * 1e3:7.1f} ms; runs {' '.join(f'{run[i] * 1e3:.0f}' for run in t[m])} ms")
         h, f_, tc, g = (med[m][i] for m in ("hier", "flat", "tcp", "gloo"))
         print(f"  hier/flat {h / f_:.2f}x  hier/gloo {h / g:.2f}x  flat/gloo {f_ / g:.2f}x  (no shm at all)/gloo {tc / g:.2f}x  (time: < 1 is faster)")
+        if op == "all_gather":
+            print(f"  striped/leader {h / med['lead'][i]:.2f}x  (hier: each local rank's stripe across hosts; lead: NABLA_HIER_GATHER=leader)")

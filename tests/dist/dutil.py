@@ -63,12 +63,33 @@ def needs(why):
     return deco
 
 
+def relayed(out):
+    """{rank: [its lines]} of rank-prefixed relayed output (one stream):
+    '[rank R] TEXT' lines, a line over the relay's bound (and a partial line
+    flushed early) continued by '[rank R]+ TEXT' pieces, joined back here.
+    Lines without a rank prefix are left out."""
+    got = {}
+    for line in out.split("\n"):
+        m = re.match(r"\[rank (\d+)\](\+?) ", line)
+        if not m:
+            continue
+        r, text = int(m.group(1)), line[m.end():]
+        lines = got.setdefault(r, [])
+        if m.group(2) and lines:
+            lines[-1] += text
+        else:
+            lines.append(text)
+    return got
+
+
 def per_rank(out, tag):
     """{rank: the JSON after 'TAG ' on that rank's '[rank R] TAG ...' line}
     of `nabla run`'s rank-prefixed output"""
     got = {}
-    for m in re.finditer(rf"^\[rank (\d+)\] {tag} (.*)$", out, re.M):
-        got[int(m.group(1))] = json.loads(m.group(2))
+    for r, lines in relayed(out).items():
+        for line in lines:
+            if line.startswith(tag + " "):
+                got[r] = json.loads(line[len(tag) + 1:])
     return got
 
 

@@ -9,7 +9,9 @@ NABLA_TEST_HOSTS=h0,h1,... (rank i's host id); the real multi-host runs use
 the namespace harness.  Every collective's values are checked against NumPy
 on fresh random inputs, for several placements: 3 hosts x 2 ranks (striped),
 ranks interleaved across hosts, uneven hosts (one leader per host), one rank
-per host, and the flat ring (NABLA_HIER=0) as the reference path.
+per host, and the flat ring (NABLA_HIER=0) as the reference path;
+all_gather both striped (hosts of one size) and through the leaders
+(NABLA_HIER_GATHER=leader, and uneven hosts).
 """
 import ast, json, os, subprocess, sys
 import numpy as np
@@ -105,6 +107,8 @@ def case(name, hosts, env_extra=None, src=None):
 for name, hosts, extra, src in [
     ("3x2", ["a", "a", "b", "b", "c", "c"], None, 3),
     ("interleaved", ["a", "b", "c", "a", "b", "c"], None, 4),
+    ("2x3", ["a", "a", "b", "a", "b", "b"], None, 2),            # 3 stripes; packed order is not rank order
+    ("3x2_leader_gather", ["a", "a", "b", "b", "c", "c"], {"NABLA_HIER_GATHER": "leader"}, 0),
     ("uneven", ["a", "a", "a", "b", "b", "c"], None, 1),
     ("one_per_host", ["a", "b", "c"], None, 0),
     ("flat_ring", ["a", "a", "b", "b", "c", "c"], {"NABLA_HIER": "0"}, 2),

@@ -257,8 +257,7 @@ print("PEERS", [join(map(list(range(n)), fn(j) if j == r { "-" } else { str(dist
 def test_collectives(name):
     d = os.path.join(TMP, "coll")
     os.makedirs(d, exist_ok=True)
-    # 6 rows: the gathered line stays under 8 KB (longer lines from several
-    # ranks can interleave in the relayed output: see the session note)
+    # 6 rows: small printed lines (long relayed lines: test_relay.py)
     xs = [rng.standard_normal((6, 5)).astype(np.float32) for _ in range(6)]
     for r, x in enumerate(xs):
         np.save(os.path.join(d, f"in{r}.npy"), x)
