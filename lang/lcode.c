@@ -583,6 +583,7 @@ static nb_Code *compile(nb_Chunk *chunk, nb_Node *body, int nlocals, bool toplev
   cs.freereg = nlocals; cs.toplevel = toplevel; cs.cur = body;
   if (nlocals > MAX_REGS) { *why = "more than 250 local variables in one function"; *at = body; nbI_code_free(k); return NULL; }
   if (setjmp(cs.jb)) { *why = cs.why; *at = cs.cur; free(cs.jl); nbI_code_free(k); return NULL; }
+  k->fastcall = p && !p->variadic && !p->ncells ? p->nparams : -1;
   if (p) { prologue(c, p); cs.nparams = p->nparams; }
   int r = newreg(c);
   if (toplevel) { node(c, body, r); ABC(RET, r, 0, 0, body); }

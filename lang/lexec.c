@@ -43,6 +43,7 @@ typedef struct XFrame {
 /* frames come from a per-VM pool (stable addresses: vm->frame points in),
 ** so a call allocates nothing once the pool has grown to the depth used */
 static XFrame *push_frame(nb_VM *vm) {
+  if (__builtin_expect(vm->nxf < vm->nxfalloc, 1)) return vm->xframes[vm->nxf++];
   if (vm->nxf == vm->capxf) {
     int cap = vm->capxf ? vm->capxf * 2 : 16;
     void **a = realloc(vm->xframes, sizeof *a * (size_t)cap);
@@ -58,14 +59,6 @@ static XFrame *push_frame(nb_VM *vm) {
 }
 
 static const char *frame_name(const nb_Frame *f) { return f->fn ? nbP_proto_name(f->fn->proto) : "<main>"; }
-
-/* Back in a caller after a call at register ca: everything above ca was the
-** callee's window and whatever ran above it (a builtin's callbacks reach
-** past the callee's own registers), so those registers hold nothing the
-** caller owns, only stale bits: they are emptied without a drop. */
-static inline void forget_above(nb_Value *R, int ca, int nregs) {
-  for (int k = ca + 1; k < nregs; k++) { uint64_t z = 0; memcpy(&R[k], &z, sizeof z); }
-}
 
 static void clear_regs(nb_Value *R, int from, int to) {
   for (int k = from; k < to; k++) { nb_Value v = R[k]; R[k] = nb_nil(); nb_decref(v); }
@@ -753,18 +746,22 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
           goto error;
         }
         int from = cnpos;
-        if (__builtin_expect(cnkw != 0 || cnpos != p->nparams || p->variadic, 0)) {
+        bool plain = (cnpos | cnkw << 8) == cc->fastcall;   /* one compare for the common call */
+        if (__builtin_expect(!plain && (cnkw != 0 || cnpos != p->nparams || p->variadic), 0)) {
           /* keywords, defaults, *rest: bound in place, then the prologue */
           const nb_Node *n = NODE;
           if (nbV_bind_args(vm, p, nR, cnpos, cnkw ? n->names + n->npos : NULL, cnkw)) goto error;
           from = p->nlocals > nargs ? p->nlocals : nargs;
           entry = 0;
         }
-        /* the rest of the window may hold stale bits (a builtin's): unassigned
-        ** locals and empty temporaries are both the 8-byte tag word of
-        ** NB_TUNDEF, a value that holds no reference */
-        for (int k = from; k < cc->nregs; k++) { uint64_t z = 0; memcpy(&nR[k], &z, sizeof z); }
-        if (p->ncells) nbV_box_cells(p, nR);
+        /* the locals past the arguments start unassigned (the 8-byte tag
+        ** word of NB_TUNDEF).  The temporaries above are not cleared: every
+        ** slot above the caller's live registers holds a value that owns no
+        ** reference (lcall.c's convention: whoever consumes a slot leaves
+        ** nil), and the compiler writes a temporary before it reads it, so
+        ** whatever number or nil is left there is only ever overwritten */
+        for (int k = from; k < cc->nlocals; k++) { uint64_t z = 0; memcpy(&nR[k], &z, sizeof z); }
+        if (__builtin_expect(!plain, 0) && p->ncells) nbV_box_cells(p, nR);
         XFrame *x = push_frame(vm);
         x->f = (nb_Frame){ nR, p->chunk, fn, fn->mod, NODE, f };
         x->code = cc; x->ccode = code; x->cR = R; x->cpc = pc;
@@ -812,7 +809,8 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     M = f->mod;
     code = x->ccode; R = x->cR; pc = x->cpc; K = code->k;
     vm->sp = R + code->nregs;
-    forget_above(R, GET_A(pc[-1]), code->nregs);
+    /* the callee's window above R[A] holds no references (its locals were
+    ** cleared above, its temporaries moved out): nothing to empty there */
     store16(&R[GET_A(pc[-1])], v);
     NEXT;
   }
@@ -975,7 +973,6 @@ error:
       M = f->mod;
       nbE_add_frame(vm, frame_name(f), f->chunk, x->f.call);
       code = x->ccode; R = x->cR; K = code->k;
-      forget_above(R, GET_A(x->cpc[-1]), code->nregs);
     }
     clear_regs(R, h.reg, code->nregs);
     vm->depth = h.depth; vm->sp = R + code->nregs; vm->frame = f;
@@ -992,7 +989,6 @@ error:
     M = f->mod;
     nbE_add_frame(vm, frame_name(f), f->chunk, x->f.call);
     code = x->ccode; R = x->cR; pc = x->cpc;
-    forget_above(R, GET_A(pc[-1]), code->nregs);
   }
   clear_regs(R, code->nlocals, code->nregs);
   vm->sp = sp0;

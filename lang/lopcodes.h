@@ -129,6 +129,9 @@ typedef struct nb_Code {
   int nlocals, nregs;        /* registers: the locals, then temporaries */
   int body;                  /* a function's: the first instruction after its defaults'
                              ** prologue (where a call that bound every parameter enters) */
+  int fastcall;              /* a function's: the CALL operands B | C << 8 of a call that
+                             ** needs nothing but its locals cleared (every parameter
+                             ** positional, no *rest, no cells), or -1 */
   nb_Chunk *chunk;
   const char *name;          /* for the disassembler */
 } nb_Code;
