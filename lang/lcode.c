@@ -257,11 +257,16 @@ static void assign(Cs *c, nb_Node *n, int dst) {
     if (n->op == OP_NONE) {
       if (t->vkind == V_LOCAL && writes_once(n->b) && !(n->b->kind == N_NAME && n->b->vkind == V_LOCAL && n->b->idx == t->idx)) expr(c, n->b, t->idx);
       else { int r = to_temp(c, n->b); store_name(c, t, r, n); }
+    } else if (t->vkind == V_LOCAL) {
+      /* a local is updated in place, and a local value read in place: `k += i`
+      ** is one UPD (the VM checks both are assigned, the value first) */
+      int v = is_local(n->b) ? n->b->idx : to_temp(c, n->b);
+      ABC(UPD, t->idx, v, n->op, n);
     } else {
       int cur = newreg(c), v = newreg(c);
       expr(c, n->b, v);         /* the value first, then the target: the language's order */
       load_name(c, t, cur);
-      ABC(UPD, cur, v, 0, n);
+      ABC(UPD, cur, v, n->op, n);
       store_name(c, t, cur, n);
     }
   } else if (t->kind == N_INDEX && t->nkids > 8) {

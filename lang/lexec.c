@@ -322,7 +322,16 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
   binop:
     CHECK(nbI_binop_slow(vm, NODE, R, code->nlocals, GET_OP(i) - BC_ADD, B, C, A));
     NEXT;
-  CASE(UPD) { CHECK(nbI_update(vm, NODE, R, A, B)); NEXT; }
+  CASE(UPD) {
+    /* x op= v on two numbers inline (C: the operator); R[A] is the local
+    ** itself, R[B] a number left behind holds no reference */
+    nb_Value *a = &RA, *b = &R[B];
+    if (__builtin_expect(a->t == NB_TNUM && b->t == NB_TNUM && C < OP_BAND, 1)) {
+      nb_Value r = nbV_num_arith(C, *a, *b);
+      put_num(a, (uint64_t)NB_TNUM | (uint64_t)r.kind << 32, r.u.n); NEXT;
+    }
+    CHECK(nbI_update(vm, NODE, R, code->nlocals, A, B)); NEXT;
+  }
   CASE(NEG) {
     nb_Value v = R[B];
     if (v.t == NB_TNUM) { nb_store(&RA, nb_numk(-v.u.n, v.kind)); NEXT; }

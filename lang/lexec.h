@@ -30,7 +30,7 @@ NB_SLOW int nbI_get_global_slow(nb_VM *vm, const nb_Node *n, nb_Value *out);
 NB_SLOW int nbI_get_global_into(nb_VM *vm, const nb_Node *n, nb_Value *dst);
 NB_SLOW int nbI_binop_slow(nb_VM *vm, const nb_Node *n, nb_Value *R, int nlocals, int op, int a, int b, int dst);
 NB_SLOW int nbI_binop_k(nb_VM *vm, const nb_Node *n, nb_Value *R, int nlocals, int bc, int a, nb_Value k, int dst);
-NB_SLOW int nbI_update(nb_VM *vm, const nb_Node *n, nb_Value *R, int a, int b);
+NB_SLOW int nbI_update(nb_VM *vm, const nb_Node *n, nb_Value *R, int nlocals, int a, int b);
 NB_SLOW int nbI_literal_regs(nb_VM *vm, const nb_Node *n, nb_Value *R, int a);
 NB_SLOW int nbI_literal_list(nb_VM *vm, const nb_Node *n, nb_Value *R, int a);
 NB_SLOW int nbI_fail_op(nb_VM *vm, const nb_Node *n, nb_Value *R, int a);

@@ -85,13 +85,22 @@ static const char *update_name(int op) {
   }
 }
 
-/* R[a] op= R[b] for `x op= v`: a tensor is updated in place (nbT_update) */
-int nbI_update(nb_VM *vm, const nb_Node *n, nb_Value *R, int a, int b) {
-  nb_Value cur = R[a], v = R[b];
-  R[b] = nb_nil();
+/* R[a] op= R[b] for `x op= v`: a tensor is updated in place (nbT_update).
+** R[a] is the variable itself when it is a local (else a temporary that the
+** next instruction stores back); R[b] may be a local read in place.  Either
+** local may be unassigned: the error names it, the value's first (the
+** language evaluates the value before it reads the target). */
+int nbI_update(nb_VM *vm, const nb_Node *n, nb_Value *R, int nlocals, int a, int b) {
   int st;
+  if (R[b].t == NB_TUNDEF && b < nlocals) { st = nbI_undefined(vm, n->b, false); nbE_locate(vm, vm->frame->chunk, n->b); return st; }
+  if (R[a].t == NB_TUNDEF && a < nlocals) { st = nbI_undefined(vm, n->a, false); nbE_locate(vm, vm->frame->chunk, n->a); drop(R, b, nlocals); return st; }
+  nb_Value cur = R[a], v = R[b];
+  if (b >= nlocals) R[b] = nb_nil(); else nb_incref(v);   /* v: our reference either way */
   if (n->op >= OP_BAND) { nb_Value r; st = nbV_bitop(vm, n->op, cur, v, &r); if (!st) nb_store(&R[a], r); }
-  else if (cur.t == NB_TTENSOR) st = nbT_update(vm, n->op, update_name(n->op), cur, v);
+  else if (cur.t == NB_TTENSOR) {
+    st = nbT_update(vm, n->op, update_name(n->op), cur, v);
+    if (!st && a < nlocals) st = nbT_settle(vm, cur);   /* a variable's value: computed, as SETL would */
+  }
   else if (cur.t == NB_TNUM && v.t == NB_TNUM) { R[a] = nbV_num_arith(n->op, cur, v); st = NB_OK; }
   else { nb_Value r; st = nbV_binop(vm, n->op, cur, v, &r); if (!st) { nb_store(&R[a], r); if (r.t == NB_TTENSOR) st = nbT_settle(vm, r); } }
   nb_decref(v);

@@ -65,7 +65,7 @@ typedef uint32_t nb_Instr;
   X(EQK, "A B C", "R[A] = R[B] == K[C]") X(NEK, "A B C", "R[A] = R[B] != K[C]") \
   X(LTK, "A B C", "R[A] = R[B] < K[C]") X(LEK, "A B C", "R[A] = R[B] <= K[C]") \
   X(GTK, "A B C", "R[A] = R[B] > K[C]") X(GEK, "A B C", "R[A] = R[B] >= K[C]") \
-  X(UPD,     "A B",   "R[A] = R[A] op= R[B] (a tensor in place; op: the node's)") \
+  X(UPD,     "A B C", "R[A] op= R[B] (op: C; a tensor in place; R[A], R[B] may be locals)") \
   X(NEG,     "A B",   "R[A] = -R[B]") \
   X(NOT,     "A B",   "R[A] = not R[B]") \
   X(BNOT,    "A B",   "R[A] = ~R[B]") \
