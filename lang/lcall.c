@@ -55,6 +55,9 @@ static int call_builtin(nb_VM *vm, const nb_Builtin *b, nb_Value *args, int npos
     if (all != small) free(all);
     return st;
   }
+  /* every parameter given positionally: the arguments are passed where they
+  ** are (borrowed, as always; the VM stack above them is free for callbacks) */
+  if (npos == b->nparams && nkw == 0 && b->kwrest < 0) return b->fn(vm, args, npos, out);
   if (npos > b->nparams)
     return nb_error_kind(vm, "TypeError", "%s() takes %d argument%s but %d %s given", b->name, b->nparams, b->nparams == 1 ? "" : "s", npos, npos == 1 ? "was" : "were");
   nb_Value bound[NB_MAX_PARAMS];

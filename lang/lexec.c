@@ -459,9 +459,8 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     nb_Value res;
     vm->sp = R + ca + 1 + cnpos + cnkw;
     st = nbV_call_at(vm, f, n, callee, R + ca + 1, cnpos, cnkw ? n->names + n->npos : NULL, cnkw, &res);
-    /* the arguments were consumed, and the callee's window may have left
-    ** stale values above them: the registers past the call are empty again */
-    for (int k = ca + 1; k < code->nregs; k++) R[k] = nb_nil();
+    /* the arguments were consumed, and nil left in their registers (lcall.c):
+    ** nothing above the call holds a reference */
     vm->sp = R + code->nregs;
     CHECK(st);
     nb_store(&R[ca], res);
@@ -562,6 +561,27 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
       }
     }
     CHECK(nbI_set_index(vm, NODE, R, A, B)); NEXT;
+  }
+  /* the same with the list a local read in place and one index register */
+  CASE(GETIL) {
+    nb_Value *o = &R[B], *k = &R[C];
+    if (__builtin_expect(o->t == NB_TLIST && nb_isint(*k), 1)) {
+      nb_List *l = o->u.p; double x = k->u.n;
+      if (x >= 0 && x < l->n) { nb_Value v = l->items[(long)x]; nb_incref(v); store16(&RA, v); NEXT; }
+    }
+    CHECK(nbI_get_index1(vm, NODE, R, code->nlocals, A, B, C)); NEXT;
+  }
+  CASE(SETIL) {
+    SETTLE(R[C]);
+    nb_Value *o = &RA, *k = &R[B];
+    if (__builtin_expect(o->t == NB_TLIST && nb_isint(*k), 1)) {
+      nb_List *l = o->u.p; double x = k->u.n;
+      if (x >= 0 && x < l->n) {
+        nb_Value v = R[C]; R[C] = nb_nil();   /* a temporary: moved into the element */
+        nb_store(&l->items[(long)x], v); NEXT;
+      }
+    }
+    CHECK(nbI_set_index1(vm, NODE, R, code->nlocals, A, B, C)); NEXT;
   }
   CASE(FORPREP) {
     nb_Value *a = &RA, *b = a + 1;
