@@ -115,6 +115,8 @@ static bool is_local(const nb_Node *n) { return n->kind == N_NAME && n->vkind ==
 /* leaves whose evaluation has no effect and cannot fail: an operand before
 ** one of them may be read in place without changing the order of errors */
 static bool is_pure_leaf(const nb_Node *n) { return n->kind == N_NUM || n->kind == N_STR || is_local(n); }
+/* a constant: its evaluation cannot fail */
+static bool is_literal(const nb_Node *n) { return n->kind == N_NUM || n->kind == N_STR || n->kind == N_NIL || n->kind == N_TRUE || n->kind == N_FALSE; }
 
 static void load_name(Cs *c, nb_Node *n, int dst) {
   switch (n->vkind) {
@@ -283,6 +285,14 @@ static void assign(Cs *c, nb_Node *n, int dst) {
     bool inplace = is_local(t->a) && (t->a->idx < c->nparams || is_pure_leaf(n->b));
     int obj = inplace ? t->a->idx : to_temp(c, t->a), v = to_temp(c, n->b);
     ABC(SETF, obj, v, 0, n);
+  } else if (t->kind == N_INDEX && t->nkids == 1 && is_local(t->a) &&
+             (t->a->idx < c->nparams || (is_pure_leaf(t->kids[0]) && is_literal(n->b)))) {
+    /* xs[i] = v with xs a local read in place (as GETIL; the value may
+    ** not be a variable, whose error would otherwise come first) */
+    nb_Node *k = t->kids[0];
+    int ri = is_local(k) ? k->idx : (index_part(c, k), c->freereg - 1);
+    int v = to_temp(c, n->b);
+    ABC(SETIL, t->a->idx, ri, v, n);
   } else if (t->kind == N_INDEX) {
     int obj = to_temp(c, t->a);
     for (int i = 0; i < t->nkids; i++) index_part(c, t->kids[i]);
@@ -442,6 +452,15 @@ static void expr(Cs *c, nb_Node *n, int dst) {
     return;
   }
   case N_INDEX: {
+    /* xs[i] with xs a local read in place: a parameter (always assigned), or
+    ** an index that cannot fail before xs would have been read */
+    if (n->nkids == 1 && is_local(n->a) && (n->a->idx < c->nparams || is_pure_leaf(n->kids[0]))) {
+      nb_Node *k = n->kids[0];
+      int ri = is_local(k) ? k->idx : (index_part(c, k), c->freereg - 1);
+      ABC(GETIL, dst, n->a->idx, ri, n);
+      c->freereg = base;
+      return;
+    }
     int r = to_temp(c, n->a);
     if (n->nkids > 8) { ABC(FAIL, r, 0, 0, n); c->freereg = base; return; }
     for (int i = 0; i < n->nkids; i++) index_part(c, n->kids[i]);

@@ -212,6 +212,31 @@ int nbI_get_index(nb_VM *vm, const nb_Node *n, nb_Value *R, int dst, int b) {
   return st;
 }
 
+/* GETIL/SETIL past the inline list case: R[o] is a local read in place,
+** R[k] (the one index) a local or a temporary; either local may be
+** unassigned (the object's error first, as its read came first) */
+static int index1_undef(nb_VM *vm, const nb_Node *t, const nb_Value *R, int nlocals, int o, int k) {
+  const nb_Node *at = R[o].t == NB_TUNDEF ? t->a : k < nlocals && R[k].t == NB_TUNDEF ? t->kids[0] : NULL;
+  if (!at) return NB_OK;
+  int st = nbI_undefined(vm, at, false);
+  nbE_locate(vm, vm->frame->chunk, at);
+  return st;
+}
+int nbI_get_index1(nb_VM *vm, const nb_Node *n, nb_Value *R, int nlocals, int dst, int o, int k) {
+  nb_Value r;
+  int st = index1_undef(vm, n, R, nlocals, o, k);
+  if (!st) st = nbV_index(vm, R[o], &R[k], 1, &r);
+  drop(R, k, nlocals);
+  if (!st) nb_store(&R[dst], r);
+  return st;
+}
+int nbI_set_index1(nb_VM *vm, const nb_Node *n, nb_Value *R, int nlocals, int o, int k, int v) {
+  int st = index1_undef(vm, n->a, R, nlocals, o, k);
+  if (!st) st = nbV_set_index(vm, R[o], &R[k], 1, R[v]);
+  drop(R, k, nlocals);
+  clear_regs(R, v, v + 1);
+  return st;
+}
 int nbI_set_index(nb_VM *vm, const nb_Node *n, nb_Value *R, int a, int b) {
   int st = nbV_set_index(vm, R[a], &R[a + 1], n->a->nkids, R[b]);
   clear_regs(R, a, a + 1 + n->a->nkids);

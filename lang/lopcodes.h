@@ -106,7 +106,9 @@ typedef uint32_t nb_Instr;
   X(CALLV,   "A B C", "a call whose positional arguments are the list R[A+1+B] (B=1: a method, R[A+1] the receiver); C keywords after it") \
   X(LITEND,  "A",     "R[A] = the node's list/record/string literal made of the list R[A] (many items)") \
   X(FAIL,    "A",     "raise the node's run-time error (x[i1, ..., i9]; a:b outside [ ])") \
-  X(JDEF,    "A sBx", "if parameter R[A] (or its cell) has a value then pc += sBx (a default's prologue)")
+  X(JDEF,    "A sBx", "if parameter R[A] (or its cell) has a value then pc += sBx (a default's prologue)") \
+  X(GETIL,   "A B C", "R[A] = R[B][R[C]] (one index; R[B] a local read in place, R[C] a local or a temporary)") \
+  X(SETIL,   "A B C", "R[A][R[B]] = R[C] (one index; R[A] a local read in place, R[B] a local or a temporary; moves R[C])")
 
 typedef enum {
 #define X(name, ops, doc) BC_##name,
