@@ -34,6 +34,8 @@ typedef struct Cs {
   int *jl, njl, capjl;          /* pending loop jumps, innermost loop's last: pc*2 (+1: a continue) */
   const nb_Node *cur;           /* the node being compiled: where a limit is reported */
   int nparams;                  /* a function's parameters: slots 0 .. nparams, bound by its body */
+  bool assigned[MAX_REGS + 1];  /* locals surely assigned here: parameters, and the targets of
+                                ** `x = v` statements earlier in this block or an enclosing one */
   const char *why;
   jmp_buf jb;
 } Cs;
@@ -238,8 +240,18 @@ static void binary(Cs *c, nb_Node *n, int dst) {
   c->freereg = base;
 }
 
+/* After the statement s of a block, the local it assigns is surely assigned
+** for the rest of the block (and the blocks inside it): every path there runs
+** s first.  The block's caller restores the set when the block ends. */
+static void mark_assigned(Cs *c, const nb_Node *s) {
+  if (s->kind == N_ASSIGN && s->op == OP_NONE && is_local(s->a)) c->assigned[s->a->idx] = true;
+}
+static bool surely_assigned(const Cs *c, const nb_Node *n) { return is_local(n) && c->assigned[n->idx]; }
+
 static void block(Cs *c, nb_Node *n, int dst) {
   if (n->nkids == 0) { if (dst >= 0) ABC(LOADNIL, dst, 0, 0, n); return; }
+  bool saved[MAX_REGS + 1];
+  memcpy(saved, c->assigned, sizeof saved);
   for (int i = 0; i < n->nkids; i++) {
     nb_Node *s = n->kids[i];
     bool last = i == n->nkids - 1;
@@ -249,7 +261,9 @@ static void block(Cs *c, nb_Node *n, int dst) {
       node(c, s, -1);
       if (last && dst >= 0) ABC(LOADNIL, dst, 0, 0, s);
     }
+    mark_assigned(c, s);
   }
+  memcpy(c->assigned, saved, sizeof saved);
 }
 
 static void assign(Cs *c, nb_Node *n, int dst) {
@@ -281,12 +295,13 @@ static void assign(Cs *c, nb_Node *n, int dst) {
     ABC(UPDX, obj, v, 0, n);
   } else if (t->kind == N_FIELD) {
     /* a local record in place, where reading it after the value changes
-    ** nothing: a parameter (bound in the body), or a value that cannot fail */
-    bool inplace = is_local(t->a) && (t->a->idx < c->nparams || is_pure_leaf(n->b));
+    ** nothing: surely assigned (a parameter, or by an earlier statement), or
+    ** a value that cannot fail */
+    bool inplace = is_local(t->a) && (surely_assigned(c, t->a) || is_pure_leaf(n->b));
     int obj = inplace ? t->a->idx : to_temp(c, t->a), v = to_temp(c, n->b);
     ABC(SETF, obj, v, 0, n);
   } else if (t->kind == N_INDEX && t->nkids == 1 && is_local(t->a) &&
-             (t->a->idx < c->nparams || (is_pure_leaf(t->kids[0]) && is_literal(n->b)))) {
+             (surely_assigned(c, t->a) || (is_pure_leaf(t->kids[0]) && is_literal(n->b)))) {
     /* xs[i] = v with xs a local read in place (as GETIL; the value may
     ** not be a variable, whose error would otherwise come first) */
     nb_Node *k = t->kids[0];
@@ -452,9 +467,10 @@ static void expr(Cs *c, nb_Node *n, int dst) {
     return;
   }
   case N_INDEX: {
-    /* xs[i] with xs a local read in place: a parameter (always assigned), or
-    ** an index that cannot fail before xs would have been read */
-    if (n->nkids == 1 && is_local(n->a) && (n->a->idx < c->nparams || is_pure_leaf(n->kids[0]))) {
+    /* xs[i] with xs a local read in place: surely assigned (a parameter, or
+    ** assigned by an earlier statement), or an index that cannot fail before
+    ** xs would have been read */
+    if (n->nkids == 1 && is_local(n->a) && (surely_assigned(c, n->a) || is_pure_leaf(n->kids[0]))) {
       nb_Node *k = n->kids[0];
       int ri = is_local(k) ? k->idx : (index_part(c, k), c->freereg - 1);
       ABC(GETIL, dst, n->a->idx, ri, n);
@@ -582,8 +598,11 @@ static void ret_expr(Cs *c, nb_Node *n) {
   if (n->kind == N_BLOCK && n->nkids > 0) {
     nb_Node *last = n->kids[n->nkids - 1];
     if ((last->flags & NF_EXPRSTMT) || last->kind == N_IF || last->kind == N_TRY) {
-      for (int i = 0; i < n->nkids - 1; i++) node(c, n->kids[i], -1);
+      bool saved[MAX_REGS + 1];
+      memcpy(saved, c->assigned, sizeof saved);
+      for (int i = 0; i < n->nkids - 1; i++) { node(c, n->kids[i], -1); mark_assigned(c, n->kids[i]); }
       ret_expr(c, last);
+      memcpy(c->assigned, saved, sizeof saved);
       return;
     }
   }
@@ -608,7 +627,7 @@ static nb_Code *compile(nb_Chunk *chunk, nb_Node *body, int nlocals, bool toplev
   if (nlocals > MAX_REGS) { *why = "more than 250 local variables in one function"; *at = body; nbI_code_free(k); return NULL; }
   if (setjmp(cs.jb)) { *why = cs.why; *at = cs.cur; free(cs.jl); nbI_code_free(k); return NULL; }
   k->fastcall = p && !p->variadic && !p->ncells ? p->nparams : -1;
-  if (p) { prologue(c, p); cs.nparams = p->nparams; }
+  if (p) { prologue(c, p); cs.nparams = p->nparams; for (int i = 0; i < p->nparams && i <= MAX_REGS; i++) cs.assigned[i] = true; }
   int r = newreg(c);
   if (toplevel) { node(c, body, r); ABC(RET, r, 0, 0, body); }
   else { c->freereg = r; ret_expr(c, body); }

@@ -648,7 +648,21 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
   }
   CASE(IMPORT) { nb_Value m; CHECK(nbM_import(vm, NODE->str, &m)); nb_store(&RA, m); NEXT; }
   CASE(SLICE) { CHECK(nbI_make_slice(vm, NODE, R, A, B)); NEXT; }
-  CASE(UPDX) { CHECK(nbI_update_x(vm, NODE, R, A, B)); NEXT; }
+  CASE(UPDX) {
+    /* r.name op= v on a record's number field, v a number: inline, through
+    ** the field cache in C (as GETF); R[A] is the record's temporary */
+    const nb_Node *n = NODE;
+    if (n->a->kind == N_FIELD && R[A].t == NB_TREC && R[B].t == NB_TNUM && n->op < OP_BAND) {
+      nb_Rec *r = R[A].u.p; int c;
+      FIELD_SLOT(r, n->a->str, c);
+      if (c >= 0 && r->vals[c].t == NB_TNUM) {
+        r->vals[c] = nbV_num_arith(n->op, r->vals[c], R[B]);   /* numbers: no references to drop */
+        clear_regs(R, A, A + 1);
+        NEXT;
+      }
+    }
+    CHECK(nbI_update_x(vm, n, R, A, B)); NEXT;
+  }
 
 #if !defined(__GNUC__)
     }

@@ -84,6 +84,30 @@ g()
 """
 case("inplace/tensor-update-through-alias", src, ["36.0 36.0"])
 
+# 2b. record fields updated in place: numbers inline (through the field cache,
+# also when records of another layout pass the same site), others as before
+c0, d = rng.randint(-100, 100), rng.randint(1, 9)
+src = f"""
+fn bump(r, d) {{ r.count += d; r.count *= 2; r.name += "!" }}
+fn h() {{
+  a = {{count: {c0}, name: "a"}}
+  b = {{name: "b", other: 1, count: 0.5}}
+  for k in 0..3 {{ bump(a, {d}); bump(b, {d}) }}
+  t = {{count: ones(2), name: ""}}
+  u = t.count
+  bump(t, {d})
+  print(a.count, a.name, b.count, b.name, sum(u).item(), b.other)
+}}
+h()
+"""
+ca, cb = c0, 0.5
+for _ in range(3):
+    ca = (ca + d) * 2
+    cb = (cb + d) * 2
+want = [f"{ca} a!!! {cb!r} b!!! {(1 + d) * 2 * 2}.0 1"]
+case("inplace/record-fields-against-python", src, want)
+case_err("inplace/record-missing-field", "fn g(r) { r.nope += 1 }\ng({a: 1})\n", [], "nope")
+
 # 3. errors: the unassigned variable named, in the language's order
 case_err("inplace/update-unassigned-target", "fn g() { u += 1; u = 0 }\ng()\n", [],
          "variable 'u' is used before it is assigned")
@@ -95,6 +119,15 @@ case_err("inplace/index-unassigned-index", "fn g(xs) { print(xs[i]); i = 0 }\ng(
          "variable 'i' is used before it is assigned")
 case_err("inplace/store-unassigned-list", "fn g() { xs[0] = 1; xs = list() }\ng()\n", [],
          "variable 'xs' is used before it is assigned")
+# a list assigned only inside an if/try is not surely assigned after it: its
+# read stays first (before the value's), so its error comes first
+case_err("inplace/store-after-if-list-first", "fn L(*a) { a }\nfn g(c) { if c { xs = L(1) }; xs[0] = w; w = 1 }\ng(false)\n", [],
+         "variable 'xs' is used before it is assigned")
+case_err("inplace/store-after-try-list-first",
+         "fn L(*a) { a }\nfn g() { try { error(\"e\"); xs = L(1) } catch e { }; xs[0] = w; w = 1 }\ng()\n", [],
+         "variable 'xs' is used before it is assigned")
+case("inplace/store-after-dominating-assign", "fn L(*a) { a }\nfn g(c) { xs = L(1, 2); if c { xs[1] = xs[0] + 5 }; print(xs[1]) }\ng(true)\ng(false)\n",
+     ["6", "2"])
 m = rng.randint(1, 9)
 case_err("inplace/index-out-of-range", f"fn g(xs) {{ print(xs[0]); xs[{m}] = 5 }}\nfn L(*a) {{ a }}\ng(L(7))\n", ["7"],
          "IndexError")
