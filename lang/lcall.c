@@ -11,7 +11,10 @@
 ** values of keyword arguments whose names come in kw[]; that window becomes
 ** the callee's locals, so a call copies nothing.  Whoever is called consumes
 ** the argument references and puts vm->sp back to base, on success and on
-** error alike.  The result is a new reference in *out.
+** error alike, and leaves nil in each slot it consumed: no slot of the VM
+** stack ever holds a stale reference (one already dropped), so a VM call
+** need not clear its callee's temporaries nor the caller's registers after
+** the return (lexec.c).  The result is a new reference in *out.
 */
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,6 +55,9 @@ static int call_builtin(nb_VM *vm, const nb_Builtin *b, nb_Value *args, int npos
     if (all != small) free(all);
     return st;
   }
+  /* every parameter given positionally: the arguments are passed where they
+  ** are (borrowed, as always; the VM stack above them is free for callbacks) */
+  if (npos == b->nparams && nkw == 0 && b->kwrest < 0) return b->fn(vm, args, npos, out);
   if (npos > b->nparams)
     return nb_error_kind(vm, "TypeError", "%s() takes %d argument%s but %d %s given", b->name, b->nparams, b->nparams == 1 ? "" : "s", npos, npos == 1 ? "was" : "were");
   nb_Value bound[NB_MAX_PARAMS];
@@ -169,7 +175,7 @@ static int call_func(nb_VM *vm, nb_Frame *caller, const nb_Node *site, nb_Func *
   /* the frame address is on the real stack even when ASan moves locals to a fake stack */
   char *here = __builtin_frame_address(0);
   if (vm->depth >= vm->max_depth || (size_t)(vm->cstack_base - here) > vm->cstack_limit || base + need > vm->stack_end) {
-    for (int i = 0; i < nargs; i++) nb_decref(base[i]);
+    for (int i = 0; i < nargs; i++) { nb_Value v = base[i]; base[i] = nb_nil(); nb_decref(v); }
     vm->sp = base;
     return nb_error_kind(vm, "RecursionError", "stack overflow (calls nested more than %d deep)", vm->depth);
   }
@@ -183,7 +189,7 @@ static int call_func(nb_VM *vm, nb_Frame *caller, const nb_Node *site, nb_Func *
   st = code ? nbI_exec(vm, &nf, code, base, out) : nbI_proto_error(vm, p);
   vm->depth--;
   vm->frame = caller;
-  for (int i = 0; i < need; i++) nb_decref(base[i]);
+  for (int i = 0; i < need; i++) { nb_Value v = base[i]; base[i] = nb_nil(); nb_decref(v); }
   vm->sp = base;
   if (st == NB_ERR && site && vm->err_located) nbE_add_frame(vm, frame_name(caller), caller->chunk, site);
   return st;
@@ -217,7 +223,7 @@ int nbV_call_at(nb_VM *vm, nb_Frame *f, const nb_Node *site, nb_Value callee, nb
     st = nb_error_kind(vm, "TypeError", "a %s is not callable", nb_typename(callee));
   }
 drop:
-  for (int i = 0; i < npos + nkw; i++) nb_decref(base[i]);
+  for (int i = 0; i < npos + nkw; i++) { nb_Value v = base[i]; base[i] = nb_nil(); nb_decref(v); }
   vm->sp = base;
   return st;
 }

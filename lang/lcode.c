@@ -34,6 +34,8 @@ typedef struct Cs {
   int *jl, njl, capjl;          /* pending loop jumps, innermost loop's last: pc*2 (+1: a continue) */
   const nb_Node *cur;           /* the node being compiled: where a limit is reported */
   int nparams;                  /* a function's parameters: slots 0 .. nparams, bound by its body */
+  bool assigned[MAX_REGS + 1];  /* locals surely assigned here: parameters, and the targets of
+                                ** `x = v` statements earlier in this block or an enclosing one */
   const char *why;
   jmp_buf jb;
 } Cs;
@@ -115,6 +117,8 @@ static bool is_local(const nb_Node *n) { return n->kind == N_NAME && n->vkind ==
 /* leaves whose evaluation has no effect and cannot fail: an operand before
 ** one of them may be read in place without changing the order of errors */
 static bool is_pure_leaf(const nb_Node *n) { return n->kind == N_NUM || n->kind == N_STR || is_local(n); }
+/* a constant: its evaluation cannot fail */
+static bool is_literal(const nb_Node *n) { return n->kind == N_NUM || n->kind == N_STR || n->kind == N_NIL || n->kind == N_TRUE || n->kind == N_FALSE; }
 
 static void load_name(Cs *c, nb_Node *n, int dst) {
   switch (n->vkind) {
@@ -236,8 +240,18 @@ static void binary(Cs *c, nb_Node *n, int dst) {
   c->freereg = base;
 }
 
+/* After the statement s of a block, the local it assigns is surely assigned
+** for the rest of the block (and the blocks inside it): every path there runs
+** s first.  The block's caller restores the set when the block ends. */
+static void mark_assigned(Cs *c, const nb_Node *s) {
+  if (s->kind == N_ASSIGN && s->op == OP_NONE && is_local(s->a)) c->assigned[s->a->idx] = true;
+}
+static bool surely_assigned(const Cs *c, const nb_Node *n) { return is_local(n) && c->assigned[n->idx]; }
+
 static void block(Cs *c, nb_Node *n, int dst) {
   if (n->nkids == 0) { if (dst >= 0) ABC(LOADNIL, dst, 0, 0, n); return; }
+  bool saved[MAX_REGS + 1];
+  memcpy(saved, c->assigned, sizeof saved);
   for (int i = 0; i < n->nkids; i++) {
     nb_Node *s = n->kids[i];
     bool last = i == n->nkids - 1;
@@ -247,7 +261,9 @@ static void block(Cs *c, nb_Node *n, int dst) {
       node(c, s, -1);
       if (last && dst >= 0) ABC(LOADNIL, dst, 0, 0, s);
     }
+    mark_assigned(c, s);
   }
+  memcpy(c->assigned, saved, sizeof saved);
 }
 
 static void assign(Cs *c, nb_Node *n, int dst) {
@@ -257,11 +273,16 @@ static void assign(Cs *c, nb_Node *n, int dst) {
     if (n->op == OP_NONE) {
       if (t->vkind == V_LOCAL && writes_once(n->b) && !(n->b->kind == N_NAME && n->b->vkind == V_LOCAL && n->b->idx == t->idx)) expr(c, n->b, t->idx);
       else { int r = to_temp(c, n->b); store_name(c, t, r, n); }
+    } else if (t->vkind == V_LOCAL) {
+      /* a local is updated in place, and a local value read in place: `k += i`
+      ** is one UPD (the VM checks both are assigned, the value first) */
+      int v = is_local(n->b) ? n->b->idx : to_temp(c, n->b);
+      ABC(UPD, t->idx, v, n->op, n);
     } else {
       int cur = newreg(c), v = newreg(c);
       expr(c, n->b, v);         /* the value first, then the target: the language's order */
       load_name(c, t, cur);
-      ABC(UPD, cur, v, 0, n);
+      ABC(UPD, cur, v, n->op, n);
       store_name(c, t, cur, n);
     }
   } else if (t->kind == N_INDEX && t->nkids > 8) {
@@ -274,10 +295,19 @@ static void assign(Cs *c, nb_Node *n, int dst) {
     ABC(UPDX, obj, v, 0, n);
   } else if (t->kind == N_FIELD) {
     /* a local record in place, where reading it after the value changes
-    ** nothing: a parameter (bound in the body), or a value that cannot fail */
-    bool inplace = is_local(t->a) && (t->a->idx < c->nparams || is_pure_leaf(n->b));
+    ** nothing: surely assigned (a parameter, or by an earlier statement), or
+    ** a value that cannot fail */
+    bool inplace = is_local(t->a) && (surely_assigned(c, t->a) || is_pure_leaf(n->b));
     int obj = inplace ? t->a->idx : to_temp(c, t->a), v = to_temp(c, n->b);
     ABC(SETF, obj, v, 0, n);
+  } else if (t->kind == N_INDEX && t->nkids == 1 && is_local(t->a) &&
+             (surely_assigned(c, t->a) || (is_pure_leaf(t->kids[0]) && is_literal(n->b)))) {
+    /* xs[i] = v with xs a local read in place (as GETIL; the value may
+    ** not be a variable, whose error would otherwise come first) */
+    nb_Node *k = t->kids[0];
+    int ri = is_local(k) ? k->idx : (index_part(c, k), c->freereg - 1);
+    int v = to_temp(c, n->b);
+    ABC(SETIL, t->a->idx, ri, v, n);
   } else if (t->kind == N_INDEX) {
     int obj = to_temp(c, t->a);
     for (int i = 0; i < t->nkids; i++) index_part(c, t->kids[i]);
@@ -437,6 +467,16 @@ static void expr(Cs *c, nb_Node *n, int dst) {
     return;
   }
   case N_INDEX: {
+    /* xs[i] with xs a local read in place: surely assigned (a parameter, or
+    ** assigned by an earlier statement), or an index that cannot fail before
+    ** xs would have been read */
+    if (n->nkids == 1 && is_local(n->a) && (surely_assigned(c, n->a) || is_pure_leaf(n->kids[0]))) {
+      nb_Node *k = n->kids[0];
+      int ri = is_local(k) ? k->idx : (index_part(c, k), c->freereg - 1);
+      ABC(GETIL, dst, n->a->idx, ri, n);
+      c->freereg = base;
+      return;
+    }
     int r = to_temp(c, n->a);
     if (n->nkids > 8) { ABC(FAIL, r, 0, 0, n); c->freereg = base; return; }
     for (int i = 0; i < n->nkids; i++) index_part(c, n->kids[i]);
@@ -558,8 +598,11 @@ static void ret_expr(Cs *c, nb_Node *n) {
   if (n->kind == N_BLOCK && n->nkids > 0) {
     nb_Node *last = n->kids[n->nkids - 1];
     if ((last->flags & NF_EXPRSTMT) || last->kind == N_IF || last->kind == N_TRY) {
-      for (int i = 0; i < n->nkids - 1; i++) node(c, n->kids[i], -1);
+      bool saved[MAX_REGS + 1];
+      memcpy(saved, c->assigned, sizeof saved);
+      for (int i = 0; i < n->nkids - 1; i++) { node(c, n->kids[i], -1); mark_assigned(c, n->kids[i]); }
       ret_expr(c, last);
+      memcpy(c->assigned, saved, sizeof saved);
       return;
     }
   }
@@ -583,7 +626,8 @@ static nb_Code *compile(nb_Chunk *chunk, nb_Node *body, int nlocals, bool toplev
   cs.freereg = nlocals; cs.toplevel = toplevel; cs.cur = body;
   if (nlocals > MAX_REGS) { *why = "more than 250 local variables in one function"; *at = body; nbI_code_free(k); return NULL; }
   if (setjmp(cs.jb)) { *why = cs.why; *at = cs.cur; free(cs.jl); nbI_code_free(k); return NULL; }
-  if (p) { prologue(c, p); cs.nparams = p->nparams; }
+  k->fastcall = p && !p->variadic && !p->ncells ? p->nparams : -1;
+  if (p) { prologue(c, p); cs.nparams = p->nparams; for (int i = 0; i < p->nparams && i <= MAX_REGS; i++) cs.assigned[i] = true; }
   int r = newreg(c);
   if (toplevel) { node(c, body, r); ABC(RET, r, 0, 0, body); }
   else { c->freereg = r; ret_expr(c, body); }

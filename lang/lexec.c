@@ -2,16 +2,21 @@
 ** lexec.c — the register VM, the only engine: runs the bytecode lcode.c
 ** compiles (Lua 5.4's lvm.c is the model).  Computed-goto dispatch under
 ** GCC/clang, a switch otherwise.  Numbers are unboxed; int/float arithmetic
-** and comparisons are inline, everything else goes to the shared helpers
-** (lops.c operators, lcall.c builtins and binding, lerror.c errors).  Also
-** here: the poll (interrupts, collections, step limits) and the running of
-** a chunk (nbV_run_program).
+** and comparisons are inline, everything else goes to the slow paths
+** (lexecslow.c, declared cold in lexec.h) and the shared helpers (lops.c
+** operators, lcall.c builtins and binding, lerror.c errors).  What runs on
+** every method call or loop iteration (method_callee, iter_next) stays here.
+** The poll and the running of a chunk (nbV_run_program): lrun.c.
 **
 ** Calls.  A call from VM code to a nabla function pushes a frame (XFrame)
 ** and continues in this loop: no C recursion, so deep recursion is bounded
 ** by vm->max_depth and the VM stack alone.  Arguments that bind positionally
 ** enter at the body (code->body); keywords, missing defaults and *rest are
-** bound in place (nbV_bind_args) and enter at the defaults' prologue.
+** bound in place (nbV_bind_args) and enter at the defaults' prologue.  A
+** call clears only the callee's locals past its arguments, and a return
+** clears only the callee's locals and live temporaries: no slot of the VM
+** stack ever holds a stale reference (lcall.c's convention; the stack starts
+** zeroed), so what is left above the live registers is only overwritten.
 ** Builtins and records with __call go through nbV_call_at, which comes back
 ** here (nbI_exec, a new C level) when a builtin calls a nabla function.
 **
@@ -32,7 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "lopcodes.h"
+#include "lexec.h"
 
 typedef struct XFrame {
   nb_Frame f;                 /* what the rest of the core sees (vm->frame) */
@@ -43,6 +48,7 @@ typedef struct XFrame {
 /* frames come from a per-VM pool (stable addresses: vm->frame points in),
 ** so a call allocates nothing once the pool has grown to the depth used */
 static XFrame *push_frame(nb_VM *vm) {
+  if (__builtin_expect(vm->nxf < vm->nxfalloc, 1)) return vm->xframes[vm->nxf++];
   if (vm->nxf == vm->capxf) {
     int cap = vm->capxf ? vm->capxf * 2 : 16;
     void **a = realloc(vm->xframes, sizeof *a * (size_t)cap);
@@ -58,24 +64,6 @@ static XFrame *push_frame(nb_VM *vm) {
 }
 
 static const char *frame_name(const nb_Frame *f) { return f->fn ? nbP_proto_name(f->fn->proto) : "<main>"; }
-
-/* Back in a caller after a call at register ca: everything above ca was the
-** callee's window and whatever ran above it (a builtin's callbacks reach
-** past the callee's own registers), so those registers hold nothing the
-** caller owns, only stale bits: they are emptied without a drop. */
-static inline void forget_above(nb_Value *R, int ca, int nregs) {
-  for (int k = ca + 1; k < nregs; k++) { uint64_t z = 0; memcpy(&R[k], &z, sizeof z); }
-}
-
-static void clear_regs(nb_Value *R, int from, int to) {
-  for (int k = from; k < to; k++) { nb_Value v = R[k]; R[k] = nb_nil(); nb_decref(v); }
-}
-
-/* a temporary register is consumed by its user; locals are only read */
-#define IS_TEMP(r) ((r) >= code->nlocals)
-static inline void drop(nb_Value *R, int r, int nlocals) {
-  if (r >= nlocals) { nb_Value v = R[r]; R[r] = nb_nil(); nb_decref(v); }
-}
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the tag word puts t in its low half");
 /* A number result is written as one 16-byte store: the next instruction
@@ -101,250 +89,9 @@ static inline void put16(nb_Value *slot, nb_Value v) { *slot = v; }
 _Static_assert(sizeof(nb_Value) == 16, "a value is two 8-byte words");
 static inline void store16(nb_Value *slot, nb_Value v) { nb_Value old = *slot; put16(slot, v); nb_decref(old); }
 
-/* ------------------------------------------------------------ polls */
-/* Consumes a pending interrupt: the uncatchable error that ends the cell. */
-int nbV_interrupt_error(nb_VM *vm) {
-  vm->interrupted = 0;
-  vm->poll = vm->step_limit != 0;
-  return nb_error_kind(vm, "Interrupted", "interrupted");
-}
-
-/* Called at loop iterations and calls when vm->poll is set: an interrupt, a
-** cycle collection due (safe here: every value the evaluator and the
-** builtins below it hold is counted), the step limit. */
-int nbV_poll(nb_VM *vm) {
-  if (vm->interrupted) return nbV_interrupt_error(vm);
-  if (nbO_gc_due()) {
-    vm->poll = vm->step_limit != 0;
-    if (vm->interrupted) vm->poll = 1;   /* a signal between the test and the store */
-    nbO_collect();
-  }
-  if (vm->step_limit && ++vm->steps > vm->step_limit) return nb_error_kind(vm, "StepLimit", "step limit exceeded");
-  return NB_OK;
-}
-/* ------------------------------------------------------------ slow paths */
-static int undefined(nb_VM *vm, const nb_Node *n, bool global) {
-  if (global) return nb_error_kind(vm, "NameError", "undefined variable '%s'", n->str->data);
-  return nb_error_kind(vm, "NameError", "variable '%s' is used before it is assigned", n->str->data);
-}
-
-static int get_global_slow(nb_VM *vm, const nb_Node *n, nb_Value *out) {
-  if (n->bidx >= 0) {   /* an unassigned global falls back to the builtin (as load_var) */
-    const nb_Builtin *b = nbC_at(n->bidx);
-    if (!b->fn) {
-      if (b->value) return b->value(vm, out);
-      *out = nb_flt(strtod(b->params, NULL)); return NB_OK;
-    }
-    *out = nb_builtinv(b); return NB_OK;
-  }
-  return undefined(vm, n, true);
-}
-
-static __attribute__((noinline)) int get_global_into(nb_VM *vm, const nb_Node *n, nb_Value *dst) {
-  nb_Value v;
-  int st = get_global_slow(vm, n, &v);
-  if (!st) nb_store(dst, v);
-  return st;
-}
-
-/* an operator's result into R[dst]; written into a named local it is stored,
-** so a lazy tensor is settled (ltvalue.h) */
-static int put_result(nb_VM *vm, nb_Value *R, int nlocals, int dst, nb_Value r) {
-  nb_store(&R[dst], r);
-  return dst < nlocals && r.t == NB_TTENSOR ? nbT_settle(vm, r) : NB_OK;
-}
-
-/* a binary operator on anything but two numbers; operands read in place
-** from a local may be unassigned (reported in order: a, then b) */
-static int binop_slow(nb_VM *vm, const nb_Node *n, nb_Value *R, int nlocals, int op, int a, int b, int dst) {
-  if (R[a].t == NB_TUNDEF) { int st = undefined(vm, n->a, false); nbE_locate(vm, vm->frame->chunk, n->a); return st; }
-  if (R[b].t == NB_TUNDEF) { int st = undefined(vm, n->b, false); nbE_locate(vm, vm->frame->chunk, n->b); return st; }
-  nb_Value r;
-  int st;
-  if (R[a].t == NB_TNUM && R[b].t == NB_TNUM && (op == OP_MOD || op == OP_POW || op == OP_IDIV)) { r = nbV_num_arith(op, R[a], R[b]); st = NB_OK; }
-  else st = nbV_binop(vm, op, R[a], R[b], &r);
-  drop(R, a, nlocals);
-  if (b != a) drop(R, b, nlocals);
-  if (st && n->c) nbE_locate(vm, vm->frame->chunk, n->c);   /* a bitwise operator's error: at the operator */
-  if (st) return st;
-  return put_result(vm, R, nlocals, dst, r);   /* y = x * 2 + 1: stored */
-}
-
-/* R[a] op K, not two numbers */
-static int binop_k(nb_VM *vm, const nb_Node *n, nb_Value *R, int nlocals, int op, int a, nb_Value k, int dst) {
-  if (R[a].t == NB_TUNDEF) { int st = undefined(vm, n->a, false); nbE_locate(vm, vm->frame->chunk, n->a); return st; }
-  nb_Value r;
-  int st = nbV_binop(vm, op, R[a], k, &r);
-  drop(R, a, nlocals);
-  if (st) return st;
-  return put_result(vm, R, nlocals, dst, r);
-}
-static int kop(int bc) {
-  static const int ops[] = { OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_EQ, OP_NE, OP_LT, OP_LE, OP_GT, OP_GE };
-  return ops[bc - BC_ADDK];
-}
-
-static const char *update_name(int op) {
-  switch (op) {
-  case OP_ADD: return "+="; case OP_SUB: return "-="; case OP_MUL: return "*=";
-  case OP_DIV: return "/="; case OP_IDIV: return "//="; case OP_BAND: return "&="; case OP_BOR: return "|=";
-  case OP_BXOR: return "^="; case OP_SHL: return "<<="; case OP_SHR: return ">>="; default: return "update";
-  }
-}
-
-/* R[a] op= R[b] for `x op= v`: a tensor is updated in place (nbT_update) */
-static int update(nb_VM *vm, const nb_Node *n, nb_Value *R, int a, int b) {
-  nb_Value cur = R[a], v = R[b];
-  R[b] = nb_nil();
-  int st;
-  if (n->op >= OP_BAND) { nb_Value r; st = nbV_bitop(vm, n->op, cur, v, &r); if (!st) nb_store(&R[a], r); }
-  else if (cur.t == NB_TTENSOR) st = nbT_update(vm, n->op, update_name(n->op), cur, v);
-  else if (cur.t == NB_TNUM && v.t == NB_TNUM) { R[a] = nbV_num_arith(n->op, cur, v); st = NB_OK; }
-  else { nb_Value r; st = nbV_binop(vm, n->op, cur, v, &r); if (!st) { nb_store(&R[a], r); if (r.t == NB_TTENSOR) st = nbT_settle(vm, r); } }
-  nb_decref(v);
-  return st;
-}
-
-/* Literals from their items (moved out of items[], which holds nil after):
-** the registers after the literal's, or a list's items for a long one. */
-static int make_list(nb_VM *vm, const nb_Node *n, nb_Value *items, nb_Value *out) {
-  nb_List *l = nbL_new(n->nkids);
-  bool numeric = n->nkids > 0, nested = n->nkids > 0;
-  for (int i = 0; i < n->nkids; i++) {
-    nb_Value v = items[i]; items[i] = nb_nil();
-    if (v.t != NB_TNUM && v.t != NB_TBOOL) numeric = false;
-    if (!(v.t == NB_TTENSOR && n->kids[i]->kind == N_LIST)) nested = false;
-    nbL_push(l, v);
-  }
-  nb_Value lv = nb_obj(NB_TLIST, l);
-  if (numeric || nested) {   /* [1, 2], [[1, 2], [3, 4]]: a tensor */
-    nb_Value t;
-    int st = nbT_literal(vm, lv, &t);
-    nb_decref(lv);
-    if (st) return st;
-    lv = t;
-  }
-  *out = lv;
-  return NB_OK;
-}
-
-static void make_rec(const nb_Node *n, nb_Value *items, nb_Value *out) {
-  nb_Rec *r = nbR_new(n->nkids);
-  for (int i = 0; i < n->nkids; i++) { nbR_set(r, n->names[i], items[i]); items[i] = nb_nil(); }
-  *out = nb_obj(NB_TREC, r);
-}
-
-/* a string interpolation; items: the values of its non-literal parts, or
-** (dense) one slot per part */
-static int interp(nb_VM *vm, const nb_Node *n, nb_Value *items, bool dense, nb_Value *out) {
-  nb_Buf b = {0};
-  int j = 0;
-  for (int i = 0; i < n->nkids; i++) {
-    nb_Node *k = n->kids[i];
-    if (k->kind == N_STR) { nbB_add(&b, k->str->data, k->str->len); if (dense) j++; continue; }
-    nb_Value v = items[j]; items[j++] = nb_nil();
-    if (b.n <= NB_MAX_STR) nb_tostring(&b, v, false);
-    nb_decref(v);
-  }
-  int st = nbS_from_buf(vm, "string interpolation", &b, out);
-  nbB_free(&b);
-  return st;
-}
-
-static int literal(nb_VM *vm, const nb_Node *n, nb_Value *items, bool dense, nb_Value *out) {
-  switch (n->kind) {
-  case N_LIST: return make_list(vm, n, items, out);
-  case N_REC: make_rec(n, items, out); return NB_OK;
-  default: return interp(vm, n, items, dense, out);
-  }
-}
-/* a literal's items are stored in it: lazy tensors among them are settled */
-static int settle_items(nb_VM *vm, const nb_Node *n, const nb_Value *items, int count) {
-  if (n->kind == N_LIST || n->kind == N_REC)
-    for (int i = 0; i < count; i++)
-      if (items[i].t == NB_TTENSOR && nbT_settle(vm, items[i])) return NB_ERR;
-  return NB_OK;
-}
-static int literal_regs(nb_VM *vm, const nb_Node *n, nb_Value *R, int a) {
-  nb_Value v;
-  if (settle_items(vm, n, &R[a + 1], n->nkids)) return NB_ERR;
-  int st = literal(vm, n, &R[a + 1], true, &v);
-  if (!st) nb_store(&R[a], v);
-  return st;
-}
-/* LITEND: the list R[a] of a long literal's items */
-static int literal_list(nb_VM *vm, const nb_Node *n, nb_Value *R, int a) {
-  if (settle_items(vm, n, nb_list(R[a])->items, nb_list(R[a])->n)) return NB_ERR;
-  nb_Value lv = R[a], v;
-  R[a] = nb_nil();
-  nb_List *l = nb_list(lv);
-  int st = literal(vm, n, l->items, false, &v);
-  l->n = 0;   /* its items were moved out */
-  nb_decref(lv);
-  if (!st) nb_store(&R[a], v);
-  return st;
-}
-
-/* FAIL: the errors the language raises when such code runs */
-static int fail_op(nb_VM *vm, const nb_Node *n, nb_Value *R, int a) {
-  if (n->kind == N_INDEX) { clear_regs(R, a, a + 1); return nb_error_kind(vm, "IndexError", "too many indices (%d)", n->nkids); }
-  return nb_error_kind(vm, "SyntaxError", "a slice (a:b) is only allowed inside [ ]");
-}
-
-static int make_range(nb_VM *vm, nb_Value *R, int dst, int b) {
-  nb_Value x = R[b], y = R[b + 1];
-  if (x.t != NB_TNUM || y.t != NB_TNUM) {
-    nb_error_kind(vm, "TypeError", "range bounds must be numbers, got %s and %s", nb_typename(x), nb_typename(y));
-    clear_regs(R, b, b + 2);
-    return NB_ERR;
-  }
-  nb_store(&R[dst], nb_obj(NB_TRANGE, nbG_range_k(x.u.n, y.u.n, 1, x.kind, y.kind)));
-  return NB_OK;
-}
-
-static int get_index(nb_VM *vm, const nb_Node *n, nb_Value *R, int dst, int b) {
-  nb_Value r;
-  int st = nbV_index(vm, R[b], &R[b + 1], n->nkids, &r);
-  clear_regs(R, b, b + 1 + n->nkids);
-  if (!st) nb_store(&R[dst], r);
-  return st;
-}
-
-static int set_index(nb_VM *vm, const nb_Node *n, nb_Value *R, int a, int b) {
-  int st = nbV_set_index(vm, R[a], &R[a + 1], n->a->nkids, R[b]);
-  clear_regs(R, a, a + 1 + n->a->nkids);
-  clear_regs(R, b, b + 1);
-  return st;
-}
-
-/* the slow paths of GETF/SETF (not a record, a missing field); b may be a
-** local read in place (unassigned: the local's error) */
-static int get_field(nb_VM *vm, const nb_Node *n, nb_Value *R, int nlocals, int dst, int b) {
-  if (R[b].t == NB_TUNDEF) { int st = undefined(vm, n->a, false); nbE_locate(vm, vm->frame->chunk, n->a); return st; }
-  nb_Value r;
-  int st = nbV_get_field(vm, R[b], n->str, &r);
-  drop(R, b, nlocals);
-  if (!st) nb_store(&R[dst], r);
-  return st;
-}
-
-static int set_field(nb_VM *vm, const nb_Node *n, nb_Value *R, int nlocals, int a, int b) {
-  if (R[a].t == NB_TUNDEF) { int st = undefined(vm, n->a->a, false); nbE_locate(vm, vm->frame->chunk, n->a->a); clear_regs(R, b, b + 1); return st; }
-  int st = nbV_set_field(vm, R[a], n->a->str, R[b]);
-  drop(R, a, nlocals); clear_regs(R, b, b + 1);
-  return st;
-}
-
-static int negate(nb_VM *vm, nb_Value *R, int nlocals, int dst, int b) {
-  nb_Value a = R[b], r;
-  int st = NB_OK;
-  if (a.t == NB_TNUM) r = nb_numk(-a.u.n, a.kind);
-  else if (a.t == NB_TTENSOR) st = nbT_neg(vm, a, &r);
-  else st = nb_error_kind(vm, "TypeError", "cannot negate a %s", nb_typename(a));
-  clear_regs(R, b, b + 1);
-  return st ? st : put_result(vm, R, nlocals, dst, r);
-}
-
+/* ------------------------------------------------------------ hot helpers
+** (each runs on every method call or loop iteration: kept here, where the
+** compiler may inline them into the loop) */
 /* a.name(args): a record's field or a module's member is called as is;
 ** otherwise name is looked up like a variable and called as name(a, args)
 ** *self: whether the receiver stays. */
@@ -364,7 +111,7 @@ static int method_callee(nb_VM *vm, nb_Frame *f, const nb_Node *n, nb_Value recv
   case V_GLOBAL:
     v = f->mod->vals[n->idx];
     if (v.t == NB_TUNDEF && n->bidx >= 0) {
-      if (get_global_slow(vm, n, callee) == NB_OK) return NB_OK;
+      if (nbI_get_global_slow(vm, n, callee) == NB_OK) return NB_OK;
       nb_decref(vm->err); vm->err = nb_nil(); vm->err_located = false;
     }
     break;
@@ -374,47 +121,6 @@ static int method_callee(nb_VM *vm, nb_Frame *f, const nb_Node *n, nb_Value recv
     return nb_error_kind(vm, "NameError", "a %s has no method '%s' (no field, and no function of that name)", nb_typename(recv), n->str->data);
   nb_incref(v); *callee = v;
   return NB_OK;
-}
-
-/* x.name op= v, x[i...] op= v (eval_assign's rule: a tensor read from a
-** field, or from an index of a non-tensor, is updated in place) */
-static int update_x(nb_VM *vm, const nb_Node *n, nb_Value *R, int a, int b) {
-  const nb_Node *t = n->a;
-  int nidx = t->kind == N_INDEX ? t->nkids : 0;
-  nb_Value obj = R[a], v = R[b], cur;
-  int st = t->kind == N_INDEX ? nbV_index(vm, obj, &R[a + 1], nidx, &cur) : nbV_get_field(vm, obj, t->str, &cur);
-  if (!st) {
-    if (cur.t == NB_TTENSOR && !(t->kind == N_INDEX && obj.t == NB_TTENSOR) && n->op < OP_BAND) {
-      st = nbT_update(vm, n->op, update_name(n->op), cur, v);
-      nb_decref(cur);
-    } else {
-      nb_Value r;
-      st = nbV_binop(vm, n->op, cur, v, &r);
-      nb_decref(cur);
-      if (!st) {
-        st = t->kind == N_INDEX ? nbV_set_index(vm, obj, &R[a + 1], nidx, r) : nbV_set_field(vm, obj, t->str, r);
-        nb_decref(r);
-      }
-    }
-  }
-  clear_regs(R, a, a + 1 + nidx);
-  clear_regs(R, b, b + 1);
-  return st;
-}
-
-static int make_slice(nb_VM *vm, const nb_Node *k, nb_Value *R, int dst, int b) {
-  double part[3] = { NAN, NAN, NAN };
-  const nb_Node *ps[3] = { k->a, k->b, k->c };
-  int st = NB_OK;
-  for (int j = 0; j < 3 && !st; j++) {
-    nb_Value v = R[b + j];
-    if (v.t == NB_TNIL) continue;
-    if (v.t != NB_TNUM) { nb_error_kind(vm, "TypeError", "slice bounds must be numbers, got %s", nb_typename(v)); nbE_locate(vm, vm->frame->chunk, ps[j]); st = NB_ERR; break; }
-    part[j] = v.u.n;
-  }
-  clear_regs(R, b, b + 3);
-  if (!st) nb_store(&R[dst], nb_obj(NB_TRANGE, nbG_range(part[0], part[1], part[2])));
-  return st;
 }
 
 /* for x in seq: R[a] the sequence, R[a+1] its state (an iterator's __next,
@@ -469,46 +175,6 @@ static int iter_next(nb_VM *vm, const nb_Node *n, nb_Value *R, int a, nb_Value *
   return 1;
 }
 
-static void push_handler(nb_VM *vm, const nb_Instr *pc, int reg, int kind, int saved) {
-  if (vm->nxh == vm->capxh) {
-    vm->capxh = vm->capxh ? vm->capxh * 2 : 16;
-    vm->xh = realloc(vm->xh, sizeof *vm->xh * (size_t)vm->capxh);
-    if (!vm->xh) abort();
-  }
-  vm->xh[vm->nxh++] = (nb_Handler){ pc, reg, vm->nxf, vm->depth, kind, saved };
-}
-
-/* pops the newest entry of the block stack, putting back a block's mode */
-static void pop_block(nb_VM *vm) {
-  nb_Handler *h = &vm->xh[--vm->nxh];
-  if (h->kind == NB_H_NOGRAD) { vm->grad_disabled--; nbT_swap_grad_enabled(h->saved != 0); }
-  else if (h->kind == NB_H_AUTOCAST) nbT_swap_autocast(h->saved);
-}
-
-static int enter_autocast(nb_VM *vm, nb_Value *R, int a) {
-  int dt;
-  int st = nbT_autocast_arg(vm, R[a], &dt);
-  clear_regs(R, a, a + 1);
-  if (st) return st;
-  push_handler(vm, NULL, 0, NB_H_AUTOCAST, nbT_swap_autocast(dt));
-  return NB_OK;
-}
-
-/* ARGPUSH/ARGSPREAD: the argument R[b] onto the list R[a] */
-static int arg_push(nb_VM *vm, nb_Value *R, int a, int b, bool spread) {
-  nb_Value v = R[b];
-  R[b] = nb_nil();
-  nb_List *l = nb_list(R[a]);
-  if (!spread) { nbL_push(l, v); return NB_OK; }
-  if (v.t != NB_TLIST && nbV_spread_list(vm, &v)) return NB_ERR;
-  nb_List *items = nb_list(v);
-  for (int j = 0; j < items->n; j++) { nb_incref(items->items[j]); nbL_push(l, items->items[j]); }
-  nb_decref(v);
-  return NB_OK;
-}
-
-static int truthy_slow(nb_VM *vm, nb_Value v, bool *t) { return nbV_truthy(vm, v, t); }
-
 /* ------------------------------------------------------------ the loop */
 int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *out) {
   nb_Value *sp0 = vm->sp;
@@ -557,19 +223,19 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
   CASE(LOADBOOL) { nb_store(&RA, nb_bool(B != 0)); NEXT; }
   CASE(GETL) {
     nb_Value v = R[B];
-    if (__builtin_expect(v.t == NB_TUNDEF, 0)) { undefined(vm, NODE, false); goto error; }
+    if (__builtin_expect(v.t == NB_TUNDEF, 0)) { nbI_undefined(vm, NODE, false); goto error; }
     nb_incref(v); store16(&RA, v); NEXT;
   }
   CASE(SETL) { if (A < code->nlocals) SETTLE(R[B]); nb_Value v = R[B]; put16(&R[B], nb_nil()); store16(&RA, v); NEXT; }
   CASE(GETCELL) {
     nb_Value v = ((nb_Cell *)R[B].u.p)->v;
-    if (v.t == NB_TUNDEF) { undefined(vm, NODE, false); goto error; }
+    if (v.t == NB_TUNDEF) { nbI_undefined(vm, NODE, false); goto error; }
     nb_incref(v); nb_store(&RA, v); NEXT;
   }
   CASE(SETCELL) { SETTLE(R[B]); nb_Value v = R[B]; R[B] = nb_nil(); nb_store(&((nb_Cell *)RA.u.p)->v, v); NEXT; }
   CASE(GETCAP) {
     nb_Value v = f->fn->caps[B]->v;
-    if (v.t == NB_TUNDEF) { undefined(vm, NODE, false); goto error; }
+    if (v.t == NB_TUNDEF) { nbI_undefined(vm, NODE, false); goto error; }
     nb_incref(v); nb_store(&RA, v); NEXT;
   }
   CASE(SETCAP) { SETTLE(R[B]); nb_Value v = R[B]; R[B] = nb_nil(); nb_store(&f->fn->caps[A]->v, v); NEXT; }
@@ -577,7 +243,7 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     /* the unassigned case in a function of its own: v's address is not
     ** taken here, so it stays in registers (no spill and reload) */
     nb_Value v = M->vals[GET_Bx(i)];
-    if (__builtin_expect(v.t == NB_TUNDEF, 0)) { CHECK(get_global_into(vm, NODE, &RA)); NEXT; }
+    if (__builtin_expect(v.t == NB_TUNDEF, 0)) { CHECK(nbI_get_global_into(vm, NODE, &RA)); NEXT; }
     nb_incref(v);
     store16(&RA, v); NEXT;
   }
@@ -627,7 +293,7 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
   COMPAREK(GTK, x > y)
   COMPAREK(GEK, x >= y)
   binopk:
-    CHECK(binop_k(vm, NODE, R, code->nlocals, kop(GET_OP(i)), B, K[C], A));
+    CHECK(nbI_binop_k(vm, NODE, R, code->nlocals, GET_OP(i), B, K[C], A));
     NEXT;
   ARITH(ADD, x + y)
   ARITH(SUB, x - y)
@@ -654,13 +320,22 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
   BITOP(BXOR, x ^ y)
   CASE(MOD) CASE(POW) CASE(MATMUL) CASE(IDIV) CASE(SHL) CASE(SHR)
   binop:
-    CHECK(binop_slow(vm, NODE, R, code->nlocals, GET_OP(i) - BC_ADD, B, C, A));
+    CHECK(nbI_binop_slow(vm, NODE, R, code->nlocals, GET_OP(i) - BC_ADD, B, C, A));
     NEXT;
-  CASE(UPD) { CHECK(update(vm, NODE, R, A, B)); NEXT; }
+  CASE(UPD) {
+    /* x op= v on two numbers inline (C: the operator); R[A] is the local
+    ** itself, R[B] a number left behind holds no reference */
+    nb_Value *a = &RA, *b = &R[B];
+    if (__builtin_expect(a->t == NB_TNUM && b->t == NB_TNUM && C < OP_BAND, 1)) {
+      nb_Value r = nbV_num_arith(C, *a, *b);
+      put_num(a, (uint64_t)NB_TNUM | (uint64_t)r.kind << 32, r.u.n); NEXT;
+    }
+    CHECK(nbI_update(vm, NODE, R, code->nlocals, A, B)); NEXT;
+  }
   CASE(NEG) {
     nb_Value v = R[B];
     if (v.t == NB_TNUM) { nb_store(&RA, nb_numk(-v.u.n, v.kind)); NEXT; }
-    CHECK(negate(vm, R, code->nlocals, A, B)); NEXT;
+    CHECK(nbI_negate(vm, R, code->nlocals, A, B)); NEXT;
   }
   CASE(BNOT) {
     nb_Value v = R[B], r;
@@ -673,7 +348,7 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     bool t;
     nb_Value v = R[B];
     if (v.t == NB_TBOOL) t = v.u.b;
-    else { st = truthy_slow(vm, v, &t); drop(R, B, code->nlocals); CHECK(st); }
+    else { st = nbV_truthy(vm, v, &t); drop(R, B, code->nlocals); CHECK(st); }
     nb_store(&RA, nb_bool(!t)); NEXT;
   }
   CASE(JMP) { pc += GET_sBx(i); NEXT; }
@@ -687,7 +362,7 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     int op = GET_OP(i);
     if (v.t == NB_TBOOL) t = v.u.b;
     else {
-      st = truthy_slow(vm, v, &t);
+      st = nbV_truthy(vm, v, &t);
       if (op == BC_JF || op == BC_JT || st) drop(R, A, code->nlocals);
       CHECK(st);
     }
@@ -753,18 +428,22 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
           goto error;
         }
         int from = cnpos;
-        if (__builtin_expect(cnkw != 0 || cnpos != p->nparams || p->variadic, 0)) {
+        bool plain = (cnpos | cnkw << 8) == cc->fastcall;   /* one compare for the common call */
+        if (__builtin_expect(!plain && (cnkw != 0 || cnpos != p->nparams || p->variadic), 0)) {
           /* keywords, defaults, *rest: bound in place, then the prologue */
           const nb_Node *n = NODE;
           if (nbV_bind_args(vm, p, nR, cnpos, cnkw ? n->names + n->npos : NULL, cnkw)) goto error;
           from = p->nlocals > nargs ? p->nlocals : nargs;
           entry = 0;
         }
-        /* the rest of the window may hold stale bits (a builtin's): unassigned
-        ** locals and empty temporaries are both the 8-byte tag word of
-        ** NB_TUNDEF, a value that holds no reference */
-        for (int k = from; k < cc->nregs; k++) { uint64_t z = 0; memcpy(&nR[k], &z, sizeof z); }
-        if (p->ncells) nbV_box_cells(p, nR);
+        /* the locals past the arguments start unassigned (the 8-byte tag
+        ** word of NB_TUNDEF).  The temporaries above are not cleared: every
+        ** slot above the caller's live registers holds a value that owns no
+        ** reference (lcall.c's convention: whoever consumes a slot leaves
+        ** nil), and the compiler writes a temporary before it reads it, so
+        ** whatever number or nil is left there is only ever overwritten */
+        for (int k = from; k < cc->nlocals; k++) { uint64_t z = 0; memcpy(&nR[k], &z, sizeof z); }
+        if (__builtin_expect(!plain, 0) && p->ncells) nbV_box_cells(p, nR);
         XFrame *x = push_frame(vm);
         x->f = (nb_Frame){ nR, p->chunk, fn, fn->mod, NODE, f };
         x->code = cc; x->ccode = code; x->cR = R; x->cpc = pc;
@@ -780,9 +459,8 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     nb_Value res;
     vm->sp = R + ca + 1 + cnpos + cnkw;
     st = nbV_call_at(vm, f, n, callee, R + ca + 1, cnpos, cnkw ? n->names + n->npos : NULL, cnkw, &res);
-    /* the arguments were consumed, and the callee's window may have left
-    ** stale values above them: the registers past the call are empty again */
-    for (int k = ca + 1; k < code->nregs; k++) R[k] = nb_nil();
+    /* the arguments were consumed, and nil left in their registers (lcall.c):
+    ** nothing above the call holds a reference */
     vm->sp = R + code->nregs;
     CHECK(st);
     nb_store(&R[ca], res);
@@ -793,10 +471,10 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     nb_Value v = RA;
     int top = A;   /* the registers below it may hold references */
     if (B) {   /* a local, copied: the locals are cleared below */
-      if (__builtin_expect(v.t == NB_TUNDEF, 0)) { undefined(vm, NODE, false); goto error; }
+      if (__builtin_expect(v.t == NB_TUNDEF, 0)) { nbI_undefined(vm, NODE, false); goto error; }
       nb_incref(v); top = code->nlocals;
     } else put16(&RA, nb_nil());
-    while (vm->nxh > xhbase && vm->xh[vm->nxh - 1].lvl >= vm->nxf) pop_block(vm);   /* a return inside try, no_grad */
+    while (vm->nxh > xhbase && vm->xh[vm->nxh - 1].lvl >= vm->nxf) nbI_pop_block(vm);   /* a return inside try, no_grad */
     /* RET's register is the newest live one: the temporaries below it may
     ** hold references (a return inside an expression), those above none */
     if (f == f0) {
@@ -812,15 +490,16 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     M = f->mod;
     code = x->ccode; R = x->cR; pc = x->cpc; K = code->k;
     vm->sp = R + code->nregs;
-    forget_above(R, GET_A(pc[-1]), code->nregs);
+    /* the callee's window above R[A] holds no references (its locals were
+    ** cleared above, its temporaries moved out): nothing to empty there */
     store16(&R[GET_A(pc[-1])], v);
     NEXT;
   }
   CASE(CLOSURE) { nb_Value v; CHECK(nbV_make_closure(vm, f, NODE->proto, &v)); nb_store(&RA, v); NEXT; }
-  CASE(LIST) CASE(REC) CASE(INTERP) { CHECK(literal_regs(vm, NODE, R, A)); NEXT; }
-  CASE(LITEND) { CHECK(literal_list(vm, NODE, R, A)); NEXT; }
-  CASE(FAIL) { fail_op(vm, NODE, R, A); goto error; }
-  CASE(RANGE) { CHECK(make_range(vm, R, A, B)); NEXT; }
+  CASE(LIST) CASE(REC) CASE(INTERP) { CHECK(nbI_literal_regs(vm, NODE, R, A)); NEXT; }
+  CASE(LITEND) { CHECK(nbI_literal_list(vm, NODE, R, A)); NEXT; }
+  CASE(FAIL) { nbI_fail_op(vm, NODE, R, A); goto error; }
+  CASE(RANGE) { CHECK(nbI_make_range(vm, R, A, B)); NEXT; }
   /* r.name on a record: an inline cache per instruction.  Operand C holds the
   ** slot where this site last found its field (records keep their keys in
   ** insertion order, so the objects that pass one site usually share it);
@@ -844,7 +523,7 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
         store16(&RA, v); NEXT;
       }
     }
-    CHECK(get_field(vm, NODE, R, code->nlocals, A, B)); NEXT;
+    CHECK(nbI_get_field(vm, NODE, R, code->nlocals, A, B)); NEXT;
   }
   CASE(SETF) {
     SETTLE(R[B]);
@@ -858,7 +537,7 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
         nb_decref(old); NEXT;
       }
     }
-    CHECK(set_field(vm, NODE, R, code->nlocals, A, B)); NEXT;
+    CHECK(nbI_set_field(vm, NODE, R, code->nlocals, A, B)); NEXT;
   }
   /* xs[i] with an int i inside the list inline; the rest (negative i,
   ** ranges, errors, records, strings, tensors) in nbV_index/nbV_set_index */
@@ -870,7 +549,7 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
         clear_regs(R, B, B + 2); nb_store(&RA, v); NEXT;
       }
     }
-    CHECK(get_index(vm, NODE, R, A, B)); NEXT;
+    CHECK(nbI_get_index(vm, NODE, R, A, B)); NEXT;
   }
   CASE(SETI) {
     SETTLE(R[B]);
@@ -881,7 +560,28 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
         nb_store(&l->items[(long)k], v); clear_regs(R, A, A + 2); NEXT;
       }
     }
-    CHECK(set_index(vm, NODE, R, A, B)); NEXT;
+    CHECK(nbI_set_index(vm, NODE, R, A, B)); NEXT;
+  }
+  /* the same with the list a local read in place and one index register */
+  CASE(GETIL) {
+    nb_Value *o = &R[B], *k = &R[C];
+    if (__builtin_expect(o->t == NB_TLIST && nb_isint(*k), 1)) {
+      nb_List *l = o->u.p; double x = k->u.n;
+      if (x >= 0 && x < l->n) { nb_Value v = l->items[(long)x]; nb_incref(v); store16(&RA, v); NEXT; }
+    }
+    CHECK(nbI_get_index1(vm, NODE, R, code->nlocals, A, B, C)); NEXT;
+  }
+  CASE(SETIL) {
+    SETTLE(R[C]);
+    nb_Value *o = &RA, *k = &R[B];
+    if (__builtin_expect(o->t == NB_TLIST && nb_isint(*k), 1)) {
+      nb_List *l = o->u.p; double x = k->u.n;
+      if (x >= 0 && x < l->n) {
+        nb_Value v = R[C]; R[C] = nb_nil();   /* a temporary: moved into the element */
+        nb_store(&l->items[(long)x], v); NEXT;
+      }
+    }
+    CHECK(nbI_set_index1(vm, NODE, R, code->nlocals, A, B, C)); NEXT;
   }
   CASE(FORPREP) {
     nb_Value *a = &RA, *b = a + 1;
@@ -919,18 +619,18 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     NEXT;
   }
   CASE(CLEAR) { nb_Value v = RA; RA = nb_nil(); nb_decref(v); NEXT; }
-  CASE(TRY) { push_handler(vm, pc + GET_sBx(i), A, NB_H_TRY, 0); NEXT; }
-  CASE(ENDTRY) { pop_block(vm); NEXT; }
+  CASE(TRY) { nbI_push_handler(vm, pc + GET_sBx(i), A, NB_H_TRY, 0); NEXT; }
+  CASE(ENDTRY) { nbI_pop_block(vm); NEXT; }
   CASE(NOGRAD) {
     /* also when grad is already off (checkpoint): the previous mode comes back */
     vm->grad_disabled++;
-    push_handler(vm, NULL, 0, NB_H_NOGRAD, nbT_swap_grad_enabled(false));
+    nbI_push_handler(vm, NULL, 0, NB_H_NOGRAD, nbT_swap_grad_enabled(false));
     NEXT;
   }
-  CASE(AUTOCAST) { CHECK(enter_autocast(vm, R, A)); NEXT; }
+  CASE(AUTOCAST) { CHECK(nbI_enter_autocast(vm, R, A)); NEXT; }
   CASE(ARGLIST) { nb_store(&RA, nb_obj(NB_TLIST, nbL_new(8))); NEXT; }
-  CASE(ARGPUSH) { arg_push(vm, R, A, B, false); NEXT; }
-  CASE(ARGSPREAD) { CHECK(arg_push(vm, R, A, B, true)); NEXT; }
+  CASE(ARGPUSH) { nbI_arg_push(vm, R, A, B, false); NEXT; }
+  CASE(ARGSPREAD) { CHECK(nbI_arg_push(vm, R, A, B, true)); NEXT; }
   CASE(JDEF) {
     nb_Value v = RA;
     if (v.t == NB_TCELL) v = ((nb_Cell *)v.u.p)->v;
@@ -947,8 +647,22 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     NEXT;
   }
   CASE(IMPORT) { nb_Value m; CHECK(nbM_import(vm, NODE->str, &m)); nb_store(&RA, m); NEXT; }
-  CASE(SLICE) { CHECK(make_slice(vm, NODE, R, A, B)); NEXT; }
-  CASE(UPDX) { CHECK(update_x(vm, NODE, R, A, B)); NEXT; }
+  CASE(SLICE) { CHECK(nbI_make_slice(vm, NODE, R, A, B)); NEXT; }
+  CASE(UPDX) {
+    /* r.name op= v on a record's number field, v a number: inline, through
+    ** the field cache in C (as GETF); R[A] is the record's temporary */
+    const nb_Node *n = NODE;
+    if (n->a->kind == N_FIELD && R[A].t == NB_TREC && R[B].t == NB_TNUM && n->op < OP_BAND) {
+      nb_Rec *r = R[A].u.p; int c;
+      FIELD_SLOT(r, n->a->str, c);
+      if (c >= 0 && r->vals[c].t == NB_TNUM) {
+        r->vals[c] = nbV_num_arith(n->op, r->vals[c], R[B]);   /* numbers: no references to drop */
+        clear_regs(R, A, A + 1);
+        NEXT;
+      }
+    }
+    CHECK(nbI_update_x(vm, n, R, A, B)); NEXT;
+  }
 
 #if !defined(__GNUC__)
     }
@@ -963,7 +677,7 @@ error:
   }
   /* blocks left by the error put their modes back, up to the try that
   ** catches it (an uncatchable error leaves them all) */
-  while (vm->nxh > xhbase && !(vm->xh[vm->nxh - 1].kind == NB_H_TRY && nbE_catchable(vm))) pop_block(vm);
+  while (vm->nxh > xhbase && !(vm->xh[vm->nxh - 1].kind == NB_H_TRY && nbE_catchable(vm))) nbI_pop_block(vm);
   if (vm->nxh > xhbase) {
     /* caught: unwind to the handler's frame (each frame adds its trace
     ** entry, as call_func does for calls through C) */
@@ -975,7 +689,6 @@ error:
       M = f->mod;
       nbE_add_frame(vm, frame_name(f), f->chunk, x->f.call);
       code = x->ccode; R = x->cR; K = code->k;
-      forget_above(R, GET_A(x->cpc[-1]), code->nregs);
     }
     clear_regs(R, h.reg, code->nregs);
     vm->depth = h.depth; vm->sp = R + code->nregs; vm->frame = f;
@@ -992,53 +705,8 @@ error:
     M = f->mod;
     nbE_add_frame(vm, frame_name(f), f->chunk, x->f.call);
     code = x->ccode; R = x->cR; pc = x->cpc;
-    forget_above(R, GET_A(pc[-1]), code->nregs);
   }
   clear_regs(R, code->nlocals, code->nregs);
   vm->sp = sp0;
   return NB_ERR;
-}
-
-/* ------------------------------------------------------------ programs */
-/* Runs a resolved chunk at the top level of mod.  Each REPL line, Jupyter
-** cell or imported file is one chunk; the top-level frame has no locals (top-
-** level names are the module's globals), so nothing of it needs to outlive
-** the chunk.  The frame is saved and restored because an import runs a
-** chunk while another is running.  Every function and statement of the
-** chunk is compiled before any of it runs, so code past a limit of the
-** bytecode is reported as a syntax error would be.  Echo: NB_ECHO shows
-** every top-level expression's value (the REPL), NB_ECHO_LAST only the last
-** one's, as the cell's result (Jupyter's execute_result). */
-int nbV_run_program(nb_VM *vm, nb_Chunk *chunk, nb_Node *prog, nb_Module *mod, int flags) {
-  for (int i = 0; i < chunk->nprotos; i++) {
-    nb_Proto *p = chunk->protos[i];
-    if (p->resolved && !nbI_proto_code(vm, p)) return nbI_proto_error(vm, p);
-  }
-  nb_Code **codes = calloc((size_t)prog->nkids + 1, sizeof *codes);
-  if (!codes) abort();
-  int st = NB_OK;
-  for (int i = 0; i < prog->nkids && !st; i++) {
-    const char *why = NULL; const nb_Node *at = NULL;
-    codes[i] = nbI_compile_stmt(vm, chunk, prog->kids[i], &why, &at);
-    if (!codes[i]) st = nbI_limit_error(vm, chunk, at, why);
-  }
-  nb_Frame top = { NULL, chunk, NULL, mod, NULL, NULL };
-  nb_Frame *saved = vm->frame;
-  vm->frame = &top;
-  for (int i = 0; i < prog->nkids && !st; i++) {
-    nb_Node *s = prog->kids[i];
-    nb_Value v = nb_nil();
-    st = nbI_exec(vm, &top, codes[i], vm->sp, &v);
-    if (st) break;
-    bool show = (s->flags & NF_EXPRSTMT) || s->kind == N_IF || s->kind == N_TRY;
-    if (show && v.t != NB_TNIL) {
-      if ((flags & NB_ECHO_LAST) && i == prog->nkids - 1) nbW_show(vm, v, true, NULL, false);
-      else if (flags & NB_ECHO) nbW_display(vm, v);
-    }
-    nb_decref(v);
-  }
-  vm->frame = saved;
-  for (int i = 0; i < prog->nkids; i++) nbI_code_free(codes[i]);
-  free(codes);
-  return st;
 }

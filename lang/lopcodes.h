@@ -65,7 +65,7 @@ typedef uint32_t nb_Instr;
   X(EQK, "A B C", "R[A] = R[B] == K[C]") X(NEK, "A B C", "R[A] = R[B] != K[C]") \
   X(LTK, "A B C", "R[A] = R[B] < K[C]") X(LEK, "A B C", "R[A] = R[B] <= K[C]") \
   X(GTK, "A B C", "R[A] = R[B] > K[C]") X(GEK, "A B C", "R[A] = R[B] >= K[C]") \
-  X(UPD,     "A B",   "R[A] = R[A] op= R[B] (a tensor in place; op: the node's)") \
+  X(UPD,     "A B C", "R[A] op= R[B] (op: C; a tensor in place; R[A], R[B] may be locals)") \
   X(NEG,     "A B",   "R[A] = -R[B]") \
   X(NOT,     "A B",   "R[A] = not R[B]") \
   X(BNOT,    "A B",   "R[A] = ~R[B]") \
@@ -106,7 +106,9 @@ typedef uint32_t nb_Instr;
   X(CALLV,   "A B C", "a call whose positional arguments are the list R[A+1+B] (B=1: a method, R[A+1] the receiver); C keywords after it") \
   X(LITEND,  "A",     "R[A] = the node's list/record/string literal made of the list R[A] (many items)") \
   X(FAIL,    "A",     "raise the node's run-time error (x[i1, ..., i9]; a:b outside [ ])") \
-  X(JDEF,    "A sBx", "if parameter R[A] (or its cell) has a value then pc += sBx (a default's prologue)")
+  X(JDEF,    "A sBx", "if parameter R[A] (or its cell) has a value then pc += sBx (a default's prologue)") \
+  X(GETIL,   "A B C", "R[A] = R[B][R[C]] (one index; R[B] a local read in place, R[C] a local or a temporary)") \
+  X(SETIL,   "A B C", "R[A][R[B]] = R[C] (one index; R[A] a local read in place, R[B] a local or a temporary; moves R[C])")
 
 typedef enum {
 #define X(name, ops, doc) BC_##name,
@@ -129,6 +131,9 @@ typedef struct nb_Code {
   int nlocals, nregs;        /* registers: the locals, then temporaries */
   int body;                  /* a function's: the first instruction after its defaults'
                              ** prologue (where a call that bound every parameter enters) */
+  int fastcall;              /* a function's: the CALL operands B | C << 8 of a call that
+                             ** needs nothing but its locals cleared (every parameter
+                             ** positional, no *rest, no cells), or -1 */
   nb_Chunk *chunk;
   const char *name;          /* for the disassembler */
 } nb_Code;

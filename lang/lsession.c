@@ -276,7 +276,10 @@ nb_VM *nb_vm_new(nb_Sink *sink) {
   nb_state_bind(vm);
   vm->sink = sink;
   vm->main = nbM_new("__main__", NULL);
-  vm->stack = malloc(sizeof(nb_Value) * STACK_SLOTS);
+  /* zeroed (NB_TUNDEF, no reference): a call does not clear its callee's
+  ** temporaries, so every slot must hold a value before first use (lexec.c;
+  ** a block this large comes from mmap, already zero, so this costs nothing) */
+  vm->stack = calloc(STACK_SLOTS, sizeof(nb_Value));
   if (!vm->stack) abort();
   vm->sp = vm->stack; vm->stack_end = vm->stack + STACK_SLOTS;
   vm->max_depth = MAX_DEPTH;

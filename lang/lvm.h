@@ -7,8 +7,9 @@
 ** The core's files, in the order a line of source meets them:
 **   llex.c      tokens                      lparse.c    tokens -> syntax tree
 **   lresolve.c  names -> slots/cells/globals
-**   lcode.c     syntax tree -> bytecode     lexec.c     the bytecode VM
-**               (lopcodes.h; ldis.c prints it)
+**   lcode.c     syntax tree -> bytecode     lexec.c     the bytecode VM's loop
+**               (lopcodes.h; ldis.c prints it)  lexecslow.c its slow paths
+**   lrun.c      running a chunk; the poll
 **   lcall.c     calls and closures          lops.c      operators, indexing, fields
 **   lobject.c   values, the heap (refcounts, cycle collector), interning
 **   lerror.c    error values and reports    lsession.c  the embedding API

@@ -1,0 +1,52 @@
+/*
+** lexec.h — what the VM loop (lexec.c) shares with its out-of-line work
+** (lexecslow.c): register helpers and the slow paths the loop calls.
+** Private to those two files; lopcodes.h is the bytecode, lvm.h the core.
+*/
+#ifndef LEXEC_H
+#define LEXEC_H
+
+#include "lopcodes.h"
+
+/* empties R[from .. to), dropping what they held */
+static inline void clear_regs(nb_Value *R, int from, int to) {
+  for (int k = from; k < to; k++) { nb_Value v = R[k]; R[k] = nb_nil(); nb_decref(v); }
+}
+
+/* a temporary register is consumed by its user; locals are only read */
+static inline void drop(nb_Value *R, int r, int nlocals) {
+  if (r >= nlocals) { nb_Value v = R[r]; R[r] = nb_nil(); nb_decref(v); }
+}
+
+
+/* The slow paths (lexecslow.c): everything an instruction does past its
+** inline fast case.  Each takes the registers R and the instruction's node n
+** (for error locations and auxiliary operands), consumes the temporaries it
+** reads (locals below nlocals are only read), and returns NB_OK or NB_ERR.
+** Declared cold: the compiler lays their calls out of the loop's hot path. */
+#define NB_SLOW __attribute__((cold))
+NB_SLOW int nbI_undefined(nb_VM *vm, const nb_Node *n, bool global);
+NB_SLOW int nbI_get_global_slow(nb_VM *vm, const nb_Node *n, nb_Value *out);
+NB_SLOW int nbI_get_global_into(nb_VM *vm, const nb_Node *n, nb_Value *dst);
+NB_SLOW int nbI_binop_slow(nb_VM *vm, const nb_Node *n, nb_Value *R, int nlocals, int op, int a, int b, int dst);
+NB_SLOW int nbI_binop_k(nb_VM *vm, const nb_Node *n, nb_Value *R, int nlocals, int bc, int a, nb_Value k, int dst);
+NB_SLOW int nbI_update(nb_VM *vm, const nb_Node *n, nb_Value *R, int nlocals, int a, int b);
+NB_SLOW int nbI_literal_regs(nb_VM *vm, const nb_Node *n, nb_Value *R, int a);
+NB_SLOW int nbI_literal_list(nb_VM *vm, const nb_Node *n, nb_Value *R, int a);
+NB_SLOW int nbI_fail_op(nb_VM *vm, const nb_Node *n, nb_Value *R, int a);
+NB_SLOW int nbI_make_range(nb_VM *vm, nb_Value *R, int dst, int b);
+NB_SLOW int nbI_get_index(nb_VM *vm, const nb_Node *n, nb_Value *R, int dst, int b);
+NB_SLOW int nbI_set_index(nb_VM *vm, const nb_Node *n, nb_Value *R, int a, int b);
+NB_SLOW int nbI_get_index1(nb_VM *vm, const nb_Node *n, nb_Value *R, int nlocals, int dst, int o, int k);
+NB_SLOW int nbI_set_index1(nb_VM *vm, const nb_Node *n, nb_Value *R, int nlocals, int o, int k, int v);
+NB_SLOW int nbI_get_field(nb_VM *vm, const nb_Node *n, nb_Value *R, int nlocals, int dst, int b);
+NB_SLOW int nbI_set_field(nb_VM *vm, const nb_Node *n, nb_Value *R, int nlocals, int a, int b);
+NB_SLOW int nbI_negate(nb_VM *vm, nb_Value *R, int nlocals, int dst, int b);
+NB_SLOW int nbI_update_x(nb_VM *vm, const nb_Node *n, nb_Value *R, int a, int b);
+NB_SLOW int nbI_make_slice(nb_VM *vm, const nb_Node *k, nb_Value *R, int dst, int b);
+NB_SLOW void nbI_push_handler(nb_VM *vm, const nb_Instr *pc, int reg, int kind, int saved);
+NB_SLOW void nbI_pop_block(nb_VM *vm);
+NB_SLOW int nbI_enter_autocast(nb_VM *vm, nb_Value *R, int a);
+NB_SLOW int nbI_arg_push(nb_VM *vm, nb_Value *R, int a, int b, bool spread);
+
+#endif
