@@ -21,13 +21,12 @@
 ** VM's thread while it waits for replies, by the monitor thread between
 ** commands (then with no VM: straight to this process's stdout/stderr).
 */
-#include <errno.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include "dist/drelay.h"
+#include "util/fdio.h"
 
 typedef struct Line {
   char *p; size_t n;          /* the line begun (no newline yet), at most DSESS_LINE_MAX bytes (p: DSESS_LINE_MAX + 1, or NULL) */
@@ -43,28 +42,12 @@ static struct {
   const int *log_fd;          /* nabla run --log-dir: each rank's output, unprefixed (-1: none) */
 } R;
 
-int dsess_write_all(int fd, const void *data, size_t len) {
-  const char *p = data;
-  while (len) {
-    ssize_t k = write(fd, p, len);
-    if (k < 0 && errno == EINTR) continue;
-    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {   /* someone made it non-blocking: wait, do not drop */
-      struct pollfd q = { fd, POLLOUT, 0 };
-      if (poll(&q, 1, 1000) < 0 && errno != EINTR) return -1;
-      continue;
-    }
-    if (k <= 0) return -1;
-    p += k; len -= (size_t)k;
-  }
-  return 0;
-}
-
 static void out_write(nb_VM *vm, int stream, const char *data, size_t len) {
   if (!len) return;
   if (vm) { nbW_write(vm, stream, data, len); return; }
   /* between commands (the monitor thread): straight to this process's stdout/stderr */
   if (stream == NB_STDOUT) fflush(stdout);
-  dsess_write_all(stream == NB_STDERR ? 2 : 1, data, len);
+  nu_write_all(stream == NB_STDERR ? 2 : 1, data, len);
 }
 
 int dsess_relay_open(int n) {
@@ -170,7 +153,7 @@ static void relay(nb_VM *vm, int rank, int src, int stream, const char *data, si
 }
 
 void dsess_relay_output(nb_VM *vm, int rank, int stream, const char *data, size_t len) {
-  if (R.log_fd && rank >= 0 && R.log_fd[rank] >= 0) dsess_write_all(R.log_fd[rank], data, len);
+  if (R.log_fd && rank >= 0 && R.log_fd[rank] >= 0) nu_write_all(R.log_fd[rank], data, len);
   relay(vm, rank, 0, stream, data, len);
 }
 

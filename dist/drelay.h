@@ -27,7 +27,4 @@ void dsess_relay_launcher(nb_VM *vm, int rank, int stream, const char *data, siz
 void dsess_relay_flush(nb_VM *vm, int rank);
 /* an error report of rank, on stderr, on lines of its own */
 void dsess_relay_report(nb_VM *vm, int rank, const char *text);
-/* write(2) until done, waiting out EAGAIN on a descriptor someone made
-** non-blocking; -1 on an error */
-int  dsess_write_all(int fd, const void *data, size_t len);
 #endif

@@ -29,16 +29,12 @@ static nb_VM *run_vm;
 static volatile sig_atomic_t run_interrupted;
 static void run_sigint(int sig) { (void)sig; run_interrupted = 1; if (run_vm) nb_vm_interrupt(run_vm); }
 
-/* the session's output: through stdio, or, when fd 1 or 2 came non-blocking
-** (shared with a program that set O_NONBLOCK), straight to them with
-** dsess_write_all, which waits out EAGAIN where stdio would drop bytes */
-static int run_direct;
+/* the session's output: lang's stdio sink writes it (through stdio, or
+** straight to fd 1/2 when they came non-blocking, so no byte is dropped) */
 static void run_write(nb_Sink *s, int stream, const char *data, size_t len) {
+  nb_Sink *io = nb_stdio_sink();
   (void)s;
-  FILE *f = stream == NB_STDERR ? stderr : stdout;
-  if (!run_direct) { fwrite(data, 1, len, f); if (f == stderr) fflush(f); return; }
-  fflush(f);
-  dsess_write_all(stream == NB_STDERR ? 2 : 1, data, len);
+  io->write(io, stream, data, len);
 }
 static nb_Sink run_sink = { run_write, NULL, NULL, NULL, NULL };
 
@@ -205,7 +201,6 @@ int nbD_run_main(int argc, char **argv) {
       close(fd);
     }
   }
-  run_direct = (fcntl(1, F_GETFL) & O_NONBLOCK) || (fcntl(2, F_GETFL) & O_NONBLOCK);
   nbD_init();
   {
     nb_VM *vm = nb_vm_new(nb_stdio_sink());

@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include "lvm.h"
 #include "tensor/tensor.h"
+#include "util/fdio.h"
 
 #define STACK_SLOTS (1 << 18)
 #define MAX_DEPTH 10000
@@ -25,9 +26,18 @@ const char *nb_version(void) {
 }
 
 /* ------------------------------------------------------------ stdio sink */
+/* stdio, unless fd 1 or 2 came non-blocking (shared with a program that set
+** O_NONBLOCK): then stdio would drop bytes on EAGAIN, so such output goes
+** straight to the descriptor through nu_write_all, which waits it out.  Looked
+** at once per process: the descriptors' flags are the launcher's to set. */
+static pthread_once_t stdio_once = PTHREAD_ONCE_INIT;
+static int stdio_direct;
+static void stdio_probe(void) { stdio_direct = nu_fd_nonblocking(1) || nu_fd_nonblocking(2); }
 static void stdio_write(nb_Sink *s, int stream, const char *data, size_t len) {
   (void)s;
   FILE *f = stream == NB_STDERR ? stderr : stdout;
+  pthread_once(&stdio_once, stdio_probe);
+  if (stdio_direct) { fflush(f); nu_write_all(stream == NB_STDERR ? 2 : 1, data, len); return; }
   fwrite(data, 1, len, f);
   if (stream == NB_STDERR) fflush(stderr);
 }

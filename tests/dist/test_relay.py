@@ -133,16 +133,13 @@ def test_only_rank0(name):
     report(name, why is None, why)
 
 
-@test
-def test_nonblocking_stdout(name):
-    # stdout a pipe someone made non-blocking, its reader slow: nothing may be lost (EAGAIN is waited out)
+def run_nonblocking(argv):
+    """runs argv with stdout a pipe made non-blocking whose reader starts late
+    and reads slowly; (rc, stdout bytes, stderr bytes)"""
     import fcntl, threading
-    d = os.path.join(TMP, "nonblock")
-    want = make_inputs(d, 3, [100_000, 100_000, 1_000_000])
-    path = script("import dist\nDIR = argv[1]\n" + PRINTER + "\n", "relay_nonblock.nbl")
     rfd, wfd = os.pipe()
     fcntl.fcntl(wfd, fcntl.F_SETFL, fcntl.fcntl(wfd, fcntl.F_GETFL) | os.O_NONBLOCK)
-    p = subprocess.Popen([NABLA, "run", "-n", "3", path, d], stdout=wfd, stderr=subprocess.PIPE)
+    p = subprocess.Popen(argv, stdout=wfd, stderr=subprocess.PIPE)
     os.close(wfd)
     chunks = []
     def reader():
@@ -159,8 +156,36 @@ def test_nonblocking_stdout(name):
     t.join(60)
     os.close(rfd)
     sanitizer_check(err.decode("utf-8", "replace"))
-    why = None if p.returncode == 0 else f"rc {p.returncode}: {err[-600:]!r}"
-    why = why or check_stream(b"".join(chunks), want, "O", 3) or check_stream(err, want, "E", 3)
+    return p.returncode, b"".join(chunks), err
+
+
+@test
+def test_nonblocking_stdout(name):
+    # stdout a pipe someone made non-blocking, its reader slow: nothing may be lost (EAGAIN is waited out)
+    d = os.path.join(TMP, "nonblock")
+    want = make_inputs(d, 3, [100_000, 100_000, 1_000_000])
+    path = script("import dist\nDIR = argv[1]\n" + PRINTER + "\n", "relay_nonblock.nbl")
+    rc, out, err = run_nonblocking([NABLA, "run", "-n", "3", path, d])
+    why = None if rc == 0 else f"rc {rc}: {err[-600:]!r}"
+    why = why or check_stream(out, want, "O", 3) or check_stream(err, want, "E", 3)
+    report(name, why is None, why)
+
+
+@test
+def test_nonblocking_stdout_plain_script(name):
+    # the same for a plain script (lang's stdio sink, no session): every byte, in order
+    d = os.path.join(TMP, "nonblock_plain")
+    want = make_inputs(d, 1, [100_000, 1_000_000, 1_000_000])[0]
+    path = script('DIR = argv[1]\nfor line in lines(DIR + "/in0.txt") {\n'
+                  '  if startswith(line, "O") { print(line[1:]) } else { eprint(line[1:]) }\n}\n',
+                  "plain_nonblock.nbl")
+    rc, out, err = run_nonblocking([NABLA, path, d])
+    why = None if rc == 0 else f"rc {rc}: {err[-600:]!r}"
+    for stream, raw in (("O", out), ("E", err)):
+        expect = "".join(t + "\n" for st, t in want if st == stream).encode()
+        if not why and raw != expect:
+            why = f"stream {stream}: {len(raw)} bytes, expected {len(expect)} (first difference at byte " \
+                  f"{next((i for i, (a, b) in enumerate(zip(raw, expect)) if a != b), min(len(raw), len(expect)))})"
     report(name, why is None, why)
 
 
