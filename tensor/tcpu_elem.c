@@ -158,6 +158,72 @@ DEF_BINARY(NT_BOOL, b8, uint8_t, uint8_t)
 #undef STF
 #undef X
 
+/* + - * / on f32/f64 arrays (nt_arith_f32/f64, tinternal.h): one IEEE
+** operation per element, correctly rounded at any vector width, so the loops
+** are built for the CPU's widest vectors (the rest of this file is baseline
+** SSE2).  Every contiguous f32/f64 + - * / runs here -- eager ops (k_binary),
+** small ops (telem.c's fast path) and fused chains (tfuse.c) -- so the three
+** also agree in the one thing IEEE leaves open, which NaN's payload a NaN
+** result carries: the same instructions see the operands in the same order. */
+#define FAST_BODY(T)                                                                       \
+  const T sv = (T)s;                                                                       \
+  if (b) switch (op) {                                                                     \
+    case NT_OP_ADD: for (int64_t i = 0; i < n; i++) o[i] = a[i] + b[i]; break;             \
+    case NT_OP_SUB: for (int64_t i = 0; i < n; i++) o[i] = a[i] - b[i]; break;             \
+    case NT_OP_MUL: for (int64_t i = 0; i < n; i++) o[i] = a[i] * b[i]; break;             \
+    default: for (int64_t i = 0; i < n; i++) o[i] = a[i] / b[i]; break;                    \
+  } else if (!first) switch (op) {                                                         \
+    case NT_OP_ADD: for (int64_t i = 0; i < n; i++) o[i] = a[i] + sv; break;               \
+    case NT_OP_SUB: for (int64_t i = 0; i < n; i++) o[i] = a[i] - sv; break;               \
+    case NT_OP_MUL: for (int64_t i = 0; i < n; i++) o[i] = a[i] * sv; break;               \
+    default: for (int64_t i = 0; i < n; i++) o[i] = a[i] / sv; break;                      \
+  } else switch (op) {                                                                     \
+    case NT_OP_ADD: for (int64_t i = 0; i < n; i++) o[i] = sv + a[i]; break;               \
+    case NT_OP_SUB: for (int64_t i = 0; i < n; i++) o[i] = sv - a[i]; break;               \
+    case NT_OP_MUL: for (int64_t i = 0; i < n; i++) o[i] = sv * a[i]; break;               \
+    default: for (int64_t i = 0; i < n; i++) o[i] = sv / a[i]; break;                      \
+  }
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define FAST_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define FAST_CLONES
+#endif
+FAST_CLONES void nt_arith_f32(int op, const float *restrict a, const float *restrict b, double s, bool first,
+                              float *restrict o, int64_t n) { FAST_BODY(float) }
+FAST_CLONES void nt_arith_f64(int op, const double *restrict a, const double *restrict b, double s, bool first,
+                              double *restrict o, int64_t n) { FAST_BODY(double) }
+
+/* k_binary's path to them: blocks of ARITH_BLOCK elements (a multiple of
+** every vector width, so each element meets the same instruction as in a
+** fused chain's tiles), threaded above NT_OMP_THRESHOLD, an interrupt looked
+** at every NT_CHUNK elements.  Not when the output is an input (out=): the
+** loops' restrict pointers promise no overlap. */
+#define ARITH_BLOCK 1024
+/* 0: not taken, 1: done, -1: interrupted (error set) */
+static int arith_exact(const nt_KernelArgs *a, int mode, int64_t n) {
+  nt_DType dt = a->out->dtype;
+  if (mode == 3 || (dt != NT_F32 && dt != NT_F64) || a->in[0]->dtype != dt || (mode == 0 && a->in[1]->dtype != dt) ||
+      a->op < NT_OP_ADD || a->op > NT_OP_DIV || writes_input(a))
+    return 0;
+  const char *pa = nt_base(a->in[0]), *pb = mode == 0 ? nt_base(a->in[1]) : NULL;
+  char *po = nt_base(a->out);
+  size_t es = nt_dtype_size(dt);
+  double s = a->s[0];
+  bool first = mode == 2;
+  for (int64_t c0 = 0; c0 < n; c0 += NT_CHUNK) {
+    int64_t c1 = n - c0 > NT_CHUNK ? c0 + NT_CHUNK : n, nb = (c1 - c0 + ARITH_BLOCK - 1) / ARITH_BLOCK;
+    if (c0 && NT_INTERRUPTED()) NT_FAIL_INTERRUPTED();
+    _Pragma("omp parallel for if (c1 - c0 > NT_OMP_THRESHOLD)")
+    for (int64_t k = 0; k < nb; k++) {
+      int64_t lo = c0 + k * ARITH_BLOCK, len = c1 - lo < ARITH_BLOCK ? c1 - lo : ARITH_BLOCK;
+      size_t off = (size_t)lo * es;
+      if (dt == NT_F32) nt_arith_f32(a->op, (const float *)(pa + off), pb ? (const float *)(pb + off) : NULL, s, first, (float *)(po + off), len);
+      else nt_arith_f64(a->op, (const double *)(pa + off), pb ? (const double *)(pb + off) : NULL, s, first, (double *)(po + off), len);
+    }
+  }
+  return 1;
+}
+
 /* Contiguous f32/f64 pow runs on SLEEF's vector pow (tvecmath.h).  A small
 ** integer exponent (x ** 2, the commonest) keeps libm's pow, exact there. */
 static bool vecmath_pow(const nt_KernelArgs *a, int mode, int64_t n) {
@@ -201,6 +267,8 @@ static int k_binary(const nt_KernelArgs *a0) {
   int sfirst = a->in[1] ? 0 : (int)a->iarg[0];
   int mode = nt_all_contig(a->in[1] ? 3 : 2, ops) ? (a->in[1] ? 0 : sfirst ? 2 : 1) : 3;
   if (vecmath_pow(a, mode, n)) return 0;
+  int ar = arith_exact(a, mode, n);
+  if (ar) return ar < 0 ? -1 : 0;
   switch (a->in[0]->dtype) {
 #define X(E, N, ST, CT) case E: return bin_##N(a, mode, n, a->s[0], sfirst);
     NT_FOR_EACH_DTYPE(X)

@@ -212,6 +212,22 @@ nt_Tensor *nt_empty(const int64_t *shape, int ndim, nt_DType dt, nt_Device dev) 
   return t;
 }
 
+nt_Tensor *nt_empty_small_(const nt_Tensor *like, nt_DType dt) {
+  size_t nbytes = (size_t)like->numel * nt_dtype_size(dt);
+  char *b = pool_get(nbytes);
+  if (!b) { nt_error_oom(HDR_BYTES + nbytes); return NULL; }
+  nt_Tensor *t = (nt_Tensor *)b;
+  nt_Storage *s = (nt_Storage *)(b + sizeof(nt_Tensor));
+  s->refcount = 1; s->device = NT_CPU; s->nbytes = nbytes; s->block = b; s->version = 0;
+  s->readers = 0; s->hook = NULL; s->data = b + HDR_BYTES; s->flags = NT_STORAGE_INLINE;
+  t->refcount = 1; t->dtype = dt; t->device = NT_CPU; t->ndim = like->ndim;
+  t->offset = 0; t->numel = like->numel; t->flags = NT_T_CONTIG; t->storage = s;
+  t->requires_grad = false; t->grad = NULL; t->grad_fn = NULL;
+  memcpy(t->shape, like->shape, sizeof(int64_t) * (size_t)like->ndim);
+  nt_contig_strides(like->shape, like->ndim, t->strides);
+  return t;
+}
+
 /* tfuse.c: a contiguous CPU tensor without its buffer: tfuse.c's commit
 ** allocates it (nt_storage_alloc_) and hands it over when the chain is
 ** computed or dropped, so data stays NULL while the value is pending. */

@@ -462,36 +462,6 @@ static void tile_set(nt_Tensor *t, void *p, int64_t len) {
   t->shape[0] = len; t->numel = len;
 }
 
-/* + - * / on f32/f64 arrays: one IEEE operation per element, correctly
-** rounded at any vector width, so these loops give the bits of tcpu_elem.c's
-** kernels (built for baseline SSE2) while using the CPU's widest vectors. */
-#define FAST_BODY(T)                                                                       \
-  const T sv = (T)s;                                                                       \
-  if (b) switch (op) {                                                                     \
-    case NT_OP_ADD: for (int64_t i = 0; i < n; i++) o[i] = a[i] + b[i]; break;             \
-    case NT_OP_SUB: for (int64_t i = 0; i < n; i++) o[i] = a[i] - b[i]; break;             \
-    case NT_OP_MUL: for (int64_t i = 0; i < n; i++) o[i] = a[i] * b[i]; break;             \
-    default: for (int64_t i = 0; i < n; i++) o[i] = a[i] / b[i]; break;                    \
-  } else if (!first) switch (op) {                                                         \
-    case NT_OP_ADD: for (int64_t i = 0; i < n; i++) o[i] = a[i] + sv; break;               \
-    case NT_OP_SUB: for (int64_t i = 0; i < n; i++) o[i] = a[i] - sv; break;               \
-    case NT_OP_MUL: for (int64_t i = 0; i < n; i++) o[i] = a[i] * sv; break;               \
-    default: for (int64_t i = 0; i < n; i++) o[i] = a[i] / sv; break;                      \
-  } else switch (op) {                                                                     \
-    case NT_OP_ADD: for (int64_t i = 0; i < n; i++) o[i] = sv + a[i]; break;               \
-    case NT_OP_SUB: for (int64_t i = 0; i < n; i++) o[i] = sv - a[i]; break;               \
-    case NT_OP_MUL: for (int64_t i = 0; i < n; i++) o[i] = sv * a[i]; break;               \
-    default: for (int64_t i = 0; i < n; i++) o[i] = sv / a[i]; break;                      \
-  }
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define FAST_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define FAST_CLONES
-#endif
-FAST_CLONES static void fast_f32(int op, const float *restrict a, const float *restrict b, double s, bool first,
-                                 float *restrict o, int64_t n) { FAST_BODY(float) }
-FAST_CLONES static void fast_f64(int op, const double *restrict a, const double *restrict b, double s, bool first,
-                                 double *restrict o, int64_t n) { FAST_BODY(double) }
 static bool fast_op(const nt_FuseOp *o) {
   return (o->op == NT_OP_ADD || o->op == NT_OP_SUB || o->op == NT_OP_MUL || o->op == NT_OP_DIV) &&
          (o->dtype == NT_F32 || o->dtype == NT_F64);
@@ -537,8 +507,8 @@ static void run_tile(Ctx *c, Tiles *w, char *scratch, int64_t t0, int64_t len) {
     tile_set(a->out, p, len);
     if (fast_op(o)) {
       const void *x = nt_base(a->in[0]), *y = o->nsrc == 2 ? nt_base(a->in[1]) : NULL;
-      if (o->dtype == NT_F32) fast_f32(o->op, x, y, o->s[0], o->sfirst, (float *)p, len);
-      else fast_f64(o->op, x, y, o->s[0], o->sfirst, (double *)p, len);
+      if (o->dtype == NT_F32) nt_arith_f32(o->op, x, y, o->s[0], o->sfirst, (float *)p, len);
+      else nt_arith_f64(o->op, x, y, o->s[0], o->sfirst, (double *)p, len);
       continue;
     }
     nt_Kernel kf = nt_kernel_table[o->op][NT_CPU];
