@@ -199,12 +199,58 @@ FAST_CLONES void nt_arith_f64(int op, const double *restrict a, const double *re
 ** at every NT_CHUNK elements.  Not when the output is an input (out=): the
 ** loops' restrict pointers promise no overlap. */
 #define ARITH_BLOCK 1024
+static void arith_run(int op, nt_DType dt, const void *pa, const void *pb, double s, bool first, void *po, int64_t n) {
+  if (dt == NT_F32) nt_arith_f32(op, pa, pb, s, first, po, n);
+  else nt_arith_f64(op, pa, pb, s, first, po, n);
+}
+/* a strided run of n elements to/from a contiguous buffer */
+static void run_get(char *dst, const char *p, int64_t st, int64_t n, size_t es) {
+  if (es == 4) for (int64_t i = 0; i < n; i++) memcpy(dst + 4 * i, p + i * st, 4);
+  else for (int64_t i = 0; i < n; i++) memcpy(dst + 8 * i, p + i * st, 8);
+}
+static void run_put(char *p, int64_t st, const char *src, int64_t n, size_t es) {
+  if (es == 4) for (int64_t i = 0; i < n; i++) memcpy(p + i * st, src + 4 * i, 4);
+  else for (int64_t i = 0; i < n; i++) memcpy(p + i * st, src + 8 * i, 8);
+}
+
+/* Strided operands (broadcast, transposed): the iterator's inner runs,
+** copied through small buffers where they are not contiguous, so these
+** elements too meet nt_arith's instructions -- as a fused chain's gathered
+** tiles do (the SSE2 loop's scalar path takes the operands of a commutative
+** op the other way round: NaN payloads differed, tests/numerics/test_fuse_ops). */
+#define ARITH_RUN 256
+static int arith_strided(const nt_KernelArgs *a, nt_DType dt) {
+  nt_Tensor *ops[3] = { a->out, a->in[0], a->in[1] };
+  nt_Iter it;
+  nt_iter_init(&it, a->in[1] ? 3 : 2, ops, NULL);
+  size_t es = nt_dtype_size(dt);
+  bool first = !a->in[1] && a->iarg[0];
+  _Alignas(64) char bo[ARITH_RUN * 8], bx[ARITH_RUN * 8], by[ARITH_RUN * 8];
+  int64_t work = 0;
+  do {
+    for (int64_t i0 = 0; i0 < it.inner; i0 += ARITH_RUN) {
+      int64_t len = it.inner - i0 < ARITH_RUN ? it.inner - i0 : ARITH_RUN;
+      const char *px = it.ptr[1] + i0 * it.istride[1], *py = a->in[1] ? it.ptr[2] + i0 * it.istride[2] : NULL;
+      char *po = it.ptr[0] + i0 * it.istride[0];
+      if (it.istride[1] != (int64_t)es) { run_get(bx, px, it.istride[1], len, es); px = bx; }
+      if (py && it.istride[2] != (int64_t)es) { run_get(by, py, it.istride[2], len, es); py = by; }
+      if (it.istride[0] != (int64_t)es) {
+        arith_run(a->op, dt, px, py, a->s[0], first, bo, len);
+        run_put(po, it.istride[0], bo, len, es);
+      } else arith_run(a->op, dt, px, py, a->s[0], first, po, len);
+    }
+    if ((work += it.inner) >= NT_CHUNK) { work = 0; if (NT_INTERRUPTED()) NT_FAIL_INTERRUPTED(); }
+  } while (nt_iter_next(&it));
+  return 1;
+}
+
 /* 0: not taken, 1: done, -1: interrupted (error set) */
 static int arith_exact(const nt_KernelArgs *a, int mode, int64_t n) {
   nt_DType dt = a->out->dtype;
-  if (mode == 3 || (dt != NT_F32 && dt != NT_F64) || a->in[0]->dtype != dt || (mode == 0 && a->in[1]->dtype != dt) ||
+  if ((dt != NT_F32 && dt != NT_F64) || a->in[0]->dtype != dt || (a->in[1] && a->in[1]->dtype != dt) ||
       a->op < NT_OP_ADD || a->op > NT_OP_DIV || writes_input(a))
     return 0;
+  if (mode == 3) return arith_strided(a, dt);
   const char *pa = nt_base(a->in[0]), *pb = mode == 0 ? nt_base(a->in[1]) : NULL;
   char *po = nt_base(a->out);
   size_t es = nt_dtype_size(dt);
@@ -303,7 +349,7 @@ static int un_##N(const nt_KernelArgs *a, bool contig, int64_t n) {             
   const bool stoppable_ = !writes_input(a);                                        \
   switch (a->op) {                                                                 \
     case NT_OP_NEG: ULOOP((CT)(0 - x)); break;                                     \
-    case NT_OP_ABS: ULOOP(x < 0 ? (CT)(0 - x) : x); break;                         \
+    case NT_OP_ABS: ULOOP(ISFLT(CT) ? (CT)FM(fabs, x) : x < 0 ? (CT)(0 - x) : x); break;   /* |-0| = +0 */ \
     case NT_OP_SIGN: ULOOP((CT)((x > 0) - (x < 0))); break;                        \
     case NT_OP_RELU: ULOOP(x < 0 ? (CT)0 : x); break;   /* NaN passes (torch) */   \
     case NT_OP_SQUARE: ULOOP((CT)(x * x)); break;                                  \

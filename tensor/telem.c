@@ -128,7 +128,7 @@ nt_Tensor *nt_binary(int op, nt_Tensor *a, nt_Tensor *b) {
                  nt_device_name(a->device), nt_device_name(b->device));
   nt_DType cd = compute_dtype(op, nt_result_type(a, b));
   nt_DType od = is_predicate(op) ? NT_BOOL : cd;
-  if (!is_predicate(op)) {   /* recorded into a lazy chain (tfuse.c) when it pays */
+  {   /* recorded into a lazy chain (tfuse.c) when it pays */
     nt_Tensor *fo = NULL;
     int fr = nt_fuse_binary(op, a, b, cd, &fo);
     if (fr) return fr > 0 ? fo : NULL;
@@ -209,7 +209,7 @@ nt_Tensor *nt_binary_scalar_ex(int op, nt_Tensor *t, double s, int flags) {
   if (op == NT_OP_POW && !first && !nt_dtype_is_float(cd) && s < 0)   /* torch and NumPy refuse it too */
     NT_FAIL_NULL("pow: integers to negative integer powers are not allowed (got %s ** %lld; use a float tensor)",
                  nt_dtype_name(t->dtype), (long long)s);
-  if (!is_predicate(op)) {
+  {
     nt_Tensor *fo = NULL;
     int fr = nt_fuse_scalar(op, t, s, first, cd, &fo);
     if (fr) return fr > 0 ? fo : NULL;

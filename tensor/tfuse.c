@@ -313,9 +313,20 @@ static nt_Tensor *commit(const nt_Fused *b) {
   return out;
 }
 
+static bool is_cmp(int op) { return op >= NT_OP_EQ && op <= NT_OP_GE; }
 static bool fusable_binary(int op) {
   return op == NT_OP_ADD || op == NT_OP_SUB || op == NT_OP_MUL || op == NT_OP_DIV || op == NT_OP_FLOORDIV ||
-         op == NT_OP_MOD || op == NT_OP_MAXIMUM || op == NT_OP_MINIMUM;
+         op == NT_OP_MOD || op == NT_OP_MAXIMUM || op == NT_OP_MINIMUM || op == NT_OP_POW || is_cmp(op);
+}
+/* pow's contiguous f32/f64 kernel runs SLEEF, its strided one libm (and a
+** one-element operand becomes a scalar exponent, where small integers take
+** libm): a tile is always contiguous, so pow joins a chain only where the
+** unfused op would be contiguous too -- each operand the chain's whole shape,
+** and contiguous, lazy (computed contiguous) or converted (nt_to_dtype's
+** copy is contiguous).  Comparisons have one path: always. */
+static bool pow_operand_ok(const nt_Tensor *x, nt_DType cd, const int64_t *shape, int nd) {
+  return same_shape_as(x, shape, nd) && x->numel > 1 &&
+         ((x->flags & NT_T_CONTIG) || x->dtype != cd || whole_lazy(x, shape, nd));
 }
 /* unary ops whose contiguous kernel path differs from the strided one (SLEEF
 ** against libm): fused only on contiguous inputs, where unfused evaluation
@@ -328,8 +339,9 @@ static bool contig_only_unary(int op) {
 
 /* the size test first: small ops (the interpreter's scalars and tiny
 ** tensors) leave after one compare */
-static bool worth(int64_t numel, nt_DType cd, nt_Device dev) {
-  return numel >= FUSE_MIN_NUMEL && dev == NT_CPU && nt_dtype_is_float(cd) && nt_fuse_enabled() && !nt_fuse_backward_depth_;
+static bool worth(int64_t numel, nt_DType cd, nt_Device dev, int op) {
+  return numel >= FUSE_MIN_NUMEL && dev == NT_CPU && (nt_dtype_is_float(cd) || is_cmp(op)) && nt_fuse_enabled() &&
+         !nt_fuse_backward_depth_;
 }
 _Thread_local int nt_fuse_backward_depth_;
 
@@ -349,7 +361,8 @@ int nt_fuse_binary(int op, nt_Tensor *a, nt_Tensor *b, nt_DType cd, nt_Tensor **
   int64_t shape[NT_MAXDIM];
   int nd;
   if (nt_broadcast_shapes(nt_op_name(op), a->shape, a->ndim, b->shape, b->ndim, shape, &nd)) return -1;
-  if (!worth(nt_shape_numel(shape, nd), cd, NT_CPU) || nt_needs_grad(2, (nt_Tensor *[]){ a, b })) return 0;
+  if (!worth(nt_shape_numel(shape, nd), cd, NT_CPU, op) || nt_needs_grad(2, (nt_Tensor *[]){ a, b })) return 0;
+  if (op == NT_OP_POW && !(pow_operand_ok(a, cd, shape, nd) && pow_operand_ok(b, cd, shape, nd))) return 0;
   /* A view of a lazy value (y.T, y[0]) is computed BEFORE any operand is
   ** recorded: operand() copies a whole lazy value's inputs into rec without
   ** a reference (commit takes them), so computing y between the two operands
@@ -365,23 +378,26 @@ int nt_fuse_binary(int op, nt_Tensor *a, nt_Tensor *b, nt_DType cd, nt_Tensor **
   if ((k = operand(&rec, a, shape, nd, &ra))) return k < 0 ? -1 : 0;
   if (b == a) rb = ra;   /* x * x: one operand, its chain once */
   else if ((k = operand(&rec, b, shape, nd, &rb))) return k < 0 ? -1 : 0;
-  if (cast_to(&rec, &ra, cd) || cast_to(&rec, &rb, cd) || add_op(&rec, op, cd, 2, (int[]){ ra, rb }, false, false, 0, 0))
+  /* (a comparison computes in cd and stores bools, as the kernel does) */
+  nt_DType od = is_cmp(op) ? NT_BOOL : cd;
+  if (cast_to(&rec, &ra, cd) || cast_to(&rec, &rb, cd) || add_op(&rec, op, od, 2, (int[]){ ra, rb }, false, false, 0, 0))
     return 0;
   return (*out = commit(&rec)) ? 1 : -1;
 }
 
 int nt_fuse_scalar(int op, nt_Tensor *t, double s, bool first, nt_DType cd, nt_Tensor **out) {
-  if (!worth(t->numel, cd, t->device) || !fusable_binary(op) || nt_needs_grad(1, &t)) return 0;
+  if (!worth(t->numel, cd, t->device, op) || !fusable_binary(op) || nt_needs_grad(1, &t)) return 0;
+  if (op == NT_OP_POW && !pow_operand_ok(t, cd, t->shape, t->ndim)) return 0;
   nt_Fused rec;
   init_rec(&rec, t->shape, t->ndim);
   int r, k;
   if ((k = operand(&rec, t, t->shape, t->ndim, &r))) return k < 0 ? -1 : 0;
-  if (cast_to(&rec, &r, cd) || add_op(&rec, op, cd, 1, &r, true, first, s, 0)) return 0;
+  if (cast_to(&rec, &r, cd) || add_op(&rec, op, is_cmp(op) ? NT_BOOL : cd, 1, &r, true, first, s, 0)) return 0;
   return (*out = commit(&rec)) ? 1 : -1;
 }
 
 int nt_fuse_unary(int op, nt_Tensor *t, double s0, double s1, nt_DType cd, nt_Tensor **out) {
-  if (!worth(t->numel, cd, t->device) || op == NT_OP_LOGICAL_NOT || nt_needs_grad(1, &t)) return 0;
+  if (!worth(t->numel, cd, t->device, op) || op == NT_OP_LOGICAL_NOT || nt_needs_grad(1, &t)) return 0;
   if (contig_only_unary(op) && t->dtype == cd && !(t->flags & NT_T_CONTIG)) return 0;
   nt_Fused rec;
   init_rec(&rec, t->shape, t->ndim);
