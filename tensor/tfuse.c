@@ -48,6 +48,19 @@
 ** through nt_base (a stale cached pointer) as an internal error instead of
 ** computing from the new values silently.
 **
+** Which ops: + - * / // % maximum minimum, pow, the comparisons == != < <=
+** > >= (computing in the promoted dtype, storing bools: a chain may end in a
+** bool value, or convert one into a later op) and the unary ops.  pow joins
+** only where the unfused op would run its contiguous kernel (SLEEF there,
+** libm on strided inputs: pow_operand_ok).
+**
+** Interrupts: nt_settle, the interpreter's end of a statement, computes with
+** a look at the interrupt flag before every tile; a Ctrl-C stops the chain
+** with the error "interrupted" and leaves it pending, its half-written buffer
+** hidden (the storage shows no data until finish()), so nothing half done is
+** ever visible: a later read computes the whole value.  Forcing from nt_base
+** (a kernel's read) cannot fail, so it always runs to the end.
+**
 ** Bounds: FUSE_MAXPENDING chains at most are pending (the oldest is computed
 ** beyond), so lazy values keep few inputs alive; nt_settle lets the
 ** interpreter compute a stored value at the end of its statement.  A lazy
@@ -132,12 +145,16 @@ static void finish(nt_Fused *r) {
   free(r);
 }
 
-static int eval(nt_Fused *r);
+static int eval(nt_Fused *r, bool stoppable);
 
 /* computes r into its storage; the value is there even when -1 reports a
-** version mismatch (an internal error: see the top comment) */
-static int force(nt_Fused *r) {
-  int rc = eval(r);
+** version mismatch (an internal error: see the top comment).  stoppable: an
+** interrupt may stop it between tiles -- then -1 with "interrupted", and r
+** stays pending, its half-written buffer still hidden (the storage shows no
+** data), so a later read computes the whole value. */
+static int force(nt_Fused *r, bool stoppable) {
+  int rc = eval(r, stoppable);
+  if (rc == -2) return -1;
   nforced++;
   finish(r);
   return rc;
@@ -148,7 +165,7 @@ static void report(const char *msg) { fprintf(stderr, "nabla: internal error: %s
 /* lock held: computes s if lazy and every pending chain that reads s */
 static int settle_locked(nt_Storage *s) {
   int rc = 0;
-  if (lazy_of(s) && force(lazy_of(s))) rc = -1;
+  if (lazy_of(s) && force(lazy_of(s), false)) rc = -1;
   while (s->readers > 0) {
     nt_Fused *r = head;
     for (; r; r = r->next) {
@@ -157,7 +174,7 @@ static int settle_locked(nt_Storage *s) {
       if (i < r->nin) break;
     }
     if (!r) { s->readers = 0; fix_reader_hook(s); report("lazy-evaluation reader count out of step"); break; }
-    if (force(r)) rc = -1;
+    if (force(r, false)) rc = -1;
   }
   return rc;
 }
@@ -172,7 +189,7 @@ int nt_settle(nt_Tensor *t) {
   if (!t || !t->storage->hook || t->storage->readers) return 0;   /* a flag check for all but lazy values */
   lock();
   nt_Fused *r = lazy_of(t->storage);
-  int rc = r ? force(r) : 0;
+  int rc = r ? force(r, true) : 0;   /* (the interpreter's statement end: Ctrl-C may stop it) */
   unlock();
   return rc;
 }
@@ -308,7 +325,7 @@ static nt_Tensor *commit(const nt_Fused *b) {
   if (tail) tail->next = r; else head = r;
   tail = r;
   npending++;
-  while (npending > FUSE_MAXPENDING && head != r) force(head);
+  while (npending > FUSE_MAXPENDING && head != r) force(head, false);
   unlock();
   return out;
 }
@@ -532,7 +549,8 @@ static void run_tile(Ctx *c, Tiles *w, char *scratch, int64_t t0, int64_t len) {
   }
 }
 
-static int eval(nt_Fused *r) {
+/* 0, -1 (a version mismatch: computed anyway), -2 (stoppable and interrupted: not all computed) */
+static int eval(nt_Fused *r, bool stoppable) {
   Ctx c;
   memset(&c, 0, sizeof c);
   c.r = r;
@@ -553,7 +571,7 @@ static int eval(nt_Fused *r) {
   Ctx small = c;
   layout(&c, TILE);
   layout(&small, TILE_SMALL);
-  int failed = 0;
+  int failed = 0, stop = 0;
   _Pragma("omp parallel if (par) reduction(|: failed)")
   {
     Ctx mine = c;
@@ -562,6 +580,9 @@ static int eval(nt_Fused *r) {
     char *sc = aligned_alloc(64, mine.per);
     _Pragma("omp for schedule(static)")
     for (int64_t j = 0; j < ntiles; j++) {
+      /* Ctrl-C: a flag load per tile (1024 elements of a whole chain) */
+      if (__atomic_load_n(&stop, __ATOMIC_RELAXED)) continue;
+      if (stoppable && NT_INTERRUPTED()) { __atomic_store_n(&stop, 1, __ATOMIC_RELAXED); continue; }
       int64_t t0 = j * TILE, len = n - t0 < TILE ? n - t0 : TILE;
       if (sc) run_tile(&mine, &w, sc, t0, len);
       else {   /* no memory for the scratch: small tiles on the stack */
@@ -576,6 +597,7 @@ static int eval(nt_Fused *r) {
     failed |= mine.failed;
   }
   (void)par;
+  if (stop) { nt_error_set("interrupted"); return -2; }
   if (failed && !rc) { nt_error_set("internal: a fused kernel failed"); rc = -1; }
   return rc;
 }
