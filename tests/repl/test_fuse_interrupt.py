@@ -13,20 +13,17 @@ and matches NumPy (float32 fmod with Python's sign rule).
 $NABLA is the binary (default build/nabla).  PASS/FAIL lines; exit 1 on a failure.
 """
 import os
-import pty
 import re
-import select
-import signal
-import subprocess
 import sys
-import tempfile
 import time
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from replpty import repl  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NABLA = os.path.abspath(os.environ.get("NABLA", os.path.join(ROOT, "build", "nabla")))
-ANSI = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]|\x1b[>=]|\r")
 MODS = [1.7, 1.3, 1.1, 0.9, 0.7, 0.5, 0.3, 0.2, 1.7, 1.3, 1.1, 0.9, 0.7, 0.5, 0.3, 0.25]
 failed = 0
 
@@ -41,47 +38,13 @@ def report(name, err):
     sys.stdout.flush()
 
 
-class Pty:
-    def __init__(self, fd):
-        self.fd, self.buf, self.mark = fd, b"", 0
-
-    def expect(self, needle, timeout):
-        end = time.time() + timeout
-        while True:
-            i = self.buf.find(needle.encode(), self.mark)
-            if i >= 0:
-                out = self.buf[self.mark:i + len(needle)].decode(errors="replace")
-                self.mark = i + len(needle)
-                return out
-            r, _, _ = select.select([self.fd], [], [], max(end - time.time(), 0))
-            if not r:
-                raise AssertionError("timed out waiting for %r; got %r" % (needle, self.buf[self.mark:][-300:]))
-            try:
-                data = os.read(self.fd, 65536)
-            except OSError:
-                data = b""
-            if not data:
-                raise AssertionError("REPL exited waiting for %r; got %r" % (needle, self.buf[self.mark:][-300:]))
-            self.buf += ANSI.sub(b"", data)
-
-    def send(self, text):
-        os.write(self.fd, text.encode())
-
-
 def chain(v):
     return v + "".join(" %% %s" % m for m in MODS)
 
 
 def case(threads):
-    home = tempfile.mkdtemp(prefix="nabla-fintr-")
-    env = dict(os.environ, HOME=home, TERM="xterm", NO_COLOR="1", INPUTRC="/dev/null", OMP_NUM_THREADS=str(threads))
-    env.pop("NABLA_FUSE", None)
     seed = int.from_bytes(os.urandom(4), "little")
-    pid, fd = pty.fork()
-    if pid == 0:
-        os.execve(NABLA, [NABLA], env)
-    t = Pty(fd)
-    try:
+    with repl(NABLA, threads) as (t, home):
         t.expect(">>> ", 60)
         t.send("seed(%d); x = randn([20000000]) * 3; y = ones([3]); f0 = fuse_stats()\r" % seed)
         t.expect(">>> ", 60)
@@ -118,14 +81,6 @@ def case(threads):
             bad = np.flatnonzero(z != ref)
             return "chain after the interrupt differs from NumPy at %d places (first %s)" % (bad.size, bad[:3])
         return None
-    finally:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
-        os.waitpid(pid, 0)
-        os.close(fd)
-        subprocess.run(["rm", "-rf", home])
 
 
 for th in (1, 2):
