@@ -97,7 +97,8 @@ static const char *bin_names[] = {
 ** tensors (bench/tensor/small_op): straight to the loop the kernel runs
 ** (nt_arith_f32/f64: the same bits), without the general path's promotion,
 ** broadcasting, fusion check and dispatch, into a block from the small-block
-** cache.  1: done (*out, or NULL + error), 0: take the general path. */
+** cache.  small_arith(op, t): t qualifies (both operands must, with one
+** dtype and shape); small_run: the result, or NULL + error. */
 static bool small_arith(int op, const nt_Tensor *t) {
   return op >= NT_OP_ADD && op <= NT_OP_DIV && (t->dtype == NT_F32 || t->dtype == NT_F64) && t->device == NT_CPU &&
          (t->flags & NT_T_CONTIG) && !t->requires_grad && t->numel * (t->dtype == NT_F32 ? 4 : 8) <= NT_INLINE_BYTES;
