@@ -381,7 +381,9 @@ nt_Tensor *nt_unary_scalar_op(int op, nt_Tensor *t, double s0, double s1) {
   }
   nt_Tensor *ct = t;
   if (op != NT_OP_LOGICAL_NOT && t->dtype != cd && !(ct = nt_to_dtype(t, cd))) return NULL;
-  nt_Tensor *out = nt_empty(t->shape, t->ndim, od, t->device);
+  /* (a small CPU result: a cached block, without nt_empty's shape checks -- t's shape passed them) */
+  nt_Tensor *out = t->device == NT_CPU && t->numel * (int64_t)nt_dtype_size(od) <= NT_INLINE_BYTES ? nt_empty_small_(t, od)
+                                                                                                   : nt_empty(t->shape, t->ndim, od, t->device);
   if (out) {
     nt_KernelArgs args;
     args.op = op; args.out = out; args.in[0] = ct; args.nin = 1; args.s[0] = s0; args.s[1] = s1;

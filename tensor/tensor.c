@@ -7,7 +7,9 @@
 ** allocator.  The block belongs to the storage: when the tensor header dies
 ** while views still use the storage, the header's bytes simply stay until the
 ** storage goes (a few hundred bytes, in exchange for one malloc per op).
-** Views get their own header malloc (NT_T_VIEWHDR).
+** Views get their own header malloc (NT_T_VIEWHDR).  Blocks with inline data
+** are recycled through per-size free lists (the small-block cache below), so
+** a small op's output usually costs no malloc at all.
 */
 #include "tinternal.h"
 #include "tdevice.h"
