@@ -22,11 +22,11 @@
 ** k_unary, k_copy) on contiguous tile headers, so the values are bit for bit
 ** those of op-by-op evaluation (the kernels' contiguous paths: SLEEF where the
 ** unfused op would use SLEEF; telem.c keeps transcendental ops on strided
-** inputs, which unfused would run through libm, out of chains).  The one
-** exception is + - * / on f32/f64, single correctly rounded IEEE operations
-** that give the same bits at any vector width: they run as loops built for
-** the CPU's widest vectors (the kernels are baseline SSE2).  Tiles are
-** spread over the OpenMP pool above NT_OMP_THRESHOLD elements.
+** inputs, which unfused would run through libm, out of chains).  + - * / on
+** f32/f64 call nt_arith_f32/f64 directly (tcpu_elem.c: the loops the eager
+** kernel runs too, contiguous or strided, so even NaN payloads agree), without
+** a kernel call per tile.  Tiles are spread over the OpenMP pool above
+** NT_OMP_THRESHOLD elements.
 **
 ** Autograd: ops that record a node are not fused (the first correct
 ** version; a fused forward would have to materialize what the backward
