@@ -158,6 +158,118 @@ DEF_BINARY(NT_BOOL, b8, uint8_t, uint8_t)
 #undef STF
 #undef X
 
+/* + - * / on f32/f64 arrays (nt_arith_f32/f64, tinternal.h): one IEEE
+** operation per element, correctly rounded at any vector width, so the loops
+** are built for the CPU's widest vectors (the rest of this file is baseline
+** SSE2).  Every contiguous f32/f64 + - * / runs here -- eager ops (k_binary),
+** small ops (telem.c's fast path) and fused chains (tfuse.c) -- so the three
+** also agree in the one thing IEEE leaves open, which NaN's payload a NaN
+** result carries: the same instructions see the operands in the same order. */
+#define FAST_BODY(T)                                                                       \
+  const T sv = (T)s;                                                                       \
+  if (b) switch (op) {                                                                     \
+    case NT_OP_ADD: for (int64_t i = 0; i < n; i++) o[i] = a[i] + b[i]; break;             \
+    case NT_OP_SUB: for (int64_t i = 0; i < n; i++) o[i] = a[i] - b[i]; break;             \
+    case NT_OP_MUL: for (int64_t i = 0; i < n; i++) o[i] = a[i] * b[i]; break;             \
+    default: for (int64_t i = 0; i < n; i++) o[i] = a[i] / b[i]; break;                    \
+  } else if (!first) switch (op) {                                                         \
+    case NT_OP_ADD: for (int64_t i = 0; i < n; i++) o[i] = a[i] + sv; break;               \
+    case NT_OP_SUB: for (int64_t i = 0; i < n; i++) o[i] = a[i] - sv; break;               \
+    case NT_OP_MUL: for (int64_t i = 0; i < n; i++) o[i] = a[i] * sv; break;               \
+    default: for (int64_t i = 0; i < n; i++) o[i] = a[i] / sv; break;                      \
+  } else switch (op) {                                                                     \
+    case NT_OP_ADD: for (int64_t i = 0; i < n; i++) o[i] = sv + a[i]; break;               \
+    case NT_OP_SUB: for (int64_t i = 0; i < n; i++) o[i] = sv - a[i]; break;               \
+    case NT_OP_MUL: for (int64_t i = 0; i < n; i++) o[i] = sv * a[i]; break;               \
+    default: for (int64_t i = 0; i < n; i++) o[i] = sv / a[i]; break;                      \
+  }
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define FAST_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define FAST_CLONES
+#endif
+FAST_CLONES void nt_arith_f32(int op, const float *restrict a, const float *restrict b, double s, bool first,
+                              float *restrict o, int64_t n) { FAST_BODY(float) }
+FAST_CLONES void nt_arith_f64(int op, const double *restrict a, const double *restrict b, double s, bool first,
+                              double *restrict o, int64_t n) { FAST_BODY(double) }
+
+/* k_binary's path to them: blocks of ARITH_BLOCK elements (a multiple of
+** every vector width, so each element meets the same instruction as in a
+** fused chain's tiles), threaded above NT_OMP_THRESHOLD, an interrupt looked
+** at every NT_CHUNK elements.  Not when the output is an input (out=): the
+** loops' restrict pointers promise no overlap. */
+#define ARITH_BLOCK 1024
+static void arith_run(int op, nt_DType dt, const void *pa, const void *pb, double s, bool first, void *po, int64_t n) {
+  if (dt == NT_F32) nt_arith_f32(op, pa, pb, s, first, po, n);
+  else nt_arith_f64(op, pa, pb, s, first, po, n);
+}
+/* a strided run of n elements to/from a contiguous buffer */
+static void run_get(char *dst, const char *p, int64_t st, int64_t n, size_t es) {
+  if (es == 4) for (int64_t i = 0; i < n; i++) memcpy(dst + 4 * i, p + i * st, 4);
+  else for (int64_t i = 0; i < n; i++) memcpy(dst + 8 * i, p + i * st, 8);
+}
+static void run_put(char *p, int64_t st, const char *src, int64_t n, size_t es) {
+  if (es == 4) for (int64_t i = 0; i < n; i++) memcpy(p + i * st, src + 4 * i, 4);
+  else for (int64_t i = 0; i < n; i++) memcpy(p + i * st, src + 8 * i, 8);
+}
+
+/* Strided operands (broadcast, transposed): the iterator's inner runs,
+** copied through small buffers where they are not contiguous, so these
+** elements too meet nt_arith's instructions -- as a fused chain's gathered
+** tiles do (the SSE2 loop's scalar path takes the operands of a commutative
+** op the other way round: NaN payloads differed, tests/numerics/test_fuse_ops). */
+#define ARITH_RUN 256
+static int arith_strided(const nt_KernelArgs *a, nt_DType dt) {
+  nt_Tensor *ops[3] = { a->out, a->in[0], a->in[1] };
+  nt_Iter it;
+  nt_iter_init(&it, a->in[1] ? 3 : 2, ops, NULL);
+  size_t es = nt_dtype_size(dt);
+  bool first = !a->in[1] && a->iarg[0];
+  _Alignas(64) char bo[ARITH_RUN * 8], bx[ARITH_RUN * 8], by[ARITH_RUN * 8];
+  int64_t work = 0;
+  do {
+    for (int64_t i0 = 0; i0 < it.inner; i0 += ARITH_RUN) {
+      int64_t len = it.inner - i0 < ARITH_RUN ? it.inner - i0 : ARITH_RUN;
+      const char *px = it.ptr[1] + i0 * it.istride[1], *py = a->in[1] ? it.ptr[2] + i0 * it.istride[2] : NULL;
+      char *po = it.ptr[0] + i0 * it.istride[0];
+      if (it.istride[1] != (int64_t)es) { run_get(bx, px, it.istride[1], len, es); px = bx; }
+      if (py && it.istride[2] != (int64_t)es) { run_get(by, py, it.istride[2], len, es); py = by; }
+      if (it.istride[0] != (int64_t)es) {
+        arith_run(a->op, dt, px, py, a->s[0], first, bo, len);
+        run_put(po, it.istride[0], bo, len, es);
+      } else arith_run(a->op, dt, px, py, a->s[0], first, po, len);
+    }
+    if ((work += it.inner) >= NT_CHUNK) { work = 0; if (NT_INTERRUPTED()) NT_FAIL_INTERRUPTED(); }
+  } while (nt_iter_next(&it));
+  return 1;
+}
+
+/* 0: not taken, 1: done, -1: interrupted (error set) */
+static int arith_exact(const nt_KernelArgs *a, int mode, int64_t n) {
+  nt_DType dt = a->out->dtype;
+  if ((dt != NT_F32 && dt != NT_F64) || a->in[0]->dtype != dt || (a->in[1] && a->in[1]->dtype != dt) ||
+      a->op < NT_OP_ADD || a->op > NT_OP_DIV || writes_input(a))
+    return 0;
+  if (mode == 3) return arith_strided(a, dt);
+  const char *pa = nt_base(a->in[0]), *pb = mode == 0 ? nt_base(a->in[1]) : NULL;
+  char *po = nt_base(a->out);
+  size_t es = nt_dtype_size(dt);
+  double s = a->s[0];
+  bool first = mode == 2;
+  for (int64_t c0 = 0; c0 < n; c0 += NT_CHUNK) {
+    int64_t c1 = n - c0 > NT_CHUNK ? c0 + NT_CHUNK : n, nb = (c1 - c0 + ARITH_BLOCK - 1) / ARITH_BLOCK;
+    if (c0 && NT_INTERRUPTED()) NT_FAIL_INTERRUPTED();
+    _Pragma("omp parallel for if (c1 - c0 > NT_OMP_THRESHOLD)")
+    for (int64_t k = 0; k < nb; k++) {
+      int64_t lo = c0 + k * ARITH_BLOCK, len = c1 - lo < ARITH_BLOCK ? c1 - lo : ARITH_BLOCK;
+      size_t off = (size_t)lo * es;
+      if (dt == NT_F32) nt_arith_f32(a->op, (const float *)(pa + off), pb ? (const float *)(pb + off) : NULL, s, first, (float *)(po + off), len);
+      else nt_arith_f64(a->op, (const double *)(pa + off), pb ? (const double *)(pb + off) : NULL, s, first, (double *)(po + off), len);
+    }
+  }
+  return 1;
+}
+
 /* Contiguous f32/f64 pow runs on SLEEF's vector pow (tvecmath.h).  A small
 ** integer exponent (x ** 2, the commonest) keeps libm's pow, exact there. */
 static bool vecmath_pow(const nt_KernelArgs *a, int mode, int64_t n) {
@@ -201,6 +313,8 @@ static int k_binary(const nt_KernelArgs *a0) {
   int sfirst = a->in[1] ? 0 : (int)a->iarg[0];
   int mode = nt_all_contig(a->in[1] ? 3 : 2, ops) ? (a->in[1] ? 0 : sfirst ? 2 : 1) : 3;
   if (vecmath_pow(a, mode, n)) return 0;
+  int ar = arith_exact(a, mode, n);
+  if (ar) return ar < 0 ? -1 : 0;
   switch (a->in[0]->dtype) {
 #define X(E, N, ST, CT) case E: return bin_##N(a, mode, n, a->s[0], sfirst);
     NT_FOR_EACH_DTYPE(X)
@@ -235,7 +349,7 @@ static int un_##N(const nt_KernelArgs *a, bool contig, int64_t n) {             
   const bool stoppable_ = !writes_input(a);                                        \
   switch (a->op) {                                                                 \
     case NT_OP_NEG: ULOOP((CT)(0 - x)); break;                                     \
-    case NT_OP_ABS: ULOOP(x < 0 ? (CT)(0 - x) : x); break;                         \
+    case NT_OP_ABS: ULOOP(ISFLT(CT) ? (CT)FM(fabs, x) : x < 0 ? (CT)(0 - x) : x); break;   /* |-0| = +0 */ \
     case NT_OP_SIGN: ULOOP((CT)((x > 0) - (x < 0))); break;                        \
     case NT_OP_RELU: ULOOP(x < 0 ? (CT)0 : x); break;   /* NaN passes (torch) */   \
     case NT_OP_SQUARE: ULOOP((CT)(x * x)); break;                                  \

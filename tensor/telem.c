@@ -93,7 +93,28 @@ static const char *bin_names[] = {
   "AddBackward", "SubBackward", "MulBackward", "DivBackward", "PowBackward", "FloorDivBackward",
   "ModBackward", "MaximumBackward", "MinimumBackward" };
 
+/* Small f32/f64 + - * / outside autograd -- an interpreted loop's tiny
+** tensors (bench/tensor/small_op): straight to the loop the kernel runs
+** (nt_arith_f32/f64: the same bits), without the general path's promotion,
+** broadcasting, fusion check and dispatch, into a block from the small-block
+** cache.  small_arith(op, t): t qualifies (both operands must, with one
+** dtype and shape); small_run: the result, or NULL + error. */
+static bool small_arith(int op, const nt_Tensor *t) {
+  return op >= NT_OP_ADD && op <= NT_OP_DIV && (t->dtype == NT_F32 || t->dtype == NT_F64) && t->device == NT_CPU &&
+         (t->flags & NT_T_CONTIG) && !t->requires_grad && t->numel * (t->dtype == NT_F32 ? 4 : 8) <= NT_INLINE_BYTES;
+}
+static nt_Tensor *small_run(int op, nt_Tensor *a, nt_Tensor *b, double s, bool first) {
+  nt_Tensor *out = nt_empty_small_(a, a->dtype);
+  if (!out) return NULL;
+  const void *pa = nt_base(a), *pb = b ? nt_base(b) : NULL;
+  void *po = out->storage->data;   /* (fresh: no hook to run) */
+  if (a->dtype == NT_F32) nt_arith_f32(op, pa, pb, s, first, po, a->numel);
+  else nt_arith_f64(op, pa, pb, s, first, po, a->numel);
+  return out;
+}
+
 nt_Tensor *nt_binary(int op, nt_Tensor *a, nt_Tensor *b) {
+  if (small_arith(op, a) && b->dtype == a->dtype && small_arith(op, b) && same_shape(a, b)) return small_run(op, a, b, 0, false);
   if (!NT_OP_IS_BINARY(op)) NT_FAIL_NULL("%s is not a binary op", nt_op_name(op));
   if (op == NT_OP_POW) NT_AUTOCAST(NT_AUTOCAST_F32, nt_binary(op, ac_[0], ac_[1]), a, b);
   if (a->device != b->device && (a->ndim == 0 || b->ndim == 0)) {   /* a CPU scalar joins the other's device */
@@ -108,7 +129,7 @@ nt_Tensor *nt_binary(int op, nt_Tensor *a, nt_Tensor *b) {
                  nt_device_name(a->device), nt_device_name(b->device));
   nt_DType cd = compute_dtype(op, nt_result_type(a, b));
   nt_DType od = is_predicate(op) ? NT_BOOL : cd;
-  if (!is_predicate(op)) {   /* recorded into a lazy chain (tfuse.c) when it pays */
+  {   /* recorded into a lazy chain (tfuse.c) when it pays */
     nt_Tensor *fo = NULL;
     int fr = nt_fuse_binary(op, a, b, cd, &fo);
     if (fr) return fr > 0 ? fo : NULL;
@@ -178,6 +199,8 @@ static int binary_scalar_backward(nt_Node *n, nt_Tensor *g, nt_Tensor **gin) {
 }
 
 nt_Tensor *nt_binary_scalar_ex(int op, nt_Tensor *t, double s, int flags) {
+  /* (a float tensor's op with any scalar computes in its own dtype) */
+  if (small_arith(op, t)) return small_run(op, t, NULL, s, flags & NT_SCALAR_FIRST);
   if (!NT_OP_IS_BINARY(op)) NT_FAIL_NULL("%s is not a binary op", nt_op_name(op));
   if (op == NT_OP_POW) NT_AUTOCAST(NT_AUTOCAST_F32, nt_binary_scalar_ex(op, ac_[0], s, flags), t);
   bool isf = (flags & NT_SCALAR_FLOAT) ? true : (flags & NT_SCALAR_INT) ? false : (s != floor(s) || !isfinite(s));
@@ -187,7 +210,7 @@ nt_Tensor *nt_binary_scalar_ex(int op, nt_Tensor *t, double s, int flags) {
   if (op == NT_OP_POW && !first && !nt_dtype_is_float(cd) && s < 0)   /* torch and NumPy refuse it too */
     NT_FAIL_NULL("pow: integers to negative integer powers are not allowed (got %s ** %lld; use a float tensor)",
                  nt_dtype_name(t->dtype), (long long)s);
-  if (!is_predicate(op)) {
+  {
     nt_Tensor *fo = NULL;
     int fr = nt_fuse_scalar(op, t, s, first, cd, &fo);
     if (fr) return fr > 0 ? fo : NULL;
@@ -358,7 +381,9 @@ nt_Tensor *nt_unary_scalar_op(int op, nt_Tensor *t, double s0, double s1) {
   }
   nt_Tensor *ct = t;
   if (op != NT_OP_LOGICAL_NOT && t->dtype != cd && !(ct = nt_to_dtype(t, cd))) return NULL;
-  nt_Tensor *out = nt_empty(t->shape, t->ndim, od, t->device);
+  /* (a small CPU result: a cached block, without nt_empty's shape checks -- t's shape passed them) */
+  nt_Tensor *out = t->device == NT_CPU && t->numel * (int64_t)nt_dtype_size(od) <= NT_INLINE_BYTES ? nt_empty_small_(t, od)
+                                                                                                   : nt_empty(t->shape, t->ndim, od, t->device);
   if (out) {
     nt_KernelArgs args;
     args.op = op; args.out = out; args.in[0] = ct; args.nin = 1; args.s[0] = s0; args.s[1] = s1;

@@ -328,7 +328,9 @@ nt_Tensor *nt_where(nt_Tensor *cond, nt_Tensor *a, nt_Tensor *b);
 ** first.  NABLA_FUSE=0 in the environment turns it off.
 ** nt_settle(t): computes t now if it is lazy (a flag check otherwise); the
 ** interpreter calls it at the end of a statement that stores a tensor, so a
-** lazy value holds its inputs for one statement at most.  0 / -1 + error. */
+** lazy value holds its inputs for one statement at most.  0 / -1 + error;
+** with the interrupt flag set it may stop between tiles ("interrupted"): t
+** then stays lazy and whole (a later read computes all of it). */
 int        nt_settle(nt_Tensor *t);
 bool       nt_is_lazy(const nt_Tensor *t);
 bool       nt_fuse_enabled(void);

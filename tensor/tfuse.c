@@ -22,11 +22,11 @@
 ** k_unary, k_copy) on contiguous tile headers, so the values are bit for bit
 ** those of op-by-op evaluation (the kernels' contiguous paths: SLEEF where the
 ** unfused op would use SLEEF; telem.c keeps transcendental ops on strided
-** inputs, which unfused would run through libm, out of chains).  The one
-** exception is + - * / on f32/f64, single correctly rounded IEEE operations
-** that give the same bits at any vector width: they run as loops built for
-** the CPU's widest vectors (the kernels are baseline SSE2).  Tiles are
-** spread over the OpenMP pool above NT_OMP_THRESHOLD elements.
+** inputs, which unfused would run through libm, out of chains).  + - * / on
+** f32/f64 call nt_arith_f32/f64 directly (tcpu_elem.c: the loops the eager
+** kernel runs too, contiguous or strided, so even NaN payloads agree), without
+** a kernel call per tile.  Tiles are spread over the OpenMP pool above
+** NT_OMP_THRESHOLD elements.
 **
 ** Autograd: ops that record a node are not fused (the first correct
 ** version; a fused forward would have to materialize what the backward
@@ -47,6 +47,19 @@
 ** version counters and reports a write that reached an input without going
 ** through nt_base (a stale cached pointer) as an internal error instead of
 ** computing from the new values silently.
+**
+** Which ops: + - * / // % maximum minimum, pow, the comparisons == != < <=
+** > >= (computing in the promoted dtype, storing bools: a chain may end in a
+** bool value, or convert one into a later op) and the unary ops.  pow joins
+** only where the unfused op would run its contiguous kernel (SLEEF there,
+** libm on strided inputs: pow_operand_ok).
+**
+** Interrupts: nt_settle, the interpreter's end of a statement, computes with
+** a look at the interrupt flag before every tile; a Ctrl-C stops the chain
+** with the error "interrupted" and leaves it pending, its half-written buffer
+** hidden (the storage shows no data until finish()), so nothing half done is
+** ever visible: a later read computes the whole value.  Forcing from nt_base
+** (a kernel's read) cannot fail, so it always runs to the end.
 **
 ** Bounds: FUSE_MAXPENDING chains at most are pending (the oldest is computed
 ** beyond), so lazy values keep few inputs alive; nt_settle lets the
@@ -132,12 +145,16 @@ static void finish(nt_Fused *r) {
   free(r);
 }
 
-static int eval(nt_Fused *r);
+static int eval(nt_Fused *r, bool stoppable);
 
 /* computes r into its storage; the value is there even when -1 reports a
-** version mismatch (an internal error: see the top comment) */
-static int force(nt_Fused *r) {
-  int rc = eval(r);
+** version mismatch (an internal error: see the top comment).  stoppable: an
+** interrupt may stop it between tiles -- then -1 with "interrupted", and r
+** stays pending, its half-written buffer still hidden (the storage shows no
+** data), so a later read computes the whole value. */
+static int force(nt_Fused *r, bool stoppable) {
+  int rc = eval(r, stoppable);
+  if (rc == -2) return -1;
   nforced++;
   finish(r);
   return rc;
@@ -148,7 +165,7 @@ static void report(const char *msg) { fprintf(stderr, "nabla: internal error: %s
 /* lock held: computes s if lazy and every pending chain that reads s */
 static int settle_locked(nt_Storage *s) {
   int rc = 0;
-  if (lazy_of(s) && force(lazy_of(s))) rc = -1;
+  if (lazy_of(s) && force(lazy_of(s), false)) rc = -1;
   while (s->readers > 0) {
     nt_Fused *r = head;
     for (; r; r = r->next) {
@@ -157,7 +174,7 @@ static int settle_locked(nt_Storage *s) {
       if (i < r->nin) break;
     }
     if (!r) { s->readers = 0; fix_reader_hook(s); report("lazy-evaluation reader count out of step"); break; }
-    if (force(r)) rc = -1;
+    if (force(r, false)) rc = -1;
   }
   return rc;
 }
@@ -172,7 +189,7 @@ int nt_settle(nt_Tensor *t) {
   if (!t || !t->storage->hook || t->storage->readers) return 0;   /* a flag check for all but lazy values */
   lock();
   nt_Fused *r = lazy_of(t->storage);
-  int rc = r ? force(r) : 0;
+  int rc = r ? force(r, true) : 0;   /* (the interpreter's statement end: Ctrl-C may stop it) */
   unlock();
   return rc;
 }
@@ -308,14 +325,25 @@ static nt_Tensor *commit(const nt_Fused *b) {
   if (tail) tail->next = r; else head = r;
   tail = r;
   npending++;
-  while (npending > FUSE_MAXPENDING && head != r) force(head);
+  while (npending > FUSE_MAXPENDING && head != r) force(head, false);
   unlock();
   return out;
 }
 
+static bool is_cmp(int op) { return op >= NT_OP_EQ && op <= NT_OP_GE; }
 static bool fusable_binary(int op) {
   return op == NT_OP_ADD || op == NT_OP_SUB || op == NT_OP_MUL || op == NT_OP_DIV || op == NT_OP_FLOORDIV ||
-         op == NT_OP_MOD || op == NT_OP_MAXIMUM || op == NT_OP_MINIMUM;
+         op == NT_OP_MOD || op == NT_OP_MAXIMUM || op == NT_OP_MINIMUM || op == NT_OP_POW || is_cmp(op);
+}
+/* pow's contiguous f32/f64 kernel runs SLEEF, its strided one libm (and a
+** one-element operand becomes a scalar exponent, where small integers take
+** libm): a tile is always contiguous, so pow joins a chain only where the
+** unfused op would be contiguous too -- each operand the chain's whole shape,
+** and contiguous, lazy (computed contiguous) or converted (nt_to_dtype's
+** copy is contiguous).  Comparisons have one path: always. */
+static bool pow_operand_ok(const nt_Tensor *x, nt_DType cd, const int64_t *shape, int nd) {
+  return same_shape_as(x, shape, nd) && x->numel > 1 &&
+         ((x->flags & NT_T_CONTIG) || x->dtype != cd || whole_lazy(x, shape, nd));
 }
 /* unary ops whose contiguous kernel path differs from the strided one (SLEEF
 ** against libm): fused only on contiguous inputs, where unfused evaluation
@@ -328,8 +356,9 @@ static bool contig_only_unary(int op) {
 
 /* the size test first: small ops (the interpreter's scalars and tiny
 ** tensors) leave after one compare */
-static bool worth(int64_t numel, nt_DType cd, nt_Device dev) {
-  return numel >= FUSE_MIN_NUMEL && dev == NT_CPU && nt_dtype_is_float(cd) && nt_fuse_enabled() && !nt_fuse_backward_depth_;
+static bool worth(int64_t numel, nt_DType cd, nt_Device dev, int op) {
+  return numel >= FUSE_MIN_NUMEL && dev == NT_CPU && (nt_dtype_is_float(cd) || is_cmp(op)) && nt_fuse_enabled() &&
+         !nt_fuse_backward_depth_;
 }
 _Thread_local int nt_fuse_backward_depth_;
 
@@ -349,7 +378,8 @@ int nt_fuse_binary(int op, nt_Tensor *a, nt_Tensor *b, nt_DType cd, nt_Tensor **
   int64_t shape[NT_MAXDIM];
   int nd;
   if (nt_broadcast_shapes(nt_op_name(op), a->shape, a->ndim, b->shape, b->ndim, shape, &nd)) return -1;
-  if (!worth(nt_shape_numel(shape, nd), cd, NT_CPU) || nt_needs_grad(2, (nt_Tensor *[]){ a, b })) return 0;
+  if (!worth(nt_shape_numel(shape, nd), cd, NT_CPU, op) || nt_needs_grad(2, (nt_Tensor *[]){ a, b })) return 0;
+  if (op == NT_OP_POW && !(pow_operand_ok(a, cd, shape, nd) && pow_operand_ok(b, cd, shape, nd))) return 0;
   /* A view of a lazy value (y.T, y[0]) is computed BEFORE any operand is
   ** recorded: operand() copies a whole lazy value's inputs into rec without
   ** a reference (commit takes them), so computing y between the two operands
@@ -365,23 +395,26 @@ int nt_fuse_binary(int op, nt_Tensor *a, nt_Tensor *b, nt_DType cd, nt_Tensor **
   if ((k = operand(&rec, a, shape, nd, &ra))) return k < 0 ? -1 : 0;
   if (b == a) rb = ra;   /* x * x: one operand, its chain once */
   else if ((k = operand(&rec, b, shape, nd, &rb))) return k < 0 ? -1 : 0;
-  if (cast_to(&rec, &ra, cd) || cast_to(&rec, &rb, cd) || add_op(&rec, op, cd, 2, (int[]){ ra, rb }, false, false, 0, 0))
+  /* (a comparison computes in cd and stores bools, as the kernel does) */
+  nt_DType od = is_cmp(op) ? NT_BOOL : cd;
+  if (cast_to(&rec, &ra, cd) || cast_to(&rec, &rb, cd) || add_op(&rec, op, od, 2, (int[]){ ra, rb }, false, false, 0, 0))
     return 0;
   return (*out = commit(&rec)) ? 1 : -1;
 }
 
 int nt_fuse_scalar(int op, nt_Tensor *t, double s, bool first, nt_DType cd, nt_Tensor **out) {
-  if (!worth(t->numel, cd, t->device) || !fusable_binary(op) || nt_needs_grad(1, &t)) return 0;
+  if (!worth(t->numel, cd, t->device, op) || !fusable_binary(op) || nt_needs_grad(1, &t)) return 0;
+  if (op == NT_OP_POW && !pow_operand_ok(t, cd, t->shape, t->ndim)) return 0;
   nt_Fused rec;
   init_rec(&rec, t->shape, t->ndim);
   int r, k;
   if ((k = operand(&rec, t, t->shape, t->ndim, &r))) return k < 0 ? -1 : 0;
-  if (cast_to(&rec, &r, cd) || add_op(&rec, op, cd, 1, &r, true, first, s, 0)) return 0;
+  if (cast_to(&rec, &r, cd) || add_op(&rec, op, is_cmp(op) ? NT_BOOL : cd, 1, &r, true, first, s, 0)) return 0;
   return (*out = commit(&rec)) ? 1 : -1;
 }
 
 int nt_fuse_unary(int op, nt_Tensor *t, double s0, double s1, nt_DType cd, nt_Tensor **out) {
-  if (!worth(t->numel, cd, t->device) || op == NT_OP_LOGICAL_NOT || nt_needs_grad(1, &t)) return 0;
+  if (!worth(t->numel, cd, t->device, op) || op == NT_OP_LOGICAL_NOT || nt_needs_grad(1, &t)) return 0;
   if (contig_only_unary(op) && t->dtype == cd && !(t->flags & NT_T_CONTIG)) return 0;
   nt_Fused rec;
   init_rec(&rec, t->shape, t->ndim);
@@ -462,36 +495,6 @@ static void tile_set(nt_Tensor *t, void *p, int64_t len) {
   t->shape[0] = len; t->numel = len;
 }
 
-/* + - * / on f32/f64 arrays: one IEEE operation per element, correctly
-** rounded at any vector width, so these loops give the bits of tcpu_elem.c's
-** kernels (built for baseline SSE2) while using the CPU's widest vectors. */
-#define FAST_BODY(T)                                                                       \
-  const T sv = (T)s;                                                                       \
-  if (b) switch (op) {                                                                     \
-    case NT_OP_ADD: for (int64_t i = 0; i < n; i++) o[i] = a[i] + b[i]; break;             \
-    case NT_OP_SUB: for (int64_t i = 0; i < n; i++) o[i] = a[i] - b[i]; break;             \
-    case NT_OP_MUL: for (int64_t i = 0; i < n; i++) o[i] = a[i] * b[i]; break;             \
-    default: for (int64_t i = 0; i < n; i++) o[i] = a[i] / b[i]; break;                    \
-  } else if (!first) switch (op) {                                                         \
-    case NT_OP_ADD: for (int64_t i = 0; i < n; i++) o[i] = a[i] + sv; break;               \
-    case NT_OP_SUB: for (int64_t i = 0; i < n; i++) o[i] = a[i] - sv; break;               \
-    case NT_OP_MUL: for (int64_t i = 0; i < n; i++) o[i] = a[i] * sv; break;               \
-    default: for (int64_t i = 0; i < n; i++) o[i] = a[i] / sv; break;                      \
-  } else switch (op) {                                                                     \
-    case NT_OP_ADD: for (int64_t i = 0; i < n; i++) o[i] = sv + a[i]; break;               \
-    case NT_OP_SUB: for (int64_t i = 0; i < n; i++) o[i] = sv - a[i]; break;               \
-    case NT_OP_MUL: for (int64_t i = 0; i < n; i++) o[i] = sv * a[i]; break;               \
-    default: for (int64_t i = 0; i < n; i++) o[i] = sv / a[i]; break;                      \
-  }
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define FAST_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define FAST_CLONES
-#endif
-FAST_CLONES static void fast_f32(int op, const float *restrict a, const float *restrict b, double s, bool first,
-                                 float *restrict o, int64_t n) { FAST_BODY(float) }
-FAST_CLONES static void fast_f64(int op, const double *restrict a, const double *restrict b, double s, bool first,
-                                 double *restrict o, int64_t n) { FAST_BODY(double) }
 static bool fast_op(const nt_FuseOp *o) {
   return (o->op == NT_OP_ADD || o->op == NT_OP_SUB || o->op == NT_OP_MUL || o->op == NT_OP_DIV) &&
          (o->dtype == NT_F32 || o->dtype == NT_F64);
@@ -537,8 +540,8 @@ static void run_tile(Ctx *c, Tiles *w, char *scratch, int64_t t0, int64_t len) {
     tile_set(a->out, p, len);
     if (fast_op(o)) {
       const void *x = nt_base(a->in[0]), *y = o->nsrc == 2 ? nt_base(a->in[1]) : NULL;
-      if (o->dtype == NT_F32) fast_f32(o->op, x, y, o->s[0], o->sfirst, (float *)p, len);
-      else fast_f64(o->op, x, y, o->s[0], o->sfirst, (double *)p, len);
+      if (o->dtype == NT_F32) nt_arith_f32(o->op, x, y, o->s[0], o->sfirst, (float *)p, len);
+      else nt_arith_f64(o->op, x, y, o->s[0], o->sfirst, (double *)p, len);
       continue;
     }
     nt_Kernel kf = nt_kernel_table[o->op][NT_CPU];
@@ -546,7 +549,8 @@ static void run_tile(Ctx *c, Tiles *w, char *scratch, int64_t t0, int64_t len) {
   }
 }
 
-static int eval(nt_Fused *r) {
+/* 0, -1 (a version mismatch: computed anyway), -2 (stoppable and interrupted: not all computed) */
+static int eval(nt_Fused *r, bool stoppable) {
   Ctx c;
   memset(&c, 0, sizeof c);
   c.r = r;
@@ -567,7 +571,7 @@ static int eval(nt_Fused *r) {
   Ctx small = c;
   layout(&c, TILE);
   layout(&small, TILE_SMALL);
-  int failed = 0;
+  int failed = 0, stop = 0;
   _Pragma("omp parallel if (par) reduction(|: failed)")
   {
     Ctx mine = c;
@@ -576,6 +580,9 @@ static int eval(nt_Fused *r) {
     char *sc = aligned_alloc(64, mine.per);
     _Pragma("omp for schedule(static)")
     for (int64_t j = 0; j < ntiles; j++) {
+      /* Ctrl-C: a flag load per tile (1024 elements of a whole chain) */
+      if (__atomic_load_n(&stop, __ATOMIC_RELAXED)) continue;
+      if (stoppable && NT_INTERRUPTED()) { __atomic_store_n(&stop, 1, __ATOMIC_RELAXED); continue; }
       int64_t t0 = j * TILE, len = n - t0 < TILE ? n - t0 : TILE;
       if (sc) run_tile(&mine, &w, sc, t0, len);
       else {   /* no memory for the scratch: small tiles on the stack */
@@ -590,6 +597,7 @@ static int eval(nt_Fused *r) {
     failed |= mine.failed;
   }
   (void)par;
+  if (stop) { nt_error_set("interrupted"); return -2; }
   if (failed && !rc) { nt_error_set("internal: a fused kernel failed"); rc = -1; }
   return rc;
 }

@@ -103,6 +103,15 @@ void nt_iter_init(nt_Iter *it, int nop, nt_Tensor *const *ops, const int64_t *sh
 bool nt_iter_next(nt_Iter *it);           /* false when done */
 /* true when every operand is contiguous with the same shape (fast path) */
 bool nt_all_contig(int n, nt_Tensor *const *ts);
+/* tcpu_elem.c: o = a OP b (b NULL: a OP s, or s OP a when first) for OP one of
+** + - * / in f32/f64 -- every contiguous such op runs these (why: there);
+** o must not overlap a or b */
+void nt_arith_f32(int op, const float *restrict a, const float *restrict b, double s, bool first, float *restrict o, int64_t n);
+void nt_arith_f64(int op, const double *restrict a, const double *restrict b, double s, bool first, double *restrict o, int64_t n);
+/* tensor.c: a fresh contiguous CPU tensor of like's shape and dtype dt, for
+** small outputs only (numel * size(dt) <= NT_INLINE_BYTES): the checks of
+** nt_empty were done on like's shape when it was made */
+nt_Tensor *nt_empty_small_(const nt_Tensor *like, nt_DType dt);
 
 /* ---- front-end checks ------------------------------------------------------- */
 /* Same-device check for an op's inputs: "add: expected all tensors on the same

@@ -7,12 +7,14 @@ A script prints "start", then runs the long op, then prints "after"; SIGINT
 arrives 0.5 s after "start".  The same through the REPL's pty.  $NABLA is the
 binary (default build/nabla).  Prints PASS/FAIL lines; exits 1 on a failure.
 """
-import os, pty, re, select, signal, subprocess, sys, tempfile, time
+import os, signal, subprocess, sys, tempfile, time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from replpty import repl  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NABLA = os.path.abspath(os.environ.get("NABLA", os.path.join(ROOT, "build", "nabla")))
 failed = 0
-ANSI = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]|\x1b[>=]|\r")
 
 # each op runs for 5-10 s on one core uninterrupted; its kernel must stop
 # within a few milliseconds of the flag (checked: under 3 s, allowing for load)
@@ -76,46 +78,9 @@ for name, (setup, op) in OPS.items():
         report("script-" + name, e)
 
 
-class Pty:
-    """the REPL on a pseudo-terminal: everything read is kept; expect() searches
-    past the previous match, so text that arrived early is not lost"""
-
-    def __init__(self, fd):
-        self.fd, self.buf, self.mark = fd, b"", 0
-
-    def expect(self, needle, timeout):
-        end = time.time() + timeout
-        while True:
-            i = self.buf.find(needle.encode(), self.mark)
-            if i >= 0:
-                out = self.buf[self.mark:i + len(needle)].decode(errors="replace")
-                self.mark = i + len(needle)
-                return out
-            left = end - time.time()
-            r, _, _ = select.select([self.fd], [], [], max(left, 0))
-            if not r:
-                raise AssertionError("timed out waiting for %r; got %r" % (needle, self.buf[self.mark:][-300:]))
-            try:
-                data = os.read(self.fd, 65536)
-            except OSError:
-                data = b""
-            if not data:
-                raise AssertionError("REPL exited waiting for %r; got %r" % (needle, self.buf[self.mark:][-300:]))
-            self.buf += ANSI.sub(b"", data)
-
-    def send(self, text):
-        os.write(self.fd, text.encode())
-
-
 def pty_case():
     """the REPL: ^C during a long sort returns to the prompt, the cell stops"""
-    home = tempfile.mkdtemp(prefix="nabla-intr-")
-    env = dict(os.environ, HOME=home, TERM="xterm", NO_COLOR="1", INPUTRC="/dev/null", OMP_NUM_THREADS="1")
-    pid, fd = pty.fork()
-    if pid == 0:
-        os.execve(NABLA, [NABLA], env)
-    t = Pty(fd)
-    try:
+    with repl(NABLA) as (t, _):
         t.expect(">>> ", 60)
         t.send("x = randn(10000000)\r")
         t.expect(">>> ", 60)
@@ -133,14 +98,6 @@ def pty_case():
         if "42" not in out:
             return "REPL not alive after the interrupt: %r" % out
         return None
-    finally:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
-        os.waitpid(pid, 0)
-        os.close(fd)
-        subprocess.run(["rm", "-rf", home])
 
 
 try:

@@ -623,6 +623,60 @@ TEST(op_table) {
   return true;
 }
 
+/* tensor.c's small-block cache: blocks freed by one tensor and handed to the
+** next never alias a live tensor (each keeps its own values through many
+** frees and reuses of every size class), views keep a freed tensor's block,
+** and small f32/f64 ops (telem.c's direct path) compute what the general
+** path does (a requires_grad operand takes that one). */
+TEST(small_block_cache) {
+  enum { N = 600 };
+  nt_Tensor *live[N] = {0};
+  unsigned seed = 12345;
+  for (int round = 0; round < 4000; round++) {
+    seed = seed * 1103515245u + 12345u;
+    int k = (int)((seed >> 8) % N);
+    if (live[k]) {   /* check, then free */
+      float *p = (float *)nt_data_ptr(live[k]);
+      for (int64_t i = 0; i < live[k]->numel; i++)
+        EXPECT(p[i] == (float)(k * 1000 + i), "tensor %d element %lld is %g: its block was reused while live", k, (long long)i, p[i]);
+      nt_release(live[k]); live[k] = NULL;
+    } else {
+      int64_t n = (int64_t)((seed >> 16) % 129);   /* 0..512 bytes: every class */
+      OK(live[k] = nt_empty(SHAPE(n), 1, NT_F32, NT_CPU));
+      float *p = (float *)nt_data_ptr(live[k]);
+      for (int64_t i = 0; i < n; i++) p[i] = (float)(k * 1000 + i);
+    }
+  }
+  for (int k = 0; k < N; k++) nt_release(live[k]);
+  /* a view outlives its base: the block stays until the view goes */
+  nt_Tensor *a = MK(NT_F32, SHAPE(4), 1, 2, 3, 4), *v = nt_view_of(a);
+  nt_release(a);
+  nt_Tensor *b = MK(NT_F32, SHAPE(4), 9, 9, 9, 9);
+  CHECKV(v, SHAPE(4), 1, 2, 3, 4);
+  nt_release(b);
+  /* small ops: direct path == general path, f32 and f64, all four ops, scalar both sides */
+  for (int d = 0; d < 2; d++) {
+    nt_DType dt = d ? NT_F64 : NT_F32;
+    nt_Tensor *x = rnd(1, SHAPE(37), -2, 2), *y = rnd(1, SHAPE(37), 0.5, 2), *xc, *yc, *xg, *yg, *r1, *r2;
+    OK(xc = nt_to_dtype(x, dt)); OK(yc = nt_to_dtype(y, dt)); OK(xg = nt_clone(xc)); OK(yg = nt_clone(yc));
+    nt_set_requires_grad(xg, true); nt_set_requires_grad(yg, true);   /* these take the general path */
+    for (int op = NT_OP_ADD; op <= NT_OP_DIV; op++) {
+      for (int form = 0; form < 3; form++) {
+        OK(r1 = form == 0 ? nt_binary(op, xc, yc) : nt_binary_scalar(op, yc, 1.7, form == 2));
+        OK(r2 = form == 0 ? nt_binary(op, xg, yg) : nt_binary_scalar(op, yg, 1.7, form == 2));
+        EXPECT(r1->dtype == dt && r1->numel == 37 && !r1->requires_grad && r2->requires_grad, "%s dtype/shape/grad", nt_op_name(op));
+        double *h1 = host(r1), *h2 = host(r2);
+        bool same = !memcmp(h1, h2, 37 * sizeof(double));
+        free(h1); free(h2);
+        nt_release(r1); nt_release(r2);
+        EXPECT(same, "%s form %d dtype %d: direct and general paths differ", nt_op_name(op), form, (int)dt);
+      }
+    }
+    nt_release(x); nt_release(y); nt_release(xc); nt_release(yc); nt_release(xg); nt_release(yg);
+  }
+  return true;
+}
+
 const tt_test tt_tests_ops[] = {
   TT_ENTRY(dtype_promotion),
   TT_ENTRY(half_conversions),
@@ -647,5 +701,6 @@ const tt_test tt_tests_ops[] = {
   TT_ENTRY(long_chain_release),
   TT_ENTRY(device_errors),
   TT_ENTRY(op_table),
+  TT_ENTRY(small_block_cache),
   { NULL, NULL },
 };
