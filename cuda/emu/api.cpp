@@ -191,7 +191,9 @@ struct EmuStream {
 };
 struct EmuEvent { EmuStream *s = nullptr; uint64_t seq = 0; std::vector<uint64_t> seen; };
 static std::mutex smu;                                     // the streams' state (taken before mu, never inside it)
-static std::vector<EmuStream *> streams;                   // by id; [0] the compute stream; nullptr once destroyed
+// by id; [0] the compute stream; nullptr once destroyed.  Never destroyed
+// itself (as smem_optin): static destructors at exit must not orphan the streams
+static std::vector<EmuStream *> &streams = *new std::vector<EmuStream *>;
 static bool compute_created;
 
 static EmuStream *compute_stream(void) {

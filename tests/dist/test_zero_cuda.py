@@ -26,8 +26,9 @@ host staging (the NCCL paths run in the GPU session kit, tools/gpu-session.sh).
   copies until something waits for them and checks that a side-stream copy
   reading device memory is ordered after the compute stream's kernels
   (cuda/emu/api.cpp); with each of the three waits left out
-  (NABLA_TEST_OFFLOAD_SKIP) the copies give wrong values or the checker's
-  fault, with all of them the values are right; dist_pinned tensors are CPU
+  (NABLA_TEST_OFFLOAD_SKIP) the copies give wrong values or the emulator's
+  fault (an unordered read; in training, a deferred copy whose device buffer
+  was freed meanwhile), with all of them the values are right; dist_pinned tensors are CPU
   tensors in pinned memory, counted by dist_pinned_bytes / dist.memory().pinned
   and freed with their last reference (emulated only: a GPU cannot be made to
   show a race on demand);
