@@ -197,6 +197,65 @@ static int core_memcpy(void *dst, nt_Device dd, const void *src, nt_Device sd, s
 
 static const nt_Allocator cuda_allocator = { core_alloc, core_free, core_memcpy };
 
+// ---- side streams, events, pinned host memory (tensor/tbackend.h) -----------------------------
+// For copies that overlap compute (ZeRO's offload, dist/dzero.c): a side
+// stream, events ordering it against the compute stream (stream == nullptr
+// below means the compute stream), page-locked host memory and asynchronous
+// copies.  The caller owns the ordering: the device memory a side-stream copy
+// reads or writes must stay alive, and not be reused by the compute stream,
+// until the copy's event has been waited for (the caching allocator reuses a
+// block on the stream that freed it without knowing about other streams).
+static cudaStream_t side_of(void *s) { return s ? (cudaStream_t)s : stream; }
+static void *api_stream_create(void) {
+  cudaStream_t s = nullptr;
+  if (bind_device()) return nullptr;
+  cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  if (e != cudaSuccess) { cuda_fail(e, "cudaStreamCreateWithFlags (a side stream)", __FILE__, __LINE__); return nullptr; }
+  return (void *)s;
+}
+static void api_stream_destroy(void *s) { if (s && !bind_device()) cudaStreamDestroy((cudaStream_t)s); }
+static void *api_event_create(void) {
+  cudaEvent_t ev = nullptr;
+  if (bind_device()) return nullptr;
+  cudaError_t e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+  if (e != cudaSuccess) { cuda_fail(e, "cudaEventCreateWithFlags", __FILE__, __LINE__); return nullptr; }
+  return (void *)ev;
+}
+static void api_event_destroy(void *ev) { if (ev && !bind_device()) cudaEventDestroy((cudaEvent_t)ev); }
+static int api_event_record(void *ev, void *s) {
+  if (bind_device()) return -1;
+  CU(cudaEventRecord((cudaEvent_t)ev, side_of(s)));
+  return 0;
+}
+static int api_stream_wait(void *s, void *ev) {
+  if (bind_device()) return -1;
+  CU(cudaStreamWaitEvent(side_of(s), (cudaEvent_t)ev, 0));
+  return 0;
+}
+// The host waits for the event; a fault raised meanwhile is reported as at a
+// synchronisation (the error slot of kernels that ran before it too).
+static int api_event_wait(void *ev) {
+  if (bind_device()) return -1;
+  cudaError_t e = cudaEventSynchronize((cudaEvent_t)ev);
+  if (e != cudaSuccess) return sync_stream() ? -1 : cuda_fail(e, "cudaEventSynchronize", __FILE__, __LINE__);
+  return 0;
+}
+static void *api_host_alloc(size_t n) {
+  void *p = nullptr;
+  if (bind_device()) return nullptr;
+  cudaError_t e = cudaHostAlloc(&p, n ? n : 1, cudaHostAllocDefault);
+  if (e != cudaSuccess) { cudaGetLastError(); host->error_set("cannot allocate %zu bytes of pinned host memory: %s", n, cudaGetErrorString(e)); return nullptr; }
+  return p;
+}
+static void api_host_free(void *p) { if (p && !bind_device()) cudaFreeHost(p); }
+// to_device: host -> device, else device -> host; on stream s (nullptr: compute)
+static int api_copy_async(void *dst, const void *src, size_t n, int to_device, void *s) {
+  if (n == 0) return 0;
+  if (bind_device()) return -1;
+  CU(cudaMemcpyAsync(dst, src, n, to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, side_of(s)));
+  return 0;
+}
+
 // ---- device API for the loader ----------------------------------------------------------------
 static int api_device_count(void) { return device_count_; }
 static int api_synchronize(void) { return sync_stream(); }
@@ -299,6 +358,16 @@ static int init_module(nt_DeviceApi *api, char *reason, size_t n) {
   api->memory = api_memory;
   api->empty_cache = api_empty_cache;
   api->device_name = api_device_name;
+  api->stream_create = api_stream_create;
+  api->stream_destroy = api_stream_destroy;
+  api->event_create = api_event_create;
+  api->event_destroy = api_event_destroy;
+  api->event_record = api_event_record;
+  api->stream_wait = api_stream_wait;
+  api->event_wait = api_event_wait;
+  api->host_alloc = api_host_alloc;
+  api->host_free = api_host_free;
+  api->copy_async = api_copy_async;
   nccl_fill_api(api);   // nccl.cu: NCCL collectives (libnccl loaded lazily) and pinned staging
   return 0;
 }

@@ -517,6 +517,18 @@ int api_all_gather(nt_CudaComm *c, const void *send, void *recv, size_t sendbyte
   return collective(c, "all_gather (NCCL)", false, [&](cudaStream_t s) { return lib.AllGather(send, recv, sendbytes, ncclInt8, c->comm, s); });
 }
 
+// The all_gather of stage 3's prefetch (dist/dzero.c): ordered after the
+// compute stream's work like every collective, but the compute stream does
+// not wait for it; `ev` (the caller's event, tensor/tbackend.h) is recorded
+// after it on the communication stream, and the consumer makes the compute
+// stream wait for ev before it reads recv.
+int api_all_gather_async(nt_CudaComm *c, const void *send, void *recv, size_t sendbytes, void *ev) {
+  if (!ev) { host->error_set("all_gather (NCCL, async): no event"); return -1; }
+  if (collective(c, "all_gather (NCCL, async)", true, [&](cudaStream_t s) { return lib.AllGather(send, recv, sendbytes, ncclInt8, c->comm, s); })) return -1;
+  CU(cudaEventRecord((cudaEvent_t)ev, c->cs));
+  return 0;
+}
+
 int api_broadcast(nt_CudaComm *c, void *buf, size_t nbytes, int root) {
   const char *nm = "broadcast (NCCL)";
   if (c && bad_peer(c, nm, root)) return -1;
@@ -633,6 +645,7 @@ void nccl_fill_api(nt_DeviceApi *api) {
   api->comm_all_reduce = api_all_reduce;
   api->comm_all_reduce_async = api_all_reduce_async;
   api->comm_join = api_comm_join;
+  api->comm_all_gather_async = api_all_gather_async;
   api->comm_reduce_scatter = api_reduce_scatter;
   api->comm_all_gather = api_all_gather;
   api->comm_broadcast = api_broadcast;

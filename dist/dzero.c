@@ -26,19 +26,20 @@
 ** ring's own all_gather of a CUDA tensor does, dtensorcoll.c's staged path,
 ** but while the GPU computes the current unit), and the gathered vector is
 ** copied back to the shard's device at the wait.  Under NCCL stage 3 gathers
-** at use instead (an NCCL all_gather the compute stream does not wait for
-** needs an asynchronous all_gather in the module's ABI, which it lacks).
+** at use unless prefetch="nccl": then gather_nccl starts an NCCL all_gather
+** on the communicator's stream that only the consumer's compute stream waits
+** for (an event, tensor/tbackend.h) -- opt-in, as NCCL cannot run here
+** (emulated device) and only the GPU kit's `zero` phase checks it.
 **
 ** And the copies of offload="optimizer" (a GPU model whose optimizer state
 ** and update live on the host): dist_offload_to_host(devs, hosts) copies
 ** each CUDA gradient shard into its (reused) host tensor and
 ** dist_offload_to_device(hosts, devs) each updated host shard into its CUDA
-** tensor, all through the module's one pinned staging buffer (cudaHostAlloc,
-** tensor/tdevice.h): page-locked, so the DMA runs at full speed, and the
-** host->device copies are asynchronous on the module's stream (the host
-** goes on issuing work; kernels queued after them see the data; the next
-** use of the staging buffer waits for them).  device->host waits, as the
-** host update needs the data.
+** tensor, on a side stream ordered by events against the compute stream
+** (tensor/tbackend.h; details at b_offload_to_host), into and out of host
+** tensors in pinned memory (dist_pinned): DMA at full speed that runs while
+** the compute stream works.  device->host waits on the host, as the host
+** update needs the data; host->device makes only the device wait.
 */
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,8 +51,10 @@
 #include "dist/dgroup.h"
 #include "dist/dtensorcoll.h"
 #include "dist/ddataparallel.h"
+#include "dist/dnccl.h"
 #include "tensor/textend.h"
 #include "tensor/tdevice.h"
+#include "tensor/tbackend.h"
 
 /* resident bytes now, from /proc/self/statm (its second field, in pages) */
 static int rss_now(double *bytes) {
@@ -115,6 +118,9 @@ typedef struct Gather {
   nt_DType dtype;
   nt_Device dev;                  /* the shard's device: the result goes back there */
   int st;
+  /* state 3: an NCCL all_gather in flight on the communicator's stream
+  ** (prefetch="nccl"): send/recv held until the compute stream waits for ev */
+  nt_Tensor *send, *recv; void *ev;
 } Gather;
 static Gather GS[NG];
 static unsigned gseq;
@@ -129,15 +135,60 @@ static void *gather_main(void *arg) {
   return NULL;
 }
 
-/* joins every running gather (they keep their results until waited for) */
+/* joins every running gather (they keep their results until waited for).  An
+** NCCL gather needs no draining: later collectives on its communicator queue
+** behind it on the same stream, and every rank issues them in one order. */
 void nbD_zero_drain(void) {
   for (int i = 0; i < NG; i++) if (GS[i].state == 1) { pthread_join(GS[i].th, NULL); GS[i].state = 2; }
 }
 
+/* lets a slot go; an NCCL gather's buffers only once the compute stream
+** waits for it (work queued after -- a reuse of their blocks -- runs after it) */
+static void gather_free(Gather *g) {
+  if (g->ev) { nt_cuda_stream_wait(NULL, g->ev); nt_cuda_event_destroy(g->ev); }
+  nt_release(g->send); nt_release(g->recv);
+  free(g->buf); free(g->fd);
+  g->send = g->recv = NULL; g->ev = NULL; g->buf = NULL; g->fd = NULL; g->state = 0;
+}
+
 /* drops every gather (worker exit, session reset) */
+static void off_shutdown(void);
 void nbD_zero_shutdown(void) {
   nbD_zero_drain();
-  for (int i = 0; i < NG; i++) { free(GS[i].buf); free(GS[i].fd); GS[i].buf = NULL; GS[i].fd = NULL; GS[i].state = 0; }
+  off_shutdown();
+  for (int i = 0; i < NG; i++) gather_free(&GS[i]);
+}
+
+/* prefetch="nccl": the shard (CUDA, contiguous copy held) gathered into a
+** fresh device buffer by an NCCL all_gather on the group communicator's
+** stream that the compute stream does not wait for until dist_gather_wait
+** (tensor/tbackend.h, nt_cuda_comm_all_gather_async).  NCCL does not run on
+** the emulated device: this path is exercised only by the GPU kit's `zero`
+** phase (tests/dist/test_zero_cuda.py under ZERO_BACKEND=nccl), so it is
+** opt-in.  0, or -1 + error. */
+static int gather_nccl(Gather *g, nt_Tensor *x, dr_Group *w) {
+  /* a sub-group's communicator is made on its first collective: an empty one */
+  size_t *zero = calloc((size_t)w->world, sizeof *zero);
+  if (!zero) { nt_error_set("out of memory"); return -1; }
+  int st = dn_all_gather(w, NULL, zero, 1);
+  free(zero);
+  if (st || !w->nccl) { nt_error_set("%s", w->err[0] ? w->err : "no NCCL communicator for this group"); return -1; }
+  bool prev = nt_set_grad_enabled(false);
+  g->send = nt_contiguous(x);
+  int64_t len = x->numel * w->world;
+  g->recv = g->send ? nt_empty(&len, 1, x->dtype, NT_CUDA) : NULL;
+  nt_set_grad_enabled(prev);
+  g->ev = g->recv ? nt_cuda_event_create() : NULL;
+  size_t nb = (size_t)x->numel * nt_dtype_size(x->dtype);
+  if (!g->ev || nt_cuda_comm_all_gather_async(w->nccl, nt_base(g->send), nt_base(g->recv), nb, g->ev)) {
+    if (g->ev) { nt_cuda_event_destroy(g->ev); g->ev = NULL; }   /* nothing was queued that reads them */
+    nt_release(g->send); nt_release(g->recv); g->send = g->recv = NULL;
+    return -1;
+  }
+  w->bytes_sent += nb * (size_t)(w->world - 1); w->bytes_recv += nb * (size_t)(w->world - 1);
+  g->chunk = (size_t)x->numel; g->world = w->world; g->dtype = x->dtype; g->dev = x->device; g->es = nt_dtype_size(x->dtype);
+  g->st = 0; g->seq = ++gseq; g->state = 3;
+  return 0;
 }
 
 static int b_gather_start(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
@@ -148,6 +199,8 @@ static int b_gather_start(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
   if (x->ndim != 1 || (x->dtype != NT_F32 && x->dtype != NT_F64)) return nb_error_kind(vm, "TypeError", "%s: expected a 1-D f32 or f64 tensor", f);
   int id;
   if (nbD_group_arg(vm, f, a[1], &id)) return NB_ERR;
+  bool use_nccl = false;
+  if (nbV_truthy(vm, a[2], &use_nccl)) return NB_ERR;
   int slot = -1;
   for (int i = 0; i < NG && slot < 0; i++) if (GS[i].state == 0) slot = i;
   if (slot < 0) {
@@ -155,9 +208,9 @@ static int b_gather_start(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
     ** dropped after an error) gives its slot up, the oldest first; waiting
     ** on its handle later says it is gone */
     nbD_zero_drain();
-    for (int i = 0; i < NG; i++) if (GS[i].state == 2 && (slot < 0 || GS[i].seq - GS[slot].seq >= (1u << 31))) slot = i;
+    for (int i = 0; i < NG; i++) if ((GS[i].state == 2 || GS[i].state == 3) && (slot < 0 || GS[i].seq - GS[slot].seq >= (1u << 31))) slot = i;
     if (slot < 0) return nb_error_kind(vm, "DistError", "%s: more than %d gathers pending (wait for them)", f, NG);
-    free(GS[slot].buf); free(GS[slot].fd); GS[slot].buf = NULL; GS[slot].fd = NULL; GS[slot].state = 0;
+    gather_free(&GS[slot]);
   }
   Gather *g = &GS[slot];
   nbD_Scope sc;
@@ -165,6 +218,13 @@ static int b_gather_start(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
   nbD_async_drain();                        /* earlier gathers and isends on these links finish first */
   dr_Group *w = nbD_self.g;
   if (w->broken) { nbD_group_leave(&sc); return nb_error_kind(vm, "DistError", "%s: the collective group is broken by an earlier failure (%s)", f, w->err); }
+  if (use_nccl && x->device == NT_CUDA && dn_on(w)) {
+    int st = gather_nccl(g, x, w);
+    nbD_group_leave(&sc);
+    if (st) return nb_error_kind(vm, "DistError", "%s: %s", f, nt_error_msg());
+    *out = nb_int((double)slot * 4294967296.0 + (double)g->seq);
+    return NB_OK;
+  }
   bool prev = nt_set_grad_enabled(false);
   nt_Tensor *h = nt_to_device(x, NT_CPU), *c = h ? nt_contiguous(h) : NULL;
   nt_set_grad_enabled(prev);
@@ -200,6 +260,14 @@ static int b_gather_wait(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
   unsigned seq = (unsigned)(hv - (double)slot * 4294967296.0);
   if (slot < 0 || slot >= NG || GS[slot].state == 0 || GS[slot].seq != seq) return nb_error_kind(vm, "DistError", "%s: no pending gather with this handle (already waited for, or given up: more than 4 were left unwaited)", f);
   Gather *g = &GS[slot];
+  if (g->state == 3) {                      /* NCCL: the compute stream waits for the gather, the host does not */
+    int st = nt_cuda_stream_wait(NULL, g->ev);
+    nt_Tensor *t = st ? NULL : nt_retain(g->recv);
+    gather_free(g);
+    if (!t) return nb_error_kind(vm, "DistError", "%s: %s", f, nt_error_msg());
+    *out = nb_obj(NB_TTENSOR, t);
+    return NB_OK;
+  }
   if (g->state == 1) pthread_join(g->th, NULL);
   dr_Group *w = nbD_self.g;
   if (w) {
@@ -221,7 +289,7 @@ static int b_gather_wait(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
 }
 
 /* ---- offload="optimizer" copies --------------------------------------------------- */
-#define OFF_ALIGN 256             /* each tensor's place in the staging buffer */
+#define OFF_ALIGN 256             /* the size bound below counts each tensor rounded up to this */
 
 /* the two lists as n pairs of (CUDA, host) tensors of one dtype and size each;
 ** 0, or -1 after raising the error */
@@ -244,27 +312,77 @@ static int offload_pairs(nb_VM *vm, const char *f, nb_Value dv, nb_Value hv, int
   return 0;
 }
 
+/* The copies run on a side stream (tensor/tbackend.h), ordered by events:
+**   to_host:   compute --ev_c--> side: D2H of each gradient shard into its
+**              host tensor; the host waits for side's event (the update
+**              needs the data) and only then lets the device tensors go.
+**   to_device: compute --ev_c--> side (the destinations may still be read,
+**              or their blocks be reused, by work queued on compute): H2D of
+**              each updated host shard; compute waits for side's event on
+**              the device, the host does not wait.  The host tensors are held
+**              until a later host wait on the side stream covers the copies
+**              (the next to_host, nbD_zero_shutdown): a pinned source is read
+**              when the copy runs.
+** Host tensors in pinned memory (dist_pinned) make the copies true DMA that
+** overlaps whatever the compute stream runs meanwhile; pageable ones work too
+** (the driver stages them synchronously).
+** NABLA_TEST_OFFLOAD_SKIP=compute-wait|host-wait|device-wait leaves one
+** ordering out: tests/dist/test_zero_cuda.py checks that the emulated device
+** (cuda/emu/api.cpp: deferred side streams, ordering checker) catches each. */
+static void *off_side, *off_ev_c, *off_ev_s;
+static nt_Tensor **off_held;                  /* host sources of H2D copies not yet waited for */
+static int off_nheld;
+
+static int off_skip(const char *what) {
+  const char *e = getenv("NABLA_TEST_OFFLOAD_SKIP");
+  return e && !strcmp(e, what);
+}
+
+static void off_release_held(void) {
+  for (int i = 0; i < off_nheld; i++) nt_release(off_held[i]);
+  free(off_held); off_held = NULL; off_nheld = 0;
+}
+
+static int off_ready(void) {
+  if (!off_side && !(off_side = nt_cuda_stream_create())) return -1;
+  if (!off_ev_c && !(off_ev_c = nt_cuda_event_create())) return -1;
+  if (!off_ev_s && !(off_ev_s = nt_cuda_event_create())) return -1;
+  return 0;
+}
+
+/* the side stream's work done (the host waited), the held sources let go */
+static void off_shutdown(void) {
+  if (off_side && off_ev_s && !nt_cuda_event_record(off_ev_s, off_side)) nt_cuda_event_wait(off_ev_s);
+  off_release_held();
+  nt_cuda_event_destroy(off_ev_c); nt_cuda_event_destroy(off_ev_s); nt_cuda_stream_destroy(off_side);
+  off_ev_c = off_ev_s = off_side = NULL;
+}
+
 static int b_offload_to_host(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
   (void)n; const char *f = "dist_offload_to_host";
   int k; size_t total;
   if (offload_pairs(vm, f, a[0], a[1], &k, &total)) return NB_ERR;
   nb_List *d = nb_list(a[0]), *h = nb_list(a[1]);
-  char *stage = total ? nt_cuda_staging(total) : NULL;
-  if (total && !stage) return nb_error_kind(vm, "DistError", "%s: %s", f, nt_error_msg());
-  size_t off = 0;
-  for (int i = 0; i < k; i++) {
-    nt_Tensor *dv = (nt_Tensor *)d->items[i].u.p, *hv = (nt_Tensor *)h->items[i].u.p;
-    size_t nb = (size_t)dv->numel * nt_dtype_size(dv->dtype);
-    bool prev = nt_set_grad_enabled(false);
-    nt_Tensor *c = nt_contiguous(dv);
-    nt_set_grad_enabled(prev);
-    int st = !c || nt_cuda_to_host(stage + off, nt_base(c), nb);
-    nt_release(c);
-    if (st) return nb_error_kind(vm, "DistError", "%s: %s", f, nt_error_msg());
-    memcpy(nt_base(hv), stage + off, nb);
-    nt_bump_version(hv);
-    off += (nb + OFF_ALIGN - 1) / OFF_ALIGN * OFF_ALIGN;
+  nt_Tensor **c = calloc((size_t)k + 1, sizeof *c);
+  if (!c) return nb_error_kind(vm, "MemoryError", "%s: out of memory", f);
+  int st = off_ready();
+  /* contiguous sources first: a copy kernel for one runs on the compute stream, before ev_c */
+  bool prev = nt_set_grad_enabled(false);
+  for (int i = 0; i < k && !st; i++) st = !(c[i] = nt_contiguous((nt_Tensor *)d->items[i].u.p));
+  nt_set_grad_enabled(prev);
+  if (!st) st = nt_cuda_event_record(off_ev_c, NULL);
+  if (!st && !off_skip("compute-wait")) st = nt_cuda_stream_wait(off_side, off_ev_c);
+  for (int i = 0; i < k && !st; i++) {
+    nt_Tensor *hv = (nt_Tensor *)h->items[i].u.p;
+    st = nt_cuda_copy_async(nt_base(hv), nt_base(c[i]), (size_t)c[i]->numel * nt_dtype_size(c[i]->dtype), 0, off_side);
   }
+  if (!st) st = nt_cuda_event_record(off_ev_s, off_side);
+  if (!st && !off_skip("host-wait")) st = nt_cuda_event_wait(off_ev_s);   /* the device tensors may go now */
+  if (!st) off_release_held();               /* the earlier host->device copies ran before these */
+  for (int i = 0; i < k; i++) nt_release(c[i]);
+  free(c);
+  if (st) return nb_error_kind(vm, "DistError", "%s: %s", f, nt_error_msg());
+  for (int i = 0; i < k; i++) nt_bump_version((nt_Tensor *)h->items[i].u.p);
   *out = nb_nil();
   return NB_OK;
 }
@@ -276,18 +394,46 @@ static int b_offload_to_device(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
   nb_List *h = nb_list(a[0]), *d = nb_list(a[1]);
   for (int i = 0; i < k; i++)
     if (!nt_is_contiguous((nt_Tensor *)d->items[i].u.p)) return nb_error_kind(vm, "ValueError", "%s: device tensor %d is not contiguous", f, i);
-  char *stage = total ? nt_cuda_staging(total) : NULL;   /* waits for the previous copies out of it */
-  if (total && !stage) return nb_error_kind(vm, "DistError", "%s: %s", f, nt_error_msg());
-  size_t off = 0;
-  for (int i = 0; i < k; i++) {
+  nt_Tensor **held = realloc(off_held, sizeof *held * ((size_t)off_nheld + (size_t)k + 1));
+  if (!held) return nb_error_kind(vm, "MemoryError", "%s: out of memory", f);
+  off_held = held;
+  int st = off_ready();
+  if (!st) st = nt_cuda_event_record(off_ev_c, NULL);
+  if (!st) st = nt_cuda_stream_wait(off_side, off_ev_c);
+  for (int i = 0; i < k && !st; i++) {
     nt_Tensor *hv = (nt_Tensor *)h->items[i].u.p, *dv = (nt_Tensor *)d->items[i].u.p;
-    size_t nb = (size_t)dv->numel * nt_dtype_size(dv->dtype);
-    memcpy(stage + off, nt_base(hv), nb);
-    if (nt_cuda_to_device(nt_base(dv), stage + off, nb)) return nb_error_kind(vm, "DistError", "%s: %s", f, nt_error_msg());
+    st = nt_cuda_copy_async(nt_base(dv), nt_base(hv), (size_t)dv->numel * nt_dtype_size(dv->dtype), 1, off_side);
+    if (!st) off_held[off_nheld++] = nt_retain(hv);
     nt_bump_version(dv);
-    off += (nb + OFF_ALIGN - 1) / OFF_ALIGN * OFF_ALIGN;
   }
+  if (!st) st = nt_cuda_event_record(off_ev_s, off_side);
+  if (!st && !off_skip("device-wait")) st = nt_cuda_stream_wait(NULL, off_ev_s);   /* the device waits, not the host */
+  if (st) return nb_error_kind(vm, "DistError", "%s: %s", f, nt_error_msg());
   *out = nb_nil();
+  return NB_OK;
+}
+
+/* dist_pinned(t): a contiguous copy of t in pinned host memory (a CPU tensor) */
+static int b_pinned(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
+  (void)n; const char *f = "dist_pinned";
+  if (a[0].t != NB_TTENSOR) return nb_error_kind(vm, "TypeError", "%s: expected a tensor", f);
+  nt_Tensor *x = (nt_Tensor *)a[0].u.p;
+  nt_Tensor *p = nt_cuda_pinned_empty(x->shape, x->ndim, x->dtype);
+  bool prev = nt_set_grad_enabled(false);
+  nt_Tensor *h = p ? nt_to_device(x, NT_CPU) : NULL, *c = h ? nt_contiguous(h) : NULL;
+  nt_set_grad_enabled(prev);
+  nt_release(h);
+  if (c) memcpy(nt_base(p), nt_base(c), (size_t)c->numel * nt_dtype_size(c->dtype));
+  int st = !c;
+  nt_release(c);
+  if (st) { nt_release(p); return nb_error_kind(vm, "DistError", "%s: %s", f, nt_error_msg()); }
+  *out = nb_obj(NB_TTENSOR, p);
+  return NB_OK;
+}
+
+static int b_pinned_bytes(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
+  (void)vm; (void)a; (void)n;
+  *out = nb_int((double)nt_cuda_pinned_bytes());
   return NB_OK;
 }
 
@@ -300,10 +446,12 @@ static int b_grad_enabled(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
 static nb_Builtin zero_builtins[] = {
   { "dist_rss", b_rss, "", "dist_rss(): {rss, peak_rss} bytes of this process's resident set, now and at its high-water mark (use dist.memory)" },
   { "dist_reset_peak", b_reset_peak, "", "dist_reset_peak(): starts a new high-water mark of the resident set (Linux clear_refs)" },
-  { "dist_gather_start", b_gather_start, "shard, group=nil", "dist_gather_start(shard, group=nil): starts an all_gather of every rank's 1-D f32/f64 shard (same size everywhere) on a thread; returns a handle for dist_gather_wait (stage 3's prefetch; not recorded; a CUDA shard is staged through host memory)" },
+  { "dist_gather_start", b_gather_start, "shard, group=nil, nccl=false", "dist_gather_start(shard, group=nil, nccl=false): starts an all_gather of every rank's 1-D f32/f64 shard (same size everywhere) on a thread; returns a handle for dist_gather_wait (stage 3's prefetch; not recorded; a CUDA shard is staged through host memory; nccl=true with a CUDA shard under the nccl backend: an asynchronous NCCL all_gather on the device instead)" },
   { "dist_gather_wait", b_gather_wait, "h", "dist_gather_wait(h): the gathered vector (world x chunk elements, rank order, on the shard's device) of a dist_gather_start" },
-  { "dist_offload_to_host", b_offload_to_host, "devs, hosts", "dist_offload_to_host(devs, hosts): copies each CUDA tensor of devs into the contiguous host tensor of hosts at the same place (same dtype and size) through pinned staging (offload=\"optimizer\")" },
-  { "dist_offload_to_device", b_offload_to_device, "hosts, devs", "dist_offload_to_device(hosts, devs): copies each contiguous host tensor into the contiguous CUDA tensor of devs at the same place through pinned staging, asynchronously on the device's stream (offload=\"optimizer\")" },
+  { "dist_offload_to_host", b_offload_to_host, "devs, hosts", "dist_offload_to_host(devs, hosts): copies each CUDA tensor of devs into the contiguous host tensor of hosts at the same place (same dtype and size) on a side stream after the compute stream's work, and waits for the copies (offload=\"optimizer\")" },
+  { "dist_offload_to_device", b_offload_to_device, "hosts, devs", "dist_offload_to_device(hosts, devs): copies each contiguous host tensor into the contiguous CUDA tensor of devs at the same place, asynchronously on a side stream; work queued on the compute stream afterwards waits for the copies on the device (offload=\"optimizer\")" },
+  { "dist_pinned", b_pinned, "t", "dist_pinned(t): a copy of t in pinned (page-locked) host memory, a CPU tensor whose copies to and from the GPU are DMA that can overlap compute (offload=\"optimizer\"); needs CUDA" },
+  { "dist_pinned_bytes", b_pinned_bytes, "", "dist_pinned_bytes(): bytes of pinned host tensors alive in this process (dist.memory().pinned)" },
   { "dist_grad_enabled", b_grad_enabled, "", "dist_grad_enabled(): whether operations are being recorded now (false inside no_grad and the first run of a checkpoint)" },
   { NULL, NULL, NULL, NULL },
 };

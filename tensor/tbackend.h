@@ -109,6 +109,55 @@ static inline int nt_dispatch(int op, nt_Device dev, const nt_KernelArgs *a) {
   return -1;
 }
 
+/* ---- streams, events and pinned host memory (CUDA; tdevice.c) -----------------
+** For copies that overlap compute on a GPU (ZeRO's offload, dist/dzero.c).
+** The CPU backend has none of this: each function fails with "CUDA is not
+** available: ..." (or "the CUDA module has no ...") without a CUDA module, so
+** callers check the return.  A stream or event is an opaque handle; a NULL
+** stream means the compute stream every op runs on.  All of it belongs to the
+** thread that made it (the interpreter's).
+**
+**  nt_cuda_stream_create()   a new non-blocking side stream; NULL + error
+**  nt_cuda_event_create()    an event (no timing); NULL + error
+**  nt_cuda_event_record(ev, s)   ev marks the work queued on s so far
+**  nt_cuda_stream_wait(s, ev)    work queued on s from now on waits (on the
+**                            device) for ev's work; the host does not wait
+**  nt_cuda_event_wait(ev)    the host waits for ev's work; a fault raised by
+**                            then is reported as at a synchronisation
+**  nt_cuda_copy_async(dst, src, n, to_device, s)   n bytes host -> device
+**                            (to_device) or device -> host, queued on s.  The
+**                            host side should be pinned (below): then the
+**                            copy reads or writes it when it runs, so it must
+**                            not be touched until an event recorded after the
+**                            copy is waited for; pageable host memory makes
+**                            the call synchronous for the host.  The device
+**                            side must stay alive -- and not be freed and
+**                            reused by the compute stream -- until then.
+**  nt_cuda_pinned_empty(shape, ndim, dt)   a CPU tensor whose storage is
+**                            page-locked host memory (cudaHostAlloc), usable
+**                            like any CPU tensor; freed (cudaFreeHost) when
+**                            its storage's last reference goes.  Storages of
+**                            NT_INLINE_BYTES or less live inside their header
+**                            and are not pinned (too small to matter).
+**  nt_cuda_pinned_bytes()    bytes of pinned storage alive now (0 without CUDA)
+** The destroy functions take NULL.  Return 0, or -1 + error. */
+void *nt_cuda_stream_create(void);
+void  nt_cuda_stream_destroy(void *s);
+void *nt_cuda_event_create(void);
+void  nt_cuda_event_destroy(void *ev);
+int   nt_cuda_event_record(void *ev, void *s);
+int   nt_cuda_stream_wait(void *s, void *ev);
+int   nt_cuda_event_wait(void *ev);
+int   nt_cuda_copy_async(void *dst, const void *src, size_t n, int to_device, void *s);
+nt_Tensor *nt_cuda_pinned_empty(const int64_t *shape, int ndim, nt_DType dt);
+size_t nt_cuda_pinned_bytes(void);
+/* nt_cuda_comm_all_gather (tdevice.h) that the compute stream does NOT wait
+** for: ev (an event of nt_cuda_event_create) is recorded after the gather on
+** the communicator's stream; the consumer calls nt_cuda_stream_wait(NULL, ev)
+** before reading recv, and send/recv must stay alive (not freed, not
+** rewritten) until then.  Stage 3's prefetch under NCCL (dist/dzero.c). */
+int nt_cuda_comm_all_gather_async(nt_CudaComm *c, const void *send, void *recv, size_t sendbytes, void *ev);
+
 /* ---- ABI between the loader and the module (not for users) -------------------- */
 #define NT_DEVICE_ABI_VERSION 3
 struct nt_KernelArgs;
@@ -154,6 +203,20 @@ typedef struct nt_DeviceApi {                   /* filled by the module's init *
   int (*to_host)(void *dst, const void *dev_src, size_t n);
   int (*to_device)(void *dev_dst, const void *src, size_t n);
   int (*device_name)(char *out, size_t n);    /* appended: NULL in an older module */
+  /* appended: side streams, events, pinned host memory, async copies (the
+  ** nt_cuda_stream_* / nt_cuda_event_* / nt_cuda_pinned_* / nt_cuda_copy_async
+  ** functions below, same contracts); NULL in an older module */
+  void *(*stream_create)(void);
+  void (*stream_destroy)(void *s);
+  void *(*event_create)(void);
+  void (*event_destroy)(void *ev);
+  int (*event_record)(void *ev, void *s);
+  int (*stream_wait)(void *s, void *ev);
+  int (*event_wait)(void *ev);
+  void *(*host_alloc)(size_t n);
+  void (*host_free)(void *p);
+  int (*copy_async)(void *dst, const void *src, size_t n, int to_device, void *s);
+  int (*comm_all_gather_async)(nt_CudaComm *c, const void *send, void *recv, size_t sendbytes, void *ev);
 } nt_DeviceApi;
 /* The module exports:  int nabla_cuda_init(const nt_HostApi *, nt_DeviceApi *, char *reason, size_t n);
 ** returning 0, or -1 with the reason why CUDA cannot be used. */

@@ -293,3 +293,96 @@ int nt_cuda_comm_group_end(nt_CudaComm *c) { NEED_API(comm_group_end, -1); retur
 void *nt_cuda_staging(size_t n) { NEED_API(staging, NULL); return cuda_api.staging(n); }
 int nt_cuda_to_host(void *dst, const void *dev_src, size_t n) { NEED_API(to_host, -1); return cuda_api.to_host(dst, dev_src, n); }
 int nt_cuda_to_device(void *dev_dst, const void *src, size_t n) { NEED_API(to_device, -1); return cuda_api.to_device(dev_dst, src, n); }
+
+/* ---- streams, events, pinned host memory (tbackend.h): forwards to the module ---- */
+void *nt_cuda_stream_create(void) { NEED_API(stream_create, NULL); return cuda_api.stream_create(); }
+void nt_cuda_stream_destroy(void *s) { if (s && cuda_ready && cuda_api.stream_destroy) cuda_api.stream_destroy(s); }
+void *nt_cuda_event_create(void) { NEED_API(event_create, NULL); return cuda_api.event_create(); }
+void nt_cuda_event_destroy(void *ev) { if (ev && cuda_ready && cuda_api.event_destroy) cuda_api.event_destroy(ev); }
+int nt_cuda_event_record(void *ev, void *s) { NEED_API(event_record, -1); return cuda_api.event_record(ev, s); }
+int nt_cuda_stream_wait(void *s, void *ev) { NEED_API(stream_wait, -1); return cuda_api.stream_wait(s, ev); }
+int nt_cuda_event_wait(void *ev) { NEED_API(event_wait, -1); return cuda_api.event_wait(ev); }
+int nt_cuda_comm_all_gather_async(nt_CudaComm *c, const void *send, void *recv, size_t sendbytes, void *ev) {
+  NEED_API(comm_all_gather_async, -1); return cuda_api.comm_all_gather_async(c, send, recv, sendbytes, ev);
+}
+int nt_cuda_copy_async(void *dst, const void *src, size_t n, int to_device, void *s) {
+  NEED_API(copy_async, -1); return cuda_api.copy_async(dst, src, n, to_device, s);
+}
+
+/* Pinned storage.  A storage has no deleter of its own: the core frees it
+** through its device's allocator, so the CPU allocator is wrapped (once, at
+** the first pinned tensor): its alloc hands out pinned memory while
+** nt_cuda_pinned_empty asks for it (a flag of this thread), and its free
+** returns a pointer it handed out to the module (cudaFreeHost), any other to
+** the plain CPU allocator.  Until the first pinned tensor nothing changes;
+** after, a CPU free costs one atomic load while no pinned storage is alive,
+** and a scan of the live pinned blocks (a handful: ZeRO keeps one or two
+** per layout) while some are. */
+static nt_Allocator cpu_plain;
+static pthread_once_t pin_once = PTHREAD_ONCE_INIT;
+static _Thread_local bool want_pinned;
+static pthread_mutex_t pin_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct { void *p; size_t n; } *pins;        /* live pinned blocks (under pin_mu) */
+static size_t npins, pin_cap, pin_bytes;
+static _Atomic size_t pin_live;                    /* npins, read without the lock */
+static char pin_err[300];
+
+static void *pinned_alloc(size_t n) {
+  if (!want_pinned) return cpu_plain.alloc(n);
+  void *p = cuda_api.host_alloc(n);
+  if (!p) { fmt(pin_err, sizeof pin_err, "%s", nt_error_msg()); return NULL; }
+  pthread_mutex_lock(&pin_mu);
+  if (npins == pin_cap) {
+    size_t cap = pin_cap ? 2 * pin_cap : 16;
+    void *q = realloc(pins, cap * sizeof *pins);
+    if (!q) { pthread_mutex_unlock(&pin_mu); cuda_api.host_free(p); fmt(pin_err, sizeof pin_err, "out of memory"); return NULL; }
+    pins = q; pin_cap = cap;
+  }
+  pins[npins].p = p; pins[npins].n = n; npins++; pin_bytes += n;
+  pin_live = npins;
+  pthread_mutex_unlock(&pin_mu);
+  return p;
+}
+
+static void pinned_free(void *p) {
+  if (p && pin_live) {
+    pthread_mutex_lock(&pin_mu);
+    for (size_t i = 0; i < npins; i++)
+      if (pins[i].p == p) {
+        pin_bytes -= pins[i].n;
+        pins[i] = pins[--npins];
+        pin_live = npins;
+        if (!npins) { free(pins); pins = NULL; pin_cap = 0; }   /* nothing left for LeakSanitizer */
+        pthread_mutex_unlock(&pin_mu);
+        cuda_api.host_free(p);
+        return;
+      }
+    pthread_mutex_unlock(&pin_mu);
+  }
+  cpu_plain.free(p);
+}
+
+static void pin_install(void) {
+  cpu_plain = *nt_allocator(NT_CPU);
+  nt_Allocator a = { pinned_alloc, pinned_free, cpu_plain.memcpy };
+  nt_register_allocator(NT_CPU, &a);
+}
+
+nt_Tensor *nt_cuda_pinned_empty(const int64_t *shape, int ndim, nt_DType dt) {
+  NEED_API(host_alloc, NULL);
+  if (!cuda_api.host_free) { nt_error_set("the CUDA module has no host_free (rebuild nabla_cuda.so)"); return NULL; }
+  pthread_once(&pin_once, pin_install);
+  want_pinned = true;
+  pin_err[0] = 0;
+  nt_Tensor *t = nt_empty(shape, ndim, dt, NT_CPU);
+  want_pinned = false;
+  if (!t && pin_err[0]) nt_error_set("pinned host tensor: %s", pin_err);
+  return t;
+}
+
+size_t nt_cuda_pinned_bytes(void) {
+  pthread_mutex_lock(&pin_mu);
+  size_t n = pin_bytes;
+  pthread_mutex_unlock(&pin_mu);
+  return n;
+}

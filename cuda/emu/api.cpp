@@ -1,8 +1,8 @@
 // api.cpp — the CUDA runtime API of the emulated device (docs/cuda.md,
 // "Emulated device"), served on host memory: device queries, cudaMalloc and
 // copies (checked against the device memory map that runtime.cpp's access
-// checker also reads), pinned and mapped host memory, the single in-order
-// stream and its events, error strings, and the NCCL entry points that say
+// checker also reads), pinned and mapped host memory, the compute stream
+// (eager) and side streams (deferred copies, ordering checked) with their events, error strings, and the NCCL entry points that say
 // NCCL is not emulated.  Kernel execution itself is runtime.cpp's; runtime.h
 // is what the two share.
 //
@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <vector>
 
 // ---- the CUDA runtime API, served on host memory ---------------------------------------------------------------------
 using namespace emu;
@@ -24,7 +25,6 @@ static bool is_device(const void *p) { return range_ok(p, 1); }
 EXPORT cudaError_t cudaGetDeviceCount(int *n) { *n = 1; return cudaSuccess; }
 EXPORT cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : fail(cudaErrorInvalidDevice); }
 EXPORT cudaError_t cudaGetDevice(int *d) { *d = 0; return cudaSuccess; }
-EXPORT cudaError_t cudaDeviceSynchronize(void) { return take_fault(); }
 
 EXPORT cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr attr, int dev) {
   if (dev != 0) return fail(cudaErrorInvalidDevice);
@@ -160,17 +160,125 @@ EXPORT cudaError_t cudaHostGetDevicePointer(void **d, void *h, unsigned flags) {
   return cudaSuccess;
 }
 
+// ---- streams and events ------------------------------------------------------------------------------------------
+// The COMPUTE stream (the_stream(): the first stream created, which is the
+// module's, and the legacy handles 0..2) runs everything when it is enqueued.
+// Every stream created after it is a SIDE stream (the offload copies'; NCCL's
+// would be too, but NCCL is not emulated): its copies and memsets are DEFERRED
+// -- queued, and run only when something waits for them (an event recorded
+// after them waited for by another stream or the host, a stream or device
+// synchronisation).  So work the module forgets to wait for shows as stale
+// data: a host read of a pinned buffer before its device->host copy was
+// waited for, a kernel that reads parameters before their host->device copy,
+// a copy whose device buffer was freed and reused meanwhile.  The opposite
+// race -- a side-stream copy that reads device memory before the compute
+// stream's kernel producing it -- cannot be reproduced with eager kernels, so
+// it is DETECTED: each stream keeps the clock of every other stream it is
+// ordered after (through events), and a side-stream copy that reads device
+// memory while another stream has a kernel or copy it is not ordered after is
+// a fault (a kernel may write any device memory: no finer tracking).  As on a
+// GPU: a copy from pageable host memory reads it when enqueued, one into
+// pageable memory waits for the stream; pinned memory is read and written
+// when the copy runs.
+struct Op { uint64_t seq; std::vector<char> snap; void *dst; const void *src; size_t n; bool dd, sd; int memset_v; };
+struct EmuStream {
+  int id;
+  bool side;
+  uint64_t clock = 0;                                      // ops enqueued on it
+  uint64_t last_write = 0;                                 // clock of its last op that may write device memory
+  std::vector<uint64_t> seen;                              // seen[j]: how far into stream j this one is ordered
+  std::vector<Op> pending;                                 // a side stream's deferred ops, in order
+};
+struct EmuEvent { EmuStream *s = nullptr; uint64_t seq = 0; std::vector<uint64_t> seen; };
+static std::mutex smu;                                     // the streams' state (taken before mu, never inside it)
+// by id; [0] the compute stream; nullptr once destroyed.  Never destroyed
+// itself (as smem_optin): static destructors at exit must not orphan the streams
+static std::vector<EmuStream *> &streams = *new std::vector<EmuStream *>;
+static bool compute_created;
+
+static EmuStream *compute_stream(void) {
+  if (streams.empty()) streams.push_back(new EmuStream{ 0, false, 0, 0, {}, {} });
+  return streams[0];
+}
+// caller holds smu
+static EmuStream *stream_of(cudaStream_t s) {
+  if (s == the_stream() || (uintptr_t)s <= 2) return compute_stream();
+  for (EmuStream *x : streams) if (x && (cudaStream_t)x == s) return x;
+  return nullptr;
+}
+bool emu::stream_known(cudaStream_t s) { std::lock_guard<std::mutex> g(smu); return stream_of(s) != nullptr; }
+static uint64_t seen_of(EmuStream *s, int j) { return (size_t)j < s->seen.size() ? s->seen[j] : 0; }
+static void set_seen(EmuStream *s, int j, uint64_t v) { if (s->seen.size() <= (size_t)j) s->seen.resize((size_t)j + 1, 0); if (s->seen[j] < v) s->seen[j] = v; }
+
 // Device-side operands of copies and memsets must be device memory, whole: a
 // wrong size or pointer in the module's bookkeeping fails here, not silently.
 static cudaError_t check_side(const void *p, size_t n, bool device, const char *what) {
   if (!device || n == 0) return cudaSuccess;
   if (range_ok(p, n)) return cudaSuccess;
-  report("%s: %zu bytes at %p are not device memory (%s)", what, n, p, describe_address((uintptr_t)p).c_str());
+  std::string where;
+  { std::lock_guard<std::mutex> g(mu); where = describe_address((uintptr_t)p); }
+  report("%s: %zu bytes at %p are not device memory (%s)", what, n, p, where.c_str());
   return fail(cudaErrorInvalidValue);
 }
+static bool host_pinned(const void *p, size_t n) {
+  std::lock_guard<std::mutex> g(mu);
+  auto r = raw.upper_bound((uintptr_t)p);
+  if (r == raw.begin()) return false;
+  --r;
+  return r->second.pinned && (uintptr_t)p >= r->first && (uintptr_t)p + n <= r->second.end;
+}
 
-EXPORT cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind kind, cudaStream_t s) {
-  (void)s;
+// runs a deferred op; its device side is checked now (it may have been freed since it was enqueued)
+static void run_op(Op &o) {
+  if (o.memset_v >= 0) {
+    if (!range_ok(o.dst, o.n)) { set_fault(cudaErrorIllegalAddress, "a memset deferred on a side stream ran after its device memory was freed"); report("a memset deferred on a side stream ran after its %zu bytes at %p were freed", o.n, o.dst); return; }
+    memset(o.dst, o.memset_v, o.n);
+    return;
+  }
+  if ((o.dd && !range_ok(o.dst, o.n)) || (o.sd && !range_ok(o.src, o.n))) {
+    char buf[300];
+    snprintf(buf, sizeof buf, "a copy deferred on a side stream ran after its device %s (%zu bytes at %p) was freed: it was not kept alive until the copy was waited for",
+             o.sd && !range_ok(o.src, o.n) ? "source" : "destination", o.n, o.sd && !range_ok(o.src, o.n) ? o.src : o.dst);
+    report("%s", buf);
+    set_fault(cudaErrorIllegalAddress, buf);
+    return;
+  }
+  memmove(o.dst, o.snap.empty() ? o.src : o.snap.data(), o.n);
+}
+// runs s's deferred ops up to and including clock `upto`; caller holds smu
+static void flush(EmuStream *s, uint64_t upto) {
+  size_t k = 0;
+  while (k < s->pending.size() && s->pending[k].seq <= upto) run_op(s->pending[k++]);
+  s->pending.erase(s->pending.begin(), s->pending.begin() + (long)k);
+}
+static void flush_all(void) { for (EmuStream *x : streams) if (x) flush(x, UINT64_MAX); }
+
+void emu::stream_note_write(cudaStream_t st) {
+  std::lock_guard<std::mutex> g(smu);
+  EmuStream *s = stream_of(st);
+  if (!s) return;
+  flush(s, UINT64_MAX);                                    // a kernel runs now: what was queued before it runs first
+  s->last_write = ++s->clock;
+  set_seen(s, s->id, s->clock);
+}
+
+// A side-stream op that reads device memory must be ordered after every other
+// stream's last op that may have written it; caller holds smu.
+static void check_ordered(EmuStream *s, const char *what) {
+  for (EmuStream *o : streams) {
+    if (!o || o == s || !o->last_write || seen_of(s, o->id) >= o->last_write) continue;
+    char buf[600];
+    snprintf(buf, sizeof buf, "%s on side stream %d reads device memory that %s stream%s op %llu (a kernel or copy) may still be writing: "
+             "no event orders it after that op (a missing cudaStreamWaitEvent; the stream has waited up to op %llu)",
+             what, s->id, o->side ? "side" : "the compute", o->side ? "'s" : "'s", (unsigned long long)o->last_write,
+             (unsigned long long)seen_of(s, o->id));
+    report("%s", buf);
+    set_fault(cudaErrorLaunchFailure, buf);
+    return;
+  }
+}
+
+EXPORT cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind kind, cudaStream_t st) {
   if (n == 0) return cudaSuccess;
   if (!dst || !src) return fail(cudaErrorInvalidValue);
   bool dd, sd;
@@ -184,8 +292,27 @@ EXPORT cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMem
   }
   cudaError_t e;
   if ((e = check_side(dst, n, dd, "cudaMemcpy destination")) || (e = check_side(src, n, sd, "cudaMemcpy source"))) return e;
-  memmove(dst, src, n);
-  if (kind == cudaMemcpyDeviceToHost) return take_fault();  // the copy waits for the stream: a fault shows here
+  std::unique_lock<std::mutex> g(smu);
+  EmuStream *s = stream_of(st);
+  if (!s) return fail(cudaErrorInvalidResourceHandle);
+  uint64_t seq = ++s->clock;
+  set_seen(s, s->id, seq);
+  if (dd) s->last_write = seq;
+  if (!s->side) {
+    g.unlock();
+    memmove(dst, src, n);
+    if (kind == cudaMemcpyDeviceToHost || (!dd && sd)) return take_fault();   // the copy waits for the stream: a fault shows here
+    return cudaSuccess;
+  }
+  if (sd) check_ordered(s, "cudaMemcpyAsync");
+  Op o{ seq, {}, dst, src, n, dd, sd, -1 };
+  if (!sd && !host_pinned(src, n)) o.snap.assign((const char *)src, (const char *)src + n);   // pageable: staged now
+  s->pending.push_back(std::move(o));
+  if (!dd && !host_pinned(dst, n)) {                       // into pageable memory: synchronous for the host
+    flush(s, UINT64_MAX);
+    g.unlock();
+    return take_fault();
+  }
   return cudaSuccess;
 }
 EXPORT cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind kind) {
@@ -193,41 +320,100 @@ EXPORT cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKi
   return e != cudaSuccess ? e : take_fault();
 }
 
-EXPORT cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s) {
-  (void)s;
+EXPORT cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t st) {
   if (n == 0) return cudaSuccess;
   cudaError_t e = check_side(p, n, true, "cudaMemset");
   if (e) return e;
+  std::unique_lock<std::mutex> g(smu);
+  EmuStream *s = stream_of(st);
+  if (!s) return fail(cudaErrorInvalidResourceHandle);
+  s->last_write = ++s->clock;
+  set_seen(s, s->id, s->clock);
+  if (s->side) { s->pending.push_back(Op{ s->clock, {}, p, nullptr, n, true, false, v & 0xff }); return cudaSuccess; }
+  g.unlock();
   memset(p, v, n);
   return cudaSuccess;
 }
 EXPORT cudaError_t cudaMemset(void *p, int v, size_t n) { return cudaMemsetAsync(p, v, n, nullptr); }
 EXPORT cudaError_t cudaMemset2DAsync(void *p, size_t pitch, int v, size_t width, size_t height, cudaStream_t s) {
-  (void)s;
   if (width == 0 || height == 0) return cudaSuccess;
   if (width > pitch) return fail(cudaErrorInvalidPitchValue);
   cudaError_t e = check_side(p, pitch * (height - 1) + width, true, "cudaMemset2D");
   if (e) return e;
-  for (size_t r = 0; r < height; r++) memset((char *)p + r * pitch, v, width);
+  for (size_t r = 0; r < height; r++) if ((e = cudaMemsetAsync((char *)p + r * pitch, v, width, s))) return e;
   return cudaSuccess;
 }
 
-// ---- streams and events: in-order host queues, so work is done when it is enqueued ------------------------------------
-EXPORT cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) { (void)flags; *s = the_stream(); return cudaSuccess; }
-EXPORT cudaError_t cudaStreamCreate(cudaStream_t *s) { *s = the_stream(); return cudaSuccess; }
-// one in-order queue: priorities order nothing, and a wait on an event is already satisfied
-EXPORT cudaError_t cudaStreamCreateWithPriority(cudaStream_t *s, unsigned flags, int priority) { (void)flags; (void)priority; *s = the_stream(); return cudaSuccess; }
+static cudaError_t create_stream(cudaStream_t *s) {
+  std::lock_guard<std::mutex> g(smu);
+  compute_stream();
+  if (!compute_created) { compute_created = true; *s = the_stream(); return cudaSuccess; }
+  EmuStream *x = new EmuStream{ (int)streams.size(), true, 0, 0, {}, {} };
+  streams.push_back(x);
+  *s = (cudaStream_t)x;
+  return cudaSuccess;
+}
+EXPORT cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) { (void)flags; return create_stream(s); }
+EXPORT cudaError_t cudaStreamCreate(cudaStream_t *s) { return create_stream(s); }
+// priorities order nothing here
+EXPORT cudaError_t cudaStreamCreateWithPriority(cudaStream_t *s, unsigned flags, int priority) { (void)flags; (void)priority; return create_stream(s); }
 EXPORT cudaError_t cudaDeviceGetStreamPriorityRange(int *least, int *greatest) { if (least) *least = 0; if (greatest) *greatest = -5; return cudaSuccess; }
-EXPORT cudaError_t cudaStreamDestroy(cudaStream_t s) { (void)s; return cudaSuccess; }
-EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t s) { (void)s; return take_fault(); }
-struct EmuEvent { int recorded; };
-EXPORT cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags) { (void)flags; *e = (cudaEvent_t) new EmuEvent{ 0 }; return cudaSuccess; }
+// as on a GPU, work left on a destroyed stream still runs
+EXPORT cudaError_t cudaStreamDestroy(cudaStream_t st) {
+  std::lock_guard<std::mutex> g(smu);
+  EmuStream *s = stream_of(st);
+  if (!s) return fail(cudaErrorInvalidResourceHandle);
+  if (!s->side) return cudaSuccess;
+  flush(s, UINT64_MAX);
+  streams[(size_t)s->id] = nullptr;
+  delete s;
+  return cudaSuccess;
+}
+EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t st) {
+  {
+    std::lock_guard<std::mutex> g(smu);
+    EmuStream *s = stream_of(st);
+    if (!s) return fail(cudaErrorInvalidResourceHandle);
+    flush(s, UINT64_MAX);
+  }
+  return take_fault();
+}
+EXPORT cudaError_t cudaDeviceSynchronize(void) {
+  { std::lock_guard<std::mutex> g(smu); flush_all(); }
+  return take_fault();
+}
+EXPORT cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags) { (void)flags; *e = (cudaEvent_t) new EmuEvent; return cudaSuccess; }
 EXPORT cudaError_t cudaEventCreate(cudaEvent_t *e) { return cudaEventCreateWithFlags(e, 0); }
 EXPORT cudaError_t cudaEventDestroy(cudaEvent_t e) { delete (EmuEvent *)e; return cudaSuccess; }
-EXPORT cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) { (void)s; if (!e) return fail(cudaErrorInvalidResourceHandle); ((EmuEvent *)e)->recorded = 1; return cudaSuccess; }
-EXPORT cudaError_t cudaEventQuery(cudaEvent_t e) { (void)e; return take_fault(); }
-EXPORT cudaError_t cudaEventSynchronize(cudaEvent_t e) { (void)e; return take_fault(); }
-EXPORT cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) { (void)s; (void)flags; if (!e) return fail(cudaErrorInvalidResourceHandle); return cudaSuccess; }
+EXPORT cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t st) {
+  if (!ev) return fail(cudaErrorInvalidResourceHandle);
+  std::lock_guard<std::mutex> g(smu);
+  EmuStream *s = stream_of(st);
+  if (!s) return fail(cudaErrorInvalidResourceHandle);
+  EmuEvent *e = (EmuEvent *)ev;
+  e->s = s; e->seq = s->clock; e->seen = s->seen;
+  return cudaSuccess;
+}
+// the event's work runs now (it is waited for); a stream of a destroyed event's stream has nothing left
+static void complete(EmuEvent *e) {
+  if (!e->s) return;
+  for (EmuStream *x : streams) if (x == e->s) { flush(x, e->seq); return; }
+}
+EXPORT cudaError_t cudaEventQuery(cudaEvent_t ev) { { std::lock_guard<std::mutex> g(smu); complete((EmuEvent *)ev); } return take_fault(); }
+EXPORT cudaError_t cudaEventSynchronize(cudaEvent_t ev) { { std::lock_guard<std::mutex> g(smu); complete((EmuEvent *)ev); } return take_fault(); }
+EXPORT cudaError_t cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t ev, unsigned flags) {
+  (void)flags;
+  if (!ev) return fail(cudaErrorInvalidResourceHandle);
+  std::lock_guard<std::mutex> g(smu);
+  EmuStream *s = stream_of(st);
+  if (!s) return fail(cudaErrorInvalidResourceHandle);
+  EmuEvent *e = (EmuEvent *)ev;
+  if (!e->s) return cudaSuccess;                           // never recorded: nothing to wait for
+  complete(e);
+  if (s->side) flush(s, UINT64_MAX);                       // (keeps a side stream's own order simple: what it queued runs first)
+  for (size_t j = 0; j < e->seen.size(); j++) set_seen(s, (int)j, e->seen[j]);
+  return cudaSuccess;
+}
 
 EXPORT cudaError_t cudaFuncSetAttribute(const void *func, cudaFuncAttribute attr, int value) {
   if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize) return cudaSuccess;

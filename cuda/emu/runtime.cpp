@@ -76,7 +76,7 @@ void report(const char *fmt, ...) {
   va_end(ap);
 }
 
-static void set_fault(cudaError_t e, const std::string &text) {
+void set_fault(cudaError_t e, const std::string &text) {
   std::lock_guard<std::mutex> g(mu);
   if (fault == cudaSuccess) { fault = e; fault_text = text; }
 }
@@ -598,7 +598,7 @@ static cudaError_t check_config(const Config &c, const void *kernel_id) {
   size_t limit = kSmemDefault;
   { std::lock_guard<std::mutex> lk(mu); auto it = smem_optin.find(kernel_id); if (it != smem_optin.end()) limit = it->second; }
   if (c.smem > limit) return cudaErrorInvalidValue;
-  if ((uintptr_t)c.stream > 2 && c.stream != the_stream()) return cudaErrorInvalidResourceHandle;
+  if ((uintptr_t)c.stream > 2 && !stream_known(c.stream)) return cudaErrorInvalidResourceHandle;
   return cudaSuccess;
 }
 
@@ -625,6 +625,7 @@ void run_launch(const Site &site, const Config &cfg, const void *kernel_id, void
   size_t optin = kSmemDefault;
   { std::lock_guard<std::mutex> lk(mu); auto it = smem_optin.find(kernel_id); if (it != smem_optin.end()) optin = it->second; }
   L.smem_limit = optin > kSmemDefault ? optin : kSmemDefault;
+  stream_note_write(cfg.stream);                           // api.cpp's ordering checker: a kernel may write anything
   Launch *outer = w->launch;
   w->launch = &L;
   Block b;

@@ -48,6 +48,7 @@ extern thread_local cudaError_t last_error;                // what cudaGetLastEr
 extern std::string shown_text;                             // the report of the fault last returned
 cudaError_t take_fault(void);                              // a kernel's fault, returned once
 cudaError_t fail(cudaError_t e);                           // sets last_error, returns e
+void set_fault(cudaError_t e, const std::string &text);    // the first fault wins; the next synchronising call returns it
 void report(const char *fmt, ...) __attribute__((format(printf, 1, 2)));   // "nabla-emu: ..." on stderr
 
 // ---- device memory map (runtime.cpp) -------------------------------------------------------------
@@ -64,6 +65,9 @@ bool range_ok(const void *p, size_t n);                    // [p, p + n) is vali
 
 // ---- launches (runtime.cpp) ----------------------------------------------------------------------
 extern std::unordered_map<const void *, size_t> &smem_optin;   // cudaFuncSetAttribute's limits, by kernel
-cudaStream_t the_stream(void);                             // the one stream handle given out
+cudaStream_t the_stream(void);                             // the compute stream (the first one created)
+// api.cpp: the streams' ordering model (docs/cuda.md, "Emulated device": side streams)
+bool stream_known(cudaStream_t s);                         // the_stream, a created side stream, or a legacy handle
+void stream_note_write(cudaStream_t s);                    // a kernel was launched on s (it may write any device memory)
 
 }  // namespace emu

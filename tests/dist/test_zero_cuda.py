@@ -13,14 +13,25 @@ host staging (the NCCL paths run in the GPU session kit, tools/gpu-session.sh).
   the parameters, stage 2's gradient shards, stage 3's shards and the
   optimizer state stay on the device;
 - offload="optimizer": the optimizer state and master shards are host
-  tensors (the copies go through pinned staging: dist_offload_to_host /
-  _to_device), the result equals the non-offloaded run (1e-6); dist.memory()'s
+  tensors (pinned; the copies run on a side stream ordered by events:
+  dist_offload_to_host / _to_device), the result equals the non-offloaded
+  run (1e-6); dist.memory()'s
   device bytes drop by exactly the optimizer's bytes, `offloaded` counts the
   host copies, and the CUDA caching allocator's live bytes grow by at least
   the optimizer's bytes less than without offload;
 - stage 3 prefetches CUDA shards (staged on the gather thread): every unit's
   gather but the unavoidable ones is prefetched and used, none dropped, and
   the result still equals data_parallel;
+- the offload copies' ordering: the emulated device defers a side stream's
+  copies until something waits for them and checks that a side-stream copy
+  reading device memory is ordered after the compute stream's kernels
+  (cuda/emu/api.cpp); with each of the three waits left out
+  (NABLA_TEST_OFFLOAD_SKIP) the copies give wrong values or the emulator's
+  fault (an unordered read; in training, a deferred copy whose device buffer
+  was freed meanwhile), with all of them the values are right; dist_pinned tensors are CPU
+  tensors in pinned memory, counted by dist_pinned_bytes / dist.memory().pinned
+  and freed with their last reference (emulated only: a GPU cannot be made to
+  show a race on demand);
 - a sharded checkpoint of the GPU model (stages 1-3, with and without
   offload) saved mid-run and loaded into a fresh dist.zero trains on to the
   uninterrupted run's parameters.
@@ -33,7 +44,10 @@ on the real device: ZERO_CUDA=real (the GPU, not the emulator; SKIP without
 one), ZERO_BACKEND=ring|nccl (nccl: stage 2's buckets and gradient shards on
 the device, reduce-scattered by NCCL; checked through the reducer's stats),
 ZERO_WORLD=N workers (nccl: one GPU each).  Where no prefetch can happen
-(world 1, or nccl) the prefetch test checks that none was counted.
+(world 1, or nccl) the prefetch test checks that none was counted; under
+nccl, test_cuda_stage3_nccl_prefetch checks prefetch="nccl" (asynchronous
+NCCL all_gathers) against data parallelism and the ring (SKIP elsewhere:
+NCCL is not emulated).
 
 Run: NABLA=build/nabla /usr/bin/python3 tests/dist/test_zero_cuda.py
 """
@@ -264,10 +278,44 @@ print("R pf", compare(p, ref)[0], compare(p, ref)[1], p[0][2].used_forward, p[0]
 
 
 @test
+def test_cuda_stage3_nccl_prefetch(name):
+    """prefetch="nccl" under the nccl backend: each next unit gathered by an asynchronous NCCL all_gather
+    that the compute stream waits for at use; as many prefetches used as the ring's staged ones, none
+    dropped; equal to data_parallel under NCCL (1e-6) and to the ring backend's prefetching run of the same
+    model in the same process (1e-6).  Runs in the GPU kit's zero phase (ZERO_BACKEND=nccl)"""
+    if BACKEND != "nccl":
+        skip(name, "NCCL does not run on the emulated device: the GPU kit's zero phase runs this (ZERO_BACKEND=nccl)")
+        return
+    if not have_emulator(name):
+        return
+    src = PRELUDE.format(seed=SEED, world=WORLD, backend=BACKEND) + f"""
+ref = train(cfg_of(0))
+p = train(cfg_of(3, prefetch="nccl"))
+print("R pf", compare(p, ref)[0], compare(p, ref)[1], p[0][2].used_forward, p[0][2].used_backward, p[0][2].dropped, p[0][3], devs(p))
+dist.stop()
+dist.start({WORLD}, backend="ring")
+dist.push(X=X, Y=Y, lf=lf, todev=todev)
+q = train(cfg_of(3, prefetch=true))
+print("R vs_ring", compare(p, q)[0], compare(p, q)[1], q[0][2].used_forward)
+"""
+    rc, out, err = run(src)
+    v, w = values(out, "pf"), values(out, "vs_ring")
+    calls, units = 4 * 2, 3
+    pre = True   # prefetch="nccl" prefetches at world 1 too (a device copy), so one GPU checks the path
+    ok = (rc == 0 and v is not None and float(v[0]) <= 1e-6 and float(v[1]) == 0 and int(v[5]) == units
+          and int(v[2]) == ((calls - 1) * units if pre else 0) and int(v[3]) == (calls * (units - 1) if pre else 0)
+          and int(v[4]) == 0 and set(v[6].split(",")) == {"param:cuda", "state:cuda", "shard:cuda"}
+          and w is not None and float(w[0]) <= 1e-6 and (WORLD == 1 or int(w[2]) == int(v[2])))
+    report(name, ok, f"[rel diff, rank diff, used fwd, used bwd, dropped, units, devices]={v} "
+           f"[vs ring rel diff, rank diff, ring used fwd]={w} rc={rc} seed={SEED} err={err[-1500:]!r}")
+
+
+@test
 def test_cuda_offload_memory(name):
     """offload="optimizer" on a GPU model: dist.memory()'s device bytes are the non-offloaded run's less
     its optimizer bytes (exactly), which `device_saved` reports, `offloaded` is the host optimizer state, master and gradient shards, and the
-    caching allocator's live bytes over dist.zero + 2 steps grow by at least the optimizer bytes less"""
+    caching allocator's live bytes over dist.zero + 2 steps grow by at least the optimizer bytes less; `pinned`
+    covers the pinned master shards and gradient copies"""
     if not have_emulator(name):
         return
     src = f"""
@@ -298,13 +346,16 @@ fn meas(stage, off) = dist.run(fn(stage, off) {{
   for t in tree_tensors(z.opt.state) {{ if t.device == "cpu" {{ hosted += numel(t) * 4 }} }}
   if z.masters != nil {{ for t in z.masters {{ if t.device == "cpu" {{ hosted += numel(t) * 4 }} }} }}
   if z.hgrads != nil {{ for t in z.hgrads {{ if t.device == "cpu" {{ hosted += numel(t) * 4 }} }} }}
-  r = list(a1 - a0, mem.device, mem.offloaded, mem.optimizer, hosted, mem.device_saved)
+  pins = 0
+  if z.masters != nil {{ for t in z.masters {{ if t.device == "cpu" {{ pins += numel(t) * 4 }} }} }}
+  if z.hgrads != nil {{ for t in z.hgrads {{ pins += numel(t) * 4 }} }}
+  r = list(a1 - a0, mem.device, mem.offloaded, mem.optimizer, hosted, mem.device_saved, mem.pinned, pins)
   z = nil; m = nil; mem = nil
   r
 }}, stage, off)
 for st in 1..4 {{
   a = meas(st, nil); b = meas(st, "optimizer")
-  print("R m{{st}}", a[0][0], b[0][0], a[0][1], b[0][1], b[0][2], a[0][3], b[0][4], a[{WORLD} - 1][1], b[{WORLD} - 1][1], a[0][5], b[0][5])
+  print("R m{{st}}", a[0][0], b[0][0], a[0][1], b[0][1], b[0][2], a[0][3], b[0][4], a[{WORLD} - 1][1], b[{WORLD} - 1][1], a[0][5], b[0][5], b[0][6], b[0][7])
 }}
 """
     rc, out, err = run(src)
@@ -312,16 +363,102 @@ for st in 1..4 {{
         v = values(out, f"m{st}")
         ok = rc == 0 and v is not None
         if ok:
-            alloc_a, alloc_b, dev_a, dev_b, off_b, opt_a, hosted_b, dev_a1, dev_b1, saved_a, saved_b = (int(float(x)) for x in v)
+            alloc_a, alloc_b, dev_a, dev_b, off_b, opt_a, hosted_b, dev_a1, dev_b1, saved_a, saved_b, pinned_b, pins_b = (int(float(x)) for x in v)
             # AdamW's two f32 moments of this rank's slice: one flat layout (stages 1/2), or one per
             # unit plus the root's one padding element (stage 3)
             sizes = [64 * 256 + 256, 256 * 256 + 256, 256 * 8 + 8]
             want_opt = 8 * (-(-sum(sizes) // WORLD) if st < 3 else sum(-(-n // WORLD) for n in sizes) + 1)
             ok = (opt_a == want_opt and dev_b == dev_a - opt_a and saved_a == 0 and saved_b == dev_a - dev_b and dev_b1 == dev_a1 - opt_a and off_b == hosted_b
-                  and off_b >= opt_a and alloc_a - alloc_b >= opt_a)
+                  and off_b >= opt_a and alloc_a - alloc_b >= opt_a
+                  # the master shards and gradient copies are pinned (earlier runs' may not be collected yet)
+                  and pins_b > 0 and pinned_b >= pins_b)
         report(f"{name}_stage{st}", ok, f"[alloc grew, alloc grew offloaded, device, device offloaded, offloaded, "
-               f"optimizer, hosted, device last rank, offloaded last rank, device_saved, device_saved offloaded]={v} rc={rc} seed={SEED} err={err[-1500:]!r}")
+               f"optimizer, hosted, device last rank, offloaded last rank, device_saved, device_saved offloaded, pinned, pinned expected]={v} rc={rc} seed={SEED} err={err[-1500:]!r}")
 
+
+
+ORDER_SRC = """
+seed({seed})
+v = randn(1000)
+x = v.to("cuda")
+y = x * 2 + 1                       # a kernel writes y on the compute stream
+h = dist_pinned(zeros(1000))        # pinned host tensors
+b0 = dist_pinned_bytes()
+dist_offload_to_host([y], [h])
+print("R d2h", max(abs(h - (v * 2 + 1))).item(), h.device)
+hp = dist_pinned(randn(1000))
+d = zeros(1000, device="cuda")
+dist_offload_to_device([hp], [d])
+r = (d * 3).cpu()                   # a kernel reads d after the copy
+print("R h2d", max(abs(r - hp * 3)).item())
+w = dist_pinned(v)
+print("R pinned", max(abs(w - v)).item(), w.device, b0, dist_pinned_bytes())
+h = nil; hp = nil; w = nil
+held = dist_pinned_bytes()          # hp: held until a host wait covers its copy
+dist_offload_to_host([], [])        # one (no copies: only the wait)
+print("R freed", held, dist_pinned_bytes())
+"""
+
+
+@test
+def test_cuda_offload_ordering(name):
+    """the offload copies on the side stream: right values when ordered; with each wait left out the
+    emulated device shows the race (stale values) or reports the unordered read; pinned bytes counted
+    and freed"""
+    if REAL or not have_emulator(name):
+        if REAL:
+            skip(name, "the emulated device's ordering model (a GPU cannot be made to show the race)")
+        return
+    def go(skip_what):
+        env = dict(ENV)
+        if skip_what:
+            env["NABLA_TEST_OFFLOAD_SKIP"] = skip_what
+        p = subprocess.run([NABLA, dutil.script(ORDER_SRC.format(seed=SEED))], capture_output=True, text=True, timeout=120, env=env)
+        dutil.sanitizer_check(p.stderr)
+        return p.returncode, p.stdout, p.stderr
+    rc, out, err = go(None)
+    d2h, h2d, pin, fr = values(out, "d2h"), values(out, "h2d"), values(out, "pinned"), values(out, "freed")
+    ok = (rc == 0 and d2h is not None and float(d2h[0]) == 0 and d2h[1] == "cpu" and h2d is not None and float(h2d[0]) <= 1e-6
+          and pin is not None and float(pin[0]) == 0 and pin[1] == "cpu" and int(pin[2]) == 4000 and int(pin[3]) == 12000
+          and fr is not None and int(fr[0]) == 4000 and int(fr[1]) == 0)
+    report(f"{name}_ordered", ok, f"d2h={d2h} h2d={h2d} pinned={pin} freed={fr} rc={rc} err={err[-1500:]!r}")
+    # the side stream's device->host copies not ordered after the kernel that wrote y: the checker's fault
+    rc, out, err = go("compute-wait")
+    ok = rc != 0 and "missing cudaStreamWaitEvent" in err and "dist_offload_to_host" in err
+    report(f"{name}_missing_compute_wait_reported", ok, f"rc={rc} out={out[-300:]!r} err={err[-1500:]!r}")
+    # the host reads h before waiting for the copy: it still holds zeros
+    rc, out, err = go("host-wait")
+    d2h = values(out, "d2h")
+    ok = rc == 0 and d2h is not None and float(d2h[0]) > 0.5
+    report(f"{name}_missing_host_wait_stale", ok, f"d2h={d2h} (a large difference expected) rc={rc} err={err[-1500:]!r}")
+    # the kernel reading d is not ordered after the host->device copy: it reads the zeros
+    rc, out, err = go("device-wait")
+    h2d = values(out, "h2d")
+    ok = rc == 0 and h2d is not None and float(h2d[0]) > 0.5
+    report(f"{name}_missing_device_wait_stale", ok, f"h2d={h2d} (a large difference expected) rc={rc} err={err[-1500:]!r}")
+    # and the training loop: stage 2 with offload, each wait left out, against the ordered run
+    src = PRELUDE.format(seed=SEED, world=WORLD, backend=BACKEND) + """
+g = train(cfg_of(2, offload="optimizer"))
+print("R got", map(g[0][0], fn(t) sum(abs(t)).item()))
+"""
+    base = None
+    for what in (None, "host-wait", "device-wait", "compute-wait"):
+        env = dict(ENV)
+        if what:
+            env["NABLA_TEST_OFFLOAD_SKIP"] = what
+        p = subprocess.run([NABLA, dutil.script(src)], capture_output=True, text=True, timeout=300, env=env)
+        dutil.sanitizer_check(p.stderr)
+        got = values(p.stdout, "got")
+        if what is None:
+            base = got
+            report(f"{name}_train_ordered", p.returncode == 0 and got is not None, f"rc={p.returncode} err={p.stderr[-1500:]!r}")
+        elif what == "compute-wait":
+            report(f"{name}_train_missing_compute_wait_reported", p.returncode != 0 and "missing cudaStreamWaitEvent" in p.stderr,
+                   f"rc={p.returncode} err={p.stderr[-1500:]!r}")
+        else:
+            ok = p.returncode != 0 or (got is not None and base is not None and got != base)
+            report(f"{name}_train_missing_{what.replace('-', '_')}_caught", ok,
+                   f"ordered={base} without the wait={got} rc={p.returncode} err={p.stderr[-1500:]!r}")
 
 
 @test
