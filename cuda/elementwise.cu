@@ -162,7 +162,10 @@ template <typename C> __device__ inline C un_math(int op, C x, double lo, double
   const C one = 1;
   switch (op) {
     case NT_OP_NEG: return (C)(0 - x);
-    case NT_OP_ABS: return x < 0 ? (C)(0 - x) : x;
+    case NT_OP_ABS:   // |-0| = +0, as on the CPU (NumPy, torch)
+      if constexpr (f32) return fabsf(x);
+      else if constexpr (isf) return fabs(x);
+      else return x < 0 ? (C)(0 - x) : x;
     case NT_OP_SIGN: return (C)((x > 0) - (x < 0));
     case NT_OP_RELU: return x < 0 ? (C)0 : x;   // NaN passes, as on the CPU (torch)
     case NT_OP_SQUARE: return (C)(x * x);

@@ -318,6 +318,29 @@ TEST(unary_ops) {
   return true;
 }
 
+/* signed zeros: |-0| is +0 and -(+0) is -0 on the device as on the CPU (NumPy,
+** torch); `same` compares values, so the sign bits are compared here */
+TEST(signed_zero) {
+  const nt_DType fdt[] = { NT_F32, NT_F64 };
+  for (int d = 0; d < 2; d++) {
+    nt_Tensor *a = nt_from_buffer((const double[]){ -0.0, 0.0, -1.5, 2.0 }, NT_F64, SH(4), 1, fdt[d]), *ag = gpu(a);
+    OK(ag);
+    const int ops[] = { NT_OP_ABS, NT_OP_NEG };
+    for (int k = 0; k < 2; k++) {
+      nt_Tensor *gc = nt_unary(ops[k], ag), *cc = nt_unary(ops[k], a);
+      nt_Tensor *gh = gc ? nt_to_device(gc, NT_CPU) : NULL, *g64 = gh ? nt_to_dtype(gh, NT_F64) : NULL, *c64 = cc ? nt_to_dtype(cc, NT_F64) : NULL;
+      OK(g64 && c64);
+      const double *g = nt_data_ptr(g64), *c = nt_data_ptr(c64);
+      for (int i = 0; i < 4; i++)
+        EXPECT(g[i] == c[i] && signbit(g[i]) == signbit(c[i]) && (ops[k] != NT_OP_ABS || !signbit(c[i])),
+               "%s %s [%d]: cuda %g, cpu %g", nt_op_name(ops[k]), nt_dtype_name(fdt[d]), i, g[i], c[i]);
+      nt_release(gc); nt_release(cc); nt_release(gh); nt_release(g64); nt_release(c64);
+    }
+    nt_release(a); nt_release(ag);
+  }
+  return true;
+}
+
 TEST(copy_cast_fill_where) {
   for (size_t i = 0; i < 8; i++)
     for (size_t j = 0; j < 8; j++) {
@@ -730,6 +753,7 @@ int main(int argc, char **argv) {
   RUN_GPU(bernoulli_dropout_match_cpu);
   RUN_GPU(binary_ops);
   RUN_GPU(unary_ops);
+  RUN_GPU(signed_zero);
   RUN_GPU(copy_cast_fill_where);
   RUN_GPU(reductions);
   RUN_GPU(matmul);
