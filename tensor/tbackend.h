@@ -159,7 +159,7 @@ size_t nt_cuda_pinned_bytes(void);
 int nt_cuda_comm_all_gather_async(nt_CudaComm *c, const void *send, void *recv, size_t sendbytes, void *ev);
 
 /* ---- ABI between the loader and the module (not for users) -------------------- */
-#define NT_DEVICE_ABI_VERSION 3
+#define NT_DEVICE_ABI_VERSION 4   /* 4: streams, events, pinned memory, async all_gather */
 struct nt_KernelArgs;
 struct nt_Allocator;
 typedef struct nt_HostApi {
