@@ -237,7 +237,7 @@ int nbV_call_kw(nb_VM *vm, nb_Value fn, nb_Value *args, int npos, nb_Str **kwnam
   vm->sp = base + n;
   nb_Frame top = { NULL, NULL, NULL, vm->main, NULL, NULL };
   nb_Frame *f = vm->frame ? vm->frame : &top;
-  return nbV_call_at(vm, f, f->call, fn, base, npos, kwnames, nkw, out);
+  return nbV_call_at(vm, f, nbI_frame_call(f), fn, base, npos, kwnames, nkw, out);
 }
 int nbV_call(nb_VM *vm, nb_Value fn, nb_Value *args, int nargs, nb_Value *out) {
   return nbV_call_kw(vm, fn, args, nargs, NULL, 0, out);

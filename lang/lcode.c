@@ -616,6 +616,22 @@ static void ret_expr(Cs *c, nb_Node *n) {
   c->freereg = base;
 }
 
+/* The last pass: a comparison whose next instruction is the JF that tests
+** its result becomes the fused instruction (lexec.c's COMPAREJ), so the VM
+** does not look at the next instruction to find out.  Jumps into the JF
+** still run it alone; the comparison's own operands are unchanged. */
+static void fuse_compares(nb_Code *k) {
+  for (int pc = 0; pc + 1 < k->ncode; pc++) {
+    nb_Instr i = k->code[pc], nx = k->code[pc + 1];
+    int op = GET_OP(i);
+    if (GET_OP(nx) != BC_JF || GET_A(nx) != GET_A(i)) continue;
+    if (op >= BC_EQK && op <= BC_GEK) op = BC_EQKJ + (op - BC_EQK);
+    else if (op >= BC_EQ && op <= BC_GE) op = BC_EQJ + (op - BC_EQ);
+    else continue;
+    k->code[pc] = (i & ~(nb_Instr)0xff) | (nb_Instr)op;
+  }
+}
+
 static nb_Code *compile(nb_Chunk *chunk, nb_Node *body, int nlocals, bool toplevel, const char *name, const nb_Proto *p, const char **why, const nb_Node **at) {
   Cs cs; memset(&cs, 0, sizeof cs);
   Cs *c = &cs;   /* the emit macros' name */
@@ -631,6 +647,7 @@ static nb_Code *compile(nb_Chunk *chunk, nb_Node *body, int nlocals, bool toplev
   int r = newreg(c);
   if (toplevel) { node(c, body, r); ABC(RET, r, 0, 0, body); }
   else { c->freereg = r; ret_expr(c, body); }
+  fuse_compares(k);
   free(cs.jl);
   stats_count();
   return k;

@@ -40,8 +40,8 @@
 #include "lexec.h"
 
 typedef struct XFrame {
-  nb_Frame f;                 /* what the rest of the core sees (vm->frame) */
-  nb_Code *code;              /* the callee's */
+  nb_Frame f;                 /* what the rest of the core sees (vm->frame); its call
+                              ** site is NB_CALL_LAZY: found from ccode, cpc when asked */
   nb_Code *ccode; nb_Value *cR; const nb_Instr *cpc;   /* the caller's, to resume */
 } XFrame;
 
@@ -61,6 +61,14 @@ static XFrame *push_frame(nb_VM *vm) {
     vm->nxfalloc++;
   }
   return vm->xframes[vm->nxf++];
+}
+
+/* A VM call does not look up its call site's node (a load chain on every
+** call): a traceback or a nested call through C asks for it, rarely. */
+const nb_Node *nbI_frame_call(const nb_Frame *f) {
+  if (f->call != NB_CALL_LAZY) return f->call;
+  const XFrame *x = (const XFrame *)(const void *)f;   /* f is x->f, its first member */
+  return x->ccode->nodes[x->cpc - 1 - x->ccode->code];
 }
 
 static const char *frame_name(const nb_Frame *f) { return f->fn ? nbP_proto_name(f->fn->proto) : "<main>"; }
@@ -259,8 +267,7 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
 #define COMPARE(name, e) CASE(name) { \
     nb_Value *a = &R[B], *b = &R[C]; \
     if (__builtin_expect(a->t == NB_TNUM && b->t == NB_TNUM, 1)) { \
-      double x = a->u.n, y = b->u.n; bool t = (e); nb_Instr nx = *pc; \
-      if (GET_OP(nx) == BC_JF && GET_A(nx) == A) { pc++; if (!t) pc += GET_sBx(nx); NEXT; } \
+      double x = a->u.n, y = b->u.n; bool t = (e); \
       nb_Value old = RA; RA = nb_bool(t); nb_decref(old); NEXT; } \
     goto binop; }
 #define ARITHK(name, e) CASE(name) { \
@@ -270,12 +277,22 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
       put_num(&RA, tag, e); nb_decref(old); NEXT; } \
     goto binopk; }
 /* a comparison followed by the JF that tests it jumps at once (the
-** temporary it would have written is dead) */
+** temporary it would have written is dead).  The compiler marks the pairs
+** (EQKJ .. GEKJ, EQJ .. GEJ): no test of the next instruction here.  Not two
+** numbers: the plain instruction's slow path writes R[A], the JF tests it. */
+#define COMPAREJ(name, plain, e, reg) CASE(name) { \
+    nb_Value *a = &R[B]; const nb_Value *b = reg ? &R[C] : &K[C]; \
+    if (__builtin_expect(a->t == NB_TNUM && (!reg || b->t == NB_TNUM), 1)) { \
+      double x = a->u.n, y = b->u.n; nb_Instr nx = *pc++; \
+      if (!(e)) pc += GET_sBx(nx); \
+      NEXT; } \
+    i = (i & ~(nb_Instr)0xff) | BC_##plain; \
+    if (!reg) goto binopk; \
+    goto binop; }
 #define COMPAREK(name, e) CASE(name) { \
     nb_Value *a = &R[B]; const nb_Value *b = &K[C]; \
     if (__builtin_expect(a->t == NB_TNUM, 1)) { \
-      double x = a->u.n, y = b->u.n; bool t = (e); nb_Instr nx = *pc; \
-      if (GET_OP(nx) == BC_JF && GET_A(nx) == A) { pc++; if (!t) pc += GET_sBx(nx); NEXT; } \
+      double x = a->u.n, y = b->u.n; bool t = (e); \
       nb_Value old = RA; RA = nb_bool(t); nb_decref(old); NEXT; } \
     goto binopk; }
   ARITHK(ADDK, x + y)
@@ -292,6 +309,18 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
   COMPAREK(LEK, x <= y)
   COMPAREK(GTK, x > y)
   COMPAREK(GEK, x >= y)
+  COMPAREJ(EQKJ, EQK, x == y, 0)
+  COMPAREJ(NEKJ, NEK, x != y, 0)
+  COMPAREJ(LTKJ, LTK, x < y, 0)
+  COMPAREJ(LEKJ, LEK, x <= y, 0)
+  COMPAREJ(GTKJ, GTK, x > y, 0)
+  COMPAREJ(GEKJ, GEK, x >= y, 0)
+  COMPAREJ(EQJ, EQ, x == y, 1)
+  COMPAREJ(NEJ, NE, x != y, 1)
+  COMPAREJ(LTJ, LT, x < y, 1)
+  COMPAREJ(LEJ, LE, x <= y, 1)
+  COMPAREJ(GTJ, GT, x > y, 1)
+  COMPAREJ(GEJ, GE, x >= y, 1)
   binopk:
     CHECK(nbI_binop_k(vm, NODE, R, code->nlocals, GET_OP(i), B, K[C], A));
     NEXT;
@@ -423,12 +452,13 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
       {
         nb_Value *nR = R + ca + 1;
         int nargs = cnpos + cnkw, entry = cc->body;
-        if (vm->depth >= vm->max_depth || nR + (cc->nregs > nargs ? cc->nregs : nargs) > vm->stack_end) {
+        bool plain = (cnpos | cnkw << 8) == cc->fastcall;   /* one compare for the common call */
+        /* a plain call's arguments are its first locals: within its nregs */
+        if (vm->depth >= vm->max_depth || nR + (plain || cc->nregs > nargs ? cc->nregs : nargs) > vm->stack_end) {
           nb_error_kind(vm, "RecursionError", "stack overflow (calls nested more than %d deep)", vm->depth);
           goto error;
         }
         int from = cnpos;
-        bool plain = (cnpos | cnkw << 8) == cc->fastcall;   /* one compare for the common call */
         if (__builtin_expect(!plain && (cnkw != 0 || cnpos != p->nparams || p->variadic), 0)) {
           /* keywords, defaults, *rest: bound in place, then the prologue */
           const nb_Node *n = NODE;
@@ -445,8 +475,8 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
         for (int k = from; k < cc->nlocals; k++) { uint64_t z = 0; memcpy(&nR[k], &z, sizeof z); }
         if (__builtin_expect(!plain, 0) && p->ncells) nbV_box_cells(p, nR);
         XFrame *x = push_frame(vm);
-        x->f = (nb_Frame){ nR, p->chunk, fn, fn->mod, NODE, f };
-        x->code = cc; x->ccode = code; x->cR = R; x->cpc = pc;
+        x->f = (nb_Frame){ nR, p->chunk, fn, fn->mod, NB_CALL_LAZY, f };
+        x->ccode = code; x->cR = R; x->cpc = pc;
         vm->depth++;
         vm->frame = f = &x->f;
         M = fn->mod;
@@ -687,7 +717,7 @@ error:
       clear_regs(R, 0, code->nregs);
       vm->frame = f = x->f.parent;
       M = f->mod;
-      nbE_add_frame(vm, frame_name(f), f->chunk, x->f.call);
+      nbE_add_frame(vm, frame_name(f), f->chunk, nbI_frame_call(&x->f));
       code = x->ccode; R = x->cR; K = code->k;
     }
     clear_regs(R, h.reg, code->nregs);
@@ -703,7 +733,7 @@ error:
     vm->depth--;
     vm->frame = f = x->f.parent;
     M = f->mod;
-    nbE_add_frame(vm, frame_name(f), f->chunk, x->f.call);
+    nbE_add_frame(vm, frame_name(f), f->chunk, nbI_frame_call(&x->f));
     code = x->ccode; R = x->cR; pc = x->cpc;
   }
   clear_regs(R, code->nlocals, code->nregs);

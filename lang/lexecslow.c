@@ -63,7 +63,9 @@ int nbI_binop_slow(nb_VM *vm, const nb_Node *n, nb_Value *R, int nlocals, int op
 }
 
 static int kop(int bc) {
-  static const int ops[] = { OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_EQ, OP_NE, OP_LT, OP_LE, OP_GT, OP_GE };
+  static const int ops[] = { OP_ADD, OP_SUB, OP_MUL, OP_DIV,
+                             OP_EQ, OP_NE, OP_LT, OP_LE, OP_GT, OP_GE,   /* EQKJ .. GEKJ */
+                             OP_EQ, OP_NE, OP_LT, OP_LE, OP_GT, OP_GE };
   return ops[bc - BC_ADDK];
 }
 /* R[a] op K, not two numbers (bc: the instruction, ADDK .. GEK) */

@@ -62,6 +62,11 @@ typedef uint32_t nb_Instr;
   X(SHR, "A B C", "R[A] = R[B] >> R[C]") \
   X(ADDK, "A B C", "R[A] = R[B] + K[C]") X(SUBK, "A B C", "R[A] = R[B] - K[C]") \
   X(MULK, "A B C", "R[A] = R[B] * K[C]") X(DIVK, "A B C", "R[A] = R[B] / K[C]") \
+  /* a K comparison whose next instruction is a JF of its A (lcode.c's last \
+  ** pass): the jump is taken at once, R[A] not written (the fast case) */ \
+  X(EQKJ, "A B C", "EQK, then the JF after it") X(NEKJ, "A B C", "NEK, then the JF after it") \
+  X(LTKJ, "A B C", "LTK, then the JF after it") X(LEKJ, "A B C", "LEK, then the JF after it") \
+  X(GTKJ, "A B C", "GTK, then the JF after it") X(GEKJ, "A B C", "GEK, then the JF after it") \
   X(EQK, "A B C", "R[A] = R[B] == K[C]") X(NEK, "A B C", "R[A] = R[B] != K[C]") \
   X(LTK, "A B C", "R[A] = R[B] < K[C]") X(LEK, "A B C", "R[A] = R[B] <= K[C]") \
   X(GTK, "A B C", "R[A] = R[B] > K[C]") X(GEK, "A B C", "R[A] = R[B] >= K[C]") \
@@ -108,7 +113,10 @@ typedef uint32_t nb_Instr;
   X(FAIL,    "A",     "raise the node's run-time error (x[i1, ..., i9]; a:b outside [ ])") \
   X(JDEF,    "A sBx", "if parameter R[A] (or its cell) has a value then pc += sBx (a default's prologue)") \
   X(GETIL,   "A B C", "R[A] = R[B][R[C]] (one index; R[B] a local read in place, R[C] a local or a temporary)") \
-  X(SETIL,   "A B C", "R[A][R[B]] = R[C] (one index; R[A] a local read in place, R[B] a local or a temporary; moves R[C])")
+  X(SETIL,   "A B C", "R[A][R[B]] = R[C] (one index; R[A] a local read in place, R[B] a local or a temporary; moves R[C])") \
+  X(EQJ, "A B C", "EQ, then the JF after it") X(NEJ, "A B C", "NE, then the JF after it") \
+  X(LTJ, "A B C", "LT, then the JF after it") X(LEJ, "A B C", "LE, then the JF after it") \
+  X(GTJ, "A B C", "GT, then the JF after it") X(GEJ, "A B C", "GE, then the JF after it")
 
 typedef enum {
 #define X(name, ops, doc) BC_##name,

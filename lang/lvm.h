@@ -202,9 +202,12 @@ typedef struct nb_Frame {
   nb_Chunk *chunk;      /* source of the running code, for error locations */
   nb_Func *fn;          /* NULL at top level */
   nb_Module *mod;
-  const nb_Node *call;  /* the call site, for stack traces */
+  const nb_Node *call;  /* the call site, for stack traces; NB_CALL_LAZY in a VM
+                        ** frame (lexec.c): read it through nbI_frame_call */
   struct nb_Frame *parent;
 } nb_Frame;
+#define NB_CALL_LAZY ((const nb_Node *)(uintptr_t)1)
+const nb_Node *nbI_frame_call(const nb_Frame *f);
 
 struct nb_VM {
   nb_Global *g;                             /* the global state (see above) */

@@ -13,6 +13,9 @@
 - compiled recursion runs 9000 deep (the VM's frame stack, not C's) and
   ends past the depth limit with a catchable RecursionError;
 - `nabla --dis` prints the compiled bytecode of a file's functions;
+- a comparison that a jump tests is one fused instruction: every comparison
+  operator, fused and not, on random numbers, NaN, strings and an operand of
+  the wrong type (its TypeError at the comparison);
 - a nabla->nabla call allocates nothing on the heap (positional, with a
   default filled in, with keywords, recursive): the count of malloc/calloc/
   realloc calls (an LD_PRELOAD counter built here with cc) is the same for
@@ -21,7 +24,7 @@
 $NABLA is the interpreter (default build/nabla).  Prints PASS/FAIL lines;
 exits 1 when a test failed.
 """
-import os, random, subprocess, sys, tempfile
+import os, random, re, subprocess, sys, tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lutil import report, run, finish  # noqa: E402
@@ -154,6 +157,61 @@ def check_dis():
     report("vm/dis", ok, f"rc {rc}: {out[:300]!r} {err[:200]!r}")
 
 
+def check_fused_compares():
+    """a comparison tested by the next instruction's jump is one fused
+    instruction (LTKJ, LTJ, ...; lcode.c's fuse_compares): against Python on
+    fresh random numbers (ints, floats, NaN), a register and a constant
+    operand, both branches, values that are not numbers (the plain slow
+    path: == of strings, a TypeError located at the comparison), and the
+    same comparison used as a value (not fused)"""
+    rng = random.Random()
+    ops = ["==", "!=", "<", "<=", ">", ">="]
+    vals = [rng.randint(-5, 5) for _ in range(6)] + [round(rng.uniform(-5, 5), 3) for _ in range(4)] + ["nan"]
+    k = rng.randint(-3, 3)
+    fns, calls, want = [], [], []
+    for j, op in enumerate(ops):
+        fns.append(f"fn r{j}(a, b) {{ if a {op} b {{ 1 }} else {{ 0 }} }}")
+        fns.append(f"fn k{j}(a) {{ if a {op} {k} {{ 1 }} else {{ 0 }} }}")
+        fns.append(f"fn v{j}(a, b) {{ x = a {op} b\n  if x {{ 1 }} else {{ 0 }} }}")
+        fns.append(f"fn w{j}(a) {{ i = 0\n  while i {op} a {{ i += 1\n if i > 20 {{ break }} }}\n  i }}")
+    pv = lambda v: float("nan") if v == "nan" else v
+    nv = lambda v: "nan" if v == "nan" else repr(v)
+    for _ in range(40):
+        a, b = rng.choice(vals), rng.choice(vals)
+        j = rng.randrange(len(ops))
+        op = ops[j]
+        f = {"==": lambda x, y: x == y, "!=": lambda x, y: x != y, "<": lambda x, y: x < y,
+             "<=": lambda x, y: x <= y, ">": lambda x, y: x > y, ">=": lambda x, y: x >= y}[op]
+        calls.append(f"print(r{j}({nv(a)}, {nv(b)}), k{j}({nv(a)}), v{j}({nv(a)}, {nv(b)}), w{j}({nv(b)}))")
+        i = 0
+        while f(i, pv(b)):
+            i += 1
+            if i > 20:
+                break
+        want.append(f"{int(f(pv(a), pv(b)))} {int(f(pv(a), k))} {int(f(pv(a), pv(b)))} {i}")
+    s1, s2 = rng.choice(["ab", "x", ""]), rng.choice(["ab", "x", ""])
+    calls.append(f'print(r0("{s1}", "{s2}"), r1("{s1}", "{s2}"), k0("{s1}"), r0("{s1}", 1))')
+    want.append(f"{int(s1 == s2)} {int(s1 != s2)} 0 0")
+    src = "nan = 0.0 / 0.0\n" + "\n".join(fns) + "\n" + "\n".join(calls) + "\n"
+    rc, out, err = run(src)
+    got = out.strip().split("\n")
+    bad = [f"{c!r}: got {g!r}, want {w!r}" for c, g, w in zip(calls, got, want) if g != w]
+    report("vm/fused_compares", rc == 0 and len(got) == len(want) and not bad, f"rc {rc}, {bad[:3]}, err {err[:300]!r}")
+    rc, out, err = run(src, args=["--dis"])
+    ops_seen = set(re.findall(r"^\s+\d+\s+\[\s*\d+\]\s+(\w+)", out, flags=re.M))
+    report("vm/fused_compares_dis", rc == 0 and {"LTKJ", "LTJ", "LT", "JF"} <= ops_seen,
+           f"rc {rc}: {out[:300]!r}")
+    # an operand that is not a number: the TypeError points at the comparison
+    op = rng.choice(["<", "<=", ">", ">="])
+    line = f"fn bad(a, b) {{ if a {op} b {{ 1 }} else {{ 0 }} }}"
+    kline = f"fn badk(a) {{ if a {op} {k} {{ 1 }} else {{ 0 }} }}"
+    for name, src, col in [("register", line + '\nbad("s", 1)\n', line.index("a " + op) + 1),
+                           ("constant", kline + '\nbadk("s")\n', kline.index("a " + op) + 1)]:
+        rc, out, err = run(src)
+        ok = rc == 1 and f"PROG:1:{col}: TypeError: unsupported operand types for {op}: string and number" in err
+        report(f"vm/fused_compare_error_{name}", ok, f"rc {rc}, stderr {err[:300]!r}")
+
+
 def check_large():
     """literals and calls with more items than an instruction's registers
     hold, against Python on fresh random values"""
@@ -278,6 +336,7 @@ def check_alloc():
 
 
 check_random()
+check_fused_compares()
 check_large()
 check_call_sizes()
 check_alloc()
