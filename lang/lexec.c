@@ -195,7 +195,9 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
   nb_Module *M = f->mod;     /* the running function's module (its globals), kept at hand */
   nb_Code *code = code0;
   nb_Value *R = R0;
-  const nb_Value *K = code->k;
+  /* the constants are code->k, read through code (kept in a register): a
+  ** variable of their own would be one more to save and restore per call */
+#define K (code->k)
   const nb_Instr *pc = code->code;
   nb_Instr i;
   int st, ca, cnpos, cnkw;   /* a call's callee register and argument counts (CALL, METHOD) */
@@ -480,7 +482,7 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
         vm->depth++;
         vm->frame = f = &x->f;
         M = fn->mod;
-        code = cc; R = nR; K = cc->k; pc = cc->code + entry;
+        code = cc; R = nR; pc = cc->code + entry;
         vm->sp = R + cc->nregs;
         NEXT;
       }
@@ -518,7 +520,7 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     vm->depth--;
     vm->frame = f = x->f.parent;
     M = f->mod;
-    code = x->ccode; R = x->cR; pc = x->cpc; K = code->k;
+    code = x->ccode; R = x->cR; pc = x->cpc;
     vm->sp = R + code->nregs;
     /* the callee's window above R[A] holds no references (its locals were
     ** cleared above, its temporaries moved out): nothing to empty there */
@@ -718,7 +720,7 @@ error:
       vm->frame = f = x->f.parent;
       M = f->mod;
       nbE_add_frame(vm, frame_name(f), f->chunk, nbI_frame_call(&x->f));
-      code = x->ccode; R = x->cR; K = code->k;
+      code = x->ccode; R = x->cR;
     }
     clear_regs(R, h.reg, code->nregs);
     vm->depth = h.depth; vm->sp = R + code->nregs; vm->frame = f;
