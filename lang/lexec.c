@@ -305,24 +305,15 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
   CASE(DIVK) { nb_Value *a = &R[B];
     if (a->t == NB_TNUM) { double x = a->u.n / K[C].u.n; nb_Value old = RA; RA = nb_flt(x); nb_decref(old); NEXT; }
     goto binopk; }
-  COMPAREK(EQK, x == y)
-  COMPAREK(NEK, x != y)
-  COMPAREK(LTK, x < y)
-  COMPAREK(LEK, x <= y)
-  COMPAREK(GTK, x > y)
-  COMPAREK(GEK, x >= y)
-  COMPAREJ(EQKJ, EQK, x == y, 0)
-  COMPAREJ(NEKJ, NEK, x != y, 0)
-  COMPAREJ(LTKJ, LTK, x < y, 0)
-  COMPAREJ(LEKJ, LEK, x <= y, 0)
-  COMPAREJ(GTKJ, GTK, x > y, 0)
-  COMPAREJ(GEKJ, GEK, x >= y, 0)
-  COMPAREJ(EQJ, EQ, x == y, 1)
-  COMPAREJ(NEJ, NE, x != y, 1)
-  COMPAREJ(LTJ, LT, x < y, 1)
-  COMPAREJ(LEJ, LE, x <= y, 1)
-  COMPAREJ(GTJ, GT, x > y, 1)
-  COMPAREJ(GEJ, GE, x >= y, 1)
+  /* each comparison's four instructions: with a register or a constant,
+  ** alone or fused with the JF after it */
+#define COMPARES(op, e) COMPARE(op, e) COMPAREK(op##K, e) COMPAREJ(op##KJ, op##K, e, 0) COMPAREJ(op##J, op, e, 1)
+  COMPARES(EQ, x == y)
+  COMPARES(NE, x != y)
+  COMPARES(LT, x < y)
+  COMPARES(LE, x <= y)
+  COMPARES(GT, x > y)
+  COMPARES(GE, x >= y)
   binopk:
     CHECK(nbI_binop_k(vm, NODE, R, code->nlocals, GET_OP(i), B, K[C], A));
     NEXT;
@@ -332,12 +323,6 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
   CASE(DIV) { nb_Value *a = &R[B], *b = &R[C];
     if (a->t == NB_TNUM && b->t == NB_TNUM) { double x = a->u.n / b->u.n; nb_Value old = RA; RA = nb_flt(x); nb_decref(old); NEXT; }
     goto binop; }
-  COMPARE(EQ, x == y)
-  COMPARE(NE, x != y)
-  COMPARE(LT, x < y)
-  COMPARE(LE, x <= y)
-  COMPARE(GT, x > y)
-  COMPARE(GE, x >= y)
   /* & | ^ of two ints that are exact (within 2^53) inline; the rest (shifts,
   ** big ints, errors) in nbV_bitop */
 #define BITOP(name, e) CASE(name) { \
