@@ -487,11 +487,10 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     SETTLE(RA);   /* a returned value leaves its statement: computed (ltvalue.h) */
     nb_Value v = RA;
     int top = A;   /* the registers below it may hold references */
-    if (B) {   /* a local: its reference moves out, the others are cleared below */
+    if (B) {   /* a local, copied: the locals are cleared below */
       if (__builtin_expect(v.t == NB_TUNDEF, 0)) { nbI_undefined(vm, NODE, false); goto error; }
-      top = code->nlocals;
-    }
-    put16(&RA, nb_nil());
+      nb_incref(v); top = code->nlocals;
+    } else put16(&RA, nb_nil());
     while (vm->nxh > xhbase && vm->xh[vm->nxh - 1].lvl >= vm->nxf) nbI_pop_block(vm);   /* a return inside try, no_grad */
     /* RET's register is the newest live one: the temporaries below it may
     ** hold references (a return inside an expression), those above none */
