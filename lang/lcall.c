@@ -201,9 +201,11 @@ int nbV_call_at(nb_VM *vm, nb_Frame *f, const nb_Node *site, nb_Value callee, nb
   if (callee.t == NB_TFUNC) return call_func(vm, f, site, nb_func(callee), base, npos, kw, nkw, out);
   int st;
   if (callee.t == NB_TBUILTIN) {
-    nb_Frame *saved = vm->frame;
+    nb_Frame *saved = vm->frame, *saved_bframe = vm->builtin_frame;
+    const nb_Node *saved_bsite = vm->builtin_site;
+    vm->builtin_frame = f; vm->builtin_site = site;
     st = call_builtin(vm, callee.u.bi, base, npos, kw, nkw, out);
-    vm->frame = saved;
+    vm->frame = saved; vm->builtin_frame = saved_bframe; vm->builtin_site = saved_bsite;
     /* an interrupt during one long builtin (a huge sort, a matmul) ends the
     ** cell here even when the builtin finished: its result is dropped */
     if (__builtin_expect(vm->interrupted, 0) && st == NB_OK) { nb_decref(*out); *out = nb_nil(); st = nbV_interrupt_error(vm); }
@@ -237,7 +239,8 @@ int nbV_call_kw(nb_VM *vm, nb_Value fn, nb_Value *args, int npos, nb_Str **kwnam
   vm->sp = base + n;
   nb_Frame top = { NULL, NULL, NULL, vm->main, NULL, NULL };
   nb_Frame *f = vm->frame ? vm->frame : &top;
-  return nbV_call_at(vm, f, nbI_frame_call(f), fn, base, npos, kwnames, nkw, out);
+  const nb_Node *site = vm->frame && vm->builtin_frame == f && vm->builtin_site ? vm->builtin_site : nbI_frame_call(f);
+  return nbV_call_at(vm, f, site, fn, base, npos, kwnames, nkw, out);
 }
 int nbV_call(nb_VM *vm, nb_Value fn, nb_Value *args, int nargs, nb_Value *out) {
   return nbV_call_kw(vm, fn, args, nargs, NULL, 0, out);

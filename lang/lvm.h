@@ -224,6 +224,11 @@ struct nb_VM {
   nb_Value err;                             /* the error being raised (a record) */
   bool err_located;
   nb_Frame *frame;                          /* innermost active frame */
+  /* the builtin running in `frame` and its call site: a nabla function the
+  ** builtin calls back (map's, sorted's key) is called from there, so its
+  ** caller's stack-trace line is the builtin's call, not the caller's own
+  ** call site (nbV_call_at sets and restores it, nbV_call_kw reads it) */
+  nb_Frame *builtin_frame; const nb_Node *builtin_site;
   int grad_disabled;                        /* no_grad nesting */
   nb_ErrorInfo last; char *last_name, *last_msg, *last_report;
   int echo_flags;
