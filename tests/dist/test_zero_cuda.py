@@ -8,8 +8,8 @@ host staging (the NCCL paths run in the GPU session kit, tools/gpu-session.sh).
 
 - stages 1, 2 and 3 at world 2 with gradient accumulation (dist.no_sync)
   and global-norm clipping, and with grad() trees, over 4 AdamW steps: equal
-  (1e-6 relative to the largest parameter) to plain dist.data_parallel of
-  the same CUDA model, and to the same stage on CPU workers; ranks identical;
+  (5e-6 relative to the largest parameter: SAME_DEVICE_STAGE_RTOL says why) to plain dist.data_parallel of
+  the same CUDA model, and to the same stage on CPU workers (1e-5, CROSS_DEVICE_RTOL); ranks identical;
   the parameters, stage 2's gradient shards, stage 3's shards and the
   optimizer state stay on the device;
 - offload="optimizer": the optimizer state and master shards are host
@@ -68,6 +68,15 @@ MODULE = os.path.join(BUILD, "cuda", "emu", "nabla_cuda_emu.so")
 # clipping carry that to ~1.5e-6 relative on some seeds.  Comparisons on one
 # device (a stage against data parallelism, offload against none) keep 1e-6.
 CROSS_DEVICE_RTOL = 1e-5
+# A stage against data parallelism on one device: the same kernels, but the
+# micro-batch gradients are summed in another order (reduce-scattered per
+# micro-batch, or accumulated into shards, against all-reduced once), and the
+# clip norm is a sum of shard norms.  Elements whose accumulated gradient
+# nearly cancels differ by a few ULPs of the terms, which AdamW's m/sqrt(v)
+# turns into differences of the update near eps: 1.46e-6 relative after four
+# steps of the grad-tree, clip 0.05 case on seed 331488 (stage 3).  A missed
+# or doubled update (lr 0.05) moves parameters by orders of magnitude more.
+SAME_DEVICE_STAGE_RTOL = 5e-6
 SEED = int(os.environ.get("ZERO_SEED") or random.SystemRandom().randrange(1, 10**6))
 REAL = os.environ.get("ZERO_CUDA") == "real"
 BACKEND = os.environ.get("ZERO_BACKEND") or "ring"
@@ -230,7 +239,7 @@ for st in 1..4 {{
         v = values(out, f"s{st}_vs_dp")
         want = ({"param:cuda", "state:cuda"} | ({"shard:cuda"} if st == 3 else bk)
                 | ({"gradshard:cuda"} if st == 2 and not tree else set()))
-        ok = rc == 0 and v is not None and float(v[0]) <= 1e-6 and float(v[1]) == 0 and set(v[2].split(",")) == want
+        ok = rc == 0 and v is not None and float(v[0]) <= SAME_DEVICE_STAGE_RTOL and float(v[1]) == 0 and set(v[2].split(",")) == want
         report(f"{name}_stage{st}_equals_data_parallel", ok, f"[rel diff, rank diff, devices]={v} want {sorted(want)} {why}")
         v = values(out, f"s{st}_vs_cpu")
         ok = rc == 0 and v is not None and float(v[0]) <= CROSS_DEVICE_RTOL and float(v[1]) == 0
