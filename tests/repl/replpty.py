@@ -17,8 +17,23 @@ class Pty:
     """the REPL on a pseudo-terminal: everything read is kept; expect() searches
     past the previous match, so text that arrived early is not lost"""
 
-    def __init__(self, fd):
-        self.fd, self.buf, self.mark = fd, b"", 0
+    def __init__(self, fd, pid=None):
+        self.fd, self.buf, self.mark, self.pid = fd, b"", 0, pid
+
+    def cpu_seconds(self):
+        """the REPL process's user + system CPU time so far (its threads included)"""
+        with open("/proc/%d/stat" % self.pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def wait_busy(self, seconds, timeout):
+        """waits until the REPL has spent `seconds` more CPU time than now: it
+        is inside a long computation (a sleep would race a fast machine)"""
+        start, end = self.cpu_seconds(), time.time() + timeout
+        while self.cpu_seconds() - start < seconds:
+            if time.time() > end:
+                raise AssertionError("the REPL did not start computing within %ss" % timeout)
+            time.sleep(0.005)
 
     def expect(self, needle, timeout):
         end = time.time() + timeout
@@ -55,7 +70,7 @@ def repl(nabla, threads=1):
     if pid == 0:
         os.execve(nabla, [nabla], env)
     try:
-        yield Pty(fd), home
+        yield Pty(fd, pid), home
     finally:
         try:
             os.kill(pid, signal.SIGKILL)

@@ -49,7 +49,7 @@ def case(threads):
         t.send("seed(%d); x = randn([20000000]) * 3; y = ones([3]); f0 = fuse_stats()\r" % seed)
         t.expect(">>> ", 60)
         t.send("y = %s\r" % chain("x"))
-        time.sleep(1.0)
+        t.wait_busy(0.15, 60)   # inside the chain (>= 1.5 s of CPU time in all), not before or after it
         t.send("\x03")
         t.expect("Interrupted: interrupted", 60)
         t.expect(">>> ", 10)
