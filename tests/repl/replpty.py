@@ -2,6 +2,7 @@
 ^C (test_interrupt.py, test_fuse_interrupt.py)."""
 import contextlib
 import os
+import sys
 import pty
 import re
 import select
@@ -79,3 +80,18 @@ def repl(nabla, threads=1):
         os.waitpid(pid, 0)
         os.close(fd)
         shutil.rmtree(home, ignore_errors=True)
+
+
+class Reporter:
+    """PASS/FAIL lines under one suite prefix, and the count of failures"""
+
+    def __init__(self, suite):
+        self.suite, self.failed = suite, 0
+
+    def __call__(self, name, err):
+        if err:
+            self.failed += 1
+            print("FAIL: %s/%s: %s" % (self.suite, name, str(err).replace("\n", " ")[:400]))
+        else:
+            print("PASS: %s/%s" % (self.suite, name))
+        sys.stdout.flush()

@@ -20,22 +20,14 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from replpty import repl  # noqa: E402
+from replpty import Reporter, repl  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NABLA = os.path.abspath(os.environ.get("NABLA", os.path.join(ROOT, "build", "nabla")))
 MODS = [1.7, 1.3, 1.1, 0.9, 0.7, 0.5, 0.3, 0.2, 1.7, 1.3, 1.1, 0.9, 0.7, 0.5, 0.3, 0.25]
-failed = 0
 
 
-def report(name, err):
-    global failed
-    if err:
-        failed += 1
-        print("FAIL: fuse_interrupt/%s: %s" % (name, str(err).replace("\n", " ")[:400]))
-    else:
-        print("PASS: fuse_interrupt/%s" % name)
-    sys.stdout.flush()
+report = Reporter("fuse_interrupt")
 
 
 def chain(v):
@@ -88,4 +80,4 @@ for th in (1, 2):
         report("repl-chain-%dthread" % th, case(th))
     except Exception as e:  # noqa: BLE001 - any failure is reported
         report("repl-chain-%dthread" % th, e)
-sys.exit(1 if failed else 0)
+sys.exit(1 if report.failed else 0)

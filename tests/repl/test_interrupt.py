@@ -10,11 +10,10 @@ binary (default build/nabla).  Prints PASS/FAIL lines; exits 1 on a failure.
 import os, signal, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from replpty import repl  # noqa: E402
+from replpty import Reporter, repl  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NABLA = os.path.abspath(os.environ.get("NABLA", os.path.join(ROOT, "build", "nabla")))
-failed = 0
 
 # each op runs for 5-10 s on one core uninterrupted; its kernel must stop
 # within a few milliseconds of the flag (checked: under 3 s, allowing for load)
@@ -26,14 +25,7 @@ OPS = {
 }
 
 
-def report(name, err):
-    global failed
-    if err:
-        failed += 1
-        print("FAIL: interrupt/%s: %s" % (name, str(err).replace("\n", " ")[:400]))
-    else:
-        print("PASS: interrupt/%s" % name)
-    sys.stdout.flush()
+report = Reporter("interrupt")
 
 
 def script_case(name, setup, op):
@@ -105,4 +97,4 @@ try:
 except Exception as e:  # noqa: BLE001
     report("repl-sort", e)
 
-sys.exit(1 if failed else 0)
+sys.exit(1 if report.failed else 0)
