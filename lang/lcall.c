@@ -174,10 +174,10 @@ static int call_func(nb_VM *vm, nb_Frame *caller, const nb_Node *site, nb_Func *
   int need = p->nlocals > nargs ? p->nlocals : nargs;
   /* the frame address is on the real stack even when ASan moves locals to a fake stack */
   char *here = __builtin_frame_address(0);
-  if (vm->depth >= vm->max_depth || (size_t)(vm->cstack_base - here) > vm->cstack_limit || base + need > vm->stack_end) {
+  if (vm->depth + vm->nxf >= vm->max_depth || (size_t)(vm->cstack_base - here) > vm->cstack_limit || base + need > vm->stack_end) {
     for (int i = 0; i < nargs; i++) { nb_Value v = base[i]; base[i] = nb_nil(); nb_decref(v); }
     vm->sp = base;
-    return nb_error_kind(vm, "RecursionError", "stack overflow (calls nested more than %d deep)", vm->depth);
+    return nb_error_kind(vm, "RecursionError", "stack overflow (calls nested more than %d deep)", vm->depth + vm->nxf);
   }
   if (nbV_bind_args(vm, p, base, npos, kw, nkw)) { vm->sp = base; return NB_ERR; }
   vm->sp = base + need;
@@ -299,7 +299,7 @@ int nbV_make_closure(nb_VM *vm, nb_Frame *f, nb_Proto *p, nb_Value *out) {
   (void)vm;
   nb_Func *fn = malloc(sizeof(nb_Func) + sizeof(nb_Cell *) * (size_t)p->ncaps);
   if (!fn) abort();
-  fn->h.rc = 1; fn->h.type = NB_TFUNC; fn->proto = p; fn->mod = f->mod; fn->ncaps = p->ncaps;
+  fn->h.rc = 1; fn->h.type = NB_TFUNC; fn->proto = p; fn->mod = f->mod; fn->code = p->code; fn->ncaps = p->ncaps;
   nbO_track(&fn->h);
   p->chunk->rc++;
   for (int i = 0; i < p->ncaps; i++) {

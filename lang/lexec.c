@@ -45,22 +45,19 @@ typedef struct XFrame {
   nb_Code *ccode; nb_Value *cR; const nb_Instr *cpc;   /* the caller's, to resume */
 } XFrame;
 
-/* frames come from a per-VM pool (stable addresses: vm->frame points in),
-** so a call allocates nothing once the pool has grown to the depth used */
-static XFrame *push_frame(nb_VM *vm) {
-  if (__builtin_expect(vm->nxf < vm->nxfalloc, 1)) return vm->xframes[vm->nxf++];
-  if (vm->nxf == vm->capxf) {
-    int cap = vm->capxf ? vm->capxf * 2 : 16;
-    void **a = realloc(vm->xframes, sizeof *a * (size_t)cap);
-    if (!a) abort();
-    vm->xframes = a; vm->capxf = cap;
+/* The VM's frames are one array of max_depth records, made on first use
+** (calloc: pages the calls never reach are never touched): a call takes the
+** next record, so it allocates nothing, and its address stays put for
+** vm->frame.  nxf records are in use; the nesting of calls through C
+** (vm->depth) and VM calls (nxf) together stays below max_depth, which a VM
+** call checks as nxf < its invocation's limit (max_depth - vm->depth: calls
+** through C are fixed during one nbI_exec). */
+static XFrame *frames(nb_VM *vm) {
+  if (__builtin_expect(!vm->xframes, 0)) {
+    vm->xframes = calloc((size_t)vm->max_depth, sizeof(XFrame));
+    if (!vm->xframes) abort();
   }
-  if (vm->nxf == vm->nxfalloc) {
-    vm->xframes[vm->nxfalloc] = malloc(sizeof(XFrame));
-    if (!vm->xframes[vm->nxfalloc]) abort();
-    vm->nxfalloc++;
-  }
-  return vm->xframes[vm->nxf++];
+  return vm->xframes;
 }
 
 /* A VM call does not look up its call site's node (a load chain on every
@@ -187,7 +184,9 @@ static int iter_next(nb_VM *vm, const nb_Node *n, nb_Value *R, int a, nb_Value *
 int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *out) {
   nb_Value *sp0 = vm->sp;
   if (R0 + code0->nregs > vm->stack_end)
-    return nb_error_kind(vm, "RecursionError", "stack overflow (calls nested more than %d deep)", vm->depth);
+    return nb_error_kind(vm, "RecursionError", "stack overflow (calls nested more than %d deep)", vm->depth + vm->nxf);
+  XFrame *const xf = frames(vm);
+  const int xflim = vm->max_depth - vm->depth;   /* VM frames allowed (see frames) */
   for (int k = code0->nlocals; k < code0->nregs; k++) { uint64_t z = 0; memcpy(&R0[k], &z, sizeof z); }
   vm->sp = R0 + code0->nregs;
 
@@ -427,6 +426,33 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     goto do_call;
   }
   CASE(CALL) {
+    /* The common call, inline: a nabla function whose every parameter is
+    ** given positionally, no *rest, no cells (B | C << 8, the argument
+    ** counts, equal to its fastcall), room for its frame and registers, no
+    ** poll pending.  Anything else, and the first call of a function not
+    ** yet compiled, goes the general way below. */
+    {
+      nb_Value *cv = &RA;
+      nb_Func *fn; nb_Code *cc;
+      if (__builtin_expect(cv->t == NB_TFUNC && (cc = (fn = cv->u.p)->code) != NULL && (int)(i >> 16) == cc->fastcall, 1)) {
+        nb_Value *nR = cv + 1;
+        if (__builtin_expect(vm->nxf >= xflim || nR + cc->nregs > vm->stack_end || vm->poll, 0)) goto call_slow;
+        /* the locals past the arguments start unassigned (the 8-byte tag
+        ** word of NB_TUNDEF); the temporaries above are not cleared: see
+        ** the general path */
+        for (int k = B; k < cc->nlocals; k++) { uint64_t z = 0; memcpy(&nR[k], &z, sizeof z); }
+        XFrame *x = xf + vm->nxf++;
+        x->f.locals = nR; x->f.chunk = cc->chunk; x->f.fn = fn; x->f.mod = fn->mod;
+        x->f.call = NB_CALL_LAZY; x->f.parent = f;
+        x->ccode = code; x->cR = R; x->cpc = pc;
+        vm->frame = f = &x->f;
+        M = fn->mod;
+        code = cc; R = nR; pc = cc->code + cc->body;
+        vm->sp = R + cc->nregs;
+        NEXT;
+      }
+    }
+  call_slow:
     if (__builtin_expect(vm->poll, 0)) CHECK(nbV_poll(vm));
     ca = A; cnpos = B; cnkw = C;
   do_call: ;
@@ -436,13 +462,14 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
       nb_Proto *p = fn->proto;
       nb_Code *cc = p->code ? p->code : nbI_proto_code(vm, p);
       if (__builtin_expect(!cc, 0)) { nbI_proto_error(vm, p); goto error; }
+      fn->code = cc;
       {
         nb_Value *nR = R + ca + 1;
         int nargs = cnpos + cnkw, entry = cc->body;
-        bool plain = (cnpos | cnkw << 8) == cc->fastcall;   /* one compare for the common call */
+        bool plain = (cnpos | cnkw << 8) == cc->fastcall;
         /* a plain call's arguments are its first locals: within its nregs */
-        if (vm->depth >= vm->max_depth || nR + (plain || cc->nregs > nargs ? cc->nregs : nargs) > vm->stack_end) {
-          nb_error_kind(vm, "RecursionError", "stack overflow (calls nested more than %d deep)", vm->depth);
+        if (vm->nxf >= xflim || nR + (plain || cc->nregs > nargs ? cc->nregs : nargs) > vm->stack_end) {
+          nb_error_kind(vm, "RecursionError", "stack overflow (calls nested more than %d deep)", vm->depth + vm->nxf);
           goto error;
         }
         int from = cnpos;
@@ -461,10 +488,9 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
         ** whatever number or nil is left there is only ever overwritten */
         for (int k = from; k < cc->nlocals; k++) { uint64_t z = 0; memcpy(&nR[k], &z, sizeof z); }
         if (__builtin_expect(!plain, 0) && p->ncells) nbV_box_cells(p, nR);
-        XFrame *x = push_frame(vm);
+        XFrame *x = xf + vm->nxf++;
         x->f = (nb_Frame){ nR, p->chunk, fn, fn->mod, NB_CALL_LAZY, f };
         x->ccode = code; x->cR = R; x->cpc = pc;
-        vm->depth++;
         vm->frame = f = &x->f;
         M = fn->mod;
         code = cc; R = nR; pc = cc->code + entry;
@@ -500,9 +526,8 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
       *out = v;
       return NB_OK;
     }
-    XFrame *x = vm->xframes[--vm->nxf];
+    XFrame *x = xf + --vm->nxf;
     clear_regs(R, 0, top);
-    vm->depth--;
     vm->frame = f = x->f.parent;
     M = f->mod;
     code = x->ccode; R = x->cR; pc = x->cpc;
@@ -700,7 +725,7 @@ error:
     ** entry, as call_func does for calls through C) */
     nb_Handler h = vm->xh[--vm->nxh];
     while (vm->nxf > h.lvl) {
-      XFrame *x = vm->xframes[--vm->nxf];
+      XFrame *x = xf + --vm->nxf;
       clear_regs(R, 0, code->nregs);
       vm->frame = f = x->f.parent;
       M = f->mod;
@@ -715,9 +740,8 @@ error:
   }
   vm->nxh = xhbase;
   while (f != f0) {
-    XFrame *x = vm->xframes[--vm->nxf];
+    XFrame *x = xf + --vm->nxf;
     clear_regs(R, 0, code->nregs);
-    vm->depth--;
     vm->frame = f = x->f.parent;
     M = f->mod;
     nbE_add_frame(vm, frame_name(f), f->chunk, nbI_frame_call(&x->f));

@@ -68,11 +68,13 @@ typedef struct nb_Handle {
   void (*finalize)(void *ptr);
 } nb_Handle;
 
-struct nb_Proto; struct nb_Module;
+struct nb_Proto; struct nb_Module; struct nb_Code;
 typedef struct nb_Func {
   nb_Obj h;
   struct nb_Proto *proto;
   struct nb_Module *mod;     /* whose globals the body sees */
+  struct nb_Code *code;      /* proto->code once compiled (NULL before): a call
+                             ** reads it here, one load fewer on its path */
   int ncaps;
   nb_Cell *caps[];           /* captured variables of enclosing functions */
 } nb_Func;

@@ -319,7 +319,6 @@ void nb_vm_free(nb_VM *vm) {
   nbO_collect();
   for (int i = 0; i < vm->npaths; i++) free(vm->paths[i]);
   free(vm->paths); free(vm->mods); free(vm->stack);
-  for (int i = 0; i < vm->nxfalloc; i++) free(vm->xframes[i]);
   free(vm->xframes); free(vm->xh);
   free(vm->last_name); free(vm->last_msg); free(vm->last_report);
   free(vm);

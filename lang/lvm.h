@@ -216,7 +216,8 @@ struct nb_VM {
   nb_Module **mods; int nmods, capmods;     /* imported modules, by name */
   char **paths; int npaths;
   nb_Value *stack, *sp, *stack_end;        /* locals of active calls */
-  int depth, max_depth;
+  int depth, max_depth;                     /* calls through C (lcall.c) nested now; with the VM's
+                                            ** frames (nxf) at most max_depth */
   char *cstack_base; size_t cstack_limit;
   volatile sig_atomic_t interrupted;
   volatile sig_atomic_t poll;               /* nonzero: check interrupt/step limit */
@@ -233,7 +234,9 @@ struct nb_VM {
   nb_ErrorInfo last; char *last_name, *last_msg, *last_report;
   int echo_flags;
   nb_Value tensor_state;                    /* the libraries' per-VM data (nb_vm_libdata, lapi.c) */
-  void **xframes; int nxf, nxfalloc, capxf; /* the VM's frame pool (lexec.c): in use, allocated, capacity */
+  void *xframes; int nxf;                   /* the VM's frames (lexec.c): max_depth of them, made
+                                            ** on first use; nxf in use (VM calls: the nesting is
+                                            ** depth, calls through C, plus nxf) */
   struct nb_Handler *xh; int nxh, capxh;    /* the VM's try handlers (lexec.c) */
 };
 
