@@ -510,30 +510,34 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     NEXT;
   }
   CASE(RET) {
-    SETTLE(RA);   /* a returned value leaves its statement: computed (ltvalue.h) */
-    nb_Value v = RA;
-    int top = A;   /* the registers below it may hold references */
-    if (B) {   /* a local, copied: the locals are cleared below */
-      if (__builtin_expect(v.t == NB_TUNDEF, 0)) { nbI_undefined(vm, NODE, false); goto error; }
-      nb_incref(v); top = code->nlocals;
-    } else put16(&RA, nb_nil());
-    while (vm->nxh > xhbase && vm->xh[vm->nxh - 1].lvl >= vm->nxf) nbI_pop_block(vm);   /* a return inside try, no_grad */
+    nb_Value *ra = &RA;
+    SETTLE(*ra);   /* a returned value leaves its statement: computed (ltvalue.h) */
+    nb_Value v = *ra;
     /* RET's register is the newest live one: the temporaries below it may
-    ** hold references (a return inside an expression), those above none */
-    if (f == f0) {
+    ** hold references (a return inside an expression), those above none;
+    ** a returned local (B) is moved out like a temporary, and the other
+    ** locals are released below */
+    int top = A;
+    if (B) {
+      if (__builtin_expect(v.t == NB_TUNDEF, 0)) { nbI_undefined(vm, NODE, false); goto error; }
+      top = code->nlocals;
+    }
+    put16(ra, nb_nil());
+    while (__builtin_expect(vm->nxh > xhbase, 0) && vm->xh[vm->nxh - 1].lvl >= vm->nxf) nbI_pop_block(vm);   /* a return inside try, no_grad */
+    if (__builtin_expect(f == f0, 0)) {
       clear_regs(R, code->nlocals, top);
       vm->sp = sp0;
       *out = v;
       return NB_OK;
     }
     XFrame *x = xf + --vm->nxf;
-    clear_regs(R, 0, top);
+    release_regs(R, 0, top);
     vm->frame = f = x->f.parent;
     M = f->mod;
     code = x->ccode; R = x->cR; pc = x->cpc;
     vm->sp = R + code->nregs;
     /* the callee's window above R[A] holds no references (its locals were
-    ** cleared above, its temporaries moved out): nothing to empty there */
+    ** released above, its temporaries moved out): nothing to empty there */
     store16(&R[GET_A(pc[-1])], v);
     NEXT;
   }

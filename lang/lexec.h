@@ -13,6 +13,15 @@ static inline void clear_regs(nb_Value *R, int from, int to) {
   for (int k = from; k < to; k++) { nb_Value v = R[k]; R[k] = nb_nil(); nb_decref(v); }
 }
 
+/* drops the references R[from .. to) hold, leaving nil in those slots; a
+** number, nil, bool or builtin stays where it is: it owns nothing, and a
+** slot above the live registers is only ever overwritten (lcall.c's
+** convention), so a frame's return need not store into its every slot */
+static inline void release_regs(nb_Value *R, int from, int to) {
+  for (int k = from; k < to; k++)
+    if (nb_isobj(R[k])) { nb_Value v = R[k]; R[k] = nb_nil(); nb_decref(v); }
+}
+
 /* a temporary register is consumed by its user; locals are only read */
 static inline void drop(nb_Value *R, int r, int nlocals) {
   if (r >= nlocals) { nb_Value v = R[r]; R[r] = nb_nil(); nb_decref(v); }
