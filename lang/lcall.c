@@ -299,7 +299,7 @@ int nbV_make_closure(nb_VM *vm, nb_Frame *f, nb_Proto *p, nb_Value *out) {
   (void)vm;
   nb_Func *fn = malloc(sizeof(nb_Func) + sizeof(nb_Cell *) * (size_t)p->ncaps);
   if (!fn) abort();
-  fn->h.rc = 1; fn->h.type = NB_TFUNC; fn->proto = p; fn->mod = f->mod; fn->code = p->code; fn->ncaps = p->ncaps;
+  fn->h.rc = 1; fn->h.type = NB_TFUNC; fn->proto = p; fn->mod = f->mod; fn->code = p->code; fn->fastcall = p->code ? p->code->fastcall : -1; fn->ncaps = p->ncaps;
   nbO_track(&fn->h);
   p->chunk->rc++;
   for (int i = 0; i < p->ncaps; i++) {

@@ -371,19 +371,23 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     if (__builtin_expect(vm->poll, 0)) CHECK(nbV_poll(vm));
     pc += GET_sBx(i); NEXT;
   }
-  CASE(JF) CASE(JT) CASE(JFK) CASE(JTK) {
-    bool t;
-    nb_Value v = RA;
-    int op = GET_OP(i);
-    if (v.t == NB_TBOOL) t = v.u.b;
-    else {
-      st = nbV_truthy(vm, v, &t);
-      if (op == BC_JF || op == BC_JT || st) drop(R, A, code->nlocals);
-      CHECK(st);
-    }
-    if (t == (op == BC_JT || op == BC_JTK)) pc += GET_sBx(i);
-    NEXT;
-  }
+  /* jumps on a value's truth: JF/JT consume a temporary, JFK/JTK test a
+  ** local and keep it; one handler each, so the opcode is a constant */
+#define JUMPIF(name, jump_when, temp) CASE(name) { \
+    bool t; \
+    nb_Value v = RA; \
+    if (v.t == NB_TBOOL) t = v.u.b; \
+    else { \
+      st = nbV_truthy(vm, v, &t); \
+      if ((temp) || st) drop(R, A, code->nlocals); \
+      CHECK(st); \
+    } \
+    if (t == (jump_when)) pc += GET_sBx(i); \
+    NEXT; }
+  JUMPIF(JF, false, true)
+  JUMPIF(JT, true, true)
+  JUMPIF(JFK, false, false)
+  JUMPIF(JTK, true, false)
   CASE(CALLV) {
     /* lays the list of positional arguments out in place, the keywords
     ** after them (past the registers when long: vm->sp covers them) */
@@ -434,7 +438,8 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     {
       nb_Value *cv = &RA;
       nb_Func *fn; nb_Code *cc;
-      if (__builtin_expect(cv->t == NB_TFUNC && (cc = (fn = cv->u.p)->code) != NULL && (int)(i >> 16) == cc->fastcall, 1)) {
+      if (__builtin_expect(cv->t == NB_TFUNC && (int)(i >> 16) == (fn = cv->u.p)->fastcall, 1)) {   /* so fn->code is set */
+        cc = fn->code;
         nb_Value *nR = cv + 1;
         if (__builtin_expect(vm->nxf >= xflim || nR + cc->nregs > vm->stack_end || vm->poll, 0)) goto call_slow;
         /* the locals past the arguments start unassigned (the 8-byte tag
@@ -462,7 +467,7 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
       nb_Proto *p = fn->proto;
       nb_Code *cc = p->code ? p->code : nbI_proto_code(vm, p);
       if (__builtin_expect(!cc, 0)) { nbI_proto_error(vm, p); goto error; }
-      fn->code = cc;
+      fn->code = cc; fn->fastcall = cc->fastcall;
       {
         nb_Value *nR = R + ca + 1;
         int nargs = cnpos + cnkw, entry = cc->body;

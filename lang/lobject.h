@@ -73,8 +73,9 @@ typedef struct nb_Func {
   nb_Obj h;
   struct nb_Proto *proto;
   struct nb_Module *mod;     /* whose globals the body sees */
-  struct nb_Code *code;      /* proto->code once compiled (NULL before): a call
-                             ** reads it here, one load fewer on its path */
+  struct nb_Code *code;      /* proto->code once compiled (NULL before), and its */
+  int fastcall;              /* fastcall (-1 before): a call reads both here, in
+                             ** parallel, not through proto and code (lexec.c) */
   int ncaps;
   nb_Cell *caps[];           /* captured variables of enclosing functions */
 } nb_Func;
