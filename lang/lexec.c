@@ -92,7 +92,17 @@ static inline void put_num(nb_Value *out, uint64_t tag, double x) { memcpy(out, 
 static inline void put16(nb_Value *slot, nb_Value v) { *slot = v; }
 #endif
 _Static_assert(sizeof(nb_Value) == 16, "a value is two 8-byte words");
-static inline void store16(nb_Value *slot, nb_Value v) { nb_Value old = *slot; put16(slot, v); nb_decref(old); }
+/* A register write drops the old value: its tag is tested first, and the
+** whole old value read only when it holds a reference (a temporary or a
+** number-holding local, the common case, costs one load). */
+static inline void store16(nb_Value *slot, nb_Value v) {
+  if (__builtin_expect(nb_isobj(*slot), 0)) { nb_Value old = *slot; put16(slot, v); nb_decref(old); }
+  else put16(slot, v);
+}
+static inline void store_num(nb_Value *slot, uint64_t tag, double x) {
+  if (__builtin_expect(nb_isobj(*slot), 0)) { nb_Value old = *slot; put_num(slot, tag, x); nb_decref(old); }
+  else put_num(slot, tag, x);
+}
 
 /* ------------------------------------------------------------ hot helpers
 ** (each runs on every method call or loop iteration: kept here, where the
@@ -262,20 +272,20 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
 #define ARITH(name, e) CASE(name) { \
     nb_Value *a = &R[B], *b = &R[C]; \
     if (__builtin_expect(a->t == NB_TNUM && b->t == NB_TNUM, 1)) { \
-      double x = a->u.n, y = b->u.n; uint64_t tag = TAGOF(a, b); nb_Value old = RA; \
-      put_num(&RA, tag, e); nb_decref(old); NEXT; } \
+      double x = a->u.n, y = b->u.n; uint64_t tag = TAGOF(a, b); \
+      store_num(&RA, tag, e); NEXT; } \
     goto binop; }
 #define COMPARE(name, e) CASE(name) { \
     nb_Value *a = &R[B], *b = &R[C]; \
     if (__builtin_expect(a->t == NB_TNUM && b->t == NB_TNUM, 1)) { \
       double x = a->u.n, y = b->u.n; bool t = (e); \
-      nb_Value old = RA; RA = nb_bool(t); nb_decref(old); NEXT; } \
+      store16(&RA, nb_bool(t)); NEXT; } \
     goto binop; }
 #define ARITHK(name, e) CASE(name) { \
     nb_Value *a = &R[B]; const nb_Value *b = &K[C]; \
     if (__builtin_expect(a->t == NB_TNUM, 1)) { \
-      double x = a->u.n, y = b->u.n; uint64_t tag = TAGOF(a, b); nb_Value old = RA; \
-      put_num(&RA, tag, e); nb_decref(old); NEXT; } \
+      double x = a->u.n, y = b->u.n; uint64_t tag = TAGOF(a, b); \
+      store_num(&RA, tag, e); NEXT; } \
     goto binopk; }
 /* a comparison followed by the JF that tests it jumps at once (the
 ** temporary it would have written is dead).  The compiler marks the pairs
@@ -294,7 +304,7 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     nb_Value *a = &R[B]; const nb_Value *b = &K[C]; \
     if (__builtin_expect(a->t == NB_TNUM, 1)) { \
       double x = a->u.n, y = b->u.n; bool t = (e); \
-      nb_Value old = RA; RA = nb_bool(t); nb_decref(old); NEXT; } \
+      store16(&RA, nb_bool(t)); NEXT; } \
     goto binopk; }
   ARITHK(ADDK, x + y)
   ARITHK(SUBK, x - y)
@@ -302,7 +312,7 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
   ** keeps its sign (+ -0.0 changes nothing) */
   ARITHK(MULK, x * y + ((a->kind | b->kind) ? -0.0 : 0.0))
   CASE(DIVK) { nb_Value *a = &R[B];
-    if (a->t == NB_TNUM) { double x = a->u.n / K[C].u.n; nb_Value old = RA; RA = nb_flt(x); nb_decref(old); NEXT; }
+    if (a->t == NB_TNUM) { double x = a->u.n / K[C].u.n; store16(&RA, nb_flt(x)); NEXT; }
     goto binopk; }
   /* each comparison's four instructions: with a register or a constant,
   ** alone or fused with the JF after it */
@@ -320,15 +330,15 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
   ARITH(SUB, x - y)
   ARITH(MUL, x * y + ((a->kind | b->kind) ? -0.0 : 0.0))
   CASE(DIV) { nb_Value *a = &R[B], *b = &R[C];
-    if (a->t == NB_TNUM && b->t == NB_TNUM) { double x = a->u.n / b->u.n; nb_Value old = RA; RA = nb_flt(x); nb_decref(old); NEXT; }
+    if (a->t == NB_TNUM && b->t == NB_TNUM) { double x = a->u.n / b->u.n; store16(&RA, nb_flt(x)); NEXT; }
     goto binop; }
   /* & | ^ of two ints that are exact (within 2^53) inline; the rest (shifts,
   ** big ints, errors) in nbV_bitop */
 #define BITOP(name, e) CASE(name) { \
     nb_Value *a = &R[B], *b = &R[C]; \
     if (__builtin_expect(nb_isint(*a) && nb_isint(*b) && fabs(a->u.n) <= 9007199254740992.0 && fabs(b->u.n) <= 9007199254740992.0, 1)) { \
-      int64_t x = (int64_t)a->u.n, y = (int64_t)b->u.n; nb_Value old = RA; \
-      RA = nb_int((double)(e)); nb_decref(old); NEXT; } \
+      int64_t x = (int64_t)a->u.n, y = (int64_t)b->u.n; \
+      store16(&RA, nb_int((double)(e))); NEXT; } \
     goto binop; }
   BITOP(BAND, x & y)
   BITOP(BOR, x | y)
@@ -647,9 +657,7 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     double x = a->u.n;
     if (x < a[1].u.n) {
       if (__builtin_expect(vm->poll, 0)) CHECK(nbV_poll(vm));
-      nb_Value old = R[B];
-      put_num(&R[B], (uint64_t)NB_TNUM | (uint64_t)a->kind << 32, x);
-      nb_decref(old);
+      store_num(&R[B], (uint64_t)NB_TNUM | (uint64_t)a->kind << 32, x);
       a->u.n = x + 1;
       pc += 1 + GET_sBx(*pc);
     } else pc++;
@@ -661,9 +669,7 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     double x = a->u.n;
     if (x < a[1].u.n) {
       if (__builtin_expect(vm->poll, 0)) CHECK(nbV_poll(vm));
-      nb_Value *g = &M->vals[GET_Bx(i)], old = *g;
-      put_num(g, (uint64_t)NB_TNUM | (uint64_t)a->kind << 32, x);
-      nb_decref(old);
+      store_num(&M->vals[GET_Bx(i)], (uint64_t)NB_TNUM | (uint64_t)a->kind << 32, x);
       a->u.n = x + 1;
       pc += 1 + GET_sBx(*pc);
     } else pc++;

@@ -117,7 +117,10 @@ static inline void nb_decref(nb_Value v) {
   }
 }
 /* replaces *slot by v (taking over v's reference) */
-static inline void nb_store(nb_Value *slot, nb_Value v) { nb_Value old = *slot; *slot = v; nb_decref(old); }
+static inline void nb_store(nb_Value *slot, nb_Value v) {
+  if (nb_isobj(*slot)) { nb_Value old = *slot; *slot = v; nb_decref(old); }   /* the old value read only when it counts */
+  else *slot = v;
+}
 
 /* ---- cycle collection ----
 ** Reference counting cannot free a record that contains itself or a local
