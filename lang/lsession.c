@@ -14,8 +14,14 @@
 #include "tensor/tensor.h"
 #include "util/fdio.h"
 
-#define STACK_SLOTS (1 << 18)
-#define MAX_DEPTH 10000
+/* The VM stack and the frame array are reserved whole when the VM is made
+** and cost only what a program touches (calloc of this size is fresh
+** zeroed pages from mmap): nabla-to-nabla calls do not use the C stack, so
+** recursion is bounded by these -- 200000 nested calls, 4M registers (64
+** MB of address space, 16 bytes a slot) -- with a RecursionError, as Lua's
+** LUAI_MAXSTACK bounds its stack at a million slots. */
+#define STACK_SLOTS (1 << 22)
+#define MAX_DEPTH 200000
 
 const char *nb_version(void) {
 #ifdef NABLA_VERSION

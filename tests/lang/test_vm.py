@@ -136,9 +136,9 @@ def check_step_limit():
 
 
 def check_deep_recursion():
-    """compiled calls use the VM's frame stack, not the C stack: 9000 nested
-    calls work, past max depth (10000) a RecursionError that try catches"""
-    n = random.randint(8000, 9500)
+    """compiled calls use the VM's frame stack, not the C stack: 190000 nested
+    calls work, past max depth (200000) a RecursionError that try catches"""
+    n = random.randint(150000, 199000)
     src = f"""fn depth(n) = if n == 0 {{ 0 }} else {{ 1 + depth(n - 1) }}
 print(depth({n}))
 fn forever(n) = forever(n + 1)
@@ -147,7 +147,7 @@ print(e.name, e.message)
 print(depth(10))
 """
     rc, out, err = run(src)
-    want = f"{n}\nRecursionError stack overflow (calls nested more than 10000 deep)\n10\n"
+    want = f"{n}\nRecursionError stack overflow (calls nested more than 200000 deep)\n10\n"
     report("vm/deep_recursion", rc == 0 and out == want, f"rc {rc}, out {out!r}, want {want!r}, err {err[:300]!r}")
 
 
