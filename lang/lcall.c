@@ -295,11 +295,19 @@ int nbV_spread_list(nb_VM *vm, nb_Value *v) {
 }
 
 /* --------------------------------------------------------------- closures */
+void nbV_func_set_code(nb_Func *fn, nb_Code *c) {
+  fn->code = c;
+  fn->entry = c ? c->code + c->body : NULL;
+  fn->fastcall = c ? c->fastcall : -1;
+  fn->nregs = c ? c->nregs : 0;
+  fn->nlocals = c ? c->nlocals : 0;
+}
+
 int nbV_make_closure(nb_VM *vm, nb_Frame *f, nb_Proto *p, nb_Value *out) {
   (void)vm;
   nb_Func *fn = malloc(sizeof(nb_Func) + sizeof(nb_Cell *) * (size_t)p->ncaps);
   if (!fn) abort();
-  fn->h.rc = 1; fn->h.type = NB_TFUNC; fn->proto = p; fn->mod = f->mod; fn->code = p->code; fn->fastcall = p->code ? p->code->fastcall : -1; fn->ncaps = p->ncaps;
+  fn->h.rc = 1; fn->h.type = NB_TFUNC; fn->proto = p; fn->mod = f->mod; nbV_func_set_code(fn, p->code); fn->ncaps = p->ncaps;
   nbO_track(&fn->h);
   p->chunk->rc++;
   for (int i = 0; i < p->ncaps; i++) {

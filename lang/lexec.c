@@ -449,21 +449,21 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
       nb_Value *cv = &RA;
       nb_Func *fn; nb_Code *cc;
       if (__builtin_expect(cv->t == NB_TFUNC && (int)(i >> 16) == (fn = cv->u.p)->fastcall, 1)) {   /* so fn->code is set */
-        cc = fn->code;
         nb_Value *nR = cv + 1;
-        if (__builtin_expect(vm->nxf >= xflim || nR + cc->nregs > vm->stack_end || vm->poll, 0)) goto call_slow;
+        if (__builtin_expect(vm->nxf >= xflim || nR + fn->nregs > vm->stack_end || vm->poll, 0)) goto call_slow;
         /* the locals past the arguments start unassigned (the 8-byte tag
         ** word of NB_TUNDEF); the temporaries above are not cleared: see
         ** the general path */
-        for (int k = B; k < cc->nlocals; k++) { uint64_t z = 0; memcpy(&nR[k], &z, sizeof z); }
+        for (int k = B; k < fn->nlocals; k++) { uint64_t z = 0; memcpy(&nR[k], &z, sizeof z); }
+        cc = fn->code;
         XFrame *x = xf + vm->nxf++;
         x->f.locals = nR; x->f.chunk = cc->chunk; x->f.fn = fn; x->f.mod = fn->mod;
         x->f.call = NB_CALL_LAZY; x->f.parent = f;
         x->ccode = code; x->cR = R; x->cpc = pc;
         vm->frame = f = &x->f;
         M = fn->mod;
-        code = cc; R = nR; pc = cc->code + cc->body;
-        vm->sp = R + cc->nregs;
+        pc = fn->entry; R = nR; code = cc;
+        vm->sp = nR + fn->nregs;
         NEXT;
       }
     }
@@ -477,7 +477,7 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
       nb_Proto *p = fn->proto;
       nb_Code *cc = p->code ? p->code : nbI_proto_code(vm, p);
       if (__builtin_expect(!cc, 0)) { nbI_proto_error(vm, p); goto error; }
-      fn->code = cc; fn->fastcall = cc->fastcall;
+      if (!fn->code) nbV_func_set_code(fn, cc);
       {
         nb_Value *nR = R + ca + 1;
         int nargs = cnpos + cnkw, entry = cc->body;

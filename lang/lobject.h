@@ -73,9 +73,13 @@ typedef struct nb_Func {
   nb_Obj h;
   struct nb_Proto *proto;
   struct nb_Module *mod;     /* whose globals the body sees */
-  struct nb_Code *code;      /* proto->code once compiled (NULL before), and its */
-  int fastcall;              /* fastcall (-1 before): a call reads both here, in
-                             ** parallel, not through proto and code (lexec.c) */
+  /* proto->code once compiled (NULL before) and what a call needs of it,
+  ** copied here (nbV_func_set_code) so that the VM's call reads them all
+  ** from the function in parallel, not through proto and code (lexec.c) */
+  struct nb_Code *code;
+  const uint32_t *entry;     /* code->code + code->body */
+  int fastcall;              /* code->fastcall, -1 before compiling */
+  int nregs, nlocals;        /* code->nregs, code->nlocals */
   int ncaps;
   nb_Cell *caps[];           /* captured variables of enclosing functions */
 } nb_Func;

@@ -146,6 +146,8 @@ typedef struct nb_Code {
   const char *name;          /* for the disassembler */
 } nb_Code;
 
+/* fn's copy of what a call reads of its code c (NULL: not compiled yet) */
+void nbV_func_set_code(nb_Func *fn, nb_Code *c);
 /* compiles a proto's body, once; NULL when it exceeds a limit of the
 ** bytecode (p->vm_why, p->vm_at say which, nbI_proto_error raises it) */
 nb_Code *nbI_proto_code(nb_VM *vm, nb_Proto *p);
