@@ -439,6 +439,19 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     if (__builtin_expect(vm->poll, 0)) CHECK(nbV_poll(vm));
     goto do_call;
   }
+  /* enters function fn (its code cc, compiled) at pc0 with registers nR:
+  ** the next frame record, the caller's code, registers and pc saved in it
+  ** for the return; nregs is cc->nregs (the fast path has it from fn) */
+#define ENTER(fn, cc, nR, pc0, nregs) do { \
+    XFrame *x_ = xf + vm->nxf++; \
+    x_->f.locals = (nR); x_->f.chunk = (cc)->chunk; x_->f.fn = (fn); x_->f.mod = (fn)->mod; \
+    x_->f.call = NB_CALL_LAZY; x_->f.parent = f; \
+    x_->ccode = code; x_->cR = R; x_->cpc = pc; \
+    vm->frame = f = &x_->f; \
+    M = (fn)->mod; \
+    pc = (pc0); R = (nR); code = (cc); \
+    vm->sp = (nR) + (nregs); \
+    NEXT; } while (0)
   CASE(CALL) {
     /* The common call, inline: a nabla function whose every parameter is
     ** given positionally, no *rest, no cells (B | C << 8, the argument
@@ -456,15 +469,7 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
         ** the general path */
         for (int k = B; k < fn->nlocals; k++) { uint64_t z = 0; memcpy(&nR[k], &z, sizeof z); }
         cc = fn->code;
-        XFrame *x = xf + vm->nxf++;
-        x->f.locals = nR; x->f.chunk = cc->chunk; x->f.fn = fn; x->f.mod = fn->mod;
-        x->f.call = NB_CALL_LAZY; x->f.parent = f;
-        x->ccode = code; x->cR = R; x->cpc = pc;
-        vm->frame = f = &x->f;
-        M = fn->mod;
-        pc = fn->entry; R = nR; code = cc;
-        vm->sp = nR + fn->nregs;
-        NEXT;
+        ENTER(fn, cc, nR, fn->entry, fn->nregs);
       }
     }
   call_slow:
@@ -503,14 +508,7 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
         ** whatever number or nil is left there is only ever overwritten */
         for (int k = from; k < cc->nlocals; k++) { uint64_t z = 0; memcpy(&nR[k], &z, sizeof z); }
         if (__builtin_expect(!plain, 0) && p->ncells) nbV_box_cells(p, nR);
-        XFrame *x = xf + vm->nxf++;
-        x->f = (nb_Frame){ nR, p->chunk, fn, fn->mod, NB_CALL_LAZY, f };
-        x->ccode = code; x->cR = R; x->cpc = pc;
-        vm->frame = f = &x->f;
-        M = fn->mod;
-        code = cc; R = nR; pc = cc->code + entry;
-        vm->sp = R + cc->nregs;
-        NEXT;
+        ENTER(fn, cc, nR, cc->code + entry, cc->nregs);
       }
     }
     const nb_Node *n = NODE;
