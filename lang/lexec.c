@@ -452,6 +452,12 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     pc = (pc0); R = (nR); code = (cc); \
     vm->sp = (nR) + (nregs); \
     NEXT; } while (0)
+  /* enters fn by a plain call (npos arguments, its fastcall): its other
+  ** locals start unassigned (the 8-byte tag word of NB_TUNDEF); the
+  ** temporaries above are not cleared: see the general path */
+#define ENTER_PLAIN(fn, nR, npos) do { \
+    for (int k_ = (npos); k_ < (fn)->nlocals; k_++) { uint64_t z_ = 0; memcpy(&(nR)[k_], &z_, sizeof z_); } \
+    ENTER(fn, (fn)->code, nR, (fn)->entry, (fn)->nregs); } while (0)
   CASE(CALL) {
     /* The common call, inline: a nabla function whose every parameter is
     ** given positionally, no *rest, no cells (B | C << 8, the argument
@@ -460,16 +466,11 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     ** yet compiled, goes the general way below. */
     {
       nb_Value *cv = &RA;
-      nb_Func *fn; nb_Code *cc;
+      nb_Func *fn;
       if (__builtin_expect(cv->t == NB_TFUNC && (int)(i >> 16) == (fn = cv->u.p)->fastcall, 1)) {   /* so fn->code is set */
         nb_Value *nR = cv + 1;
         if (__builtin_expect(vm->nxf >= xflim || nR + fn->nregs > vm->stack_end || vm->poll, 0)) goto call_slow;
-        /* the locals past the arguments start unassigned (the 8-byte tag
-        ** word of NB_TUNDEF); the temporaries above are not cleared: see
-        ** the general path */
-        for (int k = B; k < fn->nlocals; k++) { uint64_t z = 0; memcpy(&nR[k], &z, sizeof z); }
-        cc = fn->code;
-        ENTER(fn, cc, nR, fn->entry, fn->nregs);
+        ENTER_PLAIN(fn, nR, B);
       }
     }
   call_slow:
@@ -479,6 +480,10 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     nb_Value callee = R[ca];
     if (callee.t == NB_TFUNC) {
       nb_Func *fn = nb_func(callee);
+      /* a plain call that came by METHOD or CALLV, or one the inline path
+      ** left for the poll: as CALL's, when there is room */
+      if ((cnpos | cnkw << 8) == fn->fastcall && vm->nxf < xflim && R + ca + 1 + fn->nregs <= vm->stack_end)
+        ENTER_PLAIN(fn, R + ca + 1, cnpos);
       nb_Proto *p = fn->proto;
       nb_Code *cc = p->code ? p->code : nbI_proto_code(vm, p);
       if (__builtin_expect(!cc, 0)) { nbI_proto_error(vm, p); goto error; }
