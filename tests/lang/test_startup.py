@@ -1,16 +1,29 @@
-"""Process startup: a plain script loads neither ZeroMQ nor OpenSSL's
-libcrypto (wire/dynlib.c loads them on first use; linking them cost every
-process ~3/4 of its startup), and what needs them still loads them.  Checked
-through the dynamic loader's own log (LD_DEBUG=libs), not through timing."""
+"""Process startup: a plain script loads none of the libraries that only
+some features need (util/dynload.h loads them on first use: ZeroMQ and
+libcrypto for workers and the kernel, readline for the terminal REPL,
+jansson for safetensors and the kernel, libpng for PNG plots, zlib for
+compressed npz; linking them cost every process most of its startup), and
+each feature that needs one still loads it, and gives the clear "cannot load"
+error, only then, when it is missing.  Checked through the dynamic loader's
+own log (LD_DEBUG=libs), not through timing."""
+import ast
+import json
 import os
+import pty
 import random
 import re
+import select
+import shutil
+import struct
 import subprocess
+import sys
 import tempfile
+import time
 
 from lutil import NABLA, report, finish
 
-LAZY = ("libzmq.so", "libcrypto.so", "libstdc++.so", "libkrb5.so", "libsodium.so")
+LAZY = ("libzmq.so", "libcrypto.so", "libstdc++.so", "libkrb5.so", "libsodium.so",
+        "libreadline.so", "libtinfo.so", "libjansson.so", "libpng16.so", "libz.so")
 
 
 def loaded(stderr):
@@ -18,11 +31,19 @@ def loaded(stderr):
     return {os.path.basename(m) for m in re.findall(r"calling init: (\S+)", stderr)}
 
 
-def run(args, timeout=60):
+def run(args, timeout=60, stdin=None, prefix=()):
     env = dict(os.environ, LD_DEBUG="libs", NO_COLOR="1")
-    p = subprocess.run([NABLA] + args, capture_output=True, text=True, env=env,
-                       stdin=subprocess.DEVNULL, timeout=timeout)
+    p = subprocess.run(list(prefix) + [NABLA] + args, capture_output=True, text=True, env=env,
+                       input=stdin, stdin=None if stdin is not None else subprocess.DEVNULL, timeout=timeout)
     return p.returncode, p.stdout, p.stderr
+
+
+def skip(name, why):
+    print(f"SKIP: {name}: {why}")
+
+
+def has(libs, lib):
+    return any(l.startswith(lib) for l in libs)
 
 
 rng = random.Random()
@@ -33,8 +54,14 @@ rc, out, err = run(["-e", f"print({a} * {b} + {a} // {b})"])
 libs = loaded(err)
 want = str(a * b + a // b)
 report("startup/plain-script-runs", rc == 0 and out.split() == [want], f"rc {rc} out {out!r} want {want}")
-report("startup/plain-script-loads-no-zmq-crypto", libs and not any(l.startswith(LAZY) for l in libs),
+report("startup/plain-script-loads-no-lazy-library", libs and not any(l.startswith(LAZY) for l in libs),
        "loaded at startup: %s" % sorted(l for l in libs if l.startswith(LAZY)) if libs else "LD_DEBUG=libs printed nothing")
+
+# the REPL with piped stdin (no terminal): no line editor, so no readline
+rc, out, err = run([], stdin=f"print({a} - {b})\n")
+libs = loaded(err)
+report("startup/piped-repl-runs", rc == 0 and out.split() == [str(a - b)], f"rc {rc} out {out!r} want {a - b}")
+report("startup/piped-repl-loads-no-readline", libs and not has(libs, "libreadline.so"), f"loaded: {sorted(libs)}")
 
 # `nabla run` (workers over ZeroMQ, HMAC-signed with libcrypto): loads both on first use
 with tempfile.NamedTemporaryFile("w", suffix=".nbl", delete=False) as f:
@@ -49,4 +76,136 @@ report("startup/run-uses-workers", rc == 0 and str(a + b) in out, f"rc {rc} out 
 for lib in ("libzmq.so", "libcrypto.so"):
     report(f"startup/run-loads-{lib.split('.')[0]}-on-first-use", any(l.startswith(lib) for l in libs),
            f"{lib} never loaded; loaded: {sorted(libs)}")
+
+tmp = tempfile.mkdtemp(prefix="nabla-startup-")
+
+
+def repl_on_pty(line, want, timeout=30):
+    """the interactive REPL on a pseudo-terminal (HOME: its history file in
+    tmp): types line, waits for want, then Ctrl-D.  -> (output, libraries)"""
+    log = os.path.join(tmp, "ld")
+    env = dict(os.environ, LD_DEBUG="libs", LD_DEBUG_OUTPUT=log, NO_COLOR="1", HOME=tmp, TERM="dumb")
+    master, slave = pty.openpty()
+    p = subprocess.Popen([NABLA], stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True)
+    os.close(slave)
+    buf, sent, done, end = b"", False, False, time.time() + timeout
+    try:
+        while time.time() < end and p.poll() is None:
+            if not sent and b">>> " in buf:
+                os.write(master, (line + "\n").encode()); sent = True
+            after = buf.split(line.encode(), 1)[-1] if sent else b""
+            if not done and want.encode() in after and b">>> " in after.split(want.encode(), 1)[-1]:
+                os.write(master, b"\x04"); done = True
+            r, _, _ = select.select([master], [], [], 0.1)
+            if r:
+                try:
+                    data = os.read(master, 65536)
+                except OSError:
+                    data = b""
+                if not data:
+                    break
+                buf += data
+        p.wait(timeout=5)
+    finally:
+        if p.poll() is None:
+            p.kill(); p.wait()
+        os.close(master)
+    text = ""
+    for name in os.listdir(tmp):
+        if name.startswith("ld."):
+            with open(os.path.join(tmp, name)) as f:
+                text += f.read()
+            os.unlink(os.path.join(tmp, name))
+    return buf.decode(errors="replace"), loaded(text)
+
+
+# the terminal REPL loads readline when it starts, and edits and keeps history with it
+out, libs = repl_on_pty(f"print({a} * 3 + {b})", str(a * 3 + b))
+report("startup/tty-repl-runs", str(a * 3 + b) in out.split(f"print({a} * 3 + {b})", 1)[-1], f"output {out[-300:]!r}")
+report("startup/tty-repl-loads-readline", has(libs, "libreadline.so"), f"readline never loaded; loaded: {sorted(libs)}")
+hist = os.path.join(tmp, ".nabla_history")
+report("startup/tty-repl-history", os.path.exists(hist) and f"print({a} * 3 + {b})" in open(hist).read(),
+       "the line is not in the history file")
+
+
+def png_size(path):
+    """(width, height) from a PNG's IHDR, or None when it is not a PNG"""
+    with open(path, "rb") as f:
+        data = f.read(24)
+    if len(data) < 24 or data[:8] != b"\x89PNG\r\n\x1a\n" or data[12:16] != b"IHDR":
+        return None
+    return struct.unpack(">II", data[16:24])
+
+
+# a PNG plot loads libpng
+png = os.path.join(tmp, "im.png")
+rc, out, err = run(["-e", f'seed({a})\nimshow(rand({b % 7 + 2}, {b % 5 + 3}), file="{png}")'])
+libs = loaded(err)
+report("startup/png-plot-written", rc == 0 and os.path.exists(png) and png_size(png) is not None,
+       f"rc {rc} stderr {err[-300:]!r}")
+report("startup/png-plot-loads-libpng", has(libs, "libpng16.so"), f"libpng never loaded; loaded: {sorted(libs)}")
+
+# compressed npz (zlib) and safetensors (jansson): the values come back
+try:
+    import numpy as np
+except ImportError as e:
+    np = None
+    skip("startup/npz-safetensors", f"numpy not importable ({e}); run with /usr/bin/python3")
+if np is not None:
+    rs = np.random.default_rng(rng.randrange(2**32))
+    arr = rs.standard_normal((rng.randint(1, 5), rng.randint(1, 6))).astype(np.float32)
+    npz = os.path.join(tmp, "a.npz")
+    np.savez_compressed(npz, a=arr)
+    st = os.path.join(tmp, "a.safetensors")
+    rc, out, err = run(["-e", f'r = load_npz("{npz}")\nprint(tolist(r.a))\n'
+                              f'save("{st}", {{w: r.a * 2}})\nprint(tolist(load("{st}").w))'])
+    libs = loaded(err)
+    try:
+        got = [np.array(ast.literal_eval(l), dtype=np.float64) for l in out.splitlines()]
+    except (ValueError, SyntaxError):
+        got = []
+    report("startup/npz-values", rc == 0 and len(got) == 2 and np.allclose(got[0], arr, rtol=1e-6, atol=0),
+           f"rc {rc} out {out[:300]!r} stderr {err[-300:]!r}")
+    report("startup/npz-loads-zlib", has(libs, "libz.so"), f"zlib never loaded; loaded: {sorted(libs)}")
+    report("startup/safetensors-values", len(got) == 2 and np.allclose(got[1], arr * 2, rtol=1e-6, atol=0),
+           f"out {out[:300]!r}")
+    report("startup/safetensors-loads-jansson", has(libs, "libjansson.so"), f"jansson never loaded; loaded: {sorted(libs)}")
+
+# the kernelspec installer writes kernel.json (jansson) and its logos (libpng)
+prefix = os.path.join(tmp, "prefix")
+name = f"nb{a & 0xffff:x}"
+rc, out, err = run(["kernel", "install", "--prefix", prefix, "--name", name])
+libs = loaded(err)
+kdir = os.path.join(prefix, "share", "jupyter", "kernels", name)
+try:
+    with open(os.path.join(kdir, "kernel.json")) as f:
+        spec = json.load(f)
+except (OSError, ValueError) as e:
+    spec = {"error": str(e)}
+report("startup/kernel-install-spec", rc == 0 and isinstance(spec.get("argv"), list) and "kernel" in spec["argv"]
+       and png_size(os.path.join(kdir, "logo-64x64.png")) == (64, 64), f"rc {rc} spec {spec} stderr {err[-300:]!r}")
+report("startup/kernel-install-loads-jansson-libpng", has(libs, "libjansson.so") and has(libs, "libpng16.so"),
+       f"loaded: {sorted(libs)}")
+
+# a missing library: the feature that needs it stops with "cannot load" and the
+# package's name, and a plain script does not notice (a private mount
+# namespace hides libpng behind /dev/null; needs root and unshare)
+libpng = "/lib/x86_64-linux-gnu/libpng16.so.16"
+unshare = shutil.which("unshare")
+hide = ["sh", "-c", f'mount --bind /dev/null {libpng} && exec "$@"', "sh"]
+if not unshare or not os.path.exists(libpng) or subprocess.run(
+        [unshare, "-m"] + hide + ["true"], capture_output=True).returncode != 0:
+    skip("startup/missing-library", "cannot hide a library here (needs unshare -m as root)")
+else:
+    png2 = os.path.join(tmp, "im2.png")
+    rc, out, err = run(["-e", f'print({a} + 1)\nimshow(rand(3, 3), file="{png2}")\nprint("after")'],
+                       prefix=[unshare, "-m"] + hide)
+    report("startup/missing-libpng-error",
+           rc == 127 and out.split() == [str(a + 1)] and "cannot load libpng16.so.16 (libpng (Debian package libpng16-16)" in err
+           and not os.path.exists(png2), f"rc {rc} out {out!r} stderr {err[-400:]!r}")
+    rc, out, err = run(["-e", f"print({a} * {b})"], prefix=[unshare, "-m"] + hide)
+    report("startup/missing-libpng-plain-script-runs", rc == 0 and out.split() == [str(a * b)],
+           f"rc {rc} out {out!r} stderr {err[-300:]!r}")
+
+shutil.rmtree(tmp, ignore_errors=True)
 finish()
