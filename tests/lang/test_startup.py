@@ -2,7 +2,7 @@
 some features need (util/dynload.h loads them on first use: ZeroMQ and
 libcrypto for workers and the kernel, readline for the terminal REPL,
 jansson for safetensors and the kernel, libpng for PNG plots, zlib for
-compressed npz; linking them cost every process most of its startup), and
+compressed npz, SLEEF for tensor exp/log/sin/...; linking them cost every process most of its startup), and
 each feature that needs one still loads it, and gives the clear "cannot load"
 error, only then, when it is missing.  Checked through the dynamic loader's
 own log (LD_DEBUG=libs), not through timing."""
@@ -23,7 +23,7 @@ import time
 from lutil import NABLA, report, finish
 
 LAZY = ("libzmq.so", "libcrypto.so", "libstdc++.so", "libkrb5.so", "libsodium.so",
-        "libreadline.so", "libtinfo.so", "libjansson.so", "libpng16.so", "libz.so")
+        "libreadline.so", "libtinfo.so", "libjansson.so", "libpng16.so", "libz.so", "libsleef.so")
 
 
 def loaded(stderr):
@@ -170,6 +170,22 @@ if np is not None:
     report("startup/safetensors-values", len(got) == 2 and np.allclose(got[1], arr * 2, rtol=1e-6, atol=0),
            f"out {out[:300]!r}")
     report("startup/safetensors-loads-jansson", has(libs, "libjansson.so"), f"jansson never loaded; loaded: {sorted(libs)}")
+
+# tensor exp, tanh, pow (SLEEF's vector math, at every vector width the kernels use)
+if np is not None:
+    xs = (rs.standard_normal(rng.randint(1, 40)) * 2).astype(np.float64)
+    rc, out, err = run(["-e", f"x = tensor({xs.tolist()}, dtype=\"float64\")\n"
+                              "print(tolist(exp(x)))\nprint(tolist(tanh(x)))\nprint(tolist(pow(abs(x), 1.5)))\n"
+                              f"print(tolist(exp(tensor({xs.tolist()}))))"])
+    libs = loaded(err)
+    try:
+        got = [np.array(ast.literal_eval(l), dtype=np.float64) for l in out.splitlines()]
+    except (ValueError, SyntaxError):
+        got = []
+    want = [np.exp(xs), np.tanh(xs), np.abs(xs) ** 1.5, np.exp(xs.astype(np.float32)).astype(np.float64)]   # tensor()'s default dtype: float32
+    report("startup/sleef-values", rc == 0 and len(got) == 4 and all(np.allclose(g, w, rtol=1e-6, atol=0) for g, w in zip(got, want)),
+           f"rc {rc} out {out[:300]!r} stderr {err[-300:]!r}")
+    report("startup/sleef-loaded-on-first-use", has(libs, "libsleef.so"), f"SLEEF never loaded; loaded: {sorted(libs)}")
 
 # the kernelspec installer writes kernel.json (jansson) and its logos (libpng)
 prefix = os.path.join(tmp, "prefix")
