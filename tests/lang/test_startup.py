@@ -223,5 +223,26 @@ else:
     report("startup/missing-libpng-plain-script-runs", rc == 0 and out.split() == [str(a * b)],
            f"rc {rc} out {out!r} stderr {err[-300:]!r}")
 
+# the C stack bound (lang/lsession.c's measure_cstack, no longer through
+# glibc's /proc/self/maps parse for the main thread): recursion through a
+# builtin ends in RecursionError before the C stack overflows, at a depth that
+# follows RLIMIT_STACK (1 MB and 2 MB: below the VM's own 10,000-call limit)
+import resource
+REC = ("fn down(n) = if n == 0 { 0 } else { map(list(n), fn(k) = down(k - 1))[0] + 1 }\n"
+       "e = try { down(100000000) } catch err { err }\nprint(e.name)\nprint(e.message)\n"
+       f"print(down({b % 300 + 10}))\n")
+depth = {}
+for mb in (1, 2):
+    def limit(mb=mb):
+        resource.setrlimit(resource.RLIMIT_STACK, (mb << 20, resource.getrlimit(resource.RLIMIT_STACK)[1]))
+    p = subprocess.run([NABLA, "-e", REC], capture_output=True, text=True, preexec_fn=limit, timeout=120)
+    lines = p.stdout.split("\n")
+    m = re.search(r"nested more than (\d+) deep", p.stdout)
+    depth[mb] = int(m.group(1)) if m else None
+    report(f"startup/cstack-{mb}mb-recursion-error", p.returncode == 0 and lines[:1] == ["RecursionError"] and m
+           and depth[mb] < 10000 and lines[2:3] == [str(b % 300 + 10)], f"rc {p.returncode} out {p.stdout[:300]!r} err {p.stderr[-300:]!r}")
+report("startup/cstack-bound-follows-rlimit", depth[1] and depth[2] and depth[2] > depth[1] * 3 // 2,
+       f"depths {depth}")
+
 shutil.rmtree(tmp, ignore_errors=True)
 finish()
