@@ -230,7 +230,7 @@ else:
 import resource
 REC = ("fn down(n) = if n == 0 { 0 } else { map(list(n), fn(k) = down(k - 1))[0] + 1 }\n"
        "e = try { down(100000000) } catch err { err }\nprint(e.name)\nprint(e.message)\n"
-       f"print(down({b % 300 + 10}))\n")
+       f"print(down({b % 40 + 5}))\n")
 depth = {}
 for mb in (1, 2):
     def limit(mb=mb):
@@ -240,7 +240,7 @@ for mb in (1, 2):
     m = re.search(r"nested more than (\d+) deep", p.stdout)
     depth[mb] = int(m.group(1)) if m else None
     report(f"startup/cstack-{mb}mb-recursion-error", p.returncode == 0 and lines[:1] == ["RecursionError"] and m
-           and depth[mb] < 10000 and lines[2:3] == [str(b % 300 + 10)], f"rc {p.returncode} out {p.stdout[:300]!r} err {p.stderr[-300:]!r}")
+           and depth[mb] < 10000 and lines[2:3] == [str(b % 40 + 5)], f"rc {p.returncode} out {p.stdout[:300]!r} err {p.stderr[-300:]!r}")
 report("startup/cstack-bound-follows-rlimit", depth[1] and depth[2] and depth[2] > depth[1] * 3 // 2,
        f"depths {depth}")
 
