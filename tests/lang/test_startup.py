@@ -151,6 +151,17 @@ try:
 except ImportError as e:
     np = None
     skip("startup/npz-safetensors", f"numpy not importable ({e}); run with /usr/bin/python3")
+
+
+def printed_lists(out):
+    """each line of out (nabla's tolist printed) as a float64 array; [] when
+    a line is not a list literal"""
+    try:
+        return [np.array(ast.literal_eval(l), dtype=np.float64) for l in out.splitlines()]
+    except (ValueError, SyntaxError):
+        return []
+
+
 if np is not None:
     rs = np.random.default_rng(rng.randrange(2**32))
     arr = rs.standard_normal((rng.randint(1, 5), rng.randint(1, 6))).astype(np.float32)
@@ -160,10 +171,7 @@ if np is not None:
     rc, out, err = run(["-e", f'r = load_npz("{npz}")\nprint(tolist(r.a))\n'
                               f'save("{st}", {{w: r.a * 2}})\nprint(tolist(load("{st}").w))'])
     libs = loaded(err)
-    try:
-        got = [np.array(ast.literal_eval(l), dtype=np.float64) for l in out.splitlines()]
-    except (ValueError, SyntaxError):
-        got = []
+    got = printed_lists(out)
     report("startup/npz-values", rc == 0 and len(got) == 2 and np.allclose(got[0], arr, rtol=1e-6, atol=0),
            f"rc {rc} out {out[:300]!r} stderr {err[-300:]!r}")
     report("startup/npz-loads-zlib", has(libs, "libz.so"), f"zlib never loaded; loaded: {sorted(libs)}")
@@ -171,17 +179,15 @@ if np is not None:
            f"out {out[:300]!r}")
     report("startup/safetensors-loads-jansson", has(libs, "libjansson.so"), f"jansson never loaded; loaded: {sorted(libs)}")
 
-# tensor exp, tanh, pow (SLEEF's vector math, at every vector width the kernels use)
+# tensor exp, tanh, pow: SLEEF's vector math (this CPU's widest width, and the
+# tail of a length that is not a multiple of it)
 if np is not None:
     xs = (rs.standard_normal(rng.randint(1, 40)) * 2).astype(np.float64)
     rc, out, err = run(["-e", f"x = tensor({xs.tolist()}, dtype=\"float64\")\n"
                               "print(tolist(exp(x)))\nprint(tolist(tanh(x)))\nprint(tolist(pow(abs(x), 1.5)))\n"
                               f"print(tolist(exp(tensor({xs.tolist()}))))"])
     libs = loaded(err)
-    try:
-        got = [np.array(ast.literal_eval(l), dtype=np.float64) for l in out.splitlines()]
-    except (ValueError, SyntaxError):
-        got = []
+    got = printed_lists(out)
     want = [np.exp(xs), np.tanh(xs), np.abs(xs) ** 1.5, np.exp(xs.astype(np.float32)).astype(np.float64)]   # tensor()'s default dtype: float32
     report("startup/sleef-values", rc == 0 and len(got) == 4 and all(np.allclose(g, w, rtol=1e-6, atol=0) for g, w in zip(got, want)),
            f"rc {rc} out {out[:300]!r} stderr {err[-300:]!r}")
