@@ -54,9 +54,13 @@ NB_DYNLIB(sleef_lib, NABLA_SLEEF_LIB, "SLEEF (Debian package libsleef3), the vec
 #error "tsleefdyn.c: build with one of -DNT_VM_AVX512, -DNT_VM_AVX2, -DNT_VM_SSE2, -DNT_VM_SCALAR"
 #endif
 
+/* sleef.h declares the return types `const` (CONST): GCC ignores that and
+** clang calls a definition without it a conflicting type, so the
+** definitions repeat it, and the warning about it is off here */
+#pragma GCC diagnostic ignored "-Wignored-qualifiers"
 #define UNARY(fn) \
-  NB_SHIM(sleef_lib, VF, SL(fn, f, WF), (VF x), (x)) \
-  NB_SHIM(sleef_lib, VD, SL(fn, SD, WD), (VD x), (x))
+  NB_SHIM(sleef_lib, CONST VF, SL(fn, f, WF), (VF x), (x)) \
+  NB_SHIM(sleef_lib, CONST VD, SL(fn, SD, WD), (VD x), (x))
 UNARY(exp)
 UNARY(expm1)
 UNARY(log)
@@ -65,5 +69,5 @@ UNARY(sin)
 UNARY(cos)
 UNARY(tanh)
 UNARY(erf)
-NB_SHIM(sleef_lib, VF, SL(pow, f, WF), (VF x, VF y), (x, y))
-NB_SHIM(sleef_lib, VD, SL(pow, SD, WD), (VD x, VD y), (x, y))
+NB_SHIM(sleef_lib, CONST VF, SL(pow, f, WF), (VF x, VF y), (x, y))
+NB_SHIM(sleef_lib, CONST VD, SL(pow, SD, WD), (VD x, VD y), (x, y))
