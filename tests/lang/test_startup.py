@@ -80,13 +80,13 @@ for lib in ("libzmq.so", "libcrypto.so"):
 tmp = tempfile.mkdtemp(prefix="nabla-startup-")
 
 
-def repl_on_pty(line, want, timeout=30):
+def repl_on_pty(line, want, timeout=30, prefix=()):
     """the interactive REPL on a pseudo-terminal (HOME: its history file in
     tmp): types line, waits for want, then Ctrl-D.  -> (output, libraries)"""
     log = os.path.join(tmp, "ld")
     env = dict(os.environ, LD_DEBUG="libs", LD_DEBUG_OUTPUT=log, NO_COLOR="1", HOME=tmp, TERM="dumb")
     master, slave = pty.openpty()
-    p = subprocess.Popen([NABLA], stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True)
+    p = subprocess.Popen(list(prefix) + [NABLA], stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True)
     os.close(slave)
     buf, sent, done, end = b"", False, False, time.time() + timeout
     try:
@@ -209,25 +209,61 @@ report("startup/kernel-install-spec", rc == 0 and isinstance(spec.get("argv"), l
 report("startup/kernel-install-loads-jansson-libpng", has(libs, "libjansson.so") and has(libs, "libpng16.so"),
        f"loaded: {sorted(libs)}")
 
-# a missing library: the feature that needs it stops with "cannot load" and the
-# package's name, and a plain script does not notice (a private mount
-# namespace hides libpng behind /dev/null; needs root and unshare)
-libpng = "/lib/x86_64-linux-gnu/libpng16.so.16"
+# a missing library: the feature that needs it stops with "cannot load", the
+# library and its package, and a plain script does not notice (a private
+# mount namespace hides the library behind /dev/null; needs root and unshare)
+def lib_path(soname):
+    """where the dynamic loader finds soname (ldconfig's cache), or None"""
+    try:
+        out = subprocess.run(["/sbin/ldconfig", "-p"], capture_output=True, text=True).stdout
+    except OSError:
+        return None
+    m = re.search(r"^\s*%s \(libc6,x86-64[^)]*\) => (\S+)$" % re.escape(soname), out, re.M)
+    return m.group(1) if m else None
+
+
+def hiding(path):
+    return [unshare, "-m", "sh", "-c", f'mount --bind /dev/null {path} && exec "$@"', "sh"]
+
+
 unshare = shutil.which("unshare")
-hide = ["sh", "-c", f'mount --bind /dev/null {libpng} && exec "$@"', "sh"]
-if not unshare or not os.path.exists(libpng) or subprocess.run(
-        [unshare, "-m"] + hide + ["true"], capture_output=True).returncode != 0:
+probe = lib_path("libpng16.so.16")
+if not unshare or not probe or subprocess.run(hiding(probe) + ["true"], capture_output=True).returncode != 0:
     skip("startup/missing-library", "cannot hide a library here (needs unshare -m as root)")
 else:
     png2 = os.path.join(tmp, "im2.png")
-    rc, out, err = run(["-e", f'print({a} + 1)\nimshow(rand(3, 3), file="{png2}")\nprint("after")'],
-                       prefix=[unshare, "-m"] + hide)
-    report("startup/missing-libpng-error",
-           rc == 127 and out.split() == [str(a + 1)] and "cannot load libpng16.so.16 (libpng (Debian package libpng16-16)" in err
-           and not os.path.exists(png2), f"rc {rc} out {out!r} stderr {err[-400:]!r}")
-    rc, out, err = run(["-e", f"print({a} * {b})"], prefix=[unshare, "-m"] + hide)
-    report("startup/missing-libpng-plain-script-runs", rc == 0 and out.split() == [str(a * b)],
-           f"rc {rc} out {out!r} stderr {err[-300:]!r}")
+    npz2 = os.path.join(tmp, "b.npz")
+    if np is not None:
+        np.savez_compressed(npz2, a=np.arange(3.0))
+    cases = [  # soname, what the message names, the code that needs it, the file it must not write
+        ("libpng16.so.16", "libpng (Debian package libpng16-16)", f'imshow(rand(3, 3), file="{png2}")', png2),
+        ("libsleef.so.3", "SLEEF (Debian package libsleef3)", "print(tolist(exp(tensor([1.0, 2.0]))))", None),
+        ("libjansson.so.4", "Jansson (Debian package libjansson4)", f'save("{tmp}/c.safetensors", {{w: ones(2)}})',
+         f"{tmp}/c.safetensors"),
+    ] + ([("libz.so.1", "zlib (Debian package zlib1g)", f'print(load_npz("{npz2}"))', None)] if np is not None else [])
+    for soname, what, code, path in cases:
+        name = soname.split(".")[0]
+        where = lib_path(soname)
+        if not where:
+            skip(f"startup/missing-{name}", f"{soname} is not in ldconfig's cache")
+            continue
+        rc, out, err = run(["-e", f'print({a} + 1)\n{code}\nprint("after")'], prefix=hiding(where))
+        report(f"startup/missing-{name}-error",
+               rc == 127 and out.split() == [str(a + 1)] and f"nabla: cannot load {soname} ({what}" in err
+               and not (path and os.path.exists(path)), f"rc {rc} out {out!r} stderr {err[-400:]!r}")
+        rc, out, err = run(["-e", f"print({a} * {b})"], prefix=hiding(where))
+        report(f"startup/missing-{name}-plain-script-runs", rc == 0 and out.split() == [str(a * b)],
+               f"rc {rc} out {out!r} stderr {err[-300:]!r}")
+    # the REPL: piped stdin does not need readline; the terminal REPL says it does
+    where = lib_path("libreadline.so.8")
+    if where:
+        rc, out, err = run([], stdin=f"print({a} - {b})\n", prefix=hiding(where))
+        report("startup/missing-readline-piped-repl-runs", rc == 0 and out.split() == [str(a - b)],
+               f"rc {rc} out {out!r} stderr {err[-300:]!r}")
+        out, _ = repl_on_pty(f"print({a})", str(a), prefix=hiding(where))
+        report("startup/missing-readline-tty-repl-error",
+               "nabla: cannot load libreadline.so.8 (GNU readline (Debian package libreadline8)" in out,
+               f"output {out[-400:]!r}")
 
 # the C stack bound (lang/lsession.c's measure_cstack, no longer through
 # glibc's /proc/self/maps parse for the main thread): recursion through a
