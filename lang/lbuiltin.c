@@ -24,9 +24,13 @@ static const nb_Builtin **table; static int ntable, captable;
 static bool frozen;   /* set by the first nb_vm_new: no registration after it */
 static int32_t *bindex; static int bcap;   /* open addressing: name -> table index */
 
+/* sized for the ~900 builtins a process registers, so that registration
+** seldom rehashes everything */
+#define BINDEX_MIN 2048
+
 static void reindex(void) {
   free(bindex);
-  bcap = 16; while (bcap < ntable * 2 + 2) bcap *= 2;
+  bcap = BINDEX_MIN; while (bcap < ntable * 2 + 2) bcap *= 2;
   bindex = malloc(sizeof(int32_t) * (size_t)bcap);
   if (!bindex) abort();
   for (int i = 0; i < bcap; i++) bindex[i] = -1;
@@ -37,19 +41,45 @@ static void reindex(void) {
   }
 }
 
-int nbC_lookup(const char *name, size_t len) {
-  if (!bindex) return -1;
-  uint32_t h = nbS_hash(name, len) & (uint32_t)(bcap - 1);
+/* the slot of name (len bytes, hash h) in the index: its entry, or the empty
+** slot where it would go */
+static uint32_t bslot(const char *name, size_t len, uint32_t h) {
+  h &= (uint32_t)(bcap - 1);
   while (bindex[h] >= 0) {
     const char *n = table[bindex[h]]->name;
-    if (strlen(n) == len && memcmp(n, name, len) == 0) return bindex[h];
+    if (strncmp(n, name, len) == 0 && n[len] == 0) return h;
     h = (h + 1) & (uint32_t)(bcap - 1);
   }
-  return -1;
+  return h;
+}
+
+int nbC_lookup(const char *name, size_t len) {
+  if (!bindex) return -1;
+  return bindex[bslot(name, len, nbS_hash(name, len))];
 }
 const nb_Builtin *nbC_at(int idx) { return idx >= 0 && idx < ntable ? table[idx] : NULL; }
 int nbC_count(void) { return ntable; }
 const char *nbC_name(const nb_Builtin *b) { return b->name; }
+
+/* Parameter names: NUL-terminated copies that live as long as the process,
+** packed into chunks (the call path compares them with strcmp, so they need
+** not be interned, and interning ~650 names was a third of registering the
+** builtins at every start). */
+typedef struct NameChunk { struct NameChunk *next; size_t used; char data[4096 - 2 * sizeof(size_t)]; } NameChunk;
+static NameChunk *names;   /* newest first; never freed */
+
+static const char *param_name(const char *s, size_t n) {
+  if (n >= sizeof names->data) { fprintf(stderr, "nabla: a builtin parameter name of %zu bytes\n", n); abort(); }
+  if (!names || sizeof names->data - names->used < n + 1) {
+    NameChunk *c = malloc(sizeof *c);
+    if (!c) abort();
+    c->next = names; c->used = 0; names = c;
+  }
+  char *p = names->data + names->used;
+  memcpy(p, s, n); p[n] = 0;
+  names->used += n + 1;
+  return p;
+}
 
 /* "x, axis=nil, keepdims=false" or "*shape, dtype=nil" */
 static void parse_params(nb_Builtin *b) {
@@ -66,10 +96,9 @@ static void parse_params(nb_Builtin *b) {
     while (*s && *s != '=' && *s != ',') s++;
     size_t n = (size_t)(s - st);
     while (n && st[n - 1] == ' ') n--;
-    nb_Str *name = nbS_intern(st, n);   /* lives as long as the process */
     int i = b->nparams++;
     if (i >= NB_MAX_PARAMS) { fprintf(stderr, "nabla: builtin %s has too many parameters\n", b->name); abort(); }
-    b->pnames[i] = name->data;
+    b->pnames[i] = param_name(st, n);
     b->pdefaults[i] = nb_nil();
     if (rest) { b->kwrest = i; continue; }
     if (*s == '=') {
@@ -114,20 +143,19 @@ void nbC_register(nb_Builtin *t) {
   if (frozen) late_registration(t, "nbC_register");
   for (; t->name; t++) {
     if (t->fn) parse_params(t);   /* fn == NULL: a named constant whose value is the params text */
-    int i = nbC_lookup(t->name, strlen(t->name));
-    if (i >= 0) { table[i] = t; continue; }
+    size_t len = strlen(t->name);
+    uint32_t h = nbS_hash(t->name, len);   /* once: for the lookup and the insertion */
+    if (!bindex) reindex();
+    uint32_t j = bslot(t->name, len, h);
+    if (bindex[j] >= 0) { table[bindex[j]] = t; continue; }
     if (ntable == captable) {
-      captable = captable ? captable * 2 : 256;
+      captable = captable ? captable * 2 : 1024;
       table = realloc(table, sizeof(*table) * (size_t)captable);
       if (!table) abort();
     }
     table[ntable++] = t;
     if (ntable * 2 + 2 > bcap) reindex();
-    else {
-      uint32_t h = nbS_hash(t->name, strlen(t->name)) & (uint32_t)(bcap - 1);
-      while (bindex[h] >= 0) h = (h + 1) & (uint32_t)(bcap - 1);
-      bindex[h] = ntable - 1;
-    }
+    else bindex[j] = ntable - 1;
   }
 }
 

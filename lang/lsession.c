@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <termios.h>
 #include <unistd.h>
@@ -348,19 +350,55 @@ void nb_vm_add_path(nb_VM *vm, const char *dir) {
 void nb_vm_set_step_limit(nb_VM *vm, uint64_t steps) { vm->step_limit = steps; vm->steps = 0; vm->poll = steps != 0 || vm->interrupted; }
 void nb_vm_interrupt(nb_VM *vm) { vm->interrupted = 1; vm->poll = 1; }
 
-/* The C stack of the calling thread bounds recursion (the evaluator recurses). */
+/* The C stack of the calling thread bounds recursion (the evaluator
+** recurses): its top and size, measured once per thread (a thread's stack
+** never moves).  Not with pthread_getattr_np on the main thread: glibc finds
+** the main stack's end by parsing /proc/self/maps (~350K instructions, a
+** sixth of a plain script's startup, and every REPL line and cell paid it).
+** The kernel puts the stack's top just above the executable's file name
+** (AT_EXECFN: the name, its NUL, then one null pointer end the mapping), and
+** the stack may grow RLIMIT_STACK below that top, the bound glibc reports
+** too.  Anything unexpected (no AT_EXECFN, an unlimited stack, this frame
+** outside the computed range) falls back to pthread_getattr_np. */
+static _Thread_local char *cstack_top;
+static _Thread_local size_t cstack_size;
+
+static bool main_stack(char *here, char **top, size_t *size) {
+  if (gettid() != getpid()) return false;
+  const char *fn = (const char *)getauxval(AT_EXECFN);
+  struct rlimit rl;
+  long page = sysconf(_SC_PAGESIZE);
+  if (!fn || page <= 0 || getrlimit(RLIMIT_STACK, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY ||
+      rl.rlim_cur > ((rlim_t)1 << 40))
+    return false;
+  uintptr_t end = (uintptr_t)fn + strlen(fn) + 1 + sizeof(void *);
+  end = (end + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
+  if ((uintptr_t)here >= end || end - (uintptr_t)here >= rl.rlim_cur) return false;
+  *top = (char *)end;
+  *size = (size_t)rl.rlim_cur;
+  return true;
+}
+
 static void measure_cstack(nb_VM *vm) {
   char *here = __builtin_frame_address(0);
-  pthread_attr_t a;
-  size_t size = 8u << 20;
-  void *addr = NULL;
-  if (pthread_getattr_np(pthread_self(), &a) == 0) {
-    if (pthread_attr_getstack(&a, &addr, &size) != 0) addr = NULL;
-    pthread_attr_destroy(&a);
+  char *top = cstack_top;
+  size_t size = cstack_size;
+  if (!top) {
+    size = 8u << 20;
+    if (main_stack(here, &top, &size)) {
+      cstack_top = top; cstack_size = size;
+    } else {
+      pthread_attr_t a;
+      void *addr = NULL;
+      if (pthread_getattr_np(pthread_self(), &a) == 0) {
+        if (pthread_attr_getstack(&a, &addr, &size) != 0) addr = NULL;
+        pthread_attr_destroy(&a);
+      }
+      if (addr) { top = (char *)addr + size; cstack_top = top; cstack_size = size; }
+      else top = here + 4096;   /* unknown: from this run's frame, measured again next run */
+    }
   }
-  if (addr) {
-    vm->cstack_base = (char *)addr + size;
-  } else vm->cstack_base = here + 4096;
+  vm->cstack_base = top;
   size_t margin = size / 8 > (256u << 10) ? size / 8 : (256u << 10);
   vm->cstack_limit = size > margin * 2 ? size - margin : size / 2;
 }

@@ -38,10 +38,14 @@
 
 extern char **environ;
 
+/* the first byte first: libgomp looks up ~60 variables while the process
+** starts, and a strncmp per variable and environment entry was a tenth of a
+** plain script's startup */
 static char *env_lookup(const char *name) {
   size_t n = strlen(name);
+  if (!n) return NULL;
   for (char **e = environ; e && *e; e++)
-    if (!strncmp(*e, name, n) && (*e)[n] == '=') return *e + n + 1;
+    if ((*e)[0] == name[0] && !strncmp(*e, name, n) && (*e)[n] == '=') return *e + n + 1;
   return NULL;
 }
 

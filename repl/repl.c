@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <readline/readline.h>
 #include <readline/history.h>
+#include "repl/rldyn.h"   /* readline is loaded when interactive() starts */
 #include "repl.h"
 #include "dist/dist.h"
 
@@ -36,6 +37,7 @@ static void on_sigint(int sig) {
   cancelled = 1;
   /* abandon the line being typed and show a fresh prompt */
   if (write(1, "\n", 1) < 0) {}
+  if (!repl_rl.loaded) return;   /* piped stdin: no line editor */
   rl_on_new_line();
   rl_replace_line("", 0);
   rl_set_prompt(">>> ");
@@ -155,6 +157,7 @@ static char *history_path(void) {
 }
 
 static int interactive(nb_VM *vm) {
+  repl_readline_load();
   char *hist = history_path();
   using_history();
   stifle_history(10000);

@@ -11,18 +11,10 @@
 ** executable does not link them: this file defines the entry points the
 ** code uses, each resolving its real one with dlopen/dlsym on its first
 ** call (the way tensor/tblas.c loads OpenBLAS), so callers are unchanged.
-**
-** Missing library: the first call reports which library, why (dlerror) and
-** which package provides it, and the process exits (127) — nothing that
-** needs these libraries can go on without them.  Thread safety: the load is
-** a pthread_once per library; each resolved pointer is published with an
-** atomic store (dist's I/O and comm threads call zmq_* too).
+** The loader, the missing-library error and the thread safety (dist's I/O
+** and comm threads call zmq_* too) are util/dynload.h's.
 */
-#include <dlfcn.h>
-#include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <unistd.h>
+#include "util/dynload.h"
 #include <zmq.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -36,38 +28,11 @@
 #define NABLA_CRYPTO_LIB "libcrypto.so.3"
 #endif
 
-typedef struct Lib { const char *path, *what; void *h; pthread_once_t once; } Lib;
-static Lib zmq_lib = { NABLA_ZMQ_LIB, "ZeroMQ (Debian package libzmq5), used by workers and the Jupyter kernel", NULL, PTHREAD_ONCE_INIT };
-static Lib crypto_lib = { NABLA_CRYPTO_LIB, "OpenSSL's libcrypto (Debian package libssl3), used by workers and the Jupyter kernel", NULL, PTHREAD_ONCE_INIT };
+NB_DYNLIB(zmq_lib, NABLA_ZMQ_LIB, "ZeroMQ (Debian package libzmq5), used by workers and the Jupyter kernel")
+NB_DYNLIB(crypto_lib, NABLA_CRYPTO_LIB, "OpenSSL's libcrypto (Debian package libssl3), used by workers and the Jupyter kernel")
 
-static __attribute__((noreturn)) void fatal(const char *what, const char *path, const char *why) {
-  fflush(NULL);
-  fprintf(stderr, "nabla: cannot load %s (%s): %s\n", path, what, why ? why : "unknown error");
-  _exit(127);
-}
-
-static void open_zmq(void) { zmq_lib.h = dlopen(zmq_lib.path, RTLD_NOW | RTLD_LOCAL); }
-static void open_crypto(void) { crypto_lib.h = dlopen(crypto_lib.path, RTLD_NOW | RTLD_LOCAL); }
-
-static void *resolve(Lib *l, void (*open)(void), const char *name) {
-  pthread_once(&l->once, open);
-  if (!l->h) fatal(l->what, l->path, dlerror());
-  void *p = dlsym(l->h, name);
-  if (!p) fatal(l->what, l->path, dlerror());
-  return p;
-}
-
-/* SHIM(lib, return type, name, (parameters), (arguments)): name's definition,
-** calling the library's through a pointer resolved once */
-#define SHIM(L, OPEN, RT, NAME, PARAMS, ARGS) \
-  RT NAME PARAMS { \
-    static __typeof__(NAME) *fp; \
-    __typeof__(NAME) *real_ = __atomic_load_n(&fp, __ATOMIC_ACQUIRE); \
-    if (__builtin_expect(!real_, 0)) { real_ = (__typeof__(NAME) *)resolve(&L, OPEN, #NAME); __atomic_store_n(&fp, real_, __ATOMIC_RELEASE); } \
-    return real_ ARGS; \
-  }
-#define Z(RT, NAME, PARAMS, ARGS) SHIM(zmq_lib, open_zmq, RT, NAME, PARAMS, ARGS)
-#define O(RT, NAME, PARAMS, ARGS) SHIM(crypto_lib, open_crypto, RT, NAME, PARAMS, ARGS)
+#define Z(RT, NAME, PARAMS, ARGS) NB_SHIM(zmq_lib, RT, NAME, PARAMS, ARGS)
+#define O(RT, NAME, PARAMS, ARGS) NB_SHIM(crypto_lib, RT, NAME, PARAMS, ARGS)
 
 Z(void *, zmq_ctx_new, (void), ())
 Z(int, zmq_ctx_shutdown, (void *c), (c))
@@ -114,14 +79,6 @@ O(const EVP_MD *, EVP_sha256, (void), ())
 O(const EVP_MD *, EVP_sha384, (void), ())
 O(const EVP_MD *, EVP_sha512, (void), ())
 
-/* the void ones: no `return f(...)` */
-#define SHIMV(L, OPEN, NAME, PARAMS, ARGS) \
-  void NAME PARAMS { \
-    static __typeof__(NAME) *fp; \
-    __typeof__(NAME) *real_ = __atomic_load_n(&fp, __ATOMIC_ACQUIRE); \
-    if (__builtin_expect(!real_, 0)) { real_ = (__typeof__(NAME) *)resolve(&L, OPEN, #NAME); __atomic_store_n(&fp, real_, __ATOMIC_RELEASE); } \
-    real_ ARGS; \
-  }
-SHIMV(crypto_lib, open_crypto, EVP_MAC_CTX_free, (EVP_MAC_CTX *c), (c))
-SHIMV(crypto_lib, open_crypto, EVP_MAC_free, (EVP_MAC *mac), (mac))
-SHIMV(crypto_lib, open_crypto, OPENSSL_cleanse, (void *p, size_t len), (p, len))
+NB_SHIMV(crypto_lib, EVP_MAC_CTX_free, (EVP_MAC_CTX *c), (c))
+NB_SHIMV(crypto_lib, EVP_MAC_free, (EVP_MAC *mac), (mac))
+NB_SHIMV(crypto_lib, OPENSSL_cleanse, (void *p, size_t len), (p, len))
