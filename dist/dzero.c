@@ -403,10 +403,22 @@ int nbD_offload_device_wait(void) {
 }
 
 /* whether the per-bucket copies are off (the old path: every gradient shard
-** copied at step(), after backward): bench/dist/zero_offload.nbl compares */
+** copied at step(), after backward), for comparisons: the environment's
+** NABLA_OFFLOAD_AFTER_BACKWARD=1 (tests), or dist_offload_after_backward(on)
+** in this process (bench/dist/zero_gpu.nbl's zero2_offload_after mode);
+** read when dist.zero registers its reducer */
+static int off_after_set = -1;
 int nbD_offload_after_backward(void) {
+  if (off_after_set >= 0) return off_after_set;
   const char *e = getenv("NABLA_OFFLOAD_AFTER_BACKWARD");
   return e && *e && strcmp(e, "0");
+}
+
+static int b_offload_after(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
+  (void)vm; (void)n;
+  *out = nb_bool(nbD_offload_after_backward());
+  if (a[0].t != NB_TNIL) off_after_set = nb_truthy(a[0]) ? 1 : 0;
+  return NB_OK;
 }
 
 static int b_offload_stats(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
@@ -514,6 +526,7 @@ static nb_Builtin zero_builtins[] = {
   { "dist_offload_to_host", b_offload_to_host, "devs, hosts", "dist_offload_to_host(devs, hosts): copies each CUDA tensor of devs into the contiguous host tensor of hosts at the same place (same dtype and size) on a side stream after the compute stream's work, and waits for the copies (offload=\"optimizer\")" },
   { "dist_offload_to_device", b_offload_to_device, "hosts, devs", "dist_offload_to_device(hosts, devs): copies each contiguous host tensor into the contiguous CUDA tensor of devs at the same place, asynchronously on a side stream; work queued on the compute stream afterwards waits for the copies on the device (offload=\"optimizer\")" },
   { "dist_offload_stats", b_offload_stats, "", "dist_offload_stats(): {during_backward, after_backward}: bytes of gradient shards offload=\"optimizer\" copied device->host per bucket while backward ran, and after it (the end of the pass, or all at step()), since the process started" },
+  { "dist_offload_after_backward", b_offload_after, "on=nil", "dist_offload_after_backward(on=nil): true: later dist.zero(offload=\"optimizer\") copy every gradient shard at step(), after backward (the path before per-bucket copies, for comparisons); false: per bucket, during backward (the default; NABLA_OFFLOAD_AFTER_BACKWARD=1 sets true); nil: unchanged; returns the previous setting" },
   { "dist_pinned", b_pinned, "t", "dist_pinned(t): a copy of t in pinned (page-locked) host memory, a CPU tensor whose copies to and from the GPU are DMA that can overlap compute (offload=\"optimizer\"); needs CUDA" },
   { "dist_pinned_bytes", b_pinned_bytes, "", "dist_pinned_bytes(): bytes of pinned host tensors alive in this process (dist.memory().pinned)" },
   { "dist_grad_enabled", b_grad_enabled, "", "dist_grad_enabled(): whether operations are being recorded now (false inside no_grad and the first run of a checkpoint)" },
