@@ -26,7 +26,13 @@
 ** parameters under NCCL: the buckets and the shards are CUDA tensors, a full
 ** bucket is reduce-scattered by NCCL from the main thread (dn_reduce_scatter:
 ** the host does not wait; the compute stream waits on the device before it
-** adds the piece to the shard), and nothing goes through the host.
+** adds the piece to the shard), and nothing goes through the host.  A group
+** of one keeps them on the device without NCCL too (no collective to run).
+** With offload="optimizer" (dist_reducer_offload) each bucket's piece of
+** the device shard is copied into a pinned host shard as soon as it is
+** added, on dzero.c's side stream (nbD_offload_copy_d2h), while backward goes
+** on; take() makes the host wait for them, and the device shard is zeroed
+** only after them.
 **
 ** With backend="nccl" and every parameter on the GPU the buckets are CUDA
 ** tensors instead: a gradient is cast and copied into its bucket on the

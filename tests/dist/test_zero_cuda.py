@@ -32,6 +32,13 @@ host staging (the NCCL paths run in the GPU session kit, tools/gpu-session.sh).
   tensors in pinned memory, counted by dist_pinned_bytes / dist.memory().pinned
   and freed with their last reference (emulated only: a GPU cannot be made to
   show a race on demand);
+- offload's per-bucket copies (stage 2 with the buckets on the device: one
+  GPU, or NCCL): with several buckets and accumulation under dist.no_sync,
+  equal to the run without offload and to data parallelism; the bytes copied
+  during backward are > 0 and, with those after, exactly the shard once per
+  real step; NABLA_OFFLOAD_AFTER_BACKWARD=1 (the old path) equal, all copied
+  after; the copy's wait on the compute stream left out is reported, the
+  host wait before the update left out gives other parameters;
 - a sharded checkpoint of the GPU model (stages 1-3, with and without
   offload) saved mid-run and loaded into a fresh dist.zero trains on to the
   uninterrupted run's parameters.
