@@ -32,7 +32,7 @@
 ** the device shard is copied into a pinned host shard as soon as it is
 ** added, on dzero.c's side stream (nbD_offload_copy_d2h), while backward goes
 ** on; take() makes the host wait for them, and the device shard is zeroed
-** only after them.
+** only after them.  Under the ring take() writes the host average there.
 **
 ** With backend="nccl" and every parameter on the GPU the buckets are CUDA
 ** tensors instead: a gradient is cast and copied into its bucket on the
@@ -104,7 +104,7 @@ static struct {
   ** tensor per layout that receives each bucket's piece of the device shard
   ** as soon as it is summed (dzero.c's side stream); off_ready: the last
   ** pass copied every piece, so step() only waits for the copies */
-  nt_Tensor **off_host; int off_ready, off_waited, finishing;
+  nt_Tensor **off_host; int off_ready, off_waited, off_averaged, finishing;
   /* one pass */
   int in_pass, launched, done, failed;
   dr_Group view; int *fd;
@@ -654,6 +654,13 @@ int nbD_reducer_take_shards(unsigned id, nt_Tensor **out) {
     nt_Tensor *avg = sum ? nt_binary_scalar(NT_OP_MUL, sum, scale, false) : NULL;
     /* on the parameters' device (ring: the host accumulator goes back to the GPU) */
     out[i] = avg && avg->device != L->dev ? nt_to_device(avg, L->dev) : nt_retain(avg);
+    /* offload under the ring: the average is host memory already -- it goes
+    ** to the pinned host shard as it is, no device->host copy */
+    if (out[i] && R.off_host && !L->dshard) {
+      size_t nb = (size_t)L->chunk * L->esize;
+      memcpy(nt_base(R.off_host[i]), nt_base(avg), nb);
+      nbD_offload_count_host(nb);
+    }
     nt_release(sum); nt_release(avg);
     if (!out[i]) rc = -1;
   }
@@ -663,7 +670,8 @@ int nbD_reducer_take_shards(unsigned id, nt_Tensor **out) {
   if (rc > 0 && R.off_host && R.off_ready) {
     if (nbD_offload_host_wait()) rc = -1;
     else R.off_waited = 1;
-  }
+  } else if (rc > 0 && R.off_host && !R.on_device) R.off_ready = R.off_waited = 1;   /* the ring's: copied just above */
+  R.off_averaged = !R.on_device;            /* the ring's copies are the averages already; the device's sums */
   if (rc < 0) { for (int i = 0; i < R.nl; i++) { nt_release(out[i]); out[i] = NULL; } return -1; }
   nbD_reducer_zero_shards(id);
   return 1;
@@ -815,15 +823,16 @@ static int b_zero_shards(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
   *out = nb_nil();
   return NB_OK;
 }
-/* dist_reducer_offload(id, hosts): registration id's per-bucket copies into
-** hosts (pinned host tensors, one per layout: chunk elements of its dtype);
-** true when they will run (the buckets are on the device), else false and
-** nothing is kept (the ring's shards are host memory already) */
+/* dist_reducer_offload(id, hosts): registration id's gradient shards for
+** the host update go into hosts (pinned host tensors, one per layout: chunk
+** elements of its dtype): per bucket during backward where the buckets are
+** on the device; under the ring (host shards) take() writes its host average
+** there.  True for a CUDA model, else false and nothing is kept. */
 static int b_offload(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
   (void)n; const char *f = "dist_reducer_offload";
   if (a[0].t != NB_TNUM || a[1].t != NB_TLIST) return nb_error_kind(vm, "TypeError", "%s: expected a registration id and a list of host tensors", f);
   *out = nb_bool(false);
-  if (!R.registered || !R.shard_mode || R.shard_id != (unsigned)a[0].u.n || !R.on_device || nbD_offload_after_backward()) return NB_OK;
+  if (!R.registered || !R.shard_mode || R.shard_id != (unsigned)a[0].u.n || !R.nl || R.l[0].dev != NT_CUDA || nbD_offload_after_backward()) return NB_OK;
   nb_List *l = nb_list(a[1]);
   if (l->n != R.nl) return nb_error_kind(vm, "ValueError", "%s: %d host tensors for %d layouts", f, l->n, R.nl);
   for (int i = 0; i < R.nl; i++) {
@@ -856,7 +865,7 @@ static int b_take_host(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
   double scale = 1.0 / (double)(R.shard_world > 0 ? R.shard_world : 1);
   for (int i = 0; i < R.nl; i++) {
     nt_Tensor *h = R.off_host[i];
-    if (scale != 1.0) {                     /* the device shard's average, taken on the host */
+    if (scale != 1.0 && !R.off_averaged) {  /* the device shard's average, taken on the host */
       if (h->dtype == NT_F64) { double *d = nt_data_ptr(h); for (int64_t k = 0; k < h->numel; k++) d[k] *= scale; }
       else { float *d = nt_data_ptr(h); float s1 = (float)scale; for (int64_t k = 0; k < h->numel; k++) d[k] *= s1; }
     }
@@ -874,7 +883,7 @@ static nb_Builtin reducer_builtins[] = {
     "dist_reducer_shard(lays, chunks, dtypes, bucket_mb=25, group=nil): reduce-scatter these layouts' gradients during every backward, each rank keeping its chunk (use dist.zero stage 2); returns an id" },
   { "dist_reducer_take", b_take, "id", "dist_reducer_take(id): the averaged gradient shards of the backward passes since the last take, one per layout (nil: none, or another registration)" },
   { "dist_reducer_zero_shards", b_zero_shards, "id", "dist_reducer_zero_shards(id): drops the gradient shards not yet taken" },
-  { "dist_reducer_offload", b_offload, "id, hosts", "dist_reducer_offload(id, hosts): offload=\"optimizer\": copy each bucket's piece of the device gradient shard into hosts (pinned, one per layout) on a side stream as soon as it is summed during backward; false (nothing kept) where the buckets are not on the device or NABLA_OFFLOAD_AFTER_BACKWARD is set" },
+  { "dist_reducer_offload", b_offload, "id, hosts", "dist_reducer_offload(id, hosts): offload=\"optimizer\": the gradient shards go into hosts (pinned, one per layout): each bucket's piece of a device shard copied on a side stream as soon as it is summed during backward, or the ring's host shard taken as it is; false (nothing kept) for a model not on CUDA or with NABLA_OFFLOAD_AFTER_BACKWARD set" },
   { "dist_reducer_take_host", b_take_host, "id", "dist_reducer_take_host(id): after dist_reducer_take (which waits for the copies in flight), the averaged gradient shards in host memory, copied during the last backward, or nil when they were not" },
   { "dist_reducer_clear", b_clear, "", "dist_reducer_clear(): stops averaging gradients during backward" },
   { "dist_reducer_stats", b_stats, "", "dist_reducer_stats(): {params, buckets, passes, buckets_overlapped (handed over during backward), buckets_reduced, buckets_on (\"cuda\": NCCL on the GPU, or \"cpu\": host buffers, the ring)}" },

@@ -370,7 +370,8 @@ static void off_shutdown(void) {
 ** or dist_offload_to_host at step()).
 ** NABLA_TEST_OFFLOAD_SKIP=bucket-compute-wait|bucket-host-wait leaves one of
 ** these orderings out (tests/dist/test_zero_cuda.py sees each caught). */
-static int64_t off_bytes_during, off_bytes_after;
+static int64_t off_bytes_during, off_bytes_after, off_bytes_host;
+void nbD_offload_count_host(size_t n) { off_bytes_host += (int64_t)n; }
 static int off_inflight;                      /* per-bucket copies issued that no host or device wait covers yet */
 
 int nbD_offload_copy_d2h(void *dst, const void *src, size_t n, int during) {
@@ -423,10 +424,11 @@ static int b_offload_after(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
 
 static int b_offload_stats(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
   (void)a; (void)n;
-  nb_Rec *r = nbR_new(2);
+  nb_Rec *r = nbR_new(3);
   if (!r) return nb_error(vm, "out of memory");
   nbR_set_cstr(r, "during_backward", nb_int((double)off_bytes_during));
   nbR_set_cstr(r, "after_backward", nb_int((double)off_bytes_after));
+  nbR_set_cstr(r, "host_resident", nb_int((double)off_bytes_host));
   *out = nb_obj(NB_TREC, r);
   return NB_OK;
 }
@@ -525,7 +527,7 @@ static nb_Builtin zero_builtins[] = {
   { "dist_gather_wait", b_gather_wait, "h", "dist_gather_wait(h): the gathered vector (world x chunk elements, rank order, on the shard's device) of a dist_gather_start" },
   { "dist_offload_to_host", b_offload_to_host, "devs, hosts", "dist_offload_to_host(devs, hosts): copies each CUDA tensor of devs into the contiguous host tensor of hosts at the same place (same dtype and size) on a side stream after the compute stream's work, and waits for the copies (offload=\"optimizer\")" },
   { "dist_offload_to_device", b_offload_to_device, "hosts, devs", "dist_offload_to_device(hosts, devs): copies each contiguous host tensor into the contiguous CUDA tensor of devs at the same place, asynchronously on a side stream; work queued on the compute stream afterwards waits for the copies on the device (offload=\"optimizer\")" },
-  { "dist_offload_stats", b_offload_stats, "", "dist_offload_stats(): {during_backward, after_backward}: bytes of gradient shards offload=\"optimizer\" copied device->host per bucket while backward ran, and after it (the end of the pass, or all at step()), since the process started" },
+  { "dist_offload_stats", b_offload_stats, "", "dist_offload_stats(): {during_backward, after_backward, host_resident}: bytes of gradient shards offload=\"optimizer\" copied device->host per bucket while backward ran, and after it (the end of the pass, or all at step()), and taken from host memory with no copy (the ring reduce-scattered them there during backward), since the process started" },
   { "dist_offload_after_backward", b_offload_after, "on=nil", "dist_offload_after_backward(on=nil): true: later dist.zero(offload=\"optimizer\") copy every gradient shard at step(), after backward (the path before per-bucket copies, for comparisons); false: per bucket, during backward (the default; NABLA_OFFLOAD_AFTER_BACKWARD=1 sets true); nil: unchanged; returns the previous setting" },
   { "dist_pinned", b_pinned, "t", "dist_pinned(t): a copy of t in pinned (page-locked) host memory, a CPU tensor whose copies to and from the GPU are DMA that can overlap compute (offload=\"optimizer\"); needs CUDA" },
   { "dist_pinned_bytes", b_pinned_bytes, "", "dist_pinned_bytes(): bytes of pinned host tensors alive in this process (dist.memory().pinned)" },

@@ -38,7 +38,8 @@ host staging (the NCCL paths run in the GPU session kit, tools/gpu-session.sh).
   during backward are > 0 and, with those after, exactly the shard once per
   real step; NABLA_OFFLOAD_AFTER_BACKWARD=1 (the old path) equal, all copied
   after; the copy's wait on the compute stream left out is reported, the
-  host wait before the update left out gives other parameters;
+  host wait before the update left out gives other parameters; under the
+  ring (world > 1) offload takes the reducer's host shard with no copy;
 - a sharded checkpoint of the GPU model (stages 1-3, with and without
   offload) saved mid-run and loaded into a fresh dist.zero trains on to the
   uninterrupted run's parameters.
@@ -193,7 +194,8 @@ fn train(cfg) = dist.run(fn(cfg) {{
   off1 = dist_offload_stats()
   ost = list(off1.during_backward - off0.during_backward, off1.after_backward - off0.after_backward,
              if z != nil and cfg.stage != 3 {{ sum(map(z.lays, fn(l) l.chunk)).item() * 4 }} else {{ 0 }},
-             if cfg.stage == 1 or cfg.stage == 2 {{ dist_reducer_stats().buckets }} else {{ 0 }})
+             if cfg.stage == 1 or cfg.stage == 2 {{ dist_reducer_stats().buckets }} else {{ 0 }},
+             off1.host_resident - off0.host_resident)
   list(map(ps, fn(p) detach(p).cpu()), seen, st, units, ost)
 }}, cfg)
 fn cfg_of(stage, dev="cuda", steps=4, accum=2, clip=0.05, tree=false, offload=nil, prefetch=false, bucket_mb=25) =
@@ -469,10 +471,9 @@ def test_cuda_offload_ordering(name):
 g = train(cfg_of(2, offload="optimizer"))
 print("R got", map(g[0][0], fn(t) sum(abs(t)).item()))
 """
-    # stage 2's gradient shard takes dist_offload_to_host only where its buckets are host memory
-    # (the ring, world > 1); elsewhere it is copied per bucket (test_cuda_offload_per_bucket): stage 1
-    st = 2 if BACKEND == "ring" and WORLD > 1 else 1
-    src = src.replace("cfg_of(2, offload=", f"cfg_of({st}, offload=")
+    # stage 1: stage 2's gradient shard no longer goes through dist_offload_to_host (copied per
+    # bucket, or taken from the ring's host shard: test_cuda_offload_per_bucket)
+    src = src.replace("cfg_of(2, offload=", "cfg_of(1, offload=")
     base = None
     for what in (None, "host-wait", "device-wait", "compute-wait"):
         env = dict(ENV)
@@ -503,7 +504,8 @@ def test_cuda_offload_per_bucket(name):
     after-backward path (NABLA_OFFLOAD_AFTER_BACKWARD=1) copies all of it after and gives the same
     parameters. On the emulated device each ordering of the per-bucket copies left out is caught:
     the copy not ordered after the compute stream's add (reported), the host not waiting before the
-    optimizer reads the shard (stale values)."""
+    optimizer reads the shard (stale values). Under the ring at world > 1 (host buckets) the averaged
+    host shard is taken as it is: equal to no offload, every byte host-resident, none copied."""
     if not have_emulator(name):
         return
     world = WORLD if BACKEND == "nccl" else 1
@@ -513,7 +515,7 @@ dp = train(cfg_of(0))
 o = train(cfg_of(2, offload="optimizer", bucket_mb=0.0001))
 print("R vs_none", compare(o, g)[0], compare(o, g)[1], devs(o))
 print("R vs_dp", compare(o, dp)[0])
-print("R bytes", o[0][4][0], o[0][4][1], o[0][4][2], o[0][4][3])
+print("R bytes", o[0][4][0], o[0][4][1], o[0][4][2], o[0][4][3], o[0][4][4])
 print("R got", map(o[0][0], fn(t) sum(abs(t)).item()))
 """
     def go(env_extra):
@@ -530,7 +532,7 @@ print("R got", map(o[0][0], fn(t) sum(abs(t)).item()))
     report(f"{name}_equals_no_offload", ok, f"[rel diff, rank diff, devices]={v} {why}")
     report(f"{name}_equals_data_parallel", rc == 0 and d is not None and float(d[0]) <= SAME_DEVICE_STAGE_RTOL, f"rel diff={d} {why}")
     ok = (rc == 0 and b is not None and int(b[3]) >= 3 and int(b[0]) > 0
-          and int(b[0]) + int(b[1]) == steps * int(b[2]))
+          and int(b[0]) + int(b[1]) == steps * int(b[2]) and int(b[4]) == 0)
     report(f"{name}_copied_during_backward", ok,
            f"[bytes during backward, after, shard bytes, buckets]={b} (want during > 0, during + after = {steps} x shard, >= 3 buckets) {why}")
     rc, out, err = go({"NABLA_OFFLOAD_AFTER_BACKWARD": "1"})
@@ -538,6 +540,22 @@ print("R got", map(o[0][0], fn(t) sum(abs(t)).item()))
     ok = (rc == 0 and v is not None and float(v[0]) <= 1e-6 and b is not None and int(b[0]) == 0
           and int(b[1]) == steps * int(b[2]) and values(out, "got") == base)
     report(f"{name}_after_backward_switch", ok, f"[rel diff ...]={v} [during, after, shard, buckets]={b} rc={rc} err={err[-1500:]!r}")
+    if BACKEND == "ring" and WORLD > 1:
+        # the ring's buckets and shard are host memory: offload takes the averaged shard from there
+        # (no device->host copy at all), still equal to the run without offload
+        src2 = PRELUDE.format(seed=SEED, world=WORLD, backend=BACKEND) + """
+g = train(cfg_of(2, bucket_mb=0.0001))
+o = train(cfg_of(2, offload="optimizer", bucket_mb=0.0001))
+print("R vs_none", compare(o, g)[0], compare(o, g)[1], devs(o))
+print("R bytes", o[0][4][0], o[0][4][1], o[0][4][2], o[0][4][3], o[0][4][4])
+"""
+        p = subprocess.run([NABLA, dutil.script(src2)], capture_output=True, text=True, timeout=300, env=ENV)
+        dutil.sanitizer_check(p.stderr)
+        v, b = values(p.stdout, "vs_none"), values(p.stdout, "bytes")
+        ok = (p.returncode == 0 and v is not None and float(v[0]) <= 1e-6 and float(v[1]) == 0 and "buckets:cpu" in v[2].split(",")
+              and b is not None and int(b[0]) == 0 and int(b[1]) == 0 and int(b[4]) == steps * int(b[2]))
+        report(f"{name}_ring_host_shard", ok, f"[rel diff, rank diff, devices]={v} [during, after, shard, buckets, host-resident]={b} "
+               f"rc={p.returncode} seed={SEED} err={p.stderr[-1500:]!r}")
     if REAL:
         skip(f"{name}_orderings", "the emulated device's ordering model (a GPU cannot be made to show the race)")
         return
