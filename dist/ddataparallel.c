@@ -26,7 +26,13 @@
 ** parameters under NCCL: the buckets and the shards are CUDA tensors, a full
 ** bucket is reduce-scattered by NCCL from the main thread (dn_reduce_scatter:
 ** the host does not wait; the compute stream waits on the device before it
-** adds the piece to the shard), and nothing goes through the host.
+** adds the piece to the shard), and nothing goes through the host.  A group
+** of one keeps them on the device without NCCL too (no collective to run).
+** With offload="optimizer" (dist_reducer_offload) each bucket's piece of
+** the device shard is copied into a pinned host shard as soon as it is
+** added, on dzero.c's side stream (nbD_offload_copy_d2h), while backward goes
+** on; take() makes the host wait for them, and the device shard is zeroed
+** only after them.  Under the ring take() writes the host average there.
 **
 ** With backend="nccl" and every parameter on the GPU the buckets are CUDA
 ** tensors instead: a gradient is cast and copied into its bucket on the
@@ -50,6 +56,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "tensor/tensor.h"
+#include "tensor/textend.h"
 #include "dist/dtensorcoll.h"
 #include "dist/dgroup.h"
 #include "dist/ddataparallel.h"
@@ -93,6 +100,11 @@ static struct {
   int shard_mode, nl, shard_passes, shard_bad, shard_world;
   unsigned shard_id;
   Lay *l;
+  /* offload="optimizer" (stage 2, buckets on the device): a pinned host
+  ** tensor per layout that receives each bucket's piece of the device shard
+  ** as soon as it is summed (dzero.c's side stream); off_ready: the last
+  ** pass copied every piece, so step() only waits for the copies */
+  nt_Tensor **off_host; int off_ready, off_waited, off_averaged, finishing;
   /* one pass */
   int in_pass, launched, done, failed;
   dr_Group view; int *fd;
@@ -146,7 +158,7 @@ static int reduce_scatter_bucket_device(Bucket *b) {
     if (q < r) before += counts[q];
   }
   mine = counts[r];
-  if (w > 1) st = dn_reduce_scatter(&R.view, nt_data_ptr(b->dev), counts, b->rdt, DR_SUM);
+  if (w > 1) st = dn_reduce_scatter(&R.view, nt_base(b->dev), counts, b->rdt, DR_SUM);
   free(counts);
   if (!st && mine) {
     int64_t start = b->lo > r * L->chunk ? b->lo : r * L->chunk, at = start - r * L->chunk;
@@ -156,6 +168,16 @@ static int reduce_scatter_bucket_device(Bucket *b) {
     if (!sum || nt_copy_(dst, sum)) { snprintf(R.view.err, sizeof R.view.err, "%s", nt_error_msg()); st = -1; }
     nt_release(dst); nt_release(src); nt_release(sum);
     nt_set_grad_enabled(prev);
+    /* offload: the piece is final for this pass -- its device->host copy
+    ** starts now, on the side stream after the add (ordered by an event on
+    ** the compute stream, which also ran NCCL's wait), while backward goes on */
+    if (!st && R.off_host) {
+      size_t es = L->esize;
+      if (nbD_offload_copy_d2h(nt_base(R.off_host[b->lay]) + (size_t)at * es, nt_base(L->dshard) + (size_t)at * es,
+                               mine * es, !R.finishing)) {
+        snprintf(R.view.err, sizeof R.view.err, "%s", nt_error_msg()); st = -1;
+      }
+    }
   }
   nt_release(b->dev); b->dev = NULL;
   return st;
@@ -199,7 +221,7 @@ static void launch_upto(int upto) {
 static void enqueue_upto(int upto) {
   for (int i = R.launched; i < upto; i++)
     if (!R.failed && (R.shard_mode ? reduce_scatter_bucket_device(&R.b[i])
-                                   : dn_all_reduce_async(&R.view, nt_data_ptr(R.b[i].dev), R.b[i].count, R.b[i].rdt))) {
+                                   : dn_all_reduce_async(&R.view, nt_base(R.b[i].dev), R.b[i].count, R.b[i].rdt))) {
       R.failed = 1;
       snprintf(R.err, sizeof R.err, "%s", R.view.err);
     }
@@ -251,6 +273,7 @@ static int begin_pass(void) {
   R.launched = R.done = 0; R.failed = 0; R.err[0] = 0;
   pthread_mutex_unlock(&R.mu);
   R.in_pass = 1;
+  R.off_waited = 0;
   return 0;
 }
 
@@ -376,7 +399,9 @@ static int finish_shards(bool ok) {
     pthread_mutex_unlock(&R.mu);
   }
   if (R.on_device) {
+    R.finishing = 1;                        /* copies issued from here on count as after backward */
     enqueue_upto(R.nb);                     /* (after a failure: skipped, and the buckets just freed) */
+    R.finishing = 0;
     for (int i = 0; i < R.nb; i++) { nt_release(R.b[i].dev); R.b[i].dev = NULL; }
   } else {
     launch_upto(R.nb);
@@ -386,6 +411,7 @@ static int finish_shards(bool ok) {
   if (close_pass("dist.zero: reduce-scattering gradients failed")) { R.shard_bad = 1; return -1; }
   if (!ok) R.shard_bad = 1;                 /* a failed backward: part of its gradient went in */
   R.shard_passes++;
+  R.off_ready = R.off_host && R.on_device && ok && !rc;   /* every piece of this pass copied (the last pass carries the sum) */
   return rc;
 }
 
@@ -443,6 +469,11 @@ static int on_finish(void *ud, bool ok) {
 static const nt_GradHooks hooks = { on_ready, on_finish, NULL };
 
 static void clear_layout(void) {
+  if (R.off_host) {                          /* the side stream's copies read the device shards: the compute stream waits for them first */
+    (void)nbD_offload_device_wait();
+    for (int i = 0; i < R.nl; i++) nt_release(R.off_host[i]);
+    free(R.off_host); R.off_host = NULL; R.off_ready = 0;
+  }
   for (int j = 0; j < R.np; j++) { nt_release(R.p[j].leaf); nt_release(R.p[j].param); }
   for (int i = 0; i < R.nb; i++) { free(R.b[i].buf); nt_release(R.b[i].dev); }
   for (int i = 0; i < R.nl; i++) { free(R.l[i].shard); nt_release(R.l[i].dshard); }
@@ -454,7 +485,7 @@ static void clear_layout(void) {
 void nbD_reducer_clear(void) {
   if (!R.registered) return;
   nbD_reducer_drain();
-  if (R.on_device && R.launched > 0 && R.in_pass) dn_join(&R.view);   /* NCCL may still use the buckets: order their release after it */
+  if (R.on_device && R.launched > 0 && R.in_pass && dn_on(&R.view)) dn_join(&R.view);   /* NCCL may still use the buckets: order their release after it */
   const nt_GradHooks *cur = nt_set_grad_hooks(NULL);
   if (cur != &hooks) nt_set_grad_hooks(cur);   /* someone else's hooks are on top: leave them */
   clear_layout();
@@ -465,8 +496,7 @@ void nbD_reducer_clear(void) {
 /* Buckets live on the GPU and go to NCCL when the backend is nccl and every
 ** parameter that is averaged is a CUDA tensor; anything else keeps the host
 ** buckets and the ring (the ring path is unchanged). */
-static int on_device_reducible(nt_Tensor **params, int n) {
-  if (!dn_on(nbD_self.g)) return 0;
+static int all_cuda(nt_Tensor **params, int n) {
   int any = 0;
   for (int k = 0; k < n; k++) {
     if (!nt_dtype_is_float(params[k]->dtype)) continue;
@@ -474,6 +504,16 @@ static int on_device_reducible(nt_Tensor **params, int n) {
     any = 1;
   }
   return any;
+}
+static int on_device_reducible(nt_Tensor **params, int n) { return dn_on(nbD_self.g) && all_cuda(params, n); }
+
+/* the size of group id (-1: it cannot be entered) */
+static int group_world(int id) {
+  nbD_Scope sc;
+  if (nbD_group_enter(id, &sc)) return -1;
+  int w = nbD_self.g->world;
+  nbD_group_leave(&sc);
+  return w;
 }
 
 int nbD_reducer_register(nt_Tensor **params, int n, size_t bucket_bytes, int group) {
@@ -542,7 +582,11 @@ int nbD_reducer_register_shards(nt_Tensor **params, const int *counts, const int
   if (!R.p || !R.b || !R.l) { clear_layout(); nt_error_set("out of memory"); return -1; }
   R.shard_mode = 1;
   R.nl = nl;
-  R.on_device = on_device_reducible(params, n);
+  /* a group of one needs no collective: its CUDA buckets and shard stay on
+  ** the device without NCCL too (reduce_scatter_bucket_device calls none at
+  ** world 1) -- one GPU, e.g. with offload="optimizer", never stages
+  ** gradients through the host */
+  R.on_device = on_device_reducible(params, n) || (all_cuda(params, n) && group_world(group) == 1);
   int base = 0;
   for (int i = 0; i < nl; i++) {
     Lay *L = &R.l[i];
@@ -610,10 +654,24 @@ int nbD_reducer_take_shards(unsigned id, nt_Tensor **out) {
     nt_Tensor *avg = sum ? nt_binary_scalar(NT_OP_MUL, sum, scale, false) : NULL;
     /* on the parameters' device (ring: the host accumulator goes back to the GPU) */
     out[i] = avg && avg->device != L->dev ? nt_to_device(avg, L->dev) : nt_retain(avg);
+    /* offload under the ring: the average is host memory already -- it goes
+    ** to the pinned host shard as it is, no device->host copy */
+    if (out[i] && R.off_host && !L->dshard) {
+      size_t nb = (size_t)L->chunk * L->esize;
+      memcpy(nt_base(R.off_host[i]), nt_base(avg), nb);
+      nbD_offload_count_host(nb);
+    }
     nt_release(sum); nt_release(avg);
     if (!out[i]) rc = -1;
   }
   nt_set_grad_enabled(prev);
+  /* offload: the host waits for the per-bucket copies (the update reads
+  ** them) before the device shards are zeroed */
+  if (rc > 0 && R.off_host && R.off_ready) {
+    if (nbD_offload_host_wait()) rc = -1;
+    else R.off_waited = 1;
+  } else if (rc > 0 && R.off_host && !R.on_device) R.off_ready = R.off_waited = 1;   /* the ring's: copied just above */
+  R.off_averaged = !R.on_device;            /* the ring's copies are the averages already; the device's sums */
   if (rc < 0) { for (int i = 0; i < R.nl; i++) { nt_release(out[i]); out[i] = NULL; } return -1; }
   nbD_reducer_zero_shards(id);
   return 1;
@@ -622,6 +680,7 @@ int nbD_reducer_take_shards(unsigned id, nt_Tensor **out) {
 void nbD_reducer_zero_shards(unsigned id) {
   if (!R.registered || !R.shard_mode || R.shard_id != id) return;
   nbD_reducer_drain();
+  if (R.off_host) (void)nbD_offload_device_wait();   /* copies of the device shards in flight finish before the zeroing */
   for (int i = 0; i < R.nl; i++) {
     if (R.l[i].dshard) (void)nt_fill_(R.l[i].dshard, 0);   /* fails only with the device gone: take() then says so */
     else memset(R.l[i].shard, 0, (size_t)R.l[i].chunk * R.l[i].esize);
@@ -760,7 +819,60 @@ static int b_zero_shards(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
   (void)n;
   if (a[0].t != NB_TNUM) return nb_error_kind(vm, "TypeError", "dist_reducer_zero_shards: expected a registration id");
   nbD_reducer_zero_shards((unsigned)a[0].u.n);
+  if (R.shard_id == (unsigned)a[0].u.n) R.off_ready = 0;   /* the host copies are dropped with the shards */
   *out = nb_nil();
+  return NB_OK;
+}
+/* dist_reducer_offload(id, hosts): registration id's gradient shards for
+** the host update go into hosts (pinned host tensors, one per layout: chunk
+** elements of its dtype): per bucket during backward where the buckets are
+** on the device; under the ring (host shards) take() writes its host average
+** there.  True for a CUDA model, else false and nothing is kept. */
+static int b_offload(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
+  (void)n; const char *f = "dist_reducer_offload";
+  if (a[0].t != NB_TNUM || a[1].t != NB_TLIST) return nb_error_kind(vm, "TypeError", "%s: expected a registration id and a list of host tensors", f);
+  *out = nb_bool(false);
+  if (!R.registered || !R.shard_mode || R.shard_id != (unsigned)a[0].u.n || !R.nl || R.l[0].dev != NT_CUDA || nbD_offload_after_backward()) return NB_OK;
+  nb_List *l = nb_list(a[1]);
+  if (l->n != R.nl) return nb_error_kind(vm, "ValueError", "%s: %d host tensors for %d layouts", f, l->n, R.nl);
+  for (int i = 0; i < R.nl; i++) {
+    if (l->items[i].t != NB_TTENSOR) return nb_error_kind(vm, "TypeError", "%s: item %d is not a tensor", f, i);
+    nt_Tensor *h = TV(l->items[i]);
+    if (h->device != NT_CPU || !nt_is_contiguous(h) || h->numel != R.l[i].chunk || h->dtype != (R.l[i].rdt == DR_F64 ? NT_F64 : NT_F32))
+      return nb_error_kind(vm, "ValueError", "%s: host tensor %d must be a contiguous cpu %s tensor of %lld elements", f, i,
+                           R.l[i].rdt == DR_F64 ? "f64" : "f32", (long long)R.l[i].chunk);
+  }
+  if (R.off_host) { for (int i = 0; i < R.nl; i++) nt_release(R.off_host[i]); free(R.off_host); }
+  R.off_host = calloc((size_t)R.nl, sizeof *R.off_host);
+  if (!R.off_host) return nb_error(vm, "out of memory");
+  for (int i = 0; i < R.nl; i++) R.off_host[i] = nt_retain(TV(l->items[i]));
+  R.off_ready = 0;
+  *out = nb_bool(true);
+  return NB_OK;
+}
+/* dist_reducer_take_host(id): after dist_reducer_take (whose host wait
+** covered the copies), the host copies of the averaged gradient shards when
+** the last pass copied every piece (the sums averaged in place), or nil:
+** step() copies the shards itself */
+static int b_take_host(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
+  (void)n; const char *f = "dist_reducer_take_host";
+  if (a[0].t != NB_TNUM) return nb_error_kind(vm, "TypeError", "%s: expected a registration id", f);
+  *out = nb_nil();
+  if (!R.registered || !R.shard_mode || R.shard_id != (unsigned)a[0].u.n || !R.off_host || !R.off_ready || !R.off_waited) return NB_OK;
+  R.off_ready = R.off_waited = 0;
+  nb_List *l = nbL_new(R.nl);
+  if (!l) return nb_error(vm, "out of memory");
+  double scale = 1.0 / (double)(R.shard_world > 0 ? R.shard_world : 1);
+  for (int i = 0; i < R.nl; i++) {
+    nt_Tensor *h = R.off_host[i];
+    if (scale != 1.0 && !R.off_averaged) {  /* the device shard's average, taken on the host */
+      if (h->dtype == NT_F64) { double *d = nt_data_ptr(h); for (int64_t k = 0; k < h->numel; k++) d[k] *= scale; }
+      else { float *d = nt_data_ptr(h); float s1 = (float)scale; for (int64_t k = 0; k < h->numel; k++) d[k] *= s1; }
+    }
+    nt_bump_version(h);
+    nbL_push(l, nb_obj(NB_TTENSOR, nt_retain(h)));
+  }
+  *out = nb_obj(NB_TLIST, l);
   return NB_OK;
 }
 static nb_Builtin reducer_builtins[] = {
@@ -771,6 +883,8 @@ static nb_Builtin reducer_builtins[] = {
     "dist_reducer_shard(lays, chunks, dtypes, bucket_mb=25, group=nil): reduce-scatter these layouts' gradients during every backward, each rank keeping its chunk (use dist.zero stage 2); returns an id" },
   { "dist_reducer_take", b_take, "id", "dist_reducer_take(id): the averaged gradient shards of the backward passes since the last take, one per layout (nil: none, or another registration)" },
   { "dist_reducer_zero_shards", b_zero_shards, "id", "dist_reducer_zero_shards(id): drops the gradient shards not yet taken" },
+  { "dist_reducer_offload", b_offload, "id, hosts", "dist_reducer_offload(id, hosts): offload=\"optimizer\": the gradient shards go into hosts (pinned, one per layout): each bucket's piece of a device shard copied on a side stream as soon as it is summed during backward, or the ring's host shard taken as it is; false (nothing kept) for a model not on CUDA or with NABLA_OFFLOAD_AFTER_BACKWARD set" },
+  { "dist_reducer_take_host", b_take_host, "id", "dist_reducer_take_host(id): after dist_reducer_take (which waits for the copies in flight), the averaged gradient shards in host memory, copied during the last backward, or nil when they were not" },
   { "dist_reducer_clear", b_clear, "", "dist_reducer_clear(): stops averaging gradients during backward" },
   { "dist_reducer_stats", b_stats, "", "dist_reducer_stats(): {params, buckets, passes, buckets_overlapped (handed over during backward), buckets_reduced, buckets_on (\"cuda\": NCCL on the GPU, or \"cpu\": host buffers, the ring)}" },
   { NULL, NULL, NULL, NULL },

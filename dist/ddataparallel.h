@@ -21,5 +21,14 @@ int  nbD_reducer_on_device(void);           /* 1: the buckets are CUDA buffers r
 void nbD_reducer_stats(int64_t *nparams, int64_t *nbuckets, int64_t *passes, int64_t *overlapped, int64_t *total);
 void nbD_reducer_init(void);
 void nbD_zero_drain(void);                  /* dzero.c: stage 3's prefetching gathers finished */
-void nbD_zero_shutdown(void);               /* and dropped */                /* registers its builtins */
+void nbD_zero_shutdown(void);               /* and dropped */
+/* dzero.c, offload="optimizer"'s per-bucket copies (the reducer issues them):
+** n bytes device->host on the side stream after the compute stream's work
+** (during: issued while backward runs, for the counters); the host waits for
+** them; the compute stream waits for them; whether they are switched off */
+int  nbD_offload_copy_d2h(void *dst, const void *src, size_t n, int during);
+int  nbD_offload_host_wait(void);
+int  nbD_offload_device_wait(void);
+int  nbD_offload_after_backward(void);
+void nbD_offload_count_host(size_t n);      /* bytes of a shard that was host memory already (the ring) */                /* registers its builtins */
 #endif

@@ -358,6 +358,81 @@ static void off_shutdown(void) {
   off_ev_c = off_ev_s = off_side = NULL;
 }
 
+/* Per-bucket copies (stage 2 with the reducer's buckets on the device,
+** ddataparallel.c): as soon as a bucket's piece of the gradient shard is
+** summed on the compute stream, during backward, its bytes go device->host
+** on the side stream, ordered after that work by ev_c, into the pinned host
+** shard.  step() then only waits on the host (nbD_offload_host_wait) for
+** copies already in flight; the compute stream waits on the device
+** (nbD_offload_device_wait) before it zeroes or frees the device shard the
+** copies read.  Counted by where they were issued: during backward (the
+** bucket was final before the pass ended) or after it (the end of the pass,
+** or dist_offload_to_host at step()).
+** NABLA_TEST_OFFLOAD_SKIP=bucket-compute-wait|bucket-host-wait leaves one of
+** these orderings out (tests/dist/test_zero_cuda.py sees each caught). */
+static int64_t off_bytes_during, off_bytes_after, off_bytes_host;
+void nbD_offload_count_host(size_t n) { off_bytes_host += (int64_t)n; }
+static int off_inflight;                      /* per-bucket copies issued that no host or device wait covers yet */
+
+int nbD_offload_copy_d2h(void *dst, const void *src, size_t n, int during) {
+  if (!n) return 0;
+  int st = off_ready();
+  if (!st) st = nt_cuda_event_record(off_ev_c, NULL);
+  if (!st && !off_skip("bucket-compute-wait")) st = nt_cuda_stream_wait(off_side, off_ev_c);
+  if (!st) st = nt_cuda_copy_async(dst, src, n, 0, off_side);
+  if (!st) { if (during) off_bytes_during += (int64_t)n; else off_bytes_after += (int64_t)n; off_inflight = 1; }
+  return st;
+}
+
+int nbD_offload_host_wait(void) {
+  if (!off_side) return 0;                  /* no copy was ever issued */
+  int st = nt_cuda_event_record(off_ev_s, off_side);
+  if (!st && !off_skip("bucket-host-wait")) st = nt_cuda_event_wait(off_ev_s);
+  if (!st) { off_release_held(); off_inflight = 0; }   /* (the earlier host->device copies ran before these) */
+  return st;
+}
+
+/* only while copies are in flight that the host has not waited for: after
+** that wait the device has nothing to wait for (and the emulated device
+** would run the copies at this wait, hiding a host wait left out) */
+int nbD_offload_device_wait(void) {
+  if (!off_side || !off_inflight) return 0;
+  int st = nt_cuda_event_record(off_ev_s, off_side);
+  if (!st) st = nt_cuda_stream_wait(NULL, off_ev_s);
+  if (!st) off_inflight = 0;
+  return st;
+}
+
+/* whether the per-bucket copies are off (the old path: every gradient shard
+** copied at step(), after backward), for comparisons: the environment's
+** NABLA_OFFLOAD_AFTER_BACKWARD=1 (tests), or dist_offload_after_backward(on)
+** in this process (bench/dist/zero_gpu.nbl's zero2_offload_after mode);
+** read when dist.zero registers its reducer */
+static int off_after_set = -1;
+int nbD_offload_after_backward(void) {
+  if (off_after_set >= 0) return off_after_set;
+  const char *e = getenv("NABLA_OFFLOAD_AFTER_BACKWARD");
+  return e && *e && strcmp(e, "0");
+}
+
+static int b_offload_after(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
+  (void)vm; (void)n;
+  *out = nb_bool(nbD_offload_after_backward());
+  if (a[0].t != NB_TNIL) off_after_set = nb_truthy(a[0]) ? 1 : 0;
+  return NB_OK;
+}
+
+static int b_offload_stats(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
+  (void)a; (void)n;
+  nb_Rec *r = nbR_new(3);
+  if (!r) return nb_error(vm, "out of memory");
+  nbR_set_cstr(r, "during_backward", nb_int((double)off_bytes_during));
+  nbR_set_cstr(r, "after_backward", nb_int((double)off_bytes_after));
+  nbR_set_cstr(r, "host_resident", nb_int((double)off_bytes_host));
+  *out = nb_obj(NB_TREC, r);
+  return NB_OK;
+}
+
 static int b_offload_to_host(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
   (void)n; const char *f = "dist_offload_to_host";
   int k; size_t total;
@@ -374,11 +449,13 @@ static int b_offload_to_host(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
   if (!st && !off_skip("compute-wait")) st = nt_cuda_stream_wait(off_side, off_ev_c);
   for (int i = 0; i < k && !st; i++) {
     nt_Tensor *hv = (nt_Tensor *)h->items[i].u.p;
-    st = nt_cuda_copy_async(nt_base(hv), nt_base(c[i]), (size_t)c[i]->numel * nt_dtype_size(c[i]->dtype), 0, off_side);
+    size_t nb = (size_t)c[i]->numel * nt_dtype_size(c[i]->dtype);
+    st = nt_cuda_copy_async(nt_base(hv), nt_base(c[i]), nb, 0, off_side);
+    if (!st) off_bytes_after += (int64_t)nb;
   }
   if (!st) st = nt_cuda_event_record(off_ev_s, off_side);
   if (!st && !off_skip("host-wait")) st = nt_cuda_event_wait(off_ev_s);   /* the device tensors may go now */
-  if (!st) off_release_held();               /* the earlier host->device copies ran before these */
+  if (!st) { off_release_held(); off_inflight = 0; }   /* the earlier copies on the side stream ran before these */
   for (int i = 0; i < k; i++) nt_release(c[i]);
   free(c);
   if (st) return nb_error_kind(vm, "DistError", "%s: %s", f, nt_error_msg());
@@ -450,6 +527,8 @@ static nb_Builtin zero_builtins[] = {
   { "dist_gather_wait", b_gather_wait, "h", "dist_gather_wait(h): the gathered vector (world x chunk elements, rank order, on the shard's device) of a dist_gather_start" },
   { "dist_offload_to_host", b_offload_to_host, "devs, hosts", "dist_offload_to_host(devs, hosts): copies each CUDA tensor of devs into the contiguous host tensor of hosts at the same place (same dtype and size) on a side stream after the compute stream's work, and waits for the copies (offload=\"optimizer\")" },
   { "dist_offload_to_device", b_offload_to_device, "hosts, devs", "dist_offload_to_device(hosts, devs): copies each contiguous host tensor into the contiguous CUDA tensor of devs at the same place, asynchronously on a side stream; work queued on the compute stream afterwards waits for the copies on the device (offload=\"optimizer\")" },
+  { "dist_offload_stats", b_offload_stats, "", "dist_offload_stats(): {during_backward, after_backward, host_resident}: bytes of gradient shards offload=\"optimizer\" copied device->host per bucket while backward ran, and after it (the end of the pass, or all at step()), and taken from host memory with no copy (the ring reduce-scattered them there during backward), since the process started" },
+  { "dist_offload_after_backward", b_offload_after, "on=nil", "dist_offload_after_backward(on=nil): true: later dist.zero(offload=\"optimizer\") copy every gradient shard at step(), after backward (the path before per-bucket copies, for comparisons); false: per bucket, during backward (the default; NABLA_OFFLOAD_AFTER_BACKWARD=1 sets true); nil: unchanged; returns the previous setting" },
   { "dist_pinned", b_pinned, "t", "dist_pinned(t): a copy of t in pinned (page-locked) host memory, a CPU tensor whose copies to and from the GPU are DMA that can overlap compute (offload=\"optimizer\"); needs CUDA" },
   { "dist_pinned_bytes", b_pinned_bytes, "", "dist_pinned_bytes(): bytes of pinned host tensors alive in this process (dist.memory().pinned)" },
   { "dist_grad_enabled", b_grad_enabled, "", "dist_grad_enabled(): whether operations are being recorded now (false inside no_grad and the first run of a checkpoint)" },

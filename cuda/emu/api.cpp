@@ -215,8 +215,7 @@ static void set_seen(EmuStream *s, int j, uint64_t v) { if (s->seen.size() <= (s
 static cudaError_t check_side(const void *p, size_t n, bool device, const char *what) {
   if (!device || n == 0) return cudaSuccess;
   if (range_ok(p, n)) return cudaSuccess;
-  std::string where;
-  { std::lock_guard<std::mutex> g(mu); where = describe_address((uintptr_t)p); }
+  std::string where = describe_address((uintptr_t)p);       // (it takes mu itself: holding it here deadlocked)
   report("%s: %zu bytes at %p are not device memory (%s)", what, n, p, where.c_str());
   return fail(cudaErrorInvalidValue);
 }

@@ -60,7 +60,7 @@ extern std::map<uintptr_t, Range> raw;
 extern std::map<uintptr_t, uintptr_t> blocks;              // start -> end
 extern std::atomic<unsigned> map_gen;                      // bumped when a range goes away
 extern size_t mem_used;
-std::string describe_address(uintptr_t a);                 // for reports; caller holds mu
+std::string describe_address(uintptr_t a);                 // for reports; takes mu (the caller must not hold it)
 bool range_ok(const void *p, size_t n);                    // [p, p + n) is valid device memory
 
 // ---- launches (runtime.cpp) ----------------------------------------------------------------------

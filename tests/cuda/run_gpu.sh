@@ -23,7 +23,7 @@
 #              (2 workers sharing it on the ring; NCCL with one worker per
 #              GPU: there test_cuda_stage3_nccl_prefetch checks stage 3's
 #              asynchronous NCCL prefetch, prefetch="nccl", against data
-#              parallelism and the ring's prefetch, at world 1 too), then bench/dist/zero_gpu.nbl (stage 2, 3 and offload vs
+#              parallelism and the ring's prefetch, at world 1 too), then bench/dist/zero_gpu.nbl (stage 2, 3 and offload — per-bucket copies during backward and the old after-backward copies — vs
 #              data parallelism, same run) at world 1..N on NCCL and 2 on the
 #              ring, recorded in bench/results/DATE-zero-gpu-GPU.md
 #   demo       examples/digits.nbl must say it trained on cuda

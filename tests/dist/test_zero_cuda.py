@@ -32,6 +32,14 @@ host staging (the NCCL paths run in the GPU session kit, tools/gpu-session.sh).
   tensors in pinned memory, counted by dist_pinned_bytes / dist.memory().pinned
   and freed with their last reference (emulated only: a GPU cannot be made to
   show a race on demand);
+- offload's per-bucket copies (stage 2 with the buckets on the device: one
+  GPU, or NCCL): with several buckets and accumulation under dist.no_sync,
+  equal to the run without offload and to data parallelism; the bytes copied
+  during backward are > 0 and, with those after, exactly the shard once per
+  real step; NABLA_OFFLOAD_AFTER_BACKWARD=1 (the old path) equal, all copied
+  after; the copy's wait on the compute stream left out is reported, the
+  host wait before the update left out gives other parameters; under the
+  ring (world > 1) offload takes the reducer's host shard with no copy;
 - a sharded checkpoint of the GPU model (stages 1-3, with and without
   offload) saved mid-run and loaded into a fresh dist.zero trains on to the
   uninterrupted run's parameters.
@@ -148,8 +156,9 @@ fn train(cfg) = dist.run(fn(cfg) {{
   opt = optim.adamw(m, lr=0.05, weight_decay=0.1)
   z = nil
   if cfg.stage == 0 {{ dist.data_parallel(m) }}
-  else {{ z = dist.zero(m, opt, stage=cfg.stage, offload=cfg.offload, prefetch=cfg.prefetch) }}
+  else {{ z = dist.zero(m, opt, stage=cfg.stage, offload=cfg.offload, prefetch=cfg.prefetch, bucket_mb=cfg.bucket_mb) }}
   w = dist.world_size(); k = dist.rank()
+  off0 = dist_offload_stats()
   b = 16 / w; mb = b / cfg.accum
   seen = list()
   for s in 0..cfg.steps {{
@@ -180,10 +189,17 @@ fn train(cfg) = dist.run(fn(cfg) {{
   }}
   st = if cfg.stage == 3 {{ z.prefetch_stats() }} else {{ nil }}
   units = if cfg.stage == 3 {{ len(z.units) - 1 }} else {{ 0 }}
-  list(map(ps, fn(p) detach(p).cpu()), seen, st, units)
+  # offload's gradient-shard bytes copied device->host during backward and after it, the
+  # shard's bytes (f32), the reducer's buckets
+  off1 = dist_offload_stats()
+  ost = list(off1.during_backward - off0.during_backward, off1.after_backward - off0.after_backward,
+             if z != nil and cfg.stage != 3 {{ sum(map(z.lays, fn(l) l.chunk)).item() * 4 }} else {{ 0 }},
+             if cfg.stage == 1 or cfg.stage == 2 {{ dist_reducer_stats().buckets }} else {{ 0 }},
+             off1.host_resident - off0.host_resident)
+  list(map(ps, fn(p) detach(p).cpu()), seen, st, units, ost)
 }}, cfg)
-fn cfg_of(stage, dev="cuda", steps=4, accum=2, clip=0.05, tree=false, offload=nil, prefetch=false) =
-  {{stage: stage, dev: dev, steps: steps, accum: accum, clip: clip, tree: tree, offload: offload, prefetch: prefetch}}
+fn cfg_of(stage, dev="cuda", steps=4, accum=2, clip=0.05, tree=false, offload=nil, prefetch=false, bucket_mb=25) =
+  {{stage: stage, dev: dev, steps: steps, accum: accum, clip: clip, tree: tree, offload: offload, prefetch: prefetch, bucket_mb: bucket_mb}}
 # [largest |a - b| / largest |b| over every rank's parameters, largest difference between a's ranks]
 fn compare(ra, rb) {{
   d = 0; big = 0; ranks = 0
@@ -231,13 +247,15 @@ for st in 1..4 {{
         report(f"{name}_backend", False, f"asked for {BACKEND}, got {values(out, 'backend')} {why}")
         return
     # where stages 1/2's reducer keeps its buckets: the device under NCCL, the host under the ring
-    bk = {"buckets:cuda" if BACKEND == "nccl" else "buckets:cpu"}
+    # (stage 2 at world 1: the device too, no collective is needed)
+    def bk(st):
+        return {"buckets:cuda" if BACKEND == "nccl" or (st == 2 and WORLD == 1) else "buckets:cpu"}
     v = values(out, "dp_cuda_vs_cpu")
     report(f"{name}_dp_cuda_equals_cpu", rc == 0 and v is not None and float(v[0]) <= CROSS_DEVICE_RTOL and float(v[1]) == 0 and float(v[2]) > 1e-3,
            f"[rel diff, rank diff, moved]={v} {why}")
     for st in (1, 2, 3):
         v = values(out, f"s{st}_vs_dp")
-        want = ({"param:cuda", "state:cuda"} | ({"shard:cuda"} if st == 3 else bk)
+        want = ({"param:cuda", "state:cuda"} | ({"shard:cuda"} if st == 3 else bk(st))
                 | ({"gradshard:cuda"} if st == 2 and not tree else set()))
         ok = rc == 0 and v is not None and float(v[0]) <= SAME_DEVICE_STAGE_RTOL and float(v[1]) == 0 and set(v[2].split(",")) == want
         report(f"{name}_stage{st}_equals_data_parallel", ok, f"[rel diff, rank diff, devices]={v} want {sorted(want)} {why}")
@@ -245,7 +263,7 @@ for st in 1..4 {{
         ok = rc == 0 and v is not None and float(v[0]) <= CROSS_DEVICE_RTOL and float(v[1]) == 0
         report(f"{name}_stage{st}_equals_cpu_workers", ok, f"[rel diff, rank diff]={v} {why}")
         v = values(out, f"s{st}_offload")
-        want = ({"param:cuda", "state:cpu"} | ({"shard:cuda"} if st == 3 else bk)
+        want = ({"param:cuda", "state:cpu"} | ({"shard:cuda"} if st == 3 else bk(st))
                 | ({"gradshard:cuda"} if st == 2 and not tree else set()))
         ok = rc == 0 and v is not None and float(v[0]) <= 1e-6 and float(v[1]) == 0 and set(v[2].split(",")) == want
         report(f"{name}_stage{st}_offload_optimizer_equals", ok, f"[rel diff, rank diff, devices]={v} want {sorted(want)} {why}")
@@ -344,6 +362,9 @@ fn meas(stage, off) = dist.run(fn(stage, off) {{
   seed({SEED} + 1)
   m = requires_grad(todev(nn.mlp(list(64, 256, 256, 8)), "cuda"))
   x = randn(4, 64, device="cuda"); y = randint(0, 8, list(4)).to("cuda")
+  # the previous run's reducer registration (its device buckets and gradient shard, where
+  # they are on the device: NCCL, or stage 2 at world 1) goes now, not inside this measurement
+  dist_reducer_clear()
   cuda.synchronize()
   a0 = cuda.memory().allocated
   z = dist.zero(m, optim.adamw(m, lr=0.01), stage=stage, offload=off)
@@ -450,6 +471,9 @@ def test_cuda_offload_ordering(name):
 g = train(cfg_of(2, offload="optimizer"))
 print("R got", map(g[0][0], fn(t) sum(abs(t)).item()))
 """
+    # stage 1: stage 2's gradient shard no longer goes through dist_offload_to_host (copied per
+    # bucket, or taken from the ring's host shard: test_cuda_offload_per_bucket)
+    src = src.replace("cfg_of(2, offload=", "cfg_of(1, offload=")
     base = None
     for what in (None, "host-wait", "device-wait", "compute-wait"):
         env = dict(ENV)
@@ -468,6 +492,80 @@ print("R got", map(g[0][0], fn(t) sum(abs(t)).item()))
             ok = p.returncode != 0 or (got is not None and base is not None and got != base)
             report(f"{name}_train_missing_{what.replace('-', '_')}_caught", ok,
                    f"ordered={base} without the wait={got} rc={p.returncode} err={p.stderr[-1500:]!r}")
+
+
+@test
+def test_cuda_offload_per_bucket(name):
+    """offload="optimizer" at stage 2 with the reducer's buckets on the device (one GPU; under NCCL
+    any world): each bucket's piece of the gradient shard is copied device->host during backward.
+    Several buckets (bucket_mb tiny) with accumulation (dist.no_sync): equal to the run without
+    offload (1e-6) and to data parallelism; the bytes copied during backward are > 0 and, with
+    those copied after, exactly the shard's bytes once per real step (not per micro-batch); the old
+    after-backward path (NABLA_OFFLOAD_AFTER_BACKWARD=1) copies all of it after and gives the same
+    parameters. On the emulated device each ordering of the per-bucket copies left out is caught:
+    the copy not ordered after the compute stream's add (reported), the host not waiting before the
+    optimizer reads the shard (stale values). Under the ring at world > 1 (host buckets) the averaged
+    host shard is taken as it is: equal to no offload, every byte host-resident, none copied."""
+    if not have_emulator(name):
+        return
+    world = WORLD if BACKEND == "nccl" else 1
+    src = PRELUDE.format(seed=SEED, world=world, backend=BACKEND) + """
+g = train(cfg_of(2, bucket_mb=0.0001))
+dp = train(cfg_of(0))
+o = train(cfg_of(2, offload="optimizer", bucket_mb=0.0001))
+print("R vs_none", compare(o, g)[0], compare(o, g)[1], devs(o))
+print("R vs_dp", compare(o, dp)[0])
+print("R bytes", o[0][4][0], o[0][4][1], o[0][4][2], o[0][4][3], o[0][4][4])
+print("R got", map(o[0][0], fn(t) sum(abs(t)).item()))
+"""
+    def go(env_extra):
+        env = dict(ENV, **env_extra)
+        p = subprocess.run([NABLA, dutil.script(src)], capture_output=True, text=True, timeout=300, env=env)
+        dutil.sanitizer_check(p.stderr)
+        return p.returncode, p.stdout, p.stderr
+    steps = 4                             # cfg_of's, each of 2 micro-batches
+    rc, out, err = go({})
+    why = f"rc={rc} seed={SEED} err={err[-1500:]!r}"
+    v, d, b, base = values(out, "vs_none"), values(out, "vs_dp"), values(out, "bytes"), values(out, "got")
+    ok = (rc == 0 and v is not None and float(v[0]) <= 1e-6 and float(v[1]) == 0
+          and set(v[2].split(",")) == {"param:cuda", "state:cpu", "gradshard:cuda", "buckets:cuda"})
+    report(f"{name}_equals_no_offload", ok, f"[rel diff, rank diff, devices]={v} {why}")
+    report(f"{name}_equals_data_parallel", rc == 0 and d is not None and float(d[0]) <= SAME_DEVICE_STAGE_RTOL, f"rel diff={d} {why}")
+    ok = (rc == 0 and b is not None and int(b[3]) >= 3 and int(b[0]) > 0
+          and int(b[0]) + int(b[1]) == steps * int(b[2]) and int(b[4]) == 0)
+    report(f"{name}_copied_during_backward", ok,
+           f"[bytes during backward, after, shard bytes, buckets]={b} (want during > 0, during + after = {steps} x shard, >= 3 buckets) {why}")
+    rc, out, err = go({"NABLA_OFFLOAD_AFTER_BACKWARD": "1"})
+    v, b = values(out, "vs_none"), values(out, "bytes")
+    ok = (rc == 0 and v is not None and float(v[0]) <= 1e-6 and b is not None and int(b[0]) == 0
+          and int(b[1]) == steps * int(b[2]) and values(out, "got") == base)
+    report(f"{name}_after_backward_switch", ok, f"[rel diff ...]={v} [during, after, shard, buckets]={b} rc={rc} err={err[-1500:]!r}")
+    if BACKEND == "ring" and WORLD > 1:
+        # the ring's buckets and shard are host memory: offload takes the averaged shard from there
+        # (no device->host copy at all), still equal to the run without offload
+        src2 = PRELUDE.format(seed=SEED, world=WORLD, backend=BACKEND) + """
+g = train(cfg_of(2, bucket_mb=0.0001))
+o = train(cfg_of(2, offload="optimizer", bucket_mb=0.0001))
+print("R vs_none", compare(o, g)[0], compare(o, g)[1], devs(o))
+print("R bytes", o[0][4][0], o[0][4][1], o[0][4][2], o[0][4][3], o[0][4][4])
+"""
+        p = subprocess.run([NABLA, dutil.script(src2)], capture_output=True, text=True, timeout=300, env=ENV)
+        dutil.sanitizer_check(p.stderr)
+        v, b = values(p.stdout, "vs_none"), values(p.stdout, "bytes")
+        ok = (p.returncode == 0 and v is not None and float(v[0]) <= 1e-6 and float(v[1]) == 0 and "buckets:cpu" in v[2].split(",")
+              and b is not None and int(b[0]) == 0 and int(b[1]) == 0 and int(b[4]) == steps * int(b[2]))
+        report(f"{name}_ring_host_shard", ok, f"[rel diff, rank diff, devices]={v} [during, after, shard, buckets, host-resident]={b} "
+               f"rc={p.returncode} seed={SEED} err={p.stderr[-1500:]!r}")
+    if REAL:
+        skip(f"{name}_orderings", "the emulated device's ordering model (a GPU cannot be made to show the race)")
+        return
+    rc, out, err = go({"NABLA_TEST_OFFLOAD_SKIP": "bucket-compute-wait"})
+    ok = rc != 0 and "missing cudaStreamWaitEvent" in err
+    report(f"{name}_missing_compute_wait_reported", ok, f"rc={rc} err={err[-1500:]!r}")
+    rc, out, err = go({"NABLA_TEST_OFFLOAD_SKIP": "bucket-host-wait"})
+    got = values(out, "got")
+    ok = rc != 0 or (got is not None and base is not None and got != base)
+    report(f"{name}_missing_host_wait_caught", ok, f"ordered={base} without the wait={got} rc={rc} err={err[-1500:]!r}")
 
 
 @test
