@@ -3,10 +3,18 @@
 dist.memory.
 
 - ZeRO stage 1, 2 and 3 on 2 and 4 workers give the parameters of plain
-  dist.data_parallel over several AdamW steps (f32, within 1e-6 relative to
-  the largest parameter), also with gradient accumulation (dist.no_sync),
-  global-norm clipping, grad() trees, parameter groups and an optimizer
-  factory; ranks stay identical;
+  dist.data_parallel over several AdamW steps, also with gradient
+  accumulation (dist.no_sync), global-norm clipping, grad() trees, parameter
+  groups and an optimizer factory; ranks stay identical.  Each comparison
+  runs in f64 and in f32 (agrees()).  In f64 the stages equal data
+  parallelism within 1e-12 relative to the largest parameter: the same
+  computation.  In f32 they meet torch.testing's float32 tolerance
+  (|a - b| <= 1e-5 + 1.3e-6 |b| per element), not 1e-6 relative: sharding
+  sums the micro-batch and rank gradients in another order (reduce-scattered
+  or accumulated into shards, against all-reduced once) and AdamW's
+  m / sqrt(v) amplifies that rounding.  Measured over seeds: up to 7.6e-6
+  relative in f32 (seed 108261) and 1.4e-14 in f64 on the same seed, about
+  130 units of each type's rounding both;
 - a sharded checkpoint saved on 4 ranks resumes on 2 (and the run goes on
   as the 4-rank one does), save_full loads into a plain model;
 - per-rank parameter + gradient + optimizer bytes (dist.memory) of a
@@ -54,13 +62,17 @@ import nn
 import optim
 import dist
 seed({seed})
-X = randn(16, 6); Y = randint(0, 3, list(16))
+X = randn(16, 6).to("{dt}"); Y = randint(0, 3, list(16))
+fn to_dt(m) {{
+  for l in m.layers {{ l.weight = l.weight.to("{dt}"); l.bias = l.bias.to("{dt}") }}
+  m
+}}
 fn lf(m, x, y) = cross_entropy(m(x), y)
 fn train(cfg) = dist.run(fn(cfg) {{
   import nn
   import optim
   seed({seed} + 1)
-  m = requires_grad(nn.mlp(list(6, 12, 12, 3)))
+  m = requires_grad(to_dt(nn.mlp(list(6, 12, 12, 3))))
   opt = nil
   if cfg.groups {{ opt = optim.adamw(list({{params: m.layers[0], lr: 0.1}}, {{params: list(m.layers[1], m.layers[2]), weight_decay: 0}}), lr=0.05) }}
   else if not cfg.factory {{ opt = optim.adamw(m, lr=0.05, weight_decay=0.1) }}
@@ -106,50 +118,64 @@ fn train(cfg) = dist.run(fn(cfg) {{
 }}, cfg)
 fn cfg_of(stage, steps=4, accum=1, clip=nil, tree=false, groups=false, factory=false, bucket_mb=25, mesh=false, wrap=false, prefetch=false) =
   {{stage: stage, steps: steps, accum: accum, clip: clip, tree: tree, groups: groups, factory: factory, bucket_mb: bucket_mb, mesh: mesh, wrap: wrap, prefetch: prefetch}}
-# [largest |a - b| / largest |b| over the parameters of every rank, largest difference between ranks, largest change from the start]
+# [largest |a - b| / largest |b| over the parameters of every rank, largest difference between ranks,
+#  largest |a - b| - 1.3e-6 |b| (torch.testing's float32 rtol; its atol is 1e-5: agrees())]
 fn compare(ra, rb) {{
-  d = 0; big = 0; ranks = 0
+  d = 0; big = 0; ranks = 0; excess = -1
   for w in 0..len(ra) {{
     for i in 0..len(ra[w]) {{
       d = max(d, max(abs(ra[w][i] - rb[w][i])).item()); big = max(big, max(abs(rb[w][i])).item())
       ranks = max(ranks, max(abs(ra[w][i] - ra[0][i])).item())
+      excess = max(excess, max(abs(ra[w][i] - rb[w][i]) - 1.3e-6 * abs(rb[w][i])).item())
     }}
   }}
-  list(d / big, ranks)
+  list(d / big, ranks, excess)
 }}
 """
 
 
-def equivalence(name, world, cases, stages=(1, 2, 3)):
+DTYPES = ("f64", "f32")
+
+
+def agrees(rel, excess, dt):
+    """f64: within 1e-12 of the largest parameter (the same computation);
+    f32: torch.testing.assert_close's float32 default, |a - b| <= 1e-5 +
+    1.3e-6 |b| per element (the module docstring says why not 1e-6)"""
+    return rel <= 1e-12 if dt == "f64" else excess <= 1e-5
+
+
+def equivalence(name, world, cases, dt):
     """cases: list of (label, cfg kwargs as nabla source, stages)."""
-    body = PRELUDE.format(seed=SEED) + f"dist.start({world})\ndist.push(X=X, Y=Y, lf=lf)\n"
+    body = PRELUDE.format(seed=SEED, dt=dt) + f"dist.start({world})\ndist.push(X=X, Y=Y, lf=lf, to_dt=to_dt)\n"
     for label, kw, stages in cases:
         body += (f"ref = train(cfg_of(0{', ' if kw else ''}{kw}))\n"
                  f"moved = 0\nstart = train(cfg_of(0, steps=0))\n"
                  f"for i in 0..len(ref[0]) {{ moved = max(moved, max(abs(ref[0][i] - start[0][i])).item()) }}\n")
         for stage in stages:
-            body += f"c = compare(train(cfg_of({stage}{', ' if kw else ''}{kw})), ref)\nprint(\"R {label}_s{stage}\", c[0], c[1], moved)\n"
+            body += f"c = compare(train(cfg_of({stage}{', ' if kw else ''}{kw})), ref)\nprint(\"R {label}_s{stage}\", c[0], c[1], moved, c[2])\n"
     rc, out, err = run(body)
     for label, _, stages in cases:
         for stage in stages:
             v = values(out, f"{label}_s{stage}")
-            ok = rc == 0 and v is not None and v[0] <= 1e-6 and v[1] == 0 and v[2] > 1e-3
-            report(f"{name}_{label}_stage{stage}", ok, f"rc={rc} [rel diff, rank diff, moved]={v} seed={SEED} err={err[-1500:]!r}")
+            ok = rc == 0 and v is not None and agrees(v[0], v[3], dt) and v[1] == 0 and v[2] > 1e-3
+            report(f"{name}_{dt}_{label}_stage{stage}", ok, f"rc={rc} [rel diff, rank diff, moved, f32 excess]={v} seed={SEED} err={err[-1500:]!r}")
 
 
 @test
 def test_equivalence_world2(name):
-    equivalence(name, 2, [("adamw", "", (1, 2, 3)), ("accum_clip", "accum=2, clip=0.05", (1, 2, 3)),
-                          ("grad_tree_clip", "tree=true, clip=0.05", (1, 2, 3)), ("param_groups", "groups=true", (1, 2)),
-                          ("prefetch_counted", "prefetch=true, accum=2", (3,)),
-                          ("factory_small_buckets", "factory=true, bucket_mb=0.0001", (1, 2, 3)),
-                          ("fsdp_wrap_paths", "wrap=true, clip=0.05", (3,))])
+    for dt in DTYPES:
+        equivalence(name, 2, [("adamw", "", (1, 2, 3)), ("accum_clip", "accum=2, clip=0.05", (1, 2, 3)),
+                              ("grad_tree_clip", "tree=true, clip=0.05", (1, 2, 3)), ("param_groups", "groups=true", (1, 2)),
+                              ("prefetch_counted", "prefetch=true, accum=2", (3,)),
+                              ("factory_small_buckets", "factory=true, bucket_mb=0.0001", (1, 2, 3)),
+                              ("fsdp_wrap_paths", "wrap=true, clip=0.05", (3,))], dt)
 
 
 @test
 def test_equivalence_world4(name):
-    equivalence(name, 4, [("accum_clip", "accum=2, clip=0.05", (1, 2, 3)), ("mesh_dp_of_dp2_tp2", "mesh=true, clip=0.05", (1, 2, 3)),
-                          ("grad_tree_clip", "tree=true, clip=0.05", (3,)), ("prefetch_counted", "prefetch=true", (3,))])
+    for dt in DTYPES:
+        equivalence(name, 4, [("accum_clip", "accum=2, clip=0.05", (1, 2, 3)), ("mesh_dp_of_dp2_tp2", "mesh=true, clip=0.05", (1, 2, 3)),
+                              ("grad_tree_clip", "tree=true, clip=0.05", (3,)), ("prefetch_counted", "prefetch=true", (3,))], dt)
 
 
 def stage2_overlap(name, world):
@@ -247,16 +273,16 @@ print("E gp " + r[0][2])
     report(name, ok, f"rc={rc} [largest difference per rank x 4, ranks ok]={v} out={out[-400:]!r} err={err[-1500:]!r}")
 
 
-def checkpoint_4_to_2(name, stage):
+def checkpoint_4_to_2(name, stage, dt):
     """z.save on 4 ranks after 2 steps; 2 ranks load it and take 2 more steps == the 4-rank run's 4 steps."""
-    prefix = os.path.join(dutil.TMP, f"ck{stage}")
-    full = os.path.join(dutil.TMP, f"full{stage}.safetensors")
-    src = PRELUDE.format(seed=SEED) + f"""
+    prefix = os.path.join(dutil.TMP, f"ck{stage}{dt}")
+    full = os.path.join(dutil.TMP, f"full{stage}{dt}.safetensors")
+    src = PRELUDE.format(seed=SEED, dt=dt) + f"""
 fn go(steps, save_at, load) = dist.run(fn(steps, save_at, load) {{
   import nn
   import optim
   seed(load + {SEED})   # the loading run starts from other weights: they must come from the checkpoint
-  m = requires_grad(nn.mlp(list(6, 12, 12, 3)))
+  m = requires_grad(to_dt(nn.mlp(list(6, 12, 12, 3))))
   z = dist.zero(m, optim.adamw(m, lr=0.05, weight_decay=0.1), stage={stage})
   if load == 1 {{ z.load("{prefix}") }}
   w = dist.world_size(); k = dist.rank(); b = 16 / w
@@ -268,34 +294,36 @@ fn go(steps, save_at, load) = dist.run(fn(steps, save_at, load) {{
   list(if {stage} == 3 {{ z.full_params() }} else {{ map(nn.parameters(m), detach) }}, z.opt.state.t)
 }}, steps, save_at, load)
 dist.start(4)
-dist.push(X=X, Y=Y, lf=lf)
+dist.push(X=X, Y=Y, lf=lf, to_dt=to_dt)
 a = go(4, 2, 0)
 dist.stop()
 dist.start(2)
-dist.push(X=X, Y=Y, lf=lf)
+dist.push(X=X, Y=Y, lf=lf, to_dt=to_dt)
 b = go(2, -1, 1)
 c = compare(list(b[0][0], b[1][0]), list(a[0][0], a[0][0]))
-plain = nn.mlp(list(6, 12, 12, 3))
+plain = to_dt(nn.mlp(list(6, 12, 12, 3)))
 nn.load_state(plain, load("{full}"))
 pd = 0
 pp = nn.parameters(plain)
 for i in 0..len(pp) {{ pd = max(pd, max(abs(pp[i] - b[0][0][i])).item()) }}
-print("R ck", c[0], c[1], b[0][1], pd)
+print("R ck", c[0], c[1], b[0][1], pd, c[2])
 """
     rc, out, err = run(src)
     v = values(out, "ck")
-    ok = rc == 0 and v is not None and v[0] <= 1e-6 and v[1] == 0 and v[2] == 4 and v[3] == 0
-    report(name, ok, f"rc={rc} [rel diff, rank diff, t, save_full diff]={v} seed={SEED} err={err[-1500:]!r}")
+    ok = rc == 0 and v is not None and agrees(v[0], v[4], dt) and v[1] == 0 and v[2] == 4 and v[3] == 0
+    report(f"{name}_{dt}", ok, f"rc={rc} [rel diff, rank diff, t, save_full diff, f32 excess]={v} seed={SEED} err={err[-1500:]!r}")
 
 
 @test
 def test_checkpoint_4_to_2_stage2(name):
-    checkpoint_4_to_2(name, 2)
+    for dt in DTYPES:
+        checkpoint_4_to_2(name, 2, dt)
 
 
 @test
 def test_checkpoint_4_to_2_stage3(name):
-    checkpoint_4_to_2(name, 3)
+    for dt in DTYPES:
+        checkpoint_4_to_2(name, 3, dt)
 
 
 @test
@@ -365,9 +393,9 @@ print("R mem", m[0][0], m[0][4], m[1][4], m[2][4], m[3][4], m[2][4] / m[0][4], m
 @test
 def test_bf16_master_shards(name):
     """bf16 parameters, f32 master shards: 3 ZeRO-2 steps equal f32 AdamW on an f32 master copy stepped with the rank-averaged bf16 gradients, rounded to bf16."""
-    src = PRELUDE.format(seed=SEED) + """
+    src = PRELUDE.format(seed=SEED, dt="f32") + """
 dist.start(2)
-dist.push(X=X, Y=Y, lf=lf)
+dist.push(X=X, Y=Y, lf=lf, to_dt=to_dt)
 r = dist.run(fn() {
   import nn
   import optim
