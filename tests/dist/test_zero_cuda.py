@@ -8,14 +8,14 @@ host staging (the NCCL paths run in the GPU session kit, tools/gpu-session.sh).
 
 - stages 1, 2 and 3 at world 2 with gradient accumulation (dist.no_sync)
   and global-norm clipping, and with grad() trees, over 4 AdamW steps: equal
-  (5e-6 relative to the largest parameter: SAME_DEVICE_STAGE_RTOL says why) to plain dist.data_parallel of
+  (2e-5 relative to the largest parameter: SAME_DEVICE_STAGE_RTOL says why) to plain dist.data_parallel of
   the same CUDA model, and to the same stage on CPU workers (1e-5, CROSS_DEVICE_RTOL); ranks identical;
   the parameters, stage 2's gradient shards, stage 3's shards and the
   optimizer state stay on the device;
 - offload="optimizer": the optimizer state and master shards are host
   tensors (pinned; the copies run on a side stream ordered by events:
   dist_offload_to_host / _to_device), the result equals the non-offloaded
-  run (1e-6); dist.memory()'s
+  run (CROSS_DEVICE_RTOL: the update runs on the host); dist.memory()'s
   device bytes drop by exactly the optimizer's bytes, `offloaded` counts the
   host copies, and the CUDA caching allocator's live bytes grow by at least
   the optimizer's bytes less than without offload;
@@ -73,8 +73,9 @@ BUILD = os.environ.get("NABLA_BUILD") or os.path.dirname(NABLA)
 MODULE = os.path.join(BUILD, "cuda", "emu", "nabla_cuda_emu.so")
 # The device's kernels against the CPU's (another summation order, CUDA's
 # math against SLEEF) differ by a few f32 ULPs per op; four AdamW steps with
-# clipping carry that to ~1.5e-6 relative on some seeds.  Comparisons on one
-# device (a stage against data parallelism, offload against none) keep 1e-6.
+# clipping carry that to ~1.5e-6 relative on some seeds.  Offload against
+# none is such a comparison too: the offloaded update runs on the host's
+# kernels (on a real GPU, nvcc's fused multiply-adds against the CPU's code).
 CROSS_DEVICE_RTOL = 1e-5
 # A stage against data parallelism on one device: the same kernels, but the
 # micro-batch gradients are summed in another order (reduce-scattered per
@@ -82,9 +83,15 @@ CROSS_DEVICE_RTOL = 1e-5
 # clip norm is a sum of shard norms.  Elements whose accumulated gradient
 # nearly cancels differ by a few ULPs of the terms, which AdamW's m/sqrt(v)
 # turns into differences of the update near eps: 1.46e-6 relative after four
-# steps of the grad-tree, clip 0.05 case on seed 331488 (stage 3).  A missed
-# or doubled update (lr 0.05) moves parameters by orders of magnitude more.
-SAME_DEVICE_STAGE_RTOL = 5e-6
+# steps of the grad-tree, clip 0.05 case on seed 331488 (stage 3).  The CPU
+# suite (test_zero.py) runs the same comparisons in f64 as well: there the
+# stages equal data parallelism within 1.7e-14, about as many units of
+# rounding (~130) as its worst f32 seed's 7.6e-6 (108261), so the f32
+# differences are rounding, not another computation; it judges f32 by
+# torch.testing's float32 tolerance (1e-5 + 1.3e-6 |b|), which for these
+# parameters (largest ~0.5) is ~2e-5 of the largest.  A missed or doubled
+# update (lr 0.05) moves parameters by orders of magnitude more.
+SAME_DEVICE_STAGE_RTOL = 2e-5
 SEED = int(os.environ.get("ZERO_SEED") or random.SystemRandom().randrange(1, 10**6))
 REAL = os.environ.get("ZERO_CUDA") == "real"
 BACKEND = os.environ.get("ZERO_BACKEND") or "ring"
@@ -265,7 +272,7 @@ for st in 1..4 {{
         v = values(out, f"s{st}_offload")
         want = ({"param:cuda", "state:cpu"} | ({"shard:cuda"} if st == 3 else bk(st))
                 | ({"gradshard:cuda"} if st == 2 and not tree else set()))
-        ok = rc == 0 and v is not None and float(v[0]) <= 1e-6 and float(v[1]) == 0 and set(v[2].split(",")) == want
+        ok = rc == 0 and v is not None and float(v[0]) <= CROSS_DEVICE_RTOL and float(v[1]) == 0 and set(v[2].split(",")) == want
         report(f"{name}_stage{st}_offload_optimizer_equals", ok, f"[rel diff, rank diff, devices]={v} want {sorted(want)} {why}")
 
 
@@ -297,7 +304,7 @@ print("R pf", compare(p, ref)[0], compare(p, ref)[1], p[0][2].used_forward, p[0]
     v = values(out, "pf")
     calls, units = 4 * 2, 3
     staged = WORLD > 1 and BACKEND == "ring"   # else every unit gathers at use
-    ok = (rc == 0 and v is not None and float(v[0]) <= 1e-6 and float(v[1]) == 0 and int(v[5]) == units
+    ok = (rc == 0 and v is not None and float(v[0]) <= SAME_DEVICE_STAGE_RTOL and float(v[1]) == 0 and int(v[5]) == units
           and int(v[2]) == ((calls - 1) * units if staged else 0) and int(v[3]) == (calls * (units - 1) if staged else 0)
           and int(v[4]) == 0
           and set(v[6].split(",")) == {"param:cuda", "state:cuda", "shard:cuda"})
@@ -308,8 +315,8 @@ print("R pf", compare(p, ref)[0], compare(p, ref)[1], p[0][2].used_forward, p[0]
 def test_cuda_stage3_nccl_prefetch(name):
     """prefetch="nccl" under the nccl backend: each next unit gathered by an asynchronous NCCL all_gather
     that the compute stream waits for at use; as many prefetches used as the ring's staged ones, none
-    dropped; equal to data_parallel under NCCL (1e-6) and to the ring backend's prefetching run of the same
-    model in the same process (1e-6).  Runs in the GPU kit's zero phase (ZERO_BACKEND=nccl)"""
+    dropped; equal to data_parallel under NCCL and to the ring backend's prefetching run of the same
+    model in the same process (SAME_DEVICE_STAGE_RTOL: another summation order).  Runs in the GPU kit's zero phase (ZERO_BACKEND=nccl)"""
     if BACKEND != "nccl":
         skip(name, "NCCL does not run on the emulated device: the GPU kit's zero phase runs this (ZERO_BACKEND=nccl)")
         return
@@ -329,10 +336,10 @@ print("R vs_ring", compare(p, q)[0], compare(p, q)[1], q[0][2].used_forward)
     v, w = values(out, "pf"), values(out, "vs_ring")
     calls, units = 4 * 2, 3
     pre = True   # prefetch="nccl" prefetches at world 1 too (a device copy), so one GPU checks the path
-    ok = (rc == 0 and v is not None and float(v[0]) <= 1e-6 and float(v[1]) == 0 and int(v[5]) == units
+    ok = (rc == 0 and v is not None and float(v[0]) <= SAME_DEVICE_STAGE_RTOL and float(v[1]) == 0 and int(v[5]) == units
           and int(v[2]) == ((calls - 1) * units if pre else 0) and int(v[3]) == (calls * (units - 1) if pre else 0)
           and int(v[4]) == 0 and set(v[6].split(",")) == {"param:cuda", "state:cuda", "shard:cuda"}
-          and w is not None and float(w[0]) <= 1e-6 and (WORLD == 1 or int(w[2]) == int(v[2])))
+          and w is not None and float(w[0]) <= SAME_DEVICE_STAGE_RTOL and (WORLD == 1 or int(w[2]) == int(v[2])))
     report(name, ok, f"[rel diff, rank diff, used fwd, used bwd, dropped, units, devices]={v} "
            f"[vs ring rel diff, rank diff, ring used fwd]={w} rc={rc} seed={SEED} err={err[-1500:]!r}")
 
@@ -499,7 +506,7 @@ def test_cuda_offload_per_bucket(name):
     """offload="optimizer" at stage 2 with the reducer's buckets on the device (one GPU; under NCCL
     any world): each bucket's piece of the gradient shard is copied device->host during backward.
     Several buckets (bucket_mb tiny) with accumulation (dist.no_sync): equal to the run without
-    offload (1e-6) and to data parallelism; the bytes copied during backward are > 0 and, with
+    offload (CROSS_DEVICE_RTOL: the update runs on the host's kernels) and to data parallelism; the bytes copied during backward are > 0 and, with
     those copied after, exactly the shard's bytes once per real step (not per micro-batch); the old
     after-backward path (NABLA_OFFLOAD_AFTER_BACKWARD=1) copies all of it after and gives the same
     parameters. On the emulated device each ordering of the per-bucket copies left out is caught:
@@ -527,7 +534,7 @@ print("R got", map(o[0][0], fn(t) sum(abs(t)).item()))
     rc, out, err = go({})
     why = f"rc={rc} seed={SEED} err={err[-1500:]!r}"
     v, d, b, base = values(out, "vs_none"), values(out, "vs_dp"), values(out, "bytes"), values(out, "got")
-    ok = (rc == 0 and v is not None and float(v[0]) <= 1e-6 and float(v[1]) == 0
+    ok = (rc == 0 and v is not None and float(v[0]) <= CROSS_DEVICE_RTOL and float(v[1]) == 0
           and set(v[2].split(",")) == {"param:cuda", "state:cpu", "gradshard:cuda", "buckets:cuda"})
     report(f"{name}_equals_no_offload", ok, f"[rel diff, rank diff, devices]={v} {why}")
     report(f"{name}_equals_data_parallel", rc == 0 and d is not None and float(d[0]) <= SAME_DEVICE_STAGE_RTOL, f"rel diff={d} {why}")
@@ -537,7 +544,7 @@ print("R got", map(o[0][0], fn(t) sum(abs(t)).item()))
            f"[bytes during backward, after, shard bytes, buckets]={b} (want during > 0, during + after = {steps} x shard, >= 3 buckets) {why}")
     rc, out, err = go({"NABLA_OFFLOAD_AFTER_BACKWARD": "1"})
     v, b = values(out, "vs_none"), values(out, "bytes")
-    ok = (rc == 0 and v is not None and float(v[0]) <= 1e-6 and b is not None and int(b[0]) == 0
+    ok = (rc == 0 and v is not None and float(v[0]) <= CROSS_DEVICE_RTOL and b is not None and int(b[0]) == 0
           and int(b[1]) == steps * int(b[2]) and values(out, "got") == base)
     report(f"{name}_after_backward_switch", ok, f"[rel diff ...]={v} [during, after, shard, buckets]={b} rc={rc} err={err[-1500:]!r}")
     if BACKEND == "ring" and WORLD > 1:
@@ -552,7 +559,7 @@ print("R bytes", o[0][4][0], o[0][4][1], o[0][4][2], o[0][4][3], o[0][4][4])
         p = subprocess.run([NABLA, dutil.script(src2)], capture_output=True, text=True, timeout=300, env=ENV)
         dutil.sanitizer_check(p.stderr)
         v, b = values(p.stdout, "vs_none"), values(p.stdout, "bytes")
-        ok = (p.returncode == 0 and v is not None and float(v[0]) <= 1e-6 and float(v[1]) == 0 and "buckets:cpu" in v[2].split(",")
+        ok = (p.returncode == 0 and v is not None and float(v[0]) <= CROSS_DEVICE_RTOL and float(v[1]) == 0 and "buckets:cpu" in v[2].split(",")
               and b is not None and int(b[0]) == 0 and int(b[1]) == 0 and int(b[4]) == steps * int(b[2]))
         report(f"{name}_ring_host_shard", ok, f"[rel diff, rank diff, devices]={v} [during, after, shard, buckets, host-resident]={b} "
                f"rc={p.returncode} seed={SEED} err={p.stderr[-1500:]!r}")
