@@ -53,14 +53,25 @@ static int b_half(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
   int bf = !strcmp(nb_str(a[1])->data, "bf16");
   if (nbD_group_arg(vm, f, a[2], &id)) return NB_ERR;
   bool prev = nt_set_grad_enabled(false);
-  nt_Tensor *x = (nt_Tensor *)a[0].u.p, *t = nt_to_dtype(x, NT_F32), *y = t ? nt_clone(t) : NULL;
-  nt_release(t);
+  /* the ring moves host memory: a device tensor is summed in a host copy
+  ** and the sum goes back to its device */
+  nt_Tensor *x = (nt_Tensor *)a[0].u.p, *t = nt_to_dtype(x, NT_F32), *h = t ? nt_to_device(t, NT_CPU) : NULL;
+  nt_Tensor *y = h ? nt_clone(h) : NULL;
+  nt_release(t); nt_release(h);
   nt_set_grad_enabled(prev);
   if (!y) return nb_error_kind(vm, "DistError", "%s: %s", f, nt_error_msg());
   nbD_Scope sc;
   int st = nbD_group_enter(id, &sc);
   if (!st) { st = half_all_reduce(nbD_self.g, nt_data_ptr(y), (size_t)y->numel, bf); nbD_group_leave(&sc); }
   if (st) { nt_release(y); return nb_vm_interrupted(vm) ? nb_error_kind(vm, "Interrupted", "%s: interrupted", f) : nb_error_kind(vm, "DistError", "%s: %s", f, nt_error_msg()); }
+  if (x->device != NT_CPU) {
+    prev = nt_set_grad_enabled(false);
+    nt_Tensor *d = nt_to_device(y, x->device);
+    nt_set_grad_enabled(prev);
+    nt_release(y);
+    if (!d) return nb_error_kind(vm, "DistError", "%s: %s", f, nt_error_msg());
+    y = d;
+  }
   *out = nb_obj(NB_TTENSOR, y);
   return NB_OK;
 }
