@@ -229,6 +229,11 @@ static int b_gradcheck(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   bool prev = nt_set_grad_enabled(true);
   for (int i = 0; i < k && !st; i++) {
     nb_Value v = il->items[i];
+    /* finite differences perturb the inputs element by element in host memory */
+    if (v.t == NB_TTENSOR && T(v)->device != NT_CPU) {
+      st = nb_error_kind(vm, "ValueError", "gradcheck: input %d is on %s; gradcheck runs on the CPU (pass inputs and f's own tensors .to(\"cpu\"))", i, nt_device_name(T(v)->device));
+      break;
+    }
     if (v.t == NB_TTENSOR && nt_dtype_is_float(T(v)->dtype)) {
       nt_Tensor *d = nt_to_dtype(T(v), NT_F64), *c = d ? nt_clone(d) : NULL;
       nt_release(d);

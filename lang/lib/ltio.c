@@ -282,6 +282,7 @@ static int b_save_npy(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   if (args[0].t != NB_TSTR) return nb_error_kind(vm, "TypeError", "save_npy: path must be a string");
   TENSOR_ARG(x, 1, "x");
   nt_Tensor *c = nt_contiguous(x);
+  if (c && c->device != NT_CPU) { nt_Tensor *h = nt_to_device(c, NT_CPU); nt_release(c); c = h; }   /* the file gets the values */
   if (!c) { nbT_tmp_free(&tp); return nbT_err(vm); }
   nt_io_array a; memset(&a, 0, sizeof a);
   a.name = (char *)""; a.dtype = (nt_io_dtype)c->dtype; a.ndim = c->ndim;

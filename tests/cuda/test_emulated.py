@@ -20,10 +20,13 @@ ASan-instrumented too.
 Emulated with NABLA_EMU_SMS=2 (the device reports 2 SMs, so grids are capped
 at 64 blocks and the grid-stride loops wrap around at these small sizes).
 """
+import atexit
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -33,6 +36,8 @@ NABLA = os.environ.get("NABLA") or os.path.join(BUILD, "nabla")
 SUFFIX = " [asan]" if ASAN else ""
 MODULE = os.path.join(BUILD, "cuda", "emu", "nabla_cuda_emu.so")
 
+TMPDIR = tempfile.mkdtemp(prefix="nabla-emu-test-")
+atexit.register(shutil.rmtree, TMPDIR, True)
 ENV = dict(os.environ, NABLA_CUDA_EMULATE="force", NABLA_EMU_SMS="2", NO_COLOR="1", NABLA_STDLIB=os.path.join(ROOT, "stdlib"))
 ENV.pop("NABLA_CUDA_DISABLE", None)
 ENV.pop("NABLA_CUDA_MODULE", None)
@@ -260,6 +265,32 @@ LAUNCH_LIMITS = {
 }
 
 
+def test_host_side_builtins():
+    """builtins that read a tensor's memory on the host: save_npy writes a device
+    tensor's values (NumPy reads them back: it wrote from a NULL host pointer,
+    'Bad address'); gradcheck of a device input is a clear error (it
+    dereferenced NULL: a crash), and the interpreter goes on"""
+    import numpy as np
+    path, host = os.path.join(TMPDIR, "dev.npy"), os.path.join(TMPDIR, "host.npy")
+    rng = np.random.default_rng()
+    vals = rng.standard_normal((3, 5))
+    lit = "[" + ", ".join("[" + ", ".join(repr(float(v)) for v in row) + "]" for row in vals) + "]"
+    # (a bracket literal of floats is f32: the f64 tensor holds the f32-rounded values)
+    rc, so, se = nabla(f'x = tensor({lit}, dtype="f64").to("cuda")\nsave_npy("{path}", x)\nsave_npy("{host}", x.cpu())\nprint(x.device)')
+    try:
+        got, want = np.load(path), np.load(host)
+        ok = (rc == 0 and got.dtype == np.float64 and got.shape == vals.shape and np.array_equal(got, want)
+              and np.allclose(got, vals, rtol=1e-6, atol=0) and "cuda" in so)
+    except Exception as e:  # noqa
+        ok, got = False, e
+    out("PASS" if ok else "FAIL", "emu.save_npy_device_tensor", "" if ok else f"rc {rc}: {so} {se[-400:]} got {got!r}")
+    rc, so, se = nabla('xs = list(); push(xs, randn(3).to("cuda"))\n'
+                       'try { gradcheck(fn(x) sum(x * x), xs) } catch e { print(e.name, e.message) }\n'
+                       'ys = list(); push(ys, randn(3))\nprint(gradcheck(fn(x) sum(x * x), ys))')
+    ok = rc == 0 and "ValueError gradcheck: input 0 is on cuda" in so and so.strip().endswith("true")
+    out("PASS" if ok else "FAIL", "emu.gradcheck_device_input_is_an_error", "" if ok else f"rc {rc}: {so} {se[-400:]}")
+
+
 def test_launch_limits():
     exe = os.path.join(BUILD, "tests", "cuda", "emu_planted")
     rc, so, se = run([exe, "launch_limits"], 120)
@@ -280,6 +311,7 @@ def main():
     test_device()
     test_planted()
     test_launch_limits()
+    test_host_side_builtins()
     test_cuda_suite()
     test_numerics()
     print(f"# emulated device tests: {time.time() - t0:.0f} s", flush=True)
