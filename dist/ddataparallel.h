@@ -30,5 +30,5 @@ int  nbD_offload_copy_d2h(void *dst, const void *src, size_t n, int during);
 int  nbD_offload_host_wait(void);
 int  nbD_offload_device_wait(void);
 int  nbD_offload_after_backward(void);
-void nbD_offload_count_host(size_t n);      /* bytes of a shard that was host memory already (the ring) */                /* registers its builtins */
+void nbD_offload_count_host(size_t n);      /* bytes of a shard that was host memory already (the ring) */
 #endif

@@ -335,7 +335,7 @@ static int off_nheld;
 
 static int off_skip(const char *what) {
   const char *e = getenv("NABLA_TEST_OFFLOAD_SKIP");
-  return e && !strcmp(e, what);
+  return what && e && !strcmp(e, what);
 }
 
 static void off_release_held(void) {
@@ -374,11 +374,34 @@ static int64_t off_bytes_during, off_bytes_after, off_bytes_host;
 void nbD_offload_count_host(size_t n) { off_bytes_host += (int64_t)n; }
 static int off_inflight;                      /* per-bucket copies issued that no host or device wait covers yet */
 
+/* The three orderings between the side stream and the rest (skip: the
+** NABLA_TEST_OFFLOAD_SKIP name that leaves the wait out, NULL for none):
+** the side stream's next work runs after the compute stream's work so far; */
+static int off_after_compute(const char *skip) {
+  int st = nt_cuda_event_record(off_ev_c, NULL);
+  if (!st && !off_skip(skip)) st = nt_cuda_stream_wait(off_side, off_ev_c);
+  return st;
+}
+/* the host waits for everything issued on the side stream so far (then the
+** tensors held for its earlier host->device copies may go); */
+static int off_host_wait(const char *skip) {
+  int st = nt_cuda_event_record(off_ev_s, off_side);
+  if (!st && !off_skip(skip)) st = nt_cuda_event_wait(off_ev_s);
+  if (!st) { off_release_held(); off_inflight = 0; }
+  return st;
+}
+/* the compute stream's next work runs after everything issued on the side
+** stream so far (the device waits, not the host) */
+static int off_device_wait(const char *skip) {
+  int st = nt_cuda_event_record(off_ev_s, off_side);
+  if (!st && !off_skip(skip)) st = nt_cuda_stream_wait(NULL, off_ev_s);
+  return st;
+}
+
 int nbD_offload_copy_d2h(void *dst, const void *src, size_t n, int during) {
   if (!n) return 0;
   int st = off_ready();
-  if (!st) st = nt_cuda_event_record(off_ev_c, NULL);
-  if (!st && !off_skip("bucket-compute-wait")) st = nt_cuda_stream_wait(off_side, off_ev_c);
+  if (!st) st = off_after_compute("bucket-compute-wait");
   if (!st) st = nt_cuda_copy_async(dst, src, n, 0, off_side);
   if (!st) { if (during) off_bytes_during += (int64_t)n; else off_bytes_after += (int64_t)n; off_inflight = 1; }
   return st;
@@ -386,10 +409,7 @@ int nbD_offload_copy_d2h(void *dst, const void *src, size_t n, int during) {
 
 int nbD_offload_host_wait(void) {
   if (!off_side) return 0;                  /* no copy was ever issued */
-  int st = nt_cuda_event_record(off_ev_s, off_side);
-  if (!st && !off_skip("bucket-host-wait")) st = nt_cuda_event_wait(off_ev_s);
-  if (!st) { off_release_held(); off_inflight = 0; }   /* (the earlier host->device copies ran before these) */
-  return st;
+  return off_host_wait("bucket-host-wait");
 }
 
 /* only while copies are in flight that the host has not waited for: after
@@ -397,8 +417,7 @@ int nbD_offload_host_wait(void) {
 ** would run the copies at this wait, hiding a host wait left out) */
 int nbD_offload_device_wait(void) {
   if (!off_side || !off_inflight) return 0;
-  int st = nt_cuda_event_record(off_ev_s, off_side);
-  if (!st) st = nt_cuda_stream_wait(NULL, off_ev_s);
+  int st = off_device_wait(NULL);
   if (!st) off_inflight = 0;
   return st;
 }
@@ -445,17 +464,14 @@ static int b_offload_to_host(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
   bool prev = nt_set_grad_enabled(false);
   for (int i = 0; i < k && !st; i++) st = !(c[i] = nt_contiguous((nt_Tensor *)d->items[i].u.p));
   nt_set_grad_enabled(prev);
-  if (!st) st = nt_cuda_event_record(off_ev_c, NULL);
-  if (!st && !off_skip("compute-wait")) st = nt_cuda_stream_wait(off_side, off_ev_c);
+  if (!st) st = off_after_compute("compute-wait");
   for (int i = 0; i < k && !st; i++) {
     nt_Tensor *hv = (nt_Tensor *)h->items[i].u.p;
     size_t nb = (size_t)c[i]->numel * nt_dtype_size(c[i]->dtype);
     st = nt_cuda_copy_async(nt_base(hv), nt_base(c[i]), nb, 0, off_side);
     if (!st) off_bytes_after += (int64_t)nb;
   }
-  if (!st) st = nt_cuda_event_record(off_ev_s, off_side);
-  if (!st && !off_skip("host-wait")) st = nt_cuda_event_wait(off_ev_s);   /* the device tensors may go now */
-  if (!st) { off_release_held(); off_inflight = 0; }   /* the earlier copies on the side stream ran before these */
+  if (!st) st = off_host_wait("host-wait");   /* the device tensors may go now */
   for (int i = 0; i < k; i++) nt_release(c[i]);
   free(c);
   if (st) return nb_error_kind(vm, "DistError", "%s: %s", f, nt_error_msg());
@@ -475,16 +491,14 @@ static int b_offload_to_device(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
   if (!held) return nb_error_kind(vm, "MemoryError", "%s: out of memory", f);
   off_held = held;
   int st = off_ready();
-  if (!st) st = nt_cuda_event_record(off_ev_c, NULL);
-  if (!st) st = nt_cuda_stream_wait(off_side, off_ev_c);
+  if (!st) st = off_after_compute(NULL);
   for (int i = 0; i < k && !st; i++) {
     nt_Tensor *hv = (nt_Tensor *)h->items[i].u.p, *dv = (nt_Tensor *)d->items[i].u.p;
     st = nt_cuda_copy_async(nt_base(dv), nt_base(hv), (size_t)dv->numel * nt_dtype_size(dv->dtype), 1, off_side);
     if (!st) off_held[off_nheld++] = nt_retain(hv);
     nt_bump_version(dv);
   }
-  if (!st) st = nt_cuda_event_record(off_ev_s, off_side);
-  if (!st && !off_skip("device-wait")) st = nt_cuda_stream_wait(NULL, off_ev_s);   /* the device waits, not the host */
+  if (!st) st = off_device_wait("device-wait");
   if (st) return nb_error_kind(vm, "DistError", "%s: %s", f, nt_error_msg());
   *out = nb_nil();
   return NB_OK;
