@@ -350,11 +350,12 @@ void nb_vm_add_path(nb_VM *vm, const char *dir) {
 void nb_vm_set_step_limit(nb_VM *vm, uint64_t steps) { vm->step_limit = steps; vm->steps = 0; vm->poll = steps != 0 || vm->interrupted; }
 void nb_vm_interrupt(nb_VM *vm) { vm->interrupted = 1; vm->poll = 1; }
 
-/* The C stack of the calling thread bounds recursion (the evaluator
-** recurses): its top and size, measured once per thread (a thread's stack
-** never moves).  Not with pthread_getattr_np on the main thread: glibc finds
-** the main stack's end by parsing /proc/self/maps (~350K instructions, a
-** sixth of a plain script's startup, and every REPL line and cell paid it).
+/* The C stack of the calling thread bounds recursion through C (a builtin
+** that calls back into nabla code): its top and size, measured once per
+** thread (a thread's stack never moves).  Not with pthread_getattr_np on the
+** main thread: glibc finds the main stack's end by parsing /proc/self/maps
+** (~180K instructions with its syscalls, and every REPL line and cell paid
+** it: bench/results/2026-11-26-startup.md).
 ** The kernel puts the stack's top just above the executable's file name
 ** (AT_EXECFN: the name, its NUL, then one null pointer end the mapping), and
 ** the stack may grow RLIMIT_STACK below that top, the bound glibc reports
