@@ -29,7 +29,7 @@ ARCH=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || echo x86_64-linux-g
 ORDER="tests numerics memcheck racecheck dist distbench zero demo bench gpt2"
 
 # libraries nabla links against that a CUDA image may lack (libzmq's deps included)
-DEBS="libzmq5 libsodium23 libpgm-5.3-0 libnorm1 libjansson4 libreadline8 libtinfo6 libopenblas0-openmp
+DEBS="libzmq5 libsodium23 libsleef3 libpgm-5.3-0 libnorm1 libjansson4 libreadline8 libtinfo6 libopenblas0-openmp
       libgfortran5 libquadmath0 libgomp1 libbsd0 libmd0 libpng16-16 zlib1g libssl3
       libgssapi-krb5-2 libkrb5-3 libk5crypto3 libkrb5support0 libkeyutils1 libcom-err2"
 # the binaries run_gpu.sh runs, relative to the build dir
@@ -62,6 +62,13 @@ prepare() {
   for f in $DEBS; do cp "$(ls -t "$cache/${f}_"*.deb | head -n 1)" "$KIT/debs/"; done
   du -sh "$KIT"
   echo "next: the device tool's run with carry [\"$KIT\"] and command \"tools/gpu-session.sh device tests\" (then the phase it prints as next; in order: $ORDER)"
+}
+
+# The sonames util/dynload.h loads on first use (NABLA_*_LIB defaults in the
+# sources), but OpenBLAS, which has its own search (tensor/tblas.c).
+lazy_sonames() {
+  grep -rhoE '"lib[A-Za-z0-9_+-]+\.so\.[0-9]+"' --include='*.c' --include='*.h' repl wire tensor lang dist kernel util 2>/dev/null |
+    tr -d '"' | grep -v '^libopenblas' | sort -u
 }
 
 # Puts in $RT/lib only the libraries the loader cannot find for FILE.
@@ -102,6 +109,19 @@ device() {
   export LD_LIBRARY_PATH="$RT/lib${cudadirs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   echo "# libraries taken from the carried debs:"
   for f in $KIT_FILES; do [ -f "$KIT/build/$f" ] && missing_libs "$KIT/build/$f"; done
+  # Libraries nabla loads on first use (util/dynload.h: readline, SLEEF, zlib,
+  # jansson, libpng, ZeroMQ, libcrypto) are not in any binary's ldd list: each
+  # one the image's loader cannot find is taken from the carried debs.  The
+  # sonames come from the sources carried with the kit, so a new one cannot be
+  # forgotten here.
+  local ldc
+  ldc=$(command -v ldconfig || echo /sbin/ldconfig)
+  for so in $(lazy_sonames); do
+    "$ldc" -p 2>/dev/null | grep -q "^[[:space:]]*$so " && continue
+    p=$(find "$RT/x" -name "$so" 2>/dev/null | head -n 1)
+    if [ -n "$p" ]; then ln -sf "$(readlink -f "$p")" "$RT/lib/$so"; echo "  $so <- carried (loaded on first use)"; missing_libs "$p"
+    else echo "  $so: NOT FOUND (carried debs lack it)"; fi
+  done
   # OpenBLAS is dlopened on first use (tensor/tblas.h), so ldd does not list it:
   # the image's own when it has one, else the carried deb's (and what it needs)
   if [ ! -e "/usr/lib/$ARCH/openblas-openmp/libopenblas.so.0" ]; then
