@@ -23,6 +23,7 @@
 #include "kernel/kernel.h"
 #include "kernel/kint.h"
 #include "util/clock.h"
+#include "util/dynload.h"
 
 /* The one file-scope variable of the kernel: a signal handler has no other
 ** way to find its Kernel.  Set while serve() runs. */
@@ -371,5 +372,8 @@ int kernel_main(int argc, char **argv) {
     else { fprintf(stderr, "nabla kernel: unknown argument %s\n%s", argv[i], kernel_usage); return 2; }
   }
   if (!conn) { fputs(kernel_usage, stderr); return 2; }
+  /* a library a cell may need that is missing would kill the kernel at its
+  ** first use, with the notebook's state: refuse to start instead */
+  if (nb_dynlib_require_all()) return 127;
   return serve(conn);
 }

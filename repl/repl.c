@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <readline/readline.h>
 #include <readline/history.h>
+#include "util/dynload.h"
 #include "repl/rldyn.h"   /* readline is loaded when interactive() starts */
 #include "repl.h"
 #include "dist/dist.h"
@@ -157,6 +158,10 @@ static char *history_path(void) {
 }
 
 static int interactive(nb_VM *vm) {
+  /* a library a program may need (SLEEF, libpng, ...) that is missing would
+  ** end this session at its first use, with the user's work: refuse now, as a
+  ** linked library would (a script or piped input still starts fast) */
+  if (nb_dynlib_require_all()) return 127;
   repl_readline_load();
   char *hist = history_path();
   using_history();

@@ -19,7 +19,7 @@
 #define NABLA_READLINE_LIB "libreadline.so.8"
 #endif
 
-NB_DYNLIB(readline_lib, NABLA_READLINE_LIB, "GNU readline (Debian package libreadline8), used by the terminal REPL")
+NB_DYNLIB_UNLISTED(readline_lib, NABLA_READLINE_LIB, "GNU readline (Debian package libreadline8), used by the terminal REPL")
 
 #define RL_FUNCS(X) \
   X(readline) X(add_history) X(append_history) X(history_truncate_file) X(read_history) X(write_history) \

@@ -12,7 +12,13 @@
 **
 ** Missing library: the first call reports which library, why (dlerror) and
 ** which package provides it, and the process exits (127): nothing that needs
-** the library can go on without it.  Thread safety: the load is a
+** the library can go on without it.  A long-lived session (the terminal REPL,
+** the Jupyter kernel) must not die that way hours in, with the user's work:
+** it calls nb_dynlib_require_all() as it starts, which loads every library
+** a program's code may need (each NB_DYNLIB registers itself in the section
+** nb_dynlibs) and lets it refuse to start, as a linked library would.  A
+** library only one front end itself uses (readline: the terminal REPL loads
+** it as it starts) is an NB_DYNLIB_UNLISTED.  Thread safety: the load is a
 ** pthread_once per library; each resolved pointer is published with an
 ** atomic store.
 */
@@ -27,15 +33,22 @@ typedef struct NbDynLib {
   void (*open)(void);  /* pthread_once's routine for this library */
   void *h;
   pthread_once_t once;
+  char err[256];       /* dlerror() of a failed load, for whichever thread reports it */
 } NbDynLib;
 
 /* NB_DYNLIB(var, path, what): a library to load on first use */
-#define NB_DYNLIB(VAR, PATH, WHAT) \
+#define NB_DYNLIB_UNLISTED(VAR, PATH, WHAT) \
   static void VAR##_open_(void); \
-  static NbDynLib VAR = { PATH, WHAT, VAR##_open_, NULL, PTHREAD_ONCE_INIT }; \
+  static NbDynLib VAR = { PATH, WHAT, VAR##_open_, NULL, PTHREAD_ONCE_INIT, "" }; \
   static void VAR##_open_(void) { nb_dynlib_open(&VAR); }
+#define NB_DYNLIB(VAR, PATH, WHAT) \
+  NB_DYNLIB_UNLISTED(VAR, PATH, WHAT) \
+  static NbDynLib *const VAR##_reg_ __attribute__((used, section("nb_dynlibs"))) = &VAR;
 
 void nb_dynlib_open(NbDynLib *l);
+/* loads every library in nb_dynlibs; prints the "cannot load" line of each
+** that fails (once per soname) to stderr and returns how many failed */
+int nb_dynlib_require_all(void);
 /* the address of name in l, loading l first; exits with the error above if
 ** either fails */
 void *nb_dynsym(NbDynLib *l, const char *name);

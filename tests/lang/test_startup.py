@@ -264,6 +264,33 @@ else:
         report("startup/missing-readline-tty-repl-error",
                "nabla: cannot load libreadline.so.8 (GNU readline (Debian package libreadline8)" in out,
                f"output {out[-400:]!r}")
+    # long-lived sessions refuse to start without a library a program may need,
+    # instead of dying at its first use with the user's work: the terminal
+    # REPL (before its prompt) and the Jupyter kernel (before it reads its
+    # connection file); a script and piped input still start (checked above)
+    where = lib_path("libsleef.so.3")
+    if where:
+        out, _ = repl_on_pty(f"print({a})", str(a), prefix=hiding(where))
+        report("startup/missing-sleef-tty-repl-refuses",
+               "nabla: cannot load libsleef.so.3 (SLEEF (Debian package libsleef3)" in out and ">>> " not in out
+               and out.count("cannot load") == 1, f"output {out[-400:]!r}")
+        rc, out, err = run([], stdin=f"print({a} - {b})\n", prefix=hiding(where))
+        report("startup/missing-sleef-piped-repl-runs", rc == 0 and out.split() == [str(a - b)],
+               f"rc {rc} out {out!r} stderr {err[-300:]!r}")
+    conn = os.path.join(tmp, f"absent-{b}.json")
+    rc, out, err = run(["kernel", "-f", conn])
+    report("startup/kernel-all-libraries-starts", rc not in (0, 127) and conn in err and "cannot load" not in err,
+           f"rc {rc} stderr {err[-300:]!r}")
+    for soname, what in (("libpng16.so.16", "libpng (Debian package libpng16-16)"),
+                         ("libzmq.so.5", "ZeroMQ (Debian package libzmq5)")):
+        where = lib_path(soname)
+        if not where:
+            skip(f"startup/kernel-missing-{soname.split('.')[0]}", f"{soname} is not in ldconfig's cache")
+            continue
+        rc, out, err = run(["kernel", "-f", conn], prefix=hiding(where))
+        report(f"startup/kernel-missing-{soname.split('.')[0]}-refuses",
+               rc == 127 and f"nabla: cannot load {soname} ({what}" in err and conn not in err,
+               f"rc {rc} stderr {err[-400:]!r}")
 
 # the C stack bound (lang/lsession.c's measure_cstack, no longer through
 # glibc's /proc/self/maps parse for the main thread): recursion through a
