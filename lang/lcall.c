@@ -256,7 +256,8 @@ int nbV_spread_list(nb_VM *vm, nb_Value *v) {
     nb_Range *r = seq.u.p;
     double len = nbG_range_len(r);
     if (len > 1e7) { nb_decref(seq); return nb_error_kind(vm, "ValueError", "*range: %.0f arguments are too many to spread", len); }
-    nb_List *l = nbL_new((int)len);
+    nb_List *l;
+    if (nbL_new_checked(vm, "*range", (size_t)len, &l)) { nb_decref(seq); return NB_ERR; }
     for (double k = 0; k < len; k++) nbL_push(l, nb_numk(r->start + k * r->step, r->kind));
     nb_decref(seq);
     *v = nb_obj(NB_TLIST, l);
@@ -265,7 +266,8 @@ int nbV_spread_list(nb_VM *vm, nb_Value *v) {
   if (seq.t == NB_TTENSOR) {
     double len;
     if (nbT_len(vm, seq, &len)) { nb_decref(seq); return NB_ERR; }
-    nb_List *l = nbL_new((int)len);
+    nb_List *l;
+    if (nbL_new_checked(vm, "*tensor", (size_t)len, &l)) { nb_decref(seq); return NB_ERR; }
     for (long k = 0; k < (long)len; k++) {
       nb_Value kv = nb_int((double)k), item;
       if (nbT_index(vm, seq, &kv, 1, &item)) { nb_decref(nb_obj(NB_TLIST, l)); nb_decref(seq); return NB_ERR; }

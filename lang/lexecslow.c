@@ -348,6 +348,7 @@ int nbI_arg_push(nb_VM *vm, nb_Value *R, int a, int b, bool spread) {
   if (!spread) { nbL_push(l, v); return NB_OK; }
   if (v.t != NB_TLIST && nbV_spread_list(vm, &v)) return NB_ERR;
   nb_List *items = nb_list(v);
+  if (nbL_reserve(vm, "*spread", l, (size_t)l->n + (size_t)items->n)) { nb_decref(v); return NB_ERR; }
   for (int j = 0; j < items->n; j++) { nb_incref(items->items[j]); nbL_push(l, items->items[j]); }
   nb_decref(v);
   return NB_OK;

@@ -23,10 +23,13 @@ static void *xrealloc(void *p, size_t n) {
 
 /* ---------------------------------------------------------------- buffers */
 void nbB_add(nb_Buf *b, const char *s, size_t n) {
+  if (b->oom) return;
   if (b->n + n + 1 > b->cap) {
     size_t cap = b->cap ? b->cap * 2 : 64;
     while (cap < b->n + n + 1) cap *= 2;
-    b->p = xrealloc(b->p, cap); b->cap = cap;
+    char *p = realloc(b->p, cap);
+    if (!p) { b->oom = true; return; }
+    b->p = p; b->cap = cap;
   }
   memcpy(b->p + b->n, s, n); b->n += n; b->p[b->n] = 0;
 }
@@ -37,12 +40,13 @@ void nbB_printf(nb_Buf *b, const char *fmt, ...) {
   va_start(ap, fmt); int n = vsnprintf(tmp, sizeof tmp, fmt, ap); va_end(ap);
   if (n < 0) return;
   if ((size_t)n < sizeof tmp) { nbB_add(b, tmp, (size_t)n); return; }
-  char *big = xmalloc((size_t)n + 1);
+  char *big = malloc((size_t)n + 1);
+  if (!big) { b->oom = true; return; }
   va_start(ap, fmt); vsnprintf(big, (size_t)n + 1, fmt, ap); va_end(ap);
   nbB_add(b, big, (size_t)n); free(big);
 }
-char *nbB_cstr(nb_Buf *b) { if (!b->p) nbB_add(b, "", 0); return b->p; }
-void nbB_free(nb_Buf *b) { free(b->p); b->p = NULL; b->n = b->cap = 0; }
+char *nbB_cstr(nb_Buf *b) { if (!b->p) nbB_add(b, "", 0); return b->p ? b->p : (char *)""; }
+void nbB_free(nb_Buf *b) { free(b->p); b->p = NULL; b->n = b->cap = 0; b->oom = false; }
 
 /* ---------------------------------------------------------------- strings */
 uint32_t nbS_hash(const char *s, size_t len) {   /* FNV-1a */
@@ -51,17 +55,32 @@ uint32_t nbS_hash(const char *s, size_t len) {   /* FNV-1a */
   return h;
 }
 
-nb_Str *nbS_new(const char *s, size_t len) {
+/* a string of len bytes, its data unwritten but the final NUL; NULL when the
+** memory is not there */
+static nb_Str *str_alloc(size_t len) {
   /* every length input controls is checked against NB_MAX_STR before it
   ** gets here (nbS_from_buf, nbS_too_long): past it is a bug, never a
   ** string whose 32-bit length silently wrapped */
   if (len > NB_MAX_STR) { fprintf(stderr, "nabla: internal error: a string of %zu bytes\n", len); abort(); }
-  nb_Str *str = xmalloc(sizeof(nb_Str) + len + 1);
+  nb_Str *str = malloc(sizeof(nb_Str) + len + 1);
+  if (!str) return NULL;
   str->h.rc = 1; str->h.type = NB_TSTR;
   str->len = (uint32_t)len; str->interned = false;
-  if (len) memcpy(str->data, s, len);
   str->data[len] = 0;
-  str->hash = nbS_hash(str->data, len);
+  return str;
+}
+void nbS_seal(nb_Str *s) { s->hash = nbS_hash(s->data, s->len); }
+int nbS_alloc(nb_VM *vm, const char *op, size_t len, nb_Str **out) {
+  if (len > NB_MAX_STR) return nbS_too_long(vm, op, len);
+  if (!(*out = str_alloc(len))) return nb_memory_error(vm, op, sizeof(nb_Str) + len + 1);
+  return NB_OK;
+}
+
+nb_Str *nbS_new(const char *s, size_t len) {
+  nb_Str *str = str_alloc(len);
+  if (!str) { fputs("nabla: out of memory\n", stderr); abort(); }
+  if (len) memcpy(str->data, s, len);
+  nbS_seal(str);
   return str;
 }
 nb_Str *nbS_cstr(const char *s) { return nbS_new(s, strlen(s)); }
@@ -69,13 +88,37 @@ nb_Str *nbS_cstr(const char *s) { return nbS_new(s, strlen(s)); }
 int nbS_too_long(nb_VM *vm, const char *op, size_t len) {
   return nb_error_kind(vm, "ValueError", "%s: a string of %zu bytes or more is past the limit of %zu bytes", op, len, NB_MAX_STR);
 }
-int nbS_from_buf(nb_VM *vm, const char *op, const nb_Buf *b, nb_Value *out) {
+int nb_memory_error(nb_VM *vm, const char *op, size_t bytes) {
+  return nb_error_kind(vm, "MemoryError", "%s: out of memory allocating %zu bytes", op, bytes);
+}
+int nbB_check(nb_VM *vm, const char *op, const nb_Buf *b) {
+  /* a buffer cut at the limit may also have failed to grow: the limit first,
+  ** as a program past it fails the same way on any machine */
   if (b->n > NB_MAX_STR) return nbS_too_long(vm, op, b->n);
-  *out = nb_strv(nbS_new(b->p ? b->p : "", b->n));
+  if (b->oom) return nb_memory_error(vm, op, b->cap ? b->cap * 2 : 64);
+  return NB_OK;
+}
+int nbS_from_buf(nb_VM *vm, const char *op, const nb_Buf *b, nb_Value *out) {
+  nb_Str *s;
+  if (nbB_check(vm, op, b) || nbS_alloc(vm, op, b->n, &s)) return NB_ERR;
+  if (b->n) memcpy(s->data, b->p, b->n);
+  nbS_seal(s);
+  *out = nb_strv(s);
   return NB_OK;
 }
 int nbL_too_long(nb_VM *vm, const char *op, size_t n) {
   return nb_error_kind(vm, "ValueError", "%s: a list of %zu items or more is past the limit of %zu items", op, n, NB_MAX_LIST);
+}
+int nbL_reserve(nb_VM *vm, const char *op, nb_List *l, size_t n) {
+  if (n > NB_MAX_LIST) return nbL_too_long(vm, op, n);
+  if (!nbL_try_reserve(l, n)) return nb_memory_error(vm, op, sizeof(nb_Value) * n);
+  return NB_OK;
+}
+int nbL_new_checked(nb_VM *vm, const char *op, size_t n, nb_List **out) {
+  nb_List *l = nbL_new(0);
+  if (nbL_reserve(vm, op, l, n)) { nb_decref(nb_obj(NB_TLIST, l)); return NB_ERR; }
+  *out = l;
+  return NB_OK;
 }
 nb_Str *nbS_fmt(const char *fmt, ...) {
   nb_Buf b = {0}; char tmp[512]; va_list ap;
@@ -154,13 +197,23 @@ nb_List *nbL_new(int cap) {
   l->items = l->cap ? xmalloc(sizeof(nb_Value) * (size_t)l->cap) : NULL;
   return l;
 }
+bool nbL_try_reserve(nb_List *l, size_t n) {
+  if (n <= (size_t)l->cap) return true;
+  /* input-controlled growth is checked against NB_MAX_LIST (nbL_reserve) */
+  if (n > (size_t)INT32_MAX) { fputs("nabla: internal error: a list past 2^31 items\n", stderr); abort(); }
+  size_t cap = l->cap ? (size_t)l->cap * 2 : 4;
+  if (cap < n) cap = n;
+  if (cap > NB_MAX_LIST && n <= NB_MAX_LIST) cap = NB_MAX_LIST;
+  nb_Value *items = realloc(l->items, sizeof(nb_Value) * cap);
+  if (!items && n > (size_t)l->cap + 1) items = realloc(l->items, sizeof(nb_Value) * (cap = n));
+  else if (!items && (cap = (size_t)l->cap + (size_t)l->cap / 4) > n)   /* no room to double: a quarter more, still geometric */
+    items = realloc(l->items, sizeof(nb_Value) * cap);
+  if (!items) return false;
+  l->items = items; l->cap = (int)cap;
+  return true;
+}
 void nbL_push(nb_List *l, nb_Value v) {
-  if (l->n == l->cap) {
-    /* input-controlled growth is checked against NB_MAX_LIST (nbL_too_long) */
-    if (l->cap > (INT32_MAX >> 1)) { fputs("nabla: internal error: a list past 2^30 items\n", stderr); abort(); }
-    l->cap = l->cap ? l->cap * 2 : 4;
-    l->items = xrealloc(l->items, sizeof(nb_Value) * (size_t)l->cap);
-  }
+  if (l->n == l->cap && !nbL_try_reserve(l, (size_t)l->n + 1)) { fputs("nabla: out of memory\n", stderr); abort(); }
   l->items[l->n++] = v;
 }
 

@@ -154,8 +154,11 @@ uint32_t nbS_hash(const char *s, size_t len);
 void nbS_intern_free_all(void);   /* the bound state's table (nb_vm_free does it for a VM) */
 static inline nb_Value nb_strv(nb_Str *s) { return nb_obj(NB_TSTR, s); }
 
-/* A growable byte buffer used for formatting. */
-typedef struct nb_Buf { char *p; size_t n, cap; } nb_Buf;
+/* A growable byte buffer used for formatting.  When the memory to grow it
+** is not there, it keeps what it has, drops what comes after and says so in
+** oom: the code that turns it into a value (nbB_check, nbS_from_buf) raises
+** MemoryError instead of handing on a truncated text. */
+typedef struct nb_Buf { char *p; size_t n, cap; bool oom; } nb_Buf;
 void nbB_add(nb_Buf *b, const char *s, size_t n);
 void nbB_puts(nb_Buf *b, const char *s);
 void nbB_printf(nb_Buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -166,6 +169,9 @@ void nbB_free(nb_Buf *b);
 /* ---- lists and records ---- */
 nb_List *nbL_new(int cap);
 void nbL_push(nb_List *l, nb_Value v);   /* takes the reference */
+/* room for n items in all (geometric growth); false, the list unchanged,
+** when the memory is not there */
+bool nbL_try_reserve(nb_List *l, size_t n);
 nb_Rec *nbR_new(int cap);
 /* returns the index of key (interned) or -1 */
 int nbR_find(const nb_Rec *r, const nb_Str *key);

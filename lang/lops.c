@@ -111,12 +111,10 @@ int nbV_binop(nb_VM *vm, int op, nb_Value a, nb_Value b, nb_Value *out) {
   if (a.t == NB_TSTR && b.t == NB_TSTR) {
     if (op == OP_ADD) {
       nb_Str *x = a.u.p, *y = b.u.p;
-      if ((size_t)x->len + y->len > NB_MAX_STR) return nbS_too_long(vm, "string +", (size_t)x->len + y->len);
-      nb_Str *s = nbS_new(NULL, 0);
-      s = realloc(s, sizeof(nb_Str) + x->len + y->len + 1);
-      if (!s) abort();
+      nb_Str *s;
+      TRY(nbS_alloc(vm, "string +", (size_t)x->len + y->len, &s));
       memcpy(s->data, x->data, x->len); memcpy(s->data + x->len, y->data, y->len);
-      s->len = x->len + y->len; s->data[s->len] = 0; s->hash = nbS_hash(s->data, s->len);
+      nbS_seal(s);
       *out = nb_strv(s); return NB_OK;
     }
     int c = str_cmp(a.u.p, b.u.p);
@@ -130,8 +128,8 @@ int nbV_binop(nb_VM *vm, int op, nb_Value a, nb_Value b, nb_Value *out) {
   }
   if (a.t == NB_TLIST && b.t == NB_TLIST && op == OP_ADD) {
     nb_List *x = a.u.p, *y = b.u.p;
-    if ((size_t)x->n + (size_t)y->n > NB_MAX_LIST) return nbL_too_long(vm, "list +", (size_t)x->n + (size_t)y->n);
-    nb_List *l = nbL_new(x->n + y->n);
+    nb_List *l;
+    TRY(nbL_new_checked(vm, "list +", (size_t)x->n + (size_t)y->n, &l));
     for (int i = 0; i < x->n; i++) { nb_incref(x->items[i]); nbL_push(l, x->items[i]); }
     for (int i = 0; i < y->n; i++) { nb_incref(y->items[i]); nbL_push(l, y->items[i]); }
     *out = nb_obj(NB_TLIST, l); return NB_OK;
@@ -194,7 +192,8 @@ int nbV_index(nb_VM *vm, nb_Value obj, nb_Value *idx, int nidx, nb_Value *out) {
     if (i.t == NB_TRANGE) {
       long b, s, c;
       TRY(slice_bounds(vm, i.u.p, l->n, &b, &s, &c));
-      nb_List *r = nbL_new((int)c);
+      nb_List *r;
+      TRY(nbL_new_checked(vm, "list slice", (size_t)c, &r));
       for (long j = 0; j < c; j++) { nb_Value v = l->items[b + j * s]; nb_incref(v); nbL_push(r, v); }
       *out = nb_obj(NB_TLIST, r); return NB_OK;
     }
@@ -206,9 +205,11 @@ int nbV_index(nb_VM *vm, nb_Value obj, nb_Value *idx, int nidx, nb_Value *out) {
     if (i.t == NB_TRANGE) {
       long b, st, c;
       TRY(slice_bounds(vm, i.u.p, s->len, &b, &st, &c));
-      char *tmp = malloc((size_t)c + 1); if (!tmp) abort();
-      for (long j = 0; j < c; j++) tmp[j] = s->data[b + j * st];
-      *out = nb_strv(nbS_new(tmp, (size_t)c)); free(tmp); return NB_OK;
+      nb_Str *r;
+      TRY(nbS_alloc(vm, "string slice", (size_t)c, &r));
+      for (long j = 0; j < c; j++) r->data[j] = s->data[b + j * st];
+      nbS_seal(r);
+      *out = nb_strv(r); return NB_OK;
     }
     TRY(to_index(vm, i, s->len, "string", &k));
     *out = nb_strv(nbS_new(s->data + k, 1)); return NB_OK;

@@ -37,6 +37,7 @@ static bool on_path(void *const *path, int depth, const void *o) {
 static int ser(nb_VM *vm, nb_Value v, nb_Buf *b, int depth, void **path) {
   if (depth > MAX_DEPTH) return nb_error_kind(vm, "ValueError", "serialize: value is nested more than %d deep", MAX_DEPTH);
   if (b->n > NB_MAX_STR) return nb_error_kind(vm, "ValueError", "serialize: the data would be longer than %zu bytes", NB_MAX_STR);
+  if (b->oom) return nbB_check(vm, "serialize", b);
   if ((v.t == NB_TLIST || v.t == NB_TREC || v.t == NB_TFUNC) && on_path(path, depth, v.u.p))
     return nb_error_kind(vm, "ValueError", "serialize: the %s contains itself", nb_typename(v));
   if (v.t == NB_TLIST || v.t == NB_TREC || v.t == NB_TFUNC) path[depth] = v.u.p;
@@ -95,7 +96,7 @@ int nbZ_serialize(nb_VM *vm, nb_Value v, nb_Buf *out) {
   nbB_add(out, "NBV1", 4);
   if (ser(vm, v, out, 0, path)) return NB_ERR;
   if (out->n > NB_MAX_STR) return nb_error_kind(vm, "ValueError", "serialize: the data would be longer than %zu bytes (%zu)", NB_MAX_STR, out->n);
-  return NB_OK;
+  return nbB_check(vm, "serialize", out);
 }
 
 typedef struct Rd { const unsigned char *p, *end; } Rd;
@@ -201,11 +202,13 @@ static int des(nb_VM *vm, Rd *r, nb_Value *out, int depth) {
   case 'S':
     if (get_str(r, &s, &n)) return bad(vm);
     if (n > NB_MAX_STR) return nbS_too_long(vm, "deserialize", n);   /* a message body can be longer than a string */
-    *out = nb_strv(nbS_new(s, n)); return NB_OK;
+    { nb_Str *str; if (nbS_alloc(vm, "deserialize", n, &str)) return NB_ERR;
+      memcpy(str->data, s, n); nbS_seal(str); *out = nb_strv(str); }
+    return NB_OK;
   case 'L': {
     if (get_u32(r, &n) || n > (uint32_t)(r->end - r->p)) return bad(vm);
-    if (n > NB_MAX_LIST) return nbL_too_long(vm, "deserialize", n);
-    nb_List *l = nbL_new((int)n);
+    nb_List *l;
+    if (nbL_new_checked(vm, "deserialize", n, &l)) return NB_ERR;
     for (uint32_t i = 0; i < n; i++) {
       nb_Value v;
       if (des(vm, r, &v, depth + 1)) { nb_decref(nb_obj(NB_TLIST, l)); return NB_ERR; }

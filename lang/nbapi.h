@@ -111,10 +111,25 @@ void nb_error_clear(nb_VM *vm);
 ** outside nb_run, e.g. a worker serializing a result) */
 void nbE_finish(nb_VM *vm);
 /* size limits (lobject.h: NB_MAX_STR, NB_MAX_LIST): the errors naming the
-** operation and the size, and a checked buffer -> string */
+** operation and the size, and a checked buffer -> string.  Memory: a list,
+** string or buffer that input makes large is grown through these, so running
+** out is a MemoryError naming the operation and the size, never an abort. */
 int  nbS_too_long(nb_VM *vm, const char *op, size_t len);
 int  nbS_from_buf(nb_VM *vm, const char *op, const nb_Buf *b, nb_Value *out);
 int  nbL_too_long(nb_VM *vm, const char *op, size_t n);
+/* MemoryError: "op: out of memory allocating N bytes" */
+int  nb_memory_error(nb_VM *vm, const char *op, size_t bytes);
+/* NB_OK when b holds all that was written to it; else MemoryError (it could
+** not grow) or the too-long ValueError */
+int  nbB_check(nb_VM *vm, const char *op, const nb_Buf *b);
+/* room for n items in all in l: the NB_MAX_LIST ValueError, or MemoryError */
+int  nbL_reserve(nb_VM *vm, const char *op, nb_List *l, size_t n);
+/* a new list with room for n items (*out), or one of nbL_reserve's errors */
+int  nbL_new_checked(nb_VM *vm, const char *op, size_t n, nb_List **out);
+/* a new string of len bytes, content undefined but for its final NUL; call
+** nbS_seal once written (hash), or the MemoryError */
+int  nbS_alloc(nb_VM *vm, const char *op, size_t len, nb_Str **out);
+void nbS_seal(nb_Str *s);
 
 /* ---- interrupts ----------------------------------------------------------
 ** nb_vm_interrupt (nabla.h) sets the VM's flag from any thread or a signal

@@ -27,9 +27,9 @@ static nb_Value ret_str(const char *s, size_t n) { return nb_strv(nbS_new(s, n))
 /* print, eprint, write: the values' text (sep between, end after) to stream */
 static int write_values(nb_VM *vm, const char *fname, int stream, nb_Value *args, int n, const char *sep, const char *end, nb_Value *out) {
   nb_Buf b = {0};
-  for (int i = 0; i < n && b.n <= NB_MAX_STR; i++) { if (i) nbB_puts(&b, sep); nb_tostring(&b, args[i], false); }
-  if (b.n > NB_MAX_STR) { size_t len = b.n; nbB_free(&b); return nbS_too_long(vm, fname, len); }
+  for (int i = 0; i < n && b.n <= NB_MAX_STR && !b.oom; i++) { if (i) nbB_puts(&b, sep); nb_tostring(&b, args[i], false); }
   nbB_puts(&b, end);
+  if (nbB_check(vm, fname, &b)) { nbB_free(&b); return NB_ERR; }
   nbW_write(vm, stream, b.p, b.n);
   nbB_free(&b);
   *out = nb_nil();
@@ -128,7 +128,7 @@ static int b_bool(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
 static int b_push(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "push";
   NB_ARGLIST(0, "list");
-  if ((size_t)nb_list(args[0])->n >= NB_MAX_LIST) return nbL_too_long(vm, fname, (size_t)nb_list(args[0])->n + 1);
+  if (nbL_reserve(vm, fname, args[0].u.p, (size_t)nb_list(args[0])->n + 1)) return NB_ERR;
   nb_incref(args[1]);
   nbL_push(args[0].u.p, args[1]);
   *out = args[0]; nb_incref(*out);
@@ -157,7 +157,7 @@ static int b_insert(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   nb_List *l = args[0].u.p;
   double d = args[1].u.n; if (d < 0) d += l->n;
   if (d < 0 || d > l->n || d != floor(d)) return nb_error_kind(vm, "IndexError", "insert: index %g is out of range for list of length %d", args[1].u.n, l->n);
-  if ((size_t)l->n >= NB_MAX_LIST) return nbL_too_long(vm, fname, (size_t)l->n + 1);
+  if (nbL_reserve(vm, fname, l, (size_t)l->n + 1)) return NB_ERR;
   nb_incref(args[2]);
   nbL_push(l, nb_nil());
   memmove(l->items + (long)d + 1, l->items + (long)d, sizeof(nb_Value) * (size_t)(l->n - 1 - (long)d));
@@ -187,21 +187,21 @@ static int b_list(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   nb_Value v = args[0];
   switch (v.t) {
   case NB_TLIST: {
-    nb_List *s = v.u.p; l = nbL_new(s->n);
+    nb_List *s = v.u.p;
+    if (nbL_new_checked(vm, "list", (size_t)s->n, &l)) return NB_ERR;
     for (int i = 0; i < s->n; i++) { nb_incref(s->items[i]); nbL_push(l, s->items[i]); }
     break;
   }
   case NB_TRANGE: {
     nb_Range *r = v.u.p; double len = nbG_range_len(r);
     if (len > 1e8) return nb_error_kind(vm, "ValueError", "list: range too long (%.0f elements)", len);
-    l = nbL_new((int)len);
+    if (nbL_new_checked(vm, "list", (size_t)len, &l)) return NB_ERR;
     for (double k = 0; k < len; k++) nbL_push(l, nb_numk(r->start + k * r->step, r->kind));
     break;
   }
   case NB_TSTR: {
     nb_Str *s = v.u.p;
-    if (s->len > NB_MAX_LIST) return nbL_too_long(vm, "list", s->len);
-    l = nbL_new((int)s->len);
+    if (nbL_new_checked(vm, "list", s->len, &l)) return NB_ERR;
     for (uint32_t i = 0; i < s->len; i++) nbL_push(l, ret_str(s->data + i, 1));
     break;
   }
@@ -427,13 +427,10 @@ int nbS_split(nb_VM *vm, nb_Value s, nb_Value sep, nb_Value *out) {
   if (s.t != NB_TSTR) return nb_arg_type_error(vm, fname, "string", "a string", s);
   if (sep.t != NB_TNIL && (sep.t != NB_TSTR || nb_str(sep)->len == 0)) return nb_error_kind(vm, "ValueError", "split: separator must be a non-empty string");
   nb_Str *str = s.u.p, *sp = sep.t == NB_TSTR ? sep.u.p : NULL;
-  /* a string of more than 2 * NB_MAX_LIST bytes may have too many pieces:
-  ** count them before making any */
-  if (str->len / 2 + 1 > NB_MAX_LIST) {
-    size_t n = split_walk(str, sp, NULL);
-    if (n > NB_MAX_LIST) return nbL_too_long(vm, fname, n);
-  }
-  nb_List *l = nbL_new(0);
+  /* a long string may have too many pieces for the limit or for memory:
+  ** count them and take the list's room before making any */
+  nb_List *l;
+  if (nbL_new_checked(vm, fname, str->len > 65536 ? split_walk(str, sp, NULL) : 0, &l)) return NB_ERR;
   split_walk(str, sp, l);
   *out = nb_obj(NB_TLIST, l);
   return NB_OK;
@@ -443,9 +440,10 @@ static int b_split(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; r
 ** UTF-8 ones included, as they are) */
 static int map_bytes(nb_VM *vm, const char *fname, nb_Value *args, int (*f)(int), nb_Value *out) {
   NB_ARGSTR(0, "s");
-  nb_Str *s = nbS_new(nb_str(args[0])->data, nb_str(args[0])->len);
-  for (uint32_t i = 0; i < s->len; i++) s->data[i] = (char)f((unsigned char)s->data[i]);
-  s->hash = nbS_hash(s->data, s->len);   /* nbS_new hashed the original bytes */
+  nb_Str *src = nb_str(args[0]), *s;
+  if (nbS_alloc(vm, fname, src->len, &s)) return NB_ERR;
+  for (uint32_t i = 0; i < s->len; i++) s->data[i] = (char)f((unsigned char)src->data[i]);
+  nbS_seal(s);
   *out = nb_strv(s); return NB_OK;
 }
 static int b_upper(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; return map_bytes(vm, "upper", args, toupper, out); }
