@@ -141,7 +141,7 @@ static void make_rec(const nb_Node *n, nb_Value *items, nb_Value *out) {
 /* a string interpolation; items: the values of its non-literal parts, or
 ** (dense) one slot per part */
 static int interp(nb_VM *vm, const nb_Node *n, nb_Value *items, bool dense, nb_Value *out) {
-  nb_Buf b = {0};
+  nb_Buf b = NB_BUF_CHECKED;
   int j = 0;
   for (int i = 0; i < n->nkids; i++) {
     nb_Node *k = n->kids[i];

@@ -28,6 +28,7 @@ void nbB_add(nb_Buf *b, const char *s, size_t n) {
     size_t cap = b->cap ? b->cap * 2 : 64;
     while (cap < b->n + n + 1) cap *= 2;
     char *p = realloc(b->p, cap);
+    if (!p && !b->checked) { fputs("nabla: out of memory\n", stderr); abort(); }
     if (!p) { b->oom = true; return; }
     b->p = p; b->cap = cap;
   }
@@ -40,13 +41,13 @@ void nbB_printf(nb_Buf *b, const char *fmt, ...) {
   va_start(ap, fmt); int n = vsnprintf(tmp, sizeof tmp, fmt, ap); va_end(ap);
   if (n < 0) return;
   if ((size_t)n < sizeof tmp) { nbB_add(b, tmp, (size_t)n); return; }
-  char *big = malloc((size_t)n + 1);
+  char *big = b->checked ? malloc((size_t)n + 1) : xmalloc((size_t)n + 1);
   if (!big) { b->oom = true; return; }
   va_start(ap, fmt); vsnprintf(big, (size_t)n + 1, fmt, ap); va_end(ap);
   nbB_add(b, big, (size_t)n); free(big);
 }
 char *nbB_cstr(nb_Buf *b) { if (!b->p) nbB_add(b, "", 0); return b->p ? b->p : (char *)""; }
-void nbB_free(nb_Buf *b) { free(b->p); b->p = NULL; b->n = b->cap = 0; b->oom = false; }
+void nbB_free(nb_Buf *b) { free(b->p); b->p = NULL; b->n = b->cap = 0; b->oom = false; }   /* stays checked */
 
 /* ---------------------------------------------------------------- strings */
 uint32_t nbS_hash(const char *s, size_t len) {   /* FNV-1a */

@@ -155,10 +155,13 @@ void nbS_intern_free_all(void);   /* the bound state's table (nb_vm_free does it
 static inline nb_Value nb_strv(nb_Str *s) { return nb_obj(NB_TSTR, s); }
 
 /* A growable byte buffer used for formatting.  When the memory to grow it
-** is not there, it keeps what it has, drops what comes after and says so in
-** oom: the code that turns it into a value (nbB_check, nbS_from_buf) raises
-** MemoryError instead of handing on a truncated text. */
-typedef struct nb_Buf { char *p; size_t n, cap; bool oom; } nb_Buf;
+** is not there, the process stops ("out of memory") — unless the buffer is
+** `checked` (NB_BUF_CHECKED): then it keeps what it has, drops what comes
+** after and sets oom, and its owner must turn that into a MemoryError
+** (nbB_check, nbS_from_buf) before it uses the text, never hand on a
+** truncated one. */
+typedef struct nb_Buf { char *p; size_t n, cap; bool checked, oom; } nb_Buf;
+#define NB_BUF_CHECKED { .checked = true }
 void nbB_add(nb_Buf *b, const char *s, size_t n);
 void nbB_puts(nb_Buf *b, const char *s);
 void nbB_printf(nb_Buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -93,6 +93,7 @@ static int ser(nb_VM *vm, nb_Value v, nb_Buf *b, int depth, void **path) {
 int nbZ_serialize(nb_VM *vm, nb_Value v, nb_Buf *out) {
   nb_state_bind(vm);
   void *path[MAX_DEPTH + 2];
+  out->checked = true;   /* every caller handles serialize's errors */
   nbB_add(out, "NBV1", 4);
   if (ser(vm, v, out, 0, path)) return NB_ERR;
   if (out->n > NB_MAX_STR) return nb_error_kind(vm, "ValueError", "serialize: the data would be longer than %zu bytes (%zu)", NB_MAX_STR, out->n);

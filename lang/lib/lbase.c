@@ -26,7 +26,7 @@ static nb_Value ret_str(const char *s, size_t n) { return nb_strv(nbS_new(s, n))
 /* ------------------------------------------------------------ output */
 /* print, eprint, write: the values' text (sep between, end after) to stream */
 static int write_values(nb_VM *vm, const char *fname, int stream, nb_Value *args, int n, const char *sep, const char *end, nb_Value *out) {
-  nb_Buf b = {0};
+  nb_Buf b = NB_BUF_CHECKED;
   for (int i = 0; i < n && b.n <= NB_MAX_STR && !b.oom; i++) { if (i) nbB_puts(&b, sep); nb_tostring(&b, args[i], false); }
   nbB_puts(&b, end);
   if (nbB_check(vm, fname, &b)) { nbB_free(&b); return NB_ERR; }
@@ -86,7 +86,7 @@ static int b_type(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
 }
 static int text_of(nb_VM *vm, const char *fname, nb_Value v, bool quote, nb_Value *out) {
   if (v.t == NB_TSTR && !quote) { nb_incref(v); *out = v; return NB_OK; }
-  nb_Buf b = {0}; nb_tostring(&b, v, quote);
+  nb_Buf b = NB_BUF_CHECKED; nb_tostring(&b, v, quote);
   int st = nbS_from_buf(vm, fname, &b, out);
   nbB_free(&b);
   return st;
@@ -388,7 +388,7 @@ static int b_zip(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
 static int b_join(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "join";
   NB_ARGLIST(0, "list"); NB_ARGSTR(1, "sep");
-  nb_List *l = args[0].u.p; nb_Buf b = {0};
+  nb_List *l = args[0].u.p; nb_Buf b = NB_BUF_CHECKED;
   /* strings (the usual items): the length is known before building */
   size_t total = l->n ? (size_t)(l->n - 1) * nb_str(args[1])->len : 0;
   for (int i = 0; i < l->n; i++) total += l->items[i].t == NB_TSTR ? nb_str(l->items[i])->len : 0;
@@ -459,7 +459,7 @@ static int b_replace(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "replace"; NB_ARGSTR(0, "s"); NB_ARGSTR(1, "old"); NB_ARGSTR(2, "new");
   nb_Str *s = args[0].u.p, *o = args[1].u.p, *w = args[2].u.p;
   if (o->len == 0) return nb_error_kind(vm, "ValueError", "replace: the string to replace is empty");
-  nb_Buf b = {0}; const char *p = s->data, *end = s->data + s->len;
+  nb_Buf b = NB_BUF_CHECKED; const char *p = s->data, *end = s->data + s->len;
   for (;;) {
     const char *q = memmem(p, (size_t)(end - p), o->data, o->len);
     if (!q) { nbB_add(&b, p, (size_t)(end - p)); break; }
