@@ -200,15 +200,21 @@ nb_List *nbL_new(int cap) {
 }
 bool nbL_try_reserve(nb_List *l, size_t n) {
   if (n <= (size_t)l->cap) return true;
-  /* input-controlled growth is checked against NB_MAX_LIST (nbL_reserve) */
+  /* input-controlled growth is checked against NB_MAX_LIST (nbL_reserve);
+  ** the room stays within it too, so a list with room to spare is within it */
   if (n > (size_t)INT32_MAX) { fputs("nabla: internal error: a list past 2^31 items\n", stderr); abort(); }
-  size_t cap = l->cap ? (size_t)l->cap * 2 : 4;
+  size_t lim = n <= NB_MAX_LIST ? NB_MAX_LIST : n, old = (size_t)l->cap;
+  size_t cap = old ? old * 2 : 4;
   if (cap < n) cap = n;
-  if (cap > NB_MAX_LIST && n <= NB_MAX_LIST) cap = NB_MAX_LIST;
+  if (cap > lim) cap = lim;
   nb_Value *items = realloc(l->items, sizeof(nb_Value) * cap);
-  if (!items && n > (size_t)l->cap + 1) items = realloc(l->items, sizeof(nb_Value) * (cap = n));
-  else if (!items && (cap = (size_t)l->cap + (size_t)l->cap / 4) > n)   /* no room to double: a quarter more, still geometric */
-    items = realloc(l->items, sizeof(nb_Value) * cap);
+  if (!items) {
+    /* no room to double: a quarter more (still geometric), or exactly n for one large request */
+    size_t less = n > old + 1 ? n : old + old / 4;
+    if (less < n) less = n;
+    if (less > lim) less = lim;
+    if (less < cap) items = realloc(l->items, sizeof(nb_Value) * (cap = less));
+  }
   if (!items) return false;
   l->items = items; l->cap = (int)cap;
   return true;

@@ -128,7 +128,9 @@ static int b_bool(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
 static int b_push(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "push";
   NB_ARGLIST(0, "list");
-  if (nbL_reserve(vm, fname, args[0].u.p, (size_t)nb_list(args[0])->n + 1)) return NB_ERR;
+  nb_List *l = args[0].u.p;
+  /* a list's room never passes NB_MAX_LIST: the checks only when it grows */
+  if (l->n == l->cap && nbL_reserve(vm, fname, l, (size_t)l->n + 1)) return NB_ERR;
   nb_incref(args[1]);
   nbL_push(args[0].u.p, args[1]);
   *out = args[0]; nb_incref(*out);
