@@ -228,25 +228,70 @@ void nbL_push(nb_List *l, nb_Value v) {
 nb_Rec *nbR_new(int cap) {
   nb_Rec *r = xmalloc(sizeof *r);
   r->h.rc = 1; r->h.type = NB_TREC; r->n = 0; r->cap = cap > 0 ? cap : 0;
+  r->index = NULL; r->icap = r->indexed = 0;
   nbO_track(&r->h);
   r->keys = r->cap ? xmalloc(sizeof(nb_Str *) * (size_t)r->cap) : NULL;
   r->vals = r->cap ? xmalloc(sizeof(nb_Value) * (size_t)r->cap) : NULL;
   return r;
 }
-int nbR_find(const nb_Rec *r, const nb_Str *key) {
-  if (key->interned) {
-    for (int i = 0; i < r->n; i++) if (r->keys[i] == key) return i;
+/* A record used as a dictionary (a vocabulary of 50,000 words) must not
+** search its keys one by one: past REC_INDEX_MIN keys it gets a hash index,
+** open addressing over the keys' own hashes, each entry a key's position + 1
+** (0: empty), at most half full.  The index is a cache of the key array: the
+** first lookup that needs it builds it, later ones add the keys appended
+** since (`indexed` of them are in it, so code that appends to keys directly,
+** ltio's loader, stays covered), and removing a key (positions shift) drops
+** it.  Without the memory for it, lookups go on searching one by one. */
+#define REC_INDEX_MIN 16
+
+static void rec_index_drop(nb_Rec *r) { free(r->index); r->index = NULL; r->icap = r->indexed = 0; }
+static void rec_index_put(nb_Rec *r, int pos) {
+  uint32_t mask = (uint32_t)r->icap - 1, i = r->keys[pos]->hash & mask;
+  while (r->index[i]) i = (i + 1) & mask;
+  r->index[i] = pos + 1;
+}
+/* brings the index up to the keys; false when there is none (too few keys,
+** or no memory for it) */
+static bool rec_index_sync(nb_Rec *r) {
+  if (r->n <= REC_INDEX_MIN) return false;
+  if (r->indexed == r->n) return true;
+  if (r->n < r->indexed) rec_index_drop(r);   /* cleared by the cycle collector */
+  if ((size_t)r->n * 2 > (size_t)r->icap) {   /* grow (or build): room for twice as many keys again */
+    size_t cap = 64;
+    while (cap < (size_t)r->n * 4) cap *= 2;
+    int32_t *ix = calloc(cap, sizeof *ix);
+    if (!ix) return false;
+    free(r->index); r->index = ix; r->icap = (int)cap; r->indexed = 0;
+  }
+  for (; r->indexed < r->n; r->indexed++) rec_index_put(r, r->indexed);
+  return true;
+}
+/* the position of the key with these bytes (hash: nbS_hash of them), -1 if
+** none; interned: the key itself, interned (compared by pointer) */
+static int rec_find(const nb_Rec *cr, const char *s, size_t len, uint32_t hash, const nb_Str *interned) {
+  nb_Rec *r = (nb_Rec *)cr;   /* the index is a cache: finding may build it */
+  if (rec_index_sync(r)) {
+    uint32_t mask = (uint32_t)r->icap - 1;
+    for (uint32_t i = hash & mask; r->index[i]; i = (i + 1) & mask) {
+      const nb_Str *k = r->keys[r->index[i] - 1];
+      if (interned ? k == interned : k->hash == hash && k->len == len && memcmp(k->data, s, len) == 0) return r->index[i] - 1;
+    }
+    return -1;
+  }
+  if (interned) {
+    for (int i = 0; i < r->n; i++) if (r->keys[i] == interned) return i;
     return -1;
   }
   for (int i = 0; i < r->n; i++)
-    if (r->keys[i]->len == key->len && memcmp(r->keys[i]->data, key->data, key->len) == 0) return i;
+    if (r->keys[i]->len == len && memcmp(r->keys[i]->data, s, len) == 0) return i;
   return -1;
+}
+int nbR_find(const nb_Rec *r, const nb_Str *key) {
+  return rec_find(r, key->data, key->len, key->hash, key->interned ? key : NULL);
 }
 int nbR_find_cstr(const nb_Rec *r, const char *key) {
   size_t len = strlen(key);
-  for (int i = 0; i < r->n; i++)
-    if (r->keys[i]->len == len && memcmp(r->keys[i]->data, key, len) == 0) return i;
-  return -1;
+  return rec_find(r, key, len, r->n > REC_INDEX_MIN ? nbS_hash(key, len) : 0, NULL);
 }
 void nbR_set(nb_Rec *r, nb_Str *key, nb_Value v) {
   int i = nbR_find(r, key);
@@ -276,6 +321,7 @@ bool nbR_remove(nb_Rec *r, const nb_Str *key) {
   memmove(r->keys + i, r->keys + i + 1, sizeof(nb_Str *) * (size_t)(r->n - i - 1));
   memmove(r->vals + i, r->vals + i + 1, sizeof(nb_Value) * (size_t)(r->n - i - 1));
   r->n--;
+  rec_index_drop(r);
   return true;
 }
 
@@ -329,7 +375,7 @@ static void free_one(nb_Global *g, nb_Value v) {
   case NB_TREC: {
     nb_Rec *r = v.u.p;
     for (int i = 0; i < r->n; i++) { drop_child(g, nb_strv(r->keys[i])); drop_child(g, r->vals[i]); }
-    free(r->keys); free(r->vals); free(r); break;
+    free(r->keys); free(r->vals); free(r->index); free(r); break;
   }
   case NB_TFUNC: {
     nb_Func *f = v.u.p;

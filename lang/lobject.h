@@ -52,7 +52,10 @@ typedef struct nb_Str {
 typedef struct nb_List { nb_Obj h; int n, cap; nb_Value *items; } nb_List;
 
 /* Records keep insertion order; keys are interned so lookup compares pointers. */
-typedef struct nb_Rec { nb_Obj h; int n, cap; nb_Str **keys; nb_Value *vals; } nb_Rec;
+/* keys (interned) and vals in insertion order; index: a hash index over the
+** first `indexed` keys, kept by lobject.c once a record is used as a
+** dictionary (more than a few keys), NULL before */
+typedef struct nb_Rec { nb_Obj h; int n, cap; nb_Str **keys; nb_Value *vals; int32_t *index; int icap, indexed; } nb_Rec;
 
 /* start + k*step for k = 0, 1, ... below stop; kind: of the values (float
 ** when start or step is), stopkind: of stop (for printing) */

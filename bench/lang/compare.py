@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""bench/lang/compare.py — the language benchmarks (fib, loop) on Nabla's
+"""bench/lang/compare.py — the language benchmarks (fib, loop, dict) on Nabla's
 bytecode VM against Lua 5.4 (Debian's lua5.4) and CPython, in one run: the
 programs alternate, --repeat rounds, and the minimum whole-process wall time
 of each is reported with the ratios nabla/lua and nabla/python.  --before
