@@ -140,8 +140,21 @@ nb_Str *nbS_fmt(const char *fmt, ...) {
 ** before any VM) before adding the string, so a text is in one table only.
 ** A VM's table goes with its VM (nbO_heap_free); a string that outlives it
 ** stops being "interned" and compares by content again. */
+/* Full: a VM's table first lets go of the strings only it holds (every
+** other holder of an interned string owns a reference), so a program that
+** keeps making new keys (records used as dictionaries over a stream of
+** words) keeps the table within four times its live strings instead of
+** growing for ever; then it is rebuilt, at most a quarter full.  The process
+** table is never swept: builtins keep its names without references. */
 static void intern_grow(nb_Global *g) {
-  size_t ncap = g->icap ? g->icap * 2 : 1024;
+  size_t live = g->icount;
+  if (g != nb_state_process())
+    for (size_t i = 0; i < g->icap; i++) {
+      nb_Str *e = g->itab[i];
+      if (e && e->h.rc == 1) { free(e); g->itab[i] = NULL; live--; }
+    }
+  size_t ncap = g->icap ? g->icap : 1024;
+  while ((live + 1) * 4 > ncap) ncap *= 2;
   nb_Str **nt = calloc(ncap, sizeof *nt);
   if (!nt) abort();
   for (size_t i = 0; i < g->icap; i++) if (g->itab[i]) {
@@ -149,7 +162,7 @@ static void intern_grow(nb_Global *g) {
     while (nt[j]) j = (j + 1) & (ncap - 1);
     nt[j] = g->itab[i];
   }
-  free(g->itab); g->itab = nt; g->icap = ncap;
+  free(g->itab); g->itab = nt; g->icap = ncap; g->icount = live;
 }
 
 /* the slot of s in g's table: its string, or the empty slot it would take */

@@ -94,4 +94,20 @@ with tempfile.TemporaryDirectory() as tmp:
         v, h = lines[i].split()
         ok = abs(float(v) - vals[k]) <= 1e-6 * max(1, abs(vals[k])) and h == "true"
     report("records/safetensors-keys-found", ok and lines[8] == f"false {m}", f"rc {rc} out {out[-300:]!r} err {err[-300:]!r}")
+# interned keys nobody holds any more are let go (lang/lobject.c:
+# intern_grow): 60 dictionaries of 100,000 new words each, one after the
+# other, fit in a 400 MB address space (kept for ever, they took ~560 MB)
+import resource
+k = rng.randint(2, 9)
+src = (f"t = 0\nfor r in 0..60 {{ d = {{}}\n for i in 0..100000 {{ d[\"w{{r}}_{{i}}\"] = i * {k} }}\n"
+       f" for i in 0..100000 {{ t = t + d[\"w{{r}}_{{i}}\"] }} }}\nprint(t)\n")
+with tempfile.NamedTemporaryFile("w", suffix=".nbl", delete=False) as f:
+    f.write(src)
+try:
+    p = subprocess.run([NABLA, f.name], capture_output=True, text=True, timeout=300,
+                       preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (400 << 20, 400 << 20)))
+finally:
+    os.unlink(f.name)
+report("records/interned-keys-let-go", p.returncode == 0 and p.stdout.split() == [str(60 * k * 99999 * 100000 // 2)],
+       f"rc {p.returncode} out {p.stdout[-200:]!r} err {p.stderr[-300:]!r}")
 finish()
