@@ -217,11 +217,14 @@ void nbT_display(nb_VM *vm, nb_Value v, nb_Buf *html) {
   (void)vm;
   nt_Tensor *t = T(v);
   char shp[128]; nt_shape_str(t->shape, t->ndim, shp, sizeof shp);
-  if (t->ndim >= 1 && t->ndim <= 2 && t->numel <= 400 && t->device == NT_CPU) {
+  /* a device tensor's values too (nt_to_host copies them; printing does the
+  ** same), its device in the caption */
+  if (t->ndim >= 1 && t->ndim <= 2 && t->numel <= 400) {
     int64_t rows = t->ndim == 2 ? t->shape[0] : 1, cols = t->shape[t->ndim - 1];
     double *buf = malloc(sizeof(double) * (size_t)(t->numel ? t->numel : 1));
     if (!buf || nt_to_host(t, buf, NT_F64)) { free(buf); return; }
-    nbB_printf(html, "<table class=\"nabla-tensor\"><caption>tensor %s %s</caption>", shp, nt_dtype_name(t->dtype));
+    nbB_printf(html, "<table class=\"nabla-tensor\"><caption>tensor %s %s%s%s</caption>", shp, nt_dtype_name(t->dtype),
+               t->device == NT_CPU ? "" : " on ", t->device == NT_CPU ? "" : nt_device_name(t->device));
     bool isf = nt_dtype_is_float(t->dtype);
     for (int64_t r = 0; r < rows; r++) {
       nbB_puts(html, "<tr>");

@@ -186,12 +186,162 @@ def test_gradcheck():
     check(ok, "emu.gradcheck_device.mixed_devices_is_an_error", f"rc {rc}: {so} {se[-400:]}")
 
 
+# ---- builtins that copy a device tensor to the host ---------------------------------------
+def test_host_copies():
+    """save (safetensors) / serialize / write_bytes / decode / tolist / item /
+    plot of device tensors give the host's values (NumPy reads the files)"""
+    import json
+    import struct
+    a = RNG.standard_normal((3, 5))
+    b = RNG.integers(-1000, 1000, (4,))
+    u = RNG.integers(32, 127, (9,)).astype(np.uint8)
+    pa, pb, pu = npy(a, "hc_a"), npy(b.astype(np.int64), "hc_b"), npy(u, "hc_u")
+    st, raw = os.path.join(TMPDIR, "d.safetensors"), os.path.join(TMPDIR, "u.bin")
+    code = (f'a = load_npy("{pa}").cuda()\nb = load_npy("{pb}").cuda()\nu = load_npy("{pu}").cuda()\n'
+            f'save("{st}", {{w: a, inner: {{ids: b, t: a.T}}}})\n'
+            'l = load("' + st + '")\n'
+            'print("LOAD", l.w.device, (l.w - a.cpu()).abs().max().item(), (l.inner.ids - b.cpu()).abs().max().item(), (l.inner.t - a.T.cpu()).abs().max().item())\n'
+            's = deserialize(serialize({x: a, y: [b]}))\n'
+            'print("SER", s.x.device, s.y[0].device, (s.x - a).abs().max().item(), (s.y[0] - b).abs().max().item())\n'
+            f'write_bytes("{raw}", u)\nprint("DEC", decode(u))\n'
+            'print("LIST", a.tolist())\nprint("ITEM", a[2, 4].item(), b[3].item())\n'
+            'plot(a[1])\nprint("--")\nplot(a[1].cpu())\nprint("alive")')
+    rc, so, se = nabla(code)
+    lines = so.splitlines()
+    get = lambda tag: next((l[len(tag) + 1:] for l in lines if l.startswith(tag + " ")), None)  # noqa: E731
+    try:
+        with open(st, "rb") as f:
+            hl = struct.unpack("<Q", f.read(8))[0]
+            hdr = json.loads(f.read(hl))
+            data = f.read()
+        def arr(name, dt):  # noqa: E306
+            lo, hi = hdr[name]["data_offsets"]
+            return np.frombuffer(data[lo:hi], dtype=dt).reshape(hdr[name]["shape"])
+        file_ok = (np.array_equal(arr("w", np.float64), a) and np.array_equal(arr("inner.ids", np.int64), b)
+                   and np.array_equal(arr("inner.t", np.float64), a.T))
+    except Exception as e:  # noqa
+        file_ok, hdr = False, e
+    zeros = lambda t, dev, k: bool(t) and len(t.split()) == len(dev) + k and t.split()[:len(dev)] == dev and all(float(v) == 0 for v in t.split()[len(dev):])  # noqa: E731
+    check(rc == 0 and file_ok and zeros(get("LOAD"), ["cpu"], 3), "emu.host_copy.save_load_safetensors",
+          f"rc {rc}: file matches NumPy: {file_ok} ({hdr!r:.300}); LOAD {get('LOAD')!r} {se[-300:]}")
+    check(zeros(get("SER"), ["cuda", "cuda"], 2), "emu.host_copy.serialize_roundtrip", f"rc {rc}: SER {get('SER')!r} {se[-300:]}")
+    try:
+        with open(raw, "rb") as f:
+            got = f.read()
+    except OSError as e:
+        got = e
+    check(got == u.tobytes() and get("DEC") == u.tobytes().decode(), "emu.host_copy.write_bytes_decode",
+          f"file {got!r}, decode {get('DEC')!r}, want {u.tobytes()!r}")
+    try:
+        lst = np.array(json.loads(get("LIST")))
+        items = [float(v) for v in get("ITEM").split()]
+        ok = np.array_equal(lst, a) and items == [a[2, 4], float(b[3])]
+    except Exception as e:  # noqa
+        ok, lst = False, e
+    check(ok, "emu.host_copy.tolist_item", f"rc {rc}: {lst!r:.300} ITEM {get('ITEM')!r}")
+    try:
+        i0, i1 = lines.index("--"), lines.index("alive")
+        dev_plot, host_plot = lines[lines.index(next(l for l in lines if l.startswith("ITEM"))) + 1:i0], lines[i0 + 1:i1]
+        ok = dev_plot == host_plot and len(dev_plot) > 5
+    except (ValueError, StopIteration) as e:
+        ok, dev_plot, host_plot = False, e, None
+    check(ok, "emu.host_copy.plot_device_tensor", f"rc {rc}: device plot {dev_plot!r:.300} host plot {host_plot!r:.300}")
+
+
+def test_dist_device_values():
+    """dist.push / scatter / gather / pull / isend+recv of device tensors
+    (serialized through a host copy, or staged through pinned memory) give
+    the values NumPy has, on the device on both sides"""
+    a = RNG.standard_normal((4, 3))
+    pa = npy(a, "dist_a")
+    code = ("import dist\ndist.start(2)\n"
+            f'x = load_npy("{pa}").cuda()\n'
+            "dist.push({X: x})\n"
+            'print("PUSH", dist.run(fn() list(X.device, X.cpu().tolist())))\n'
+            'dist.scatter("S", x)\n'
+            'print("SCAT", dist.run(fn() list(S.device, S.cpu().tolist())))\n'
+            'g = dist.gather("S * 2")\nprint("GATH", g.device, g.cpu().tolist())\n'
+            'p = dist.pull("X * 3", rank=1)\nprint("PULL", p.device, p.cpu().tolist())\n'
+            'print("ISEND", dist.run(fn() {\n  import dist\n'
+            '  if dist.rank() == 0 { h = dist.isend(X * 5, 1); h.wait(); nil } else { y = dist.recv(0); list(y.device, y.cpu().tolist()) }\n'
+            '})[1])\ndist.stop()\nprint("alive")')
+    rc, so, se = nabla(code, timeout=300)
+    lines = so.splitlines()
+    get = lambda tag: next((l[len(tag) + 1:] for l in lines if l.startswith(tag + " ")), None)  # noqa: E731
+    import json
+
+    def js(t):
+        return json.loads(t.replace("nil", "null")) if t else None
+    try:
+        push, scat, isend = js(get("PUSH")), js(get("SCAT")), js(get("ISEND"))
+        gdev, gval = get("GATH").split(" ", 1)
+        pdev, pval = get("PULL").split(" ", 1)
+        why = []
+        if not all(r[0] == "cuda" and np.array_equal(np.array(r[1]), a) for r in push): why.append("push")
+        if [r[0] for r in scat] != ["cuda", "cuda"] or not np.array_equal(np.concatenate([np.array(r[1]) for r in scat]), a): why.append("scatter")
+        if gdev != "cuda" or not np.array_equal(np.array(json.loads(gval)), a * 2): why.append("gather")
+        if pdev != "cuda" or not np.array_equal(np.array(json.loads(pval)), a * 3): why.append("pull")
+        if isend[0] != "cuda" or not np.array_equal(np.array(isend[1]), a * 5): why.append("isend/recv")
+    except Exception as e:  # noqa
+        why = [repr(e)]
+    check(rc == 0 and not why and lines[-1:] == ["alive"], "emu.dist_device_tensors_push_scatter_gather_pull_isend",
+          f"rc {rc}: wrong {why}: {so[-600:]} {se[-600:]}")
+
+
+def test_kernel_display():
+    """display(x) in the Jupyter kernel: a device tensor's HTML table has the
+    values (it showed only 'tensor [3, 4] f32 on cuda'), the same cells as the
+    host copy's table and as NumPy's %.4g, and says the device"""
+    sys.path.insert(0, os.path.join(ROOT, "tests", "kernel"))
+    os.environ["NABLA"] = NABLA
+    import kutil  # noqa: E402  (a kernelspec under a temporary JUPYTER_PATH)
+    from jupyter_client.manager import start_new_kernel
+    kutil.install("nabla")
+    a = RNG.standard_normal((3, 4))
+    pa = npy(a, "disp_a")
+    saved = {k: os.environ.get(k) for k in ENV}
+    os.environ.update(ENV)
+    km = kc = None
+    try:
+        km, kc = start_new_kernel(kernel_name="nabla", startup_timeout=60 * (4 if ASAN else 1))
+        html = []
+        for code in (f'a = load_npy("{pa}").cuda()\ndisplay(a)', "display(a.cpu())"):
+            msg_id = kc.execute(code)
+            got = None
+            while True:
+                m = kc.get_iopub_msg(timeout=60 * (4 if ASAN else 1))
+                if m["parent_header"].get("msg_id") != msg_id:
+                    continue
+                if m["msg_type"] == "display_data":
+                    got = m["content"]["data"].get("text/html")
+                if m["msg_type"] == "status" and m["content"]["execution_state"] == "idle":
+                    break
+            html.append(got or "")
+    finally:
+        if kc:
+            kc.stop_channels()
+        if km:
+            km.shutdown_kernel(now=True)
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    cells = [re.findall(r"<td>([^<]*)</td>", h) for h in html]
+    want = ["%.4g" % v for v in a.reshape(-1)]
+    ok = cells[0] == want and cells[1] == want and "on cuda" in html[0] and "on cuda" not in html[1]
+    check(ok, "emu.kernel_display_device_tensor", f"device {html[0][:400]!r} host {html[1][:200]!r} want cells {want}")
+
+
 def main():
     if not os.path.exists(MODULE):
         print(f"SKIP: emu_hostside{SUFFIX}: this build has no emulated CUDA device ({MODULE} not built: it needs clang++, "
               f"CUDA's headers and -Dcuda not disabled)")
         return 0
     test_gradcheck()
+    test_host_copies()
+    test_dist_device_values()
+    test_kernel_display()
     return 1 if n_fail else 0
 
 
