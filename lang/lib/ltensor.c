@@ -208,9 +208,14 @@ int nbT_literal(nb_VM *vm, nb_Value list, nb_Value *out) {
 }
 
 /* ------------------------------------------------------------ printing */
+/* Printing cannot raise, but reading the values can fail: a device tensor's
+** copy reports an error the device found earlier (an index out of range in
+** the kernel that made it, at this synchronisation: the op itself returned a
+** tensor), or memory runs out.  The message is shown in place of the values
+** -- a bare "<tensor>" hid it, and the error was consumed. */
 void nbT_format(nb_Buf *b, void *t) {
   char *s = nt_format(t);
-  if (s) { nbB_puts(b, s); free(s); } else nbB_puts(b, "<tensor>");
+  if (s) { nbB_puts(b, s); free(s); } else nbB_printf(b, "<tensor: %s>", nt_error_msg());
 }
 
 void nbT_display(nb_VM *vm, nb_Value v, nb_Buf *html) {
@@ -364,7 +369,7 @@ static int64_t slice_part(double d) { return isnan(d) ? NT_NONE : clamp_index(fl
 /* Fills out[] with the basic entries (ints, ranges, nil, "...") and counts
 ** them in *nb.  Tensor indices (a 0-d integer tensor is an int) are left out
 ** of out[]: tidx[j] stands before basic entry tpos[j]; *nt counts them. */
-typedef struct TIdx { int nt, tpos[NT_MAXDIM]; nt_Tensor *t[NT_MAXDIM]; } TIdx;
+typedef struct TIdx { int nt, tpos[NT_MAXDIM]; nt_Tensor *t[NT_MAXDIM], *own[NT_MAXDIM]; } TIdx;
 static int build_index(nb_VM *vm, nb_Value *idx, int n, nt_Index *out, int *nb, TIdx *ti) {
   ti->nt = 0;
   int k = 0;
@@ -400,6 +405,20 @@ static int build_index(nb_VM *vm, nb_Value *idx, int n, nt_Index *out, int *nb, 
   return NB_OK;
 }
 
+/* PyTorch's rule for a tensor on a device indexed by integer tensors on the
+** CPU (a bracket literal, x[[0, 2]], is one): the indices are moved to its
+** device.  ti->own[j] holds the moved copy (released by index_own_free). */
+static int index_to_device(nb_VM *vm, TIdx *ti, nt_Device dev) {
+  for (int j = 0; j < ti->nt; j++) ti->own[j] = NULL;
+  for (int j = 0; j < ti->nt; j++) {
+    if (dev == NT_CPU || ti->t[j]->device != NT_CPU || ti->t[j]->dtype == NT_BOOL) continue;
+    if (!(ti->own[j] = nt_to_device(ti->t[j], dev))) return nbT_err(vm);
+    ti->t[j] = ti->own[j];
+  }
+  return NB_OK;
+}
+static void index_own_free(TIdx *ti) { for (int j = 0; j < ti->nt; j++) { nt_release(ti->own[j]); ti->own[j] = NULL; } }
+
 /* x[i, a:b, nil, "...", t, u]: basic entries make a view; integer tensors and
 ** bool masks among them index like PyTorch (nt_index_adv: a copy) */
 int nbT_index(nb_VM *vm, nb_Value tv, nb_Value *idx, int n, nb_Value *out) {
@@ -409,7 +428,10 @@ int nbT_index(nb_VM *vm, nb_Value tv, nb_Value *idx, int n, nb_Value *out) {
   if (n > NT_MAXDIM + 2) return nb_error_kind(vm, "IndexError", "too many indices for a tensor");
   if (build_index(vm, idx, n, ix, &nb, &ti)) return NB_ERR;
   if (!ti.nt) return nbT_ret(vm, nt_index(T(tv), ix, nb), out);
-  return nbT_ret(vm, nt_index_adv(T(tv), ix, nb, ti.nt, ti.tpos, ti.t), out);
+  if (index_to_device(vm, &ti, T(tv)->device)) { index_own_free(&ti); return NB_ERR; }
+  int st = nbT_ret(vm, nt_index_adv(T(tv), ix, nb, ti.nt, ti.tpos, ti.t), out);
+  index_own_free(&ti);
+  return st;
 }
 
 /* base[idx] = v or += v (accumulate: tensor indices only); v a tensor, number, bool or list */
@@ -419,6 +441,7 @@ static int put_index(nb_VM *vm, nt_Tensor *t, nb_Value *idx, int n, nb_Value v, 
   TIdx ti;
   if (n > NT_MAXDIM + 2) return nb_error_kind(vm, "IndexError", "too many indices for a tensor");
   if (build_index(vm, idx, n, ix, &nb, &ti)) return NB_ERR;
+  if (index_to_device(vm, &ti, t->device)) { index_own_free(&ti); return NB_ERR; }
   bool num = v.t == NB_TNUM || v.t == NB_TBOOL;
   double d = v.t == NB_TNUM ? v.u.n : v.t == NB_TBOOL ? v.u.b : 0;
   if (!ti.nt && num && !accumulate) return nt_index_fill(t, ix, nb, d) ? nbT_err(vm) : NB_OK;
@@ -426,7 +449,7 @@ static int put_index(nb_VM *vm, nt_Tensor *t, nb_Value *idx, int n, nb_Value v, 
   int st = NB_OK;
   /* a number takes the tensor's dtype and device (an f64 tensor keeps its precision) */
   nt_Tensor *src = num ? nbT_tmp_keep(&tp, nt_full(NULL, 0, d, t->dtype, t->device)) : nbT_arg(vm, &tp, "setindex", "value", v);
-  if (!src) { nbT_tmp_free(&tp); return num ? nbT_err(vm) : NB_ERR; }
+  if (!src) { nbT_tmp_free(&tp); index_own_free(&ti); return num ? nbT_err(vm) : NB_ERR; }
   if (ti.nt) { if (nt_index_put_adv(t, ix, nb, ti.nt, ti.tpos, ti.t, src, accumulate)) st = nbT_err(vm); }
   else if (!accumulate) { if (nt_index_put(t, ix, nb, src)) st = nbT_err(vm); }
   else {   /* x[basic] += v: the region plus v written back (differentiable like any write) */
@@ -436,6 +459,7 @@ static int put_index(nb_VM *vm, nt_Tensor *t, nb_Value *idx, int n, nb_Value v, 
     nt_release(s);
   }
   nbT_tmp_free(&tp);
+  index_own_free(&ti);
   return st;
 }
 

@@ -333,6 +333,46 @@ def test_kernel_display():
     check(ok, "emu.kernel_display_device_tensor", f"device {html[0][:400]!r} host {html[1][:200]!r} want cells {want}")
 
 
+def test_device_indexing():
+    """a device tensor indexed by integer tensors on the CPU (a bracket literal
+    x[[0, 2]] is one) works as in torch: the indices move to its device (it
+    was 'expected all tensors on the same device'); reads and writes against
+    NumPy.  An index the device finds out of range is reported when the
+    values are read: printing shows the error in place of the values (it
+    printed '<tensor>' and the error was lost)"""
+    import json
+    a = RNG.standard_normal((5, 4))
+    r1, r2 = RNG.integers(0, 5, 3), RNG.integers(0, 4, 3)
+    lit = lambda v: "[" + ", ".join(str(int(k)) for k in v) + "]"  # noqa: E731
+    pa = npy(a, "idx_a")
+    code = (f'x = load_npy("{pa}").cuda()\n'
+            f'print("G1", x[{lit(r1)}].device, x[{lit(r1)}].cpu().tolist())\n'
+            f'print("G2", x[{lit(r1)}, {lit(r2)}].cpu().tolist())\n'
+            f'print("G3", x[1:, {lit(r2)}].cpu().tolist())\n'
+            f'y = x.clone()\ny[{lit(r1)}, {lit(r2)}] = 7.5\ny[{lit(r1[:1])}] += 1.0\nprint("P", y.device, y.cpu().tolist())\n'
+            f'bad = x[[0, {5 + int(r1[0])}]]\nprint("E", bad)\nprint("alive")')
+    rc, so, se = nabla(code)
+    lines = so.splitlines()
+    get = lambda tag: next((l[len(tag) + 1:] for l in lines if l.startswith(tag + " ")), None)  # noqa: E731
+    want_p = a.copy()
+    want_p[r1, r2] = 7.5
+    want_p[r1[:1]] += 1.0
+    try:
+        d1, v1 = get("G1").split(" ", 1)
+        pd, pv = get("P").split(" ", 1)
+        why = []
+        if d1 != "cuda" or not np.array_equal(np.array(json.loads(v1)), a[r1]): why.append("x[list]")
+        if not np.array_equal(np.array(json.loads(get("G2"))), a[r1, r2]): why.append("x[list, list]")
+        if not np.array_equal(np.array(json.loads(get("G3"))), a[1:, r2]): why.append("x[1:, list]")
+        if pd != "cuda" or not np.allclose(np.array(json.loads(pv)), want_p, rtol=0, atol=1e-15): why.append("x[list, list] = v; x[list] += v")
+    except Exception as e:  # noqa
+        why = [repr(e)]
+    check(rc == 0 and not why, "emu.index_device_tensor_with_cpu_indices", f"rc {rc}: wrong {why}: {so[-600:]} {se[-400:]}")
+    e = get("E") or ""
+    ok = rc == 0 and e.startswith("<tensor: ") and f"index {5 + int(r1[0])} is out of bounds for size 5" in e and lines[-1:] == ["alive"]
+    check(ok, "emu.print_shows_a_device_error", f"rc {rc}: {e!r} {se[-300:]}")
+
+
 def main():
     if not os.path.exists(MODULE):
         print(f"SKIP: emu_hostside{SUFFIX}: this build has no emulated CUDA device ({MODULE} not built: it needs clang++, "
@@ -342,6 +382,7 @@ def main():
     test_host_copies()
     test_dist_device_values()
     test_kernel_display()
+    test_device_indexing()
     return 1 if n_fail else 0
 
 
