@@ -19,41 +19,17 @@ with the interpreter still running.
 Run by tools/run-tests.sh with the release build and again (NABLA_ASAN=1)
 with the ASan build, where the emulated module is instrumented too.
 """
-import atexit
 import os
 import re
-import shutil
-import subprocess
 import sys
-import tempfile
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-ASAN = os.environ.get("NABLA_ASAN") == "1"
-BUILD = os.environ.get("NABLA_BUILD") or os.path.join(ROOT, "build-asan" if ASAN else "build")
-NABLA = os.environ.get("NABLA") or os.path.join(BUILD, "nabla")
-SUFFIX = " [asan]" if ASAN else ""
-MODULE = os.path.join(BUILD, "cuda", "emu", "nabla_cuda_emu.so")
-
-TMPDIR = tempfile.mkdtemp(prefix="nabla-emu-hostside-")
-atexit.register(shutil.rmtree, TMPDIR, True)
-ENV = dict(os.environ, NABLA_CUDA_EMULATE="force", NABLA_EMU_SMS="2", NO_COLOR="1", NABLA_STDLIB=os.path.join(ROOT, "stdlib"))
-ENV.pop("NABLA_CUDA_DISABLE", None)
-ENV.pop("NABLA_CUDA_MODULE", None)
-if ASAN:
-    ENV.setdefault("ASAN_OPTIONS", "detect_leaks=1")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from emuutil import ASAN, ENV, NABLA, ROOT, TMPDIR, no_module, out  # noqa: E402
+import emuutil  # noqa: E402
 
 RNG = np.random.default_rng()
-n_fail = 0
-
-
-def out(kind, name, why=""):
-    global n_fail
-    if kind == "FAIL":
-        n_fail += 1
-    why = " ".join(str(why).split())
-    print(f"{kind}: {name}{SUFFIX}" + (f": {why[:1500]}" if why else ""), flush=True)
 
 
 def check(ok, name, why):
@@ -61,11 +37,7 @@ def check(ok, name, why):
 
 
 def nabla(code, timeout=300):
-    try:
-        p = subprocess.run([NABLA, "-e", code], capture_output=True, text=True, timeout=timeout, env=ENV, cwd=ROOT)
-        return p.returncode, p.stdout, p.stderr
-    except subprocess.TimeoutExpired as e:
-        return -999, (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or ""), "timeout"
+    return emuutil.nabla(code, timeout)
 
 
 def npy(a, tag):
@@ -187,6 +159,20 @@ def test_gradcheck():
 
 
 # ---- builtins that copy a device tensor to the host ---------------------------------------
+def test_save_npy():
+    """save_npy writes a device tensor's values (NumPy reads them back: it
+    wrote from a NULL host pointer, 'Bad address')"""
+    path, host = os.path.join(TMPDIR, "dev.npy"), os.path.join(TMPDIR, "host.npy")
+    vals = RNG.standard_normal((3, 5))
+    rc, so, se = nabla(f'x = load_npy("{npy(vals, "sn")}").to("cuda")\nsave_npy("{path}", x)\nsave_npy("{host}", x.cpu())\nprint(x.device)')
+    try:
+        got, want = np.load(path), np.load(host)
+        ok = rc == 0 and got.dtype == np.float64 and np.array_equal(got, want) and np.array_equal(got, vals) and "cuda" in so
+    except Exception as e:  # noqa
+        ok, got = False, e
+    check(ok, "emu.save_npy_device_tensor", f"rc {rc}: {so} {se[-400:]} got {got!r}")
+
+
 def test_host_copies():
     """save (safetensors) / serialize / write_bytes / decode / tolist / item /
     plot of device tensors give the host's values (NumPy reads the files)"""
@@ -374,16 +360,15 @@ def test_device_indexing():
 
 
 def main():
-    if not os.path.exists(MODULE):
-        print(f"SKIP: emu_hostside{SUFFIX}: this build has no emulated CUDA device ({MODULE} not built: it needs clang++, "
-              f"CUDA's headers and -Dcuda not disabled)")
+    if no_module("emu_hostside"):
         return 0
+    test_save_npy()
     test_gradcheck()
     test_host_copies()
     test_dist_device_values()
     test_kernel_display()
     test_device_indexing()
-    return 1 if n_fail else 0
+    return 1 if emuutil.n_fail else 0
 
 
 if __name__ == "__main__":
