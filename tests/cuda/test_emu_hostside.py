@@ -151,6 +151,16 @@ def test_gradcheck():
     tx = torch.tensor(x, requires_grad=True)
     tv = torch.autograd.gradcheck(lambda a: torch.nn.functional.cross_entropy(a, torch.tensor(y)), [tx], raise_exception=False)
     check(dev == "OK true" and tv, "emu.gradcheck_device.cross_entropy_int_targets", f"torch {tv}, device {dev!r} {why}")
+    # f and the backward run on the device: every call of f sees device inputs
+    # (the perturbed ones too), the custom backward gets a device gradient
+    n = int(RNG.integers(2, 6))
+    rc, so, se = nabla('seen = list(); bw = list()\n'
+                       'sq = custom_vjp(fn(x) { push(seen, x.device); [x * x, x] }, fn(x, g) { push(bw, g.device); g * 2 * x })\n'
+                       f'print(gradcheck(fn(x) sq(x), [randn({n}).cuda()]))\n'
+                       'print(len(seen), join(map(seen, str), ","))\nprint(len(bw), join(map(bw, str), ","))')
+    want = ["true", f"{2 * n + 2} " + ",".join(["cuda"] * (2 * n + 2)), "1 cuda"]
+    check(rc == 0 and so.splitlines() == want, "emu.gradcheck_device.runs_on_the_device",
+          f"rc {rc}: got {so.splitlines()} want {want} {se[-300:]}")
     # f mixing the device input with a host tensor: a clear error, the interpreter goes on
     rc, so, se = nabla('w = randn(3)\nxs = [randn(3).cuda()]\n'
                        'try { gradcheck(fn(x) sum(x * w), xs) } catch e { print(e.name, e.message) }\nprint("alive")')
