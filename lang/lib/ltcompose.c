@@ -280,10 +280,10 @@ static int b_masked_fill(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "masked_fill"; Tmp tp = {0};
   TENSOR_ARG(x, 0, "x");
   TENSOR_ARG(mask, 1, "mask");
-  if (mask->dtype != NT_BOOL) { nbT_tmp_free(&tp); return nb_error_kind(vm, "TypeError", "masked_fill: the mask must be a bool tensor, got %s", nt_dtype_name(mask->dtype)); }
+  if (mask->dtype != NT_BOOL) { int st_ = nb_error_kind(vm, "TypeError", "masked_fill: the mask must be a bool tensor, got %s", nt_dtype_name(mask->dtype)); nbT_tmp_free(&tp); return st_; }
   double v;
   if (nbT_num_arg(vm, fname, "value", args[2], &v)) { nbT_tmp_free(&tp); return NB_ERR; }
-  if (!nt_dtype_is_float(x->dtype) && v != floor(v)) { nbT_tmp_free(&tp); return nb_error_kind(vm, "TypeError", "masked_fill: value %g does not fit a %s tensor", v, nt_dtype_name(x->dtype)); }
+  if (!nt_dtype_is_float(x->dtype) && v != floor(v)) { int st_ = nb_error_kind(vm, "TypeError", "masked_fill: value %g does not fit a %s tensor", v, nt_dtype_name(x->dtype)); nbT_tmp_free(&tp); return st_; }
   nt_Tensor *mb = nt_broadcast_to(mask, x->shape, x->ndim);
   if (!mb) { nbT_tmp_free(&tp); return nbT_err(vm); }
   nt_Tensor *f = nt_full(NULL, 0, v, x->dtype, x->device);
@@ -305,7 +305,7 @@ static int b_norm(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   if (nbT_axes_arg(vm, fname, args[2], axes, &na)) return NB_ERR;
   bool keep = nb_truthy(args[3]);
   TENSOR_ARG(x, 0, "x");
-  if (!nt_dtype_is_float(x->dtype)) { nbT_tmp_free(&tp); return nb_error_kind(vm, "TypeError", "norm: expected a floating-point tensor, got %s", nt_dtype_name(x->dtype)); }
+  if (!nt_dtype_is_float(x->dtype)) { int st_ = nb_error_kind(vm, "TypeError", "norm: expected a floating-point tensor, got %s", nt_dtype_name(x->dtype)); nbT_tmp_free(&tp); return st_; }
   const int *ax = na ? axes : NULL;
   nt_Tensor *r = NULL;
   if (p == 2) {
@@ -367,7 +367,7 @@ static int b_multinomial(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   if (nbT_int_arg(vm, fname, "n", args[1], &ns)) return NB_ERR;
   bool repl = nb_truthy(args[2]);
   TENSOR_ARG(p, 0, "probs");
-  if (p->ndim < 1 || p->ndim > 2) { nbT_tmp_free(&tp); return nb_error_kind(vm, "ValueError", "multinomial: probs must be 1-D or 2-D, got %d dimensions", p->ndim); }
+  if (p->ndim < 1 || p->ndim > 2) { int st_ = nb_error_kind(vm, "ValueError", "multinomial: probs must be 1-D or 2-D, got %d dimensions", p->ndim); nbT_tmp_free(&tp); return st_; }
   int64_t K = p->shape[p->ndim - 1];
   if (ns <= 0 || K == 0) { nbT_tmp_free(&tp); return nb_error_kind(vm, "ValueError", "multinomial: n must be positive and probs non-empty (n = %lld, %lld categories)", (long long)ns, (long long)K); }
   bool prev = nt_set_grad_enabled(false);

@@ -208,20 +208,28 @@ int nbT_literal(nb_VM *vm, nb_Value list, nb_Value *out) {
 }
 
 /* ------------------------------------------------------------ printing */
+/* Printing cannot raise, but reading the values can fail: a device tensor's
+** copy reports an error the device found earlier (an index out of range in
+** the kernel that made it, at this synchronisation: the op itself returned a
+** tensor), or memory runs out.  The message is shown in place of the values
+** -- a bare "<tensor>" hid it, and the error was consumed. */
 void nbT_format(nb_Buf *b, void *t) {
   char *s = nt_format(t);
-  if (s) { nbB_puts(b, s); free(s); } else nbB_puts(b, "<tensor>");
+  if (s) { nbB_puts(b, s); free(s); } else nbB_printf(b, "<tensor: %s>", nt_error_msg());
 }
 
 void nbT_display(nb_VM *vm, nb_Value v, nb_Buf *html) {
   (void)vm;
   nt_Tensor *t = T(v);
   char shp[128]; nt_shape_str(t->shape, t->ndim, shp, sizeof shp);
-  if (t->ndim >= 1 && t->ndim <= 2 && t->numel <= 400 && t->device == NT_CPU) {
+  /* a device tensor's values too (nt_to_host copies them; printing does the
+  ** same), its device in the caption */
+  if (t->ndim >= 1 && t->ndim <= 2 && t->numel <= 400) {
     int64_t rows = t->ndim == 2 ? t->shape[0] : 1, cols = t->shape[t->ndim - 1];
     double *buf = malloc(sizeof(double) * (size_t)(t->numel ? t->numel : 1));
     if (!buf || nt_to_host(t, buf, NT_F64)) { free(buf); return; }
-    nbB_printf(html, "<table class=\"nabla-tensor\"><caption>tensor %s %s</caption>", shp, nt_dtype_name(t->dtype));
+    nbB_printf(html, "<table class=\"nabla-tensor\"><caption>tensor %s %s%s%s</caption>", shp, nt_dtype_name(t->dtype),
+               t->device == NT_CPU ? "" : " on ", t->device == NT_CPU ? "" : nt_device_name(t->device));
     bool isf = nt_dtype_is_float(t->dtype);
     for (int64_t r = 0; r < rows; r++) {
       nbB_puts(html, "<tr>");
@@ -361,7 +369,7 @@ static int64_t slice_part(double d) { return isnan(d) ? NT_NONE : clamp_index(fl
 /* Fills out[] with the basic entries (ints, ranges, nil, "...") and counts
 ** them in *nb.  Tensor indices (a 0-d integer tensor is an int) are left out
 ** of out[]: tidx[j] stands before basic entry tpos[j]; *nt counts them. */
-typedef struct TIdx { int nt, tpos[NT_MAXDIM]; nt_Tensor *t[NT_MAXDIM]; } TIdx;
+typedef struct TIdx { int nt, tpos[NT_MAXDIM]; nt_Tensor *t[NT_MAXDIM], *own[NT_MAXDIM]; } TIdx;
 static int build_index(nb_VM *vm, nb_Value *idx, int n, nt_Index *out, int *nb, TIdx *ti) {
   ti->nt = 0;
   int k = 0;
@@ -397,6 +405,20 @@ static int build_index(nb_VM *vm, nb_Value *idx, int n, nt_Index *out, int *nb, 
   return NB_OK;
 }
 
+/* PyTorch's rule for a tensor on a device indexed by integer tensors on the
+** CPU (a bracket literal, x[[0, 2]], is one): the indices are moved to its
+** device.  ti->own[j] holds the moved copy (released by index_own_free). */
+static int index_to_device(nb_VM *vm, TIdx *ti, nt_Device dev) {
+  for (int j = 0; j < ti->nt; j++) ti->own[j] = NULL;
+  for (int j = 0; j < ti->nt; j++) {
+    if (dev == NT_CPU || ti->t[j]->device != NT_CPU || ti->t[j]->dtype == NT_BOOL) continue;
+    if (!(ti->own[j] = nt_to_device(ti->t[j], dev))) return nbT_err(vm);
+    ti->t[j] = ti->own[j];
+  }
+  return NB_OK;
+}
+static void index_own_free(TIdx *ti) { for (int j = 0; j < ti->nt; j++) { nt_release(ti->own[j]); ti->own[j] = NULL; } }
+
 /* x[i, a:b, nil, "...", t, u]: basic entries make a view; integer tensors and
 ** bool masks among them index like PyTorch (nt_index_adv: a copy) */
 int nbT_index(nb_VM *vm, nb_Value tv, nb_Value *idx, int n, nb_Value *out) {
@@ -406,7 +428,10 @@ int nbT_index(nb_VM *vm, nb_Value tv, nb_Value *idx, int n, nb_Value *out) {
   if (n > NT_MAXDIM + 2) return nb_error_kind(vm, "IndexError", "too many indices for a tensor");
   if (build_index(vm, idx, n, ix, &nb, &ti)) return NB_ERR;
   if (!ti.nt) return nbT_ret(vm, nt_index(T(tv), ix, nb), out);
-  return nbT_ret(vm, nt_index_adv(T(tv), ix, nb, ti.nt, ti.tpos, ti.t), out);
+  if (index_to_device(vm, &ti, T(tv)->device)) { index_own_free(&ti); return NB_ERR; }
+  int st = nbT_ret(vm, nt_index_adv(T(tv), ix, nb, ti.nt, ti.tpos, ti.t), out);
+  index_own_free(&ti);
+  return st;
 }
 
 /* base[idx] = v or += v (accumulate: tensor indices only); v a tensor, number, bool or list */
@@ -416,6 +441,7 @@ static int put_index(nb_VM *vm, nt_Tensor *t, nb_Value *idx, int n, nb_Value v, 
   TIdx ti;
   if (n > NT_MAXDIM + 2) return nb_error_kind(vm, "IndexError", "too many indices for a tensor");
   if (build_index(vm, idx, n, ix, &nb, &ti)) return NB_ERR;
+  if (index_to_device(vm, &ti, t->device)) { index_own_free(&ti); return NB_ERR; }
   bool num = v.t == NB_TNUM || v.t == NB_TBOOL;
   double d = v.t == NB_TNUM ? v.u.n : v.t == NB_TBOOL ? v.u.b : 0;
   if (!ti.nt && num && !accumulate) return nt_index_fill(t, ix, nb, d) ? nbT_err(vm) : NB_OK;
@@ -423,7 +449,7 @@ static int put_index(nb_VM *vm, nt_Tensor *t, nb_Value *idx, int n, nb_Value v, 
   int st = NB_OK;
   /* a number takes the tensor's dtype and device (an f64 tensor keeps its precision) */
   nt_Tensor *src = num ? nbT_tmp_keep(&tp, nt_full(NULL, 0, d, t->dtype, t->device)) : nbT_arg(vm, &tp, "setindex", "value", v);
-  if (!src) { nbT_tmp_free(&tp); return num ? nbT_err(vm) : NB_ERR; }
+  if (!src) { nbT_tmp_free(&tp); index_own_free(&ti); return num ? nbT_err(vm) : NB_ERR; }
   if (ti.nt) { if (nt_index_put_adv(t, ix, nb, ti.nt, ti.tpos, ti.t, src, accumulate)) st = nbT_err(vm); }
   else if (!accumulate) { if (nt_index_put(t, ix, nb, src)) st = nbT_err(vm); }
   else {   /* x[basic] += v: the region plus v written back (differentiable like any write) */
@@ -433,6 +459,7 @@ static int put_index(nb_VM *vm, nt_Tensor *t, nb_Value *idx, int n, nb_Value v, 
     nt_release(s);
   }
   nbT_tmp_free(&tp);
+  index_own_free(&ti);
   return st;
 }
 

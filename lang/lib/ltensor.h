@@ -46,6 +46,8 @@ static inline nb_Value nbT_elem(nt_DType dt, double d) {
 }
 
 /* a builtin's tensor argument i (kept in the builtin's Tmp tp) and its result */
+/* A number or list argument becomes a temporary tensor that nbT_tmp_free
+** frees: an error message that reads it is formatted before the free. */
 #define TENSOR_ARG(var, i, what) nt_Tensor *var = nbT_arg(vm, &tp, fname, what, args[i]); if (!var) { nbT_tmp_free(&tp); return NB_ERR; }
 #define DONE(expr) do { int st_ = nbT_ret(vm, (expr), out); nbT_tmp_free(&tp); return st_; } while (0)
 

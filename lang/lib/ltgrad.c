@@ -198,7 +198,11 @@ static int b_value_and_grad(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (
 ** gradient of f at inputs (a list of tensors, promoted to f64) with central
 ** finite differences.  A non-scalar output is reduced with fixed pseudo-random
 ** weights so every output element matters.  Returns true, or raises an error
-** naming the input, the element and both values. */
+** naming the input, the element and both values.
+** Inputs stay on their device (as torch's gradcheck on CUDA tensors): the f64
+** leaf is a clone on that device, f and backward run there, and each element
+** of a device leaf is perturbed by a one-element fill (gc_set), so the work
+** per evaluation is f's plus O(1), as on the host. */
 static int gc_eval(nb_VM *vm, nb_Value f, nb_Value *ins, int n, nt_Tensor *w, double *out, nt_Tensor **graph) {
   nb_Value r;
   if (nbV_call(vm, f, ins, n, &r)) return NB_ERR;
@@ -215,6 +219,23 @@ static int gc_eval(nb_VM *vm, nb_Value f, nb_Value *ins, int n, nt_Tensor *w, do
   if (graph) *graph = s; else nt_release(s);
   return NB_OK;
 }
+/* x[e] = v for gradcheck's contiguous f64 leaf x, on any device.  On the host
+** x's address is taken right before the write (textend.h): f may leave lazy
+** values reading x pending (a value it stores), and nt_data_ptr computes them
+** first -- a pointer kept across the calls wrote under them.  On a device the
+** write is a fill of a 0-d view of element e (a kernel on x's memory, ordered
+** with f's work on the device's stream); grad mode is off, so it is not
+** recorded. */
+static int gc_set(nt_Tensor *x, int64_t e, double v) {
+  if (x->device == NT_CPU) { ((double *)nt_data_ptr(x))[e] = v; return 0; }
+  nt_Tensor *el = nt_view_of(x);
+  if (!el) return -1;
+  el->ndim = 0; el->offset = x->offset + e;
+  nt_update_meta(el);
+  int rc = nt_fill_(el, v);
+  nt_release(el);
+  return rc;
+}
 static int b_gradcheck(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "gradcheck";
   double eps = 1e-6, atol = 1e-5, rtol = 1e-3;
@@ -229,12 +250,8 @@ static int b_gradcheck(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   bool prev = nt_set_grad_enabled(true);
   for (int i = 0; i < k && !st; i++) {
     nb_Value v = il->items[i];
-    /* finite differences perturb the inputs element by element in host memory */
-    if (v.t == NB_TTENSOR && T(v)->device != NT_CPU) {
-      st = nb_error_kind(vm, "ValueError", "gradcheck: input %d is on %s; gradcheck runs on the CPU (pass inputs and f's own tensors .to(\"cpu\"))", i, nt_device_name(T(v)->device));
-      break;
-    }
     if (v.t == NB_TTENSOR && nt_dtype_is_float(T(v)->dtype)) {
+      /* an f64 copy on the input's own device (nt_clone keeps the device) */
       nt_Tensor *d = nt_to_dtype(T(v), NT_F64), *c = d ? nt_clone(d) : NULL;
       nt_release(d);
       nt_Tensor *leaf = c ? nt_detach(c) : NULL;
@@ -243,7 +260,8 @@ static int b_gradcheck(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
       ins[i] = nb_obj(NB_TTENSOR, leaf);
     } else { ins[i] = v; nb_incref(v); }
   }
-  /* fixed weights for the output: a deterministic sequence, not the global RNG */
+  /* fixed weights for the output: a deterministic sequence, not the global RNG;
+  ** made on the host and moved to the output's device */
   nt_Tensor *w = NULL;
   double base = 0;
   nt_Tensor *graph = NULL;
@@ -255,11 +273,15 @@ static int b_gradcheck(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
       int64_t m = T(r)->numel;
       double *wv = malloc(sizeof(double) * (size_t)(m ? m : 1));
       uint64_t x = 0x9E3779B97F4A7C15ull;
-      for (int64_t i = 0; i < m; i++) { x ^= x << 13; x ^= x >> 7; x ^= x << 17; wv[i] = 0.5 + (double)(x >> 11) / 9007199254740992.0; }
-      w = nt_from_buffer(wv, NT_F64, T(r)->shape, T(r)->ndim, NT_F64);
-      free(wv);
+      if (wv) {
+        for (int64_t i = 0; i < m; i++) { x ^= x << 13; x ^= x >> 7; x ^= x << 17; wv[i] = 0.5 + (double)(x >> 11) / 9007199254740992.0; }
+        w = nt_from_buffer(wv, NT_F64, T(r)->shape, T(r)->ndim, NT_F64);
+        free(wv);
+        if (w && T(r)->device != NT_CPU) { nt_Tensor *wd = nt_to_device(w, T(r)->device); nt_release(w); w = wd; }
+      }
       nb_decref(r);
-      if (!w) st = nbT_err(vm);
+      if (!wv) st = nb_error(vm, "out of memory");
+      else if (!w) st = nbT_err(vm);
     }
   }
   if (!st) st = gc_eval(vm, f, ins, k, w, &base, &graph);
@@ -269,26 +291,24 @@ static int b_gradcheck(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   for (int i = 0; i < k && !st; i++) {
     if (ins[i].t != NB_TTENSOR || !T(ins[i])->requires_grad) continue;
     nt_Tensor *x = T(ins[i]);
+    /* the analytical gradient (computed on x's device) and x's values, on the host */
     nt_Tensor *g = nt_grad(x);
-    double *gd = NULL;
-    nt_Tensor *gc = g ? nt_contiguous(g) : NULL;
-    if (gc) gd = nt_data_ptr(gc);
-    /* x's address is taken right before each write (textend.h): f may leave
-    ** lazy values reading x pending (a value it stores), and nt_data_ptr
-    ** computes them first -- a pointer kept across the calls wrote under them */
-#define XD ((double *)nt_data_ptr(x))
+    size_t nb = sizeof(double) * (size_t)(x->numel ? x->numel : 1);
+    double *gd = g ? malloc(nb) : NULL, *xv = malloc(nb);
+    if (!xv || (g && !gd)) { free(gd); free(xv); st = nb_error(vm, "out of memory"); break; }
+    if ((g && nt_to_host(g, gd, NT_F64)) || nt_to_host(x, xv, NT_F64)) { free(gd); free(xv); st = nbT_err(vm); break; }
     for (int64_t e = 0; e < x->numel && !st; e++) {
-      double keep = XD[e], fp, fm;
-      XD[e] = keep + eps; st = gc_eval(vm, f, ins, k, w, &fp, NULL);
-      if (!st) { XD[e] = keep - eps; st = gc_eval(vm, f, ins, k, w, &fm, NULL); }
-      XD[e] = keep;
-#undef XD
+      double keep = xv[e], fp, fm;
+      if (gc_set(x, e, keep + eps)) { st = nbT_err(vm); break; }
+      st = gc_eval(vm, f, ins, k, w, &fp, NULL);
+      if (!st) st = gc_set(x, e, keep - eps) ? nbT_err(vm) : gc_eval(vm, f, ins, k, w, &fm, NULL);
+      if (gc_set(x, e, keep) && !st) st = nbT_err(vm);
       if (st) break;
       double num = (fp - fm) / (2 * eps), ana = gd ? gd[e] : 0;
       if (fabs(ana - num) > atol + rtol * fabs(num))
         st = nb_error_kind(vm, "GradcheckError", "gradcheck: input %d, element %lld: autograd %.8g, finite differences %.8g (|diff| %.3g > atol %g + rtol %g * |numeric|)", i, (long long)e, ana, num, fabs(ana - num), atol, rtol);
     }
-    nt_release(gc);
+    free(gd); free(xv);
   }
   nt_set_grad_enabled(prev);
   nt_release(w);

@@ -460,7 +460,7 @@ static int b_split_t(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   if (args[1].t == NB_TNIL) return nb_error_kind(vm, "TypeError", "split(x, size_or_sizes, axis=0): missing the size of the pieces");
   TENSOR_ARG(x, 0, "x");
   int axn = (int)(ax < 0 ? ax + x->ndim : ax);
-  if (axn < 0 || axn >= x->ndim) { nbT_tmp_free(&tp); return nb_error_kind(vm, "IndexError", "split: axis %lld is out of range for a tensor of dimension %d", (long long)ax, x->ndim); }
+  if (axn < 0 || axn >= x->ndim) { int st_ = nb_error_kind(vm, "IndexError", "split: axis %lld is out of range for a tensor of dimension %d", (long long)ax, x->ndim); nbT_tmp_free(&tp); return st_; }
   if (args[1].t == NB_TNUM) {
     int64_t sz; if (nbT_int_arg(vm, fname, "size", args[1], &sz)) { nbT_tmp_free(&tp); return NB_ERR; }
     if (sz <= 0) { nbT_tmp_free(&tp); return nb_error_kind(vm, "ValueError", "split: size must be positive"); }

@@ -20,29 +20,14 @@ ASan-instrumented too.
 Emulated with NABLA_EMU_SMS=2 (the device reports 2 SMs, so grids are capped
 at 64 blocks and the grid-stride loops wrap around at these small sizes).
 """
-import atexit
 import os
 import re
-import shutil
-import subprocess
 import sys
-import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-ASAN = os.environ.get("NABLA_ASAN") == "1"
-BUILD = os.environ.get("NABLA_BUILD") or os.path.join(ROOT, "build-asan" if ASAN else "build")
-NABLA = os.environ.get("NABLA") or os.path.join(BUILD, "nabla")
-SUFFIX = " [asan]" if ASAN else ""
-MODULE = os.path.join(BUILD, "cuda", "emu", "nabla_cuda_emu.so")
-
-TMPDIR = tempfile.mkdtemp(prefix="nabla-emu-test-")
-atexit.register(shutil.rmtree, TMPDIR, True)
-ENV = dict(os.environ, NABLA_CUDA_EMULATE="force", NABLA_EMU_SMS="2", NO_COLOR="1", NABLA_STDLIB=os.path.join(ROOT, "stdlib"))
-ENV.pop("NABLA_CUDA_DISABLE", None)
-ENV.pop("NABLA_CUDA_MODULE", None)
-if ASAN:
-    ENV.setdefault("ASAN_OPTIONS", "detect_leaks=1")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from emuutil import ASAN, BUILD, ENV, NABLA, ROOT, nabla, no_module, out, run  # noqa: E402
+import emuutil  # noqa: E402
 
 # The no-GPU path tests of test_cuda: they need a machine WITHOUT a device.
 NO_GPU_TESTS = {"unavailable_is_a_clear_error", "unavailable_reason", "cuda_queries_without_gpu"}
@@ -70,29 +55,6 @@ KNOWN_DEFECTS = [
      "index errors found on the device are reported at the next synchronisation (asynchronously, as CUDA does), "
      "not by the op, so the suite's 'error at the op' expectation and its message checks do not hold on cuda"),
 ]
-
-n_fail = 0
-
-
-def out(kind, name, why=""):
-    global n_fail
-    if kind == "FAIL":
-        n_fail += 1
-    why = " ".join(str(why).split())
-    print(f"{kind}: {name}{SUFFIX}" + (f": {why[:1500]}" if why else ""), flush=True)
-
-
-def run(cmd, timeout, env=ENV):
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
-        return p.returncode, p.stdout, p.stderr
-    except subprocess.TimeoutExpired as e:
-        return -999, (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or ""), "timeout"
-
-
-def nabla(code, timeout=120):
-    return run([NABLA, "-e", code], timeout)
-
 
 # ---- 1. the device ----------------------------------------------------------------------
 def test_device():
@@ -265,32 +227,6 @@ LAUNCH_LIMITS = {
 }
 
 
-def test_host_side_builtins():
-    """builtins that read a tensor's memory on the host: save_npy writes a device
-    tensor's values (NumPy reads them back: it wrote from a NULL host pointer,
-    'Bad address'); gradcheck of a device input is a clear error (it
-    dereferenced NULL: a crash), and the interpreter goes on"""
-    import numpy as np
-    path, host = os.path.join(TMPDIR, "dev.npy"), os.path.join(TMPDIR, "host.npy")
-    rng = np.random.default_rng()
-    vals = rng.standard_normal((3, 5))
-    lit = "[" + ", ".join("[" + ", ".join(repr(float(v)) for v in row) + "]" for row in vals) + "]"
-    # (a bracket literal of floats is f32: the f64 tensor holds the f32-rounded values)
-    rc, so, se = nabla(f'x = tensor({lit}, dtype="f64").to("cuda")\nsave_npy("{path}", x)\nsave_npy("{host}", x.cpu())\nprint(x.device)')
-    try:
-        got, want = np.load(path), np.load(host)
-        ok = (rc == 0 and got.dtype == np.float64 and got.shape == vals.shape and np.array_equal(got, want)
-              and np.allclose(got, vals, rtol=1e-6, atol=0) and "cuda" in so)
-    except Exception as e:  # noqa
-        ok, got = False, e
-    out("PASS" if ok else "FAIL", "emu.save_npy_device_tensor", "" if ok else f"rc {rc}: {so} {se[-400:]} got {got!r}")
-    rc, so, se = nabla('xs = list(); push(xs, randn(3).to("cuda"))\n'
-                       'try { gradcheck(fn(x) sum(x * x), xs) } catch e { print(e.name, e.message) }\n'
-                       'ys = list(); push(ys, randn(3))\nprint(gradcheck(fn(x) sum(x * x), ys))')
-    ok = rc == 0 and "ValueError gradcheck: input 0 is on cuda" in so and so.strip().endswith("true")
-    out("PASS" if ok else "FAIL", "emu.gradcheck_device_input_is_an_error", "" if ok else f"rc {rc}: {so} {se[-400:]}")
-
-
 def test_launch_limits():
     exe = os.path.join(BUILD, "tests", "cuda", "emu_planted")
     rc, so, se = run([exe, "launch_limits"], 120)
@@ -303,19 +239,16 @@ def test_launch_limits():
 
 
 def main():
-    if not os.path.exists(MODULE):
-        print(f"SKIP: emu{SUFFIX}: this build has no emulated CUDA device ({MODULE} not built: it needs clang++, "
-              f"CUDA's headers and -Dcuda not disabled)")
+    if no_module("emu"):
         return 0
     t0 = time.time()
     test_device()
     test_planted()
     test_launch_limits()
-    test_host_side_builtins()
     test_cuda_suite()
     test_numerics()
     print(f"# emulated device tests: {time.time() - t0:.0f} s", flush=True)
-    return 1 if n_fail else 0
+    return 1 if emuutil.n_fail else 0
 
 
 if __name__ == "__main__":

@@ -286,4 +286,28 @@ def _():
     return None
 
 
+@case("error-messages-read-temporary-arguments-before-freeing")
+def _():
+    # a number or list argument is a temporary tensor the builtin frees on its
+    # error path; masked_fill, norm, multinomial and split formatted their
+    # message from it after the free (a use-after-free: ASan reports it, the
+    # release build printed a stale dtype such as "got f32" or "got ?")
+    import random
+    k, depth, ax = random.randint(-9, 9), random.randint(3, 5), random.randint(2, 7)
+    nested = "[" * depth + "1.0" + "]" * depth
+    ints = "[" + ", ".join(str(random.randint(-9, 9)) for _ in range(3)) + "]"
+    src = (TRY % ("norm(%d)" % k) + TRY % "norm(true)" + TRY % ("masked_fill(randn(3), %d, 0)" % k)
+           + TRY % ("masked_fill(%s, [true, false, true], 0.5)" % ints) + TRY % ("multinomial(%d, 1)" % k)
+           + TRY % ("multinomial(%s, 1)" % nested) + TRY % ("split(%s, 1, %d)" % (ints, ax))
+           + TRY % ("split(%s, 1, %d)" % (ints, -ax)))
+    return expect_errors(src, [("TypeError: norm: expected a floating-point tensor, got i64",),
+                               ("TypeError: norm: expected a floating-point tensor, got bool",),
+                               ("TypeError: masked_fill: the mask must be a bool tensor, got i64",),
+                               ("TypeError: masked_fill: value 0.5 does not fit a i64 tensor",),
+                               ("ValueError: multinomial: probs must be 1-D or 2-D, got 0 dimensions",),
+                               ("ValueError: multinomial: probs must be 1-D or 2-D, got %d dimensions" % depth,),
+                               ("IndexError: split: axis %d is out of range for a tensor of dimension 1" % ax,),
+                               ("IndexError: split: axis %d is out of range for a tensor of dimension 1" % -ax,)])
+
+
 sys.exit(1 if failed else 0)
