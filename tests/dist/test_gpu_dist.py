@@ -10,7 +10,9 @@
                      staged through pinned host memory
   dp_cuda_*          data-parallel training with CUDA tensors equals one
                      process training on the whole batch (1e-5)
-Without a usable GPU every test prints SKIP.
+Without a usable GPU every test prints SKIP.  On the emulated device
+(NABLA_CUDA_EMULATE; tests/dist/test_gpu_dist_emu.py runs this so on every
+commit) the ring and data-parallel ones run and the NCCL ones print SKIP.
 
 Run: NABLA=build/nabla /usr/bin/python3 tests/dist/test_gpu_dist.py
 """
@@ -134,26 +136,32 @@ def check(world, backend, n=7, c=3):
     return None
 
 
-def need(name, gpus):
+EMULATED = bool(os.environ.get("NABLA_CUDA_EMULATE"))
+
+
+def need(name, gpus, nccl=False):
     if NGPU < 1:
         skip(name, f"no usable GPU ({WHY})")
         return False
     if NGPU < gpus:
         skip(name, f"needs {gpus} GPUs, this machine has {NGPU}")
         return False
+    if nccl and EMULATED:
+        skip(name, "the emulated device has no NCCL (NABLA_CUDA_EMULATE): this runs on a GPU machine")
+        return False
     return True
 
 
 @test
 def test_nccl_world1_collectives(name):
-    if not need(name, 1): return
+    if not need(name, 1, nccl=True): return
     why = check(1, "nccl", 5, 4)
     report(name, why is None, why)
 
 
 @test
 def test_nccl_two_on_one_gpu(name):
-    if not need(name, 1): return
+    if not need(name, 1, nccl=True): return
     if NGPU > 1:
         return skip(name, "more than one GPU: the workers get a GPU each")
     rc, out, err = run("""
@@ -169,7 +177,7 @@ dist.stop()
 
 @test
 def test_nccl_world2_collectives(name):
-    if not need(name, 2): return
+    if not need(name, 2, nccl=True): return
     why = check(2, "nccl", 7, 3)
     report(name, why is None, why)
 
@@ -179,7 +187,7 @@ def test_nccl_timeout_aborts_and_restarts(name):
     # rank 1 skips the collective: rank 0's NCCL all_reduce times out, the
     # communicator is aborted, the error names the timeout, and the next
     # command runs on a fresh communicator
-    if not need(name, 2): return
+    if not need(name, 2, nccl=True): return
     rc, out, err = run("""
 import dist
 dist.start(2, backend="nccl", timeout=3)
@@ -295,14 +303,14 @@ def test_dp_cuda_ring_world4(name):
 
 @test
 def test_dp_cuda_nccl_world1(name):
-    if not need(name, 1): return
+    if not need(name, 1, nccl=True): return
     why = dp_check(1, "nccl")
     report(name, why is None, why)
 
 
 @test
 def test_dp_cuda_nccl_world2(name):
-    if not need(name, 2): return
+    if not need(name, 2, nccl=True): return
     why = dp_check(2, "nccl")
     report(name, why is None, why)
 
