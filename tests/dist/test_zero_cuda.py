@@ -189,6 +189,12 @@ fn train(cfg) = dist.run(fn(cfg) {{
         if a < cfg.accum - 1 {{ dist.no_sync(f) }} else {{ f() }}
       }}
     }}
+    # a gradient changed between backward and step: replaced, or written in place
+    if cfg.edit != nil {{
+      for t in if cfg.stage == 3 {{ z.shards }} else {{ nn.parameters(m) }} {{
+        if t.grad != nil {{ if cfg.edit == "replace" {{ t.grad = t.grad + 0.01 }} else {{ no_grad {{ t.grad.add_(0.01) }} }} }}
+      }}
+    }}
     if not cfg.tree {{
       if cfg.stage == 0 {{ clip_grad_norm(m, cfg.clip); opt.step(); opt.zero_grad() }}
       else {{
@@ -228,8 +234,8 @@ fn train(cfg) = dist.run(fn(cfg) {{
              noparam)
   list(map(ps, fn(p) detach(p).cpu().to("f32")), seen, st, units, ost)
 }}, cfg)
-fn cfg_of(stage, dev="cuda", steps=4, accum=2, clip=0.05, tree=false, offload=nil, prefetch=false, bucket_mb=25, width=12, eps=nil, dtype=nil) =
-  {{stage: stage, dev: dev, steps: steps, accum: accum, clip: clip, tree: tree, offload: offload, prefetch: prefetch, bucket_mb: bucket_mb, width: width, eps: eps, dtype: dtype}}
+fn cfg_of(stage, dev="cuda", steps=4, accum=2, clip=0.05, tree=false, offload=nil, prefetch=false, bucket_mb=25, width=12, eps=nil, dtype=nil, edit=nil) =
+  {{stage: stage, dev: dev, steps: steps, accum: accum, clip: clip, tree: tree, offload: offload, prefetch: prefetch, bucket_mb: bucket_mb, width: width, eps: eps, dtype: dtype, edit: edit}}
 # [largest |a - b| / largest |b| over every rank's parameters, largest difference between a's ranks]
 fn compare(ra, rb) {{
   d = 0; big = 0; ranks = 0
@@ -664,6 +670,31 @@ for st in 1..4 {
         ok = (rc == 0 and v is not None and float(v[0]) <= CROSS_DEVICE_RTOL and float(v[1]) == 0 and float(v[2]) > 1e-3
               and int(v[3]) + int(v[4]) > 0)
         report(f"{name}_stage{st}", ok, f"[rel diff, rank diff, moved, bytes during backward, host-resident]={v} rc={rc} seed={SEED} err={err[-1500:]!r}")
+
+
+@test
+def test_cuda_offload_grad_edited(name):
+    """offload's copies made during backward are of the gradients backward left: a gradient changed
+    before z.step() (stage 1: .grad replaced, or written in place; stage 3: the shard's .grad likewise)
+    is what step() must use -- equal to the same edit without offload (which moves the parameters away
+    from the unedited run), with the shard copied again at step() (bytes after backward); on one GPU
+    (stage 1's device buckets) and at ZERO_WORLD for stage 3"""
+    if not have_emulator(name):
+        return
+    for st, world in ((1, WORLD if BACKEND == "nccl" else 1), (3, WORLD)):
+        src = PRELUDE.format(seed=SEED, world=world, backend=BACKEND) + f"""
+plain = train(cfg_of({st}, bucket_mb=0.0001))
+for e in list("replace", "inplace") {{
+  g = train(cfg_of({st}, bucket_mb=0.0001, edit=e))
+  o = train(cfg_of({st}, offload="optimizer", bucket_mb=0.0001, edit=e))
+  print("R", e, compare(o, g)[0], compare(o, g)[1], moved(g, plain), o[0][4][1])
+}}
+"""
+        rc, out, err = run(src)
+        for e in ("replace", "inplace"):
+            v = values(out, e)
+            ok = rc == 0 and v is not None and float(v[0]) <= CROSS_DEVICE_RTOL and float(v[1]) == 0 and float(v[2]) > 1e-3 and int(v[3]) > 0
+            report(f"{name}_stage{st}_{e}", ok, f"[rel diff, rank diff, edit moved, bytes copied after backward]={v} rc={rc} seed={SEED} err={err[-1500:]!r}")
 
 
 @test
