@@ -21,6 +21,8 @@ void nbD_reducer_drain(void);               /* every bucket handed to the thread
 int  nbD_reducer_on_device(void);           /* 1: the buckets are CUDA buffers reduced by NCCL */
 void nbD_reducer_stats(int64_t *nparams, int64_t *nbuckets, int64_t *passes, int64_t *overlapped, int64_t *total);
 void nbD_reducer_init(void);
+void nbD_reducer_builtins_init(void);       /* ddpbuiltins.c: the builtins that only call this API */
+void nbD_reducer_drop_host(unsigned id);    /* offload's host copies of registration id dropped (z.zero_grad) */
 void nbD_zero_drain(void);                  /* dzero.c: stage 3's prefetching gathers finished */
 void nbD_zero_shutdown(void);               /* and dropped */
 /* dzero.c, offload="optimizer"'s per-bucket copies (the reducer issues them):

@@ -39,7 +39,11 @@
 ** (tensor/tbackend.h; details at b_offload_to_host), into and out of host
 ** tensors in pinned memory (dist_pinned): DMA at full speed that runs while
 ** the compute stream works.  device->host waits on the host, as the host
-** update needs the data; host->device makes only the device wait.
+** update needs the data; host->device makes only the device wait.  The
+** same side stream carries the copies made during backward: the reducer's
+** per-bucket pieces of stages 1 and 2 (nbD_offload_copy_d2h, called from
+** ddataparallel.c) and stage 3's per-unit gradient shards, issued from a
+** gradient-ready hook of the autograd engine here (dist_offload_units).
 */
 #include <stdio.h>
 #include <stdlib.h>
