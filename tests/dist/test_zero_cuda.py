@@ -616,25 +616,27 @@ print("R bytes", o[0][4][0], o[0][4][1], o[0][4][2], o[0][4][3], o[0][4][4])
            f"rc={p.returncode} seed={SEED} err={p.stderr[-1500:]!r}")
 
 
-@test
-def test_cuda_offload_per_bucket(name):
-    """stage 2 (per_bucket's checks; one GPU, or NCCL at any world), and under the ring at world > 1 the host shard"""
+def buckets_then_ring(name, stage, ring_suffix):
+    """per_bucket's checks for a stage whose copies come from the reducer's device buckets (one GPU, or
+    NCCL at any world), then under the ring at world > 1 ring_host_shard's"""
     if not have_emulator(name):
         return
-    per_bucket(name, 2, WORLD if BACKEND == "nccl" else 1)
+    per_bucket(name, stage, WORLD if BACKEND == "nccl" else 1)
     if BACKEND == "ring" and WORLD > 1:
-        ring_host_shard(f"{name}_ring_host_shard", 2)
+        ring_host_shard(f"{name}_{ring_suffix}", stage)
+
+
+@test
+def test_cuda_offload_per_bucket(name):
+    """stage 2: each bucket's piece of the shard; under the ring the averaged host shard"""
+    buckets_then_ring(name, 2, "ring_host_shard")
 
 
 @test
 def test_cuda_offload_per_bucket_stage1(name):
-    """stage 1 (per_bucket's checks: this rank's slice of each all-reduced bucket; one GPU, or NCCL),
-    and under the ring at world > 1 the slices taken from the host buckets on the reducer's thread"""
-    if not have_emulator(name):
-        return
-    per_bucket(name, 1, WORLD if BACKEND == "nccl" else 1)
-    if BACKEND == "ring" and WORLD > 1:
-        ring_host_shard(f"{name}_ring_host_slices", 1)
+    """stage 1: this rank's slice of each all-reduced bucket; under the ring the slices taken from the
+    host buckets on the reducer's thread"""
+    buckets_then_ring(name, 1, "ring_host_slices")
 
 
 @test
