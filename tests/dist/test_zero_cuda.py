@@ -47,7 +47,9 @@ host staging (the NCCL paths run in the GPU session kit, tools/gpu-session.sh).
   equal, all copied after; the copy's wait on the compute stream left out is
   reported, the host wait before the update left out gives other parameters;
   under the ring (world > 1) stages 1 and 2 take the reducer's host buckets
-  with no copy; bf16 parameters (f32 master shards) equal to no offload;
+  with no copy; bf16 parameters (f32 master shards) equal to no offload; a
+  .grad replaced or written in place before z.step() is what the offloaded
+  update uses (the copies made during backward are dropped);
 - a sharded checkpoint of the GPU model (stages 1-3, with and without
   offload) saved mid-run and loaded into a fresh dist.zero trains on to the
   uninterrupted run's parameters.
