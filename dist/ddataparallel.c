@@ -33,6 +33,13 @@
 ** added, on dzero.c's side stream (nbD_offload_copy_d2h), while backward goes
 ** on; take() makes the host wait for them, and the device shard is zeroed
 ** only after them.  Under the ring take() writes the host average there.
+** ZeRO stage 1 with offload uses the averaging mode's buckets: this rank's
+** slice of each bucket (cut parameter by parameter: copy_slice) goes into
+** the pinned host shards as soon as the bucket's all-reduce is final --
+** device buckets by the same side-stream copies (under NCCL one bucket
+** behind, after joining NCCL's stream into the compute stream), the ring's
+** host buckets by a memcpy on the thread; step() takes them only while
+** every .grad is still the one the pass set (dist_reducer_take_host).
 **
 ** With backend="nccl" and every parameter on the GPU the buckets are CUDA
 ** tensors instead: a gradient is cast and copied into its bucket on the
@@ -66,8 +73,10 @@ typedef struct Param {
   void *storage; int64_t offset, numel;   /* identity of the parameter's data */
   int bucket; size_t pos;                 /* element offset in the bucket */
   nt_Tensor *leaf;                        /* this pass's leaf (retained), NULL until ready */
-  nt_Tensor *param;                       /* shard mode: the registered tensor (retained) */
-  int64_t flat;                           /* shard mode: element offset in its layout */
+  nt_Tensor *param;                       /* the registered tensor (retained) */
+  int64_t flat;                           /* shard mode, and stage 1's offload: element offset in its layout */
+  int lay;                                /* stage 1's offload: its layout (-1: in none) */
+  nt_Tensor *off_grad; uint64_t off_ver;  /* stage 1's offload: the .grad finish set (retained) and its version */
 } Param;
 
 typedef struct Bucket {
@@ -77,6 +86,7 @@ typedef struct Bucket {
   int pending;                            /* parameters still missing this pass */
   int nparams;
   int lay; int64_t lo, hi;                /* shard mode: its layout and flat range [lo, hi) */
+  int p0;                                 /* its parameters are p[p0 .. p0 + nparams) */
 } Bucket;
 
 /* shard mode (ZeRO stage 2): one flat layout per parameter group; position
@@ -87,6 +97,7 @@ typedef struct Lay {
   void *shard;                            /* host accumulator (ring), or NULL */
   nt_Tensor *dshard;                      /* CUDA accumulator (nccl), or NULL */
   nt_Device dev;                          /* where the parameters live: take() returns the shard there */
+  char *hbase;                            /* offload: its pinned host shard's first byte */
 } Lay;
 
 static struct {
@@ -98,13 +109,19 @@ static struct {
   int hint;
   /* shard mode */
   int shard_mode, nl, shard_passes, shard_bad, shard_world;
-  unsigned shard_id;
+  unsigned reg_id, next_id;                /* the registration's id (either mode), the last one given */
   Lay *l;
   /* offload="optimizer" (stage 2, buckets on the device): a pinned host
   ** tensor per layout that receives each bucket's piece of the device shard
   ** as soon as it is summed (dzero.c's side stream); off_ready: the last
   ** pass copied every piece, so step() only waits for the copies */
   nt_Tensor **off_host; int off_ready, off_waited, off_averaged, finishing;
+  /* stage 1 (data_parallel's buckets, over the whole model): off_slices, this
+  ** rank's slice of each all-reduced bucket goes into off_host too; off_next:
+  ** the first bucket whose slice is not copied yet this pass; off_alias: this
+  ** pass differentiates grad() aliases (z.step(grads) gets the tree, no copies);
+  ** off_hostb: bytes the ring's thread put there from its host buckets */
+  int off_slices, off_next, off_alias; int64_t off_hostb;
   /* one pass */
   int in_pass, launched, done, failed;
   dr_Group view; int *fd;
@@ -183,6 +200,40 @@ static int reduce_scatter_bucket_device(Bucket *b) {
   return st;
 }
 
+/* Stage 1 with offload: this rank's slice of bucket b's all-reduced sums
+** into the layouts' host shards.  A bucket holds its parameters in reverse
+** order, each contiguous, so the slice [r*chunk, (r+1)*chunk) of a layout
+** is cut parameter by parameter.  Device buckets: each piece copied on the
+** side stream after the compute stream's work (nbD_offload_copy_d2h, the
+** copies of stage 2's buckets); host buckets (the ring, on the thread):
+** memcpy, nothing to copy from the device.  0, or -1 with R.view.err set. */
+static int slice_piece(const Param *p, int64_t *s, int64_t *e, int64_t *lo) {
+  const Lay *L = &R.l[p->lay];
+  *lo = (int64_t)R.view.rank * L->chunk;
+  *s = p->flat > *lo ? p->flat : *lo;
+  *e = p->flat + p->numel < *lo + L->chunk ? p->flat + p->numel : *lo + L->chunk;
+  return *s < *e;
+}
+static int copy_slice(const Bucket *b) {
+  for (int k = b->p0; k < b->p0 + b->nparams; k++) {
+    const Param *p = &R.p[k];
+    int64_t s, e, lo;
+    if (p->lay < 0 || !slice_piece(p, &s, &e, &lo)) continue;
+    size_t es = R.l[p->lay].esize, n = (size_t)(e - s) * es, at = (p->pos + (size_t)(s - p->flat)) * es;
+    char *dst = R.l[p->lay].hbase + (size_t)(s - lo) * es;
+    if (!b->dev) { memcpy(dst, (char *)b->buf + at, n); R.off_hostb += (int64_t)n; }
+    else if (nbD_offload_copy_d2h(dst, nt_base(b->dev) + at, n, !R.finishing)) { snprintf(R.view.err, sizeof R.view.err, "%s", nt_error_msg()); return -1; }
+  }
+  return 0;
+}
+/* stage 1, device buckets: the slices of buckets [off_next, upto), whose
+** reductions are final on the compute stream */
+static int copy_slices_upto(int upto) {
+  if (!R.off_slices || R.off_alias) return 0;
+  for (; R.off_next < upto; R.off_next++) if (copy_slice(&R.b[R.off_next])) return -1;
+  return 0;
+}
+
 static void *comm_main(void *arg) {
   (void)arg;
   pthread_mutex_lock(&R.mu);
@@ -193,6 +244,8 @@ static void *comm_main(void *arg) {
     pthread_mutex_unlock(&R.mu);
     int st = R.failed ? -1 : R.shard_mode ? reduce_scatter_bucket(&R.b[i])
                                           : dr_all_reduce(&R.view, R.b[i].buf, R.b[i].count, R.b[i].rdt, DR_SUM);
+    /* stage 1's offload: the bucket's sums are final here, in host memory */
+    if (!st && !R.shard_mode && R.off_slices && !R.off_alias) st = copy_slice(&R.b[i]);
     pthread_mutex_lock(&R.mu);
     if (st && !R.failed) { R.failed = 1; snprintf(R.err, sizeof R.err, "%s", R.view.err); }
     R.done++;
@@ -217,11 +270,21 @@ static void launch_upto(int upto) {
   if (upto > R.launched) { R.launched = upto; pthread_cond_broadcast(&R.cv); }
   pthread_mutex_unlock(&R.mu);
 }
-/* nccl: enqueues the all_reduces of buckets [launched, upto) on NCCL's stream */
+/* device buckets: bucket i's reduction.  A group of one has nothing to
+** reduce: the bucket is final now.  Under NCCL its all_reduce is enqueued on
+** NCCL's stream; with stage 1's offload the buckets enqueued before it are
+** first joined into the compute stream (NCCL reduced them while backward
+** computed this one: one bucket behind) and their slices copied. */
+static int enqueue_one(int i) {
+  if (R.shard_mode) return reduce_scatter_bucket_device(&R.b[i]);
+  if (R.view.world == 1) return copy_slices_upto(i + 1);
+  if (R.off_slices && !R.off_alias && R.off_next < i && (dn_join(&R.view) || copy_slices_upto(i))) return -1;
+  return dn_all_reduce_async(&R.view, nt_base(R.b[i].dev), R.b[i].count, R.b[i].rdt);
+}
+/* enqueues the reductions of buckets [launched, upto) */
 static void enqueue_upto(int upto) {
   for (int i = R.launched; i < upto; i++)
-    if (!R.failed && (R.shard_mode ? reduce_scatter_bucket_device(&R.b[i])
-                                   : dn_all_reduce_async(&R.view, nt_base(R.b[i].dev), R.b[i].count, R.b[i].rdt))) {
+    if (!R.failed && enqueue_one(i)) {
       R.failed = 1;
       snprintf(R.err, sizeof R.err, "%s", R.view.err);
     }
@@ -262,6 +325,11 @@ static int begin_pass(void) {
     for (int i = 0; i < R.nl; i++)
       if (R.l[i].chunk * R.view.world < R.l[i].total) { nt_error_set("dist.zero: layout %d of %lld elements does not fit %d shards of %lld", i, (long long)R.l[i].total, R.view.world, (long long)R.l[i].chunk); return -1; }
     R.shard_world = R.view.world;
+  }
+  if (R.off_slices) {                       /* stage 1's offload: this pass copies anew; the device buckets are zeroed after the copies of the last */
+    if (R.on_device && nbD_offload_device_wait()) return -1;
+    R.off_next = 0; R.off_alias = 0; R.off_ready = 0;
+    for (int j = 0; j < R.np; j++) { nt_release(R.p[j].off_grad); R.p[j].off_grad = NULL; }
   }
   for (int i = 0; i < R.nb; i++) {
     if (R.shard_mode) { free(R.b[i].buf); R.b[i].buf = NULL; nt_release(R.b[i].dev); R.b[i].dev = NULL; }   /* allocated as its first gradient arrives */
@@ -340,6 +408,7 @@ static int on_ready(void *ud, nt_Tensor *leaf, nt_Tensor *grad) {
   ** z.step(grads), which reduce-scatters the tree it is given */
   if (R.shard_mode && leaf != p->param) return 0;
   if (!R.in_pass && begin_pass()) return -1;
+  if (R.off_slices && leaf != p->param && !R.off_alias) R.off_alias = 1;   /* before any bucket of the pass is launched */
   if (p->leaf) return 0;                    /* the same parameter twice (two aliases): first wins */
   Bucket *b = &R.b[p->bucket];
   if (R.shard_mode && shard_bucket_alloc(b)) return -1;
@@ -435,11 +504,16 @@ static int on_finish(void *ud, bool ok) {
   nt_set_grad_enabled(prev0);
   for (int i = 0; i < R.nb; i++) R.b[i].pending = 0;   /* missing gradients reduce as zeros */
   if (R.on_device) {
+    R.finishing = 1;                        /* offload's copies issued from here on count as after backward */
     enqueue_upto(R.nb);
-    if (!R.failed && dn_join(&R.view)) { R.failed = 1; snprintf(R.err, sizeof R.err, "%s", R.view.err); }
+    if (!R.failed && R.view.world > 1 && dn_join(&R.view)) { R.failed = 1; snprintf(R.err, sizeof R.err, "%s", R.view.err); }
+    if (!R.failed && copy_slices_upto(R.nb)) { R.failed = 1; snprintf(R.err, sizeof R.err, "%s", R.view.err); }
+    R.finishing = 0;
   } else {
     launch_upto(R.nb);
     nbD_reducer_drain();
+    if (R.off_slices && !R.off_alias && !R.failed) R.off_next = R.nb;   /* the thread copied every slice */
+    nbD_offload_count_host((size_t)R.off_hostb); R.off_hostb = 0;
   }
   int rc = close_pass("dist.data_parallel: averaging gradients failed");
   double scale = 1.0 / (double)R.view.world;
@@ -459,10 +533,13 @@ static int on_finish(void *ud, bool ok) {
       nt_Tensor *typed = shaped ? nt_to_dtype(shaped, leaf->dtype) : NULL, *dev = typed ? nt_to_device(typed, leaf->device) : NULL;
       if (!dev || nt_set_grad(leaf, dev)) rc = -1;
       nt_release(flat); nt_release(avg); nt_release(shaped); nt_release(typed); nt_release(dev);
+      /* stage 1's offload: the host slices are of this .grad; step() checks it is still the one */
+      if (!rc && R.off_slices && p->lay >= 0 && leaf == p->param) { p->off_grad = nt_retain(leaf->grad); p->off_ver = leaf->grad->storage->version; }
     }
     nt_release(leaf);
   }
   nt_set_grad_enabled(prev);
+  R.off_ready = R.off_slices && !R.off_alias && ok && !rc && R.off_next == R.nb;   /* every slice copied (the last pass carries the sum) */
   return rc;
 }
 
@@ -474,12 +551,13 @@ static void clear_layout(void) {
     for (int i = 0; i < R.nl; i++) nt_release(R.off_host[i]);
     free(R.off_host); R.off_host = NULL; R.off_ready = 0;
   }
-  for (int j = 0; j < R.np; j++) { nt_release(R.p[j].leaf); nt_release(R.p[j].param); }
+  for (int j = 0; j < R.np; j++) { nt_release(R.p[j].leaf); nt_release(R.p[j].param); nt_release(R.p[j].off_grad); }
   for (int i = 0; i < R.nb; i++) { free(R.b[i].buf); nt_release(R.b[i].dev); }
   for (int i = 0; i < R.nl; i++) { free(R.l[i].shard); nt_release(R.l[i].dshard); }
   free(R.p); free(R.b); free(R.l);
   R.p = NULL; R.b = NULL; R.l = NULL; R.np = R.nb = R.nl = 0; R.hint = 0; R.in_pass = 0; R.on_device = 0;
   R.shard_mode = 0; R.shard_passes = 0; R.shard_bad = 0; R.shard_world = 0;
+  R.off_slices = 0; R.off_next = 0; R.off_alias = 0; R.off_hostb = 0;
 }
 
 void nbD_reducer_clear(void) {
@@ -530,16 +608,19 @@ int nbD_reducer_register(nt_Tensor **params, int n, size_t bucket_bytes, int gro
     Bucket *b = R.nb ? &R.b[R.nb - 1] : NULL;
     if (!b || b->rdt != rdt || (b->count && (b->count + (size_t)t->numel) * es > bucket_bytes)) {
       b = &R.b[R.nb++];
-      b->rdt = rdt; b->esize = es;
+      b->rdt = rdt; b->esize = es; b->p0 = R.np;
     }
     Param *p = &R.p[R.np++];
     p->storage = t->storage; p->offset = t->offset; p->numel = t->numel;
-    p->param = nt_retain(t);
+    p->param = nt_retain(t); p->lay = -1;
     p->bucket = (int)(b - R.b); p->pos = b->count;
     b->count += (size_t)t->numel;
     b->nparams++;
   }
-  R.on_device = on_device_reducible(params, n);
+  /* a group of one needs no collective: CUDA buckets stay on the device
+  ** without NCCL (as in shard mode below; one GPU never stages its
+  ** gradients through the host) */
+  R.on_device = on_device_reducible(params, n) || (all_cuda(params, n) && group_world(group) == 1);
   for (int i = 0; i < R.nb; i++) {
     Bucket *b = &R.b[i];
     int64_t len = (int64_t)b->count;
@@ -556,11 +637,12 @@ int nbD_reducer_register(nt_Tensor **params, int n, size_t bucket_bytes, int gro
     if (pthread_create(&R.th, NULL, comm_main, NULL)) { clear_layout(); nt_error_set("dist.data_parallel: cannot start the communication thread"); return -1; }
     R.th_up = 1;
   }
+  R.reg_id = ++R.next_id;
   R.group = group;
   R.registered = 1;
   R.sync = 1;
   nt_set_grad_hooks(&hooks);
-  return 0;
+  return (int)R.reg_id;
 }
 
 /* Shard mode (ZeRO stage 2).  Layout i holds params[i][0..counts[i]) laid
@@ -605,11 +687,11 @@ int nbD_reducer_register_shards(nt_Tensor **params, const int *counts, const int
       off -= t->numel;
       if (!b || (b->count && (b->count + (size_t)t->numel) * L->esize > bucket_bytes)) {
         b = &R.b[R.nb++];
-        b->rdt = L->rdt; b->esize = L->esize; b->lay = i; b->hi = off + t->numel;
+        b->rdt = L->rdt; b->esize = L->esize; b->lay = i; b->hi = off + t->numel; b->p0 = R.np;
       }
       Param *p = &R.p[R.np++];
       p->storage = t->storage; p->offset = t->offset; p->numel = t->numel;
-      p->param = nt_retain(t); p->flat = off;
+      p->param = nt_retain(t); p->flat = off; p->lay = -1;
       p->bucket = (int)(b - R.b);
       b->count += (size_t)t->numel;
       b->lo = off;
@@ -623,20 +705,19 @@ int nbD_reducer_register_shards(nt_Tensor **params, const int *counts, const int
     if (pthread_create(&R.th, NULL, comm_main, NULL)) { clear_layout(); nt_error_set("dist.zero: cannot start the communication thread"); return -1; }
     R.th_up = 1;
   }
-  static unsigned next_id;
-  R.shard_id = ++next_id;
+  R.reg_id = ++R.next_id;
   R.group = group;
   R.registered = 1;
   R.sync = 1;
   nt_set_grad_hooks(&hooks);
-  return (int)R.shard_id;
+  return (int)R.reg_id;
 }
 
 /* the averaged gradient shards of the passes since the last take (one new
 ** tensor per layout, or all NULL with 0 returned when registration `id` is
 ** not the current one or no pass ran); the accumulators restart at zero */
 int nbD_reducer_take_shards(unsigned id, nt_Tensor **out) {
-  if (!R.registered || !R.shard_mode || R.shard_id != id || !R.shard_passes) return 0;
+  if (!R.registered || !R.shard_mode || R.reg_id != id || !R.shard_passes) return 0;
   if (R.shard_bad) {
     nt_error_set("dist.zero: a failed backward left the gradient shards incomplete (call z.zero_grad() and run the step again)");
     return -1;
@@ -678,7 +759,7 @@ int nbD_reducer_take_shards(unsigned id, nt_Tensor **out) {
 }
 
 void nbD_reducer_zero_shards(unsigned id) {
-  if (!R.registered || !R.shard_mode || R.shard_id != id) return;
+  if (!R.registered || !R.shard_mode || R.reg_id != id) return;
   nbD_reducer_drain();
   if (R.off_host) (void)nbD_offload_device_wait();   /* copies of the device shards in flight finish before the zeroing */
   for (int i = 0; i < R.nl; i++) {
@@ -693,6 +774,7 @@ int nbD_reducer_shard_count(void) { return R.registered && R.shard_mode ? R.nl :
 int nbD_reducer_on_device(void) { return R.registered && R.on_device; }
 
 int nbD_reducer_set_sync(int on) { int prev = R.sync; R.sync = on; return prev; }
+int nbD_reducer_syncing(void) { return R.sync; }
 
 void nbD_reducer_stats(int64_t *nparams, int64_t *nbuckets, int64_t *passes, int64_t *overlapped, int64_t *total) {
   *nparams = R.np; *nbuckets = R.nb; *passes = R.passes; *overlapped = R.buckets_overlapped; *total = R.buckets_total;
@@ -711,158 +793,143 @@ void nbD_reducer_shutdown(void) {
   free(R.fd); R.fd = NULL;
 }
 
-/* ---- builtins (stdlib/dist.nbl wraps them) ----------------------------------- */
+/* offload's host copies of registration id dropped (z.zero_grad) */
+void nbD_reducer_drop_host(unsigned id) {
+  if (!R.registered || R.reg_id != id) return;
+  R.off_ready = 0;
+  for (int j = 0; j < R.np; j++) { nt_release(R.p[j].off_grad); R.p[j].off_grad = NULL; }
+}
+
+/* ---- builtins of offload (the others: ddpbuiltins.c) ---------------------------- */
 #define TV(v) ((nt_Tensor *)(v).u.p)
-static int b_register(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
-  (void)n; const char *f = "dist_reducer_register";
-  if (!nbD_self.g) return nb_error_kind(vm, "DistError", "dist.data_parallel: not running on a dist worker (run it on the workers with dist.exec/dist.run or `nabla run -n N`)");
-  if (a[0].t != NB_TLIST) return nb_error_kind(vm, "TypeError", "%s: expected a list of tensors", f);
-  if (a[1].t != NB_TNUM || !(a[1].u.n > 0)) return nb_error_kind(vm, "ValueError", "dist.data_parallel: bucket_mb must be a positive number");
-  int id;
-  if (nbD_group_arg(vm, f, a[2], &id)) return NB_ERR;
-  nb_List *l = nb_list(a[0]);
-  nt_Tensor **ps = calloc((size_t)l->n + 1, sizeof *ps);
-  if (!ps) return nb_error(vm, "out of memory");
-  for (int i = 0; i < l->n; i++) {
-    if (l->items[i].t != NB_TTENSOR) { free(ps); return nb_error_kind(vm, "TypeError", "%s: item %d is a %s, not a tensor", f, i, nb_typename(l->items[i])); }
-    ps[i] = TV(l->items[i]);
-  }
-  int rc = nbD_reducer_register(ps, l->n, (size_t)(a[1].u.n * 1048576.0), id);
-  free(ps);
-  if (rc) return nb_error_kind(vm, "DistError", "%s", nt_error_msg());
-  *out = nb_nil();
-  return NB_OK;
-}
-static int b_sync(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
-  (void)vm; (void)n;
-  *out = nb_bool(nbD_reducer_set_sync(nb_truthy(a[0])));
-  return NB_OK;
-}
-static int b_clear(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
-  (void)vm; (void)a; (void)n;
-  nbD_reducer_clear();
-  *out = nb_nil();
-  return NB_OK;
-}
-static int b_stats(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
-  (void)a; (void)n;
-  int64_t np, nb, passes, ov, tot;
-  nbD_reducer_stats(&np, &nb, &passes, &ov, &tot);
-  nb_Rec *r = nbR_new(6);
-  if (!r) return nb_error(vm, "out of memory");
-  nbR_set_cstr(r, "params", nb_int((double)np));
-  nbR_set_cstr(r, "buckets", nb_int((double)nb));
-  nbR_set_cstr(r, "passes", nb_int((double)passes));
-  nbR_set_cstr(r, "buckets_overlapped", nb_int((double)ov));
-  nbR_set_cstr(r, "buckets_reduced", nb_int((double)tot));
-  nbR_set_cstr(r, "buckets_on", nb_strv(nbS_cstr(nbD_reducer_on_device() ? "cuda" : "cpu")));
-  *out = nb_obj(NB_TREC, r);
-  return NB_OK;
-}
-/* dist_reducer_shard(lays, chunks, dtypes, bucket_mb, group): lays a list of
-** lists of tensors; returns the registration id */
-static int b_shard(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
-  (void)n; const char *f = "dist_reducer_shard";
-  if (!nbD_self.g) return nb_error_kind(vm, "DistError", "dist.zero: not running on a dist worker");
-  if (a[0].t != NB_TLIST || a[1].t != NB_TLIST || a[2].t != NB_TLIST) return nb_error_kind(vm, "TypeError", "%s: expected lists of tensor lists, chunks and dtypes", f);
-  if (a[3].t != NB_TNUM || !(a[3].u.n > 0)) return nb_error_kind(vm, "ValueError", "dist.zero: bucket_mb must be a positive number");
-  int id;
-  if (nbD_group_arg(vm, f, a[4], &id)) return NB_ERR;
-  nb_List *ls = nb_list(a[0]), *cs = nb_list(a[1]), *ds = nb_list(a[2]);
-  int nl = ls->n;
-  if (cs->n != nl || ds->n != nl) return nb_error_kind(vm, "ValueError", "%s: %d layouts, %d chunks, %d dtypes", f, nl, cs->n, ds->n);
-  int total = 0;
-  for (int i = 0; i < nl; i++) {
-    if (ls->items[i].t != NB_TLIST) return nb_error_kind(vm, "TypeError", "%s: layout %d is a %s, not a list", f, i, nb_typename(ls->items[i]));
-    if (cs->items[i].t != NB_TNUM || !(cs->items[i].u.n >= 1)) return nb_error_kind(vm, "ValueError", "%s: chunk %d must be a positive number", f, i);
-    total += nb_list(ls->items[i])->n;
-  }
-  nt_Tensor **ps = calloc((size_t)total + 1, sizeof *ps);
-  int *counts = calloc((size_t)nl + 1, sizeof *counts), *rdts = calloc((size_t)nl + 1, sizeof *rdts);
-  int64_t *chunks = calloc((size_t)nl + 1, sizeof *chunks);
-  if (!ps || !counts || !rdts || !chunks) { free(ps); free(counts); free(rdts); free(chunks); return nb_error(vm, "out of memory"); }
-  int k = 0, bad = 0;
-  for (int i = 0; i < nl && !bad; i++) {
+/* stage 1's offload: layout i of lays (a list of tensor lists, laid end to
+** end) has hosts[i]'s chunk per group position; every parameter of the
+** registration that is a layout's tensor learns its place there.  0: set;
+** 1: not possible (a tensor not registered, or reduced in another dtype than
+** its layout's: step() then copies after backward); -1 + error */
+static int place_layouts(nb_VM *vm, const char *f, nb_Value lv, nb_List *hosts) {
+  if (lv.t != NB_TLIST || nb_list(lv)->n != hosts->n) return nb_error_kind(vm, "TypeError", "%s: stage 1 needs its layouts: a list of %d tensor lists", f, hosts->n), -1;
+  nb_List *ls = nb_list(lv);
+  for (int j = 0; j < R.np; j++) { R.p[j].lay = -1; if (R.p[j].param->device != NT_CUDA) return 1; }
+  for (int i = 0; i < ls->n; i++) {
+    if (ls->items[i].t != NB_TLIST) return nb_error_kind(vm, "TypeError", "%s: layout %d is not a list", f, i), -1;
     nb_List *l = nb_list(ls->items[i]);
-    counts[i] = l->n;
-    chunks[i] = (int64_t)cs->items[i].u.n;
-    rdts[i] = ds->items[i].t == NB_TSTR && !strcmp(nb_str(ds->items[i])->data, "f64") ? DR_F64 : DR_F32;
-    for (int j = 0; j < l->n; j++) {
-      if (l->items[j].t != NB_TTENSOR || !nt_dtype_is_float(TV(l->items[j])->dtype)) { bad = 1; break; }
-      ps[k++] = TV(l->items[j]);
+    int rdt = TV(hosts->items[i])->dtype == NT_F64 ? DR_F64 : DR_F32;
+    int64_t off = 0;
+    for (int k = 0; k < l->n; k++) {
+      if (l->items[k].t != NB_TTENSOR) return nb_error_kind(vm, "TypeError", "%s: layout %d item %d is not a tensor", f, i, k), -1;
+      nt_Tensor *t = TV(l->items[k]);
+      int found = 0;
+      for (int j = 0; j < R.np; j++) {
+        Param *p = &R.p[j];
+        if (p->storage != (void *)t->storage || p->offset != t->offset || p->numel != t->numel) continue;
+        if (R.b[p->bucket].rdt != rdt) return 1;
+        p->lay = i; p->flat = off; found = 1;
+      }
+      if (!found) return 1;
+      off += t->numel;
     }
   }
-  int rc = bad ? 0 : nbD_reducer_register_shards(ps, counts, chunks, rdts, nl, (size_t)(a[3].u.n * 1048576.0), id);
-  free(ps); free(counts); free(rdts); free(chunks);
-  if (bad) return nb_error_kind(vm, "TypeError", "%s: every item of a layout must be a floating-point tensor", f);
-  if (rc < 0) return nb_error_kind(vm, "DistError", "%s", nt_error_msg());
-  *out = nb_int((double)rc);
-  return NB_OK;
+  return 0;
 }
-static int b_take(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
-  (void)n;
-  if (a[0].t != NB_TNUM) return nb_error_kind(vm, "TypeError", "dist_reducer_take: expected a registration id");
-  int nl = nbD_reducer_shard_count();
-  nt_Tensor **ts = calloc((size_t)nl + 1, sizeof *ts);
-  if (!ts) return nb_error(vm, "out of memory");
-  int rc = nbD_reducer_take_shards((unsigned)a[0].u.n, ts);
-  if (rc < 0) { free(ts); return nb_error_kind(vm, "DistError", "%s", nt_error_msg()); }
-  if (rc == 0) { free(ts); *out = nb_nil(); return NB_OK; }
-  nb_List *l = nbL_new(nl);
-  if (!l) { for (int i = 0; i < nl; i++) nt_release(ts[i]); free(ts); return nb_error(vm, "out of memory"); }
-  for (int i = 0; i < nl; i++) nbL_push(l, nb_obj(NB_TTENSOR, ts[i]));
-  free(ts);
-  *out = nb_obj(NB_TLIST, l);
-  return NB_OK;
-}
-static int b_zero_shards(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
-  (void)n;
-  if (a[0].t != NB_TNUM) return nb_error_kind(vm, "TypeError", "dist_reducer_zero_shards: expected a registration id");
-  nbD_reducer_zero_shards((unsigned)a[0].u.n);
-  if (R.shard_id == (unsigned)a[0].u.n) R.off_ready = 0;   /* the host copies are dropped with the shards */
-  *out = nb_nil();
-  return NB_OK;
-}
-/* dist_reducer_offload(id, hosts): registration id's gradient shards for
-** the host update go into hosts (pinned host tensors, one per layout: chunk
-** elements of its dtype): per bucket during backward where the buckets are
-** on the device; under the ring (host shards) take() writes its host average
-** there.  True for a CUDA model, else false and nothing is kept. */
+
+/* dist_reducer_offload(id, hosts, lays=nil): registration id's gradient
+** shards for the host update go into hosts (pinned host tensors, one per
+** layout: chunk elements of its dtype) as soon as they are final: stage 2
+** (shard mode): per bucket during backward where the buckets are on the
+** device; under the ring (host shards) take() writes its host average there.
+** Stage 1 (data_parallel's buckets; lays: the layouts' tensors): this rank's
+** slice of each bucket as soon as it is all-reduced (device buckets: copied
+** on the side stream; host buckets: by the ring's thread).  True for a CUDA
+** model, else false and nothing is kept. */
 static int b_offload(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
   (void)n; const char *f = "dist_reducer_offload";
   if (a[0].t != NB_TNUM || a[1].t != NB_TLIST) return nb_error_kind(vm, "TypeError", "%s: expected a registration id and a list of host tensors", f);
   *out = nb_bool(false);
-  if (!R.registered || !R.shard_mode || R.shard_id != (unsigned)a[0].u.n || !R.nl || R.l[0].dev != NT_CUDA || nbD_offload_after_backward()) return NB_OK;
+  if (!R.registered || R.reg_id != (unsigned)a[0].u.n || nbD_offload_after_backward() || R.in_pass) return NB_OK;
+  if (R.shard_mode && (!R.nl || R.l[0].dev != NT_CUDA)) return NB_OK;
   nb_List *l = nb_list(a[1]);
-  if (l->n != R.nl) return nb_error_kind(vm, "ValueError", "%s: %d host tensors for %d layouts", f, l->n, R.nl);
-  for (int i = 0; i < R.nl; i++) {
+  if (R.shard_mode && l->n != R.nl) return nb_error_kind(vm, "ValueError", "%s: %d host tensors for %d layouts", f, l->n, R.nl);
+  for (int i = 0; i < l->n; i++) {
     if (l->items[i].t != NB_TTENSOR) return nb_error_kind(vm, "TypeError", "%s: item %d is not a tensor", f, i);
     nt_Tensor *h = TV(l->items[i]);
-    if (h->device != NT_CPU || !nt_is_contiguous(h) || h->numel != R.l[i].chunk || h->dtype != (R.l[i].rdt == DR_F64 ? NT_F64 : NT_F32))
-      return nb_error_kind(vm, "ValueError", "%s: host tensor %d must be a contiguous cpu %s tensor of %lld elements", f, i,
-                           R.l[i].rdt == DR_F64 ? "f64" : "f32", (long long)R.l[i].chunk);
+    int f64 = R.shard_mode ? R.l[i].rdt == DR_F64 : h->dtype == NT_F64;
+    if (h->device != NT_CPU || !nt_is_contiguous(h) || (R.shard_mode && h->numel != R.l[i].chunk) || h->dtype != (f64 ? NT_F64 : NT_F32))
+      return nb_error_kind(vm, "ValueError", "%s: host tensor %d must be a contiguous cpu %s tensor%s", f, i, f64 ? "f64" : "f32",
+                           R.shard_mode ? " of its layout's chunk" : "");
+  }
+  if (!R.shard_mode) {                      /* stage 1: a layout per host tensor, no shards */
+    int st = place_layouts(vm, f, a[2], l);
+    if (st) return st < 0 ? NB_ERR : NB_OK;
+    Lay *L = calloc((size_t)l->n + 1, sizeof *L);
+    if (!L) return nb_error(vm, "out of memory");
+    for (int i = 0; i < l->n; i++) {
+      nt_Tensor *h = TV(l->items[i]);
+      L[i].rdt = h->dtype == NT_F64 ? DR_F64 : DR_F32; L[i].esize = nt_dtype_size(h->dtype); L[i].chunk = h->numel; L[i].dev = NT_CUDA;
+    }
+    if (R.off_host) (void)nbD_offload_device_wait();
+    for (int i = 0; i < R.nl && R.off_host; i++) nt_release(R.off_host[i]);
+    free(R.off_host); R.off_host = NULL;
+    free(R.l); R.l = L; R.nl = l->n; R.off_slices = 1;
   }
   if (R.off_host) { for (int i = 0; i < R.nl; i++) nt_release(R.off_host[i]); free(R.off_host); }
   R.off_host = calloc((size_t)R.nl, sizeof *R.off_host);
-  if (!R.off_host) return nb_error(vm, "out of memory");
-  for (int i = 0; i < R.nl; i++) R.off_host[i] = nt_retain(TV(l->items[i]));
+  if (!R.off_host) { R.off_slices = 0; return nb_error(vm, "out of memory"); }
+  for (int i = 0; i < R.nl; i++) { R.off_host[i] = nt_retain(TV(l->items[i])); R.l[i].hbase = nt_base(R.off_host[i]); }
   R.off_ready = 0;
   *out = nb_bool(true);
   return NB_OK;
 }
-/* dist_reducer_take_host(id): after dist_reducer_take (whose host wait
-** covered the copies), the host copies of the averaged gradient shards when
-** the last pass copied every piece (the sums averaged in place), or nil:
-** step() copies the shards itself */
+
+/* stage 1: whether every parameter's .grad is still the one the slices were
+** copied from (step() must not use them if .grad was replaced or written) */
+static int slices_current(void) {
+  for (int j = 0; j < R.np; j++) {
+    const Param *p = &R.p[j];
+    if (p->lay < 0) continue;
+    if (p->param->grad != p->off_grad || (p->off_grad && p->off_grad->storage->version != p->off_ver)) return 0;
+  }
+  return 1;
+}
+/* stage 1, f16/bf16 parameters: .grad holds the average rounded to the
+** parameter's dtype, which is what step() would have cut; the host slices
+** are rounded alike.  0, or -1 + error */
+static int round_slices(void) {
+  for (int j = 0; j < R.np; j++) {
+    const Param *p = &R.p[j];
+    int64_t s, e, lo;
+    if (p->lay < 0 || (p->param->dtype != NT_F16 && p->param->dtype != NT_BF16) || R.l[p->lay].rdt != DR_F32 || !slice_piece(p, &s, &e, &lo)) continue;
+    float *h = (float *)R.l[p->lay].hbase + (s - lo);
+    int64_t len = e - s;
+    nt_Tensor *lowp = nt_from_buffer(h, NT_F32, &len, 1, p->param->dtype), *back = lowp ? nt_to_dtype(lowp, NT_F32) : NULL, *c = back ? nt_contiguous(back) : NULL;
+    if (c) memcpy(h, nt_base(c), (size_t)len * sizeof(float));
+    nt_release(lowp); nt_release(back); nt_release(c);
+    if (!c) return -1;
+  }
+  return 0;
+}
+
+/* dist_reducer_take_host(id): the host copies of the averaged gradient
+** shards when the last pass copied every piece (the sums averaged in place),
+** or nil: step() copies the shards itself.  Stage 2: after dist_reducer_take
+** (whose host wait covered the copies); stage 1: the host waits here, and
+** only while every .grad is still the one averaged by that pass. */
 static int b_take_host(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
   (void)n; const char *f = "dist_reducer_take_host";
   if (a[0].t != NB_TNUM) return nb_error_kind(vm, "TypeError", "%s: expected a registration id", f);
   *out = nb_nil();
-  if (!R.registered || !R.shard_mode || R.shard_id != (unsigned)a[0].u.n || !R.off_host || !R.off_ready || !R.off_waited) return NB_OK;
+  if (!R.registered || R.reg_id != (unsigned)a[0].u.n || !R.off_host || !R.off_ready) return NB_OK;
+  if (R.shard_mode && !R.off_waited) return NB_OK;
+  if (!R.shard_mode) {
+    if (nbD_offload_host_wait()) return nb_error_kind(vm, "DistError", "%s: %s", f, nt_error_msg());
+    if (!slices_current()) { R.off_ready = 0; return NB_OK; }
+    R.off_averaged = 0;
+  }
   R.off_ready = R.off_waited = 0;
   nb_List *l = nbL_new(R.nl);
   if (!l) return nb_error(vm, "out of memory");
-  double scale = 1.0 / (double)(R.shard_world > 0 ? R.shard_world : 1);
+  int w = R.shard_mode ? R.shard_world : R.view.world;
+  double scale = 1.0 / (double)(w > 0 ? w : 1);
   for (int i = 0; i < R.nl; i++) {
     nt_Tensor *h = R.off_host[i];
     if (scale != 1.0 && !R.off_averaged) {  /* the device shard's average, taken on the host */
@@ -872,21 +939,13 @@ static int b_take_host(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
     nt_bump_version(h);
     nbL_push(l, nb_obj(NB_TTENSOR, nt_retain(h)));
   }
+  if (!R.shard_mode && round_slices()) return nb_error_kind(vm, "DistError", "%s: %s", f, nt_error_msg());
   *out = nb_obj(NB_TLIST, l);
   return NB_OK;
 }
-static nb_Builtin reducer_builtins[] = {
-  { "dist_reducer_register", b_register, "params, bucket_mb=25, group=nil",
-    "dist_reducer_register(params, bucket_mb=25, group=nil): average these parameters' gradients over the group during every backward (use dist.data_parallel)" },
-  { "dist_reducer_sync", b_sync, "on", "dist_reducer_sync(on): turns the overlapped averaging on/off; returns the previous setting (use dist.no_sync)" },
-  { "dist_reducer_shard", b_shard, "lays, chunks, dtypes, bucket_mb=25, group=nil",
-    "dist_reducer_shard(lays, chunks, dtypes, bucket_mb=25, group=nil): reduce-scatter these layouts' gradients during every backward, each rank keeping its chunk (use dist.zero stage 2); returns an id" },
-  { "dist_reducer_take", b_take, "id", "dist_reducer_take(id): the averaged gradient shards of the backward passes since the last take, one per layout (nil: none, or another registration)" },
-  { "dist_reducer_zero_shards", b_zero_shards, "id", "dist_reducer_zero_shards(id): drops the gradient shards not yet taken" },
-  { "dist_reducer_offload", b_offload, "id, hosts", "dist_reducer_offload(id, hosts): offload=\"optimizer\": the gradient shards go into hosts (pinned, one per layout): each bucket's piece of a device shard copied on a side stream as soon as it is summed during backward, or the ring's host shard taken as it is; false (nothing kept) for a model not on CUDA or with NABLA_OFFLOAD_AFTER_BACKWARD set" },
-  { "dist_reducer_take_host", b_take_host, "id", "dist_reducer_take_host(id): after dist_reducer_take (which waits for the copies in flight), the averaged gradient shards in host memory, copied during the last backward, or nil when they were not" },
-  { "dist_reducer_clear", b_clear, "", "dist_reducer_clear(): stops averaging gradients during backward" },
-  { "dist_reducer_stats", b_stats, "", "dist_reducer_stats(): {params, buckets, passes, buckets_overlapped (handed over during backward), buckets_reduced, buckets_on (\"cuda\": NCCL on the GPU, or \"cpu\": host buffers, the ring)}" },
+static nb_Builtin offload_builtins[] = {
+  { "dist_reducer_offload", b_offload, "id, hosts, lays=nil", "dist_reducer_offload(id, hosts, lays=nil): offload=\"optimizer\": the gradient shards go into hosts (pinned, one per layout): each bucket's piece of a device shard copied on a side stream as soon as it is summed during backward, or the ring's host shard taken as it is; stage 1 (lays: the layouts' tensor lists): this rank's slice of each bucket as soon as it is all-reduced; false (nothing kept) for a model not on CUDA or with NABLA_OFFLOAD_AFTER_BACKWARD set" },
+  { "dist_reducer_take_host", b_take_host, "id", "dist_reducer_take_host(id): the averaged gradient shards in host memory, copied during the last backward, or nil when they were not (stage 2: after dist_reducer_take, which waits for the copies in flight; stage 1: waits for them, nil when a .grad changed since)" },
   { NULL, NULL, NULL, NULL },
 };
-void nbD_reducer_init(void) { nbC_register(reducer_builtins); }
+void nbD_reducer_init(void) { nbC_register(offload_builtins); nbD_reducer_builtins_init(); }

@@ -39,7 +39,11 @@
 ** (tensor/tbackend.h; details at b_offload_to_host), into and out of host
 ** tensors in pinned memory (dist_pinned): DMA at full speed that runs while
 ** the compute stream works.  device->host waits on the host, as the host
-** update needs the data; host->device makes only the device wait.
+** update needs the data; host->device makes only the device wait.  The
+** same side stream carries the copies made during backward: the reducer's
+** per-bucket pieces of stages 1 and 2 (nbD_offload_copy_d2h, called from
+** ddataparallel.c) and stage 3's per-unit gradient shards, issued from a
+** gradient-ready hook of the autograd engine here (dist_offload_units).
 */
 #include <stdio.h>
 #include <stdlib.h>
@@ -153,8 +157,10 @@ static void gather_free(Gather *g) {
 
 /* drops every gather (worker exit, session reset) */
 static void off_shutdown(void);
+static void units_clear(void);
 void nbD_zero_shutdown(void) {
   nbD_zero_drain();
+  units_clear();
   off_shutdown();
   for (int i = 0; i < NG; i++) gather_free(&GS[i]);
 }
@@ -330,8 +336,20 @@ static int offload_pairs(nb_VM *vm, const char *f, nb_Value dv, nb_Value hv, int
 ** ordering out: tests/dist/test_zero_cuda.py checks that the emulated device
 ** (cuda/emu/api.cpp: deferred side streams, ordering checker) catches each. */
 static void *off_side, *off_ev_c, *off_ev_s;
-static nt_Tensor **off_held;                  /* host sources of H2D copies not yet waited for */
-static int off_nheld;
+static nt_Tensor **off_held;                  /* host sources of H2D copies (and stage 3's device sources) not yet waited for */
+static int off_nheld, off_capheld;
+
+/* t stays alive until a host wait covers the copies issued so far; 0 or -1 */
+static int off_hold(nt_Tensor *t) {
+  if (off_nheld == off_capheld) {
+    int cap = off_capheld ? 2 * off_capheld : 16;
+    nt_Tensor **h = realloc(off_held, sizeof *h * (size_t)cap);
+    if (!h) { nt_error_set("out of memory"); return -1; }
+    off_held = h; off_capheld = cap;
+  }
+  off_held[off_nheld++] = nt_retain(t);
+  return 0;
+}
 
 static int off_skip(const char *what) {
   const char *e = getenv("NABLA_TEST_OFFLOAD_SKIP");
@@ -340,7 +358,7 @@ static int off_skip(const char *what) {
 
 static void off_release_held(void) {
   for (int i = 0; i < off_nheld; i++) nt_release(off_held[i]);
-  free(off_held); off_held = NULL; off_nheld = 0;
+  free(off_held); off_held = NULL; off_nheld = off_capheld = 0;
 }
 
 static int off_ready(void) {
@@ -422,6 +440,117 @@ int nbD_offload_device_wait(void) {
   return st;
 }
 
+/* ---- stage 3's per-unit copies ----------------------------------------------
+** offload="optimizer" at stage 3 (stdlib/zero.nbl's _zero3): a unit's
+** gradient shard is final when the outermost backward has delivered every
+** gradient into its shard leaf -- the gather's backward (a reduce-scatter)
+** runs in the unit's checkpoint recompute, which hands the shard's gradient
+** to the outer pass as the checkpoint node's input gradient.  The autograd
+** engine's gradient-ready hook (tensor/tensor.h) fires right then, and the
+** shard's .grad is copied device->host into its pinned host tensor on the
+** side stream (nbD_offload_copy_d2h: the copies of stages 1 and 2, after the
+** compute stream's work) while backward goes on with the earlier units (the
+** root unit, used first in forward, comes last).  The gradient is held until
+** a host wait covers its copy (a later pass may replace .grad and free it).
+** dist.no_sync's passes copy nothing: the last pass copies the accumulated
+** sum.  step() (dist_offload_take_units) waits on the host and uses the copies
+** only when every shard's .grad is still the tensor, at the version, that was
+** copied (or none, and the host tensor is zeroed); else nil: step() copies
+** every shard after backward, as without the hooks.  The reducer's hooks
+** and these are exclusive (one hook slot): stage 3 clears the reducer, and a
+** later data_parallel or stage 1/2 registration replaces these hooks (the
+** version check then finds no copies). */
+typedef struct OffUnit { nt_Tensor *shard, *host, *src; uint64_t ver; } OffUnit;
+static struct { OffUnit *u; int n, in_pass, bad; } U;
+
+static const nt_GradHooks units_hooks;
+static void units_clear(void) {
+  const nt_GradHooks *cur = nt_set_grad_hooks(NULL);
+  if (cur != &units_hooks) nt_set_grad_hooks(cur);   /* someone else's are on top: leave them */
+  for (int i = 0; i < U.n; i++) { nt_release(U.u[i].shard); nt_release(U.u[i].host); nt_release(U.u[i].src); }
+  free(U.u); U.u = NULL; U.n = 0; U.in_pass = U.bad = 0;
+}
+
+static int units_ready(void *ud, nt_Tensor *leaf, nt_Tensor *grad) {
+  (void)ud;
+  if (!nbD_reducer_syncing()) return 0;       /* inside dist.no_sync */
+  int i = 0;
+  while (i < U.n && U.u[i].shard != leaf) i++;
+  if (i == U.n) return 0;
+  OffUnit *u = &U.u[i];
+  if (!U.in_pass) {                           /* the first shard of a pass: the last pass's copies are stale */
+    U.in_pass = 1; U.bad = 0;
+    for (int k = 0; k < U.n; k++) { nt_release(U.u[k].src); U.u[k].src = NULL; }
+    if (off_nheld && off_side && off_host_wait(NULL)) return -1;   /* (and their held gradients let go) */
+  }
+  if (grad->device != NT_CUDA || !nt_is_contiguous(grad) || grad->dtype != u->host->dtype || grad->numel != u->host->numel) { U.bad = 1; return 0; }
+  if (off_hold(grad) || nbD_offload_copy_d2h(nt_base(u->host), nt_base(grad), (size_t)grad->numel * nt_dtype_size(grad->dtype), 1)) return -1;
+  nt_release(u->src);
+  u->src = nt_retain(grad); u->ver = grad->storage->version;
+  return 0;
+}
+static int units_finish(void *ud, bool ok) {
+  (void)ud;
+  if (U.in_pass && !ok) U.bad = 1;
+  U.in_pass = 0;
+  return 0;
+}
+static const nt_GradHooks units_hooks = { units_ready, units_finish, NULL };
+
+/* dist_offload_units(shards, hosts): stage 3's shards (CUDA leaves) and their
+** pinned host tensors; true when the per-unit copies are on */
+static int b_offload_units(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
+  (void)n; const char *f = "dist_offload_units";
+  int k; size_t total;
+  if (offload_pairs(vm, f, a[0], a[1], &k, &total)) return NB_ERR;
+  units_clear();
+  *out = nb_bool(false);
+  if (nbD_offload_after_backward() || !k) return NB_OK;
+  if (!(U.u = calloc((size_t)k, sizeof *U.u))) return nb_error_kind(vm, "MemoryError", "%s: out of memory", f);
+  nb_List *d = nb_list(a[0]), *h = nb_list(a[1]);
+  for (int i = 0; i < k; i++) { U.u[i].shard = nt_retain((nt_Tensor *)d->items[i].u.p); U.u[i].host = nt_retain((nt_Tensor *)h->items[i].u.p); }
+  U.n = k;
+  nt_set_grad_hooks(&units_hooks);            /* (stage 3 cleared the reducer's) */
+  *out = nb_bool(true);
+  return NB_OK;
+}
+
+/* dist_offload_take_units(shards): after backward, the host wait, and the
+** host copies of the shards' gradients divided by `n` (the gathers' backward
+** summed them over the ranks), or nil when they are not all of the current
+** .grad (step() copies then) */
+static int b_offload_take_units(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
+  (void)n; const char *f = "dist_offload_take_units";
+  if (a[0].t != NB_TLIST || a[1].t != NB_TNUM || !(a[1].u.n >= 1)) return nb_error_kind(vm, "TypeError", "%s: expected the shards and the group's size", f);
+  nb_List *l = nb_list(a[0]);
+  *out = nb_nil();
+  if (l->n != U.n || !U.n || U.bad || U.in_pass) return NB_OK;
+  int any = 0;
+  for (int i = 0; i < U.n; i++) {
+    nt_Tensor *s = l->items[i].t == NB_TTENSOR ? (nt_Tensor *)l->items[i].u.p : NULL;
+    if (s != U.u[i].shard || s->grad != U.u[i].src || (s->grad && s->grad->storage->version != U.u[i].ver)) return NB_OK;
+    any |= s->grad != NULL;
+  }
+  if (!any) return NB_OK;
+  if (nbD_offload_host_wait()) return nb_error_kind(vm, "DistError", "%s: %s", f, nt_error_msg());
+  nb_List *res = nbL_new(U.n);
+  if (!res) return nb_error(vm, "out of memory");
+  double div = a[1].u.n;
+  for (int i = 0; i < U.n; i++) {
+    nt_Tensor *h = U.u[i].host;
+    if (!U.u[i].src) memset(nt_base(h), 0, (size_t)h->numel * nt_dtype_size(h->dtype));   /* no gradient: zeros, as step() takes */
+    else if (div != 1.0) {                    /* as s.grad / n on the device */
+      if (h->dtype == NT_F64) { double *d = (double *)nt_base(h); for (int64_t j = 0; j < h->numel; j++) d[j] /= div; }
+      else { float *d = (float *)nt_base(h); float q = (float)div; for (int64_t j = 0; j < h->numel; j++) d[j] /= q; }
+    }
+    nt_bump_version(h);
+    nbL_push(res, nb_obj(NB_TTENSOR, nt_retain(h)));
+  }
+  for (int i = 0; i < U.n; i++) { nt_release(U.u[i].src); U.u[i].src = NULL; }   /* taken once */
+  *out = nb_obj(NB_TLIST, res);
+  return NB_OK;
+}
+
 /* whether the per-bucket copies are off (the old path: every gradient shard
 ** copied at step(), after backward), for comparisons: the environment's
 ** NABLA_OFFLOAD_AFTER_BACKWARD=1 (tests), or dist_offload_after_backward(on)
@@ -487,15 +616,12 @@ static int b_offload_to_device(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
   nb_List *h = nb_list(a[0]), *d = nb_list(a[1]);
   for (int i = 0; i < k; i++)
     if (!nt_is_contiguous((nt_Tensor *)d->items[i].u.p)) return nb_error_kind(vm, "ValueError", "%s: device tensor %d is not contiguous", f, i);
-  nt_Tensor **held = realloc(off_held, sizeof *held * ((size_t)off_nheld + (size_t)k + 1));
-  if (!held) return nb_error_kind(vm, "MemoryError", "%s: out of memory", f);
-  off_held = held;
   int st = off_ready();
   if (!st) st = off_after_compute(NULL);
   for (int i = 0; i < k && !st; i++) {
     nt_Tensor *hv = (nt_Tensor *)h->items[i].u.p, *dv = (nt_Tensor *)d->items[i].u.p;
-    st = nt_cuda_copy_async(nt_base(dv), nt_base(hv), (size_t)dv->numel * nt_dtype_size(dv->dtype), 1, off_side);
-    if (!st) off_held[off_nheld++] = nt_retain(hv);
+    st = off_hold(hv);                      /* (held first: a pinned source is read when the copy runs) */
+    if (!st) st = nt_cuda_copy_async(nt_base(dv), nt_base(hv), (size_t)dv->numel * nt_dtype_size(dv->dtype), 1, off_side);
     nt_bump_version(dv);
   }
   if (!st) st = off_device_wait("device-wait");
@@ -541,6 +667,8 @@ static nb_Builtin zero_builtins[] = {
   { "dist_gather_wait", b_gather_wait, "h", "dist_gather_wait(h): the gathered vector (world x chunk elements, rank order, on the shard's device) of a dist_gather_start" },
   { "dist_offload_to_host", b_offload_to_host, "devs, hosts", "dist_offload_to_host(devs, hosts): copies each CUDA tensor of devs into the contiguous host tensor of hosts at the same place (same dtype and size) on a side stream after the compute stream's work, and waits for the copies (offload=\"optimizer\")" },
   { "dist_offload_to_device", b_offload_to_device, "hosts, devs", "dist_offload_to_device(hosts, devs): copies each contiguous host tensor into the contiguous CUDA tensor of devs at the same place, asynchronously on a side stream; work queued on the compute stream afterwards waits for the copies on the device (offload=\"optimizer\")" },
+  { "dist_offload_units", b_offload_units, "shards, hosts", "dist_offload_units(shards, hosts): offload=\"optimizer\" at stage 3: each CUDA shard's gradient copied device->host into its host tensor (pinned) on the side stream as soon as backward has finished it (a gradient-ready hook); false with NABLA_OFFLOAD_AFTER_BACKWARD set" },
+  { "dist_offload_take_units", b_offload_take_units, "shards, n", "dist_offload_take_units(shards, n): after backward, waits for the per-unit copies and returns the host gradients divided by n, or nil when they are not all copies of the shards' current .grad" },
   { "dist_offload_stats", b_offload_stats, "", "dist_offload_stats(): {during_backward, after_backward, host_resident}: bytes of gradient shards offload=\"optimizer\" copied device->host per bucket while backward ran, and after it (the end of the pass, or all at step()), and taken from host memory with no copy (the ring reduce-scattered them there during backward), since the process started" },
   { "dist_offload_after_backward", b_offload_after, "on=nil", "dist_offload_after_backward(on=nil): true: later dist.zero(offload=\"optimizer\") copy every gradient shard at step(), after backward (the path before per-bucket copies, for comparisons); false: per bucket, during backward (the default; NABLA_OFFLOAD_AFTER_BACKWARD=1 sets true); nil: unchanged; returns the previous setting" },
   { "dist_pinned", b_pinned, "t", "dist_pinned(t): a copy of t in pinned (page-locked) host memory, a CPU tensor whose copies to and from the GPU are DMA that can overlap compute (offload=\"optimizer\"); needs CUDA" },

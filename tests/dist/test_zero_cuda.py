@@ -31,15 +31,25 @@ host staging (the NCCL paths run in the GPU session kit, tools/gpu-session.sh).
   was freed meanwhile), with all of them the values are right; dist_pinned tensors are CPU
   tensors in pinned memory, counted by dist_pinned_bytes / dist.memory().pinned
   and freed with their last reference (emulated only: a GPU cannot be made to
-  show a race on demand);
-- offload's per-bucket copies (stage 2 with the buckets on the device: one
-  GPU, or NCCL): with several buckets and accumulation under dist.no_sync,
-  equal to the run without offload and to data parallelism; the bytes copied
-  during backward are > 0 and, with those after, exactly the shard once per
-  real step; NABLA_OFFLOAD_AFTER_BACKWARD=1 (the old path) equal, all copied
-  after; the copy's wait on the compute stream left out is reported, the
-  host wait before the update left out gives other parameters; under the
-  ring (world > 1) offload takes the reducer's host shard with no copy;
+  show a race on demand).  The training loop's check uses layers wide enough
+  that the host gradient shards are pinned at any world up to 8: a CPU tensor
+  of 512 bytes or less lives in its header, unpinned, and a copy into
+  unpinned memory is synchronous, so no wait can be missing (at world 4 the
+  12-wide model's 280-byte shards made the missing host wait uncatchable);
+- offload's copies during backward (per_bucket): stage 2, each bucket's piece
+  of the reduce-scattered shard, and stage 1, this rank's slice of each
+  all-reduced bucket (the buckets on the device: one GPU, or NCCL); stage 3,
+  each unit's gradient shard as soon as backward finished it (any backend).
+  With several buckets or units, accumulation under dist.no_sync and
+  clipping: equal to the run without offload and to data parallelism; the
+  bytes copied during backward are > 0 and, with those after, exactly the
+  shard once per real step; NABLA_OFFLOAD_AFTER_BACKWARD=1 (the old path)
+  equal, all copied after; the copy's wait on the compute stream left out is
+  reported, the host wait before the update left out gives other parameters;
+  under the ring (world > 1) stages 1 and 2 take the reducer's host buckets
+  with no copy; bf16 parameters (f32 master shards) equal to no offload; a
+  .grad replaced or written in place before z.step() is what the offloaded
+  update uses (the copies made during backward are dropped);
 - a sharded checkpoint of the GPU model (stages 1-3, with and without
   offload) saved mid-run and loaded into a fresh dist.zero trains on to the
   uninterrupted run's parameters.
@@ -143,11 +153,12 @@ import optim
 import dist
 seed({seed})
 X = randn(16, 6); Y = randint(0, 3, list(16))
-fn lf(m, x, y) = cross_entropy(m(x), y)
-fn todev(v, d) {{
-  if is_tensor(v) {{ return v.to(d) }}
-  if type(v) == "record" {{ for k in keys(v) {{ v[k] = todev(v[k], d) }} }}
-  else if type(v) == "list" {{ for i in 0..len(v) {{ v[i] = todev(v[i], d) }} }}
+fn lf(m, x, y) = cross_entropy(m(x).to("f32"), y)
+# the model's tensors moved to device d (and cast to dtype dt: nil keeps f32)
+fn todev(v, d, dt=nil) {{
+  if is_tensor(v) {{ return if dt == nil {{ v.to(d) }} else {{ v.to(d).to(dt) }} }}
+  if type(v) == "record" {{ for k in keys(v) {{ v[k] = todev(v[k], d, dt) }} }}
+  else if type(v) == "list" {{ for i in 0..len(v) {{ v[i] = todev(v[i], d, dt) }} }}
   v
 }}
 dist.start({world}, backend="{backend}")
@@ -159,8 +170,8 @@ fn train(cfg) = dist.run(fn(cfg) {{
   import nn
   import optim
   seed({seed} + 1)
-  m = requires_grad(todev(nn.mlp(list(6, 12, 12, 3)), cfg.dev))
-  opt = optim.adamw(m, lr=0.05, weight_decay=0.1)
+  m = requires_grad(todev(nn.mlp(list(6, cfg.width, cfg.width, 3)), cfg.dev, cfg.dtype))
+  opt = if cfg.eps == nil {{ optim.adamw(m, lr=0.05, weight_decay=0.1) }} else {{ optim.adamw(m, lr=0.05, weight_decay=0.1, eps=cfg.eps) }}
   z = nil
   if cfg.stage == 0 {{ dist.data_parallel(m) }}
   else {{ z = dist.zero(m, opt, stage=cfg.stage, offload=cfg.offload, prefetch=cfg.prefetch, bucket_mb=cfg.bucket_mb) }}
@@ -171,12 +182,19 @@ fn train(cfg) = dist.run(fn(cfg) {{
   for s in 0..cfg.steps {{
     for a in 0..cfg.accum {{
       x = X[k * b + a * mb:k * b + (a + 1) * mb].to(cfg.dev); y = Y[k * b + a * mb:k * b + (a + 1) * mb].to(cfg.dev)
+      if cfg.dtype != nil {{ x = x.to(cfg.dtype) }}
       if cfg.tree {{
         g = if cfg.stage == 3 {{ z.grad(fn(m) lf(m, x, y))(m) }} else {{ grad(fn(m) lf(m, x, y))(m) }}
         if cfg.stage == 0 {{ clip_grad_norm(g, cfg.clip); opt.step(g) }} else {{ z.step(g, max_norm=cfg.clip) }}
       }} else {{
         f = fn() backward(lf(m, x, y) / cfg.accum)
         if a < cfg.accum - 1 {{ dist.no_sync(f) }} else {{ f() }}
+      }}
+    }}
+    # a gradient changed between backward and step: replaced, or written in place
+    if cfg.edit != nil {{
+      for t in if cfg.stage == 3 {{ z.shards }} else {{ nn.parameters(m) }} {{
+        if t.grad != nil {{ if cfg.edit == "replace" {{ t.grad = t.grad + 0.01 }} else {{ no_grad {{ t.grad.add_(0.01) }} }} }}
       }}
     }}
     if not cfg.tree {{
@@ -197,16 +215,29 @@ fn train(cfg) = dist.run(fn(cfg) {{
   st = if cfg.stage == 3 {{ z.prefetch_stats() }} else {{ nil }}
   units = if cfg.stage == 3 {{ len(z.units) - 1 }} else {{ 0 }}
   # offload's gradient-shard bytes copied device->host during backward and after it, the
-  # shard's bytes (f32), the reducer's buckets
+  # shard's bytes (f32; stage 3: every unit's),
+  # the reducer's buckets (stage 3: those units), host-resident bytes, the bytes of the first
+  # host gradient tensor (stages 1/2: the shard; 3: the first layer's, whose gradient backward
+  # finishes last: on the emulated device, whose side stream runs a copy when the next one is
+  # ordered, the copy a missing host wait leaves in flight).  A CPU tensor of 512 bytes or less
+  # lives in its header, not pinned, and a copy into unpinned memory is synchronous: no wait can
+  # be missing there.
   off1 = dist_offload_stats()
+  noparam = 0
+  if cfg.stage == 3 {{ for u in z.units {{ if u.total == 0 {{ noparam += numel(u.shard) * 4 }} }} }}
   ost = list(off1.during_backward - off0.during_backward, off1.after_backward - off0.after_backward,
-             if z != nil and cfg.stage != 3 {{ sum(map(z.lays, fn(l) l.chunk)).item() * 4 }} else {{ 0 }},
-             if cfg.stage == 1 or cfg.stage == 2 {{ dist_reducer_stats().buckets }} else {{ 0 }},
-             off1.host_resident - off0.host_resident)
-  list(map(ps, fn(p) detach(p).cpu()), seen, st, units, ost)
+             if z == nil {{ 0 }} else if cfg.stage != 3 {{ sum(map(z.lays, fn(l) l.chunk)).item() * 4 }}
+             else {{ sum(map(z.shards, numel)).item() * 4 }},
+             if cfg.stage == 1 or cfg.stage == 2 {{ dist_reducer_stats().buckets }} else if cfg.stage == 3 {{ len(filter(z.units, fn(u) u.total > 0)) }} else {{ 0 }},
+             off1.host_resident - off0.host_resident,
+             if z != nil and z.hgrads != nil {{ numel(z.hgrads[0]) * 4 }} else {{ 0 }},
+             # stage 3: the bytes of units without parameters (the root here): no gradient, no copy
+             # during backward (step() copies every shard after it)
+             noparam)
+  list(map(ps, fn(p) detach(p).cpu().to("f32")), seen, st, units, ost)
 }}, cfg)
-fn cfg_of(stage, dev="cuda", steps=4, accum=2, clip=0.05, tree=false, offload=nil, prefetch=false, bucket_mb=25) =
-  {{stage: stage, dev: dev, steps: steps, accum: accum, clip: clip, tree: tree, offload: offload, prefetch: prefetch, bucket_mb: bucket_mb}}
+fn cfg_of(stage, dev="cuda", steps=4, accum=2, clip=0.05, tree=false, offload=nil, prefetch=false, bucket_mb=25, width=12, eps=nil, dtype=nil, edit=nil) =
+  {{stage: stage, dev: dev, steps: steps, accum: accum, clip: clip, tree: tree, offload: offload, prefetch: prefetch, bucket_mb: bucket_mb, width: width, eps: eps, dtype: dtype, edit: edit}}
 # [largest |a - b| / largest |b| over every rank's parameters, largest difference between a's ranks]
 fn compare(ra, rb) {{
   d = 0; big = 0; ranks = 0
@@ -254,9 +285,9 @@ for st in 1..4 {{
         report(f"{name}_backend", False, f"asked for {BACKEND}, got {values(out, 'backend')} {why}")
         return
     # where stages 1/2's reducer keeps its buckets: the device under NCCL, the host under the ring
-    # (stage 2 at world 1: the device too, no collective is needed)
+    # (at world 1: the device too, no collective is needed)
     def bk(st):
-        return {"buckets:cuda" if BACKEND == "nccl" or (st == 2 and WORLD == 1) else "buckets:cpu"}
+        return {"buckets:cuda" if BACKEND == "nccl" or WORLD == 1 else "buckets:cpu"}
     v = values(out, "dp_cuda_vs_cpu")
     report(f"{name}_dp_cuda_equals_cpu", rc == 0 and v is not None and float(v[0]) <= CROSS_DEVICE_RTOL and float(v[1]) == 0 and float(v[2]) > 1e-3,
            f"[rel diff, rank diff, moved]={v} {why}")
@@ -473,17 +504,20 @@ def test_cuda_offload_ordering(name):
     h2d = values(out, "h2d")
     ok = rc == 0 and h2d is not None and float(h2d[0]) > 0.5
     report(f"{name}_missing_device_wait_stale", ok, f"h2d={h2d} (a large difference expected) rc={rc} err={err[-1500:]!r}")
-    # and the training loop: stage 2 with offload, each wait left out, against the ordered run
-    src = PRELUDE.format(seed=SEED, world=WORLD, backend=BACKEND) + """
-g = train(cfg_of(2, offload="optimizer"))
+    # and the training loop, each wait left out, against the ordered run: stage 1 with the copies after
+    # backward (NABLA_OFFLOAD_AFTER_BACKWARD=1: dist_offload_to_host at step(); the per-bucket and
+    # per-unit copies are per_bucket's). The layers are wide enough that every rank's host gradient
+    # tensor is over 512 bytes up to world 8: a smaller CPU tensor lives in its header, unpinned, and
+    # a copy into unpinned memory is synchronous, so no host wait can be missing (why this check
+    # passed at world 2 but not at 4 with 12-wide layers: 70-element, 280-byte shards)
+    src = PRELUDE.format(seed=SEED, world=WORLD, backend=BACKEND) + f"""
+g = train(cfg_of(1, offload="optimizer", width=48))
 print("R got", map(g[0][0], fn(t) sum(abs(t)).item()))
+print("R first", g[{WORLD} - 1][4][5])
 """
-    # stage 1: stage 2's gradient shard no longer goes through dist_offload_to_host (copied per
-    # bucket, or taken from the ring's host shard: test_cuda_offload_per_bucket)
-    src = src.replace("cfg_of(2, offload=", "cfg_of(1, offload=")
     base = None
     for what in (None, "host-wait", "device-wait", "compute-wait"):
-        env = dict(ENV)
+        env = dict(ENV, NABLA_OFFLOAD_AFTER_BACKWARD="1")
         if what:
             env["NABLA_TEST_OFFLOAD_SKIP"] = what
         p = subprocess.run([NABLA, dutil.script(src)], capture_output=True, text=True, timeout=300, env=env)
@@ -491,7 +525,9 @@ print("R got", map(g[0][0], fn(t) sum(abs(t)).item()))
         got = values(p.stdout, "got")
         if what is None:
             base = got
-            report(f"{name}_train_ordered", p.returncode == 0 and got is not None, f"rc={p.returncode} err={p.stderr[-1500:]!r}")
+            first = values(p.stdout, "first")
+            report(f"{name}_train_ordered", p.returncode == 0 and got is not None and first is not None and float(first[0]) > 512,
+                   f"last rank's host gradient shard={first} bytes (must be > 512: pinned) rc={p.returncode} err={p.stderr[-1500:]!r}")
         elif what == "compute-wait":
             report(f"{name}_train_missing_compute_wait_reported", p.returncode != 0 and "missing cudaStreamWaitEvent" in p.stderr,
                    f"rc={p.returncode} err={p.stderr[-1500:]!r}")
@@ -501,28 +537,29 @@ print("R got", map(g[0][0], fn(t) sum(abs(t)).item()))
                    f"ordered={base} without the wait={got} rc={p.returncode} err={p.stderr[-1500:]!r}")
 
 
-@test
-def test_cuda_offload_per_bucket(name):
-    """offload="optimizer" at stage 2 with the reducer's buckets on the device (one GPU; under NCCL
-    any world): each bucket's piece of the gradient shard is copied device->host during backward.
-    Several buckets (bucket_mb tiny) with accumulation (dist.no_sync): equal to the run without
-    offload (CROSS_DEVICE_RTOL: the update runs on the host's kernels) and to data parallelism; the bytes copied during backward are > 0 and, with
-    those copied after, exactly the shard's bytes once per real step (not per micro-batch); the old
-    after-backward path (NABLA_OFFLOAD_AFTER_BACKWARD=1) copies all of it after and gives the same
-    parameters. On the emulated device each ordering of the per-bucket copies left out is caught:
-    the copy not ordered after the compute stream's add (reported), the host not waiting before the
-    optimizer reads the shard (stale values). Under the ring at world > 1 (host buckets) the averaged
-    host shard is taken as it is: equal to no offload, every byte host-resident, none copied."""
-    if not have_emulator(name):
-        return
-    world = WORLD if BACKEND == "nccl" else 1
-    src = PRELUDE.format(seed=SEED, world=world, backend=BACKEND) + """
-g = train(cfg_of(2, bucket_mb=0.0001))
-dp = train(cfg_of(0))
-o = train(cfg_of(2, offload="optimizer", bucket_mb=0.0001))
+def per_bucket(name, stage, world):
+    """offload="optimizer" with the gradient shard copied device->host piece by piece during backward:
+    stage 2, each bucket's piece of the reduce-scattered shard; stage 1, this rank's slice of each
+    all-reduced bucket (both with the reducer's buckets on the device: one GPU, or NCCL); stage 3, each
+    unit's gradient shard as soon as backward has finished it (any backend: the shards are on the
+    device). Several buckets (bucket_mb tiny) or units with accumulation (dist.no_sync) and clipping,
+    layers wide enough (96) that the first host gradient tensor is pinned (over 512 bytes) up to world 4
+    (AdamW's eps 1e-5: with ~10k parameters some accumulated gradients nearly cancel, and eps 1e-8 turns
+    their rounding into update differences of 1e-4 relative between stage 3 and data parallelism, on CPU
+    workers too; with 1e-5 it is ~5e-7 over seeds, see SAME_DEVICE_STAGE_RTOL): equal to the run
+    without offload (CROSS_DEVICE_RTOL: the update runs on the host's kernels) and to data parallelism;
+    the bytes copied during backward are > 0 and, with those copied after, exactly the shard's bytes
+    once per real step (not per micro-batch); the old after-backward path (NABLA_OFFLOAD_AFTER_BACKWARD=1)
+    copies all of it after and gives the same parameters. On the emulated device each ordering of the
+    copies left out is caught: the copy not ordered after the compute stream's work (reported), the
+    host not waiting before the optimizer reads the copies (other parameters)."""
+    src = PRELUDE.format(seed=SEED, world=world, backend=BACKEND) + f"""
+g = train(cfg_of({stage}, bucket_mb=0.0001, width=96, eps=1e-5))
+dp = train(cfg_of(0, width=96, eps=1e-5))
+o = train(cfg_of({stage}, offload="optimizer", bucket_mb=0.0001, width=96, eps=1e-5))
 print("R vs_none", compare(o, g)[0], compare(o, g)[1], devs(o))
 print("R vs_dp", compare(o, dp)[0])
-print("R bytes", o[0][4][0], o[0][4][1], o[0][4][2], o[0][4][3], o[0][4][4])
+print("R bytes", o[0][4][0], o[0][4][1], o[0][4][2], o[0][4][3], o[0][4][4], o[0][4][5], o[0][4][6])
 print("R got", map(o[0][0], fn(t) sum(abs(t)).item()))
 """
     def go(env_extra):
@@ -531,38 +568,23 @@ print("R got", map(o[0][0], fn(t) sum(abs(t)).item()))
         dutil.sanitizer_check(p.stderr)
         return p.returncode, p.stdout, p.stderr
     steps = 4                             # cfg_of's, each of 2 micro-batches
+    want = {"param:cuda", "state:cpu"} | ({"shard:cuda"} if stage == 3 else {"buckets:cuda"}) | ({"gradshard:cuda"} if stage == 2 else set())
     rc, out, err = go({})
     why = f"rc={rc} seed={SEED} err={err[-1500:]!r}"
     v, d, b, base = values(out, "vs_none"), values(out, "vs_dp"), values(out, "bytes"), values(out, "got")
-    ok = (rc == 0 and v is not None and float(v[0]) <= CROSS_DEVICE_RTOL and float(v[1]) == 0
-          and set(v[2].split(",")) == {"param:cuda", "state:cpu", "gradshard:cuda", "buckets:cuda"})
-    report(f"{name}_equals_no_offload", ok, f"[rel diff, rank diff, devices]={v} {why}")
+    ok = (rc == 0 and v is not None and float(v[0]) <= CROSS_DEVICE_RTOL and float(v[1]) == 0 and set(v[2].split(",")) == want)
+    report(f"{name}_equals_no_offload", ok, f"[rel diff, rank diff, devices]={v} want {sorted(want)} {why}")
     report(f"{name}_equals_data_parallel", rc == 0 and d is not None and float(d[0]) <= SAME_DEVICE_STAGE_RTOL, f"rel diff={d} {why}")
     ok = (rc == 0 and b is not None and int(b[3]) >= 3 and int(b[0]) > 0
-          and int(b[0]) + int(b[1]) == steps * int(b[2]) and int(b[4]) == 0)
+          and int(b[0]) + int(b[1]) == steps * (int(b[2]) - int(b[6])) and int(b[4]) == 0 and int(b[5]) > 512)
     report(f"{name}_copied_during_backward", ok,
-           f"[bytes during backward, after, shard bytes, buckets]={b} (want during > 0, during + after = {steps} x shard, >= 3 buckets) {why}")
+           f"[bytes during backward, after, shard bytes, buckets/units, host-resident, first host tensor, no-parameter units]={b} "
+           f"(want during > 0, during + after = {steps} x (shard - no-parameter units), >= 3 buckets or units, first > 512: pinned) {why}")
     rc, out, err = go({"NABLA_OFFLOAD_AFTER_BACKWARD": "1"})
     v, b = values(out, "vs_none"), values(out, "bytes")
     ok = (rc == 0 and v is not None and float(v[0]) <= CROSS_DEVICE_RTOL and b is not None and int(b[0]) == 0
           and int(b[1]) == steps * int(b[2]) and values(out, "got") == base)
     report(f"{name}_after_backward_switch", ok, f"[rel diff ...]={v} [during, after, shard, buckets]={b} rc={rc} err={err[-1500:]!r}")
-    if BACKEND == "ring" and WORLD > 1:
-        # the ring's buckets and shard are host memory: offload takes the averaged shard from there
-        # (no device->host copy at all), still equal to the run without offload
-        src2 = PRELUDE.format(seed=SEED, world=WORLD, backend=BACKEND) + """
-g = train(cfg_of(2, bucket_mb=0.0001))
-o = train(cfg_of(2, offload="optimizer", bucket_mb=0.0001))
-print("R vs_none", compare(o, g)[0], compare(o, g)[1], devs(o))
-print("R bytes", o[0][4][0], o[0][4][1], o[0][4][2], o[0][4][3], o[0][4][4])
-"""
-        p = subprocess.run([NABLA, dutil.script(src2)], capture_output=True, text=True, timeout=300, env=ENV)
-        dutil.sanitizer_check(p.stderr)
-        v, b = values(p.stdout, "vs_none"), values(p.stdout, "bytes")
-        ok = (p.returncode == 0 and v is not None and float(v[0]) <= CROSS_DEVICE_RTOL and float(v[1]) == 0 and "buckets:cpu" in v[2].split(",")
-              and b is not None and int(b[0]) == 0 and int(b[1]) == 0 and int(b[4]) == steps * int(b[2]))
-        report(f"{name}_ring_host_shard", ok, f"[rel diff, rank diff, devices]={v} [during, after, shard, buckets, host-resident]={b} "
-               f"rc={p.returncode} seed={SEED} err={p.stderr[-1500:]!r}")
     if REAL:
         skip(f"{name}_orderings", "the emulated device's ordering model (a GPU cannot be made to show the race)")
         return
@@ -573,6 +595,110 @@ print("R bytes", o[0][4][0], o[0][4][1], o[0][4][2], o[0][4][3], o[0][4][4])
     got = values(out, "got")
     ok = rc != 0 or (got is not None and base is not None and got != base)
     report(f"{name}_missing_host_wait_caught", ok, f"ordered={base} without the wait={got} rc={rc} err={err[-1500:]!r}")
+
+
+def ring_host_shard(name, stage):
+    """under the ring at world > 1 the reducer's buckets are host memory: offload takes the gradient
+    shard from there with no device->host copy (stage 2: the averaged host shard at take(); stage 1:
+    each bucket's slice on the reducer's thread as soon as it is all-reduced), still equal to the run
+    without offload, every byte host-resident, none copied"""
+    src = PRELUDE.format(seed=SEED, world=WORLD, backend=BACKEND) + f"""
+g = train(cfg_of({stage}, bucket_mb=0.0001))
+o = train(cfg_of({stage}, offload="optimizer", bucket_mb=0.0001))
+print("R vs_none", compare(o, g)[0], compare(o, g)[1], devs(o))
+print("R bytes", o[0][4][0], o[0][4][1], o[0][4][2], o[0][4][3], o[0][4][4])
+"""
+    steps = 4
+    p = subprocess.run([NABLA, dutil.script(src)], capture_output=True, text=True, timeout=300, env=ENV)
+    dutil.sanitizer_check(p.stderr)
+    v, b = values(p.stdout, "vs_none"), values(p.stdout, "bytes")
+    ok = (p.returncode == 0 and v is not None and float(v[0]) <= CROSS_DEVICE_RTOL and float(v[1]) == 0 and "buckets:cpu" in v[2].split(",")
+          and b is not None and int(b[0]) == 0 and int(b[1]) == 0 and int(b[4]) == steps * int(b[2]))
+    report(name, ok, f"[rel diff, rank diff, devices]={v} [during, after, shard, buckets, host-resident]={b} "
+           f"rc={p.returncode} seed={SEED} err={p.stderr[-1500:]!r}")
+
+
+def buckets_then_ring(name, stage, ring_suffix):
+    """per_bucket's checks for a stage whose copies come from the reducer's device buckets (one GPU, or
+    NCCL at any world), then under the ring at world > 1 ring_host_shard's"""
+    if not have_emulator(name):
+        return
+    per_bucket(name, stage, WORLD if BACKEND == "nccl" else 1)
+    if BACKEND == "ring" and WORLD > 1:
+        ring_host_shard(f"{name}_{ring_suffix}", stage)
+
+
+@test
+def test_cuda_offload_per_bucket(name):
+    """stage 2: each bucket's piece of the shard; under the ring the averaged host shard"""
+    buckets_then_ring(name, 2, "ring_host_shard")
+
+
+@test
+def test_cuda_offload_per_bucket_stage1(name):
+    """stage 1: this rank's slice of each all-reduced bucket; under the ring the slices taken from the
+    host buckets on the reducer's thread"""
+    buckets_then_ring(name, 1, "ring_host_slices")
+
+
+@test
+def test_cuda_offload_per_unit_stage3(name):
+    """stage 3 (per_bucket's checks: each unit's gradient shard copied as soon as backward finished it;
+    at ZERO_WORLD under either backend: the shards and their gradients are always on the device)"""
+    if have_emulator(name):
+        per_bucket(name, 3, WORLD)
+
+
+@test
+def test_cuda_offload_bf16(name):
+    """mixed precision: bf16 parameters and compute, f32 master shards on the host; with the gradient
+    shards copied during backward (stage 1: the slices of the all-reduced f32 buckets, rounded to bf16 on
+    the host as data_parallel rounds .grad; stage 2: the f32 shard pieces; stage 3: the units' f32
+    gradient shards), several buckets, accumulation and clipping, equal to the same stage without
+    offload (CROSS_DEVICE_RTOL; a missing rounding moves bf16 parameters by ~5e-3 relative) at
+    ZERO_WORLD (world 1: one GPU, device buckets; under the ring at world > 1 stages 1 and 2 take host
+    buckets, stage 3 copies from the device), some bytes copied during backward or host-resident"""
+    if not have_emulator(name):
+        return
+    src = PRELUDE.format(seed=SEED, world=WORLD, backend=BACKEND) + """
+for st in 1..4 {
+  g = train(cfg_of(st, bucket_mb=0.001, width=48, dtype="bf16"))
+  o = train(cfg_of(st, offload="optimizer", bucket_mb=0.001, width=48, dtype="bf16"))
+  start = train(cfg_of(st, steps=0, width=48, dtype="bf16"))
+  print("R bf{st}", compare(o, g)[0], compare(o, g)[1], moved(o, start), o[0][4][0], o[0][4][4])
+}
+"""
+    rc, out, err = run(src)
+    for st in (1, 2, 3):
+        v = values(out, f"bf{st}")
+        ok = (rc == 0 and v is not None and float(v[0]) <= CROSS_DEVICE_RTOL and float(v[1]) == 0 and float(v[2]) > 1e-3
+              and int(v[3]) + int(v[4]) > 0)
+        report(f"{name}_stage{st}", ok, f"[rel diff, rank diff, moved, bytes during backward, host-resident]={v} rc={rc} seed={SEED} err={err[-1500:]!r}")
+
+
+@test
+def test_cuda_offload_grad_edited(name):
+    """offload's copies made during backward are of the gradients backward left: a gradient changed
+    before z.step() (stage 1: .grad replaced, or written in place; stage 3: the shard's .grad likewise)
+    is what step() must use -- equal to the same edit without offload (which moves the parameters away
+    from the unedited run), with the shard copied again at step() (bytes after backward); on one GPU
+    (stage 1's device buckets) and at ZERO_WORLD for stage 3"""
+    if not have_emulator(name):
+        return
+    for st, world in ((1, WORLD if BACKEND == "nccl" else 1), (3, WORLD)):
+        src = PRELUDE.format(seed=SEED, world=world, backend=BACKEND) + f"""
+plain = train(cfg_of({st}, bucket_mb=0.0001))
+for e in list("replace", "inplace") {{
+  g = train(cfg_of({st}, bucket_mb=0.0001, edit=e))
+  o = train(cfg_of({st}, offload="optimizer", bucket_mb=0.0001, edit=e))
+  print("R", e, compare(o, g)[0], compare(o, g)[1], moved(g, plain), o[0][4][1])
+}}
+"""
+        rc, out, err = run(src)
+        for e in ("replace", "inplace"):
+            v = values(out, e)
+            ok = rc == 0 and v is not None and float(v[0]) <= CROSS_DEVICE_RTOL and float(v[1]) == 0 and float(v[2]) > 1e-3 and int(v[3]) > 0
+            report(f"{name}_stage{st}_{e}", ok, f"[rel diff, rank diff, edit moved, bytes copied after backward]={v} rc={rc} seed={SEED} err={err[-1500:]!r}")
 
 
 @test
