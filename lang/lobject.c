@@ -66,11 +66,11 @@ static nb_Str *str_alloc(size_t len) {
   nb_Str *str = malloc(sizeof(nb_Str) + len + 1);
   if (!str) return NULL;
   str->h.rc = 1; str->h.type = NB_TSTR;
-  str->len = (uint32_t)len; str->interned = false;
+  str->len = (uint32_t)len; str->interned = false; str->hashed = false;
   str->data[len] = 0;
   return str;
 }
-void nbS_seal(nb_Str *s) { s->hash = nbS_hash(s->data, s->len); }
+void nbS_seal(nb_Str *s) { s->hashed = false; }   /* hashed on first use (nbS_hashof) */
 int nbS_alloc(nb_VM *vm, const char *op, size_t len, nb_Str **out) {
   if (len > NB_MAX_STR) return nbS_too_long(vm, op, len);
   if (!(*out = str_alloc(len))) return nb_memory_error(vm, op, sizeof(nb_Str) + len + 1);
@@ -185,6 +185,7 @@ nb_Str *nbS_intern(const char *s, size_t len) {
   if (!e && g != pg && pg->icount) e = pg->itab[intern_slot(pg, s, len, h)];
   if (e) { e->h.rc++; return e; }
   nb_Str *n = nbS_new(s, len);
+  n->hash = h; n->hashed = true;
   n->interned = true; n->h.rc++;  /* one for the table */
   g->itab[j] = n; g->icount++;
   return n;
@@ -259,7 +260,7 @@ nb_Rec *nbR_new(int cap) {
 
 static void rec_index_drop(nb_Rec *r) { free(r->index); r->index = NULL; r->icap = r->indexed = 0; }
 static void rec_index_put(nb_Rec *r, int pos) {
-  uint32_t mask = (uint32_t)r->icap - 1, i = r->keys[pos]->hash & mask;
+  uint32_t mask = (uint32_t)r->icap - 1, i = nbS_hashof(r->keys[pos]) & mask;
   while (r->index[i]) i = (i + 1) & mask;
   r->index[i] = pos + 1;
 }
@@ -279,15 +280,16 @@ static bool rec_index_sync(nb_Rec *r) {
   for (; r->indexed < r->n; r->indexed++) rec_index_put(r, r->indexed);
   return true;
 }
-/* the position of the key with these bytes (hash: nbS_hash of them), -1 if
-** none; interned: the key itself, interned (compared by pointer) */
-static int rec_find(const nb_Rec *cr, const char *s, size_t len, uint32_t hash, const nb_Str *interned) {
+/* the position of the key with these bytes, -1 if none; str: the key as a
+** string (its hash is used), or NULL; interned: the key itself, interned
+** (compared by pointer) */
+static int rec_find(const nb_Rec *cr, const char *s, size_t len, const nb_Str *str, const nb_Str *interned) {
   nb_Rec *r = (nb_Rec *)cr;   /* the index is a cache: finding may build it */
   if (rec_index_sync(r)) {
-    uint32_t mask = (uint32_t)r->icap - 1;
+    uint32_t mask = (uint32_t)r->icap - 1, hash = str ? nbS_hashof(str) : nbS_hash(s, len);
     for (uint32_t i = hash & mask; r->index[i]; i = (i + 1) & mask) {
       const nb_Str *k = r->keys[r->index[i] - 1];
-      if (interned ? k == interned : k->hash == hash && k->len == len && memcmp(k->data, s, len) == 0) return r->index[i] - 1;
+      if (interned ? k == interned : nbS_hashof(k) == hash && k->len == len && memcmp(k->data, s, len) == 0) return r->index[i] - 1;
     }
     return -1;
   }
@@ -300,11 +302,10 @@ static int rec_find(const nb_Rec *cr, const char *s, size_t len, uint32_t hash, 
   return -1;
 }
 int nbR_find(const nb_Rec *r, const nb_Str *key) {
-  return rec_find(r, key->data, key->len, key->hash, key->interned ? key : NULL);
+  return rec_find(r, key->data, key->len, key, key->interned ? key : NULL);
 }
 int nbR_find_cstr(const nb_Rec *r, const char *key) {
-  size_t len = strlen(key);
-  return rec_find(r, key, len, r->n > REC_INDEX_MIN ? nbS_hash(key, len) : 0, NULL);
+  return rec_find(r, key, strlen(key), NULL, NULL);
 }
 void nbR_set(nb_Rec *r, nb_Str *key, nb_Value v) {
   int i = nbR_find(r, key);
@@ -608,7 +609,7 @@ static int eq_shallow(nb_Value a, nb_Value b) {
   case NB_TBUILTIN: return a.u.bi == b.u.bi;
   case NB_TSTR: {
     nb_Str *x = a.u.p, *y = b.u.p;
-    return x == y || (x->len == y->len && x->hash == y->hash && memcmp(x->data, y->data, x->len) == 0);
+    return x == y || (x->len == y->len && (!x->hashed || !y->hashed || x->hash == y->hash) && memcmp(x->data, y->data, x->len) == 0);
   }
   case NB_TLIST: return a.u.p == b.u.p ? 1 : nb_list(a)->n == nb_list(b)->n ? -1 : 0;
   case NB_TREC: return a.u.p == b.u.p ? 1 : nb_rec(a)->n == nb_rec(b)->n ? -1 : 0;

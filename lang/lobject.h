@@ -44,8 +44,8 @@ typedef struct nb_Value {
 
 typedef struct nb_Str {
   nb_Obj h;
-  uint32_t len, hash;
-  bool interned;
+  uint32_t len, hash;   /* hash: valid when hashed (nbS_hashof); interned strings always are */
+  bool interned, hashed;
   char data[];          /* NUL-terminated; may also contain NULs (bytes) */
 } nb_Str;
 
@@ -154,6 +154,13 @@ nb_Str *nbS_intern(const char *s, size_t len);   /* returns a new reference; the
 nb_Str *nbS_intern_str(nb_Str *s);                /* interned twin of s (new reference) */
 nb_Str *nbS_fmt(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 uint32_t nbS_hash(const char *s, size_t len);
+/* s's hash, computed on first use: building a long string (s = s + x in a
+** loop, str of a large list) must not also pass over all of its bytes
+** again to hash them when nothing may ever look it up */
+static inline uint32_t nbS_hashof(const nb_Str *s) {
+  if (!s->hashed) { nb_Str *w = (nb_Str *)s; w->hash = nbS_hash(s->data, s->len); w->hashed = true; }
+  return s->hash;
+}
 void nbS_intern_free_all(void);   /* the bound state's table (nb_vm_free does it for a VM) */
 static inline nb_Value nb_strv(nb_Str *s) { return nb_obj(NB_TSTR, s); }
 

@@ -132,7 +132,7 @@ static void module_reindex(nb_Module *m) {
   if (!m->index) abort();
   for (int i = 0; i < m->icap; i++) m->index[i] = -1;
   for (int i = 0; i < m->n; i++) {
-    uint32_t h = m->names[i]->hash & (uint32_t)(m->icap - 1);
+    uint32_t h = nbS_hashof(m->names[i]) & (uint32_t)(m->icap - 1);
     while (m->index[h] >= 0) h = (h + 1) & (uint32_t)(m->icap - 1);
     m->index[h] = i;
   }
@@ -142,7 +142,7 @@ int nbM_global_find(const nb_Module *m, const char *name, size_t len) {
   uint32_t hh = nbS_hash(name, len), h = hh & (uint32_t)(m->icap - 1);
   while (m->index[h] >= 0) {
     nb_Str *s = m->names[m->index[h]];
-    if (s->hash == hh && s->len == len && memcmp(s->data, name, len) == 0) return m->index[h];
+    if (nbS_hashof(s) == hh && s->len == len && memcmp(s->data, name, len) == 0) return m->index[h];
     h = (h + 1) & (uint32_t)(m->icap - 1);
   }
   return -1;
@@ -161,7 +161,7 @@ int nbM_global_slot(nb_Module *m, nb_Str *name) {
   m->n++;
   if (m->n * 2 + 2 > m->icap) module_reindex(m);
   else {
-    uint32_t h = name->hash & (uint32_t)(m->icap - 1);
+    uint32_t h = nbS_hashof(name) & (uint32_t)(m->icap - 1);
     while (m->index[h] >= 0) h = (h + 1) & (uint32_t)(m->icap - 1);
     m->index[h] = m->n - 1;
   }
