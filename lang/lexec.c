@@ -70,55 +70,34 @@ const nb_Node *nbI_frame_call(const nb_Frame *f) {
 
 static const char *frame_name(const nb_Frame *f) { return f->fn ? nbP_proto_name(f->fn->proto) : "<main>"; }
 
-_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the tag word puts t in its low half");
-/* A number result is written as one 16-byte store: the next instruction
-** often reads the whole value (a RET, a SETL, a call's argument) with one
-** 16-byte load, which the CPU cannot forward from two 8-byte stores (a
-** stall of a dozen cycles: fib spent 17% of its time on it). */
-#if defined(__SSE2__)
-#include <emmintrin.h>
-static inline void put_num(nb_Value *out, uint64_t tag, double x) {
-  _mm_storeu_si128((__m128i *)(void *)out, _mm_unpacklo_epi64(_mm_cvtsi64_si128((long long)tag), _mm_castpd_si128(_mm_set_sd(x))));
-}
-/* the same for any value a hot instruction writes (a load, a move, a
-** return): one 16-byte store, then the old value dropped */
-static inline void put16(nb_Value *slot, nb_Value v) {
-  uint64_t lo, hi;   /* built from the two words in registers, not through memory */
-  memcpy(&lo, &v, 8); memcpy(&hi, (char *)&v + 8, 8);
-  _mm_storeu_si128((__m128i *)(void *)slot, _mm_set_epi64x((long long)hi, (long long)lo));
-}
-#else
-static inline void put_num(nb_Value *out, uint64_t tag, double x) { memcpy(out, &tag, sizeof tag); out->u.n = x; }
-static inline void put16(nb_Value *slot, nb_Value v) { *slot = v; }
-#endif
-_Static_assert(sizeof(nb_Value) == 16, "a value is two 8-byte words");
-/* A register write drops the old value: its tag is tested first, and the
-** whole old value read only when it holds a reference (a temporary or a
-** number-holding local, the common case, costs one load). */
-static inline void store16(nb_Value *slot, nb_Value v) {
-  if (__builtin_expect(nb_isobj(*slot), 0)) { nb_Value old = *slot; put16(slot, v); nb_decref(old); }
-  else put16(slot, v);
-}
-static inline void store_num(nb_Value *slot, uint64_t tag, double x) {
-  if (__builtin_expect(nb_isobj(*slot), 0)) { nb_Value old = *slot; put_num(slot, tag, x); nb_decref(old); }
-  else put_num(slot, tag, x);
-}
-
 /* ------------------------------------------------------------ hot helpers
 ** (each runs on every method call or loop iteration: kept here, where the
 ** compiler may inline them into the loop) */
-/* a.name(args): a record's field or a module's member is called as is;
-** otherwise name is looked up like a variable and called as name(a, args)
-** *self: whether the receiver stays. */
-static int method_callee(nb_VM *vm, nb_Frame *f, const nb_Node *n, nb_Value recv, nb_Value *callee, bool *self) {
-  int i;
-  *self = false;
-  if (recv.t == NB_TREC && (i = nbR_find(nb_rec(recv), n->str)) >= 0) { *callee = nb_rec(recv)->vals[i]; nb_incref(*callee); return NB_OK; }
-  if (recv.t == NB_TMODULE && (i = nbM_global_find(recv.u.p, n->str->data, n->str->len)) >= 0 && ((nb_Module *)recv.u.p)->vals[i].t != NB_TUNDEF) {
-    *callee = ((nb_Module *)recv.u.p)->vals[i]; nb_incref(*callee); return NB_OK;
+/* a.name(args), the receiver a in R[ca + 1]: a record's field or a module's
+** member is called as is (0: the receiver is not an argument); otherwise
+** name is looked up like a variable and called as name(a, args) (1: the
+** receiver stays); -1: an error.  The callee goes into R[ca] in one 16-byte
+** store from registers (store16): the call reads it back whole at once, and
+** a value passed out through memory as two 8-byte halves cannot be
+** forwarded to that load (a stall that was 8-12% of a method-heavy
+** program's time). */
+static int method_callee(nb_VM *vm, nb_Frame *f, const nb_Node *n, nb_Value *R, int ca) {
+  nb_Value recv = R[ca + 1], v;
+  if (recv.t == NB_TREC) {
+    /* keys and names are interned (nbR_set, the parser): one pointer compare
+    ** a key, inline; the usual outcome, a function called as a method, is a
+    ** miss over the record's few keys */
+    const nb_Rec *r = nb_rec(recv);
+    const nb_Str *name = n->str;
+    for (int i = 0; i < r->n; i++)
+      if (r->keys[i] == name) { v = r->vals[i]; nb_incref(v); store16(&R[ca], v); return 0; }
+  } else if (recv.t == NB_TMODULE) {
+    int i = nbM_global_find(recv.u.p, n->str->data, n->str->len);
+    if (i >= 0 && ((nb_Module *)recv.u.p)->vals[i].t != NB_TUNDEF) {
+      v = ((nb_Module *)recv.u.p)->vals[i]; nb_incref(v); store16(&R[ca], v); return 0;
+    }
   }
-  *self = true;
-  nb_Value v = nb_undef();
+  v = nb_undef();
   switch (n->vkind) {
   case V_LOCAL: v = f->locals[n->idx]; break;
   case V_CELL: v = ((nb_Cell *)f->locals[n->idx].u.p)->v; break;
@@ -126,16 +105,19 @@ static int method_callee(nb_VM *vm, nb_Frame *f, const nb_Node *n, nb_Value recv
   case V_GLOBAL:
     v = f->mod->vals[n->idx];
     if (v.t == NB_TUNDEF && n->bidx >= 0) {
-      if (nbI_get_global_slow(vm, n, callee) == NB_OK) return NB_OK;
+      nb_Value g;
+      if (nbI_get_global_slow(vm, n, &g) == NB_OK) { store16(&R[ca], g); return 1; }
       nb_decref(vm->err); vm->err = nb_nil(); vm->err_located = false;
     }
     break;
   default: break;
   }
-  if (v.t == NB_TUNDEF)
-    return nb_error_kind(vm, "NameError", "a %s has no method '%s' (no field, and no function of that name)", nb_typename(recv), n->str->data);
-  nb_incref(v); *callee = v;
-  return NB_OK;
+  if (v.t == NB_TUNDEF) {
+    nb_error_kind(vm, "NameError", "a %s has no method '%s' (no field, and no function of that name)", nb_typename(recv), n->str->data);
+    return -1;
+  }
+  nb_incref(v); store16(&R[ca], v);
+  return 1;
 }
 
 /* for x in seq: R[a] the sequence, R[a+1] its state (an iterator's __next,
@@ -238,26 +220,26 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
 #endif
 
   CASE(LOADK) { nb_Value v = K[GET_Bx(i)]; nb_incref(v); store16(&RA, v); NEXT; }
-  CASE(LOADNIL) { nb_store(&RA, nb_nil()); NEXT; }
-  CASE(LOADBOOL) { nb_store(&RA, nb_bool(B != 0)); NEXT; }
+  CASE(LOADNIL) { store16(&RA, nb_nil()); NEXT; }
+  CASE(LOADBOOL) { store16(&RA, nb_bool(B != 0)); NEXT; }
   CASE(GETL) {
     nb_Value v = R[B];
     if (__builtin_expect(v.t == NB_TUNDEF, 0)) { nbI_undefined(vm, NODE, false); goto error; }
     nb_incref(v); store16(&RA, v); NEXT;
   }
-  CASE(SETL) { if (A < code->nlocals) SETTLE(R[B]); nb_Value v = R[B]; put16(&R[B], nb_nil()); store16(&RA, v); NEXT; }
+  CASE(SETL) { if (A < code->nlocals) SETTLE(R[B]); nb_Value v = R[B]; put_nil(&R[B]); store16(&RA, v); NEXT; }
   CASE(GETCELL) {
     nb_Value v = ((nb_Cell *)R[B].u.p)->v;
     if (v.t == NB_TUNDEF) { nbI_undefined(vm, NODE, false); goto error; }
-    nb_incref(v); nb_store(&RA, v); NEXT;
+    nb_incref(v); store16(&RA, v); NEXT;
   }
-  CASE(SETCELL) { SETTLE(R[B]); nb_Value v = R[B]; R[B] = nb_nil(); nb_store(&((nb_Cell *)RA.u.p)->v, v); NEXT; }
+  CASE(SETCELL) { SETTLE(R[B]); nb_Value v = R[B]; put_nil(&R[B]); nb_store(&((nb_Cell *)RA.u.p)->v, v); NEXT; }
   CASE(GETCAP) {
     nb_Value v = f->fn->caps[B]->v;
     if (v.t == NB_TUNDEF) { nbI_undefined(vm, NODE, false); goto error; }
-    nb_incref(v); nb_store(&RA, v); NEXT;
+    nb_incref(v); store16(&RA, v); NEXT;
   }
-  CASE(SETCAP) { SETTLE(R[B]); nb_Value v = R[B]; R[B] = nb_nil(); nb_store(&f->fn->caps[A]->v, v); NEXT; }
+  CASE(SETCAP) { SETTLE(R[B]); nb_Value v = R[B]; put_nil(&R[B]); nb_store(&f->fn->caps[A]->v, v); NEXT; }
   CASE(GETG) {
     /* the unassigned case in a function of its own: v's address is not
     ** taken here, so it stays in registers (no spill and reload) */
@@ -266,7 +248,7 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     nb_incref(v);
     store16(&RA, v); NEXT;
   }
-  CASE(SETG) { SETTLE(RA); nb_Value v = RA; RA = nb_nil(); nb_store(&M->vals[GET_Bx(i)], v); NEXT; }
+  CASE(SETG) { SETTLE(RA); nb_Value v = RA; put_nil(&RA); nb_store(&M->vals[GET_Bx(i)], v); NEXT; }
 
 #define TAGOF(x, y) ((uint64_t)NB_TNUM | (uint64_t)((x)->kind | (y)->kind) << 32)
 #define ARITH(name, e) CASE(name) { \
@@ -359,7 +341,7 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
   }
   CASE(NEG) {
     nb_Value v = R[B];
-    if (v.t == NB_TNUM) { nb_store(&RA, nb_numk(-v.u.n, v.kind)); NEXT; }
+    if (v.t == NB_TNUM) { store16(&RA, nb_numk(-v.u.n, v.kind)); NEXT; }
     CHECK(nbI_negate(vm, R, code->nlocals, A, B)); NEXT;
   }
   CASE(BNOT) {
@@ -374,7 +356,7 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     nb_Value v = R[B];
     if (v.t == NB_TBOOL) t = v.u.b;
     else { st = nbV_truthy(vm, v, &t); drop(R, B, code->nlocals); CHECK(st); }
-    nb_store(&RA, nb_bool(!t)); NEXT;
+    store16(&RA, nb_bool(!t)); NEXT;
   }
   CASE(JMP) { pc += GET_sBx(i); NEXT; }
   CASE(LOOP) {
@@ -426,10 +408,8 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
   CASE(METHOD) {
     ca = A; cnpos = B; cnkw = C;
   do_method: ;
-    bool self;
-    nb_Value callee;
-    CHECK(method_callee(vm, f, NODE, R[ca + 1], &callee, &self));
-    nb_store(&R[ca], callee);
+    int self = method_callee(vm, f, NODE, R, ca);
+    if (__builtin_expect(self < 0, 0)) goto error;
     if (!self) {   /* the receiver is not an argument: the arguments move down one */
       nb_Value recv = R[ca + 1];
       memmove(&R[ca + 1], &R[ca + 2], sizeof(nb_Value) * (size_t)(cnpos + cnkw));
@@ -524,7 +504,7 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     ** nothing above the call holds a reference */
     vm->sp = R + code->nregs;
     CHECK(st);
-    nb_store(&R[ca], res);
+    store16(&R[ca], res);
     NEXT;
   }
   CASE(RET) {
@@ -595,7 +575,7 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
       nb_Rec *r = R[A].u.p; int c;
       FIELD_SLOT(r, NODE->a->str, c);
       if (__builtin_expect(c >= 0, 1)) {
-        nb_Value v = R[B]; R[B] = nb_nil();   /* a temporary: moved into the field */
+        nb_Value v = R[B]; put_nil(&R[B]);   /* a temporary: moved into the field */
         nb_Value old = r->vals[c]; r->vals[c] = v;
         drop(R, A, code->nlocals);
         nb_decref(old); NEXT;
@@ -610,7 +590,7 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
       nb_List *l = R[B].u.p; double k = R[B + 1].u.n;
       if (k >= 0 && k < l->n) {
         nb_Value v = l->items[(long)k]; nb_incref(v);   /* before the list's temporary goes */
-        clear_regs(R, B, B + 2); nb_store(&RA, v); NEXT;
+        clear_regs(R, B, B + 2); store16(&RA, v); NEXT;
       }
     }
     CHECK(nbI_get_index(vm, NODE, R, A, B)); NEXT;
@@ -620,7 +600,7 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     if (NODE->a->nkids == 1 && R[A].t == NB_TLIST && nb_isint(R[A + 1])) {
       nb_List *l = R[A].u.p; double k = R[A + 1].u.n;
       if (k >= 0 && k < l->n) {
-        nb_Value v = R[B]; R[B] = nb_nil();   /* a temporary: moved into the element */
+        nb_Value v = R[B]; put_nil(&R[B]);   /* a temporary: moved into the element */
         nb_store(&l->items[(long)k], v); clear_regs(R, A, A + 2); NEXT;
       }
     }
@@ -641,7 +621,7 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     if (__builtin_expect(o->t == NB_TLIST && nb_isint(*k), 1)) {
       nb_List *l = o->u.p; double x = k->u.n;
       if (x >= 0 && x < l->n) {
-        nb_Value v = R[C]; R[C] = nb_nil();   /* a temporary: moved into the element */
+        nb_Value v = R[C]; put_nil(&R[C]);   /* a temporary: moved into the element */
         nb_store(&l->items[(long)x], v); NEXT;
       }
     }
@@ -678,7 +658,7 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     } else pc++;
     NEXT;
   }
-  CASE(CLEAR) { nb_Value v = RA; RA = nb_nil(); nb_decref(v); NEXT; }
+  CASE(CLEAR) { nb_Value v = RA; put_nil(&RA); nb_decref(v); NEXT; }
   CASE(TRY) { nbI_push_handler(vm, pc + GET_sBx(i), A, NB_H_TRY, 0); NEXT; }
   CASE(ENDTRY) { nbI_pop_block(vm); NEXT; }
   CASE(NOGRAD) {
@@ -702,7 +682,7 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     nb_Value item;
     int r = iter_next(vm, NODE, R, A, &item);
     if (r < 0) goto error;
-    if (r) { nb_store(&R[B], item); pc += 1 + GET_sBx(*pc); }
+    if (r) { store16(&R[B], item); pc += 1 + GET_sBx(*pc); }
     else pc++;
     NEXT;
   }
