@@ -244,7 +244,14 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     /* the unassigned case in a function of its own: v's address is not
     ** taken here, so it stays in registers (no spill and reload) */
     nb_Value v = M->vals[GET_Bx(i)];
-    if (__builtin_expect(v.t == NB_TUNDEF, 0)) { CHECK(nbI_get_global_into(vm, NODE, &RA)); NEXT; }
+    if (__builtin_expect(v.t == NB_TUNDEF, 0)) {
+      /* unassigned: the builtin function of its name (push, range, len)
+      ** straight into the register; a named value (pi, cuda) or an
+      ** undefined name the slow way */
+      const nb_Builtin *bi = nbC_at(NODE->bidx);
+      if (bi && bi->fn) { store16(&RA, nb_builtinv(bi)); NEXT; }
+      CHECK(nbI_get_global_into(vm, NODE, &RA)); NEXT;
+    }
     nb_incref(v);
     store16(&RA, v); NEXT;
   }
@@ -498,6 +505,29 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     }
     const nb_Node *n = NODE;
     nb_Value res;
+    if (callee.t == NB_TBUILTIN) {
+      const nb_Builtin *bi = callee.u.bi;
+      if (__builtin_expect(!bi->variadic && cnpos == bi->nparams && !cnkw && bi->kwrest < 0, 1)) {
+        /* a builtin given every parameter positionally (push(xs, v), len(xs)):
+        ** called from here as nbV_call_at would (call_builtin's own fast
+        ** case), its arguments borrowed where they are, then released */
+        nb_Value *args = R + ca + 1;
+        nb_Frame *sbf = vm->builtin_frame;
+        const nb_Node *sbs = vm->builtin_site;
+        vm->builtin_frame = f; vm->builtin_site = n;
+        vm->sp = args + cnpos;
+        st = bi->fn(vm, args, cnpos, &res);
+        vm->frame = f; vm->builtin_frame = sbf; vm->builtin_site = sbs;
+        if (__builtin_expect(vm->interrupted, 0) && st == NB_OK) { nb_decref(res); res = nb_nil(); st = nbV_interrupt_error(vm); }
+        /* the arguments' slots lie above the call's register: what owns no
+        ** reference may stay there (lcall.c's convention) */
+        release_regs(args, 0, cnpos);
+        vm->sp = R + code->nregs;
+        CHECK(st);
+        store16(&R[ca], res);
+        NEXT;
+      }
+    }
     vm->sp = R + ca + 1 + cnpos + cnkw;
     st = nbV_call_at(vm, f, n, callee, R + ca + 1, cnpos, cnkw ? n->names + n->npos : NULL, cnkw, &res);
     /* the arguments were consumed, and nil left in their registers (lcall.c):
