@@ -308,6 +308,17 @@ static void assign(Cs *c, nb_Node *n, int dst) {
     int ri = is_local(k) ? k->idx : (index_part(c, k), c->freereg - 1);
     int v = to_temp(c, n->b);
     ABC(SETIL, t->a->idx, ri, v, n);
+  } else if (t->kind == N_INDEX && t->nkids == 1) {
+    /* r.xs[i] = v, f()[i] = v: SETIT, SETIL with the object a temporary
+    ** (moved out); the index a local read in place only where nothing evaluated
+    ** after it (the value: a constant or a local) can change it or fail
+    ** first */
+    int obj = to_temp(c, t->a);
+    nb_Node *k = t->kids[0];
+    bool kin = is_local(k) && is_pure_leaf(n->b) && (surely_assigned(c, k) || is_literal(n->b));
+    int ri = kin ? k->idx : (index_part(c, k), c->freereg - 1);
+    int v = to_temp(c, n->b);
+    ABC(SETIT, obj, ri, v, n);
   } else if (t->kind == N_INDEX) {
     int obj = to_temp(c, t->a);
     for (int i = 0; i < t->nkids; i++) index_part(c, t->kids[i]);
@@ -478,6 +489,15 @@ static void expr(Cs *c, nb_Node *n, int dst) {
       return;
     }
     int r = to_temp(c, n->a);
+    if (n->nkids == 1) {
+      /* one index of a temporary (r.xs[i], f()[i]): GETIT moves the object
+      ** out; a local index is read in place (nothing is evaluated between) */
+      nb_Node *k = n->kids[0];
+      int ri = is_local(k) ? k->idx : (index_part(c, k), c->freereg - 1);
+      ABC(GETIT, dst, r, ri, n);
+      c->freereg = base;
+      return;
+    }
     if (n->nkids > 8) { ABC(FAIL, r, 0, 0, n); c->freereg = base; return; }
     for (int i = 0; i < n->nkids; i++) index_part(c, n->kids[i]);
     ABC(GETI, dst, r, 0, n);

@@ -636,27 +636,37 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     }
     CHECK(nbI_set_index(vm, NODE, R, A, B)); NEXT;
   }
-  /* the same with the list a local read in place and one index register */
-  CASE(GETIL) {
-    nb_Value *o = &R[B], *k = &R[C];
-    if (__builtin_expect(o->t == NB_TLIST && nb_isint(*k), 1)) {
-      nb_List *l = o->u.p; double x = k->u.n;
-      if (x >= 0 && x < l->n) { nb_Value v = l->items[(long)x]; nb_incref(v); store16(&RA, v); NEXT; }
-    }
-    CHECK(nbI_get_index1(vm, NODE, R, code->nlocals, A, B, C)); NEXT;
-  }
-  CASE(SETIL) {
-    SETTLE(R[C]);
-    nb_Value *o = &RA, *k = &R[B];
-    if (__builtin_expect(o->t == NB_TLIST && nb_isint(*k), 1)) {
-      nb_List *l = o->u.p; double x = k->u.n;
-      if (x >= 0 && x < l->n) {
-        nb_Value v = R[C]; put_nil(&R[C]);   /* a temporary: moved into the element */
-        nb_store(&l->items[(long)x], v); NEXT;
-      }
-    }
-    CHECK(nbI_set_index1(vm, NODE, R, code->nlocals, A, B, C)); NEXT;
-  }
+  /* the same with one index register (a local or a temporary); the list a
+  ** local read in place (GETIL, SETIL) or a temporary moved out (GETIT,
+  ** SETIT: r.xs[i]) */
+#define GETI1(name, temp) CASE(name) { \
+    nb_Value *o = &R[B], *k = &R[C]; \
+    if (__builtin_expect(o->t == NB_TLIST && nb_isint(*k), 1)) { \
+      nb_List *l = o->u.p; double x = k->u.n; \
+      if (x >= 0 && x < l->n) { \
+        nb_Value v = l->items[(long)x]; nb_incref(v);   /* before the list's temporary goes */ \
+        if (temp) { nb_Value lv = *o; put_nil(o); nb_decref(lv); } \
+        store16(&RA, v); NEXT; \
+      } \
+    } \
+    CHECK(nbI_get_index1(vm, NODE, R, code->nlocals, A, B, C)); NEXT; }
+#define SETI1(name, temp) CASE(name) { \
+    SETTLE(R[C]); \
+    nb_Value *o = &RA, *k = &R[B]; \
+    if (__builtin_expect(o->t == NB_TLIST && nb_isint(*k), 1)) { \
+      nb_List *l = o->u.p; double x = k->u.n; \
+      if (x >= 0 && x < l->n) { \
+        nb_Value v = R[C]; put_nil(&R[C]);   /* a temporary: moved into the element */ \
+        nb_store(&l->items[(long)x], v); \
+        if (temp) { nb_Value lv = *o; put_nil(o); nb_decref(lv); } \
+        NEXT; \
+      } \
+    } \
+    CHECK(nbI_set_index1(vm, NODE, R, code->nlocals, A, B, C)); NEXT; }
+  GETI1(GETIL, 0)
+  GETI1(GETIT, 1)
+  SETI1(SETIL, 0)
+  SETI1(SETIT, 1)
   CASE(FORPREP) {
     nb_Value *a = &RA, *b = a + 1;
     if (a->t != NB_TNUM || b->t != NB_TNUM) {
