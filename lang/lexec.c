@@ -362,6 +362,9 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     bool t;
     nb_Value v = R[B];
     if (v.t == NB_TBOOL) t = v.u.b;
+    else if (v.t == NB_TNIL) t = false;
+    else if (v.t == NB_TNUM) t = v.u.n != 0;
+    else if (v.t == NB_TREC) { t = true; drop(R, B, code->nlocals); }
     else { st = nbV_truthy(vm, v, &t); drop(R, B, code->nlocals); CHECK(st); }
     store16(&RA, nb_bool(!t)); NEXT;
   }
@@ -371,11 +374,16 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     pc += GET_sBx(i); NEXT;
   }
   /* jumps on a value's truth: JF/JT consume a temporary, JFK/JTK test a
-  ** local and keep it; one handler each, so the opcode is a constant */
+  ** local and keep it; one handler each, so the opcode is a constant.  A
+  ** bool, nil, number or record (a linked list's `while e`) inline, as
+  ** nb_truthy says; the rest (a tensor's truth may fail) in nbV_truthy */
 #define JUMPIF(name, jump_when, temp) CASE(name) { \
     bool t; \
     nb_Value v = RA; \
     if (v.t == NB_TBOOL) t = v.u.b; \
+    else if (v.t == NB_TNIL) t = false; \
+    else if (v.t == NB_TNUM) t = v.u.n != 0; \
+    else if (v.t == NB_TREC) { t = true; if (temp) drop(R, A, code->nlocals); } \
     else { \
       st = nbV_truthy(vm, v, &t); \
       if ((temp) || st) drop(R, A, code->nlocals); \
