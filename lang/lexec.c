@@ -120,6 +120,28 @@ static int method_callee(nb_VM *vm, nb_Frame *f, const nb_Node *n, nb_Value *R, 
   return 1;
 }
 
+/* a == b without a call, as nbO_equal decides it: 1 or 0; -1 where that
+** needs more (a tensor's elementwise ==, lists, records and ranges that are
+** not the same object, an unassigned local's error).  Values of different
+** types are never equal; strings compare their bytes (a one-character
+** string read from text against a literal: a JSON parser's every step). */
+static inline int quick_eq(const nb_Value *a, const nb_Value *b) {
+  uint32_t ta = a->t, tb = b->t;
+  if (ta == NB_TTENSOR || tb == NB_TTENSOR || ta == NB_TUNDEF || tb == NB_TUNDEF) return -1;
+  if (ta != tb) return 0;
+  switch (ta) {
+  case NB_TNIL: return 1;
+  case NB_TBOOL: return a->u.b == b->u.b;
+  case NB_TNUM: return a->u.n == b->u.n;
+  case NB_TSTR: {
+    const nb_Str *x = a->u.p, *y = b->u.p;
+    return x == y || (x->len == y->len && memcmp(x->data, y->data, x->len) == 0);
+  }
+  case NB_TLIST: case NB_TREC: case NB_TRANGE: return a->u.p == b->u.p ? 1 : -1;
+  default: return a->u.p == b->u.p;   /* builtins, functions, modules, cells, handles: identity */
+  }
+}
+
 /* for x in seq: R[a] the sequence, R[a+1] its state (an iterator's __next,
 ** a range's length), R[a+2] the counter */
 static int iter_prep(nb_VM *vm, nb_Value *R, int a) {
@@ -264,11 +286,18 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
       double x = a->u.n, y = b->u.n; uint64_t tag = TAGOF(a, b); \
       store_num(&RA, tag, e); NEXT; } \
     goto binop; }
-#define COMPARE(name, e) CASE(name) { \
+/* == and != (eq: 1 and 2; 0 for the orderings) of two values that are not
+** both numbers, decided inline where quick_eq can: the operands' temporaries
+** dropped as nbI_binop_slow would */
+#define EQ_INLINE(eq, t, a, b) ((eq) && ((t) = quick_eq((a), (b))) >= 0 && \
+    ((t) ^= (eq) == 2, drop(R, B, code->nlocals), C != B ? drop(R, C, code->nlocals) : (void)0, 1))
+#define COMPARE(name, e, eq) CASE(name) { \
     nb_Value *a = &R[B], *b = &R[C]; \
     if (__builtin_expect(a->t == NB_TNUM && b->t == NB_TNUM, 1)) { \
       double x = a->u.n, y = b->u.n; bool t = (e); \
       store16(&RA, nb_bool(t)); NEXT; } \
+    int q_; \
+    if (EQ_INLINE(eq, q_, a, b)) { store16(&RA, nb_bool(q_)); NEXT; } \
     goto binop; }
 #define ARITHK(name, e) CASE(name) { \
     nb_Value *a = &R[B]; const nb_Value *b = &K[C]; \
@@ -280,12 +309,14 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
 ** temporary it would have written is dead).  The compiler marks the pairs
 ** (EQKJ .. GEKJ, EQJ .. GEJ): no test of the next instruction here.  Not two
 ** numbers: the plain instruction's slow path writes R[A], the JF tests it. */
-#define COMPAREJ(name, plain, e, reg) CASE(name) { \
+#define COMPAREJ(name, plain, e, reg, eq) CASE(name) { \
     nb_Value *a = &R[B]; const nb_Value *b = reg ? &R[C] : &K[C]; \
     if (__builtin_expect(a->t == NB_TNUM && (!reg || b->t == NB_TNUM), 1)) { \
       double x = a->u.n, y = b->u.n; nb_Instr nx = *pc++; \
       if (!(e)) pc += GET_sBx(nx); \
       NEXT; } \
+    int q_; \
+    if (reg && EQ_INLINE(eq, q_, a, b)) { nb_Instr nx = *pc++; if (!q_) pc += GET_sBx(nx); NEXT; } \
     i = (i & ~(nb_Instr)0xff) | BC_##plain; \
     if (!reg) goto binopk; \
     goto binop; }
@@ -305,13 +336,13 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     goto binopk; }
   /* each comparison's four instructions: with a register or a constant,
   ** alone or fused with the JF after it */
-#define COMPARES(op, e) COMPARE(op, e) COMPAREK(op##K, e) COMPAREJ(op##KJ, op##K, e, 0) COMPAREJ(op##J, op, e, 1)
-  COMPARES(EQ, x == y)
-  COMPARES(NE, x != y)
-  COMPARES(LT, x < y)
-  COMPARES(LE, x <= y)
-  COMPARES(GT, x > y)
-  COMPARES(GE, x >= y)
+#define COMPARES(op, e, eq) COMPARE(op, e, eq) COMPAREK(op##K, e) COMPAREJ(op##KJ, op##K, e, 0, 0) COMPAREJ(op##J, op, e, 1, eq)
+  COMPARES(EQ, x == y, 1)
+  COMPARES(NE, x != y, 2)
+  COMPARES(LT, x < y, 0)
+  COMPARES(LE, x <= y, 0)
+  COMPARES(GT, x > y, 0)
+  COMPARES(GE, x >= y, 0)
   binopk:
     CHECK(nbI_binop_k(vm, NODE, R, code->nlocals, GET_OP(i), B, K[C], A));
     NEXT;
