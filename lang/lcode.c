@@ -120,6 +120,17 @@ static bool is_pure_leaf(const nb_Node *n) { return n->kind == N_NUM || n->kind 
 /* a constant: its evaluation cannot fail */
 static bool is_literal(const nb_Node *n) { return n->kind == N_NUM || n->kind == N_STR || n->kind == N_NIL || n->kind == N_TRUE || n->kind == N_FALSE; }
 
+/* the constant a literal compiles to (its index in K), or -1 */
+static int literal_k(Cs *c, const nb_Node *n) {
+  switch (n->kind) {
+  case N_NUM: return addk(c, nb_numk(n->num, (uint32_t)n->idx));
+  case N_STR: return addk(c, nb_strv(n->str));
+  case N_NIL: return addk(c, nb_nil());
+  case N_TRUE: case N_FALSE: return addk(c, nb_bool(n->kind == N_TRUE));
+  default: return -1;
+  }
+}
+
 static void load_name(Cs *c, nb_Node *n, int dst) {
   switch (n->vkind) {
   case V_LOCAL: ABC(GETL, dst, n->idx, 0, n); return;
@@ -306,8 +317,12 @@ static void assign(Cs *c, nb_Node *n, int dst) {
     ** not be a variable, whose error would otherwise come first) */
     nb_Node *k = t->kids[0];
     int ri = is_local(k) ? k->idx : (index_part(c, k), c->freereg - 1);
-    int v = to_temp(c, n->b);
-    ABC(SETIL, t->a->idx, ri, v, n);
+    int kv = literal_k(c, n->b);
+    if (kv >= 0 && kv < 256) ABC(SETILK, t->a->idx, ri, kv, n);   /* flags[k] = false: no register */
+    else {
+      int v = to_temp(c, n->b);
+      ABC(SETIL, t->a->idx, ri, v, n);
+    }
   } else if (t->kind == N_INDEX && t->nkids == 1) {
     /* r.xs[i] = v, f()[i] = v: SETIT, SETIL with the object a temporary
     ** (moved out); the index a local read in place only where nothing evaluated

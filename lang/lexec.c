@@ -372,6 +372,7 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     ** itself, R[B] a number left behind holds no reference */
     nb_Value *a = &RA, *b = &R[B];
     if (__builtin_expect(a->t == NB_TNUM && b->t == NB_TNUM && C < OP_BAND, 1)) {
+      if (C == OP_ADD) { put_num(a, TAGOF(a, b), a->u.n + b->u.n); NEXT; }   /* k += i: the common one */
       nb_Value r = nbV_num_arith(C, *a, *b);
       put_num(a, (uint64_t)NB_TNUM | (uint64_t)r.kind << 32, r.u.n); NEXT;
     }
@@ -702,6 +703,14 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
       } \
     } \
     CHECK(nbI_set_index1(vm, NODE, R, code->nlocals, A, B, C)); NEXT; }
+  CASE(SETILK) {
+    nb_Value *o = &RA, *k = &R[B];
+    if (__builtin_expect(o->t == NB_TLIST && nb_isint(*k), 1)) {
+      nb_List *l = o->u.p; double x = k->u.n;
+      if (x >= 0 && x < l->n) { nb_Value v = K[C]; nb_incref(v); nb_store(&l->items[(long)x], v); NEXT; }
+    }
+    CHECK(nbI_set_index1k(vm, NODE, R, code->nlocals, A, B, K[C])); NEXT;
+  }
   GETI1(GETIL, 0)
   GETI1(GETIT, 1)
   SETI1(SETIL, 0)

@@ -86,6 +86,7 @@ NB_SLOW int nbI_get_index(nb_VM *vm, const nb_Node *n, nb_Value *R, int dst, int
 NB_SLOW int nbI_set_index(nb_VM *vm, const nb_Node *n, nb_Value *R, int a, int b);
 NB_SLOW int nbI_get_index1(nb_VM *vm, const nb_Node *n, nb_Value *R, int nlocals, int dst, int o, int k);
 NB_SLOW int nbI_set_index1(nb_VM *vm, const nb_Node *n, nb_Value *R, int nlocals, int o, int k, int v);
+NB_SLOW int nbI_set_index1k(nb_VM *vm, const nb_Node *n, nb_Value *R, int nlocals, int o, int k, nb_Value v);
 NB_SLOW int nbI_get_field(nb_VM *vm, const nb_Node *n, nb_Value *R, int nlocals, int dst, int b);
 NB_SLOW int nbI_set_field(nb_VM *vm, const nb_Node *n, nb_Value *R, int nlocals, int a, int b);
 NB_SLOW int nbI_negate(nb_VM *vm, nb_Value *R, int nlocals, int dst, int b);

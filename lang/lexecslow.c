@@ -242,6 +242,13 @@ int nbI_set_index1(nb_VM *vm, const nb_Node *n, nb_Value *R, int nlocals, int o,
   clear_regs(R, v, v + 1);
   return st;
 }
+/* SETILK: the value a constant (borrowed) */
+int nbI_set_index1k(nb_VM *vm, const nb_Node *n, nb_Value *R, int nlocals, int o, int k, nb_Value v) {
+  int st = index1_undef(vm, n->a, R, nlocals, o, k);
+  if (!st) st = nbV_set_index(vm, R[o], &R[k], 1, v);
+  drop(R, k, nlocals);
+  return st;
+}
 int nbI_set_index(nb_VM *vm, const nb_Node *n, nb_Value *R, int a, int b) {
   int st = nbV_set_index(vm, R[a], &R[a + 1], n->a->nkids, R[b]);
   clear_regs(R, a, a + 1 + n->a->nkids);

@@ -13,6 +13,8 @@ against Python on fresh random inputs:
   shadows the builtin later, named values (pi), keyword and default
   arguments (the general path), a builtin's error at its call site, builtins
   that call back into nabla (map, sorted with key=);
+- xs[i] = a constant on a local list (SETILK): every kind of literal, the
+  general path and its errors;
 - one index of a temporary (r.xs[i], f()[i], r.xs[i] = v: GETIT/SETIT):
   values, negative indices, the list growing and shrinking between reads at
   one site, strings, records and tensors indexed the general way, the
@@ -239,6 +241,36 @@ fn f(r) {
 }
 f({xs: list(1)})
 """, [], ["NameError", "'j'"])
+
+# xs[i] = constant on a local list (SETILK): every kind of literal, negative
+# indices the general way, the errors
+m = rng.randint(6, 20)
+ops = [(rng.randint(-m, m - 1), rng.choice(["0", "-2.5", "true", "false", "nil", '"s"'])) for _ in range(30)]
+body = "\n  ".join(f"xs[{i}] = {v}" if i >= 0 else f"j = {i}\n  xs[j] = {v}" for i, v in ops)
+src = f"""
+fn go(n) {{
+  xs = list()
+  for i in 0..n {{ push(xs, i) }}
+  j = 0
+  {body}
+  print(xs)
+  xs
+}}
+go({m})
+"""
+pyv = {"0": "0", "-2.5": "-2.5", "true": "true", "false": "false", "nil": "nil", '"s"': '"s"'}
+xs = [str(i) for i in range(m)]
+for i, v in ops:
+    xs[i] = pyv[v]
+case("index/local-constant-values", src, ["[" + ", ".join(xs) + "]"])
+case_err("index/local-constant-out-of-range", """
+fn f(xs) { xs[2] = false }
+f(list(1, 2))
+""", [], ["IndexError", "index 2 is out of range for list of length 2", ":2:12"])
+case_err("index/local-constant-not-a-list", """
+fn f(xs) { xs[0] = 1 }
+f(5)
+""", [], ["TypeError", ":2:12"])
 
 # the object is evaluated before the value (as SETI always did): the old
 # list gets the element, the record holds the new one
