@@ -363,7 +363,17 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
   BITOP(BAND, x & y)
   BITOP(BOR, x | y)
   BITOP(BXOR, x ^ y)
-  CASE(MOD) CASE(POW) CASE(MATMUL) CASE(IDIV) CASE(SHL) CASE(SHR)
+  /* x % y of two exact ints (within 2^53), y not 0: in integers, the sign
+  ** of y's (floored, as nbV_num_arith: fmod is exact on such ints, so the
+  ** same value, without fmod's call); the rest (floats, 0, big) the slow way */
+  CASE(MOD) { nb_Value *a = &R[B], *b = &R[C];
+    if (__builtin_expect(nb_isint(*a) && nb_isint(*b) && fabs(a->u.n) <= 9007199254740992.0 &&
+                         fabs(b->u.n) <= 9007199254740992.0 && b->u.n != 0, 1)) {
+      int64_t x = (int64_t)a->u.n, y = (int64_t)b->u.n, m = x % y;
+      if (m != 0 && ((m < 0) != (y < 0))) m += y;
+      store_num(&RA, (uint64_t)NB_TNUM, (double)m); NEXT; }
+    goto binop; }
+  CASE(POW) CASE(MATMUL) CASE(IDIV) CASE(SHL) CASE(SHR)
   binop:
     CHECK(nbI_binop_slow(vm, NODE, R, code->nlocals, GET_OP(i) - BC_ADD, B, C, A));
     NEXT;

@@ -21,6 +21,8 @@ against Python on fresh random inputs:
   errors (out of range, non-integer index, not indexable) and the order of
   evaluation (the object before the value, an unassigned index before a
   value with side effects);
+- x % y of two ints inline (floored), floats, big ints and % 0 the general
+  way;
 - truth tests of nil, numbers and records inline, and of strings, lists and
   tensors through the general path (a many-element tensor's error);
 - == and != inline for strings (equal, same length, built at run time),
@@ -361,6 +363,26 @@ fn f() {
 }
 f()
 """, [], ["NameError", "'x'"])
+
+# ------------------------------------------------------------ x % y
+# two ints inline (floored: the sign of y, as Python), floats and big ints
+# the general way; % 0 is nan
+pairs = [(rng.randint(-10**6, 10**6), rng.choice([-1, 1]) * rng.randint(1, 50)) for _ in range(40)]
+pairs += [(0, 3), (-6, 3), (6, -3), (2**53, 7), (-(2**53), 5)]
+fl = [(round(rng.uniform(-100, 100), 2), rng.choice([-3, 2, 0.5])) for _ in range(10)]
+src = f"""
+fn go(ps, fs) {{
+  out = list()
+  for p in ps {{ x = p[0]; y = p[1]; push(out, x % y) }}
+  for p in fs {{ x = p[0]; y = p[1]; push(out, x % y) }}
+  x = 7
+  y = 0
+  print(out, x % y, 2 ** 60 % 7)
+}}
+go(list({", ".join(f"list({a}, {b})" for a, b in pairs)}), list({", ".join(f"list({a}, {b})" for a, b in fl)}))
+"""
+want = [a % b for a, b in pairs] + [a % b for a, b in fl]
+case("mod/ints-inline-floats-general", src, [f"{pyrepr(want)} nan {2**60 % 7}"])
 
 # ------------------------------------------------------------ references
 # fresh objects through every fast path, many times: a leak or a double
