@@ -562,12 +562,12 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
         ** called from here as nbV_call_at would (call_builtin's own fast
         ** case), its arguments borrowed where they are, then released */
         nb_Value *args = R + ca + 1;
-        nb_Frame *sbf = vm->builtin_frame;
+        nb_Frame *sf = vm->frame, *sbf = vm->builtin_frame;
         const nb_Node *sbs = vm->builtin_site;
         vm->builtin_frame = f; vm->builtin_site = n;
         vm->sp = args + cnpos;
         st = bi->fn(vm, args, cnpos, &res);
-        vm->frame = f; vm->builtin_frame = sbf; vm->builtin_site = sbs;
+        vm->frame = sf; vm->builtin_frame = sbf; vm->builtin_site = sbs;
         if (__builtin_expect(vm->interrupted, 0) && st == NB_OK) { nb_decref(res); res = nb_nil(); st = nbV_interrupt_error(vm); }
         /* the arguments' slots lie above the call's register: what owns no
         ** reference may stay there (lcall.c's convention) */
