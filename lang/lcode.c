@@ -259,6 +259,19 @@ static void mark_assigned(Cs *c, const nb_Node *s) {
 }
 static bool surely_assigned(const Cs *c, const nb_Node *n) { return is_local(n) && c->assigned[n->idx]; }
 
+/* A jump taken when the condition n (of an if or a while) is false.  A local
+** surely assigned is tested in place (JFK keeps it: no copy, no reference
+** taken and dropped), and `not x` of one by JTK (an error of its truth is
+** put at the `not`, as NOT's was); anything else is computed into a
+** temporary that JF consumes.  An unassigned local still goes the JF way,
+** whose GETL reports it. */
+static int jump_if_false(Cs *c, nb_Node *n) {
+  if (surely_assigned(c, n)) return jump(c, BC_JFK, n->idx, n);
+  if (n->kind == N_NOT && surely_assigned(c, n->a)) return jump(c, BC_JTK, n->a->idx, n);
+  int t = to_temp(c, n);
+  return jump(c, BC_JF, t, n);
+}
+
 static void block(Cs *c, nb_Node *n, int dst) {
   if (n->nkids == 0) { if (dst >= 0) ABC(LOADNIL, dst, 0, 0, n); return; }
   bool saved[MAX_REGS + 1];
@@ -385,8 +398,7 @@ static void while_loop(Cs *c, nb_Node *n) {
   emit(c, MK_ABx(BC_LOOP, 0, SBX_BIAS), n);   /* the first iteration's poll */
   int top = c->code->ncode;
   Loop l; enter_loop(c, &l);
-  int t = to_temp(c, n->a);
-  int jf = jump(c, BC_JF, t, n->a);
+  int jf = jump_if_false(c, n->a);
   c->freereg = base;
   node(c, n->b, -1);
   int back = emit(c, MK_ABx(BC_LOOP, 0, SBX_BIAS), n);
@@ -430,8 +442,7 @@ static void node(Cs *c, nb_Node *n, int dst) {
   }
   case N_IF: {
     int base = c->freereg;
-    int t = to_temp(c, n->a);
-    int jf = jump(c, BC_JF, t, n->a);
+    int jf = jump_if_false(c, n->a);
     c->freereg = base;
     node(c, n->b, dst);
     if (n->c || dst >= 0) {
@@ -622,8 +633,7 @@ static void ret_expr(Cs *c, nb_Node *n) {
   int base = c->freereg;
   c->cur = n;
   if (n->kind == N_IF && n->c) {
-    int t = to_temp(c, n->a);
-    int jf = jump(c, BC_JF, t, n->a);
+    int jf = jump_if_false(c, n->a);
     c->freereg = base;
     ret_expr(c, n->b);
     patch_here(c, jf);

@@ -23,6 +23,7 @@ against Python on fresh random inputs:
   value with side effects);
 - x % y of two ints inline (floored), floats, big ints and % 0 the general
   way;
+- conditions on a local tested in place (`if x`, `while e`, `if not x`);
 - truth tests of nil, numbers and records inline, and of strings, lists and
   tensors through the general path (a many-element tensor's error);
 - == and != inline for strings (equal, same length, built at run time),
@@ -316,6 +317,54 @@ for x in [None, {}, {"a": 1}, "", "x", [], [0], True, False, 0.0, 2.0]:
     out += [1 if truth else 0, not truth, 1 if truth else 0]
 out.append(2)
 case("truth/inline-and-general", src, [pyrepr(out)])
+
+# conditions on a local tested in place (JFK), `not local` (JTK): every kind
+# of value, a linked list walked with `while e`, the unassigned local's
+# error, a tensor's errors at the same places as a computed condition's
+vals = [rng.choice(["0", "3", "-0.5", "nil", "true", "false", '""', '"a"', "list()", "list(1)", "{}", "{a: 1}"])
+        for _ in range(16)]
+pyvals = {"0": 0, "3": 3, "-0.5": -0.5, "nil": None, "true": True, "false": False, '""': "", '"a"': "a",
+          "list()": [], "list(1)": [1], "{}": {}, "{a: 1}": {"a": 1}}
+src = f"""
+fn c1(v) {{ if v {{ 1 }} else {{ 0 }} }}
+fn c2(v) {{ if not v {{ 1 }} else {{ 0 }} }}
+fn c3(v) {{ x = v; n = 0; while x {{ n += 1; x = nil }}; n }}
+fn c4(v) {{ r = 0; if not v {{ r = 5 }}; r }}
+fn walk(e) {{ n = 0; while e {{ n += 1; e = e.next }}; n }}
+out = list()
+for v in list({", ".join(vals)}) {{ push(out, c1(v)); push(out, c2(v)); push(out, c3(v)); push(out, c4(v)) }}
+l = nil
+for i in 0..{len(vals)} {{ l = {{next: l}} }}
+push(out, walk(l))
+print(out)
+"""
+want = []
+for v in vals:
+    x = pyvals[v]
+    truth = True if isinstance(x, dict) else bool(x)
+    want += [int(truth), int(not truth), int(truth), 0 if truth else 5]
+want.append(len(vals))
+case("truth/local-conditions", src, [pyrepr(want)])
+case_err("truth/local-condition-unassigned", """
+fn h() {
+  if false { u = 1 }
+  if u { 1 } else { 2 }
+}
+h()
+""", [], ["NameError", "'u'", ":4:6"])
+case_err("truth/not-local-tensor-error-at-not", """
+fn f(t) {
+  if not t { 1 } else { 0 }
+}
+f(tensor(list(1.0, 2.0)))
+""", [], ["ambiguous", ":3:6"])
+case_err("truth/while-local-tensor-error", """
+fn g(t) {
+  while t { return 1 }
+  0
+}
+g(tensor(list(1.0, 2.0)))
+""", [], ["ambiguous", ":3:9"])
 
 case_err("truth/tensor-many-elements", """
 fn f(t) { if t { 1 } else { 0 } }
