@@ -2,9 +2,13 @@
 ** lexec.c — the register VM, the only engine: runs the bytecode lcode.c
 ** compiles (Lua 5.4's lvm.c is the model).  Computed-goto dispatch under
 ** GCC/clang, a switch otherwise.  Numbers are unboxed; int/float arithmetic
-** and comparisons are inline, everything else goes to the slow paths
-** (lexecslow.c, declared cold in lexec.h) and the shared helpers (lops.c
-** operators, lcall.c builtins and binding, lerror.c errors).  What runs on
+** and comparisons are inline, and so are the common cases of what programs
+** do most (== of strings, truth tests, one list index, a record's field, a
+** method's lookup, calls of nabla functions and of builtins given every
+** parameter positionally: docs/language.md lists them); everything else
+** goes to the slow paths (lexecslow.c, declared cold in lexec.h) and the
+** shared helpers (lops.c operators, lcall.c builtins and binding, lerror.c
+** errors), which give the same results and errors.  What runs on
 ** every method call or loop iteration (method_callee, iter_next) stays here.
 ** The poll and the running of a chunk (nbV_run_program): lrun.c.
 **
