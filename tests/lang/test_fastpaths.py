@@ -128,6 +128,26 @@ case("method/local-captured-builtin-module", src, [f"3 {2 * a} 3 {a * a} [{a}, {
 os.unlink(os.path.join(moddir, "fpmod.nbl"))
 os.rmdir(moddir)
 
+# a record of many keys (a dictionary: past the inline scan) at one site:
+# the function with the receiver, then the field once it is added
+nk = rng.randint(9, 40)
+src = f"""
+fn size(r) {{ len(keys(r)) }}
+fn go() {{
+  d = {{}}
+  for i in 0..{nk} {{ d["k" + str(i)] = i }}
+  out = list()
+  for j in 0..4 {{
+    if j == 2 {{ d.size = fn() {{ -1 }} }}
+    push(out, d.size())
+    push(out, d.k3 + d["k{nk - 1}"])
+  }}
+  out
+}}
+print(go())
+"""
+case("method/many-keys", src, [pyrepr([nk, 3 + nk - 1, nk, 3 + nk - 1, -1, 3 + nk - 1, -1, 3 + nk - 1])])
+
 case_err("method/no-such-method", """
 fn f(r) { r.nosuch(1) }
 f({a: 1, b: 2})
