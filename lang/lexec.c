@@ -89,13 +89,13 @@ static int method_callee(nb_VM *vm, nb_Frame *f, const nb_Node *n, nb_Value *R, 
   nb_Value recv = R[ca + 1], v;
   if (recv.t == NB_TREC) {
     /* keys and names are interned (nbR_set, the parser): one pointer compare
-    ** a key, inline, for a record of a few keys (the usual outcome, a
+    ** a key, inline, for a record of up to 16 keys (the usual outcome, a
     ** function called as a method, is a miss over all of them); a bigger
     ** one (a dictionary) through nbR_find and whatever index it keeps */
     const nb_Rec *r = nb_rec(recv);
     const nb_Str *name = n->str;
     int i = -1;
-    if (r->n <= 8) { for (int k = 0; k < r->n; k++) if (r->keys[k] == name) { i = k; break; } }
+    if (r->n <= 16) { for (int k = 0; k < r->n; k++) if (r->keys[k] == name) { i = k; break; } }
     else i = nbR_find(r, name);
     if (i >= 0) { v = r->vals[i]; nb_incref(v); store16(&R[ca], v); return 0; }
   } else if (recv.t == NB_TMODULE) {

@@ -22,7 +22,7 @@ against Python on fresh random inputs:
   evaluation (the object before the value, an unassigned index before a
   value with side effects);
 - x % y of two ints inline (floored), floats, big ints and % 0 the general
-  way;
+  way (a float's zero result with the divisor's sign, as Python's);
 - conditions on a local tested in place (`if x`, `while e`, `if not x`);
 - truth tests of nil, numbers and records inline, and of strings, lists and
   tensors through the general path (a many-element tensor's error);
@@ -130,7 +130,7 @@ os.rmdir(moddir)
 
 # a record of many keys (a dictionary: past the inline scan) at one site:
 # the function with the receiver, then the field once it is added
-nk = rng.randint(9, 40)
+nk = rng.randint(17, 60)   # past the inline scan of 16 keys
 src = f"""
 fn size(r) {{ len(keys(r)) }}
 fn go() {{
