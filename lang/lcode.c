@@ -120,6 +120,17 @@ static bool is_pure_leaf(const nb_Node *n) { return n->kind == N_NUM || n->kind 
 /* a constant: its evaluation cannot fail */
 static bool is_literal(const nb_Node *n) { return n->kind == N_NUM || n->kind == N_STR || n->kind == N_NIL || n->kind == N_TRUE || n->kind == N_FALSE; }
 
+/* the constant a literal compiles to (its index in K), or -1 */
+static int literal_k(Cs *c, const nb_Node *n) {
+  switch (n->kind) {
+  case N_NUM: return addk(c, nb_numk(n->num, (uint32_t)n->idx));
+  case N_STR: return addk(c, nb_strv(n->str));
+  case N_NIL: return addk(c, nb_nil());
+  case N_TRUE: case N_FALSE: return addk(c, nb_bool(n->kind == N_TRUE));
+  default: return -1;
+  }
+}
+
 static void load_name(Cs *c, nb_Node *n, int dst) {
   switch (n->vkind) {
   case V_LOCAL: ABC(GETL, dst, n->idx, 0, n); return;
@@ -248,6 +259,19 @@ static void mark_assigned(Cs *c, const nb_Node *s) {
 }
 static bool surely_assigned(const Cs *c, const nb_Node *n) { return is_local(n) && c->assigned[n->idx]; }
 
+/* A jump taken when the condition n (of an if or a while) is false.  A local
+** surely assigned is tested in place (JFK keeps it: no copy, no reference
+** taken and dropped), and `not x` of one by JTK (an error of its truth is
+** put at the `not`, as NOT's was); anything else is computed into a
+** temporary that JF consumes.  An unassigned local still goes the JF way,
+** whose GETL reports it. */
+static int jump_if_false(Cs *c, nb_Node *n) {
+  if (surely_assigned(c, n)) return jump(c, BC_JFK, n->idx, n);
+  if (n->kind == N_NOT && surely_assigned(c, n->a)) return jump(c, BC_JTK, n->a->idx, n);
+  int t = to_temp(c, n);
+  return jump(c, BC_JF, t, n);
+}
+
 static void block(Cs *c, nb_Node *n, int dst) {
   if (n->nkids == 0) { if (dst >= 0) ABC(LOADNIL, dst, 0, 0, n); return; }
   bool saved[MAX_REGS + 1];
@@ -306,8 +330,23 @@ static void assign(Cs *c, nb_Node *n, int dst) {
     ** not be a variable, whose error would otherwise come first) */
     nb_Node *k = t->kids[0];
     int ri = is_local(k) ? k->idx : (index_part(c, k), c->freereg - 1);
+    int kv = literal_k(c, n->b);
+    if (kv >= 0 && kv < 256) ABC(SETILK, t->a->idx, ri, kv, n);   /* flags[k] = false: no register */
+    else {
+      int v = to_temp(c, n->b);
+      ABC(SETIL, t->a->idx, ri, v, n);
+    }
+  } else if (t->kind == N_INDEX && t->nkids == 1) {
+    /* r.xs[i] = v, f()[i] = v: SETIT, SETIL with the object a temporary
+    ** (moved out); the index a local read in place only where nothing evaluated
+    ** after it (the value: a constant or a local) can change it or fail
+    ** first */
+    int obj = to_temp(c, t->a);
+    nb_Node *k = t->kids[0];
+    bool kin = is_local(k) && is_pure_leaf(n->b) && (surely_assigned(c, k) || is_literal(n->b));
+    int ri = kin ? k->idx : (index_part(c, k), c->freereg - 1);
     int v = to_temp(c, n->b);
-    ABC(SETIL, t->a->idx, ri, v, n);
+    ABC(SETIT, obj, ri, v, n);
   } else if (t->kind == N_INDEX) {
     int obj = to_temp(c, t->a);
     for (int i = 0; i < t->nkids; i++) index_part(c, t->kids[i]);
@@ -359,8 +398,7 @@ static void while_loop(Cs *c, nb_Node *n) {
   emit(c, MK_ABx(BC_LOOP, 0, SBX_BIAS), n);   /* the first iteration's poll */
   int top = c->code->ncode;
   Loop l; enter_loop(c, &l);
-  int t = to_temp(c, n->a);
-  int jf = jump(c, BC_JF, t, n->a);
+  int jf = jump_if_false(c, n->a);
   c->freereg = base;
   node(c, n->b, -1);
   int back = emit(c, MK_ABx(BC_LOOP, 0, SBX_BIAS), n);
@@ -404,8 +442,7 @@ static void node(Cs *c, nb_Node *n, int dst) {
   }
   case N_IF: {
     int base = c->freereg;
-    int t = to_temp(c, n->a);
-    int jf = jump(c, BC_JF, t, n->a);
+    int jf = jump_if_false(c, n->a);
     c->freereg = base;
     node(c, n->b, dst);
     if (n->c || dst >= 0) {
@@ -478,6 +515,15 @@ static void expr(Cs *c, nb_Node *n, int dst) {
       return;
     }
     int r = to_temp(c, n->a);
+    if (n->nkids == 1) {
+      /* one index of a temporary (r.xs[i], f()[i]): GETIT moves the object
+      ** out; a local index is read in place (nothing is evaluated between) */
+      nb_Node *k = n->kids[0];
+      int ri = is_local(k) ? k->idx : (index_part(c, k), c->freereg - 1);
+      ABC(GETIT, dst, r, ri, n);
+      c->freereg = base;
+      return;
+    }
     if (n->nkids > 8) { ABC(FAIL, r, 0, 0, n); c->freereg = base; return; }
     for (int i = 0; i < n->nkids; i++) index_part(c, n->kids[i]);
     ABC(GETI, dst, r, 0, n);
@@ -587,8 +633,7 @@ static void ret_expr(Cs *c, nb_Node *n) {
   int base = c->freereg;
   c->cur = n;
   if (n->kind == N_IF && n->c) {
-    int t = to_temp(c, n->a);
-    int jf = jump(c, BC_JF, t, n->a);
+    int jf = jump_if_false(c, n->a);
     c->freereg = base;
     ret_expr(c, n->b);
     patch_here(c, jf);

@@ -2,9 +2,13 @@
 ** lexec.c — the register VM, the only engine: runs the bytecode lcode.c
 ** compiles (Lua 5.4's lvm.c is the model).  Computed-goto dispatch under
 ** GCC/clang, a switch otherwise.  Numbers are unboxed; int/float arithmetic
-** and comparisons are inline, everything else goes to the slow paths
-** (lexecslow.c, declared cold in lexec.h) and the shared helpers (lops.c
-** operators, lcall.c builtins and binding, lerror.c errors).  What runs on
+** and comparisons are inline, and so are the common cases of what programs
+** do most (== of strings, truth tests, one list index, a record's field, a
+** method's lookup, calls of nabla functions and of builtins given every
+** parameter positionally: docs/language.md lists them); everything else
+** goes to the slow paths (lexecslow.c, declared cold in lexec.h) and the
+** shared helpers (lops.c operators, lcall.c builtins and binding, lerror.c
+** errors), which give the same results and errors.  What runs on
 ** every method call or loop iteration (method_callee, iter_next) stays here.
 ** The poll and the running of a chunk (nbV_run_program): lrun.c.
 **
@@ -70,55 +74,37 @@ const nb_Node *nbI_frame_call(const nb_Frame *f) {
 
 static const char *frame_name(const nb_Frame *f) { return f->fn ? nbP_proto_name(f->fn->proto) : "<main>"; }
 
-_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the tag word puts t in its low half");
-/* A number result is written as one 16-byte store: the next instruction
-** often reads the whole value (a RET, a SETL, a call's argument) with one
-** 16-byte load, which the CPU cannot forward from two 8-byte stores (a
-** stall of a dozen cycles: fib spent 17% of its time on it). */
-#if defined(__SSE2__)
-#include <emmintrin.h>
-static inline void put_num(nb_Value *out, uint64_t tag, double x) {
-  _mm_storeu_si128((__m128i *)(void *)out, _mm_unpacklo_epi64(_mm_cvtsi64_si128((long long)tag), _mm_castpd_si128(_mm_set_sd(x))));
-}
-/* the same for any value a hot instruction writes (a load, a move, a
-** return): one 16-byte store, then the old value dropped */
-static inline void put16(nb_Value *slot, nb_Value v) {
-  uint64_t lo, hi;   /* built from the two words in registers, not through memory */
-  memcpy(&lo, &v, 8); memcpy(&hi, (char *)&v + 8, 8);
-  _mm_storeu_si128((__m128i *)(void *)slot, _mm_set_epi64x((long long)hi, (long long)lo));
-}
-#else
-static inline void put_num(nb_Value *out, uint64_t tag, double x) { memcpy(out, &tag, sizeof tag); out->u.n = x; }
-static inline void put16(nb_Value *slot, nb_Value v) { *slot = v; }
-#endif
-_Static_assert(sizeof(nb_Value) == 16, "a value is two 8-byte words");
-/* A register write drops the old value: its tag is tested first, and the
-** whole old value read only when it holds a reference (a temporary or a
-** number-holding local, the common case, costs one load). */
-static inline void store16(nb_Value *slot, nb_Value v) {
-  if (__builtin_expect(nb_isobj(*slot), 0)) { nb_Value old = *slot; put16(slot, v); nb_decref(old); }
-  else put16(slot, v);
-}
-static inline void store_num(nb_Value *slot, uint64_t tag, double x) {
-  if (__builtin_expect(nb_isobj(*slot), 0)) { nb_Value old = *slot; put_num(slot, tag, x); nb_decref(old); }
-  else put_num(slot, tag, x);
-}
-
 /* ------------------------------------------------------------ hot helpers
 ** (each runs on every method call or loop iteration: kept here, where the
 ** compiler may inline them into the loop) */
-/* a.name(args): a record's field or a module's member is called as is;
-** otherwise name is looked up like a variable and called as name(a, args)
-** *self: whether the receiver stays. */
-static int method_callee(nb_VM *vm, nb_Frame *f, const nb_Node *n, nb_Value recv, nb_Value *callee, bool *self) {
-  int i;
-  *self = false;
-  if (recv.t == NB_TREC && (i = nbR_find(nb_rec(recv), n->str)) >= 0) { *callee = nb_rec(recv)->vals[i]; nb_incref(*callee); return NB_OK; }
-  if (recv.t == NB_TMODULE && (i = nbM_global_find(recv.u.p, n->str->data, n->str->len)) >= 0 && ((nb_Module *)recv.u.p)->vals[i].t != NB_TUNDEF) {
-    *callee = ((nb_Module *)recv.u.p)->vals[i]; nb_incref(*callee); return NB_OK;
+/* a.name(args), the receiver a in R[ca + 1]: a record's field or a module's
+** member is called as is (0: the receiver is not an argument); otherwise
+** name is looked up like a variable and called as name(a, args) (1: the
+** receiver stays); -1: an error.  The callee goes into R[ca] in one 16-byte
+** store from registers (store16): the call reads it back whole at once, and
+** a value passed out through memory as two 8-byte halves cannot be
+** forwarded to that load (a stall that was 8-12% of a method-heavy
+** program's time). */
+static int method_callee(nb_VM *vm, nb_Frame *f, const nb_Node *n, nb_Value *R, int ca) {
+  nb_Value recv = R[ca + 1], v;
+  if (recv.t == NB_TREC) {
+    /* keys and names are interned (nbR_set, the parser): one pointer compare
+    ** a key, inline, for a record of up to 16 keys (the usual outcome, a
+    ** function called as a method, is a miss over all of them); a bigger
+    ** one (a dictionary) through nbR_find and whatever index it keeps */
+    const nb_Rec *r = nb_rec(recv);
+    const nb_Str *name = n->str;
+    int i = -1;
+    if (r->n <= 16) { for (int k = 0; k < r->n; k++) if (r->keys[k] == name) { i = k; break; } }
+    else i = nbR_find(r, name);
+    if (i >= 0) { v = r->vals[i]; nb_incref(v); store16(&R[ca], v); return 0; }
+  } else if (recv.t == NB_TMODULE) {
+    int i = nbM_global_find(recv.u.p, n->str->data, n->str->len);
+    if (i >= 0 && ((nb_Module *)recv.u.p)->vals[i].t != NB_TUNDEF) {
+      v = ((nb_Module *)recv.u.p)->vals[i]; nb_incref(v); store16(&R[ca], v); return 0;
+    }
   }
-  *self = true;
-  nb_Value v = nb_undef();
+  v = nb_undef();
   switch (n->vkind) {
   case V_LOCAL: v = f->locals[n->idx]; break;
   case V_CELL: v = ((nb_Cell *)f->locals[n->idx].u.p)->v; break;
@@ -126,16 +112,41 @@ static int method_callee(nb_VM *vm, nb_Frame *f, const nb_Node *n, nb_Value recv
   case V_GLOBAL:
     v = f->mod->vals[n->idx];
     if (v.t == NB_TUNDEF && n->bidx >= 0) {
-      if (nbI_get_global_slow(vm, n, callee) == NB_OK) return NB_OK;
+      nb_Value g;
+      if (nbI_get_global_slow(vm, n, &g) == NB_OK) { store16(&R[ca], g); return 1; }
       nb_decref(vm->err); vm->err = nb_nil(); vm->err_located = false;
     }
     break;
   default: break;
   }
-  if (v.t == NB_TUNDEF)
-    return nb_error_kind(vm, "NameError", "a %s has no method '%s' (no field, and no function of that name)", nb_typename(recv), n->str->data);
-  nb_incref(v); *callee = v;
-  return NB_OK;
+  if (v.t == NB_TUNDEF) {
+    nb_error_kind(vm, "NameError", "a %s has no method '%s' (no field, and no function of that name)", nb_typename(recv), n->str->data);
+    return -1;
+  }
+  nb_incref(v); store16(&R[ca], v);
+  return 1;
+}
+
+/* a == b without a call, as nbO_equal decides it: 1 or 0; -1 where that
+** needs more (a tensor's elementwise ==, lists, records and ranges that are
+** not the same object, an unassigned local's error).  Values of different
+** types are never equal; strings compare their bytes (a one-character
+** string read from text against a literal: a JSON parser's every step). */
+static inline int quick_eq(const nb_Value *a, const nb_Value *b) {
+  uint32_t ta = a->t, tb = b->t;
+  if (ta == NB_TTENSOR || tb == NB_TTENSOR || ta == NB_TUNDEF || tb == NB_TUNDEF) return -1;
+  if (ta != tb) return 0;
+  switch (ta) {
+  case NB_TNIL: return 1;
+  case NB_TBOOL: return a->u.b == b->u.b;
+  case NB_TNUM: return a->u.n == b->u.n;
+  case NB_TSTR: {
+    const nb_Str *x = a->u.p, *y = b->u.p;
+    return x == y || (x->len == y->len && memcmp(x->data, y->data, x->len) == 0);
+  }
+  case NB_TLIST: case NB_TREC: case NB_TRANGE: return a->u.p == b->u.p ? 1 : -1;
+  default: return a->u.p == b->u.p;   /* builtins, functions, modules, cells, handles: identity */
+  }
 }
 
 /* for x in seq: R[a] the sequence, R[a+1] its state (an iterator's __next,
@@ -238,35 +249,42 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
 #endif
 
   CASE(LOADK) { nb_Value v = K[GET_Bx(i)]; nb_incref(v); store16(&RA, v); NEXT; }
-  CASE(LOADNIL) { nb_store(&RA, nb_nil()); NEXT; }
-  CASE(LOADBOOL) { nb_store(&RA, nb_bool(B != 0)); NEXT; }
+  CASE(LOADNIL) { store16(&RA, nb_nil()); NEXT; }
+  CASE(LOADBOOL) { store16(&RA, nb_bool(B != 0)); NEXT; }
   CASE(GETL) {
     nb_Value v = R[B];
     if (__builtin_expect(v.t == NB_TUNDEF, 0)) { nbI_undefined(vm, NODE, false); goto error; }
     nb_incref(v); store16(&RA, v); NEXT;
   }
-  CASE(SETL) { if (A < code->nlocals) SETTLE(R[B]); nb_Value v = R[B]; put16(&R[B], nb_nil()); store16(&RA, v); NEXT; }
+  CASE(SETL) { if (A < code->nlocals) SETTLE(R[B]); nb_Value v = R[B]; put_nil(&R[B]); store16(&RA, v); NEXT; }
   CASE(GETCELL) {
     nb_Value v = ((nb_Cell *)R[B].u.p)->v;
     if (v.t == NB_TUNDEF) { nbI_undefined(vm, NODE, false); goto error; }
-    nb_incref(v); nb_store(&RA, v); NEXT;
+    nb_incref(v); store16(&RA, v); NEXT;
   }
-  CASE(SETCELL) { SETTLE(R[B]); nb_Value v = R[B]; R[B] = nb_nil(); nb_store(&((nb_Cell *)RA.u.p)->v, v); NEXT; }
+  CASE(SETCELL) { SETTLE(R[B]); nb_Value v = R[B]; put_nil(&R[B]); nb_store(&((nb_Cell *)RA.u.p)->v, v); NEXT; }
   CASE(GETCAP) {
     nb_Value v = f->fn->caps[B]->v;
     if (v.t == NB_TUNDEF) { nbI_undefined(vm, NODE, false); goto error; }
-    nb_incref(v); nb_store(&RA, v); NEXT;
+    nb_incref(v); store16(&RA, v); NEXT;
   }
-  CASE(SETCAP) { SETTLE(R[B]); nb_Value v = R[B]; R[B] = nb_nil(); nb_store(&f->fn->caps[A]->v, v); NEXT; }
+  CASE(SETCAP) { SETTLE(R[B]); nb_Value v = R[B]; put_nil(&R[B]); nb_store(&f->fn->caps[A]->v, v); NEXT; }
   CASE(GETG) {
     /* the unassigned case in a function of its own: v's address is not
     ** taken here, so it stays in registers (no spill and reload) */
     nb_Value v = M->vals[GET_Bx(i)];
-    if (__builtin_expect(v.t == NB_TUNDEF, 0)) { CHECK(nbI_get_global_into(vm, NODE, &RA)); NEXT; }
+    if (__builtin_expect(v.t == NB_TUNDEF, 0)) {
+      /* unassigned: the builtin function of its name (push, range, len)
+      ** straight into the register; a named value (pi, cuda) or an
+      ** undefined name the slow way */
+      const nb_Builtin *bi = nbC_at(NODE->bidx);
+      if (bi && bi->fn) { store16(&RA, nb_builtinv(bi)); NEXT; }
+      CHECK(nbI_get_global_into(vm, NODE, &RA)); NEXT;
+    }
     nb_incref(v);
     store16(&RA, v); NEXT;
   }
-  CASE(SETG) { SETTLE(RA); nb_Value v = RA; RA = nb_nil(); nb_store(&M->vals[GET_Bx(i)], v); NEXT; }
+  CASE(SETG) { SETTLE(RA); nb_Value v = RA; put_nil(&RA); nb_store(&M->vals[GET_Bx(i)], v); NEXT; }
 
 #define TAGOF(x, y) ((uint64_t)NB_TNUM | (uint64_t)((x)->kind | (y)->kind) << 32)
 #define ARITH(name, e) CASE(name) { \
@@ -275,11 +293,18 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
       double x = a->u.n, y = b->u.n; uint64_t tag = TAGOF(a, b); \
       store_num(&RA, tag, e); NEXT; } \
     goto binop; }
-#define COMPARE(name, e) CASE(name) { \
+/* == and != (eq: 1 and 2; 0 for the orderings) of two values that are not
+** both numbers, decided inline where quick_eq can: the operands' temporaries
+** dropped as nbI_binop_slow would */
+#define EQ_INLINE(eq, t, a, b) ((eq) && ((t) = quick_eq((a), (b))) >= 0 && \
+    ((t) ^= (eq) == 2, drop(R, B, code->nlocals), C != B ? drop(R, C, code->nlocals) : (void)0, 1))
+#define COMPARE(name, e, eq) CASE(name) { \
     nb_Value *a = &R[B], *b = &R[C]; \
     if (__builtin_expect(a->t == NB_TNUM && b->t == NB_TNUM, 1)) { \
       double x = a->u.n, y = b->u.n; bool t = (e); \
       store16(&RA, nb_bool(t)); NEXT; } \
+    int q_; \
+    if (EQ_INLINE(eq, q_, a, b)) { store16(&RA, nb_bool(q_)); NEXT; } \
     goto binop; }
 #define ARITHK(name, e) CASE(name) { \
     nb_Value *a = &R[B]; const nb_Value *b = &K[C]; \
@@ -291,12 +316,14 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
 ** temporary it would have written is dead).  The compiler marks the pairs
 ** (EQKJ .. GEKJ, EQJ .. GEJ): no test of the next instruction here.  Not two
 ** numbers: the plain instruction's slow path writes R[A], the JF tests it. */
-#define COMPAREJ(name, plain, e, reg) CASE(name) { \
+#define COMPAREJ(name, plain, e, reg, eq) CASE(name) { \
     nb_Value *a = &R[B]; const nb_Value *b = reg ? &R[C] : &K[C]; \
     if (__builtin_expect(a->t == NB_TNUM && (!reg || b->t == NB_TNUM), 1)) { \
       double x = a->u.n, y = b->u.n; nb_Instr nx = *pc++; \
       if (!(e)) pc += GET_sBx(nx); \
       NEXT; } \
+    int q_; \
+    if (reg && EQ_INLINE(eq, q_, a, b)) { nb_Instr nx = *pc++; if (!q_) pc += GET_sBx(nx); NEXT; } \
     i = (i & ~(nb_Instr)0xff) | BC_##plain; \
     if (!reg) goto binopk; \
     goto binop; }
@@ -316,13 +343,13 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     goto binopk; }
   /* each comparison's four instructions: with a register or a constant,
   ** alone or fused with the JF after it */
-#define COMPARES(op, e) COMPARE(op, e) COMPAREK(op##K, e) COMPAREJ(op##KJ, op##K, e, 0) COMPAREJ(op##J, op, e, 1)
-  COMPARES(EQ, x == y)
-  COMPARES(NE, x != y)
-  COMPARES(LT, x < y)
-  COMPARES(LE, x <= y)
-  COMPARES(GT, x > y)
-  COMPARES(GE, x >= y)
+#define COMPARES(op, e, eq) COMPARE(op, e, eq) COMPAREK(op##K, e) COMPAREJ(op##KJ, op##K, e, 0, 0) COMPAREJ(op##J, op, e, 1, eq)
+  COMPARES(EQ, x == y, 1)
+  COMPARES(NE, x != y, 2)
+  COMPARES(LT, x < y, 0)
+  COMPARES(LE, x <= y, 0)
+  COMPARES(GT, x > y, 0)
+  COMPARES(GE, x >= y, 0)
   binopk:
     CHECK(nbI_binop_k(vm, NODE, R, code->nlocals, GET_OP(i), B, K[C], A));
     NEXT;
@@ -343,7 +370,17 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
   BITOP(BAND, x & y)
   BITOP(BOR, x | y)
   BITOP(BXOR, x ^ y)
-  CASE(MOD) CASE(POW) CASE(MATMUL) CASE(IDIV) CASE(SHL) CASE(SHR)
+  /* x % y of two exact ints (within 2^53), y not 0: in integers, the sign
+  ** of y's (floored, as nbV_num_arith: fmod is exact on such ints, so the
+  ** same value, without fmod's call); the rest (floats, 0, big) the slow way */
+  CASE(MOD) { nb_Value *a = &R[B], *b = &R[C];
+    if (__builtin_expect(nb_isint(*a) && nb_isint(*b) && fabs(a->u.n) <= 9007199254740992.0 &&
+                         fabs(b->u.n) <= 9007199254740992.0 && b->u.n != 0, 1)) {
+      int64_t x = (int64_t)a->u.n, y = (int64_t)b->u.n, m = x % y;
+      if (m != 0 && ((m < 0) != (y < 0))) m += y;
+      store_num(&RA, (uint64_t)NB_TNUM, (double)m); NEXT; }
+    goto binop; }
+  CASE(POW) CASE(MATMUL) CASE(IDIV) CASE(SHL) CASE(SHR)
   binop:
     CHECK(nbI_binop_slow(vm, NODE, R, code->nlocals, GET_OP(i) - BC_ADD, B, C, A));
     NEXT;
@@ -352,6 +389,7 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     ** itself, R[B] a number left behind holds no reference */
     nb_Value *a = &RA, *b = &R[B];
     if (__builtin_expect(a->t == NB_TNUM && b->t == NB_TNUM && C < OP_BAND, 1)) {
+      if (C == OP_ADD) { put_num(a, TAGOF(a, b), a->u.n + b->u.n); NEXT; }   /* k += i: the common one */
       nb_Value r = nbV_num_arith(C, *a, *b);
       put_num(a, (uint64_t)NB_TNUM | (uint64_t)r.kind << 32, r.u.n); NEXT;
     }
@@ -359,7 +397,7 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
   }
   CASE(NEG) {
     nb_Value v = R[B];
-    if (v.t == NB_TNUM) { nb_store(&RA, nb_numk(-v.u.n, v.kind)); NEXT; }
+    if (v.t == NB_TNUM) { store16(&RA, nb_numk(-v.u.n, v.kind)); NEXT; }
     CHECK(nbI_negate(vm, R, code->nlocals, A, B)); NEXT;
   }
   CASE(BNOT) {
@@ -373,8 +411,11 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     bool t;
     nb_Value v = R[B];
     if (v.t == NB_TBOOL) t = v.u.b;
+    else if (v.t == NB_TNIL) t = false;
+    else if (v.t == NB_TNUM) t = v.u.n != 0;
+    else if (v.t == NB_TREC) { t = true; drop(R, B, code->nlocals); }
     else { st = nbV_truthy(vm, v, &t); drop(R, B, code->nlocals); CHECK(st); }
-    nb_store(&RA, nb_bool(!t)); NEXT;
+    store16(&RA, nb_bool(!t)); NEXT;
   }
   CASE(JMP) { pc += GET_sBx(i); NEXT; }
   CASE(LOOP) {
@@ -382,11 +423,16 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     pc += GET_sBx(i); NEXT;
   }
   /* jumps on a value's truth: JF/JT consume a temporary, JFK/JTK test a
-  ** local and keep it; one handler each, so the opcode is a constant */
+  ** local and keep it; one handler each, so the opcode is a constant.  A
+  ** bool, nil, number or record (a linked list's `while e`) inline, as
+  ** nb_truthy says; the rest (a tensor's truth may fail) in nbV_truthy */
 #define JUMPIF(name, jump_when, temp) CASE(name) { \
     bool t; \
     nb_Value v = RA; \
     if (v.t == NB_TBOOL) t = v.u.b; \
+    else if (v.t == NB_TNIL) t = false; \
+    else if (v.t == NB_TNUM) t = v.u.n != 0; \
+    else if (v.t == NB_TREC) { t = true; if (temp) drop(R, A, code->nlocals); } \
     else { \
       st = nbV_truthy(vm, v, &t); \
       if ((temp) || st) drop(R, A, code->nlocals); \
@@ -426,10 +472,8 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
   CASE(METHOD) {
     ca = A; cnpos = B; cnkw = C;
   do_method: ;
-    bool self;
-    nb_Value callee;
-    CHECK(method_callee(vm, f, NODE, R[ca + 1], &callee, &self));
-    nb_store(&R[ca], callee);
+    int self = method_callee(vm, f, NODE, R, ca);
+    if (__builtin_expect(self < 0, 0)) goto error;
     if (!self) {   /* the receiver is not an argument: the arguments move down one */
       nb_Value recv = R[ca + 1];
       memmove(&R[ca + 1], &R[ca + 2], sizeof(nb_Value) * (size_t)(cnpos + cnkw));
@@ -518,13 +562,36 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     }
     const nb_Node *n = NODE;
     nb_Value res;
+    if (callee.t == NB_TBUILTIN) {
+      const nb_Builtin *bi = callee.u.bi;
+      if (__builtin_expect(!bi->variadic && cnpos == bi->nparams && !cnkw && bi->kwrest < 0, 1)) {
+        /* a builtin given every parameter positionally (push(xs, v), len(xs)):
+        ** called from here as nbV_call_at would (call_builtin's own fast
+        ** case), its arguments borrowed where they are, then released */
+        nb_Value *args = R + ca + 1;
+        nb_Frame *sf = vm->frame, *sbf = vm->builtin_frame;
+        const nb_Node *sbs = vm->builtin_site;
+        vm->builtin_frame = f; vm->builtin_site = n;
+        vm->sp = args + cnpos;
+        st = bi->fn(vm, args, cnpos, &res);
+        vm->frame = sf; vm->builtin_frame = sbf; vm->builtin_site = sbs;
+        if (__builtin_expect(vm->interrupted, 0) && st == NB_OK) { nb_decref(res); res = nb_nil(); st = nbV_interrupt_error(vm); }
+        /* the arguments' slots lie above the call's register: what owns no
+        ** reference may stay there (lcall.c's convention) */
+        release_regs(args, 0, cnpos);
+        vm->sp = R + code->nregs;
+        CHECK(st);
+        store16(&R[ca], res);
+        NEXT;
+      }
+    }
     vm->sp = R + ca + 1 + cnpos + cnkw;
     st = nbV_call_at(vm, f, n, callee, R + ca + 1, cnpos, cnkw ? n->names + n->npos : NULL, cnkw, &res);
     /* the arguments were consumed, and nil left in their registers (lcall.c):
     ** nothing above the call holds a reference */
     vm->sp = R + code->nregs;
     CHECK(st);
-    nb_store(&R[ca], res);
+    store16(&R[ca], res);
     NEXT;
   }
   CASE(RET) {
@@ -595,7 +662,7 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
       nb_Rec *r = R[A].u.p; int c;
       FIELD_SLOT(r, NODE->a->str, c);
       if (__builtin_expect(c >= 0, 1)) {
-        nb_Value v = R[B]; R[B] = nb_nil();   /* a temporary: moved into the field */
+        nb_Value v = R[B]; put_nil(&R[B]);   /* a temporary: moved into the field */
         nb_Value old = r->vals[c]; r->vals[c] = v;
         drop(R, A, code->nlocals);
         nb_decref(old); NEXT;
@@ -610,7 +677,7 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
       nb_List *l = R[B].u.p; double k = R[B + 1].u.n;
       if (k >= 0 && k < l->n) {
         nb_Value v = l->items[(long)k]; nb_incref(v);   /* before the list's temporary goes */
-        clear_regs(R, B, B + 2); nb_store(&RA, v); NEXT;
+        clear_regs(R, B, B + 2); store16(&RA, v); NEXT;
       }
     }
     CHECK(nbI_get_index(vm, NODE, R, A, B)); NEXT;
@@ -620,33 +687,51 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     if (NODE->a->nkids == 1 && R[A].t == NB_TLIST && nb_isint(R[A + 1])) {
       nb_List *l = R[A].u.p; double k = R[A + 1].u.n;
       if (k >= 0 && k < l->n) {
-        nb_Value v = R[B]; R[B] = nb_nil();   /* a temporary: moved into the element */
+        nb_Value v = R[B]; put_nil(&R[B]);   /* a temporary: moved into the element */
         nb_store(&l->items[(long)k], v); clear_regs(R, A, A + 2); NEXT;
       }
     }
     CHECK(nbI_set_index(vm, NODE, R, A, B)); NEXT;
   }
-  /* the same with the list a local read in place and one index register */
-  CASE(GETIL) {
-    nb_Value *o = &R[B], *k = &R[C];
-    if (__builtin_expect(o->t == NB_TLIST && nb_isint(*k), 1)) {
-      nb_List *l = o->u.p; double x = k->u.n;
-      if (x >= 0 && x < l->n) { nb_Value v = l->items[(long)x]; nb_incref(v); store16(&RA, v); NEXT; }
-    }
-    CHECK(nbI_get_index1(vm, NODE, R, code->nlocals, A, B, C)); NEXT;
-  }
-  CASE(SETIL) {
-    SETTLE(R[C]);
+  /* the same with one index register (a local or a temporary); the list a
+  ** local read in place (GETIL, SETIL) or a temporary moved out (GETIT,
+  ** SETIT: r.xs[i]) */
+#define GETI1(name, temp) CASE(name) { \
+    nb_Value *o = &R[B], *k = &R[C]; \
+    if (__builtin_expect(o->t == NB_TLIST && nb_isint(*k), 1)) { \
+      nb_List *l = o->u.p; double x = k->u.n; \
+      if (x >= 0 && x < l->n) { \
+        nb_Value v = l->items[(long)x]; nb_incref(v);   /* before the list's temporary goes */ \
+        if (temp) { nb_Value lv = *o; put_nil(o); nb_decref(lv); } \
+        store16(&RA, v); NEXT; \
+      } \
+    } \
+    CHECK(nbI_get_index1(vm, NODE, R, code->nlocals, A, B, C)); NEXT; }
+#define SETI1(name, temp) CASE(name) { \
+    SETTLE(R[C]); \
+    nb_Value *o = &RA, *k = &R[B]; \
+    if (__builtin_expect(o->t == NB_TLIST && nb_isint(*k), 1)) { \
+      nb_List *l = o->u.p; double x = k->u.n; \
+      if (x >= 0 && x < l->n) { \
+        nb_Value v = R[C]; put_nil(&R[C]);   /* a temporary: moved into the element */ \
+        nb_store(&l->items[(long)x], v); \
+        if (temp) { nb_Value lv = *o; put_nil(o); nb_decref(lv); } \
+        NEXT; \
+      } \
+    } \
+    CHECK(nbI_set_index1(vm, NODE, R, code->nlocals, A, B, C)); NEXT; }
+  CASE(SETILK) {
     nb_Value *o = &RA, *k = &R[B];
     if (__builtin_expect(o->t == NB_TLIST && nb_isint(*k), 1)) {
       nb_List *l = o->u.p; double x = k->u.n;
-      if (x >= 0 && x < l->n) {
-        nb_Value v = R[C]; R[C] = nb_nil();   /* a temporary: moved into the element */
-        nb_store(&l->items[(long)x], v); NEXT;
-      }
+      if (x >= 0 && x < l->n) { nb_Value v = K[C]; nb_incref(v); nb_store(&l->items[(long)x], v); NEXT; }
     }
-    CHECK(nbI_set_index1(vm, NODE, R, code->nlocals, A, B, C)); NEXT;
+    CHECK(nbI_set_index1k(vm, NODE, R, code->nlocals, A, B, K[C])); NEXT;
   }
+  GETI1(GETIL, 0)
+  GETI1(GETIT, 1)
+  SETI1(SETIL, 0)
+  SETI1(SETIT, 1)
   CASE(FORPREP) {
     nb_Value *a = &RA, *b = a + 1;
     if (a->t != NB_TNUM || b->t != NB_TNUM) {
@@ -678,7 +763,7 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     } else pc++;
     NEXT;
   }
-  CASE(CLEAR) { nb_Value v = RA; RA = nb_nil(); nb_decref(v); NEXT; }
+  CASE(CLEAR) { nb_Value v = RA; put_nil(&RA); nb_decref(v); NEXT; }
   CASE(TRY) { nbI_push_handler(vm, pc + GET_sBx(i), A, NB_H_TRY, 0); NEXT; }
   CASE(ENDTRY) { nbI_pop_block(vm); NEXT; }
   CASE(NOGRAD) {
@@ -702,7 +787,7 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     nb_Value item;
     int r = iter_next(vm, NODE, R, A, &item);
     if (r < 0) goto error;
-    if (r) { nb_store(&R[B], item); pc += 1 + GET_sBx(*pc); }
+    if (r) { store16(&R[B], item); pc += 1 + GET_sBx(*pc); }
     else pc++;
     NEXT;
   }

@@ -214,9 +214,10 @@ int nbI_get_index(nb_VM *vm, const nb_Node *n, nb_Value *R, int dst, int b) {
   return st;
 }
 
-/* GETIL/SETIL past the inline list case: R[o] is a local read in place,
-** R[k] (the one index) a local or a temporary; either local may be
-** unassigned (the object's error first, as its read came first) */
+/* GETIL/SETIL/GETIT/SETIT past the inline list case: R[o] (the object) and R[k] (the
+** one index) are each a local read in place or a temporary, consumed here;
+** either local may be unassigned (the object's error first, as its read
+** came first) */
 static int index1_undef(nb_VM *vm, const nb_Node *t, const nb_Value *R, int nlocals, int o, int k) {
   const nb_Node *at = R[o].t == NB_TUNDEF ? t->a : k < nlocals && R[k].t == NB_TUNDEF ? t->kids[0] : NULL;
   if (!at) return NB_OK;
@@ -229,6 +230,7 @@ int nbI_get_index1(nb_VM *vm, const nb_Node *n, nb_Value *R, int nlocals, int ds
   int st = index1_undef(vm, n, R, nlocals, o, k);
   if (!st) st = nbV_index(vm, R[o], &R[k], 1, &r);
   drop(R, k, nlocals);
+  drop(R, o, nlocals);
   if (!st) nb_store(&R[dst], r);
   return st;
 }
@@ -236,7 +238,15 @@ int nbI_set_index1(nb_VM *vm, const nb_Node *n, nb_Value *R, int nlocals, int o,
   int st = index1_undef(vm, n->a, R, nlocals, o, k);
   if (!st) st = nbV_set_index(vm, R[o], &R[k], 1, R[v]);
   drop(R, k, nlocals);
+  drop(R, o, nlocals);
   clear_regs(R, v, v + 1);
+  return st;
+}
+/* SETILK: the value a constant (borrowed) */
+int nbI_set_index1k(nb_VM *vm, const nb_Node *n, nb_Value *R, int nlocals, int o, int k, nb_Value v) {
+  int st = index1_undef(vm, n->a, R, nlocals, o, k);
+  if (!st) st = nbV_set_index(vm, R[o], &R[k], 1, v);
+  drop(R, k, nlocals);
   return st;
 }
 int nbI_set_index(nb_VM *vm, const nb_Node *n, nb_Value *R, int a, int b) {

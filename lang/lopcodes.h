@@ -114,6 +114,9 @@ typedef uint32_t nb_Instr;
   X(JDEF,    "A sBx", "if parameter R[A] (or its cell) has a value then pc += sBx (a default's prologue)") \
   X(GETIL,   "A B C", "R[A] = R[B][R[C]] (one index; R[B] a local read in place, R[C] a local or a temporary)") \
   X(SETIL,   "A B C", "R[A][R[B]] = R[C] (one index; R[A] a local read in place, R[B] a local or a temporary; moves R[C])") \
+  X(SETILK,  "A B C", "R[A][R[B]] = K[C] (SETIL of a constant: xs[i] = false)") \
+  X(GETIT,   "A B C", "GETIL of a temporary R[B] (r.xs[i], f()[i]: moved out)") \
+  X(SETIT,   "A B C", "SETIL of a temporary R[A] (r.xs[i] = v: moved out)") \
   X(EQJ, "A B C", "EQ, then the JF after it") X(NEJ, "A B C", "NE, then the JF after it") \
   X(LTJ, "A B C", "LT, then the JF after it") X(LEJ, "A B C", "LE, then the JF after it") \
   X(GTJ, "A B C", "GT, then the JF after it") X(GEJ, "A B C", "GE, then the JF after it")

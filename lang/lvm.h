@@ -288,7 +288,12 @@ static inline nb_Value nbV_num_arith(int op, nb_Value a, nb_Value b) {
   case OP_MUL: r.u.n = x * y; break;
   case OP_DIV: return nb_flt(x / y);
   case OP_IDIV: r.u.n = nbV_floor_div(x, y); break;
-  case OP_MOD: { double m = fmod(x, y); if (m != 0 && ((m < 0) != (y < 0))) m += y; r.u.n = m; break; }  /* floored, like Python */
+  case OP_MOD: {   /* floored, like Python: a zero result takes y's sign (a float's; an int has no -0) */
+    double m = fmod(x, y);
+    if (m != 0 && ((m < 0) != (y < 0))) m += y;
+    else if (m == 0) m = r.kind == NB_KINT ? 0.0 : copysign(0.0, y);
+    r.u.n = m; break;
+  }
   case OP_POW: r.u.n = pow(x, y); if (y < 0) r.kind = NB_KFLOAT; break;
   default: return nb_flt(NAN);
   }

@@ -11,12 +11,16 @@ or the benchmark is an error.  Prints a markdown table with the ratios
 nabla/lua and nabla/python and their geometric means (paste it into
 bench/results/ with the date and machine).
 
+  --before PATH   also times an older nabla binary in the same rounds and
+            adds its time and the ratio now/before (its ratio to Lua too,
+            for the geometric means of both builds under the same load).
+
   --check   instead of timing: checks that every tests/lang/awfy_X.out (the
             golden test of X.nbl) is exactly what `lua5.4 X.lua` and
             `python3 X.py` print with no arguments, and that
             tests/lang/awfy_X.nbl is X.nbl.
 
-Usage: bench/lang/awfy/run.py [-n REPEAT] [--nabla PATH] [--check] [NAME...]
+Usage: bench/lang/awfy/run.py [-n REPEAT] [--nabla PATH] [--before PATH] [--check] [NAME...]
 The interpreter is --nabla, else $NABLA, else build/nabla.
 Exit status 1 if a program failed, disagreed or was not verified.
 """
@@ -67,12 +71,15 @@ def discover(names):
     return found
 
 
-def commands(nabla, name, args):
-    return {
+def commands(nabla, name, args, before=None):
+    cmds = {
         "nabla": [nabla, f"{name}.nbl", *args],
         "lua": [LUA, f"{name}.lua", *args],
         "python": [PYTHON, f"{name}.py", *args],
     }
+    if before:
+        cmds["before"] = [before, f"{name}.nbl", *args]
+    return cmds
 
 
 def run_once(cmd, timeout):
@@ -123,6 +130,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("-n", "--repeat", type=int, default=3, help="rounds; the minimum is kept (default 3)")
     ap.add_argument("--nabla", default=os.environ.get("NABLA") or os.path.join(ROOT, "build", "nabla"))
+    ap.add_argument("--before", default=None, help="an older nabla binary to time in the same rounds")
     ap.add_argument("--timeout", type=float, default=300, help="seconds per run (default 300)")
     ap.add_argument("--check", action="store_true", help="check the golden tests' .out files instead of timing")
     ap.add_argument("names", nargs="*", help="benchmarks to run (default: all)")
@@ -140,12 +148,18 @@ def main():
     if not os.access(nabla, os.X_OK):
         sys.exit(f"awfy: {nabla} is not an executable (build it: ninja -C build)")
 
-    print(f"# seconds, min of {a.repeat} whole-process runs; nabla {nabla}, {LUA}, {PYTHON}")
-    print("| benchmark | args | nabla (s) | lua5.4 (s) | python (s) | nabla/lua | nabla/python |")
-    print("|---|---|---:|---:|---:|---:|---:|")
-    failed, notes, r_lua, r_py = False, [], [], []
+    before = os.path.abspath(a.before) if a.before else None
+    if before and not os.access(before, os.X_OK):
+        sys.exit(f"awfy: {before} is not an executable")
+    extra = " before (s) | before/lua | now/before |" if before else ""
+    extra_rule = "---:|---:|---:|" if before else ""
+    print(f"# seconds, min of {a.repeat} whole-process runs; nabla {nabla}, {LUA}, {PYTHON}"
+          + (f"; before {before}" if before else ""))
+    print("| benchmark | args | nabla (s) | lua5.4 (s) | python (s) | nabla/lua | nabla/python |" + extra)
+    print("|---|---|---:|---:|---:|---:|---:|" + extra_rule)
+    failed, notes, r_lua, r_py, r_blua, r_nb = False, [], [], [], [], []
     for name, iterations, inner in benches:
-        cmds = commands(nabla, name, [str(iterations), str(inner)])
+        cmds = commands(nabla, name, [str(iterations), str(inner)], before)
         best = {k: math.inf for k in cmds}
         outs, errs = {}, {}
         for _ in range(a.repeat):
@@ -174,12 +188,21 @@ def main():
         rl, rp = best["nabla"] / best["lua"], best["nabla"] / best["python"]
         r_lua.append(rl)
         r_py.append(rp)
-        print(f"| {name} | {iterations} {inner} | {best['nabla']:.3f} | {best['lua']:.3f} | "
-              f"{best['python']:.3f} | {rl:.2f} | {rp:.2f} |", flush=True)
+        row = (f"| {name} | {iterations} {inner} | {best['nabla']:.3f} | {best['lua']:.3f} | "
+               f"{best['python']:.3f} | {rl:.2f} | {rp:.2f} |")
+        if before:
+            r_blua.append(best["before"] / best["lua"])
+            r_nb.append(best["nabla"] / best["before"])
+            row += f" {best['before']:.3f} | {r_blua[-1]:.2f} | {r_nb[-1]:.2f} |"
+        print(row, flush=True)
+
+    def gmean(xs):
+        return math.exp(sum(map(math.log, xs)) / len(xs))
     if r_lua:
-        g_lua = math.exp(sum(map(math.log, r_lua)) / len(r_lua))
-        g_py = math.exp(sum(map(math.log, r_py)) / len(r_py))
-        print(f"| geometric mean ({len(r_lua)}) | | | | | {g_lua:.2f} | {g_py:.2f} |")
+        row = f"| geometric mean ({len(r_lua)}) | | | | | {gmean(r_lua):.2f} | {gmean(r_py):.2f} |"
+        if before:
+            row += f" | {gmean(r_blua):.2f} | {gmean(r_nb):.2f} |"
+        print(row)
     for n in notes:
         print("note: " + n)
     return 1 if failed else 0
