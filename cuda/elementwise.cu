@@ -189,8 +189,10 @@ template <typename C> __device__ inline C un_math(int op, C x, double lo, double
       case NT_OP_TANH: return f32 ? tanhf(x) : tanh(x);
       case NT_OP_SIGMOID: return one / (one + (f32 ? expf(-x) : exp(-x)));
       case NT_OP_SILU: return x / (one + (f32 ? expf(-x) : exp(-x)));
-      // gelu(x) = x Phi(x) = 0.5 x (1 + erf(x / sqrt 2))
-      case NT_OP_GELU: return (C)0.5 * x * (one + (f32 ? erff(x * (C)0.7071067811865476) : erf(x * (C)0.7071067811865476)));
+      // gelu(x) = x Phi(x) = 0.5 x (1 + erf(x / sqrt 2)) = 0.5 x erfc(-x / sqrt 2): erfc keeps
+      // the negative tail's digits that 1 + erf loses (x = -3: 1 + erf is 1 - 0.99730...; on the
+      // GPU it was off by 1e-3 relative there)
+      case NT_OP_GELU: return (C)0.5 * x * (f32 ? erfcf(x * (C)-0.7071067811865476) : erfc(x * (C)-0.7071067811865476));
       // tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
       case NT_OP_GELU_TANH: {
         C u = (C)0.7978845608028654 * (x + (C)0.044715 * x * x * x);

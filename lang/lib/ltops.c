@@ -103,7 +103,18 @@ static int b_seed(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   *out = nb_nil();
   return NB_OK;
 }
-/* arange(start, stop=nil, step=1, dtype=nil) */
+/* a tensor made on the CPU, on dev (the default device unless given), as
+** torch's arange/linspace/eye honour torch.set_default_device */
+static int ret_on(nb_VM *vm, const char *fname, nt_Tensor *t, nb_Value devarg, nb_Value *out) {
+  nt_Device dev;
+  if (!t) return nbT_ret(vm, t, out);
+  if (nbT_device_arg(vm, fname, devarg, &dev)) { nt_release(t); return NB_ERR; }
+  if (dev == NT_CPU) return nbT_ret(vm, t, out);
+  nt_Tensor *d = nt_to_device(t, dev);
+  nt_release(t);
+  return nbT_ret(vm, d, out);
+}
+/* arange(start, stop=nil, step=1, dtype=nil, device=nil) */
 static int b_arange(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "arange";
   double a = 0, b, s = 1; nt_DType dt = NT_F32;
@@ -113,14 +124,14 @@ static int b_arange(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   /* torch.arange: i64 when every given bound and the step are ints */
   bool isint = scalar_isint(args[0]) && (args[1].t == NB_TNIL || scalar_isint(args[1])) && (args[2].t == NB_TNIL || scalar_isint(args[2]));
   if (nbT_dtype_arg(vm, fname, args[3], isint ? NT_I64 : NT_F32, &dt)) return NB_ERR;
-  return nbT_ret(vm, nt_arange(a, b, s, dt), out);
+  return ret_on(vm, fname, nt_arange(a, b, s, dt), args[4], out);
 }
 static int b_linspace(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "linspace";
   double a, b; int64_t k; nt_DType dt = NT_F32;
   if (nbT_num_arg(vm, fname, "start", args[0], &a) || nbT_num_arg(vm, fname, "stop", args[1], &b) || nbT_int_arg(vm, fname, "num", args[2], &k)) return NB_ERR;
   if (nbT_dtype_arg(vm, fname, args[3], NT_F32, &dt)) return NB_ERR;
-  return nbT_ret(vm, nt_linspace(a, b, k, dt), out);
+  return ret_on(vm, fname, nt_linspace(a, b, k, dt), args[4], out);
 }
 static int b_eye(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "eye";
@@ -129,7 +140,7 @@ static int b_eye(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   b = a;
   if (args[1].t != NB_TNIL && nbT_int_arg(vm, fname, "m", args[1], &b)) return NB_ERR;
   if (nbT_dtype_arg(vm, fname, args[2], NT_F32, &dt)) return NB_ERR;
-  return nbT_ret(vm, nt_eye(a, b, dt), out);
+  return ret_on(vm, fname, nt_eye(a, b, dt), args[3], out);
 }
 /* zeros_like / ones_like / full_like / rand_like / randn_like (x, dtype=nil) */
 static int like(nb_VM *vm, const char *fname, int kind, nb_Value *args, nb_Value *out) {
@@ -792,9 +803,9 @@ static nb_Builtin ops_builtins[] = {
   { "randint", b_randint, "low, high, shape, dtype=nil, device=nil", "randint(low, high, shape, dtype=\"i64\"): uniform integers in [low, high)" },
   { "randperm", b_randperm, "n, dtype=nil, device=nil", "randperm(n): a random permutation of 0..n-1" },
   { "seed", b_seed, "seed", "seed(n): reseeds the random generator (reproducible runs)" },
-  { "arange", b_arange, "start, stop=nil, step=nil, dtype=nil", "arange(stop) or arange(start, stop, step=1): evenly spaced values in [start, stop); i64 when all are ints, else f32" },
-  { "linspace", b_linspace, "start, stop, num, dtype=nil", "linspace(start, stop, num): num values from start to stop inclusive" },
-  { "eye", b_eye, "n, m=nil, dtype=nil", "eye(n, m=n): identity matrix" },
+  { "arange", b_arange, "start, stop=nil, step=nil, dtype=nil, device=nil", "arange(stop) or arange(start, stop, step=1): evenly spaced values in [start, stop); i64 when all are ints, else f32" },
+  { "linspace", b_linspace, "start, stop, num, dtype=nil, device=nil", "linspace(start, stop, num): num values from start to stop inclusive" },
+  { "eye", b_eye, "n, m=nil, dtype=nil, device=nil", "eye(n, m=n): identity matrix" },
   { "zeros_like", b_zeros_like, "x, dtype=nil", "zeros_like(x): zeros of x's shape, dtype and device" },
   { "ones_like", b_ones_like, "x, dtype=nil", "ones_like(x): ones of x's shape, dtype and device" },
   { "rand_like", b_rand_like, "x, dtype=nil", "rand_like(x): uniform samples of x's shape" },

@@ -20,6 +20,7 @@ Run by tools/run-tests.sh with the release build and again (NABLA_ASAN=1)
 with the ASan build, where the emulated module is instrumented too.
 """
 import os
+import random
 import re
 import sys
 
@@ -369,6 +370,31 @@ def test_device_indexing():
     check(ok, "emu.print_shows_a_device_error", f"rc {rc}: {e!r} {se[-300:]}")
 
 
+def test_default_device_factories():
+    """set_default_device("cuda") puts every creation function's tensor on the
+    device, as torch.set_default_device does (arange, linspace and eye made
+    CPU tensors: bench/cuda/gpt2.nbl's position embedding then failed on a
+    GPU); values against NumPy; device= overrides it"""
+    k = random.randint(3, 9)
+    code = (f'set_default_device("cuda")\n'
+            f'for t in list(arange({k}), arange(1, {k}, 2), linspace(0, 1, {k}), eye({k}, {k + 1}), zeros({k}), ones({k}), '
+            f'full([{k}], 2), tensor([1, 2]), rand({k}), randn({k}), randint(0, {k}, [{k}]), randperm({k}), empty({k})) {{ print("D", t.device) }}\n'
+            f'print("A", tolist(arange(1, {k}, 2)))\nprint("L", tolist(linspace(0, 1, {k})))\nprint("E", tolist(eye({k}, {k + 1})))\n'
+            f'print("C", arange({k}, device="cpu").device, eye(2, device="cpu").device)\n')
+    rc, so, se = nabla(code)
+    lines = so.splitlines()
+    devs = [l.split()[1] for l in lines if l.startswith("D ")]
+    got = {l[0]: l[2:] for l in lines if l[:2] in ("A ", "L ", "E ", "C ")}
+    try:
+        ok = (rc == 0 and devs == ["cuda"] * 13
+              and eval(got["A"]) == list(range(1, k, 2))
+              and np.allclose(eval(got["L"]), np.linspace(0, 1, k), atol=1e-7)
+              and np.array_equal(np.array(eval(got["E"])), np.eye(k, k + 1)) and got["C"] == "cpu cpu")
+    except (KeyError, SyntaxError, ValueError) as e:
+        ok = False
+    check(ok, "emu.default_device_every_factory", f"rc {rc}: devices {devs} {got}: {se[-400:]}")
+
+
 def main():
     if no_module("emu_hostside"):
         return 0
@@ -378,6 +404,7 @@ def main():
     test_dist_device_values()
     test_kernel_display()
     test_device_indexing()
+    test_default_device_factories()
     return 1 if emuutil.n_fail else 0
 
 

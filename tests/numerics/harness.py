@@ -334,7 +334,11 @@ class Batch:
         body, last = lines[:-1], lines[-1]
         key = f"c{i}"
         if c.error:
-            return ("try {\n" + "\n".join(body + [last]) + f"\nR.{key} = \"NOERROR\"\n}} catch e {{ R.{key} = e.name + \": \" + e.message }}\n")
+            # a GPU finds a bad index while the kernel runs and reports it at the next
+            # synchronisation (as CUDA's device-side asserts): wait inside the try, so the
+            # error is this case's and not the next one's
+            sync = "\ncuda.synchronize()" if DEVICE == "cuda" else ""
+            return ("try {\n" + "\n".join(body + [last]) + sync + f"\nR.{key} = \"NOERROR\"\n}} catch e {{ R.{key} = e.name + \": \" + e.message }}\n")
         return ("try {\n" + "\n".join(body) + f"\nR.{key} = ({last})\n}} catch e {{ print(\"NBERR {key} \" + e.name + \": \" + e.message) }}\n")
 
     def _script(self, cases, npz, out):
