@@ -113,6 +113,10 @@ __global__ void __launch_bounds__(kThr) sdpa_fwd(Geo g, int64_t ntiles, const S 
       A p = a_exp(x - m_use);
       Ps[r * (kBc + 1) + lane] = p;
       A psum = warp_sum(p);
+      // every lane has read m_s[r] (above) before lane 0 writes it: the shuffles in
+      // warp_max/warp_sum order them only implicitly, and compute-sanitizer's racecheck
+      // reported the pair (read at m_old, write at m_s[r]) on an H200
+      __syncwarp();
       if (lane == 0) {
         A alpha = a_exp(m_old - m_use);
         l_s[r] = l_s[r] * alpha + psum;
