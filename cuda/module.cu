@@ -10,6 +10,7 @@
 #include <new>
 #include <exception>
 #include <utility>
+#include <mutex>
 
 namespace ncu {
 
@@ -22,6 +23,11 @@ DevError *dev_err;                     // device view of the mapped slot
 static DevError *host_err;             // host view of the same memory
 static int device_count_;
 static int check_slot(uint64_t epoch);
+// Held from closing an epoch through reading the error slot, so syncs on two
+// threads (the interpreter's, dist's communication thread) close and check in
+// the same order: the slot's error then always belongs to the epoch closed
+// or the one after it (tensor/tdevice.c, epoch_failed).
+static std::mutex sync_mu;
 
 int device;
 
@@ -66,6 +72,7 @@ int launched(const char *op) {
   cudaError_t e = cudaGetLastError();
   if (e == cudaSuccess && host->sync_launches) {
     if (comms_wait_all()) return -1;   // the stream may wait on a collective: bounded there
+    std::lock_guard<std::mutex> lk(sync_mu);
     uint64_t epoch = host->epoch_close();
     e = cudaStreamSynchronize(stream);
     if (e == cudaSuccess) return check_slot(epoch);
@@ -131,6 +138,7 @@ static int check_slot(uint64_t epoch) {
 int sync_stream(void) {
   if (bind_device()) return -1;
   if (comms_wait_all()) return -1;     // collectives first: bounded by their timeout, a hung one is aborted
+  std::lock_guard<std::mutex> lk(sync_mu);
   uint64_t epoch = host->epoch_close();
   cudaError_t e = cudaStreamSynchronize(stream);
   if (e != cudaSuccess) return report_cuda_error(e, NCP_AT_SYNC, nullptr, last_op);

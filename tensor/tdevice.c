@@ -148,7 +148,14 @@ static bool sync_mode_from_env(int *on) {
 ** storage is looked up once (under the lock: the dist communication thread
 ** may synchronise) and, if clean, marked 0 (done, clean).  Each failed epoch
 ** costs 16 bytes for the session; its message is kept for the first
-** POISON_MSGS of them. */
+** POISON_MSGS of them.
+** Threads: the module serialises its syncs (close, wait, read the slot), and
+** a dispatch marks its output with the epoch read after the launch, so the
+** slot's error belongs to the epoch closed or the next one: both are failed.
+** Left open: outputs a kernel reaches through `extra` are marked when
+** allocated (nt_empty), just before the launch; a sync on another thread in
+** that window, followed by an error of that very kernel, leaves them marked
+** with the earlier, clean epoch. */
 _Atomic uint64_t nt_dev_epoch_ = 1;
 static _Atomic uint64_t last_poisoned;
 static pthread_mutex_t poison_lock = PTHREAD_MUTEX_INITIALIZER;
