@@ -12,7 +12,8 @@ while results of earlier epochs, values copied up from the host, and
 results computed after the report stay correct (checked against NumPy on
 fresh random data).  An in-place write in the failed epoch makes its target
 unusable; a partial write into an unusable tensor is refused, a full
-overwrite makes it usable again.  The interpreter (script and REPL) goes on.
+overwrite makes it usable again.  The interpreter (script, REPL, Jupyter
+kernel) goes on.
 
 Run by tools/run-tests.sh with the release build and (NABLA_ASAN=1) the ASan
 build.
@@ -245,6 +246,66 @@ def test_repl():
     check(ok, "emu.poison.repl_goes_on", f"rc {rc}: {so[-1200:]} {se[-600:]}")
 
 
+def test_kernel():
+    """the Jupyter kernel goes on: the cell that synchronises reports the
+    error, a later cell refuses the failed epoch's result, another computes
+    right values"""
+    sys.path.insert(0, os.path.join(ROOT, "tests", "kernel"))
+    os.environ["NABLA"] = NABLA
+    import kutil  # noqa: E402  (a kernelspec under a temporary JUPYTER_PATH)
+    from jupyter_client.manager import start_new_kernel
+    kutil.install("nabla")
+    n = int(RNG.integers(4, 9))
+    x = RNG.standard_normal(n)
+    px = npy(x, "k_x")
+    bad = int(n + RNG.integers(0, 9))
+    cells = [f'x = load_npy("{px}").cuda()\ny = take(x, [{bad}, 0].cuda()) * 2\ny.tolist()', "y.tolist()",
+             "print((x * 3).tolist())"]
+    saved = {k: os.environ.get(k) for k in ENV}
+    os.environ.update(ENV)
+    tmo = 60 * (4 if emuutil.ASAN else 1)
+    km = kc = None
+    texts = []
+    try:
+        km, kc = start_new_kernel(kernel_name="nabla", startup_timeout=tmo)
+        for code in cells:
+            msg_id = kc.execute(code)
+            got = []
+            while True:
+                m = kc.get_iopub_msg(timeout=tmo)
+                if m["parent_header"].get("msg_id") != msg_id:
+                    continue
+                c = m["content"]
+                if m["msg_type"] == "stream":
+                    got.append(c.get("text", ""))
+                elif m["msg_type"] == "error":
+                    got.append("ERROR " + c.get("evalue", "") + " " + " ".join(c.get("traceback", [])))
+                if m["msg_type"] == "status" and c["execution_state"] == "idle":
+                    break
+            texts.append("".join(got))
+    except Exception as e:  # noqa
+        texts.append(f"exception {e!r}")
+    finally:
+        if kc:
+            kc.stop_channels()
+        if km:
+            km.shutdown_kernel(now=True)
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    msg = f"take: index {bad} is out of bounds for size {n}"
+    try:
+        vals = np.array(json.loads(texts[2].strip()))
+        vals_ok = vals.shape == x.shape and np.allclose(vals, x * 3, rtol=0, atol=0)
+    except Exception:  # noqa
+        vals_ok = False
+    ok = (len(texts) == 3 and "ERROR" in texts[0] and msg in texts[0] and "ERROR" in texts[1] and UNUSABLE in texts[1]
+          and msg in texts[1] and vals_ok)
+    check(ok, "emu.poison.kernel_goes_on", f"cells: {[t[:400] for t in texts]}")
+
+
 def main():
     if no_module("emu_poison"):
         return 0
@@ -253,6 +314,7 @@ def main():
     test_zerodiv()
     test_target()
     test_repl()
+    test_kernel()
     return 1 if emuutil.n_fail else 0
 
 
