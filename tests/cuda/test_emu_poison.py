@@ -250,51 +250,18 @@ def test_kernel():
     """the Jupyter kernel goes on: the cell that synchronises reports the
     error, a later cell refuses the failed epoch's result, another computes
     right values"""
-    sys.path.insert(0, os.path.join(ROOT, "tests", "kernel"))
-    os.environ["NABLA"] = NABLA
-    import kutil  # noqa: E402  (a kernelspec under a temporary JUPYTER_PATH)
-    from jupyter_client.manager import start_new_kernel
-    kutil.install("nabla")
     n = int(RNG.integers(4, 9))
     x = RNG.standard_normal(n)
     px = npy(x, "k_x")
     bad = int(n + RNG.integers(0, 9))
     cells = [f'x = load_npy("{px}").cuda()\ny = take(x, [{bad}, 0].cuda()) * 2\ny.tolist()', "y.tolist()",
              "print((x * 3).tolist())"]
-    saved = {k: os.environ.get(k) for k in ENV}
-    os.environ.update(ENV)
-    tmo = 60 * (4 if emuutil.ASAN else 1)
-    km = kc = None
-    texts = []
     try:
-        km, kc = start_new_kernel(kernel_name="nabla", startup_timeout=tmo)
-        for code in cells:
-            msg_id = kc.execute(code)
-            got = []
-            while True:
-                m = kc.get_iopub_msg(timeout=tmo)
-                if m["parent_header"].get("msg_id") != msg_id:
-                    continue
-                c = m["content"]
-                if m["msg_type"] == "stream":
-                    got.append(c.get("text", ""))
-                elif m["msg_type"] == "error":
-                    got.append("ERROR " + c.get("evalue", "") + " " + " ".join(c.get("traceback", [])))
-                if m["msg_type"] == "status" and c["execution_state"] == "idle":
-                    break
-            texts.append("".join(got))
+        texts = ["".join(c.get("text", "") if t == "stream" else
+                         "ERROR " + c.get("evalue", "") + " " + " ".join(c.get("traceback", [])) if t == "error" else ""
+                         for t, c in m) for m in emuutil.kernel_cells(cells)]
     except Exception as e:  # noqa
-        texts.append(f"exception {e!r}")
-    finally:
-        if kc:
-            kc.stop_channels()
-        if km:
-            km.shutdown_kernel(now=True)
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        texts = [f"exception {e!r}"]
     msg = f"take: index {bad} is out of bounds for size {n}"
     try:
         vals = np.array(json.loads(texts[2].strip()))
