@@ -10,6 +10,7 @@
 #include <new>
 #include <exception>
 #include <utility>
+#include <mutex>
 
 namespace ncu {
 
@@ -21,7 +22,12 @@ const char *last_op = "(none)";
 DevError *dev_err;                     // device view of the mapped slot
 static DevError *host_err;             // host view of the same memory
 static int device_count_;
-static int check_slot(void);
+static int check_slot(uint64_t epoch);
+// Held from closing an epoch through reading the error slot, so syncs on two
+// threads (the interpreter's, dist's communication thread) close and check in
+// the same order: the slot's error then always belongs to the epoch closed
+// or the one after it (tensor/tdevice.c, epoch_failed).
+static std::mutex sync_mu;
 
 int device;
 
@@ -66,8 +72,10 @@ int launched(const char *op) {
   cudaError_t e = cudaGetLastError();
   if (e == cudaSuccess && host->sync_launches) {
     if (comms_wait_all()) return -1;   // the stream may wait on a collective: bounded there
+    std::lock_guard<std::mutex> lk(sync_mu);
+    uint64_t epoch = host->epoch_close();
     e = cudaStreamSynchronize(stream);
-    if (e == cudaSuccess) return check_slot();
+    if (e == cudaSuccess) return check_slot(epoch);
   }
   if (e == cudaSuccess) return 0;
   return report_cuda_error(e, NCP_AT_LAUNCH, op, before);
@@ -95,39 +103,46 @@ int exception_to_error(const char *what) {
   return -1;
 }
 
-// Reports (and clears) the device-side error slot.  Call only after a sync.
-static int check_slot(void) {
+// Reports (and clears) the device-side error slot.  Call only after a sync,
+// the one that closed `epoch` (host->epoch_close() right before the wait): an
+// error makes the epoch's results unusable (tensor/textend.h nt_dev_check).
+static int check_slot(uint64_t epoch) {
   DevError e;
   memcpy(&e, (const void *)host_err, sizeof e);   // written by kernels; coherent after the stream sync
   if (e.code == DEVERR_NONE) return 0;
   memset((void *)host_err, 0, sizeof *host_err);
   const char *op = host->op_name(e.op);
+  char msg[400];
   switch (e.code) {
     case DEVERR_INDEX:
       if (e.c >= 0)
-        host->error_set("%s: index %lld is out of bounds for axis %lld with size %lld (detected on the GPU, reported at synchronization)",
-                        op, e.a, e.c, e.b);
+        snprintf(msg, sizeof msg, "%s: index %lld is out of bounds for axis %lld with size %lld (detected on the GPU, reported at synchronization)",
+                 op, e.a, e.c, e.b);
       else
-        host->error_set("%s: index %lld is out of bounds for size %lld (detected on the GPU, reported at synchronization)", op, e.a, e.b);
+        snprintf(msg, sizeof msg, "%s: index %lld is out of bounds for size %lld (detected on the GPU, reported at synchronization)", op, e.a, e.b);
       break;
     case DEVERR_ZERODIV:
-      host->error_set("%s: integer division by zero (detected on the GPU, reported at synchronization)", op);
+      snprintf(msg, sizeof msg, "%s: integer division by zero (detected on the GPU, reported at synchronization)", op);
       break;
     case DEVERR_TARGET:
-      host->error_set("%s: target %lld (row %lld) is out of bounds for %lld classes", op, e.a, e.c, e.b);
+      snprintf(msg, sizeof msg, "%s: target %lld (row %lld) is out of bounds for %lld classes", op, e.a, e.c, e.b);
       break;
     default:
-      host->error_set("%s: device-side error %d", op, e.code);
+      snprintf(msg, sizeof msg, "%s: device-side error %d", op, e.code);
   }
+  host->epoch_failed(epoch, msg);
+  host->error_set("%s", msg);
   return -1;
 }
 
 int sync_stream(void) {
   if (bind_device()) return -1;
   if (comms_wait_all()) return -1;     // collectives first: bounded by their timeout, a hung one is aborted
+  std::lock_guard<std::mutex> lk(sync_mu);
+  uint64_t epoch = host->epoch_close();
   cudaError_t e = cudaStreamSynchronize(stream);
   if (e != cudaSuccess) return report_cuda_error(e, NCP_AT_SYNC, nullptr, last_op);
-  return check_slot();
+  return check_slot(epoch);
 }
 
 // ---- geometry -----------------------------------------------------------------------------

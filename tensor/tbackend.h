@@ -101,10 +101,16 @@ void nt_register_kernel(int op, nt_Device dev, nt_Kernel fn);
 /* Looks up or creates an op id for a name (nn ops, custom kernels); -1 if the
 ** table is full.  Builtin names ("add") return their nt_OpId. */
 int  nt_op_register(const char *name);
-/* Calls the kernel or fails with "<op>: not implemented for device cuda". */
+/* Calls the kernel or fails with "<op>: not implemented for device cuda".
+** On a device, nt_dispatch_device_ (tdevice.c) first refuses inputs (in[],
+** and out unless the kernel overwrites all of its storage) whose values a
+** GPU data error made unusable, and records out's write in the current
+** synchronisation epoch (textend.h, nt_dev_check).  Inputs or outputs a
+** kernel reaches through `extra` are the front end's to check and mark. */
+int nt_dispatch_device_(int op, nt_Kernel k, const nt_KernelArgs *a);
 static inline int nt_dispatch(int op, nt_Device dev, const nt_KernelArgs *a) {
   nt_Kernel k = nt_kernel_table[op][dev];
-  if (k) return k(a);
+  if (k) return dev == NT_CPU ? k(a) : nt_dispatch_device_(op, k, a);
   nt_error_set("%s: not implemented for device %s", nt_op_name(op), nt_device_name(dev));
   return -1;
 }
@@ -159,7 +165,7 @@ size_t nt_cuda_pinned_bytes(void);
 int nt_cuda_comm_all_gather_async(nt_CudaComm *c, const void *send, void *recv, size_t sendbytes, void *ev);
 
 /* ---- ABI between the loader and the module (not for users) -------------------- */
-#define NT_DEVICE_ABI_VERSION 4   /* 4: streams, events, pinned memory, async all_gather */
+#define NT_DEVICE_ABI_VERSION 5   /* 4: streams, events, pinned memory, async all_gather; 5: epoch_close, epoch_failed */
 struct nt_KernelArgs;
 struct nt_Allocator;
 typedef struct nt_HostApi {
@@ -173,6 +179,14 @@ typedef struct nt_HostApi {
   const char *(*op_name)(int op);
   const int *matmul_tf32;                       /* live flag set by nt_set_matmul_precision */
   int sync_launches;                            /* NABLA_CUDA_SYNC=1: wait for every kernel launch */
+  /* synchronisation epochs (textend.h nt_dev_check): epoch_close() is
+  ** called right before a wait for the stream that is followed by reading the
+  ** error slot; it returns the epoch the wait ends and starts the next.  When
+  ** the slot then holds an error err, epoch_failed(e, err) makes the results
+  ** of e unusable (and those of e + 1, which another thread may have launched
+  ** into during the wait); later work starts a fresh epoch. */
+  uint64_t (*epoch_close)(void);
+  void (*epoch_failed)(uint64_t e, const char *err);
 } nt_HostApi;
 typedef struct nt_DeviceApi {                   /* filled by the module's init */
   int (*device_count)(void);

@@ -87,6 +87,7 @@ int nt_get(nt_Tensor *t, const int64_t *index, double *out) {
   size_t es = nt_dtype_size(t->dtype);
   if (t->device == NT_CPU) { *out = nt_load_as_double(nt_base(t) + (off - t->offset) * (int64_t)es, t->dtype); return 0; }
   char buf[8];
+  if (nt_dev_check(t, "reading the values of a cuda tensor")) return -1;
   const nt_Allocator *al = nt_allocator(t->device);
   if (!al || al->memcpy(buf, NT_CPU, nt_base(t) + (off - t->offset) * (int64_t)es, t->device, es)) return -1;
   *out = nt_load_as_double(buf, t->dtype);

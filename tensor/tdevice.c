@@ -22,6 +22,7 @@
 #include <unistd.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 
 /* NT_CUDA_MODULE_BUILD / NT_CUDA_EMU_MODULE_BUILD (the modules' paths in the
 ** build tree) and NT_CUDA_BUILT / NT_CUDA_EMU_BUILT (0 when the build could
@@ -137,6 +138,116 @@ static bool sync_mode_from_env(int *on) {
   return false;
 }
 
+/* ---- results of GPU work that failed (textend.h nt_dev_check) -----------------
+** A kernel that finds a bad index writes the error slot and leaves garbage;
+** the module reports it after the next wait for the stream, which closes the
+** epoch (epoch_close before the wait, epoch_failed after it when the slot was
+** set).  The failed epochs are kept, ascending, with their messages, so a
+** storage last written in one is refused.  A check costs one compare when the
+** storage was written after the last failed epoch (almost always); an older
+** storage is looked up once (under the lock: the dist communication thread
+** may synchronise) and, if clean, marked 0 (done, clean).  Each failed epoch
+** costs 16 bytes for the session; its message is kept for the first
+** POISON_MSGS of them.
+** Threads: the module serialises its syncs (close, wait, read the slot), and
+** a dispatch marks its output with the epoch read after the launch, so the
+** slot's error belongs to the epoch closed or the next one: both are failed.
+** Left open: outputs a kernel reaches through `extra` are marked when
+** allocated (nt_empty), just before the launch; a sync on another thread in
+** that window, followed by an error of that very kernel, leaves them marked
+** with the earlier, clean epoch. */
+_Atomic uint64_t nt_dev_epoch_ = 1;
+static _Atomic uint64_t last_poisoned;
+static pthread_mutex_t poison_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t *poisoned;         /* ascending */
+static char **poison_msg;          /* [i] for i < POISON_MSGS */
+static size_t npoisoned, cap_poisoned;
+static uint64_t lost_upto;         /* epochs up to this one may have failed unlisted */
+#define POISON_MSGS 1024
+#define POISON_MSG_MAX 400
+
+static uint64_t epoch_close(void) { return atomic_fetch_add(&nt_dev_epoch_, 1); }
+
+static bool poison_add(uint64_t e, char *msg) {
+  bool used = false;
+  if (npoisoned && poisoned[npoisoned - 1] >= e) return false;   /* listed already (a concurrent sync) */
+  if (npoisoned == cap_poisoned) {
+    size_t nc = cap_poisoned ? 2 * cap_poisoned : 16;
+    uint64_t *p = realloc(poisoned, nc * sizeof *p);
+    if (p) { poisoned = p; cap_poisoned = nc; }
+  }
+  if (npoisoned == cap_poisoned) { lost_upto = e; return false; }   /* no memory to list it: refuse every result up to here */
+  if (npoisoned < POISON_MSGS) {
+    if (!poison_msg) poison_msg = calloc(POISON_MSGS, sizeof *poison_msg);
+    if (poison_msg) { poison_msg[npoisoned] = msg; used = true; }
+  }
+  poisoned[npoisoned++] = e;
+  return used;
+}
+
+static void epoch_failed(uint64_t e, const char *err) {
+  pthread_mutex_lock(&poison_lock);
+  char *msg = npoisoned < POISON_MSGS ? strndup(err, POISON_MSG_MAX) : NULL;
+  bool used = poison_add(e, msg);
+  if (poison_add(e + 1, msg)) used = true;
+  if (!used) free(msg);
+  if (atomic_load(&last_poisoned) < e + 1) atomic_store(&last_poisoned, e + 1);
+  uint64_t cur = e + 1;   /* work after the report: a fresh epoch (unless another sync began one) */
+  atomic_compare_exchange_strong(&nt_dev_epoch_, &cur, e + 2);
+  pthread_mutex_unlock(&poison_lock);
+}
+
+/* The message of the failed epoch s was written in, or NULL (s usable). */
+static const char *poison_of(nt_Storage *s) {
+  uint64_t e = s->dev_epoch;
+  if (__builtin_expect(e == 0 || e > atomic_load_explicit(&last_poisoned, memory_order_relaxed), 1)) return NULL;
+  const char *m = NULL;
+  pthread_mutex_lock(&poison_lock);
+  size_t lo = 0, hi = npoisoned;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (poisoned[mid] < e) lo = mid + 1; else hi = mid;
+  }
+  if (lo < npoisoned && poisoned[lo] == e)
+    m = lo < POISON_MSGS && poison_msg && poison_msg[lo] ? poison_msg[lo] : "a GPU data error (its message was not kept)";
+  else if (e <= lost_upto) m = "a GPU data error (not recorded: out of host memory)";
+  pthread_mutex_unlock(&poison_lock);
+  if (!m) s->dev_epoch = 0;   /* its epoch ended clean: no lookup next time */
+  return m;
+}
+
+int nt_dev_check(const nt_Tensor *t, const char *what) {
+  if (!t || t->storage->device == NT_CPU) return 0;
+  const char *m = poison_of(t->storage);
+  if (!m) return 0;
+  NT_FAIL("%s: this tensor was computed by the GPU work in which %s failed; its values are unusable (recompute it)", what, m);
+}
+
+void nt_dev_wrote_(nt_Storage *s) {
+  if (!poison_of(s)) s->dev_epoch = atomic_load_explicit(&nt_dev_epoch_, memory_order_relaxed);
+}
+
+/* out's kernel overwrites all of out's storage (a fresh output, or a copy or
+** fill into the whole of it): an unusable storage becomes usable again */
+static bool covers_storage(const nt_Tensor *t) {
+  return t->offset == 0 && (t->flags & NT_T_CONTIG) && (size_t)t->numel * nt_dtype_size(t->dtype) == t->storage->nbytes;
+}
+
+int nt_dispatch_device_(int op, nt_Kernel k, const nt_KernelArgs *a) {
+  for (int i = 0; i < a->nin && i < 4; i++)
+    if (a->in[i] && nt_dev_check(a->in[i], nt_op_name(op))) return -1;
+  nt_Storage *os = a->out ? a->out->storage : NULL;
+  if (os && os->device != NT_CPU && poison_of(os) && !covers_storage(a->out)) {
+    char what[128];
+    fmt(what, sizeof what, "%s (writing into part of it)", nt_op_name(op));
+    return nt_dev_check(a->out, what);
+  }
+  int rc = k(a);
+  /* read after the launch: a sync on another thread that began before it may not cover it */
+  if (!rc && os && os->device != NT_CPU) os->dev_epoch = atomic_load_explicit(&nt_dev_epoch_, memory_order_relaxed);
+  return rc;
+}
+
 static void load_cuda(void) {
   const char *dis = getenv("NABLA_CUDA_DISABLE");
   if (dis && *dis && strcmp(dis, "0") != 0) {
@@ -169,6 +280,7 @@ static void load_cuda(void) {
     .op_register = nt_op_register, .op_name = nt_op_name,
     .matmul_tf32 = &matmul_tf32,
     .sync_launches = sync_launches,
+    .epoch_close = epoch_close, .epoch_failed = epoch_failed,
   };
   char why[512] = "";
   nt_init();   /* CPU kernels first: the module only adds NT_CUDA entries */

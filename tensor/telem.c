@@ -506,6 +506,8 @@ static int to_device_backward(nt_Node *n, nt_Tensor *g, nt_Tensor **gin) {
 
 nt_Tensor *nt_to_device(nt_Tensor *t, nt_Device dev) {
   if (t->device == dev) return nt_retain(t);
+  /* every host read of device values (tolist, item, print, save, serialize) comes here */
+  if (nt_dev_check(t, dev == NT_CPU ? "reading the values of a cuda tensor" : "copy between devices")) return NULL;
   const nt_Allocator *al = nt_allocator(dev == NT_CPU ? t->device : dev);
   if (!al || !nt_allocator(dev)) NT_FAIL_NULL("%s", nt_device_unavailable_msg(dev == NT_CPU ? t->device : dev));
   bool prev = nt_set_grad_enabled(false);
@@ -516,6 +518,9 @@ nt_Tensor *nt_to_device(nt_Tensor *t, nt_Device dev) {
   if (out && al->memcpy(out->storage->data, dev, nt_base(c), t->device, (size_t)t->numel * nt_dtype_size(t->dtype))) {
     nt_release(out); out = NULL;
   }
+  /* host values copied up are right whatever a kernel of this epoch does:
+  ** usable even if the epoch ends in a GPU data error (nt_dev_check) */
+  if (out && t->device == NT_CPU) out->storage->dev_epoch = 0;
   nt_release(c);
   if (out && nt_needs_grad(1, &t)) {
     nt_Node *n = nt_record(out, "ToDeviceBackward", to_device_backward, 1, &t);

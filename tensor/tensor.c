@@ -198,6 +198,7 @@ nt_Tensor *nt_empty(const int64_t *shape, int ndim, nt_DType dt, nt_Device dev) 
   nt_Tensor *t = (nt_Tensor *)b;
   nt_Storage *s = (nt_Storage *)(b + sizeof(nt_Tensor));
   s->refcount = 1; s->device = dev; s->nbytes = nbytes; s->block = b; s->version = 0;
+  s->dev_epoch = dev == NT_CPU ? 0 : atomic_load_explicit(&nt_dev_epoch_, memory_order_relaxed);   /* its kernel runs in this epoch */
   s->readers = 0; s->hook = NULL;
   if (inl) { s->data = b + HDR_BYTES; s->flags = NT_STORAGE_INLINE; }
   else {
@@ -220,7 +221,7 @@ nt_Tensor *nt_empty_small_(const nt_Tensor *like, nt_DType dt) {
   if (!b) { nt_error_oom(HDR_BYTES + nbytes); return NULL; }
   nt_Tensor *t = (nt_Tensor *)b;
   nt_Storage *s = (nt_Storage *)(b + sizeof(nt_Tensor));
-  s->refcount = 1; s->device = NT_CPU; s->nbytes = nbytes; s->block = b; s->version = 0;
+  s->refcount = 1; s->device = NT_CPU; s->nbytes = nbytes; s->block = b; s->version = 0; s->dev_epoch = 0;
   s->readers = 0; s->hook = NULL; s->data = b + HDR_BYTES; s->flags = NT_STORAGE_INLINE;
   t->refcount = 1; t->dtype = dt; t->device = NT_CPU; t->ndim = like->ndim;
   t->offset = 0; t->numel = like->numel; t->flags = NT_T_CONTIG; t->storage = s;
@@ -240,7 +241,7 @@ nt_Tensor *nt_empty_deferred_(const int64_t *shape, int ndim, nt_DType dt) {
   if (!b) { nt_error_oom(sizeof(nt_Tensor) + sizeof(nt_Storage)); return NULL; }
   nt_Tensor *t = (nt_Tensor *)b;
   nt_Storage *s = (nt_Storage *)(b + sizeof(nt_Tensor));
-  s->refcount = 1; s->device = NT_CPU; s->nbytes = (size_t)numel * nt_dtype_size(dt); s->block = b; s->version = 0;
+  s->refcount = 1; s->device = NT_CPU; s->nbytes = (size_t)numel * nt_dtype_size(dt); s->block = b; s->version = 0; s->dev_epoch = 0;
   s->readers = 0; s->hook = NULL; s->flags = 0; s->data = NULL;
   t->refcount = 1; t->dtype = dt; t->device = NT_CPU; t->ndim = ndim;
   t->offset = 0; t->numel = numel; t->flags = NT_T_CONTIG; t->storage = s;
@@ -268,7 +269,7 @@ nt_Tensor *nt_from_external(void *data, nt_DType dt, const int64_t *shape, int n
   nt_Tensor *t = (nt_Tensor *)b;
   nt_Storage *s = (nt_Storage *)(b + sizeof(nt_Tensor));
   memset(t, 0, sizeof *t);
-  s->refcount = 1; s->device = NT_CPU; s->block = b; s->data = data; s->flags = NT_STORAGE_EXTERNAL; s->version = 0;
+  s->refcount = 1; s->device = NT_CPU; s->block = b; s->data = data; s->flags = NT_STORAGE_EXTERNAL; s->version = 0; s->dev_epoch = 0;
   s->readers = 0; s->hook = NULL;
   t->refcount = 1; t->dtype = dt; t->ndim = ndim; t->storage = s;
   memcpy(t->shape, shape, sizeof(int64_t) * (size_t)ndim);

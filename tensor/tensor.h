@@ -72,6 +72,8 @@ typedef struct nt_Storage {
   void     *block;      /* internal: the malloc block holding this struct */
   uint64_t  version;    /* bumped by every in-place write (autograd checks it) */
   const nt_LazyHook *hook;   /* internal: see above; NULL for almost every storage */
+  uint64_t  dev_epoch;  /* internal (device storages): the synchronisation epoch in which a
+                        ** kernel or copy last wrote it, 0 = none pending (tdevice.c) */
 } nt_Storage;
 
 typedef struct nt_Node nt_Node;   /* autograd graph node, see textend.h */

@@ -65,8 +65,23 @@ int64_t nt_shape_numel(const int64_t *shape, int ndim);
 /* Wraps existing memory (never freed by us) as a CPU tensor — for tests and
 ** bindings; the memory must outlive every view of the result. */
 nt_Tensor *nt_from_external(void *data, nt_DType dt, const int64_t *shape, int ndim);
+/* GPU data errors (tdevice.c; docs/cuda.md "Execution model and errors"): a
+** kernel that finds a bad index leaves garbage and the error is reported at
+** the next synchronisation, so every device storage remembers the epoch
+** (the work between two synchronisations) that last wrote it, and a storage
+** written in an epoch that ended in such an error is unusable.
+** nt_dev_check(t, what) is 0, or -1 with "<what>: this tensor was computed by
+** the GPU work in which <error> failed; ..." when t's values are unusable:
+** call it before reading a device tensor's raw memory (copies, collectives).
+** nt_dev_wrote_(s) records a write into s in the current epoch (a storage
+** already unusable stays so: a raw write may be partial). */
+int  nt_dev_check(const nt_Tensor *t, const char *what);
+void nt_dev_wrote_(nt_Storage *s);
 /* Marks t's storage as written in place (see the rules above). */
-static inline void nt_bump_version(nt_Tensor *t) { t->storage->version++; }
+static inline void nt_bump_version(nt_Tensor *t) {
+  t->storage->version++;
+  if (t->storage->device != NT_CPU) nt_dev_wrote_(t->storage);
+}
 
 /* ---- autograd ---------------------------------------------------------------
 ** A node is created by an op's front end when nt_needs_grad() holds.  It

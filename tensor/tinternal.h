@@ -53,6 +53,8 @@ void nt_error_oom(size_t nbytes);      /* "out of memory allocating N bytes" */
 /* Long loops check for an interrupt (nt_set_interrupt_flag) every NT_CHUNK
 ** elements of work (a few milliseconds); they fail with NT_FAIL_INTERRUPTED. */
 extern volatile int *nt_interrupt_flag_;
+/* the current GPU synchronisation epoch (tdevice.c; textend.h nt_dev_check) */
+extern _Atomic uint64_t nt_dev_epoch_;
 #define NT_INTERRUPTED() __builtin_expect(nt_interrupt_flag_ != NULL && *nt_interrupt_flag_ != 0, 0)
 #define NT_CHUNK ((int64_t)1 << 22)
 #define NT_FAIL_INTERRUPTED() NT_FAIL("interrupted")

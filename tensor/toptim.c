@@ -88,6 +88,14 @@ static int optim(const char *name, nt_OptimArgs *o, bool adam) {
   }
   if (first < 0) return 0;
   if (dev != NT_CPU && nt_device_load(dev)) return -1;
+  /* the tensors travel in `extra`: check them here (textend.h nt_dev_check);
+  ** the writes are recorded by nt_bump_version below */
+  for (int k = 0; k < o->n && dev != NT_CPU; k++) {
+    if (!o->grads[k]) continue;
+    if (nt_dev_check(o->params[k], name) || nt_dev_check(o->grads[k], name) ||
+        (o->exp_avg && nt_dev_check(o->exp_avg[k], name)) || (adam && nt_dev_check(o->exp_avg_sq[k], name)))
+      return -1;
+  }
   nt_KernelArgs ka; memset(&ka, 0, sizeof ka);
   ka.op = adam ? adamw_op : sgd_op;
   ka.extra = o;

@@ -324,6 +324,9 @@ static int sdpa_backward(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin) {
   memcpy(ka.iarg, nd->iarg, NT_SDPA_NIARG * sizeof(int64_t));
   int rc = gr.dq && gr.dk && gr.dv ? 0 : -1;
   bool work = gr.q->numel || gr.k->numel || gr.v->numel;
+  /* its inputs travel in `extra`: the dispatch cannot check them (textend.h nt_dev_check) */
+  nt_Tensor *ins[7] = {gr.q, gr.k, gr.v, gr.o, gr.lse, gr.mask, gr.dout};
+  for (int i = 0; i < 7 && !rc; i++) rc = nt_dev_check(ins[i], "scaled_dot_product_attention backward");
   if (!rc && work) rc = nt_dispatch(ka.op, gr.q->device, &ka);
   nt_release(gr.dout);
   nt_Tensor *d[3] = {gr.dq, gr.dk, gr.dv};
@@ -494,6 +497,7 @@ static nt_Tensor *sdpa_fused(nt_Tensor *q0, nt_Tensor *k0, nt_Tensor *v0, nt_Ten
   if (!o || !lse) goto fail;
   nt_KernelArgs ka = {.op = nn_ops.sdpa, .out = o, .in = {q, k, v, lse}, .nin = 4, .extra = mask, .s = {scale},
                       .iarg = {B, T, S, D, DV, causal, mask_b}, .niarg = NT_SDPA_NIARG};
+  if (nt_dev_check(mask, op)) goto fail;   /* in `extra`: the dispatch does not see it */
   if (B * T > 0 && nt_dispatch(ka.op, q->device, &ka)) goto fail;
   nt_Node *nd;
   o = nn_finish(o, "ScaledDotProductAttentionBackward", sdpa_backward, 3, (nt_Tensor *[]){q, k, v}, &nd);

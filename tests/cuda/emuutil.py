@@ -48,6 +48,47 @@ def nabla(code, timeout=120):
     return run([NABLA, "-e", code], timeout)
 
 
+def kernel_cells(cells):
+    """runs each code cell in a fresh Jupyter kernel (the kernelspec of
+    tests/kernel/kutil.py, under ENV); returns, per cell, its iopub messages
+    (msg_type, content) up to the kernel's idle status"""
+    import sys
+    sys.path.insert(0, os.path.join(ROOT, "tests", "kernel"))
+    os.environ["NABLA"] = NABLA
+    import kutil  # noqa: E402  (a kernelspec under a temporary JUPYTER_PATH)
+    from jupyter_client.manager import start_new_kernel
+    kutil.install("nabla")
+    saved = {k: os.environ.get(k) for k in ENV}
+    os.environ.update(ENV)
+    tmo = 60 * (4 if ASAN else 1)
+    km = kc = None
+    res = []
+    try:
+        km, kc = start_new_kernel(kernel_name="nabla", startup_timeout=tmo)
+        for code in cells:
+            msg_id = kc.execute(code)
+            got = []
+            while True:
+                m = kc.get_iopub_msg(timeout=tmo)
+                if m["parent_header"].get("msg_id") != msg_id:
+                    continue
+                got.append((m["msg_type"], m["content"]))
+                if m["msg_type"] == "status" and m["content"]["execution_state"] == "idle":
+                    break
+            res.append(got)
+    finally:
+        if kc:
+            kc.stop_channels()
+        if km:
+            km.shutdown_kernel(now=True)
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return res
+
+
 def no_module(suite):
     """True (after printing the suite's SKIP line) when this build has no emulated device"""
     if os.path.exists(MODULE):

@@ -27,7 +27,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from emuutil import ASAN, ENV, NABLA, ROOT, TMPDIR, no_module, out  # noqa: E402
+from emuutil import TMPDIR, no_module, out  # noqa: E402
 import emuutil  # noqa: E402
 
 RNG = np.random.default_rng()
@@ -289,41 +289,10 @@ def test_kernel_display():
     """display(x) in the Jupyter kernel: a device tensor's HTML table has the
     values (it showed only 'tensor [3, 4] f32 on cuda'), the same cells as the
     host copy's table and as NumPy's %.4g, and says the device"""
-    sys.path.insert(0, os.path.join(ROOT, "tests", "kernel"))
-    os.environ["NABLA"] = NABLA
-    import kutil  # noqa: E402  (a kernelspec under a temporary JUPYTER_PATH)
-    from jupyter_client.manager import start_new_kernel
-    kutil.install("nabla")
     a = RNG.standard_normal((3, 4))
     pa = npy(a, "disp_a")
-    saved = {k: os.environ.get(k) for k in ENV}
-    os.environ.update(ENV)
-    km = kc = None
-    try:
-        km, kc = start_new_kernel(kernel_name="nabla", startup_timeout=60 * (4 if ASAN else 1))
-        html = []
-        for code in (f'a = load_npy("{pa}").cuda()\ndisplay(a)', "display(a.cpu())"):
-            msg_id = kc.execute(code)
-            got = None
-            while True:
-                m = kc.get_iopub_msg(timeout=60 * (4 if ASAN else 1))
-                if m["parent_header"].get("msg_id") != msg_id:
-                    continue
-                if m["msg_type"] == "display_data":
-                    got = m["content"]["data"].get("text/html")
-                if m["msg_type"] == "status" and m["content"]["execution_state"] == "idle":
-                    break
-            html.append(got or "")
-    finally:
-        if kc:
-            kc.stop_channels()
-        if km:
-            km.shutdown_kernel(now=True)
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    msgs = emuutil.kernel_cells([f'a = load_npy("{pa}").cuda()\ndisplay(a)', "display(a.cpu())"])
+    html = [next((c["data"].get("text/html") for t, c in m if t == "display_data"), None) or "" for m in msgs]
     cells = [re.findall(r"<td>([^<]*)</td>", h) for h in html]
     want = ["%.4g" % v for v in a.reshape(-1)]
     ok = cells[0] == want and cells[1] == want and "on cuda" in html[0] and "on cuda" not in html[1]
