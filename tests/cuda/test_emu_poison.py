@@ -273,6 +273,41 @@ def test_kernel():
     check(ok, "emu.poison.kernel_goes_on", f"cells: {[t[:400] for t in texts]}")
 
 
+def test_collectives():
+    """all_reduce, broadcast (from its source) and send of a tensor whose GPU
+    work failed are refused before any byte moves, a DistError in the
+    session; a clean all_reduce then still sums right (2 workers, ring,
+    emulated)"""
+    n = int(RNG.integers(4, 9))
+    bad = int(n + RNG.integers(0, 40))
+    v = float(RNG.integers(1, 9))
+    # each collective in its own command: a refusal on one rank breaks the
+    # group for the other (which waits in it), and the session reconnects it
+    # before the next command
+    mk = (f'x = full([{n}], {v}).cuda()\n  y = take(x, tensor([0, {bad}]).cuda())\n'
+          '  try { cuda.synchronize() } catch e { }\n')
+    # uncaught on the worker, as a training script would: the session raises
+    # DistError naming the rank and interrupts the other rank (waiting in the
+    # collective); the group is reconnected before the next command
+    code = ('import dist\ndist.start(2, backend="ring")\n'
+            f'a = try {{ dist.run(fn() {{\n  {mk}  all_reduce(y)\n}}) }} catch e {{ e.message }}\n'
+            f'b = try {{ dist.run(fn() {{\n  {mk}  broadcast(y, src=0)\n}}) }} catch e {{ e.message }}\n'
+            f'c = try {{ dist.run(fn() {{\n  {mk}  if dist.rank() == 0 {{ send(y, 1) }} else {{ recv(y, 0) }}\n}}) }} catch e {{ e.message }}\n'
+            f'ok = dist.run(fn() all_reduce(full([{n}], {v}).cuda()).tolist())\n'
+            'print("A0", a)\nprint("B0", b)\nprint("C0", c)\nprint("S0", ok[0])\nprint("S1", ok[1])\ndist.stop()\n')
+    rc, so, se = emuutil.nabla(code, timeout=300)
+    msg = f"take: index {bad} is out of bounds for size {n}"
+    t = {l[:2]: l[3:] for l in so.splitlines() if l[:2] in ("A0", "B0", "C0", "S0", "S1")}
+    want = [2 * v] * n
+    try:
+        sums_ok = all(np.allclose(eval(t[k]), want) for k in ("S0", "S1"))
+    except (KeyError, SyntaxError, TypeError):
+        sums_ok = False
+    ok = (rc == 0 and all(k in t and msg in t[k] and "unusable" in t[k] for k in ("A0", "B0", "C0"))
+          and "DistError: all_reduce: " in t["A0"] and "DistError: broadcast: " in t["B0"] and "DistError: send: " in t["C0"] and sums_ok)
+    check(ok, "emu.poison.collectives", f"rc {rc}: {t}: {so[-800:]} {se[-600:]}")
+
+
 def main():
     if no_module("emu_poison"):
         return 0
@@ -282,6 +317,7 @@ def main():
     test_target()
     test_repl()
     test_kernel()
+    test_collectives()
     return 1 if emuutil.n_fail else 0
 
 
