@@ -292,7 +292,7 @@ def test_collectives():
     code = ('import dist\ndist.start(2, backend="ring")\n'
             f'a = try {{ dist.run(fn() {{\n  {mk}  all_reduce(y)\n}}) }} catch e {{ e.message }}\n'
             f'b = try {{ dist.run(fn() {{\n  {mk}  broadcast(y, src=0)\n}}) }} catch e {{ e.message }}\n'
-            f'c = try {{ dist.run(fn() {{\n  {mk}  if dist.rank() == 0 {{ send(y, 1) }} else {{ recv(y, 0) }}\n}}) }} catch e {{ e.message }}\n'
+            f'c = try {{ dist.run(fn() {{\n  {mk}  if dist.rank() == 0 {{ send(y, 1) }} else {{ recv(0) }}\n}}) }} catch e {{ e.message }}\n'
             f'ok = dist.run(fn() all_reduce(full([{n}], {v}).cuda()).tolist())\n'
             'print("A0", a)\nprint("B0", b)\nprint("C0", c)\nprint("S0", ok[0])\nprint("S1", ok[1])\ndist.stop()\n')
     rc, so, se = emuutil.nabla(code, timeout=300)
