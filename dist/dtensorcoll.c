@@ -86,9 +86,9 @@ static int need_group_sig(const char *call, const char *arg, const nt_Tensor *x,
 
 /* ---- the transports on a contiguous tensor's bytes -------------------------- */
 /* in place over every rank (y contiguous, dtype matching rdt) */
+/* y is always a working copy (work_copy, a concat of them): the kernel that
+** made it refused an input whose GPU work failed (textend.h nt_dev_check) */
 static int ar_tensor(nt_Tensor *y, int rdt, int rop) {
-  /* a device tensor whose GPU work failed must not be summed into every rank's (textend.h) */
-  if (nt_dev_check(y, "all_reduce")) return -1;
   char *p = nt_base(y);
   size_t n = (size_t)y->numel, nb = nbytes_of(y);
   switch (path_of(y->device)) {
@@ -104,6 +104,8 @@ static int ar_tensor(nt_Tensor *y, int rdt, int rop) {
 }
 /* rank src's bytes of t into every rank's t; path: the transport the source chose */
 static int bcast_tensor(nt_Tensor *t, int src, int path) {
+  /* the source may send the caller's own tensor (broadcast_ in place): its
+  ** raw bytes must not go out if its GPU work failed (textend.h) */
   if (G->rank == src && nt_dev_check(t, "broadcast")) return -1;
   char *p = nt_base(t);
   size_t nb = nbytes_of(t);
@@ -118,6 +120,7 @@ static int bcast_tensor(nt_Tensor *t, int src, int path) {
 }
 /* sends s to dst and/or receives r from src (either NULL) over `path` */
 static int p2p_tensor(int dst, nt_Tensor *s, int src, nt_Tensor *r, int path) {
+  /* s may be the caller's own tensor (dev_contig copies only a strided one) */
   if (s && nt_dev_check(s, "send")) return -1;
   char *sp = s ? nt_base(s) : NULL, *rp = r ? nt_base(r) : NULL;
   size_t sn = s ? nbytes_of(s) : 0, rn = r ? nbytes_of(r) : 0;
