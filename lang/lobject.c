@@ -10,14 +10,17 @@
 #include "lvm.h"
 #include "tensor/tensor.h"
 
+/* a small allocation that failed, or a large one whose owner cannot report
+** it (the checked ones raise MemoryError instead: nbapi.h) */
+static __attribute__((noreturn)) void out_of_memory(void) { fputs("nabla: out of memory\n", stderr); abort(); }
 static void *xmalloc(size_t n) {
   void *p = malloc(n ? n : 1);
-  if (!p) { fputs("nabla: out of memory\n", stderr); abort(); }
+  if (!p) out_of_memory();
   return p;
 }
 static void *xrealloc(void *p, size_t n) {
   p = realloc(p, n ? n : 1);
-  if (!p) { fputs("nabla: out of memory\n", stderr); abort(); }
+  if (!p) out_of_memory();
   return p;
 }
 
@@ -27,8 +30,7 @@ void nbB_add(nb_Buf *b, const char *s, size_t n) {
   if (b->n + n + 1 > b->cap) {
     size_t cap = b->cap ? b->cap * 2 : 64;
     while (cap < b->n + n + 1) cap *= 2;
-    char *p = realloc(b->p, cap);
-    if (!p && !b->checked) { fputs("nabla: out of memory\n", stderr); abort(); }
+    char *p = b->checked ? realloc(b->p, cap) : xrealloc(b->p, cap);
     if (!p) { b->oom = true; return; }
     b->p = p; b->cap = cap;
   }
@@ -56,7 +58,8 @@ uint32_t nbS_hash(const char *s, size_t len) {   /* FNV-1a */
   return h;
 }
 
-/* a string of len bytes, its data unwritten but the final NUL; NULL when the
+/* a string of len bytes, its data unwritten but the final NUL, hashed on
+** first use (nbS_hashof) so its writer has nothing to finish; NULL when the
 ** memory is not there */
 static nb_Str *str_alloc(size_t len) {
   /* every length input controls is checked against NB_MAX_STR before it
@@ -70,7 +73,6 @@ static nb_Str *str_alloc(size_t len) {
   str->data[len] = 0;
   return str;
 }
-void nbS_seal(nb_Str *s) { s->hashed = false; }   /* hashed on first use (nbS_hashof) */
 int nbS_alloc(nb_VM *vm, const char *op, size_t len, nb_Str **out) {
   if (len > NB_MAX_STR) return nbS_too_long(vm, op, len);
   if (!(*out = str_alloc(len))) return nb_memory_error(vm, op, sizeof(nb_Str) + len + 1);
@@ -79,9 +81,8 @@ int nbS_alloc(nb_VM *vm, const char *op, size_t len, nb_Str **out) {
 
 nb_Str *nbS_new(const char *s, size_t len) {
   nb_Str *str = str_alloc(len);
-  if (!str) { fputs("nabla: out of memory\n", stderr); abort(); }
+  if (!str) out_of_memory();
   if (len) memcpy(str->data, s, len);
-  nbS_seal(str);
   return str;
 }
 nb_Str *nbS_cstr(const char *s) { return nbS_new(s, strlen(s)); }
@@ -103,7 +104,6 @@ int nbS_from_buf(nb_VM *vm, const char *op, const nb_Buf *b, nb_Value *out) {
   nb_Str *s;
   if (nbB_check(vm, op, b) || nbS_alloc(vm, op, b->n, &s)) return NB_ERR;
   if (b->n) memcpy(s->data, b->p, b->n);
-  nbS_seal(s);
   *out = nb_strv(s);
   return NB_OK;
 }
@@ -234,7 +234,7 @@ bool nbL_try_reserve(nb_List *l, size_t n) {
   return true;
 }
 void nbL_push(nb_List *l, nb_Value v) {
-  if (l->n == l->cap && !nbL_try_reserve(l, (size_t)l->n + 1)) { fputs("nabla: out of memory\n", stderr); abort(); }
+  if (l->n == l->cap && !nbL_try_reserve(l, (size_t)l->n + 1)) out_of_memory();
   l->items[l->n++] = v;
 }
 
@@ -281,10 +281,11 @@ static bool rec_index_sync(nb_Rec *r) {
   return true;
 }
 /* the position of the key with these bytes, -1 if none; str: the key as a
-** string (its hash is used), or NULL; interned: the key itself, interned
-** (compared by pointer) */
-static int rec_find(const nb_Rec *cr, const char *s, size_t len, const nb_Str *str, const nb_Str *interned) {
+** string (its hash is used; an interned one is compared by pointer, as
+** record keys are interned), or NULL */
+static int rec_find(const nb_Rec *cr, const char *s, size_t len, const nb_Str *str) {
   nb_Rec *r = (nb_Rec *)cr;   /* the index is a cache: finding may build it */
+  const nb_Str *interned = str && str->interned ? str : NULL;
   if (rec_index_sync(r)) {
     uint32_t mask = (uint32_t)r->icap - 1, hash = str ? nbS_hashof(str) : nbS_hash(s, len);
     for (uint32_t i = hash & mask; r->index[i]; i = (i + 1) & mask) {
@@ -302,10 +303,10 @@ static int rec_find(const nb_Rec *cr, const char *s, size_t len, const nb_Str *s
   return -1;
 }
 int nbR_find(const nb_Rec *r, const nb_Str *key) {
-  return rec_find(r, key->data, key->len, key, key->interned ? key : NULL);
+  return rec_find(r, key->data, key->len, key);
 }
 int nbR_find_cstr(const nb_Rec *r, const char *key) {
-  return rec_find(r, key, strlen(key), NULL, NULL);
+  return rec_find(r, key, strlen(key), NULL);
 }
 void nbR_set(nb_Rec *r, nb_Str *key, nb_Value v) {
   int i = nbR_find(r, key);

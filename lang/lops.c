@@ -114,7 +114,6 @@ int nbV_binop(nb_VM *vm, int op, nb_Value a, nb_Value b, nb_Value *out) {
       nb_Str *s;
       TRY(nbS_alloc(vm, "string +", (size_t)x->len + y->len, &s));
       memcpy(s->data, x->data, x->len); memcpy(s->data + x->len, y->data, y->len);
-      nbS_seal(s);
       *out = nb_strv(s); return NB_OK;
     }
     int c = str_cmp(a.u.p, b.u.p);
@@ -208,7 +207,6 @@ int nbV_index(nb_VM *vm, nb_Value obj, nb_Value *idx, int nidx, nb_Value *out) {
       nb_Str *r;
       TRY(nbS_alloc(vm, "string slice", (size_t)c, &r));
       for (long j = 0; j < c; j++) r->data[j] = s->data[b + j * st];
-      nbS_seal(r);
       *out = nb_strv(r); return NB_OK;
     }
     TRY(to_index(vm, i, s->len, "string", &k));

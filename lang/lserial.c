@@ -204,7 +204,7 @@ static int des(nb_VM *vm, Rd *r, nb_Value *out, int depth) {
     if (get_str(r, &s, &n)) return bad(vm);
     if (n > NB_MAX_STR) return nbS_too_long(vm, "deserialize", n);   /* a message body can be longer than a string */
     { nb_Str *str; if (nbS_alloc(vm, "deserialize", n, &str)) return NB_ERR;
-      memcpy(str->data, s, n); nbS_seal(str); *out = nb_strv(str); }
+      memcpy(str->data, s, n); *out = nb_strv(str); }
     return NB_OK;
   case 'L': {
     if (get_u32(r, &n) || n > (uint32_t)(r->end - r->p)) return bad(vm);

@@ -126,10 +126,9 @@ int  nbB_check(nb_VM *vm, const char *op, const nb_Buf *b);
 int  nbL_reserve(nb_VM *vm, const char *op, nb_List *l, size_t n);
 /* a new list with room for n items (*out), or one of nbL_reserve's errors */
 int  nbL_new_checked(nb_VM *vm, const char *op, size_t n, nb_List **out);
-/* a new string of len bytes, content undefined but for its final NUL; call
-** nbS_seal once written (hash), or the MemoryError */
+/* a new string of len bytes for the caller to write (its hash is computed on
+** first use), content undefined but for its final NUL; or the MemoryError */
 int  nbS_alloc(nb_VM *vm, const char *op, size_t len, nb_Str **out);
-void nbS_seal(nb_Str *s);
 
 /* ---- interrupts ----------------------------------------------------------
 ** nb_vm_interrupt (nabla.h) sets the VM's flag from any thread or a signal

@@ -445,7 +445,6 @@ static int map_bytes(nb_VM *vm, const char *fname, nb_Value *args, int (*f)(int)
   nb_Str *src = nb_str(args[0]), *s;
   if (nbS_alloc(vm, fname, src->len, &s)) return NB_ERR;
   for (uint32_t i = 0; i < s->len; i++) s->data[i] = (char)f((unsigned char)src->data[i]);
-  nbS_seal(s);
   *out = nb_strv(s); return NB_OK;
 }
 static int b_upper(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; return map_bytes(vm, "upper", args, toupper, out); }
