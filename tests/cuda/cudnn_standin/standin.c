@@ -321,7 +321,11 @@ static cudnnStatus_t bind(Desc *d, const int64_t *uids, void *const *ptrs, int64
     return d->buf ? CUDNN_STATUS_SUCCESS : fail(CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED, "stand-in: out of memory");
   }
   for (int64_t i = 0; i < n; i++)
-    if (uids[i] == t.uid) { d->ptr = ptrs[i]; return CUDNN_STATUS_SUCCESS; }
+    if (uids[i] == t.uid) {
+      d->ptr = ptrs[i];
+      if (t.byval && t.dt == CUDNN_DATA_FLOAT) logline("by_value %lld %.9g\n", (long long)t.uid, *(const float *)d->ptr);
+      return CUDNN_STATUS_SUCCESS;
+    }
   return fail(CUDNN_STATUS_BAD_PARAM, "stand-in: the variant pack has no pointer for uid %lld", (long long)t.uid);
 }
 
