@@ -377,6 +377,9 @@ int k_sdpa(const nt_KernelArgs *a) {
   nt_DType dt = bwd ? ((const nt_SdpaGrads *)a->extra)->q->dtype : a->out->dtype;
   Path p = env_path(op);
   if (p == kBadEnv) return -1;
+  // strided views (NT_SDPA_VIEWS): only the cuDNN graph reads them in place; the other
+  // paths decline (return 1, nothing written) and the front end retries with copies
+  const bool views = a->niarg > NT_SDPA_VIEWS && ia[NT_SDPA_VIEWS];
   if (p == kAuto || p == kCudnn) {
     char why[500] = "";
     if (cudnn_ready(why, sizeof why) && sdpa_cudnn_supports(a, bwd, why, sizeof why)) {
@@ -391,6 +394,7 @@ int k_sdpa(const nt_KernelArgs *a) {
     snprintf(last_fallback, sizeof last_fallback, "%s", why);
     p = fallback_path(g, dt);
   }
+  if (views) return 1;
   if (p == kGemm) return sdpa_gemm(a, bwd);
   if (g.D > kMaxD || g.DV > kMaxD) {
     host->error_set("%s: the fused kernel takes head dims up to %d, got d=%lld, dv=%lld (NABLA_CUDA_ATTENTION=fused)",

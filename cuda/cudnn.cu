@@ -159,10 +159,12 @@ int dnn_fail(const char *op, const char *what, cudnnStatus_t st) {
 // ---- operands as cuDNN sees them ------------------------------------------------------------
 struct View { int64_t d[4], s[4]; };   // [B, H, rows, cols] and strides (elements)
 
-// a contract operand (contiguous [B, rows, cols]) as [B, 1, rows, cols]
-View view3(const nt_Tensor *t) {
-  int64_t B = t->shape[0], r = t->shape[1], c = t->shape[2];
-  return View{{B, 1, r, c}, {r * c, r * c, c, 1}};
+// a contract operand as [B, H, rows, cols]: [B, rows, cols] as [B, 1, rows, cols];
+// the views of NT_SDPA_VIEWS (batch + [rows, cols], 1 or 2 batch dims) as they are
+View view_of(const nt_Tensor *t) {
+  const int64_t *d = t->shape, *s = t->strides;
+  if (t->ndim == 4) return View{{d[0], d[1], d[2], d[3]}, {s[0], s[1], s[2], s[3]}};
+  return View{{d[0], 1, d[1], d[2]}, {s[0], s[0], s[1], s[2]}};
 }
 View transposed(View v) {
   View t = v;
@@ -483,7 +485,7 @@ bool sdpa_cudnn_supports(const nt_KernelArgs *a, bool bwd, char *why, size_t n) 
   nt_DType dt = bwd ? ((const nt_SdpaGrads *)a->extra)->q->dtype : a->out->dtype;
   int64_t D = ia[NT_SDPA_D], DV = ia[NT_SDPA_DV];
   if (dt != NT_F16 && dt != NT_BF16) { snprintf(why, n, "cuDNN's fused attention takes f16/bf16, got %s", nt_dtype_name(dt)); return false; }
-  if (D != DV || D % 8 != 0 || D > 128) {
+  if (!nt_sdpa_cudnn_shape_ok(dt, D, DV)) {
     snprintf(why, n, "cuDNN's fused attention takes equal head dims d = dv, a multiple of 8, at most 128; got d=%lld, dv=%lld",
              (long long)D, (long long)DV);
     return false;
@@ -508,7 +510,7 @@ int sdpa_cudnn(const nt_KernelArgs *a, bool bwd) {
   if (bwd) { nt_Tensor *tb[8] = {gr->q, gr->k, gr->v, gr->o, gr->dout, gr->dq, gr->dk, gr->dv}; memcpy(ts, tb, sizeof ts); }
   k.dtype = ts[0]->dtype;
   int nv = bwd ? 8 : 4;
-  for (int i = 0; i < nv; i++) k.v[i] = view3(ts[i]);
+  for (int i = 0; i < nv; i++) k.v[i] = view_of(ts[i]);
   Entry *e;
   int rc = plan_for(op, k, &e);
   if (rc) return rc;
@@ -519,7 +521,7 @@ int sdpa_cudnn(const nt_KernelArgs *a, bool bwd) {
     void *ptrs[7] = {base(ts[0]), base(ts[1]), base(ts[2]), base(ts[3]), base(a->in[3]), &scale, &ninf};
     return execute(op, e, uids, ptrs, 7);
   }
-  const int64_t rows = ts[0]->shape[0] * ts[0]->shape[1];
+  const int64_t rows = k.v[0].d[0] * k.v[0].d[1] * k.v[0].d[2];   // B * H * T
   Scratch dsum((size_t)rows * sizeof(float));
   if (!dsum.p) return -1;
   int64_t uids[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
