@@ -32,7 +32,9 @@
 ** and the gradients are laid out like them: the GPT step's copies of q, k, v,
 ** of O before the output projection and of the gradients went away (k_copy
 ** 4.9% -> 1.1% of the step's samples; the attention layer's forward + backward
-** takes ~10% less CPU time: bench/results/2026-11-26-gpt.md).
+** takes ~10% less CPU time: bench/results/2026-11-26-gpt.md).  On CUDA the
+** same views go in place to cuDNN's graph where it runs (cuda_views_ok,
+** NT_SDPA_VIEWS in attention.h); the other CUDA paths get contiguous copies.
 */
 #include "nninternal.h"
 #include "attention.h"
