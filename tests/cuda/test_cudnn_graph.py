@@ -12,6 +12,10 @@ emulated device with the stand-in libcudnn.so.9 (tests/cuda/cudnn_standin/):
   * the values: the stand-in INTERPRETS the graph on the host pointers, so the
     outputs and gradients (against torch, NABLA_CUDA_ATTENTION=cudnn so nothing
     falls back) check what the graph computes, not just its shape;
+  * the heads of a packed [B, T, 3C] qkv (chunk, reshape, permute) reach the
+    graph as strided views with the packed strides, O and the gradients laid
+    out [B, T, H, hd]; values and gradients vs torch; a declined graph (no
+    engine) retried with contiguous copies;
   * the plan cache (one plan per shape and direction, reused);
   * (runs under NABLA_ASAN=1 too, on the ASan build)
   * the reasons: no library, a library too old, no engine for the graph,
