@@ -115,7 +115,8 @@ def graphs(descs):
 
 def env(**kw):
     e = dict(ENV, NABLA_CUDNN_LIBRARY=STANDIN)
-    for k in ("NABLA_CUDA_ATTENTION", "NABLA_CUDNN_STANDIN_VERSION", "NABLA_CUDNN_STANDIN_ENGINES", "NABLA_CUDNN_STANDIN_FAIL_EXECUTE"):
+    for k in ("NABLA_CUDA_ATTENTION", "NABLA_CUDNN_STANDIN_VERSION", "NABLA_CUDNN_STANDIN_ENGINES", "NABLA_CUDNN_STANDIN_FAIL_EXECUTE",
+              "NABLA_CUDNN_STANDIN_NO_BACKWARD"):
         e.pop(k, None)
     for k, v in kw.items():
         if v is None:
@@ -351,10 +352,12 @@ def reasons():
         "d1 = max(abs(att(qkv).cpu().to(\"f32\") - att(qkv.cpu()).to(\"f32\"))).item()\n"
         "d2 = max(abs(grad(f)(qkv, w).cpu().to(\"f32\") - grad(f)(qkv.cpu(), w.cpu()).to(\"f32\"))).item()\n"
         "print(d1 < 0.05, d2 < 0.1)\n" + SHOW)
-    rc, so, se = run(code, NABLA_CUDNN_STANDIN_ENGINES="")
-    b = fields(so)
-    chk("views_declined_retried", rc == 0 and so.startswith("true true") and "no engine" in (b.get("last_fallback") or ""),
-        f"rc={rc} {so[:200]} {se[-300:]}")
+    for name, kw in (("views_declined_retried", dict(NABLA_CUDNN_STANDIN_ENGINES="")),
+                     ("views_backward_declined_retried", dict(NABLA_CUDNN_STANDIN_NO_BACKWARD="1"))):
+        rc, so, se = run(code, **kw)
+        b = fields(so)
+        chk(name, rc == 0 and so.startswith("true true") and "no engine" in (b.get("last_fallback") or ""),
+            f"rc={rc} {so[:200]} {se[-300:]}")
     # an execution failure is an error naming the op, never a fallback
     rc, so, se = run(att.format(dt="bf16"), NABLA_CUDNN_STANDIN_FAIL_EXECUTE="1")
     chk("execute_failure", rc != 0 and "scaled_dot_product_attention: cuDNN execution failed" in se

@@ -21,7 +21,8 @@
 **     double precision, loading and storing f32/f16/bf16 as their tensors say.
 **     So the numerics the test checks come from the graph nabla built: a wrong
 **     stride, uid, scale or mask in it gives wrong values.
-**     $NABLA_CUDNN_STANDIN_FAIL_EXECUTE=1 makes execution fail instead.
+**     $NABLA_CUDNN_STANDIN_FAIL_EXECUTE=1 makes execution fail instead;
+**     $NABLA_CUDNN_STANDIN_NO_BACKWARD=1 gives no engine for backward graphs.
 ** Not thread-safe; one process, one log.
 */
 #include <cudnn_graph.h>
@@ -194,6 +195,13 @@ cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t const dd, cudnnB
   if (name == CUDNN_ATTR_ENGINEHEUR_RESULTS) {
     bool nondet[16];
     int64_t n = engines_n(nondet);
+    /* NABLA_CUDNN_STANDIN_NO_BACKWARD=1: no engine for graphs with a reshape (the backward) */
+    const char *nb = getenv("NABLA_CUDNN_STANDIN_NO_BACKWARD");
+    Desc *g = dval(d, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH);
+    Attr *ops = g ? find(g, CUDNN_ATTR_OPERATIONGRAPH_OPS) : NULL;
+    if (nb && *nb && *nb != '0' && ops)
+      for (int64_t i = 0; i < ops->n; i++)
+        if (((Desc *)ops->pv[i])->type == CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR) n = 0;
     if (req == 0) { *got = n; logline("heuristics #%d %lld\n", d->id, (long long)n); return CUDNN_STATUS_SUCCESS; }
     int64_t k = req < n ? req : n;
     for (int64_t i = 0; i < k; i++) {
