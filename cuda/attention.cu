@@ -43,6 +43,16 @@ constexpr int kMaxD = 128, kPer = kMaxD / kWarps;   // dims per thread (c = warp
 static_assert(kBr == 32 && kBc == 32, "the lane <-> row/key mapping assumes 32-wide tiles");
 static_assert(kBr * kBc == kThr * 8, "each thread computes 8 score entries");
 
+// cudnn.cu: the cuDNN path (its header comment says what it builds)
+}  // namespace
+bool cudnn_ready(char *why, size_t n);
+bool sdpa_cudnn_supports(const nt_KernelArgs *a, bool bwd, char *why, size_t n);
+int sdpa_cudnn(const nt_KernelArgs *a, bool bwd);
+bool cudnn_nondeterministic(void);
+size_t cudnn_version(void);
+long long cudnn_plans_built(void);
+namespace {
+
 struct SdpaIds { int fwd, bwd; };
 SdpaIds ids;
 
@@ -329,24 +339,35 @@ template <typename S> int run_bwd(const nt_KernelArgs *a, const Geo &g) {
   return 0;
 }
 
-// Which path runs (docs/cuda.md, "attention"): the cuBLAS one (attention_gemm.cu: tensor
-// cores, S x S scores in global memory) for f32/f16/bf16 when the score matrix is large
-// (T*S >= kGemmMinScores) and for any head dim above kMaxD; these fused kernels otherwise
-// (small problems, where they save the launches and the scratch, and f64).
-// NABLA_CUDA_ATTENTION=fused|gemm forces one (tests, benchmarks); "auto" or unset = the rule.
+// Which path runs (docs/cuda.md, "attention"):
+//   * cuDNN's fused flash-attention graph (cudnn.cu) for f16/bf16 with equal head
+//     dims d = dv (a multiple of 8, at most 128) wherever libcudnn.so.9 loads and its
+//     heuristics have an engine for the graph: the fastest path on Hopper;
+//   * else the cuBLAS one (attention_gemm.cu: tensor cores, S x S scores in global
+//     memory) for f32/f16/bf16 when the score matrix is large (T*S >= kGemmMinScores)
+//     and for any head dim above kMaxD;
+//   * else these fused kernels (small problems, where they save the launches and
+//     the scratch, and f64).
+// NABLA_CUDA_ATTENTION=cudnn|fused|gemm forces one (tests, benchmarks; forcing cudnn
+// where it cannot run is an error saying why); "auto" or unset = the rule.  Why an
+// auto call did not take cuDNN is never silent: cuda.attention_backend() reports it
+// (nabla_cuda_attention_backend below).
 constexpr int64_t kGemmMinScores = 256 * 256;
-enum Path { kFused, kGemm, kBadEnv };
-Path choose_path(const Geo &g, nt_DType dt, const char *op) {
+enum Path { kAuto, kCudnn, kFused, kGemm, kBadEnv };
+Path env_path(const char *op) {
   const char *e = getenv("NABLA_CUDA_ATTENTION");
-  if (e && *e && strcmp(e, "auto") != 0) {
-    if (strcmp(e, "fused") == 0) return kFused;
-    if (strcmp(e, "gemm") == 0) return kGemm;
-    host->error_set("%s: NABLA_CUDA_ATTENTION must be fused, gemm or auto, got \"%s\"", op, e);
-    return kBadEnv;
-  }
+  if (!e || !*e || strcmp(e, "auto") == 0) return kAuto;
+  if (strcmp(e, "cudnn") == 0) return kCudnn;
+  if (strcmp(e, "fused") == 0) return kFused;
+  if (strcmp(e, "gemm") == 0) return kGemm;
+  host->error_set("%s: NABLA_CUDA_ATTENTION must be cudnn, fused, gemm or auto, got \"%s\"", op, e);
+  return kBadEnv;
+}
+Path fallback_path(const Geo &g, nt_DType dt) {
   if (g.D > kMaxD || g.DV > kMaxD) return kGemm;
   return dt != NT_F64 && g.T * g.S >= kGemmMinScores ? kGemm : kFused;
 }
+char last_fallback[600];   // why the last auto call did not run on cuDNN ("" when it did)
 
 int k_sdpa(const nt_KernelArgs *a) {
   const int64_t *ia = a->iarg;
@@ -354,11 +375,27 @@ int k_sdpa(const nt_KernelArgs *a) {
   const bool bwd = a->op == ids.bwd;
   const char *op = bwd ? "scaled_dot_product_attention_backward" : "scaled_dot_product_attention";
   nt_DType dt = bwd ? ((const nt_SdpaGrads *)a->extra)->q->dtype : a->out->dtype;
-  switch (choose_path(g, dt, op)) {
-    case kBadEnv: return -1;
-    case kGemm: return sdpa_gemm(a, bwd);
-    case kFused: break;
+  Path p = env_path(op);
+  if (p == kBadEnv) return -1;
+  // strided views (NT_SDPA_VIEWS): only the cuDNN graph reads them in place; the other
+  // paths decline (return 1, nothing written) and the front end retries with copies
+  const bool views = a->niarg > NT_SDPA_VIEWS && ia[NT_SDPA_VIEWS];
+  if (p == kAuto || p == kCudnn) {
+    char why[500] = "";
+    if (cudnn_ready(why, sizeof why) && sdpa_cudnn_supports(a, bwd, why, sizeof why)) {
+      int rc = sdpa_cudnn(a, bwd);
+      if (rc <= 0) { if (rc == 0) last_fallback[0] = 0; return rc; }   // ran, or failed: an error, never a fallback
+      snprintf(why, sizeof why, "%s", host->error_msg());   // no engine for this graph
+    }
+    if (p == kCudnn) {
+      host->error_set("%s: NABLA_CUDA_ATTENTION=cudnn, but cuDNN cannot run it: %s", op, why);
+      return -1;
+    }
+    snprintf(last_fallback, sizeof last_fallback, "%s", why);
+    p = fallback_path(g, dt);
   }
+  if (views) return 1;
+  if (p == kGemm) return sdpa_gemm(a, bwd);
   if (g.D > kMaxD || g.DV > kMaxD) {
     host->error_set("%s: the fused kernel takes head dims up to %d, got d=%lld, dv=%lld (NABLA_CUDA_ATTENTION=fused)",
                     op, kMaxD, (long long)g.D, (long long)g.DV);
@@ -385,3 +422,28 @@ void register_attention(void) {
 }
 
 }  // namespace ncu
+
+// cuda.attention_backend() (tensor/tdevice.c finds this by name: no module-ABI
+// entry): which backend attention takes by default here and why.  backend: "cudnn"
+// (f16/bf16 problems it supports go to cuDNN), "fused"/"gemm" when forced, or
+// "fallback" (cuDNN cannot run: reason says why; the rule above picks fused/gemm).
+// last_fallback: why the most recent auto call skipped cuDNN ("" if it did not);
+// nondet: the last backward plan runs a non-deterministic engine; plans: plans built.
+extern "C" __attribute__((visibility("default"))) int nabla_cuda_attention_backend(
+    char *backend, size_t nb, char *why, size_t nw, char *last, size_t nl, long long *version, int *nondet, long long *plans) {
+  using namespace ncu;
+  return guarded("cuda.attention_backend", [&]() {
+    if (bind_device()) return -1;
+    Path p = env_path("NABLA_CUDA_ATTENTION");
+    if (p == kBadEnv) return -1;
+    bool ok = cudnn_ready(why, nw);
+    const char *b = p == kFused ? "fused" : p == kGemm ? "gemm" : ok ? "cudnn" : "fallback";
+    snprintf(backend, nb, "%s", b);
+    if (ok) snprintf(why, nw, "%s", p == kFused || p == kGemm ? "forced by NABLA_CUDA_ATTENTION" : "");
+    snprintf(last, nl, "%s", last_fallback);
+    *version = (long long)cudnn_version();
+    *nondet = cudnn_nondeterministic();
+    *plans = cudnn_plans_built();
+    return 0;
+  });
+}

@@ -329,6 +329,17 @@ int nt_cuda_device_name(char *out, size_t n) {
   return 0;
 }
 
+/* the module exports it by name (cuda/attention.cu), outside the nt_DeviceApi table */
+int nt_cuda_attention_backend(nt_AttentionBackend *o) {
+  memset(o, 0, sizeof *o);
+  if (!ensure_cuda()) { nt_error_set("%s", nt_device_unavailable_msg(NT_CUDA)); return -1; }
+  int (*fn)(char *, size_t, char *, size_t, char *, size_t, long long *, int *, long long *);
+  *(void **)&fn = dlsym(cuda_handle, "nabla_cuda_attention_backend");
+  if (!fn) { nt_error_set("cuda.attention_backend: the loaded CUDA module has no nabla_cuda_attention_backend (an older build)"); return -1; }
+  return fn(o->backend, sizeof o->backend, o->reason, sizeof o->reason, o->last, sizeof o->last, &o->cudnn_version,
+            &o->nondeterministic, &o->plans);
+}
+
 int nt_cuda_synchronize(void) {
   /* never loads the module just to wait for nothing */
   if (!cuda_ready) return 0;

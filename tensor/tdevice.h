@@ -48,6 +48,18 @@ int    nt_cuda_device_name(char *out, size_t n);
 /* Waits for every queued GPU op; reports an asynchronous error (naming the op
 ** that launched it) as -1 + error.  A no-op (0) when CUDA was never loaded. */
 int    nt_cuda_synchronize(void);
+/* Which backend scaled_dot_product_attention takes on the GPU (cuda/attention.cu,
+** cuda/cudnn.cu): backend "cudnn" | "fallback" (cuDNN cannot run: reason says why)
+** | "fused" | "gemm" (forced by NABLA_CUDA_ATTENTION); last: why the latest call
+** did not run on cuDNN ("" when it did); cudnn_version (0: not loaded); nondet:
+** the last backward plan runs a non-deterministic engine; plans: cuDNN plans built.
+** -1 + error when CUDA is unavailable or the module predates the query. */
+typedef struct nt_AttentionBackend {
+  char backend[32], reason[512], last[512];
+  long long cudnn_version, plans;
+  int nondeterministic;
+} nt_AttentionBackend;
+int    nt_cuda_attention_backend(nt_AttentionBackend *out);
 /* Caching-allocator statistics in bytes (all 0 when not loaded):
 ** allocated = live tensors, cached = reserved from the driver (>= allocated),
 ** peak = highest `allocated` so far. */

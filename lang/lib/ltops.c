@@ -760,6 +760,21 @@ static int b_settle(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   *out = args[0]; nb_incref(*out);
   return NB_OK;
 }
+/* cuda.attention_backend(): which attention backend runs on the GPU and why
+** (tensor/tdevice.h nt_cuda_attention_backend; docs/cuda.md "Attention backends") */
+static int b_cuda_attention_backend(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)args; (void)n; nt_AttentionBackend ab;
+  if (nt_cuda_attention_backend(&ab)) return nbT_err(vm);
+  nb_Rec *r = nbR_new(6);
+  nbR_set_cstr(r, "backend", nb_strv(nbS_cstr(ab.backend)));
+  nbR_set_cstr(r, "reason", ab.reason[0] ? nb_strv(nbS_cstr(ab.reason)) : nb_nil());
+  nbR_set_cstr(r, "last_fallback", ab.last[0] ? nb_strv(nbS_cstr(ab.last)) : nb_nil());
+  nbR_set_cstr(r, "cudnn_version", ab.cudnn_version ? nb_int((double)ab.cudnn_version) : nb_nil());
+  nbR_set_cstr(r, "nondeterministic", nb_bool(ab.nondeterministic));
+  nbR_set_cstr(r, "plans", nb_int((double)ab.plans));
+  *out = nb_obj(NB_TREC, r);
+  return NB_OK;
+}
 static int b_cuda_empty_cache(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)vm; (void)args; (void)n; nt_cuda_empty_cache(); *out = nb_nil(); return NB_OK; }
 static int b_cuda_move(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; nb_Value a[1] = { args[1] }; return b_cuda(vm, a, 1, out); }
 static nb_Builtin cuda_members[] = {
@@ -771,13 +786,15 @@ static nb_Builtin cuda_members[] = {
   { "cuda.memory", b_cuda_memory, "", "cuda.memory(): {allocated, cached, peak} bytes of the caching allocator" },
   { "cuda.empty_cache", b_cuda_empty_cache, "", "cuda.empty_cache(): returns cached GPU blocks to the driver" },
   { "cuda.device_name", b_cuda_device_name, "", "cuda.device_name(): the GPU's name (\"... (emulated on the CPU)\" under NABLA_CUDA_EMULATE)" },
+  { "cuda.attention_backend", b_cuda_attention_backend, "", "cuda.attention_backend(): {backend, reason, last_fallback, cudnn_version, nondeterministic, plans}: \"cudnn\" where cuDNN's fused attention runs, else why not" },
   { NULL, NULL, NULL, NULL }
 };
 static int cuda_value(nb_VM *vm, nb_Value *out) {
   (void)vm;
-  static const char *const fields[] = { "__call", "available", "unavailable_reason", "device_count", "synchronize", "memory", "empty_cache", "device_name" };
-  nb_Rec *r = nbR_new(8);
-  for (int i = 0; i < 8; i++) nbR_set_cstr(r, fields[i], nb_builtinv(&cuda_members[i]));
+  int nm = 0;
+  while (cuda_members[nm].name) nm++;
+  nb_Rec *r = nbR_new(nm);
+  for (int i = 0; i < nm; i++) nbR_set_cstr(r, cuda_members[i].name + 5, nb_builtinv(&cuda_members[i]));   /* "cuda.X" -> X */
   *out = nb_obj(NB_TREC, r);
   return NB_OK;
 }

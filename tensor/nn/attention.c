@@ -32,11 +32,14 @@
 ** and the gradients are laid out like them: the GPT step's copies of q, k, v,
 ** of O before the output projection and of the gradients went away (k_copy
 ** 4.9% -> 1.1% of the step's samples; the attention layer's forward + backward
-** takes ~10% less CPU time: bench/results/2026-11-26-gpt.md).
+** takes ~10% less CPU time: bench/results/2026-11-26-gpt.md).  On CUDA the
+** same views go in place to cuDNN's graph where it runs (cuda_views_ok,
+** NT_SDPA_VIEWS in attention.h); the other CUDA paths get contiguous copies.
 */
 #include "nninternal.h"
 #include "attention.h"
 #include "tensor/tblas.h"
+#include "tensor/tdevice.h"
 #include <stdlib.h>
 
 #ifdef NABLA_BLAS_OPENMP
@@ -268,14 +271,39 @@ static int k_sdpa(const nt_KernelArgs *a) {
 /* Can the CPU kernel read t (the dtype dt, batch dims exactly `batch`) in
 ** place, as sdpa_lay: unit column stride, rows at least a row apart (a
 ** BLAS leading dimension), batch strides >= 0?  Then no copy is made. */
-static bool lay_ok(const nt_Tensor *t, nt_DType dt, const int64_t *batch, int nb) {
-  if (t->device != NT_CPU || t->dtype != dt || t->ndim != nb + 2 || memcmp(t->shape, batch, sizeof(int64_t) * (size_t)nb))
+static bool view_ok(const nt_Tensor *t, nt_DType dt, const int64_t *batch, int nb) {
+  if (t->dtype != dt || t->ndim != nb + 2 || memcmp(t->shape, batch, sizeof(int64_t) * (size_t)nb))
     return false;
   int64_t rows = t->shape[nb], cols = t->shape[nb + 1], rs = t->strides[nb];
   if (cols > 1 && t->strides[nb + 1] != 1) return false;
   if (rows > 1 && (rs < cols || rs < 1 || rs > INT32_MAX)) return false;
   for (int i = 0; i < nb; i++) if (t->strides[i] < 0) return false;
   return true;
+}
+static bool lay_ok(const nt_Tensor *t, nt_DType dt, const int64_t *batch, int nb) {
+  return t->device == NT_CPU && view_ok(t, dt, batch, nb);
+}
+
+/* On CUDA, where cuDNN's fused attention runs (cuda.attention_backend() says
+** "cudnn") and takes this dtype and these head dims, q, k, v views (1 or 2 batch
+** dims: the heads of a packed qkv, permuted) are read in place too: NT_SDPA_VIEWS
+** (attention.h).  Should cuDNN then decline (no engine), the kernel returns 1
+** and the caller retries with contiguous copies. */
+static bool cuda_views_ok(nt_Tensor *const *t, nt_DType dt, const int64_t *batch, int nb, bool mask) {
+  if (t[0]->device != NT_CUDA || mask || nb < 1 || nb > 2 ||
+      !nt_sdpa_cudnn_shape_ok(dt, t[0]->shape[t[0]->ndim - 1], t[2]->shape[t[2]->ndim - 1]))
+    return false;
+  for (int i = 0; i < 3; i++) if (!view_ok(t[i], dt, batch, nb)) return false;
+  nt_AttentionBackend ab;
+  return nt_cuda_attention_backend(&ab) == 0 && strcmp(ab.backend, "cudnn") == 0;
+}
+
+/* t as a contiguous [B, rows, cols] (the copy the kernels without view support read) */
+static nt_Tensor *flat3(nt_Tensor *t, int64_t B) {
+  int64_t s3[3] = {B, t->shape[t->ndim - 2], t->shape[t->ndim - 1]};
+  nt_Tensor *c = nt_contiguous(t), *r = c ? nt_reshape(c, s3, 3) : NULL;
+  nt_release(c);
+  return r;
 }
 
 /* A fresh tensor of `shape` (ndim nd >= 2) whose dims lie in memory in the
@@ -311,7 +339,13 @@ static int sdpa_backward(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin) {
   gr.dout = !gc ? NULL : cpu && lay_ok(gc, gc->dtype, gr.q->shape, nb) ? nt_retain(gc) : nt_contiguous(gc);
   nt_release(gc);
   if (!gr.dout) return -1;
-  if (cpu) {   /* the CPU kernel writes any sdpa_lay: grads laid out like their inputs */
+  bool views = !cpu && nd->iarg[NT_SDPA_VIEWS];
+  if (views && gr.dout && !view_ok(gr.dout, gr.dout->dtype, gr.q->shape, nb)) {
+    nt_Tensor *c = nt_contiguous(gr.dout);
+    nt_release(gr.dout);
+    if (!(gr.dout = c)) return -1;
+  }
+  if (cpu || views) {   /* these kernels write any sdpa_lay: grads laid out like their inputs */
     gr.dq = empty_like_order(gr.q->shape, gr.q->ndim, gr.q, gr.q->dtype);
     gr.dk = empty_like_order(gr.k->shape, gr.k->ndim, gr.k, gr.k->dtype);
     gr.dv = empty_like_order(gr.v->shape, gr.v->ndim, gr.v, gr.v->dtype);
@@ -328,6 +362,30 @@ static int sdpa_backward(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin) {
   nt_Tensor *ins[7] = {gr.q, gr.k, gr.v, gr.o, gr.lse, gr.mask, gr.dout};
   for (int i = 0; i < 7 && !rc; i++) rc = nt_dev_check(ins[i], "scaled_dot_product_attention backward");
   if (!rc && work) rc = nt_dispatch(ka.op, gr.q->device, &ka);
+  if (rc == 1 && views) {   /* cuDNN declined the views: contiguous copies, results reshaped back */
+    int64_t B = nd->iarg[NT_SDPA_B];
+    nt_SdpaGrads c = {.lse = gr.lse, .mask = gr.mask};
+    nt_Tensor *own[8] = {c.q = flat3(gr.q, B), c.k = flat3(gr.k, B), c.v = flat3(gr.v, B), c.o = flat3(gr.o, B),
+                         c.dout = flat3(gr.dout, B)};
+    rc = c.q && c.k && c.v && c.o && c.dout ? 0 : -1;
+    if (!rc) {
+      own[5] = c.dq = nt_empty(c.q->shape, 3, c.q->dtype, c.q->device);
+      own[6] = c.dk = nt_empty(c.k->shape, 3, c.k->dtype, c.k->device);
+      own[7] = c.dv = nt_empty(c.v->shape, 3, c.v->dtype, c.v->device);
+      ka.extra = &c;
+      ka.iarg[NT_SDPA_VIEWS] = 0;
+      rc = c.dq && c.dk && c.dv ? nt_dispatch(ka.op, gr.q->device, &ka) : -1;
+    }
+    nt_Tensor *r[3] = {NULL, NULL, NULL};
+    if (!rc) {
+      r[0] = nt_reshape(c.dq, gr.q->shape, gr.q->ndim); r[1] = nt_reshape(c.dk, gr.k->shape, gr.k->ndim);
+      r[2] = nt_reshape(c.dv, gr.v->shape, gr.v->ndim);
+      rc = r[0] && r[1] && r[2] ? 0 : -1;
+    }
+    for (int i = 0; i < 8; i++) nt_release(own[i]);
+    nt_release(gr.dq); nt_release(gr.dk); nt_release(gr.dv);
+    gr.dq = r[0]; gr.dk = r[1]; gr.dv = r[2];
+  }
   nt_release(gr.dout);
   nt_Tensor *d[3] = {gr.dq, gr.dk, gr.dv};
   for (int i = 0; i < 3; i++) {
@@ -478,12 +536,15 @@ static nt_Tensor *sdpa_fused(nt_Tensor *q0, nt_Tensor *k0, nt_Tensor *v0, nt_Ten
   if (scale != scale) scale = 1 / sqrt((double)D);
   /* the CPU computes f16/bf16 in f32; CUDA reads them as they are */
   nt_DType dt = q0->device == NT_CPU && (q0->dtype == NT_F16 || q0->dtype == NT_BF16) ? NT_F32 : q0->dtype;
-  /* strided CPU operands are read in place; others are copied to [B, rows, cols] */
-  bool direct = lay_ok(q0, dt, batch, nb) && lay_ok(k0, dt, batch, nb) && lay_ok(v0, dt, batch, nb);
-  nt_Tensor *q = direct ? nt_retain(q0) : to_bmat(q0, dt, batch, nb, B);
-  nt_Tensor *k = !q ? NULL : direct ? nt_retain(k0) : to_bmat(k0, dt, batch, nb, B);
-  nt_Tensor *v = !k ? NULL : direct ? nt_retain(v0) : to_bmat(v0, dt, batch, nb, B);
-  nt_Tensor *o = NULL, *lse = NULL, *mask = NULL;
+  /* strided CPU operands are read in place, and CUDA ones where cuDNN runs; others
+  ** are copied to [B, rows, cols] */
+  bool cviews = cuda_views_ok(in0, dt, batch, nb, mask0 != NULL);
+  bool direct = cviews || (lay_ok(q0, dt, batch, nb) && lay_ok(k0, dt, batch, nb) && lay_ok(v0, dt, batch, nb));
+  nt_Tensor *q, *k, *v, *o = NULL, *lse = NULL, *mask = NULL;
+again:
+  q = direct ? nt_retain(q0) : to_bmat(q0, dt, batch, nb, B);
+  k = !q ? NULL : direct ? nt_retain(k0) : to_bmat(k0, dt, batch, nb, B);
+  v = !k ? NULL : direct ? nt_retain(v0) : to_bmat(v0, dt, batch, nb, B);
   if (!v) goto done;
   int64_t mask_b = 0;
   if (mask0 && !(mask = mask_bmat(op, mask0, dt, batch, nb, B, T, S, &mask_b))) goto fail;
@@ -496,9 +557,16 @@ static nt_Tensor *sdpa_fused(nt_Tensor *q0, nt_Tensor *k0, nt_Tensor *v0, nt_Ten
   lse = nt_empty((int64_t[]){B, T}, 2, dt == NT_F64 ? NT_F64 : NT_F32, q->device);
   if (!o || !lse) goto fail;
   nt_KernelArgs ka = {.op = nn_ops.sdpa, .out = o, .in = {q, k, v, lse}, .nin = 4, .extra = mask, .s = {scale},
-                      .iarg = {B, T, S, D, DV, causal, mask_b}, .niarg = NT_SDPA_NIARG};
+                      .iarg = {B, T, S, D, DV, causal, mask_b, cviews}, .niarg = NT_SDPA_NIARG};
   if (nt_dev_check(mask, op)) goto fail;   /* in `extra`: the dispatch does not see it */
-  if (B * T > 0 && nt_dispatch(ka.op, q->device, &ka)) goto fail;
+  int rc = B * T > 0 ? nt_dispatch(ka.op, q->device, &ka) : 0;
+  if (rc == 1 && cviews) {   /* cuDNN declined the views: again with contiguous copies */
+    nt_release(q); nt_release(k); nt_release(v); nt_release(o); nt_release(lse); nt_release(mask);
+    o = lse = mask = NULL;
+    cviews = direct = false;
+    goto again;
+  }
+  if (rc) goto fail;
   nt_Node *nd;
   o = nn_finish(o, "ScaledDotProductAttentionBackward", sdpa_backward, 3, (nt_Tensor *[]){q, k, v}, &nd);
   if (o && nd) {

@@ -27,13 +27,28 @@
 **            Only the CPU kernel takes a mask: the front end never sends one
 **            to CUDA (it composes public ops there instead).
 ** Causal (top-left aligned, as torch): query i sees keys j <= i.
+**   views:   iarg[NT_SDPA_VIEWS] = 1 (CUDA only, when cuda.attention_backend()
+**            is "cudnn" and nt_sdpa_cudnn_shape_ok): q, k, v, O (forward) and
+**            dout, dq, dk, dv (backward) are views batch + [rows, cols] with 1 or
+**            2 batch dims (no broadcasting), unit column stride, e.g. the heads
+**            of a packed [B, T, 3C] qkv; lse stays contiguous [B, T].  A CUDA
+**            kernel that cannot read them in place (cuDNN has no engine for
+**            the graph) writes nothing and returns 1; the front end then
+**            retries with contiguous copies.
 */
 #ifndef NT_NN_ATTENTION_H
 #define NT_NN_ATTENTION_H
 
 #include "tensor/tensor.h"
 
-enum { NT_SDPA_B, NT_SDPA_T, NT_SDPA_S, NT_SDPA_D, NT_SDPA_DV, NT_SDPA_CAUSAL, NT_SDPA_MASK, NT_SDPA_NIARG };
+enum { NT_SDPA_B, NT_SDPA_T, NT_SDPA_S, NT_SDPA_D, NT_SDPA_DV, NT_SDPA_CAUSAL, NT_SDPA_MASK, NT_SDPA_VIEWS, NT_SDPA_NIARG };
+
+/* Does cuDNN's fused attention graph (cuda/cudnn.cu) take this dtype and these
+** head dims?  One rule for the module and the front end: f16/bf16, d = dv, a
+** multiple of 8, at most 128. */
+static inline bool nt_sdpa_cudnn_shape_ok(nt_DType dt, int64_t D, int64_t DV) {
+  return (dt == NT_F16 || dt == NT_BF16) && D == DV && D % 8 == 0 && D > 0 && D <= 128;
+}
 
 typedef struct nt_SdpaGrads {
   nt_Tensor *q, *k, *v, *o, *lse;   /* forward inputs, output and saved logsumexp */

@@ -1,0 +1,385 @@
+#!/usr/bin/python3
+"""test_cudnn_graph.py — attention through cuDNN (cuda/cudnn.cu), checked on the
+emulated device with the stand-in libcudnn.so.9 (tests/cuda/cudnn_standin/):
+
+  * the graph nabla builds, from the stand-in's log of every descriptor and
+    attribute: the ops in order (matmul, scale, the causal gen_index/compare/
+    select, softmax as max/sub/exp/sum/log/add/div with f32 Stats, matmul; and
+    the backward's dO.O row sum, P recomputed from Stats, the reshape transposes,
+    the four matmuls), the tensors' uids, dims, strides, dtypes, virtual and
+    by-value flags, the scale value, forward and backward at several shapes,
+    f16 and bf16, causal and not;
+  * the values: the stand-in INTERPRETS the graph on the host pointers, so the
+    outputs and gradients (against torch, NABLA_CUDA_ATTENTION=cudnn so nothing
+    falls back) check what the graph computes, not just its shape;
+  * the heads of a packed [B, T, 3C] qkv (chunk, reshape, permute) reach the
+    graph as strided views with the packed strides, O and the gradients laid
+    out [B, T, H, hd]; values and gradients vs torch; a declined graph (no
+    engine) retried with contiguous copies;
+  * the plan cache (one plan per shape and direction, reused);
+  * (runs under NABLA_ASAN=1 too, on the ASan build)
+  * the reasons: no library, a library too old, no engine for the graph,
+    execution failure (an error naming the op, never a fallback), f32 (cuDNN's
+    fused engine takes f16/bf16), a bad NABLA_CUDA_ATTENTION, deterministic
+    engines preferred.
+"""
+import os
+import re
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import emuutil  # noqa: E402
+from emuutil import ENV, NABLA, BUILD, ROOT, TMPDIR, out  # noqa: E402
+
+STANDIN = os.path.join(BUILD, "tests", "cuda", "libcudnn.so.9")
+HEADER = "/usr/local/cuda/include/cudnn_graph.h"
+if not os.path.exists(emuutil.MODULE) or not os.path.exists(STANDIN) or not os.path.exists(HEADER):
+    out("SKIP", "cudnn_graph", f"needs the emulated module, the stand-in and {HEADER} (built with the CUDA headers)")
+    sys.exit(0)
+
+
+def enums():
+    """name maps of cudnn_graph.h's enums: {enum type name: {value: NAME}}"""
+    src = open(HEADER).read()
+    res = {}
+    for body, name in re.findall(r"typedef enum\s*\{(.*?)\}\s*(\w+)\s*;", src, re.S):
+        vals = {}
+        for n, v in re.findall(r"(CUDNN_\w+)\s*(?:CUDNN_DEPRECATED_ENUM)?\s*=\s*(\d+)", body):
+            vals.setdefault(int(v), n)
+        res[name] = vals
+    return res
+
+
+E = enums()
+ATTR, DTYPE, DESC = E["cudnnBackendAttributeName_t"], E["cudnnDataType_t"], E["cudnnBackendDescriptorType_t"]
+PWMODE = E["cudnnPointwiseMode_t"]
+
+
+def parse_log(path):
+    """descriptors {id: {"type": NAME, "attrs": {ATTR_NAME: [values]}}} and the log's events"""
+    descs, events = {}, []
+    for line in open(path):
+        w = line.split()
+        if not w:
+            continue
+        events.append(w)
+        if w[0] == "create":
+            descs[int(w[1][1:])] = {"type": DESC[int(w[2])], "attrs": {}}
+        elif w[0] == "set":
+            d = descs[int(w[1][1:])]
+            vals = [int(x[1:]) if x.startswith("#") else x for x in w[5:]]
+            d["attrs"][ATTR[int(w[2])]] = vals
+    return descs, events
+
+
+def tensor(descs, i):
+    a = descs[i]["attrs"]
+    return {"uid": int(a["CUDNN_ATTR_TENSOR_UNIQUE_ID"][0]),
+            "dims": [int(x) for x in a["CUDNN_ATTR_TENSOR_DIMENSIONS"]],
+            "strides": [int(x) for x in a["CUDNN_ATTR_TENSOR_STRIDES"]],
+            "dtype": DTYPE[int(a["CUDNN_ATTR_TENSOR_DATA_TYPE"][0])].replace("CUDNN_DATA_", ""),
+            "virtual": a.get("CUDNN_ATTR_TENSOR_IS_VIRTUAL", ["0"])[0] == "1",
+            "by_value": a.get("CUDNN_ATTR_TENSOR_IS_BY_VALUE", ["0"])[0] == "1"}
+
+
+def op_of(descs, i):
+    """one operation: its kind and its tensors by role"""
+    d = descs[i]
+    a, t = d["attrs"], d["type"]
+    pre = t.replace("CUDNN_BACKEND_OPERATION_", "").replace("_DESCRIPTOR", "")
+    roles = {k.replace(f"CUDNN_ATTR_OPERATION_{pre}_", ""): tensor(descs, v[0])
+             for k, v in a.items() if descs.get(v[0] if v and isinstance(v[0], int) else -1, {}).get("type") == "CUDNN_BACKEND_TENSOR_DESCRIPTOR"}
+    if pre == "POINTWISE":
+        pw = descs[a["CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR"][0]]["attrs"]
+        kind = PWMODE[int(pw["CUDNN_ATTR_POINTWISE_MODE"][0])].replace("CUDNN_POINTWISE_", "")
+        if "CUDNN_ATTR_POINTWISE_AXIS" in pw:
+            kind += f"@{pw['CUDNN_ATTR_POINTWISE_AXIS'][0]}"
+    elif pre == "REDUCTION":
+        rd = descs[a["CUDNN_ATTR_OPERATION_REDUCTION_DESC"][0]]["attrs"]
+        kind = "reduce_" + {"0": "ADD", "3": "MAX"}.get(rd["CUDNN_ATTR_REDUCTION_OPERATOR"][0], "?")
+    else:
+        kind = pre.lower()
+    return kind, roles
+
+
+def graphs(descs):
+    """every operation graph, in order: [(ops as (kind, roles))]"""
+    res = []
+    for i, d in sorted(descs.items()):
+        if d["type"] == "CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR" and "CUDNN_ATTR_OPERATIONGRAPH_OPS" in d["attrs"]:
+            res.append([op_of(descs, j) for j in d["attrs"]["CUDNN_ATTR_OPERATIONGRAPH_OPS"]])
+    return res
+
+
+def env(**kw):
+    e = dict(ENV, NABLA_CUDNN_LIBRARY=STANDIN)
+    for k in ("NABLA_CUDA_ATTENTION", "NABLA_CUDNN_STANDIN_VERSION", "NABLA_CUDNN_STANDIN_ENGINES", "NABLA_CUDNN_STANDIN_FAIL_EXECUTE",
+              "NABLA_CUDNN_STANDIN_NO_BACKWARD"):
+        e.pop(k, None)
+    for k, v in kw.items():
+        if v is None:
+            e.pop(k, None)
+        else:
+            e[k] = v
+    return e
+
+
+def run(code, timeout=300, **kw):
+    return emuutil.run([NABLA, "-e", code], timeout, env(**kw))
+
+
+FIELDS = ["backend", "reason", "last_fallback", "cudnn_version", "nondeterministic", "plans"]
+# prints cuda.attention_backend() one field a line after a marker (parsed by fields())
+SHOW = "b = cuda.attention_backend()\nprint(\"@@\")\n" + "\n".join(f"print(b.{f})" for f in FIELDS)
+
+
+def fields(so):
+    if "@@" not in so:
+        return {}
+    lines = so.split("@@\n", 1)[1].splitlines()[:len(FIELDS)]
+    conv = lambda x: None if x == "nil" else True if x == "true" else False if x == "false" else int(x) if x.isdigit() else x  # noqa: E731
+    return dict(zip(FIELDS, map(conv, lines)))
+
+
+def backend(**kw):
+    rc, so, se = run(SHOW, **kw)
+    return fields(so) or {"error": (so + se).strip()[-400:]}
+
+
+ROW = "q = randn({B}, {H}, {T}, {D}).to(\"{dt}\").cuda()\nk = randn({B}, {H}, {S}, {D}).to(\"{dt}\").cuda()\n" \
+      "v = randn({B}, {H}, {S}, {D}).to(\"{dt}\").cuda()\n"
+
+
+def graph_case(name, B, H, T, S, D, dt, causal):
+    log = os.path.join(TMPDIR, f"{name}.log")
+    c = "true" if causal else "false"
+    code = ROW.format(B=B, H=H, T=T, S=S, D=D, dt=dt) + (
+        f"f = fn(q, k, v) sum(scaled_dot_product_attention(q, k, v, causal={c}).to(\"f32\"))\n"
+        "g = grad(f, argnums=list(0, 1, 2))(q, k, v)\ncuda.synchronize()\nprint(\"ok\")")
+    rc, so, se = run(code, NABLA_CUDNN_STANDIN_LOG=log, NABLA_CUDA_ATTENTION="cudnn")
+    if rc != 0 or "ok" not in so:
+        return out("FAIL", f"cudnn_graph.{name}", f"rc={rc}: {(so + se)[-600:]}")
+    descs, events = parse_log(log)
+    gs = graphs(descs)
+    errs = []
+    if len(gs) != 2:
+        return out("FAIL", f"cudnn_graph.{name}", f"expected a forward and a backward graph, got {len(gs)}")
+    io = {"bf16": "BFLOAT16", "f16": "HALF"}[dt]
+    mask = ["GEN_INDEX@2", "GEN_INDEX@3", "CMP_GE", "BINARY_SELECT"] if causal else []
+    fwd_k = ["matmul", "MUL"] + mask + ["reduce_MAX", "SUB", "EXP", "reduce_ADD", "LOG", "ADD", "DIV", "matmul"]
+    bwd_k = ["matmul", "MUL"] + mask + ["MUL", "reduce_ADD", "SUB", "EXP", "reshape", "matmul", "matmul", "SUB", "MUL", "MUL",
+                                        "matmul", "reshape", "matmul"]
+    fwd, bwd = gs
+    if [k for k, _ in fwd] != fwd_k:
+        errs.append(f"forward ops {[k for k, _ in fwd]}")
+    if [k for k, _ in bwd] != bwd_k:
+        errs.append(f"backward ops {[k for k, _ in bwd]}")
+
+    def want(what, t, uid, dims, strides, dtype, virtual=False, by_value=False):
+        exp = {"uid": uid, "dims": dims, "strides": strides, "dtype": dtype, "virtual": virtual, "by_value": by_value}
+        got = {k: t[k] for k in exp if exp[k] is not None}
+        if got != {k: v for k, v in exp.items() if v is not None}:
+            errs.append(f"{what}: got {t}, expected {exp}")
+
+    cont = lambda r, c_: [H * r * c_, r * c_, c_, 1]  # noqa: E731  (a contiguous [B, H, rows, cols])
+    if not errs:
+        mm0, mul = fwd[0][1], fwd[1][1]
+        want("fwd Q", mm0["ADESC"], 1, [B, H, T, D], cont(T, D), io)
+        want("fwd K^T", mm0["BDESC"], 2, [B, H, D, S], [H * S * D, S * D, 1, D], io)
+        want("fwd scores", mm0["CDESC"], None, [B, H, T, S], [H * T * S, T * S, S, 1], "FLOAT", virtual=True)
+        want("fwd scale", mul["BDESC"], 6, [1, 1, 1, 1], None, "FLOAT", by_value=True)
+        if causal:
+            want("fwd row index", fwd[2][1]["YDESC"], None, [B, H, T, S], None, "INT32", virtual=True)
+            want("fwd keep", fwd[4][1]["YDESC"], None, [B, H, T, S], None, "BOOLEAN", virtual=True)
+            want("fwd -inf", fwd[5][1]["BDESC"], 7, [1, 1, 1, 1], None, "FLOAT", by_value=True)
+        stats = fwd[-3][1]["YDESC"]
+        want("fwd Stats", stats, 5, [B, H, T, 1], [H * T, T, 1, 1], "FLOAT")
+        want("fwd V", fwd[-1][1]["BDESC"], 3, [B, H, S, D], cont(S, D), io)
+        want("fwd O", fwd[-1][1]["CDESC"], 4, [B, H, T, D], cont(T, D), io)
+        for kind, roles in fwd + bwd:   # every intermediate is virtual, every uid < 100 is not
+            for r, t in roles.items():
+                if (t["uid"] >= 100) != t["virtual"]:
+                    errs.append(f"{kind}.{r}: uid {t['uid']} virtual={t['virtual']}")
+        want("bwd Q", bwd[0][1]["ADESC"], 1, [B, H, T, D], cont(T, D), io)
+        want("bwd K^T", bwd[0][1]["BDESC"], 2, [B, H, D, S], [H * S * D, S * D, 1, D], io)
+        o = 2 + len(mask)
+        want("bwd dO", bwd[o][1]["XDESC"], 8, [B, H, T, D], cont(T, D), io)
+        want("bwd O", bwd[o][1]["BDESC"], 4, [B, H, T, D], cont(T, D), io)
+        want("bwd Dsum", bwd[o + 1][1]["YDESC"], 12, [B, H, T, 1], [H * T, T, 1, 1], "FLOAT")
+        want("bwd Stats", bwd[o + 2][1]["BDESC"], 5, [B, H, T, 1], [H * T, T, 1, 1], "FLOAT")
+        want("bwd P^T", bwd[o + 4][1]["YDESC"], None, [B, H, S, T], [H * T * S, T * S, 1, S], "FLOAT", virtual=True)
+        want("bwd dV", bwd[o + 5][1]["CDESC"], 11, [B, H, S, D], cont(S, D), io)
+        want("bwd V^T", bwd[o + 6][1]["BDESC"], 3, [B, H, D, S], [H * S * D, S * D, 1, D], io)
+        want("bwd scale", bwd[o + 9][1]["BDESC"], 6, [1, 1, 1, 1], None, "FLOAT", by_value=True)
+        want("bwd K", bwd[o + 10][1]["BDESC"], 2, [B, H, S, D], cont(S, D), io)
+        want("bwd dQ", bwd[o + 10][1]["CDESC"], 9, [B, H, T, D], cont(T, D), io)
+        want("bwd dS^T", bwd[o + 11][1]["YDESC"], None, [B, H, S, T], [H * T * S, T * S, 1, S], "FLOAT", virtual=True)
+        want("bwd dK", bwd[o + 12][1]["CDESC"], 10, [B, H, S, D], cont(S, D), io)
+    scales = [float(w[2]) for w in events if w[0] == "by_value" and w[1] == "6"]
+    if not scales or any(abs(s - D ** -0.5) > 1e-6 for s in scales):
+        errs.append(f"the by-value scale {scales} is not 1/sqrt({D})")
+    execs = [w for w in events if w[0] == "execute"]
+    if [len(w) - 2 for w in execs] != [7, 12]:
+        errs.append(f"executions with {[len(w) - 2 for w in execs]} pointers, expected a forward (7) then a backward (12)")
+    out("FAIL" if errs else "PASS", f"cudnn_graph.{name}", "; ".join(errs))
+
+
+PACKED = ("qkv = randn({B}, {T}, {C3}).to(\"{dt}\").cuda()\n"
+          "fn att(qkv) {{\n  p = chunk(qkv, 3, axis=-1)\n"
+          "  fn heads_of(z) = permute(reshape(z, [{B}, {T}, {H}, {hd}]), [0, 2, 1, 3])\n"
+          "  y = scaled_dot_product_attention(heads_of(p[0]), heads_of(p[1]), heads_of(p[2]), causal={causal})\n"
+          "  reshape(permute(y, [0, 2, 1, 3]), [{B}, {T}, {C}])\n}}\n")
+
+
+def packed_case(name, B, T, H, hd, dt, causal):
+    """the heads of a packed [B, T, 3C] qkv go to cuDNN as strided views (no copy): Q, K, V
+    with the packed strides, O laid out [B, T, H, hd], dQ/dK/dV likewise"""
+    log = os.path.join(TMPDIR, f"{name}.log")
+    C = H * hd
+    code = PACKED.format(B=B, T=T, C3=3 * C, C=C, H=H, hd=hd, dt=dt, causal="true" if causal else "false") + (
+        "g = grad(fn(z) sum(att(z).to(\"f32\")))(qkv)\ncuda.synchronize()\nprint(\"ok\")")
+    rc, so, se = run(code, NABLA_CUDNN_STANDIN_LOG=log, NABLA_CUDA_ATTENTION="cudnn")
+    if rc != 0 or "ok" not in so:
+        return out("FAIL", f"cudnn_graph.{name}", f"rc={rc}: {(so + se)[-600:]}")
+    gs = graphs(parse_log(log)[0])
+    if len(gs) != 2:
+        return out("FAIL", f"cudnn_graph.{name}", f"expected 2 graphs, got {len(gs)}")
+    packed = [T * 3 * C, hd, 3 * C, 1]
+    packed_t = [T * 3 * C, hd, 1, 3 * C]
+    bthd = [T * C, hd, C, 1]
+    seen = {}
+    for ops in gs:
+        for _, roles in ops:
+            for t in roles.values():
+                if t["uid"] < 100 and t["uid"] not in (5, 6, 7, 12):
+                    seen.setdefault(t["uid"], set()).add((tuple(t["dims"]), tuple(t["strides"])))
+    exp = {1: {((B, H, T, hd), tuple(packed))}, 2: {((B, H, T, hd), tuple(packed)), ((B, H, hd, T), tuple(packed_t))},
+           3: {((B, H, T, hd), tuple(packed)), ((B, H, hd, T), tuple(packed_t))}, 4: {((B, H, T, hd), tuple(bthd))},
+           8: {((B, H, T, hd), (H * T * hd, T * hd, hd, 1))},   # dO: as autograd hands it over
+           # dQ, dK, dV: laid out like [B, T, H, hd] each (not yet into one packed [B, T, 3C]: docs/cuda.md)
+           9: {((B, H, T, hd), tuple(bthd))}, 10: {((B, H, T, hd), tuple(bthd))}, 11: {((B, H, T, hd), tuple(bthd))}}
+    errs = [f"uid {u}: {sorted(seen.get(u, []))}, expected {sorted(e)}" for u, e in exp.items() if seen.get(u) != e]
+    out("FAIL" if errs else "PASS", f"cudnn_graph.{name}", "; ".join(errs))
+
+
+def values():
+    """outputs and gradients through the interpreted graph vs torch (forced cudnn: no fallback)"""
+    os.environ.update(env(NABLA_CUDA_ATTENTION="cudnn", NUMERICS_DEVICE="cuda"))
+    os.environ["NABLA"] = NABLA
+    sys.path.insert(0, os.path.join(ROOT, "tests", "numerics"))
+    import harness  # noqa: E402
+    import test_attention as ta  # noqa: E402
+    np = harness.np
+    shapes = {"odd_T": [(2, 3, 7, 8), (2, 3, 7, 8), (2, 3, 7, 8)], "T_gt_S": [(1, 2, 9, 16), (1, 2, 5, 16), (1, 2, 5, 16)],
+              "T_lt_S": [(3, 5, 8), (3, 11, 8), (3, 11, 8)], "d64": [(1, 2, 33, 64), (1, 2, 33, 64), (1, 2, 33, 64)]}
+    for dt in ("bf16", "f16"):
+        b = harness.Batch(f"cudnn_standin_{dt}")
+        for name, sh in shapes.items():
+            for causal in (False, True):
+                tag = f"{name}{'_causal' if causal else ''}"
+                ta.value_case(b, f"value_{tag}", sh, dt, causal)
+                ta.grad_case(b, f"grad_{tag}", sh, dt, causal)
+        for (B, T, H, hd) in ((2, 5, 3, 8), (1, 9, 2, 16)):   # the heads of a packed qkv, read in place
+            qkv = ta.rnd((B, T, 3 * H * hd))
+            qe, qt = ta.nb_input(b, qkv, dt)
+            W = ta.rng.standard_normal((B, T, H * hd))
+            we = b.inp(W.astype(np.float32))
+            for causal in (False, True):
+                src = PACKED.format(B=B, T=T, C3=3 * H * hd, C=H * hd, H=H, hd=hd, dt=dt, causal="true" if causal else "false")
+                src = src.replace(f"qkv = randn({B}, {T}, {3 * H * hd}).to(\"{dt}\").cuda()\n", "")
+                x = qt.clone().requires_grad_(True)
+                q, k, v = (z.reshape(B, T, H, hd).permute(0, 2, 1, 3) for z in x.chunk(3, -1))
+                y = ta.ref(q, k, v, causal).permute(0, 2, 1, 3).reshape(B, T, H * hd)
+                (y * harness.T(W)).sum().backward()
+                tag = f"packed_{B}x{T}x{H}x{hd}{'_causal' if causal else ''}"
+                b.case(f"value_{tag}", src + f"att({qe})", y.detach().to(ta.TORCH_DT[dt]), **ta.FWD_TOL[dt])
+                b.case(f"grad_{tag}", src + f"grad(fn(z) sum(att(z).to(\"f32\") * {we}))({qe})",
+                       x.grad.to(ta.TORCH_DT[dt]), **ta.GRAD_TOL[dt])
+        ta.value_case(b, "value_scale0.3", shapes["odd_T"], dt, True, 0.3)
+        ta.grad_case(b, "grad_scale0.3", shapes["odd_T"], dt, False, 0.3)
+        b.run()
+    emuutil.n_fail += harness._results["fail"]
+
+
+def plan_cache():
+    log = os.path.join(TMPDIR, "cache.log")
+    code = ("fn att(T) { q = randn(2, T, 8).to(\"bf16\").cuda()\nscaled_dot_product_attention(q, q, q, causal=true) }\n"
+            "att(5)\natt(5)\natt(5)\na = cuda.attention_backend().plans\natt(6)\natt(5)\nprint(a, cuda.attention_backend().plans)")
+    rc, so, se = run(code, NABLA_CUDNN_STANDIN_LOG=log)
+    got = so.split()
+    heur = sum(1 for w in parse_log(log)[1] if w[0] == "heuristics") if os.path.exists(log) else -1
+    ok = rc == 0 and got[-2:] == ["1", "2"] and heur == 2
+    out("PASS" if ok else "FAIL", "cudnn_graph.plan_cache", "" if ok else f"rc={rc} plans {got[-2:]} heuristics {heur}: {se[-300:]}")
+
+
+def reasons():
+    def chk(name, ok, why):
+        out("PASS" if ok else "FAIL", f"cudnn_graph.{name}", "" if ok else why)
+
+    b = backend(NABLA_CUDNN_LIBRARY=None)
+    chk("reason_not_emulated", b.get("backend") == "fallback" and "not emulated" in (b.get("reason") or ""), str(b))
+    b = backend(NABLA_CUDNN_LIBRARY=os.path.join(TMPDIR, "no", "libcudnn.so.9"))
+    chk("reason_absent", b.get("backend") == "fallback" and "cuDNN is not available" in b.get("reason", "")
+        and "libcudnn.so.9" in b.get("reason", ""), str(b))
+    b = backend(NABLA_CUDNN_STANDIN_VERSION="8907")
+    chk("reason_too_old", b.get("backend") == "fallback" and "8.9.7 is too old" in b.get("reason", "")
+        and b.get("cudnn_version") == 8907, str(b))
+    b = backend()
+    chk("ready", b.get("backend") == "cudnn" and b.get("reason") is None and b.get("cudnn_version") == 91900, str(b))
+    b = backend(NABLA_CUDA_ATTENTION="gemm")
+    chk("forced_gemm", b.get("backend") == "gemm", str(b))
+    rc, so, se = run(SHOW, NABLA_CUDA_ATTENTION="cuDNN")
+    chk("bad_env", rc != 0 and "NABLA_CUDA_ATTENTION must be cudnn, fused, gemm or auto" in se, se[-300:])
+
+    att = ("q = randn(2, 5, 8).to(\"{dt}\").cuda()\no = scaled_dot_product_attention(q, q, q, causal=true)\n"
+           "cuda.synchronize()\n" + SHOW)
+    # forcing cudnn where it cannot run is an error that says why; auto falls back and says why
+    for name, kw, why in [("too_old", dict(NABLA_CUDNN_STANDIN_VERSION="8907"), "too old"),
+                          ("no_engine", dict(NABLA_CUDNN_STANDIN_ENGINES=""), "no engine"),
+                          ("f32", {}, "f16/bf16")]:
+        dt = "f32" if name == "f32" else "bf16"
+        rc, so, se = run(att.format(dt=dt), NABLA_CUDA_ATTENTION="cudnn", **kw)
+        chk(f"forced_{name}", rc != 0 and "NABLA_CUDA_ATTENTION=cudnn, but cuDNN cannot run it" in se and why in se, se[-400:])
+        rc, so, se = run(att.format(dt=dt), **kw)
+        b = fields(so)
+        last = b.get("last_fallback") or ""
+        chk(f"fallback_{name}", rc == 0 and (why in last or why in (b.get("reason") or "")), f"rc={rc} {b} {se[-300:]}")
+    # strided views cuDNN declines (no engine) are retried with contiguous copies (auto)
+    code = PACKED.format(B=2, T=5, C3=72, C=24, H=3, hd=8, dt="bf16", causal="true") + (
+        "w = randn(2, 5, 24).cuda()\nf = fn(z, w) sum(att(z).to(\"f32\") * w)\n"
+        "d1 = max(abs(att(qkv).cpu().to(\"f32\") - att(qkv.cpu()).to(\"f32\"))).item()\n"
+        "d2 = max(abs(grad(f)(qkv, w).cpu().to(\"f32\") - grad(f)(qkv.cpu(), w.cpu()).to(\"f32\"))).item()\n"
+        "print(d1 < 0.05, d2 < 0.1)\n" + SHOW)
+    for name, kw in (("views_declined_retried", dict(NABLA_CUDNN_STANDIN_ENGINES="")),
+                     ("views_backward_declined_retried", dict(NABLA_CUDNN_STANDIN_NO_BACKWARD="1"))):
+        rc, so, se = run(code, **kw)
+        b = fields(so)
+        chk(name, rc == 0 and so.startswith("true true") and "no engine" in (b.get("last_fallback") or ""),
+            f"rc={rc} {so[:200]} {se[-300:]}")
+    # an execution failure is an error naming the op, never a fallback
+    rc, so, se = run(att.format(dt="bf16"), NABLA_CUDNN_STANDIN_FAIL_EXECUTE="1")
+    chk("execute_failure", rc != 0 and "scaled_dot_product_attention: cuDNN execution failed" in se
+        and "CUDNN_STATUS_EXECUTION_FAILED" in se and "NABLA_CUDNN_STANDIN_FAIL_EXECUTE" in se, se[-400:])
+    # deterministic engines first; a non-deterministic one only when nothing else finalizes, and said
+    bwd = ("q = randn(2, 5, 8).to(\"bf16\").cuda()\n"
+           "g = grad(fn(q) sum(scaled_dot_product_attention(q, q, q).to(\"f32\")))(q)\ncuda.synchronize()\n"
+           + SHOW)
+    for engines, nondet in (("nondet,det", False), ("nondet", True)):
+        rc, so, se = run(bwd, NABLA_CUDNN_STANDIN_ENGINES=engines)
+        b = fields(so)
+        chk(f"engines_{engines.replace(',', '_')}", rc == 0 and b.get("nondeterministic") is nondet, f"rc={rc} {b} {se[-300:]}")
+
+
+if __name__ == "__main__":
+    reasons()
+    graph_case("fwd_bwd_bf16_causal", 2, 3, 5, 5, 8, "bf16", True)
+    graph_case("fwd_bwd_f16", 1, 2, 7, 7, 16, "f16", False)
+    graph_case("fwd_bwd_bf16_T_gt_S_causal", 2, 1, 9, 4, 8, "bf16", True)
+    graph_case("fwd_bwd_bf16_d64", 1, 1, 3, 6, 64, "bf16", False)
+    packed_case("packed_bf16_causal", 2, 5, 3, 8, "bf16", True)
+    packed_case("packed_f16", 1, 7, 2, 16, "f16", False)
+    plan_cache()
+    values()
+    sys.exit(1 if emuutil.n_fail else 0)
