@@ -114,7 +114,7 @@ def nabla_code(cases, dev):
         training = "false" if c["mode"] == "eval" else "true"
         an = "[0, 1, 2]" if c["affine"] else "[0]"
         lines.append(f'''
-{{
+fn case_{i}() {{
   x = {xs}; gy = d.{i}_gy.to(dev); w = opt("{i}_w"); b = opt("{i}_b"); rm = opt("{i}_rm"); rv = opt("{i}_rv")
   out = {{}}
   f = fn(x, w, b) {{ y = batch_norm(x, rm, rv, w, b, training={training}, momentum={c["momentum"]}, eps={c["eps"]}); out.y = y; sum(y * gy) }}
@@ -123,7 +123,8 @@ def nabla_code(cases, dev):
   if w != nil {{ r.gw = g[1]; r.gb = g[2] }}
   if rm != nil {{ r.rm = rm; r.rv = rv }}
   res["{i}"] = r
-}}''')
+}}
+case_{i}()''')
     lines.append(f'save("{TMP}/out_{dev}.safetensors", res)')
     return "\n".join(lines)
 
@@ -182,7 +183,7 @@ ERRORS = [
     ("batch_norm(ones(4, 3), ones(3), nil, training=true)", "running_mean and running_var go together"),
     ("batch_norm(ones(4, 3))", "must be given in evaluation mode"),
     ("batch_norm(ones(1, 3), training=true)", "more than 1 value per channel when training, got input size [1, 3]"),
-    ("batch_norm(ones(4, 3), [0, 0, 0], [1, 1, 1], training=true)", "running_mean must be a tensor or nil, got list"),
+    ("batch_norm(ones(4, 3), list(0, 0, 0), list(1, 1, 1), training=true)", "running_mean must be a tensor or nil, got list"),
     ("batch_norm(ones(4, 3), training=1)", "training must be a bool"),
     ("batch_norm(ones(4, 3), ones(3), ones(3), training=true, momentum=2)", "momentum must be in [0, 1]"),
     ("batch_norm(ones(4, 3, dtype=\"i64\"), training=true)", "input must be a floating tensor"),
