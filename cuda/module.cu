@@ -309,7 +309,7 @@ static void register_guarded(int op, nt_Device dev, int (*fn)(const struct nt_Ke
   core_register_kernel(op, dev, entries[op]);
 }
 
-void register_norm(void);   // norm.cu: batch_norm
+void register_norm(void);   // norm.cu: batch_norm, group_norm, instance_norm
 }  // namespace ncu
 
 using namespace ncu;

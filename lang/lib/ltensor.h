@@ -89,6 +89,6 @@ void nbT_register_grad(void);    /* ltgrad.c: autograd, no_grad/autocast, checkp
 void nbT_register_optim(void);   /* loptim.c: fused optimizer updates, clipping, unscaling */
 void nbT_register_io(void);      /* ltio.c: save/load, npy/npz, csv */
 void nbT_register_compose(void);   /* ltcompose.c: einsum, masked_fill, norm, view, multinomial */
-void nbT_register_norm(void);      /* ltnorm.c: batch_norm */
+void nbT_register_norm(void);      /* ltnorm.c: batch_norm, group_norm, instance_norm */
 
 #endif

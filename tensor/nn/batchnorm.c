@@ -170,14 +170,20 @@ static nt_Tensor *as_compute(nt_Tensor *p, nt_DType dt, bool detach, bool *ok) {
   if (!r) *ok = false;
   return r;
 }
-/* run = run * (1 - momentum) + stat * (momentum * scale), in place, in run's dtype */
-static int update_running(nt_Tensor *run, nt_Tensor *stats, int row, double momentum, double scale) {
-  nt_Tensor *st = nt_select(stats, 0, row), *sc = st ? nt_to_dtype(st, run->dtype) : NULL;
+int nt_norm_update_running(nt_Tensor *run, nt_Tensor *stat, double momentum, double scale) {
+  nt_Tensor *sc = nt_to_dtype(stat, run->dtype);
   nt_Tensor *a = nt_binary_scalar_ex(NT_OP_MUL, run, 1.0 - momentum, NT_SCALAR_FLOAT);
   nt_Tensor *b = sc ? nt_binary_scalar_ex(NT_OP_MUL, sc, momentum * scale, NT_SCALAR_FLOAT) : NULL;
   nt_Tensor *s = a && b ? nt_add(a, b) : NULL;
   int rc = s ? nt_copy_(run, s) : -1;
-  nt_release(st); nt_release(sc); nt_release(a); nt_release(b); nt_release(s);
+  nt_release(sc); nt_release(a); nt_release(b); nt_release(s);
+  return rc;
+}
+/* running statistic <- stats row `row` ([C]) */
+static int update_running(nt_Tensor *run, nt_Tensor *stats, int row, double momentum, double scale) {
+  nt_Tensor *st = nt_select(stats, 0, row);
+  int rc = st ? nt_norm_update_running(run, st, momentum, scale) : -1;
+  nt_release(st);
   return rc;
 }
 

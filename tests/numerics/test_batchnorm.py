@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""batch_norm against torch.nn.functional.batch_norm: values, gradients (x,
-weight, bias) and the in-place running-statistics update, on fresh random
+"""batch_norm, group_norm and instance_norm against torch.nn.functional's:
+values, gradients (x, weight, bias) and the in-place running-statistics
+update (batch and instance norm), on fresh random
 data of every layout ([N, C], [N, C, L], [N, C, H, W], [N, C, D, H, W]),
 f32 and f64, contiguous and permuted (non-contiguous) inputs, affine or not,
 training with and without running statistics and evaluation, several
@@ -99,7 +100,39 @@ def make_cases():
                         c["rv"] = arrays[f"{c['id']}_rv"] = rng.uniform(0.5, 2.0, C).astype(npdt)
                     cases.append(c)
                     k += 1
+    # group_norm: every layout, a few group counts
+    for shape, groups in [((4, 6), (1, 3, 6)), ((3, 6, 5), (2, 6)), ((2, 4, 3, 5), (1, 2, 4)), ((2, 6, 2, 3, 4), (3,))]:
+        for G in groups:
+            for dt in ("f32", "f64"):
+                for affine in (True, False):
+                    k = add_norm_case(cases, arrays, k, "group_norm", shape, dt, affine, {"G": G})
+    # instance_norm: input statistics with and without running ones, and the running ones
+    for shape in [(3, 4, 5), (2, 3, 4, 5), (2, 2, 3, 3, 2)]:
+        for dt in ("f32", "f64"):
+            for mode in ("train_stats", "train_nostats", "eval"):
+                for affine in (True, False):
+                    k = add_norm_case(cases, arrays, k, "instance_norm", shape, dt, affine, {"mode": mode})
     return cases, arrays
+
+
+def add_norm_case(cases, arrays, k, op, shape, dt, affine, extra):
+    npdt = np.float32 if dt == "f32" else np.float64
+    C = shape[1]
+    x = (rng.standard_normal(shape) * rng.uniform(0.5, 3.0) + rng.uniform(-2, 2)).astype(npdt)
+    noncontig = len(shape) >= 3 and k % 2 == 0
+    perm = list(range(len(shape)))[::-1] if noncontig else None
+    c = {"id": f"c{k}", "op": op, "shape": shape, "dt": dt, "affine": affine, "perm": perm, "mode": extra.get("mode", "train_nostats"),
+         "G": extra.get("G"), "momentum": float(rng.choice([0.1, 0.3, 1.0])), "eps": float(rng.choice([1e-5, 1e-3])), "x": x}
+    arrays[f"c{k}_x"] = np.ascontiguousarray(x.transpose(perm)) if noncontig else x
+    c["gy"] = arrays[f"c{k}_gy"] = rng.standard_normal(shape).astype(npdt)
+    if affine:
+        c["w"] = arrays[f"c{k}_w"] = rng.uniform(0.5, 1.5, C).astype(npdt)
+        c["b"] = arrays[f"c{k}_b"] = rng.standard_normal(C).astype(npdt)
+    if c["mode"] != "train_nostats":
+        c["rm"] = arrays[f"c{k}_rm"] = rng.standard_normal(C).astype(npdt)
+        c["rv"] = arrays[f"c{k}_rv"] = rng.uniform(0.5, 2.0, C).astype(npdt)
+    cases.append(c)
+    return k + 1
 
 
 def nabla_code(cases, dev):
@@ -113,11 +146,18 @@ def nabla_code(cases, dev):
         xs = f'permute(d.{i}_x.to(dev), {inv})' if inv else f'd.{i}_x.to(dev)'
         training = "false" if c["mode"] == "eval" else "true"
         an = "[0, 1, 2]" if c["affine"] else "[0]"
+        op = c.get("op", "batch_norm")
+        if op == "batch_norm":
+            call = f'batch_norm(x, rm, rv, w, b, training={training}, momentum={c["momentum"]}, eps={c["eps"]})'
+        elif op == "group_norm":
+            call = f'group_norm(x, {c["G"]}, w, b, eps={c["eps"]})'
+        else:
+            call = f'instance_norm(x, rm, rv, w, b, use_input_stats={training}, momentum={c["momentum"]}, eps={c["eps"]})'
         lines.append(f'''
 fn case_{i}() {{
   x = {xs}; gy = d.{i}_gy.to(dev); w = opt("{i}_w"); b = opt("{i}_b"); rm = opt("{i}_rm"); rv = opt("{i}_rv")
   out = {{}}
-  f = fn(x, w, b) {{ y = batch_norm(x, rm, rv, w, b, training={training}, momentum={c["momentum"]}, eps={c["eps"]}); out.y = y; sum(y * gy) }}
+  f = fn(x, w, b) {{ y = {call}; out.y = y; sum(y * gy) }}
   g = grad(f, argnums={an})(x, w, b)
   r = {{y: out.y, gx: g[0]}}
   if w != nil {{ r.gw = g[1]; r.gb = g[2] }}
@@ -136,7 +176,13 @@ def torch_ref(c):
     b = t(c["b"], True) if c["affine"] else None
     rm = t(c["rm"]) if "rm" in c else None
     rv = t(c["rv"]) if "rv" in c else None
-    y = F.batch_norm(x, rm, rv, w, b, training=c["mode"] != "eval", momentum=c["momentum"], eps=c["eps"])
+    op = c.get("op", "batch_norm")
+    if op == "batch_norm":
+        y = F.batch_norm(x, rm, rv, w, b, training=c["mode"] != "eval", momentum=c["momentum"], eps=c["eps"])
+    elif op == "group_norm":
+        y = F.group_norm(x, c["G"], w, b, eps=c["eps"])
+    else:
+        y = F.instance_norm(x, rm, rv, w, b, use_input_stats=c["mode"] != "eval", momentum=c["momentum"], eps=c["eps"])
     (y * t(c["gy"])).sum().backward()
     ref = {"y": y.detach().numpy(), "gx": x.grad.numpy()}
     if c["affine"]:
@@ -168,7 +214,9 @@ def check_values(cases, dev, env_extra):
             err = float(np.max(np.abs(g.astype(np.float64) - want.astype(np.float64)))) if want.size else 0.0
             if not err <= tol * scale:
                 bad.append(f"{k}: max |diff| {err:.3g} (scale {scale:.3g})")
-        name = (f"batch_norm {dev} {c['dt']} {list(c['shape'])} {c['mode']} affine={c['affine']} "
+        op = c.get("op", "batch_norm")
+        what = f"groups={c['G']}" if op == "group_norm" else c["mode"]
+        name = (f"{op} {dev} {c['dt']} {list(c['shape'])} {what} affine={c['affine']} "
                 f"momentum={c['momentum']} eps={c['eps']}{' permuted' if c['perm'] else ''}")
         report(name, not bad, "; ".join(bad))
 
@@ -188,6 +236,14 @@ ERRORS = [
     ("batch_norm(ones(4, 3), ones(3), ones(3), training=true, momentum=2)", "momentum must be in [0, 1]"),
     ("batch_norm(ones(4, 3, dtype=\"i64\"), training=true)", "input must be a floating tensor"),
     ("batch_norm(ones(4, 3), ones(3, dtype=\"i64\"), ones(3), training=true)", "running_mean must be a floating tensor"),
+    ("group_norm(ones(2, 6, 3), 4)", "the number of channels (6) must be divisible by num_groups (4)"),
+    ("group_norm(ones(2, 6, 3), 0)", "num_groups must be a positive integer"),
+    ("group_norm(ones(2, 6, 3), 2, ones(5))", "group_norm: weight must have shape [6]"),
+    ("instance_norm(ones(2, 3, 1))", "more than 1 spatial element"),
+    ("instance_norm(ones(2, 3, 4), use_input_stats=false)", "must be given when use_input_stats=false"),
+    ("instance_norm(ones(2, 3, 4), ones(2), ones(3))", "instance_norm: running_mean must have shape [3]"),
+    ("import nn\nnn.group_norm(4, 6)", "num_channels (6) must be a positive multiple of num_groups (4)"),
+    ("import nn\nnn.instance_norm2d(3)(ones(2, 3))", "instance_norm2d: expected 3D or 4D input (got 2D input)"),
     ("import nn\nnn.batch_norm2d(3)(ones(2, 3, 4))", "batch_norm2d: expected 4D input (got 3D input)"),
     ("import nn\nnn.batch_norm1d(3)(ones(2, 3, 4, 5))", "batch_norm1d: expected 2D or 3D input (got 4D input)"),
     ("import nn\nnn.batch_norm3d(0)", "num_features must be a positive integer"),
