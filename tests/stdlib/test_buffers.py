@@ -136,6 +136,25 @@ no_grad { lb = model(d.xt) }
 save(dir + "/b.safetensors", {model: model, logits: lb})
 '''.replace("STEPS", str(STEPS))
 
+NORMS_NBL = MODEL_NBL + r'''
+# group norm and instance norm (with running statistics) trained by value_and_grad + SGD
+fn make2() = nn.to({
+  conv: nn.conv2d(2, 4, 3, padding=1),
+  gn: nn.group_norm(2, 4),
+  inorm: nn.instance_norm2d(4, affine=true, track_running_stats=true, momentum=0.3),
+  head: nn.linear(4 * 8 * 8, 3),
+  __call: fn(self, x) self.head(flatten(relu(self.inorm(self.gn(self.conv(x)))), 1, -1)),
+}, "f64")
+model = make2()
+save(dir + "/init2.safetensors", model)
+opt = optim.sgd(model, lr=0.05, momentum=0.9)
+step = value_and_grad(fn(m, x, y) cross_entropy(m(x), y))
+for i in 0..STEPS { opt.step(step(model, d["x{i}"], d["y{i}"])[1]) }
+nn.eval(model)
+no_grad { lc = model(d.xt) }
+save(dir + "/c.safetensors", {model: model, logits: lc})
+'''.replace("STEPS", str(STEPS))
+
 WRITEBACK_NBL = r'''
 import nn
 # a hand-written layer with a buffer it reassigns in the forward (not in place)
@@ -177,8 +196,20 @@ class Net(tnn.Module):
         return self.head(F.relu(self.bn1(self.fc(torch.flatten(h, 1)))))
 
 
+class Net2(tnn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = tnn.Conv2d(2, 4, 3, padding=1)
+        self.gn = tnn.GroupNorm(2, 4)
+        self.inorm = tnn.InstanceNorm2d(4, affine=True, track_running_stats=True, momentum=0.3)
+        self.head = tnn.Linear(256, 3)
+
+    def forward(self, x):
+        return self.head(torch.flatten(F.relu(self.inorm(self.gn(self.conv(x)))), 1))
+
+
 def torch_train(init, data, how):
-    net = Net().double()
+    net = (Net2() if how == "c" else Net()).double()
     sd = net.state_dict()
     report(f"state-dict keys equal torch's ({how})", sorted(sd.keys()) == sorted(init.keys()),
            f"nabla {sorted(init.keys())} torch {sorted(sd.keys())}")
@@ -186,6 +217,8 @@ def torch_train(init, data, how):
     net.train()
     if how == "a":
         opt = torch.optim.AdamW(net.parameters(), lr=0.01, weight_decay=0.01)
+    elif how == "c":
+        opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
     else:
         opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9, weight_decay=1e-3)
     for i in range(STEPS):
@@ -235,8 +268,15 @@ def main():
         report("checkpoint round trip: same eval logits and num_batches_tracked", rt[:1] in (["0"], ["0.0"]) and rt[1:] == ["nbt", str(STEPS), "i64"], str(rt))
         report("requires_grad(model) leaves buffers alone", o.get("buffers_not_requiring_grad") == ["true"], str(o.get("buffers_not_requiring_grad")))
         init = read_safetensors(os.path.join(tmp, "init.safetensors"))
-        for how in ("a", "b"):
-            label = "value_and_grad + AdamW" if how == "a" else "backward + SGD"
+        r = run_nabla(NORMS_NBL, tmp)
+        if r.returncode != 0:
+            report("group/instance norm model trains in nabla", False, r.stderr.strip()[-1500:])
+            return
+        init2 = read_safetensors(os.path.join(tmp, "init2.safetensors"))
+        for how in ("a", "b", "c"):
+            label = {"a": "value_and_grad + AdamW", "b": "backward + SGD", "c": "group_norm + instance_norm2d, value_and_grad + SGD"}[how]
+            if how == "c":
+                init = init2
             got = read_safetensors(os.path.join(tmp, f"{how}.safetensors"))
             sd, logits = torch_train(init, data, how)
             for k in sorted(sd):
