@@ -196,6 +196,25 @@ class Net(tnn.Module):
         return self.head(F.relu(self.bn1(self.fc(torch.flatten(h, 1)))))
 
 
+DEVICE_NBL = r'''
+import nn
+seed(4)
+fn make() = nn.to(nn.sequential([nn.conv2d(2, 3, 3), nn.batch_norm2d(3), relu, nn.flatten(), nn.linear(3 * 6 * 6, 4), nn.batch_norm1d(4)]), "f64")
+m = make()
+mc = nn.to(nn.load_state(make(), m), "cuda")
+devs = map(nn.parameters(mc) + nn.buffers(mc), fn(t) t.device)
+x = randn(5, 2, 8, 8).to("f64")
+lf = value_and_grad(fn(m, x) sum(m(x) ** 2))
+d = 0
+for i in 0..2 {
+  g = lf(m, x)[1]; gc = lf(mc, x.to("cuda"))[1]
+  d = max(d, max(abs(g.layers[1].weight - gc.layers[1].weight.to("cpu"))).item())
+}
+for i in 0..2 { for k in list("running_mean", "running_var") { d = max(d, max(abs(m.layers[5][k] - mc.layers[5][k].to("cpu"))).item()) } }
+print("devices", join(map(devs, fn(v) str(v)), ","), "nbt", mc.layers[1].num_batches_tracked.item(), "diff", d)
+'''
+
+
 class Net2(tnn.Module):
     def __init__(self):
         super().__init__()
@@ -285,6 +304,19 @@ def main():
             wdiff = max(float(np.max(np.abs(got[f"model.{k}"] - sd[k]))) for k in sd if "running" not in k and "num_batches" not in k)
             report(f"{label}: weights equal torch's", wdiff <= 1e-12, f"max |diff| {wdiff:.3g}")
             compare(f"{label}: eval logits equal torch's", got["logits"], logits)
+
+        emu = os.path.join(os.path.dirname(NABLA), "cuda", "emu", "nabla_cuda_emu.so")
+        if os.path.exists(emu):
+            path = os.path.join(tmp, "dev.nbl")
+            with open(path, "w") as f:
+                f.write(DEVICE_NBL)
+            env = dict(os.environ, NABLA_STDLIB=os.path.join(ROOT, "stdlib"), NO_COLOR="1", NABLA_CUDA_EMULATE="force", NABLA_EMU_SMS="2")
+            r = subprocess.run([NABLA, path], capture_output=True, text=True, env=env, timeout=300)
+            o = outputs(r.stdout).get("devices", [])
+            ok = r.returncode == 0 and len(o) == 5 and set(o[0].split(",")) == {"cuda"} and o[1:3] == ["nbt", "2"] and float(o[4]) < 1e-12
+            report("nn.to(model, \"cuda\") moves parameters and buffers; training there equals the CPU (emulated device)", ok, f"{o} {r.stderr[-800:]}")
+        else:
+            print(f"SKIP: nn.to on the emulated CUDA device{SUFFIX}: {emu} is not built")
 
         wb = {f"x{i}": rng.standard_normal(3) for i in range(3)}
         np.savez(os.path.join(tmp, "wb.npz"), **wb)
