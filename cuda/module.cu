@@ -309,6 +309,7 @@ static void register_guarded(int op, nt_Device dev, int (*fn)(const struct nt_Ke
   core_register_kernel(op, dev, entries[op]);
 }
 
+void register_norm(void);   // norm.cu: batch_norm, group_norm, instance_norm
 }  // namespace ncu
 
 using namespace ncu;
@@ -368,6 +369,7 @@ static int init_module(nt_DeviceApi *api, char *reason, size_t n) {
   register_conv();
   register_sort();
   register_attention();
+  register_norm();
   api->device_count = api_device_count;
   api->synchronize = api_synchronize;
   api->memory = api_memory;

@@ -665,4 +665,5 @@ void nbopen_tensor(void) {
   nbT_register_io();
   nbC_register(inplace_builtins);
   nbT_register_compose();
+  nbT_register_norm();
 }

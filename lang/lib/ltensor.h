@@ -57,15 +57,27 @@ int nbT_index_put(nb_VM *vm, nt_Tensor *x, nb_Value idx, nb_Value v, bool accumu
 /* ---- pytrees (ltree.c): nested records and lists with tensor leaves */
 #define MAX_TREE_DEPTH 64
 typedef int (*LeafFn)(nb_VM *vm, void *ctx, nb_Value leaf, nb_Value *out);
-/* a tree of the same structure with fn(leaf) at each leaf */
+/* a tree of the same structure with fn(leaf) at each leaf; buffers (fields
+** a record names in its __buffers list) are left out: nil at their place */
 int nbT_tree_walk(nb_VM *vm, nb_Value v, LeafFn fn, void *ctx, nb_Value *out);
-/* Tensor leaves in order (borrowed). */
+/* Tensor leaves in order (borrowed), buffers left out. */
 typedef struct Leaves { nt_Tensor **t; int n, cap; } Leaves;
 int nbT_leaves(nb_VM *vm, nb_Value tree, Leaves *ls);
 /* a tensor (by identity) -> a value: open addressing on the pointer */
 typedef struct IdMap { const void **key; void **val; size_t cap, n; } IdMap;
+/* What a walk does with buffers: ALL walks them as any field; SKIP puts nil
+** at their place (the parameter walks above); KEEP puts the buffer's value
+** itself there, unwalked (grad()'s copy of a model); ONLY walks the buffers
+** and puts nil at every other tensor.  twins (or NULL) maps each container
+** the walk makes to the one it copies. */
+enum { NBT_ALL = 1, NBT_SKIP_BUFFERS, NBT_KEEP_BUFFERS, NBT_ONLY_BUFFERS };
+int nbT_tree_walk_mode(nb_VM *vm, nb_Value v, int mode, LeafFn fn, void *ctx, IdMap *twins, nb_Value *out);
+int nbT_leaves_mode(nb_VM *vm, nb_Value tree, int mode, Leaves *ls);
+/* whether rec's field key is a buffer (named in rec.__buffers) */
+bool nbT_is_buffer_field(const nb_Rec *rec, const nb_Str *key);
 /* the slot of key k (NULL when out of memory); *found says whether it was there */
 void **nbT_idmap_slot(IdMap *m, const void *k, bool *found);
+void *nbT_idmap_get(const IdMap *m, const void *k);   /* NULL when absent */
 void nbT_idmap_free(IdMap *m);
 /* drops tied tensors (seen at an earlier place) from ls[0] and the same
 ** places from the aligned lists ls[1..nlists) */
@@ -77,5 +89,6 @@ void nbT_register_grad(void);    /* ltgrad.c: autograd, no_grad/autocast, checkp
 void nbT_register_optim(void);   /* loptim.c: fused optimizer updates, clipping, unscaling */
 void nbT_register_io(void);      /* ltio.c: save/load, npy/npz, csv */
 void nbT_register_compose(void);   /* ltcompose.c: einsum, masked_fill, norm, view, multinomial */
+void nbT_register_norm(void);      /* ltnorm.c: batch_norm, group_norm, instance_norm */
 
 #endif

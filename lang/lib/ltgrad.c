@@ -25,10 +25,22 @@ static int b_backward(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   return NB_OK;
 }
 /* tree_tensors(tree): the distinct tensors of a tree in order of first
-** appearance (a tied tensor once): nn.parameters. */
+** appearance (a tied tensor once), buffers left out: nn.parameters. */
 static int b_tree_tensors(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; Leaves ls = {0};
   if (nbT_leaves(vm, args[0], &ls) || nbT_drop_ties(vm, &ls, 1)) { free(ls.t); return NB_ERR; }
+  nb_List *l = nbL_new(ls.n);
+  for (int k = 0; k < ls.n; k++) nbL_push(l, nb_obj(NB_TTENSOR, nt_retain(ls.t[k])));
+  free(ls.t);
+  *out = nb_obj(NB_TLIST, l);
+  return NB_OK;
+}
+
+/* tree_buffers(tree): the distinct buffers of a tree (the tensors under the
+** fields records name in __buffers), in order: nn.buffers. */
+static int b_tree_buffers(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; Leaves ls = {0};
+  if (nbT_leaves_mode(vm, args[0], NBT_ONLY_BUFFERS, &ls) || nbT_drop_ties(vm, &ls, 1)) { free(ls.t); return NB_ERR; }
   nb_List *l = nbL_new(ls.n);
   for (int k = 0; k < ls.n; k++) nbL_push(l, nb_obj(NB_TTENSOR, nt_retain(ls.t[k])));
   free(ls.t);
@@ -127,6 +139,138 @@ static int grad_of_leaf(nb_VM *vm, void *ctx, nb_Value leaf, nb_Value *out) {
   *out = nb_nil();
   return NB_OK;
 }
+/* ---- grad()'s write-back (torch.func.functional_call's semantics)
+** f runs on a copy of each differentiated argument: fresh leaves at the
+** parameters, the original values at buffers (nn.register_buffer), new
+** records and lists around them.  What f assigns into that copy would be
+** lost with it, so after f returns every change is carried to the original:
+**   - a buffer field (BatchNorm's `self.running_mean = ...`), a number,
+**     string, bool or any other non-parameter field, a new field, items
+**     appended to a list: written back (tensors detached: the running
+**     statistics must not hold the step's graph; a fresh leaf written
+**     elsewhere goes back as its parameter);
+**   - a parameter replaced (or a record or list holding parameters replaced,
+**     a field holding one removed, a list shortened): an error — the
+**     gradient is of the old value, and silently keeping either one is wrong.
+** A buffer updated in place (batch_norm's running statistics) is the
+** original tensor already. */
+typedef struct WriteBack {
+  IdMap twins;        /* copy container -> original container */
+  IdMap fresh_of;     /* original tensor -> its fresh leaf */
+  IdMap orig_of;      /* fresh leaf -> original tensor */
+} WriteBack;
+
+static bool same_value(nb_Value a, nb_Value b) {
+  return a.t == b.t && (a.t == NB_TNIL || (a.t == NB_TNUM ? a.u.n == b.u.n : a.t == NB_TBOOL ? a.u.b == b.u.b : a.u.p == b.u.p));
+}
+/* a value f put into the copy, as it goes into the original: fresh leaves
+** back to their parameters, copies back to their originals, other tensors
+** detached (they are state, not part of the step's graph) */
+static int wb_resolve_leaf(nb_VM *vm, void *ctx, nb_Value leaf, nb_Value *out) {
+  WriteBack *wb = ctx;
+  if (leaf.t == NB_TTENSOR) {
+    nt_Tensor *o = nbT_idmap_get(&wb->orig_of, T(leaf));
+    if (o) { *out = nb_obj(NB_TTENSOR, nt_retain(o)); return NB_OK; }
+    if (T(leaf)->requires_grad || T(leaf)->grad_fn) {
+      nt_Tensor *d = nt_detach(T(leaf));
+      if (!d) return nbT_err(vm);
+      *out = nb_obj(NB_TTENSOR, d);
+      return NB_OK;
+    }
+  }
+  nb_incref(leaf); *out = leaf;
+  return NB_OK;
+}
+static int wb_resolve(nb_VM *vm, WriteBack *wb, nb_Value v, nb_Value *out) {
+  if (v.t == NB_TLIST || v.t == NB_TREC) {
+    void *o = nbT_idmap_get(&wb->twins, v.u.p);
+    if (o) { *out = (nb_Value){ .t = v.t, .u.p = o }; nb_incref(*out); return NB_OK; }
+  }
+  return nbT_tree_walk_mode(vm, v, NBT_ALL, wb_resolve_leaf, wb, NULL, out);
+}
+/* whether v is or holds a parameter that f got a fresh leaf for */
+static int wb_holds_param(nb_VM *vm, WriteBack *wb, nb_Value v, bool *holds) {
+  Leaves ls = {0};
+  *holds = false;
+  if (nbT_leaves(vm, v, &ls)) { free(ls.t); return NB_ERR; }
+  for (int i = 0; i < ls.n && !*holds; i++) *holds = nbT_idmap_get(&wb->fresh_of, ls.t[i]) != NULL;
+  free(ls.t);
+  return NB_OK;
+}
+static int wb_lost(nb_VM *vm, const char *path, const char *what) {
+  return nb_error_kind(vm, "ValueError",
+                       "grad: the differentiated function %s %s, which holds parameters (fresh copies inside grad/value_and_grad): "
+                       "the change would be lost. Change parameters outside the differentiated function; state that is not "
+                       "trained belongs in a buffer (nn.register_buffer), whose assignments are written back", what, path);
+}
+static int wb_walk(nb_VM *vm, WriteBack *wb, nb_Value orig, nb_Value copy, nb_Buf *path, int depth);
+/* one place: orig's value ov, the copy's cv; set(v) writes the original */
+static int wb_place(nb_VM *vm, WriteBack *wb, nb_Value ov, nb_Value cv, bool buffer, nb_Buf *path, int depth, nb_Value *set) {
+  *set = (nb_Value){ .t = NB_TUNDEF };
+  if ((ov.t == NB_TLIST || ov.t == NB_TREC) && cv.t == ov.t && nbT_idmap_get(&wb->twins, cv.u.p) == ov.u.p)
+    return wb_walk(vm, wb, ov, cv, path, depth + 1);
+  if (ov.t == NB_TTENSOR && cv.t == NB_TTENSOR && nbT_idmap_get(&wb->fresh_of, T(ov)) == T(cv)) return NB_OK;   /* the parameter */
+  if (same_value(ov, cv)) return NB_OK;
+  if (!buffer) {
+    bool holds;
+    if (wb_holds_param(vm, wb, ov, &holds)) return NB_ERR;
+    if (holds) return wb_lost(vm, nbB_cstr(path), "replaced");
+  }
+  return wb_resolve(vm, wb, cv, set);
+}
+static void path_push(nb_Buf *path, size_t mark, const char *k, size_t n, int idx) {
+  path->n = mark;
+  if (k) { nbB_putc(path, '.'); nbB_add(path, k, n); }
+  else nbB_printf(path, "[%d]", idx);
+}
+static int wb_walk(nb_VM *vm, WriteBack *wb, nb_Value orig, nb_Value copy, nb_Buf *path, int depth) {
+  if (depth > MAX_TREE_DEPTH) return NB_OK;   /* the copy was made by a walk bounded the same way */
+  size_t mark = path->n;
+  int st = NB_OK;
+  if (orig.t == NB_TREC) {
+    nb_Rec *o = orig.u.p, *c = copy.u.p;
+    for (int i = 0; i < c->n && !st; i++) {
+      nb_Str *k = c->keys[i];
+      path_push(path, mark, k->data, k->len, 0);
+      int oi = nbR_find(o, k);
+      nb_Value set;
+      if (oi < 0) st = wb_resolve(vm, wb, c->vals[i], &set);   /* a new field */
+      else st = wb_place(vm, wb, o->vals[oi], c->vals[i], nbT_is_buffer_field(o, k), path, depth, &set);
+      if (!st && set.t != NB_TUNDEF) nbR_set(o, k, set);
+    }
+    for (int i = 0; i < o->n && !st; i++) {   /* fields f removed */
+      nb_Str *k = o->keys[i];
+      if (nbR_find(c, k) >= 0) continue;
+      path_push(path, mark, k->data, k->len, 0);
+      bool holds;
+      if ((st = wb_holds_param(vm, wb, o->vals[i], &holds))) break;
+      if (holds) { st = wb_lost(vm, nbB_cstr(path), "removed"); break; }
+      nbR_remove(o, k);
+      i--;
+    }
+  } else {
+    nb_List *o = orig.u.p, *c = copy.u.p;
+    int common = o->n < c->n ? o->n : c->n;
+    for (int i = 0; i < common && !st; i++) {
+      path_push(path, mark, NULL, 0, i);
+      nb_Value set;
+      st = wb_place(vm, wb, o->items[i], c->items[i], false, path, depth, &set);
+      if (!st && set.t != NB_TUNDEF) nb_store(&o->items[i], set);
+    }
+    if (!st && c->n < o->n) {
+      path->n = mark;
+      st = nb_error_kind(vm, "ValueError", "grad: the differentiated function shortened the list %s from %d to %d items: "
+                         "the change would be lost (change the model outside grad/value_and_grad)", mark ? nbB_cstr(path) : "(the argument)", o->n, c->n);
+    }
+    for (int i = common; i < c->n && !st; i++) {   /* appended items */
+      nb_Value set;
+      if (!(st = wb_resolve(vm, wb, c->items[i], &set))) nbL_push(o, set);
+    }
+  }
+  path->n = mark;
+  if (path->p) path->p[mark] = 0;
+  return st;
+}
 static int grad_call(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   if (n < 1 || args[0].t != NB_TREC) return nb_error_kind(vm, "TypeError", "grad: bad call");
   nb_Rec *self = args[0].u.p;
@@ -140,15 +284,22 @@ static int grad_call(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   if (!call) return nb_error(vm, "out of memory");
   for (int i = 0; i < nf; i++) { call[i] = fargs[i]; nb_incref(call[i]); }
   int st = NB_OK;
-  IdMap fresh_of = {0};   /* one fresh leaf per distinct tensor, across all argnums */
+  /* one fresh leaf per distinct tensor across all argnums; buffers are
+  ** handed over as they are; the copies' containers are remembered for the
+  ** write-back */
+  WriteBack wb = {{0}};
   for (int k = 0; k < nn && !st; k++) {
     if (nums[k] < 0 || nums[k] >= nf) { st = nb_error_kind(vm, "IndexError", "grad: argnums %lld is out of range for %d arguments", (long long)nums[k], nf); break; }
     nb_Value fresh = nb_nil();
-    if ((st = nbT_tree_walk(vm, fargs[nums[k]], fresh_leaf, &fresh_of, &fresh))) break;
+    if ((st = nbT_tree_walk_mode(vm, fargs[nums[k]], NBT_KEEP_BUFFERS, fresh_leaf, &wb.fresh_of, &wb.twins, &fresh))) break;
     nb_store(&call[nums[k]], fresh);
   }
-  for (size_t i = 0; i < fresh_of.cap; i++) if (fresh_of.key[i]) nt_release(fresh_of.val[i]);
-  nbT_idmap_free(&fresh_of);
+  for (size_t i = 0; i < wb.fresh_of.cap && !st; i++) {
+    bool found;
+    void **slot = wb.fresh_of.key[i] ? nbT_idmap_slot(&wb.orig_of, wb.fresh_of.val[i], &found) : NULL;
+    if (wb.fresh_of.key[i] && !slot) st = nb_error(vm, "out of memory");
+    else if (slot) *slot = (void *)wb.fresh_of.key[i];
+  }
   nb_Value val = nb_nil();
   bool prev = nt_set_grad_enabled(true);
   if (!st) st = nbV_call(vm, f, call, nf, &val);
@@ -159,6 +310,20 @@ static int grad_call(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
     else if (nt_backward(T(val), NULL, false)) st = nbT_err(vm);
   }
   nt_set_grad_enabled(prev);
+  /* what f assigned into the copies goes back to the arguments (each
+  ** distinct argument once) */
+  for (int k = 0; k < nn && !st; k++) {
+    bool dup = false;
+    for (int j = 0; j < k; j++) dup |= nums[j] == nums[k];
+    nb_Value o = fargs[nums[k]], c = call[nums[k]];
+    if (dup || (o.t != NB_TLIST && o.t != NB_TREC) || c.t != o.t) continue;
+    nb_Buf path = {0};
+    nbB_printf(&path, "args[%d]", (int)nums[k]);
+    st = wb_walk(vm, &wb, o, c, &path, 0);
+    nbB_free(&path);
+  }
+  for (size_t i = 0; i < wb.fresh_of.cap; i++) if (wb.fresh_of.key[i]) nt_release(wb.fresh_of.val[i]);
+  nbT_idmap_free(&wb.fresh_of); nbT_idmap_free(&wb.orig_of); nbT_idmap_free(&wb.twins);
   nb_Value grads = nb_nil();
   if (!st) {
     if (multi) {
@@ -627,14 +792,15 @@ static nb_Builtin grad_builtins[] = {
   { "zero_grad", b_zero_grad, "params", "zero_grad(params): clears .grad of every tensor in a tree" },
   { "custom_vjp", b_custom_vjp, "fwd, bwd", "custom_vjp(fwd, bwd): a function with your own gradient (torch.autograd.Function): fwd(*args) returns [out, saved]; bwd(saved, grad_out) returns one gradient per argument (a list, or a tensor for one argument; nil for none); works under grad, value_and_grad and backward" },
   { "same", b_same, "a, b", "same(a, b): true when a and b are the same object (Python's `a is b`): one tensor, list, record or function; numbers, bools and nil compare by value" },
-  { "tree_tensors", b_tree_tensors, "tree", "tree_tensors(tree): the distinct tensors of a tree (records/lists), in order; a tensor at several places (tied weights) once" },
-  { "map_tensors", b_map_tensors, "tree, f", "map_tensors(tree, f): a tree of the same structure with f(t) at each tensor leaf (nil elsewhere); a tensor at several places (tied weights) is mapped once and the one result stands at each place" },
-  { "requires_grad", b_requires_grad, "params, on=true", "requires_grad(tree, on=true): marks every float tensor of a tree as a leaf to differentiate" },
+  { "tree_tensors", b_tree_tensors, "tree", "tree_tensors(tree): the distinct tensors of a tree (records/lists), in order, buffers (fields a record names in __buffers) left out; a tensor at several places (tied weights) once" },
+  { "tree_buffers", b_tree_buffers, "tree", "tree_buffers(tree): the distinct buffers of a tree (the tensors under the fields a record names in its __buffers list), in order" },
+  { "map_tensors", b_map_tensors, "tree, f", "map_tensors(tree, f): a tree of the same structure with f(t) at each tensor leaf (nil elsewhere, and at buffers); a tensor at several places (tied weights) is mapped once and the one result stands at each place" },
+  { "requires_grad", b_requires_grad, "params, on=true", "requires_grad(tree, on=true): marks every float tensor of a tree (buffers left out) as a leaf to differentiate" },
   { "grad_enabled", b_no_grad_enabled, "", "grad_enabled(): false inside no_grad { }" },
   { "autocast_dtype", b_autocast_dtype, "", "autocast_dtype(): \"bf16\" or \"f16\" inside autocast(...) { }, else nil" },
   { "checkpoint", b_checkpoint, "*args", "checkpoint(f, *args): f(*args) without keeping f's activations; backward recomputes them (same RNG). f returns a tensor or a list of tensors" },
   { "autograd_stats", b_autograd_stats, "", "autograd_stats(): {nodes, bytes} held by live autograd graphs (the activations they keep)" },
-  { "grad", b_grad, "f, argnums=0", "grad(f, argnums=0): a function returning d f / d args[argnums], shaped like that argument (a tree)" },
+  { "grad", b_grad, "f, argnums=0", "grad(f, argnums=0): a function returning d f / d args[argnums], shaped like that argument (a tree; nil at buffers). f runs on a copy of the argument; what it assigns into it (buffers, numbers, new fields) is written back, a replaced parameter is an error" },
   { "value_and_grad", b_value_and_grad, "f, argnums=0", "value_and_grad(f, argnums=0): like grad, returning [value, grads]" },
   { "gradcheck", b_gradcheck, "f, inputs, eps=1e-6, atol=1e-5, rtol=1e-3", "gradcheck(f, inputs): autograd vs central finite differences in f64; true or an error naming the element" },
   { NULL, NULL, NULL, NULL }

@@ -1,0 +1,248 @@
+/*
+** groupnorm.c — group normalisation and instance normalisation (instance
+** norm is group norm with one channel per group): one fused forward kernel
+** and one fused backward kernel (CPU here, CUDA in cuda/norm.cu).
+**
+** x is viewed as [N, C, S] (S = the product of the spatial axes), contiguous,
+** with G groups of K = C/G channels.  Group (n, g) is the row r = n*G + g: its
+** D = K*S values are contiguous, x[r*D + j], channel c = g*K + j/S.
+**   mean_r = sum/D, var_r = sum((x - mean_r)^2)/D (two passes in f64),
+**   rstd_r = 1/sqrt(var_r + eps),  y = (x - mean_r) * rstd_r * w[c] + b[c]
+** backward (dxhat = g * w[c], sums over the row in f64):
+**   dx = rstd * (dxhat - sum(dxhat)/D - xhat * sum(dxhat * xhat)/D)
+**   dw[c] = sum over n, s of g * xhat,  db[c] = sum of g
+** stats: [N*G, 3] of the compute dtype, {mean, rstd, var} per row.
+**
+** Kernel arguments (both devices):
+**   "group_norm"          out y; in = {x, w|NULL, b|NULL, stats}; iarg = {N, C, S, G};
+**                         s[0] = eps; writes stats.
+**   "group_norm_backward" out dx|NULL; in = {g, x, stats, w|NULL}; iarg as above;
+**                         extra = nt_Tensor *[2] {dw|NULL, db|NULL}.
+*/
+#include <math.h>
+#include <pthread.h>
+#include "nninternal.h"
+#include "batchnorm.h"
+
+static int op_gn = -1, op_gn_bwd = -1;
+
+#define GN_T(T)                                                                              \
+  static void gn_fwd_##T(const T *x, const T *w, const T *b, T *y, T *st, int64_t N, int64_t C, \
+                         int64_t S, int64_t G, double eps) {                                 \
+    int64_t K = C / G, D = K * S;                                                            \
+    _Pragma("omp parallel for if (N * C * S > NT_OMP_THRESHOLD)")                             \
+    for (int64_t r = 0; r < N * G; r++) {                                                    \
+      const T *xr = x + r * D;                                                               \
+      T *yr = y + r * D;                                                                     \
+      double s1 = 0, s2 = 0;                                                                 \
+      _Pragma("omp simd reduction(+:s1)")                                                    \
+      for (int64_t j = 0; j < D; j++) s1 += xr[j];                                           \
+      double m = D ? s1 / (double)D : 0.0;                                                   \
+      _Pragma("omp simd reduction(+:s2)")                                                    \
+      for (int64_t j = 0; j < D; j++) { double d = xr[j] - m; s2 += d * d; }                 \
+      double v = D ? s2 / (double)D : 0.0, rs = 1.0 / sqrt(v + eps);                         \
+      st[3 * r] = (T)m; st[3 * r + 1] = (T)rs; st[3 * r + 2] = (T)v;                         \
+      int64_t c0 = (r % G) * K;                                                              \
+      for (int64_t k = 0; k < K; k++) {                                                      \
+        double sc = rs * (w ? (double)w[c0 + k] : 1.0), sh = (b ? (double)b[c0 + k] : 0.0) - m * sc; \
+        _Pragma("omp simd")                                                                  \
+        for (int64_t s = 0; s < S; s++) yr[k * S + s] = (T)(xr[k * S + s] * sc + sh);       \
+      }                                                                                      \
+    }                                                                                        \
+  }                                                                                          \
+  static void gn_bwd_##T(const T *g, const T *x, const T *st, const T *w, T *dx, T *dw, T *db, \
+                         int64_t N, int64_t C, int64_t S, int64_t G) {                       \
+    int64_t K = C / G, D = K * S;                                                            \
+    if (dx) {                                                                                \
+      _Pragma("omp parallel for if (N * C * S > NT_OMP_THRESHOLD)")                           \
+      for (int64_t r = 0; r < N * G; r++) {                                                  \
+        const T *xr = x + r * D, *gr = g + r * D;                                            \
+        double m = st[3 * r], rs = st[3 * r + 1], a1 = 0, a2 = 0;                            \
+        int64_t c0 = (r % G) * K;                                                            \
+        for (int64_t k = 0; k < K; k++) {                                                    \
+          double wc = w ? (double)w[c0 + k] : 1.0;                                           \
+          _Pragma("omp simd reduction(+:a1, a2)")                                            \
+          for (int64_t s = 0; s < S; s++) {                                                  \
+            double dh = gr[k * S + s] * wc;                                                  \
+            a1 += dh; a2 += dh * (xr[k * S + s] - m) * rs;                                   \
+          }                                                                                  \
+        }                                                                                    \
+        double m1 = a1 / (double)D, m2 = a2 / (double)D;                                     \
+        for (int64_t k = 0; k < K; k++) {                                                    \
+          double wc = w ? (double)w[c0 + k] : 1.0;                                           \
+          _Pragma("omp simd")                                                                \
+          for (int64_t s = 0; s < S; s++) {                                                  \
+            double h = (xr[k * S + s] - m) * rs;                                             \
+            dx[r * D + k * S + s] = (T)(rs * (gr[k * S + s] * wc - m1 - h * m2));           \
+          }                                                                                  \
+        }                                                                                    \
+      }                                                                                      \
+    }                                                                                        \
+    if (dw || db) {                                                                          \
+      _Pragma("omp parallel for if (N * C * S > NT_OMP_THRESHOLD)")                           \
+      for (int64_t c = 0; c < C; c++) {                                                      \
+        double aw = 0, ab = 0;                                                               \
+        for (int64_t n = 0; n < N; n++) {                                                    \
+          int64_t r = n * G + c / K;                                                         \
+          const T *xr = x + (n * C + c) * S, *gr = g + (n * C + c) * S;                      \
+          double m = st[3 * r], rs = st[3 * r + 1];                                          \
+          _Pragma("omp simd reduction(+:aw, ab)")                                            \
+          for (int64_t s = 0; s < S; s++) { aw += gr[s] * (xr[s] - m) * rs; ab += gr[s]; }   \
+        }                                                                                    \
+        if (dw) dw[c] = (T)aw;                                                               \
+        if (db) db[c] = (T)ab;                                                               \
+      }                                                                                      \
+    }                                                                                        \
+  }
+GN_T(float)
+GN_T(double)
+
+#define PTR(t) ((t) ? (void *)nt_base(t) : NULL)
+
+static int k_group_norm(const nt_KernelArgs *a) {
+  int64_t N = a->iarg[0], C = a->iarg[1], S = a->iarg[2], G = a->iarg[3];
+  if (a->op == op_gn) {
+    if (a->in[0]->dtype == NT_F32) gn_fwd_float(PTR(a->in[0]), PTR(a->in[1]), PTR(a->in[2]), PTR(a->out), PTR(a->in[3]), N, C, S, G, a->s[0]);
+    else gn_fwd_double(PTR(a->in[0]), PTR(a->in[1]), PTR(a->in[2]), PTR(a->out), PTR(a->in[3]), N, C, S, G, a->s[0]);
+    return 0;
+  }
+  nt_Tensor **wb = a->extra;
+  if (a->in[1]->dtype == NT_F32) gn_bwd_float(PTR(a->in[0]), PTR(a->in[1]), PTR(a->in[2]), PTR(a->in[3]), PTR(a->out), PTR(wb[0]), PTR(wb[1]), N, C, S, G);
+  else gn_bwd_double(PTR(a->in[0]), PTR(a->in[1]), PTR(a->in[2]), PTR(a->in[3]), PTR(a->out), PTR(wb[0]), PTR(wb[1]), N, C, S, G);
+  return 0;
+}
+
+static void register_gn(void) {
+  nt_nn_init();
+  op_gn = nt_op_register("group_norm");
+  op_gn_bwd = nt_op_register("group_norm_backward");
+  nt_register_kernel(op_gn, NT_CPU, k_group_norm);
+  nt_register_kernel(op_gn_bwd, NT_CPU, k_group_norm);
+}
+static void gn_init(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, register_gn);
+}
+
+/* node: in = {x [N, C, S] contiguous, w, b}; saved[0] = stats; iarg = {N, C, S, G} */
+static int gn_backward(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin) {
+  nt_Tensor *x = nd->in[0], *w = nd->in[1];
+  nt_Tensor *gc = nt_to_dtype(gout, x->dtype), *g = gc ? nt_contiguous(gc) : NULL;
+  nt_release(gc);
+  if (!g) return -1;
+  int64_t C = nd->iarg[1];
+  nt_Tensor *dx = nt_node_needs(nd, 0) ? nt_empty(x->shape, x->ndim, x->dtype, x->device) : NULL;
+  nt_Tensor *wb[2] = {nt_node_needs(nd, 1) ? nt_empty(&C, 1, x->dtype, x->device) : NULL,
+                      nt_node_needs(nd, 2) ? nt_empty(&C, 1, x->dtype, x->device) : NULL};
+  nt_KernelArgs ka = {.op = op_gn_bwd, .out = dx, .in = {g, x, nd->saved[0], w}, .nin = 4, .extra = wb, .niarg = 4};
+  for (int i = 0; i < 4; i++) ka.iarg[i] = nd->iarg[i];
+  int rc = (nt_node_needs(nd, 0) && !dx) || (nt_node_needs(nd, 1) && !wb[0]) || (nt_node_needs(nd, 2) && !wb[1]) ? -1 : 0;
+  if (!rc) rc = nt_dispatch(ka.op, x->device, &ka);
+  nt_release(g);
+  if (rc) { nt_release(dx); nt_release(wb[0]); nt_release(wb[1]); return -1; }
+  gin[0] = dx; gin[1] = wb[0]; gin[2] = wb[1];
+  return 0;
+}
+
+static int check_channel(const char *op, const char *what, nt_Tensor *p, int64_t C, nt_Device dev) {
+  char s[128];
+  if (!p) return 0;
+  if (p->ndim != 1 || p->shape[0] != C) {
+    nt_error_set("%s: %s must have shape [%lld] (one value per channel of the input's axis 1), got %s", op, what, (long long)C,
+                 nt_shape_str(p->shape, p->ndim, s, sizeof s));
+    return -1;
+  }
+  if (!nt_dtype_is_float(p->dtype)) { nt_error_set("%s: %s must be a floating tensor, got %s", op, what, nt_dtype_name(p->dtype)); return -1; }
+  if (p->device != dev) { nt_error_set("%s: %s is on %s but the input is on %s", op, what, nt_device_name(p->device), nt_device_name(dev)); return -1; }
+  return 0;
+}
+static nt_Tensor *as_compute(nt_Tensor *p, nt_DType dt, bool *ok) {
+  if (!p || !*ok) return NULL;
+  nt_Tensor *c = nt_to_dtype(p, dt), *r = c ? nt_contiguous(c) : NULL;
+  nt_release(c);
+  if (!r) *ok = false;
+  return r;
+}
+
+/* the shared body; stats_out (or NULL) receives the [N*G, 3] statistics */
+static nt_Tensor *group_norm_impl(const char *op, nt_Tensor *x0, int64_t G, nt_Tensor *weight, nt_Tensor *bias, double eps, nt_Tensor **stats_out) {
+  gn_init();
+  char s[128];
+  if (x0->ndim < 2) NT_FAIL_NULL("%s: input must have at least 2 dimensions [N, C, ...], got %s", op, nt_shape_str(x0->shape, x0->ndim, s, sizeof s));
+  if (!nt_dtype_is_float(x0->dtype)) NT_FAIL_NULL("%s: input must be a floating tensor, got %s", op, nt_dtype_name(x0->dtype));
+  int64_t N = x0->shape[0], C = x0->shape[1], S = 1;
+  for (int i = 2; i < x0->ndim; i++) S *= x0->shape[i];
+  if (G < 1 || C % G)
+    NT_FAIL_NULL("%s: the number of channels (%lld) must be divisible by num_groups (%lld), input shape %s", op, (long long)C, (long long)G,
+                 nt_shape_str(x0->shape, x0->ndim, s, sizeof s));
+  if (check_channel(op, "weight", weight, C, x0->device) || check_channel(op, "bias", bias, C, x0->device)) return NULL;
+  if (!(eps >= 0)) NT_FAIL_NULL("%s: eps must be >= 0, got %g", op, eps);
+  nt_Tensor *xf = nn_compute_float(op, x0);
+  if (!xf) return NULL;
+  nt_Tensor *xc = nt_contiguous(xf);
+  nt_release(xf);
+  if (!xc) return NULL;
+  nt_Tensor *x = nt_reshape(xc, (int64_t[]){N, C, S}, 3);
+  nt_release(xc);
+  if (!x) return NULL;
+  nt_DType dt = x->dtype;
+  bool ok = true;
+  nt_Tensor *w = as_compute(weight, dt, &ok), *b = as_compute(bias, dt, &ok);
+  nt_Tensor *y = NULL, *st = NULL, *res = NULL;
+  if (!ok) goto done;
+  y = nt_empty(x->shape, 3, dt, x->device);
+  st = nt_empty((int64_t[]){N * G, 3}, 2, dt, x->device);
+  if (!y || !st) goto done;
+  nt_KernelArgs ka = {.op = op_gn, .out = y, .in = {x, w, b, st}, .nin = 4, .s = {eps}, .iarg = {N, C, S, G}, .niarg = 4};
+  if (nt_dispatch(ka.op, x->device, &ka)) goto done;
+  nt_Node *nd;
+  y = nn_finish(y, op[0] == 'i' ? "InstanceNormBackward" : "GroupNormBackward", gn_backward, 3, (nt_Tensor *[]){x, w, b}, &nd);
+  if (y && nd) {
+    if (nt_node_save(nd, st) < 0) { nt_release(y); y = NULL; }
+    else { nd->iarg[0] = N; nd->iarg[1] = C; nd->iarg[2] = S; nd->iarg[3] = G; nd->niarg = 4; }
+  }
+  if (y) res = nt_reshape(y, x0->shape, x0->ndim);
+  if (res && stats_out) *stats_out = nt_retain(st);
+done:
+  nt_release(x); nt_release(w); nt_release(b); nt_release(y); nt_release(st);
+  return nn_cast_back(res, x0->dtype);
+}
+
+nt_Tensor *nt_group_norm(nt_Tensor *x, int64_t num_groups, nt_Tensor *weight, nt_Tensor *bias, double eps) {
+  return group_norm_impl("group_norm", x, num_groups, weight, bias, eps, NULL);
+}
+
+nt_Tensor *nt_instance_norm(nt_Tensor *x, nt_Tensor *running_mean, nt_Tensor *running_var, nt_Tensor *weight, nt_Tensor *bias,
+                            bool use_input_stats, double momentum, double eps) {
+  const char *op = "instance_norm";
+  if (x->ndim < 2) { char s[128]; NT_FAIL_NULL("%s: input must have at least 2 dimensions [N, C, ...], got %s", op, nt_shape_str(x->shape, x->ndim, s, sizeof s)); }
+  int64_t N = x->shape[0], C = x->shape[1], S = 1;
+  for (int i = 2; i < x->ndim; i++) S *= x->shape[i];
+  if (check_channel(op, "running_mean", running_mean, C, x->device) || check_channel(op, "running_var", running_var, C, x->device)) return NULL;
+  if ((running_mean == NULL) != (running_var == NULL))
+    NT_FAIL_NULL("%s: running_mean and running_var go together (got only %s)", op, running_mean ? "running_mean" : "running_var");
+  if (!use_input_stats) {   /* the running statistics, as batch norm in evaluation mode */
+    if (!running_mean) NT_FAIL_NULL("%s: running_mean and running_var must be given when use_input_stats=false", op);
+    return nt_batch_norm(x, running_mean, running_var, weight, bias, false, momentum, eps);
+  }
+  if (S <= 1) {
+    char s[128];
+    NT_FAIL_NULL("%s: expected more than 1 spatial element when training, got input size %s", op, nt_shape_str(x->shape, x->ndim, s, sizeof s));
+  }
+  if (running_mean && !(momentum >= 0 && momentum <= 1)) NT_FAIL_NULL("%s: momentum must be in [0, 1], got %g", op, momentum);
+  nt_Tensor *st = NULL;
+  nt_Tensor *y = group_norm_impl(op, x, C, weight, bias, eps, running_mean ? &st : NULL);
+  if (!y || !running_mean) return y;
+  /* torch's: every instance updates a copy of the running statistics, and
+  ** the copies are averaged: run = (1-m) run + m * mean over n of the stat */
+  bool prev = nt_set_grad_enabled(false);
+  int rc = -1;
+  nt_Tensor *m = nt_select(st, 1, 0), *v = nt_select(st, 1, 2);
+  nt_Tensor *m2 = m ? nt_reshape(m, (int64_t[]){N, C}, 2) : NULL, *v2 = v ? nt_reshape(v, (int64_t[]){N, C}, 2) : NULL;
+  nt_Tensor *mm = m2 ? nt_mean(m2, (int[]){0}, 1, false) : NULL, *vm = v2 ? nt_mean(v2, (int[]){0}, 1, false) : NULL;
+  if (mm && vm) rc = nt_norm_update_running(running_mean, mm, momentum, 1.0) || nt_norm_update_running(running_var, vm, momentum, (double)S / (double)(S - 1));
+  nt_release(m); nt_release(v); nt_release(m2); nt_release(v2); nt_release(mm); nt_release(vm); nt_release(st);
+  nt_set_grad_enabled(prev);
+  if (rc) { nt_release(y); return NULL; }
+  return y;
+}
