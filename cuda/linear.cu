@@ -222,7 +222,7 @@ int k_linear_backward(const nt_KernelArgs *a) {
     host->error_set("linear backward: dtypes do not match (tensor/nn/linear.h)");
     return -1;
   }
-  if (gr->dx && M * K) {                          // dX^T (K x M) = W (K x N) G^T (N x M)
+  if (gr->dx && M > 0 && K > 0) {                        // dX^T (K x M) = W (K x N) G^T (N x M)
     if (N == 0) { if (zero(gr->dx, opname)) return -1; }
     else {
       const uintptr_t p[3] = { (uintptr_t)base(w), (uintptr_t)base(g), (uintptr_t)base(gr->dx) };
@@ -233,7 +233,7 @@ int k_linear_backward(const nt_KernelArgs *a) {
     }
   }
   bool db_done = false;
-  if (gr->dw && N * K) {                          // dW^T (K x N) = X^T (K x M) op_T(G^T) (M x N), db by BGRADB
+  if (gr->dw && N > 0 && K > 0) {                        // dW^T (K x N) = X^T (K x M) op_T(G^T) (M x N), db by BGRADB
     nt_DType ot = gr->dw->dtype;
     if (M == 0) { if (zero(gr->dw, opname) || zero(gr->db, opname)) return -1; db_done = true; }
     else {

@@ -174,6 +174,41 @@ for s in 0..{steps} {{
     # after the in-place edit (w again, b still fresh) and after w was replaced (a new tensor)
     exp_casts = [2 if s == 0 else 1 if s in (edit_at, replace_at) else 0 for s in range(steps)]
     b.case("casts_per_step", "casts", exp_casts, dtype=False)
+    # the generic autocast cast (x @ w, w a [K, N] parameter) takes the shadow
+    # too, and SGD keeps it fresh; the gradient reaches the f32 master
+    k2, n2, lr2 = 16, 24, 1e-2
+    x2, w2, r2 = rnd(3, k2), rnd(k2, n2), rnd(3, n2)
+    W = torch.tensor(w2).requires_grad_()
+    opt = torch.optim.SGD([W], lr=lr2, momentum=0.9, foreach=False)
+    X2, G2 = torch.tensor(x2).to(BF).double(), torch.tensor(r2).to(BF).double()
+    ys2, gs2 = [], []
+    for _ in range(3):
+        ys2.append((X2 @ W.detach().to(BF).double()).to(BF))
+        W.grad = (X2.T @ G2).to(BF).float()       # bf16 matmul gradient, cast to the f32 master
+        gs2.append(W.grad.clone())
+        opt.step()
+    x2e, w2e, r2e = b.inp(x2), b.inp(w2), b.inp(r2)
+    b.raw(f"""
+q = {{w: clone({w2e})}}
+requires_grad(q)
+o2 = optim.sgd(q, lr={lr2}, momentum=0.9)
+fn lq(q, x, r) = autocast("bf16") {{ sum((x @ q.w) * r) }}
+mys = list(); mgs = list(); mcasts = list(); mfresh = list()
+for s in 0..3 {{
+  c0 = autocast_shadow_stats().casts
+  y = no_grad {{ autocast("bf16") {{ {x2e} @ q.w }} }}
+  push(mfresh, all(y == no_grad {{ {x2e}.to("bf16") @ q.w.to("bf16") }}).item())
+  push(mys, y)
+  r = value_and_grad(lq)(q, {x2e}, {r2e})
+  push(mgs, r[1].w)
+  o2.step(r[1])
+  push(mcasts, autocast_shadow_stats().casts - c0)
+}}
+""")
+    b.case("matmul_outputs_vs_torch", "mys", ys2, rtol=2e-2, atol=6e-2)
+    b.case("matmul_grads_vs_torch", "mgs", gs2, rtol=2e-2, atol=6e-2)
+    b.case("matmul_outputs_equal_uncached_cast", "mfresh", [True] * 3)
+    b.case("matmul_sgd_casts_per_step", "mcasts", [1, 0, 0], dtype=False)
     b.run()
 
 
