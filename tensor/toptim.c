@@ -42,29 +42,33 @@ static inline void st16(nt_DType dt, char *b, int64_t i, float x) {
   uint16_t u = dt == NT_BF16 ? nt_f32_to_bf16(x) : nt_f32_to_f16(x);
   memcpy(b + 2 * i, &u, 2);
 }
-/* element i of a row's tensor as compute type C, and back */
-#define GET(C, base, i) (r->dt == NT_F32 ? (C)((float *)(base))[i] : r->dt == NT_F64 ? (C)((double *)(base))[i] : (C)ld16(r->dt, base, i))
-#define PUT(C, base, i, x) do { if (r->dt == NT_F32) ((float *)(base))[i] = (float)(x); else if (r->dt == NT_F64) ((double *)(base))[i] = (double)(x); \
-                                else st16(r->dt, base, i, (float)(x)); } while (0)
+/* element i of a row's tensor as compute type C, and back: one pair per
+** storage type, chosen outside the loop (each loop stays a plain typed loop) */
+#define LD_F32(base, i) ((float *)(base))[i]
+#define ST_F32(base, i, x) (((float *)(base))[i] = (float)(x))
+#define LD_F64(base, i) ((double *)(base))[i]
+#define ST_F64(base, i, x) (((double *)(base))[i] = (double)(x))
+#define LD_16(base, i) ld16(r->dt, base, i)
+#define ST_16(base, i, x) st16(r->dt, base, i, (float)(x))
 #define SHADOW(i, x) do { if (r->s) st16(r->sdt, r->s, i, (float)(x)); } while (0)
 
-#define ADAMW_ROW(C) do { \
+#define ADAMW_ROW(C, LD, ST) do { \
     C b1 = (C)o->beta1, b2 = (C)o->beta2, dec = (C)decay, ss = (C)step_size, rb = (C)rbc2, e = (C)o->eps; \
     _Pragma("omp parallel for if(r->n > NT_OMP_THRESHOLD)") \
     for (int64_t i = 0; i < r->n; i++) { \
-      C gi = GET(C, r->g, i), mi = b1 * GET(C, r->m, i) + (1 - b1) * gi, vi = b2 * GET(C, r->v, i) + (1 - b2) * gi * gi; \
-      PUT(C, r->m, i, mi); PUT(C, r->v, i, vi); \
-      C pi = GET(C, r->p, i) * dec - ss * mi / (SQRT(vi) * rb + e); \
-      PUT(C, r->p, i, pi); SHADOW(i, pi); \
+      C gi = LD(r->g, i), mi = b1 * LD(r->m, i) + (1 - b1) * gi, vi = b2 * LD(r->v, i) + (1 - b2) * gi * gi; \
+      ST(r->m, i, mi); ST(r->v, i, vi); \
+      C pi = LD(r->p, i) * dec - ss * mi / (SQRT(vi) * rb + e); \
+      ST(r->p, i, pi); SHADOW(i, pi); \
     } } while (0)
-#define SGD_ROW(C) do { \
+#define SGD_ROW(C, LD, ST) do { \
     C lr = (C)o->lr, mu = (C)o->beta1, wd = (C)o->weight_decay; int nest = o->nesterov; \
     _Pragma("omp parallel for if(r->n > NT_OMP_THRESHOLD)") \
     for (int64_t i = 0; i < r->n; i++) { \
-      C d = GET(C, r->g, i) + wd * GET(C, r->p, i); \
-      if (r->m) { C mi = mu * GET(C, r->m, i) + d; PUT(C, r->m, i, mi); mi = GET(C, r->m, i); d = nest ? d + mu * mi : mi; } \
-      C pi = GET(C, r->p, i) - lr * d; \
-      PUT(C, r->p, i, pi); SHADOW(i, pi); \
+      C d = LD(r->g, i) + wd * LD(r->p, i); \
+      if (r->m) { C mi = mu * LD(r->m, i) + d; ST(r->m, i, mi); mi = LD(r->m, i); d = nest ? d + mu * mi : mi; } \
+      C pi = LD(r->p, i) - lr * d; \
+      ST(r->p, i, pi); SHADOW(i, pi); \
     } } while (0)
 
 static int k_optim_cpu(const nt_KernelArgs *a, bool adam) {
@@ -78,8 +82,15 @@ static int k_optim_cpu(const nt_KernelArgs *a, bool adam) {
     nt_Tensor *M = o->exp_avg ? o->exp_avg[k] : NULL, *V = adam ? o->exp_avg_sq[k] : NULL, *S = sh ? sh[k] : NULL;
     Row row = { nt_base(P), nt_base(G), M ? nt_base(M) : NULL, V ? nt_base(V) : NULL, S ? nt_base(S) : NULL,
                 P->dtype, S ? S->dtype : NT_BF16, P->numel }, *r = &row;
-    if (adam) { if (P->dtype == NT_F64) ADAMW_ROW(double); else ADAMW_ROW(float); }
-    else { if (P->dtype == NT_F64) SGD_ROW(double); else SGD_ROW(float); }
+    if (adam) {
+      if (P->dtype == NT_F32) ADAMW_ROW(float, LD_F32, ST_F32);
+      else if (P->dtype == NT_F64) ADAMW_ROW(double, LD_F64, ST_F64);
+      else ADAMW_ROW(float, LD_16, ST_16);
+    } else {
+      if (P->dtype == NT_F32) SGD_ROW(float, LD_F32, ST_F32);
+      else if (P->dtype == NT_F64) SGD_ROW(double, LD_F64, ST_F64);
+      else SGD_ROW(float, LD_16, ST_16);
+    }
   }
   return 0;
 }
