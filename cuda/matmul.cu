@@ -275,10 +275,15 @@ int cublas_handle_new(cublasHandle_t *out, const char *what) {
   return -1;
 }
 
+// matmul's handle, for linear.cu's classic path (cuBLASLt declined)
+cublasHandle_t matmul_cublas_handle(void) { return handle; }
+
+int register_linear(void);   // linear.cu: its cuBLASLt handle, "linear" and "linear_backward"
+
 int register_matmul(void) {
   if (cublas_handle_new(&handle, "matmul")) return -1;
   host->register_kernel(NT_OP_MATMUL, NT_CUDA, k_matmul);
-  return 0;
+  return register_linear();
 }
 
 }  // namespace ncu

@@ -19,8 +19,15 @@
 **
 ** Backward passes run with autocast off (tautograd.c): each backward op sees
 ** the dtypes its forward chose, as in PyTorch.
+**
+** Casts of parameters go through the shadow cache below (tshadow.h): a fresh
+** shadow costs no kernel; the cast op is then the shadow under a
+** ToDtypeBackward node, the same gradient as nt_to_dtype's.
 */
 #include "tinternal.h"
+#include "tshadow.h"
+#include "textend.h"
+#include <stdlib.h>
 
 static _Thread_local int autocast_plus1 = 0;   /* dtype + 1; zero-init = off */
 
@@ -40,13 +47,133 @@ static nt_DType wanted(int policy, int ac, const nt_Tensor *x) {
   return x->dtype == NT_F16 || x->dtype == NT_BF16 ? NT_F32 : x->dtype;
 }
 
+/* ---- the shadow cache (tshadow.h) ------------------------------------------------ */
+typedef struct {
+  nt_Tensor *key;       /* a view of the weight (holds its storage): storage, offset, shape, strides */
+  nt_Tensor *shadow;    /* contiguous copy in dtype `dt` */
+  uint64_t ver;         /* the storage version the shadow equals */
+} Shadow;
+static _Thread_local Shadow *shadows;
+static _Thread_local int nshadows, cap_shadows;
+static _Thread_local int64_t shadow_casts;
+
+static bool cacheable(const nt_Tensor *t, nt_DType dt) {
+  return nt_is_leaf(t) && nt_requires_grad(t) && nt_dtype_is_float(t->dtype) && t->dtype != dt &&
+         (dt == NT_BF16 || dt == NT_F16) && t->storage->hook == NULL;
+}
+
+static bool same_geometry(const nt_Tensor *a, const nt_Tensor *b) {
+  if (a->storage != b->storage || a->offset != b->offset || a->ndim != b->ndim || a->dtype != b->dtype) return false;
+  for (int d = 0; d < a->ndim; d++)
+    if (a->shape[d] != b->shape[d] || (a->shape[d] > 1 && a->strides[d] != b->strides[d])) return false;
+  return true;
+}
+
+static Shadow *find(const nt_Tensor *t, int dt) {
+  for (int i = 0; i < nshadows; i++)
+    if ((dt < 0 || shadows[i].shadow->dtype == (nt_DType)dt) && same_geometry(shadows[i].key, t)) return &shadows[i];
+  return NULL;
+}
+
+static void drop(int i) {
+  nt_release(shadows[i].key); nt_release(shadows[i].shadow);
+  shadows[i] = shadows[--nshadows];
+}
+
+/* entries whose weight only the cache still holds */
+static void sweep(void) {
+  for (int i = nshadows - 1; i >= 0; i--)
+    if (shadows[i].key->storage->refcount == 1) drop(i);
+}
+
+/* a plain cast without autograd */
+static nt_Tensor *plain_cast(nt_Tensor *t, nt_DType dt) {
+  bool prev = nt_set_grad_enabled(false);
+  nt_Tensor *c = nt_to_dtype(t, dt);
+  nt_set_grad_enabled(prev);
+  return c;
+}
+
+nt_Tensor *nt_shadow_get(nt_Tensor *t, nt_DType dt) {
+  if (t->dtype == dt) return nt_retain(t);
+  if (!cacheable(t, dt)) return plain_cast(t, dt);
+  sweep();                                   /* a dropped model's weights and shadows go now */
+  Shadow *e = find(t, (int)dt);
+  if (e && e->ver == t->storage->version) return nt_retain(e->shadow);
+  uint64_t ver = t->storage->version;
+  nt_Tensor *c = plain_cast(t, dt);
+  if (!c) return NULL;
+  shadow_casts++;
+  if (e) {                                   /* stale: replace (a graph may still hold the old one) */
+    nt_release(e->shadow);
+    e->shadow = nt_retain(c); e->ver = ver;
+    return c;
+  }
+  if (nshadows == NT_SHADOW_MAX) return c;   /* full: not cached */
+  if (nshadows == cap_shadows) {
+    int nc = cap_shadows ? 2 * cap_shadows : 64;
+    Shadow *ns = realloc(shadows, sizeof(Shadow) * (size_t)nc);
+    if (!ns) return c;                       /* not cached; the cast is still right */
+    shadows = ns; cap_shadows = nc;
+  }
+  nt_Tensor *key = nt_view_of(t);
+  if (!key) { nt_error_clear(); return c; }
+  shadows[nshadows++] = (Shadow){ key, nt_retain(c), ver };
+  return c;
+}
+
+nt_Tensor *nt_shadow_fresh(const nt_Tensor *p) {
+  Shadow *e = find(p, -1);
+  return e && e->ver == p->storage->version ? e->shadow : NULL;
+}
+
+void nt_shadow_written(const nt_Tensor *p, nt_Tensor *s) {
+  for (int i = 0; i < nshadows; i++)
+    if (shadows[i].shadow == s && same_geometry(shadows[i].key, p)) {
+      shadows[i].ver = p->storage->version;
+      nt_bump_version(s);
+      return;
+    }
+}
+
+void nt_shadow_clear(void) {
+  while (nshadows) drop(nshadows - 1);
+  free(shadows); shadows = NULL; cap_shadows = 0;
+}
+
+void nt_shadow_stats(int64_t *entries, int64_t *casts) {
+  if (entries) *entries = nshadows;
+  if (casts) *casts = shadow_casts;
+}
+
+static int cast_backward(nt_Node *n, nt_Tensor *g, nt_Tensor **gin) {
+  (void)n;
+  gin[0] = nt_retain(g);   /* the engine casts to the input's dtype */
+  return 0;
+}
+
+/* autocast's cast of one input: nt_to_dtype, except that a parameter's cast
+** is its shadow (an alias of it, under a ToDtypeBackward node when x needs grad) */
+static nt_Tensor *cast(nt_Tensor *x, nt_DType dt) {
+  if (!cacheable(x, dt)) return nt_to_dtype(x, dt);
+  nt_Tensor *s = nt_shadow_get(x, dt);
+  if (!s || !nt_needs_grad(1, &x)) return s;
+  nt_Tensor *out = nt_view_of(s);
+  nt_release(s);
+  if (!out) return NULL;
+  nt_Node *n = nt_record(out, "ToDtypeBackward", cast_backward, 1, &x);
+  if (!n) { nt_release(out); return NULL; }
+  nt_node_unchecked(n, 0);
+  return out;
+}
+
 int nt_autocast_inputs(int policy, int n, nt_Tensor *const *in, nt_Tensor **out) {
   int ac = autocast_plus1 - 1, changed = 0;
   if (ac < 0) return 0;
   for (int i = 0; i < n; i++) if (in[i] && wanted(policy, ac, in[i]) != in[i]->dtype) changed++;
   if (!changed) return 0;
   for (int i = 0; i < n; i++) {
-    out[i] = in[i] ? nt_to_dtype(in[i], wanted(policy, ac, in[i])) : NULL;
+    out[i] = in[i] ? cast(in[i], wanted(policy, ac, in[i])) : NULL;
     if (in[i] && !out[i]) { nt_autocast_release(i, out); return -1; }
   }
   return changed;

@@ -5,10 +5,15 @@
 ** this file has the CPU kernel, cuda/optim.cu the one-launch GPU kernel.
 ** Updates happen in place on the parameters' storage and are not recorded
 ** by autograd (an optimizer step is not part of any graph); they bump the
-** storages' version counters like every in-place write.
+** storages' version counters like every in-place write.  Parameters are
+** f32, f64, bf16 or f16 (one dtype per update); the fresh autocast shadows
+** of the parameters (tshadow.h) are written in the same pass and stay fresh.
 */
 #include "tinternal.h"
 #include "tdevice.h"
+#include "toptim.h"
+#include "tshadow.h"
+#include "tdtype.h"
 #include <stdlib.h>
 
 static int adamw_op = -1, sgd_op = -1;
@@ -21,38 +26,71 @@ static bool state_ok(const nt_Tensor *t, const nt_Tensor *p) {
 **   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2
 **   p = p (1 - lr wd) - (lr / bc1) m / (sqrt(v) / sqrt(bc2) + eps)
 ** SGD: d = g + wd p; with momentum: buf = mu buf + d; d = nesterov ? d + mu buf : buf;
-**   p -= lr d.  Contiguous loops the compiler vectorizes; OpenMP above a size. */
+**   p -= lr d.
+** f32 and f64 compute in their own type; f16/bf16 parameters (and their
+** state, of the same dtype, as torch keeps it) compute in f32 and are rounded
+** once per store.  A parameter with a shadow (toptim.h) gets it written from
+** the new value in the same loop.  Contiguous loops; OpenMP above a size. */
 #define SQRT(x) _Generic((x), float: sqrtf, default: sqrt)(x)   /* sqrtf keeps f32 loops in f32 */
-#define ADAMW_LOOP(T) do { \
-    T *p = (T *)nt_base(P), *g = (T *)nt_base(G), *m = (T *)nt_base(M), *v = (T *)nt_base(V); \
-    T b1 = (T)o->beta1, b2 = (T)o->beta2, dec = (T)decay, ss = (T)step_size, rb = (T)rbc2, e = (T)o->eps; \
-    _Pragma("omp parallel for if(cnt > NT_OMP_THRESHOLD)") \
-    for (int64_t i = 0; i < cnt; i++) { \
-      T gi = g[i], mi = b1 * m[i] + (1 - b1) * gi, vi = b2 * v[i] + (1 - b2) * gi * gi; \
-      m[i] = mi; v[i] = vi; \
-      p[i] = p[i] * dec - ss * mi / (SQRT(vi) * rb + e); \
+typedef struct { char *p, *g, *m, *v, *s; nt_DType dt, sdt; int64_t n; } Row;
+
+static inline float ld16(nt_DType dt, const char *b, int64_t i) {
+  uint16_t u; memcpy(&u, b + 2 * i, 2);
+  return dt == NT_BF16 ? nt_bf16_to_f32(u) : nt_f16_to_f32(u);
+}
+static inline void st16(nt_DType dt, char *b, int64_t i, float x) {
+  uint16_t u = dt == NT_BF16 ? nt_f32_to_bf16(x) : nt_f32_to_f16(x);
+  memcpy(b + 2 * i, &u, 2);
+}
+/* element i of a row's tensor as compute type C, and back: one pair per
+** storage type, chosen outside the loop (each loop stays a plain typed loop) */
+#define LD_F32(base, i) ((float *)(base))[i]
+#define ST_F32(base, i, x) (((float *)(base))[i] = (float)(x))
+#define LD_F64(base, i) ((double *)(base))[i]
+#define ST_F64(base, i, x) (((double *)(base))[i] = (double)(x))
+#define LD_16(base, i) ld16(r->dt, base, i)
+#define ST_16(base, i, x) st16(r->dt, base, i, (float)(x))
+#define SHADOW(i, x) do { if (r->s) st16(r->sdt, r->s, i, (float)(x)); } while (0)
+
+#define ADAMW_ROW(C, LD, ST) do { \
+    C b1 = (C)o->beta1, b2 = (C)o->beta2, dec = (C)decay, ss = (C)step_size, rb = (C)rbc2, e = (C)o->eps; \
+    _Pragma("omp parallel for if(r->n > NT_OMP_THRESHOLD)") \
+    for (int64_t i = 0; i < r->n; i++) { \
+      C gi = LD(r->g, i), mi = b1 * LD(r->m, i) + (1 - b1) * gi, vi = b2 * LD(r->v, i) + (1 - b2) * gi * gi; \
+      ST(r->m, i, mi); ST(r->v, i, vi); \
+      C pi = LD(r->p, i) * dec - ss * mi / (SQRT(vi) * rb + e); \
+      ST(r->p, i, pi); SHADOW(i, pi); \
     } } while (0)
-#define SGD_LOOP(T) do { \
-    T *p = (T *)nt_base(P), *g = (T *)nt_base(G), *m = M ? (T *)nt_base(M) : NULL; \
-    T lr = (T)o->lr, mu = (T)o->beta1, wd = (T)o->weight_decay; int nest = o->nesterov; \
-    _Pragma("omp parallel for if(cnt > NT_OMP_THRESHOLD)") \
-    for (int64_t i = 0; i < cnt; i++) { \
-      T d = g[i] + wd * p[i]; \
-      if (m) { m[i] = mu * m[i] + d; d = nest ? d + mu * m[i] : m[i]; } \
-      p[i] = p[i] - lr * d; \
+#define SGD_ROW(C, LD, ST) do { \
+    C lr = (C)o->lr, mu = (C)o->beta1, wd = (C)o->weight_decay; int nest = o->nesterov; \
+    _Pragma("omp parallel for if(r->n > NT_OMP_THRESHOLD)") \
+    for (int64_t i = 0; i < r->n; i++) { \
+      C d = LD(r->g, i) + wd * LD(r->p, i); \
+      if (r->m) { C mi = mu * LD(r->m, i) + d; ST(r->m, i, mi); mi = LD(r->m, i); d = nest ? d + mu * mi : mi; } \
+      C pi = LD(r->p, i) - lr * d; \
+      ST(r->p, i, pi); SHADOW(i, pi); \
     } } while (0)
 
 static int k_optim_cpu(const nt_KernelArgs *a, bool adam) {
-  const nt_OptimArgs *o = a->extra;
+  nt_Tensor **sh;
+  const nt_OptimArgs *o = nt_optim_kargs(a, &sh);
   double bc1 = 1 - pow(o->beta1, o->step), bc2 = 1 - pow(o->beta2, o->step);
   double decay = 1 - o->lr * o->weight_decay, step_size = o->lr / bc1, rbc2 = 1 / sqrt(bc2);
   for (int k = 0; k < o->n; k++) {
     nt_Tensor *P = o->params[k], *G = o->grads[k];
     if (!G) continue;
-    nt_Tensor *M = o->exp_avg ? o->exp_avg[k] : NULL, *V = adam ? o->exp_avg_sq[k] : NULL;
-    int64_t cnt = P->numel;
-    if (adam) { if (P->dtype == NT_F32) ADAMW_LOOP(float); else ADAMW_LOOP(double); }
-    else { if (P->dtype == NT_F32) SGD_LOOP(float); else SGD_LOOP(double); }
+    nt_Tensor *M = o->exp_avg ? o->exp_avg[k] : NULL, *V = adam ? o->exp_avg_sq[k] : NULL, *S = sh ? sh[k] : NULL;
+    Row row = { nt_base(P), nt_base(G), M ? nt_base(M) : NULL, V ? nt_base(V) : NULL, S ? nt_base(S) : NULL,
+                P->dtype, S ? S->dtype : NT_BF16, P->numel }, *r = &row;
+    if (adam) {
+      if (P->dtype == NT_F32) ADAMW_ROW(float, LD_F32, ST_F32);
+      else if (P->dtype == NT_F64) ADAMW_ROW(double, LD_F64, ST_F64);
+      else ADAMW_ROW(float, LD_16, ST_16);
+    } else {
+      if (P->dtype == NT_F32) SGD_ROW(float, LD_F32, ST_F32);
+      else if (P->dtype == NT_F64) SGD_ROW(double, LD_F64, ST_F64);
+      else SGD_ROW(float, LD_16, ST_16);
+    }
   }
   return 0;
 }
@@ -67,6 +105,8 @@ static void optim_init(void) {
   nt_register_kernel(sgd_op, NT_CPU, k_sgd_cpu);
 }
 
+static bool param_dtype_ok(nt_DType dt) { return dt == NT_F32 || dt == NT_F64 || dt == NT_BF16 || dt == NT_F16; }
+
 /* Checks shapes/devices (the same rules on every device), then one dispatch. */
 static int optim(const char *name, nt_OptimArgs *o, bool adam) {
   optim_init();
@@ -77,14 +117,16 @@ static int optim(const char *name, nt_OptimArgs *o, bool adam) {
     nt_Tensor *p = o->params[k], *g = o->grads[k];
     if (!g) continue;                       /* a parameter that got no gradient is left alone */
     if (first < 0) { first = k; dev = p->device; }
-    if (!(p->flags & NT_T_CONTIG) || (p->dtype != NT_F32 && p->dtype != NT_F64))
-      NT_FAIL("%s: parameter %d must be a contiguous f32 or f64 tensor", name, k);
+    if (!(p->flags & NT_T_CONTIG) || !param_dtype_ok(p->dtype))
+      NT_FAIL("%s: parameter %d must be a contiguous f32, f64, bf16 or f16 tensor, got %s", name, k, nt_dtype_name(p->dtype));
     if (p->device != dev || p->dtype != o->params[first]->dtype)
       NT_FAIL("%s: parameter %d is %s on %s but parameter %d is %s on %s (one update needs one device and dtype)", name, k,
               nt_dtype_name(p->dtype), nt_device_name(p->device), first, nt_dtype_name(o->params[first]->dtype), nt_device_name(dev));
     if (!state_ok(g, p)) NT_FAIL("%s: the gradient of parameter %d must be a contiguous %s tensor of %lld elements on %s", name, k, nt_dtype_name(p->dtype), (long long)p->numel, nt_device_name(p->device));
     if ((need_m && !state_ok(o->exp_avg[k], p)) || (adam && !state_ok(o->exp_avg_sq[k], p)))
       NT_FAIL("%s: the optimizer state of parameter %d must be contiguous %s tensors of %lld elements on %s", name, k, nt_dtype_name(p->dtype), (long long)p->numel, nt_device_name(p->device));
+    for (int j = 0; j < k; j++)   /* a parameter given twice would be updated twice */
+      if (o->params[j] == p && o->grads[j]) NT_FAIL("%s: parameter %d is parameter %d again", name, k, j);
   }
   if (first < 0) return 0;
   if (dev != NT_CPU && nt_device_load(dev)) return -1;
@@ -93,13 +135,23 @@ static int optim(const char *name, nt_OptimArgs *o, bool adam) {
   for (int k = 0; k < o->n && dev != NT_CPU; k++) {
     if (!o->grads[k]) continue;
     if (nt_dev_check(o->params[k], name) || nt_dev_check(o->grads[k], name) ||
-        (o->exp_avg && nt_dev_check(o->exp_avg[k], name)) || (adam && nt_dev_check(o->exp_avg_sq[k], name)))
+        (o->exp_avg && o->exp_avg[k] && nt_dev_check(o->exp_avg[k], name)) || (adam && nt_dev_check(o->exp_avg_sq[k], name)))
       return -1;
   }
+  /* the fresh autocast shadows of the parameters (tshadow.h), written in the same pass */
+  nt_Tensor **sh = calloc((size_t)o->n + 1, sizeof *sh);
+  if (!sh) NT_FAIL("%s: out of memory", name);
+  for (int k = 0; k < o->n; k++) {
+    nt_Tensor *s = o->grads[k] ? nt_shadow_fresh(o->params[k]) : NULL;
+    if (s && (s->flags & NT_T_CONTIG) && s->numel == o->params[k]->numel && s->device == dev && (s->dtype == NT_BF16 || s->dtype == NT_F16))
+      sh[k] = s;
+  }
+  nt_OptimKernelArgs kargs = { o, sh };
   nt_KernelArgs ka; memset(&ka, 0, sizeof ka);
   ka.op = adam ? adamw_op : sgd_op;
-  ka.extra = o;
-  if (nt_dispatch(ka.op, dev, &ka)) return -1;
+  ka.extra = &kargs;
+  ka.niarg = 1; ka.iarg[0] = NT_OPTIM_KARGS;
+  if (nt_dispatch(ka.op, dev, &ka)) { free(sh); return -1; }
   /* in-place writes: a graph that saved a parameter before the step fails in backward */
   for (int k = 0; k < o->n; k++) {
     if (!o->grads[k]) continue;
@@ -107,6 +159,9 @@ static int optim(const char *name, nt_OptimArgs *o, bool adam) {
     if (o->exp_avg && o->exp_avg[k]) nt_bump_version(o->exp_avg[k]);
     if (adam && o->exp_avg_sq[k]) nt_bump_version(o->exp_avg_sq[k]);
   }
+  /* after every bump: the shadows written above equal their parameters' new values */
+  for (int k = 0; k < o->n; k++) if (sh[k]) nt_shadow_written(o->params[k], sh[k]);
+  free(sh);
   return 0;
 }
 

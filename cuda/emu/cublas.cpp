@@ -185,3 +185,264 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta
 }
 
 }  // extern "C"
+
+// ---- cuBLASLt: the calls of cuda/linear.cu ----------------------------------------------
+// cublasLtMatmul's contract for what the module asks of it, and a loud refusal
+// (CUBLAS_STATUS_NOT_SUPPORTED plus a line on stderr) for anything else, so the
+// emulated device never computes something other than what cuBLASLt would:
+//   D = alpha op(A) op(B) + beta C    column-major, one matrix (BATCH_COUNT 1),
+//                                     ORDER_COL layouts, C and D of one type
+//   EPILOGUE_BIAS    D[i, j] += bias[i]   (bias length = rows of D), added to the
+//                                     f32 accumulator before D is rounded
+//   EPILOGUE_BGRADB  bias[j] = sum_k op(B)[k, j] (length = columns of D), the
+//                                     reduction over the GEMM's k, stored in the
+//                                     bias type
+// Types: compute 32F (or 32F_FAST_TF32 with f32), scale f32; A = B in
+// {f32, bf16, f16}; D = A's type, or f32 for bf16/f16 inputs; the bias vector
+// in BIAS_DATA_TYPE (default: D's type).  The heuristic returns one algorithm
+// for every supported configuration and none (NOT_SUPPORTED) otherwise.
+#include <cublasLt.h>
+#include <stdio.h>
+
+struct cublasLtContext { int magic; };
+
+namespace {
+
+struct LtDesc {
+  cublasComputeType_t comp;
+  cudaDataType_t scale;
+  int32_t transa, transb;
+  uint32_t epilogue;
+  const void *bias;
+  int32_t bias_type;            // -1: D's type
+};
+struct LtLayout { cudaDataType_t type; uint64_t rows, cols; int64_t ld; };
+struct LtPref { uint64_t workspace; uint32_t align[4]; };   // A, B, C, D: the minimum alignments the caller promises
+static_assert(sizeof(LtDesc) <= sizeof(cublasLtMatmulDescOpaque_t), "LtDesc fits the opaque descriptor");
+static_assert(sizeof(LtLayout) <= sizeof(cublasLtMatrixLayoutOpaque_t), "LtLayout fits the opaque layout");
+static_assert(sizeof(LtPref) <= sizeof(cublasLtMatmulPreferenceOpaque_t), "LtPref fits the opaque preference");
+
+LtDesc *desc_of(cublasLtMatmulDesc_t d) { return reinterpret_cast<LtDesc *>(d); }
+LtLayout *layout_of(cublasLtMatrixLayout_t l) { return reinterpret_cast<LtLayout *>(l); }
+
+cublasStatus_t refuse(const char *what, long long v) {
+  fprintf(stderr, "emulated cuBLASLt: %s %lld is not emulated (cuda/emu/cublas.cpp)\n", what, v);
+  return CUBLAS_STATUS_NOT_SUPPORTED;
+}
+
+cudaDataType_t bias_type_of(const LtDesc *d, const LtLayout *D) {
+  return d->bias_type < 0 ? D->type : (cudaDataType_t)d->bias_type;
+}
+
+// the checks of the heuristic and of cublasLtMatmul; m, n, k out
+cublasStatus_t lt_check(const LtDesc *d, const LtLayout *A, const LtLayout *B, const LtLayout *C, const LtLayout *D,
+                        int *m, int *n, int *k) {
+  if (!d || !A || !B || !C || !D) return CUBLAS_STATUS_INVALID_VALUE;
+  const bool tf = d->comp == CUBLAS_COMPUTE_32F_FAST_TF32;
+  if (d->comp != CUBLAS_COMPUTE_32F && !tf) return refuse("compute type", d->comp);
+  if (d->scale != CUDA_R_32F) return refuse("scale type", d->scale);
+  if (A->type != B->type) return refuse("A and B of different types: B type", B->type);
+  if (C->type != D->type || C->rows != D->rows || C->cols != D->cols || C->ld != D->ld) return refuse("C layout unlike D's: C type", C->type);
+  if (A->type == CUDA_R_32F) { if (D->type != CUDA_R_32F) return refuse("D type with f32 inputs", D->type); }
+  else if (A->type == CUDA_R_16BF || A->type == CUDA_R_16F) {
+    if (tf) return refuse("TF32 compute with 16-bit inputs: A type", A->type);
+    if (D->type != A->type && D->type != CUDA_R_32F) return refuse("D type", D->type);
+  } else return refuse("A type", A->type);
+  const uint64_t am = d->transa == CUBLAS_OP_N ? A->rows : A->cols, ak = d->transa == CUBLAS_OP_N ? A->cols : A->rows;
+  const uint64_t bk = d->transb == CUBLAS_OP_N ? B->rows : B->cols, bn = d->transb == CUBLAS_OP_N ? B->cols : B->rows;
+  if (am != D->rows || bn != D->cols || ak != bk) return CUBLAS_STATUS_INVALID_VALUE;
+  if (D->rows > INT32_MAX || D->cols > INT32_MAX || ak > INT32_MAX) return CUBLAS_STATUS_INVALID_VALUE;
+  for (const LtLayout *l : { A, B, D })
+    if (l->ld < (int64_t)(l->rows > 1 ? l->rows : 1)) return CUBLAS_STATUS_INVALID_VALUE;
+  if (d->epilogue != CUBLASLT_EPILOGUE_DEFAULT && d->epilogue != CUBLASLT_EPILOGUE_BIAS && d->epilogue != CUBLASLT_EPILOGUE_BGRADB)
+    return refuse("epilogue", d->epilogue);
+  if (d->epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
+    cudaDataType_t bt = bias_type_of(d, D);
+    if (bt != D->type) return refuse("bias data type unlike D's: bias type", bt);
+    if (!d->bias) return CUBLAS_STATUS_INVALID_VALUE;
+  }
+  *m = (int)D->rows; *n = (int)D->cols; *k = (int)ak;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+float load_as_f32(const void *p, cudaDataType_t t, size_t i) {
+  switch (t) {
+    case CUDA_R_16F: return __half2float(((const __half *)p)[i]);
+    case CUDA_R_16BF: return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
+    default: return ((const float *)p)[i];
+  }
+}
+void store_from_f32(void *p, cudaDataType_t t, size_t i, float v) {
+  if (t == CUDA_R_16F) ((__half *)p)[i] = __float2half_rn(v);
+  else if (t == CUDA_R_16BF) ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v);
+  else ((float *)p)[i] = v;
+}
+
+}  // namespace
+
+extern "C" {
+
+cublasStatus_t cublasLtCreate(cublasLtHandle_t *h) {
+  if (!h) return CUBLAS_STATUS_INVALID_VALUE;
+  *h = new cublasLtContext{ 0x17 };
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtDestroy(cublasLtHandle_t h) {
+  if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+  delete h;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d, cublasComputeType_t comp, cudaDataType_t scale) {
+  if (!d) return CUBLAS_STATUS_INVALID_VALUE;
+  auto *o = new cublasLtMatmulDescOpaque_t();
+  *desc_of(o) = LtDesc{ comp, scale, CUBLAS_OP_N, CUBLAS_OP_N, CUBLASLT_EPILOGUE_DEFAULT, nullptr, -1 };
+  *d = o;
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d) { delete d; return CUBLAS_STATUS_SUCCESS; }
+
+cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t dd, cublasLtMatmulDescAttributes_t attr, const void *buf, size_t n) {
+  if (!dd || !buf) return CUBLAS_STATUS_INVALID_VALUE;
+  LtDesc *d = desc_of(dd);
+  switch (attr) {
+    case CUBLASLT_MATMUL_DESC_TRANSA: case CUBLASLT_MATMUL_DESC_TRANSB: {
+      if (n != sizeof(int32_t)) return CUBLAS_STATUS_INVALID_VALUE;
+      int32_t v; memcpy(&v, buf, 4);
+      if (v != CUBLAS_OP_N && v != CUBLAS_OP_T) return refuse("transpose operation", v);
+      (attr == CUBLASLT_MATMUL_DESC_TRANSA ? d->transa : d->transb) = v;
+      return CUBLAS_STATUS_SUCCESS;
+    }
+    case CUBLASLT_MATMUL_DESC_EPILOGUE: {
+      if (n != sizeof(uint32_t)) return CUBLAS_STATUS_INVALID_VALUE;
+      uint32_t v; memcpy(&v, buf, 4);
+      if (v != CUBLASLT_EPILOGUE_DEFAULT && v != CUBLASLT_EPILOGUE_BIAS && v != CUBLASLT_EPILOGUE_BGRADB) return refuse("epilogue", v);
+      d->epilogue = v;
+      return CUBLAS_STATUS_SUCCESS;
+    }
+    case CUBLASLT_MATMUL_DESC_BIAS_POINTER:
+      if (n != sizeof(void *)) return CUBLAS_STATUS_INVALID_VALUE;
+      memcpy(&d->bias, buf, sizeof(void *));
+      return CUBLAS_STATUS_SUCCESS;
+    case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE:
+      if (n != sizeof(int32_t)) return CUBLAS_STATUS_INVALID_VALUE;
+      memcpy(&d->bias_type, buf, 4);
+      return CUBLAS_STATUS_SUCCESS;
+    default: return refuse("matmul descriptor attribute", attr);
+  }
+}
+
+cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *l, cudaDataType type, uint64_t rows, uint64_t cols, int64_t ld) {
+  if (!l) return CUBLAS_STATUS_INVALID_VALUE;
+  auto *o = new cublasLtMatrixLayoutOpaque_t();
+  *layout_of(o) = LtLayout{ type, rows, cols, ld };
+  *l = o;
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t l) { delete l; return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t l, cublasLtMatrixLayoutAttribute_t attr, const void *buf, size_t n) {
+  (void)l; (void)buf; (void)n;
+  return refuse("matrix layout attribute", attr);   // ORDER_COL, BATCH_COUNT 1: the defaults are all the module uses
+}
+
+cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *p) {
+  if (!p) return CUBLAS_STATUS_INVALID_VALUE;
+  *p = new cublasLtMatmulPreferenceOpaque_t();
+  LtPref *pr = reinterpret_cast<LtPref *>(*p);
+  for (uint32_t &a : pr->align) a = 256;               // cuBLASLt's default assumption
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t p) { delete p; return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttributes_t attr, const void *buf, size_t n) {
+  if (!p || !buf) return CUBLAS_STATUS_INVALID_VALUE;
+  LtPref *pr = reinterpret_cast<LtPref *>(p);
+  switch (attr) {
+    case CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES:
+      if (n != sizeof(uint64_t)) return CUBLAS_STATUS_INVALID_VALUE;
+      memcpy(&pr->workspace, buf, 8);
+      return CUBLAS_STATUS_SUCCESS;
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES: case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES:
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES: case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES: {
+      if (n != sizeof(uint32_t)) return CUBLAS_STATUS_INVALID_VALUE;
+      uint32_t v; memcpy(&v, buf, 4);
+      if (!v || (v & (v - 1))) return CUBLAS_STATUS_INVALID_VALUE;
+      pr->align[attr - CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES] = v;
+      return CUBLAS_STATUS_SUCCESS;
+    }
+    default: return refuse("preference attribute", attr);
+  }
+}
+
+cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t A, cublasLtMatrixLayout_t B,
+                                              cublasLtMatrixLayout_t C, cublasLtMatrixLayout_t D, cublasLtMatmulPreference_t pref,
+                                              int requested, cublasLtMatmulHeuristicResult_t res[], int *count) {
+  if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (!pref || requested < 1 || !res || !count) return CUBLAS_STATUS_INVALID_VALUE;
+  *count = 0;
+  int m, n, k;
+  cublasStatus_t s = lt_check(desc_of(d), layout_of(A), layout_of(B), layout_of(C), layout_of(D), &m, &n, &k);
+  if (s != CUBLAS_STATUS_SUCCESS) return s;
+  memset(&res[0], 0, sizeof res[0]);
+  res[0].algo.data[0] = 0x4c74;                     // marks an algorithm this heuristic returned
+  for (int i = 0; i < 4; i++) res[0].algo.data[1 + i] = reinterpret_cast<LtPref *>(pref)->align[i];   // what it may assume
+  res[0].workspaceSize = 0;
+  res[0].state = CUBLAS_STATUS_SUCCESS;
+  res[0].wavesCount = 1.0f;
+  *count = 1;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t dd, const void *alpha, const void *Ap, cublasLtMatrixLayout_t Al,
+                              const void *Bp, cublasLtMatrixLayout_t Bl, const void *beta, const void *Cp, cublasLtMatrixLayout_t Cl,
+                              void *Dp, cublasLtMatrixLayout_t Dl, const cublasLtMatmulAlgo_t *algo, void *workspace, size_t wsbytes,
+                              cudaStream_t stream) {
+  (void)workspace; (void)wsbytes; (void)stream;
+  if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (!alpha || !beta || !Dp) return CUBLAS_STATUS_INVALID_VALUE;
+  if (algo && algo->data[0] != 0x4c74) return refuse("algorithm not returned by the heuristic:", (long long)algo->data[0]);
+  const LtDesc *d = desc_of(dd);
+  const LtLayout *A = layout_of(Al), *B = layout_of(Bl), *C = layout_of(Cl), *D = layout_of(Dl);
+  int m, n, k;
+  cublasStatus_t s = lt_check(d, A, B, C, D, &m, &n, &k);
+  if (s != CUBLAS_STATUS_SUCCESS) return s;
+  if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
+  // an algorithm chosen for aligned buffers faults on a GPU with a misaligned one
+  const void *ptrs[4] = { Ap, Bp, Cp, Dp };
+  for (int i = 0; algo && i < 4; i++)
+    if ((uintptr_t)ptrs[i] % (algo->data[1 + i] ? algo->data[1 + i] : 1))
+      return refuse("matrix pointer less aligned than the heuristic was promised: operand", i);
+  const float al = *(const float *)alpha, be = *(const float *)beta;
+  const bool tf = d->comp == CUBLAS_COMPUTE_32F_FAST_TF32;
+  Mat Ma{ Ap, A->type, (int)A->rows, (int)A->cols, (int)A->ld }, Mb{ Bp, B->type, (int)B->rows, (int)B->cols, (int)B->ld };
+  Mat Md{ Dp, D->type, m, n, (int)D->ld }, Mc{ Cp, C->type, m, n, (int)C->ld };
+  if (k > 0 && (!emu::device_range_ok(Ap, extent_bytes(Ma), "cublasLtMatmul: matrix A") ||
+                !emu::device_range_ok(Bp, extent_bytes(Mb), "cublasLtMatmul: matrix B")))
+    return CUBLAS_STATUS_SUCCESS;                   // as on a GPU: the fault surfaces at the next synchronisation
+  if (!emu::device_range_ok(Dp, extent_bytes(Md), "cublasLtMatmul: matrix D")) return CUBLAS_STATUS_SUCCESS;
+  if (be != 0 && !emu::device_range_ok(Cp, extent_bytes(Mc), "cublasLtMatmul: matrix C")) return CUBLAS_STATUS_SUCCESS;
+  const cudaDataType_t bt = bias_type_of(d, D);
+  const size_t blen = d->epilogue == CUBLASLT_EPILOGUE_BIAS ? (size_t)m : (size_t)n;
+  if (d->epilogue != CUBLASLT_EPILOGUE_DEFAULT && !emu::device_range_ok(d->bias, blen * elem_size(bt), "cublasLtMatmul: bias vector"))
+    return CUBLAS_STATUS_SUCCESS;
+  // the product in f32 (16-bit inputs are exact in f32), then the epilogue, then one rounding to D's type
+  std::vector<float> a = to_f32(Ma, tf), b = to_f32(Mb, tf), c((size_t)(n - 1) * D->ld + m, 0.0f);
+  if (be != 0) c = to_f32(Mc, false);
+  if (k > 0)
+    cblas_sgemm(CblasColMajor, cb((cublasOperation_t)d->transa), cb((cublasOperation_t)d->transb), m, n, k, al, a.data(), (int)A->ld,
+                b.data(), (int)B->ld, be, c.data(), (int)D->ld);
+  else for (float &x : c) x *= be;
+  if (d->epilogue == CUBLASLT_EPILOGUE_BIAS)
+    for (int j = 0; j < n; j++)
+      for (int i = 0; i < m; i++) c[(size_t)j * D->ld + i] += load_as_f32(d->bias, bt, (size_t)i);
+  if (d->epilogue == CUBLASLT_EPILOGUE_BGRADB)      // sum over k of op(B)[kk, j]
+    for (int j = 0; j < n; j++) {
+      float acc = 0;
+      for (int kk = 0; kk < k; kk++)
+        acc += d->transb == CUBLAS_OP_N ? b[(size_t)j * B->ld + kk] : b[(size_t)kk * B->ld + j];
+      store_from_f32(const_cast<void *>(d->bias), bt, (size_t)j, acc);
+    }
+  store_f32(Dp, D->type, m, n, (int)D->ld, c);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+}  // extern "C"

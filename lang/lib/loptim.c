@@ -10,6 +10,7 @@
 #include <string.h>
 #include "ltensor.h"
 #include "tensor/tdevice.h"   /* nt_OptimArgs, the fused optimizer ops */
+#include "tensor/tshadow.h"   /* autocast's shadow weights: their counters */
 
 /* ------------------------------------------------------------ builtins: optimizers
 ** One builtin per optimizer updates every parameter of a pytree in place
@@ -129,12 +130,27 @@ static int b_unscale_grads(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   return NB_OK;
 }
 
+/* autocast_shadow_stats(): {entries, casts} of this thread's cache of
+** low-precision weight copies (tensor/tshadow.h): how many weights have one,
+** and how many casts filled or refreshed them since the process started (a
+** training step with fresh shadows adds none). */
+static int b_autocast_shadow_stats(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)vm; (void)args; (void)n;
+  int64_t e = 0, c = 0;
+  nt_shadow_stats(&e, &c);
+  nb_Rec *r = nbR_new(2);
+  nbR_set_cstr(r, "entries", nb_int((double)e)); nbR_set_cstr(r, "casts", nb_int((double)c));
+  *out = nb_obj(NB_TREC, r);
+  return NB_OK;
+}
+
 /* ------------------------------------------------------------ the table */
 static nb_Builtin optim_builtins[] = {
   { "adamw_update", b_adamw_update, "params, grads, m, v, lr, beta1, beta2, eps, weight_decay, step", "adamw_update(...): one AdamW step over every tensor of the trees, in place (used by optim)" },
   { "sgd_update", b_sgd_update, "params, grads, bufs, lr, momentum=0, nesterov=false, weight_decay=0", "sgd_update(...): one SGD step over every tensor of the trees, in place (used by optim)" },
   { "unscale_grads", b_unscale_grads, "grads, inv_scale", "unscale_grads(grads, inv_scale): multiplies every gradient of the tree by inv_scale in place; true when all are finite (used by optim.grad_scaler)" },
   { "clip_grad_norm", b_clip_grad_norm, "tree, max_norm", "clip_grad_norm(tree, max_norm): scales gradients to a global L2 norm <= max_norm; returns the norm" },
+  { "autocast_shadow_stats", b_autocast_shadow_stats, "", "autocast_shadow_stats(): {entries, casts} of the cached bf16/f16 copies of parameters autocast multiplies by (refreshed only when a weight is written other than by the optimizer)" },
   { NULL, NULL, NULL, NULL }
 };
 
