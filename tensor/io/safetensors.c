@@ -21,6 +21,23 @@ static uint64_t le64(const unsigned char *p) {
   return v;
 }
 
+/* The 8-byte header length and the header's first byte against the file's
+** size: the checks that need no JSON, made before a file is read whole (a
+** 3 GB file whose first bytes declare an impossible header costs nothing). */
+static int check_head(const unsigned char *b, size_t n, uint64_t size, const char *label) {
+  if (size < 8 || n < 8)
+    return nio_error("safetensors: '%s': file is too short (%llu bytes) to hold the 8-byte header length", label, (unsigned long long)size);
+  uint64_t hlen = le64(b);
+  if (hlen > size - 8)
+    return nio_error("safetensors: '%s': header length %llu exceeds the file size (%llu bytes); truncated "
+                     "or not a safetensors file", label, (unsigned long long)hlen, (unsigned long long)size);
+  if (hlen > ST_MAX_HEADER)
+    return nio_error("safetensors: '%s': header length %llu is over the 100 MiB limit", label, (unsigned long long)hlen);
+  if (hlen < 2 || (n > 8 && b[8] != '{'))
+    return nio_error("safetensors: '%s': header does not start with '{' (not a safetensors file?)", label);
+  return 0;
+}
+
 typedef struct entry {
   const char *name;
   int dtype, ndim;
@@ -122,24 +139,8 @@ nt_io_set *nt_st_parse_take(void *buf, size_t len, const char *label) {
   nt_io_set *s = NULL;
   if (!label) label = "<buffer>";
 
-  if (len < 8) {
-    nio_error("safetensors: '%s': file is too short (%zu bytes) to hold the 8-byte header length", label, len);
-    goto fail;
-  }
+  if (check_head(b, len, len, label) != 0) goto fail;
   uint64_t hlen = le64(b);
-  if (hlen > len - 8) {
-    nio_error("safetensors: '%s': header length %llu exceeds the file size (%zu bytes); truncated "
-              "or not a safetensors file", label, (unsigned long long)hlen, len);
-    goto fail;
-  }
-  if (hlen > ST_MAX_HEADER) {
-    nio_error("safetensors: '%s': header length %llu is over the 100 MiB limit", label, (unsigned long long)hlen);
-    goto fail;
-  }
-  if (hlen < 2 || b[8] != '{') {
-    nio_error("safetensors: '%s': header does not start with '{' (not a safetensors file?)", label);
-    goto fail;
-  }
   json_error_t je;
   header_feed feed = { (const char *)b + 8, hlen, label, false };
   root = json_load_callback(feed_header, &feed, JSON_REJECT_DUPLICATES, &je);
@@ -242,7 +243,7 @@ nt_io_set *nt_st_parse(const void *buf, size_t len, const char *label) {
 
 nt_io_set *nt_st_load(const char *path) {
   size_t len;
-  void *buf = nio_read_file("safetensors", path, &len);
+  void *buf = nio_read_file("safetensors", path, &len, check_head);
   if (!buf) return NULL;
   return nt_st_parse_take(buf, len, path);
 }
