@@ -47,11 +47,12 @@ def session(check):
 
 def t_big_outputs(kc):
     """six cells returning 2 MiB strings: the file grows by kilobytes, the
-    outputs come back cut with their size; n = 1e300 returns every entry"""
+    outputs (the strings' repr: 2 MiB + 2 quotes) come back cut with their
+    size; n = 1e300 returns every entry"""
     before = os.path.getsize(HIST) if os.path.exists(HIST) else 0
     k = random.randint(1, 9)
     for i in range(6):
-        rep = execute(kc, f'join(["{k}"] * {2 << 20}, "")')
+        rep = execute(kc, f's = "{k}"\nfor j in 0..21 {{ s = s + s }}\ns')
         if rep["status"] != "ok":
             return f"cell failed: {rep}"
     for i in range(6):
@@ -63,7 +64,7 @@ def t_big_outputs(kc):
     if h.get("status") != "ok":
         return f"history_request n=1e300: {h}"
     entries = h["history"]
-    big = [e for e in entries if e[2][1] and f"{2 << 20} bytes in all" in e[2][1]]
+    big = [e for e in entries if e[2][1] and f"{(2 << 20) + 2} bytes in all" in e[2][1]]
     if len(entries) < 12 or len(big) != 6 or any(len(e[2][1]) > 5000 for e in big):
         return f"n=1e300 gave {len(entries)} entries, {len(big)} cut outputs: {[e[2][1][:60] if e[2][1] else None for e in entries[-12:]]}"
     for key, val in (("n", -1e300), ("n", float("nan"))):

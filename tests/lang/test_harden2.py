@@ -420,4 +420,76 @@ def mkdir_empty_path():
     report("mkdir_empty_path", ok, f"rc {r.returncode}: {ls!r} {r.stderr[-300:]!r}")
 
 
+# ---- item 13: REPL history lines ---------------------------------------------------------
+def repl_session(home, lines, kill=False):
+    """the terminal REPL on a pty with HOME=home: types each line, waits for the
+    prompt after it, then Ctrl-D (or SIGKILL: no clean exit); the text seen"""
+    import pty, select
+    env = dict(os.environ, HOME=home, TERM="xterm", NO_COLOR="1", INPUTRC="/dev/null")
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execve(os.path.abspath(NABLA), [NABLA], env)
+    buf = b""
+
+    def expect(needle, timeout=60):
+        nonlocal buf
+        end = time.time() + timeout
+        while needle not in buf:
+            r, _, _ = select.select([fd], [], [], max(0.0, end - time.time()))
+            if not r:
+                raise AssertionError(f"no {needle!r} within {timeout}s: {buf[-300:]!r}")
+            try:
+                data = os.read(fd, 1 << 16)
+            except OSError:
+                data = b""
+            if not data:
+                raise AssertionError(f"the REPL exited: {buf[-300:]!r}")
+            buf += data
+        k = buf.index(needle) + len(needle)
+        seen, buf = buf[:k], buf[k:]
+        return seen
+    out = [expect(b">>> ")]
+    try:
+        for ln in lines:
+            for k in range(0, len(ln), 512):   # in pieces: the pty's input queue is small
+                os.write(fd, ln[k:k + 512].encode())
+                time.sleep(0.01)
+            os.write(fd, b"\r")
+            out.append(expect(b">>> "))
+        if kill:
+            os.kill(pid, signal.SIGKILL)
+        else:
+            os.write(fd, b"\x04")
+        os.waitpid(pid, 0)
+    finally:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except OSError:
+            pass
+        os.close(fd)
+    return b"".join(out).decode(errors="replace")
+
+
+@case
+def repl_history_bounded():
+    """a 12 KB entry runs but is not kept in ~/.nabla_history (three sessions
+    with a 4 MB line each made a 12.6 MB file); a file of 12,000 entries left
+    by killed sessions is trimmed to 10,000 at the next start"""
+    home = tempfile.mkdtemp(dir=tmp)
+    hist = os.path.join(home, ".nabla_history")
+    k = random.randint(10, 99)
+    long_line = f'big_{k} = "' + "y" * 12000 + '"'
+    seen = repl_session(home, [long_line, f"len(big_{k}) + {k}", f"short_{k} = {k}"])
+    ran = str(12000 + k) in seen
+    text = open(hist).read()
+    ok1 = ran and "y" * 12000 not in text and f"short_{k} = {k}" in text and f"len(big_{k}) + {k}" in text
+    with open(hist, "w") as f:
+        f.write("".join(f"old_{i} = {i}\n" for i in range(12000)))
+    repl_session(home, [f"after_{k} = 1"], kill=True)
+    lines = open(hist).read().splitlines()
+    ok2 = len(lines) <= 10001 and lines[-1] == f"after_{k} = 1" and lines[0] != "old_0 = 0"
+    report("repl_history_bounded", ok1 and ok2, f"ran {ran}, file {len(text)} bytes, kept short {f'short_{k}' in text}; after the kill {len(lines)} lines, last {lines[-1:]!r}")
+
+
 sys.exit(1 if failed else 0)
