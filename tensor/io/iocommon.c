@@ -150,10 +150,7 @@ int nt_io_open_regular(const char *what, const char *path, uint64_t *size) {
   return fd;
 }
 
-/* Reads up to n bytes at the descriptor's position, polling the interrupt
-** flag between 64 MiB pieces; the count read (short at the end of the file),
-** or -1 with a message. */
-static ssize_t read_some(int fd, unsigned char *buf, size_t n, const char *what, const char *path) {
+ssize_t nio_read_fd(const char *what, const char *path, int fd, unsigned char *buf, size_t n) {
   size_t got = 0;
   while (got < n) {
     if (nio_interrupted(what, path)) return -1;
@@ -175,7 +172,7 @@ void *nio_read_file(const char *what, const char *path, size_t *len, nio_head_ch
   unsigned char head[NIO_HEAD_BYTES];
   ssize_t nhead = 0;
   if (check) {   /* the header first: a file it refuses is never read whole */
-    nhead = read_some(fd, head, size64 < sizeof head ? (size_t)size64 : sizeof head, what, path);
+    nhead = nio_read_fd(what, path, fd, head, size64 < sizeof head ? (size_t)size64 : sizeof head);
     if (nhead < 0 || check(head, (size_t)nhead, size64, path) != 0) { close(fd); return NULL; }
   }
   if (size64 >= SIZE_MAX) { close(fd); nio_error("%s: '%s' is too large to read", what, path); return NULL; }
@@ -186,7 +183,7 @@ void *nio_read_file(const char *what, const char *path, size_t *len, nio_head_ch
     close(fd); return NULL;
   }
   memcpy(buf, head, (size_t)nhead);
-  ssize_t rest = read_some(fd, buf + nhead, size - (size_t)nhead, what, path);
+  ssize_t rest = nio_read_fd(what, path, fd, buf + nhead, size - (size_t)nhead);
   close(fd);
   if (rest < 0) { free(buf); return NULL; }
   *len = (size_t)nhead + (size_t)rest;

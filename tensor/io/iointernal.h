@@ -7,6 +7,7 @@
 #include "iotypes.h"
 #include <stdarg.h>
 #include <stdbool.h>
+#include <sys/types.h>
 #include <sys/uio.h>
 
 /* Sets the thread's io error message (printf-style).  Always returns -1 so
@@ -23,6 +24,11 @@ bool nio_interrupted(const char *what, const char *label);
 ** message (a header that declares more than the file holds, a wrong magic). */
 #define NIO_HEAD_BYTES 4096
 typedef int (*nio_head_check)(const unsigned char *head, size_t n, uint64_t size, const char *path);
+
+/* Reads up to n bytes at fd's position, polling the interrupt flag between
+** 64 MiB pieces: the count read (short at the end of the file), or -1 with a
+** message naming path. */
+ssize_t nio_read_fd(const char *what, const char *path, int fd, unsigned char *buf, size_t n);
 
 /* Reads a whole regular file (nt_io_open_regular: anything else is refused
 ** without blocking) into a malloc'd buffer (+1 NUL byte past the end, not

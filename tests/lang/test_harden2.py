@@ -340,6 +340,10 @@ def sparse_headers_checked_first():
     sparse(st, struct.pack("<Q", 200 << 20) + b"{")
     st2 = os.path.join(tmp, "big2.safetensors")
     sparse(st2, struct.pack("<Q", 4 << 30) + b"{")
+    st3 = os.path.join(tmp, "big3.safetensors")   # a valid header that does not tile the file
+    j = json.dumps({"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}).encode()
+    j += b" " * (-len(j) % 8)
+    sparse(st3, struct.pack("<Q", len(j)) + j + np.ones(4, dtype="<f4").tobytes())
     npy = os.path.join(tmp, "big.npy")
     hdr = b"{'descr': '<f4', 'fortran_order': False, 'shape': (10,), }"
     hdr += b" " * (-(10 + len(hdr) + 1) % 64) + b"\n"
@@ -347,6 +351,7 @@ def sparse_headers_checked_first():
     npz = os.path.join(tmp, "big.npz")
     sparse(npz, b"GIF89a")
     cases = [(f'load("{st}")', "over the 100 MiB limit"), (f'load("{st2}")', "exceeds the file size"),
+             (f'load("{st3}")', "trailing bytes after the last tensor"),
              (f'load_npy("{npy}")', "trailing bytes"), (f'load_npz("{npz}")', "not a zip archive")]
     r = nabla("".join(f'print(try {{ {c} }} catch e {{ e.name + ": " + e.message }})\n' for c, _ in cases), timeout=120)
     ls = r.stdout.splitlines()
