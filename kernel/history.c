@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,17 @@
 #include "kernel/kint.h"
 
 #define HISTORY_MAX 10000
+/* Bounds on what one entry and the whole history keep, so that cells
+** returning huge values (six 32 MiB strings added 192 MB to the file and
+** the RSS) cost little: an output is kept up to HIST_OUTPUT_MAX bytes and an
+** input up to HIST_INPUT_MAX (cut at a character, with a note of the full
+** size); compaction keeps the newest entries up to HISTORY_MAX of them and
+** HISTORY_BYTES in all; a start reads at most the file's last
+** HISTORY_FILE_READ bytes (an older, bigger file is read from its tail). */
+#define HIST_OUTPUT_MAX ((size_t)4 << 10)
+#define HIST_INPUT_MAX ((size_t)256 << 10)
+#define HISTORY_BYTES ((size_t)32 << 20)
+#define HISTORY_FILE_READ ((off_t)64 << 20)
 
 static char *history_file(void) {
   const char *env = getenv("NABLA_HISTORY_FILE");
@@ -36,6 +48,20 @@ static char *history_file(void) {
   return path;
 }
 
+/* s[0..len) kept whole when len <= max, else its first max bytes (back to a
+** UTF-8 character's start) and a note of the full size */
+static char *bounded_copy(const char *s, size_t len, size_t max) {
+  size_t keep = len;
+  if (len > max) { keep = max; while (keep && ((unsigned char)s[keep] & 0xC0) == 0x80) keep--; }
+  char note[64] = "";
+  if (keep < len) snprintf(note, sizeof note, "\n... (%zu bytes in all)", len);
+  size_t nn = strlen(note);
+  char *c = malloc(keep + nn + 1);
+  if (!c) abort();
+  memcpy(c, s, keep); memcpy(c + keep, note, nn + 1);
+  return c;
+}
+
 static void hist_push(KHistory *h, int session, int line, const char *in, size_t inlen, const char *out) {
   if (h->n == h->cap) {
     h->cap = h->cap ? h->cap * 2 : 64;
@@ -44,10 +70,22 @@ static void hist_push(KHistory *h, int session, int line, const char *in, size_t
   }
   HEntry *e = &h->e[h->n++];
   e->session = session; e->line = line;
-  e->input = malloc(inlen + 1);
-  if (!e->input) abort();
-  memcpy(e->input, in, inlen); e->input[inlen] = 0;
-  e->output = out ? strdup(out) : NULL;
+  e->input = bounded_copy(in, inlen, HIST_INPUT_MAX);
+  e->output = out ? bounded_copy(out, strlen(out), HIST_OUTPUT_MAX) : NULL;
+}
+
+/* the index of the oldest entry compaction keeps: at most HISTORY_MAX
+** entries and HISTORY_BYTES of text, the newest ones */
+static int hist_keep_from(const KHistory *h) {
+  size_t bytes = 0;
+  int from = h->n;
+  while (from > 0 && h->n - from < HISTORY_MAX) {
+    const HEntry *e = &h->e[from - 1];
+    bytes += strlen(e->input) + (e->output ? strlen(e->output) : 0) + 16;
+    if (bytes > HISTORY_BYTES) break;
+    from--;
+  }
+  return from;
 }
 
 static json_t *hist_json(const HEntry *e) {
@@ -70,8 +108,7 @@ static void hist_compact(KHistory *h) {
   if (fd >= 0 && !f) close(fd);
   if (fd < 0) { free(tmp); return; }
   if (f) {
-    int from = h->n > HISTORY_MAX ? h->n - HISTORY_MAX : 0;
-    for (int i = from; i < h->n; i++) {
+    for (int i = hist_keep_from(h); i < h->n; i++) {
       json_t *j = hist_json(&h->e[i]);
       char *s = json_dumps(j, JSON_COMPACT);
       if (s) { fputs(s, f); fputc('\n', f); free(s); }
@@ -98,6 +135,12 @@ static void hist_load(KHistory *h) {
     k_log("history: %s is readable by others and cannot be made private: %s", h->path, strerror(errno));
   char *line = NULL; size_t cap = 0; ssize_t len;
   int maxs = 0;
+  bool tail = false;
+  if (fstat(fileno(f), &sb) == 0 && sb.st_size > HISTORY_FILE_READ) {
+    /* the tail only (a partial first line is skipped): an old, huge file
+    ** costs at most this much at a start; the compaction below rewrites it */
+    tail = fseeko(f, sb.st_size - HISTORY_FILE_READ, SEEK_SET) == 0 && getline(&line, &cap, f) > 0;
+  }
   while ((len = getline(&line, &cap, f)) > 0) {
     json_t *j = json_loadb(line, (size_t)len, 0, NULL);
     json_t *s = json_array_get(j, 0), *l = json_array_get(j, 1), *in = json_array_get(j, 2), *out = json_array_get(j, 3);
@@ -111,8 +154,10 @@ static void hist_load(KHistory *h) {
   free(line);
   fclose(f);
   h->session = maxs + 1;
-  if (h->n > HISTORY_MAX * 2) {   /* keep the file bounded */
-    int drop = h->n - HISTORY_MAX;
+  size_t total = 0;
+  for (int i = 0; i < h->n; i++) total += strlen(h->e[i].input) + (h->e[i].output ? strlen(h->e[i].output) : 0) + 16;
+  if (tail || h->n > HISTORY_MAX * 2 || total > 2 * HISTORY_BYTES) {   /* keep the file bounded */
+    int drop = hist_keep_from(h);
     for (int i = 0; i < drop; i++) { free(h->e[i].input); free(h->e[i].output); }
     memmove(h->e, h->e + drop, sizeof *h->e * (size_t)(h->n - drop));
     h->n -= drop;
@@ -142,23 +187,36 @@ static json_t *hist_item(const HEntry *e, int output) {
                    e->output ? k_jstr(e->output, strlen(e->output)) : json_null());
 }
 
+/* a request's number as a long: dflt when absent or not a number (NaN
+** included), clamped to +-2^31 (a double such as 1e300 cast to long is
+** undefined) */
+static long json_count(json_t *j, long dflt) {
+  double d;
+  if (json_is_integer(j)) d = (double)json_integer_value(j);
+  else if (json_is_real(j)) d = json_real_value(j);
+  else return dflt;
+  if (d != d) return dflt;
+  if (d > 2147483647.0) return 2147483647L;
+  if (d < -2147483648.0) return -2147483648L;
+  return (long)d;
+}
+
 json_t *khist_request(KHistory *h, json_t *c) {
   hist_load(h);
   json_t *out = json_array();
   int output = json_is_true(json_object_get(c, "output"));
   const char *type = json_string_value(json_object_get(c, "hist_access_type"));
-  json_t *jn = json_object_get(c, "n");
-  long n = json_is_integer(jn) ? (long)json_integer_value(jn) : json_is_real(jn) ? (long)json_real_value(jn) : -1;
+  long n = json_count(json_object_get(c, "n"), -1);
   if (!type || !strcmp(type, "tail")) {
     if (n < 0) n = 10;
     int from = (int)(h->n > n ? h->n - n : 0);
     for (int i = from; i < h->n; i++) json_array_append_new(out, hist_item(&h->e[i], output));
   } else if (!strcmp(type, "range")) {
     json_t *js = json_object_get(c, "session"), *ja = json_object_get(c, "start"), *jb = json_object_get(c, "stop");
-    long session = json_is_number(js) ? (long)json_number_value(js) : 0;
+    long session = json_count(js, 0);
     if (session <= 0) session += h->session;   /* 0: this session; -1: the one before */
-    long start = json_is_number(ja) ? (long)json_number_value(ja) : 0;
-    long stop = json_is_number(jb) ? (long)json_number_value(jb) : -1;
+    long start = json_count(ja, 0);
+    long stop = json_count(jb, -1);
     for (int i = 0; i < h->n; i++) {
       const HEntry *e = &h->e[i];
       if (e->session == session && e->line >= start && (stop < 0 || e->line < stop))

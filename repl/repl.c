@@ -157,6 +157,18 @@ static char *history_path(void) {
   return p;
 }
 
+/* ~/.nabla_history keeps the last HISTORY_ENTRIES entries, each at most
+** HISTORY_ENTRY_MAX bytes: a longer one (a pasted blob, a 4 MB string
+** literal) runs but is not remembered, so the file stays small; it is also
+** trimmed as the REPL starts, not only at a clean exit. */
+#define HISTORY_ENTRIES 10000
+#define HISTORY_ENTRY_MAX (8 << 10)
+static void remember(const char *entry, const char *hist) {
+  if (!*entry || strlen(entry) > HISTORY_ENTRY_MAX) return;
+  add_history(entry);
+  if (hist) append_history(1, hist);
+}
+
 static int interactive(nb_VM *vm) {
   /* a library a program may need (SLEEF, libpng, ...) that is missing would
   ** end this session at its first use, with the user's work: refuse now, as a
@@ -165,7 +177,8 @@ static int interactive(nb_VM *vm) {
   repl_readline_load();
   char *hist = history_path();
   using_history();
-  stifle_history(10000);
+  stifle_history(HISTORY_ENTRIES);
+  if (hist) history_truncate_file(hist, HISTORY_ENTRIES);   /* a killed session never trimmed it */
   /* append_history() only appends to an existing file: create it */
   if (hist && read_history(hist) != 0) write_history(hist);
   rl_readline_name = "nabla";
@@ -192,15 +205,13 @@ static int interactive(nb_VM *vm) {
       continue;
     }
     if (!buf && nbD_all_cell(line, strlen(line), NULL, NULL)) {
-      add_history(line);
-      if (hist) append_history(1, hist);
+      remember(line, hist);
       all_cell = 1;
       free(line);
       continue;
     }
     if (!buf && (line[0] == '%' || help_query(line))) {
-      if (*line) add_history(line);
-      if (hist) append_history(1, hist);
+      remember(line, hist);
       int quit = command(vm, line, &status);
       free(line);
       if (quit) break;
@@ -212,13 +223,13 @@ static int interactive(nb_VM *vm) {
     if (c == NB_INCOMPLETE) continue;
     /* history keeps the whole multi-line entry as one item */
     char *entry = strndup(buf, blen - 1);
-    if (*entry) { add_history(entry); if (hist) append_history(1, hist); }
+    if (entry) remember(entry, hist);
     free(entry);
     status = run(vm, buf, "<input>", NB_ECHO);
     free(buf); buf = NULL; blen = 0;
   }
   free(buf);
-  if (hist) { history_truncate_file(hist, 10000); free(hist); }
+  if (hist) { history_truncate_file(hist, HISTORY_ENTRIES); free(hist); }
   return 0;
 }
 

@@ -606,8 +606,14 @@ static int b_exists(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
 }
 static int b_mkdir(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "mkdir"; NB_ARGSTR(0, "path");
-  /* like mkdir -p */
-  char *p = strdup(nb_str(args[0])->data);
+  /* like mkdir -p: each parent, then the path.  The walk starts past the
+  ** first character, so an empty path (mkdir("") read past its copy) is
+  ** refused first, as is one a NUL byte would cut short. */
+  const nb_Str *path = nb_str(args[0]);
+  if (path->len == 0) return nb_error_kind(vm, "ValueError", "mkdir: the path is empty");
+  if (strlen(path->data) != path->len) return nb_error_kind(vm, "ValueError", "mkdir: the path contains a NUL byte");
+  char *p = strdup(path->data);
+  if (!p) return nb_error(vm, "out of memory");
   for (char *s = p + 1; *s; s++) if (*s == '/') { *s = 0; mkdir(p, 0777); *s = '/'; }
   int rc = mkdir(p, 0777);
   int err = errno;

@@ -47,12 +47,11 @@ static int path_arg(nb_VM *vm, const char *fname, nb_Value v, const char **out) 
 
 /* the whole file (malloc'd, *n bytes), size checked before reading */
 static int slurp(nb_VM *vm, const char *fname, const char *path, char **data, size_t *n) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return nb_error_kind(vm, "IOError", "%s: cannot open %s: %s", fname, path, strerror(errno));
-  struct stat st;
-  if (fstat(fd, &st) || !S_ISREG(st.st_mode)) { close(fd); return nb_error_kind(vm, "IOError", "%s: %s is not a regular file", fname, path); }
-  if (st.st_size >= MAX_FILE_BYTES) { close(fd); return nb_error_kind(vm, "ValueError", "%s: %s has %lld bytes, more than the %lld a string or tensor read at once may hold (use lines(path))", fname, path, (long long)st.st_size, (long long)MAX_FILE_BYTES); }
-  size_t cap = (size_t)st.st_size + 1, len = 0;
+  uint64_t size;
+  int fd = nt_io_open_regular(fname, path, &size);   /* a FIFO or device is refused, never waited on */
+  if (fd < 0) return nb_error_kind(vm, "IOError", "%s", nt_io_error());
+  if (size >= (uint64_t)MAX_FILE_BYTES) { close(fd); return nb_error_kind(vm, "ValueError", "%s: %s has %llu bytes, more than the %lld a string or tensor read at once may hold (use lines(path))", fname, path, (unsigned long long)size, (long long)MAX_FILE_BYTES); }
+  size_t cap = (size_t)size + 1, len = 0;
   char *buf = malloc(cap);
   if (!buf) { close(fd); return nb_error(vm, "out of memory"); }
   for (;;) {   /* the file may have grown or shrunk since fstat: read to EOF, within the limit */
@@ -175,15 +174,24 @@ static int b_lines_next(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
       if (!acc.n && blen == i) { nbB_free(&acc); *out = nb_nil(); return NB_OK; }   /* the end (a last "\n" ends no extra line) */
       break;
     }
-    /* refill */
-    FILE *f = fopen(path, "rb");
-    if (!f) { nbB_free(&acc); return nb_error_kind(vm, "IOError", "lines: cannot open %s: %s", path, strerror(errno)); }
+    /* refill (a long line is many refills: Ctrl-C stops it) */
+    if (nb_vm_interrupted(vm)) { nbB_free(&acc); return nbV_interrupt_error(vm); }
+    uint64_t size;
+    int fd = nt_io_open_regular("lines", path, &size);
+    if (fd < 0) { nbB_free(&acc); return nb_error_kind(vm, "IOError", "%s", nt_io_error()); }
     char *chunk = malloc(CHUNK);
-    if (!chunk) { fclose(f); nbB_free(&acc); return nb_error(vm, "out of memory"); }
-    size_t got = fseeko(f, (off_t)off, SEEK_SET) ? 0 : fread(chunk, 1, CHUNK, f);
-    int err = ferror(f);
-    fclose(f);
-    if (err) { free(chunk); nbB_free(&acc); return nb_error_kind(vm, "IOError", "lines: reading %s failed", path); }
+    if (!chunk) { close(fd); nbB_free(&acc); return nb_error(vm, "out of memory"); }
+    size_t got = 0;
+    int err = 0;
+    while (got < CHUNK) {
+      ssize_t r = pread(fd, chunk + got, CHUNK - got, (off_t)off + (off_t)got);
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) { err = errno; break; }
+      if (r == 0) break;
+      got += (size_t)r;
+    }
+    close(fd);
+    if (err) { free(chunk); nbB_free(&acc); return nb_error_kind(vm, "IOError", "lines: reading %s: %s", path, strerror(err)); }
     off += (double)got;
     eof = got < CHUNK;
     nbR_set_cstr(self, "_off", nb_int(off));
@@ -210,7 +218,10 @@ static nb_Builtin lines_member[] = { { "__lines_next", b_lines_next, "self", "in
 static int b_lines(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *path = NULL;
   if (path_arg(vm, "lines", args[0], &path)) return NB_ERR;
-  if (access(path, R_OK)) return nb_error_kind(vm, "IOError", "lines: cannot open %s: %s", path, strerror(errno));
+  uint64_t size;
+  int fd = nt_io_open_regular("lines", path, &size);   /* refused now, not at the first line */
+  if (fd < 0) return nb_error_kind(vm, "IOError", "%s", nt_io_error());
+  close(fd);
   nb_Rec *r = nbR_new(6);
   nbR_set_cstr(r, "__next", nb_builtinv(&lines_member[0]));
   nb_incref(args[0]); nbR_set_cstr(r, "path", args[0]);

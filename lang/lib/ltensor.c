@@ -6,6 +6,7 @@
 ** ltops.c, ltgrad.c, loptim.c, ltio.c and ltcompose.c.  Everything is glue
 ** over tensor/tensor.h and the public nbapi.h.
 */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,6 +91,15 @@ int nbT_int_arg(nb_VM *vm, const char *fname, const char *what, nb_Value v, int6
   *out = (int64_t)d;
   return NB_OK;
 }
+int nbT_narrow_int(nb_VM *vm, const char *fname, const char *what, int64_t v, int *out) {
+  if (v < INT_MIN || v > INT_MAX) return nb_error_kind(vm, "ValueError", "%s: '%s' = %lld is out of range (it must fit in 32 bits)", fname, what, (long long)v);
+  *out = (int)v;
+  return NB_OK;
+}
+int nbT_intc_arg(nb_VM *vm, const char *fname, const char *what, nb_Value v, int *out) {
+  int64_t w;
+  return nbT_int_arg(vm, fname, what, v, &w) ? NB_ERR : nbT_narrow_int(vm, fname, what, w, out);
+}
 int nbT_num_arg(nb_VM *vm, const char *fname, const char *what, nb_Value v, double *out) {
   if (v.t == NB_TNUM) { *out = v.u.n; return NB_OK; }
   if (v.t == NB_TBOOL) { *out = v.u.b; return NB_OK; }
@@ -135,7 +145,7 @@ int nbT_axes_arg(nb_VM *vm, const char *fname, nb_Value v, int *axes, int *n) {
   if (v.t == NB_TNIL) { *n = 0; return NB_OK; }
   int64_t tmp[NT_MAXDIM]; int k;
   if (nbT_ints_arg(vm, fname, "axis", v, tmp, NT_MAXDIM, &k)) return NB_ERR;
-  for (int i = 0; i < k; i++) axes[i] = (int)tmp[i];
+  for (int i = 0; i < k; i++) if (nbT_narrow_int(vm, fname, "axis", tmp[i], &axes[i])) return NB_ERR;
   *n = k;
   if (k == 0) return nb_error_kind(vm, "ValueError", "%s: axis list is empty", fname);
   return NB_OK;

@@ -28,6 +28,12 @@ int nbT_dtype_arg(nb_VM *vm, const char *fname, nb_Value v, nt_DType dflt, nt_DT
 int nbT_device_arg(nb_VM *vm, const char *fname, nb_Value v, nt_Device *out);
 int nbT_int_arg(nb_VM *vm, const char *fname, const char *what, nb_Value v, int64_t *out);
 int nbT_num_arg(nb_VM *vm, const char *fname, const char *what, nb_Value v, double *out);
+/* An integer argument C keeps in an int (an axis, a kernel size, a stride, a
+** padding): nbT_int_arg's checks, then refused, naming the argument, when an
+** int cannot hold it (2**32 + 1 was silently 1).  nbT_narrow_int is the same
+** check on a value already read as int64 (a list's entries). */
+int nbT_intc_arg(nb_VM *vm, const char *fname, const char *what, nb_Value v, int *out);
+int nbT_narrow_int(nb_VM *vm, const char *fname, const char *what, int64_t v, int *out);
 int nbT_ints_arg(nb_VM *vm, const char *fname, const char *what, nb_Value v, int64_t *out, int max, int *n);
 int nbT_axes_arg(nb_VM *vm, const char *fname, nb_Value v, int *axes, int *n);
 int nbT_shape_arg(nb_VM *vm, const char *fname, nb_Value *vals, int n, int64_t *shape, int *ndim);

@@ -116,8 +116,17 @@ static int b_save(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
 ** A file may hold hundreds of thousands of tensors in one record, whose own
 ** lookup is a linear scan (400k tensors took 27 s).  Keys are interned, so a
 ** (record, key) pair names a field: one hash table over all pairs finds a
-** field in O(1), and new fields are appended without a scan. */
-typedef struct Field { nb_Rec *rec; nb_Str *key; int index; } Field;
+** field in O(1), and new fields are appended without a scan.
+**
+** The table indexes records by address without holding them, so nothing it
+** indexes may be freed while it lives: a field is set once and never
+** replaced (a replaced record would be freed, and a record allocated later
+** at its address would find the dead one's fields: a crafted file's heap
+** corruption).  So every path of the file is bound once: a second binding of
+** a path (a metadata entry at a tensor's name, or at a path that already
+** holds a record) is an error, and so is a path under a leaf (a tensor, a
+** value or an empty box saved as such) — in any order of the entries. */
+typedef struct Field { nb_Rec *rec; nb_Str *key; int index; bool leaf; } Field;
 typedef struct Fields { Field *slots; size_t cap, n; } Fields;
 
 static size_t field_hash(const nb_Rec *r, const nb_Str *k) {
@@ -137,11 +146,13 @@ static void fields_reserve(Fields *f) {   /* keeps the table at most half full *
   free(f->slots);
   *f = g;
 }
-/* rec.key = v (takes v's reference and the new reference `key`); returns the field's index */
-static int field_set(Fields *f, nb_Rec *rec, nb_Str *key, nb_Value v) {
+/* rec.key = v, a new field (takes v's reference and the new reference `key`);
+** returns the field's index, or -1 (v and key dropped) when rec already has
+** the field: fields are never replaced (above) */
+static int field_add(Fields *f, nb_Rec *rec, nb_Str *key, nb_Value v, bool leaf) {
   fields_reserve(f);
   Field *sl = field_slot(f, rec, key);
-  if (sl->rec) { nb_store(&rec->vals[sl->index], v); nb_decref(nb_strv(key)); return sl->index; }
+  if (sl->rec) { nb_decref(v); nb_decref(nb_strv(key)); return -1; }
   if (rec->n == rec->cap) {
     int cap = rec->cap ? 2 * rec->cap : 4;
     nb_Str **k = realloc(rec->keys, sizeof(nb_Str *) * (size_t)cap);
@@ -151,7 +162,7 @@ static int field_set(Fields *f, nb_Rec *rec, nb_Str *key, nb_Value v) {
     rec->vals = vs; rec->cap = cap;
   }
   rec->keys[rec->n] = key; rec->vals[rec->n] = v;
-  *sl = (Field){ rec, key, rec->n };
+  *sl = (Field){ rec, key, rec->n, leaf };
   f->n++;
   return rec->n++;
 }
@@ -171,15 +182,45 @@ static int tree_put(nb_VM *vm, Fields *f, nb_Rec *root, const char *path, nb_Val
   for (;;) {
     const char *dot = strchr(p, '.');
     nb_Str *k = nbS_intern(p, dot ? (size_t)(dot - p) : strlen(p));
-    if (!dot) { field_set(f, cur, k, v); return NB_OK; }
+    if (!dot) {
+      if (field_add(f, cur, k, v, true) < 0)
+        return nb_error_kind(vm, "ValueError", "load: the file gives \"%.200s\" twice (a tensor or metadata entry already put a value or record there)", path);
+      return NB_OK;
+    }
     Field *sl = (fields_reserve(f), field_slot(f, cur, k));
-    int i = sl->rec ? sl->index : -1;
-    if (i < 0) i = field_set(f, cur, nbS_intern_str(k), nb_obj(NB_TREC, nbR_new(0)));
+    int i;
+    if (!sl->rec) i = field_add(f, cur, nbS_intern_str(k), nb_obj(NB_TREC, nbR_new(0)), false);
+    else if (sl->leaf || cur->vals[sl->index].t != NB_TREC) i = -1;
+    else i = sl->index;
     nb_decref(nb_strv(k));
-    if (cur->vals[i].t != NB_TREC) { nb_decref(v); return nb_error_kind(vm, "ValueError", "load: key \"%s\" is both a value and a prefix of another key", path); }
+    if (i < 0) { nb_decref(v); return nb_error_kind(vm, "ValueError", "load: key \"%.200s\" is under \"%.*s\", which the file saves as a value", path, (int)(dot - path), path); }
     cur = cur->vals[i].u.p;
     p = dot + 1;
   }
+}
+/* The file's tensors by name, for its ties (nabla:alias:): open addressing
+** over indices into the set, so resolving n ties is linear, not n^2. */
+typedef struct NameIndex { size_t *slot; size_t cap; } NameIndex;   /* slot: index + 1, 0 = empty */
+static size_t name_hash(const char *s) {
+  uint64_t h = 1469598103934665603u;   /* FNV-1a */
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211u;
+  return (size_t)(h ^ (h >> 29));
+}
+static bool name_index_build(NameIndex *ix, const nt_io_set *set) {
+  ix->cap = 16;
+  while (ix->cap < 2 * set->n + 2) ix->cap *= 2;
+  if (!(ix->slot = calloc(ix->cap, sizeof *ix->slot))) return false;
+  for (size_t j = 0; j < set->n; j++) {
+    size_t i = name_hash(set->arrays[j].name) & (ix->cap - 1);
+    while (ix->slot[i]) i = (i + 1) & (ix->cap - 1);
+    ix->slot[i] = j + 1;
+  }
+  return true;
+}
+static long name_index_find(const NameIndex *ix, const nt_io_set *set, const char *name) {
+  for (size_t i = name_hash(name) & (ix->cap - 1); ix->slot[i]; i = (i + 1) & (ix->cap - 1))
+    if (!strcmp(set->arrays[ix->slot[i] - 1].name, name)) return (long)(ix->slot[i] - 1);
+  return -1;
 }
 /* records whose keys are exactly 0..n-1 (in any order) were lists when saved */
 static nb_Value listify(nb_Value v) {
@@ -213,9 +254,14 @@ static void *read_done(void *result) { nt_io_set_interrupt(NULL); return result;
 static int read_failed(nb_VM *vm) {
   return nb_vm_interrupted(vm) ? load_interrupted(vm) : nb_error_kind(vm, "IOError", "%s", nt_io_error());
 }
+/* The file's arrays (and, for load, its metadata's values, boxes and ties) as
+** one record: nested by the dotted names for load, flat for load_npz.  The
+** records are built here, by this file only, so the (record, key) table
+** above indexes all of them until they are done. */
 static int set_to_record(nb_VM *vm, nt_io_set *set, bool nested, nb_Value *out) {
   nb_Rec *root = nbR_new((int)set->n);
   Fields f = {0};
+  NameIndex names = {0};
   int st = NB_OK;
   nt_Tensor **loaded = calloc(set->n + 1, sizeof *loaded);   /* borrowed: root holds them */
   if (!loaded) { nb_decref(nb_obj(NB_TREC, root)); return nb_error(vm, "out of memory"); }
@@ -227,9 +273,11 @@ static int set_to_record(nb_VM *vm, nt_io_set *set, bool nested, nb_Value *out) 
     loaded[i] = t;
     nb_Value tv = nb_obj(NB_TTENSOR, t);
     if (nested) st = tree_put(vm, &f, root, a->name, tv);
-    else field_set(&f, root, nbS_intern(a->name, strlen(a->name)), tv);
+    else if (field_add(&f, root, nbS_intern(a->name, strlen(a->name)), tv, true) < 0)
+      st = nb_error_kind(vm, "ValueError", "load_npz: two arrays are named \"%.200s\"", a->name);
   }
   for (size_t i = 0; nested && i < set->nmeta && !st; i++) {
+    if ((i & 1023) == 0 && (st = load_interrupted(vm))) break;
     const char *k = set->meta_keys[i], *val = set->meta_values[i];
     if (strncmp(k, "nabla:", 6) != 0) continue;
     const char *kind = k + 6, *colon = strchr(kind, ':');
@@ -241,16 +289,17 @@ static int set_to_record(nb_VM *vm, nt_io_set *set, bool nested, nb_Value *out) 
     else if (!strncmp(kind, "nil:", 4)) v = nb_nil();
     else if (!strncmp(kind, "box:", 4)) v = !strcmp(val, "rec") ? nb_obj(NB_TREC, nbR_new(0)) : nb_obj(NB_TLIST, nbL_new(0));
     else if (!strncmp(kind, "alias:", 6)) {   /* a tie: the tensor saved under val */
-      v = nb_nil();
-      for (size_t j = 0; j < set->n; j++)
-        if (!strcmp(set->arrays[j].name, val)) { v = nb_obj(NB_TTENSOR, nt_retain(loaded[j])); break; }
-      if (v.t == NB_TNIL) { st = nb_error_kind(vm, "ValueError", "load: %s is saved as a tie to \"%.100s\", which the file does not have", colon + 1, val); break; }
+      if (!names.slot && !name_index_build(&names, set)) { st = nb_error(vm, "out of memory"); break; }
+      long j = name_index_find(&names, set, val);
+      if (j < 0) { st = nb_error_kind(vm, "ValueError", "load: %.200s is saved as a tie to \"%.100s\", which the file does not have", colon + 1, val); break; }
+      v = nb_obj(NB_TTENSOR, nt_retain(loaded[j]));
     }
     else continue;
     st = tree_put(vm, &f, root, colon + 1, v);
   }
   free(loaded);
   free(f.slots);
+  free(names.slot);
   if (st) { nb_decref(nb_obj(NB_TREC, root)); return NB_ERR; }
   *out = nested ? listify(nb_obj(NB_TREC, root)) : nb_obj(NB_TREC, root);
   return NB_OK;

@@ -332,20 +332,20 @@ static nb_CFunc const red_fns[] = { b_red0, b_red1, b_red2, b_red3, b_red4, b_re
 
 static int varstd(nb_VM *vm, const char *fname, bool is_std, nb_Value *args, nb_Value *out) {
   Tmp tp = {0};
-  int axes[NT_MAXDIM], na; int64_t corr = 1;
+  int axes[NT_MAXDIM], na; int corr = 1;
   if (keepdims_arg(vm, fname, args[2])) return NB_ERR;
   if (nbT_axes_arg(vm, fname, args[1], axes, &na)) return NB_ERR;
-  if (args[3].t != NB_TNIL && nbT_int_arg(vm, fname, "correction", args[3], &corr)) return NB_ERR;
+  if (args[3].t != NB_TNIL && nbT_intc_arg(vm, fname, "correction", args[3], &corr)) return NB_ERR;
   TENSOR_ARG(x, 0, "x");
-  DONE(is_std ? nt_std(x, na ? axes : NULL, na, (int)corr, nb_truthy(args[2])) : nt_var(x, na ? axes : NULL, na, (int)corr, nb_truthy(args[2])));
+  DONE(is_std ? nt_std(x, na ? axes : NULL, na, corr, nb_truthy(args[2])) : nt_var(x, na ? axes : NULL, na, corr, nb_truthy(args[2])));
 }
 static int b_var(nb_VM *vm, nb_Value *a, int n, nb_Value *o) { (void)n; return varstd(vm, "var", false, a, o); }
 static int b_std(nb_VM *vm, nb_Value *a, int n, nb_Value *o) { (void)n; return varstd(vm, "std", true, a, o); }
 static int argminmax(nb_VM *vm, const char *fname, bool is_max, nb_Value *args, nb_Value *out) {
   Tmp tp = {0};
-  int64_t ax = 0; int a = 0;
+  int a = 0;
   if (keepdims_arg(vm, fname, args[2])) return NB_ERR;
-  if (args[1].t != NB_TNIL) { if (nbT_int_arg(vm, fname, "axis", args[1], &ax)) return NB_ERR; a = (int)ax; }
+  if (args[1].t != NB_TNIL && nbT_intc_arg(vm, fname, "axis", args[1], &a)) return NB_ERR;
   TENSOR_ARG(x, 0, "x");
   const int *ap = args[1].t == NB_TNIL ? NULL : &a;
   DONE(is_max ? nt_argmax(x, ap, nb_truthy(args[2])) : nt_argmin(x, ap, nb_truthy(args[2])));
@@ -377,40 +377,40 @@ static int b_permute(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   int64_t p[NT_MAXDIM]; int np; int perm[NT_MAXDIM];
   if (n == 2) { if (nbT_ints_arg(vm, fname, "dims", args[1], p, NT_MAXDIM, &np)) return NB_ERR; }
   else { if (n - 1 > NT_MAXDIM) return nb_error_kind(vm, "ValueError", "permute: too many axes"); for (int i = 1; i < n; i++) if (nbT_int_arg(vm, fname, "dims", args[i], &p[i - 1])) return NB_ERR; np = n - 1; }
-  for (int i = 0; i < np; i++) perm[i] = (int)p[i];
+  for (int i = 0; i < np; i++) if (nbT_narrow_int(vm, fname, "dims", p[i], &perm[i])) return NB_ERR;
   TENSOR_ARG(x, 0, "x");
   DONE(nt_permute(x, perm, np));
 }
 static int b_transpose(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "transpose"; Tmp tp = {0};
-  int64_t a = -2, b = -1;
-  if (args[1].t != NB_TNIL && nbT_int_arg(vm, fname, "axis0", args[1], &a)) return NB_ERR;
-  if (args[2].t != NB_TNIL && nbT_int_arg(vm, fname, "axis1", args[2], &b)) return NB_ERR;
+  int a = -2, b = -1;
+  if (args[1].t != NB_TNIL && nbT_intc_arg(vm, fname, "axis0", args[1], &a)) return NB_ERR;
+  if (args[2].t != NB_TNIL && nbT_intc_arg(vm, fname, "axis1", args[2], &b)) return NB_ERR;
   TENSOR_ARG(x, 0, "x");
   if (x->ndim < 2 && args[1].t == NB_TNIL) DONE(nt_retain(x));
-  DONE(nt_transpose(x, (int)a, (int)b));
+  DONE(nt_transpose(x, a, b));
 }
 static int b_squeeze(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "squeeze"; Tmp tp = {0};
-  int64_t a = NT_ALL_AXES;
-  if (args[1].t != NB_TNIL && nbT_int_arg(vm, fname, "axis", args[1], &a)) return NB_ERR;
+  int a = NT_ALL_AXES;
+  if (args[1].t != NB_TNIL && nbT_intc_arg(vm, fname, "axis", args[1], &a)) return NB_ERR;
   TENSOR_ARG(x, 0, "x");
-  DONE(nt_squeeze(x, (int)a));
+  DONE(nt_squeeze(x, a));
 }
 static int b_unsqueeze(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "unsqueeze"; Tmp tp = {0};
-  int64_t a;
-  if (nbT_int_arg(vm, fname, "axis", args[1], &a)) return NB_ERR;
+  int a;
+  if (nbT_intc_arg(vm, fname, "axis", args[1], &a)) return NB_ERR;
   TENSOR_ARG(x, 0, "x");
-  DONE(nt_unsqueeze(x, (int)a));
+  DONE(nt_unsqueeze(x, a));
 }
 static int b_flatten(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "flatten"; Tmp tp = {0};
-  int64_t a = 0, b = -1;
-  if (args[1].t != NB_TNIL && nbT_int_arg(vm, fname, "start", args[1], &a)) return NB_ERR;
-  if (args[2].t != NB_TNIL && nbT_int_arg(vm, fname, "end", args[2], &b)) return NB_ERR;
+  int a = 0, b = -1;
+  if (args[1].t != NB_TNIL && nbT_intc_arg(vm, fname, "start", args[1], &a)) return NB_ERR;
+  if (args[2].t != NB_TNIL && nbT_intc_arg(vm, fname, "end", args[2], &b)) return NB_ERR;
   TENSOR_ARG(x, 0, "x");
-  DONE(nt_flatten(x, (int)a, (int)b));
+  DONE(nt_flatten(x, a, b));
 }
 static int b_expand(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "expand"; Tmp tp = {0};
@@ -446,10 +446,10 @@ static int tensor_list(nb_VM *vm, Tmp *tp, const char *fname, nb_Value v, nt_Ten
   return NB_OK;
 }
 static int cat_stack(nb_VM *vm, const char *fname, bool stack, nb_Value *args, nb_Value *out) {
-  Tmp tp = {0}; nt_Tensor **ts = NULL; int k = 0; int64_t ax = 0;
-  if (args[1].t != NB_TNIL && nbT_int_arg(vm, fname, "axis", args[1], &ax)) return NB_ERR;
+  Tmp tp = {0}; nt_Tensor **ts = NULL; int k = 0; int ax = 0;
+  if (args[1].t != NB_TNIL && nbT_intc_arg(vm, fname, "axis", args[1], &ax)) return NB_ERR;
   if (tensor_list(vm, &tp, fname, args[0], &ts, &k)) return NB_ERR;
-  nt_Tensor *r = stack ? nt_stack(ts, k, (int)ax) : nt_concat(ts, k, (int)ax);
+  nt_Tensor *r = stack ? nt_stack(ts, k, ax) : nt_concat(ts, k, ax);
   free(ts);
   return nbT_ret(vm, r, out);
 }
@@ -466,12 +466,12 @@ static int pieces(nb_VM *vm, nt_Tensor **ps, int k, nb_Value *out) {
 static int b_split_t(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "split"; Tmp tp = {0};
   if (args[0].t == NB_TSTR) return nbS_split(vm, args[0], args[1], out);
-  int64_t ax = 0, sizes[1024]; int ns;
-  if (args[2].t != NB_TNIL && nbT_int_arg(vm, fname, "axis", args[2], &ax)) return NB_ERR;
+  int64_t sizes[1024]; int ax = 0, ns;
+  if (args[2].t != NB_TNIL && nbT_intc_arg(vm, fname, "axis", args[2], &ax)) return NB_ERR;
   if (args[1].t == NB_TNIL) return nb_error_kind(vm, "TypeError", "split(x, size_or_sizes, axis=0): missing the size of the pieces");
   TENSOR_ARG(x, 0, "x");
-  int axn = (int)(ax < 0 ? ax + x->ndim : ax);
-  if (axn < 0 || axn >= x->ndim) { int st_ = nb_error_kind(vm, "IndexError", "split: axis %lld is out of range for a tensor of dimension %d", (long long)ax, x->ndim); nbT_tmp_free(&tp); return st_; }
+  int axn = ax < 0 ? ax + x->ndim : ax;
+  if (axn < 0 || axn >= x->ndim) { int st_ = nb_error_kind(vm, "IndexError", "split: axis %d is out of range for a tensor of dimension %d", ax, x->ndim); nbT_tmp_free(&tp); return st_; }
   if (args[1].t == NB_TNUM) {
     int64_t sz; if (nbT_int_arg(vm, fname, "size", args[1], &sz)) { nbT_tmp_free(&tp); return NB_ERR; }
     if (sz <= 0) { nbT_tmp_free(&tp); return nb_error_kind(vm, "ValueError", "split: size must be positive"); }
@@ -479,18 +479,18 @@ static int b_split_t(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
     for (int64_t s = 0; s < len && ns < 1024; s += sz) sizes[ns++] = len - s < sz ? len - s : sz;
   } else if (nbT_ints_arg(vm, fname, "sizes", args[1], sizes, 1024, &ns)) { nbT_tmp_free(&tp); return NB_ERR; }
   nt_Tensor *ps[1024];
-  int k = nt_split(x, sizes, ns, (int)ax, ps);
+  int k = nt_split(x, sizes, ns, ax, ps);
   nbT_tmp_free(&tp);
   return pieces(vm, ps, k, out);
 }
 static int b_chunk(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "chunk"; Tmp tp = {0};
-  int64_t c, ax = 0;
-  if (nbT_int_arg(vm, fname, "chunks", args[1], &c) || (args[2].t != NB_TNIL && nbT_int_arg(vm, fname, "axis", args[2], &ax))) return NB_ERR;
+  int64_t c; int ax = 0;
+  if (nbT_int_arg(vm, fname, "chunks", args[1], &c) || (args[2].t != NB_TNIL && nbT_intc_arg(vm, fname, "axis", args[2], &ax))) return NB_ERR;
   if (c <= 0 || c > 1024) return nb_error_kind(vm, "ValueError", "chunk: chunks must be in 1..1024");
   TENSOR_ARG(x, 0, "x");
   nt_Tensor *ps[1024];
-  int k = nt_chunk(x, (int)c, (int)ax, ps);
+  int k = nt_chunk(x, (int)c, ax, ps);
   nbT_tmp_free(&tp);
   return pieces(vm, ps, k, out);
 }
@@ -574,14 +574,14 @@ static int b_set_default_device(nb_VM *vm, nb_Value *args, int n, nb_Value *out)
 
 /* ------------------------------------------------------------ builtins: nn ops */
 static int b_softmax(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
-  (void)n; const char *fname = "softmax"; Tmp tp = {0}; int64_t ax = -1;
-  if (args[1].t != NB_TNIL && nbT_int_arg(vm, fname, "axis", args[1], &ax)) return NB_ERR;
-  TENSOR_ARG(x, 0, "x"); DONE(nt_softmax(x, (int)ax));
+  (void)n; const char *fname = "softmax"; Tmp tp = {0}; int ax = -1;
+  if (args[1].t != NB_TNIL && nbT_intc_arg(vm, fname, "axis", args[1], &ax)) return NB_ERR;
+  TENSOR_ARG(x, 0, "x"); DONE(nt_softmax(x, ax));
 }
 static int b_log_softmax(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
-  (void)n; const char *fname = "log_softmax"; Tmp tp = {0}; int64_t ax = -1;
-  if (args[1].t != NB_TNIL && nbT_int_arg(vm, fname, "axis", args[1], &ax)) return NB_ERR;
-  TENSOR_ARG(x, 0, "x"); DONE(nt_log_softmax(x, (int)ax));
+  (void)n; const char *fname = "log_softmax"; Tmp tp = {0}; int ax = -1;
+  if (args[1].t != NB_TNIL && nbT_intc_arg(vm, fname, "axis", args[1], &ax)) return NB_ERR;
+  TENSOR_ARG(x, 0, "x"); DONE(nt_log_softmax(x, ax));
 }
 static int b_cross_entropy(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "cross_entropy"; Tmp tp = {0};
@@ -613,24 +613,24 @@ static int b_one_hot(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   TENSOR_ARG(i, 0, "idx"); DONE(nt_one_hot(i, c));
 }
 static int b_take(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
-  (void)n; const char *fname = "take"; Tmp tp = {0}; int64_t ax = 0;
-  if (args[2].t != NB_TNIL && nbT_int_arg(vm, fname, "axis", args[2], &ax)) return NB_ERR;
-  TENSOR_ARG(x, 0, "x"); TENSOR_ARG(i, 1, "idx"); DONE(nt_take(x, i, (int)ax));
+  (void)n; const char *fname = "take"; Tmp tp = {0}; int ax = 0;
+  if (args[2].t != NB_TNIL && nbT_intc_arg(vm, fname, "axis", args[2], &ax)) return NB_ERR;
+  TENSOR_ARG(x, 0, "x"); TENSOR_ARG(i, 1, "idx"); DONE(nt_take(x, i, ax));
 }
 static int b_index_select(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
-  (void)n; const char *fname = "index_select"; Tmp tp = {0}; int64_t ax;
-  if (nbT_int_arg(vm, fname, "axis", args[1], &ax)) return NB_ERR;
-  TENSOR_ARG(x, 0, "x"); TENSOR_ARG(i, 2, "idx"); DONE(nt_index_select(x, (int)ax, i));
+  (void)n; const char *fname = "index_select"; Tmp tp = {0}; int ax;
+  if (nbT_intc_arg(vm, fname, "axis", args[1], &ax)) return NB_ERR;
+  TENSOR_ARG(x, 0, "x"); TENSOR_ARG(i, 2, "idx"); DONE(nt_index_select(x, ax, i));
 }
 static int b_gather(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
-  (void)n; const char *fname = "gather"; Tmp tp = {0}; int64_t ax;
-  if (nbT_int_arg(vm, fname, "axis", args[1], &ax)) return NB_ERR;
-  TENSOR_ARG(x, 0, "x"); TENSOR_ARG(i, 2, "idx"); DONE(nt_gather(x, (int)ax, i));
+  (void)n; const char *fname = "gather"; Tmp tp = {0}; int ax;
+  if (nbT_intc_arg(vm, fname, "axis", args[1], &ax)) return NB_ERR;
+  TENSOR_ARG(x, 0, "x"); TENSOR_ARG(i, 2, "idx"); DONE(nt_gather(x, ax, i));
 }
 static int b_scatter_add(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
-  (void)n; const char *fname = "scatter_add"; Tmp tp = {0}; int64_t ax;
-  if (nbT_int_arg(vm, fname, "axis", args[1], &ax)) return NB_ERR;
-  TENSOR_ARG(x, 0, "x"); TENSOR_ARG(i, 2, "idx"); TENSOR_ARG(s, 3, "src"); DONE(nt_scatter_add(x, (int)ax, i, s));
+  (void)n; const char *fname = "scatter_add"; Tmp tp = {0}; int ax;
+  if (nbT_intc_arg(vm, fname, "axis", args[1], &ax)) return NB_ERR;
+  TENSOR_ARG(x, 0, "x"); TENSOR_ARG(i, 2, "idx"); TENSOR_ARG(s, 3, "src"); DONE(nt_scatter_add(x, ax, i, s));
 }
 static int b_index_put(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "index_put"; Tmp tp = {0};
@@ -644,7 +644,7 @@ static int pair(nb_VM *vm, const char *fname, const char *what, nb_Value v, int 
   if (v.t == NB_TNIL) { *a = *b = dflt; return NB_OK; }
   int64_t p[2]; int k;
   if (nbT_ints_arg(vm, fname, what, v, p, 2, &k)) return NB_ERR;
-  *a = (int)p[0]; *b = (int)(k == 2 ? p[1] : p[0]);
+  if (nbT_narrow_int(vm, fname, what, p[0], a) || nbT_narrow_int(vm, fname, what, k == 2 ? p[1] : p[0], b)) return NB_ERR;
   return NB_OK;
 }
 static int b_conv2d(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
@@ -681,32 +681,32 @@ static int two(nb_VM *vm, int rc, nt_Tensor *a, nt_Tensor *b, nb_Value *out) {
   return NB_OK;
 }
 static int b_sort(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
-  (void)n; const char *fname = "sort"; Tmp tp = {0}; int64_t ax = -1;
-  if (args[1].t != NB_TNIL && nbT_int_arg(vm, fname, "axis", args[1], &ax)) return NB_ERR;
+  (void)n; const char *fname = "sort"; Tmp tp = {0}; int ax = -1;
+  if (args[1].t != NB_TNIL && nbT_intc_arg(vm, fname, "axis", args[1], &ax)) return NB_ERR;
   TENSOR_ARG(x, 0, "x");
   nt_Tensor *v = NULL, *i = NULL;
-  int rc = nt_sort(x, (int)ax, nb_truthy(args[2]), &v, &i);
+  int rc = nt_sort(x, ax, nb_truthy(args[2]), &v, &i);
   nbT_tmp_free(&tp);
   return two(vm, rc, v, i, out);
 }
 static int b_argsort(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
-  (void)n; const char *fname = "argsort"; Tmp tp = {0}; int64_t ax = -1;
-  if (args[1].t != NB_TNIL && nbT_int_arg(vm, fname, "axis", args[1], &ax)) return NB_ERR;
-  TENSOR_ARG(x, 0, "x"); DONE(nt_argsort(x, (int)ax, nb_truthy(args[2])));
+  (void)n; const char *fname = "argsort"; Tmp tp = {0}; int ax = -1;
+  if (args[1].t != NB_TNIL && nbT_intc_arg(vm, fname, "axis", args[1], &ax)) return NB_ERR;
+  TENSOR_ARG(x, 0, "x"); DONE(nt_argsort(x, ax, nb_truthy(args[2])));
 }
 static int b_topk(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
-  (void)n; const char *fname = "topk"; Tmp tp = {0}; int64_t k, ax = -1;
-  if (nbT_int_arg(vm, fname, "k", args[1], &k) || (args[2].t != NB_TNIL && nbT_int_arg(vm, fname, "axis", args[2], &ax))) return NB_ERR;
+  (void)n; const char *fname = "topk"; Tmp tp = {0}; int64_t k; int ax = -1;
+  if (nbT_int_arg(vm, fname, "k", args[1], &k) || (args[2].t != NB_TNIL && nbT_intc_arg(vm, fname, "axis", args[2], &ax))) return NB_ERR;
   TENSOR_ARG(x, 0, "x");
   nt_Tensor *v = NULL, *i = NULL;
-  int rc = nt_topk(x, k, (int)ax, args[3].t == NB_TNIL ? true : nb_truthy(args[3]), &v, &i);
+  int rc = nt_topk(x, k, ax, args[3].t == NB_TNIL ? true : nb_truthy(args[3]), &v, &i);
   nbT_tmp_free(&tp);
   return two(vm, rc, v, i, out);
 }
 static int b_cumsum(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
-  (void)n; const char *fname = "cumsum"; Tmp tp = {0}; int64_t ax = 0;
-  if (args[1].t != NB_TNIL && nbT_int_arg(vm, fname, "axis", args[1], &ax)) return NB_ERR;
-  TENSOR_ARG(x, 0, "x"); DONE(nt_cumsum(x, (int)ax));
+  (void)n; const char *fname = "cumsum"; Tmp tp = {0}; int ax = 0;
+  if (args[1].t != NB_TNIL && nbT_intc_arg(vm, fname, "axis", args[1], &ax)) return NB_ERR;
+  TENSOR_ARG(x, 0, "x"); DONE(nt_cumsum(x, ax));
 }
 static int b_sdpa(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "scaled_dot_product_attention"; Tmp tp = {0}; double scale = NAN, dropout = 0;

@@ -61,6 +61,13 @@ static bool to_num(const char *s, double *v) {
   return *end == 0;
 }
 
+/* Fields are NUL-terminated text for strtod, so a NUL byte in one would cut
+** it short ("1\0999" was read as 1): refused, naming the line and column
+** (NumPy's loadtxt refuses such a field too: "could not convert string"). */
+static void nul_error(const char *L, size_t line, size_t col) {
+  nio_error("csv: '%s':%zu:%zu: NUL byte in a field (not a text CSV file?)", L, line, col);
+}
+
 void nt_csv_free(nt_csv *c) {
   if (!c) return;
   if (c->names) for (size_t i = 0; i < c->ncols; i++) free(c->names[i]);
@@ -109,6 +116,7 @@ nt_csv *nt_csv_parse(const char *b, size_t len, char delim, const char *L) {
             break;
           }
           if (b[p] == '\n') { line++; line_start = p + 1; }
+          if (!b[p]) { nul_error(L, line, p - line_start + 1); goto fail; }
           if (push_char(&r, b[p++])) goto fail;
         }
         while (p < len && is_blank(b[p]) && b[p] != delim) p++;
@@ -117,8 +125,10 @@ nt_csv *nt_csv_parse(const char *b, size_t len, char delim, const char *L) {
           goto fail;
         }
       } else {
-        while (p < len && b[p] != delim && !at_eol(b, p, len))
+        while (p < len && b[p] != delim && !at_eol(b, p, len)) {
+          if (!b[p]) { nul_error(L, line, p - line_start + 1); goto fail; }
           if (push_char(&r, b[p++])) goto fail;
+        }
       }
       if (push_field(&r, off, fline, fcol)) goto fail;
       if (p < len && b[p] == delim) { p++; continue; }
@@ -176,7 +186,7 @@ fail:
 
 nt_csv *nt_csv_load(const char *path, char delim) {
   size_t len;
-  char *buf = nio_read_file("csv", path, &len);
+  char *buf = nio_read_file("csv", path, &len, NULL);
   if (!buf) return NULL;
   nt_csv *c = nt_csv_parse(buf, len, delim, path);
   free(buf);

@@ -6,7 +6,8 @@
 ** ("a, b" with "" for a quote).  A numeric field is anything strtod accepts
 ** in full (surrounding blanks allowed, so "nan" and "inf" work); an empty
 ** field reads as NaN (a missing value).  Blank lines are skipped, CRLF and a
-** UTF-8 BOM are accepted.  Errors give line:column (1-based, bytes).
+** UTF-8 BOM are accepted.  A NUL byte in a field is an error (it would cut
+** the field short).  Errors give line:column (1-based, bytes).
 */
 #ifndef NT_IO_CSV_H
 #define NT_IO_CSV_H

@@ -122,41 +122,72 @@ char *nio_strndup(const char *s, size_t n) {
 }
 char *nio_strdup(const char *s) { return nio_strndup(s, strlen(s)); }
 
-/* ---- whole-file read ------------------------------------------------------ */
-void *nio_read_file(const char *what, const char *path, size_t *len) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) { nio_error("%s: cannot open '%s': %s", what, path, strerror(errno)); return NULL; }
+/* ---- opening a file to read ------------------------------------------------
+** A FIFO blocks open() until a writer comes (and SIGINT restarts the call, so
+** Ctrl-C cannot end it); a device may block reads forever.  So the open does
+** not block (O_NONBLOCK: a FIFO with no writer opens at once), fstat decides,
+** and only a regular file goes on, made blocking again for its reads. */
+int nt_io_open_regular(const char *what, const char *path, uint64_t *size) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) return nio_error("%s: cannot open '%s': %s", what, path, strerror(errno));
   struct stat st;
   if (fstat(fd, &st) != 0) {
-    nio_error("%s: cannot stat '%s': %s", what, path, strerror(errno));
-    close(fd); return NULL;
+    int e = errno; close(fd);
+    return nio_error("%s: cannot stat '%s': %s", what, path, strerror(e));
   }
   if (!S_ISREG(st.st_mode)) {
-    nio_error("%s: '%s' is not a regular file", what, path);
-    close(fd); return NULL;
+    close(fd);
+    return nio_error("%s: '%s' is not a regular file (%s)", what, path,
+                     S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" :
+                     S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device" : S_ISSOCK(st.st_mode) ? "a socket" : "not a file");
   }
-  size_t size = (size_t)st.st_size;
-  char *buf = malloc(size + 1);
+  int fl = fcntl(fd, F_GETFL);
+  if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
+    int e = errno; close(fd);
+    return nio_error("%s: cannot read '%s': %s", what, path, strerror(e));
+  }
+  *size = (uint64_t)st.st_size;
+  return fd;
+}
+
+ssize_t nio_read_fd(const char *what, const char *path, int fd, unsigned char *buf, size_t n) {
+  size_t got = 0;
+  while (got < n) {
+    if (nio_interrupted(what, path)) return -1;
+    size_t want = n - got > ((size_t)64 << 20) ? ((size_t)64 << 20) : n - got;
+    ssize_t r = read(fd, buf + got, want);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return nio_error("%s: error reading '%s': %s", what, path, strerror(errno));
+    if (r == 0) break;                 /* shrank under us: use what we got */
+    got += (size_t)r;
+  }
+  return (ssize_t)got;
+}
+
+/* ---- whole-file read ------------------------------------------------------ */
+void *nio_read_file(const char *what, const char *path, size_t *len, nio_head_check check) {
+  uint64_t size64;
+  int fd = nt_io_open_regular(what, path, &size64);
+  if (fd < 0) return NULL;
+  unsigned char head[NIO_HEAD_BYTES];
+  ssize_t nhead = 0;
+  if (check) {   /* the header first: a file it refuses is never read whole */
+    nhead = nio_read_fd(what, path, fd, head, size64 < sizeof head ? (size_t)size64 : sizeof head);
+    if (nhead < 0 || check(head, (size_t)nhead, size64, path) != 0) { close(fd); return NULL; }
+  }
+  if (size64 >= SIZE_MAX) { close(fd); nio_error("%s: '%s' is too large to read", what, path); return NULL; }
+  size_t size = (size_t)size64;
+  unsigned char *buf = size >= (size_t)nhead ? malloc(size + 1) : NULL;
   if (!buf) {
     nio_error("%s: '%s': out of memory reading %zu bytes", what, path, size);
     close(fd); return NULL;
   }
-  size_t got = 0;
-  while (got < size) {
-    if (nio_interrupted(what, path)) { free(buf); close(fd); return NULL; }
-    size_t want = size - got > ((size_t)64 << 20) ? ((size_t)64 << 20) : size - got;   /* chunks: stay interruptible */
-    ssize_t r = read(fd, buf + got, want);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) {
-      nio_error("%s: error reading '%s': %s", what, path, strerror(errno));
-      free(buf); close(fd); return NULL;
-    }
-    if (r == 0) break;                 /* shrank under us: use what we got */
-    got += (size_t)r;
-  }
+  memcpy(buf, head, (size_t)nhead);
+  ssize_t rest = nio_read_fd(what, path, fd, buf + nhead, size - (size_t)nhead);
   close(fd);
-  buf[got] = 0;
-  *len = got;
+  if (rest < 0) { free(buf); return NULL; }
+  *len = (size_t)nhead + (size_t)rest;
+  buf[*len] = 0;
   return buf;
 }
 

@@ -7,6 +7,7 @@
 #include "iotypes.h"
 #include <stdarg.h>
 #include <stdbool.h>
+#include <sys/types.h>
 #include <sys/uio.h>
 
 /* Sets the thread's io error message (printf-style).  Always returns -1 so
@@ -18,9 +19,22 @@ int nio_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 ** to nt_io_set_interrupt is nonzero; cheap enough for every loop step. */
 bool nio_interrupted(const char *what, const char *label);
 
-/* Reads a whole regular file into a malloc'd buffer (+1 NUL byte past the
-** end, not counted in *len).  `what` prefixes messages ("safetensors"). */
-void *nio_read_file(const char *what, const char *path, size_t *len);
+/* A format's check of a file's first bytes (head: min(size, NIO_HEAD_BYTES)
+** of them) against its size before anything else is read: 0, or -1 with a
+** message (a header that declares more than the file holds, a wrong magic). */
+#define NIO_HEAD_BYTES 4096
+typedef int (*nio_head_check)(const unsigned char *head, size_t n, uint64_t size, const char *path);
+
+/* Reads up to n bytes at fd's position, polling the interrupt flag between
+** 64 MiB pieces: the count read (short at the end of the file), or -1 with a
+** message naming path. */
+ssize_t nio_read_fd(const char *what, const char *path, int fd, unsigned char *buf, size_t n);
+
+/* Reads a whole regular file (nt_io_open_regular: anything else is refused
+** without blocking) into a malloc'd buffer (+1 NUL byte past the end, not
+** counted in *len), polling the interrupt flag between pieces; with a check,
+** its header is read and checked first.  `what` prefixes messages. */
+void *nio_read_file(const char *what, const char *path, size_t *len, nio_head_check check);
 
 /* Atomically replaces `path` with the concatenation of iov[0..n): the
 ** format modules' name for nt_atomic_write (atomicfile.h). */

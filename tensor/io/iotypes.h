@@ -60,6 +60,13 @@ void               nt_io_set_free(nt_io_set *s);                        /* NULL 
 const nt_io_array *nt_io_set_find(const nt_io_set *s, const char *name); /* NULL if absent */
 const char        *nt_io_set_meta(const nt_io_set *s, const char *key);  /* NULL if absent */
 
+/* Opens path read-only if it is a regular file, without ever blocking: a
+** FIFO, a device, a directory or a socket is refused ("<what>: 'path' is not a
+** regular file (a FIFO)").  The descriptor (blocking, close-on-exec) and the
+** file's size; -1 with the message in nt_io_error().  Every reader opens
+** through this (the formats here, lang's read_text/read_bytes/lines). */
+int nt_io_open_regular(const char *what, const char *path, uint64_t *size);
+
 /* Message of the last failure in this thread ("" if none). */
 const char *nt_io_error(void);
 

@@ -117,41 +117,55 @@ static int parse_header(const char *label, const char *txt, size_t n, nt_io_arra
   return 0;
 }
 
+/* The preamble and header dict of a .npy image whose first n bytes are b and
+** whose whole size is `size`: fills a's dtype and shape, *fortran, *swap and
+** the data's start and byte count, and checks that the data fills the rest
+** exactly.  Needs only the preamble and header, so a file is checked before
+** it is read whole. */
+static int check_preamble(const unsigned char *b, size_t n, uint64_t size, const char *label, nt_io_array *a,
+                          bool *fortran, bool *swap, size_t *dstart, size_t *need) {
+  size_t hl, hstart;
+  if (size < 10 || n < 10 || memcmp(b, "\x93NUMPY", 6) != 0)
+    return nio_error("npy: '%s': not a .npy file (bad magic or shorter than 10 bytes)", label);
+  int major = b[6];
+  if (major == 1) { hl = b[8] | (size_t)b[9] << 8; hstart = 10; }
+  else if (major == 2 || major == 3) {
+    if (size < 12 || n < 12) return nio_error("npy: '%s': truncated header", label);
+    hl = b[8] | (size_t)b[9] << 8 | (size_t)b[10] << 16 | (size_t)b[11] << 24;
+    hstart = 12;
+  } else return nio_error("npy: '%s': unsupported format version %d.%d", label, major, b[7]);
+  if (hl > size - hstart)
+    return nio_error("npy: '%s': header length %zu exceeds the file size (%llu bytes); truncated file?", label, hl, (unsigned long long)size);
+  if (hl > n - hstart)   /* a header longer than what the caller read first: checked once the file is read */
+    return 1;
+  if (parse_header(label, (const char *)b + hstart, hl, a, fortran, swap) != 0) return -1;
+  size_t es = nt_io_dtype_size(a->dtype);
+  int64_t numel = nt_io_numel(a->ndim, a->shape);
+  if (numel < 0 || !nio_mul_ok((size_t)numel, es, need))
+    return nio_error("npy: '%s': shape is too large", label);
+  *dstart = hstart + hl;
+  uint64_t have = size - *dstart;
+  if (have < *need)
+    return nio_error("npy: '%s': truncated: data needs %zu bytes, file has %llu", label, *need, (unsigned long long)have);
+  if (have > *need)
+    return nio_error("npy: '%s': %llu unexpected trailing bytes after the data", label, (unsigned long long)(have - *need));
+  return 0;
+}
+static int check_file_head(const unsigned char *head, size_t n, uint64_t size, const char *path) {
+  nt_io_array a; bool fortran = false, swap = false; size_t dstart, need;
+  memset(&a, 0, sizeof a);
+  return check_preamble(head, n, size, path, &a, &fortran, &swap, &dstart, &need) < 0 ? -1 : 0;
+}
+
 /* ---- decode ------------------------------------------------------------------
 ** Takes ownership of buf (malloc'd).  On success a->owned_ is buf (data
 ** aliasing into it when aligned) or a fresh buffer; on failure buf is freed. */
 int nio_npy_decode(unsigned char *buf, size_t len, const char *label, nt_io_array *a) {
   bool fortran = false, swap = false;
-  size_t hl, hstart;
-  if (len < 10 || memcmp(buf, "\x93NUMPY", 6) != 0) {
-    nio_error("npy: '%s': not a .npy file (bad magic or shorter than 10 bytes)", label);
-    goto fail;
-  }
-  int major = buf[6];
-  if (major == 1) { hl = buf[8] | (size_t)buf[9] << 8; hstart = 10; }
-  else if (major == 2 || major == 3) {
-    if (len < 12) { nio_error("npy: '%s': truncated header", label); goto fail; }
-    hl = buf[8] | (size_t)buf[9] << 8 | (size_t)buf[10] << 16 | (size_t)buf[11] << 24;
-    hstart = 12;
-  } else { nio_error("npy: '%s': unsupported format version %d.%d", label, major, buf[7]); goto fail; }
-  if (hl > len - hstart) {
-    nio_error("npy: '%s': header length %zu exceeds the file size (%zu bytes); truncated file?", label, hl, len);
-    goto fail;
-  }
-  if (parse_header(label, (const char *)buf + hstart, hl, a, &fortran, &swap) != 0) goto fail;
-
-  size_t es = nt_io_dtype_size(a->dtype), need;
+  size_t dstart = 0, need = 0;
+  if (check_preamble(buf, len, len, label, a, &fortran, &swap, &dstart, &need) != 0) goto fail;
+  size_t es = nt_io_dtype_size(a->dtype);
   int64_t numel = nt_io_numel(a->ndim, a->shape);
-  if (numel < 0 || !nio_mul_ok((size_t)numel, es, &need)) {
-    nio_error("npy: '%s': shape is too large", label); goto fail;
-  }
-  size_t dstart = hstart + hl, have = len - dstart;
-  if (have < need) {
-    nio_error("npy: '%s': truncated: data needs %zu bytes, file has %zu", label, need, have); goto fail;
-  }
-  if (have > need) {
-    nio_error("npy: '%s': %zu unexpected trailing bytes after the data", label, have - need); goto fail;
-  }
   a->nbytes = need;
   unsigned char *src = buf + dstart;
 
@@ -211,7 +225,7 @@ static nt_io_set *single(unsigned char *buf, size_t len, const char *label) {
 
 nt_io_set *nt_npy_load(const char *path) {
   size_t len;
-  unsigned char *buf = nio_read_file("npy", path, &len);
+  unsigned char *buf = nio_read_file("npy", path, &len, check_file_head);
   return buf ? single(buf, len, path) : NULL;
 }
 

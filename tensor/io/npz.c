@@ -22,6 +22,7 @@ typedef struct zent {
   unsigned method, flags;
   uint32_t crc;
   uint64_t csize, usize, loff;
+  uint64_t dpos;                 /* where its data starts (past the local header) */
 } zent;
 
 /* Locates the central directory: *cd_off, *cd_size, *count.  -1 with message. */
@@ -128,32 +129,67 @@ static unsigned char *inflate_member(const unsigned char *src, uint64_t csize, u
   return out;
 }
 
-/* Extracts one member into a fresh malloc'd buffer of e->usize bytes (+1). */
-static unsigned char *extract(const unsigned char *b, size_t len, const zent *e, const char *label) {
+/* Checks one member's local header, method and sizes against the archive
+** (nothing is allocated) and finds where its data starts. */
+static int locate(const unsigned char *b, size_t len, zent *e, const char *label) {
   const int nl = (int)e->namelen;
   const char *nm = (const char *)e->name;
-  if (e->flags & 1) { nio_error("npz: '%s': member '%.*s' is encrypted", label, nl, nm); return NULL; }
-  if (e->loff > len || len - e->loff < 30 || rd32(b + e->loff) != 0x04034b50) {
-    nio_error("npz: '%s': member '%.*s': bad local header offset (corrupt or truncated)", label, nl, nm); return NULL;
-  }
-  uint64_t dpos = e->loff + 30 + rd16(b + e->loff + 26) + rd16(b + e->loff + 28);
-  if (dpos > len || e->csize > len - dpos) {
-    nio_error("npz: '%s': member '%.*s': data runs past the end of the file (truncated?)", label, nl, nm); return NULL;
-  }
-  if (e->method != 0 && e->method != 8) {
-    nio_error("npz: '%s': member '%.*s': unsupported compression method %u (only stored/deflate)", label, nl, nm, e->method);
-    return NULL;
-  }
-  if (e->method == 0 && e->csize != e->usize) {
-    nio_error("npz: '%s': member '%.*s': stored sizes disagree", label, nl, nm); return NULL;
-  }
+  if (e->flags & 1) return nio_error("npz: '%s': member '%.*s' is encrypted", label, nl, nm);
+  if (e->loff > len || len - e->loff < 30 || rd32(b + e->loff) != 0x04034b50)
+    return nio_error("npz: '%s': member '%.*s': bad local header offset (corrupt or truncated)", label, nl, nm);
+  e->dpos = e->loff + 30 + rd16(b + e->loff + 26) + rd16(b + e->loff + 28);
+  if (e->dpos > len || e->csize > len - e->dpos)
+    return nio_error("npz: '%s': member '%.*s': data runs past the end of the file (truncated?)", label, nl, nm);
+  if (e->method != 0 && e->method != 8)
+    return nio_error("npz: '%s': member '%.*s': unsupported compression method %u (only stored/deflate)", label, nl, nm, e->method);
+  if (e->method == 0 && e->csize != e->usize)
+    return nio_error("npz: '%s': member '%.*s': stored sizes disagree", label, nl, nm);
   /* csize <= len here, so the product cannot overflow */
-  if (e->method == 8 && e->usize > e->csize * DEFLATE_MAX_RATIO + 1024) {
-    nio_error("npz: '%s': member '%.*s' declares %llu bytes, more than its %llu compressed bytes can hold (corrupt archive)",
-              label, nl, nm, (unsigned long long)e->usize, (unsigned long long)e->csize);
-    return NULL;
+  if (e->method == 8 && e->usize > e->csize * DEFLATE_MAX_RATIO + 1024)
+    return nio_error("npz: '%s': member '%.*s' declares %llu bytes, more than its %llu compressed bytes can hold (corrupt archive)",
+                     label, nl, nm, (unsigned long long)e->usize, (unsigned long long)e->csize);
+  return 0;
+}
+
+static int by_offset(const void *x, const void *y) {
+  const zent *a = *(const zent *const *)x, *b = *(const zent *const *)y;
+  return a->loff < b->loff ? -1 : a->loff > b->loff;
+}
+
+/* A zip bomb names the same compressed bytes many times: each member is
+** within the deflate ratio, but n entries pointing at one member inflate it n
+** times.  So the members' records (local header + data) must not overlap,
+** which bounds the sum of their compressed sizes by the archive's size, and
+** the sum of what they declare by DEFLATE_MAX_RATIO times it: checked here,
+** before anything is inflated. */
+static int check_members(zent *ents, size_t n, size_t len, const char *label) {
+  if (n == 0) return 0;
+  zent **order = nio_malloc(n * sizeof *order);
+  if (!order) return -1;
+  for (size_t i = 0; i < n; i++) order[i] = &ents[i];
+  qsort(order, n, sizeof *order, by_offset);
+  int rc = 0;
+  uint64_t total = 0;
+  for (size_t i = 0; i < n && rc == 0; i++) {
+    const zent *e = order[i];
+    if (i > 0 && e->loff < order[i - 1]->dpos + order[i - 1]->csize)
+      rc = nio_error("npz: '%s': members '%.*s' and '%.*s' overlap in the archive (the same bytes named twice: "
+                     "a zip bomb or a corrupt archive)", label, (int)order[i - 1]->namelen,
+                     (const char *)order[i - 1]->name, (int)e->namelen, (const char *)e->name);
+    total += e->usize;   /* each <= DEFLATE_MAX_RATIO * len + 1024: no overflow */
   }
-  const unsigned char *src = b + dpos;
+  if (rc == 0 && total > (uint64_t)len * DEFLATE_MAX_RATIO + 1024 * (uint64_t)n)
+    rc = nio_error("npz: '%s': members declare %llu bytes in all, more than a %zu-byte archive can hold (corrupt archive)",
+                   label, (unsigned long long)total, len);
+  free(order);
+  return rc;
+}
+
+/* Extracts one located member into a fresh malloc'd buffer of e->usize bytes (+1). */
+static unsigned char *extract(const unsigned char *b, const zent *e, const char *label) {
+  const int nl = (int)e->namelen;
+  const char *nm = (const char *)e->name;
+  const unsigned char *src = b + e->dpos;
   unsigned char *out;
   if (e->method == 0) {                                 /* usize == csize: bytes that are in the file */
     out = malloc(e->usize ? e->usize : 1);
@@ -174,12 +210,15 @@ nt_io_set *nt_npz_parse(const void *vbuf, size_t len, const char *label) {
   if (find_cd(b, len, label, &cd_off, &cd_size, &count) != 0) return NULL;
   if (count > cd_size / 46) { nio_error("npz: '%s': central directory claims %llu entries, too many for its size", label, (unsigned long long)count); return NULL; }
   nt_io_set *s = nio_calloc(1, sizeof *s);
-  if (!s) return NULL;
+  zent *ents = nio_calloc((size_t)count, sizeof *ents);
+  if (!s || !ents) goto fail;
   s->arrays = nio_calloc((size_t)count, sizeof *s->arrays);
   if (!s->arrays) goto fail;
+  /* the directory first: every member named, located and checked, the
+  ** members together bounded (check_members), before anything is inflated */
   const unsigned char *p = b + cd_off, *pe = p + cd_size;
   for (uint64_t i = 0; i < count; i++) {
-    if (nio_interrupted("npz", label)) goto fail;
+    if ((i & 1023) == 0 && nio_interrupted("npz", label)) goto fail;
     if (pe - p < 46 || rd32(p) != 0x02014b50) {
       nio_error("npz: '%s': corrupt central directory entry %llu", label, (unsigned long long)i); goto fail;
     }
@@ -195,17 +234,24 @@ nt_io_set *nt_npz_parse(const void *vbuf, size_t len, const char *label) {
     if (nl < 4 || memcmp(e.name + nl - 4, ".npy", 4) != 0) {
       nio_error("npz: '%s': member '%.*s' is not a .npy file", label, (int)nl, (const char *)e.name); goto fail;
     }
-    char *name = nio_strndup((const char *)e.name, nl - 4);
-    if (!name) goto fail;
-    if (strlen(name) != nl - 4) {
-      nio_error("npz: '%s': invalid member name '%s' (contains a NUL byte)", label, name); free(name); goto fail;
+    if (memchr(e.name, 0, nl - 4)) {
+      nio_error("npz: '%s': invalid member name '%.*s' (contains a NUL byte)", label, (int)strnlen((const char *)e.name, nl), (const char *)e.name); goto fail;
     }
-    unsigned char *m = extract(b, len, &e, label);
+    if (locate(b, len, &e, label) != 0) goto fail;
+    ents[i] = e;
+  }
+  if (check_members(ents, (size_t)count, len, label) != 0) goto fail;
+  for (uint64_t i = 0; i < count; i++) {
+    const zent *e = &ents[i];
+    size_t nl = e->namelen;
+    char *name = nio_strndup((const char *)e->name, nl - 4);
+    if (!name) goto fail;
+    unsigned char *m = extract(b, e, label);
     if (!m) { free(name); goto fail; }
     char mlabel[512];
     snprintf(mlabel, sizeof mlabel, "%s:%s.npy", label, name);
     nt_io_array *a = &s->arrays[s->n];
-    if (nio_npy_decode(m, (size_t)e.usize, mlabel, a) != 0) {
+    if (nio_npy_decode(m, (size_t)e->usize, mlabel, a) != 0) {
       memset(a, 0, sizeof *a);
       free(name);   /* the message already names archive:member */
       goto fail;
@@ -214,15 +260,26 @@ nt_io_set *nt_npz_parse(const void *vbuf, size_t len, const char *label) {
     s->n++;
   }
   if (nio_check_unique_names(s, "npz", label) != 0) goto fail;
+  free(ents);
   return s;
 fail:
+  free(ents);
   nt_io_set_free(s);
   return NULL;
 }
 
+/* An npz is a zip archive: NumPy's own test (np.load) is its first four
+** bytes, a local header or (no members) the end of the directory. */
+static int check_file_head(const unsigned char *head, size_t n, uint64_t size, const char *path) {
+  (void)size;
+  if (n < 4 || (memcmp(head, "PK\x03\x04", 4) != 0 && memcmp(head, "PK\x05\x06", 4) != 0))
+    return nio_error("npz: '%s': not a zip archive (the file does not start with a zip signature)", path);
+  return 0;
+}
+
 nt_io_set *nt_npz_load(const char *path) {
   size_t len;
-  unsigned char *buf = nio_read_file("npz", path, &len);
+  unsigned char *buf = nio_read_file("npz", path, &len, check_file_head);
   if (!buf) return NULL;
   nt_io_set *s = nt_npz_parse(buf, len, path);
   free(buf);

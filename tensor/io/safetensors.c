@@ -1,10 +1,12 @@
 /*
 ** safetensors.c — see safetensors.h for the format.
 **
-** Reading: the whole file is one malloc'd block; arrays point into its data
-** section (8-byte aligned because the header is padded), except a tensor whose
-** offset is not a multiple of its element size, which gets its own aligned
-** copy so callers can always treat `data` as a typed pointer.
+** Reading: the header is read and checked first (nt_st_load: its JSON and
+** every offset against the file's size), then the whole file is one malloc'd
+** block; arrays point into its data section (8-byte aligned because the
+** header is padded), except a tensor whose offset is not a multiple of its
+** element size, which gets its own aligned copy so callers can always treat
+** `data` as a typed pointer.
 */
 #include "safetensors.h"
 #include "iointernal.h"
@@ -12,6 +14,7 @@
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define ST_MAX_HEADER ((uint64_t)100 << 20)   /* the reference implementation's limit */
 
@@ -19,6 +22,23 @@ static uint64_t le64(const unsigned char *p) {
   uint64_t v = 0;
   for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
   return v;
+}
+
+/* The 8-byte header length and the header's first byte against the file's
+** size: the checks that need no JSON, made before a file is read whole (a
+** 3 GB file whose first bytes declare an impossible header costs nothing). */
+static int check_head(const unsigned char *b, size_t n, uint64_t size, const char *label) {
+  if (size < 8 || n < 8)
+    return nio_error("safetensors: '%s': file is too short (%llu bytes) to hold the 8-byte header length", label, (unsigned long long)size);
+  uint64_t hlen = le64(b);
+  if (hlen > size - 8)
+    return nio_error("safetensors: '%s': header length %llu exceeds the file size (%llu bytes); truncated "
+                     "or not a safetensors file", label, (unsigned long long)hlen, (unsigned long long)size);
+  if (hlen > ST_MAX_HEADER)
+    return nio_error("safetensors: '%s': header length %llu is over the 100 MiB limit", label, (unsigned long long)hlen);
+  if (hlen < 2 || (n > 8 && b[8] != '{'))
+    return nio_error("safetensors: '%s': header does not start with '{' (not a safetensors file?)", label);
+  return 0;
 }
 
 typedef struct entry {
@@ -115,63 +135,60 @@ static size_t feed_header(void *buf, size_t size, void *data) {
   return n;
 }
 
-nt_io_set *nt_st_parse_take(void *buf, size_t len, const char *label) {
-  const unsigned char *b = buf;
-  json_t *root = NULL;
-  entry *ents = NULL;
-  nt_io_set *s = NULL;
-  if (!label) label = "<buffer>";
+/* A parsed header: the set (metadata only so far), its tensors sorted by
+** offset and checked to tile the data section, and the JSON they point into. */
+typedef struct parsed { nt_io_set *s; entry *ents; size_t n; json_t *root; size_t dstart; } parsed;
 
-  if (len < 8) {
-    nio_error("safetensors: '%s': file is too short (%zu bytes) to hold the 8-byte header length", label, len);
-    goto fail;
-  }
+static void parsed_free(parsed *p) {
+  free(p->ents);
+  if (p->root) json_decref(p->root);
+  nt_io_set_free(p->s);
+  memset(p, 0, sizeof *p);
+}
+
+/* Parses and checks the header from b (at least its 8 + hlen bytes) against
+** a file of `size` bytes: everything but the tensors' bytes, so a file is
+** judged before its data is read.  0, or -1 with a message. */
+static int parse_header(const unsigned char *b, size_t avail, uint64_t size, const char *label, parsed *out) {
+  parsed p = {0};
+  if (check_head(b, avail, size, label) != 0) return -1;
   uint64_t hlen = le64(b);
-  if (hlen > len - 8) {
-    nio_error("safetensors: '%s': header length %llu exceeds the file size (%zu bytes); truncated "
-              "or not a safetensors file", label, (unsigned long long)hlen, len);
-    goto fail;
-  }
-  if (hlen > ST_MAX_HEADER) {
-    nio_error("safetensors: '%s': header length %llu is over the 100 MiB limit", label, (unsigned long long)hlen);
-    goto fail;
-  }
-  if (hlen < 2 || b[8] != '{') {
-    nio_error("safetensors: '%s': header does not start with '{' (not a safetensors file?)", label);
-    goto fail;
-  }
+  if (avail < 8 + hlen) return nio_error("safetensors: '%s': truncated header", label);
   json_error_t je;
   header_feed feed = { (const char *)b + 8, hlen, label, false };
-  root = json_load_callback(feed_header, &feed, JSON_REJECT_DUPLICATES, &je);
-  if (!root) {
+  p.root = json_load_callback(feed_header, &feed, JSON_REJECT_DUPLICATES, &je);
+  if (!p.root) {
     if (!feed.interrupted)
       nio_error("safetensors: '%s': bad JSON header at byte %d: %s", label, je.position, je.text);
     goto fail;
   }
-  if (!json_is_object(root)) {
+  if (!json_is_object(p.root)) {
     nio_error("safetensors: '%s': JSON header is not an object", label);
     goto fail;
   }
 
-  s = nio_calloc(1, sizeof *s);
-  if (!s) goto fail;
-  size_t cap = json_object_size(root), n = 0;
-  ents = nio_calloc(cap, sizeof *ents);
-  if (!ents) goto fail;
+  p.s = nio_calloc(1, sizeof *p.s);
+  if (!p.s) goto fail;
+  size_t cap = json_object_size(p.root), n = 0;
+  p.ents = nio_calloc(cap, sizeof *p.ents);
+  if (!p.ents) goto fail;
   const char *key; json_t *val;
-  json_object_foreach(root, key, val) {
+  json_object_foreach(p.root, key, val) {
     if ((n & 1023) == 0 && nio_interrupted("safetensors", label)) goto fail;
     if (strcmp(key, "__metadata__") == 0) {
-      if (parse_metadata(label, val, s) != 0) goto fail;
+      if (parse_metadata(label, val, p.s) != 0) goto fail;
       continue;
     }
-    if (parse_entry(label, key, val, &ents[n]) != 0) goto fail;
+    if (parse_entry(label, key, val, &p.ents[n]) != 0) goto fail;
     n++;
   }
+  p.n = n;
 
   /* The data section must be tiled exactly: sorted by offset, each tensor
   ** starts where the previous ended, and the last ends at the file's end. */
-  const size_t dstart = 8 + (size_t)hlen, dlen = len - dstart;
+  p.dstart = 8 + (size_t)hlen;
+  const uint64_t dlen = size - p.dstart;
+  entry *ents = p.ents;
   qsort(ents, n, sizeof *ents, entry_cmp);
   uint64_t pos = 0;
   for (size_t i = 0; i < n; i++) {
@@ -188,7 +205,7 @@ nt_io_set *nt_st_parse_take(void *buf, size_t len, const char *label) {
     }
     if (ents[i].end > dlen) {
       nio_error("safetensors: '%s': tensor '%s' ends at data byte %llu but the data section has only "
-                "%zu bytes (truncated file?)", label, ents[i].name, (unsigned long long)ents[i].end, dlen);
+                "%llu bytes (truncated file?)", label, ents[i].name, (unsigned long long)ents[i].end, (unsigned long long)dlen);
       goto fail;
     }
     pos = ents[i].end;
@@ -198,20 +215,31 @@ nt_io_set *nt_st_parse_take(void *buf, size_t len, const char *label) {
               (unsigned long long)(dlen - pos));
     goto fail;
   }
+  *out = p;
+  return 0;
+fail:
+  parsed_free(&p);
+  return -1;
+}
 
-  s->arrays = nio_calloc(n, sizeof *s->arrays);
+/* The parsed tensors' arrays, pointing into buf (the whole file, which the
+** set takes); frees p's parts and buf on failure too. */
+static nt_io_set *attach(parsed *p, void *buf, const char *label) {
+  nt_io_set *s = p->s;
+  s->arrays = nio_calloc(p->n, sizeof *s->arrays);
   if (!s->arrays) goto fail;
-  for (size_t i = 0; i < n; i++) {
+  for (size_t i = 0; i < p->n; i++) {
     nt_io_array *a = &s->arrays[i];
+    const entry *e = &p->ents[i];
     if ((i & 1023) == 0 && nio_interrupted("safetensors", label)) goto fail;
     s->n++;
-    a->name = nio_strdup(ents[i].name);
+    a->name = nio_strdup(e->name);
     if (!a->name) goto fail;
-    a->dtype = (nt_io_dtype)ents[i].dtype;
-    a->ndim = ents[i].ndim;
-    memcpy(a->shape, ents[i].shape, sizeof a->shape);
-    a->nbytes = (size_t)(ents[i].end - ents[i].begin);
-    a->data = (unsigned char *)buf + dstart + ents[i].begin;
+    a->dtype = (nt_io_dtype)e->dtype;
+    a->ndim = e->ndim;
+    memcpy(a->shape, e->shape, sizeof a->shape);
+    a->nbytes = (size_t)(e->end - e->begin);
+    a->data = (unsigned char *)buf + p->dstart + e->begin;
     if ((uintptr_t)a->data % nt_io_dtype_size(a->dtype) != 0) {
       /* misaligned by the file's writer: give this one its own buffer */
       a->owned_ = nio_malloc(a->nbytes);
@@ -221,16 +249,20 @@ nt_io_set *nt_st_parse_take(void *buf, size_t len, const char *label) {
     }
   }
   s->block_ = buf;
-  free(ents);
-  json_decref(root);
+  p->s = NULL;
+  parsed_free(p);
   return s;
-
 fail:
-  free(ents);
-  if (root) json_decref(root);
-  nt_io_set_free(s);
+  parsed_free(p);
   free(buf);
   return NULL;
+}
+
+nt_io_set *nt_st_parse_take(void *buf, size_t len, const char *label) {
+  if (!label) label = "<buffer>";
+  parsed p;
+  if (parse_header(buf, len, len, label, &p) != 0) { free(buf); return NULL; }
+  return attach(&p, buf, label);
 }
 
 nt_io_set *nt_st_parse(const void *buf, size_t len, const char *label) {
@@ -240,11 +272,36 @@ nt_io_set *nt_st_parse(const void *buf, size_t len, const char *label) {
   return nt_st_parse_take(copy, len, label);
 }
 
+/* The header first (its length checked against the file, then the JSON
+** parsed and every tensor's offsets checked against the file's size), then
+** the data: a file whose header is wrong is never read whole. */
 nt_io_set *nt_st_load(const char *path) {
-  size_t len;
-  void *buf = nio_read_file("safetensors", path, &len);
-  if (!buf) return NULL;
-  return nt_st_parse_take(buf, len, path);
+  uint64_t size;
+  int fd = nt_io_open_regular("safetensors", path, &size);
+  if (fd < 0) return NULL;
+  unsigned char first[8];
+  ssize_t got = nio_read_fd("safetensors", path, fd, first, size < 8 ? (size_t)size : 8);
+  if (got < 0 || check_head(first, (size_t)got, size, path) != 0) { close(fd); return NULL; }
+  size_t hend = 8 + (size_t)le64(first);   /* <= 8 + 100 MiB and <= size (check_head) */
+  unsigned char *buf = nio_malloc(hend + 1);
+  if (!buf) { close(fd); return NULL; }
+  memcpy(buf, first, 8);
+  got = nio_read_fd("safetensors", path, fd, buf + 8, hend - 8);
+  parsed p;
+  if (got < 0 || (got < (ssize_t)(hend - 8) && nio_error("safetensors: '%s': truncated header", path)) ||
+      parse_header(buf, hend, size, path, &p) != 0) { free(buf); close(fd); return NULL; }
+  unsigned char *whole = size < SIZE_MAX ? realloc(buf, (size_t)size + 1) : NULL;
+  if (!whole) {
+    nio_error("safetensors: '%s': out of memory reading %llu bytes", path, (unsigned long long)size);
+    parsed_free(&p); free(buf); close(fd); return NULL;
+  }
+  got = nio_read_fd("safetensors", path, fd, whole + hend, (size_t)size - hend);
+  close(fd);
+  if (got < 0 || (size_t)got != (size_t)size - hend) {
+    if (got >= 0) nio_error("safetensors: '%s': the file shrank while being read", path);
+    parsed_free(&p); free(whole); return NULL;
+  }
+  return attach(&p, whole, path);
 }
 
 /* ---- writing ------------------------------------------------------------- */
