@@ -191,16 +191,18 @@ def test_creation():
     check(rc == 0 and ok, "emu.fused.creation_on_device", f"rc {rc}: {so[-800:]} {se[-500:]}")
 
 
-def run_aln(tag, x, r, w, b, G, H, dt, rdt, dev, eps, transposed=False, autocast=False):
+def run_aln(tag, x, r, w, b, G, H, dt, rdt, dev, eps, transposed=False, autocast=False, resid=True):
     """nabla: h = add_layer_norm(x, r, w, b, eps); loss = sum((h[0] + tanh(h[1]) G) H)
     (the residual gradient reaches the sum before the normalisation's backward
-    runs, as in a transformer block); returns outputs and the four gradients"""
+    runs, as in a transformer block: added in its kernel), or without the
+    h[0] term (resid false: the sum gets only the normalisation's gradient);
+    returns outputs and the four gradients"""
     xin = np.swapaxes(x, -1, -2).copy() if transposed else x
     paths = {k: npy(v, f"{tag}_{k}") for k, v in dict(x=xin, r=r, w=w, b=b, G=G, H=H).items()}
     res = {k: os.path.join(TMPDIR, f"{tag}_o{k}.npy") for k in ("s", "y", "gx", "gr", "gw", "gb")}
     mv = ".cuda()" if dev == "cuda" else ""
     view = "transpose(x0, -1, -2)" if transposed else "x0"
-    body = f'h = add_layer_norm(x, r, w, b, {eps})\n  ((h[0] + tanh(h[1]) * G) * H).sum()'
+    body = f'h = add_layer_norm(x, r, w, b, {eps})\n  (({"h[0] + " if resid else ""}tanh(h[1]) * G) * H).sum()'
     if autocast:
         body = f'autocast("bf16") {{ {body} }}'
     code = (f'x0 = load_npy("{paths["x"]}").to("{dt}"){mv}\nx = {view}\nr = load_npy("{paths["r"]}").to("{rdt}"){mv}\n'
@@ -218,7 +220,7 @@ def run_aln(tag, x, r, w, b, G, H, dt, rdt, dev, eps, transposed=False, autocast
     return (tagged(so).get("DT", ""), {k: np.load(v) for k, v in res.items()}), ""
 
 
-def aln_case(name, shape, dt, rdt, dev, transposed=False, autocast=False):
+def aln_case(name, shape, dt, rdt, dev, transposed=False, autocast=False, resid=True):
     eps = float(RNG.choice([1e-5, 1e-3]))
     D = shape[-1]
     x = RNG.standard_normal(shape) * 2 + 0.5
@@ -226,7 +228,7 @@ def aln_case(name, shape, dt, rdt, dev, transposed=False, autocast=False):
     w, b = RNG.standard_normal(D), RNG.standard_normal(D)
     G, H = RNG.standard_normal(shape), RNG.standard_normal(shape)
     S = "f32" if {dt, rdt} == {"f32", "bf16"} or {dt, rdt} == {"f32", "f16"} else dt
-    got, why = run_aln(f"aln{N_CASE[0]}", x, r, w, b, G, H, dt, rdt, dev, eps, transposed, autocast)
+    got, why = run_aln(f"aln{N_CASE[0]}", x, r, w, b, G, H, dt, rdt, dev, eps, transposed, autocast, resid)
     N_CASE[0] += 1
     full = f"emu.fused.add_layer_norm.{name}.{dev}"
     if got is None:
@@ -241,7 +243,7 @@ def aln_case(name, shape, dt, rdt, dev, transposed=False, autocast=False):
     sum_ = tx + tr
     s_r = sum_ + (sum_.detach().to(TORCH_DT[S]).double() - sum_.detach())   # rounded value, gradient of the sum
     y = torch.nn.functional.layer_norm(s_r, (D,), tw, tb, eps)
-    loss = ((s_r + torch.tanh(y) * torch.tensor(G)) * torch.tensor(H)).sum()
+    loss = (((s_r if resid else 0) + torch.tanh(y) * torch.tensor(G)) * torch.tensor(H)).sum()
     loss.backward()
     want = dict(s=s_r.detach().numpy(), y=y.detach().numpy(), gx=tx.grad.numpy(), gr=tr.grad.numpy(),
                 gw=tw.grad.numpy(), gb=tb.grad.numpy())
@@ -265,8 +267,10 @@ def test_add_layer_norm(dev):
     aln_case("f64", (5, 19), "f64", "f64", dev)
     aln_case("bf16", (3, 4, 33), "bf16", "bf16", dev)
     aln_case("f16_rows_1", (1, 65), "f16", "f16", dev)
+    aln_case("f32_no_residual_grad", (4, 40), "f32", "f32", dev, resid=False)
     aln_case("f32_plus_bf16_autocast", (2, 5, 24), "f32", "bf16", dev, autocast=True)
     aln_case("f32_transposed", (3, 7, 9), "f32", "f32", dev, transposed=True)
+    aln_case("f32_wide", (3, 11, 300), "f32", "f32", dev)
 
 
 def test_aln_errors():
