@@ -33,7 +33,7 @@ template <typename T> __device__ inline T block_max(T v) { return block_reduce<t
 template <typename T> __device__ inline T m_exp(T x) { if constexpr (sizeof(T) == 4) return expf(x); else return exp(x); }
 template <typename T> __device__ inline T m_log(T x) { if constexpr (sizeof(T) == 4) return logf(x); else return log(x); }
 
-struct NnOps { int softmax, softmax_bwd, cross_entropy, cross_entropy_bwd, layer_norm, layer_norm_bwd, take, take_bwd, gather, scatter_add; };
+struct NnOps { int softmax, softmax_bwd, cross_entropy, cross_entropy_bwd, layer_norm, layer_norm_bwd, add_layer_norm, add_layer_norm_bwd, take, take_bwd, gather, scatter_add; };
 NnOps ids;
 
 // ---- softmax / log_softmax -----------------------------------------------------------------
@@ -115,60 +115,134 @@ int k_softmax(const nt_KernelArgs *a) {
   return -1;
 }
 
-// ---- cross entropy ----------------------------------------------------------------------------
-// x [N, C] rows, targets t [N] (i64), smoothing e:
+// ---- cross entropy: the fused classifier ------------------------------------------------------
+// x [N, C] rows in their storage dtype T (f32, f64, f16, bf16: bf16 logits are
+// never copied to f32), targets t [N] (i64), smoothing e; A = accumulation
+// type (f64 for f64, else f32).  st [N + 1] of A: st[r] = lse_r, st[N] = count.
 //   loss_r = (1-e)(lse_r - x_{r,t}) + e(lse_r - mean_c x_rc);  loss = sum_valid loss_r / count
-//   dx_rc  = scale (softmax_rc - (1-e)[c == t_r] - e/C),  scale = g / count
-// Forward: one block per row writes lse[r], row_loss[r] (double) and valid[r];
-// a one-block kernel sums them (deterministic) into the 0-d output and the
-// count, which the front end needs on the host: the forward therefore ends
-// with a synchronisation (which also reports a bad target synchronously).
-template <typename T>
-__global__ void xent_rows(int64_t N, int64_t C, const T *x, const int64_t *t, T *lse, double *row_loss, int *valid,
+//   dx_rc  = g/count (exp(x_rc - lse_r) - e/C - (1-e)[c == t_r])   (0 on ignored rows)
+// Forward: one block per row reads the row ONCE, keeping an online (max, sum
+// of exp(x - max)) pair per thread (rescaled when the max grows) and combining
+// the pairs across the block; thread 0 writes lse, the row's loss (double)
+// and validity; a one-block kernel sums them in a fixed order (deterministic)
+// into the 0-d loss and st[N], dividing on the device.  Backward: one block
+// per row writes dx in one pass, reading g and st[N] from device memory.  No
+// host wait anywhere: a bad target goes to the error slot and is reported at
+// the next synchronisation, as every data error (the epoch rules make the
+// loss, st and everything else computed in that epoch unusable).
+// Rows are read and written with 16-byte vectors when the row is aligned.
+
+// Calls f(c, value as A) for this thread's elements of the row xr[0..C).
+template <typename T, typename A, typename F> __device__ inline void row_each(const T *xr, int64_t C, F f) {
+  constexpr int V = 16 / sizeof(T);
+  if ((reinterpret_cast<uintptr_t>(xr) & 15) == 0 && C % V == 0) {   // the same for every thread of the block
+    const uint4 *xv = reinterpret_cast<const uint4 *>(xr);
+    for (int64_t i = threadIdx.x; i < C / V; i += blockDim.x) {
+      uint4 u = xv[i];
+      const T *e = reinterpret_cast<const T *>(&u);
+      for (int k = 0; k < V; k++) f(i * V + k, (A)ld(e[k]));
+    }
+  } else {
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) f(c, (A)ld(xr[c]));
+  }
+}
+// Writes dr[c] = f(c, xr[c] as A) for this thread's elements (same split as row_each).
+template <typename T, typename A, typename F> __device__ inline void row_map(const T *xr, T *dr, int64_t C, F f) {
+  constexpr int V = 16 / sizeof(T);
+  if ((reinterpret_cast<uintptr_t>(xr) & 15) == 0 && (reinterpret_cast<uintptr_t>(dr) & 15) == 0 && C % V == 0) {
+    const uint4 *xv = reinterpret_cast<const uint4 *>(xr);
+    uint4 *dv = reinterpret_cast<uint4 *>(dr);
+    for (int64_t i = threadIdx.x; i < C / V; i += blockDim.x) {
+      uint4 u = xv[i], o;
+      const T *e = reinterpret_cast<const T *>(&u);
+      T *w = reinterpret_cast<T *>(&o);
+      for (int k = 0; k < V; k++) w[k] = St<T>::from(f(i * V + k, (A)ld(e[k])));
+      dv[i] = o;
+    }
+  } else {
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) dr[c] = St<T>::from(f(c, (A)ld(xr[c])));
+  }
+}
+
+// online softmax statistics: m = max so far, s = sum exp(x - m).  m stays
+// -inf only while every value seen is -inf (s = 0); a NaN makes s NaN.
+template <typename A> __device__ inline void ms_add(A &m, A &s, A v) {
+  if (v > m) { s = s * a_exp(m - v) + 1; m = v; }   // m = -inf: s is 0, exp(-inf) = 0
+  else if (v != -INFINITY) s += a_exp(v - m);
+}
+template <typename A> __device__ inline void ms_merge(A &m, A &s, A m2, A s2) {
+  A mx = m2 > m ? m2 : m;
+  // a side whose max is -inf has s = 0 (or NaN, which the product keeps)
+  A f1 = m == -INFINITY ? (A)0 : a_exp(m - mx), f2 = m2 == -INFINITY ? (A)0 : a_exp(m2 - mx);
+  s = s * f1 + s2 * f2;
+  m = mx;
+}
+// Block-wide merge of (m, s); the result in every thread.  All threads call it.
+template <typename A> __device__ inline void block_ms(A &m, A &s) {
+  __shared__ A pm[32];   // one declaration per line (cuda/emu/transform.py)
+  __shared__ A ps[32];
+  for (int d = 16; d > 0; d >>= 1) {
+    A m2 = __shfl_xor_sync(0xffffffffu, m, d), s2 = __shfl_xor_sync(0xffffffffu, s, d);
+    ms_merge(m, s, m2, s2);
+  }
+  int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+  __syncthreads();
+  if (lane == 0) { pm[w] = m; ps[w] = s; }
+  __syncthreads();
+  m = lane < nw ? pm[lane] : (A)-INFINITY;
+  s = lane < nw ? ps[lane] : (A)0;
+  for (int d = 16; d > 0; d >>= 1) {
+    A m2 = __shfl_xor_sync(0xffffffffu, m, d), s2 = __shfl_xor_sync(0xffffffffu, s, d);
+    ms_merge(m, s, m2, s2);
+  }
+}
+
+template <typename T, typename A>
+__global__ void xent_rows(int64_t N, int64_t C, const T *x, const int64_t *t, A *st, double *row_loss, int *valid,
                           int64_t ignore, double eps, DevError *err, int op) {
   for (int64_t r = blockIdx.x; r < N; r += gridDim.x) {
     const T *xr = x + r * C;
-    T m = -INFINITY;
-    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) m = xr[c] > m ? xr[c] : m;
-    m = block_max(m);
-    if (m == -INFINITY) m = 0;
-    double s = 0, xs = 0;
-    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) { s += (double)m_exp(xr[c] - m); xs += (double)xr[c]; }
-    s = block_sum(s);
-    xs = block_sum(xs);
+    A m = -INFINITY, s = 0, xs = 0;
+    if (eps != 0) row_each<T, A>(xr, C, [&](int64_t, A v) { ms_add(m, s, v); xs += v; });
+    else row_each<T, A>(xr, C, [&](int64_t, A v) { ms_add(m, s, v); });
+    block_ms(m, s);
+    if (eps != 0) xs = block_sum(xs);
     if (threadIdx.x == 0) {
-      double l = (double)m + log(s);
-      lse[r] = (T)l;
+      double l = (double)m + log((double)s);   // all -inf: -inf + -inf; the loss is then nan, as torch's
+      st[r] = (A)l;
       int64_t tr = t[r];
       double loss = 0;
       int ok = 0;
       if (tr != ignore) {
         if (tr < 0 || tr >= C) raise_error(err, DEVERR_TARGET, op, tr, C, r);
-        else { loss = (1 - eps) * (l - (double)xr[tr]) + eps * (l - xs / (double)C); ok = 1; }
+        else { loss = (1 - eps) * (l - (double)ld(xr[tr])) + (eps != 0 ? eps * (l - (double)xs / (double)C) : 0); ok = 1; }
       }
       row_loss[r] = loss;
       valid[r] = ok;
     }
   }
 }
-template <typename T>
-__global__ void xent_total(int64_t N, const double *row_loss, const int *valid, T *out, long long *count) {
+// loss = sum / count (nan when no row counts), st[N] = count
+template <typename A>
+__global__ void xent_total(int64_t N, const double *row_loss, const int *valid, A *out, A *st) {
   double s = 0, c = 0;
   for (int64_t r = threadIdx.x; r < N; r += blockDim.x) { s += row_loss[r]; c += valid[r]; }
   s = block_sum(s);
   c = block_sum(c);
-  if (threadIdx.x == 0) { *out = (T)(c > 0 ? s / c : NAN); *count = (long long)c; }
+  if (threadIdx.x == 0) { *out = (A)(c > 0 ? s / c : NAN); st[N] = (A)c; }
 }
-template <typename T>
-__global__ void xent_bwd(int64_t N, int64_t C, const T *x, const int64_t *t, const T *lse, T *dx, int64_t ignore,
-                         T on, T off, T sc) {
-  int64_t total = N * C;
-  for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x) {
-    int64_t r = e / C, c = e - r * C, tr = t[r];
-    if (tr == ignore) { dx[e] = 0; continue; }
-    T d = sc * m_exp(x[e] - lse[r]) - off;
-    if (c == tr) d -= on;
-    dx[e] = d;
+template <typename T, typename A>
+__global__ void xent_bwd_rows(int64_t N, int64_t C, const T *x, const int64_t *t, const A *st, const A *g, T *dx,
+                              int64_t ignore, double eps) {
+  A cnt = st[N], sc = cnt > 0 ? *g / cnt : (A)NAN;
+  A off = (A)(eps / (double)C), on = (A)(1 - eps);
+  for (int64_t r = blockIdx.x; r < N; r += gridDim.x) {
+    int64_t tr = t[r];
+    const T *xr = x + r * C;
+    T *dr = dx + r * C;
+    if (tr == ignore) { row_map<T, A>(xr, dr, C, [&](int64_t, A) { return (A)0; }); continue; }
+    A lse = st[r];
+    row_map<T, A>(xr, dr, C, [&](int64_t c, A v) { return sc * (a_exp(v - lse) - off - (c == tr ? on : (A)0)); });
   }
 }
 
@@ -176,37 +250,49 @@ int k_cross_entropy(const nt_KernelArgs *a) {
   const nt_Tensor *x = a->in[0];
   int64_t N = x->shape[0], C = x->shape[1], ign = a->iarg[0];
   const int64_t *t = (const int64_t *)base(a->in[1]);
+  double eps = a->s[0];
+  unsigned blocks = (unsigned)(N < 65535 * 16 ? (N ? N : 1) : 65535 * 16);
   if (a->op == ids.cross_entropy_bwd) {
-    double eps = a->s[0], scale = a->s[1];
     auto run = [&]<typename T>() -> int {
-      xent_bwd<T><<<grid_for(N * C), kThreads, 0, stream>>>(N, C, (const T *)base(x), t, (const T *)base(a->in[2]), (T *)base(a->out), ign,
-                                                          (T)((1 - eps) * scale), (T)(eps / (double)C * scale), (T)scale);
+      using A = typename std::conditional<std::is_same<T, double>::value, double, float>::type;
+      xent_bwd_rows<T, A><<<blocks, kThreads, 0, stream>>>(N, C, (const T *)base(x), t, (const A *)base(a->in[2]),
+                                                          (const A *)base(a->in[3]), (T *)base(a->out), ign, eps);
       LAUNCHED("cross_entropy_backward");
       return 0;
     };
-    return x->dtype == NT_F32 ? run.template operator()<float>() : run.template operator()<double>();
+    switch (x->dtype) {
+      case NT_F32: return run.template operator()<float>();
+      case NT_F64: return run.template operator()<double>();
+      case NT_F16: return run.template operator()<__half>();
+      case NT_BF16: return run.template operator()<__nv_bfloat16>();
+      default: break;
+    }
+  } else {
+    Scratch rows_buf((size_t)(N ? N : 1) * (sizeof(double) + sizeof(int)));
+    if (!rows_buf.p) return -1;
+    double *row_loss = (double *)rows_buf.p;
+    int *valid = (int *)(row_loss + (N ? N : 1));
+    auto run = [&]<typename T>() -> int {
+      using A = typename std::conditional<std::is_same<T, double>::value, double, float>::type;
+      if (N) {
+        xent_rows<T, A><<<blocks, kThreads, 0, stream>>>(N, C, (const T *)base(x), t, (A *)base(a->in[2]), row_loss, valid, ign, eps,
+                                                         dev_err, a->op);
+        LAUNCHED("cross_entropy");
+      }
+      xent_total<A><<<1, 1024, 0, stream>>>(N, row_loss, valid, (A *)base(a->out), (A *)base(a->in[2]));
+      LAUNCHED("cross_entropy");
+      return 0;
+    };
+    switch (x->dtype) {
+      case NT_F32: return run.template operator()<float>();
+      case NT_F64: return run.template operator()<double>();
+      case NT_F16: return run.template operator()<__half>();
+      case NT_BF16: return run.template operator()<__nv_bfloat16>();
+      default: break;
+    }
   }
-  Scratch rows_buf((size_t)(N ? N : 1) * (sizeof(double) + sizeof(int)) + 16);
-  if (!rows_buf.p) return -1;
-  double *row_loss = (double *)rows_buf.p;
-  int *valid = (int *)(row_loss + (N ? N : 1));
-  long long *count_dev = (long long *)((char *)rows_buf.p + (size_t)(N ? N : 1) * (sizeof(double) + sizeof(int)));
-  count_dev = (long long *)(((uintptr_t)count_dev + 7) & ~(uintptr_t)7);
-  auto run = [&]<typename T>() -> int {
-    unsigned blocks = (unsigned)(N < 65535 * 16 ? (N ? N : 1) : 65535 * 16);
-    xent_rows<T><<<blocks, kThreads, 0, stream>>>(N, C, (const T *)base(x), t, (T *)base(a->in[2]), row_loss, valid, ign, a->s[0], dev_err, a->op);
-    LAUNCHED("cross_entropy");
-    xent_total<T><<<1, 1024, 0, stream>>>(N, row_loss, valid, (T *)base(a->out), count_dev);
-    LAUNCHED("cross_entropy");
-    return 0;
-  };
-  int rc = x->dtype == NT_F32 ? run.template operator()<float>() : run.template operator()<double>();
-  if (rc) return -1;
-  long long cnt = 0;
-  CU(cudaMemcpyAsync(&cnt, count_dev, sizeof cnt, cudaMemcpyDeviceToHost, stream));
-  if (sync_stream()) return -1;       // reports "cross_entropy: target ... out of bounds"
-  *(int64_t *)a->extra = cnt;
-  return 0;
+  host->error_set("cross_entropy: unsupported dtype %s on cuda", nt_dtype_name(x->dtype));
+  return -1;
 }
 
 // ---- layer norm -------------------------------------------------------------------------------
@@ -317,6 +403,138 @@ int k_layer_norm(const nt_KernelArgs *a) {
     return 0;
   };
   return x->dtype == NT_F32 ? run.template operator()<float>() : run.template operator()<double>();
+}
+
+// ---- add_layer_norm: the fused residual add + layer norm ----------------------------------------
+// x, s, y [R, D] of the sum's storage type T (f32, f64, f16, bf16), r of TR (T,
+// or f16/bf16 next to an f32 x); weight, bias and the statistics st [R, 2] =
+// {mean, rstd} of the accumulation type A (f64 for f64, else f32):
+//   s = x + r (rounded to T: the backward reads s as stored, so the forward
+//   normalises the stored values too), mean = sum(s)/D, var = sum((s-mean)^2)/D,
+//   rstd = 1/sqrt(var+eps), y = (s-mean) rstd w + b.
+// Forward: one block per row, three passes over the row (the second and
+// third re-read s, which this thread wrote itself: cache-hot).
+// Backward (dh = g w, xhat = (s-mean) rstd):
+//   ds = rstd (dh - mean(dh) - xhat mean(dh xhat)) + res   (res: the residual
+//   gradient s already received, or none), one block per row;
+//   dw = sum_rows g xhat, db = sum_rows g: the rows split in chunks (grid.y)
+//   writing partial column sums in A (coalesced: a thread per column), then
+//   one pass adds the chunks in order (deterministic, no atomics into bf16).
+template <typename T, typename TR, typename A>
+__global__ void aln_fwd(int64_t R, int64_t D, const T *x, const TR *rr, const A *w, const A *b, T *s, T *y, A *st, double eps) {
+  for (int64_t r = blockIdx.x; r < R; r += gridDim.x) {
+    const T *xr = x + r * D;
+    const TR *rw = rr + r * D;
+    T *sr = s + r * D, *yr = y + r * D;
+    A acc = 0;
+    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
+      T v = St<T>::from((A)ld(xr[d]) + (A)ld(rw[d]));
+      sr[d] = v;
+      acc += (A)ld(v);
+    }
+    A mean = block_sum(acc) / (A)D, q = 0;
+    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) { A c = (A)ld(sr[d]) - mean; q += c * c; }
+    A rs = (A)(1.0 / sqrt((double)(block_sum(q) / (A)D) + eps));
+    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
+      A h = ((A)ld(sr[d]) - mean) * rs;
+      yr[d] = St<T>::from((w ? h * w[d] : h) + (b ? b[d] : (A)0));
+    }
+    if (threadIdx.x == 0) { st[2 * r] = mean; st[2 * r + 1] = rs; }
+  }
+}
+template <typename T, typename A>
+__global__ void aln_bwd_ds(int64_t R, int64_t D, const T *g, const T *s, const A *st, const A *w, const T *res, T *ds) {
+  for (int64_t r = blockIdx.x; r < R; r += gridDim.x) {
+    const T *gr = g + r * D, *sr = s + r * D;
+    A m = st[2 * r], rs = st[2 * r + 1], a1 = 0, a2 = 0;
+    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
+      A dh = w ? (A)ld(gr[d]) * w[d] : (A)ld(gr[d]);
+      a1 += dh; a2 += dh * ((A)ld(sr[d]) - m) * rs;
+    }
+    A m1 = block_sum(a1) / (A)D, m2 = block_sum(a2) / (A)D;
+    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
+      A dh = w ? (A)ld(gr[d]) * w[d] : (A)ld(gr[d]);
+      A v = rs * (dh - m1 - ((A)ld(sr[d]) - m) * rs * m2);
+      if (res) v += (A)ld(res[r * D + d]);
+      ds[r * D + d] = St<T>::from(v);
+    }
+  }
+}
+// partial[(chunk * 2 + {0: dw, 1: db}) * D + d]
+template <typename T, typename A>
+__global__ void aln_bwd_dwdb_partial(int64_t R, int64_t D, int64_t rows_per_chunk, const T *g, const T *s, const A *st, A *partial) {
+  int64_t d = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (d >= D) return;
+  int64_t r0 = (int64_t)blockIdx.y * rows_per_chunk, r1 = r0 + rows_per_chunk < R ? r0 + rows_per_chunk : R;
+  A aw = 0, ab = 0;
+  for (int64_t r = r0; r < r1; r++) {
+    A gv = (A)ld(g[r * D + d]);
+    aw += gv * ((A)ld(s[r * D + d]) - st[2 * r]) * st[2 * r + 1];
+    ab += gv;
+  }
+  partial[((int64_t)blockIdx.y * 2) * D + d] = aw;
+  partial[((int64_t)blockIdx.y * 2 + 1) * D + d] = ab;
+}
+
+int k_add_layer_norm(const nt_KernelArgs *a) {
+  int64_t R = a->iarg[0], D = a->iarg[1];
+  unsigned blocks = (unsigned)(R < 65535 * 16 ? (R ? R : 1) : 65535 * 16);
+  if (a->op == ids.add_layer_norm) {
+    nt_Tensor **so = (nt_Tensor **)a->extra;
+    if (R == 0 || D == 0) return 0;
+    auto run = [&]<typename T, typename TR>() -> int {
+      using A = typename std::conditional<std::is_same<T, double>::value, double, float>::type;
+      aln_fwd<T, TR, A><<<blocks, kThreads, 0, stream>>>(R, D, PTR(const T, a->in[0]), PTR(const TR, a->in[1]), PTR(const A, a->in[2]),
+                                                          PTR(const A, a->in[3]), PTR(T, so[0]), PTR(T, a->out), PTR(A, so[1]), a->s[0]);
+      LAUNCHED("add_layer_norm");
+      return 0;
+    };
+    nt_DType dt = a->out->dtype, rt = a->in[1]->dtype;
+    if (dt == NT_F32 && rt == NT_F32) return run.template operator()<float, float>();
+    if (dt == NT_F32 && rt == NT_BF16) return run.template operator()<float, __nv_bfloat16>();
+    if (dt == NT_F32 && rt == NT_F16) return run.template operator()<float, __half>();
+    if (dt == NT_F64 && rt == NT_F64) return run.template operator()<double, double>();
+    if (dt == NT_BF16 && rt == NT_BF16) return run.template operator()<__nv_bfloat16, __nv_bfloat16>();
+    if (dt == NT_F16 && rt == NT_F16) return run.template operator()<__half, __half>();
+    host->error_set("add_layer_norm: unsupported dtypes %s + %s on cuda", nt_dtype_name(a->in[0]->dtype), nt_dtype_name(rt));
+    return -1;
+  }
+  nt_Tensor **ex = (nt_Tensor **)a->extra;
+  auto run = [&]<typename T>() -> int {
+    using A = typename std::conditional<std::is_same<T, double>::value, double, float>::type;
+    const T *g = PTR(const T, a->in[0]), *sp = PTR(const T, a->in[1]);
+    const A *st = PTR(const A, a->in[2]), *w = PTR(const A, a->in[3]);
+    if (a->out && R && D) {
+      aln_bwd_ds<T, A><<<blocks, kThreads, 0, stream>>>(R, D, g, sp, st, w, PTR(const T, ex[2]), PTR(T, a->out));
+      LAUNCHED("add_layer_norm_backward");
+    }
+    if ((ex[0] || ex[1]) && D) {
+      // enough chunks for ~4 blocks per SM, each of at least 8 rows
+      int64_t colblocks = (D + kThreads - 1) / kThreads, want = ((int64_t)num_sms * 4 + colblocks - 1) / colblocks;
+      int64_t nchunks = want < (R + 7) / 8 ? want : (R + 7) / 8;
+      if (nchunks > 65535) nchunks = 65535;
+      if (nchunks < 1) nchunks = 1;
+      int64_t rows_per_chunk = R ? (R + nchunks - 1) / nchunks : 1;
+      nchunks = R ? (R + rows_per_chunk - 1) / rows_per_chunk : 1;
+      Scratch part((size_t)nchunks * 2 * D * sizeof(A));
+      if (!part.p) return -1;
+      dim3 grid((unsigned)colblocks, (unsigned)nchunks);
+      aln_bwd_dwdb_partial<T, A><<<grid, kThreads, 0, stream>>>(R, D, rows_per_chunk, g, sp, st, (A *)part.p);
+      LAUNCHED("add_layer_norm_backward");
+      ln_bwd_dwdb_final<A><<<grid_for(D), kThreads, 0, stream>>>(D, (int)nchunks, (const A *)part.p, PTR(A, ex[0]), PTR(A, ex[1]));
+      LAUNCHED("add_layer_norm_backward");
+    }
+    return 0;
+  };
+  switch (a->in[1]->dtype) {
+    case NT_F32: return run.template operator()<float>();
+    case NT_F64: return run.template operator()<double>();
+    case NT_F16: return run.template operator()<__half>();
+    case NT_BF16: return run.template operator()<__nv_bfloat16>();
+    default: break;
+  }
+  host->error_set("add_layer_norm backward: unsupported dtype %s on cuda", nt_dtype_name(a->in[1]->dtype));
+  return -1;
 }
 
 // ---- take (index_select, embedding, x[idx]) and its backward ----------------------------------
@@ -511,6 +729,10 @@ void register_nn(void) {
   host->register_kernel(ids.cross_entropy_bwd, NT_CUDA, k_cross_entropy);
   host->register_kernel(ids.layer_norm, NT_CUDA, k_layer_norm);
   host->register_kernel(ids.layer_norm_bwd, NT_CUDA, k_layer_norm);
+  ids.add_layer_norm = host->op_register("add_layer_norm");
+  ids.add_layer_norm_bwd = host->op_register("add_layer_norm_backward");
+  host->register_kernel(ids.add_layer_norm, NT_CUDA, k_add_layer_norm);
+  host->register_kernel(ids.add_layer_norm_bwd, NT_CUDA, k_add_layer_norm);
   host->register_kernel(ids.take, NT_CUDA, k_take);
   host->register_kernel(ids.take_bwd, NT_CUDA, k_take);
   host->register_kernel(ids.gather, NT_CUDA, k_gather_scatter);

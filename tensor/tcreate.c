@@ -21,40 +21,54 @@ nt_Tensor *nt_zeros_like(nt_Tensor *t) { return nt_full(t->shape, t->ndim, 0, t-
 nt_Tensor *nt_ones_like(nt_Tensor *t) { return nt_full(t->shape, t->ndim, 1, t->dtype, t->device); }
 nt_Tensor *nt_full_like(nt_Tensor *t, double v) { return nt_full(t->shape, t->ndim, v, t->dtype, t->device); }
 
-static nt_Tensor *affine_1d(int64_t n, double start, double step, nt_DType dt) {
-  nt_Tensor *t = nt_empty(&n, 1, dt, NT_CPU);
-  if (!t) return NULL;
-  nt_KernelArgs a;
-  a.op = NT_OP_ARANGE; a.out = t; a.nin = 0; a.s[0] = start; a.s[1] = step;
-  if (nt_dispatch(NT_OP_ARANGE, NT_CPU, &a)) { nt_release(t); return NULL; }
+/* out[i] = start + i * step on dev: the NT_OP_ARANGE kernel of that device
+** (a GPU computes the values itself: nothing is copied up from the host) */
+static nt_Tensor *affine_1d(int64_t n, double start, double step, nt_DType dt, nt_Device dev) {
+  nt_Tensor *t = nt_empty(&n, 1, dt, dev);
+  if (!t || !n) return t;
+  nt_KernelArgs a = {.op = NT_OP_ARANGE, .out = t, .s = {start, step}};
+  if (nt_dispatch(NT_OP_ARANGE, dev, &a)) { nt_release(t); return NULL; }
   return t;
 }
 
-nt_Tensor *nt_arange(double start, double stop, double step, nt_DType dt) {
+nt_Tensor *nt_arange_on(double start, double stop, double step, nt_DType dt, nt_Device dev) {
   if (step == 0) NT_FAIL_NULL("arange: step must be nonzero");
   if (!isfinite(start) || !isfinite(stop) || !isfinite(step)) NT_FAIL_NULL("arange: bounds must be finite");
   double len = ceil((stop - start) / step);
   if (len < 0) len = 0;
   if (len > 1e12) NT_FAIL_NULL("arange: too many elements");
-  return affine_1d((int64_t)len, start, step, dt);
+  return affine_1d((int64_t)len, start, step, dt, dev);
 }
 
-nt_Tensor *nt_linspace(double start, double stop, int64_t num, nt_DType dt) {
+nt_Tensor *nt_linspace_on(double start, double stop, int64_t num, nt_DType dt, nt_Device dev) {
   if (num < 0) NT_FAIL_NULL("linspace: number of steps must be non-negative, got %lld", (long long)num);
-  nt_Tensor *t = affine_1d(num, start, num > 1 ? (stop - start) / (double)(num - 1) : 0, dt);
-  if (t && num > 1 && dt != NT_BOOL) nt_store_from_double(nt_base(t) + (num - 1) * (int64_t)nt_dtype_size(dt), dt, stop);
+  nt_Tensor *t = affine_1d(num, start, num > 1 ? (stop - start) / (double)(num - 1) : 0, dt, dev);
+  if (t && num > 1 && dt != NT_BOOL) {   /* the last value is stop exactly: a one-element fill on the device */
+    nt_Tensor *last = nt_slice(t, 0, num - 1, num, 1);
+    int rc = last ? nt_write_fill(last, stop) : -1;
+    nt_release(last);
+    if (rc) { nt_release(t); return NULL; }
+  }
   return t;
 }
 
-nt_Tensor *nt_eye(int64_t n, int64_t m, nt_DType dt) {
+nt_Tensor *nt_eye_on(int64_t n, int64_t m, nt_DType dt, nt_Device dev) {
   if (m < 0) m = n;
-  int64_t shape[2] = { n, m };
-  nt_Tensor *t = nt_zeros(shape, 2, dt, NT_CPU);
-  if (!t) return NULL;
-  size_t es = nt_dtype_size(dt);
-  for (int64_t i = 0; i < n && i < m; i++) nt_store_from_double(nt_base(t) + (i * m + i) * (int64_t)es, dt, 1);
+  int64_t shape[2] = { n, m }, k = n < m ? n : m;
+  nt_Tensor *t = nt_zeros(shape, 2, dt, dev);
+  if (!t || !k) return t;
+  /* the diagonal is every (m+1)-th element of the flat [n*m] view: one strided fill */
+  int64_t flat = n * m;
+  nt_Tensor *f = nt_reshape(t, &flat, 1), *d = f ? nt_slice(f, 0, 0, k * (m + 1), m + 1) : NULL;
+  int rc = d ? nt_write_fill(d, 1) : -1;
+  nt_release(f); nt_release(d);
+  if (rc) { nt_release(t); return NULL; }
   return t;
 }
+
+nt_Tensor *nt_arange(double start, double stop, double step, nt_DType dt) { return nt_arange_on(start, stop, step, dt, NT_CPU); }
+nt_Tensor *nt_linspace(double start, double stop, int64_t num, nt_DType dt) { return nt_linspace_on(start, stop, num, dt, NT_CPU); }
+nt_Tensor *nt_eye(int64_t n, int64_t m, nt_DType dt) { return nt_eye_on(n, m, dt, NT_CPU); }
 
 nt_Tensor *nt_from_buffer(const void *data, nt_DType src_dt, const int64_t *shape, int ndim, nt_DType dt) {
   nt_Tensor *t = nt_empty(shape, ndim, dt, NT_CPU);

@@ -166,6 +166,10 @@ nt_Tensor *nt_full_like(nt_Tensor *t, double value);
 nt_Tensor *nt_arange(double start, double stop, double step, nt_DType dt);
 nt_Tensor *nt_linspace(double start, double stop, int64_t num, nt_DType dt);
 nt_Tensor *nt_eye(int64_t n, int64_t m, nt_DType dt);
+/* the same made on dev (a GPU computes the values: no host->device copy) */
+nt_Tensor *nt_arange_on(double start, double stop, double step, nt_DType dt, nt_Device dev);
+nt_Tensor *nt_linspace_on(double start, double stop, int64_t num, nt_DType dt, nt_Device dev);
+nt_Tensor *nt_eye_on(int64_t n, int64_t m, nt_DType dt, nt_Device dev);
 /* Copies `data` (row-major, elements of `src_dt`) into a new CPU tensor of dtype dt. */
 nt_Tensor *nt_from_buffer(const void *data, nt_DType src_dt, const int64_t *shape, int ndim, nt_DType dt);
 

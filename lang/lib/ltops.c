@@ -103,17 +103,6 @@ static int b_seed(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   *out = nb_nil();
   return NB_OK;
 }
-/* a tensor made on the CPU, on dev (the default device unless given), as
-** torch's arange/linspace/eye honour torch.set_default_device */
-static int ret_on(nb_VM *vm, const char *fname, nt_Tensor *t, nb_Value devarg, nb_Value *out) {
-  nt_Device dev;
-  if (!t) return nbT_ret(vm, t, out);
-  if (nbT_device_arg(vm, fname, devarg, &dev)) { nt_release(t); return NB_ERR; }
-  if (dev == NT_CPU) return nbT_ret(vm, t, out);
-  nt_Tensor *d = nt_to_device(t, dev);
-  nt_release(t);
-  return nbT_ret(vm, d, out);
-}
 /* arange(start, stop=nil, step=1, dtype=nil, device=nil) */
 static int b_arange(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "arange";
@@ -124,14 +113,18 @@ static int b_arange(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   /* torch.arange: i64 when every given bound and the step are ints */
   bool isint = scalar_isint(args[0]) && (args[1].t == NB_TNIL || scalar_isint(args[1])) && (args[2].t == NB_TNIL || scalar_isint(args[2]));
   if (nbT_dtype_arg(vm, fname, args[3], isint ? NT_I64 : NT_F32, &dt)) return NB_ERR;
-  return ret_on(vm, fname, nt_arange(a, b, s, dt), args[4], out);
+  nt_Device dev;
+  if (nbT_device_arg(vm, fname, args[4], &dev)) return NB_ERR;   /* made there: no copy up from the host */
+  return nbT_ret(vm, nt_arange_on(a, b, s, dt, dev), out);
 }
 static int b_linspace(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "linspace";
   double a, b; int64_t k; nt_DType dt = NT_F32;
   if (nbT_num_arg(vm, fname, "start", args[0], &a) || nbT_num_arg(vm, fname, "stop", args[1], &b) || nbT_int_arg(vm, fname, "num", args[2], &k)) return NB_ERR;
   if (nbT_dtype_arg(vm, fname, args[3], NT_F32, &dt)) return NB_ERR;
-  return ret_on(vm, fname, nt_linspace(a, b, k, dt), args[4], out);
+  nt_Device dev;
+  if (nbT_device_arg(vm, fname, args[4], &dev)) return NB_ERR;   /* made there: no copy up from the host */
+  return nbT_ret(vm, nt_linspace_on(a, b, k, dt, dev), out);
 }
 static int b_eye(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "eye";
@@ -140,7 +133,9 @@ static int b_eye(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   b = a;
   if (args[1].t != NB_TNIL && nbT_int_arg(vm, fname, "m", args[1], &b)) return NB_ERR;
   if (nbT_dtype_arg(vm, fname, args[2], NT_F32, &dt)) return NB_ERR;
-  return ret_on(vm, fname, nt_eye(a, b, dt), args[3], out);
+  nt_Device dev;
+  if (nbT_device_arg(vm, fname, args[3], &dev)) return NB_ERR;   /* made there: no copy up from the host */
+  return nbT_ret(vm, nt_eye_on(a, b, dt, dev), out);
 }
 /* zeros_like / ones_like / full_like / rand_like / randn_like (x, dtype=nil) */
 static int like(nb_VM *vm, const char *fname, int kind, nb_Value *args, nb_Value *out) {
@@ -680,6 +675,18 @@ static int two(nb_VM *vm, int rc, nt_Tensor *a, nt_Tensor *b, nb_Value *out) {
   *out = nb_obj(NB_TLIST, l);
   return NB_OK;
 }
+/* add_layer_norm(x, r, weight=nil, bias=nil, eps=1e-5) -> [x + r, layer_norm(x + r)]: one fused op */
+static int b_add_layer_norm(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "add_layer_norm"; Tmp tp = {0}; double eps = 1e-5;
+  if (args[4].t != NB_TNIL && nbT_num_arg(vm, fname, "eps", args[4], &eps)) return NB_ERR;
+  TENSOR_ARG(x, 0, "x"); TENSOR_ARG(r, 1, "r");
+  nt_Tensor *w = NULL, *b = NULL, *s = NULL, *y = NULL;
+  if (args[2].t != NB_TNIL && !(w = nbT_arg(vm, &tp, fname, "weight", args[2]))) { nbT_tmp_free(&tp); return NB_ERR; }
+  if (args[3].t != NB_TNIL && !(b = nbT_arg(vm, &tp, fname, "bias", args[3]))) { nbT_tmp_free(&tp); return NB_ERR; }
+  int rc = nt_add_layer_norm(x, r, w, b, eps, &s, &y);
+  nbT_tmp_free(&tp);
+  return two(vm, rc, s, y, out);
+}
 static int b_sort(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "sort"; Tmp tp = {0}; int ax = -1;
   if (args[1].t != NB_TNIL && nbT_intc_arg(vm, fname, "axis", args[1], &ax)) return NB_ERR;
@@ -877,6 +884,7 @@ static nb_Builtin ops_builtins[] = {
   { "cross_entropy", b_cross_entropy, "logits, targets, ignore_index=-100, label_smoothing=0", "cross_entropy(logits [N, C], targets [N] ints): mean negative log-likelihood (fused, stable)" },
   { "mse_loss", b_mse_loss, "input, target", "mse_loss(a, b): mean squared error" },
   { "layer_norm", b_layer_norm, "x, weight=nil, bias=nil, eps=1e-5", "layer_norm(x, weight=nil, bias=nil, eps=1e-5): normalizes the last axis" },
+  { "add_layer_norm", b_add_layer_norm, "x, r, weight=nil, bias=nil, eps=1e-5", "add_layer_norm(x, r, weight=nil, bias=nil, eps=1e-5): [x + r, layer_norm(x + r)] in one fused op (the residual stream and its normalisation)" },
   { "dropout", b_dropout, "x, p=0.5, training=true", "dropout(x, p=0.5, training=true): zeroes elements with probability p, scales by 1/(1-p)" },
   { "embedding", b_embedding, "weight, idx", "embedding(weight [V, D], idx): rows of weight for integer idx" },
   { "one_hot", b_one_hot, "idx, num_classes=-1", "one_hot(idx, num_classes): i64 one-hot encoding" },

@@ -36,6 +36,13 @@ nt_Tensor *nt_gelu_fused(nt_Tensor *x, bool tanh_approx);
 /* ---- normalisation & regularisation --------------------------------------- */
 /* Normalises over the last axis (size D); weight/bias [D] or NULL. */
 nt_Tensor *nt_layer_norm(nt_Tensor *x, nt_Tensor *weight, nt_Tensor *bias, double eps);
+/* The fused residual add + layer norm: *sum = x + r (same shape) and
+** *normed = layer_norm(*sum, weight, bias, eps), both in the sum's dtype
+** (bf16 in, bf16 out; r may be f16/bf16 next to an f32 x); statistics in f32
+** (f64 for f64).  One kernel each way; backward adds the residual gradient
+** in the same kernel and fuses dweight/dbias.  0, or -1 with the error set. */
+int nt_add_layer_norm(nt_Tensor *x, nt_Tensor *r, nt_Tensor *weight, nt_Tensor *bias, double eps, nt_Tensor **sum,
+                      nt_Tensor **normed);
 /* Zeroes each element with probability p and scales the rest by 1/(1-p)
 ** (Philox bernoulli from the core's global RNG).  !training or p == 0: x. */
 nt_Tensor *nt_dropout(nt_Tensor *x, double p, bool training);

@@ -11,7 +11,7 @@
 /* Op ids of the nn kernels, filled by nt_nn_init. */
 typedef struct nn_op_ids {
   int softmax, softmax_bwd, cross_entropy, cross_entropy_bwd;
-  int layer_norm, layer_norm_bwd;
+  int layer_norm, layer_norm_bwd, add_layer_norm, add_layer_norm_bwd;
   int take, take_bwd, gather, scatter_add, masked_select, masked_scatter, one_hot;
   int conv2d, conv2d_bwd, max_pool2d, max_pool2d_bwd, avg_pool2d, avg_pool2d_bwd;
   int sort, cumsum;

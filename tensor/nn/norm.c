@@ -8,8 +8,11 @@
 **   dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
 **   dw = sum_rows g * xhat,  db = sum_rows g
 ** Stats are a [R, 2] tensor {mean, rstd} of the compute dtype.
+** add_layer_norm (below): the residual add fused in, any float storage.
 */
 #include "nninternal.h"
+#include "tensor/tdtype.h"
+#include <stdlib.h>
 
 #define LN_T(T)                                                                           \
   static void ln_fwd_##T(const T *x, const T *w, const T *b, T *y, T *st, int64_t R,       \
@@ -174,6 +177,245 @@ done:
   return nn_cast_back(res, x0->dtype);
 }
 
+/* ---- add_layer_norm: the fused residual add + layer norm -------------------------
+** s = x + r (the residual stream) and y = layer_norm(s; w, b, eps), both of
+** x's shape in the sum's dtype S (bf16 in, bf16 out: no f32 copies); the
+** statistics st [R, 2] = {mean, rstd} over the last axis (size D, R rows),
+** the weight and the bias are of the accumulation type A (f64 for f64, else
+** f32).  r may be f16/bf16 next to an f32 x (autocast's residual: S = f32);
+** other mixes are cast to S first.  The normalisation reads s as stored
+** (rounded to S), as the backward does.
+** Autograd: s is recorded as an add (AddLayerNormSumBackward: g to x and r),
+** y as the layer norm of s (AddLayerNormBackward, in {s, w, b}).  The
+** latter's backward is one row kernel writing ds = LN'(g) plus the gradient s
+** already received from its other consumers — the residual branch, taken from
+** the add node's accumulator when the engine holds one there (the sum is
+** order-independent, so taking it early changes nothing but the pass it
+** saves) — and dw/db as per-chunk partial column sums in A and one second
+** pass (deterministic, no atomics).
+**
+** fwd: out y; in = {x, r, w|NULL, b|NULL}; s[0] eps; iarg = {R, D};
+**      extra = nt_Tensor *[2] {s, st} (written).
+** bwd: out ds|NULL; in = {g, s, st, w|NULL}; iarg = {R, D};
+**      extra = nt_Tensor *[3] {dw|NULL, db|NULL, res|NULL}. */
+
+/* row r ([R, D] view of t) as doubles / from doubles, any float dtype */
+static void aln_load(const nt_Tensor *t, int64_t r, int64_t D, double *o) {
+  const char *p = (const char *)nt_base(t) + (size_t)(r * D) * nt_dtype_size(t->dtype);
+  switch (t->dtype) {
+    case NT_F32: for (int64_t d = 0; d < D; d++) o[d] = ((const float *)p)[d]; break;
+    case NT_F64: for (int64_t d = 0; d < D; d++) o[d] = ((const double *)p)[d]; break;
+    case NT_F16: for (int64_t d = 0; d < D; d++) o[d] = nt_f16_to_f32(((const uint16_t *)p)[d]); break;
+    default: for (int64_t d = 0; d < D; d++) o[d] = nt_bf16_to_f32(((const uint16_t *)p)[d]); break;
+  }
+}
+static void aln_store(nt_Tensor *t, int64_t r, int64_t D, const double *v) {
+  char *p = (char *)nt_base(t) + (size_t)(r * D) * nt_dtype_size(t->dtype);
+  switch (t->dtype) {
+    case NT_F32: for (int64_t d = 0; d < D; d++) ((float *)p)[d] = (float)v[d]; break;
+    case NT_F64: for (int64_t d = 0; d < D; d++) ((double *)p)[d] = v[d]; break;
+    case NT_F16: for (int64_t d = 0; d < D; d++) ((uint16_t *)p)[d] = nt_f32_to_f16((float)v[d]); break;
+    default: for (int64_t d = 0; d < D; d++) ((uint16_t *)p)[d] = nt_f32_to_bf16((float)v[d]); break;
+  }
+}
+static double aln_st(const nt_Tensor *st, int64_t i) {
+  return st->dtype == NT_F64 ? ((const double *)nt_base(st))[i] : ((const float *)nt_base(st))[i];
+}
+
+static int k_add_layer_norm(const nt_KernelArgs *a) {
+  int64_t R = a->iarg[0], D = a->iarg[1];
+  int err = 0;
+  if (a->op == nn_ops.add_layer_norm) {
+    nt_Tensor **so = a->extra, *sum = so[0], *st = so[1];
+    const nt_Tensor *w = a->in[2], *b = a->in[3];
+    _Pragma("omp parallel if (R * D > NT_OMP_THRESHOLD)")
+    {
+      double *v = malloc((size_t)D * 4 * sizeof(double)), *u = v + D, *wv = v + 2 * D, *bv = v + 3 * D;
+      if (!v) {
+        _Pragma("omp atomic write")
+        err = 1;
+      } else {
+        if (w) aln_load(w, 0, D, wv);
+        if (b) aln_load(b, 0, D, bv);
+      }
+      _Pragma("omp for")
+      for (int64_t r = 0; r < R; r++) {
+        if (!v) continue;
+        aln_load(a->in[0], r, D, v);
+        aln_load(a->in[1], r, D, u);
+        for (int64_t d = 0; d < D; d++) v[d] += u[d];
+        aln_store(sum, r, D, v);
+        aln_load(sum, r, D, v);   /* as stored: what the backward reads */
+        double m = 0, q = 0;
+        for (int64_t d = 0; d < D; d++) m += v[d];
+        m /= (double)D;
+        for (int64_t d = 0; d < D; d++) q += (v[d] - m) * (v[d] - m);
+        double rs = 1.0 / sqrt(q / (double)D + a->s[0]);
+        if (st->dtype == NT_F64) { ((double *)nt_base(st))[2 * r] = m; ((double *)nt_base(st))[2 * r + 1] = rs; }
+        else { ((float *)nt_base(st))[2 * r] = (float)m; ((float *)nt_base(st))[2 * r + 1] = (float)rs; }
+        for (int64_t d = 0; d < D; d++) u[d] = (v[d] - m) * rs * (w ? wv[d] : 1) + (b ? bv[d] : 0);
+        aln_store(a->out, r, D, u);
+      }
+      free(v);
+    }
+    if (err) NT_FAIL("add_layer_norm: out of memory");
+    return 0;
+  }
+  nt_Tensor **ex = a->extra, *dw = ex[0], *db = ex[1], *res = ex[2];
+  const nt_Tensor *g = a->in[0], *sum = a->in[1], *st = a->in[2], *w = a->in[3];
+  if (a->out) {
+    _Pragma("omp parallel if (R * D > NT_OMP_THRESHOLD)")
+    {
+      double *gv = malloc((size_t)D * 4 * sizeof(double)), *sv = gv + D, *wv = gv + 2 * D, *rv = gv + 3 * D;
+      if (!gv) {
+        _Pragma("omp atomic write")
+        err = 1;
+      } else if (w) aln_load(w, 0, D, wv);
+      _Pragma("omp for")
+      for (int64_t r = 0; r < R; r++) {
+        if (!gv) continue;
+        aln_load(g, r, D, gv);
+        aln_load(sum, r, D, sv);
+        double m = aln_st(st, 2 * r), rs = aln_st(st, 2 * r + 1), a1 = 0, a2 = 0;
+        for (int64_t d = 0; d < D; d++) {
+          double dh = w ? gv[d] * wv[d] : gv[d];
+          sv[d] = (sv[d] - m) * rs;   /* xhat */
+          gv[d] = dh;
+          a1 += dh; a2 += dh * sv[d];
+        }
+        a1 /= (double)D; a2 /= (double)D;
+        if (res) aln_load(res, r, D, rv);
+        for (int64_t d = 0; d < D; d++) gv[d] = rs * (gv[d] - a1 - sv[d] * a2) + (res ? rv[d] : 0);
+        aln_store(a->out, r, D, gv);
+      }
+      free(gv);
+    }
+  }
+  if ((dw || db) && !err) {
+    /* chunks of rows in parallel, each summing its rows in order; then the
+    ** chunks in order: deterministic for a given thread count's chunking */
+    int64_t per = R / 64 > 256 ? R / 64 : 256, nch = (R + per - 1) / per;
+    double *part = calloc((size_t)(nch ? nch : 1) * 2 * D, sizeof(double));
+    if (!part) NT_FAIL("add_layer_norm backward: out of memory");
+    _Pragma("omp parallel if (R * D > NT_OMP_THRESHOLD)")
+    {
+      double *gv = malloc((size_t)D * 2 * sizeof(double)), *sv = gv + D;
+      if (!gv) {
+        _Pragma("omp atomic write")
+        err = 1;
+      }
+      _Pragma("omp for")
+      for (int64_t c = 0; c < nch; c++) {
+        if (!gv) continue;
+        double *pw = part + c * 2 * D, *pb = pw + D;
+        for (int64_t r = c * per; r < R && r < (c + 1) * per; r++) {
+          aln_load(g, r, D, gv);
+          aln_load(sum, r, D, sv);
+          double m = aln_st(st, 2 * r), rs = aln_st(st, 2 * r + 1);
+          for (int64_t d = 0; d < D; d++) { pw[d] += gv[d] * (sv[d] - m) * rs; pb[d] += gv[d]; }
+        }
+      }
+      free(gv);
+    }
+    for (int64_t c = 1; c < nch; c++)
+      for (int64_t d = 0; d < 2 * D; d++) part[d] += part[c * 2 * D + d];
+    if (dw) aln_store(dw, 0, D, part);
+    if (db) aln_store(db, 0, D, part + D);
+    free(part);
+  }
+  if (err) NT_FAIL("add_layer_norm backward: out of memory");
+  return 0;
+}
+
+/* s = x + r: the gradient goes to both, in each one's dtype */
+static int aln_sum_backward(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin) {
+  for (int k = 0; k < 2; k++) {
+    if (!nt_node_needs(nd, k)) continue;
+    if (!(gin[k] = nt_to_dtype(gout, nd->in[k]->dtype))) { if (k) { nt_release(gin[0]); gin[0] = NULL; } return -1; }
+  }
+  return 0;
+}
+
+/* y = layer_norm(s): node in = {s, w, b}; saved[0] = st; iarg = {R, D} */
+static int aln_backward(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin) {
+  nt_Tensor *s = nd->in[0], *w = nd->in[1], *st = nd->saved[0];
+  int64_t D = nd->iarg[1];
+  nt_Tensor *gc = nt_to_dtype(gout, s->dtype), *g = gc ? nt_contiguous(gc) : NULL;
+  nt_release(gc);
+  if (!g) return -1;
+  /* the residual gradient s already holds (engine's accumulator of the add
+  ** node that made s): added in the same kernel, and taken from there */
+  nt_Tensor *res = NULL;
+  nt_Node *fn = nd->edge[0].fn;
+  if (nt_node_needs(nd, 0) && fn && fn->backward == aln_sum_backward && fn->gacc && fn->gacc->dtype == s->dtype &&
+      fn->gacc->device == s->device && (fn->gacc->flags & NT_T_CONTIG) && fn->gacc->ndim == s->ndim &&
+      !memcmp(fn->gacc->shape, s->shape, (size_t)s->ndim * sizeof(int64_t))) {
+    res = fn->gacc;
+    if (nt_dev_check(res, "add_layer_norm_backward")) { nt_release(g); return -1; }
+  }
+  nt_Tensor *ds = nt_node_needs(nd, 0) ? nt_empty(s->shape, s->ndim, s->dtype, s->device) : NULL;
+  nt_Tensor *ex[3] = {nt_node_needs(nd, 1) ? nt_empty(&D, 1, st->dtype, s->device) : NULL,
+                      nt_node_needs(nd, 2) ? nt_empty(&D, 1, st->dtype, s->device) : NULL, res};
+  nt_KernelArgs ka = {.op = nn_ops.add_layer_norm_bwd, .out = ds, .in = {g, s, st, w}, .nin = 4,
+                      .iarg = {nd->iarg[0], D}, .niarg = 2, .extra = ex};
+  int rc = (nt_node_needs(nd, 0) && !ds) || (nt_node_needs(nd, 1) && !ex[0]) || (nt_node_needs(nd, 2) && !ex[1]) ? -1 : 0;
+  if (!rc && s->numel) rc = nt_dispatch(ka.op, s->device, &ka);
+  else if (!rc) { if (ex[0]) rc = nt_fill_(ex[0], 0); if (!rc && ex[1]) rc = nt_fill_(ex[1], 0); if (!rc && ds && res) rc = nt_copy_(ds, res); }
+  nt_release(g);
+  if (rc) { nt_release(ds); nt_release(ex[0]); nt_release(ex[1]); return -1; }
+  if (res) { fn->gacc = NULL; nt_release(res); }   /* now part of ds */
+  gin[0] = ds; gin[1] = ex[0]; gin[2] = ex[1];
+  return 0;
+}
+
+int nt_add_layer_norm(nt_Tensor *x0, nt_Tensor *r0, nt_Tensor *weight, nt_Tensor *bias, double eps, nt_Tensor **sum_out,
+                      nt_Tensor **normed_out) {
+  const char *op = "add_layer_norm";
+  char sa[128], sb[128];
+  nt_nn_init();
+  *sum_out = *normed_out = NULL;
+  if (nt_check_same_device(op, 4, (nt_Tensor *[]){x0, r0, weight ? weight : x0, bias ? bias : x0})) return -1;
+  if (nt_check_float(op, x0) || nt_check_float(op, r0) || (weight && nt_check_float(op, weight)) || (bias && nt_check_float(op, bias)))
+    return -1;
+  if (x0->ndim < 1 || x0->ndim != r0->ndim || memcmp(x0->shape, r0->shape, (size_t)x0->ndim * sizeof(int64_t)))
+    NT_FAIL("%s: x and r must have the same shape (at least 1 dimension), got %s and %s", op,
+            nt_shape_str(x0->shape, x0->ndim, sa, sizeof sa), nt_shape_str(r0->shape, r0->ndim, sb, sizeof sb));
+  int64_t D = x0->shape[x0->ndim - 1], R = D ? x0->numel / D : nt_shape_numel(x0->shape, x0->ndim - 1);
+  nt_DType S = nt_promote(x0->dtype, r0->dtype), A = S == NT_F64 ? NT_F64 : NT_F32;
+  bool r_half = r0->dtype == NT_F16 || r0->dtype == NT_BF16;
+  /* x in S; r in S, or half next to an f32 sum (read as it is) */
+  nt_Tensor *xc = nt_to_dtype(x0, S), *rc_ = xc ? nt_to_dtype(r0, S == NT_F32 && r_half ? r0->dtype : S) : NULL;
+  nt_Tensor *x = xc ? nt_contiguous(xc) : NULL, *r = rc_ ? nt_contiguous(rc_) : NULL;
+  nt_release(xc); nt_release(rc_);
+  bool ok = x && r;
+  nt_Tensor *w = ok ? ln_param("weight", weight, D, A, &ok) : NULL, *b = ok ? ln_param("bias", bias, D, A, &ok) : NULL;
+  nt_Tensor *s = NULL, *y = NULL, *st = NULL;
+  int rc = -1;
+  if (!ok) goto done;
+  int64_t sts[2] = {R, 2};
+  s = nt_empty(x->shape, x->ndim, S, x->device);
+  y = nt_empty(x->shape, x->ndim, S, x->device);
+  st = nt_empty(sts, 2, A, x->device);
+  if (!s || !y || !st) goto done;
+  nt_Tensor *outs[2] = {s, st};
+  nt_KernelArgs ka = {.op = nn_ops.add_layer_norm, .out = y, .in = {x, r, w, b}, .nin = 4, .s = {eps},
+                      .iarg = {R, D}, .niarg = 2, .extra = outs};
+  if (x->numel && nt_dispatch(ka.op, x->device, &ka)) goto done;
+  nt_Node *nd;
+  if (!(s = nn_finish(s, "AddLayerNormSumBackward", aln_sum_backward, 2, (nt_Tensor *[]){x, r}, NULL))) goto done;
+  if (!(y = nn_finish(y, "AddLayerNormBackward", aln_backward, 3, (nt_Tensor *[]){s, w, b}, &nd))) goto done;
+  if (nd) {
+    nd->iarg[0] = R; nd->iarg[1] = D; nd->niarg = 2;
+    if (nt_node_save(nd, st) < 0) goto done;
+  }
+  *sum_out = s; *normed_out = y;
+  s = y = NULL;
+  rc = 0;
+done:
+  nt_release(x); nt_release(r); nt_release(w); nt_release(b); nt_release(s); nt_release(y); nt_release(st);
+  return rc;
+}
+
 /* ---- dropout ------------------------------------------------------------------- */
 nt_Tensor *nt_dropout(nt_Tensor *x, double p, bool training) {
   nt_nn_init();
@@ -199,4 +441,8 @@ void nn_register_norm(void) {
   nn_ops.layer_norm_bwd = nt_op_register("layer_norm_backward");
   nt_register_kernel(nn_ops.layer_norm, NT_CPU, k_layer_norm);
   nt_register_kernel(nn_ops.layer_norm_bwd, NT_CPU, k_layer_norm);
+  nn_ops.add_layer_norm = nt_op_register("add_layer_norm");
+  nn_ops.add_layer_norm_bwd = nt_op_register("add_layer_norm_backward");
+  nt_register_kernel(nn_ops.add_layer_norm, NT_CPU, k_add_layer_norm);
+  nt_register_kernel(nn_ops.add_layer_norm_bwd, NT_CPU, k_add_layer_norm);
 }

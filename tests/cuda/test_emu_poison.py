@@ -3,7 +3,7 @@
 emulated CUDA device (docs/cuda.md "Execution model and errors").
 
 A kernel that finds a bad index (take, gather), an integer division by zero
-or a bad cross-entropy target writes the device's error slot and leaves
+or a bad cross-entropy target (cross_entropy does not synchronise) writes the device's error slot and leaves
 garbage in its output; the error is reported once, at the next
 synchronisation.  Every result written by the GPU work of that epoch (the
 work since the previous synchronisation) must be refused afterwards — as an
@@ -191,9 +191,12 @@ def test_zerodiv():
 
 
 def test_target():
-    """a bad cross-entropy target (DEVERR_TARGET, reported by the op itself,
-    which synchronises): results of the same epoch become unusable; the logits
-    (copied up from the host) and later results are right"""
+    """a bad cross-entropy target (DEVERR_TARGET): cross_entropy does not wait
+    for the device (its count stays there), so the call and its backward
+    return, and the error is reported at the next synchronisation like any
+    data error; then the loss, the gradient and every other result of that
+    epoch are unusable; the logits (copied up from the host) and later
+    results are right"""
     rows, C = int(RNG.integers(2, 6)), int(RNG.integers(3, 8))
     lg = RNG.standard_normal((rows, C))
     h = RNG.standard_normal(rows)
@@ -207,7 +210,9 @@ def test_target():
     code = (f'hh = load_npy("{ph}").cuda()\nlg = load_npy("{pl}").cuda()\n'
             f'tb = load_npy("{pb}").cuda()\ntg = load_npy("{pt}").cuda()\n'
             'cuda.synchronize()\nh2 = tanh(hh) * 2\n'
-            + attempt("CE", "cross_entropy(lg, tb).item()")
+            + attempt_stmt("CALL", "l = cross_entropy(lg, tb)\nr = value_and_grad(fn(z) cross_entropy(z, tb))(lg)")
+            + attempt("CE", "l.item()")                       # the synchronisation that reports it
+            + attempt("L", "l.item()") + attempt("V", "r[0].item()") + attempt("GRAD", "r[1].tolist()")
             + attempt("H2", "h2.tolist()") + attempt("LG", "(lg * 1).tolist()")
             + attempt("CE_OK", "cross_entropy(lg, tg).item()") + 'print("alive")\n')
     rc, so, se = emuutil.nabla(code)
@@ -216,7 +221,11 @@ def test_target():
     lse = (m + np.log(np.exp(lg - m).sum(axis=1, keepdims=True)))[:, 0]
     want = float(np.mean(lse - lg[np.arange(rows), tg]))
     checks = {
-        "reported": (t.get("CE") or "").startswith("err ") and msg in t.get("CE", ""),
+        "no_wait_at_the_call": t.get("CALL") == "ok done",
+        "reported": (t.get("CE") or "").startswith("err ") and msg in t.get("CE", "") and UNUSABLE not in t.get("CE", ""),
+        "loss": is_err(t.get("L"), msg),
+        "value": is_err(t.get("V"), msg),
+        "grad": is_err(t.get("GRAD"), msg),
         "same_epoch": is_err(t.get("H2"), msg),
         "logits": is_vals(t.get("LG"), lg, 0),
         "after": is_vals(t.get("CE_OK"), want, 1e-9),
