@@ -11,10 +11,12 @@
 **   NT_AUTOCAST_LOW   matmul, conv2d, attention: every floating input not in
 **                     the autocast dtype is cast to it (f32 and f64; PyTorch
 **                     leaves f64 alone, we cast it too); output low precision.
-**   NT_AUTOCAST_F32   softmax, log_softmax, cross_entropy, layer_norm, mse_loss,
+**   NT_AUTOCAST_F32   softmax, log_softmax, layer_norm, mse_loss,
 **                     sum, mean, prod, logsumexp, var/std, cumsum, exp, expm1,
 **                     log, log1p, log2, pow, reciprocal, rsqrt, tan: f16/bf16
-**                     inputs are upcast to f32; output f32.
+**                     inputs are upcast to f32; output f32.  (cross_entropy
+**                     is not cast: its fused kernel reads f16/bf16 logits as
+**                     stored, accumulates in f32 and gives an f32 loss.)
 **   everything else   ordinary type promotion (bf16 + f32 -> f32).
 **
 ** Backward passes run with autocast off (tautograd.c): each backward op sees

@@ -64,8 +64,7 @@ static nt_Tensor *es_permute(nt_Tensor *t, const int *perm, int n) { return nt_p
 static nt_Tensor *es_diagonal(Term *x, int p, int q) {
   nt_Tensor *t = x->t;
   int64_t n = t->shape[p];
-  nt_Tensor *eye = nt_eye(n, n, t->dtype), *e = eye && t->device != NT_CPU ? nt_to_device(eye, t->device) : eye ? nt_retain(eye) : NULL;
-  nt_release(eye);
+  nt_Tensor *e = nt_eye_on(n, n, t->dtype, t->device);   /* made where t is: no host copy */
   if (!e) return NULL;
   int64_t sh[NT_MAXDIM];
   for (int i = 0; i < t->ndim; i++) sh[i] = i == p || i == q ? n : 1;
