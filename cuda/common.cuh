@@ -139,17 +139,21 @@ struct Geom {
     }
     return off;
   }
-  // The same in 32-bit math (one 32-bit division per dim instead of a 64-bit
-  // one): only for launches where index32() held, so nothing overflows.
+  // The same in 32-bit math without a division (plan.h ncp_div32: a
+  // multiply-high, an add and a shift per dim with the divisors' magic
+  // numbers in div[], filled by prepare32): only for launches where index32()
+  // held, so nothing overflows.  with_index_type() prepares them.
+  ncp_Div32 div[NT_MAXDIM];
   __host__ __device__ inline int64_t offset_of(int k, uint32_t i) const {
     int32_t off = 0;
     for (int d = ndim - 1; d >= 0; d--) {
-      uint32_t s = (uint32_t)shape[d], q = i / s;
-      off += (int32_t)(i - q * s) * (int32_t)stride[k][d];
+      uint32_t q = ncp_div32(div[d], i);
+      off += (int32_t)(i - q * div[d].d) * (int32_t)stride[k][d];
       i = q;
     }
     return off;
   }
+  inline void prepare32() { for (int d = 0; d < ndim; d++) div[d] = ncp_div32_make((uint32_t)shape[d]); }
 };
 static_assert(NCP_MAXDIM == NT_MAXDIM, "plan.h and the tensor core agree on the dims");
 // True when a strided launch over n elements of g may use 32-bit index math
@@ -157,8 +161,10 @@ static_assert(NCP_MAXDIM == NT_MAXDIM, "plan.h and the tensor core agree on the 
 inline bool index32(const Geom &g, int64_t n) { return ncp_index32_ok(n, g.ndim, g.shape, g.stride, g.nop); }
 // Calls launch(I()) with I = uint32_t when index32(g, n), else int64_t: the
 // index type of the strided kernel it launches, chosen per launch.
-template <typename F> inline void with_index_type(const Geom &g, int64_t n, F launch) {
-  if (index32(g, n)) launch((uint32_t)0);
+// The 32-bit path's divisors are prepared here, in g itself (the launch
+// lambda reads the same g), so no 32-bit launch can run without them.
+template <typename F> inline void with_index_type(Geom &g, int64_t n, F launch) {
+  if (index32(g, n)) { g.prepare32(); launch((uint32_t)0); }
   else launch((int64_t)0);
 }
 // Builds the coalesced geometry of ops[0..nop) over ops[0]'s shape (ops may be
