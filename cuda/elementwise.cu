@@ -361,6 +361,26 @@ __global__ void convert_kernel(I n, Geom g, D *out, const S *in) {
   for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x)
     out[g.offset_of(0, i)] = St<D>::from(ld(in[g.offset_of(1, i)]));
 }
+// contiguous float <-> float casts (the autocast casts of activations,
+// weights, logits): VEC elements per thread, one 16-byte access on the wider
+// side; the tail element by element
+template <typename D, typename S, int VEC>
+__global__ void convert_contig(int64_t n, D *out, const S *in) {
+  int64_t nvec = n / VEC, stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t v = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; v < nvec; v += stride) {
+    Vec<S, VEC> x = reinterpret_cast<const Vec<S, VEC> *>(in)[v];
+    Vec<D, VEC> y;
+#pragma unroll
+    for (int k = 0; k < VEC; k++) y.v[k] = St<D>::from(ld(x.v[k]));
+    reinterpret_cast<Vec<D, VEC> *>(out)[v] = y;
+  }
+  for (int64_t i = nvec * VEC + blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += stride)
+    out[i] = St<D>::from(ld(in[i]));
+}
+template <typename T> constexpr bool is_float_storage() {
+  return std::is_same<T, float>::value || std::is_same<T, double>::value || std::is_same<T, __half>::value ||
+         std::is_same<T, __nv_bfloat16>::value;
+}
 // same dtype: move raw element bits (E = 1, 2, 4 or 8-byte integer type)
 template <typename I, typename E>
 __global__ void move_kernel(I n, Geom g, E *out, const E *in) {
@@ -399,6 +419,14 @@ int k_copy(const nt_KernelArgs *a) {
   }
   auto outer = [&]<typename D>() -> int {
     auto inner = [&]<typename S>() -> int {
+      if constexpr (is_float_storage<D>() && is_float_storage<S>()) {
+        constexpr int VEC = 16 / (sizeof(D) > sizeof(S) ? sizeof(D) : sizeof(S));
+        if (contig && (uintptr_t)base(dst) % sizeof(Vec<D, VEC>) == 0 && (uintptr_t)base(src) % sizeof(Vec<S, VEC>) == 0) {
+          convert_contig<D, S, VEC><<<grid_for(n, VEC), kThreads, 0, stream>>>(n, (D *)base(dst), (const S *)base(src));
+          LAUNCHED("copy");
+          return 0;
+        }
+      }
       with_index_type(g, n, [&](auto i0) {
         convert_kernel<decltype(i0), D, S><<<grid_for(n), kThreads, 0, stream>>>((decltype(i0))n, g, (D *)base(dst), (const S *)base(src));
       });

@@ -11,7 +11,8 @@ stepped, offset so rows start unaligned), NaN and ties, and empty axes.
 The emulated device has 2 SMs (emuutil), so the plans split rows and columns
 at these small sizes as they do at GPT-2's on 132.  Each case: the input (as
 the device saw it, cast back to f64 on the CPU) and the device's result are
-saved by one nabla process; NumPy computes the reference in f64."""
+saved by one nabla process; NumPy computes the reference in f64.  Runs again
+under ASan (NABLA_ASAN=1, emuutil)."""
 import os
 import sys
 
