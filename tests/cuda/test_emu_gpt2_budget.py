@@ -117,6 +117,7 @@ def main():
           "ops_per_layer")
     # the same losses as the CPU (bf16 autocast on both: f32 accumulation
     # orders differ, so a relative tolerance of bf16's precision)
+    print("INFO: gpt2_budget losses cuda %s cpu %s" % ([a["loss"] for a in two], [b["loss"] for b in cpu]))
     bad = [(a["step"], a["loss"], b["loss"]) for a, b in zip(two, cpu) if abs(a["loss"] - b["loss"]) > 1e-2 * abs(b["loss"])]
     check("gpt2_budget.losses_equal_cpu", not bad and len(cpu) == len(two),
           f"(step, cuda loss, cpu loss) beyond 1%: {bad}")
