@@ -116,11 +116,11 @@ def main():
           f"GPU operations per layer: {per_layer} (want <= {OPS_PER_LAYER}): " + " ".join(f"{n}={d}" for n, d in diff.items()),
           "ops_per_layer")
     # the same losses as the CPU (bf16 autocast on both: f32 accumulation
-    # orders differ, so a relative tolerance of bf16's precision)
+    # orders differ: 1e-3 relative; measured ~3e-5)
     print("INFO: gpt2_budget losses cuda %s cpu %s" % ([a["loss"] for a in two], [b["loss"] for b in cpu]))
-    bad = [(a["step"], a["loss"], b["loss"]) for a, b in zip(two, cpu) if abs(a["loss"] - b["loss"]) > 1e-2 * abs(b["loss"])]
+    bad = [(a["step"], a["loss"], b["loss"]) for a, b in zip(two, cpu) if abs(a["loss"] - b["loss"]) > 1e-3 * abs(b["loss"])]
     check("gpt2_budget.losses_equal_cpu", not bad and len(cpu) == len(two),
-          f"(step, cuda loss, cpu loss) beyond 1%: {bad}")
+          f"(step, cuda loss, cpu loss) beyond 0.1%: {bad}")
     if all(a["loss"] == two[0]["loss"] for a in two):
         out("FAIL", "gpt2_budget.loss_moves", f"the loss did not change over {len(two)} steps: {two[0]['loss']}")
     else:
