@@ -84,6 +84,8 @@ void release_free_segments(void) {
       Block *b = *it;
       if (!b->prev && !b->next) {
         cudaError_t e = cudaFree(b->ptr);
+        count(C_FREES);
+        count(C_SYNCS);                              // cudaFree waits for the device
         if (e != cudaSuccess) cudaGetLastError();   // keep going; the block is dropped either way
         cached_bytes -= b->size;
         delete b;
@@ -104,6 +106,7 @@ void format_size(char *buf, size_t n, size_t bytes) {
 int alloc_init(void) { return 0; }
 
 static void *dev_alloc_unguarded(size_t request) {
+  count(C_ALLOC_REQUESTS);
   size_t size = round_up(request ? request : 1, kRound);
   bool small = size <= kSmallSize;
   std::lock_guard<std::mutex> lock(mu);
@@ -123,6 +126,7 @@ static void *dev_alloc_unguarded(size_t request) {
       release_free_segments();             // give the cache back and try once more
       e = cudaMalloc(&p, seg);
     }
+    if (e == cudaSuccess) count(C_MALLOCS);
     if (e != cudaSuccess) {
       cudaGetLastError();
       size_t fr = 0, tot = 0;
@@ -142,6 +146,8 @@ static void *dev_alloc_unguarded(size_t request) {
       b = new Block{(char *)p, seg, stream, false, small, nullptr, nullptr};
     } catch (...) {
       cudaFree(p);
+      count(C_FREES);
+      count(C_SYNCS);
       throw;
     }
     cached_bytes += seg;

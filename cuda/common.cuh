@@ -21,6 +21,12 @@
 //     threads never ran cudaSetDevice) and never lets a C++ exception out
 //     (guarded(): std::bad_alloc from the allocator's containers becomes an
 //     error, not an abort in C code);
+//   * every GPU operation and host wait is counted (cuda.stats(), the
+//     "Counters" section below): kernel launches by LAUNCHED, GEMMs, copies,
+//     memsets and synchronisations by the counted wrappers this header puts
+//     in front of the CUDA/cuBLAS/cuBLASLt calls.  Nothing to do by hand:
+//     write the call as usual (cudaMemcpyAsync(...), cublasLtMatmul(...))
+//     after including this header and it is counted;
 //   * data-dependent errors found ON the device (index out of range, integer
 //     division by zero) are written to the error slot (DevError, in mapped
 //     host memory) and reported at the next synchronisation, naming the op.
@@ -28,6 +34,8 @@
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
+#include <cublas_v2.h>
+#include <cublasLt.h>
 #include <stdint.h>
 #include <stddef.h>
 
@@ -58,6 +66,20 @@ extern DevError *dev_err;               // device-visible pointer to the slot
 __device__ inline void raise_error(DevError *e, int code, int op, long long a, long long b, long long c) {
   if (atomicCAS(&e->code, 0, code) == 0) { e->op = op; e->a = a; e->b = b; e->c = c; }
 }
+
+// ---- counters (cuda.stats(), tensor/tdevice.h nt_CudaStats) ----------------------------
+// Counted here, inside the module, so the numbers are the same on a GPU and
+// on the emulated device.  One counter per field of nt_CudaStats, in its
+// order.  "GPU operations" (launches, GEMMs, copies, memsets) also count
+// towards by_op[current_op]: the op whose kernel is running on this thread
+// (set by module.cu's kernel trampoline; NT_OP_TABLE_SIZE outside any op,
+// e.g. the core's copies between host and device).
+enum Counter { C_LAUNCHES, C_GEMMS, C_H2D, C_D2H, C_D2D, C_MEMSETS, C_SYNCS, C_MALLOCS, C_FREES, C_ALLOC_REQUESTS, C_NCOUNTERS };
+void count(Counter c);                  // +1 (relaxed atomics: any thread)
+void count_copy(cudaMemcpyKind k);      // the copy counter of kind k (+ a sync for a blocking cudaMemcpy: see below)
+int  stats_read(nt_CudaStats *out);     // the nt_DeviceApi entries
+void stats_reset(void);
+extern thread_local int current_op;     // op id whose kernel runs on this thread, or NT_OP_TABLE_SIZE
 
 // ---- checking macros (host) --------------------------------------------------------
 int cuda_fail(cudaError_t e, const char *what, const char *file, int line);
@@ -117,17 +139,21 @@ struct Geom {
     }
     return off;
   }
-  // The same in 32-bit math (one 32-bit division per dim instead of a 64-bit
-  // one): only for launches where index32() held, so nothing overflows.
+  // The same in 32-bit math without a division (plan.h ncp_div32: a
+  // multiply-high, an add and a shift per dim with the divisors' magic
+  // numbers in div[], filled by prepare32): only for launches where index32()
+  // held, so nothing overflows.  with_index_type() prepares them.
+  ncp_Div32 div[NT_MAXDIM];
   __host__ __device__ inline int64_t offset_of(int k, uint32_t i) const {
     int32_t off = 0;
     for (int d = ndim - 1; d >= 0; d--) {
-      uint32_t s = (uint32_t)shape[d], q = i / s;
-      off += (int32_t)(i - q * s) * (int32_t)stride[k][d];
+      uint32_t q = ncp_div32(div[d], i);
+      off += (int32_t)(i - q * div[d].d) * (int32_t)stride[k][d];
       i = q;
     }
     return off;
   }
+  inline void prepare32() { for (int d = 0; d < ndim; d++) div[d] = ncp_div32_make((uint32_t)shape[d]); }
 };
 static_assert(NCP_MAXDIM == NT_MAXDIM, "plan.h and the tensor core agree on the dims");
 // True when a strided launch over n elements of g may use 32-bit index math
@@ -135,8 +161,10 @@ static_assert(NCP_MAXDIM == NT_MAXDIM, "plan.h and the tensor core agree on the 
 inline bool index32(const Geom &g, int64_t n) { return ncp_index32_ok(n, g.ndim, g.shape, g.stride, g.nop); }
 // Calls launch(I()) with I = uint32_t when index32(g, n), else int64_t: the
 // index type of the strided kernel it launches, chosen per launch.
-template <typename F> inline void with_index_type(const Geom &g, int64_t n, F launch) {
-  if (index32(g, n)) launch((uint32_t)0);
+// The 32-bit path's divisors are prepared here, in g itself (the launch
+// lambda reads the same g), so no 32-bit launch can run without them.
+template <typename F> inline void with_index_type(Geom &g, int64_t n, F launch) {
+  if (index32(g, n)) { g.prepare32(); launch((uint32_t)0); }
   else launch((int64_t)0);
 }
 // Builds the coalesced geometry of ops[0..nop) over ops[0]'s shape (ops may be
@@ -231,3 +259,50 @@ void nccl_fill_api(nt_DeviceApi *api);   // nccl.cu: the nt_cuda_comm_* and stag
 int comms_wait_all(void);
 
 }  // namespace ncu
+
+// ---- counted CUDA / cuBLAS calls ------------------------------------------------------------
+// Every source after this point that calls one of these names calls the
+// counted wrapper instead (a function-like macro: the real function is
+// reached as (name)(...), which macros do not expand).  Counted only when the
+// call succeeded.  A host wait ("syncs") is a stream/event/device
+// synchronize or a blocking cudaMemcpy; a device-to-host cudaMemcpyAsync is
+// not one by itself: the module always follows it with sync_stream (counted).
+// cuBLAS / cuBLASLt GEMMs count as "gemms" (one per call, a batched call is one).
+inline cudaError_t ncu_counted_memcpy_async(void *d, const void *s, size_t n, cudaMemcpyKind k, cudaStream_t st = 0) {
+  cudaError_t e = (cudaMemcpyAsync)(d, s, n, k, st);
+  if (e == cudaSuccess) ncu::count_copy(k);
+  return e;
+}
+inline cudaError_t ncu_counted_memcpy(void *d, const void *s, size_t n, cudaMemcpyKind k) {
+  cudaError_t e = (cudaMemcpy)(d, s, n, k);
+  if (e == cudaSuccess) { ncu::count_copy(k); ncu::count(ncu::C_SYNCS); }
+  return e;
+}
+inline cudaError_t ncu_counted_memset_async(void *p, int v, size_t n, cudaStream_t st = 0) {
+  cudaError_t e = (cudaMemsetAsync)(p, v, n, st);
+  if (e == cudaSuccess) ncu::count(ncu::C_MEMSETS);
+  return e;
+}
+inline cudaError_t ncu_counted_memset2d_async(void *p, size_t pitch, int v, size_t w, size_t h, cudaStream_t st = 0) {
+  cudaError_t e = (cudaMemset2DAsync)(p, pitch, v, w, h, st);
+  if (e == cudaSuccess) ncu::count(ncu::C_MEMSETS);
+  return e;
+}
+inline cudaError_t ncu_counted_stream_sync(cudaStream_t st) { ncu::count(ncu::C_SYNCS); return (cudaStreamSynchronize)(st); }
+inline cudaError_t ncu_counted_event_sync(cudaEvent_t ev) { ncu::count(ncu::C_SYNCS); return (cudaEventSynchronize)(ev); }
+inline cudaError_t ncu_counted_device_sync(void) { ncu::count(ncu::C_SYNCS); return (cudaDeviceSynchronize)(); }
+inline cublasStatus_t ncu_counted_gemm(cublasStatus_t s) {
+  if (s == CUBLAS_STATUS_SUCCESS) ncu::count(ncu::C_GEMMS);
+  return s;
+}
+#define cudaMemcpyAsync(...) ncu_counted_memcpy_async(__VA_ARGS__)
+#define cudaMemcpy(...) ncu_counted_memcpy(__VA_ARGS__)
+#define cudaMemsetAsync(...) ncu_counted_memset_async(__VA_ARGS__)
+#define cudaMemset2DAsync(...) ncu_counted_memset2d_async(__VA_ARGS__)
+#define cudaStreamSynchronize(...) ncu_counted_stream_sync(__VA_ARGS__)
+#define cudaEventSynchronize(...) ncu_counted_event_sync(__VA_ARGS__)
+#define cudaDeviceSynchronize(...) ncu_counted_device_sync(__VA_ARGS__)
+#define cublasGemmEx(...) ncu_counted_gemm((cublasGemmEx)(__VA_ARGS__))
+#define cublasGemmStridedBatchedEx(...) ncu_counted_gemm((cublasGemmStridedBatchedEx)(__VA_ARGS__))
+#define cublasGemmBatchedEx(...) ncu_counted_gemm((cublasGemmBatchedEx)(__VA_ARGS__))
+#define cublasLtMatmul(...) ncu_counted_gemm((cublasLtMatmul)(__VA_ARGS__))

@@ -271,6 +271,87 @@ int k_unary(const nt_KernelArgs *a) {
   return -1;
 }
 
+// ---- one-pass backward of tanh, sigmoid, silu, gelu (op "unary_grad") --------------------------
+// dx = g * f'(v) in one pass (tensor/telem.c fused_unary_grad: the composed
+// backward takes 3 to 11 elementwise passes).  v is what the forward saved:
+// y for tanh and sigmoid, x for silu and gelu.  g, v and dx are contiguous
+// and of one float dtype; f16/bf16 compute in float.  The formulas are the
+// CPU kernel's (tensor/tvecmath.c) and telem.c's composed ones:
+//   tanh      1 - y^2                     sigmoid   y (1 - y)
+//   silu      s (1 + x (1 - s)), s = sigmoid(x)
+//   gelu      Phi(x) + x phi(x), Phi(x) = erfc(-x / sqrt 2) / 2, phi the normal density
+//   gelu_tanh 0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 k x^2), t = tanh(c (x + k x^3)), c = sqrt(2/pi), k = 0.044715
+template <int OP, typename C> __device__ inline C dact(C v) {
+  constexpr bool f32 = sizeof(C) == 4;
+  const C one = 1;
+  if constexpr (OP == NT_OP_TANH) return one - v * v;
+  else if constexpr (OP == NT_OP_SIGMOID) return v * (one - v);
+  else if constexpr (OP == NT_OP_SILU) {
+    C s = one / (one + (f32 ? expf(-v) : exp(-v)));
+    return s * (one + v * (one - s));
+  } else if constexpr (OP == NT_OP_GELU) {
+    C cdf = (C)0.5 * (f32 ? erfcf(v * (C)-0.7071067811865476) : erfc(v * (C)-0.7071067811865476));
+    C pdf = (C)0.3989422804014327 * (f32 ? expf((C)-0.5 * v * v) : exp((C)-0.5 * v * v));
+    return cdf + v * pdf;
+  } else {
+    const C c = (C)0.7978845608028654, k = (C)0.044715;
+    C v2 = v * v, t = f32 ? tanhf(c * (v + k * v2 * v)) : tanh(c * (v + k * v2 * v));
+    return (C)0.5 * (one + t) + (C)0.5 * v * (one - t * t) * c * (one + 3 * k * v2);
+  }
+}
+template <int OP, typename S, int VEC>
+__global__ void unary_grad_kernel(int64_t n, S *dx, const S *g, const S *v) {
+  typedef typename Comp<S>::type C;
+  int64_t nvec = n / VEC, stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < nvec; i += stride) {
+    Vec<S, VEC> gv = reinterpret_cast<const Vec<S, VEC> *>(g)[i], vv = reinterpret_cast<const Vec<S, VEC> *>(v)[i], r;
+#pragma unroll
+    for (int k = 0; k < VEC; k++) r.v[k] = St<S>::from(ld(gv.v[k]) * dact<OP, C>(ld(vv.v[k])));
+    reinterpret_cast<Vec<S, VEC> *>(dx)[i] = r;
+  }
+  for (int64_t i = nvec * VEC + blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += stride)
+    dx[i] = St<S>::from(ld(g[i]) * dact<OP, C>(ld(v[i])));
+}
+int k_unary_grad(const nt_KernelArgs *a) {
+  nt_Tensor *dx = a->out, *g = a->in[0], *v = a->in[1];
+  int64_t n = dx->numel;
+  int fop = (int)a->iarg[0];
+  bool contig = (dx->flags & NT_T_CONTIG) && (g->flags & NT_T_CONTIG) && (v->flags & NT_T_CONTIG);
+  if (g->dtype != dx->dtype || v->dtype != dx->dtype || g->numel != n || v->numel != n || !contig) {
+    host->error_set("unary_grad: expected contiguous g, saved tensor and output of one dtype and size");
+    return -1;
+  }
+  if (n == 0) return 0;
+  auto run = [&]<typename S>() -> int {
+    constexpr int VEC = 16 / sizeof(S);
+    S *po = (S *)base(dx);
+    const S *pg = (const S *)base(g), *pv = (const S *)base(v);
+    bool vec = aligned16(po) && aligned16(pg) && aligned16(pv);
+    unsigned grid = grid_for(n, vec ? VEC : 1);
+    auto go = [&]<int OP>() {
+      if (vec) unary_grad_kernel<OP, S, VEC><<<grid, kThreads, 0, stream>>>(n, po, pg, pv);
+      else unary_grad_kernel<OP, S, 1><<<grid, kThreads, 0, stream>>>(n, po, pg, pv);
+    };
+    switch (fop) {
+      case NT_OP_TANH: go.template operator()<NT_OP_TANH>(); break;
+      case NT_OP_SIGMOID: go.template operator()<NT_OP_SIGMOID>(); break;
+      case NT_OP_SILU: go.template operator()<NT_OP_SILU>(); break;
+      case NT_OP_GELU: go.template operator()<NT_OP_GELU>(); break;
+      case NT_OP_GELU_TANH: go.template operator()<NT_OP_GELU_TANH>(); break;
+      default: host->error_set("unary_grad: no fused backward for %s", host->op_name(fop)); return -1;
+    }
+    LAUNCHED("unary_grad");
+    return 0;
+  };
+  switch (dx->dtype) {
+    case NT_F32: return run.template operator()<float>();
+    case NT_F64: return run.template operator()<double>();
+    case NT_F16: return run.template operator()<__half>();
+    case NT_BF16: return run.template operator()<__nv_bfloat16>();
+    default: host->error_set("unary_grad: expected a float dtype, got %s", nt_dtype_name(dx->dtype)); return -1;
+  }
+}
+
 // ---- copy / cast -------------------------------------------------------------------------------
 // out[i] = convert(in[i]) with any strides on both sides.  Conversion as on
 // the CPU: load into the source's compute type, then to the destination
@@ -280,6 +361,26 @@ __global__ void convert_kernel(I n, Geom g, D *out, const S *in) {
   for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x)
     out[g.offset_of(0, i)] = St<D>::from(ld(in[g.offset_of(1, i)]));
 }
+// contiguous float <-> float casts (the autocast casts of activations,
+// weights, logits): VEC elements per thread, one 16-byte access on the wider
+// side; the tail element by element
+template <typename D, typename S, int VEC>
+__global__ void convert_contig(int64_t n, D *out, const S *in) {
+  int64_t nvec = n / VEC, stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t v = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; v < nvec; v += stride) {
+    Vec<S, VEC> x = reinterpret_cast<const Vec<S, VEC> *>(in)[v];
+    Vec<D, VEC> y;
+#pragma unroll
+    for (int k = 0; k < VEC; k++) y.v[k] = St<D>::from(ld(x.v[k]));
+    reinterpret_cast<Vec<D, VEC> *>(out)[v] = y;
+  }
+  for (int64_t i = nvec * VEC + blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += stride)
+    out[i] = St<D>::from(ld(in[i]));
+}
+template <typename T> constexpr bool is_float_storage() {
+  return std::is_same<T, float>::value || std::is_same<T, double>::value || std::is_same<T, __half>::value ||
+         std::is_same<T, __nv_bfloat16>::value;
+}
 // same dtype: move raw element bits (E = 1, 2, 4 or 8-byte integer type)
 template <typename I, typename E>
 __global__ void move_kernel(I n, Geom g, E *out, const E *in) {
@@ -287,7 +388,7 @@ __global__ void move_kernel(I n, Geom g, E *out, const E *in) {
     out[g.offset_of(0, i)] = in[g.offset_of(1, i)];
 }
 
-template <typename E> int launch_move(int64_t n, const Geom &g, void *out, const void *in) {
+template <typename E> int launch_move(int64_t n, Geom &g, void *out, const void *in) {
   with_index_type(g, n, [&](auto i0) {
     move_kernel<decltype(i0), E><<<grid_for(n), kThreads, 0, stream>>>((decltype(i0))n, g, (E *)out, (const E *)in);
   });
@@ -318,6 +419,14 @@ int k_copy(const nt_KernelArgs *a) {
   }
   auto outer = [&]<typename D>() -> int {
     auto inner = [&]<typename S>() -> int {
+      if constexpr (is_float_storage<D>() && is_float_storage<S>()) {
+        constexpr int VEC = 16 / (sizeof(D) > sizeof(S) ? sizeof(D) : sizeof(S));
+        if (contig && (uintptr_t)base(dst) % sizeof(Vec<D, VEC>) == 0 && (uintptr_t)base(src) % sizeof(Vec<S, VEC>) == 0) {
+          convert_contig<D, S, VEC><<<grid_for(n, VEC), kThreads, 0, stream>>>(n, (D *)base(dst), (const S *)base(src));
+          LAUNCHED("copy");
+          return 0;
+        }
+      }
       with_index_type(g, n, [&](auto i0) {
         convert_kernel<decltype(i0), D, S><<<grid_for(n), kThreads, 0, stream>>>((decltype(i0))n, g, (D *)base(dst), (const S *)base(src));
       });
@@ -339,7 +448,7 @@ __global__ void fill_kernel(I n, Geom g, E *out, E v) {
   for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x)
     out[g.offset_of(0, i)] = v;
 }
-template <typename E> int launch_fill(int64_t n, const Geom &g, void *out, const char *bits) {
+template <typename E> int launch_fill(int64_t n, Geom &g, void *out, const char *bits) {
   E v;
   memcpy(&v, bits, sizeof v);
   with_index_type(g, n, [&](auto i0) {
@@ -394,7 +503,7 @@ __global__ void where_kernel(I n, Geom g, E *out, const uint8_t *c, const E *x, 
   for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x)
     out[g.offset_of(0, i)] = c[g.offset_of(1, i)] ? x[g.offset_of(2, i)] : y[g.offset_of(3, i)];
 }
-template <typename E> int launch_where(int64_t n, const Geom &g, const nt_KernelArgs *a) {
+template <typename E> int launch_where(int64_t n, Geom &g, const nt_KernelArgs *a) {
   with_index_type(g, n, [&](auto i0) {
     where_kernel<decltype(i0), E><<<grid_for(n), kThreads, 0, stream>>>((decltype(i0))n, g, (E *)base(a->out), (const uint8_t *)base(a->in[0]),
                                                                         (const E *)base(a->in[1]), (const E *)base(a->in[2]));
@@ -481,6 +590,7 @@ void register_elementwise(void) {
   host->register_kernel(NT_OP_WHERE, NT_CUDA, k_where);
   host->register_kernel(NT_OP_TRIL, NT_CUDA, k_tril);
   host->register_kernel(NT_OP_ARANGE, NT_CUDA, k_arange);
+  host->register_kernel(host->op_register("unary_grad"), NT_CUDA, k_unary_grad);
 }
 
 }  // namespace ncu

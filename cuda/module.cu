@@ -11,6 +11,7 @@
 #include <exception>
 #include <utility>
 #include <mutex>
+#include <atomic>
 
 namespace ncu {
 
@@ -30,6 +31,36 @@ static int check_slot(uint64_t epoch);
 static std::mutex sync_mu;
 
 int device;
+
+// ---- counters (common.cuh "counters") -------------------------------------------------------
+static std::atomic<int64_t> counters[C_NCOUNTERS];
+static std::atomic<int64_t> by_op[NT_OP_TABLE_SIZE + 1];   // [NT_OP_TABLE_SIZE]: outside any op
+thread_local int current_op = NT_OP_TABLE_SIZE;
+static_assert(NT_CUDA_STATS_OPS == NT_OP_TABLE_SIZE + 1, "nt_CudaStats.by_op has a slot per op id plus one");
+static_assert(sizeof(nt_CudaStats) == (C_NCOUNTERS + NT_CUDA_STATS_OPS) * sizeof(int64_t), "one Counter per nt_CudaStats field");
+
+void count(Counter c) {
+  counters[c].fetch_add(1, std::memory_order_relaxed);
+  if (c <= C_MEMSETS) by_op[current_op].fetch_add(1, std::memory_order_relaxed);   // a GPU operation
+}
+void count_copy(cudaMemcpyKind k) {
+  switch (k) {
+    case cudaMemcpyHostToDevice: count(C_H2D); break;
+    case cudaMemcpyDeviceToHost: count(C_D2H); break;
+    case cudaMemcpyDeviceToDevice: count(C_D2D); break;
+    default: count(C_D2D); break;      // the module never asks for another kind; counted, not lost
+  }
+}
+int stats_read(nt_CudaStats *out) {
+  int64_t *f = &out->launches;         // the fields, in Counter order (static_assert above)
+  for (int i = 0; i < C_NCOUNTERS; i++) f[i] = counters[i].load(std::memory_order_relaxed);
+  for (int i = 0; i < NT_CUDA_STATS_OPS; i++) out->by_op[i] = by_op[i].load(std::memory_order_relaxed);
+  return 0;
+}
+void stats_reset(void) {
+  for (auto &c : counters) c.store(0, std::memory_order_relaxed);
+  for (auto &c : by_op) c.store(0, std::memory_order_relaxed);
+}
 
 // Errors after which the context is unusable: every later CUDA call returns them.
 static bool is_sticky(cudaError_t e) {
@@ -67,6 +98,7 @@ int cuda_fail(cudaError_t e, const char *what, const char *file, int line) {
 // NABLA_CUDA_SYNC=1 the stream is waited for here: a fault, or a data error
 // in the error slot, then names the op that raised it.
 int launched(const char *op) {
+  count(C_LAUNCHES);
   const char *before = last_op;
   last_op = op;
   cudaError_t e = cudaGetLastError();
@@ -274,6 +306,7 @@ static int api_copy_async(void *dst, const void *src, size_t n, int to_device, v
 // ---- device API for the loader ----------------------------------------------------------------
 static int api_device_count(void) { return device_count_; }
 static int api_synchronize(void) { return sync_stream(); }
+static int api_stats(nt_CudaStats *s) { return stats_read(s); }
 static int api_memory(size_t *a, size_t *c, size_t *p) { alloc_stats(a, c, p); return 0; }
 static int api_device_name(char *out, size_t n) {
   int dev = 0;
@@ -294,8 +327,16 @@ static int api_empty_cache(void) {
 static nt_Kernel module_kernels[NT_OP_TABLE_SIZE];
 static void (*core_register_kernel)(int op, nt_Device dev, int (*fn)(const struct nt_KernelArgs *));
 
+// current_op names OP for the counters while its kernel runs (restored after:
+// a kernel may run another op's kernel, e.g. copy_into).
+struct CurrentOp {
+  int saved;
+  explicit CurrentOp(int op) : saved(current_op) { current_op = op; }
+  ~CurrentOp() { current_op = saved; }
+};
 template <size_t OP> static int kernel_entry(const nt_KernelArgs *a) {
   if (bind_device()) return -1;
+  CurrentOp in_op((int)OP);
   try { return module_kernels[OP](a); } catch (...) { return exception_to_error(host->op_name((int)OP)); }
 }
 template <size_t... OP> static constexpr std::array<nt_Kernel, sizeof...(OP)> kernel_entries(std::index_sequence<OP...>) {
@@ -385,6 +426,8 @@ static int init_module(nt_DeviceApi *api, char *reason, size_t n) {
   api->host_alloc = api_host_alloc;
   api->host_free = api_host_free;
   api->copy_async = api_copy_async;
+  api->stats = api_stats;
+  api->reset_stats = stats_reset;
   nccl_fill_api(api);   // nccl.cu: NCCL collectives (libnccl loaded lazily) and pinned staging
   return 0;
 }

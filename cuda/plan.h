@@ -131,6 +131,121 @@ NCP_INLINE int ncp_index32_ok(int64_t n, int ndim, const int64_t *shape, const i
   return 1;
 }
 
+/* ---- reduction launch geometry (cuda/reduce.cu) -------------------------------------
+** The input is an [M kept] x [R reduced] matrix.  Two shapes of launch:
+**
+** Columns (the reduced axis is strided, the kept one runs along memory: the
+** bias gradient, x[8,1024,N] summed to [N], is M = N columns of R = 8192
+** rows).  A block is a 2-D tile: block_x threads across columns, each
+** reading `vec` neighbouring columns with one 16-byte load, times block_y
+** threads down the rows; the rows are split over grid_y blocks, each
+** writing a partial per column, and a second pass sums the grid_y partials.
+** grid_y is the smallest that gives at least NCP_BLOCKS_PER_SM blocks per SM
+** and at most NCP_MAX_LOADS serial loads per thread (but never fewer than one
+** row per thread, at most 65535).
+**
+** Rows (the reduced axis is contiguous: last-axis and full reductions).  A
+** block of `threads` per output row; each thread reads `vec` elements per
+** 16-byte load into that many independent accumulators.  When the M rows are
+** too few to fill the GPU (a full reduction is M = 1), each row is split over
+** nsplit blocks writing partials, combined by a second tiny kernel; nsplit
+** also bounds the serial loads per thread by NCP_MAX_LOADS where it can. */
+#define NCP_BLOCKS_PER_SM 2
+#define NCP_MAX_LOADS 64
+#define NCP_RED_THREADS 256
+typedef struct ncp_ColPlan {
+  int vec, block_x, block_y;     /* vec: columns per thread (one 16-byte load, or 1) */
+  int64_t grid_x, grid_y;        /* column tiles x row slices */
+  int64_t rows_per_block;        /* rows of one slice (the last may be shorter) */
+  int64_t loads_per_thread;      /* serial loads of one thread: ceil(rows_per_block / block_y) */
+} ncp_ColPlan;
+NCP_INLINE int64_t ncp_cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+NCP_INLINE ncp_ColPlan ncp_col_plan(int64_t M, int64_t R, int vec, int num_sms) {
+  ncp_ColPlan p;
+  if (M < 1) M = 1;
+  if (R < 1) R = 1;
+  if (num_sms < 1) num_sms = 1;
+  p.vec = vec < 1 ? 1 : vec;
+  int64_t vcols = ncp_cdiv(M, p.vec);            /* threads needed across the columns */
+  p.block_x = 32;
+  while (p.block_x > 1 && p.block_x / 2 >= vcols) p.block_x /= 2;
+  p.block_y = NCP_RED_THREADS / p.block_x;
+  p.grid_x = ncp_cdiv(vcols, p.block_x);
+  if (p.grid_x > 2147483647) p.grid_x = 2147483647;  /* grid-stride over tiles beyond */
+  int64_t want = ncp_cdiv((int64_t)NCP_BLOCKS_PER_SM * num_sms, p.grid_x);
+  int64_t by_loads = ncp_cdiv(R, (int64_t)p.block_y * NCP_MAX_LOADS);
+  int64_t gy = want > by_loads ? want : by_loads;
+  int64_t most = ncp_cdiv(R, p.block_y);          /* at least one row per thread */
+  if (gy > most) gy = most;
+  if (gy > 65535) gy = 65535;
+  if (gy < 1) gy = 1;
+  p.rows_per_block = ncp_cdiv(R, gy);
+  p.grid_y = ncp_cdiv(R, p.rows_per_block);       /* no empty slice */
+  p.loads_per_thread = ncp_cdiv(p.rows_per_block, p.block_y);
+  return p;
+}
+typedef struct ncp_RowPlan {
+  int vec, threads;
+  int64_t grid_x, nsplit;        /* rows (grid-stride beyond grid_x) x slices of a row */
+  int64_t chunk;                 /* elements of one slice, a multiple of vec (the last may be shorter) */
+  int64_t loads_per_thread;      /* ceil(chunk / (threads * vec)) */
+} ncp_RowPlan;
+NCP_INLINE ncp_RowPlan ncp_row_plan(int64_t M, int64_t R, int vec, int num_sms) {
+  ncp_RowPlan p;
+  if (M < 1) M = 1;
+  if (R < 1) R = 1;
+  if (num_sms < 1) num_sms = 1;
+  p.vec = vec < 1 ? 1 : vec;
+  p.threads = NCP_RED_THREADS;
+  p.grid_x = M < 65535 * 16 ? M : 65535 * 16;
+  int64_t per_block = (int64_t)p.threads * p.vec;  /* elements one pass of a block reads */
+  int64_t ns = 1;
+  int64_t want = (int64_t)NCP_BLOCKS_PER_SM * num_sms;
+  if (M < want && R >= 4 * per_block) {            /* too few rows: split them, 4 loads a thread at least */
+    ns = ncp_cdiv(want, M);
+    int64_t most = R / (4 * per_block);
+    if (ns > most) ns = most;
+  }
+  if (M == 1 || M * ns < want) {                   /* a long row: bound the serial loads too */
+    int64_t by_loads = ncp_cdiv(R, per_block * NCP_MAX_LOADS);
+    if (ns < by_loads) ns = by_loads;
+  }
+  if (ns > 65535) ns = 65535;
+  if (ns < 1) ns = 1;
+  p.chunk = ncp_cdiv(ncp_cdiv(R, ns), p.vec) * p.vec;
+  p.nsplit = ncp_cdiv(R, p.chunk);
+  p.loads_per_thread = ncp_cdiv(p.chunk, per_block);
+  return p;
+}
+
+/* ---- division by a run-time constant without a division --------------------------
+** The strided kernels split a linear index into coordinates, one divide per
+** dim per element; a 32-bit integer division is a ~20-instruction sequence
+** on the GPU.  Dividing by d known at launch is a multiply-high, an add and a
+** shift (Granlund & Montgomery; PyTorch's IntDivider does the same): with
+** s = ceil(log2 d) and m = floor(2^32 (2^s - d) / d) + 1 (fits 32 bits),
+**     n / d = (mulhi(n, m) + n) >> s      for every n < 2^31,
+** which the 32-bit launches guarantee (ncp_index32_ok).  d = 1: s = 0, m = 1.
+** tests/cuda/test_cuda_plan checks it against '/' at the edges and at random. */
+#if defined(__CUDACC__)
+#define NCP_HD static inline __host__ __device__
+#else
+#define NCP_HD static inline
+#endif
+typedef struct ncp_Div32 { uint32_t d, m, s; } ncp_Div32;
+NCP_HD ncp_Div32 ncp_div32_make(uint32_t d) {
+  ncp_Div32 v;
+  v.d = d ? d : 1;                       /* a zero-size dim has no index to divide */
+  v.s = 0;
+  while (v.s < 32 && ((uint64_t)1 << v.s) < v.d) v.s++;
+  v.m = (uint32_t)((((uint64_t)1 << 32) * (((uint64_t)1 << v.s) - v.d)) / v.d + 1);
+  return v;
+}
+NCP_HD uint32_t ncp_div32(ncp_Div32 v, uint32_t n) {   /* n / v.d for n < 2^31 */
+  uint32_t t = (uint32_t)(((uint64_t)n * v.m) >> 32);
+  return (t + n) >> v.s;
+}
+
 /* ---- CUDA error reports ------------------------------------------------------------
 ** A "sticky" error (illegal address, a failed device assert, ...) poisons the
 ** CUDA context: every later call fails with it, so it is reported once with

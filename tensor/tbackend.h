@@ -165,7 +165,7 @@ size_t nt_cuda_pinned_bytes(void);
 int nt_cuda_comm_all_gather_async(nt_CudaComm *c, const void *send, void *recv, size_t sendbytes, void *ev);
 
 /* ---- ABI between the loader and the module (not for users) -------------------- */
-#define NT_DEVICE_ABI_VERSION 5   /* 4: streams, events, pinned memory, async all_gather; 5: epoch_close, epoch_failed */
+#define NT_DEVICE_ABI_VERSION 6   /* 4: streams, events, pinned memory, async all_gather; 5: epoch_close, epoch_failed; 6: stats */
 struct nt_KernelArgs;
 struct nt_Allocator;
 typedef struct nt_HostApi {
@@ -231,6 +231,8 @@ typedef struct nt_DeviceApi {                   /* filled by the module's init *
   void (*host_free)(void *p);
   int (*copy_async)(void *dst, const void *src, size_t n, int to_device, void *s);
   int (*comm_all_gather_async)(nt_CudaComm *c, const void *send, void *recv, size_t sendbytes, void *ev);
+  int (*stats)(nt_CudaStats *out);              /* the counters (tdevice.h nt_cuda_stats) */
+  void (*reset_stats)(void);
 } nt_DeviceApi;
 /* The module exports:  int nabla_cuda_init(const nt_HostApi *, nt_DeviceApi *, char *reason, size_t n);
 ** returning 0, or -1 with the reason why CUDA cannot be used. */

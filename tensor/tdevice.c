@@ -357,6 +357,13 @@ int nt_cuda_memory(size_t *allocated, size_t *cached, size_t *peak) {
 
 int nt_cuda_empty_cache(void) { return cuda_ready && cuda_api.empty_cache ? cuda_api.empty_cache() : 0; }
 
+_Static_assert(NT_CUDA_STATS_OPS == NT_OP_TABLE_SIZE + 1, "nt_CudaStats.by_op: a slot per op id plus one");
+int nt_cuda_stats(nt_CudaStats *out) {
+  memset(out, 0, sizeof *out);
+  return cuda_ready && cuda_api.stats ? cuda_api.stats(out) : 0;
+}
+void nt_cuda_reset_stats(void) { if (cuda_ready && cuda_api.reset_stats) cuda_api.reset_stats(); }
+
 int nt_set_matmul_precision(const char *p) {
   if (!p) NT_FAIL("set_matmul_precision: expected \"highest\", \"high\" or \"tf32\"");
   if (!strcmp(p, "highest") || !strcmp(p, "ieee") || !strcmp(p, "f32")) matmul_tf32 = 0;

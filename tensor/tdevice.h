@@ -65,6 +65,25 @@ int    nt_cuda_attention_backend(nt_AttentionBackend *out);
 ** peak = highest `allocated` so far. */
 int    nt_cuda_memory(size_t *allocated, size_t *cached, size_t *peak);
 int    nt_cuda_empty_cache(void);             /* returns unused cached blocks to the driver */
+/* Counters of the work the CUDA module did since it was loaded or since
+** nt_cuda_reset_stats(), counted inside the module (the same numbers on a
+** GPU and on the emulated device; all 0 when the module is not loaded):
+**   launches      kernel launches            gemms      cuBLAS/cuBLASLt GEMM calls
+**   memcpy_h2d/_d2h/_d2d  copies by direction   memsets    cudaMemset*Async
+**   syncs         host waits: stream/event/device synchronize, blocking
+**                 copies (a device->host copy is one), cudaFree
+**   mallocs/frees cudaMalloc/cudaFree of the caching allocator's segments
+**   alloc_requests  requests to the caching allocator (each tensor, scratch)
+** by_op[id]: GPU operations (launches + gemms + copies + memsets) issued
+** while a kernel of op `id` ran (nt_op_name(id)); by_op[NT_CUDA_STATS_OPS-1]:
+** those issued outside any op (the core's copies between devices). */
+#define NT_CUDA_STATS_OPS 513                 /* NT_OP_TABLE_SIZE + 1 (checked in the module) */
+typedef struct nt_CudaStats {
+  int64_t launches, gemms, memcpy_h2d, memcpy_d2h, memcpy_d2d, memsets, syncs, mallocs, frees, alloc_requests;
+  int64_t by_op[NT_CUDA_STATS_OPS];
+} nt_CudaStats;
+int    nt_cuda_stats(nt_CudaStats *out);
+void   nt_cuda_reset_stats(void);
 /* "highest" (default: full f32 matmuls) or "high"/"tf32" (f32 matmuls on TF32
 ** tensor cores) — PyTorch's torch.set_float32_matmul_precision.  May be
 ** called before the module is loaded. */

@@ -264,17 +264,22 @@ static bool f32_under_autocast(int op) {
 /* The activations whose composed backward below takes 3 to 11 passes have a
 ** one-pass kernel, op "unary_grad" (iarg[0] = the forward op; in = {g, the
 ** saved y or x}; CPU kernel in tcpu_elem.c), used when the device has it and
-** g and the saved tensor are contiguous f32/f64 of one dtype and shape.
-** NULL without an error when it does not apply. */
+** g and the saved tensor are contiguous and of one float dtype and shape:
+** f32/f64, and on CUDA also f16/bf16 (computed in float: an autocast MLP's
+** gelu backward; the CPU kernel is f32/f64 only).  NULL without an error
+** when it does not apply. */
 static bool has_fused_grad(int op) {
   return op == NT_OP_TANH || op == NT_OP_SIGMOID || op == NT_OP_SILU || op == NT_OP_GELU || op == NT_OP_GELU_TANH;
+}
+static bool fused_grad_dtype(const nt_Tensor *t) {
+  return t->dtype == NT_F32 || t->dtype == NT_F64 || (t->device == NT_CUDA && (t->dtype == NT_F16 || t->dtype == NT_BF16));
 }
 static nt_Tensor *fused_unary_grad(int op, nt_Tensor *g, nt_Tensor *in) {
   static int grad_op = -1;
   if (grad_op < 0) grad_op = nt_op_register("unary_grad");
   nt_Tensor *ops[2] = { g, in };
   if (!has_fused_grad(op) || !in || grad_op < 0 || !nt_kernel_table[grad_op][in->device] || g->device != in->device ||
-      g->dtype != in->dtype || (in->dtype != NT_F32 && in->dtype != NT_F64) || !same_shape(g, in) || !nt_all_contig(2, ops))
+      g->dtype != in->dtype || !fused_grad_dtype(in) || !same_shape(g, in) || !nt_all_contig(2, ops))
     return NULL;
   nt_Tensor *dx = nt_empty(in->shape, in->ndim, in->dtype, in->device);
   nt_KernelArgs ka = {.op = grad_op, .out = dx, .in = {g, in}, .nin = 2, .iarg = {op}, .niarg = 1};

@@ -750,6 +750,24 @@ static int b_cuda_memory(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   *out = nb_obj(NB_TREC, r);
   return NB_OK;
 }
+/* cuda.stats(): the CUDA module's counters (tdevice.h nt_CudaStats) as a
+** record; by_op holds the ops that issued GPU work, "(no op)" the work
+** outside any op (copies between host and device). */
+static int b_cuda_stats(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)args; (void)n;
+  static nt_CudaStats s;                 /* 4 KiB: not on the stack; the VM is single-threaded */
+  if (nt_cuda_stats(&s)) return nbT_err(vm);
+  static const char *const names[] = { "launches", "gemms", "memcpy_h2d", "memcpy_d2h", "memcpy_d2d", "memsets", "syncs", "mallocs", "frees", "alloc_requests" };
+  const int64_t *f = &s.launches;
+  nb_Rec *r = nbR_new(11), *ops = nbR_new(8);
+  for (int i = 0; i < 10; i++) nbR_set_cstr(r, names[i], nb_int((double)f[i]));
+  for (int i = 0; i < NT_CUDA_STATS_OPS; i++)
+    if (s.by_op[i]) nbR_set_cstr(ops, i == NT_CUDA_STATS_OPS - 1 ? "(no op)" : nt_op_name(i), nb_int((double)s.by_op[i]));
+  nbR_set_cstr(r, "by_op", nb_obj(NB_TREC, ops));
+  *out = nb_obj(NB_TREC, r);
+  return NB_OK;
+}
+static int b_cuda_reset_stats(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)vm; (void)args; (void)n; nt_cuda_reset_stats(); *out = nb_nil(); return NB_OK; }
 /* fuse_stats(): lazy elementwise chains (tensor.h) pending now, computed and
 ** dropped unread so far: for tests and tuning */
 static int b_fuse_stats(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
@@ -794,6 +812,8 @@ static nb_Builtin cuda_members[] = {
   { "cuda.empty_cache", b_cuda_empty_cache, "", "cuda.empty_cache(): returns cached GPU blocks to the driver" },
   { "cuda.device_name", b_cuda_device_name, "", "cuda.device_name(): the GPU's name (\"... (emulated on the CPU)\" under NABLA_CUDA_EMULATE)" },
   { "cuda.attention_backend", b_cuda_attention_backend, "", "cuda.attention_backend(): {backend, reason, last_fallback, cudnn_version, nondeterministic, plans}: \"cudnn\" where cuDNN's fused attention runs, else why not" },
+  { "cuda.stats", b_cuda_stats, "", "cuda.stats(): {launches, gemms, memcpy_h2d, memcpy_d2h, memcpy_d2d, memsets, syncs, mallocs, frees, alloc_requests, by_op: {op: GPU operations}} since load or cuda.reset_stats()" },
+  { "cuda.reset_stats", b_cuda_reset_stats, "", "cuda.reset_stats(): zeroes the counters of cuda.stats()" },
   { NULL, NULL, NULL, NULL }
 };
 static int cuda_value(nb_VM *vm, nb_Value *out) {

@@ -332,6 +332,105 @@ TEST(sync_env_parsing) {
   return 1;
 }
 
+/* ---- reduction geometry (plan.h ncp_col_plan / ncp_row_plan) --------------------------- */
+/* every column and row is covered exactly once by the tiles and slices */
+static int col_plan_covers(int64_t M, int64_t R, ncp_ColPlan p) {
+  if (p.block_x < 1 || p.block_y < 1 || p.block_x * p.block_y > NCP_RED_THREADS) FAILF("block %dx%d", p.block_x, p.block_y);
+  if (p.grid_x < 1 || p.grid_y < 1 || p.grid_y > 65535) FAILF("grid %lldx%lld", (long long)p.grid_x, (long long)p.grid_y);
+  if (p.grid_x < 2147483647 && p.grid_x * p.block_x * p.vec < M) FAILF("columns: %lld tiles of %d miss some of %lld", (long long)p.grid_x, p.block_x * p.vec, (long long)M);
+  int64_t r = R < 1 ? 1 : R;
+  if (p.grid_y * p.rows_per_block < r || (p.grid_y - 1) * p.rows_per_block >= r)
+    FAILF("rows: %lld slices of %lld for %lld rows", (long long)p.grid_y, (long long)p.rows_per_block, (long long)R);
+  if (p.loads_per_thread != (p.rows_per_block + p.block_y - 1) / p.block_y) FAILF("loads_per_thread");
+  return 1;
+}
+static int row_plan_covers(int64_t M, int64_t R, ncp_RowPlan p) {
+  (void)M;
+  int64_t r = R < 1 ? 1 : R;
+  if (p.nsplit < 1 || p.nsplit > 65535 || p.chunk % p.vec) FAILF("nsplit %lld chunk %lld", (long long)p.nsplit, (long long)p.chunk);
+  if (p.nsplit * p.chunk < r || (p.nsplit - 1) * p.chunk >= r) FAILF("slices: %lld of %lld for %lld", (long long)p.nsplit, (long long)p.chunk, (long long)R);
+  return 1;
+}
+TEST(reduce_geometry_gpt2_shapes) {
+  const int sms = 132;                   /* H100 / H200 */
+  const int64_t Ns[] = { 768, 2304, 3072 }, R = 8 * 1024;
+  const int vecs[] = { 4, 8 };           /* f32, bf16: one 16-byte load */
+  for (int i = 0; i < 3; i++)
+    for (int v = 0; v < 2; v++) {
+      ncp_ColPlan p = ncp_col_plan(Ns[i], R, vecs[v], sms);
+      if (!col_plan_covers(Ns[i], R, p)) return 0;
+      int64_t blocks = p.grid_x * p.grid_y;
+      EXPECT(blocks >= 2 * sms, "bias-grad sum [8192, %lld] vec %d: %lld blocks on %d SMs", (long long)Ns[i], vecs[v], (long long)blocks, sms);
+      EXPECT(p.loads_per_thread <= 64, "bias-grad sum [8192, %lld] vec %d: %lld serial loads per thread", (long long)Ns[i], vecs[v], (long long)p.loads_per_thread);
+    }
+  /* last-axis and full reductions at GPT-2 sizes: rows of 768 / 50304, the
+  ** full logits (8192 x 50304), the largest weight (wte), torch's sum_f32_256M */
+  struct { int64_t M, R; } rows[] = { { 8192, 768 }, { 8192, 50304 }, { 1, 8192LL * 50304 }, { 1, 50304LL * 768 }, { 1, 256LL << 20 } };
+  for (int i = 0; i < 5; i++)
+    for (int v = 0; v < 2; v++) {
+      ncp_RowPlan p = ncp_row_plan(rows[i].M, rows[i].R, vecs[v], sms);
+      if (!row_plan_covers(rows[i].M, rows[i].R, p)) return 0;
+      int64_t blocks = (p.grid_x < rows[i].M ? p.grid_x : rows[i].M) * p.nsplit;
+      EXPECT(blocks >= 2 * sms, "reduce [%lld, %lld] vec %d: %lld blocks", (long long)rows[i].M, (long long)rows[i].R, vecs[v], (long long)blocks);
+      EXPECT(p.loads_per_thread <= 64, "reduce [%lld, %lld] vec %d: %lld serial loads per thread", (long long)rows[i].M, (long long)rows[i].R, vecs[v], (long long)p.loads_per_thread);
+    }
+  return 1;
+}
+TEST(reduce_geometry_random) {
+  for (int it = 0; it < 20000; it++) {
+    int64_t M = 1 + rand() % (it % 3 == 0 ? 4 : it % 3 == 1 ? 5000 : 3000000);
+    int64_t R = rand() % (it % 2 ? 100 : 20000000);
+    int vec = 1 << (rand() % 5), sms = 1 + rand() % 200;
+    ncp_ColPlan c = ncp_col_plan(M, R, vec, sms);
+    if (!col_plan_covers(M, R, c)) return 0;
+    ncp_RowPlan r = ncp_row_plan(M, R, vec, sms);
+    if (!row_plan_covers(M, R, r)) return 0;
+    /* where there is enough work, the bound on serial loads holds */
+    EXPECT(c.grid_y == 65535 || c.loads_per_thread <= NCP_MAX_LOADS, "cols M=%lld R=%lld: %lld loads", (long long)M, (long long)R, (long long)c.loads_per_thread);
+    if (M == 1) EXPECT(r.nsplit == 65535 || r.loads_per_thread <= NCP_MAX_LOADS, "row R=%lld: %lld loads", (long long)R, (long long)r.loads_per_thread);
+  }
+  return 1;
+}
+
+/* ---- magic-number division (plan.h ncp_div32) ------------------------------------------- */
+static int div_ok(uint32_t d, uint32_t n) {
+  ncp_Div32 v = ncp_div32_make(d);
+  uint32_t got = ncp_div32(v, n), want = n / d;
+  if (got != want) FAILF("%u / %u: got %u, want %u (m=%u s=%u)", n, d, got, want, v.m, v.s);
+  return 1;
+}
+TEST(magic_division) {
+  const uint32_t lim = 0x7fffffffu;      /* n < 2^31: the 32-bit launches' bound */
+  /* every divisor up to 4096 against the numerators where it can go wrong:
+  ** around each multiple of d near 0 and near 2^31 */
+  for (uint32_t d = 1; d <= 4096; d++) {
+    for (uint32_t n = 0; n < 3 * d + 3; n++) if (!div_ok(d, n)) return 0;
+    for (uint32_t k = 0; k < 3; k++) {
+      uint32_t top = lim / d * d - k * d;
+      for (int e = -2; e <= 2; e++) {
+        int64_t n = (int64_t)top + e;
+        if (n >= 0 && n <= lim && !div_ok(d, (uint32_t)n)) return 0;
+      }
+    }
+    if (!div_ok(d, lim)) return 0;
+  }
+  /* edge divisors: powers of two and their neighbours, the largest ones */
+  for (int b = 0; b < 31; b++)
+    for (int e = -1; e <= 1; e++) {
+      int64_t d = ((int64_t)1 << b) + e;
+      if (d < 1 || d > lim) continue;
+      uint32_t ns[] = { 0, 1, (uint32_t)d - 1, (uint32_t)d, (uint32_t)(d + 1 <= lim ? d + 1 : lim), lim - 1, lim };
+      for (int i = 0; i < 7; i++) if (!div_ok((uint32_t)d, ns[i])) return 0;
+    }
+  /* random divisors and numerators below 2^31 */
+  for (int it = 0; it < 2000000; it++) {
+    uint32_t d = (uint32_t)(((uint64_t)rand() << 16 ^ (uint64_t)rand()) % (it % 2 ? 1000 : lim)) + 1;
+    uint32_t n = (uint32_t)(((uint64_t)rand() << 16 ^ (uint64_t)rand()) & lim);
+    if (!div_ok(d, n)) return 0;
+  }
+  return 1;
+}
+
 int main(void) {
   srand((unsigned)getpid());
   RUN(gemm_plan_contiguous_2d);
@@ -344,6 +443,9 @@ int main(void) {
   RUN(index32_choice);
   RUN(fault_report_wording);
   RUN(sync_env_parsing);
+  RUN(reduce_geometry_gpt2_shapes);
+  RUN(reduce_geometry_random);
+  RUN(magic_division);
   printf("# %d passed, %d failed\n", n_pass, n_fail);
   return n_fail ? 1 : 0;
 }
