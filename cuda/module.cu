@@ -314,6 +314,7 @@ static void register_guarded(int op, nt_Device dev, int (*fn)(const struct nt_Ke
 using namespace ncu;
 
 static int init_module(nt_DeviceApi *api, char *reason, size_t n);
+namespace ncu { void profile_fill_api(nt_DeviceApi *api); }   // profile.cu
 
 extern "C" __attribute__((visibility("default")))
 int nabla_cuda_init(const nt_HostApi *h, nt_DeviceApi *api, char *reason, size_t n) {
@@ -384,5 +385,6 @@ static int init_module(nt_DeviceApi *api, char *reason, size_t n) {
   api->host_free = api_host_free;
   api->copy_async = api_copy_async;
   nccl_fill_api(api);   // nccl.cu: NCCL collectives (libnccl loaded lazily) and pinned staging
+  profile_fill_api(api);   // profile.cu: the profiler's timing events
   return 0;
 }
