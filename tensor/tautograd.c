@@ -490,7 +490,10 @@ static nt_Tensor *seed_grad(const char *op, nt_Tensor *root, nt_Tensor *g) {
     NT_FAIL_NULL("%s: grad can be implicitly created only for scalar outputs, got shape %s", op,
                  nt_shape_str(root->shape, root->ndim, a, sizeof a));
   }
-  return nt_ones_like(root);
+  nt_fuse_backward_depth_++;             /* the seed is the pass's first op (the profiler's phase, tprofile.h) */
+  nt_Tensor *ones = nt_ones_like(root);
+  nt_fuse_backward_depth_--;
+  return ones;
 }
 
 int nt_backward(nt_Tensor *root, nt_Tensor *grad, bool retain_graph) {

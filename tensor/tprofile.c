@@ -152,7 +152,7 @@ void nt_prof_end_(int token) {
   if (i != S.cur) return;                    /* not the innermost open event: nothing sane to close */
   nt_ProfEvent *e = &S.ev[i];
   e->t1 = now_ns() - S.t_start;
-  if (e->timer >= 0 && nt_cuda_timer_record(pool[e->timer + 1])) { e->timer = -1; S.untimed++; }
+  if (e->timer >= 0 && !timer_at(e->timer + 1)) { e->timer = -1; S.untimed++; }
   S.cur = e->parent;
   if (e->parent >= 0) S.ev[e->parent].child_ns += e->t1 - e->t0;
 }

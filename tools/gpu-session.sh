@@ -207,7 +207,7 @@ COARSE = [("GEMM", ("gemm",)), ("attention", ("attention",)),
 def parse(name):
     p = os.path.join(logs, name + ".log")
     text = open(p, errors="replace").read() if os.path.exists(p) else ""
-    m = re.search(r"median step ([\d.]+) ms .*GPU busy ([\d.]+) ms, idle ([\d.]+) ms", text)
+    m = re.search(r"median step ([\d.]+) ms .*GPU busy ([\d.]+) ms, idle ([-\d.]+) ms", text)
     kinds = {}
     sect = text.split("top kernels")[0]
     for line in sect.splitlines():

@@ -47,8 +47,8 @@ static int top_arg(nb_VM *vm, const char *fname, nb_Value v, int *top) {
 static double rnum(nb_Rec *r, const char *k) { nb_Value v = nbR_get_cstr(r, k); return v.t == NB_TNUM ? v.u.n : 0; }
 static const char *rstr(nb_Rec *r, const char *k) { nb_Value v = nbR_get_cstr(r, k); return v.t == NB_TSTR ? nb_str(v)->data : "?"; }
 
-static SortBy sort_key;
-static int cmp_rows(const void *a, const void *b) {
+static int cmp_rows(const void *a, const void *b, void *by) {
+  SortBy sort_key = *(const SortBy *)by;
   nb_Rec *x = nb_rec(*(const nb_Value *)a), *y = nb_rec(*(const nb_Value *)b);
   if (sort_key == BY_NAME) return strcmp(rstr(x, "name"), rstr(y, "name"));
   static const char *const field[] = { "self_ms", "total_ms", "gpu_self_ms", "gpu_total_ms", "calls" };
@@ -59,8 +59,7 @@ static int cmp_rows(const void *a, const void *b) {
 static int sort_rows(nb_VM *vm, const char *fname, nb_List *ops, SortBy by) {
   for (int i = 0; i < ops->n; i++)
     if (ops->items[i].t != NB_TREC) return nb_error_kind(vm, "TypeError", "%s: ops must be a list of records (a profile's rows)", fname);
-  sort_key = by;
-  qsort(ops->items, (size_t)ops->n, sizeof *ops->items, cmp_rows);
+  qsort_r(ops->items, (size_t)ops->n, sizeof *ops->items, cmp_rows, &by);
   return NB_OK;
 }
 
@@ -203,18 +202,20 @@ static int check_opts(nb_VM *vm, const char *fname, nb_Value *args, int *top, So
   return NB_OK;
 }
 
-/* profile(f, *args, top, sort_by, trace, show): args[0] f, args[1..4] the keywords, args[5..) f's arguments */
+/* profile(f, *args, top, sort_by, trace, show): declared "*args, top, ...", so
+** args[0..3] are the keywords and args[4..n) the positional values: f, then f's */
 static int b_profile(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   const char *fname = "profile";
-  nb_Value f = args[0];
+  if (n < 5) return nb_error_kind(vm, "TypeError", "profile: expected a function to run (profile(f, *args))");
+  nb_Value f = args[4];
   if (f.t != NB_TFUNC && f.t != NB_TBUILTIN && f.t != NB_TREC)
     return nb_error_kind(vm, "TypeError", "profile: expected a function to run, got %s", nb_typename(f));
-  int top; SortBy by;
-  if (check_opts(vm, fname, args + 1, &top, &by)) return NB_ERR;
+  int top = 20; SortBy by = BY_AUTO;
+  if (check_opts(vm, fname, args, &top, &by)) return NB_ERR;
   if (nt_profile_start()) return nbT_err(vm);
   nb_Value r;
   if (nbV_call(vm, f, args + 5, n - 5, &r)) { nt_profile_abort(); return NB_ERR; }
-  int rc = finish(vm, fname, r, top, by, args[3], nb_truthy(args[4]), out);
+  int rc = finish(vm, fname, r, top, by, args[2], nb_truthy(args[3]), out);
   nb_decref(r);
   return rc;
 }
@@ -228,7 +229,7 @@ static int b_profile_start(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
 
 static int b_profile_stop(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "profile_stop";
-  int top; SortBy by;
+  int top = 20; SortBy by = BY_AUTO;
   if (check_opts(vm, fname, args, &top, &by)) return NB_ERR;   /* the profile keeps running: fix the call and stop again */
   return finish(vm, fname, nb_nil(), top, by, args[2], nb_truthy(args[3]), out);
 }
@@ -236,7 +237,7 @@ static int b_profile_stop(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
 static int b_profile_table(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "profile_table";
   NB_ARGREC(0, "p");
-  int top; SortBy by;
+  int top = 20; SortBy by = BY_AUTO;
   if (top_arg(vm, fname, args[1], &top) || sort_arg(vm, fname, args[2], &by)) return NB_ERR;
   nb_Buf text = {0};
   int rc = render(vm, fname, nb_rec(args[0]), top, by, &text, NULL);
@@ -252,7 +253,7 @@ static int b_profile_active(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
 }
 
 static nb_Builtin profile_builtins[] = {
-  { "profile", b_profile, "f, *args, top=20, sort_by=nil, trace=nil, show=true",
+  { "profile", b_profile, "*args, top=20, sort_by=nil, trace=nil, show=true",
     "profile(f, *args, top=20, sort_by=nil, trace=nil, show=true): runs f(*args) under the op profiler; returns {result, ops, wall_ms, self_ms, gpu_ms, gpu, events, dropped, sort_by, trace}, ops one row {name, phase, device, kind, calls, self_ms, self_pct, total_ms, gpu_self_ms, gpu_total_ms} per op, phase and device; show prints the top rows; trace=\"f.json\" writes a Chrome trace" },
   { "profile_start", b_profile_start, "",
     "profile_start(): starts the op profiler (profile_stop() ends it); an error if one is running" },

@@ -43,8 +43,8 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 ASAN = os.environ.get("NABLA_ASAN") == "1"
-BUILD = os.environ.get("NABLA_BUILD") or os.path.join(ROOT, "build-asan" if ASAN else "build")
-NABLA = os.environ.get("NABLA") or os.path.join(BUILD, "nabla")
+BUILD = os.path.abspath(os.environ.get("NABLA_BUILD") or os.path.join(ROOT, "build-asan" if ASAN else "build"))
+NABLA = os.path.abspath(os.environ.get("NABLA") or os.path.join(BUILD, "nabla"))
 SLOW = 4 if ASAN else 1
 TMP = tempfile.mkdtemp(prefix="nabla-profile-test-")
 failed = 0
@@ -75,32 +75,31 @@ def run_file(src, timeout=120, **kw):
     return p.returncode, p.stdout, p.stderr
 
 
-def lit(a):
-    return "tensor(" + json.dumps(np.asarray(a, dtype=np.float64).tolist()) + ")"
+# nabla source that prints a profile record: one "@R" line per row, then "@P"
+DUMP = r'''
+fn dump(p, extra) {
+  for r in p.ops { print("@R", r.name, r.phase, r.device, r.kind, r.calls, r.self_ms, r.total_ms, r.gpu_self_ms, r.gpu_total_ms) }
+  print("@P", p.wall_ms, p.self_ms, p.gpu, p.events, p.dropped, extra)
+}
+'''
+ROW = ("name", "phase", "device", "kind", "calls", "self_ms", "total_ms", "gpu_self_ms", "gpu_total_ms")
 
 
 def rows_of(out):
-    """the JSON line the programs print: {"rows": [...], ...}"""
+    """the record dump() printed: {"rows": [...], "wall_ms", "self_ms", "gpu", "events", "dropped", "extra": [...]}"""
+    rows, rec = [], None
     for line in out.splitlines():
-        if line.startswith("@@"):
-            return json.loads(line[2:])
-    return None
-
-
-# nabla source that prints the profile record's rows as JSON after "@@"
-DUMP = r'''
-fn jstr(s) = "\"" + s + "\""
-fn dump(p, extra) {
-  parts = []
-  for r in p.ops {
-    push(parts, "{\"name\":" + jstr(r.name) + ",\"phase\":" + jstr(r.phase) + ",\"device\":" + jstr(r.device) +
-      ",\"kind\":" + jstr(r.kind) + ",\"calls\":" + str(r.calls) + ",\"self_ms\":" + str(r.self_ms) +
-      ",\"total_ms\":" + str(r.total_ms) + ",\"gpu_self_ms\":" + str(r.gpu_self_ms) + ",\"gpu_total_ms\":" + str(r.gpu_total_ms) + "}")
-  }
-  print("@@{\"rows\":[" + join(parts, ",") + "],\"wall_ms\":" + str(p.wall_ms) + ",\"self_ms\":" + str(p.self_ms) +
-        ",\"gpu\":" + str(p.gpu) + ",\"events\":" + str(p.events) + ",\"dropped\":" + str(p.dropped) + extra + "}")
-}
-'''
+        f = line.split()
+        if f[:1] == ["@R"] and len(f) == 10:
+            r = dict(zip(ROW, f[1:]))
+            for k in ROW[4:]:
+                r[k] = float(r[k])
+            r["calls"] = int(r["calls"])
+            rows.append(r)
+        elif f[:1] == ["@P"] and len(f) >= 6:
+            rec = {"rows": rows, "wall_ms": float(f[1]), "self_ms": float(f[2]), "gpu": f[3] == "true",
+                   "events": int(f[4]), "dropped": int(f[5]), "extra": f[6:]}
+    return rec
 
 
 def counts(rows, kind="op"):
@@ -113,9 +112,10 @@ def counts(rows, kind="op"):
 
 def known_program(device, both_grad):
     m, k, n = (int(v) for v in rng.integers(3, 9, size=3))
-    x, w = rng.standard_normal((m, k)), rng.standard_normal((k, n))
+    # values exact in f32: a [..] literal is an f32 tensor before tensor(..., dtype="f64") widens it
+    x, w = (rng.standard_normal(sh).astype(np.float32).astype(np.float64) for sh in ((m, k), (k, n)))
     reps = int(rng.integers(2, 5))
-    dev = f', device="{device}"' if device != "cpu" else ""
+    dev = f', device="{device}"' if device != "cpu" else ', dtype="f64"'
     xg = "true" if both_grad else "false"
     src = DUMP + f'''
 x = tensor({json.dumps(x.tolist())}, requires_grad={xg}{dev})
@@ -130,12 +130,13 @@ p = profile(fn() {{
   for i in 0..{reps} {{ r = step() }}
   r
 }}, show=false, trace="{TMP}/k-{device}.json")
-dump(p, ",\\"result\\":" + str(p.result.item()) + ",\\"gw\\":" + str(w.grad.sum().item()))
+dump(p, str(p.result.item()) + " " + str(w.grad.sum().item()))
 '''
     rc, out, err = run_file(src, **({"NABLA_CUDA_EMULATE": "force", "NABLA_EMU_SMS": "2"} if device == "cuda" else {}))
     d = rows_of(out)
     if rc != 0 or d is None:
         return None, f"exit {rc}: {err[-600:]} {out[-300:]}", reps, None
+    d["result"], d["gw"] = float(d["extra"][0]), float(d["extra"][1])
     ref = np.maximum(x @ w, 0).sum()
     gw = reps * (x.T @ (((x @ w) > 0).astype(float))).sum()
     return d, (ref, gw), reps, os.path.join(TMP, f"k-{device}.json")
@@ -193,8 +194,9 @@ p = profile(work, show=false)
 dump(p, "")
 print(profile_table(p, top=3, sort_by="calls"))
 q = profile(work, show=false, sort_by="total")
-tot = [r.total_ms for r in q.ops]
-print("@T" + str(tot == sorted(tot, fn(u, v) u > v)))
+tot = []
+for r in q.ops {{ push(tot, r.total_ms) }}
+print("@T" + str(tot == sorted(tot, reverse=true)))
 '''
     rc, out, err = run_file(src)
     d = rows_of(out)
@@ -209,8 +211,7 @@ print("@T" + str(tot == sorted(tot, fn(u, v) u > v)))
     c = counts(rows)
     report("profile_consistency_counts", c.get(("matmul", "forward")) == reps and c.get(("sum", "forward")) == 1,
            f"counts {c} (want matmul x{reps}, sum x1)")
-    table = out.split("\n", 1)[1] if out.startswith("@@") else out
-    lines = [l for l in table.splitlines() if l and not l.startswith("@")]
+    lines = [l for l in out.splitlines() if l and not l.startswith("@")]
     body = lines[1:4]
     calls = [int(l.split()[3]) for l in body if len(l.split()) > 4]
     report("profile_table_top_sort", len(body) == 3 and calls == sorted(calls, reverse=True) and lines[4].startswith("3 of ")
@@ -288,8 +289,10 @@ def check_repl():
     b = re.search(r"^@B (\d+) (\d+) (\d+)$", out, re.M)
     dline = re.search(r"^@D (\d+) (\w+)$", out, re.M)
     eline = re.search(r"^@E (\w+)$", out, re.M)
-    report("profile_repl_cell", len(tables) >= 1 and "matmul" in out and b and int(b.group(1)) == k and int(b.group(3)) >= 3
-           and re.search(r"^4 of \d+ rows by calls", out, re.M), f"stdout {out[-800:]}; stderr {p.stderr[-300:]}")
+    foot = re.search(r"^(\d+) of (\d+) rows by calls", out, re.M)
+    report("profile_repl_cell", len(tables) >= 1 and "matmul" in out and b and int(b.group(1)) == k and int(b.group(3)) >= 4
+           and foot and int(foot.group(1)) == min(4, int(foot.group(2))) and int(b.group(3)) == int(foot.group(2)),
+           f"stdout {out[-800:]}; stderr {p.stderr[-300:]}")
     report("profile_repl_line", len(tables) == 2 and dline and dline.group(1) == "7" and dline.group(2) == "false"
            and re.search(r"^tanh\s+forward", out, re.M), f"stdout {out[-600:]}")
     report("profile_repl_bad_options_off", eline and eline.group(1) == "false" and "sort_by must be one of" in p.stderr,
@@ -340,7 +343,9 @@ def check_kernel():
 
     d0, d1 = displays(res[0]), displays(res[1])
     ok0 = (len(d0) == 1 and "<table" in d0[0].get("text/html", "") and "matmul" in d0[0]["text/html"]
-           and re.search(r"^op\s+phase", d0[0].get("text/plain", ""), re.M) and "5 of " in d0[0]["text/plain"])
+           and re.search(r"^op\s+phase", d0[0].get("text/plain", ""), re.M)
+           and re.search(r"^(\d+) of (\d+) rows", d0[0]["text/plain"], re.M)
+           and (lambda m: int(m.group(1)) == min(5, int(m.group(2))))(re.search(r"^(\d+) of (\d+) rows", d0[0]["text/plain"], re.M)))
     report("profile_kernel_cell_html", ok0, f"displays {d0}; msgs {[t for t, _ in res[0]]}")
     report("profile_kernel_call_html", len(d1) == 1 and "<table" in d1[0].get("text/html", "") and "2 of " in d1[0]["text/plain"],
            f"displays {d1}")
