@@ -14,7 +14,7 @@
 
 namespace ncu {
 
-static void *timer_create(void) {
+static void *prof_timer_create(void) {
   cudaEvent_t ev = nullptr;
   if (bind_device()) return nullptr;
   cudaError_t e = cudaEventCreate(&ev);
@@ -22,28 +22,28 @@ static void *timer_create(void) {
   return (void *)ev;
 }
 
-static int timer_record(void *t) {
+static int prof_timer_record(void *t) {
   if (bind_device()) return -1;
   CU(cudaEventRecord((cudaEvent_t)t, stream));
   return 0;
 }
 
 // after a synchronize: both events are complete
-static int timer_elapsed(void *a, void *b, float *ms) {
+static int prof_timer_elapsed(void *a, void *b, float *ms) {
   if (bind_device()) return -1;
   CU(cudaEventElapsedTime(ms, (cudaEvent_t)a, (cudaEvent_t)b));
   return 0;
 }
 
-static void timer_destroy(void *t) {
+static void prof_timer_destroy(void *t) {
   if (t && !bind_device()) cudaEventDestroy((cudaEvent_t)t);
 }
 
 void profile_fill_api(nt_DeviceApi *api) {
-  api->timer_create = timer_create;
-  api->timer_record = timer_record;
-  api->timer_elapsed = timer_elapsed;
-  api->timer_destroy = timer_destroy;
+  api->timer_create = prof_timer_create;
+  api->timer_record = prof_timer_record;
+  api->timer_elapsed = prof_timer_elapsed;
+  api->timer_destroy = prof_timer_destroy;
 }
 
 }  // namespace ncu

@@ -180,7 +180,7 @@ void  nt_cuda_timer_destroy(void *t);
 int nt_cuda_comm_all_gather_async(nt_CudaComm *c, const void *send, void *recv, size_t sendbytes, void *ev);
 
 /* ---- ABI between the loader and the module (not for users) -------------------- */
-#define NT_DEVICE_ABI_VERSION 5   /* 4: streams, events, pinned memory, async all_gather; 5: epoch_close, epoch_failed */
+#define NT_DEVICE_ABI_VERSION 6   /* 4: streams, events, pinned memory, async all_gather; 5: epoch_close, epoch_failed; 6: the profiler's timer_* */
 struct nt_KernelArgs;
 struct nt_Allocator;
 typedef struct nt_HostApi {

@@ -26,6 +26,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#include <x86intrin.h>
+#endif
 
 int nt_prof_on_;
 
@@ -35,6 +39,8 @@ int nt_prof_on_;
 static struct {
   pthread_t owner;
   int64_t t_start;                /* CLOCK_MONOTONIC ns */
+  uint64_t tsc_start;             /* the TSC then, when it is used */
+  bool tsc;                       /* event times in TSC ticks, converted at the stop */
   nt_ProfEvent *ev; int64_t n, cap, dropped, untimed;
   int32_t cur;                    /* innermost open event, -1 none */
   bool no_timers;                 /* the device gave no timing event: stop asking */
@@ -54,6 +60,29 @@ static int64_t now_ns(void) {
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* Event times: a clock_gettime costs ~1-2 us on a VM whose clock source is
+** not the TSC (kvm-clock), which would be most of a small op's event.  With
+** an invariant TSC (CPUID 0x80000007 EDX bit 8) events read the TSC (~20 ns)
+** and the stop maps ticks to ns linearly between the start's and the stop's
+** (clock, TSC) pairs. */
+static bool invariant_tsc(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned a, b, c, d;
+  return __get_cpuid(0x80000007, &a, &b, &c, &d) && (d & (1u << 8));
+#else
+  return false;
+#endif
+}
+static uint64_t tsc_now(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  return __rdtsc();
+#else
+  return 0;
+#endif
+}
+/* the time since the start, in the profile's units (ticks or ns) */
+static int64_t stamp(void) { return S.tsc ? (int64_t)(tsc_now() - S.tsc_start) : now_ns() - S.t_start; }
+
 bool nt_profile_active(void) { return nt_prof_on_ && pthread_equal(S.owner, pthread_self()); }
 
 static void free_names(char **names, int n) { for (int i = 0; i < n; i++) free(names[i]); free(names); }
@@ -69,7 +98,11 @@ int nt_profile_start(void) {
   S.gpu_ref_ns = -1;
   memset(S.cache, 0, sizeof S.cache);
   S.names = NULL; S.nnames = S.capnames = 0;
+  static int tsc_state;   /* 0 not asked, 1 usable, 2 not */
+  if (!tsc_state) tsc_state = invariant_tsc() && !getenv("NABLA_PROFILE_NO_TSC") ? 1 : 2;
+  S.tsc = tsc_state == 1;
   S.t_start = now_ns();
+  S.tsc_start = tsc_now();
   __atomic_store_n(&nt_prof_on_, 1, __ATOMIC_RELEASE);
   return 0;
 }
@@ -134,14 +167,14 @@ int nt_prof_begin_(const char *name, int kind, int device) {
   e->gpu_ms = -1; e->timer = -1;
   if (device != NT_CPU) {
     if (S.gpu_ref_ns < 0 && !S.no_timers) {
-      if (timer_at(0)) S.gpu_ref_ns = now_ns() - S.t_start;
+      if (timer_at(0)) S.gpu_ref_ns = stamp();
       else S.no_timers = true;
     }
     if (S.gpu_ref_ns >= 0 && S.ntimed < NT_PROF_MAX_TIMED && timer_at(1 + 2 * S.ntimed)) e->timer = (int32_t)(1 + 2 * S.ntimed++);
     else S.untimed++;
   }
   S.cur = (int32_t)i;
-  e->t0 = now_ns() - S.t_start;              /* after the bookkeeping: it is not the op's time */
+  e->t0 = stamp();                           /* after the bookkeeping: it is not the op's time */
   return (int)((S.gen << GEN_SHIFT) | (unsigned)i);
 }
 
@@ -151,7 +184,7 @@ void nt_prof_end_(int token) {
   int32_t i = token & ((1 << GEN_SHIFT) - 1);
   if (i != S.cur) return;                    /* not the innermost open event: nothing sane to close */
   nt_ProfEvent *e = &S.ev[i];
-  e->t1 = now_ns() - S.t_start;
+  e->t1 = stamp();
   if (e->timer >= 0 && !timer_at(e->timer + 1)) { e->timer = -1; S.untimed++; }
   S.cur = e->parent;
   if (e->parent >= 0) S.ev[e->parent].child_ns += e->t1 - e->t0;
@@ -202,9 +235,25 @@ static int resolve_gpu(nt_Profile *p) {
   return 0;
 }
 
+/* event times from the profile's units to ns since the start; child times
+** are summed again from the converted children, so self times stay >= 0 */
+static void to_ns(nt_Profile *p, int64_t end_units, int64_t end_ns) {
+  if (!S.tsc) return;
+  double scale = end_units > 0 ? (double)end_ns / (double)end_units : 1.0;
+  for (int64_t i = 0; i < p->n; i++) {
+    nt_ProfEvent *e = &p->ev[i];
+    e->t0 = (int64_t)((double)e->t0 * scale + 0.5);
+    e->t1 = (int64_t)((double)e->t1 * scale + 0.5);
+    e->child_ns = 0;
+  }
+  for (int64_t i = 0; i < p->n; i++)
+    if (p->ev[i].parent >= 0) p->ev[p->ev[i].parent].child_ns += p->ev[i].t1 - p->ev[i].t0;
+  if (p->gpu_ref_ns >= 0) p->gpu_ref_ns = (int64_t)((double)p->gpu_ref_ns * scale + 0.5);
+}
+
 nt_Profile *nt_profile_stop(void) {
   if (!nt_profile_active()) { nt_error_set("profile: no profile is running"); return NULL; }
-  int64_t t_end = now_ns() - S.t_start;
+  int64_t t_end = stamp(), ns_end = now_ns() - S.t_start;
   __atomic_store_n(&nt_prof_on_, 0, __ATOMIC_RELEASE);
   /* events still open (stopped from inside an op or a backward formula) end now */
   for (int32_t i = S.cur; i >= 0; i = S.ev[i].parent) {
@@ -215,7 +264,8 @@ nt_Profile *nt_profile_stop(void) {
   nt_Profile *p = calloc(1, sizeof *p);
   if (!p) { nt_error_oom(sizeof *p); reset_state(); return NULL; }
   p->ev = S.ev; p->n = S.n; p->dropped = S.dropped; p->untimed = S.untimed;
-  p->wall_ns = t_end; p->gpu_ref_ns = S.gpu_ref_ns;
+  p->wall_ns = ns_end; p->gpu_ref_ns = S.gpu_ref_ns;
+  to_ns(p, t_end, ns_end);
   p->names = S.names; p->nnames = S.nnames;
   S.ev = NULL; S.n = S.cap = 0; S.names = NULL; S.nnames = S.capnames = 0;
   if (resolve_gpu(p)) { S.cur = -1; nt_profile_free(p); return NULL; }
