@@ -236,7 +236,9 @@ lines.append("| GPU busy | %s | %s |" % tuple("%.2f ms" % st[w][1] if st[w] else
 co = {w: coarse(rep[w][2], st[w]) for w in rep}
 for name, _ in COARSE + [("idle", ())]:
     lines.append("| %s | %s | %s |" % (name, cell(co["nabla"][name], st["nabla"]), cell(co["torch"][name], st["torch"])))
-lines += ["", "Finer kinds (cupti_report.py):", ""]
+lines += ["", "reduction: sums, layer norm, cross-entropy/softmax, optimizer, embedding/sort kernels; elementwise: "
+          "binary/unary/fill, gelu, casts and copy kernels; copies: memcpy and memset; idle: the step's time with no "
+          "kernel, copy or memset running.", "", "Finer kinds (cupti_report.py):", ""]
 for w in ("nabla", "torch"):
     lines += ["## %s" % w, "", "```", rep[w][0].rstrip() or "(no report)", "```", ""]
 p = os.path.join(logs, "sdpa_backends.log")
