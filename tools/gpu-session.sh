@@ -110,7 +110,7 @@ build_tracer() {
   local d=$1 inc lib c
   [ -f "$d/libcupti_trace.so" ] && [ "$d/libcupti_trace.so" -nt "$d/cupti_trace.c" ] && return 0
   for c in /usr/local/cuda/extras/CUPTI /usr/local/cuda*/extras/CUPTI \
-           $("${PYTHON:-python3}" -c 'import nvidia.cuda_cupti as m; print(list(m.__path__)[0])' 2>/dev/null); do
+           $("${PYTHON:-python3}" -c 'import importlib.util as u; s = u.find_spec("nvidia.cuda_cupti"); print(list(s.submodule_search_locations)[0])' 2>/dev/null); do
     [ -f "$c/include/cupti.h" ] || continue
     inc=$c/include
     lib=$c/lib64; [ -d "$lib" ] || lib=$c/lib
@@ -126,8 +126,12 @@ build_tracer() {
 export_cudnn() {
   local d f
   [ -n "${NABLA_CUDNN_LIBRARY:-}" ] && { echo "# NABLA_CUDNN_LIBRARY=$NABLA_CUDNN_LIBRARY (given)"; return; }
-  for d in $("$PYTHON" -c 'import nvidia.cudnn as m; print(list(m.__path__)[0] + "/lib")' 2>/dev/null) \
-           $("$PYTHON" -c 'import torch, os; print(os.path.dirname(torch.__file__) + "/lib")' 2>/dev/null); do
+  # (find_spec: where the packages are, without importing torch, which takes seconds)
+  for d in $("$PYTHON" -c 'import importlib.util as u
+for m in ("nvidia.cudnn", "torch"):
+    try: s = u.find_spec(m)
+    except Exception: s = None
+    if s and s.submodule_search_locations: print(list(s.submodule_search_locations)[0] + "/lib")' 2>/dev/null); do
     f=$d/libcudnn.so.9
     if [ -f "$f" ]; then export NABLA_CUDNN_LIBRARY=$f; echo "# NABLA_CUDNN_LIBRARY=$f (PyTorch's)"; return; fi
   done
