@@ -233,9 +233,9 @@ int nbD_magic(nb_VM *vm, const char *code, size_t len, int echo, int *status, nb
     if (!an) {
       out_text(vm, NB_STDOUT,
                "Magics: %time STMT  %timeit STMT  %who  %help NAME (or ?NAME, NAME?)  %dis NAME  %profile STMT  %reset  %load FILE  %quit (the REPL)\n"
+               "A cell starting with %%profile [top=N, sort_by=..., trace=FILE] runs under the op profiler (the record: _profile).\n"
                "Workers (import dist; dist.start(n)): %all EXPR shows EXPR on every worker; a cell starting with\n"
-               "%%all runs on every worker.  A cell starting with %%profile [top=N, sort_by=..., trace=FILE] runs under\n"
-               "the op profiler and shows where the time went (the record is kept in _profile).\n");
+               "%%all runs on every worker.\n");
       return 1;
     }
     char *q = malloc(an + 2);
