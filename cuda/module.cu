@@ -356,6 +356,7 @@ void register_norm(void);   // norm.cu: batch_norm, group_norm, instance_norm
 using namespace ncu;
 
 static int init_module(nt_DeviceApi *api, char *reason, size_t n);
+namespace ncu { void profile_fill_api(nt_DeviceApi *api); }   // profile.cu
 
 extern "C" __attribute__((visibility("default")))
 int nabla_cuda_init(const nt_HostApi *h, nt_DeviceApi *api, char *reason, size_t n) {
@@ -429,5 +430,6 @@ static int init_module(nt_DeviceApi *api, char *reason, size_t n) {
   api->stats = api_stats;
   api->reset_stats = stats_reset;
   nccl_fill_api(api);   // nccl.cu: NCCL collectives (libnccl loaded lazily) and pinned staging
+  profile_fill_api(api);   // profile.cu: the profiler's timing events
   return 0;
 }

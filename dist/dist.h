@@ -44,6 +44,9 @@ char *nbD_magic_code(const char *src, size_t len, int pull);
 ** parser of the front ends: nbD_magic runs such a cell, the REPL collects one,
 ** the kernel groups its output by rank. */
 bool nbD_all_cell(const char *code, size_t len, const char **body, size_t *body_len);
+/* Whether code starts a cell magic (`%%all`, `%%profile`): the REPL collects
+** the lines of such a cell until an empty line, then runs it with nbD_magic. */
+bool nbD_cell_magic(const char *code, size_t len);
 typedef void (*nbD_HelpFn)(void *ud, const char *text);
 int nbD_magic(nb_VM *vm, const char *code, size_t len, int echo, int *status, nbD_HelpFn help_cb, void *ud);
 

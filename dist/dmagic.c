@@ -11,6 +11,10 @@
 **   %all EXPR       EXPR's value on every worker;  %%all: the cell on every worker
 **   %reset          forgets the globals;  %load FILE  runs a file
 **   %dis NAME       the bytecode of the function NAME (a global or a.b path)
+**   %%profile [OPTS]  runs the cell under the op profiler and shows its top
+**                   ops (lang/lib/lprofile.c); OPTS are profile_stop's
+**                   keywords (top=10, sort_by="total", trace="t.json"); the
+**                   record is kept in _profile.  %profile STMT: one statement
 ** Output goes through the VM's sink (terminal, iopub).  Help text can go to
 ** a callback instead (the kernel's pager payload).  nbD_all_cell is the one
 ** parser of `%%all` cells: the magic below runs them, the REPL uses it to
@@ -24,6 +28,7 @@
 #include "dinternal.h"
 #include "dist/dist.h"
 #include "util/clock.h"
+#include "tensor/tprofile.h"
 
 static void out_text(nb_VM *vm, int stream, const char *s) {
   nb_Sink *k = nb_vm_sink(vm);
@@ -128,6 +133,42 @@ bool nbD_all_cell(const char *code, size_t len, const char **body, size_t *body_
 
 static int run_src(nb_VM *vm, const char *src, size_t n, const char *name, int flags) { return nb_run(vm, src, n, name, flags); }
 
+/* "%%profile" alone or followed by a space or a line break: *opts gets the
+** rest of that line, *body the lines after it */
+static bool profile_cell(const char *s, size_t n, const char **opts, size_t *on, const char **body, size_t *bn) {
+  if (n < 9 || strncmp(s, "%%profile", 9) || !(n == 9 || s[9] == '\n' || s[9] == '\r' || s[9] == ' ')) return false;
+  const char *o = s + 9, *e = memchr(o, '\n', n - 9);
+  if (!e) e = s + n;
+  *opts = o; *on = (size_t)(e - o);
+  trim(opts, on);
+  *body = e; *bn = (size_t)(s + n - e);
+  return true;
+}
+
+bool nbD_cell_magic(const char *code, size_t len) {
+  const char *s = code; size_t n = len, on, bn; const char *o, *b;
+  trim(&s, &n);
+  return nbD_all_cell(s, n, NULL, NULL) || profile_cell(s, n, &o, &on, &b, &bn);
+}
+
+/* %%profile / %profile: the code between profile_start() and
+** `_profile = profile_stop(show=true, OPTS)`.  An error in the code or in OPTS
+** switches the profiler off and is the magic's error. */
+static int profile_magic(nb_VM *vm, const char *opts, size_t on, const char *body, size_t bn, const char *name, int echo) {
+  if (run_src(vm, "profile_start()", 15, name, 0)) return 1;
+  int st = run_src(vm, body, bn, name, echo);
+  if (!st) {
+    size_t m = on + 64;
+    char *c = malloc(m);
+    if (!c) abort();
+    int k = snprintf(c, m, "_profile = profile_stop(show=true%s%.*s)\n", on ? ", " : "", (int)on, opts);
+    st = run_src(vm, c, (size_t)k, "<%%profile options>", 0);
+    free(c);
+  }
+  if (nt_profile_active()) nt_profile_abort();
+  return st ? 1 : 0;
+}
+
 int nbD_magic(nb_VM *vm, const char *code, size_t len, int echo, int *status, nbD_HelpFn help_cb, void *ud) {
   const char *s = code; size_t n = len;
   trim(&s, &n);
@@ -157,6 +198,8 @@ int nbD_magic(nb_VM *vm, const char *code, size_t len, int echo, int *status, nb
     free(c);
     return 1;
   }
+  const char *popts, *pbody; size_t pon, pbn;
+  if (profile_cell(s, n, &popts, &pon, &pbody, &pbn)) { *status = profile_magic(vm, popts, pon, pbody, pbn, "<%%profile>", echo); return 1; }
   if (memchr(s, '\n', n)) return 0;   /* the line magics are one line */
   const char *w = s + 1; size_t wn = strcspn(w, " \t");
   if (wn > n - 1) wn = n - 1;
@@ -179,6 +222,9 @@ int nbD_magic(nb_VM *vm, const char *code, size_t len, int echo, int *status, nb
     /* the statement's own line numbers stay right in errors: it starts on line 2 of "<%timeit>" */
     *status = run_src(vm, c, (size_t)k, "<%timeit>", 0) ? 1 : 0;
     free(c);
+  } else if (IS("profile")) {
+    if (!an) { out_text(vm, NB_STDERR, "%profile: needs a statement (%profile STMT runs it under the op profiler; %%profile profiles a cell)\n"); *status = 2; return 1; }
+    *status = profile_magic(vm, "", 0, arg, an, "<%profile>", echo);
   } else if (IS("who")) {
     char *g = nb_globals_list(vm);
     out_text(vm, NB_STDOUT, g && *g ? g : "(no variables)\n");
@@ -186,7 +232,8 @@ int nbD_magic(nb_VM *vm, const char *code, size_t len, int echo, int *status, nb
   } else if (IS("help")) {
     if (!an) {
       out_text(vm, NB_STDOUT,
-               "Magics: %time STMT  %timeit STMT  %who  %help NAME (or ?NAME, NAME?)  %dis NAME  %reset  %load FILE  %quit (the REPL)\n"
+               "Magics: %time STMT  %timeit STMT  %who  %help NAME (or ?NAME, NAME?)  %dis NAME  %profile STMT  %reset  %load FILE  %quit (the REPL)\n"
+               "A cell starting with %%profile [top=N, sort_by=..., trace=FILE] runs under the op profiler (the record: _profile).\n"
                "Workers (import dist; dist.start(n)): %all EXPR shows EXPR on every worker; a cell starting with\n"
                "%%all runs on every worker.\n");
       return 1;

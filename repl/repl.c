@@ -118,16 +118,8 @@ static int command(nb_VM *vm, const char *line, int *status) {
   return 0;
 }
 
-/* A %%all cell collected line by line (until an empty line): dmagic.c runs
-** it on every worker, as it does the kernel's %%all cells. */
-static void all_cell_run(nb_VM *vm, const char *body, int *status) {
-  size_t n = strlen(body);
-  char *cell = malloc(n + 7);
-  if (!cell) abort();
-  memcpy(cell, "%%all\n", 6); memcpy(cell + 6, body, n + 1);
-  command(vm, cell, status);
-  free(cell);
-}
+/* A cell magic (%%all, %%profile) is collected line by line, its first line
+** included, until an empty line; dmagic.c runs it as the kernel's cells. */
 
 /* ?name or name? on a line of its own */
 static int help_query(const char *line) {
@@ -187,10 +179,10 @@ static int interactive(nb_VM *vm) {
   rl_catch_signals = 0;
   printf("nabla %s — type %%help for help, Ctrl-D to exit\n", nb_version());
   char *buf = NULL; size_t blen = 0;
-  int status = 0, all_cell = 0;   /* collecting a %%all cell until an empty line */
+  int status = 0, all_cell = 0;   /* collecting a cell magic (%%all, %%profile) until an empty line */
   for (;;) {
     cancelled = 0;
-    char *line = readline(all_cell ? "all> " : buf ? "... " : ">>> ");
+    char *line = readline(all_cell ? (nbD_all_cell(buf, blen, NULL, NULL) ? "all> " : "%%> ") : buf ? "... " : ">>> ");
     if (cancelled) { free(buf); buf = NULL; blen = 0; all_cell = 0; cancelled = 0; if (line && !*line) { free(line); continue; } }
     if (!line) { printf("\n"); break; }
     if (all_cell) {
@@ -201,12 +193,13 @@ static int interactive(nb_VM *vm) {
       }
       free(line);
       all_cell = 0;
-      if (buf) { all_cell_run(vm, buf, &status); free(buf); buf = NULL; blen = 0; }
+      if (buf) { command(vm, buf, &status); free(buf); buf = NULL; blen = 0; }
       continue;
     }
-    if (!buf && nbD_all_cell(line, strlen(line), NULL, NULL)) {
+    if (!buf && nbD_cell_magic(line, strlen(line))) {
       remember(line, hist);
       all_cell = 1;
+      append(&buf, &blen, line, strlen(line), 1);
       free(line);
       continue;
     }
@@ -246,12 +239,12 @@ static int piped(nb_VM *vm) {
         continue;
       }
       all_cell = 0;
-      if (buf) { all_cell_run(vm, buf, &status); if (status) failed = 1; free(buf); buf = NULL; blen = 0; }
+      if (buf) { command(vm, buf, &status); if (status) failed = 1; free(buf); buf = NULL; blen = 0; }
       if (n < 0) break;
       continue;
     }
     if (n >= 0) {
-      if (!buf && nbD_all_cell(line, (size_t)n, NULL, NULL)) { all_cell = 1; continue; }
+      if (!buf && nbD_cell_magic(line, (size_t)n)) { all_cell = 1; append(&buf, &blen, line, (size_t)n, 0); continue; }
       if (!buf && (line[0] == '%' || help_query(line))) {
         line[strcspn(line, "\r\n")] = 0;   /* as readline gives it: no newline */
         if (command(vm, line, &status)) break;

@@ -27,6 +27,7 @@
 ** become the checkpoint node's inputs (its edges in the outer graph).
 */
 #include "tinternal.h"
+#include "tprofile.h"
 #include <stdlib.h>
 
 static _Thread_local bool grad_off = false;   /* stored inverted: zero-init = enabled */
@@ -441,7 +442,9 @@ static int run_engine(const Engine *e, int nroots, nt_Tensor *const *roots, nt_T
     nt_Tensor *gin_inl[NT_NODE_INLINE] = {0}, **gin = gin_inl;
     if (n->nin > NT_NODE_INLINE) { gin = nt_calloc((size_t)n->nin, sizeof *gin); if (!gin) { rc = -1; break; } }
     nt_Tensor *gout = n->gacc; n->gacc = NULL;
+    int tok = nt_prof_on_ ? nt_prof_begin_(n->name, NT_PROF_NODE, NT_CPU) : -1;   /* the profiler's range (tprofile.h) */
     rc = n->backward(n, gout, gin);
+    if (tok >= 0) nt_prof_end_(tok);
     nt_release(gout);
     for (int k = 0; k < n->nin; k++) {
       nt_Tensor *in = n->in[k], *g = gin[k];
@@ -487,7 +490,10 @@ static nt_Tensor *seed_grad(const char *op, nt_Tensor *root, nt_Tensor *g) {
     NT_FAIL_NULL("%s: grad can be implicitly created only for scalar outputs, got shape %s", op,
                  nt_shape_str(root->shape, root->ndim, a, sizeof a));
   }
-  return nt_ones_like(root);
+  nt_fuse_backward_depth_++;             /* the seed is the pass's first op (the profiler's phase, tprofile.h) */
+  nt_Tensor *ones = nt_ones_like(root);
+  nt_fuse_backward_depth_--;
+  return ones;
 }
 
 int nt_backward(nt_Tensor *root, nt_Tensor *grad, bool retain_graph) {

@@ -108,8 +108,13 @@ int  nt_op_register(const char *name);
 ** synchronisation epoch (textend.h, nt_dev_check).  Inputs or outputs a
 ** kernel reaches through `extra` are the front end's to check and mark. */
 int nt_dispatch_device_(int op, nt_Kernel k, const nt_KernelArgs *a);
+/* The profiler's hook (tprofile.h): nt_prof_on_ is set while a profile runs;
+** nt_prof_dispatch_ times the call and dispatches as below. */
+extern int nt_prof_on_;
+int nt_prof_dispatch_(int op, nt_Device dev, nt_Kernel k, const nt_KernelArgs *a);
 static inline int nt_dispatch(int op, nt_Device dev, const nt_KernelArgs *a) {
   nt_Kernel k = nt_kernel_table[op][dev];
+  if (k && __builtin_expect(nt_prof_on_, 0)) return nt_prof_dispatch_(op, dev, k, a);
   if (k) return dev == NT_CPU ? k(a) : nt_dispatch_device_(op, k, a);
   nt_error_set("%s: not implemented for device %s", nt_op_name(op), nt_device_name(dev));
   return -1;
@@ -157,6 +162,16 @@ int   nt_cuda_event_wait(void *ev);
 int   nt_cuda_copy_async(void *dst, const void *src, size_t n, int to_device, void *s);
 nt_Tensor *nt_cuda_pinned_empty(const int64_t *shape, int ndim, nt_DType dt);
 size_t nt_cuda_pinned_bytes(void);
+/* Timing events for the profiler (tprofile.c; cuda/profile.cu):
+**  nt_cuda_timer_create()    an event that records a time; NULL + error
+**  nt_cuda_timer_record(t)   t marks the work queued on the compute stream so far
+**  nt_cuda_timer_elapsed(a, b, &ms)   ms between a and b, both recorded and
+**                            complete (after a synchronize); 0, or -1 + error
+**  nt_cuda_timer_destroy(t)  takes NULL */
+void *nt_cuda_timer_create(void);
+int   nt_cuda_timer_record(void *t);
+int   nt_cuda_timer_elapsed(void *a, void *b, double *ms);
+void  nt_cuda_timer_destroy(void *t);
 /* nt_cuda_comm_all_gather (tdevice.h) that the compute stream does NOT wait
 ** for: ev (an event of nt_cuda_event_create) is recorded after the gather on
 ** the communicator's stream; the consumer calls nt_cuda_stream_wait(NULL, ev)
@@ -165,7 +180,7 @@ size_t nt_cuda_pinned_bytes(void);
 int nt_cuda_comm_all_gather_async(nt_CudaComm *c, const void *send, void *recv, size_t sendbytes, void *ev);
 
 /* ---- ABI between the loader and the module (not for users) -------------------- */
-#define NT_DEVICE_ABI_VERSION 6   /* 4: streams, events, pinned memory, async all_gather; 5: epoch_close, epoch_failed; 6: stats */
+#define NT_DEVICE_ABI_VERSION 7   /* 4: streams, events, pinned memory, async all_gather; 5: epoch_close, epoch_failed; 6: stats; 7: the profiler's timer_* */
 struct nt_KernelArgs;
 struct nt_Allocator;
 typedef struct nt_HostApi {
@@ -233,6 +248,12 @@ typedef struct nt_DeviceApi {                   /* filled by the module's init *
   int (*comm_all_gather_async)(nt_CudaComm *c, const void *send, void *recv, size_t sendbytes, void *ev);
   int (*stats)(nt_CudaStats *out);              /* the counters (tdevice.h nt_cuda_stats) */
   void (*reset_stats)(void);
+  /* appended: the profiler's timing events (nt_cuda_timer_* above, same
+  ** contracts; cuda/profile.cu); NULL in an older module */
+  void *(*timer_create)(void);
+  int (*timer_record)(void *t);
+  int (*timer_elapsed)(void *a, void *b, float *ms);
+  void (*timer_destroy)(void *t);
 } nt_DeviceApi;
 /* The module exports:  int nabla_cuda_init(const nt_HostApi *, nt_DeviceApi *, char *reason, size_t n);
 ** returning 0, or -1 with the reason why CUDA cannot be used. */

@@ -432,6 +432,16 @@ void nt_cuda_event_destroy(void *ev) { if (ev && cuda_ready && cuda_api.event_de
 int nt_cuda_event_record(void *ev, void *s) { NEED_API(event_record, -1); return cuda_api.event_record(ev, s); }
 int nt_cuda_stream_wait(void *s, void *ev) { NEED_API(stream_wait, -1); return cuda_api.stream_wait(s, ev); }
 int nt_cuda_event_wait(void *ev) { NEED_API(event_wait, -1); return cuda_api.event_wait(ev); }
+void *nt_cuda_timer_create(void) { NEED_API(timer_create, NULL); return cuda_api.timer_create(); }
+int nt_cuda_timer_record(void *t) { NEED_API(timer_record, -1); return cuda_api.timer_record(t); }
+int nt_cuda_timer_elapsed(void *a, void *b, double *ms) {
+  NEED_API(timer_elapsed, -1);
+  float f = 0;
+  if (cuda_api.timer_elapsed(a, b, &f)) return -1;
+  *ms = f;
+  return 0;
+}
+void nt_cuda_timer_destroy(void *t) { if (t && cuda_ready && cuda_api.timer_destroy) cuda_api.timer_destroy(t); }
 int nt_cuda_comm_all_gather_async(nt_CudaComm *c, const void *send, void *recv, size_t sendbytes, void *ev) {
   NEED_API(comm_all_gather_async, -1); return cuda_api.comm_all_gather_async(c, send, recv, sendbytes, ev);
 }

@@ -5,6 +5,7 @@
 */
 #include "tinternal.h"
 #include "tdevice.h"
+#include "tprofile.h"
 #include <stdlib.h>
 
 /* ---- a tiny arena for backward formulas --------------------------------
@@ -108,8 +109,10 @@ static nt_Tensor *small_run(int op, nt_Tensor *a, nt_Tensor *b, double s, bool f
   if (!out) return NULL;
   const void *pa = nt_base(a), *pb = b ? nt_base(b) : NULL;
   void *po = out->storage->data;   /* (fresh: no hook to run) */
+  int tok = nt_prof_on_ ? nt_prof_begin_(nt_op_name(op), NT_PROF_OP, NT_CPU) : -1;   /* an op the profiler sees (tprofile.h) */
   if (a->dtype == NT_F32) nt_arith_f32(op, pa, pb, s, first, po, a->numel);
   else nt_arith_f64(op, pa, pb, s, first, po, a->numel);
+  if (tok >= 0) nt_prof_end_(tok);
   return out;
 }
 

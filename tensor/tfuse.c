@@ -75,6 +75,7 @@
 ** collector runs there.
 */
 #include "tinternal.h"
+#include "tprofile.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -153,7 +154,9 @@ static int eval(nt_Fused *r, bool stoppable);
 ** stays pending, its half-written buffer still hidden (the storage shows no
 ** data), so a later read computes the whole value. */
 static int force(nt_Fused *r, bool stoppable) {
+  int tok = nt_prof_on_ ? nt_prof_begin_fused_(r) : -1;   /* the profiler's event (tprofile.h) */
   int rc = eval(r, stoppable);
+  if (tok >= 0) nt_prof_end_(tok);
   if (rc == -2) return -1;
   nforced++;
   finish(r);

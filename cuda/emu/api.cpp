@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <vector>
 
 // ---- the CUDA runtime API, served on host memory ---------------------------------------------------------------------
@@ -189,7 +190,15 @@ struct EmuStream {
   std::vector<uint64_t> seen;                              // seen[j]: how far into stream j this one is ordered
   std::vector<Op> pending;                                 // a side stream's deferred ops, in order
 };
-struct EmuEvent { EmuStream *s = nullptr; uint64_t seq = 0; std::vector<uint64_t> seen; };
+// t: the host clock (ms) when recorded: the compute stream runs each launch
+// before returning, so two events' difference is the work between them
+// (cudaEventElapsedTime; the profiler, cuda/profile.cu)
+struct EmuEvent { EmuStream *s = nullptr; uint64_t seq = 0; std::vector<uint64_t> seen; double t = -1; };
+static double host_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
 static std::mutex smu;                                     // the streams' state (taken before mu, never inside it)
 // by id; [0] the compute stream; nullptr once destroyed.  Never destroyed
 // itself (as smem_optin): static destructors at exit must not orphan the streams
@@ -390,7 +399,14 @@ EXPORT cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t st) {
   EmuStream *s = stream_of(st);
   if (!s) return fail(cudaErrorInvalidResourceHandle);
   EmuEvent *e = (EmuEvent *)ev;
-  e->s = s; e->seq = s->clock; e->seen = s->seen;
+  e->s = s; e->seq = s->clock; e->seen = s->seen; e->t = host_ms();
+  return cudaSuccess;
+}
+EXPORT cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
+  if (!ms || !a || !b) return fail(cudaErrorInvalidValue);
+  EmuEvent *x = (EmuEvent *)a, *y = (EmuEvent *)b;
+  if (x->t < 0 || y->t < 0) return fail(cudaErrorInvalidResourceHandle);   // never recorded
+  *ms = (float)(y->t - x->t);
   return cudaSuccess;
 }
 // the event's work runs now (it is waited for); a stream of a destroyed event's stream has nothing left

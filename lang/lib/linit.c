@@ -8,7 +8,7 @@
 #include "lang/lib/nblib.h"
 
 static void (*const openers[])(void) = {
-  nbopen_base, nbopen_tensor, nbopen_plot, nbopen_progress, nbopen_files,
+  nbopen_base, nbopen_tensor, nbopen_plot, nbopen_progress, nbopen_files, nbopen_profile,
 };
 
 void nbopen_libs(void) {

@@ -23,6 +23,15 @@ copy of the working tree, no build tree, meson and ninja absent) and
                        the kit's nabla loads SLEEF, jansson and zlib from there
   kit_phase_budget     an unknown phase is refused; a budget too small for a
                        phase leaves it for the next command, which is printed
+  kit_profile_*        `device profile` with a stand-in tracer: stand-ins for
+                       nabla and torch's gpt2 scripts write CUPTI-style traces
+                       (fresh random kernel durations, several steps) where
+                       CUDA_INJECTION64_PATH's tracer would; the phase feeds
+                       them through the real cupti_report.py and writes the
+                       markdown to $OUT/bench/results/ with the device, the
+                       kit's commit and the per-kind milliseconds the traces
+                       hold; NABLA_CUDNN_LIBRARY comes from PyTorch's
+                       environment; the phase runs alone; summary last
 Run: NABLA_BUILD=build /usr/bin/python3 tests/cuda/test_gpu_kit.py
 """
 import math
@@ -237,6 +246,117 @@ def run(tmp):
     last = [l for l in p.stdout.splitlines() if l.strip()][-2:]
     report("kit_phase_budget_next", last[:1] == ["next: tools/gpu-session.sh device demo bench"],
            f"exit {p.returncode}: last lines {last}")
+
+
+    profile_case(tmp, dev, env, no_tools, path)
+
+
+# One step of a stand-in trace: (name, ms) kernels back to back, then a copy,
+# then the marker kernel, then an idle gap (cupti_trace.c's CSV lines)
+def fake_trace(path, kernels, marker, copy_ms, idle_ms, steps=6):
+    t = 1_000_000_000
+    lines = []
+    for _ in range(steps):
+        for name, ms in kernels:
+            d = int(round(ms * 1e6))
+            lines.append(f"K,{t},{t + d},7,80,1,1,256,1,1,0,32,{name}")
+            t += d
+        d = int(round(copy_ms * 1e6))
+        lines.append(f"C,{t},{t + d},7,8,1048576")
+        t += d
+        lines.append(f"K,{t},{t + 20000},7,1,1,1,256,1,1,0,32,{marker}")
+        t += 20000 + int(round(idle_ms * 1e6))
+    lines.append("N,211,cudaLaunchKernel_v7000")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+STAND_NABLA = '''case "$1" in
+  -e) exit 0 ;;
+  bench/cuda/gpt2.nbl) FAKE_TRACE=@TMP@/nabla.csv; @WRITE@
+     echo "# steps=$GPT2_STEPS inject=$CUDA_INJECTION64_PATH cudnn=$NABLA_CUDNN_LIBRARY"; echo "bench: gpt2_step_ms 160.0 ms" ;;
+  *) echo "stand-in nabla: unexpected $*" >&2; exit 3 ;;
+esac'''
+STAND_PYTHON = '''case "$1" in
+  bench/cuda/gpt2_torch.py) FAKE_TRACE=@TMP@/torch.csv; @WRITE@; echo "bench: gpt2_step_ms 32.0 ms" ;;
+  *sdpa_backends.py) echo "bench: sdpa_flash_fwd_ms 0.900 (300 TFLOP/s)  fwd_bwd_ms 3.000 (315 TFLOP/s)" ;;
+  -c) case "$2" in *nvidia.cudnn*) echo @CUDNN@/lib ;; *) exec /usr/bin/python3 "$@" ;; esac ;;
+  *) exec /usr/bin/python3 "$@" ;;
+esac'''
+
+
+def profile_case(tmp, dev, env, no_tools, path):
+    kit_prof = os.path.join(dev, ".gpukit", "gpu-profile")
+    if not os.path.exists(os.path.join(kit_prof, "cupti_report.py")):
+        print("SKIP: kit_profile: the kit has no gpu-profile/ (../shared/gpu-profile is not next to this checkout)")
+        return
+    report("kit_profile_packed", os.path.exists(os.path.join(kit_prof, "cupti_trace.c")), sorted(os.listdir(kit_prof)))
+    r = random.Random()
+    ms = {k: round(r.uniform(0.5, 9.0), 2) for k in ("gemm", "red", "elem", "attn", "copy", "idle", "tgemm", "tattn", "telem", "tidle")}
+    fake_trace(os.path.join(tmp, "nabla.csv"),
+               [("sm90_xmma_gemm_bf16bf16_bf16f32_f32", ms["gemm"]), ("reduce_cols", ms["red"]),
+                ("binary_strided", ms["elem"]), ("sdpa_fwd", ms["attn"])], "xent_total", ms["copy"], ms["idle"])
+    fake_trace(os.path.join(tmp, "torch.csv"),
+               [("nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NTT", ms["tgemm"]), ("flash_fwd_kernel", ms["tattn"]),
+                ("vectorized_elementwise_kernel", ms["telem"])], "nll_loss_forward_reduce_cuda_kernel_2d", 0.5, ms["tidle"])
+    cudnn = os.path.join(tmp, "venv", "cudnn")
+    os.makedirs(os.path.join(cudnn, "lib"))
+    open(os.path.join(cudnn, "lib", "libcudnn.so.9"), "w").close()
+    write_trace = 'f=$(echo "$CUPTI_TRACE_OUT" | sed "s/%p/$$/"); cp "$FAKE_TRACE" "$f"'
+
+    def fill(t):
+        return t.replace("@TMP@", tmp).replace("@WRITE@", write_trace).replace("@CUDNN@", cudnn)
+
+    stand = shim_dir(tmp, "profstand", {"nabla": fill(STAND_NABLA), "python": fill(STAND_PYTHON)})
+    gpu = shim_dir(tmp, "profgpu", {"nvidia-smi": NVIDIA_SMI})
+    out = os.path.join(tmp, "outp")
+    os.makedirs(out)
+    envp = dict(env, PATH=f"{gpu}:{no_tools}:{path}", OUT=out, PYTHON=os.path.join(stand, "python"),
+                GPUKIT_NABLA=os.path.join(stand, "nabla"), CUPTI_TRACE_LIB=os.path.join(stand, "nabla"), PROFILE_STEPS="4")
+    p = subprocess.run(["tools/gpu-session.sh", "device", "profile"], cwd=dev, env=envp, capture_output=True, text=True, timeout=300)
+    lines = [l for l in p.stdout.splitlines() if l.strip()]
+    report("kit_profile_runs", p.returncode == 0 and lines[-1:] == ["result: ok"] and not any(l.startswith("FAIL: ") for l in lines),
+           f"exit {p.returncode}: {p.stdout[-1200:]} {p.stderr[-300:]}")
+    nlog_path = os.path.join(out, "profile_nabla.log")
+    nlog = open(nlog_path).read() if os.path.exists(nlog_path) else ""
+    report("kit_profile_env", f"steps=4 inject={os.path.join(stand, 'nabla')} cudnn={cudnn}/lib/libcudnn.so.9" in nlog,
+           f"the stand-in nabla saw: {nlog[-300:]}")
+    res_dir = os.path.join(out, "bench", "results")
+    mds = sorted(os.listdir(res_dir)) if os.path.isdir(res_dir) else []
+    if len(mds) != 1 or not re.match(r"^\d{4}-\d\d-\d\d-gpt2-profile-NVIDIA-H100-80GB-HBM3\.md$", mds[0]):
+        report("kit_profile_markdown", False, f"results {mds}; {p.stdout[-600:]}")
+        return
+    md = open(os.path.join(res_dir, mds[0])).read()
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    head = md.splitlines()[:4]
+    report("kit_profile_markdown_header", "NVIDIA H100 80GB HBM3" in head[0] and re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", head[0])
+           and commit and f"commit {commit}" in md, f"header {head}; commit {commit}")
+
+    def cell(kind, col):
+        m = re.search(r"^\| " + re.escape(kind) + r" \| ([^|]*) \| ([^|]*) \|$", md, re.M)
+        return m.group(1 + col).strip() if m else ""
+
+    def ms_of(c):
+        m = re.match(r"^([\d.]+) ms", c)
+        return float(m.group(1)) if m else None
+
+    marker = 0.02
+    step_n = ms["gemm"] + ms["red"] + ms["elem"] + ms["attn"] + ms["copy"] + marker + ms["idle"]
+    step_t = ms["tgemm"] + ms["tattn"] + ms["telem"] + 0.5 + marker + ms["tidle"]
+    # (the marker kernel is a cross-entropy kernel: the report's reductions)
+    want = {("GEMM", 0): ms["gemm"], ("attention", 0): ms["attn"], ("reduction", 0): ms["red"] + marker,
+            ("elementwise", 0): ms["elem"], ("copies", 0): ms["copy"], ("idle", 0): ms["idle"], ("step (wall)", 0): step_n,
+            ("GEMM", 1): ms["tgemm"], ("attention", 1): ms["tattn"], ("elementwise", 1): ms["telem"], ("copies", 1): 0.5,
+            ("idle", 1): ms["tidle"], ("step (wall)", 1): step_t, ("reduction", 1): marker}
+    got = {k: ms_of(cell(*k)) for k in want}
+    bad = {k: (got[k], round(v, 2)) for k, v in want.items() if got[k] is None or abs(got[k] - v) > 0.011}
+    report("kit_profile_markdown_kinds", not bad, f"(kind, column): (markdown, trace) {bad}; table {md[:1500]}")
+    report("kit_profile_markdown_sdpa", "sdpa_flash_fwd_ms 0.900" in md, md[-400:])
+    back = os.listdir(os.path.join(out, "profile")) if os.path.isdir(os.path.join(out, "profile")) else []
+    report("kit_profile_traces_back", sorted(f.split("-")[0] for f in back if f.endswith(".csv.xz")) == ["nabla", "torch"], back)
+    # with other phases: refused, saying why
+    p = subprocess.run(["tools/gpu-session.sh", "device", "gpt2", "profile"], cwd=dev, env=envp, capture_output=True, text=True, timeout=120)
+    report("kit_profile_alone", p.returncode == 2 and "the profile phase runs alone" in p.stdout, p.stdout[-300:])
 
 
 main()
