@@ -13,24 +13,36 @@ static int opt_tensor(nb_VM *vm, Tmp *tp, const char *fname, const char *what, n
   return (*out = nbT_arg(vm, tp, fname, what, v)) ? NB_OK : NB_ERR;
 }
 
-/* batch_norm(x, running_mean=nil, running_var=nil, weight=nil, bias=nil,
-** training=false, momentum=0.1, eps=1e-5): torch.nn.functional.batch_norm */
-static int b_batch_norm(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
-  (void)n; const char *fname = "batch_norm"; Tmp tp = {0};
-  double momentum = 0.1, eps = 1e-5;
+/* the arguments batch_norm and instance_norm share, in the same places:
+** (x, running_mean, running_var, weight, bias, FLAG, momentum, eps), checked
+** in this order; FLAG must be a bool (or nil where nil_flag) */
+typedef struct { double momentum, eps; nt_Tensor *x, *rm, *rv, *w, *b; } StatsArgs;
+
+static int stats_args(nb_VM *vm, Tmp *tp, const char *fname, const char *flag, bool nil_flag, nb_Value *args, StatsArgs *a) {
+  a->momentum = 0.1; a->eps = 1e-5;
   /* the running statistics are updated in place: a list or number would be
   ** a temporary copy, and the update would be lost */
   for (int i = 1; i <= 2; i++)
     if (args[i].t != NB_TNIL && args[i].t != NB_TTENSOR)
-      return nb_error_kind(vm, "TypeError", "batch_norm: %s must be a tensor or nil, got %s", i == 1 ? "running_mean" : "running_var", nb_typename(args[i]));
-  if (args[5].t != NB_TBOOL && args[5].t != NB_TNIL) return nb_error_kind(vm, "TypeError", "batch_norm: training must be a bool, got %s", nb_typename(args[5]));
-  if (args[6].t != NB_TNIL && nbT_num_arg(vm, fname, "momentum", args[6], &momentum)) return NB_ERR;
-  if (nbT_num_arg(vm, fname, "eps", args[7], &eps)) return NB_ERR;
-  TENSOR_ARG(x, 0, "input");
-  nt_Tensor *rm, *rv, *w, *b;
-  if (opt_tensor(vm, &tp, fname, "running_mean", args[1], &rm) || opt_tensor(vm, &tp, fname, "running_var", args[2], &rv) ||
-      opt_tensor(vm, &tp, fname, "weight", args[3], &w) || opt_tensor(vm, &tp, fname, "bias", args[4], &b)) { nbT_tmp_free(&tp); return NB_ERR; }
-  DONE(nt_batch_norm(x, rm, rv, w, b, nb_truthy(args[5]), momentum, eps));
+      return nb_error_kind(vm, "TypeError", "%s: %s must be a tensor or nil, got %s", fname, i == 1 ? "running_mean" : "running_var",
+                           nb_typename(args[i]));
+  if (args[5].t != NB_TBOOL && !(nil_flag && args[5].t == NB_TNIL))
+    return nb_error_kind(vm, "TypeError", "%s: %s must be a bool, got %s", fname, flag, nb_typename(args[5]));
+  if (args[6].t != NB_TNIL && nbT_num_arg(vm, fname, "momentum", args[6], &a->momentum)) return NB_ERR;
+  if (nbT_num_arg(vm, fname, "eps", args[7], &a->eps)) return NB_ERR;
+  if (!(a->x = nbT_arg(vm, tp, fname, "input", args[0]))) return NB_ERR;
+  return opt_tensor(vm, tp, fname, "running_mean", args[1], &a->rm) || opt_tensor(vm, tp, fname, "running_var", args[2], &a->rv) ||
+                 opt_tensor(vm, tp, fname, "weight", args[3], &a->w) || opt_tensor(vm, tp, fname, "bias", args[4], &a->b)
+             ? NB_ERR : NB_OK;
+}
+
+/* batch_norm(x, running_mean=nil, running_var=nil, weight=nil, bias=nil,
+** training=false, momentum=0.1, eps=1e-5): torch.nn.functional.batch_norm */
+static int b_batch_norm(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "batch_norm"; Tmp tp = {0};
+  StatsArgs a;
+  if (stats_args(vm, &tp, fname, "training", true, args, &a)) { nbT_tmp_free(&tp); return NB_ERR; }
+  DONE(nt_batch_norm(a.x, a.rm, a.rv, a.w, a.b, nb_truthy(args[5]), a.momentum, a.eps));
 }
 
 /* group_norm(x, num_groups, weight=nil, bias=nil, eps=1e-5) */
@@ -48,18 +60,9 @@ static int b_group_norm(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
 ** use_input_stats=true, momentum=0.1, eps=1e-5) */
 static int b_instance_norm(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "instance_norm"; Tmp tp = {0};
-  double momentum = 0.1, eps;
-  for (int i = 1; i <= 2; i++)
-    if (args[i].t != NB_TNIL && args[i].t != NB_TTENSOR)
-      return nb_error_kind(vm, "TypeError", "instance_norm: %s must be a tensor or nil, got %s", i == 1 ? "running_mean" : "running_var", nb_typename(args[i]));
-  if (args[5].t != NB_TBOOL) return nb_error_kind(vm, "TypeError", "instance_norm: use_input_stats must be a bool, got %s", nb_typename(args[5]));
-  if (args[6].t != NB_TNIL && nbT_num_arg(vm, fname, "momentum", args[6], &momentum)) return NB_ERR;
-  if (nbT_num_arg(vm, fname, "eps", args[7], &eps)) return NB_ERR;
-  TENSOR_ARG(x, 0, "input");
-  nt_Tensor *rm, *rv, *w, *b;
-  if (opt_tensor(vm, &tp, fname, "running_mean", args[1], &rm) || opt_tensor(vm, &tp, fname, "running_var", args[2], &rv) ||
-      opt_tensor(vm, &tp, fname, "weight", args[3], &w) || opt_tensor(vm, &tp, fname, "bias", args[4], &b)) { nbT_tmp_free(&tp); return NB_ERR; }
-  DONE(nt_instance_norm(x, rm, rv, w, b, args[5].u.b, momentum, eps));
+  StatsArgs a;
+  if (stats_args(vm, &tp, fname, "use_input_stats", false, args, &a)) { nbT_tmp_free(&tp); return NB_ERR; }
+  DONE(nt_instance_norm(a.x, a.rm, a.rv, a.w, a.b, args[5].u.b, a.momentum, a.eps));
 }
 
 static nb_Builtin norm_builtins[] = {
