@@ -112,9 +112,12 @@ def xent_case(name, N, C, dt, dev, ignore_rows=0, eps=0.0, autocast=False, layou
     want_loss_dt = "f32" if autocast and dt in ("f16", "bf16") else dt
     dt_ok = dts.split()[:2] == [want_loss_dt, dt] and dts.split()[2:3] == [dev]
     # tolerances: the loss accumulates in f32 on the GPU (f64 on the CPU), then
-    # is stored in its dtype; the gradient is rounded once to the logits' dtype
+    # is stored in its dtype; the gradient is rounded once to the logits' dtype,
+    # from the row's log-sum-exp saved in f32 for f32 logits: at lse ~ 11
+    # (V = 50k) its ulp is ~1e-6, which exp(x - lse) carries as a relative
+    # error, so f32 gradients are held to 1e-5 (1e-6 failed on fresh data)
     ltol = {"f64": 1e-12, "f32": 2e-5, "f16": 2e-3, "bf16": 1.6e-2}[want_loss_dt]
-    gtol = {"f64": 1e-12, "f32": 1e-6, "f16": 1e-3, "bf16": 8e-3}[dt]
+    gtol = {"f64": 1e-12, "f32": 1e-5, "f16": 1e-3, "bf16": 8e-3}[dt]
     if all_ignored:
         l_ok = np.isnan(loss) and np.isnan(want_l)
     else:
