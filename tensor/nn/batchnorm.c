@@ -126,8 +126,11 @@ static void bn_init(void) {
   pthread_once(&once, register_bn);
 }
 
-/* node: in = {x [N, C, S] contiguous, w, b}; saved[0] = stats; iarg = {N, C, S, training} */
-static int bn_backward(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin) {
+/* The backward of batch_norm, group_norm and instance_norm (groupnorm.c):
+** node in = {x [N, C, S] contiguous, w, b}; saved[0] = the statistics;
+** iarg = 4 integers the kernel reads (N, C, S, and training or G); bwd_op's
+** kernel writes dx into out and dweight/dbias into extra. */
+int nn_channel_norm_backward(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin, int bwd_op) {
   nt_Tensor *x = nd->in[0], *w = nd->in[1];
   nt_Tensor *gc = nt_to_dtype(gout, x->dtype), *g = gc ? nt_contiguous(gc) : NULL;
   nt_release(gc);
@@ -136,7 +139,7 @@ static int bn_backward(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin) {
   nt_Tensor *dx = nt_node_needs(nd, 0) ? nt_empty(x->shape, x->ndim, x->dtype, x->device) : NULL;
   nt_Tensor *wb[2] = {nt_node_needs(nd, 1) ? nt_empty(&C, 1, x->dtype, x->device) : NULL,
                       nt_node_needs(nd, 2) ? nt_empty(&C, 1, x->dtype, x->device) : NULL};
-  nt_KernelArgs ka = {.op = op_bn_bwd, .out = dx, .in = {g, x, nd->saved[0], w}, .nin = 4, .extra = wb, .niarg = 4};
+  nt_KernelArgs ka = {.op = bwd_op, .out = dx, .in = {g, x, nd->saved[0], w}, .nin = 4, .extra = wb, .niarg = 4};
   for (int i = 0; i < 4; i++) ka.iarg[i] = nd->iarg[i];
   int rc = (nt_node_needs(nd, 0) && !dx) || (nt_node_needs(nd, 1) && !wb[0]) || (nt_node_needs(nd, 2) && !wb[1]) ? -1 : 0;
   if (!rc) rc = nt_dispatch(ka.op, x->device, &ka);
@@ -145,28 +148,27 @@ static int bn_backward(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin) {
   gin[0] = dx; gin[1] = wb[0]; gin[2] = wb[1];
   return 0;
 }
+/* iarg = {N, C, S, training} */
+static int bn_backward(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin) { return nn_channel_norm_backward(nd, gout, gin, op_bn_bwd); }
 
-/* a per-channel argument: [C] floating on x's device, or NULL */
-static int check_channel(const char *what, nt_Tensor *p, int64_t C, nt_Device dev) {
+/* a per-channel argument of op: [C] floating on x's device, or NULL */
+int nn_channel_check(const char *op, const char *what, nt_Tensor *p, int64_t C, nt_Device dev) {
   char s[128];
   if (!p) return 0;
   if (p->ndim != 1 || p->shape[0] != C) {
-    nt_error_set("batch_norm: %s must have shape [%lld] (one value per channel of the input's axis 1), got %s", what, (long long)C,
+    nt_error_set("%s: %s must have shape [%lld] (one value per channel of the input's axis 1), got %s", op, what, (long long)C,
                  nt_shape_str(p->shape, p->ndim, s, sizeof s));
     return -1;
   }
-  if (!nt_dtype_is_float(p->dtype)) { nt_error_set("batch_norm: %s must be a floating tensor, got %s", what, nt_dtype_name(p->dtype)); return -1; }
-  if (p->device != dev) {
-    nt_error_set("batch_norm: %s is on %s but the input is on %s", what, nt_device_name(p->device), nt_device_name(dev));
-    return -1;
-  }
+  if (!nt_dtype_is_float(p->dtype)) { nt_error_set("%s: %s must be a floating tensor, got %s", op, what, nt_dtype_name(p->dtype)); return -1; }
+  if (p->device != dev) { nt_error_set("%s: %s is on %s but the input is on %s", op, what, nt_device_name(p->device), nt_device_name(dev)); return -1; }
   return 0;
 }
-/* p as a contiguous [C] of dtype dt, detached (NULL when p is) */
-static nt_Tensor *as_compute(nt_Tensor *p, nt_DType dt, bool detach, bool *ok) {
+/* p as a contiguous [C] of dtype dt (NULL when p is; *ok false on failure) */
+nt_Tensor *nn_channel_param(nt_Tensor *p, nt_DType dt, bool *ok) {
   if (!p || !*ok) return NULL;
-  nt_Tensor *d = detach ? nt_detach(p) : nt_retain(p), *c = d ? nt_to_dtype(d, dt) : NULL, *r = c ? nt_contiguous(c) : NULL;
-  nt_release(d); nt_release(c);
+  nt_Tensor *c = nt_to_dtype(p, dt), *r = c ? nt_contiguous(c) : NULL;
+  nt_release(c);
   if (!r) *ok = false;
   return r;
 }
@@ -196,8 +198,8 @@ nt_Tensor *nt_batch_norm(nt_Tensor *x0, nt_Tensor *running_mean, nt_Tensor *runn
   if (!nt_dtype_is_float(x0->dtype)) NT_FAIL_NULL("batch_norm: input must be a floating tensor, got %s", nt_dtype_name(x0->dtype));
   int64_t N = x0->shape[0], C = x0->shape[1], S = 1;
   for (int i = 2; i < x0->ndim; i++) S *= x0->shape[i];
-  if (check_channel("weight", weight, C, x0->device) || check_channel("bias", bias, C, x0->device) ||
-      check_channel("running_mean", running_mean, C, x0->device) || check_channel("running_var", running_var, C, x0->device))
+  if (nn_channel_check("batch_norm", "weight", weight, C, x0->device) || nn_channel_check("batch_norm", "bias", bias, C, x0->device) ||
+      nn_channel_check("batch_norm", "running_mean", running_mean, C, x0->device) || nn_channel_check("batch_norm", "running_var", running_var, C, x0->device))
     return NULL;
   if ((running_mean == NULL) != (running_var == NULL))
     NT_FAIL_NULL("batch_norm: running_mean and running_var go together (got only %s)", running_mean ? "running_mean" : "running_var");
@@ -216,7 +218,7 @@ nt_Tensor *nt_batch_norm(nt_Tensor *x0, nt_Tensor *running_mean, nt_Tensor *runn
   if (!x) return NULL;
   nt_DType dt = x->dtype;
   bool ok = true;
-  nt_Tensor *w = as_compute(weight, dt, false, &ok), *b = as_compute(bias, dt, false, &ok);
+  nt_Tensor *w = nn_channel_param(weight, dt, &ok), *b = nn_channel_param(bias, dt, &ok);
   nt_Tensor *y = NULL, *st = NULL, *res = NULL;
   if (!ok) goto done;
   y = nt_empty(x->shape, 3, dt, x->device);

@@ -124,45 +124,8 @@ static void gn_init(void) {
   pthread_once(&once, register_gn);
 }
 
-/* node: in = {x [N, C, S] contiguous, w, b}; saved[0] = stats; iarg = {N, C, S, G} */
-static int gn_backward(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin) {
-  nt_Tensor *x = nd->in[0], *w = nd->in[1];
-  nt_Tensor *gc = nt_to_dtype(gout, x->dtype), *g = gc ? nt_contiguous(gc) : NULL;
-  nt_release(gc);
-  if (!g) return -1;
-  int64_t C = nd->iarg[1];
-  nt_Tensor *dx = nt_node_needs(nd, 0) ? nt_empty(x->shape, x->ndim, x->dtype, x->device) : NULL;
-  nt_Tensor *wb[2] = {nt_node_needs(nd, 1) ? nt_empty(&C, 1, x->dtype, x->device) : NULL,
-                      nt_node_needs(nd, 2) ? nt_empty(&C, 1, x->dtype, x->device) : NULL};
-  nt_KernelArgs ka = {.op = op_gn_bwd, .out = dx, .in = {g, x, nd->saved[0], w}, .nin = 4, .extra = wb, .niarg = 4};
-  for (int i = 0; i < 4; i++) ka.iarg[i] = nd->iarg[i];
-  int rc = (nt_node_needs(nd, 0) && !dx) || (nt_node_needs(nd, 1) && !wb[0]) || (nt_node_needs(nd, 2) && !wb[1]) ? -1 : 0;
-  if (!rc) rc = nt_dispatch(ka.op, x->device, &ka);
-  nt_release(g);
-  if (rc) { nt_release(dx); nt_release(wb[0]); nt_release(wb[1]); return -1; }
-  gin[0] = dx; gin[1] = wb[0]; gin[2] = wb[1];
-  return 0;
-}
-
-static int check_channel(const char *op, const char *what, nt_Tensor *p, int64_t C, nt_Device dev) {
-  char s[128];
-  if (!p) return 0;
-  if (p->ndim != 1 || p->shape[0] != C) {
-    nt_error_set("%s: %s must have shape [%lld] (one value per channel of the input's axis 1), got %s", op, what, (long long)C,
-                 nt_shape_str(p->shape, p->ndim, s, sizeof s));
-    return -1;
-  }
-  if (!nt_dtype_is_float(p->dtype)) { nt_error_set("%s: %s must be a floating tensor, got %s", op, what, nt_dtype_name(p->dtype)); return -1; }
-  if (p->device != dev) { nt_error_set("%s: %s is on %s but the input is on %s", op, what, nt_device_name(p->device), nt_device_name(dev)); return -1; }
-  return 0;
-}
-static nt_Tensor *as_compute(nt_Tensor *p, nt_DType dt, bool *ok) {
-  if (!p || !*ok) return NULL;
-  nt_Tensor *c = nt_to_dtype(p, dt), *r = c ? nt_contiguous(c) : NULL;
-  nt_release(c);
-  if (!r) *ok = false;
-  return r;
-}
+/* iarg = {N, C, S, G} */
+static int gn_backward(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin) { return nn_channel_norm_backward(nd, gout, gin, op_gn_bwd); }
 
 /* the shared body; stats_out (or NULL) receives the [N*G, 3] statistics */
 static nt_Tensor *group_norm_impl(const char *op, nt_Tensor *x0, int64_t G, nt_Tensor *weight, nt_Tensor *bias, double eps, nt_Tensor **stats_out) {
@@ -175,7 +138,7 @@ static nt_Tensor *group_norm_impl(const char *op, nt_Tensor *x0, int64_t G, nt_T
   if (G < 1 || C % G)
     NT_FAIL_NULL("%s: the number of channels (%lld) must be divisible by num_groups (%lld), input shape %s", op, (long long)C, (long long)G,
                  nt_shape_str(x0->shape, x0->ndim, s, sizeof s));
-  if (check_channel(op, "weight", weight, C, x0->device) || check_channel(op, "bias", bias, C, x0->device)) return NULL;
+  if (nn_channel_check(op, "weight", weight, C, x0->device) || nn_channel_check(op, "bias", bias, C, x0->device)) return NULL;
   if (!(eps >= 0)) NT_FAIL_NULL("%s: eps must be >= 0, got %g", op, eps);
   nt_Tensor *xf = nn_compute_float(op, x0);
   if (!xf) return NULL;
@@ -187,7 +150,7 @@ static nt_Tensor *group_norm_impl(const char *op, nt_Tensor *x0, int64_t G, nt_T
   if (!x) return NULL;
   nt_DType dt = x->dtype;
   bool ok = true;
-  nt_Tensor *w = as_compute(weight, dt, &ok), *b = as_compute(bias, dt, &ok);
+  nt_Tensor *w = nn_channel_param(weight, dt, &ok), *b = nn_channel_param(bias, dt, &ok);
   nt_Tensor *y = NULL, *st = NULL, *res = NULL;
   if (!ok) goto done;
   y = nt_empty(x->shape, 3, dt, x->device);
@@ -218,7 +181,7 @@ nt_Tensor *nt_instance_norm(nt_Tensor *x, nt_Tensor *running_mean, nt_Tensor *ru
   if (x->ndim < 2) { char s[128]; NT_FAIL_NULL("%s: input must have at least 2 dimensions [N, C, ...], got %s", op, nt_shape_str(x->shape, x->ndim, s, sizeof s)); }
   int64_t N = x->shape[0], C = x->shape[1], S = 1;
   for (int i = 2; i < x->ndim; i++) S *= x->shape[i];
-  if (check_channel(op, "running_mean", running_mean, C, x->device) || check_channel(op, "running_var", running_var, C, x->device)) return NULL;
+  if (nn_channel_check(op, "running_mean", running_mean, C, x->device) || nn_channel_check(op, "running_var", running_var, C, x->device)) return NULL;
   if ((running_mean == NULL) != (running_var == NULL))
     NT_FAIL_NULL("%s: running_mean and running_var go together (got only %s)", op, running_mean ? "running_mean" : "running_var");
   if (!use_input_stats) {   /* the running statistics, as batch norm in evaluation mode */

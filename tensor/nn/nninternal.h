@@ -71,4 +71,11 @@ nt_Tensor *nn_finish(nt_Tensor *out, const char *name, nt_BackwardFn fn, int nin
 ** zeros of in[0]'s shape. */
 int nn_gather_backward(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin);
 
+/* Shared by the channel normalisations (batchnorm.c, groupnorm.c): the
+** per-channel argument check, the [C] parameter in the compute dtype, and
+** the backward node that dispatches bwd_op (see batchnorm.c). */
+int nn_channel_check(const char *op, const char *what, nt_Tensor *p, int64_t C, nt_Device dev);
+nt_Tensor *nn_channel_param(nt_Tensor *p, nt_DType dt, bool *ok);
+int nn_channel_norm_backward(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin, int bwd_op);
+
 #endif
