@@ -52,6 +52,7 @@ ASAN_ENV=(ASAN_OPTIONS=detect_leaks=1
           UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1)
 
 TOTAL_PASS=0 TOTAL_FAIL=0 TOTAL_SKIP=0
+SUITE_TIMES=()   # "seconds name" per suite, for the slowest-suites list at the end
 FILTERS=("$@")
 
 note() { echo "note: $*"; }
@@ -74,7 +75,7 @@ run_suite() {
   selected "$name" || return 0
   mkdir -p "$LOGDIR"
   local log="$LOGDIR/$(printf '%s' "$name" | tr -c 'A-Za-z0-9._-' '_').log"
-  local rc=0
+  local rc=0 t0=$SECONDS
   if [ "$(type -t "$1")" = function ]; then   # bounds its own time
     "$@" </dev/null >"$log" 2>&1 || rc=$?
   else
@@ -99,7 +100,8 @@ run_suite() {
     note "$name: printed no PASS/FAIL/SKIP lines"
   fi
   TOTAL_PASS=$((TOTAL_PASS + p)); TOTAL_FAIL=$((TOTAL_FAIL + f)); TOTAL_SKIP=$((TOTAL_SKIP + s))
-  printf '%-48s %4d passed, %d failed, %d skipped  (%s)\n' "$name" "$p" "$f" "$s" "${log#$ROOT/}"
+  printf '%-48s %4d passed, %d failed, %d skipped %5ds  (%s)\n' "$name" "$p" "$f" "$s" $((SECONDS - t0)) "${log#$ROOT/}"
+  SUITE_TIMES+=("$((SECONDS - t0)) $name")
 }
 
 # ---- C test programs -------------------------------------------------------
@@ -206,5 +208,10 @@ if [ "${NO_FUZZ:-0}" != 1 ]; then
   [ "$found" = 1 ] || { selected "fuzz" && note "no fuzz targets in $FUZZ_BUILD_DIR/tests/fuzz (needs clang); fuzzers not run"; }
 fi
 
+# make test has a time budget (CI): say where the time went
+if [ ${#SUITE_TIMES[@]} -gt 0 ]; then
+  echo "slowest suites (of ${SECONDS}s in all):"
+  printf '%s\n' "${SUITE_TIMES[@]}" | sort -rn | head -12 | awk '{t=$1; $1=""; printf "  %5ds %s\n", t, $0}'
+fi
 echo "$TOTAL_PASS passed, $TOTAL_FAIL failed, $TOTAL_SKIP skipped"
 [ "$TOTAL_FAIL" -eq 0 ]
