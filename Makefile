@@ -7,6 +7,11 @@
 #   make bench          build, then bench/run.sh (BENCH_ARGS="--record" to save results)
 #   make clean          remove the build directories
 MESON ?= meson
+# ccache (when installed) fronts nvcc and clang++ for the CUDA module: with the
+# checkout as its base directory, build/ and build-asan/ compile the module's
+# .cu files with identical relative command lines, so the second build reuses
+# the first one's objects (they are not instrumented in either).
+export CCACHE_BASEDIR ?= $(CURDIR)
 NINJA ?= ninja
 DEMO  ?= examples/digits.nbl
 BENCH_ARGS ?=

@@ -12,7 +12,7 @@ libpng-dev zlib1g-dev tmux python3 python3-numpy python3-torch python3-sklearn
 python3-jupyter-client python3-nbclient python3-jupyter-kernel-test
 jupyter-console python3-ipykernel jupyter-nbconvert jupyter-notebook
 openssh-server openssh-client slurm-wlm munge chromium python3-websocket
-iproute2 util-linux lua5.4"
+iproute2 util-linux lua5.4 ccache"
 
 installed() {
   dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'ok installed'
