@@ -40,7 +40,8 @@
 #include "util/clock.h"
 
 #define STREAM_INTERVAL 0.05     /* seconds between stream messages */
-#define STREAM_MAX (1u << 20)    /* publish at once beyond this many bytes */
+#define STREAM_MAX (64u << 10)   /* publish at once beyond this many bytes (and so
+                                    ** iopub's send mark bounds a non-reading subscriber's queue: server.c) */
 
 /* ------------------------------------------------------------ output path */
 static void stream_flush_locked(Kernel *k, int force) {

@@ -253,14 +253,46 @@ done:
   return rc;
 }
 
-static void *make_socket(Kernel *k, int type, int port, const char *what) {
-  void *s = zmq_socket(k->ctx, type);
+/* What a client without the key can make the kernel hold.  ZeroMQ queues
+** every connection's messages until the kernel reads them, and its
+** high-water marks count messages, not bytes: the installed default let one
+** stranger park 1,000 messages of up to 128 MiB per socket (300 unsigned
+** 4 MB messages sent to stdin while idle cost 1.2 GB).  So each socket gets
+** both a message count (the high-water mark: past it ZeroMQ stops reading the
+** connection and TCP pushes back on the sender) and a frame size sized to
+** what its real traffic needs; their product bounds the bytes one connection
+** can park (docs/distributed.md, Security).  Legitimate clients lose nothing:
+** what does not fit waits in the client's own queue. */
+typedef struct { int type, port_index; const char *what; int64_t max_frame; int hwm; } SocketSpec;
+static const SocketSpec socket_specs[5] = {
+  /* execute_request code and comm buffers can be big: the wire's own limits
+  ** (WIRE_MAX_BYTES per message, larger ones read frame by frame and refused) */
+  { ZMQ_ROUTER, 0, "shell",     (int64_t)WIRE_MAX_FRAME, 8 },
+  /* a subscriber that never reads gets at most this many messages queued,
+  ** each at most STREAM_MAX (core.c) for stream output; then ZeroMQ drops
+  ** that subscriber's messages, as for any slow subscriber */
+  { ZMQ_PUB,    1, "iopub",     (int64_t)1 << 20, 512 },
+  /* input_reply values a person typed */
+  { ZMQ_ROUTER, 2, "stdin",     (int64_t)1 << 20, 2 },
+  /* interrupt, shutdown, kernel_info, debug requests */
+  { ZMQ_ROUTER, 3, "control",   (int64_t)1 << 20, 8 },
+  /* heartbeats are a few bytes, echoed */
+  { ZMQ_REP,    4, "heartbeat", (int64_t)64 << 10, 8 },
+};
+
+static void *make_socket(Kernel *k, const SocketSpec *sp) {
+  void *s = zmq_socket(k->ctx, sp->type);
+  const char *what = sp->what;
+  int port = k->ports[sp->port_index];
   if (!s) { k_log("zmq_socket(%s): %s", what, zmq_strerror(errno)); return NULL; }
   int linger = 1000; zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
   /* ZMQ_ROUTER_HANDOVER stays off: a new connection never takes over the
   ** routing identity (and so the replies) of a connected client */
-  if (type == ZMQ_PUB) { int hwm = 100000; zmq_setsockopt(s, ZMQ_SNDHWM, &hwm, sizeof hwm); }
-  wire_limit_socket(s);
+  /* (replies keep ZeroMQ's default send mark: they are the kernel's own,
+  ** small, and a reply dropped at a full mark would hang a front end) */
+  if (sp->type == ZMQ_PUB) zmq_setsockopt(s, ZMQ_SNDHWM, &sp->hwm, sizeof sp->hwm);
+  else zmq_setsockopt(s, ZMQ_RCVHWM, &sp->hwm, sizeof sp->hwm);
+  wire_limit_frame(s, sp->max_frame);
   char ep[400];
   if (!strcmp(k->transport, "ipc")) snprintf(ep, sizeof ep, "ipc://%s-%d", k->ip, port);
   else snprintf(ep, sizeof ep, "%s://%s:%d", k->transport, k->ip, port);
@@ -276,11 +308,11 @@ static int serve(const char *conn_path) {
   int st = 1;
   if (read_connection(k, conn_path)) goto out_free;
   k->ctx = zmq_ctx_new();
-  if (!(k->shell = make_socket(k, ZMQ_ROUTER, k->ports[0], "shell"))) goto out_ctx;
-  if (!(k->iopub = make_socket(k, ZMQ_PUB, k->ports[1], "iopub"))) goto out_ctx;
-  if (!(k->stdin_sock = make_socket(k, ZMQ_ROUTER, k->ports[2], "stdin"))) goto out_ctx;
-  if (!(k->control = make_socket(k, ZMQ_ROUTER, k->ports[3], "control"))) goto out_ctx;
-  if (!(k->hb = make_socket(k, ZMQ_REP, k->ports[4], "heartbeat"))) goto out_ctx;
+  if (!(k->shell = make_socket(k, &socket_specs[0]))) goto out_ctx;
+  if (!(k->iopub = make_socket(k, &socket_specs[1]))) goto out_ctx;
+  if (!(k->stdin_sock = make_socket(k, &socket_specs[2]))) goto out_ctx;
+  if (!(k->control = make_socket(k, &socket_specs[3]))) goto out_ctx;
+  if (!(k->hb = make_socket(k, &socket_specs[4]))) goto out_ctx;
   /* a ZeroMQ socket belongs to one thread: the control thread cannot touch
   ** shell, so after a shutdown request it wakes the main loop's poll through
   ** this inproc pair instead */

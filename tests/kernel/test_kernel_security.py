@@ -263,6 +263,106 @@ def test_no_key_warns(name):
     result(name, ok, f"banner={banner!r} stderr={err[-300:]!r}")
 
 
+# ---- a client without the key cannot make the kernel hold memory (issue 33, item 2)
+FLOOD_MB = 64   # what one keyless connection may make the kernel hold (docs/distributed.md, Security)
+
+
+def rss_kb(pid, field="VmRSS:"):
+    with open(f"/proc/{pid}/status") as f:
+        for l in f:
+            if l.startswith(field):
+                return int(l.split()[1])
+    return 0
+
+
+def peak_growth_mb(pid, action):
+    """The kernel's peak RSS during action() above its RSS before it, in MB
+    (the peak is reset first through clear_refs, so earlier cases do not hide it)."""
+    try:
+        with open(f"/proc/{pid}/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+    before = rss_kb(pid)
+    action()
+    return (max(rss_kb(pid, "VmHWM:"), rss_kb(pid)) - before) / 1024
+
+
+def flood(port_name, n=300, size=4 << 20, settle=6.0):
+    """n unsigned messages of size bytes at one socket, sent as fast as the kernel
+    takes them (the sender's own queue holds the rest), then up to settle seconds
+    for ZeroMQ to move them (until the kernel's RSS stops growing)."""
+    s = raw_dealer(km, port_name)
+    s.setsockopt(zmq.SNDHWM, n + 10)
+    payload = zmq.Frame(b"x" * size)
+    for _ in range(n):
+        try:
+            s.send_multipart([b"<IDS|MSG>", b"00", b"{}", b"{}", b"{}", payload], flags=zmq.NOBLOCK, copy=False)
+        except zmq.Again:
+            break
+    t, last = time.time(), -1
+    while time.time() - t < settle:
+        time.sleep(0.5)
+        now = rss_kb(kernel_pid())
+        if now == last and time.time() - t > 2:
+            break
+        last = now
+    return s
+
+
+def kernel_pid():
+    return km.provisioner.process.pid if hasattr(km, "provisioner") else km.kernel.pid
+
+
+@case
+def test_keyless_flood_stdin_idle(name):
+    # stdin is read only inside input(): an idle kernel must not queue a stranger's messages
+    socks = []
+    grew = peak_growth_mb(kernel_pid(), lambda: socks.append(flood("stdin_port")))
+    socks[0].close()
+    ok = grew < FLOOD_MB and value_of(kc, "5 + 5") == "10"
+    result(name, ok, f"kernel RSS grew {grew:.0f} MB for 300 unsigned 4 MB messages to stdin (bound {FLOOD_MB} MB)")
+
+
+@case
+def test_keyless_flood_shell_while_busy(name):
+    # while a cell runs nobody reads shell: the queue is bounded, and the kernel serves on afterwards
+    busy = kc.execute("while true {}")
+    time.sleep(0.5)
+    socks = []
+    grew = peak_growth_mb(kernel_pid(), lambda: socks.append(flood("shell_port", n=250)))
+    socks[0].close()
+    km.interrupt_kernel()
+    r = kc.get_shell_msg(timeout=T)
+    while r["parent_header"].get("msg_id") != busy:
+        r = kc.get_shell_msg(timeout=T)
+    ok = grew < FLOOD_MB and value_of(kc, "6 + 6") == "12"
+    result(name, ok, f"kernel RSS grew {grew:.0f} MB for 250 unsigned 4 MB messages to a busy shell (bound {FLOOD_MB} MB)")
+
+
+@case
+def test_keyless_iopub_subscriber_that_never_reads(name):
+    # a subscriber that reads nothing while a cell prints 128 MB: its queue is bounded
+    info = km.get_connection_info()
+    sub = zmq.Context.instance().socket(zmq.SUB)
+    sub.setsockopt(zmq.LINGER, 0)
+    sub.setsockopt(zmq.RCVHWM, 1)
+    sub.setsockopt(zmq.RCVBUF, 4096)
+    sub.setsockopt(zmq.SUBSCRIBE, b"")
+    sub.connect(f"{info['transport']}://{info['ip']}:{info['iopub_port']}")
+    time.sleep(0.5)
+
+    def run():
+        msg_id = kc.execute('s = "x"; for i in 0..16 { s = "{s}{s}" }; for i in 0..2048 { print(s) }')
+        r = kc.get_shell_msg(timeout=120 * SLOW)
+        while r["parent_header"].get("msg_id") != msg_id:
+            r = kc.get_shell_msg(timeout=120 * SLOW)
+    grew = peak_growth_mb(kernel_pid(), run)
+    sub.close()
+    ok = grew < FLOOD_MB and value_of(kc, "7 + 7") == "14"
+    result(name, ok, f"kernel RSS grew {grew:.0f} MB printing 128 MB to a subscriber that never reads (bound {FLOOD_MB} MB)")
+
+
 kc.stop_channels()
 km.shutdown_kernel(now=True)
 kutil.finish()
