@@ -106,8 +106,7 @@ static int call_builtin(nb_VM *vm, const nb_Builtin *b, nb_Value *args, int npos
 void nbV_box_cells(const nb_Proto *p, nb_Value *base) {
   for (int i = 0; i < p->ncells; i++) {
     int s = p->cellslots[i];
-    nb_Cell *c = malloc(sizeof *c);
-    if (!c) abort();
+    nb_Cell *c = nbO_xmalloc(sizeof *c);
     c->h.rc = 1; c->h.type = NB_TCELL; c->v = base[s];
     nbO_track(&c->h);
     base[s] = nb_obj(NB_TCELL, c);
@@ -307,8 +306,7 @@ void nbV_func_set_code(nb_Func *fn, nb_Code *c) {
 
 int nbV_make_closure(nb_VM *vm, nb_Frame *f, nb_Proto *p, nb_Value *out) {
   (void)vm;
-  nb_Func *fn = malloc(sizeof(nb_Func) + sizeof(nb_Cell *) * (size_t)p->ncaps);
-  if (!fn) abort();
+  nb_Func *fn = nbO_xmalloc(sizeof(nb_Func) + sizeof(nb_Cell *) * (size_t)p->ncaps);
   fn->h.rc = 1; fn->h.type = NB_TFUNC; fn->proto = p; fn->mod = f->mod; nbV_func_set_code(fn, p->code); fn->ncaps = p->ncaps;
   nbO_track(&fn->h);
   p->chunk->rc++;

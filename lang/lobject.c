@@ -6,23 +6,74 @@
 #include <string.h>
 #include <stdarg.h>
 #include <math.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <malloc.h>
 #include "lobject.h"
 #include "lvm.h"
 #include "tensor/tensor.h"
 
-/* a small allocation that failed, or a large one whose owner cannot report
-** it (the checked ones raise MemoryError instead: nbapi.h) */
+/* ---------------------------------------------------------------- the reserve
+** A small allocation that fails deep inside the interpreter (a record, a
+** short string, a list's header) has no caller that could report it.  So the
+** process keeps a reserve of address space (mapped, never touched: no RSS):
+** the first such failure gives it back and retries, so the allocation
+** succeeds, and marks memory as low; the VM's next poll (a loop back-edge or
+** a call: lrun.c) raises MemoryError, which unwinds the program with its
+** values intact.  The reserve is taken again when the next chunk (REPL line,
+** cell, script) starts (nbO_reserve_take); a failure while it is gone still
+** stops the process: by then nothing could report it.  Process-wide, like
+** malloc; the flag is the only state another thread could see. */
+#define RESERVE_BYTES ((size_t)32 << 20)
+static void *reserve;
+static volatile sig_atomic_t memory_low;
+
+static void *reserve_map(void) {
+  void *p = mmap(NULL, RESERVE_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  return p == MAP_FAILED ? NULL : p;
+}
+void nbO_reserve_take(void) {
+  if (reserve) return;
+  /* memory a program freed after running out sits in malloc's bins, still
+  ** counted against an address-space limit: hand it back first */
+  if (!(reserve = reserve_map()) && malloc_trim(0)) reserve = reserve_map();
+}
+bool nbO_memory_low_take(void) {
+  if (!memory_low) return false;
+  memory_low = 0;
+  return true;
+}
+static bool reserve_release(void) {
+  if (!reserve) return false;
+  munmap(reserve, RESERVE_BYTES);
+  reserve = NULL;
+  memory_low = 1;
+  nb_Global *g = nb_G();
+  if (g && g->gc_poll) *g->gc_poll = 1;
+  return true;
+}
+
 static __attribute__((noreturn)) void out_of_memory(void) { fputs("nabla: out of memory\n", stderr); abort(); }
-static void *xmalloc(size_t n) {
+void *nbO_xmalloc(size_t n) {
   void *p = malloc(n ? n : 1);
+  if (!p && reserve_release()) p = malloc(n ? n : 1);
   if (!p) out_of_memory();
   return p;
 }
-static void *xrealloc(void *p, size_t n) {
-  p = realloc(p, n ? n : 1);
+void *nbO_xrealloc(void *p, size_t n) {
+  void *q = realloc(p, n ? n : 1);
+  if (!q && reserve_release()) q = realloc(p, n ? n : 1);
+  if (!q) out_of_memory();
+  return q;
+}
+void *nbO_xcalloc(size_t n, size_t size) {
+  void *p = calloc(n ? n : 1, size ? size : 1);
+  if (!p && reserve_release()) p = calloc(n ? n : 1, size ? size : 1);
   if (!p) out_of_memory();
   return p;
 }
+#define xmalloc nbO_xmalloc
+#define xrealloc nbO_xrealloc
 
 /* ---------------------------------------------------------------- buffers */
 void nbB_add(nb_Buf *b, const char *s, size_t n) {
@@ -81,6 +132,7 @@ int nbS_alloc(nb_VM *vm, const char *op, size_t len, nb_Str **out) {
 
 nb_Str *nbS_new(const char *s, size_t len) {
   nb_Str *str = str_alloc(len);
+  if (!str && reserve_release()) str = str_alloc(len);
   if (!str) out_of_memory();
   if (len) memcpy(str->data, s, len);
   return str;
@@ -91,6 +143,7 @@ int nbS_too_long(nb_VM *vm, const char *op, size_t len) {
   return nb_error_kind(vm, "ValueError", "%s: a string of %zu bytes or more is past the limit of %zu bytes", op, len, NB_MAX_STR);
 }
 int nb_memory_error(nb_VM *vm, const char *op, size_t bytes) {
+  nbO_memory_low_take();   /* one error for one exhaustion: this one reports it */
   return nb_error_kind(vm, "MemoryError", "%s: out of memory allocating %zu bytes", op, bytes);
 }
 int nbB_check(nb_VM *vm, const char *op, const nb_Buf *b) {
@@ -155,8 +208,7 @@ static void intern_grow(nb_Global *g) {
     }
   size_t ncap = g->icap ? g->icap : 1024;
   while ((live + 1) * 4 > ncap) ncap *= 2;
-  nb_Str **nt = calloc(ncap, sizeof *nt);
-  if (!nt) abort();
+  nb_Str **nt = nbO_xcalloc(ncap, sizeof *nt);
   for (size_t i = 0; i < g->icap; i++) if (g->itab[i]) {
     size_t j = g->itab[i]->hash & (ncap - 1);
     while (nt[j]) j = (j + 1) & (ncap - 1);
@@ -234,7 +286,7 @@ bool nbL_try_reserve(nb_List *l, size_t n) {
   return true;
 }
 void nbL_push(nb_List *l, nb_Value v) {
-  if (l->n == l->cap && !nbL_try_reserve(l, (size_t)l->n + 1)) out_of_memory();
+  if (l->n == l->cap && !nbL_try_reserve(l, (size_t)l->n + 1) && !(reserve_release() && nbL_try_reserve(l, (size_t)l->n + 1))) out_of_memory();
   l->items[l->n++] = v;
 }
 
@@ -364,12 +416,30 @@ nb_Handle *nbH_new(const char *kind, void *ptr, void (*finalize)(void *)) {
 ** nested a million deep cannot overflow the C stack.  The stack belongs to
 ** the bound state only as scratch space: any state's stack can drain any
 ** value, which is what makes a wrong binding harmless here. */
+static void untrack(nb_Obj *o);
 static void push_pending(nb_Global *g, nb_Value v) {
   if (g->npending == g->cappending) {
-    g->cappending = g->cappending ? g->cappending * 2 : 64;
-    g->pending = xrealloc(g->pending, sizeof(nb_Value) * g->cappending);
+    size_t cap = g->cappending ? g->cappending * 2 : 64;
+    nb_Value *p = realloc(g->pending, sizeof(nb_Value) * cap);
+    if (!p) {
+      /* out of memory (freeing is how a program that filled it gets it
+      ** back): the dead object's own header links it instead, its collector
+      ** links being unused once it is untracked; its type is in the header */
+      untrack(v.u.o);
+      v.u.o->gc_next = g->pending_overflow; g->pending_overflow = v.u.o;
+      return;
+    }
+    g->pending = p; g->cappending = cap;
   }
   g->pending[g->npending++] = v;
+}
+static bool pop_pending(nb_Global *g, nb_Value *v) {
+  if (g->npending) { *v = g->pending[--g->npending]; return true; }
+  nb_Obj *o = g->pending_overflow;
+  if (!o) return false;
+  g->pending_overflow = o->gc_next;
+  *v = nb_obj(o->type, o);
+  return true;
 }
 static void drop_child(nb_Global *g, nb_Value v) {
   if (!nb_isobj(v)) return;
@@ -377,7 +447,6 @@ static void drop_child(nb_Global *g, nb_Value v) {
   if (--v.u.o->rc == 0) push_pending(g, v);
 }
 
-static void untrack(nb_Obj *o);
 static void free_one(nb_Global *g, nb_Value v) {
   if (v.t == NB_TLIST || v.t == NB_TREC || v.t == NB_TFUNC || v.t == NB_TCELL) untrack(v.u.o);
   switch (v.t) {
@@ -411,7 +480,7 @@ void nbO_free(nb_Value v) {
   push_pending(g, v);
   if (g->freeing) return;      /* an outer nbO_free is draining the stack */
   g->freeing = 1;
-  while (g->npending) free_one(g, g->pending[--g->npending]);
+  for (nb_Value d; pop_pending(g, &d);) free_one(g, d);
   g->freeing = 0;
   if (g->cappending > 4096) { free(g->pending); g->pending = NULL; g->cappending = 0; }
 }
@@ -764,9 +833,19 @@ static void each_child(nb_Obj *o, void (*fn)(nb_Obj *child, void *ud), void *ud)
   }
 }
 static void sub_ref(nb_Obj *c, void *ud) { (void)ud; c->gc_refs--; }
-typedef struct Stack { nb_Obj **v; size_t n, cap; } Stack;
+/* The collector's work lists grow with the heap; when memory has run out
+** (a program that filled it with objects is the usual reason a collection is
+** due) growing one fails, and the collection is abandoned whole: nothing is
+** freed that was not proven unreachable, and the program goes on. */
+typedef struct Stack { nb_Obj **v; size_t n, cap; bool failed; } Stack;
 static void spush(Stack *s, nb_Obj *o) {
-  if (s->n == s->cap) { s->cap = s->cap ? s->cap * 2 : 256; s->v = xrealloc(s->v, sizeof(nb_Obj *) * s->cap); }
+  if (s->failed) return;
+  if (s->n == s->cap) {
+    size_t cap = s->cap ? s->cap * 2 : 256;
+    nb_Obj **v = realloc(s->v, sizeof(nb_Obj *) * cap);
+    if (!v) { s->failed = true; return; }
+    s->v = v; s->cap = cap;
+  }
   s->v[s->n++] = o;
 }
 /* gc_refs > 0 after subtracting internal references: reachable from outside.
@@ -791,10 +870,12 @@ size_t nbO_collect(void) {
   for (o = g->gc_head.gc_next; o != &g->gc_head; o = o->gc_next) each_child(o, sub_ref, NULL);
   Stack st = {0};
   for (o = g->gc_head.gc_next; o != &g->gc_head; o = o->gc_next) if (o->gc_refs > 0) { o->gc_refs = REACHED; spush(&st, o); }
-  while (st.n) { nb_Obj *x = st.v[--st.n]; each_child(x, mark, &st); }
+  while (st.n && !st.failed) { nb_Obj *x = st.v[--st.n]; each_child(x, mark, &st); }
   /* everything not reached is garbage held only by cycles */
   Stack dead = {0};
-  for (o = g->gc_head.gc_next; o != &g->gc_head; o = o->gc_next) if (o->gc_refs != REACHED) spush(&dead, o);
+  if (!st.failed)
+    for (o = g->gc_head.gc_next; o != &g->gc_head; o = o->gc_next) if (o->gc_refs != REACHED) spush(&dead, o);
+  if (st.failed || dead.failed) { free(st.v); free(dead.v); gc_rearm(g); return 0; }
   for (size_t i = 0; i < dead.n; i++) dead.v[i]->rc++;          /* keep alive while clearing */
   for (size_t i = 0; i < dead.n; i++) clear_children(dead.v[i]);
   for (size_t i = 0; i < dead.n; i++) nb_decref(nb_obj(dead.v[i]->type, dead.v[i]));

@@ -145,6 +145,15 @@ size_t nbO_tracked(void);
 ** way. */
 #include <signal.h>
 void nbO_gc_attach(volatile sig_atomic_t *poll);
+/* Allocation that cannot report failure to a caller: on failure the process's
+** reserve is given back and the allocation retried, and the VM's next poll
+** raises MemoryError (nbO_memory_low_take); only a failure with the reserve
+** already gone stops the process.  nbO_reserve_take (re)takes the reserve. */
+void *nbO_xmalloc(size_t n);
+void *nbO_xrealloc(void *p, size_t n);
+void *nbO_xcalloc(size_t n, size_t size);
+void nbO_reserve_take(void);
+bool nbO_memory_low_take(void);
 bool nbO_gc_due(void);
 
 /* ---- strings ---- */

@@ -19,6 +19,13 @@ int nbV_interrupt_error(nb_VM *vm) {
 ** builtins below it hold is counted), the step limit. */
 int nbV_poll(nb_VM *vm) {
   if (vm->interrupted) return nbV_interrupt_error(vm);
+  /* a small allocation used the memory reserve (lobject.c): stop the program
+  ** here, where an error can unwind it, before the next one finds none */
+  if (nbO_memory_low_take()) {
+    vm->poll = vm->step_limit != 0 || vm->interrupted || nbO_gc_due();
+    return nb_error_kind(vm, "MemoryError", "out of memory: a small allocation (a record, a string, a list) used the "
+                         "interpreter's reserve; the program was stopped here, and the values it made are intact");
+  }
   if (nbO_gc_due()) {
     vm->poll = vm->step_limit != 0;
     if (vm->interrupted) vm->poll = 1;   /* a signal between the test and the store */
@@ -38,6 +45,7 @@ int nbV_poll(nb_VM *vm) {
 ** every top-level expression's value (the REPL), NB_ECHO_LAST only the last
 ** one's, as the cell's result (Jupyter's execute_result). */
 int nbV_run_program(nb_VM *vm, nb_Chunk *chunk, nb_Node *prog, nb_Module *mod, int flags) {
+  nbO_reserve_take();   /* given back by the last chunk if it ran out of memory */
   for (int i = 0; i < chunk->nprotos; i++) {
     nb_Proto *p = chunk->protos[i];
     if (p->resolved && !nbI_proto_code(vm, p)) return nbI_proto_error(vm, p);

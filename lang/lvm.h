@@ -173,6 +173,8 @@ typedef struct nb_Global {
   int gc_stress;                    /* NABLA_GC_STRESS, -1 until read */
   volatile sig_atomic_t *gc_poll;   /* the owner's poll flag, raised when a collection is due */
   nb_Value *pending; size_t npending, cappending;   /* values being freed (nbO_free) */
+  nb_Obj *pending_overflow;         /* more of them, linked through their own headers when
+                                    ** the stack cannot grow (out of memory: lobject.c) */
   int freeing;
   /* strings (lobject.c) */
   nb_Str **itab; size_t icap, icount;

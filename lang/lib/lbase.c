@@ -584,9 +584,10 @@ static int b_clock(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)vm; 
 static int b_doc(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; return nbC_doc_value(vm, args[0], out); }
 static int b_serialize(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; nb_Buf b = {0};
-  if (nbZ_serialize(vm, args[0], &b)) { nbB_free(&b); return NB_ERR; }
-  *out = ret_str(b.p ? b.p : "", b.n); nbB_free(&b);
-  return NB_OK;
+  /* the string is a second copy of the buffer: a checked allocation */
+  int st = nbZ_serialize(vm, args[0], &b) || nbS_from_buf(vm, "serialize", &b, out);
+  nbB_free(&b);
+  return st ? NB_ERR : NB_OK;
 }
 static int b_deserialize(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "deserialize"; NB_ARGSTR(0, "data");

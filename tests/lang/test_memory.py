@@ -63,6 +63,33 @@ n = rng.randint(900, 1000) * 1000
 for fn in ("str", "print", "serialize"):
     case(f"{fn}-of-a-long-list", f's = "{c}"\nfor i in 0..10 {{ s = s + s }}\nx = list()\nfor i in 0..{n} {{ push(x, s) }}\ny = {fn}(x)', fn,
          f'print(len(x) == {n}, x[{n} - 1] == s, len(s))', ["true true 1024"])
+
+
+def small_case(name, grow, after, want, errors=1):
+    """small objects (records, short strings, closures) piled up until a small
+    allocation fails: one MemoryError, the session goes on, values intact"""
+    a = rng.randint(10**5, 10**9)
+    rc, out, err = repl(f"a = {a}\n{grow}\nprint(a * 3)\n{after}\n")
+    lines = out.split("\n")
+    ok = ("MemoryError: " in err and "Aborted" not in err and "nabla: out of memory" not in err
+          and err.count("MemoryError") == errors == err.count("Error") and lines[:1 + len(want)] == [str(a * 3)] + want)
+    report(f"memory/{name}", ok, f"rc {rc} stdout {out[-300:]!r} stderr {err[-500:]!r}")
+
+
+# a chain of records (no list to grow: only small allocations), then strings,
+# then closures; the chain's head is the last item made
+small_case("records", "head = nil\ni = 0\nwhile true { head = {v: i, next: head}; i = i + 1 }",
+           f"print(head.v == i - 1, head.next.v == i - 2)\nhead = nil\nprint({k} * 2)", ["true true", str(k * 2)])
+small_case("strings", "head = nil\ni = 0\nwhile true { head = {s: \"item {i}\", next: head}; i = i + 1 }",
+           'print(head.s == "item {i - 1}", head.next.s == "item {i - 2}")\nhead = nil', ["true true"])
+small_case("closures", "head = nil\ni = 0\nwhile true { j = i; head = {f: fn() j * 2, next: head}; i = i + 1 }",
+           "print(head.f() == 2 * (i - 1))\nhead = nil", ["true"])
+# twice in one session: the reserve is taken again for the next line
+small_case("twice", "head = nil\nwhile true { head = {next: head} }\nhead = nil\nh2 = nil\nwhile true { h2 = {next: h2} }",
+           "h2 = nil\nprint(1)", ["1"], errors=2)
+# a tensor checkpoint serialized whole (issue 33: it aborted the process)
+case("serialize-tensors", "t = randn(6000, 6000)\ns = serialize(list(t, t, t))", "serialize",
+     "print(t.shape, t[5, 7] == t[5, 7])", ["[6000, 6000] tensor(true)"])
 case("upper", f's = "{c}"\nfor i in 0..28 {{ s = s + s }}\nkeep = list()\nfor i in 0..8 {{ push(keep, upper(s)) }}', "upper",
      f'print(len(s) == 2 ** 28, s[2 ** 28 - 1] == "{c}", len(keep) > 0 and len(keep) < 8, keep[0][0] == upper("{c}"))', ["true true true true"])
 finish()
