@@ -51,6 +51,7 @@
 #include "ltensor.h"
 #include "lang/lib/nblib.h"
 #include "tensor/tbackend.h"
+#include "tensor/textend.h"
 
 #define MAX_WORKERS 64
 #define MAX_MSG_BYTES ((size_t)1 << 34)   /* 16 GiB: one batch's serialized size */
@@ -423,7 +424,7 @@ static int to_device_leaf(nb_VM *vm, void *vctx, nb_Value leaf, nb_Value *out) {
   memcpy(nt_data_ptr(h), nt_data_ptr(src), nb);
   nt_release(src);
   if (!sl->ev && !(sl->ev = nt_cuda_event_create())) { nt_release(h); nt_release(d); return nbT_err(vm); }
-  if (nt_cuda_copy_async(nt_data_ptr(d), nt_data_ptr(h), nb, 1, NULL) || nt_cuda_event_record(sl->ev, NULL)) {
+  if (nt_cuda_copy_async(nt_base(d), nt_base(h), nb, 1, NULL) || nt_cuda_event_record(sl->ev, NULL)) {
     nt_release(h); nt_release(d); return nbT_err(vm);
   }
   sl->host = h;
