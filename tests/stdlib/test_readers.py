@@ -159,7 +159,7 @@ print(json_format(list(a.columns, b.columns, b.data.shape[0])))
 d = load_csv({nbstr(path('na.csv'))}, na=list("-", "?"))
 print(json_format(list(d.numeric, d.text, (d.data != d.data).to("i64").tolist())))
 """)
-    want = [["b"], {"a": ["1", None, "NA"]}, [[0], [0], [0]]]
+    want = [["b"], {"a": ["1", None, "NA"]}, [[1], [0], [0]]]
     ok = rc == 0 and json.loads(so.strip().splitlines()[-1]) == want
     report("csv_custom_na_list", ok, f"{so[-300:]} {se[-300:]}")
 
