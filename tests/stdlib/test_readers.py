@@ -284,13 +284,17 @@ def t_json():
     src, dst = path("in.json"), path("out.json")
     with open(src, "w", encoding="utf-8") as f:
         json.dump(doc, f, ensure_ascii=rng.random() < 0.5)
+    dst2 = path("out2.json")
     rc, so, se = run(f"""
+import json
 v = load_json({nbstr(src)})
 save_json({nbstr(dst)}, v)
+json.write({nbstr(dst2)}, json.read({nbstr(src)}), indent=nil)
 w = json_parse(json_format(v))
-print(w == v)
+print(w == v and json.parse(json.format(v, indent=3)) == v)
 """)
-    ok = rc == 0 and so.strip() == "true" and json.load(open(dst, encoding="utf-8")) == doc
+    ok = (rc == 0 and so.strip() == "true" and json.load(open(dst, encoding="utf-8")) == doc
+          and json.load(open(dst2, encoding="utf-8")) == doc)
     report("json_round_trip_vs_python", ok, f"rc {rc} {so[-200:]} {se[-400:]}")
     # no temporary left behind by the atomic write
     left = [f for f in os.listdir(TMP) if "nabla-tmp" in f]
