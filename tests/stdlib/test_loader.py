@@ -249,6 +249,26 @@ print(json_format(list(got, loader_permutation(30, 3, 1).tolist())))
         report("break_then_next_epoch", flat == r[1], f"{flat} vs {r[1]}")
 
 
+def t_files():
+    import numpy as np
+    arrs = [np.random.default_rng(SEED + i).normal(size=(3, 2)).astype(np.float32) for i in range(11)]
+    paths = []
+    for i, a in enumerate(arrs):
+        paths.append(os.path.join(TMP, f"s{i}.npy"))
+        np.save(paths[-1], a)
+    out = os.path.join(TMP, "files_out.npy")
+    plist = ", ".join("'" + p + "'" for p in paths)
+    rc, so, se = run(f"""
+ld = data.loader(data.files(list({plist})), batch_size=4, workers=2)
+got = list()
+for b in ld.epoch(0) {{ push(got, b) }}
+save_npy('{out}', concat(got))
+print(ld.len)
+""")
+    ok = rc == 0 and so.strip() == "3" and np.array_equal(np.load(out), np.stack(arrs))
+    report("files_dataset_read_in_workers", ok, f"rc {rc} {so[-200:]} {se[-400:]}")
+
+
 def children_of(pid):
     kids = []
     for d in os.listdir("/proc"):
@@ -434,6 +454,7 @@ def main():
         sys.exit(1)
     t_order()
     t_sampler_and_kinds()
+    t_files()
     t_errors()
     t_interrupt()
     t_distributed()
