@@ -249,6 +249,25 @@ print(json_format(list(got, loader_permutation(30, 3, 1).tolist())))
         report("break_then_next_epoch", flat == r[1], f"{flat} vs {r[1]}")
 
 
+def t_worker_augmentation():
+    # a random augmentation in the workers draws the same numbers whichever
+    # worker makes a batch: workers = 1, 2, 3 give identical batches
+    r = run_json("random_augmentation_same_for_any_workers", """
+out = list()
+for w in list(1, 2, 3) {
+  ld = data.loader(zeros(40, 3), batch_size=6, shuffle=true, collate=fn(b) b + rand(b.shape[0], 3), workers=w, seed=5)
+  got = list()
+  for e in 0..2 { for b in ld.epoch(e) { push(got, b.tolist()) } }
+  ld.close()
+  push(out, got)
+}
+print(json_format(out))
+""")
+    if r is not None:
+        ok = r[0] == r[1] == r[2] and r[0][0] != r[0][1] and len(r[0]) == 14
+        report("random_augmentation_same_for_any_workers", ok, f"{len(r[0])} batches; equal {r[0] == r[1]}, {r[1] == r[2]}")
+
+
 def t_files():
     import numpy as np
     arrs = [np.random.default_rng(SEED + i).normal(size=(3, 2)).astype(np.float32) for i in range(11)]
@@ -455,6 +474,7 @@ def main():
     t_order()
     t_sampler_and_kinds()
     t_files()
+    t_worker_augmentation()
     t_errors()
     t_interrupt()
     t_distributed()
