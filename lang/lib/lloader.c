@@ -392,26 +392,43 @@ static int b_permutation(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
 }
 
 /* ------------------------------------------------------------ to the device
-** loader_to_device(tree, device, pin): the tree with every tensor moved to
-** device.  With pin (CUDA only), each tensor is first copied into page-locked
-** host memory and then to the device by an asynchronous copy queued on the
-** compute stream (ordered before every op that uses it; the host does not
-** wait, so it goes on preparing the next batch while the copy runs).  The
-** pinned staging tensors are kept, each with an event recorded after its
-** copy, in a ring of PIN_RING slots per VM: a slot is reused only after its
-** event is waited for (long done by then), so a staging buffer is never
-** freed or overwritten while its copy reads it. */
+** loader_to_device(tree, device, ring=nil): the tree with every tensor moved
+** to device.  With a ring (loader_pin_ring(); CUDA only), each tensor is
+** first copied into page-locked host memory and then to the device by an
+** asynchronous copy queued on the compute stream (ordered before every op
+** that uses it; the host does not wait, so it goes on preparing the next
+** batch while the copy runs).  The ring keeps the last PIN_RING staging
+** tensors, each with an event recorded after its copy: a slot is reused only
+** after its event is waited for (long done by then), so a staging buffer is
+** never freed or overwritten while its copy reads it; the ring's finalizer
+** (the loader freed or closed) waits for each before releasing it. */
 #define PIN_RING 8
 typedef struct PinSlot { nt_Tensor *host; void *ev; } PinSlot;
 typedef struct PinRing { PinSlot s[PIN_RING]; int next; } PinRing;
-static const char pin_key;
-typedef struct ToDev { nt_Device dev; bool pin; PinRing *ring; } ToDev;
+typedef struct ToDev { nt_Device dev; PinRing *ring; } ToDev;
+
+static void ring_free(void *ptr) {
+  PinRing *r = ptr;
+  for (int i = 0; i < PIN_RING; i++) {
+    if (r->s[i].ev) { nt_cuda_event_wait(r->s[i].ev); nt_cuda_event_destroy(r->s[i].ev); }
+    if (r->s[i].host) nt_release(r->s[i].host);
+  }
+  free(r);
+}
+
+static int b_pin_ring(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)args; (void)n;
+  PinRing *r = calloc(1, sizeof *r);
+  if (!r) return nb_memory_error(vm, "loader_pin_ring", sizeof *r);
+  *out = nb_obj(NB_THANDLE, nbH_new("loader_pin_ring", r, ring_free));
+  return NB_OK;
+}
 
 static int to_device_leaf(nb_VM *vm, void *vctx, nb_Value leaf, nb_Value *out) {
   ToDev *c = vctx;
   if (leaf.t != NB_TTENSOR || T(leaf)->device == c->dev) { nb_incref(leaf); *out = leaf; return NB_OK; }
   nt_Tensor *x = T(leaf);
-  if (!c->pin || c->dev != NT_CUDA || x->device != NT_CPU) return nbT_ret(vm, nt_to_device(x, c->dev), out);
+  if (!c->ring || c->dev != NT_CUDA || x->device != NT_CPU) return nbT_ret(vm, nt_to_device(x, c->dev), out);
   nt_Tensor *src = nt_contiguous(x);
   if (!src) return nbT_err(vm);
   size_t nb = (size_t)src->numel * nt_dtype_size(src->dtype);
@@ -421,7 +438,7 @@ static int to_device_leaf(nb_VM *vm, void *vctx, nb_Value leaf, nb_Value *out) {
   nt_Tensor *h = nt_cuda_pinned_empty(src->shape, src->ndim, src->dtype);
   nt_Tensor *d = h ? nt_empty(src->shape, src->ndim, src->dtype, NT_CUDA) : NULL;
   if (!h || !d) { nt_release(src); if (h) nt_release(h); return nbT_err(vm); }
-  memcpy(nt_data_ptr(h), nt_data_ptr(src), nb);
+  memcpy(nt_base(h), nt_base(src), nb);
   nt_release(src);
   if (!sl->ev && !(sl->ev = nt_cuda_event_create())) { nt_release(h); nt_release(d); return nbT_err(vm); }
   if (nt_cuda_copy_async(nt_base(d), nt_base(h), nb, 1, NULL) || nt_cuda_event_record(sl->ev, NULL)) {
@@ -434,16 +451,10 @@ static int to_device_leaf(nb_VM *vm, void *vctx, nb_Value leaf, nb_Value *out) {
 }
 static int b_to_device(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "loader_to_device";
-  ToDev c = { NT_CPU, false, NULL };
+  ToDev c = { NT_CPU, NULL };
   if (nbT_device_arg(vm, fname, args[1], &c.dev)) return NB_ERR;
-  bool pin = false;
-  if (nbV_truthy(vm, args[2], &pin)) return NB_ERR;
-  c.pin = pin;
-  if (c.pin) {
-    PinRing **rp = nb_vm_libdata(vm, &pin_key, sizeof(PinRing *));
-    if (!*rp && !(*rp = calloc(1, sizeof(PinRing)))) return nb_memory_error(vm, fname, sizeof(PinRing));
-    c.ring = *rp;
-  }
+  if (args[2].t == NB_THANDLE && !strcmp(((nb_Handle *)args[2].u.p)->kind, "loader_pin_ring")) c.ring = ((nb_Handle *)args[2].u.p)->ptr;
+  else if (args[2].t != NB_TNIL) return nb_arg_type_error(vm, fname, "ring", "nil or a loader_pin_ring()", args[2]);
   if (args[0].t == NB_TTENSOR) return to_device_leaf(vm, &c, args[0], out);
   return nbT_tree_walk_mode(vm, args[0], NBT_ALL, to_device_leaf, &c, NULL, out);
 }
@@ -456,7 +467,8 @@ static nb_Builtin loader_builtins[] = {
   { "loader_pool_ready", b_pool_ready, "pool", "loader_pool_ready(pool): how many batches are finished and waiting" },
   { "loader_pool_close", b_pool_close, "pool", "loader_pool_close(pool): stops and reaps the workers" },
   { "loader_permutation", b_permutation, "n, seed, epoch", "loader_permutation(n, seed, epoch): an i64 permutation of 0..n-1 fixed by (seed, epoch), not the global generator" },
-  { "loader_to_device", b_to_device, "tree, device, pin=false", "loader_to_device(tree, device, pin=false): tensors to device; pin: through pinned memory, asynchronously (CUDA)" },
+  { "loader_to_device", b_to_device, "tree, device, ring=nil", "loader_to_device(tree, device, ring=nil): tensors to device; with a loader_pin_ring(): through pinned memory, asynchronously (CUDA)" },
+  { "loader_pin_ring", b_pin_ring, "", "loader_pin_ring(): pinned staging buffers for loader_to_device, released (after their copies) with the handle" },
   { NULL, NULL, NULL, NULL }
 };
 void nbopen_loader(void) { nbC_register(loader_builtins); }

@@ -443,9 +443,10 @@ for pin in list(false, true) {
       if b.x.device != "cuda" or b.y.device != "cuda" { ok = false }
       if not all((b.x.to("cpu") == x[b.y.to("cpu")])) { ok = false }
     }
+    pinned = dist_pinned_bytes()
     ld.close()
     s = cuda.stats()
-    res["{pin}-{w}"] = {batches: nb, ok: ok, h2d: s.memcpy_h2d, pinned: dist_pinned_bytes()}
+    res["{pin}-{w}"] = {batches: nb, ok: ok, h2d: s.memcpy_h2d, pinned: pinned, after_close: dist_pinned_bytes()}
   }
 }
 print(json_format(res))
@@ -464,6 +465,9 @@ print(json_format(res))
         why += f"pin_memory staged nothing in pinned memory: {r}; "
     if r["false-0"]["pinned"] != 0:
         why += f"pinned bytes without pin_memory: {r['false-0']}; "
+    # 8 staging slots of the last batches' x (8 x 40 f32) and y (8 i64): (1280 + 64) * 4 at most
+    if any(v["after_close"] != 0 for v in r.values()) or r["true-0"]["pinned"] > 4 * (1280 + 64) * 2:
+        why += f"pinned staging not released by close, or more than the ring holds: {r}; "
     report("pinned_async_copies_emulated", not why, why)
 
 
