@@ -33,7 +33,9 @@
 ** orphans.  Workers must not use CUDA (a forked CUDA context is unusable):
 ** the batch function makes CPU tensors; loader_to_device moves them.
 ** OpenMP: a worker runs its tensor kernels on one thread (libgomp's pool does
-** not survive fork, and W workers already use W cores).
+** not survive fork, and W workers already use W cores).  Output: a worker
+** prints to the process's stdout/stderr (the stdio sink), never through the
+** parent's sink (a Jupyter kernel's sockets belong to the parent).
 */
 #include <errno.h>
 #include <fcntl.h>
@@ -159,6 +161,10 @@ static void worker_main(nb_VM *vm, nb_Value fn, int sock, int index) {
   signal(SIGINT, SIG_IGN);
   signal(SIGPIPE, SIG_IGN);
   omp_set_num_threads(1);
+  /* the parent's sink may be a Jupyter kernel's or a dist worker's, whose
+  ** sockets and threads belong to the parent: a worker's prints go to the
+  ** process's own stdout/stderr instead */
+  nb_vm_set_sink(vm, nb_stdio_sink());
   for (;;) {
     TaskHdr t;
     if (read_all(sock, &t, sizeof t) || t.len > MAX_MSG_BYTES) _exit(0);
@@ -185,6 +191,7 @@ static void worker_main(nb_VM *vm, nb_Value fn, int sock, int index) {
     }
     ResHdr h = { t.k, b.n, (uint32_t)status, 0 };
     nbB_free(&b);
+    fflush(stdout); fflush(stderr);   /* the batch's prints are out before it is (a worker ends by SIGKILL) */
     if (send_result(sock, &h, fd)) _exit(0);
     close(fd);
   }

@@ -211,6 +211,13 @@ ld = data.loader(fn(i) { if i == 9 { kill_me() }; i }, size=20, batch_size=5, wo
 for b in ld.epoch(0) { }
 """.replace("kill_me()", 'error("x")'))
     report("worker_error_closes_pool", rc != 0 and "worker 0 failed on batch 1" in se, se[-500:])
+    # a worker's print reaches the process's stdout (flushed before its batch is sent)
+    rc, so, se = run("""
+ld = data.loader(fn(i) { print("worker saw {i}"); i }, size=6, batch_size=3, workers=2)
+for b in ld.epoch(0) { }
+ld.close()
+""")
+    report("worker_print_reaches_stdout", rc == 0 and all(f"worker saw {i}" in so for i in range(6)), f"rc {rc} {so[-300:]} {se[-300:]}")
     # bad arguments: clear errors
     cases = [
         ("data.loader(zeros(4), batch_size=0)", "batch_size must be an int >= 1"),
