@@ -495,8 +495,12 @@ static int b_load_csv(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
     }
     nb_Value tv, cv = nb_nil();
     if ((st = csv_text_col(vm, c, j, codes, &tv, &cv))) { nb_decref(name); break; }
-    nbR_set_cstr(text, nb_str(name)->data, tv);
-    if (cats) nbR_set_cstr(cats, nb_str(name)->data, cv);
+    /* a header may repeat a name: the second "a" is "a.1" (as pandas), never a silently replaced column */
+    nb_Str *key = nbS_cstr(nb_str(name)->data);
+    for (int dup = 1; nbR_find_cstr(text, key->data) >= 0; dup++) { nb_decref(nb_strv(key)); key = nbS_fmt("%s.%d", nb_str(name)->data, dup); }
+    nbR_set_cstr(text, key->data, tv);
+    if (cats) nbR_set_cstr(cats, key->data, cv);
+    nb_decref(nb_strv(key));
     nb_decref(name);
   }
   nt_Tensor *t = NULL;

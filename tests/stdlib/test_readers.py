@@ -187,6 +187,12 @@ print(json_format(list(d.numeric, d.text, (d.data != d.data).to("i64").tolist())
     rc, so, se = run(f"d = load_csv({nbstr(path('bytes.csv'))})\nprint(len(d.text.k[1]), d.data.tolist())")
     if rc != 0 or so.split()[0] != "200000":
         bad += f"[bytes] rc {rc} {so[-100:]} {se[-200:]}; "
+    # a repeated header name: both text columns kept ("a", "a.1"), none silently replaced
+    with open(path("dup.csv"), "w") as f:
+        f.write("a,a,b\nx,y,1\nz,w,2\n")
+    rc, so, se = run(f"print(json_format(load_csv({nbstr(path('dup.csv'))}).text))")
+    if rc != 0 or json.loads(so.strip()) != {"a": ["x", "z"], "a.1": ["y", "w"]}:
+        bad += f"[dup header] {so[-200:]} {se[-200:]}; "
     report("csv_hostile_files", not bad, bad)
 
 
