@@ -38,7 +38,7 @@ static bool valid_utf8(const unsigned char *s, size_t n, size_t *bad) {
   return true;
 }
 
-static int path_arg(nb_VM *vm, const char *fname, nb_Value v, const char **out) {
+int nblib_path_arg(nb_VM *vm, const char *fname, nb_Value v, const char **out) {
   if (v.t != NB_TSTR) return nb_error_kind(vm, "TypeError", "%s: path must be a string, got %s", fname, nb_typename(v));
   if (strlen(nb_str(v)->data) != nb_str(v)->len) return nb_error_kind(vm, "ValueError", "%s: path contains a NUL byte", fname);
   *out = nb_str(v)->data;
@@ -46,7 +46,7 @@ static int path_arg(nb_VM *vm, const char *fname, nb_Value v, const char **out) 
 }
 
 /* the whole file (malloc'd, *n bytes), size checked before reading */
-static int slurp(nb_VM *vm, const char *fname, const char *path, char **data, size_t *n) {
+int nblib_slurp(nb_VM *vm, const char *fname, const char *path, char **data, size_t *n) {
   uint64_t size;
   int fd = nt_io_open_regular(fname, path, &size);   /* a FIFO or device is refused, never waited on */
   if (fd < 0) return nb_error_kind(vm, "IOError", "%s", nt_io_error());
@@ -74,7 +74,7 @@ static int slurp(nb_VM *vm, const char *fname, const char *path, char **data, si
 
 static int b_read_text(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *path = NULL; char *data; size_t len, bad;
-  if (path_arg(vm, "read_text", args[0], &path) || slurp(vm, "read_text", path, &data, &len)) return NB_ERR;
+  if (nblib_path_arg(vm, "read_text", args[0], &path) || nblib_slurp(vm, "read_text", path, &data, &len)) return NB_ERR;
   if (!valid_utf8((const unsigned char *)data, len, &bad)) {
     free(data);
     return nb_error_kind(vm, "ValueError", "read_text: %s is not UTF-8 text (invalid byte at offset %zu; read_bytes reads any file)", path, bad);
@@ -86,7 +86,7 @@ static int b_read_text(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
 
 static int b_read_bytes(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *path = NULL; char *data; size_t len;
-  if (path_arg(vm, "read_bytes", args[0], &path) || slurp(vm, "read_bytes", path, &data, &len)) return NB_ERR;
+  if (nblib_path_arg(vm, "read_bytes", args[0], &path) || nblib_slurp(vm, "read_bytes", path, &data, &len)) return NB_ERR;
   int64_t shape = (int64_t)len;
   nt_Tensor *t = nt_empty(&shape, 1, NT_U8, NT_CPU);
   if (t && len) memcpy(nt_data_ptr(t), data, len);
@@ -110,7 +110,7 @@ static int bytes_of(nb_VM *vm, const char *fname, nb_Value v, nt_Tensor **keep, 
 
 static int write_file(nb_VM *vm, const char *fname, nb_Value *args, bool text) {
   const char *path = NULL;
-  if (path_arg(vm, fname, args[0], &path)) return NB_ERR;
+  if (nblib_path_arg(vm, fname, args[0], &path)) return NB_ERR;
   if (text && args[1].t != NB_TSTR) return nb_error_kind(vm, "TypeError", "%s: expected a string to write, got %s (write_bytes writes a u8 tensor)", fname, nb_typename(args[1]));
   nt_Tensor *keep = NULL; const void *p = NULL; size_t n = 0;
   if (bytes_of(vm, fname, args[1], &keep, &p, &n)) return NB_ERR;
@@ -217,7 +217,7 @@ static nb_Builtin lines_member[] = { { "__lines_next", b_lines_next, "self", "in
 
 static int b_lines(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *path = NULL;
-  if (path_arg(vm, "lines", args[0], &path)) return NB_ERR;
+  if (nblib_path_arg(vm, "lines", args[0], &path)) return NB_ERR;
   uint64_t size;
   int fd = nt_io_open_regular("lines", path, &size);   /* refused now, not at the first line */
   if (fd < 0) return nb_error_kind(vm, "IOError", "%s", nt_io_error());

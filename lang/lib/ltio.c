@@ -315,7 +315,34 @@ static int load_set(nb_VM *vm, const char *fname, nb_Value path, nt_io_set *(*lo
   return st;
 }
 static int b_load(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; return load_set(vm, "load", args[0], nt_st_load, true, out); }
-static int b_load_npz(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; return load_set(vm, "load_npz", args[0], nt_npz_load, false, out); }
+/* load_npz(path, skipped=false): the supported arrays; with skipped, also
+** the members left out: {arrays, skipped: [{name, reason}]} */
+static int b_load_npz(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n;
+  bool want = false;
+  if (nbV_truthy(vm, args[1], &want)) return NB_ERR;
+  if (args[0].t != NB_TSTR) return nb_error_kind(vm, "TypeError", "load_npz: path must be a string");
+  nt_io_set *set = READ_INTERRUPTIBLY(vm, nt_npz_load(nb_str(args[0])->data));
+  if (!set) return read_failed(vm);
+  nb_Value arrays;
+  int st = set_to_record(vm, set, false, &arrays);
+  if (!st && want) {
+    nb_List *l = nbL_new((int)set->nskipped);
+    for (size_t i = 0; i < set->nskipped; i++) {
+      nb_Rec *e = nbR_new(2);
+      nbR_set_cstr(e, "name", nb_strv(nbS_cstr(set->skipped[i])));
+      nbR_set_cstr(e, "reason", nb_strv(nbS_cstr(set->skipped_why[i])));
+      nbL_push(l, nb_obj(NB_TREC, e));
+    }
+    nb_Rec *r = nbR_new(2);
+    nbR_set_cstr(r, "arrays", arrays);
+    nbR_set_cstr(r, "skipped", nb_obj(NB_TLIST, l));
+    arrays = nb_obj(NB_TREC, r);
+  }
+  nt_io_set_free(set);
+  if (!st) *out = arrays;
+  return st;
+}
 static int b_load_npy(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n;
   if (args[0].t != NB_TSTR) return nb_error_kind(vm, "TypeError", "load_npy: path must be a string");
@@ -343,39 +370,164 @@ static int b_save_npy(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   *out = nb_nil();
   return NB_OK;
 }
-/* load_csv(path, delim=",") → {columns: [names] or nil, data: f64 tensor [rows, cols]} */
-static int b_load_csv(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
-  (void)n;
-  if (args[0].t != NB_TSTR) return nb_error_kind(vm, "TypeError", "load_csv: path must be a string");
-  char delim = 0;
-  if (args[1].t == NB_TSTR) { if (nb_str(args[1])->len != 1) return nb_error_kind(vm, "ValueError", "load_csv: delim must be one character"); delim = nb_str(args[1])->data[0]; }
-  nt_csv *c = READ_INTERRUPTIBLY(vm, nt_csv_load(nb_str(args[0])->data, delim));
-  if (!c) return read_failed(vm);
-  int64_t shape[2] = { (int64_t)c->nrows, (int64_t)c->ncols };
-  nt_Tensor *t = nt_from_buffer(c->data ? (void *)c->data : (void *)(double[1]){0}, NT_F64, shape, 2, NT_F64);
-  nb_Value cols = nb_nil();
-  if (c->names) {
-    nb_List *l = nbL_new((int)c->ncols);
-    for (size_t i = 0; i < c->ncols; i++) nbL_push(l, nb_strv(nbS_cstr(c->names[i])));
-    cols = nb_obj(NB_TLIST, l);
+/* load_csv(path, delim=",", header=nil, usecols=nil, dtype="f64", na=nil, codes=false)
+** → {columns, data, numeric, text[, categories]} (see the table's doc and
+** docs/stdlib.md): data holds the selected numeric columns as [rows, k];
+** text columns come back as lists of strings (nil where missing), or with
+** codes as i64 category codes (-1 where missing) over sorted categories. */
+static int csv_col_name(const nt_csv *c, size_t j, nb_Value *out) {
+  *out = c->names ? nb_strv(nbS_cstr(c->names[j])) : nb_strv(nbS_fmt("%zu", j));
+  return NB_OK;
+}
+static int cmp_str(const void *x, const void *y) { return strcmp(*(char *const *)x, *(char *const *)y); }
+/* the text column j: a list of strings, or codes + categories */
+static int csv_text_col(nb_VM *vm, const nt_csv *c, size_t j, bool codes, nb_Value *out, nb_Value *cats) {
+  const char *fname = "load_csv";
+  if (!codes) {
+    nb_List *l;
+    if (nbL_new_checked(vm, fname, c->nrows, &l)) return NB_ERR;
+    for (size_t i = 0; i < c->nrows; i++) {
+      const char *t = c->text[i * c->ncols + j];
+      nbL_push(l, t ? nb_strv(nbS_cstr(t)) : nb_nil());
+    }
+    *out = nb_obj(NB_TLIST, l);
+    return NB_OK;
   }
+  char **u = malloc((c->nrows + 1) * sizeof *u);
+  if (!u) return nb_memory_error(vm, fname, c->nrows * sizeof *u);
+  size_t nu = 0;
+  for (size_t i = 0; i < c->nrows; i++) if (c->text[i * c->ncols + j]) u[nu++] = c->text[i * c->ncols + j];
+  qsort(u, nu, sizeof *u, cmp_str);
+  size_t k = 0;
+  for (size_t i = 0; i < nu; i++) if (k == 0 || strcmp(u[k - 1], u[i])) u[k++] = u[i];
+  nu = k;
+  int64_t shape[1] = { (int64_t)c->nrows };
+  nt_Tensor *t = nt_empty(shape, 1, NT_I64, NT_CPU);
+  if (!t) { free(u); return nbT_err(vm); }
+  int64_t *d = nt_data_ptr(t);
+  for (size_t i = 0; i < c->nrows; i++) {
+    const char *s = c->text[i * c->ncols + j];
+    char **hit = s ? bsearch(&s, u, nu, sizeof *u, cmp_str) : NULL;
+    d[i] = hit ? (int64_t)(hit - u) : -1;
+  }
+  nb_List *l;
+  if (nbL_new_checked(vm, fname, nu, &l)) { free(u); nt_release(t); return NB_ERR; }
+  for (size_t i = 0; i < nu; i++) nbL_push(l, nb_strv(nbS_cstr(u[i])));
+  free(u);
+  *out = nb_obj(NB_TTENSOR, t);
+  *cats = nb_obj(NB_TLIST, l);
+  return NB_OK;
+}
+static int b_load_csv(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "load_csv";
+  if (args[0].t != NB_TSTR) return nb_error_kind(vm, "TypeError", "load_csv: path must be a string");
+  nt_csv_opts o = { .delim = 0, .header = -1, .text = true, .na = NULL, .nna = 0 };
+  if (args[1].t == NB_TSTR) { if (nb_str(args[1])->len != 1) return nb_error_kind(vm, "ValueError", "load_csv: delim must be one character"); o.delim = nb_str(args[1])->data[0]; }
+  else if (args[1].t != NB_TNIL) return nb_arg_type_error(vm, fname, "delim", "a one-character string", args[1]);
+  if (args[2].t == NB_TBOOL) o.header = args[2].u.b;
+  else if (args[2].t != NB_TNIL) return nb_arg_type_error(vm, fname, "header", "true, false or nil (auto)", args[2]);
+  nt_DType dt;
+  if (nbT_dtype_arg(vm, fname, args[4], NT_F64, &dt)) return NB_ERR;
+  bool codes = false;
+  if (nbV_truthy(vm, args[6], &codes)) return NB_ERR;
+  const char **na = NULL;
+  if (args[5].t == NB_TLIST) {
+    nb_List *l = nb_list(args[5]);
+    na = malloc(sizeof *na * (size_t)(l->n + 1));
+    if (!na) return nb_memory_error(vm, fname, sizeof *na * (size_t)(l->n + 1));
+    for (int i = 0; i < l->n; i++) {
+      if (l->items[i].t != NB_TSTR) { free(na); return nb_error_kind(vm, "TypeError", "load_csv: na must be a list of strings (item %d is a %s)", i, nb_typename(l->items[i])); }
+      na[i] = nb_str(l->items[i])->data;
+    }
+    o.na = na; o.nna = (size_t)l->n;
+  } else if (args[5].t != NB_TNIL) return nb_arg_type_error(vm, fname, "na", "a list of strings", args[5]);
+  nt_csv *c = READ_INTERRUPTIBLY(vm, nt_csv_load_opts(nb_str(args[0])->data, &o));
+  free(na);
+  if (!c) return read_failed(vm);
+  /* the selected columns, in the order given */
+  size_t nsel = c->ncols, *sel = malloc(sizeof *sel * (c->ncols + 1));
+  int st = NB_OK;
+  if (!sel) { nt_csv_free(c); return nb_memory_error(vm, fname, sizeof *sel * c->ncols); }
+  for (size_t j = 0; j < c->ncols; j++) sel[j] = j;
+  if (args[3].t == NB_TLIST) {
+    nb_List *l = nb_list(args[3]);
+    free(sel);
+    sel = malloc(sizeof *sel * (size_t)(l->n + 1));
+    if (!sel) { nt_csv_free(c); return nb_memory_error(vm, fname, sizeof *sel * (size_t)l->n); }
+    nsel = 0;
+    for (int i = 0; i < l->n && !st; i++) {
+      nb_Value u = l->items[i];
+      size_t j = c->ncols;
+      if (u.t == NB_TSTR) {
+        for (size_t k = 0; c->names && k < c->ncols; k++) if (!strcmp(c->names[k], nb_str(u)->data)) { j = k; break; }
+        if (j == c->ncols) st = nb_error_kind(vm, "ValueError", "load_csv: usecols names column \"%s\", which %s does not have", nb_str(u)->data, c->names ? "the header" : "a file without a header");
+      } else if (u.t == NB_TNUM && nbT_num_isint(u) && u.u.n >= 0 && u.u.n < (double)c->ncols) j = (size_t)u.u.n;
+      else st = nb_error_kind(vm, "ValueError", "load_csv: usecols item %d must be a column name or an index in 0..%zu", i, c->ncols - 1);
+      for (size_t k = 0; k < nsel && !st; k++) if (sel[k] == j) st = nb_error_kind(vm, "ValueError", "load_csv: usecols gives column %zu twice", j);
+      if (!st) sel[nsel++] = j;
+    }
+  } else if (args[3].t != NB_TNIL) st = nb_arg_type_error(vm, fname, "usecols", "a list of names or indices", args[3]);
+  size_t nnum = 0;
+  for (size_t k = 0; k < nsel; k++) nnum += !c->is_text[sel[k]];
+  double *num = st ? NULL : malloc(sizeof(double) * (c->nrows * nnum + 1));
+  if (!st && !num) st = nb_memory_error(vm, fname, sizeof(double) * c->nrows * nnum);
+  nb_Rec *r = nbR_new(5);
+  nb_List *cols = c->names ? nbL_new((int)nsel) : NULL, *numl = nbL_new((int)nnum);
+  nb_Rec *text = nbR_new(0), *cats = codes ? nbR_new(0) : NULL;
+  size_t q = 0;
+  for (size_t k = 0; k < nsel && !st; k++) {
+    size_t j = sel[k];
+    nb_Value name;
+    csv_col_name(c, j, &name);
+    if (cols) { nb_incref(name); nbL_push(cols, name); }
+    if (!c->is_text[j]) {
+      bool intdt = dt == NT_I32 || dt == NT_I64 || dt == NT_U8 || dt == NT_BOOL;
+      for (size_t i = 0; i < c->nrows && !st; i++) {
+        double v = c->data[i * c->ncols + j];
+        if (intdt && (isnan(v) || v != floor(v)))
+          st = nb_error_kind(vm, "ValueError", "load_csv: column %s row %zu is %s, which dtype %s cannot hold (use a float dtype)",
+                             nb_str(name)->data, i + 1, isnan(v) ? "missing" : "not an integer", nt_dtype_name(dt));
+        num[i * nnum + q] = v;
+      }
+      q++;
+      nbL_push(numl, name);
+      continue;
+    }
+    nb_Value tv, cv = nb_nil();
+    if ((st = csv_text_col(vm, c, j, codes, &tv, &cv))) { nb_decref(name); break; }
+    /* a header may repeat a name: the second "a" is "a.1" (as pandas), never a silently replaced column */
+    nb_Str *key = nbS_cstr(nb_str(name)->data);
+    for (int dup = 1; nbR_find_cstr(text, key->data) >= 0; dup++) { nb_decref(nb_strv(key)); key = nbS_fmt("%s.%d", nb_str(name)->data, dup); }
+    nbR_set_cstr(text, key->data, tv);
+    if (cats) nbR_set_cstr(cats, key->data, cv);
+    nb_decref(nb_strv(key));
+    nb_decref(name);
+  }
+  nt_Tensor *t = NULL;
+  if (!st) {
+    int64_t shape[2] = { (int64_t)c->nrows, (int64_t)nnum };
+    t = nt_from_buffer(num, NT_F64, shape, 2, dt);
+    if (!t) st = nbT_err(vm);
+  }
+  free(num); free(sel);
   nt_csv_free(c);
-  if (!t) { nb_decref(cols); return nbT_err(vm); }
-  nb_Rec *r = nbR_new(2);
-  nbR_set_cstr(r, "columns", cols);
-  nbR_set_cstr(r, "data", nb_obj(NB_TTENSOR, t));
+  nbR_set_cstr(r, "columns", cols ? nb_obj(NB_TLIST, cols) : nb_nil());
+  nbR_set_cstr(r, "data", t ? nb_obj(NB_TTENSOR, t) : nb_nil());
+  nbR_set_cstr(r, "numeric", nb_obj(NB_TLIST, numl));
+  nbR_set_cstr(r, "text", nb_obj(NB_TREC, text));
+  if (cats) nbR_set_cstr(r, "categories", nb_obj(NB_TREC, cats));
+  if (st) { nb_decref(nb_obj(NB_TREC, r)); return NB_ERR; }
   *out = nb_obj(NB_TREC, r);
   return NB_OK;
 }
-
 /* ------------------------------------------------------------ the table */
 static nb_Builtin io_builtins[] = {
   { "save", b_save, "path, tree", "save(path, tree): writes a record of tensors as safetensors (atomic)" },
   { "load", b_load, "path", "load(path): reads a safetensors file into a nested record" },
-  { "load_npz", b_load_npz, "path", "load_npz(path): a record of the arrays in a NumPy .npz" },
+  { "load_npz", b_load_npz, "path, skipped=false", "load_npz(path, skipped=false): a record of the arrays in a NumPy .npz; skipped: {arrays, skipped: [{name, reason}]} (unsupported dtypes)" },
   { "load_npy", b_load_npy, "path", "load_npy(path): the array in a NumPy .npy" },
   { "save_npy", b_save_npy, "path, x", "save_npy(path, x): writes a NumPy .npy (atomic)" },
-  { "load_csv", b_load_csv, "path, delim=nil", "load_csv(path, delim=\",\"): {columns, data} with data an f64 tensor" },
+  { "load_csv", b_load_csv, "path, delim=nil, header=nil, usecols=nil, dtype=nil, na=nil, codes=false", "load_csv(path, delim=\",\", header=nil, usecols=nil, dtype=\"f64\", na=nil, codes=false): {columns, data [rows, numeric cols], numeric, text[, categories]}" },
   { NULL, NULL, NULL, NULL }
 };
 

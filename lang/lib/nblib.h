@@ -10,6 +10,9 @@
 #ifndef NBLIB_H
 #define NBLIB_H
 
+#include <stddef.h>
+#include "lang/nbapi.h"
+
 void nbopen_base(void);       /* lbase.c: print, len, lists, strings, math, time, ... */
 void nbopen_tensor(void);     /* ltensor.c, ltops.c, ltgrad.c, loptim.c, ltio.c, ltcompose.c */
 void nbopen_plot(void);       /* lplot.c: plot, scatter, hist, imshow, ... */
@@ -18,6 +21,14 @@ void nbopen_files(void);      /* lfiles.c: read_text, write_text, lines, ... */
 void nbopen_profile(void);    /* lprofile.c: profile(), profile_start/stop/table (tensor/tprofile.h) */
 
 /* all of the above, once (linit.c); nb_vm_new calls it (lvm.h declares it for the core) */
+void nbopen_loader(void);     /* lloader.c: data.loader's worker processes, permutation, pinned copies */
+void nbopen_json(void);       /* ljson.c: load_json, save_json, json_parse, json_format (jansson) */
 void nbopen_libs(void);
+
+/* lfiles.c, shared with ljson.c: a path argument (a string without NUL
+** bytes), and a whole regular file read into a malloc'd buffer (size
+** checked before reading; a FIFO or device refused) */
+int nblib_path_arg(nb_VM *vm, const char *fname, nb_Value v, const char **out);
+int nblib_slurp(nb_VM *vm, const char *fname, const char *path, char **data, size_t *n);
 
 #endif

@@ -1,7 +1,8 @@
 /*
-** csv.c — numeric CSV reader (see csv.h).  One pass: split a record into
-** fields (unquoting into a scratch buffer), then either keep it as the header
-** or convert every field with strtod into the growing row-major buffer.
+** csv.c — CSV reader (see csv.h).  Two passes over the text through one
+** record reader (fields unquoted into a scratch buffer): the first finds the
+** shape and which columns hold text, the second fills the numbers (and the
+** text columns' strings), so a numeric file never keeps its text.
 */
 #include "csv.h"
 #include "iointernal.h"
@@ -71,117 +72,196 @@ static void nul_error(const char *L, size_t line, size_t col) {
 void nt_csv_free(nt_csv *c) {
   if (!c) return;
   if (c->names) for (size_t i = 0; i < c->ncols; i++) free(c->names[i]);
-  free(c->names); free(c->data); free(c);
+  if (c->text) for (size_t i = 0; i < c->nrows * c->ncols; i++) free(c->text[i]);
+  free(c->names); free(c->data); free(c->is_text); free(c->text); free(c);
+}
+
+/* ---- the record reader: both passes read the file through it ------------- */
+typedef struct reader {
+  const char *b, *L; size_t len, p, line, line_start; char delim;
+} reader;
+
+/* The next record's fields into r: 1, 0 at the end, -1 on error.  *rec_line
+** is the line the record starts on.  Blank lines are skipped. */
+static int next_record(reader *d, rec *r, size_t *rec_line) {
+  const char *b = d->b; size_t len = d->len; char delim = d->delim;
+  size_t p = d->p;
+  for (;;) {   /* skip blank lines (only blanks before the line break) */
+    size_t q = p;
+    while (q < len && is_blank(b[q]) && b[q] != delim) q++;
+    if (q >= len) { d->p = len; return 0; }
+    if (!at_eol(b, q, len)) break;
+    p = past_eol(b, q, len);
+    d->line++; d->line_start = p;
+  }
+  if ((d->line & 1023) == 0 && nio_interrupted("csv", d->L)) return -1;
+  r->n = 0; r->tlen = 0;
+  *rec_line = d->line;
+  for (;;) {
+    size_t off = r->tlen, fline = d->line, fcol = p - d->line_start + 1;
+    size_t s = p;
+    while (s < len && is_blank(b[s]) && b[s] != delim) s++;
+    if (s < len && b[s] == '"') {
+      size_t qline = d->line, qcol = s - d->line_start + 1;
+      p = s + 1;
+      for (;;) {
+        if (p >= len) return nio_error("csv: '%s':%zu:%zu: unterminated quoted field", d->L, qline, qcol);
+        if (b[p] == '"') {
+          if (p + 1 < len && b[p + 1] == '"') { if (push_char(r, '"')) return -1; p += 2; continue; }
+          p++;
+          break;
+        }
+        if (b[p] == '\n') { d->line++; d->line_start = p + 1; }
+        if (!b[p]) { nul_error(d->L, d->line, p - d->line_start + 1); return -1; }
+        if (push_char(r, b[p++])) return -1;
+      }
+      while (p < len && is_blank(b[p]) && b[p] != delim) p++;
+      if (p < len && b[p] != delim && !at_eol(b, p, len))
+        return nio_error("csv: '%s':%zu:%zu: unexpected character after a closing quote", d->L, d->line, p - d->line_start + 1);
+    } else {
+      while (p < len && b[p] != delim && !at_eol(b, p, len)) {
+        if (!b[p]) { nul_error(d->L, d->line, p - d->line_start + 1); return -1; }
+        if (push_char(r, b[p++])) return -1;
+      }
+    }
+    if (push_field(r, off, fline, fcol)) return -1;
+    if (p < len && b[p] == delim) { p++; continue; }
+    if (p < len) { p = past_eol(b, p, len); d->line++; d->line_start = p; }   /* end of record */
+    break;
+  }
+  d->p = p;
+  return 1;
+}
+
+/* a missing value: empty (after trimming blanks) or one of the NA spellings */
+static bool is_na(const char *s, const nt_csv_opts *o) {
+  while (is_blank(*s)) s++;
+  size_t n = strlen(s);
+  while (n && is_blank(s[n - 1])) n--;
+  if (n == 0) return true;
+  static const char *const dflt[] = { "NA", "N/A", "null", "NULL", "None", "NaN", "nan", "-NaN", "-nan" };
+  const char *const *na = o && o->na ? o->na : dflt;
+  size_t nna = o && o->na ? o->nna : sizeof dflt / sizeof dflt[0];
+  for (size_t i = 0; i < nna; i++) if (strlen(na[i]) == n && !memcmp(na[i], s, n)) return true;
+  return false;
+}
+
+/* numeric field: NA -> NaN (1), a number (1), text (0) */
+static bool field_num(const char *s, const nt_csv_opts *o, double *v) {
+  if (is_na(s, o)) { *v = NAN; return true; }
+  return to_num(s, v);
+}
+
+static char *trimmed_dup(const char *t, size_t n) {
+  while (n && is_blank(*t)) { t++; n--; }
+  while (n && is_blank(t[n - 1])) n--;
+  return nio_strndup(t, n);
+}
+
+nt_csv *nt_csv_parse_opts(const char *b, size_t len, const nt_csv_opts *o, const char *L) {
+  char delim = o && o->delim ? o->delim : ',';
+  int header = o ? o->header : -1;
+  bool text_ok = o && o->text;
+  if (!L) L = "<buffer>";
+  size_t bom = len >= 3 && memcmp(b, "\xEF\xBB\xBF", 3) == 0 ? 3 : 0;
+  rec r = {0};
+  nt_csv *c = nio_calloc(1, sizeof *c);
+  if (!c) return NULL;
+  bool *row0_text = NULL, *rest_text = NULL, *rest_num = NULL;
+
+  /* pass 1: the shape, and which columns hold text (rows after the first
+  ** and the first apart, for the header's detection) */
+  reader d = { b, L, len, bom, 1, bom, delim };
+  size_t nrec = 0, rl;
+  int got;
+  while ((got = next_record(&d, &r, &rl)) == 1) {
+    if (nrec == 0) {
+      c->ncols = r.n;
+      row0_text = nio_calloc(r.n, 1); rest_text = nio_calloc(r.n, 1); rest_num = nio_calloc(r.n, 1);
+      if (!row0_text || !rest_text || !rest_num) goto fail;
+    } else if (r.n != c->ncols) {
+      nio_error("csv: '%s':%zu:1: ragged row: %zu fields, expected %zu", L, rl, r.n, c->ncols);
+      goto fail;
+    }
+    for (size_t i = 0; i < r.n; i++) {
+      double v;
+      const char *t = r.txt + r.f[i].off;
+      bool num = field_num(t, o, &v);
+      if (nrec == 0) row0_text[i] = !num;
+      else if (!num) rest_text[i] = true;
+      else if (!is_na(t, o)) rest_num[i] = true;
+    }
+    nrec++;
+  }
+  if (got < 0) goto fail;
+  if (nrec == 0) { nio_error("csv: '%s': no data (empty file)", L); goto fail; }
+  if (header < 0) {
+    /* auto: a header when some column is text in the first row only (a name
+    ** over numbers), or when the whole first row is text and non-empty */
+    bool any_name_over_numbers = false, all_text = true;
+    for (size_t i = 0; i < c->ncols; i++) {
+      if (row0_text[i] && !rest_text[i] && (rest_num[i] || nrec == 1)) any_name_over_numbers = true;
+      if (!row0_text[i]) all_text = false;
+    }
+    header = any_name_over_numbers || all_text;
+  }
+  c->nrows = nrec - (header ? 1 : 0);
+  c->is_text = nio_calloc(c->ncols, 1);
+  size_t cells;
+  if (!c->is_text || !nio_mul_ok(c->nrows, c->ncols, &cells)) goto fail;
+  bool any_text = false;
+  for (size_t i = 0; i < c->ncols; i++) {
+    c->is_text[i] = rest_text[i] || (!header && row0_text[i]);
+    any_text |= c->is_text[i];
+  }
+  if (!(c->data = nio_malloc((cells ? cells : 1) * sizeof(double)))) goto fail;
+  if (any_text && text_ok && !(c->text = nio_calloc(cells ? cells : 1, sizeof(char *)))) goto fail;
+
+  /* pass 2: the values */
+  d = (reader){ b, L, len, bom, 1, bom, delim };
+  size_t row = 0;
+  for (size_t k = 0; (got = next_record(&d, &r, &rl)) == 1; k++) {
+    if (k == 0 && header) {
+      if (!(c->names = nio_calloc(c->ncols, sizeof(char *)))) goto fail;
+      for (size_t i = 0; i < r.n; i++)   /* trimmed: names are identifiers */
+        if (!(c->names[i] = trimmed_dup(r.txt + r.f[i].off, r.f[i].len))) goto fail;
+      continue;
+    }
+    for (size_t i = 0; i < r.n; i++) {
+      const char *t = r.txt + r.f[i].off;
+      double *v = &c->data[row * c->ncols + i];
+      if (!c->is_text[i]) { field_num(t, o, v); continue; }
+      if (!text_ok) {   /* numbers only: the column's first text field is the error */
+        if (field_num(t, o, v)) continue;
+        nio_error("csv: '%s':%zu:%zu: bad numeric field '%.40s'", L, r.f[i].line, r.f[i].col, t);
+        goto fail;
+      }
+      *v = NAN;
+      if (!is_na(t, o) && !(c->text[row * c->ncols + i] = nio_strndup(t, r.f[i].len))) goto fail;
+    }
+    row++;
+  }
+  if (got < 0) goto fail;
+  free(r.f); free(r.txt); free(row0_text); free(rest_text); free(rest_num);
+  return c;
+fail:
+  free(r.f); free(r.txt); free(row0_text); free(rest_text); free(rest_num);
+  nt_csv_free(c);
+  return NULL;
 }
 
 nt_csv *nt_csv_parse(const char *b, size_t len, char delim, const char *L) {
-  if (!delim) delim = ',';
-  if (!L) L = "<buffer>";
-  rec r = {0};
-  nt_csv *c = nio_calloc(1, sizeof *c);
-  size_t cap = 0;
-  if (!c) return NULL;
-  size_t p = 0, line = 1, line_start = 0;
-  bool first = true;
-  if (len >= 3 && memcmp(b, "\xEF\xBB\xBF", 3) == 0) p = line_start = 3;
+  nt_csv_opts o = { .delim = delim, .header = -1, .text = false, .na = (const char *const[]){ "" }, .nna = 1 };
+  return nt_csv_parse_opts(b, len, &o, L);
+}
 
-  while (p < len) {
-    /* skip blank lines (only blanks before the line break) */
-    size_t q = p;
-    while (q < len && is_blank(b[q]) && b[q] != delim) q++;
-    if (q >= len) break;
-    if (at_eol(b, q, len)) {
-      p = past_eol(b, q, len);
-      line++; line_start = p;
-      continue;
-    }
-    /* one record */
-    if ((line & 1023) == 0 && nio_interrupted("csv", L)) goto fail;
-    r.n = 0; r.tlen = 0;
-    size_t rec_line = line;
-    for (;;) {
-      size_t off = r.tlen, fline = line, fcol = p - line_start + 1;
-      size_t s = p;
-      while (s < len && is_blank(b[s]) && b[s] != delim) s++;
-      if (s < len && b[s] == '"') {
-        size_t qline = line, qcol = s - line_start + 1;
-        p = s + 1;
-        for (;;) {
-          if (p >= len) {
-            nio_error("csv: '%s':%zu:%zu: unterminated quoted field", L, qline, qcol); goto fail;
-          }
-          if (b[p] == '"') {
-            if (p + 1 < len && b[p + 1] == '"') { if (push_char(&r, '"')) goto fail; p += 2; continue; }
-            p++;
-            break;
-          }
-          if (b[p] == '\n') { line++; line_start = p + 1; }
-          if (!b[p]) { nul_error(L, line, p - line_start + 1); goto fail; }
-          if (push_char(&r, b[p++])) goto fail;
-        }
-        while (p < len && is_blank(b[p]) && b[p] != delim) p++;
-        if (p < len && b[p] != delim && !at_eol(b, p, len)) {
-          nio_error("csv: '%s':%zu:%zu: unexpected character after a closing quote", L, line, p - line_start + 1);
-          goto fail;
-        }
-      } else {
-        while (p < len && b[p] != delim && !at_eol(b, p, len)) {
-          if (!b[p]) { nul_error(L, line, p - line_start + 1); goto fail; }
-          if (push_char(&r, b[p++])) goto fail;
-        }
-      }
-      if (push_field(&r, off, fline, fcol)) goto fail;
-      if (p < len && b[p] == delim) { p++; continue; }
-      /* end of record */
-      if (p < len) { p = past_eol(b, p, len); line++; line_start = p; }
-      break;
-    }
-
-    if (first) {
-      first = false;
-      c->ncols = r.n;
-      bool header = false;
-      double v;
-      for (size_t i = 0; i < r.n; i++) header |= !to_num(r.txt + r.f[i].off, &v);
-      if (header) {
-        c->names = nio_calloc(r.n, sizeof(char *));
-        if (!c->names) goto fail;
-        for (size_t i = 0; i < r.n; i++) {
-          const char *t = r.txt + r.f[i].off;
-          size_t n = r.f[i].len;
-          while (n && is_blank(*t)) { t++; n--; }          /* trim: names are identifiers */
-          while (n && is_blank(t[n - 1])) n--;
-          if (!(c->names[i] = nio_strndup(t, n))) goto fail;
-        }
-        continue;
-      }
-    }
-    if (r.n != c->ncols) {
-      nio_error("csv: '%s':%zu:1: ragged row: %zu fields, expected %zu", L, rec_line, r.n, c->ncols);
-      goto fail;
-    }
-    if ((c->nrows + 1) * c->ncols > cap) {
-      size_t nc = cap ? cap * 2 : 1024;
-      while (nc < (c->nrows + 1) * c->ncols) nc *= 2;
-      double *d = realloc(c->data, nc * sizeof *d);
-      if (!d) { nio_error("csv: '%s': out of memory", L); goto fail; }
-      c->data = d; cap = nc;
-    }
-    for (size_t i = 0; i < r.n; i++)
-      if (!to_num(r.txt + r.f[i].off, &c->data[c->nrows * c->ncols + i])) {
-        nio_error("csv: '%s':%zu:%zu: bad numeric field '%.40s'", L, r.f[i].line, r.f[i].col, r.txt + r.f[i].off);
-        goto fail;
-      }
-    c->nrows++;
-  }
-  if (first) { nio_error("csv: '%s': no data (empty file)", L); goto fail; }
-  if (!c->data && !(c->data = nio_malloc(sizeof(double)))) goto fail;   /* header only: 0 rows */
-  free(r.f); free(r.txt);
+nt_csv *nt_csv_load_opts(const char *path, const nt_csv_opts *o) {
+  size_t len;
+  char *buf = nio_read_file("csv", path, &len, NULL);
+  if (!buf) return NULL;
+  nt_csv *c = nt_csv_parse_opts(buf, len, o, path);
+  free(buf);
   return c;
-fail:
-  free(r.f); free(r.txt);
-  nt_csv_free(c);
-  return NULL;
 }
 
 nt_csv *nt_csv_load(const char *path, char delim) {

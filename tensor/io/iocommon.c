@@ -48,6 +48,8 @@ void nt_io_set_free(nt_io_set *s) {
     free(s->arrays[i].owned_);
   }
   for (size_t i = 0; i < s->nmeta; i++) { free(s->meta_keys[i]); free(s->meta_values[i]); }
+  for (size_t i = 0; i < s->nskipped; i++) { free(s->skipped[i]); free(s->skipped_why[i]); }
+  free(s->skipped); free(s->skipped_why);
   free(s->arrays); free(s->meta_keys); free(s->meta_values); free(s->block_);
   free(s);
 }

@@ -41,7 +41,10 @@ void *nio_read_file(const char *what, const char *path, size_t *len, nio_head_ch
 int nio_atomic_writev(const char *what, const char *path, const struct iovec *iov, int n);
 
 /* Decodes one .npy image; takes ownership of the malloc'd buf (freed on
-** failure, or kept as a->owned_ with a->data pointing into it). */
+** failure, or kept as a->owned_ with a->data pointing into it).  -1 on a
+** bad image, NIO_UNSUPPORTED (message set too) for a well-formed one whose
+** dtype the tensors cannot hold, which npz skips. */
+#define NIO_UNSUPPORTED (-2)
 int nio_npy_decode(unsigned char *buf, size_t len, const char *label, nt_io_array *a);
 
 /* -1 with "<what>: '<label>': duplicate array name 'x'" when two arrays of s

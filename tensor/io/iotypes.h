@@ -53,6 +53,11 @@ typedef struct nt_io_set {
   size_t       nmeta;
   char       **meta_keys;
   char       **meta_values;
+  /* npz: members in a dtype the tensors cannot hold (strings, objects,
+  ** structured, complex), skipped by name with the reason; 0 elsewhere */
+  size_t       nskipped;
+  char       **skipped;
+  char       **skipped_why;
   void        *block_;                 /* private: the buffer arrays point into */
 } nt_io_set;
 

@@ -54,25 +54,36 @@ static bool pyword(hp *h, const char *w) {
   return false;
 }
 
-/* descr like '<f4' -> dtype and whether bytes need swapping */
-static int parse_descr(const char *d, nt_io_dtype *dt, bool *swap) {
+/* The narrow integer types NumPy has and the tensor core does not are widened
+** on read to the smallest type that holds every value exactly: i1, i2, u2 ->
+** i32; u4 -> i64; u8 -> i64, refusing a value >= 2^63 (named by its index)
+** rather than wrapping it. */
+enum { W_NONE, W_I1, W_I2, W_U2, W_U4, W_U8 };
+typedef struct elem { size_t size; int wide; } elem;   /* the file's element: bytes, widening */
+
+/* descr like '<f4' -> dtype (the loaded one), the file's element, and
+** whether bytes need swapping */
+static int parse_descr(const char *d, nt_io_dtype *dt, elem *fe, bool *swap) {
   char order = '=';
   if (*d == '<' || *d == '>' || *d == '=' || *d == '|') order = *d++;
-  static const struct { const char *s; nt_io_dtype dt; } map[] = {
-    {"f2", NT_IO_F16}, {"f4", NT_IO_F32}, {"f8", NT_IO_F64}, {"i4", NT_IO_I32},
-    {"i8", NT_IO_I64}, {"u1", NT_IO_U8}, {"b1", NT_IO_BOOL},
+  static const struct { const char *s; nt_io_dtype dt; size_t size; int wide; } map[] = {
+    {"f2", NT_IO_F16, 2, W_NONE}, {"f4", NT_IO_F32, 4, W_NONE}, {"f8", NT_IO_F64, 8, W_NONE}, {"i4", NT_IO_I32, 4, W_NONE},
+    {"i8", NT_IO_I64, 8, W_NONE}, {"u1", NT_IO_U8, 1, W_NONE}, {"b1", NT_IO_BOOL, 1, W_NONE},
+    {"i1", NT_IO_I32, 1, W_I1}, {"i2", NT_IO_I32, 2, W_I2}, {"u2", NT_IO_I32, 2, W_U2},
+    {"u4", NT_IO_I64, 4, W_U4}, {"u8", NT_IO_I64, 8, W_U8},
   };
   for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
     if (strcmp(d, map[i].s) == 0) {
       *dt = map[i].dt;
-      *swap = order == '>' && nt_io_dtype_size(map[i].dt) > 1;   /* we only run on little-endian hosts */
+      fe->size = map[i].size; fe->wide = map[i].wide;
+      *swap = order == '>' && map[i].size > 1;   /* we only run on little-endian hosts */
       return 0;
     }
   return -1;
 }
 
 /* Parses the dict; fills dtype/shape/fortran/swap.  -1 with message. */
-static int parse_header(const char *label, const char *txt, size_t n, nt_io_array *a, bool *fortran, bool *swap) {
+static int parse_header(const char *label, const char *txt, size_t n, nt_io_array *a, elem *fe, bool *fortran, bool *swap) {
   hp h = {txt, txt + n};
   bool have_d = false, have_f = false, have_s = false;
   if (!eat(&h, '{')) return nio_error("npy: '%s': header is not a dict literal", label);
@@ -84,10 +95,10 @@ static int parse_header(const char *label, const char *txt, size_t n, nt_io_arra
     if (strcmp(key, "descr") == 0) {
       ws(&h);
       if (h.p < h.end && *h.p == '[')
-        return nio_error("npy: '%s': structured dtypes are not supported", label);
+        return nio_error("npy: '%s': structured dtypes are not supported", label), NIO_UNSUPPORTED;
       if (!pystr(&h, val, sizeof val)) return nio_error("npy: '%s': 'descr' is not a string", label);
-      if (parse_descr(val, &a->dtype, swap) != 0)
-        return nio_error("npy: '%s': unsupported dtype '%s' (supported: f2 f4 f8 i4 i8 u1 b1)", label, val);
+      if (parse_descr(val, &a->dtype, fe, swap) != 0)
+        return nio_error("npy: '%s': unsupported dtype '%s' (supported: f2 f4 f8 i1 i2 i4 i8 u1 u2 u4 u8 b1)", label, val), NIO_UNSUPPORTED;
       have_d = true;
     } else if (strcmp(key, "fortran_order") == 0) {
       if (pyword(&h, "True")) *fortran = true;
@@ -123,7 +134,7 @@ static int parse_header(const char *label, const char *txt, size_t n, nt_io_arra
 ** exactly.  Needs only the preamble and header, so a file is checked before
 ** it is read whole. */
 static int check_preamble(const unsigned char *b, size_t n, uint64_t size, const char *label, nt_io_array *a,
-                          bool *fortran, bool *swap, size_t *dstart, size_t *need) {
+                          elem *fe, bool *fortran, bool *swap, size_t *dstart, size_t *need) {
   size_t hl, hstart;
   if (size < 10 || n < 10 || memcmp(b, "\x93NUMPY", 6) != 0)
     return nio_error("npy: '%s': not a .npy file (bad magic or shorter than 10 bytes)", label);
@@ -138,8 +149,9 @@ static int check_preamble(const unsigned char *b, size_t n, uint64_t size, const
     return nio_error("npy: '%s': header length %zu exceeds the file size (%llu bytes); truncated file?", label, hl, (unsigned long long)size);
   if (hl > n - hstart)   /* a header longer than what the caller read first: checked once the file is read */
     return 1;
-  if (parse_header(label, (const char *)b + hstart, hl, a, fortran, swap) != 0) return -1;
-  size_t es = nt_io_dtype_size(a->dtype);
+  int rc = parse_header(label, (const char *)b + hstart, hl, a, fe, fortran, swap);
+  if (rc != 0) return rc;
+  size_t es = fe->size;
   int64_t numel = nt_io_numel(a->ndim, a->shape);
   if (numel < 0 || !nio_mul_ok((size_t)numel, es, need))
     return nio_error("npy: '%s': shape is too large", label);
@@ -152,19 +164,41 @@ static int check_preamble(const unsigned char *b, size_t n, uint64_t size, const
   return 0;
 }
 static int check_file_head(const unsigned char *head, size_t n, uint64_t size, const char *path) {
-  nt_io_array a; bool fortran = false, swap = false; size_t dstart, need;
+  nt_io_array a; elem fe; bool fortran = false, swap = false; size_t dstart, need;
   memset(&a, 0, sizeof a);
-  return check_preamble(head, n, size, path, &a, &fortran, &swap, &dstart, &need) < 0 ? -1 : 0;
+  return check_preamble(head, n, size, path, &a, &fe, &fortran, &swap, &dstart, &need) < 0 ? -1 : 0;
 }
 
 /* ---- decode ------------------------------------------------------------------
 ** Takes ownership of buf (malloc'd).  On success a->owned_ is buf (data
 ** aliasing into it when aligned) or a fresh buffer; on failure buf is freed. */
+/* widens the n file elements at src (fe) into dst (the loaded dtype) */
+static int widen(const unsigned char *src, size_t n, int wide, void *dst, const char *label) {
+  int32_t *d32 = dst; int64_t *d64 = dst;
+  for (size_t i = 0; i < n; i++) {
+    switch (wide) {
+    case W_I1: d32[i] = (int8_t)src[i]; break;
+    case W_I2: { int16_t v; memcpy(&v, src + 2 * i, 2); d32[i] = v; break; }
+    case W_U2: { uint16_t v; memcpy(&v, src + 2 * i, 2); d32[i] = v; break; }
+    case W_U4: { uint32_t v; memcpy(&v, src + 4 * i, 4); d64[i] = v; break; }
+    case W_U8: {
+      uint64_t v; memcpy(&v, src + 8 * i, 8);
+      if (v > (uint64_t)INT64_MAX)
+        return nio_error("npy: '%s': u8 value %llu at flat index %zu does not fit the i64 it is loaded as", label, (unsigned long long)v, i);
+      d64[i] = (int64_t)v; break;
+    }
+    }
+  }
+  return 0;
+}
+
 int nio_npy_decode(unsigned char *buf, size_t len, const char *label, nt_io_array *a) {
   bool fortran = false, swap = false;
   size_t dstart = 0, need = 0;
-  if (check_preamble(buf, len, len, label, a, &fortran, &swap, &dstart, &need) != 0) goto fail;
-  size_t es = nt_io_dtype_size(a->dtype);
+  elem fe = {0, W_NONE};
+  int rc = check_preamble(buf, len, len, label, a, &fe, &fortran, &swap, &dstart, &need);
+  if (rc != 0) { free(buf); return rc < 0 ? rc : -1; }
+  size_t es = fe.size;
   int64_t numel = nt_io_numel(a->ndim, a->shape);
   a->nbytes = need;
   unsigned char *src = buf + dstart;
@@ -172,7 +206,7 @@ int nio_npy_decode(unsigned char *buf, size_t len, const char *label, nt_io_arra
   if (!fortran || a->ndim < 2) {
     if ((uintptr_t)src % es == 0) { a->owned_ = buf; a->data = src; }
     else {
-      a->owned_ = nio_malloc(need);
+      a->owned_ = nio_malloc(need ? need : 1);
       if (!a->owned_) goto fail;
       memcpy(a->owned_, src, need);
       a->data = a->owned_;
@@ -182,7 +216,7 @@ int nio_npy_decode(unsigned char *buf, size_t len, const char *label, nt_io_arra
     /* Fortran order: element (i0..in-1) lives at sum_k i_k * fs_k with fs_0 = 1,
     ** fs_k = fs_{k-1} * d_{k-1}.  Walk the C-order index like an odometer,
     ** adjusting the Fortran offset incrementally. */
-    unsigned char *dst = nio_malloc(need);
+    unsigned char *dst = nio_malloc(need ? need : 1);
     if (!dst) goto fail;
     int64_t idx[NT_IO_MAX_DIMS] = {0}, fs[NT_IO_MAX_DIMS];
     fs[0] = 1;
@@ -206,7 +240,19 @@ int nio_npy_decode(unsigned char *buf, size_t len, const char *label, nt_io_arra
         unsigned char t = d[i + j]; d[i + j] = d[i + es - 1 - j]; d[i + es - 1 - j] = t;
       }
   }
+  if (fe.wide != W_NONE) {
+    size_t ts = nt_io_dtype_size(a->dtype), tn;
+    if (!nio_mul_ok((size_t)numel, ts, &tn)) { nio_error("npy: '%s': shape is too large", label); goto fail_owned; }
+    void *w = nio_malloc(tn ? tn : 1);
+    if (!w) goto fail_owned;
+    if (widen(a->data, (size_t)numel, fe.wide, w, label)) { free(w); goto fail_owned; }
+    free(a->owned_);
+    a->owned_ = w; a->data = w; a->nbytes = tn;
+  }
   return 0;
+fail_owned:
+  free(a->owned_); a->owned_ = NULL; a->data = NULL;
+  return -1;
 fail:
   free(buf);
   return -1;

@@ -4,13 +4,16 @@
 ** .npy: "\x93NUMPY", major, minor, header length (u16 for v1, u32 for v2/v3),
 ** a Python dict literal {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }
 ** padded with spaces and '\n' to a multiple of 64 bytes, then the raw data.
-** Supported descr: f2 f4 f8 i4 i8 u1 b1 in any byte order ('<', '>', '=', '|');
+** Supported descr: f2 f4 f8 i4 i8 u1 b1 in any byte order ('<', '>', '=', '|'),
+** and i1 i2 u2 (loaded as i4), u4 u8 (loaded as i8; a u8 value >= 2^63 is an
+** error, never wrapped);
 ** big-endian data is byte-swapped on read.  fortran_order=True data is
 ** transposed into C order on read.
 **
 ** .npz: a zip archive whose members are "<name>.npy"; STORED and DEFLATED
 ** members are supported (zip64 too), CRCs are verified.  Array names come
-** back without the ".npy" suffix, in archive order.
+** back without the ".npy" suffix, in archive order.  Members whose dtype is
+** unsupported (strings, objects, ...) are skipped into the set's `skipped`.
 */
 #ifndef NT_IO_NPY_H
 #define NT_IO_NPY_H

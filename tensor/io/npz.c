@@ -3,7 +3,10 @@
 ** (the authoritative list: local headers written by Python's zipfile may carry
 ** 0xFFFFFFFF sizes with a zip64 extra), then each member's local header only
 ** to find where its data starts.  Members are STORED or DEFLATED (raw deflate
-** via zlib's inflateInit2(-15)); every member's CRC-32 is checked.
+** via zlib's inflateInit2(-15)); every member's CRC-32 is checked.  A
+** well-formed member in a dtype the tensors cannot hold (a string array,
+** objects, a structured or complex dtype) is skipped and listed by name in
+** the set's `skipped` (a corrupt one fails the whole archive).
 */
 #include "npy.h"
 #include "iointernal.h"
@@ -251,7 +254,19 @@ nt_io_set *nt_npz_parse(const void *vbuf, size_t len, const char *label) {
     char mlabel[512];
     snprintf(mlabel, sizeof mlabel, "%s:%s.npy", label, name);
     nt_io_array *a = &s->arrays[s->n];
-    if (nio_npy_decode(m, (size_t)e->usize, mlabel, a) != 0) {
+    int rc = nio_npy_decode(m, (size_t)e->usize, mlabel, a);
+    if (rc == NIO_UNSUPPORTED) {   /* kept by name with the reason: the reader asks for them (load_npz) */
+      memset(a, 0, sizeof *a);
+      char **k = realloc(s->skipped, (s->nskipped + 1) * sizeof *k);
+      if (k) s->skipped = k;
+      char **w = k ? realloc(s->skipped_why, (s->nskipped + 1) * sizeof *w) : NULL;
+      if (w) s->skipped_why = w;
+      char *why = w ? nio_strdup(nt_io_error()) : NULL;
+      if (!why) { free(name); nio_error("npz: '%s': out of memory", label); goto fail; }
+      s->skipped[s->nskipped] = name; s->skipped_why[s->nskipped] = why; s->nskipped++;
+      continue;
+    }
+    if (rc != 0) {
       memset(a, 0, sizeof *a);
       free(name);   /* the message already names archive:member */
       goto fail;
