@@ -219,7 +219,7 @@ fn fd_writes(x) {
   y = tanh(x) * 1
   y[1] = x[0] * 2
   y[0:2, 1] = sin(x[2, 0:2])
-  y[y < 0] = y * 3
+  y[y < 0] = (y * 3)[y < 0]
   w = zeros(3, 4, dtype="f64")
   w[1:3, 1:3] = y[0:2, 0:2]
   sum(y ** 2) + sum(w * y)
