@@ -161,5 +161,19 @@ lines = so.strip().splitlines()
 report("PASS" if rc == 0 and len(lines) == 2 and lines[0] == "[2] 3" and "rng=true" in lines[1] else "FAIL",
        "load_checkpoint(rng=true) of a checkpoint without the generator's state is an error", f"{so} {se.strip()[-400:]}")
 
+# ---- two workers: each rank's own generator state is saved (gathered to
+# rank 0) and each rank gets its own back
+rc, so, se = nabla(r'''
+import dist
+dist.start(2)
+dist.push({p: argv[1] + "/dist.safetensors", st: {w: ones(2)}, s0: int(argv[2])})
+dist.exec("import dist\nseed(s0 + dist.rank())\nx = rand(3)\ndist.save_checkpoint(p, st, 5, rng=true)\na = rand(4)")
+dist.exec("import dist\nseed(7)\nst2 = dist.load_checkpoint(p, rng=true)\nb = rand(4)\nok = all(a == b).item()")
+print(dist.pull("ok", rank="all"), all(dist.pull("a", rank=0) == dist.pull("a", rank=1)).item(), load(argv[1] + "/dist.safetensors").rng.shape)
+dist.stop()
+''', TMP, str(SEED))
+report("PASS" if rc == 0 and so.strip() == "[true, true] false [2, 2]" else "FAIL",
+       "dist workers: every rank's generator state saved and restored to that rank", f"exit {rc}: {so.strip()} {se.strip()[-500:]}")
+
 shutil.rmtree(TMP, True)
 sys.exit(1 if failures else 0)
