@@ -712,6 +712,22 @@ void nbT_warn_loss_shapes(nb_VM *vm, const char *fname, const nt_Tensor *input, 
           "results due to broadcasting. Please ensure they have the same size.", fname,
           nt_shape_str(target->shape, target->ndim, b, sizeof b), nt_shape_str(input->shape, input->ndim, a, sizeof a));
 }
+/* l1_loss(input, target, reduction="mean"): torch's F.l1_loss, |input - target|
+** reduced ("mean", "sum" or "none"), composed of differentiable ops (abs's
+** gradient at 0 is 0, as torch's sign) */
+static int b_l1_loss(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "l1_loss"; Tmp tp = {0};
+  const char *red = args[2].t == NB_TSTR ? nb_str(args[2])->data : args[2].t == NB_TNIL ? "mean" : "";
+  if (strcmp(red, "mean") && strcmp(red, "sum") && strcmp(red, "none"))
+    return nb_error_kind(vm, "ValueError", "l1_loss: reduction must be \"mean\", \"sum\" or \"none\"");
+  TENSOR_ARG(a, 0, "input"); TENSOR_ARG(b, 1, "target");
+  nbT_warn_loss_shapes(vm, fname, a, b);
+  nt_Tensor *d = nt_sub(a, b), *e = d ? nt_abs(d) : NULL, *r = NULL;
+  nt_release(d);
+  if (e) r = !strcmp(red, "none") ? nt_retain(e) : !strcmp(red, "sum") ? nt_sum(e, NULL, 0, false) : nt_mean(e, NULL, 0, false);
+  nt_release(e);
+  DONE(r);
+}
 static int b_mse_loss(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "mse_loss"; Tmp tp = {0};
   TENSOR_ARG(a, 0, "input"); TENSOR_ARG(b, 1, "target");
@@ -1040,7 +1056,8 @@ static nb_Builtin ops_builtins[] = {
   { "softmax", b_softmax, "x, axis=-1", "softmax(x, axis=-1): exp(x) / sum(exp(x)), numerically stable" },
   { "log_softmax", b_log_softmax, "x, axis=-1", "log_softmax(x, axis=-1): x - logsumexp(x), numerically stable" },
   { "cross_entropy", b_cross_entropy, "logits, targets, ignore_index=-100, label_smoothing=0", "cross_entropy(logits [N, C], targets [N] ints): mean negative log-likelihood (fused, stable)" },
-  { "mse_loss", b_mse_loss, "input, target", "mse_loss(a, b): mean squared error" },
+  { "mse_loss", b_mse_loss, "input, target", "mse_loss(a, b): mean squared error (different shapes broadcast, with torch's warning once per call site)" },
+  { "l1_loss", b_l1_loss, "input, target, reduction=\"mean\"", "l1_loss(input, target, reduction=\"mean\"|\"sum\"|\"none\"): mean absolute error (torch's F.l1_loss; different shapes warn as mse_loss)" },
   { "layer_norm", b_layer_norm, "x, weight=nil, bias=nil, eps=1e-5", "layer_norm(x, weight=nil, bias=nil, eps=1e-5): normalizes the last axis" },
   { "add_layer_norm", b_add_layer_norm, "x, r, weight=nil, bias=nil, eps=1e-5", "add_layer_norm(x, r, weight=nil, bias=nil, eps=1e-5): [x + r, layer_norm(x + r)] in one fused op (the residual stream and its normalisation)" },
   { "dropout", b_dropout, "x, p=0.5, training=true", "dropout(x, p=0.5, training=true): zeroes elements with probability p, scales by 1/(1-p)" },

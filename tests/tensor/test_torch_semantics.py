@@ -256,6 +256,10 @@ out = {}
 for i in 0..3 { out.l = mse_loss(T("p"), T("y")) }        # one call site, three calls: one warning
 out.l2 = mse_loss(T("p"), T("y"))                          # a second call site: a second warning
 out.same = mse_loss(reshape(T("p"), -1), T("y"))           # same shapes: no warning
+q = reshape(T("p"), -1)
+out.l1 = l1_loss(q, T("y")); out.l1s = l1_loss(q, T("y"), reduction="sum"); out.l1n = l1_loss(q, T("y"), reduction="none")
+out.l1b = l1_loss(T("p"), T("y"))                          # a third warning
+out.gl1 = grad(fn(a) l1_loss(a, T("y")) + mse_loss(a, T("y")))(q)
 save(outp, map_tensors(out, fn(t) t.to("cpu")))
 '''
 t = {k: torch.tensor(v) for k, v in inputs.items()}
@@ -265,6 +269,15 @@ with warnings.catch_warnings(record=True) as w:
     want_l = torch.nn.functional.mse_loss(t["p"], t["y"])
 torch_warned = any("different to the input size" in str(x.message) for x in w)
 want_same = torch.nn.functional.mse_loss(t["p"].reshape(-1), t["y"])
+F = torch.nn.functional
+q = t["p"].reshape(-1)
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    want_l1b = F.l1_loss(t["p"], t["y"])
+qg = q.clone().requires_grad_()
+(F.l1_loss(qg, t["y"]) + F.mse_loss(qg, t["y"])).backward()
+want_l1 = {"l1": F.l1_loss(q, t["y"]), "l1s": F.l1_loss(q, t["y"], reduction="sum"), "l1n": F.l1_loss(q, t["y"], reduction="none"),
+           "l1b": want_l1b, "gl1": qg.grad}
 for dev in DEVICES:
     res = run_nabla(LOSS_NBL, inputs, dev, "loss")
     if res is None:
@@ -272,10 +285,12 @@ for dev in DEVICES:
     got, _, se = res
     close(f"mse_loss broadcast value as torch ({dev})", got.get("l", np.zeros(0)), want_l.numpy())
     close(f"mse_loss same shapes ({dev})", got.get("same", np.zeros(0)), want_same.numpy())
+    for k, w in want_l1.items():
+        close(f"l1_loss: {k} as torch ({dev})", got.get(k, np.zeros(0)), w.numpy())
     lines = [ln for ln in se.splitlines() if "UserWarning" in ln]
-    check(f"mse_loss warns once per call site ({dev})",
-          torch_warned and len(lines) == 2 and all("different to the input size" in ln for ln in lines)
-          and len({ln.split(": UserWarning")[0] for ln in lines}) == 2, f"torch warned: {torch_warned}; nabla's stderr: {se.strip()[-600:]}")
+    check(f"mse_loss/l1_loss warn once per call site ({dev})",
+          torch_warned and len(lines) == 3 and all("different to the input size" in ln for ln in lines)
+          and len({ln.split(": UserWarning")[0] for ln in lines}) == 3, f"torch warned: {torch_warned}; nabla's stderr: {se.strip()[-600:]}")
 
 # ------------------------------------------------------------------ view with -1
 n1, n2 = int(rng.integers(2, 5)), int(rng.integers(2, 5))
