@@ -6,6 +6,9 @@
 ** nb_VM's fields, and none is on a hot path (the hot accessors are the
 ** static inline value functions of lobject.h).
 */
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "lvm.h"
@@ -64,4 +67,37 @@ void *nb_vm_libdata(nb_VM *vm, const void *key, size_t size) {
   if (h) h->ptr = nd;
   else nb_store(&vm->tensor_state, nb_obj(NB_THANDLE, nbH_new("libdata", nd, libdata_free)));
   return block;
+}
+
+/* ---- warnings: once per call site ------------------------------------------
+** A builtin's warning (a loss broadcasting its operands, ...) is written to
+** stderr as "file:line:col: Kind: message" the first time a given call site
+** gives that message, as Python's default warning filter does (per location
+** and text).  The sites already warned are a per-VM set of hashes; past
+** WARN_CAP distinct ones every warning is written (never silently dropped). */
+#define WARN_CAP 4096
+typedef struct WarnSet { int n; uint64_t h[WARN_CAP]; } WarnSet;
+static const char warn_key = 0;
+static uint64_t warn_hash(const char *s, uint64_t h) {
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;   /* FNV-1a */
+  return h;
+}
+void nb_warn(nb_VM *vm, const char *kind, const char *fmt, ...) {
+  char msg[1024], line[1400];
+  va_list ap;
+  va_start(ap, fmt); vsnprintf(msg, sizeof msg, fmt, ap); va_end(ap);
+  const nb_Frame *f = vm->builtin_frame;
+  const nb_Node *site = vm->builtin_site;
+  if (f && site && site != NB_CALL_LAZY && f->chunk)
+    snprintf(line, sizeof line, "%s:%d:%d: %s: %s\n", f->chunk->filename ? f->chunk->filename : "<input>", site->line, site->col, kind, msg);
+  else snprintf(line, sizeof line, "%s: %s\n", kind, msg);
+  uint64_t h = warn_hash(line, 1469598103934665603ull) | 1;   /* 0 marks an empty slot */
+  WarnSet *w = nb_vm_libdata(vm, &warn_key, sizeof *w);
+  if (w->n < WARN_CAP * 3 / 4) {
+    size_t i = h % WARN_CAP;
+    while (w->h[i] && w->h[i] != h) i = (i + 1) % WARN_CAP;
+    if (w->h[i] == h) return;
+    w->h[i] = h; w->n++;
+  }
+  nbW_write(vm, NB_STDERR, line, strlen(line));
 }

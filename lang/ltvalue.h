@@ -23,6 +23,7 @@ int  nbT_setfield(nb_VM *vm, nb_Value t, nb_Str *name, nb_Value v);
 int  nbT_truthy(nb_VM *vm, nb_Value t, bool *out);
 int  nbT_literal(nb_VM *vm, nb_Value list, nb_Value *out);   /* numeric bracket literal -> tensor (f32 when any element is a float) */
 int  nbT_len(nb_VM *vm, nb_Value t, double *out);
+int  nbT_round(nb_VM *vm, nb_Value t, nb_Value digits, nb_Value *out);   /* round(tensor, digits) (lib/ltops.c) */
 void nbT_display(nb_VM *vm, nb_Value t, nb_Buf *html);
 void nbT_set_grad_enabled(bool on);
 /* blocks (ltgrad.c): no_grad and autocast set a thread-local mode and put the

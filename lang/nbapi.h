@@ -174,6 +174,9 @@ int  nb_disassemble_value(nb_VM *vm, nb_Value fn, nb_Buf *out);
 
 /* ---- output --------------------------------------------------------------- */
 void nbW_write(nb_VM *vm, int stream, const char *s, size_t n);
+/* a warning from a builtin: "file:line:col: kind: message" on stderr, once per
+** call site and message (Python's default filter); kind e.g. "UserWarning" */
+void nb_warn(nb_VM *vm, const char *kind, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* as_result: the chunk's value (sink->result); display_id/update: Jupyter display updates */
 void nbW_show(nb_VM *vm, nb_Value v, bool as_result, const char *display_id, bool update);
 nb_Str *nbS_tostr(nb_Value v);     /* print form as a string object */

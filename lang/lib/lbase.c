@@ -540,10 +540,14 @@ MATH1(floor, floor(x), nb_int)
 MATH1(ceil, ceil(x), nb_int)
 /* round(x): an int; round(x, digits): x's kind (Python's rule), half away from zero */
 static int b_round(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
-  (void)n; const char *fname = "round"; NB_ARGNUM(0, "x");
-  if (args[1].t == NB_TNIL) { *out = nb_int(round(args[0].u.n)); return NB_OK; }
-  NB_ARGNUM(1, "digits");
-  double x = args[0].u.n, d = args[1].u.n, p = pow(10, d), r;
+  (void)n; const char *fname = "round";
+  if (args[1].t != NB_TNIL && args[2].t != NB_TNIL) return nb_error_kind(vm, "TypeError", "round: give digits or decimals, not both");
+  nb_Value digits = args[1].t != NB_TNIL ? args[1] : args[2];   /* decimals=: torch's name for digits */
+  if (args[0].t == NB_TTENSOR) return nbT_round(vm, args[0], digits, out);   /* torch.round: half to even (ltops.c) */
+  NB_ARGNUM(0, "x");
+  if (digits.t == NB_TNIL) { *out = nb_int(round(args[0].u.n)); return NB_OK; }
+  if (digits.t != NB_TNUM) return nb_arg_type_error(vm, fname, "digits", "a number", digits);
+  double x = args[0].u.n, d = digits.u.n, p = pow(10, d), r;
   /* past a double's ~17 significant digits rounding keeps x (Python); here
   ** 10^d or x * 10^d would overflow to inf and inf / inf give nan */
   if (d > 0 && !isfinite(x * p)) r = x;
@@ -686,7 +690,7 @@ static nb_Builtin core[] = {
   { "chr", b_chr, "code", "chr(code): a one-byte string" },
   { "floor", b_floor, "x", "floor(x): the largest integer <= x (an int)" },
   { "ceil", b_ceil, "x", "ceil(x): the smallest integer >= x (an int)" },
-  { "round", b_round, "x, digits=nil", "round(x, digits=nil): rounds half away from zero; an int, or with digits a number of x's kind" },
+  { "round", b_round, "x, digits=nil, decimals=nil", "round(x, digits=nil): rounds half away from zero; an int, or with digits a number of x's kind; a tensor as torch.round(x, decimals=digits) (half to EVEN, same dtype, zero gradient); decimals= is digits' torch name" },
   { "isnan", b_isnan_, "x", "isnan(x): whether x is not a number" },
   { "error", b_error, "x", "error(x): raises an error with message x (or re-raises a caught error record)" },
   { "assert", b_assert, "cond, message=nil", "assert(cond, message): raises AssertionError when cond is false" },

@@ -340,7 +340,7 @@ static int b_view(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   const char *fname = "view"; Tmp tp = {0};
   if (n < 1) return nb_error_kind(vm, "TypeError", "view(x, *shape): missing x");
   int64_t shape[NT_MAXDIM]; int nd;
-  if (nbT_shape_arg(vm, fname, args + 1, n - 1, shape, &nd)) return NB_ERR;
+  if (nbT_view_shape_arg(vm, fname, args + 1, n - 1, shape, &nd)) return NB_ERR;
   TENSOR_ARG(x, 0, "x");
   nt_Tensor *r = nt_reshape(x, shape, nd);
   if (r && r->storage != x->storage) {

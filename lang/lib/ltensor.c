@@ -163,6 +163,25 @@ int nbT_shape_arg(nb_VM *vm, const char *fname, nb_Value *vals, int n, int64_t *
   return NB_OK;
 }
 
+/* view's shape: as nbT_shape_arg, and one size may be -1 (inferred from
+** the element count, torch's Tensor.view); other negatives, or a second -1,
+** are errors that say which */
+int nbT_view_shape_arg(nb_VM *vm, const char *fname, nb_Value *vals, int n, int64_t *shape, int *ndim) {
+  if (n == 1 && (vals[0].t == NB_TLIST || vals[0].t == NB_TTENSOR)) { if (nbT_ints_arg(vm, fname, "shape", vals[0], shape, NT_MAXDIM, ndim)) return NB_ERR; }
+  else {
+    if (n > NT_MAXDIM) return nb_error_kind(vm, "ValueError", "%s: at most %d dimensions, got %d", fname, NT_MAXDIM, n);
+    for (int i = 0; i < n; i++) if (nbT_int_arg(vm, fname, "shape", vals[i], &shape[i])) return NB_ERR;
+    *ndim = n;
+  }
+  int infer = -1;
+  for (int i = 0; i < *ndim; i++) {
+    if (shape[i] == -1 && infer >= 0) return nb_error_kind(vm, "ValueError", "%s: only one dimension can be inferred (-1 at positions %d and %d)", fname, infer, i);
+    if (shape[i] == -1) infer = i;
+    else if (shape[i] < 0) return nb_error_kind(vm, "ValueError", "%s: invalid shape dimension %lld at position %d (sizes are >= 0, or -1 for one inferred size)", fname, (long long)shape[i], i);
+  }
+  return NB_OK;
+}
+
 /* numeric (nested) list → tensor.  Ints → i64, any float → f32, all bools →
 ** bool (torch.tensor's inference); nested lists must be rectangular. */
 typedef struct Flat { double *v; size_t n, cap; int64_t shape[NT_MAXDIM]; int ndim; bool isfloat, allbool, anybool; } Flat;

@@ -37,6 +37,7 @@ int nbT_narrow_int(nb_VM *vm, const char *fname, const char *what, int64_t v, in
 int nbT_ints_arg(nb_VM *vm, const char *fname, const char *what, nb_Value v, int64_t *out, int max, int *n);
 int nbT_axes_arg(nb_VM *vm, const char *fname, nb_Value v, int *axes, int *n);
 int nbT_shape_arg(nb_VM *vm, const char *fname, nb_Value *vals, int n, int64_t *shape, int *ndim);
+int nbT_view_shape_arg(nb_VM *vm, const char *fname, nb_Value *vals, int n, int64_t *shape, int *ndim);   /* one -1 allowed */
 int nbT_from_list(nb_VM *vm, nb_Value list, nt_DType want, bool have_want, nt_Tensor **out);
 int nbT_tolist(nb_VM *vm, nt_Tensor *t, nb_Value *out);
 void nbT_set_default_device(nb_VM *vm, nt_Device d);   /* set_default_device: per VM; nil device args get it */
@@ -56,6 +57,10 @@ static inline nb_Value nbT_elem(nt_DType dt, double d) {
 ** frees: an error message that reads it is formatted before the free. */
 #define TENSOR_ARG(var, i, what) nt_Tensor *var = nbT_arg(vm, &tp, fname, what, args[i]); if (!var) { nbT_tmp_free(&tp); return NB_ERR; }
 #define DONE(expr) do { int st_ = nbT_ret(vm, (expr), out); nbT_tmp_free(&tp); return st_; } while (0)
+
+/* a loss whose input and target shapes differ (they broadcast): torch's
+** UserWarning, once per call site (ltops.c); every pred/target loss calls it */
+void nbT_warn_loss_shapes(nb_VM *vm, const char *fname, const nt_Tensor *input, const nt_Tensor *target);
 
 /* index_put(x, idx, v, accumulate): a copy of x with x[idx] = v (or += v) */
 int nbT_index_put(nb_VM *vm, nt_Tensor *x, nb_Value idx, nb_Value v, bool accumulate, nb_Value *out);
@@ -85,6 +90,9 @@ bool nbT_is_buffer_field(const nb_Rec *rec, const nb_Str *key);
 void **nbT_idmap_slot(IdMap *m, const void *k, bool *found);
 void *nbT_idmap_get(const IdMap *m, const void *k);   /* NULL when absent */
 void nbT_idmap_free(IdMap *m);
+/* to(model, target) in place over a tree (ltgrad.c): a device move, or a
+** cast of the floating tensors to dt */
+int nbT_tree_to(nb_VM *vm, nb_Value tree, bool is_dev, nt_Device dev, nt_DType dt);
 /* drops tied tensors (seen at an earlier place) from ls[0] and the same
 ** places from the aligned lists ls[1..nlists) */
 int nbT_drop_ties(nb_VM *vm, Leaves *ls, int nlists);

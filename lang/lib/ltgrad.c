@@ -78,13 +78,76 @@ static int map_leaf(nb_VM *vm, void *ctx, nb_Value leaf, nb_Value *out) {
   *out = *r; nb_incref(*out);
   return NB_OK;
 }
+static int map_leaf_keep(nb_VM *vm, void *ctx, nb_Value leaf, nb_Value *out);
 static int b_map_tensors(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n;
   MapCtx c = { args[1], {0} };
-  int st = nbT_tree_walk(vm, args[0], map_leaf, &c, out);
+  bool keep = nb_truthy(args[2]);
+  int st = nbT_tree_walk_mode(vm, args[0], keep ? NBT_KEEP_BUFFERS : NBT_SKIP_BUFFERS, keep ? map_leaf_keep : map_leaf, &c, NULL, out);
   for (size_t i = 0; i < c.done.cap; i++)
     if (c.done.key[i]) { nb_decref(*(nb_Value *)c.done.val[i]); free(c.done.val[i]); }
   nbT_idmap_free(&c.done);
+  return st;
+}
+
+/* map_tensors(tree, f, keep=false): keep=true keeps the non-tensor leaves
+** (functions, numbers, strings) and the buffers as they are, so a model
+** maps to a model (nn.map_tree) */
+static int map_leaf_keep(nb_VM *vm, void *ctx, nb_Value leaf, nb_Value *out) {
+  if (leaf.t == NB_TTENSOR) return map_leaf(vm, ctx, leaf, out);
+  nb_incref(leaf); *out = leaf;
+  return NB_OK;
+}
+
+/* to(model, target): every tensor of a tree (parameters and buffers) moved
+** to a device, or its floating tensors cast to a dtype (integer ones such as
+** num_batches_tracked kept: torch's module.to), IN PLACE: the records and
+** lists keep their identity, their fields are replaced.  A tensor tied at
+** several places becomes one tensor again; one already there is kept (no
+** copy); a parameter stays a leaf with its requires_grad.  Optimizers hold
+** the tensors they were given: build them after moving (docs/stdlib.md). */
+typedef struct ToCtx { bool is_dev; nt_Device dev; nt_DType dt; IdMap done; const void *path[MAX_TREE_DEPTH + 2]; } ToCtx;
+static int to_tensor(nb_VM *vm, ToCtx *c, nt_Tensor *t, nb_Value *out) {
+  bool keep = c->is_dev ? t->device == c->dev : (!nt_dtype_is_float(t->dtype) || t->dtype == c->dt);
+  if (keep) { *out = nb_obj(NB_TTENSOR, nt_retain(t)); return NB_OK; }
+  bool found;
+  void **slot = nbT_idmap_slot(&c->done, t, &found);
+  if (!slot) return nb_error(vm, "out of memory");
+  if (found) { *out = nb_obj(NB_TTENSOR, nt_retain(*slot)); return NB_OK; }
+  nt_Tensor *d = nt_detach(t);
+  nt_Tensor *r = d ? (c->is_dev ? nt_to_device(d, c->dev) : nt_to_dtype(d, c->dt)) : NULL;
+  nt_release(d);
+  if (r && t->requires_grad && nt_set_requires_grad(r, true)) { nt_release(r); r = NULL; }
+  if (!r) { c->done.n--; c->done.key[slot - c->done.val] = NULL; return nbT_err(vm); }
+  *slot = r;   /* the map's reference */
+  *out = nb_obj(NB_TTENSOR, nt_retain(r));
+  return NB_OK;
+}
+static int to_walk(nb_VM *vm, ToCtx *c, nb_Value v, int depth) {
+  if (v.t != NB_TLIST && v.t != NB_TREC) return NB_OK;
+  if (depth > MAX_TREE_DEPTH) return nb_error_kind(vm, "ValueError", "to: the model is nested more than %d deep", MAX_TREE_DEPTH);
+  for (int i = 0; i < depth; i++)
+    if (c->path[i] == v.u.p) return nb_error_kind(vm, "ValueError", "to: the %s contains itself", nb_typename(v));
+  c->path[depth] = v.u.p;
+  int n = v.t == NB_TLIST ? ((nb_List *)v.u.p)->n : ((nb_Rec *)v.u.p)->n;
+  for (int i = 0; i < n; i++) {
+    nb_Value *slot = v.t == NB_TLIST ? &((nb_List *)v.u.p)->items[i] : &((nb_Rec *)v.u.p)->vals[i];
+    if (slot->t == NB_TTENSOR) {
+      nb_Value r;
+      if (to_tensor(vm, c, T(*slot), &r)) return NB_ERR;
+      nb_store(slot, r);
+    } else if (to_walk(vm, c, *slot, depth + 1)) return NB_ERR;
+  }
+  return NB_OK;
+}
+int nbT_tree_to(nb_VM *vm, nb_Value tree, bool is_dev, nt_Device dev, nt_DType dt) {
+  ToCtx *c = calloc(1, sizeof *c);
+  if (!c) return nb_error(vm, "out of memory");
+  c->is_dev = is_dev; c->dev = dev; c->dt = dt;
+  int st = to_walk(vm, c, tree, 0);
+  for (size_t i = 0; i < c->done.cap; i++) if (c->done.key[i]) nt_release(c->done.val[i]);
+  nbT_idmap_free(&c->done);
+  free(c);
   return st;
 }
 
@@ -794,7 +857,7 @@ static nb_Builtin grad_builtins[] = {
   { "same", b_same, "a, b", "same(a, b): true when a and b are the same object (Python's `a is b`): one tensor, list, record or function; numbers, bools and nil compare by value" },
   { "tree_tensors", b_tree_tensors, "tree", "tree_tensors(tree): the distinct tensors of a tree (records/lists), in order, buffers (fields a record names in __buffers) left out; a tensor at several places (tied weights) once" },
   { "tree_buffers", b_tree_buffers, "tree", "tree_buffers(tree): the distinct buffers of a tree (the tensors under the fields a record names in its __buffers list), in order" },
-  { "map_tensors", b_map_tensors, "tree, f", "map_tensors(tree, f): a tree of the same structure with f(t) at each tensor leaf (nil elsewhere, and at buffers); a tensor at several places (tied weights) is mapped once and the one result stands at each place" },
+  { "map_tensors", b_map_tensors, "tree, f, keep=false", "map_tensors(tree, f, keep=false): a tree of the same structure with f(t) at each tensor leaf (nil elsewhere, and at buffers; keep=true keeps the other leaves and the buffers as they are); a tensor at several places (tied weights) is mapped once and the one result stands at each place" },
   { "requires_grad", b_requires_grad, "params, on=true", "requires_grad(tree, on=true): marks every float tensor of a tree (buffers left out) as a leaf to differentiate" },
   { "grad_enabled", b_no_grad_enabled, "", "grad_enabled(): false inside no_grad { }" },
   { "autocast_dtype", b_autocast_dtype, "", "autocast_dtype(): \"bf16\" or \"f16\" inside autocast(...) { }, else nil" },

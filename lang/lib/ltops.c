@@ -103,6 +103,37 @@ static int b_seed(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   *out = nb_nil();
   return NB_OK;
 }
+/* rng_state(device=nil) / set_rng_state(state, device=nil): the Philox
+** generator's state as an i64 tensor [seed, offset] (the bit patterns of two
+** uint64: a tensor keeps them exact where a number would round past 2^53),
+** for checkpoints (torch.get_rng_state / set_rng_state).  One counter-based
+** generator serves every device (a CUDA tensor draws the numbers the CPU
+** would), so the state is the same whichever device is named; the argument
+** is checked and kept for torch's per-device spelling. */
+static int b_rng_state(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; nt_Device dev;
+  if (args[0].t != NB_TNIL && nbT_device_arg(vm, "rng_state", args[0], &dev)) return NB_ERR;
+  uint64_t st[2];
+  nt_rng_get_state(&st[0], &st[1]);
+  int64_t two = 2;
+  return nbT_ret(vm, nt_from_buffer(st, NT_I64, &two, 1, NT_I64), out);
+}
+static int b_set_rng_state(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; nt_Device dev;
+  if (args[1].t != NB_TNIL && nbT_device_arg(vm, "set_rng_state", args[1], &dev)) return NB_ERR;
+  if (args[0].t != NB_TTENSOR) return nb_arg_type_error(vm, "set_rng_state", "state", "a tensor from rng_state()", args[0]);
+  nt_Tensor *t = T(args[0]);
+  if (t->dtype != NT_I64 || t->ndim != 1 || t->shape[0] != 2) {
+    char a[64];
+    return nb_error_kind(vm, "ValueError", "set_rng_state: expected the i64 tensor of shape [2] that rng_state() returns, got %s %s",
+                         nt_dtype_name(t->dtype), nt_shape_str(t->shape, t->ndim, a, sizeof a));
+  }
+  uint64_t st[2];
+  if (nt_to_host(t, st, NT_I64)) return nbT_err(vm);
+  nt_rng_set_state(st[0], st[1]);
+  *out = nb_nil();
+  return NB_OK;
+}
 /* arange(start, stop=nil, step=1, dtype=nil, device=nil) */
 static int b_arange(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "arange";
@@ -204,6 +235,52 @@ UNARY_FN(0) UNARY_FN(1) UNARY_FN(2) UNARY_FN(3) UNARY_FN(4) UNARY_FN(5) UNARY_FN
 UNARY_FN(10) UNARY_FN(11) UNARY_FN(12) UNARY_FN(13) UNARY_FN(14) UNARY_FN(15) UNARY_FN(16) UNARY_FN(17) UNARY_FN(18) UNARY_FN(19)
 static nb_CFunc const unary_fns[] = { b_unary0, b_unary1, b_unary2, b_unary3, b_unary4, b_unary5, b_unary6, b_unary7, b_unary8, b_unary9,
   b_unary10, b_unary11, b_unary12, b_unary13, b_unary14, b_unary15, b_unary16, b_unary17, b_unary18, b_unary19 };
+
+/* round(tensor, digits), trunc, frac: torch.round(x, decimals=d) (half to
+** even: rint), torch.trunc (toward zero), torch.frac (x - trunc(x), the sign
+** of x).  Composed of existing ops, so every device has them and autograd
+** follows: round and trunc have a zero gradient (their pieces do), frac the
+** identity's (torch's).  A digits round scales first, as torch does in the
+** tensor's dtype: rint(x * 10^d) / 10^d, and rint(x / 10^-d) * 10^-d for d < 0. */
+#define MAX_ROUND_DIGITS 300   /* 10^d stays a finite double */
+int nbT_round(nb_VM *vm, nb_Value tv, nb_Value digits, nb_Value *out) {
+  nt_Tensor *x = T(tv);
+  if (digits.t == NB_TNIL) return nbT_ret(vm, nt_unary(NT_OP_ROUND, x), out);
+  int64_t d;
+  if (nbT_int_arg(vm, "round", "digits", digits, &d)) return NB_ERR;
+  if (!nt_dtype_is_float(x->dtype)) return nb_error_kind(vm, "TypeError", "round: digits needs a floating tensor, got %s (as torch.round's decimals)", nt_dtype_name(x->dtype));
+  if (d > MAX_ROUND_DIGITS || d < -MAX_ROUND_DIGITS) return nb_error_kind(vm, "ValueError", "round: digits must be in [-%d, %d], got %lld", MAX_ROUND_DIGITS, MAX_ROUND_DIGITS, (long long)d);
+  double p = pow(10, (double)(d < 0 ? -d : d));
+  nt_Tensor *s = nt_binary_scalar_ex(d < 0 ? NT_OP_DIV : NT_OP_MUL, x, p, NT_SCALAR_FLOAT);
+  nt_Tensor *r = s ? nt_unary(NT_OP_ROUND, s) : NULL;
+  nt_Tensor *y = r ? nt_binary_scalar_ex(d < 0 ? NT_OP_MUL : NT_OP_DIV, r, p, NT_SCALAR_FLOAT) : NULL;
+  nt_release(s); nt_release(r);
+  return nbT_ret(vm, y, out);
+}
+/* toward zero: ceil below 0, floor elsewhere (NaN: floor keeps it) */
+static nt_Tensor *trunc_t(nt_Tensor *x) {
+  if (!nt_dtype_is_float(x->dtype)) return nt_clone(x);
+  nt_Tensor *neg = nt_binary_scalar_ex(NT_OP_LT, x, 0, NT_SCALAR_INT);
+  nt_Tensor *c = neg ? nt_unary(NT_OP_CEIL, x) : NULL, *f = c ? nt_unary(NT_OP_FLOOR, x) : NULL;
+  nt_Tensor *r = f ? nt_where(neg, c, f) : NULL;
+  nt_release(neg); nt_release(c); nt_release(f);
+  return r;
+}
+static int b_trunc(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "trunc"; Tmp tp = {0};
+  if (args[0].t == NB_TNUM) { *out = nb_int(trunc(args[0].u.n)); return NB_OK; }   /* math.trunc: an int */
+  TENSOR_ARG(x, 0, "x");
+  DONE(trunc_t(x));
+}
+static int b_frac(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "frac"; Tmp tp = {0};
+  if (args[0].t == NB_TNUM) { double v = args[0].u.n; *out = nb_flt(v - trunc(v)); return NB_OK; }
+  TENSOR_ARG(x, 0, "x");
+  if (!nt_dtype_is_float(x->dtype)) { nbT_tmp_free(&tp); return nb_error_kind(vm, "TypeError", "frac: expected a floating tensor, got %s (as torch.frac)", nt_dtype_name(x->dtype)); }
+  nt_Tensor *t = trunc_t(x), *r = t ? nt_sub(x, t) : NULL;
+  nt_release(t);
+  DONE(r);
+}
 
 static int b_gelu(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "gelu"; Tmp tp = {0};
@@ -309,6 +386,15 @@ static int reduce(nb_VM *vm, int k, nb_Value *args, nb_Value *out) {
       if (isnan(a) || (op == NT_OP_MAX ? b > a : b < a)) k = j;
     }
     *out = args[k]; return NB_OK;
+  }
+  /* max(a, t)/min(a, t) with a tensor second argument: the elementwise
+  ** maximum/minimum (torch.max(a, other)); the reduction takes an axis given
+  ** as a number (max(x, 1), max(x, axis=1)) */
+  if ((op == NT_OP_MAX || op == NT_OP_MIN) && args[1].t == NB_TTENSOR) {
+    if (nb_truthy(args[2]))
+      return nb_error_kind(vm, "TypeError", "%s(a, b) with a tensor b is the elementwise %s and takes no keepdims; for a reduction give the axis as a number (%s(x, axis=1))",
+                           fname, op == NT_OP_MAX ? "maximum" : "minimum", fname);
+    return binary2(vm, fname, op == NT_OP_MAX ? NT_OP_MAXIMUM : NT_OP_MINIMUM, args, out);
   }
   if (keepdims_arg(vm, fname, args[2])) return NB_ERR;
   if (args[0].t == NB_TLIST) {
@@ -514,16 +600,45 @@ static int b_tril(nb_VM *vm, nb_Value *a, int n, nb_Value *o) { (void)n; return 
 static int b_triu(nb_VM *vm, nb_Value *a, int n, nb_Value *o) { (void)n; return trilu(vm, "triu", true, a, o); }
 
 /* ------------------------------------------------------------ builtins: conversion */
+/* a model (a record or list of tensors) converted in place: model.to(...),
+** model.double(), ... reach these builtins (a method a record does not have
+** is the function of that name called with it) */
+static int tree_to(nb_VM *vm, const char *fname, nb_Value tree, const char *target, nb_Value *out) {
+  bool is_dev = !strcmp(target, "cpu") || !strncmp(target, "cuda", 4);
+  nt_Device dev = NT_CPU; nt_DType dt = NT_F32;
+  nb_Value tv = nb_strv(nbS_cstr(target));
+  int st = is_dev ? nbT_device_arg(vm, fname, tv, &dev) : nbT_dtype_arg(vm, fname, tv, NT_F32, &dt);
+  nb_decref(tv);
+  if (st || nbT_tree_to(vm, tree, is_dev, dev, dt)) return NB_ERR;
+  nb_incref(tree); *out = tree;
+  return NB_OK;
+}
 static int b_to(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "to"; Tmp tp = {0};
+  if (args[1].t != NB_TSTR) return nb_error_kind(vm, "TypeError", "to: expected a dtype or device name, got %s", nb_typename(args[1]));
+  if (args[0].t == NB_TREC || args[0].t == NB_TLIST) return tree_to(vm, fname, args[0], nb_str(args[1])->data, out);
   TENSOR_ARG(x, 0, "x");
-  if (args[1].t != NB_TSTR) { nbT_tmp_free(&tp); return nb_error_kind(vm, "TypeError", "to: expected a dtype or device name, got %s", nb_typename(args[1])); }
   const char *s = nb_str(args[1])->data;
   if (!strcmp(s, "cpu") || !strncmp(s, "cuda", 4)) { nt_Device d; nbT_device_arg(vm, fname, args[1], &d); DONE(d == x->device ? nt_retain(x) : nt_to_device(x, d)); }
   nt_DType dt = NT_F32;
   if (nbT_dtype_arg(vm, fname, args[1], NT_F32, &dt)) { nbT_tmp_free(&tp); return NB_ERR; }
   DONE(nt_to_dtype(x, dt));
 }
+/* double(x), half(x), bfloat16(x): torch's Tensor.double()/Module.double()
+** spellings of to(x, "f64"/"f16"/"bf16"), for a tensor or a model */
+static int cast_to(nb_VM *vm, const char *fname, const char *dtname, nb_Value x, nb_Value *out) {
+  if (x.t == NB_TREC || x.t == NB_TLIST) return tree_to(vm, fname, x, dtname, out);
+  if (x.t != NB_TTENSOR) return nb_arg_type_error(vm, fname, "x", "a tensor or a model", x);
+  nt_DType dt = NT_F32;
+  nb_Value tv = nb_strv(nbS_cstr(dtname));
+  int st = nbT_dtype_arg(vm, fname, tv, NT_F32, &dt);
+  nb_decref(tv);
+  if (st) return NB_ERR;
+  return nbT_ret(vm, T(x)->dtype == dt ? nt_retain(T(x)) : nt_to_dtype(T(x), dt), out);
+}
+static int b_double(nb_VM *vm, nb_Value *a, int n, nb_Value *o) { (void)n; return cast_to(vm, "double", "f64", a[0], o); }
+static int b_half(nb_VM *vm, nb_Value *a, int n, nb_Value *o) { (void)n; return cast_to(vm, "half", "f16", a[0], o); }
+static int b_bfloat16(nb_VM *vm, nb_Value *a, int n, nb_Value *o) { (void)n; return cast_to(vm, "bfloat16", "bf16", a[0], o); }
 static int b_cuda(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; const char *fname = "cuda"; Tmp tp = {0}; TENSOR_ARG(x, 0, "x"); DONE(nt_to_device(x, NT_CUDA)); }
 static int b_cpu(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; const char *fname = "cpu"; Tmp tp = {0}; TENSOR_ARG(x, 0, "x"); DONE(x->device == NT_CPU ? nt_retain(x) : nt_to_device(x, NT_CPU)); }
 /* float(x): a number, bool or numeric string as a float (Python's float);
@@ -533,6 +648,7 @@ static int b_float(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   nb_Value v = args[0];
   if (v.t == NB_TNUM) { *out = nb_flt(v.u.n); return NB_OK; }
   if (v.t == NB_TBOOL) { *out = nb_flt(v.u.b); return NB_OK; }
+  if (v.t == NB_TREC || v.t == NB_TLIST) return tree_to(vm, fname, v, "f32", out);   /* model.float() */
   if (v.t == NB_TSTR) {
     const char *s = nb_str(v)->data; char *end;
     while (*s == ' ' || *s == '\t' || *s == '\n') s++;
@@ -586,7 +702,38 @@ static int b_cross_entropy(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   TENSOR_ARG(x, 0, "logits"); TENSOR_ARG(t, 1, "targets");
   DONE(nt_cross_entropy(x, t, ig, ls));
 }
-static int b_mse_loss(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; const char *fname = "mse_loss"; Tmp tp = {0}; TENSOR_ARG(a, 0, "input"); TENSOR_ARG(b, 1, "target"); DONE(nt_mse_loss(a, b)); }
+/* A loss of input and target (pred/target) of different shapes broadcasts
+** them (mse_loss(pred [N, 1], y [N]) is an [N, N] mean): legal, and almost
+** always a bug, so torch warns; so do we, once per call site. */
+void nbT_warn_loss_shapes(nb_VM *vm, const char *fname, const nt_Tensor *input, const nt_Tensor *target) {
+  if (input->ndim == target->ndim && !memcmp(input->shape, target->shape, sizeof(int64_t) * (size_t)input->ndim)) return;
+  char a[128], b[128];
+  nb_warn(vm, "UserWarning", "%s: using a target size (%s) that is different to the input size (%s). This will likely lead to incorrect "
+          "results due to broadcasting. Please ensure they have the same size.", fname,
+          nt_shape_str(target->shape, target->ndim, b, sizeof b), nt_shape_str(input->shape, input->ndim, a, sizeof a));
+}
+/* l1_loss(input, target, reduction="mean"): torch's F.l1_loss, |input - target|
+** reduced ("mean", "sum" or "none"), composed of differentiable ops (abs's
+** gradient at 0 is 0, as torch's sign) */
+static int b_l1_loss(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "l1_loss"; Tmp tp = {0};
+  const char *red = args[2].t == NB_TSTR ? nb_str(args[2])->data : args[2].t == NB_TNIL ? "mean" : "";
+  if (strcmp(red, "mean") && strcmp(red, "sum") && strcmp(red, "none"))
+    return nb_error_kind(vm, "ValueError", "l1_loss: reduction must be \"mean\", \"sum\" or \"none\"");
+  TENSOR_ARG(a, 0, "input"); TENSOR_ARG(b, 1, "target");
+  nbT_warn_loss_shapes(vm, fname, a, b);
+  nt_Tensor *d = nt_sub(a, b), *e = d ? nt_abs(d) : NULL, *r = NULL;
+  nt_release(d);
+  if (e) r = !strcmp(red, "none") ? nt_retain(e) : !strcmp(red, "sum") ? nt_sum(e, NULL, 0, false) : nt_mean(e, NULL, 0, false);
+  nt_release(e);
+  DONE(r);
+}
+static int b_mse_loss(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "mse_loss"; Tmp tp = {0};
+  TENSOR_ARG(a, 0, "input"); TENSOR_ARG(b, 1, "target");
+  nbT_warn_loss_shapes(vm, fname, a, b);
+  DONE(nt_mse_loss(a, b));
+}
 static int b_layer_norm(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "layer_norm"; Tmp tp = {0}; double eps = 1e-5;
   if (args[3].t != NB_TNIL && nbT_num_arg(vm, fname, "eps", args[3], &eps)) return NB_ERR;
@@ -847,6 +994,8 @@ static nb_Builtin ops_builtins[] = {
   { "randint", b_randint, "low, high, shape, dtype=nil, device=nil", "randint(low, high, shape, dtype=\"i64\"): uniform integers in [low, high)" },
   { "randperm", b_randperm, "n, dtype=nil, device=nil", "randperm(n): a random permutation of 0..n-1" },
   { "seed", b_seed, "seed", "seed(n): reseeds the random generator (reproducible runs)" },
+  { "rng_state", b_rng_state, "device=nil", "rng_state(device=nil): the random generator's state, an i64 tensor [seed, offset] to save (torch.get_rng_state); one generator serves every device" },
+  { "set_rng_state", b_set_rng_state, "state, device=nil", "set_rng_state(state, device=nil): restores a state from rng_state(): the draws that follow repeat exactly (an exact resume)" },
   { "arange", b_arange, "start, stop=nil, step=nil, dtype=nil, device=nil", "arange(stop) or arange(start, stop, step=1): evenly spaced values in [start, stop); i64 when all are ints, else f32" },
   { "linspace", b_linspace, "start, stop, num, dtype=nil, device=nil", "linspace(start, stop, num): num values from start to stop inclusive" },
   { "eye", b_eye, "n, m=nil, dtype=nil, device=nil", "eye(n, m=n): identity matrix" },
@@ -856,6 +1005,8 @@ static nb_Builtin ops_builtins[] = {
   { "randn_like", b_randn_like, "x, dtype=nil", "randn_like(x): normal samples of x's shape" },
   { "full_like", b_full_like, "x, value, dtype=nil", "full_like(x, value): x's shape filled with value" },
   { "gelu", b_gelu, "x, approximate=nil", "gelu(x, approximate=\"none\"|\"tanh\"): Gaussian error linear unit" },
+  { "trunc", b_trunc, "x", "trunc(x): rounds toward zero; a number gives an int, a tensor keeps its dtype (torch.trunc, zero gradient)" },
+  { "frac", b_frac, "x", "frac(x): x - trunc(x), with x's sign (torch.frac; gradient 1)" },
   { "clamp", b_clamp, "x, min=nil, max=nil", "clamp(x, min=nil, max=nil): limits values to [min, max]" },
   { "maximum", b_maximum, "a, b", "maximum(a, b): elementwise maximum (broadcasting)" },
   { "minimum", b_minimum, "a, b", "minimum(a, b): elementwise minimum (broadcasting)" },
@@ -887,11 +1038,14 @@ static nb_Builtin ops_builtins[] = {
   { "repeat", b_repeat, "x, reps", "repeat(x, reps): tiles x (NumPy tile / torch repeat)" },
   { "tril", b_tril, "x, k=0", "tril(x, k=0): lower triangle of the last two axes" },
   { "triu", b_triu, "x, k=0", "triu(x, k=0): upper triangle of the last two axes" },
-  { "to", b_to, "x, target", "to(x, \"f64\" | \"cuda\" | ...): converts dtype or moves to a device" },
+  { "to", b_to, "x, target", "to(x, \"f64\" | \"cuda\" | ...): converts dtype or moves to a device; on a model (model.to(...)) every tensor in place, as nn.to" },
   { .name = "cuda", .doc = "cuda(x) moves x to the GPU; cuda.available(), cuda.device_count(), cuda.synchronize(), cuda.memory(), cuda.empty_cache()", .value = cuda_value },
   { "set_matmul_precision", b_set_matmul_precision, "precision", "set_matmul_precision(\"highest\" | \"high\" | \"tf32\"): f32 matmuls on TF32 tensor cores when \"high\"/\"tf32\" (GPU)" },
   { "cpu", b_cpu, "x", "cpu(x): x on the CPU" },
-  { "float", b_float, "x", "float(x): a number, bool or numeric string as a float; a tensor as f32" },
+  { "float", b_float, "x", "float(x): a number, bool or numeric string as a float; a tensor as f32; a model's floating tensors cast to f32 in place (model.float())" },
+  { "double", b_double, "x", "double(x): x as f64 (torch's .double()); a model's floating tensors cast in place (model.double())" },
+  { "half", b_half, "x", "half(x): x as f16; a model's floating tensors cast in place (model.half())" },
+  { "bfloat16", b_bfloat16, "x", "bfloat16(x): x as bf16; a model's floating tensors cast in place (model.bfloat16())" },
   { "item", b_item, "x", "item(x): the number in a one-element tensor" },
   { "tolist", b_tolist, "x", "nbT_tolist(x): nested lists of numbers" },
   { "numel", b_numel, "x", "numel(x): number of elements" },
@@ -902,7 +1056,8 @@ static nb_Builtin ops_builtins[] = {
   { "softmax", b_softmax, "x, axis=-1", "softmax(x, axis=-1): exp(x) / sum(exp(x)), numerically stable" },
   { "log_softmax", b_log_softmax, "x, axis=-1", "log_softmax(x, axis=-1): x - logsumexp(x), numerically stable" },
   { "cross_entropy", b_cross_entropy, "logits, targets, ignore_index=-100, label_smoothing=0", "cross_entropy(logits [N, C], targets [N] ints): mean negative log-likelihood (fused, stable)" },
-  { "mse_loss", b_mse_loss, "input, target", "mse_loss(a, b): mean squared error" },
+  { "mse_loss", b_mse_loss, "input, target", "mse_loss(a, b): mean squared error (different shapes broadcast, with torch's warning once per call site)" },
+  { "l1_loss", b_l1_loss, "input, target, reduction=\"mean\"", "l1_loss(input, target, reduction=\"mean\"|\"sum\"|\"none\"): mean absolute error (torch's F.l1_loss; different shapes warn as mse_loss)" },
   { "layer_norm", b_layer_norm, "x, weight=nil, bias=nil, eps=1e-5", "layer_norm(x, weight=nil, bias=nil, eps=1e-5): normalizes the last axis" },
   { "add_layer_norm", b_add_layer_norm, "x, r, weight=nil, bias=nil, eps=1e-5", "add_layer_norm(x, r, weight=nil, bias=nil, eps=1e-5): [x + r, layer_norm(x + r)] in one fused op (the residual stream and its normalisation)" },
   { "dropout", b_dropout, "x, p=0.5, training=true", "dropout(x, p=0.5, training=true): zeroes elements with probability p, scales by 1/(1-p)" },

@@ -716,12 +716,19 @@ int nt_index_put_adv(nt_Tensor *base, const nt_Index *idx, int n, int nt, const 
   if (adv_layout(op, base, idx, n, nt, tpos, t, &A)) return -1;
   if (v->device != base->device)
     NT_FAIL("%s: expected the value on the tensor's device (%s), got %s", op, nt_device_name(base->device), nt_device_name(v->device));
-  /* x[mask] = v alone keeps nabla's meaning, x = where(mask, v, x), whenever
-  ** mask and v broadcast to x; torch's (v fills the selected elements in
-  ** order) otherwise */
-  if (n == 0 && nt == 1 && t[0]->dtype == NT_BOOL && !accumulate && bcasts_to(t[0]->shape, t[0]->ndim, base->shape, base->ndim) &&
-      bcasts_to(v->shape, v->ndim, base->shape, base->ndim))
-    return nt_mask_put(base, t[0], v);
+  /* x[mask] = v has torch's meaning: v (shape [count, ...], or one value)
+  ** fills the selected elements in mask order.  Only where that equals
+  ** where(mask, v, x) (a mask of x's shape, a single value) does it take the
+  ** one-pass where; a v of x's own shape (the elementwise choice) is an
+  ** error that names the spelling of that meaning. */
+  if (n == 0 && nt == 1 && t[0]->dtype == NT_BOOL && !accumulate) {
+    bool full = t[0]->ndim == base->ndim && !memcmp(t[0]->shape, base->shape, sizeof(int64_t) * (size_t)base->ndim);
+    if (full && v->numel == 1 && v->ndim <= 1) return nt_mask_put(base, t[0], v);
+    if (full && v->ndim == base->ndim && v->ndim > 1 && !memcmp(v->shape, base->shape, sizeof(int64_t) * (size_t)base->ndim))
+      NT_FAIL("x[mask] = v: v has x's shape %s, but v fills the selected elements in order (torch's meaning) and must have "
+              "shape [count] (or be one value); for the elementwise choice write x = where(mask, v, x)",
+              nt_shape_str(v->shape, v->ndim, a, sizeof a));
+  }
   int mode = nt_write_mode(base, v);
   if (mode < 0) return -1;
   bool prev = nt_set_grad_enabled(false);          /* the view and the ops below are the write, not graph ops */

@@ -252,12 +252,18 @@ def masks(b):
         exp = tx.clone()
         exp[1, torch.tensor(val)] = T(vv)
         b.case(f"0-d mask {val} put", f"y = clone({b.inp(xv)})\ny[1, {b.inp(np.array(val))}] = {b.inp(vv)}\ny", exp)
-    # x[mask] = v alone: where(mask, v, x) when v broadcasts to x (nabla's meaning) ...
+    # x[mask] = v alone has torch's meaning (the selected elements in order);
+    # the elementwise choice is spelled where(mask, v, x)
     mm = rng.random((4, 5, 3)) > 0.5
     vv = rand_vals((5, 3), "f32")
-    b.case("mask alone, v like x: where", f"y = clone({b.inp(xv)})\ny[{b.inp(mm)}] = {b.inp(vv)}\ny",
+    b.case("mask alone, the elementwise choice: where", f"where({b.inp(mm)}, {b.inp(vv)}, {b.inp(xv)})",
            torch.where(T(mm), T(vv), tx))
-    # ... and torch's (the selected elements in order) when it does not
+    m3 = np.zeros(60, dtype=bool)
+    m3[rng.choice(60, 3, replace=False)] = True       # count == the last dimension (3)
+    vv = rand_vals((3,), "f32")
+    exp = tx.clone()
+    exp[T(m3.reshape(4, 5, 3))] = T(vv)
+    b.case("mask alone, count == last dim: torch", f"y = clone({b.inp(xv)})\ny[{b.inp(m3.reshape(4, 5, 3))}] = {b.inp(vv)}\ny", exp)
     vv = rand_vals((int(mm.sum()),), "f32")
     exp = tx.clone()
     exp[T(mm)] = T(vv)

@@ -6,8 +6,8 @@ Each gradient case is a function body over p0, p1, ... that writes into a
 tensor of the graph (or into a plain tensor, from a value that requires
 grad) and returns a tensor y; the loss is sum(y * W) with random W, and
 nabla's grad(f, argnums=...) must match torch's .grad for every floating
-input.  The torch reference does the same writes (masks: y = where(mask, v, y),
-which is what nabla's x[mask] = v means).  Then: a finite-difference
+input.  The torch reference does the same writes (x[mask] = v has torch's
+meaning: v fills the selected elements in order).  Then: a finite-difference
 gradcheck through writes, the error cases (a tensor needed by backward
 modified in place, leaves, writes through views, stale views, shared plain
 memory), and no_grad (writes allowed, nothing recorded).
@@ -112,13 +112,18 @@ def broadcasting(b):
 
 def masks(b):
     m = rng.random((5, 4)) > 0.5
+    rows = rng.random(5) > 0.5
+    rows[0] = True
 
     def f_mask(x, v, mm):
         y = x * 2
-        y = torch.where(mm, v, y)
+        y[mm] = v
         return y * y
-    icase(b, "mask_bcast_row", "y = p0 * 2\ny[p2] = p1\ny * y", f_mask, [r(5, 4), r(4), m])
-    icase(b, "mask_full_value", "y = p0 * 2\ny[p2] = p1\ny * y", f_mask, [r(5, 4), r(5, 4), m])
+    icase(b, "mask_bcast_row", "y = p0 * 2\ny[p2] = p1\ny * y", f_mask, [r(5, 4), r(4), rows])
+    icase(b, "mask_full_value", "y = p0 * 2\ny[p2] = p1\ny * y", f_mask, [r(5, 4), r(int(m.sum())), m])
+    m4 = np.zeros(20, dtype=bool)
+    m4[rng.choice(20, 4, replace=False)] = True      # count == the last dimension (4)
+    icase(b, "mask_count_last_dim", "y = p0 * 2\ny[p2] = p1\ny * y", f_mask, [r(5, 4), r(4), m4.reshape(5, 4)])
 
     def f_mask_num(x, mm):
         y = torch.exp(x)
@@ -128,9 +133,9 @@ def masks(b):
 
     def f_mask_self(x):
         y = x * 1.5
-        y = torch.where(y > 0, y * 3, y)
+        y[y > 0] = (y * 3)[y > 0]
         return y * y
-    icase(b, "mask_from_itself", "y = p0 * 1.5\ny[y > 0] = y * 3\ny * y", f_mask_self, [r(4, 3)])
+    icase(b, "mask_from_itself", "y = p0 * 1.5\ny[y > 0] = (y * 3)[y > 0]\ny * y", f_mask_self, [r(4, 3)])
 
 
 def semantics(b):
@@ -214,7 +219,7 @@ fn fd_writes(x) {
   y = tanh(x) * 1
   y[1] = x[0] * 2
   y[0:2, 1] = sin(x[2, 0:2])
-  y[y < 0] = y * 3
+  y[y < 0] = (y * 3)[y < 0]
   w = zeros(3, 4, dtype="f64")
   w[1:3, 1:3] = y[0:2, 0:2]
   sum(y ** 2) + sum(w * y)
