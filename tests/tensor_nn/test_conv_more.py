@@ -144,7 +144,7 @@ def nabla_code(cases, dev):
              "fn opt(name) = if has(d, name) { d[name].to(dev) } else { nil }"]
     for c in cases:
         i = c["id"]
-        xs = f"swapaxes(d.{i}_x.to(dev), 0, 1)" if c["permuted"] else f"d.{i}_x.to(dev)"
+        xs = f"transpose(d.{i}_x.to(dev), 0, 1)" if c["permuted"] else f"d.{i}_x.to(dev)"
         if c["op"] == "conv1d":
             call = f'conv1d(x, w, b, stride={nb(c["stride"])}, padding={nb(c["padding"])}, dilation={nb(c["dilation"])}, groups={c["groups"]})'
         else:

@@ -169,7 +169,7 @@ def nabla_code(cases, dev):
     for c in cases:
         i = c["id"]
         mode = c["mode"]
-        xs = f"swapaxes(d.{i}_x.to(dev), 0, 1)" if c["permuted"] else f"d.{i}_x.to(dev)"
+        xs = f"transpose(d.{i}_x.to(dev), 0, 1)" if c["permuted"] else f"d.{i}_x.to(dev)"
         ws = "list(" + ", ".join(f"d.{i}_w{j}.to(dev)" for j in range(len(c["weights"]))) + ")"
         common = (f'num_layers={c["L"]}, bidirectional={str(c["bi"]).lower()}, batch_first={str(c["bf"]).lower()}, '
                   f'lengths=opt("{i}_lengths")')
@@ -395,7 +395,7 @@ save("{TMP}/lm_out.safetensors", r)'''
 
 
 ERRORS = [
-    ("lstm(ones(3, 2, 4), list(ones(8, 4), ones(8, 2)))", "lstm: weight_ih_l0 must have shape [8, 4]"),
+    ("lstm(ones(3, 2, 4), list(ones(8, 3), ones(8, 2)))", "lstm: weight_ih_l0 must have shape [8, 4], got [8, 3]"),
     ("lstm(ones(3, 2, 4), list(ones(8, 4), ones(8, 2), ones(8)))", "weights must hold 4 tensors per layer and direction"),
     ("gru(ones(3, 2, 4), list(ones(6, 4), ones(6, 2), ones(6), ones(5)))", "gru: bias_hh_l0 must have shape [6]"),
     ("gru(ones(3, 2, 4), list(ones(6, 4), ones(6, 2)), ones(1, 3, 2))", "gru: h0 must have shape [1, 2, 2]"),
@@ -404,7 +404,7 @@ ERRORS = [
     ("rnn(ones(3, 2, 4), list(ones(2, 4), ones(2, 2)), lengths=tensor(list(1, 2, 3)))", "lengths must be an integer tensor of shape [2]"),
     ("rnn(ones(3, 2, 4), list(ones(2, 4), ones(2, 2)), num_layers=0)", "num_layers must be in [1, 1024]"),
     ("rnn(ones(3, 2, 4), list(ones(2, 4), ones(2, 2)), dropout=2)", "dropout must be in [0, 1]"),
-    ("rnn(ones(3, 2, 4), list(ones(2, 4), ones(2, 2), ones(2, 4), ones(2, 2)), bidirectional=true)", "weight_ih_l0_reverse must have shape [2, 4]"),
+    ("rnn(ones(3, 2, 4), list(ones(2, 4), ones(2, 2), ones(2, 3), ones(2, 2)), bidirectional=true)", "weight_ih_l0_reverse must have shape [2, 4]"),
     ("lstm(ones(3, 2, 2, 4), list(ones(8, 4), ones(8, 2)))", "input must be [T, B, input_size]"),
     ("lstm(ones(3, 2, 4, dtype=\"i64\"), list(ones(8, 4), ones(8, 2)))", "input must be a floating tensor"),
     ("lstm(ones(3, 2, 4), list(ones(8, 4), 5))", "weights[1] must be a tensor"),
