@@ -173,7 +173,14 @@ static nt_Tensor *sel(nt_Tensor *t, int64_t i) { return t ? nt_select(t, 0, i) :
 /* ---- one layer, one direction: the node ----------------------------------------- */
 /* node in = {x [T,B,I], w_ih, w_hh, b_ih, b_hh, h0 [B,H], c0}; saved = {gates,
 ** hprev, cprev|-, lengths|-}; iarg = {mode, T, B, H, reverse, has cprev, has len} */
+static int layer_backward_(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin);
 static int layer_backward(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin) {
+  int ac = nt_autocast_set(-1);   /* the GEMMs in the forward's dtype, as the forward ran */
+  int rc = layer_backward_(nd, gout, gin);
+  nt_autocast_set(ac);
+  return rc;
+}
+static int layer_backward_(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin) {
   nt_RnnMode mode = (nt_RnnMode)nd->iarg[0];
   int64_t T = nd->iarg[1], B = nd->iarg[2], H = nd->iarg[3], G = rnn_gates(mode);
   bool reverse = nd->iarg[4];

@@ -394,6 +394,41 @@ save("{TMP}/lm_out.safetensors", r)'''
     report(f"LSTM language model, 3 SGD steps on {dev}: losses and weights equal torch's (f64)", not bad, "; ".join(bad))
 
 
+def check_half_and_autocast():
+    """a bf16 input computes in f32 and comes back bf16 (weights any float
+    dtype); inside autocast("bf16") the layer runs in its inputs' dtype (f32
+    here), gradients included: equal to the plain run"""
+    T, B, I, H = 4, 3, 5, 6
+    x = rng.standard_normal((T, B, I)).astype(np.float32)
+    ws = [(rng.standard_normal(s) * 0.5).astype(np.float32) for s in ((4 * H, I), (4 * H, H), (4 * H,), (4 * H,))]
+    np.savez(os.path.join(TMP, "half.npz"), x=x, **{f"w{j}": w for j, w in enumerate(ws)})
+    code = f'''d = load_npz("{TMP}/half.npz")
+ws = list(d.w0, d.w1, d.w2, d.w3)
+yb = lstm(d.x.to("bf16"), ws)[0]
+if yb.dtype != "bf16" {{ error("dtype " + yb.dtype) }}
+f = fn(ws) sum(lstm(d.x, ws)[0])
+g_plain = grad(f)(ws)
+y_ac = nil; g_ac = nil
+autocast("bf16") {{ y_ac = lstm(d.x, ws)[0]; g_ac = grad(f)(ws) }}
+save("{TMP}/half.safetensors", {{yb: yb.to("f32"), y: lstm(d.x, ws)[0], y_ac: y_ac, g: g_plain[0], g_ac: g_ac[0]}})'''
+    r = run_nabla(code, {})
+    if r.returncode != 0:
+        report("lstm of a bf16 input and under autocast", False, r.stderr.strip()[-800:])
+        return
+    got = read_safetensors(os.path.join(TMP, "half.safetensors"))
+    m = torch.nn.LSTM(I, H)
+    with torch.no_grad():
+        for name, w in zip(("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"), ws):
+            getattr(m, name).copy_(torch.tensor(w))
+    want = m(torch.tensor(x).to(torch.bfloat16).float())[0].detach().numpy()
+    bad = []
+    if not np.allclose(got["yb"], want, rtol=2e-2, atol=2e-2):
+        bad.append(f"bf16 output differs from torch's f32 on the rounded input by {np.max(np.abs(got['yb'] - want)):.3g}")
+    if got["y_ac"].dtype != np.float32 or not np.array_equal(got["y_ac"], got["y"]) or not np.array_equal(got["g_ac"], got["g"]):
+        bad.append("under autocast the output or gradient differs from the plain f32 run")
+    report("lstm of a bf16 input (computed in f32) and under autocast (runs in the input dtype)", not bad, "; ".join(bad))
+
+
 ERRORS = [
     ("lstm(ones(3, 2, 4), list(ones(8, 3), ones(8, 2)))", "lstm: weight_ih_l0 must have shape [8, 4], got [8, 3]"),
     ("lstm(ones(3, 2, 4), list(ones(8, 4), ones(8, 2), ones(8)))", "weights must hold 4 tensors per layer and direction"),
@@ -433,6 +468,7 @@ def main():
         else:
             print(f"SKIP: rnn on the emulated CUDA device{SUFFIX}: {emu} is not built")
         check_layers()
+        check_half_and_autocast()
         check_language_model("cpu", {})
         if have_emu:
             check_language_model("cuda", EMU)
