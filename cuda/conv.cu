@@ -2,9 +2,10 @@
 // Same op names and nt_KernelArgs layouts as the CPU kernels in
 // tensor/nn/conv.c (read that file's comments for the contract).
 //
-// conv2d with K = C*kh*kw, L = Ho*Wo, a chunk of nb images at a time:
-//   col  [K, nb*L]:  col[(c*kh + i)*kw + j, n*L + oh*Wo + ow] = x[n, c, oh*sh - ph + i, ow*sw - pw + j]  (0 outside)
-//   yp   [O, nb*L] = W [O, K] @ col                         (ONE GEMM per chunk)
+// conv2d with K = C*kh*kw, L = Ho*Wo, a chunk of nb images at a time (dilation dh, dw):
+//   col  [K, nb*L]:  col[(c*kh + i)*kw + j, n*L + oh*Wo + ow] = x[n, c, oh*sh - ph + i*dh, ow*sw - pw + j*dw]  (0 outside)
+//   yp   [O, nb*L] = W [O, K] @ col                         (ONE GEMM per chunk; with G groups one
+//                    strided-batched GEMM: group gi's rows of W, col and yp are contiguous blocks)
 //   y[n, o, l] = yp[o, n*L + l] + bias[o]                   (permute + bias kernel)
 // backward, gp [O, nb*L] = g permuted the same way:
 //   dW  = sum over chunks of gp @ col^T                     (beta = 1 after the first chunk)
@@ -29,7 +30,8 @@ namespace ncu {
 namespace {
 
 // MUST match `cgeom` / `conv_bwd_args` in tensor/nn/conv.c (passed through nt_KernelArgs.extra).
-struct CGeom { int64_t N, C, H, W, O, kh, kw, sh, sw, ph, pw, Ho, Wo; };
+struct CGeom { int64_t N, C, H, W, O, kh, kw, sh, sw, ph, pw, Ho, Wo, dh, dw, G; };   // dh, dw, G: 0 means 1
+__host__ __device__ inline int64_t one_if0(int64_t v) { return v > 0 ? v : 1; }
 struct ConvBwdArgs { CGeom g; nt_Tensor *d[3]; };
 
 struct ConvOps { int conv2d, conv2d_bwd, max_pool2d, max_pool2d_bwd, avg_pool2d, avg_pool2d_bwd; };
@@ -54,7 +56,7 @@ __global__ void im2col_kernel(const T *x, T *col, CGeom g, int64_t nb) {
     int64_t k = e / NL, r = e - k * NL, n = r / L, l = r - n * L;
     int64_t j = k % g.kw, i = (k / g.kw) % g.kh, c = k / (g.kw * g.kh);
     int64_t oh = l / g.Wo, ow = l - oh * g.Wo;
-    int64_t h = oh * g.sh - g.ph + i, w = ow * g.sw - g.pw + j;
+    int64_t h = oh * g.sh - g.ph + i * one_if0(g.dh), w = ow * g.sw - g.pw + j * one_if0(g.dw);
     col[e] = (h >= 0 && h < g.H && w >= 0 && w < g.W) ? x[((n * g.C + c) * g.H + h) * g.W + w] : (T)0;
   }
 }
@@ -66,12 +68,12 @@ __global__ void col2im_kernel(const T *dcol, T *dx, CGeom g, int64_t nb) {
     int64_t w = e % g.W, h = (e / g.W) % g.H, c = (e / (g.W * g.H)) % g.C, n = e / (g.W * g.H * g.C);
     T acc = 0;
     for (int64_t i = 0; i < g.kh; i++) {
-      int64_t t = h + g.ph - i;                 // = oh * sh
+      int64_t t = h + g.ph - i * one_if0(g.dh);  // = oh * sh
       if (t < 0 || t % g.sh) continue;
       int64_t oh = t / g.sh;
       if (oh >= g.Ho) continue;
       for (int64_t j = 0; j < g.kw; j++) {
-        int64_t u = w + g.pw - j;               // = ow * sw
+        int64_t u = w + g.pw - j * one_if0(g.dw);  // = ow * sw
         if (u < 0 || u % g.sw) continue;
         int64_t ow = u / g.sw;
         if (ow >= g.Wo) continue;
@@ -129,7 +131,7 @@ int64_t chunk_images(int64_t N, int64_t per_image, size_t es, int64_t L) {
 template <typename T>
 int conv_forward(const nt_KernelArgs *a, nt_DType dt) {
   const CGeom g = *(const CGeom *)a->extra;
-  int64_t K = g.C * g.kh * g.kw, L = g.Ho * g.Wo, CHW = g.C * g.H * g.W;
+  int64_t K = g.C * g.kh * g.kw, L = g.Ho * g.Wo, CHW = g.C * g.H * g.W, G = one_if0(g.G), Kg = K / G, Og = g.O / G;
   if (g.N == 0 || g.O == 0 || L == 0) return 0;
   int64_t chunk = chunk_images(g.N, (K + g.O) * L, sizeof(T), L);
   Scratch buf((size_t)chunk * (size_t)(K + g.O) * (size_t)L * sizeof(T));
@@ -143,7 +145,8 @@ int conv_forward(const nt_KernelArgs *a, nt_DType dt) {
       im2col_kernel<T><<<grid_for(K * NL), kThreads, 0, stream>>>(x + n0 * CHW, col, g, nb);
       LAUNCHED("conv2d");
     }
-    if (gemm_rowmajor(dt, false, false, g.O, NL, K, w, K, 0, col, NL, 0, 0.0, yp, NL, 0, 1, "conv2d")) return -1;
+    // per group gi (a strided batch): yp[gi*Og.., NL] = W[gi*Og.., Kg] @ col[gi*Kg.., NL]
+    if (gemm_rowmajor(dt, false, false, Og, NL, Kg, w, Kg, Og * Kg, col, NL, Kg * NL, 0.0, yp, NL, Og * NL, G, "conv2d")) return -1;
     unpermute_bias<T><<<grid_for(g.O * NL), kThreads, 0, stream>>>(yp, bias, y + n0 * g.O * L, nb, g.O, L);
     LAUNCHED("conv2d");
   }
@@ -154,7 +157,7 @@ template <typename T>
 int conv_backward(const nt_KernelArgs *a, nt_DType dt) {
   const ConvBwdArgs *b = (const ConvBwdArgs *)a->extra;
   const CGeom g = b->g;
-  int64_t K = g.C * g.kh * g.kw, L = g.Ho * g.Wo, CHW = g.C * g.H * g.W;
+  int64_t K = g.C * g.kh * g.kw, L = g.Ho * g.Wo, CHW = g.C * g.H * g.W, G = one_if0(g.G), Kg = K / G, Og = g.O / G;
   const T *gy = PTR(const T, a->in[0]), *x = PTR(const T, a->in[1]), *w = PTR(const T, a->in[2]);
   T *dx = PTR(T, b->d[0]), *dw = PTR(T, b->d[1]), *db = PTR(T, b->d[2]);
   if (db && g.O > 0) {
@@ -164,7 +167,7 @@ int conv_backward(const nt_KernelArgs *a, nt_DType dt) {
   }
   if ((!dx && !dw) || L == 0) return 0;
   if (g.N == 0) {                               // nothing to accumulate: dW = 0 (dx is empty)
-    if (dw) CU(cudaMemsetAsync(dw, 0, (size_t)(g.O * K) * sizeof(T), stream));
+    if (dw) CU(cudaMemsetAsync(dw, 0, (size_t)(g.O * Kg) * sizeof(T), stream));
     return 0;
   }
   int64_t chunk = chunk_images(g.N, (K + g.O) * L, sizeof(T), L);
@@ -180,12 +183,12 @@ int conv_backward(const nt_KernelArgs *a, nt_DType dt) {
     if (dw && K > 0) {
       im2col_kernel<T><<<grid_for(K * NL), kThreads, 0, stream>>>(x + n0 * CHW, col, g, nb);
       LAUNCHED("conv2d_backward");
-      // dW [O, K] (+)= gp [O, NL] @ col^T   (col is [K, NL])
-      if (gemm_rowmajor(dt, false, true, g.O, K, NL, gp, NL, 0, col, NL, 0, n0 ? 1.0 : 0.0, dw, K, 0, 1, "conv2d_backward")) return -1;
+      // per group: dW[gi] [Og, Kg] (+)= gp[gi] [Og, NL] @ col[gi]^T   (col[gi] is [Kg, NL])
+      if (gemm_rowmajor(dt, false, true, Og, Kg, NL, gp, NL, Og * NL, col, NL, Kg * NL, n0 ? 1.0 : 0.0, dw, Kg, Og * Kg, G, "conv2d_backward")) return -1;
     }
     if (dx && CHW > 0) {
-      // dcol [K, NL] = W^T @ gp   (W is [O, K]); overwrites col after the dW GEMM (same stream)
-      if (gemm_rowmajor(dt, true, false, K, NL, g.O, w, K, 0, gp, NL, 0, 0.0, col, NL, 0, 1, "conv2d_backward")) return -1;
+      // per group: dcol[gi] [Kg, NL] = W[gi]^T @ gp[gi]   (W[gi] is [Og, Kg]); overwrites col after the dW GEMM (same stream)
+      if (gemm_rowmajor(dt, true, false, Kg, NL, Og, w, Kg, Og * Kg, gp, NL, Og * NL, 0.0, col, NL, Kg * NL, G, "conv2d_backward")) return -1;
       col2im_kernel<T><<<grid_for(nb * CHW), kThreads, 0, stream>>>(col, dx + n0 * CHW, g, nb);
       LAUNCHED("conv2d_backward");
     }

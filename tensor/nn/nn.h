@@ -80,6 +80,17 @@ nt_Tensor *nt_masked_select(nt_Tensor *x, nt_Tensor *mask);
 nt_Tensor *nt_conv2d(nt_Tensor *x, nt_Tensor *w, nt_Tensor *bias, int stride_h, int stride_w, int pad_h, int pad_w);
 nt_Tensor *nt_max_pool2d(nt_Tensor *x, int kh, int kw, int sh, int sw, int ph, int pw);
 nt_Tensor *nt_avg_pool2d(nt_Tensor *x, int kh, int kw, int sh, int sw, int ph, int pw);  /* count_include_pad */
+/* torch.nn.functional.conv1d/conv2d and conv_transpose1d/2d (conv.c): x [N, C, L]
+** or [N, C, H, W] picks the dimension; per spatial axis i ([0] only in 1-D):
+** stride, padding, dilation, output_padding (transposed only, smaller than
+** stride or dilation).  same: torch's padding='same' (stride 1; an odd total
+** padding puts the extra one at the end).  Weights: conv [O, C/groups, k...],
+** transposed [C, O/groups, k...]; bias [O] or NULL.  1-D runs as 2-D with
+** H = 1; a transposed convolution runs the convolution's backward kernels
+** (its forward is conv2d_backward's dx, its backward conv2d and dW). */
+typedef struct nt_ConvArgs { int64_t stride[2], padding[2], dilation[2], output_padding[2], groups; bool same; } nt_ConvArgs;
+nt_Tensor *nt_conv(nt_Tensor *x, nt_Tensor *w, nt_Tensor *bias, const nt_ConvArgs *a);
+nt_Tensor *nt_conv_transpose(nt_Tensor *x, nt_Tensor *w, nt_Tensor *bias, const nt_ConvArgs *a);
 
 /* ---- sorting & scans ---------------------------------------------------------- */
 /* values and i64 indices (new references in *values / *indices; either may be

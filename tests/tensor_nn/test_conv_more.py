@@ -1,0 +1,283 @@
+#!/usr/bin/python3
+"""conv1d, conv_transpose1d and conv_transpose2d against
+torch.nn.functional's: values and the gradients of the input, weight and
+bias, on fresh random data for every option (stride, padding including
+'same' and 'valid', dilation, groups, output_padding, bias or not,
+non-contiguous inputs), f32 and f64, on the CPU and on the emulated CUDA
+device (cuda/conv.cu; NABLA_CUDA_EMULATE=force, with a tiny column-buffer
+chunk so the chunked accumulation runs); then the nn layers and the
+argument errors.
+
+One nabla process per device evaluates every case and saves the results
+(safetensors, read back here).  Seeded; the seed is printed with every
+failure (NUMERICS_SEED=<seed> repeats a run).
+
+Run with /usr/bin/python3; env NABLA = the interpreter (build/nabla).
+"""
+import json
+import os
+import random
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+NABLA = os.environ.get("NABLA") or os.path.join(ROOT, "build", "nabla")
+ASAN = os.environ.get("NABLA_ASAN") == "1"
+SUFFIX = " [asan]" if ASAN else ""
+SEED = int(os.environ.get("NUMERICS_SEED") or random.SystemRandom().randrange(1, 2**31))
+rng = np.random.default_rng(SEED)
+torch.set_num_threads(1)
+TMP = tempfile.mkdtemp(prefix="nabla_convm_")
+fails = 0
+
+
+def report(name, ok, why=""):
+    global fails
+    fails += 0 if ok else 1
+    print(f"{'PASS' if ok else 'FAIL'}: {name}{SUFFIX}" + ("" if ok else f": {why} (NUMERICS_SEED={SEED})"), flush=True)
+
+
+DT = {"F32": np.float32, "F64": np.float64, "I64": np.int64}
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        blob = f.read()
+    (n,) = struct.unpack("<Q", blob[:8])
+    header = json.loads(blob[8:8 + n])
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        a, b = info["data_offsets"]
+        out[name] = np.frombuffer(blob[8 + n + a:8 + n + b], dtype=DT[info["dtype"]]).reshape(info["shape"]).copy()
+    return out
+
+
+def run_nabla(code, env_extra, timeout=600):
+    path = os.path.join(TMP, "script.nbl")
+    with open(path, "w") as f:
+        f.write(code)
+    env = dict(os.environ, NABLA_STDLIB=os.path.join(ROOT, "stdlib"), NO_COLOR="1", **env_extra)
+    return subprocess.run([NABLA, path], capture_output=True, text=True, env=env, timeout=timeout, cwd=ROOT)
+
+
+def nb(v):
+    """a python value as nabla source"""
+    if isinstance(v, str):
+        return f'"{v}"'
+    if isinstance(v, (list, tuple)):
+        return "list(" + ", ".join(nb(a) for a in v) + ")"
+    return str(v)
+
+
+def make_case(k, op, dt, nsp, stride=1, padding=0, dilation=1, groups=1, output_padding=0, bias=True, permuted=False):
+    npdt = np.float32 if dt == "f32" else np.float64
+    N = int(rng.integers(1, 4))
+    Cg = int(rng.integers(1, 4))
+    Og = int(rng.integers(1, 4))
+    C, O = Cg * groups, Og * groups
+    ks = tuple(int(rng.integers(1, 4)) for _ in range(nsp))
+    sp = tuple(int(rng.integers(4, 9)) for _ in range(nsp))
+    x = rng.standard_normal((N, C) + sp).astype(npdt)
+    if op == "conv1d":
+        w = rng.standard_normal((O, Cg) + ks).astype(npdt)
+    else:
+        w = rng.standard_normal((C, Og) + ks).astype(npdt)
+    c = {"id": f"c{k}", "op": op, "dt": dt, "x": x, "w": w, "b": rng.standard_normal(O).astype(npdt) if bias else None,
+         "stride": stride, "padding": padding, "dilation": dilation, "groups": groups, "output_padding": output_padding,
+         "permuted": permuted}
+    return c
+
+
+def make_cases():
+    cases, k = [], 0
+    for dt in ("f32", "f64"):
+        for kw in (dict(), dict(stride=2), dict(padding=2), dict(padding="same"), dict(padding="same", dilation=2),
+                   dict(padding="valid", stride=3), dict(dilation=2, padding=1), dict(groups=2), dict(groups=3, stride=2, bias=False),
+                   dict(permuted=True, padding=1)):
+            cases.append(make_case(k, "conv1d", dt, 1, **kw)); k += 1
+        for kw in (dict(), dict(stride=2), dict(stride=2, output_padding=1), dict(padding=1, stride=3, output_padding=2),
+                   dict(dilation=2, output_padding=1), dict(groups=2), dict(groups=2, stride=2, padding=1, bias=False),
+                   dict(permuted=True, stride=2)):
+            cases.append(make_case(k, "conv_transpose1d", dt, 1, **kw)); k += 1
+        for kw in (dict(), dict(stride=2), dict(stride=(2, 3), output_padding=(1, 2)), dict(padding=(1, 0), stride=2),
+                   dict(dilation=(2, 1), padding=1), dict(groups=2, stride=2, output_padding=1), dict(groups=3, bias=False),
+                   dict(permuted=True, stride=(1, 2))):
+            cases.append(make_case(k, "conv_transpose2d", dt, 2, **kw)); k += 1
+    return cases
+
+
+def torch_call(c, x, w, b):
+    if c["op"] == "conv1d":
+        return F.conv1d(x, w, b, stride=c["stride"], padding=c["padding"], dilation=c["dilation"], groups=c["groups"])
+    fn = F.conv_transpose1d if c["op"] == "conv_transpose1d" else F.conv_transpose2d
+    return fn(x, w, b, stride=c["stride"], padding=c["padding"], output_padding=c["output_padding"], groups=c["groups"],
+              dilation=c["dilation"])
+
+
+def torch_ref(c):
+    t = lambda a: torch.tensor(a.astype(np.float64), requires_grad=True)
+    x, w = t(c["x"]), t(c["w"])
+    b = t(c["b"]) if c["b"] is not None else None
+    y = torch_call(c, x, w, b)
+    gy = rng.standard_normal(tuple(y.shape)).astype(c["x"].dtype)
+    c["gy"] = gy
+    (y * torch.tensor(gy.astype(np.float64))).sum().backward()
+    ref = {"y": y, "gx": x.grad, "gw": w.grad}
+    if b is not None:
+        ref["gb"] = b.grad
+    npdt = np.float32 if c["dt"] == "f32" else np.float64
+    return {k: v.detach().numpy().astype(npdt) for k, v in ref.items()}
+
+
+def nabla_code(cases, dev):
+    lines = [f'd = load_npz("{TMP}/in.npz")', "res = {}", f'dev = "{dev}"',
+             "fn opt(name) = if has(d, name) { d[name].to(dev) } else { nil }"]
+    for c in cases:
+        i = c["id"]
+        xs = f"transpose(d.{i}_x.to(dev), 0, 1)" if c["permuted"] else f"d.{i}_x.to(dev)"
+        if c["op"] == "conv1d":
+            call = f'conv1d(x, w, b, stride={nb(c["stride"])}, padding={nb(c["padding"])}, dilation={nb(c["dilation"])}, groups={c["groups"]})'
+        else:
+            call = (f'{c["op"]}(x, w, b, stride={nb(c["stride"])}, padding={nb(c["padding"])}, '
+                    f'output_padding={nb(c["output_padding"])}, groups={c["groups"]}, dilation={nb(c["dilation"])})')
+        lines.append(f'''
+fn case_{i}() {{
+  x = {xs}; w = d.{i}_w.to(dev); b = opt("{i}_b"); gy = d.{i}_gy.to(dev)
+  out = {{}}
+  f = fn(x, w, b) {{ y = {call}; out.y = y; sum(y * gy) }}
+  g = grad(f, argnums=[0, 1, 2])(x, w, b)
+  r = {{y: out.y, gx: g[0], gw: g[1]}}
+  if b != nil {{ r.gb = g[2] }}
+  res["{i}"] = r
+}}
+case_{i}()''')
+    lines.append(f'save("{TMP}/out_{dev}.safetensors", res)')
+    return "\n".join(lines)
+
+
+def check_values(cases, refs, dev, env_extra):
+    r = run_nabla(nabla_code(cases, dev), env_extra)
+    if r.returncode != 0:
+        report(f"conv values on {dev}", False, f"nabla failed: {r.stderr.strip()[-1500:]}")
+        return
+    got = read_safetensors(f"{TMP}/out_{dev}.safetensors")
+    for c in cases:
+        ref = refs[c["id"]]
+        tol = 1e-12 if c["dt"] == "f64" else 2e-5
+        bad = []
+        for k, want in ref.items():
+            g = got.get(f"{c['id']}.{k}")
+            if g is None:
+                bad.append(f"{k} missing")
+                continue
+            if g.shape != want.shape or g.dtype != want.dtype:
+                bad.append(f"{k}: {g.dtype}{list(g.shape)} vs torch {want.dtype}{list(want.shape)}")
+                continue
+            scale = max(1.0, float(np.max(np.abs(want)))) if want.size else 1.0
+            err = float(np.max(np.abs(g.astype(np.float64) - want.astype(np.float64)))) if want.size else 0.0
+            if not err <= tol * scale:
+                bad.append(f"{k}: max |diff| {err:.3g} (scale {scale:.3g})")
+        opts = " ".join(f"{k}={c[k]}" for k in ("stride", "padding", "dilation", "groups", "output_padding") if c[k] not in (0, 1))
+        name = (f"{c['op']} {dev} {c['dt']} x{list(c['x'].shape)} w{list(c['w'].shape)} {opts}"
+                f"{' no bias' if c['b'] is None else ''}{' permuted' if c['permuted'] else ''}")
+        report(name, not bad, "; ".join(bad))
+
+
+ERRORS = [
+    ("conv1d(ones(2, 3, 5), ones(4, 2, 3))", "conv1d: expected input [N, C, L] and weight [out_channels, C/groups, k...]"),
+    ("conv1d(ones(2, 4, 5), ones(3, 2, 3), groups=2)", "out_channels divisible by groups"),
+    ("conv1d(ones(2, 3, 5), ones(4, 3, 3), padding=\"same\", stride=2)", "padding='same' is not supported for strided convolutions"),
+    ("conv1d(ones(2, 3, 5), ones(4, 3, 3), padding=\"full\")", "padding must be a number, a list, 'same' or 'valid'"),
+    ("conv1d(ones(2, 3, 2), ones(4, 3, 3))", "kernel size 3 is larger than the padded input 2"),
+    ("conv1d(ones(2, 3, 5), ones(4, 3, 3), stride=0)", "stride must be in [1,"),
+    ("conv1d(ones(2, 3, 5), ones(4, 3, 3), groups=0)", "groups must be a positive integer"),
+    ("conv1d(ones(2, 3, 5, 5), ones(4, 3, 3))", "conv1d: expected input [N, C, L], got 4 dimensions"),
+    ("conv1d(ones(2, 3, 5), ones(4, 3, 3), ones(3))", "bias must have shape [4]"),
+    ("conv_transpose1d(ones(2, 3, 5), ones(3, 2, 3), stride=2, output_padding=2)", "output_padding (2) must be smaller than either stride (2) or dilation (1)"),
+    ("conv_transpose2d(ones(2, 3, 5, 5), ones(2, 2, 3, 3))", "conv_transpose2d: expected input [N, C, H, W] and weight [C, out_channels/groups, k...]"),
+    ("conv_transpose2d(ones(2, 3, 5, 5), ones(3, 2, 3, 3), padding=\"same\")", "padding must be a number, a list"),
+    ("conv_transpose2d(ones(1, 1, 1, 1), ones(1, 1, 1, 1), padding=1)", "the output size -1 is too small"),
+    ("import nn\nnn.conv1d(3, 4, 3, groups=2)", "nn.conv1d: in_channels (3) and out_channels (4) must be divisible by groups (2)"),
+]
+
+
+def check_errors():
+    for code, want in ERRORS:
+        r = run_nabla(code, {})
+        msg = (r.stdout + r.stderr).replace("\n", " ")
+        report(f"conv error: {code.splitlines()[-1]}", r.returncode != 0 and want in msg,
+               f"exit {r.returncode}, wanted '{want}', got: {msg[-400:]}")
+
+
+def check_layers():
+    """nn.conv1d, nn.conv_transpose1d/2d: torch's parameter shapes; with the
+    same weights the layer equals torch's module"""
+    x1 = rng.standard_normal((2, 4, 9)).astype(np.float32)
+    x2 = rng.standard_normal((2, 4, 5, 6)).astype(np.float32)
+    np.savez(os.path.join(TMP, "lay.npz"), x1=x1, x2=x2)
+    code = f'''import nn
+d = load_npz("{TMP}/lay.npz")
+a = nn.conv1d(4, 6, 3, stride=2, padding=1, dilation=2, groups=2)
+b = nn.conv_transpose1d(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2)
+c = nn.conv_transpose2d(4, 2, [3, 2], stride=[2, 1], padding=1, bias=false)
+save("{TMP}/lay_out.safetensors", {{a_w: a.weight, a_b: a.bias, a_y: a(d.x1), b_w: b.weight, b_b: b.bias, b_y: b(d.x1), c_w: c.weight, c_y: c(d.x2)}})'''
+    r = run_nabla(code, {})
+    if r.returncode != 0:
+        report("nn.conv1d/conv_transpose1d/conv_transpose2d layers", False, r.stderr.strip()[-1500:])
+        return
+    got = read_safetensors(os.path.join(TMP, "lay_out.safetensors"))
+    mods = {"a": (torch.nn.Conv1d(4, 6, 3, stride=2, padding=1, dilation=2, groups=2), x1),
+            "b": (torch.nn.ConvTranspose1d(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2), x1),
+            "c": (torch.nn.ConvTranspose2d(4, 2, (3, 2), stride=(2, 1), padding=1, bias=False), x2)}
+    for k, (m, x) in mods.items():
+        bad = []
+        if got[f"{k}_w"].shape != tuple(m.weight.shape):
+            bad.append(f"weight {got[f'{k}_w'].shape} vs torch {tuple(m.weight.shape)}")
+        else:
+            with torch.no_grad():
+                m.weight.copy_(torch.tensor(got[f"{k}_w"]))
+                if m.bias is not None:
+                    m.bias.copy_(torch.tensor(got[f"{k}_b"]))
+            want = m(torch.tensor(x)).detach().numpy()
+            if got[f"{k}_y"].shape != want.shape or not np.allclose(got[f"{k}_y"], want, rtol=1e-5, atol=1e-5):
+                bad.append("output differs from torch's module")
+        report(f"nn layer {type(m).__name__}: torch's parameter shapes and output", not bad, "; ".join(bad))
+
+
+def main():
+    try:
+        cases = make_cases()
+        refs = {c["id"]: torch_ref(c) for c in cases}
+        arrays = {}
+        for c in cases:
+            i = c["id"]
+            arrays[f"{i}_x"] = np.ascontiguousarray(np.swapaxes(c["x"], 0, 1)) if c["permuted"] else c["x"]
+            arrays[f"{i}_w"] = c["w"]
+            arrays[f"{i}_gy"] = c["gy"]
+            if c["b"] is not None:
+                arrays[f"{i}_b"] = c["b"]
+        np.savez(os.path.join(TMP, "in.npz"), **arrays)
+        check_values(cases, refs, "cpu", {})
+        emu = os.path.join(os.path.dirname(NABLA), "cuda", "emu", "nabla_cuda_emu.so")
+        if os.path.exists(emu):
+            check_values(cases, refs, "cuda", {"NABLA_CUDA_EMULATE": "force", "NABLA_EMU_SMS": "2", "NABLA_CUDA_CONV_CHUNK_BYTES": "4096"})
+        else:
+            print(f"SKIP: conv on the emulated CUDA device{SUFFIX}: {emu} is not built")
+        check_layers()
+        check_errors()
+    finally:
+        shutil.rmtree(TMP, True)
+    sys.exit(1 if fails else 0)
+
+
+main()
