@@ -1,0 +1,185 @@
+/*
+** lib/ltlayers.c — builtins of issue 29's layers, torch.nn.functional's names
+** and argument names: the parametrised activations and prelu
+** (tensor/nn/activation.c) and the losses (tensor/nn/loss.c).
+** stdlib/nn.nbl's layers (nn.leaky_relu(), nn.bce_loss(), ...) wrap them.
+*/
+#include <string.h>
+#include "ltensor.h"
+#include "tensor/nn/layers.h"
+#include "tensor/nn/actmath.h"
+
+/* ---- activations ---------------------------------------------------------- */
+
+/* a number argument that must be finite (nil: dflt) */
+static int finite_arg(nb_VM *vm, const char *fname, const char *what, nb_Value v, double dflt, double *out) {
+  *out = dflt;
+  if (v.t == NB_TNIL) return NB_OK;
+  if (nbT_num_arg(vm, fname, what, v, out)) return NB_ERR;
+  if (!isfinite(*out)) return nb_error_kind(vm, "ValueError", "%s: %s must be a finite number, got %g", fname, what, *out);
+  return NB_OK;
+}
+
+static int act(nb_VM *vm, const char *fname, int kind, nb_Value x, double p0, double p1, double p2, nb_Value *out) {
+  Tmp tp = {0};
+  nt_Tensor *t = nbT_arg(vm, &tp, fname, "input", x);
+  if (!t) { nbT_tmp_free(&tp); return NB_ERR; }
+  DONE(nt_activation(fname, kind, t, p0, p1, p2));
+}
+
+static int b_leaky_relu(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; double s;
+  if (finite_arg(vm, "leaky_relu", "negative_slope", args[1], 0.01, &s)) return NB_ERR;
+  return act(vm, "leaky_relu", NT_ACT_LEAKY_RELU, args[0], s, 0, 0, out);
+}
+static int b_elu(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; double al;
+  if (finite_arg(vm, "elu", "alpha", args[1], 1.0, &al)) return NB_ERR;
+  return act(vm, "elu", NT_ACT_ELU, args[0], al, 1, 1, out);
+}
+static int b_selu(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n;   /* torch's constants (Klambauer et al. 2017) */
+  return act(vm, "selu", NT_ACT_ELU, args[0], 1.6732632423543772848170429916717, 1.0507009873554804934193349852946, 1, out);
+}
+static int b_celu(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; double al;
+  if (finite_arg(vm, "celu", "alpha", args[1], 1.0, &al)) return NB_ERR;
+  if (al == 0) return nb_error_kind(vm, "ValueError", "celu: alpha must not be 0");
+  return act(vm, "celu", NT_ACT_ELU, args[0], al, 1, 1 / al, out);
+}
+static int b_softplus(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; double beta, thr;
+  if (finite_arg(vm, "softplus", "beta", args[1], 1.0, &beta) || finite_arg(vm, "softplus", "threshold", args[2], 20.0, &thr)) return NB_ERR;
+  if (beta == 0) return nb_error_kind(vm, "ValueError", "softplus: beta must not be 0");
+  return act(vm, "softplus", NT_ACT_SOFTPLUS, args[0], beta, thr, 0, out);
+}
+static int b_logsigmoid(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; return act(vm, "logsigmoid", NT_ACT_LOGSIGMOID, args[0], 0, 0, 0, out); }
+static int b_mish(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; return act(vm, "mish", NT_ACT_MISH, args[0], 0, 0, 0, out); }
+static int b_hardswish(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; return act(vm, "hardswish", NT_ACT_HARDSWISH, args[0], 0, 0, 0, out); }
+static int b_hardsigmoid(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; return act(vm, "hardsigmoid", NT_ACT_HARDSIGMOID, args[0], 0, 0, 0, out); }
+static int b_hardtanh(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; double lo, hi;
+  if (finite_arg(vm, "hardtanh", "min_val", args[1], -1.0, &lo) || finite_arg(vm, "hardtanh", "max_val", args[2], 1.0, &hi)) return NB_ERR;
+  if (lo > hi) return nb_error_kind(vm, "ValueError", "hardtanh: min_val (%g) must not be greater than max_val (%g)", lo, hi);
+  return act(vm, "hardtanh", NT_ACT_HARDTANH, args[0], lo, hi, 0, out);
+}
+static int b_prelu(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "prelu"; Tmp tp = {0};
+  TENSOR_ARG(x, 0, "input"); TENSOR_ARG(w, 1, "weight");
+  DONE(nt_prelu(x, w));
+}
+
+/* ---- losses --------------------------------------------------------------- */
+
+static int reduction_arg(nb_VM *vm, const char *fname, nb_Value v, bool batchmean, nt_Reduction *out) {
+  static const char *names[] = {"none", "mean", "sum", "batchmean"};
+  *out = NT_RED_MEAN;
+  if (v.t == NB_TNIL) return NB_OK;
+  if (v.t == NB_TSTR)
+    for (int i = 0; i < (batchmean ? 4 : 3); i++)
+      if (!strcmp(nb_str(v)->data, names[i])) { *out = (nt_Reduction)i; return NB_OK; }
+  return nb_error_kind(vm, "ValueError", "%s: reduction must be \"none\", \"mean\"%s or \"sum\", got %s%s%s", fname,
+                       batchmean ? ", \"batchmean\"" : "", v.t == NB_TSTR ? "\"" : "",
+                       v.t == NB_TSTR ? nb_str(v)->data : nb_typename(v), v.t == NB_TSTR ? "\"" : "");
+}
+/* an optional tensor argument: nil -> NULL */
+static int opt_tensor(nb_VM *vm, Tmp *tp, const char *fname, const char *what, nb_Value v, nt_Tensor **out) {
+  *out = NULL;
+  if (v.t == NB_TNIL) return NB_OK;
+  return (*out = nbT_arg(vm, tp, fname, what, v)) ? NB_OK : NB_ERR;
+}
+
+/* binary_cross_entropy(input, target, weight=nil, reduction="mean") */
+static int b_bce(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "binary_cross_entropy"; Tmp tp = {0}; nt_Reduction red; nt_Tensor *w;
+  if (reduction_arg(vm, fname, args[3], false, &red)) return NB_ERR;
+  TENSOR_ARG(x, 0, "input"); TENSOR_ARG(t, 1, "target");
+  if (opt_tensor(vm, &tp, fname, "weight", args[2], &w)) { nbT_tmp_free(&tp); return NB_ERR; }
+  DONE(nt_binary_cross_entropy(x, t, w, red));
+}
+/* binary_cross_entropy_with_logits(input, target, weight=nil, reduction="mean", pos_weight=nil) */
+static int b_bce_logits(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "binary_cross_entropy_with_logits"; Tmp tp = {0}; nt_Reduction red; nt_Tensor *w, *pw;
+  if (reduction_arg(vm, fname, args[3], false, &red)) return NB_ERR;
+  TENSOR_ARG(x, 0, "input"); TENSOR_ARG(t, 1, "target");
+  if (opt_tensor(vm, &tp, fname, "weight", args[2], &w) || opt_tensor(vm, &tp, fname, "pos_weight", args[4], &pw)) { nbT_tmp_free(&tp); return NB_ERR; }
+  DONE(nt_bce_with_logits(x, t, w, pw, red));
+}
+/* nll_loss(input, target, weight=nil, ignore_index=-100, reduction="mean") */
+static int b_nll_loss(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "nll_loss"; Tmp tp = {0}; nt_Reduction red; nt_Tensor *w; int64_t ig = -100;
+  if (reduction_arg(vm, fname, args[4], false, &red)) return NB_ERR;
+  if (args[3].t != NB_TNIL && nbT_int_arg(vm, fname, "ignore_index", args[3], &ig)) return NB_ERR;
+  TENSOR_ARG(x, 0, "input"); TENSOR_ARG(t, 1, "target");
+  if (opt_tensor(vm, &tp, fname, "weight", args[2], &w)) { nbT_tmp_free(&tp); return NB_ERR; }
+  DONE(nt_nll_loss(x, t, w, ig, red));
+}
+/* kl_div(input, target, reduction="mean", log_target=false) */
+static int b_kl_div(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "kl_div"; Tmp tp = {0}; nt_Reduction red;
+  if (reduction_arg(vm, fname, args[2], true, &red)) return NB_ERR;
+  if (args[3].t != NB_TBOOL) return nb_error_kind(vm, "TypeError", "kl_div: log_target must be a bool, got %s", nb_typename(args[3]));
+  TENSOR_ARG(x, 0, "input"); TENSOR_ARG(t, 1, "target");
+  DONE(nt_kl_div(x, t, red, args[3].u.b));
+}
+/* smooth_l1_loss(input, target, reduction="mean", beta=1.0) */
+static int b_smooth_l1(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "smooth_l1_loss"; Tmp tp = {0}; nt_Reduction red; double beta;
+  if (reduction_arg(vm, fname, args[2], false, &red) || finite_arg(vm, fname, "beta", args[3], 1.0, &beta)) return NB_ERR;
+  TENSOR_ARG(x, 0, "input"); TENSOR_ARG(t, 1, "target");
+  DONE(nt_smooth_l1_loss(x, t, red, beta));
+}
+/* huber_loss(input, target, reduction="mean", delta=1.0) */
+static int b_huber(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "huber_loss"; Tmp tp = {0}; nt_Reduction red; double delta;
+  if (reduction_arg(vm, fname, args[2], false, &red) || finite_arg(vm, fname, "delta", args[3], 1.0, &delta)) return NB_ERR;
+  TENSOR_ARG(x, 0, "input"); TENSOR_ARG(t, 1, "target");
+  DONE(nt_huber_loss(x, t, red, delta));
+}
+/* margin_ranking_loss(input1, input2, target, margin=0, reduction="mean") */
+static int b_margin_ranking(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "margin_ranking_loss"; Tmp tp = {0}; nt_Reduction red; double m;
+  if (reduction_arg(vm, fname, args[4], false, &red) || finite_arg(vm, fname, "margin", args[3], 0.0, &m)) return NB_ERR;
+  TENSOR_ARG(a, 0, "input1"); TENSOR_ARG(b, 1, "input2"); TENSOR_ARG(y, 2, "target");
+  DONE(nt_margin_ranking_loss(a, b, y, m, red));
+}
+/* cosine_embedding_loss(input1, input2, target, margin=0, reduction="mean") */
+static int b_cosine_embedding(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "cosine_embedding_loss"; Tmp tp = {0}; nt_Reduction red; double m;
+  if (reduction_arg(vm, fname, args[4], false, &red) || finite_arg(vm, fname, "margin", args[3], 0.0, &m)) return NB_ERR;
+  TENSOR_ARG(a, 0, "input1"); TENSOR_ARG(b, 1, "input2"); TENSOR_ARG(y, 2, "target");
+  DONE(nt_cosine_embedding_loss(a, b, y, m, red));
+}
+
+static nb_Builtin layer_builtins[] = {
+  { "leaky_relu", b_leaky_relu, "x, negative_slope=0.01", "leaky_relu(x, negative_slope=0.01): F.leaky_relu: x > 0 ? x : negative_slope * x" },
+  { "elu", b_elu, "x, alpha=1.0", "elu(x, alpha=1.0): F.elu: x > 0 ? x : alpha * (exp(x) - 1)" },
+  { "selu", b_selu, "x", "selu(x): F.selu: scale * elu(x, alpha) with torch's scale 1.0507... and alpha 1.6733..." },
+  { "celu", b_celu, "x, alpha=1.0", "celu(x, alpha=1.0): F.celu: x > 0 ? x : alpha * (exp(x / alpha) - 1)" },
+  { "softplus", b_softplus, "x, beta=1, threshold=20", "softplus(x, beta=1, threshold=20): F.softplus: log(1 + exp(beta x)) / beta, x where beta x > threshold" },
+  { "logsigmoid", b_logsigmoid, "x", "logsigmoid(x): F.logsigmoid: log(sigmoid(x)), stable for large |x|" },
+  { "mish", b_mish, "x", "mish(x): F.mish: x * tanh(softplus(x))" },
+  { "hardtanh", b_hardtanh, "x, min_val=-1.0, max_val=1.0", "hardtanh(x, min_val=-1.0, max_val=1.0): F.hardtanh: x clamped to [min_val, max_val]" },
+  { "hardswish", b_hardswish, "x", "hardswish(x): F.hardswish: x * relu6(x + 3) / 6" },
+  { "hardsigmoid", b_hardsigmoid, "x", "hardsigmoid(x): F.hardsigmoid: relu6(x + 3) / 6" },
+  { "prelu", b_prelu, "x, weight", "prelu(x, weight): F.prelu: x > 0 ? x : weight[c] * x, weight with 1 or x.shape[1] (channel) entries, learnable" },
+  { "binary_cross_entropy", b_bce, "input, target, weight=nil, reduction=\"mean\"",
+    "binary_cross_entropy(input, target, weight=nil, reduction=\"mean\"): F.binary_cross_entropy of probabilities input in [0, 1] (logs held at >= -100 as torch's); reduction \"none\", \"mean\" or \"sum\"" },
+  { "binary_cross_entropy_with_logits", b_bce_logits, "input, target, weight=nil, reduction=\"mean\", pos_weight=nil",
+    "binary_cross_entropy_with_logits(input, target, weight=nil, reduction=\"mean\", pos_weight=nil): F.binary_cross_entropy_with_logits: sigmoid and BCE in one stable formula; pos_weight weighs the positive term (broadcast over the last axis)" },
+  { "nll_loss", b_nll_loss, "input, target, weight=nil, ignore_index=-100, reduction=\"mean\"",
+    "nll_loss(input, target, weight=nil, ignore_index=-100, reduction=\"mean\"): F.nll_loss of log-probabilities input [N, C, ...] (or [C]) at integer target [N, ...]: -weight[t] * input[n, t]; mean divides by the summed weights of the targets not ignored" },
+  { "kl_div", b_kl_div, "input, target, reduction=\"mean\", log_target=false",
+    "kl_div(input, target, reduction=\"mean\", log_target=false): F.kl_div of log-probabilities input: target * (log(target) - input) (log_target: exp(target) * (target - input)); reduction also \"batchmean\" (sum / input.shape[0])" },
+  { "smooth_l1_loss", b_smooth_l1, "input, target, reduction=\"mean\", beta=1.0",
+    "smooth_l1_loss(input, target, reduction=\"mean\", beta=1.0): F.smooth_l1_loss: |d| < beta ? d^2 / (2 beta) : |d| - beta / 2, d = input - target" },
+  { "huber_loss", b_huber, "input, target, reduction=\"mean\", delta=1.0",
+    "huber_loss(input, target, reduction=\"mean\", delta=1.0): F.huber_loss: |d| < delta ? d^2 / 2 : delta (|d| - delta / 2), d = input - target" },
+  { "margin_ranking_loss", b_margin_ranking, "input1, input2, target, margin=0, reduction=\"mean\"",
+    "margin_ranking_loss(input1, input2, target, margin=0, reduction=\"mean\"): F.margin_ranking_loss: max(0, -target * (input1 - input2) + margin)" },
+  { "cosine_embedding_loss", b_cosine_embedding, "input1, input2, target, margin=0, reduction=\"mean\"",
+    "cosine_embedding_loss(input1, input2, target, margin=0, reduction=\"mean\"): F.cosine_embedding_loss of rows [N, D] (or [D]): target 1: 1 - cos; target -1: max(0, cos - margin)" },
+  { NULL, NULL, NULL, NULL }
+};
+
+void nbT_register_layers(void) { nbC_register(layer_builtins); }

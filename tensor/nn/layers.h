@@ -1,0 +1,39 @@
+/*
+** layers.h — issue 29's layers: the parametrised activations and prelu
+** (activation.c) and the losses (loss.c), torch.nn.functional's semantics.
+** Conventions as nn.h: borrowed arguments, a new reference or NULL with the
+** error set; `op` names the builtin in error messages.
+*/
+#ifndef NT_LAYERS_H
+#define NT_LAYERS_H
+
+#include "tensor/tensor.h"
+
+/* y = f(x) elementwise for kind NT_ACT_* (actmath.h lists the kinds, their
+** parameters p0..p2 and their math).  x floating (f16/bf16 computed in f32),
+** any layout; one node (dx = g f'(x)), a fused kernel each way on both devices. */
+nt_Tensor *nt_activation(const char *op, int kind, nt_Tensor *x, double p0, double p1, double p2);
+/* x > 0 ? x : weight[c] x, c = axis 1 of x; weight: 1 or x.shape[1] elements */
+nt_Tensor *nt_prelu(nt_Tensor *x, nt_Tensor *weight);
+
+/* reduction of an elementwise loss, torch's strings */
+typedef enum { NT_RED_NONE, NT_RED_MEAN, NT_RED_SUM, NT_RED_BATCHMEAN } nt_Reduction;
+
+/* The losses, composed from the core's ops (lazily fused elementwise chains,
+** one reduction; both devices; autograd through the composition).  input
+** and target broadcast as torch's (same shapes expected); weight (optional)
+** broadcasts against the loss. */
+nt_Tensor *nt_binary_cross_entropy(nt_Tensor *input, nt_Tensor *target, nt_Tensor *weight, nt_Reduction red);
+nt_Tensor *nt_bce_with_logits(nt_Tensor *input, nt_Tensor *target, nt_Tensor *weight, nt_Tensor *pos_weight, nt_Reduction red);
+/* input [N, C, d...] (or [C]) log-probabilities, target [N, d...] (or []) class
+** indices; weight [C] or NULL; mean divides by the summed weights of the
+** targets not equal to ignore_index */
+nt_Tensor *nt_nll_loss(nt_Tensor *input, nt_Tensor *target, nt_Tensor *weight, int64_t ignore_index, nt_Reduction red);
+nt_Tensor *nt_kl_div(nt_Tensor *input, nt_Tensor *target, nt_Reduction red, bool log_target);
+nt_Tensor *nt_smooth_l1_loss(nt_Tensor *input, nt_Tensor *target, nt_Reduction red, double beta);
+nt_Tensor *nt_huber_loss(nt_Tensor *input, nt_Tensor *target, nt_Reduction red, double delta);
+nt_Tensor *nt_margin_ranking_loss(nt_Tensor *x1, nt_Tensor *x2, nt_Tensor *y, double margin, nt_Reduction red);
+/* x1, x2 [N, D] (or [D]), y [N] (or []) of +-1 */
+nt_Tensor *nt_cosine_embedding_loss(nt_Tensor *x1, nt_Tensor *x2, nt_Tensor *y, double margin, nt_Reduction red);
+
+#endif
