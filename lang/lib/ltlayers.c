@@ -1,7 +1,8 @@
 /*
 ** lib/ltlayers.c — builtins of issue 29's layers, torch.nn.functional's names
 ** and argument names: the parametrised activations and prelu
-** (tensor/nn/activation.c) and the losses (tensor/nn/loss.c).
+** (tensor/nn/activation.c), the losses (tensor/nn/loss.c), pad, interpolate,
+** adaptive_avg_pool1d/2d, unfold/fold and index_add (tensor/nn/resample.c).
 ** stdlib/nn.nbl's layers (nn.leaky_relu(), nn.bce_loss(), ...) wrap them.
 */
 #include <string.h>
@@ -182,4 +183,120 @@ static nb_Builtin layer_builtins[] = {
   { NULL, NULL, NULL, NULL }
 };
 
-void nbT_register_layers(void) { nbC_register(layer_builtins); }
+/* ---- resampling and index_add ------------------------------------------------ */
+
+/* an int or a list of n ints, as an array of n (one int repeated) */
+static int pair_arg(nb_VM *vm, const char *fname, const char *what, nb_Value v, int64_t *out, int n) {
+  int got = 0;
+  if (nbT_ints_arg(vm, fname, what, v, out, n, &got)) return NB_ERR;
+  if (got == 1) for (int i = 1; i < n; i++) out[i] = out[0];
+  else if (got != n) return nb_error_kind(vm, "ValueError", "%s: %s must be an int or %d ints, got %d", fname, what, n, got);
+  return NB_OK;
+}
+/* a number or a list of numbers (at most max) */
+static int nums_arg(nb_VM *vm, const char *fname, const char *what, nb_Value v, double *out, int max, int *n) {
+  if (v.t == NB_TNUM) { *n = 1; return nbT_num_arg(vm, fname, what, v, out); }
+  if (v.t == NB_TLIST) {
+    nb_List *l = v.u.p;
+    if (l->n > max) return nb_error_kind(vm, "ValueError", "%s: %s has %d entries (at most %d)", fname, what, l->n, max);
+    for (int i = 0; i < l->n; i++) if (nbT_num_arg(vm, fname, what, l->items[i], &out[i])) return NB_ERR;
+    *n = l->n;
+    return NB_OK;
+  }
+  if (v.t == NB_TTENSOR && T(v)->ndim <= 1 && T(v)->numel <= max) {
+    *n = (int)T(v)->numel;
+    return nt_to_host(T(v), out, NT_F64) ? nbT_err(vm) : NB_OK;
+  }
+  return nb_error_kind(vm, "TypeError", "%s: %s must be a number or a list of numbers, got %s", fname, what, nb_typename(v));
+}
+
+/* pad(x, pad, mode="constant", value=0): F.pad */
+static int b_pad(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "pad"; Tmp tp = {0}; int64_t pad[2 * NT_MAXDIM]; int np = 0; double value = 0;
+  if (args[1].t != NB_TLIST && args[1].t != NB_TTENSOR) return nb_error_kind(vm, "TypeError", "pad: pad must be a list of ints, got %s", nb_typename(args[1]));
+  if (nbT_ints_arg(vm, fname, "pad", args[1], pad, 2 * NT_MAXDIM, &np)) return NB_ERR;
+  if (args[2].t != NB_TSTR) return nb_error_kind(vm, "TypeError", "pad: mode must be a string, got %s", nb_typename(args[2]));
+  int mode = nt_pad_mode(nb_str(args[2])->data);
+  if (mode < 0) return nb_error_kind(vm, "ValueError", "pad: mode must be \"constant\", \"reflect\", \"replicate\" or \"circular\", got \"%s\"", nb_str(args[2])->data);
+  if (args[3].t != NB_TNIL && nbT_num_arg(vm, fname, "value", args[3], &value)) return NB_ERR;
+  if (mode != 0 && value != 0) return nb_error_kind(vm, "ValueError", "pad: value applies only to mode \"constant\", not \"%s\"", nb_str(args[2])->data);
+  TENSOR_ARG(x, 0, "input");
+  DONE(nt_pad(x, pad, np, mode, value));
+}
+
+/* interpolate(x, size=nil, scale_factor=nil, mode="nearest", align_corners=nil): F.interpolate */
+static int b_interpolate(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "interpolate"; Tmp tp = {0};
+  int64_t size[2]; double sf[2]; int ns = 0;
+  if ((args[1].t == NB_TNIL) == (args[2].t == NB_TNIL)) return nb_error_kind(vm, "ValueError", "interpolate: give exactly one of size and scale_factor");
+  if (args[3].t != NB_TSTR) return nb_error_kind(vm, "TypeError", "interpolate: mode must be a string, got %s", nb_typename(args[3]));
+  if (args[4].t != NB_TNIL && args[4].t != NB_TBOOL) return nb_error_kind(vm, "TypeError", "interpolate: align_corners must be a bool or nil, got %s", nb_typename(args[4]));
+  int ac = args[4].t == NB_TNIL ? -1 : args[4].u.b;
+  TENSOR_ARG(x, 0, "input");
+  int nsp = x->ndim - 2 >= 1 ? x->ndim - 2 : 1;
+  if (nsp > 2) nsp = 2;
+  if (args[1].t != NB_TNIL) {
+    if (nbT_ints_arg(vm, fname, "size", args[1], size, 2, &ns)) { nbT_tmp_free(&tp); return NB_ERR; }
+    if (ns == 1) for (int i = 1; i < nsp; i++) size[i] = size[0];
+    else nsp = ns;
+  } else {
+    if (nums_arg(vm, fname, "scale_factor", args[2], sf, 2, &ns)) { nbT_tmp_free(&tp); return NB_ERR; }
+    if (ns == 1) for (int i = 1; i < nsp; i++) sf[i] = sf[0];
+    else nsp = ns;
+  }
+  DONE(nt_interpolate(x, args[1].t != NB_TNIL ? size : NULL, args[1].t != NB_TNIL ? NULL : sf, nsp, nb_str(args[3])->data, ac));
+}
+
+static int adaptive(nb_VM *vm, const char *fname, nb_Value *args, int nsp, nb_Value *out) {
+  Tmp tp = {0}; int64_t o[2];
+  if (pair_arg(vm, fname, "output_size", args[1], o, nsp)) return NB_ERR;
+  TENSOR_ARG(x, 0, "input");
+  DONE(nt_adaptive_avg_pool(x, o, nsp));
+}
+/* adaptive_avg_pool1d(x, output_size), adaptive_avg_pool2d(x, output_size) */
+static int b_adaptive_avg_pool1d(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; return adaptive(vm, "adaptive_avg_pool1d", args, 1, out); }
+static int b_adaptive_avg_pool2d(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; return adaptive(vm, "adaptive_avg_pool2d", args, 2, out); }
+
+/* unfold(x, kernel_size, dilation=1, padding=0, stride=1): F.unfold */
+static int b_unfold(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "unfold"; Tmp tp = {0}; int64_t k[2], d[2], p[2], s[2];
+  if (pair_arg(vm, fname, "kernel_size", args[1], k, 2) || pair_arg(vm, fname, "dilation", args[2], d, 2) ||
+      pair_arg(vm, fname, "padding", args[3], p, 2) || pair_arg(vm, fname, "stride", args[4], s, 2))
+    return NB_ERR;
+  TENSOR_ARG(x, 0, "input");
+  DONE(nt_unfold(x, k, d, p, s));
+}
+/* fold(x, output_size, kernel_size, dilation=1, padding=0, stride=1): F.fold */
+static int b_fold(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "fold"; Tmp tp = {0}; int64_t o[2], k[2], d[2], p[2], s[2];
+  if (pair_arg(vm, fname, "output_size", args[1], o, 2) || pair_arg(vm, fname, "kernel_size", args[2], k, 2) ||
+      pair_arg(vm, fname, "dilation", args[3], d, 2) || pair_arg(vm, fname, "padding", args[4], p, 2) || pair_arg(vm, fname, "stride", args[5], s, 2))
+    return NB_ERR;
+  TENSOR_ARG(x, 0, "input");
+  DONE(nt_fold(x, o, k, d, p, s));
+}
+/* index_add(x, dim, index, source, alpha=1): torch.index_add */
+static int b_index_add(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "index_add"; Tmp tp = {0}; int dim; double alpha;
+  if (nbT_intc_arg(vm, fname, "dim", args[1], &dim) || finite_arg(vm, fname, "alpha", args[4], 1.0, &alpha)) return NB_ERR;
+  TENSOR_ARG(x, 0, "input"); TENSOR_ARG(idx, 2, "index"); TENSOR_ARG(src, 3, "source");
+  DONE(nt_index_add(x, dim, idx, src, alpha));
+}
+
+static nb_Builtin resample_builtins[] = {
+  { "pad", b_pad, "x, pad, mode=\"constant\", value=0",
+    "pad(x, pad, mode=\"constant\", value=0): F.pad: pad = [before, after] per axis, the last axis first (any number of trailing axes); mode \"constant\" (value; negative entries crop), \"reflect\", \"replicate\" or \"circular\"" },
+  { "interpolate", b_interpolate, "x, size=nil, scale_factor=nil, mode=\"nearest\", align_corners=nil",
+    "interpolate(x, size=nil, scale_factor=nil, mode=\"nearest\", align_corners=nil): F.interpolate of [N, C, L] (\"nearest\", \"linear\") or [N, C, H, W] (\"nearest\", \"bilinear\") to size or by scale_factor" },
+  { "adaptive_avg_pool1d", b_adaptive_avg_pool1d, "x, output_size", "adaptive_avg_pool1d(x, output_size): F.adaptive_avg_pool1d of [N, C, L] (or [C, L])" },
+  { "adaptive_avg_pool2d", b_adaptive_avg_pool2d, "x, output_size", "adaptive_avg_pool2d(x, output_size): F.adaptive_avg_pool2d of [N, C, H, W] (or [C, H, W]); output_size an int or [h, w]" },
+  { "unfold", b_unfold, "x, kernel_size, dilation=1, padding=0, stride=1",
+    "unfold(x, kernel_size, dilation=1, padding=0, stride=1): F.unfold (im2col) of [N, C, H, W] to [N, C*kh*kw, L]" },
+  { "fold", b_fold, "x, output_size, kernel_size, dilation=1, padding=0, stride=1",
+    "fold(x, output_size, kernel_size, dilation=1, padding=0, stride=1): F.fold (col2im) of [N, C*kh*kw, L] to [N, C, H, W], overlapping blocks summed" },
+  { "index_add", b_index_add, "x, dim, index, source, alpha=1",
+    "index_add(x, dim, index, source, alpha=1): torch.index_add: a copy of x with alpha * source[..., i, ...] added at x[..., index[i], ...] along dim (repeated indices accumulate)" },
+  { NULL, NULL, NULL, NULL }
+};
+
+void nbT_register_layers(void) { nbC_register(layer_builtins); nbC_register(resample_builtins); }

@@ -36,4 +36,24 @@ nt_Tensor *nt_margin_ranking_loss(nt_Tensor *x1, nt_Tensor *x2, nt_Tensor *y, do
 /* x1, x2 [N, D] (or [D]), y [N] (or []) of +-1 */
 nt_Tensor *nt_cosine_embedding_loss(nt_Tensor *x1, nt_Tensor *x2, nt_Tensor *y, double margin, nt_Reduction red);
 
+/* resample.c: compositions of the core's gathers and matmuls (both devices).
+** pad: npad entries (before, after) per axis, the last axis first; mode
+** nt_pad_mode("constant" | "reflect" | "replicate" | "circular") (-1: unknown);
+** value fills constant padding; negative entries crop. */
+nt_Tensor *nt_pad(nt_Tensor *x, const int64_t *pad, int npad, int mode, double value);
+int nt_pad_mode(const char *name);
+/* x [N, C, L] ("nearest", "linear") or [N, C, H, W] ("nearest", "bilinear");
+** size (nsp entries) or scale_factor (nsp entries, the other NULL);
+** align_corners -1 (not given), 0 or 1 */
+nt_Tensor *nt_interpolate(nt_Tensor *x, const int64_t *size, const double *scale_factor, int nsp, const char *mode, int align_corners);
+/* the last nsp (1 or 2) axes of x pooled to out[0..nsp) by averaging torch's adaptive windows */
+nt_Tensor *nt_adaptive_avg_pool(nt_Tensor *x, const int64_t *out, int nsp);
+/* torch's unfold (im2col) of x [N, C, H, W] -> [N, C*kh*kw, L] and fold, its
+** adjoint (col2im, overlaps summed) to [N, C, output_size]; each argument 2 entries */
+nt_Tensor *nt_unfold(nt_Tensor *x, const int64_t *kernel_size, const int64_t *dilation, const int64_t *padding, const int64_t *stride);
+nt_Tensor *nt_fold(nt_Tensor *x, const int64_t *output_size, const int64_t *kernel_size, const int64_t *dilation, const int64_t *padding,
+                   const int64_t *stride);
+/* x.index_add(dim, index, source, alpha=alpha): x + alpha * source summed into the rows index names along dim */
+nt_Tensor *nt_index_add(nt_Tensor *x, int dim, nt_Tensor *index, nt_Tensor *source, double alpha);
+
 #endif
