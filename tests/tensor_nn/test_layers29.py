@@ -247,6 +247,72 @@ def make_cases():
     add("nn.cosine_embedding_loss(0.1) f64", "f64", {"a": fl((6, 3), "f64"), "b": fl((6, 3), "f64"), "y": np.where(rng.random(6) < 0.5, -1, 1)},
         ["a", "b"], "nn.cosine_embedding_loss(0.1)(a, b, y)", lambda t: torch.nn.CosineEmbeddingLoss(0.1)(t["a"], t["b"], t["y"]))
 
+    make_resample_cases()
+
+
+def make_resample_cases():
+    """pad, interpolate, adaptive_avg_pool1d/2d, unfold/fold, index_add and their nn. layers"""
+    for dt in ("f32", "f64"):
+        pads = [((2, 3, 5, 6), [1, 2], "constant", 0.0), ((2, 3, 5, 6), [1, 2, 0, 3], "constant", 0.5),
+                ((2, 3, 4, 5, 3), [2, -1, 1, 1, 1, 0], "constant", -1.5), ((4, 6), [3, 0, 1, 2], "constant", 2.0),
+                ((2, 3, 7), [2, 3], "reflect", 0.0), ((2, 3, 5, 6), [1, 2, 3, 1], "reflect", 0.0),
+                ((2, 3, 7), [3, 1], "replicate", 0.0), ((2, 3, 5, 6), [2, 0, 1, 3], "replicate", 0.0),
+                ((1, 2, 3, 4, 5), [1, 1, 2, 0, 1, 2], "replicate", 0.0),
+                ((2, 3, 7), [2, 3], "circular", 0.0), ((2, 3, 5, 6), [1, 2, 3, 1], "circular", 0.0)]
+        for k, (shape, pd, mode, val) in enumerate(pads):
+            perm = ("x", list(range(len(shape)))[::-1]) if k % 2 == (dt == "f64") else None
+            vs = f", value={val}" if mode == "constant" else ""
+            add(f"pad {dt} {list(shape)} {pd} {mode}{vs}{' permuted' if perm else ''}", dt, {"x": fl(shape, dt)}, ["x"],
+                f'pad(x, {pd}, mode="{mode}"{vs})',
+                lambda t, pd=pd, mode=mode, val=val: F.pad(t["x"], pd, mode=mode, **({"value": val} if mode == "constant" else {})), perm=perm)
+        interps = [((2, 3, 7), "size=11", {"size": 11}, "nearest"), ((2, 3, 5, 6), "scale_factor=2", {"scale_factor": 2}, "nearest"),
+                   ((2, 3, 5, 6), "scale_factor=1.5", {"scale_factor": 1.5}, "nearest"), ((2, 3, 9, 8), "size=[4, 5]", {"size": [4, 5]}, "nearest"),
+                   ((2, 3, 7), "size=12", {"size": 12}, "linear"), ((2, 3, 7), "size=4, align_corners=true", {"size": 4, "align_corners": True}, "linear"),
+                   ((2, 3, 5, 6), "size=[7, 9]", {"size": [7, 9]}, "bilinear"),
+                   ((2, 3, 5, 6), "size=[7, 9], align_corners=true", {"size": [7, 9], "align_corners": True}, "bilinear"),
+                   ((2, 3, 5, 6), "scale_factor=2, align_corners=false", {"scale_factor": 2, "align_corners": False}, "bilinear"),
+                   ((1, 2, 8, 6), "size=[3, 4]", {"size": [3, 4]}, "bilinear")]
+        for k, (shape, args, kw, mode) in enumerate(interps):
+            perm = ("x", list(range(len(shape)))[::-1]) if k % 2 == (dt == "f32") else None
+            add(f"interpolate {dt} {list(shape)} {args} {mode}{' permuted' if perm else ''}", dt, {"x": fl(shape, dt)}, ["x"],
+                f'interpolate(x, {args}, mode="{mode}")', lambda t, kw=kw, mode=mode: F.interpolate(t["x"], mode=mode, **kw), perm=perm)
+        for shape, o in (((2, 3, 10), 4), ((2, 3, 10), 7), ((3, 9), 4), ((2, 3, 10), 13)):
+            add(f"adaptive_avg_pool1d {dt} {list(shape)} -> {o}", dt, {"x": fl(shape, dt)}, ["x"], f"adaptive_avg_pool1d(x, {o})",
+                lambda t, o=o: F.adaptive_avg_pool1d(t["x"], o))
+        for shape, o in (((2, 3, 7, 9), [3, 4]), ((2, 3, 7, 9), 5), ((3, 7, 9), [2, 9]), ((1, 2, 4, 4), 1)):
+            add(f"adaptive_avg_pool2d {dt} {list(shape)} -> {o}", dt, {"x": fl(shape, dt)}, ["x"], f"adaptive_avg_pool2d(x, {o})",
+                lambda t, o=o: F.adaptive_avg_pool2d(t["x"], o), perm=("x", [0, 1, 3, 2]) if len(shape) == 4 and o == 5 else None)
+        unf = [((2, 3, 6, 7), "2", {"kernel_size": 2}),
+               ((2, 3, 6, 7), "[2, 3], dilation=[1, 2], padding=1, stride=[2, 1]",
+                {"kernel_size": (2, 3), "dilation": (1, 2), "padding": 1, "stride": (2, 1)}),
+               ((1, 2, 5, 5), "3, padding=[1, 0], stride=2", {"kernel_size": 3, "padding": (1, 0), "stride": 2})]
+        for k, (shape, args, kw) in enumerate(unf):
+            add(f"unfold {dt} {list(shape)} {args}", dt, {"x": fl(shape, dt)}, ["x"], f"unfold(x, {args})",
+                lambda t, kw=kw: F.unfold(t["x"], **kw), perm=("x", [3, 2, 1, 0]) if k == 1 else None)
+            cols = F.unfold(torch.zeros(shape), **kw).shape
+            osz = list(shape[2:])
+            add(f"fold {dt} {list(cols)} -> {osz} {args}", dt, {"x": fl(tuple(cols), dt)}, ["x"], f"fold(x, {osz}, {args})",
+                lambda t, kw=kw, osz=osz: F.fold(t["x"], osz, **kw), perm=("x", [2, 1, 0]) if k == 2 else None)
+        for shape, dim, idx, sshape, alpha in (((5, 4), 0, [0, 2, 0, 4, 1, 2], (6, 4), 1.0), ((3, 6), 1, [5, 0, 5, 2], (3, 4), -0.5),
+                                               ((4, 3, 2), -2, [2, 2, 1], (4, 3, 2), 2.0)):
+            ins = {"x": fl(shape, dt), "i": np.array(idx, dtype=np.int64), "s": fl(sshape, dt)}
+            add(f"index_add {dt} {list(shape)} dim={dim} alpha={alpha}", dt, ins, ["x", "s"], f"index_add(x, {dim}, i, s, alpha={alpha})",
+                lambda t, dim=dim, alpha=alpha: torch.index_add(t["x"], dim, t["i"], t["s"], alpha=alpha),
+                perm=("s", [1, 0]) if len(sshape) == 2 and dim == 0 else None)
+    layers = [("nn.upsample(scale_factor=2, mode=\"bilinear\", align_corners=false)(x)", (2, 3, 4, 5),
+               lambda x: torch.nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False)(x)),
+              ("nn.upsample(size=[3, 7])(x)", (2, 3, 4, 5), lambda x: torch.nn.Upsample(size=(3, 7))(x)),
+              ("nn.adaptive_avg_pool2d([2, 3])(x)", (2, 3, 5, 7), lambda x: torch.nn.AdaptiveAvgPool2d((2, 3))(x)),
+              ("nn.adaptive_avg_pool1d(3)(x)", (2, 3, 8), lambda x: torch.nn.AdaptiveAvgPool1d(3)(x)),
+              ("nn.pad([1, 1, 2, 0], \"reflect\")(x)", (2, 3, 4, 5), lambda x: torch.nn.ReflectionPad2d((1, 1, 2, 0))(x)),
+              ("nn.pad([1, 2], \"replicate\")(x)", (2, 3, 4), lambda x: torch.nn.ReplicationPad1d((1, 2))(x)),
+              ("nn.pad([1, 2, 1, 0], \"constant\", 3.5)(x)", (2, 3, 4, 5), lambda x: torch.nn.ConstantPad2d((1, 2, 1, 0), 3.5)(x)),
+              ("nn.unfold(2, stride=2)(x)", (2, 3, 4, 6), lambda x: torch.nn.Unfold(2, stride=2)(x)),
+              ("nn.fold([4, 6], 2, stride=2)(x)", (2, 12, 6), lambda x: torch.nn.Fold((4, 6), 2, stride=2)(x))]
+    for expr, shape, tfn in layers:
+        add(f"{expr} f64", "f64", {"x": fl(shape, "f64")}, ["x"], expr, lambda t, f=tfn: f(t["x"]))
+
+
 
 def nabla_code(dev):
     lines = ["import nn", f'd = load_npz("{TMP}/in.npz")', "res = {}", f'dev = "{dev}"']
@@ -351,6 +417,31 @@ res["a{j}"] = {{y: {e}.to("f32"), g: g.to("f32")}}''')
 
 
 ERRORS = [
+    ("pad(ones(2, 3), [1])", "pad: pad must have an even number of entries"),
+    ("pad(ones(2, 3), [1, 1, 1, 1, 1, 1])", "pad: pad of 6 entries pads 3 axes, but input [2, 3] has 2"),
+    ("pad(ones(2, 3), [3, 0], mode=\"reflect\")", "pad: reflect padding (3, 0) must be less than the size 3 of axis 1"),
+    ("pad(ones(2, 3), [4, 0], mode=\"circular\")", "circular padding (4, 0) must not be greater than the size 3"),
+    ("pad(ones(2, 3), [1, 1], mode=\"wrap\")", "pad: mode must be \"constant\", \"reflect\", \"replicate\" or \"circular\", got \"wrap\""),
+    ("pad(ones(2, 3), [1, 1], mode=\"reflect\", value=2)", "value applies only to mode \"constant\""),
+    ("pad(ones(2, 3), [-2, -2])", "leaves a negative size"),
+    ("interpolate(ones(1, 2, 3, 4), size=3, scale_factor=2)", "interpolate: give exactly one of size and scale_factor"),
+    ("interpolate(ones(1, 2, 3), size=3, mode=\"bilinear\")", "interpolate: mode \"bilinear\" expects a 4-D [N, C, H, W] input"),
+    ("interpolate(ones(1, 2, 3), size=3, align_corners=true)", "align_corners applies only to the linear modes"),
+    ("interpolate(ones(1, 2, 3), size=0)", "interpolate: output size must be in [1, 2^26], got 0"),
+    ("interpolate(ones(1, 2, 3), scale_factor=-1)", "interpolate: scale_factor must be positive"),
+    ("interpolate(ones(1, 2, 3), size=3, mode=\"cubic\")", "interpolate: mode must be \"nearest\", \"linear\" or \"bilinear\""),
+    ("adaptive_avg_pool2d(ones(3, 4), 2)", "adaptive_avg_pool2d: expected a 3D or 4D input, got [3, 4]"),
+    ("adaptive_avg_pool1d(ones(2, 3, 4), 0)", "adaptive_avg_pool1d: output_size must be positive"),
+    ("unfold(ones(2, 3, 4), 2)", "unfold: expected a 4-D input [N, C, H, W], got [2, 3, 4]"),
+    ("unfold(ones(1, 1, 3, 3), 5)", "unfold: the kernel (5 x 5, dilation 1 x 1) does not fit input [1, 1, 3, 3]"),
+    ("unfold(ones(1, 1, 3, 3), 2, stride=0)", "unfold: stride must be positive, got 0"),
+    ("unfold(ones(1, 1, 3, 3), [1, 2, 3])", "unfold: 'kernel_size' has 3 entries (at most 2)"),
+    ("fold(ones(1, 8, 5), [4, 4], 2)", "fold: input.shape[2] (5) must be the number of blocks (3 x 3)"),
+    ("fold(ones(1, 7, 9), [4, 4], 2)", "fold: input.shape[1] (7) must be divisible by the kernel's 4 positions"),
+    ("index_add(zeros(4, 3), 0, [0, 1], ones(3, 3))", "index_add: source [3, 3] must have input's shape [4, 3] except along dim 0"),
+    ("index_add(zeros(4, 3), 0, [0, 7, 1], ones(3, 3))", "out of bounds"),
+    ("index_add(zeros(4, 3), 2, [0], ones(1, 3))", "index_add: dim 2 is out of range for a 2-D input"),
+    ("index_add(zeros(4, 3), 0, [0.5, 1, 2], ones(3, 3))", "index_add: indices must be an integer tensor"),
     ("leaky_relu(ones(3, dtype=\"i64\"))", "leaky_relu: input must be a floating tensor, got i64"),
     ("leaky_relu(ones(3), negative_slope=\"a\")", "negative_slope"),
     ("elu(ones(3), alpha=nan)", "elu: alpha must be a finite number"),
