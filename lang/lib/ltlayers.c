@@ -283,7 +283,30 @@ static int b_index_add(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   DONE(nt_index_add(x, dim, idx, src, alpha));
 }
 
+/* scatter_reduce(x, dim, index, src, reduce, include_self=true): torch.scatter_reduce ("sum", "mean") */
+static int b_scatter_reduce(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "scatter_reduce"; Tmp tp = {0}; int dim;
+  if (nbT_intc_arg(vm, fname, "dim", args[1], &dim)) return NB_ERR;
+  if (args[4].t != NB_TSTR) return nb_error_kind(vm, "TypeError", "scatter_reduce: reduce must be a string, got %s", nb_typename(args[4]));
+  if (args[5].t != NB_TBOOL) return nb_error_kind(vm, "TypeError", "scatter_reduce: include_self must be a bool, got %s", nb_typename(args[5]));
+  TENSOR_ARG(x, 0, "input"); TENSOR_ARG(idx, 2, "index"); TENSOR_ARG(src, 3, "src");
+  DONE(nt_scatter_reduce(x, dim, idx, src, nb_str(args[4])->data, args[5].u.b));
+}
+/* embedding_bag(input, weight, offsets=nil, mode="mean", per_sample_weights=nil, include_last_offset=false): F.embedding_bag */
+static int b_embedding_bag(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "embedding_bag"; Tmp tp = {0}; nt_Tensor *off, *psw;
+  if (args[3].t != NB_TSTR) return nb_error_kind(vm, "TypeError", "embedding_bag: mode must be a string, got %s", nb_typename(args[3]));
+  if (args[5].t != NB_TBOOL) return nb_error_kind(vm, "TypeError", "embedding_bag: include_last_offset must be a bool, got %s", nb_typename(args[5]));
+  TENSOR_ARG(x, 0, "input"); TENSOR_ARG(w, 1, "weight");
+  if (opt_tensor(vm, &tp, fname, "offsets", args[2], &off) || opt_tensor(vm, &tp, fname, "per_sample_weights", args[4], &psw)) { nbT_tmp_free(&tp); return NB_ERR; }
+  DONE(nt_embedding_bag(x, w, off, nb_str(args[3])->data, psw, args[5].u.b));
+}
+
 static nb_Builtin resample_builtins[] = {
+  { "scatter_reduce", b_scatter_reduce, "x, dim, index, src, reduce, include_self=true",
+    "scatter_reduce(x, dim, index, src, reduce, include_self=true): torch.scatter_reduce for reduce \"sum\" or \"mean\": src (index's shape) reduced into a copy of x at index along dim; include_self=false leaves x's values out of the positions index names" },
+  { "embedding_bag", b_embedding_bag, "input, weight, offsets=nil, mode=\"mean\", per_sample_weights=nil, include_last_offset=false",
+    "embedding_bag(input, weight, offsets=nil, mode=\"mean\", per_sample_weights=nil, include_last_offset=false): F.embedding_bag (modes \"sum\", \"mean\"): rows of weight summed or averaged per bag; bags are the rows of a 2-D input, or 1-D input split at offsets; per_sample_weights scale the rows (mode \"sum\")" },
   { "pad", b_pad, "x, pad, mode=\"constant\", value=0",
     "pad(x, pad, mode=\"constant\", value=0): F.pad: pad = [before, after] per axis, the last axis first (any number of trailing axes); mode \"constant\" (value; negative entries crop), \"reflect\", \"replicate\" or \"circular\"" },
   { "interpolate", b_interpolate, "x, size=nil, scale_factor=nil, mode=\"nearest\", align_corners=nil",

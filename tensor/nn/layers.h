@@ -55,5 +55,11 @@ nt_Tensor *nt_fold(nt_Tensor *x, const int64_t *output_size, const int64_t *kern
                    const int64_t *stride);
 /* x.index_add(dim, index, source, alpha=alpha): x + alpha * source summed into the rows index names along dim */
 nt_Tensor *nt_index_add(nt_Tensor *x, int dim, nt_Tensor *index, nt_Tensor *source, double alpha);
+/* x.scatter_reduce(dim, index, src, reduce, include_self) for reduce "sum" or
+** "mean" (src of index's shape) */
+nt_Tensor *nt_scatter_reduce(nt_Tensor *x, int dim, nt_Tensor *index, nt_Tensor *src, const char *reduce, bool include_self);
+/* F.embedding_bag, mode "sum" or "mean"; offsets NULL for a 2-D input */
+nt_Tensor *nt_embedding_bag(nt_Tensor *input, nt_Tensor *weight, nt_Tensor *offsets, const char *mode, nt_Tensor *per_sample_weights,
+                            bool include_last_offset);
 
 #endif

@@ -371,3 +371,118 @@ nt_Tensor *nt_index_add(nt_Tensor *x, int dim, nt_Tensor *index, nt_Tensor *sour
   nt_release(ii); nt_release(ir); nt_release(ie); nt_release(src);
   return r;
 }
+
+/* ---- scatter_reduce (sum, mean) -------------------------------------------------------------- */
+
+/* x.scatter_reduce(dim, index, src, reduce, include_self): "sum" and "mean"
+** through scatter_add (counts from a scatter of ones; positions no index
+** names keep x; include_self=false leaves x out of the named positions) */
+nt_Tensor *nt_scatter_reduce(nt_Tensor *x, int dim, nt_Tensor *index, nt_Tensor *src, const char *reduce, bool include_self) {
+  const char *op = "scatter_reduce";
+  char s1[128], s2[128];
+  bool mean = !strcmp(reduce, "mean");
+  if (!mean && strcmp(reduce, "sum"))
+    NT_FAIL_NULL("%s: reduce must be \"sum\" or \"mean\" (prod, amax and amin are not built yet), got \"%s\"", op, reduce);
+  if (src->ndim != index->ndim || memcmp(src->shape, index->shape, sizeof(int64_t) * (size_t)src->ndim))
+    NT_FAIL_NULL("%s: src %s must have index's shape %s", op, nt_shape_str(src->shape, src->ndim, s1, sizeof s1), nt_shape_str(index->shape, index->ndim, s2, sizeof s2));
+  if (mean && !nt_dtype_is_float(x->dtype)) NT_FAIL_NULL("%s: reduce=\"mean\" needs a floating input, got %s", op, nt_dtype_name(x->dtype));
+  if (include_self && !mean) return nt_scatter_add(x, dim, index, src);
+  nt_Tensor *zx = nt_zeros_like(x), *ones = nt_ones(src->shape, src->ndim, x->dtype, x->device);
+  nt_Tensor *cnt = zx && ones ? nt_scatter_add(zx, dim, index, ones) : NULL;   /* how many src entries land where */
+  nt_Tensor *zero = cnt ? nt_scalar(0.0, x->dtype) : NULL;
+  nt_Tensor *touched = zero ? nt_gt(cnt, zero) : NULL;
+  nt_Tensor *base = NULL, *sum = NULL, *r = NULL;
+  if (touched) base = include_self ? nt_retain(x) : nt_where(touched, zx, x);
+  if (base) sum = nt_scatter_add(base, dim, index, src);
+  if (sum && !mean) r = nt_retain(sum);
+  else if (sum) {
+    nt_Tensor *n = include_self ? nt_binary_scalar_ex(NT_OP_ADD, cnt, 1, NT_SCALAR_FLOAT) : nt_binary_scalar_ex(NT_OP_MAXIMUM, cnt, 1, NT_SCALAR_FLOAT);
+    r = n ? nt_div(sum, n) : NULL;   /* untouched: x / 1 (include_self) or x + 0 over 1 */
+    nt_release(n);
+  }
+  nt_release(zx); nt_release(ones); nt_release(cnt); nt_release(zero); nt_release(touched); nt_release(base); nt_release(sum);
+  return r;
+}
+
+/* ---- embedding_bag ----------------------------------------------------------------------------- */
+
+/* F.embedding_bag with mode "sum" or "mean": input [B, bag] (offsets NULL) or
+** 1-D with offsets (bag b = input[offsets[b] : offsets[b+1]]); per_sample_weights
+** (input's shape, mode "sum") scale the rows.  weight's gradient comes from take. */
+nt_Tensor *nt_embedding_bag(nt_Tensor *input, nt_Tensor *weight, nt_Tensor *offsets, const char *mode, nt_Tensor *psw, bool include_last_offset) {
+  const char *op = "embedding_bag";
+  char s1[128], s2[128];
+  bool mean = !strcmp(mode, "mean");
+  if (!mean && strcmp(mode, "sum")) NT_FAIL_NULL("%s: mode must be \"sum\" or \"mean\" (\"max\" is not built yet), got \"%s\"", op, mode);
+  if (weight->ndim != 2) NT_FAIL_NULL("%s: weight must be 2-D [num_embeddings, dim], got %s", op, nt_shape_str(weight->shape, weight->ndim, s1, sizeof s1));
+  if (!nt_dtype_is_float(weight->dtype)) NT_FAIL_NULL("%s: weight must be a floating tensor, got %s", op, nt_dtype_name(weight->dtype));
+  if (input->device != weight->device) NT_FAIL_NULL("%s: input is on %s but weight is on %s", op, nt_device_name(input->device), nt_device_name(weight->device));
+  if (psw && mean) NT_FAIL_NULL("%s: per_sample_weights need mode \"sum\" (as torch's), got \"mean\"", op);
+  if (psw && (psw->ndim != input->ndim || memcmp(psw->shape, input->shape, sizeof(int64_t) * (size_t)input->ndim)))
+    NT_FAIL_NULL("%s: per_sample_weights %s must have input's shape %s", op, nt_shape_str(psw->shape, psw->ndim, s1, sizeof s1),
+                 nt_shape_str(input->shape, input->ndim, s2, sizeof s2));
+  if (psw && psw->device != weight->device) NT_FAIL_NULL("%s: per_sample_weights must be on weight's device", op);
+  if (offsets ? input->ndim != 1 : input->ndim != 2)
+    NT_FAIL_NULL("%s: input must be 2-D [B, bag] without offsets or 1-D with offsets, got %s%s", op, nt_shape_str(input->shape, input->ndim, s1, sizeof s1),
+                 offsets ? " with offsets" : " without offsets");
+  int64_t D = weight->shape[1];
+  nt_Tensor *e = nt_take(weight, input, 0);   /* [.., D]: indices checked there */
+  if (e && psw) {
+    nt_Tensor *w = nt_unsqueeze(psw, psw->ndim);
+    nt_Tensor *m = w ? nt_mul(e, w) : NULL;
+    nt_release(w); nt_release(e);
+    e = m;
+  }
+  if (!e) return NULL;
+  if (!offsets) {
+    int ax = 1;
+    nt_Tensor *r = mean ? nt_mean(e, &ax, 1, false) : nt_sum(e, &ax, 1, false);
+    nt_release(e);
+    return r;
+  }
+  /* offsets: read on the host, checked, turned into each row's bag number */
+  if (offsets->ndim != 1 || !nt_dtype_is_int(offsets->dtype)) {
+    nt_release(e);
+    NT_FAIL_NULL("%s: offsets must be a 1-D integer tensor, got %s %s", op, nt_dtype_name(offsets->dtype), nt_shape_str(offsets->shape, offsets->ndim, s1, sizeof s1));
+  }
+  int64_t n = input->numel, no = offsets->numel, B = include_last_offset ? no - 1 : no;
+  if (B < 0 || no > MAX_PLAN) { nt_release(e); NT_FAIL_NULL("%s: include_last_offset needs at least one offset", op); }
+  int64_t *off = alloc_i64(no + 1), *seg = off ? alloc_i64(n) : NULL;
+  double *cnt = seg ? malloc(sizeof(double) * (size_t)(B > 0 ? B : 1)) : NULL;
+  nt_Tensor *r = NULL;
+  if (!cnt) { if (off && seg) nt_error_set("out of memory"); goto done; }
+  if (no && nt_to_host(offsets, off, NT_I64)) goto done;
+  if (!include_last_offset) off[no] = n;
+  for (int64_t b = 0; b < B; b++) {
+    if ((b == 0 && off[0] != 0) || off[b] > off[b + 1] || off[b + 1] > n) {
+      nt_error_set("%s: offsets must start at 0 and be non-decreasing up to the input's length %lld; offsets[%lld] = %lld, next %lld", op,
+                   (long long)n, (long long)b, (long long)off[b], (long long)off[b + 1]);
+      goto done;
+    }
+    for (int64_t i = off[b]; i < off[b + 1]; i++) seg[i] = b;
+    cnt[b] = (double)(off[b + 1] - off[b]);
+  }
+  if (B == 0 ? n != 0 : off[B] != n) {   /* with include_last_offset, the last offset ends the last bag */
+    nt_error_set("%s: the offsets cover %lld of the input's %lld indices", op, (long long)(B ? off[B] : 0), (long long)n);
+    goto done;
+  }
+  {
+    nt_Tensor *sg = index_on(seg, n, weight->device);
+    seg = NULL;
+    nt_Tensor *z = sg ? nt_zeros((int64_t[]){B, D}, 2, e->dtype, weight->device) : NULL;
+    r = z ? nt_index_add(z, 0, sg, e, 1.0) : NULL;
+    nt_release(sg); nt_release(z);
+    if (r && mean) {   /* an empty bag stays 0, as torch's */
+      for (int64_t b = 0; b < B; b++) cnt[b] = cnt[b] > 0 ? 1.0 / cnt[b] : 0.0;
+      nt_Tensor *c = matrix_on(cnt, B, 1, e->dtype, weight->device);
+      cnt = NULL;
+      nt_Tensor *m = c ? nt_mul(r, c) : NULL;
+      nt_release(c); nt_release(r);
+      r = m;
+    }
+  }
+done:
+  free(off); free(seg); free(cnt);
+  nt_release(e);
+  return r;
+}

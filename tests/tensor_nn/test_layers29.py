@@ -37,6 +37,7 @@ SEED = int(os.environ.get("NUMERICS_SEED") or random.SystemRandom().randrange(1,
 rng = np.random.default_rng(SEED)
 torch.set_num_threads(1)
 warnings.filterwarnings("ignore", message="reduction: 'mean' divides")   # kl_div's, tested on purpose
+warnings.filterwarnings("ignore", message="scatter_reduce")             # "in beta"
 TMP = tempfile.mkdtemp(prefix="nabla_layers29_")
 fails = 0
 
@@ -299,6 +300,32 @@ def make_resample_cases():
             add(f"index_add {dt} {list(shape)} dim={dim} alpha={alpha}", dt, ins, ["x", "s"], f"index_add(x, {dim}, i, s, alpha={alpha})",
                 lambda t, dim=dim, alpha=alpha: torch.index_add(t["x"], dim, t["i"], t["s"], alpha=alpha),
                 perm=("s", [1, 0]) if len(sshape) == 2 and dim == 0 else None)
+        # scatter_reduce (sum, mean; include_self), index repeated
+        for red in ("sum", "mean"):
+            for inc in (True, False):
+                for shape, dim, ishape in (((4, 5), 0, (6, 5)), ((3, 6), 1, (3, 4)), ((2, 3, 4), 2, (2, 3, 7))):
+                    idx = rng.integers(0, shape[dim] - 1, ishape).astype(np.int64)   # the last slot stays untouched
+                    ins = {"x": fl(shape, dt), "i": idx, "s": fl(ishape, dt)}
+                    add(f"scatter_reduce {dt} {list(shape)} dim={dim} {red} include_self={inc}", dt, ins, ["x", "s"],
+                        f'scatter_reduce(x, {dim}, i, s, "{red}", include_self={"true" if inc else "false"})',
+                        lambda t, dim=dim, red=red, inc=inc: torch.scatter_reduce(t["x"], dim, t["i"], t["s"], red, include_self=inc),
+                        perm=("x", [1, 0]) if len(shape) == 2 and inc else None)
+        # embedding_bag: 2-D bags, offsets (an empty bag), include_last_offset, per_sample_weights
+        W = fl((9, 4), dt)
+        for mode in ("sum", "mean"):
+            add(f"embedding_bag {dt} 2-D {mode}", dt, {"w": W, "i": rng.integers(0, 9, (5, 3)).astype(np.int64)}, ["w"],
+                f'embedding_bag(i, w, mode="{mode}")', lambda t, mode=mode: F.embedding_bag(t["i"], t["w"], mode=mode))
+            add(f"embedding_bag {dt} offsets (an empty bag) {mode}", dt,
+                {"w": W, "i": rng.integers(0, 9, 8).astype(np.int64), "o": np.array([0, 3, 3, 6], dtype=np.int64)}, ["w"],
+                f'embedding_bag(i, w, o, mode="{mode}")', lambda t, mode=mode: F.embedding_bag(t["i"], t["w"], t["o"], mode=mode))
+            add(f"embedding_bag {dt} include_last_offset {mode}", dt,
+                {"w": W, "i": rng.integers(0, 9, 7).astype(np.int64), "o": np.array([0, 2, 5, 7], dtype=np.int64)}, ["w"],
+                f'embedding_bag(i, w, o, mode="{mode}", include_last_offset=true)',
+                lambda t, mode=mode: F.embedding_bag(t["i"], t["w"], t["o"], mode=mode, include_last_offset=True))
+        add(f"embedding_bag {dt} per_sample_weights", dt,
+            {"w": W, "i": rng.integers(0, 9, 7).astype(np.int64), "o": np.array([0, 4], dtype=np.int64), "p": fl((7,), dt)}, ["w", "p"],
+            'embedding_bag(i, w, o, mode="sum", per_sample_weights=p)',
+            lambda t: F.embedding_bag(t["i"], t["w"], t["o"], mode="sum", per_sample_weights=t["p"]))
     layers = [("nn.upsample(scale_factor=2, mode=\"bilinear\", align_corners=false)(x)", (2, 3, 4, 5),
                lambda x: torch.nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False)(x)),
               ("nn.upsample(size=[3, 7])(x)", (2, 3, 4, 5), lambda x: torch.nn.Upsample(size=(3, 7))(x)),
@@ -309,13 +336,19 @@ def make_resample_cases():
               ("nn.pad([1, 2, 1, 0], \"constant\", 3.5)(x)", (2, 3, 4, 5), lambda x: torch.nn.ConstantPad2d((1, 2, 1, 0), 3.5)(x)),
               ("nn.unfold(2, stride=2)(x)", (2, 3, 4, 6), lambda x: torch.nn.Unfold(2, stride=2)(x)),
               ("nn.fold([4, 6], 2, stride=2)(x)", (2, 12, 6), lambda x: torch.nn.Fold((4, 6), 2, stride=2)(x))]
+    # nn.embedding_bag: its weight replaced by the case's (torch.nn.EmbeddingBag's forward is this F.embedding_bag)
+    add("nn.embedding_bag(7, 3, mode=sum) f64", "f64", {"w": fl((7, 3), "f64"), "i": rng.integers(0, 7, 6).astype(np.int64),
+        "o": np.array([0, 1, 4], dtype=np.int64)}, ["w"],
+        'with_weight(nn.embedding_bag(7, 3, mode="sum"), w)(i, o)',
+        lambda t: F.embedding_bag(t["i"], t["w"], t["o"], mode="sum"))
     for expr, shape, tfn in layers:
         add(f"{expr} f64", "f64", {"x": fl(shape, "f64")}, ["x"], expr, lambda t, f=tfn: f(t["x"]))
 
 
 
 def nabla_code(dev):
-    lines = ["import nn", f'd = load_npz("{TMP}/in.npz")', "res = {}", f'dev = "{dev}"']
+    lines = ["import nn", f'd = load_npz("{TMP}/in.npz")', "res = {}", f'dev = "{dev}"',
+             "fn with_weight(m, w) { m.weight = w; m }"]
     for c in cases:
         i = c["id"]
         names = list(c["inputs"])
@@ -442,6 +475,15 @@ ERRORS = [
     ("index_add(zeros(4, 3), 0, [0, 7, 1], ones(3, 3))", "out of bounds"),
     ("index_add(zeros(4, 3), 2, [0], ones(1, 3))", "index_add: dim 2 is out of range for a 2-D input"),
     ("index_add(zeros(4, 3), 0, [0.5, 1, 2], ones(3, 3))", "index_add: indices must be an integer tensor"),
+    ("scatter_reduce(zeros(4), 0, [0, 1], ones(2), \"amax\")", "scatter_reduce: reduce must be \"sum\" or \"mean\""),
+    ("scatter_reduce(zeros(4), 0, [0, 1], ones(3), \"sum\")", "scatter_reduce: src [3] must have index's shape [2]"),
+    ("scatter_reduce(zeros(4), 0, [0, 9], ones(2), \"mean\")", "out of bounds"),
+    ("embedding_bag([1, 2], ones(5, 2), [1], mode=\"sum\")", "embedding_bag: offsets must start at 0"),
+    ("embedding_bag([1, 2, 3], ones(5, 2), [0, 2, 1])", "non-decreasing"),
+    ("embedding_bag([1, 2], ones(5, 2))", "embedding_bag: input must be 2-D [B, bag] without offsets or 1-D with offsets, got [2] without offsets"),
+    ("embedding_bag([[1, 7]], ones(5, 2))", "out of bounds"),
+    ("embedding_bag([[1, 2]], ones(5, 2), mode=\"mean\", per_sample_weights=ones(1, 2))", "per_sample_weights need mode \"sum\""),
+    ("embedding_bag([[1, 2]], ones(5, 2), mode=\"max\")", "embedding_bag: mode must be \"sum\" or \"mean\""),
     ("leaky_relu(ones(3, dtype=\"i64\"))", "leaky_relu: input must be a floating tensor, got i64"),
     ("leaky_relu(ones(3), negative_slope=\"a\")", "negative_slope"),
     ("elu(ones(3), alpha=nan)", "elu: alpha must be a finite number"),
