@@ -302,7 +302,27 @@ static int b_embedding_bag(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   DONE(nt_embedding_bag(x, w, off, nb_str(args[3])->data, psw, args[5].u.b));
 }
 
+/* adaptive_max_pool2d(x, output_size, return_indices=false): F.adaptive_max_pool2d */
+static int b_adaptive_max_pool2d(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "adaptive_max_pool2d"; Tmp tp = {0}; int64_t o[2];
+  if (pair_arg(vm, fname, "output_size", args[1], o, 2)) return NB_ERR;
+  if (args[2].t != NB_TBOOL) return nb_error_kind(vm, "TypeError", "adaptive_max_pool2d: return_indices must be a bool, got %s", nb_typename(args[2]));
+  TENSOR_ARG(x, 0, "input");
+  bool ri = args[2].u.b;
+  nt_Tensor *y = NULL, *ix = NULL;
+  int rc = nt_adaptive_max_pool2d(x, o, &y, ri ? &ix : NULL);
+  nbT_tmp_free(&tp);
+  if (rc < 0) return nbT_err(vm);
+  if (!ri) return nbT_ret(vm, y, out);
+  nb_List *l = nbL_new(2);
+  nbL_push(l, nb_obj(NB_TTENSOR, y)); nbL_push(l, nb_obj(NB_TTENSOR, ix));
+  *out = nb_obj(NB_TLIST, l);
+  return NB_OK;
+}
+
 static nb_Builtin resample_builtins[] = {
+  { "adaptive_max_pool2d", b_adaptive_max_pool2d, "x, output_size, return_indices=false",
+    "adaptive_max_pool2d(x, output_size, return_indices=false): F.adaptive_max_pool2d of [N, C, H, W] (or [C, H, W]); with return_indices, [y, indices] (flat h*W + w of each maximum)" },
   { "scatter_reduce", b_scatter_reduce, "x, dim, index, src, reduce, include_self=true",
     "scatter_reduce(x, dim, index, src, reduce, include_self=true): torch.scatter_reduce for reduce \"sum\" or \"mean\": src (index's shape) reduced into a copy of x at index along dim; include_self=false leaves x's values out of the positions index names" },
   { "embedding_bag", b_embedding_bag, "input, weight, offsets=nil, mode=\"mean\", per_sample_weights=nil, include_last_offset=false",

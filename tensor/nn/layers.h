@@ -61,5 +61,8 @@ nt_Tensor *nt_scatter_reduce(nt_Tensor *x, int dim, nt_Tensor *index, nt_Tensor 
 /* F.embedding_bag, mode "sum" or "mean"; offsets NULL for a 2-D input */
 nt_Tensor *nt_embedding_bag(nt_Tensor *input, nt_Tensor *weight, nt_Tensor *offsets, const char *mode, nt_Tensor *per_sample_weights,
                             bool include_last_offset);
+/* adaptivemax.c: F.adaptive_max_pool2d of x [N, C, H, W] (or [C, H, W]) to
+** out[0] x out[1]; *idx_out (when idx_out) the flat h*W + w of each maximum. 0 or -1 */
+int nt_adaptive_max_pool2d(nt_Tensor *x, const int64_t *out, nt_Tensor **y_out, nt_Tensor **idx_out);
 
 #endif

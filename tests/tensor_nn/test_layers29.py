@@ -300,6 +300,15 @@ def make_resample_cases():
             add(f"index_add {dt} {list(shape)} dim={dim} alpha={alpha}", dt, ins, ["x", "s"], f"index_add(x, {dim}, i, s, alpha={alpha})",
                 lambda t, dim=dim, alpha=alpha: torch.index_add(t["x"], dim, t["i"], t["s"], alpha=alpha),
                 perm=("s", [1, 0]) if len(sshape) == 2 and dim == 0 else None)
+        # adaptive_max_pool2d: values, gradient, and the indices (as f64 values of a second case)
+        for k, (shape, o) in enumerate((((2, 3, 7, 9), [3, 4]), ((2, 3, 7, 9), 5), ((3, 6, 5), [4, 2]), ((1, 2, 4, 4), 1))):
+            x = fl(shape, dt)
+            perm = ("x", [0, 1, 3, 2]) if k == 1 else None
+            add(f"adaptive_max_pool2d {dt} {list(shape)} -> {o}", dt, {"x": x}, ["x"], f"adaptive_max_pool2d(x, {o})",
+                lambda t, o=o: F.adaptive_max_pool2d(t["x"], o), perm=perm)
+            add(f"adaptive_max_pool2d return_indices {dt} {list(shape)} -> {o}", dt, {"x": x}, [],
+                f"adaptive_max_pool2d(x, {o}, return_indices=true)[1].to(x.dtype)",
+                lambda t, o=o: F.adaptive_max_pool2d(t["x"], o, return_indices=True)[1].to(t["x"].dtype), perm=perm)
         # scatter_reduce (sum, mean; include_self), index repeated
         for red in ("sum", "mean"):
             for inc in (True, False):
@@ -331,6 +340,7 @@ def make_resample_cases():
               ("nn.upsample(size=[3, 7])(x)", (2, 3, 4, 5), lambda x: torch.nn.Upsample(size=(3, 7))(x)),
               ("nn.adaptive_avg_pool2d([2, 3])(x)", (2, 3, 5, 7), lambda x: torch.nn.AdaptiveAvgPool2d((2, 3))(x)),
               ("nn.adaptive_avg_pool1d(3)(x)", (2, 3, 8), lambda x: torch.nn.AdaptiveAvgPool1d(3)(x)),
+              ("nn.adaptive_max_pool2d([3, 2])(x)", (2, 3, 7, 5), lambda x: torch.nn.AdaptiveMaxPool2d((3, 2))(x)),
               ("nn.pad([1, 1, 2, 0], \"reflect\")(x)", (2, 3, 4, 5), lambda x: torch.nn.ReflectionPad2d((1, 1, 2, 0))(x)),
               ("nn.pad([1, 2], \"replicate\")(x)", (2, 3, 4), lambda x: torch.nn.ReplicationPad1d((1, 2))(x)),
               ("nn.pad([1, 2, 1, 0], \"constant\", 3.5)(x)", (2, 3, 4, 5), lambda x: torch.nn.ConstantPad2d((1, 2, 1, 0), 3.5)(x)),
@@ -365,7 +375,7 @@ fn case_{i}() {{
   {"; ".join(loads)}
   out = {{}}
   f = fn({", ".join(gargs)}) {{ y = {c["expr"]}; out.y = y; sum(y * d.{i}_gy.to(dev)) }}
-  g = grad(f, argnums={list(range(len(gargs)))})({", ".join(gargs)})
+  g = {"grad(f, argnums=" + str(list(range(len(gargs)))) + ")(" + ", ".join(gargs) + ")" if gargs else "f()"}
   r = {{y: out.y}}
   {"; ".join(f"r.g_{k} = g[{j}]" for j, k in enumerate(gargs))}
   res["{i}"] = r
@@ -385,7 +395,8 @@ def torch_ref(c):
             ts[k] = torch.tensor(v)
     y = c["torch"](ts)
     gy = torch.tensor(arrays[f"{c['id']}_gy"].astype(np.float64))
-    (y * gy).sum().backward()
+    if c["grads"]:
+        (y * gy).sum().backward()
     npdt = np.float32 if c["dt"] == "f32" else np.float64
     ref = {"y": y.detach().numpy().astype(npdt)}
     for k in c["grads"]:
@@ -475,6 +486,9 @@ ERRORS = [
     ("index_add(zeros(4, 3), 0, [0, 7, 1], ones(3, 3))", "out of bounds"),
     ("index_add(zeros(4, 3), 2, [0], ones(1, 3))", "index_add: dim 2 is out of range for a 2-D input"),
     ("index_add(zeros(4, 3), 0, [0.5, 1, 2], ones(3, 3))", "index_add: indices must be an integer tensor"),
+    ("adaptive_max_pool2d(ones(3, 4), 2)", "adaptive_max_pool2d: expected a 3D or 4D input, got [3, 4]"),
+    ("adaptive_max_pool2d(ones(1, 3, 4), [0, 2])", "adaptive_max_pool2d: output_size must be positive"),
+    ("adaptive_max_pool2d(ones(1, 3, 4), 2, return_indices=1)", "return_indices must be a bool"),
     ("scatter_reduce(zeros(4), 0, [0, 1], ones(2), \"amax\")", "scatter_reduce: reduce must be \"sum\" or \"mean\""),
     ("scatter_reduce(zeros(4), 0, [0, 1], ones(3), \"sum\")", "scatter_reduce: src [3] must have index's shape [2]"),
     ("scatter_reduce(zeros(4), 0, [0, 9], ones(2), \"mean\")", "out of bounds"),
