@@ -695,4 +695,5 @@ void nbopen_tensor(void) {
   nbC_register(inplace_builtins);
   nbT_register_compose();
   nbT_register_norm();
+  nbT_register_layers();
 }

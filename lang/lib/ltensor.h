@@ -104,5 +104,6 @@ void nbT_register_optim(void);   /* loptim.c: fused optimizer updates, clipping,
 void nbT_register_io(void);      /* ltio.c: save/load, npy/npz, csv */
 void nbT_register_compose(void);   /* ltcompose.c: einsum, masked_fill, norm, view, multinomial */
 void nbT_register_norm(void);      /* ltnorm.c: batch_norm, group_norm, instance_norm */
+void nbT_register_layers(void);    /* ltlayers.c: issue 29's activations and losses */
 
 #endif
