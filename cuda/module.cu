@@ -351,6 +351,7 @@ static void register_guarded(int op, nt_Device dev, int (*fn)(const struct nt_Ke
 }
 
 void register_norm(void);   // norm.cu: batch_norm, group_norm, instance_norm
+void register_solver(void); // solver.cu: linalg's factorizations (cuSOLVER)
 }  // namespace ncu
 
 using namespace ncu;
@@ -412,6 +413,7 @@ static int init_module(nt_DeviceApi *api, char *reason, size_t n) {
   register_sort();
   register_attention();
   register_norm();
+  register_solver();
   api->device_count = api_device_count;
   api->synchronize = api_synchronize;
   api->memory = api_memory;

@@ -360,6 +360,24 @@ def device_subset(b):
     X = r(4, 3)
     b.case("svdvals", f"linalg.svdvals({b.inp(X)})", torch.linalg.svdvals(T(X)), **F64)
     b.case("qr_reconstruct", f"q = linalg.qr({b.inp(X)})\nq.Q @ q.R", T(X), **F64)
+    b.case("cholesky_upper", f"linalg.cholesky({b.inp(S)}, upper=true)", torch.linalg.cholesky(T(S), upper=True), **F32)
+    H2 = sym(2, 4, 4)
+    b.case("eigh_vectors", f"e = linalg.eigh({b.inp(H2)}, UPLO=\"U\")\nlist({b.inp(H2)} @ e.eigenvectors - e.eigenvectors * unsqueeze(e.eigenvalues, -2), e.eigenvalues)",
+           [torch.zeros(2, 4, 4, dtype=torch.float64), torch.linalg.eigvalsh(T(H2), UPLO="U")], **F64)
+    for shape in [(2, 4, 3), (2, 3, 5)]:
+        s = "x".join(map(str, shape))
+        X2 = r(*shape)
+        m, n = shape[-2:]
+        b.case(f"svd_reduced_{s}", f"d = linalg.svd({b.inp(X2)}, full_matrices=false)\nlist((d.U * unsqueeze(d.S, -2)) @ d.Vh, d.S)",
+               [T(X2), torch.linalg.svdvals(T(X2))], **F64)
+        b.case(f"svd_full_{s}", f"d = linalg.svd({b.inp(X2)})\nlist(transpose(d.U) @ d.U, d.Vh @ transpose(d.Vh), (d.U[\"...\", 0:{min(m, n)}] * unsqueeze(d.S, -2)) @ d.Vh[\"...\", 0:{min(m, n)}, 0:{n}])",
+               [torch.eye(m, dtype=torch.float64).expand(2, m, m), torch.eye(n, dtype=torch.float64).expand(2, n, n), T(X2)], **F64)
+        b.case(f"qr_complete_{s}", f"q = linalg.qr({b.inp(X2)}, mode=\"complete\")\nlist(q.Q @ q.R, abs(q.R))",
+               [T(X2), torch.linalg.qr(T(X2), mode="complete").R.abs()], **F64)
+    NP = spd(3, 3, 3)
+    NP[1] = -NP[1]
+    b.error("cholesky_not_pd", f"linalg.cholesky({b.inp(NP)})", ["not positive-definite", "batch element [1]"])
+    b.case("cholesky_ex_info", f"linalg.cholesky_ex({b.inp(NP)}).info", torch.linalg.cholesky_ex(T(NP)).info)
     gcase(b, "grad_inv", "linalg.inv(p0)", torch.linalg.inv, [A])
     gcase(b, "grad_cholesky", "linalg.cholesky(p0)", torch.linalg.cholesky, [spd(3, 3)])
     gcase(b, "grad_eigh", "linalg.eigh(p0).eigenvalues", lambda a: torch.linalg.eigh(a).eigenvalues, [H])
