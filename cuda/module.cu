@@ -353,6 +353,7 @@ static void register_guarded(int op, nt_Device dev, int (*fn)(const struct nt_Ke
 void register_norm(void);   // norm.cu: batch_norm, group_norm, instance_norm
 void register_rnn(void);    // rnn.cu: the fused recurrent cells
 void register_layers(void); // layers.cu: issue 29's activations
+void register_solver(void); // solver.cu: linalg's factorizations (cuSOLVER)
 }  // namespace ncu
 
 using namespace ncu;
@@ -416,6 +417,7 @@ static int init_module(nt_DeviceApi *api, char *reason, size_t n) {
   register_norm();
   register_rnn();
   register_layers();
+  register_solver();
   api->device_count = api_device_count;
   api->synchronize = api_synchronize;
   api->memory = api_memory;

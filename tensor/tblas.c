@@ -12,6 +12,7 @@
 #endif
 
 static nt_Blas blas;
+static void *blas_lib;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static void *sym(void *lib, const char *path, const char *name) {
@@ -25,6 +26,7 @@ static void load(void) {
   if (!path || !*path) path = NABLA_OPENBLAS_LIB;
   void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!lib) { fprintf(stderr, "nabla: cannot load OpenBLAS (%s): %s\n", path, dlerror()); abort(); }
+  blas_lib = lib;
   blas.sgemm = (__typeof__(cblas_sgemm) *)sym(lib, path, "cblas_sgemm");
   blas.dgemm = (__typeof__(cblas_dgemm) *)sym(lib, path, "cblas_dgemm");
 }
@@ -32,4 +34,9 @@ static void load(void) {
 const nt_Blas *nt_blas(void) {
   pthread_once(&once, load);
   return &blas;
+}
+
+void *nt_blas_sym(const char *name) {
+  pthread_once(&once, load);
+  return dlsym(blas_lib, name);
 }

@@ -22,5 +22,8 @@ typedef struct {
 } nt_Blas;
 
 const nt_Blas *nt_blas(void);
+/* Any other entry point of the same library (LAPACK's Fortran symbols,
+** tensor/linalg/lapack.c): loads it on first use; NULL when it has no `name`. */
+void *nt_blas_sym(const char *name);
 
 #endif

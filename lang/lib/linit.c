@@ -11,6 +11,7 @@ static void (*const openers[])(void) = {
   nbopen_base, nbopen_tensor, nbopen_plot, nbopen_progress, nbopen_files, nbopen_profile,
   nbopen_loader, nbopen_json,
   nbopen_rnn,
+  nbopen_linalg,
 };
 
 void nbopen_libs(void) {

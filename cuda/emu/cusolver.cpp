@@ -1,0 +1,244 @@
+// cusolver.cpp — the cuSOLVER dense routines cuda/solver.cu calls, served by
+// LAPACK (OpenBLAS) for the emulated device (docs/cuda.md, "Emulated device").
+//
+// As cublas.cpp does for cuBLAS, this implements cuSOLVER's contract, not a
+// convenient one: column-major matrices with leading dimensions checked as
+// cuSOLVER checks them (lda >= max(1, m), ...), every operand whole in device
+// memory (a wrong size shows up as an illegal address at the next
+// synchronisation), the workspace the *_bufferSize query asked for really
+// passed (Lwork checked), info written to device memory as cuSOLVER writes it
+// (> 0: singular / not positive-definite / no convergence; < 0: a bad
+// argument).  The emulated device runs work in order at the call, so LAPACK
+// runs here, in place.
+#include <cusolverDn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <algorithm>
+#include <vector>
+
+namespace emu {
+bool device_range_ok(const void *p, size_t n, const char *what);
+}
+
+struct cusolverDnContext { cudaStream_t stream; };
+
+extern "C" {
+// LAPACK (Fortran: arguments by address, hidden string lengths last)
+#define LP(T, P)                                                                                                  \
+  void P##getrf_(const int *, const int *, T *, const int *, int *, int *);                                      \
+  void P##getrs_(const char *, const int *, const int *, const T *, const int *, const int *, T *, const int *,  \
+                 int *, size_t);                                                                                 \
+  void P##potrf_(const char *, const int *, T *, const int *, int *, size_t);                                    \
+  void P##geqrf_(const int *, const int *, T *, const int *, T *, T *, const int *, int *);                       \
+  void P##orgqr_(const int *, const int *, const int *, T *, const int *, const T *, T *, const int *, int *);    \
+  void P##syevd_(const char *, const char *, const int *, T *, const int *, T *, T *, const int *, int *,         \
+                 const int *, int *, size_t, size_t);                                                            \
+  void P##gesvd_(const char *, const char *, const int *, const int *, T *, const int *, T *, T *, const int *,  \
+                 T *, const int *, T *, const int *, int *, size_t, size_t);
+LP(float, s)
+LP(double, d)
+#undef LP
+}
+
+namespace {
+
+// bytes of a column-major rows x cols matrix with leading dimension ld
+size_t extent(int rows, int cols, int ld, size_t es) {
+  if (rows <= 0 || cols <= 0) return 0;
+  return ((size_t)(cols - 1) * (size_t)ld + (size_t)rows) * es;
+}
+bool device_ok(const void *p, size_t n, const char *what) { return emu::device_range_ok(p, n, what); }
+bool mat_ok(const void *p, int rows, int cols, int ld, size_t es, const char *what) {
+  size_t n = extent(rows, cols, ld, es);
+  return n == 0 || device_ok(p, n, what);
+}
+bool info_ok(const int *info, const char *what) { return emu::device_range_ok(info, sizeof(int), what); }
+
+#define CHECK_HANDLE(h) if (!(h)) return CUSOLVER_STATUS_NOT_INITIALIZED
+// a fault in device memory: as on a GPU, reported at the next synchronisation
+#define FAULT_OK CUSOLVER_STATUS_SUCCESS
+char uplo_char(cublasFillMode_t u) { return u == CUBLAS_FILL_MODE_UPPER ? 'U' : 'L'; }
+
+template <typename T> struct Lapack;
+#define LAPACK_OF(T, P)                                                                                          \
+  template <> struct Lapack<T> {                                                                               \
+    static constexpr auto getrf = P##getrf_; static constexpr auto getrs = P##getrs_;                           \
+    static constexpr auto potrf = P##potrf_; static constexpr auto geqrf = P##geqrf_;                           \
+    static constexpr auto orgqr = P##orgqr_; static constexpr auto syevd = P##syevd_;                           \
+    static constexpr auto gesvd = P##gesvd_;                                                                    \
+  };
+LAPACK_OF(float, s)
+LAPACK_OF(double, d)
+
+template <typename T> cusolverStatus_t getrf(cusolverDnHandle_t h, int m, int n, T *A, int lda, T *work, int *ipiv, int *info) {
+  CHECK_HANDLE(h);
+  if (m < 0 || n < 0 || lda < std::max(1, m) || !info) return CUSOLVER_STATUS_INVALID_VALUE;
+  if (!mat_ok(A, m, n, lda, sizeof(T), "cusolverDn?getrf: A") || !info_ok(info, "cusolverDn?getrf: info") ||
+      !device_ok(ipiv, sizeof(int) * (size_t)std::min(m, n), "cusolverDn?getrf: ipiv") || !device_ok(work, sizeof(T), "cusolverDn?getrf: workspace"))
+    return FAULT_OK;
+  Lapack<T>::getrf(&m, &n, A, &lda, ipiv, info);
+  return CUSOLVER_STATUS_SUCCESS;
+}
+template <typename T> cusolverStatus_t getrs(cusolverDnHandle_t h, cublasOperation_t t, int n, int nrhs, const T *A, int lda, const int *ipiv, T *B, int ldb, int *info) {
+  CHECK_HANDLE(h);
+  if (n < 0 || nrhs < 0 || lda < std::max(1, n) || ldb < std::max(1, n) || (t != CUBLAS_OP_N && t != CUBLAS_OP_T)) return CUSOLVER_STATUS_INVALID_VALUE;
+  if (!mat_ok(A, n, n, lda, sizeof(T), "cusolverDn?getrs: A") || !mat_ok(B, n, nrhs, ldb, sizeof(T), "cusolverDn?getrs: B") ||
+      !device_ok(ipiv, sizeof(int) * (size_t)n, "cusolverDn?getrs: ipiv") || !info_ok(info, "cusolverDn?getrs: info"))
+    return FAULT_OK;
+  char tc = t == CUBLAS_OP_T ? 'T' : 'N';
+  Lapack<T>::getrs(&tc, &n, &nrhs, A, &lda, ipiv, B, &ldb, info, 1);
+  return CUSOLVER_STATUS_SUCCESS;
+}
+template <typename T> cusolverStatus_t potrf(cusolverDnHandle_t h, cublasFillMode_t u, int n, T *A, int lda, T *work, int lwork, int *info) {
+  CHECK_HANDLE(h);
+  if (n < 0 || lda < std::max(1, n) || lwork < 1) return CUSOLVER_STATUS_INVALID_VALUE;
+  if (!mat_ok(A, n, n, lda, sizeof(T), "cusolverDn?potrf: A") || !device_ok(work, sizeof(T) * (size_t)lwork, "cusolverDn?potrf: workspace") ||
+      !info_ok(info, "cusolverDn?potrf: info"))
+    return FAULT_OK;
+  char uc = uplo_char(u);
+  Lapack<T>::potrf(&uc, &n, A, &lda, info, 1);
+  return CUSOLVER_STATUS_SUCCESS;
+}
+template <typename T> int geqrf_query(int m, int n) {
+  int lw = -1, info = 0, lda = std::max(1, m);
+  T w = 0, tau = 0;
+  Lapack<T>::geqrf(&m, &n, nullptr, &lda, &tau, &w, &lw, &info);
+  return std::max(1, (int)w);
+}
+template <typename T> cusolverStatus_t geqrf(cusolverDnHandle_t h, int m, int n, T *A, int lda, T *tau, T *work, int lwork, int *info) {
+  CHECK_HANDLE(h);
+  if (m < 0 || n < 0 || lda < std::max(1, m) || lwork < geqrf_query<T>(m, n)) return CUSOLVER_STATUS_INVALID_VALUE;
+  if (!mat_ok(A, m, n, lda, sizeof(T), "cusolverDn?geqrf: A") || !device_ok(tau, sizeof(T) * (size_t)std::min(m, n), "cusolverDn?geqrf: tau") ||
+      !device_ok(work, sizeof(T) * (size_t)lwork, "cusolverDn?geqrf: workspace") || !info_ok(info, "cusolverDn?geqrf: info"))
+    return FAULT_OK;
+  Lapack<T>::geqrf(&m, &n, A, &lda, tau, work, &lwork, info);
+  return CUSOLVER_STATUS_SUCCESS;
+}
+template <typename T> int orgqr_query(int m, int n, int k) {
+  int lw = -1, info = 0, lda = std::max(1, m);
+  T w = 0, tau = 0;
+  Lapack<T>::orgqr(&m, &n, &k, nullptr, &lda, &tau, &w, &lw, &info);
+  return std::max(1, (int)w);
+}
+template <typename T> cusolverStatus_t orgqr(cusolverDnHandle_t h, int m, int n, int k, T *A, int lda, const T *tau, T *work, int lwork, int *info) {
+  CHECK_HANDLE(h);
+  if (m < 0 || n < 0 || n > m || k < 0 || k > n || lda < std::max(1, m) || lwork < orgqr_query<T>(m, n, k)) return CUSOLVER_STATUS_INVALID_VALUE;
+  if (!mat_ok(A, m, n, lda, sizeof(T), "cusolverDn?orgqr: A") || !device_ok(tau, sizeof(T) * (size_t)k, "cusolverDn?orgqr: tau") ||
+      !device_ok(work, sizeof(T) * (size_t)lwork, "cusolverDn?orgqr: workspace") || !info_ok(info, "cusolverDn?orgqr: info"))
+    return FAULT_OK;
+  Lapack<T>::orgqr(&m, &n, &k, A, &lda, tau, work, &lwork, info);
+  return CUSOLVER_STATUS_SUCCESS;
+}
+template <typename T> void syevd_query(char job, char uc, int n, int *lw, int *liw) {
+  int q = -1, qi = -1, info = 0, lda = std::max(1, n), iw = 0;
+  T w = 0, ev = 0;
+  Lapack<T>::syevd(&job, &uc, &n, nullptr, &lda, &ev, &w, &q, &iw, &qi, &info, 1, 1);
+  *lw = std::max(1, (int)w);
+  *liw = std::max(1, iw);
+}
+template <typename T> cusolverStatus_t syevd(cusolverDnHandle_t h, cusolverEigMode_t jobz, cublasFillMode_t u, int n, T *A, int lda, T *W, T *work, int lwork, int *info) {
+  CHECK_HANDLE(h);
+  char job = jobz == CUSOLVER_EIG_MODE_VECTOR ? 'V' : 'N', uc = uplo_char(u);
+  int lw, liw;
+  syevd_query<T>(job, uc, n, &lw, &liw);
+  if (n < 0 || lda < std::max(1, n) || lwork < lw) return CUSOLVER_STATUS_INVALID_VALUE;
+  if (!mat_ok(A, n, n, lda, sizeof(T), "cusolverDn?syevd: A") || !device_ok(W, sizeof(T) * (size_t)n, "cusolverDn?syevd: W") ||
+      !device_ok(work, sizeof(T) * (size_t)lwork, "cusolverDn?syevd: workspace") || !info_ok(info, "cusolverDn?syevd: info"))
+    return FAULT_OK;
+  std::vector<int> iwork((size_t)liw);   // cuSOLVER's interface has no integer workspace: the stand-in keeps it
+  Lapack<T>::syevd(&job, &uc, &n, A, &lda, W, work, &lwork, iwork.data(), &liw, info, 1, 1);
+  return CUSOLVER_STATUS_SUCCESS;
+}
+template <typename T> int gesvd_query(int m, int n) {
+  int lw = -1, info = 0, lda = std::max(1, m), ldu = std::max(1, m), ldvt = std::max(1, n);
+  T w = 0, d = 0;
+  char a = 'A';
+  Lapack<T>::gesvd(&a, &a, &m, &n, nullptr, &lda, &d, &d, &ldu, &d, &ldvt, &w, &lw, &info, 1, 1);
+  return std::max(1, (int)w);
+}
+template <typename T> cusolverStatus_t gesvd(cusolverDnHandle_t h, signed char jobu, signed char jobvt, int m, int n, T *A, int lda, T *S, T *U, int ldu,
+                                             T *VT, int ldvt, T *work, int lwork, T *rwork, int *info) {
+  (void)rwork;
+  CHECK_HANDLE(h);
+  int k = std::min(m, n);
+  // cuSOLVER's gesvd: m >= n only; ldu >= m, ldvt >= n
+  if (m < n || n < 0 || lda < std::max(1, m) || ldu < std::max(1, m) || ldvt < std::max(1, n) || lwork < gesvd_query<T>(m, n) ||
+      !strchr("ASN", jobu) || !strchr("ASN", jobvt))
+    return CUSOLVER_STATUS_INVALID_VALUE;
+  int ucols = jobu == 'A' ? m : k, vrows = jobvt == 'A' ? n : k;
+  if (!mat_ok(A, m, n, lda, sizeof(T), "cusolverDn?gesvd: A") || !device_ok(S, sizeof(T) * (size_t)k, "cusolverDn?gesvd: S") ||
+      (jobu != 'N' && !mat_ok(U, m, ucols, ldu, sizeof(T), "cusolverDn?gesvd: U")) ||
+      (jobvt != 'N' && !mat_ok(VT, vrows, n, ldvt, sizeof(T), "cusolverDn?gesvd: VT")) ||
+      !device_ok(work, sizeof(T) * (size_t)lwork, "cusolverDn?gesvd: workspace") || !info_ok(info, "cusolverDn?gesvd: info"))
+    return FAULT_OK;
+  char ju = (char)jobu, jv = (char)jobvt;
+  T du = 0, dv = 0;
+  Lapack<T>::gesvd(&ju, &jv, &m, &n, A, &lda, S, U ? U : &du, &ldu, VT ? VT : &dv, &ldvt, work, &lwork, info, 1, 1);
+  return CUSOLVER_STATUS_SUCCESS;
+}
+
+}  // namespace
+
+extern "C" {
+
+cusolverStatus_t cusolverDnCreate(cusolverDnHandle_t *h) {
+  if (!h) return CUSOLVER_STATUS_INVALID_VALUE;
+  *h = new cusolverDnContext{ nullptr };
+  return CUSOLVER_STATUS_SUCCESS;
+}
+cusolverStatus_t cusolverDnDestroy(cusolverDnHandle_t h) {
+  CHECK_HANDLE(h);
+  delete h;
+  return CUSOLVER_STATUS_SUCCESS;
+}
+cusolverStatus_t cusolverDnSetStream(cusolverDnHandle_t h, cudaStream_t s) {
+  CHECK_HANDLE(h);
+  h->stream = s;
+  return CUSOLVER_STATUS_SUCCESS;
+}
+
+#define WRAP(T, P)                                                                                                         \
+  cusolverStatus_t cusolverDn##P##getrf_bufferSize(cusolverDnHandle_t h, int m, int n, T *A, int lda, int *lw) {           \
+    (void)A; CHECK_HANDLE(h); if (!lw || lda < std::max(1, m) || n < 0) return CUSOLVER_STATUS_INVALID_VALUE; *lw = 1;     \
+    return CUSOLVER_STATUS_SUCCESS; }                                                                                      \
+  cusolverStatus_t cusolverDn##P##getrf(cusolverDnHandle_t h, int m, int n, T *A, int lda, T *w, int *ipiv, int *info) {  \
+    return getrf<T>(h, m, n, A, lda, w, ipiv, info); }                                                                     \
+  cusolverStatus_t cusolverDn##P##getrs(cusolverDnHandle_t h, cublasOperation_t t, int n, int nrhs, const T *A, int lda,   \
+                                        const int *ipiv, T *B, int ldb, int *info) {                                       \
+    return getrs<T>(h, t, n, nrhs, A, lda, ipiv, B, ldb, info); }                                                          \
+  cusolverStatus_t cusolverDn##P##potrf_bufferSize(cusolverDnHandle_t h, cublasFillMode_t u, int n, T *A, int lda, int *lw) { \
+    (void)u; (void)A; CHECK_HANDLE(h); if (!lw || n < 0 || lda < std::max(1, n)) return CUSOLVER_STATUS_INVALID_VALUE;    \
+    *lw = 1; return CUSOLVER_STATUS_SUCCESS; }                                                                             \
+  cusolverStatus_t cusolverDn##P##potrf(cusolverDnHandle_t h, cublasFillMode_t u, int n, T *A, int lda, T *w, int lw, int *info) { \
+    return potrf<T>(h, u, n, A, lda, w, lw, info); }                                                                       \
+  cusolverStatus_t cusolverDn##P##geqrf_bufferSize(cusolverDnHandle_t h, int m, int n, T *A, int lda, int *lw) {           \
+    (void)A; CHECK_HANDLE(h); if (!lw || m < 0 || n < 0 || lda < std::max(1, m)) return CUSOLVER_STATUS_INVALID_VALUE;     \
+    *lw = geqrf_query<T>(m, n); return CUSOLVER_STATUS_SUCCESS; }                                                          \
+  cusolverStatus_t cusolverDn##P##geqrf(cusolverDnHandle_t h, int m, int n, T *A, int lda, T *tau, T *w, int lw, int *info) { \
+    return geqrf<T>(h, m, n, A, lda, tau, w, lw, info); }                                                                  \
+  cusolverStatus_t cusolverDn##P##orgqr_bufferSize(cusolverDnHandle_t h, int m, int n, int k, const T *A, int lda,         \
+                                                   const T *tau, int *lw) {                                                \
+    (void)A; (void)tau; CHECK_HANDLE(h); if (!lw || n > m || k > n || lda < std::max(1, m)) return CUSOLVER_STATUS_INVALID_VALUE; \
+    *lw = orgqr_query<T>(m, n, k); return CUSOLVER_STATUS_SUCCESS; }                                                       \
+  cusolverStatus_t cusolverDn##P##orgqr(cusolverDnHandle_t h, int m, int n, int k, T *A, int lda, const T *tau, T *w,      \
+                                        int lw, int *info) {                                                               \
+    return orgqr<T>(h, m, n, k, A, lda, tau, w, lw, info); }                                                               \
+  cusolverStatus_t cusolverDn##P##syevd_bufferSize(cusolverDnHandle_t h, cusolverEigMode_t j, cublasFillMode_t u, int n,   \
+                                                   const T *A, int lda, const T *W, int *lw) {                             \
+    (void)A; (void)W; CHECK_HANDLE(h); if (!lw || n < 0 || lda < std::max(1, n)) return CUSOLVER_STATUS_INVALID_VALUE;    \
+    int liw; syevd_query<T>(j == CUSOLVER_EIG_MODE_VECTOR ? 'V' : 'N', uplo_char(u), n, lw, &liw);                         \
+    return CUSOLVER_STATUS_SUCCESS; }                                                                                      \
+  cusolverStatus_t cusolverDn##P##syevd(cusolverDnHandle_t h, cusolverEigMode_t j, cublasFillMode_t u, int n, T *A,        \
+                                        int lda, T *W, T *w, int lw, int *info) {                                          \
+    return syevd<T>(h, j, u, n, A, lda, W, w, lw, info); }                                                                 \
+  cusolverStatus_t cusolverDn##P##gesvd_bufferSize(cusolverDnHandle_t h, int m, int n, int *lw) {                          \
+    CHECK_HANDLE(h); if (!lw || m < n || n < 0) return CUSOLVER_STATUS_INVALID_VALUE;                                      \
+    *lw = gesvd_query<T>(m, n); return CUSOLVER_STATUS_SUCCESS; }                                                          \
+  cusolverStatus_t cusolverDn##P##gesvd(cusolverDnHandle_t h, signed char ju, signed char jv, int m, int n, T *A, int lda,  \
+                                        T *S, T *U, int ldu, T *VT, int ldvt, T *w, int lw, T *rw, int *info) {            \
+    return gesvd<T>(h, ju, jv, m, n, A, lda, S, U, ldu, VT, ldvt, w, lw, rw, info); }
+WRAP(float, S)
+WRAP(double, D)
+#undef WRAP
+
+}  // extern "C"

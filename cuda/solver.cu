@@ -1,0 +1,315 @@
+// solver.cu — the linalg factorization kernels through cuSOLVER's dense API:
+// LU (getrf/getrs), Cholesky (potrf), QR (geqrf/orgqr), symmetric eigen
+// (syevd) and SVD (gesvd).  The buffers and what each kernel writes are
+// tensor/linalg/linternal.h's: column-major matrices [B, cols, rows],
+// contiguous, f32/f64, pivots and info i32; the CPU kernels (LAPACK,
+// tensor/linalg/lkernels.c) keep the same contract, so the front ends check
+// info and report singular / non-positive-definite input the same way.
+// linalg_trtrs has no kernel here: cuSOLVER has no trtrs, and the core moves
+// its buffers through the host (tensor/linalg/lcore.c: lin_run).
+//
+// Loading: cuSOLVER is dlopened on first use (libcusolver.so.12, .so.11, then
+// /usr/local/cuda/lib64), never linked; a missing library fails the call with
+// the loader's reason.  The emulated module binds the stand-in over LAPACK
+// that cuda/emu/cusolver.cpp links into it instead.
+//
+// Batches: one cuSOLVER call per matrix, queued on ncu::stream (cuSOLVER's
+// batched forms take arrays of device pointers and cover potrf and the
+// Jacobi solvers only: a later step).  Workspace from the caching allocator,
+// sized once per call by the *_bufferSize query.
+#include "common.cuh"
+#include <cusolverDn.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+
+namespace ncu {
+namespace {
+
+template <typename T> struct Ops {
+  cusolverStatus_t (*getrf_bs)(cusolverDnHandle_t, int, int, T *, int, int *);
+  cusolverStatus_t (*getrf)(cusolverDnHandle_t, int, int, T *, int, T *, int *, int *);
+  cusolverStatus_t (*getrs)(cusolverDnHandle_t, cublasOperation_t, int, int, const T *, int, const int *, T *, int, int *);
+  cusolverStatus_t (*potrf_bs)(cusolverDnHandle_t, cublasFillMode_t, int, T *, int, int *);
+  cusolverStatus_t (*potrf)(cusolverDnHandle_t, cublasFillMode_t, int, T *, int, T *, int, int *);
+  cusolverStatus_t (*geqrf_bs)(cusolverDnHandle_t, int, int, T *, int, int *);
+  cusolverStatus_t (*geqrf)(cusolverDnHandle_t, int, int, T *, int, T *, T *, int, int *);
+  cusolverStatus_t (*orgqr_bs)(cusolverDnHandle_t, int, int, int, const T *, int, const T *, int *);
+  cusolverStatus_t (*orgqr)(cusolverDnHandle_t, int, int, int, T *, int, const T *, T *, int, int *);
+  cusolverStatus_t (*syevd_bs)(cusolverDnHandle_t, cusolverEigMode_t, cublasFillMode_t, int, const T *, int, const T *, int *);
+  cusolverStatus_t (*syevd)(cusolverDnHandle_t, cusolverEigMode_t, cublasFillMode_t, int, T *, int, T *, T *, int, int *);
+  cusolverStatus_t (*gesvd_bs)(cusolverDnHandle_t, int, int, int *);
+  cusolverStatus_t (*gesvd)(cusolverDnHandle_t, signed char, signed char, int, int, T *, int, T *, T *, int, T *, int, T *, int, T *, int *);
+};
+Ops<float> ops_s;
+Ops<double> ops_d;
+template <typename T> Ops<T> &ops();
+template <> Ops<float> &ops<float>() { return ops_s; }
+template <> Ops<double> &ops<double>() { return ops_d; }
+
+cusolverStatus_t (*sv_create)(cusolverDnHandle_t *);
+cusolverStatus_t (*sv_set_stream)(cusolverDnHandle_t, cudaStream_t);
+cusolverDnHandle_t handle;
+pthread_once_t once = PTHREAD_ONCE_INIT;
+bool ready;
+char reason[600] = "not loaded";
+
+// X(prefix, field, name): every routine of both precisions
+#define SOLVER_ROUTINES(X)                                                                   \
+  X(S, getrf_bs, getrf_bufferSize) X(S, getrf, getrf) X(S, getrs, getrs)                     \
+  X(S, potrf_bs, potrf_bufferSize) X(S, potrf, potrf) X(S, geqrf_bs, geqrf_bufferSize)       \
+  X(S, geqrf, geqrf) X(S, orgqr_bs, orgqr_bufferSize) X(S, orgqr, orgqr)                     \
+  X(S, syevd_bs, syevd_bufferSize) X(S, syevd, syevd) X(S, gesvd_bs, gesvd_bufferSize)       \
+  X(S, gesvd, gesvd)                                                                         \
+  X(D, getrf_bs, getrf_bufferSize) X(D, getrf, getrf) X(D, getrs, getrs)                     \
+  X(D, potrf_bs, potrf_bufferSize) X(D, potrf, potrf) X(D, geqrf_bs, geqrf_bufferSize)       \
+  X(D, geqrf, geqrf) X(D, orgqr_bs, orgqr_bufferSize) X(D, orgqr, orgqr)                     \
+  X(D, syevd_bs, syevd_bufferSize) X(D, syevd, syevd) X(D, gesvd_bs, gesvd_bufferSize)       \
+  X(D, gesvd, gesvd)
+#define OPS_S ops_s
+#define OPS_D ops_d
+
+void load_solver(void) {
+#ifdef NABLA_CUDA_EMU
+  // the stand-in over LAPACK (cuda/emu/cusolver.cpp) is linked into this module
+  sv_create = &::cusolverDnCreate;
+  sv_set_stream = &::cusolverDnSetStream;
+#define BIND(P, field, name) OPS_##P.field = &::cusolverDn##P##name;
+  SOLVER_ROUTINES(BIND)
+#undef BIND
+#else
+  const char *cands[] = { "libcusolver.so.12", "libcusolver.so.11", "/usr/local/cuda/lib64/libcusolver.so.12" };
+  void *h = nullptr;
+  char first[400] = "";
+  for (const char *c : cands) {
+    dlerror();
+    if ((h = dlopen(c, RTLD_NOW | RTLD_LOCAL))) break;
+    if (!first[0]) { const char *e = dlerror(); snprintf(first, sizeof first, "%s", e ? e : c); }
+  }
+  if (!h) { snprintf(reason, sizeof reason, "cuSOLVER is not available: %s", first); return; }
+  const char *missing = nullptr;
+  if (!(*(void **)&sv_create = dlsym(h, "cusolverDnCreate"))) missing = "cusolverDnCreate";
+  if (!(*(void **)&sv_set_stream = dlsym(h, "cusolverDnSetStream"))) missing = "cusolverDnSetStream";
+#define BIND(P, field, name) if (!(*(void **)&OPS_##P.field = dlsym(h, "cusolverDn" #P #name))) missing = "cusolverDn" #P #name;
+  SOLVER_ROUTINES(BIND)
+#undef BIND
+  if (missing) { snprintf(reason, sizeof reason, "cuSOLVER is not usable: the loaded library has no %s", missing); return; }
+#endif
+  cusolverStatus_t st = sv_create(&handle);
+  if (st == CUSOLVER_STATUS_SUCCESS) st = sv_set_stream(handle, stream);
+  if (st != CUSOLVER_STATUS_SUCCESS) { snprintf(reason, sizeof reason, "cuSOLVER is not usable: cusolverDnCreate failed (status %d)", (int)st); return; }
+  ready = true;
+}
+
+int solver_ready(const char *op) {
+  pthread_once(&once, load_solver);
+  if (ready) return 0;
+  host->error_set("%s: %s", op, reason);
+  return -1;
+}
+
+int solver_fail(const char *op, const char *what, cusolverStatus_t st) {
+  host->error_set("%s: cuSOLVER %s failed (status %d)", op, what, (int)st);
+  return -1;
+}
+#define SOLVE(call, what) do { cusolverStatus_t st_ = (call); if (st_ != CUSOLVER_STATUS_SUCCESS) return solver_fail(op, what, st_); } while (0)
+
+// a buffer's device pointer (NULL for an absent buffer)
+#define SPTR(T, t) ((t) ? (T *)base(t) : (T *)nullptr)
+
+int64_t batch_of(const nt_Tensor *t) {
+  int64_t b = 1;
+  for (int i = 0; i < t->ndim - 2; i++) b *= t->shape[i];
+  return b;
+}
+int rows(const nt_Tensor *t) { return (int)t->shape[t->ndim - 1]; }   // column-major [B, cols, rows]
+int cols(const nt_Tensor *t) { return (int)t->shape[t->ndim - 2]; }
+cublasFillMode_t fill(int64_t upper) { return upper ? CUBLAS_FILL_MODE_UPPER : CUBLAS_FILL_MODE_LOWER; }
+
+// ---- small kernels ------------------------------------------------------------------------
+// zero the triangle LAPACK/cuSOLVER leave untouched: element (i, j) of matrix b at b n^2 + j n + i
+template <typename T> __global__ void zero_triangle(T *a, int64_t total, int n, bool upper) {
+  for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x) {
+    int i = (int)(e % n), j = (int)(e / n % n);
+    if (upper ? i > j : i < j) a[e] = T(0);
+  }
+}
+// out (cols x rows, column-major) = in^T (rows x cols, column-major), per batch
+template <typename T> __global__ void transpose_batch(const T *in, T *out, int64_t total, int r, int c) {
+  for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x) {
+    int64_t b = e / ((int64_t)r * c), k = e % ((int64_t)r * c);
+    int i = (int)(k % r), j = (int)(k / r);             // in[i, j] at j r + i
+    out[b * r * c + (int64_t)i * c + j] = in[e];
+  }
+}
+// R (rr x n): the upper triangle of geqrf's first rr rows; Q (m x qc): its first
+// min(qc, n) columns (the reflectors), zero beyond
+template <typename T> __global__ void qr_split(const T *a, T *r, T *q, int64_t B, int m, int n, int rr, int qc) {
+  int64_t nr = B * rr * n, nq = q ? B * m * qc : 0;
+  for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < nr + nq; e += (int64_t)gridDim.x * blockDim.x) {
+    if (e < nr) {
+      int64_t b = e / ((int64_t)rr * n), k = e % ((int64_t)rr * n);
+      int i = (int)(k % rr), j = (int)(k / rr);
+      r[e] = i <= j && i < m ? a[b * m * n + (int64_t)j * m + i] : T(0);
+    } else {
+      int64_t f = e - nr, b = f / ((int64_t)m * qc), k = f % ((int64_t)m * qc);
+      int i = (int)(k % m), j = (int)(k / m);
+      q[f] = j < n ? a[b * m * n + (int64_t)j * m + i] : T(0);
+    }
+  }
+}
+
+// ---- the kernels ---------------------------------------------------------------------------
+template <typename T> int getrf_t(const nt_KernelArgs *a) {
+  const char *op = "linalg_getrf";
+  nt_Tensor *A = a->out;
+  int64_t B = batch_of(A);
+  int n = rows(A), lw = 0;
+  T *x = SPTR(T, A);
+  int *piv = SPTR(int, a->in[0]), *info = SPTR(int, a->in[1]);
+  SOLVE(ops<T>().getrf_bs(handle, n, n, x, n, &lw), "getrf_bufferSize");
+  Scratch w(sizeof(T) * (size_t)(lw > 0 ? lw : 1));
+  if (!w.p) return -1;
+  for (int64_t b = 0; b < B; b++)
+    SOLVE(ops<T>().getrf(handle, n, n, x + b * n * n, n, (T *)w.p, piv + b * n, info + b), "getrf");
+  return 0;
+}
+
+template <typename T> int getrs_t(const nt_KernelArgs *a) {
+  const char *op = "linalg_getrs";
+  nt_Tensor *X = a->out;
+  int64_t B = batch_of(X);
+  int n = rows(X), nrhs = cols(X);
+  T *x = SPTR(T, X);
+  const T *lu = SPTR(T, a->in[0]);
+  const int *piv = SPTR(int, a->in[1]);
+  Scratch inf(sizeof(int));
+  if (!inf.p) return -1;
+  for (int64_t b = 0; b < B; b++)
+    SOLVE(ops<T>().getrs(handle, a->iarg[0] ? CUBLAS_OP_T : CUBLAS_OP_N, n, nrhs, lu + b * n * n, n, piv + b * n,
+                         x + b * (int64_t)n * nrhs, n, (int *)inf.p), "getrs");
+  return 0;
+}
+
+template <typename T> int potrf_t(const nt_KernelArgs *a) {
+  const char *op = "linalg_potrf";
+  nt_Tensor *A = a->out;
+  int64_t B = batch_of(A);
+  int n = rows(A), lw = 0;
+  T *x = SPTR(T, A);
+  int *info = SPTR(int, a->in[0]);
+  SOLVE(ops<T>().potrf_bs(handle, fill(a->iarg[0]), n, x, n, &lw), "potrf_bufferSize");
+  Scratch w(sizeof(T) * (size_t)(lw > 0 ? lw : 1));
+  if (!w.p) return -1;
+  for (int64_t b = 0; b < B; b++)
+    SOLVE(ops<T>().potrf(handle, fill(a->iarg[0]), n, x + b * n * n, n, (T *)w.p, lw, info + b), "potrf");
+  int64_t total = B * n * n;
+  zero_triangle<T><<<grid_for(total), kThreads, 0, stream>>>(x, total, n, a->iarg[0] != 0);
+  LAUNCHED(op);
+  return 0;
+}
+
+template <typename T> int qr_t(const nt_KernelArgs *a) {
+  const char *op = "linalg_qr";
+  nt_Tensor *A = a->in[0], *R = a->out, *Q = a->in[1];
+  int64_t B = batch_of(A);
+  int m = rows(A), n = cols(A), k = m < n ? m : n, rr = rows(R), qc = Q ? cols(Q) : 0, lw1 = 0, lw2 = 0;
+  T *x = SPTR(T, A), *r = SPTR(T, R), *q = SPTR(T, Q);
+  SOLVE(ops<T>().geqrf_bs(handle, m, n, x, m, &lw1), "geqrf_bufferSize");
+  Scratch tau(sizeof(T) * (size_t)(B * k + 1)), inf(sizeof(int));
+  if (!tau.p || !inf.p) return -1;
+  if (q && qc > 0) SOLVE(ops<T>().orgqr_bs(handle, m, qc, k, q, m, (T *)tau.p, &lw2), "orgqr_bufferSize");
+  int lw = lw1 > lw2 ? lw1 : lw2;
+  Scratch w(sizeof(T) * (size_t)(lw > 0 ? lw : 1));
+  if (!w.p) return -1;
+  for (int64_t b = 0; b < B; b++)
+    SOLVE(ops<T>().geqrf(handle, m, n, x + b * m * n, m, (T *)tau.p + b * k, (T *)w.p, lw, (int *)inf.p), "geqrf");
+  int64_t total = B * rr * n + (q ? B * m * qc : 0);
+  qr_split<T><<<grid_for(total), kThreads, 0, stream>>>(x, r, q && qc > 0 ? q : nullptr, B, m, n, rr, qc);
+  LAUNCHED(op);
+  if (q && qc > 0)
+    for (int64_t b = 0; b < B; b++)
+      SOLVE(ops<T>().orgqr(handle, m, qc, k, q + b * m * qc, m, (T *)tau.p + b * k, (T *)w.p, lw, (int *)inf.p), "orgqr");
+  return 0;
+}
+
+template <typename T> int syevd_t(const nt_KernelArgs *a) {
+  const char *op = "linalg_syevd";
+  nt_Tensor *V = a->out;
+  int64_t B = batch_of(V);
+  int n = rows(V), lw = 0;
+  T *x = SPTR(T, V), *w = SPTR(T, a->in[0]);
+  int *info = SPTR(int, a->in[1]);
+  cusolverEigMode_t job = a->iarg[1] ? CUSOLVER_EIG_MODE_VECTOR : CUSOLVER_EIG_MODE_NOVECTOR;
+  SOLVE(ops<T>().syevd_bs(handle, job, fill(a->iarg[0]), n, x, n, w, &lw), "syevd_bufferSize");
+  Scratch ws(sizeof(T) * (size_t)(lw > 0 ? lw : 1));
+  if (!ws.p) return -1;
+  for (int64_t b = 0; b < B; b++)
+    SOLVE(ops<T>().syevd(handle, job, fill(a->iarg[0]), n, x + b * n * n, n, w + b * n, (T *)ws.p, lw, info + b), "syevd");
+  return 0;
+}
+
+// gesvd needs m >= n: a wide A goes through A^T = V S U^T, its factors transposed back
+template <typename T> int gesdd_t(const nt_KernelArgs *a) {
+  const char *op = "linalg_gesdd";
+  nt_Tensor *A = a->in[0], *S = a->out, *U = a->in[1], *VT = a->in[2];
+  int64_t B = batch_of(A);
+  int m = rows(A), n = cols(A), k = m < n ? m : n, lw = 0;
+  int *info = SPTR(int, a->in[3]);
+  bool full = U && ((cols(U) == m && m != k) || (rows(VT) == n && n != k));
+  signed char job = U ? (full ? 'A' : 'S') : 'N';
+  T *x = SPTR(T, A), *s = SPTR(T, S), *u = SPTR(T, U), *vt = SPTR(T, VT);
+  bool wide = m < n;
+  int M = wide ? n : m, N = wide ? m : n;              // the tall matrix gesvd sees
+  int ucols = job == 'A' ? M : N, vrows = N;           // its U [M, ucols], VT [vrows, N] (ldvt = N)
+  SOLVE(ops<T>().gesvd_bs(handle, M, N, &lw), "gesvd_bufferSize");
+  size_t tall = wide ? (size_t)B * M * N : 0, ub = wide && U ? (size_t)B * M * ucols : 0, vb = wide && U ? (size_t)B * N * N : 0;
+  Scratch w(sizeof(T) * (size_t)(lw > 0 ? lw : 1)), t(sizeof(T) * (tall + ub + vb + 1));
+  if (!w.p || !t.p) return -1;
+  T *tx = (T *)t.p, *tu = tx + tall, *tv = tu + ub;
+  if (wide) {
+    int64_t total = B * (int64_t)m * n;
+    transpose_batch<T><<<grid_for(total), kThreads, 0, stream>>>(x, tx, total, m, n);
+    LAUNCHED(op);
+  }
+  T *src = wide ? tx : x, *du = wide ? tu : u, *dv = wide ? tv : vt;
+  for (int64_t b = 0; b < B; b++)
+    SOLVE(ops<T>().gesvd(handle, job, job, M, N, src + b * M * N, M, s + b * k, du ? du + b * (int64_t)M * ucols : nullptr, M,
+                         dv ? dv + b * (int64_t)vrows * N : nullptr, N, (T *)w.p, lw, nullptr, info + b), "gesvd");
+  if (wide && U) {
+    // U (m x m) = V'^T with V'^T [N x N] = [m x m];  VT (vr x n) = U'^T with U' [n x ucols]
+    int64_t t1 = B * (int64_t)N * N, t2 = B * (int64_t)M * ucols;
+    transpose_batch<T><<<grid_for(t1), kThreads, 0, stream>>>(tv, u, t1, N, N);
+    LAUNCHED(op);
+    transpose_batch<T><<<grid_for(t2), kThreads, 0, stream>>>(tu, vt, t2, M, ucols);
+    LAUNCHED(op);
+  }
+  return 0;
+}
+
+#define ENTRY(name, buf)                                                              \
+  int k_##name(const nt_KernelArgs *a) {                                              \
+    if ((buf)->numel == 0) return 0;                                                  \
+    if (solver_ready(nt_op_name_of(a))) return -1;                                    \
+    return (buf)->dtype == NT_F64 ? name##_t<double>(a) : name##_t<float>(a);          \
+  }
+const char *nt_op_name_of(const nt_KernelArgs *a) { return host->op_name(a->op); }
+ENTRY(getrf, a->out)
+ENTRY(getrs, a->out)
+ENTRY(potrf, a->out)
+ENTRY(qr, a->in[0])
+ENTRY(syevd, a->out)
+ENTRY(gesdd, a->in[0])
+
+}  // namespace
+
+void register_solver(void) {
+  host->register_kernel(host->op_register("linalg_getrf"), NT_CUDA, k_getrf);
+  host->register_kernel(host->op_register("linalg_getrs"), NT_CUDA, k_getrs);
+  host->register_kernel(host->op_register("linalg_potrf"), NT_CUDA, k_potrf);
+  host->register_kernel(host->op_register("linalg_qr"), NT_CUDA, k_qr);
+  host->register_kernel(host->op_register("linalg_syevd"), NT_CUDA, k_syevd);
+  host->register_kernel(host->op_register("linalg_gesdd"), NT_CUDA, k_gesdd);
+}
+
+}  // namespace ncu

@@ -1,0 +1,43 @@
+/*
+** linalg/lapack.h — LAPACK's Fortran entry points, resolved from the OpenBLAS
+** library tensor/tblas.c loads (OpenBLAS ships LAPACK; no LAPACKE needed).
+** Private to tensor/linalg/.
+**
+** Fortran calling convention: every argument by address, column-major
+** matrices, 32-bit integers (Debian's OpenBLAS is LP64), and one hidden
+** length (size_t) per CHARACTER argument, appended after the others: we pass
+** them, since routines built by gfortran may read them.
+**
+** nt_lapack() loads every routine the first time; a library without one is
+** a broken install and fails with the routine's name (NULL + error).
+*/
+#ifndef NT_LINALG_LAPACK_H
+#define NT_LINALG_LAPACK_H
+#include <stddef.h>
+
+typedef int lp_int;
+#define LP_ROUTINES(T, P) \
+  void (*P##getrf)(const lp_int *m, const lp_int *n, T *a, const lp_int *lda, lp_int *ipiv, lp_int *info); \
+  void (*P##getrs)(const char *trans, const lp_int *n, const lp_int *nrhs, const T *a, const lp_int *lda, \
+                   const lp_int *ipiv, T *b, const lp_int *ldb, lp_int *info, size_t); \
+  void (*P##potrf)(const char *uplo, const lp_int *n, T *a, const lp_int *lda, lp_int *info, size_t); \
+  void (*P##trtrs)(const char *uplo, const char *trans, const char *diag, const lp_int *n, const lp_int *nrhs, \
+                   const T *a, const lp_int *lda, T *b, const lp_int *ldb, lp_int *info, size_t, size_t, size_t); \
+  void (*P##geqrf)(const lp_int *m, const lp_int *n, T *a, const lp_int *lda, T *tau, T *work, const lp_int *lwork, \
+                   lp_int *info); \
+  void (*P##orgqr)(const lp_int *m, const lp_int *n, const lp_int *k, T *a, const lp_int *lda, const T *tau, T *work, \
+                   const lp_int *lwork, lp_int *info); \
+  void (*P##syevd)(const char *jobz, const char *uplo, const lp_int *n, T *a, const lp_int *lda, T *w, T *work, \
+                   const lp_int *lwork, lp_int *iwork, const lp_int *liwork, lp_int *info, size_t, size_t); \
+  void (*P##gesdd)(const char *jobz, const lp_int *m, const lp_int *n, T *a, const lp_int *lda, T *s, T *u, \
+                   const lp_int *ldu, T *vt, const lp_int *ldvt, T *work, const lp_int *lwork, lp_int *iwork, \
+                   lp_int *info, size_t);
+
+typedef struct nt_Lapack {
+  LP_ROUTINES(float, s)
+  LP_ROUTINES(double, d)
+} nt_Lapack;
+
+const nt_Lapack *nt_lapack(void);
+
+#endif
