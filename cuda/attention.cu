@@ -3,7 +3,13 @@
 // nt_KernelArgs layout as the CPU kernel (tensor/nn/attention.h):
 //   forward  "scaled_dot_product_attention":  O [B,T,DV], in = {q [B,T,D], k [B,S,D], v [B,S,DV], L [B,T]}
 //   backward "scaled_dot_product_attention_backward": extra = nt_SdpaGrads *
-//   iarg = {B, T, S, D, DV, causal}, s[0] = scale.  Causal: query i sees keys j <= i.
+//   iarg = {B, T, S, D, DV, causal, mask, views}, s[0] = scale.  Causal: query i sees keys j <= i.
+// Layout (Lay below): every operand but L is B = Bo * Bi matrices [rows, cols] with unit
+// column stride; matrix b starts at (b / Bi) so + (b % Bi) si and row r at + r sr.  The
+// contiguous [B, rows, cols] of the op contract is Bi = B, si = rows cols, sr = cols; the
+// views of NT_SDPA_VIEWS (attention.h: the heads of a packed [B, T, 3C] qkv permuted to
+// [B, H, T, hd], O and dO as [B, T, C], dQ/dK/dV inside ONE packed [B, T, 3C]) are
+// Bo = B, Bi = H, so = T*3C, si = hd, sr = 3C: read and written in place, no copies.
 //
 // Storage S = f32 / f16 / bf16 / f64; accumulation A = f32 (f64 for f64): tiles
 // are converted to A when staged in shared memory, O/dQ/dK/dV are converted back
@@ -58,14 +64,31 @@ SdpaIds ids;
 
 struct Geo { int64_t B, T, S, D, DV; int causal; double scale; };
 
+// One operand as B = Bo * Bi matrices [rows, cols] (header): the element offset of
+// row r of matrix b is at(b, r); column c is at + c.
+struct Lay {
+  int64_t Bi, so, si, sr;
+  __host__ __device__ int64_t at(int64_t b, int64_t r) const { return (b / Bi) * so + (b % Bi) * si + r * sr; }
+};
+// t: contiguous [B, rows, cols] or a view batch + [rows, cols] with 1 or 2 batch dims
+// and unit column stride (the front end checks: attention.c view_ok)
+Lay lay_of(const nt_Tensor *t) {
+  const int nd = t->ndim;
+  const int64_t rows = t->shape[nd - 2], cols = t->shape[nd - 1];
+  const int64_t sr = rows > 1 ? t->strides[nd - 2] : cols;
+  if (nd == 4) return Lay{t->shape[1] > 0 ? t->shape[1] : 1, t->strides[0], t->strides[1], sr};
+  return Lay{t->shape[0] > 0 ? t->shape[0] : 1, 0, t->strides[0], sr};
+}
 
-// Copies rows [r0, r0 + n) of a row-major [rows_total, cols] matrix into shared
-// memory with row pitch `pitch` (A), times `mul`; rows past rows_total are 0.
+
+// Copies rows [r0, r0 + n) of a [rows_total, cols] matrix (row stride sr, unit column
+// stride) into shared memory with row pitch `pitch` (A), times `mul`; rows past
+// rows_total are 0.
 template <typename S, typename A>
-__device__ inline void stage(A *dst, int pitch, const S *src, int64_t r0, int n, int64_t rows_total, int cols, A mul) {
+__device__ inline void stage(A *dst, int pitch, const S *src, int64_t sr, int64_t r0, int n, int64_t rows_total, int cols, A mul) {
   for (int idx = threadIdx.x; idx < n * cols; idx += blockDim.x) {
     int r = idx / cols, c = idx - r * cols;
-    dst[r * pitch + c] = r0 + r < rows_total ? (A)ld(src[(r0 + r) * (int64_t)cols + c]) * mul : (A)0;
+    dst[r * pitch + c] = r0 + r < rows_total ? (A)ld(src[(r0 + r) * sr + c]) * mul : (A)0;
   }
 }
 
@@ -84,16 +107,17 @@ template <typename A> size_t fwd_smem(int64_t D, int64_t DV) {
 }
 
 template <typename S, typename A>
-__global__ void __launch_bounds__(kThr) sdpa_fwd(Geo g, int64_t ntiles, const S *q, const S *k, const S *v, S *out, A *L) {
+__global__ void __launch_bounds__(kThr) sdpa_fwd(Geo g, int64_t ntiles, const S *q, Lay lq, const S *k, Lay lk, const S *v, Lay lv,
+                                                 S *out, Lay lo, A *L) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int D = (int)g.D, DV = (int)g.DV;
   A *Qs = (A *)smem_raw, *Ks = Qs + kBr * (D + 1), *Vs = Ks + kBc * (D + 1), *Ps = Vs + kBc * DV;
   A *m_s = Ps + kBr * (kBc + 1), *l_s = m_s + kBr, *al_s = l_s + kBr;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int64_t b = blockIdx.x / ntiles, i0 = (blockIdx.x % ntiles) * kBr;
-  const S *qb = q + b * g.T * D, *kb = k + b * g.S * D, *vb = v + b * g.S * DV;
+  const S *qb = q + lq.at(b, 0), *kb = k + lk.at(b, 0), *vb = v + lv.at(b, 0);
 
-  stage(Qs, D + 1, qb, i0, kBr, g.T, D, (A)g.scale);
+  stage(Qs, D + 1, qb, lq.sr, i0, kBr, g.T, D, (A)g.scale);
   if (tid < kBr) { m_s[tid] = -INFINITY; l_s[tid] = 0; }
   A o[kPer];
 #pragma unroll
@@ -102,8 +126,8 @@ __global__ void __launch_bounds__(kThr) sdpa_fwd(Geo g, int64_t ntiles, const S 
   const int64_t kend = g.causal && i0 + kBr < g.S ? i0 + kBr : g.S;   // keys any row of this tile sees
   for (int64_t j0 = 0; j0 < kend; j0 += kBc) {
     __syncthreads();                    // the previous tile's Ks/Vs/Ps are no longer read
-    stage(Ks, D + 1, kb, j0, kBc, g.S, D, (A)1);
-    stage(Vs, DV, vb, j0, kBc, g.S, DV, (A)1);
+    stage(Ks, D + 1, kb, lk.sr, j0, kBc, g.S, D, (A)1);
+    stage(Vs, DV, vb, lv.sr, j0, kBc, g.S, DV, (A)1);
     __syncthreads();
     // scores: row 4u + warp, key lane
 #pragma unroll
@@ -157,21 +181,25 @@ __global__ void __launch_bounds__(kThr) sdpa_fwd(Geo g, int64_t ntiles, const S 
 #pragma unroll
     for (int t = 0; t < kPer; t++) {
       int c = warp + kWarps * t;
-      if (c < DV) out[(b * g.T + i) * DV + c] = St<S>::from(o[t] * inv);
+      if (c < DV) out[lo.at(b, i) + c] = St<S>::from(o[t] * inv);
     }
     if (warp == 0) L[b * g.T + i] = g.S == 0 ? (A)-INFINITY : m_s[lane] + a_log(l);
   }
 }
 
 // ---- backward ---------------------------------------------------------------------------------
-// Drow[r] = sum_c dO[r][c] O[r][c], one warp per row (grid-stride over the B*T rows).
+// Drow[r] = sum_c dO[r][c] O[r][c], one warp per row r = b T + i (grid-stride over the B*T
+// rows); the same warp zeroes row r of the dQ accumulator [B*T, D] (no separate memset).
 template <typename S, typename A>
-__global__ void sdpa_rowdot(int64_t rows, int DV, const S *dout, const S *o, A *Drow) {
+__global__ void sdpa_rowdot(int64_t rows, int64_t T, int DV, const S *dout, Lay lg, const S *o, Lay lo, A *Drow,
+                            A *dq_acc, int D) {
   const int lane = threadIdx.x & 31;
   const int64_t warps = (int64_t)gridDim.x * (blockDim.x >> 5);
   for (int64_t r = blockIdx.x * (int64_t)(blockDim.x >> 5) + (threadIdx.x >> 5); r < rows; r += warps) {
+    const S *gr = dout + lg.at(r / T, r % T), *orow = o + lo.at(r / T, r % T);
+    for (int c = lane; c < D; c += 32) dq_acc[r * D + c] = 0;
     A s = 0;
-    for (int c = lane; c < DV; c += 32) s += (A)ld(dout[r * DV + c]) * (A)ld(o[r * DV + c]);
+    for (int c = lane; c < DV; c += 32) s += (A)ld(gr[c]) * (A)ld(orow[c]);
     s = warp_sum(s);
     if (lane == 0) Drow[r] = s;
   }
@@ -184,8 +212,9 @@ template <typename A> size_t bwd_smem(int64_t D, int64_t DV) {
 }
 
 template <typename S, typename A>
-__global__ void __launch_bounds__(kThr) sdpa_bwd(Geo g, int64_t ntiles, const S *q, const S *k, const S *v, const S *dout,
-                                                 const A *L, const A *Drow, A *dq_acc, S *dk, S *dv) {
+__global__ void __launch_bounds__(kThr) sdpa_bwd(Geo g, int64_t ntiles, const S *q, Lay lq, const S *k, Lay lk, const S *v, Lay lv,
+                                                 const S *dout, Lay lg, const A *L, const A *Drow, A *dq_acc,
+                                                 S *dk, Lay ldk, S *dv, Lay ldv) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int D = (int)g.D, DV = (int)g.DV;
   A *Ks = (A *)smem_raw, *Vs = Ks + kBc * (D + 1), *Qs = Vs + kBc * (DV + 1), *dOs = Qs + kBr * (D + 1);
@@ -193,10 +222,10 @@ __global__ void __launch_bounds__(kThr) sdpa_bwd(Geo g, int64_t ntiles, const S 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int64_t b = blockIdx.x / ntiles, j0 = (blockIdx.x % ntiles) * kBc;
   const A scale = (A)g.scale;
-  const S *qb = q + b * g.T * D, *kb = k + b * g.S * D, *vb = v + b * g.S * DV, *gb = dout + b * g.T * DV;
+  const S *qb = q + lq.at(b, 0), *kb = k + lk.at(b, 0), *vb = v + lv.at(b, 0), *gb = dout + lg.at(b, 0);
 
-  stage(Ks, D + 1, kb, j0, kBc, g.S, D, (A)1);
-  stage(Vs, DV + 1, vb, j0, kBc, g.S, DV, (A)1);
+  stage(Ks, D + 1, kb, lk.sr, j0, kBc, g.S, D, (A)1);
+  stage(Vs, DV + 1, vb, lv.sr, j0, kBc, g.S, DV, (A)1);
   A dk_acc[kPer], dv_acc[kPer];          // key j0 + lane, dims warp + 4t
 #pragma unroll
   for (int t = 0; t < kPer; t++) dk_acc[t] = dv_acc[t] = 0;
@@ -205,8 +234,8 @@ __global__ void __launch_bounds__(kThr) sdpa_bwd(Geo g, int64_t ntiles, const S 
   const int64_t istart = g.causal ? (j0 / kBr) * kBr : 0;
   for (int64_t i0 = istart; i0 < g.T; i0 += kBr) {
     __syncthreads();                    // previous query tile fully consumed (and Ks/Vs staged)
-    stage(Qs, D + 1, qb, i0, kBr, g.T, D, (A)1);
-    stage(dOs, DV + 1, gb, i0, kBr, g.T, DV, (A)1);
+    stage(Qs, D + 1, qb, lq.sr, i0, kBr, g.T, D, (A)1);
+    stage(dOs, DV + 1, gb, lg.sr, i0, kBr, g.T, DV, (A)1);
     if (tid < kBr) {
       int64_t i = i0 + tid;
       Ls[tid] = i < g.T ? L[b * g.T + i] : (A)0;
@@ -255,16 +284,19 @@ __global__ void __launch_bounds__(kThr) sdpa_bwd(Geo g, int64_t ntiles, const S 
 #pragma unroll
     for (int t = 0; t < kPer; t++) {
       int c = warp + kWarps * t;
-      if (c < D) dk[(b * g.S + j) * D + c] = St<S>::from(scale * dk_acc[t]);
-      if (c < DV) dv[(b * g.S + j) * DV + c] = St<S>::from(dv_acc[t]);
+      if (c < D) dk[ldk.at(b, j) + c] = St<S>::from(scale * dk_acc[t]);
+      if (c < DV) dv[ldv.at(b, j) + c] = St<S>::from(dv_acc[t]);
     }
   }
 }
 
+// dQ from its contiguous [B, T, D] accumulator (A) into dq (storage dtype, layout ld)
 template <typename S, typename A>
-__global__ void sdpa_cast(int64_t n, const A *src, S *dst) {
-  for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n; e += (int64_t)gridDim.x * blockDim.x)
-    dst[e] = St<S>::from(src[e]);
+__global__ void sdpa_cast(int64_t n, int64_t T, int64_t D, const A *src, S *dst, Lay ld) {
+  for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n; e += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t r = e / D;
+    dst[ld.at(r / T, r % T) + (e - r * D)] = St<S>::from(src[e]);
+  }
 }
 
 // ---- host side ----------------------------------------------------------------------------------
@@ -294,8 +326,9 @@ template <typename S> int run_fwd(const nt_KernelArgs *a, const Geo &g) {
   if (blocks == 0) return 0;
   const size_t smem = fwd_smem<A>(g.D, g.DV);
   if (blocks_ok(blocks, op) || smem_ok(sdpa_fwd<S, A>, smem, op)) return -1;
-  sdpa_fwd<S, A><<<(unsigned)blocks, kThr, smem, stream>>>(g, ntiles, (const S *)base(a->in[0]), (const S *)base(a->in[1]),
-                                                           (const S *)base(a->in[2]), (S *)base(a->out), (A *)base(a->in[3]));
+  sdpa_fwd<S, A><<<(unsigned)blocks, kThr, smem, stream>>>(
+      g, ntiles, (const S *)base(a->in[0]), lay_of(a->in[0]), (const S *)base(a->in[1]), lay_of(a->in[1]),
+      (const S *)base(a->in[2]), lay_of(a->in[2]), (S *)base(a->out), lay_of(a->out), (A *)base(a->in[3]));
   LAUNCHED(op);
   return 0;
 }
@@ -304,36 +337,36 @@ template <typename S> int run_bwd(const nt_KernelArgs *a, const Geo &g) {
   using A = typename Comp<S>::type;
   const char *op = "scaled_dot_product_attention_backward";
   const nt_SdpaGrads *gr = (const nt_SdpaGrads *)a->extra;
-  const size_t es = sizeof(S);
+  const bool views = a->niarg > NT_SDPA_VIEWS && a->iarg[NT_SDPA_VIEWS];
   const int64_t nq = g.B * g.T * g.D;
-  if (g.S == 0 || g.T == 0) {           // no (query, key) pair: every gradient is 0
-    if (nq > 0) CU(cudaMemsetAsync(base(gr->dq), 0, (size_t)nq * es, stream));
-    if (g.B * g.S * g.D > 0) CU(cudaMemsetAsync(base(gr->dk), 0, (size_t)(g.B * g.S * g.D) * es, stream));
-    if (g.B * g.S * g.DV > 0) CU(cudaMemsetAsync(base(gr->dv), 0, (size_t)(g.B * g.S * g.DV) * es, stream));
-    return 0;
-  }
-  const int64_t rows = g.B * g.T;
-  Scratch drow((size_t)rows * sizeof(A));
-  if (!drow.p) return -1;
-  sdpa_rowdot<S, A><<<grid_for(rows * 32), kThreads, 0, stream>>>(rows, (int)g.DV, (const S *)base(gr->dout),
-                                                                  (const S *)base(gr->o), (A *)drow.p);
-  LAUNCHED(op);
-  // dQ is a sum over key tiles done with atomicAdd: into dq itself when it is A-typed,
-  // else into an A scratch cast afterwards
-  constexpr bool direct = sizeof(S) == sizeof(A);
+  // dQ is a sum over key tiles done with atomicAdd: into dq itself when it is A-typed
+  // and contiguous, else into a contiguous A scratch cast (and laid out) afterwards
+  const bool direct = sizeof(S) == sizeof(A) && !views;
   Scratch dq_tmp(direct ? 0 : (size_t)nq * sizeof(A));
   if (!dq_tmp.p) return -1;
   A *dq_acc = direct ? (A *)base(gr->dq) : (A *)dq_tmp.p;
-  CU(cudaMemsetAsync(dq_acc, 0, (size_t)nq * sizeof(A), stream));
-  const int64_t ntiles = (g.S + kBc - 1) / kBc, blocks = g.B * ntiles;
-  const size_t smem = bwd_smem<A>(g.D, g.DV);
-  if (blocks_ok(blocks, op) || smem_ok(sdpa_bwd<S, A>, smem, op)) return -1;
-  sdpa_bwd<S, A><<<(unsigned)blocks, kThr, smem, stream>>>(
-      g, ntiles, (const S *)base(gr->q), (const S *)base(gr->k), (const S *)base(gr->v), (const S *)base(gr->dout),
-      (const A *)base(gr->lse), (const A *)drow.p, dq_acc, (S *)base(gr->dk), (S *)base(gr->dv));
-  LAUNCHED(op);
-  if (!direct) {
-    sdpa_cast<S, A><<<grid_for(nq), kThreads, 0, stream>>>(nq, dq_acc, (S *)base(gr->dq));
+  if (g.S == 0 && nq > 0) CU(cudaMemsetAsync(dq_acc, 0, (size_t)nq * sizeof(A), stream));   // no key: dQ = 0
+  if (g.S > 0) {                        // (dK, dV are then empty); T == 0 gives dK = dV = 0 below
+    const int64_t rows = g.B * g.T;
+    Scratch drow((size_t)rows * sizeof(A));
+    if (!drow.p) return -1;
+    if (rows > 0) {                     // D_i, and dQ's accumulator zeroed
+      sdpa_rowdot<S, A><<<grid_for(rows * 32), kThreads, 0, stream>>>(rows, g.T, (int)g.DV, (const S *)base(gr->dout),
+                                                                      lay_of(gr->dout), (const S *)base(gr->o), lay_of(gr->o),
+                                                                      (A *)drow.p, dq_acc, (int)g.D);
+      LAUNCHED(op);
+    }
+    const int64_t ntiles = (g.S + kBc - 1) / kBc, blocks = g.B * ntiles;
+    const size_t smem = bwd_smem<A>(g.D, g.DV);
+    if (blocks_ok(blocks, op) || smem_ok(sdpa_bwd<S, A>, smem, op)) return -1;
+    sdpa_bwd<S, A><<<(unsigned)blocks, kThr, smem, stream>>>(
+        g, ntiles, (const S *)base(gr->q), lay_of(gr->q), (const S *)base(gr->k), lay_of(gr->k), (const S *)base(gr->v),
+        lay_of(gr->v), (const S *)base(gr->dout), lay_of(gr->dout), (const A *)base(gr->lse), (const A *)drow.p, dq_acc,
+        (S *)base(gr->dk), lay_of(gr->dk), (S *)base(gr->dv), lay_of(gr->dv));
+    LAUNCHED(op);
+  }
+  if (!direct && nq > 0) {
+    sdpa_cast<S, A><<<grid_for(nq), kThreads, 0, stream>>>(nq, g.T, g.D, dq_acc, (S *)base(gr->dq), lay_of(gr->dq));
     LAUNCHED(op);
   }
   return 0;
@@ -377,8 +410,10 @@ int k_sdpa(const nt_KernelArgs *a) {
   nt_DType dt = bwd ? ((const nt_SdpaGrads *)a->extra)->q->dtype : a->out->dtype;
   Path p = env_path(op);
   if (p == kBadEnv) return -1;
-  // strided views (NT_SDPA_VIEWS): only the cuDNN graph reads them in place; the other
-  // paths decline (return 1, nothing written) and the front end retries with copies
+  // strided views (NT_SDPA_VIEWS): the cuDNN graph and the fused kernels read and write
+  // them in place; the cuBLAS path declines (return 1, nothing written: its GEMMs take
+  // one batch stride, which the heads of a packed qkv do not have) and the front end
+  // retries with contiguous copies
   const bool views = a->niarg > NT_SDPA_VIEWS && ia[NT_SDPA_VIEWS];
   if (p == kAuto || p == kCudnn) {
     char why[500] = "";
@@ -394,8 +429,7 @@ int k_sdpa(const nt_KernelArgs *a) {
     snprintf(last_fallback, sizeof last_fallback, "%s", why);
     p = fallback_path(g, dt);
   }
-  if (views) return 1;
-  if (p == kGemm) return sdpa_gemm(a, bwd);
+  if (p == kGemm) return views ? 1 : sdpa_gemm(a, bwd);
   if (g.D > kMaxD || g.DV > kMaxD) {
     host->error_set("%s: the fused kernel takes head dims up to %d, got d=%lld, dv=%lld (NABLA_CUDA_ATTENTION=fused)",
                     op, kMaxD, (long long)g.D, (long long)g.DV);

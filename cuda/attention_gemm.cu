@@ -47,6 +47,7 @@
 namespace ncu {
 const char *cublas_status_str(cublasStatus_t s);   // matmul.cu
 int cublas_handle_new(cublasHandle_t *out, const char *what);   // matmul.cu
+int gemm_issued(const char *op);   // matmul.cu: the check after a cuBLAS call (not a launch)
 
 namespace {
 
@@ -166,7 +167,7 @@ int gemm(const char *op, bool ta, bool tb, int64_t M, int64_t N, int64_t K, doub
   CUBLAS(op, cublasGemmStridedBatchedEx(handle, ob, oa, (int)N, (int)M, (int)K, al, B, Blas<E>::io, (int)ldb, sB, A,
                                         Blas<E>::io, (int)lda, sA, be, C, ctype, (int)ldc, sC, (int)batch, comp,
                                         CUBLAS_GEMM_DEFAULT));
-  LAUNCHED(op);   // records op; under NABLA_CUDA_SYNC=1 waits, so a fault names it
+  if (gemm_issued(op)) return -1;   // counted as a GEMM; under NABLA_CUDA_SYNC=1 waits, so a fault names it
   return 0;
 }
 

@@ -78,8 +78,10 @@ template <typename S, typename O> __device__ inline O bin_apply(int op, typename
 
 // mode: 0 = tensor OP tensor, 1 = tensor OP scalar, 2 = scalar OP tensor
 // I: the index type (uint32_t when the launch fits 32-bit math, else int64_t)
-template <typename I, typename S, typename O>
-__global__ void binary_strided(int op, I n, Geom g, O *out, const S *a, const S *b,
+// S2: b's storage type, S's except in a mixed-dtype binary (below: f32 with f16/bf16,
+// computed in f32 as after a cast, which is exact)
+template <typename I, typename S, typename O, typename S2 = S>
+__global__ void binary_strided(int op, I n, Geom g, O *out, const S *a, const S2 *b,
                                typename Comp<S>::type sv, int mode, DevError *err) {
   typedef typename Comp<S>::type C;
   int zd = 0;
@@ -93,15 +95,16 @@ __global__ void binary_strided(int op, I n, Geom g, O *out, const S *a, const S 
 }
 
 // contiguous: VEC elements per thread with 16-byte loads; [vec_n*VEC, n) scalar tail
-template <typename S, typename O, int VEC>
-__global__ void binary_contig(int op, int64_t n, O *out, const S *a, const S *b,
+template <typename S, typename O, int VEC, typename S2 = S>
+__global__ void binary_contig(int op, int64_t n, O *out, const S *a, const S2 *b,
                               typename Comp<S>::type sv, int mode, DevError *err) {
   typedef typename Comp<S>::type C;
   int zd = 0;
   int64_t nvec = n / VEC, stride = (int64_t)gridDim.x * blockDim.x;
   for (int64_t v = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; v < nvec; v += stride) {
-    Vec<S, VEC> va = reinterpret_cast<const Vec<S, VEC> *>(a)[v], vb;
-    if (mode == 0) vb = reinterpret_cast<const Vec<S, VEC> *>(b)[v];
+    Vec<S, VEC> va = reinterpret_cast<const Vec<S, VEC> *>(a)[v];
+    Vec<S2, VEC> vb;
+    if (mode == 0) vb = reinterpret_cast<const Vec<S2, VEC> *>(b)[v];
     Vec<O, VEC> vo;
 #pragma unroll
     for (int k = 0; k < VEC; k++) {
@@ -121,6 +124,28 @@ __global__ void binary_contig(int op, int64_t n, O *out, const S *a, const S *b,
 
 bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
+// Mixed-dtype binary: an arithmetic op of an f32 tensor and an f16/bf16 one (either
+// order) into f32, each operand read in its stored dtype (telem.c sends these on
+// CUDA instead of casting the 16-bit operand first: autocast's residual stream,
+// x_f32 + attn_bf16).  The same values as the cast then the op.  4 elements per
+// thread in the contiguous path: one 16-byte f32 load and one 8-byte 16-bit load.
+template <typename SA, typename SB>
+int binary_mixed(const nt_KernelArgs *a, Geom &g, bool contig, int64_t n, const char *name) {
+  const SA *pa = (const SA *)base(a->in[0]);
+  const SB *pb = (const SB *)base(a->in[1]);
+  float *po = (float *)base(a->out);
+  constexpr int VEC = 4;
+  if (contig && (uintptr_t)pa % sizeof(Vec<SA, VEC>) == 0 && (uintptr_t)pb % sizeof(Vec<SB, VEC>) == 0 && aligned16(po))
+    binary_contig<SA, float, VEC, SB><<<grid_for(n, VEC), kThreads, 0, stream>>>(a->op, n, po, pa, pb, 0.f, 0, dev_err);
+  else
+    with_index_type(g, n, [&](auto i0) {
+      binary_strided<decltype(i0), SA, float, SB><<<grid_for(n), kThreads, 0, stream>>>(a->op, (decltype(i0))n, g, po, pa, pb,
+                                                                                        0.f, 0, dev_err);
+    });
+  LAUNCHED(name);
+  return 0;
+}
+
 int k_binary(const nt_KernelArgs *a) {
   nt_Tensor *ops[3] = { a->out, a->in[0], a->in[1] };
   int nop = a->in[1] ? 3 : 2;
@@ -130,6 +155,18 @@ int k_binary(const nt_KernelArgs *a) {
   bool contig;
   Geom g = make_geom(nop, ops, &contig);
   const char *name = host->op_name(a->op);
+  if (a->in[1] && a->in[1]->dtype != a->in[0]->dtype) {   // mixed f32 / f16 / bf16 (telem.c: nt_binary)
+    const nt_DType da = a->in[0]->dtype, db = a->in[1]->dtype;
+    if (a->out->dtype == NT_F32 && a->op <= NT_OP_MINIMUM) {
+      if (da == NT_F32 && db == NT_BF16) return binary_mixed<float, __nv_bfloat16>(a, g, contig, n, name);
+      if (da == NT_F32 && db == NT_F16) return binary_mixed<float, __half>(a, g, contig, n, name);
+      if (da == NT_BF16 && db == NT_F32) return binary_mixed<__nv_bfloat16, float>(a, g, contig, n, name);
+      if (da == NT_F16 && db == NT_F32) return binary_mixed<__half, float>(a, g, contig, n, name);
+    }
+    host->error_set("%s: internal error: operands of dtypes %s and %s into %s on cuda", name, nt_dtype_name(da),
+                    nt_dtype_name(db), nt_dtype_name(a->out->dtype));
+    return -1;
+  }
   auto run = [&]<typename S>() -> int {
     typedef typename Comp<S>::type C;
     const S *pa = (const S *)base(a->in[0]);

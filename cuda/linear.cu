@@ -29,6 +29,7 @@ namespace ncu {
 
 const char *cublas_status_str(cublasStatus_t s);   // matmul.cu
 cublasHandle_t matmul_cublas_handle(void);         // matmul.cu
+int gemm_issued(const char *op);                   // matmul.cu: the check after a cuBLAS(Lt) call (not a launch)
 
 namespace {
 
@@ -99,7 +100,7 @@ int lt_matmul(const char *opname, cublasOperation_t ta, cublasOperation_t tb, in
   LT(s);
   const float alpha = 1, beta = 0;
   LT(cublasLtMatmul(lt, c.desc, &alpha, A, c.a, B, c.b, &beta, D, c.d, D, c.d, &res.algo, lt_ws, lt_ws_bytes, stream));
-  LAUNCHED(opname);
+  if (gemm_issued(opname)) return -1;   // one GPU operation: the GEMM (common.cuh counts it)
   return 0;
 }
 
@@ -120,7 +121,7 @@ int classic_gemm(const char *opname, cublasOperation_t ta, cublasOperation_t tb,
     host->error_set("%s: cuBLAS error in cublasGemmEx: %s (%d); last op launched: %s", opname, cublas_status_str(s), (int)s, last_op);
     return -1;
   }
-  LAUNCHED(opname);
+  if (gemm_issued(opname)) return -1;
   return 0;
 }
 

@@ -47,6 +47,8 @@ const char *cublas_status_str(cublasStatus_t s) {
   }
 }
 
+int gemm_issued(const char *op);   // below
+
 namespace {
 
 cublasHandle_t handle;
@@ -178,11 +180,24 @@ int k_matmul(const nt_KernelArgs *ka) {
       CUBLAS(cublasGemmEx(handle, ob, oa, (int)N, (int)M, (int)K, alpha, pb, ctype, (int)pl.b.ld,
                           pa, ctype, (int)pl.a.ld, beta, pc, ctype, (int)N, comp, CUBLAS_GEMM_DEFAULT));
     }
-  LAUNCHED("matmul");   // records the op; under NABLA_CUDA_SYNC=1 waits, so a cuBLAS fault names it
+  if (gemm_issued("matmul")) return -1;   // under NABLA_CUDA_SYNC=1 waits, so a cuBLAS fault names it
   return 0;
 }
 
 }  // namespace
+
+// The check after a cuBLAS / cuBLASLt GEMM call, in place of LAUNCHED: the call is
+// counted once, as a GEMM, by common.cuh's wrapper (LAUNCHED would count it a second
+// time, as a kernel launch: the "2 GPU operations per GEMM" of issue 26).  Like
+// launched(): a pending CUDA error is reported (an earlier kernel's sticky fault as
+// such, by cuda_fail), op becomes the last op launched, and under NABLA_CUDA_SYNC=1
+// the stream is waited for, so a fault names it.  0, or -1 with the error set.
+int gemm_issued(const char *op) {
+  cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) return cuda_fail(e, op, __FILE__, __LINE__);
+  last_op = op;
+  return host->sync_launches ? sync_stream() : 0;
+}
 
 // Row-major C[M,N] = op(A)[M,K] op(B)[K,N] + beta C, `batch` times (element
 // strides sA/sB/sC between batch matrices; 0 = the same matrix), f32 or f64,
@@ -227,7 +242,7 @@ int gemm_rowmajor(nt_DType dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K
     host->error_set("%s: cuBLAS error in gemm: %s (%d); last op launched: %s", opname, cublas_status_str(s), (int)s, last_op);
     return -1;
   }
-  LAUNCHED(opname);
+  if (gemm_issued(opname)) return -1;
   return 0;
 }
 

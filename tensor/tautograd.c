@@ -271,7 +271,19 @@ static nt_Tensor *fit_grad(nt_Tensor *g, nt_Tensor *in) {
   return r;
 }
 
+/* g is a fresh result nothing else can reach: the only reference to it and to
+** its storage (no view, no saved alias, no pending chain), covering the whole
+** storage, outside any graph.  A kernel's output for this gradient, typically
+** (dW of a linear): it can become .grad as it is, without a device copy. */
+static bool private_grad(const nt_Tensor *g) {
+  const nt_Storage *s = g->storage;
+  return g->refcount == 1 && s->refcount == 1 && s->hook == NULL && s->readers == 0 && !g->grad_fn &&
+         !g->requires_grad && g->offset == 0 && (g->flags & NT_T_CONTIG) &&
+         (size_t)g->numel * nt_dtype_size(g->dtype) == s->nbytes;
+}
+
 static int leaf_accumulate(nt_Tensor *leaf, nt_Tensor *g) {
+  if (!leaf->grad && private_grad(g)) { leaf->grad = g; return 0; }
   if (!leaf->grad) {
     /* own a private contiguous copy so later in-place edits of g's storage
     ** (it may alias gout) cannot change .grad */

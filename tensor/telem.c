@@ -116,6 +116,17 @@ static nt_Tensor *small_run(int op, nt_Tensor *a, nt_Tensor *b, double s, bool f
   return out;
 }
 
+/* An arithmetic op of an f32 tensor and an f16/bf16 one on CUDA: the kernel reads
+** each in its stored dtype and computes in f32 (cuda/elementwise.cu binary_mixed):
+** the values of the cast then the op, without the cast's kernel and its
+** temporary (autocast's f32 residual stream plus a bf16 branch).  The result
+** dtype is the promotion's, as everywhere; the CPU casts first. */
+static bool half_f32(nt_DType x) { return x == NT_F16 || x == NT_BF16; }
+static bool mixed_ok(int op, const nt_Tensor *a, const nt_Tensor *b, nt_DType cd) {
+  return a->device == NT_CUDA && op <= NT_OP_MINIMUM && cd == NT_F32 &&
+         ((a->dtype == NT_F32 && half_f32(b->dtype)) || (half_f32(a->dtype) && b->dtype == NT_F32));
+}
+
 nt_Tensor *nt_binary(int op, nt_Tensor *a, nt_Tensor *b) {
   if (small_arith(op, a) && b->dtype == a->dtype && small_arith(op, b) && same_shape(a, b)) return small_run(op, a, b, 0, false);
   if (!NT_OP_IS_BINARY(op)) NT_FAIL_NULL("%s is not a binary op", nt_op_name(op));
@@ -140,8 +151,9 @@ nt_Tensor *nt_binary(int op, nt_Tensor *a, nt_Tensor *b) {
   int64_t shape[NT_MAXDIM];
   int nd;
   nt_Tensor va, vb, *ca = a, *cb = b, *out = NULL;
-  if (a->dtype != cd && !(ca = nt_to_dtype(a, cd))) return NULL;
-  if (b->dtype != cd && !(cb = nt_to_dtype(b, cd))) goto done;
+  bool mixed = mixed_ok(op, a, b, cd);   /* the CUDA kernel reads each operand as stored */
+  if (!mixed && a->dtype != cd && !(ca = nt_to_dtype(a, cd))) return NULL;
+  if (!mixed && b->dtype != cd && !(cb = nt_to_dtype(b, cd))) goto done;
   nt_KernelArgs args;
   args.op = op;
   if (same_shape(a, b)) {

@@ -871,6 +871,13 @@ static int b_sdpa(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   if (args[3].t != NB_TNIL && !(mask = nbT_arg(vm, &tp, fname, "mask", args[3]))) { nbT_tmp_free(&tp); return NB_ERR; }
   DONE(nt_sdpa(q, k, v, mask, nb_truthy(args[4]), scale, dropout));
 }
+static int b_attention_qkv(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "attention_qkv"; Tmp tp = {0}; double scale = NAN; int64_t heads;
+  if (nbT_int_arg(vm, fname, "heads", args[1], &heads)) return NB_ERR;
+  if (args[3].t != NB_TNIL && nbT_num_arg(vm, fname, "scale", args[3], &scale)) return NB_ERR;
+  TENSOR_ARG(qkv, 0, "qkv");
+  DONE(nt_attention_qkv(qkv, heads, args[2].t == NB_TNIL ? true : nb_truthy(args[2]), scale));
+}
 
 /* ------------------------------------------------------------ builtins: cuda
 ** `cuda` is a record: callable (`cuda(x)`, `x.cuda()` moves x to the GPU)
@@ -1078,6 +1085,7 @@ static nb_Builtin ops_builtins[] = {
   { "topk", b_topk, "x, k, axis=-1, largest=true", "topk(x, k, axis=-1, largest=true): [values, indices] of the k largest" },
   { "cumsum", b_cumsum, "x, axis=0", "cumsum(x, axis=0): running sum" },
   { "scaled_dot_product_attention", b_sdpa, "q, k, v, mask=nil, causal=false, scale=nil, dropout=0", "scaled_dot_product_attention(q [..., T, d], k [..., S, d], v [..., S, dv], mask=nil, causal=false, scale=1/sqrt(d), dropout=0): softmax(scale q k^T + mask) v as one fused op (torch semantics; mask: bool, true = attend, or float added to the scores, broadcast to [..., T, S]; causal: query i sees keys j <= i; dropout on the probabilities); saves only the row logsumexp for backward" },
+  { "attention_qkv", b_attention_qkv, "qkv, heads, causal=true, scale=nil", "attention_qkv(qkv [B, T, 3C], heads, causal=true, scale=1/sqrt(C/heads)): multi-head attention over a packed qkv (q, k, v = its thirds, each split into heads) -> [B, T, C]; the same as chunking, permuting the heads to [B, H, T, hd] and scaled_dot_product_attention, without copies (the gradient is one packed [B, T, 3C])" },
   { NULL, NULL, NULL, NULL }
 };
 

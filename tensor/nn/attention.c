@@ -33,8 +33,14 @@
 ** of O before the output projection and of the gradients went away (k_copy
 ** 4.9% -> 1.1% of the step's samples; the attention layer's forward + backward
 ** takes ~10% less CPU time: bench/results/2026-11-26-gpt.md).  On CUDA the
-** same views go in place to cuDNN's graph where it runs (cuda_views_ok,
-** NT_SDPA_VIEWS in attention.h); the other CUDA paths get contiguous copies.
+** same views go in place to cuDNN's graph and the fused kernels (cuda_views_ok,
+** NT_SDPA_VIEWS in attention.h); the cuBLAS path gets contiguous copies.
+**
+** attention_qkv(qkv [B, T, 3C], heads) (end of file) is the model's form: the
+** heads of q, k, v are views of the packed qkv, the output is written as
+** [B, T, C] and its backward writes dq, dk, dv into ONE packed [B, T, 3C]
+** gradient: no chunk, no permutes, no chunk backward's zero fill and copies
+** (nn.causal_self_attention uses it).
 */
 #include "nninternal.h"
 #include "attention.h"
@@ -284,18 +290,15 @@ static bool lay_ok(const nt_Tensor *t, nt_DType dt, const int64_t *batch, int nb
   return t->device == NT_CPU && view_ok(t, dt, batch, nb);
 }
 
-/* On CUDA, where cuDNN's fused attention runs (cuda.attention_backend() says
-** "cudnn") and takes this dtype and these head dims, q, k, v views (1 or 2 batch
-** dims: the heads of a packed qkv, permuted) are read in place too: NT_SDPA_VIEWS
-** (attention.h).  Should cuDNN then decline (no engine), the kernel returns 1
-** and the caller retries with contiguous copies. */
+/* On CUDA, q, k, v views (1 or 2 batch dims, no mask: the heads of a packed qkv,
+** permuted) are sent as they are: NT_SDPA_VIEWS (attention.h).  cuDNN's graph and
+** the fused kernels read them in place; a path that cannot (the cuBLAS one, cuDNN
+** without an engine for the graph) returns 1 and the caller retries with
+** contiguous copies. */
 static bool cuda_views_ok(nt_Tensor *const *t, nt_DType dt, const int64_t *batch, int nb, bool mask) {
-  if (t[0]->device != NT_CUDA || mask || nb < 1 || nb > 2 ||
-      !nt_sdpa_cudnn_shape_ok(dt, t[0]->shape[t[0]->ndim - 1], t[2]->shape[t[2]->ndim - 1]))
-    return false;
+  if (t[0]->device != NT_CUDA || mask || nb < 1 || nb > 2) return false;
   for (int i = 0; i < 3; i++) if (!view_ok(t[i], dt, batch, nb)) return false;
-  nt_AttentionBackend ab;
-  return nt_cuda_attention_backend(&ab) == 0 && strcmp(ab.backend, "cudnn") == 0;
+  return true;
 }
 
 /* t as a contiguous [B, rows, cols] (the copy the kernels without view support read) */
@@ -612,6 +615,171 @@ nt_Tensor *nt_sdpa(nt_Tensor *q, nt_Tensor *k, nt_Tensor *v, nt_Tensor *mask, bo
 
 nt_Tensor *nt_scaled_dot_product_attention(nt_Tensor *q, nt_Tensor *k, nt_Tensor *v, bool causal, double scale) {
   return nt_sdpa(q, k, v, NULL, causal, scale, 0);
+}
+
+/* ---- attention_qkv: attention over a packed qkv ---------------------------------------- */
+/* The heads of columns [col0, col0 + H hd) of x [B, T, W] (unit column stride) as the
+** view [B, H, T, hd] of the same memory: no copy, no autograd (a raw view for the kernel). */
+static nt_Tensor *heads_view(nt_Tensor *x, int64_t col0, int64_t H, int64_t hd) {
+  nt_Tensor *v = nt_view_of(x);
+  if (!v) return NULL;
+  int64_t s0 = x->strides[0], s1 = x->strides[1];
+  v->ndim = 4;
+  v->shape[0] = x->shape[0]; v->shape[1] = H; v->shape[2] = x->shape[1]; v->shape[3] = hd;
+  v->strides[0] = s0; v->strides[1] = hd; v->strides[2] = s1; v->strides[3] = 1;
+  v->offset += col0;
+  nt_update_meta(v);
+  return v;
+}
+
+/* A [B, T, W] tensor whose heads views the kernels take (unit column stride, rows at
+** least W apart, batch stride >= 0): else a contiguous copy.  New reference. */
+static nt_Tensor *packed_ok(nt_Tensor *x) {
+  int64_t T = x->shape[1], W = x->shape[2];
+  bool ok = (W <= 1 || x->strides[2] == 1) && (T <= 1 || x->strides[1] >= W) && x->strides[0] >= 0;
+  return ok ? nt_retain(x) : nt_contiguous(x);
+}
+
+/* geometry in the node: iarg = the sdpa kernel's (B = batch * heads) + heads */
+enum { QKV_HEADS = NT_SDPA_NIARG, QKV_NIARG };
+
+/* the kernel on q, k, v (and O / dO, dq, dk, dv) given as [B, H, T, hd] views, or, when
+** the CUDA path declines views (1), on contiguous copies whose results are copied into
+** the views: the one place both directions fall back */
+static int qkv_dispatch(nt_KernelArgs *ka, bool bwd) {
+  int rc = nt_dispatch(ka->op, bwd ? ((nt_SdpaGrads *)ka->extra)->q->device : ka->out->device, ka);
+  if (rc != 1) return rc;
+  int64_t B = ka->iarg[NT_SDPA_B];
+  ka->iarg[NT_SDPA_VIEWS] = 0;
+  if (!bwd) {
+    nt_Tensor *q = flat3(ka->in[0], B), *k = q ? flat3(ka->in[1], B) : NULL, *v = k ? flat3(ka->in[2], B) : NULL;
+    nt_Tensor *ov = ka->out, *o = v ? nt_empty((int64_t[]){B, ov->shape[2], ov->shape[3]}, 3, ov->dtype, ov->device) : NULL;
+    nt_Tensor *o4 = NULL;
+    rc = o ? 0 : -1;
+    if (!rc) {
+      nt_KernelArgs c = *ka;
+      c.out = o; c.in[0] = q; c.in[1] = k; c.in[2] = v;
+      rc = nt_dispatch(c.op, o->device, &c);
+    }
+    if (!rc) rc = (o4 = nt_reshape(o, ov->shape, 4)) ? nt_copy_(ov, o4) : -1;
+    nt_release(q); nt_release(k); nt_release(v); nt_release(o); nt_release(o4);
+    return rc;
+  }
+  nt_SdpaGrads *g = ka->extra, c = {.lse = g->lse};
+  nt_Tensor *own[8] = {c.q = flat3(g->q, B), c.k = flat3(g->k, B), c.v = flat3(g->v, B), c.o = flat3(g->o, B),
+                       c.dout = flat3(g->dout, B)};
+  rc = c.q && c.k && c.v && c.o && c.dout ? 0 : -1;
+  if (!rc) {
+    own[5] = c.dq = nt_empty(c.q->shape, 3, c.q->dtype, c.q->device);
+    own[6] = c.dk = nt_empty(c.k->shape, 3, c.k->dtype, c.k->device);
+    own[7] = c.dv = nt_empty(c.v->shape, 3, c.v->dtype, c.v->device);
+    nt_KernelArgs cb = *ka;
+    cb.extra = &c;
+    rc = c.dq && c.dk && c.dv ? nt_dispatch(cb.op, c.q->device, &cb) : -1;
+  }
+  nt_Tensor *src[3] = {c.dq, c.dk, c.dv}, *dst[3] = {g->dq, g->dk, g->dv};
+  for (int i = 0; i < 3 && !rc; i++) {
+    nt_Tensor *r = nt_reshape(src[i], dst[i]->shape, 4);
+    rc = r ? nt_copy_(dst[i], r) : -1;
+    nt_release(r);
+  }
+  for (int i = 0; i < 8; i++) nt_release(own[i]);
+  return rc;
+}
+
+static int qkv_backward(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin) {
+  nt_Tensor *qkv = nd->in[0];
+  int64_t H = nd->iarg[QKV_HEADS], hd = nd->iarg[NT_SDPA_D], C = H * hd;
+  nt_Tensor *gc = nt_to_dtype(gout, qkv->dtype), *g = gc ? packed_ok(gc) : NULL;
+  nt_release(gc);
+  nt_Tensor *dqkv = g ? nt_empty(qkv->shape, 3, qkv->dtype, qkv->device) : NULL;
+  nt_SdpaGrads gr = {.lse = nd->saved[1]};
+  nt_Tensor *own[8] = {0};
+  int rc = dqkv ? 0 : -1;
+  if (!rc) {
+    own[0] = gr.q = heads_view(qkv, 0, H, hd); own[1] = gr.k = heads_view(qkv, C, H, hd);
+    own[2] = gr.v = heads_view(qkv, 2 * C, H, hd); own[3] = gr.o = heads_view(nd->saved[0], 0, H, hd);
+    own[4] = gr.dout = heads_view(g, 0, H, hd); own[5] = gr.dq = heads_view(dqkv, 0, H, hd);
+    own[6] = gr.dk = heads_view(dqkv, C, H, hd); own[7] = gr.dv = heads_view(dqkv, 2 * C, H, hd);
+    for (int i = 0; i < 8; i++) if (!own[i]) rc = -1;
+  }
+  nt_KernelArgs ka = {.op = nn_ops.sdpa_bwd, .extra = &gr, .s = {nd->s[0]}, .niarg = NT_SDPA_NIARG};
+  memcpy(ka.iarg, nd->iarg, NT_SDPA_NIARG * sizeof(int64_t));
+  nt_Tensor *ins[5] = {qkv, nd->saved[0], gr.lse, g};
+  for (int i = 0; i < 4 && !rc; i++) rc = nt_dev_check(ins[i], "attention_qkv backward");
+  if (!rc && dqkv->numel) rc = qkv_dispatch(&ka, true);
+  for (int i = 0; i < 8; i++) nt_release(own[i]);
+  nt_release(g);
+  if (rc) { nt_release(dqkv); dqkv = NULL; }
+  gin[0] = dqkv;
+  return rc;
+}
+
+static nt_Tensor *qkv_op(nt_Tensor *qkv, int64_t heads, bool causal, double scale);
+
+nt_Tensor *nt_attention_qkv(nt_Tensor *qkv, int64_t heads, bool causal, double scale) {
+  const char *op = "attention_qkv";
+  char sh[128];
+  nt_nn_init();
+  nt_shape_str(qkv->shape, qkv->ndim, sh, sizeof sh);
+  if (qkv->ndim != 3) NT_FAIL_NULL("%s: expected the packed qkv [B, T, 3C], got %s", op, sh);
+  if (!nt_dtype_is_float(qkv->dtype)) NT_FAIL_NULL("%s: expected a floating qkv, got %s", op, nt_dtype_name(qkv->dtype));
+  if (heads < 1) NT_FAIL_NULL("%s: heads must be positive, got %lld", op, (long long)heads);
+  int64_t T = qkv->shape[1], W = qkv->shape[2];
+  if (W == 0 || W % (3 * heads))
+    NT_FAIL_NULL("%s: the last dim of qkv %s must be 3 * heads * head_dim with head_dim >= 1 (heads = %lld)", op, sh,
+                 (long long)heads);
+  int64_t C = W / 3, hd = C / heads;
+  if (T > INT32_MAX || hd > INT32_MAX) NT_FAIL_NULL("%s: a dimension of qkv %s is too large (T and the head dim must fit in 32 bits)", op, sh);
+  if (scale != scale) scale = 1 / sqrt((double)hd);
+  /* autocast: the low dtype, as scaled_dot_product_attention */
+  NT_AUTOCAST(NT_AUTOCAST_LOW, qkv_op(ac_[0], heads, causal, scale), qkv);
+  return qkv_op(qkv, heads, causal, scale);
+}
+
+/* the op on a checked qkv (autocast done); recurses at most twice (f32, then packed) */
+static nt_Tensor *qkv_op(nt_Tensor *qkv, int64_t heads, bool causal, double scale) {
+  int64_t B = qkv->shape[0], T = qkv->shape[1], C = qkv->shape[2] / 3, hd = C / heads;
+  if (qkv->device == NT_CPU && qkv->dtype != NT_F32 && qkv->dtype != NT_F64) {   /* the CPU computes f16/bf16 in f32 */
+    nt_Tensor *c = nt_to_dtype(qkv, NT_F32), *r = c ? qkv_op(c, heads, causal, scale) : NULL;
+    nt_release(c);
+    return nn_cast_back(r, qkv->dtype);
+  }
+  nt_Tensor *x = packed_ok(qkv);
+  if (!x) return NULL;
+  if (x != qkv) {   /* a contiguous copy (differentiable): the op on it */
+    nt_Tensor *r = qkv_op(x, heads, causal, scale);
+    nt_release(x);
+    return r;
+  }
+  nt_release(x);
+  nt_DType dt = qkv->dtype;
+  nt_Tensor *o = nt_empty((int64_t[]){B, T, C}, 3, dt, qkv->device);
+  nt_Tensor *lse = nt_empty((int64_t[]){B * heads, T}, 2, dt == NT_F64 ? NT_F64 : NT_F32, qkv->device);
+  nt_Tensor *v[4] = {0};
+  int rc = o && lse ? 0 : -1;
+  if (!rc) {
+    v[0] = heads_view(qkv, 0, heads, hd); v[1] = heads_view(qkv, C, heads, hd);
+    v[2] = heads_view(qkv, 2 * C, heads, hd); v[3] = heads_view(o, 0, heads, hd);
+    for (int i = 0; i < 4; i++) if (!v[i]) rc = -1;
+  }
+  nt_KernelArgs ka = {.op = nn_ops.sdpa, .out = v[3], .in = {v[0], v[1], v[2], lse}, .nin = 4, .s = {scale},
+                      .iarg = {B * heads, T, T, hd, hd, causal, 0, qkv->device == NT_CUDA}, .niarg = NT_SDPA_NIARG};
+  if (!rc && B * T > 0) rc = qkv_dispatch(&ka, false);
+  for (int i = 0; i < 4; i++) nt_release(v[i]);
+  nt_Node *nd = NULL;
+  if (!rc) o = nn_finish(o, "AttentionQkvBackward", qkv_backward, 1, &qkv, &nd);
+  else { nt_release(o); o = NULL; }
+  if (o && nd) {
+    memcpy(nd->iarg, ka.iarg, NT_SDPA_NIARG * sizeof(int64_t));
+    nd->iarg[NT_SDPA_VIEWS] = qkv->device == NT_CUDA;
+    nd->iarg[QKV_HEADS] = heads;
+    nd->niarg = QKV_NIARG;
+    nd->s[0] = scale;
+    if (nt_node_save(nd, o) < 0 || nt_node_save(nd, lse) < 0) { nt_release(o); o = NULL; }
+  }
+  nt_release(lse);
+  return o;
 }
 
 void nn_register_attention(void) {

@@ -27,14 +27,15 @@
 **            Only the CPU kernel takes a mask: the front end never sends one
 **            to CUDA (it composes public ops there instead).
 ** Causal (top-left aligned, as torch): query i sees keys j <= i.
-**   views:   iarg[NT_SDPA_VIEWS] = 1 (CUDA only, when cuda.attention_backend()
-**            is "cudnn" and nt_sdpa_cudnn_shape_ok): q, k, v, O (forward) and
-**            dout, dq, dk, dv (backward) are views batch + [rows, cols] with 1 or
-**            2 batch dims (no broadcasting), unit column stride, e.g. the heads
-**            of a packed [B, T, 3C] qkv; lse stays contiguous [B, T].  A CUDA
-**            kernel that cannot read them in place (cuDNN has no engine for
-**            the graph) writes nothing and returns 1; the front end then
-**            retries with contiguous copies.
+**   views:   iarg[NT_SDPA_VIEWS] = 1 (CUDA only): q, k, v, O (forward) and dout,
+**            dq, dk, dv (backward) are views batch + [rows, cols] with 1 or 2 batch
+**            dims (no broadcasting), unit column stride, e.g. the heads of a packed
+**            [B, T, 3C] qkv (nt_attention_qkv: O a view of [B, T, C], dq/dk/dv
+**            views of ONE packed [B, T, 3C] gradient); lse stays contiguous [B, T].
+**            cuDNN's graph and the fused kernels (cuda/attention.cu) read and write
+**            them in place; a path that cannot (the cuBLAS one; cuDNN without an
+**            engine for the graph) writes nothing and returns 1; the front end
+**            then retries with contiguous copies.
 */
 #ifndef NT_NN_ATTENTION_H
 #define NT_NN_ATTENTION_H

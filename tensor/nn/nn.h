@@ -111,6 +111,12 @@ nt_Tensor *nt_scaled_dot_product_attention(nt_Tensor *q, nt_Tensor *k, nt_Tensor
 ** scores; broadcast to [..., T, S]; NULL for none; not with causal) and
 ** dropout_p on the probabilities */
 nt_Tensor *nt_sdpa(nt_Tensor *q, nt_Tensor *k, nt_Tensor *v, nt_Tensor *mask, bool causal, double scale, double dropout);
+/* Multi-head attention over a packed qkv [B, T, 3C] (q, k, v = its column blocks
+** [0, C), [C, 2C), [2C, 3C), each H heads of hd = C / H columns) -> [B, T, C], the
+** heads side by side: scaled_dot_product_attention of the heads, without copies:
+** the kernels read the heads in place, write the output as [B, T, C] and the
+** gradient as ONE packed [B, T, 3C] (attention.c).  scale NAN = 1/sqrt(hd). */
+nt_Tensor *nt_attention_qkv(nt_Tensor *qkv, int64_t heads, bool causal, double scale);
 
 /* Registers the nn kernels (called lazily by every op; idempotent, thread-safe). */
 void nt_nn_init(void);
