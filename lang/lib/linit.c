@@ -9,6 +9,7 @@
 
 static void (*const openers[])(void) = {
   nbopen_base, nbopen_tensor, nbopen_plot, nbopen_progress, nbopen_files, nbopen_profile,
+  nbopen_compile,
 };
 
 void nbopen_libs(void) {
