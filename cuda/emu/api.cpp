@@ -220,7 +220,8 @@ struct EmuEvent { EmuStream *s = nullptr; uint64_t seq = 0; std::vector<uint64_t
 // cudaErrorStreamCaptureInvalidated, as on a GPU.  Only the compute stream
 // captures here (the module captures nothing else).
 struct GraphOp {
-  enum Kind { KERNEL, COPY, MEMSET, NOTE, FORGET } kind;
+  enum Kind { KERNEL, COPY, MEMSET, NOTE, FORGET, HOST } kind;
+  std::function<void()> host;                              // HOST: emulated library work (cuBLAS)
   Site site{ nullptr, nullptr, 0 };
   dim3 grid, block;
   size_t smem = 0;
@@ -619,6 +620,18 @@ bool emu::capture_launch(const Site &site, const Config &cfg, const void *kernel
   return true;
 }
 
+bool emu::capture_host_work(cudaStream_t st, std::function<void()> fn) {
+  std::lock_guard<std::mutex> g(smu);
+  if (!capture_graph) return false;
+  EmuStream *s = stream_of(st);
+  if (!s || s->side) return false;
+  GraphOp o{};
+  o.kind = GraphOp::HOST;
+  o.host = std::move(fn);
+  capture_graph->ops.push_back(std::move(o));
+  return true;
+}
+
 void emu::capture_block_note(void *p, size_t request, size_t rounded, bool forget) {
   std::lock_guard<std::mutex> g(smu);
   if (!capture_graph) return;
@@ -693,6 +706,7 @@ EXPORT cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t st) {
       case GraphOp::MEMSET: e = cudaMemsetAsync(o.dst, o.v, o.n, st); break;
       case GraphOp::NOTE: emu_note_block(o.dst, o.n, o.rounded); break;
       case GraphOp::FORGET: emu_forget_block(o.dst); break;
+      case GraphOp::HOST: o.host(); break;
     }
     if (e != cudaSuccess) return e;
   }

@@ -6,6 +6,7 @@
 // is seen outside nabla_cuda_emu.so.
 #pragma once
 #include <atomic>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -82,5 +83,9 @@ bool capture_launch(const Site &site, const Config &cfg, const void *kernel_id, 
 // made during a capture: recorded too, so a replay's kernels are checked
 // against the blocks as they were at that point of the captured work
 void capture_block_note(void *p, size_t request, size_t rounded, bool forget);
+// work the emulator runs on the host for a stream (cuBLAS's GEMMs, cublas.cpp):
+// while that stream captures, fn is recorded and run by each replay instead of
+// now (true); otherwise the caller runs it now (false)
+bool capture_host_work(cudaStream_t st, std::function<void()> fn);
 
 }  // namespace emu

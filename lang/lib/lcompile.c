@@ -46,6 +46,7 @@
 #include "lang/lib/nblib.h"
 #include "tensor/tcompile.h"
 #include "tensor/tdevice.h"
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -201,6 +201,8 @@ print("stats2 {s.captures} {s.replays} {s.eager_calls} {s.signatures}")
 w.w = randn(4, 4)
 z = randn(3, 4)
 print("newparam {tolist(g(w, z))} vs {tolist(f(w, z))}")
+for i in 0..3 { q = g(w, z) }
+q = nil
 cuda.synchronize()
 m0 = cuda.memory().allocated
 for i in 0..20 { q = g(w, z) }
