@@ -18,6 +18,7 @@
 #include "tinternal.h"
 #include "tbackend.h"
 #include "tcompile.h"
+#include "textend.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -84,7 +85,10 @@ static void keep(nt_Tensor *t) {
     if (!p) { nt_cuda_graph_refuse("out of host memory tracking the step's tensors"); return; }
     cur->ext = p; cur->cap = nc;
   }
-  cur->ext[cur->next++] = nt_retain(t);
+  /* a view header of its own: op inputs may be stack views (nt_bcast_view) */
+  nt_Tensor *v = nt_view_of(t);
+  if (!v) { nt_cuda_graph_refuse("out of host memory tracking the step's tensors"); return; }
+  cur->ext[cur->next++] = v;
 }
 
 int nt_graph_on_dispatch_(int op, const nt_KernelArgs *a) {

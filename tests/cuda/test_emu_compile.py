@@ -79,7 +79,7 @@ for s in 0..6 {
 }
 print("losses {losses}")
 print("params {map(nn.parameters(model), fn(p) tolist(reshape(p, [-1])))}")
-if has(step, "stats") {
+if type(step) == "record" and has(step, "stats") {
   st = step.stats()
   print("stats {st.captures} {st.replays} {st.eager_calls}")
   print("reasons {st.reasons}")
@@ -171,7 +171,7 @@ for i in 0..5 {{
   push(res, tolist(g(x{extra})))
 }}
 print("res {{res}}")
-if has(g, "stats") {{ s = g.stats(); print("stats {{s.captures}} {{s.replays}} {{s.eager_calls}} {{s.reasons}}") }}
+if type(g) == "record" {{ s = g.stats(); print("stats {{s.captures}} {{s.replays}} {{s.eager_calls}} {{s.reasons}}") }}
 """
         rc1, so1, se1 = nb(code, True)
         rc0, so0, se0 = nb(code, False)
