@@ -24,7 +24,9 @@
 // may throw std::bad_alloc (host memory), which becomes an error + NULL here
 // (a segment obtained just before is given back), never an abort in C code.
 #include "common.cuh"
+#include "cuda/graph.h"
 #include <set>
+#include <vector>
 #include <unordered_map>
 #include <mutex>
 #include <stdio.h>
@@ -101,7 +103,46 @@ void format_size(char *buf, size_t n, size_t bytes) {
   else snprintf(buf, n, "%zu bytes", bytes);
 }
 
+// cudaMalloc of a segment; while a graph is captured the thread's capture
+// mode is relaxed around it (a segment of the private pool is not stream work)
+cudaError_t segment_malloc(void **p, size_t n) {
+  if (!capture_active) return cudaMalloc(p, n);
+  cudaStreamCaptureMode m = cudaStreamCaptureModeRelaxed;
+  cudaThreadExchangeStreamCaptureMode(&m);
+  cudaError_t e = cudaMalloc(p, n);
+  cudaThreadExchangeStreamCaptureMode(&m);
+  return e;
+}
+
 }  // namespace
+
+#ifdef NABLA_CUDA_EMU
+extern "C" void emu_forget_blocks_in(void *p, size_t n);   // cuda/emu/runtime.cpp
+#endif
+
+void pool_release(uintptr_t tag) {
+  std::lock_guard<std::mutex> lock(mu);
+  cudaStream_t t = (cudaStream_t)tag;
+  for (auto *pool : { &free_small, &free_large }) {
+    std::vector<Block *> mine;
+    for (Block *b : *pool) if (b->stream == t) mine.push_back(b);
+    for (Block *b : mine) {
+      pool->erase(b);
+      b->stream = stream;
+#ifdef NABLA_CUDA_EMU
+      emu_forget_blocks_in(b->ptr, b->size);   // notes a replay left for blocks now free
+#endif
+      pool->insert(b);
+    }
+  }
+  for (auto &kv : live) if (kv.second->stream == t) kv.second->stream = stream;
+}
+
+bool pool_owns(const void *p, uintptr_t tag) {
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = live.find((void *)p);
+  return it != live.end() && it->second->stream == (cudaStream_t)tag;
+}
 
 int alloc_init(void) { return 0; }
 
@@ -111,20 +152,25 @@ static void *dev_alloc_unguarded(size_t request) {
   bool small = size <= kSmallSize;
   std::lock_guard<std::mutex> lock(mu);
   auto &pool = pool_of(small);
-  Block key{nullptr, size, stream, false, small, nullptr, nullptr};
+  // a graph being captured allocates from its private pool (graph.h): the
+  // tag stands where the stream would
+  cudaStream_t tag = capture_pool_tag ? (cudaStream_t)capture_pool_tag : stream;
+  Block key{nullptr, size, tag, false, small, nullptr, nullptr};
   auto it = pool.lower_bound(&key);
   Block *b = nullptr;
-  if (it != pool.end() && (*it)->stream == stream) {
+  if (it != pool.end() && (*it)->stream == tag) {
     b = *it;
     pool.erase(it);
   } else {
     size_t seg = small ? kSmallSegment : size < kMinLargeAlone ? kLargeSegment : round_up(size, kRoundLarge);
     void *p = nullptr;
-    cudaError_t e = cudaMalloc(&p, seg);
+    cudaError_t e = segment_malloc(&p, seg);
     if (e == cudaErrorMemoryAllocation) {
       cudaGetLastError();
+      // cudaFree cannot be captured: a capture ends here (its work runs now)
+      if (capture_gate("an allocation that needed cached memory freed (cudaFree) first")) return nullptr;
       release_free_segments();             // give the cache back and try once more
-      e = cudaMalloc(&p, seg);
+      e = segment_malloc(&p, seg);
     }
     if (e == cudaSuccess) count(C_MALLOCS);
     if (e != cudaSuccess) {
@@ -143,7 +189,7 @@ static void *dev_alloc_unguarded(size_t request) {
       return nullptr;
     }
     try {
-      b = new Block{(char *)p, seg, stream, false, small, nullptr, nullptr};
+      b = new Block{(char *)p, seg, tag, false, small, nullptr, nullptr};
     } catch (...) {
       cudaFree(p);
       count(C_FREES);

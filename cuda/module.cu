@@ -2,6 +2,7 @@
 // the loader in tensor/tdevice.c), the stream, error reporting, cross-device
 // copies, and the strided-geometry helper every kernel file uses.
 #include "common.cuh"
+#include "cuda/graph.h"
 #include "cuda/plan.h"
 #include <stdio.h>
 #include <string.h>
@@ -103,6 +104,7 @@ int launched(const char *op) {
   last_op = op;
   cudaError_t e = cudaGetLastError();
   if (e == cudaSuccess && host->sync_launches) {
+    if (capture_gate("NABLA_CUDA_SYNC=1 (a wait after every launch)")) return -1;
     if (comms_wait_all()) return -1;   // the stream may wait on a collective: bounded there
     std::lock_guard<std::mutex> lk(sync_mu);
     uint64_t epoch = host->epoch_close();
@@ -169,6 +171,7 @@ static int check_slot(uint64_t epoch) {
 
 int sync_stream(void) {
   if (bind_device()) return -1;
+  if (capture_gate("a host wait for the GPU (item, tolist, printing, a copy to the host, cuda.synchronize)")) return -1;
   if (comms_wait_all()) return -1;     // collectives first: bounded by their timeout, a hung one is aborted
   std::lock_guard<std::mutex> lk(sync_mu);
   uint64_t epoch = host->epoch_close();
@@ -214,6 +217,7 @@ static void core_free(void *p) { guarded("cuda allocator", [&] { dev_free(p); re
 static int core_memcpy(void *dst, nt_Device dd, const void *src, nt_Device sd, size_t n) {
   if (n == 0) return 0;
   if (bind_device()) return -1;
+  if (capture_gate_copy(dd == NT_CUDA && sd == NT_CPU ? cudaMemcpyHostToDevice : dd == NT_CPU && sd == NT_CUDA ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice)) return -1;
   if (dd == NT_CUDA && sd == NT_CUDA) {
     CU(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, stream));
     last_op = "copy (device to device)";
@@ -271,11 +275,13 @@ static void *api_event_create(void) {
 static void api_event_destroy(void *ev) { if (ev && !bind_device()) cudaEventDestroy((cudaEvent_t)ev); }
 static int api_event_record(void *ev, void *s) {
   if (bind_device()) return -1;
+  if (capture_gate("an event recorded inside the step")) return -1;
   CU(cudaEventRecord((cudaEvent_t)ev, side_of(s)));
   return 0;
 }
 static int api_stream_wait(void *s, void *ev) {
   if (bind_device()) return -1;
+  if (capture_gate("a stream waiting for an event inside the step")) return -1;
   CU(cudaStreamWaitEvent(side_of(s), (cudaEvent_t)ev, 0));
   return 0;
 }
@@ -290,6 +296,7 @@ static int api_event_wait(void *ev) {
 static void *api_host_alloc(size_t n) {
   void *p = nullptr;
   if (bind_device()) return nullptr;
+  if (capture_gate("pinned host memory allocated inside the step")) return nullptr;
   cudaError_t e = cudaHostAlloc(&p, n ? n : 1, cudaHostAllocDefault);
   if (e != cudaSuccess) { cudaGetLastError(); host->error_set("cannot allocate %zu bytes of pinned host memory: %s", n, cudaGetErrorString(e)); return nullptr; }
   return p;
@@ -299,6 +306,7 @@ static void api_host_free(void *p) { if (p && !bind_device()) cudaFreeHost(p); }
 static int api_copy_async(void *dst, const void *src, size_t n, int to_device, void *s) {
   if (n == 0) return 0;
   if (bind_device()) return -1;
+  if (capture_gate("an asynchronous copy between host and device")) return -1;
   CU(cudaMemcpyAsync(dst, src, n, to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, side_of(s)));
   return 0;
 }
@@ -360,6 +368,7 @@ using namespace ncu;
 
 static int init_module(nt_DeviceApi *api, char *reason, size_t n);
 namespace ncu { void profile_fill_api(nt_DeviceApi *api); }   // profile.cu
+namespace ncu { void graph_fill_api(nt_DeviceApi *api); }     // graph.cu: CUDA graph capture and replay
 
 extern "C" __attribute__((visibility("default")))
 int nabla_cuda_init(const nt_HostApi *h, nt_DeviceApi *api, char *reason, size_t n) {
@@ -437,5 +446,6 @@ static int init_module(nt_DeviceApi *api, char *reason, size_t n) {
   api->reset_stats = stats_reset;
   nccl_fill_api(api);   // nccl.cu: NCCL collectives (libnccl loaded lazily) and pinned staging
   profile_fill_api(api);   // profile.cu: the profiler's timing events
+  graph_fill_api(api);     // graph.cu: capture the compute stream into a graph, replay it
   return 0;
 }

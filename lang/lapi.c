@@ -44,6 +44,7 @@ int nb_pcall(nb_VM *vm, nb_Value fn, nb_Value *args, int nargs, nb_Value *out) {
 int nb_global_find(nb_VM *vm, const char *name, size_t len) { return nbM_global_find(vm->main, name, len); }
 int nb_global_slot(nb_VM *vm, nb_Str *name) { return nbM_global_slot(vm->main, name); }
 nb_Value *nb_global_at(nb_VM *vm, int slot) { return &vm->main->vals[slot]; }
+int nb_module_globals(struct nb_Module *m, nb_Value **vals) { *vals = m->vals; return m->n; }
 
 /* ------------------------------------------------------------ library data */
 /* The blocks hang off vm->tensor_state (the slot the VM keeps for its

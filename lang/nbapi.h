@@ -165,6 +165,12 @@ nb_Value *nb_global_at(nb_VM *vm, int slot);
 ** members (`f`, `model.forward`, `mylib.f`; builtins too), looked up without
 ** running code: a new reference in *out, or false */
 bool nb_lookup_path(nb_VM *vm, const char *path, size_t len, nb_Value *out);
+/* the global slots of module m (a function's f->mod, a module value):
+** *vals points at its values (NB_TUNDEF while unassigned; valid until the
+** module's next slot is created); returns their number.  compile (lcompile.c)
+** watches the globals a step could change. */
+struct nb_Module;
+int  nb_module_globals(struct nb_Module *m, nb_Value **vals);
 
 /* ---- bytecode ------------------------------------------------------------- */
 /* appends the disassembly of function fn's bytecode to out (%dis); NB_ERR

@@ -254,6 +254,15 @@ typedef struct nt_DeviceApi {                   /* filled by the module's init *
   int (*timer_record)(void *t);
   int (*timer_elapsed)(void *a, void *b, float *ms);
   void (*timer_destroy)(void *t);
+  /* appended: CUDA graphs of the compute stream (cuda/graph.cu; the
+  ** nt_cuda_graph_* functions of tcompile.h, same contracts); NULL in an
+  ** older module */
+  int (*graph_begin)(void);
+  void *(*graph_end)(char *reason, size_t n);
+  int (*graph_launch)(void *g);
+  void (*graph_destroy)(void *g);
+  int (*graph_refuse)(const char *what);
+  int (*graph_owns)(const void *p);
 } nt_DeviceApi;
 /* The module exports:  int nabla_cuda_init(const nt_HostApi *, nt_DeviceApi *, char *reason, size_t n);
 ** returning 0, or -1 with the reason why CUDA cannot be used. */

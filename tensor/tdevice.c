@@ -15,6 +15,7 @@
 */
 #include "tinternal.h"
 #include "tdevice.h"
+#include "tcompile.h"
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -234,6 +235,7 @@ static bool covers_storage(const nt_Tensor *t) {
 }
 
 int nt_dispatch_device_(int op, nt_Kernel k, const nt_KernelArgs *a) {
+  if (__builtin_expect(nt_graph_capturing_, 0) && nt_graph_on_dispatch_(op, a)) return -1;   /* tcompile.c */
   for (int i = 0; i < a->nin && i < 4; i++)
     if (a->in[i] && nt_dev_check(a->in[i], nt_op_name(op))) return -1;
   nt_Storage *os = a->out ? a->out->storage : NULL;
@@ -379,7 +381,9 @@ const char *nt_get_matmul_precision(void) { return matmul_tf32 ? "high" : "highe
 ** loader's reason, so callers (dist/) never test availability first. */
 #define NEED_API(fn, fail_ret) do { \
     if (!ensure_cuda()) { nt_error_set("%s", nt_device_unavailable_msg(NT_CUDA)); return fail_ret; } \
-    if (!cuda_api.fn) { nt_error_set("the CUDA module has no " #fn " (rebuild nabla_cuda.so)"); return fail_ret; } } while (0)
+    if (!cuda_api.fn) { nt_error_set("the CUDA module has no " #fn " (rebuild nabla_cuda.so)"); return fail_ret; } \
+    /* a graph cannot capture collectives or side-stream work: the capture ends here (tcompile.h) */ \
+    if (nt_graph_capturing_ && nt_cuda_graph_refuse("a collective, side-stream or pinned-memory call (" #fn ")")) return fail_ret; } while (0)
 
 int nt_cuda_comm_available(char *reason, size_t n) {
   if (!ensure_cuda()) { if (reason && n) fmt(reason, n, "%s", nt_device_unavailable_msg(NT_CUDA)); return 0; }
@@ -526,3 +530,21 @@ size_t nt_cuda_pinned_bytes(void) {
   pthread_mutex_unlock(&pin_mu);
   return n;
 }
+
+/* ---- CUDA graphs (cuda/graph.cu; tcompile.h) --------------------------------------- */
+int nt_cuda_graph_begin(void) {
+  if (!ensure_cuda()) { nt_error_set("%s", nt_device_unavailable_msg(NT_CUDA)); return -1; }
+  if (!cuda_api.graph_begin) { nt_error_set("the CUDA module has no graph_begin (rebuild nabla_cuda.so)"); return -1; }
+  return cuda_api.graph_begin();
+}
+void *nt_cuda_graph_end(char *reason, size_t n) {
+  if (!cuda_ready || !cuda_api.graph_end) { nt_error_set("compile: no capture is running"); return NULL; }
+  return cuda_api.graph_end(reason, n);
+}
+int nt_cuda_graph_launch(void *g) {
+  if (!cuda_ready || !cuda_api.graph_launch) { nt_error_set("compile: no CUDA module to replay a graph on"); return -1; }
+  return cuda_api.graph_launch(g);
+}
+void nt_cuda_graph_destroy(void *g) { if (g && cuda_ready && cuda_api.graph_destroy) cuda_api.graph_destroy(g); }
+int nt_cuda_graph_refuse(const char *what) { return cuda_ready && cuda_api.graph_refuse ? cuda_api.graph_refuse(what) : 0; }
+bool nt_cuda_graph_owns(const void *p) { return cuda_ready && cuda_api.graph_owns && cuda_api.graph_owns(p); }

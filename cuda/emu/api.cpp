@@ -16,12 +16,20 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <memory>
 #include <vector>
 
 // ---- the CUDA runtime API, served on host memory ---------------------------------------------------------------------
 using namespace emu;
 
 static bool is_device(const void *p) { return range_ok(p, 1); }
+
+// stream capture (the "graphs" section below): a call CUDA forbids while this
+// thread captures (a synchronisation, cudaFree, cudaMalloc outside relaxed
+// mode) invalidates the capture and fails with this error, as on a GPU
+static cudaError_t capture_forbids(const char *what);
+EXPORT void emu_note_block(void *p, size_t request, size_t rounded);   // runtime.cpp: the allocator's hooks
+EXPORT void emu_forget_block(void *p);
 
 EXPORT cudaError_t cudaGetDeviceCount(int *n) { *n = 1; return cudaSuccess; }
 EXPORT cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : fail(cudaErrorInvalidDevice); }
@@ -78,6 +86,7 @@ constexpr size_t kMapThreshold = 64u << 20;
 
 EXPORT cudaError_t cudaMalloc(void **p, size_t n) {
   if (!p) return fail(cudaErrorInvalidValue);
+  if (cudaError_t e = capture_forbids("cudaMalloc")) return e;
   *p = nullptr;
   if (n == 0) return cudaSuccess;
   {
@@ -101,6 +110,7 @@ EXPORT cudaError_t cudaMalloc(void **p, size_t n) {
 
 EXPORT cudaError_t cudaFree(void *p) {
   if (!p) return cudaSuccess;
+  if (cudaError_t e = capture_forbids("cudaFree")) return e;
   size_t n;
   {
     std::lock_guard<std::mutex> g(mu);
@@ -194,6 +204,62 @@ struct EmuStream {
 // before returning, so two events' difference is the work between them
 // (cudaEventElapsedTime; the profiler, cuda/profile.cu)
 struct EmuEvent { EmuStream *s = nullptr; uint64_t seq = 0; std::vector<uint64_t> seen; double t = -1; };
+
+// ---- graphs: stream capture and replay ----------------------------------------------------------------
+// cudaStreamBeginCapture on the compute stream starts recording: every
+// launch (runtime.cpp's run_launch hands it to capture_launch), copy and
+// memset enqueued on the compute stream until cudaStreamEndCapture is
+// recorded instead of run, with the caching allocator's block notes (so a
+// replay's kernels are checked against the blocks live at that point of the
+// captured work).  cudaGraphLaunch runs the recorded work again, in order,
+// on the stream it is given: each kernel with a copy of its argument block as
+// it was captured.  What CUDA forbids while a thread captures (a
+// synchronisation, a blocking copy, cudaFree, cudaMalloc unless the thread
+// exchanged its mode to relaxed) invalidates the capture and fails with
+// cudaErrorStreamCaptureUnsupported; cudaStreamEndCapture then fails with
+// cudaErrorStreamCaptureInvalidated, as on a GPU.  Only the compute stream
+// captures here (the module captures nothing else).
+struct GraphOp {
+  enum Kind { KERNEL, COPY, MEMSET, NOTE, FORGET, HOST } kind;
+  std::function<void()> host;                              // HOST: emulated library work (cuBLAS)
+  Site site{ nullptr, nullptr, 0 };
+  dim3 grid, block;
+  size_t smem = 0;
+  const void *kernel_id = nullptr;
+  void (*body)(void *) = nullptr;
+  std::shared_ptr<char> ctx;                               // the launch's argument block, as captured
+  size_t ctx_size = 0;
+  void *dst = nullptr;
+  const void *src = nullptr;
+  size_t n = 0, rounded = 0;
+  cudaMemcpyKind ckind = cudaMemcpyDeviceToDevice;
+  int v = 0;
+};
+struct EmuGraph { std::vector<GraphOp> ops; };
+static EmuGraph *capture_graph;                            // the capture in progress (guarded by smu)
+static bool capture_invalid;                               // something forbidden happened during it
+static thread_local cudaStreamCaptureMode capture_mode = cudaStreamCaptureModeGlobal;   // cudaThreadExchangeStreamCaptureMode
+
+// a copy (memset_v < 0) or memset on s while the compute stream captures: recorded; caller holds smu
+static bool host_pinned(const void *p, size_t n);
+static bool capture_copy(EmuStream *s, void *dst, const void *src, size_t n, cudaMemcpyKind kind, int memset_v) {
+  if (!capture_graph || s->side) return false;
+  // a copy from or to pageable host memory is synchronous for the host: CUDA
+  // refuses it while capturing (a graph would read host memory at replay)
+  bool hs = memset_v < 0 && (kind == cudaMemcpyHostToDevice || kind == cudaMemcpyHostToHost || (kind == cudaMemcpyDefault && !is_device(src)));
+  bool hd = memset_v < 0 && (kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyHostToHost || (kind == cudaMemcpyDefault && !is_device(dst)));
+  if ((hs && !host_pinned(src, n)) || (hd && !host_pinned(dst, n))) {
+    if (!capture_invalid) report("cudaMemcpyAsync with pageable host memory while the compute stream is capturing a graph: the capture is invalidated");
+    capture_invalid = true;
+    fail(cudaErrorStreamCaptureUnsupported);
+    return true;
+  }
+  GraphOp o{};
+  o.kind = memset_v >= 0 ? GraphOp::MEMSET : GraphOp::COPY;
+  o.dst = dst; o.src = src; o.n = n; o.ckind = kind; o.v = memset_v;
+  capture_graph->ops.push_back(std::move(o));
+  return true;
+}
 static double host_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -303,6 +369,7 @@ EXPORT cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMem
   std::unique_lock<std::mutex> g(smu);
   EmuStream *s = stream_of(st);
   if (!s) return fail(cudaErrorInvalidResourceHandle);
+  if (capture_copy(s, dst, src, n, kind, -1)) return capture_invalid ? cudaErrorStreamCaptureUnsupported : cudaSuccess;
   uint64_t seq = ++s->clock;
   set_seen(s, s->id, seq);
   if (dd) s->last_write = seq;
@@ -324,6 +391,7 @@ EXPORT cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMem
   return cudaSuccess;
 }
 EXPORT cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind kind) {
+  if (cudaError_t e = capture_forbids("cudaMemcpy (a blocking copy)")) return e;
   cudaError_t e = cudaMemcpyAsync(dst, src, n, kind, nullptr);
   return e != cudaSuccess ? e : take_fault();
 }
@@ -335,6 +403,7 @@ EXPORT cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t st) {
   std::unique_lock<std::mutex> g(smu);
   EmuStream *s = stream_of(st);
   if (!s) return fail(cudaErrorInvalidResourceHandle);
+  if (capture_copy(s, p, nullptr, n, cudaMemcpyDeviceToDevice, v & 0xff)) return cudaSuccess;
   s->last_write = ++s->clock;
   set_seen(s, s->id, s->clock);
   if (s->side) { s->pending.push_back(Op{ s->clock, {}, p, nullptr, n, true, false, v & 0xff }); return cudaSuccess; }
@@ -378,6 +447,7 @@ EXPORT cudaError_t cudaStreamDestroy(cudaStream_t st) {
   return cudaSuccess;
 }
 EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t st) {
+  if (cudaError_t e = capture_forbids("cudaStreamSynchronize")) return e;
   {
     std::lock_guard<std::mutex> g(smu);
     EmuStream *s = stream_of(st);
@@ -387,6 +457,7 @@ EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t st) {
   return take_fault();
 }
 EXPORT cudaError_t cudaDeviceSynchronize(void) {
+  if (cudaError_t e = capture_forbids("cudaDeviceSynchronize")) return e;
   { std::lock_guard<std::mutex> g(smu); flush_all(); }
   return take_fault();
 }
@@ -415,7 +486,9 @@ static void complete(EmuEvent *e) {
   for (EmuStream *x : streams) if (x == e->s) { flush(x, e->seq); return; }
 }
 EXPORT cudaError_t cudaEventQuery(cudaEvent_t ev) { { std::lock_guard<std::mutex> g(smu); complete((EmuEvent *)ev); } return take_fault(); }
-EXPORT cudaError_t cudaEventSynchronize(cudaEvent_t ev) { { std::lock_guard<std::mutex> g(smu); complete((EmuEvent *)ev); } return take_fault(); }
+EXPORT cudaError_t cudaEventSynchronize(cudaEvent_t ev) {
+  if (cudaError_t e = capture_forbids("cudaEventSynchronize")) return e;
+  { std::lock_guard<std::mutex> g(smu); complete((EmuEvent *)ev); } return take_fault(); }
 EXPORT cudaError_t cudaStreamWaitEvent(cudaStream_t st, cudaEvent_t ev, unsigned flags) {
   (void)flags;
   if (!ev) return fail(cudaErrorInvalidResourceHandle);
@@ -458,6 +531,9 @@ EXPORT const char *cudaGetErrorName(cudaError_t e) {
     case cudaErrorLaunchOutOfResources: return "cudaErrorLaunchOutOfResources";
     case cudaErrorNotReady: return "cudaErrorNotReady";
     case cudaErrorNotSupported: return "cudaErrorNotSupported";
+    case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
+    case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
+    case cudaErrorIllegalState: return "cudaErrorIllegalState";
     default: return "cudaErrorUnknown";
   }
 }
@@ -478,6 +554,9 @@ static const char *plain_error_string(cudaError_t e) {
     case cudaErrorLaunchOutOfResources: return "too many resources requested for launch";
     case cudaErrorNotReady: return "device not ready";
     case cudaErrorNotSupported: return "operation not supported";
+    case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
+    case cudaErrorIllegalState: return "the operation cannot be performed in the present state";
     default: return "unknown error";
   }
 }
@@ -507,4 +586,129 @@ EXPORT void *emu_dlopen(const char *file, int mode) {
 EXPORT char *emu_dlerror(void) {
   if (dl_error_ours) { const char *e = dl_error_ours; dl_error_ours = nullptr; return (char *)e; }
   return dlerror();
+}
+
+// ---- graphs (see "graphs: stream capture and replay" above) ------------------------------------------------
+static cudaError_t capture_forbids(const char *what) {
+  std::lock_guard<std::mutex> g(smu);
+  if (!capture_graph) return cudaSuccess;
+  bool relaxed_ok = capture_mode == cudaStreamCaptureModeRelaxed && (!strcmp(what, "cudaMalloc"));
+  if (relaxed_ok) return cudaSuccess;
+  if (!capture_invalid) report("%s while the compute stream is capturing a graph: the capture is invalidated", what);
+  capture_invalid = true;
+  return fail(cudaErrorStreamCaptureUnsupported);
+}
+
+bool emu::capture_launch(const Site &site, const Config &cfg, const void *kernel_id, void (*body)(void *), const void *ctx, size_t ctx_size) {
+  std::lock_guard<std::mutex> g(smu);
+  if (!capture_graph) return false;
+  EmuStream *s = stream_of(cfg.stream);
+  if (!s || s->side) return false;
+  GraphOp o{};
+  o.kind = GraphOp::KERNEL;
+  o.site = site;
+  o.grid = cfg.grid; o.block = cfg.block; o.smem = cfg.smem;
+  o.kernel_id = kernel_id;
+  o.body = body;
+  size_t cap = (ctx_size + 63) & ~(size_t)63;
+  char *copy = (char *)aligned_alloc(64, cap ? cap : 64);
+  if (!copy) { capture_invalid = true; report("out of host memory recording a launch into a graph"); return true; }
+  memcpy(copy, ctx, ctx_size);                             // kernel parameters are trivially copyable, as CUDA requires
+  o.ctx = std::shared_ptr<char>(copy, free);
+  o.ctx_size = ctx_size;
+  capture_graph->ops.push_back(std::move(o));
+  return true;
+}
+
+bool emu::capture_host_work(cudaStream_t st, std::function<void()> fn) {
+  std::lock_guard<std::mutex> g(smu);
+  if (!capture_graph) return false;
+  EmuStream *s = stream_of(st);
+  if (!s || s->side) return false;
+  GraphOp o{};
+  o.kind = GraphOp::HOST;
+  o.host = std::move(fn);
+  capture_graph->ops.push_back(std::move(o));
+  return true;
+}
+
+void emu::capture_block_note(void *p, size_t request, size_t rounded, bool forget) {
+  std::lock_guard<std::mutex> g(smu);
+  if (!capture_graph) return;
+  GraphOp o{};
+  o.kind = forget ? GraphOp::FORGET : GraphOp::NOTE;
+  o.dst = p; o.n = request; o.rounded = rounded;
+  capture_graph->ops.push_back(std::move(o));
+}
+
+EXPORT cudaError_t cudaStreamBeginCapture(cudaStream_t st, cudaStreamCaptureMode mode) {
+  std::lock_guard<std::mutex> g(smu);
+  EmuStream *s = stream_of(st);
+  if (!s) return fail(cudaErrorInvalidResourceHandle);
+  if (s->side || (uintptr_t)st <= 2) { report("cudaStreamBeginCapture: only the module's compute stream captures on the emulated device"); return fail(cudaErrorNotSupported); }
+  if (capture_graph) return fail(cudaErrorIllegalState);
+  capture_graph = new EmuGraph;
+  capture_invalid = false;
+  capture_mode = mode;
+  return cudaSuccess;
+}
+EXPORT cudaError_t cudaStreamIsCapturing(cudaStream_t st, cudaStreamCaptureStatus *status) {
+  std::lock_guard<std::mutex> g(smu);
+  EmuStream *s = stream_of(st);
+  if (!s || !status) return fail(cudaErrorInvalidValue);
+  *status = !capture_graph || s->side ? cudaStreamCaptureStatusNone : capture_invalid ? cudaStreamCaptureStatusInvalidated : cudaStreamCaptureStatusActive;
+  return cudaSuccess;
+}
+EXPORT cudaError_t cudaStreamEndCapture(cudaStream_t st, cudaGraph_t *graph) {
+  std::lock_guard<std::mutex> g(smu);
+  EmuStream *s = stream_of(st);
+  if (!s || !graph) return fail(cudaErrorInvalidValue);
+  *graph = nullptr;
+  if (!capture_graph || s->side) return fail(cudaErrorIllegalState);
+  EmuGraph *done = capture_graph;
+  capture_graph = nullptr;
+  capture_mode = cudaStreamCaptureModeGlobal;
+  if (capture_invalid) { delete done; capture_invalid = false; return fail(cudaErrorStreamCaptureInvalidated); }
+  *graph = (cudaGraph_t)done;
+  return cudaSuccess;
+}
+EXPORT cudaError_t cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode *mode) {
+  if (!mode) return fail(cudaErrorInvalidValue);
+  cudaStreamCaptureMode old = capture_mode;
+  capture_mode = *mode;
+  *mode = old;
+  return cudaSuccess;
+}
+EXPORT cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long flags) {
+  (void)flags;
+  if (!exec || !graph) return fail(cudaErrorInvalidValue);
+  *exec = (cudaGraphExec_t) new EmuGraph(*(EmuGraph *)graph);
+  return cudaSuccess;
+}
+EXPORT cudaError_t cudaGraphDestroy(cudaGraph_t graph) { delete (EmuGraph *)graph; return cudaSuccess; }
+EXPORT cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) { delete (EmuGraph *)exec; return cudaSuccess; }
+// Runs the recorded work on st in order: kernels through run_launch (checked
+// as any launch: a fault is reported at the next synchronisation), copies and
+// memsets through the API above, the block notes into the checker's map.
+EXPORT cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t st) {
+  if (!exec) return fail(cudaErrorInvalidValue);
+  if (!stream_known(st)) return fail(cudaErrorInvalidResourceHandle);
+  EmuGraph *x = (EmuGraph *)exec;
+  for (GraphOp &o : x->ops) {
+    cudaError_t e = cudaSuccess;
+    switch (o.kind) {
+      case GraphOp::KERNEL:
+        last_error = cudaSuccess;                          // (the module clears it after every launch)
+        run_launch(o.site, Config(o.grid, o.block, o.smem, st), o.kernel_id, o.body, o.ctx.get(), o.ctx_size);
+        e = last_error;
+        break;
+      case GraphOp::COPY: e = cudaMemcpyAsync(o.dst, o.src, o.n, o.ckind, st); break;
+      case GraphOp::MEMSET: e = cudaMemsetAsync(o.dst, o.v, o.n, st); break;
+      case GraphOp::NOTE: emu_note_block(o.dst, o.n, o.rounded); break;
+      case GraphOp::FORGET: emu_forget_block(o.dst); break;
+      case GraphOp::HOST: o.host(); break;
+    }
+    if (e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
 }

@@ -23,8 +23,13 @@
 #include <stdlib.h>
 #include <vector>
 
+#include <array>
+#include <functional>
+
 namespace emu {
 bool device_range_ok(const void *p, size_t n, const char *what);
+// api.cpp: while the stream captures a graph, fn is recorded for the replays (true)
+bool capture_host_work(cudaStream_t st, std::function<void()> fn);
 }
 
 struct cublasContext { cudaStream_t stream; };
@@ -150,6 +155,12 @@ cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb
   else if (at == CUDA_R_16F || at == CUDA_R_16BF) { if (ct != at && ct != CUDA_R_32F) return CUBLAS_STATUS_NOT_SUPPORTED; }
   else return CUBLAS_STATUS_NOT_SUPPORTED;
   if (m == 0 || n == 0 || batch == 0) return CUBLAS_STATUS_SUCCESS;
+  // under stream capture the product is recorded, with alpha and beta as they
+  // are now (host pointer mode: cuBLAS reads them when the call is made)
+  std::array<char, 16> al{}, be{};
+  memcpy(al.data(), alpha, comp == CUBLAS_COMPUTE_64F ? 8 : 4);
+  memcpy(be.data(), beta, comp == CUBLAS_COMPUTE_64F ? 8 : 4);
+  auto run = [=]() {
   const size_t ea = elem_size(at), ec = elem_size(ct);
   for (int i = 0; i < batch; i++) {
     Mat Ma{ (const char *)A + (long long)i * sA * (long long)ea, at, arows, acols, lda };
@@ -158,10 +169,12 @@ cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb
     Mat Mc{ Ci, ct, m, n, ldc };
     if (k > 0 && (!emu::device_range_ok(Ma.p, extent_bytes(Ma), "cublasGemmEx: matrix A") ||
                   !emu::device_range_ok(Mb.p, extent_bytes(Mb), "cublasGemmEx: matrix B")))
-      return CUBLAS_STATUS_SUCCESS;         // as on a GPU: the fault surfaces at the next synchronisation
-    if (!emu::device_range_ok(Ci, extent_bytes(Mc), "cublasGemmEx: matrix C")) return CUBLAS_STATUS_SUCCESS;
-    gemm_one(ta, tb, m, n, k, alpha, Ma, Mb, beta, Ci, ct, ldc, comp);
+      return;                               // as on a GPU: the fault surfaces at the next synchronisation
+    if (!emu::device_range_ok(Ci, extent_bytes(Mc), "cublasGemmEx: matrix C")) return;
+    gemm_one(ta, tb, m, n, k, al.data(), Ma, Mb, be.data(), Ci, ct, ldc, comp);
   }
+  };
+  if (!emu::capture_host_work(h->stream, run)) run();
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -224,6 +237,9 @@ static_assert(sizeof(LtPref) <= sizeof(cublasLtMatmulPreferenceOpaque_t), "LtPre
 
 LtDesc *desc_of(cublasLtMatmulDesc_t d) { return reinterpret_cast<LtDesc *>(d); }
 LtLayout *layout_of(cublasLtMatrixLayout_t l) { return reinterpret_cast<LtLayout *>(l); }
+// the product and epilogue of cublasLtMatmul, its arguments checked (below)
+void lt_run(const LtDesc *d, const LtLayout *A, const LtLayout *B, const LtLayout *C, const LtLayout *D, const void *Ap, const void *Bp,
+            const void *Cp, void *Dp, int m, int n, int k, float al, float be, bool tf);
 
 cublasStatus_t refuse(const char *what, long long v) {
   fprintf(stderr, "emulated cuBLASLt: %s %lld is not emulated (cuda/emu/cublas.cpp)\n", what, v);
@@ -396,7 +412,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t dd, const
                               const void *Bp, cublasLtMatrixLayout_t Bl, const void *beta, const void *Cp, cublasLtMatrixLayout_t Cl,
                               void *Dp, cublasLtMatrixLayout_t Dl, const cublasLtMatmulAlgo_t *algo, void *workspace, size_t wsbytes,
                               cudaStream_t stream) {
-  (void)workspace; (void)wsbytes; (void)stream;
+  (void)workspace; (void)wsbytes;
   if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
   if (!alpha || !beta || !Dp) return CUBLAS_STATUS_INVALID_VALUE;
   if (algo && algo->data[0] != 0x4c74) return refuse("algorithm not returned by the heuristic:", (long long)algo->data[0]);
@@ -413,17 +429,31 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t dd, const
       return refuse("matrix pointer less aligned than the heuristic was promised: operand", i);
   const float al = *(const float *)alpha, be = *(const float *)beta;
   const bool tf = d->comp == CUBLAS_COMPUTE_32F_FAST_TF32;
+  // the product runs now, or (the stream capturing a graph) at each replay,
+  // with the descriptors and scalars as they are now
+  const LtDesc dv = *d;
+  const LtLayout Av = *A, Bv = *B, Cv = *C, Dv = *D;
+  auto run = [=]() { lt_run(&dv, &Av, &Bv, &Cv, &Dv, Ap, Bp, Cp, Dp, m, n, k, al, be, tf); };
+  if (!emu::capture_host_work(stream, run)) run();
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+}  // extern "C"
+
+namespace {
+void lt_run(const LtDesc *d, const LtLayout *A, const LtLayout *B, const LtLayout *C, const LtLayout *D, const void *Ap, const void *Bp,
+            const void *Cp, void *Dp, int m, int n, int k, float al, float be, bool tf) {
   Mat Ma{ Ap, A->type, (int)A->rows, (int)A->cols, (int)A->ld }, Mb{ Bp, B->type, (int)B->rows, (int)B->cols, (int)B->ld };
   Mat Md{ Dp, D->type, m, n, (int)D->ld }, Mc{ Cp, C->type, m, n, (int)C->ld };
   if (k > 0 && (!emu::device_range_ok(Ap, extent_bytes(Ma), "cublasLtMatmul: matrix A") ||
                 !emu::device_range_ok(Bp, extent_bytes(Mb), "cublasLtMatmul: matrix B")))
-    return CUBLAS_STATUS_SUCCESS;                   // as on a GPU: the fault surfaces at the next synchronisation
-  if (!emu::device_range_ok(Dp, extent_bytes(Md), "cublasLtMatmul: matrix D")) return CUBLAS_STATUS_SUCCESS;
-  if (be != 0 && !emu::device_range_ok(Cp, extent_bytes(Mc), "cublasLtMatmul: matrix C")) return CUBLAS_STATUS_SUCCESS;
+    return;                                         // as on a GPU: the fault surfaces at the next synchronisation
+  if (!emu::device_range_ok(Dp, extent_bytes(Md), "cublasLtMatmul: matrix D")) return;
+  if (be != 0 && !emu::device_range_ok(Cp, extent_bytes(Mc), "cublasLtMatmul: matrix C")) return;
   const cudaDataType_t bt = bias_type_of(d, D);
   const size_t blen = d->epilogue == CUBLASLT_EPILOGUE_BIAS ? (size_t)m : (size_t)n;
   if (d->epilogue != CUBLASLT_EPILOGUE_DEFAULT && !emu::device_range_ok(d->bias, blen * elem_size(bt), "cublasLtMatmul: bias vector"))
-    return CUBLAS_STATUS_SUCCESS;
+    return;
   // the product in f32 (16-bit inputs are exact in f32), then the epilogue, then one rounding to D's type
   std::vector<float> a = to_f32(Ma, tf), b = to_f32(Mb, tf), c((size_t)(n - 1) * D->ld + m, 0.0f);
   if (be != 0) c = to_f32(Mc, false);
@@ -442,7 +472,6 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t dd, const
       store_from_f32(const_cast<void *>(d->bias), bt, (size_t)j, acc);
     }
   store_f32(Dp, D->type, m, n, (int)D->ld, c);
-  return CUBLAS_STATUS_SUCCESS;
 }
 
-}  // extern "C"
+}  // namespace

@@ -225,6 +225,7 @@ bool device_range_ok(const void *p, size_t n, const char *what) {
 // allocator hooks (alloc_guard.cpp): the caching allocator's blocks
 EXPORT void emu_note_block(void *p, size_t request, size_t rounded) {
   using namespace emu;
+  capture_block_note(p, request, rounded, false);
   std::lock_guard<std::mutex> g(mu);
   uintptr_t a = (uintptr_t)p;
   blocks[a] = a + request;
@@ -239,6 +240,7 @@ EXPORT void emu_note_block(void *p, size_t request, size_t rounded) {
 }
 EXPORT void emu_forget_block(void *p) {
   using namespace emu;
+  capture_block_note(p, 0, 0, true);
   std::lock_guard<std::mutex> g(mu);
   auto b = blocks.find((uintptr_t)p);
   if (b == blocks.end()) return;
@@ -247,6 +249,16 @@ EXPORT void emu_forget_block(void *p) {
   if (n < (64u << 20)) ASAN_POISON_MEMORY_REGION(p, n);
 #endif
   blocks.erase(b);
+  map_gen++;
+}
+
+// a graph's private pool given back to the cache (cuda/graph.cu): the notes
+// its replays left for blocks that are free now are dropped
+EXPORT void emu_forget_blocks_in(void *p, size_t n) {
+  using namespace emu;
+  std::lock_guard<std::mutex> g(mu);
+  uintptr_t a = (uintptr_t)p;
+  for (auto b = blocks.lower_bound(a); b != blocks.end() && b->first < a + n;) b = blocks.erase(b);
   map_gen++;
 }
 
@@ -625,6 +637,7 @@ void run_launch(const Site &site, const Config &cfg, const void *kernel_id, void
   size_t optin = kSmemDefault;
   { std::lock_guard<std::mutex> lk(mu); auto it = smem_optin.find(kernel_id); if (it != smem_optin.end()) optin = it->second; }
   L.smem_limit = optin > kSmemDefault ? optin : kSmemDefault;
+  if (capture_launch(site, cfg, kernel_id, body, ctx, ctx_size)) return;   // recorded into a graph (api.cpp), not run
   stream_note_write(cfg.stream);                           // api.cpp's ordering checker: a kernel may write anything
   Launch *outer = w->launch;
   w->launch = &L;

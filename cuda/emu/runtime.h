@@ -6,6 +6,7 @@
 // is seen outside nabla_cuda_emu.so.
 #pragma once
 #include <atomic>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -69,5 +70,22 @@ cudaStream_t the_stream(void);                             // the compute stream
 // api.cpp: the streams' ordering model (docs/cuda.md, "Emulated device": side streams)
 bool stream_known(cudaStream_t s);                         // the_stream, a created side stream, or a legacy handle
 void stream_note_write(cudaStream_t s);                    // a kernel was launched on s (it may write any device memory)
+
+// ---- stream capture (api.cpp, "graphs"): CUDA graphs on the emulated device ------------------------------
+// While the compute stream captures, run_launch hands its launch here instead
+// of running it: the launch (site, geometry, the argument block copied) is
+// recorded in the graph, and cudaGraphLaunch runs the recorded launches,
+// copies and memsets again, in order.  True when the launch was recorded.
+struct Site;
+struct Config;
+bool capture_launch(const Site &site, const Config &cfg, const void *kernel_id, void (*body)(void *), const void *ctx, size_t ctx_size);
+// the caching allocator's block notes (emu_note_block / emu_forget_block)
+// made during a capture: recorded too, so a replay's kernels are checked
+// against the blocks as they were at that point of the captured work
+void capture_block_note(void *p, size_t request, size_t rounded, bool forget);
+// work the emulator runs on the host for a stream (cuBLAS's GEMMs, cublas.cpp):
+// while that stream captures, fn is recorded and run by each replay instead of
+// now (true); otherwise the caller runs it now (false)
+bool capture_host_work(cudaStream_t st, std::function<void()> fn);
 
 }  // namespace emu

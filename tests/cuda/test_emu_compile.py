@@ -1,0 +1,252 @@
+#!/usr/bin/python3
+"""test_emu_compile.py — compile(f) (lang/lib/lcompile.c) and CUDA graphs
+(cuda/graph.cu, the emulated device's capture and replay in cuda/emu/api.cpp)
+on the emulated device.
+
+Every check compares a compiled run with the SAME script run eagerly
+(NABLA_COMPILE=0 makes compile the identity), so "equal" means bit for bit:
+a replay runs the captured kernels again on the same inputs.
+  * gpt_grads: a GPT-shaped step (embeddings, 2 pre-LN blocks, tied output,
+    bf16 autocast) as compile(value_and_grad(loss)), with gradient clipping,
+    AdamW and a warm-up/cosine LR schedule outside it: 6 steps on fresh
+    random batches give the same losses and parameters as eager, with 1
+    capture and 4 replays; one replay counted by cuda.stats(): one graph
+    launch, no host wait, no host copy, no cudaMalloc.
+  * gpt_full: the whole step (value_and_grad + opt.step) compiled: AdamW's
+    host step counter changes each call, so compile must refuse (reason) and
+    run eagerly -- same parameters as eager.
+  * fallbacks, each with its reason and the eager result: item() inside f (a
+    host wait), a CPU tensor moved to the GPU inside f (host-to-device copy),
+    dropout (random numbers), a counter in an argument record (host state).
+  * a new shape captures anew; results of replay k are fresh tensors that
+    replay k+1 does not overwrite; a replaced parameter is a new signature;
+    on the CPU compile is eager; NABLA_COMPILE=0 returns f; memory stays
+    flat over replays; an error inside f propagates."""
+import os
+import re
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from emuutil import ENV, NABLA, out, run  # noqa: E402
+import emuutil  # noqa: E402
+
+TIMEOUT = 1200 if emuutil.ASAN else 400
+
+GPT = r"""
+import nn
+import optim
+seed(int(getenv("SEED", "0")))
+set_default_device("cuda")
+C = 32
+H = 2
+T = 8
+B = 2
+V = 64
+model = {
+  wte: nn.embedding(V, C),
+  wpe: nn.embedding(T, C),
+  blocks: map(list(0..2), fn(i) nn.transformer_block(C, H)),
+  lnf: nn.layer_norm(C),
+}
+fn forward(m, idx, targets) {
+  x = m.wte(idx) + m.wpe(arange(T))
+  for blk in m.blocks { x = blk(x) }
+  logits = m.lnf(x) @ m.wte.weight.T
+  cross_entropy(reshape(logits, [B * T, V]), reshape(targets, [B * T]))
+}
+fn loss_fn(m, idx, targets) = autocast("bf16") { forward(m, idx, targets) }
+opt = optim.adamw(model, lr=optim.warmup_cosine(1e-2, 2, 6), weight_decay=0.1)
+mode = getenv("MODE", "grads")
+vg = value_and_grad(loss_fn)
+fn full(m, idx, targets) {
+  r = vg(m, idx, targets)
+  opt.step(r[1])
+  r[0]
+}
+step = if mode == "grads" { compile(vg) } else { compile(full) }
+losses = list()
+for s in 0..6 {
+  idx = randint(0, V, [B, T])
+  targets = randint(0, V, [B, T])
+  if mode == "grads" {
+    r = step(model, idx, targets)
+    optim.clip_grad_norm(r[1], 1.0)
+    opt.step(r[1])
+    push(losses, r[0].item())
+  } else {
+    push(losses, step(model, idx, targets).item())
+  }
+}
+print("losses {losses}")
+print("params {map(nn.parameters(model), fn(p) tolist(reshape(p, [-1])))}")
+if type(step) == "record" and has(step, "stats") {
+  st = step.stats()
+  print("stats {st.captures} {st.replays} {st.eager_calls}")
+  print("reasons {st.reasons}")
+}
+if mode == "grads" {
+  idx = randint(0, V, [B, T])
+  targets = randint(0, V, [B, T])
+  cuda.synchronize()
+  cuda.reset_stats()
+  r = step(model, idx, targets)
+  c = cuda.stats()
+  graph_ops = if has(c.by_op, "(no op)") { c.by_op["(no op)"] } else { 0 }
+  print("replay launches={c.launches} gemms={c.gemms} syncs={c.syncs} h2d={c.memcpy_h2d} d2h={c.memcpy_d2h} mallocs={c.mallocs} graph={graph_ops} results={1 + len(nn.parameters(r[1]))}")
+}
+"""
+
+
+def nb(code, compiled=True, **env):
+    e = dict(ENV, **env)
+    if not compiled:
+        e["NABLA_COMPILE"] = "0"
+    return run([NABLA, "-e", code], TIMEOUT, env=e)
+
+
+def lines_of(so, key):
+    return [l[len(key) + 1:] for l in so.splitlines() if l.startswith(key + " ")]
+
+
+def check(name, ok, why):
+    out("PASS" if ok else "FAIL", name, "" if ok else why)
+
+
+def gpt(mode):
+    rc1, so1, se1 = nb(GPT, True, MODE=mode)
+    rc0, so0, se0 = nb(GPT, False, MODE=mode)
+    if rc1 or rc0:
+        out("FAIL", f"compile.gpt_{mode}.runs", f"compiled rc={rc1}: {se1[-1500:]} | eager rc={rc0}: {se0[-800:]}")
+        return None
+    same = lines_of(so1, "losses") == lines_of(so0, "losses") and lines_of(so1, "params") == lines_of(so0, "params")
+    check(f"compile.gpt_{mode}.equals_eager", same and lines_of(so1, "params"),
+          f"compiled {lines_of(so1, 'losses')} vs eager {lines_of(so0, 'losses')}")
+    losses = lines_of(so1, "losses")
+    check(f"compile.gpt_{mode}.loss_moves", losses and len(set(losses[0].strip("[]").split(","))) > 1, f"losses {losses}")
+    return so1
+
+
+def main():
+    so = gpt("grads")
+    if so:
+        st = lines_of(so, "stats")
+        check("compile.gpt_grads.captured_once_replayed", st == ["1 4 1"], f"captures replays eager_calls: {st}; {lines_of(so, 'reasons')}")
+        rp = lines_of(so, "replay")
+        m = re.match(r"launches=(\d+) gemms=(\d+) syncs=(\d+) h2d=(\d+) d2h=(\d+) mallocs=(\d+) graph=(\d+) results=(\d+)", rp[0]) if rp else None
+        if not m:
+            out("FAIL", "compile.replay_counts", f"no replay line: {so[-600:]}")
+        else:
+            launches, gemms, syncs, h2d, d2h, mallocs, graph, results = map(int, m.groups())
+            print(f"INFO: compile one replay: {rp[0]}")
+            # one graph launch (counted outside any op), the two input copies
+            # and one copy per result tensor (the loss and every gradient);
+            # no GEMM issued from the host, nothing waited for
+            check("compile.replay_counts", graph == 1 and gemms == 0 and syncs == 0 and h2d == 0 and d2h == 0 and mallocs == 0
+                  and launches == 1 + 2 + results, rp[0])
+    so = gpt("full")
+    if so:
+        st = lines_of(so, "stats")
+        rs = " ".join(lines_of(so, "reasons"))
+        check("compile.gpt_full.refused_host_state", st == ["0 0 6"] and "changed host values" in rs, f"{st} {rs}")
+
+    # ---- fallbacks: each with its reason, the result the eager one ----
+    cases = {
+        "item": ("fn f(x) { s = sum(x).item(); x * s }", "device-to-host copy"),
+        "sync": ("fn f(x) { y = x * 2; cuda.synchronize(); y + 1 }", "host wait"),
+        "h2d": ("fn f(x) x + tensor([1.0, 2.0, 3.0]).cuda()", "host-to-device copy"),
+        "dropout": ("fn f(x) dropout(x * 2, 0.5)", "random numbers"),
+        "counter": ("fn f(x, st) { st.n = st.n + 1; x * 3 }", "changed host values"),
+    }
+    for name, (fdef, want) in cases.items():
+        extra = ", st" if name == "counter" else ""
+        code = f"""
+seed(1)
+set_default_device("cuda")
+{fdef}
+st = {{n: 0}}
+g = compile(f)
+res = list()
+for i in 0..5 {{
+  x = randn(3)
+  push(res, tolist(g(x{extra})))
+}}
+print("res {{res}}")
+if type(g) == "record" {{ s = g.stats(); print("stats {{s.captures}} {{s.replays}} {{s.eager_calls}} {{s.reasons}}") }}
+"""
+        rc1, so1, se1 = nb(code, True)
+        rc0, so0, se0 = nb(code, False)
+        if rc1 or rc0:
+            out("FAIL", f"compile.fallback_{name}", f"rc={rc1}: {se1[-1000:]} | eager rc={rc0}: {se0[-600:]}")
+            continue
+        st = lines_of(so1, "stats")
+        ok = lines_of(so1, "res") == lines_of(so0, "res") and st and st[0].startswith("0 0 5") and want in st[0]
+        check(f"compile.fallback_{name}", ok, f"stats {st}; compiled {lines_of(so1, 'res')} eager {lines_of(so0, 'res')}")
+
+    # ---- signatures, fresh results, parameters replaced, memory ----
+    code = r"""
+seed(2)
+set_default_device("cuda")
+w = {w: randn(4, 4)}
+fn f(m, x) = tanh(x @ m.w) * 2
+g = compile(f)
+outs = list()
+xs = map(list(0..4), fn(i) randn(3, 4))
+for x in xs { push(outs, g(w, x)) }
+print("fresh {map(outs, tolist)}")
+print("eager {map(xs, fn(x) tolist(f(w, x)))}")
+ys = map(list(0..3), fn(i) randn(5, 4))
+print("shape2 {map(ys, fn(y) tolist(g(w, y)))} vs {map(ys, fn(y) tolist(f(w, y)))}")
+s = g.stats()
+print("stats2 {s.captures} {s.replays} {s.eager_calls} {s.signatures}")
+w.w = randn(4, 4)
+z = randn(3, 4)
+print("newparam {tolist(g(w, z))} vs {tolist(f(w, z))}")
+for i in 0..3 { q = g(w, z) }
+q = nil
+cuda.synchronize()
+m0 = cuda.memory().allocated
+for i in 0..20 { q = g(w, z) }
+q = nil
+cuda.synchronize()
+print("memory {cuda.memory().allocated - m0}")
+h = compile(fn(x) if sum(x).item() > 1e9 { x } else { error("boom") })
+r = try { h(randn(3)) } catch e { "caught {e.message}" }
+r2 = try { h(randn(3)) } catch e { "caught {e.message}" }
+print("err {r} | {r2}")
+"""
+    rc, so, se = nb(code, True)
+    if rc:
+        out("FAIL", "compile.signatures.runs", se[-1500:])
+    else:
+        fr = lines_of(so, "fresh")
+        check("compile.results_are_fresh", fr and fr == lines_of(so, "eager"), f"{fr} vs {lines_of(so, 'eager')}")
+        s2 = lines_of(so, "shape2")
+        check("compile.new_shape_captures", s2 and s2[0].split(" vs ")[0] == s2[0].split(" vs ")[1], f"{s2}")
+        st = lines_of(so, "stats2")
+        check("compile.new_shape_stats", st == ["2 3 2 2"], f"captures replays eager_calls signatures: {st}")
+        npar = lines_of(so, "newparam")
+        check("compile.replaced_parameter", npar and npar[0].split(" vs ")[0] == npar[0].split(" vs ")[1], f"{npar}")
+        mem = lines_of(so, "memory")
+        check("compile.memory_flat", mem == ["0"], f"bytes allocated after 20 replays: {mem}")
+        er = lines_of(so, "err")
+        check("compile.error_propagates", er and er[0].count("caught") == 2 and "boom" in er[0], f"{er}")
+
+    # ---- CPU: eager; NABLA_COMPILE=0: identity ----
+    code = r"""
+fn f(x) = x * 2 + 1
+g = compile(f)
+for i in 0..4 { y = g(randn(3)) }
+s = g.stats()
+print("cpu {s.captures} {s.replays} {s.eager_calls}")
+"""
+    rc, so, se = nb(code, True)
+    check("compile.cpu_eager", rc == 0 and lines_of(so, "cpu") == ["0 0 4"], f"rc={rc} {so[-300:]} {se[-600:]}")
+    rc, so, se = nb('fn f(x) = x\nprint("off {type(compile(f))} {compile(f) == f}")', False)
+    check("compile.off_is_identity", rc == 0 and lines_of(so, "off") == ["function true"], f"rc={rc} {so} {se[-400:]}")
+    rc, so, se = nb('print(compile(3))', True)
+    check("compile.bad_argument", rc != 0 and "compile: expected a function" in se, f"rc={rc} {se[-300:]}")
+
+
+if __name__ == "__main__":
+    main()
+    sys.exit(1 if emuutil.n_fail else 0)
