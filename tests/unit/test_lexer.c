@@ -156,7 +156,7 @@ int main(void) {
   }
   TEST("lexer/interp-end") {
     /* the } closing an interpolation, past braces and quotes in nested strings */
-    const char *s = "{f('}', \"{\", '''\n}''') + 1} rest";
+    const char *s = "{f('}', \"\\{\", '''\n}''') + 1} rest";
     size_t end = nbX_interp_end(s, strlen(s), 1);
     CHECK(!strcmp(s + end, "} rest"), "closing brace at %zu: '%s'", end, s + end);
     CHECK(nbX_interp_end("{a", 2, 1) == 2 && nbX_interp_end("'}", 2, 0) == 2, "unclosed: the end");
