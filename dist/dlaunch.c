@@ -317,6 +317,13 @@ void dl_addr_text(const struct sockaddr *a, char *out, size_t n) {
   if (getnameinfo(a, sa_len(a), out, (socklen_t)n, NULL, 0, NI_NUMERICHOST)) snprintf(out, n, "?");
 }
 
+void dl_unmap_v4(char *host) {
+  struct in6_addr v6;
+  if (inet_pton(AF_INET6, host, &v6) != 1 || !IN6_IS_ADDR_V4MAPPED(&v6)) return;
+  char v4[INET_ADDRSTRLEN];
+  if (inet_ntop(AF_INET, &v6.s6_addr[12], v4, sizeof v4)) memcpy(host, v4, strlen(v4) + 1);   /* shorter: fits */
+}
+
 void dl_addr_port_text(const struct sockaddr *a, char *out, size_t n) {
   char h[INET6_ADDRSTRLEN + 16];
   dl_addr_text(a, h, sizeof h);

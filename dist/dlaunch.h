@@ -101,6 +101,10 @@ struct sockaddr_storage;
 ** with err (if not NULL) saying which host did not resolve and why */
 int  dl_resolve(const char *host, int numeric, struct sockaddr_storage *out, char *err, size_t en);
 void dl_addr_text(const struct sockaddr *a, char *out, size_t n);        /* "10.0.0.1", "fd00::1" */
+/* host, a numeric address, in the family it has: an IPv4-mapped IPv6 one
+** (::ffff:127.0.0.1, how a dual-stack socket sees an IPv4 peer) rewritten in
+** place as the IPv4 address (127.0.0.1, what torchrun's MASTER_ADDR holds) */
+void dl_unmap_v4(char *host);
 void dl_addr_port_text(const struct sockaddr *a, char *out, size_t n);   /* "10.0.0.1:80", "[fd00::1]:80" */
 /* "host:port" ("[host]:port" for IPv6); port < 0: the host alone, bracketed if IPv6 */
 void dl_hostport(char *out, size_t n, const char *host, int port);

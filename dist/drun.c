@@ -69,6 +69,38 @@ static int int_opt(const char *name, const char *v, int lo, int hi, int *out) {
   return 0;
 }
 
+/* The closing summary of a failed run, as torchrun's ChildFailedError table:
+** one row per rank that failed -- its host, how it ended (an exit code, a
+** signal, an error raised), and its error's first line -- the first failure
+** marked; the ranks stopped because of it are only counted. */
+typedef struct RankEnd { int status; int stopped; char how[48]; char first[160]; } RankEnd;
+
+static void first_line(char *out, size_t n, const char *name, const char *msg) {
+  size_t ml = strcspn(msg, "\n");
+  snprintf(out, n, "%s: %.*s", name, (int)(ml > 140 ? 140 : ml), msg);
+}
+
+static void print_summary(const char *script, int n, const RankEnd *e, int which) {
+  int nfailed = 0, nstopped = 0;
+  for (int k = 0; k < n; k++) { if (e[k].status && !e[k].stopped) nfailed++; if (e[k].stopped) nstopped++; }
+  if (!nfailed) return;   /* only stopped (Ctrl-C): nothing failed by itself */
+  const char *base = strrchr(script, '/');
+  fflush(stdout);
+  fprintf(stderr, "nabla run: %s failed on %d of %d rank%s", base ? base + 1 : script, nfailed, n, n > 1 ? "s" : "");
+  if (which >= 0) fprintf(stderr, " (first: rank %d)", which);
+  fprintf(stderr, "\n  %-5s %-20s %-22s %s\n", "rank", "host", "exit", "error");
+  for (int k = 0; k < n; k++) {
+    if (!e[k].status || e[k].stopped) continue;
+    dsess_WorkerInfo w; dsess_worker_info(k, &w);
+    fprintf(stderr, "  %-5d %-20.20s %-22s %s\n", k, w.host ? w.host : "?", e[k].how, e[k].first);
+  }
+  if (nstopped) {
+    fprintf(stderr, "  (stopped after the failure:");
+    for (int k = 0; k < n; k++) if (e[k].stopped) fprintf(stderr, " rank %d", k);
+    fprintf(stderr, ")\n");
+  }
+}
+
 /* One attempt: start, run, report.  Returns the worst status; *failed: a
 ** rank failed (died or raised), so a restart may help; *started: the
 ** group came up. */
@@ -111,21 +143,33 @@ static int attempt(int n, const dsess_Launch *o, const char *path, int argc, cha
     return 1;
   }
   int worst = 0;
+  RankEnd *ends = calloc((size_t)n, sizeof *ends);   /* for the closing summary (NULL: none) */
   for (int k = 0; k < n; k++) {
     int st = 0;
+    RankEnd dummy, *e = ends ? &ends[k] : &dummy;
+    memset(e, 0, sizeof *e);
     dsess_WorkerInfo w; dsess_worker_info(k, &w);
     if (w.dead && !(rep[k].got && rep[k].body)) {
       int ws = w.status;
       st = WIFSIGNALED(ws) ? 128 + WTERMSIG(ws) : (WIFEXITED(ws) && WEXITSTATUS(ws) ? WEXITSTATUS(ws) : 1);
-    } else if (!rep[k].got) st = 1;
-    else if (!rep[k].ok) {
+      if (WIFSIGNALED(ws)) snprintf(e->how, sizeof e->how, "signal %d (%s)", WTERMSIG(ws), strsignal(WTERMSIG(ws)));
+      else snprintf(e->how, sizeof e->how, "exit code %d", st);
+      snprintf(e->first, sizeof e->first, "(the process died without an error report)");
+    } else if (!rep[k].got) {
       st = 1;
-      if (!rep[k].body) continue;
+      snprintf(e->how, sizeof e->how, "no reply");
+      snprintf(e->first, sizeof e->first, "(the worker did not answer)");
+    } else if (!rep[k].ok) {
+      st = 1;
+      snprintf(e->how, sizeof e->how, "exit code 1 (error)");
+      if (!rep[k].body) { e->status = st; if (st > worst) worst = st; continue; }
       const char *name = rep[k].body, *end = rep[k].body + rep[k].len;
       const char *msg = name + strlen(name) + 1;
       if (msg > end) msg = end;
       const char *report = msg < end ? msg + strlen(msg) + 1 : end;
       if (report > end) report = msg;
+      first_line(e->first, sizeof e->first, name, msg);
+      e->stopped = k != which && !strcmp(name, "Interrupted");
       if (k == which || strcmp(name, "Interrupted")) {
         fflush(stdout);
         char pre[32]; snprintf(pre, sizeof pre, "[rank %d] ", k);
@@ -137,9 +181,12 @@ static int attempt(int n, const dsess_Launch *o, const char *path, int argc, cha
         }
       }
     }
+    e->status = st;
     if (st > worst) worst = st;
   }
   *failed = worst != 0;
+  if (ends && worst) print_summary(path, n, ends, which);
+  free(ends);
   fflush(stdout);
   dsess_replies_free(rep, n);
   run_vm = NULL;

@@ -525,6 +525,7 @@ int nbD_worker_main(int argc, char **argv) {
     if (colon) { *colon = 0; setenv("MASTER_PORT", colon + 1, 1); }
     char *hp = host; size_t hl = strlen(hp);
     if (hl >= 2 && hp[0] == '[' && hp[hl - 1] == ']') { hp[hl - 1] = 0; hp++; }   /* [v6] */
+    dl_unmap_v4(hp);   /* in the family the address has: 127.0.0.1, not ::ffff:127.0.0.1 */
     setenv("MASTER_ADDR", hp, 1);
   }
   W.rank = rank;

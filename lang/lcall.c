@@ -164,6 +164,28 @@ fail_window:
   return NB_ERR;
 }
 
+/* r.name(args) of a record's function field failed to bind its arguments
+** (lexec.c): the message names the field and the rule, instead of an
+** anonymous function's "anonymous() missing argument 'x'".  got_self: the
+** function's first parameter is named self, so the record was passed. */
+void nbV_field_call_error(nb_VM *vm, const nb_Str *field, const nb_Proto *p, bool got_self) {
+  if (vm->err.t != NB_TREC) return;
+  nb_Rec *r = vm->err.u.p;
+  nb_Value m = nbR_get_cstr(r, "message");
+  if (m.t != NB_TSTR) return;
+  const char *msg = nb_str(m)->data, *name = nbP_proto_name(p);
+  size_t nl = strlen(name);
+  if (!strncmp(msg, name, nl) && !strncmp(msg + nl, "() ", 3)) msg += nl + 3;   /* "f() missing ...": the field says it */
+  /* the rule matters where a count is off: a missing argument (self not
+  ** taken, or taken and one short) or one too many (the record passed again) */
+  bool missing = !strncmp(msg, "missing argument", 16), extra = !strncmp(msg, "takes ", 6);
+  const char *note = got_self && (missing || extra)
+    ? " (a record's field: its first parameter is named self, so it receives the record; pass the other arguments only)"
+    : !got_self && missing ? " (a record's field: a function stored in a record receives the record only when its first parameter is named self)" : "";
+  nb_Str *s = nbS_fmt("%s() %s%s", field->data, msg, note);
+  nbR_set_cstr(r, "message", nb_strv(s));
+}
+
 /* Calls a user function whose arguments sit at base (the top of the VM
 ** stack): they become its first locals (nbV_bind_args), and its code runs
 ** from the start, its defaults' prologue.  Consumes the arguments. */

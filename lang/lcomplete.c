@@ -17,7 +17,9 @@ nb_Completeness nb_is_complete(const char *src, const char **indent) {
     nb_Token t = nbX_next(&lx);
     if (t.kind == TK_EOF) break;
     if (t.kind == TK_ERROR) {
-      if (strcmp(t.msg, "unterminated string") == 0) return NB_INCOMPLETE;
+      /* a string still open at the end: the next lines may close it (a
+      ** one-line string whose line ended is an error now) */
+      if (t.unterminated & NB_UNTERMINATED_EOF) return NB_INCOMPLETE;
       return NB_INVALID;
     }
     if (t.kind == TK_LPAREN || t.kind == TK_LBRACKET || t.kind == TK_LBRACE) { depth++; if (t.kind == TK_LBRACE) braces++; }

@@ -78,13 +78,21 @@ static const char *frame_name(const nb_Frame *f) { return f->fn ? nbP_proto_name
 ** (each runs on every method call or loop iteration: kept here, where the
 ** compiler may inline them into the loop) */
 /* a.name(args), the receiver a in R[ca + 1]: a record's field or a module's
-** member is called as is (0: the receiver is not an argument); otherwise
-** name is looked up like a variable and called as name(a, args) (1: the
-** receiver stays); -1: an error.  The callee goes into R[ca] in one 16-byte
+** member is called as is (MC_FIELD, MC_MEMBER: the receiver is not an
+** argument), except a function field whose first parameter is named self,
+** which receives the record (MC_SELF: the receiver stays), as __call does;
+** otherwise name is looked up like a variable and called as name(a, args)
+** (MC_UFCS: the receiver stays); -1: an error.  The callee goes into R[ca] in one 16-byte
 ** store from registers (store16): the call reads it back whole at once, and
 ** a value passed out through memory as two 8-byte halves cannot be
 ** forwarded to that load (a stall that was 8-12% of a method-heavy
 ** program's time). */
+enum { MC_FIELD, MC_UFCS, MC_SELF, MC_MEMBER };
+static inline int takes_self(nb_Value v) {
+  if (v.t != NB_TFUNC) return 0;
+  const nb_Proto *p = nb_func(v)->proto;
+  return p->nparams > 0 && p->params[0]->len == 4 && !memcmp(p->params[0]->data, "self", 4);
+}
 static int method_callee(nb_VM *vm, nb_Frame *f, const nb_Node *n, nb_Value *R, int ca) {
   nb_Value recv = R[ca + 1], v;
   if (recv.t == NB_TREC) {
@@ -97,11 +105,11 @@ static int method_callee(nb_VM *vm, nb_Frame *f, const nb_Node *n, nb_Value *R, 
     int i = -1;
     if (r->n <= 16) { for (int k = 0; k < r->n; k++) if (r->keys[k] == name) { i = k; break; } }
     else i = nbR_find(r, name);
-    if (i >= 0) { v = r->vals[i]; nb_incref(v); store16(&R[ca], v); return 0; }
+    if (i >= 0) { v = r->vals[i]; nb_incref(v); store16(&R[ca], v); return takes_self(v) ? MC_SELF : MC_FIELD; }
   } else if (recv.t == NB_TMODULE) {
     int i = nbM_global_find(recv.u.p, n->str->data, n->str->len);
     if (i >= 0 && ((nb_Module *)recv.u.p)->vals[i].t != NB_TUNDEF) {
-      v = ((nb_Module *)recv.u.p)->vals[i]; nb_incref(v); store16(&R[ca], v); return 0;
+      v = ((nb_Module *)recv.u.p)->vals[i]; nb_incref(v); store16(&R[ca], v); return MC_MEMBER;
     }
   }
   v = nb_undef();
@@ -113,7 +121,7 @@ static int method_callee(nb_VM *vm, nb_Frame *f, const nb_Node *n, nb_Value *R, 
     v = f->mod->vals[n->idx];
     if (v.t == NB_TUNDEF && n->bidx >= 0) {
       nb_Value g;
-      if (nbI_get_global_slow(vm, n, &g) == NB_OK) { store16(&R[ca], g); return 1; }
+      if (nbI_get_global_slow(vm, n, &g) == NB_OK) { store16(&R[ca], g); return MC_UFCS; }
       nb_decref(vm->err); vm->err = nb_nil(); vm->err_located = false;
     }
     break;
@@ -124,7 +132,7 @@ static int method_callee(nb_VM *vm, nb_Frame *f, const nb_Node *n, nb_Value *R, 
     return -1;
   }
   nb_incref(v); store16(&R[ca], v);
-  return 1;
+  return MC_UFCS;
 }
 
 /* a == b without a call, as nbO_equal decides it: 1 or 0; -1 where that
@@ -221,6 +229,7 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
   const nb_Instr *pc = code->code;
   nb_Instr i;
   int st, ca, cnpos, cnkw;   /* a call's callee register and argument counts (CALL, METHOD) */
+  int mcall = MC_UFCS;       /* how METHOD found the callee (a record's field: its binding errors say so) */
   int xhbase = vm->nxh;      /* handlers above this one are this invocation's */
 #define NODE (code->nodes[pc - 1 - code->code])
 #define A GET_A(i)
@@ -447,7 +456,7 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
   CASE(CALLV) {
     /* lays the list of positional arguments out in place, the keywords
     ** after them (past the registers when long: vm->sp covers them) */
-    ca = A; cnkw = C;
+    ca = A; cnkw = C; mcall = MC_UFCS;
     {
       int lreg = ca + 1 + B;
       nb_Value lv = R[lreg];
@@ -472,9 +481,10 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
   CASE(METHOD) {
     ca = A; cnpos = B; cnkw = C;
   do_method: ;
-    int self = method_callee(vm, f, NODE, R, ca);
-    if (__builtin_expect(self < 0, 0)) goto error;
-    if (!self) {   /* the receiver is not an argument: the arguments move down one */
+    int how = method_callee(vm, f, NODE, R, ca);
+    if (__builtin_expect(how < 0, 0)) goto error;
+    mcall = how;
+    if (how == MC_FIELD || how == MC_MEMBER) {   /* the receiver is not an argument: the arguments move down one */
       nb_Value recv = R[ca + 1];
       memmove(&R[ca + 1], &R[ca + 2], sizeof(nb_Value) * (size_t)(cnpos + cnkw));
       R[ca + 1 + cnpos + cnkw] = nb_nil();
@@ -519,7 +529,7 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
     }
   call_slow:
     if (__builtin_expect(vm->poll, 0)) CHECK(nbV_poll(vm));
-    ca = A; cnpos = B; cnkw = C;
+    ca = A; cnpos = B; cnkw = C; mcall = MC_UFCS;
   do_call: ;
     nb_Value callee = R[ca];
     if (callee.t == NB_TFUNC) {
@@ -545,7 +555,10 @@ int nbI_exec(nb_VM *vm, nb_Frame *f0, nb_Code *code0, nb_Value *R0, nb_Value *ou
         if (__builtin_expect(!plain && (cnkw != 0 || cnpos != p->nparams || p->variadic), 0)) {
           /* keywords, defaults, *rest: bound in place, then the prologue */
           const nb_Node *n = NODE;
-          if (nbV_bind_args(vm, p, nR, cnpos, cnkw ? n->names + n->npos : NULL, cnkw)) goto error;
+          if (nbV_bind_args(vm, p, nR, cnpos, cnkw ? n->names + n->npos : NULL, cnkw)) {
+            if (mcall == MC_FIELD || mcall == MC_SELF) nbV_field_call_error(vm, n->str, p, mcall == MC_SELF);
+            goto error;
+          }
           from = p->nlocals > nargs ? p->nlocals : nargs;
           entry = 0;
         }

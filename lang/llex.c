@@ -7,7 +7,9 @@
 ** a newline is whitespace, so a long call or list literal may span lines
 ** without a backslash.  The lexer keeps that bracket stack itself so the
 ** parser never has to tell it.  A string token is kept raw (quotes,
-** escapes and {...} interpolations included); the parser decodes it.  The
+** escapes and {...} interpolations included); the parser decodes it.  A
+** '...' or "..." string ends on its line; a triple-quoted one ('''...''',
+** """...""") may span lines, as in Python.  The
 ** lexer allocates nothing, so nb_is_complete can run it on any text.
 */
 #include <string.h>
@@ -89,36 +91,81 @@ static int newline_significant(nb_Lexer *lx) {
   return top < 256 ? !lx->brace_stack[top] : 1;
 }
 
-/* Skips a string body after its opening quote q; returns 1 when the closing
-** quote was found.  Inside a "{...}" interpolation a quote starts a nested
-** string (which may hold braces of its own), as the parser sees it. */
-static int skip_string(nb_Lexer *lx, char q, int nest) {
+/* Skips a string body after its opening delimiter (q, or qqq when triple).
+** Returns 1 past the closing delimiter, 0 at the end of the input, -1 where
+** a one-line string's line ends first (a newline, or the end outside an
+** interpolation's braces: more lines could not close it).  Inside
+** a "{...}" interpolation a quote starts a nested string (which may hold braces
+** of its own) and newlines are allowed, as the parser sees it.  Nesting is
+** bounded (200), so the recursion's depth is too.  *in_braces: whether a
+** failure came inside an interpolation (its '{' is the likely culprit). */
+static int skip_string(nb_Lexer *lx, char q, int triple, int nest, int *in_braces) {
   int braces = 0;   /* nesting of {...} interpolations inside "..." */
   while (lx->pos < lx->len) {
     char c = lx->src[lx->pos];
-    if (c == '\\') { lx->pos += 2; continue; }
+    if (c == '\\') {
+      if (peekc(lx, 1) == '\n') { lx->line++; lx->line_start = lx->pos + 2; }   /* a continuation line */
+      lx->pos += 2;
+      continue;
+    }
     if (c == '\n') {
-      if (braces == 0) return 0;
+      if (braces == 0 && !triple) return -1;
       lx->line++; lx->line_start = lx->pos + 1;
     }
     if (braces > 0 && (c == '"' || c == '\'') && nest < 200) {
-      lx->pos++;
-      if (!skip_string(lx, c, nest + 1)) return 0;
+      int t3 = peekc(lx, 1) == c && peekc(lx, 2) == c;
+      lx->pos += t3 ? 3 : 1;
+      int r = skip_string(lx, c, t3, nest + 1, in_braces);
+      if (r <= 0) { *in_braces = 1; return r; }
       continue;
     }
     if (q == '"' && c == '{') braces++;
     else if (q == '"' && c == '}' && braces > 0) braces--;
-    else if (c == q && braces == 0) { lx->pos++; return 1; }
+    else if (c == q && braces == 0 && (!triple || (peekc(lx, 1) == q && peekc(lx, 2) == q))) { lx->pos += triple ? 3 : 1; return 1; }
     lx->pos++;
   }
-  return 0;
+  *in_braces = braces > 0;
+  return triple || braces > 0 ? 0 : -1;   /* more lines cannot close a one-line string */
 }
 
+/* '...' and "..." end on their line; '''...''' and """...""" may span lines.  An
+** unterminated one is an error token over its opening delimiter (so the
+** caret shows where it started), flagged for the parser's message and for
+** nb_is_complete (open at the end of the input: more lines may close it). */
 static nb_Token scan_string(nb_Lexer *lx, size_t start, int line, size_t line_start) {
-  char q = lx->src[lx->pos++];
-  if (skip_string(lx, q, 0)) return make(lx, q == '"' ? TK_STRING : TK_RSTRING, start, line, line_start);
+  char q = lx->src[lx->pos];
+  int triple = peekc(lx, 1) == q && peekc(lx, 2) == q;
+  lx->pos += triple ? 3 : 1;
+  int in_braces = 0;
+  int r = skip_string(lx, q, triple, 0, &in_braces);
+  if (r > 0) return make(lx, q == '"' ? TK_STRING : TK_RSTRING, start, line, line_start);
   if (lx->pos > lx->len) lx->pos = lx->len;
-  return error_tok(lx, "unterminated string", start, line, line_start);
+  nb_Token t = error_tok(lx, "unterminated string", start, line, line_start);
+  t.len = triple ? 3 : 1;
+  t.unterminated = (uint8_t)((r < 0 ? NB_UNTERMINATED_LINE : NB_UNTERMINATED_EOF) | (in_braces ? NB_UNTERMINATED_BRACE : 0));
+  return t;
+}
+
+/* Where the interpolation opened just before pos (after its '{') closes:
+** the offset of its '}', or len when it never does.  The same scan as the
+** lexer's over a string token, so parser and lexer agree on every brace. */
+size_t nbX_interp_end(const char *src, size_t len, size_t pos) {
+  nb_Lexer lx; nbX_init_at(&lx, src, len, pos, 1, 0);
+  int depth = 1;
+  while (lx.pos < lx.len) {
+    char c = src[lx.pos];
+    if (c == '"' || c == '\'') {
+      int t3 = peekc(&lx, 1) == c && peekc(&lx, 2) == c;
+      lx.pos += t3 ? 3 : 1;
+      int in_braces;
+      if (skip_string(&lx, c, t3, 1, &in_braces) <= 0) return len;
+      continue;
+    }
+    if (c == '{') depth++;
+    else if (c == '}' && --depth == 0) return lx.pos;
+    lx.pos++;
+  }
+  return len;
 }
 
 static nb_Token scan_number(nb_Lexer *lx, size_t start, int line, size_t line_start) {

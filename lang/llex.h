@@ -1,8 +1,9 @@
 /*
 ** llex.h — the scanner: source bytes to tokens.
 ** Newlines are tokens (they end statements) except inside ( ) and [ ],
-** where the scanner drops them.  Strings keep their raw text; the parser
-** splits "{...}" interpolations out of double-quoted ones.
+** where the scanner drops them.  Strings keep their raw text (delimiters
+** included: one quote, or three for a string that may span lines); the
+** parser splits "{...}" interpolations out of double-quoted ones.
 */
 #ifndef LLEX_H
 #define LLEX_H
@@ -39,7 +40,10 @@ typedef struct nb_Token {
   double num;
   bool isfloat;          /* TK_NUMBER written with a point or an exponent: 1.0, .5, 1e3 */
   const char *msg;       /* for TK_ERROR */
+  uint8_t unterminated;  /* TK_ERROR of a string with no closing delimiter: where it stopped */
 } nb_Token;
+/* a one-line string's line ended; the input ended; (either) inside an interpolation's braces */
+enum { NB_UNTERMINATED_LINE = 1, NB_UNTERMINATED_EOF = 2, NB_UNTERMINATED_BRACE = 4 };
 
 typedef struct nb_Lexer {
   const char *src; size_t len;
@@ -54,6 +58,8 @@ void nbX_init(nb_Lexer *lx, const char *src, size_t len);
 /* start lexing at byte offset pos (used for string interpolation pieces) */
 void nbX_init_at(nb_Lexer *lx, const char *src, size_t len, size_t pos, int line, size_t line_start);
 nb_Token nbX_next(nb_Lexer *lx);
+/* the offset of the '}' closing a string's interpolation opened before pos, or len */
+size_t nbX_interp_end(const char *src, size_t len, size_t pos);
 const char *nbX_tokname(nb_TokKind k);
 /* which keyword, or TK_NAME */
 nb_TokKind nbX_keyword(const char *s, size_t len);

@@ -107,11 +107,28 @@ static void perr_at(Parser *p, nb_Token t, const char *fmt, ...) {
   longjmp(p->jb, 1);
 }
 
+/* A scanner error.  An unterminated string is reported at its opening
+** delimiter, named with its line and column: a triple-quoted string that
+** never closes runs to the end of the file, far from where the fix goes. */
+static void lex_error(Parser *p, nb_Token t) __attribute__((noreturn));
+static void lex_error(Parser *p, nb_Token t) {
+  if (!t.unterminated) perr_at(p, t, "%s", t.msg);
+  char q = p->c->src[t.pos];
+  const char *open = t.len == 3 ? (q == '"' ? "\"\"\"" : "'''") : (q == '"' ? "\"" : "'");
+  if (t.unterminated & NB_UNTERMINATED_BRACE)
+    perr_at(p, t, "unterminated string: the %s at line %d, column %d is never closed: a '{' in it starts an "
+            "interpolation that does not end (write \\{ for a literal brace)", open, t.line, t.col);
+  if (t.unterminated & NB_UNTERMINATED_LINE)
+    perr_at(p, t, "unterminated string: the %s at line %d, column %d is not closed on its line "
+            "(a string over several lines is written '''...''' or \"\"\"...\"\"\")", open, t.line, t.col);
+  perr_at(p, t, "unterminated string: the %s at line %d, column %d is never closed", open, t.line, t.col);
+}
+
 static void advance(Parser *p) {
   p->prev_end = p->cur.pos + p->cur.len;
   p->cur = p->nxt;
   p->nxt = nbX_next(&p->lx);
-  if (p->cur.kind == TK_ERROR) perr_at(p, p->cur, "%s", p->cur.msg);
+  if (p->cur.kind == TK_ERROR) lex_error(p, p->cur);
 }
 static int check(Parser *p, nb_TokKind k) { return p->cur.kind == k; }
 static int accept(Parser *p, nb_TokKind k) { if (p->cur.kind == k) { advance(p); return 1; } return 0; }
@@ -213,31 +230,37 @@ static nb_Node *str_node(Parser *p, nb_Token t, nb_Buf *b) {
   return n;
 }
 
-/* "text {expr} more": literal pieces and expressions, evaluated and joined at run time. */
+/* "text {expr} more": literal pieces and expressions, evaluated and joined
+** at run time.  A triple-quoted string (the lexer let it span lines) drops
+** a newline right after its opening quotes, as Lua's [[ does, so its text
+** may start on the next line. */
 static nb_Node *string_lit(Parser *p) {
   nb_Token t = p->cur;
   const char *s = p->c->src;
-  size_t i = t.pos + 1, end = t.pos + t.len - 1;
+  /* three quotes always open a triple-quoted string (the lexer's rule), and
+  ** a one-quote token never starts with two: '' is a whole token */
+  size_t dl = t.len >= 6 && s[t.pos + 1] == s[t.pos] && s[t.pos + 2] == s[t.pos] ? 3 : 1;
+  size_t i = t.pos + dl, end = t.pos + t.len - dl;
   int interp = t.kind == TK_STRING;
   advance(p);
   NodeVec parts = {0};
   nb_Buf b = {0};
   int line = t.line; size_t line_start = t.pos - (size_t)(t.col - 1);
+  if (dl == 3 && i < end && (s[i] == '\n' || (s[i] == '\r' && i + 1 < end && s[i + 1] == '\n'))) {
+    i += s[i] == '\r' ? 2 : 1;
+    line++; line_start = i;
+  }
   while (i < end) {
     char c = s[i];
     if (c == '\n') { line++; line_start = i + 1; }
-    if (c == '\\') { i++; escape(p, t, s, end, &i, &b); continue; }
+    if (c == '\\') {
+      if (i + 1 < end && s[i + 1] == '\n') { line++; line_start = i + 2; }   /* a continuation line */
+      i++; escape(p, t, s, end, &i, &b); continue;
+    }
     if (interp && c == '{') {
-      /* find the matching } (strings inside the expression may hold braces) */
-      size_t j = i + 1; int d = 1; char q = 0;
-      while (j < end) {
-        char e = s[j];
-        if (q) { if (e == '\\') j++; else if (e == q) q = 0; }
-        else if (e == '"' || e == '\'') q = e;
-        else if (e == '{') d++;
-        else if (e == '}' && --d == 0) break;
-        j++;
-      }
+      /* the matching } (strings inside the expression may hold braces), found
+      ** by the scan the lexer made the token with */
+      size_t j = nbX_interp_end(s, end, i + 1);
       if (j >= end) { nbB_free(&b); nb_Token et = t; et.pos = (uint32_t)i; et.len = 1; et.col = (int)(i - line_start) + 1; et.line = line; perr_at(p, et, "unclosed '{' in string interpolation (write \\{ for a literal brace)"); }
       if (b.n) vec_push(p, &parts, str_node(p, t, &b), NULL);
       /* parse s[i+1 .. j) with a sub-parser on the same source text (not
@@ -248,7 +271,7 @@ static nb_Node *string_lit(Parser *p) {
       Parser sub = *p;
       nbX_init_at(&sub.lx, s, j, i + 1, line, line_start);
       sub.cur = nbX_next(&sub.lx); sub.nxt = nbX_next(&sub.lx);
-      if (sub.cur.kind == TK_ERROR) { perr_at(p, sub.cur, "%s", sub.cur.msg); }
+      if (sub.cur.kind == TK_ERROR) lex_error(p, sub.cur);
       if (sub.cur.kind == TK_EOF) { nb_Token et = t; et.pos = (uint32_t)i; et.len = 2; et.line = line; et.col = (int)(i - line_start) + 1; perr_at(p, et, "empty expression in string interpolation"); }
       memcpy(sub.jb, p->jb, sizeof(jmp_buf));
       nb_Node *e = expr(&sub);

@@ -257,6 +257,8 @@ int  nbV_poll(nb_VM *vm);
 int  nbV_call_at(nb_VM *vm, nb_Frame *f, const nb_Node *site, nb_Value callee, nb_Value *base, int npos, nb_Str **kw, int nkw, nb_Value *out);
 /* binds a call's arguments to a function's parameters (lcall.c) */
 int  nbV_bind_args(nb_VM *vm, const nb_Proto *p, nb_Value *base, int npos, nb_Str **kw, int nkw);
+/* rewrites a binding error of r.field(...) to name the field and the self rule */
+void nbV_field_call_error(nb_VM *vm, const nb_Str *field, const nb_Proto *p, bool got_self);
 /* *v (a range, a tensor, an iterator) as the list that f(*v) spreads; consumes *v */
 /* & | ^ << >> on two values, ~ on one (lops.c; nbV_binop calls nbV_bitop) */
 int  nbV_bitop(nb_VM *vm, int op, nb_Value a, nb_Value b, nb_Value *out);

@@ -23,6 +23,7 @@ static const char usage[] =
   "usage: nabla                     start the interactive REPL (reads a program from stdin when piped)\n"
   "       nabla FILE.nbl [ARGS...]  run a script (argv holds FILE and ARGS)\n"
   "       nabla -e CODE             run CODE\n"
+  "       nabla -u ...              standard output unbuffered (also NABLA_UNBUFFERED=1), e.g. for a log file\n"
   "       nabla run -n N FILE.nbl   run a script on N local workers (SPMD; rank 0 prints)\n"
   "       nabla kernel -f FILE      serve a Jupyter kernel (nabla kernel install: register it)\n"
   "       nabla --dis FILE.nbl      print the bytecode of FILE's statements and functions\n"
@@ -57,8 +58,26 @@ static int run_script(nb_VM *vm, const char *path, int argc, char **argv) {
   return st ? 1 : 0;
 }
 
+/* Standard output is line-buffered on a terminal and block-buffered to a
+** file or pipe (C's default): a script's log under nohup would show nothing
+** for a minute.  -u (Python's flag) or NABLA_UNBUFFERED=1 (as
+** PYTHONUNBUFFERED) write every print at once; flush() does it on demand.
+** The variable reaches the workers of `nabla run` too. */
+static void unbuffered_stdout(int *argc, char ***argv) {
+  const char *env = getenv("NABLA_UNBUFFERED");
+  int on = env && *env && strcmp(env, "0");
+  if (*argc > 1 && !strcmp((*argv)[1], "-u")) {
+    on = 1;
+    setenv("NABLA_UNBUFFERED", "1", 1);   /* and for the processes it starts (nabla run's workers) */
+    (*argv)[1] = (*argv)[0];   /* drop the flag: the rest parses as without it */
+    (*argv)++; (*argc)--;
+  }
+  if (on) setvbuf(stdout, NULL, _IONBF, 0);
+}
+
 int main(int argc, char **argv) {
   nabla_omp_wait_main_started();   /* libgomp has read its settings (omp_wait.c) */
+  unbuffered_stdout(&argc, &argv);
   find_stdlib();
   if (argc > 1 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V"))) { printf("nabla %s\n", nb_version()); return 0; }
   if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) { fputs(usage, stdout); return 0; }

@@ -151,9 +151,10 @@ static char *history_path(void) {
 
 /* ~/.nabla_history keeps the last HISTORY_ENTRIES entries, each at most
 ** HISTORY_ENTRY_MAX bytes: a longer one (a pasted blob, a 4 MB string
-** literal) runs but is not remembered, so the file stays small; it is also
-** trimmed as the REPL starts, not only at a clean exit. */
+** literal) runs but is not remembered, so the file stays small; it is
+** trimmed as the REPL starts. */
 #define HISTORY_ENTRIES 10000
+#define HISTORY_MARK '\001'   /* starts each entry's timestamp line in the file */
 #define HISTORY_ENTRY_MAX (8 << 10)
 static void remember(const char *entry, const char *hist) {
   if (!*entry || strlen(entry) > HISTORY_ENTRY_MAX) return;
@@ -170,9 +171,20 @@ static int interactive(nb_VM *vm) {
   char *hist = history_path();
   using_history();
   stifle_history(HISTORY_ENTRIES);
-  if (hist) history_truncate_file(hist, HISTORY_ENTRIES);   /* a killed session never trimmed it */
-  /* append_history() only appends to an existing file: create it */
-  if (hist && read_history(hist) != 0) write_history(hist);
+  /* Multi-line entries stay one item across sessions: every entry is written
+  ** after a timestamp line, and readline reads a file that starts with one
+  ** entry by entry (bash's lithist form).  The timestamp's mark is \001, not
+  ** bash's '#': a line of an entry starting "#1" (a comment) would be taken
+  ** for a timestamp and lost; \001 cannot be typed into a line. */
+  history_comment_char = HISTORY_MARK;
+  history_write_timestamps = 1;
+  /* Read, then write back: the newest HISTORY_ENTRIES entries (stifled as
+  ** read: a killed session never trimmed the file), each after its
+  ** timestamp (a file from before, one line per entry, is converted), and
+  ** the file exists for append_history.  Not history_truncate_file: it
+  ** counts lines, and a cut inside an entry would start the file without a
+  ** timestamp, which reads every line as an entry again. */
+  if (hist) { read_history(hist); write_history(hist); }
   rl_readline_name = "nabla";
   rl_attempted_completion_function = attempt_completion;
   rl_basic_word_break_characters = " \t\n\"\\'`@$><=;|&{(,[+-*/%:";
@@ -222,7 +234,7 @@ static int interactive(nb_VM *vm) {
     free(buf); buf = NULL; blen = 0;
   }
   free(buf);
-  if (hist) { history_truncate_file(hist, HISTORY_ENTRIES); free(hist); }
+  free(hist);
   return 0;
 }
 

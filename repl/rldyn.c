@@ -22,7 +22,7 @@
 NB_DYNLIB_UNLISTED(readline_lib, NABLA_READLINE_LIB, "GNU readline (Debian package libreadline8), used by the terminal REPL")
 
 #define RL_FUNCS(X) \
-  X(readline) X(add_history) X(append_history) X(history_truncate_file) X(read_history) X(write_history) \
+  X(readline) X(add_history) X(append_history) X(read_history) X(write_history) \
   X(using_history) X(stifle_history) X(rl_completion_matches) X(rl_on_new_line) X(rl_replace_line) \
   X(rl_set_prompt) X(rl_redisplay)
 
@@ -44,6 +44,8 @@ void repl_readline_load(void) {
   repl_rl.readline_name = nb_dynsym(&readline_lib, "rl_readline_name");
   repl_rl.basic_word_break_characters = nb_dynsym(&readline_lib, "rl_basic_word_break_characters");
   repl_rl.attempted_completion_function = nb_dynsym(&readline_lib, "rl_attempted_completion_function");
+  repl_rl.comment_char = nb_dynsym(&readline_lib, "history_comment_char");
+  repl_rl.write_timestamps = nb_dynsym(&readline_lib, "history_write_timestamps");
   repl_rl.loaded = 1;
 }
 
@@ -51,7 +53,6 @@ void repl_readline_load(void) {
 char *readline(const char *prompt) { return fn.readline(prompt); }
 void add_history(const char *line) { fn.add_history(line); }
 int append_history(int n, const char *path) { return fn.append_history(n, path); }
-int history_truncate_file(const char *path, int n) { return fn.history_truncate_file(path, n); }
 int read_history(const char *path) { return fn.read_history(path); }
 int write_history(const char *path) { return fn.write_history(path); }
 void using_history(void) { fn.using_history(); }

@@ -15,6 +15,8 @@ typedef struct ReplRlVars {
   const char **readline_name;
   char **basic_word_break_characters;
   rl_completion_func_t **attempted_completion_function;
+  char *comment_char;              /* history_comment_char, history_write_timestamps: multi-line entries (repl.c) */
+  int *write_timestamps;
 } ReplRlVars;
 extern ReplRlVars repl_rl;
 
@@ -30,4 +32,6 @@ void repl_readline_load(void);
 #define rl_readline_name (*repl_rl.readline_name)
 #define rl_basic_word_break_characters (*repl_rl.basic_word_break_characters)
 #define rl_attempted_completion_function (*repl_rl.attempted_completion_function)
+#define history_comment_char (*repl_rl.comment_char)
+#define history_write_timestamps (*repl_rl.write_timestamps)
 #endif

@@ -19,6 +19,7 @@
 typedef struct {
   __typeof__(cblas_sgemm) *sgemm;
   __typeof__(cblas_dgemm) *dgemm;
+  void (*set_num_threads)(int);   /* openblas_set_num_threads, NULL when the library has none */
 } nt_Blas;
 
 const nt_Blas *nt_blas(void);

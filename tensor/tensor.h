@@ -496,4 +496,11 @@ nt_TensorSet *nt_boundary_collect(nt_TensorSet *set);
 int        nt_autocast_set(int dtype_or_minus1);
 int        nt_autocast_dtype(void);               /* -1 when off */
 
+/* ---- CPU threads (tblas.c) -------------------------------------------------
+** nt_set_num_threads(n >= 1): OpenMP's count for this thread's parallel
+** kernels and OpenBLAS's (applied when the library loads, if later), as
+** torch.set_num_threads; nt_num_threads(): OpenMP's current count. */
+void       nt_set_num_threads(int n);
+int        nt_num_threads(void);
+
 #endif

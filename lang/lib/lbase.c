@@ -18,6 +18,7 @@
 #include "lang/ltvalue.h"   /* len() and fields of tensors */
 #include "lang/lib/nblib.h"
 #include "util/clock.h"
+#include "tensor/tensor.h"   /* nt_set_num_threads */
 
 /* ------------------------------------------------------------ helpers */
 
@@ -531,6 +532,30 @@ static int b_chr(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   *out = ret_str(&ch, 1); return NB_OK;
 }
 
+/* ------------------------------------------------------------ operations */
+/* flush(): what print and write have buffered goes out now (stdout is
+** line-buffered on a terminal, block-buffered to a file or pipe unless
+** nabla -u / NABLA_UNBUFFERED=1) */
+static int b_flush(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)vm; (void)args; (void)n;
+  fflush(stdout); fflush(stderr);
+  *out = nb_nil(); return NB_OK;
+}
+/* the CPU threads of the tensor kernels and OpenBLAS, as torch.set_num_threads */
+#define MAX_THREADS 4096
+static int b_set_num_threads(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "set_num_threads"; NB_ARGNUM(0, "n");
+  double t = args[0].u.n;
+  if (t != floor(t) || t < 1 || t > MAX_THREADS)
+    return nb_error_kind(vm, "ValueError", "set_num_threads: n must be an integer from 1 to %d, got %g", MAX_THREADS, t);
+  nt_set_num_threads((int)t);
+  *out = nb_nil(); return NB_OK;
+}
+static int b_num_threads(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)vm; (void)args; (void)n;
+  *out = nb_int(nt_num_threads()); return NB_OK;
+}
+
 /* ------------------------------------------------------------ numbers */
 /* MAKE: nb_int (floor, ceil: integers, as Python's math.floor) or nb_flt */
 #define MATH1(NAME, EXPR, MAKE) \
@@ -699,6 +724,9 @@ static nb_Builtin core[] = {
   { "doc", b_doc, "f", "doc(f): the signature and documentation of a function" },
   { "serialize", b_serialize, "x", "serialize(x): x as a byte string (functions as source plus captured values)" },
   { "deserialize", b_deserialize, "data", "deserialize(s): the value serialize produced" },
+  { "flush", b_flush, "", "flush(): writes out what print has buffered (standard output to a file or pipe is buffered unless nabla -u or NABLA_UNBUFFERED=1)" },
+  { "set_num_threads", b_set_num_threads, "n", "set_num_threads(n): the CPU threads tensor kernels and OpenBLAS use (as torch.set_num_threads)" },
+  { "num_threads", b_num_threads, "", "num_threads(): the CPU threads tensor kernels use" },
   { NULL, NULL, NULL, NULL }
 };
 

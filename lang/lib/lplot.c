@@ -10,8 +10,9 @@
 **                  title and legend (plot, scatter, hist, imshow)
 **   image/png      base64 PNG (imshow only), encoded with libpng in memory
 ** and hands it to the sink's display() (display_id/update let a training loop
-** redraw one plot in place).  file="x.svg"/"x.png"/"x.txt" also writes the
-** rendering atomically (a temporary file in the same directory, then rename).
+** redraw one plot in place).  file="x.svg"/"x.png"/"x.txt" writes the
+** rendering atomically (a temporary file in the same directory, then rename)
+** instead of showing it; show=true does both.
 */
 #include "tensor/io/atomicfile.h"
 #include "tensor/io/iotypes.h"
@@ -235,7 +236,7 @@ static int opt_side(nb_VM *vm, const char *fname, const char *what, nb_Value v, 
 }
 
 /* ------------------------------------------------------------ output */
-typedef struct Opts { nb_Value display_id, update, file; } Opts;
+typedef struct Opts { nb_Value display_id, update, file, show; } Opts;
 
 static const char *file_ext(const char *path) {
   const char *dot = strrchr(path, '.'), *slash = strrchr(path, '/');
@@ -245,6 +246,8 @@ static const char *file_ext(const char *path) {
 static int check_opts(nb_VM *vm, const Fig *f, const Opts *o) {
   if (o->display_id.t != NB_TNIL && o->display_id.t != NB_TSTR && o->display_id.t != NB_TNUM)
     return nb_error_kind(vm, "TypeError", "%s: display_id must be a string, got %s", f->fname, nb_typename(o->display_id));
+  if (o->show.t != NB_TNIL && o->show.t != NB_TBOOL)
+    return nb_error_kind(vm, "TypeError", "%s: show must be true, false or nil, got %s", f->fname, nb_typename(o->show));
   if (nb_truthy(o->update) && o->display_id.t == NB_TNIL)
     return nb_error_kind(vm, "ValueError", "%s: update=true needs a display_id (the id of the plot to replace)", f->fname);
   if (o->file.t != NB_TNIL) {
@@ -308,7 +311,11 @@ static int emit(nb_VM *vm, Fig *f, const Opts *o, nb_Value *out) {
     else if (!strcasecmp(ext, "svg")) rc = write_atomic(vm, f->fname, path, svg.p, svg.n);
     else { nbB_putc(&text, '\n'); rc = write_atomic(vm, f->fname, path, text.p, text.n); text.p[--text.n] = 0; }
   }
-  if (rc == NB_OK) {
+  /* file= writes the file instead of showing the plot (a script's output
+  ** gets no braille picture), unless show=true asks for both */
+  bool show = o->show.t == NB_TBOOL ? o->show.u.b : o->file.t == NB_TNIL;
+  if (rc == NB_OK && !show) *out = nb_nil();
+  else if (rc == NB_OK) {
     nb_MimeItem items[3];
     int n = 0;
     items[n++] = (nb_MimeItem){ "text/plain", nbB_cstr(&text), text.n };
@@ -339,7 +346,7 @@ static int common_opts(nb_VM *vm, Fig *f, nb_Value *a) {
 /* plot/scatter: xs, ys, title, xlabel, ylabel, legend, width, height, display_id, update, file */
 static int xy_builtin(nb_VM *vm, nb_Value *args, nb_Value *out, int kind, const char *fname) {
   Fig f = {0}; f.kind = kind; f.fname = fname;
-  Opts o = { args[8], args[9], args[10] };
+  Opts o = { args[8], args[9], args[10], args[11] };
   int rc = NB_ERR;
   nb_Value xs = args[0], ys = args[1];
   if (ys.t == NB_TNIL) {
@@ -367,7 +374,7 @@ static int b_hist(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n;
   const char *fname = "hist";
   Fig f = {0}; f.kind = K_HIST; f.fname = fname;
-  Opts o = { args[7], args[8], args[9] };
+  Opts o = { args[7], args[8], args[9], args[10] };
   int rc = NB_ERR;
   double *v = NULL; int64_t nv = 0;
   if (check_opts(vm, &f, &o)) goto done;
@@ -422,7 +429,7 @@ static int b_imshow(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n;
   const char *fname = "imshow";
   Fig f = {0}; f.kind = K_IMAGE; f.fname = fname;
-  Opts o = { args[9], args[10], args[11] };
+  Opts o = { args[9], args[10], args[11], args[12] };
   int rc = NB_ERR;
   nt_Tensor *tmp = NULL;
   nb_Value a[5] = { args[1], args[2], args[3], args[7], args[8] };
@@ -484,16 +491,16 @@ done:
 }
 
 #define COMMON "title=nil, xlabel=nil, ylabel=nil"
-#define OUTPUT "display_id=nil, update=false, file=nil"
+#define OUTPUT "display_id=nil, update=false, file=nil, show=nil"
 static nb_Builtin plot_builtins[] = {
   { "plot", b_plot, "xs, ys=nil, " COMMON ", legend=nil, width=nil, height=nil, " OUTPUT,
-    "plot(ys) or plot(xs, ys, title=, xlabel=, ylabel=, legend=[...], width=, height=, display_id=, update=, file=): line plot; ys may be 2-D (a line per column) or a list of series" },
+    "plot(ys) or plot(xs, ys, title=, xlabel=, ylabel=, legend=[...], width=, height=, display_id=, update=, file=, show=): line plot; ys may be 2-D (a line per column) or a list of series" },
   { "scatter", b_scatter, "xs, ys=nil, " COMMON ", legend=nil, width=nil, height=nil, " OUTPUT,
-    "scatter(xs, ys, title=, xlabel=, ylabel=, legend=, width=, height=, display_id=, update=, file=): scatter plot" },
+    "scatter(xs, ys, title=, xlabel=, ylabel=, legend=, width=, height=, display_id=, update=, file=, show=): scatter plot" },
   { "hist", b_hist, "x, bins=10, " COMMON ", width=nil, height=nil, " OUTPUT,
-    "hist(x, bins=10, title=, xlabel=, ylabel=, width=, height=, display_id=, update=, file=): histogram of all values of x (bins: a count or a list of edges)" },
+    "hist(x, bins=10, title=, xlabel=, ylabel=, width=, height=, display_id=, update=, file=, show=): histogram of all values of x (bins: a count or a list of edges)" },
   { "imshow", b_imshow, "t, " COMMON ", cmap='viridis', vmin=nil, vmax=nil, width=nil, height=nil, " OUTPUT,
-    "imshow(t, title=, cmap=\"viridis\"|\"gray\", vmin=, vmax=, width=, height=, display_id=, update=, file=): shows a [H, W] tensor through a colormap or an [H, W, 3] image ([0, 1] floats or 0..255 ints)" },
+    "imshow(t, title=, cmap=\"viridis\"|\"gray\", vmin=, vmax=, width=, height=, display_id=, update=, file=, show=): shows a [H, W] tensor through a colormap or an [H, W, 3] image ([0, 1] floats or 0..255 ints)" },
   { NULL, NULL, NULL, NULL }
 };
 

@@ -99,8 +99,29 @@ def t_huge_file_compacted(kc_unused=None):
     return session(check)
 
 
+def t_multiline_across_sessions():
+    """a multi-line cell (a line starting '#1', a triple-quoted string over
+    lines, a block) comes back from the next kernel as one history item, the
+    same text"""
+    k = random.randint(10**6, 10**7)
+    cell = f"if true {{\n#1 a comment, not a separator\n  doc_{k} = '''two\nlines'''\n}}\nlen(doc_{k})"
+
+    def run_it(kc):
+        rep = execute(kc, cell)
+        return None if rep["status"] == "ok" else f"cell failed: {rep}"
+
+    def check(kc):
+        h = history(kc, hist_access_type="tail", n=20, output=False, raw=True)
+        ins = [e[2] for e in h.get("history", [])]
+        if cell not in ins or any(f"doc_{k}" in i and i != cell for i in ins):
+            return f"the multi-line cell did not come back whole: {ins[-4:]}"
+        return None
+    return session(run_it) or session(check)
+
+
 for name, fn in (("history_big_outputs_bounded", lambda: session(t_big_outputs)),
-                 ("history_huge_file_compacted", t_huge_file_compacted)):
+                 ("history_huge_file_compacted", t_huge_file_compacted),
+                 ("history_multiline_across_sessions", t_multiline_across_sessions)):
     try:
         why = fn()
     except Exception as e:  # noqa: BLE001 - a broken case is a failure

@@ -568,6 +568,30 @@ def build_host():
     return exe, ""
 
 
+@test
+def file_writes_only_the_file():
+    # file= writes the file instead of showing the plot (a script's stdout gets
+    # no braille picture); show=true does both; show=false shows nothing
+    f1, f2, f3, f4, f5 = tmp("only.svg"), tmp("only.txt"), tmp("only.png"), tmp("both.svg"), tmp("hist.svg")
+    for f in (f1, f2, f3, f4, f5):
+        if os.path.exists(f):
+            os.unlink(f)
+    out = run(f'plot(list(1, 3, 2), title="quiet", file="{f1}")\n'
+              f'scatter(list(1, 2), list(2, 1), file="{f2}")\n'
+              f'imshow(eye(3), file="{f3}")\n'
+              f'hist(list(1, 2, 2, 3), file="{f5}")\n'
+              f'print("between")\n'
+              f'plot(list(5, 1, 4), title="both", file="{f4}", show=true)\n'
+              f'plot(list(1, 2), show=false)\n')
+    check(out.startswith("between\n") and "quiet" not in out, f"file= printed the plot: {out[:200]!r}")
+    check(BRAILLE.search(out) and "both" in out and out.count("both") == 1, f"show=true did not show the plot: {out!r}")
+    check(open(f1).read().startswith("<svg") and open(f4).read().startswith("<svg") and open(f5).read().startswith("<svg"), "SVG files")
+    check(BRAILLE.search(open(f2, encoding="utf-8").read()) is not None, "the .txt file holds the terminal text")
+    check(open(f3, "rb").read(8) == b"\x89PNG\r\n\x1a\n", "imshow's PNG file")
+    p = subprocess.run([NABLA, "-e", 'plot(list(1, 2), show="yes")'], capture_output=True, text=True, timeout=60)
+    check(p.returncode == 1 and "TypeError: plot: show must be true, false or nil, got string" in p.stderr, f"show=\"yes\": {p.stderr[:300]!r}")
+
+
 def bundle_test():
     name = "mime_bundle"
     exe, why = build_host()
@@ -580,7 +604,7 @@ def bundle_test():
         open(script, "w").write(
             f'plot(list(1, 2, 3), title="b")\n'
             f'for i in range(3) {{ plot(list(1, 2, i), display_id="loss", update=i > 0) }}\n'
-            f'imshow(eye(3), display_id=7, file="{tmp("bundle.png")}")\n')
+            f'imshow(eye(3), display_id=7, file="{tmp("bundle.png")}", show=true)\n')
         env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1")
         p = subprocess.run([exe, d, script], capture_output=True, text=True, timeout=120, env=env)
         check(p.returncode == 0, f"host exit {p.returncode}: {p.stderr[:400]}")

@@ -248,6 +248,84 @@ def _(home):
         s.close()
 
 
+def history_entries(home):
+    """the entries of ~/.nabla_history: each after a \\001<seconds> line"""
+    text = open(os.path.join(home, ".nabla_history"), "rb").read().decode()
+    check(text.startswith("\x01"), "history file does not start with a timestamp line: %r" % text[:80])
+    return [e.split("\n", 1)[1].rstrip("\n") for e in re.split(r"(?m)^(?=\x01\d+$)", text) if e]
+
+
+@test("history-multiline-persisted")
+def _(home):
+    entry = ["if true {", "#1 a comment line, not a timestamp", "  ml_value = 6 * 7", "}"]
+    s = start(home)
+    try:
+        for i, part in enumerate(entry):
+            s.send(part + "\r")
+            s.expect(r"\.\.\. " if i < len(entry) - 1 else r">>> ")
+        s.line("after_entry = 1")
+        s.send("\x04")
+        check(s.wait() == 0, "exit status")
+    finally:
+        s.close()
+    got = history_entries(home)
+    check(got == ["\n".join(entry), "after_entry = 1"], "history entries: %r" % got)
+    # the next session recalls the entry whole: Up twice, then Enter runs all four lines
+    s = start(home)
+    try:
+        s.send("\x1b[A\x1b[A")
+        s.expect(r"ml_value = 6 \* 7")
+        s.send("\r")
+        s.expect(r">>> ")
+        out = s.line("ml_value")
+        check("\n42\n" in out, "the recalled entry ran: %r" % out)
+        s.send("\x04")
+        check(s.wait() == 0, "exit status")
+    finally:
+        s.close()
+    got = history_entries(home)
+    check(got[:2] == ["\n".join(entry), "after_entry = 1"] and got[-1] == "ml_value", "after a second session: %r" % got)
+
+
+@test("history-old-file-converted")
+def _(home):
+    # a file from before (one line per entry, no timestamps): each line stays an entry
+    with open(os.path.join(home, ".nabla_history"), "w") as f:
+        f.write("old_a = 11\nold_b = 22\n")
+    s = start(home)
+    try:
+        s.send("\x1b[A\x1b[A")
+        s.expect(r"a = 11")     # (readline redraws the changed tail only)
+        s.send("\r")
+        s.expect(r">>> ")
+        out = s.line("old_a")
+        check("\n11\n" in out, "recalled old entry: %r" % out)
+        s.send("\x04")
+        check(s.wait() == 0, "exit status")
+    finally:
+        s.close()
+    got = history_entries(home)
+    check(got == ["old_a = 11", "old_b = 22", "old_a = 11", "old_a"], "converted history: %r" % got)
+
+
+@test("triple-quoted-string-continues")
+def _(home):
+    s = start(home)
+    try:
+        s.send("t = '''first\r")
+        s.expect(r"\.\.\. ")
+        s.send("second {x}'''\r")
+        s.expect(r">>> ")
+        out = s.line("t")
+        check('"first\\nsecond \\{x}"' in out, "a triple-quoted string over two lines (echoed as source): %r" % out)
+        # a one-quote string that is not closed is an error on its line, not a continuation
+        s.send('bad = "open\r')
+        s.expect(r"SyntaxError: unterminated string: the \" at line 1, column 7 is not closed on its line")
+        s.expect(r">>> ")
+    finally:
+        s.close()
+
+
 @test("ctrl-c-interrupts")
 def _(home):
     s = start(home)
@@ -415,6 +493,48 @@ def _(home):
     check(rc == 0 and out.startswith("usage: nabla") and "-e CODE" in out, "--help: %r" % ((rc, out, err),))
     rc, out, err = run(["--bogus"])
     check(rc == 2 and "unknown option --bogus" in err, "--bogus: %r" % ((rc, out, err),))
+
+
+@test("unbuffered")
+def _(home):
+    # stdout to a file: block-buffered unless -u / NABLA_UNBUFFERED=1, or
+    # flush().  The script prints, says so on stderr (unbuffered), then spins
+    # until a flag file exists (input() would flush stdout): the log is read
+    # while it waits, before it exits.
+    path = os.path.join(home, "slow.nbl")
+    flag = os.path.join(home, "go")
+    with open(path, "w") as f:
+        f.write('print("first line {1 + 1}")\nif getenv("DO_FLUSH") { flush() }\neprint("WAITING")\n'
+                'while not exists("%s") { }\nprint("second")\n' % flag)
+
+    def first_output(args, env_extra):
+        log = os.path.join(home, "log.txt")
+        env = dict(os.environ, **env_extra)
+        if "NABLA_UNBUFFERED" not in env_extra:
+            env.pop("NABLA_UNBUFFERED", None)
+        with open(log, "w") as out:
+            p = subprocess.Popen([NABLA] + args + [path], stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.PIPE, env=env)
+            try:
+                r, _, _ = select.select([p.stderr], [], [], TIMEOUT)
+                marker = p.stderr.readline() if r else b""
+                seen = open(log).read()
+                open(flag, "w").close()
+                p.wait(timeout=TIMEOUT)
+                os.unlink(flag)
+            finally:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+        return marker, seen, open(log).read(), p.returncode
+    marker, seen, final, rc = first_output([], {})
+    check(marker == b"WAITING\n" and seen == "" and final == "first line 2\nsecond\n" and rc == 0,
+          "buffered: marker %r, seen %r, final %r, rc %r" % (marker, seen, final, rc))
+    for args, env in ((["-u"], {}), ([], {"NABLA_UNBUFFERED": "1"}), ([], {"DO_FLUSH": "1"})):
+        marker, seen, final, rc = first_output(args, env)
+        check(marker == b"WAITING\n" and seen == "first line 2\n" and final == "first line 2\nsecond\n" and rc == 0,
+              "%s %s: marker %r, seen %r, final %r, rc %r" % (args, env, marker, seen, final, rc))
+    rc, out, err = run(["-u", "-e", "print(argv)", "a"])
+    check((rc, out, err) == (0, '["a"]\n', ""), "-u -e: %r" % ((rc, out, err),))
 
 
 if not os.access(NABLA, os.X_OK):

@@ -143,12 +143,30 @@ int main(void) {
     /* single-quoted strings do not interpolate: a brace is plain */
     CHECK_STR(kinds("'{' x"), "RSTR NAME EOF");
     CHECK_STR(kinds("\"\\{\" x"), "STR NAME EOF");
+    /* triple-quoted strings span lines; quotes inside need no escape */
+    const char *s3 = "'''a\n'b' ''c''\n''' x \"\"\"{y}\n\"q\" \"\"\" z";
+    Toks r3 = lex(s3);
+    CHECK_STR(kinds(s3), "RSTR NAME STR NAME EOF");
+    CHECK(r3.t[0].len == 18 && r3.t[1].line == 3 && r3.t[2].line == 3 && r3.t[3].line == 4,
+          "len %u, x line %d, triple line %d, z line %d", r3.t[0].len, r3.t[1].line, r3.t[2].line, r3.t[3].line);
+    CHECK_STR(kinds("'' 'a' \"\"\"\"\"\" x"), "RSTR RSTR STR NAME EOF");   /* empty strings, one-quote and triple */
+    /* a line continuation inside a string counts its line */
+    Toks r4 = lex("'a\\\nb' x");
+    CHECK(r4.n == 3 && r4.t[1].kind == TK_NAME && r4.t[1].line == 2, "continued string: x on line %d", r4.n > 1 ? r4.t[1].line : -1);
+  }
+  TEST("lexer/interp-end") {
+    /* the } closing an interpolation, past braces and quotes in nested strings */
+    const char *s = "{f('}', \"\\{\", '''\n}''') + 1} rest";
+    size_t end = nbX_interp_end(s, strlen(s), 1);
+    CHECK(!strcmp(s + end, "} rest"), "closing brace at %zu: '%s'", end, s + end);
+    CHECK(nbX_interp_end("{a", 2, 1) == 2 && nbX_interp_end("'}", 2, 0) == 2, "unclosed: the end");
   }
   TEST("lexer/errors") {
     struct { const char *src, *msg; int col, len; } cases[] = {
-      { "x = \"open", "unterminated string", 5, 5 },
-      { "'a\nb'", "unterminated string", 1, 2 },
-      { "\"{\n", "unterminated string", 1, 3 },
+      { "x = \"open", "unterminated string", 5, 1 },   /* the error token is the opening quote */
+      { "'a\nb'", "unterminated string", 1, 1 },
+      { "\"{\n", "unterminated string", 1, 1 },
+      { "x = '''a\nb", "unterminated string", 5, 3 },
       { "a ! b", "unexpected character '!' (use 'not' for negation)", 3, 1 },
       { "a $ b", "unexpected character", 3, 1 },
       { "`", "unexpected character", 1, 1 },
@@ -165,6 +183,18 @@ int main(void) {
             "'%s': got %s '%s' at col %d len %u", cases[i].src, kname(t.kind), t.msg ? t.msg : "", t.col, t.len);
     }
     CHECK_STR(kinds("a != b"), "NAME != NAME EOF");
+    /* where an unterminated string stopped: more lines may close it (EOF), or not (LINE) */
+    struct { const char *src; int how; } open[] = {
+      { "x = \"open", NB_UNTERMINATED_LINE }, { "'a\nb'", NB_UNTERMINATED_LINE }, { "\"a\n\"", NB_UNTERMINATED_LINE },
+      { "\"{\n", NB_UNTERMINATED_EOF | NB_UNTERMINATED_BRACE }, { "'''a\nb", NB_UNTERMINATED_EOF },
+      { "\"\"\"{x}\n\"\"", NB_UNTERMINATED_EOF }, { "\"{'''a\n", NB_UNTERMINATED_EOF | NB_UNTERMINATED_BRACE },
+      { "\"v {x\")\nprint(2)\n", NB_UNTERMINATED_LINE | NB_UNTERMINATED_BRACE },
+    };
+    for (size_t i = 0; i < sizeof open / sizeof open[0]; i++) {
+      Toks r = lex(open[i].src);
+      nb_Token t = r.t[r.n - 1];
+      CHECK(t.kind == TK_ERROR && t.unterminated == open[i].how, "'%s': got %s, unterminated %d", open[i].src, kname(t.kind), t.unterminated);
+    }
   }
   TEST("lexer/tokname") {
     CHECK_STR(nbX_tokname(TK_RPAREN), "')'");

@@ -274,7 +274,8 @@ int main(void) {
     SYNERR("not !x", "SyntaxError|unexpected character '!' (use 'not' for negation)|1:5");
     SYNERR("x = 0x", "SyntaxError|malformed hexadecimal number|1:5");
     SYNERR("x = 9z", "SyntaxError|malformed number|1:5");
-    SYNERR("x = \"abc", "SyntaxError|unterminated string|1:5");
+    SYNERR("x = \"abc", "SyntaxError|unterminated string: the \" at line 1, column 5 is not closed on its line (a string over several lines is written '''...''' or \"\"\"...\"\"\")|1:5");
+    SYNERR("x = 1\ns = '''abc\n\n", "SyntaxError|unterminated string: the ''' at line 2, column 5 is never closed|2:5");
   }
   TEST("parser/errors-strings") {
     SYNERR("\"\\q\"", "SyntaxError|unknown escape '\\q' in string|1:1");
@@ -286,7 +287,11 @@ int main(void) {
     SYNERR("\"a {1 2} b\"", "SyntaxError|unexpected '2' in string interpolation|1:7");
     /* quotes inside an interpolation start a nested string, braces and all */
     SYNERR("s = \"{join(list(\"a\", \"b\"), \"}\\{\")}\"", "OK");
-    SYNERR("s = \"{'}\"", "SyntaxError|unterminated string|1:5");
+    SYNERR("s = \"{'}\"", "SyntaxError|unterminated string: the \" at line 1, column 5 is never closed: a '{' in it starts an interpolation that does not end (write \\{ for a literal brace)|1:5");
+    /* triple-quoted strings: raw and interpolated, nested, a newline after the opening dropped */
+    SYNERR("s = '''\n{x}\n'''", "OK");
+    SYNERR("s = \"\"\"{'''a\nb'''}\"\"\"", "OK");
+    SYNERR("s = \"\"\"\n{x +}\"\"\"", "SyntaxError|unexpected end of input, expected an expression|2:5");   /* positions count the dropped newline */
     SYNERR("x = 1\n\"ok {x $}\"", "SyntaxError|unexpected character|2:8");
   }
   TEST("parser/errors-statements") {
@@ -373,7 +378,11 @@ int main(void) {
       { "fn f() { 1 }", NB_COMPLETE }, { "# comment", NB_COMPLETE },
       { "fn f() {", NB_INCOMPLETE }, { "if x {\n  1\n} else {", NB_INCOMPLETE },
       { "f(1,", NB_INCOMPLETE }, { "[1,\n2", NB_INCOMPLETE }, { "{a: 1,", NB_INCOMPLETE },
-      { "\"open string", NB_INCOMPLETE }, { "'open", NB_INCOMPLETE }, { "\"interp {x", NB_INCOMPLETE },
+      /* a one-quote string ends on its line: more lines cannot close it; a
+      ** triple-quoted one, or an interpolation's braces, may go on */
+      { "\"open string", NB_INVALID }, { "'open", NB_INVALID }, { "x = \"a\nb\"", NB_INVALID },
+      { "\"interp {x", NB_INCOMPLETE }, { "s = '''open", NB_INCOMPLETE }, { "s = \"\"\"a\n{x}", NB_INCOMPLETE },
+      { "s = '''a\nb'''", NB_COMPLETE }, { "s = \"\"\"{x}\n\"\"\"\n", NB_COMPLETE },
       { "x = 1 +", NB_INCOMPLETE }, { "x =", NB_INCOMPLETE }, { "a and", NB_INCOMPLETE },
       { "fn f(x) =", NB_INCOMPLETE },
       { ")", NB_INVALID }, { "x = 1 }", NB_INVALID }, { "1 2", NB_INVALID }, { "x = $", NB_INVALID },
