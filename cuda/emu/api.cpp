@@ -30,6 +30,7 @@ static bool is_device(const void *p) { return range_ok(p, 1); }
 static cudaError_t capture_forbids(const char *what);
 EXPORT void emu_note_block(void *p, size_t request, size_t rounded);   // runtime.cpp: the allocator's hooks
 EXPORT void emu_forget_block(void *p);
+EXPORT void emu_note_block_replayed(void *p, size_t request, size_t rounded);
 
 EXPORT cudaError_t cudaGetDeviceCount(int *n) { *n = 1; return cudaSuccess; }
 EXPORT cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : fail(cudaErrorInvalidDevice); }
@@ -704,7 +705,7 @@ EXPORT cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t st) {
         break;
       case GraphOp::COPY: e = cudaMemcpyAsync(o.dst, o.src, o.n, o.ckind, st); break;
       case GraphOp::MEMSET: e = cudaMemsetAsync(o.dst, o.v, o.n, st); break;
-      case GraphOp::NOTE: emu_note_block(o.dst, o.n, o.rounded); break;
+      case GraphOp::NOTE: emu_note_block_replayed(o.dst, o.n, o.rounded); break;
       case GraphOp::FORGET: emu_forget_block(o.dst); break;
       case GraphOp::HOST: o.host(); break;
     }

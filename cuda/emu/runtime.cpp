@@ -252,6 +252,23 @@ EXPORT void emu_forget_block(void *p) {
   map_gen++;
 }
 
+// a replayed graph's block note (api.cpp, cudaGraphLaunch): the block's memory
+// now belongs to it, so the notes left in that range by the captured work's
+// later blocks (live when the capture ended: the graph's outputs, which the
+// graph rewrites anyway) are dropped first
+EXPORT void emu_note_block_replayed(void *p, size_t request, size_t rounded) {
+  using namespace emu;
+  {
+    std::lock_guard<std::mutex> g(mu);
+    uintptr_t a = (uintptr_t)p, e = a + (rounded > request ? rounded : request);
+    auto b = blocks.lower_bound(a);
+    if (b != blocks.begin()) { auto q = std::prev(b); if (q->second > a) blocks.erase(q); }
+    for (b = blocks.lower_bound(a); b != blocks.end() && b->first < e;) b = blocks.erase(b);
+    map_gen++;
+  }
+  emu_note_block(p, request, rounded);
+}
+
 // a graph's private pool given back to the cache (cuda/graph.cu): the notes
 // its replays left for blocks that are free now are dropped
 EXPORT void emu_forget_blocks_in(void *p, size_t n) {

@@ -7,11 +7,15 @@
 // embedding backward (cuda/nn.cu), whose kernels around it are emulated.
 #pragma once
 #include <algorithm>
+#include <functional>
 #include <type_traits>
 #include <vector>
 namespace emu {
 // false (and a pending fault naming `what`) unless [p, p + n) is device memory
 bool device_range_ok(const void *p, size_t n, const char *what);
+// api.cpp: while `stream` captures a graph, fn is recorded and run by each
+// replay (true); otherwise the caller runs it now
+bool capture_host_work(cudaStream_t stream, std::function<void()> fn);
 }
 namespace cub {
 struct DeviceRadixSort {
@@ -20,16 +24,17 @@ struct DeviceRadixSort {
                                V *vals_out, N num_items, int begin_bit = 0, int end_bit = (int)(sizeof(K) * 8),
                                cudaStream_t stream = 0) {
     static_assert(std::is_unsigned<K>::value, "the emulated DeviceRadixSort takes unsigned keys");
-    (void)stream;
     if (!d_temp) { temp_bytes = 256; return cudaSuccess; }
     if (num_items < 0 || begin_bit < 0 || end_bit > (int)(sizeof(K) * 8) || begin_bit > end_bit) return cudaErrorInvalidValue;
+    // the sort runs now, or (the stream capturing a graph) at each replay
+    auto run = [=]() {
     const size_t n = (size_t)num_items;
     if (!emu::device_range_ok(keys_in, n * sizeof(K), "DeviceRadixSort keys_in") ||
         !emu::device_range_ok(keys_out, n * sizeof(K), "DeviceRadixSort keys_out") ||
         !emu::device_range_ok(vals_in, n * sizeof(V), "DeviceRadixSort values_in") ||
         !emu::device_range_ok(vals_out, n * sizeof(V), "DeviceRadixSort values_out") ||
         !emu::device_range_ok(d_temp, temp_bytes, "DeviceRadixSort temp storage"))
-      return cudaSuccess;                       // the fault is reported at the next synchronisation
+      return;                                   // the fault is reported at the next synchronisation
     const int w = end_bit - begin_bit;
     const K mask = w >= (int)(sizeof(K) * 8) ? (K)~(K)0 : (K)(((K)1 << w) - 1);
     auto digit = [&](K k) { return (K)((k >> begin_bit) & mask); };
@@ -39,6 +44,8 @@ struct DeviceRadixSort {
     std::vector<K> k(n); std::vector<V> v(n);   // keys_in may alias nothing, but be safe
     for (size_t i = 0; i < n; i++) { k[i] = keys_in[order[i]]; v[i] = vals_in[order[i]]; }
     for (size_t i = 0; i < n; i++) { keys_out[i] = k[i]; vals_out[i] = v[i]; }
+    };
+    if (!emu::capture_host_work(stream, run)) run();
     return cudaSuccess;
   }
 };
