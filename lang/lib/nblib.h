@@ -19,9 +19,9 @@ void nbopen_plot(void);       /* lplot.c: plot, scatter, hist, imshow, ... */
 void nbopen_progress(void);   /* lprogress.c: progress() */
 void nbopen_files(void);      /* lfiles.c: read_text, write_text, lines, ... */
 void nbopen_profile(void);    /* lprofile.c: profile(), profile_start/stop/table (tensor/tprofile.h) */
-void nbopen_rnn(void);        /* ltrnn.c: lstm, gru, rnn (tensor/nn/rnn.c) */
 void nbopen_linalg(void);     /* ltlinalg.c: the linalg record, cross, kron (tensor/linalg/) */
 void nbopen_compile(void);    /* lcompile.c: compile(f), a step as one CUDA graph (tensor/tcompile.h) */
+void nbopen_rnn(void);        /* ltrnn.c: lstm, gru, rnn; conv1d, conv_transpose1d/2d */
 
 /* all of the above, once (linit.c); nb_vm_new calls it (lvm.h declares it for the core) */
 void nbopen_loader(void);     /* lloader.c: data.loader's worker processes, permutation, pinned copies */

@@ -1,13 +1,20 @@
 /*
-** conv.c — conv2d (im2col + BLAS gemm), max_pool2d, avg_pool2d; NCHW.
+** conv.c — conv1d/conv2d (im2col + BLAS gemm; dilation, groups, 'same'
+** padding), conv_transpose1d/2d, max_pool2d, avg_pool2d; NCHW.
 **
-** conv2d, per image n, with K = C*kh*kw and L = Ho*Wo:
-**   col[K, L]:  col[(c*kh + i)*kw + j, oh*Wo + ow] = x[n, c, oh*sh - ph + i, ow*sw - pw + j]  (0 outside)
-**   y[n] [O, L] = W [O, K] @ col + bias[:, None]
+** conv2d, per image n, with K = C*kh*kw and L = Ho*Wo, dilation dh, dw:
+**   col[K, L]:  col[(c*kh + i)*kw + j, oh*Wo + ow] = x[n, c, oh*sh - ph + i*dh, ow*sw - pw + j*dw]  (0 outside)
+**   y[n] [O, L] = W [O, K] @ col + bias[:, None]     (groups: one GEMM per group on its
+**                                                      block of O/G rows of W and K/G rows of col)
 ** backward:
 **   dW += g[n] @ col^T,   dcol = W^T @ g[n],   dx[n] = col2im(dcol) (sums overlaps),
 **   db = sum over n and L of g.
-** Ho = (H + 2ph - kh) / sh + 1 (floor), likewise Wo.
+** Ho = (H + pad_total - dh*(kh-1) - 1) / sh + 1 (floor), likewise Wo; ph/pw is
+** the padding before (padding='same' with an odd total puts the extra at the end).
+** conv1d is conv2d with H = 1 (views).  conv_transpose is the classic
+** gradient of a convolution: its forward is conv2d_backward's dx of the
+** convolution whose input has our output's shape, its backward conv2d (dx)
+** and conv2d_backward's dW; the bias is a broadcast add.
 ** Pooling works per (n, c) plane; max_pool saves the argmax (index in the H*W
 ** plane) so backward is a scatter; avg_pool divides by kh*kw (padding counts).
 */

@@ -429,6 +429,80 @@ save("{TMP}/half.safetensors", {{yb: yb.to("f32"), y: lstm(d.x, ws)[0], y_ac: y_
     report("lstm of a bf16 input (computed in f32) and under autocast (runs in the input dtype)", not bad, "; ".join(bad))
 
 
+def check_gru_seq2seq():
+    """a GRU encoder-decoder (bidirectional 2-layer encoder over lengths,
+    its last layer's final states summed into the decoder's h0, teacher-forced
+    decoder, linear head, cross entropy), 3 SGD steps on the CPU from the same
+    weights: losses and every weight equal to torch's in f64"""
+    V, E, H, Ts, Tt, B, lr = 9, 5, 6, 6, 5, 3, 0.3
+    src = rng.standard_normal((B, Ts, E))
+    ln = rng.integers(1, Ts + 1, B); ln[0] = Ts
+    tgt_in = rng.standard_normal((B, Tt, E))
+    tgt = rng.integers(0, V, (B, Tt)).astype(np.int64)
+    enc = torch.nn.GRU(E, H, num_layers=2, batch_first=True, bidirectional=True).double()
+    dec = torch.nn.GRU(E, H, batch_first=True).double()
+    head = torch.nn.Linear(H, V).double()
+    arrays = {"src": src, "ln": ln.astype(np.int64), "tgt_in": tgt_in, "tgt": tgt, "hw": head.weight.detach().numpy(),
+              "hb": head.bias.detach().numpy()}
+    for k, v in enc.state_dict().items():
+        arrays["enc_" + k] = v.numpy()
+    for k, v in dec.state_dict().items():
+        arrays["dec_" + k] = v.numpy()
+    np.savez(os.path.join(TMP, "s2s.npz"), **arrays)
+    code = f'''import nn
+d = load_npz("{TMP}/s2s.npz")
+m = {{enc: nn.to(nn.gru({E}, {H}, num_layers=2, batch_first=true, bidirectional=true), "f64"), dec: nn.to(nn.gru({E}, {H}, batch_first=true), "f64"), hw: d.hw, hb: d.hb}}
+for k in m.enc._flat_names {{ m.enc[k] = d["enc_" + k] }}
+for k in m.dec._flat_names {{ m.dec[k] = d["dec_" + k] }}
+fn loss_fn(m) {{
+  hn = m.enc(d.src, nil, d.ln)[1]
+  h0 = reshape(hn[2] + hn[3], [1, {B}, {H}])
+  y = m.dec(d.tgt_in, h0)[0]
+  cross_entropy(reshape(linear(y, m.hw, m.hb), [{B * Tt}, {V}]), reshape(d.tgt, [{B * Tt}]))
+}}
+losses = list()
+for step in 0..3 {{
+  vg = value_and_grad(loss_fn)(m)
+  push(losses, vg[0].item())
+  no_grad {{
+    m.hw = m.hw - vg[1].hw * {lr}; m.hb = m.hb - vg[1].hb * {lr}
+    for k in m.enc._flat_names {{ m.enc[k] = m.enc[k] - vg[1].enc[k] * {lr} }}
+    for k in m.dec._flat_names {{ m.dec[k] = m.dec[k] - vg[1].dec[k] * {lr} }}
+  }}
+}}
+print(join(map(losses, fn(l) str(l)), " "))
+r = {{hw: m.hw}}
+for k in m.enc._flat_names {{ r["enc_" + k] = m.enc[k] }}
+for k in m.dec._flat_names {{ r["dec_" + k] = m.dec[k] }}
+save("{TMP}/s2s_out.safetensors", r)'''
+    r = run_nabla(code, {})
+    name = "GRU seq2seq (bidirectional encoder over lengths), 3 SGD steps: losses and weights equal torch's (f64)"
+    if r.returncode != 0:
+        report(name, False, r.stderr.strip()[-1500:])
+        return
+    losses = [float(v) for v in r.stdout.strip().splitlines()[-1].split()]
+    got = read_safetensors(os.path.join(TMP, "s2s_out.safetensors"))
+    params = list(enc.parameters()) + list(dec.parameters()) + list(head.parameters())
+    opt = torch.optim.SGD(params, lr=lr)
+    want = []
+    for _ in range(3):
+        opt.zero_grad()
+        packed = pack_padded_sequence(torch.tensor(src), torch.tensor(ln), batch_first=True, enforce_sorted=False)
+        hn = enc(packed)[1]
+        y = dec(torch.tensor(tgt_in), (hn[2] + hn[3]).unsqueeze(0))[0]
+        loss = torch.nn.functional.cross_entropy(head(y).reshape(B * Tt, V), torch.tensor(tgt).reshape(B * Tt))
+        loss.backward()
+        want.append(loss.item())
+        opt.step()
+    bad = []
+    if not np.allclose(losses, want, rtol=1e-10, atol=1e-12):
+        bad.append(f"losses {losses} vs torch {want}")
+    for k, v in [("enc_" + k, v) for k, v in enc.state_dict().items()] + [("dec_" + k, v) for k, v in dec.state_dict().items()] + [("hw", head.weight)]:
+        if not np.allclose(got[k], v.detach().numpy(), rtol=1e-10, atol=1e-11):
+            bad.append(f"{k} after 3 steps differs by {np.max(np.abs(got[k] - v.detach().numpy())):.3g}")
+    report(name, not bad, "; ".join(bad))
+
+
 ERRORS = [
     ("lstm(ones(3, 2, 4), list(ones(8, 3), ones(8, 2)))", "lstm: weight_ih_l0 must have shape [8, 4], got [8, 3]"),
     ("lstm(ones(3, 2, 4), list(ones(8, 4), ones(8, 2), ones(8)))", "weights must hold 4 tensors per layer and direction"),
@@ -469,6 +543,7 @@ def main():
             print(f"SKIP: rnn on the emulated CUDA device{SUFFIX}: {emu} is not built")
         check_layers()
         check_half_and_autocast()
+        check_gru_seq2seq()
         check_language_model("cpu", {})
         if have_emu:
             check_language_model("cuda", EMU)
