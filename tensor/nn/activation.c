@@ -22,15 +22,32 @@
 
 static int op_act = -1, op_act_bwd = -1;
 
+/* one loop per kind, the kind a constant in it (the switch hoisted out of the
+** loop: the piecewise-linear kinds vectorise) */
+#define ACT_KINDS(LOOP)                                                                        \
+  switch (kind) {                                                                              \
+    case NT_ACT_LEAKY_RELU: LOOP(NT_ACT_LEAKY_RELU); break;                                    \
+    case NT_ACT_ELU: LOOP(NT_ACT_ELU); break;                                                  \
+    case NT_ACT_SOFTPLUS: LOOP(NT_ACT_SOFTPLUS); break;                                        \
+    case NT_ACT_LOGSIGMOID: LOOP(NT_ACT_LOGSIGMOID); break;                                    \
+    case NT_ACT_MISH: LOOP(NT_ACT_MISH); break;                                                \
+    case NT_ACT_HARDTANH: LOOP(NT_ACT_HARDTANH); break;                                        \
+    case NT_ACT_HARDSWISH: LOOP(NT_ACT_HARDSWISH); break;                                      \
+    default: LOOP(NT_ACT_HARDSIGMOID); break;                                                  \
+  }
 #define ACT_T(T)                                                                               \
   static void act_fwd_##T(int kind, const double *p, const T *x, T *y, int64_t n) {            \
-    _Pragma("omp parallel for if (n > NT_OMP_THRESHOLD)")                                      \
-    for (int64_t i = 0; i < n; i++) y[i] = (T)nt_act_forward(kind, (double)x[i], p);           \
+    _Pragma("omp parallel if (n > NT_OMP_THRESHOLD)")                                          \
+    {                                                                                          \
+      ACT_KINDS(FWD_LOOP)                                                                      \
+    }                                                                                          \
   }                                                                                            \
   static void act_bwd_##T(int kind, const double *p, const T *g, const T *x, T *dx, int64_t n) { \
-    _Pragma("omp parallel for if (n > NT_OMP_THRESHOLD)")                                      \
-    for (int64_t i = 0; i < n; i++) dx[i] = (T)((double)g[i] * nt_act_grad(kind, (double)x[i], p)); \
+    _Pragma("omp parallel if (n > NT_OMP_THRESHOLD)")                                          \
+    { ACT_KINDS(BWD_LOOP) }                                                                    \
   }
+#define FWD_LOOP(K) _Pragma("omp for") for (int64_t i = 0; i < n; i++) y[i] = (__typeof__(*y))nt_act_forward(K, (double)x[i], p)
+#define BWD_LOOP(K) _Pragma("omp for") for (int64_t i = 0; i < n; i++) dx[i] = (__typeof__(*dx))((double)g[i] * nt_act_grad(K, (double)x[i], p))
 ACT_T(float)
 ACT_T(double)
 
