@@ -28,7 +28,7 @@ void lin_init(void) {
 
 int lin_check_float(const char *op, const nt_Tensor *a) {
   if (a->dtype != NT_F32 && a->dtype != NT_F64)
-    NT_FAIL("%s: expected a f32 or f64 tensor, got %s", op, nt_dtype_name(a->dtype));
+    NT_FAIL("%s: expected an f32 or f64 tensor, got %s", op, nt_dtype_name(a->dtype));
   return 0;
 }
 

@@ -10,6 +10,10 @@ argument errors.
 Without NUMERICS_DEVICE the suite runs again with every input on the
 emulated CUDA device (NABLA_CUDA_EMULATE=force), when its module is built.
 
+tools/run-tests.sh runs it a second time on the ASan build (NABLA_ASAN=1,
+NABLA=build-asan/nabla, whose emulated module is instrumented too): the same
+cases, so LAPACK's and the stand-in's buffers are checked by ASan and LSan.
+
 Run: NABLA=build/nabla /usr/bin/python3 tests/numerics/test_linalg.py
 """
 import os
@@ -242,10 +246,6 @@ def gradients(b):
     gcase(b, "grad_cross", "linalg.cross(p0, p1)", torch.linalg.cross, [r(4, 3), r(4, 3)])
     gcase(b, "grad_kron", "kron(p0, p1)", torch.kron, [r(2, 3), r(3, 2)])
     gcase(b, "grad_vector_norm", "linalg.vector_norm(p0, ord=3, dim=list(1))", lambda a: torch.linalg.vector_norm(a, ord=3, dim=1), [r(3, 4)])
-    # det of a singular matrix: the cofactor (SVD) path
-    As = r(2, 4, 4)
-    As[..., 3] = As[..., 0] + As[..., 1]
-    gcase(b, "grad_det_singular", "linalg.det(p0)", torch.linalg.det, [As], tol=dict(rtol=1e-6, atol=1e-8))
 
 
 # ------------------------------------------------------------------ finite differences
@@ -259,6 +259,11 @@ def finite_differences(b):
     Az = r(4, 4)
     Az[:, 2] = 0
     fdcase(b, "fd_det_zero_column", "linalg.det(p0)", Az)
+    # a rank-deficient column: torch 1.13's gradient is wrong where its LU finds
+    # det exactly 0 (checked against finite differences), so finite differences here
+    As = r(4, 4)
+    As[:, 3] = As[:, 0] + As[:, 1]
+    fdcase(b, "fd_det_dependent_columns", "linalg.det(p0)", As)
     fdcase(b, "fd_slogdet", "linalg.slogdet(p0).logabsdet", wellcond(3, 3))
     fdcase(b, "fd_solve", "linalg.solve(p0, transpose(p0[0:2]))", wellcond(3, 3))
     fdcase(b, "fd_solve_triangular", "linalg.solve_triangular(tril(p0), p0, upper=false)", wellcond(3, 3))
