@@ -22,10 +22,10 @@ void nbopen_profile(void);    /* lprofile.c: profile(), profile_start/stop/table
 void nbopen_linalg(void);     /* ltlinalg.c: the linalg record, cross, kron (tensor/linalg/) */
 void nbopen_compile(void);    /* lcompile.c: compile(f), a step as one CUDA graph (tensor/tcompile.h) */
 void nbopen_rnn(void);        /* ltrnn.c: lstm, gru, rnn; conv1d, conv_transpose1d/2d */
-
-/* all of the above, once (linit.c); nb_vm_new calls it (lvm.h declares it for the core) */
 void nbopen_loader(void);     /* lloader.c: data.loader's worker processes, permutation, pinned copies */
 void nbopen_json(void);       /* ljson.c: load_json, save_json, json_parse, json_format (jansson) */
+
+/* all of the above, once (linit.c); nb_vm_new calls it (lvm.h declares it for the core) */
 void nbopen_libs(void);
 
 /* lfiles.c, shared with ljson.c: a path argument (a string without NUL
