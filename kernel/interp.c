@@ -12,6 +12,7 @@
 ** (NB_ECHO_LAST) and becomes the execute_result; display() calls become
 ** display_data.
 */
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -257,6 +258,15 @@ json_t *interp_execute(Interp *ip, json_t *c, int *abort_queue) {
   if (nbD_magic(ip->vm, code, len, silent ? 0 : NB_ECHO_LAST, &mst, help_page, payload)) { st = mst == 1; usage = mst == 2; }
   else st = nb_run(ip->vm, code, len, name, silent ? 0 : NB_ECHO_LAST);
   ip->running = 0;
+  /* A kernel lives for thousands of cells, and between a cell's tensors the
+  ** message and interpreter objects of the next ones take small pieces of
+  ** the freed heap, so the next tensor of the same size no longer fits the
+  ** hole: a cell making one 200x200 tensor grew the kernel by 160 KB, every
+  ** cell (issue 33).  Handing the free pages back after each cell keeps the
+  ** RSS flat; a loop inside one cell keeps its memory as before (tensor.c's
+  ** trim threshold), and the next cell pays only the page faults of what it
+  ** makes anew. */
+  malloc_trim(0);
   err = st ? nb_last_error(ip->vm) : NULL;
   ip->out.flush(ip->out.ud);
   if (ip->byrank.on) byrank_publish(ip);
