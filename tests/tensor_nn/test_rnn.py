@@ -15,61 +15,21 @@ failure (NUMERICS_SEED=<seed> repeats a run).
 
 Run with /usr/bin/python3; env NABLA = the interpreter (build/nabla).
 """
-import json
 import os
-import random
 import shutil
-import struct
-import subprocess
 import sys
-import tempfile
 
 import numpy as np
 import torch
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-NABLA = os.environ.get("NABLA") or os.path.join(ROOT, "build", "nabla")
-ASAN = os.environ.get("NABLA_ASAN") == "1"
-SUFFIX = " [asan]" if ASAN else ""
-SEED = int(os.environ.get("NUMERICS_SEED") or random.SystemRandom().randrange(1, 2**31))
-rng = np.random.default_rng(SEED)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# NABLA_ASAN=1: also run under the ASan build by tools/run-tests.sh (torchcmp reads it)
+import torchcmp  # noqa: E402
+from torchcmp import NABLA, ASAN, SUFFIX, SEED, rng, TMP, report, read_safetensors, run_nabla  # noqa: E402
+
 torch.manual_seed(SEED)
 torch.set_num_threads(1)
-TMP = tempfile.mkdtemp(prefix="nabla_rnn_")
-fails = 0
-
-
-def report(name, ok, why=""):
-    global fails
-    fails += 0 if ok else 1
-    print(f"{'PASS' if ok else 'FAIL'}: {name}{SUFFIX}" + ("" if ok else f": {why} (NUMERICS_SEED={SEED})"), flush=True)
-
-
-DT = {"F32": np.float32, "F64": np.float64, "I64": np.int64}
-
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        blob = f.read()
-    (n,) = struct.unpack("<Q", blob[:8])
-    header = json.loads(blob[8:8 + n])
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        a, b = info["data_offsets"]
-        out[name] = np.frombuffer(blob[8 + n + a:8 + n + b], dtype=DT[info["dtype"]]).reshape(info["shape"]).copy()
-    return out
-
-
-def run_nabla(code, env_extra, timeout=600):
-    path = os.path.join(TMP, "script.nbl")
-    with open(path, "w") as f:
-        f.write(code)
-    env = dict(os.environ, NABLA_STDLIB=os.path.join(ROOT, "stdlib"), NO_COLOR="1", **env_extra)
-    return subprocess.run([NABLA, path], capture_output=True, text=True, env=env, timeout=timeout, cwd=ROOT)
 
 
 EMU = {"NABLA_CUDA_EMULATE": "force", "NABLA_EMU_SMS": "2"}
@@ -550,7 +510,7 @@ def main():
         check_errors()
     finally:
         shutil.rmtree(TMP, True)
-    sys.exit(1 if fails else 0)
+    sys.exit(1 if torchcmp.fails else 0)
 
 
 main()
