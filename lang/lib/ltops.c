@@ -789,15 +789,6 @@ static int pair(nb_VM *vm, const char *fname, const char *what, nb_Value v, int 
   if (nbT_narrow_int(vm, fname, what, p[0], a) || nbT_narrow_int(vm, fname, what, k == 2 ? p[1] : p[0], b)) return NB_ERR;
   return NB_OK;
 }
-static int b_conv2d(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
-  (void)n; const char *fname = "conv2d"; Tmp tp = {0};
-  int sh, sw, ph, pw;
-  if (pair(vm, fname, "stride", args[3], 1, &sh, &sw) || pair(vm, fname, "padding", args[4], 0, &ph, &pw)) return NB_ERR;
-  TENSOR_ARG(x, 0, "x"); TENSOR_ARG(w, 1, "weight");
-  nt_Tensor *b = NULL;
-  if (args[2].t != NB_TNIL && !(b = nbT_arg(vm, &tp, fname, "bias", args[2]))) { nbT_tmp_free(&tp); return NB_ERR; }
-  DONE(nt_conv2d(x, w, b, sh, sw, ph, pw));
-}
 static int b_linear(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "linear"; Tmp tp = {0};
   TENSOR_ARG(x, 0, "x"); TENSOR_ARG(w, 1, "weight");
@@ -1077,7 +1068,6 @@ static nb_Builtin ops_builtins[] = {
   { "index_put", b_index_put, "x, idx, v, accumulate=false", "index_put(x, idx, v, accumulate=false): a copy of x with x[idx] = v (accumulate: += v, repeated indices add up); idx is a tensor or a list of index entries ([0, t], [\"...\", t], [rows, cols]); differentiable" },
   { "masked_select", b_masked_select, "x, mask", "masked_select(x, mask): 1-D tensor of x where mask" },
   { "linear", b_linear, "x, weight, bias=nil", "linear(x [..., in], weight [out, in], bias=nil): x @ weight.T + bias as one op (torch's F.linear; one BLAS call on the CPU, bias added inside it)" },
-  { "conv2d", b_conv2d, "x, weight, bias=nil, stride=1, padding=0", "conv2d(x [N,C,H,W], w [O,C,kh,kw], bias=nil, stride=1, padding=0)" },
   { "max_pool2d", b_max_pool2d, "x, kernel=2, stride=nil, padding=0", "max_pool2d(x, kernel=2, stride=kernel, padding=0)" },
   { "avg_pool2d", b_avg_pool2d, "x, kernel=2, stride=nil, padding=0", "avg_pool2d(x, kernel=2, stride=kernel, padding=0)" },
   { "sort", b_sort, "x, axis=-1, descending=false", "sort(x, axis=-1, descending=false): [values, indices]" },

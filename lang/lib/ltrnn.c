@@ -1,7 +1,7 @@
 /*
 ** lib/ltrnn.c — builtins of the recurrent layers (tensor/nn/rnn.c): lstm,
 ** gru, rnn, torch._VF's functional forms over torch's flat weight list;
-** and the convolutions beyond conv2d (tensor/nn/conv.c): conv1d,
+** and the convolutions (tensor/nn/conv.c): conv1d, conv2d,
 ** conv_transpose1d, conv_transpose2d, torch.nn.functional's.
 ** stdlib/nn.nbl's layers hold the weights under torch's parameter names and
 ** call these.
@@ -124,6 +124,7 @@ static int conv(nb_VM *vm, const char *fname, int nsp, bool transposed, nb_Value
   DONE(transposed ? nt_conv_transpose(x, w, b, &a) : nt_conv(x, w, b, &a));
 }
 static int b_conv1d(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; return conv(vm, "conv1d", 1, false, args, out); }
+static int b_conv2d(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; return conv(vm, "conv2d", 2, false, args, out); }
 static int b_conv_transpose1d(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; return conv(vm, "conv_transpose1d", 1, true, args, out); }
 static int b_conv_transpose2d(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; return conv(vm, "conv_transpose2d", 2, true, args, out); }
 
@@ -138,6 +139,8 @@ static nb_Builtin rnn_builtins[] = {
     "rnn(x, weights, h0=nil, nonlinearity=\"tanh\", " COMMON "): torch's RNN (h' = tanh or relu of W_ih x + b_ih + W_hh h + b_hh) -> [output, h_n]; " RETURNS },
   { "conv1d", b_conv1d, "x, weight, bias=nil, stride=1, padding=0, dilation=1, groups=1",
     "conv1d(x [N, C, L], weight [O, C/groups, k], bias=nil, stride=1, padding=0, dilation=1, groups=1): torch.nn.functional.conv1d; padding a number, 'same' (stride 1) or 'valid'" },
+  { "conv2d", b_conv2d, "x, weight, bias=nil, stride=1, padding=0, dilation=1, groups=1",
+    "conv2d(x [N, C, H, W], weight [O, C/groups, kh, kw], bias=nil, stride=1, padding=0, dilation=1, groups=1): torch.nn.functional.conv2d; stride, padding, dilation a number or [h, w]; padding also 'same' (stride 1) or 'valid'" },
   { "conv_transpose1d", b_conv_transpose1d, "x, weight, bias=nil, stride=1, padding=0, output_padding=0, groups=1, dilation=1",
     "conv_transpose1d(x [N, C, L], weight [C, O/groups, k], bias=nil, stride=1, padding=0, output_padding=0, groups=1, dilation=1): torch.nn.functional.conv_transpose1d (the gradient of conv1d)" },
   { "conv_transpose2d", b_conv_transpose2d, "x, weight, bias=nil, stride=1, padding=0, output_padding=0, groups=1, dilation=1",

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""conv1d, conv_transpose1d and conv_transpose2d against
+"""conv1d, conv2d (dilation, groups, 'same'), conv_transpose1d and conv_transpose2d against
 torch.nn.functional's: values and the gradients of the input, weight and
 bias, on fresh random data for every option (stride, padding including
 'same' and 'valid', dilation, groups, output_padding, bias or not,
@@ -48,7 +48,7 @@ def make_case(k, op, dt, nsp, stride=1, padding=0, dilation=1, groups=1, output_
     ks = tuple(int(rng.integers(1, 4)) for _ in range(nsp))
     sp = tuple(int(rng.integers(4, 9)) for _ in range(nsp))
     x = rng.standard_normal((N, C) + sp).astype(npdt)
-    if op == "conv1d":
+    if op in ("conv1d", "conv2d"):
         w = rng.standard_normal((O, Cg) + ks).astype(npdt)
     else:
         w = rng.standard_normal((C, Og) + ks).astype(npdt)
@@ -73,12 +73,17 @@ def make_cases():
                    dict(dilation=(2, 1), padding=1), dict(groups=2, stride=2, output_padding=1), dict(groups=3, bias=False),
                    dict(permuted=True, stride=(1, 2))):
             cases.append(make_case(k, "conv_transpose2d", dt, 2, **kw)); k += 1
+        for kw in (dict(stride=(2, 1), padding=(1, 2)), dict(padding="same", dilation=(2, 1)), dict(padding="valid"),
+                   dict(dilation=2, padding=1, stride=2), dict(groups=2), dict(groups=3, stride=2, bias=False),
+                   dict(permuted=True, padding=1)):
+            cases.append(make_case(k, "conv2d", dt, 2, **kw)); k += 1
     return cases
 
 
 def torch_call(c, x, w, b):
-    if c["op"] == "conv1d":
-        return F.conv1d(x, w, b, stride=c["stride"], padding=c["padding"], dilation=c["dilation"], groups=c["groups"])
+    if c["op"] in ("conv1d", "conv2d"):
+        fn = F.conv1d if c["op"] == "conv1d" else F.conv2d
+        return fn(x, w, b, stride=c["stride"], padding=c["padding"], dilation=c["dilation"], groups=c["groups"])
     fn = F.conv_transpose1d if c["op"] == "conv_transpose1d" else F.conv_transpose2d
     return fn(x, w, b, stride=c["stride"], padding=c["padding"], output_padding=c["output_padding"], groups=c["groups"],
               dilation=c["dilation"])
@@ -105,8 +110,8 @@ def nabla_code(cases, dev):
     for c in cases:
         i = c["id"]
         xs = f"transpose(d.{i}_x.to(dev), 0, 1)" if c["permuted"] else f"d.{i}_x.to(dev)"
-        if c["op"] == "conv1d":
-            call = f'conv1d(x, w, b, stride={nb(c["stride"])}, padding={nb(c["padding"])}, dilation={nb(c["dilation"])}, groups={c["groups"]})'
+        if c["op"] in ("conv1d", "conv2d"):
+            call = f'{c["op"]}(x, w, b, stride={nb(c["stride"])}, padding={nb(c["padding"])}, dilation={nb(c["dilation"])}, groups={c["groups"]})'
         else:
             call = (f'{c["op"]}(x, w, b, stride={nb(c["stride"])}, padding={nb(c["padding"])}, '
                     f'output_padding={nb(c["output_padding"])}, groups={c["groups"]}, dilation={nb(c["dilation"])})')
