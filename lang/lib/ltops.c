@@ -387,14 +387,22 @@ static int reduce(nb_VM *vm, int k, nb_Value *args, nb_Value *out) {
     }
     *out = args[k]; return NB_OK;
   }
-  /* max(a, t)/min(a, t) with a tensor second argument: the elementwise
-  ** maximum/minimum (torch.max(a, other)); the reduction takes an axis given
-  ** as a number (max(x, 1), max(x, axis=1)) */
-  if ((op == NT_OP_MAX || op == NT_OP_MIN) && args[1].t == NB_TTENSOR) {
-    if (nb_truthy(args[2]))
-      return nb_error_kind(vm, "TypeError", "%s(a, b) with a tensor b is the elementwise %s and takes no keepdims; for a reduction give the axis as a number (%s(x, axis=1))",
-                           fname, op == NT_OP_MAX ? "maximum" : "minimum", fname);
-    return binary2(vm, fname, op == NT_OP_MAX ? NT_OP_MAXIMUM : NT_OP_MINIMUM, args, out);
+  /* max/min take (x, other, keepdims, axis): a tensor given positionally
+  ** (or as other=) is the elementwise maximum/minimum (torch.max(a, other));
+  ** a number or list there is the reduction's axis (max(x, 1)); axis= is
+  ** always the axis, whatever it is (axis=[0, 1] is a tensor literal) */
+  nb_Value axis = args[1];
+  if (op == NT_OP_MAX || op == NT_OP_MIN) {
+    if (args[3].t != NB_TNIL) {
+      if (args[1].t != NB_TNIL)
+        return nb_error_kind(vm, "TypeError", "%s: give the reduction's axis or an elementwise other, not both", fname);
+      axis = args[3];
+    } else if (args[1].t == NB_TTENSOR) {
+      if (nb_truthy(args[2]))
+        return nb_error_kind(vm, "TypeError", "%s(a, b) with a tensor b is the elementwise %s and takes no keepdims; for a reduction give the axis as axis= (%s(x, axis=[0, 1]))",
+                             fname, op == NT_OP_MAX ? "maximum" : "minimum", fname);
+      return binary2(vm, fname, op == NT_OP_MAX ? NT_OP_MAXIMUM : NT_OP_MINIMUM, args, out);
+    }
   }
   if (keepdims_arg(vm, fname, args[2])) return NB_ERR;
   if (args[0].t == NB_TLIST) {
@@ -403,7 +411,7 @@ static int reduce(nb_VM *vm, int k, nb_Value *args, nb_Value *out) {
     if (!allnum || l->n == 0) return reduce_list(vm, op, args[0], out);
   }
   int axes[NT_MAXDIM], na;
-  if (nbT_axes_arg(vm, fname, args[1], axes, &na)) return NB_ERR;
+  if (nbT_axes_arg(vm, fname, axis, axes, &na)) return NB_ERR;
   TENSOR_ARG(x, 0, "x");
   DONE(nt_reduce(op, x, na ? axes : NULL, na, nb_truthy(args[2])));
 }
@@ -1084,7 +1092,7 @@ static nb_Builtin ops_builtins[] = {
 ** read-only once the first VM exists (nbapi.h), so VMs share them. */
 static nb_Builtin unary_builtins[NUNARY + 1];
 static nb_Builtin red_builtins[sizeof red_defs / sizeof red_defs[0] + 1];
-static char unary_docs[NUNARY][96], red_docs[sizeof red_defs / sizeof red_defs[0]][128];
+static char unary_docs[NUNARY][96], red_docs[sizeof red_defs / sizeof red_defs[0]][320];
 
 void nbT_register_ops(void) {
   for (int i = 0; i < NUNARY; i++) {
@@ -1093,8 +1101,14 @@ void nbT_register_ops(void) {
   }
   int nr = (int)(sizeof red_defs / sizeof red_defs[0]);
   for (int i = 0; i < nr; i++) {
-    snprintf(red_docs[i], sizeof red_docs[i], "%s(x, axis=nil, keepdims=false): %s over axes (all when nil); also works on a list", red_defs[i].name, red_defs[i].name);
-    red_builtins[i] = (nb_Builtin){ red_defs[i].name, red_fns[i], "x, axis=nil, keepdims=false", red_docs[i] };
+    bool minmax = red_defs[i].op == NT_OP_MAX || red_defs[i].op == NT_OP_MIN;
+    if (minmax)
+      snprintf(red_docs[i], sizeof red_docs[i], "%s(x, other=nil, keepdims=false, axis=nil): over axes (all when nil; a number or list in other's place is the axis, axis= always is); "
+               "with a tensor other, the elementwise %s (torch.%s(a, other)); also works on a list and on numbers", red_defs[i].name,
+               red_defs[i].op == NT_OP_MAX ? "maximum" : "minimum", red_defs[i].name);
+    else
+      snprintf(red_docs[i], sizeof red_docs[i], "%s(x, axis=nil, keepdims=false): %s over axes (all when nil); also works on a list", red_defs[i].name, red_defs[i].name);
+    red_builtins[i] = (nb_Builtin){ red_defs[i].name, red_fns[i], minmax ? "x, other=nil, keepdims=false, axis=nil" : "x, axis=nil, keepdims=false", red_docs[i] };
   }
   nbC_register(unary_builtins);
   nbC_register(red_builtins);
