@@ -418,7 +418,8 @@ def indexing(b):
     assign("step_bcast", f"y[::2, ::3] = {xr}", lambda r: r.__setitem__((slice(None, None, 2), slice(None, None, 3)), t(row)))
     assign("neg_step", f"y[::-2] = 0", lambda r: r.__setitem__(slice(None, None, 2), 0) if False else r.copy_(torch.from_numpy(_negstep(a))))
     assign("mask_scalar", f"y[y > 0] = 0", lambda r: r.__setitem__(r > 0, 0))
-    assign("mask_tensor", f"y[y < 0] = y * 2", lambda r: r.copy_(torch.where(r < 0, r * 2, r)))
+    # v fills the selection in mask order (torch's meaning; a v of x's shape is an error)
+    assign("mask_tensor", f"y[y < 0] = (y * 2)[y < 0]", lambda r: r.copy_(torch.where(r < 0, r * 2, r)))
     assign("single", f"y[-1, -1, -1] = 7", lambda r: r.__setitem__((-1, -1, -1), 7))
     assign("int_from_int_tensor_idx", f"y[{b.inp(np.array(2))}] = 3", lambda r: r.__setitem__(2, 3))
     # assignment into a view writes through to the base
