@@ -91,7 +91,7 @@ static int uplo_arg(nb_VM *vm, const char *fname, nb_Value v, bool *upper) {
   return NB_OK;
 }
 static int b_eigh(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
-  (void)n; const char *fname = "linalg.eigh"; Tmp tp = {0}; bool up;
+  (void)n; const char *fname = "linalg.eigh"; Tmp tp = {0}; bool up = false;
   if (uplo_arg(vm, fname, args[1], &up)) return NB_ERR;
   TENSOR_ARG(a, 0, "A");
   nt_Tensor *t[2];
@@ -100,7 +100,7 @@ static int b_eigh(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   return rec_of(vm, rc, 2, (const char *[]){ "eigenvalues", "eigenvectors" }, t, out);
 }
 static int b_eigvalsh(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
-  (void)n; const char *fname = "linalg.eigvalsh"; Tmp tp = {0}; bool up;
+  (void)n; const char *fname = "linalg.eigvalsh"; Tmp tp = {0}; bool up = false;
   if (uplo_arg(vm, fname, args[1], &up)) return NB_ERR;
   TENSOR_ARG(a, 0, "A");
   nt_Tensor *w = NULL;
