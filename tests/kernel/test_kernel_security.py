@@ -359,7 +359,14 @@ def test_keyless_iopub_subscriber_that_never_reads(name):
             r = kc.get_shell_msg(timeout=120 * SLOW)
     grew = peak_growth_mb(kernel_pid(), run)
     sub.close()
-    ok = grew < FLOOD_MB and value_of(kc, "7 + 7") == "14"
+    alive = value_of(kc, "7 + 7") == "14"
+    if kutil.ASAN:
+        # ASan's quarantine keeps the freed stream messages (hundreds of MB), so
+        # the RSS says nothing about ZeroMQ's queue there; the kernel must still serve
+        result(name + "_alive", alive, "the kernel stopped answering")
+        result(name, None, "not measured under ASan: its quarantine holds freed memory")
+        return
+    ok = grew < FLOOD_MB and alive
     result(name, ok, f"kernel RSS grew {grew:.0f} MB printing 128 MB to a subscriber that never reads (bound {FLOOD_MB} MB)")
 
 
