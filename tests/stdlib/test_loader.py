@@ -238,9 +238,9 @@ ld.close()
     rc, so, se = run("""
 ld = data.loader(zeros(20), batch_size=2, workers=2)
 a = ld.epoch(0)
-a.__next(a)
+(a.__next)(a)
 b = ld.epoch(1)
-a.__next(a)
+(a.__next)(a)
 """)
     report("stale_iterator_refused", rc != 0 and "replaced by a newer one" in se, se[-300:])
     # an epoch left early (break) restarts cleanly: the next epoch is whole and in order
@@ -402,7 +402,7 @@ def t_prefetch_overlap():
 fn slow(i) { t0 = clock(); while clock() - t0 < 0.01 { }; i }
 ld = data.loader(slow, size=200, batch_size=2, workers=2, prefetch=2)
 it = ld.epoch(0)
-b0 = it.__next(it)
+b0 = (it.__next)(it)
 seen = list()
 t0 = clock()
 while it.ready() < 4 and clock() - t0 < 60 { }
@@ -410,7 +410,7 @@ push(seen, it.ready())
 t1 = clock()
 while clock() - t1 < 0.3 { }
 push(seen, it.ready())
-b1 = it.__next(it)
+b1 = (it.__next)(it)
 push(seen, it.ready())
 t0 = clock()
 while it.ready() < 4 and clock() - t0 < 60 { }
