@@ -61,3 +61,12 @@ def run_nabla(code, env_extra, timeout=600):
         f.write(code)
     env = dict(os.environ, NABLA_STDLIB=os.path.join(ROOT, "stdlib"), NO_COLOR="1", **env_extra)
     return subprocess.run([NABLA, path], capture_output=True, text=True, env=env, timeout=timeout, cwd=ROOT)
+
+
+def check_errors(errors, label):
+    """Each (code, message) of errors run alone must fail with the message in its output."""
+    for code, want in errors:
+        r = run_nabla(code, {})
+        msg = (r.stdout + r.stderr).replace("\n", " ")
+        report(f"{label} error: {code.splitlines()[-1]}", r.returncode != 0 and want in msg,
+               f"exit {r.returncode}, wanted '{want}', got: {msg[-400:]}")

@@ -216,14 +216,6 @@ ERRORS = [
 ]
 
 
-def check_errors():
-    for code, want in ERRORS:
-        r = run_nabla(code, {})
-        msg = (r.stdout + r.stderr).replace("\n", " ")
-        report(f"batch_norm error: {code.splitlines()[-1]}", r.returncode != 0 and want in msg,
-               f"exit {r.returncode}, wanted '{want}', got: {msg[-400:]}")
-
-
 def check_half():
     """bf16/f16 inputs compute in f32 and come back in their dtype (as torch's
     CPU kernels accumulate low precision in f32): compared with torch in f32
@@ -270,7 +262,7 @@ def main():
         else:
             print(f"SKIP: batch_norm on the emulated CUDA device{SUFFIX}: {emu} is not built")
         check_half()
-        check_errors()
+        torchcmp.check_errors(ERRORS, "batch_norm")
     finally:
         shutil.rmtree(TMP, True)
     sys.exit(1 if torchcmp.fails else 0)

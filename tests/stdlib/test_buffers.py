@@ -21,44 +21,18 @@ running statistics stay at their initial values under value_and_grad.
 
 Run with /usr/bin/python3; env NABLA = interpreter.
 """
-import json, os, random, shutil, struct, subprocess, sys, tempfile
+import os, shutil, subprocess, sys, tempfile
 
 import numpy as np
 import torch
 import torch.nn as tnn
 import torch.nn.functional as F
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-NABLA = os.environ.get("NABLA", os.path.join(ROOT, "build", "nabla"))
-SUFFIX = " [asan]" if os.environ.get("NABLA_ASAN") == "1" else ""
-SEED = int(os.environ.get("NUMERICS_SEED") or random.SystemRandom().randrange(1, 2**31))
-rng = np.random.default_rng(SEED)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# NABLA_ASAN=1: also run under the ASan build by tools/run-tests.sh (torchcmp reads it)
+import torchcmp  # noqa: E402
+from torchcmp import ROOT, NABLA, SUFFIX, rng, report, read_safetensors  # noqa: E402
 torch.set_num_threads(1)
-fails = 0
-
-
-def report(name, ok, why=""):
-    global fails
-    fails += 0 if ok else 1
-    print(f"{'PASS' if ok else 'FAIL'}: {name}{SUFFIX}" + ("" if ok else f": {why} (NUMERICS_SEED={SEED})"), flush=True)
-
-
-DT = {"F32": np.float32, "F64": np.float64, "I64": np.int64}
-
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        blob = f.read()
-    (n,) = struct.unpack("<Q", blob[:8])
-    header = json.loads(blob[8:8 + n])
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        a, b = info["data_offsets"]
-        out[name] = np.frombuffer(blob[8 + n + a:8 + n + b], dtype=DT[info["dtype"]]).reshape(info["shape"]).copy()
-    return out
 
 
 def run_nabla(code, tmp):
@@ -344,4 +318,4 @@ def main():
 
 
 main()
-sys.exit(1 if fails else 0)
+sys.exit(1 if torchcmp.fails else 0)

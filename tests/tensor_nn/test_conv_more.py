@@ -176,14 +176,6 @@ ERRORS = [
 ]
 
 
-def check_errors():
-    for code, want in ERRORS:
-        r = run_nabla(code, {})
-        msg = (r.stdout + r.stderr).replace("\n", " ")
-        report(f"conv error: {code.splitlines()[-1]}", r.returncode != 0 and want in msg,
-               f"exit {r.returncode}, wanted '{want}', got: {msg[-400:]}")
-
-
 def check_layers():
     """nn.conv1d, nn.conv_transpose1d/2d: torch's parameter shapes; with the
     same weights the layer equals torch's module"""
@@ -239,7 +231,7 @@ def main():
         else:
             print(f"SKIP: conv on the emulated CUDA device{SUFFIX}: {emu} is not built")
         check_layers()
-        check_errors()
+        torchcmp.check_errors(ERRORS, "conv")
     finally:
         shutil.rmtree(TMP, True)
     sys.exit(1 if torchcmp.fails else 0)

@@ -493,14 +493,6 @@ ERRORS = [
 ]
 
 
-def check_errors():
-    for code, want in ERRORS:
-        r = run_nabla(code, {})
-        msg = (r.stdout + r.stderr).replace("\n", " ")
-        report(f"layers29 error: {code.splitlines()[-1]}", r.returncode != 0 and want in msg,
-               f"exit {r.returncode}, wanted '{want}', got: {msg[-400:]}")
-
-
 def main():
     try:
         make_cases()
@@ -519,7 +511,7 @@ def main():
         check_bf16("cpu", {})
         if os.path.exists(emu):
             check_bf16("cuda", emu_env)
-        check_errors()
+        torchcmp.check_errors(ERRORS, "layers29")
     finally:
         shutil.rmtree(TMP, True)
     sys.exit(1 if torchcmp.fails else 0)

@@ -482,14 +482,6 @@ ERRORS = [
 ]
 
 
-def check_errors():
-    for code, want in ERRORS:
-        r = run_nabla(code, {})
-        msg = (r.stdout + r.stderr).replace("\n", " ")
-        report(f"rnn error: {code.splitlines()[-1]}", r.returncode != 0 and want in msg,
-               f"exit {r.returncode}, wanted '{want}', got: {msg[-400:]}")
-
-
 def main():
     try:
         cases = make_cases()
@@ -507,7 +499,7 @@ def main():
         check_language_model("cpu", {})
         if have_emu:
             check_language_model("cuda", EMU)
-        check_errors()
+        torchcmp.check_errors(ERRORS, "rnn")
     finally:
         shutil.rmtree(TMP, True)
     sys.exit(1 if torchcmp.fails else 0)
