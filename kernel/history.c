@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include "kernel/kint.h"
@@ -48,17 +49,47 @@ static char *history_file(void) {
   return path;
 }
 
+/* The entries' text lives in an arena of mmap'd blocks, not on malloc's
+** heap.  A kernel stores an entry after every cell, and a small string
+** malloc'd then lands in a page that the cell's freed temporaries left
+** behind, where it pins the page: the kernel's RSS grew 4.6 KB per cell for
+** ~100 bytes of history (issue 33).  In the arena the history's pages hold
+** history only.  Entries are dropped by copying the kept ones into a fresh
+** arena (hist_drop). */
+struct HBlock { HBlock *next; size_t used, cap; char data[]; };
+#define HIST_BLOCK ((size_t)256 << 10)
+
+static char *arena_alloc(HBlock **head, size_t n) {
+  HBlock *b = *head;
+  if (!b || b->cap - b->used < n) {
+    bool own = n > HIST_BLOCK / 4;   /* a big text gets a block of its own; the current one stays open */
+    size_t cap = own ? n : HIST_BLOCK - sizeof *b;
+    void *m = mmap(NULL, sizeof *b + cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) abort();
+    b = m; b->used = 0; b->cap = cap;
+    if (own && *head) { b->next = (*head)->next; (*head)->next = b; }
+    else { b->next = *head; *head = b; }
+  }
+  char *p = b->data + b->used;
+  b->used += n;
+  return p;
+}
+
+static void arena_free(HBlock *b) {
+  while (b) { HBlock *next = b->next; munmap(b, sizeof *b + b->cap); b = next; }
+}
+
 /* s[0..len) kept whole when len <= max, else its first max bytes (back to a
-** UTF-8 character's start) and a note of the full size */
-static char *bounded_copy(const char *s, size_t len, size_t max) {
+** UTF-8 character's start) and a note of the full size; in h's arena */
+static char *bounded_copy(KHistory *h, const char *s, size_t len, size_t max) {
   size_t keep = len;
   if (len > max) { keep = max; while (keep && ((unsigned char)s[keep] & 0xC0) == 0x80) keep--; }
   char note[64] = "";
   if (keep < len) snprintf(note, sizeof note, "\n... (%zu bytes in all)", len);
   size_t nn = strlen(note);
-  char *c = malloc(keep + nn + 1);
-  if (!c) abort();
+  char *c = arena_alloc(&h->text, keep + nn + 1);
   memcpy(c, s, keep); memcpy(c + keep, note, nn + 1);
+  h->bytes += keep + nn + 16;
   return c;
 }
 
@@ -70,8 +101,22 @@ static void hist_push(KHistory *h, int session, int line, const char *in, size_t
   }
   HEntry *e = &h->e[h->n++];
   e->session = session; e->line = line;
-  e->input = bounded_copy(in, inlen, HIST_INPUT_MAX);
-  e->output = out ? bounded_copy(out, strlen(out), HIST_OUTPUT_MAX) : NULL;
+  e->input = bounded_copy(h, in, inlen, HIST_INPUT_MAX);
+  e->output = out ? bounded_copy(h, out, strlen(out), HIST_OUTPUT_MAX) : NULL;
+}
+
+/* drops the oldest `drop` entries: the others' text is copied to a fresh arena */
+static void hist_drop(KHistory *h, int drop) {
+  HBlock *old = h->text;
+  h->text = NULL; h->bytes = 0;
+  for (int i = drop; i < h->n; i++) {
+    HEntry *e = &h->e[i];
+    e->input = bounded_copy(h, e->input, strlen(e->input), HIST_INPUT_MAX + 64);
+    if (e->output) e->output = bounded_copy(h, e->output, strlen(e->output), HIST_OUTPUT_MAX + 64);
+  }
+  arena_free(old);
+  memmove(h->e, h->e + drop, sizeof *h->e * (size_t)(h->n - drop));
+  h->n -= drop;
 }
 
 /* the index of the oldest entry compaction keeps: at most HISTORY_MAX
@@ -154,13 +199,8 @@ static void hist_load(KHistory *h) {
   free(line);
   fclose(f);
   h->session = maxs + 1;
-  size_t total = 0;
-  for (int i = 0; i < h->n; i++) total += strlen(h->e[i].input) + (h->e[i].output ? strlen(h->e[i].output) : 0) + 16;
-  if (tail || h->n > HISTORY_MAX * 2 || total > 2 * HISTORY_BYTES) {   /* keep the file bounded */
-    int drop = hist_keep_from(h);
-    for (int i = 0; i < drop; i++) { free(h->e[i].input); free(h->e[i].output); }
-    memmove(h->e, h->e + drop, sizeof *h->e * (size_t)(h->n - drop));
-    h->n -= drop;
+  if (tail || h->n > HISTORY_MAX * 2 || h->bytes > 2 * HISTORY_BYTES) {   /* keep the file bounded */
+    hist_drop(h, hist_keep_from(h));
     hist_compact(h);
   }
 }
@@ -168,6 +208,13 @@ static void hist_load(KHistory *h) {
 void khist_store(KHistory *h, int line, const char *in, size_t inlen, const char *out) {
   hist_load(h);
   hist_push(h, h->session, line, in, inlen, out);
+  /* a kernel driven for 100,000 cells keeps the newest HISTORY_MAX entries
+  ** (HISTORY_BYTES) in memory too, as the file does after compaction */
+  if (h->n > HISTORY_MAX * 2 || h->bytes > 2 * HISTORY_BYTES) {
+    hist_drop(h, hist_keep_from(h));
+    hist_compact(h);
+    return;   /* the compacted file has this entry */
+  }
   if (!h->path) return;
   /* one append per entry (O_APPEND): kernels running side by side do not clobber each other */
   json_t *j = hist_json(&h->e[h->n - 1]);
@@ -247,7 +294,7 @@ json_t *khist_request(KHistory *h, json_t *c) {
 
 
 void khist_free(KHistory *h) {
-  for (int i = 0; i < h->n; i++) { free(h->e[i].input); free(h->e[i].output); }
+  arena_free(h->text);
   free(h->e);
   free(h->path);
   memset(h, 0, sizeof *h);

@@ -26,9 +26,12 @@
 
 /* The history (history.c); main thread only. */
 typedef struct HEntry { int session, line; char *input, *output; } HEntry;
+typedef struct HBlock HBlock;  /* history.c: the arena the entries' text lives in */
 typedef struct KHistory {
   int loaded, session;      /* loaded from the file at first use */
   HEntry *e; int n, cap;
+  HBlock *text;             /* the entries' input and output strings */
+  size_t bytes;             /* their text in all (what compaction bounds) */
   char *path;               /* NULL: kept in memory only */
 } KHistory;
 
