@@ -22,6 +22,7 @@
 #include <string.h>
 #include "dist/dsession.h"
 #include "dist/dinternal.h"
+#include "dist/dmsg.h"
 #include "util/clock.h"
 
 enum { T_FREE, T_PENDING, T_DONE };
@@ -196,4 +197,4 @@ static nb_Builtin async_builtins[] = {
   { NULL, NULL, NULL, NULL },
 };
 
-void nbD_async_init(void) { nbC_register(async_builtins); }
+void nbD_async_init(void) { nbC_register(async_builtins); dm_init(); }

@@ -38,6 +38,7 @@
 #include "dist/dlaunch.h"
 #include "dist/dnccl.h"
 #include "dist/ddesync.h"
+#include "dist/dmsg.h"
 #include "tensor/tdevice.h"
 #include "util/clock.h"
 
@@ -182,6 +183,8 @@ static void reply_value(uint32_t seq, nb_Value v) {
 static int connect_mesh(uint32_t seq, const char *backend) {
   dn_close(&M.g);   /* a reconnect replaces the NCCL communicators too */
   if (dr_connect(&M.g, M.addrs)) { reply_err(seq, "DistError", M.g.err, M.g.err); return -1; }
+  /* every rank learns every rank's message inbox (dmsg.c) while all are here */
+  if (dm_exchange(&M.g)) { reply_err(seq, "DistError", M.g.err, M.g.err); return -1; }
   char body[800] = "", info[700];
   if (backend && strcmp(backend, "ring") != 0) {
     int ok = dn_probe(info, sizeof info);
@@ -595,6 +598,10 @@ int nbD_worker_main(int argc, char **argv) {
   zmq_socket_monitor(IO.dealer, "inproc://nabla-dist-monitor", ZMQ_EVENT_DISCONNECTED);
   IO.mon = zmq_socket(M.ctx, ZMQ_PAIR);
   zmq_connect(IO.mon, "inproc://nabla-dist-monitor");
+  {
+    char merr[200];
+    if (dm_open(M.ctx, W.key, rank, world, bind, adv, merr, sizeof merr)) { fprintf(stderr, "nabla worker %d: %s\n", rank, merr); return 2; }
+  }
   IO.pipe = zmq_socket(M.ctx, ZMQ_PAIR);
   M.pipe = zmq_socket(M.ctx, ZMQ_PAIR);
   zmq_bind(IO.pipe, "inproc://nabla-worker-pipe");
@@ -647,6 +654,7 @@ int nbD_worker_main(int argc, char **argv) {
   free(M.g.fd);
   if (M.addrs) { for (int i = 0; i < world; i++) free(M.addrs[i]); free(M.addrs); }
   nb_vm_free(W.vm);
+  dm_close();
   zmq_socket_monitor(IO.dealer, NULL, 0);
   zmq_close(IO.mon);
   int z = 0;
