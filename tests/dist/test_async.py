@@ -6,6 +6,7 @@ Values are checked against NumPy on fresh random inputs; errors by their
 kind, message and the worker's traceback; a killed worker's future fails
 loudly; the table of unfinished tasks is bounded.
 Run: NABLA=build/nabla /usr/bin/python3 tests/dist/test_async.py
+(run-tests.sh runs it again under ASan: NABLA_ASAN)
 """
 import json, os, signal, subprocess, sys, time
 import numpy as np
@@ -14,7 +15,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dutil  # noqa: E402
 from dutil import NABLA, TMP, lines_with, report, sanitizer_check, script, test, wait_gone  # noqa: E402
 
-ASAN = bool(os.environ.get("NABLA_ASAN"))
 rng = np.random.default_rng()
 
 
@@ -208,6 +208,22 @@ dist.stop()
     ok = (rc == 0 and "COUNT 4096" in out and "too many unfinished tasks (4096)" in out
           and f"SUM {sum(range(4096))}" in out and "AFTER 9" in out)
     report(name, ok, f"rc={rc} out={out[-600:]!r} err={err[-800:]!r}")
+
+
+@test
+def test_docs_examples_run(name):
+    # the examples of docs/distributed.md's three sections run as written
+    import re
+    doc = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../docs/distributed.md")).read()
+    part = doc[doc.index("## Asynchronous messages and futures"):]
+    blocks = re.findall(r"^```\n(.*?)^```", part, re.S | re.M)
+    why = []
+    want = ["no data", "12.0", "max_staleness", "completed"]
+    for k, b in enumerate(blocks):
+        rc, out, err = run(b, timeout=240)
+        if rc != 0 or want[k] not in out:
+            why.append(f"example {k}: rc={rc} out={out[-300:]!r} err={err[-300:]!r}")
+    report(name, len(blocks) == 4 and not why, f"{len(blocks)} examples; {why}")
 
 
 dutil.finish()

@@ -7,6 +7,7 @@ their sender and tag, in order per sender; receives match by source and
 tag; probe never waits or consumes; the receive queue is bounded with a
 clear error; argument errors say what was wrong.
 Run: NABLA=build/nabla /usr/bin/python3 tests/dist/test_async_msg.py
+(run-tests.sh runs it again under ASan: NABLA_ASAN)
 """
 import json, os, subprocess, sys
 import numpy as np
