@@ -124,6 +124,43 @@ dist.stop()
 
 
 @test
+def test_worker_dies_mid_run(name):
+    # rank 2's first gradient never comes: its worker is killed; the server
+    # goes on with ranks 0 and 1 and counts the lost gradient
+    import signal, time
+    mark = os.path.join(TMP, "ps-kill")
+    path = script(PRELUDE + f"""
+eprint("PIDS", join(map(dist.workers(), fn(w) str(w.pid)), " "))
+fn grad_or_hang(m, v) {{
+  if dist.rank() == 2 and not exists("{mark}") {{ write_text("{mark}", "x"); t = clock(); while clock() - t < 120 {{ }} }}
+  grad_fn(m, v)
+}}
+dist.push({{grad_fn: grad_fn, grad_or_hang: grad_or_hang}})
+m = fresh()
+ps = dist.parameter_server(m, optim.sgd(m, lr={LR}), staleness=1)
+ps.run(grad_or_hang, 40)
+print("R", json.format({{stats: ps.stats(), loss: full_loss(m)}}))
+dist.stop()
+""", "pskill.nbl")
+    p = subprocess.Popen([NABLA, path], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line, t = "", time.time()
+    while not line.startswith("PIDS") and time.time() - t < 60:
+        line = p.stderr.readline()
+    pids = [int(x) for x in line.split()[1:]]
+    while not os.path.exists(mark) and time.time() - t < 60:
+        time.sleep(0.05)
+    time.sleep(0.2)
+    os.kill(pids[2], signal.SIGKILL)
+    out, err = p.communicate(timeout=180)
+    sanitizer_check(err)
+    got = lines_with("R ", out)
+    st = json.loads(got[0])["stats"] if got else {}
+    ok = (p.returncode == 0 and got and st["applied"] == 40 and st["lost"] == 1 and st["max_staleness"] <= 1
+          and st["pushed"] == st["applied"] + st["dropped"] + st["unused"])
+    report(name, ok, f"rc={p.returncode} stats={st} err={err[-600:]!r}")
+
+
+@test
 def test_bad_staleness(name):
     rc, out, err = run("""
 m = fresh()
