@@ -72,10 +72,15 @@ int dsess_async_reply(int rank, uint32_t seq, const char *body, size_t len) {
 /* the slot of a future [id, seq], or -1 with the error raised */
 static int slot_of(nb_VM *vm, const char *f, nb_Value id, nb_Value seq) {
   if (id.t != NB_TNUM || seq.t != NB_TNUM) return nb_error_kind(vm, "TypeError", "%s: expected a future (from dist.submit)", f), -1;
-  double d = id.u.n;
+  double d = id.u.n, q = seq.u.n;
   int i = d >= 0 && d < DSESS_MAX_TASKS ? (int)d : -1;
-  if (i < 0 || tasks[i].state == T_FREE || tasks[i].seq != (uint32_t)seq.u.n)
-    return nb_error_kind(vm, "DistError", "%s: this future's result was already taken (or it is not a future of this session)", f), -1;
+  int ok = 0;
+  if (i >= 0 && q >= 0 && q <= 4294967295.0) {
+    pthread_mutex_lock(&T_mu);
+    ok = tasks[i].state != T_FREE && tasks[i].seq == (uint32_t)q;
+    pthread_mutex_unlock(&T_mu);
+  }
+  if (!ok) return nb_error_kind(vm, "DistError", "%s: this future's result was already taken (or it is not a future of this session)", f), -1;
   return i;
 }
 
@@ -92,7 +97,7 @@ static int finished(int i, char *why, size_t n) {
 static int b_submit(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
   (void)nargs;
   const char *f = "dist.submit";
-  if (a[0].t != NB_TNUM || a[0].u.n != (double)(int)a[0].u.n) return nb_error_kind(vm, "TypeError", "%s: rank must be an integer, got %s", f, nb_typename(a[0]));
+  if (a[0].t != NB_TNUM || !(a[0].u.n >= -1e9 && a[0].u.n <= 1e9) || a[0].u.n != (double)(int)a[0].u.n) return nb_error_kind(vm, "TypeError", "%s: rank must be an integer, got %s", f, nb_typename(a[0]));
   if (a[2].t != NB_TLIST && a[2].t != NB_TNIL) return nb_error_kind(vm, "TypeError", "%s: args must be a list, got %s (an all-number [...] is a tensor: write list(...))", f, nb_typename(a[2]));
   int nargs_fn = a[2].t == NB_TLIST ? nb_list(a[2])->n : 0;
   nb_List *l = nbL_new(nargs_fn + 1);

@@ -51,6 +51,7 @@ static struct {
   void **dealer;            /* [world]: connected on first post */
   char (*addr)[DM_ADDR];    /* [world]: "tcp://host:port" of each inbox ("" before the exchange) */
   uint64_t *sctr, *rctr;    /* per peer: the last counter sent / received */
+  unsigned char *blocked;   /* per peer, during flush: its oldest post would block */
   unsigned char key[DP_KEYLEN];
   int rank, world, ready;
   char mine[DM_ADDR];
@@ -66,7 +67,8 @@ int dm_open(void *ctx, const unsigned char key[DP_KEYLEN], int rank, int world, 
   D.addr = calloc((size_t)world, sizeof *D.addr);
   D.sctr = calloc((size_t)world, sizeof *D.sctr);
   D.rctr = calloc((size_t)world, sizeof *D.rctr);
-  if (!D.dealer || !D.addr || !D.sctr || !D.rctr) { snprintf(err, n, "out of memory"); return -1; }
+  D.blocked = calloc((size_t)world, 1);
+  if (!D.dealer || !D.addr || !D.sctr || !D.rctr || !D.blocked) { snprintf(err, n, "out of memory"); return -1; }
   D.router = zmq_socket(ctx, ZMQ_ROUTER);
   int v6 = strchr(bind, ':') != NULL, hwm = DM_HWM, zero = 0;
   zmq_setsockopt(D.router, ZMQ_IPV6, &v6, sizeof v6);
@@ -119,10 +121,11 @@ void dm_close(void) {
   D.np = 0;
   for (int k = 0; k < D.qn; k++) free(D.q[(D.qhead + k) % DM_MAX_QUEUED].body);
   D.qn = 0; D.qbytes = 0;
-  for (int i = 0; D.dealer && i < D.world; i++) if (D.dealer[i]) zmq_close(D.dealer[i]);
+  int linger = 500;   /* at exit, what is still queued gets half a second to go */
+  for (int i = 0; D.dealer && i < D.world; i++) if (D.dealer[i]) { zmq_setsockopt(D.dealer[i], ZMQ_LINGER, &linger, sizeof linger); zmq_close(D.dealer[i]); }
   if (D.router) zmq_close(D.router);
-  free(D.dealer); free(D.addr); free(D.sctr); free(D.rctr);
-  D.dealer = NULL; D.addr = NULL; D.sctr = D.rctr = NULL; D.router = NULL; D.ready = 0;
+  free(D.dealer); free(D.addr); free(D.sctr); free(D.rctr); free(D.blocked);
+  D.dealer = NULL; D.addr = NULL; D.sctr = D.rctr = NULL; D.blocked = NULL; D.router = NULL; D.ready = 0;
 }
 
 /* ---- receiving ---- */
@@ -171,7 +174,7 @@ static int need_ready(nb_VM *vm, const char *f) {
 }
 static int arg_rank(nb_VM *vm, const char *f, const char *what, nb_Value v, int nil_ok, int *out) {
   if (nil_ok && v.t == NB_TNIL) { *out = -1; return NB_OK; }
-  if (v.t != NB_TNUM || v.u.n != (double)(int)v.u.n) return nb_error_kind(vm, "TypeError", "%s: %s must be a rank (an integer)%s, got %s", f, what, nil_ok ? " or nil" : "", nb_typename(v));
+  if (v.t != NB_TNUM || !(v.u.n >= -1e9 && v.u.n <= 1e9) || v.u.n != (double)(int)v.u.n) return nb_error_kind(vm, "TypeError", "%s: %s must be a rank (an integer)%s, got %s", f, what, nil_ok ? " or nil" : "", v.t == NB_TNUM ? "a number that is not one" : nb_typename(v));
   int r = (int)v.u.n;
   if (r < 0 || r >= D.world) return nb_error_kind(vm, "ValueError", "%s: %s %d is not a rank of this world of %d", f, what, r, D.world);
   *out = r;
@@ -179,7 +182,7 @@ static int arg_rank(nb_VM *vm, const char *f, const char *what, nb_Value v, int 
 }
 static int arg_tag(nb_VM *vm, const char *f, nb_Value v, int nil_ok, int64_t *out) {
   if (nil_ok && v.t == NB_TNIL) { *out = -1; return NB_OK; }
-  if (v.t != NB_TNUM || v.u.n != (double)(int64_t)v.u.n || v.u.n < 0 || v.u.n > 2147483647.0)
+  if (v.t != NB_TNUM || !(v.u.n >= 0 && v.u.n <= 2147483647.0) || v.u.n != (double)(int64_t)v.u.n)
     return nb_error_kind(vm, "TypeError", "%s: tag must be an integer in 0..2147483647%s, got %s", f, nil_ok ? " or nil" : "", v.t == NB_TNUM ? "a number outside it" : nb_typename(v));
   *out = (int64_t)v.u.n;
   return NB_OK;
@@ -260,13 +263,12 @@ static void *dealer_to(int dst) {
 /* sends what can go now, oldest first; a destination whose oldest post
 ** would block keeps its later ones back (per-destination order) */
 static void flush(void) {
-  int blocked[64]; int nb = 0, w = 0;
+  int w = 0;
+  memset(D.blocked, 0, (size_t)D.world);
   for (int i = 0; i < D.np; i++) {
     Post *p = &D.posts[i];
-    int held = 0;
-    for (int b = 0; b < nb; b++) if (blocked[b] == p->dst) held = 1;
-    if (!held && dp_out_send(&p->out, D.dealer[p->dst], ZMQ_DONTWAIT)) continue;   /* sent: dropped from the list */
-    if (!held && nb < 64) blocked[nb++] = p->dst;
+    if (!D.blocked[p->dst] && dp_out_send(&p->out, D.dealer[p->dst], ZMQ_DONTWAIT)) continue;   /* sent: dropped from the list */
+    D.blocked[p->dst] = 1;
     D.posts[w++] = *p;
   }
   D.np = w;
@@ -291,20 +293,21 @@ static int b_post(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
   if (b.n > DP_MAX_MSG) { nbB_free(&b); return nb_error_kind(vm, "DistError", "%s: the value is %zu bytes serialized, over the limit of %zu", f, b.n, (size_t)DP_MAX_MSG); }
   if (!dealer_to(dst)) { nbB_free(&b); return nb_error_kind(vm, "DistError", "%s: cannot connect to rank %d's inbox %s: %s", f, dst, D.addr[dst], zmq_strerror(errno)); }
   Post *p = &D.posts[D.np];
-  p->id = ++D.next_id; p->dst = dst;
+  uint64_t id = ++D.next_id;
+  p->id = id; p->dst = dst;
   int st = dp_build(&p->out, D.key, NULL, 0, "msg", (uint32_t)tag, D.rank, ++D.sctr[dst], b.p, b.n);
   nbB_free(&b);
   if (st) return nb_error(vm, "%s: out of memory", f);
   D.np++;
-  flush();
-  *out = nb_int((double)p->id);
+  flush();   /* (moves the list: p is not used after it) */
+  *out = nb_int((double)id);
   return NB_OK;
 }
 
 /* dist_msg_post_test(id): whether the post went out (pushes the queue on) */
 static int b_post_test(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
   (void)nargs;
-  if (a[0].t != NB_TNUM) return nb_error_kind(vm, "TypeError", "post.test: expected a post id");
+  if (a[0].t != NB_TNUM || !(a[0].u.n >= 0 && a[0].u.n < 9e15)) return nb_error_kind(vm, "TypeError", "post.test: expected a post id");
   flush();
   *out = nb_bool(!pending((uint64_t)a[0].u.n));
   return NB_OK;
@@ -315,7 +318,8 @@ static int b_post_test(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
 static int b_post_wait(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
   (void)nargs;
   const char *f = "post.wait";
-  if (a[0].t != NB_TNUM) return nb_error_kind(vm, "TypeError", "%s: expected a post id", f);
+  if (a[0].t != NB_TNUM || !(a[0].u.n >= 0 && a[0].u.n < 9e15)) return nb_error_kind(vm, "TypeError", "%s: expected a post id", f);
+  if (a[1].t != NB_TNIL && (a[1].t != NB_TNUM || !(a[1].u.n >= 0))) return nb_error_kind(vm, "TypeError", "%s: timeout must be a number of seconds >= 0 or nil", f);
   uint64_t id = (uint64_t)a[0].u.n;
   double timeout = a[1].t == NB_TNUM ? a[1].u.n : nbD_self.g ? nbD_self.g->timeout_ms / 1e3 : 300, t0 = nu_mono_s();
   for (;;) {
