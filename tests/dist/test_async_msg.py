@@ -166,4 +166,64 @@ dist.stop()
     report(name, ok, f"rc={rc} out={out[-1200:]!r} err={err[-800:]!r}")
 
 
+@test
+def test_inbox_refuses_without_key(name):
+    # connections to a worker's listening ports without the session key (no
+    # CURVE, or CURVE with the wrong server key) deliver nothing: the worker
+    # receives only the real message, and answers as before
+    try:
+        import zmq
+    except ImportError:
+        dutil.skip(name, "pyzmq is not installed")
+        return
+    import time
+    flag = os.path.join(TMP, "inbox.flag")
+    path = script(f"""
+import dist
+dist.start(2)
+eprint("PIDS", join(map(dist.workers(), fn(w) str(w.pid)), " "))
+while not exists("{flag}") {{ }}
+r = dist.run(fn() {{
+  if dist.rank() == 1 {{ dist.post(0, "real", tag=3).wait(); nil }} else {{
+    m = dist.recv_any(timeout=30)
+    t = clock(); while clock() - t < 0.5 {{ }}
+    list(m.src, m.tag, m.value, dist.probe())
+  }}
+}})
+print("GOT", r[0])
+dist.stop()
+""", "inbox.nbl")
+    p = subprocess.Popen([NABLA, path], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line, t = "", time.time()
+    while not line.startswith("PIDS") and time.time() - t < 60:
+        line = p.stderr.readline()
+    pid0 = line.split()[1] if line.startswith("PIDS") else "?"
+    ss = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True).stdout
+    ports = [l.split()[3].rsplit(":", 1)[1] for l in ss.splitlines() if f"pid={pid0}," in l]
+    ctx = zmq.Context()
+    socks = []
+    for port in ports:
+        plain = ctx.socket(zmq.DEALER)
+        plain.setsockopt(zmq.LINGER, 0)
+        plain.connect(f"tcp://127.0.0.1:{port}")
+        plain.send_multipart([b"<NBDIST>", b"0" * 64, b"msg 3 1 99", b"forged"])
+        pub, sec = zmq.curve_keypair()
+        spub, _ = zmq.curve_keypair()
+        cur = ctx.socket(zmq.DEALER)
+        cur.setsockopt(zmq.LINGER, 0)
+        cur.curve_publickey, cur.curve_secretkey, cur.curve_serverkey = pub, sec, spub
+        cur.connect(f"tcp://127.0.0.1:{port}")
+        cur.send_multipart([b"<NBDIST>", b"0" * 64, b"msg 3 1 100", b"forged"], flags=zmq.NOBLOCK)
+        socks += [plain, cur]
+    time.sleep(1.0)
+    open(flag, "w").close()
+    out, err = p.communicate(timeout=120)
+    for s_ in socks:
+        s_.close()
+    ctx.term()
+    sanitizer_check(err)
+    ok = p.returncode == 0 and len(ports) >= 2 and 'GOT [1, 3, "real", nil]' in out and "forged" not in out
+    report(name, ok, f"rc={p.returncode} ports={ports} out={out[-400:]!r} err={err[-600:]!r}")
+
+
 dutil.finish()
