@@ -19,7 +19,7 @@ import dutil  # noqa: E402
 from dutil import NABLA, TMP, lines_with, report, sanitizer_check, script, test  # noqa: E402
 
 import random
-SEED = random.randrange(1, 1 << 30)   # fresh each run; printed on failure
+SEED = int(os.environ.get("SWEEP_SEED") or random.randrange(1, 1 << 30))   # fresh each run; printed on failure
 
 # trial(config, budget, state): the score falls with the budget, the ranking
 # is the one of q; the state counts the rungs the trial went through
@@ -133,13 +133,16 @@ def test_asha_deterministic_matches_reference(name):
             why.append(f"trial {t} score {r['score']}")
         if r["status"] != ("completed" if k == 2 else "stopped"):
             why.append(f"trial {t} status {r['status']}")
-    # the known ranking: the best q is among the completed ones; the top rung holds at most n/eta^2
+    # the known ranking: the best q is among the completed ones, the worst stops at
+    # the first rung (how many go on past their rung's best 1/eta depends on the
+    # order results came in: the reference decides that, above)
     best = min(range(n), key=lambda t: cfg[t]["q"])
+    worst = max(range(n), key=lambda t: cfg[t]["q"])
     completed = [r for r in rows if r["status"] == "completed"]
-    ok = ok and not why and byid[best]["status"] == "completed" and len(completed) <= n // eta ** 2 + 1
+    ok = ok and not why and byid[best]["status"] == "completed" and byid[worst]["budget"] == 1
     ok = ok and rows[0]["trial"] == min((r["trial"] for r in completed), key=lambda t: cfg[t]["q"])
     ok = ok and stats["failed"] == 0 and stats["finished"] == sum(len(r["scores"]) for r in rows)
-    report(name, ok, f"rc={rc} seed={SEED} why={why[:4]} err={err[-600:]!r}")
+    report(name, ok, f"rc={rc} seed={SEED} why={why[:4]} completed={[(r['trial'], r['score']) for r in completed]} first={rows[:1]} stats={stats} err={err[-600:]!r}")
 
 
 @test
