@@ -15,5 +15,6 @@ typedef struct nbD_Self {
 extern nbD_Self nbD_self;
 
 void nbD_coll_init(void);   /* registers the collective builtins (dcoll.c) */
+void nbD_async_init(void);  /* registers the futures' and messages' builtins (dasync.c, dmsg.c) */
 
 #endif

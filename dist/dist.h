@@ -14,6 +14,8 @@
 **             (sub-groups), dcompress.c, ddataparallel.c (the gradient
 **             reducer), dcoll.c (the worker-side builtins), dzero.c
 **   front     dmagic.c (the front ends' magics)
+**   async     dasync.c (the session's futures: dist.submit), dmsg.c
+**             (messages between workers: dist.post, recv_any, probe)
 */
 #ifndef DIST_DIST_H
 #define DIST_DIST_H

@@ -365,6 +365,8 @@ static void pump_one(nb_VM *vm, uint32_t seq, dsess_Reply *rep) {
     snprintf(S.w[r].op, sizeof S.w[r].op, "%s", m.body);
   } else if (!strcmp(m.type, "stream") && m.len >= 1) {
     dsess_relay_output(vm, r, m.body[0] == '2' ? NB_STDERR : NB_STDOUT, m.body + 1, m.len - 1);
+  } else if (!strcmp(m.type, "reply") && m.seq != seq && dsess_async_reply(r, m.seq, m.body, m.len)) {
+    /* the reply to a dist.submit task (dasync.c keeps it for its future) */
   } else if (!strcmp(m.type, "reply") && m.seq == seq && rep && !rep[r].got) {
     dsess_relay_flush(vm, r);   /* its command is over: a line it left open goes out now */
     rep[r].got = 1; rep[r].ok = m.len >= 1 && m.body[0] == '0';
@@ -936,4 +938,48 @@ void dsess_worker_info(int rank, dsess_WorkerInfo *out) {
 }
 void dsess_backend(const char **used, const char **requested, const char **why) {
   *used = S.backend_used; *requested = S.backend; *why = S.backend_why;
+}
+
+/* ------------------------------------------------------------ asynchronous tasks (dasync.c) */
+int dsess_post(nb_VM *vm, const char *fname, int rank, const char *type, const void *body, size_t len, uint32_t *seq, int *pid) {
+  pthread_mutex_lock(&S_mu);
+  int st = NB_OK;
+  if (!S.active) st = dsess_error(vm, "%s: no workers are running (call dist.start(n) first)", fname);
+  else if (rank < 0 || rank >= S.n) st = dsess_error(vm, "%s: rank %d is not a worker (the session has %d)", fname, rank, S.n);
+  else if (S.w[rank].dead) {
+    char nm[160]; wname(rank, nm, sizeof nm);
+    st = dsess_error(vm, "%s: worker rank %d (%s) is dead (%s)", fname, rank, nm, S.w[rank].why);
+  } else if (len > DP_MAX_MSG) st = dsess_error(vm, "%s: the task is %zu bytes, over the control channel's limit of %zu", fname, len, (size_t)DP_MAX_MSG);
+  else {
+    *seq = ++S.seq; *pid = (int)S.w[rank].pid;
+    /* registered before it is sent: the monitor thread may pump the reply at once */
+    if (dsess_async_posted(rank, *seq, *pid)) st = dsess_error(vm, "%s: too many unfinished tasks (%d): take the results of finished futures first", fname, DSESS_MAX_TASKS);
+    else if (send_to(rank, type, *seq, body, len)) { dsess_async_reply(rank, *seq, NULL, 0); st = dsess_error(vm, "%s: the task could not be sent to rank %d (out of memory)", fname, rank); }
+  }
+  pthread_mutex_unlock(&S_mu);
+  return st;
+}
+
+int dsess_pump(nb_VM *vm, int timeout_ms) {
+  pthread_mutex_lock(&S_mu);
+  if (S.router) {
+    zmq_pollitem_t it = { S.router, 0, ZMQ_POLLIN, 0 };
+    int rc = zmq_poll(&it, 1, timeout_ms);
+    ping_due();
+    drain_procs(vm, 0);
+    for (int k = 0; rc > 0 && k < 256; k++) {
+      pump_one(vm, 0, NULL);
+      if (zmq_poll(&it, 1, 0) <= 0) break;
+    }
+    dsess_relay_flush(vm, -1);
+  }
+  pthread_mutex_unlock(&S_mu);
+  return NB_OK;
+}
+
+int dsess_rank_state(int rank, int pid, char *why, size_t n) {
+  if (!S.active || rank < 0 || rank >= S.n) { snprintf(why, n, "the session was stopped"); return 2; }
+  if ((int)S.w[rank].pid != pid) { snprintf(why, n, "the workers were restarted"); return 2; }
+  if (S.w[rank].dead) { char nm[160]; wname(rank, nm, sizeof nm); snprintf(why, n, "worker rank %d (%s) %s", rank, nm, S.w[rank].why); return 1; }
+  return 0;
 }

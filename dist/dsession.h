@@ -95,4 +95,19 @@ void dsess_worker_info(int rank, dsess_WorkerInfo *out);   /* status: waitpid's,
 /* backend used ("ring"/"nccl"), the one asked for, and why auto chose the ring ("" otherwise) */
 void dsess_backend(const char **used, const char **requested, const char **why);
 
+/* Asynchronous tasks (dist.submit, dasync.c).  dsess_post sends a command
+** to one rank without waiting: its seq and the worker's pid come back, and
+** its reply, whenever a wait pumps it, goes to dsess_async_reply.  NB_OK or
+** NB_ERR raised.  dsess_pump reads what arrived (waiting up to timeout_ms).
+** dsess_rank_state: 0 alive, 1 dead (why), 2 gone (stopped or restarted). */
+#define DSESS_MAX_TASKS 4096
+int  dsess_post(nb_VM *vm, const char *fname, int rank, const char *type, const void *body, size_t len, uint32_t *seq, int *pid);
+int  dsess_pump(nb_VM *vm, int timeout_ms);
+int  dsess_rank_state(int rank, int pid, char *why, size_t n);
+/* dasync.c's side, called with the session's lock held: a task was posted
+** (0, or -1 when DSESS_MAX_TASKS are unfinished); a reply arrived (1 when it
+** was a task's and is kept; body NULL: the task failed to send) */
+int  dsess_async_posted(int rank, uint32_t seq, int pid);
+int  dsess_async_reply(int rank, uint32_t seq, const char *body, size_t len);
+
 #endif

@@ -354,6 +354,7 @@ void nbD_init(void) {
   done = 1;
   nbC_register(session_builtins);
   nbD_coll_init();
+  nbD_async_init();
 }
 
 /* ------------------------------------------------------------ front-end magics */

@@ -38,6 +38,7 @@
 #include "dist/dlaunch.h"
 #include "dist/dnccl.h"
 #include "dist/ddesync.h"
+#include "dist/dmsg.h"
 #include "tensor/tdevice.h"
 #include "util/clock.h"
 
@@ -149,7 +150,8 @@ static int wrun(uint32_t seq, const char *src, size_t len, const char *name) {
   if (st) { reply_last_error(seq); return -1; }
   /* every rank runs exec/call: its end is a desync check (ddesync.h), so a
   ** peer still inside a collective learns that this rank has finished */
-  if (strcmp(name, "<dist.pull>") && nbD_desync_end()) { reply_err(seq, "DistError", nt_error_msg(), nt_error_msg()); return -1; }
+  /* a dist.submit task runs on its rank alone: no check (the others are not in it) */
+  if (strcmp(name, "<dist.pull>") && strcmp(name, "<dist.submit>") && nbD_desync_end()) { reply_err(seq, "DistError", nt_error_msg(), nt_error_msg()); return -1; }
   return 0;
 }
 
@@ -181,6 +183,8 @@ static void reply_value(uint32_t seq, nb_Value v) {
 static int connect_mesh(uint32_t seq, const char *backend) {
   dn_close(&M.g);   /* a reconnect replaces the NCCL communicators too */
   if (dr_connect(&M.g, M.addrs)) { reply_err(seq, "DistError", M.g.err, M.g.err); return -1; }
+  /* every rank learns every rank's message inbox (dmsg.c) while all are here */
+  if (dm_exchange(&M.g)) { reply_err(seq, "DistError", M.g.err, M.g.err); return -1; }
   char body[800] = "", info[700];
   if (backend && strcmp(backend, "ring") != 0) {
     int ok = dn_probe(info, sizeof info);
@@ -208,6 +212,34 @@ static void set_launch_env(int lrank, int lworld, int node, int nnodes, int from
   nbD_self.node_rank = node; nbD_self.local_world = lworld;
   setenv_int("LOCAL_RANK", lrank); setenv_int("LOCAL_WORLD_SIZE", lworld);
   setenv_int("NODE_RANK", node); setenv_int("GROUP_RANK", node); setenv_int("NNODES", nnodes);
+}
+
+/* call (dist.run) and task (dist.submit): [fn, args...] called through
+** nb_run so the call has a proper top-level frame; the result replied */
+static void call_fn(uint32_t seq, const char *body, size_t len, const char *name) {
+  nb_Value lv;
+  arm();
+  if (nbZ_deserialize(W.vm, body, len, &lv)) { nbE_finish(W.vm); reply_last_error(seq); return; }
+  if (lv.t != NB_TLIST || nb_list(lv)->n < 1) { nb_decref(lv); reply_err(seq, "DistError", "bad call", "bad call"); return; }
+  nb_List *l = nb_list(lv);
+  /* call through nb_run so the call has a proper top-level frame */
+  set_global("__dist_fn__", 11, l->items[0]); nb_incref(l->items[0]);
+  nb_List *args = nbL_new(l->n);
+  for (int i = 1; i < l->n; i++) { nb_incref(l->items[i]); nbL_push(args, l->items[i]); }
+  set_global("__dist_args__", 13, nb_obj(NB_TLIST, args));
+  int nargs = l->n - 1;
+  nb_decref(lv);
+  nb_Buf src = {0};
+  nbB_puts(&src, "__dist_ret__ = __dist_fn__(");
+  for (int i = 0; i < nargs; i++) nbB_printf(&src, "%s__dist_args__[%d]", i ? ", " : "", i);
+  nbB_puts(&src, ")");
+  int st = wrun(seq, src.p, src.n, name);
+  nbB_free(&src);
+  nb_decref(take_global("__dist_fn__")); nb_decref(take_global("__dist_args__"));
+  if (st) return;
+  nb_Value v = take_global("__dist_ret__");
+  reply_value(seq, v);
+  nb_decref(v);
 }
 
 static void handle(dp_Msg *m) {
@@ -264,29 +296,9 @@ static void handle(dp_Msg *m) {
     reply_value(seq, v);
     nb_decref(v);
   } else if (!strcmp(m->type, "call")) {
-    nb_Value lv;
-    arm();
-    if (nbZ_deserialize(W.vm, m->body, m->len, &lv)) { nbE_finish(W.vm); reply_last_error(seq); return; }
-    if (lv.t != NB_TLIST || nb_list(lv)->n < 1) { nb_decref(lv); reply_err(seq, "DistError", "bad call", "bad call"); return; }
-    nb_List *l = nb_list(lv);
-    /* call through nb_run so the call has a proper top-level frame */
-    set_global("__dist_fn__", 11, l->items[0]); nb_incref(l->items[0]);
-    nb_List *args = nbL_new(l->n);
-    for (int i = 1; i < l->n; i++) { nb_incref(l->items[i]); nbL_push(args, l->items[i]); }
-    set_global("__dist_args__", 13, nb_obj(NB_TLIST, args));
-    int nargs = l->n - 1;
-    nb_decref(lv);
-    nb_Buf src = {0};
-    nbB_puts(&src, "__dist_ret__ = __dist_fn__(");
-    for (int i = 0; i < nargs; i++) nbB_printf(&src, "%s__dist_args__[%d]", i ? ", " : "", i);
-    nbB_puts(&src, ")");
-    int st = wrun(seq, src.p, src.n, "<dist.run>");
-    nbB_free(&src);
-    nb_decref(take_global("__dist_fn__")); nb_decref(take_global("__dist_args__"));
-    if (st) return;
-    nb_Value v = take_global("__dist_ret__");
-    reply_value(seq, v);
-    nb_decref(v);
+    call_fn(seq, m->body, m->len, "<dist.run>");
+  } else if (!strcmp(m->type, "task")) {
+    call_fn(seq, m->body, m->len, "<dist.submit>");
   } else if (!strcmp(m->type, "set")) {
     nb_Value rv;
     if (nbZ_deserialize(W.vm, m->body, m->len, &rv)) { nbE_finish(W.vm); reply_last_error(seq); return; }
@@ -586,6 +598,10 @@ int nbD_worker_main(int argc, char **argv) {
   zmq_socket_monitor(IO.dealer, "inproc://nabla-dist-monitor", ZMQ_EVENT_DISCONNECTED);
   IO.mon = zmq_socket(M.ctx, ZMQ_PAIR);
   zmq_connect(IO.mon, "inproc://nabla-dist-monitor");
+  {
+    char merr[200];
+    if (dm_open(M.ctx, W.key, rank, world, bind, adv, merr, sizeof merr)) { fprintf(stderr, "nabla worker %d: %s\n", rank, merr); return 2; }
+  }
   IO.pipe = zmq_socket(M.ctx, ZMQ_PAIR);
   M.pipe = zmq_socket(M.ctx, ZMQ_PAIR);
   zmq_bind(IO.pipe, "inproc://nabla-worker-pipe");
@@ -616,7 +632,7 @@ int nbD_worker_main(int argc, char **argv) {
     if (!strcmp(m.type, "lost")) { dp_msg_free(&m); status = 3; break; }
     if (!strcmp(m.type, "stop")) { dp_msg_free(&m); break; }
     if (!strcmp(m.type, "refuse")) { fprintf(stderr, "nabla worker %d: the session refused this worker: %s\n", rank, m.body); dp_msg_free(&m); status = 2; break; }
-    static const char *const types[] = { "launchenv", "welcome", "reconnect", "exec", "eval", "call", "set", "runfile", "ncclid", "nccl" };
+    static const char *const types[] = { "launchenv", "welcome", "reconnect", "exec", "eval", "call", "set", "runfile", "ncclid", "nccl", "task" };
     const char *ty = NULL;
     for (size_t k = 0; k < sizeof types / sizeof *types; k++) if (!strcmp(m.type, types[k])) ty = types[k];
     __atomic_store_n(&W.busy_type, ty, __ATOMIC_SEQ_CST);
@@ -638,6 +654,7 @@ int nbD_worker_main(int argc, char **argv) {
   free(M.g.fd);
   if (M.addrs) { for (int i = 0; i < world; i++) free(M.addrs[i]); free(M.addrs); }
   nb_vm_free(W.vm);
+  dm_close();
   zmq_socket_monitor(IO.dealer, NULL, 0);
   zmq_close(IO.mon);
   int z = 0;

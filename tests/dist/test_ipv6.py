@@ -130,9 +130,9 @@ def test_ifname_ports(name):
     done = per_rank(out or "", "DONE")
     if why is None and (sorted(done) != [0, 1, 2, 3] or any(v != [10.0] * 3 for v in done.values())):
         why = f"all_reduce results {done}, expected [10, 10, 10] on 4 ranks"
-    # host a: the control socket + 2 ring listeners; host b: 2 ring listeners
+    # host a: the control socket + 2 ring listeners + 2 message inboxes (dmsg.c); host b: 2 + 2
     for i, h in enumerate(C.names):
-        want_n = 3 if i == 0 else 2
+        want_n = 5 if i == 0 else 4
         socks = seen.get(h, [])
         ok = len(socks) == want_n and all(s.startswith(f"[{C.data(i)}]:") and lo <= int(s.rsplit(":", 1)[1]) <= lo + 10 for s in socks)
         if why is None and not ok:

@@ -201,9 +201,9 @@ def test_ports(name):
     sanitizer_check(err or "")
     counts = {h: len(v) for h, v in seen.items()}
     bad = {h: [x for x in v if not lo <= x <= lo + 20] for h, v in seen.items()}
-    # host a: the session's control port and its 2 workers' ring ports; b, c: 2 ring ports each
+    # host a: the session's control port and its 2 workers' ring ports and message inboxes (dmsg.c); b, c: 2 + 2 each
     ok = (p.returncode == 0 and out.count("DONE 6.0") == 6 and not any(bad.values())
-          and counts == {"hosta": 3, "hostb": 2, "hostc": 2})
+          and counts == {"hosta": 5, "hostb": 4, "hostc": 4})
     report(name, ok, f"rc {p.returncode} listening={seen} (range {lo}-{lo + 20}); out={(out or '')[-300:]!r} err={(err or '')[-400:]!r}")
 
 
