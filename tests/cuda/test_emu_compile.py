@@ -256,6 +256,90 @@ if type(g) == "record" { s = g.stats(); print("stats {s.captures} {s.replays} {s
               and distinct == 6 and lines_of(so1, "stats")[0].startswith("1 4 1"),
               f"stats {lines_of(so1, 'stats')}; distinct masks {distinct}; compiled {res} eager {lines_of(so0, 'res')}")
 
+    # ---- the host part of a replayed step follows the host state: a restored
+    # step count and a changed schedule position reach the device scalars;
+    # SGD (no device scalars) in a compiled step stays eager with its reason ----
+    code = r"""
+import nn
+import optim
+seed(4)
+set_default_device("cuda")
+model = {l1: nn.linear(5, 7), l2: nn.linear(7, 3)}
+opt = optim.adamw(model, lr=optim.step_lr(0.05, 2, 0.5), weight_decay=0.05)
+sgd = optim.sgd(model, lr=0.01, momentum=0.9)
+fn loss(m, x, y) = mean((m.l2(tanh(m.l1(x))) - y) ** 2)
+vg = value_and_grad(loss)
+fn step(m, x, y) { r = vg(m, x, y); opt.step(r[1]); r[0] }
+fn sstep(m, x, y) { r = vg(m, x, y); sgd.step(r[1]); r[0] }
+g = compile(step)
+h = compile(sstep)
+out = list()
+for i in 0..9 {
+  if i == 5 { opt.state.t = 1 }
+  push(out, g(model, randn(4, 5), randn(4, 3)).item())
+}
+for i in 0..3 { push(out, h(model, randn(4, 5), randn(4, 3)).item()) }
+print("out {out} {opt.state.t}")
+print("params {map(nn.parameters(model), fn(p) tolist(reshape(p, [-1])))}")
+if type(g) == "record" { s = g.stats(); t = h.stats(); print("stats {s.captures} {s.replays} {s.eager_calls} | {t.captures} {t.replays} {t.eager_calls} {t.reasons}") }
+"""
+    rc1, so1, se1 = nb(code, True)
+    rc0, so0, se0 = nb(code, False)
+    if rc1 or rc0:
+        out("FAIL", "compile.step_restored_count", f"rc={rc1}: {se1[-1000:]} | eager rc={rc0}: {se0[-600:]}")
+    else:
+        same = lines_of(so1, "out") == lines_of(so0, "out") and lines_of(so1, "params") == lines_of(so0, "params") and lines_of(so1, "params")
+        st = lines_of(so1, "stats")
+        check("compile.step_restored_count", same and st and st[0].startswith("1 7 1 | 0 0 3") and "changed host values" in st[0],
+              f"stats {st}; compiled {lines_of(so1, 'out')} eager {lines_of(so0, 'out')}")
+
+    # ---- clip_grad_norm_async against NumPy (CPU and the emulated device), errors ----
+    import numpy as np
+    rng = np.random.default_rng()
+    shapes = [(3, 5), (7,), (2, 3, 4)]
+    arrs = [rng.standard_normal(sh).astype(np.float32) * rng.uniform(0.1, 3) for sh in shapes]
+    lits = ", ".join(f"tensor({a.tolist()})" for a in arrs)
+    norm = float(np.sqrt(sum((a.astype(np.float64) ** 2).sum() for a in arrs)))
+    for dev in ("cpu", "cuda"):
+        for maxn in (norm * 2, norm / 3):
+            code = f"""
+import optim
+set_default_device("{dev}")
+gs = [{lits}]
+gs = map(gs, fn(g) g.to("{dev}"))
+n = optim.clip_grad_norm_async(gs, {maxn!r})
+print("norm {{n.item()}} {{n.device}}")
+print("gs {{map(gs, fn(g) tolist(reshape(g, [-1])))}}")
+"""
+            rc, so, se = nb(code, True)
+            name = f"compile.clip_async_{dev}_{'clips' if maxn < norm else 'keeps'}"
+            if rc:
+                out("FAIL", name, se[-800:])
+                continue
+            try:
+                got_n = float(lines_of(so, "norm")[0].split()[0])
+                got = [np.array(g, dtype=np.float64) for g in ast.literal_eval(lines_of(so, "gs")[0])]
+            except (ValueError, SyntaxError, IndexError) as e:
+                out("FAIL", name, f"unreadable output {e}: {so[-400:]}")
+                continue
+            k = min(1.0, maxn / (norm + 1e-6))
+            want = [a.astype(np.float64).reshape(-1) * k for a in arrs]
+            ok = abs(got_n - norm) <= 1e-5 * norm and all(np.allclose(g, w, rtol=1e-5, atol=1e-6) for g, w in zip(got, want))
+            check(name, ok, f"norm {got_n} vs {norm}; max err {max(float(np.abs(g - w).max()) for g, w in zip(got, want))}")
+    bad = {
+        "clip_max_norm": ('import optim\noptim.clip_grad_norm_async([randn(3)], 0)', "max_norm must be > 0"),
+        "scalar_dtype": ('set_device_scalar(zeros(2), list(1, 2))', "f64 tensor of 2 elements"),
+        "scalar_count": ('set_device_scalar(zeros(3, dtype="f64", device="cuda"), list(1, 2))', "f64 tensor of 2 elements"),
+        "scalar_value": ('set_device_scalar(zeros(1, dtype="f64"), "x")', "must be a number"),
+        "replay_rec": ('compile_replay(3, "t", fn() nil)', "rec must be a record"),
+        "replay_hook": ('compile_replay({t: 1}, "t", 3)', "hook must be a function"),
+    }
+    for name, (code, want) in bad.items():
+        rc, so, se = nb(code, True)
+        check(f"compile.error_{name}", rc != 0 and want in se, f"rc={rc} {se[-300:]}")
+    rc, so, se = nb('r = {t: 1}\nz = zeros(2, dtype="f64", device="cuda")\nset_device_scalar(z, list(0.5, 3))\nprint("outside {compile_replay(r, "t", fn() nil)} {tolist(z)}")', True)
+    check("compile.replay_outside_compile", rc == 0 and lines_of(so, "outside") == ["false [0.5, 3.0]"], f"rc={rc} {so} {se[-300:]}")
+
     # ---- signatures, fresh results, parameters replaced, memory ----
     code = r"""
 seed(2)
