@@ -16,8 +16,10 @@
 // would replay wrongly: the module's choke points call the gates (graph.h)
 // before a host wait, a copy from or to host memory, work on another stream
 // or a cudaFree, and the tensor layer calls graph_refuse for what it knows
-// cannot replay (random numbers: their Philox offsets are launch arguments;
-// collectives).  A kernel file that itself copies from host memory or waits
+// cannot replay (collectives, seed() inside the step).  What must change
+// between replays is read from device memory written OUTSIDE the graph
+// (graph_poke: the device scalars; the random slot the Philox kernels read
+// their seed and offset delta from: graph.h).  A kernel file that itself copies from host memory or waits
 // inside a step (none does on the step's path once warm: optim.cu uploads its
 // table only when the parameter set changes) is stopped by CUDA: the capture
 // is invalidated, the op fails, and compile reports the error -- loud, never

@@ -17,7 +17,7 @@ namespace ncu {
 // The module's choke points call them (module.cu: every host wait through
 // sync_stream, every host<->device copy of the core, side streams and events,
 // pinned memory; allocator.cu: cudaFree); the tensor layer refuses what it
-// knows through graph_refuse (random numbers; collectives).
+// knows through graph_refuse (collectives; seed() inside a step).
 extern bool capture_active;
 int capture_gate(const char *what);
 int capture_gate_copy(cudaMemcpyKind k);
