@@ -23,8 +23,8 @@
 ** and nothing else, so a call falls back to eager, with its reason kept once
 ** in stats().reasons, whenever that would differ from running f:
 **   - the call changed host state: what the signature covers, or the
-**     globals of the modules f and its arguments reach (AdamW's step counter
-**     opt.state.t when opt.step runs inside f, a list appended to, a .grad
+**     globals of the modules f and its arguments reach (SGD's step counter
+**     opt.state.t when its step runs inside f, a list appended to, a .grad
 **     set, a tensor replaced) -- compared before and after the eager and the
 **     captured call: a replay would not repeat it, so every later call of
 **     this compiled function runs eagerly;
@@ -361,10 +361,9 @@ static int capture(nb_VM *vm, Compiled *c, Entry *e, nb_Value f, nb_Value *args,
     nt_graph_free(g);
     drop_inbuf(e);
     drop_hooks(e);
-    e->state = EAGER;
-    if (declared) ;
-    else if (mutated) { c->mutates = true; add_reason(c, MUTATION_REASON); }
-    else { char msg[480]; snprintf(msg, sizeof msg, "the step needs %s, which a CUDA graph cannot hold", reason); add_reason(c, msg); }
+    e->state = declared && g ? SEEN : EAGER;                /* declared: the next call is checked and captured */
+    if (mutated) { c->mutates = true; add_reason(c, MUTATION_REASON); }
+    else if (!g) { char msg[480]; snprintf(msg, sizeof msg, "the step needs %s, which a CUDA graph cannot hold", reason); add_reason(c, msg); }
     c->eager_calls++;
     *out = r;
     return NB_OK;

@@ -279,6 +279,13 @@ for i in 0..9 {
   push(out, g(model, randn(4, 5), randn(4, 3)).item())
 }
 for i in 0..3 { push(out, h(model, randn(4, 5), randn(4, 3)).item()) }
+# an optimizer reached through f's closure (in its signature until declared)
+model2 = {l1: nn.linear(5, 3)}
+fn make_step(o) = fn(m, x, y) { r = value_and_grad(fn(m, x, y) mean((m.l1(x) - y) ** 2))(m, x, y); o.step(r[1]); r[0] }
+k = compile(make_step(optim.adam(model2, lr=optim.warmup_cosine(0.1, 2, 5), weight_decay=0.01)))
+for i in 0..6 { push(out, k(model2, randn(4, 5), randn(4, 3)).item()) }
+push(out, tolist(reshape(model2.l1.weight, [-1])))
+if type(k) == "record" { s = k.stats(); print("stats3 {s.captures} {s.replays} {s.eager_calls}") }
 print("out {out} {opt.state.t}")
 print("params {map(nn.parameters(model), fn(p) tolist(reshape(p, [-1])))}")
 if type(g) == "record" { s = g.stats(); t = h.stats(); print("stats {s.captures} {s.replays} {s.eager_calls} | {t.captures} {t.replays} {t.eager_calls} {t.reasons}") }
@@ -292,6 +299,7 @@ if type(g) == "record" { s = g.stats(); t = h.stats(); print("stats {s.captures}
         st = lines_of(so1, "stats")
         check("compile.step_restored_count", same and st and st[0].startswith("1 7 1 | 0 0 3") and "changed host values" in st[0],
               f"stats {st}; compiled {lines_of(so1, 'out')} eager {lines_of(so0, 'out')}")
+        check("compile.step_closure_optimizer", same and lines_of(so1, "stats3") == ["1 3 2"], f"stats {lines_of(so1, 'stats3')}")
 
     # ---- clip_grad_norm_async against NumPy (CPU and the emulated device), errors ----
     import numpy as np
