@@ -27,10 +27,9 @@
 // too.  Either way the update computes the same doubles.
 //
 // Inside a captured step (compile; cuda/graph.cu) nothing host-side may be
-// frozen into the graph: a step count the prologue would reseed from the
-// host is written by a deferred poke instead (graph.h), and every replay
-// makes the host mirrors unknown (optim_forget_steps), so the next eager
-// step reseeds from the host's count.
+// frozen into the graph: an update without device scalars ends the capture
+// (a gate), and every replay makes the host mirrors unknown
+// (optim_forget_steps), so the next eager step reseeds from the host's count.
 //
 // Per element (f32/f64 compute in their own type; bf16/f16 parameters and
 // state in f32, rounded once per store; the CPU kernel in tensor/toptim.c
@@ -276,15 +275,12 @@ int k_optim(const nt_KernelArgs *a, bool adam) {
       host->error_set("%s: the device scalars {lr, step} must be a two-element f64 cuda tensor", name);
       return -1;
     }
+    // a graph would freeze a host step and lr (every replay the captured
+    // values, or a count the host never sees): only the device scalars replay
+    if (!L && capture_gate("AdamW with its step count and learning rate as host numbers (optim.adamw keeps them "
+                           "as device scalars a compiled step can replay)")) return -1;
     // the device counts the steps; the host's value is used only when its mirror disagrees
     double reseed = tb->mirror >= 0 && tb->mirror + 1 == o->step ? 0 : o->step;
-    if (!L && capture_active && reseed > 0) {   // a graph must not freeze the reseed: poke it before the launch
-      double before = reseed - 1;
-      uint64_t bits;
-      memcpy(&bits, &before, sizeof bits);
-      if (graph_poke(&tb->step->step, &bits, 1)) return -1;
-      reseed = 0;
-    }
     adamw_prologue<<<1, 32, 0, stream>>>(tb->step, reseed, o->beta1, o->beta2, L ? (const double *)base(L) : nullptr, o->lr);
     LAUNCHED(name);
     tb->mirror = L ? -1 : o->step;         // with device scalars the host's count is not known here

@@ -201,6 +201,7 @@ def main():
         "item": ("fn f(x) { s = sum(x).item(); x * s }", "device-to-host copy"),
         "sync": ("fn f(x) { y = x * 2; cuda.synchronize(); y + 1 }", "host wait"),
         "h2d": ("fn f(x) x + tensor([1.0, 2.0, 3.0]).cuda()", "host-to-device copy"),
+        "adamw_host": ("w = zeros(3)\nm = zeros(3)\nv = zeros(3)\nfn f(x) { adamw_update(w, x, m, v, 0.1, 0.9, 0.999, 1e-8, 0, 1); w * 1 }", "host numbers"),
         "seed2": ("fn f(x) { y = dropout(x * 2, 0.5); seed(5); dropout(y, 0.5) }", "seed()"),
         "counter": ("fn f(x, st) { st.n = st.n + 1; x * 3 }", "changed host values"),
     }
