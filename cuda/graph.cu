@@ -19,8 +19,8 @@
 // cannot replay (collectives, seed() inside the step).  What must change
 // between replays is read from device memory written OUTSIDE the graph
 // (graph_poke: the device scalars; the random slot the Philox kernels read
-// their seed and offset delta from: graph.h).  A kernel file that itself copies from host memory or waits
-// inside a step (none does on the step's path once warm: optim.cu uploads its
+// their seed and offset delta from: graph.h).  A kernel file that itself
+// copies from host memory or waits inside a step (none does on the step's path once warm: optim.cu uploads its
 // table only when the parameter set changes) is stopped by CUDA: the capture
 // is invalidated, the op fails, and compile reports the error -- loud, never
 // a graph that replays stale host memory.  At a gate the capture ENDS: the work recorded so far is
