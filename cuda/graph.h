@@ -17,7 +17,7 @@ namespace ncu {
 // The module's choke points call them (module.cu: every host wait through
 // sync_stream, every host<->device copy of the core, side streams and events,
 // pinned memory; allocator.cu: cudaFree); the tensor layer refuses what it
-// knows through graph_refuse (random numbers; collectives).
+// knows through graph_refuse (collectives; seed() inside a step).
 extern bool capture_active;
 int capture_gate(const char *what);
 int capture_gate_copy(cudaMemcpyKind k);
@@ -35,5 +35,24 @@ extern uintptr_t capture_pool_tag;
 void pool_release(uintptr_t tag);
 // p is the start of a live block of the pool tagged `tag`
 bool pool_owns(const void *p, uintptr_t tag);
+
+// ---- device scalars (what a replay must see change: compile's "device-side scalars") ----
+// graph_poke: the n (<= 64) 8-byte words at dst (device memory) become
+// bits[0..n) in stream order.  Outside a capture: one tiny kernel now (the
+// values are its launch argument: no host copy, no wait).  While capturing:
+// deferred -- the write runs just before the captured graph's (first)
+// launch, NOT inside the graph, so a replay never rewrites it; the last poke
+// of a word wins.  -1 + error.
+int graph_poke(void *dst, const uint64_t *bits, int n);
+// While capturing: the graph's random-number slot {seed, offset delta}
+// (device memory): the Philox kernels read their seed and add the delta to
+// their offset from it, so each replay draws what eager would (tcompile.c
+// writes the slot before each replay).  NULL when not capturing.
+extern uint64_t *capture_rng_slot;
+// a random kernel captured with this seed: 0, or -1 after ending the
+// capture at a gate when the seed differs from the step's first one
+int capture_rng_seed(uint64_t seed);
+// optim.cu: a replay advanced device step counts the host cannot see
+void optim_forget_steps(void);
 
 }  // namespace ncu

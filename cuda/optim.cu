@@ -19,7 +19,17 @@
 // which the update reads.  The host keeps a mirror of the count and passes
 // the step it expects; if they differ (the first step, a restored state) the
 // prologue takes the host's value instead of adding 1 (no copy either way).
-// The learning rate is a launch argument (a schedule's value costs no copy).
+// The learning rate reaches the update through the same device record: the
+// prologue stores it there, from a launch argument or, when the optimizer
+// keeps its DEVICE SCALARS (nt_OptimArgs.lr_dev: a two-element f64 tensor
+// {lr, step}, what a compiled step needs: the host writes a schedule's value
+// and its count there before each replay), from that tensor, the step count
+// too.  Either way the update computes the same doubles.
+//
+// Inside a captured step (compile; cuda/graph.cu) nothing host-side may be
+// frozen into the graph: an update without device scalars ends the capture
+// (a gate), and every replay makes the host mirrors unknown
+// (optim_forget_steps), so the next eager step reseeds from the host's count.
 //
 // Per element (f32/f64 compute in their own type; bf16/f16 parameters and
 // state in f32, rounded once per store; the CPU kernel in tensor/toptim.c
@@ -32,6 +42,7 @@
 // Contiguous chunks whose pointers are 16-byte aligned are read and written
 // 4 elements at a time (one 16-byte load for f32).
 #include "common.cuh"
+#include "cuda/graph.h"
 #include "tensor/toptim.h"
 #include <vector>
 #include <cstring>
@@ -57,18 +68,20 @@ struct GradList {
 };
 
 struct DevStep {        // on the device, per cached table
-  double step, bc1, rbc2;
+  double step, bc1, rbc2, lr;
 };
 
 struct Hyper { double lr, b1, b2, eps, wd, mom; int nesterov; };
 
-// t += 1 (or t = reseed when reseed > 0), then the bias corrections
-__global__ void adamw_prologue(DevStep *st, double reseed, double b1, double b2) {
+// t += 1 (or t = reseed when reseed > 0), then the bias corrections; or,
+// with device scalars {lr, t} (dev), both from there
+__global__ void adamw_prologue(DevStep *st, double reseed, double b1, double b2, const double *dev, double lr) {
   if (threadIdx.x || blockIdx.x) return;
-  double t = reseed > 0 ? reseed : st->step + 1;
+  double t = dev ? dev[1] : reseed > 0 ? reseed : st->step + 1;
   st->step = t;
   st->bc1 = 1 - pow(b1, t);
   st->rbc2 = 1 / sqrt(1 - pow(b2, t));
+  st->lr = dev ? dev[0] : lr;
 }
 
 template <typename T> using CompT = typename Comp<T>::type;
@@ -100,7 +113,8 @@ __global__ void optim_kernel(const ChunkRow *rows, int64_t row0, GradList gl, co
   AdamOp<C> op{};
   if (kAdam) {
     // hoisted in double, rounded once to C: the CPU kernel's values
-    op = AdamOp<C>{ (C)hp.b1, (C)hp.b2, (C)(1 - hp.lr * hp.wd), (C)(hp.lr / st->bc1), (C)st->rbc2, (C)hp.eps };
+    const double lr = st->lr;
+    op = AdamOp<C>{ (C)hp.b1, (C)hp.b2, (C)(1 - lr * hp.wd), (C)(lr / st->bc1), (C)st->rbc2, (C)hp.eps };
   }
   const C lr = (C)hp.lr, mu = (C)hp.mom, wd = (C)hp.wd;
   auto one = [&](C &pi, C gi, C &mi, C &vi) {
@@ -256,11 +270,20 @@ int k_optim(const nt_KernelArgs *a, bool adam) {
   if (!tb) return -1;
   Hyper hp = { o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, o->beta1, o->nesterov };
   if (adam) {
+    const nt_Tensor *L = o->lr_dev;
+    if (L && (L->device != NT_CUDA || L->dtype != NT_F64 || L->numel != 2 || !(L->flags & NT_T_CONTIG))) {
+      host->error_set("%s: the device scalars {lr, step} must be a two-element f64 cuda tensor", name);
+      return -1;
+    }
+    // a graph would freeze a host step and lr (every replay the captured
+    // values, or a count the host never sees): only the device scalars replay
+    if (!L && capture_gate("AdamW with its step count and learning rate as host numbers (optim.adamw keeps them "
+                           "as device scalars a compiled step can replay)")) return -1;
     // the device counts the steps; the host's value is used only when its mirror disagrees
     double reseed = tb->mirror >= 0 && tb->mirror + 1 == o->step ? 0 : o->step;
-    adamw_prologue<<<1, 32, 0, stream>>>(tb->step, reseed, o->beta1, o->beta2);
+    adamw_prologue<<<1, 32, 0, stream>>>(tb->step, reseed, o->beta1, o->beta2, L ? (const double *)base(L) : nullptr, o->lr);
     LAUNCHED(name);
-    tb->mirror = o->step;
+    tb->mirror = L ? -1 : o->step;         // with device scalars the host's count is not known here
     return launch_all<true>(dt, *tb, grads, hp, name);
   }
   return launch_all<false>(dt, *tb, grads, hp, name);
@@ -270,6 +293,10 @@ int k_adamw(const nt_KernelArgs *a) { return k_optim(a, true); }
 int k_sgd(const nt_KernelArgs *a) { return k_optim(a, false); }
 
 }  // namespace
+
+void optim_forget_steps(void) {
+  for (Table &t : tables) t.mirror = -1;
+}
 
 void register_optim(void) {
   host->register_kernel(host->op_register("adamw_update"), NT_CUDA, k_adamw);

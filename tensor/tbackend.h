@@ -263,6 +263,12 @@ typedef struct nt_DeviceApi {                   /* filled by the module's init *
   void (*graph_destroy)(void *g);
   int (*graph_refuse)(const char *what);
   int (*graph_owns)(const void *p);
+  /* appended: device scalars of compiled steps (cuda/graph.cu, graph.h):
+  ** the n (<= 64) 8-byte words at dst := bits in stream order (deferred to
+  ** just before the graph's launch while capturing); a graph's random slot
+  ** := {seed, offset delta}.  NULL in an older module */
+  int (*graph_poke)(void *dst, const uint64_t *bits, int n);
+  int (*graph_set_rng)(void *g, uint64_t seed, uint64_t delta);
 } nt_DeviceApi;
 /* The module exports:  int nabla_cuda_init(const nt_HostApi *, nt_DeviceApi *, char *reason, size_t n);
 ** returning 0, or -1 with the reason why CUDA cannot be used. */

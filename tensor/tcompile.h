@@ -41,6 +41,8 @@ int nt_graph_externals(const nt_Graph *g);
 struct nt_KernelArgs;
 extern bool nt_graph_capturing_;
 int nt_graph_on_dispatch_(int op, const struct nt_KernelArgs *a);
+/* trandom.c: how many times the generator's state was set (seed(), a restore) */
+uint64_t nt_rng_resets_(void);
 /* tdevice.c: the module's graph entries (NULL-safe forwards; -1 + error without CUDA) */
 int nt_cuda_graph_begin(void);
 void *nt_cuda_graph_end(char *reason, size_t n);
@@ -48,5 +50,15 @@ int nt_cuda_graph_launch(void *g);
 void nt_cuda_graph_destroy(void *g);
 int nt_cuda_graph_refuse(const char *what);
 bool nt_cuda_graph_owns(const void *p);
+int nt_cuda_graph_poke(void *dst, const uint64_t *bits, int n);
+int nt_cuda_graph_set_rng(void *g, uint64_t seed, uint64_t delta);
+
+/* Device scalars: t (a contiguous f64 tensor of n <= 64 elements) := v[0..n)
+** in stream order.  On the CPU a plain store; on CUDA a tiny kernel (the
+** values its launch argument: no host copy, no wait), and while a step is being captured the
+** write is deferred to just before the graph's launch and is NOT part of the
+** graph -- a replay leaves t as the host last set it (compile's replay hooks
+** set it before each replay: a schedule's learning rate).  0 or -1 + error. */
+int nt_device_scalar_set(nt_Tensor *t, const double *v, int n);
 
 #endif

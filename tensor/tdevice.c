@@ -548,3 +548,11 @@ int nt_cuda_graph_launch(void *g) {
 void nt_cuda_graph_destroy(void *g) { if (g && cuda_ready && cuda_api.graph_destroy) cuda_api.graph_destroy(g); }
 int nt_cuda_graph_refuse(const char *what) { return cuda_ready && cuda_api.graph_refuse ? cuda_api.graph_refuse(what) : 0; }
 bool nt_cuda_graph_owns(const void *p) { return cuda_ready && cuda_api.graph_owns && cuda_api.graph_owns(p); }
+int nt_cuda_graph_poke(void *dst, const uint64_t *bits, int n) {
+  if (!cuda_ready || !cuda_api.graph_poke) { nt_error_set("compile: the CUDA module has no device scalars (an older module)"); return -1; }
+  return cuda_api.graph_poke(dst, bits, n);
+}
+int nt_cuda_graph_set_rng(void *g, uint64_t seed, uint64_t delta) {
+  if (!cuda_ready || !cuda_api.graph_set_rng) { nt_error_set("compile: the CUDA module cannot replay random numbers (an older module)"); return -1; }
+  return cuda_api.graph_set_rng(g, seed, delta);
+}

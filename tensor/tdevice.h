@@ -113,6 +113,9 @@ typedef struct nt_OptimArgs {
   double lr, beta1, beta2, eps, weight_decay;              /* sgd: beta1 = momentum */
   double step;                 /* adamw: 1-based step number */
   int nesterov;                /* sgd */
+  nt_Tensor *lr_dev;           /* adamw: NULL, or a two-element f64 tensor {lr, step} on the params' device,
+                               ** read there (so a compiled step's replay sees what the host wrote last:
+                               ** tcompile.h nt_device_scalar_set); lr and step are then ignored */
 } nt_OptimArgs;
 /* One update of every parameter (in place, not recorded by autograd), on the
 ** parameters' device.  grads[k] NULL leaves parameter k alone.  0 or -1 + error. */

@@ -129,6 +129,22 @@ static int optim(const char *name, nt_OptimArgs *o, bool adam) {
       if (o->params[j] == p && o->grads[j]) NT_FAIL("%s: parameter %d is parameter %d again", name, k, j);
   }
   if (first < 0) return 0;
+  nt_OptimArgs local;
+  if (o->lr_dev) {              /* the learning rate as a device scalar (compile: tcompile.h) */
+    nt_Tensor *L = o->lr_dev;
+    if (!adam) NT_FAIL("%s: a device learning rate is for adamw_update only", name);
+    if (L->device != dev || L->dtype != NT_F64 || L->numel != 2 || !(L->flags & NT_T_CONTIG))
+      NT_FAIL("%s: the device scalars {lr, step} must be a two-element f64 tensor on %s, got %s of %lld on %s", name,
+              nt_device_name(dev), nt_dtype_name(L->dtype), (long long)L->numel, nt_device_name(L->device));
+    if (dev == NT_CPU) {
+      local = *o;
+      memcpy(&local.lr, nt_base(L), sizeof local.lr);
+      memcpy(&local.step, nt_base(L) + sizeof(double), sizeof local.step);
+      local.lr_dev = NULL;
+      o = &local;
+    }
+    else if (nt_dev_check(L, name)) return -1;
+  }
   if (dev != NT_CPU && nt_device_load(dev)) return -1;
   /* the tensors travel in `extra`: check them here (textend.h nt_dev_check);
   ** the writes are recorded by nt_bump_version below */

@@ -11,9 +11,13 @@
 
 static uint64_t g_seed = 0, g_offset = 0;
 
-void nt_seed(uint64_t seed) { g_seed = seed; g_offset = 0; }
+/* counts the times the state was set (not advanced): a compiled step's
+** capture must see the offsets only advance (tcompile.c) */
+static uint64_t g_resets;
+uint64_t nt_rng_resets_(void) { return g_resets; }
+void nt_seed(uint64_t seed) { g_seed = seed; g_offset = 0; g_resets++; }
 void nt_rng_get_state(uint64_t *seed, uint64_t *offset) { *seed = g_seed; *offset = g_offset; }
-void nt_rng_set_state(uint64_t seed, uint64_t offset) { g_seed = seed; g_offset = offset; }
+void nt_rng_set_state(uint64_t seed, uint64_t offset) { g_seed = seed; g_offset = offset; g_resets++; }
 
 static int k_random(const nt_KernelArgs *a) {
   nt_Tensor *o = a->out;

@@ -23,8 +23,8 @@
 ** and nothing else, so a call falls back to eager, with its reason kept once
 ** in stats().reasons, whenever that would differ from running f:
 **   - the call changed host state: what the signature covers, or the
-**     globals of the modules f and its arguments reach (AdamW's step counter
-**     opt.state.t when opt.step runs inside f, a list appended to, a .grad
+**     globals of the modules f and its arguments reach (SGD's step counter
+**     opt.state.t when its step runs inside f, a list appended to, a .grad
 **     set, a tensor replaced) -- compared before and after the eager and the
 **     captured call: a replay would not repeat it, so every later call of
 **     this compiled function runs eagerly;
@@ -35,6 +35,18 @@
 **     its result is the eager one;
 **   - a top-level tensor argument that requires grad (its gradient would go
 **     to the input buffer), or more than MAX_SIGS signatures.
+** Host state a replay CAN repeat: a step declares it with
+** compile_replay(rec, key, hook) -- rec[key] is host state the step
+** advances, and hook() (a host-only function: numbers, and device scalars
+** written with set_device_scalar) advances it exactly as the step's own
+** host part did.  The signature and the state comparison skip rec[key]; a
+** replay calls the hooks the captured call declared, in order, before the
+** graph launch.  optim's AdamW declares opt.state.t (its hook advances the
+** count and writes the schedule's learning rate to the device scalar the
+** update reads).  A call that declares a field for the first time cannot be
+** checked (its "before" included the field): it stays eager, unflagged, and
+** the next call is checked.  Random numbers need no hook: tensor/tcompile.c
+** replays the generator's offsets.
 ** What the signature cannot see is frozen at capture: globals f READS
 ** without taking them as arguments or through its closure (pass them in; a
 ** global f writes is caught above).
@@ -60,19 +72,28 @@ typedef struct Entry {
   nt_Graph *g;
   nt_Tensor **inbuf; int nin;    /* the input buffers (NULL for non-tensor arguments) */
   nb_Value out;                  /* the captured result, tensors detached (the graph's buffers) */
+  nb_Value *hooks; int nhooks;   /* compile_replay hooks the captured call declared: run before each replay */
   struct Entry *next;
 } Entry;
 enum { SEEN, GRAPH, EAGER };
 
+typedef struct Managed { nb_Rec *rec; char *key; } Managed;   /* rec held */
 typedef struct Compiled {
   Entry *entries; int nentries;
+  Managed *managed; int nmanaged, capmanaged;   /* compile_replay's fields: skipped by the signatures */
   bool mutates;                  /* a call changed what its signature covers: eager from then on */
   int64_t captures, replays, eager_calls;
   char *reasons[MAX_REASONS]; int nreasons;
 } Compiled;
 
+static void drop_hooks(Entry *e) {
+  for (int i = 0; i < e->nhooks; i++) nb_decref(e->hooks[i]);
+  free(e->hooks);
+  e->hooks = NULL; e->nhooks = 0;
+}
 static void entry_free(Entry *e) {
   nt_graph_free(e->g);
+  drop_hooks(e);
   for (int i = 0; i < e->nin; i++) nt_release(e->inbuf[i]);
   free(e->inbuf);
   nb_decref(e->out);
@@ -83,7 +104,14 @@ static void compiled_free(void *p) {
   Compiled *c = p;
   for (Entry *e = c->entries, *n; e; e = n) { n = e->next; entry_free(e); }
   for (int i = 0; i < c->nreasons; i++) free(c->reasons[i]);
+  for (int i = 0; i < c->nmanaged; i++) { nb_decref(nb_obj(NB_TREC, c->managed[i].rec)); free(c->managed[i].key); }
+  free(c->managed);
   free(c);
+}
+static bool is_managed(const Compiled *c, const nb_Rec *r, const nb_Str *key) {
+  for (int i = 0; c && i < c->nmanaged; i++)
+    if (c->managed[i].rec == r && strlen(c->managed[i].key) == key->len && !memcmp(c->managed[i].key, key->data, key->len)) return true;
+  return false;
 }
 static void add_reason(Compiled *c, const char *r) {
   for (int i = 0; i < c->nreasons; i++) if (!strcmp(c->reasons[i], r)) return;
@@ -91,7 +119,7 @@ static void add_reason(Compiled *c, const char *r) {
 }
 
 /* ---- signatures: the bytes of everything a replay would freeze ------------------ */
-typedef struct Sig { uint8_t *p; size_t n, cap; bool oom, cuda, big; int nodes; } Sig;
+typedef struct Sig { uint8_t *p; size_t n, cap; bool oom, cuda, big; int nodes; const Compiled *c; } Sig;
 static void put(Sig *s, const void *d, size_t n) {
   if (s->oom) return;
   if (s->n + n > s->cap) {
@@ -175,7 +203,8 @@ static void sig_walk(Sig *s, nb_Value root, IdMap *seen, Mods *ms) {
           nb_Rec *r = nb_rec(v);
           put_u64(s, (uint64_t)r->n);
           for (int i = 0; i < r->n; i++) { put_u64(s, r->keys[i]->len); put(s, r->keys[i]->data, r->keys[i]->len); }
-          for (int i = r->n - 1; i >= 0 && !s->oom; i--) if (!push(&st, r->vals[i])) s->oom = true;
+          for (int i = r->n - 1; i >= 0 && !s->oom; i--)   /* a compile_replay field: the hooks repeat it */
+            if (!push(&st, is_managed(s->c, r, r->keys[i]) ? nb_nil() : r->vals[i])) s->oom = true;
         } else if (v.t == NB_TFUNC) {
           nb_Func *f = v.u.p;
           add_mod(s, ms, f->mod);
@@ -232,6 +261,7 @@ static void state_sig(Sig *s, nb_Value f, nb_Value *args, int n) {
 }
 static bool state_changed(const Sig *before, nb_Value f, nb_Value *args, int n) {
   Sig after = {0};
+  after.c = before->c;
   state_sig(&after, f, args, n);
   bool changed = after.oom || after.big || after.n != before->n || memcmp(after.p, before->p, after.n);
   free(after.p);
@@ -265,9 +295,20 @@ static Compiled *self_state(nb_Rec *self) {
   return h.t == NB_THANDLE ? ((nb_Handle *)h.u.p)->ptr : NULL;
 }
 
+/* the compiled call running f now (compile_replay declares into it), and
+** the entry it captures (NULL: an eager call) */
+static Compiled *cur_c;
+static Entry *cur_e;
+static int call_f(nb_VM *vm, Compiled *c, Entry *capturing, nb_Value f, nb_Value *args, int n, nb_Value *out) {
+  Compiled *pc = cur_c; Entry *pe = cur_e;
+  cur_c = c; cur_e = capturing;
+  int st = nbV_call(vm, f, args, n, out);
+  cur_c = pc; cur_e = pe;
+  return st;
+}
 static int eager(nb_VM *vm, Compiled *c, nb_Value f, nb_Value *args, int n, nb_Value *out) {
   c->eager_calls++;
-  return nbV_call(vm, f, args, n, out);
+  return call_f(vm, c, NULL, f, args, n, out);
 }
 
 static void drop_inbuf(Entry *e) {
@@ -306,19 +347,23 @@ static int capture(nb_VM *vm, Compiled *c, Entry *e, nb_Value f, nb_Value *args,
     return eager(vm, c, f, args, n, out);
   }
   nb_Value r = nb_nil();
-  int st = nbV_call(vm, f, call, n, &r);
+  drop_hooks(e);
+  int nm0 = c->nmanaged;
+  int st = call_f(vm, c, e, f, call, n, &r);
   free(call);
   char reason[400];
   nt_Graph *g = nt_graph_end(reason, sizeof reason);
   if (st) { nt_graph_free(g); return NB_ERR; }            /* f's error, after its work so far ran */
   if (!g && !reason[0]) { nb_decref(r); return nbT_err(vm); }
-  bool mutated = state_changed(before, f, args, n);
-  if (!g || mutated) {                                     /* it ran as an eager call would have */
+  bool declared = c->nmanaged != nm0;                      /* a first compile_replay: "before" held the field */
+  bool mutated = !declared && state_changed(before, f, args, n);
+  if (!g || mutated || declared) {                         /* it ran as an eager call would have */
     nt_graph_free(g);
     drop_inbuf(e);
-    e->state = EAGER;
+    drop_hooks(e);
+    e->state = declared && g ? SEEN : EAGER;                /* declared: the next call is checked and captured */
     if (mutated) { c->mutates = true; add_reason(c, MUTATION_REASON); }
-    else { char msg[480]; snprintf(msg, sizeof msg, "the step needs %s, which a CUDA graph cannot hold", reason); add_reason(c, msg); }
+    else if (!g) { char msg[480]; snprintf(msg, sizeof msg, "the step needs %s, which a CUDA graph cannot hold", reason); add_reason(c, msg); }
     c->eager_calls++;
     *out = r;
     return NB_OK;
@@ -333,6 +378,11 @@ static int capture(nb_VM *vm, Compiled *c, Entry *e, nb_Value f, nb_Value *args,
 }
 
 static int replay(nb_VM *vm, Compiled *c, Entry *e, nb_Value *args, int n, nb_Value *out) {
+  for (int i = 0; i < e->nhooks; i++) {                    /* the host part the captured call declared */
+    nb_Value r = nb_nil();
+    if (nbV_call(vm, e->hooks[i], NULL, 0, &r)) return NB_ERR;
+    nb_decref(r);
+  }
   for (int i = 0; i < n && i < e->nin; i++)
     if (e->inbuf[i] && nt_copy_(e->inbuf[i], T(args[i]))) return nbT_err(vm);
   if (nt_graph_replay(e->g)) return nbT_err(vm);
@@ -350,6 +400,7 @@ static int compile_call(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   /* inside another capture the work is that capture's; after a mutation everything is eager */
   if (c->mutates || nt_graph_capturing()) return eager(vm, c, f, fargs, nf, out);
   Sig s = {0};
+  s.c = c;
   signature(&s, f, fargs, nf);
   if (s.oom) { free(s.p); return nb_error(vm, "compile: out of memory"); }
   if (s.big) { free(s.p); add_reason(c, "the arguments and f's closure hold more than 200000 values: compile cannot watch them"); return eager(vm, c, f, fargs, nf, out); }
@@ -368,14 +419,17 @@ static int compile_call(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
     e->next = c->entries; c->entries = e; c->nentries++;
     s.p = NULL;
     Sig before = {0};
+    before.c = c;
     state_sig(&before, f, fargs, nf);
+    int nm0 = c->nmanaged;
     int st = eager(vm, c, f, fargs, nf, out);
-    if (!st && state_changed(&before, f, fargs, nf)) { c->mutates = true; add_reason(c, MUTATION_REASON); }
+    if (!st && c->nmanaged == nm0 && state_changed(&before, f, fargs, nf)) { c->mutates = true; add_reason(c, MUTATION_REASON); }
     free(before.p);
     return st;
   }
   int st;
   Sig before = {0};
+  before.c = c;
   switch (e->state) {
     case SEEN:
       state_sig(&before, f, fargs, nf);
@@ -438,9 +492,68 @@ static int b_compile(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   return NB_OK;
 }
 
+/* compile_replay(rec, key, hook): see the top of this file.  true when a
+** compiled call is running (the declaration taken), false otherwise. */
+static int b_compile_replay(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n;
+  if (args[0].t != NB_TREC) return nb_error_kind(vm, "TypeError", "compile_replay: rec must be a record, got %s", nb_typename(args[0]));
+  if (args[1].t != NB_TSTR) return nb_error_kind(vm, "TypeError", "compile_replay: key must be a string, got %s", nb_typename(args[1]));
+  if (args[2].t != NB_TFUNC && args[2].t != NB_TBUILTIN) return nb_error_kind(vm, "TypeError", "compile_replay: hook must be a function, got %s", nb_typename(args[2]));
+  *out = nb_bool(cur_c != NULL);
+  if (!cur_c) return NB_OK;
+  Compiled *c = cur_c;
+  nb_Rec *r = args[0].u.p;
+  nb_Str *k = nb_str(args[1]);
+  if (!is_managed(c, r, k)) {
+    if (c->nmanaged >= 64) return nb_error(vm, "compile_replay: more than 64 fields declared by one compiled function");
+    if (c->nmanaged == c->capmanaged) {
+      int nc = c->capmanaged ? 2 * c->capmanaged : 4;
+      Managed *q = realloc(c->managed, (size_t)nc * sizeof *q);
+      if (!q) return nb_error(vm, "compile: out of memory");
+      c->managed = q; c->capmanaged = nc;
+    }
+    char *key = malloc((size_t)k->len + 1);
+    if (!key) return nb_error(vm, "compile: out of memory");
+    memcpy(key, k->data, k->len); key[k->len] = 0;
+    nb_incref(args[0]);
+    c->managed[c->nmanaged++] = (Managed){ r, key };
+  }
+  if (cur_e) {
+    if (cur_e->nhooks >= 64) return nb_error(vm, "compile_replay: more than 64 hooks in one step");
+    nb_Value *q = realloc(cur_e->hooks, sizeof *q * (size_t)(cur_e->nhooks + 1));
+    if (!q) return nb_error(vm, "compile: out of memory");
+    cur_e->hooks = q;
+    nb_incref(args[2]);
+    cur_e->hooks[cur_e->nhooks++] = args[2];
+  }
+  return NB_OK;
+}
+
+/* set_device_scalar(t, values): tcompile.h nt_device_scalar_set (values: a
+** number or a list of up to 64) */
+static int b_set_device_scalar(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n;
+  double v[64];
+  int k = 1;
+  if (args[0].t != NB_TTENSOR) return nb_error_kind(vm, "TypeError", "set_device_scalar: expected a tensor, got %s", nb_typename(args[0]));
+  if (args[1].t == NB_TLIST) {
+    nb_List *l = nb_list(args[1]);
+    if (l->n < 1 || l->n > 64) return nb_error_kind(vm, "ValueError", "set_device_scalar: 1 to 64 values, got %d", l->n);
+    k = l->n;
+    for (int i = 0; i < k; i++) if (nbT_num_arg(vm, "set_device_scalar", "value", l->items[i], &v[i])) return NB_ERR;
+  } else if (nbT_num_arg(vm, "set_device_scalar", "value", args[1], &v[0])) return NB_ERR;
+  if (nt_device_scalar_set(T(args[0]), v, k)) return nbT_err(vm);
+  *out = nb_nil();
+  return NB_OK;
+}
+
 static nb_Builtin compile_builtins[] = {
   { "compile", b_compile, "f",
     "compile(f): f as one CUDA graph per call signature: the 1st call runs eagerly, the 2nd captures, later ones copy the tensor arguments in and replay; results are fresh tensors; anything a graph cannot hold runs eagerly with its reason in f.stats() ({captures, replays, eager_calls, signatures, reasons}); eager on the CPU; NABLA_COMPILE=0 returns f" },
+  { "compile_replay", b_compile_replay, "rec, key, hook",
+    "compile_replay(rec, key, hook): inside a compiled step, declares rec[key] host state the step advances and hook() the host-only function that advances it the same way; a replay runs the hooks first (optim's AdamW declares its step count). false outside compile" },
+  { "set_device_scalar", b_set_device_scalar, "t, values",
+    "set_device_scalar(t, values): writes a number (or a list of up to 64) into the f64 tensor t of that many elements in stream order, with no host copy; inside a captured step the write happens before the graph runs and is not replayed (a replay hook sets it: a learning rate)" },
   { NULL, NULL, NULL, NULL },
 };
 

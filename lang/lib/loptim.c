@@ -56,7 +56,9 @@ static int run_update(nb_VM *vm, const char *fname, nb_Value *args, int ntrees, 
 static int b_adamw_update(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "adamw_update";
   nt_OptimArgs o; memset(&o, 0, sizeof o);
-  if (nbT_num_arg(vm, fname, "lr", args[4], &o.lr) || nbT_num_arg(vm, fname, "beta1", args[5], &o.beta1) || nbT_num_arg(vm, fname, "beta2", args[6], &o.beta2) ||
+  if (args[4].t == NB_TTENSOR) o.lr_dev = T(args[4]);   /* a device scalar (compile: tcompile.h) */
+  else if (nbT_num_arg(vm, fname, "lr", args[4], &o.lr)) return NB_ERR;
+  if (nbT_num_arg(vm, fname, "beta1", args[5], &o.beta1) || nbT_num_arg(vm, fname, "beta2", args[6], &o.beta2) ||
       nbT_num_arg(vm, fname, "eps", args[7], &o.eps) || nbT_num_arg(vm, fname, "weight_decay", args[8], &o.weight_decay) || nbT_num_arg(vm, fname, "step", args[9], &o.step)) return NB_ERR;
   if (args[2].t == NB_TNIL || args[3].t == NB_TNIL) return nb_error_kind(vm, "TypeError", "%s: needs the m and v state trees", fname);
   return run_update(vm, fname, args, 4, &o, true, nt_optim_adamw, out);
