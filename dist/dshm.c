@@ -216,8 +216,10 @@ static int barrier(dr_Group *g, ds_Shm *s) {
 void ds_sig_defer(dr_Group *g, uint64_t h, uint64_t seq, const char *desc) {
   ds_Shm *s = g->shm;
   /* a signature not yet published (a collective that moved no data, or
-  ** failed on every rank before its barrier) is chained, not lost */
-  s->sig = s->sig_has ? (s->sig ^ h) * 0x100000001b3ull : h;
+  ** failed on every rank before its barrier) is chained, not lost; a
+  ** mismatch then names the first unpublished call, where ranks diverged */
+  if (s->sig_has) { s->sig = (s->sig ^ h) * 0x100000001b3ull; return; }
+  s->sig = h;
   s->sig_has = 1;
   s->sig_seq = seq;
   snprintf(s->sig_desc, sizeof s->sig_desc, "%s", desc);

@@ -172,6 +172,13 @@ x = ones(1024)
 for i in 0..{k} {{ x = all_reduce(x) / 3 }}
 if dist.rank() == 0 {{ all_to_all(list(ones(2), ones(2), ones(2))) }} else {{ barrier() }}
 """, [f"at its collective #{k + 1}", "ranks 1,2 called barrier()", "rank 0 called all_to_all()"]),
+        # an empty all_reduce moves no data (no barrier): its signature waits
+        # for the next one, and the report names that first, diverging call
+        ("empty", f"""
+x = ones(1024)
+for i in 0..{k} {{ x = all_reduce(x) / 3 }}
+all_reduce(zeros(if dist.rank() == 1 {{ 1 }} else {{ 0 }}))
+""", [f"at its collective #{k + 1}", "ranks 0,2 called all_reduce(op=sum, f32[0])", "rank 1 called all_reduce(op=sum, f32[1])"]),
     ]
     for cname, code, parts in cases:
         for env in ({"NABLA_SHM_SPIN_US": "0"}, {}):
