@@ -9,7 +9,9 @@ alternate so the machine's noise hits them alike; each line gives the median
 over REPS runs of each run's median block (50 calls), and the best and the
 90th-percentile blocks seen.
 
-Run: /usr/bin/python3 bench/dist/latency.py [REPS]   (NABLA=build/nabla)
+Run: /usr/bin/python3 bench/dist/latency.py [REPS]   (NABLA=build/nabla;
+NABLA_BASE=other/nabla also runs every variant with that binary, alternating,
+e.g. a build from before a change)
 """
 import os, statistics, subprocess, sys, time
 
@@ -19,9 +21,12 @@ BENCH = os.path.join(ROOT, "bench/dist/latency_4k.nbl")
 REPS = int(sys.argv[1]) if len(sys.argv) > 1 else 5
 
 
-def once(env):
+BINS = [("", NABLA)] + ([("base ", os.environ["NABLA_BASE"])] if os.environ.get("NABLA_BASE") else [])
+
+
+def once(binary, env):
     e = dict(os.environ, **env)
-    p = subprocess.run([NABLA, "run", "-n", "2", BENCH], capture_output=True, text=True, timeout=600, env=e)
+    p = subprocess.run([binary, "run", "-n", "2", BENCH], capture_output=True, text=True, timeout=600, env=e)
     for l in p.stdout.splitlines():
         if "LAT" in l:
             med, best, p90 = (float(v) for v in l.split("LAT", 1)[1].split())
@@ -40,15 +45,16 @@ print(f"# {time.strftime('%Y-%m-%d %H:%M')} {os.uname().nodename}, {os.cpu_count
 for load in (False, True):
     hogs = busy(os.cpu_count()) if load else []
     try:
-        res = {k: [] for k, _ in VARIANTS}
+        res = {b + k: [] for b, _ in BINS for k, _ in VARIANTS}
         for _ in range(REPS):
             for k, env in VARIANTS:
-                res[k].append(once(env))
+                for b, binary in BINS:
+                    res[b + k].append(once(binary, env))
     finally:
         for h in hogs:
             h.kill()
         for h in hogs:
             h.wait()
-    for k, _ in VARIANTS:
+    for k in res:
         med = statistics.median(r[0] for r in res[k])
-        print(f"{'loaded' if load else 'idle  '} {k:14s} median {med:8.1f} us  best {min(r[1] for r in res[k]):7.1f}  p90 {max(r[2] for r in res[k]):8.1f}", flush=True)
+        print(f"{'loaded' if load else 'idle  '} {k:19s} median {med:8.1f} us  best {min(r[1] for r in res[k]):7.1f}  p90 {max(r[2] for r in res[k]):8.1f}", flush=True)
