@@ -34,15 +34,34 @@ static int enabled(void) {
 ** but a rank's ids are stable), restarted when the mesh is reconnected */
 static struct { uint32_t gen; uint64_t seq; } seqs[NBD_MAXGROUPS + 1];
 
+/* without snprintf: this runs before every collective, and the whole check
+** must stay a small fraction of a 4 KB all_reduce (bench/dist/desync_cost.c) */
+static char *put(char *p, const char *end, const char *s) { while (*s && p < end) *p++ = *s++; return p; }
+static char *put_int(char *p, const char *end, long long v) {
+  char t[24]; int k = 0;
+  unsigned long long u = v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v;
+  do t[k++] = (char)('0' + u % 10); while (u /= 10);
+  if (v < 0 && p < end) *p++ = '-';
+  while (k && p < end) *p++ = t[--k];
+  return p;
+}
 void dd_describe(char *out, size_t n, const char *call, const char *arg, const nt_Tensor *x, int shape_from) {
-  size_t k = (size_t)snprintf(out, n, "%s(%s%s", call, arg ? arg : "", arg && x ? ", " : "");
-  if (x && k < n) {
-    k += (size_t)snprintf(out + k, n - k, "%s[", nt_dtype_name(x->dtype));
-    for (int i = 0; i < x->ndim && k < n; i++)
-      k += (size_t)(i < shape_from ? snprintf(out + k, n - k, "%s*", i ? "," : "") : snprintf(out + k, n - k, "%s%lld", i ? "," : "", (long long)x->shape[i]));
-    if (k < n) k += (size_t)snprintf(out + k, n - k, "]");
+  if (!n) return;
+  char *p = out;
+  const char *end = out + n - 1;
+  p = put(p, end, call); p = put(p, end, "(");
+  if (arg) p = put(p, end, arg);
+  if (arg && x) p = put(p, end, ", ");
+  if (x) {
+    p = put(p, end, nt_dtype_name(x->dtype)); p = put(p, end, "[");
+    for (int i = 0; i < x->ndim; i++) {
+      if (i) p = put(p, end, ",");
+      p = i < shape_from ? put(p, end, "*") : put_int(p, end, (long long)x->shape[i]);
+    }
+    p = put(p, end, "]");
   }
-  if (k < n) snprintf(out + k, n - k, ")");
+  p = put(p, end, ")");
+  *p = 0;
 }
 
 static uint64_t fnv(uint64_t h, const void *p, size_t n) {

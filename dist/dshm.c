@@ -222,7 +222,9 @@ void ds_sig_defer(dr_Group *g, uint64_t h, uint64_t seq, const char *desc) {
   s->sig = h;
   s->sig_has = 1;
   s->sig_seq = seq;
-  snprintf(s->sig_desc, sizeof s->sig_desc, "%s", desc);
+  size_t k = strnlen(desc, sizeof s->sig_desc - 1);
+  memcpy(s->sig_desc, desc, k);
+  s->sig_desc[k] = 0;
 }
 
 int ds_sig_check(dr_Group *g, uint64_t h, uint64_t seq, const char *desc) {
