@@ -72,7 +72,8 @@ fn train(m, c) {{
   for e in 0..{E} {{ opt.step(grad(loss_fn)(m, X[lo:hi], Y[lo:hi])) }}
   hi - lo
 }}
-fa = dist.fedavg(model, {C}, train, per_round={K}, server_lr={slr}, server_momentum={beta}, seed={seed})
+grp = {group}
+fa = dist.fedavg(model, {C}, train, per_round={K}, server_lr={slr}, server_momentum={beta}, seed={seed}, group=grp)
 for r in 0..{R} {{
   rec = fa.round()
   if rank0() {{ print("ROUND", rec.round, rec.samples, join(map(rec.clients, fn(c) str(c)), ",")) }}
@@ -113,10 +114,10 @@ def rounds_of(out):
     return got
 
 
-def fedavg_case(name, n, K, E, slr, beta, seed, R=4, lr=0.05):
+def fedavg_case(name, n, K, E, slr, beta, seed, R=4, lr=0.05, group="nil"):
     d = os.path.join(TMP, f"{name}")
     P = problem(d)
-    src = FEDAVG.format(d=d, off=", ".join(map(str, P["off"])), lr=lr, E=E, C=P["C"], K=K, slr=slr, beta=beta, seed=seed, R=R)
+    src = FEDAVG.format(d=d, off=", ".join(map(str, P["off"])), lr=lr, E=E, C=P["C"], K=K, slr=slr, beta=beta, seed=seed, R=R, group=group)
     rc, out, err = run(src, n)
     rs = rounds_of(out)
     if rc or len(rs) != R:
@@ -168,6 +169,15 @@ def test_fedavg_workers(name):
 def test_fedavg_workers_idle_rank(name):
     # 2 clients a round on 3 ranks: one rank trains nobody and still joins the average
     ok, why, _ = fedavg_case(name, 3, K=2, E=1, slr=1.0, beta=0.0, seed=9)
+    report(name, ok, why)
+
+
+@test
+def test_fedavg_groups(name):
+    # 4 ranks as two groups [0,1] and [2,3], each running the whole federation:
+    # both end with the NumPy result, as every rank of each group must
+    grp = "dist.new_group(if dist.rank() < 2 { list(0, 1) } else { list(2, 3) })"
+    ok, why, _ = fedavg_case(name, 4, K=3, E=2, slr=1.0, beta=0.3, seed=4, R=3, group=grp)
     report(name, ok, why)
 
 
