@@ -13,6 +13,9 @@ collective's first barrier (dist/ddesync.c -> ds_sig_defer).
   shape, one collective more, a barrier against an all_to_all) is still
   caught before any data is used, with the ranks and the calls named.
 
+NABLA_ASAN: also run under the ASan build by tools/run-tests.sh (dshm.c and
+ddesync.c are C), with fewer iterations.
+
 Run: NABLA=build/nabla /usr/bin/python3 tests/dist/test_shm_latency.py
 """
 import os, re, signal, subprocess, sys, time
@@ -24,6 +27,7 @@ from dutil import NABLA, TMP, report, sanitizer_check, script, test, wait_gone  
 
 RNG = np.random.default_rng()
 W = 3
+ITERS = 60 if os.environ.get("NABLA_ASAN") else 150
 
 
 def nrun(src, env=None, timeout=240, name="lat.nbl"):
@@ -93,13 +97,13 @@ def many_case(name, env, sizes, iters):
 @test
 def test_many_futex(name):
     # every wait sleeps on the futex: odd sizes, 4 KB among them
-    why = many_case(name, {"NABLA_SHM_SPIN_US": "0"}, [1, 3, 1024, 1031, 4099, 17], 150)
+    why = many_case(name, {"NABLA_SHM_SPIN_US": "0"}, [1, 3, 1024, 1031, 4099, 17], ITERS)
     report(name, not why, "; ".join(why))
 
 
 @test
 def test_many_adaptive(name):
-    why = many_case(name, {}, [1024, 5, 777, 2, 65537], 150)
+    why = many_case(name, {}, [1024, 5, 777, 2, 65537], ITERS)
     report(name, not why, "; ".join(why))
 
 
