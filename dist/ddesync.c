@@ -2,8 +2,13 @@
 ** ddesync.c — desync detection: every collective's signature is checked
 ** against the group's before its data moves (see ddesync.h).
 **
-** Cost per collective: on one host a 16-byte all_reduce through shared
-** memory; over TCP every rank sends its 8-byte hash to every other over the
+** Cost per collective: on one host (shared memory) nothing but the hash:
+** all_reduce, all_gather, reduce_scatter, broadcast, barrier and
+** all_reduce_coalesced, whose data goes through the segment next, hand it to
+** dshm.c, which publishes it with the collective's first barrier and compares
+** when that barrier completes (so the mismatch is still found before any
+** rank uses the data); the other calls (all_to_all, "end", anything under
+** NCCL) publish it with a barrier of their own.  Over TCP every rank sends its 8-byte hash to every other over the
 ** direct links (dr_exchange: one network hop, where the ring would take
 ** 2(w-1)).  Measured by bench/dist/desync_overhead.py.  Only on a mismatch does a second exchange
 ** (an all_gather of fixed 160-byte descriptions) run, so that every rank can
@@ -16,6 +21,7 @@
 #include "dist/ddesync.h"
 #include "dist/dgroup.h"
 #include "dist/dshm.h"
+#include "dist/dnccl.h"
 
 int dd_enabled = -1;
 static int enabled(void) {
@@ -28,15 +34,34 @@ static int enabled(void) {
 ** but a rank's ids are stable), restarted when the mesh is reconnected */
 static struct { uint32_t gen; uint64_t seq; } seqs[NBD_MAXGROUPS + 1];
 
+/* without snprintf: this runs before every collective, and the whole check
+** must stay a small fraction of a 4 KB all_reduce (bench/dist/desync_cost.c) */
+static char *put(char *p, const char *end, const char *s) { while (*s && p < end) *p++ = *s++; return p; }
+static char *put_int(char *p, const char *end, long long v) {
+  char t[24]; int k = 0;
+  unsigned long long u = v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v;
+  do t[k++] = (char)('0' + u % 10); while (u /= 10);
+  if (v < 0 && p < end) *p++ = '-';
+  while (k && p < end) *p++ = t[--k];
+  return p;
+}
 void dd_describe(char *out, size_t n, const char *call, const char *arg, const nt_Tensor *x, int shape_from) {
-  size_t k = (size_t)snprintf(out, n, "%s(%s%s", call, arg ? arg : "", arg && x ? ", " : "");
-  if (x && k < n) {
-    k += (size_t)snprintf(out + k, n - k, "%s[", nt_dtype_name(x->dtype));
-    for (int i = 0; i < x->ndim && k < n; i++)
-      k += (size_t)(i < shape_from ? snprintf(out + k, n - k, "%s*", i ? "," : "") : snprintf(out + k, n - k, "%s%lld", i ? "," : "", (long long)x->shape[i]));
-    if (k < n) k += (size_t)snprintf(out + k, n - k, "]");
+  if (!n) return;
+  char *p = out;
+  const char *end = out + n - 1;
+  p = put(p, end, call); p = put(p, end, "(");
+  if (arg) p = put(p, end, arg);
+  if (arg && x) p = put(p, end, ", ");
+  if (x) {
+    p = put(p, end, nt_dtype_name(x->dtype)); p = put(p, end, "[");
+    for (int i = 0; i < x->ndim; i++) {
+      if (i) p = put(p, end, ",");
+      p = i < shape_from ? put(p, end, "*") : put_int(p, end, (long long)x->shape[i]);
+    }
+    p = put(p, end, "]");
   }
-  if (k < n) snprintf(out + k, n - k, ")");
+  p = put(p, end, ")");
+  *p = 0;
 }
 
 static uint64_t fnv(uint64_t h, const void *p, size_t n) {
@@ -59,7 +84,7 @@ static void ranks_of(char *out, size_t n, const dr_Group *g, const char *all, co
   }
 }
 
-static int mismatch(dr_Group *g, const char *mine, uint64_t seq) {
+int dd_report(dr_Group *g, const char *mine, uint64_t seq) {
   char *all = calloc((size_t)g->world, DESC);
   size_t *cnt = malloc(sizeof(size_t) * (size_t)g->world);
   if (!all || !cnt) { free(all); free(cnt); return dr_fail(g, "desync detected (out of memory describing it)"); }
@@ -96,6 +121,18 @@ static int mismatch(dr_Group *g, const char *mine, uint64_t seq) {
   return dr_fail(g, "%s (every rank of a group must call the same collectives in the same order)", msg);
 }
 
+/* whether the data of the call described next goes through g's
+** shared-memory segment at once (dtensorcoll.c: a CPU tensor, or a CUDA one
+** staged through host memory, of these calls goes dr_* -> ds_*), so that its
+** first barrier can carry the check; NCCL moves CUDA tensors elsewhere */
+static int deferrable(const dr_Group *g, const char *desc) {
+  static const char *const calls[] = { "all_reduce(", "all_gather(", "reduce_scatter(", "broadcast(", "barrier(",
+                                        "all_reduce_coalesced(", "all_gather backward(", "reduce_scatter backward(" };
+  if (dn_on(g)) return 0;
+  for (size_t i = 0; i < sizeof calls / sizeof *calls; i++) if (!strncmp(desc, calls[i], strlen(calls[i]))) return 1;
+  return 0;
+}
+
 static int check(dr_Group *g, const char *desc);
 /* dist.bytes() counts the data of collectives, not this control traffic */
 int dd_check(dr_Group *g, const char *desc) {
@@ -113,10 +150,9 @@ static int check(dr_Group *g, const char *desc) {
   uint64_t h = fnv(0xcbf29ce484222325ull, &seq, sizeof seq);
   h = fnv(h, desc, strlen(desc));
   if (g->world_rank) h = fnv(h, g->world_rank, sizeof(int) * (size_t)g->world);
-  if (ds_on(g)) {   /* one host: a 16-byte all_reduce through shared memory (a few us) */
-    int64_t v[2] = { (int64_t)(h >> 1), -(int64_t)(h >> 1) };   /* 63 bits: -v never overflows */
-    if (dr_all_reduce(g, v, 2, DR_I64, DR_MAX)) return -1;
-    if (v[0] == -v[1]) return 0;
+  if (ds_on(g)) {   /* one host: the hash rides in a barrier (dshm.c) */
+    if (deferrable(g, desc)) { ds_sig_defer(g, h, seq, desc); return 0; }
+    return ds_sig_check(g, h, seq, desc);
   } else {          /* TCP: every hash to every rank in one hop */
     uint64_t one[256], *all = g->world <= 256 ? one : malloc(sizeof(uint64_t) * (size_t)g->world);
     if (!all) return dr_fail(g, "out of memory");
@@ -126,7 +162,7 @@ static int check(dr_Group *g, const char *desc) {
     if (st) return -1;
     if (same) return 0;
   }
-  return mismatch(g, desc, seq);
+  return dd_report(g, desc, seq);
 }
 
 int nbD_desync_end(void) {

@@ -7,8 +7,9 @@
 ** 300 s timeout, blaming a rank that had simply finished.  Now every
 ** collective first agrees on its signature: the group's sequence number and a
 ** description (op, dtype, shape, group members) hashed to 64 bits; every rank
-** learns every rank's hash (shared memory: max of h and of -h in one
-** all_reduce; TCP: one direct exchange, dr_exchange).  On a mismatch every rank gathers every rank's description
+** learns every rank's hash (shared memory: the hash rides in the next
+** barrier of the collective itself, dshm.c, so the check adds no round trip;
+** TCP: one direct exchange, dr_exchange).  On a mismatch every rank gathers every rank's description
 ** and fails with the same message naming the ranks and the calls (as
 ** PyTorch's TORCH_DISTRIBUTED_DEBUG=DETAIL).  A worker that finishes a command
 ** makes one more check with the signature "end of the command", so a rank
@@ -31,6 +32,9 @@ int dd_check(dr_Group *g, const char *desc);
 /* the end of a successful command on a worker: the check with the signature
 ** "end"; 0, or -1 with the nt error set */
 int nbD_desync_end(void);
+/* a mismatch seen by every rank of g at once (dshm.c's folded check): gathers
+** every rank's description and fails g naming the ranks and calls; -1 */
+int dd_report(dr_Group *g, const char *mine, uint64_t seq);
 extern int dd_enabled;   /* NABLA_DESYNC */
 
 #endif

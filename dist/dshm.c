@@ -15,10 +15,25 @@
 ** buffer sets, so a round's writes never race the previous round's reads: two
 ** barriers per all_reduce round, one per broadcast/all_gather round.
 **
-** Barriers spin briefly, then sleep on a futex in 100 ms ticks, checking the
-** VM's interrupt flag, the abort word (another rank failed), the group
-** timeout and the peers' TCP links (POLLRDHUP: a dead worker's socket
-** closes), so failures read like the ring's.
+** Barriers spin for a bounded time, then sleep on a futex in 100 ms ticks,
+** checking the VM's interrupt flag, the abort word (another rank failed), the
+** group timeout and the peers' TCP links (POLLRDHUP: a dead worker's socket
+** closes), so failures read like the ring's.  The spin is adaptive: its
+** budget doubles (up to spin_max, 50 us) after a barrier the spin satisfied
+** and halves (down to ~0.5 us) after one that had to sleep.  On a busy host a
+** peer is often descheduled: a long spin then only burns this rank's slice,
+** and a rank preempted while spinning answers nobody until the scheduler
+** gives it a core back (the 0.1-0.5 ms a 4 KB all_reduce took under load),
+** while a rank asleep on the futex is woken with the scheduler's wake-up
+** preference.  NABLA_SHM_SPIN_US (0..1000, tests and benches) sets spin_max;
+** 0 always sleeps.
+**
+** Desync check folded into the barrier (ddesync.h): a collective's signature
+** hash, handed over by dd_check (ds_sig_defer), rides in this rank's arrive
+** line with the epoch of the next barrier (two slots by epoch parity: a rank
+** cannot be two barriers ahead of a reader), and every rank compares the
+** published hashes once the barrier is complete, so the check costs no extra
+** round trip.  0 means "no signature at this barrier".
 */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -46,18 +61,25 @@
 #include "dist/dhier.h"
 #include "dist/dgroup.h"
 #include "dist/dchan.h"
+#include "dist/ddesync.h"
 
 #define MAGIC 0x4e42534du               /* "NBSM" */
 #define ROUND (4u << 20)                /* the least R: bytes per rank per round */
 #define HDR 4096u
-#define SPIN 2000
+#define SPIN_MAX_NS 50000.0            /* the longest spin before sleeping */
+#define SPIN_MIN_NS 500.0               /* the shortest (after barriers that slept) */
 
 struct ds_Shm {
   char *base; size_t size;
   int world;
   size_t R, P, slot;                    /* round bytes, piece bytes, slot stride */
   uint64_t epoch, round;                /* barriers passed, rounds done (both agree on all ranks) */
-  int spin;                             /* busy-wait iterations before sleeping (0: more ranks than cores) */
+  double spin_max;                      /* ns of busy-waiting at most (0: more ranks than cores) */
+  double spin_ns;                       /* the adaptive budget, within [SPIN_MIN_NS, spin_max] */
+  /* the desync check deferred into the next barrier (ds_sig_defer) */
+  int sig_has;
+  uint64_t sig, sig_seq;
+  char sig_desc[160];
 };
 
 typedef struct {
@@ -73,6 +95,7 @@ int ds_enabled = 1;
 int ds_kernel_ranks;
 
 static Hdr *hdr(ds_Shm *s) { return (Hdr *)s->base; }
+/* rank r's cache line: [0] its barrier epoch, [1 + (e & 1)] the signature it published at epoch e */
 static uint64_t *arrive(ds_Shm *s, int r) { return (uint64_t *)(s->base + HDR + 64u * (unsigned)r); }
 static size_t data_off(int world) { return (HDR + 64u * (unsigned)world + 4095u) & ~(size_t)4095u; }
 static char *in_slot(ds_Shm *s, int b, int r) { return s->base + data_off(s->world) + ((size_t)b * (size_t)s->world + (size_t)r) * s->slot; }
@@ -113,16 +136,53 @@ static int dead_peer(dr_Group *g) {
   return -1;
 }
 
+static double now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+/* after barrier e completed: whether the signatures published with it agree
+** (ranks without one are not compared); a mismatch fails the collective with
+** ddesync's report, which every rank reaches from this same barrier */
+static int sig_verify(dr_Group *g, ds_Shm *s, uint64_t e, int had) {
+  uint64_t first = 0;
+  int bad = 0;
+  for (int q = 0; q < s->world; q++) {
+    uint64_t v = __atomic_load_n(arrive(s, q) + 1 + (e & 1), __ATOMIC_ACQUIRE);
+    if (!v) continue;
+    if (!first) first = v; else if (v != first) bad = 1;
+  }
+  if (!bad) return 0;
+  /* ranks may be in different collectives, whose round counters differ; the
+  ** epoch they all just passed picks the buffer set of the report's gather */
+  s->round = e;
+  return dd_report(g, had ? s->sig_desc : "a collective without a signature check", s->sig_seq);
+}
+
 static int barrier(dr_Group *g, ds_Shm *s) {
   Hdr *h = hdr(s);
   uint64_t e = ++s->epoch;
-  __atomic_store_n(arrive(s, g->rank), e, __ATOMIC_SEQ_CST);
+  int had = s->sig_has;
+  s->sig_has = 0;
+  __atomic_store_n(arrive(s, g->rank) + 1 + (e & 1), had ? s->sig | 1 : 0, __ATOMIC_RELAXED);
+  __atomic_store_n(arrive(s, g->rank), e, __ATOMIC_SEQ_CST);   /* publishes the signature with it */
   __atomic_add_fetch(&h->seq, 1, __ATOMIC_SEQ_CST);
   if (__atomic_load_n(&h->waiters, __ATOMIC_SEQ_CST)) futex_wake(&h->seq);
-  for (int i = 0; i < s->spin; i++) {
-    if (missing(s, e) < 0) return 0;
-    if (__atomic_load_n(&h->abort, __ATOMIC_RELAXED)) break;
-    cpu_relax();
+  if (s->spin_max > 0) {
+    double t0 = now_ns();
+    for (unsigned i = 1;; i++) {
+      if (missing(s, e) < 0) {   /* satisfied while spinning: allow a longer spin next time */
+        s->spin_ns = s->spin_ns * 2 < s->spin_max ? s->spin_ns * 2 : s->spin_max;
+        return sig_verify(g, s, e, had);
+      }
+      if (__atomic_load_n(&h->abort, __ATOMIC_RELAXED)) break;
+      cpu_relax();
+      if (!(i & 15) && now_ns() - t0 > s->spin_ns) break;
+    }
+    /* the peer was late (descheduled, or slower): sleep sooner next time */
+    s->spin_ns = s->spin_ns / 2 > SPIN_MIN_NS ? s->spin_ns / 2 : SPIN_MIN_NS;
+    if (s->spin_ns > s->spin_max) s->spin_ns = s->spin_max;
   }
   __atomic_add_fetch(&h->waiters, 1, __ATOMIC_SEQ_CST);
   double last = nu_mono_ms(), checked = last;
@@ -148,7 +208,28 @@ static int barrier(dr_Group *g, ds_Shm *s) {
     futex_wait(&h->seq, v, 100);
   }
   __atomic_sub_fetch(&h->waiters, 1, __ATOMIC_SEQ_CST);
-  return st ? -1 : 0;
+  if (st) return -1;
+  return sig_verify(g, s, e, had);
+}
+
+/* ------------------------------------------------------------ the folded desync check */
+void ds_sig_defer(dr_Group *g, uint64_t h, uint64_t seq, const char *desc) {
+  ds_Shm *s = g->shm;
+  /* a signature not yet published (a collective that moved no data, or
+  ** failed on every rank before its barrier) is chained, not lost; a
+  ** mismatch then names the first unpublished call, where ranks diverged */
+  if (s->sig_has) { s->sig = (s->sig ^ h) * 0x100000001b3ull; return; }
+  s->sig = h;
+  s->sig_has = 1;
+  s->sig_seq = seq;
+  size_t k = strnlen(desc, sizeof s->sig_desc - 1);
+  memcpy(s->sig_desc, desc, k);
+  s->sig_desc[k] = 0;
+}
+
+int ds_sig_check(dr_Group *g, uint64_t h, uint64_t seq, const char *desc) {
+  ds_sig_defer(g, h, seq, desc);
+  return barrier(g, g->shm);
 }
 
 /* ------------------------------------------------------------ reductions */
@@ -370,7 +451,9 @@ int ds_setup(dr_Group *g) {
   ** simulated on one machine (NABLA_TEST_HOSTS, dhier.h) share its cores */
   int here = getenv("NABLA_TEST_HOSTS") && nbD_self.world > w ? nbD_self.world : w;
   if (ds_kernel_ranks > here) here = ds_kernel_ranks;   /* namespace hosts on one kernel share its cores */
-  s->spin = ncpu >= here ? SPIN : 0;
+  s->spin_max = ncpu >= here ? SPIN_MAX_NS : 0;
+  { const char *e = getenv("NABLA_SHM_SPIN_US"); if (e && atoi(e) >= 0 && atoi(e) <= 1000) s->spin_max = s->spin_max > 0 ? atoi(e) * 1e3 : 0; }
+  s->spin_ns = s->spin_max;
   s->P = ((s->R + (size_t)w - 1) / (size_t)w + 63) & ~(size_t)63;
   s->slot = (s->R + s->P + 4095) & ~(size_t)4095;
   s->size = data_off(w) + 2 * (size_t)w * s->slot;

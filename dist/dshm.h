@@ -38,6 +38,15 @@ int ds_broadcast(dr_Group *g, void *buf, size_t nbytes, int src);
 
 void nbD_shm_init(void);   /* registers dist_shm() */
 
+/* the desync check folded into the barriers (ddesync.c): ds_sig_defer hands
+** over the signature of the collective about to run, published with the next
+** barrier of g's segment and compared there (a mismatch fails that barrier
+** with dd_report's message on every rank); ds_sig_check publishes it now,
+** with a barrier of its own (for calls whose data does not go through the
+** segment).  g must be ds_on. */
+void ds_sig_defer(dr_Group *g, uint64_t h, uint64_t seq, const char *desc);
+int  ds_sig_check(dr_Group *g, uint64_t h, uint64_t seq, const char *desc);
+
 /* for segments of other files (dchan.c): whether NABLA_SHM turns shared
 ** memory off, and the read-write mapping of another process's memfd NAME
 ** (fd number fdno of pid, through /proc) when it is that and size bytes:
