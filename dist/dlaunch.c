@@ -299,7 +299,7 @@ void dl_probe_ssh(char *const *hosts, int n, int port, const char *identity, cha
       else left++;
     }
     if (!left) break;
-    if (nu_mono_s() - t0 > ct + 5) {   /* hung after connecting: unreachable too */
+    if (nu_mono_s() - t0 > ct + 30) {   /* hung after connecting (a login can be slow: shell startup files): unreachable */
       for (int i = 0; i < n; i++) if (pids[i] > 0) { kill(pids[i], SIGKILL); waitpid(pids[i], NULL, 0); pids[i] = 0; }
       break;
     }

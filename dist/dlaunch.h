@@ -47,7 +47,7 @@ pid_t dl_spawn_ssh(dl_Common *c, const char *host, int port, const char *identit
 /* Whether each of n hosts answers ssh now: `ssh -o BatchMode=yes -o
 ** ConnectTimeout=T ... HOST true` on all of them at once (the same port, key
 ** and options as the workers' ssh); ok[i] = 1 when it exited 0.  Waits at
-** most T + 5 seconds (T: connect_timeout, 0: 10), then kills what is left
+** most T + 30 seconds (T: connect_timeout, 0: 10), then kills what is left
 ** (those count as unreachable).  For a restart: a host whose workers all
 ** died is probed, not retried blindly (and a returned host is re-admitted). */
 void dl_probe_ssh(char *const *hosts, int n, int port, const char *identity, char *const *extra_opts, int nextra,

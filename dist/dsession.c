@@ -661,6 +661,12 @@ static void note_failed_hosts(int dead_only) {   /* S_mu held: ssh workers that 
   }
 }
 
+void dsess_note_dead_hosts(void) {
+  pthread_mutex_lock(&S_mu);
+  if (S.active) note_dead_hosts();
+  pthread_mutex_unlock(&S_mu);
+}
+
 /* ssh and Slurm: hosts every one of whose workers died (the host itself may
 ** be gone) join the suspects a restart probes (S_mu held, before teardown) */
 static void note_dead_hosts(void) {

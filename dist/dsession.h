@@ -76,6 +76,9 @@ int  dsess_run_all(nb_VM *vm, const void *body, size_t len, dsess_Reply **rep, i
 ** dist.restart() and `nabla run --max-restarts` probe before using them.
 ** NULL-terminated, owned here. */
 char *const *dsess_failed_hosts(void);
+/* adds the hosts every one of whose workers died to dsess_failed_hosts now,
+** while the group still runs (dist.restart plans before it stops the group) */
+void dsess_note_dead_hosts(void);
 
 /* dsessionplan.c.  env: "NAME" entries become "NAME=VALUE" from this
 ** process (an unset one is an error).  NB_OK or NB_ERR raised. */

@@ -157,6 +157,7 @@ static int b_restart(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
   dsess_launch_copy(&o, &last_start.o);
   int n = last_start.n;
   int reset = a[0].t == NB_TLIST && nex == 0;
+  dsess_note_dead_hosts();   /* the hosts the running group lost: probed by the plan */
   int st = dsess_plan_restart(vm, f, &o, last_start.n, &n, ex, nex, reset, minw);
   for (int i = 0; i < nex; i++) free(ex[i]);
   free(ex);
