@@ -30,50 +30,15 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dutil  # noqa: E402
 from dutil import NABLA, TMP, needs, per_rank, report, sanitizer_check, script, test  # noqa: E402
-from hosts import IP, SSHD, started, write_sshd_config, _sh  # noqa: E402
+from hosts import started  # noqa: E402
+from elastic_hosts import Hosts  # noqa: E402
 
 rng = np.random.default_rng()
 C, WHY = started(3)
 HOSTS = ",".join(C.names)
 needs_hosts = needs(WHY)
-DOWN = set()   # hosts this suite killed and did not revive yet
-
-
-def kill_host(i):
-    DOWN.add(i)
-    C.kill_host(i)
-
-
-def revive_host(i):
-    """Host i (killed by C.kill_host) comes back: links up, a fresh sshd as
-    its first process (its own hostname, /etc/hosts, /dev/shm), answering ssh."""
-    for c in ("m", "d"):
-        _sh([IP, "-n", C.sw, "link", "set", f"v{C.tag}{c}{i}s", "up"])
-    d = C.dir
-    cfg = write_sshd_config(os.path.join(d, f"sshd_config{i}"), d, 22, ["0.0.0.0", "::"], f"{d}/sshd{i}.pid")
-    log = open(os.path.join(d, f"sshd{i}.log"), "a")
-    boot = (f"hostname {C.names[i]} && mount --make-rprivate / && mount --bind {d}/hosts /etc/hosts && "
-            f"mount -t tmpfs -o size=2g,mode=1777 tmpfs /dev/shm && exec {SSHD} -D -e -f {cfg}")
-    p = subprocess.Popen([IP, "netns", "exec", C.ns[i], "unshare", "--mount", "--uts", "sh", "-c", boot],
-                         stdin=subprocess.DEVNULL, stdout=log, stderr=log)
-    C.procs.append(p)
-    C.pids[i] = p.pid
-    DOWN.discard(i)
-    t = time.time()
-    while time.time() - t < 30:
-        q = C.run(0, ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=3", "-o", "StrictHostKeyChecking=no",
-                      "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", "-i", C.key, C.names[i], "hostname"],
-                  timeout=15)
-        if q.returncode == 0 and q.stdout.strip() == C.names[i]:
-            return
-        time.sleep(0.2)
-    raise RuntimeError(f"host {C.names[i]} did not come back")
-
-
-def ensure_up():
-    """every host up (a test that failed half way may have left one killed)"""
-    for i in sorted(DOWN):
-        revive_host(i)
+H = Hosts(C)
+kill_host, revive_host, ensure_up = H.kill, H.revive, H.ensure_up
 
 
 def follow(cmd, actions, timeout, env=None):
