@@ -62,6 +62,7 @@ typedef struct Worker {
   char host[80];              /* where it runs (ssh: the name given; else its hostname) */
   char hostid[17];            /* its machine (dl_host_id), from its hello */
   volatile int dead;          /* set by the monitor: exited, or no heartbeat */
+  int silent;                 /* it died of silence (no heartbeat): its host may be gone */
   int status;                 /* waitpid status of its local process */
   char why[200];              /* how it died */
   int64_t last_ms;            /* when it was last heard from (atomic) */
@@ -227,6 +228,7 @@ static void *reaper_main(void *arg) {
         int64_t last = __atomic_load_n(&w->last_ms, __ATOMIC_SEQ_CST);
         if (!w->hello || w->dead || t - last <= S.hb_ms) continue;
         char why[120]; snprintf(why, sizeof why, "stopped responding: no heartbeat for %.1f s", (double)(t - last) / 1e3);
+        w->silent = 1;
         mark_dead(i, why);
       }
     }
@@ -668,15 +670,19 @@ void dsess_note_dead_hosts(void) {
 }
 
 /* ssh and Slurm: hosts every one of whose workers died (the host itself may
-** be gone) join the suspects a restart probes (S_mu held, before teardown) */
+** be gone) join the suspects a restart probes (S_mu held, before teardown).
+** Slurm: only workers that went silent count — srun ends every task of the
+** step when one fails (--kill-on-bad-exit), so there a death by exit says
+** nothing about the node; a lost node's tasks stop heartbeating first. */
 static void note_dead_hosts(void) {
   if (!S.remote || !S.w) return;
+  int slurm = !strcmp(S.launcher, "slurm");
   int k = 0;
   while (failed_hosts[k]) k++;
   for (int i = 0; i < S.n && k < 64; i++) {
     if (!S.w[i].dead || !S.w[i].host[0]) continue;
     int all = 1, seen = 0;
-    for (int j = 0; j < S.n; j++) if (!strcmp(S.w[j].host, S.w[i].host) && !S.w[j].dead) all = 0;
+    for (int j = 0; j < S.n; j++) if (!strcmp(S.w[j].host, S.w[i].host) && (!S.w[j].dead || (slurm && !S.w[j].silent))) all = 0;
     for (int j = 0; j < k; j++) if (!strcmp(failed_hosts[j], S.w[i].host)) seen = 1;
     if (all && !seen && (failed_hosts[k] = strdup(S.w[i].host))) k++;
   }

@@ -162,7 +162,7 @@ if r == 0 {
   if step0 > 0 and mode == "elastic" { save("{side}-{step0}-{n}.safetensors", load(ck)) }
 }
 for s in step0..steps {
-  if mode == "elastic" and n == 6 and s == 4 and getenv("NABLA_RESTART_COUNT") == "0" and dist.node_rank() == 2 { print("SPIN", r); while true { } }
+  if mode != "plain" and n == 6 and s == 4 and getenv("NABLA_RESTART_COUNT") == "0" and dist.node_rank() == 2 { print("SPIN", r); while true { } }
   if mode == "elastic" and n == 4 and s == 7 {
     if r == 0 { print("GROW") }
     while not dist.regroup_pending() { }
@@ -241,6 +241,43 @@ def test_grow(name):
         if why is None and not np.array_equal(got, ref6):
             why = f"the regrouped run's parameters {got} differ from a 6-worker run resumed from the same checkpoint {ref6}"
     report(name, why is None, f"{why}; out={out[-900:]!r} err={err[-1200:]!r}")
+
+
+# ---------------------------------------------------------------- Slurm: a node lost inside the allocation
+@test
+@needs_hosts
+def test_slurm_node_loss(name):
+    # tests/dist/fake_slurm/srun places the tasks on the simulated hosts as srun
+    # does inside an allocation of those 3 nodes (--ntasks, --nodes, --exclude)
+    ensure_up()
+    X = rng.standard_normal((24, 5)).astype(np.float32)
+    Y = rng.standard_normal((24, 3)).astype(np.float32)
+    W = (rng.standard_normal((5, 3)) * 0.1).astype(np.float32)
+    files = [npy("sX.npy", X), npy("sY.npy", Y), npy("sW.npy", W)]
+    ck, log = os.path.join(TMP, "slurm.safetensors"), os.path.join(TMP, "srun.log")
+    path = script(TRAIN, "el_slurm.nbl")
+    fake = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake_slurm")
+    env = {"PATH": fake + ":" + os.environ.get("PATH", ""), "SLURM_JOB_ID": "4242", "SLURM_NTASKS": "6", "SLURM_JOB_NUM_NODES": "3",
+           "FAKE_SLURM_NODES": HOSTS, "FAKE_SLURM_PIDS": ",".join(str(p) for p in C.pids), "FAKE_SLURM_LOG": log}
+    cmd = [NABLA, "run", "--heartbeat", "3", "--min-workers", "4", "--max-restarts", "1", path, *files, "12", ck, "-", "slurm"]
+    rc, out, err, fired = follow(cmd, {"SPIN": lambda: (time.sleep(0.3), kill_host(2))}, timeout=200, env=env)
+    starts = [tuple(x) for x in re.findall(r"^\[rank 0\] START (\d+) (\d+)$", out, re.M)]
+    sruns = open(log).read().splitlines() if os.path.exists(log) else []
+    why = None if rc == 0 else f"rc {rc}"
+    if why is None and "inside Slurm job 4242: launcher slurm" not in err:
+        why = "the launcher was not taken from the allocation"
+    if why is None and starts != [("0", "6"), ("3", "4")]:
+        why = f"the groups started at (step, world) {starts}, expected (0, 6), then (3, 4) without the lost node"
+    if why is None and (len(sruns) != 2 or "--ntasks=6" not in sruns[0] or "--nodes=3" not in sruns[0] or "--exclude" in sruns[0]):
+        why = f"the first srun was not -n and --nodes of the allocation: {sruns}"
+    if why is None and not all(a in sruns[1].split() for a in ("--ntasks=4", "--nodes=2", "--exclude=hostc")):
+        why = f"the restart's srun did not leave the lost node out: {sruns}"
+    got = None
+    if why is None:
+        got, why = final_params(out.split("START 3 4")[-1], 4)
+    if why is None and not np.allclose(got, reference(X, Y, W, 12), rtol=1e-4, atol=1e-5):
+        why = f"parameters {got} differ from the NumPy reference"
+    report(name, why is None, f"{why}; out={out[-600:]!r} err={err[-1200:]!r}")
 
 
 # ---------------------------------------------------------------- srun nabla run
