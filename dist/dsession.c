@@ -62,7 +62,7 @@ typedef struct Worker {
   char host[80];              /* where it runs (ssh: the name given; else its hostname) */
   char hostid[17];            /* its machine (dl_host_id), from its hello */
   volatile int dead;          /* set by the monitor: exited, or no heartbeat */
-  int silent;                 /* it died of silence (no heartbeat): its host may be gone */
+  int silent;                 /* it died of silence (no heartbeat): its host may be gone (atomic: the monitor sets it) */
   int status;                 /* waitpid status of its local process */
   char why[200];              /* how it died */
   int64_t last_ms;            /* when it was last heard from (atomic) */
@@ -228,7 +228,7 @@ static void *reaper_main(void *arg) {
         int64_t last = __atomic_load_n(&w->last_ms, __ATOMIC_SEQ_CST);
         if (!w->hello || w->dead || t - last <= S.hb_ms) continue;
         char why[120]; snprintf(why, sizeof why, "stopped responding: no heartbeat for %.1f s", (double)(t - last) / 1e3);
-        w->silent = 1;
+        __atomic_store_n(&w->silent, 1, __ATOMIC_SEQ_CST);   /* before dead: a reader that sees dead sees this */
         mark_dead(i, why);
       }
     }
@@ -682,7 +682,7 @@ static void note_dead_hosts(void) {
   for (int i = 0; i < S.n && k < 64; i++) {
     if (!S.w[i].dead || !S.w[i].host[0]) continue;
     int all = 1, seen = 0;
-    for (int j = 0; j < S.n; j++) if (!strcmp(S.w[j].host, S.w[i].host) && (!S.w[j].dead || (slurm && !S.w[j].silent))) all = 0;
+    for (int j = 0; j < S.n; j++) if (!strcmp(S.w[j].host, S.w[i].host) && (!S.w[j].dead || (slurm && !__atomic_load_n(&S.w[j].silent, __ATOMIC_SEQ_CST)))) all = 0;
     for (int j = 0; j < k; j++) if (!strcmp(failed_hosts[j], S.w[i].host)) seen = 1;
     if (all && !seen && (failed_hosts[k] = strdup(S.w[i].host))) k++;
   }
