@@ -17,4 +17,8 @@ extern nbD_Self nbD_self;
 void nbD_coll_init(void);   /* registers the collective builtins (dcoll.c) */
 void nbD_async_init(void);  /* registers the futures' and messages' builtins (dasync.c, dmsg.c) */
 
+/* elastic membership: the session asked this worker's group to regroup at
+** its next checkpoint (set by dworker.c's I/O thread; atomic; dsessionlib.c) */
+extern int nbD_regroup_flag;
+
 #endif

@@ -23,9 +23,11 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <stdint.h>
 #include "dist/dlaunch.h"
+#include "util/clock.h"
 
 extern char **environ;
 
@@ -256,8 +258,59 @@ pid_t dl_spawn_ssh(dl_Common *c, const char *host, int port, const char *identit
   return pid;
 }
 
-pid_t dl_spawn_srun(dl_Common *c, int nodes, int gpus_per_node, const char *endpoint) {
-  char ntasks[32], nnodes[32], gpus[48];
+void dl_probe_ssh(char *const *hosts, int n, int port, const char *identity, char *const *extra_opts, int nextra,
+                  int connect_timeout, int *ok) {
+  int ct = connect_timeout > 0 ? connect_timeout : 10;
+  char ports[16], cto[48];
+  snprintf(ports, sizeof ports, "%d", port);
+  snprintf(cto, sizeof cto, "ConnectTimeout=%d", ct);
+  pid_t *pids = calloc(n > 0 ? (size_t)n : 1, sizeof(pid_t));
+  char **argv = calloc((size_t)(24 + nextra), sizeof(char *));
+  for (int i = 0; i < n; i++) ok[i] = 0;
+  if (!pids || !argv) { free(pids); free(argv); return; }
+  for (int i = 0; i < n; i++) {
+    int k = 0;
+    argv[k++] = "ssh"; argv[k++] = "-T"; argv[k++] = "-x";
+    argv[k++] = "-o"; argv[k++] = "BatchMode=yes";
+    argv[k++] = "-o"; argv[k++] = cto;
+    if (port > 0) { argv[k++] = "-p"; argv[k++] = ports; }
+    if (identity && *identity) { argv[k++] = "-i"; argv[k++] = (char *)identity; argv[k++] = "-o"; argv[k++] = "IdentitiesOnly=yes"; }
+    for (int j = 0; j < nextra; j++) argv[k++] = extra_opts[j];
+    argv[k++] = "--"; argv[k++] = hosts[i]; argv[k++] = "true";
+    argv[k] = NULL;
+    pids[i] = fork();
+    if (pids[i] == 0) {
+      int fd = open("/dev/null", O_RDWR);
+      if (fd >= 0) { dup2(fd, 0); dup2(fd, 1); dup2(fd, 2); if (fd > 2) close(fd); }
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      execvp("ssh", argv);
+      _exit(127);
+    }
+  }
+  double t0 = nu_mono_s();
+  for (;;) {
+    int left = 0;
+    for (int i = 0; i < n; i++) {
+      if (pids[i] <= 0) continue;
+      int st;
+      pid_t p = waitpid(pids[i], &st, WNOHANG);
+      if (p == pids[i]) { ok[i] = WIFEXITED(st) && WEXITSTATUS(st) == 0; pids[i] = 0; }
+      else if (p < 0 && errno != EINTR) pids[i] = 0;
+      else left++;
+    }
+    if (!left) break;
+    if (nu_mono_s() - t0 > ct + 30) {   /* hung after connecting (a login can be slow: shell startup files): unreachable */
+      for (int i = 0; i < n; i++) if (pids[i] > 0) { kill(pids[i], SIGKILL); waitpid(pids[i], NULL, 0); pids[i] = 0; }
+      break;
+    }
+    usleep(20000);
+  }
+  free(pids); free(argv);
+}
+
+pid_t dl_spawn_srun(dl_Common *c, int nodes, int gpus_per_node, const char *exclude, const char *endpoint) {
+  char ntasks[32], nnodes[32], gpus[48], excl[1100];
+  snprintf(excl, sizeof excl, "--exclude=%s", exclude ? exclude : "");
   snprintf(ntasks, sizeof ntasks, "--ntasks=%d", c->world);
   snprintf(nnodes, sizeof nnodes, "--nodes=%d", nodes);
   snprintf(gpus, sizeof gpus, "--gpus-per-node=%d", gpus_per_node);
@@ -270,6 +323,7 @@ pid_t dl_spawn_srun(dl_Common *c, int nodes, int gpus_per_node, const char *endp
   argv[k++] = ntasks;
   if (nodes > 0) argv[k++] = nnodes;
   if (gpus_per_node > 0) argv[k++] = gpus;
+  if (exclude && *exclude) argv[k++] = excl;   /* nodes lost earlier in this allocation */
   argv[k++] = "--kill-on-bad-exit=1";
   argv[k++] = "--job-name=nabla-worker";
   if (getenv("SLURM_STEP_ID")) argv[k++] = "--overlap";   /* the session is itself a job step */

@@ -44,9 +44,19 @@ pid_t dl_spawn_local(dl_Common *c, const char *exe, const char *endpoint, const 
 pid_t dl_spawn_ssh(dl_Common *c, const char *host, int port, const char *identity,
                    char *const *extra_opts, int nextra, const char *endpoint, int rank, int local_rank);
 
-/* srun --ntasks=N [--nodes=M] [--gpus-per-node=G] ... EXE worker ...; every
-** task reads the key from srun's stdin (srun broadcasts it).  Returns srun's pid or -1. */
-pid_t dl_spawn_srun(dl_Common *c, int nodes, int gpus_per_node, const char *endpoint);
+/* Whether each of n hosts answers ssh now: `ssh -o BatchMode=yes -o
+** ConnectTimeout=T ... HOST true` on all of them at once (the same port, key
+** and options as the workers' ssh); ok[i] = 1 when it exited 0.  Waits at
+** most T + 30 seconds (T: connect_timeout, 0: 10), then kills what is left
+** (those count as unreachable).  For a restart: a host whose workers all
+** died is probed, not retried blindly (and a returned host is re-admitted). */
+void dl_probe_ssh(char *const *hosts, int n, int port, const char *identity, char *const *extra_opts, int nextra,
+                  int connect_timeout, int *ok);
+
+/* srun --ntasks=N [--nodes=M] [--gpus-per-node=G] [--exclude=A,B] ... EXE
+** worker ...; every task reads the key from srun's stdin (srun broadcasts
+** it).  exclude: nodes to leave out ("" or NULL: none).  Returns srun's pid or -1. */
+pid_t dl_spawn_srun(dl_Common *c, int nodes, int gpus_per_node, const char *exclude, const char *endpoint);
 
 /* The identity of the machine this process runs on, as 16 hex digits +
 ** NUL: a hash of the kernel's boot id and this process's network and mount

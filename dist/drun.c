@@ -6,13 +6,28 @@
 ** only), --log-dir DIR writes each rank's output to DIR/rank-N.log, and
 ** exits with the worst status of the ranks.  --max-restarts N (torchrun's
 ** name) starts the whole group again when a rank fails, with
-** NABLA_RESTART_COUNT set; --min-workers M lets a restart go on with the ssh
-** hosts that are left.  A small program on top of the session controller,
-** kept apart from the builtins that share it.
+** NABLA_RESTART_COUNT set; --min-workers M lets a restart go on with the
+** hosts that are left (dsessionplan.c: lost hosts are probed, never
+** retried blindly, and no host gets more than its slots).
+**
+** Elastic membership (--max-workers X, or --nnodes MIN:MAX hosts): while the
+** group is smaller than X, a watcher thread probes the lost hosts every
+** couple of seconds; when one answers, the session asks the workers to
+** regroup, they stop together at their next dist.save_checkpoint (a
+** DistRegroup error on every rank, agreed over the ring), and the group
+** starts again at the size the hosts now hold, resuming from that
+** checkpoint.  A regroup is not a failure: it spends no --max-restarts.
+**
+** Inside a Slurm allocation, -n, --nodes and the launcher default to the
+** allocation's (SLURM_NTASKS, SLURM_JOB_NUM_NODES); `srun nabla run` (a task
+** of a job step of several tasks) is refused with a clear error instead of
+** starting one world-1 job per task.  A small program on top of the session
+** controller, kept apart from the builtins that share it.
 */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +39,8 @@
 #include "dist/dsession.h"
 #include "dist/dinternal.h"
 #include "dist/drelay.h"
+#include "dist/dlaunch.h"
+#include "util/clock.h"
 
 static nb_VM *run_vm;
 static volatile sig_atomic_t run_interrupted;
@@ -45,6 +62,7 @@ static const char RUN_USAGE[] =
   "                 [--threads-per-worker T] [--ifname IFACE] [--ports LOW-HIGH]\n"
   "                 [--heartbeat SECONDS] [--bind ADDR] [--backend auto|ring|nccl]\n"
   "                 [--log-dir DIR] [--only-rank0] [--max-restarts N] [--min-workers M]\n"
+  "                 [--max-workers X] [--nnodes MIN:MAX] [--slots-per-host S]\n"
   "                 SCRIPT.nbl [ARGS...]\n";
 
 static int push(char ***l, int *n, const char *v) {
@@ -104,9 +122,62 @@ static void print_summary(const char *script, int n, const RankEnd *e, int which
 /* One attempt: start, run, report.  Returns the worst status; *failed: a
 ** rank failed (died or raised), so a restart may help; *started: the
 ** group came up. */
+/* whether the group ended in a regroup: the first rank to end raised
+** DistRegroup (dist.save_checkpoint, agreed by every rank), and every rank
+** answered with it or was interrupted by it — none died or failed otherwise */
+static int is_regroup(const dsess_Reply *rep, int n, int which) {
+  if (which < 0 || !rep[which].got || rep[which].ok || !rep[which].body || strcmp(rep[which].body, "DistRegroup")) return 0;
+  for (int k = 0; k < n; k++) {
+    dsess_WorkerInfo w; dsess_worker_info(k, &w);
+    if (w.dead || !rep[k].got || rep[k].ok || !rep[k].body) return 0;
+    if (strcmp(rep[k].body, "DistRegroup") && strcmp(rep[k].body, "Interrupted")) return 0;
+  }
+  return 1;
+}
+
+/* ---- the elastic watcher: probes the lost hosts while the group runs ---- */
+typedef struct Watch {
+  pthread_t th; int on; volatile int stop;
+  dsess_Launch o;        /* a copy: the hosts, the ssh settings, o.lost (the candidates) */
+  double every_s;
+} Watch;
+static void *watch_main(void *arg) {
+  Watch *w = arg;
+  int *ok = calloc(w->o.nlost > 0 ? (size_t)w->o.nlost : 1, sizeof(int));
+  double next = nu_mono_s() + w->every_s;
+  while (ok && !__atomic_load_n(&w->stop, __ATOMIC_SEQ_CST)) {
+    if (nu_mono_s() < next) { usleep(50000); continue; }
+    dl_probe_ssh(w->o.lost, w->o.nlost, w->o.ssh_port, w->o.ssh_key, w->o.ssh_opts, w->o.nssh_opts, w->o.connect_timeout, ok);
+    int back = -1;
+    for (int i = 0; i < w->o.nlost; i++) if (ok[i]) back = i;
+    if (back >= 0 && !__atomic_load_n(&w->stop, __ATOMIC_SEQ_CST)) {
+      fprintf(stderr, "nabla run: host %s answers again: the group regroups at its next checkpoint\n", w->o.lost[back]);
+      dsess_request_regroup();
+      break;
+    }
+    next = nu_mono_s() + w->every_s;
+  }
+  free(ok);
+  return NULL;
+}
+static void watch_start(Watch *w, const dsess_Launch *o, int n, int want) {
+  memset(w, 0, sizeof *w);
+  if (strcmp(o->launcher, "ssh") || n >= want || !o->nlost) return;   /* nothing could join */
+  dsess_launch_copy(&w->o, o);
+  const char *e = getenv("NABLA_ELASTIC_PROBE_S");
+  w->every_s = e && atof(e) > 0 ? atof(e) : 2.0;
+  if (pthread_create(&w->th, NULL, watch_main, w) == 0) w->on = 1;
+}
+static void watch_stop(Watch *w) {
+  __atomic_store_n(&w->stop, 1, __ATOMIC_SEQ_CST);
+  if (w->on) pthread_join(w->th, NULL);
+  w->on = 0;
+  dsess_launch_free(&w->o);
+}
+
 static int attempt(int n, const dsess_Launch *o, const char *path, int argc, char **argv, int first_arg,
-                   int only_rank0, const char *log_dir, int *failed, int *started) {
-  *failed = 0; *started = 0;
+                   int only_rank0, const char *log_dir, int want, int *failed, int *started, int *regroup) {
+  *failed = 0; *started = 0; *regroup = 0;
   nb_VM *vm = nb_vm_new(&run_sink);
   int sst = dsess_start(vm, n, o);
   if (sst) {
@@ -134,13 +205,26 @@ static int attempt(int n, const dsess_Launch *o, const char *path, int argc, cha
   run_vm = vm;
   dsess_Reply *rep;
   int which;
+  Watch watch;
+  watch_start(&watch, o, n, want);
   int rst = dsess_run_all(vm, b.p, b.n, &rep, &which, !only_rank0, fds);
+  watch_stop(&watch);
   nbB_free(&b);
   if (rst) {
     fprintf(stderr, "nabla run: out of memory\n");
     run_vm = NULL; dsess_stop(); nb_vm_free(vm);
     if (fds) { for (int k = 0; k < n; k++) if (fds[k] >= 0) close(fds[k]); free(fds); }
     return 1;
+  }
+  if (is_regroup(rep, n, which)) {
+    const char *msg = rep[which].body + strlen(rep[which].body) + 1;
+    fflush(stdout);
+    fprintf(stderr, "nabla run: %s\n", msg <= rep[which].body + rep[which].len ? msg : "regrouping");
+    *regroup = 1;
+    dsess_replies_free(rep, n);
+    run_vm = NULL; dsess_stop(); nb_vm_free(vm);
+    if (fds) { for (int k = 0; k < n; k++) if (fds[k] >= 0) close(fds[k]); free(fds); }
+    return 0;
   }
   int worst = 0;
   RankEnd *ends = calloc((size_t)n, sizeof *ends);   /* for the closing summary (NULL: none) */
@@ -196,31 +280,71 @@ static int attempt(int n, const dsess_Launch *o, const char *path, int argc, cha
   return worst;
 }
 
+/* "MIN:MAX" or "N" (--nnodes): 0 or -1 */
+static int range_opt(const char *v, int *lo, int *hi) {
+  char *end; errno = 0;
+  long a = strtol(v, &end, 10), b = a;
+  if (*end == ':') b = strtol(end + 1, &end, 10);
+  if (errno || *end || a < 1 || b < a || b > 1024) { fprintf(stderr, "nabla run: --nnodes must be N or MIN:MAX (1 <= MIN <= MAX <= 1024), got \"%s\"\n", v); return -1; }
+  *lo = (int)a; *hi = (int)b;
+  return 0;
+}
+
+/* an environment variable holding a positive integer (0: unset or not one) */
+static int env_int(const char *name) {
+  const char *v = getenv(name);
+  if (!v || !*v) return 0;
+  char *end; long x = strtol(v, &end, 10);
+  if ((*end && *end != '(') || x < 1 || x > 1024) return 0;   /* SLURM_TASKS_PER_NODE style "2(x3)": not one */
+  return (int)x;
+}
+
+/* `srun nabla run ...`: every task of the step would start its own world of
+** workers and write one checkpoint.  A task of a job step of several tasks
+** is refused (task 0 says why); 1 when refused. */
+static int refuse_srun_task(void) {
+  if (!getenv("SLURM_STEP_ID") || !getenv("SLURM_PROCID")) return 0;
+  int tasks = env_int("SLURM_STEP_NUM_TASKS");
+  if (!tasks) tasks = env_int("SLURM_NTASKS");
+  if (tasks <= 1) return 0;
+  if (env_int("SLURM_PROCID") == 0 && !strcmp(getenv("SLURM_PROCID"), "0"))
+    fprintf(stderr, "nabla run: started by srun as one of %d tasks (SLURM_PROCID %s, step %s): each task would run its own job of workers.\n"
+            "  Run nabla run once, inside the allocation (salloc/sbatch), without srun: it starts one srun step whose %d tasks are the workers\n"
+            "  (nabla run --launcher slurm; -n and --nodes default to the allocation's). Nothing was started.\n",
+            tasks, getenv("SLURM_PROCID"), getenv("SLURM_STEP_ID"), tasks);
+  return 1;
+}
+
 int nbD_run_main(int argc, char **argv) {
   int n = 2; int i = 1;
   dsess_Launch o; memset(&o, 0, sizeof o);
   snprintf(o.launcher, sizeof o.launcher, "local"); snprintf(o.backend, sizeof o.backend, "auto");
   o.timeout = 300; o.heartbeat = 10;
-  int bad = 0, only_rank0 = 0, max_restarts = 0, min_workers = 0;
+  int bad = 0, only_rank0 = 0, max_restarts = 0, min_workers = 0, max_workers = 0, nn_lo = 0, nn_hi = 0;
+  int gave_n = 0, gave_launcher = 0, gave_nodes = 0;
   const char *log_dir = NULL;
+  if (refuse_srun_task()) return 2;
   for (; i < argc && argv[i][0] == '-' && !bad; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--only-rank0")) { only_rank0 = 1; continue; }
     if (!v) { bad = 1; break; }
-    if (!strcmp(a, "-n")) bad = int_opt("-n", v, 1, 1024, &n);
+    if (!strcmp(a, "-n")) { bad = int_opt("-n", v, 1, 1024, &n); gave_n = 1; }
     else if (!strcmp(a, "--timeout")) o.timeout = atof(v);
     else if (!strcmp(a, "--heartbeat")) o.heartbeat = atof(v);
-    else if (!strcmp(a, "--launcher")) snprintf(o.launcher, sizeof o.launcher, "%s", v);
+    else if (!strcmp(a, "--launcher")) { snprintf(o.launcher, sizeof o.launcher, "%s", v); gave_launcher = 1; }
     else if (!strcmp(a, "--backend")) snprintf(o.backend, sizeof o.backend, "%s", v);
     else if (!strcmp(a, "--bind")) snprintf(o.bind, sizeof o.bind, "%s", v);
     else if (!strcmp(a, "--ssh-port")) bad = int_opt("--ssh-port", v, 1, 65535, &o.ssh_port);
     else if (!strcmp(a, "--ssh-key")) { free(o.ssh_key); o.ssh_key = strdup(v); }
-    else if (!strcmp(a, "--nodes")) o.nodes = atoi(v);
-    else if (!strcmp(a, "--gpus-per-node")) o.gpus_per_node = atoi(v);
+    else if (!strcmp(a, "--nodes")) { bad = int_opt("--nodes", v, 1, 1024, &o.nodes); gave_nodes = 1; }
+    else if (!strcmp(a, "--gpus-per-node")) bad = int_opt("--gpus-per-node", v, 1, 1024, &o.gpus_per_node);
     else if (!strcmp(a, "--connect-timeout")) bad = int_opt("--connect-timeout", v, 1, 3600, &o.connect_timeout);
     else if (!strcmp(a, "--threads-per-worker")) bad = int_opt("--threads-per-worker", v, 1, 4096, &o.threads_per_worker);
     else if (!strcmp(a, "--max-restarts")) bad = int_opt("--max-restarts", v, 0, 1000, &max_restarts);
     else if (!strcmp(a, "--min-workers")) bad = int_opt("--min-workers", v, 1, 1024, &min_workers);
+    else if (!strcmp(a, "--max-workers")) bad = int_opt("--max-workers", v, 1, 1024, &max_workers);
+    else if (!strcmp(a, "--slots-per-host")) bad = int_opt("--slots-per-host", v, 1, 1024, &o.slots);
+    else if (!strcmp(a, "--nnodes")) bad = range_opt(v, &nn_lo, &nn_hi);
     else if (!strcmp(a, "--log-dir")) log_dir = v;
     else if (!strcmp(a, "--ifname") || !strcmp(a, "--ports")) {
       if (strlen(v) >= sizeof o.ifname) { fprintf(stderr, "nabla run: %s \"%s\" is too long\n", a, v); bad = 1; }
@@ -237,11 +361,39 @@ int nbD_run_main(int argc, char **argv) {
     i++;
   }
   if (bad || i >= argc) { fputs(RUN_USAGE, stderr); dsess_launch_free(&o); return 2; }
+  /* inside a Slurm allocation (salloc, sbatch): its tasks and nodes */
+  if (getenv("SLURM_JOB_ID") && !gave_launcher && !o.nhosts) {
+    snprintf(o.launcher, sizeof o.launcher, "slurm");
+    fprintf(stderr, "nabla run: inside Slurm job %s: launcher slurm (--launcher local runs the workers here)\n", getenv("SLURM_JOB_ID"));
+  }
+  if (!strcmp(o.launcher, "slurm")) {
+    int tasks = env_int("SLURM_NTASKS"), nodes = env_int("SLURM_JOB_NUM_NODES");
+    if (!nodes) nodes = env_int("SLURM_NNODES");
+    if (!gave_n && tasks) n = tasks;
+    if (!gave_nodes && nodes) o.nodes = nodes < n ? nodes : n;
+  }
+  /* elastic sizes: --nnodes counts hosts (or nodes) of --slots-per-host workers */
+  if (nn_hi) {
+    int per = o.slots > 0 ? o.slots : gave_n ? (n + nn_hi - 1) / nn_hi : 1;
+    o.slots = per;
+    if (!min_workers) min_workers = nn_lo * per;
+    if (!max_workers) max_workers = nn_hi * per;
+  }
+  if (max_workers && min_workers > max_workers) { fprintf(stderr, "nabla run: --min-workers %d is more than --max-workers %d\n", min_workers, max_workers); dsess_launch_free(&o); return 2; }
+  int want = max_workers ? max_workers : n;
+  if (max_workers && !gave_n) n = want;
+  if (!min_workers) min_workers = max_workers ? 1 : n;   /* not elastic: a restart keeps the size (or fails saying why) */
+  if (strcmp(o.launcher, "local")) o.slots = dsess_default_slots(&o, want);
+  if (!strcmp(o.launcher, "ssh") && o.slots * (long)(o.nhosts - o.nexclude) < min_workers) {
+    fprintf(stderr, "nabla run: %d hosts of %d slots hold fewer than --min-workers %d\n", o.nhosts - o.nexclude, o.slots, min_workers);
+    dsess_launch_free(&o); return 2;
+  }
+  if (n > want) n = want;
   char path[PATH_MAX];
   if (!realpath(argv[i], path)) { fprintf(stderr, "nabla run: cannot open %s: %s\n", argv[i], strerror(errno)); dsess_launch_free(&o); return 2; }
   if (log_dir) {
     if (mkdir(log_dir, 0755) && errno != EEXIST) { fprintf(stderr, "nabla run: cannot create --log-dir %s: %s\n", log_dir, strerror(errno)); dsess_launch_free(&o); return 2; }
-    for (int k = 0; k < n; k++) {   /* fresh logs for this run; restarts append */
+    for (int k = 0; k < want; k++) {   /* fresh logs for this run; restarts append */
       char lp[PATH_MAX]; snprintf(lp, sizeof lp, "%s/rank-%d.log", log_dir, k);
       int fd = open(lp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
       if (fd < 0) { fprintf(stderr, "nabla run: cannot write %s: %s\n", lp, strerror(errno)); dsess_launch_free(&o); return 2; }
@@ -260,22 +412,35 @@ int nbD_run_main(int argc, char **argv) {
   struct sigaction sa; memset(&sa, 0, sizeof sa);
   sa.sa_handler = run_sigint; sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, NULL);
-  int worst = 0;
-  for (int r = 0; ; r++) {
+  int worst = 0, free_tries = 0, regroups = 0;
+  for (int r = 0; ; ) {
     char rc[16]; snprintf(rc, sizeof rc, "%d", r);
     setenv("NABLA_RESTART_COUNT", rc, 1);   /* forwarded to ssh workers (NABLA_*), inherited by local ones */
-    int failed, started;
-    worst = attempt(n, &o, path, argc, argv, i + 1, only_rank0, log_dir, &failed, &started);
-    if (!failed || run_interrupted || r >= max_restarts) break;
-    /* the whole group again, leaving out the hosts that failed to start */
+    int failed, started, regroup;
+    worst = attempt(n, &o, path, argc, argv, i + 1, only_rank0, log_dir, want, &failed, &started, &regroup);
+    if (run_interrupted) break;
+    /* why the next start: a regroup (a host came back), a start that failed
+    ** on hosts now known lost (not the script's failure: neither spends a
+    ** restart, each bounded), or a failure (a restart) */
+    const char *why;
+    if (regroup && regroups < 1000) { why = "regroup"; regroups++; }
+    else if (!started && dsess_failed_hosts()[0] && strcmp(o.launcher, "local") && free_tries < 64) { why = "hosts"; free_tries++; }
+    else if (!failed || r >= max_restarts) break;
+    else { why = "restart"; r++; }
     nb_VM *vm = nb_vm_new(nb_stdio_sink());
     int m = n;
-    int st = dsess_plan_restart(vm, "nabla run", &o, &m, NULL, 0, min_workers);
+    int st = dsess_plan_restart(vm, "nabla run", &o, want, &m, NULL, 0, 0, min_workers);
     if (st) { nbE_finish(vm); const nb_ErrorInfo *e = nb_last_error(vm); fprintf(stderr, "nabla run: cannot restart: %s\n", e ? e->message : "?"); }
     nb_vm_free(vm);
-    if (st) break;
-    fprintf(stderr, "nabla run: restarting the group (restart %d of %d) with %d worker%s%s\n", r + 1, max_restarts, m, m > 1 ? "s" : "",
-            o.nexclude ? ", leaving out the hosts that failed" : "");
+    if (st) { if (!worst) worst = 1; break; }
+    char lost[256] = "";
+    for (int k = 0, l = 0; k < o.nlost && l < (int)sizeof lost - 40; k++) l += snprintf(lost + l, sizeof lost - (size_t)l, "%s%s", k ? ", " : "", o.nlost > 0 ? o.lost[k] : "");
+    if (!strcmp(why, "restart"))
+      fprintf(stderr, "nabla run: restarting the group (restart %d of %d) with %d worker%s%s%s\n", r, max_restarts, m, m > 1 ? "s" : "",
+              o.nlost ? ", leaving out the lost hosts: " : "", lost);
+    else
+      fprintf(stderr, "nabla run: %s the group with %d worker%s (was %d)%s%s\n", !strcmp(why, "regroup") ? "regrouping" : "starting again without the unreachable hosts:",
+              m, m > 1 ? "s" : "", n, o.nlost ? "; lost hosts: " : "", lost);
     n = m;
   }
   dsess_launch_free(&o);

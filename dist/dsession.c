@@ -62,6 +62,7 @@ typedef struct Worker {
   char host[80];              /* where it runs (ssh: the name given; else its hostname) */
   char hostid[17];            /* its machine (dl_host_id), from its hello */
   volatile int dead;          /* set by the monitor: exited, or no heartbeat */
+  int silent;                 /* it died of silence (no heartbeat): its host may be gone (atomic: the monitor sets it) */
   int status;                 /* waitpid status of its local process */
   char why[200];              /* how it died */
   int64_t last_ms;            /* when it was last heard from (atomic) */
@@ -144,6 +145,17 @@ static void mark_dead(int rank, const char *why) {
 
 static void pump_one(nb_VM *vm, uint32_t seq, dsess_Reply *rep);
 static void drain_procs(nb_VM *vm, int final);
+static int send_to(int rank, const char *type, uint32_t seq, const void *body, size_t len);
+
+/* Elastic membership: set by any thread (nabla run's host watcher), taken
+** by the thread that waits for replies, which tells every live worker to
+** regroup at its next step boundary (dist.save_checkpoint) */
+static int regroup_req;
+void dsess_request_regroup(void) { __atomic_store_n(&regroup_req, 1, __ATOMIC_SEQ_CST); }
+static void send_regroup_if_asked(void) {   /* S_mu held */
+  if (!__atomic_exchange_n(&regroup_req, 0, __ATOMIC_SEQ_CST) || !S.router) return;
+  for (int i = 0; i < S.n; i++) if (S.w[i].hello && !S.w[i].dead) send_to(i, "regroup", 0, NULL, 0);
+}
 
 /* sends the session's heartbeat to every live worker when one is due (under S_mu) */
 static void ping_due(void) {
@@ -216,6 +228,7 @@ static void *reaper_main(void *arg) {
         int64_t last = __atomic_load_n(&w->last_ms, __ATOMIC_SEQ_CST);
         if (!w->hello || w->dead || t - last <= S.hb_ms) continue;
         char why[120]; snprintf(why, sizeof why, "stopped responding: no heartbeat for %.1f s", (double)(t - last) / 1e3);
+        __atomic_store_n(&w->silent, 1, __ATOMIC_SEQ_CST);   /* before dead: a reader that sees dead sees this */
         mark_dead(i, why);
       }
     }
@@ -401,6 +414,7 @@ static int wait_replies(nb_VM *vm, uint32_t seq, const int *targets, dsess_Reply
     zmq_pollitem_t it = { S.router, 0, ZMQ_POLLIN, 0 };
     int rc = zmq_poll(&it, 1, 50);
     ping_due();
+    send_regroup_if_asked();
     drain_procs(vm, 0);
     /* a burst of at most 64 messages, so a chatty rank cannot starve the checks below */
     for (int k = 0; rc > 0 && k < 64; k++) {
@@ -440,8 +454,10 @@ static int send_to(int rank, const char *type, uint32_t seq, const void *body, s
 
 static void signal_procs(int sig) { for (int k = 0; k < S.nproc; k++) if (S.proc[k].pid > 0 && !S.proc[k].reaped) kill(S.proc[k].pid, sig); }
 
+static void note_dead_hosts(void);
 /* Stops the workers and frees the session (S_mu held). */
 static void teardown(void) {
+  note_dead_hosts();
   S.stopping = 1;
   if (S.router) {
     uint32_t seq = ++S.seq;
@@ -649,6 +665,31 @@ static void note_failed_hosts(int dead_only) {   /* S_mu held: ssh workers that 
   }
 }
 
+void dsess_note_dead_hosts(void) {
+  pthread_mutex_lock(&S_mu);
+  if (S.active) note_dead_hosts();
+  pthread_mutex_unlock(&S_mu);
+}
+
+/* ssh and Slurm: hosts every one of whose workers died (the host itself may
+** be gone) join the suspects a restart probes (S_mu held, before teardown).
+** Slurm: only workers that went silent count — srun ends every task of the
+** step when one fails (--kill-on-bad-exit), so there a death by exit says
+** nothing about the node; a lost node's tasks stop heartbeating first. */
+static void note_dead_hosts(void) {
+  if (!S.remote || !S.w) return;
+  int slurm = !strcmp(S.launcher, "slurm");
+  int k = 0;
+  while (failed_hosts[k]) k++;
+  for (int i = 0; i < S.n && k < 64; i++) {
+    if (!S.w[i].dead || !S.w[i].host[0]) continue;
+    int all = 1, seen = 0;
+    for (int j = 0; j < S.n; j++) if (!strcmp(S.w[j].host, S.w[i].host) && (!S.w[j].dead || (slurm && !__atomic_load_n(&S.w[j].silent, __ATOMIC_SEQ_CST)))) all = 0;
+    for (int j = 0; j < k; j++) if (!strcmp(failed_hosts[j], S.w[i].host)) seen = 1;
+    if (all && !seen && (failed_hosts[k] = strdup(S.w[i].host))) k++;
+  }
+}
+
 /* Tells every worker where it sits: local rank, workers on its machine,
 ** machine index and count, from the host ids of the hellos — so two names
 ** of one machine are one host, and one name is never two (S_mu held). */
@@ -702,6 +743,7 @@ int dsess_start(nb_VM *vm, int n, const dsess_Launch *o) {
   }
   for (int i = 0; failed_hosts[i]; i++) free(failed_hosts[i]);
   memset(failed_hosts, 0, sizeof failed_hosts);
+  __atomic_store_n(&regroup_req, 0, __ATOMIC_SEQ_CST);   /* a request for the last group is not this one's */
   memset(&S, 0, sizeof S);
   S.n = n;
   S.remote = ssh || slurm;
@@ -805,7 +847,11 @@ int dsess_start(nb_VM *vm, int n, const dsess_Launch *o) {
     if (strcmp(S.bind, "0.0.0.0") != 0) snprintf(addr, sizeof addr, "%s", S.bind); else dl_self_addr(addr, sizeof addr);
     char hp[112]; dl_hostport(hp, sizeof hp, addr, port);
     snprintf(S.endpoint, sizeof S.endpoint, "tcp://%s", hp);
-    S.proc[0].pid = dl_spawn_srun(&c, o->nodes, o->gpus_per_node, S.endpoint);
+    /* nodes lost by an earlier group: left out of this step */
+    char xl[1024] = ""; size_t xn = 0;
+    for (int i = 0; i < o->nlost && xn + strlen(o->lost[i]) + 2 < sizeof xl; i++) xn += (size_t)snprintf(xl + xn, sizeof xl - xn, "%s%s", xn ? "," : "", o->lost[i]);
+    int nodes = o->nodes > 0 ? o->nodes - o->nlost : 0;
+    S.proc[0].pid = dl_spawn_srun(&c, nodes > 0 ? nodes : 0, o->gpus_per_node, xl, S.endpoint);
     spawn_failed = S.proc[0].pid < 0;
     if (!spawn_failed) { S.proc[0].fd[0] = c.out_fd[0]; S.proc[0].fd[1] = c.out_fd[1]; }
   } else if (ssh) {

@@ -34,6 +34,9 @@ typedef struct dsess_Launch {
   int connect_timeout;              /* ssh ConnectTimeout, seconds (0: 10) */
   char ifname[32];                  /* the network interface for the session and the workers ("" : NABLA_SOCKET_IFNAME or the route) */
   char ports[32];                   /* "LO-HI": every listening port in that range ("" : NABLA_PORT_RANGE or any) */
+  int slots;                        /* most workers on one host (0: set by the first start, ceil(n / hosts)); never exceeded by a restart */
+  char **lost; int nlost;           /* ssh hosts found unreachable (a failed start, every worker dead and no ssh answer): left out,
+                                    ** probed again at every restart and re-admitted when they answer */
 } dsess_Launch;
 void dsess_launch_free(dsess_Launch *o);
 void dsess_launch_copy(dsess_Launch *dst, const dsess_Launch *src);
@@ -68,18 +71,37 @@ int  dsess_command(nb_VM *vm, const char *fname, const char *type, const void *b
 int  dsess_run_all(nb_VM *vm, const void *body, size_t len, dsess_Reply **rep, int *which, int prefix_all, const int *log_fds);
 
 /* The hosts whose workers could not be started by the last dsess_start (ssh
-** failed to connect, or the worker exited before its hello): dist.restart()
-** and `nabla run --max-restarts` leave them out.  NULL-terminated, owned here. */
+** failed to connect, or the worker exited before its hello) and, once the
+** group is stopped, the hosts every one of whose workers died: suspects that
+** dist.restart() and `nabla run --max-restarts` probe before using them.
+** NULL-terminated, owned here. */
 char *const *dsess_failed_hosts(void);
+/* adds the hosts every one of whose workers died to dsess_failed_hosts now,
+** while the group still runs (dist.restart plans before it stops the group) */
+void dsess_note_dead_hosts(void);
 
 /* dsessionplan.c.  env: "NAME" entries become "NAME=VALUE" from this
 ** process (an unset one is an error).  NB_OK or NB_ERR raised. */
 int dsess_env_values(nb_VM *vm, const char *f, char **env, int nenv);
-/* A restart's plan (ssh): adds ex and the hosts that failed to start (their
-** ssh failed, or no hello in time) to o->exclude; with min_workers > 0 and hosts lost, *n
-** becomes the workers per host before times the hosts left (>= min_workers,
-** else an error).  Other launchers: unchanged.  NB_OK or NB_ERR raised. */
-int dsess_plan_restart(nb_VM *vm, const char *f, dsess_Launch *o, int *n, char **ex, int nex, int min_workers);
+/* A restart's plan: the hosts and the number of workers of the next start.
+** ssh: reset clears o->exclude, ex is added to it; the suspects (o->lost and
+** dsess_failed_hosts()) are probed with ssh at once, and those that do not
+** answer become o->lost (left out), those that do are re-admitted.  *n
+** becomes min(want, slots x usable hosts): a lost host shrinks the world
+** instead of putting more workers on a host than its slots, a returned
+** one grows it back; fewer than min_workers is an error.  Slurm: the
+** allocation's nodes less the lost ones (dsess_failed_hosts), srun
+** --exclude'd.  Local: want.  NB_OK or NB_ERR raised. */
+int dsess_plan_restart(nb_VM *vm, const char *f, dsess_Launch *o, int want, int *n, char **ex, int nex, int reset, int min_workers);
+/* the workers per host a first start of n workers gives (o->slots, or
+** ceil(n / the hosts not excluded)); ssh and slurm, else n */
+int dsess_default_slots(const dsess_Launch *o, int n);
+
+/* Elastic membership (dsession.c): asks the running group to regroup at its
+** next step boundary (a `regroup` control message to every worker, sent by
+** the waiting thread; dist.save_checkpoint agrees on it over the ring and
+** ends the script with a DistRegroup error on every rank).  Any thread. */
+void dsess_request_regroup(void);
 
 /* The ssh hosts to use: o->hosts less o->exclude (a malloc'd array of
 ** pointers into o->hosts; *nhosts of them), or NULL with the error raised:

@@ -23,6 +23,8 @@ static int arg_str(nb_VM *vm, const char *f, const char *what, nb_Value v, const
   return NB_OK;
 }
 
+/* the last dist.start's settings: n is the size asked for (a restart after a
+** lost host may run fewer, and grows back to n when the host returns) */
 static struct { int n; dsess_Launch o; } last_start;
 
 /* a list of strings (or one string: split at spaces, for ssh_options) */
@@ -92,6 +94,7 @@ static int b_start(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
       else if (!strcmp(k, "remote_nabla")) { if (v.t != NB_TNIL && !(st = arg_str(vm, f, k, v, &sv))) { free(o.remote_nabla); o.remote_nabla = strdup(sv); } }
       else if (!strcmp(k, "threads_per_worker")) st = arg_int(vm, f, k, v, &o.threads_per_worker);
       else if (!strcmp(k, "connect_timeout")) st = arg_int(vm, f, k, v, &o.connect_timeout);
+      else if (!strcmp(k, "slots")) st = arg_int(vm, f, k, v, &o.slots);
       else if (!strcmp(k, "env")) {
         for (int j = 0; j < o.nenv; j++) free(o.env[j]);
         free(o.env); o.env = NULL; o.nenv = 0;
@@ -111,7 +114,7 @@ static int b_start(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
         for (int j = 0; j < o.nssh_opts; j++) free(o.ssh_opts[j]);
         free(o.ssh_opts); o.ssh_opts = NULL; o.nssh_opts = 0;
         st = arg_strlist(vm, f, k, v, 1, &o.ssh_opts, &o.nssh_opts);
-      } else st = nb_error_kind(vm, "TypeError", "%s: unknown option %s (ssh: ssh_port, ssh_key, ssh_options, remote_nabla, env, exclude, connect_timeout; all: threads_per_worker, ifname, ports; slurm: nodes, gpus_per_node)", f, k);
+      } else st = nb_error_kind(vm, "TypeError", "%s: unknown option %s (ssh: ssh_port, ssh_key, ssh_options, remote_nabla, env, exclude, connect_timeout, slots; all: threads_per_worker, ifname, ports; slurm: nodes, gpus_per_node)", f, k);
       if (st) { dsess_launch_free(&o); return NB_ERR; }
     }
   }
@@ -119,8 +122,14 @@ static int b_start(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
   snprintf(o.backend, sizeof o.backend, "%s", backend);
   snprintf(o.bind, sizeof o.bind, "%s", bind ? bind : "");
   o.timeout = a[3].u.n; o.heartbeat = a[6].u.n;
+  if (o.slots > 0 && !strcmp(o.launcher, "ssh")) {   /* slots= is a promise the first start keeps too */
+    int nh = 0; char **h = dsess_usable_hosts(vm, &o, &nh);
+    if (!h) { dsess_launch_free(&o); return NB_ERR; }
+    free(h);
+    if ((long)o.slots * nh < (long)a[0].u.n) { dsess_launch_free(&o); return dsess_error(vm, "%s: %d workers do not fit on %d host%s of %d slot%s each (slots=)", f, (int)a[0].u.n, nh, nh > 1 ? "s" : "", o.slots, o.slots > 1 ? "s" : ""); }
+  }
   int st = dsess_start(vm, (int)a[0].u.n, &o);
-  if (!st) { last_start.n = (int)a[0].u.n; dsess_launch_copy(&last_start.o, &o); }
+  if (!st) { o.slots = dsess_default_slots(&o, (int)a[0].u.n); last_start.n = (int)a[0].u.n; dsess_launch_copy(&last_start.o, &o); }
   dsess_launch_free(&o);
   if (st) return NB_ERR;
   *out = nb_nil();
@@ -133,9 +142,11 @@ static int b_stop(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
   return NB_OK;
 }
 /* dist.restart(exclude=nil, min_workers=0): a fresh group with the same
-** settings; hosts that failed to start or whose workers died are left out
-** (ssh), and with min_workers the group continues on the hosts that are
-** left with as many workers per host as before (not below min_workers) */
+** settings (dsess_plan_restart): hosts that failed to start or whose
+** workers all died are probed and left out while they do not answer, the
+** world is what the hosts left hold at their slots (up to dist.start's n;
+** an error below min_workers), exclude=[...] adds to the excluded hosts and
+** exclude=[] clears them */
 static int b_restart(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
   (void)nargs;
   const char *f = "dist.restart";
@@ -145,14 +156,16 @@ static int b_restart(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
   dsess_Launch o; memset(&o, 0, sizeof o);
   dsess_launch_copy(&o, &last_start.o);
   int n = last_start.n;
-  int st = dsess_plan_restart(vm, f, &o, &n, ex, nex, minw);
+  int reset = a[0].t == NB_TLIST && nex == 0;
+  dsess_note_dead_hosts();   /* the hosts the running group lost: probed by the plan */
+  int st = dsess_plan_restart(vm, f, &o, last_start.n, &n, ex, nex, reset, minw);
   for (int i = 0; i < nex; i++) free(ex[i]);
   free(ex);
   if (!st) {
     dsess_stop();
     st = dsess_start(vm, n, &o);
   }
-  if (!st) { last_start.n = n; dsess_launch_copy(&last_start.o, &o); }
+  if (!st) dsess_launch_copy(&last_start.o, &o);   /* last_start.n stays the size asked for */
   dsess_launch_free(&o);
   if (st) return NB_ERR;
   *out = nb_nil();
@@ -326,7 +339,28 @@ static int b_size(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
 static int b_node_rank(nb_VM *vm, nb_Value *a, int n, nb_Value *out) { (void)vm; (void)a; (void)n; *out = nbD_self.rank >= 0 ? nb_int(nbD_self.node_rank) : nb_nil(); return NB_OK; }
 static int b_local_world(nb_VM *vm, nb_Value *a, int n, nb_Value *out) { (void)vm; (void)a; (void)n; *out = nbD_self.rank >= 0 ? nb_int(nbD_self.local_world) : nb_nil(); return NB_OK; }
 
+/* Elastic membership, the worker's side: the session's `regroup` message
+** (dworker.c's I/O thread sets nbD_regroup_flag) asks the group to stop at
+** its next step boundary; dist.save_checkpoint agrees on it over the ring
+** (an all_reduce max of the flag, which is also its barrier) and every rank
+** raises DistRegroup, which `nabla run` takes as "start again at the new
+** size from this checkpoint" (not a failure). */
+int nbD_regroup_flag;
+static int b_regroup_pending(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
+  (void)vm; (void)a; (void)n;
+  *out = nb_bool(nbD_self.rank >= 0 && __atomic_load_n(&nbD_regroup_flag, __ATOMIC_SEQ_CST));
+  return NB_OK;
+}
+static int b_regroup(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
+  (void)n; (void)out;
+  if (nbD_self.rank < 0) return dsess_error(vm, "dist.regroup: only workers regroup");
+  if (a[0].t != NB_TNUM) return nb_error_kind(vm, "TypeError", "dist.regroup: step must be a number");
+  return nb_error_kind(vm, "DistRegroup", "regrouping after the checkpoint of step %.0f: the group's membership changes (hosts joined); it resumes at the new size from that checkpoint", a[0].u.n);
+}
+
 static nb_Builtin session_builtins[] = {
+  { "dist_regroup_pending", b_regroup_pending, "", "dist.regroup_pending(): on a worker, whether the session asked the group to regroup at its next checkpoint (elastic membership: a host joined); false in the session" },
+  { "dist_regroup", b_regroup, "step", "dist.regroup(step): ends this rank's script with a DistRegroup error (every rank must, at the same step: dist.save_checkpoint does it when the group agrees), which nabla run takes as a regroup, not a failure" },
   { "dist_node_rank", b_node_rank, "", "dist.node_rank(): the index of this worker's host among the job's hosts (NODE_RANK; nil in the session)" },
   { "dist_local_world_size", b_local_world, "", "dist.local_world_size(): the number of workers on this worker's host (LOCAL_WORLD_SIZE; nil in the session)" },
   { "dist_start", b_start, "n, launcher=\"local\", backend=\"auto\", timeout=300, bind=nil, hosts=nil, heartbeat=10, **opts",
@@ -334,7 +368,7 @@ static nb_Builtin session_builtins[] = {
     "backend \"nccl\" runs collectives of CUDA tensors on NCCL (one GPU per worker), \"ring\" over TCP/shared memory, \"auto\" picks nccl when every worker has its own GPU and NCCL loads" },
   { "dist_info", b_info, "", "dist.info(): {size, backend, reason, nccl} in the session (backend: \"ring\" or \"nccl\"; reason: why auto chose the ring); {rank, world, backend} on a worker; nil elsewhere" },
   { "dist_stop", b_stop, "", "dist.stop(): shuts the workers down" },
-  { "dist_restart", b_restart, "exclude=nil, min_workers=0", "dist.restart(exclude=nil, min_workers=0): stops whatever is left of the workers and starts fresh ones with the same settings (their globals are lost); ssh hosts that failed to start or lost their workers are left out, and with min_workers the group continues on the hosts left (as many workers per host as before, at least min_workers)" },
+  { "dist_restart", b_restart, "exclude=nil, min_workers=0", "dist.restart(exclude=nil, min_workers=0): stops whatever is left of the workers and starts fresh ones with the same settings (their globals are lost); ssh hosts that failed to start or lost all their workers are probed and left out while they do not answer (re-admitted when they do), the group is as large as the hosts left hold at their slots (never more workers on a host than the first start put there; up to dist.start's n), an error below min_workers; exclude=[...] adds excluded hosts, exclude=[] clears them" },
   { "dist_exec", b_exec, "code", "dist.exec(code): runs source on every worker; their output is shown prefixed [rank N]" },
   { "dist_run", b_run, "*args", "dist.run(fn, args...): calls fn(args...) on every worker; the list of results by rank" },
   { "dist_push", b_push, "vars=nil, **kw", "dist.push(name=value, ...) or dist.push({name: value}): sets globals on every worker" },

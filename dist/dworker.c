@@ -366,6 +366,7 @@ static void wio_incoming(dp_Msg *m, double *stop_at) {
   }
   IO.rctr = m->ctr;
   if (!strcmp(m->type, "ping")) return;
+  if (!strcmp(m->type, "regroup")) { __atomic_store_n(&nbD_regroup_flag, 1, __ATOMIC_SEQ_CST); return; }   /* elastic: at the next checkpoint */
   if (!strcmp(m->type, "challenge")) {   /* the handshake (see on_hi): hello, echoing it */
     if (IO.hello_sent) return;
     char body[700]; int n = snprintf(body, sizeof body, "%s %.150s", IO.hello, m->body);

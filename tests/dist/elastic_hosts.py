@@ -1,0 +1,49 @@
+"""tests/dist/elastic_hosts.py — hosts that die and come back, for the
+elastic tests (test_elastic.py) and bench/dist/elastic_recovery.py, on a
+started hosts.Cluster: kill(i) is Cluster.kill_host (every process of the
+host killed, its links down), revive(i) brings it back (links up, a fresh
+sshd as its first process with its own hostname, /etc/hosts and /dev/shm)
+and waits until it answers ssh; ensure_up() revives what a failed test left
+down."""
+import os
+import subprocess
+import time
+
+from hosts import IP, SSHD, SSH_OPTS, write_sshd_config, _sh
+
+
+class Hosts:
+    def __init__(self, cluster):
+        self.c = cluster
+        self.down = set()
+
+    def kill(self, i):
+        self.down.add(i)
+        self.c.kill_host(i)
+
+    def revive(self, i):
+        c = self.c
+        for end in ("m", "d"):
+            _sh([IP, "-n", c.sw, "link", "set", f"v{c.tag}{end}{i}s", "up"])
+        d = c.dir
+        cfg = write_sshd_config(os.path.join(d, f"sshd_config{i}"), d, 22, ["0.0.0.0", "::"], f"{d}/sshd{i}.pid")
+        log = open(os.path.join(d, f"sshd{i}.log"), "a")
+        boot = (f"hostname {c.names[i]} && mount --make-rprivate / && mount --bind {d}/hosts /etc/hosts && "
+                f"mount -t tmpfs -o size=2g,mode=1777 tmpfs /dev/shm && exec {SSHD} -D -e -f {cfg}")
+        p = subprocess.Popen([IP, "netns", "exec", c.ns[i], "unshare", "--mount", "--uts", "sh", "-c", boot],
+                             stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+        c.procs.append(p)
+        c.pids[i] = p.pid
+        t = time.time()
+        while time.time() - t < 60:
+            q = c.run(0, ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=3", *SSH_OPTS, "-i", c.key, c.names[i], "hostname"],
+                      timeout=60)
+            if q.returncode == 0 and q.stdout.strip() == c.names[i]:
+                self.down.discard(i)
+                return
+            time.sleep(0.2)
+        raise RuntimeError(f"host {c.names[i]} did not come back")
+
+    def ensure_up(self):
+        for i in sorted(self.down):
+            self.revive(i)

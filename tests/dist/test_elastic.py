@@ -1,0 +1,314 @@
+#!/usr/bin/python3
+"""tests/dist: elastic membership and the shrink path on 3 simulated hosts
+(tests/dist/hosts.py: network namespaces with their own hostname and sshd),
+2 slots each.  Cases:
+
+- live_shrink: a live session of 6 workers loses host c (killed: its
+  processes die, its links go down); a plain dist.restart() continues at
+  once on the 2 hosts left with 4 workers (never 3 per host: the slots of
+  the first start), without retrying the dead host; dist.restart(min_workers=4)
+  continues, min_workers=5 is refused naming why (the group stays); host c
+  comes back and the next dist.restart(exclude=["hostb"]) re-admits it (c
+  in, b out: 4 workers), exclude=[] brings b back (6).  Every group's
+  all_reduce is checked.
+- grow: `nabla run --nnodes 2:3 --max-restarts 1` (4..6 workers) trains
+  data-parallel; host c is killed at step 4 (the only restart is spent on
+  it: the group continues with 4 workers from the step-3 checkpoint), then
+  returns while the group waits at step 7; the session asks for a regroup,
+  the group stops at the step-9 checkpoint and resumes with 6 workers; the
+  final parameters equal (bitwise) a plain 6-worker run resumed from that
+  same checkpoint, and the NumPy reference.
+- slurm_node_loss: inside an allocation of 3 nodes (SLURM_* set; srun is
+  tests/dist/fake_slurm/srun over the simulated hosts), `nabla run` takes
+  the launcher, -n and --nodes from it; node c is lost at step 4 and the
+  restart runs srun --ntasks=4 --nodes=2 --exclude=hostc, resuming from
+  the step-3 checkpoint (--min-workers 4).
+- srun: `nabla run` as one of several srun tasks is refused with a clear
+  error (no N silent world-1 jobs); a lone task is not.
+
+Run: NABLA=build/nabla /usr/bin/python3 tests/dist/test_elastic.py
+NABLA_ASAN: also run under the ASan build by tools/run-tests.sh.
+SKIP (with why) when this machine cannot simulate hosts.
+"""
+import os, re, shutil, subprocess, sys, time
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import dutil  # noqa: E402
+from dutil import NABLA, TMP, needs, per_rank, report, sanitizer_check, script, test  # noqa: E402
+from hosts import started  # noqa: E402
+from elastic_hosts import Hosts  # noqa: E402
+
+rng = np.random.default_rng()
+C, WHY = started(3)
+HOSTS = ",".join(C.names)
+needs_hosts = needs(WHY)
+H = Hosts(C)
+kill_host, revive_host, ensure_up = H.kill, H.revive, H.ensure_up
+
+
+def follow(cmd, actions, timeout, env=None):
+    """Runs cmd on host a; when a stdout line contains a key of actions, calls
+    its function (once).  Returns (rc, out, err, the keys that fired)."""
+    p = C.popen(0, cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    out, fired = [], []
+    t = time.time()
+    try:
+        for line in p.stdout:
+            out.append(line)
+            for key, fn in actions.items():
+                if key in line and key not in fired:
+                    fired.append(key)
+                    fn()
+            if time.time() - t > timeout:
+                break
+        p.wait(timeout=max(5, timeout - (time.time() - t)))
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    err = p.stderr.read()
+    sanitizer_check(err)
+    return p.returncode, "".join(out), err, fired
+
+
+def touch(path):
+    with open(path, "w") as f:
+        f.write("go")
+
+
+# ---------------------------------------------------------------- a live session: shrink, refuse, re-admit
+LIVE = """
+import dist
+fn hosts() { h = list(); for w in dist.workers() { push(h, w.host) }; h }
+# every rank's (rank + 1) * v summed: checks the whole group formed and computes
+fn total(v) { dist.run(fn(v) all_reduce(ones(2) * v * (dist.rank() + 1)).tolist(), v)[0] }
+fn wait_file(p) { while not exists(p) { } }
+v = VAL
+dist.start(6, launcher="ssh", hosts=["hosta", "hostb", "hostc"], connect_timeout=3, heartbeat=3, SSHOPTS)
+print("A", hosts(), total(v))
+print("KILL")
+wait_file("F1")
+while true { k = 0; for w in dist.workers() { if w.alive { k = k + 1 } }; if k <= 4 { break } }
+dist.restart()
+print("B", hosts(), total(v))
+dist.restart(min_workers=4)
+print("C", hosts(), total(v))
+try { dist.restart(min_workers=5); print("D no error") } catch e { print("D", e.message) }
+print("D2", hosts(), total(v))
+print("REVIVE")
+wait_file("F2")
+dist.restart(exclude=["hostb"])
+print("F", hosts(), total(v))
+dist.restart(exclude=[])
+print("G", hosts(), total(v))
+dist.stop()
+"""
+
+
+def expect_total(v, ranks):
+    return [float(np.float32(v) * sum(range(1, ranks + 1)))] * 2
+
+
+@test
+@needs_hosts
+def test_live_shrink(name):
+    ensure_up()
+    v = float(np.float32(rng.uniform(0.5, 2.0)))
+    f1, f2 = os.path.join(TMP, "live-F1"), os.path.join(TMP, "live-F2")
+    src = (LIVE.replace("SSHOPTS", C.ssh_opts_nbl()).replace("VAL", repr(v))
+           .replace('"F1"', f'"{f1}"').replace('"F2"', f'"{f2}"'))
+    path = script(src, "el_live.nbl")
+    rc, out, err, fired = follow([NABLA, "-u", path], {"KILL": lambda: (kill_host(2), touch(f1)),
+                                                 "REVIVE": lambda: (revive_host(2), touch(f2))}, timeout=240)
+    got = {}
+    for line in out.splitlines():
+        m = re.match(r"^(A|B|C|D2|F|G) (\[.*?\]) (\[.*\])$", line)
+        if m:
+            got[m.group(1)] = (eval(m.group(2)), [float(x) for x in eval(m.group(3))])
+    a, b, c = ["hosta"] * 2, ["hostb"] * 2, ["hostc"] * 2
+    want = {"A": (a + b + c, 6), "B": (a + b, 4), "C": (a + b, 4), "D2": (a + b, 4), "F": (a + c, 4), "G": (a + b + c, 6)}
+    why = None if rc == 0 else f"rc {rc}"
+    for k, (hs, ranks) in want.items():
+        if why:
+            break
+        if k not in got:
+            why = f"no line {k}"
+        elif got[k][0] != hs:
+            why = f"{k}: the group ran on {got[k][0]}, expected {hs}"
+        elif not np.allclose(got[k][1], expect_total(v, ranks), rtol=1e-6):
+            why = f"{k}: all_reduce gave {got[k][1]}, expected {expect_total(v, ranks)}"
+    dline = [l for l in out.splitlines() if l.startswith("D ")]
+    if why is None and not (dline and "fewer than min_workers=5" in dline[0] and "2 hosts left" in dline[0]):
+        why = f"dist.restart(min_workers=5) on 2 hosts of 2 slots: {dline}"
+    # the first restart did not try the dead host (a start there fails: "exited before connecting")
+    if why is None and ("exited before connecting" in err or "could not" in err):
+        why = "a restart tried the dead host"
+    report(name, why is None, f"{why}; out={out[-900:]!r} err={err[-900:]!r}")
+
+
+# ---------------------------------------------------------------- nabla run: shrink, then grow back
+TRAIN = """
+import dist
+X = load_npy(argv[1]); Y = load_npy(argv[2]); W = load_npy(argv[3])
+steps = int(argv[4]); lr = 0.1; ck = argv[5]; side = argv[6]; mode = argv[7]
+st = {w: W}
+step0 = dist.resume(ck, st)
+W = st.w
+n = dist.world_size(); r = dist.rank()
+rows = dist.local_batch(X.shape[0]).batch      # the global batch stays X's rows at any world size
+x = X[r * rows:(r + 1) * rows]; y = Y[r * rows:(r + 1) * rows]
+fn loss(w) { d = x @ w - y; (d * d).mean() }
+g = grad(loss)
+if r == 0 {
+  print("START", step0, n)
+  if step0 > 0 and mode == "elastic" { save("{side}-{step0}-{n}.safetensors", load(ck)) }
+}
+for s in step0..steps {
+  if mode != "plain" and n == 6 and s == 4 and getenv("NABLA_RESTART_COUNT") == "0" and dist.node_rank() == 2 { print("SPIN", r); while true { } }
+  if mode == "elastic" and n == 4 and s == 7 {
+    if r == 0 { print("GROW") }
+    while not dist.regroup_pending() { }
+  }
+  W = W - lr * all_reduce(g(W), op="avg")
+  if (s + 1) % 3 == 0 { dist.save_checkpoint(ck, {w: W}, s + 1) }
+}
+print("W", W.reshape([-1]).tolist())
+print("WORLD", n)
+"""
+
+
+def reference(X, Y, W, steps, lr=0.1):
+    W = W.astype(np.float64)
+    for _ in range(steps):
+        W = W - lr * (2.0 / (X.shape[0] * Y.shape[1])) * X.T @ (X @ W - Y)
+    return W.reshape(-1)
+
+
+def npy(name, a):
+    path = os.path.join(TMP, name)
+    np.save(path, a)
+    return path
+
+
+def final_params(out, world):
+    got = per_rank(out, "W")
+    if sorted(got) != list(range(world)):
+        return None, f"W lines from ranks {sorted(got)}, expected 0..{world - 1}"
+    for r, w in got.items():
+        if w != got[0]:
+            return None, f"rank {r}'s parameters differ from rank 0's"
+    return np.array(got[0]), None
+
+
+@test
+@needs_hosts
+def test_grow(name):
+    ensure_up()
+    X = rng.standard_normal((24, 5)).astype(np.float32)
+    Y = rng.standard_normal((24, 3)).astype(np.float32)
+    W = (rng.standard_normal((5, 3)) * 0.1).astype(np.float32)
+    files = [npy("gX.npy", X), npy("gY.npy", Y), npy("gW.npy", W)]
+    ck, side = os.path.join(TMP, "grow.safetensors"), os.path.join(TMP, "side")
+    path = script(TRAIN, "el_grow.nbl")
+    common = ["--launcher", "ssh", "--hosts", HOSTS, *C.ssh_args(), "--connect-timeout", "3", "--heartbeat", "4"]
+    cmd = [NABLA, "run", "--nnodes", "2:3", "--slots-per-host", "2", "--max-restarts", "1", *common,
+           path, *files, "15", ck, side, "elastic"]
+    env = {"NABLA_ELASTIC_PROBE_S": "1"}
+    rc, out, err, fired = follow(cmd, {"SPIN": lambda: (time.sleep(0.3), kill_host(2)),
+                                       "GROW": lambda: revive_host(2)}, timeout=300, env=env)
+    starts = [tuple(x) for x in re.findall(r"^\[rank 0\] START (\d+) (\d+)$", out, re.M)]
+    why = None if rc == 0 else f"rc {rc}"
+    if why is None and fired != ["SPIN", "GROW"]:
+        why = f"the failure and the return did not both happen: {fired}"
+    if why is None and starts != [("0", "6"), ("3", "4"), ("9", "6")]:
+        why = f"the groups started at (step, world) {starts}, expected (0, 6), (3, 4) after the host loss, (9, 6) after it returned"
+    if why is None and "restarting the group (restart 1 of 1) with 4 workers" not in err:
+        why = "no restart to 4 workers (was a restart spent on the dead host?)"
+    if why is None and "regrouping the group with 6 workers (was 4)" not in err:
+        why = "no regroup to 6 workers"
+    got = None
+    if why is None:
+        got, why = final_params(out.split("START 9 6")[-1], 6)
+    if why is None and not np.allclose(got, reference(X, Y, W, 15), rtol=1e-4, atol=1e-5):
+        why = f"parameters {got} differ from the NumPy reference {reference(X, Y, W, 15)}"
+    if why is None:
+        # a plain run at the new size, resumed from the checkpoint the regroup resumed from
+        ck2 = os.path.join(TMP, "grow-ref.safetensors")
+        shutil.copy(f"{side}-9-6.safetensors", ck2)
+        p = C.run(0, [NABLA, "run", "-n", "6", *common, path, *files, "15", ck2, side, "plain"], timeout=120)
+        sanitizer_check(p.stderr)
+        ref6, why = final_params(p.stdout, 6) if p.returncode == 0 else (None, f"the reference run: rc {p.returncode}: {p.stderr[-400:]}")
+        if why is None and "START 9 6" not in p.stdout:
+            why = "the reference run did not resume at step 9"
+        if why is None and not np.array_equal(got, ref6):
+            why = f"the regrouped run's parameters {got} differ from a 6-worker run resumed from the same checkpoint {ref6}"
+    report(name, why is None, f"{why}; out={out[-900:]!r} err={err[-1200:]!r}")
+
+
+# ---------------------------------------------------------------- Slurm: a node lost inside the allocation
+@test
+@needs_hosts
+def test_slurm_node_loss(name):
+    # tests/dist/fake_slurm/srun places the tasks on the simulated hosts as srun
+    # does inside an allocation of those 3 nodes (--ntasks, --nodes, --exclude)
+    ensure_up()
+    X = rng.standard_normal((24, 5)).astype(np.float32)
+    Y = rng.standard_normal((24, 3)).astype(np.float32)
+    W = (rng.standard_normal((5, 3)) * 0.1).astype(np.float32)
+    files = [npy("sX.npy", X), npy("sY.npy", Y), npy("sW.npy", W)]
+    ck, log = os.path.join(TMP, "slurm.safetensors"), os.path.join(TMP, "srun.log")
+    path = script(TRAIN, "el_slurm.nbl")
+    fake = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake_slurm")
+    env = {"PATH": fake + ":" + os.environ.get("PATH", ""), "SLURM_JOB_ID": "4242", "SLURM_NTASKS": "6", "SLURM_JOB_NUM_NODES": "3",
+           "FAKE_SLURM_NODES": HOSTS, "FAKE_SLURM_PIDS": ",".join(str(p) for p in C.pids), "FAKE_SLURM_LOG": log}
+    cmd = [NABLA, "run", "--heartbeat", "3", "--min-workers", "4", "--max-restarts", "1", path, *files, "12", ck, "-", "slurm"]
+    rc, out, err, fired = follow(cmd, {"SPIN": lambda: (time.sleep(0.3), kill_host(2))}, timeout=200, env=env)
+    starts = [tuple(x) for x in re.findall(r"^\[rank 0\] START (\d+) (\d+)$", out, re.M)]
+    sruns = open(log).read().splitlines() if os.path.exists(log) else []
+    why = None if rc == 0 else f"rc {rc}"
+    if why is None and "inside Slurm job 4242: launcher slurm" not in err:
+        why = "the launcher was not taken from the allocation"
+    if why is None and starts != [("0", "6"), ("3", "4")]:
+        why = f"the groups started at (step, world) {starts}, expected (0, 6), then (3, 4) without the lost node"
+    if why is None and (len(sruns) != 2 or "--ntasks=6" not in sruns[0] or "--nodes=3" not in sruns[0] or "--exclude" in sruns[0]):
+        why = f"the first srun was not -n and --nodes of the allocation: {sruns}"
+    if why is None and not all(a in sruns[1].split() for a in ("--ntasks=4", "--nodes=2", "--exclude=hostc")):
+        why = f"the restart's srun did not leave the lost node out: {sruns}"
+    got = None
+    if why is None:
+        got, why = final_params(out.split("START 3 4")[-1], 4)
+    if why is None and not np.allclose(got, reference(X, Y, W, 12), rtol=1e-4, atol=1e-5):
+        why = f"parameters {got} differ from the NumPy reference"
+    report(name, why is None, f"{why}; out={out[-600:]!r} err={err[-1200:]!r}")
+
+
+# ---------------------------------------------------------------- srun nabla run
+@test
+def test_srun_refused(name):
+    path = script("print('RAN')\n", "el_srun.nbl")
+    base = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    why = None
+    for procid, says in (("0", True), ("2", False)):
+        env = dict(base, SLURM_JOB_ID="77", SLURM_STEP_ID="0", SLURM_PROCID=procid, SLURM_NTASKS="3", SLURM_STEP_NUM_TASKS="3")
+        p = subprocess.run([NABLA, "run", "-n", "2", path], capture_output=True, text=True, timeout=30, env=env)
+        sanitizer_check(p.stderr)
+        if p.returncode != 2 or "RAN" in p.stdout:
+            why = f"task {procid}: rc {p.returncode}, out {p.stdout!r}: expected a refusal"
+        elif says and not ("started by srun as one of 3 tasks" in p.stderr and "without srun" in p.stderr):
+            why = f"task 0 does not say why: {p.stderr!r}"
+        elif not says and p.stderr:
+            why = f"task {procid} repeats the message: {p.stderr!r}"
+        if why:
+            break
+    if why is None:   # a lone task (srun -n 1 nabla run) is a job of its own: it runs
+        env = dict(base, SLURM_STEP_ID="0", SLURM_PROCID="0", SLURM_NTASKS="1", SLURM_STEP_NUM_TASKS="1")
+        p = subprocess.run([NABLA, "run", "-n", "2", "--launcher", "local", path], capture_output=True, text=True, timeout=60, env=env)
+        sanitizer_check(p.stderr)
+        if p.returncode != 0 or p.stdout.count("RAN") != 2:
+            why = f"a lone task: rc {p.returncode} out {p.stdout!r} err {p.stderr[-300:]!r}"
+    report(name, why is None, why or "")
+
+
+C.stop()
+dutil.finish()
