@@ -7,10 +7,10 @@
 **
 ** lgamma: x < 0.5 by reflection, lgamma(x) = log(pi / |sin(pi x)|) - lgamma(1 - x);
 **   t >= 0.5 by lgamma(t) = S(t + 8) - sum_{i<8} log(t + i), S Stirling's series
-**   to 1/z^7 (truncation error < 1/(1188 z^9) < 4e-12 at z >= 8.5).
+**   to 1/z^11 (truncation error < 1/(156 z^13) < 6e-15 at z >= 8.5).
 **   Poles (0, -1, -2, ...): +inf, as torch.
 ** digamma: x < 0.5 by psi(x) = psi(1 - x) - pi / tan(pi x); t >= 0.5 by
-**   psi(t) = A(t + 8) - sum_{i<8} 1/(t + i), A the asymptotic series to 1/z^10.
+**   psi(t) = A(t + 8) - sum_{i<8} 1/(t + i), A the asymptotic series to 1/z^14.
 **   psi(0) = -inf and negative integers NaN, as torch.
 ** erfinv: Giles' single-precision approximation (M. Giles, "Approximating
 **   the erfinv function", GPU Computing Gems, 2011) refined by two Newton
@@ -39,16 +39,22 @@ static nt_Tensor *shift_sum(nt_Tensor *t, int op) {
   return s;
 }
 
+/* c[0] - w2 (c[1] - w2 (c[2] - ...)); takes w2 */
+static nt_Tensor *alt_series(nt_Tensor *w2, const double *c, int n) {
+  nt_Tensor *p = w2 ? C(w2, c[n - 1]) : NULL;
+  for (int i = n - 2; i >= 0; i--) p = X_sb(NT_OP_SUB, c[i], X_mul(nt_retain(w2), p));
+  nt_release(w2);
+  return p;
+}
+
 /* lgamma of t >= 0.5 (f64) */
 static nt_Tensor *lgamma_pos(nt_Tensor *t) {
   nt_Tensor *z = nt_binary_scalar_ex(NT_OP_ADD, t, 8, NT_SCALAR_FLOAT);
   if (!z) return NULL;
   nt_Tensor *w = X_un(NT_OP_RECIPROCAL, nt_retain(z)), *w2 = w ? nt_mul(w, w) : NULL;
-  /* w (1/12 - w2 (1/360 - w2 (1/1260 - w2 / 1680))) */
-  nt_Tensor *ser = X_sb(NT_OP_SUB, 1.0 / 1260, X_bs(NT_OP_MUL, nt_retain(w2), 1.0 / 1680));
-  ser = X_sb(NT_OP_SUB, 1.0 / 360, X_mul(nt_retain(w2), ser));
-  ser = X_sb(NT_OP_SUB, 1.0 / 12, X_mul(w2, ser));
-  ser = X_mul(w, ser);
+  /* w (1/12 - w2 (1/360 - w2 (1/1260 - w2 (1/1680 - w2 (1/1188 - w2 691/360360))))) */
+  static const double lc[] = { 1.0 / 12, 1.0 / 360, 1.0 / 1260, 1.0 / 1680, 1.0 / 1188, 691.0 / 360360 };
+  nt_Tensor *ser = X_mul(w, alt_series(w2, lc, 6));
   /* (z - 0.5) log z - z + log(2 pi) / 2 */
   nt_Tensor *st = X_sub(X_mul(X_bs(NT_OP_SUB, nt_retain(z), 0.5), X_un(NT_OP_LOG, nt_retain(z))), nt_retain(z));
   st = X_add(X_bs(NT_OP_ADD, st, 0.91893853320467274178), ser);
@@ -61,12 +67,9 @@ static nt_Tensor *digamma_pos(nt_Tensor *t) {
   nt_Tensor *z = nt_binary_scalar_ex(NT_OP_ADD, t, 8, NT_SCALAR_FLOAT);
   if (!z) return NULL;
   nt_Tensor *w = X_un(NT_OP_RECIPROCAL, nt_retain(z)), *w2 = w ? nt_mul(w, w) : NULL;
-  /* log z - w/2 - w2 (1/12 - w2 (1/120 - w2 (1/252 - w2 (1/240 - w2/132)))) */
-  nt_Tensor *ser = X_sb(NT_OP_SUB, 1.0 / 240, X_bs(NT_OP_MUL, nt_retain(w2), 1.0 / 132));
-  ser = X_sb(NT_OP_SUB, 1.0 / 252, X_mul(nt_retain(w2), ser));
-  ser = X_sb(NT_OP_SUB, 1.0 / 120, X_mul(nt_retain(w2), ser));
-  ser = X_sb(NT_OP_SUB, 1.0 / 12, X_mul(nt_retain(w2), ser));
-  ser = X_mul(w2, ser);
+  /* log z - w/2 - w2 (1/12 - w2 (1/120 - w2 (1/252 - w2 (1/240 - w2 (1/132 - w2 (691/32760 - w2/12)))))) */
+  static const double dc[] = { 1.0 / 12, 1.0 / 120, 1.0 / 252, 1.0 / 240, 1.0 / 132, 691.0 / 32760, 1.0 / 12 };
+  nt_Tensor *ser = X_mul(w2, alt_series(nt_retain(w2), dc, 7));
   nt_Tensor *a = X_sub(X_sub(X_un(NT_OP_LOG, z), X_bs(NT_OP_MUL, w, 0.5)), ser);
   return X_sub(a, shift_sum(t, NT_OP_RECIPROCAL));
 }
