@@ -89,7 +89,7 @@ static int b_searchsorted(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
     if (args[4].t != NB_TSTR || (strcmp(nb_str(args[4])->data, "left") && strcmp(nb_str(args[4])->data, "right")))
       return nb_error_kind(vm, "ValueError", "%s: side must be \"left\" or \"right\"", fname);
     bool r2 = !strcmp(nb_str(args[4])->data, "right");
-    if (args[3].t != NB_TNIL && nb_truthy(args[3]) != r2) return nb_error_kind(vm, "ValueError", "%s: side and right disagree", fname);
+    if (!r2 && nb_truthy(args[3])) return nb_error_kind(vm, "ValueError", "%s: side=\"left\" and right=true disagree", fname);
     right = r2;
   }
   TENSOR_ARG(s, 0, "sorted_sequence"); TENSOR_ARG(v, 1, "values");

@@ -149,7 +149,7 @@ nt_Tensor *nt_erfinv(nt_Tensor *x0) {
   nt_Tensor *r = y ? newton(y, x) : NULL;   /* y is detached: d r / d x = 1 / erf'(y) */
   nt_release(y);
   nt_Tensor *one = r ? X_bs(NT_OP_EQ, nt_abs(x), 1) : NULL;
-  r = X_where(one, X_bs(NT_OP_MUL, nt_retain(x), INFINITY), r);
+  r = X_where(one, X_bs(NT_OP_MUL, nt_detach(x), INFINITY), r);   /* detached: no inf * 0 in the gradient */
   nt_release(x);
   return X_dtype(r, float_of(x0->dtype));
 }
