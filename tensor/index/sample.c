@@ -117,6 +117,14 @@ static nt_Tensor *poisson_small(nt_Tensor *r) {
   return k;
 }
 
+/* lgamma(k + 1) = log k! */
+static nt_Tensor *X_lgamma1(nt_Tensor *k) {
+  nt_Tensor *k1 = nt_binary_scalar_ex(NT_OP_ADD, k, 1, NT_SCALAR_FLOAT);
+  nt_Tensor *r = k1 ? nt_lgamma(k1) : NULL;
+  nt_release(k1);
+  return r;
+}
+
 /* PTRS (Hörmann 1993), r >= 10 */
 static nt_Tensor *poisson_large(nt_Tensor *r) {
   nt_Tensor *slam = nt_sqrt(r), *loglam = nt_log(r);
@@ -142,7 +150,7 @@ static nt_Tensor *poisson_large(nt_Tensor *r) {
     nt_Tensor *lhs = X_sub(X_add(X_un(NT_OP_LOG, nt_retain(V)), X_un(NT_OP_LOG, nt_retain(inva))),
                            X_un(NT_OP_LOG, X_add(X_div(nt_retain(a), X_mul(nt_retain(us), nt_retain(us))), nt_retain(b))));
     nt_Tensor *kc = k ? X_bs(NT_OP_MAXIMUM, nt_retain(k), 0) : NULL;   /* lgamma's input, safe where rejected */
-    nt_Tensor *rhs = X_sub(X_add(nt_neg(r), X_mul(nt_retain(kc), nt_retain(loglam))), kc ? nt_lgamma(kc) : NULL);
+    nt_Tensor *rhs = X_sub(X_add(nt_neg(r), X_mul(nt_retain(kc), nt_retain(loglam))), kc ? X_lgamma1(kc) : NULL);
     nt_release(kc);
     nt_Tensor *acc2 = X_bin(NT_OP_LOGICAL_AND, X_un(NT_OP_LOGICAL_NOT, nt_retain(rej)), X_bin(NT_OP_LE, lhs, rhs));
     nt_Tensor *acc = X_bin(NT_OP_LOGICAL_OR, acc1, acc2);
