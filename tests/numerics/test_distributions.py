@@ -249,7 +249,7 @@ def error_cases(b):
 
 
 # ------------------------------------------------------------------ sampling statistics
-N = 200000
+N = 100000
 DKW_ALPHA = 1e-8
 Z = 6.0
 
@@ -304,7 +304,7 @@ def both(*checks):
 
 
 def sampling_cases(b, small=False):
-    n = N if not small else 20000
+    n = N if not small else 10000
     cases = [
         ("Normal", "D.Normal(0.5, 2.0)", st.norm(0.5, 2.0), False),
         ("Uniform", "D.Uniform(-1.0, 3.0)", st.uniform(-1, 4), False),
