@@ -87,6 +87,48 @@ done:
   return rc;
 }
 
+/* A stable LSD radix sort of the flat elements (16-bit digits, a pass
+** skipped when every key has the same digit there): order[] gets the
+** positions in ascending order.  Keys are the elements mapped to unsigned
+** integers that sort as the values do: i64 with the sign bit flipped; f64
+** with -0 as +0, every NaN as one NaN above +inf (the order and the
+** equality of cmp_at), negatives' bits inverted. */
+static uint64_t sort_key(const ix_Host *h, int64_t i) {
+  if (h->as == NT_I64) return (uint64_t)h->u.i[i] ^ (UINT64_C(1) << 63);
+  double v = h->u.f[i];
+  if (v == 0) v = 0;
+  if (isnan(v)) return UINT64_MAX;
+  uint64_t b;
+  memcpy(&b, &v, 8);
+  return b >> 63 ? ~b : b | (UINT64_C(1) << 63);
+}
+static int radix_order(const ix_Host *h, int64_t *order) {
+  int64_t n = h->n;
+  uint64_t *key = malloc(8 * (size_t)(n ? n : 1)), *key2 = malloc(8 * (size_t)(n ? n : 1));
+  int64_t *ord2 = malloc(8 * (size_t)(n ? n : 1)), *cnt = malloc(sizeof(int64_t) * 65536);
+  int rc = -1;
+  if (!key || !key2 || !ord2 || !cnt) { nt_error_set("unique: out of memory (%lld elements)", (long long)n); goto done; }
+  for (int64_t i = 0; i < n; i++) key[i] = sort_key(h, i);
+  for (int pass = 0; pass < 4; pass++) {
+    int sh = 16 * pass;
+    memset(cnt, 0, sizeof(int64_t) * 65536);
+    for (int64_t i = 0; i < n; i++) cnt[(key[i] >> sh) & 0xffff]++;
+    if (n && cnt[(key[0] >> sh) & 0xffff] == n) continue;   /* one digit everywhere: the order stands */
+    for (int64_t d = 0, sum = 0; d < 65536; d++) { int64_t c = cnt[d]; cnt[d] = sum; sum += c; }
+    for (int64_t i = 0; i < n; i++) {
+      int64_t at = cnt[(key[i] >> sh) & 0xffff]++;
+      key2[at] = key[i]; ord2[at] = order[i];
+    }
+    uint64_t *tk = key; key = key2; key2 = tk;
+    memcpy(order, ord2, 8 * (size_t)n);
+    if (nt_interrupt_requested()) { nt_error_set("interrupted"); goto done; }
+  }
+  rc = 0;
+done:
+  free(key); free(key2); free(ord2); free(cnt);
+  return rc;
+}
+
 static int unique_impl(const char *op, nt_Tensor *x, bool has_dim, int dim, bool sorted,
                        nt_Tensor **values, nt_Tensor **inverse, nt_Tensor **counts) {
   *values = NULL;
@@ -123,7 +165,8 @@ static int unique_impl(const char *op, nt_Tensor *x, bool has_dim, int dim, bool
   int rc = -1;
   if (!order) { nt_error_set("%s: out of memory (%lld elements)", op, (long long)n); goto done; }
   for (int64_t i = 0; i < n; i++) order[i] = i;
-  if (sorted) qsort_r(order, (size_t)n, sizeof(int64_t), qsort_rows, &R);
+  if (sorted && w == 1) { if (radix_order(&h, order)) goto done; }
+  else if (sorted) qsort_r(order, (size_t)n, sizeof(int64_t), qsort_rows, &R);
   if (nt_interrupt_requested()) { nt_error_set("interrupted"); goto done; }
   rc = group(src, axis, &R, order, n, values, inverse, inv_shape, inv_ndim, counts);
 done:
