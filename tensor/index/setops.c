@@ -64,6 +64,19 @@ static int qsort_rows(const void *pa, const void *pb, void *ud) {
 
 /* groups of the rows taken in `order`: firsts (the row that starts each
 ** group, as an index into x), inverse (per row, its group), counts */
+/* the results from the groups: first[g] (a position in src along axis whose
+** value group g has), cnt[g], inv[i] (the group of element i) */
+static int emit(nt_Tensor *src, int axis, const int64_t *first, const int64_t *cnt, int64_t ng, const int64_t *inv,
+                nt_Tensor **values, nt_Tensor **inverse, const int64_t *inv_shape, int inv_ndim, nt_Tensor **counts) {
+  nt_Tensor *fi = ix_i64_on(first, &ng, 1, src->device);
+  *values = fi ? nt_index_select(src, axis, fi) : NULL;
+  nt_release(fi);
+  if (!*values) return -1;
+  if (inverse && !(*inverse = ix_i64_on(inv, inv_shape, inv_ndim, src->device))) return -1;
+  if (counts && !(*counts = ix_i64_on(cnt, &ng, 1, src->device))) return -1;
+  return 0;
+}
+
 static int group(nt_Tensor *src, int axis, const Rows *R, const int64_t *order, int64_t n,
                  nt_Tensor **values, nt_Tensor **inverse, const int64_t *inv_shape, int inv_ndim, nt_Tensor **counts) {
   int64_t *first = malloc(8 * (size_t)(n ? n : 1)), *cnt = malloc(8 * (size_t)(n ? n : 1)), *inv = malloc(8 * (size_t)(n ? n : 1));
@@ -75,15 +88,36 @@ static int group(nt_Tensor *src, int axis, const Rows *R, const int64_t *order, 
     cnt[ng - 1]++;
     inv[order[k]] = ng - 1;
   }
-  nt_Tensor *fi = ix_i64_on(first, &ng, 1, src->device);
-  *values = fi ? nt_index_select(src, axis, fi) : NULL;
-  nt_release(fi);
-  if (!*values) goto done;
-  if (inverse && !(*inverse = ix_i64_on(inv, inv_shape, inv_ndim, src->device))) goto done;
-  if (counts && !(*counts = ix_i64_on(cnt, &ng, 1, src->device))) goto done;
-  rc = 0;
+  rc = emit(src, axis, first, cnt, ng, inv, values, inverse, inv_shape, inv_ndim, counts);
 done:
   free(first); free(cnt); free(inv);
+  return rc;
+}
+
+/* Integers whose range is at most about twice their number (token ids, labels):
+** a counting pass instead of a sort, O(n + range).  1 when it ran, 0 when
+** the range is too wide (the caller sorts), -1 on error. */
+static int unique_counting(nt_Tensor *src, const ix_Host *h, nt_Tensor **values, nt_Tensor **inverse,
+                           const int64_t *inv_shape, int inv_ndim, nt_Tensor **counts) {
+  int64_t n = h->n, lo = h->u.i[0], hi = h->u.i[0];
+  for (int64_t i = 1; i < n; i++) { if (h->u.i[i] < lo) lo = h->u.i[i]; if (h->u.i[i] > hi) hi = h->u.i[i]; }
+  uint64_t range = (uint64_t)hi - (uint64_t)lo + 1;
+  if (range > (uint64_t)n * 2 + 65536) return 0;
+  int64_t *slot = calloc((size_t)range, sizeof(int64_t));   /* count, then group + 1 */
+  int64_t *first = malloc(8 * (size_t)n), *cnt = malloc(8 * (size_t)n), *inv = malloc(8 * (size_t)n);
+  int rc = -1;
+  if (!slot || !first || !cnt || !inv) { nt_error_set("unique: out of memory (%lld elements)", (long long)n); goto done; }
+  for (int64_t i = 0; i < n; i++) slot[h->u.i[i] - lo]++;
+  int64_t ng = 0;
+  for (uint64_t v = 0; v < range; v++) if (slot[v]) { cnt[ng] = slot[v]; first[ng] = -1; slot[v] = ++ng; }
+  for (int64_t i = 0; i < n; i++) {
+    int64_t g = slot[h->u.i[i] - lo] - 1;
+    inv[i] = g;
+    if (first[g] < 0) first[g] = i;
+  }
+  rc = emit(src, 0, first, cnt, ng, inv, values, inverse, inv_shape, inv_ndim, counts) ? -1 : 1;
+done:
+  free(slot); free(first); free(cnt); free(inv);
   return rc;
 }
 
@@ -161,8 +195,13 @@ static int unique_impl(const char *op, nt_Tensor *x, bool has_dim, int dim, bool
     inv_ndim = x->ndim;
   }
   Rows R = { &h, w };
-  int64_t *order = malloc(8 * (size_t)(n ? n : 1));
+  int64_t *order = NULL;
   int rc = -1;
+  if (!has_dim && sorted && h.as == NT_I64 && n > 0) {
+    int c = unique_counting(src, &h, values, inverse, inv_shape, inv_ndim, counts);
+    if (c != 0) { rc = c < 0 ? -1 : 0; goto done; }
+  }
+  order = malloc(8 * (size_t)(n ? n : 1));
   if (!order) { nt_error_set("%s: out of memory (%lld elements)", op, (long long)n); goto done; }
   for (int64_t i = 0; i < n; i++) order[i] = i;
   if (sorted && w == 1) { if (radix_order(&h, order)) goto done; }

@@ -67,6 +67,11 @@ def unique_cases(b, small=False):
         cr = np.repeat(rows, 2, axis=0)
         b.case(f"unique_consecutive_dim_{tn}", f"unique_consecutive({b.inp(cr)}, return_counts=true, dim=0)",
                list(torch.unique_consecutive(T(cr), return_counts=True, dim=0)))
+    wide = rng.integers(-10**12, 10**12, size=50)[rng.integers(0, 50, size=300)]   # the sorting path (range >> n)
+    b.case("unique_wide_i64", f"unique({b.inp(wide)}, return_inverse=true, return_counts=true)",
+           list(torch.unique(T(wide), return_inverse=True, return_counts=True)))
+    fz = np.array([0.0, -0.0, np.inf, -np.inf, 1.5, -1.5, 0.0, np.inf])
+    b.case("unique_zeros_infs", f"unique({b.inp(fz)}, return_counts=true)", list(torch.unique(T(fz), return_counts=True)))
     e = np.zeros((0,), np.int64)
     b.case("unique_empty", f"unique({b.inp(e)}, return_counts=true)", list(torch.unique(T(e), return_counts=True)))
 
