@@ -58,14 +58,14 @@ static int b_histc(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
 static int b_histogram(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "histogram"; Tmp tp = {0}; int64_t bins = 0; double lo = NAN, hi = NAN;
   nt_Tensor *edges = NULL, *w = NULL;
-  if (args[2].t != NB_TNIL) {
-    int64_t r[2]; int k;
+  if (args[2].t != NB_TNIL) {   /* range: a list of two numbers, or a 2-element tensor (a bracket literal) */
     double d[2];
     if (args[2].t == NB_TLIST && nb_list(args[2])->n == 2) {
       if (nbT_num_arg(vm, fname, "range", nb_list(args[2])->items[0], &d[0]) || nbT_num_arg(vm, fname, "range", nb_list(args[2])->items[1], &d[1])) return NB_ERR;
-      lo = d[0]; hi = d[1];
-    } else if (nbT_ints_arg(vm, fname, "range", args[2], r, 2, &k) == NB_OK && k == 2) { lo = (double)r[0]; hi = (double)r[1]; }
-    else return nb_error_kind(vm, "TypeError", "%s: range must be a list [min, max]", fname);
+    } else if (args[2].t == NB_TTENSOR && T(args[2])->numel == 2) {
+      if (nt_to_host(T(args[2]), d, NT_F64)) return nbT_err(vm);
+    } else return nb_error_kind(vm, "TypeError", "%s: range must be [min, max], got %s", fname, nb_typename(args[2]));
+    lo = d[0]; hi = d[1];
   }
   TENSOR_ARG(x, 0, "x");
   if (args[1].t == NB_TNUM) { if (nbT_int_arg(vm, fname, "bins", args[1], &bins)) { nbT_tmp_free(&tp); return NB_ERR; } }

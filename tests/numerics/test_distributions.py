@@ -245,6 +245,8 @@ def error_cases(b):
     b.error("kl_unregistered", "D.kl_divergence(D.Normal(0.0, 1.0), D.Laplace(0.0, 1.0))", ["kl_divergence", "Normal", "Laplace"])
     b.error("poisson_entropy", "D.Poisson(1.0).entropy()", ["Poisson.entropy", "not defined"])
     b.error("normal_icdf_range", "D.Normal(0.0, 1.0).icdf(1.5)", ["Normal.icdf", "support"])
+    b.error("lognormal_support", "D.LogNormal(0.0, 1.0).log_prob(-1.0)", ["support", "(0, inf)"])
+    b.error("transformed_support", "D.TransformedDistribution(D.Normal(0.0, 1.0), D.SigmoidTransform()).log_prob(1.5)", ["support", "[0, 1]"])
     b.error("shapes", "D.Normal(zeros(2), ones(3))", ["shapes", "do not broadcast"])
 
 

@@ -96,6 +96,7 @@ def counting_cases(b, small=False):
         hs = torch.histogram(T(h), bins=6, range=(-2.0, 2.0), weight=T(w), density=True)
         b.case(f"histogram_{DTN[dt]}", f"d = histogram({H}, bins=6, range=list(-2.0, 2.0), weight={b.inp(w)}, density=true)\nlist(d.hist, d.bin_edges)",
                [hs.hist, hs.bin_edges], **TOLS[dt])
+        b.case(f"histogram_range_tensor_{DTN[dt]}", f"histogram({H}, bins=3, range=[-1.5, 0.5]).hist", torch.histogram(T(h), bins=3, range=(-1.5, 0.5)).hist, **TOLS[dt])
         hs = torch.histogram(T(h), bins=4)
         b.case(f"histogram_auto_{DTN[dt]}", f"d = histogram({H}, bins=4)\nlist(d.hist, d.bin_edges)", [hs.hist, hs.bin_edges], **TOLS[dt])
         edges = np.sort(r(5, dt=dt))
