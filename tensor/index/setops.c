@@ -109,6 +109,14 @@ static int unique_counting(nt_Tensor *src, const ix_Host *h, nt_Tensor **values,
   if (!slot || !first || !cnt || !inv) { nt_error_set("unique: out of memory (%lld elements)", (long long)n); goto done; }
   for (int64_t i = 0; i < n; i++) slot[h->u.i[i] - lo]++;
   int64_t ng = 0;
+  if (!inverse) {   /* the values are lo + v: no second pass (integers convert exactly to x's dtype) */
+    for (uint64_t v = 0; v < range; v++) if (slot[v]) { cnt[ng] = slot[v]; first[ng++] = lo + (int64_t)v; }
+    nt_Tensor *t = nt_from_buffer(first, NT_I64, &ng, 1, src->dtype);
+    *values = t && src->device != NT_CPU ? nt_to_device(t, src->device) : nt_retain(t);
+    nt_release(t);
+    rc = !*values || (counts && !(*counts = ix_i64_on(cnt, &ng, 1, src->device))) ? -1 : 1;
+    goto done;
+  }
   for (uint64_t v = 0; v < range; v++) if (slot[v]) { cnt[ng] = slot[v]; first[ng] = -1; slot[v] = ++ng; }
   for (int64_t i = 0; i < n; i++) {
     int64_t g = slot[h->u.i[i] - lo] - 1;
