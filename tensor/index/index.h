@@ -5,10 +5,12 @@
 **
 ** Conventions of tensor.h (arguments borrowed, new references returned,
 ** NULL / -1 with the error set).  Three kinds of functions:
-**  - data-dependent results (unique, nonzero, bincount, histc, histogram,
+**  - data-dependent results (unique, nonzero, histc, histogram,
 **    searchsorted, isin: setops.c) run on the host: a CUDA input is copied
 **    down and the result copied back (a synchronisation, as torch's unique
 **    and nonzero are).  Not differentiable (torch has no gradient for them).
+**    bincount is scatter_add on the device (its weights get scatter_add's
+**    gradient, where torch has none).
 **  - compositions of differentiable public ops (scan.c, arrange.c,
 **    distance.c, special.c): their gradients and their CUDA path are those
 **    of the ops they are made of.

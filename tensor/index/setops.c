@@ -1,7 +1,7 @@
 /*
 ** index/setops.c — the ops whose result size depends on the data: unique,
 ** unique_consecutive, bincount, histc, histogram, searchsorted, nonzero,
-** isin.  Each reads x's elements on the host (ix_host: i64 for integer and
+** isin.  bincount is a scatter_add on x's device; the others read x's elements on the host (ix_host: i64 for integer and
 ** bool dtypes, f64 for floats, so every comparison is exact), runs the plain
 ** sequential algorithm, and returns tensors on x's device: a CUDA input
 ** costs a copy down and a copy back, a synchronisation as torch's unique
@@ -241,28 +241,31 @@ static int check_int_1d(const char *op, const char *what, nt_Tensor *x) {
   return 0;
 }
 
+/* bincount is scatter_add(zeros(len), 0, x, weights or ones): it stays on x's
+** device (two scalar reads: the minimum, for the error, and the length),
+** and the weights get scatter_add's gradient */
 nt_Tensor *nt_bincount(nt_Tensor *x, nt_Tensor *weights, int64_t minlength) {
   if (check_int_1d("bincount", "input", x)) return NULL;
   if (minlength < 0) NT_FAIL_NULL("bincount: minlength must be non-negative, got %lld", (long long)minlength);
   if (weights && (weights->ndim != 1 || weights->shape[0] != x->shape[0]))
     NT_FAIL_NULL("bincount: weights must be 1-D of the input's length %lld", (long long)x->shape[0]);
-  ix_Host h = {0}, wh = {0};
-  if (ix_host(x, &h) || (weights && ix_host(weights, &wh))) { ix_host_free(&h); return NULL; }
-  nt_Tensor *r = NULL;
-  double *acc = NULL;
   int64_t len = minlength;
-  for (int64_t i = 0; i < h.n; i++) {
-    if (h.u.i[i] < 0) { nt_error_set("bincount: the input must be non-negative, found %lld at %lld", (long long)h.u.i[i], (long long)i); goto done; }
-    if (h.u.i[i] >= len) len = h.u.i[i] + 1;
+  if (x->numel) {
+    double lo, hi;
+    nt_Tensor *mn = nt_min(x, NULL, 0, false), *mx = mn ? nt_max(x, NULL, 0, false) : NULL;
+    int rc = mx && !nt_item(mn, &lo) && !nt_item(mx, &hi) ? 0 : -1;
+    nt_release(mn); nt_release(mx);
+    if (rc) return NULL;
+    if (lo < 0) NT_FAIL_NULL("bincount: the input must be non-negative, found %.0f", lo);
+    if (hi + 1 > (double)len) len = (int64_t)hi + 1;
   }
-  if (nt_check_shape("bincount", &len, 1, NULL)) goto done;
-  if (!(acc = calloc((size_t)(len ? len : 1), sizeof(double)))) { nt_error_set("bincount: out of memory (%lld bins)", (long long)len); goto done; }
-  for (int64_t i = 0; i < h.n; i++)
-    acc[h.u.i[i]] += !weights ? 1.0 : wh.as == NT_F64 ? wh.u.f[i] : (double)wh.u.i[i];
+  if (nt_check_shape("bincount", &len, 1, NULL)) return NULL;
   nt_DType dt = !weights ? NT_I64 : weights->dtype == NT_F32 ? NT_F32 : NT_F64;
-  r = f64_on(acc, &len, 1, dt, x->device);
-done:
-  free(acc); ix_host_free(&h); ix_host_free(&wh);
+  nt_Tensor *idx = nt_to_dtype(x, NT_I64);
+  nt_Tensor *src = !idx ? NULL : weights ? nt_to_dtype(weights, dt) : nt_ones(x->shape, 1, NT_I64, x->device);
+  nt_Tensor *zero = src ? nt_zeros(&len, 1, dt, x->device) : NULL;
+  nt_Tensor *r = zero ? nt_scatter_add(zero, 0, idx, src) : NULL;
+  nt_release(idx); nt_release(src); nt_release(zero);
   return r;
 }
 

@@ -269,6 +269,12 @@ def grad_cases(b, small=False):
     gcase(b, "grad_lgamma", "lgamma(p0)", torch.lgamma, [np.concatenate([pos, neg])], tol=dict(rtol=1e-9, atol=1e-9))
     gcase(b, "grad_digamma", "digamma(p0)", torch.digamma, [pos], tol=dict(rtol=1e-9, atol=1e-9))
     gcase(b, "grad_erfinv", "erfinv(p0)", torch.erfinv, [rng.uniform(-0.99, 0.99, 9)], tol=dict(rtol=1e-9, atol=1e-9))
+    xi, wv, gv = ints(0, 7, 20), r(20), r(9)
+
+    def bincount_grad(got):
+        want = gv[xi]
+        return None if np.allclose(np.asarray(got), want, rtol=1e-12, atol=1e-12) else f"got {got}, want {want}"
+    b.case("grad_bincount_weights", f"grad(fn(w) sum(bincount({b.inp(xi)}, weights=w, minlength=9) * {b.inp(gv)}))({b.inp(wv)})", bincount_grad)
     gcase(b, "grad_xlogy", "xlogy(p0, p1)", torch.xlogy, [r(6), np.abs(r(6)) + 0.1])
 
 
