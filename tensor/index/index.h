@@ -10,7 +10,8 @@
 **    down and the result copied back (a synchronisation, as torch's unique
 **    and nonzero are).  Not differentiable (torch has no gradient for them).
 **    bincount is scatter_add on the device (its weights get scatter_add's
-**    gradient, where torch has none).
+**    gradient, where torch has none); searchsorted on a device is log2(M)
+**    rounds of gather and compare there.
 **  - compositions of differentiable public ops (scan.c, arrange.c,
 **    distance.c, special.c): their gradients and their CUDA path are those
 **    of the ops they are made of.

@@ -369,6 +369,36 @@ done:
 }
 
 /* ---- searchsorted ------------------------------------------------------------------------ */
+/* On a device: the binary search as ceil(log2(M + 1)) rounds of elementwise
+** ops over all values at once (gather the middle element, compare, move lo
+** or hi where the search is still open), so nothing leaves the GPU.  seq is
+** already ordered (sorter applied); one: seq 1-D, values flattened. */
+static nt_Tensor *search_on_device(nt_Tensor *seq, nt_Tensor *values, bool right, bool one) {
+  int64_t m = seq->shape[seq->ndim - 1], nv = values->numel;
+  nt_Tensor *v = one ? nt_reshape(values, &nv, 1) : nt_retain(values);
+  nt_Tensor *lo = v ? nt_zeros(v->shape, v->ndim, NT_I64, v->device) : NULL;
+  nt_Tensor *hi = lo ? nt_full(v->shape, v->ndim, (double)m, NT_I64, v->device) : NULL;
+  int rounds = 0;
+  while (((int64_t)1 << rounds) <= m) rounds++;
+  for (int k = 0; k < rounds && hi && m > 0; k++) {
+    nt_Tensor *mid = X_bin(NT_OP_FLOORDIV, nt_add(lo, hi), nt_full(NULL, 0, 2, NT_I64, v->device));
+    nt_Tensor *mc = mid ? nt_clamp(mid, 0, (double)(m - 1)) : NULL;
+    nt_Tensor *sv = mc ? nt_gather(seq, seq->ndim - 1, mc) : NULL;
+    nt_Tensor *go = sv ? nt_binary(right ? NT_OP_LE : NT_OP_LT, sv, v) : NULL;   /* the answer is right of mid */
+    nt_Tensor *open = go ? nt_lt(lo, hi) : NULL;
+    nt_Tensor *nlo = X_where(X_bin(NT_OP_LOGICAL_AND, nt_retain(open), nt_retain(go)), mid ? nt_binary_scalar_ex(NT_OP_ADD, mid, 1, NT_SCALAR_INT) : NULL, nt_retain(lo));
+    nt_Tensor *nhi = X_where(X_bin(NT_OP_LOGICAL_AND, open, X_un(NT_OP_LOGICAL_NOT, go)), nt_retain(mid), nt_retain(hi));
+    nt_release(mid); nt_release(mc); nt_release(sv);
+    nt_release(lo); nt_release(hi);
+    lo = nlo; hi = nhi;
+    if (!lo || !hi) { nt_release(lo); nt_release(hi); lo = hi = NULL; }
+  }
+  nt_release(hi); nt_release(v);
+  nt_Tensor *r = lo ? nt_reshape(lo, values->shape, values->ndim) : NULL;
+  nt_release(lo);
+  return r;
+}
+
 nt_Tensor *nt_searchsorted(nt_Tensor *seq, nt_Tensor *values, bool right, nt_Tensor *sorter, bool out_int32) {
   if (seq->ndim == 0) NT_FAIL_NULL("searchsorted: sorted_sequence must have at least 1 dimension");
   if (seq->dtype == NT_BOOL || values->dtype == NT_BOOL) NT_FAIL_NULL("searchsorted: bool tensors are not supported");
@@ -382,6 +412,24 @@ nt_Tensor *nt_searchsorted(nt_Tensor *seq, nt_Tensor *values, bool right, nt_Ten
                  nt_dtype_is_float(sorter->dtype) || sorter->dtype == NT_BOOL))
     NT_FAIL_NULL("searchsorted: sorter must be an integer tensor of sorted_sequence's shape");
   int64_t m = seq->shape[seq->ndim - 1];
+  if (seq->device != NT_CPU && values->device == seq->device && (!sorter || sorter->device == seq->device)) {
+    nt_Tensor *r = NULL, *ordered = NULL;
+    if (sorter) {   /* sorter's range, then seq in order */
+      nt_Tensor *mn = nt_min(sorter, NULL, 0, false), *mx = mn ? nt_max(sorter, NULL, 0, false) : NULL;
+      double a = 0, b = 0;
+      int rc = sorter->numel == 0 ? 0 : mx && !nt_item(mn, &a) && !nt_item(mx, &b) ? 0 : -1;
+      nt_release(mn); nt_release(mx);
+      if (rc) return NULL;
+      if (a < 0 || b >= (double)m) NT_FAIL_NULL("searchsorted: sorter index %.0f is out of range for a sequence of length %lld", a < 0 ? a : b, (long long)m);
+      nt_Tensor *si = nt_to_dtype(sorter, NT_I64);
+      ordered = si ? nt_gather(seq, seq->ndim - 1, si) : NULL;
+      nt_release(si);
+    } else ordered = nt_retain(seq);
+    r = ordered ? search_on_device(ordered, values, right, one) : NULL;
+    nt_release(ordered);
+    if (r && out_int32) { nt_Tensor *t = nt_to_dtype(r, NT_I32); nt_release(r); r = t; }
+    return r;
+  }
   int64_t per = one ? values->numel : values->ndim ? values->shape[values->ndim - 1] : 1;
   ix_Host s = {0}, v = {0}, o = {0};
   int64_t *res = NULL;
