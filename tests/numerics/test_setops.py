@@ -9,6 +9,9 @@ functions; the argument errors.
 Without NUMERICS_DEVICE the suite runs again on the emulated CUDA device
 (NABLA_CUDA_EMULATE=force) with a cross-section of the cases.
 
+tools/run-tests.sh runs it a second time on the ASan build (NABLA_ASAN=1,
+NABLA=build-asan/nabla).
+
 Run: NABLA=build/nabla /usr/bin/python3 tests/numerics/test_setops.py
 """
 import os
