@@ -12,6 +12,7 @@ static void (*const openers[])(void) = {
   nbopen_loader, nbopen_json,
   nbopen_rnn,
   nbopen_linalg,
+  nbopen_set,
   nbopen_compile,
 };
 

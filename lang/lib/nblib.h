@@ -20,6 +20,7 @@ void nbopen_progress(void);   /* lprogress.c: progress() */
 void nbopen_files(void);      /* lfiles.c: read_text, write_text, lines, ... */
 void nbopen_profile(void);    /* lprofile.c: profile(), profile_start/stop/table (tensor/tprofile.h) */
 void nbopen_linalg(void);     /* ltlinalg.c: the linalg record, cross, kron (tensor/linalg/) */
+void nbopen_set(void);        /* ltset.c: set and index ops, cumulative ops, distances, special functions (tensor/index/) */
 void nbopen_compile(void);    /* lcompile.c: compile(f), a step as one CUDA graph (tensor/tcompile.h) */
 void nbopen_rnn(void);        /* ltrnn.c: lstm, gru, rnn; conv1d, conv_transpose1d/2d */
 void nbopen_loader(void);     /* lloader.c: data.loader's worker processes, permutation, pinned copies */
