@@ -146,6 +146,14 @@ class Cluster:
         os.chmod(os.path.join(d, "authorized_keys"), 0o600)
         self.key = os.path.join(d, "user_key")
         os.makedirs("/run/sshd", mode=0o755, exist_ok=True)   # sshd's privilege separation directory
+        # the login shell's ~/.bashrc (which bash reads for every command run
+        # over ssh) is an empty one on the simulated hosts: a developer's
+        # .bashrc (pyenv init, conda, ...) can take seconds per login on a
+        # busy machine and leave locks behind when a test kills a host mid-login
+        bashrc = os.path.join(os.path.expanduser("~"), ".bashrc")
+        quiet_rc = f" && mount --bind {d}/bashrc {bashrc}" if os.path.isfile(bashrc) else ""
+        with open(os.path.join(d, "bashrc"), "w") as f:
+            f.write("# the simulated hosts' ~/.bashrc (tests/dist/hosts.py)\n")
         with open(os.path.join(d, "hosts"), "w") as f:
             f.write("127.0.0.1 localhost\n::1 localhost ip6-localhost\n")
             for i, h in enumerate(self.names):
@@ -176,8 +184,8 @@ class Cluster:
                 _sh([IP, "-n", self.sw, "link", "set", sw_end, "up"])
             cfg = write_sshd_config(os.path.join(d, f"sshd_config{i}"), d, 22, ["0.0.0.0", "::"], f"{d}/sshd{i}.pid")
             log = open(os.path.join(d, f"sshd{i}.log"), "w")
-            # the host: its own hostname, /etc/hosts and /dev/shm, then sshd (exec: same pid)
-            boot = (f"hostname {self.names[i]} && mount --make-rprivate / && mount --bind {d}/hosts /etc/hosts && "
+            # the host: its own hostname, /etc/hosts, ~/.bashrc and /dev/shm, then sshd (exec: same pid)
+            boot = (f"hostname {self.names[i]} && mount --make-rprivate / && mount --bind {d}/hosts /etc/hosts{quiet_rc} && "
                     f"mount -t tmpfs -o size=2g,mode=1777 tmpfs /dev/shm && exec {SSHD} -D -e -f {cfg}")
             p = subprocess.Popen([IP, "netns", "exec", ns, "unshare", "--mount", "--uts", "sh", "-c", boot],
                                  stdin=subprocess.DEVNULL, stdout=log, stderr=log)
