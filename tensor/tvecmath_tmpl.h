@@ -57,15 +57,14 @@ static void FN(unary)(int fn, const T *xs, T *ys, int64_t n) {
 
 /* gelu's derivatives (nn/gelu.c has the math) */
 static inline V FN(dgelu)(V x) {
-  const T h = (T)0.5, one = 1;
 #ifdef VM_GELU_OWN
-  V cdf = gelu_phi_f32(x);
-  (void)one;
+  return gelu_grad_f32(x);
 #else
+  const T h = (T)0.5, one = 1;
   V cdf = h * (one + F(erf)(x * (T)INV_SQRT2));
-#endif
   V pdf = F(exp)(-h * x * x) * (T)INV_SQRT_2PI;
   return cdf + x * pdf;
+#endif
 }
 static inline V FN(dgelu_tanh)(V x) {
   const T h = (T)0.5, one = 1;
