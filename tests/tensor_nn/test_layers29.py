@@ -306,6 +306,7 @@ def make_resample_cases():
             'embedding_bag(i, w, o, mode="sum", per_sample_weights=p)',
             lambda t: F.embedding_bag(t["i"], t["w"], t["o"], mode="sum", per_sample_weights=t["p"]))
     make_ctc_cases()
+    make_parallel_scatter_cases()
     layers = [("nn.upsample(scale_factor=2, mode=\"bilinear\", align_corners=false)(x)", (2, 3, 4, 5),
                lambda x: torch.nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False)(x)),
               ("nn.upsample(size=[3, 7])(x)", (2, 3, 4, 5), lambda x: torch.nn.Upsample(size=(3, 7))(x)),
@@ -325,6 +326,22 @@ def make_resample_cases():
     for expr, shape, tfn in layers:
         add(f"{expr} f64", "f64", {"x": fl(shape, "f64")}, ["x"], expr, lambda t, f=tfn: f(t["x"]))
 
+
+
+def make_parallel_scatter_cases():
+    """sizes past the CPU kernels' threading threshold, one per way index.c
+    splits the work (outer slices, column blocks, destination rows;
+    scatter_add's leading and trailing coordinates), f64 against torch"""
+    for x, dim, idx, src in (((500, 3), 0, rng.integers(0, 500, 30000), (30000, 3)),
+                             ((50, 200), 0, rng.integers(0, 50, 400), (400, 200)),
+                             ((8, 40, 300), 1, rng.integers(0, 40, 30), (8, 30, 300))):
+        add(f"index_add f64 {list(x)} dim={dim} source {list(src)} (threaded)", "f64",
+            {"x": fl(x, "f64"), "i": idx.astype(np.int64), "s": fl(src, "f64")}, ["x", "s"], f"index_add(x, {dim}, i, s, alpha=0.5)",
+            lambda t, dim=dim: torch.index_add(t["x"], dim, t["i"], t["s"], alpha=0.5))
+    for x, dim, ishape in (((300, 200), 0, (400, 200)), ((400, 50), 1, (400, 200))):
+        add(f"scatter_reduce sum f64 {list(x)} dim={dim} index {list(ishape)} (threaded)", "f64",
+            {"x": fl(x, "f64"), "i": rng.integers(0, x[dim], ishape).astype(np.int64), "s": fl(ishape, "f64")}, ["x", "s"],
+            f'scatter_reduce(x, {dim}, i, s, "sum")', lambda t, dim=dim: torch.scatter_reduce(t["x"], dim, t["i"], t["s"], "sum"))
 
 
 def make_ctc_cases():
