@@ -16,6 +16,9 @@
 **          member is 0 (0 * inf stays NaN).  Positions no index names keep x
 **          exactly; a reduced position is within a few f64 ulp of the
 **          sequential product (exact after rounding to f32 but for ties).
+** On the CPU the values come from one direct pass in index order instead
+** (cpu_reduce: torch's sequential product, exactly; the composition above
+** stays the device path and the gradient's).
 ** Gradients (torch's formulas), as coefficients computed in the forward:
 **   dx = g * cx,  dsrc = gather(g, dim, index) * cs, where
 **   amax/amin: a member equal to the result gets 1/count of the members equal
@@ -90,6 +93,46 @@ static int64_t *flat_positions(const char *op, nt_Tensor *x, int ax, nt_Tensor *
   return pos;
 }
 
+/* The CPU's values in one pass in index order, as torch's CPU kernel (the
+** sort/write composition costs a sort of src: fine on a device, 100s of
+** times a direct loop on the CPU).  NaN wins in amax/amin as in torch. */
+#define SR_ISNAN(v) ((v) != (v))
+#define SR_NONAN(v) 0
+#define SR_KERNEL(T, ISNAN)                                                                       \
+  static void sr_##T(int kind, T *r, const T *s, const int64_t *pos, int64_t m, uint8_t *seen) {  \
+    for (int64_t e = 0; e < m; e++) {                                                             \
+      T v = s[e], *d = r + pos[e];                                                                \
+      if (seen && !seen[pos[e]]) { *d = v; seen[pos[e]] = 1; continue; }                          \
+      if (kind == SR_PROD) *d *= v;                                                               \
+      else if (kind == SR_AMAX) { if (v > *d || ISNAN(v)) *d = v; }                               \
+      else if (v < *d || ISNAN(v)) *d = v;                                                        \
+    }                                                                                             \
+  }
+SR_KERNEL(float, SR_ISNAN)
+SR_KERNEL(double, SR_ISNAN)
+SR_KERNEL(int32_t, SR_NONAN)
+SR_KERNEL(int64_t, SR_NONAN)
+
+/* x's values reduced with src's at pos (host), flat [numel] in x's dtype; x on the CPU */
+static nt_Tensor *cpu_reduce(int kind, nt_Tensor *x, nt_Tensor *src, const int64_t *pos, int64_t m, bool include_self) {
+  int64_t flat = -1;
+  nt_Tensor *rc = nt_clone(x), *r = rc ? nt_reshape(rc, &flat, 1) : NULL;
+  nt_Tensor *s0 = r ? nt_to_dtype(src, x->dtype) : NULL, *sc = s0 ? nt_contiguous(s0) : NULL;
+  uint8_t *seen = include_self || !sc ? NULL : calloc((size_t)(x->numel ? x->numel : 1), 1);
+  nt_release(rc); nt_release(s0);
+  if (!sc || (!include_self && !seen)) { free(seen); nt_release(r); nt_release(sc); if (sc) nt_error_set("scatter_reduce: out of memory"); return NULL; }
+  void *rv = nt_base(r);
+  const void *sv = nt_base(sc);
+  switch (x->dtype) {
+    case NT_F32: sr_float(kind, rv, sv, pos, m, seen); break;
+    case NT_F64: sr_double(kind, rv, sv, pos, m, seen); break;
+    case NT_I32: sr_int32_t(kind, rv, sv, pos, m, seen); break;
+    default: sr_int64_t(kind, rv, sv, pos, m, seen); break;
+  }
+  free(seen); nt_release(sc);
+  return r;
+}
+
 /* node: in = {x, src}; saved = {cx [x's shape], cs [index's shape], index i64}; iarg[0] = dim */
 static int scatter_reduce_backward(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin) {
   if (nt_node_needs(nd, 0) && !(gin[0] = nt_mul(gout, nd->saved[0]))) return -1;
@@ -119,6 +162,10 @@ nt_Tensor *nn_scatter_reduce_ext(const char *op, nt_Tensor *x, int dim, nt_Tenso
   bool prev = nt_set_grad_enabled(false);
   Pool P = {0};
   nt_Tensor *out = NULL, *cx = NULL, *cs = NULL;
+  nt_DType xd = x->dtype;
+  nt_Tensor *direct = NULL;   /* the CPU's values (x's dtype, flat) */
+  if (x->device == NT_CPU && (xd == NT_F32 || xd == NT_F64 || xd == NT_I32 || xd == NT_I64) &&
+      !keep(&P, direct = cpu_reduce(kind, x, src, hpos, m, include_self))) { free(hpos); goto done; }
   nt_Tensor *pos = index_on_device(hpos, m, x->device);   /* takes hpos */
   if (!keep(&P, pos)) goto done;
   int64_t flat = -1;
@@ -133,7 +180,8 @@ nt_Tensor *nn_scatter_reduce_ext(const char *op, nt_Tensor *x, int dim, nt_Tenso
   LET(cnt_all, nt_scatter_add(zx, 0, pos, ones));   /* members from src per position */
   LET(touched, nt_binary_scalar_ex(NT_OP_GT, cnt_all, 0, NT_SCALAR_INT));
   nt_Tensor *r = NULL;   /* the result, flat, working dtype */
-  if (kind != SR_PROD) {
+  if (kind != SR_PROD && direct) r = direct;
+  else if (kind != SR_PROD) {
     bool neg = kind == SR_AMIN;
     LET(xv, neg ? nt_neg(xf) : nt_retain(xf));
     LET(sv0, neg ? nt_neg(sf) : nt_retain(sf));
@@ -146,6 +194,8 @@ nt_Tensor *nn_scatter_reduce_ext(const char *op, nt_Tensor *x, int dim, nt_Tenso
     LET(w2, include_self ? nt_maximum(w, xv) : nt_retain(w));
     r = keep(&P, neg ? nt_neg(w2) : nt_retain(w2));
     if (!r) goto done;
+  }
+  if (kind != SR_PROD) {
     if (need) {
       LET(rg, nt_take(r, pos, 0));
       LET(ms0, nt_eq(sf, rg));
@@ -187,7 +237,7 @@ nt_Tensor *nn_scatter_reduce_ext(const char *op, nt_Tensor *x, int dim, nt_Tenso
     LET(zeroed, nt_binary_scalar_ex(NT_OP_MUL, Pnz, 0, NT_SCALAR_FLOAT));
     LET(hasz, nt_binary_scalar_ex(NT_OP_GT, Z, 0, NT_SCALAR_FLOAT));
     LET(rt, nt_where(hasz, zeroed, Pnz));
-    r = keep(&P, nt_where(touched, rt, xf));
+    r = keep(&P, direct ? nt_to_dtype(direct, wt) : nt_where(touched, rt, xf));   /* the CPU's: the sequential product */
     if (!r) goto done;
     if (need) {
       /* a member v: v != 0 -> r / v; a lone zero -> Pnz; else 0 */
