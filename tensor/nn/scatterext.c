@@ -166,6 +166,11 @@ nt_Tensor *nn_scatter_reduce_ext(const char *op, nt_Tensor *x, int dim, nt_Tenso
   nt_Tensor *direct = NULL;   /* the CPU's values (x's dtype, flat) */
   if (x->device == NT_CPU && (xd == NT_F32 || xd == NT_F64 || xd == NT_I32 || xd == NT_I64) &&
       !keep(&P, direct = cpu_reduce(kind, x, src, hpos, m, include_self))) { free(hpos); goto done; }
+  if (direct && !need) {   /* the values are all there is to it */
+    free(hpos);
+    out = nt_reshape(direct, x->shape, x->ndim);
+    goto done;
+  }
   nt_Tensor *pos = index_on_device(hpos, m, x->device);   /* takes hpos */
   if (!keep(&P, pos)) goto done;
   int64_t flat = -1;
