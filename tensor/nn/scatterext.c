@@ -133,6 +133,77 @@ static nt_Tensor *cpu_reduce(int kind, nt_Tensor *x, nt_Tensor *src, const int64
   return r;
 }
 
+/* The same pass without the gradient's bookkeeping: positions from an
+** odometer over the index as stored (an expanded index is never copied),
+** bounds checked on the way; 1 done, 0 an index dtype it does not read, -1 error */
+#define SR_DIRECT(T, IT, ISNAN)                                                                    \
+  static int64_t sr_direct_##T##_##IT(int kind, T *r, const T *s, const IT *ix, const int64_t *ishape, \
+                                      const int64_t *istr, const int64_t *xstr, int nd, int ax, int64_t n, \
+                                      int64_t m, uint8_t *seen) {                                   \
+    int64_t c[NT_MAXDIM] = {0}, io = 0, xo = 0;                                                    \
+    for (int64_t e = 0; e < m; e++) {                                                              \
+      int64_t v = (int64_t)ix[io];                                                                 \
+      if (v < -n || v >= n) return e;                                                              \
+      int64_t p = xo + (v < 0 ? v + n : v) * xstr[ax];                                             \
+      T w = s[e], *d = r + p;                                                                      \
+      if (seen && !seen[p]) { *d = w; seen[p] = 1; }                                               \
+      else if (kind == SR_PROD) *d *= w;                                                           \
+      else if (kind == SR_AMAX) { if (w > *d || ISNAN(w)) *d = w; }                                \
+      else if (w < *d || ISNAN(w)) *d = w;                                                         \
+      for (int k = nd - 1; k >= 0; k--) {                                                          \
+        if (++c[k] < ishape[k]) { io += istr[k]; if (k != ax) xo += xstr[k]; break; }              \
+        io -= istr[k] * (ishape[k] - 1);                                                           \
+        if (k != ax) xo -= xstr[k] * (ishape[k] - 1);                                              \
+        c[k] = 0;                                                                                  \
+      }                                                                                            \
+    }                                                                                              \
+    return -1;                                                                                     \
+  }
+#define SR_DIRECT_T(T, ISNAN) SR_DIRECT(T, int64_t, ISNAN) SR_DIRECT(T, int32_t, ISNAN)
+SR_DIRECT_T(float, SR_ISNAN)
+SR_DIRECT_T(double, SR_ISNAN)
+SR_DIRECT_T(int32_t, SR_NONAN)
+SR_DIRECT_T(int64_t, SR_NONAN)
+
+static int cpu_direct(const char *op, int kind, nt_Tensor *x, int ax, nt_Tensor *index, nt_Tensor *src, bool include_self, nt_Tensor **out) {
+  char s1[128], s2[128];
+  if (index->dtype != NT_I64 && index->dtype != NT_I32) return 0;
+  bool ok = index->ndim == x->ndim;
+  for (int d = 0; ok && d < x->ndim; d++) ok = d == ax || index->shape[d] <= x->shape[d];
+  if (!ok) NT_FAIL("%s: index of shape %s does not fit input of shape %s along dim %d (same number of dimensions, "
+                   "index.size(d) <= input.size(d) for d != dim)", op, nt_shape_str(index->shape, index->ndim, s1, sizeof s1),
+                   nt_shape_str(x->shape, x->ndim, s2, sizeof s2), ax);
+  int64_t xstr[NT_MAXDIM], m = index->numel, n = x->shape[ax];
+  nt_contig_strides(x->shape, x->ndim, xstr);
+  nt_Tensor *r = nt_clone(x), *s0 = r ? nt_to_dtype(src, x->dtype) : NULL, *sc = s0 ? nt_contiguous(s0) : NULL;
+  uint8_t *seen = include_self || !sc ? NULL : calloc((size_t)(x->numel ? x->numel : 1), 1);
+  nt_release(s0);
+  if (!sc || (!include_self && !seen)) { free(seen); nt_release(r); nt_release(sc); if (sc) nt_error_set("%s: out of memory", op); return -1; }
+  int64_t bad = -1;
+  const void *ix = nt_base(index);
+  void *rv = nt_base(r);
+  const void *sv = nt_base(sc);
+  bool i64 = index->dtype == NT_I64;
+#define SR_CALL(T) bad = i64 ? sr_direct_##T##_int64_t(kind, rv, sv, ix, index->shape, index->strides, xstr, x->ndim, ax, n, m, seen) \
+                         : sr_direct_##T##_int32_t(kind, rv, sv, ix, index->shape, index->strides, xstr, x->ndim, ax, n, m, seen)
+  switch (x->dtype) {
+    case NT_F32: SR_CALL(float); break;
+    case NT_F64: SR_CALL(double); break;
+    case NT_I32: SR_CALL(int32_t); break;
+    default: SR_CALL(int64_t); break;
+  }
+#undef SR_CALL
+  free(seen); nt_release(sc);
+  if (bad >= 0) {   /* the offending value, read again through the odometer's order */
+    nt_Tensor *h = nn_index_i64(op, index);
+    long long v = h ? (long long)((const int64_t *)nt_base(h))[bad] : 0;
+    nt_release(h); nt_release(r);
+    NT_FAIL("%s: index %lld is out of bounds for dim %d with size %lld", op, v, ax, (long long)n);
+  }
+  *out = r;
+  return 1;
+}
+
 /* node: in = {x, src}; saved = {cx [x's shape], cs [index's shape], index i64}; iarg[0] = dim */
 static int scatter_reduce_backward(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin) {
   if (nt_node_needs(nd, 0) && !(gin[0] = nt_mul(gout, nd->saved[0]))) return -1;
@@ -156,6 +227,12 @@ nt_Tensor *nn_scatter_reduce_ext(const char *op, nt_Tensor *x, int dim, nt_Tenso
   int ax = nt_norm_axis(op, dim, x->ndim);
   if (ax < 0) return NULL;
   int64_t m = index->numel, nx = x->numel;
+  nt_DType xd0 = x->dtype;
+  if (x->device == NT_CPU && (xd0 == NT_F32 || xd0 == NT_F64 || xd0 == NT_I32 || xd0 == NT_I64) && !nt_needs_grad(2, (nt_Tensor *[]){x, src})) {
+    nt_Tensor *r = NULL;
+    int rc = cpu_direct(op, kind, x, ax, index, src, include_self, &r);
+    if (rc) return rc < 0 ? NULL : r;
+  }
   int64_t *hpos = flat_positions(op, x, ax, index);
   if (!hpos) return NULL;
   bool need = nt_needs_grad(2, (nt_Tensor *[]){x, src});

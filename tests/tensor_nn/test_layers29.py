@@ -284,6 +284,15 @@ def make_resample_cases():
             {"x": np.array([2.0, -3.0, 0.0, 1.5], dtype=fl((1,), dt).dtype), "i": np.array([0, 0, 1, 1, 2, 3, 3], dtype=np.int64),
              "s": np.array([0.0, 1.25, 0.0, 0.0, 4.0, -0.5, 3.0], dtype=fl((1,), dt).dtype)}, ["x", "s"],
             'scatter_reduce(x, 0, i, s, "prod")', lambda t: torch.scatter_reduce(t["x"], 0, t["i"], t["s"], "prod"))
+        # without gradients the CPU reads the index as stored: an expanded (stride-0) i64 index and an i32 one
+        for red in ("amax", "amin", "prod"):
+            ins = {"x": fl((5, 4), dt), "i": rng.integers(0, 4, 7).astype(np.int64), "s": fl((7, 4), dt)}
+            add(f"scatter_reduce {dt} {red} expanded index, no gradient", dt, ins, [],
+                f'scatter_reduce(x, 0, expand(reshape(i, [7, 1]), [7, 4]), s, "{red}", include_self=false)',
+                lambda t, red=red: torch.scatter_reduce(t["x"], 0, t["i"].view(7, 1).expand(7, 4), t["s"], red, include_self=False))
+            add(f"scatter_reduce {dt} {red} i32 index, no gradient", dt, ins, [],
+                f'scatter_reduce(x, 0, expand(reshape(i, [7, 1]), [7, 4]).to("i32"), s, "{red}")',
+                lambda t, red=red: torch.scatter_reduce(t["x"], 0, t["i"].view(7, 1).expand(7, 4), t["s"], red))
         # amax/amin ties: equal members split the gradient (x's share with include_self)
         add(f"scatter_reduce {dt} amax ties", dt,
             {"x": np.array([1.0, 5.0, -2.0], dtype=fl((1,), dt).dtype), "i": np.array([0, 0, 1, 2, 2], dtype=np.int64),
