@@ -212,4 +212,11 @@ void nt_cpu_register_reduce(void);
 void nt_cpu_register_matmul(void);
 void nt_cpu_register_misc(void);
 
+/* tonednn.c: C [M, N] (contiguous) = A [M, K] B [K, N], bf16 in and out, f32
+** accumulation, strides in elements; 1 done, 0 no oneDNN (NABLA_ONEDNN=0,
+** not installed), -1 error set */
+int nt_onednn_matmul_bf16(const void *A, int64_t a_rs, int64_t a_cs, const void *B, int64_t b_rs, int64_t b_cs, void *C, int64_t M,
+                          int64_t N, int64_t K);
+bool nt_onednn_available(void);
+
 #endif

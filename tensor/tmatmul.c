@@ -133,9 +133,38 @@ static bool batch_folds(const nt_Tensor *a, const nt_Tensor *b, int nb, int64_t 
   return rs <= INT32_MAX;
 }
 
+/* bf16 x bf16 -> bf16 through oneDNN (tonednn.c), batch by batch: 1 done, 0 not
+** applicable (no oneDNN, strides it cannot describe): the f32 path runs, -1 error */
+static int matmul_bf16_onednn(nt_Tensor *out, nt_Tensor *a, nt_Tensor *b) {
+  int nd = out->ndim, nb = nd - 2;
+  int64_t M = out->shape[nd - 2], N = out->shape[nd - 1], K = a->shape[nd - 1];
+  if (a->dtype != NT_BF16 || b->dtype != NT_BF16 || K == 0 || M * N == 0 || !nt_onednn_available()) return 0;
+  int64_t st[4] = {a->strides[nd - 2], a->strides[nd - 1], b->strides[nd - 2], b->strides[nd - 1]};
+  for (int i = 0; i < 4; i++) if (st[i] <= 0) return 0;   /* broadcast or flipped: not a oneDNN layout */
+  int64_t nbatch = 1;
+  for (int i = 0; i < nb; i++) nbatch *= out->shape[i];
+  char *pa = nt_base(a), *pb = nt_base(b), *pc = nt_base(out);
+  for (int64_t bi = 0; bi < nbatch; bi++) {
+    if (NT_INTERRUPTED()) NT_FAIL_INTERRUPTED();
+    int64_t oa = 0, ob = 0, rem = bi;
+    for (int d = nb - 1; d >= 0; d--) {
+      int64_t i = rem % out->shape[d];
+      rem /= out->shape[d];
+      oa += i * a->strides[d]; ob += i * b->strides[d];
+    }
+    int rc = nt_onednn_matmul_bf16(pa + oa * 2, st[0], st[1], pb + ob * 2, st[2], st[3], pc + bi * M * N * 2, M, N, K);
+    if (rc <= 0) return rc;   /* 0 only before the first batch: oneDNN answers alike for every batch */
+  }
+  return 1;
+}
+
 static int k_matmul(const nt_KernelArgs *ka) {
   nt_Tensor *out = ka->out, *a = ka->in[0], *b = ka->in[1];
   nt_DType dt = out->dtype;
+  if (dt == NT_BF16) {
+    int rc = matmul_bf16_onednn(out, a, b);
+    if (rc) return rc < 0 ? -1 : 0;
+  }
   if (dt == NT_F16 || dt == NT_BF16) {   /* compute in f32 */
     nt_Tensor *fa = nt_empty(a->shape, a->ndim, NT_F32, NT_CPU), *fb = nt_empty(b->shape, b->ndim, NT_F32, NT_CPU);
     nt_Tensor *fo = nt_empty(out->shape, out->ndim, NT_F32, NT_CPU);

@@ -109,8 +109,13 @@ static inline int any_lane(const void *m, size_t bytes) {
 ** [-1, 1]" beyond |x| = 1e28 (f32) / 1e299 (f64), and its log1p overflows
 ** above 1e38 / 1e307.  Lanes out there (rare) are recomputed: sin/cos by the
 ** C library, log1p(x) as log(x), which it equals to the last bit there. */
+/* the f32 lanes as int32 (bit tricks of gelu_tmpl.h) */
+typedef int32_t vm_vi __attribute__((vector_size(sizeof(vm_vf))));
+#include "gelu_erfc_f32.h"
+
 #define T float
 #define V vm_vf
+#define VM_GELU_OWN 1   /* the exact GELU's Phi from gelu_erfc_f32.h, not SLEEF's erf */
 #define TRIG_MAX 1e28f
 #define LOG1P_MAX 1e38f
 #define LIBM(fn) fn##f
@@ -121,6 +126,7 @@ static inline int any_lane(const void *m, size_t bytes) {
 #undef V
 #undef F
 #undef FN
+#undef VM_GELU_OWN
 #undef TRIG_MAX
 #undef LOG1P_MAX
 #undef LIBM

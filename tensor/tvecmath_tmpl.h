@@ -44,7 +44,11 @@ static void FN(unary)(int fn, const T *xs, T *ys, int64_t n) {
     case NT_VM_COS: MAP1(xs, ys, FN(cos)(x)); break;
     case NT_VM_SIGMOID: MAP1(xs, ys, one / (one + F(exp)(-x))); break;
     case NT_VM_SILU: MAP1(xs, ys, x / (one + F(exp)(-x))); break;
+#ifdef VM_GELU_OWN
+    case NT_VM_GELU: MAP1(xs, ys, gelu_erf_f32(x)); break;
+#else
     case NT_VM_GELU: MAP1(xs, ys, h * x * (one + F(erf)(x * (T)INV_SQRT2))); break;
+#endif
     case NT_VM_GELU_TANH:
       MAP1(xs, ys, h * x * (one + F(tanh)((T)SQRT_2_PI * (x + (T)GELU_A * x * x * x)))); break;
     default: break;
@@ -53,10 +57,14 @@ static void FN(unary)(int fn, const T *xs, T *ys, int64_t n) {
 
 /* gelu's derivatives (nn/gelu.c has the math) */
 static inline V FN(dgelu)(V x) {
+#ifdef VM_GELU_OWN
+  return gelu_grad_f32(x);
+#else
   const T h = (T)0.5, one = 1;
   V cdf = h * (one + F(erf)(x * (T)INV_SQRT2));
   V pdf = F(exp)(-h * x * x) * (T)INV_SQRT_2PI;
   return cdf + x * pdf;
+#endif
 }
 static inline V FN(dgelu_tanh)(V x) {
   const T h = (T)0.5, one = 1;

@@ -152,6 +152,16 @@ static int b_cosine_embedding(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   DONE(nt_cosine_embedding_loss(a, b, y, m, red));
 }
 
+/* ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean", zero_infinity=false) */
+static int b_ctc_loss(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "ctc_loss"; Tmp tp = {0}; nt_Reduction red; int64_t blank = 0;
+  if (reduction_arg(vm, fname, args[5], false, &red)) return NB_ERR;
+  if (args[4].t != NB_TNIL && nbT_int_arg(vm, fname, "blank", args[4], &blank)) return NB_ERR;
+  if (args[6].t != NB_TBOOL) return nb_error_kind(vm, "TypeError", "ctc_loss: zero_infinity must be a bool, got %s", nb_typename(args[6]));
+  TENSOR_ARG(lp, 0, "log_probs"); TENSOR_ARG(tg, 1, "targets"); TENSOR_ARG(il, 2, "input_lengths"); TENSOR_ARG(tl, 3, "target_lengths");
+  DONE(nt_ctc_loss(lp, tg, il, tl, blank, red, args[6].u.b));
+}
+
 static nb_Builtin layer_builtins[] = {
   { "leaky_relu", b_leaky_relu, "x, negative_slope=0.01", "leaky_relu(x, negative_slope=0.01): F.leaky_relu: x > 0 ? x : negative_slope * x" },
   { "elu", b_elu, "x, alpha=1.0", "elu(x, alpha=1.0): F.elu: x > 0 ? x : alpha * (exp(x) - 1)" },
@@ -180,6 +190,8 @@ static nb_Builtin layer_builtins[] = {
     "margin_ranking_loss(input1, input2, target, margin=0, reduction=\"mean\"): F.margin_ranking_loss: max(0, -target * (input1 - input2) + margin)" },
   { "cosine_embedding_loss", b_cosine_embedding, "input1, input2, target, margin=0, reduction=\"mean\"",
     "cosine_embedding_loss(input1, input2, target, margin=0, reduction=\"mean\"): F.cosine_embedding_loss of rows [N, D] (or [D]): target 1: 1 - cos; target -1: max(0, cos - margin)" },
+  { "ctc_loss", b_ctc_loss, "log_probs, targets, input_lengths, target_lengths, blank=0, reduction=\"mean\", zero_infinity=false",
+    "ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction=\"mean\", zero_infinity=false): F.ctc_loss of log_probs [T, N, C] (log_softmax output; or [T, C]) against targets [N, S] (padded) or 1-D (concatenated): -log of the summed probability of every alignment; \"mean\" divides each loss by its target length, then averages; zero_infinity zeroes impossible alignments' losses and gradients" },
   { NULL, NULL, NULL, NULL }
 };
 
@@ -283,7 +295,7 @@ static int b_index_add(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   DONE(nt_index_add(x, dim, idx, src, alpha));
 }
 
-/* scatter_reduce(x, dim, index, src, reduce, include_self=true): torch.scatter_reduce ("sum", "mean") */
+/* scatter_reduce(x, dim, index, src, reduce, include_self=true): torch.scatter_reduce ("sum", "prod", "mean", "amax", "amin") */
 static int b_scatter_reduce(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "scatter_reduce"; Tmp tp = {0}; int dim;
   if (nbT_intc_arg(vm, fname, "dim", args[1], &dim)) return NB_ERR;
@@ -324,9 +336,9 @@ static nb_Builtin resample_builtins[] = {
   { "adaptive_max_pool2d", b_adaptive_max_pool2d, "x, output_size, return_indices=false",
     "adaptive_max_pool2d(x, output_size, return_indices=false): F.adaptive_max_pool2d of [N, C, H, W] (or [C, H, W]); with return_indices, [y, indices] (flat h*W + w of each maximum)" },
   { "scatter_reduce", b_scatter_reduce, "x, dim, index, src, reduce, include_self=true",
-    "scatter_reduce(x, dim, index, src, reduce, include_self=true): torch.scatter_reduce for reduce \"sum\" or \"mean\": src (index's shape) reduced into a copy of x at index along dim; include_self=false leaves x's values out of the positions index names" },
+    "scatter_reduce(x, dim, index, src, reduce, include_self=true): torch.scatter_reduce for reduce \"sum\", \"prod\", \"mean\", \"amax\" or \"amin\": src (index's shape) reduced into a copy of x at index along dim; include_self=false leaves x's values out of the positions index names" },
   { "embedding_bag", b_embedding_bag, "input, weight, offsets=nil, mode=\"mean\", per_sample_weights=nil, include_last_offset=false",
-    "embedding_bag(input, weight, offsets=nil, mode=\"mean\", per_sample_weights=nil, include_last_offset=false): F.embedding_bag (modes \"sum\", \"mean\"): rows of weight summed or averaged per bag; bags are the rows of a 2-D input, or 1-D input split at offsets; per_sample_weights scale the rows (mode \"sum\")" },
+    "embedding_bag(input, weight, offsets=nil, mode=\"mean\", per_sample_weights=nil, include_last_offset=false): F.embedding_bag (modes \"sum\", \"mean\", \"max\"): rows of weight summed, averaged or maxed per bag; bags are the rows of a 2-D input, or 1-D input split at offsets; per_sample_weights scale the rows (mode \"sum\")" },
   { "pad", b_pad, "x, pad, mode=\"constant\", value=0",
     "pad(x, pad, mode=\"constant\", value=0): F.pad: pad = [before, after] per axis, the last axis first (any number of trailing axes); mode \"constant\" (value; negative entries crop), \"reflect\", \"replicate\" or \"circular\"" },
   { "interpolate", b_interpolate, "x, size=nil, scale_factor=nil, mode=\"nearest\", align_corners=nil",

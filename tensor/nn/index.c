@@ -25,19 +25,59 @@ static int fix_indices(const char *op, int64_t *ix, int64_t m, int64_t n, int ax
 }
 
 /* ---- take / index_add ------------------------------------------------------- */
+/* dx[o, ix[j], :] += g[o, j, :] (ix fixed).  Threads never share an output
+** row segment: they split the outer slices when there are enough, else the
+** columns (wide rows), else the destination rows (each thread scans every j
+** and takes the ones landing in its range); every output sums its terms in
+** j order either way, so the result does not depend on the thread count. */
 #define INDEX_ADD_T(T)                                                                    \
   static void index_add_##T(T *dx, const T *g, const int64_t *ix, int64_t outer, int64_t n, \
                             int64_t m, int64_t inner) {                                   \
-    _Pragma("omp parallel for if (outer > 1 && outer * m * inner > NT_OMP_THRESHOLD)")     \
-    for (int64_t o = 0; o < outer; o++)                                                   \
-      for (int64_t j = 0; j < m; j++) {                                                   \
-        T *d = dx + (o * n + ix[j]) * inner;                                              \
-        const T *s = g + (o * m + j) * inner;                                             \
-        for (int64_t k = 0; k < inner; k++) d[k] += s[k];                                 \
-      }                                                                                   \
+    int64_t nt = nt_num_threads();                                                        \
+    if (nt < 2 || outer >= 2 * nt || outer * m * inner <= NT_OMP_THRESHOLD) {             \
+      _Pragma("omp parallel for if (outer > 1 && outer * m * inner > NT_OMP_THRESHOLD)")   \
+      for (int64_t o = 0; o < outer; o++)                                                 \
+        for (int64_t j = 0; j < m; j++) {                                                 \
+          T *d = dx + (o * n + ix[j]) * inner;                                            \
+          const T *s = g + (o * m + j) * inner;                                           \
+          for (int64_t k = 0; k < inner; k++) d[k] += s[k];                               \
+        }                                                                                 \
+    } else if (inner >= 128) {                                                            \
+      int64_t bb = (inner + nt - 1) / nt;                                                 \
+      _Pragma("omp parallel for collapse(2) schedule(static)")                           \
+      for (int64_t o = 0; o < outer; o++)                                                 \
+        for (int64_t q = 0; q < nt; q++) {                                                \
+          int64_t k0 = q * bb, k1 = k0 + bb < inner ? k0 + bb : inner;                    \
+          for (int64_t j = 0; j < m; j++) {                                               \
+            T *d = dx + (o * n + ix[j]) * inner;                                          \
+            const T *s = g + (o * m + j) * inner;                                         \
+            for (int64_t k = k0; k < k1; k++) d[k] += s[k];                               \
+          }                                                                               \
+        }                                                                                 \
+    } else {                                                                              \
+      _Pragma("omp parallel for collapse(2) schedule(static)")                           \
+      for (int64_t o = 0; o < outer; o++)                                                 \
+        for (int64_t q = 0; q < nt; q++) {                                                \
+          int64_t r0 = n * q / nt, r1 = n * (q + 1) / nt;                                 \
+          for (int64_t j = 0; j < m; j++) {                                               \
+            int64_t r = ix[j];                                                            \
+            if (r < r0 || r >= r1) continue;                                              \
+            T *d = dx + (o * n + r) * inner;                                              \
+            const T *s = g + (o * m + j) * inner;                                         \
+            for (int64_t k = 0; k < inner; k++) d[k] += s[k];                             \
+          }                                                                               \
+        }                                                                                 \
+    }                                                                                     \
   }
 INDEX_ADD_T(float)
 INDEX_ADD_T(double)
+
+int nn_index_add_cpu(nt_Tensor *out, nt_Tensor *src, const int64_t *ix, int64_t outer, int64_t n, int64_t m, int64_t inner) {
+  if (out->dtype == NT_F32) index_add_float((float *)nt_base(out), (const float *)nt_base(src), ix, outer, n, m, inner);
+  else if (out->dtype == NT_F64) index_add_double((double *)nt_base(out), (const double *)nt_base(src), ix, outer, n, m, inner);
+  else NT_FAIL("index_add: unsupported dtype %s", nt_dtype_name(out->dtype));
+  return 0;
+}
 
 /* take:      out [outer,m,inner]; in = {x [outer,n,inner], idx i64 [m] (already fixed)}
 ** take_bwd:  out dx [outer,n,inner] (zeroed here); in = {g, idx}.  iarg = {outer, n, m, inner} */
@@ -187,26 +227,56 @@ typedef struct gs_geom {
   int64_t ishape[NT_MAXDIM], xstr[NT_MAXDIM], sstr[NT_MAXDIM];  /* idx shape; x and src strides */
 } gs_geom;
 
+/* scatter_add on the CPU: idx (and src, contiguous) seen as [A, m, B] around
+** the axis (A: the axes before it, B: after it); xoA[a] + xoB[b] is the
+** offset in x of those coordinates.  Elements with different (a, b) write
+** different outputs, so the work splits over a (when there are enough) or
+** over blocks of b without two threads touching one output; each output
+** still sums its terms in index order, as the serial loop did. */
+typedef struct { int64_t A, m, B, xs; const int64_t *xoA, *xoB; } gs_split;
 #define SCATTER_T(T)                                                                     \
-  static void scatter_add_##T(T *out, const T *src, const int64_t *ix, const gs_geom *g, int64_t m) { \
-    int64_t c[NT_MAXDIM] = {0}, xo = 0, so = 0;                                          \
-    for (int64_t e = 0; e < m; e++) {                                                    \
-      out[xo + ix[e] * g->xstr[g->axis]] += src[so];                                     \
-      for (int k = g->ndim - 1; k >= 0; k--) {                                           \
-        if (++c[k] < g->ishape[k]) {                                                     \
-          if (k != g->axis) xo += g->xstr[k];                                            \
-          so += g->sstr[k]; break;                                                       \
+  static void scatter_add_##T(T *out, const T *src, const int64_t *ix, const gs_split *p) { \
+    int64_t A = p->A, m = p->m, B = p->B, xs = p->xs;                                    \
+    int64_t bb = A >= 2 * nt_num_threads() || B < 128 ? B : (B + nt_num_threads() - 1) / nt_num_threads(); \
+    int64_t nb = (B + bb - 1) / bb;                                                      \
+    _Pragma("omp parallel for collapse(2) schedule(static) if (A * m * B > NT_OMP_THRESHOLD && A * nb > 1)") \
+    for (int64_t a = 0; a < A; a++)                                                      \
+      for (int64_t q = 0; q < nb; q++) {                                                 \
+        int64_t b0 = q * bb, b1 = b0 + bb < B ? b0 + bb : B;                             \
+        for (int64_t k = 0; k < m; k++) {                                                \
+          const int64_t e = (a * m + k) * B, *ie = ix + e;                               \
+          const T *se = src + e;                                                         \
+          T *oa = out + p->xoA[a];                                                       \
+          for (int64_t b = b0; b < b1; b++) oa[p->xoB[b] + ie[b] * xs] += se[b];         \
         }                                                                                \
-        if (k != g->axis) xo -= g->xstr[k] * (g->ishape[k] - 1);                         \
-        so -= g->sstr[k] * (g->ishape[k] - 1);                                           \
-        c[k] = 0;                                                                        \
       }                                                                                  \
-    }                                                                                    \
   }
 SCATTER_T(float)
 SCATTER_T(double)
 SCATTER_T(int32_t)
 SCATTER_T(int64_t)
+
+/* the [A, m, B] split of g's index shape: xoA/xoB malloc'd (one block), or -1 */
+static int gs_split_of(const gs_geom *g, gs_split *p, int64_t **mem) {
+  int64_t A = 1, B = 1;
+  for (int d = 0; d < g->axis; d++) A *= g->ishape[d];
+  for (int d = g->axis + 1; d < g->ndim; d++) B *= g->ishape[d];
+  int64_t *v = malloc(sizeof(int64_t) * (size_t)(A + B));
+  if (!v) NT_FAIL("scatter_add: out of memory");
+  for (int64_t a = 0; a < A; a++) {   /* offsets of the leading coordinates, row-major */
+    int64_t r = a, o = 0;
+    for (int d = g->axis - 1; d >= 0; d--) { o += (r % g->ishape[d]) * g->xstr[d]; r /= g->ishape[d]; }
+    v[a] = o;
+  }
+  for (int64_t b = 0; b < B; b++) {
+    int64_t r = b, o = 0;
+    for (int d = g->ndim - 1; d > g->axis; d--) { o += (r % g->ishape[d]) * g->xstr[d]; r /= g->ishape[d]; }
+    v[A + b] = o;
+  }
+  *p = (gs_split){A, g->ishape[g->axis], B, g->xstr[g->axis], v, v + A};
+  *mem = v;
+  return 0;
+}
 
 /* gather:      out [idx.shape] fresh; in = {x contiguous, idx i64 contiguous (fixed)}
 ** scatter_add: out = a contiguous copy of x (added into); in = {src contiguous [idx.shape], idx}
@@ -236,16 +306,20 @@ static int k_gather_scatter(const nt_KernelArgs *a) {
     return 0;
   }
   const int64_t *ix = (const int64_t *)nt_base(a->in[1]);
-  int64_t m = a->in[0]->numel;
   void *o = nt_base(a->out);
   const void *s = nt_base(a->in[0]);
-  switch (a->out->dtype) {
-  case NT_F32: scatter_add_float(o, s, ix, g, m); break;
-  case NT_F64: scatter_add_double(o, s, ix, g, m); break;
-  case NT_I32: scatter_add_int32_t(o, s, ix, g, m); break;
-  case NT_I64: scatter_add_int64_t(o, s, ix, g, m); break;
-  default: NT_FAIL("scatter_add: unsupported dtype %s", nt_dtype_name(a->out->dtype));
+  gs_split p;
+  int64_t *mem;
+  nt_DType dt = a->out->dtype;
+  if (dt != NT_F32 && dt != NT_F64 && dt != NT_I32 && dt != NT_I64) NT_FAIL("scatter_add: unsupported dtype %s", nt_dtype_name(dt));
+  if (gs_split_of(g, &p, &mem)) return -1;
+  switch (dt) {
+  case NT_F32: scatter_add_float(o, s, ix, &p); break;
+  case NT_F64: scatter_add_double(o, s, ix, &p); break;
+  case NT_I32: scatter_add_int32_t(o, s, ix, &p); break;
+  default: scatter_add_int64_t(o, s, ix, &p); break;
   }
+  free(mem);
   return 0;
 }
 

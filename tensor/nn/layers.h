@@ -36,6 +36,13 @@ nt_Tensor *nt_margin_ranking_loss(nt_Tensor *x1, nt_Tensor *x2, nt_Tensor *y, do
 /* x1, x2 [N, D] (or [D]), y [N] (or []) of +-1 */
 nt_Tensor *nt_cosine_embedding_loss(nt_Tensor *x1, nt_Tensor *x2, nt_Tensor *y, double margin, nt_Reduction red);
 
+/* ctc.c: F.ctc_loss of log_probs [T, N, C] (or [T, C]); targets [N, S] padded
+** or 1-D concatenated; input_lengths, target_lengths [N] integer tensors (any
+** device: read on the host).  The gradient is the true one (torch's differs
+** by exp(log_probs) * grad, which a log_softmax before it cancels). */
+nt_Tensor *nt_ctc_loss(nt_Tensor *log_probs, nt_Tensor *targets, nt_Tensor *input_lengths, nt_Tensor *target_lengths, int64_t blank,
+                       nt_Reduction red, bool zero_infinity);
+
 /* resample.c: compositions of the core's gathers and matmuls (both devices).
 ** pad: npad entries (before, after) per axis, the last axis first; mode
 ** nt_pad_mode("constant" | "reflect" | "replicate" | "circular") (-1: unknown);
@@ -55,10 +62,12 @@ nt_Tensor *nt_fold(nt_Tensor *x, const int64_t *output_size, const int64_t *kern
                    const int64_t *stride);
 /* x.index_add(dim, index, source, alpha=alpha): x + alpha * source summed into the rows index names along dim */
 nt_Tensor *nt_index_add(nt_Tensor *x, int dim, nt_Tensor *index, nt_Tensor *source, double alpha);
-/* x.scatter_reduce(dim, index, src, reduce, include_self) for reduce "sum" or
-** "mean" (src of index's shape) */
+/* x.scatter_reduce(dim, index, src, reduce, include_self) for reduce "sum",
+** "mean", "prod", "amax", "amin" (src of index's shape) */
 nt_Tensor *nt_scatter_reduce(nt_Tensor *x, int dim, nt_Tensor *index, nt_Tensor *src, const char *reduce, bool include_self);
-/* F.embedding_bag, mode "sum" or "mean"; offsets NULL for a 2-D input */
+/* scatterext.c: the "amax", "amin" and "prod" reductions nt_scatter_reduce hands on */
+nt_Tensor *nn_scatter_reduce_ext(const char *op, nt_Tensor *x, int dim, nt_Tensor *index, nt_Tensor *src, const char *reduce, bool include_self);
+/* F.embedding_bag, mode "sum", "mean" or "max"; offsets NULL for a 2-D input */
 nt_Tensor *nt_embedding_bag(nt_Tensor *input, nt_Tensor *weight, nt_Tensor *offsets, const char *mode, nt_Tensor *per_sample_weights,
                             bool include_last_offset);
 /* adaptivemax.c: F.adaptive_max_pool2d of x [N, C, H, W] (or [C, H, W]) to

@@ -63,6 +63,9 @@ nt_Tensor *nn_compute_float(const char *op, nt_Tensor *x);
 nt_Tensor *nn_cast_back(nt_Tensor *y, nt_DType dt);
 /* Contiguous copy of an integer index tensor as i64 (new reference). */
 nt_Tensor *nn_index_i64(const char *op, nt_Tensor *idx);
+/* out [outer, n, inner] (contiguous, f32/f64, CPU) += src [outer, m, inner] at
+** rows ix[0..m) (wrapped, in range): index_add's and take's backward kernel (index.c) */
+int nn_index_add_cpu(nt_Tensor *out, nt_Tensor *src, const int64_t *ix, int64_t outer, int64_t n, int64_t m, int64_t inner);
 /* Records a node when needed; on failure releases out and returns NULL. */
 nt_Tensor *nn_finish(nt_Tensor *out, const char *name, nt_BackwardFn fn, int nin, nt_Tensor *const *in,
                      nt_Node **node_out);

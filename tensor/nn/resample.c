@@ -342,6 +342,51 @@ nt_Tensor *nt_fold(nt_Tensor *x, const int64_t *osz, const int64_t *k, const int
 
 /* ---- index_add ------------------------------------------------------------------------------ */
 
+/* node: in = {x, source}; saved[0] = the wrapped index; s[0] = alpha; iarg[0] = dim */
+static int index_add_backward(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin) {
+  if (nt_node_needs(nd, 0)) gin[0] = nt_retain(gout);
+  if (nt_node_needs(nd, 1)) {
+    nt_Tensor *t = nt_take(gout, nd->saved[0], (int)nd->iarg[0]);
+    nt_Tensor *ts = t && nd->s[0] != 1 ? nt_binary_scalar_ex(NT_OP_MUL, t, nd->s[0], NT_SCALAR_FLOAT) : (t ? nt_retain(t) : NULL);
+    gin[1] = ts ? nt_to_dtype(ts, nd->in[1]->dtype) : NULL;
+    nt_release(t); nt_release(ts);
+    if (!gin[1]) return -1;
+  }
+  return 0;
+}
+
+/* the CPU's f32/f64 index_add: one pass over source's rows (no expanded index),
+** split over threads by index.c's kernel; ii the contiguous i64 index */
+static nt_Tensor *index_add_rows(const char *op, nt_Tensor *x, int dim, nt_Tensor *ii, nt_Tensor *source, double alpha) {
+  nt_Tensor *ix = nt_clone(ii);   /* private: wrapped in place */
+  if (!ix) return NULL;
+  int64_t *iv = (int64_t *)nt_base(ix), m = ix->numel, n = x->shape[dim];
+  for (int64_t j = 0; j < m; j++) {
+    if (iv[j] < -n || iv[j] >= n) {
+      long long v = iv[j];
+      nt_release(ix);
+      NT_FAIL_NULL("%s: index %lld is out of bounds for dim %d with size %lld", op, v, dim, (long long)n);
+    }
+    if (iv[j] < 0) iv[j] += n;
+  }
+  bool prev = nt_set_grad_enabled(false);
+  nt_Tensor *sc = nt_to_dtype(source, x->dtype);
+  nt_Tensor *ss = sc && alpha != 1 ? nt_binary_scalar_ex(NT_OP_MUL, sc, alpha, NT_SCALAR_FLOAT) : (sc ? nt_retain(sc) : NULL);
+  nt_Tensor *src = ss ? nt_contiguous(ss) : NULL;
+  nt_Tensor *out = src ? nt_clone(x) : NULL;
+  nt_set_grad_enabled(prev);
+  nn_dims d = nn_split_axis(x->shape, x->ndim, dim);
+  if (out && m && d.outer > 0 && d.inner > 0 && nn_index_add_cpu(out, src, iv, d.outer, d.n, m, d.inner)) { nt_release(out); out = NULL; }
+  nt_Node *nd = NULL;
+  if (out) out = nn_finish(out, "IndexAddBackward", index_add_backward, 2, (nt_Tensor *[]){x, source}, &nd);
+  if (out && nd) {
+    nd->iarg[0] = dim; nd->niarg = 1; nd->s[0] = alpha;
+    if (nt_node_save(nd, ix) < 0) { nt_release(out); out = NULL; }
+  }
+  nt_release(sc); nt_release(ss); nt_release(src); nt_release(ix);
+  return out;
+}
+
 nt_Tensor *nt_index_add(nt_Tensor *x, int dim, nt_Tensor *index, nt_Tensor *source, double alpha) {
   const char *op = "index_add";
   char s1[128], s2[128];
@@ -361,6 +406,11 @@ nt_Tensor *nt_index_add(nt_Tensor *x, int dim, nt_Tensor *index, nt_Tensor *sour
   if (x->ndim == 0) NT_FAIL_NULL("%s: a 0-D input is not supported; unsqueeze it", op);
   nt_Tensor *ii = nn_index_i64(op, index);
   if (!ii) return NULL;
+  if (x->device == NT_CPU && (x->dtype == NT_F32 || x->dtype == NT_F64)) {
+    nt_Tensor *r = index_add_rows(op, x, dim, ii, source, alpha);
+    nt_release(ii);
+    return r;
+  }
   int64_t shape[NT_MAXDIM];
   for (int i = 0; i < x->ndim; i++) shape[i] = 1;
   shape[dim] = index->numel;
@@ -381,10 +431,12 @@ nt_Tensor *nt_scatter_reduce(nt_Tensor *x, int dim, nt_Tensor *index, nt_Tensor 
   const char *op = "scatter_reduce";
   char s1[128], s2[128];
   bool mean = !strcmp(reduce, "mean");
-  if (!mean && strcmp(reduce, "sum"))
-    NT_FAIL_NULL("%s: reduce must be \"sum\" or \"mean\" (prod, amax and amin are not built yet), got \"%s\"", op, reduce);
+  bool ext = !strcmp(reduce, "prod") || !strcmp(reduce, "amax") || !strcmp(reduce, "amin");
+  if (!mean && !ext && strcmp(reduce, "sum"))
+    NT_FAIL_NULL("%s: reduce must be \"sum\", \"prod\", \"mean\", \"amax\" or \"amin\", got \"%s\"", op, reduce);
   if (src->ndim != index->ndim || memcmp(src->shape, index->shape, sizeof(int64_t) * (size_t)src->ndim))
     NT_FAIL_NULL("%s: src %s must have index's shape %s", op, nt_shape_str(src->shape, src->ndim, s1, sizeof s1), nt_shape_str(index->shape, index->ndim, s2, sizeof s2));
+  if (ext) return nn_scatter_reduce_ext(op, x, dim, index, src, reduce, include_self);
   if (mean && !nt_dtype_is_float(x->dtype)) NT_FAIL_NULL("%s: reduce=\"mean\" needs a floating input, got %s", op, nt_dtype_name(x->dtype));
   if (include_self && !mean) return nt_scatter_add(x, dim, index, src);
   nt_Tensor *zx = nt_zeros_like(x), *ones = nt_ones(src->shape, src->ndim, x->dtype, x->device);
@@ -406,18 +458,20 @@ nt_Tensor *nt_scatter_reduce(nt_Tensor *x, int dim, nt_Tensor *index, nt_Tensor 
 
 /* ---- embedding_bag ----------------------------------------------------------------------------- */
 
-/* F.embedding_bag with mode "sum" or "mean": input [B, bag] (offsets NULL) or
-** 1-D with offsets (bag b = input[offsets[b] : offsets[b+1]]); per_sample_weights
-** (input's shape, mode "sum") scale the rows.  weight's gradient comes from take. */
+/* F.embedding_bag with mode "sum", "mean" or "max": input [B, bag] (offsets
+** NULL) or 1-D with offsets (bag b = input[offsets[b] : offsets[b+1]]);
+** per_sample_weights (input's shape, mode "sum") scale the rows.  weight's
+** gradient comes from take; "max" with offsets is scatter_reduce's amax of the
+** rows into their bags (an empty bag is 0, as torch's). */
 nt_Tensor *nt_embedding_bag(nt_Tensor *input, nt_Tensor *weight, nt_Tensor *offsets, const char *mode, nt_Tensor *psw, bool include_last_offset) {
   const char *op = "embedding_bag";
   char s1[128], s2[128];
-  bool mean = !strcmp(mode, "mean");
-  if (!mean && strcmp(mode, "sum")) NT_FAIL_NULL("%s: mode must be \"sum\" or \"mean\" (\"max\" is not built yet), got \"%s\"", op, mode);
+  bool mean = !strcmp(mode, "mean"), max = !strcmp(mode, "max");
+  if (!mean && !max && strcmp(mode, "sum")) NT_FAIL_NULL("%s: mode must be \"sum\", \"mean\" or \"max\", got \"%s\"", op, mode);
   if (weight->ndim != 2) NT_FAIL_NULL("%s: weight must be 2-D [num_embeddings, dim], got %s", op, nt_shape_str(weight->shape, weight->ndim, s1, sizeof s1));
   if (!nt_dtype_is_float(weight->dtype)) NT_FAIL_NULL("%s: weight must be a floating tensor, got %s", op, nt_dtype_name(weight->dtype));
   if (input->device != weight->device) NT_FAIL_NULL("%s: input is on %s but weight is on %s", op, nt_device_name(input->device), nt_device_name(weight->device));
-  if (psw && mean) NT_FAIL_NULL("%s: per_sample_weights need mode \"sum\" (as torch's), got \"mean\"", op);
+  if (psw && (mean || max)) NT_FAIL_NULL("%s: per_sample_weights need mode \"sum\" (as torch's), got \"%s\"", op, mode);
   if (psw && (psw->ndim != input->ndim || memcmp(psw->shape, input->shape, sizeof(int64_t) * (size_t)input->ndim)))
     NT_FAIL_NULL("%s: per_sample_weights %s must have input's shape %s", op, nt_shape_str(psw->shape, psw->ndim, s1, sizeof s1),
                  nt_shape_str(input->shape, input->ndim, s2, sizeof s2));
@@ -436,7 +490,8 @@ nt_Tensor *nt_embedding_bag(nt_Tensor *input, nt_Tensor *weight, nt_Tensor *offs
   if (!e) return NULL;
   if (!offsets) {
     int ax = 1;
-    nt_Tensor *r = mean ? nt_mean(e, &ax, 1, false) : nt_sum(e, &ax, 1, false);
+    nt_Tensor *r = max && input->shape[1] == 0 ? nt_zeros((int64_t[]){input->shape[0], D}, 2, e->dtype, weight->device)
+                   : max ? nt_max(e, &ax, 1, false) : mean ? nt_mean(e, &ax, 1, false) : nt_sum(e, &ax, 1, false);
     nt_release(e);
     return r;
   }
@@ -470,7 +525,12 @@ nt_Tensor *nt_embedding_bag(nt_Tensor *input, nt_Tensor *weight, nt_Tensor *offs
     nt_Tensor *sg = index_on(seg, n, weight->device);
     seg = NULL;
     nt_Tensor *z = sg ? nt_zeros((int64_t[]){B, D}, 2, e->dtype, weight->device) : NULL;
-    r = z ? nt_index_add(z, 0, sg, e, 1.0) : NULL;
+    if (max) {   /* the bag number of each row, along every column */
+      nt_Tensor *s2 = sg ? nt_reshape(sg, (int64_t[]){n, 1}, 2) : NULL;
+      nt_Tensor *se = s2 ? nt_expand(s2, (int64_t[]){n, D}, 2) : NULL;
+      r = z && se ? nt_scatter_reduce(z, 0, se, e, "amax", false) : NULL;
+      nt_release(s2); nt_release(se);
+    } else r = z ? nt_index_add(z, 0, sg, e, 1.0) : NULL;
     nt_release(sg); nt_release(z);
     if (r && mean) {   /* an empty bag stays 0, as torch's */
       for (int64_t b = 0; b < B; b++) cnt[b] = cnt[b] > 0 ? 1.0 / cnt[b] : 0.0;

@@ -269,8 +269,8 @@ def make_resample_cases():
             add(f"adaptive_max_pool2d return_indices {dt} {list(shape)} -> {o}", dt, {"x": x}, [],
                 f"adaptive_max_pool2d(x, {o}, return_indices=true)[1].to(x.dtype)",
                 lambda t, o=o: F.adaptive_max_pool2d(t["x"], o, return_indices=True)[1].to(t["x"].dtype), perm=perm)
-        # scatter_reduce (sum, mean; include_self), index repeated
-        for red in ("sum", "mean"):
+        # scatter_reduce (every reduction; include_self), index repeated
+        for red in ("sum", "mean", "prod", "amax", "amin"):
             for inc in (True, False):
                 for shape, dim, ishape in (((4, 5), 0, (6, 5)), ((3, 6), 1, (3, 4)), ((2, 3, 4), 2, (2, 3, 7))):
                     idx = rng.integers(0, shape[dim] - 1, ishape).astype(np.int64)   # the last slot stays untouched
@@ -279,9 +279,28 @@ def make_resample_cases():
                         f'scatter_reduce(x, {dim}, i, s, "{red}", include_self={"true" if inc else "false"})',
                         lambda t, dim=dim, red=red, inc=inc: torch.scatter_reduce(t["x"], dim, t["i"], t["s"], red, include_self=inc),
                         perm=("x", [1, 0]) if len(shape) == 2 and inc else None)
+        # prod with zeros: a group with one zero (its gradient: the product of the others), one with two, one without
+        add(f"scatter_reduce {dt} prod with zeros", dt,
+            {"x": np.array([2.0, -3.0, 0.0, 1.5], dtype=fl((1,), dt).dtype), "i": np.array([0, 0, 1, 1, 2, 3, 3], dtype=np.int64),
+             "s": np.array([0.0, 1.25, 0.0, 0.0, 4.0, -0.5, 3.0], dtype=fl((1,), dt).dtype)}, ["x", "s"],
+            'scatter_reduce(x, 0, i, s, "prod")', lambda t: torch.scatter_reduce(t["x"], 0, t["i"], t["s"], "prod"))
+        # without gradients the CPU reads the index as stored: an expanded (stride-0) i64 index and an i32 one
+        for red in ("amax", "amin", "prod"):
+            ins = {"x": fl((5, 4), dt), "i": rng.integers(0, 4, 7).astype(np.int64), "s": fl((7, 4), dt)}
+            add(f"scatter_reduce {dt} {red} expanded index, no gradient", dt, ins, [],
+                f'scatter_reduce(x, 0, expand(reshape(i, [7, 1]), [7, 4]), s, "{red}", include_self=false)',
+                lambda t, red=red: torch.scatter_reduce(t["x"], 0, t["i"].view(7, 1).expand(7, 4), t["s"], red, include_self=False))
+            add(f"scatter_reduce {dt} {red} i32 index, no gradient", dt, ins, [],
+                f'scatter_reduce(x, 0, expand(reshape(i, [7, 1]), [7, 4]).to("i32"), s, "{red}")',
+                lambda t, red=red: torch.scatter_reduce(t["x"], 0, t["i"].view(7, 1).expand(7, 4), t["s"], red))
+        # amax/amin ties: equal members split the gradient (x's share with include_self)
+        add(f"scatter_reduce {dt} amax ties", dt,
+            {"x": np.array([1.0, 5.0, -2.0], dtype=fl((1,), dt).dtype), "i": np.array([0, 0, 1, 2, 2], dtype=np.int64),
+             "s": np.array([1.0, 1.0, 5.0, -3.0, -2.5], dtype=fl((1,), dt).dtype)}, ["x", "s"],
+            'scatter_reduce(x, 0, i, s, "amax")', lambda t: torch.scatter_reduce(t["x"], 0, t["i"], t["s"], "amax"))
         # embedding_bag: 2-D bags, offsets (an empty bag), include_last_offset, per_sample_weights
         W = fl((9, 4), dt)
-        for mode in ("sum", "mean"):
+        for mode in ("sum", "mean", "max"):
             add(f"embedding_bag {dt} 2-D {mode}", dt, {"w": W, "i": rng.integers(0, 9, (5, 3)).astype(np.int64)}, ["w"],
                 f'embedding_bag(i, w, mode="{mode}")', lambda t, mode=mode: F.embedding_bag(t["i"], t["w"], mode=mode))
             add(f"embedding_bag {dt} offsets (an empty bag) {mode}", dt,
@@ -295,6 +314,8 @@ def make_resample_cases():
             {"w": W, "i": rng.integers(0, 9, 7).astype(np.int64), "o": np.array([0, 4], dtype=np.int64), "p": fl((7,), dt)}, ["w", "p"],
             'embedding_bag(i, w, o, mode="sum", per_sample_weights=p)',
             lambda t: F.embedding_bag(t["i"], t["w"], t["o"], mode="sum", per_sample_weights=t["p"]))
+    make_ctc_cases()
+    make_parallel_scatter_cases()
     layers = [("nn.upsample(scale_factor=2, mode=\"bilinear\", align_corners=false)(x)", (2, 3, 4, 5),
                lambda x: torch.nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False)(x)),
               ("nn.upsample(size=[3, 7])(x)", (2, 3, 4, 5), lambda x: torch.nn.Upsample(size=(3, 7))(x)),
@@ -314,6 +335,57 @@ def make_resample_cases():
     for expr, shape, tfn in layers:
         add(f"{expr} f64", "f64", {"x": fl(shape, "f64")}, ["x"], expr, lambda t, f=tfn: f(t["x"]))
 
+
+
+def make_parallel_scatter_cases():
+    """sizes past the CPU kernels' threading threshold, one per way index.c
+    splits the work (outer slices, column blocks, destination rows;
+    scatter_add's leading and trailing coordinates), f64 against torch"""
+    for x, dim, idx, src in (((500, 3), 0, rng.integers(0, 500, 30000), (30000, 3)),
+                             ((50, 200), 0, rng.integers(0, 50, 400), (400, 200)),
+                             ((8, 40, 300), 1, rng.integers(0, 40, 30), (8, 30, 300))):
+        add(f"index_add f64 {list(x)} dim={dim} source {list(src)} (threaded)", "f64",
+            {"x": fl(x, "f64"), "i": idx.astype(np.int64), "s": fl(src, "f64")}, ["x", "s"], f"index_add(x, {dim}, i, s, alpha=0.5)",
+            lambda t, dim=dim: torch.index_add(t["x"], dim, t["i"], t["s"], alpha=0.5))
+    for x, dim, ishape in (((300, 200), 0, (400, 200)), ((400, 50), 1, (400, 200))):
+        add(f"scatter_reduce sum f64 {list(x)} dim={dim} index {list(ishape)} (threaded)", "f64",
+            {"x": fl(x, "f64"), "i": rng.integers(0, x[dim], ishape).astype(np.int64), "s": fl(ishape, "f64")}, ["x", "s"],
+            f'scatter_reduce(x, {dim}, i, s, "sum")', lambda t, dim=dim: torch.scatter_reduce(t["x"], dim, t["i"], t["s"], "sum"))
+
+
+def make_ctc_cases():
+    """ctc_loss through log_softmax (torch's gradient w.r.t. log_probs is not
+    the derivative, ctc.c says why; the logits' gradient is): padded and
+    concatenated targets, repeated labels (the skip rule), a blank other than
+    0, unequal input lengths, every reduction, zero_infinity with an impossible
+    sample, unbatched, a non-contiguous input"""
+    T, N, C = 11, 3, 6
+    for dt in ("f32", "f64"):
+        il = np.array([11, 8, 10], dtype=np.int64)
+        tl = np.array([4, 2, 3], dtype=np.int64)
+        tg = rng.integers(1, C, (N, 4)).astype(np.int64)
+        tg[0, 1] = tg[0, 2]   # a repeat: the path must pass a blank between them
+        for red in ("none", "mean", "sum"):
+            add(f"ctc_loss {dt} padded targets reduction={red}", dt, {"x": fl((T, N, C), dt, 2), "t": tg, "il": il, "tl": tl}, ["x"],
+                f'ctc_loss(log_softmax(x, 2), t, il, tl, reduction="{red}")',
+                lambda t, red=red: F.ctc_loss(F.log_softmax(t["x"], 2), t["t"], t["il"], t["tl"], reduction=red),
+                perm=("x", [1, 0, 2]) if red == "sum" else None)
+        cat = rng.integers(0, C - 1, 9).astype(np.int64)
+        add(f"ctc_loss {dt} concatenated targets blank={C - 1}", dt,
+            {"x": fl((T, N, C), dt, 2), "t": cat, "il": np.array([9, 11, 10], dtype=np.int64), "tl": np.array([3, 5, 1], dtype=np.int64)}, ["x"],
+            f'ctc_loss(log_softmax(x, 2), t, il, tl, blank={C - 1}, reduction="sum")',
+            lambda t: F.ctc_loss(F.log_softmax(t["x"], 2), t["t"], t["il"], t["tl"], blank=C - 1, reduction="sum"))
+        # sample 1 cannot align (3 steps for 3 labels with a repeat needs 4): inf, zeroed
+        zi = {"x": fl((T, N, C), dt, 2), "t": np.array([[1, 2, 3], [2, 2, 4], [5, 0, 0]], dtype=np.int64),
+              "il": np.array([11, 3, 7], dtype=np.int64), "tl": np.array([3, 3, 1], dtype=np.int64)}
+        zi["t"][2, 1:] = 1
+        add(f"ctc_loss {dt} zero_infinity", dt, zi, ["x"], 'ctc_loss(log_softmax(x, 2), t, il, tl, reduction="none", zero_infinity=true)',
+            lambda t: F.ctc_loss(F.log_softmax(t["x"], 2), t["t"], t["il"], t["tl"], reduction="none", zero_infinity=True))
+        add(f"ctc_loss {dt} zero_infinity mean", dt, zi, ["x"], 'ctc_loss(log_softmax(x, 2), t, il, tl, zero_infinity=true)',
+            lambda t: F.ctc_loss(F.log_softmax(t["x"], 2), t["t"], t["il"], t["tl"], zero_infinity=True))
+        add(f"ctc_loss {dt} unbatched, an empty target", dt,
+            {"x": fl((7, C), dt, 2), "t": np.zeros(0, dtype=np.int64), "il": np.array(7, dtype=np.int64), "tl": np.array(0, dtype=np.int64)},
+            ["x"], 'ctc_loss(log_softmax(x, 1), t, il, tl)', lambda t: F.ctc_loss(F.log_softmax(t["x"], 1), t["t"], t["il"], t["tl"]))
 
 
 def nabla_code(dev):
@@ -456,7 +528,18 @@ ERRORS = [
     ("adaptive_max_pool2d(ones(3, 4), 2)", "adaptive_max_pool2d: expected a 3D or 4D input, got [3, 4]"),
     ("adaptive_max_pool2d(ones(1, 3, 4), [0, 2])", "adaptive_max_pool2d: output_size must be positive"),
     ("adaptive_max_pool2d(ones(1, 3, 4), 2, return_indices=1)", "return_indices must be a bool"),
-    ("scatter_reduce(zeros(4), 0, [0, 1], ones(2), \"amax\")", "scatter_reduce: reduce must be \"sum\" or \"mean\""),
+    ("scatter_reduce(zeros(4), 0, [0, 1], ones(2), \"max\")", "scatter_reduce: reduce must be \"sum\", \"prod\", \"mean\", \"amax\" or \"amin\", got \"max\""),
+    ("scatter_reduce(zeros(4), 0, [0, 9], ones(2), \"amax\")", "scatter_reduce: index 9 is out of bounds for dim 0 with size 4"),
+    ("scatter_reduce(zeros(4, dtype=\"i64\"), 0, [0, 1], ones(2, dtype=\"i64\"), \"prod\")", "scatter_reduce: reduce=\"prod\" needs a floating input, got i64"),
+    ("scatter_reduce(zeros(2, 3), 0, zeros(2, 4, dtype=\"i64\"), ones(2, 4), \"amin\")", "does not fit input of shape [2, 3]"),
+    ("ctc_loss(zeros(5, 2, 4), [[1, 2], [1, 1]], [5, 6], [2, 2])", "ctc_loss: input_lengths[1] = 6 must be in [1, 5]"),
+    ("ctc_loss(zeros(5, 2, 4), [[1, 2], [1, 0]], [5, 5], [2, 2])", "ctc_loss: target 1 of sample 1 is 0; a label must be in [0, 4) and not the blank (0)"),
+    ("ctc_loss(zeros(5, 2, 4), [1, 2, 3], [5, 5], [2, 2])", "ctc_loss: the target_lengths sum to 4 but the concatenated targets have 3 entries"),
+    ("ctc_loss(zeros(5, 2, 4), [[1, 2]], [5, 5], [2, 2])", "ctc_loss: targets must be [N, S] (padded) or 1-D (concatenated), got [1, 2]"),
+    ("ctc_loss(zeros(5, 2, 4), [[1, 2], [1, 3]], [5, 5], [2, 2], blank=4)", "ctc_loss: blank 4 is out of range for 4 classes"),
+    ("ctc_loss(zeros(5, 2, 4), [[1, 2], [1, 3]], [5, 5, 5], [2, 2])", "ctc_loss: input_lengths and target_lengths must have one entry per sample (2)"),
+    ("ctc_loss(zeros(5, 4, dtype=\"i64\"), [1], 5, 1)", "ctc_loss: log_probs must be a floating tensor"),
+    ("ctc_loss(zeros(5, 2, 4), [[1, 2], [1, 3]], [5, 5], [2, 2], zero_infinity=1)", "ctc_loss: zero_infinity must be a bool"),
     ("scatter_reduce(zeros(4), 0, [0, 1], ones(3), \"sum\")", "scatter_reduce: src [3] must have index's shape [2]"),
     ("scatter_reduce(zeros(4), 0, [0, 9], ones(2), \"mean\")", "out of bounds"),
     ("embedding_bag([1, 2], ones(5, 2), [1], mode=\"sum\")", "embedding_bag: offsets must start at 0"),
@@ -464,7 +547,8 @@ ERRORS = [
     ("embedding_bag([1, 2], ones(5, 2))", "embedding_bag: input must be 2-D [B, bag] without offsets or 1-D with offsets, got [2] without offsets"),
     ("embedding_bag([[1, 7]], ones(5, 2))", "out of bounds"),
     ("embedding_bag([[1, 2]], ones(5, 2), mode=\"mean\", per_sample_weights=ones(1, 2))", "per_sample_weights need mode \"sum\""),
-    ("embedding_bag([[1, 2]], ones(5, 2), mode=\"max\")", "embedding_bag: mode must be \"sum\" or \"mean\""),
+    ("embedding_bag([[1, 2]], ones(5, 2), mode=\"min\")", "embedding_bag: mode must be \"sum\", \"mean\" or \"max\", got \"min\""),
+    ("embedding_bag([[1, 2]], ones(5, 2), mode=\"max\", per_sample_weights=ones(1, 2))", "per_sample_weights need mode \"sum\" (as torch's), got \"max\""),
     ("leaky_relu(ones(3, dtype=\"i64\"))", "leaky_relu: input must be a floating tensor, got i64"),
     ("leaky_relu(ones(3), negative_slope=\"a\")", "negative_slope"),
     ("elu(ones(3), alpha=nan)", "elu: alpha must be a finite number"),
