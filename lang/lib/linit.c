@@ -13,6 +13,7 @@ static void (*const openers[])(void) = {
   nbopen_rnn,
   nbopen_linalg,
   nbopen_compile,
+  nbopen_fft,
 };
 
 void nbopen_libs(void) {
