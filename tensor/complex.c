@@ -12,6 +12,22 @@
 #include "textend.h"
 #include "complex.h"
 #include <math.h>
+#include <string.h>
+
+/* ---- the dispatch guard (tbackend.h) ---------------------------------------------- */
+int nt_complex_seen_;
+static bool kernel_takes_complex(int op) {
+  if (op == NT_OP_COPY || op == NT_OP_FILL) return true;
+  const char *n = nt_op_name(op);
+  return n && !strncmp(n, "fft_", 4);   /* tensor/fft/finternal.h's kernels */
+}
+int nt_complex_refuse_(int op, const nt_KernelArgs *a) {
+  bool c = a->out && nt_dtype_is_complex(a->out->dtype);
+  for (int i = 0; i < a->nin && i < 4 && !c; i++) c = a->in[i] && nt_dtype_is_complex(a->in[i]->dtype);
+  if (!c || kernel_takes_complex(op)) return 0;
+  NT_FAIL("%s is not supported for complex tensors (c64/c128); the complex ops are +, -, *, /, abs, angle, conj, real, "
+          "imag, sum, mean, views, and the fft functions", nt_op_name(op));
+}
 
 nt_DType nt_complex_part_dtype(nt_DType dt) { return dt == NT_C128 ? NT_F64 : NT_F32; }
 nt_DType nt_complex_dtype_of(nt_DType dt) { return dt == NT_F64 || dt == NT_C128 ? NT_C128 : NT_C64; }
@@ -82,6 +98,7 @@ nt_Tensor *nt_view_as_complex(nt_Tensor *x) {
   if (x->offset % 2) NT_FAIL_NULL("view_as_complex: the view starts inside a complex element (call contiguous() first)");
   nt_Tensor *v = nt_view_of(x);
   if (!v) return NULL;
+  nt_complex_seen_ = 1;
   v->dtype = x->dtype == NT_F64 ? NT_C128 : NT_C64;
   v->ndim = x->ndim - 1;
   for (int i = 0; i < v->ndim; i++) v->strides[i] = x->shape[i] == 1 ? 1 : x->strides[i] / 2;

@@ -162,10 +162,14 @@ static int wrap_dim(const char *op, const nt_Tensor *x, int dim) {
 static nt_Tensor *pad_axis(nt_Tensor *x, int dim, int64_t n) {
   int64_t have = x->shape[dim];
   if (n == have) return nt_retain(x);
-  if (n < have) return nt_narrow(x, dim, 0, n);
-  bool cplx = nt_dtype_is_complex(x->dtype);
+  bool cplx = nt_dtype_is_complex(x->dtype);   /* on the real view: its gradient is real too */
   nt_Tensor *v = cplx ? nt_view_as_real(x) : nt_retain(x);
   if (!v) return NULL;
+  if (n < have) {
+    nt_Tensor *t = nt_narrow(v, dim, 0, n), *r = t && cplx ? nt_view_as_complex(t) : (t ? nt_retain(t) : NULL);
+    nt_release(v); nt_release(t);
+    return r;
+  }
   int64_t zs[NT_MAXDIM];
   memcpy(zs, v->shape, sizeof(int64_t) * (size_t)v->ndim);
   zs[dim] = n - have;
@@ -314,8 +318,7 @@ static nt_Tensor *freq(const char *op, int64_t n, double d, nt_DType dt, nt_Devi
   if (n > ((int64_t)1 << 40)) NT_FAIL_NULL("%s: n = %lld is too large", op, (long long)n);
   if (dt != NT_F32 && dt != NT_F64) NT_FAIL_NULL("%s: dtype must be f32 or f64, got %s", op, nt_dtype_name(dt));
   if (!(d != 0) || !isfinite(d)) NT_FAIL_NULL("%s: d must be a finite nonzero number, got %g", op, d);
-  int64_t len = half ? n / 2 + 1 : n;
-  if (n == 0) len = 0;
+  int64_t len = half ? n / 2 + 1 : n;   /* rfftfreq(0): [nan], as torch (0 / 0) */
   nt_Tensor *h = nt_empty(&len, 1, NT_F64, NT_CPU);
   if (!h) return NULL;
   double *p = (double *)nt_base(h);
