@@ -425,6 +425,9 @@ __global__ void move_kernel(I n, Geom g, E *out, const E *in) {
     out[g.offset_of(0, i)] = in[g.offset_of(1, i)];
 }
 
+// a c128 element (two doubles), moved and filled whole
+struct alignas(16) Bytes16 { uint64_t lo, hi; };
+
 template <typename E> int launch_move(int64_t n, Geom &g, void *out, const void *in) {
   with_index_type(g, n, [&](auto i0) {
     move_kernel<decltype(i0), E><<<grid_for(n), kThreads, 0, stream>>>((decltype(i0))n, g, (E *)out, (const E *)in);
@@ -451,7 +454,8 @@ int k_copy(const nt_KernelArgs *a) {
       case 1: return launch_move<uint8_t>(n, g, base(dst), base(src));
       case 2: return launch_move<uint16_t>(n, g, base(dst), base(src));
       case 4: return launch_move<uint32_t>(n, g, base(dst), base(src));
-      default: return launch_move<uint64_t>(n, g, base(dst), base(src));
+      case 8: return launch_move<uint64_t>(n, g, base(dst), base(src));
+      default: return launch_move<Bytes16>(n, g, base(dst), base(src));
     }
   }
   auto outer = [&]<typename D>() -> int {
@@ -505,6 +509,8 @@ void store_from_double(char *p, nt_DType dt, double v) {
     case NT_I64: { int64_t x = (int64_t)v; memcpy(p, &x, 8); break; }
     case NT_U8: *(uint8_t *)p = (uint8_t)(int64_t)v; break;
     case NT_BOOL: *(uint8_t *)p = v != 0; break;
+    case NT_C64: { float f[2] = { (float)v, 0.0f }; memcpy(p, f, 8); break; }   // (v, 0)
+    case NT_C128: { double d[2] = { v, 0.0 }; memcpy(p, d, 16); break; }
     default: break;
   }
 }
@@ -513,7 +519,7 @@ int k_fill(const nt_KernelArgs *a) {
   nt_Tensor *dst = a->out;
   int64_t n = dst->numel;
   if (n == 0) return 0;
-  char bits[8] = {0};
+  char bits[16] = {0};
   store_from_double(bits, dst->dtype, a->s[0]);
   bool contig;
   nt_Tensor *ops[1] = { dst };
@@ -530,7 +536,8 @@ int k_fill(const nt_KernelArgs *a) {
     case 1: return launch_fill<uint8_t>(n, g, base(dst), bits);
     case 2: return launch_fill<uint16_t>(n, g, base(dst), bits);
     case 4: return launch_fill<uint32_t>(n, g, base(dst), bits);
-    default: return launch_fill<uint64_t>(n, g, base(dst), bits);
+    case 8: return launch_fill<uint64_t>(n, g, base(dst), bits);
+    default: return launch_fill<Bytes16>(n, g, base(dst), bits);
   }
 }
 

@@ -199,8 +199,8 @@ void nt_node_release(nt_Node *n) {
 /* ---- public autograd helpers -------------------------------------------- */
 int nt_set_requires_grad(nt_Tensor *t, bool on) {
   if (t->grad_fn) NT_FAIL("requires_grad can only be changed on leaf tensors (use detach())");
-  if (on && !nt_dtype_is_float(t->dtype))
-    NT_FAIL("only floating tensors can require gradients, got %s", nt_dtype_name(t->dtype));
+  if (on && !nt_dtype_is_float(t->dtype) && !nt_dtype_is_complex(t->dtype))
+    NT_FAIL("only floating and complex tensors can require gradients, got %s", nt_dtype_name(t->dtype));
   t->requires_grad = on;
   return 0;
 }
@@ -497,6 +497,8 @@ static int check_grad_shape(const char *op, nt_Tensor *t, nt_Tensor *g) {
 /* the seed gradient of a root: g (retained) or ones for a 1-element root */
 static nt_Tensor *seed_grad(const char *op, nt_Tensor *root, nt_Tensor *g) {
   if (g) return check_grad_shape(op, root, g) ? NULL : nt_retain(g);
+  if (nt_dtype_is_complex(root->dtype))
+    NT_FAIL_NULL("%s: grad can be implicitly created only for real scalar outputs, got %s (take real(x) or abs(x) first)", op, nt_dtype_name(root->dtype));
   if (root->numel != 1) {
     char a[128];
     NT_FAIL_NULL("%s: grad can be implicitly created only for scalar outputs, got shape %s", op,

@@ -112,8 +112,15 @@ int nt_dispatch_device_(int op, nt_Kernel k, const nt_KernelArgs *a);
 ** nt_prof_dispatch_ times the call and dispatches as below. */
 extern int nt_prof_on_;
 int nt_prof_dispatch_(int op, nt_Device dev, nt_Kernel k, const nt_KernelArgs *a);
+/* Complex tensors (tensor/complex.h) reach only the kernels that handle them
+** (copy, fill, the FFTs); any other kernel given one fails naming the op,
+** instead of reading (re, im) pairs as something else.  The check costs
+** nothing until the first complex tensor exists (nt_complex_seen_). */
+extern int nt_complex_seen_;
+int nt_complex_refuse_(int op, const nt_KernelArgs *a);
 static inline int nt_dispatch(int op, nt_Device dev, const nt_KernelArgs *a) {
   nt_Kernel k = nt_kernel_table[op][dev];
+  if (__builtin_expect(nt_complex_seen_, 0) && nt_complex_refuse_(op, a)) return -1;
   if (k && __builtin_expect(nt_prof_on_, 0)) return nt_prof_dispatch_(op, dev, k, a);
   if (k) return dev == NT_CPU ? k(a) : nt_dispatch_device_(op, k, a);
   nt_error_set("%s: not implemented for device %s", nt_op_name(op), nt_device_name(dev));

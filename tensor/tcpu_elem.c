@@ -494,7 +494,31 @@ static int copy_same(nt_Tensor *dst, nt_Tensor *src) {
       case 1: for (int64_t i = 0; i < it.inner; i++) o[i * so] = s[i * ss]; break;
       case 2: for (int64_t i = 0; i < it.inner; i++) *(uint16_t *)(o + i * so) = *(uint16_t *)(s + i * ss); break;
       case 4: for (int64_t i = 0; i < it.inner; i++) *(uint32_t *)(o + i * so) = *(uint32_t *)(s + i * ss); break;
-      default: for (int64_t i = 0; i < it.inner; i++) *(uint64_t *)(o + i * so) = *(uint64_t *)(s + i * ss); break;
+      case 8: for (int64_t i = 0; i < it.inner; i++) *(uint64_t *)(o + i * so) = *(uint64_t *)(s + i * ss); break;
+      default: for (int64_t i = 0; i < it.inner; i++) memcpy(o + i * so, s + i * ss, 16); break;   /* c128 */
+    }
+  } while (nt_iter_next(&it));
+  return 0;
+}
+
+/* complex <-> other dtypes: real values get a zero imaginary part, c64 <-> c128
+** convert both parts; complex to real is refused (torch warns and drops the
+** imaginary part: a silent loss here; real(x), abs(x) say which part is meant). */
+static int copy_complex(nt_Tensor *dst, nt_Tensor *src) {
+  if (!nt_dtype_is_complex(dst->dtype))
+    NT_FAIL("cannot convert %s to %s: it would drop the imaginary part (take real(x), imag(x) or abs(x) first)",
+            nt_dtype_name(src->dtype), nt_dtype_name(dst->dtype));
+  nt_Iter it; nt_Tensor *ops[2] = { dst, src };
+  nt_iter_init(&it, 2, ops, NULL);
+  do {
+    for (int64_t i = 0; i < it.inner; i++) {
+      char *o = it.ptr[0] + i * it.istride[0], *p = it.ptr[1] + i * it.istride[1];
+      double re, im = 0;
+      if (src->dtype == NT_C64) { re = ((float *)p)[0]; im = ((float *)p)[1]; }
+      else if (src->dtype == NT_C128) { re = ((double *)p)[0]; im = ((double *)p)[1]; }
+      else re = nt_load_as_double(p, src->dtype);
+      if (dst->dtype == NT_C64) { ((float *)o)[0] = (float)re; ((float *)o)[1] = (float)im; }
+      else { ((double *)o)[0] = re; ((double *)o)[1] = im; }
     }
   } while (nt_iter_next(&it));
   return 0;
@@ -503,6 +527,7 @@ static int copy_same(nt_Tensor *dst, nt_Tensor *src) {
 static int k_copy(const nt_KernelArgs *a) {
   nt_Tensor *dst = a->out, *src = a->in[0];
   if (dst->dtype == src->dtype) return copy_same(dst, src);
+  if (nt_dtype_is_complex(dst->dtype) || nt_dtype_is_complex(src->dtype)) return copy_complex(dst, src);
   nt_Iter it; nt_Tensor *ops[2] = { dst, src };
   nt_iter_init(&it, 2, ops, NULL);
   /* conversion goes through the source's compute type; bool targets test != 0
@@ -542,8 +567,10 @@ static int k_copy(const nt_KernelArgs *a) {
 static int k_fill(const nt_KernelArgs *a) {
   nt_Tensor *dst = a->out;
   size_t es = nt_dtype_size(dst->dtype);
-  char val[8];
-  nt_store_from_double(val, dst->dtype, a->s[0]);
+  char val[16] = {0};
+  if (dst->dtype == NT_C64) { float re = (float)a->s[0]; memcpy(val, &re, 4); }   /* (s, 0) */
+  else if (dst->dtype == NT_C128) memcpy(val, &a->s[0], 8);
+  else nt_store_from_double(val, dst->dtype, a->s[0]);
   nt_Iter it; nt_Tensor *ops[1] = { dst };
   nt_iter_init(&it, 1, ops, NULL);
   do {
@@ -552,7 +579,8 @@ static int k_fill(const nt_KernelArgs *a) {
       case 1: { uint8_t v; memcpy(&v, val, 1); for (int64_t i = 0; i < it.inner; i++) *(uint8_t *)(o + i * so) = v; break; }
       case 2: { uint16_t v; memcpy(&v, val, 2); for (int64_t i = 0; i < it.inner; i++) *(uint16_t *)(o + i * so) = v; break; }
       case 4: { uint32_t v; memcpy(&v, val, 4); for (int64_t i = 0; i < it.inner; i++) *(uint32_t *)(o + i * so) = v; break; }
-      default: { uint64_t v; memcpy(&v, val, 8); for (int64_t i = 0; i < it.inner; i++) *(uint64_t *)(o + i * so) = v; break; }
+      case 8: { uint64_t v; memcpy(&v, val, 8); for (int64_t i = 0; i < it.inner; i++) *(uint64_t *)(o + i * so) = v; break; }
+      default: for (int64_t i = 0; i < it.inner; i++) memcpy(o + i * so, val, 16); break;   /* c128 */
     }
   } while (nt_iter_next(&it));
   return 0;

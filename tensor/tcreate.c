@@ -91,6 +91,8 @@ int nt_item(nt_Tensor *t, double *out) {
 }
 
 int nt_get(nt_Tensor *t, const int64_t *index, double *out) {
+  if (nt_dtype_is_complex(t->dtype))
+    NT_FAIL("a %s element is not a real number: take real(x), imag(x) or abs(x) first", nt_dtype_name(t->dtype));
   int64_t off = t->offset;
   for (int i = 0; i < t->ndim; i++) {
     int64_t k = index[i] < 0 ? index[i] + t->shape[i] : index[i];

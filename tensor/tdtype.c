@@ -18,6 +18,8 @@ int nt_dtype_from_name(const char *name) {
     {"i32", NT_I32}, {"int32", NT_I32}, {"int", NT_I32},
     {"i64", NT_I64}, {"int64", NT_I64}, {"long", NT_I64},
     {"u8", NT_U8}, {"uint8", NT_U8}, {"bool", NT_BOOL},
+    {"c64", NT_C64}, {"complex64", NT_C64}, {"cfloat", NT_C64},
+    {"c128", NT_C128}, {"complex128", NT_C128}, {"cdouble", NT_C128},
   };
   for (size_t i = 0; i < sizeof alias / sizeof alias[0]; i++)
     if (!strcasecmp(name, alias[i].n)) return alias[i].d;
@@ -25,12 +27,14 @@ int nt_dtype_from_name(const char *name) {
   return -1;
 }
 
-/* category: 0 bool, 1 int, 2 float */
-static int cat(nt_DType d) { return d == NT_BOOL ? 0 : nt_dtype_is_int(d) ? 1 : 2; }
+/* category: 0 bool, 1 int, 2 float, 3 complex */
+static int cat(nt_DType d) { return d == NT_BOOL ? 0 : nt_dtype_is_int(d) ? 1 : nt_dtype_is_complex(d) ? 3 : 2; }
 
 nt_DType nt_promote(nt_DType a, nt_DType b) {
   if (a == b) return a;
   int ca = cat(a), cb = cat(b);
+  if (ca == 3 || cb == 3)   /* complex wins; double width if either side is f64/c128 (torch) */
+    return a == NT_C128 || b == NT_C128 || a == NT_F64 || b == NT_F64 ? NT_C128 : NT_C64;
   if (ca != cb) return ca > cb ? a : b;
   if (ca == 1) {  /* u8 < i32 < i64 */
     if (a == NT_I64 || b == NT_I64) return NT_I64;
@@ -48,13 +52,15 @@ nt_DType nt_promote(nt_DType a, nt_DType b) {
 nt_DType nt_result_type(const nt_Tensor *a, const nt_Tensor *b) {
   if ((a->ndim == 0) == (b->ndim == 0)) return nt_promote(a->dtype, b->dtype);
   nt_DType dim = a->ndim ? a->dtype : b->dtype, zero = a->ndim ? b->dtype : a->dtype;
+  if (cat(dim) == 3) return dim;                                  /* complex tensor: kept */
+  if (cat(zero) == 3) return dim == NT_F64 ? NT_C128 : NT_C64;    /* complex 0-d: raises, dim's width */
   if (cat(dim) == 2) return dim;                                  /* float tensor: kept */
   if (dim == NT_BOOL || cat(zero) == 2) return nt_promote(dim, zero);
   return dim;                                                     /* int tensor, int/bool 0-d */
 }
 
 nt_DType nt_promote_scalar(nt_DType t, bool scalar_is_float) {
-  if (scalar_is_float) return cat(t) == 2 ? t : NT_DEFAULT_FLOAT;
+  if (scalar_is_float) return cat(t) >= 2 ? t : NT_DEFAULT_FLOAT;
   return t == NT_BOOL ? NT_DEFAULT_INT : t;
 }
 
@@ -63,6 +69,8 @@ double nt_load_as_double(const void *p, nt_DType dt) {
 #define X(E, N, ST, CT) case E: return (double)nt_ld_##N(*(const ST *)p);
     NT_FOR_EACH_DTYPE(X)
 #undef X
+    case NT_C64: return *(const float *)p;    /* the real part: callers that must not drop */
+    case NT_C128: return *(const double *)p;  /* the imaginary part refuse complex first */
     default: return 0;
   }
 }

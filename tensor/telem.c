@@ -4,6 +4,7 @@
 ** clone/contiguous, to_device.  (copy_/fill_ and in-place autograd: tinplace.c)
 */
 #include "tinternal.h"
+#include "complex.h"
 #include "tdevice.h"
 #include "tprofile.h"
 #include <stdlib.h>
@@ -128,6 +129,7 @@ static bool mixed_ok(int op, const nt_Tensor *a, const nt_Tensor *b, nt_DType cd
 }
 
 nt_Tensor *nt_binary(int op, nt_Tensor *a, nt_Tensor *b) {
+  if (nt_dtype_is_complex(a->dtype) || nt_dtype_is_complex(b->dtype)) return nt_complex_binary(op, a, b);
   if (small_arith(op, a) && b->dtype == a->dtype && small_arith(op, b) && same_shape(a, b)) return small_run(op, a, b, 0, false);
   if (!NT_OP_IS_BINARY(op)) NT_FAIL_NULL("%s is not a binary op", nt_op_name(op));
   if (op == NT_OP_POW) NT_AUTOCAST(NT_AUTOCAST_F32, nt_binary(op, ac_[0], ac_[1]), a, b);
@@ -214,6 +216,7 @@ static int binary_scalar_backward(nt_Node *n, nt_Tensor *g, nt_Tensor **gin) {
 }
 
 nt_Tensor *nt_binary_scalar_ex(int op, nt_Tensor *t, double s, int flags) {
+  if (nt_dtype_is_complex(t->dtype)) return nt_complex_binary_scalar(op, t, s, flags & NT_SCALAR_FIRST);
   /* (a float tensor's op with any scalar computes in its own dtype) */
   if (small_arith(op, t)) return small_run(op, t, NULL, s, flags & NT_SCALAR_FIRST);
   if (!NT_OP_IS_BINARY(op)) NT_FAIL_NULL("%s is not a binary op", nt_op_name(op));
@@ -382,6 +385,7 @@ static const char *unary_name(int op) {
 }
 
 nt_Tensor *nt_unary_scalar_op(int op, nt_Tensor *t, double s0, double s1) {
+  if (nt_dtype_is_complex(t->dtype)) return nt_complex_unary(op, t);
   if (!NT_OP_IS_UNARY(op)) NT_FAIL_NULL("%s is not a unary op", nt_op_name(op));
   if (f32_under_autocast(op)) NT_AUTOCAST(NT_AUTOCAST_F32, nt_unary_scalar_op(op, ac_[0], s0, s1), t);
   nt_DType cd = t->dtype, od;
@@ -496,6 +500,7 @@ static nt_Tensor *copy_as(nt_Tensor *t, nt_DType dt) {
 nt_Tensor *nt_to_dtype(nt_Tensor *t, nt_DType dt) {
   if ((unsigned)dt >= NT_NDTYPES) NT_FAIL_NULL("invalid dtype %d", (int)dt);
   if (t->dtype == dt) return nt_retain(t);
+  if (nt_dtype_is_complex(t->dtype) || nt_dtype_is_complex(dt)) return nt_complex_to_dtype(t, dt);
   nt_Tensor *out = copy_as(t, dt);
   if (out && nt_dtype_is_float(dt) && nt_needs_grad(1, &t)) {
     nt_Node *n = nt_record(out, "ToDtypeBackward", identity_backward, 1, &t);
@@ -506,6 +511,7 @@ nt_Tensor *nt_to_dtype(nt_Tensor *t, nt_DType dt) {
 }
 
 nt_Tensor *nt_clone(nt_Tensor *t) {
+  if (nt_dtype_is_complex(t->dtype)) return nt_complex_clone(t);   /* through the real view: any device */
   nt_Tensor *out = copy_as(t, t->dtype);
   if (out && nt_needs_grad(1, &t)) {
     nt_Node *n = nt_record(out, "CloneBackward", identity_backward, 1, &t);

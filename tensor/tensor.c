@@ -185,6 +185,7 @@ static void pool_put(void *blk, size_t nbytes) {
 nt_Tensor *nt_empty(const int64_t *shape, int ndim, nt_DType dt, nt_Device dev) {
   if (ndim < 0 || ndim > NT_MAXDIM) NT_FAIL_NULL("tensors have at most %d dimensions, got %d", NT_MAXDIM, ndim);
   if ((unsigned)dt >= NT_NDTYPES) NT_FAIL_NULL("invalid dtype %d", (int)dt);
+  if (nt_dtype_is_complex(dt)) nt_complex_seen_ = 1;   /* arms the dispatch guard (tbackend.h) */
   const nt_Allocator *al = nt_allocator(dev);
   if (!al) NT_FAIL_NULL("%s", nt_device_unavailable_msg(dev));
   size_t esz = nt_dtype_size(dt);

@@ -30,6 +30,8 @@
 /* ---- dtypes & devices --------------------------------------------------- */
 typedef enum nt_DType {
   NT_F32 = 0, NT_F64, NT_F16, NT_BF16, NT_I32, NT_I64, NT_U8, NT_BOOL,
+  NT_C64, NT_C128,   /* complex: (re, im) pairs of f32 / f64; only the ops of
+                     ** tensor/complex.h take them, every other op refuses them */
   NT_NDTYPES
 } nt_DType;
 
@@ -44,6 +46,7 @@ int         nt_dtype_from_name(const char *name);/* -1 (with error) if unknown; 
                                                     "float32"/"float"/"int64"/"long"/... too */
 bool        nt_dtype_is_float(nt_DType dt);      /* f16 bf16 f32 f64 */
 bool        nt_dtype_is_int(nt_DType dt);        /* u8 i32 i64 (not bool) */
+bool        nt_dtype_is_complex(nt_DType dt);    /* c64 c128 */
 const char *nt_device_name(nt_Device d);         /* "cpu", "cuda" */
 
 /* PyTorch-like promotion.  Category order bool < int < float; within a

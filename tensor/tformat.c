@@ -35,7 +35,7 @@ static void bput(Buf *b, const char *fmt, ...) {
 
 typedef struct {
   nt_Tensor *t;
-  bool summarize, isf, isbool;
+  bool summarize, isf, isbool, iscplx;   /* complex: both parts share the float format */
   int mode;            /* floats: 0 integral "1.", 1 fixed "%.4f", 2 sci "%.4e" */
   int width;
   double maxa, mina;   /* over finite nonzero |x| */
@@ -49,6 +49,16 @@ static double elem(const Fmt *f, const int64_t *idx) {
   return nt_load_as_double(nt_base(t) + (off - t->offset) * (int64_t)nt_dtype_size(t->dtype), t->dtype);
 }
 
+/* a complex element's parts (re, im) */
+static void elem_c(const Fmt *f, const int64_t *idx, double *re, double *im) {
+  nt_Tensor *t = f->t;
+  int64_t off = t->offset;
+  for (int i = 0; i < t->ndim; i++) off += idx[i] * t->strides[i];
+  const char *p = nt_base(t) + (off - t->offset) * (int64_t)nt_dtype_size(t->dtype);
+  if (t->dtype == NT_C64) { *re = ((const float *)p)[0]; *im = ((const float *)p)[1]; }
+  else { *re = ((const double *)p)[0]; *im = ((const double *)p)[1]; }
+}
+
 static int fmt_value(const Fmt *f, double v, char *out, size_t n) {
   if (f->isbool) return snprintf(out, n, "%s", v != 0 ? "true" : "false");
   if (!f->isf) return snprintf(out, n, "%lld", (long long)nt_sat_i64(v));   /* v came from an integer tensor */
@@ -59,10 +69,16 @@ static int fmt_value(const Fmt *f, double v, char *out, size_t n) {
   return snprintf(out, n, "%.4e", v);
 }
 
-/* visits printed elements in order; cb gets each value */
+static void width_cb(Fmt *f, double v, void *ud);
+/* visits printed elements in order; cb gets each value (a complex one's
+** parts; the width, which pads the real parts, from those alone) */
 static void walk(Fmt *f, int64_t *idx, int d, void (*cb)(Fmt *, double, void *), void *ud) {
   nt_Tensor *t = f->t;
-  if (d == t->ndim) { cb(f, elem(f, idx), ud); return; }
+  if (d == t->ndim) {
+    if (f->iscplx) { double re, im; elem_c(f, idx, &re, &im); cb(f, re, ud); if (cb != width_cb) cb(f, im, ud); }
+    else cb(f, elem(f, idx), ud);
+    return;
+  }
   int64_t n = t->shape[d];
   for (int64_t i = 0; i < n; i++) {
     if (f->summarize && n > 2 * EDGE && i == EDGE) i = n - EDGE;
@@ -91,6 +107,14 @@ static void emit(Fmt *f, Buf *b, int64_t *idx, int d, int indent) {
   nt_Tensor *t = f->t;
   if (d == t->ndim) {
     char s[64];
+    if (f->iscplx) {   /* torch's 1.+2.j, 0.5000-1.2500j */
+      double re, im; char si[64];
+      elem_c(f, idx, &re, &im);
+      fmt_value(f, re, s, sizeof s);
+      fmt_value(f, isnan(im) ? im : fabs(im), si, sizeof si);
+      bput(b, "%*s%c%sj", f->width, s, signbit(im) && !isnan(im) ? '-' : '+', si);
+      return;
+    }
     fmt_value(f, elem(f, idx), s, sizeof s);
     bput(b, "%*s", f->width, s);
     return;
@@ -127,7 +151,8 @@ char *nt_format(nt_Tensor *t0) {
   nt_Tensor *t = t0->device == NT_CPU ? nt_retain(t0) : nt_to_device(t0, NT_CPU);
   nt_set_grad_enabled(prev);
   if (!t) return NULL;
-  Fmt f = { .t = t, .summarize = t->numel > SUMMARIZE_OVER, .isf = nt_dtype_is_float(t->dtype),
+  Fmt f = { .t = t, .summarize = t->numel > SUMMARIZE_OVER, .isf = nt_dtype_is_float(t->dtype) || nt_dtype_is_complex(t->dtype),
+            .iscplx = nt_dtype_is_complex(t->dtype),
             .isbool = t->dtype == NT_BOOL, .mina = INFINITY, .all_int = true };
   int64_t idx[NT_MAXDIM] = {0};
   Buf b = {0};
@@ -142,7 +167,7 @@ char *nt_format(nt_Tensor *t0) {
     walk(&f, idx, 0, width_cb, NULL);
     emit(&f, &b, idx, 0, 7);
   }
-  bool fdef = f.isf ? t->dtype == NT_DEFAULT_FLOAT : f.isbool || t->dtype == NT_DEFAULT_INT;
+  bool fdef = f.iscplx ? t->dtype == NT_C64 : f.isf ? t->dtype == NT_DEFAULT_FLOAT : f.isbool || t->dtype == NT_DEFAULT_INT;
   if (t->numel == 0 && t->ndim != 1) {
     char s[128];
     bput(&b, ", size=%s", nt_shape_str(t->shape, t->ndim, s, sizeof s));

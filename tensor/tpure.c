@@ -15,12 +15,13 @@
 #include "tensor.h"
 #include "textend.h"
 
-static const size_t nt_dsize_[NT_NDTYPES] = { 4, 8, 2, 2, 4, 8, 1, 1 };
-static const char *const nt_dname_[NT_NDTYPES] = { "f32", "f64", "f16", "bf16", "i32", "i64", "u8", "bool" };
+static const size_t nt_dsize_[NT_NDTYPES] = { 4, 8, 2, 2, 4, 8, 1, 1, 8, 16 };
+static const char *const nt_dname_[NT_NDTYPES] = { "f32", "f64", "f16", "bf16", "i32", "i64", "u8", "bool", "c64", "c128" };
 
 size_t nt_dtype_size(nt_DType dt) { return (unsigned)dt < NT_NDTYPES ? nt_dsize_[dt] : 0; }
 const char *nt_dtype_name(nt_DType dt) { return (unsigned)dt < NT_NDTYPES ? nt_dname_[dt] : "?"; }
 bool nt_dtype_is_float(nt_DType dt) { return dt == NT_F32 || dt == NT_F64 || dt == NT_F16 || dt == NT_BF16; }
+bool nt_dtype_is_complex(nt_DType dt) { return dt == NT_C64 || dt == NT_C128; }
 
 /* Strides skip the zero dimensions' factor: a checked shape bounds the
 ** product of the nonzero ones, and a tensor with a zero dimension has no

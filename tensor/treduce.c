@@ -5,6 +5,7 @@
 ** has the primitive kernels, and get their gradients for free).
 */
 #include "tinternal.h"
+#include "complex.h"
 #include <stdlib.h>
 
 /* reduced-axis mask from an axes list; -1 on error */
@@ -146,6 +147,7 @@ static nt_Tensor *reduce_prim(int op, nt_Tensor *t, const bool *mask, bool keepd
 
 nt_Tensor *nt_reduce_ex(int op, nt_Tensor *t, const int *axes, int naxes, bool keepdims, double s0) {
   if (!NT_OP_IS_REDUCE(op)) NT_FAIL_NULL("%s is not a reduction", nt_op_name(op));
+  if (nt_dtype_is_complex(t->dtype)) return nt_complex_reduce(op, t, axes, naxes, keepdims);   /* sum, mean; others refused */
   if (op == NT_OP_SUM || op == NT_OP_MEAN || op == NT_OP_PROD || op == NT_OP_LOGSUMEXP || op == NT_OP_VAR || op == NT_OP_STD)
     NT_AUTOCAST(NT_AUTOCAST_F32, nt_reduce_ex(op, ac_[0], axes, naxes, keepdims, s0), t);
   const char *name = nt_op_name(op);

@@ -7,7 +7,7 @@
 set -eu
 
 PKGS="build-essential pkg-config meson ninja-build clang libclang-rt-14-dev
-libreadline-dev libzmq3-dev libjansson-dev libssl-dev libopenblas-dev libopenblas-openmp-dev libsleef-dev libdnnl-dev
+libreadline-dev libzmq3-dev libjansson-dev libssl-dev libopenblas-dev libopenblas-openmp-dev libsleef-dev libdnnl-dev libkissfft-dev
 libpng-dev zlib1g-dev tmux python3 python3-numpy python3-torch python3-sklearn
 python3-jupyter-client python3-nbclient python3-jupyter-kernel-test
 jupyter-console python3-ipykernel jupyter-nbconvert jupyter-notebook

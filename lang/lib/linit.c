@@ -14,6 +14,7 @@ static void (*const openers[])(void) = {
   nbopen_linalg,
   nbopen_set,
   nbopen_compile,
+  nbopen_fft,
 };
 
 void nbopen_libs(void) {

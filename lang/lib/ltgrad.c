@@ -163,7 +163,7 @@ static int b_requires_grad(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; Leaves ls = {0};
   if (nbT_leaves(vm, args[0], &ls)) { free(ls.t); return NB_ERR; }
   bool on = args[1].t == NB_TNIL ? true : nb_truthy(args[1]);
-  for (int i = 0; i < ls.n; i++) if (nt_dtype_is_float(ls.t[i]->dtype) && nt_set_requires_grad(ls.t[i], on)) { free(ls.t); return nbT_err(vm); }
+  for (int i = 0; i < ls.n; i++) if ((nt_dtype_is_float(ls.t[i]->dtype) || nt_dtype_is_complex(ls.t[i]->dtype)) && nt_set_requires_grad(ls.t[i], on)) { free(ls.t); return nbT_err(vm); }
   free(ls.t);
   nb_incref(args[0]); *out = args[0];
   return NB_OK;
@@ -176,7 +176,7 @@ static int b_no_grad_enabled(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { 
 ** shaped like those arguments (nil for non-tensor leaves). */
 static int fresh_leaf(nb_VM *vm, void *ctx, nb_Value leaf, nb_Value *out) {
   IdMap *fresh = ctx;   /* original -> its fresh leaf: a tied tensor gets one */
-  if (leaf.t == NB_TTENSOR && nt_dtype_is_float(T(leaf)->dtype)) {
+  if (leaf.t == NB_TTENSOR && (nt_dtype_is_float(T(leaf)->dtype) || nt_dtype_is_complex(T(leaf)->dtype))) {
     bool found;
     void **slot = nbT_idmap_slot(fresh, T(leaf), &found);
     if (!slot) return nb_error(vm, "out of memory");

@@ -25,6 +25,7 @@ void nbopen_compile(void);    /* lcompile.c: compile(f), a step as one CUDA grap
 void nbopen_rnn(void);        /* ltrnn.c: lstm, gru, rnn; conv1d, conv_transpose1d/2d */
 void nbopen_loader(void);     /* lloader.c: data.loader's worker processes, permutation, pinned copies */
 void nbopen_json(void);       /* ljson.c: load_json, save_json, json_parse, json_format (jansson) */
+void nbopen_fft(void);        /* ltfft.c: the fft record; complex, real, imag, conj, angle, view_as_real/complex */
 
 /* all of the above, once (linit.c); nb_vm_new calls it (lvm.h declares it for the core) */
 void nbopen_libs(void);

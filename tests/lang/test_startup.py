@@ -23,7 +23,8 @@ import time
 from lutil import NABLA, report, finish
 
 LAZY = ("libzmq.so", "libcrypto.so", "libstdc++.so", "libkrb5.so", "libsodium.so",
-        "libreadline.so", "libtinfo.so", "libjansson.so", "libpng16.so", "libz.so", "libsleef.so")
+        "libreadline.so", "libtinfo.so", "libjansson.so", "libpng16.so", "libz.so", "libsleef.so",
+        "libkissfft-float.so")
 
 
 def loaded(stderr):
@@ -192,6 +193,11 @@ if np is not None:
     report("startup/sleef-values", rc == 0 and len(got) == 4 and all(np.allclose(g, w, rtol=1e-6, atol=0) for g, w in zip(got, want)),
            f"rc {rc} out {out[:300]!r} stderr {err[-300:]!r}")
     report("startup/sleef-loaded-on-first-use", has(libs, "libsleef.so"), f"SLEEF never loaded; loaded: {sorted(libs)}")
+
+# an f32 FFT loads KISS FFT (tensor/fft/fkiss_f32.c); an f64 one does not need it
+rc, out, err = run(["-e", "print(tolist(real(fft.rfft(tensor([1.0, 2.0, 3.0, 4.0])))))"])
+report("startup/kissfft-loaded-on-first-use", rc == 0 and out.split() == ["[10.0,", "-2.0,", "-2.0]"] and has(loaded(err), "libkissfft-float.so"),
+       f"rc {rc} out {out[:200]!r} loaded: {sorted(loaded(err))}")
 
 # the kernelspec installer writes kernel.json (jansson) and its logos (libpng)
 prefix = os.path.join(tmp, "prefix")
