@@ -8,7 +8,8 @@
 ** Loaded on first use with dlopen and no exit on failure: oneDNN is an
 ** accelerator, not a requirement; without it (or without its header at
 ** build time) nt_onednn_matmul_bf16 answers 0 and tmatmul.c keeps its f32
-** path.  NABLA_ONEDNN=0 turns it off (tests compare both paths).
+** path.  NABLA_ONEDNN=0 turns it off (tests compare both paths); ASan
+** builds have it off unless NABLA_ONEDNN=1 (see load).
 **
 ** Primitives are cached by shape and strides (creating one JIT-compiles a
 ** kernel: ~ms); memory objects are bound to each call's buffers with
@@ -34,9 +35,23 @@ static bool ok;
 static dnnl_engine_t eng;
 static dnnl_stream_t stream;
 
+/* LeakSanitizer's tracer dies (signal 11) once libdnnl's threads exist, so a
+** sanitizer build keeps the f32 path unless NABLA_ONEDNN=1 asks for oneDNN */
+#if defined(__SANITIZE_ADDRESS__)
+#define ONEDNN_DEFAULT "0"
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ONEDNN_DEFAULT "0"
+#endif
+#endif
+#ifndef ONEDNN_DEFAULT
+#define ONEDNN_DEFAULT "1"
+#endif
+
 static void load(void) {
   const char *env = getenv("NABLA_ONEDNN");
-  if (env && !strcmp(env, "0")) return;
+  if (!env) env = ONEDNN_DEFAULT;
+  if (!strcmp(env, "0")) return;
   void *h = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_LOCAL);
   if (!h) return;
 #define RES(f) if (!(p_##f = (__typeof__(f) *)dlsym(h, #f))) return;

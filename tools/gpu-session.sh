@@ -43,7 +43,7 @@ PROFILE_SRC=${GPUKIT_PROFILE_SRC:-$ROOT/../shared/gpu-profile}
 # libraries nabla links against that a CUDA image may lack (libzmq's deps included)
 DEBS="libzmq5 libsodium23 libsleef3 libpgm-5.3-0 libnorm1 libjansson4 libreadline8 libtinfo6 libopenblas0-openmp
       libgfortran5 libquadmath0 libgomp1 libbsd0 libmd0 libpng16-16 zlib1g libssl3
-      libgssapi-krb5-2 libkrb5-3 libk5crypto3 libkrb5support0 libkeyutils1 libcom-err2"
+      libgssapi-krb5-2 libkrb5-3 libk5crypto3 libkrb5support0 libkeyutils1 libcom-err2 libkissfft-float131"
 # the binaries run_gpu.sh runs, relative to the build dir
 KIT_FILES="nabla cuda/nabla_cuda.so tests/cuda/test_cuda tests/cuda/bench_cuda tests/tensor/test_tensor tests/tensor_nn/test_tensor_nn"
 
@@ -90,9 +90,11 @@ prepare() {
 
 # The sonames util/dynload.h loads on first use (NABLA_*_LIB defaults in the
 # sources), but OpenBLAS, which has its own search (tensor/tblas.c).
+# (oneDNN is left out: it only speeds up the CPU's bf16 matmul, which takes
+# the f32 path without it, and its .deb is 7 MB of the carry's 64 MiB)
 lazy_sonames() {
   grep -rhoE '"lib[A-Za-z0-9_+-]+\.so\.[0-9]+"' --include='*.c' --include='*.h' repl wire tensor lang dist kernel util 2>/dev/null |
-    tr -d '"' | grep -v '^libopenblas' | sort -u
+    tr -d '"' | grep -vE '^(libopenblas|libdnnl)' | sort -u
 }
 
 # Puts in $RT/lib only the libraries the loader cannot find for FILE.

@@ -203,7 +203,7 @@ def run(tmp):
     lazy = sorted({m.decode() for f in files if f.endswith((b".c", b".h")) and f.split(b"/")[0] in
                    (b"repl", b"wire", b"tensor", b"lang", b"dist", b"kernel", b"util")
                    for m in re.findall(rb'"(lib[A-Za-z0-9_+-]+\.so\.[0-9]+)"', open(os.path.join(ROOT.encode(), f), "rb").read())
-                   if not m.startswith(b"libopenblas")})
+                   if not m.startswith((b"libopenblas", b"libdnnl"))})   # oneDNN: optional, not carried (gpu-session.sh)
     bare = shim_dir(tmp, "bare", {"ldconfig": 'echo "0 libs found in cache \\`/etc/ld.so.cache\'"'})
     out4 = os.path.join(tmp, "out4")
     os.makedirs(out4)
