@@ -28,7 +28,7 @@
 #
 # Usage: tools/run-tests.sh [SUBSTRING...]   only suites whose name contains one
 # Environment: BUILD_DIR (build), ASAN_BUILD_DIR (build-asan),
-#   FUZZ_BUILD_DIR (build-fuzz), FUZZ_BUDGET (120 s for all fuzz targets
+#   FUZZ_BUILD_DIR (build-fuzz), FUZZ_BUDGET (80 s for all fuzz targets
 #   together, split evenly) or FUZZ_TIME (s per target), SUITE_TIMEOUT (900 s per
 #   suite), NO_ASAN=1, NO_FUZZ=1 to leave those passes out.
 set -u
@@ -40,7 +40,7 @@ BUILD_DIR=${BUILD_DIR:-build}
 ASAN_BUILD_DIR=${ASAN_BUILD_DIR:-build-asan}
 FUZZ_BUILD_DIR=${FUZZ_BUILD_DIR:-build-fuzz}
 FUZZ_TIME_SET=${FUZZ_TIME:-}
-FUZZ_BUDGET=${FUZZ_BUDGET:-120}
+FUZZ_BUDGET=${FUZZ_BUDGET:-80}
 FUZZ_TIME=${FUZZ_TIME:-60}
 SUITE_TIMEOUT=${SUITE_TIMEOUT:-900}
 PYTHON=/usr/bin/python3
