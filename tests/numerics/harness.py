@@ -80,6 +80,23 @@ def report_pass(name):
     print(f"PASS: {name}", flush=True)
 
 
+def emulated_rerun(script, label, subset_env):
+    """Runs the suite `script` again with its inputs on the emulated CUDA
+    device (NUMERICS_DEVICE=cuda) and subset_env=1 (the suite's cross-section
+    there); its result lines are printed as ours.  True when it passed, or
+    when the emulated module is not built (a SKIP line says so)."""
+    build = os.path.dirname(os.path.abspath(NABLA))
+    module = os.path.join(build, "cuda", "emu", "nabla_cuda_emu.so")
+    if not os.path.exists(module):
+        print(f"SKIP: {label} on the emulated device: {module} is not built")
+        return True
+    env = dict(os.environ, NUMERICS_DEVICE="cuda", NABLA_CUDA_EMULATE="force", NABLA_EMU_SMS="2", **{subset_env: "1"})
+    p = subprocess.run([sys.executable, os.path.abspath(script)], env=env, capture_output=True, text=True, timeout=1500)
+    sys.stdout.write(p.stdout)
+    sys.stdout.flush()
+    return p.returncode == 0 and "FAIL:" not in p.stdout
+
+
 def report_fail(name, why):
     _results["fail"] += 1
     why = " ".join(str(why).split("\n"))

@@ -23,11 +23,10 @@ Run: NABLA=build/nabla /usr/bin/python3 tests/numerics/test_distributions.py
 """
 import math
 import os
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Batch, T, finish, rng, torch, np, DEVICE, NABLA, report_fail  # noqa: E402
+from harness import Batch, T, finish, rng, torch, np, DEVICE, report_fail, emulated_rerun  # noqa: E402
 import scipy.stats as st  # noqa: E402
 
 D = torch.distributions
@@ -367,19 +366,6 @@ def sampling_cases(b, small=False):
            lambda got: next((w for w in (moments(locs[k], 1.0, 3.0)(np.asarray(got)[:, k]) for k in range(3)) if w), None))
 
 
-def emulated_rerun():
-    build = os.path.dirname(os.path.abspath(NABLA))
-    module = os.path.join(build, "cuda", "emu", "nabla_cuda_emu.so")
-    if not os.path.exists(module):
-        print(f"SKIP: distributions on the emulated device: {module} is not built")
-        return True
-    env = dict(os.environ, NUMERICS_DEVICE="cuda", NABLA_CUDA_EMULATE="force", NABLA_EMU_SMS="2", DIST_SUBSET="1")
-    p = subprocess.run([sys.executable, os.path.abspath(__file__)], env=env, capture_output=True, text=True, timeout=1500)
-    sys.stdout.write(p.stdout)
-    sys.stdout.flush()
-    return p.returncode == 0 and "FAIL:" not in p.stdout
-
-
 def main():
     asan = os.environ.get("NABLA_ASAN") == "1"
     small = os.environ.get("DIST_SUBSET") == "1" or asan
@@ -389,7 +375,7 @@ def main():
     b = Batch("distributions_sampling"); b.raw(PRE); sampling_cases(b, small); b.run()
     if not small or asan:
         b = Batch("distributions_err"); b.raw(PRE); error_cases(b); b.run()
-    if DEVICE == "cpu" and not asan and not emulated_rerun():
+    if DEVICE == "cpu" and not asan and not emulated_rerun(__file__, "distributions", "DIST_SUBSET"):
         report_fail("distributions.emulated", "the emulated-device run failed (its lines above)")
     finish()
 

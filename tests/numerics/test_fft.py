@@ -14,11 +14,10 @@ emulated CUDA device (NABLA_CUDA_EMULATE=force), when its module is built.
 Run: NABLA=build/nabla /usr/bin/python3 tests/numerics/test_fft.py
 """
 import os
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Batch, T, finish, rng, torch, np, DEVICE, NABLA, report_fail, run_nabla, check  # noqa: E402
+from harness import Batch, T, finish, rng, torch, np, DEVICE, report_fail, run_nabla, check, emulated_rerun  # noqa: E402
 
 F64 = dict(rtol=1e-9, atol=1e-9)
 F32 = dict(rtol=2e-4, atol=2e-4)
@@ -282,20 +281,6 @@ def printing():
     check("fft.print_complex", rc == 0 and lines == want, f"rc {rc}, got {lines!r}, wanted {want!r}; {se[-200:]}")
 
 
-def emulated_rerun():
-    """a cross-section again with the inputs on the emulated CUDA device"""
-    build = os.path.dirname(os.path.abspath(NABLA))
-    module = os.path.join(build, "cuda", "emu", "nabla_cuda_emu.so")
-    if not os.path.exists(module):
-        print(f"SKIP: fft on the emulated device: {module} is not built")
-        return True
-    env = dict(os.environ, NUMERICS_DEVICE="cuda", NABLA_CUDA_EMULATE="force", NABLA_EMU_SMS="2", FFT_SUBSET="1")
-    p = subprocess.run([sys.executable, os.path.abspath(__file__)], env=env, capture_output=True, text=True, timeout=1500)
-    sys.stdout.write(p.stdout)
-    sys.stdout.flush()
-    return p.returncode == 0 and "FAIL:" not in p.stdout
-
-
 def main():
     subset = os.environ.get("FFT_SUBSET") == "1"
     b = Batch("fft"); values(b, full=not subset); b.run()
@@ -304,7 +289,7 @@ def main():
     b = Batch("fft_err"); errors(b); b.run()
     if DEVICE == "cpu":
         printing()
-        if not subset and not emulated_rerun():
+        if not subset and not emulated_rerun(__file__, "fft", "FFT_SUBSET"):
             report_fail("fft.emulated", "the emulated-device run failed (its lines above)")
     finish()
 

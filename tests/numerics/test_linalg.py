@@ -17,11 +17,10 @@ cases, so LAPACK's and the stand-in's buffers are checked by ASan and LSan.
 Run: NABLA=build/nabla /usr/bin/python3 tests/numerics/test_linalg.py
 """
 import os
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Batch, T, finish, rng, torch, np, GRADCHECK_NBL, DEVICE, NABLA, report_fail, report_pass  # noqa: E402
+from harness import Batch, T, finish, rng, torch, np, GRADCHECK_NBL, DEVICE, report_fail, report_pass, emulated_rerun  # noqa: E402
 
 F64 = dict(rtol=1e-8, atol=1e-9)
 F32 = dict(rtol=2e-4, atol=2e-4)
@@ -323,20 +322,6 @@ def errors(b):
     b.case("slogdet_singular_value", f"d = linalg.slogdet({b.inp(np.ones((3, 3)))})\nlist(d.sign, d.logabsdet)", [torch.tensor(0.0, dtype=torch.float64), torch.tensor(-np.inf, dtype=torch.float64)])
 
 
-def emulated_rerun():
-    """the whole suite again with the inputs on the emulated CUDA device"""
-    build = os.path.dirname(os.path.abspath(NABLA))
-    module = os.path.join(build, "cuda", "emu", "nabla_cuda_emu.so")
-    if not os.path.exists(module):
-        print(f"SKIP: linalg on the emulated device: {module} is not built")
-        return True
-    env = dict(os.environ, NUMERICS_DEVICE="cuda", NABLA_CUDA_EMULATE="force", NABLA_EMU_SMS="2", LINALG_SUBSET="1")
-    p = subprocess.run([sys.executable, os.path.abspath(__file__)], env=env, capture_output=True, text=True, timeout=1500)
-    sys.stdout.write(p.stdout)
-    sys.stdout.flush()
-    return p.returncode == 0 and "FAIL:" not in p.stdout
-
-
 def main():
     subset = os.environ.get("LINALG_SUBSET") == "1"
     if not subset:
@@ -347,7 +332,7 @@ def main():
     else:
         # the emulated device: a cross-section (each kernel, each backward kind, the errors)
         b = Batch("linalg_dev"); device_subset(b); b.run()
-    if DEVICE == "cpu" and not emulated_rerun():
+    if DEVICE == "cpu" and not emulated_rerun(__file__, "linalg", "LINALG_SUBSET"):
         report_fail("linalg.emulated", "the emulated-device run failed (its lines above)")
     finish()
 

@@ -15,11 +15,10 @@ NABLA=build-asan/nabla).
 Run: NABLA=build/nabla /usr/bin/python3 tests/numerics/test_setops.py
 """
 import os
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Batch, T, finish, rng, torch, np, GRADCHECK_NBL, DEVICE, NABLA, report_fail  # noqa: E402
+from harness import Batch, T, finish, rng, torch, np, GRADCHECK_NBL, DEVICE, report_fail, emulated_rerun  # noqa: E402
 
 F64 = dict(rtol=1e-9, atol=1e-10)
 F32 = dict(rtol=2e-5, atol=2e-5)
@@ -320,19 +319,6 @@ def fd_cases(b):
         b.case(f"fd_{name}", f"gc = gradcheck(fn(p) sum({name}(p)), {b.inp(a)})\ngc[0] - gc[1]", np.zeros(5), rtol=0, atol=1e-6)
 
 
-def emulated_rerun():
-    build = os.path.dirname(os.path.abspath(NABLA))
-    module = os.path.join(build, "cuda", "emu", "nabla_cuda_emu.so")
-    if not os.path.exists(module):
-        print(f"SKIP: setops on the emulated device: {module} is not built")
-        return True
-    env = dict(os.environ, NUMERICS_DEVICE="cuda", NABLA_CUDA_EMULATE="force", NABLA_EMU_SMS="2", SETOPS_SUBSET="1")
-    p = subprocess.run([sys.executable, os.path.abspath(__file__)], env=env, capture_output=True, text=True, timeout=1500)
-    sys.stdout.write(p.stdout)
-    sys.stdout.flush()
-    return p.returncode == 0 and "FAIL:" not in p.stdout
-
-
 def main():
     small = os.environ.get("SETOPS_SUBSET") == "1"
     b = Batch("setops")
@@ -349,7 +335,7 @@ def main():
     b.run()
     if not small:
         b = Batch("setops_err"); error_cases(b); fd_cases(b); b.run()
-    if DEVICE == "cpu" and not emulated_rerun():
+    if DEVICE == "cpu" and not emulated_rerun(__file__, "setops", "SETOPS_SUBSET"):
         report_fail("setops.emulated", "the emulated-device run failed (its lines above)")
     finish()
 
