@@ -46,19 +46,6 @@ while not exists(stop) {
 """
 
 
-def worker_pids(c, host, rank):
-    out = []
-    for pid in c.host_pids(host):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
-        except OSError:
-            continue
-        if b"worker" in argv and b"--rank" in argv and argv[argv.index(b"--rank") + 1] == str(rank).encode():
-            out.append(pid)
-    return out
-
-
 def one_run(c, h, rep):
     path = os.path.join(TMP, "train.nbl")
     with open(path, "w") as f:
@@ -87,7 +74,7 @@ def one_run(c, h, rep):
                     phase = "done"
                 steps = 0
             if phase == "warm" and steps >= 8:
-                for pid in worker_pids(c, 2, 4):
+                for pid in c.worker_pids(2, 4):
                     os.kill(pid, 9)
                 t0, phase = time.time(), "worker"
             elif phase == "wait-host" and steps >= 8:

@@ -243,6 +243,41 @@ class Cluster:
         q = _sh([IP, "netns", "pids", self.ns[i]], check=False)
         return [int(x) for x in q.stdout.split() if x.isdigit()]
 
+    def worker_pids(self, i, rank):
+        """the pids of host i's nabla worker processes for `rank`"""
+        out = []
+        for pid in self.host_pids(i):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    argv = f.read().split(b"\0")
+            except OSError:
+                continue
+            if b"worker" in argv and b"--rank" in argv and argv[argv.index(b"--rank") + 1] == str(rank).encode():
+                out.append(pid)
+        return out
+
+    def follow(self, i, cmd, actions, timeout, env=None):
+        """Runs cmd on host i; when a stdout line contains a key of actions,
+        calls its function (once).  Returns (rc, out, err, the keys that fired)."""
+        p = self.popen(i, cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        out, fired = [], []
+        t = time.time()
+        try:
+            for line in p.stdout:
+                out.append(line)
+                for key, fn in actions.items():
+                    if key in line and key not in fired:
+                        fired.append(key)
+                        fn()
+                if time.time() - t > timeout:
+                    break
+            p.wait(timeout=max(5, timeout - (time.time() - t)))
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        return p.returncode, "".join(out), p.stderr.read(), fired
+
     def kill_host(self, i):
         """Host i fails: every process in it is killed and its links go down."""
         for pid in self.host_pids(i):

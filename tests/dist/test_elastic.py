@@ -50,26 +50,9 @@ kill_host, revive_host, ensure_up = H.kill, H.revive, H.ensure_up
 def follow(cmd, actions, timeout, env=None):
     """Runs cmd on host a; when a stdout line contains a key of actions, calls
     its function (once).  Returns (rc, out, err, the keys that fired)."""
-    p = C.popen(0, cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    out, fired = [], []
-    t = time.time()
-    try:
-        for line in p.stdout:
-            out.append(line)
-            for key, fn in actions.items():
-                if key in line and key not in fired:
-                    fired.append(key)
-                    fn()
-            if time.time() - t > timeout:
-                break
-        p.wait(timeout=max(5, timeout - (time.time() - t)))
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-    err = p.stderr.read()
+    rc, out, err, fired = C.follow(0, cmd, actions, timeout, env)
     sanitizer_check(err)
-    return p.returncode, "".join(out), err, fired
+    return rc, out, err, fired
 
 
 def touch(path):

@@ -317,41 +317,11 @@ def test_loopback(name):
 
 
 # ---------------------------------------------------------------- elastic restarts
-def worker_pids(host, rank):
-    out = []
-    for pid in C.host_pids(host):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
-        except OSError:
-            continue
-        if b"worker" in argv and b"--rank" in argv and argv[argv.index(b"--rank") + 1] == str(rank).encode():
-            out.append(pid)
-    return out
-
-
 def run_until_spin(args, on_spin, timeout=150):
-    """Starts nabla run on host a; when a rank prints SPIN, calls on_spin(); returns (rc, out, err)."""
-    p = C.popen(0, [NABLA, "run", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    out, fired = [], False
-    t = time.time()
-    try:
-        for line in p.stdout:
-            out.append(line)
-            if not fired and "] SPIN " in line:
-                fired = True
-                time.sleep(0.3)
-                on_spin()
-            if time.time() - t > timeout:
-                break
-        p.wait(timeout=max(5, timeout - (time.time() - t)))
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-    err = p.stderr.read()
+    """Starts nabla run on host a; when a rank prints SPIN, calls on_spin(); returns (rc, out, err, fired)."""
+    rc, out, err, fired = C.follow(0, [NABLA, "run", *args], {"] SPIN ": lambda: (time.sleep(0.3), on_spin())}, timeout)
     sanitizer_check(err)
-    return p.returncode, "".join(out), err, fired
+    return rc, out, err, bool(fired)
 
 
 def elastic_run(tag, mode, extra, on_spin, timeout=150):
@@ -377,7 +347,7 @@ def elastic_run(tag, mode, extra, on_spin, timeout=150):
 @needs_hosts
 def test_restart(name):
     def kill_rank4():
-        for pid in worker_pids(2, 4):
+        for pid in C.worker_pids(2, 4):
             os.kill(pid, 9)
     why, out, err, ref, starts = elastic_run("r", "restart", ["--max-restarts", "1"], kill_rank4)
     if why is None and starts != ["0", "6"]:
