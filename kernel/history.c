@@ -111,8 +111,8 @@ static void hist_drop(KHistory *h, int drop) {
   h->text = NULL; h->bytes = 0;
   for (int i = drop; i < h->n; i++) {
     HEntry *e = &h->e[i];
-    e->input = bounded_copy(h, e->input, strlen(e->input), HIST_INPUT_MAX + 64);
-    if (e->output) e->output = bounded_copy(h, e->output, strlen(e->output), HIST_OUTPUT_MAX + 64);
+    e->input = bounded_copy(h, e->input, strlen(e->input), SIZE_MAX);   /* already bounded: copied whole */
+    if (e->output) e->output = bounded_copy(h, e->output, strlen(e->output), SIZE_MAX);
   }
   arena_free(old);
   memmove(h->e, h->e + drop, sizeof *h->e * (size_t)(h->n - drop));
