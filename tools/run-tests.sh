@@ -30,7 +30,9 @@
 # Environment: BUILD_DIR (build), ASAN_BUILD_DIR (build-asan),
 #   FUZZ_BUILD_DIR (build-fuzz), FUZZ_BUDGET (80 s for all fuzz targets
 #   together, split evenly) or FUZZ_TIME (s per target), SUITE_TIMEOUT (900 s per
-#   suite), NO_ASAN=1, NO_FUZZ=1 to leave those passes out.
+#   suite), NO_ASAN=1, NO_FUZZ=1 to leave those passes out, TEST_LANES (2
+#   where there are 2 or more CPUs: tests/dist/* and the fuzzers run in a
+#   second lane beside the rest; 1 runs everything in order).
 set -u
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -43,6 +45,7 @@ FUZZ_TIME_SET=${FUZZ_TIME:-}
 FUZZ_BUDGET=${FUZZ_BUDGET:-80}
 FUZZ_TIME=${FUZZ_TIME:-60}
 SUITE_TIMEOUT=${SUITE_TIMEOUT:-900}
+TEST_LANES=${TEST_LANES:-$( [ "$(nproc 2>/dev/null || echo 1)" -ge 2 ] && echo 2 || echo 1 )}
 PYTHON=/usr/bin/python3
 LOGDIR=$ROOT/$BUILD_DIR/test-logs
 
@@ -128,10 +131,6 @@ c_suites() {
   done
 }
 
-c_suites "$BUILD_DIR" ""
-if [ "${NO_ASAN:-0}" != 1 ]; then
-  c_suites "$ASAN_BUILD_DIR" " [asan]" "${ASAN_ENV[@]}"
-fi
 
 # ---- scripts ---------------------------------------------------------------
 NABLA_BIN=$ROOT/$BUILD_DIR/nabla
@@ -139,12 +138,22 @@ NABLA_ASAN_BIN=$ROOT/$ASAN_BUILD_DIR/nabla
 shopt -s nullglob
 scripts=(tests/*/run_*.sh tests/*/test_*.py)
 shopt -u nullglob
-if [ ${#scripts[@]} -eq 0 ]; then
-  note "no test scripts (tests/*/run_*.sh, tests/*/test_*.py) yet"
-elif [ ! -x "$NABLA_BIN" ]; then
-  note "$BUILD_DIR/nabla not built; ${#scripts[@]} test script(s) not run"
-else
+
+# The suites of the second lane (see "Lanes" above): the distributed ones,
+# which spend most of their time waiting on other processes, sockets and ssh.
+in_second_lane() { case "$1" in tests/dist/*) return 0 ;; esac; return 1; }
+
+script_suites() {  # LANE (1|2): the scripts of that lane, release then ASan
+  local lane=$1 sc runner
+  if [ ${#scripts[@]} -eq 0 ]; then
+    [ "$lane" = 1 ] && note "no test scripts (tests/*/run_*.sh, tests/*/test_*.py) yet"
+    return 0
+  elif [ ! -x "$NABLA_BIN" ]; then
+    [ "$lane" = 1 ] && note "$BUILD_DIR/nabla not built; ${#scripts[@]} test script(s) not run"
+    return 0
+  fi
   for sc in "${scripts[@]}"; do
+    if in_second_lane "$sc"; then [ "$lane" = 2 ] || continue; else [ "$lane" = 1 ] || continue; fi
     case "$sc" in
       *.py) runner=("$PYTHON" "$ROOT/$sc") ;;
       *)    runner=(bash "$ROOT/$sc") ;;
@@ -162,7 +171,7 @@ else
       fi
     fi
   done
-fi
+}
 
 # ---- fuzzers ---------------------------------------------------------------
 # Every build-fuzz/tests/fuzz/fuzz_NAME runs FUZZ_TIME seconds on a temporary
@@ -187,15 +196,15 @@ fuzz_suite() {  # prints the PASS/FAIL line itself (libFuzzer's output is not in
   return "$rc"
 }
 
-if [ "${NO_FUZZ:-0}" != 1 ]; then
+fuzz_suites() {
+  [ "${NO_FUZZ:-0}" != 1 ] || return 0
+  local exe name seeds found=0 ntargets=0
   # FUZZ_BUDGET seconds in all, split evenly between the targets (at least
   # 10 s each), unless FUZZ_TIME fixes the time of each
-  ntargets=0
   for exe in "$FUZZ_BUILD_DIR"/tests/fuzz/fuzz_*; do [ -x "$exe" ] && [ -f "$exe" ] && ntargets=$((ntargets + 1)); done
   if [ -z "${FUZZ_TIME_SET:-}" ] && [ "$ntargets" -gt 0 ]; then
     FUZZ_TIME=$((FUZZ_BUDGET / ntargets)); [ "$FUZZ_TIME" -lt 10 ] && FUZZ_TIME=10
   fi
-  found=0
   for exe in "$FUZZ_BUILD_DIR"/tests/fuzz/fuzz_*; do
     [ -x "$exe" ] && [ -f "$exe" ] || continue
     found=1
@@ -206,6 +215,47 @@ if [ "${NO_FUZZ:-0}" != 1 ]; then
     run_suite "fuzz/$name" fuzz_suite "$exe" "$LOGDIR/fuzz-artifacts-${name#fuzz_}" "$ROOT/$seeds"
   done
   [ "$found" = 1 ] || { selected "fuzz" && note "no fuzz targets in $FUZZ_BUILD_DIR/tests/fuzz (needs clang); fuzzers not run"; }
+}
+
+# ---- lanes -----------------------------------------------------------------
+# Lane 1 runs the C tests and the scripts; lane 2 (in the background, when
+# TEST_LANES >= 2) runs the distributed scripts and then the fuzzers, whose
+# time is mostly spent waiting (other processes, sockets, ssh) or fixed
+# (libFuzzer's -max_total_time).  Lane 2's report is printed after lane 1's.
+run_second_lane() {
+  script_suites 2
+  fuzz_suites
+  echo "LANE_TOTALS $TOTAL_PASS $TOTAL_FAIL $TOTAL_SKIP"
+  local t
+  for t in "${SUITE_TIMES[@]}"; do echo "LANE_TIME $t"; done
+}
+
+lane_pid=
+if [ "$TEST_LANES" -ge 2 ]; then
+  mkdir -p "$LOGDIR"
+  lane_out=$LOGDIR/lane-2.out
+  ( TOTAL_PASS=0 TOTAL_FAIL=0 TOTAL_SKIP=0; SUITE_TIMES=(); run_second_lane ) >"$lane_out" 2>&1 &
+  lane_pid=$!
+  trap 'pkill -TERM -P "$lane_pid" 2>/dev/null; kill "$lane_pid" 2>/dev/null; exit 130' INT TERM
+fi
+
+c_suites "$BUILD_DIR" ""
+if [ "${NO_ASAN:-0}" != 1 ]; then
+  c_suites "$ASAN_BUILD_DIR" " [asan]" "${ASAN_ENV[@]}"
+fi
+script_suites 1
+
+if [ -n "$lane_pid" ]; then
+  wait "$lane_pid"
+  trap - INT TERM
+  grep -v '^LANE_' "$lane_out"
+  read -r _ p f sk < <(grep '^LANE_TOTALS ' "$lane_out" || echo "LANE_TOTALS 0 1 0")
+  grep -q '^LANE_TOTALS ' "$lane_out" || echo "FAIL: the second test lane ended without its totals (see $lane_out)"
+  TOTAL_PASS=$((TOTAL_PASS + p)); TOTAL_FAIL=$((TOTAL_FAIL + f)); TOTAL_SKIP=$((TOTAL_SKIP + sk))
+  while read -r _ t; do SUITE_TIMES+=("$t"); done < <(grep '^LANE_TIME ' "$lane_out")
+else
+  script_suites 2
+  fuzz_suites
 fi
 
 # make test has a time budget (CI): say where the time went
