@@ -199,6 +199,27 @@ static void call_spread(Cs *c, nb_Node *n, int f) {
   ABC(CALLV, f, n->kind == N_METHOD, n->nkids - n->npos, n);
 }
 
+/* tensor([...], dtype=...): the bracket literal in the first argument (and the
+** literals nested directly in it) are marked NF_RAWLIST with the callee's
+** register, so that they reach the builtin as lists of exact numbers instead of
+** f32 tensors (the literal's default dtype), as torch.tensor reads its list.
+** An explicit stack: the nesting depth is the source's. */
+static void mark_raw_literal(Cs *c, nb_Node *n, int callee) {
+  if (!(n->a->kind == N_NAME && n->a->str && n->a->str->len == 6 && memcmp(n->a->str->data, "tensor", 6) == 0)) return;
+  if (n->npos < 1 || n->kids[0]->kind != N_LIST) return;
+  nb_Node *stack[64]; int top = 0;
+  stack[top++] = n->kids[0];
+  while (top > 0) {
+    nb_Node *l = stack[--top];
+    l->flags |= NF_RAWLIST; l->bidx = callee;
+    for (int i = 0; i < l->nkids; i++)
+      if (l->kids[i]->kind == N_LIST) {
+        if (top == 64) limit(c, "bracket literals nested more than 64 deep in tensor(...)");
+        else stack[top++] = l->kids[i];
+      }
+  }
+}
+
 static void call(Cs *c, nb_Node *n, int dst) {
   int base = c->freereg;
   /* the list form also when the arguments would not fit in the registers left */
@@ -212,7 +233,7 @@ static void call(Cs *c, nb_Node *n, int dst) {
     if (n->kind == N_METHOD) {
       int recv = newreg(c);
       expr(c, n->a, recv);
-    } else if (n->a->kind == N_NAME) load_name(c, n->a, f);
+    } else if (n->a->kind == N_NAME) { load_name(c, n->a, f); mark_raw_literal(c, n, f); }
     else expr(c, n->a, f);
     for (int i = 0; i < n->nkids; i++) { int r = newreg(c); expr(c, n->kids[i], r); }
     if (n->kind == N_METHOD) ABC(METHOD, f, n->npos, n->nkids - n->npos, n);

@@ -111,7 +111,14 @@ int nbI_update(nb_VM *vm, const nb_Node *n, nb_Value *R, int nlocals, int a, int
 
 /* Literals from their items (moved out of items[], which holds nil after):
 ** the registers after the literal's, or a list's items for a long one. */
-static int make_list(nb_VM *vm, const nb_Node *n, nb_Value *items, nb_Value *out) {
+/* whether a NF_RAWLIST literal stays a list: its callee is the builtin tensor */
+static bool stays_raw(const nb_Node *n, const nb_Value *R) {
+  if (!(n->flags & NF_RAWLIST) || !R) return false;
+  nb_Value f = R[n->bidx];
+  return f.t == NB_TBUILTIN && strcmp(f.u.bi->name, "tensor") == 0;
+}
+
+static int make_list(nb_VM *vm, const nb_Node *n, nb_Value *items, const nb_Value *R, nb_Value *out) {
   nb_List *l = nbL_new(n->nkids);
   bool numeric = n->nkids > 0, nested = n->nkids > 0;
   for (int i = 0; i < n->nkids; i++) {
@@ -121,7 +128,7 @@ static int make_list(nb_VM *vm, const nb_Node *n, nb_Value *items, nb_Value *out
     nbL_push(l, v);
   }
   nb_Value lv = nb_obj(NB_TLIST, l);
-  if (numeric || nested) {   /* [1, 2], [[1, 2], [3, 4]]: a tensor */
+  if ((numeric || nested) && !stays_raw(n, R)) {   /* [1, 2], [[1, 2], [3, 4]]: a tensor */
     nb_Value t;
     int st = nbT_literal(vm, lv, &t);
     nb_decref(lv);
@@ -155,9 +162,9 @@ static int interp(nb_VM *vm, const nb_Node *n, nb_Value *items, bool dense, nb_V
   return st;
 }
 
-static int literal(nb_VM *vm, const nb_Node *n, nb_Value *items, bool dense, nb_Value *out) {
+static int literal(nb_VM *vm, const nb_Node *n, nb_Value *items, bool dense, const nb_Value *R, nb_Value *out) {
   switch (n->kind) {
-  case N_LIST: return make_list(vm, n, items, out);
+  case N_LIST: return make_list(vm, n, items, R, out);
   case N_REC: make_rec(n, items, out); return NB_OK;
   default: return interp(vm, n, items, dense, out);
   }
@@ -172,7 +179,7 @@ static int settle_items(nb_VM *vm, const nb_Node *n, const nb_Value *items, int 
 int nbI_literal_regs(nb_VM *vm, const nb_Node *n, nb_Value *R, int a) {
   nb_Value v;
   if (settle_items(vm, n, &R[a + 1], n->nkids)) return NB_ERR;
-  int st = literal(vm, n, &R[a + 1], true, &v);
+  int st = literal(vm, n, &R[a + 1], true, R, &v);
   if (!st) nb_store(&R[a], v);
   return st;
 }
@@ -182,7 +189,7 @@ int nbI_literal_list(nb_VM *vm, const nb_Node *n, nb_Value *R, int a) {
   nb_Value lv = R[a], v;
   R[a] = nb_nil();
   nb_List *l = nb_list(lv);
-  int st = literal(vm, n, l->items, false, &v);
+  int st = literal(vm, n, l->items, false, R, &v);
   l->n = 0;   /* its items were moved out */
   nb_decref(lv);
   if (!st) nb_store(&R[a], v);

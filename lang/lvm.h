@@ -58,7 +58,11 @@ struct nb_Node {
   double num;
   nb_Proto *proto;      /* N_FN */
 };
-enum { NF_EXPRSTMT = 1, NF_FNDEF = 2, NF_TOPLEVEL = 4, NF_FLOATLIT = 8 /* N_NUM: 1.0, .5, 2e3 (a float; else an int) */ };
+enum { NF_EXPRSTMT = 1, NF_FNDEF = 2, NF_TOPLEVEL = 4, NF_FLOATLIT = 8 /* N_NUM: 1.0, .5, 2e3 (a float; else an int) */,
+       /* N_LIST inside tensor(...)'s first argument: when the callee (register
+       ** bidx) is the builtin tensor, the literal stays a list of numbers so that
+       ** tensor() builds it from the exact values (dtype="f64" keeps every digit) */
+       NF_RAWLIST = 16 };
 
 /* A parsed unit of source: the nodes live in its arena; the source text is kept
 ** for error carets and for serializing functions.  Refcounted by the protos
