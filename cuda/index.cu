@@ -22,6 +22,9 @@
 // ix_isin (out bool [n]; in[0] elements [n], in[1] the test set sorted
 // ascending with NaN last, both f64 or both i64, contiguous; iarg[0] =
 // invert): lower-bound binary search per element; NaN is in nothing.
+//
+// ix_unique_flags / ix_unique_groups: unique and unique_consecutive without
+// dim (below); one scalar read (the group count) in the front end.
 #include "common.cuh"
 #include <type_traits>
 
@@ -109,9 +112,73 @@ int k_isin(const nt_KernelArgs *a) {
   return 0;
 }
 
+// ---- unique / unique_consecutive (dim=None) ------------------------------------------------
+// x flattened, sorted stably (unique) or as it is (unique_consecutive), its
+// values as f64 or i64 (the CPU's comparison: NaN equals NaN, -0 equals +0).
+// ix_unique_flags (out i64 [n]; in[0] v [n] f64/i64): 1 where a group starts.
+template <typename T> __global__ void unique_flags(const T *v, int64_t n, int64_t *flag) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    bool starts = i == 0;
+    if (!starts) {
+      T a = v[i - 1], b = v[i];
+      bool same = a == b || (a != a && b != b);   // NaN == NaN here, as the CPU's cmp_at
+      starts = !same;
+    }
+    flag[i] = starts ? 1 : 0;
+  }
+}
+int k_unique_flags(const nt_KernelArgs *a) {
+  const char *op = "ix_unique_flags";
+  int64_t n = a->in[0]->numel;
+  if (n == 0) return 0;
+  int64_t *flag = (int64_t *)base(a->out);
+  if (a->in[0]->dtype == NT_F64) unique_flags<double><<<grid_for(n), kThreads, 0, stream>>>((const double *)base(a->in[0]), n, flag);
+  else unique_flags<int64_t><<<grid_for(n), kThreads, 0, stream>>>((const int64_t *)base(a->in[0]), n, flag);
+  LAUNCHED(op);
+  return 0;
+}
+
+// ix_unique_groups (out first i64 [ng]; in[0] cs i64 [n], the flags'
+// inclusive scan; in[1] perm i64 [n] (sorted position -> index in x) or
+// NULL (identity); in[2] inverse i64 [n] or NULL, in[3] counts i64 [ng] or
+// NULL, both written): sorted position i is in group g = cs[i] - 1 and
+// starts it when cs[i] > cs[i - 1].  first[g] = x's index of the group's
+// first element (the smallest: the sort is stable); inverse[perm[i]] = g;
+// counts[g] = start[g + 1] - start[g], start[ng] = n, from the starts kept
+// in scratch by the first kernel and read by the second.
+__global__ void unique_groups(const int64_t *cs, const int64_t *perm, int64_t n, int64_t *first, int64_t *inverse, int64_t *start) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    int64_t g = cs[i] - 1, src = perm ? perm[i] : i;
+    if (inverse) inverse[src] = g;
+    if (i == 0 || cs[i - 1] != cs[i]) { first[g] = src; if (start) start[g] = i; }
+  }
+}
+__global__ void unique_counts(const int64_t *start, int64_t ng, int64_t n, int64_t *counts) {
+  for (int64_t g = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; g < ng; g += (int64_t)gridDim.x * blockDim.x)
+    counts[g] = (g + 1 < ng ? start[g + 1] : n) - start[g];
+}
+int k_unique_groups(const nt_KernelArgs *a) {
+  const char *op = "ix_unique_groups";
+  int64_t n = a->in[0]->numel, ng = a->out->numel;
+  if (n == 0 || ng == 0) return 0;
+  const int64_t *cs = (const int64_t *)base(a->in[0]), *perm = a->in[1] ? (const int64_t *)base(a->in[1]) : nullptr;
+  int64_t *inverse = a->in[2] ? (int64_t *)base(a->in[2]) : nullptr, *counts = a->in[3] ? (int64_t *)base(a->in[3]) : nullptr;
+  Scratch start(counts ? sizeof(int64_t) * (size_t)ng : 1);
+  if (!start.p) return -1;
+  unique_groups<<<grid_for(n), kThreads, 0, stream>>>(cs, perm, n, (int64_t *)base(a->out), inverse, counts ? (int64_t *)start.p : nullptr);
+  LAUNCHED(op);
+  if (counts) {
+    unique_counts<<<grid_for(ng), kThreads, 0, stream>>>((const int64_t *)start.p, ng, n, counts);
+    LAUNCHED(op);
+  }
+  return 0;
+}
+
 }  // namespace
 
 void register_index(void) {
+  host->register_kernel(host->op_register("ix_unique_flags"), NT_CUDA, k_unique_flags);
+  host->register_kernel(host->op_register("ix_unique_groups"), NT_CUDA, k_unique_groups);
   host->register_kernel(host->op_register("ix_nonzero_write"), NT_CUDA, k_nonzero_write);
   host->register_kernel(host->op_register("ix_histc"), NT_CUDA, k_histc);
   host->register_kernel(host->op_register("ix_isin"), NT_CUDA, k_isin);

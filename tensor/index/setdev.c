@@ -11,6 +11,8 @@
 **   histc    nothing when min < max is given; with min == max the data's
 **            finite range is two scalars (min and max), as torch's
 **   isin     nothing
+**   unique   ONE scalar, the number of groups (unique and unique_consecutive
+**            without dim; sorted stably on the device for unique)
 ** Everything else is device ops: the flags' inclusive scan (cumsum), the
 ** test set's sort (sort), dtype unification (to_dtype).
 */
@@ -21,23 +23,32 @@ static int op_of(const char *name, int *cache) {
   if (*cache < 0) *cache = nt_op_register(name);
   return *cache;
 }
-static int nonzero_op = -1, histc_op = -1, isin_op = -1;
+static int nonzero_op = -1, histc_op = -1, isin_op = -1, uflags_op = -1, ugroups_op = -1;
 
 bool ix_device_has(nt_Tensor *x, int which) {
   if (x->device == NT_CPU) return false;
-  static const char *names[] = { "ix_nonzero_write", "ix_histc", "ix_isin" };
-  int *cache[] = { &nonzero_op, &histc_op, &isin_op };
+  static const char *names[] = { "ix_nonzero_write", "ix_histc", "ix_isin", "ix_unique_flags", "ix_unique_groups" };
+  int *cache[] = { &nonzero_op, &histc_op, &isin_op, &uflags_op, &ugroups_op };
+  if (which == IX_DEV_UNIQUE) {   /* both of unique's kernels */
+    int a = op_of(names[3], cache[3]), b = op_of(names[4], cache[4]);
+    return a >= 0 && b >= 0 && nt_kernel_table[a][x->device] && nt_kernel_table[b][x->device];
+  }
   int op = op_of(names[which], cache[which]);
   return op >= 0 && nt_kernel_table[op][x->device] != NULL;
 }
 
-static int run(int op, nt_Tensor *out, nt_Tensor *in0, nt_Tensor *in1, const int64_t *iarg, int niarg, double s0, double s1) {
+static int run4(int op, nt_Tensor *out, nt_Tensor *const in[4], const int64_t *iarg, int niarg, double s0, double s1) {
   nt_KernelArgs a;
   memset(&a, 0, sizeof a);
-  a.op = op; a.out = out; a.in[0] = in0; a.in[1] = in1; a.nin = in1 ? 2 : 1;
+  a.op = op; a.out = out;
+  for (int i = 0; i < 4; i++) a.in[i] = in[i];
+  a.nin = 4;
   for (int i = 0; i < niarg; i++) a.iarg[i] = iarg[i];
   a.niarg = niarg; a.s[0] = s0; a.s[1] = s1;
   return nt_dispatch(op, out->device, &a);
+}
+static int run(int op, nt_Tensor *out, nt_Tensor *in0, nt_Tensor *in1, const int64_t *iarg, int niarg, double s0, double s1) {
+  return run4(op, out, (nt_Tensor *[]){ in0, in1, NULL, NULL }, iarg, niarg, s0, s1);
 }
 
 nt_Tensor *ix_nonzero_device(nt_Tensor *x) {
@@ -114,4 +125,45 @@ nt_Tensor *ix_isin_device(nt_Tensor *elements, nt_Tensor *test, bool invert) {
   }
   nt_release(e1); nt_release(t1); nt_release(ec); nt_release(tc); nt_release(ecc); nt_release(sorted); nt_release(idx); nt_release(sc);
   return out;
+}
+
+/* unique (sorted) / unique_consecutive (not) of the flattened x, n >= 1: the
+** values as index_select of x at each group's first element (x's dtype and
+** bits, as the CPU's), inverse in x's shape, counts */
+int ix_unique_device(nt_Tensor *x, bool sorted, nt_Tensor **values, nt_Tensor **inverse, nt_Tensor **counts) {
+  int64_t n = x->numel;
+  nt_DType cd = nt_dtype_is_float(x->dtype) ? NT_F64 : NT_I64;   /* the CPU's comparison */
+  nt_Tensor *flat = nt_reshape(x, &n, 1), *v = NULL, *perm = NULL, *vc = NULL, *vcc = NULL, *flags = NULL, *cs = NULL, *first = NULL;
+  int rc = -1;
+  if (!flat) return -1;
+  if (sorted) { if (nt_sort(flat, 0, false, &v, &perm)) goto done; }   /* stable, NaN last, -0 with +0 */
+  else v = nt_retain(flat);
+  if (!(vc = nt_to_dtype(v, cd)) || !(vcc = nt_contiguous(vc)) || !(flags = nt_empty(&n, 1, NT_I64, x->device))) goto done;
+  if (run(uflags_op, flags, vcc, NULL, NULL, 0, 0, 0) || !(cs = nt_cumsum(flags, 0))) goto done;
+  double ngd = 0;
+  nt_Tensor *last = nt_slice(cs, 0, n - 1, n, 1);   /* the one read: the group count */
+  int r2 = last ? nt_item(last, &ngd) : -1;
+  nt_release(last);
+  if (r2) goto done;
+  int64_t ng = (int64_t)ngd;
+  nt_Tensor *pc = perm ? nt_contiguous(perm) : NULL;
+  if (perm && !pc) goto done;
+  first = nt_empty(&ng, 1, NT_I64, x->device);
+  if (inverse) *inverse = first ? nt_empty(x->shape, x->ndim, NT_I64, x->device) : NULL;
+  if (counts) *counts = first ? nt_empty(&ng, 1, NT_I64, x->device) : NULL;
+  if (!first || (inverse && !*inverse) || (counts && !*counts) ||
+      run4(ugroups_op, first, (nt_Tensor *[]){ cs, pc, inverse ? *inverse : NULL, counts ? *counts : NULL }, NULL, 0, 0, 0)) {
+    nt_release(pc);
+    goto done;
+  }
+  nt_release(pc);
+  if (!(*values = nt_index_select(flat, 0, first))) goto done;
+  rc = 0;
+done:
+  if (rc) {
+    if (inverse) { nt_release(*inverse); *inverse = NULL; }
+    if (counts) { nt_release(*counts); *counts = NULL; }
+  }
+  nt_release(flat); nt_release(v); nt_release(perm); nt_release(vc); nt_release(vcc); nt_release(flags); nt_release(cs); nt_release(first);
+  return rc;
 }

@@ -7,7 +7,8 @@
 ** costs a copy down and a copy back, a synchronisation as torch's unique
 ** and nonzero are.  Values that come out of x (unique's) are taken from x
 ** itself by index_select, so they keep x's dtype and bits.  nonzero, histc
-** and isin on a device with their kernels stay there (setdev.c).
+** and isin, and unique / unique_consecutive without dim, on a device with
+** their kernels stay there (setdev.c).
 */
 #include "ixinternal.h"
 #include <math.h>
@@ -182,6 +183,7 @@ static int unique_impl(const char *op, nt_Tensor *x, bool has_dim, int dim, bool
   int64_t n, w, inv_shape[NT_MAXDIM];
   int inv_ndim;
   ix_Host h = {0};
+  if (!has_dim && x->numel > 0 && ix_device_has(x, IX_DEV_UNIQUE)) return ix_unique_device(x, sorted, values, inverse, counts);
   if (has_dim) {
     if (x->ndim == 0) NT_FAIL("%s: dim given for a 0-d tensor", op);
     if ((axis = nt_norm_axis(op, dim, x->ndim)) < 0) return -1;

@@ -338,7 +338,7 @@ def device_kernel_cases(b):
         h[5] = np.inf
         h[6] = -np.inf
         H = b.inp(h)
-        b.case(f"histc_big_nan_{DTN[dt]}", f"histc({H}, bins=13, min=-2, max=2.5)", torch.histc(T(h), bins=13, min=-2, max=2.5))
+        b.case(f"histc_big_nan_{DTN[dt]}", f"histc({H}, bins=13, min=-2, max=2.5)", torch.histc(T(h[~np.isnan(h)]), bins=13, min=-2, max=2.5))   # NaN dropped (torch 1.13 puts it in bin 0)
         b.case(f"histc_big_auto_{DTN[dt]}", f"histc({H}, bins=9)", torch.histc(T(h[np.isfinite(h)]), bins=9))
         e = r(5, 6, dt=dt)
         b.case(f"histc_strided_{DTN[dt]}", f"histc(transpose({b.inp(e)}, 0, 1)[1:4, \"...\"], bins=4, min=-1, max=1)",
@@ -355,11 +355,34 @@ def device_kernel_cases(b):
     b.case("isin_mixed_int_float", f"isin({b.inp(np.array([1, 2, 3]))}, {b.inp(np.array([2.0, 3.5]))})", torch.isin(T(np.array([1, 2, 3])), T(np.array([2.0, 3.5]))))
     b.case("isin_empty_test", f"isin({b.inp(ei[:5])}, {b.inp(np.zeros(0, np.int64))})", torch.isin(T(ei[:5]), T(np.zeros(0, np.int64))))
     b.case("isin_empty_elements", f"isin({b.inp(np.zeros(0, np.int64))}, {b.inp(ti)})", torch.isin(T(np.zeros(0, np.int64)), T(ti)))
+    # unique / unique_consecutive without dim (the device's sort + flags + scan + groups)
+    ui = rng.integers(0, 500, 40000)
+    b.case("unique_big_i64", f"unique({b.inp(ui)}, return_inverse=true, return_counts=true)",
+           list(torch.unique(T(ui), return_inverse=True, return_counts=True)))
+    for dt in (np.float32, np.float64):
+        uf = np.round(r(30000, dt=dt), 1)
+        uf[::101] = np.nan
+        uf[3] = -0.0
+        v, inv, cnt = np.unique(uf, return_inverse=True, return_counts=True)   # NaNs as one value, as nabla's CPU
+        b.case(f"unique_big_nan_{DTN[dt]}", f"unique({b.inp(uf)}, return_inverse=true, return_counts=true)",
+               [v, inv.astype(np.int64), cnt.astype(np.int64)], **TOLS[dt])
+    us = rng.integers(0, 4, size=(5, 6)).astype(np.float32)
+    b.case("unique_strided", f"unique(transpose({b.inp(us)}, 0, 1)[1:5, \"...\"], return_inverse=true, return_counts=true)",
+           list(torch.unique(T(us).t()[1:5], return_inverse=True, return_counts=True)))
+    b.case("unique_one", f"unique({b.inp(np.array([3.5]))}, return_inverse=true, return_counts=true)",
+           list(torch.unique(T(np.array([3.5])), return_inverse=True, return_counts=True)))
+    b.case("unique_all_equal", f"unique({b.inp(np.full((3, 4), 2))}, return_inverse=true, return_counts=true)",
+           list(torch.unique(T(np.full((3, 4), 2)), return_inverse=True, return_counts=True)))
+    b.case("unique_bool", f"unique({b.inp(np.array([True, False, True]))}, return_counts=true)",
+           list(torch.unique(T(np.array([True, False, True])), return_counts=True)))
+    uc = np.repeat(rng.integers(0, 3, 9000), rng.integers(1, 4, 9000))
+    b.case("unique_consecutive_big", f"unique_consecutive({b.inp(uc)}, return_inverse=true, return_counts=true)",
+           list(torch.unique_consecutive(T(uc), return_inverse=True, return_counts=True)))
     b.case("isin_one_all_equal", f"isin({b.inp(np.array([4]))}, {b.inp(np.full(5, 4))})", torch.isin(T(np.array([4])), T(np.full(5, 4))))
 
 
 def device_counts():
-    """On CUDA: nonzero reads back one scalar (its count), isin and histc with
+    """On CUDA: nonzero and unique read back one scalar each (the count), isin and histc with
     a given range none; nothing else crosses to the host."""
     code = """set_default_device("cuda")
 x = randn([50, 7])
@@ -370,11 +393,14 @@ cuda.reset_stats()
 a = nonzero(mask)
 c1 = cuda.stats()
 cuda.reset_stats()
+u = unique(mask, return_inverse=true, return_counts=true)
+c1u = cuda.stats()
+cuda.reset_stats()
 b = isin(x, t)
 h = histc(x, bins=6, min=-1, max=1)
 cuda.synchronize()
 c2 = cuda.stats()
-print("ixstats nz_d2h={c1.memcpy_d2h} nz_h2d={c1.memcpy_h2d} d2h={c2.memcpy_d2h} h2d={c2.memcpy_h2d} on={a.device},{b.device},{h.device}")
+print("ixstats nz_d2h={c1.memcpy_d2h} nz_h2d={c1.memcpy_h2d} u_d2h={c1u.memcpy_d2h} u_h2d={c1u.memcpy_h2d} d2h={c2.memcpy_d2h} h2d={c2.memcpy_h2d} on={a.device},{b.device},{h.device}")
 """
     rc, so, se = run_nabla(code, timeout=600)
     line = next((ln for ln in so.splitlines() if ln.startswith("ixstats ")), None)
@@ -383,6 +409,7 @@ print("ixstats nz_d2h={c1.memcpy_d2h} nz_h2d={c1.memcpy_h2d} d2h={c2.memcpy_d2h}
         return
     f = dict(kv.split("=") for kv in line.split()[1:])
     check("setops.nonzero_one_read", f["nz_d2h"] == "1" and f["nz_h2d"] == "0", f"nonzero should read back its count only: {line}")
+    check("setops.unique_one_read", f["u_d2h"] == "1" and f["u_h2d"] == "0", f"unique should read back its group count only: {line}")
     check("setops.isin_histc_no_copies", f["d2h"] == "0" and f["h2d"] == "0" and f["on"] == "cuda,cuda,cuda", f"isin/histc crossed to the host: {line}")
 
 
