@@ -9,7 +9,10 @@ complex ops (complex, real, imag, abs, angle, conj, polar, + - * / with real
 and complex operands, broadcasting, sum, mean, printing) and the errors.
 
 Without NUMERICS_DEVICE the suite runs again with every input on the
-emulated CUDA device (NABLA_CUDA_EMULATE=force), when its module is built.
+emulated CUDA device (NABLA_CUDA_EMULATE=force), when its module is built;
+there the transforms are cuda/fft.cu's over the cuFFT stand-in, and
+device_path checks that every transform kind ran on them with no byte
+crossing to the host.
 
 Run: NABLA=build/nabla /usr/bin/python3 tests/numerics/test_fft.py
 """

@@ -7,7 +7,10 @@ sum(f(x) * W), random W) and central finite differences for the special
 functions; the argument errors.
 
 Without NUMERICS_DEVICE the suite runs again on the emulated CUDA device
-(NABLA_CUDA_EMULATE=force) with a cross-section of the cases.
+(NABLA_CUDA_EMULATE=force) with a cross-section of the cases, plus the edge
+cases of the device kernels (cuda/index.cu: nonzero, unique, histc, isin)
+and device_counts: what those read back from the device (one count, or
+nothing).
 
 tools/run-tests.sh runs it a second time on the ASan build (NABLA_ASAN=1,
 NABLA=build-asan/nabla).
