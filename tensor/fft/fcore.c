@@ -90,18 +90,15 @@ static int prim_backward(nt_Node *nd, nt_Tensor *g, nt_Tensor **gin) {
   nt_Tensor *gi = prim(P_R2C, g, dim, n, s, true);
   if (!gi) return -1;
   int64_t m = n / 2 + 1, dbl = n - m;
-  if (dbl > 0) {
-    int64_t wshape[NT_MAXDIM];
-    for (int i = 0; i < gi->ndim; i++) wshape[i] = i == dim ? m : 1;
-    nt_DType pd = nt_complex_part_dtype(gi->dtype);
-    nt_Tensor *w = nt_full(wshape, gi->ndim, 1.0, pd, NT_CPU);
-    if (w) {
-      char *p = nt_base(w);
-      for (int64_t k = 1; k <= dbl; k++)
-        if (pd == NT_F64) ((double *)p)[k] = 2; else ((float *)p)[k] = 2;
-    }
-    nt_Tensor *wd = w ? nt_to_device(w, gi->device) : NULL, *r = wd ? nt_mul(gi, wd) : NULL;
-    nt_release(w); nt_release(wd); nt_release(gi);
+  if (dbl > 0) {   /* [g0, 2 g1 .. 2 g_dbl, the rest]: built on gi's device, no host buffer */
+    nt_Tensor *v = nt_view_as_real(gi);
+    nt_Tensor *a = v ? nt_narrow(v, dim, 0, 1) : NULL, *mid = v ? nt_narrow(v, dim, 1, dbl) : NULL;
+    nt_Tensor *two = mid ? nt_binary_scalar(NT_OP_MUL, mid, 2.0, false) : NULL;
+    nt_Tensor *rest = m - 1 - dbl > 0 && v ? nt_narrow(v, dim, 1 + dbl, m - 1 - dbl) : NULL;
+    nt_Tensor *parts[3] = { a, two, rest };
+    nt_Tensor *cat = a && two ? nt_concat(parts, rest ? 3 : 2, dim) : NULL;
+    nt_Tensor *r = cat ? nt_view_as_complex(cat) : NULL;
+    nt_release(v); nt_release(a); nt_release(mid); nt_release(two); nt_release(rest); nt_release(cat); nt_release(gi);
     gi = r;
   }
   gin[0] = gi;

@@ -86,4 +86,12 @@ void ix_host_free(ix_Host *h);
 /* an i64 tensor of `shape` from host memory, on device dev */
 nt_Tensor *ix_i64_on(const int64_t *data, const int64_t *shape, int ndim, nt_Device dev);
 
+/* setdev.c: nonzero / histc / isin on a device with their kernels (cuda/index.cu) */
+enum { IX_DEV_NONZERO, IX_DEV_HISTC, IX_DEV_ISIN, IX_DEV_UNIQUE };
+bool ix_device_has(nt_Tensor *x, int which);
+nt_Tensor *ix_nonzero_device(nt_Tensor *x);
+nt_Tensor *ix_histc_device(nt_Tensor *x, int64_t bins, double lo, double hi);
+nt_Tensor *ix_isin_device(nt_Tensor *elements, nt_Tensor *test, bool invert);
+int ix_unique_device(nt_Tensor *x, bool sorted, nt_Tensor **values, nt_Tensor **inverse, nt_Tensor **counts);
+
 #endif

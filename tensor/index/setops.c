@@ -6,7 +6,9 @@
 ** sequential algorithm, and returns tensors on x's device: a CUDA input
 ** costs a copy down and a copy back, a synchronisation as torch's unique
 ** and nonzero are.  Values that come out of x (unique's) are taken from x
-** itself by index_select, so they keep x's dtype and bits.
+** itself by index_select, so they keep x's dtype and bits.  nonzero, histc
+** and isin, and unique / unique_consecutive without dim, on a device with
+** their kernels stay there (setdev.c).
 */
 #include "ixinternal.h"
 #include <math.h>
@@ -181,6 +183,7 @@ static int unique_impl(const char *op, nt_Tensor *x, bool has_dim, int dim, bool
   int64_t n, w, inv_shape[NT_MAXDIM];
   int inv_ndim;
   ix_Host h = {0};
+  if (!has_dim && x->numel > 0 && ix_device_has(x, IX_DEV_UNIQUE)) return ix_unique_device(x, sorted, values, inverse, counts);
   if (has_dim) {
     if (x->ndim == 0) NT_FAIL("%s: dim given for a 0-d tensor", op);
     if ((axis = nt_norm_axis(op, dim, x->ndim)) < 0) return -1;
@@ -287,6 +290,7 @@ nt_Tensor *nt_histc(nt_Tensor *x, int64_t bins, double lo, double hi) {
   if (bins <= 0 || nt_check_shape("histc", &bins, 1, NULL)) NT_FAIL_NULL("histc: bins must be a positive size, got %lld", (long long)bins);
   if (!isfinite(lo) || !isfinite(hi)) NT_FAIL_NULL("histc: range of [%g, %g] is not finite", lo, hi);
   if (lo > hi) NT_FAIL_NULL("histc: max must be larger than min (got min %g, max %g)", lo, hi);
+  if (ix_device_has(x, IX_DEV_HISTC)) return ix_histc_device(x, bins, lo, hi);
   ix_Host h = {0};
   if (ix_host(x, &h)) return NULL;
   if (lo == hi) data_range(&h, &lo, &hi);
@@ -458,6 +462,7 @@ done:
 
 /* ---- nonzero / isin ---------------------------------------------------------------------- */
 nt_Tensor *nt_nonzero(nt_Tensor *x) {
+  if (ix_device_has(x, IX_DEV_NONZERO)) return ix_nonzero_device(x);
   ix_Host h = {0};
   if (ix_host(x, &h)) return NULL;
   int nd = x->ndim;
@@ -486,6 +491,7 @@ static int cmp_f64(const void *a, const void *b) {
 static int cmp_i64(const void *a, const void *b) { int64_t x = *(const int64_t *)a, y = *(const int64_t *)b; return (x > y) - (x < y); }
 
 nt_Tensor *nt_isin(nt_Tensor *elements, nt_Tensor *test, bool invert) {
+  if (ix_device_has(elements, IX_DEV_ISIN) && test->device == elements->device) return ix_isin_device(elements, test, invert);
   ix_Host e = {0}, t = {0};
   nt_Tensor *r = NULL;
   bool *hit = NULL;

@@ -9,7 +9,10 @@ complex ops (complex, real, imag, abs, angle, conj, polar, + - * / with real
 and complex operands, broadcasting, sum, mean, printing) and the errors.
 
 Without NUMERICS_DEVICE the suite runs again with every input on the
-emulated CUDA device (NABLA_CUDA_EMULATE=force), when its module is built.
+emulated CUDA device (NABLA_CUDA_EMULATE=force), when its module is built;
+there the transforms are cuda/fft.cu's over the cuFFT stand-in, and
+device_path checks that every transform kind ran on them with no byte
+crossing to the host.
 
 Run: NABLA=build/nabla /usr/bin/python3 tests/numerics/test_fft.py
 """
@@ -114,6 +117,13 @@ def values(b, full=True):
         b.case(f"rfft2_{tn}", f"view_as_real(fft.rfft2({b.inp(X)}, norm=\"ortho\"))", vr(torch.fft.rfft2(T(X), norm="ortho")), **tol)
         b.case(f"irfft2_{tn}", f"fft.irfft2({zin(b, Z)}, s=[5, 9])", torch.fft.irfft2(tz(Z), s=(5, 9)), **tol)
         b.case(f"roundtrip_{tn}", f"x = {b.inp(X)}\nfft.irfftn(fft.rfftn(x), s=[4, 5, 6]) - x", np.zeros_like(X), **tol)
+    # the input of a c2r transform is the caller's: cuFFT may overwrite a C2R
+    # input (the emulated stand-in does), so the kernel must transform a copy
+    for dt in dts:
+        Z = cz(3, 9, dt=dt)
+        tn = "f32" if dt == np.float32 else "f64"
+        b.case(f"irfft_keeps_input_{tn}", f"z = {zin(b, Z)}\ny = fft.irfft(z, n=16)\nh = fft.hfft(z)\nlist(view_as_real(z), y)",
+               [vr(tz(Z)), torch.fft.irfft(tz(Z), n=16)], **tol_of(dt, 16))
     # edges: empty batches, size-1 axes
     E = r(0, 5)
     b.case("rfft_empty_batch", f"view_as_real(fft.rfft({b.inp(E)}))", vr(torch.fft.rfft(T(E))))
@@ -272,6 +282,40 @@ def gradients(b, full=True):
     b.case("grad_complex_leaf", f"view_as_real(grad(fn(z) sum(real(fft.fft(z)) * {b.inp(Wl)}))({zin(b, Zl)}))", vr(tl.grad), **F64)
 
 
+def device_path():
+    """On CUDA (the emulated rerun, or a GPU): every transform kind, forward
+    and backward, in both precisions, runs on the device's cuFFT kernels
+    (by_op counts each), and no byte crosses between host and device."""
+    code = """set_default_device("cuda")
+xs = map(list("f32", "f64"), fn(d) to(randn([3, 10]), d))
+zs = map(xs, fn(x) complex(x, x * 0.5 + 1))
+cuda.synchronize()
+cuda.reset_stats()
+outs = []
+for i in 0..2 {
+  x = xs[i]
+  z = zs[i]
+  outs = outs + [fft.fft(z), fft.ifft(z, n=13), fft.rfft(x, norm="ortho"), fft.irfft(z, n=9), fft.hfft(z),
+                 fft.ihfft(x), fft.fftn(z), fft.rfftn(x, s=[4, 6]), fft.irfftn(z, s=[3, 7]), fft.fft2(z, norm="forward")]
+  g = grad(fn(p) sum(fft.irfft(complex(p, p * 2), n=11) * fft.irfft(complex(p, p), n=11)) + sum(view_as_real(fft.rfft(p, n=12)) ** 2))(x)
+  outs = outs + [g]
+}
+cuda.synchronize()
+c = cuda.stats()
+ops = map(list("fft_c2c", "fft_r2c", "fft_c2r"), fn(k) if has(c.by_op, k) { c.by_op[k] } else { 0 })
+print("fftstats h2d={c.memcpy_h2d} d2h={c.memcpy_d2h} c2c={ops[0]} r2c={ops[1]} c2r={ops[2]} on={outs[0].device}")
+"""
+    rc, so, se = run_nabla(code, timeout=600)
+    line = next((ln for ln in so.splitlines() if ln.startswith("fftstats ")), None)
+    if rc != 0 or line is None:
+        report_fail("fft.device_path", f"rc {rc}: {se[-400:]} {so[-200:]}")
+        return
+    f = dict(kv.split("=") for kv in line.split()[1:])
+    check("fft.device_path_no_host_copies", f["h2d"] == "0" and f["d2h"] == "0", f"transforms crossed to the host: {line}")
+    check("fft.device_path_cufft_kernels", all(int(f[k]) > 0 for k in ("c2c", "r2c", "c2r")) and f["on"] == "cuda",
+          f"a transform kind did not run on the device's kernel: {line}")
+
+
 def printing():
     code = ('print(complex(tensor([1.0, 0.5]), tensor([2.0, -1.25])))\n'
             'print(complex(tensor([3.0], dtype="f64"), tensor([-4.0], dtype="f64")))\n')
@@ -287,6 +331,8 @@ def main():
     b = Batch("fft_complex"); complex_ops(b); b.run()
     b = Batch("fft_grad"); gradients(b, full=not subset); b.run()
     b = Batch("fft_err"); errors(b); b.run()
+    if DEVICE == "cuda":
+        device_path()
     if DEVICE == "cpu":
         printing()
         if not subset and not emulated_rerun(__file__, "fft", "FFT_SUBSET"):

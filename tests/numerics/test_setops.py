@@ -7,7 +7,10 @@ sum(f(x) * W), random W) and central finite differences for the special
 functions; the argument errors.
 
 Without NUMERICS_DEVICE the suite runs again on the emulated CUDA device
-(NABLA_CUDA_EMULATE=force) with a cross-section of the cases.
+(NABLA_CUDA_EMULATE=force) with a cross-section of the cases, plus the edge
+cases of the device kernels (cuda/index.cu: nonzero, unique, histc, isin)
+and device_counts: what those read back from the device (one count, or
+nothing).
 
 tools/run-tests.sh runs it a second time on the ASan build (NABLA_ASAN=1,
 NABLA=build-asan/nabla).
@@ -18,7 +21,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Batch, T, finish, rng, torch, np, GRADCHECK_NBL, DEVICE, report_fail, emulated_rerun  # noqa: E402
+from harness import Batch, T, finish, rng, torch, np, GRADCHECK_NBL, DEVICE, report_fail, emulated_rerun, run_nabla, check  # noqa: E402
 
 F64 = dict(rtol=1e-9, atol=1e-10)
 F32 = dict(rtol=2e-5, atol=2e-5)
@@ -319,10 +322,104 @@ def fd_cases(b):
         b.case(f"fd_{name}", f"gc = gradcheck(fn(p) sum({name}(p)), {b.inp(a)})\ngc[0] - gc[1]", np.zeros(5), rtol=0, atol=1e-6)
 
 
+def device_kernel_cases(b):
+    """nonzero / histc / isin at the edges the device kernels (cuda/index.cu)
+    must get right: empty, one element, all equal, NaN and inf, non-contiguous
+    views, and sizes past one grid of blocks (the grid-stride loops)."""
+    big = (rng.random(40000) < 0.3) * rng.integers(1, 5, 40000)
+    b.case("nonzero_big", f"nonzero({b.inp(big)})", torch.nonzero(T(big)))
+    b.case("nonzero_one", f"nonzero({b.inp(np.array([2.5]))})", torch.nonzero(T(np.array([2.5]))))
+    b.case("nonzero_empty_input", f"nonzero({b.inp(np.zeros((0, 3)))})", torch.nonzero(T(np.zeros((0, 3)))))
+    nan = r(4, 5)
+    nan[nan < -0.3] = 0
+    nan[1, 2] = np.nan
+    b.case("nonzero_nan_strided", f"nonzero(transpose({b.inp(nan)}, 0, 1)[\"...\", 1:4])", torch.nonzero(T(nan).transpose(0, 1)[..., 1:4]))
+    b.case("argwhere_all_equal", f"argwhere({b.inp(np.full((3, 3), 7.0))})", torch.argwhere(T(np.full((3, 3), 7.0))))
+    for dt in (np.float32, np.float64):
+        h = r(30000, dt=dt)
+        h[::97] = np.nan
+        h[5] = np.inf
+        h[6] = -np.inf
+        H = b.inp(h)
+        b.case(f"histc_big_nan_{DTN[dt]}", f"histc({H}, bins=13, min=-2, max=2.5)", torch.histc(T(h[~np.isnan(h)]), bins=13, min=-2, max=2.5))   # NaN dropped (torch 1.13 puts it in bin 0)
+        b.case(f"histc_big_auto_{DTN[dt]}", f"histc({H}, bins=9)", torch.histc(T(h[np.isfinite(h)]), bins=9))
+        e = r(5, 6, dt=dt)
+        b.case(f"histc_strided_{DTN[dt]}", f"histc(transpose({b.inp(e)}, 0, 1)[1:4, \"...\"], bins=4, min=-1, max=1)",
+               torch.histc(T(e).transpose(0, 1)[1:4], bins=4, min=-1, max=1))
+    b.case("histc_all_equal", f"histc({b.inp(np.full(6, 3.0))}, bins=4)", torch.histc(T(np.full(6, 3.0)), bins=4))
+    b.case("histc_one", f"histc({b.inp(np.array([0.25]))}, bins=3)", torch.histc(T(np.array([0.25])), bins=3))
+    b.case("histc_empty", f"histc({b.inp(np.zeros(0))}, bins=3, min=0, max=1)", torch.histc(T(np.zeros(0)), bins=3, min=0, max=1))
+    ei, ti = rng.integers(-50, 50, 30000), rng.integers(-50, 50, 37)
+    b.case("isin_big", f"isin({b.inp(ei)}, {b.inp(ti)})", torch.isin(T(ei), T(ti)))
+    ef = np.round(r(6, 7), 1)
+    ef[2, 3] = np.nan
+    tf = np.concatenate([ef[0, :4], [np.nan, np.inf], r(3)])
+    b.case("isin_nan_strided", f"isin(transpose({b.inp(ef)}, 0, 1), {b.inp(tf)}, invert=true)", torch.isin(T(ef).transpose(0, 1), T(tf), invert=True))
+    b.case("isin_mixed_int_float", f"isin({b.inp(np.array([1, 2, 3]))}, {b.inp(np.array([2.0, 3.5]))})", torch.isin(T(np.array([1, 2, 3])), T(np.array([2.0, 3.5]))))
+    b.case("isin_empty_test", f"isin({b.inp(ei[:5])}, {b.inp(np.zeros(0, np.int64))})", torch.isin(T(ei[:5]), T(np.zeros(0, np.int64))))
+    b.case("isin_empty_elements", f"isin({b.inp(np.zeros(0, np.int64))}, {b.inp(ti)})", torch.isin(T(np.zeros(0, np.int64)), T(ti)))
+    # unique / unique_consecutive without dim (the device's sort + flags + scan + groups)
+    ui = rng.integers(0, 500, 40000)
+    b.case("unique_big_i64", f"unique({b.inp(ui)}, return_inverse=true, return_counts=true)",
+           list(torch.unique(T(ui), return_inverse=True, return_counts=True)))
+    for dt in (np.float32, np.float64):
+        uf = np.round(r(30000, dt=dt), 1)
+        uf[::101] = np.nan
+        uf[3] = -0.0
+        v, inv, cnt = np.unique(uf, return_inverse=True, return_counts=True)   # NaNs as one value, as nabla's CPU
+        b.case(f"unique_big_nan_{DTN[dt]}", f"unique({b.inp(uf)}, return_inverse=true, return_counts=true)",
+               [v, inv.astype(np.int64), cnt.astype(np.int64)], **TOLS[dt])
+    us = rng.integers(0, 4, size=(5, 6)).astype(np.float32)
+    b.case("unique_strided", f"unique(transpose({b.inp(us)}, 0, 1)[1:5, \"...\"], return_inverse=true, return_counts=true)",
+           list(torch.unique(T(us).t()[1:5], return_inverse=True, return_counts=True)))
+    b.case("unique_one", f"unique({b.inp(np.array([3.5]))}, return_inverse=true, return_counts=true)",
+           list(torch.unique(T(np.array([3.5])), return_inverse=True, return_counts=True)))
+    b.case("unique_all_equal", f"unique({b.inp(np.full((3, 4), 2))}, return_inverse=true, return_counts=true)",
+           list(torch.unique(T(np.full((3, 4), 2)), return_inverse=True, return_counts=True)))
+    b.case("unique_bool", f"unique({b.inp(np.array([True, False, True]))}, return_counts=true)",
+           list(torch.unique(T(np.array([True, False, True])), return_counts=True)))
+    uc = np.repeat(rng.integers(0, 3, 9000), rng.integers(1, 4, 9000))
+    b.case("unique_consecutive_big", f"unique_consecutive({b.inp(uc)}, return_inverse=true, return_counts=true)",
+           list(torch.unique_consecutive(T(uc), return_inverse=True, return_counts=True)))
+    b.case("isin_one_all_equal", f"isin({b.inp(np.array([4]))}, {b.inp(np.full(5, 4))})", torch.isin(T(np.array([4])), T(np.full(5, 4))))
+
+
+def device_counts():
+    """On CUDA: nonzero and unique read back one scalar each (the count), isin and histc with
+    a given range none; nothing else crosses to the host."""
+    code = """set_default_device("cuda")
+x = randn([50, 7])
+t = randn([9])
+mask = x > 0.5
+cuda.synchronize()
+cuda.reset_stats()
+a = nonzero(mask)
+c1 = cuda.stats()
+cuda.reset_stats()
+u = unique(mask, return_inverse=true, return_counts=true)
+c1u = cuda.stats()
+cuda.reset_stats()
+b = isin(x, t)
+h = histc(x, bins=6, min=-1, max=1)
+cuda.synchronize()
+c2 = cuda.stats()
+print("ixstats nz_d2h={c1.memcpy_d2h} nz_h2d={c1.memcpy_h2d} u_d2h={c1u.memcpy_d2h} u_h2d={c1u.memcpy_h2d} d2h={c2.memcpy_d2h} h2d={c2.memcpy_h2d} on={a.device},{b.device},{h.device}")
+"""
+    rc, so, se = run_nabla(code, timeout=600)
+    line = next((ln for ln in so.splitlines() if ln.startswith("ixstats ")), None)
+    if rc != 0 or line is None:
+        report_fail("setops.device_counts", f"rc {rc}: {se[-400:]} {so[-200:]}")
+        return
+    f = dict(kv.split("=") for kv in line.split()[1:])
+    check("setops.nonzero_one_read", f["nz_d2h"] == "1" and f["nz_h2d"] == "0", f"nonzero should read back its count only: {line}")
+    check("setops.unique_one_read", f["u_d2h"] == "1" and f["u_h2d"] == "0", f"unique should read back its group count only: {line}")
+    check("setops.isin_histc_no_copies", f["d2h"] == "0" and f["h2d"] == "0" and f["on"] == "cuda,cuda,cuda", f"isin/histc crossed to the host: {line}")
+
+
 def main():
     small = os.environ.get("SETOPS_SUBSET") == "1"
     b = Batch("setops")
-    unique_cases(b, small); counting_cases(b, small); search_cases(b, small)
+    unique_cases(b, small); counting_cases(b, small); search_cases(b, small); device_kernel_cases(b)
     b.run()
     b = Batch("arrange")
     arrange_cases(b, small); scan_cases(b, small); distance_cases(b, small)
@@ -335,6 +432,8 @@ def main():
     b.run()
     if not small:
         b = Batch("setops_err"); error_cases(b); fd_cases(b); b.run()
+    if DEVICE == "cuda":
+        device_counts()
     if DEVICE == "cpu" and not emulated_rerun(__file__, "setops", "SETOPS_SUBSET"):
         report_fail("setops.emulated", "the emulated-device run failed (its lines above)")
     finish()

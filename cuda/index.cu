@@ -1,0 +1,187 @@
+// index.cu — device kernels of the set/index ops whose CPU versions read
+// the data on the host (tensor/index/setops.c): nonzero's coordinate write,
+// histc's counting and isin's membership search.  The front end does the
+// parts that are plain tensor ops on the device (the flags' inclusive scan,
+// the test set's sort, dtype unification) and calls these for the rest, so
+// a CUDA input never travels to the host: nonzero reads ONE scalar back
+// (the count, as torch does), histc reads two only when it must find the
+// data's range itself, isin none.
+//
+// ix_nonzero_write (out i64 [nnz, nd]; in[0] i64 [n]: the inclusive scan of
+// the nonzero flags in row-major order; iarg[0] = nd, iarg[1 .. nd] = the
+// input's shape): element i is nonzero iff cs[i] > cs[i - 1] (cs[-1] = 0),
+// and then it is row cs[i] - 1 of the output; its coordinates are i in the
+// shape's mixed radix.
+//
+// ix_histc (out f64 [bins], zeroed; in[0] x f32/f64 contiguous [n]; s[0] lo,
+// s[1] hi, lo < hi): x in [lo, hi] goes to bin floor((x - lo) bins / (hi -
+// lo)), the last bin closed; NaN and values outside are dropped.  The same
+// formula in double as the CPU's, so both devices bin every value alike;
+// counts accumulate by atomicAdd in double (exact below 2^53).
+//
+// ix_isin (out bool [n]; in[0] elements [n], in[1] the test set sorted
+// ascending with NaN last, both f64 or both i64, contiguous; iarg[0] =
+// invert): lower-bound binary search per element; NaN is in nothing.
+//
+// ix_unique_flags / ix_unique_groups: unique and unique_consecutive without
+// dim (below); one scalar read (the group count) in the front end.
+#include "common.cuh"
+#include <type_traits>
+
+namespace ncu {
+namespace {
+
+struct Shape { int64_t s[NT_MAXDIM]; };   // passed by value to the kernel
+
+__global__ void nonzero_write(const int64_t *cs, int64_t n, int64_t *out, int nd, Shape shape) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    int64_t prev = i ? cs[i - 1] : 0;
+    if (cs[i] == prev) continue;
+    int64_t row = cs[i] - 1, rem = i;
+    for (int d = nd - 1; d >= 0; d--) { out[row * nd + d] = rem % shape.s[d]; rem /= shape.s[d]; }
+  }
+}
+
+int k_nonzero_write(const nt_KernelArgs *a) {
+  const char *op = "ix_nonzero_write";
+  int64_t n = a->in[0]->numel;
+  int nd = (int)a->iarg[0];
+  if (n == 0 || a->out->numel == 0) return 0;
+  Shape shape;
+  for (int d = 0; d < nd; d++) shape.s[d] = a->iarg[1 + d];
+  nonzero_write<<<grid_for(n), kThreads, 0, stream>>>((const int64_t *)base(a->in[0]), n, (int64_t *)base(a->out), nd, shape);
+  LAUNCHED(op);
+  return 0;
+}
+
+template <typename T> __global__ void histc_count(const T *x, int64_t n, double *acc, int64_t bins, double lo, double hi) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    double v = (double)x[i];
+    if (!(v >= lo && v <= hi)) continue;   // outside, or NaN
+    int64_t b = (int64_t)((v - lo) * (double)bins / (hi - lo));
+    atomicAdd(&acc[b >= bins ? bins - 1 : b], 1.0);
+  }
+}
+
+int k_histc(const nt_KernelArgs *a) {
+  const char *op = "ix_histc";
+  int64_t n = a->in[0]->numel, bins = a->out->numel;
+  if (n == 0 || bins == 0) return 0;
+  double *acc = (double *)base(a->out);
+  if (a->in[0]->dtype == NT_F64)
+    histc_count<double><<<grid_for(n), kThreads, 0, stream>>>((const double *)base(a->in[0]), n, acc, bins, a->s[0], a->s[1]);
+  else
+    histc_count<float><<<grid_for(n), kThreads, 0, stream>>>((const float *)base(a->in[0]), n, acc, bins, a->s[0], a->s[1]);
+  LAUNCHED(op);
+  return 0;
+}
+
+// a < b with NaN above everything (the sort's order); integers compare exactly
+template <typename T> __device__ inline bool before(T a, T b) {
+  if constexpr (std::is_floating_point<T>::value) {
+    if (b != b) return a == a;             // b NaN: every non-NaN a is before it
+    return a < b;                          // a NaN: never before
+  } else {
+    return a < b;
+  }
+}
+template <typename T> __global__ void isin_search(const T *e, int64_t n, const T *t, int64_t m, uint8_t *out, bool invert) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    T v = e[i];
+    int64_t lo = 0, hi = m;                // first t[k] not before v
+    while (lo < hi) {
+      int64_t mid = lo + (hi - lo) / 2;
+      if (before(t[mid], v)) lo = mid + 1; else hi = mid;
+    }
+    bool in = lo < m && t[lo] == v;        // NaN == NaN is false: NaN is in nothing
+    out[i] = in != invert ? 1 : 0;
+  }
+}
+
+int k_isin(const nt_KernelArgs *a) {
+  const char *op = "ix_isin";
+  int64_t n = a->in[0]->numel, m = a->in[1]->numel;
+  if (n == 0) return 0;
+  uint8_t *out = (uint8_t *)base(a->out);
+  bool inv = a->iarg[0] != 0;
+  if (a->in[0]->dtype == NT_F64)
+    isin_search<double><<<grid_for(n), kThreads, 0, stream>>>((const double *)base(a->in[0]), n, (const double *)base(a->in[1]), m, out, inv);
+  else
+    isin_search<int64_t><<<grid_for(n), kThreads, 0, stream>>>((const int64_t *)base(a->in[0]), n, (const int64_t *)base(a->in[1]), m, out, inv);
+  LAUNCHED(op);
+  return 0;
+}
+
+// ---- unique / unique_consecutive (dim=None) ------------------------------------------------
+// x flattened, sorted stably (unique) or as it is (unique_consecutive), its
+// values as f64 or i64 (the CPU's comparison: NaN equals NaN, -0 equals +0).
+// ix_unique_flags (out i64 [n]; in[0] v [n] f64/i64): 1 where a group starts.
+template <typename T> __global__ void unique_flags(const T *v, int64_t n, int64_t *flag) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    bool starts = i == 0;
+    if (!starts) {
+      T a = v[i - 1], b = v[i];
+      bool same = a == b || (a != a && b != b);   // NaN == NaN here, as the CPU's cmp_at
+      starts = !same;
+    }
+    flag[i] = starts ? 1 : 0;
+  }
+}
+int k_unique_flags(const nt_KernelArgs *a) {
+  const char *op = "ix_unique_flags";
+  int64_t n = a->in[0]->numel;
+  if (n == 0) return 0;
+  int64_t *flag = (int64_t *)base(a->out);
+  if (a->in[0]->dtype == NT_F64) unique_flags<double><<<grid_for(n), kThreads, 0, stream>>>((const double *)base(a->in[0]), n, flag);
+  else unique_flags<int64_t><<<grid_for(n), kThreads, 0, stream>>>((const int64_t *)base(a->in[0]), n, flag);
+  LAUNCHED(op);
+  return 0;
+}
+
+// ix_unique_groups (out first i64 [ng]; in[0] cs i64 [n], the flags'
+// inclusive scan; in[1] perm i64 [n] (sorted position -> index in x) or
+// NULL (identity); in[2] inverse i64 [n] or NULL, in[3] counts i64 [ng] or
+// NULL, both written): sorted position i is in group g = cs[i] - 1 and
+// starts it when cs[i] > cs[i - 1].  first[g] = x's index of the group's
+// first element (the smallest: the sort is stable); inverse[perm[i]] = g;
+// counts[g] = start[g + 1] - start[g], start[ng] = n, from the starts kept
+// in scratch by the first kernel and read by the second.
+__global__ void unique_groups(const int64_t *cs, const int64_t *perm, int64_t n, int64_t *first, int64_t *inverse, int64_t *start) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    int64_t g = cs[i] - 1, src = perm ? perm[i] : i;
+    if (inverse) inverse[src] = g;
+    if (i == 0 || cs[i - 1] != cs[i]) { first[g] = src; if (start) start[g] = i; }
+  }
+}
+__global__ void unique_counts(const int64_t *start, int64_t ng, int64_t n, int64_t *counts) {
+  for (int64_t g = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; g < ng; g += (int64_t)gridDim.x * blockDim.x)
+    counts[g] = (g + 1 < ng ? start[g + 1] : n) - start[g];
+}
+int k_unique_groups(const nt_KernelArgs *a) {
+  const char *op = "ix_unique_groups";
+  int64_t n = a->in[0]->numel, ng = a->out->numel;
+  if (n == 0 || ng == 0) return 0;
+  const int64_t *cs = (const int64_t *)base(a->in[0]), *perm = a->in[1] ? (const int64_t *)base(a->in[1]) : nullptr;
+  int64_t *inverse = a->in[2] ? (int64_t *)base(a->in[2]) : nullptr, *counts = a->in[3] ? (int64_t *)base(a->in[3]) : nullptr;
+  Scratch start(counts ? sizeof(int64_t) * (size_t)ng : 1);
+  if (!start.p) return -1;
+  unique_groups<<<grid_for(n), kThreads, 0, stream>>>(cs, perm, n, (int64_t *)base(a->out), inverse, counts ? (int64_t *)start.p : nullptr);
+  LAUNCHED(op);
+  if (counts) {
+    unique_counts<<<grid_for(ng), kThreads, 0, stream>>>((const int64_t *)start.p, ng, n, counts);
+    LAUNCHED(op);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void register_index(void) {
+  host->register_kernel(host->op_register("ix_unique_flags"), NT_CUDA, k_unique_flags);
+  host->register_kernel(host->op_register("ix_unique_groups"), NT_CUDA, k_unique_groups);
+  host->register_kernel(host->op_register("ix_nonzero_write"), NT_CUDA, k_nonzero_write);
+  host->register_kernel(host->op_register("ix_histc"), NT_CUDA, k_histc);
+  host->register_kernel(host->op_register("ix_isin"), NT_CUDA, k_isin);
+}
+
+}  // namespace ncu
