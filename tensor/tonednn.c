@@ -127,7 +127,7 @@ bool nt_onednn_available(void) {
 
 /* ---- f32 convolutions (issue 29) ---------------------------------------------------
 ** oneDNN's convolution primitives, the ones PyTorch's CPU convolutions run on:
-** fwd (y = conv(x, w) + b), bwd-data (dx) and bwd-weights (dW, db).  Our
+** fwd (y = conv(x, w) + b), bwd-data (dx) and bwd-weights (dW).  Our
 ** tensors are plain NCHW / OIHW (GOIHW with groups); each primitive is created
 ** with format "any" so oneDNN picks its blocked layouts (nChw16c, ...), and
 ** every operand whose chosen layout differs gets a reorder into (inputs) or
@@ -215,7 +215,7 @@ static ConvEntry *conv_lookup(int kind, const nt_OnednnConvGeom *g, bool bias) {
   dnnl_convolution_desc_t fd, bdsc;
   dnnl_primitive_desc_t fpd = NULL, pd = NULL;
   if (p_dnnl_dilated_convolution_forward_desc_init(&fd, kind ? dnnl_forward_training : dnnl_forward_inference, dnnl_convolution_direct,
-                                                   &xa, &wa, bias || kind == 2 ? &b : NULL, &ya, strides, dil, pl, pr) ||
+                                                   &xa, &wa, bias ? &b : NULL, &ya, strides, dil, pl, pr) ||
       p_dnnl_primitive_desc_create(&fpd, &fd, NULL, eng, NULL))
     return NULL;
   int bad = 0;
@@ -224,8 +224,7 @@ static ConvEntry *conv_lookup(int kind, const nt_OnednnConvGeom *g, bool bias) {
     bad = p_dnnl_dilated_convolution_backward_data_desc_init(&bdsc, dnnl_convolution_direct, &xa, &wa, &ya, strides, dil, pl, pr) ||
           p_dnnl_primitive_desc_create(&pd, &bdsc, NULL, eng, fpd);
   else
-    bad = p_dnnl_dilated_convolution_backward_weights_desc_init(&bdsc, dnnl_convolution_direct, &xa, &wa, bias ? &b : NULL, &ya, strides,
-                                                                dil, pl, pr) ||
+    bad = p_dnnl_dilated_convolution_backward_weights_desc_init(&bdsc, dnnl_convolution_direct, &xa, &wa, NULL, &ya, strides, dil, pl, pr) ||
           p_dnnl_primitive_desc_create(&pd, &bdsc, NULL, eng, fpd);
   if (fpd) p_dnnl_primitive_desc_destroy(fpd);
   if (bad || !pd) return NULL;
@@ -241,8 +240,7 @@ static ConvEntry *conv_lookup(int kind, const nt_OnednnConvGeom *g, bool bias) {
           conv_port(&e, DNNL_ARG_DIFF_SRC, true, &x, MD(dnnl_query_diff_src_md));
   else
     bad = conv_port(&e, DNNL_ARG_SRC, false, &x, MD(dnnl_query_src_md)) || conv_port(&e, DNNL_ARG_DIFF_DST, false, &y, MD(dnnl_query_diff_dst_md)) ||
-          conv_port(&e, DNNL_ARG_DIFF_WEIGHTS, true, &w, MD(dnnl_query_diff_weights_md)) ||
-          (bias && conv_port(&e, DNNL_ARG_DIFF_BIAS, true, &b, p_dnnl_primitive_desc_query_md(pd, dnnl_query_diff_weights_md, 1)));
+          conv_port(&e, DNNL_ARG_DIFF_WEIGHTS, true, &w, MD(dnnl_query_diff_weights_md));
 #undef MD
   bad = bad || p_dnnl_primitive_create(&e.prim, pd);
   p_dnnl_primitive_desc_destroy(pd);
@@ -254,14 +252,15 @@ static ConvEntry *conv_lookup(int kind, const nt_OnednnConvGeom *g, bool bias) {
   return slot;
 }
 
-int nt_onednn_conv_f32(int kind, const nt_OnednnConvGeom *g, const float *a, const float *b, const float *bias, float *out, float *out2) {
+int nt_onednn_conv_f32(int kind, const nt_OnednnConvGeom *g, const float *a, const float *b, const float *bias, float *out) {
+  if (kind < 0 || kind > 2) return 0;
   pthread_once(&conv_once, conv_load);
   if (!conv_ok) return 0;
   pthread_mutex_lock(&mu);
-  ConvEntry *e = conv_lookup(kind, g, kind == 1 ? false : kind == 0 ? bias != NULL : out2 != NULL);
+  ConvEntry *e = conv_lookup(kind, g, kind == 0 && bias);
   int rc = e ? 1 : 0;
-  /* the buffers in port order: fwd {x, w, y, bias}; bwd-data {gy, w, dx}; bwd-weights {x, gy, dw, db} */
-  void *bufs[4] = {(void *)a, (void *)b, out, kind == 0 ? (void *)bias : out2};
+  /* the buffers in port order: fwd {x, w, y, bias}; bwd-data {gy, w, dx}; bwd-weights {x, gy, dw} */
+  void *bufs[4] = {(void *)a, (void *)b, out, (void *)bias};
   dnnl_exec_arg_t args[4];
   for (int i = 0; e && rc > 0 && i < e->nport; i++) {
     ConvPort *p = &e->port[i];
@@ -292,8 +291,8 @@ int nt_onednn_matmul_bf16(const void *A, int64_t a_rs, int64_t a_cs, const void 
   return 0;
 }
 bool nt_onednn_available(void) { return false; }
-int nt_onednn_conv_f32(int kind, const nt_OnednnConvGeom *g, const float *a, const float *b, const float *bias, float *out, float *out2) {
-  (void)kind; (void)g; (void)a; (void)b; (void)bias; (void)out; (void)out2;
+int nt_onednn_conv_f32(int kind, const nt_OnednnConvGeom *g, const float *a, const float *b, const float *bias, float *out) {
+  (void)kind; (void)g; (void)a; (void)b; (void)bias; (void)out;
   return 0;
 }
 #endif

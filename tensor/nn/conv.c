@@ -114,8 +114,9 @@ CONV_T(double, nt_blas()->dgemm)
 
 /* f32 goes through oneDNN's convolution primitives when they are there
 ** (tensor/tonednn.c: blocked layouts and JIT kernels, what torch runs on the
-** CPU); the im2col/GEMM kernels above are the fallback, f64's path, and the
-** reference the tests compare against (NABLA_ONEDNN_CONV=0). */
+** CPU): y and dx (each element one thread's sum: the same bits at any thread
+** count) and dW; the im2col/GEMM kernels above are the fallback, f64's path,
+** db's, and the reference the tests compare against (NABLA_ONEDNN_CONV=0). */
 static bool onednn_geom(const cgeom *g, nt_OnednnConvGeom *o) {
   _Static_assert(sizeof(cgeom) == sizeof(nt_OnednnConvGeom), "the same sixteen fields");
   memcpy(o, g, sizeof *o);
@@ -124,20 +125,23 @@ static bool onednn_geom(const cgeom *g, nt_OnednnConvGeom *o) {
 }
 static int conv_fwd_f32(const float *x, const float *w, const float *b, float *y, const cgeom *g) {
   nt_OnednnConvGeom o;
-  int rc = onednn_geom(g, &o) ? nt_onednn_conv_f32(0, &o, x, w, b, y, NULL) : 0;
+  int rc = onednn_geom(g, &o) ? nt_onednn_conv_f32(0, &o, x, w, b, y) : 0;
   return rc ? (rc < 0 ? -1 : 0) : conv_fwd_float(x, w, b, y, g);
 }
 static int conv_bwd_f32(const float *gy, const float *x, const float *w, float *dx, float *dw, float *db, const cgeom *g) {
   nt_OnednnConvGeom o;
   if (!onednn_geom(g, &o)) return conv_bwd_float(gy, x, w, dx, dw, db, g);
   int rc;
-  if (dx && (rc = nt_onednn_conv_f32(1, &o, gy, w, NULL, dx, NULL)) != 0) {
+  if (dx && (rc = nt_onednn_conv_f32(1, &o, gy, w, NULL, dx)) != 0) {
     if (rc < 0) return -1;
     dx = NULL;
   }
-  if (dw && (rc = nt_onednn_conv_f32(2, &o, x, gy, NULL, dw, db)) != 0) {
+  /* db stays with the loop below: oneDNN's would split the batch over threads,
+  ** and db's bits, independent of the thread count today, would not be (dW's
+  ** depend on it either way: OpenBLAS's sgemm splits its sums too) */
+  if (dw && (rc = nt_onednn_conv_f32(2, &o, x, gy, NULL, dw)) != 0) {
     if (rc < 0) return -1;
-    dw = db = NULL;
+    dw = NULL;
   }
   return dx || dw || db ? conv_bwd_float(gy, x, w, dx, dw, db, g) : 0;
 }
