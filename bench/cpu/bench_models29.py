@@ -149,7 +149,7 @@ for k, v in r.items(): print(k + "=" + str(v))
 
 
 def run(cmd, threads, stdin=None):
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), NABLA_STDLIB=os.path.join(os.path.dirname(NABLA), "..", "stdlib"))
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), NABLA_STDLIB=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "stdlib"))
     out = subprocess.run(cmd, input=stdin, capture_output=True, text=True, env=env, check=True).stdout
     return {k: float(v) for k, v in (line.split("=") for line in out.splitlines() if "=" in line)}
 
