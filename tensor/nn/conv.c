@@ -114,9 +114,10 @@ CONV_T(double, nt_blas()->dgemm)
 
 /* f32 goes through oneDNN's convolution primitives when they are there
 ** (tensor/tonednn.c: blocked layouts and JIT kernels, what torch runs on the
-** CPU): y and dx (each element one thread's sum: the same bits at any thread
-** count) and dW; the im2col/GEMM kernels above are the fallback, f64's path,
-** db's, and the reference the tests compare against (NABLA_ONEDNN_CONV=0). */
+** CPU): y, dx and dW; the im2col/GEMM kernels above are the fallback, f64's
+** path, and the reference the tests compare against (NABLA_ONEDNN_CONV=0).
+** db is always the serial loop: its bits do not depend on the thread count
+** (y's, dx's and dW's do, with OpenBLAS's tiles as with oneDNN's). */
 static bool onednn_geom(const cgeom *g, nt_OnednnConvGeom *o) {
   _Static_assert(sizeof(cgeom) == sizeof(nt_OnednnConvGeom), "the same sixteen fields");
   memcpy(o, g, sizeof *o);
@@ -136,9 +137,7 @@ static int conv_bwd_f32(const float *gy, const float *x, const float *w, float *
     if (rc < 0) return -1;
     dx = NULL;
   }
-  /* db stays with the loop below: oneDNN's would split the batch over threads,
-  ** and db's bits, independent of the thread count today, would not be (dW's
-  ** depend on it either way: OpenBLAS's sgemm splits its sums too) */
+  /* db stays with the loop below (oneDNN's would split the batch over threads) */
   if (dw && (rc = nt_onednn_conv_f32(2, &o, x, gy, NULL, dw)) != 0) {
     if (rc < 0) return -1;
     dw = NULL;
