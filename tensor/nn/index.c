@@ -416,9 +416,11 @@ nt_Tensor *nt_scatter_add(nt_Tensor *x, int axis, nt_Tensor *idx, nt_Tensor *src
     NT_FAIL_NULL("%s: src of shape %s must match index of shape %s", op,
                  nt_shape_str(src0->shape, src0->ndim, a, sizeof a), nt_shape_str(idx->shape, idx->ndim, b, sizeof b));
   nt_Tensor *i1 = expanded_index_1d(x, axis, idx);
-  if (i1) {
-    nt_Tensor *r = nt_index_add(x, axis < 0 ? axis + x->ndim : axis, i1, src0, 1.0);
-    nt_release(i1);
+  if (i1) {   /* its E entries checked here, so that a bad one is named as scatter_add's */
+    int ax1 = axis < 0 ? axis + x->ndim : axis;
+    nt_Tensor *i64 = nn_index_i64(op, i1), *ic = i64 ? nt_contiguous(i64) : NULL, *r = NULL;
+    if (ic && !fix_indices(op, (int64_t *)nt_base(ic), ic->numel, x->shape[ax1], ax1)) r = nt_index_add(x, ax1, ic, src0, 1.0);
+    nt_release(i1); nt_release(i64); nt_release(ic);
     return r;
   }
   nt_Tensor *ix = gs_prepare(op, x, axis, idx, &g, &ax);
