@@ -293,6 +293,11 @@ def make_resample_cases():
             add(f"scatter_reduce {dt} {red} i32 index, no gradient", dt, ins, [],
                 f'scatter_reduce(x, 0, expand(reshape(i, [7, 1]), [7, 4]).to("i32"), s, "{red}")',
                 lambda t, red=red: torch.scatter_reduce(t["x"], 0, t["i"].view(7, 1).expand(7, 4), t["s"], red))
+        if dt == "f32":   # the f32 fast paths (activation.c): threaded, chunked sizes; mish's x > 20 switch, its exp's overflow
+            big = np.concatenate([rng.uniform(-100, 100, 60000), rng.uniform(19, 21, 5000), rng.standard_normal(5000),
+                                  [0.0, -0.0, 20.0, 88.0, 89.0, -88.0, -104.0]]).astype(np.float32)
+            for expr, fn in (("mish(x)", F.mish), ("leaky_relu(x, 0.03)", lambda t: F.leaky_relu(t, 0.03))):
+                add(f"{expr} f32 [{big.size}] fast path", dt, {"x": big}, ["x"], expr, lambda t, fn=fn: fn(t["x"]))
         # scatter_add with an expanded index (a GCN's dst.reshape(E, 1).expand(E, F)): the CPU runs it as
         # index_add without copying the index; a partial expansion (3 of 4 columns) and an i32 index keep scatter's path
         for shape, dim, view, full in (((5, 4), 0, [7, 1], [7, 4]), ((3, 6), 1, [1, 8], [3, 8]), ((2, 5, 3), -2, [1, 6, 1], [2, 6, 3]),
