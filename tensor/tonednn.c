@@ -124,7 +124,6 @@ bool nt_onednn_available(void) {
   return ok;
 }
 
-
 /* ---- f32 convolutions (issue 29) ---------------------------------------------------
 ** oneDNN's convolution primitives, the ones PyTorch's CPU convolutions run on:
 ** fwd (y = conv(x, w) + b), bwd-data (dx) and bwd-weights (dW).  Our
@@ -132,7 +131,9 @@ bool nt_onednn_available(void) {
 ** with format "any" so oneDNN picks its blocked layouts (nChw16c, ...), and
 ** every operand whose chosen layout differs gets a reorder into (inputs) or
 ** out of (outputs) a buffer of the primitive's own — as PyTorch's ideep does.
-** Everything is cached by (kind, geometry) and bound to each call's buffers.
+** Everything is cached by (kind, geometry) and bound to each call's buffers
+** (an entry keeps its reorder buffers: activation-sized, ~3 per entry; 32
+** entries, the oldest freed first).
 ** Resolved on first use after the matmul's loader (same handle, engine,
 ** stream and mutex); any failure answers 0 and conv.c runs its im2col/GEMM. */
 #define DNNL_CONV_FNS(X) X(dnnl_memory_desc_init_by_tag) X(dnnl_dilated_convolution_forward_desc_init) \
