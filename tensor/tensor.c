@@ -38,8 +38,8 @@ static void tune_malloc(void) {
 ** does — first-touch page faults otherwise dominate large elementwise ops. */
 static void *cpu_alloc(size_t n) {
   void *p = NULL;
+  pthread_once(&malloc_tuned, tune_malloc);   /* every size: a small ResNet's 3 MB activations page-faulted anew each step */
   if (n >= ((size_t)4 << 20)) {
-    pthread_once(&malloc_tuned, tune_malloc);
     if (posix_memalign(&p, (size_t)2 << 20, n)) return NULL;
 #ifdef MADV_HUGEPAGE
     madvise(p, n, MADV_HUGEPAGE);

@@ -16,6 +16,7 @@
 ** dnnl_memory_set_data_handle.  One mutex: the cache and oneDNN's stream.
 */
 #include "tinternal.h"
+#include "tonednn.h"
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -123,6 +124,167 @@ bool nt_onednn_available(void) {
   return ok;
 }
 
+/* ---- f32 convolutions (issue 29) ---------------------------------------------------
+** oneDNN's convolution primitives, the ones PyTorch's CPU convolutions run on:
+** fwd (y = conv(x, w) + b), bwd-data (dx) and bwd-weights (dW).  Our
+** tensors are plain NCHW / OIHW (GOIHW with groups); each primitive is created
+** with format "any" so oneDNN picks its blocked layouts (nChw16c, ...), and
+** every operand whose chosen layout differs gets a reorder into (inputs) or
+** out of (outputs) a buffer of the primitive's own — as PyTorch's ideep does.
+** Everything is cached by (kind, geometry) and bound to each call's buffers
+** (an entry keeps its reorder buffers: activation-sized, ~3 per entry; 32
+** entries, the oldest freed first).
+** Resolved on first use after the matmul's loader (same handle, engine,
+** stream and mutex); any failure answers 0 and conv.c runs its im2col/GEMM. */
+#define DNNL_CONV_FNS(X) X(dnnl_memory_desc_init_by_tag) X(dnnl_dilated_convolution_forward_desc_init) \
+  X(dnnl_dilated_convolution_backward_data_desc_init) X(dnnl_dilated_convolution_backward_weights_desc_init) \
+  X(dnnl_primitive_desc_query_md) X(dnnl_memory_desc_equal) X(dnnl_reorder_primitive_desc_create) \
+  X(dnnl_primitive_destroy) X(dnnl_memory_destroy)
+DNNL_CONV_FNS(DECL)
+static pthread_once_t conv_once = PTHREAD_ONCE_INIT;
+static bool conv_ok;
+
+static void conv_load(void) {
+  pthread_once(&once, load);
+  if (!ok) return;
+  void *h = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+  if (!h) return;
+  DNNL_CONV_FNS(RES)
+  const char *env = getenv("NABLA_ONEDNN_CONV");   /* 0: conv.c's own kernels (tests compare both) */
+  conv_ok = !env || strcmp(env, "0");
+}
+
+/* one operand of a cached primitive: the user's plain memory and, when the
+** primitive wants another layout, its own memory and the reorder between */
+typedef struct { int arg; bool out; dnnl_memory_t user, inner; dnnl_primitive_t reorder; } ConvPort;
+typedef struct {
+  int64_t key[17];   /* kind, then the geometry (nt_OnednnConvGeom) */
+  dnnl_primitive_t prim;
+  int nport;
+  ConvPort port[4];
+} ConvEntry;
+#define CONV_CACHE 32
+static ConvEntry conv_cache[CONV_CACHE];
+static int conv_n, conv_evict;
+
+static void conv_entry_free(ConvEntry *e) {
+  for (int i = 0; i < e->nport; i++) {
+    ConvPort *p = &e->port[i];
+    if (p->reorder) p_dnnl_primitive_destroy(p->reorder);
+    if (p->inner) p_dnnl_memory_destroy(p->inner);
+    if (p->user) p_dnnl_memory_destroy(p->user);
+  }
+  if (e->prim) p_dnnl_primitive_destroy(e->prim);
+  memset(e, 0, sizeof *e);
+}
+
+/* adds operand `arg` with the user's layout `user` and the primitive's `want` */
+static int conv_port(ConvEntry *e, int arg, bool out, const dnnl_memory_desc_t *user, const dnnl_memory_desc_t *want) {
+  ConvPort *p = &e->port[e->nport++];
+  p->arg = arg; p->out = out;
+  if (p_dnnl_memory_create(&p->user, user, eng, DNNL_MEMORY_NONE)) return -1;
+  if (p_dnnl_memory_desc_equal(user, want)) return 0;
+  dnnl_primitive_desc_t rpd = NULL;
+  int bad = p_dnnl_memory_create(&p->inner, want, eng, DNNL_MEMORY_ALLOCATE) ||
+            p_dnnl_reorder_primitive_desc_create(&rpd, out ? want : user, eng, out ? user : want, eng, NULL) ||
+            p_dnnl_primitive_create(&p->reorder, rpd);
+  if (rpd) p_dnnl_primitive_desc_destroy(rpd);
+  return bad ? -1 : 0;
+}
+
+static ConvEntry *conv_lookup(int kind, const nt_OnednnConvGeom *g, bool bias) {
+  int64_t key[17] = {kind * 2 + bias};
+  memcpy(key + 1, g, sizeof *g);
+  for (int i = 0; i < conv_n; i++)
+    if (!memcmp(conv_cache[i].key, key, sizeof key)) return &conv_cache[i];
+  int64_t G = g->G > 1 ? g->G : 1, span_h = (g->kh - 1) * g->dh + 1, span_w = (g->kw - 1) * g->dw + 1;
+  dnnl_dims_t strides = {g->sh, g->sw}, dil = {g->dh - 1, g->dw - 1}, pl = {g->ph, g->pw},
+              pr = {(g->Ho - 1) * g->sh + span_h - g->H - g->ph, (g->Wo - 1) * g->sw + span_w - g->W - g->pw};
+  if (pr[0] < 0 || pr[1] < 0) return NULL;   /* rows/columns the stride skips at the end: conv.c's path */
+  dnnl_memory_desc_t x, w, b, y, xa, wa, ya;
+  dnnl_dims_t xd = {g->N, g->C, g->H, g->W}, yd = {g->N, g->O, g->Ho, g->Wo}, bd = {g->O},
+              wd = {G, g->O / G, g->C / G, g->kh, g->kw}, wd1 = {g->O, g->C, g->kh, g->kw};
+  int wn = G > 1 ? 5 : 4;
+  if (p_dnnl_memory_desc_init_by_tag(&x, 4, xd, dnnl_f32, dnnl_nchw) || p_dnnl_memory_desc_init_by_tag(&y, 4, yd, dnnl_f32, dnnl_nchw) ||
+      p_dnnl_memory_desc_init_by_tag(&b, 1, bd, dnnl_f32, dnnl_x) ||
+      p_dnnl_memory_desc_init_by_tag(&w, wn, G > 1 ? wd : wd1, dnnl_f32, G > 1 ? dnnl_goihw : dnnl_oihw) ||
+      p_dnnl_memory_desc_init_by_tag(&xa, 4, xd, dnnl_f32, dnnl_format_tag_any) ||
+      p_dnnl_memory_desc_init_by_tag(&ya, 4, yd, dnnl_f32, dnnl_format_tag_any) ||
+      p_dnnl_memory_desc_init_by_tag(&wa, wn, G > 1 ? wd : wd1, dnnl_f32, dnnl_format_tag_any))
+    return NULL;
+  /* the forward descriptor: the primitive (kind 0) or the hint the backward ones need */
+  dnnl_convolution_desc_t fd, bdsc;
+  dnnl_primitive_desc_t fpd = NULL, pd = NULL;
+  if (p_dnnl_dilated_convolution_forward_desc_init(&fd, kind ? dnnl_forward_training : dnnl_forward_inference, dnnl_convolution_direct,
+                                                   &xa, &wa, bias ? &b : NULL, &ya, strides, dil, pl, pr) ||
+      p_dnnl_primitive_desc_create(&fpd, &fd, NULL, eng, NULL))
+    return NULL;
+  int bad = 0;
+  if (kind == 0) { pd = fpd; fpd = NULL; }
+  else if (kind == 1)
+    bad = p_dnnl_dilated_convolution_backward_data_desc_init(&bdsc, dnnl_convolution_direct, &xa, &wa, &ya, strides, dil, pl, pr) ||
+          p_dnnl_primitive_desc_create(&pd, &bdsc, NULL, eng, fpd);
+  else
+    bad = p_dnnl_dilated_convolution_backward_weights_desc_init(&bdsc, dnnl_convolution_direct, &xa, &wa, NULL, &ya, strides, dil, pl, pr) ||
+          p_dnnl_primitive_desc_create(&pd, &bdsc, NULL, eng, fpd);
+  if (fpd) p_dnnl_primitive_desc_destroy(fpd);
+  if (bad || !pd) return NULL;
+  ConvEntry e = {0};
+  memcpy(e.key, key, sizeof key);
+#define MD(q) p_dnnl_primitive_desc_query_md(pd, q, 0)   /* the layout the primitive chose */
+  if (kind == 0)
+    bad = conv_port(&e, DNNL_ARG_SRC, false, &x, MD(dnnl_query_src_md)) || conv_port(&e, DNNL_ARG_WEIGHTS, false, &w, MD(dnnl_query_weights_md)) ||
+          conv_port(&e, DNNL_ARG_DST, true, &y, MD(dnnl_query_dst_md)) || (bias && conv_port(&e, DNNL_ARG_BIAS, false, &b, &b));
+  else if (kind == 1)
+    bad = conv_port(&e, DNNL_ARG_DIFF_DST, false, &y, MD(dnnl_query_diff_dst_md)) ||
+          conv_port(&e, DNNL_ARG_WEIGHTS, false, &w, MD(dnnl_query_weights_md)) ||
+          conv_port(&e, DNNL_ARG_DIFF_SRC, true, &x, MD(dnnl_query_diff_src_md));
+  else
+    bad = conv_port(&e, DNNL_ARG_SRC, false, &x, MD(dnnl_query_src_md)) || conv_port(&e, DNNL_ARG_DIFF_DST, false, &y, MD(dnnl_query_diff_dst_md)) ||
+          conv_port(&e, DNNL_ARG_DIFF_WEIGHTS, true, &w, MD(dnnl_query_diff_weights_md));
+#undef MD
+  bad = bad || p_dnnl_primitive_create(&e.prim, pd);
+  p_dnnl_primitive_desc_destroy(pd);
+  if (bad) { conv_entry_free(&e); return NULL; }
+  ConvEntry *slot;   /* a full cache replaces (and frees) its entries round-robin */
+  if (conv_n < CONV_CACHE) slot = &conv_cache[conv_n++];
+  else { slot = &conv_cache[conv_evict]; conv_evict = (conv_evict + 1) % CONV_CACHE; conv_entry_free(slot); }
+  *slot = e;
+  return slot;
+}
+
+int nt_onednn_conv_f32(int kind, const nt_OnednnConvGeom *g, const float *a, const float *b, const float *bias, float *out) {
+  if (kind < 0 || kind > 2) return 0;
+  pthread_once(&conv_once, conv_load);
+  if (!conv_ok) return 0;
+  pthread_mutex_lock(&mu);
+  ConvEntry *e = conv_lookup(kind, g, kind == 0 && bias);
+  int rc = e ? 1 : 0;
+  /* the buffers in port order: fwd {x, w, y, bias}; bwd-data {gy, w, dx}; bwd-weights {x, gy, dw} */
+  void *bufs[4] = {(void *)a, (void *)b, out, (void *)bias};
+  dnnl_exec_arg_t args[4];
+  for (int i = 0; e && rc > 0 && i < e->nport; i++) {
+    ConvPort *p = &e->port[i];
+    if (p_dnnl_memory_set_data_handle(p->user, bufs[i])) { rc = -1; break; }
+    args[i] = (dnnl_exec_arg_t){p->arg, p->inner ? p->inner : p->user};
+    if (p->reorder && !p->out) {
+      dnnl_exec_arg_t ra[2] = {{DNNL_ARG_FROM, p->user}, {DNNL_ARG_TO, p->inner}};
+      if (p_dnnl_primitive_execute(p->reorder, stream, 2, ra)) rc = -1;
+    }
+  }
+  if (rc > 0 && p_dnnl_primitive_execute(e->prim, stream, e->nport, args)) rc = -1;
+  for (int i = 0; e && rc > 0 && i < e->nport; i++) {
+    ConvPort *p = &e->port[i];
+    if (!p->reorder || !p->out) continue;
+    dnnl_exec_arg_t ra[2] = {{DNNL_ARG_FROM, p->inner}, {DNNL_ARG_TO, p->user}};
+    if (p_dnnl_primitive_execute(p->reorder, stream, 2, ra)) rc = -1;
+  }
+  if (rc > 0 && p_dnnl_stream_wait(stream)) rc = -1;
+  pthread_mutex_unlock(&mu);
+  if (rc < 0) NT_FAIL("conv: oneDNN's convolution (%s) failed", kind == 0 ? "forward" : kind == 1 ? "backward data" : "backward weights");
+  return rc;
+}
+
 #else   /* built without oneDNN's header: the f32 path always */
 int nt_onednn_matmul_bf16(const void *A, int64_t a_rs, int64_t a_cs, const void *B, int64_t b_rs, int64_t b_cs, void *C, int64_t M,
                           int64_t N, int64_t K) {
@@ -130,4 +292,8 @@ int nt_onednn_matmul_bf16(const void *A, int64_t a_rs, int64_t a_cs, const void 
   return 0;
 }
 bool nt_onednn_available(void) { return false; }
+int nt_onednn_conv_f32(int kind, const nt_OnednnConvGeom *g, const float *a, const float *b, const float *bias, float *out) {
+  (void)kind; (void)g; (void)a; (void)b; (void)bias; (void)out;
+  return 0;
+}
 #endif

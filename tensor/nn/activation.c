@@ -19,6 +19,7 @@
 #include "nninternal.h"
 #include "actmath.h"
 #include "layers.h"
+#include "tensor/tvecmath.h"
 
 static int op_act = -1, op_act_bwd = -1;
 
@@ -51,6 +52,43 @@ static int op_act = -1, op_act_bwd = -1;
 ACT_T(float)
 ACT_T(double)
 
+/* f32 fast paths, computed in f32 as torch does (the loops above go through
+** f64): leaky_relu as a select the compiler vectorises; mish from one SLEEF
+** exp per element (tvecmath), with e = exp(x):
+**   tanh(softplus(x)) = ((1+e)^2 - 1) / ((1+e)^2 + 1) = e(e+2) / (e(e+2) + 2),
+**   sigmoid(x) = e / (1 + e);  x > 20 (torch's softplus threshold): t = 1
+** y (forward) or dx (backward) holds e until the second loop overwrites it.
+** Answer false for the kinds without one. */
+static bool act_f32_fast(bool fwd, int kind, const double *p, const float *g, const float *x, float *out, int64_t n) {
+  if (kind == NT_ACT_LEAKY_RELU) {
+    float slope = (float)p[0];
+    if (fwd) {
+      _Pragma("omp parallel for simd if (n > NT_OMP_THRESHOLD)")
+      for (int64_t i = 0; i < n; i++) out[i] = x[i] > 0 ? x[i] : x[i] * slope;
+    } else {
+      _Pragma("omp parallel for simd if (n > NT_OMP_THRESHOLD)")
+      for (int64_t i = 0; i < n; i++) out[i] = x[i] > 0 ? g[i] : g[i] * slope;
+    }
+    return true;
+  }
+  if (kind != NT_ACT_MISH) return false;
+  nt_vm_unary_f32(NT_VM_EXP, x, out, n);
+  if (fwd) {
+    _Pragma("omp parallel for simd if (n > NT_OMP_THRESHOLD)")
+    for (int64_t i = 0; i < n; i++) {
+      float e = out[i], q = e * (e + 2);
+      out[i] = x[i] > 20 ? x[i] : x[i] * (q / (q + 2));
+    }
+  } else {
+    _Pragma("omp parallel for simd if (n > NT_OMP_THRESHOLD)")
+    for (int64_t i = 0; i < n; i++) {
+      float e = out[i], q = e * (e + 2), t = q / (q + 2), sg = e / (1 + e);
+      out[i] = x[i] > 20 ? g[i] : g[i] * (t + x[i] * sg * (1 - t * t));
+    }
+  }
+  return true;
+}
+
 static int k_activation(const nt_KernelArgs *a) {
   int kind = (int)a->iarg[0];
   double p[3] = {a->s[0], a->s[1], a->s[2]};
@@ -58,6 +96,11 @@ static int k_activation(const nt_KernelArgs *a) {
   for (int64_t at = 0; at < n; at += NT_CHUNK) {   /* chunks: an interrupt is seen between them */
     if (at && NT_INTERRUPTED()) NT_FAIL_INTERRUPTED();
     int64_t m = n - at < NT_CHUNK ? n - at : NT_CHUNK;
+    bool fwd = a->op == op_act;
+    if (a->out->dtype == NT_F32 &&
+        act_f32_fast(fwd, kind, p, fwd ? NULL : (const float *)nt_base(a->in[0]) + at, (const float *)nt_base(a->in[fwd ? 0 : 1]) + at,
+                     (float *)nt_base(a->out) + at, m))
+      continue;
     if (a->op == op_act) {
       if (a->out->dtype == NT_F32) act_fwd_float(kind, p, (const float *)nt_base(a->in[0]) + at, (float *)nt_base(a->out) + at, m);
       else act_fwd_double(kind, p, (const double *)nt_base(a->in[0]) + at, (double *)nt_base(a->out) + at, m);

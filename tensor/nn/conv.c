@@ -20,6 +20,7 @@
 */
 #include "nninternal.h"
 #include "tensor/tblas.h"
+#include "tensor/tonednn.h"
 #include <stdlib.h>
 
 /* G = groups (0 or 1: none): input channels c in [g*C/G, (g+1)*C/G) and output
@@ -111,6 +112,39 @@ static inline int64_t ngroups(const cgeom *g) { return g->G > 0 ? g->G : 1; }
 CONV_T(float, nt_blas()->sgemm)
 CONV_T(double, nt_blas()->dgemm)
 
+/* f32 goes through oneDNN's convolution primitives when they are there
+** (tensor/tonednn.c: blocked layouts and JIT kernels, what torch runs on the
+** CPU): y, dx and dW; the im2col/GEMM kernels above are the fallback, f64's
+** path, and the reference the tests compare against (NABLA_ONEDNN_CONV=0).
+** db is always the serial loop: its bits do not depend on the thread count
+** (y's, dx's and dW's do, with OpenBLAS's tiles as with oneDNN's). */
+static bool onednn_geom(const cgeom *g, nt_OnednnConvGeom *o) {
+  _Static_assert(sizeof(cgeom) == sizeof(nt_OnednnConvGeom), "the same sixteen fields");
+  memcpy(o, g, sizeof *o);
+  o->dh = dil(g->dh); o->dw = dil(g->dw); o->G = ngroups(g);
+  return g->N > 0 && g->C > 0 && g->H > 0 && g->W > 0 && g->O > 0 && g->Ho > 0 && g->Wo > 0;
+}
+static int conv_fwd_f32(const float *x, const float *w, const float *b, float *y, const cgeom *g) {
+  nt_OnednnConvGeom o;
+  int rc = onednn_geom(g, &o) ? nt_onednn_conv_f32(0, &o, x, w, b, y) : 0;
+  return rc ? (rc < 0 ? -1 : 0) : conv_fwd_float(x, w, b, y, g);
+}
+static int conv_bwd_f32(const float *gy, const float *x, const float *w, float *dx, float *dw, float *db, const cgeom *g) {
+  nt_OnednnConvGeom o;
+  if (!onednn_geom(g, &o)) return conv_bwd_float(gy, x, w, dx, dw, db, g);
+  int rc;
+  if (dx && (rc = nt_onednn_conv_f32(1, &o, gy, w, NULL, dx)) != 0) {
+    if (rc < 0) return -1;
+    dx = NULL;
+  }
+  /* db stays with the loop below (oneDNN's would split the batch over threads) */
+  if (dw && (rc = nt_onednn_conv_f32(2, &o, x, gy, NULL, dw)) != 0) {
+    if (rc < 0) return -1;
+    dw = NULL;
+  }
+  return dx || dw || db ? conv_bwd_float(gy, x, w, dx, dw, db, g) : 0;
+}
+
 #define P(t) ((t) ? (void *)nt_base(t) : NULL)
 
 /* fwd: out y; in = {x, w, bias|NULL}; extra = cgeom.
@@ -123,11 +157,11 @@ static int k_conv2d(const nt_KernelArgs *a) {
   bool f32 = a->in[0]->dtype == NT_F32;
   if (a->op == nn_ops.conv2d) {
     const cgeom *g = a->extra;
-    return f32 ? conv_fwd_float(P(a->in[0]), P(a->in[1]), P(a->in[2]), P(a->out), g)
+    return f32 ? conv_fwd_f32(P(a->in[0]), P(a->in[1]), P(a->in[2]), P(a->out), g)
                : conv_fwd_double(P(a->in[0]), P(a->in[1]), P(a->in[2]), P(a->out), g);
   }
   const conv_bwd_args *b = a->extra;
-  return f32 ? conv_bwd_float(P(a->in[0]), P(a->in[1]), P(a->in[2]), P(b->d[0]), P(b->d[1]), P(b->d[2]), &b->g)
+  return f32 ? conv_bwd_f32(P(a->in[0]), P(a->in[1]), P(a->in[2]), P(b->d[0]), P(b->d[1]), P(b->d[2]), &b->g)
              : conv_bwd_double(P(a->in[0]), P(a->in[1]), P(a->in[2]), P(b->d[0]), P(b->d[1]), P(b->d[2]), &b->g);
 }
 

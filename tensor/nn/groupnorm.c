@@ -8,7 +8,8 @@
 ** D = K*S values are contiguous, x[r*D + j], channel c = g*K + j/S.
 **   mean_r = sum/D, var_r = sum((x - mean_r)^2)/D (two passes in f64),
 **   rstd_r = 1/sqrt(var_r + eps),  y = (x - mean_r) * rstd_r * w[c] + b[c]
-** backward (dxhat = g * w[c], sums over the row in f64):
+** backward (dxhat = g * w[c], sums over the row in f64; one pass for the sums of
+** dx, dw and db together, one writing dx):
 **   dx = rstd * (dxhat - sum(dxhat)/D - xhat * sum(dxhat * xhat)/D)
 **   dw[c] = sum over n, s of g * xhat,  db[c] = sum of g
 ** stats: [N*G, 3] of the compute dtype, {mean, rstd, var} per row.
@@ -21,6 +22,7 @@
 */
 #include <math.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include "nninternal.h"
 #include "batchnorm.h"
 
@@ -50,48 +52,45 @@ static int op_gn = -1, op_gn_bwd = -1;
       }                                                                                      \
     }                                                                                        \
   }                                                                                          \
+  /* one pass over (g, x) per (n, c) gives both the row sums dx needs and the  \
+  ** partials of dw/db: A[n, c] = sum_s g, B[n, c] = sum_s g xhat (f64); then     \
+  ** a1 = sum_k w A, a2 = sum_k w B per row, a second pass writes dx, and        \
+  ** dw[c] = sum_n B, db[c] = sum_n A in n order (no dependence on threads).     \
+  ** ab: caller's [2, N*C] f64 scratch. */                                       \
   static void gn_bwd_##T(const T *g, const T *x, const T *st, const T *w, T *dx, T *dw, T *db, \
-                         int64_t N, int64_t C, int64_t S, int64_t G) {                       \
+                         int64_t N, int64_t C, int64_t S, int64_t G, double *ab) {           \
     int64_t K = C / G, D = K * S;                                                            \
-    if (dx) {                                                                                \
-      _Pragma("omp parallel for if (N * C * S > NT_OMP_THRESHOLD)")                           \
-      for (int64_t r = 0; r < N * G; r++) {                                                  \
-        const T *xr = x + r * D, *gr = g + r * D;                                            \
-        double m = st[3 * r], rs = st[3 * r + 1], a1 = 0, a2 = 0;                            \
-        int64_t c0 = (r % G) * K;                                                            \
-        for (int64_t k = 0; k < K; k++) {                                                    \
-          double wc = w ? (double)w[c0 + k] : 1.0;                                           \
-          _Pragma("omp simd reduction(+:a1, a2)")                                            \
-          for (int64_t s = 0; s < S; s++) {                                                  \
-            double dh = gr[k * S + s] * wc;                                                  \
-            a1 += dh; a2 += dh * (xr[k * S + s] - m) * rs;                                   \
-          }                                                                                  \
-        }                                                                                    \
-        double m1 = a1 / (double)D, m2 = a2 / (double)D;                                     \
-        for (int64_t k = 0; k < K; k++) {                                                    \
-          double wc = w ? (double)w[c0 + k] : 1.0;                                           \
-          _Pragma("omp simd")                                                                \
-          for (int64_t s = 0; s < S; s++) {                                                  \
-            double h = (xr[k * S + s] - m) * rs;                                             \
-            dx[r * D + k * S + s] = (T)(rs * (gr[k * S + s] * wc - m1 - h * m2));           \
-          }                                                                                  \
+    double *A = ab, *B = ab + N * C;                                                         \
+    _Pragma("omp parallel for if (N * C * S > NT_OMP_THRESHOLD)")                             \
+    for (int64_t r = 0; r < N * G; r++) {                                                    \
+      const T *xr = x + r * D, *gr = g + r * D;                                              \
+      double m = st[3 * r], rs = st[3 * r + 1], a1 = 0, a2 = 0;                              \
+      int64_t c0 = (r % G) * K, n = r / G;                                                   \
+      for (int64_t k = 0; k < K; k++) {                                                      \
+        double sa = 0, sb = 0;                                                               \
+        _Pragma("omp simd reduction(+:sa, sb)")                                              \
+        for (int64_t s = 0; s < S; s++) { double gv = gr[k * S + s]; sa += gv; sb += gv * (xr[k * S + s] - m); } \
+        sb *= rs;                                                                            \
+        A[n * C + c0 + k] = sa; B[n * C + c0 + k] = sb;                                      \
+        double wc = w ? (double)w[c0 + k] : 1.0;                                             \
+        a1 += wc * sa; a2 += wc * sb;                                                        \
+      }                                                                                      \
+      if (!dx) continue;                                                                     \
+      double m1 = a1 / (double)D, m2 = a2 / (double)D;                                       \
+      for (int64_t k = 0; k < K; k++) {                                                      \
+        double wc = w ? (double)w[c0 + k] : 1.0;                                             \
+        _Pragma("omp simd")                                                                  \
+        for (int64_t s = 0; s < S; s++) {                                                    \
+          double h = (xr[k * S + s] - m) * rs;                                               \
+          dx[r * D + k * S + s] = (T)(rs * (gr[k * S + s] * wc - m1 - h * m2));             \
         }                                                                                    \
       }                                                                                      \
     }                                                                                        \
-    if (dw || db) {                                                                          \
-      _Pragma("omp parallel for if (N * C * S > NT_OMP_THRESHOLD)")                           \
-      for (int64_t c = 0; c < C; c++) {                                                      \
-        double aw = 0, ab = 0;                                                               \
-        for (int64_t n = 0; n < N; n++) {                                                    \
-          int64_t r = n * G + c / K;                                                         \
-          const T *xr = x + (n * C + c) * S, *gr = g + (n * C + c) * S;                      \
-          double m = st[3 * r], rs = st[3 * r + 1];                                          \
-          _Pragma("omp simd reduction(+:aw, ab)")                                            \
-          for (int64_t s = 0; s < S; s++) { aw += gr[s] * (xr[s] - m) * rs; ab += gr[s]; }   \
-        }                                                                                    \
-        if (dw) dw[c] = (T)aw;                                                               \
-        if (db) db[c] = (T)ab;                                                               \
-      }                                                                                      \
+    for (int64_t c = 0; (dw || db) && c < C; c++) {                                          \
+      double aw = 0, ab_ = 0;                                                                \
+      for (int64_t n = 0; n < N; n++) { aw += B[n * C + c]; ab_ += A[n * C + c]; }           \
+      if (dw) dw[c] = (T)aw;                                                                 \
+      if (db) db[c] = (T)ab_;                                                                \
     }                                                                                        \
   }
 GN_T(float)
@@ -107,8 +106,11 @@ static int k_group_norm(const nt_KernelArgs *a) {
     return 0;
   }
   nt_Tensor **wb = a->extra;
-  if (a->in[1]->dtype == NT_F32) gn_bwd_float(PTR(a->in[0]), PTR(a->in[1]), PTR(a->in[2]), PTR(a->in[3]), PTR(a->out), PTR(wb[0]), PTR(wb[1]), N, C, S, G);
-  else gn_bwd_double(PTR(a->in[0]), PTR(a->in[1]), PTR(a->in[2]), PTR(a->in[3]), PTR(a->out), PTR(wb[0]), PTR(wb[1]), N, C, S, G);
+  double *ab = malloc(sizeof(double) * (size_t)(2 * N * C > 0 ? 2 * N * C : 1));
+  if (!ab) { nt_error_oom(sizeof(double) * (size_t)(2 * N * C)); return -1; }
+  if (a->in[1]->dtype == NT_F32) gn_bwd_float(PTR(a->in[0]), PTR(a->in[1]), PTR(a->in[2]), PTR(a->in[3]), PTR(a->out), PTR(wb[0]), PTR(wb[1]), N, C, S, G, ab);
+  else gn_bwd_double(PTR(a->in[0]), PTR(a->in[1]), PTR(a->in[2]), PTR(a->in[3]), PTR(a->out), PTR(wb[0]), PTR(wb[1]), N, C, S, G, ab);
+  free(ab);
   return 0;
 }
 

@@ -11,6 +11,7 @@
 **   d gather/dx = scatter_add(0, idx, g); d scatter_add = (g, gather(g, idx)).
 */
 #include "nninternal.h"
+#include "layers.h"
 #include <stdlib.h>
 
 /* Wraps negative indices and checks bounds in place; -1 with a message. */
@@ -386,6 +387,26 @@ static int scatter_backward(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin) {
   return 0;
 }
 
+/* An index expanded from one entry per position along the axis (a GCN's
+** dst.reshape(E, 1).expand(E, F): stride 0 on every other axis, whose sizes
+** are x's) says exactly what index_add's 1-D index says.  Returns that 1-D
+** view (no copy), or NULL when idx is not such an index or x is not an f32/f64
+** CPU tensor (index_add's one-pass kernel; elsewhere index_add is itself a
+** scatter_add).  Then scatter_add is index_add: one threaded pass over src's
+** rows, without gs_prepare's copy and check of the whole [E, F] index. */
+static nt_Tensor *expanded_index_1d(nt_Tensor *x, int axis, nt_Tensor *idx) {
+  if (x->device != NT_CPU || (x->dtype != NT_F32 && x->dtype != NT_F64) || idx->ndim != x->ndim || x->ndim < 2 ||
+      axis < -x->ndim || axis >= x->ndim)
+    return NULL;
+  int ax = axis < 0 ? axis + x->ndim : axis;
+  for (int d = 0; d < x->ndim; d++)
+    if (d != ax && (idx->shape[d] != x->shape[d] || (idx->strides[d] != 0 && idx->shape[d] != 1) || idx->shape[d] == 0)) return NULL;
+  nt_Tensor *v = nt_retain(idx);
+  for (int d = x->ndim - 1; v && d >= 0; d--)   /* from the last axis: the lower ones keep their numbers */
+    if (d != ax) { nt_Tensor *s = nt_select(v, d, 0); nt_release(v); v = s; }
+  return v;
+}
+
 nt_Tensor *nt_scatter_add(nt_Tensor *x, int axis, nt_Tensor *idx, nt_Tensor *src0) {
   const char *op = "scatter_add";
   char a[128], b[128];
@@ -394,6 +415,14 @@ nt_Tensor *nt_scatter_add(nt_Tensor *x, int axis, nt_Tensor *idx, nt_Tensor *src
   if (src0->ndim != idx->ndim || memcmp(src0->shape, idx->shape, sizeof(int64_t) * (size_t)idx->ndim))
     NT_FAIL_NULL("%s: src of shape %s must match index of shape %s", op,
                  nt_shape_str(src0->shape, src0->ndim, a, sizeof a), nt_shape_str(idx->shape, idx->ndim, b, sizeof b));
+  nt_Tensor *i1 = expanded_index_1d(x, axis, idx);
+  if (i1) {   /* its E entries checked here, so that a bad one is named as scatter_add's */
+    int ax1 = axis < 0 ? axis + x->ndim : axis;
+    nt_Tensor *i64 = nn_index_i64(op, i1), *ic = i64 ? nt_contiguous(i64) : NULL, *r = NULL;
+    if (ic && !fix_indices(op, (int64_t *)nt_base(ic), ic->numel, x->shape[ax1], ax1)) r = nt_index_add(x, ax1, ic, src0, 1.0);
+    nt_release(i1); nt_release(i64); nt_release(ic);
+    return r;
+  }
   nt_Tensor *ix = gs_prepare(op, x, axis, idx, &g, &ax);
   if (!ix) return NULL;
   nt_Tensor *sc = nt_to_dtype(src0, x->dtype), *src = sc ? nt_contiguous(sc) : NULL;

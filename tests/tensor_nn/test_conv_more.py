@@ -39,14 +39,16 @@ def nb(v):
     return str(v)
 
 
-def make_case(k, op, dt, nsp, stride=1, padding=0, dilation=1, groups=1, output_padding=0, bias=True, permuted=False):
+def make_case(k, op, dt, nsp, stride=1, padding=0, dilation=1, groups=1, output_padding=0, bias=True, permuted=False, wide=False):
+    """wide: 16-24 channels per group and 3x3 kernels, where oneDNN (f32's
+    CPU path) picks its blocked layouts and JIT kernels"""
     npdt = np.float32 if dt == "f32" else np.float64
     N = int(rng.integers(1, 4))
-    Cg = int(rng.integers(1, 4))
-    Og = int(rng.integers(1, 4))
+    Cg = int(rng.integers(16, 25)) if wide else int(rng.integers(1, 4))
+    Og = int(rng.integers(16, 25)) if wide else int(rng.integers(1, 4))
     C, O = Cg * groups, Og * groups
-    ks = tuple(int(rng.integers(1, 4)) for _ in range(nsp))
-    sp = tuple(int(rng.integers(4, 9)) for _ in range(nsp))
+    ks = tuple((3 if wide else int(rng.integers(1, 4))) for _ in range(nsp))
+    sp = tuple(int(rng.integers(9, 15) if wide else rng.integers(4, 9)) for _ in range(nsp))
     x = rng.standard_normal((N, C) + sp).astype(npdt)
     if op in ("conv1d", "conv2d"):
         w = rng.standard_normal((O, Cg) + ks).astype(npdt)
@@ -54,7 +56,7 @@ def make_case(k, op, dt, nsp, stride=1, padding=0, dilation=1, groups=1, output_
         w = rng.standard_normal((C, Og) + ks).astype(npdt)
     c = {"id": f"c{k}", "op": op, "dt": dt, "x": x, "w": w, "b": rng.standard_normal(O).astype(npdt) if bias else None,
          "stride": stride, "padding": padding, "dilation": dilation, "groups": groups, "output_padding": output_padding,
-         "permuted": permuted}
+         "permuted": permuted, "wide": wide}
     return c
 
 
@@ -77,6 +79,15 @@ def make_cases():
                    dict(dilation=2, padding=1, stride=2), dict(groups=2), dict(groups=3, stride=2, bias=False),
                    dict(permuted=True, padding=1)):
             cases.append(make_case(k, "conv2d", dt, 2, **kw)); k += 1
+    # oneDNN's blocked layouts (f32): odd sizes, strides, dilation, groups, 'same'
+    # with an even kernel span (more padding at the end), non-contiguous input;
+    # output_padding beyond padding and strided rows it skips go to im2col
+    for op, nsp, kw in (("conv2d", 2, dict()), ("conv2d", 2, dict(stride=2, padding=1)), ("conv2d", 2, dict(groups=2, dilation=2, padding=2)),
+                        ("conv2d", 2, dict(padding="same", dilation=(1, 2))), ("conv2d", 2, dict(stride=(2, 3), bias=False, permuted=True)),
+                        ("conv1d", 1, dict(padding=1)), ("conv1d", 1, dict(stride=2, groups=2)),
+                        ("conv_transpose2d", 2, dict(stride=2, padding=1)), ("conv_transpose2d", 2, dict(stride=2, output_padding=1)),
+                        ("conv_transpose2d", 2, dict(groups=2, padding=1, permuted=True)), ("conv_transpose1d", 1, dict(stride=3, padding=2))):
+        cases.append(make_case(k, op, "f32", nsp, wide=True, **kw)); k += 1
     return cases
 
 
@@ -130,12 +141,14 @@ case_{i}()''')
     return "\n".join(lines)
 
 
-def check_values(cases, refs, dev, env_extra):
-    r = run_nabla(nabla_code(cases, dev), env_extra)
+def check_values(cases, refs, dev, env_extra, label=None):
+    """label: the name of this run (the device by default); its results stay in out_<label>.safetensors"""
+    label = label or dev
+    r = run_nabla(nabla_code(cases, dev).replace(f"out_{dev}.safetensors", f"out_{label}.safetensors"), env_extra)
     if r.returncode != 0:
-        report(f"conv values on {dev}", False, f"nabla failed: {r.stderr.strip()[-1500:]}")
+        report(f"conv values on {label}", False, f"nabla failed: {r.stderr.strip()[-1500:]}")
         return
-    got = read_safetensors(f"{TMP}/out_{dev}.safetensors")
+    got = read_safetensors(f"{TMP}/out_{label}.safetensors")
     for c in cases:
         ref = refs[c["id"]]
         tol = 1e-12 if c["dt"] == "f64" else 2e-5
@@ -153,7 +166,7 @@ def check_values(cases, refs, dev, env_extra):
             if not err <= tol * scale:
                 bad.append(f"{k}: max |diff| {err:.3g} (scale {scale:.3g})")
         opts = " ".join(f"{k}={c[k]}" for k in ("stride", "padding", "dilation", "groups", "output_padding") if c[k] not in (0, 1))
-        name = (f"{c['op']} {dev} {c['dt']} x{list(c['x'].shape)} w{list(c['w'].shape)} {opts}"
+        name = (f"{c['op']} {label} {c['dt']} x{list(c['x'].shape)} w{list(c['w'].shape)} {opts}"
                 f"{' no bias' if c['b'] is None else ''}{' permuted' if c['permuted'] else ''}")
         report(name, not bad, "; ".join(bad))
 
@@ -174,6 +187,18 @@ ERRORS = [
     ("conv_transpose2d(ones(1, 1, 1, 1), ones(1, 1, 1, 1), padding=1)", "the output size -1 is too small"),
     ("import nn\nnn.conv1d(3, 4, 3, groups=2)", "nn.conv1d: in_channels (3) and out_channels (4) must be divisible by groups (2)"),
 ]
+
+
+def check_thread_bits(cases):
+    try:
+        one, two = (read_safetensors(f"{TMP}/out_{lab}.safetensors") for lab in ("cpu", "cpu 2 threads"))
+    except OSError as e:
+        report("conv: the same bits at 1 and 2 threads", False, str(e))
+        return
+    bad = [f"{c['id']} {c['op']}" for c in cases if c["dt"] == "f32" and f"{c['id']}.gb" in one
+           and not np.array_equal(one[f"{c['id']}.gb"], two.get(f"{c['id']}.gb"))]
+    n = sum(1 for c in cases if c["dt"] == "f32" and c["b"] is not None)
+    report(f"conv f32 on the CPU: db the same bits at 1 and 2 threads ({n} cases)", n > 0 and not bad, ", ".join(bad[:8]))
 
 
 def check_layers():
@@ -224,7 +249,13 @@ def main():
             if c["b"] is not None:
                 arrays[f"{i}_b"] = c["b"]
         np.savez(os.path.join(TMP, "in.npz"), **arrays)
-        check_values(cases, refs, "cpu", {})
+        check_values(cases, refs, "cpu", {"OMP_NUM_THREADS": "1"}, "cpu")
+        # f32's other CPU path (im2col + OpenBLAS), and 2 threads: db must be
+        # the same bits as at 1 thread (y, dx, dW: OpenBLAS's and oneDNN's tiles
+        # and splits depend on the thread count, as they did before oneDNN)
+        check_values(cases, refs, "cpu", {"NABLA_ONEDNN_CONV": "0"}, "cpu im2col")
+        check_values(cases, refs, "cpu", {"OMP_NUM_THREADS": "2"}, "cpu 2 threads")
+        check_thread_bits(cases)
         emu = os.path.join(os.path.dirname(NABLA), "cuda", "emu", "nabla_cuda_emu.so")
         if os.path.exists(emu):
             check_values(cases, refs, "cuda", {"NABLA_CUDA_EMULATE": "force", "NABLA_EMU_SMS": "2", "NABLA_CUDA_CONV_CHUNK_BYTES": "4096"})

@@ -293,6 +293,25 @@ def make_resample_cases():
             add(f"scatter_reduce {dt} {red} i32 index, no gradient", dt, ins, [],
                 f'scatter_reduce(x, 0, expand(reshape(i, [7, 1]), [7, 4]).to("i32"), s, "{red}")',
                 lambda t, red=red: torch.scatter_reduce(t["x"], 0, t["i"].view(7, 1).expand(7, 4), t["s"], red))
+        if dt == "f32":   # the f32 fast paths (activation.c): threaded, chunked sizes; mish's x > 20 switch, its exp's overflow
+            big = np.concatenate([rng.uniform(-100, 100, 60000), rng.uniform(19, 21, 5000), rng.standard_normal(5000),
+                                  [0.0, -0.0, 20.0, 88.0, 89.0, -88.0, -104.0]]).astype(np.float32)
+            for expr, fn in (("mish(x)", F.mish), ("leaky_relu(x, 0.03)", lambda t: F.leaky_relu(t, 0.03))):
+                add(f"{expr} f32 [{big.size}] fast path", dt, {"x": big}, ["x"], expr, lambda t, fn=fn: fn(t["x"]))
+        # scatter_add with an expanded index (a GCN's dst.reshape(E, 1).expand(E, F)): the CPU runs it as
+        # index_add without copying the index; a partial expansion (3 of 4 columns) and an i32 index keep scatter's path
+        for shape, dim, view, full in (((5, 4), 0, [7, 1], [7, 4]), ((3, 6), 1, [1, 8], [3, 8]), ((2, 5, 3), -2, [1, 6, 1], [2, 6, 3]),
+                                       ((5, 4), 0, [7, 1], [7, 3])):
+            E = max(view)
+            ax = dim % len(shape)
+            ins = {"x": fl(shape, dt), "i": rng.integers(0, shape[ax], E).astype(np.int64), "s": fl(tuple(full), dt)}
+            add(f"scatter_add {dt} {list(shape)} dim={dim} expanded index {full}", dt, ins, ["x", "s"],
+                f"scatter_add(x, {dim}, expand(reshape(i, {view}), {full}), s)",
+                lambda t, dim=dim, view=view, full=full: torch.scatter_add(t["x"], dim, t["i"].view(*view).expand(*full), t["s"]),
+                perm=("s", [1, 0]) if len(full) == 2 else None)
+        add(f"scatter_add {dt} expanded i32 index", dt, {"x": fl((5, 4), dt), "i": rng.integers(0, 5, 7).astype(np.int64), "s": fl((7, 4), dt)},
+            ["x", "s"], 'scatter_add(x, 0, expand(reshape(i, [7, 1]), [7, 4]).to("i32"), s)',
+            lambda t: torch.scatter_add(t["x"], 0, t["i"].view(7, 1).expand(7, 4), t["s"]))
         # amax/amin ties: equal members split the gradient (x's share with include_self)
         add(f"scatter_reduce {dt} amax ties", dt,
             {"x": np.array([1.0, 5.0, -2.0], dtype=fl((1,), dt).dtype), "i": np.array([0, 0, 1, 2, 2], dtype=np.int64),
@@ -500,6 +519,10 @@ res["a{j}"] = {{y: {e}.to("f32"), g: g.to("f32")}}''')
 
 
 ERRORS = [
+    ("scatter_add(zeros(5, 4), 0, expand(reshape(tensor([1, 7]), [2, 1]), [2, 4]), ones(2, 4))",
+     "scatter_add: index 7 is out of bounds for axis 0 with size 5"),
+    ("scatter_add(zeros(5, 4), 1, expand(reshape(tensor([0, -5]), [1, 2]), [5, 2]), ones(5, 2))",
+     "scatter_add: index -5 is out of bounds for axis 1 with size 4"),
     ("pad(ones(2, 3), [1])", "pad: pad must have an even number of entries"),
     ("pad(ones(2, 3), [1, 1, 1, 1, 1, 1])", "pad: pad of 6 entries pads 3 axes, but input [2, 3] has 2"),
     ("pad(ones(2, 3), [3, 0], mode=\"reflect\")", "pad: reflect padding (3, 0) must be less than the size 3 of axis 1"),
