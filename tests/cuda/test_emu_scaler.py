@@ -220,6 +220,28 @@ def eager(dev, optname):
           f"new {steps} vs ref {lines_of(r['ref'], 'steps')}; params equal {lines_of(r['new'], 'params') == lines_of(r['ref'], 'params')}")
 
 
+# a checkpoint's state assigned to scaler.state reaches the device state
+RESTORE = r"""
+import optim
+set_default_device("cuda")
+w = {w: randn(3)}
+opt = optim.adamw(w, lr=0.1)
+sc = optim.grad_scaler(init_scale=1024, growth_interval=2)
+g = grad(fn(m) sc.scale(sum(m.w * m.w)))(w)
+sk = sc.step(opt, g)
+sc.state = {scale: 8.0, growth_tracker: 1}
+a = sc.scale(ones([])).item()
+g = grad(fn(m) sc.scale(sum(m.w * m.w)))(w)
+sk = sc.step(opt, g)
+print("restore {a} {sc.get_scale()} {sc.state.growth_tracker.item()} {sk.item()} {str(sc.state.scale.device)}")
+"""
+
+
+def restore():
+    rc, so, se = nb(RESTORE)
+    check("scaler.state_restored_reaches_device", rc == 0 and lines_of(so, "restore") == ["8.0 16.0 0.0 false cuda"], f"rc={rc} {so[-300:]} {se[-600:]}")
+
+
 # ---------------------------------------------------------------- compile
 GPT = r"""
 import nn
@@ -302,6 +324,7 @@ def main():
         errors(dev)
     for optname in ("adamw", "sgd"):
         eager("cuda", optname)
+    restore()
     compiled()
     return 1 if __import__("emuutil").n_fail else 0
 
