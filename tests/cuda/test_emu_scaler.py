@@ -13,7 +13,8 @@ emulated device.  Run by tools/run-tests.sh with the release build and again
   * eager: training with the device scaler gives the parameters, skips and
     scales of the host scaler as it was before (a copy of its code runs as
     the reference on the same device), bit for bit: AdamW (skip on the
-    device) and SGD (skip read on the host), infs injected at chosen steps
+    device), AdamW with two parameter groups, SGD (skip read on the host);
+    a checkpoint's state assigned to scaler.state reaches the device; infs injected at chosen steps
     (skips, backoff, growth after growth_interval).
   * compile: a GPT-shaped f16-autocast step with the scaler inside compile:
     1 capture, the rest replays, no fallback, equal to eager bit for bit
@@ -188,7 +189,10 @@ fn ref_scaler(init_scale, growth_factor=2, backoff_factor=0.5, growth_interval=2
 }
 model = {l1: nn.linear(7, 13), l2: nn.linear(13, 5)}
 fn loss_fn(m, x, y, k) = mean((m.l2(gelu(m.l1(x))) - y) ** 2) * k
-opt = if getenv("OPT") == "adamw" { optim.adamw(model, lr=1e-2, weight_decay=0.1) } else { optim.sgd(model, lr=0.05, momentum=0.9) }
+groups = getenv("OPT") == "groups"
+opt = if getenv("OPT") == "adamw" { optim.adamw(model, lr=1e-2, weight_decay=0.1) }
+      else if groups { optim.adamw([{params: {l1: model.l1}}, {params: {l2: model.l2}, lr: 5e-3}], lr=1e-2, weight_decay=0.1) }
+      else { optim.sgd(model, lr=0.05, momentum=0.9) }
 sc = if getenv("SCALER") == "ref" { ref_scaler(1000, growth_interval=3, backoff_factor=0.3) } else { optim.grad_scaler(init_scale=1000, growth_interval=3, backoff_factor=0.3) }
 bad = list(2, 6, 7)
 res = list()
@@ -196,7 +200,7 @@ for s in 0..12 {
   x = randn([9, 7]); y = randn([9, 5])
   k = if contains(bad, s) { inf } else { 1.0 }
   g = grad(fn(m) sc.scale(loss_fn(m, x, y, k)))(model)
-  sk = sc.step(opt, g)
+  sk = sc.step(opt, if groups { list({l1: g.l1}, {l2: g.l2}) } else { g })
   push(res, list(if sk { 1 } else { 0 }, sc.get_scale()))
 }
 print("steps {res}")
@@ -322,7 +326,7 @@ def main():
     for dev in ("cpu", "cuda"):
         ops(dev)
         errors(dev)
-    for optname in ("adamw", "sgd"):
+    for optname in ("adamw", "groups", "sgd"):
         eager("cuda", optname)
     restore()
     compiled()
