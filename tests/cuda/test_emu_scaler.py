@@ -9,7 +9,10 @@ emulated device.  Run by tools/run-tests.sh with the release build and again
     against NumPy/torch (g * f32(1/scale) rounded to the dtype); found_inf from
     an inf, a nan, an f16 overflow by the unscale; amp_update_scale_ over a
     found-inf pattern against torch's _amp_update_scale_ rule in f64; the
-    error cases (state dtype/size, a strided gradient, another device).
+    error cases (state dtype/size, a strided gradient, another device);
+    adamw_update with device scalars {lr, step, found_inf, skipped}: a set
+    flag leaves everything as it was and counts the skip, the next update
+    equals the host-number one at step - skipped (CPU and emulated).
   * eager: training with the device scaler gives the parameters, skips and
     scales of the host scaler as it was before (a copy of its code runs as
     the reference on the same device), bit for bit: AdamW (skip on the
@@ -48,7 +51,7 @@ def check(name, ok, why):
 OPS = r"""
 seed(int(getenv("SEED", "0")))
 dev = getenv("DEV")
-fn st(scale) = tensor([scale, 0, 0], dtype="f64", device=dev)
+fn st(scale) = tensor(list(scale, 0, 0), dtype="f64", device=dev)
 fn show(name, ts, s) { print("{name} {tolist(s)} {map(ts, fn(t) tolist(reshape(t.to("f64"), [-1])))}") }
 sizes = list(20000, 257, 5, 1)
 dts = ["f32", "f16", "bf16", "f64"]
@@ -73,7 +76,7 @@ show("in_tied", [g], st(2.0))
 s = st(2.0)
 amp_unscale_({a: g, b: g, c: [g]}, s)
 show("out_tied", [g], s)
-s = tensor([1024, 0, 0], dtype="f64", device=dev)
+s = tensor(list(1024, 0, 0), dtype="f64", device=dev)
 seq = list()
 for f in list(0, 0, 0, 1, 0, 0, 0, 0, 1, 1, 0, 0, 0) {
   copy_(s[2:3], tensor([f * 1.0], dtype="f64", device=dev))
@@ -224,6 +227,34 @@ def eager(dev, optname):
           f"new {steps} vs ref {lines_of(r['ref'], 'steps')}; params equal {lines_of(r['new'], 'params') == lines_of(r['ref'], 'params')}")
 
 
+# adamw_update with four device scalars {lr, step, found_inf, skipped}: a set
+# found_inf leaves parameters and moments as they were and counts the skip;
+# the next update equals one with host numbers at step - skipped
+SKIP = r"""
+dev = getenv("DEV")
+seed(9)
+p = randn([37]).to(dev); m = zeros([37], device=dev); v = zeros([37], device=dev)
+q = clone(p); m2 = clone(m); v2 = clone(v)
+g1 = randn([37]).to(dev); g2 = randn([37]).to(dev)
+adamw_update([p], [g1], [m], [v], 0.01, 0.9, 0.999, 1e-8, 0.1, 1)
+adamw_update([q], [g1], [m2], [v2], 0.01, 0.9, 0.999, 1e-8, 0.1, 1)
+d = tensor(list(0.01, 2, 1, 0), dtype="f64", device=dev)
+before = tolist(p)
+adamw_update([p], [g2], [m], [v], d, 0.9, 0.999, 1e-8, 0.1, 0)
+print("skipped {tolist(p) == before} {tolist(d)}")
+copy_(d, tensor(list(0.01, 3, 0, 1), dtype="f64", device=dev))
+adamw_update([p], [g2], [m], [v], d, 0.9, 0.999, 1e-8, 0.1, 0)
+adamw_update([q], [g2], [m2], [v2], 0.01, 0.9, 0.999, 1e-8, 0.1, 2)
+print("applied {tolist(p) == tolist(q)} {tolist(m) == tolist(m2)} {tolist(v) == tolist(v2)} {tolist(d)}")
+"""
+
+
+def optim_skip(dev):
+    rc, so, se = nb(SKIP, DEV=dev)
+    ok = rc == 0 and lines_of(so, "skipped") == ["true [0.01, 2.0, 0.0, 1.0]"] and lines_of(so, "applied") == ["true true true [0.01, 3.0, 0.0, 1.0]"]
+    check(f"scaler.adamw_device_skip_{dev}", ok, f"rc={rc} {so[-400:]} {se[-600:]}")
+
+
 # a checkpoint's state assigned to scaler.state reaches the device state
 RESTORE = r"""
 import optim
@@ -233,7 +264,7 @@ opt = optim.adamw(w, lr=0.1)
 sc = optim.grad_scaler(init_scale=1024, growth_interval=2)
 g = grad(fn(m) sc.scale(sum(m.w * m.w)))(w)
 sk = sc.step(opt, g)
-sc.state = {scale: 8.0, growth_tracker: 1}
+sc.state = {scale: 8.1, growth_tracker: 1}
 a = sc.scale(ones([])).item()
 g = grad(fn(m) sc.scale(sum(m.w * m.w)))(w)
 sk = sc.step(opt, g)
@@ -243,7 +274,7 @@ print("restore {a} {sc.get_scale()} {sc.state.growth_tracker.item()} {sk.item()}
 
 def restore():
     rc, so, se = nb(RESTORE)
-    check("scaler.state_restored_reaches_device", rc == 0 and lines_of(so, "restore") == ["8.0 16.0 0.0 false cuda"], f"rc={rc} {so[-300:]} {se[-600:]}")
+    check("scaler.state_restored_reaches_device", rc == 0 and lines_of(so, "restore") == ["8.100000381469727 16.2 0.0 false cuda"], f"rc={rc} {so[-300:]} {se[-600:]}")
 
 
 # ---------------------------------------------------------------- compile
@@ -326,6 +357,7 @@ def main():
     for dev in ("cpu", "cuda"):
         ops(dev)
         errors(dev)
+        optim_skip(dev)
     for optname in ("adamw", "groups", "sgd"):
         eager("cuda", optname)
     restore()
