@@ -69,15 +69,26 @@ struct GradList {
 
 struct DevStep {        // on the device, per cached table
   double step, bc1, rbc2, lr;
+  int skip;             // the loss scaler found an inf/nan: this update leaves everything as it is
 };
 
 struct Hyper { double lr, b1, b2, eps, wd, mom; int nesterov; };
 
 // t += 1 (or t = reseed when reseed > 0), then the bias corrections; or,
-// with device scalars {lr, t} (dev), both from there
-__global__ void adamw_prologue(DevStep *st, double reseed, double b1, double b2, const double *dev, double lr) {
+// with device scalars {lr, t} (dev), both from there.  With four device
+// scalars {lr, t, found_inf, skipped} (the loss scaler's, toptim.h) a set
+// found_inf skips this update and counts it in `skipped`; t - skipped is
+// the number of updates applied; found_inf is cleared either way.
+__global__ void adamw_prologue(DevStep *st, double reseed, double b1, double b2, double *dev, int ndev, double lr) {
   if (threadIdx.x || blockIdx.x) return;
-  double t = dev ? dev[1] : reseed > 0 ? reseed : st->step + 1;
+  int skip = 0;
+  if (dev && ndev == NT_OPTIM_DEV_SKIP) {
+    skip = dev[2] != 0;
+    dev[2] = 0;
+    if (skip) dev[3] += 1;
+  }
+  st->skip = skip;
+  double t = dev ? dev[1] - (ndev == NT_OPTIM_DEV_SKIP ? dev[3] : 0) : reseed > 0 ? reseed : st->step + 1;
   st->step = t;
   st->bc1 = 1 - pow(b1, t);
   st->rbc2 = 1 / sqrt(1 - pow(b2, t));
@@ -107,6 +118,7 @@ template <typename C> struct AdamOp {
 template <typename T, bool kAdam>
 __global__ void optim_kernel(const ChunkRow *rows, int64_t row0, GradList gl, const DevStep *st, Hyper hp) {
   typedef CompT<T> C;
+  if (kAdam && st->skip) return;      // the same for every block: the scaler skips this step
   const ChunkRow r = rows[row0 + blockIdx.x];
   T *p = (T *)r.p + r.start, *m = r.m ? (T *)r.m + r.start : nullptr, *v = r.v ? (T *)r.v + r.start : nullptr;
   const T *g = (const T *)gl.g[r.k - gl.k0] + r.start;
@@ -271,8 +283,8 @@ int k_optim(const nt_KernelArgs *a, bool adam) {
   Hyper hp = { o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, o->beta1, o->nesterov };
   if (adam) {
     const nt_Tensor *L = o->lr_dev;
-    if (L && (L->device != NT_CUDA || L->dtype != NT_F64 || L->numel != 2 || !(L->flags & NT_T_CONTIG))) {
-      host->error_set("%s: the device scalars {lr, step} must be a two-element f64 cuda tensor", name);
+    if (L && (L->device != NT_CUDA || L->dtype != NT_F64 || (L->numel != 2 && L->numel != NT_OPTIM_DEV_SKIP) || !(L->flags & NT_T_CONTIG))) {
+      host->error_set("%s: the device scalars {lr, step} (or {lr, step, found_inf, skipped}) must be a two- or four-element f64 cuda tensor", name);
       return -1;
     }
     // a graph would freeze a host step and lr (every replay the captured
@@ -281,7 +293,8 @@ int k_optim(const nt_KernelArgs *a, bool adam) {
                            "as device scalars a compiled step can replay)")) return -1;
     // the device counts the steps; the host's value is used only when its mirror disagrees
     double reseed = tb->mirror >= 0 && tb->mirror + 1 == o->step ? 0 : o->step;
-    adamw_prologue<<<1, 32, 0, stream>>>(tb->step, reseed, o->beta1, o->beta2, L ? (const double *)base(L) : nullptr, o->lr);
+    adamw_prologue<<<1, 32, 0, stream>>>(tb->step, reseed, o->beta1, o->beta2, L ? (double *)base(L) : nullptr,
+                                         L ? (int)L->numel : 0, o->lr);
     LAUNCHED(name);
     tb->mirror = L ? -1 : o->step;         // with device scalars the host's count is not known here
     return launch_all<true>(dt, *tb, grads, hp, name);
@@ -292,6 +305,102 @@ int k_optim(const nt_KernelArgs *a, bool adam) {
 int k_adamw(const nt_KernelArgs *a) { return k_optim(a, true); }
 int k_sgd(const nt_KernelArgs *a) { return k_optim(a, false); }
 
+// ---- dynamic loss scaling (toptim.h; the CPU reference in tensor/toptim.c) -----------------
+// amp_unscale: torch's _amp_foreach_non_finite_check_and_unscale_.  A one-
+// thread kernel clears found_inf, then one multi-tensor launch per
+// kUnscalePerLaunch gradients: the gradient list (pointer, size, dtype) is a
+// launch argument (the gradients are new tensors each step: nothing to
+// cache, nothing copied from the host), blockIdx.y picks the gradient and
+// the x blocks stride over its elements.  Each element: g = g * (C)(1/scale)
+// stored, and a stored inf/nan sets found_inf (every writer writes 1: the
+// race is benign).  amp_update_scale: torch's _amp_update_scale_, one thread.
+constexpr int kUnscalePerLaunch = 96;    // 96 * 24 bytes: under the 4 KiB launch-argument limit
+constexpr unsigned kUnscaleBlocks = 64;  // x blocks per gradient at most
+
+struct UnscaleList {
+  void *g[kUnscalePerLaunch];
+  int64_t n[kUnscalePerLaunch];
+  int32_t dt[kUnscalePerLaunch];
+  int count;
+};
+
+__global__ void amp_clear_found(double *st) {
+  if (threadIdx.x || blockIdx.x) return;
+  st[2] = 0;
+}
+
+template <typename T>
+__device__ inline void unscale_one(void *base_, int64_t n, double scale, double *st) {
+  typedef CompT<T> C;
+  T *g = (T *)base_;
+  const C inv = (C)(1.0 / scale);
+  bool bad = false;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    g[i] = St<T>::from(ld(g[i]) * inv);
+    C y = ld(g[i]);
+    bad |= y - y != (C)0;              // inf - inf and nan - nan are nan
+  }
+  if (bad) st[2] = 1;
+}
+
+__global__ void amp_unscale_kernel(UnscaleList l, double *st) {
+  const int k = blockIdx.y;
+  if (k >= l.count) return;
+  const double scale = st[0];
+  switch (l.dt[k]) {
+    case NT_F32: unscale_one<float>(l.g[k], l.n[k], scale, st); break;
+    case NT_F64: unscale_one<double>(l.g[k], l.n[k], scale, st); break;
+    case NT_BF16: unscale_one<__nv_bfloat16>(l.g[k], l.n[k], scale, st); break;
+    case NT_F16: unscale_one<__half>(l.g[k], l.n[k], scale, st); break;
+    default: break;
+  }
+}
+
+__global__ void amp_update_kernel(double *st, double growth, double backoff, double interval) {
+  if (threadIdx.x || blockIdx.x) return;
+  if (st[2] != 0) { st[0] *= backoff; st[1] = 0; return; }
+  st[1] += 1;
+  if (st[1] >= interval) {
+    double grown = st[0] * growth;       // the scale is an f32 in torch: never grows to inf
+    if (grown <= 3.4028234663852886e38) st[0] = grown;
+    st[1] = 0;
+  }
+}
+
+int k_amp_unscale(const nt_KernelArgs *a) {
+  const nt_AmpArgs *p = (const nt_AmpArgs *)a->extra;
+  double *st = (double *)base(p->state);
+  amp_clear_found<<<1, 32, 0, stream>>>(st);
+  LAUNCHED("amp_unscale");
+  UnscaleList l;
+  l.count = 0;
+  int64_t most = 0;
+  for (int k = 0; k <= p->n; k++) {
+    const nt_Tensor *g = k < p->n ? p->grads[k] : nullptr;
+    if (g && g->numel > 0) {
+      l.g[l.count] = base(g); l.n[l.count] = g->numel; l.dt[l.count] = (int32_t)g->dtype;
+      l.count++;
+      if (g->numel > most) most = g->numel;
+    }
+    if (l.count == kUnscalePerLaunch || (k == p->n && l.count > 0)) {
+      unsigned bx = grid_for(most);
+      dim3 grid(bx < kUnscaleBlocks ? bx : kUnscaleBlocks, (unsigned)l.count);
+      amp_unscale_kernel<<<grid, kThreads, 0, stream>>>(l, st);
+      LAUNCHED("amp_unscale");
+      l.count = 0;
+      most = 0;
+    }
+  }
+  return 0;
+}
+
+int k_amp_update(const nt_KernelArgs *a) {
+  const nt_AmpArgs *p = (const nt_AmpArgs *)a->extra;
+  amp_update_kernel<<<1, 32, 0, stream>>>((double *)base(p->state), p->growth, p->backoff, p->interval);
+  LAUNCHED("amp_update_scale");
+  return 0;
+}
+
 }  // namespace
 
 void optim_forget_steps(void) {
@@ -301,6 +410,8 @@ void optim_forget_steps(void) {
 void register_optim(void) {
   host->register_kernel(host->op_register("adamw_update"), NT_CUDA, k_adamw);
   host->register_kernel(host->op_register("sgd_update"), NT_CUDA, k_sgd);
+  host->register_kernel(host->op_register("amp_unscale"), NT_CUDA, k_amp_unscale);
+  host->register_kernel(host->op_register("amp_update_scale"), NT_CUDA, k_amp_update);
 }
 
 }  // namespace ncu

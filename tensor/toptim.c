@@ -133,15 +133,26 @@ static int optim(const char *name, nt_OptimArgs *o, bool adam) {
   if (o->lr_dev) {              /* the learning rate as a device scalar (compile: tcompile.h) */
     nt_Tensor *L = o->lr_dev;
     if (!adam) NT_FAIL("%s: a device learning rate is for adamw_update only", name);
-    if (L->device != dev || L->dtype != NT_F64 || L->numel != 2 || !(L->flags & NT_T_CONTIG))
-      NT_FAIL("%s: the device scalars {lr, step} must be a two-element f64 tensor on %s, got %s of %lld on %s", name,
+    if (L->device != dev || L->dtype != NT_F64 || (L->numel != 2 && L->numel != NT_OPTIM_DEV_SKIP) || !(L->flags & NT_T_CONTIG))
+      NT_FAIL("%s: the device scalars {lr, step} (or {lr, step, found_inf, skipped}) must be a two- or four-element f64 tensor on %s, got %s of %lld on %s", name,
               nt_device_name(dev), nt_dtype_name(L->dtype), (long long)L->numel, nt_device_name(L->device));
     if (dev == NT_CPU) {
+      double v[NT_OPTIM_DEV_SKIP] = { 0, 0, 0, 0 };
+      memcpy(v, nt_base(L), sizeof *v * (size_t)L->numel);
       local = *o;
-      memcpy(&local.lr, nt_base(L), sizeof local.lr);
-      memcpy(&local.step, nt_base(L) + sizeof(double), sizeof local.step);
+      local.lr = v[0];
+      local.step = v[1] - v[3];            /* the steps applied (toptim.h) */
       local.lr_dev = NULL;
       o = &local;
+      if (L->numel == NT_OPTIM_DEV_SKIP) {  /* the scaler's found_inf: skip, counted; cleared either way */
+        bool skip = v[2] != 0;
+        v[2] = 0;
+        if (skip) v[3] += 1;
+        memcpy(nt_base(L), v, sizeof v);
+        nt_bump_version(L);
+        if (skip) return 0;
+        local.step = v[1] - v[3];
+      }
     }
     else if (nt_dev_check(L, name)) return -1;
   }
@@ -182,6 +193,111 @@ static int optim(const char *name, nt_OptimArgs *o, bool adam) {
 }
 
 int nt_optim_adamw(nt_OptimArgs *o) { return optim("adamw_update", o, true); }
+
+/* ---- dynamic loss scaling (toptim.h) ------------------------------------------
+** The CPU reference of cuda/optim.cu's kernels: the same formulas, element
+** by element; the scale's reciprocal in double, rounded once to the compute
+** type (the host scaler's g * (1 / scale) through a scalar multiply). */
+static int amp_unscale_op = -1, amp_update_op = -1;
+
+#define UNSCALE_LOOP(C, LD, ST) do { \
+    C inv = (C)(1.0 / st[0]); \
+    for (int64_t i = 0; i < G->numel; i++) { \
+      ST(b, i, LD(b, i) * inv); \
+      C y = LD(b, i); \
+      if (y - y != 0) found = 1; \
+    } } while (0)
+#define LD_16G(base, i) ld16(G->dtype, base, i)
+#define ST_16G(base, i, x) st16(G->dtype, base, i, (float)(x))
+
+static int k_amp_unscale_cpu(const nt_KernelArgs *a) {
+  const nt_AmpArgs *p = (const nt_AmpArgs *)a->extra;
+  double *st = (double *)nt_base(p->state);
+  int found = 0;
+  for (int k = 0; k < p->n; k++) {
+    nt_Tensor *G = p->grads[k];
+    if (!G) continue;
+    char *b = nt_base(G);
+    if (G->dtype == NT_F32) UNSCALE_LOOP(float, LD_F32, ST_F32);
+    else if (G->dtype == NT_F64) UNSCALE_LOOP(double, LD_F64, ST_F64);
+    else UNSCALE_LOOP(float, LD_16G, ST_16G);
+  }
+  st[2] = found;
+  return 0;
+}
+
+static int k_amp_update_cpu(const nt_KernelArgs *a) {
+  const nt_AmpArgs *p = (const nt_AmpArgs *)a->extra;
+  double *st = (double *)nt_base(p->state);
+  if (st[2] != 0) { st[0] *= p->backoff; st[1] = 0; return 0; }
+  st[1] += 1;
+  if (st[1] >= p->interval) {
+    double grown = st[0] * p->growth;             /* the scale is an f32 in torch: never grows to inf */
+    if (grown <= 3.4028234663852886e38) st[0] = grown;
+    st[1] = 0;
+  }
+  return 0;
+}
+
+static void amp_init(void) {
+  if (amp_unscale_op >= 0) return;
+  amp_unscale_op = nt_op_register("amp_unscale");
+  amp_update_op = nt_op_register("amp_update_scale");
+  nt_register_kernel(amp_unscale_op, NT_CPU, k_amp_unscale_cpu);
+  nt_register_kernel(amp_update_op, NT_CPU, k_amp_update_cpu);
+}
+
+static int amp_state_ok(const char *name, nt_Tensor *s) {
+  if (!s || s->dtype != NT_F64 || s->numel != NT_AMP_STATE || !(s->flags & NT_T_CONTIG))
+    NT_FAIL("%s: the scaler state must be a contiguous f64 tensor of %d elements {scale, growth_tracker, found_inf}, got %s of %lld",
+            name, NT_AMP_STATE, s ? nt_dtype_name(s->dtype) : "nothing", s ? (long long)s->numel : 0LL);
+  if (s->device != NT_CPU && (nt_device_load(s->device) || nt_dev_check(s, name))) return -1;
+  return 0;
+}
+
+static int amp_dispatch(int op, nt_AmpArgs *p) {
+  nt_KernelArgs ka; memset(&ka, 0, sizeof ka);
+  ka.op = op;
+  ka.extra = p;
+  if (nt_dispatch(op, p->state->device, &ka)) return -1;
+  nt_bump_version(p->state);
+  return 0;
+}
+
+int nt_amp_unscale(nt_Tensor **grads, int n, nt_Tensor *state) {
+  const char *name = "amp_unscale";
+  amp_init();
+  if (amp_state_ok(name, state)) return -1;
+  if (n < 0) NT_FAIL("%s: negative tensor count %d", name, n);
+  nt_Tensor **g = calloc((size_t)n + 1, sizeof *g);
+  if (!g) NT_FAIL("%s: out of memory", name);
+  for (int k = 0; k < n; k++) {
+    nt_Tensor *t = grads[k];
+    if (!t || !nt_dtype_is_float(t->dtype)) continue;   /* integer leaves: nothing to unscale */
+    bool twice = false;
+    for (int j = 0; j < k; j++) twice |= g[j] == t;     /* a tied gradient once, or it would be divided twice */
+    if (twice) continue;
+    if (t->device != state->device) { free(g); NT_FAIL("%s: gradient %d is on %s but the scaler state is on %s", name, k, nt_device_name(t->device), nt_device_name(state->device)); }
+    if (!(t->flags & NT_T_CONTIG) || !param_dtype_ok(t->dtype)) { free(g); NT_FAIL("%s: gradient %d must be a contiguous f32, f64, bf16 or f16 tensor, got %s%s", name, k, nt_dtype_name(t->dtype), (t->flags & NT_T_CONTIG) ? "" : " (strided)"); }
+    if (t->device != NT_CPU && nt_dev_check(t, name)) { free(g); return -1; }
+    g[k] = t;
+  }
+  nt_AmpArgs p = { n, g, state, 0, 0, 0 };
+  int rc = amp_dispatch(amp_unscale_op, &p);
+  for (int k = 0; k < n && !rc; k++) if (g[k]) nt_bump_version(g[k]);
+  free(g);
+  return rc;
+}
+
+int nt_amp_update_scale(nt_Tensor *state, double growth, double backoff, double interval) {
+  const char *name = "amp_update_scale";
+  amp_init();
+  if (amp_state_ok(name, state)) return -1;
+  if (!(growth > 1) || !(backoff > 0 && backoff < 1) || !(interval >= 0))
+    NT_FAIL("%s: growth_factor > 1, backoff_factor in (0, 1) and growth_interval >= 0 expected, got %g, %g, %g", name, growth, backoff, interval);
+  nt_AmpArgs p = { 0, NULL, state, growth, backoff, interval };
+  return amp_dispatch(amp_update_op, &p);
+}
 int nt_optim_sgd(nt_OptimArgs *o) { return optim("sgd_update", o, false); }
 
 /* ---- gradient-norm clipping ------------------------------------------------

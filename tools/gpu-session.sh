@@ -30,6 +30,10 @@
 #   $OUT/bench/results/DATE-gpt2-profile-GPU.md; then sdpa_backends.py (torch's
 #   attention backends at the GPT-2 shape).  Every device call exports
 #   NABLA_CUDNN_LIBRARY from PyTorch's environment when it has cuDNN 9.
+#   PHASE `compile` (run alone; this script's own): bench/cuda/compile_steps.py,
+#   nabla eager vs compile(step) vs torch eager vs torch.compile(reduce-overhead)
+#   for a d=256 4-layer transformer, a 3-layer MLP and GPT-2 small, the table
+#   in $OUT/bench/results/DATE-compile-GPU.md.
 # The whole path is tested on the CPU by tests/cuda/test_gpu_kit.py.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -314,6 +318,12 @@ device() {
     *" profile "*)
       [ "$*" = profile ] || { echo "FAIL: gpu_kit: the profile phase runs alone (tools/gpu-session.sh device profile)"; exit 2; }
       profile_phase; exit $? ;;
+    *" compile "*)   # issue 28's bench: nabla eager/compile(step) vs torch eager/torch.compile, one run
+      [ "$*" = compile ] || { echo "FAIL: gpu_kit: the compile phase runs alone (tools/gpu-session.sh device compile)"; exit 2; }
+      mkdir -p "$OUT/bench/results"
+      PYTHONUNBUFFERED=1 timeout -k 5 "${GPU_CALL_BUDGET:-540}" "$PYTHON" bench/cuda/compile_steps.py --nabla "${GPUKIT_NABLA:-$KIT/build/nabla}" \
+        --out "$OUT/bench/results/$(date -u +%Y-%m-%d)-compile-GPU.md" 2>&1 | tee "$OUT/compile.log"
+      exit "${PIPESTATUS[0]}" ;;
   esac
   tests/cuda/run_gpu.sh --no-build "$KIT/build" "${@:-tests}"
 }
@@ -321,5 +331,5 @@ device() {
 case "${1:-}" in
   prepare) prepare ;;
   device) shift; device "$@" ;;
-  *) sed -n '2,34p' "$0"; exit 2 ;;
+  *) sed -n '2,37p' "$0"; exit 2 ;;
 esac

@@ -58,6 +58,7 @@
 #include "lang/lib/nblib.h"
 #include "tensor/tcompile.h"
 #include "tensor/tdevice.h"
+#include "tensor/toptim.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -547,6 +548,36 @@ static int b_set_device_scalar(nb_VM *vm, nb_Value *args, int n, nb_Value *out) 
   return NB_OK;
 }
 
+/* amp_unscale_(grads, state) / amp_update_scale_(state, growth, backoff,
+** interval): optim.grad_scaler's device half (tensor/toptim.h: the
+** scaler state {scale, growth_tracker, found_inf} stays on the device, so a
+** scaled step reads nothing back and can be captured).  Here beside
+** set_device_scalar: they are the device scalars of a compiled step. */
+static int b_amp_unscale(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n;
+  if (args[1].t != NB_TTENSOR) return nb_error_kind(vm, "TypeError", "amp_unscale_: state must be a tensor, got %s", nb_typename(args[1]));
+  Leaves ls = {0};
+  if (nbT_leaves(vm, args[0], &ls) || nbT_drop_ties(vm, &ls, 1)) { free(ls.t); return NB_ERR; }
+  bool prev = nt_set_grad_enabled(false);
+  int bad = nt_amp_unscale(ls.t, ls.n, T(args[1]));
+  nt_set_grad_enabled(prev);
+  free(ls.t);
+  if (bad) return nbT_err(vm);
+  *out = nb_nil();
+  return NB_OK;
+}
+
+static int b_amp_update_scale(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n;
+  double g, b, iv;
+  if (args[0].t != NB_TTENSOR) return nb_error_kind(vm, "TypeError", "amp_update_scale_: state must be a tensor, got %s", nb_typename(args[0]));
+  if (nbT_num_arg(vm, "amp_update_scale_", "growth_factor", args[1], &g) || nbT_num_arg(vm, "amp_update_scale_", "backoff_factor", args[2], &b) ||
+      nbT_num_arg(vm, "amp_update_scale_", "growth_interval", args[3], &iv)) return NB_ERR;
+  if (nt_amp_update_scale(T(args[0]), g, b, iv)) return nbT_err(vm);
+  *out = nb_nil();
+  return NB_OK;
+}
+
 static nb_Builtin compile_builtins[] = {
   { "compile", b_compile, "f",
     "compile(f): f as one CUDA graph per call signature: the 1st call runs eagerly, the 2nd captures, later ones copy the tensor arguments in and replay; results are fresh tensors; anything a graph cannot hold runs eagerly with its reason in f.stats() ({captures, replays, eager_calls, signatures, reasons}); eager on the CPU; NABLA_COMPILE=0 returns f" },
@@ -554,6 +585,10 @@ static nb_Builtin compile_builtins[] = {
     "compile_replay(rec, key, hook): inside a compiled step, declares rec[key] host state the step advances and hook() the host-only function that advances it the same way; a replay runs the hooks first (optim's AdamW declares its step count). false outside compile" },
   { "set_device_scalar", b_set_device_scalar, "t, values",
     "set_device_scalar(t, values): writes a number (or a list of up to 64) into the f64 tensor t of that many elements in stream order, with no host copy; inside a captured step the write happens before the graph runs and is not replayed (a replay hook sets it: a learning rate)" },
+  { "amp_unscale_", b_amp_unscale, "grads, state",
+    "amp_unscale_(grads, state): every floating gradient of the tree times 1/state[0] in place, and state[2] = 1 when any is then inf/nan (else 0), on the state's device with no host read (optim.grad_scaler's device path; state: f64 {scale, growth_tracker, found_inf})" },
+  { "amp_update_scale_", b_amp_update_scale, "state, growth_factor, backoff_factor, growth_interval",
+    "amp_update_scale_(state, growth_factor, backoff_factor, growth_interval): the scaler's update on the state's device: found_inf set: scale *= backoff_factor, tracker = 0; else tracker += 1 and at growth_interval scale *= growth_factor (below the f32 maximum), tracker = 0" },
   { NULL, NULL, NULL, NULL },
 };
 
