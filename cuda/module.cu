@@ -362,6 +362,7 @@ void register_norm(void);   // norm.cu: batch_norm, group_norm, instance_norm
 void register_rnn(void);    // rnn.cu: the fused recurrent cells
 void register_layers(void); // layers.cu: issue 29's activations
 void register_solver(void); // solver.cu: linalg's factorizations (cuSOLVER)
+void register_distributions(void); // distributions.cu: reparameterisation gradients
 }  // namespace ncu
 
 using namespace ncu;
@@ -427,6 +428,7 @@ static int init_module(nt_DeviceApi *api, char *reason, size_t n) {
   register_rnn();
   register_layers();
   register_solver();
+  register_distributions();
   api->device_count = api_device_count;
   api->synchronize = api_synchronize;
   api->memory = api_memory;

@@ -86,4 +86,7 @@ void ix_host_free(ix_Host *h);
 /* an i64 tensor of `shape` from host memory, on device dev */
 nt_Tensor *ix_i64_on(const int64_t *data, const int64_t *shape, int ndim, nt_Device dev);
 
+/* gammagrad.c: y (a standard_gamma sample of alpha) with its gradient node to alpha, when needed */
+nt_Tensor *ix_gamma_attach_grad(nt_Tensor *y, nt_Tensor *alpha);
+
 #endif
