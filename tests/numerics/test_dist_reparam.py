@@ -132,6 +132,8 @@ def zcheck(target, label):
 
 
 def statistics_cases(b):
+    if DEVICE != "cpu":   # the laws, not the device: the emulated device checks the kernel's values above
+        return
     n = 20000 if SMALL else 100000
     alphas = [0.35, 2.5, 14.0] if not SMALL else [0.35, 14.0]
     for i, a in enumerate(alphas):
@@ -238,8 +240,8 @@ def kl_cases(b):
 
 
 # ------------------------------------------------------------------ abs of complex numbers
-# torch 1.13's CPU abs squares the parts (1e200 + 1e200j gives inf), so values are checked against
-# NumPy's hypot-based abs, and the special values (an infinite part wins over NaN) against both.
+# torch 1.13's vectorised CPU abs squares the parts (1e200 + 1e200j gives inf, inf + nan j gives nan)
+# while its scalar path is C's hypot (inf); the reference is NumPy's abs, hypot throughout.
 def cabs_cases(b):
     inf, nan = float("inf"), float("nan")
     for dt, big, tiny in ((np.float64, 1e200, 1e-200), (np.float32, 1e25, 1e-25)):
@@ -247,9 +249,9 @@ def cabs_cases(b):
         pairs = np.array([[big, big], [3 * big, -4 * big], [3 * tiny, 4 * tiny], [inf, nan], [nan, -inf], [nan, 1.0], [1.0, nan],
                           [0.0, 0.0], [-inf, 2.0], [2.0, 0.0], [0.0, -5.0]], dtype=dt)
         pairs = np.concatenate([pairs, (rng.standard_normal((6, 2)) * 10.0 ** rng.integers(-30, 30, (6, 1))).astype(dt)])
-        want = np.abs(pairs[:, 0] + 1j * pairs[:, 1]).astype(dt)
-        special = torch.view_as_complex(T(pairs[3:9]).contiguous()).abs().numpy()
-        assert np.array_equal(want[3:9], special, equal_nan=True), (want[3:9], special)   # NumPy and torch agree there
+        zc = np.empty(len(pairs), np.complex128)
+        zc.real, zc.imag = pairs[:, 0], pairs[:, 1]
+        want = np.abs(zc).astype(dt)
         b.case(f"abs_{tn}", f"abs(view_as_complex({b.inp(pairs)}))", T(want), rtol=1e-6 if dt == np.float32 else 1e-14, atol=0)
     # the gradient z / |z| (0 at z = 0, as torch) where re^2 would overflow or underflow
     pr = np.array([[3e200, 4e200], [1e-200, -1e-200], [0.0, 0.0], [-2.0, 0.5]])
