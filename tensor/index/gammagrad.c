@@ -11,14 +11,18 @@
 **       da_i = d_i * (g_i - sum_j x_j g_j)                                 (torch's _dirichlet_backward)
 ** The gradients are the implicit ones (samples held at fixed quantiles), not
 ** a differentiation through the rejection loop, which has none.
+** The same op computes the regularised incomplete gamma functions igamma =
+** P(a, x) and igammac = Q(a, x) (torch.special.gammainc / gammaincc; the
+** Gamma distribution's cdf), differentiable in x as torch's.
 ** Op layout: out [n] f64; in = {a, b[, c]} contiguous f64 of out's shape;
-** iarg[0] = GG_GAMMA (in = {alpha, x}) or GG_DIRICHLET (in = {x, alpha, total}).
+** iarg[0] = GG_GAMMA (in = {alpha, x}), GG_DIRICHLET (in = {x, alpha, total}),
+** GG_IGAMMA or GG_IGAMMAC (in = {a, x}).
 */
 #include "ixinternal.h"
 #include "gammamath.h"
 #include <pthread.h>
 
-enum { GG_GAMMA = 0, GG_DIRICHLET = 1 };
+enum { GG_GAMMA = 0, GG_DIRICHLET = 1, GG_IGAMMA = 2, GG_IGAMMAC = 3 };   /* nt_gm_eval's kinds */
 static int op_gamma_grad = -1;
 
 static int k_gamma_grad(const nt_KernelArgs *a) {
@@ -26,13 +30,12 @@ static int k_gamma_grad(const nt_KernelArgs *a) {
   double *o = (double *)nt_base(a->out);
   const double *p = (const double *)nt_base(a->in[0]), *q = (const double *)nt_base(a->in[1]);
   const double *r = a->nin > 2 ? (const double *)nt_base(a->in[2]) : NULL;
-  for (int64_t s = 0; s < n; s += NT_CHUNK) {
+  int kind = (int)a->iarg[0];
+  const int64_t step = NT_CHUNK / 64;   /* an element is up to thousands of steps (igamma): poll often */
+  for (int64_t s = 0; s < n; s += step) {
     if (NT_INTERRUPTED()) NT_FAIL_INTERRUPTED();
-    int64_t e = n - s < NT_CHUNK ? n : s + NT_CHUNK;
-    if (a->iarg[0] == GG_GAMMA)
-      for (int64_t i = s; i < e; i++) o[i] = nt_gm_standard_gamma_grad(p[i], q[i]);
-    else
-      for (int64_t i = s; i < e; i++) o[i] = nt_gm_dirichlet_grad(p[i], q[i], r[i]);
+    int64_t e = n - s < step ? n : s + step;
+    for (int64_t i = s; i < e; i++) o[i] = nt_gm_eval(kind, p[i], q[i], r ? r[i] : 0);
   }
   return 0;
 }
@@ -53,7 +56,9 @@ static nt_Tensor *gamma_grad(const char *name, int kind, nt_Tensor *const *in, i
   for (int k = 0; k < n; k++) {
     if (in[k]->device != in[0]->device) NT_FAIL_NULL("%s: inputs on different devices", name);
     if (!nt_dtype_is_float(in[k]->dtype)) NT_FAIL_NULL("%s: inputs must be floating tensors, got %s", name, nt_dtype_name(in[k]->dtype));
-    if (k && nt_broadcast_shapes(name, shape, nd, in[k]->shape, in[k]->ndim, shape, &nd)) return NULL;
+    int64_t prev[NT_MAXDIM];   /* nt_broadcast_shapes' output must not alias its input */
+    memcpy(prev, shape, sizeof prev);
+    if (k && nt_broadcast_shapes(name, prev, nd, in[k]->shape, in[k]->ndim, shape, &nd)) return NULL;
     if (!k) { nd = in[0]->ndim; memcpy(shape, in[0]->shape, sizeof(int64_t) * (size_t)nd); }
     if (k) dt = nt_promote(dt, in[k]->dtype);
   }
@@ -85,6 +90,34 @@ nt_Tensor *nt_dirichlet_grad(nt_Tensor *x, nt_Tensor *alpha, nt_Tensor *total) {
   nt_set_grad_enabled(g);
   return r;
 }
+
+/* ---- igamma / igammac: d P / d x = e^-x x^(a-1) / Gamma(a) = -d Q / d x (torch's formula, NaN
+** where it is: x = 0 with a <= 1); d / d a is an error, as torch ("not implemented") ---- */
+static int igamma_backward(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin) {
+  nt_Tensor *a = nd->in[0], *x = nd->in[1];
+  if (nd->edge[0].grad) NT_FAIL("%s: the derivative in a is not implemented (as torch); detach a", nd->iarg[0] == GG_IGAMMA ? "igamma" : "igammac");
+  /* exp((a - 1) log x - x - lgamma(a)) */
+  nt_Tensor *e = X_sub(X_sub(X_mul(nt_binary_scalar_ex(NT_OP_SUB, a, 1, NT_SCALAR_FLOAT), nt_log(x)), nt_retain(x)), nt_lgamma(a));
+  nt_Tensor *d = X_un(NT_OP_EXP, e);
+  if (d && nd->iarg[0] == GG_IGAMMAC) d = X_un(NT_OP_NEG, d);
+  gin[0] = NULL;
+  gin[1] = X_mul(d, nt_retain(gout));
+  return gin[1] ? 0 : -1;
+}
+
+static nt_Tensor *igamma_op(const char *name, int kind, nt_Tensor *a, nt_Tensor *x) {
+  bool g = nt_set_grad_enabled(false);
+  nt_Tensor *r = gamma_grad(name, kind, (nt_Tensor *[]){ a, x }, 2);
+  nt_set_grad_enabled(g);
+  nt_Tensor *in[2] = { a, x };
+  if (!r || !nt_needs_grad(2, in)) return r;
+  nt_Node *nd = nt_record(r, kind == GG_IGAMMA ? "IgammaBackward" : "IgammacBackward", igamma_backward, 2, in);
+  if (!nd) { nt_release(r); return NULL; }
+  nd->iarg[0] = kind; nd->niarg = 1;
+  return r;
+}
+nt_Tensor *nt_igamma(nt_Tensor *a, nt_Tensor *x) { return igamma_op("igamma", GG_IGAMMA, a, x); }
+nt_Tensor *nt_igammac(nt_Tensor *a, nt_Tensor *x) { return igamma_op("igammac", GG_IGAMMAC, a, x); }
 
 /* ---- autograd: in[0] alpha, saved[0] the sample -------------------------------------------- */
 static int standard_gamma_backward(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin) {

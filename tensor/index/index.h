@@ -98,5 +98,9 @@ nt_Tensor *nt_standard_gamma_grad(nt_Tensor *alpha, nt_Tensor *x);
 nt_Tensor *nt_dirichlet_grad(nt_Tensor *x, nt_Tensor *alpha, nt_Tensor *total);
 /* Dirichlet(alpha) samples over alpha's last axis, differentiable in alpha (torch's _Dirichlet) */
 nt_Tensor *nt_sample_dirichlet(nt_Tensor *alpha);
+/* the regularised incomplete gamma functions P(a, x), Q(a, x) (torch.special.gammainc, gammaincc),
+** broadcasting; differentiable in x (in a: an error at backward, as torch) */
+nt_Tensor *nt_igamma(nt_Tensor *a, nt_Tensor *x);
+nt_Tensor *nt_igammac(nt_Tensor *a, nt_Tensor *x);
 
 #endif

@@ -10,6 +10,7 @@ fresh random parameters:
     f'(x) dx/da average to d E[f(x)] / da (analytic), by a z-test at |z| < 6
     (two-sided p < 2e-9 each; the approximations' bias is far below the
     standard errors at these sample sizes);
+  - igamma / igammac (torch.special.gammainc / gammaincc) and Gamma.cdf;
   - Binomial.entropy (torch's enumeration), the cross-family kl_divergence
     pairs torch registers, with their gradients;
   - abs of complex tensors beyond the range where re^2 + im^2 overflows, with
@@ -27,6 +28,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import Batch, T, finish, rng, torch, np, DEVICE, report_fail, emulated_rerun  # noqa: E402
 import scipy.special as sp  # noqa: E402
+import mpmath  # noqa: E402
 
 D = torch.distributions
 PRE = "import distributions\nD = distributions\n"
@@ -154,6 +156,35 @@ def statistics_cases(b):
            f"g = grad(fn(c) sum(D.Dirichlet(c).rsample()[:, 0]))(c)\ng[:, 0]", zcheck((s - c[0]) / s ** 2, "Dirichlet E[x0] / c0"))
 
 
+# ------------------------------------------------------------------ igamma / igammac, Gamma.cdf
+def igamma_cases(b):
+    # random points against mpmath at 30 digits (torch 1.13's Cephes-based gammainc is off by up
+    # to ~1.5e-9 relative for large a, our series / continued fraction by ~3e-13); edges against torch
+    n = 60 if SMALL else 300
+    a = loguniform(0.01, 300, n)
+    x = a * loguniform(0.02, 8, n)
+    edge_a = np.array([0.0, 0.0, 1.0, 2.0, -1.0, np.nan, 2.0, 3.0, 0.5, 1e-3])
+    edge_x = np.array([0.0, 1.0, 0.0, np.inf, 1.0, 1.0, -1.0, np.nan, 1e-300, 50.0])
+    mpmath.mp.dps = 30
+    for fn, tf in (("igamma", torch.special.gammainc), ("igammac", torch.special.gammaincc)):
+        up = fn == "igammac"
+        ref = np.array([float(mpmath.gammainc(ai, xi, mpmath.inf, regularized=True) if up else mpmath.gammainc(ai, 0, xi, regularized=True))
+                        for ai, xi in zip(a, x)])
+        b.case(f"{fn}_f64", f"{fn}({b.inp(a)}, {b.inp(x)})", T(ref), rtol=1e-11, atol=1e-300)
+        b.case(f"{fn}_edges", f"{fn}({b.inp(edge_a)}, {b.inp(edge_x)})", tf(T(edge_a), T(edge_x)), rtol=1e-12, atol=1e-300)
+        a32, x32 = a.astype(np.float32), x.astype(np.float32)
+        b.case(f"{fn}_f32", f"{fn}({b.inp(a32)}, {b.inp(x32)})", tf(T(a32.astype(np.float64)), T(x32.astype(np.float64))).float(), rtol=2e-5, atol=1e-30)
+        ga, gx = loguniform(0.2, 20, (2, 3)), loguniform(0.05, 30, (2, 3))
+        xt = T(gx.copy(), requires_grad=True)
+        W = rng.standard_normal((2, 3))
+        (tf(T(ga), xt) * T(W)).sum().backward()
+        b.case(f"{fn}_grad_x", f"grad(fn(x) sum({fn}({b.inp(ga)}, x) * {b.inp(W)}))({b.inp(gx)})", xt.grad, rtol=1e-9, atol=1e-14)
+        b.error(f"{fn}_grad_a", f"grad(fn(a) sum({fn}(a, {b.inp(gx)})))({b.inp(ga)})", [fn, "derivative in a", "not implemented"])
+    c, rt, v = loguniform(0.2, 20, (2, 3)), loguniform(0.3, 3, (2, 3)), loguniform(0.01, 20, (4, 2, 3))
+    b.case("gamma_cdf", f"D.Gamma({b.inp(c)}, {b.inp(rt)}).cdf({b.inp(v)})", torch.special.gammainc(T(c), T(rt) * T(v)), rtol=1e-10, atol=1e-300)
+    b.error("gamma_cdf_support", "D.Gamma(2.0, 1.0).cdf(-1.0)", ["Gamma.cdf", "support"])
+
+
 # ------------------------------------------------------------------ Binomial entropy
 def binomial_entropy_cases(b):
     for dt, tol in ((np.float32, dict(rtol=5e-5, atol=5e-5)), (np.float64, dict(rtol=1e-9, atol=1e-10))):
@@ -263,7 +294,7 @@ def cabs_cases(b):
 def main():
     b = Batch("dist_reparam_grads"); b.raw(PRE); grad_fn_cases(b); rsample_cases(b); b.run()
     b = Batch("dist_reparam_stats"); b.raw(PRE); statistics_cases(b); b.run()
-    b = Batch("dist_entropy_kl"); b.raw(PRE); binomial_entropy_cases(b); kl_cases(b); b.run()
+    b = Batch("dist_entropy_kl"); b.raw(PRE); binomial_entropy_cases(b); kl_cases(b); igamma_cases(b); b.run()
     b = Batch("dist_cabs"); cabs_cases(b); b.run()
     if DEVICE == "cpu" and os.environ.get("NABLA_ASAN") != "1" and not emulated_rerun(__file__, "dist_reparam", "REPARAM_SUBSET"):
         report_fail("dist_reparam.emulated", "the emulated-device run failed (its lines above)")
