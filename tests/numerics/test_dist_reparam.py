@@ -11,6 +11,7 @@ fresh random parameters:
     (two-sided p < 2e-9 each; the approximations' bias is far below the
     standard errors at these sample sizes);
   - igamma / igammac (torch.special.gammainc / gammaincc) and Gamma.cdf;
+  - Chi2 and StudentT (log_prob, entropy, moments, rsample gradients, KL as a Gamma);
   - Binomial.entropy (torch's enumeration), the cross-family kl_divergence
     pairs torch registers, with their gradients;
   - abs of complex tensors beyond the range where re^2 + im^2 overflows, with
@@ -149,6 +150,10 @@ def statistics_cases(b):
     for i, (p, q) in enumerate([(0.6, 2.0), (9.0, 7.5)]):
         code = f"seed({300 + i})\np = full(list({n}), {p}, dtype=\"f64\")\n"
         b.case(f"stat_beta_x_{p}_{q}", code + f"grad(fn(p) sum(D.Beta(p, {q}).rsample()))(p)", zcheck(q / (p + q) ** 2, f"Beta({p}, {q}) E[x]"))
+    # StudentT(df): E[y^2] = df / (df - 2), d/d df = -2 / (df - 2)^2 (through the Chi2's implicit gradient)
+    dfv = 9.0
+    b.case("stat_studentt_y2", f"seed(500)\nd = full(list({n}), {dfv}, dtype=\"f64\")\ngrad(fn(d) sum(D.StudentT(d).rsample() ** 2))(d)",
+           zcheck(-2 / (dfv - 2) ** 2, f"StudentT({dfv}) E[y^2]"))
     c = [0.8, 2.0, 3.5]
     s = sum(c)
     # d E[x_0] / d c_0 = (s - c_0) / s^2, averaged over the batch of n copies
@@ -183,6 +188,60 @@ def igamma_cases(b):
     c, rt, v = loguniform(0.2, 20, (2, 3)), loguniform(0.3, 3, (2, 3)), loguniform(0.01, 20, (4, 2, 3))
     b.case("gamma_cdf", f"D.Gamma({b.inp(c)}, {b.inp(rt)}).cdf({b.inp(v)})", torch.special.gammainc(T(c), T(rt) * T(v)), rtol=1e-10, atol=1e-300)
     b.error("gamma_cdf_support", "D.Gamma(2.0, 1.0).cdf(-1.0)", ["Gamma.cdf", "support"])
+
+
+# ------------------------------------------------------------------ Chi2 and StudentT
+def chi2_student_cases(b):
+    for dt, tol in ((np.float32, dict(rtol=5e-5, atol=5e-5)), (np.float64, dict(rtol=1e-9, atol=1e-10))):
+        tn = "f32" if dt == np.float32 else "f64"
+        df = np.array([[0.6, 1.0, 1.5], [2.0, 3.5, 12.0]], dtype=dt)      # df <= 1: NaN moments; 1 < df <= 2: infinite variance
+        loc, sc = rng.standard_normal((2, 3)).astype(dt), loguniform(0.3, 3, (2, 3)).astype(dt)
+        v = (rng.standard_normal((4, 2, 3)) * 3).astype(dt)
+        ctor = f"D.StudentT({b.inp(df)}, {b.inp(loc)}, {b.inp(sc)})"
+        t = D.StudentT(T(df), T(loc), T(sc))
+        for m, want in (("log_prob", t.log_prob(T(v))), ("entropy", t.entropy()), ("mean", t.mean), ("variance", t.variance)):
+            code = f"{ctor}.log_prob({b.inp(v)})" if m == "log_prob" else f"{ctor}.{m}()" if m == "entropy" else f"{ctor}.{m}"
+            b.case(f"studentt_{m}_{tn}", code, want, **tol)
+        c = D.Chi2(T(df))
+        cx = loguniform(0.01, 10, (4, 2, 3)).astype(dt)
+        for m, want in (("log_prob", c.log_prob(T(cx))), ("entropy", c.entropy()), ("mean", c.mean), ("variance", c.variance)):
+            code = f"D.Chi2({b.inp(df)}).log_prob({b.inp(cx)})" if m == "log_prob" else f"D.Chi2({b.inp(df)}).{m}()" if m == "entropy" else f"D.Chi2({b.inp(df)}).{m}"
+            b.case(f"chi2_{m}_{tn}", code, want, **tol)
+    # Chi2.rsample: x = 2 z, z ~ Gamma(df / 2): dx / d df = standard_gamma_grad(df / 2, x / 2)
+    df, W = loguniform(0.5, 20, (3,)), rng.standard_normal((5, 3))
+    DF, WW = b.inp(df), b.inp(W)
+
+    def chi2_chk(got):
+        x, g = np.asarray(got[0]), np.asarray(got[1])
+        e = (W * torch._standard_gamma_grad(T(np.broadcast_to(df / 2, x.shape).copy()), T(x / 2)).numpy()).sum(0)
+        return None if np.allclose(g, e, rtol=1e-8, atol=1e-10) else f"Chi2 rsample gradient differs: {g} vs {e}"
+    b.case("rsample_chi2_grad", f"seed(21)\nx = D.Chi2({DF}).rsample(5)\nlist(x, grad(fn(d) {{ seed(21); sum(D.Chi2(d).rsample(5) * {WW}) }})({DF}))", chi2_chk)
+    # StudentT.rsample's pathwise gradients in loc and scale
+    loc, sc, W2 = rng.standard_normal(3), loguniform(0.3, 3, (3,)), rng.standard_normal((5, 3))
+    L, S, W2W = b.inp(loc), b.inp(sc), b.inp(W2)
+
+    def st_chk(got):
+        y, (gl, gs) = np.asarray(got[0]), got[1]
+        el, es = W2.sum(0), (W2 * (y - loc) / sc).sum(0)
+        return None if np.allclose(gl, el, rtol=1e-10, atol=1e-10) and np.allclose(gs, es, rtol=1e-10, atol=1e-10) else "StudentT pathwise gradient differs"
+    b.case("rsample_studentt_pathwise", f"seed(22)\ny = D.StudentT({DF}, {L}, {S}).rsample(5)\n"
+           f"list(y, grad(fn(l, s) {{ seed(22); sum(D.StudentT({DF}, l, s).rsample(5) * {W2W}) }}, argnums=list(0, 1))({L}, {S}))", st_chk)
+    for pn, qn, mk in (("Chi2", "Chi2", lambda: (D.Chi2(T(loguniform(0.5, 9, 3))), D.Chi2(T(loguniform(0.5, 9, 3))))),
+                       ("Chi2", "Gamma", lambda: (D.Chi2(T(loguniform(0.5, 9, 3))), D.Gamma(T(loguniform(0.5, 9, 3)), T(loguniform(0.5, 3, 3))))),
+                       ("Gamma", "Chi2", lambda: (D.Gamma(T(loguniform(0.5, 9, 3)), T(loguniform(0.5, 3, 3))), D.Chi2(T(loguniform(0.5, 9, 3))))),
+                       ("Chi2", "Normal", lambda: (D.Chi2(T(loguniform(0.5, 9, 3))), D.Normal(T(rng.standard_normal(3)), T(loguniform(0.5, 3, 3))))),
+                       ("Chi2", "Exponential", lambda: (D.Chi2(T(loguniform(0.5, 9, 3))), D.Exponential(T(loguniform(0.5, 3, 3)))))):
+        p, q = mk()
+
+        def nb(d):
+            if isinstance(d, D.Chi2):
+                return f"D.Chi2({b.inp(d.df.numpy())})"
+            if isinstance(d, D.Gamma):
+                return f"D.Gamma({b.inp(d.concentration.numpy())}, {b.inp(d.rate.numpy())})"
+            if isinstance(d, D.Normal):
+                return f"D.Normal({b.inp(d.loc.numpy())}, {b.inp(d.scale.numpy())})"
+            return f"D.Exponential({b.inp(d.rate.numpy())})"
+        b.case(f"kl_{pn}_{qn}", f"D.kl_divergence({nb(p)}, {nb(q)})", D.kl_divergence(p, q), rtol=1e-9, atol=1e-10)
 
 
 # ------------------------------------------------------------------ Binomial entropy
@@ -294,7 +353,7 @@ def cabs_cases(b):
 def main():
     b = Batch("dist_reparam_grads"); b.raw(PRE); grad_fn_cases(b); rsample_cases(b); b.run()
     b = Batch("dist_reparam_stats"); b.raw(PRE); statistics_cases(b); b.run()
-    b = Batch("dist_entropy_kl"); b.raw(PRE); binomial_entropy_cases(b); kl_cases(b); igamma_cases(b); b.run()
+    b = Batch("dist_entropy_kl"); b.raw(PRE); binomial_entropy_cases(b); kl_cases(b); igamma_cases(b); chi2_student_cases(b); b.run()
     b = Batch("dist_cabs"); cabs_cases(b); b.run()
     if DEVICE == "cpu" and os.environ.get("NABLA_ASAN") != "1" and not emulated_rerun(__file__, "dist_reparam", "REPARAM_SUBSET"):
         report_fail("dist_reparam.emulated", "the emulated-device run failed (its lines above)")
