@@ -56,11 +56,11 @@ static nt_Tensor *gamma_grad(const char *name, int kind, nt_Tensor *const *in, i
   for (int k = 0; k < n; k++) {
     if (in[k]->device != in[0]->device) NT_FAIL_NULL("%s: inputs on different devices", name);
     if (!nt_dtype_is_float(in[k]->dtype)) NT_FAIL_NULL("%s: inputs must be floating tensors, got %s", name, nt_dtype_name(in[k]->dtype));
+    if (!k) { nd = in[0]->ndim; memcpy(shape, in[0]->shape, sizeof(int64_t) * (size_t)nd); continue; }
     int64_t prev[NT_MAXDIM];   /* nt_broadcast_shapes' output must not alias its input */
-    memcpy(prev, shape, sizeof prev);
-    if (k && nt_broadcast_shapes(name, prev, nd, in[k]->shape, in[k]->ndim, shape, &nd)) return NULL;
-    if (!k) { nd = in[0]->ndim; memcpy(shape, in[0]->shape, sizeof(int64_t) * (size_t)nd); }
-    if (k) dt = nt_promote(dt, in[k]->dtype);
+    memcpy(prev, shape, sizeof(int64_t) * (size_t)nd);
+    if (nt_broadcast_shapes(name, prev, nd, in[k]->shape, in[k]->ndim, shape, &nd)) return NULL;
+    dt = nt_promote(dt, in[k]->dtype);
   }
   nt_KernelArgs ka = {.op = op_gamma_grad, .nin = n, .iarg = {kind}, .niarg = 1};
   int rc = 0;
