@@ -364,6 +364,7 @@ void register_layers(void); // layers.cu: issue 29's activations
 void register_solver(void); // solver.cu: linalg's factorizations (cuSOLVER)
 void register_fft(void);    // fft.cu: torch.fft's transforms (cuFFT)
 void register_index(void);  // index.cu: nonzero, histc, isin
+void register_distributions(void); // distributions.cu: reparameterisation gradients
 }  // namespace ncu
 
 using namespace ncu;
@@ -431,6 +432,7 @@ static int init_module(nt_DeviceApi *api, char *reason, size_t n) {
   register_solver();
   register_fft();
   register_index();
+  register_distributions();
   api->device_count = api_device_count;
   api->synchronize = api_synchronize;
   api->memory = api_memory;

@@ -204,11 +204,21 @@ static int cabs_backward(nt_Node *n, nt_Tensor *g, nt_Tensor **gin) {
 }
 nt_Tensor *nt_cabs(nt_Tensor *z) {
   if (!nt_dtype_is_complex(z->dtype)) return nt_abs(z);
+  /* |z| = hypot(re, im) = m sqrt(1 + (n/m)^2), m = max(|re|, |im|), n = min: re^2 + im^2
+  ** would overflow above ~1e154 (c128) / ~1e19 (c64) and underflow below their square roots.
+  ** As C99's hypot and torch: an infinite part gives inf even beside a NaN; else NaN propagates. */
   bool prev = nt_set_grad_enabled(false);
   Pool p = {0};
-  nt_Tensor *v = P(&p, nt_view_as_real(z)), *sq = v ? P(&p, nt_mul(v, v)) : NULL;
-  nt_Tensor *s = sq ? P(&p, nt_sum(sq, (int[]){ z->ndim }, 1, false)) : NULL;
-  nt_Tensor *r = s ? finish(&p, P(&p, nt_sqrt(s))) : finish(&p, NULL);
+  nt_Tensor *a = P(&p, nt_abs(P(&p, nt_real(z)))), *b = a ? P(&p, nt_abs(P(&p, nt_imag(z)))) : NULL;
+  nt_Tensor *m = b ? P(&p, nt_binary(NT_OP_MAXIMUM, a, b)) : NULL, *n = m ? P(&p, nt_binary(NT_OP_MINIMUM, a, b)) : NULL;
+  nt_Tensor *mz = n ? P(&p, nt_binary_scalar_ex(NT_OP_EQ, m, 0, NT_SCALAR_FLOAT)) : NULL;
+  nt_Tensor *ms = mz ? P(&p, nt_where(mz, P(&p, nt_ones_like(m)), m)) : NULL;    /* 0/0 guarded: r = 0 there */
+  nt_Tensor *q = ms ? P(&p, nt_div(n, ms)) : NULL;
+  nt_Tensor *h = q ? P(&p, nt_mul(m, P(&p, nt_sqrt(P(&p, nt_binary_scalar_ex(NT_OP_ADD, P(&p, nt_mul(q, q)), 1, NT_SCALAR_FLOAT)))))) : NULL;
+  nt_Tensor *ia = h ? P(&p, nt_binary_scalar_ex(NT_OP_EQ, a, INFINITY, NT_SCALAR_FLOAT)) : NULL;
+  nt_Tensor *ib = ia ? P(&p, nt_binary_scalar_ex(NT_OP_EQ, b, INFINITY, NT_SCALAR_FLOAT)) : NULL;
+  nt_Tensor *inf = ib ? P(&p, nt_binary(NT_OP_LOGICAL_OR, ia, ib)) : NULL;
+  nt_Tensor *r = inf ? finish(&p, P(&p, nt_where(inf, P(&p, nt_full_like(h, INFINITY)), h))) : finish(&p, NULL);
   nt_set_grad_enabled(prev);
   if (r && nt_needs_grad(1, &z)) {
     nt_Node *n = nt_record(r, "AbsBackward", cabs_backward, 1, &z);

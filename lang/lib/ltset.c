@@ -262,6 +262,20 @@ static int b_xlogy(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
 static int b_binomial(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "binomial"; Tmp tp = {0}; TENSOR_ARG(c, 0, "count"); TENSOR_ARG(p, 1, "prob"); DONE(nt_sample_binomial(c, p));
 }
+static int b_standard_gamma_grad(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "standard_gamma_grad"; Tmp tp = {0}; TENSOR_ARG(a, 0, "alpha"); TENSOR_ARG(x, 1, "x"); DONE(nt_standard_gamma_grad(a, x));
+}
+static int b_dirichlet_grad(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "dirichlet_grad"; Tmp tp = {0}; TENSOR_ARG(x, 0, "x"); TENSOR_ARG(a, 1, "alpha"); TENSOR_ARG(t, 2, "total");
+  DONE(nt_dirichlet_grad(x, a, t));
+}
+UNARY(sample_dirichlet, nt_sample_dirichlet)
+static int b_igamma(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "igamma"; Tmp tp = {0}; TENSOR_ARG(a, 0, "a"); TENSOR_ARG(x, 1, "x"); DONE(nt_igamma(a, x));
+}
+static int b_igammac(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "igammac"; Tmp tp = {0}; TENSOR_ARG(a, 0, "a"); TENSOR_ARG(x, 1, "x"); DONE(nt_igammac(a, x));
+}
 
 static nb_Builtin set_builtins[] = {
   { "unique", b_unique, "x, sorted=true, return_inverse=false, return_counts=false, dim=nil", "unique(x, sorted=true, return_inverse=false, return_counts=false, dim=nil): the sorted distinct values (of x flattened, or the distinct slices along dim); with return_inverse/return_counts a list [values, inverse?, counts?] (i64); always sorted" },
@@ -297,6 +311,11 @@ static nb_Builtin set_builtins[] = {
   { "standard_gamma", b_standard_gamma, "alpha", "standard_gamma(alpha): Gamma(alpha, 1) samples of alpha's shape (torch._standard_gamma)" },
   { "poisson", b_poisson, "rates", "poisson(rates): Poisson samples of rates' shape" },
   { "binomial", b_binomial, "count, prob", "binomial(count, prob): Binomial(count, prob) samples, broadcasting" },
+  { "standard_gamma_grad", b_standard_gamma_grad, "alpha, x", "standard_gamma_grad(alpha, x): d x / d alpha for Gamma(alpha, 1) samples x, the implicit reparameterisation gradient (torch._standard_gamma_grad)" },
+  { "dirichlet_grad", b_dirichlet_grad, "x, alpha, total", "dirichlet_grad(x, alpha, total): the Beta(alpha, total - alpha) reparameterisation gradient over (1 - x) (torch._dirichlet_grad)" },
+  { "igamma", b_igamma, "a, x", "igamma(a, x): the regularised lower incomplete gamma function P(a, x) (torch.special.gammainc); differentiable in x" },
+  { "igammac", b_igammac, "a, x", "igammac(a, x): the regularised upper incomplete gamma function Q(a, x) = 1 - P(a, x) (torch.special.gammaincc); differentiable in x" },
+  { "sample_dirichlet", b_sample_dirichlet, "alpha", "sample_dirichlet(alpha): Dirichlet samples over alpha's last axis, differentiable in alpha (torch._sample_dirichlet with its backward)" },
   { NULL, NULL, NULL, NULL }
 };
 

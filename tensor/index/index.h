@@ -91,4 +91,16 @@ nt_Tensor *nt_sample_poisson(nt_Tensor *rate);
 /* Binomial(count, p) samples of the broadcast shape, p's dtype */
 nt_Tensor *nt_sample_binomial(nt_Tensor *count, nt_Tensor *p);
 
+/* ---- reparameterisation gradients (gammagrad.c; nt_sample_gamma is differentiable) ---- */
+/* d x / d alpha for x ~ Gamma(alpha, 1) (torch._standard_gamma_grad(alpha, x)), broadcasting */
+nt_Tensor *nt_standard_gamma_grad(nt_Tensor *alpha, nt_Tensor *x);
+/* torch._dirichlet_grad(x, alpha, total): the Beta(alpha, total - alpha) gradient / (1 - x) */
+nt_Tensor *nt_dirichlet_grad(nt_Tensor *x, nt_Tensor *alpha, nt_Tensor *total);
+/* Dirichlet(alpha) samples over alpha's last axis, differentiable in alpha (torch's _Dirichlet) */
+nt_Tensor *nt_sample_dirichlet(nt_Tensor *alpha);
+/* the regularised incomplete gamma functions P(a, x), Q(a, x) (torch.special.gammainc, gammaincc),
+** broadcasting; differentiable in x (in a: an error at backward, as torch) */
+nt_Tensor *nt_igamma(nt_Tensor *a, nt_Tensor *x);
+nt_Tensor *nt_igammac(nt_Tensor *a, nt_Tensor *x);
+
 #endif

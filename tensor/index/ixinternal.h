@@ -93,5 +93,7 @@ nt_Tensor *ix_nonzero_device(nt_Tensor *x);
 nt_Tensor *ix_histc_device(nt_Tensor *x, int64_t bins, double lo, double hi);
 nt_Tensor *ix_isin_device(nt_Tensor *elements, nt_Tensor *test, bool invert);
 int ix_unique_device(nt_Tensor *x, bool sorted, nt_Tensor **values, nt_Tensor **inverse, nt_Tensor **counts);
+/* gammagrad.c: y (a standard_gamma sample of alpha) with its gradient node to alpha, when needed */
+nt_Tensor *ix_gamma_attach_grad(nt_Tensor *y, nt_Tensor *alpha);
 
 #endif

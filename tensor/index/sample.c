@@ -5,9 +5,9 @@
 ** elements still pending only (the loop compacts them), so the
 ** global Philox stream (nt_seed) decides the samples on every device.  The
 ** rounds are bounded; a loop that has not finished by then (probability far
-** below 1e-100) is an error, never a silent partial result.  No gradient:
-** torch's rsample for these families needs implicit reparameterisation,
-** which the distributions module refuses with a clear error.
+** below 1e-100) is an error, never a silent partial result.  Gamma samples
+** carry torch's implicit reparameterisation gradient to alpha (gammagrad.c);
+** Poisson and Binomial samples have none (as torch).
 **   Gamma(a):   Marsaglia & Tsang (2000): d = a - 1/3, c = 1/sqrt(9d),
 **               v = (1 + c z)^3, accept when log u < z^2/2 + d - d v + d log v;
 **               a < 1 by Gamma(a + 1) * u^(1/a).  Results are clamped to the
@@ -144,7 +144,7 @@ nt_Tensor *nt_sample_gamma(nt_Tensor *alpha) {
   nt_Tensor *y = r ? nt_reshape(r, alpha->shape, alpha->ndim) : NULL;
   nt_release(r);
   nt_set_grad_enabled(g);
-  return y;
+  return ix_gamma_attach_grad(y, alpha);   /* torch's _standard_gamma: differentiable in alpha */
 }
 
 /* Knuth over the positions where sel holds: k = the number of uniforms whose
