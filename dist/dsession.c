@@ -671,20 +671,38 @@ void dsess_note_dead_hosts(void) {
   pthread_mutex_unlock(&S_mu);
 }
 
-/* ssh and Slurm: hosts every one of whose workers died (the host itself may
-** be gone) join the suspects a restart probes (S_mu held, before teardown).
-** Slurm: only workers that went silent count — srun ends every task of the
-** step when one fails (--kill-on-bad-exit), so there a death by exit says
-** nothing about the node; a lost node's tasks stop heartbeating first. */
+/* ssh and Slurm: hosts every one of whose workers are gone (the host itself
+** may be gone) join the suspects a restart probes (S_mu held, before
+** teardown).
+** ssh: a worker is gone when it died, or when it has been quiet for
+** QUIET_MS (workers ping at least once a second, heartbeat or not).  A
+** killed host's workers do not all die at once: one ssh sees its
+** connection end, the other's end never arrives (the host's links went
+** down) and, within the 3 s the wait gives the others to stop, it is
+** neither dead nor past the heartbeat timeout.  Counting it by silence is
+** safe because ssh suspects are probed, never dropped: a slow but live host
+** answers the probe and is used again.
+** Slurm: only workers that died of silence (the full heartbeat timeout)
+** count — there is no probe (the node is --exclude'd), and srun ends every
+** task of the step when one fails (--kill-on-bad-exit), so a death by exit
+** says nothing about the node; a lost node's tasks stop heartbeating first. */
+enum { QUIET_MS = 2000 };
+static int worker_gone(int j, int slurm, int64_t now) {
+  Worker *w = &S.w[j];
+  if (slurm) return w->dead && __atomic_load_n(&w->silent, __ATOMIC_SEQ_CST);
+  if (w->dead) return 1;
+  return w->hello && now - __atomic_load_n(&w->last_ms, __ATOMIC_SEQ_CST) > QUIET_MS;
+}
 static void note_dead_hosts(void) {
   if (!S.remote || !S.w) return;
   int slurm = !strcmp(S.launcher, "slurm");
+  int64_t now = (int64_t)nu_mono_ms();
   int k = 0;
   while (failed_hosts[k]) k++;
   for (int i = 0; i < S.n && k < 64; i++) {
-    if (!S.w[i].dead || !S.w[i].host[0]) continue;
+    if (!S.w[i].host[0] || !worker_gone(i, slurm, now)) continue;
     int all = 1, seen = 0;
-    for (int j = 0; j < S.n; j++) if (!strcmp(S.w[j].host, S.w[i].host) && (!S.w[j].dead || (slurm && !__atomic_load_n(&S.w[j].silent, __ATOMIC_SEQ_CST)))) all = 0;
+    for (int j = 0; j < S.n && all; j++) if (!strcmp(S.w[j].host, S.w[i].host) && !worker_gone(j, slurm, now)) all = 0;
     for (int j = 0; j < k; j++) if (!strcmp(failed_hosts[j], S.w[i].host)) seen = 1;
     if (all && !seen && (failed_hosts[k] = strdup(S.w[i].host))) k++;
   }
