@@ -27,7 +27,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,7 +39,7 @@
 #include "dist/dinternal.h"
 #include "dist/drelay.h"
 #include "dist/dlaunch.h"
-#include "util/clock.h"
+#include "dist/dwatch.h"
 
 static nb_VM *run_vm;
 static volatile sig_atomic_t run_interrupted;
@@ -135,46 +134,6 @@ static int is_regroup(const dsess_Reply *rep, int n, int which) {
   return 1;
 }
 
-/* ---- the elastic watcher: probes the lost hosts while the group runs ---- */
-typedef struct Watch {
-  pthread_t th; int on; volatile int stop;
-  dsess_Launch o;        /* a copy: the hosts, the ssh settings, o.lost (the candidates) */
-  double every_s;
-} Watch;
-static void *watch_main(void *arg) {
-  Watch *w = arg;
-  int *ok = calloc(w->o.nlost > 0 ? (size_t)w->o.nlost : 1, sizeof(int));
-  double next = nu_mono_s() + w->every_s;
-  while (ok && !__atomic_load_n(&w->stop, __ATOMIC_SEQ_CST)) {
-    if (nu_mono_s() < next) { usleep(50000); continue; }
-    dl_probe_ssh(w->o.lost, w->o.nlost, w->o.ssh_port, w->o.ssh_key, w->o.ssh_opts, w->o.nssh_opts, w->o.connect_timeout, ok);
-    int back = -1;
-    for (int i = 0; i < w->o.nlost; i++) if (ok[i]) back = i;
-    if (back >= 0 && !__atomic_load_n(&w->stop, __ATOMIC_SEQ_CST)) {
-      fprintf(stderr, "nabla run: host %s answers again: the group regroups at its next checkpoint\n", w->o.lost[back]);
-      dsess_request_regroup();
-      break;
-    }
-    next = nu_mono_s() + w->every_s;
-  }
-  free(ok);
-  return NULL;
-}
-static void watch_start(Watch *w, const dsess_Launch *o, int n, int want) {
-  memset(w, 0, sizeof *w);
-  if (strcmp(o->launcher, "ssh") || n >= want || !o->nlost) return;   /* nothing could join */
-  dsess_launch_copy(&w->o, o);
-  const char *e = getenv("NABLA_ELASTIC_PROBE_S");
-  w->every_s = e && atof(e) > 0 ? atof(e) : 2.0;
-  if (pthread_create(&w->th, NULL, watch_main, w) == 0) w->on = 1;
-}
-static void watch_stop(Watch *w) {
-  __atomic_store_n(&w->stop, 1, __ATOMIC_SEQ_CST);
-  if (w->on) pthread_join(w->th, NULL);
-  w->on = 0;
-  dsess_launch_free(&w->o);
-}
-
 static int attempt(int n, const dsess_Launch *o, const char *path, int argc, char **argv, int first_arg,
                    int only_rank0, const char *log_dir, int want, int *failed, int *started, int *regroup) {
   *failed = 0; *started = 0; *regroup = 0;
@@ -205,10 +164,10 @@ static int attempt(int n, const dsess_Launch *o, const char *path, int argc, cha
   run_vm = vm;
   dsess_Reply *rep;
   int which;
-  Watch watch;
-  watch_start(&watch, o, n, want);
+  dw_Watch watch;
+  dw_start(&watch, o, n, want, "nabla run");
   int rst = dsess_run_all(vm, b.p, b.n, &rep, &which, !only_rank0, fds);
-  watch_stop(&watch);
+  dw_stop(&watch);
   nbB_free(&b);
   if (rst) {
     fprintf(stderr, "nabla run: out of memory\n");

@@ -152,6 +152,15 @@ static int send_to(int rank, const char *type, uint32_t seq, const void *body, s
 ** regroup at its next step boundary (dist.save_checkpoint) */
 static int regroup_req;
 void dsess_request_regroup(void) { __atomic_store_n(&regroup_req, 1, __ATOMIC_SEQ_CST); }
+/* a command ended in the workers' DistRegroup (taken by dsess_take_regroup) */
+static int regroup_seen;
+int dsess_take_regroup(void) { return __atomic_exchange_n(&regroup_seen, 0, __ATOMIC_SEQ_CST); }
+int dsess_lost_worker(void) {
+  if (!S.active) return 0;
+  if (S.broken) return 1;
+  for (int i = 0; i < S.n; i++) if (S.w[i].dead) return 1;
+  return 0;
+}
 static void send_regroup_if_asked(void) {   /* S_mu held */
   if (!__atomic_exchange_n(&regroup_req, 0, __ATOMIC_SEQ_CST) || !S.router) return;
   for (int i = 0; i < S.n; i++) if (S.w[i].hello && !S.w[i].dead) send_to(i, "regroup", 0, NULL, 0);
@@ -596,6 +605,7 @@ static int exchange(nb_VM *vm, const char *fname, const char *type, const void *
     if (msg > rep[which].body + rep[which].len) msg = "";
     char m[1024]; snprintf(m, sizeof m, "%s", msg);
     char nm[64]; snprintf(nm, sizeof nm, "%s", name);
+    if (!strcmp(nm, "DistRegroup")) __atomic_store_n(&regroup_seen, 1, __ATOMIC_SEQ_CST);
     dsess_replies_free(rep, n); free(targets);
     if (nfail > 1) return dsess_error(vm, "%s failed on rank %d: %s: %s (and on %d other rank%s; reports above)", fname, which, nm, m, nfail - 1, nfail > 2 ? "s" : "");
     return dsess_error(vm, "%s failed on rank %d: %s: %s", fname, which, nm, m);

@@ -102,6 +102,11 @@ int dsess_default_slots(const dsess_Launch *o, int n);
 ** the waiting thread; dist.save_checkpoint agrees on it over the ring and
 ** ends the script with a DistRegroup error on every rank).  Any thread. */
 void dsess_request_regroup(void);
+/* whether the last failed command ended in the workers' DistRegroup (then
+** cleared) — a live elastic session regroups on it (dsessionlib.c) */
+int  dsess_take_regroup(void);
+/* whether the running group lost a worker (one is dead, or the group broke) */
+int  dsess_lost_worker(void);
 
 /* The ssh hosts to use: o->hosts less o->exclude (a malloc'd array of
 ** pointers into o->hosts; *nhosts of them), or NULL with the error raised:
