@@ -215,6 +215,8 @@ static int elastic_after(nb_VM *vm, const char *f) {
   char why[1024], rwhy[1024];
   pending_message(vm, why, sizeof why);
   nb_error_clear(vm);
+  char *advice = strstr(why, "; call dist.restart()");   /* done here: not the user's to do */
+  if (advice && !advice[strlen("; call dist.restart()")]) *advice = 0;
   int was = dsess_size(), n = 0;
   if (restart_group(vm, f, NULL, 0, 0, last_start.min_workers, &n)) {
     pending_message(vm, rwhy, sizeof rwhy);
@@ -228,12 +230,11 @@ static int elastic_after(nb_VM *vm, const char *f) {
     for (int j = 0; j < i && !seen; j++) { dsess_WorkerInfo u; dsess_worker_info(j, &u); seen = u.host && w.host && !strcmp(u.host, w.host); }
     if (!seen && w.host) hl += (size_t)snprintf(hosts + hl, sizeof hosts - hl, "%s%s", hl ? ", " : "", w.host);
   }
-  fprintf(stderr, "nabla dist: elastic: %s: the group %s with %d worker%s (was %d) on %s\n", f,
-          regroup ? "regrouped at its checkpoint" : "continues without the lost worker", n, n > 1 ? "s" : "", was, hosts);
-  return nb_error_kind(vm, "DistRestarted", "%s\nelastic: the group %s with %d worker%s (was %d) on %s; the workers start fresh: "
+  const char *what = regroup ? "a lost host answers again: the group regrouped at its checkpoint" : "the group lost a worker and restarted";
+  fprintf(stderr, "nabla dist: elastic: %s: %s with %d worker%s (was %d) on %s\n", f, what, n, n > 1 ? "s" : "", was, hosts);
+  return nb_error_kind(vm, "DistRestarted", "%s\nelastic: %s with %d worker%s (was %d) on %s; the workers start fresh: "
                        "push what they need again, resume from the last dist.save_checkpoint (dist.resume), and run this again",
-                       why, regroup ? "regrouped at its checkpoint (a lost host answers again)" : "restarted without the lost worker",
-                       n, n > 1 ? "s" : "", was, hosts);
+                       why, what, n, n > 1 ? "s" : "", was, hosts);
 }
 /* a session command; an elastic group heals on its failure (elastic_after) */
 static int session_command(nb_VM *vm, const char *f, const char *type, const void *body, size_t len, const int *targets, dsess_Reply **out) {

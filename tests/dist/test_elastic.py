@@ -130,6 +130,150 @@ def test_live_shrink(name):
     report(name, why is None, f"{why}; out={out[-900:]!r} err={err[-900:]!r}")
 
 
+# ---------------------------------------------------------------- a live elastic session (dist.start(..., elastic=true))
+ELASTIC_LOCAL = """
+import dist
+fn total(v) { dist.run(fn(v) all_reduce(ones(2) * v * (dist.rank() + 1)).tolist(), v)[0] }
+v = VAL
+r = try { dist.start(2, elastic=true, min_workers=3); "no error" } catch e { e.message }
+print("M", r)
+r = try { dist.start(2, elastic=1); "no error" } catch e { e.message }
+print("T", r)
+dist.start(3, elastic=true, heartbeat=3)
+print("A", dist.size(), total(v))
+eprint("PIDS", join(map(dist.workers(), fn(w) str(w.pid)), " "))
+while not exists("F1") { }
+while dist.workers()[1].alive { }
+r = try { total(v); "no error" } catch e { "{e.name}: {e.message}" }
+print("E", r)
+print("B", dist.size(), total(v), join(map(dist.workers(), fn(w) str(w.pid)), " "))
+dist.stop()
+"""
+
+
+@test
+def test_live_elastic_local(name):
+    # a worker of an elastic session dies while the session is idle: the next
+    # command fails with DistRestarted naming the loss, the group is whole again
+    # (3 fresh workers) and computes; without elastic the old behaviour stays
+    import signal
+    v = float(np.float32(rng.uniform(0.5, 2.0)))
+    f1 = os.path.join(TMP, "elastic-local-F1")
+    if os.path.exists(f1):
+        os.remove(f1)
+    path = script(ELASTIC_LOCAL.replace("VAL", repr(v)).replace('"F1"', f'"{f1}"'), "el_local.nbl")
+    p = subprocess.Popen([NABLA, path], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line, t = "", time.time()
+    while not line.startswith("PIDS") and time.time() - t < 60:
+        line = p.stderr.readline()
+    pids = [int(x) for x in line.split()[1:]]
+    if len(pids) == 3:
+        os.kill(pids[1], signal.SIGKILL)
+    touch(f1)
+    out, err = p.communicate(timeout=120)
+    err = line + err
+    sanitizer_check(err)
+    got = {m.group(1): m.group(2) for m in re.finditer(r"^(M|T|A|E|B) (.*)$", out, re.M)}
+    why = None if p.returncode == 0 and len(pids) == 3 else f"rc {p.returncode}, pids {pids}"
+    if why is None and "min_workers=3 is more than the 2 workers asked for" not in got.get("M", ""):
+        why = f"min_workers above n: {got.get('M')!r}"
+    if why is None and "elastic must be true or false" not in got.get("T", ""):
+        why = f"elastic=1: {got.get('T')!r}"
+    if why is None and got.get("A") != f"3 {expect_total(v, 3)}".replace("'", ""):
+        a = got.get("A", "")
+        if not (a.startswith("3 ") and np.allclose(eval(a[2:]), expect_total(v, 3), rtol=1e-6)):
+            why = f"A: {a!r}"
+    e = out.split("\nE ", 1)[-1].split("\nB ", 1)[0] if "\nE " in out else ""
+    if why is None and not (e.startswith("DistRestarted: dist.run: worker rank 1 ") and "is dead" in e and "call dist.restart()" not in e
+                            and "elastic: the group lost a worker and restarted with 3 workers (was 3)" in e and "dist.resume" in e):
+        why = f"the command after the loss: {e!r}"
+    b = got.get("B", "").split(" ", 1)
+    if why is None:
+        m = re.match(r"^3 (\[.*?\]) (.*)$", got.get("B", ""))
+        if not m or not np.allclose(eval(m.group(1)), expect_total(v, 3), rtol=1e-6):
+            why = f"B: {got.get('B')!r}"
+        elif set(int(x) for x in m.group(2).split()) & set(pids):
+            why = f"the healed group reuses old workers: {m.group(2)} vs {pids}"
+    if why is None and "nabla dist: elastic: dist.run: the group lost a worker and restarted with 3 workers (was 3)" not in err:
+        why = "no elastic message on stderr"
+    report(name, why is None, f"{why}; out={out[-900:]!r} err={err[-900:]!r}")
+
+
+ELASTIC_GROW = """
+import dist
+fn hosts() { h = list(); for w in dist.workers() { push(h, w.host) }; h }
+fn total(v) { dist.run(fn(v) all_reduce(ones(2) * v * (dist.rank() + 1)).tolist(), v)[0] }
+fn wait_file(p) { while not exists(p) { } }
+# checkpoints every step until the group regroups (bounded: 120 s)
+fn train(ck) { dist.run(fn(ck) { t = clock(); s = 0; while clock() - t < 120 { dist.save_checkpoint(ck, {w: ones(1) * s}, s); s = s + 1 }; s }, ck) }
+v = VAL
+dist.start(6, launcher="ssh", hosts=["hosta", "hostb", "hostc"], connect_timeout=3, heartbeat=3, elastic=true, min_workers=4, SSHOPTS)
+print("A", hosts(), total(v))
+print("KILL")
+wait_file("F1")
+while true { k = 0; for w in dist.workers() { if w.alive { k = k + 1 } }; if k <= 4 { break } }
+r = try { total(v); "no error" } catch e { "{e.name}: {e.message}" }
+print("E1", r)
+print("B", hosts(), total(v))
+print("REVIVE")
+r = try { train("CK"); "no error" } catch e { "{e.name}: {e.message}" }
+print("E2", r)
+print("G", hosts(), total(v))
+dist.stop()
+"""
+
+
+@test
+@needs_hosts
+def test_live_elastic_grow(name):
+    # an elastic live session of 6 on 3 hosts loses host c: the next command
+    # restarts the group on a and b (4 workers, min_workers=4); c returns while
+    # a training function checkpoints: the group regroups at a checkpoint
+    # (DistRestarted) and runs on 6 workers again, c included
+    ensure_up()
+    v = float(np.float32(rng.uniform(0.5, 2.0)))
+    f1 = os.path.join(TMP, "elgrow-F1")
+    ck = os.path.join(TMP, "elgrow.safetensors")
+    for f in (f1, ck):
+        if os.path.exists(f):
+            os.remove(f)
+    src = (ELASTIC_GROW.replace("SSHOPTS", C.ssh_opts_nbl()).replace("VAL", repr(v))
+           .replace('"F1"', f'"{f1}"').replace('"CK"', f'"{ck}"'))
+    path = script(src, "el_livegrow.nbl")
+    rc, out, err, fired = follow([NABLA, "-u", path], {"KILL": lambda: (kill_host(2), touch(f1)),
+                                                 "REVIVE": lambda: revive_host(2)}, timeout=240,
+                                 env={"NABLA_ELASTIC_PROBE_S": "1"})
+    got = {}
+    for line in out.splitlines():
+        m = re.match(r"^(A|B|G) (\[.*?\]) (\[.*\])$", line)
+        if m:
+            got[m.group(1)] = (eval(m.group(2)), [float(x) for x in eval(m.group(3))])
+    a, b, c = ["hosta"] * 2, ["hostb"] * 2, ["hostc"] * 2
+    want = {"A": (a + b + c, 6), "B": (a + b, 4), "G": (a + b + c, 6)}
+    why = None if rc == 0 else f"rc {rc}"
+    for k, (hs, ranks) in want.items():
+        if why:
+            break
+        if k not in got:
+            why = f"no line {k}"
+        elif got[k][0] != hs:
+            why = f"{k}: the group ran on {got[k][0]}, expected {hs}"
+        elif not np.allclose(got[k][1], expect_total(v, ranks), rtol=1e-6):
+            why = f"{k}: all_reduce gave {got[k][1]}, expected {expect_total(v, ranks)}"
+    e1 = out.split("\nE1 ", 1)[-1].split("\nB ", 1)[0] if "\nE1 " in out else ""
+    e2 = out.split("\nE2 ", 1)[-1].split("\nG ", 1)[0] if "\nE2 " in out else ""
+    if why is None and not (e1.startswith("DistRestarted: ") and "the group lost a worker and restarted with 4 workers (was 6) on hosta, hostb;" in e1):
+        why = f"the command after the host loss: {e1!r}"
+    if why is None and not (e2.startswith("DistRestarted: ") and "DistRegroup" in e2
+                            and "a lost host answers again: the group regrouped at its checkpoint with 6 workers (was 4)" in e2):
+        why = f"the training run when host c returned: {e2!r}"
+    if why is None and "host hostc answers again" not in err:
+        why = "the watcher did not report host c back"
+    if why is None and "exited before connecting" in err:
+        why = "a restart tried the dead host"
+    report(name, why is None, f"{why}; out={out[-900:]!r} err={err[-900:]!r}")
+
+
 # ---------------------------------------------------------------- nabla run: shrink, then grow back
 TRAIN = """
 import dist

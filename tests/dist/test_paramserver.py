@@ -169,23 +169,31 @@ def numpy_grad(w, b, k):
 @test
 def test_backup_workers(name):
     # backup=1 of 3: every round applies the average of the first 2 gradients
-    # at its version and drops the late one.  Rank 2 cannot finish its first
-    # gradient before rank 0 computes at version 2 (a file rank 0 writes), so
-    # round 0 never has it and at least one gradient is late, whatever the
-    # timing; the parameters must equal NumPy's SGD over the ranks each round
-    # actually applied (ps.rounds()), each rank with its own batch
+    # at its version and drops the late one.  Files order the ranks, whatever
+    # the timing: rank 2 starts its first gradient only once rank 0 computes
+    # at version 2 (so round 0 never has it and it comes late), and ranks 0
+    # and 1 give the last round's gradients only once rank 2 runs its second
+    # task (which the server sends after it took the late one: the run cannot
+    # end first).  The parameters must equal NumPy's SGD over the ranks each
+    # round actually applied (ps.rounds()), each rank with its own batch
     steps = 9
-    mark = os.path.join(TMP, "ps-backup-mark")
-    if os.path.exists(mark):
-        os.remove(mark)
+    mark, seen, mark2 = (os.path.join(TMP, f"ps-backup-{k}") for k in ("mark", "seen", "mark2"))
+    for f in (mark, seen, mark2):
+        if os.path.exists(f):
+            os.remove(f)
     rc, out, err = run(f"""
+fn wait_for(p) {{ t = clock(); while not exists(p) and clock() - t < 120 {{ }} }}
 fn grad_bk(m, v) {{
   r = dist.rank()
   if r == 0 and v >= 2 {{ write_text("{mark}", "x") }}
-  if r == 2 {{ t = clock(); while not exists("{mark}") and clock() - t < 120 {{ }} }}
+  if r == 2 {{
+    wait_for("{mark}")
+    if exists("{seen}") {{ write_text("{mark2}", "x") }} else {{ write_text("{seen}", "x") }}
+  }}
+  if r < 2 and v == {steps - 1} {{ wait_for("{mark2}") }}
   grad_fn(m, v * 3 + r)
 }}
-dist.push({{grad_fn: grad_fn, grad_bk: grad_bk}})
+dist.push({{grad_fn: grad_fn, grad_bk: grad_bk, wait_for: wait_for}})
 m = fresh()
 ps = dist.parameter_server(m, optim.sgd(m, lr={LR}), backup=1)
 ps.run(grad_bk, {steps})
