@@ -1,5 +1,6 @@
 /*
-** dwatch.h — elastic growth: a thread that probes the lost ssh hosts while
+** dwatch.h — elastic growth: a thread that probes the lost ssh hosts (or
+** Slurm nodes) while
 ** a group smaller than it may be runs, and asks the group to regroup at its
 ** next checkpoint when one answers (dsess_request_regroup).  `nabla run`
 ** (drun.c) and a live session started with elastic=true (dsessionlib.c)

@@ -18,11 +18,14 @@
   the group stops at the step-9 checkpoint and resumes with 6 workers; the
   final parameters equal (bitwise) a plain 6-worker run resumed from that
   same checkpoint, and the NumPy reference.
-- slurm_node_loss: inside an allocation of 3 nodes (SLURM_* set; srun is
-  tests/dist/fake_slurm/srun over the simulated hosts), `nabla run` takes
-  the launcher, -n and --nodes from it; node c is lost at step 4 and the
-  restart runs srun --ntasks=4 --nodes=2 --exclude=hostc, resuming from
-  the step-3 checkpoint (--min-workers 4).
+- slurm_node_loss: inside an allocation of 3 nodes (SLURM_* set; srun and
+  scontrol are tests/dist/fake_slurm's over the simulated hosts), `nabla
+  run` takes the launcher, -n and --nodes from it; node c is lost at step 4
+  and the restart runs srun --ntasks=4 --nodes=2 --exclude=hostc, resuming
+  from the step-3 checkpoint (--min-workers 4); node c comes back while the
+  group waits at step 7 (scontrol: DOWN*, then in service), the group
+  regroups at the step-9 checkpoint and srun runs 6 tasks on 3 nodes again
+  (re-admitted within the allocation); the parameters equal NumPy's.
 - srun: `nabla run` as one of several srun tasks is refused with a clear
   error (no N silent world-1 jobs); a lone task is not.
 
@@ -378,34 +381,54 @@ def test_grow(name):
 @needs_hosts
 def test_slurm_node_loss(name):
     # tests/dist/fake_slurm/srun places the tasks on the simulated hosts as srun
-    # does inside an allocation of those 3 nodes (--ntasks, --nodes, --exclude)
+    # does inside an allocation of those 3 nodes (--ntasks, --nodes, --exclude);
+    # its scontrol says a node's state from its host's first process
     ensure_up()
     X = rng.standard_normal((24, 5)).astype(np.float32)
     Y = rng.standard_normal((24, 3)).astype(np.float32)
     W = (rng.standard_normal((5, 3)) * 0.1).astype(np.float32)
     files = [npy("sX.npy", X), npy("sY.npy", Y), npy("sW.npy", W)]
-    ck, log = os.path.join(TMP, "slurm.safetensors"), os.path.join(TMP, "srun.log")
+    ck, log, side = os.path.join(TMP, "slurm.safetensors"), os.path.join(TMP, "srun.log"), os.path.join(TMP, "sside")
+    pidfile = os.path.join(TMP, "slurm-pids")
+    for f in (ck, log):
+        if os.path.exists(f):
+            os.remove(f)
+
+    def write_pids():
+        with open(pidfile + ".new", "w") as f:
+            f.write(",".join(str(p) for p in C.pids))
+        os.replace(pidfile + ".new", pidfile)
+    write_pids()
     path = script(TRAIN, "el_slurm.nbl")
     fake = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake_slurm")
     env = {"PATH": fake + ":" + os.environ.get("PATH", ""), "SLURM_JOB_ID": "4242", "SLURM_NTASKS": "6", "SLURM_JOB_NUM_NODES": "3",
-           "FAKE_SLURM_NODES": HOSTS, "FAKE_SLURM_PIDS": ",".join(str(p) for p in C.pids), "FAKE_SLURM_LOG": log}
-    cmd = [NABLA, "run", "--heartbeat", "3", "--min-workers", "4", "--max-restarts", "1", path, *files, "12", ck, "-", "slurm"]
-    rc, out, err, fired = follow(cmd, {"SPIN": lambda: (time.sleep(0.3), kill_host(2))}, timeout=200, env=env)
+           "FAKE_SLURM_NODES": HOSTS, "FAKE_SLURM_PIDS_FILE": pidfile, "FAKE_SLURM_LOG": log, "NABLA_ELASTIC_PROBE_S": "1"}
+    cmd = [NABLA, "run", "--heartbeat", "3", "--min-workers", "4", "--max-restarts", "1", path, *files, "15", ck, side, "elastic"]
+    rc, out, err, fired = follow(cmd, {"SPIN": lambda: (time.sleep(0.3), kill_host(2)),
+                                       "GROW": lambda: (revive_host(2), write_pids())}, timeout=240, env=env)
     starts = [tuple(x) for x in re.findall(r"^\[rank 0\] START (\d+) (\d+)$", out, re.M)]
-    sruns = open(log).read().splitlines() if os.path.exists(log) else []
+    calls = open(log).read().splitlines() if os.path.exists(log) else []
+    sruns = [c for c in calls if not c.startswith("scontrol ")]
+    probes = [c for c in calls if c.startswith("scontrol ")]
     why = None if rc == 0 else f"rc {rc}"
     if why is None and "inside Slurm job 4242: launcher slurm" not in err:
         why = "the launcher was not taken from the allocation"
-    if why is None and starts != [("0", "6"), ("3", "4")]:
-        why = f"the groups started at (step, world) {starts}, expected (0, 6), then (3, 4) without the lost node"
-    if why is None and (len(sruns) != 2 or "--ntasks=6" not in sruns[0] or "--nodes=3" not in sruns[0] or "--exclude" in sruns[0]):
+    if why is None and starts != [("0", "6"), ("3", "4"), ("9", "6")]:
+        why = f"the groups started at (step, world) {starts}, expected (0, 6), (3, 4) without the lost node, (9, 6) once it returned"
+    if why is None and (len(sruns) != 3 or "--ntasks=6" not in sruns[0] or "--nodes=3" not in sruns[0] or "--exclude" in sruns[0]):
         why = f"the first srun was not -n and --nodes of the allocation: {sruns}"
     if why is None and not all(a in sruns[1].split() for a in ("--ntasks=4", "--nodes=2", "--exclude=hostc")):
         why = f"the restart's srun did not leave the lost node out: {sruns}"
+    if why is None and not (all(a in sruns[2].split() for a in ("--ntasks=6", "--nodes=3")) and "--exclude" not in sruns[2]):
+        why = f"the regroup's srun did not take the returned node back: {sruns}"
+    if why is None and (not probes or any(p != "scontrol show node -o hostc" for p in probes)):
+        why = f"scontrol asked about other nodes than the lost one: {probes}"
+    if why is None and "regrouping the group with 6 workers (was 4)" not in err:
+        why = "no regroup to 6 workers"
     got = None
     if why is None:
-        got, why = final_params(out.split("START 3 4")[-1], 4)
-    if why is None and not np.allclose(got, reference(X, Y, W, 12), rtol=1e-4, atol=1e-5):
+        got, why = final_params(out.split("START 9 6")[-1], 6)
+    if why is None and not np.allclose(got, reference(X, Y, W, 15), rtol=1e-4, atol=1e-5):
         why = f"parameters {got} differ from the NumPy reference"
     report(name, why is None, f"{why}; out={out[-600:]!r} err={err[-1200:]!r}")
 
