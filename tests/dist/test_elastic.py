@@ -376,6 +376,64 @@ def test_grow(name):
     report(name, why is None, f"{why}; out={out[-900:]!r} err={err[-1200:]!r}")
 
 
+# ---------------------------------------------------------------- a host not in --hosts joins (nabla join)
+@test
+@needs_hosts
+def test_rdzv_join(name):
+    # `nabla run --hosts hosta,hostb -n 4 --max-workers 6 --rdzv PORT`; while the
+    # group waits at step 7, host c (not in --hosts) asks to join: with a wrong
+    # key it gets no answer (nothing is read without the job's key), a bad name
+    # is refused before anything is sent, with the key it is admitted; the
+    # group regroups at the step-9 checkpoint with 6 workers, c's included
+    ensure_up()
+    X = rng.standard_normal((24, 5)).astype(np.float32)
+    Y = rng.standard_normal((24, 3)).astype(np.float32)
+    W = (rng.standard_normal((5, 3)) * 0.1).astype(np.float32)
+    files = [npy("jX.npy", X), npy("jY.npy", Y), npy("jW.npy", W)]
+    ck, side, key, wrong = (os.path.join(TMP, f) for f in ("join.safetensors", "jside", "job.key", "wrong.key"))
+    for f in (ck, key):
+        if os.path.exists(f):
+            os.remove(f)
+    with open(wrong, "w") as f:
+        f.write(rng.bytes(32).hex() + "\n")
+    port = str(int(rng.integers(21000, 29999)))
+    path = script(TRAIN, "el_join.nbl")
+    joins = {}
+
+    def join():
+        base = [NABLA, "join", f"hosta:{port}"]
+        joins["wrong"] = C.run(2, base + ["--key", wrong, "--timeout", "3"], timeout=60)
+        joins["badname"] = C.run(2, base + ["--key", key, "--name", "host c!"], timeout=60)
+        joins["ok"] = C.run(2, base + ["--key", key], timeout=60)
+    cmd = [NABLA, "run", "--launcher", "ssh", "--hosts", "hosta,hostb", *C.ssh_args(), "--connect-timeout", "3", "--heartbeat", "4",
+           "-n", "4", "--max-workers", "6", "--slots-per-host", "2", "--rdzv", port, "--rdzv-key", key,
+           path, *files, "15", ck, side, "elastic"]
+    rc, out, err, fired = follow(cmd, {"GROW": join}, timeout=240)
+    starts = [tuple(x) for x in re.findall(r"^\[rank 0\] START (\d+) (\d+)$", out, re.M)]
+    why = None if rc == 0 else f"rc {rc}"
+    w, b, o = joins.get("wrong"), joins.get("badname"), joins.get("ok")
+    if why is None and (fired != ["GROW"] or not (w and b and o)):
+        why = f"the join did not happen: {fired}"
+    if why is None and not (w.returncode == 1 and "no answer" in w.stderr and "wrong key" in w.stderr):
+        why = f"a join with a wrong key: rc {w.returncode} {w.stdout!r} {w.stderr!r}"
+    if why is None and not (b.returncode == 2 and "is not 1 to 63 characters" in b.stderr):
+        why = f"a join with a bad name: rc {b.returncode} {b.stderr!r}"
+    if why is None and not (o.returncode == 0 and "admitted: hostc joins" in o.stdout):
+        why = f"the join with the key: rc {o.returncode} {o.stdout!r} {o.stderr!r}"
+    if why is None and (os.stat(key).st_mode & 0o077):
+        why = f"the key file is readable by others: {oct(os.stat(key).st_mode)}"
+    if why is None and starts != [("0", "4"), ("9", "6")]:
+        why = f"the groups started at (step, world) {starts}, expected (0, 4), then (9, 6) with the joined host"
+    if why is None and not ("host hostc joins through the rendezvous" in err and "regrouping the group with 6 workers (was 4)" in err):
+        why = "no admission and regroup on the job's side"
+    got = None
+    if why is None:
+        got, why = final_params(out.split("START 9 6")[-1], 6)
+    if why is None and not np.allclose(got, reference(X, Y, W, 15), rtol=1e-4, atol=1e-5):
+        why = f"parameters {got} differ from the NumPy reference"
+    report(name, why is None, f"{why}; out={out[-600:]!r} err={err[-1200:]!r}")
+
+
 # ---------------------------------------------------------------- Slurm: a node lost inside the allocation
 @test
 @needs_hosts
