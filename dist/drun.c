@@ -17,6 +17,9 @@
 ** DistRegroup error on every rank, agreed over the ring), and the group
 ** starts again at the size the hosts now hold, resuming from that
 ** checkpoint.  A regroup is not a failure: it spends no --max-restarts.
+** The watcher (dwatch.c) asks ssh hosts by ssh and Slurm nodes by scontrol.
+** --rdzv [HOST:]PORT --rdzv-key FILE (drdzv.c): hosts not in --hosts ask to
+** join (`nabla join`, with the job's key) and are added at the next regroup.
 **
 ** Inside a Slurm allocation, -n, --nodes and the launcher default to the
 ** allocation's (SLURM_NTASKS, SLURM_JOB_NUM_NODES); `srun nabla run` (a task

@@ -155,12 +155,6 @@ static int b_stop(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
   *out = nb_nil();
   return NB_OK;
 }
-/* dist.restart(exclude=nil, min_workers=0): a fresh group with the same
-** settings (dsess_plan_restart): hosts that failed to start or whose
-** workers all died are probed and left out while they do not answer, the
-** world is what the hosts left hold at their slots (up to dist.start's n;
-** an error below min_workers), exclude=[...] adds to the excluded hosts and
-** exclude=[] clears them */
 /* a fresh group with last_start's settings (dsess_plan_restart); *n: its
 ** size.  An elastic session smaller than it may be watches the lost hosts. */
 static int restart_group(nb_VM *vm, const char *f, char **ex, int nex, int reset, int minw, int *n) {
@@ -179,6 +173,12 @@ static int restart_group(nb_VM *vm, const char *f, char **ex, int nex, int reset
   if (!st && last_start.elastic) dw_start(&last_start.watch, &last_start.o, *n, last_start.n, "nabla dist");
   return st;
 }
+/* dist.restart(exclude=nil, min_workers=0): a fresh group with the same
+** settings (dsess_plan_restart): hosts that failed to start or whose
+** workers all died are probed and left out while they do not answer, the
+** world is what the hosts left hold at their slots (up to dist.start's n;
+** an error below min_workers), exclude=[...] adds to the excluded hosts and
+** exclude=[] clears them */
 static int b_restart(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
   (void)nargs;
   const char *f = "dist.restart";
