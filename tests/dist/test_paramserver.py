@@ -223,6 +223,62 @@ dist.stop()
 
 
 @test
+def test_backup_worker_dies(name):
+    # backup=1 of 3, rank 2 killed inside its first gradient: its gradient is
+    # lost (counted); the rounds go on with the 2 living workers (each round
+    # still averages 2 gradients: N-k while N-k workers live), equal to
+    # NumPy's replay of ps.rounds()
+    import signal, time
+    mark = os.path.join(TMP, "ps-bk-kill")
+    if os.path.exists(mark):
+        os.remove(mark)
+    steps = 6
+    path = script(PRELUDE + f"""
+eprint("PIDS", join(map(dist.workers(), fn(w) str(w.pid)), " "))
+fn grad_bk(m, v) {{
+  r = dist.rank()
+  if r == 2 {{ write_text("{mark}", "x"); t = clock(); while clock() - t < 120 {{ }} }}
+  grad_fn(m, v * 3 + r)
+}}
+dist.push({{grad_fn: grad_fn, grad_bk: grad_bk}})
+m = fresh()
+ps = dist.parameter_server(m, optim.sgd(m, lr={LR}), backup=1)
+ps.run(grad_bk, {steps})
+print("R", json.format({{w: m.w.tolist(), b: m.b.tolist(), stats: ps.stats(), rounds: ps.rounds()}}))
+dist.stop()
+""", "psbkkill.nbl")
+    p = subprocess.Popen([NABLA, path], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line, t = "", time.time()
+    while not line.startswith("PIDS") and time.time() - t < 60:
+        line = p.stderr.readline()
+    pids = [int(x) for x in line.split()[1:]]
+    while not os.path.exists(mark) and time.time() - t < 60:
+        time.sleep(0.05)
+    if len(pids) == 3:
+        os.kill(pids[2], signal.SIGKILL)
+    out, err = p.communicate(timeout=180)
+    sanitizer_check(err)
+    got = lines_with("R ", out)
+    r = json.loads(got[0]) if got else {}
+    st, rounds = r.get("stats", {}), r.get("rounds", [])
+    why = None if p.returncode == 0 and got else f"rc={p.returncode} err={err[-600:]!r}"
+    if why is None and not (st["lost"] == 1 and st["version"] == steps and st["applied"] == 2 * steps
+                            and st["pushed"] == st["applied"] + st["dropped"] + st["unused"]):
+        why = f"stats {st}"
+    if why is None and any(sorted(x) != [0, 1] for x in rounds):
+        why = f"rounds {rounds}: rank 2 never gave a gradient, every round needs ranks 0 and 1"
+    if why is None:
+        w, b = W0.copy(), np.zeros(1)
+        for v, ranks in enumerate(rounds):
+            gs = [numpy_grad(w, b, (v * 3 + q) % NB) for q in ranks]
+            w = w - LR * (gs[0][0] + gs[1][0]) / 2
+            b = b - LR * (gs[0][1] + gs[1][1]) / 2
+        if not (np.allclose(r["w"], w, rtol=1e-10, atol=1e-12) and np.allclose(r["b"], b, rtol=1e-10, atol=1e-12)):
+            why = f"parameters {r['w']} differ from NumPy's {w.tolist()}"
+    report(name, why is None, f"{why}; out={out[-400:]!r}")
+
+
+@test
 def test_bad_backup(name):
     rc, out, err = run("""
 m = fresh()
