@@ -159,6 +159,13 @@ int dc_sendrecv(dr_Group *g, int dst, const void *sbuf, size_t sn, int src, void
   return 0;
 }
 
+int dc_ready(const dr_Group *g, int src) {
+  if (!dc_has(g, src)) return -1;
+  dc_Chan *c = g->chan;
+  char *in = ring(c, c->lidx_of[wrank(g, src)], c->me);
+  return __atomic_load_n(head(in), __ATOMIC_ACQUIRE) != __atomic_load_n(tail(in), __ATOMIC_ACQUIRE);
+}
+
 /* ------------------------------------------------------------ setup */
 void dc_close(dr_Group *g) {
   dc_Chan *c = g->chan;

@@ -26,5 +26,7 @@ void dc_close(dr_Group *g);
 int  dc_has(const dr_Group *g, int peer);
 /* dr_sendrecv when dst or src is on a channel (the other may be TCP or -1) */
 int  dc_sendrecv(dr_Group *g, int dst, const void *sbuf, size_t sn, int src, void *rbuf, size_t rn);
+/* whether bytes from src wait in its channel to this rank (1/0; -1: src is not on a channel) */
+int  dc_ready(const dr_Group *g, int src);
 
 #endif

@@ -139,6 +139,22 @@ static int b_isend_wait(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
   *out = nb_nil();
   return NB_OK;
 }
+static int b_isend_test(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
+  (void)n; const char *f = "test";
+  if (a[0].t != NB_TNUM || a[1].t != NB_TNUM) return nb_error_kind(vm, "TypeError", "%s: expected an isend handle", f);
+  int st = nbD_isend_test((int)a[0].u.n, (unsigned)a[1].u.n);
+  if (st < 0) return derr(vm, f);
+  *out = nb_bool(st);
+  return NB_OK;
+}
+static int b_recv_ready(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
+  (void)n; const char *f = "test"; int src = 0;
+  if (need_worker(vm, f) || rank_arg(vm, f, "src", a[0], &src)) return NB_ERR;
+  int st = nbD_recv_ready(src);
+  if (st < 0) return derr(vm, f);
+  *out = nb_bool(st);
+  return NB_OK;
+}
 static int b_recv(nb_VM *vm, nb_Value *a, int n, nb_Value *out) {
   (void)n; const char *f = "recv"; int src = 0;
   if (need_worker(vm, f) || rank_arg(vm, f, "src", a[0], &src)) return NB_ERR;
@@ -236,7 +252,7 @@ static int in_group(nb_VM *vm, nb_Value *a, int n, nb_Value *out, int gi, const 
   if (nbD_group_arg(vm, f, a[gi], &id)) return NB_ERR;
   if (id && need_worker(vm, f)) return NB_ERR;
   if (nbD_group_enter(id, &sc)) return nb_error_kind(vm, "DistError", "%s: %s", f, nt_error_msg());
-  if (inner != b_recv && inner != b_isend) nbD_async_drain();   /* sends on a link stay in order */
+  if (inner != b_recv && inner != b_isend && inner != b_recv_ready) nbD_async_drain();   /* sends on a link stay in order */
   int st = inner(vm, a, n, out);
   nbD_group_leave(&sc);
   return st;
@@ -244,6 +260,7 @@ static int in_group(nb_VM *vm, nb_Value *a, int n, nb_Value *out, int gi, const 
 #define GROUPED(name, gi) static int name##_g(nb_VM *vm, nb_Value *a, int n, nb_Value *out) { return in_group(vm, a, n, out, gi, #name + 2, name); }
 GROUPED(b_all_reduce, 2) GROUPED(b_all_gather, 1) GROUPED(b_reduce_scatter, 2) GROUPED(b_broadcast, 2) GROUPED(b_broadcast_, 2)
 GROUPED(b_send, 2) GROUPED(b_isend, 2) GROUPED(b_recv, 1) GROUPED(b_barrier, 0) GROUPED(b_all_to_all, 1) GROUPED(b_coalesced, 3)
+GROUPED(b_recv_ready, 1)
 
 static nb_Builtin coll_builtins[] = {
   { "dist_rank", b_rank, "", "dist.rank(): this worker's rank (nil outside workers)" },
@@ -257,6 +274,8 @@ static nb_Builtin coll_builtins[] = {
   { "send", b_send_g, "x, dst, group=nil", "send(x, dst): sends tensor x to rank dst (which calls recv)" },
   { "dist_isend", b_isend_g, "x, dst, group=nil", "dist_isend(x, dst, group=nil): starts a background send; [id, seq] for dist_isend_wait (use dist.isend)" },
   { "dist_isend_wait", b_isend_wait, "id, seq", "dist_isend_wait(id, seq): completes a dist_isend" },
+  { "dist_isend_test", b_isend_test, "id, seq", "dist_isend_test(id, seq): whether a dist_isend finished (its wait will not block)" },
+  { "dist_recv_ready", b_recv_ready_g, "src, group=nil", "dist_recv_ready(src, group=nil): whether a message from src has begun to arrive (irecv's test)" },
   { "recv", b_recv_g, "src, group=nil", "recv(src): receives the tensor rank src sends (shape and dtype travel with it)" },
   { "barrier", b_barrier_g, "group=nil", "barrier(): waits until every rank reaches it" },
   { "all_to_all", b_all_to_all_g, "xs, group=nil", "all_to_all(xs): xs[j] goes to rank j; returns the list of what each rank sent here" },

@@ -27,6 +27,7 @@
 void nbD_init(void);
 int  nbD_worker_main(int argc, char **argv);   /* argv[0] == "worker" */
 int  nbD_run_main(int argc, char **argv);      /* argv[0] == "run" */
+int  nbD_join_main(int argc, char **argv);     /* argv[0] == "join": drdzv.c */
 
 /* The `%%all` cell / `%all EXPR` magics of the front ends (REPL, kernel): the
 ** nabla source that runs `src` on every worker (pull=0) or shows the value of

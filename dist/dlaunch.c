@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -306,6 +307,76 @@ void dl_probe_ssh(char *const *hosts, int n, int port, const char *identity, cha
     usleep(20000);
   }
   free(pids); free(argv);
+}
+
+/* whether scontrol's one-line record says the node is in service */
+static int slurm_state_ok(const char *rec) {
+  const char *s = strstr(rec, " State=");
+  if (!s) s = strncmp(rec, "State=", 6) ? NULL : rec - 1;
+  if (!s) return 0;
+  char st[128]; size_t k = 0;
+  for (s += 7; *s && *s != ' ' && *s != '\n' && k < sizeof st - 1; s++) st[k++] = *s;
+  st[k] = 0;
+  static const char *const bad[] = { "*", "DOWN", "DRAIN", "FAIL", "NOT_RESP", "NO_RESP", "UNKNOWN", "FUTURE", "POWER", "REBOOT" };
+  if (!k) return 0;
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) if (strstr(st, bad[i])) return 0;
+  return 1;
+}
+
+/* the lost nodes seen out of service (bounded: a node past it is never re-admitted by a probe) */
+static char seen_down[64][80];
+static pthread_mutex_t seen_mu = PTHREAD_MUTEX_INITIALIZER;
+static int seen_down_at(const char *node, int add) {
+  pthread_mutex_lock(&seen_mu);
+  int hit = 0, fr = -1;
+  for (int i = 0; i < 64 && !hit; i++) {
+    if (!strcmp(seen_down[i], node) && node[0]) hit = 1;
+    else if (!seen_down[i][0] && fr < 0) fr = i;
+  }
+  if (!hit && add && fr >= 0 && strlen(node) < sizeof seen_down[0]) { snprintf(seen_down[fr], sizeof seen_down[fr], "%s", node); hit = 1; }
+  pthread_mutex_unlock(&seen_mu);
+  return hit;
+}
+void dl_slurm_forget(const char *node) {
+  pthread_mutex_lock(&seen_mu);
+  for (int i = 0; i < 64; i++) if (!strcmp(seen_down[i], node)) seen_down[i][0] = 0;
+  pthread_mutex_unlock(&seen_mu);
+}
+
+void dl_probe_slurm(char *const *nodes, int n, int *ok) {
+  for (int i = 0; i < n; i++) {
+    ok[i] = 0;
+    int fd[2];
+    if (pipe(fd)) continue;
+    pid_t p = fork();
+    if (p < 0) { close(fd[0]); close(fd[1]); continue; }
+    if (p == 0) {
+      int nul = open("/dev/null", O_RDWR);
+      if (nul >= 0) { dup2(nul, 0); dup2(nul, 2); }
+      dup2(fd[1], 1);
+      close(fd[0]); close(fd[1]);
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      execlp("scontrol", "scontrol", "show", "node", "-o", nodes[i], (char *)NULL);
+      _exit(127);
+    }
+    close(fd[1]);
+    fcntl(fd[0], F_SETFL, O_NONBLOCK);
+    char out[8192]; size_t len = 0; int done = 0, st = 0;
+    double t0 = nu_mono_s();
+    while (!done && nu_mono_s() - t0 < 15) {
+      ssize_t r = len < sizeof out - 1 ? read(fd[0], out + len, sizeof out - 1 - len) : 0;
+      if (r > 0) { len += (size_t)r; continue; }
+      if (waitpid(p, &st, WNOHANG) == p) { done = 1; break; }
+      usleep(20000);
+    }
+    if (!done) { kill(p, SIGKILL); waitpid(p, &st, 0); }
+    else for (ssize_t r; len < sizeof out - 1 && (r = read(fd[0], out + len, sizeof out - 1 - len)) > 0; ) len += (size_t)r;
+    close(fd[0]);
+    out[len] = 0;
+    int up = done && WIFEXITED(st) && WEXITSTATUS(st) == 0 && len < sizeof out - 1 && slurm_state_ok(out);
+    if (!up) seen_down_at(nodes[i], 1);
+    else ok[i] = seen_down_at(nodes[i], 0);
+  }
 }
 
 pid_t dl_spawn_srun(dl_Common *c, int nodes, int gpus_per_node, const char *exclude, const char *endpoint) {

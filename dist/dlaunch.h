@@ -53,6 +53,18 @@ pid_t dl_spawn_ssh(dl_Common *c, const char *host, int port, const char *identit
 void dl_probe_ssh(char *const *hosts, int n, int port, const char *identity, char *const *extra_opts, int nextra,
                   int connect_timeout, int *ok);
 
+/* Whether each of n Slurm nodes is back in service: `scontrol show node -o
+** NODE` says its State without DOWN, DRAIN, FAIL, NOT_RESPONDING, UNKNOWN,
+** FUTURE or POWER* and without the '*' of a node that does not respond
+** (IDLE, ALLOCATED, MIXED, COMPLETING) — and only after this process has
+** seen it out of service since it was lost: slurmctld keeps a dead node
+** ALLOCATED for minutes (SlurmdTimeout), so "in service" alone would take a
+** dead node back (ok[i] = 1: back).  One node at a time, each bounded to
+** 15 s and 8 KiB of output (more, or no answer: not back). */
+void dl_probe_slurm(char *const *nodes, int n, int *ok);
+/* a node re-admitted: the next loss starts its down-then-up watch afresh */
+void dl_slurm_forget(const char *node);
+
 /* srun --ntasks=N [--nodes=M] [--gpus-per-node=G] [--exclude=A,B] ... EXE
 ** worker ...; every task reads the key from srun's stdin (srun broadcasts
 ** it).  exclude: nodes to leave out ("" or NULL: none).  Returns srun's pid or -1. */

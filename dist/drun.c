@@ -17,6 +17,9 @@
 ** DistRegroup error on every rank, agreed over the ring), and the group
 ** starts again at the size the hosts now hold, resuming from that
 ** checkpoint.  A regroup is not a failure: it spends no --max-restarts.
+** The watcher (dwatch.c) asks ssh hosts by ssh and Slurm nodes by scontrol.
+** --rdzv [HOST:]PORT --rdzv-key FILE (drdzv.c): hosts not in --hosts ask to
+** join (`nabla join`, with the job's key) and are added at the next regroup.
 **
 ** Inside a Slurm allocation, -n, --nodes and the launcher default to the
 ** allocation's (SLURM_NTASKS, SLURM_JOB_NUM_NODES); `srun nabla run` (a task
@@ -27,7 +30,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,7 +42,9 @@
 #include "dist/dinternal.h"
 #include "dist/drelay.h"
 #include "dist/dlaunch.h"
-#include "util/clock.h"
+#include "dist/dwatch.h"
+#include "dist/drdzv.h"
+#include <openssl/crypto.h>
 
 static nb_VM *run_vm;
 static volatile sig_atomic_t run_interrupted;
@@ -63,6 +67,7 @@ static const char RUN_USAGE[] =
   "                 [--heartbeat SECONDS] [--bind ADDR] [--backend auto|ring|nccl]\n"
   "                 [--log-dir DIR] [--only-rank0] [--max-restarts N] [--min-workers M]\n"
   "                 [--max-workers X] [--nnodes MIN:MAX] [--slots-per-host S]\n"
+  "                 [--rdzv [HOST:]PORT --rdzv-key FILE]\n"
   "                 SCRIPT.nbl [ARGS...]\n";
 
 static int push(char ***l, int *n, const char *v) {
@@ -135,46 +140,6 @@ static int is_regroup(const dsess_Reply *rep, int n, int which) {
   return 1;
 }
 
-/* ---- the elastic watcher: probes the lost hosts while the group runs ---- */
-typedef struct Watch {
-  pthread_t th; int on; volatile int stop;
-  dsess_Launch o;        /* a copy: the hosts, the ssh settings, o.lost (the candidates) */
-  double every_s;
-} Watch;
-static void *watch_main(void *arg) {
-  Watch *w = arg;
-  int *ok = calloc(w->o.nlost > 0 ? (size_t)w->o.nlost : 1, sizeof(int));
-  double next = nu_mono_s() + w->every_s;
-  while (ok && !__atomic_load_n(&w->stop, __ATOMIC_SEQ_CST)) {
-    if (nu_mono_s() < next) { usleep(50000); continue; }
-    dl_probe_ssh(w->o.lost, w->o.nlost, w->o.ssh_port, w->o.ssh_key, w->o.ssh_opts, w->o.nssh_opts, w->o.connect_timeout, ok);
-    int back = -1;
-    for (int i = 0; i < w->o.nlost; i++) if (ok[i]) back = i;
-    if (back >= 0 && !__atomic_load_n(&w->stop, __ATOMIC_SEQ_CST)) {
-      fprintf(stderr, "nabla run: host %s answers again: the group regroups at its next checkpoint\n", w->o.lost[back]);
-      dsess_request_regroup();
-      break;
-    }
-    next = nu_mono_s() + w->every_s;
-  }
-  free(ok);
-  return NULL;
-}
-static void watch_start(Watch *w, const dsess_Launch *o, int n, int want) {
-  memset(w, 0, sizeof *w);
-  if (strcmp(o->launcher, "ssh") || n >= want || !o->nlost) return;   /* nothing could join */
-  dsess_launch_copy(&w->o, o);
-  const char *e = getenv("NABLA_ELASTIC_PROBE_S");
-  w->every_s = e && atof(e) > 0 ? atof(e) : 2.0;
-  if (pthread_create(&w->th, NULL, watch_main, w) == 0) w->on = 1;
-}
-static void watch_stop(Watch *w) {
-  __atomic_store_n(&w->stop, 1, __ATOMIC_SEQ_CST);
-  if (w->on) pthread_join(w->th, NULL);
-  w->on = 0;
-  dsess_launch_free(&w->o);
-}
-
 static int attempt(int n, const dsess_Launch *o, const char *path, int argc, char **argv, int first_arg,
                    int only_rank0, const char *log_dir, int want, int *failed, int *started, int *regroup) {
   *failed = 0; *started = 0; *regroup = 0;
@@ -205,10 +170,10 @@ static int attempt(int n, const dsess_Launch *o, const char *path, int argc, cha
   run_vm = vm;
   dsess_Reply *rep;
   int which;
-  Watch watch;
-  watch_start(&watch, o, n, want);
+  dw_Watch watch;
+  dw_start(&watch, o, n, want, "nabla run");
   int rst = dsess_run_all(vm, b.p, b.n, &rep, &which, !only_rank0, fds);
-  watch_stop(&watch);
+  dw_stop(&watch);
   nbB_free(&b);
   if (rst) {
     fprintf(stderr, "nabla run: out of memory\n");
@@ -322,7 +287,7 @@ int nbD_run_main(int argc, char **argv) {
   o.timeout = 300; o.heartbeat = 10;
   int bad = 0, only_rank0 = 0, max_restarts = 0, min_workers = 0, max_workers = 0, nn_lo = 0, nn_hi = 0;
   int gave_n = 0, gave_launcher = 0, gave_nodes = 0;
-  const char *log_dir = NULL;
+  const char *log_dir = NULL, *rdzv = NULL, *rdzv_key = NULL;
   if (refuse_srun_task()) return 2;
   for (; i < argc && argv[i][0] == '-' && !bad; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -346,6 +311,8 @@ int nbD_run_main(int argc, char **argv) {
     else if (!strcmp(a, "--slots-per-host")) bad = int_opt("--slots-per-host", v, 1, 1024, &o.slots);
     else if (!strcmp(a, "--nnodes")) bad = range_opt(v, &nn_lo, &nn_hi);
     else if (!strcmp(a, "--log-dir")) log_dir = v;
+    else if (!strcmp(a, "--rdzv")) { if (strlen(v) > 120) bad = 1; else rdzv = v; }
+    else if (!strcmp(a, "--rdzv-key")) rdzv_key = v;
     else if (!strcmp(a, "--ifname") || !strcmp(a, "--ports")) {
       if (strlen(v) >= sizeof o.ifname) { fprintf(stderr, "nabla run: %s \"%s\" is too long\n", a, v); bad = 1; }
       else snprintf(a[2] == 'i' ? o.ifname : o.ports, sizeof o.ifname, "%s", v);
@@ -389,6 +356,10 @@ int nbD_run_main(int argc, char **argv) {
     dsess_launch_free(&o); return 2;
   }
   if (n > want) n = want;
+  if ((rdzv || rdzv_key) && (!rdzv || !rdzv_key || strcmp(o.launcher, "ssh") || !max_workers)) {
+    fprintf(stderr, "nabla run: --rdzv [HOST:]PORT needs --rdzv-key FILE, --launcher ssh and --max-workers (or --nnodes MIN:MAX): joiners are hosts the job reaches by ssh, up to that size\n");
+    dsess_launch_free(&o); return 2;
+  }
   char path[PATH_MAX];
   if (!realpath(argv[i], path)) { fprintf(stderr, "nabla run: cannot open %s: %s\n", argv[i], strerror(errno)); dsess_launch_free(&o); return 2; }
   if (log_dir) {
@@ -412,6 +383,19 @@ int nbD_run_main(int argc, char **argv) {
   struct sigaction sa; memset(&sa, 0, sizeof sa);
   sa.sa_handler = run_sigint; sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, NULL);
+  /* the rendezvous: hosts not in --hosts ask to join (nabla join); admitted
+  ** ones join the plan at the next regroup, up to --max-workers */
+  dz_Rdzv rz; memset(&rz, 0, sizeof rz);
+  if (rdzv) {
+    unsigned char key[DP_KEYLEN]; char why[400];
+    int room = (want + o.slots - 1) / o.slots - (o.nhosts - o.nexclude);
+    int st = dz_key_file(rdzv_key, 1, key, why, sizeof why);
+    if (!st) st = dz_open(&rz, rdzv, key, o.hosts, o.nhosts, room, why, sizeof why);
+    OPENSSL_cleanse(key, sizeof key);
+    if (st) { fprintf(stderr, "nabla run: %s\n", why); dsess_launch_free(&o); return 2; }
+    fprintf(stderr, "nabla run: rendezvous on %s: hosts join with `nabla join THIS_HOST:PORT --key %s` (room for %d more host%s)\n",
+            rdzv, rdzv_key, room > 0 ? room : 0, room == 1 ? "" : "s");
+  }
   int worst = 0, free_tries = 0, regroups = 0;
   for (int r = 0; ; ) {
     char rc[16]; snprintf(rc, sizeof rc, "%d", r);
@@ -427,6 +411,9 @@ int nbD_run_main(int argc, char **argv) {
     else if (!started && dsess_failed_hosts()[0] && strcmp(o.launcher, "local") && free_tries < 64) { why = "hosts"; free_tries++; }
     else if (!failed || r >= max_restarts) break;
     else { why = "restart"; r++; }
+    char *joined[DZ_MAX_JOINS];
+    int nj = dz_take(&rz, joined, DZ_MAX_JOINS);
+    for (int k = 0; k < nj; k++) { if (push(&o.hosts, &o.nhosts, joined[k])) fprintf(stderr, "nabla run: out of memory adding host %s\n", joined[k]); free(joined[k]); }
     nb_VM *vm = nb_vm_new(nb_stdio_sink());
     int m = n;
     int st = dsess_plan_restart(vm, "nabla run", &o, want, &m, NULL, 0, 0, min_workers);
@@ -443,6 +430,7 @@ int nbD_run_main(int argc, char **argv) {
               m, m > 1 ? "s" : "", n, o.nlost ? "; lost hosts: " : "", lost);
     n = m;
   }
+  if (rdzv) dz_close(&rz);
   dsess_launch_free(&o);
   return worst;
 }

@@ -152,6 +152,15 @@ static int send_to(int rank, const char *type, uint32_t seq, const void *body, s
 ** regroup at its next step boundary (dist.save_checkpoint) */
 static int regroup_req;
 void dsess_request_regroup(void) { __atomic_store_n(&regroup_req, 1, __ATOMIC_SEQ_CST); }
+/* a command ended in the workers' DistRegroup (taken by dsess_take_regroup) */
+static int regroup_seen;
+int dsess_take_regroup(void) { return __atomic_exchange_n(&regroup_seen, 0, __ATOMIC_SEQ_CST); }
+int dsess_lost_worker(void) {
+  if (!S.active) return 0;
+  if (S.broken) return 1;
+  for (int i = 0; i < S.n; i++) if (S.w[i].dead) return 1;
+  return 0;
+}
 static void send_regroup_if_asked(void) {   /* S_mu held */
   if (!__atomic_exchange_n(&regroup_req, 0, __ATOMIC_SEQ_CST) || !S.router) return;
   for (int i = 0; i < S.n; i++) if (S.w[i].hello && !S.w[i].dead) send_to(i, "regroup", 0, NULL, 0);
@@ -587,6 +596,7 @@ static int exchange(nb_VM *vm, const char *fname, const char *type, const void *
       const char *report = msg + strlen(msg) + 1;
       if (report > rep[i].body + rep[i].len) report = msg;
       if (i != which && !strcmp(name, "Interrupted") && r == WR_FAILED) continue;
+      if (!strcmp(name, "DistRegroup")) continue;   /* every rank stopped at the checkpoint as asked: no failure to report */
       nfail++;
       dsess_relay_report(vm, i, report);
     }
@@ -596,6 +606,7 @@ static int exchange(nb_VM *vm, const char *fname, const char *type, const void *
     if (msg > rep[which].body + rep[which].len) msg = "";
     char m[1024]; snprintf(m, sizeof m, "%s", msg);
     char nm[64]; snprintf(nm, sizeof nm, "%s", name);
+    if (!strcmp(nm, "DistRegroup")) __atomic_store_n(&regroup_seen, 1, __ATOMIC_SEQ_CST);
     dsess_replies_free(rep, n); free(targets);
     if (nfail > 1) return dsess_error(vm, "%s failed on rank %d: %s: %s (and on %d other rank%s; reports above)", fname, which, nm, m, nfail - 1, nfail > 2 ? "s" : "");
     return dsess_error(vm, "%s failed on rank %d: %s: %s", fname, which, nm, m);
@@ -671,20 +682,38 @@ void dsess_note_dead_hosts(void) {
   pthread_mutex_unlock(&S_mu);
 }
 
-/* ssh and Slurm: hosts every one of whose workers died (the host itself may
-** be gone) join the suspects a restart probes (S_mu held, before teardown).
-** Slurm: only workers that went silent count — srun ends every task of the
-** step when one fails (--kill-on-bad-exit), so there a death by exit says
-** nothing about the node; a lost node's tasks stop heartbeating first. */
+/* ssh and Slurm: hosts every one of whose workers are gone (the host itself
+** may be gone) join the suspects a restart probes (S_mu held, before
+** teardown).
+** ssh: a worker is gone when it died, or when it has been quiet for
+** QUIET_MS (workers ping at least once a second, heartbeat or not).  A
+** killed host's workers do not all die at once: one ssh sees its
+** connection end, the other's end never arrives (the host's links went
+** down) and, within the 3 s the wait gives the others to stop, it is
+** neither dead nor past the heartbeat timeout.  Counting it by silence is
+** safe because ssh suspects are probed, never dropped: a slow but live host
+** answers the probe and is used again.
+** Slurm: only workers that died of silence (the full heartbeat timeout)
+** count — there is no probe (the node is --exclude'd), and srun ends every
+** task of the step when one fails (--kill-on-bad-exit), so a death by exit
+** says nothing about the node; a lost node's tasks stop heartbeating first. */
+enum { QUIET_MS = 2000 };
+static int worker_gone(int j, int slurm, int64_t now) {
+  Worker *w = &S.w[j];
+  if (slurm) return w->dead && __atomic_load_n(&w->silent, __ATOMIC_SEQ_CST);
+  if (w->dead) return 1;
+  return w->hello && now - __atomic_load_n(&w->last_ms, __ATOMIC_SEQ_CST) > QUIET_MS;
+}
 static void note_dead_hosts(void) {
   if (!S.remote || !S.w) return;
   int slurm = !strcmp(S.launcher, "slurm");
+  int64_t now = (int64_t)nu_mono_ms();
   int k = 0;
   while (failed_hosts[k]) k++;
   for (int i = 0; i < S.n && k < 64; i++) {
-    if (!S.w[i].dead || !S.w[i].host[0]) continue;
+    if (!S.w[i].host[0] || !worker_gone(i, slurm, now)) continue;
     int all = 1, seen = 0;
-    for (int j = 0; j < S.n; j++) if (!strcmp(S.w[j].host, S.w[i].host) && (!S.w[j].dead || (slurm && !__atomic_load_n(&S.w[j].silent, __ATOMIC_SEQ_CST)))) all = 0;
+    for (int j = 0; j < S.n && all; j++) if (!strcmp(S.w[j].host, S.w[i].host) && !worker_gone(j, slurm, now)) all = 0;
     for (int j = 0; j < k; j++) if (!strcmp(failed_hosts[j], S.w[i].host)) seen = 1;
     if (all && !seen && (failed_hosts[k] = strdup(S.w[i].host))) k++;
   }

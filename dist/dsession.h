@@ -72,11 +72,12 @@ int  dsess_run_all(nb_VM *vm, const void *body, size_t len, dsess_Reply **rep, i
 
 /* The hosts whose workers could not be started by the last dsess_start (ssh
 ** failed to connect, or the worker exited before its hello) and, once the
-** group is stopped, the hosts every one of whose workers died: suspects that
+** group is stopped, the hosts every one of whose workers died (ssh: or went
+** quiet for 2 s; Slurm: died of silence): suspects that
 ** dist.restart() and `nabla run --max-restarts` probe before using them.
 ** NULL-terminated, owned here. */
 char *const *dsess_failed_hosts(void);
-/* adds the hosts every one of whose workers died to dsess_failed_hosts now,
+/* adds the hosts every one of whose workers are gone to dsess_failed_hosts now,
 ** while the group still runs (dist.restart plans before it stops the group) */
 void dsess_note_dead_hosts(void);
 
@@ -102,6 +103,11 @@ int dsess_default_slots(const dsess_Launch *o, int n);
 ** the waiting thread; dist.save_checkpoint agrees on it over the ring and
 ** ends the script with a DistRegroup error on every rank).  Any thread. */
 void dsess_request_regroup(void);
+/* whether the last failed command ended in the workers' DistRegroup (then
+** cleared) — a live elastic session regroups on it (dsessionlib.c) */
+int  dsess_take_regroup(void);
+/* whether the running group lost a worker (one is dead, or the group broke) */
+int  dsess_lost_worker(void);
 
 /* The ssh hosts to use: o->hosts less o->exclude (a malloc'd array of
 ** pointers into o->hosts; *nhosts of them), or NULL with the error raised:

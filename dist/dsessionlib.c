@@ -16,6 +16,7 @@
 #include "dist/dtensorcoll.h"
 #include "dist/dnccl.h"
 #include "dist/dinternal.h"
+#include "dist/dwatch.h"
 
 static int arg_str(nb_VM *vm, const char *f, const char *what, nb_Value v, const char **s) {
   if (v.t != NB_TSTR) return nb_error_kind(vm, "TypeError", "%s: %s must be a string, got %s", f, what, nb_typename(v));
@@ -25,7 +26,11 @@ static int arg_str(nb_VM *vm, const char *f, const char *what, nb_Value v, const
 
 /* the last dist.start's settings: n is the size asked for (a restart after a
 ** lost host may run fewer, and grows back to n when the host returns) */
-static struct { int n; dsess_Launch o; } last_start;
+static struct {
+  int n; dsess_Launch o;
+  int elastic, min_workers;   /* elastic=true: a lost worker or a returned host restarts the group by itself */
+  dw_Watch watch;             /* elastic, smaller than n: probes the lost hosts (dwatch.c) */
+} last_start;
 
 /* a list of strings (or one string: split at spaces, for ssh_options) */
 static int arg_strlist(nb_VM *vm, const char *f, const char *what, nb_Value v, int split, char ***out, int *nout) {
@@ -71,6 +76,7 @@ static int env_values(nb_VM *vm, const char *f, dsess_Launch *o) {
 static int b_start(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
   (void)nargs; const char *f = "dist.start", *launcher = NULL, *backend = NULL, *bind = NULL;
   dsess_Launch o; memset(&o, 0, sizeof o);
+  int elastic = 0, min_workers = 0;
   if (a[0].t != NB_TNUM || a[0].u.n != (int)a[0].u.n) return nb_error_kind(vm, "TypeError", "%s: n must be an integer", f);
   if (arg_str(vm, f, "launcher", a[1], &launcher) || arg_str(vm, f, "backend", a[2], &backend)) return NB_ERR;
   if (a[3].t != NB_TNUM) return nb_error_kind(vm, "TypeError", "%s: timeout must be a number of seconds", f);
@@ -95,6 +101,8 @@ static int b_start(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
       else if (!strcmp(k, "threads_per_worker")) st = arg_int(vm, f, k, v, &o.threads_per_worker);
       else if (!strcmp(k, "connect_timeout")) st = arg_int(vm, f, k, v, &o.connect_timeout);
       else if (!strcmp(k, "slots")) st = arg_int(vm, f, k, v, &o.slots);
+      else if (!strcmp(k, "elastic")) { if (v.t != NB_TBOOL) st = nb_error_kind(vm, "TypeError", "%s: elastic must be true or false, got %s", f, nb_typename(v)); else elastic = v.u.b; }
+      else if (!strcmp(k, "min_workers")) st = arg_int(vm, f, k, v, &min_workers);
       else if (!strcmp(k, "env")) {
         for (int j = 0; j < o.nenv; j++) free(o.env[j]);
         free(o.env); o.env = NULL; o.nenv = 0;
@@ -114,7 +122,7 @@ static int b_start(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
         for (int j = 0; j < o.nssh_opts; j++) free(o.ssh_opts[j]);
         free(o.ssh_opts); o.ssh_opts = NULL; o.nssh_opts = 0;
         st = arg_strlist(vm, f, k, v, 1, &o.ssh_opts, &o.nssh_opts);
-      } else st = nb_error_kind(vm, "TypeError", "%s: unknown option %s (ssh: ssh_port, ssh_key, ssh_options, remote_nabla, env, exclude, connect_timeout, slots; all: threads_per_worker, ifname, ports; slurm: nodes, gpus_per_node)", f, k);
+      } else st = nb_error_kind(vm, "TypeError", "%s: unknown option %s (ssh: ssh_port, ssh_key, ssh_options, remote_nabla, env, exclude, connect_timeout, slots; all: threads_per_worker, ifname, ports, elastic, min_workers; slurm: nodes, gpus_per_node)", f, k);
       if (st) { dsess_launch_free(&o); return NB_ERR; }
     }
   }
@@ -128,8 +136,13 @@ static int b_start(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
     free(h);
     if ((long)o.slots * nh < (long)a[0].u.n) { dsess_launch_free(&o); return dsess_error(vm, "%s: %d workers do not fit on %d host%s of %d slot%s each (slots=)", f, (int)a[0].u.n, nh, nh > 1 ? "s" : "", o.slots, o.slots > 1 ? "s" : ""); }
   }
+  if (min_workers > (int)a[0].u.n) { dsess_launch_free(&o); return dsess_error(vm, "%s: min_workers=%d is more than the %d workers asked for", f, min_workers, (int)a[0].u.n); }
+  dw_stop(&last_start.watch);
   int st = dsess_start(vm, (int)a[0].u.n, &o);
-  if (!st) { o.slots = dsess_default_slots(&o, (int)a[0].u.n); last_start.n = (int)a[0].u.n; dsess_launch_copy(&last_start.o, &o); }
+  if (!st) {
+    o.slots = dsess_default_slots(&o, (int)a[0].u.n); last_start.n = (int)a[0].u.n; dsess_launch_copy(&last_start.o, &o);
+    last_start.elastic = elastic; last_start.min_workers = min_workers ? min_workers : 1;
+  }
   dsess_launch_free(&o);
   if (st) return NB_ERR;
   *out = nb_nil();
@@ -137,9 +150,28 @@ static int b_start(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
 }
 static int b_stop(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
   (void)vm; (void)a; (void)nargs;
+  dw_stop(&last_start.watch);
   dsess_stop();
   *out = nb_nil();
   return NB_OK;
+}
+/* a fresh group with last_start's settings (dsess_plan_restart); *n: its
+** size.  An elastic session smaller than it may be watches the lost hosts. */
+static int restart_group(nb_VM *vm, const char *f, char **ex, int nex, int reset, int minw, int *n) {
+  dsess_Launch o; memset(&o, 0, sizeof o);
+  dsess_launch_copy(&o, &last_start.o);
+  *n = last_start.n;
+  dw_stop(&last_start.watch);
+  dsess_note_dead_hosts();   /* the hosts the running group lost: probed by the plan */
+  int st = dsess_plan_restart(vm, f, &o, last_start.n, n, ex, nex, reset, minw);
+  if (!st) {
+    dsess_stop();
+    st = dsess_start(vm, *n, &o);
+  }
+  if (!st) dsess_launch_copy(&last_start.o, &o);   /* last_start.n stays the size asked for */
+  dsess_launch_free(&o);
+  if (!st && last_start.elastic) dw_start(&last_start.watch, &last_start.o, *n, last_start.n, "nabla dist");
+  return st;
 }
 /* dist.restart(exclude=nil, min_workers=0): a fresh group with the same
 ** settings (dsess_plan_restart): hosts that failed to start or whose
@@ -151,31 +183,69 @@ static int b_restart(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
   (void)nargs;
   const char *f = "dist.restart";
   if (!last_start.n) return dsess_error(vm, "dist.restart: dist.start was never called");
-  char **ex = NULL; int nex = 0, minw = 0;
+  char **ex = NULL; int nex = 0, minw = 0, n = 0;
   if (arg_strlist(vm, f, "exclude", a[0], 0, &ex, &nex) || arg_int(vm, f, "min_workers", a[1], &minw)) return NB_ERR;
-  dsess_Launch o; memset(&o, 0, sizeof o);
-  dsess_launch_copy(&o, &last_start.o);
-  int n = last_start.n;
   int reset = a[0].t == NB_TLIST && nex == 0;
-  dsess_note_dead_hosts();   /* the hosts the running group lost: probed by the plan */
-  int st = dsess_plan_restart(vm, f, &o, last_start.n, &n, ex, nex, reset, minw);
+  int st = restart_group(vm, f, ex, nex, reset, minw, &n);
   for (int i = 0; i < nex; i++) free(ex[i]);
   free(ex);
-  if (!st) {
-    dsess_stop();
-    st = dsess_start(vm, n, &o);
-  }
-  if (!st) dsess_launch_copy(&last_start.o, &o);   /* last_start.n stays the size asked for */
-  dsess_launch_free(&o);
   if (st) return NB_ERR;
   *out = nb_nil();
+  return NB_OK;
+}
+
+/* the pending error's message (copied; "" when none) */
+static void pending_message(nb_VM *vm, char *buf, size_t n) {
+  nb_Value e = nb_error_value(vm), m = e.t == NB_TREC ? nbR_get_cstr(nb_rec(e), "message") : nb_undef();
+  snprintf(buf, n, "%s", m.t == NB_TSTR ? nb_str(m)->data : "");
+}
+
+/* Elastic (dist.start(..., elastic=true)): a session command failed.  When
+** the group lost a worker, or the workers stopped at a checkpoint to
+** regroup (a lost host answers again), the group starts again by itself,
+** as nabla run's does: the hosts that are left (or back), at their slots,
+** at least min_workers.  The command still fails — the fresh workers have
+** none of the old ones' globals, so nothing is silently half done — with a
+** DistRestarted error saying what happened and what to do: push the state
+** again and resume from the last checkpoint, then run it again. */
+static int elastic_after(nb_VM *vm, const char *f) {
+  if (!last_start.elastic || !last_start.n || !dsess_active()) return NB_ERR;
+  int regroup = dsess_take_regroup();
+  if (!regroup && !dsess_lost_worker()) return NB_ERR;   /* the command's own error */
+  char why[1024], rwhy[1024];
+  pending_message(vm, why, sizeof why);
+  nb_error_clear(vm);
+  char *advice = strstr(why, "; call dist.restart()");   /* done here: not the user's to do */
+  if (advice && !advice[strlen("; call dist.restart()")]) *advice = 0;
+  int was = dsess_size(), n = 0;
+  if (restart_group(vm, f, NULL, 0, 0, last_start.min_workers, &n)) {
+    pending_message(vm, rwhy, sizeof rwhy);
+    nb_error_clear(vm);
+    return dsess_error(vm, "%s\nelastic: the group could not continue: %s", why, rwhy);
+  }
+  char hosts[400] = ""; size_t hl = 0;
+  for (int i = 0; i < n && hl < sizeof hosts - 100; i++) {
+    dsess_WorkerInfo w; dsess_worker_info(i, &w);
+    int seen = 0;
+    for (int j = 0; j < i && !seen; j++) { dsess_WorkerInfo u; dsess_worker_info(j, &u); seen = u.host && w.host && !strcmp(u.host, w.host); }
+    if (!seen && w.host) hl += (size_t)snprintf(hosts + hl, sizeof hosts - hl, "%s%s", hl ? ", " : "", w.host);
+  }
+  const char *what = regroup ? "a lost host answers again: the group regrouped at its checkpoint" : "the group lost a worker and restarted";
+  fprintf(stderr, "nabla dist: elastic: %s: %s with %d worker%s (was %d) on %s\n", f, what, n, n > 1 ? "s" : "", was, hosts);
+  return nb_error_kind(vm, "DistRestarted", "%s\nelastic: %s with %d worker%s (was %d) on %s; the workers start fresh: "
+                       "push what they need again, resume from the last dist.save_checkpoint (dist.resume), and run this again",
+                       why, what, n, n > 1 ? "s" : "", was, hosts);
+}
+/* a session command; an elastic group heals on its failure (elastic_after) */
+static int session_command(nb_VM *vm, const char *f, const char *type, const void *body, size_t len, const int *targets, dsess_Reply **out) {
+  if (dsess_command(vm, f, type, body, len, targets, out)) return elastic_after(vm, f);
   return NB_OK;
 }
 static int b_exec(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
   (void)nargs; const char *code = NULL;
   if (arg_str(vm, "dist.exec", "code", a[0], &code)) return NB_ERR;
   dsess_Reply *rep;
-  if (dsess_command(vm, "dist.exec", "exec", code, nb_str(a[0])->len, NULL, &rep)) return NB_ERR;
+  if (session_command(vm, "dist.exec", "exec", code, nb_str(a[0])->len, NULL, &rep)) return NB_ERR;
   dsess_replies_free(rep, dsess_size());
   *out = nb_nil();
   return NB_OK;
@@ -204,7 +274,7 @@ static int b_run(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
   nb_decref(lv);
   if (st) { nbB_free(&b); return NB_ERR; }
   dsess_Reply *rep;
-  st = dsess_command(vm, "dist.run", "call", b.p, b.n, NULL, &rep);
+  st = session_command(vm, "dist.run", "call", b.p, b.n, NULL, &rep);
   nbB_free(&b);
   if (st) return NB_ERR;
   return values_of(vm, rep, NULL, 0, out);
@@ -213,7 +283,7 @@ static int set_globals(nb_VM *vm, const char *f, nb_Value rec, const int *target
   nb_Buf b = {0};
   if (nbZ_serialize(vm, rec, &b)) { nbB_free(&b); return NB_ERR; }
   dsess_Reply *rep;
-  int st = dsess_command(vm, f, "set", b.p, b.n, targets, &rep);
+  int st = session_command(vm, f, "set", b.p, b.n, targets, &rep);
   nbB_free(&b);
   if (!st) dsess_replies_free(rep, dsess_size());
   return st;
@@ -239,7 +309,7 @@ static int b_pull(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
   if (!targets) return nb_error(vm, "out of memory");
   for (int i = 0; i < dsess_size(); i++) targets[i] = all || i == (int)a[1].u.n;
   dsess_Reply *rep;
-  if (dsess_command(vm, "dist.pull", "eval", expr, nb_str(a[0])->len, targets, &rep)) { free(targets); return NB_ERR; }
+  if (session_command(vm, "dist.pull", "eval", expr, nb_str(a[0])->len, targets, &rep)) { free(targets); return NB_ERR; }
   int st = values_of(vm, rep, targets, !all, out);
   free(targets);
   return st;
@@ -248,7 +318,7 @@ static int b_scatter(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
   (void)nargs; const char *name = NULL, *f = "dist.scatter";
   if (arg_str(vm, f, "name", a[0], &name)) return NB_ERR;
   if (a[1].t != NB_TTENSOR) return nb_error_kind(vm, "TypeError", "%s: expected a tensor, got %s", f, nb_typename(a[1]));
-  if (dsess_need(vm, f)) return NB_ERR;
+  if (dsess_need(vm, f)) return elastic_after(vm, f);
   nt_Tensor *t = (nt_Tensor *)a[1].u.p;
   if (t->ndim == 0) return nb_error_kind(vm, "ValueError", "%s: the tensor needs a first axis to split", f);
   int64_t *rows = malloc(sizeof(int64_t) * (size_t)dsess_size());
@@ -276,7 +346,7 @@ static int b_gather(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
   (void)nargs; const char *expr = NULL, *f = "dist.gather";
   if (arg_str(vm, f, "expr", a[0], &expr)) return NB_ERR;
   dsess_Reply *rep;
-  if (dsess_command(vm, f, "eval", expr, nb_str(a[0])->len, NULL, &rep)) return NB_ERR;
+  if (session_command(vm, f, "eval", expr, nb_str(a[0])->len, NULL, &rep)) return NB_ERR;
   nb_Value lv;
   if (values_of(vm, rep, NULL, 0, &lv)) return NB_ERR;
   nb_List *l = nb_list(lv);
@@ -365,7 +435,8 @@ static nb_Builtin session_builtins[] = {
   { "dist_local_world_size", b_local_world, "", "dist.local_world_size(): the number of workers on this worker's host (LOCAL_WORLD_SIZE; nil in the session)" },
   { "dist_start", b_start, "n, launcher=\"local\", backend=\"auto\", timeout=300, bind=nil, hosts=nil, heartbeat=10, **opts",
     "dist.start(n, launcher=\"local\", backend=\"auto\", timeout=300, ...): starts n worker processes connected to this session (launcher \"ssh\" with hosts=[...], or \"slurm\"); "
-    "backend \"nccl\" runs collectives of CUDA tensors on NCCL (one GPU per worker), \"ring\" over TCP/shared memory, \"auto\" picks nccl when every worker has its own GPU and NCCL loads" },
+    "backend \"nccl\" runs collectives of CUDA tensors on NCCL (one GPU per worker), \"ring\" over TCP/shared memory, \"auto\" picks nccl when every worker has its own GPU and NCCL loads; "
+    "elastic=true (min_workers=k): a command that loses a worker, or that a returning host stops at a checkpoint, restarts the group by itself and raises DistRestarted saying so" },
   { "dist_info", b_info, "", "dist.info(): {size, backend, reason, nccl} in the session (backend: \"ring\" or \"nccl\"; reason: why auto chose the ring); {rank, world, backend} on a worker; nil elsewhere" },
   { "dist_stop", b_stop, "", "dist.stop(): shuts the workers down" },
   { "dist_restart", b_restart, "exclude=nil, min_workers=0", "dist.restart(exclude=nil, min_workers=0): stops whatever is left of the workers and starts fresh ones with the same settings (their globals are lost); ssh hosts that failed to start or lost all their workers are probed and left out while they do not answer (re-admitted when they do), the group is as large as the hosts left hold at their slots (never more workers on a host than the first start put there; up to dist.start's n), an error below min_workers; exclude=[...] adds excluded hosts, exclude=[] clears them" },
@@ -382,10 +453,14 @@ static nb_Builtin session_builtins[] = {
 };
 
 
+/* the elastic watcher's probe must not outlive the program (dist.stop also stops it) */
+static void watch_at_exit(void) { dw_stop(&last_start.watch); }
+
 void nbD_init(void) {
   static int done;
   if (done) return;
   done = 1;
+  atexit(watch_at_exit);
   nbC_register(session_builtins);
   nbD_coll_init();
   nbD_async_init();

@@ -29,8 +29,9 @@ int dsess_env_values(nb_VM *vm, const char *f, char **env, int nenv) {
   return NB_OK;
 }
 
+/* whether s is among the n strings of l (n < 0: l is NULL-terminated) */
 static int listed(char *const *l, int n, const char *s) {
-  for (int i = 0; i < n; i++) if (!strcmp(l[i], s)) return 1;
+  for (int i = 0; n < 0 ? l[i] != NULL : i < n; i++) if (!strcmp(l[i], s)) return 1;
   return 0;
 }
 /* appends a copy of h to the list (once); 0 or -1 (out of memory) */
@@ -89,10 +90,24 @@ static int probe_suspects(dsess_Launch *o) {
 /* Slurm: a node every one of whose tasks died (dsess_failed_hosts) is left
 ** out of the next srun (--exclude, one node fewer) inside the same
 ** allocation; the world is what the nodes left hold at the same tasks per
-** node.  (No probe: a returned node is taken again only by a new start.) */
+** node.  Nodes lost by an earlier group are asked about (scontrol: in
+** service again?) and re-admitted when they are back.  A node lost just now
+** is not asked: slurmctld takes minutes to mark a dead node DOWN. */
 static int dsess_plan_slurm(nb_VM *vm, const char *f, dsess_Launch *o, int want, int *n, int min_workers) {
   char *const *failed = dsess_failed_hosts();
   int bad = 0;
+  if (o->nlost) {
+    int *ok = calloc((size_t)o->nlost, sizeof(int));
+    if (!ok) return nb_error(vm, "out of memory");
+    dl_probe_slurm(o->lost, o->nlost, ok);
+    int k = 0;
+    for (int i = 0; i < o->nlost; i++) {
+      if (ok[i] && !listed(failed, -1, o->lost[i])) { dl_slurm_forget(o->lost[i]); free(o->lost[i]); continue; }   /* back: re-admitted */
+      o->lost[k++] = o->lost[i];
+    }
+    o->nlost = k;
+    free(ok);
+  }
   for (int i = 0; failed[i] && !bad; i++) bad = add_to(&o->lost, &o->nlost, failed[i]);
   if (bad) return nb_error(vm, "out of memory");
   if (!o->nlost) { *n = want; return NB_OK; }

@@ -29,6 +29,7 @@
 #include "dist/dnccl.h"
 #include "dist/ddataparallel.h"
 #include "dist/ddesync.h"
+#include "dist/dchan.h"
 
 #define G (nbD_self.g)
 
@@ -594,6 +595,7 @@ done:
 ** same socket; blocking sends and collectives first drain every pending
 ** isend (dcoll.c).  Receiving never waits for sends, so two ranks that isend
 ** to each other and then recv cannot stall, whatever the message size. */
+#include <poll.h>
 #include <pthread.h>
 
 #define NBD_MAXASYNC 256
@@ -682,6 +684,30 @@ int nbD_isend_wait(int id, unsigned seq) {
   free(s->buf); free(s->fd); s->buf = NULL; s->fd = NULL;
   pthread_mutex_lock(&amu); s->state = 0; pthread_cond_broadcast(&acv); pthread_mutex_unlock(&amu);
   return st ? -1 : 0;
+}
+/* torch's Work.is_completed(): whether isend `id` finished (its wait will
+** not block); it stays pending until waited, which reports its error */
+int nbD_isend_test(int id, unsigned seq) {
+  pthread_mutex_lock(&amu);
+  int st = id < 0 || id >= NBD_MAXASYNC || asends[id].state == 0 || asends[id].seq != seq ? -1 : asends[id].state == 2;
+  pthread_mutex_unlock(&amu);
+  if (st < 0) nt_error_set("test: no pending isend with this handle (already waited?)");
+  return st;
+}
+
+/* whether a message from src has begun to arrive (its first bytes wait in
+** the shared-memory channel or the TCP socket), so a recv now only reads
+** what the sender is already writing: what irecv's test() polls.  A closed
+** link counts as ready (the recv then reports it). */
+int nbD_recv_ready(int src) {
+  if (need_group()) return -1;
+  if (src < 0 || src >= G->world || src == G->rank) { nt_error_set("test: bad source rank %d", src); return -1; }
+  if (G->broken) { nt_error_set("the collective group is broken by an earlier failure (%s); the session reconnects it", G->err); return -1; }
+  int r = G->chan ? dc_ready(G, src) : -1;
+  if (r >= 0) return r;
+  if (!G->fd || G->fd[src] < 0) { nt_error_set("test: no connection to rank %d (the group is not connected)", src); return -1; }
+  struct pollfd p = { G->fd[src], POLLIN, 0 };
+  return poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR));
 }
 unsigned nbD_isend_seq(int id) { return (id >= 0 && id < NBD_MAXASYNC) ? asends[id].seq : 0; }
 

@@ -16,6 +16,8 @@ int        nbD_all_reduce_coalesced(nt_Tensor **xs, int n, int op, size_t bucket
 int        nbD_isend(nt_Tensor *x, int dst);            /* a handle id, or -1 */
 int        nbD_isend_wait(int id, unsigned seq);
 unsigned   nbD_isend_seq(int id);
+int        nbD_isend_test(int id, unsigned seq);        /* 1 finished (wait returns at once), 0 still sending, -1 no such handle */
+int        nbD_recv_ready(int src);                     /* 1 a message from src has begun to arrive, 0 not yet, -1 error set */
 void       nbD_async_drain(void);                     /* every running isend has finished */
 void       nbD_split_rows(int64_t n, int w, int64_t *rows);
 #endif

@@ -25,6 +25,7 @@ static const char usage[] =
   "       nabla -e CODE             run CODE\n"
   "       nabla -u ...              standard output unbuffered (also NABLA_UNBUFFERED=1), e.g. for a log file\n"
   "       nabla run -n N FILE.nbl   run a script on N local workers (SPMD; rank 0 prints)\n"
+  "       nabla join HOST:PORT --key FILE   ask a running job (nabla run --rdzv) to take this host\n"
   "       nabla kernel -f FILE      serve a Jupyter kernel (nabla kernel install: register it)\n"
   "       nabla --dis FILE.nbl      print the bytecode of FILE's statements and functions\n"
   "       nabla --version | --help\n";
@@ -91,6 +92,7 @@ int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "kernel")) return kernel_main(argc - 1, argv + 1);
   if (argc > 1 && !strcmp(argv[1], "worker")) return nbD_worker_main(argc - 1, argv + 1);
   if (argc > 1 && !strcmp(argv[1], "run")) return nbD_run_main(argc - 1, argv + 1);
+  if (argc > 1 && !strcmp(argv[1], "join")) return nbD_join_main(argc - 1, argv + 1);
   nb_VM *vm = nb_vm_new(nb_stdio_sink());
   int st;
   if (argc > 1 && !strcmp(argv[1], "-e")) {

@@ -226,4 +226,82 @@ dist.stop()
     report(name, ok, f"rc={p.returncode} ports={ports} out={out[-400:]!r} err={err[-600:]!r}")
 
 
+# ---------------------------------------------------------------- test() on the tensor isend/irecv handles
+HANDLES = """
+import dist
+dist.start(3)
+dist.exec('''
+import json
+fn spin(h) {{ t = clock(); while not h.test() and clock() - t < 60 {{ }}; h.test() }}
+X = load_npy("{x}"); Y = load_npy("{y}"); Z = load_npy("{z}"); B = load_npy("{b}")
+r = dist.rank()
+if r == 0 {{
+  h = dist.irecv(1)
+  early = h.test()                         # rank 1 waits for the go: nothing is coming yet
+  send(tensor([1.0]), 1)
+  came = spin(h)
+  x = h.wait()
+  h2 = dist.irecv(1); h3 = dist.irecv(1)
+  send(tensor([2.0]), 1)
+  came3 = spin(h3)                         # receives h2's message first (posting order)
+  out = {{early: early, came: came, came3: came3, h2: h2.test(), again: h.test(),
+         x: (x - X).abs().max().item(), y: (h2.wait() - Y).abs().max().item(), z: (h3.wait() - Z).abs().max().item()}}
+  dist.recv_msg(src=1, tag=7)              # rank 1's big isend is pending: now take it
+  out.b = (recv(1) - B).abs().max().item()
+  print("R0", json.format(out))
+}} else if r == 1 {{
+  recv(0)
+  hx = dist.isend(X, 0)
+  sx = spin(hx); hx.wait()
+  recv(0)
+  hy = dist.isend(Y, 0); hz = dist.isend(Z, 0)
+  hy.wait(); hz.wait()
+  hb = dist.isend(B, 0)                    # 32 MB: cannot finish before rank 0 reads it
+  pending = hb.test()
+  dist.post(0, "read", tag=7).wait()       # beside the ring (a send on the ring would wait for the isend)
+  hb.wait()
+  bad = try {{ dist_isend_test(9999, 1); "no error" }} catch e {{ e.message }}
+  print("R1", json.format({{sx: sx, after: hx.test(), pending: pending, done: hb.test(), bad: bad}}))
+}}
+''')
+dist.stop()
+"""
+
+
+@test
+def test_handle_test_nonblocking(name):
+    # h.test() (torch's Work.is_completed) on both paths: shared-memory
+    # channels (one host) and TCP (NABLA_SHM=0); values checked exactly
+    arrs = {"x": rng.standard_normal((7, 3)), "y": rng.standard_normal((5,)).astype(np.float32),
+            "z": rng.standard_normal((2, 3, 4)), "b": rng.standard_normal((4_000_000,))}
+    paths = {}
+    for k, a in arrs.items():
+        paths[k] = os.path.join(TMP, f"h_{k}.npy")
+        np.save(paths[k], a)
+    src = HANDLES.format(**paths)
+    why = None
+    for shm in ("1", "0"):
+        p = subprocess.run([NABLA, script(src, f"handles{shm}.nbl")], capture_output=True, text=True, timeout=180,
+                           env=dict(os.environ, NABLA_SHM=shm))
+        sanitizer_check(p.stderr)
+        rel = relayed(p.stdout)
+        r0 = [l for l in rel.get(0, []) if l.startswith("R0 ")]
+        r1 = [l for l in rel.get(1, []) if l.startswith("R1 ")]
+        if p.returncode != 0 or not r0 or not r1:
+            why = f"NABLA_SHM={shm}: rc {p.returncode} out={p.stdout[-600:]!r} err={p.stderr[-600:]!r}"
+            break
+        a, b = json.loads(r0[0][3:]), json.loads(r1[0][3:])
+        if a["early"] is not False or not (a["came"] and a["came3"] and a["h2"] and a["again"]):
+            why = f"NABLA_SHM={shm}: irecv test() gave {a}"
+        elif max(a["x"], a["y"], a["z"], a["b"]) != 0:
+            why = f"NABLA_SHM={shm}: received values differ: {a}"
+        elif not (b["sx"] and b["after"] and b["pending"] is False and b["done"]):
+            why = f"NABLA_SHM={shm}: isend test() gave {b}"
+        elif "no pending isend with this handle" not in b["bad"]:
+            why = f"NABLA_SHM={shm}: a bad handle's test(): {b['bad']!r}"
+        if why:
+            break
+    report(name, why is None, why or "")
+
+
 dutil.finish()

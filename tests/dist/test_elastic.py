@@ -18,11 +18,14 @@
   the group stops at the step-9 checkpoint and resumes with 6 workers; the
   final parameters equal (bitwise) a plain 6-worker run resumed from that
   same checkpoint, and the NumPy reference.
-- slurm_node_loss: inside an allocation of 3 nodes (SLURM_* set; srun is
-  tests/dist/fake_slurm/srun over the simulated hosts), `nabla run` takes
-  the launcher, -n and --nodes from it; node c is lost at step 4 and the
-  restart runs srun --ntasks=4 --nodes=2 --exclude=hostc, resuming from
-  the step-3 checkpoint (--min-workers 4).
+- slurm_node_loss: inside an allocation of 3 nodes (SLURM_* set; srun and
+  scontrol are tests/dist/fake_slurm's over the simulated hosts), `nabla
+  run` takes the launcher, -n and --nodes from it; node c is lost at step 4
+  and the restart runs srun --ntasks=4 --nodes=2 --exclude=hostc, resuming
+  from the step-3 checkpoint (--min-workers 4); node c comes back while the
+  group waits at step 7 (scontrol: DOWN*, then in service), the group
+  regroups at the step-9 checkpoint and srun runs 6 tasks on 3 nodes again
+  (re-admitted within the allocation); the parameters equal NumPy's.
 - srun: `nabla run` as one of several srun tasks is refused with a clear
   error (no N silent world-1 jobs); a lone task is not.
 
@@ -130,6 +133,150 @@ def test_live_shrink(name):
     report(name, why is None, f"{why}; out={out[-900:]!r} err={err[-900:]!r}")
 
 
+# ---------------------------------------------------------------- a live elastic session (dist.start(..., elastic=true))
+ELASTIC_LOCAL = """
+import dist
+fn total(v) { dist.run(fn(v) all_reduce(ones(2) * v * (dist.rank() + 1)).tolist(), v)[0] }
+v = VAL
+r = try { dist.start(2, elastic=true, min_workers=3); "no error" } catch e { e.message }
+print("M", r)
+r = try { dist.start(2, elastic=1); "no error" } catch e { e.message }
+print("T", r)
+dist.start(3, elastic=true, heartbeat=3)
+print("A", dist.size(), total(v))
+eprint("PIDS", join(map(dist.workers(), fn(w) str(w.pid)), " "))
+while not exists("F1") { }
+while dist.workers()[1].alive { }
+r = try { total(v); "no error" } catch e { "{e.name}: {e.message}" }
+print("E", r)
+print("B", dist.size(), total(v), join(map(dist.workers(), fn(w) str(w.pid)), " "))
+dist.stop()
+"""
+
+
+@test
+def test_live_elastic_local(name):
+    # a worker of an elastic session dies while the session is idle: the next
+    # command fails with DistRestarted naming the loss, the group is whole again
+    # (3 fresh workers) and computes; without elastic the old behaviour stays
+    import signal
+    v = float(np.float32(rng.uniform(0.5, 2.0)))
+    f1 = os.path.join(TMP, "elastic-local-F1")
+    if os.path.exists(f1):
+        os.remove(f1)
+    path = script(ELASTIC_LOCAL.replace("VAL", repr(v)).replace('"F1"', f'"{f1}"'), "el_local.nbl")
+    p = subprocess.Popen([NABLA, path], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line, t = "", time.time()
+    while not line.startswith("PIDS") and time.time() - t < 60:
+        line = p.stderr.readline()
+    pids = [int(x) for x in line.split()[1:]]
+    if len(pids) == 3:
+        os.kill(pids[1], signal.SIGKILL)
+    touch(f1)
+    out, err = p.communicate(timeout=120)
+    err = line + err
+    sanitizer_check(err)
+    got = {m.group(1): m.group(2) for m in re.finditer(r"^(M|T|A|E|B) (.*)$", out, re.M)}
+    why = None if p.returncode == 0 and len(pids) == 3 else f"rc {p.returncode}, pids {pids}"
+    if why is None and "min_workers=3 is more than the 2 workers asked for" not in got.get("M", ""):
+        why = f"min_workers above n: {got.get('M')!r}"
+    if why is None and "elastic must be true or false" not in got.get("T", ""):
+        why = f"elastic=1: {got.get('T')!r}"
+    if why is None and got.get("A") != f"3 {expect_total(v, 3)}".replace("'", ""):
+        a = got.get("A", "")
+        if not (a.startswith("3 ") and np.allclose(eval(a[2:]), expect_total(v, 3), rtol=1e-6)):
+            why = f"A: {a!r}"
+    e = out.split("\nE ", 1)[-1].split("\nB ", 1)[0] if "\nE " in out else ""
+    if why is None and not (e.startswith("DistRestarted: dist.run: worker rank 1 ") and "is dead" in e and "call dist.restart()" not in e
+                            and "elastic: the group lost a worker and restarted with 3 workers (was 3)" in e and "dist.resume" in e):
+        why = f"the command after the loss: {e!r}"
+    b = got.get("B", "").split(" ", 1)
+    if why is None:
+        m = re.match(r"^3 (\[.*?\]) (.*)$", got.get("B", ""))
+        if not m or not np.allclose(eval(m.group(1)), expect_total(v, 3), rtol=1e-6):
+            why = f"B: {got.get('B')!r}"
+        elif set(int(x) for x in m.group(2).split()) & set(pids):
+            why = f"the healed group reuses old workers: {m.group(2)} vs {pids}"
+    if why is None and "nabla dist: elastic: dist.run: the group lost a worker and restarted with 3 workers (was 3)" not in err:
+        why = "no elastic message on stderr"
+    report(name, why is None, f"{why}; out={out[-900:]!r} err={err[-900:]!r}")
+
+
+ELASTIC_GROW = """
+import dist
+fn hosts() { h = list(); for w in dist.workers() { push(h, w.host) }; h }
+fn total(v) { dist.run(fn(v) all_reduce(ones(2) * v * (dist.rank() + 1)).tolist(), v)[0] }
+fn wait_file(p) { while not exists(p) { } }
+# checkpoints every step until the group regroups (bounded: 120 s)
+fn train(ck) { dist.run(fn(ck) { t = clock(); s = 0; while clock() - t < 120 { dist.save_checkpoint(ck, {w: ones(1) * s}, s); s = s + 1 }; s }, ck) }
+v = VAL
+dist.start(6, launcher="ssh", hosts=["hosta", "hostb", "hostc"], connect_timeout=3, heartbeat=3, elastic=true, min_workers=4, SSHOPTS)
+print("A", hosts(), total(v))
+print("KILL")
+wait_file("F1")
+while true { k = 0; for w in dist.workers() { if w.alive { k = k + 1 } }; if k <= 4 { break } }
+r = try { total(v); "no error" } catch e { "{e.name}: {e.message}" }
+print("E1", r)
+print("B", hosts(), total(v))
+print("REVIVE")
+r = try { train("CK"); "no error" } catch e { "{e.name}: {e.message}" }
+print("E2", r)
+print("G", hosts(), total(v))
+dist.stop()
+"""
+
+
+@test
+@needs_hosts
+def test_live_elastic_grow(name):
+    # an elastic live session of 6 on 3 hosts loses host c: the next command
+    # restarts the group on a and b (4 workers, min_workers=4); c returns while
+    # a training function checkpoints: the group regroups at a checkpoint
+    # (DistRestarted) and runs on 6 workers again, c included
+    ensure_up()
+    v = float(np.float32(rng.uniform(0.5, 2.0)))
+    f1 = os.path.join(TMP, "elgrow-F1")
+    ck = os.path.join(TMP, "elgrow.safetensors")
+    for f in (f1, ck):
+        if os.path.exists(f):
+            os.remove(f)
+    src = (ELASTIC_GROW.replace("SSHOPTS", C.ssh_opts_nbl()).replace("VAL", repr(v))
+           .replace('"F1"', f'"{f1}"').replace('"CK"', f'"{ck}"'))
+    path = script(src, "el_livegrow.nbl")
+    rc, out, err, fired = follow([NABLA, "-u", path], {"KILL": lambda: (kill_host(2), touch(f1)),
+                                                 "REVIVE": lambda: revive_host(2)}, timeout=240,
+                                 env={"NABLA_ELASTIC_PROBE_S": "1"})
+    got = {}
+    for line in out.splitlines():
+        m = re.match(r"^(A|B|G) (\[.*?\]) (\[.*\])$", line)
+        if m:
+            got[m.group(1)] = (eval(m.group(2)), [float(x) for x in eval(m.group(3))])
+    a, b, c = ["hosta"] * 2, ["hostb"] * 2, ["hostc"] * 2
+    want = {"A": (a + b + c, 6), "B": (a + b, 4), "G": (a + b + c, 6)}
+    why = None if rc == 0 else f"rc {rc}"
+    for k, (hs, ranks) in want.items():
+        if why:
+            break
+        if k not in got:
+            why = f"no line {k}"
+        elif got[k][0] != hs:
+            why = f"{k}: the group ran on {got[k][0]}, expected {hs}"
+        elif not np.allclose(got[k][1], expect_total(v, ranks), rtol=1e-6):
+            why = f"{k}: all_reduce gave {got[k][1]}, expected {expect_total(v, ranks)}"
+    e1 = out.split("\nE1 ", 1)[-1].split("\nB ", 1)[0] if "\nE1 " in out else ""
+    e2 = out.split("\nE2 ", 1)[-1].split("\nG ", 1)[0] if "\nE2 " in out else ""
+    if why is None and not (e1.startswith("DistRestarted: ") and "the group lost a worker and restarted with 4 workers (was 6) on hosta, hostb;" in e1):
+        why = f"the command after the host loss: {e1!r}"
+    if why is None and not (e2.startswith("DistRestarted: ") and "DistRegroup" in e2
+                            and "a lost host answers again: the group regrouped at its checkpoint with 6 workers (was 4)" in e2):
+        why = f"the training run when host c returned: {e2!r}"
+    if why is None and "host hostc answers again" not in err:
+        why = "the watcher did not report host c back"
+    if why is None and "exited before connecting" in err:
+        why = "a restart tried the dead host"
+    report(name, why is None, f"{why}; out={out[-900:]!r} err={err[-900:]!r}")
+
+
 # ---------------------------------------------------------------- nabla run: shrink, then grow back
 TRAIN = """
 import dist
@@ -229,39 +376,117 @@ def test_grow(name):
     report(name, why is None, f"{why}; out={out[-900:]!r} err={err[-1200:]!r}")
 
 
+# ---------------------------------------------------------------- a host not in --hosts joins (nabla join)
+@test
+@needs_hosts
+def test_rdzv_join(name):
+    # `nabla run --hosts hosta,hostb -n 4 --max-workers 6 --rdzv PORT`; while the
+    # group waits at step 7, host c (not in --hosts) asks to join: with a wrong
+    # key it gets no answer (nothing is read without the job's key), a bad name
+    # is refused before anything is sent, with the key it is admitted; the
+    # group regroups at the step-9 checkpoint with 6 workers, c's included
+    ensure_up()
+    X = rng.standard_normal((24, 5)).astype(np.float32)
+    Y = rng.standard_normal((24, 3)).astype(np.float32)
+    W = (rng.standard_normal((5, 3)) * 0.1).astype(np.float32)
+    files = [npy("jX.npy", X), npy("jY.npy", Y), npy("jW.npy", W)]
+    ck, side, key, wrong = (os.path.join(TMP, f) for f in ("join.safetensors", "jside", "job.key", "wrong.key"))
+    for f in (ck, key):
+        if os.path.exists(f):
+            os.remove(f)
+    with open(wrong, "w") as f:
+        f.write(rng.bytes(32).hex() + "\n")
+    port = str(int(rng.integers(21000, 29999)))
+    path = script(TRAIN, "el_join.nbl")
+    joins = {}
+
+    def join():
+        base = [NABLA, "join", f"hosta:{port}"]
+        joins["wrong"] = C.run(2, base + ["--key", wrong, "--timeout", "3"], timeout=60)
+        joins["badname"] = C.run(2, base + ["--key", key, "--name", "host c!"], timeout=60)
+        joins["ok"] = C.run(2, base + ["--key", key], timeout=60)
+    cmd = [NABLA, "run", "--launcher", "ssh", "--hosts", "hosta,hostb", *C.ssh_args(), "--connect-timeout", "3", "--heartbeat", "4",
+           "-n", "4", "--max-workers", "6", "--slots-per-host", "2", "--rdzv", port, "--rdzv-key", key,
+           path, *files, "15", ck, side, "elastic"]
+    rc, out, err, fired = follow(cmd, {"GROW": join}, timeout=240)
+    starts = [tuple(x) for x in re.findall(r"^\[rank 0\] START (\d+) (\d+)$", out, re.M)]
+    why = None if rc == 0 else f"rc {rc}"
+    w, b, o = joins.get("wrong"), joins.get("badname"), joins.get("ok")
+    if why is None and (fired != ["GROW"] or not (w and b and o)):
+        why = f"the join did not happen: {fired}"
+    if why is None and not (w.returncode == 1 and "no answer" in w.stderr and "wrong key" in w.stderr):
+        why = f"a join with a wrong key: rc {w.returncode} {w.stdout!r} {w.stderr!r}"
+    if why is None and not (b.returncode == 2 and "is not 1 to 63 characters" in b.stderr):
+        why = f"a join with a bad name: rc {b.returncode} {b.stderr!r}"
+    if why is None and not (o.returncode == 0 and "admitted: hostc joins" in o.stdout):
+        why = f"the join with the key: rc {o.returncode} {o.stdout!r} {o.stderr!r}"
+    if why is None and (os.stat(key).st_mode & 0o077):
+        why = f"the key file is readable by others: {oct(os.stat(key).st_mode)}"
+    if why is None and starts != [("0", "4"), ("9", "6")]:
+        why = f"the groups started at (step, world) {starts}, expected (0, 4), then (9, 6) with the joined host"
+    if why is None and not ("host hostc joins through the rendezvous" in err and "regrouping the group with 6 workers (was 4)" in err):
+        why = "no admission and regroup on the job's side"
+    got = None
+    if why is None:
+        got, why = final_params(out.split("START 9 6")[-1], 6)
+    if why is None and not np.allclose(got, reference(X, Y, W, 15), rtol=1e-4, atol=1e-5):
+        why = f"parameters {got} differ from the NumPy reference"
+    report(name, why is None, f"{why}; out={out[-600:]!r} err={err[-1200:]!r}")
+
+
 # ---------------------------------------------------------------- Slurm: a node lost inside the allocation
 @test
 @needs_hosts
 def test_slurm_node_loss(name):
     # tests/dist/fake_slurm/srun places the tasks on the simulated hosts as srun
-    # does inside an allocation of those 3 nodes (--ntasks, --nodes, --exclude)
+    # does inside an allocation of those 3 nodes (--ntasks, --nodes, --exclude);
+    # its scontrol says a node's state from its host's first process
     ensure_up()
     X = rng.standard_normal((24, 5)).astype(np.float32)
     Y = rng.standard_normal((24, 3)).astype(np.float32)
     W = (rng.standard_normal((5, 3)) * 0.1).astype(np.float32)
     files = [npy("sX.npy", X), npy("sY.npy", Y), npy("sW.npy", W)]
-    ck, log = os.path.join(TMP, "slurm.safetensors"), os.path.join(TMP, "srun.log")
+    ck, log, side = os.path.join(TMP, "slurm.safetensors"), os.path.join(TMP, "srun.log"), os.path.join(TMP, "sside")
+    pidfile = os.path.join(TMP, "slurm-pids")
+    for f in (ck, log):
+        if os.path.exists(f):
+            os.remove(f)
+
+    def write_pids():
+        with open(pidfile + ".new", "w") as f:
+            f.write(",".join(str(p) for p in C.pids))
+        os.replace(pidfile + ".new", pidfile)
+    write_pids()
     path = script(TRAIN, "el_slurm.nbl")
     fake = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake_slurm")
     env = {"PATH": fake + ":" + os.environ.get("PATH", ""), "SLURM_JOB_ID": "4242", "SLURM_NTASKS": "6", "SLURM_JOB_NUM_NODES": "3",
-           "FAKE_SLURM_NODES": HOSTS, "FAKE_SLURM_PIDS": ",".join(str(p) for p in C.pids), "FAKE_SLURM_LOG": log}
-    cmd = [NABLA, "run", "--heartbeat", "3", "--min-workers", "4", "--max-restarts", "1", path, *files, "12", ck, "-", "slurm"]
-    rc, out, err, fired = follow(cmd, {"SPIN": lambda: (time.sleep(0.3), kill_host(2))}, timeout=200, env=env)
+           "FAKE_SLURM_NODES": HOSTS, "FAKE_SLURM_PIDS_FILE": pidfile, "FAKE_SLURM_LOG": log, "NABLA_ELASTIC_PROBE_S": "1"}
+    cmd = [NABLA, "run", "--heartbeat", "3", "--min-workers", "4", "--max-restarts", "1", path, *files, "15", ck, side, "elastic"]
+    rc, out, err, fired = follow(cmd, {"SPIN": lambda: (time.sleep(0.3), kill_host(2)),
+                                       "GROW": lambda: (revive_host(2), write_pids())}, timeout=240, env=env)
     starts = [tuple(x) for x in re.findall(r"^\[rank 0\] START (\d+) (\d+)$", out, re.M)]
-    sruns = open(log).read().splitlines() if os.path.exists(log) else []
+    calls = open(log).read().splitlines() if os.path.exists(log) else []
+    sruns = [c for c in calls if not c.startswith("scontrol ")]
+    probes = [c for c in calls if c.startswith("scontrol ")]
     why = None if rc == 0 else f"rc {rc}"
     if why is None and "inside Slurm job 4242: launcher slurm" not in err:
         why = "the launcher was not taken from the allocation"
-    if why is None and starts != [("0", "6"), ("3", "4")]:
-        why = f"the groups started at (step, world) {starts}, expected (0, 6), then (3, 4) without the lost node"
-    if why is None and (len(sruns) != 2 or "--ntasks=6" not in sruns[0] or "--nodes=3" not in sruns[0] or "--exclude" in sruns[0]):
+    if why is None and starts != [("0", "6"), ("3", "4"), ("9", "6")]:
+        why = f"the groups started at (step, world) {starts}, expected (0, 6), (3, 4) without the lost node, (9, 6) once it returned"
+    if why is None and (len(sruns) != 3 or "--ntasks=6" not in sruns[0] or "--nodes=3" not in sruns[0] or "--exclude" in sruns[0]):
         why = f"the first srun was not -n and --nodes of the allocation: {sruns}"
     if why is None and not all(a in sruns[1].split() for a in ("--ntasks=4", "--nodes=2", "--exclude=hostc")):
         why = f"the restart's srun did not leave the lost node out: {sruns}"
+    if why is None and not (all(a in sruns[2].split() for a in ("--ntasks=6", "--nodes=3")) and "--exclude" not in sruns[2]):
+        why = f"the regroup's srun did not take the returned node back: {sruns}"
+    if why is None and (not probes or any(p != "scontrol show node -o hostc" for p in probes)):
+        why = f"scontrol asked about other nodes than the lost one: {probes}"
+    if why is None and "regrouping the group with 6 workers (was 4)" not in err:
+        why = "no regroup to 6 workers"
     got = None
     if why is None:
-        got, why = final_params(out.split("START 3 4")[-1], 4)
-    if why is None and not np.allclose(got, reference(X, Y, W, 12), rtol=1e-4, atol=1e-5):
+        got, why = final_params(out.split("START 9 6")[-1], 6)
+    if why is None and not np.allclose(got, reference(X, Y, W, 15), rtol=1e-4, atol=1e-5):
         why = f"parameters {got} differ from the NumPy reference"
     report(name, why is None, f"{why}; out={out[-600:]!r} err={err[-1200:]!r}")
 

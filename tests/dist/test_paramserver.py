@@ -160,6 +160,143 @@ dist.stop()
     report(name, ok, f"rc={p.returncode} stats={st} err={err[-600:]!r}")
 
 
+def numpy_grad(w, b, k):
+    xb, yb = X[k * BS:(k + 1) * BS], Y[k * BS:(k + 1) * BS]
+    r = xb @ w + b - yb
+    return 2 * xb.T @ r / len(r), 2 * r.mean(axis=0)
+
+
+@test
+def test_backup_workers(name):
+    # backup=1 of 3: every round applies the average of the first 2 gradients
+    # at its version and drops the late one.  Files order the ranks, whatever
+    # the timing: rank 2 starts its first gradient only once rank 0 computes
+    # at version 2 (so round 0 never has it and it comes late), and ranks 0
+    # and 1 give the last round's gradients only once rank 2 runs its second
+    # task (which the server sends after it took the late one: the run cannot
+    # end first).  The parameters must equal NumPy's SGD over the ranks each
+    # round actually applied (ps.rounds()), each rank with its own batch
+    steps = 9
+    mark, seen, mark2 = (os.path.join(TMP, f"ps-backup-{k}") for k in ("mark", "seen", "mark2"))
+    for f in (mark, seen, mark2):
+        if os.path.exists(f):
+            os.remove(f)
+    rc, out, err = run(f"""
+fn wait_for(p) {{ t = clock(); while not exists(p) and clock() - t < 120 {{ }} }}
+fn grad_bk(m, v) {{
+  r = dist.rank()
+  if r == 0 and v >= 2 {{ write_text("{mark}", "x") }}
+  if r == 2 {{
+    wait_for("{mark}")
+    if exists("{seen}") {{ write_text("{mark2}", "x") }} else {{ write_text("{seen}", "x") }}
+  }}
+  if r < 2 and v == {steps - 1} {{ wait_for("{mark2}") }}
+  grad_fn(m, v * 3 + r)
+}}
+dist.push({{grad_fn: grad_fn, grad_bk: grad_bk, wait_for: wait_for}})
+m = fresh()
+ps = dist.parameter_server(m, optim.sgd(m, lr={LR}), backup=1)
+ps.run(grad_bk, {steps})
+print("R", json.format({{w: m.w.tolist(), b: m.b.tolist(), stats: ps.stats(), rounds: ps.rounds()}}))
+dist.stop()
+""")
+    got = lines_with("R ", out)
+    r = json.loads(got[0]) if got else {}
+    st, rounds = r.get("stats", {}), r.get("rounds", [])
+    why = None if rc == 0 and got else f"rc={rc}"
+    if why is None and (len(rounds) != steps or any(len(x) != 2 or len(set(x)) != 2 for x in rounds)):
+        why = f"rounds {rounds}: expected {steps} rounds of 2 distinct ranks"
+    if why is None and 2 in rounds[0]:
+        why = f"round 0 applied rank 2's gradient, which could not have been computed yet: {rounds}"
+    if why is None and not (st["version"] == steps and st["applied"] == 2 * steps and st["late"] >= 1 and st["dropped"] == st["late"]
+                            and st["pushed"] == st["applied"] + st["dropped"] + st["unused"] and st["lost"] == 0):
+        why = f"stats {st}"
+    if why is None:
+        w, b = W0.copy(), np.zeros(1)
+        for v, ranks in enumerate(rounds):
+            gs = [numpy_grad(w, b, (v * 3 + q) % NB) for q in ranks]
+            w = w - LR * (gs[0][0] + gs[1][0]) / 2
+            b = b - LR * (gs[0][1] + gs[1][1]) / 2
+        if not (np.allclose(r["w"], w, rtol=1e-10, atol=1e-12) and np.allclose(r["b"], b, rtol=1e-10, atol=1e-12)):
+            why = f"parameters {r['w']} differ from NumPy's {w.tolist()} over the applied rounds {rounds}"
+    report(name, why is None, f"{why}; out={out[-600:]!r} err={err[-800:]!r}")
+
+
+@test
+def test_backup_worker_dies(name):
+    # backup=1 of 3, rank 2 killed inside its first gradient: its gradient is
+    # lost (counted); the rounds go on with the 2 living workers (each round
+    # still averages 2 gradients: N-k while N-k workers live), equal to
+    # NumPy's replay of ps.rounds()
+    import signal, time
+    mark = os.path.join(TMP, "ps-bk-kill")
+    if os.path.exists(mark):
+        os.remove(mark)
+    steps = 6
+    path = script(PRELUDE + f"""
+eprint("PIDS", join(map(dist.workers(), fn(w) str(w.pid)), " "))
+fn grad_bk(m, v) {{
+  r = dist.rank()
+  if r == 2 {{ write_text("{mark}", "x"); t = clock(); while clock() - t < 120 {{ }} }}
+  grad_fn(m, v * 3 + r)
+}}
+dist.push({{grad_fn: grad_fn, grad_bk: grad_bk}})
+m = fresh()
+ps = dist.parameter_server(m, optim.sgd(m, lr={LR}), backup=1)
+ps.run(grad_bk, {steps})
+print("R", json.format({{w: m.w.tolist(), b: m.b.tolist(), stats: ps.stats(), rounds: ps.rounds()}}))
+dist.stop()
+""", "psbkkill.nbl")
+    p = subprocess.Popen([NABLA, path], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line, t = "", time.time()
+    while not line.startswith("PIDS") and time.time() - t < 60:
+        line = p.stderr.readline()
+    pids = [int(x) for x in line.split()[1:]]
+    while not os.path.exists(mark) and time.time() - t < 60:
+        time.sleep(0.05)
+    if len(pids) == 3:
+        os.kill(pids[2], signal.SIGKILL)
+    out, err = p.communicate(timeout=180)
+    sanitizer_check(err)
+    got = lines_with("R ", out)
+    r = json.loads(got[0]) if got else {}
+    st, rounds = r.get("stats", {}), r.get("rounds", [])
+    why = None if p.returncode == 0 and got else f"rc={p.returncode} err={err[-600:]!r}"
+    if why is None and not (st["lost"] == 1 and st["version"] == steps and st["applied"] == 2 * steps
+                            and st["pushed"] == st["applied"] + st["dropped"] + st["unused"]):
+        why = f"stats {st}"
+    if why is None and any(sorted(x) != [0, 1] for x in rounds):
+        why = f"rounds {rounds}: rank 2 never gave a gradient, every round needs ranks 0 and 1"
+    if why is None:
+        w, b = W0.copy(), np.zeros(1)
+        for v, ranks in enumerate(rounds):
+            gs = [numpy_grad(w, b, (v * 3 + q) % NB) for q in ranks]
+            w = w - LR * (gs[0][0] + gs[1][0]) / 2
+            b = b - LR * (gs[0][1] + gs[1][1]) / 2
+        if not (np.allclose(r["w"], w, rtol=1e-10, atol=1e-12) and np.allclose(r["b"], b, rtol=1e-10, atol=1e-12)):
+            why = f"parameters {r['w']} differ from NumPy's {w.tolist()}"
+    report(name, why is None, f"{why}; out={out[-400:]!r}")
+
+
+@test
+def test_bad_backup(name):
+    rc, out, err = run("""
+m = fresh()
+r = try { dist.parameter_server(m, optim.sgd(m, lr=0.1), backup=-1) } catch e { print("E", e.name, e.message); nil }
+r = try { dist.parameter_server(m, optim.sgd(m, lr=0.1), staleness=1, backup=1) } catch e { print("F", e.name, e.message); nil }
+ps = dist.parameter_server(m, optim.sgd(m, lr=0.1), backup=3)
+r = try { ps.run(grad_fn, 2) } catch e { print("G", e.name, e.message); nil }
+r = try { ps.run(grad_fn, 2, ranks=[0, 1]) } catch e { print("H", e.name, e.message); nil }
+print("V", ps.version)
+dist.stop()
+""")
+    ok = (rc == 0 and "E TypeError dist.parameter_server: backup must be an integer >= 0, got -1" in out
+          and "F ValueError dist.parameter_server: backup=1 runs synchronous rounds: staleness must be 0, got 1" in out
+          and "G ValueError dist.parameter_server: backup=3 leaves no gradient to apply with 3 workers" in out
+          and "H ValueError dist.parameter_server: backup=3 leaves no gradient to apply with 2 workers" in out and "V 0" in out)
+    report(name, ok, f"rc={rc} out={out!r} err={err[-600:]!r}")
+
+
 @test
 def test_bad_staleness(name):
     rc, out, err = run("""
