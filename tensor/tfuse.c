@@ -315,14 +315,23 @@ static int cast_to(nt_Fused *b, int *ref, nt_DType dt) {
 }
 
 /* the recorded chain becomes a lazy tensor (or NULL + error) */
+/* A pending record and where its tiles also store the intermediates the
+** backward reads (tfuse_grad.c; NULL: scratch only).  Every record in the
+** registry is one of these (commit makes them). */
+typedef struct {
+  nt_Fused f;   /* first: the registry's nt_Fused * is this */
+  void *save[NT_FUSE_MAXOPS];
+} Record;
+
 static nt_Tensor *commit(const Rec *rb) {
   const nt_Fused *b = &rb->f;
   nt_DType dt = (nt_DType)b->ops[b->nops - 1].dtype;
   nt_Tensor *out = nt_empty_deferred_(b->shape, b->ndim, dt);
   if (!out) return NULL;
   nt_Storage *s = out->storage;
-  nt_Fused *r = malloc(sizeof *r);
-  if (!r) { nt_release(out); nt_error_oom(sizeof *r); return NULL; }
+  Record *rx = calloc(1, sizeof *rx);
+  if (!rx) { nt_release(out); nt_error_oom(sizeof *rx); return NULL; }
+  nt_Fused *r = &rx->f;
   *r = *b;
   /* The buffer is allocated here, by the statement that wrote the op: its
   ** out-of-memory error is a catchable TensorError at that line, as without
@@ -341,6 +350,14 @@ static nt_Tensor *commit(const Rec *rb) {
       free(r); nt_release(out);
       return NULL;
     }
+  /* the chain's autograd node, when its inputs need one (tfuse_grad.c):
+  ** recorded before the chain can be computed, as it says what to save */
+  if (nt_fuse_record_grad_(out, r, rb->orig, rx->save)) {
+    for (int i = 0; i < r->nin; i++) nt_release(r->in[i]);
+    s->data = r->data;
+    free(r); nt_release(out);
+    return NULL;
+  }
   lock();
   for (int i = 0; i < r->nin; i++) {
     nt_Storage *is = r->in[i]->storage;
@@ -355,8 +372,6 @@ static nt_Tensor *commit(const Rec *rb) {
   npending++;
   while (npending > FUSE_MAXPENDING && head != r) force(head, false);
   unlock();
-  /* the chain's autograd node, when its inputs need one (tfuse_grad.c) */
-  if (nt_fuse_record_grad_(out, r, rb->orig)) { nt_release(out); return NULL; }
   return out;
 }
 
@@ -566,7 +581,9 @@ static void run_tile(Ctx *c, Tiles *w, char *scratch, int64_t t0, int64_t len) {
   }
   for (int k = 0; k < r->nops; k++) {
     const nt_FuseOp *o = &r->ops[k];
-    char *p = k + 1 == r->nops ? (char *)r->data + (size_t)t0 * nt_dtype_size((nt_DType)o->dtype) : scratch + c->off_op[k];
+    void *save = ((const Record *)r)->save[k];   /* (a value the backward reads: stored whole) */
+    char *p = k + 1 == r->nops ? (char *)r->data + (size_t)t0 * nt_dtype_size((nt_DType)o->dtype)
+            : save ? (char *)save + (size_t)t0 * nt_dtype_size((nt_DType)o->dtype) : scratch + c->off_op[k];
     nt_KernelArgs *a = &w->ka[k];
     tile_set(a->out, p, len);
     if (fast_op(o)) {

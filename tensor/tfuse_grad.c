@@ -42,7 +42,16 @@ typedef struct {
   int nops, nin;
   nt_FuseOp ops[NT_FUSE_MAXOPS];
   nt_DType in_dt[NT_FUSE_MAXIN];
+  nt_Tensor *saved[NT_FUSE_MAXOPS];   /* intermediates the forward's tiles store (NULL: not read, or a cast) */
+  nt_Tensor *out;                     /* the chain's value (a detached alias) while some are saved */
 } Chain;
+
+static void chain_free(void *p) {
+  Chain *c = p;
+  for (int k = 0; k < c->nops; k++) nt_release(c->saved[k]);
+  nt_release(c->out);
+  free(c);
+}
 
 static int fused_backward(nt_Node *n, nt_Tensor *g, nt_Tensor **gin);
 
@@ -88,7 +97,7 @@ static void values(const Chain *c, const bool *need_op, bool *val_op, bool *val_
   }
 }
 
-int nt_fuse_record_grad_(nt_Tensor *out, const nt_Fused *r, nt_Tensor *const *orig) {
+int nt_fuse_record_grad_(nt_Tensor *out, const nt_Fused *r, nt_Tensor *const *orig, void **save) {
   if (!nt_dtype_is_float((nt_DType)r->ops[r->nops - 1].dtype) || !nt_needs_grad(r->nin, orig)) return 0;
   Chain *c = calloc(1, sizeof *c);
   if (!c) { nt_error_oom(sizeof *c); return -1; }
@@ -101,9 +110,17 @@ int nt_fuse_record_grad_(nt_Tensor *out, const nt_Fused *r, nt_Tensor *const *or
   values(c, need_op, val_op, val_in, &out_read);
   nt_Node *n = nt_record(out, "FusedBackward", fused_backward, r->nin, orig);
   if (!n) { free(c); return -1; }
-  n->ctx = c; n->ctx_free = free;
+  n->ctx = c; n->ctx_free = chain_free;
   for (int i = 0; i < r->nin; i++) if (!val_in[i]) nt_node_unchecked(n, i);
   if (out_read && nt_node_save(n, out) < 0) return -1;
+  /* the intermediates the formulas read: stored by the forward's tiles (a
+  ** cast is recomputed from its source instead: see the top comment) */
+  for (int k = 0; k + 1 < c->nops; k++) {
+    if (!val_op[k] || c->ops[k].op == NT_OP_COPY) continue;
+    if (!(c->saved[k] = nt_empty(r->shape, r->ndim, (nt_DType)c->ops[k].dtype, NT_CPU))) return -1;
+    save[k] = c->saved[k]->storage->data;   /* (fresh, contiguous, offset 0) */
+    if (!c->out && !(c->out = nt_detach(out))) return -1;
+  }
   return 0;
 }
 
@@ -140,9 +157,13 @@ static int fused_backward(nt_Node *n, nt_Tensor *g, nt_Tensor **gin) {
   values(c, need_op, val_op, val_in, &out_read);
   nt_Tensor *vals[NT_FUSE_MAXOPS] = {0}, *gop[NT_FUSE_MAXOPS] = {0}, *gi[NT_FUSE_MAXIN] = {0};
   int rc = -1, last = c->nops - 1;
+  /* the saved values are written when the chain is computed: compute it if
+  ** nothing has read it yet */
+  if (c->out && nt_settle_storage_(c->out->storage)) return -1;
   for (int k = 0; k < last; k++) {
     const nt_FuseOp *o = &c->ops[k];
-    if (val_op[k] && !(vals[k] = replay(o, value_of(n, vals, o->src[0]), o->nsrc == 2 ? value_of(n, vals, o->src[1]) : NULL)))
+    if (val_op[k] && c->saved[k]) vals[k] = nt_retain(c->saved[k]);
+    else if (val_op[k] && !(vals[k] = replay(o, value_of(n, vals, o->src[0]), o->nsrc == 2 ? value_of(n, vals, o->src[1]) : NULL)))
       goto done;
   }
   if (out_read) vals[last] = nt_retain(n->saved[0]);

@@ -11,8 +11,10 @@ bool nt_fuse_chain_node_(const nt_Node *n);
 /* After commit: when the chain r (the value `out`) needs a gradient, records
 ** out's node over orig[0 .. r->nin) -- the tensors the ops were given, with
 ** their autograd history (r->in are bare headers).  0 (recorded or not
-** needed) / -1 + error. */
-int nt_fuse_record_grad_(nt_Tensor *out, const nt_Fused *r, nt_Tensor *const *orig);
+** needed) / -1 + error.  Called before the chain is registered (computable);
+** save[k] is set to the buffer where computing the chain must also store op
+** k's result (a value the backward reads), or left NULL. */
+int nt_fuse_record_grad_(nt_Tensor *out, const nt_Fused *r, nt_Tensor *const *orig, void **save);
 
 /* telem.c: the elementwise ops' backward formulas, for the chains' backward
 ** (telem.c says more) */
