@@ -28,10 +28,13 @@
 ** a kernel call per tile.  Tiles are spread over the OpenMP pool above
 ** NT_OMP_THRESHOLD elements.
 **
-** Autograd: ops that record a node are not fused (the first correct
-** version; a fused forward would have to materialize what the backward
-** reads), and neither are the backward formulas that the engine runs with
-** grad mode off: with them fused, grad(sum(tanh(x * w + 1) * 3 - x / (|w|
+** Autograd (issue 28): ops whose inputs require grad are fused too; the
+** chain gets one node (tfuse_grad.c: its backward composes the unfused ops'
+** formulas, and the tiles also store, into buffers the node holds, the
+** intermediates those formulas read: Record.save).  Inlining a lazy operand
+** maps its inputs through its node (operand(), inlinable()); a lazy leaf that
+** requires grad stays an input.  The backward formulas that the engine runs
+** with grad mode off are not fused: with them fused, grad(sum(tanh(x * w + 1) * 3 - x / (|w|
 ** + 1))) on [1000, 1000] f32 took 25-27 ms against 13-15 ms unfused in three
 ** alternating runs (1 thread, loaded dev VM; later runs were too noisy to
 ** confirm), so nt_backward / nt_autograd_grad turn fusion off while they run
