@@ -259,7 +259,11 @@ static int add_input(Rec *rb, nt_Tensor *x, nt_Tensor *orig) {
 ** is the chain's own node (whose inputs, in order, are the chain's: the
 ** inlined ops then differentiate through to them).  A lazy leaf that
 ** requires grad stays an input of its own. */
-static bool inlinable(const nt_Tensor *x) { return !has_history(x) || nt_fuse_chain_node_(x->grad_fn); }
+static bool inlinable(const nt_Tensor *x) {
+  /* (a node whose graph a backward pass freed has no inputs left to map:
+  ** x then joins as an input, and the engine reports the freed graph) */
+  return !has_history(x) || (nt_fuse_chain_node_(x->grad_fn) && !x->grad_fn->released);
+}
 
 static int operand(Rec *rb, nt_Tensor *x, const int64_t *shape, int nd, int *ref) {
   nt_Fused *b = &rb->f;
@@ -269,7 +273,7 @@ static int operand(Rec *rb, nt_Tensor *x, const int64_t *shape, int nd, int *ref
     if (b->nops + src->nops > NT_FUSE_MAXOPS) return 1;
     nt_Node *fn = nt_fuse_chain_node_(x->grad_fn) ? x->grad_fn : NULL;
     for (int i = 0; i < src->nin; i++)
-      if ((map[i] = add_input(rb, src->in[i], fn && fn->in[i] ? fn->in[i] : src->in[i])) < 0) return 1;
+      if ((map[i] = add_input(rb, src->in[i], fn ? fn->in[i] : src->in[i])) < 0) return 1;
     for (int k = 0; k < src->nops; k++) {
       nt_FuseOp o = src->ops[k];
       for (int j = 0; j < o.nsrc; j++) o.src[j] = (int8_t)(o.src[j] >= 0 ? map[o.src[j]] : -1 - (base + (-1 - o.src[j])));

@@ -118,7 +118,7 @@ int nt_fuse_record_grad_(nt_Tensor *out, const nt_Fused *r, nt_Tensor *const *or
   for (int k = 0; k + 1 < c->nops; k++) {
     if (!val_op[k] || c->ops[k].op == NT_OP_COPY) continue;
     if (!(c->saved[k] = nt_empty(r->shape, r->ndim, (nt_DType)c->ops[k].dtype, NT_CPU))) return -1;
-    save[k] = c->saved[k]->storage->data;   /* (fresh, contiguous, offset 0) */
+    save[k] = nt_base(c->saved[k]);   /* (fresh, contiguous) */
     if (!c->out && !(c->out = nt_detach(out))) return -1;
   }
   return 0;
