@@ -16,7 +16,7 @@ fresh random inputs: values AND gradients must be the same bits both ways
 - f32, f64, bf16;
 - double backward (grad of a function of a gradient) against torch;
 - x and x.detach() in one chain (only x gets a gradient), a chain extending
-  a chain, a lazy leaf that requires grad;
+  a chain, a lazy leaf that requires grad, backward from a chain never read;
 - an in-place write to an input the backward reads: the same error both ways;
 - a 3-layer MLP training step (SGD, 3 steps, f64): same loss and parameters
   fused and unfused and as torch, with chains fused (fuse_stats().forced > 0)
@@ -225,6 +225,12 @@ def misc_batch():
     (torch.exp(xt * 0.1) * T(ga)).sum().backward()
     b.case("lazy_leaf", f"y = {x} * 2 + 1\ny.requires_grad = true\nl = sum(exp(y * 0.1) * {g})\nbackward(l)\ny.grad", xt.grad,
            rtol=1e-12, atol=1e-12)
+    # backward straight from a chain nobody read (its stored intermediates are
+    # written when the backward computes it first)
+    xt = T(xa, True)
+    (torch.tanh(xt * 2 + 1) * 3).backward(T(ga))
+    b.case("unread_chain", f"xx = {x}.detach()\nxx.requires_grad = true\ny = tanh(xx * 2 + 1) * 3\nbackward(y, {g})\nxx.grad",
+           xt.grad, rtol=1e-12, atol=1e-12)
     # the node's name: one FusedBackward for a whole chain (fused run), the last op's otherwise
     b.case("grad_fn", f"w = {w}.detach()\nw.requires_grad = true\n(tanh(w * {x} + 1) * 2).grad_fn",
            lambda got: None if got in ("FusedBackward", "MulBackward") else f"grad_fn {got!r}", dtype=False)
