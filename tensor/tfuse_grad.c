@@ -18,22 +18,22 @@
 ** (the engine's order may differ: rounding only).
 **
 ** Save or recompute (by bytes): a formula that reads an intermediate's value
-** (mul reads the other operand, tanh its output, ...) gets it RECOMPUTED in
-** the backward, from the chain's inputs, by the same eager kernels the
-** forward's tiles ran (so the same bits).  The inputs are held by the node
-** anyway, as by the unfused nodes, so recomputing costs no memory, while
-** saving an intermediate would hold numel * dtype bytes per op from forward
-** to backward: the rule is "recompute every intermediate; save only the
-** chain's own output, when the last op's formula reads it" (the value the
-** caller holds already; unfused saves it too).  Only what some needed
-** formula reads is recomputed (values()): `x * 2 + 1` recomputes nothing,
-** and its input is not version-checked (an in-place write to x after it is
-** fine, as unfused).
+** (mul reads the other operand, tanh its output, ...) gets it from a buffer
+** the node holds (Chain.saved), which the forward's tiles write as they
+** compute that op (tfuse.c's Record.save: one more store stream, no extra
+** pass) -- the same bytes the unfused graph holds for that value, never more,
+** and only for values some needed formula reads (values(): `x * 2 + 1`
+** saves nothing, and its input is not version-checked, as unfused).  The
+** chain's own output is saved as unfused saves it (a detached alias).  A cast
+** (NT_OP_COPY) is recomputed from its source instead: saving it would hold a
+** second copy of a value the node holds already.  Recomputing everything was
+** the first version: free in bytes, but 5-7 extra passes over memory in the
+** backward of a 12-op chain (bench/results/2026-11-29-fuse28.md), more than
+** the fused forward saved.  A chain read by nobody before its backward runs
+** is computed first (Chain.out), so the buffers are always written.
 **
-** Double backward (create_graph): the recomputation and the formulas are
-** public ops, recorded when the engine runs backward with grad mode on, so
-** the gradient is itself differentiable; the last op's saved output is a
-** detached alias exactly as in the unfused node.
+** Double backward: the engine runs every backward with grad mode off, so a
+** gradient of a gradient is the engine's clear error, fused or not.
 */
 #include "tfuse_grad.h"
 #include <stdlib.h>
