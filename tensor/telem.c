@@ -5,6 +5,7 @@
 */
 #include "tinternal.h"
 #include "complex.h"
+#include "tfuse_grad.h"
 #include "tdevice.h"
 #include "tprofile.h"
 #include <stdlib.h>
@@ -434,6 +435,30 @@ UN(rsqrt, NT_OP_RSQRT) UN(abs, NT_OP_ABS) UN(sign, NT_OP_SIGN) UN(tanh, NT_OP_TA
 UN(relu, NT_OP_RELU) UN(silu, NT_OP_SILU) UN(sin, NT_OP_SIN) UN(cos, NT_OP_COS) UN(logical_not, NT_OP_LOGICAL_NOT)
 nt_Tensor *nt_gelu(nt_Tensor *t, bool tanh_approx) { return nt_unary(tanh_approx ? NT_OP_GELU_TANH : NT_OP_GELU, t); }
 nt_Tensor *nt_clamp(nt_Tensor *t, double lo, double hi) { return nt_unary_scalar_op(NT_OP_CLAMP, t, lo, hi); }
+
+/* The fused chains' backward (tfuse_grad.c) runs THESE formulas, one op of
+** the chain at a time, through a node built for the op: one piece of code for
+** the derivatives, so fused gradients are the unfused ones bit for bit.
+** kind: NT_FUSE_GRAD_BINARY (in {a, b}, saved {out} for pow),
+** NT_FUSE_GRAD_SCALAR (in {x}, iarg {op, scalar_first}, s[0], saved {out}
+** for s ** x), NT_FUSE_GRAD_UNARY (in {x}, s[0..1], saved {y}).
+** nt_elem_grad_reads_: whether the formula reads the inputs' values / the
+** output's (what the chain must recompute or save). */
+int nt_elem_backward_(int kind, nt_Node *n, nt_Tensor *g, nt_Tensor **gin) {
+  return kind == NT_FUSE_GRAD_BINARY ? binary_backward(n, g, gin)
+       : kind == NT_FUSE_GRAD_SCALAR ? binary_scalar_backward(n, g, gin) : unary_backward(n, g, gin);
+}
+void nt_elem_grad_reads_(int kind, int op, bool sfirst, bool *reads_in, bool *reads_out) {
+  if (kind == NT_FUSE_GRAD_UNARY) { *reads_in = unary_reads_in(op); *reads_out = unary_reads_out(op); return; }
+  if (kind == NT_FUSE_GRAD_SCALAR) {   /* (as nt_binary_scalar_ex's unchecked marks) */
+    *reads_in = op == NT_OP_POW || op == NT_OP_MAXIMUM || op == NT_OP_MINIMUM || (op == NT_OP_DIV && sfirst);
+    *reads_out = op == NT_OP_POW && sfirst;
+    return;
+  }
+  *reads_in = op == NT_OP_MUL || op == NT_OP_DIV || op == NT_OP_POW || op == NT_OP_MAXIMUM || op == NT_OP_MINIMUM ||
+              op == NT_OP_MOD;
+  *reads_out = op == NT_OP_POW;
+}
 
 /* ---- where ---------------------------------------------------------------- */
 static int where_backward(nt_Node *n, nt_Tensor *g, nt_Tensor **gin) {

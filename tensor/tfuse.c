@@ -28,10 +28,13 @@
 ** a kernel call per tile.  Tiles are spread over the OpenMP pool above
 ** NT_OMP_THRESHOLD elements.
 **
-** Autograd: ops that record a node are not fused (the first correct
-** version; a fused forward would have to materialize what the backward
-** reads), and neither are the backward formulas that the engine runs with
-** grad mode off: with them fused, grad(sum(tanh(x * w + 1) * 3 - x / (|w|
+** Autograd (issue 28): ops whose inputs require grad are fused too; the
+** chain gets one node (tfuse_grad.c: its backward composes the unfused ops'
+** formulas, and the tiles also store, into buffers the node holds, the
+** intermediates those formulas read: Record.save).  Inlining a lazy operand
+** maps its inputs through its node (operand(), inlinable()); a lazy leaf that
+** requires grad stays an input.  The backward formulas that the engine runs
+** with grad mode off are not fused: with them fused, grad(sum(tanh(x * w + 1) * 3 - x / (|w|
 ** + 1))) on [1000, 1000] f32 took 25-27 ms against 13-15 ms unfused in three
 ** alternating runs (1 thread, loaded dev VM; later runs were too noisy to
 ** confirm), so nt_backward / nt_autograd_grad turn fusion off while they run
@@ -75,6 +78,7 @@
 ** collector runs there.
 */
 #include "tinternal.h"
+#include "tfuse_grad.h"
 #include "tprofile.h"
 #include <pthread.h>
 #include <stdio.h>
@@ -228,21 +232,48 @@ static bool same_view(const nt_Tensor *a, const nt_Tensor *b) {
                     !memcmp(a->strides, b->strides, sizeof(int64_t) * (size_t)a->ndim));
 }
 
-static int add_input(nt_Fused *b, nt_Tensor *x) {
-  for (int i = 0; i < b->nin; i++) if (same_view(b->in[i], x)) return i;
+/* A chain being recorded: the record, and beside each input the tensor the
+** op was given (with its autograd history: the node's input, tfuse_grad.c) */
+typedef struct {
+  nt_Fused f;
+  nt_Tensor *orig[NT_FUSE_MAXIN];
+} Rec;
+
+static bool has_history(const nt_Tensor *t) { return t->requires_grad || t->grad_fn; }
+
+/* Two views of the same elements are one input, unless autograd tells them
+** apart (x and x.detach(): only x gets a gradient) */
+static int add_input(Rec *rb, nt_Tensor *x, nt_Tensor *orig) {
+  nt_Fused *b = &rb->f;
+  for (int i = 0; i < b->nin; i++)
+    if (same_view(b->in[i], x) && (rb->orig[i] == orig || (!has_history(rb->orig[i]) && !has_history(orig)))) return i;
   if (b->nin == NT_FUSE_MAXIN) return -1;
   b->in[b->nin] = x;
+  rb->orig[b->nin] = orig;
   return b->nin++;
 }
 
 /* Operand x of a new op: 0 with *ref set, 1 when the chain would get too long
 ** (the op then runs eagerly).  A view of a lazy value is computed now. */
-static int operand(nt_Fused *b, nt_Tensor *x, const int64_t *shape, int nd, int *ref) {
-  if (whole_lazy(x, shape, nd)) {
+/* x's chain can be inlined: x carries no gradient history, or its history
+** is the chain's own node (whose inputs, in order, are the chain's: the
+** inlined ops then differentiate through to them).  A lazy leaf that
+** requires grad stays an input of its own. */
+static bool inlinable(const nt_Tensor *x) {
+  /* (a node whose graph a backward pass freed has no inputs left to map:
+  ** x then joins as an input, and the engine reports the freed graph) */
+  return !has_history(x) || (nt_fuse_chain_node_(x->grad_fn) && !x->grad_fn->released);
+}
+
+static int operand(Rec *rb, nt_Tensor *x, const int64_t *shape, int nd, int *ref) {
+  nt_Fused *b = &rb->f;
+  if (whole_lazy(x, shape, nd) && inlinable(x)) {
     const nt_Fused *src = lazy_of(x->storage);
     int map[NT_FUSE_MAXIN], base = b->nops;
     if (b->nops + src->nops > NT_FUSE_MAXOPS) return 1;
-    for (int i = 0; i < src->nin; i++) if ((map[i] = add_input(b, src->in[i])) < 0) return 1;
+    nt_Node *fn = nt_fuse_chain_node_(x->grad_fn) ? x->grad_fn : NULL;
+    for (int i = 0; i < src->nin; i++)
+      if ((map[i] = add_input(rb, src->in[i], fn ? fn->in[i] : src->in[i])) < 0) return 1;
     for (int k = 0; k < src->nops; k++) {
       nt_FuseOp o = src->ops[k];
       for (int j = 0; j < o.nsrc; j++) o.src[j] = (int8_t)(o.src[j] >= 0 ? map[o.src[j]] : -1 - (base + (-1 - o.src[j])));
@@ -254,7 +285,7 @@ static int operand(nt_Fused *b, nt_Tensor *x, const int64_t *shape, int nd, int 
   if (lazy_of(x->storage) && nt_settle_storage_(x->storage)) return -1;
   /* memory wrapped from outside may change behind our back: read it now */
   if (x->storage->flags & NT_STORAGE_EXTERNAL) return 1;
-  int i = add_input(b, x);
+  int i = add_input(rb, x, x);
   if (i < 0) return 1;
   *ref = i;
   return 0;
@@ -291,13 +322,23 @@ static int cast_to(nt_Fused *b, int *ref, nt_DType dt) {
 }
 
 /* the recorded chain becomes a lazy tensor (or NULL + error) */
-static nt_Tensor *commit(const nt_Fused *b) {
+/* A pending record and where its tiles also store the intermediates the
+** backward reads (tfuse_grad.c; NULL: scratch only).  Every record in the
+** registry is one of these (commit makes them). */
+typedef struct {
+  nt_Fused f;   /* first: the registry's nt_Fused * is this */
+  void *save[NT_FUSE_MAXOPS];
+} Record;
+
+static nt_Tensor *commit(const Rec *rb) {
+  const nt_Fused *b = &rb->f;
   nt_DType dt = (nt_DType)b->ops[b->nops - 1].dtype;
   nt_Tensor *out = nt_empty_deferred_(b->shape, b->ndim, dt);
   if (!out) return NULL;
   nt_Storage *s = out->storage;
-  nt_Fused *r = malloc(sizeof *r);
-  if (!r) { nt_release(out); nt_error_oom(sizeof *r); return NULL; }
+  Record *rx = calloc(1, sizeof *rx);
+  if (!rx) { nt_release(out); nt_error_oom(sizeof *rx); return NULL; }
+  nt_Fused *r = &rx->f;
   *r = *b;
   /* The buffer is allocated here, by the statement that wrote the op: its
   ** out-of-memory error is a catchable TensorError at that line, as without
@@ -316,6 +357,14 @@ static nt_Tensor *commit(const nt_Fused *b) {
       free(r); nt_release(out);
       return NULL;
     }
+  /* the chain's autograd node, when its inputs need one (tfuse_grad.c):
+  ** recorded before the chain can be computed, as it says what to save */
+  if (nt_fuse_record_grad_(out, r, rb->orig, rx->save)) {
+    for (int i = 0; i < r->nin; i++) nt_release(r->in[i]);
+    s->data = r->data;
+    free(r); nt_release(out);
+    return NULL;
+  }
   lock();
   for (int i = 0; i < r->nin; i++) {
     nt_Storage *is = r->in[i]->storage;
@@ -365,7 +414,8 @@ static bool worth(int64_t numel, nt_DType cd, nt_Device dev, int op) {
 }
 _Thread_local int nt_fuse_backward_depth_;
 
-static void init_rec(nt_Fused *b, const int64_t *shape, int nd) {
+static void init_rec(Rec *rb, const int64_t *shape, int nd) {
+  nt_Fused *b = &rb->f;
   b->nops = b->nin = 0;
   b->ndim = nd;
   if (nd) memcpy(b->shape, shape, sizeof(int64_t) * (size_t)nd);
@@ -381,7 +431,7 @@ int nt_fuse_binary(int op, nt_Tensor *a, nt_Tensor *b, nt_DType cd, nt_Tensor **
   int64_t shape[NT_MAXDIM];
   int nd;
   if (nt_broadcast_shapes(nt_op_name(op), a->shape, a->ndim, b->shape, b->ndim, shape, &nd)) return -1;
-  if (!worth(nt_shape_numel(shape, nd), cd, NT_CPU, op) || nt_needs_grad(2, (nt_Tensor *[]){ a, b })) return 0;
+  if (!worth(nt_shape_numel(shape, nd), cd, NT_CPU, op)) return 0;
   if (op == NT_OP_POW && !(pow_operand_ok(a, cd, shape, nd) && pow_operand_ok(b, cd, shape, nd))) return 0;
   /* A view of a lazy value (y.T, y[0]) is computed BEFORE any operand is
   ** recorded: operand() copies a whole lazy value's inputs into rec without
@@ -390,9 +440,9 @@ int nt_fuse_binary(int op, nt_Tensor *a, nt_Tensor *b, nt_DType cd, nt_Tensor **
   ** when y's chain held the last reference (fusecheck). */
   for (int j = 0; j < 2; j++) {
     nt_Tensor *x = j ? b : a;
-    if (lazy_of(x->storage) && !whole_lazy(x, shape, nd) && nt_settle_storage_(x->storage)) return -1;
+    if (lazy_of(x->storage) && !(whole_lazy(x, shape, nd) && inlinable(x)) && nt_settle_storage_(x->storage)) return -1;
   }
-  nt_Fused rec;
+  Rec rec;
   init_rec(&rec, shape, nd);
   int ra, rb, k;
   if ((k = operand(&rec, a, shape, nd, &ra))) return k < 0 ? -1 : 0;
@@ -400,30 +450,30 @@ int nt_fuse_binary(int op, nt_Tensor *a, nt_Tensor *b, nt_DType cd, nt_Tensor **
   else if ((k = operand(&rec, b, shape, nd, &rb))) return k < 0 ? -1 : 0;
   /* (a comparison computes in cd and stores bools, as the kernel does) */
   nt_DType od = is_cmp(op) ? NT_BOOL : cd;
-  if (cast_to(&rec, &ra, cd) || cast_to(&rec, &rb, cd) || add_op(&rec, op, od, 2, (int[]){ ra, rb }, false, false, 0, 0))
+  if (cast_to(&rec.f, &ra, cd) || cast_to(&rec.f, &rb, cd) || add_op(&rec.f, op, od, 2, (int[]){ ra, rb }, false, false, 0, 0))
     return 0;
   return (*out = commit(&rec)) ? 1 : -1;
 }
 
 int nt_fuse_scalar(int op, nt_Tensor *t, double s, bool first, nt_DType cd, nt_Tensor **out) {
-  if (!worth(t->numel, cd, t->device, op) || !fusable_binary(op) || nt_needs_grad(1, &t)) return 0;
+  if (!worth(t->numel, cd, t->device, op) || !fusable_binary(op)) return 0;
   if (op == NT_OP_POW && !pow_operand_ok(t, cd, t->shape, t->ndim)) return 0;
-  nt_Fused rec;
+  Rec rec;
   init_rec(&rec, t->shape, t->ndim);
   int r, k;
   if ((k = operand(&rec, t, t->shape, t->ndim, &r))) return k < 0 ? -1 : 0;
-  if (cast_to(&rec, &r, cd) || add_op(&rec, op, is_cmp(op) ? NT_BOOL : cd, 1, &r, true, first, s, 0)) return 0;
+  if (cast_to(&rec.f, &r, cd) || add_op(&rec.f, op, is_cmp(op) ? NT_BOOL : cd, 1, &r, true, first, s, 0)) return 0;
   return (*out = commit(&rec)) ? 1 : -1;
 }
 
 int nt_fuse_unary(int op, nt_Tensor *t, double s0, double s1, nt_DType cd, nt_Tensor **out) {
-  if (!worth(t->numel, cd, t->device, op) || op == NT_OP_LOGICAL_NOT || nt_needs_grad(1, &t)) return 0;
+  if (!worth(t->numel, cd, t->device, op) || op == NT_OP_LOGICAL_NOT) return 0;
   if (contig_only_unary(op) && t->dtype == cd && !(t->flags & NT_T_CONTIG)) return 0;
-  nt_Fused rec;
+  Rec rec;
   init_rec(&rec, t->shape, t->ndim);
   int r, k;
   if ((k = operand(&rec, t, t->shape, t->ndim, &r))) return k < 0 ? -1 : 0;
-  if (cast_to(&rec, &r, cd) || add_op(&rec, op, cd, 1, &r, false, false, s0, s1)) return 0;
+  if (cast_to(&rec.f, &r, cd) || add_op(&rec.f, op, cd, 1, &r, false, false, s0, s1)) return 0;
   return (*out = commit(&rec)) ? 1 : -1;
 }
 
@@ -538,7 +588,9 @@ static void run_tile(Ctx *c, Tiles *w, char *scratch, int64_t t0, int64_t len) {
   }
   for (int k = 0; k < r->nops; k++) {
     const nt_FuseOp *o = &r->ops[k];
-    char *p = k + 1 == r->nops ? (char *)r->data + (size_t)t0 * nt_dtype_size((nt_DType)o->dtype) : scratch + c->off_op[k];
+    void *save = ((const Record *)r)->save[k];   /* (a value the backward reads: stored whole) */
+    char *p = k + 1 == r->nops ? (char *)r->data + (size_t)t0 * nt_dtype_size((nt_DType)o->dtype)
+            : save ? (char *)save + (size_t)t0 * nt_dtype_size((nt_DType)o->dtype) : scratch + c->off_op[k];
     nt_KernelArgs *a = &w->ka[k];
     tile_set(a->out, p, len);
     if (fast_op(o)) {
