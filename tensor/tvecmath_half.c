@@ -22,6 +22,7 @@
 #include "tinternal.h"
 #include "tvecmath.h"
 #include "tvecmath_half.h"
+#include <pthread.h>
 
 /* ---- conversions ------------------------------------------------------- */
 static inline uint32_t f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
@@ -74,14 +75,19 @@ static void f32_to_bf16_ref(const float *x, uint16_t *y, int64_t n) { for (int64
 static void f16_to_f32_ref(const uint16_t *x, float *y, int64_t n) { for (int64_t i = 0; i < n; i++) y[i] = nt_f16_to_f32(x[i]); }
 static void f32_to_f16_ref(const float *x, uint16_t *y, int64_t n) { for (int64_t i = 0; i < n; i++) y[i] = nt_f32_to_f16(x[i]); }
 
-/* 2: AVX-512, 1: AVX2, 0: the reference; follows tvecmath's width choice */
-static int width(void) {
+/* 2: AVX-512, 1: AVX2, 0: the reference; follows tvecmath's width choice
+** (looked up once: fused chains call the converters per small tile) */
+static int width_v;
+static pthread_once_t width_once = PTHREAD_ONCE_INIT;
+static void width_pick(void) {
 #if HAVE_WIDE
   const char *w = nt_vm_name();
-  return strcmp(w, "avx512") == 0 ? 2 : strcmp(w, "avx2") == 0 ? 1 : 0;
-#else
-  return 0;
+  width_v = strcmp(w, "avx512") == 0 ? 2 : strcmp(w, "avx2") == 0 ? 1 : 0;
 #endif
+}
+static int width(void) {
+  pthread_once(&width_once, width_pick);
+  return width_v;
 }
 
 void nt_half_to_f32(bool bf, const uint16_t *x, float *y, int64_t n) {
@@ -135,15 +141,27 @@ static void map_block(bool bf, const uint16_t *in0, const uint16_t *in1, uint16_
   nt_f32_to_half(bf, bo, out, len);
 }
 
+/* Blocks per OpenMP task: 16 (16384 elements), so a task amortises its
+** scheduling and 2..64 threads all get work on a 1M-element tensor. */
+#define MAP_TASK 16
 int nt_half_map(bool bf, const uint16_t *in0, const uint16_t *in1, uint16_t *out, int64_t n,
                 nt_HalfBlockFn f, void *ctx) {
   for (int64_t c0 = 0; c0 < n; c0 += NT_CHUNK) {
-    int64_t c1 = n - c0 > NT_CHUNK ? c0 + NT_CHUNK : n, nb = (c1 - c0 + NT_HALF_BLOCK - 1) / NT_HALF_BLOCK;
+    int64_t c1 = n - c0 > NT_CHUNK ? c0 + NT_CHUNK : n, span = MAP_TASK * NT_HALF_BLOCK;
+    int64_t ntask = (c1 - c0 + span - 1) / span;
     if (c0 && NT_INTERRUPTED()) NT_FAIL_INTERRUPTED();
-    _Pragma("omp parallel for if (c1 - c0 > NT_OMP_THRESHOLD)")
-    for (int64_t k = 0; k < nb; k++) {
-      int64_t lo = c0 + k * NT_HALF_BLOCK, len = c1 - lo < NT_HALF_BLOCK ? c1 - lo : NT_HALF_BLOCK;
-      map_block(bf, in0 + lo, in1 ? in1 + lo : NULL, out + lo, len, f, ctx);
+    if (c1 - c0 <= NT_OMP_THRESHOLD) {   /* small (a fused chain's tile): no OpenMP region at all */
+      for (int64_t lo = c0; lo < c1; lo += NT_HALF_BLOCK)
+        map_block(bf, in0 + lo, in1 ? in1 + lo : NULL, out + lo, c1 - lo < NT_HALF_BLOCK ? c1 - lo : NT_HALF_BLOCK, f, ctx);
+      continue;
+    }
+    _Pragma("omp parallel for if (ntask > 1)")
+    for (int64_t k = 0; k < ntask; k++) {
+      int64_t t1 = c0 + (k + 1) * span < c1 ? c0 + (k + 1) * span : c1;
+      for (int64_t lo = c0 + k * span; lo < t1; lo += NT_HALF_BLOCK) {
+        int64_t len = t1 - lo < NT_HALF_BLOCK ? t1 - lo : NT_HALF_BLOCK;
+        map_block(bf, in0 + lo, in1 ? in1 + lo : NULL, out + lo, len, f, ctx);
+      }
     }
   }
   return 0;
