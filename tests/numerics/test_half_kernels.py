@@ -15,6 +15,8 @@ in tensor/tcpu_elem.c, tensor/nn/gelu.c), bit for bit, on fresh random data.
    round(the same op in f32 on the upcast inputs) bit for bit -- the meaning of
    the scalar kernels -- contiguous, broadcast, transposed and with a scalar,
    and is within one bf16 rounding of the function's f64 value (torch in f64).
+3. autocast("f16") on the CPU warns once that it is slower than f32 (no f16
+   matrix path); bf16, and f16 ops that compute in f32, do not warn.
 
 Run: NABLA=build/nabla /usr/bin/python3 tests/numerics/test_half_kernels.py
 """
@@ -254,6 +256,22 @@ for name, f in TORCH_UNARY.items():
         i = np.flatnonzero(~close)[:3]
         bad.append(f"{name} ({int((~close).sum())}: x {tA.float().numpy().reshape(-1)[i]} got {got.reshape(-1)[i]} torch {want.reshape(-1)[i]})")
 check("ops_bf16_vs_f64", not bad, f"beyond one bf16 rounding of the f64 value: {bad}")
+
+# ------------------------------------------------------------------ 3. f16 autocast on the CPU says it will not pay, once
+def stderr_of(code):
+    src = os.path.join(TMP, "warn.nbl")
+    with open(src, "w") as f:
+        f.write(code)
+    p = subprocess.run([NABLA, src], capture_output=True, text=True, timeout=120)
+    return p.returncode, p.stdout, p.stderr
+
+
+WARN = 'autocast("f16") on the CPU is slower than f32'
+rc, out, err = stderr_of('import nn\na = randn(3, 4)\nl = nn.linear(4, 2)\n'
+                         'autocast("f16") { c = a @ a.T; d = l(a) }\nautocast("f16") { e = a @ a.T }\nprint(c.dtype, d.dtype)\n')
+check("f16_cpu_warns_once", rc == 0 and err.count(WARN) == 1 and out.split() == ["f16", "f16"], f"rc {rc} out {out!r} err {err!r}")
+rc, out, err = stderr_of('a = randn(3, 4)\nautocast("bf16") { c = a @ a.T }\nautocast("f16") { s = softmax(a, axis=-1) }\nprint(c.dtype, s.dtype)\n')
+check("bf16_cpu_no_warning", rc == 0 and WARN not in err and out.split() == ["bf16", "f32"], f"rc {rc} out {out!r} err {err!r}")
 
 import shutil  # noqa: E402
 shutil.rmtree(TMP, ignore_errors=True)
