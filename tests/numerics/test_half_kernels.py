@@ -15,6 +15,8 @@ in tensor/tcpu_elem.c, tensor/nn/gelu.c), bit for bit, on fresh random data.
    round(the same op in f32 on the upcast inputs) bit for bit -- the meaning of
    the scalar kernels -- contiguous, broadcast, transposed and with a scalar,
    and is within one bf16 rounding of the function's f64 value (torch in f64).
+4. An autocast("bf16") MLP (matmul, bias, gelu, matmul) and its gradients:
+   error against f64 within 2x that of torch.autocast("cpu", bfloat16).
 3. autocast("f16") on the CPU warns once that it is slower than f32 (no f16
    matrix path); bf16, and f16 ops that compute in f32, do not warn.
 
@@ -192,7 +194,7 @@ for dt in ("bf16", "f16"):
     ops_code.append(f'a = A.to("{dt}"); b = B.to("{dt}"); row = Row.to("{dt}"); col = Col.to("{dt}"); g = G.to("{dt}")')
     ops_code.append("a32 = a.to(\"f32\"); b32 = b.to(\"f32\"); row32 = row.to(\"f32\"); col32 = col.to(\"f32\"); g32 = g.to(\"f32\")")
     for name in UNARY:
-        for tag, e, e32 in (("c", "a", "a32"), ("big", "b", "b32")):
+        for tag, e, e32 in (("c", "a", "a32"), ("big", "b", "b32"), ("t", "a.T", "a32.T")):
             ops_code.append(f'R["{dt}_{name}_{tag}"] = {name}({e}); R["{dt}_{name}_{tag}_ref"] = {name}({e32}).to("{dt}")')
     for i, op in enumerate(BINARY):
         for tag, l, r, l32, r32 in (("c", "a", "a[::-1]", "a32", "a32[::-1]"),
@@ -256,6 +258,36 @@ for name, f in TORCH_UNARY.items():
         i = np.flatnonzero(~close)[:3]
         bad.append(f"{name} ({int((~close).sum())}: x {tA.float().numpy().reshape(-1)[i]} got {got.reshape(-1)[i]} torch {want.reshape(-1)[i]})")
 check("ops_bf16_vs_f64", not bad, f"beyond one bf16 rounding of the f64 value: {bad}")
+
+# ------------------------------------------------------------------ 4. an autocast MLP against torch's CPU autocast
+# y = gelu(x @ W1 + b1) @ W2 and dW1, dx of sum(y * G): the same ops in bf16
+# (matmuls, gelu) in both; each error against the f64 computation must be
+# within 2x torch's (the same roundings, in another order) -- and nonzero
+# (the block really ran in bf16).
+X, W1, B1, W2, G = (rng.standard_normal(s).astype(np.float32) for s in ((67, 48), (48, 97), (97,), (97, 41), (67, 41)))
+mlp = """
+x = I["x"]; w1 = I["w1"]; b1 = I["b1"]; w2 = I["w2"]; g = I["g"]
+fn f(x, w1) = autocast("bf16") { gelu(x @ w1 + b1) @ w2 }
+R["y"] = f(x, w1).to("f32")
+gr = grad(fn(x, w1) sum(f(x, w1).to("f32") * g), argnums=[0, 1])(x, w1)
+R["dx"] = gr[0]; R["dw1"] = gr[1]
+"""
+r = run(mlp, {"x": X, "w1": W1, "b1": B1, "w2": W2, "g": G})
+got = {k: r[k][1].view(np.float32) for k in ("y", "dx", "dw1")}
+tx, tw1 = (torch.from_numpy(a.copy()).requires_grad_(True) for a in (X, W1))
+with torch.autocast("cpu", dtype=torch.bfloat16):
+    ty = F.gelu(tx @ tw1 + torch.from_numpy(B1)) @ torch.from_numpy(W2)
+(ty.float() * torch.from_numpy(G)).sum().backward()
+ref = {"y": ty.float().detach().numpy(), "dx": tx.grad.numpy(), "dw1": tw1.grad.numpy()}
+dx64, dw64 = (torch.from_numpy(a.astype(np.float64)).requires_grad_(True) for a in (X, W1))
+y64 = F.gelu(dx64 @ dw64 + torch.from_numpy(B1.astype(np.float64))) @ torch.from_numpy(W2.astype(np.float64))
+(y64 * torch.from_numpy(G.astype(np.float64))).sum().backward()
+exact = {"y": y64.detach().numpy(), "dx": dx64.grad.numpy(), "dw1": dw64.grad.numpy()}
+for k in ("y", "dx", "dw1"):
+    scale = np.abs(exact[k]).max()
+    e_nb, e_th = np.abs(got[k] - exact[k]).max() / scale, np.abs(ref[k] - exact[k]).max() / scale
+    check(f"autocast_mlp_{k}_vs_torch", got[k].shape == exact[k].shape and 0 < e_nb <= 2 * e_th + 1e-7,
+          f"relative error {e_nb:.3g} vs torch autocast's {e_th:.3g}")
 
 # ------------------------------------------------------------------ 3. f16 autocast on the CPU says it will not pay, once
 def stderr_of(code):
