@@ -5,7 +5,10 @@
 ** One generic source for all dtypes: each kernel is a macro expanded per
 ** dtype by NT_FOR_EACH_DTYPE; per op the loop is written out (switch outside
 ** the loop) so the contiguous cases vectorize.  Elements are loaded into the
-** compute type (float for f16/bf16), combined, and stored back.
+** compute type (float for f16/bf16), combined, and stored back.  Contiguous
+** (and broadcast binary) bf16/f16 arithmetic, the unary ops with an f32
+** vector form and the f32<->bf16/f16 casts take tvecmath_half.h's blocked
+** vector path instead: the same values (round(f32 op)), at vector width.
 */
 #include "tinternal.h"
 #include "tvecmath.h"
