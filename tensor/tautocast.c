@@ -19,6 +19,8 @@
 **                     stored, accumulates in f32 and gives an f32 loss.)
 **   everything else   ordinary type promotion (bf16 + f32 -> f32).
 **
+** f16 on the CPU warns once that it will not be faster (warn_cpu_f16).
+**
 ** Backward passes run with autocast off (tautograd.c): each backward op sees
 ** the dtypes its forward chose, as in PyTorch.
 **
@@ -29,6 +31,7 @@
 #include "tinternal.h"
 #include "tshadow.h"
 #include "textend.h"
+#include <stdio.h>
 #include <stdlib.h>
 
 static _Thread_local int autocast_plus1 = 0;   /* dtype + 1; zero-init = off */
@@ -169,11 +172,28 @@ static nt_Tensor *cast(nt_Tensor *x, nt_DType dt) {
   return out;
 }
 
+/* f16 autocast on the CPU does not pay: the CPU kernels have no f16 matrix
+** path (oneDNN's needs avx512_fp16/AMX-FP16; tonednn.c runs bf16 only), so
+** an f16 matmul is an f32 GEMM between casts, slower than staying in f32.
+** Said once per process, on stderr, at the first f16 cast of a CPU operand
+** for a matmul-class op (torch's CPU autocast refuses f16 outright). */
+static void warn_cpu_f16(int policy, int ac, int n, nt_Tensor *const *in) {
+  static int warned;
+  if (ac != NT_F16 || policy != NT_AUTOCAST_LOW || __atomic_load_n(&warned, __ATOMIC_RELAXED)) return;
+  bool cpu = false;
+  for (int i = 0; i < n; i++) if (in[i] && in[i]->device == NT_CPU) cpu = true;
+  if (!cpu || __atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED)) return;
+  fprintf(stderr, "nabla: warning: autocast(\"f16\") on the CPU is slower than f32: the CPU kernels have no f16 "
+                  "matrix path, so f16 matmuls run as f32 GEMMs between casts; use autocast(\"bf16\") (oneDNN's "
+                  "bf16 matmul) or no autocast on the CPU\n");
+}
+
 int nt_autocast_inputs(int policy, int n, nt_Tensor *const *in, nt_Tensor **out) {
   int ac = autocast_plus1 - 1, changed = 0;
   if (ac < 0) return 0;
   for (int i = 0; i < n; i++) if (in[i] && wanted(policy, ac, in[i]) != in[i]->dtype) changed++;
   if (!changed) return 0;
+  warn_cpu_f16(policy, ac, n, in);
   for (int i = 0; i < n; i++) {
     out[i] = in[i] ? cast(in[i], wanted(policy, ac, in[i])) : NULL;
     if (in[i] && !out[i]) { nt_autocast_release(i, out); return -1; }

@@ -5,10 +5,14 @@
 ** One generic source for all dtypes: each kernel is a macro expanded per
 ** dtype by NT_FOR_EACH_DTYPE; per op the loop is written out (switch outside
 ** the loop) so the contiguous cases vectorize.  Elements are loaded into the
-** compute type (float for f16/bf16), combined, and stored back.
+** compute type (float for f16/bf16), combined, and stored back.  Contiguous
+** (and broadcast binary) bf16/f16 arithmetic, the unary ops with an f32
+** vector form and the f32<->bf16/f16 casts take tvecmath_half.h's blocked
+** vector path instead: the same values (round(f32 op)), at vector width.
 */
 #include "tinternal.h"
 #include "tvecmath.h"
+#include "tvecmath_half.h"
 #include "tintmath.h"
 #include <stdlib.h>
 
@@ -283,6 +287,64 @@ static bool vecmath_pow(const nt_KernelArgs *a, int mode, int64_t n) {
   return true;
 }
 
+/* bf16/f16 + - * / max min: the f32 kernels over blocks upcast to f32 and
+** rounded back once (tvecmath_half.h) -- the scalar bin_bf16/bin_f16 loops'
+** meaning, round(f32 op), at vector speed.  Contiguous operands go through
+** nt_half_map; strided ones (broadcast, transposed) are gathered run by run
+** into contiguous blocks first.  Not when the output is an input (out=). */
+typedef struct { int op; double s; bool first; } HalfArith;
+static void half_arith_block(void *ctx, const float *const in[2], float *o, int64_t n) {
+  const HalfArith *h = ctx;
+  const float *x = in[0], *y = in[1];
+  if (h->op <= NT_OP_DIV) { nt_arith_f32(h->op, x, y, h->s, h->first, o, n); return; }
+  /* maximum / minimum: NaN wins (fmaxnan / fminnan in f32: the same choice) */
+  const float sv = (float)h->s;
+  bool mx = h->op == NT_OP_MAXIMUM;
+  for (int64_t i = 0; i < n; i++) {
+    float a = y ? x[i] : h->first ? sv : x[i], b = y ? y[i] : h->first ? x[i] : sv;
+    o[i] = a != a ? a : b != b ? b : mx ? (a > b ? a : b) : (a < b ? a : b);
+  }
+}
+static bool half_arith_op(int op) {
+  return (op >= NT_OP_ADD && op <= NT_OP_DIV) || op == NT_OP_MAXIMUM || op == NT_OP_MINIMUM;
+}
+/* a strided run of n 2-byte elements to/from a contiguous buffer */
+static void run_get16(uint16_t *dst, const char *p, int64_t st, int64_t n) {
+  for (int64_t i = 0; i < n; i++) memcpy(dst + i, p + i * st, 2);
+}
+static int half_strided(const nt_KernelArgs *a, bool bf, const HalfArith *h) {
+  nt_Tensor *ops[3] = { a->out, a->in[0], a->in[1] };
+  nt_Iter it;
+  nt_iter_init(&it, a->in[1] ? 3 : 2, ops, NULL);
+  uint16_t bx[NT_HALF_BLOCK], by[NT_HALF_BLOCK], bo[NT_HALF_BLOCK];
+  int64_t work = 0;
+  do {
+    for (int64_t i0 = 0; i0 < it.inner; i0 += NT_HALF_BLOCK) {
+      int64_t len = it.inner - i0 < NT_HALF_BLOCK ? it.inner - i0 : NT_HALF_BLOCK;
+      const char *px = it.ptr[1] + i0 * it.istride[1], *py = a->in[1] ? it.ptr[2] + i0 * it.istride[2] : NULL;
+      char *po = it.ptr[0] + i0 * it.istride[0];
+      run_get16(bx, px, it.istride[1], len);
+      if (py) run_get16(by, py, it.istride[2], len);
+      nt_half_map(bf, bx, py ? by : NULL, bo, len, half_arith_block, (void *)h);
+      for (int64_t i = 0; i < len; i++) memcpy(po + i * it.istride[0], bo + i, 2);
+    }
+    if ((work += it.inner) >= NT_CHUNK) { work = 0; if (NT_INTERRUPTED()) NT_FAIL_INTERRUPTED(); }
+  } while (nt_iter_next(&it));
+  return 0;
+}
+/* 0: not taken, 1: done, -1: error set */
+static int half_arith(const nt_KernelArgs *a, int mode, int64_t n) {
+  nt_DType dt = a->out->dtype;
+  if ((dt != NT_BF16 && dt != NT_F16) || a->in[0]->dtype != dt || (a->in[1] && a->in[1]->dtype != dt) ||
+      !half_arith_op(a->op) || writes_input(a))
+    return 0;
+  HalfArith h = { a->op, a->s[0], mode == 2 };
+  bool bf = dt == NT_BF16;
+  if (mode == 3) return half_strided(a, bf, &h) ? -1 : 1;
+  const uint16_t *pa = (const uint16_t *)nt_base(a->in[0]), *pb = mode == 0 ? (const uint16_t *)nt_base(a->in[1]) : NULL;
+  return nt_half_map(bf, pa, pb, (uint16_t *)nt_base(a->out), n, half_arith_block, &h) ? -1 : 1;
+}
+
 /* A float operand broadcast from ONE element (every stride 0 or extent 1: the
 ** gradient of a sum arrives so) is a scalar: *scal becomes the one-input
 ** form of the op (s[0] = the value, iarg[0] = scalar first) and the contiguous
@@ -314,6 +376,7 @@ static int k_binary(const nt_KernelArgs *a0) {
   int mode = nt_all_contig(a->in[1] ? 3 : 2, ops) ? (a->in[1] ? 0 : sfirst ? 2 : 1) : 3;
   if (vecmath_pow(a, mode, n)) return 0;
   int ar = arith_exact(a, mode, n);
+  if (!ar) ar = half_arith(a, mode, n);
   if (ar) return ar < 0 ? -1 : 0;
   switch (a->in[0]->dtype) {
 #define X(E, N, ST, CT) case E: return bin_##N(a, mode, n, a->s[0], sfirst);
@@ -459,12 +522,44 @@ static bool vecmath_unary(const nt_KernelArgs *a, bool contig, int64_t n) {
   return true;
 }
 
+/* Contiguous bf16/f16 unary ops: SLEEF's f32 vector forms (or the simple
+** ops below) over blocks upcast to f32, rounded back once (tvecmath_half.h).
+** The simple ops are the scalar kernels' expressions in f32. */
+typedef struct { int op, fn; } HalfUnary;
+static void half_unary_block(void *ctx, const float *const in[2], float *o, int64_t n) {
+  const HalfUnary *h = ctx;
+  const float *x = in[0];
+  if (h->fn >= 0) { nt_vm()->unary_f32(h->fn, x, o, n); return; }
+  switch (h->op) {
+    case NT_OP_NEG: for (int64_t i = 0; i < n; i++) o[i] = 0.0f - x[i]; break;   /* as un_f32: neg(+0) = +0 */
+    case NT_OP_ABS: for (int64_t i = 0; i < n; i++) o[i] = fabsf(x[i]); break;
+    case NT_OP_RELU: for (int64_t i = 0; i < n; i++) o[i] = x[i] < 0 ? 0.0f : x[i]; break;
+    case NT_OP_SQUARE: for (int64_t i = 0; i < n; i++) o[i] = x[i] * x[i]; break;
+    case NT_OP_SQRT: for (int64_t i = 0; i < n; i++) o[i] = sqrtf(x[i]); break;
+    case NT_OP_RSQRT: for (int64_t i = 0; i < n; i++) o[i] = 1.0f / sqrtf(x[i]); break;
+    default: for (int64_t i = 0; i < n; i++) o[i] = 1.0f / x[i]; break;   /* NT_OP_RECIPROCAL */
+  }
+}
+/* 0: not taken, 1: done, -1: error set */
+static int half_unary(const nt_KernelArgs *a, bool contig, int64_t n) {
+  nt_DType dt = a->in[0]->dtype;
+  int op = a->op, fn = vecmath_fn(op);
+  bool simple = op == NT_OP_NEG || op == NT_OP_ABS || op == NT_OP_RELU || op == NT_OP_SQUARE ||
+                op == NT_OP_SQRT || op == NT_OP_RSQRT || op == NT_OP_RECIPROCAL;
+  if ((dt != NT_BF16 && dt != NT_F16) || a->out->dtype != dt || !contig || (fn < 0 && !simple) || writes_input(a))
+    return 0;
+  HalfUnary h = { op, fn };
+  return nt_half_map(dt == NT_BF16, (const uint16_t *)nt_base(a->in[0]), NULL, (uint16_t *)nt_base(a->out), n, half_unary_block, &h) ? -1 : 1;
+}
+
 static int k_unary(const nt_KernelArgs *a) {
   if (a->op == NT_OP_LOGICAL_NOT) return k_logical_not(a);
   nt_Tensor *ops[2] = { a->out, a->in[0] };
   bool contig = nt_all_contig(2, ops);
   int64_t n = a->out->numel;
   if (vecmath_unary(a, contig, n)) return 0;
+  int hu = half_unary(a, contig, n);
+  if (hu) return hu < 0 ? -1 : 0;
   switch (a->in[0]->dtype) {
     case NT_F32: return un_f32(a, contig, n);
     case NT_F64: return un_f64(a, contig, n);
@@ -524,9 +619,39 @@ static int copy_complex(nt_Tensor *dst, nt_Tensor *src) {
   return 0;
 }
 
+/* bf16/f16 <-> f32 (autocast's casts): the vector converters of
+** tvecmath_half.h, bit-identical to the scalar ones, on every contiguous run */
+static bool copy_half(nt_Tensor *dst, nt_Tensor *src) {
+  nt_DType d = dst->dtype, s = src->dtype;
+  bool up = d == NT_F32 && (s == NT_BF16 || s == NT_F16), down = s == NT_F32 && (d == NT_BF16 || d == NT_F16);
+  if (!up && !down) return false;
+  bool bf = (up ? s : d) == NT_BF16;
+  nt_Tensor *ops[2] = { dst, src };
+  if (nt_all_contig(2, ops)) {
+    if (up) nt_half_to_f32_par(bf, (const uint16_t *)nt_base(src), (float *)nt_base(dst), dst->numel);
+    else nt_f32_to_half_par(bf, (const float *)nt_base(src), (uint16_t *)nt_base(dst), dst->numel);
+    return true;
+  }
+  nt_Iter it; nt_iter_init(&it, 2, ops, NULL);
+  int64_t so = up ? 4 : 2, si = up ? 2 : 4;
+  do {
+    char *o = it.ptr[0], *p = it.ptr[1];
+    if (it.istride[0] == so && it.istride[1] == si) {
+      if (up) nt_half_to_f32(bf, (const uint16_t *)p, (float *)o, it.inner);
+      else nt_f32_to_half(bf, (const float *)p, (uint16_t *)o, it.inner);
+    } else for (int64_t i = 0; i < it.inner; i++) {
+      char *oi = o + i * it.istride[0], *pi = p + i * it.istride[1];
+      if (up) { uint16_t h; memcpy(&h, pi, 2); float f = bf ? nt_bf16_to_f32(h) : nt_f16_to_f32(h); memcpy(oi, &f, 4); }
+      else { float f; memcpy(&f, pi, 4); uint16_t h = bf ? nt_f32_to_bf16(f) : nt_f32_to_f16(f); memcpy(oi, &h, 2); }
+    }
+  } while (nt_iter_next(&it));
+  return true;
+}
+
 static int k_copy(const nt_KernelArgs *a) {
   nt_Tensor *dst = a->out, *src = a->in[0];
   if (dst->dtype == src->dtype) return copy_same(dst, src);
+  if (copy_half(dst, src)) return 0;
   if (nt_dtype_is_complex(dst->dtype) || nt_dtype_is_complex(src->dtype)) return copy_complex(dst, src);
   nt_Iter it; nt_Tensor *ops[2] = { dst, src };
   nt_iter_init(&it, 2, ops, NULL);

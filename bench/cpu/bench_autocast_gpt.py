@@ -6,7 +6,9 @@ machine, same threads.  The sources are gpt_step.nbl / gpt_step.torch.py
 with the forward+loss wrapped in the autocast block.  Each variant runs
 ROUNDS times alternating; the table shows median seconds per step and the
 ratios (bf16/f32 < 1: autocast pays; nabla/torch).  nabla's bf16 matmuls go
-through oneDNN (tensor/tonednn.c); NABLA_ONEDNN=0 shows the f32-path cost.
+through oneDNN (tensor/tonednn.c); NABLA_ONEDNN=0 shows the f32-path cost;
+the bf16 elementwise ops, casts and gelu run at vector width
+(tensor/tvecmath_half.c).  Results: bench/results/2026-11-29-bf16cpu.md.
     NABLA=build/nabla /usr/bin/python3 bench/cpu/bench_autocast_gpt.py
 """
 import os
