@@ -116,6 +116,27 @@ def grads(b):
            f"grad(f, argnums=list(0, 1, 2, 3))({b.inp(x)}, {b.inp(r)}.to(\"bf16\"), {b.inp(w)}, {b.inp(bb)})",
            [X.grad.float(), Rr.grad.to(torch.bfloat16), W.grad.float(), B.grad.float()], rtol=2e-2, atol=3e-2)
 
+    # the norm's backward takes the gradient its input already holds from
+    # another consumer (the residual stream's): both orders of the two terms,
+    # and two norms of one input, against torch
+    a = rnd(5, 48)
+    w, bb, g1, g2, hh = rnd(48), rnd(48), rnd(5, 48), rnd(5, 48), rnd(5, 48)
+    ae, we, be = b.inp(a), b.inp(w), b.inp(bb)
+    g1e, g2e, he = b.inp(g1), b.inp(g2), b.inp(hh)
+    ln = f'layer_norm(x, w, b, {EPS}, "bf16")'
+    for tag, body in [("residual_after", f"sum({ln} * {g1e}.to(\"bf16\")) + sum(x * {he})"),
+                      ("residual_before", f"sum(x * {he}) + sum({ln} * {g1e}.to(\"bf16\"))"),
+                      ("two_norms", f"sum({ln} * {g1e}.to(\"bf16\")) + sum(layer_norm(x, w, nil, {EPS}, \"bf16\") * {g2e}.to(\"bf16\")) + sum(x * {he})")]:
+        A = torch.tensor(a).double().requires_grad_()
+        W, B = torch.tensor(w).double().requires_grad_(), torch.tensor(bb).double().requires_grad_()
+        X = A * 2
+        lt = (F.layer_norm(X, (48,), W, B, EPS) * held(g1, "bf16")).sum() + (X * torch.tensor(hh).double()).sum()
+        if tag == "two_norms":
+            lt = lt + (F.layer_norm(X, (48,), W, None, EPS) * held(g2, "bf16")).sum()
+        lt.backward()
+        b.case(f"grad_{tag}", f"fn f(a, w, b) {{ x = a * 2\n  {body} }}\ngrad(f, argnums=list(0, 1, 2))({ae}, {we}, {be})",
+               [A.grad.float(), W.grad.float(), B.grad.float()], rtol=2e-2, atol=3e-2)
+
 
 def errors(b):
     x = b.inp(rnd(3, 8))
