@@ -419,7 +419,8 @@ int k_layer_norm(const nt_KernelArgs *a) {
 // so no cast sits between them); the backward reads g in T or TY.
 // Backward (dh = g w, xhat = (s-mean) rstd):
 //   ds = rstd (dh - mean(dh) - xhat mean(dh xhat)) + res   (res: the residual
-//   gradient s already received, or none), one block per row;
+//   gradient s already received, or none), one block per row, also written in
+//   r's half type as dr when asked (r's gradient: no cast kernel after it);
 //   dw = sum_rows g xhat, db = sum_rows g: the rows split in chunks (grid.y)
 //   writing partial column sums in A (coalesced: a thread per column), then
 //   one pass adds the chunks in order (deterministic, no atomics into bf16).
@@ -446,8 +447,9 @@ __global__ void aln_fwd(int64_t R, int64_t D, const T *x, const TR *rr, const A 
     if (threadIdx.x == 0) { st[2 * r] = mean; st[2 * r + 1] = rs; }
   }
 }
-template <typename T, typename TG, typename A>
-__global__ void aln_bwd_ds(int64_t R, int64_t D, const TG *g, const T *s, const A *st, const A *w, const T *res, T *ds) {
+// dr (nullable): ds again in r's half type TR (r's gradient, tensor/nn/norm.c AlnGrads)
+template <typename T, typename TG, typename TR, typename A>
+__global__ void aln_bwd_ds(int64_t R, int64_t D, const TG *g, const T *s, const A *st, const A *w, const T *res, T *ds, TR *dr) {
   for (int64_t r = blockIdx.x; r < R; r += gridDim.x) {
     const TG *gr = g + r * D;
     const T *sr = s + r * D;
@@ -461,7 +463,9 @@ __global__ void aln_bwd_ds(int64_t R, int64_t D, const TG *g, const T *s, const 
       A dh = w ? (A)ld(gr[d]) * w[d] : (A)ld(gr[d]);
       A v = rs * (dh - m1 - ((A)ld(sr[d]) - m) * rs * m2);
       if (res) v += (A)ld(res[r * D + d]);
-      ds[r * D + d] = St<T>::from(v);
+      const T out = St<T>::from(v);
+      ds[r * D + d] = out;
+      if (dr) dr[r * D + d] = St<TR>::from((A)ld(out));
     }
   }
 }
@@ -511,13 +515,14 @@ int k_add_layer_norm(const nt_KernelArgs *a) {
     return -1;
   }
   nt_Tensor **ex = (nt_Tensor **)a->extra;
-  auto run = [&]<typename T, typename TG>() -> int {
+  auto run = [&]<typename T, typename TG, typename TR>() -> int {
     using A = typename std::conditional<std::is_same<T, double>::value, double, float>::type;
     const TG *g = PTR(const TG, a->in[0]);
     const T *sp = PTR(const T, a->in[1]);
     const A *st = PTR(const A, a->in[2]), *w = PTR(const A, a->in[3]);
     if (a->out && R && D) {
-      aln_bwd_ds<T, TG, A><<<blocks, kThreads, 0, stream>>>(R, D, g, sp, st, w, PTR(const T, ex[2]), PTR(T, a->out));
+      aln_bwd_ds<T, TG, TR, A><<<blocks, kThreads, 0, stream>>>(R, D, g, sp, st, w, PTR(const T, ex[2]), PTR(T, a->out),
+                                                                PTR(TR, ex[3]));
       LAUNCHED("add_layer_norm_backward");
     }
     if ((ex[0] || ex[1]) && D) {
@@ -538,14 +543,24 @@ int k_add_layer_norm(const nt_KernelArgs *a) {
     }
     return 0;
   };
-  // T: s, TG: g (T, or the half y of an f32 s)
-  nt_DType st_ = a->in[1]->dtype, gt = a->in[0]->dtype;
-  if (st_ == NT_F32 && gt == NT_F32) return run.template operator()<float, float>();
-  if (st_ == NT_F32 && gt == NT_BF16) return run.template operator()<float, __nv_bfloat16>();
-  if (st_ == NT_F32 && gt == NT_F16) return run.template operator()<float, __half>();
-  if (st_ == NT_F64 && gt == NT_F64) return run.template operator()<double, double>();
-  if (st_ == NT_F16 && gt == NT_F16) return run.template operator()<__half, __half>();
-  if (st_ == NT_BF16 && gt == NT_BF16) return run.template operator()<__nv_bfloat16, __nv_bfloat16>();
+  // T: s, TG: g (T, or the half y of an f32 s), TR: dr (T when absent, or a half next to an f32 s)
+  nt_DType st_ = a->in[1]->dtype, gt = a->in[0]->dtype, rt = ex[3] ? ex[3]->dtype : st_;
+  using bf = __nv_bfloat16;
+  auto f32_s = [&]<typename TG>() -> int {
+    if (rt == NT_BF16) return run.template operator()<float, TG, bf>();
+    if (rt == NT_F16) return run.template operator()<float, TG, __half>();
+    return run.template operator()<float, TG, float>();
+  };
+  if (rt != st_ && (st_ != NT_F32 || (rt != NT_BF16 && rt != NT_F16))) {
+    host->error_set("add_layer_norm backward: unsupported dtypes s %s, dr %s on cuda", nt_dtype_name(st_), nt_dtype_name(rt));
+    return -1;
+  }
+  if (st_ == NT_F32 && gt == NT_F32) return f32_s.template operator()<float>();
+  if (st_ == NT_F32 && gt == NT_BF16) return f32_s.template operator()<bf>();
+  if (st_ == NT_F32 && gt == NT_F16) return f32_s.template operator()<__half>();
+  if (st_ == NT_F64 && gt == NT_F64) return run.template operator()<double, double, double>();
+  if (st_ == NT_F16 && gt == NT_F16) return run.template operator()<__half, __half, __half>();
+  if (st_ == NT_BF16 && gt == NT_BF16) return run.template operator()<bf, bf, bf>();
   host->error_set("add_layer_norm backward: unsupported dtypes s %s, g %s on cuda", nt_dtype_name(st_), nt_dtype_name(gt));
   return -1;
 }

@@ -201,7 +201,9 @@ done:
 ** fwd: out y; in = {x, r|NULL, w|NULL, b|NULL}; s[0] eps; iarg = {R, D};
 **      extra = nt_Tensor *[2] {s|NULL (no r), st} (written).
 ** bwd: out ds|NULL; in = {g, s, st, w|NULL}; iarg = {R, D};
-**      extra = nt_Tensor *[3] {dw|NULL, db|NULL, res|NULL}. */
+**      extra = nt_Tensor *[4] {dw|NULL, db|NULL, res|NULL, dr|NULL}: dr, ds
+**      again in r's half dtype (next to an f32 s), is r's gradient when ds
+**      turns out to be s's whole gradient (AlnGrads below). */
 
 /* row r ([R, D] view of t) as doubles / from doubles, any float dtype */
 static void aln_load(const nt_Tensor *t, int64_t r, int64_t D, double *o) {
@@ -267,7 +269,7 @@ static int k_add_layer_norm(const nt_KernelArgs *a) {
     if (err) NT_FAIL("add_layer_norm: out of memory");
     return 0;
   }
-  nt_Tensor **ex = a->extra, *dw = ex[0], *db = ex[1], *res = ex[2];
+  nt_Tensor **ex = a->extra, *dw = ex[0], *db = ex[1], *res = ex[2], *dr = ex[3];
   const nt_Tensor *g = a->in[0], *sum = a->in[1], *st = a->in[2], *w = a->in[3];
   if (a->out) {
     _Pragma("omp parallel if (R * D > NT_OMP_THRESHOLD)")
@@ -293,6 +295,7 @@ static int k_add_layer_norm(const nt_KernelArgs *a) {
         if (res) aln_load(res, r, D, rv);
         for (int64_t d = 0; d < D; d++) gv[d] = rs * (gv[d] - a1 - sv[d] * a2) + (res ? rv[d] : 0);
         aln_store(a->out, r, D, gv);
+        if (dr) aln_store(dr, r, D, gv);
       }
       free(gv);
     }
@@ -333,12 +336,28 @@ static int k_add_layer_norm(const nt_KernelArgs *a) {
   return 0;
 }
 
+/* What the norm's backward leaves on the sum node (its ctx): ds, and dr = ds
+** in r's half dtype written by the same kernel.  When the sum node's gradient
+** turns out to be that very ds (nothing else reached s after the norm's
+** backward took the residual: the engine hands the same tensor over), dr is
+** r's gradient and no cast runs; otherwise it is dropped and gout is cast.
+** ds is retained here, so its address cannot name another tensor. */
+typedef struct AlnGrads { nt_Tensor *ds, *dr; } AlnGrads;
+static void aln_grads_free(void *p) {
+  AlnGrads *a = p;
+  if (a) { nt_release(a->ds); nt_release(a->dr); free(a); }
+}
+
 /* s = x + r: the gradient goes to both, in each one's dtype */
 static int aln_sum_backward(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin) {
+  AlnGrads *pre = nd->ctx;
+  nd->ctx = NULL;
   for (int k = 0; k < 2; k++) {
     if (!nt_node_needs(nd, k)) continue;
-    if (!(gin[k] = nt_to_dtype(gout, nd->in[k]->dtype))) { if (k) { nt_release(gin[0]); gin[0] = NULL; } return -1; }
+    if (k == 1 && pre && pre->ds == gout && pre->dr && pre->dr->dtype == nd->in[1]->dtype) { gin[1] = pre->dr; pre->dr = NULL; continue; }
+    if (!(gin[k] = nt_to_dtype(gout, nd->in[k]->dtype))) { if (k) { nt_release(gin[0]); gin[0] = NULL; } aln_grads_free(pre); return -1; }
   }
+  aln_grads_free(pre);
   return 0;
 }
 
@@ -364,16 +383,35 @@ static int aln_backward(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin) {
     if (nt_dev_check(res, "add_layer_norm_backward")) { nt_release(g); return -1; }
   }
   nt_Tensor *ds = nt_node_needs(nd, 0) ? nt_empty(s->shape, s->ndim, s->dtype, s->device) : NULL;
-  nt_Tensor *ex[3] = {nt_node_needs(nd, 1) ? nt_empty(&D, 1, st->dtype, s->device) : NULL,
-                      nt_node_needs(nd, 2) ? nt_empty(&D, 1, st->dtype, s->device) : NULL, res};
+  /* s = x + r with a half r next to an f32 s: r's gradient in r's dtype from
+  ** the same kernel (AlnGrads), when the residual's share is in ds already */
+  nt_Tensor *dr = NULL;
+  if (ds && res && fn->backward == aln_sum_backward && nt_node_needs(fn, 1) && s->dtype == NT_F32 &&
+      (fn->in[1]->dtype == NT_BF16 || fn->in[1]->dtype == NT_F16) && !(dr = nt_empty(s->shape, s->ndim, fn->in[1]->dtype, s->device))) {
+    nt_release(g); nt_release(ds); return -1;
+  }
+  nt_Tensor *ex[4] = {nt_node_needs(nd, 1) ? nt_empty(&D, 1, st->dtype, s->device) : NULL,
+                      nt_node_needs(nd, 2) ? nt_empty(&D, 1, st->dtype, s->device) : NULL, res, dr};
   nt_KernelArgs ka = {.op = nn_ops.add_layer_norm_bwd, .out = ds, .in = {g, s, st, w}, .nin = 4,
                       .iarg = {nd->iarg[0], D}, .niarg = 2, .extra = ex};
   int rc = (nt_node_needs(nd, 0) && !ds) || (nt_node_needs(nd, 1) && !ex[0]) || (nt_node_needs(nd, 2) && !ex[1]) ? -1 : 0;
   if (!rc && s->numel) rc = nt_dispatch(ka.op, s->device, &ka);
-  else if (!rc) { if (ex[0]) rc = nt_fill_(ex[0], 0); if (!rc && ex[1]) rc = nt_fill_(ex[1], 0); if (!rc && ds && res) rc = nt_copy_(ds, res); }
+  else if (!rc) {
+    if (ex[0]) rc = nt_fill_(ex[0], 0);
+    if (!rc && ex[1]) rc = nt_fill_(ex[1], 0);
+    if (!rc && ds && res) rc = nt_copy_(ds, res);
+    if (!rc && dr) rc = nt_copy_(dr, res);
+  }
   nt_release(g);
-  if (rc) { nt_release(ds); nt_release(ex[0]); nt_release(ex[1]); return -1; }
+  AlnGrads *pre = NULL;
+  if (!rc && dr && !(pre = calloc(1, sizeof *pre))) { nt_error_set("add_layer_norm backward: out of memory"); rc = -1; }
+  if (rc) { nt_release(ds); nt_release(dr); nt_release(ex[0]); nt_release(ex[1]); return -1; }
   if (res) { fn->gacc = NULL; nt_release(res); }   /* now part of ds */
+  if (pre) {   /* for the sum node (a retained graph's earlier pass may have left one) */
+    if (fn->ctx_free) fn->ctx_free(fn->ctx);
+    pre->ds = nt_retain(ds); pre->dr = dr;
+    fn->ctx = pre; fn->ctx_free = aln_grads_free;
+  }
   gin[0] = ds; gin[1] = ex[0]; gin[2] = ex[1];
   return 0;
 }

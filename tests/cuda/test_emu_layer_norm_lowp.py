@@ -102,20 +102,25 @@ def grads(b):
                f"fn f(x, w, b) = sum(layer_norm(x, w, b, {EPS}, \"{yd}\") * {ge}.to(\"{yd}\"))\n"
                f"grad(f, argnums=list(0, 1, 2))({xe}, {we}, {be})",
                [X.grad.to(TDT[xd]), W.grad.float(), B.grad.float()], rtol=2e-2, atol=2e-2)
-    # add_layer_norm: gradients of x (f32), r (bf16), w, b through the bf16 y and the f32 sum
+    # add_layer_norm: gradients of x (f32), r (bf16), w, b through the bf16 y and the f32 sum;
+    # the sum's other consumer before the norm, after it, absent, and on both sides (the
+    # norm's kernel writes r's bf16 gradient only when its ds is s's whole gradient)
     x, r = rnd(4, 96), rnd(4, 96)
-    w, bb, gy, gs = rnd(96), rnd(96), rnd(4, 96), rnd(4, 96)
-    X, Rr = held(x, "f32").requires_grad_(), held(r, "bf16").requires_grad_()
-    W, B = torch.tensor(w).double().requires_grad_(), torch.tensor(bb).double().requires_grad_()
-    S = X + Rr
-    y = F.layer_norm(S, (96,), W, B, EPS)
-    (y * held(gy, "bf16") + S * held(gs, "f32")).sum().backward()
-    b.case("add_grad_f32_bf16",
-           f"fn f(x, r, w, b) {{ h = add_layer_norm(x, r, w, b, {EPS}, \"bf16\")\n"
-           f"  sum(h[1] * {b.inp(gy)}.to(\"bf16\")) + sum(h[0] * {b.inp(gs)}) }}\n"
-           f"grad(f, argnums=list(0, 1, 2, 3))({b.inp(x)}, {b.inp(r)}.to(\"bf16\"), {b.inp(w)}, {b.inp(bb)})",
-           [X.grad.float(), Rr.grad.to(torch.bfloat16), W.grad.float(), B.grad.float()], rtol=2e-2, atol=3e-2)
-
+    w, bb, gy, gs, gs2 = rnd(96), rnd(96), rnd(4, 96), rnd(4, 96), rnd(4, 96)
+    ye, se, s2e = f"sum(h[1] * {b.inp(gy)}.to(\"bf16\"))", f"sum(h[0] * {b.inp(gs)})", f"sum(h[0] * {b.inp(gs2)})"
+    xe, re_, we, be = b.inp(x), f"{b.inp(r)}.to(\"bf16\")", b.inp(w), b.inp(bb)
+    for tag, body, uses in [("sum_after", f"{ye} + {se}", (1, 0)), ("sum_before", f"{se} + {ye}", (1, 0)),
+                            ("no_sum", ye, (0, 0)), ("sum_both_sides", f"{se} + {ye} + {s2e}", (1, 1))]:
+        X, Rr = held(x, "f32").requires_grad_(), held(r, "bf16").requires_grad_()
+        W, B = torch.tensor(w).double().requires_grad_(), torch.tensor(bb).double().requires_grad_()
+        S = X + Rr
+        lt = (F.layer_norm(S, (96,), W, B, EPS) * held(gy, "bf16")).sum()
+        lt = lt + uses[0] * (S * held(gs, "f32")).sum() + uses[1] * (S * held(gs2, "f32")).sum()
+        lt.backward()
+        b.case(f"add_grad_f32_bf16_{tag}",
+               f"fn f(x, r, w, b) {{ h = add_layer_norm(x, r, w, b, {EPS}, \"bf16\")\n  {body} }}\n"
+               f"grad(f, argnums=list(0, 1, 2, 3))({xe}, {re_}, {we}, {be})",
+               [X.grad.float(), Rr.grad.to(torch.bfloat16), W.grad.float(), B.grad.float()], rtol=2e-2, atol=3e-2)
     # the norm's backward takes the gradient its input already holds from
     # another consumer (the residual stream's): both orders of the two terms,
     # and two norms of one input, against torch
