@@ -19,7 +19,8 @@ holds), fresh random inputs:
   counts                 cuda.stats() around attention_qkv forward +
                          backward: no device copy, no memset, no copy op;
                          2 GEMMs per chunk forward, 5 backward.
-Run by tools/run-tests.sh with the release and the ASan build.
+Run by tools/run-tests.sh with the release build and again (NABLA_ASAN=1) with
+the ASan build.
 """
 import os
 import sys

@@ -17,7 +17,8 @@ On the emulated CUDA device and on the CPU, against torch on fresh random data:
   errors      an integer or unknown output dtype, a wrong weight shape;
   counts      (cuda) layer_norm f32 -> bf16 is one launch and no copy; its
               backward with dweight/dbias three launches, no cast kernel.
-Run by tools/run-tests.sh with the release and the ASan build.
+Run by tools/run-tests.sh with the release build and again (NABLA_ASAN=1) with
+the ASan build.
 """
 import os
 import sys
