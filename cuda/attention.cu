@@ -4,7 +4,7 @@
 //   forward  "scaled_dot_product_attention":  O [B,T,DV], in = {q [B,T,D], k [B,S,D], v [B,S,DV], L [B,T]}
 //   backward "scaled_dot_product_attention_backward": extra = nt_SdpaGrads *
 //   iarg = {B, T, S, D, DV, causal, mask, views}, s[0] = scale.  Causal: query i sees keys j <= i.
-// Layout (Lay below): every operand but L is B = Bo * Bi matrices [rows, cols] with unit
+// Layout (Lay, attention_lay.cuh): every operand but L is B = Bo * Bi matrices [rows, cols] with unit
 // column stride; matrix b starts at (b / Bi) so + (b % Bi) si and row r at + r sr.  The
 // contiguous [B, rows, cols] of the op contract is Bi = B, si = rows cols, sr = cols; the
 // views of NT_SDPA_VIEWS (attention.h: the heads of a packed [B, T, 3C] qkv permuted to
@@ -37,6 +37,7 @@
 //   dV_j += p dO_i, dK_j += scale ds q_i   (registers, one key per lane)
 //   dQ_i += scale sum_j ds k_j              (atomicAdd into an A-typed scratch, cast at the end)
 #include "common.cuh"
+#include "attention_lay.cuh"
 #include "tensor/nn/attention.h"
 #include <stdlib.h>
 #include <string.h>
@@ -64,22 +65,7 @@ SdpaIds ids;
 
 struct Geo { int64_t B, T, S, D, DV; int causal; double scale; };
 
-// One operand as B = Bo * Bi matrices [rows, cols] (header): the element offset of
-// row r of matrix b is at(b, r); column c is at + c.
-struct Lay {
-  int64_t Bi, so, si, sr;
-  __host__ __device__ int64_t at(int64_t b, int64_t r) const { return (b / Bi) * so + (b % Bi) * si + r * sr; }
-};
-// t: contiguous [B, rows, cols] or a view batch + [rows, cols] with 1 or 2 batch dims
-// and unit column stride (the front end checks: attention.c view_ok)
-Lay lay_of(const nt_Tensor *t) {
-  const int nd = t->ndim;
-  const int64_t rows = t->shape[nd - 2], cols = t->shape[nd - 1];
-  const int64_t sr = rows > 1 ? t->strides[nd - 2] : cols;
-  if (nd == 4) return Lay{t->shape[1] > 0 ? t->shape[1] : 1, t->strides[0], t->strides[1], sr};
-  return Lay{t->shape[0] > 0 ? t->shape[0] : 1, 0, t->strides[0], sr};
-}
-
+// Lay, lay_of: attention_lay.cuh (shared with the cuBLAS path)
 
 // Copies rows [r0, r0 + n) of a [rows_total, cols] matrix (row stride sr, unit column
 // stride) into shared memory with row pitch `pitch` (A), times `mul`; rows past
@@ -410,11 +396,10 @@ int k_sdpa(const nt_KernelArgs *a) {
   nt_DType dt = bwd ? ((const nt_SdpaGrads *)a->extra)->q->dtype : a->out->dtype;
   Path p = env_path(op);
   if (p == kBadEnv) return -1;
-  // strided views (NT_SDPA_VIEWS): the cuDNN graph and the fused kernels read and write
-  // them in place; the cuBLAS path declines (return 1, nothing written: its GEMMs take
-  // one batch stride, which the heads of a packed qkv do not have) and the front end
-  // retries with contiguous copies
-  const bool views = a->niarg > NT_SDPA_VIEWS && ia[NT_SDPA_VIEWS];
+  // strided views (NT_SDPA_VIEWS): every path reads and writes them in place (the
+  // cuBLAS one in chunks that stay inside one outer batch index, where the heads are
+  // one stride apart); only empty views are declined (return 1, nothing written) and
+  // retried by the front end with contiguous copies
   if (p == kAuto || p == kCudnn) {
     char why[500] = "";
     if (cudnn_ready(why, sizeof why) && sdpa_cudnn_supports(a, bwd, why, sizeof why)) {
@@ -429,7 +414,7 @@ int k_sdpa(const nt_KernelArgs *a) {
     snprintf(last_fallback, sizeof last_fallback, "%s", why);
     p = fallback_path(g, dt);
   }
-  if (p == kGemm) return views ? 1 : sdpa_gemm(a, bwd);
+  if (p == kGemm) return sdpa_gemm(a, bwd);
   if (g.D > kMaxD || g.DV > kMaxD) {
     host->error_set("%s: the fused kernel takes head dims up to %d, got d=%lld, dv=%lld (NABLA_CUDA_ATTENTION=fused)",
                     op, kMaxD, (long long)g.D, (long long)g.DV);

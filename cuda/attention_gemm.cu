@@ -4,7 +4,11 @@
 // fused CUDA-core kernels, and documents the rule (docs/cuda.md, "attention").
 //
 // Same contract as the CPU kernel (tensor/nn/attention.h): q [B,T,D], k [B,S,D],
-// v [B,S,DV], O [B,T,DV] contiguous in the storage dtype E (f32, f64, f16, bf16);
+// v [B,S,DV], O [B,T,DV] contiguous in the storage dtype E (f32, f64, f16, bf16),
+// or (NT_SDPA_VIEWS) strided head views, e.g. of a packed [B, T, 3C] qkv, read and
+// written in place (attention_lay.cuh: matrix b at (b / Bi) so + (b % Bi) si, row
+// stride sr): a chunk never crosses an outer batch index, so inside it the matrices
+// are si apart and one strided-batched GEMM takes them (lda = sr, strideA = si);
 // L [B,T] in the accumulation dtype A (f32; f64 for f64); iarg = {B, T, S, D, DV,
 // causal}, s[0] = scale.  Causal is top-left aligned: query i sees keys j <= i, so
 // row i sees n_i = min(S, i + 1) keys (all S when not causal).  No limit on D / DV.
@@ -40,8 +44,10 @@
 // empty-cache retry): matmul.cu's is private to it and its gemm_rowmajor
 // takes f32/f64 only, alpha 1.
 #include "common.cuh"
+#include "attention_lay.cuh"
 #include "tensor/nn/attention.h"
 #include <cublas_v2.h>
+#include <initializer_list>
 #include <stdlib.h>
 
 namespace ncu {
@@ -106,13 +112,15 @@ __global__ void sdpa_probs_rows(int64_t rows, int64_t T, int64_t S, int causal, 
 
 // Backward: D_r = dO_r . O_r (warp sum over DV), then dS_rj = P_rj (dP_rj - D_r), written over
 // P (same element, same lane: read then write) in E; masked keys get an exact 0.
+// dout and o: the chunk's first matrix is b0 of their layouts (row r = matrix r / T, query r % T).
 template <typename E, typename A>
-__global__ void sdpa_dscores_rows(int64_t rows, int64_t T, int64_t S, int64_t DV, int causal, const E *dout,
-                                  const E *o, const A *dp, E *P) {
+__global__ void sdpa_dscores_rows(int64_t rows, int64_t T, int64_t S, int64_t DV, int causal, const E *dout, Lay lg,
+                                  const E *o, Lay lo, int64_t b0, const A *dp, E *P) {
   const int lane = threadIdx.x & 31;
   WARP_ROWS(r, rows) {
     A d = 0;
-    for (int64_t c = lane; c < DV; c += 32) d += (A)ld(dout[r * DV + c]) * (A)ld(o[r * DV + c]);
+    const E *gr = dout + lg.at(b0 + r / T, r % T), *orow = o + lo.at(b0 + r / T, r % T);
+    for (int64_t c = lane; c < DV; c += 32) d += (A)ld(gr[c]) * (A)ld(orow[c]);
     d = warp_sum(d);
     const int64_t n = keys_seen(r % T, S, causal);
     const A *dprow = dp + r * S;
@@ -174,6 +182,7 @@ int gemm(const char *op, bool ta, bool tb, int64_t M, int64_t N, int64_t K, doub
 struct Geo { int64_t B, T, S, D, DV; int causal; double scale; };
 
 // batch*heads matrices per chunk: scratch of `per` bytes each under the bound
+// (the chunks are cut further at every operand's outer batch boundary: next_chunk)
 int64_t chunk_of(const Geo &g, size_t per) {
   const char *e = getenv("NABLA_CUDA_ATTENTION_CHUNK_BYTES");
   long long v = e && *e ? atoll(e) : 0;
@@ -183,6 +192,17 @@ int64_t chunk_of(const Geo &g, size_t per) {
   if (nb > g.B) nb = g.B;
   if (nb > INT32_MAX) nb = INT32_MAX;   // cuBLAS batch count
   return nb;
+}
+
+// matrices of the chunk starting at b0: at most nb, and none past an outer batch
+// boundary of any operand (there the matrices stop being si apart)
+int64_t next_chunk(int64_t b0, int64_t nb, int64_t B, std::initializer_list<Lay> lays) {
+  int64_t n = B - b0 < nb ? B - b0 : nb;
+  for (const Lay &l : lays) {
+    const int64_t left = l.Bi - b0 % l.Bi;
+    if (left < n) n = left;
+  }
+  return n;
 }
 
 template <typename E> int fwd(const nt_KernelArgs *a, const Geo &g) {
@@ -197,10 +217,12 @@ template <typename E> int fwd(const nt_KernelArgs *a, const Geo &g) {
   const E *q = (const E *)base(a->in[0]), *k = (const E *)base(a->in[1]), *v = (const E *)base(a->in[2]);
   E *o = (E *)base(a->out);
   A *L = (A *)base(a->in[3]);
-  for (int64_t b0 = 0; b0 < g.B; b0 += nb) {
-    const int64_t n = g.B - b0 < nb ? g.B - b0 : nb, rows = n * T;
+  const Lay lq = lay_of(a->in[0]), lk = lay_of(a->in[1]), lv = lay_of(a->in[2]), lo = lay_of(a->out);
+  for (int64_t b0 = 0, n; b0 < g.B; b0 += n) {
+    n = next_chunk(b0, nb, g.B, {lq, lk, lv, lo});
+    const int64_t rows = n * T;
     // Sc [T,S] = scale Q [T,D] (K [S,D])^T: B = K stored [N,K] -> tb
-    if (gemm<E>(op, false, true, T, S, D, g.scale, q + b0 * T * D, D, T * D, k + b0 * S * D, D, S * D,
+    if (gemm<E>(op, false, true, T, S, D, g.scale, q + lq.at(b0, 0), lq.sr, lq.si, k + lk.at(b0, 0), lk.sr, lk.si,
                  Blas<E>::acc, sc, S, T * S, n))
       return -1;
     if (rows > 0) {
@@ -208,8 +230,8 @@ template <typename E> int fwd(const nt_KernelArgs *a, const Geo &g) {
       LAUNCHED(op);
     }
     // O [T,DV] = P [T,S] V [S,DV]
-    if (gemm<E>(op, false, false, T, DV, S, 1.0, P, S, T * S, v + b0 * S * DV, DV, S * DV, Blas<E>::io,
-                 o + b0 * T * DV, DV, T * DV, n))
+    if (gemm<E>(op, false, false, T, DV, S, 1.0, P, S, T * S, v + lv.at(b0, 0), lv.sr, lv.si, Blas<E>::io,
+                 o + lo.at(b0, 0), lo.sr, lo.si, n))
       return -1;
   }
   return 0;
@@ -229,30 +251,38 @@ template <typename E> int bwd(const nt_KernelArgs *a, const Geo &g) {
   const E *o = (const E *)base(gr->o), *dout = (const E *)base(gr->dout);
   const A *L = (const A *)base(gr->lse);
   E *dq = (E *)base(gr->dq), *dk = (E *)base(gr->dk), *dv = (E *)base(gr->dv);
-  for (int64_t b0 = 0; b0 < g.B; b0 += nb) {
-    const int64_t n = g.B - b0 < nb ? g.B - b0 : nb, rows = n * T;
-    const E *qc = q + b0 * T * D, *kc = k + b0 * S * D, *vc = v + b0 * S * DV;
-    const E *oc = o + b0 * T * DV, *gc = dout + b0 * T * DV;
+  const Lay lq = lay_of(gr->q), lk = lay_of(gr->k), lv = lay_of(gr->v), lo = lay_of(gr->o), lg = lay_of(gr->dout);
+  const Lay ldq = lay_of(gr->dq), ldk = lay_of(gr->dk), ldv = lay_of(gr->dv);
+  for (int64_t b0 = 0, n; b0 < g.B; b0 += n) {
+    n = next_chunk(b0, nb, g.B, {lq, lk, lv, lo, lg, ldq, ldk, ldv});
+    const int64_t rows = n * T;
+    const E *qc = q + lq.at(b0, 0), *kc = k + lk.at(b0, 0), *vc = v + lv.at(b0, 0), *gc = dout + lg.at(b0, 0);
     // Sc [T,S] = scale Q K^T  (as the forward)
-    if (gemm<E>(op, false, true, T, S, D, g.scale, qc, D, T * D, kc, D, S * D, Blas<E>::acc, sc, S, T * S, n)) return -1;
+    if (gemm<E>(op, false, true, T, S, D, g.scale, qc, lq.sr, lq.si, kc, lk.sr, lk.si, Blas<E>::acc, sc, S, T * S, n))
+      return -1;
     if (rows > 0) {
       sdpa_probs_rows<E, A><<<grid_for(rows * 32), kThreads, 0, stream>>>(rows, T, S, g.causal, sc, L + b0 * T, P);
       LAUNCHED(op);
     }
     // dV [S,DV] = P^T (A = P stored [T,S] = [K,M] -> ta) dO [T,DV]
-    if (gemm<E>(op, true, false, S, DV, T, 1.0, P, S, T * S, gc, DV, T * DV, Blas<E>::io, dv + b0 * S * DV, DV, S * DV, n))
+    if (gemm<E>(op, true, false, S, DV, T, 1.0, P, S, T * S, gc, lg.sr, lg.si, Blas<E>::io, dv + ldv.at(b0, 0), ldv.sr,
+                 ldv.si, n))
       return -1;
     // dP [T,S] = dO [T,DV] V^T (B = V stored [S,DV] = [N,K] -> tb), over the scores
-    if (gemm<E>(op, false, true, T, S, DV, 1.0, gc, DV, T * DV, vc, DV, S * DV, Blas<E>::acc, sc, S, T * S, n)) return -1;
+    if (gemm<E>(op, false, true, T, S, DV, 1.0, gc, lg.sr, lg.si, vc, lv.sr, lv.si, Blas<E>::acc, sc, S, T * S, n))
+      return -1;
     if (rows > 0) {
-      sdpa_dscores_rows<E, A><<<grid_for(rows * 32), kThreads, 0, stream>>>(rows, T, S, DV, g.causal, gc, oc, sc, P);
+      sdpa_dscores_rows<E, A><<<grid_for(rows * 32), kThreads, 0, stream>>>(rows, T, S, DV, g.causal, dout, lg, o, lo, b0,
+                                                                            sc, P);
       LAUNCHED(op);
     }
     // dQ [T,D] = scale dS [T,S] K [S,D]
-    if (gemm<E>(op, false, false, T, D, S, g.scale, P, S, T * S, kc, D, S * D, Blas<E>::io, dq + b0 * T * D, D, T * D, n))
+    if (gemm<E>(op, false, false, T, D, S, g.scale, P, S, T * S, kc, lk.sr, lk.si, Blas<E>::io, dq + ldq.at(b0, 0), ldq.sr,
+                 ldq.si, n))
       return -1;
     // dK [S,D] = scale dS^T (A = dS stored [T,S] = [K,M] -> ta) Q [T,D]
-    if (gemm<E>(op, true, false, S, D, T, g.scale, P, S, T * S, qc, D, T * D, Blas<E>::io, dk + b0 * S * D, D, S * D, n))
+    if (gemm<E>(op, true, false, S, D, T, g.scale, P, S, T * S, qc, lq.sr, lq.si, Blas<E>::io, dk + ldk.at(b0, 0), ldk.sr,
+                 ldk.si, n))
       return -1;
   }
   return 0;
@@ -261,12 +291,16 @@ template <typename E> int bwd(const nt_KernelArgs *a, const Geo &g) {
 }  // namespace
 
 // The cuBLAS path of scaled_dot_product_attention (forward or backward), any
-// supported storage dtype and head dims; called by attention.cu's kernel.
+// supported storage dtype and head dims, contiguous operands or head views; called
+// by attention.cu's kernel.  0 done, -1 error, 1 declined (empty views).
 int sdpa_gemm(const nt_KernelArgs *a, bool backward) {
   const int64_t *ia = a->iarg;
   Geo g = {ia[NT_SDPA_B], ia[NT_SDPA_T], ia[NT_SDPA_S], ia[NT_SDPA_D], ia[NT_SDPA_DV], (int)ia[NT_SDPA_CAUSAL], a->s[0]};
   const char *op = backward ? "scaled_dot_product_attention_backward" : "scaled_dot_product_attention";
   if (handle_ready(op)) return -1;
+  // empty views: declined (1, nothing written), the front end retries with contiguous
+  // copies (a K = 0 GEMM zeroes its C with one memset, which wants C dense)
+  if (a->niarg > NT_SDPA_VIEWS && ia[NT_SDPA_VIEWS] && (g.T == 0 || g.S == 0 || g.B == 0)) return 1;
   nt_DType dt = backward ? ((const nt_SdpaGrads *)a->extra)->q->dtype : a->out->dtype;
   switch (dt) {
     case NT_F32: return backward ? bwd<float>(a, g) : fwd<float>(a, g);

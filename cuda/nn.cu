@@ -413,23 +413,28 @@ int k_layer_norm(const nt_KernelArgs *a) {
 //   normalises the stored values too), mean = sum(s)/D, var = sum((s-mean)^2)/D,
 //   rstd = 1/sqrt(var+eps), y = (s-mean) rstd w + b.
 // Forward: one block per row, three passes over the row (the second and
-// third re-read s, which this thread wrote itself: cache-hot).
+// third re-read s, which this thread wrote itself: cache-hot).  No r (rr
+// null): a plain layer norm of x (s is x, nothing written to s).  y may be
+// a half type TY next to an f32 sum (autocast: the next bf16 linear's input,
+// so no cast sits between them); the backward reads g in T or TY.
 // Backward (dh = g w, xhat = (s-mean) rstd):
 //   ds = rstd (dh - mean(dh) - xhat mean(dh xhat)) + res   (res: the residual
-//   gradient s already received, or none), one block per row;
+//   gradient s already received, or none), one block per row, also written in
+//   r's half type as dr when asked (r's gradient: no cast kernel after it);
 //   dw = sum_rows g xhat, db = sum_rows g: the rows split in chunks (grid.y)
 //   writing partial column sums in A (coalesced: a thread per column), then
 //   one pass adds the chunks in order (deterministic, no atomics into bf16).
-template <typename T, typename TR, typename A>
-__global__ void aln_fwd(int64_t R, int64_t D, const T *x, const TR *rr, const A *w, const A *b, T *s, T *y, A *st, double eps) {
+template <typename T, typename TR, typename TY, typename A>
+__global__ void aln_fwd(int64_t R, int64_t D, const T *x, const TR *rr, const A *w, const A *b, T *s, TY *y, A *st, double eps) {
   for (int64_t r = blockIdx.x; r < R; r += gridDim.x) {
     const T *xr = x + r * D;
-    const TR *rw = rr + r * D;
-    T *sr = s + r * D, *yr = y + r * D;
+    const TR *rw = rr ? rr + r * D : nullptr;
+    const T *sr = rr ? s + r * D : xr;
+    TY *yr = y + r * D;
     A acc = 0;
     for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
-      T v = St<T>::from((A)ld(xr[d]) + (A)ld(rw[d]));
-      sr[d] = v;
+      T v = xr[d];
+      if (rw) { v = St<T>::from((A)ld(v) + (A)ld(rw[d])); s[r * D + d] = v; }
       acc += (A)ld(v);
     }
     A mean = block_sum(acc) / (A)D, q = 0;
@@ -437,15 +442,17 @@ __global__ void aln_fwd(int64_t R, int64_t D, const T *x, const TR *rr, const A 
     A rs = (A)(1.0 / sqrt((double)(block_sum(q) / (A)D) + eps));
     for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
       A h = ((A)ld(sr[d]) - mean) * rs;
-      yr[d] = St<T>::from((w ? h * w[d] : h) + (b ? b[d] : (A)0));
+      yr[d] = St<TY>::from((w ? h * w[d] : h) + (b ? b[d] : (A)0));
     }
     if (threadIdx.x == 0) { st[2 * r] = mean; st[2 * r + 1] = rs; }
   }
 }
-template <typename T, typename A>
-__global__ void aln_bwd_ds(int64_t R, int64_t D, const T *g, const T *s, const A *st, const A *w, const T *res, T *ds) {
+// dr (nullable): ds again in r's half type TR (r's gradient, tensor/nn/norm.c AlnGrads)
+template <typename T, typename TG, typename TR, typename A>
+__global__ void aln_bwd_ds(int64_t R, int64_t D, const TG *g, const T *s, const A *st, const A *w, const T *res, T *ds, TR *dr) {
   for (int64_t r = blockIdx.x; r < R; r += gridDim.x) {
-    const T *gr = g + r * D, *sr = s + r * D;
+    const TG *gr = g + r * D;
+    const T *sr = s + r * D;
     A m = st[2 * r], rs = st[2 * r + 1], a1 = 0, a2 = 0;
     for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
       A dh = w ? (A)ld(gr[d]) * w[d] : (A)ld(gr[d]);
@@ -456,13 +463,15 @@ __global__ void aln_bwd_ds(int64_t R, int64_t D, const T *g, const T *s, const A
       A dh = w ? (A)ld(gr[d]) * w[d] : (A)ld(gr[d]);
       A v = rs * (dh - m1 - ((A)ld(sr[d]) - m) * rs * m2);
       if (res) v += (A)ld(res[r * D + d]);
-      ds[r * D + d] = St<T>::from(v);
+      const T out = St<T>::from(v);
+      ds[r * D + d] = out;
+      if (dr) dr[r * D + d] = St<TR>::from((A)ld(out));
     }
   }
 }
 // partial[(chunk * 2 + {0: dw, 1: db}) * D + d]
-template <typename T, typename A>
-__global__ void aln_bwd_dwdb_partial(int64_t R, int64_t D, int64_t rows_per_chunk, const T *g, const T *s, const A *st, A *partial) {
+template <typename T, typename TG, typename A>
+__global__ void aln_bwd_dwdb_partial(int64_t R, int64_t D, int64_t rows_per_chunk, const TG *g, const T *s, const A *st, A *partial) {
   int64_t d = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
   if (d >= D) return;
   int64_t r0 = (int64_t)blockIdx.y * rows_per_chunk, r1 = r0 + rows_per_chunk < R ? r0 + rows_per_chunk : R;
@@ -482,30 +491,38 @@ int k_add_layer_norm(const nt_KernelArgs *a) {
   if (a->op == ids.add_layer_norm) {
     nt_Tensor **so = (nt_Tensor **)a->extra;
     if (R == 0 || D == 0) return 0;
-    auto run = [&]<typename T, typename TR>() -> int {
+    auto run = [&]<typename T, typename TR, typename TY>() -> int {
       using A = typename std::conditional<std::is_same<T, double>::value, double, float>::type;
-      aln_fwd<T, TR, A><<<blocks, kThreads, 0, stream>>>(R, D, PTR(const T, a->in[0]), PTR(const TR, a->in[1]), PTR(const A, a->in[2]),
-                                                          PTR(const A, a->in[3]), PTR(T, so[0]), PTR(T, a->out), PTR(A, so[1]), a->s[0]);
+      aln_fwd<T, TR, TY, A><<<blocks, kThreads, 0, stream>>>(R, D, PTR(const T, a->in[0]), PTR(const TR, a->in[1]), PTR(const A, a->in[2]),
+                                                              PTR(const A, a->in[3]), PTR(T, so[0]), PTR(TY, a->out), PTR(A, so[1]), a->s[0]);
       LAUNCHED("add_layer_norm");
       return 0;
     };
-    nt_DType dt = a->out->dtype, rt = a->in[1]->dtype;
-    if (dt == NT_F32 && rt == NT_F32) return run.template operator()<float, float>();
-    if (dt == NT_F32 && rt == NT_BF16) return run.template operator()<float, __nv_bfloat16>();
-    if (dt == NT_F32 && rt == NT_F16) return run.template operator()<float, __half>();
-    if (dt == NT_F64 && rt == NT_F64) return run.template operator()<double, double>();
-    if (dt == NT_BF16 && rt == NT_BF16) return run.template operator()<__nv_bfloat16, __nv_bfloat16>();
-    if (dt == NT_F16 && rt == NT_F16) return run.template operator()<__half, __half>();
-    host->error_set("add_layer_norm: unsupported dtypes %s + %s on cuda", nt_dtype_name(a->in[0]->dtype), nt_dtype_name(rt));
+    // T: the sum (x's dtype), TR: r (T when absent), TY: y
+    nt_DType dt = a->in[0]->dtype, rt = a->in[1] ? a->in[1]->dtype : dt, yt = a->out->dtype;
+    using bf = __nv_bfloat16;
+    if (dt == NT_F32 && rt == NT_F32 && yt == NT_F32) return run.template operator()<float, float, float>();
+    if (dt == NT_F32 && rt == NT_BF16 && yt == NT_F32) return run.template operator()<float, bf, float>();
+    if (dt == NT_F32 && rt == NT_F16 && yt == NT_F32) return run.template operator()<float, __half, float>();
+    if (dt == NT_F32 && rt == NT_F32 && yt == NT_BF16) return run.template operator()<float, float, bf>();
+    if (dt == NT_F32 && rt == NT_BF16 && yt == NT_BF16) return run.template operator()<float, bf, bf>();
+    if (dt == NT_F32 && rt == NT_F32 && yt == NT_F16) return run.template operator()<float, float, __half>();
+    if (dt == NT_F32 && rt == NT_F16 && yt == NT_F16) return run.template operator()<float, __half, __half>();
+    if (dt == NT_F64 && rt == NT_F64 && yt == NT_F64) return run.template operator()<double, double, double>();
+    if (dt == NT_BF16 && rt == NT_BF16 && yt == NT_BF16) return run.template operator()<bf, bf, bf>();
+    if (dt == NT_F16 && rt == NT_F16 && yt == NT_F16) return run.template operator()<__half, __half, __half>();
+    host->error_set("add_layer_norm: unsupported dtypes %s + %s -> %s on cuda", nt_dtype_name(dt), nt_dtype_name(rt), nt_dtype_name(yt));
     return -1;
   }
   nt_Tensor **ex = (nt_Tensor **)a->extra;
-  auto run = [&]<typename T>() -> int {
+  auto run = [&]<typename T, typename TG, typename TR>() -> int {
     using A = typename std::conditional<std::is_same<T, double>::value, double, float>::type;
-    const T *g = PTR(const T, a->in[0]), *sp = PTR(const T, a->in[1]);
+    const TG *g = PTR(const TG, a->in[0]);
+    const T *sp = PTR(const T, a->in[1]);
     const A *st = PTR(const A, a->in[2]), *w = PTR(const A, a->in[3]);
     if (a->out && R && D) {
-      aln_bwd_ds<T, A><<<blocks, kThreads, 0, stream>>>(R, D, g, sp, st, w, PTR(const T, ex[2]), PTR(T, a->out));
+      aln_bwd_ds<T, TG, TR, A><<<blocks, kThreads, 0, stream>>>(R, D, g, sp, st, w, PTR(const T, ex[2]), PTR(T, a->out),
+                                                                PTR(TR, ex[3]));
       LAUNCHED("add_layer_norm_backward");
     }
     if ((ex[0] || ex[1]) && D) {
@@ -519,21 +536,32 @@ int k_add_layer_norm(const nt_KernelArgs *a) {
       Scratch part((size_t)nchunks * 2 * D * sizeof(A));
       if (!part.p) return -1;
       dim3 grid((unsigned)colblocks, (unsigned)nchunks);
-      aln_bwd_dwdb_partial<T, A><<<grid, kThreads, 0, stream>>>(R, D, rows_per_chunk, g, sp, st, (A *)part.p);
+      aln_bwd_dwdb_partial<T, TG, A><<<grid, kThreads, 0, stream>>>(R, D, rows_per_chunk, g, sp, st, (A *)part.p);
       LAUNCHED("add_layer_norm_backward");
       ln_bwd_dwdb_final<A><<<grid_for(D), kThreads, 0, stream>>>(D, (int)nchunks, (const A *)part.p, PTR(A, ex[0]), PTR(A, ex[1]));
       LAUNCHED("add_layer_norm_backward");
     }
     return 0;
   };
-  switch (a->in[1]->dtype) {
-    case NT_F32: return run.template operator()<float>();
-    case NT_F64: return run.template operator()<double>();
-    case NT_F16: return run.template operator()<__half>();
-    case NT_BF16: return run.template operator()<__nv_bfloat16>();
-    default: break;
+  // T: s, TG: g (T, or the half y of an f32 s), TR: dr (T when absent, or a half next to an f32 s)
+  nt_DType st_ = a->in[1]->dtype, gt = a->in[0]->dtype, rt = ex[3] ? ex[3]->dtype : st_;
+  using bf = __nv_bfloat16;
+  auto f32_s = [&]<typename TG>() -> int {
+    if (rt == NT_BF16) return run.template operator()<float, TG, bf>();
+    if (rt == NT_F16) return run.template operator()<float, TG, __half>();
+    return run.template operator()<float, TG, float>();
+  };
+  if (rt != st_ && (st_ != NT_F32 || (rt != NT_BF16 && rt != NT_F16))) {
+    host->error_set("add_layer_norm backward: unsupported dtypes s %s, dr %s on cuda", nt_dtype_name(st_), nt_dtype_name(rt));
+    return -1;
   }
-  host->error_set("add_layer_norm backward: unsupported dtype %s on cuda", nt_dtype_name(a->in[1]->dtype));
+  if (st_ == NT_F32 && gt == NT_F32) return f32_s.template operator()<float>();
+  if (st_ == NT_F32 && gt == NT_BF16) return f32_s.template operator()<bf>();
+  if (st_ == NT_F32 && gt == NT_F16) return f32_s.template operator()<__half>();
+  if (st_ == NT_F64 && gt == NT_F64) return run.template operator()<double, double, double>();
+  if (st_ == NT_F16 && gt == NT_F16) return run.template operator()<__half, __half, __half>();
+  if (st_ == NT_BF16 && gt == NT_BF16) return run.template operator()<bf, bf, bf>();
+  host->error_set("add_layer_norm backward: unsupported dtypes s %s, g %s on cuda", nt_dtype_name(st_), nt_dtype_name(gt));
   return -1;
 }
 

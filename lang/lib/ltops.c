@@ -749,7 +749,9 @@ static int b_layer_norm(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   nt_Tensor *w = NULL, *b = NULL;
   if (args[1].t != NB_TNIL && !(w = nbT_arg(vm, &tp, fname, "weight", args[1]))) { nbT_tmp_free(&tp); return NB_ERR; }
   if (args[2].t != NB_TNIL && !(b = nbT_arg(vm, &tp, fname, "bias", args[2]))) { nbT_tmp_free(&tp); return NB_ERR; }
-  DONE(nt_layer_norm(x, w, b, eps));
+  nt_DType ydt = NT_F32;   /* dtype=nil: the input's */
+  if (args[4].t != NB_TNIL && nbT_dtype_arg(vm, fname, args[4], NT_F32, &ydt)) { nbT_tmp_free(&tp); return NB_ERR; }
+  DONE(nt_layer_norm_to(x, w, b, eps, args[4].t == NB_TNIL ? -1 : (int)ydt));
 }
 static int b_dropout(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "dropout"; Tmp tp = {0}; double p = 0.5;
@@ -829,7 +831,9 @@ static int b_add_layer_norm(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   nt_Tensor *w = NULL, *b = NULL, *s = NULL, *y = NULL;
   if (args[2].t != NB_TNIL && !(w = nbT_arg(vm, &tp, fname, "weight", args[2]))) { nbT_tmp_free(&tp); return NB_ERR; }
   if (args[3].t != NB_TNIL && !(b = nbT_arg(vm, &tp, fname, "bias", args[3]))) { nbT_tmp_free(&tp); return NB_ERR; }
-  int rc = nt_add_layer_norm(x, r, w, b, eps, &s, &y);
+  nt_DType ydt = NT_F32;   /* dtype=nil: the sum's */
+  if (args[5].t != NB_TNIL && nbT_dtype_arg(vm, fname, args[5], NT_F32, &ydt)) { nbT_tmp_free(&tp); return NB_ERR; }
+  int rc = nt_add_layer_norm_to(x, r, w, b, eps, args[5].t == NB_TNIL ? -1 : (int)ydt, &s, &y);
   nbT_tmp_free(&tp);
   return two(vm, rc, s, y, out);
 }
@@ -1064,8 +1068,8 @@ static nb_Builtin ops_builtins[] = {
   { "cross_entropy", b_cross_entropy, "logits, targets, ignore_index=-100, label_smoothing=0", "cross_entropy(logits [N, C], targets [N] ints): mean negative log-likelihood (fused, stable)" },
   { "mse_loss", b_mse_loss, "input, target", "mse_loss(a, b): mean squared error (different shapes broadcast, with torch's warning once per call site)" },
   { "l1_loss", b_l1_loss, "input, target, reduction=\"mean\"", "l1_loss(input, target, reduction=\"mean\"|\"sum\"|\"none\"): mean absolute error (torch's F.l1_loss; different shapes warn as mse_loss)" },
-  { "layer_norm", b_layer_norm, "x, weight=nil, bias=nil, eps=1e-5", "layer_norm(x, weight=nil, bias=nil, eps=1e-5): normalizes the last axis" },
-  { "add_layer_norm", b_add_layer_norm, "x, r, weight=nil, bias=nil, eps=1e-5", "add_layer_norm(x, r, weight=nil, bias=nil, eps=1e-5): [x + r, layer_norm(x + r)] in one fused op (the residual stream and its normalisation)" },
+  { "layer_norm", b_layer_norm, "x, weight=nil, bias=nil, eps=1e-5, dtype=nil", "layer_norm(x, weight=nil, bias=nil, eps=1e-5, dtype=nil): normalizes the last axis; dtype: the output's (f32 statistics; e.g. autocast_dtype() for the bf16 linear after it)" },
+  { "add_layer_norm", b_add_layer_norm, "x, r, weight=nil, bias=nil, eps=1e-5, dtype=nil", "add_layer_norm(x, r, weight=nil, bias=nil, eps=1e-5, dtype=nil): [x + r, layer_norm(x + r)] in one fused op (the residual stream and its normalisation); dtype: the normalised output's (nil: the sum's)" },
   { "dropout", b_dropout, "x, p=0.5, training=true", "dropout(x, p=0.5, training=true): zeroes elements with probability p, scales by 1/(1-p)" },
   { "embedding", b_embedding, "weight, idx", "embedding(weight [V, D], idx): rows of weight for integer idx" },
   { "one_hot", b_one_hot, "idx, num_classes=-1", "one_hot(idx, num_classes): i64 one-hot encoding" },

@@ -34,7 +34,7 @@
 ** 4.9% -> 1.1% of the step's samples; the attention layer's forward + backward
 ** takes ~10% less CPU time: bench/results/2026-11-26-gpt.md).  On CUDA the
 ** same views go in place to cuDNN's graph and the fused kernels (cuda_views_ok,
-** NT_SDPA_VIEWS in attention.h); the cuBLAS path gets contiguous copies.
+** NT_SDPA_VIEWS in attention.h), and to the cuBLAS path (attention_gemm.cu).
 **
 ** attention_qkv(qkv [B, T, 3C], heads) (end of file) is the model's form: the
 ** heads of q, k, v are views of the packed qkv, the output is written as
@@ -292,9 +292,9 @@ static bool lay_ok(const nt_Tensor *t, nt_DType dt, const int64_t *batch, int nb
 
 /* On CUDA, q, k, v views (1 or 2 batch dims, no mask: the heads of a packed qkv,
 ** permuted) are sent as they are: NT_SDPA_VIEWS (attention.h).  cuDNN's graph and
-** the fused kernels read them in place; a path that cannot (the cuBLAS one, cuDNN
-** without an engine for the graph) returns 1 and the caller retries with
-** contiguous copies. */
+** the fused kernels and the cuBLAS path read them in place; a path that cannot
+** (cuDNN without an engine for the graph, the cuBLAS one on empty views)
+** returns 1 and the caller retries with contiguous copies. */
 static bool cuda_views_ok(nt_Tensor *const *t, nt_DType dt, const int64_t *batch, int nb, bool mask) {
   if (t[0]->device != NT_CUDA || mask || nb < 1 || nb > 2) return false;
   for (int i = 0; i < 3; i++) if (!view_ok(t[i], dt, batch, nb)) return false;

@@ -32,10 +32,12 @@
 **            dims (no broadcasting), unit column stride, e.g. the heads of a packed
 **            [B, T, 3C] qkv (nt_attention_qkv: O a view of [B, T, C], dq/dk/dv
 **            views of ONE packed [B, T, 3C] gradient); lse stays contiguous [B, T].
-**            cuDNN's graph and the fused kernels (cuda/attention.cu) read and write
-**            them in place; a path that cannot (the cuBLAS one; cuDNN without an
-**            engine for the graph) writes nothing and returns 1; the front end
-**            then retries with contiguous copies.
+**            cuDNN's graph, the fused kernels (cuda/attention.cu) and the cuBLAS
+**            path (attention_gemm.cu: chunks inside one outer batch index) read
+**            and write them in place; a path that cannot (cuDNN without an
+**            engine for the graph; the cuBLAS one for empty views) writes
+**            nothing and returns 1; the front end then retries with contiguous
+**            copies.
 */
 #ifndef NT_NN_ATTENTION_H
 #define NT_NN_ATTENTION_H

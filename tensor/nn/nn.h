@@ -43,6 +43,13 @@ nt_Tensor *nt_layer_norm(nt_Tensor *x, nt_Tensor *weight, nt_Tensor *bias, doubl
 ** in the same kernel and fuses dweight/dbias.  0, or -1 with the error set. */
 int nt_add_layer_norm(nt_Tensor *x, nt_Tensor *r, nt_Tensor *weight, nt_Tensor *bias, double eps, nt_Tensor **sum,
                       nt_Tensor **normed);
+/* The same with the normalised output written in dtype ydt (-1: as above),
+** statistics still f32: under autocast the block passes the low dtype, so
+** the bf16 linear after it reads y with no cast (and its gradient comes
+** back bf16, read as stored by the backward kernel). */
+int nt_add_layer_norm_to(nt_Tensor *x, nt_Tensor *r, nt_Tensor *weight, nt_Tensor *bias, double eps, int ydt,
+                         nt_Tensor **sum, nt_Tensor **normed);
+nt_Tensor *nt_layer_norm_to(nt_Tensor *x, nt_Tensor *weight, nt_Tensor *bias, double eps, int ydt);
 /* Zeroes each element with probability p and scales the rest by 1/(1-p)
 ** (Philox bernoulli from the core's global RNG).  !training or p == 0: x. */
 nt_Tensor *nt_dropout(nt_Tensor *x, double p, bool training);

@@ -189,15 +189,21 @@ done:
 ** y as the layer norm of s (AddLayerNormBackward, in {s, w, b}).  The
 ** latter's backward is one row kernel writing ds = LN'(g) plus the gradient s
 ** already received from its other consumers — the residual branch, taken from
-** the add node's accumulator when the engine holds one there (the sum is
+** its producer's accumulator when the engine holds one there (the sum is
 ** order-independent, so taking it early changes nothing but the pass it
 ** saves) — and dw/db as per-chunk partial column sums in A and one second
 ** pass (deterministic, no atomics).
 **
-** fwd: out y; in = {x, r, w|NULL, b|NULL}; s[0] eps; iarg = {R, D};
-**      extra = nt_Tensor *[2] {s, st} (written).
+** Without r (layer_norm with an output dtype, aln_front) s is x: the same
+** kernels, one node (LayerNormBackward, in {x, w, b}).  y may be stored in
+** a half dtype next to an f32 s (autocast), g read as it comes in y's dtype.
+**
+** fwd: out y; in = {x, r|NULL, w|NULL, b|NULL}; s[0] eps; iarg = {R, D};
+**      extra = nt_Tensor *[2] {s|NULL (no r), st} (written).
 ** bwd: out ds|NULL; in = {g, s, st, w|NULL}; iarg = {R, D};
-**      extra = nt_Tensor *[3] {dw|NULL, db|NULL, res|NULL}. */
+**      extra = nt_Tensor *[4] {dw|NULL, db|NULL, res|NULL, dr|NULL}: dr, ds
+**      again in r's half dtype (next to an f32 s), is r's gradient when ds
+**      turns out to be s's whole gradient (AlnGrads below). */
 
 /* row r ([R, D] view of t) as doubles / from doubles, any float dtype */
 static void aln_load(const nt_Tensor *t, int64_t r, int64_t D, double *o) {
@@ -242,10 +248,12 @@ static int k_add_layer_norm(const nt_KernelArgs *a) {
       for (int64_t r = 0; r < R; r++) {
         if (!v) continue;
         aln_load(a->in[0], r, D, v);
-        aln_load(a->in[1], r, D, u);
-        for (int64_t d = 0; d < D; d++) v[d] += u[d];
-        aln_store(sum, r, D, v);
-        aln_load(sum, r, D, v);   /* as stored: what the backward reads */
+        if (a->in[1]) {   /* no r (layer_norm with an output dtype): s is x */
+          aln_load(a->in[1], r, D, u);
+          for (int64_t d = 0; d < D; d++) v[d] += u[d];
+          aln_store(sum, r, D, v);
+          aln_load(sum, r, D, v);   /* as stored: what the backward reads */
+        }
         double m = 0, q = 0;
         for (int64_t d = 0; d < D; d++) m += v[d];
         m /= (double)D;
@@ -261,7 +269,7 @@ static int k_add_layer_norm(const nt_KernelArgs *a) {
     if (err) NT_FAIL("add_layer_norm: out of memory");
     return 0;
   }
-  nt_Tensor **ex = a->extra, *dw = ex[0], *db = ex[1], *res = ex[2];
+  nt_Tensor **ex = a->extra, *dw = ex[0], *db = ex[1], *res = ex[2], *dr = ex[3];
   const nt_Tensor *g = a->in[0], *sum = a->in[1], *st = a->in[2], *w = a->in[3];
   if (a->out) {
     _Pragma("omp parallel if (R * D > NT_OMP_THRESHOLD)")
@@ -287,6 +295,7 @@ static int k_add_layer_norm(const nt_KernelArgs *a) {
         if (res) aln_load(res, r, D, rv);
         for (int64_t d = 0; d < D; d++) gv[d] = rs * (gv[d] - a1 - sv[d] * a2) + (res ? rv[d] : 0);
         aln_store(a->out, r, D, gv);
+        if (dr) aln_store(dr, r, D, gv);
       }
       free(gv);
     }
@@ -327,12 +336,28 @@ static int k_add_layer_norm(const nt_KernelArgs *a) {
   return 0;
 }
 
+/* What the norm's backward leaves on the sum node (its ctx): ds, and dr = ds
+** in r's half dtype written by the same kernel.  When the sum node's gradient
+** turns out to be that very ds (nothing else reached s after the norm's
+** backward took the residual: the engine hands the same tensor over), dr is
+** r's gradient and no cast runs; otherwise it is dropped and gout is cast.
+** ds is retained here, so its address cannot name another tensor. */
+typedef struct AlnGrads { nt_Tensor *ds, *dr; } AlnGrads;
+static void aln_grads_free(void *p) {
+  AlnGrads *a = p;
+  if (a) { nt_release(a->ds); nt_release(a->dr); free(a); }
+}
+
 /* s = x + r: the gradient goes to both, in each one's dtype */
 static int aln_sum_backward(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin) {
+  AlnGrads *pre = nd->ctx;
+  nd->ctx = NULL;
   for (int k = 0; k < 2; k++) {
     if (!nt_node_needs(nd, k)) continue;
-    if (!(gin[k] = nt_to_dtype(gout, nd->in[k]->dtype))) { if (k) { nt_release(gin[0]); gin[0] = NULL; } return -1; }
+    if (k == 1 && pre && pre->ds == gout && pre->dr && pre->dr->dtype == nd->in[1]->dtype) { gin[1] = pre->dr; pre->dr = NULL; continue; }
+    if (!(gin[k] = nt_to_dtype(gout, nd->in[k]->dtype))) { if (k) { nt_release(gin[0]); gin[0] = NULL; } aln_grads_free(pre); return -1; }
   }
+  aln_grads_free(pre);
   return 0;
 }
 
@@ -340,80 +365,138 @@ static int aln_sum_backward(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin) {
 static int aln_backward(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin) {
   nt_Tensor *s = nd->in[0], *w = nd->in[1], *st = nd->saved[0];
   int64_t D = nd->iarg[1];
-  nt_Tensor *gc = nt_to_dtype(gout, s->dtype), *g = gc ? nt_contiguous(gc) : NULL;
+  /* g as it comes when it is y's dtype (bf16 y of an f32 s: read as stored) */
+  nt_Tensor *gc = nt_to_dtype(gout, gout->dtype == (nt_DType)nd->iarg[2] ? gout->dtype : s->dtype), *g = gc ? nt_contiguous(gc) : NULL;
   nt_release(gc);
   if (!g) return -1;
-  /* the residual gradient s already holds (engine's accumulator of the add
-  ** node that made s): added in the same kernel, and taken from there */
+  /* the residual gradient s already holds (the engine's accumulator of the
+  ** node that made s: the fused add, or for a plain norm the previous
+  ** block's residual add): added in the same kernel, and taken from there.
+  ** A node has one output, so its accumulator is s's gradient so far; the
+  ** engine adds ds to what is left there (nothing), the same sum. */
   nt_Tensor *res = NULL;
   nt_Node *fn = nd->edge[0].fn;
-  if (nt_node_needs(nd, 0) && fn && fn->backward == aln_sum_backward && fn->gacc && fn->gacc->dtype == s->dtype &&
+  if (nt_node_needs(nd, 0) && fn && fn->gacc && fn->gacc->dtype == s->dtype &&
       fn->gacc->device == s->device && (fn->gacc->flags & NT_T_CONTIG) && fn->gacc->ndim == s->ndim &&
       !memcmp(fn->gacc->shape, s->shape, (size_t)s->ndim * sizeof(int64_t))) {
     res = fn->gacc;
     if (nt_dev_check(res, "add_layer_norm_backward")) { nt_release(g); return -1; }
   }
   nt_Tensor *ds = nt_node_needs(nd, 0) ? nt_empty(s->shape, s->ndim, s->dtype, s->device) : NULL;
-  nt_Tensor *ex[3] = {nt_node_needs(nd, 1) ? nt_empty(&D, 1, st->dtype, s->device) : NULL,
-                      nt_node_needs(nd, 2) ? nt_empty(&D, 1, st->dtype, s->device) : NULL, res};
+  /* s = x + r with a half r next to an f32 s: r's gradient in r's dtype from
+  ** the same kernel (AlnGrads), when the residual's share is in ds already */
+  nt_Tensor *dr = NULL;
+  if (ds && res && fn->backward == aln_sum_backward && nt_node_needs(fn, 1) && s->dtype == NT_F32 &&
+      (fn->in[1]->dtype == NT_BF16 || fn->in[1]->dtype == NT_F16) && !(dr = nt_empty(s->shape, s->ndim, fn->in[1]->dtype, s->device))) {
+    nt_release(g); nt_release(ds); return -1;
+  }
+  nt_Tensor *ex[4] = {nt_node_needs(nd, 1) ? nt_empty(&D, 1, st->dtype, s->device) : NULL,
+                      nt_node_needs(nd, 2) ? nt_empty(&D, 1, st->dtype, s->device) : NULL, res, dr};
   nt_KernelArgs ka = {.op = nn_ops.add_layer_norm_bwd, .out = ds, .in = {g, s, st, w}, .nin = 4,
                       .iarg = {nd->iarg[0], D}, .niarg = 2, .extra = ex};
   int rc = (nt_node_needs(nd, 0) && !ds) || (nt_node_needs(nd, 1) && !ex[0]) || (nt_node_needs(nd, 2) && !ex[1]) ? -1 : 0;
   if (!rc && s->numel) rc = nt_dispatch(ka.op, s->device, &ka);
-  else if (!rc) { if (ex[0]) rc = nt_fill_(ex[0], 0); if (!rc && ex[1]) rc = nt_fill_(ex[1], 0); if (!rc && ds && res) rc = nt_copy_(ds, res); }
+  else if (!rc) {
+    if (ex[0]) rc = nt_fill_(ex[0], 0);
+    if (!rc && ex[1]) rc = nt_fill_(ex[1], 0);
+    if (!rc && ds && res) rc = nt_copy_(ds, res);
+    if (!rc && dr) rc = nt_copy_(dr, res);
+  }
   nt_release(g);
-  if (rc) { nt_release(ds); nt_release(ex[0]); nt_release(ex[1]); return -1; }
+  AlnGrads *pre = NULL;
+  if (!rc && dr && !(pre = calloc(1, sizeof *pre))) { nt_error_set("add_layer_norm backward: out of memory"); rc = -1; }
+  if (rc) { nt_release(ds); nt_release(dr); nt_release(ex[0]); nt_release(ex[1]); return -1; }
   if (res) { fn->gacc = NULL; nt_release(res); }   /* now part of ds */
+  if (pre) {   /* for the sum node (a retained graph's earlier pass may have left one) */
+    if (fn->ctx_free) fn->ctx_free(fn->ctx);
+    pre->ds = nt_retain(ds); pre->dr = dr;
+    fn->ctx = pre; fn->ctx_free = aln_grads_free;
+  }
   gin[0] = ds; gin[1] = ex[0]; gin[2] = ex[1];
   return 0;
 }
 
-int nt_add_layer_norm(nt_Tensor *x0, nt_Tensor *r0, nt_Tensor *weight, nt_Tensor *bias, double eps, nt_Tensor **sum_out,
-                      nt_Tensor **normed_out) {
-  const char *op = "add_layer_norm";
+/* The front end of add_layer_norm and of layer_norm with an output dtype:
+** r0 NULL is a plain layer norm of x (s is x; no sum node).  ydt < 0: y in
+** the sum's dtype S; else y is written in ydt by the kernel where it takes
+** that pair (ydt == S, or a half y of an f32 sum: under autocast the next
+** linear's input, so no cast sits between them; llm.c's bf16 layer norm),
+** other pairs are computed in S and cast. */
+static int aln_front(const char *op, nt_Tensor *x0, nt_Tensor *r0, nt_Tensor *weight, nt_Tensor *bias, double eps, int ydt,
+                     nt_Tensor **sum_out, nt_Tensor **normed_out) {
   char sa[128], sb[128];
   nt_nn_init();
-  *sum_out = *normed_out = NULL;
-  if (nt_check_same_device(op, 4, (nt_Tensor *[]){x0, r0, weight ? weight : x0, bias ? bias : x0})) return -1;
-  if (nt_check_float(op, x0) || nt_check_float(op, r0) || (weight && nt_check_float(op, weight)) || (bias && nt_check_float(op, bias)))
+  *normed_out = NULL;
+  if (sum_out) *sum_out = NULL;
+  if (nt_check_same_device(op, 4, (nt_Tensor *[]){x0, r0 ? r0 : x0, weight ? weight : x0, bias ? bias : x0})) return -1;
+  if (nt_check_float(op, x0) || (r0 && nt_check_float(op, r0)) || (weight && nt_check_float(op, weight)) ||
+      (bias && nt_check_float(op, bias)))
     return -1;
-  if (x0->ndim < 1 || x0->ndim != r0->ndim || memcmp(x0->shape, r0->shape, (size_t)x0->ndim * sizeof(int64_t)))
+  if (ydt >= 0 && !nt_dtype_is_float((nt_DType)ydt)) NT_FAIL("%s: output dtype must be a float dtype, got %s", op, nt_dtype_name((nt_DType)ydt));
+  if (x0->ndim < 1) NT_FAIL("%s: input must have at least 1 dimension", op);
+  if (r0 && (x0->ndim != r0->ndim || memcmp(x0->shape, r0->shape, (size_t)x0->ndim * sizeof(int64_t))))
     NT_FAIL("%s: x and r must have the same shape (at least 1 dimension), got %s and %s", op,
             nt_shape_str(x0->shape, x0->ndim, sa, sizeof sa), nt_shape_str(r0->shape, r0->ndim, sb, sizeof sb));
   int64_t D = x0->shape[x0->ndim - 1], R = D ? x0->numel / D : nt_shape_numel(x0->shape, x0->ndim - 1);
-  nt_DType S = nt_promote(x0->dtype, r0->dtype), A = S == NT_F64 ? NT_F64 : NT_F32;
-  bool r_half = r0->dtype == NT_F16 || r0->dtype == NT_BF16;
+  nt_DType S = r0 ? nt_promote(x0->dtype, r0->dtype) : x0->dtype, A = S == NT_F64 ? NT_F64 : NT_F32;
+  bool r_half = r0 && (r0->dtype == NT_F16 || r0->dtype == NT_BF16);
+  bool y_half = ydt == NT_F16 || ydt == NT_BF16;
+  /* the pairs the kernels write directly (CUDA's instantiations; the CPU takes any) */
+  nt_DType Y = ydt < 0 || ((nt_DType)ydt != S && !(S == NT_F32 && y_half && (!r_half || r0->dtype == (nt_DType)ydt)))
+                 ? S : (nt_DType)ydt;
   /* x in S; r in S, or half next to an f32 sum (read as it is) */
-  nt_Tensor *xc = nt_to_dtype(x0, S), *rc_ = xc ? nt_to_dtype(r0, S == NT_F32 && r_half ? r0->dtype : S) : NULL;
+  nt_Tensor *xc = nt_to_dtype(x0, S), *rc_ = xc && r0 ? nt_to_dtype(r0, S == NT_F32 && r_half ? r0->dtype : S) : NULL;
   nt_Tensor *x = xc ? nt_contiguous(xc) : NULL, *r = rc_ ? nt_contiguous(rc_) : NULL;
   nt_release(xc); nt_release(rc_);
-  bool ok = x && r;
+  bool ok = x && (r || !r0);
   nt_Tensor *w = ok ? ln_param("weight", weight, D, A, &ok) : NULL, *b = ok ? ln_param("bias", bias, D, A, &ok) : NULL;
   nt_Tensor *s = NULL, *y = NULL, *st = NULL;
   int rc = -1;
   if (!ok) goto done;
   int64_t sts[2] = {R, 2};
-  s = nt_empty(x->shape, x->ndim, S, x->device);
-  y = nt_empty(x->shape, x->ndim, S, x->device);
+  s = r ? nt_empty(x->shape, x->ndim, S, x->device) : nt_retain(x);
+  y = nt_empty(x->shape, x->ndim, Y, x->device);
   st = nt_empty(sts, 2, A, x->device);
   if (!s || !y || !st) goto done;
-  nt_Tensor *outs[2] = {s, st};
+  nt_Tensor *outs[2] = {r ? s : NULL, st};
   nt_KernelArgs ka = {.op = nn_ops.add_layer_norm, .out = y, .in = {x, r, w, b}, .nin = 4, .s = {eps},
                       .iarg = {R, D}, .niarg = 2, .extra = outs};
   if (x->numel && nt_dispatch(ka.op, x->device, &ka)) goto done;
   nt_Node *nd;
-  if (!(s = nn_finish(s, "AddLayerNormSumBackward", aln_sum_backward, 2, (nt_Tensor *[]){x, r}, NULL))) goto done;
-  if (!(y = nn_finish(y, "AddLayerNormBackward", aln_backward, 3, (nt_Tensor *[]){s, w, b}, &nd))) goto done;
+  if (r && !(s = nn_finish(s, "AddLayerNormSumBackward", aln_sum_backward, 2, (nt_Tensor *[]){x, r}, NULL))) goto done;
+  if (!(y = nn_finish(y, r ? "AddLayerNormBackward" : "LayerNormBackward", aln_backward, 3, (nt_Tensor *[]){s, w, b}, &nd)))
+    goto done;
   if (nd) {
-    nd->iarg[0] = R; nd->iarg[1] = D; nd->niarg = 2;
+    nd->iarg[0] = R; nd->iarg[1] = D; nd->iarg[2] = Y; nd->niarg = 3;
     if (nt_node_save(nd, st) < 0) goto done;
   }
-  *sum_out = s; *normed_out = y;
-  s = y = NULL;
+  if (ydt >= 0 && Y != (nt_DType)ydt) {   /* a pair no kernel writes: computed in S, cast */
+    nt_Tensor *yc = nt_to_dtype(y, (nt_DType)ydt);
+    nt_release(y);
+    if (!(y = yc)) goto done;
+  }
+  if (sum_out) { *sum_out = s; s = NULL; }
+  *normed_out = y;
+  y = NULL;
   rc = 0;
 done:
   nt_release(x); nt_release(r); nt_release(w); nt_release(b); nt_release(s); nt_release(y); nt_release(st);
   return rc;
+}
+
+int nt_add_layer_norm(nt_Tensor *x0, nt_Tensor *r0, nt_Tensor *weight, nt_Tensor *bias, double eps, nt_Tensor **sum_out,
+                      nt_Tensor **normed_out) {
+  return nt_add_layer_norm_to(x0, r0, weight, bias, eps, -1, sum_out, normed_out);
+}
+int nt_add_layer_norm_to(nt_Tensor *x0, nt_Tensor *r0, nt_Tensor *weight, nt_Tensor *bias, double eps, int ydt,
+                         nt_Tensor **sum_out, nt_Tensor **normed_out) {
+  if (!r0) { *sum_out = *normed_out = NULL; NT_FAIL("add_layer_norm: r is required"); }
+  return aln_front("add_layer_norm", x0, r0, weight, bias, eps, ydt, sum_out, normed_out);
+}
+nt_Tensor *nt_layer_norm_to(nt_Tensor *x, nt_Tensor *weight, nt_Tensor *bias, double eps, int ydt) {
+  if (ydt < 0) return nt_layer_norm(x, weight, bias, eps);
+  nt_Tensor *y;
+  return aln_front("layer_norm", x, NULL, weight, bias, eps, ydt, NULL, &y) ? NULL : y;
 }
 
 /* ---- dropout ------------------------------------------------------------------- */

@@ -16,6 +16,9 @@ emulated device with the stand-in libcudnn.so.9 (tests/cuda/cudnn_standin/):
     graph as strided views with the packed strides, O and the gradients laid
     out [B, T, H, hd]; values and gradients vs torch; a declined graph (no
     engine) retried with contiguous copies;
+  * attention_qkv (the model's op): Q, K, V with the packed strides, O and dO
+    as [B, T, C], dQ/dK/dV straight into ONE packed [B, T, 3C] gradient
+    (uids, dims, strides, dtypes), and its values and gradient vs torch;
   * the plan cache (one plan per shape and direction, reused);
   * (runs under NABLA_ASAN=1 too, on the ASan build)
   * the reasons: no library, a library too old, no engine for the graph,
@@ -264,6 +267,63 @@ def packed_case(name, B, T, H, hd, dt, causal):
     out("FAIL" if errs else "PASS", f"cudnn_graph.{name}", "; ".join(errs))
 
 
+def qkv_case(name, B, T, H, hd, dt, causal):
+    """attention_qkv (the model's op): Q, K, V read from the packed [B, T, 3C] qkv, O
+    written as [B, T, C], dO read as autograd hands over the [B, T, C] gradient, and
+    dQ, dK, dV written straight into ONE packed [B, T, 3C] gradient (each with the
+    packed strides, at its third's offset); the values of that gradient vs torch"""
+    log = os.path.join(TMPDIR, f"{name}.log")
+    C = H * hd
+    cz = "true" if causal else "false"
+    code = (f"qkv = randn({B}, {T}, {3 * C}).to(\"{dt}\").cuda()\nr = randn({B}, {T}, {C}).cuda()\n"
+            f"y = attention_qkv(qkv, {H}, causal={cz})\n"
+            f"g = grad(fn(z) sum(attention_qkv(z, {H}, causal={cz}).to(\"f32\") * r))(qkv)\n"
+            "cuda.synchronize()\nsave(OUT, {qkv: qkv.to(\"f32\").cpu(), r: r.cpu(), y: y.to(\"f32\").cpu(), g: g.to(\"f32\").cpu()})\n"
+            "print(\"ok\")")
+    npz = os.path.join(TMPDIR, f"{name}.safetensors")
+    rc, so, se = run(f"OUT = \"{npz}\"\n" + code, NABLA_CUDNN_STANDIN_LOG=log, NABLA_CUDA_ATTENTION="cudnn")
+    if rc != 0 or "ok" not in so:
+        return out("FAIL", f"cudnn_graph.{name}", f"rc={rc}: {(so + se)[-600:]}")
+    gs = graphs(parse_log(log)[0])
+    packed = (T * 3 * C, hd, 3 * C, 1)
+    packed_t = (T * 3 * C, hd, 1, 3 * C)
+    btc = (T * C, hd, C, 1)
+    seen = {}
+    for ops in gs:
+        for _, roles in ops:
+            for t in roles.values():
+                if t["uid"] < 100 and t["uid"] not in (5, 6, 7, 12):
+                    seen.setdefault(t["uid"], set()).add((tuple(t["dims"]), tuple(t["strides"]), t["dtype"]))
+    want_dt = "BFLOAT16" if dt == "bf16" else "HALF"
+    qk = {((B, H, T, hd), packed, want_dt), ((B, H, hd, T), packed_t, want_dt)}
+    exp = {1: {((B, H, T, hd), packed, want_dt)}, 2: qk, 3: qk, 4: {((B, H, T, hd), btc, want_dt)},
+           8: {((B, H, T, hd), btc, want_dt)},
+           9: {((B, H, T, hd), packed, want_dt)}, 10: {((B, H, T, hd), packed, want_dt)},
+           11: {((B, H, T, hd), packed, want_dt)}}
+    errs = [f"uid {u}: {sorted(seen.get(u, []))}, expected {sorted(e)}" for u, e in exp.items() if seen.get(u) != e]
+    if errs:
+        return out("FAIL", f"cudnn_graph.{name}", "; ".join(errs))
+    # the values the interpreted graph computed, against torch in f64 on the values held
+    import numpy as np
+    import torch
+    sys.path.insert(0, os.path.join(ROOT, "tests", "numerics"))
+    from harness import st_read
+    t, _ = st_read(npz)
+    X = torch.tensor(np.asarray(t["qkv"])).double().requires_grad_()
+    R = torch.tensor(np.asarray(t["r"])).double()
+    q, k, v = X.split(C, dim=-1)
+    h = lambda z: z.reshape(B, T, H, hd).permute(0, 2, 1, 3)  # noqa: E731
+    s_ = h(q) @ h(k).transpose(-1, -2) / hd ** 0.5
+    if causal:
+        s_ = s_.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))
+    Y = (torch.softmax(s_, -1) @ h(v)).permute(0, 2, 1, 3).reshape(B, T, C)
+    (Y * R).sum().backward()
+    tol = 3e-2 if dt == "bf16" else 5e-3
+    bad = [n for n, got, want in (("y", t["y"], Y.detach()), ("dqkv", t["g"], X.grad))
+           if not np.allclose(np.asarray(got, dtype=np.float64), want.numpy(), rtol=tol, atol=tol)]
+    out("FAIL" if bad else "PASS", f"cudnn_graph.{name}", f"values differ from torch: {bad}" if bad else "")
+
+
 def values():
     """outputs and gradients through the interpreted graph vs torch (forced cudnn: no fallback)"""
     os.environ.update(env(NABLA_CUDA_ATTENTION="cudnn", NUMERICS_DEVICE="cuda"))
@@ -380,6 +440,8 @@ if __name__ == "__main__":
     graph_case("fwd_bwd_bf16_d64", 1, 1, 3, 6, 64, "bf16", False)
     packed_case("packed_bf16_causal", 2, 5, 3, 8, "bf16", True)
     packed_case("packed_f16", 1, 7, 2, 16, "f16", False)
+    qkv_case("qkv_bf16_causal", 2, 5, 3, 8, "bf16", True)
+    qkv_case("qkv_f16", 1, 7, 2, 16, "f16", False)
     plan_cache()
     values()
     sys.exit(1 if emuutil.n_fail else 0)
