@@ -187,7 +187,7 @@ void  nt_cuda_timer_destroy(void *t);
 int nt_cuda_comm_all_gather_async(nt_CudaComm *c, const void *send, void *recv, size_t sendbytes, void *ev);
 
 /* ---- ABI between the loader and the module (not for users) -------------------- */
-#define NT_DEVICE_ABI_VERSION 10  /* 4: streams, events, pinned memory, async all_gather; 5: epoch_close, epoch_failed; 6: stats; 7: the profiler's timer_*; 8: CUDA graphs (graph_*); 9: graph_poke, graph_set_rng (device-side scalars of compiled steps); 10: complex dtypes (NT_NDTYPES 10) */
+#define NT_DEVICE_ABI_VERSION 11  /* 4: streams, events, pinned memory, async all_gather; 5: epoch_close, epoch_failed; 6: stats; 7: the profiler's timer_*; 8: CUDA graphs (graph_*); 9: graph_poke, graph_set_rng (device-side scalars of compiled steps); 10: complex dtypes (NT_NDTYPES 10); 11: add_layer_norm_backward writes the bf16 branch gradient (4 outputs), plain layer norm without a residual input */
 struct nt_KernelArgs;
 struct nt_Allocator;
 typedef struct nt_HostApi {
