@@ -13,7 +13,7 @@ copy of the working tree, no build tree, meson and ninja absent) and
                        the device count (cudart loads; there is no driver here)
   kit_gpu_listed_unusable
                        with a stand-in nvidia-smi that lists an H100: exit
-                       non-zero within 120 s, a FAIL line saying a GPU was
+                       non-zero (a hang past 480 s fails), a FAIL line saying a GPU was
                        listed but CUDA cannot be used (with the reason), the
                        log in $OUT, the summary as the last lines
   kit_no_gpu_skips     without nvidia-smi: one SKIP line and exit 0, log in $OUT
