@@ -63,16 +63,18 @@ GN_CLONES static void gn_stats_double(const double *restrict x, int64_t D, doubl
   *var = D ? s2 / (double)D : 0.0;
 }
 
-/* y = x * sc[k] + sh[k] over channel k's S values (sc = rstd w, sh = b - mean
-** sc, formed in f64 and rounded once to T, as torch's kernel) */
+/* y = ((x - mh) - ml) * sc[k] + b[k], sc = rstd w (f64, rounded once to T):
+** mh + ml is the mean split in two T's, so x - mh is exact near the mean and
+** y keeps T's relative precision even when |mean| >> std (x * sc + (b - mean
+** sc), torch's form, loses the digits of mean/std there). */
 #define GN_AFFINE_T(T)                                                                        \
   GN_CLONES static void gn_affine_##T(const T *restrict x, T *restrict y, int64_t K, int64_t S, \
                                       const T *w, const T *b, double m, double rs) {          \
+    T mh = (T)m, ml = (T)(m - (double)mh);                                                    \
     for (int64_t k = 0; k < K; k++) {                                                         \
-      double scd = rs * (w ? (double)w[k] : 1.0);                                             \
-      T sc = (T)scd, sh = (T)((b ? (double)b[k] : 0.0) - m * scd);                            \
+      T sc = (T)(rs * (w ? (double)w[k] : 1.0)), sh = b ? b[k] : (T)0;                        \
       _Pragma("omp simd")                                                                     \
-      for (int64_t s = 0; s < S; s++) y[k * S + s] = x[k * S + s] * sc + sh;                  \
+      for (int64_t s = 0; s < S; s++) y[k * S + s] = ((x[k * S + s] - mh) - ml) * sc + sh;    \
     }                                                                                         \
   }
 GN_AFFINE_T(float)
@@ -93,17 +95,17 @@ GN_AFFINE_T(double)
 GN_BSUMS_T(float)
 GN_BSUMS_T(double)
 
-/* dx = rs (g w - m1 - xhat m2) = g * (rs w[k]) + x * c2 + c3 with
-** c2 = -rs^2 m2 and c3 = rs (m rs m2 - m1): coefficients in f64, rounded once
-** to T (torch's form). */
+/* dx = rs (g w - m1 - xhat m2) = g * c1[k] + (x - mean) * c2 + c3 with
+** c1 = rs w, c2 = -rs^2 m2, c3 = -rs m1 (f64, rounded once to T); x - mean
+** split as in gn_affine. */
 #define GN_DX_T(T)                                                                            \
   GN_CLONES static void gn_dx_##T(const T *restrict g, const T *restrict x, T *restrict dx, int64_t K, \
                                   int64_t S, const T *w, double m, double rs, double m1, double m2) { \
-    T c2 = (T)(-rs * rs * m2), c3 = (T)(rs * (m * rs * m2 - m1));                             \
+    T mh = (T)m, ml = (T)(m - (double)mh), c2 = (T)(-rs * rs * m2), c3 = (T)(-rs * m1);      \
     for (int64_t k = 0; k < K; k++) {                                                         \
       T c1 = (T)(rs * (w ? (double)w[k] : 1.0));                                              \
       _Pragma("omp simd")                                                                     \
-      for (int64_t s = 0; s < S; s++) dx[k * S + s] = g[k * S + s] * c1 + x[k * S + s] * c2 + c3; \
+      for (int64_t s = 0; s < S; s++) dx[k * S + s] = g[k * S + s] * c1 + ((x[k * S + s] - mh) - ml) * c2 + c3; \
     }                                                                                         \
   }
 GN_DX_T(float)
