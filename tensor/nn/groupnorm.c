@@ -6,7 +6,8 @@
 ** x is viewed as [N, C, S] (S = the product of the spatial axes), contiguous,
 ** with G groups of K = C/G channels.  Group (n, g) is the row r = n*G + g: its
 ** D = K*S values are contiguous, x[r*D + j], channel c = g*K + j/S.
-**   mean_r = sum/D, var_r = sum((x - mean_r)^2)/D (two passes in f64),
+**   mean_r = sum/D, var_r = sum((x - mean_r)^2)/D (f64 sums: f32 in one pass
+**   shifted by x[r*D], f64 in two; see gn_stats_*),
 **   rstd_r = 1/sqrt(var_r + eps),  y = (x - mean_r) * rstd_r * w[c] + b[c]
 ** backward (dxhat = g * w[c], sums over the row in f64; one pass for the sums of
 ** dx, dw and db together, one writing dx):
