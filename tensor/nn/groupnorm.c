@@ -6,7 +6,8 @@
 ** x is viewed as [N, C, S] (S = the product of the spatial axes), contiguous,
 ** with G groups of K = C/G channels.  Group (n, g) is the row r = n*G + g: its
 ** D = K*S values are contiguous, x[r*D + j], channel c = g*K + j/S.
-**   mean_r = sum/D, var_r = sum((x - mean_r)^2)/D (two passes in f64),
+**   mean_r = sum/D, var_r = sum((x - mean_r)^2)/D (f64 sums: f32 in one pass
+**   shifted by x[r*D], f64 in two; see gn_stats_*),
 **   rstd_r = 1/sqrt(var_r + eps),  y = (x - mean_r) * rstd_r * w[c] + b[c]
 ** backward (dxhat = g * w[c], sums over the row in f64; one pass for the sums of
 ** dx, dw and db together, one writing dx):
@@ -28,31 +29,104 @@
 
 static int op_gn = -1, op_gn_bwd = -1;
 
+/* Per-row pieces, compiled for AVX-512/AVX2/baseline and picked at load time
+** (the default build targets baseline x86-64, where the f64 accumulators run
+** two lanes wide); the OpenMP loops over rows stay outside them.  A row is
+** always summed by one thread in one order, so results do not depend on the
+** thread count (they may differ in the last bits between vector ISAs). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define GN_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define GN_CLONES
+#endif
+
+/* Statistics of one row of D values.  f32: one pass, shifted by the row's
+** first value (x - x0 is exact in f64 for f32 x, and the cancellation in
+** E[(x-x0)^2] - E[x-x0]^2 grows with (mean-x0)^2/var, O(1) for real data,
+** instead of mean^2/var): f64 sums, well under f32's resolution.  f64: two
+** passes (mean, then centred squares), as its precision needs. */
+GN_CLONES static void gn_stats_float(const float *restrict x, int64_t D, double *mean, double *var) {
+  double x0 = D ? x[0] : 0.0, s1 = 0, s2 = 0;
+#pragma omp simd reduction(+:s1, s2)
+  for (int64_t j = 0; j < D; j++) { double d = (double)x[j] - x0; s1 += d; s2 += d * d; }
+  double m1 = D ? s1 / (double)D : 0.0, v = D ? s2 / (double)D - m1 * m1 : 0.0;
+  *mean = x0 + m1;
+  *var = v > 0 ? v : 0.0;
+}
+GN_CLONES static void gn_stats_double(const double *restrict x, int64_t D, double *mean, double *var) {
+  double s1 = 0, s2 = 0;
+#pragma omp simd reduction(+:s1)
+  for (int64_t j = 0; j < D; j++) s1 += x[j];
+  double m = D ? s1 / (double)D : 0.0;
+#pragma omp simd reduction(+:s2)
+  for (int64_t j = 0; j < D; j++) { double d = x[j] - m; s2 += d * d; }
+  *mean = m;
+  *var = D ? s2 / (double)D : 0.0;
+}
+
+/* y = ((x - mh) - ml) * sc[k] + b[k], sc = rstd w (f64, rounded once to T):
+** mh + ml is the mean split in two T's, so x - mh is exact near the mean and
+** y keeps T's relative precision even when |mean| >> std (x * sc + (b - mean
+** sc), torch's form, loses the digits of mean/std there). */
+#define GN_AFFINE_T(T)                                                                        \
+  GN_CLONES static void gn_affine_##T(const T *restrict x, T *restrict y, int64_t K, int64_t S, \
+                                      const T *w, const T *b, double m, double rs) {          \
+    T mh = (T)m, ml = (T)(m - (double)mh);                                                    \
+    for (int64_t k = 0; k < K; k++) {                                                         \
+      T sc = (T)(rs * (w ? (double)w[k] : 1.0)), sh = b ? b[k] : (T)0;                        \
+      _Pragma("omp simd")                                                                     \
+      for (int64_t s = 0; s < S; s++) y[k * S + s] = ((x[k * S + s] - mh) - ml) * sc + sh;    \
+    }                                                                                         \
+  }
+GN_AFFINE_T(float)
+GN_AFFINE_T(double)
+
+/* Backward sums of one row, per channel k: A[k] = sum_s g, B[k] = sum_s g xhat
+** (f64); x - m is formed in f64. */
+#define GN_BSUMS_T(T)                                                                         \
+  GN_CLONES static void gn_bsums_##T(const T *restrict g, const T *restrict x, int64_t K, int64_t S, \
+                                     double m, double rs, double *A, double *B) {             \
+    for (int64_t k = 0; k < K; k++) {                                                         \
+      double sa = 0, sb = 0;                                                                  \
+      _Pragma("omp simd reduction(+:sa, sb)")                                                 \
+      for (int64_t s = 0; s < S; s++) { double gv = g[k * S + s]; sa += gv; sb += gv * ((double)x[k * S + s] - m); } \
+      A[k] = sa; B[k] = sb * rs;                                                              \
+    }                                                                                         \
+  }
+GN_BSUMS_T(float)
+GN_BSUMS_T(double)
+
+/* dx = rs (g w - m1 - xhat m2) = g * c1[k] + (x - mean) * c2 + c3 with
+** c1 = rs w, c2 = -rs^2 m2, c3 = -rs m1 (f64, rounded once to T); x - mean
+** split as in gn_affine. */
+#define GN_DX_T(T)                                                                            \
+  GN_CLONES static void gn_dx_##T(const T *restrict g, const T *restrict x, T *restrict dx, int64_t K, \
+                                  int64_t S, const T *w, double m, double rs, double m1, double m2) { \
+    T mh = (T)m, ml = (T)(m - (double)mh), c2 = (T)(-rs * rs * m2), c3 = (T)(-rs * m1);      \
+    for (int64_t k = 0; k < K; k++) {                                                         \
+      T c1 = (T)(rs * (w ? (double)w[k] : 1.0));                                              \
+      _Pragma("omp simd")                                                                     \
+      for (int64_t s = 0; s < S; s++) dx[k * S + s] = g[k * S + s] * c1 + ((x[k * S + s] - mh) - ml) * c2 + c3; \
+    }                                                                                         \
+  }
+GN_DX_T(float)
+GN_DX_T(double)
+
 #define GN_T(T)                                                                              \
   static void gn_fwd_##T(const T *x, const T *w, const T *b, T *y, T *st, int64_t N, int64_t C, \
                          int64_t S, int64_t G, double eps) {                                 \
     int64_t K = C / G, D = K * S;                                                            \
     _Pragma("omp parallel for if (N * C * S > NT_OMP_THRESHOLD)")                             \
     for (int64_t r = 0; r < N * G; r++) {                                                    \
-      const T *xr = x + r * D;                                                               \
-      T *yr = y + r * D;                                                                     \
-      double s1 = 0, s2 = 0;                                                                 \
-      _Pragma("omp simd reduction(+:s1)")                                                    \
-      for (int64_t j = 0; j < D; j++) s1 += xr[j];                                           \
-      double m = D ? s1 / (double)D : 0.0;                                                   \
-      _Pragma("omp simd reduction(+:s2)")                                                    \
-      for (int64_t j = 0; j < D; j++) { double d = xr[j] - m; s2 += d * d; }                 \
-      double v = D ? s2 / (double)D : 0.0, rs = 1.0 / sqrt(v + eps);                         \
+      double m, v;                                                                           \
+      gn_stats_##T(x + r * D, D, &m, &v);                                                    \
+      double rs = 1.0 / sqrt(v + eps);                                                       \
       st[3 * r] = (T)m; st[3 * r + 1] = (T)rs; st[3 * r + 2] = (T)v;                         \
       int64_t c0 = (r % G) * K;                                                              \
-      for (int64_t k = 0; k < K; k++) {                                                      \
-        double sc = rs * (w ? (double)w[c0 + k] : 1.0), sh = (b ? (double)b[c0 + k] : 0.0) - m * sc; \
-        _Pragma("omp simd")                                                                  \
-        for (int64_t s = 0; s < S; s++) yr[k * S + s] = (T)(xr[k * S + s] * sc + sh);       \
-      }                                                                                      \
+      gn_affine_##T(x + r * D, y + r * D, K, S, w ? w + c0 : NULL, b ? b + c0 : NULL, m, rs); \
     }                                                                                        \
   }                                                                                          \
-  /* one pass over (g, x) per (n, c) gives both the row sums dx needs and the  \
+  /* one pass over (g, x) per row gives both the row sums dx needs and the      \
   ** partials of dw/db: A[n, c] = sum_s g, B[n, c] = sum_s g xhat (f64); then     \
   ** a1 = sum_k w A, a2 = sum_k w B per row, a second pass writes dx, and        \
   ** dw[c] = sum_n B, db[c] = sum_n A in n order (no dependence on threads).     \
@@ -63,28 +137,14 @@ static int op_gn = -1, op_gn_bwd = -1;
     double *A = ab, *B = ab + N * C;                                                         \
     _Pragma("omp parallel for if (N * C * S > NT_OMP_THRESHOLD)")                             \
     for (int64_t r = 0; r < N * G; r++) {                                                    \
-      const T *xr = x + r * D, *gr = g + r * D;                                              \
       double m = st[3 * r], rs = st[3 * r + 1], a1 = 0, a2 = 0;                              \
       int64_t c0 = (r % G) * K, n = r / G;                                                   \
-      for (int64_t k = 0; k < K; k++) {                                                      \
-        double sa = 0, sb = 0;                                                               \
-        _Pragma("omp simd reduction(+:sa, sb)")                                              \
-        for (int64_t s = 0; s < S; s++) { double gv = gr[k * S + s]; sa += gv; sb += gv * (xr[k * S + s] - m); } \
-        sb *= rs;                                                                            \
-        A[n * C + c0 + k] = sa; B[n * C + c0 + k] = sb;                                      \
-        double wc = w ? (double)w[c0 + k] : 1.0;                                             \
-        a1 += wc * sa; a2 += wc * sb;                                                        \
-      }                                                                                      \
-      if (!dx) continue;                                                                     \
-      double m1 = a1 / (double)D, m2 = a2 / (double)D;                                       \
+      gn_bsums_##T(g + r * D, x + r * D, K, S, m, rs, A + n * C + c0, B + n * C + c0);       \
       for (int64_t k = 0; k < K; k++) {                                                      \
         double wc = w ? (double)w[c0 + k] : 1.0;                                             \
-        _Pragma("omp simd")                                                                  \
-        for (int64_t s = 0; s < S; s++) {                                                    \
-          double h = (xr[k * S + s] - m) * rs;                                               \
-          dx[r * D + k * S + s] = (T)(rs * (gr[k * S + s] * wc - m1 - h * m2));             \
-        }                                                                                    \
+        a1 += wc * A[n * C + c0 + k]; a2 += wc * B[n * C + c0 + k];                          \
       }                                                                                      \
+      if (dx) gn_dx_##T(g + r * D, x + r * D, dx + r * D, K, S, w ? w + c0 : NULL, m, rs, a1 / (double)D, a2 / (double)D); \
     }                                                                                        \
     for (int64_t c = 0; (dw || db) && c < C; c++) {                                          \
       double aw = 0, ab_ = 0;                                                                \
