@@ -143,7 +143,8 @@ static void run_load_csv(const uint8_t *file, size_t len, char delim, int header
     "d = load_csv(P, %s)\n"
     "e = load_csv(P, %s, codes=true)\n"
     "assert(d.data.shape[1] == len(d.numeric), \"data has one column per numeric column\")\n"
-    "for k in d.text {\n"
+    /* keys(): a column named "__next" makes the record an iterator (see the report) */
+    "for k in keys(d.text) {\n"
     "  l = d.text[k]; c = e.text[k]; cats = e.categories[k]\n"
     "  assert(len(l) == d.data.shape[0] and c.shape[0] == len(l), \"text column length\")\n"
     "  for i in 0..len(l) {\n"

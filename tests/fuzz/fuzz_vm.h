@@ -61,11 +61,13 @@ static int fuzz_memfd_set(int fd, const void *data, size_t len) {
 ** problem, an IOError, a MemoryError, the step limit) is fine, any other
 ** (an AssertionError from an invariant the program checks, a KeyError or
 ** TypeError from a result of the wrong shape, a syntax error in the program
-** the target built) is a finding: printed, then abort(). */
+** the target built) is a finding: printed, then abort().  FUZZ_VM_VERBOSE=1
+** prints every error (to see how far the seeds get). */
 static void fuzz_vm_run_checked(nb_VM *vm, const char *src) {
   if (nb_run(vm, src, strlen(src), "fuzz", 0) == 0) return;
   const nb_ErrorInfo *e = nb_last_error(vm);
   if (!e) return;
+  if (getenv("FUZZ_VM_VERBOSE")) fprintf(stderr, "fuzz: %s\n", e->report ? e->report : e->name);   /* why an input stopped */
   static const char *const allowed[] = { "ValueError", "IOError", "MemoryError", "StepLimit", "Interrupted" };
   for (size_t i = 0; i < sizeof allowed / sizeof allowed[0]; i++)
     if (e->name && !strcmp(e->name, allowed[i])) return;
