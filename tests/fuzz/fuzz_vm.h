@@ -12,6 +12,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,7 +38,7 @@ static nb_Sink fuzz_discard_sink = { .write = fuzz_discard_write, .display = fuz
 
 /* One VM for the process (a fresh one per input would dominate the time);
 ** the step limit ends a program the input makes loop long. */
-static nb_VM *fuzz_vm_new(uint64_t step_limit) {
+static inline nb_VM *fuzz_vm_new(uint64_t step_limit) {
   unsetenv("NABLA_ENGINE");
   unsetenv("NABLA_STEP_LIMIT");
   nb_VM *vm = nb_vm_new(&fuzz_discard_sink);
@@ -47,13 +48,13 @@ static nb_VM *fuzz_vm_new(uint64_t step_limit) {
 }
 
 /* A memfd for the input; *path gets "/proc/self/fd/N". */
-static int fuzz_memfd(const char *name, char *path, size_t pathsz) {
+static inline int fuzz_memfd(const char *name, char *path, size_t pathsz) {
   int fd = memfd_create(name, 0);
   if (fd < 0) abort();
   snprintf(path, pathsz, "/proc/self/fd/%d", fd);
   return fd;
 }
-static int fuzz_memfd_set(int fd, const void *data, size_t len) {
+static inline int fuzz_memfd_set(int fd, const void *data, size_t len) {
   return ftruncate(fd, 0) == 0 && pwrite(fd, data, len, 0) == (ssize_t)len ? 0 : -1;
 }
 
@@ -63,7 +64,7 @@ static int fuzz_memfd_set(int fd, const void *data, size_t len) {
 ** TypeError from a result of the wrong shape, a syntax error in the program
 ** the target built) is a finding: printed, then abort().  FUZZ_VM_VERBOSE=1
 ** prints every error (to see how far the seeds get). */
-static void fuzz_vm_run_checked(nb_VM *vm, const char *src) {
+static inline void fuzz_vm_run_checked(nb_VM *vm, const char *src) {
   if (nb_run(vm, src, strlen(src), "fuzz", 0) == 0) return;
   const nb_ErrorInfo *e = nb_last_error(vm);
   if (!e) return;
