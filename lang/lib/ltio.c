@@ -379,6 +379,24 @@ static int csv_col_name(const nt_csv *c, size_t j, nb_Value *out) {
   *out = c->names ? nb_strv(nbS_cstr(c->names[j])) : nb_strv(nbS_fmt("%zu", j));
   return NB_OK;
 }
+/* whether the integer dtype dt holds v exactly (v a whole number): a value
+** beyond its range is an error, never wrapped (u8 300 -> 44) or saturated
+** (i32 1e10 -> 2^31-1); bool holds 0 and 1.  The reader parses numbers as
+** doubles, so an i64 beyond 2^53 may already be rounded (2^53+1 reads as
+** 2^53): refused too, as load_json does, never silently off by one. */
+#define CSV_EXACT_INT 9007199254740992.0   /* 2^53 */
+static bool csv_int_fits(double v, nt_DType dt) {
+  switch (dt) {
+  case NT_U8: return v >= 0 && v <= 255;
+  case NT_BOOL: return v == 0 || v == 1;
+  case NT_I32: return v >= -2147483648.0 && v <= 2147483647.0;
+  default: return fabs(v) < CSV_EXACT_INT;   /* i64: 2^53 itself may be 2^53+1 rounded */
+  }
+}
+static const char *csv_int_hint(nt_DType dt) {
+  return dt == NT_BOOL ? "bool holds 0 and 1" : dt == NT_I64 ? "beyond 2^53 a number may be rounded: read it as text or f64"
+                                                             : "use a wider dtype";
+}
 static int cmp_str(const void *x, const void *y) { return strcmp(*(char *const *)x, *(char *const *)y); }
 /* the text column j: a list of strings, or codes + categories */
 static int csv_text_col(nb_VM *vm, const nt_csv *c, size_t j, bool codes, nb_Value *out, nb_Value *cats) {
@@ -487,6 +505,9 @@ static int b_load_csv(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
         if (intdt && (isnan(v) || v != floor(v)))
           st = nb_error_kind(vm, "ValueError", "load_csv: column %s row %zu is %s, which dtype %s cannot hold (use a float dtype)",
                              nb_str(name)->data, i + 1, isnan(v) ? "missing" : "not an integer", nt_dtype_name(dt));
+        else if (intdt && !csv_int_fits(v, dt))
+          st = nb_error_kind(vm, "ValueError", "load_csv: column %s row %zu is %.17g, beyond the range of dtype %s (%s)",
+                             nb_str(name)->data, i + 1, v, nt_dtype_name(dt), csv_int_hint(dt));
         num[i * nnum + q] = v;
       }
       q++;

@@ -13,36 +13,20 @@
 ** /proc/self/fd/N: the whole path a downloaded checkpoint takes.  The result
 ** is printed (walking what was built) and dropped.
 **
-** One VM serves every input; its output sink discards everything.
+** One VM serves every input; its output sink discards everything (fuzz_vm.h).
 ** Built only with -Dfuzz=true (clang); see tests/fuzz/meson.build.
 ** Run:  build-fuzz/tests/fuzz/fuzz_load -max_total_time=60 tests/fuzz/corpus_load
 ** The corpus holds the crafted file of issue 33 (a path bound as a record,
 ** then as a number: heap corruption) and random-metadata crashers.
 */
-#define _GNU_SOURCE
+#include "fuzz_vm.h"   /* first: it defines _GNU_SOURCE (memfd_create) */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
-#include "lang/nabla.h"
 #include "tensor/io/safetensors.h"
-
-static void discard_write(nb_Sink *s, int stream, const char *data, size_t len) {
-  (void)s; (void)stream;
-  volatile unsigned char sum = 0;   /* touch the bytes: a bad pointer/length shows */
-  for (size_t i = 0; i < len; i++) sum += (unsigned char)data[i];
-  (void)sum;
-}
-static void discard_display(nb_Sink *s, const nb_MimeItem *items, int nitems, const char *display_id, int update) {
-  (void)display_id; (void)update;
-  for (int i = 0; i < nitems; i++) discard_write(s, NB_STDOUT, items[i].data, items[i].len);
-}
-static void discard_clear(nb_Sink *s, int wait) { (void)s; (void)wait; }
-static char *discard_input(nb_Sink *s, const char *prompt, int password) { (void)s; (void)prompt; (void)password; return NULL; }
-static nb_Sink discard_sink = { .write = discard_write, .display = discard_display, .clear = discard_clear, .input = discard_input, .ud = NULL };
 
 static nb_VM *vm;
 static int memfd = -1;
@@ -52,12 +36,11 @@ enum { MAX_ENTRIES = 256 };
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc; (void)argv;
-  unsetenv("NABLA_ENGINE");
-  vm = nb_vm_new(&discard_sink);
-  memfd = memfd_create("fuzz_load", 0);
-  if (!vm || memfd < 0) abort();
+  char path[64];
+  vm = fuzz_vm_new(0);
+  memfd = fuzz_memfd("fuzz_load", path, sizeof path);
   /* print the record (walks every value built), then drop it */
-  snprintf(program, sizeof program, "print(load(\"/proc/self/fd/%d\"))", memfd);
+  snprintf(program, sizeof program, "print(load(\"%s\"))", path);
   return 0;
 }
 
@@ -92,7 +75,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   void *img = nt_st_serialize(arrays, na, (const char *const *)keys, (const char *const *)vals, nm, &len);
   free(text);
   if (!img) return 0;   /* an image the writer refuses (duplicate names, bad UTF-8) */
-  if (ftruncate(memfd, 0) == 0 && pwrite(memfd, img, len, 0) == (ssize_t)len)
+  if (fuzz_memfd_set(memfd, img, len) == 0)
     nb_run(vm, program, strlen(program), "fuzz", 0);
   free(img);
   return 0;

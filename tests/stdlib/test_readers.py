@@ -196,6 +196,42 @@ print(json_format(list(d.numeric, d.text, (d.data != d.data).to("i64").tolist())
     report("csv_hostile_files", not bad, bad)
 
 
+def t_csv_int_range():
+    """an integer dtype refuses a value beyond its range by column and row
+    (found by fuzz_csv: u8 300 was read as 44, -1 as 255, i32 1e10 as
+    2^31-1, bool 300 as true, i64 2^53+1 as 2^53); values at the bounds
+    load exactly (i64: below 2^53, where a double is still exact)"""
+    limits = {"u8": (0, 255), "i32": (-2**31, 2**31 - 1), "i64": (-2**53 + 1, 2**53 - 1), "bool": (0, 1)}
+    bad = ""
+    for dt, (lo, hi) in limits.items():
+        n = rng.randrange(3, 9)
+        vals = [lo, hi] + [rng.randrange(lo, hi + 1) for _ in range(n - 2)]
+        rng.shuffle(vals)
+        good = path(f"range_{dt}.csv")
+        with open(good, "w") as f:
+            f.write("v,w\n" + "".join(f"{v},{v}\n" for v in vals))
+        out = path(f"range_{dt}.npy")
+        row = rng.randrange(n)
+        over = rng.choice([lo - 1, hi + 1, hi * 2 + 7, -1e30])
+        badp = path(f"range_{dt}_bad.csv")
+        with open(badp, "w") as f:
+            f.write("v,w\n" + "".join(f"{v},{over if i == row else v}\n" for i, v in enumerate(vals)))
+        rc, so, se = run(f"""
+save_npy({nbstr(out)}, load_csv({nbstr(good)}, dtype="{dt}").data)
+load_csv({nbstr(badp)}, dtype="{dt}")
+""")
+        want = np.array([[v, v] for v in vals]).astype(np.bool_ if dt == "bool" else {"u8": np.uint8, "i32": np.int32, "i64": np.int64}[dt])
+        if not os.path.exists(out):
+            bad += f"[{dt} in range] {se[-200:]}; "
+            continue
+        got = np.load(out)
+        if got.dtype != want.dtype or not np.array_equal(got, want):
+            bad += f"[{dt}] {got.tolist()} vs {want.tolist()}; "
+        if rc == 0 or f"column w row {row + 1} is" not in se or f"beyond the range of dtype {dt}" not in se:
+            bad += f"[{dt} {over} at row {row + 1}] rc {rc}: {se[-250:]}; "
+    report("csv_int_dtype_range_refused_by_row", not bad, bad)
+
+
 # ------------------------------------------------------------------ npz
 def t_npz():
     arrays = {
@@ -351,6 +387,7 @@ def main():
         print(f"FAIL: readers{SUFFIX}: no interpreter at {NABLA}")
         sys.exit(1)
     t_csv()
+    t_csv_int_range()
     t_npz()
     t_json()
     sys.exit(1 if FAILED else 0)
