@@ -145,7 +145,10 @@ TEST(nn_conv2d) {
   for (int i = 0; i < 3; i++) nt_release(x[i]);
   /* im2col / col2im / permute over a million elements: the grid-stride loops wrap */
   x[0] = RND(NT_F32, -1, 1, 4, 8, 64, 64); x[1] = RND(NT_F32, -1, 1, 16, 8, 3, 3); x[2] = RND(NT_F32, -1, 1, 16);
-  ok = ok && nn_case("conv2d large (grid-stride)", f_conv_nobias, x, 2, 2, 1e-4);
+  /* dW sums 16,384 products (N*H*W) in f32 on both sides: the CPU's oneDNN conv
+  ** (as torch's CPU conv) is ~5e-4 from the f64 value where |dW| reaches ~130,
+  ** so the two f32 results are compared at 2e-3 (a wrong index is off by O(1)) */
+  ok = ok && nn_case("conv2d large (grid-stride)", f_conv_nobias, x, 2, 2, 2e-3);
   for (int i = 0; i < 3; i++) nt_release(x[i]);
   /* an empty batch: no output, zero weight grad */
   x[0] = RND(NT_F32, -1, 1, 0, 3, 6, 6); x[1] = RND(NT_F32, -1, 1, 2, 3, 3, 3); x[2] = RND(NT_F32, -1, 1, 2);
