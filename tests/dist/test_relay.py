@@ -13,7 +13,7 @@ Run: NABLA=build/nabla /usr/bin/python3 tests/dist/test_relay.py
 NABLA_ASAN: also run under the ASan build by tools/run-tests.sh (the relay,
 the launchers' pipes and the session are this suite's C).
 """
-import os, random, re, signal, subprocess, sys, time
+import os, random, re, signal, subprocess, sys, threading, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dutil  # noqa: E402
@@ -237,11 +237,28 @@ if dist.rank() == 2 {{
 write_text(DIR + "/done" + str(dist.rank()), "1")
 """, "relay_death.nbl")
     p = subprocess.Popen([NABLA, "run", "-n", "4", path, d], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    # both streams are read as they come, so the kill can wait until the
+    # others' lines have been relayed (a fixed pause was too short under load)
+    got = {"O": bytearray(), "E": bytearray()}
+    def pump(stream, key):
+        for chunk in iter(lambda: stream.read1(1 << 16), b""):
+            got[key] += chunk
+    pumps = [threading.Thread(target=pump, args=(p.stdout, "O"), daemon=True),
+             threading.Thread(target=pump, args=(p.stderr, "E"), daemon=True)]
+    for th in pumps:
+        th.start()
+    def relayed_all():
+        for key in ("O", "E"):
+            raw = bytes(got[key])
+            have = relayed(raw[:raw.rfind(b"\n") + 1].decode("utf-8", "replace"))   # whole lines only
+            if any(have.get(r, []) != [t for s, t in want[r] if s == key] for r in (0, 1, 3)):
+                return False
+        return True
     t = time.time()
     flags = [ready] + [os.path.join(d, f"done{r}") for r in (0, 1, 3)]
-    while not all(os.path.exists(f) for f in flags) and time.time() - t < 60:
+    while not (all(os.path.exists(f) for f in flags) and relayed_all()) and time.time() - t < 120:
         time.sleep(0.05)
-    time.sleep(0.5)   # its output is on its way
+    time.sleep(0.2)   # rank 2's piece is on its way
     victim = None
     for pid in os.listdir("/proc"):
         try:
@@ -255,7 +272,10 @@ write_text(DIR + "/done" + str(dist.rank()), "1")
             victim = int(pid)
     if victim:
         os.kill(victim, signal.SIGKILL)
-    out, err = p.communicate(timeout=120)
+    p.wait(timeout=120)
+    for th in pumps:
+        th.join(timeout=60)
+    out, err = bytes(got["O"]), bytes(got["E"])
     sanitizer_check(err.decode("utf-8", "replace"))
     want[2] = [("O", partial)]
     why = None if victim else "rank 2's worker was not found"
