@@ -31,7 +31,7 @@
 #   FUZZ_BUILD_DIR (build-fuzz), FUZZ_BUDGET (80 s for all fuzz targets
 #   together, split evenly) or FUZZ_TIME (s per target), SUITE_TIMEOUT (900 s per
 #   suite), NO_ASAN=1, NO_FUZZ=1 to leave those passes out, TEST_LANES (2
-#   where there are 2 or more CPUs: tests/dist/* and the fuzzers run in a
+#   where there are 2 or more CPUs: tests/{dist,kernel,repl}/* and the fuzzers run in a
 #   second lane beside the rest; 1 runs everything in order).
 set -u
 
@@ -139,9 +139,11 @@ shopt -s nullglob
 scripts=(tests/*/run_*.sh tests/*/test_*.py)
 shopt -u nullglob
 
-# The suites of the second lane (see "Lanes" above): the distributed ones,
-# which spend most of their time waiting on other processes, sockets and ssh.
-in_second_lane() { case "$1" in tests/dist/*) return 0 ;; esac; return 1; }
+# The suites of the second lane (see "Lanes" below): the distributed ones and
+# the front ends' (kernel, REPL), which spend most of their time waiting on
+# other processes, sockets and ssh.  (In a loaded full run lane 1 had 2112 s
+# of suites and lane 2 1179 s with tests/dist alone; tests/kernel was 237.)
+in_second_lane() { case "$1" in tests/dist/*|tests/kernel/*|tests/repl/*) return 0 ;; esac; return 1; }
 
 script_suites() {  # LANE (1|2): the scripts of that lane, release then ASan
   local lane=$1 sc runner
@@ -219,7 +221,7 @@ fuzz_suites() {
 
 # ---- lanes -----------------------------------------------------------------
 # Lane 1 runs the C tests and the scripts; lane 2 (in the background, when
-# TEST_LANES >= 2) runs the distributed scripts and then the fuzzers, whose
+# TEST_LANES >= 2) runs the distributed, kernel and REPL scripts and then the fuzzers, whose
 # time is mostly spent waiting (other processes, sockets, ssh) or fixed
 # (libFuzzer's -max_total_time).  Lane 2's report is printed after lane 1's.
 run_second_lane() {
