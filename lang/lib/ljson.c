@@ -33,7 +33,6 @@
 
 #define MAX_JSON_BYTES ((size_t)1 << 30)
 #define MAX_JSON_DEPTH 512
-#define EXACT_INT 9007199254740992.0   /* 2^53 */
 
 /* a place in the value for messages: "$", "$.key", "$[3]" (truncated when long) */
 typedef struct Path { char s[256]; size_t n; } Path;
@@ -62,7 +61,8 @@ static int to_value(nb_VM *vm, const char *fname, const char *label, json_t *j, 
   case JSON_REAL: *out = nb_flt(json_real_value(j)); return NB_OK;
   case JSON_INTEGER: {
     json_int_t v = json_integer_value(j);
-    if ((double)v >= EXACT_INT || (double)v <= -EXACT_INT)
+    /* compared as integers: 2^53 itself is exact, 2^53 + 1 would round to it */
+    if (v > (json_int_t)1 << 53 || v < -((json_int_t)1 << 53))
       return nb_error_kind(vm, "ValueError", "%s: %s: the integer %lld at %s is beyond 2^53, which a number cannot hold exactly (write it as a string)",
                            fname, label, (long long)v, path->s);
     *out = nb_int((double)v);

@@ -352,6 +352,15 @@ print(json_format(list(1, 2.0, nil), indent=nil))
     ok = rc == 0 and json.loads(lines[0]) == json.loads('{"a": 1, "b": 2, "a": 3}') and json.loads(lines[1]) == "x" and json.loads(lines[2]) == [1, 2.0, None]
     report("json_duplicate_keys_scalars_like_python", ok, f"{so[-300:]} {se[-300:]}")
 
+    # the integers at the bound read exactly (2^53 itself is exact; 2^53 + 1 is refused below)
+    k = rng.randrange(1, 2**20)
+    ints = [2**53, -2**53, 2**53 - k, -(2**53 - k)]
+    p = path("bound.json")
+    open(p, "w").write(json.dumps(ints))
+    rc, so, se = run(f"x = load_json({nbstr(p)})\nfor v in x {{ print(int(v)) }}")
+    got = [int(l) for l in so.split()] if rc == 0 else None
+    report("json_integers_at_2_53_exact", got == ints, f"rc {rc} got {got} want {ints} {se[-300:]}")
+
     hostile = [
         ("deep_100k", b"[" * 100000 + b"]" * 100000, "maximum parsing depth"),
         ("deep_600", b"[" * 600 + b"]" * 600, "nested more than 512 levels"),
