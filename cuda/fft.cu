@@ -25,6 +25,7 @@
 // since in[0] may be the caller's own tensor.  Scaling (norm) is a separate
 // elementwise pass, skipped when s == 1.
 #include "common.cuh"
+#include "vendor_load.cuh"
 #include <cufft.h>
 #include <dlfcn.h>
 #include <memory>
@@ -69,13 +70,8 @@ void load_cufft(void) {
 #undef BIND
 #else
   const char *cands[] = { "libcufft.so.12", "libcufft.so.11", "/usr/local/cuda/lib64/libcufft.so.12" };
-  void *h = nullptr;
-  char first[400] = "";
-  for (const char *c : cands) {
-    dlerror();
-    if ((h = dlopen(c, RTLD_NOW | RTLD_LOCAL))) break;
-    if (!first[0]) { const char *e = dlerror(); snprintf(first, sizeof first, "%s", e ? e : c); }
-  }
+  char first[400];
+  void *h = dlopen_first(cands, sizeof cands / sizeof *cands, first, sizeof first);
   if (!h) { snprintf(reason, sizeof reason, "cuFFT is not available: %s", first); return; }
   const char *missing = nullptr;
 #define BIND(field, name) if (!(*(void **)&fft_api.field = dlsym(h, #name))) missing = #name;

@@ -18,6 +18,7 @@
 // Jacobi solvers only: a later step).  Workspace from the caching allocator,
 // sized once per call by the *_bufferSize query.
 #include "common.cuh"
+#include "vendor_load.cuh"
 #include <cusolverDn.h>
 #include <dlfcn.h>
 #include <pthread.h>
@@ -79,13 +80,8 @@ void load_solver(void) {
 #undef BIND
 #else
   const char *cands[] = { "libcusolver.so.12", "libcusolver.so.11", "/usr/local/cuda/lib64/libcusolver.so.12" };
-  void *h = nullptr;
-  char first[400] = "";
-  for (const char *c : cands) {
-    dlerror();
-    if ((h = dlopen(c, RTLD_NOW | RTLD_LOCAL))) break;
-    if (!first[0]) { const char *e = dlerror(); snprintf(first, sizeof first, "%s", e ? e : c); }
-  }
+  char first[400];
+  void *h = dlopen_first(cands, sizeof cands / sizeof *cands, first, sizeof first);
   if (!h) { snprintf(reason, sizeof reason, "cuSOLVER is not available: %s", first); return; }
   const char *missing = nullptr;
   if (!(*(void **)&sv_create = dlsym(h, "cusolverDnCreate"))) missing = "cusolverDnCreate";
