@@ -37,7 +37,7 @@ os.environ["NABLA_CUDA_ATTENTION"] = "gemm"
 sys.path.insert(0, os.path.join(emuutil.ROOT, "tests", "numerics"))
 import harness  # noqa: E402
 from harness import Batch, finish, rng, torch, np  # noqa: E402
-from test_emu_attention_qkv import TDT, TOL, ref_qkv, sdpa_ref, rnd  # noqa: E402
+from test_emu_attention_qkv import TOL, ref_qkv, rnd, sdpa_view_cases  # noqa: E402
 
 
 def cases(chunk_bytes):
@@ -63,20 +63,7 @@ def cases(chunk_bytes):
         b.case(f"value_{tag}", f"attention_qkv({xe}, {H}, causal={cz})", y, **TOL[dt])
         b.case(f"grad_{tag}", f"fn f(x) = sum(attention_qkv(x, {H}, causal={cz}) * {re_})\ngrad(f)({xe})", g, **TOL[dt])
     # sdpa on heads permuted out of [B, T, H, hd] (Bo = B, Bi = H)
-    for tag, dt, causal in [("f32", "f32", True), ("bf16", "bf16", False)]:
-        B, T, H, hd = 2, 19, 3, 5
-        q, k, v, r = rnd(B, T, H, hd), rnd(B, T, H, hd), rnd(B, T, H, hd), rnd(B, H, T, hd)
-        qe, ke, ve = (f"permute({b.inp(a)}.to(\"{dt}\"), [0, 2, 1, 3])" for a in (q, k, v))
-        re_ = f"{b.inp(r)}.to(\"{dt}\")"
-        Q, K, V = (torch.tensor(a).to(TDT[dt]).double().permute(0, 2, 1, 3).requires_grad_() for a in (q, k, v))
-        Y = sdpa_ref(Q, K, V, causal)
-        (Y * torch.tensor(r).to(TDT[dt]).double()).sum().backward()
-        cz = "true" if causal else "false"
-        b.case(f"sdpa_views_value_{tag}", f"scaled_dot_product_attention({qe}, {ke}, {ve}, causal={cz})", Y.to(TDT[dt]), **TOL[dt])
-        b.case(f"sdpa_views_grad_{tag}",
-               f"fn f(q, k, v) = sum(scaled_dot_product_attention(q, k, v, causal={cz}) * {re_})\n"
-               f"grad(f, argnums=list(0, 1, 2))({qe}, {ke}, {ve})",
-               [Q.grad.to(TDT[dt]), K.grad.to(TDT[dt]), V.grad.to(TDT[dt])], **TOL[dt])
+    sdpa_view_cases(b, 2, 19, 3, 5)
     # empty T: declined, retried with contiguous copies: an empty result
     b.case("empty_T", "attention_qkv(zeros(2, 0, 12), 2)", torch.zeros(2, 0, 4))
     b.run()

@@ -73,6 +73,24 @@ def ref_qkv(qkv, heads, causal, dt, r):
     return y.to(TDT[dt]), X.grad.to(TDT[dt])
 
 
+def sdpa_view_cases(b, B, T, H, hd):
+    """scaled_dot_product_attention on head views permuted out of [B, T, H, hd]
+    (f32 causal, bf16 not): values and the three gradients against f64 torch"""
+    for tag, dt, causal in [("f32", "f32", True), ("bf16", "bf16", False)]:
+        q, k, v, r = rnd(B, T, H, hd), rnd(B, T, H, hd), rnd(B, T, H, hd), rnd(B, H, T, hd)
+        qe, ke, ve = (f"permute({b.inp(a)}.to(\"{dt}\"), [0, 2, 1, 3])" for a in (q, k, v))
+        re_ = f"{b.inp(r)}.to(\"{dt}\")"
+        Q, K, V = (torch.tensor(a).to(TDT[dt]).double().permute(0, 2, 1, 3).requires_grad_() for a in (q, k, v))
+        Y = sdpa_ref(Q, K, V, causal)
+        (Y * torch.tensor(r).to(TDT[dt]).double()).sum().backward()
+        cz = "true" if causal else "false"
+        b.case(f"sdpa_views_value_{tag}", f"scaled_dot_product_attention({qe}, {ke}, {ve}, causal={cz})", Y.to(TDT[dt]), **TOL[dt])
+        b.case(f"sdpa_views_grad_{tag}",
+               f"fn f(q, k, v) = sum(scaled_dot_product_attention(q, k, v, causal={cz}) * {re_})\n"
+               f"grad(f, argnums=list(0, 1, 2))({qe}, {ke}, {ve})",
+               [Q.grad.to(TDT[dt]), K.grad.to(TDT[dt]), V.grad.to(TDT[dt])], **TOL[dt])
+
+
 def qkv_cases(dev, label, env=None):
     saved = {k: os.environ.get(k) for k in (env or {})}
     os.environ.update(env or {})
@@ -106,20 +124,7 @@ def qkv_cases(dev, label, env=None):
     b.case("autocast_grad", f'fn f(x) = autocast("bf16") {{ sum(attention_qkv(x, 2) * {re_}.to("bf16")) }}\ngrad(f)({xe})',
            g.float(), **TOL["bf16"])
     # scaled_dot_product_attention on head views (permuted out of [B, T, H, hd]): in place
-    for tag, dt, causal in [("f32", "f32", True), ("bf16", "bf16", False)]:
-        B, T, H, hd = 2, 35, 3, 8
-        q, k, v, r = rnd(B, T, H, hd), rnd(B, T, H, hd), rnd(B, T, H, hd), rnd(B, H, T, hd)
-        qe, ke, ve = (f"permute({b.inp(a)}.to(\"{dt}\"), [0, 2, 1, 3])" for a in (q, k, v))
-        re_ = f"{b.inp(r)}.to(\"{dt}\")"
-        Q, K, V = (torch.tensor(a).to(TDT[dt]).double().permute(0, 2, 1, 3).requires_grad_() for a in (q, k, v))
-        Y = sdpa_ref(Q, K, V, causal)
-        (Y * torch.tensor(r).to(TDT[dt]).double()).sum().backward()
-        cz = "true" if causal else "false"
-        b.case(f"sdpa_views_value_{tag}", f"scaled_dot_product_attention({qe}, {ke}, {ve}, causal={cz})", Y.to(TDT[dt]), **TOL[dt])
-        b.case(f"sdpa_views_grad_{tag}",
-               f"fn f(q, k, v) = sum(scaled_dot_product_attention(q, k, v, causal={cz}) * {re_})\n"
-               f"grad(f, argnums=list(0, 1, 2))({qe}, {ke}, {ve})",
-               [Q.grad.to(TDT[dt]), K.grad.to(TDT[dt]), V.grad.to(TDT[dt])], **TOL[dt])
+    sdpa_view_cases(b, 2, 35, 3, 8)
     # errors
     b.error("not_3d", "attention_qkv(zeros(4, 12), 2)", ["attention_qkv", "[B, T, 3C]", "[4, 12]"])
     b.error("bad_last_dim", "attention_qkv(zeros(2, 3, 14), 2)", ["attention_qkv", "3 * heads * head_dim", "[2, 3, 14]"])
