@@ -44,7 +44,9 @@ import emuutil  # noqa: E402
 
 TIMEOUT = 1200 if emuutil.ASAN else 400
 
-GPT = r"""
+# a GPT of two blocks on the device, as the compiled steps here (and in
+# test_emu_scaler) train it
+GPT_MODEL = r"""
 import nn
 import optim
 seed(int(getenv("SEED", "0")))
@@ -60,6 +62,9 @@ model = {
   blocks: map(list(0..2), fn(i) nn.transformer_block(C, H)),
   lnf: nn.layer_norm(C),
 }
+"""
+
+GPT = GPT_MODEL + r"""
 mode = getenv("MODE", "grads")
 pdrop = if mode == "train" { 0.2 } else { 0 }
 fn forward(m, idx, targets) {

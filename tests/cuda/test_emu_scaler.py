@@ -31,6 +31,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from emuutil import ASAN, ENV, NABLA, out, run  # noqa: E402
+from test_emu_compile import GPT_MODEL  # noqa: E402
 
 TIMEOUT = 900 if ASAN else 300
 
@@ -278,22 +279,7 @@ def restore():
 
 
 # ---------------------------------------------------------------- compile
-GPT = r"""
-import nn
-import optim
-seed(int(getenv("SEED", "0")))
-set_default_device("cuda")
-C = 32
-H = 2
-T = 8
-B = 2
-V = 64
-model = {
-  wte: nn.embedding(V, C),
-  wpe: nn.embedding(T, C),
-  blocks: map(list(0..2), fn(i) nn.transformer_block(C, H)),
-  lnf: nn.layer_norm(C),
-}
+GPT = GPT_MODEL + r"""
 fn forward(m, idx, targets) {
   x = m.wte(idx) + m.wpe(arange(T))
   for blk in m.blocks { x = blk(x) }
