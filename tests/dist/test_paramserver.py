@@ -166,6 +166,17 @@ def numpy_grad(w, b, k):
     return 2 * xb.T @ r / len(r), 2 * r.mean(axis=0)
 
 
+def replay_rounds(rounds):
+    """NumPy's SGD over backup-worker rounds: each round averages the gradients
+    of its two applied ranks, rank q of round v reading batch (3v + q) % NB"""
+    w, b = W0.copy(), np.zeros(1)
+    for v, ranks in enumerate(rounds):
+        gs = [numpy_grad(w, b, (v * 3 + q) % NB) for q in ranks]
+        w = w - LR * (gs[0][0] + gs[1][0]) / 2
+        b = b - LR * (gs[0][1] + gs[1][1]) / 2
+    return w, b
+
+
 @test
 def test_backup_workers(name):
     # backup=1 of 3: every round applies the average of the first 2 gradients
@@ -212,11 +223,7 @@ dist.stop()
                             and st["pushed"] == st["applied"] + st["dropped"] + st["unused"] and st["lost"] == 0):
         why = f"stats {st}"
     if why is None:
-        w, b = W0.copy(), np.zeros(1)
-        for v, ranks in enumerate(rounds):
-            gs = [numpy_grad(w, b, (v * 3 + q) % NB) for q in ranks]
-            w = w - LR * (gs[0][0] + gs[1][0]) / 2
-            b = b - LR * (gs[0][1] + gs[1][1]) / 2
+        w, b = replay_rounds(rounds)
         if not (np.allclose(r["w"], w, rtol=1e-10, atol=1e-12) and np.allclose(r["b"], b, rtol=1e-10, atol=1e-12)):
             why = f"parameters {r['w']} differ from NumPy's {w.tolist()} over the applied rounds {rounds}"
     report(name, why is None, f"{why}; out={out[-600:]!r} err={err[-800:]!r}")
@@ -268,11 +275,7 @@ dist.stop()
     if why is None and any(sorted(x) != [0, 1] for x in rounds):
         why = f"rounds {rounds}: rank 2 never gave a gradient, every round needs ranks 0 and 1"
     if why is None:
-        w, b = W0.copy(), np.zeros(1)
-        for v, ranks in enumerate(rounds):
-            gs = [numpy_grad(w, b, (v * 3 + q) % NB) for q in ranks]
-            w = w - LR * (gs[0][0] + gs[1][0]) / 2
-            b = b - LR * (gs[0][1] + gs[1][1]) / 2
+        w, b = replay_rounds(rounds)
         if not (np.allclose(r["w"], w, rtol=1e-10, atol=1e-12) and np.allclose(r["b"], b, rtol=1e-10, atol=1e-12)):
             why = f"parameters {r['w']} differ from NumPy's {w.tolist()}"
     report(name, why is None, f"{why}; out={out[-400:]!r}")
