@@ -308,6 +308,15 @@ print("WORLD", n)
 """
 
 
+def problem(prefix):
+    """a fresh regression problem (X [24, 5], Y [24, 3], W [5, 3] f32) and the
+    .npy files TRAIN reads it from, named after prefix"""
+    X = rng.standard_normal((24, 5)).astype(np.float32)
+    Y = rng.standard_normal((24, 3)).astype(np.float32)
+    W = (rng.standard_normal((5, 3)) * 0.1).astype(np.float32)
+    return X, Y, W, [npy(f"{prefix}X.npy", X), npy(f"{prefix}Y.npy", Y), npy(f"{prefix}W.npy", W)]
+
+
 def reference(X, Y, W, steps, lr=0.1):
     W = W.astype(np.float64)
     for _ in range(steps):
@@ -335,10 +344,7 @@ def final_params(out, world):
 @needs_hosts
 def test_grow(name):
     ensure_up()
-    X = rng.standard_normal((24, 5)).astype(np.float32)
-    Y = rng.standard_normal((24, 3)).astype(np.float32)
-    W = (rng.standard_normal((5, 3)) * 0.1).astype(np.float32)
-    files = [npy("gX.npy", X), npy("gY.npy", Y), npy("gW.npy", W)]
+    X, Y, W, files = problem("g")
     ck, side = os.path.join(TMP, "grow.safetensors"), os.path.join(TMP, "side")
     path = script(TRAIN, "el_grow.nbl")
     common = ["--launcher", "ssh", "--hosts", HOSTS, *C.ssh_args(), "--connect-timeout", "3", "--heartbeat", "4"]
@@ -386,10 +392,7 @@ def test_rdzv_join(name):
     # is refused before anything is sent, with the key it is admitted; the
     # group regroups at the step-9 checkpoint with 6 workers, c's included
     ensure_up()
-    X = rng.standard_normal((24, 5)).astype(np.float32)
-    Y = rng.standard_normal((24, 3)).astype(np.float32)
-    W = (rng.standard_normal((5, 3)) * 0.1).astype(np.float32)
-    files = [npy("jX.npy", X), npy("jY.npy", Y), npy("jW.npy", W)]
+    X, Y, W, files = problem("j")
     ck, side, key, wrong = (os.path.join(TMP, f) for f in ("join.safetensors", "jside", "job.key", "wrong.key"))
     for f in (ck, key):
         if os.path.exists(f):
@@ -442,10 +445,7 @@ def test_slurm_node_loss(name):
     # does inside an allocation of those 3 nodes (--ntasks, --nodes, --exclude);
     # its scontrol says a node's state from its host's first process
     ensure_up()
-    X = rng.standard_normal((24, 5)).astype(np.float32)
-    Y = rng.standard_normal((24, 3)).astype(np.float32)
-    W = (rng.standard_normal((5, 3)) * 0.1).astype(np.float32)
-    files = [npy("sX.npy", X), npy("sY.npy", Y), npy("sW.npy", W)]
+    X, Y, W, files = problem("s")
     ck, log, side = os.path.join(TMP, "slurm.safetensors"), os.path.join(TMP, "srun.log"), os.path.join(TMP, "sside")
     pidfile = os.path.join(TMP, "slurm-pids")
     for f in (ck, log):
