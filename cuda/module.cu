@@ -365,6 +365,7 @@ void register_solver(void); // solver.cu: linalg's factorizations (cuSOLVER)
 void register_fft(void);    // fft.cu: torch.fft's transforms (cuFFT)
 void register_index(void);  // index.cu: nonzero, histc, isin
 void register_distributions(void); // distributions.cu: reparameterisation gradients
+void register_scan(void);   // scan.cu: cumprod, logcumsumexp, cummax/cummin (one launch each)
 }  // namespace ncu
 
 using namespace ncu;
@@ -433,6 +434,7 @@ static int init_module(nt_DeviceApi *api, char *reason, size_t n) {
   register_fft();
   register_index();
   register_distributions();
+  register_scan();
   api->device_count = api_device_count;
   api->synchronize = api_synchronize;
   api->memory = api_memory;

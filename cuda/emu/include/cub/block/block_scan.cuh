@@ -1,6 +1,6 @@
 // cub/block/block_scan.cuh for the emulated device (cuda/emu/UNEMULATED.md):
 // a reference version of the CUB contract the module uses (InclusiveSum /
-// ExclusiveSum, with or without the block aggregate; TempStorage reusable after
+// ExclusiveSum, with or without the block aggregate, InclusiveScan with an op; TempStorage reusable after
 // a __syncthreads), in plain CUDA so the race detector checks its use.
 // Thread 0 forms the prefix sums in order (O(n), two barriers): emulated
 // threads are cheap to run but expensive to switch.
@@ -16,6 +16,21 @@ class BlockScan {
   __device__ void InclusiveSum(T in, T &out) { T a; scan(in, out, a, true); }
   __device__ void ExclusiveSum(T in, T &out, T &aggregate) { scan(in, out, aggregate, false); }
   __device__ void ExclusiveSum(T in, T &out) { T a; scan(in, out, a, false); }
+  // any associative op (op(earlier, later), not necessarily commutative): cuda/scan.cu
+  template <typename Op> __device__ void InclusiveScan(T in, T &out, Op op, T &aggregate) {
+    const int t = (int)(threadIdx.x + BLOCK_DIM_X * (threadIdx.y + BLOCK_DIM_Y * threadIdx.z));
+    s_.in[t] = in;
+    __syncthreads();
+    if (t == 0) {
+      T acc = s_.in[0];
+      s_.incl[0] = acc;
+      for (int i = 1; i < kThreads; i++) { acc = op(acc, s_.in[i]); s_.incl[i] = acc; }
+      s_.total = acc;
+    }
+    __syncthreads();
+    out = s_.incl[t];
+    aggregate = s_.total;
+  }
  private:
   __device__ void scan(T in, T &out, T &aggregate, bool inclusive) {
     const int t = (int)(threadIdx.x + BLOCK_DIM_X * (threadIdx.y + BLOCK_DIM_Y * threadIdx.z));
