@@ -13,12 +13,23 @@
 // emulated module binds the stand-in over kissfft that cuda/emu/cufft.cpp
 // links into it instead.
 //
-// Plans: one cuFFT plan per (type, n, batch), made with cufftMakePlanMany64
-// (rank 1, the advanced layout of dense rows: stride 1, distance L), cached
+// Plans: one cuFFT plan per (type, n, batch, input stride, input distance),
+// made with cufftMakePlanMany64 (rank 1, the advanced layout: element j of
+// row b at b * idist + j * istride; the output is always dense rows), cached
 // (kPlanCache entries, least recently used replaced) because a plan holds
 // twiddles and a kernel choice as costly as the transform.  Auto allocation
 // is off: the work area comes from the caching allocator per call (the
 // plan's size), so cuFFT holds no memory of its own between calls.
+// Strided input (iarg[1] = istride, iarg[2] = idist, finternal.h): the front
+// end hands a view whose rows cuFFT can address (an FFT over a leading or
+// strided axis) instead of copying it; C2R always gets dense rows.
+//
+// Graphs (compile, graph.cu): making a plan allocates and runs setup work
+// that a stream capture forbids, so a cache miss while capturing ends the
+// capture at a gate (the step runs eagerly, compile says why); the next
+// capture finds the plan warm.  A plan a captured graph used is kept for the
+// module's life (its twiddles are baked into the graph's kernels): never
+// evicted, so a replay never runs freed memory.
 //
 // cuFFT's C2R may overwrite its input (documented for multi-dimensional
 // transforms, allowed in general): the input is copied into scratch first,
@@ -26,6 +37,7 @@
 // elementwise pass, skipped when s == 1.
 #include "common.cuh"
 #include "vendor_load.cuh"
+#include "cuda/graph.h"
 #include <cufft.h>
 #include <dlfcn.h>
 #include <memory>
@@ -97,38 +109,47 @@ int cufft_fail(const char *op, const char *what, cufftResult st) {
 // ---- the plan cache ---------------------------------------------------------------------
 struct Plan {
   cufftType type;
-  long long n, batch;
+  long long n, batch, istride, idist;
   cufftHandle h;
   size_t work;
   uint64_t used;                       // the cache's clock at the last use (LRU)
-  bool live;
+  bool live, pinned;                   // pinned: a captured graph runs it (see above)
 };
 constexpr int kPlanCache = 16;
 Plan plans[kPlanCache];
 uint64_t plan_clock;
 std::mutex plan_mu;                    // the cache, and a plan from its work-area setting to its exec
 
-// The plan of (type, n, batch), made on a miss; plan_mu held.  cuFFT's
-// layout for a batch of dense rows: element j of row b at b * dist + j.
-Plan *plan_for(const char *op, cufftType type, long long n, long long batch) {
-  Plan *lru = &plans[0];
+// The plan of (type, n, batch, istride, idist), made on a miss; plan_mu held.
+Plan *plan_for(const char *op, cufftType type, long long n, long long batch, long long istride, long long idist) {
+  Plan *lru = nullptr;
   for (Plan &p : plans) {
-    if (p.live && p.type == type && p.n == n && p.batch == batch) { p.used = ++plan_clock; return &p; }
-    if (!p.live || (lru->live && p.used < lru->used)) lru = &p;
+    if (p.live && p.type == type && p.n == n && p.batch == batch && p.istride == istride && p.idist == idist) {
+      p.used = ++plan_clock;
+      return &p;
+    }
+    if (p.pinned) continue;
+    if (!lru || (lru->live && (!p.live || p.used < lru->used))) lru = &p;   // a free slot first, else the oldest
   }
+  if (!lru) {
+    host->error_set("%s: all %d cuFFT plans are held by compiled steps' graphs; free some compiled steps first", op, kPlanCache);
+    return nullptr;
+  }
+  if (capture_gate("a cuFFT plan made inside the step (a transform size the step had not run before capture): "
+                   "plan creation cannot be captured")) return nullptr;
   if (lru->live) { fft_api.destroy(lru->h); lru->live = false; }
   cufftHandle h;
   cufftResult st = fft_api.create(&h);
   if (st != CUFFT_SUCCESS) { cufft_fail(op, "cufftCreate", st); return nullptr; }
   bool r2c = type == CUFFT_R2C || type == CUFFT_D2Z, c2r = type == CUFFT_C2R || type == CUFFT_Z2D;
   long long len = n, half = n / 2 + 1;
-  long long idist = c2r ? half : len, odist = r2c ? half : len;
+  long long ilen = c2r ? half : len, olen = r2c ? half : len, odist = olen;
   size_t work = 0;
   st = fft_api.set_auto_allocation(h, 0);
-  if (st == CUFFT_SUCCESS) st = fft_api.make_plan_many64(h, 1, &len, &idist, 1, idist, &odist, 1, odist, type, batch, &work);
+  if (st == CUFFT_SUCCESS) st = fft_api.make_plan_many64(h, 1, &len, &ilen, istride, idist, &olen, 1, odist, type, batch, &work);
   if (st == CUFFT_SUCCESS) st = fft_api.set_stream(h, stream);
   if (st != CUFFT_SUCCESS) { fft_api.destroy(h); cufft_fail(op, "plan creation (cufftMakePlanMany64)", st); return nullptr; }
-  *lru = Plan{ type, n, batch, h, work, ++plan_clock, true };
+  *lru = Plan{ type, n, batch, istride, idist, h, work, ++plan_clock, true, false };
   return lru;
 }
 
@@ -165,10 +186,15 @@ template <typename T> int run(Kind kind, const nt_KernelArgs *a) {
     CU(cudaMemcpyAsync(copy->p, base(in), inbytes, cudaMemcpyDeviceToDevice, stream));
   }
   void *src = copy ? copy->p : (void *)base(in), *dst = base(out);
+  // the input's layout: dense rows, or the strided rows the front end described
+  bool strided = a->niarg >= 3 && kind != K_C2R;
+  long long ilen = kind == K_C2R ? n / 2 + 1 : n;
+  long long istride = strided ? a->iarg[1] : 1, idist = strided ? a->iarg[2] : ilen;
   {
     std::lock_guard<std::mutex> lk(plan_mu);
-    Plan *p = plan_for(op, type, n, B);
+    Plan *p = plan_for(op, type, n, B, istride, idist);
     if (!p) return -1;
+    if (capture_active) p->pinned = true;
     Scratch work(p->work);
     if (!work.p) return -1;
     FFTCALL(fft_api.set_work_area(p->h, work.p), "cufftSetWorkArea");

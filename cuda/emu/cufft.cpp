@@ -13,18 +13,30 @@
 // real cuFFT may overwrite it, so a caller that reads it again fails its
 // tests here.  Transforms are unnormalized, forward exp(-2 pi i jk / n).
 // The emulated device runs work in order at the call, so the transform runs
-// here, in place of a kernel.  Every precision computes in double
+// here, in place of a kernel; while the plan's stream captures a graph it is
+// recorded instead and run by each replay (as cuBLAS's GEMMs, cublas.cpp).
+// Making a plan while the compute stream captures fails (CUFFT_SETUP_FAILED):
+// real cuFFT allocates and runs setup work then, which a capture forbids, so
+// a caller that does not keep plan creation out of captures is caught here.  Every precision computes in double
 // (kissfft's double build) and rounds once: the stand-in checks the call
 // sequence, not cuFFT's single-precision rounding.
 #include <cufft.h>
+#include <cuda_runtime_api.h>
+#include <functional>
 #include <math.h>
 #include <mutex>
 #include <stdlib.h>
 #include <string.h>
+#include <string>
 #include <vector>
 
 namespace emu {
 bool device_range_ok(const void *p, size_t n, const char *what);
+// api.cpp: while the stream captures a graph, fn is recorded for the replays (true)
+bool capture_host_work(cudaStream_t st, std::function<void()> fn);
+cudaStream_t the_stream(void);
+void set_fault(cudaError_t e, const std::string &text);
+void report(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 }
 
 // kissfft for double, every external name prefixed so it cannot meet the
@@ -54,7 +66,10 @@ struct PlanRec {
   cufftType type = CUFFT_C2C;
   size_t work_size = 0;
   void *work = nullptr;
+  cudaStream_t stream = nullptr;       // cufftSetStream's
+  uint64_t gen = 0;                    // which plan this handle holds (a replay checks it is still the same)
 };
+uint64_t plan_gen;
 std::mutex mu;
 std::vector<PlanRec> recs;             // handle h is recs[h]; a destroyed one is reset
 std::vector<int> free_handles;
@@ -95,17 +110,31 @@ template <typename T> cufftResult exec(cufftHandle h, const void *in, void *out,
   if (ob && !emu::device_range_ok(out, ob, buf)) return CUFFT_SUCCESS;
   if (!p->auto_alloc && p->work_size && !emu::device_range_ok(p->work, p->work_size, "cufftExec: the work area")) return CUFFT_SUCCESS;
   bool inverse = rout || dir == CUFFT_INVERSE;
+  PlanRec q = *p;                      // the plan as it is now: a replay runs this call again
+  auto run = [q, h, in, out, inverse, rin, rout, ilen, olen, ies, oes](bool replay) {
+  if (replay) {   // (a call made now holds mu already)
+    // a graph replaying a plan that was destroyed (or remade) since its
+    // capture would run freed twiddles on a GPU: a fault here
+    std::lock_guard<std::mutex> lk(mu);
+    PlanRec *now = rec(h);
+    if (!now || now->gen != q.gen) {
+      emu::report("cufftExec: a captured transform replayed after its plan (handle %d) was destroyed", (int)h);
+      emu::set_fault(cudaErrorIllegalAddress, "cufftExec: a captured transform replayed after its plan was destroyed");
+      return;
+    }
+  }
+  long long n = q.n, m = n / 2 + 1;
   kiss_fft_cfg cfg = kiss_fft_alloc((int)n, inverse ? 1 : 0, nullptr, nullptr);
-  if (!cfg) return CUFFT_ALLOC_FAILED;
+  if (!cfg) abort();                   // out of host memory in the emulator itself
   std::vector<kiss_fft_cpx> t((size_t)n), f((size_t)n);
   const char *ip = (const char *)in;
   char *op = (char *)out;
-  for (long long b = 0; b < p->batch; b++) {
+  for (long long b = 0; b < q.batch; b++) {
     // gather row b as a full complex row (a real input: zero imaginary; a
     // Hermitian half: its mirror X[n - k] = conj(X[k]), the imaginary parts
     // of X[0] and X[n/2] ignored as cuFFT ignores them)
     for (long long j = 0; j < ilen; j++) {
-      const char *e = ip + ((size_t)b * (size_t)p->idist + (size_t)j * (size_t)p->istride) * ies;
+      const char *e = ip + ((size_t)b * (size_t)q.idist + (size_t)j * (size_t)q.istride) * ies;
       if (rin) { t[(size_t)j].r = ((const T *)e)[0]; t[(size_t)j].i = 0; }
       else { t[(size_t)j].r = ((const T *)e)[0]; t[(size_t)j].i = ((const T *)e)[1]; }
     }
@@ -116,19 +145,21 @@ template <typename T> cufftResult exec(cufftHandle h, const void *in, void *out,
     }
     kiss_fft(cfg, t.data(), f.data());
     for (long long k = 0; k < olen; k++) {
-      char *e = op + ((size_t)b * (size_t)p->odist + (size_t)k * (size_t)p->ostride) * oes;
+      char *e = op + ((size_t)b * (size_t)q.odist + (size_t)k * (size_t)q.ostride) * oes;
       ((T *)e)[0] = (T)f[(size_t)k].r;
       if (!rout) ((T *)e)[1] = (T)f[(size_t)k].i;
     }
   }
   free(cfg);
   if (rout) {   // real cuFFT may overwrite a C2R input: make relying on it fail loudly
-    for (long long b = 0; b < p->batch; b++)
+    for (long long b = 0; b < q.batch; b++)
       for (long long j = 0; j < ilen; j++) {
-        char *e = (char *)in + ((size_t)b * (size_t)p->idist + (size_t)j * (size_t)p->istride) * ies;
+        char *e = (char *)in + ((size_t)b * (size_t)q.idist + (size_t)j * (size_t)q.istride) * ies;
         ((T *)e)[0] = ((T *)e)[1] = (T)NAN;
       }
   }
+  };
+  if (!emu::capture_host_work(q.stream ? q.stream : emu::the_stream(), [run]() { run(true); })) run(false);
   return CUFFT_SUCCESS;
 }
 
@@ -169,6 +200,9 @@ cufftResult cufftMakePlanMany64(cufftHandle h, int rank, long long *n, long long
   std::lock_guard<std::mutex> lk(mu);
   PlanRec *p = rec(h);
   if (!p) return CUFFT_INVALID_PLAN;
+  cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(emu::the_stream(), &cap) == cudaSuccess && cap != cudaStreamCaptureStatusNone)
+    return CUFFT_SETUP_FAILED;                 // see the top of this file
   if (rank != 1) return CUFFT_NOT_SUPPORTED;   // the stand-in serves what fft.cu uses: one axis
   if (!n || n[0] < 1 || n[0] > INT32_MAX || batch < 1) return CUFFT_INVALID_SIZE;
   if (type != CUFFT_C2C && type != CUFFT_Z2Z && type != CUFFT_R2C && type != CUFFT_D2Z && type != CUFFT_C2R && type != CUFFT_Z2D)
@@ -183,6 +217,7 @@ cufftResult cufftMakePlanMany64(cufftHandle h, int rank, long long *n, long long
     return CUFFT_INVALID_VALUE;
   }
   p->made = true;
+  p->gen = ++plan_gen;
   p->n = n[0]; p->batch = batch; p->type = type;
   p->istride = istride; p->idist = idist; p->ostride = ostride; p->odist = odist;
   // a work area as real cuFFT would ask for one: a row's worth per 8 rows (so a
@@ -201,10 +236,12 @@ cufftResult cufftSetWorkArea(cufftHandle h, void *workArea) {
   return CUFFT_SUCCESS;
 }
 
-cufftResult cufftSetStream(cufftHandle h, cudaStream_t) {
+cufftResult cufftSetStream(cufftHandle h, cudaStream_t st) {
   std::lock_guard<std::mutex> lk(mu);
   PlanRec *p = rec(h);
-  return p ? CUFFT_SUCCESS : CUFFT_INVALID_PLAN;   // work runs in order at the call
+  if (!p) return CUFFT_INVALID_PLAN;
+  p->stream = st;                              // work runs in order at the call, or is captured on it
+  return CUFFT_SUCCESS;
 }
 
 cufftResult cufftExecC2C(cufftHandle h, cufftComplex *i, cufftComplex *o, int dir) { return exec<float>(h, i, o, dir, CUFFT_C2C, "cufftExecC2C"); }

@@ -3,8 +3,11 @@
 ** axis, each with its torch backward) and the torch.fft functions built on
 ** them (fft.h).
 **
-** A primitive moves its axis last, makes the rows contiguous, runs the
-** kernel of finternal.h and moves the axis back.  The n-dimensional
+** A primitive moves its axis last (the others keep their order), makes the
+** rows contiguous, runs the kernel of finternal.h and moves the axis back.
+** On a device, c2c and r2c skip the copy when one batch stride and one
+** element stride address the rows (row_layout: cuFFT's advanced layout,
+** cuda/fft.cu); the CPU's kernels and c2r take dense rows.  The n-dimensional
 ** transforms are the one-axis ones in sequence (rfftn: r2c on the last axis,
 ** then c2c on the others; irfftn: c2c, then c2r last), each with its own
 ** axis's normalization, which multiplies to the total.
@@ -50,9 +53,31 @@ void fft_init(void) {
   pthread_once(&once, register_all);
 }
 
-/* runs kernel op on a contiguous [B, L] input into a fresh [B, L'] output on
-** in's device; a device without the kernel goes through the host */
-static nt_Tensor *exec(int op, nt_Tensor *in, const int64_t *oshape, int ond, nt_DType odt, int64_t iarg0, double s) {
+/* A view t [..., L] (the axis last) whose rows a device kernel can address
+** without a copy: element j of row b at b * idist + j * istride, b running
+** over the leading dims in row-major order.  True when those dims collapse
+** into one stride (size-1 dims ignored) and both strides are positive. */
+static bool row_layout(const nt_Tensor *t, int64_t *istride, int64_t *idist) {
+  int last = t->ndim - 1;
+  *istride = t->shape[last] > 1 ? t->strides[last] : 1;
+  *idist = 1;
+  if (*istride < 1) return false;
+  int64_t expect = 0;
+  bool first = true;
+  for (int d = last - 1; d >= 0; d--) {
+    if (t->shape[d] == 1) continue;
+    if (first) { *idist = t->strides[d]; first = false; if (*idist < 1) return false; }
+    else if (t->strides[d] != expect) return false;
+    expect = t->strides[d] * t->shape[d];
+  }
+  return true;
+}
+
+/* runs kernel op on a [B, L] input (contiguous rows, or strided ones a device
+** kernel reads as described: layout, iarg[1..2]) into a fresh [B, L']
+** output on in's device; a device without the kernel goes through the host */
+static nt_Tensor *exec(int op, nt_Tensor *in, const int64_t *oshape, int ond, nt_DType odt, int64_t iarg0, double s,
+                       const int64_t *layout) {
   nt_Device dev = in->device;
   bool host = dev != NT_CPU && !nt_kernel_table[op][dev];
   nt_Tensor *hin = host ? nt_to_device(in, NT_CPU) : nt_retain(in);
@@ -62,6 +87,7 @@ static nt_Tensor *exec(int op, nt_Tensor *in, const int64_t *oshape, int ond, nt
     nt_KernelArgs a;
     memset(&a, 0, sizeof a);
     a.op = op; a.out = out; a.in[0] = hin; a.nin = 1; a.iarg[0] = iarg0; a.niarg = 1; a.s[0] = s;
+    if (layout && !host) { a.iarg[1] = layout[0]; a.iarg[2] = layout[1]; a.niarg = 3; }
     if (nt_dispatch(op, host ? NT_CPU : dev, &a)) { nt_release(out); out = NULL; }
   }
   nt_release(hin);
@@ -114,13 +140,26 @@ static nt_Tensor *prim(int kind, nt_Tensor *x, int dim, int64_t n, double s, boo
   nt_DType odt = kind == P_C2C ? x->dtype : kind == P_R2C ? nt_complex_dtype_of(x->dtype) : nt_complex_part_dtype(x->dtype);
   bool prev = nt_set_grad_enabled(false);
   int last = x->ndim - 1;
-  nt_Tensor *t = nt_transpose(x, dim, last), *c = t ? nt_contiguous(t) : NULL, *o = NULL, *r = NULL;
+  /* the axis moved last, the others kept in order (so that leading dims stay
+  ** one batch stride where they were: fft over dim 0 of [A, B, L]) */
+  int to_last[NT_MAXDIM], back[NT_MAXDIM];
+  for (int d = 0, k = 0; d < x->ndim; d++) if (d != dim) to_last[k++] = d;
+  to_last[last] = dim;
+  for (int d = 0; d < x->ndim; d++) back[to_last[d]] = d;
+  nt_Tensor *t = nt_permute(x, to_last, x->ndim), *c = NULL, *o = NULL, *r = NULL;
+  /* a device kernel reads strided rows of c2c/r2c input in place (cuFFT's
+  ** advanced layout); the CPU's, and c2r (its input is copied anyway), get
+  ** dense rows */
+  int64_t layout[2];
+  bool strided = t && !nt_is_contiguous(t) && kind != P_C2R && t->device != NT_CPU && nt_kernel_table[op][t->device]
+                 && row_layout(t, &layout[0], &layout[1]);
+  c = t ? (strided ? nt_retain(t) : nt_contiguous(t)) : NULL;
   if (c) {
     int64_t shape[NT_MAXDIM];
     memcpy(shape, c->shape, sizeof(int64_t) * (size_t)c->ndim);
     shape[last] = kind == P_C2C ? n : kind == P_R2C ? n / 2 + 1 : n;
-    o = exec(op, c, shape, c->ndim, odt, kind == P_C2C ? forward : n, s);
-    r = o ? nt_transpose(o, dim, last) : NULL;
+    o = exec(op, c, shape, c->ndim, odt, kind == P_C2C ? forward : n, s, strided ? layout : NULL);
+    r = o ? nt_permute(o, back, o->ndim) : NULL;
   }
   nt_release(t); nt_release(c); nt_release(o);
   nt_set_grad_enabled(prev);

@@ -10,7 +10,10 @@
 **           s[0] as above (always forward)
 **  fft_c2r  out [B, n] real, in[0] [B, n/2+1] complex; iarg[0] = n; the inverse
 **           of the Hermitian extension, real part, times s[0]
-** Every buffer is fresh and contiguous; B >= 1, n >= 1 (the front end
+** Every buffer is fresh and contiguous, except that a device kernel of
+** fft_c2c / fft_r2c may get niarg = 3: in[0] is then a view whose row b,
+** element j is at b * iarg[2] + j * iarg[1] (elements, both >= 1; the rows in
+** row-major order of in[0]'s leading dims); B >= 1, n >= 1 (the front end
 ** handles empty batches), n <= INT32_MAX (kissfft's and cuFFT's lengths).
 */
 #ifndef NT_FFT_INTERNAL_H

@@ -12,7 +12,10 @@ Without NUMERICS_DEVICE the suite runs again with every input on the
 emulated CUDA device (NABLA_CUDA_EMULATE=force), when its module is built;
 there the transforms are cuda/fft.cu's over the cuFFT stand-in, and
 device_path checks that every transform kind ran on them with no byte
-crossing to the host.
+crossing to the host; device_layouts that strided rows reach cuFFT without
+a copy (its advanced layout) where one batch stride describes them;
+device_graphs that compiled steps replay transforms and that a plan made
+during a capture ends it (the step runs eagerly, with the reason).
 
 Run: NABLA=build/nabla /usr/bin/python3 tests/numerics/test_fft.py
 """
@@ -316,6 +319,104 @@ print("fftstats h2d={c.memcpy_h2d} d2h={c.memcpy_d2h} c2c={ops[0]} r2c={ops[1]} 
           f"a transform kind did not run on the device's kernel: {line}")
 
 
+def strided_values(b):
+    """transforms over leading, middle and strided axes and transposed views:
+    on a device the c2c/r2c input goes to cuFFT as strided rows (no copy when
+    one batch stride and one element stride describe it; device_layouts
+    counts the copies), values as torch's"""
+    for dt in (np.float32, np.float64):
+        tn = "f32" if dt == np.float32 else "f64"
+        x = r(17, 6, dt=dt)
+        X = b.inp(x)
+        b.case(f"strided_rfft_dim0_{tn}", f"view_as_real(fft.rfft({X}, dim=0))", vr(torch.fft.rfft(T(x), dim=0)), **tol_of(dt, 17))
+        b.case(f"strided_rfft_step_{tn}", f'view_as_real(fft.rfft({X}[:, ::2], dim=0, norm="ortho"))', vr(torch.fft.rfft(T(x)[:, ::2], dim=0, norm="ortho")), **tol_of(dt, 17))
+        b.case(f"strided_rfft_lastdim_step_{tn}", f'view_as_real(fft.rfft({X}[1:, ::2]))', vr(torch.fft.rfft(T(x)[1:, ::2])), **tol_of(dt, 3))
+        z = cz(9, 4, 7, dt=dt)
+        Z = zin(b, z)
+        for d in (0, 1, 2):
+            b.case(f"strided_fft_dim{d}_{tn}", f"view_as_real(fft.fft({Z}, dim={d}))", vr(torch.fft.fft(tz(z), dim=d)), **tol_of(dt, 9))
+        b.case(f"strided_ifft_T_{tn}", f"view_as_real(fft.ifft(transpose({Z}, 0, 2), dim=1))", vr(torch.fft.ifft(tz(z).transpose(0, 2), dim=1)), **tol_of(dt, 9))
+        b.case(f"strided_fft2_dims01_{tn}", f"view_as_real(fft.fft2({Z}, dim=[0, 1]))", vr(torch.fft.fft2(tz(z), dim=(0, 1))), **tol_of(dt, 36))
+        b.case(f"strided_rfftn_{tn}", f"view_as_real(fft.rfftn({X}, dim=[1, 0]))", vr(torch.fft.rfftn(T(x), dim=(1, 0))), **tol_of(dt, 100))
+        b.case(f"strided_fft_pad_dim0_{tn}", f"view_as_real(fft.fft({Z}, n=12, dim=0))", vr(torch.fft.fft(tz(z), n=12, dim=0)), **tol_of(dt, 12))
+    # gradients through a leading-axis transform (its backward's transforms run strided too)
+    x = r(11, 5)
+    xt = T(x.copy(), requires_grad=True)
+    W = r(6, 5, 2)
+    (torch.view_as_real(torch.fft.rfft(xt, dim=0)) * T(W)).sum().backward()
+    b.case("strided_grad_rfft_dim0", f"grad(fn(p) sum(view_as_real(fft.rfft(p, dim=0)) * {b.inp(W)}))({b.inp(x)})", xt.grad, **F64)
+
+
+def device_layouts():
+    """On CUDA: the copies a transform makes of its input (by_op "copy" and
+    d2d copies), per layout: none where cuFFT's advanced layout describes the
+    rows, one where it cannot (a middle axis: two batch strides)"""
+    code = """set_default_device("cuda")
+x = randn([16, 6])
+z = complex(randn([5, 8, 7]), randn([5, 8, 7]))
+zt = transpose(complex(randn([6, 16]), randn([6, 16])), 0, 1)
+cuda.synchronize()
+fn copies(f) {
+  cuda.reset_stats()
+  y = f()
+  c = cuda.stats()
+  cp = if has(c.by_op, "copy") { c.by_op.copy } else { 0 }
+  return "{cp + c.memcpy_d2d}/{c.launches}"
+}
+print("fftcopies", [copies(fn() fft.rfft(x, dim=0)), copies(fn() fft.rfft(x[:, ::2], dim=0)), copies(fn() fft.fft(zt, dim=1)),
+                    copies(fn() fft.fft(z, dim=0)), copies(fn() fft.fft(z, dim=1)), copies(fn() fft.fft(z))])
+"""
+    rc, so, se = run_nabla(code, timeout=600)
+    line = next((ln for ln in so.splitlines() if ln.startswith("fftcopies")), None)
+    if rc != 0 or line is None:
+        report_fail("fft.device_layouts", f"rc {rc}: {se[-400:]} {so[-200:]}")
+        return
+    got = line.split(None, 1)[1].replace(" ", "")
+    # copies/launches: dim 0, stepped dim 0, transposed: no copy, one launch (the transform); a
+    # leading dim of a 3-D: no copy; the middle dim: one copy + the transform; the last dim: dense
+    check("fft.device_layouts_copies", got == '["0/1","0/1","0/1","0/1","1/2","0/1"]', f"copies/launches per layout: {line}")
+
+
+def device_graphs():
+    """On CUDA: a compiled step with transforms (plans warmed by its eager first
+    call) is captured and each replay runs the transforms again (values as
+    eager); a plan evicted before the capture would be made inside it, which
+    a capture forbids: the capture ends there, the step runs eagerly with
+    values as eager, and compile reports the reason (other sizes than the
+    first step's: plans a graph runs are never evicted)"""
+    code = """seed(2)
+set_default_device("cuda")
+fn f(x) = view_as_real(fft.rfft(x, dim=0)) * 2 + view_as_real(fft.fft(complex(x, x), dim=1))[0]
+g = compile(f)
+same = list()
+for i in 0..5 {
+  x = randn(12, 5)
+  push(same, tolist(g(x)) == tolist(f(x)))
+}
+s = g.stats()
+print("graph1 {same} {s.captures} {s.replays} {s.eager_calls} {s.reasons}")
+h = compile(f)
+x = randn(10, 3)
+a = h(x)
+for n in 20..40 { y = fft.fft(randn(n)) }
+same = list()
+for i in 0..3 {
+  x = randn(10, 3)
+  push(same, tolist(h(x)) == tolist(f(x)))
+}
+s = h.stats()
+print("graph2 {same} {s.captures} {s.eager_calls} {s.reasons}")
+"""
+    rc, so, se = run_nabla(code, timeout=600)
+    l1 = next((ln for ln in so.splitlines() if ln.startswith("graph1 ")), None)
+    l2 = next((ln for ln in so.splitlines() if ln.startswith("graph2 ")), None)
+    if rc != 0 or l1 is None or l2 is None:
+        report_fail("fft.device_graphs", f"rc {rc}: {se[-600:]} {so[-300:]}")
+        return
+    check("fft.graph_replays_transform", l1.startswith("graph1 [true, true, true, true, true] 1 3 1"), l1)
+    check("fft.graph_plan_miss_falls_back", l2.startswith("graph2 [true, true, true] 0 ") and "cuFFT plan" in l2, l2)
+
+
 def printing():
     code = ('print(complex(tensor([1.0, 0.5]), tensor([2.0, -1.25])))\n'
             'print(complex(tensor([3.0], dtype="f64"), tensor([-4.0], dtype="f64")))\n')
@@ -331,8 +432,11 @@ def main():
     b = Batch("fft_complex"); complex_ops(b); b.run()
     b = Batch("fft_grad"); gradients(b, full=not subset); b.run()
     b = Batch("fft_err"); errors(b); b.run()
+    b = Batch("fft_strided"); strided_values(b); b.run()
     if DEVICE == "cuda":
         device_path()
+        device_layouts()
+        device_graphs()
     if DEVICE == "cpu":
         printing()
         if not subset and not emulated_rerun(__file__, "fft", "FFT_SUBSET"):
