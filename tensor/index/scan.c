@@ -35,8 +35,8 @@ static int op_scan = -1;
 
 /* ---- the CPU kernel ---------------------------------------------------------------
 ** Each task walks the axis of one outer index over a block of up to 256
-** inner columns, carrying their running values in registers/stack (the
-** inner loop is contiguous). */
+** inner columns, carrying their running values on the stack (the inner
+** loop is contiguous); one column (inner == 1) keeps it in a register. */
 enum { SC_COLS = 256 };
 
 #define SC_LSE_f nt_sc_lse_f
@@ -74,6 +74,23 @@ enum { SC_COLS = 256 };
       const S *xo = x + o * n * inner + j0;                                                        \
       S *yo = y + o * n * inner + j0;                                                              \
       int64_t *io = ix ? ix + o * n * inner + j0 : NULL;                                           \
+      if (inner == 1) {   /* one column: the running value in a register, one loop per kind */     \
+        A a0 = acc[0];                                                                             \
+        int64_t at0 = -1, d = rev ? -1 : 1, e0 = rev ? n - 1 : 0;                                  \
+        switch (kind) {                                                                            \
+        case NT_SCAN_SUM:  for (int64_t s = 0, e = e0; s < n; s++, e += d) yo[e] = ST(a0 = a0 + LD(xo[e])); break; \
+        case NT_SCAN_PROD: for (int64_t s = 0, e = e0; s < n; s++, e += d) yo[e] = ST(a0 = a0 * LD(xo[e])); break; \
+        case NT_SCAN_LSE:  for (int64_t s = 0, e = e0; s < n; s++, e += d) yo[e] = ST(a0 = SC_LSE_##SFX(a0, LD(xo[e]))); break; \
+        default:                                                                                   \
+          for (int64_t s = 0, e = e0; s < n; s++, e += d) {                                        \
+            A v = LD(xo[e]);                                                                       \
+            if (SC_TAKE_##SFX(a0, v, kind == NT_SCAN_MAX)) { a0 = v; at0 = e; }                    \
+            yo[e] = ST(a0);                                                                        \
+            io[e] = at0;                                                                           \
+          }                                                                                        \
+        }                                                                                          \
+        continue;                                                                                  \
+      }                                                                                            \
       for (int64_t s = 0; s < n; s++) {                                                            \
         int64_t i = rev ? n - 1 - s : s, r = i * inner;                                            \
         switch (kind) {                                                                            \
