@@ -1,0 +1,183 @@
+#!/usr/bin/python3
+"""test_emu_nvrtc.py — elementwise chains on CUDA fused into ONE kernel
+generated at run time (tensor/tfuse_codegen.c; compiled by cuda/fuse_rtc.cu:
+NVRTC on a GPU, the host compiler on the emulated device), checked on the
+emulated device.
+
+Every batch runs twice on the same fresh random inputs: NABLA_FUSE=1 (the
+chain is one generated kernel) and NABLA_FUSE=0 (the unfused CUDA kernels op
+by op).  Each case must give the same bits both ways (f16/bf16 round where
+the unfused ops store, NaN payloads included) and match torch (f64 on the
+rounded inputs, where the inputs are finite; NaN where torch has NaN).
+Inputs carry +-0, +-inf and NaN; operands broadcast as a row, a column and a
+0-d tensor; a transposed (strided) input; scalars on either side; a chain
+that converts its inputs (bf16 with f32) and one with a comparison inside.
+Counted: the fused run launches ONE kernel per chain (cuda.stats()), the
+unfused one at least two; a chain with the same signature (other data,
+other scalars) hits the compile cache; NABLA_FUSE_DUMP writes the source.
+Sizes are above the fusion threshold (16384 elements).
+
+Run by tools/run-tests.sh (release build; NABLA_ASAN=1: the ASan build).
+"""
+import os
+import sys
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from emuutil import ENV, NABLA, TMPDIR, no_module, out, run  # noqa: E402
+import emuutil  # noqa: E402
+
+RNG = np.random.default_rng()
+SHAPE = (160, 128)
+TORCH_DT = {"f32": torch.float32, "f64": torch.float64, "f16": torch.float16, "bf16": torch.bfloat16}
+# relative tolerance against torch in f64: per-op rounding of the chain's few ops
+TOL = {"f64": 1e-12, "f32": 4e-6, "f16": 4e-3, "bf16": 3e-2}
+
+
+def check(ok, name, why):
+    out("PASS" if ok else "FAIL", name, "" if ok else why)
+
+
+def edgy(shape, dt, scale=2.0):
+    """values of dtype dt (as f32/f64 arrays holding them exactly), with
+    +-0, +-inf and NaN sprinkled in"""
+    a = RNG.standard_normal(shape) * scale
+    flat = a.reshape(-1)
+    n = flat.size
+    if n >= 40:
+        for v in (0.0, -0.0, np.inf, -np.inf, np.nan):
+            flat[RNG.choice(n, max(1, n // 64), replace=False)] = v
+    t = torch.tensor(a).to(TORCH_DT[dt])
+    return t.to(torch.float64 if dt == "f64" else torch.float32).numpy()
+
+
+# name, nabla expression, torch expression (both over x, y, r, c, z, xt; t = torch)
+CASES = [
+    ("arith", "(x + y) * 2 - y / 3", "(x + y) * 2 - y / 3"),
+    ("scalar_first", "1.5 - x * 0.25 + 2 / (abs(y) + 1)", "1.5 - x * 0.25 + 2 / (t.abs(y) + 1)"),
+    ("floordiv_maxmin", "maximum(x // 0.75, y) + minimum(x, y * 2)", "t.maximum(t.floor(x / 0.75), y) + t.minimum(x, y * 2)"),
+    ("exp_log", "exp(x * 0.5) + log(abs(y) + 0.5) - log1p(abs(x)) + expm1(y * 0.1)",
+     "t.exp(x * 0.5) + t.log(t.abs(y) + 0.5) - t.log1p(t.abs(x)) + t.expm1(y * 0.1)"),
+    ("sqrt_rsqrt", "sqrt(abs(x)) + rsqrt(abs(y) + 1) + log2(abs(x) + 2)",
+     "t.sqrt(t.abs(x)) + t.rsqrt(t.abs(y) + 1) + t.log2(t.abs(x) + 2)"),
+    ("act", "tanh(x) + sigmoid(y) * silu(x) - relu(y)", "t.tanh(x) + t.sigmoid(y) * t.nn.functional.silu(x) - t.relu(y)"),
+    ("gelu", "gelu(x * 1.5) + gelu(y, approximate=\"tanh\") + erf(x * 0.5)",
+     "t.nn.functional.gelu(x * 1.5) + t.nn.functional.gelu(y, approximate='tanh') + t.erf(x * 0.5)"),
+    ("trig_round", "sin(x) * cos(y) + tan(x * 0.1) + floor(y) + ceil(x) + round(x * 3) + sign(y) - (-x)",
+     "t.sin(x) * t.cos(y) + t.tan(x * 0.1) + t.floor(y) + t.ceil(x) + t.round(x * 3) + t.sign(y) - (-x)"),
+    ("clamp_pow", "clamp(x, min=-1, max=0.5) * 2 + abs(y) ** 1.5", "t.clamp(x, min=-1, max=0.5) * 2 + t.abs(y) ** 1.5"),
+    ("cmp_in_chain", "(x > y) * x + (x <= 0.5) * 2.0 - (y == y) * 1.0",
+     "(x > y).to(x.dtype) * x + (x <= 0.5).to(x.dtype) * 2.0 - (y == y).to(x.dtype) * 1.0"),
+    ("cmp_out", "x * 2 >= y + 1", "x * 2 >= y + 1"),
+    ("broadcast", "x * r + c - z", "x * r + c - z"),
+    ("strided", "xt.T * 2 + y", "x * 2 + y"),
+]
+
+
+def torch_ref(expr, dt, arrs):
+    """the chain in f64 on the same (rounded) values, then in dt"""
+    env = {k: torch.tensor(v, dtype=torch.float64) for k, v in arrs.items()}
+    env["t"] = torch
+    env["xt"] = env["x"].T.contiguous()
+    with torch.no_grad():
+        r = eval(expr, env)  # noqa: S307 (our own table above)
+    return r.to(torch.bool).numpy() if r.dtype == torch.bool else r.to(TORCH_DT[dt]).to(torch.float64).numpy()
+
+
+def script(dt, paths, res, dump):
+    """the nabla program: inputs loaded and moved to CUDA; each case computed,
+    settled between two cuda.stats() reads, saved (f32/f64/bool on the host)"""
+    L = []
+    for k, p in paths.items():
+        L.append(f'{k} = load_npy("{p}").to("{dt}").cuda()')
+    L.append(f'xt = load_npy("{paths["x"]}").T.contiguous().to("{dt}").cuda()')
+    L.append("cuda.synchronize()")
+    save_dt = "f64" if dt == "f64" else "f32"
+    for i, (name, expr, _) in enumerate(CASES):
+        L.append("l0 = cuda.stats().launches")
+        L.append(f"v = settle({expr})")
+        L.append("l1 = cuda.stats().launches")
+        L.append(f'print("L{i}", l1 - l0)')
+        L.append(f'save_npy("{res}_{i}.npy", v.cpu().to(v.dtype == "bool" ? "bool" : "{save_dt}"))')
+    # the same signature as case 0 (other data, other scalars): a cache hit
+    L.append("f0 = fuse_stats()")
+    L.append("w = settle((y + x) * 3 - x / 7)")
+    L.append("f1 = fuse_stats()")
+    L.append('print("CACHE", f1.compiles - f0.compiles, f1.compile_hits - f0.compile_hits, f1.cuda_fused - f0.cuda_fused)')
+    L.append(f'save_npy("{res}_cache.npy", w.cpu().to("{save_dt}"))')
+    return "\n".join(L) + "\n"
+
+
+def run_batch(dt):
+    arrs = {"x": edgy(SHAPE, dt), "y": edgy(SHAPE, dt), "r": edgy(SHAPE[1:], dt), "c": edgy((SHAPE[0], 1), dt),
+            "z": edgy((), dt)}
+    paths = {}
+    for k, v in arrs.items():
+        paths[k] = os.path.join(TMPDIR, f"{dt}_{k}.npy")
+        np.save(paths[k], v)
+    got = {}
+    for mode in ("1", "0"):
+        res = os.path.join(TMPDIR, f"{dt}_res{mode}")
+        dump = os.path.join(TMPDIR, f"dump_{dt}")
+        os.makedirs(dump, exist_ok=True)
+        env = dict(ENV, NABLA_FUSE=mode, NABLA_FUSE_DUMP=dump)
+        rc, so, se = run([NABLA, "-e", script(dt, paths, res, dump)], 900, env=env)
+        if rc != 0:
+            check(False, f"emu.nvrtc.{dt}.run[NABLA_FUSE={mode}]", f"rc {rc}: {so[-600:]} {se[-900:]}")
+            return
+        tags = {}
+        for line in so.splitlines():
+            k, _, v = line.partition(" ")
+            tags[k] = v
+        got[mode] = (tags, res, se)
+    tags1, res1, se1 = got["1"]
+    tags0, res0, _ = got["0"]
+    if "unfused" in se1:
+        check(False, f"emu.nvrtc.{dt}.compiler", se1[-600:])
+        return
+    for i, (name, _, texpr) in enumerate(CASES):
+        full = f"emu.nvrtc.{dt}.{name}"
+        a1, a0 = np.load(f"{res1}_{i}.npy"), np.load(f"{res0}_{i}.npy")
+        bits = a1.dtype == a0.dtype and a1.shape == a0.shape and a1.tobytes() == a0.tobytes()
+        if not bits:
+            ne = np.flatnonzero(a1.view(np.uint8) != a0.view(np.uint8)) if a1.shape == a0.shape else []
+            check(False, full + ".bits", f"fused and unfused differ ({len(ne)} bytes; shapes {a1.shape} {a0.shape})")
+            continue
+        ref = torch_ref(texpr, dt, arrs)
+        finite = np.ones(SHAPE, bool)
+        for k in ("x", "y", "r", "c", "z"):
+            finite &= np.isfinite(np.broadcast_to(arrs[k], SHAPE))
+        if ref.dtype == bool:
+            ok = a1.dtype == bool and np.array_equal(a1[finite], ref[finite])
+            why = f"{np.count_nonzero(a1[finite] != ref[finite])} of {finite.sum()} differ"
+        else:
+            g, w = a1[finite].astype(np.float64), ref[finite]
+            scale = np.maximum(np.abs(w), 1.0)
+            bad = ~((np.abs(g - w) <= TOL[dt] * scale) | (np.isnan(g) & np.isnan(w)) | (g == w))
+            ok = not bad.any()
+            why = f"{bad.sum()} of {g.size} off; worst got {g[bad][:3]} want {w[bad][:3]}"
+        check(ok, full, why)
+        l1, l0 = int(tags1.get(f"L{i}", -1)), int(tags0.get(f"L{i}", -1))
+        check(l1 == 1 and l0 >= 2, full + ".launches", f"fused {l1} launches (want 1), unfused {l0} (want >= 2)")
+    c = tags1.get("CACHE", "").split()
+    check(c == ["0", "1", "1"], f"emu.nvrtc.{dt}.cache_hit", f"compiles, hits, fused chains: {c} (want 0 1 1)")
+    a1 = np.load(f"{res1}_cache.npy")
+    a0 = np.load(f"{res0}_cache.npy")
+    check(a1.tobytes() == a0.tobytes(), f"emu.nvrtc.{dt}.cache_hit.bits", "the cached kernel's result differs from unfused")
+    dumped = [f for f in os.listdir(os.path.join(TMPDIR, f"dump_{dt}")) if f.endswith(".cu")]
+    text = open(os.path.join(TMPDIR, f"dump_{dt}", dumped[0])).read() if dumped else ""
+    check(len(dumped) >= 5 and "nabla_fused" in text, f"emu.nvrtc.{dt}.dump", f"NABLA_FUSE_DUMP wrote {len(dumped)} sources")
+
+
+def main():
+    if no_module("emu_nvrtc"):
+        return 0
+    for dt in (os.environ.get("NVRTC_ONLY") or "f32 bf16 f16 f64").split():
+        run_batch(dt)
+    return 1 if emuutil.n_fail else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
