@@ -18,10 +18,13 @@
 // Compiled kernels are cached in memory by the source's hash and text; at
 // most kMaxKernels (then new chains run unfused, with that reason: a module
 // or .so is never unloaded, since a captured CUDA graph may still launch it).
-// When nothing can compile (no NVRTC, no compiler), fuse_launch answers 1 with
-// the reason once and for all, and tfuse.c runs the chains op by op.
+// The op "fused_chain" (tensor/tfuse_rtc.h: the op table's extension point,
+// no module ABI entry) carries the source and arguments.  When nothing can
+// compile (no NVRTC, no compiler) it says so with the reason, once and for
+// all, and tfuse.c runs the chains op by op.
 #include "common.cuh"
 #include "vendor_load.cuh"
+#include "tensor/tfuse_rtc.h"
 #include <chrono>
 #include <errno.h>
 #include <string.h>
@@ -245,46 +248,44 @@ int launch(void *fn, int64_t n, const void *args) {
 }
 #endif
 
-// 0 launched; 1 cannot compile here (why); -1 + error
-int api_fuse_launch(const char *src, uint64_t key, int64_t n, const void *args, size_t nbytes, char *why, size_t whyn) {
-  (void)nbytes;
+// the "fused_chain" kernel (tensor/tfuse_rtc.h): compile (or find) and launch; or the counters
+int k_fused_chain(const nt_KernelArgs *ka) {
+  nt_FuseLaunch *fl = (nt_FuseLaunch *)ka->extra;
+  if (!fl->src) {
+    std::lock_guard<std::mutex> lk(mu);
+    fl->compiles = n_compiles;
+    fl->hits = n_hits;
+    fl->seconds = compile_seconds;
+    return 0;
+  }
   if (bind_device()) return -1;
   void *fn = nullptr;
   {
     std::lock_guard<std::mutex> lk(mu);
     if (unavailable < 0) unavailable = probe(unavailable_why, sizeof unavailable_why) ? 0 : 1;
-    if (unavailable) { snprintf(why, whyn, "%s", unavailable_why); return 1; }
+    if (unavailable) { fl->cannot = 1; snprintf(fl->why, sizeof fl->why, "%s", unavailable_why); return 0; }
     for (const Kernel &k : kernels)
-      if (k.key == key && k.src == src) { fn = k.fn; n_hits++; break; }
+      if (k.key == fl->key && k.src == fl->src) { fn = k.fn; n_hits++; break; }
     if (!fn) {
       if ((int)kernels.size() >= kMaxKernels) {
-        snprintf(why, whyn, "the fused-kernel cache is full (%d chains compiled)", kMaxKernels);
-        return 1;
+        fl->cannot = 1;
+        snprintf(fl->why, sizeof fl->why, "the fused-kernel cache is full (%d chains compiled)", kMaxKernels);
+        return 0;
       }
       auto t0 = std::chrono::steady_clock::now();
-      fn = compile(src);
+      fn = compile(fl->src);
       compile_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (!fn) return -1;
       n_compiles++;
-      kernels.push_back(Kernel{ key, src, fn });
+      kernels.push_back(Kernel{ fl->key, fl->src, fn });
     }
   }
-  if (n == 0) return 0;
-  return launch(fn, n, args);
-}
-
-void api_fuse_stats(int64_t *compiles, int64_t *hits, double *seconds) {
-  std::lock_guard<std::mutex> lk(mu);
-  *compiles = n_compiles;
-  *hits = n_hits;
-  *seconds = compile_seconds;
+  if (fl->n == 0) return 0;
+  return launch(fn, fl->n, fl->args);
 }
 
 }  // namespace
 
-void fuse_rtc_fill_api(nt_DeviceApi *api) {
-  api->fuse_launch = api_fuse_launch;
-  api->fuse_stats = api_fuse_stats;
-}
+void register_fuse_rtc(void) { host->register_kernel(host->op_register("fused_chain"), NT_CUDA, k_fused_chain); }
 
 }  // namespace ncu

@@ -372,7 +372,7 @@ using namespace ncu;
 static int init_module(nt_DeviceApi *api, char *reason, size_t n);
 namespace ncu { void profile_fill_api(nt_DeviceApi *api); }   // profile.cu
 namespace ncu { void graph_fill_api(nt_DeviceApi *api); }     // graph.cu: CUDA graph capture and replay
-namespace ncu { void fuse_rtc_fill_api(nt_DeviceApi *api); }  // fuse_rtc.cu: fused chains compiled at run time
+namespace ncu { void register_fuse_rtc(void); }   // fuse_rtc.cu: fused chains compiled at run time
 
 extern "C" __attribute__((visibility("default")))
 int nabla_cuda_init(const nt_HostApi *h, nt_DeviceApi *api, char *reason, size_t n) {
@@ -434,6 +434,7 @@ static int init_module(nt_DeviceApi *api, char *reason, size_t n) {
   register_fft();
   register_index();
   register_distributions();
+  register_fuse_rtc();
   api->device_count = api_device_count;
   api->synchronize = api_synchronize;
   api->memory = api_memory;
@@ -454,6 +455,5 @@ static int init_module(nt_DeviceApi *api, char *reason, size_t n) {
   nccl_fill_api(api);   // nccl.cu: NCCL collectives (libnccl loaded lazily) and pinned staging
   profile_fill_api(api);   // profile.cu: the profiler's timing events
   graph_fill_api(api);     // graph.cu: capture the compute stream into a graph, replay it
-  fuse_rtc_fill_api(api);  // fuse_rtc.cu: fused elementwise chains compiled at run time
   return 0;
 }

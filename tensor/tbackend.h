@@ -276,15 +276,6 @@ typedef struct nt_DeviceApi {                   /* filled by the module's init *
   ** := {seed, offset delta}.  NULL in an older module */
   int (*graph_poke)(void *dst, const uint64_t *bits, int n);
   int (*graph_set_rng)(void *g, uint64_t seed, uint64_t delta);
-  /* appended: fused elementwise chains compiled at run time (cuda/fuse_rtc.cu;
-  ** the source is tensor/tfuse_codegen.c's kernel nabla_fused(n, args)).
-  ** fuse_launch compiles src (cached by key and text: NVRTC on a GPU, the
-  ** host compiler on the emulated device) and launches it over n elements
-  ** with the nbytes argument block args: 0; 1 = cannot compile here (why:
-  ** the chain runs op by op); -1 + error.  fuse_stats: kernels compiled,
-  ** cache hits, seconds spent compiling.  NULL in an older module */
-  int (*fuse_launch)(const char *src, uint64_t key, int64_t n, const void *args, size_t nbytes, char *why, size_t whyn);
-  void (*fuse_stats)(int64_t *compiles, int64_t *hits, double *seconds);
 } nt_DeviceApi;
 /* The module exports:  int nabla_cuda_init(const nt_HostApi *, nt_DeviceApi *, char *reason, size_t n);
 ** returning 0, or -1 with the reason why CUDA cannot be used. */

@@ -556,12 +556,3 @@ int nt_cuda_graph_set_rng(void *g, uint64_t seed, uint64_t delta) {
   if (!cuda_ready || !cuda_api.graph_set_rng) { nt_error_set("compile: the CUDA module cannot replay random numbers (an older module)"); return -1; }
   return cuda_api.graph_set_rng(g, seed, delta);
 }
-/* tfuse.c: fused chains compiled at run time by the module (tbackend.h fuse_launch) */
-int nt_cuda_fuse_launch_(const char *src, uint64_t key, int64_t n, const void *args, size_t nbytes, char *why, size_t whyn) {
-  if (!cuda_ready || !cuda_api.fuse_launch) { snprintf(why, whyn, "the CUDA module cannot compile fused chains (an older module)"); return 1; }
-  return cuda_api.fuse_launch(src, key, n, args, nbytes, why, whyn);
-}
-void nt_cuda_fuse_stats_(int64_t *compiles, int64_t *hits, double *seconds) {
-  *compiles = *hits = 0; *seconds = 0;
-  if (cuda_ready && cuda_api.fuse_stats) cuda_api.fuse_stats(compiles, hits, seconds);
-}

@@ -346,9 +346,6 @@ bool       nt_fuse_enabled(void);
 bool       nt_fuse_set_enabled(bool on);     /* returns the previous setting */
 /* pending chains now, and chains computed / dropped unneeded since start */
 void       nt_fuse_stats(int64_t *pending, int64_t *forced, int64_t *dropped);
-/* CUDA chains (tfuse.c, cuda/fuse_rtc.cu): launched as one generated kernel, run
-** op by op (no compiler), kernels compiled, compile-cache hits, seconds compiling */
-void       nt_fuse_cuda_stats(int64_t *fused, int64_t *unfused, int64_t *compiles, int64_t *hits, double *seconds);
 
 /* ---- reductions --------------------------------------------------------- */
 /* axes: list of naxes axes (duplicates are an error); naxes == 0 or

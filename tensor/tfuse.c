@@ -80,6 +80,7 @@
 #include "tinternal.h"
 #include "tfuse_grad.h"
 #include "tfuse_codegen.h"
+#include "tfuse_rtc.h"
 #include "tprofile.h"
 #include <pthread.h>
 #include <stdio.h>
@@ -394,8 +395,7 @@ static bool is_cmp(int op) { return op >= NT_OP_EQ && op <= NT_OP_GE; }
 static bool cuda_off;                 /* the module cannot compile chains here: they run unfused */
 static int64_t ncuda_fused, ncuda_ops;   /* chains launched as one kernel; chains run op by op */
 
-/* CUDA chains: float compute, no autograd history yet (FusedBackward's
-** saved buffers are host memory: tfuse_grad.c), the module able to compile */
+/* CUDA chains: float compute, the module able to compile */
 static bool cuda_worth(nt_DType cd) {
   return !cuda_off && (cd == NT_F32 || cd == NT_F64 || cd == NT_F16 || cd == NT_BF16);
 }
@@ -404,13 +404,31 @@ static bool cuda_rec_ok(const nt_Fused *b) {
     if (!nt_fuse_codegen_ok(b, &b->ops[k])) return false;
   return true;
 }
-static bool has_history_(const nt_Tensor *t) { return t->requires_grad || t->grad_fn; }
+
+/* the module's "fused_chain" kernel (tfuse_rtc.h), NULL before CUDA is loaded */
+static nt_Kernel rtc_kernel(void) {
+  static int id = -1;
+  if (id < 0) id = nt_op_register("fused_chain");
+  return id >= 0 ? nt_kernel_table[id][NT_CUDA] : NULL;
+}
+static int rtc_call(nt_FuseLaunch *fl) {
+  nt_Kernel k = rtc_kernel();
+  if (!k) { fl->cannot = 1; snprintf(fl->why, sizeof fl->why, "the CUDA module cannot compile fused chains (an older module)"); return 0; }
+  nt_KernelArgs a;
+  memset(&a, 0, sizeof a);
+  a.op = nt_op_register("fused_chain");
+  a.extra = fl;
+  return k(&a);
+}
 
 void nt_fuse_cuda_stats(int64_t *fused, int64_t *unfused, int64_t *compiles, int64_t *hits, double *seconds) {
   lock();
   *fused = ncuda_fused; *unfused = ncuda_ops;
   unlock();
-  nt_cuda_fuse_stats_(compiles, hits, seconds);
+  nt_FuseLaunch fl;
+  memset(&fl, 0, sizeof fl);
+  if (rtc_kernel() && rtc_call(&fl)) fl.compiles = fl.hits = 0;
+  *compiles = fl.compiles; *hits = fl.hits; *seconds = fl.seconds;
 }
 
 static bool fusable_binary(int op) {
@@ -458,7 +476,6 @@ int nt_fuse_binary(int op, nt_Tensor *a, nt_Tensor *b, nt_DType cd, nt_Tensor **
   if ((a->numel < FUSE_MIN_NUMEL && b->numel < FUSE_MIN_NUMEL) || !fusable_binary(op) || a->device != b->device ||
       (a->device != NT_CPU && a->device != NT_CUDA) || !nt_fuse_enabled())
     return 0;
-  if (a->device == NT_CUDA && (has_history_(a) || has_history_(b))) return 0;
   int64_t shape[NT_MAXDIM];
   int nd;
   if (nt_broadcast_shapes(nt_op_name(op), a->shape, a->ndim, b->shape, b->ndim, shape, &nd)) return -1;
@@ -489,7 +506,6 @@ int nt_fuse_binary(int op, nt_Tensor *a, nt_Tensor *b, nt_DType cd, nt_Tensor **
 
 int nt_fuse_scalar(int op, nt_Tensor *t, double s, bool first, nt_DType cd, nt_Tensor **out) {
   if (!worth(t->numel, cd, t->device, op) || !fusable_binary(op)) return 0;
-  if (t->device == NT_CUDA && has_history_(t)) return 0;
   if (op == NT_OP_POW && !pow_operand_ok(t, cd, t->shape, t->ndim)) return 0;
   Rec rec;
   init_rec(&rec, t->shape, t->ndim);
@@ -502,7 +518,6 @@ int nt_fuse_scalar(int op, nt_Tensor *t, double s, bool first, nt_DType cd, nt_T
 
 int nt_fuse_unary(int op, nt_Tensor *t, double s0, double s1, nt_DType cd, nt_Tensor **out) {
   if (!worth(t->numel, cd, t->device, op) || op == NT_OP_LOGICAL_NOT) return 0;
-  if (t->device == NT_CUDA && has_history_(t)) return 0;
   if (contig_only_unary(op) && t->dtype == cd && !(t->flags & NT_T_CONTIG)) return 0;
   Rec rec;
   init_rec(&rec, t->shape, t->ndim);
@@ -716,7 +731,9 @@ static int eval_cuda_ops(nt_Fused *r, const nt_Tensor *views) {
   for (int k = 0; k < r->nops && !rc; k++) {
     const nt_FuseOp *o = &r->ops[k];
     void *p;
+    void *sv = ((const Record *)r)->save[k];
     if (k + 1 == r->nops) p = r->data;
+    else if (sv) p = sv;   /* (a value the backward reads: computed into its buffer) */
     else {
       if (!(tmp[k] = nt_empty(r->shape, r->ndim, (nt_DType)o->dtype, NT_CUDA))) { rc = -1; break; }
       p = tmp[k]->storage->data;
@@ -770,19 +787,23 @@ static int eval_cuda(nt_Fused *r) {
     nt_bcast_view(&views[i], r->in[i], r->shape, r->ndim);
   }
   nt_FuseArgs args;
-  char *src = nt_fuse_codegen(r, views, &args);
+  void *const *save = ((const Record *)r)->save;
+  char *src = nt_fuse_codegen(r, views, save, &args);
   if (!src) return -1;
   uint64_t key = nt_fuse_hash(src);
   dump(src, key);
   args.out = r->data;
+  for (int k = 0; k < r->nops; k++) args.save[k] = save[k];
   for (int i = 0; i < r->nin; i++)
     args.in[i] = (const char *)r->in[i]->storage->data + r->in[i]->offset * (int64_t)nt_dtype_size(r->in[i]->dtype);
-  char why[700] = "";
-  int lr = nt_cuda_fuse_launch_(src, key, r->numel, &args, sizeof args, why, sizeof why);
+  nt_FuseLaunch fl;
+  memset(&fl, 0, sizeof fl);
+  fl.src = src; fl.key = key; fl.n = r->numel; fl.args = &args; fl.nbytes = sizeof args;
+  int lr = rtc_call(&fl);
   free(src);
-  if (lr == 1) {
+  if (!lr && fl.cannot) {
     /* once: later CUDA chains are not recorded (cuda_worth) */
-    if (!cuda_off) fprintf(stderr, "nabla: note: elementwise chains on CUDA run unfused: %s\n", why);
+    if (!cuda_off) fprintf(stderr, "nabla: note: elementwise chains on CUDA run unfused: %s\n", fl.why);
     cuda_off = true;
     lr = eval_cuda_ops(r, views);
     if (!lr) ncuda_ops++;

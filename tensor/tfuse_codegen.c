@@ -174,7 +174,7 @@ static const char *prelude =
   "  return x;\n"
   "}\n";
 
-char *nt_fuse_codegen(const nt_Fused *r, const nt_Tensor *views, nt_FuseArgs *args) {
+char *nt_fuse_codegen(const nt_Fused *r, const nt_Tensor *views, void *const *save, nt_FuseArgs *args) {
   Buf b = { 0 };
   int nd = r->ndim;
   memset(args, 0, sizeof *args);
@@ -185,8 +185,9 @@ char *nt_fuse_codegen(const nt_Fused *r, const nt_Tensor *views, nt_FuseArgs *ar
   for (int k = 0; k < r->nops; k++) put(&b, " %s:%s", nt_op_name(r->ops[k].op), nt_dtype_name((nt_DType)r->ops[k].dtype));
   put(&b, "\n%s", prelude);
   put(&b, "struct FuseArgs {   // tensor/tfuse_codegen.h nt_FuseArgs\n"
-          "  void *out;\n  const void *in[%d];\n  long long shape[%d];\n  long long strides[%d][%d];\n  double s[%d][2];\n};\n",
-      NT_FUSE_MAXIN, NT_MAXDIM, NT_FUSE_MAXIN, NT_MAXDIM, NT_FUSE_MAXOPS);
+          "  void *out;\n  const void *in[%d];\n  long long shape[%d];\n  long long strides[%d][%d];\n  double s[%d][2];\n"
+          "  void *save[%d];\n};\n",
+      NT_FUSE_MAXIN, NT_MAXDIM, NT_FUSE_MAXIN, NT_MAXDIM, NT_FUSE_MAXOPS, NT_FUSE_MAXOPS);
   put(&b, "extern \"C\" __global__ void nabla_fused(long long n, FuseArgs a) {\n");
   put(&b, "  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {\n");
   /* offsets of the inputs that are not contiguous at the chain's shape */
@@ -227,8 +228,12 @@ char *nt_fuse_codegen(const nt_Fused *r, const nt_Tensor *views, nt_FuseArgs *ar
     ref_name(x, sizeof x, o->src[0]);
     if (o->nsrc == 2) ref_name(y, sizeof y, o->src[1]);
     else if (o->scalar) snprintf(y, sizeof y, "s%d", k);
-    put(&b, "    %s%s %s%d = ", last ? "" : "const ", value_type(d), last ? "e" : "v", k);
-    if (!last && is_half(d)) put(&b, "fz_rnd_%s(", d == NT_F16 ? "f16" : "bf16");
+    /* a value the backward reads is stored as the unfused op stores it: from
+    ** the unrounded e (St<S>::from), then rounded for the next ops */
+    bool saved = !last && save && save[k];
+    bool whole = last || saved;   /* e_k, unrounded, is needed */
+    put(&b, "    %s%s %s%d = ", whole ? "" : "const ", value_type(d), whole ? "e" : "v", k);
+    if (!whole && is_half(d)) put(&b, "fz_rnd_%s(", d == NT_F16 ? "f16" : "bf16");
     if (o->op == NT_OP_COPY) {
       /* St<D>::from(ld(x)): through float for the half types */
       put(&b, "(%s)(%s)", value_type(d), x);
@@ -242,8 +247,14 @@ char *nt_fuse_codegen(const nt_Fused *r, const nt_Tensor *views, nt_FuseArgs *ar
         else expand(&b, pat, x, sv, f64, ct, k);
       } else expand(&b, pat, x, o->nsrc == 2 ? y : NULL, f64, ct, k);
     }
-    if (!last && is_half(d)) put(&b, ")");
+    if (!whole && is_half(d)) put(&b, ")");
     put(&b, ";   // %s\n", nt_op_name(o->op));
+    if (saved) {
+      const char *st = d == NT_F16 ? "__float2half_rn" : d == NT_BF16 ? "__float2bfloat16_rn" : "";
+      put(&b, "    ((%s *)a.save[%d])[i] = %s(e%d);   // saved for the backward\n", storage_type(d), k, st, k);
+      if (is_half(d)) put(&b, "    const float v%d = fz_rnd_%s(e%d);\n", k, d == NT_F16 ? "f16" : "bf16", k);
+      else put(&b, "    const %s v%d = e%d;\n", value_type(d), k, k);
+    }
     args->s[k][0] = o->s[0];
     args->s[k][1] = o->s[1];
     if (last) {

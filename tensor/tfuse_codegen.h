@@ -18,6 +18,7 @@ typedef struct {
   int64_t shape[NT_MAXDIM];                         /* the chain's shape */
   int64_t strides[NT_FUSE_MAXIN][NT_MAXDIM];        /* element strides at that shape (0: broadcast) */
   double s[NT_FUSE_MAXOPS][2];                      /* each op's scalars (binary scalar, clamp bounds) */
+  void *save[NT_FUSE_MAXOPS];                       /* where op k's result is also stored (autograd), or NULL */
 } nt_FuseArgs;
 
 /* op o (with its operand dtypes) can be generated: what tfuse.c lets join a
@@ -25,14 +26,11 @@ typedef struct {
 bool nt_fuse_codegen_ok(const nt_Fused *b, const nt_FuseOp *o);
 /* The kernel `nabla_fused(long long n, FuseArgs a)` computing r; views[i] is
 ** r->in[i] broadcast to r's shape (its strides and contiguity shape the
-** source).  A malloc'd string, or NULL + error.  Fills args but for the
-** pointers (the caller's: raw device addresses). */
-char *nt_fuse_codegen(const nt_Fused *r, const nt_Tensor *views, nt_FuseArgs *args);
+** source); save[k] non-NULL: op k's result is also stored (contiguous, its
+** dtype: the values FusedBackward reads, tfuse_grad.c).  A malloc'd string,
+** or NULL + error.  Fills args but for the pointers (the caller's: raw
+** device addresses). */
+char *nt_fuse_codegen(const nt_Fused *r, const nt_Tensor *views, void *const *save, nt_FuseArgs *args);
 /* FNV-1a of the source: the compile cache's key (with the text itself) */
 uint64_t nt_fuse_hash(const char *s);
-/* tdevice.c: the module's fuse_launch / fuse_stats (tbackend.h); 1 + why
-** when the module has none */
-int nt_cuda_fuse_launch_(const char *src, uint64_t key, int64_t n, const void *args, size_t nbytes, char *why, size_t whyn);
-void nt_cuda_fuse_stats_(int64_t *compiles, int64_t *hits, double *seconds);
-
 #endif

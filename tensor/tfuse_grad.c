@@ -120,7 +120,8 @@ int nt_fuse_record_grad_(nt_Tensor *out, const nt_Fused *r, nt_Tensor *const *or
   ** cast is recomputed from its source instead: see the top comment) */
   for (int k = 0; k + 1 < c->nops; k++) {
     if (!val_op[k] || c->ops[k].op == NT_OP_COPY) continue;
-    if (!(c->saved[k] = nt_empty(r->shape, r->ndim, (nt_DType)c->ops[k].dtype, NT_CPU))) return -1;
+    /* (on the chain's device: a CUDA chain's generated kernel stores into it) */
+    if (!(c->saved[k] = nt_empty(r->shape, r->ndim, (nt_DType)c->ops[k].dtype, r->in[0]->device))) return -1;
     save[k] = nt_base(c->saved[k]);   /* (fresh, contiguous) */
     nt_autograd_hold_(bytes_of(c->saved[k]));   /* held by the graph like a saved tensor */
     if (!c->out && !(c->out = nt_detach(out))) return -1;

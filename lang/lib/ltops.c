@@ -10,6 +10,7 @@
 #include "ltensor.h"
 #include "tensor/nn/nn.h"
 #include "tensor/tdevice.h"
+#include "tensor/tfuse_rtc.h"
 
 /* ------------------------------------------------------------ builtins: creation */
 

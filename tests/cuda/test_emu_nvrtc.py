@@ -53,6 +53,10 @@ def edgy(shape, dt, scale=2.0):
     return t.to(torch.float64 if dt == "f64" else torch.float32).numpy()
 
 
+# (two gradient contributions to a: summed in the same order fused and unfused)
+GRAD_EXPR = "sigmoid(a * 2) * y - exp(a * 0.25)"
+GRAD_TORCH = "t.sigmoid(a * 2) * y - t.exp(a * 0.25)"
+
 # name, nabla expression, torch expression (both over x, y, r, c, z, xt; t = torch)
 CASES = [
     ("arith", "(x + y) * 2 - y / 3", "(x + y) * 2 - y / 3"),
@@ -107,6 +111,15 @@ def script(dt, paths, res, dump):
     L.append("f1 = fuse_stats()")
     L.append('print("CACHE", f1.compiles - f0.compiles, f1.compile_hits - f0.compile_hits, f1.cuda_fused - f0.cuda_fused)')
     L.append(f'save_npy("{res}_cache.npy", w.cpu().to("{save_dt}"))')
+    # through autograd: the chain is one FusedBackward node whose kernel also
+    # stores the intermediates its backward reads (tanh's output, mul's operands)
+    L.append("a = x.clone().requires_grad()")
+    L.append("b0 = autograd_stats().bytes")
+    L.append("h = settle(tanh(a * y + 1) * 3 - a / (abs(y) + 1))")
+    L.append('print("HELD", autograd_stats().bytes - b0, h.grad_fn)')
+    L.append("h = nil")
+    L.append(f"g = grad(fn(a) sum({GRAD_EXPR}))(a)")
+    L.append(f'save_npy("{res}_grad.npy", g.cpu().to("{save_dt}"))')
     return "\n".join(L) + "\n"
 
 
@@ -166,6 +179,21 @@ def run_batch(dt):
     a1 = np.load(f"{res1}_cache.npy")
     a0 = np.load(f"{res0}_cache.npy")
     check(a1.tobytes() == a0.tobytes(), f"emu.nvrtc.{dt}.cache_hit.bits", "the cached kernel's result differs from unfused")
+    g1, g0 = np.load(f"{res1}_grad.npy"), np.load(f"{res0}_grad.npy")
+    check(g1.tobytes() == g0.tobytes(), f"emu.nvrtc.{dt}.grad.bits", "gradients through the fused chain differ from unfused")
+    at = torch.tensor(arrs["x"], dtype=torch.float64).to(TORCH_DT[dt]).requires_grad_()
+    yt = torch.tensor(arrs["y"], dtype=torch.float64).to(TORCH_DT[dt])
+    eval(GRAD_TORCH, {"t": torch, "a": at, "y": yt}).sum().backward()  # noqa: S307
+    gw = at.grad.to(torch.float64).numpy()
+    fin = np.isfinite(arrs["x"]) & np.isfinite(arrs["y"])
+    gg = g1.astype(np.float64)
+    bad = ~((np.abs(gg - gw) <= 4 * TOL[dt] * np.maximum(np.abs(gw), 1.0)) | (np.isnan(gg) & np.isnan(gw)))[fin]
+    check(not bad.any(), f"emu.nvrtc.{dt}.grad", f"{bad.sum()} of {fin.sum()} gradients off torch's")
+    held1, held0 = tags1.get("HELD", "").split(), tags0.get("HELD", "").split()
+    ok = (len(held1) >= 2 and len(held0) >= 2 and "FusedBackward" in tags1.get("HELD", "") and
+          0 < int(held1[0]) <= int(held0[0]))
+    check(ok, f"emu.nvrtc.{dt}.grad.held_bytes",
+          f"fused: {held1} unfused: {held0} (want a FusedBackward node holding > 0 bytes, no more than unfused)")
     dumped = [f for f in os.listdir(os.path.join(TMPDIR, f"dump_{dt}")) if f.endswith(".cu")]
     text = open(os.path.join(TMPDIR, f"dump_{dt}", dumped[0])).read() if dumped else ""
     check(len(dumped) >= 5 and "nabla_fused" in text, f"emu.nvrtc.{dt}.dump", f"NABLA_FUSE_DUMP wrote {len(dumped)} sources")
