@@ -32,8 +32,11 @@ import emuutil  # noqa: E402
 RNG = np.random.default_rng()
 SHAPE = (160, 128)
 TORCH_DT = {"f32": torch.float32, "f64": torch.float64, "f16": torch.float16, "bf16": torch.bfloat16}
-# relative tolerance against torch in f64: per-op rounding of the chain's few ops
+# relative tolerance against torch: per-op rounding of the chain's few ops (and
+# libm against torch's math), relative to the result plus TERMS, the size of
+# the terms a chain sums (inputs ~ 2 N(0, 1))
 TOL = {"f64": 1e-12, "f32": 4e-6, "f16": 4e-3, "bf16": 3e-2}
+TERMS = 4.0
 
 
 def check(ok, name, why):
@@ -69,8 +72,9 @@ CASES = [
     ("act", "tanh(x) + sigmoid(y) * silu(x) - relu(y)", "t.tanh(x) + t.sigmoid(y) * t.nn.functional.silu(x) - t.relu(y)"),
     ("gelu", "gelu(x * 1.5) + gelu(y, approximate=\"tanh\") + erf(x * 0.5)",
      "t.nn.functional.gelu(x * 1.5) + t.nn.functional.gelu(y, approximate='tanh') + t.erf(x * 0.5)"),
-    ("trig_round", "sin(x) * cos(y) + tan(x * 0.1) + floor(y) + ceil(x) + round(x * 3) + sign(y) - (-x)",
-     "t.sin(x) * t.cos(y) + t.tan(x * 0.1) + t.floor(y) + t.ceil(x) + t.round(x * 3) + t.sign(y) - (-x)"),
+    ("trig", "sin(x) * cos(y) + tan(x * 0.1) - (-x)", "t.sin(x) * t.cos(y) + t.tan(x * 0.1) - (-x)"),
+    # (on the inputs themselves: a rounded x * 3 would move values across integers)
+    ("round", "floor(y) + ceil(x) + round(x) + sign(y)", "t.floor(y) + t.ceil(x) + t.round(x) + t.sign(y)"),
     ("clamp_pow", "clamp(x, min=-1, max=0.5) * 2 + abs(y) ** 1.5", "t.clamp(x, min=-1, max=0.5) * 2 + t.abs(y) ** 1.5"),
     ("cmp_in_chain", "(x > y) * x + (x <= 0.5) * 2.0 - (y == y) * 1.0",
      "(x > y).to(x.dtype) * x + (x <= 0.5).to(x.dtype) * 2.0 - (y == y).to(x.dtype) * 1.0"),
@@ -80,13 +84,31 @@ CASES = [
 ]
 
 
+def canon(a):
+    """a with every NaN the same NaN (positions kept): a GPU makes every NaN
+    canonical, and on the emulated device the sign and payload of NaN + NaN
+    are the host compiler's choice of operand order, fused or not (gelu(-inf)
+    + gelu(nan) differed in sign between two unfused builds of one sum)"""
+    if a.dtype.kind == "f":
+        a = a.copy()
+        a[np.isnan(a)] = np.nan
+    return a
+
+
 def torch_ref(expr, dt, arrs):
-    """the chain in f64 on the same (rounded) values, then in dt"""
-    env = {k: torch.tensor(v, dtype=torch.float64) for k, v in arrs.items()}
-    env["t"] = torch
-    env["xt"] = env["x"].T.contiguous()
-    with torch.no_grad():
-        r = eval(expr, env)  # noqa: S307 (our own table above)
+    """the chain in torch on the same values: in dt itself where torch's CPU
+    has the ops (it rounds per op, as we do: comparisons of rounded sums
+    agree), else in f64 then rounded to dt"""
+    for cdt in (TORCH_DT[dt], torch.float64):
+        env = {k: torch.tensor(v, dtype=torch.float64).to(cdt) for k, v in arrs.items()}
+        env["t"] = torch
+        env["xt"] = env["x"].T.contiguous()
+        try:
+            with torch.no_grad():
+                r = eval(expr, env)  # noqa: S307 (our own table above)
+            break
+        except RuntimeError:   # (torch 1.13 has no f16 sigmoid, erf, ... on the CPU)
+            continue
     return r.to(torch.bool).numpy() if r.dtype == torch.bool else r.to(TORCH_DT[dt]).to(torch.float64).numpy()
 
 
@@ -104,7 +126,7 @@ def script(dt, paths, res, dump):
         L.append(f"v = settle({expr})")
         L.append("l1 = cuda.stats().launches")
         L.append(f'print("L{i}", l1 - l0)')
-        L.append(f'save_npy("{res}_{i}.npy", v.cpu().to(v.dtype == "bool" ? "bool" : "{save_dt}"))')
+        L.append(f'save_npy("{res}_{i}.npy", v.cpu().to(if v.dtype == "bool" {{ "bool" }} else {{ "{save_dt}" }}))')
     # the same signature as case 0 (other data, other scalars): a cache hit
     L.append("f0 = fuse_stats()")
     L.append("w = settle((y + x) * 3 - x / 7)")
@@ -152,7 +174,7 @@ def run_batch(dt):
         return
     for i, (name, _, texpr) in enumerate(CASES):
         full = f"emu.nvrtc.{dt}.{name}"
-        a1, a0 = np.load(f"{res1}_{i}.npy"), np.load(f"{res0}_{i}.npy")
+        a1, a0 = canon(np.load(f"{res1}_{i}.npy")), canon(np.load(f"{res0}_{i}.npy"))
         bits = a1.dtype == a0.dtype and a1.shape == a0.shape and a1.tobytes() == a0.tobytes()
         if not bits:
             ne = np.flatnonzero(a1.view(np.uint8) != a0.view(np.uint8)) if a1.shape == a0.shape else []
@@ -167,7 +189,7 @@ def run_batch(dt):
             why = f"{np.count_nonzero(a1[finite] != ref[finite])} of {finite.sum()} differ"
         else:
             g, w = a1[finite].astype(np.float64), ref[finite]
-            scale = np.maximum(np.abs(w), 1.0)
+            scale = np.abs(w) + TERMS   # (a sum's rounding errors scale with its terms, ~TERMS)
             bad = ~((np.abs(g - w) <= TOL[dt] * scale) | (np.isnan(g) & np.isnan(w)) | (g == w))
             ok = not bad.any()
             why = f"{bad.sum()} of {g.size} off; worst got {g[bad][:3]} want {w[bad][:3]}"
@@ -176,18 +198,19 @@ def run_batch(dt):
         check(l1 == 1 and l0 >= 2, full + ".launches", f"fused {l1} launches (want 1), unfused {l0} (want >= 2)")
     c = tags1.get("CACHE", "").split()
     check(c == ["0", "1", "1"], f"emu.nvrtc.{dt}.cache_hit", f"compiles, hits, fused chains: {c} (want 0 1 1)")
-    a1 = np.load(f"{res1}_cache.npy")
-    a0 = np.load(f"{res0}_cache.npy")
+    a1 = canon(np.load(f"{res1}_cache.npy"))
+    a0 = canon(np.load(f"{res0}_cache.npy"))
     check(a1.tobytes() == a0.tobytes(), f"emu.nvrtc.{dt}.cache_hit.bits", "the cached kernel's result differs from unfused")
-    g1, g0 = np.load(f"{res1}_grad.npy"), np.load(f"{res0}_grad.npy")
+    g1, g0 = canon(np.load(f"{res1}_grad.npy")), canon(np.load(f"{res0}_grad.npy"))
     check(g1.tobytes() == g0.tobytes(), f"emu.nvrtc.{dt}.grad.bits", "gradients through the fused chain differ from unfused")
-    at = torch.tensor(arrs["x"], dtype=torch.float64).to(TORCH_DT[dt]).requires_grad_()
-    yt = torch.tensor(arrs["y"], dtype=torch.float64).to(TORCH_DT[dt])
+    at = torch.tensor(arrs["x"], dtype=torch.float64).requires_grad_()
+    yt = torch.tensor(arrs["y"], dtype=torch.float64)
     eval(GRAD_TORCH, {"t": torch, "a": at, "y": yt}).sum().backward()  # noqa: S307
     gw = at.grad.to(torch.float64).numpy()
     fin = np.isfinite(arrs["x"]) & np.isfinite(arrs["y"])
     gg = g1.astype(np.float64)
-    bad = ~((np.abs(gg - gw) <= 4 * TOL[dt] * np.maximum(np.abs(gw), 1.0)) | (np.isnan(gg) & np.isnan(gw)))[fin]
+    with np.errstate(invalid="ignore"):
+        bad = ~((np.abs(gg - gw) <= 4 * TOL[dt] * (np.abs(gw) + TERMS)) | (np.isnan(gg) & np.isnan(gw)))[fin]
     check(not bad.any(), f"emu.nvrtc.{dt}.grad", f"{bad.sum()} of {fin.sum()} gradients off torch's")
     held1, held0 = tags1.get("HELD", "").split(), tags0.get("HELD", "").split()
     ok = (len(held1) >= 2 and len(held0) >= 2 and "FusedBackward" in tags1.get("HELD", "") and
