@@ -262,7 +262,11 @@ int k_fused_chain(const nt_KernelArgs *ka) {
   void *fn = nullptr;
   {
     std::lock_guard<std::mutex> lk(mu);
-    if (unavailable < 0) unavailable = probe(unavailable_why, sizeof unavailable_why) ? 0 : 1;
+    if (unavailable < 0) {
+      const char *e = getenv("NABLA_FUSE_RTC");   // =0: no run-time compiles (debugging; the fallback's test)
+      if (e && !strcmp(e, "0")) snprintf(unavailable_why, sizeof unavailable_why, "NABLA_FUSE_RTC=0");
+      unavailable = e && !strcmp(e, "0") ? 1 : probe(unavailable_why, sizeof unavailable_why) ? 0 : 1;
+    }
     if (unavailable) { fl->cannot = 1; snprintf(fl->why, sizeof fl->why, "%s", unavailable_why); return 0; }
     for (const Kernel &k : kernels)
       if (k.key == fl->key && k.src == fl->src) { fn = k.fn; n_hits++; break; }
@@ -275,7 +279,11 @@ int k_fused_chain(const nt_KernelArgs *ka) {
       auto t0 = std::chrono::steady_clock::now();
       fn = compile(fl->src);
       compile_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (!fn) return -1;
+      if (!fn) {   // (this chain runs op by op: never a value left uncomputed)
+        fl->cannot = 2;
+        snprintf(fl->why, sizeof fl->why, "%s", host->error_msg());
+        return 0;
+      }
       n_compiles++;
       kernels.push_back(Kernel{ fl->key, fl->src, fn });
     }

@@ -802,9 +802,14 @@ static int eval_cuda(nt_Fused *r) {
   int lr = rtc_call(&fl);
   free(src);
   if (!lr && fl.cannot) {
-    /* once: later CUDA chains are not recorded (cuda_worth) */
-    if (!cuda_off) fprintf(stderr, "nabla: note: elementwise chains on CUDA run unfused: %s\n", fl.why);
-    cuda_off = true;
+    /* no compiler: said once, later CUDA chains are not recorded (cuda_worth);
+    ** a source that failed (a generator bug): said once, this chain op by op */
+    static bool failed_said;
+    if (fl.cannot == 1 && !cuda_off) fprintf(stderr, "nabla: note: elementwise chains on CUDA run unfused: %s\n", fl.why);
+    if (fl.cannot == 2 && !failed_said)
+      fprintf(stderr, "nabla: note: a fused CUDA chain failed to compile and runs op by op: %s\n", fl.why);
+    if (fl.cannot == 1) cuda_off = true;
+    else failed_said = true;
     lr = eval_cuda_ops(r, views);
     if (!lr) ncuda_ops++;
   } else if (!lr) ncuda_fused++;

@@ -8,8 +8,10 @@
 ** extension point: no module ABI entry).  With src set it compiles src
 ** (tensor/tfuse_codegen.c's kernel nabla_fused; cached by key and text) and
 ** launches it over n elements with the argument block args: 0, or 0 with
-** cannot = 1 and why set (it cannot compile here: the chain runs op by op),
-** or -1 + error.  With src NULL it fills the counters.
+** cannot = 1 and why set (it cannot compile here, NABLA_FUSE_RTC=0
+** included: the chain and later ones run op by op), or 0 with cannot = 2
+** (this source failed to compile: this chain runs op by op), or -1 + error.
+** With src NULL it fills the counters.
 */
 #ifndef NT_TFUSE_RTC_H
 #define NT_TFUSE_RTC_H
@@ -22,7 +24,7 @@ typedef struct {
   int64_t n;              /* elements */
   const void *args;       /* the kernel's argument block (tfuse_codegen.h nt_FuseArgs) */
   size_t nbytes;
-  int cannot;             /* out: 1 = no compiler here (why) */
+  int cannot;             /* out: 1 = no compiler here, 2 = this source failed (why) */
   char why[600];
   int64_t compiles, hits; /* out (counters): kernels compiled, compile-cache hits */
   double seconds;         /* out (counters): seconds spent compiling */

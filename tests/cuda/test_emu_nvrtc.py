@@ -166,11 +166,15 @@ def run_batch(dt):
         paths[k] = os.path.join(TMPDIR, f"{dt}_{k}.npy")
         np.save(paths[k], v)
     got = {}
-    for mode in ("1", "0"):
+    # rtc0: fusion on, no run-time compiler (NABLA_FUSE_RTC=0): the chains run
+    # op by op (the first after a one-line note), with the unfused bits
+    for mode in ("1", "0") + (("rtc0",) if dt == "f32" else ()):
         res = os.path.join(TMPDIR, f"{dt}_res{mode}")
         dump = os.path.join(TMPDIR, f"dump_{dt}")
         os.makedirs(dump, exist_ok=True)
-        env = dict(ENV, NABLA_FUSE=mode, NABLA_FUSE_DUMP=dump)
+        env = dict(ENV, NABLA_FUSE="1" if mode == "rtc0" else mode, NABLA_FUSE_DUMP=dump)
+        if mode == "rtc0":
+            env["NABLA_FUSE_RTC"] = "0"
         rc, so, se = run([NABLA, "-e", script(dt, paths, res, dump)], 900, env=env)
         if rc != 0:
             check(False, f"emu.nvrtc.{dt}.run[NABLA_FUSE={mode}]", f"rc {rc}: {so[-600:]} {se[-900:]}")
@@ -214,6 +218,14 @@ def run_batch(dt):
     a1 = canon(np.load(f"{res1}_cache.npy"))
     a0 = canon(np.load(f"{res0}_cache.npy"))
     check(a1.tobytes() == a0.tobytes(), f"emu.nvrtc.{dt}.cache_hit.bits", "the cached kernel's result differs from unfused")
+    if "rtc0" in got:
+        tags2, res2, se2 = got["rtc0"]
+        same = all(canon(np.load(f"{res2}_{i}.npy")).tobytes() == canon(np.load(f"{res0}_{i}.npy")).tobytes()
+                   for i in range(len(cases_for(dt))))
+        same = same and canon(np.load(f"{res2}_grad.npy")).tobytes() == canon(np.load(f"{res0}_grad.npy")).tobytes()
+        note = se2.count("run unfused: NABLA_FUSE_RTC=0")
+        check(same and note == 1, f"emu.nvrtc.{dt}.no_compiler",
+              f"results equal unfused: {same}; the note printed {note} times (want once): {se2[-300:]}")
     g1, g0 = canon(np.load(f"{res1}_grad.npy")), canon(np.load(f"{res0}_grad.npy"))
     check(g1.tobytes() == g0.tobytes(), f"emu.nvrtc.{dt}.grad.bits", "gradients through the fused chain differ from unfused")
     at = torch.tensor(arrs["x"], dtype=torch.float64).requires_grad_()
