@@ -50,7 +50,7 @@ constexpr int kMaxKernels = 256;
 struct Kernel {
   uint64_t key;
   std::string src;
-  void *fn;          // CUfunction, or the emulated object's launcher
+  void *fn;          // CUfunction, or the emulated object's launcher; nullptr: it failed to compile
 };
 
 std::mutex mu;
@@ -268,8 +268,14 @@ int k_fused_chain(const nt_KernelArgs *ka) {
       unavailable = e && !strcmp(e, "0") ? 1 : probe(unavailable_why, sizeof unavailable_why) ? 0 : 1;
     }
     if (unavailable) { fl->cannot = 1; snprintf(fl->why, sizeof fl->why, "%s", unavailable_why); return 0; }
+    bool found = false;
     for (const Kernel &k : kernels)
-      if (k.key == fl->key && k.src == fl->src) { fn = k.fn; n_hits++; break; }
+      if (k.key == fl->key && k.src == fl->src) { fn = k.fn; n_hits++; found = true; break; }
+    if (found && !fn) {   // (it failed before: not compiled again)
+      fl->cannot = 2;
+      snprintf(fl->why, sizeof fl->why, "it failed to compile before");
+      return 0;
+    }
     if (!fn) {
       if ((int)kernels.size() >= kMaxKernels) {
         fl->cannot = 1;
@@ -279,7 +285,8 @@ int k_fused_chain(const nt_KernelArgs *ka) {
       auto t0 = std::chrono::steady_clock::now();
       fn = compile(fl->src);
       compile_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (!fn) {   // (this chain runs op by op: never a value left uncomputed)
+      if (!fn) {   // (this chain runs op by op: never a value left uncomputed; remembered)
+        kernels.push_back(Kernel{ fl->key, fl->src, nullptr });
         fl->cannot = 2;
         snprintf(fl->why, sizeof fl->why, "%s", host->error_msg());
         return 0;
