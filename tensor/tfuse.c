@@ -40,6 +40,13 @@
 ** confirm), so nt_backward / nt_autograd_grad turn fusion off while they run
 ** until a quiet machine says otherwise.
 **
+** CUDA (issue 28): chains of CUDA tensors computing in f32/f64/f16/bf16 are
+** recorded the same way (the output's device buffer allocated at once and
+** hidden); forcing one generates its kernel (tfuse_codegen.c) and hands it
+** to the module's "fused_chain" op (tfuse_rtc.h, cuda/fuse_rtc.cu), which
+** compiles it at run time and launches it: one launch per chain.  No
+** compiler there: op by op with the unfused kernels (eval_cuda_ops).
+**
 ** When values are computed: the storage's hook (tensor.h) is set
 ** while it is lazy OR while a pending chain reads it; nt_base — the one way
 ** to the memory for kernels, item, printing, I/O, dist/ and lang/ — calls it
