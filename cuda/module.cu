@@ -373,6 +373,7 @@ using namespace ncu;
 static int init_module(nt_DeviceApi *api, char *reason, size_t n);
 namespace ncu { void profile_fill_api(nt_DeviceApi *api); }   // profile.cu
 namespace ncu { void graph_fill_api(nt_DeviceApi *api); }     // graph.cu: CUDA graph capture and replay
+namespace ncu { void register_fuse_rtc(void); }   // fuse_rtc.cu: fused chains compiled at run time
 
 extern "C" __attribute__((visibility("default")))
 int nabla_cuda_init(const nt_HostApi *h, nt_DeviceApi *api, char *reason, size_t n) {
@@ -435,6 +436,7 @@ static int init_module(nt_DeviceApi *api, char *reason, size_t n) {
   register_index();
   register_distributions();
   register_scan();
+  register_fuse_rtc();
   api->device_count = api_device_count;
   api->synchronize = api_synchronize;
   api->memory = api_memory;

@@ -28,6 +28,7 @@
 */
 #include "tinternal.h"
 #include "tprofile.h"
+#include "tfuse_grad.h"
 #include <stdlib.h>
 
 static _Thread_local bool grad_off = false;   /* stored inverted: zero-init = enabled */
@@ -67,6 +68,8 @@ static int64_t live_nodes = 0, held_bytes = 0;
 uint64_t nt_autograd_seq(void) { return __atomic_load_n(&node_seq, __ATOMIC_RELAXED); }
 
 static int64_t tensor_bytes(const nt_Tensor *t) { return t ? t->numel * (int64_t)nt_dtype_size(t->dtype) : 0; }
+
+void nt_autograd_hold_(int64_t bytes) { __atomic_fetch_add(&held_bytes, bytes, __ATOMIC_RELAXED); }
 
 void nt_autograd_stats(int64_t *nodes, int64_t *bytes) {
   if (nodes) *nodes = __atomic_load_n(&live_nodes, __ATOMIC_RELAXED);

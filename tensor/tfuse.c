@@ -40,6 +40,13 @@
 ** confirm), so nt_backward / nt_autograd_grad turn fusion off while they run
 ** until a quiet machine says otherwise.
 **
+** CUDA (issue 28): chains of CUDA tensors computing in f32/f64/f16/bf16 are
+** recorded the same way (the output's device buffer allocated at once and
+** hidden); forcing one generates its kernel (tfuse_codegen.c) and hands it
+** to the module's "fused_chain" op (tfuse_rtc.h, cuda/fuse_rtc.cu), which
+** compiles it at run time and launches it: one launch per chain.  No
+** compiler there: op by op with the unfused kernels (eval_cuda_ops).
+**
 ** When values are computed: the storage's hook (tensor.h) is set
 ** while it is lazy OR while a pending chain reads it; nt_base — the one way
 ** to the memory for kernels, item, printing, I/O, dist/ and lang/ — calls it
@@ -79,10 +86,13 @@
 */
 #include "tinternal.h"
 #include "tfuse_grad.h"
+#include "tfuse_codegen.h"
+#include "tfuse_rtc.h"
 #include "tprofile.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #define FUSE_MIN_NUMEL 16384   /* smaller tensors run eagerly: they fit in cache anyway */
 #define FUSE_MAXPENDING 32
@@ -333,13 +343,17 @@ typedef struct {
 static nt_Tensor *commit(const Rec *rb) {
   const nt_Fused *b = &rb->f;
   nt_DType dt = (nt_DType)b->ops[b->nops - 1].dtype;
-  nt_Tensor *out = nt_empty_deferred_(b->shape, b->ndim, dt);
+  bool cuda = b->in[0]->device == NT_CUDA;
+  /* (on CUDA the device buffer is allocated at once and hidden: data NULL until computed) */
+  nt_Tensor *out = cuda ? nt_empty(b->shape, b->ndim, dt, NT_CUDA) : nt_empty_deferred_(b->shape, b->ndim, dt);
   if (!out) return NULL;
   nt_Storage *s = out->storage;
   Record *rx = calloc(1, sizeof *rx);
   if (!rx) { nt_release(out); nt_error_oom(sizeof *rx); return NULL; }
   nt_Fused *r = &rx->f;
   *r = *b;
+  if (cuda) { r->data = s->data; s->data = NULL; }
+  else
   /* The buffer is allocated here, by the statement that wrote the op: its
   ** out-of-memory error is a catchable TensorError at that line, as without
   ** fusion.  Computing later, nt_base could not report it (it aborted: the
@@ -383,6 +397,47 @@ static nt_Tensor *commit(const Rec *rb) {
 }
 
 static bool is_cmp(int op) { return op >= NT_OP_EQ && op <= NT_OP_GE; }
+
+/* ---- CUDA: one generated kernel per chain (tfuse_codegen.c, cuda/fuse_rtc.cu) --- */
+static bool cuda_off;                 /* the module cannot compile chains here: they run unfused */
+static int64_t ncuda_fused, ncuda_ops;   /* chains launched as one kernel; chains run op by op */
+
+/* CUDA chains: float compute, the module able to compile */
+static bool cuda_worth(nt_DType cd) {
+  return !cuda_off && (cd == NT_F32 || cd == NT_F64 || cd == NT_F16 || cd == NT_BF16);
+}
+static bool cuda_rec_ok(const nt_Fused *b) {
+  for (int k = 0; k < b->nops; k++)
+    if (!nt_fuse_codegen_ok(b, &b->ops[k])) return false;
+  return true;
+}
+
+/* the module's "fused_chain" kernel (tfuse_rtc.h), NULL before CUDA is loaded */
+static nt_Kernel rtc_kernel(void) {
+  static int id = -1;
+  if (id < 0) id = nt_op_register("fused_chain");
+  return id >= 0 ? nt_kernel_table[id][NT_CUDA] : NULL;
+}
+static int rtc_call(nt_FuseLaunch *fl) {
+  nt_Kernel k = rtc_kernel();
+  if (!k) { fl->cannot = 1; snprintf(fl->why, sizeof fl->why, "the CUDA module cannot compile fused chains (an older module)"); return 0; }
+  nt_KernelArgs a;
+  memset(&a, 0, sizeof a);
+  a.op = nt_op_register("fused_chain");
+  a.extra = fl;
+  return k(&a);
+}
+
+void nt_fuse_cuda_stats(int64_t *fused, int64_t *unfused, int64_t *compiles, int64_t *hits, double *seconds) {
+  lock();
+  *fused = ncuda_fused; *unfused = ncuda_ops;
+  unlock();
+  nt_FuseLaunch fl;
+  memset(&fl, 0, sizeof fl);
+  if (rtc_kernel() && rtc_call(&fl)) fl.compiles = fl.hits = 0;
+  *compiles = fl.compiles; *hits = fl.hits; *seconds = fl.seconds;
+}
+
 static bool fusable_binary(int op) {
   return op == NT_OP_ADD || op == NT_OP_SUB || op == NT_OP_MUL || op == NT_OP_DIV || op == NT_OP_FLOORDIV ||
          op == NT_OP_MOD || op == NT_OP_MAXIMUM || op == NT_OP_MINIMUM || op == NT_OP_POW || is_cmp(op);
@@ -409,8 +464,8 @@ static bool contig_only_unary(int op) {
 /* the size test first: small ops (the interpreter's scalars and tiny
 ** tensors) leave after one compare */
 static bool worth(int64_t numel, nt_DType cd, nt_Device dev, int op) {
-  return numel >= FUSE_MIN_NUMEL && dev == NT_CPU && (nt_dtype_is_float(cd) || is_cmp(op)) && nt_fuse_enabled() &&
-         !nt_fuse_backward_depth_;
+  return numel >= FUSE_MIN_NUMEL && (dev == NT_CPU || (dev == NT_CUDA && cuda_worth(cd))) &&
+         (nt_dtype_is_float(cd) || is_cmp(op)) && nt_fuse_enabled() && !nt_fuse_backward_depth_;
 }
 _Thread_local int nt_fuse_backward_depth_;
 
@@ -425,13 +480,13 @@ static void init_rec(Rec *rb, const int64_t *shape, int nd) {
 
 int nt_fuse_binary(int op, nt_Tensor *a, nt_Tensor *b, nt_DType cd, nt_Tensor **out) {
   /* (an outer product of two small operands stays eager: no shapes computed for small ops) */
-  if ((a->numel < FUSE_MIN_NUMEL && b->numel < FUSE_MIN_NUMEL) || !fusable_binary(op) || a->device != NT_CPU ||
-      b->device != NT_CPU || !nt_fuse_enabled())
+  if ((a->numel < FUSE_MIN_NUMEL && b->numel < FUSE_MIN_NUMEL) || !fusable_binary(op) || a->device != b->device ||
+      (a->device != NT_CPU && a->device != NT_CUDA) || !nt_fuse_enabled())
     return 0;
   int64_t shape[NT_MAXDIM];
   int nd;
   if (nt_broadcast_shapes(nt_op_name(op), a->shape, a->ndim, b->shape, b->ndim, shape, &nd)) return -1;
-  if (!worth(nt_shape_numel(shape, nd), cd, NT_CPU, op)) return 0;
+  if (!worth(nt_shape_numel(shape, nd), cd, a->device, op)) return 0;
   if (op == NT_OP_POW && !(pow_operand_ok(a, cd, shape, nd) && pow_operand_ok(b, cd, shape, nd))) return 0;
   /* A view of a lazy value (y.T, y[0]) is computed BEFORE any operand is
   ** recorded: operand() copies a whole lazy value's inputs into rec without
@@ -452,6 +507,7 @@ int nt_fuse_binary(int op, nt_Tensor *a, nt_Tensor *b, nt_DType cd, nt_Tensor **
   nt_DType od = is_cmp(op) ? NT_BOOL : cd;
   if (cast_to(&rec.f, &ra, cd) || cast_to(&rec.f, &rb, cd) || add_op(&rec.f, op, od, 2, (int[]){ ra, rb }, false, false, 0, 0))
     return 0;
+  if (a->device == NT_CUDA && !cuda_rec_ok(&rec.f)) return 0;
   return (*out = commit(&rec)) ? 1 : -1;
 }
 
@@ -463,6 +519,7 @@ int nt_fuse_scalar(int op, nt_Tensor *t, double s, bool first, nt_DType cd, nt_T
   int r, k;
   if ((k = operand(&rec, t, t->shape, t->ndim, &r))) return k < 0 ? -1 : 0;
   if (cast_to(&rec.f, &r, cd) || add_op(&rec.f, op, is_cmp(op) ? NT_BOOL : cd, 1, &r, true, first, s, 0)) return 0;
+  if (t->device == NT_CUDA && !cuda_rec_ok(&rec.f)) return 0;
   return (*out = commit(&rec)) ? 1 : -1;
 }
 
@@ -474,6 +531,7 @@ int nt_fuse_unary(int op, nt_Tensor *t, double s0, double s1, nt_DType cd, nt_Te
   int r, k;
   if ((k = operand(&rec, t, t->shape, t->ndim, &r))) return k < 0 ? -1 : 0;
   if (cast_to(&rec.f, &r, cd) || add_op(&rec.f, op, cd, 1, &r, false, false, s0, s1)) return 0;
+  if (t->device == NT_CUDA && !cuda_rec_ok(&rec.f)) return 0;
   return (*out = commit(&rec)) ? 1 : -1;
 }
 
@@ -605,7 +663,9 @@ static void run_tile(Ctx *c, Tiles *w, char *scratch, int64_t t0, int64_t len) {
 }
 
 /* 0, -1 (a version mismatch: computed anyway), -2 (stoppable and interrupted: not all computed) */
+static int eval_cuda(nt_Fused *r);
 static int eval(nt_Fused *r, bool stoppable) {
+  if (r->out->device == NT_CUDA) return eval_cuda(r);
   Ctx c;
   memset(&c, 0, sizeof c);
   c.r = r;
@@ -655,4 +715,110 @@ static int eval(nt_Fused *r, bool stoppable) {
   if (stop) { nt_error_set("interrupted"); return -2; }
   if (failed && !rc) { nt_error_set("internal: a fused kernel failed"); rc = -1; }
   return rc;
+}
+
+/* ---- evaluation on CUDA ------------------------------------------------------------ */
+/* A private header over a device buffer: its storage has no hook (as tile_hdr) */
+static void dev_hdr(nt_Tensor *t, nt_Storage *s, const nt_Tensor *view, void *data) {
+  *t = *view;
+  memset(s, 0, sizeof *s);
+  s->data = data; s->device = NT_CUDA; s->refcount = 1; s->flags = NT_STORAGE_EXTERNAL;
+  s->nbytes = view->storage ? view->storage->nbytes : 0;
+  t->storage = s; t->refcount = 1; t->grad = NULL; t->grad_fn = NULL; t->requires_grad = false;
+}
+
+/* The chain op by op with the unfused CUDA kernels (the module cannot compile
+** it): intermediates in device temporaries.  0, or -1 + error. */
+static int eval_cuda_ops(nt_Fused *r, const nt_Tensor *views) {
+  nt_Tensor in[NT_FUSE_MAXIN], val[NT_FUSE_MAXOPS];
+  nt_Storage ins[NT_FUSE_MAXIN], vals[NT_FUSE_MAXOPS];
+  nt_Tensor *tmp[NT_FUSE_MAXOPS] = { 0 };
+  int rc = 0;
+  for (int i = 0; i < r->nin; i++) dev_hdr(&in[i], &ins[i], &views[i], r->in[i]->storage->data);
+  for (int k = 0; k < r->nops && !rc; k++) {
+    const nt_FuseOp *o = &r->ops[k];
+    void *p;
+    void *sv = ((const Record *)r)->save[k];
+    if (k + 1 == r->nops) p = r->data;
+    else if (sv) p = sv;   /* (a value the backward reads: computed into its buffer) */
+    else {
+      if (!(tmp[k] = nt_empty(r->shape, r->ndim, (nt_DType)o->dtype, NT_CUDA))) { rc = -1; break; }
+      p = tmp[k]->storage->data;
+    }
+    nt_Tensor shape_of;
+    memset(&shape_of, 0, sizeof shape_of);
+    shape_of.dtype = (nt_DType)o->dtype; shape_of.device = NT_CUDA; shape_of.ndim = r->ndim; shape_of.numel = r->numel;
+    memcpy(shape_of.shape, r->shape, sizeof r->shape);
+    nt_contig_strides(r->shape, r->ndim, shape_of.strides);
+    shape_of.flags = NT_T_CONTIG;
+    dev_hdr(&val[k], &vals[k], &shape_of, p);
+    vals[k].nbytes = (size_t)r->numel * nt_dtype_size((nt_DType)o->dtype);
+    nt_KernelArgs a;
+    memset(&a, 0, sizeof a);
+    a.op = o->op; a.out = &val[k]; a.nin = o->nsrc;
+    for (int j = 0; j < o->nsrc; j++) a.in[j] = o->src[j] >= 0 ? &in[o->src[j]] : &val[-1 - o->src[j]];
+    a.s[0] = o->s[0]; a.s[1] = o->s[1];
+    if (o->scalar) { a.iarg[0] = o->sfirst; a.niarg = 1; }
+    nt_Kernel kf = nt_kernel_table[o->op][NT_CUDA];
+    if (!kf) { nt_error_set("internal: no CUDA kernel for %s in a fused chain", nt_op_name(o->op)); rc = -1; }
+    else if (kf(&a)) rc = -1;
+  }
+  for (int k = 0; k < r->nops; k++) nt_release(tmp[k]);
+  return rc;
+}
+
+/* NABLA_FUSE_DUMP=dir: each generated source once, as dir/fused_<hash>.cu */
+static void dump(const char *src, uint64_t key) {
+  const char *dir = getenv("NABLA_FUSE_DUMP");
+  if (!dir || !*dir) return;
+  char path[4096];
+  snprintf(path, sizeof path, "%s/fused_%016llx.cu", dir, (unsigned long long)key);
+  struct stat st;
+  if (!stat(path, &st)) return;
+  FILE *f = fopen(path, "w");
+  if (!f) { fprintf(stderr, "nabla: NABLA_FUSE_DUMP: cannot write %s\n", path); return; }
+  fputs(src, f);
+  fclose(f);
+}
+
+/* 0, or -1 + error (a version mismatch: computed anyway, as eval) */
+static int eval_cuda(nt_Fused *r) {
+  nt_Tensor views[NT_FUSE_MAXIN];
+  int rc = 0;
+  for (int i = 0; i < r->nin; i++) {
+    if (r->in[i]->storage->version != r->in_ver[i] && !rc) {
+      nt_error_set("a tensor was written in place while a lazy value computed from it was pending, without going "
+                   "through nt_base (a cached data pointer?): the lazy value may be wrong (NABLA_FUSE=0 avoids it)");
+      rc = -1;
+    }
+    nt_bcast_view(&views[i], r->in[i], r->shape, r->ndim);
+  }
+  nt_FuseArgs args;
+  void *const *save = ((const Record *)r)->save;
+  char *src = nt_fuse_codegen(r, views, save, &args);
+  if (!src) return -1;
+  uint64_t key = nt_fuse_hash(src);
+  dump(src, key);
+  args.out = r->data;
+  for (int k = 0; k < r->nops; k++) args.save[k] = save[k];
+  for (int i = 0; i < r->nin; i++)
+    args.in[i] = (const char *)r->in[i]->storage->data + r->in[i]->offset * (int64_t)nt_dtype_size(r->in[i]->dtype);
+  nt_FuseLaunch fl;
+  memset(&fl, 0, sizeof fl);
+  fl.src = src; fl.key = key; fl.n = r->numel; fl.args = &args; fl.nbytes = sizeof args;
+  int lr = rtc_call(&fl);
+  free(src);
+  if (!lr && fl.cannot) {
+    /* no compiler: said once, later CUDA chains are not recorded (cuda_worth);
+    ** a source that failed (a generator bug): said once, this chain op by op */
+    static bool failed_said;
+    if (fl.cannot == 1 && !cuda_off) fprintf(stderr, "nabla: note: elementwise chains on CUDA run unfused: %s\n", fl.why);
+    if (fl.cannot == 2 && !failed_said)
+      fprintf(stderr, "nabla: note: a fused CUDA chain failed to compile and runs op by op: %s\n", fl.why);
+    if (fl.cannot == 1) cuda_off = true;
+    else failed_said = true;
+    lr = eval_cuda_ops(r, views);
+    if (!lr) ncuda_ops++;
+  } else if (!lr) ncuda_fused++;
+  return lr ? -1 : rc;
 }

@@ -46,9 +46,12 @@ typedef struct {
   nt_Tensor *out;                     /* the chain's value (a detached alias) while some are saved */
 } Chain;
 
+static int64_t bytes_of(const nt_Tensor *t) { return t ? t->numel * (int64_t)nt_dtype_size(t->dtype) : 0; }
+
+/* (the graph is freed: its save buffers leave autograd_stats' held bytes) */
 static void chain_free(void *p) {
   Chain *c = p;
-  for (int k = 0; k < c->nops; k++) nt_release(c->saved[k]);
+  for (int k = 0; k < c->nops; k++) { nt_autograd_hold_(-bytes_of(c->saved[k])); nt_release(c->saved[k]); }
   nt_release(c->out);
   free(c);
 }
@@ -117,8 +120,10 @@ int nt_fuse_record_grad_(nt_Tensor *out, const nt_Fused *r, nt_Tensor *const *or
   ** cast is recomputed from its source instead: see the top comment) */
   for (int k = 0; k + 1 < c->nops; k++) {
     if (!val_op[k] || c->ops[k].op == NT_OP_COPY) continue;
-    if (!(c->saved[k] = nt_empty(r->shape, r->ndim, (nt_DType)c->ops[k].dtype, NT_CPU))) return -1;
+    /* (on the chain's device: a CUDA chain's generated kernel stores into it) */
+    if (!(c->saved[k] = nt_empty(r->shape, r->ndim, (nt_DType)c->ops[k].dtype, r->in[0]->device))) return -1;
     save[k] = nt_base(c->saved[k]);   /* (fresh, contiguous) */
+    nt_autograd_hold_(bytes_of(c->saved[k]));   /* held by the graph like a saved tensor */
     if (!c->out && !(c->out = nt_detach(out))) return -1;
   }
   return 0;

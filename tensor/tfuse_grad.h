@@ -15,6 +15,9 @@ bool nt_fuse_chain_node_(const nt_Node *n);
 ** save[k] is set to the buffer where computing the chain must also store op
 ** k's result (a value the backward reads), or left NULL. */
 int nt_fuse_record_grad_(nt_Tensor *out, const nt_Fused *r, nt_Tensor *const *orig, void **save);
+/* tautograd.c: bytes a graph holds outside its nodes' in[] and saved[] (a
+** chain's save buffers): counted in nt_autograd_stats' held bytes */
+void nt_autograd_hold_(int64_t bytes);
 
 /* telem.c: the elementwise ops' backward formulas, for the chains' backward
 ** (telem.c says more) */

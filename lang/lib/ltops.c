@@ -10,6 +10,7 @@
 #include "ltensor.h"
 #include "tensor/nn/nn.h"
 #include "tensor/tdevice.h"
+#include "tensor/tfuse_rtc.h"
 
 /* ------------------------------------------------------------ builtins: creation */
 
@@ -930,8 +931,14 @@ static int b_cuda_reset_stats(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
 static int b_fuse_stats(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)vm; (void)args; (void)n; int64_t p = 0, f = 0, d = 0;
   nt_fuse_stats(&p, &f, &d);
-  nb_Rec *r = nbR_new(3);
+  nb_Rec *r = nbR_new(8);
   nbR_set_cstr(r, "pending", nb_int((double)p)); nbR_set_cstr(r, "forced", nb_int((double)f)); nbR_set_cstr(r, "dropped", nb_int((double)d));
+  /* CUDA chains: one generated kernel each (cuda_fused), op by op (cuda_unfused), compiles */
+  int64_t cf = 0, cu = 0, cc = 0, ch = 0; double cs = 0;
+  nt_fuse_cuda_stats(&cf, &cu, &cc, &ch, &cs);
+  nbR_set_cstr(r, "cuda_fused", nb_int((double)cf)); nbR_set_cstr(r, "cuda_unfused", nb_int((double)cu));
+  nbR_set_cstr(r, "compiles", nb_int((double)cc)); nbR_set_cstr(r, "compile_hits", nb_int((double)ch));
+  nbR_set_cstr(r, "compile_seconds", nb_flt(cs));
   *out = nb_obj(NB_TREC, r);
   return NB_OK;
 }
