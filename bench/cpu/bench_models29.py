@@ -178,4 +178,5 @@ def main():
     os.unlink(path)
 
 
-main()
+if __name__ == "__main__":
+    main()
