@@ -22,7 +22,8 @@
 **     recently freed blocks are unmapped (LRU);
 **   - memory pressure: when a mapping (or glibc) fails, the whole cache is
 **     unmapped and the allocation tried once more;
-**   - one mutex: tensors are freed by worker and DataLoader threads too.
+**   - one mutex: tensors are freed by worker and DataLoader threads too
+**     (held across fork, so a child never inherits it locked).
 ** The blocks handed out are found again at free by address (an
 ** open-addressing table keyed by the block's address; only 2 MiB aligned
 ** pointers are looked up, the rest are glibc's).
@@ -73,9 +74,15 @@
 ** 3 MB activations would otherwise stay above glibc's default 128 KiB mmap
 ** threshold (fresh pages every step). */
 static pthread_once_t malloc_tuned = PTHREAD_ONCE_INIT;
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;   /* the big-block cache's, below */
+/* a fork while another thread holds the cache's lock would leave the child's
+** copy locked forever: the lock is taken across fork */
+static void fork_prepare(void) { pthread_mutex_lock(&mu); }
+static void fork_release(void) { pthread_mutex_unlock(&mu); }
 static void tune_malloc(void) {
   if (!getenv("MALLOC_MMAP_THRESHOLD_")) mallopt(M_MMAP_THRESHOLD, 64 << 20);
   if (!getenv("MALLOC_TRIM_THRESHOLD_")) mallopt(M_TRIM_THRESHOLD, 256 << 20);
+  pthread_atfork(fork_prepare, fork_release, fork_release);
 }
 
 /* ---- big blocks ------------------------------------------------------------ */
@@ -88,7 +95,6 @@ typedef struct Big {
 } Big;
 
 #define NCLASS 1024            /* classes of 1..1023 units (up to ~2 GiB); bigger blocks are never cached */
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t limit_once = PTHREAD_ONCE_INIT;
 static Big *cls[NCLASS];
 static Big *lru_head, *lru_tail;

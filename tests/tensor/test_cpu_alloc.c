@@ -1,7 +1,7 @@
 /*
 ** test_cpu_alloc.c — the CPU allocator's big-block cache (tensor/tcpualloc.c):
 ** reuse, alignment, best fit, the bound and its LRU trimming, release,
-** NABLA_CPU_CACHE_MB, thread safety, and (under ASan) cached blocks
+** NABLA_CPU_CACHE_MB, thread safety, fork, and (under ASan) cached blocks
 ** poisoned.  Each check prints PASS:/FAIL: (tools/run-tests.sh's contract).
 ** Sizes are random each run (the seed is printed on failure).
 */
@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #if defined(__SANITIZE_ADDRESS__)
 #define T_ASAN 1
@@ -192,6 +194,34 @@ static void test_tensors(void) {
   nt_release(b);
 }
 
+/* a child forked while threads use the cache gets a usable (unlocked) cache */
+static void *churn(void *arg) {
+  volatile int *stop = arg;
+  while (!*stop) nt_cpu_free(nt_cpu_alloc(6 * MiB));
+  return NULL;
+}
+static void test_fork(void) {
+  nt_cpu_cache_set_limit(64 * MiB);
+  volatile int stop = 0;
+  pthread_t th;
+  pthread_create(&th, NULL, churn, (void *)&stop);
+  int ok = 1;
+  for (int i = 0; i < 20 && ok; i++) {
+    pid_t pid = fork();
+    if (pid == 0) {   /* the child: a big block, written and freed, then out */
+      alarm(20);
+      char *p = nt_cpu_alloc(6 * MiB);
+      if (p) { p[0] = 1; nt_cpu_free(p); }
+      _exit(p ? 0 : 1);
+    }
+    int st = 0;
+    ok = pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+  }
+  stop = 1;
+  pthread_join(th, NULL);
+  check(ok, "fork", "a child forked while another thread allocated did not finish its allocation");
+}
+
 #ifdef T_ASAN
 static void test_poisoned(void) {
   nt_cpu_cache_set_limit(64 * MiB);
@@ -220,6 +250,7 @@ int main(void) {
   test_bound_lru();
   test_threads();
   test_tensors();
+  test_fork();
 #ifdef T_ASAN
   test_poisoned();
 #endif
