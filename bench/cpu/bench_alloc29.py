@@ -6,14 +6,17 @@
              (the heap fragmentation made it swing 0.6x-3.4x)
   elem       `exp(x) * 2 + x` on 4096x4096 f32 (NABLA_FUSE=0: three 64 MiB
              buffers per evaluation), best of 10, and NumPy's
-  gn_steps   the group_norm step 40 times in one process: the first 8 steps'
-             time, the median of the rest, and peak RSS after 10 and after
-             40 steps (flat when the freed blocks are reused)
-  resnet     bench_models29's ResNet step, the same way (10 and 40 steps)
+  steps      the group_norm step 40 times in one process: the first 8 steps'
+             time, the median of the rest, the process's user and system
+             CPU seconds (page clearing is system time; CPU time is steadier
+             than wall time on a loaded machine), and peak RSS after 10 and
+             after 40 steps (flat when the freed blocks are reused)
+             and the same for bench_models29's resnet, gcn, conv1d and lstm
 Each binary runs alternately; threads from OMP_NUM_THREADS (default 1).
-    NABLA=build/nabla NABLA_BEFORE=/path/to/old/nabla /usr/bin/python3 bench/cpu/bench_alloc29.py
+    NABLA=build/nabla NABLA_BEFORE=/path/to/old/nabla /usr/bin/python3 bench/cpu/bench_alloc29.py [gn_runs elem steps]
 """
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -39,9 +42,14 @@ for t in ts { print("step=" + str(t)) }
 '''
 sys.path.insert(0, HERE)
 from bench_models29 import NB  # noqa: E402
-_RESNET_STEP = 'r["resnet"] = best(fn() { opt.step(step(model, x, y)[1]) })'
-assert _RESNET_STEP in NB
-RESNET_SRC = 'REPS = 1\nWANT = {}\nWANT["resnet"] = true\n' + NB.replace(_RESNET_STEP, "STEPS_HERE")
+
+
+def model_steps(case):
+    """bench_models29's program for one case with its timed call turned into STEPS_HERE (answers the source and the call)"""
+    m = re.search(r'r\["' + case + r'"\] = best\(fn\(\) \{ (.*) \}\)\n', NB)
+    return f'REPS = 1\nWANT = {{}}\nWANT["{case}"] = true\n' + NB.replace(m.group(0), "STEPS_HERE\n"), m.group(1)
+
+
 ELEM = '''x = randn(4096, 4096)
 fn f() { y = exp(x) * 2 + x; y }
 f(); best = 1e9
@@ -66,6 +74,9 @@ def run(cmd, src, env=None):
     return run_rss(cmd, src, env)[0]
 
 
+PARTS = sys.argv[1:] or ["gn_runs", "elem", "steps"]
+
+
 def run_rss(cmd, src, env=None):
     """run() and the child's peak RSS (MB), from wait4"""
     path = f"/tmp/bench_alloc29_{os.getpid()}.src"
@@ -82,14 +93,22 @@ def run_rss(cmd, src, env=None):
         if "=" in line:
             k, v = line.split("=", 1)
             kv.setdefault(k, []).append(float(v))
-    return kv, ru.ru_maxrss / 1024
+    return kv, ru.ru_maxrss / 1024, ru.ru_utime, ru.ru_stime
 
 
 def main():
     bins = [("before", BEFORE)] if BEFORE else []
     bins.append(("after", NABLA))
     print(f"threads {THREADS}, load average {os.getloadavg()[0]:.1f} at the start")
-    # gn_runs: RUNS fresh processes each
+    if "gn_runs" in PARTS:
+        gn_runs(bins)
+    if "elem" in PARTS:
+        elem(bins)
+    if "steps" in PARTS:
+        steps(bins)
+
+
+def gn_runs(bins):
     gn = {k: [] for k, _ in bins}
     th = []
     for _ in range(RUNS):
@@ -102,7 +121,9 @@ def main():
         ratios = [a / b for a, b in zip(gn[k], th)]
         print(f"| {k} | {' '.join(f'{v * 1e3:.1f}' for v in gn[k])} | {' '.join(f'{v * 1e3:.1f}' for v in th)} | "
               f"{' '.join(f'{r:.2f}' for r in ratios)} | {max(ratios) / min(ratios):.1f} |", flush=True)
-    # elem
+
+
+def elem(bins):
     print("\n| build | exp(x) * 2 + x, 4096x4096 f32, ms (best of 10) | NumPy ms |")
     print("|---|---|---|")
     np_src = ("import time, numpy as np\nx = np.random.standard_normal((4096, 4096)).astype(np.float32)\n"
@@ -112,16 +133,20 @@ def main():
     for k, b in bins:
         e = run([b], ELEM, {"NABLA_FUSE": "0"})["best"][0]
         print(f"| {k} | {e * 1e3:.1f} | {npt * 1e3:.1f} |", flush=True)
-    # steps and RSS
-    print("\n| build | case | first 8 steps ms | median step ms after | peak RSS MB after 10 steps | after 40 |")
-    print("|---|---|---|---|---|---|")
-    for case, setup, step in (("group_norm f+b", GN + "STEPS_HERE", "g(x, w, b)"), ("ResNet step", RESNET_SRC, "opt.step(step(model, x, y)[1])")):
+
+
+def steps(bins):
+    print("\n| build | case | first 8 steps ms | median step ms after | user + sys CPU s, 40 steps | peak RSS MB after 10 steps | after 40 |")
+    print("|---|---|---|---|---|---|---|")
+    cases = [("group_norm f+b", GN + "STEPS_HERE", "g(x, w, b)")] + [(k,) + model_steps(k) for k in ("resnet", "gcn", "conv1d", "lstm")]
+    for case, setup, step in cases:
         for k, b in bins:
             prog = lambda n: setup.replace("STEPS_HERE", STEPS.replace("NSTEPS", str(n)).replace("STEP;", step + ";"))
-            kv10, rss10 = run_rss([b], prog(10))
-            kv40, rss40 = run_rss([b], prog(40))
+            _, rss10, _, _ = run_rss([b], prog(10))
+            kv40, rss40, ut, st = run_rss([b], prog(40))
             s = kv40["step"]
-            print(f"| {k} | {case} | {sum(s[:8]) * 1e3:.0f} | {statistics.median(s[8:]) * 1e3:.1f} | {rss10:.0f} | {rss40:.0f} |", flush=True)
+            print(f"| {k} | {case} | {sum(s[:8]) * 1e3:.0f} | {statistics.median(s[8:]) * 1e3:.1f} | {ut:.1f} + {st:.1f} | {rss10:.0f} | {rss40:.0f} |",
+                  flush=True)
 
 
 main()
