@@ -280,8 +280,8 @@ static ConvEntry *conv_lookup(dnnl_data_type_t dt, int kind, const nt_OnednnConv
   p_dnnl_primitive_desc_destroy(pd);
   if (bad) { conv_entry_free(&e); return NULL; }
   e.used = ++conv_clock;
+  if (e.bytes > conv_limit) { conv_oversize = e; return &conv_oversize; }   /* never cached (the rest stays): the caller frees it after its call */
   while (conv_n && (conv_n == CONV_CACHE || conv_bytes + e.bytes > conv_limit)) conv_evict_lru();
-  if (e.bytes > conv_limit) { conv_oversize = e; return &conv_oversize; }   /* the caller frees it after its call */
   conv_bytes += e.bytes;
   conv_cache[conv_n] = e;
   return &conv_cache[conv_n++];

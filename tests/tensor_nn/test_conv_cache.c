@@ -99,6 +99,15 @@ int main(void) {
   check(!bad, "conv_cache_values", "%d of %d convolutions off the f64 path (worst relative %.3g)", bad, 3 * NG, worst);
   check(max_bytes <= limit && max_entries >= 1, "conv_cache_bound", "cached %zu bytes at most (bound %zu), %zu entries", max_bytes,
         limit, max_entries);
+  /* the oversized geometry runs without flushing what is cached */
+  size_t before_entries;
+  Geo small = {.N = 1, .C = 16, .O = 16, .H = 16, .W = 16, .k = 3, .stride = 1, .pad = 1};   /* ~32 KiB: cached */
+  if (run_geo(&small) < 0) bad++;
+  nt_onednn_conv_cache_stats(&before_entries, &bytes, &limit);
+  double e0 = run_geo(&geo[0]);
+  nt_onednn_conv_cache_stats(&entries, &bytes, &limit);
+  check(e0 >= 0 && e0 <= 1e-4 && before_entries >= 1 && entries == before_entries, "conv_cache_oversize",
+        "%zu entries before an entry bigger than the bound, %zu after (error %.3g)", before_entries, entries, e0);
   /* many small geometries: at most 64 entries */
   for (int i = 0; i < 70; i++) {
     Geo g = {.N = 1, .C = 16, .O = 16, .H = 4 + i % 35, .W = 4 + i / 35, .k = 3, .stride = 1, .pad = 1};
