@@ -13,53 +13,20 @@
 */
 #include "tinternal.h"
 #include "tdevice.h"
+#include "tcpualloc.h"
 #include <stdlib.h>
 #include <stdio.h>
-#include <sys/mman.h>
-#include <malloc.h>
-#include <pthread.h>
 #include <stdatomic.h>
 
 /* ---- CPU allocator ------------------------------------------------------- */
-/* glibc hands buffers above its mmap threshold back to the kernel on free
-** (and trims the heap top above 2x that), so a training step's activations,
-** freed and allocated again every step, page-fault and are zeroed anew each
-** time: 40% of a 1M-element op's backward went to clearing pages.  Buffers up
-** to 64 MiB come from the heap instead, and up to 256 MiB of freed heap stays
-** with the process for reuse.  MALLOC_MMAP_THRESHOLD_ / MALLOC_TRIM_THRESHOLD_
-** in the environment still win. */
-static pthread_once_t malloc_tuned = PTHREAD_ONCE_INIT;
-static void tune_malloc(void) {
-  if (!getenv("MALLOC_MMAP_THRESHOLD_")) mallopt(M_MMAP_THRESHOLD, 64 << 20);
-  if (!getenv("MALLOC_TRIM_THRESHOLD_")) mallopt(M_TRIM_THRESHOLD, 256 << 20);
-}
-
-/* Big buffers: 2 MiB aligned and marked for transparent huge pages, as NumPy
-** does — first-touch page faults otherwise dominate large elementwise ops. */
-static void *cpu_alloc(size_t n) {
-  void *p = NULL;
-  /* tuned at the first allocation of any size: a small ResNet's 3 MB and a
-  ** bf16 model's 2 MiB activations sit below the huge-page path and would
-  ** otherwise stay above glibc's default 128 KiB mmap threshold (fresh pages
-  ** every step) */
-  pthread_once(&malloc_tuned, tune_malloc);
-  if (n >= ((size_t)4 << 20)) {
-    if (posix_memalign(&p, (size_t)2 << 20, n)) return NULL;
-#ifdef MADV_HUGEPAGE
-    madvise(p, n, MADV_HUGEPAGE);
-#endif
-    return p;
-  }
-  if (posix_memalign(&p, 64, n ? n : 64)) return NULL;
-  return p;
-}
-static void cpu_free(void *p) { free(p); }
+/* nt_cpu_alloc / nt_cpu_free: tcpualloc.c (glibc's tuning for medium buffers,
+** the cache of 2 MiB-aligned huge-page blocks for big ones). */
 static int cpu_memcpy(void *dst, nt_Device dd, const void *src, nt_Device sd, size_t n) {
   if (dd != NT_CPU || sd != NT_CPU) NT_FAIL("cpu allocator cannot copy to/from %s", nt_device_name(dd != NT_CPU ? dd : sd));
   memcpy(dst, src, n);
   return 0;
 }
-static nt_Allocator allocators[NT_NDEVICES] = { { cpu_alloc, cpu_free, cpu_memcpy } };
+static nt_Allocator allocators[NT_NDEVICES] = { { nt_cpu_alloc, nt_cpu_free, cpu_memcpy } };
 static bool have_alloc[NT_NDEVICES] = { true, false };
 
 void nt_register_allocator(nt_Device dev, const nt_Allocator *a) {
@@ -260,7 +227,7 @@ nt_Tensor *nt_empty_deferred_(const int64_t *shape, int ndim, nt_DType dt) {
 ** its record still points at inputs it holds no reference to yet, which a
 ** collection could free. */
 void *nt_storage_alloc_(nt_Storage *s) {
-  void *p = cpu_alloc(s->nbytes);
+  void *p = nt_cpu_alloc(s->nbytes);
   if (!p) { nt_error_oom(s->nbytes); return NULL; }
   live_bytes += s->nbytes;
   pressure_count += s->nbytes;

@@ -19,6 +19,7 @@
 #include "tonednn.h"
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #if __has_include(<oneapi/dnnl/dnnl.h>)
@@ -124,25 +125,32 @@ bool nt_onednn_available(void) {
   return ok;
 }
 
-/* ---- f32 convolutions (issue 29) ---------------------------------------------------
+/* ---- convolutions (issue 29) -------------------------------------------------------
 ** oneDNN's convolution primitives, the ones PyTorch's CPU convolutions run on:
-** fwd (y = conv(x, w) + b), bwd-data (dx) and bwd-weights (dW).  Our
-** tensors are plain NCHW / OIHW (GOIHW with groups); each primitive is created
-** with format "any" so oneDNN picks its blocked layouts (nChw16c, ...), and
-** every operand whose chosen layout differs gets a reorder into (inputs) or
-** out of (outputs) a buffer of the primitive's own — as PyTorch's ideep does.
-** Everything is cached by (kind, geometry) and bound to each call's buffers
-** (an entry keeps its reorder buffers: activation-sized, ~3 per entry; 32
-** entries, the oldest freed first).
+** fwd (y = conv(x, w) + b), bwd-data (dx) and bwd-weights (dW), in f32 or
+** bf16 (bf16 operands, f32 accumulation inside oneDNN, bf16 results; the
+** bias in its tensor's dtype).  Our tensors are plain NCHW / OIHW (GOIHW
+** with groups); each primitive is created with format "any" so oneDNN
+** picks its blocked layouts (nChw16c, ...), and every operand whose chosen
+** layout differs gets a reorder into (inputs) or out of (outputs) a buffer
+** of the primitive's own — as PyTorch's ideep does.
+** Cache: entries keyed by (dtype, kind, bias, geometry), bound to each
+** call's buffers.  An entry's reorder buffers are activation-sized, so the
+** cache is bounded by their bytes: NABLA_ONEDNN_CONV_CACHE_MB (default 256;
+** the small ResNet of bench_models29 needs ~30 entries, ~100 MB) and at most
+** CONV_CACHE entries; past either the least recently used entries are freed.
+** An entry bigger than the whole bound runs once and is freed at once.
+** (oneDNN's own scratchpads are its library-managed ones, not counted.)
 ** Resolved on first use after the matmul's loader (same handle, engine,
-** stream and mutex); any failure answers 0 and conv.c runs its im2col/GEMM. */
+** stream and mutex); any failure answers 0 and conv.c runs its own path. */
 #define DNNL_CONV_FNS(X) X(dnnl_memory_desc_init_by_tag) X(dnnl_dilated_convolution_forward_desc_init) \
   X(dnnl_dilated_convolution_backward_data_desc_init) X(dnnl_dilated_convolution_backward_weights_desc_init) \
   X(dnnl_primitive_desc_query_md) X(dnnl_memory_desc_equal) X(dnnl_reorder_primitive_desc_create) \
-  X(dnnl_primitive_destroy) X(dnnl_memory_destroy)
+  X(dnnl_primitive_destroy) X(dnnl_memory_destroy) X(dnnl_memory_desc_get_size)
 DNNL_CONV_FNS(DECL)
 static pthread_once_t conv_once = PTHREAD_ONCE_INIT;
 static bool conv_ok;
+static size_t conv_limit = (size_t)256 << 20;
 
 static void conv_load(void) {
   pthread_once(&once, load);
@@ -152,20 +160,33 @@ static void conv_load(void) {
   DNNL_CONV_FNS(RES)
   const char *env = getenv("NABLA_ONEDNN_CONV");   /* 0: conv.c's own kernels (tests compare both) */
   conv_ok = !env || strcmp(env, "0");
+  const char *mb = getenv("NABLA_ONEDNN_CONV_CACHE_MB");
+  if (mb && *mb) {
+    char *end;
+    unsigned long long v = strtoull(mb, &end, 10);
+    if (*end || *mb == '-' || v > ((size_t)1 << 24))
+      fprintf(stderr, "nabla: NABLA_ONEDNN_CONV_CACHE_MB=%s is not a size in MiB from 0 to %d; using %zu\n", mb, 1 << 24, conv_limit >> 20);
+    else
+      conv_limit = (size_t)v << 20;
+  }
 }
 
 /* one operand of a cached primitive: the user's plain memory and, when the
 ** primitive wants another layout, its own memory and the reorder between */
 typedef struct { int arg; bool out; dnnl_memory_t user, inner; dnnl_primitive_t reorder; } ConvPort;
 typedef struct {
-  int64_t key[17];   /* kind, then the geometry (nt_OnednnConvGeom) */
+  int64_t key[18];   /* dtype, kind * 2 + bias, then the geometry (nt_OnednnConvGeom) */
   dnnl_primitive_t prim;
   int nport;
   ConvPort port[4];
+  size_t bytes;      /* its reorder buffers */
+  uint64_t used;     /* the clock of its last use (LRU) */
 } ConvEntry;
-#define CONV_CACHE 32
-static ConvEntry conv_cache[CONV_CACHE];
-static int conv_n, conv_evict;
+#define CONV_CACHE 64
+static ConvEntry conv_cache[CONV_CACHE], conv_oversize;
+static int conv_n;
+static size_t conv_bytes;
+static uint64_t conv_clock;
 
 static void conv_entry_free(ConvEntry *e) {
   for (int i = 0; i < e->nport; i++) {
@@ -176,6 +197,16 @@ static void conv_entry_free(ConvEntry *e) {
   }
   if (e->prim) p_dnnl_primitive_destroy(e->prim);
   memset(e, 0, sizeof *e);
+}
+/* frees the least recently used entry; the last entry moves into its slot */
+static void conv_evict_lru(void) {
+  int k = 0;
+  for (int i = 1; i < conv_n; i++)
+    if (conv_cache[i].used < conv_cache[k].used) k = i;
+  conv_bytes -= conv_cache[k].bytes;
+  conv_entry_free(&conv_cache[k]);
+  conv_cache[k] = conv_cache[--conv_n];
+  memset(&conv_cache[conv_n], 0, sizeof conv_cache[conv_n]);
 }
 
 /* adds operand `arg` with the user's layout `user` and the primitive's `want` */
@@ -189,14 +220,16 @@ static int conv_port(ConvEntry *e, int arg, bool out, const dnnl_memory_desc_t *
             p_dnnl_reorder_primitive_desc_create(&rpd, out ? want : user, eng, out ? user : want, eng, NULL) ||
             p_dnnl_primitive_create(&p->reorder, rpd);
   if (rpd) p_dnnl_primitive_desc_destroy(rpd);
+  e->bytes += p_dnnl_memory_desc_get_size(want);
   return bad ? -1 : 0;
 }
 
-static ConvEntry *conv_lookup(int kind, const nt_OnednnConvGeom *g, bool bias) {
-  int64_t key[17] = {kind * 2 + bias};
-  memcpy(key + 1, g, sizeof *g);
+/* the cached entry for (dt, kind, geometry, bias dtype) — made when absent; NULL: oneDNN does not take it */
+static ConvEntry *conv_lookup(dnnl_data_type_t dt, int kind, const nt_OnednnConvGeom *g, int bias) {
+  int64_t key[18] = {dt, kind * 3 + bias};
+  memcpy(key + 2, g, sizeof *g);
   for (int i = 0; i < conv_n; i++)
-    if (!memcmp(conv_cache[i].key, key, sizeof key)) return &conv_cache[i];
+    if (!memcmp(conv_cache[i].key, key, sizeof key)) { conv_cache[i].used = ++conv_clock; return &conv_cache[i]; }
   int64_t G = g->G > 1 ? g->G : 1, span_h = (g->kh - 1) * g->dh + 1, span_w = (g->kw - 1) * g->dw + 1;
   dnnl_dims_t strides = {g->sh, g->sw}, dil = {g->dh - 1, g->dw - 1}, pl = {g->ph, g->pw},
               pr = {(g->Ho - 1) * g->sh + span_h - g->H - g->ph, (g->Wo - 1) * g->sw + span_w - g->W - g->pw};
@@ -205,12 +238,12 @@ static ConvEntry *conv_lookup(int kind, const nt_OnednnConvGeom *g, bool bias) {
   dnnl_dims_t xd = {g->N, g->C, g->H, g->W}, yd = {g->N, g->O, g->Ho, g->Wo}, bd = {g->O},
               wd = {G, g->O / G, g->C / G, g->kh, g->kw}, wd1 = {g->O, g->C, g->kh, g->kw};
   int wn = G > 1 ? 5 : 4;
-  if (p_dnnl_memory_desc_init_by_tag(&x, 4, xd, dnnl_f32, dnnl_nchw) || p_dnnl_memory_desc_init_by_tag(&y, 4, yd, dnnl_f32, dnnl_nchw) ||
-      p_dnnl_memory_desc_init_by_tag(&b, 1, bd, dnnl_f32, dnnl_x) ||
-      p_dnnl_memory_desc_init_by_tag(&w, wn, G > 1 ? wd : wd1, dnnl_f32, G > 1 ? dnnl_goihw : dnnl_oihw) ||
-      p_dnnl_memory_desc_init_by_tag(&xa, 4, xd, dnnl_f32, dnnl_format_tag_any) ||
-      p_dnnl_memory_desc_init_by_tag(&ya, 4, yd, dnnl_f32, dnnl_format_tag_any) ||
-      p_dnnl_memory_desc_init_by_tag(&wa, wn, G > 1 ? wd : wd1, dnnl_f32, dnnl_format_tag_any))
+  if (p_dnnl_memory_desc_init_by_tag(&x, 4, xd, dt, dnnl_nchw) || p_dnnl_memory_desc_init_by_tag(&y, 4, yd, dt, dnnl_nchw) ||
+      p_dnnl_memory_desc_init_by_tag(&b, 1, bd, bias == 2 ? dnnl_bf16 : dnnl_f32, dnnl_x) ||
+      p_dnnl_memory_desc_init_by_tag(&w, wn, G > 1 ? wd : wd1, dt, G > 1 ? dnnl_goihw : dnnl_oihw) ||
+      p_dnnl_memory_desc_init_by_tag(&xa, 4, xd, dt, dnnl_format_tag_any) ||
+      p_dnnl_memory_desc_init_by_tag(&ya, 4, yd, dt, dnnl_format_tag_any) ||
+      p_dnnl_memory_desc_init_by_tag(&wa, wn, G > 1 ? wd : wd1, dt, dnnl_format_tag_any))
     return NULL;
   /* the forward descriptor: the primitive (kind 0) or the hint the backward ones need */
   dnnl_convolution_desc_t fd, bdsc;
@@ -246,19 +279,21 @@ static ConvEntry *conv_lookup(int kind, const nt_OnednnConvGeom *g, bool bias) {
   bad = bad || p_dnnl_primitive_create(&e.prim, pd);
   p_dnnl_primitive_desc_destroy(pd);
   if (bad) { conv_entry_free(&e); return NULL; }
-  ConvEntry *slot;   /* a full cache replaces (and frees) its entries round-robin */
-  if (conv_n < CONV_CACHE) slot = &conv_cache[conv_n++];
-  else { slot = &conv_cache[conv_evict]; conv_evict = (conv_evict + 1) % CONV_CACHE; conv_entry_free(slot); }
-  *slot = e;
-  return slot;
+  e.used = ++conv_clock;
+  if (e.bytes > conv_limit) { conv_oversize = e; return &conv_oversize; }   /* never cached (the rest stays): the caller frees it after its call */
+  while (conv_n && (conv_n == CONV_CACHE || conv_bytes + e.bytes > conv_limit)) conv_evict_lru();
+  conv_bytes += e.bytes;
+  conv_cache[conv_n] = e;
+  return &conv_cache[conv_n++];
 }
 
-int nt_onednn_conv_f32(int kind, const nt_OnednnConvGeom *g, const float *a, const float *b, const float *bias, float *out) {
+static int conv_run(dnnl_data_type_t dt, int kind, const nt_OnednnConvGeom *g, const void *a, const void *b, const void *bias, int bias_kind,
+                    void *out) {
   if (kind < 0 || kind > 2) return 0;
   pthread_once(&conv_once, conv_load);
   if (!conv_ok) return 0;
   pthread_mutex_lock(&mu);
-  ConvEntry *e = conv_lookup(kind, g, kind == 0 && bias);
+  ConvEntry *e = conv_lookup(dt, kind, g, kind == 0 && bias ? bias_kind : 0);
   int rc = e ? 1 : 0;
   /* the buffers in port order: fwd {x, w, y, bias}; bwd-data {gy, w, dx}; bwd-weights {x, gy, dw} */
   void *bufs[4] = {(void *)a, (void *)b, out, (void *)bias};
@@ -280,9 +315,47 @@ int nt_onednn_conv_f32(int kind, const nt_OnednnConvGeom *g, const float *a, con
     if (p_dnnl_primitive_execute(p->reorder, stream, 2, ra)) rc = -1;
   }
   if (rc > 0 && p_dnnl_stream_wait(stream)) rc = -1;
+  if (e == &conv_oversize) conv_entry_free(e);
   pthread_mutex_unlock(&mu);
-  if (rc < 0) NT_FAIL("conv: oneDNN's convolution (%s) failed", kind == 0 ? "forward" : kind == 1 ? "backward data" : "backward weights");
+  if (rc < 0)
+    NT_FAIL("conv: oneDNN's %s convolution (%s) failed", dt == dnnl_bf16 ? "bf16" : "f32",
+            kind == 0 ? "forward" : kind == 1 ? "backward data" : "backward weights");
   return rc;
+}
+
+int nt_onednn_conv_f32(int kind, const nt_OnednnConvGeom *g, const float *a, const float *b, const float *bias, float *out) {
+  return conv_run(dnnl_f32, kind, g, a, b, bias, 1, out);
+}
+int nt_onednn_conv_bf16(int kind, const nt_OnednnConvGeom *g, const void *a, const void *b, const void *bias, bool bias_bf16, void *out) {
+  return conv_run(dnnl_bf16, kind, g, a, b, bias, bias_bf16 ? 2 : 1, out);
+}
+
+/* bf16 stays bf16 where the CPU has bf16 dot products (avx512_bf16, AMX):
+** oneDNN's bf16 kernels then beat converting to f32 and back (measured in
+** bench/results/2026-11-29-alloc29.md).  Without them oneDNN emulates bf16
+** on avx512_core, slower than our f32 path there, so f32 is the default;
+** NABLA_ONEDNN_CONV_BF16=1 / =0 forces either. */
+static bool bf16_wanted;
+static void bf16_decide(void) {
+  pthread_once(&conv_once, conv_load);
+  const char *env = getenv("NABLA_ONEDNN_CONV_BF16");
+  bool hw = false;
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11
+  hw = __builtin_cpu_supports("avx512bf16");
+#endif
+  bf16_wanted = conv_ok && (env && *env ? strcmp(env, "0") != 0 : hw);
+}
+bool nt_onednn_conv_bf16_wanted(void) {
+  static pthread_once_t o = PTHREAD_ONCE_INIT;
+  pthread_once(&o, bf16_decide);
+  return bf16_wanted;
+}
+
+void nt_onednn_conv_cache_stats(size_t *entries, size_t *bytes, size_t *limit) {
+  pthread_once(&conv_once, conv_load);
+  pthread_mutex_lock(&mu);
+  *entries = (size_t)conv_n; *bytes = conv_bytes; *limit = conv_limit;
+  pthread_mutex_unlock(&mu);
 }
 
 #else   /* built without oneDNN's header: the f32 path always */
@@ -296,4 +369,10 @@ int nt_onednn_conv_f32(int kind, const nt_OnednnConvGeom *g, const float *a, con
   (void)kind; (void)g; (void)a; (void)b; (void)bias; (void)out;
   return 0;
 }
+int nt_onednn_conv_bf16(int kind, const nt_OnednnConvGeom *g, const void *a, const void *b, const void *bias, bool bias_bf16, void *out) {
+  (void)kind; (void)g; (void)a; (void)b; (void)bias; (void)bias_bf16; (void)out;
+  return 0;
+}
+bool nt_onednn_conv_bf16_wanted(void) { return false; }
+void nt_onednn_conv_cache_stats(size_t *entries, size_t *bytes, size_t *limit) { *entries = *bytes = *limit = 0; }
 #endif

@@ -12,6 +12,8 @@ the same run (f32; 1 thread and all cores):
   conv1d     x [32, 64, 256], w [64, 64, 5], padding 2: forward + backward
   convT2d    x [16, 32, 16, 16], w [32, 16, 4, 4], stride 2, padding 1: f+b
   groupnorm  x [32, 64, 32, 32], 8 groups, affine: forward + backward
+  lstm       nn.lstm(256, 256, num_layers=2) on x [64, 32, 256] (T, batch,
+             input): sum of the output, forward + backward (bench/tensor/rnn.nbl's)
 Each program reports the fastest of REPS repetitions per case; the two
 programs alternate ROUNDS times; the table shows the medians and
 nabla/torch (< 1: nabla faster) and the load average seen.
@@ -25,7 +27,7 @@ import sys
 NABLA = os.environ.get("NABLA") or os.path.join(os.path.dirname(__file__), "..", "..", "build", "nabla")
 ROUNDS = int(os.environ.get("BENCH_ROUNDS") or 3)
 REPS = int(os.environ.get("BENCH_REPS") or 5)
-CASES = ["resnet", "gcn", "conv1d", "convT2d", "groupnorm"]
+CASES = ["resnet", "gcn", "conv1d", "convT2d", "groupnorm", "lstm"]
 
 NB = r'''
 import nn
@@ -84,6 +86,11 @@ if has(WANT, "groupnorm") {
   x = randn(32, 64, 32, 32); w = randn(64); b = randn(64); go = randn(32, 64, 32, 32)
   g = grad(fn(x, w, b) sum(group_norm(x, 8, w, b, 1e-5) * go))
   r["groupnorm"] = best(fn() { g(x, w, b) })
+}
+if has(WANT, "lstm") {
+  m = nn.lstm(256, 256, num_layers=2); x = randn(64, 32, 256)
+  step = value_and_grad(fn(m, x) sum(m(x)[0]))
+  r["lstm"] = best(fn() { step(m, x)[0].item() })
 }
 for k in keys(r) { print(k + "=" + str(r[k])) }
 '''
@@ -144,6 +151,11 @@ if "convT2d" in CASES:
     r["convT2d"] = fb(lambda x, w, b: F.conv_transpose2d(x, w, b, 2, 1), (16, 32, 16, 16), (32, 16, 4, 4), (16,), go=torch.randn(16, 16, 32, 32))
 if "groupnorm" in CASES:
     r["groupnorm"] = fb(lambda x, w, b: F.group_norm(x, 8, w, b, 1e-5), (32, 64, 32, 32), (64,), (64,), go=torch.randn(32, 64, 32, 32))
+if "lstm" in CASES:
+    m = nn.LSTM(256, 256, num_layers=2); x = torch.randn(64, 32, 256)
+    def lstm():
+        m.zero_grad(); loss = m(x)[0].sum(); loss.backward(); return loss.item()
+    r["lstm"] = best(lstm)
 for k, v in r.items(): print(k + "=" + str(v))
 '''
 
@@ -178,4 +190,5 @@ def main():
     os.unlink(path)
 
 
-main()
+if __name__ == "__main__":
+    main()

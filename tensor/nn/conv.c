@@ -145,6 +145,69 @@ static int conv_bwd_f32(const float *gy, const float *x, const float *w, float *
   return dx || dw || db ? conv_bwd_float(gy, x, w, dx, dw, db, g) : 0;
 }
 
+/* bf16 on the CPU (conv_any keeps bf16 operands bf16 when
+** nt_onednn_conv_bf16_wanted): oneDNN's bf16 primitives, f32 accumulation
+** inside, as torch's bf16 CPU convolutions; a geometry oneDNN does not take
+** runs the f32 path above on widened copies.  db: f64 sums of the bf16 gy
+** in n order, rounded once. */
+static float *widen_bf16(const uint16_t *s, int64_t n, bool *ok) {
+  if (!s) return NULL;
+  float *d = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+  if (!d) { nt_error_oom(sizeof(float) * (size_t)n); *ok = false; return NULL; }
+  for (int64_t i = 0; i < n; i++) d[i] = nt_bf16_to_f32(s[i]);
+  return d;
+}
+static float *float_buf(const void *want, int64_t n, bool *ok) {   /* an f32 scratch for an output that is wanted */
+  if (!want) return NULL;
+  float *d = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+  if (!d) { nt_error_oom(sizeof(float) * (size_t)n); *ok = false; }
+  return d;
+}
+static void narrow_bf16(uint16_t *d, const float *s, int64_t n) {
+  if (d && s) for (int64_t i = 0; i < n; i++) d[i] = nt_f32_to_bf16(s[i]);
+}
+static int conv_fwd_bf16(const uint16_t *x, const uint16_t *w, const uint16_t *b, uint16_t *y, const cgeom *g) {
+  nt_OnednnConvGeom o;
+  int rc = onednn_geom(g, &o) ? nt_onednn_conv_bf16(0, &o, x, w, b, true, y) : 0;
+  if (rc) return rc < 0 ? -1 : 0;
+  int64_t nx = g->N * g->C * g->H * g->W, nw = g->O * (g->C / ngroups(g)) * g->kh * g->kw, ny = g->N * g->O * g->Ho * g->Wo;
+  bool ok = true;
+  float *xf = widen_bf16(x, nx, &ok), *wf = widen_bf16(w, nw, &ok), *bf = widen_bf16(b, g->O, &ok), *yf = float_buf(y, ny, &ok);
+  rc = ok ? conv_fwd_f32(xf, wf, bf, yf, g) : -1;
+  if (!rc) narrow_bf16(y, yf, ny);
+  free(xf); free(wf); free(bf); free(yf);
+  return rc;
+}
+static int conv_bwd_bf16(const uint16_t *gy, const uint16_t *x, const uint16_t *w, uint16_t *dx, uint16_t *dw, uint16_t *db, const cgeom *g) {
+  nt_OnednnConvGeom o;
+  bool geo = onednn_geom(g, &o);
+  int rc;
+  if (dx && geo && (rc = nt_onednn_conv_bf16(1, &o, gy, w, NULL, false, dx)) != 0) {
+    if (rc < 0) return -1;
+    dx = NULL;
+  }
+  if (dw && geo && (rc = nt_onednn_conv_bf16(2, &o, x, gy, NULL, false, dw)) != 0) {
+    if (rc < 0) return -1;
+    dw = NULL;
+  }
+  int64_t L = g->Ho * g->Wo;
+  for (int64_t c = 0; db && c < g->O; c++) {
+    double s = 0;
+    for (int64_t n = 0; n < g->N; n++)
+      for (int64_t l = 0; l < L; l++) s += nt_bf16_to_f32(gy[(n * g->O + c) * L + l]);
+    db[c] = nt_f32_to_bf16((float)s);
+  }
+  if (!dx && !dw) return 0;
+  int64_t nx = g->N * g->C * g->H * g->W, nw = g->O * (g->C / ngroups(g)) * g->kh * g->kw, ny = g->N * g->O * L;
+  bool ok = true;
+  float *gyf = widen_bf16(gy, ny, &ok), *xf = widen_bf16(dw ? x : NULL, nx, &ok), *wf = widen_bf16(w, nw, &ok);
+  float *dxf = float_buf(dx, nx, &ok), *dwf = float_buf(dw, nw, &ok);
+  rc = ok ? conv_bwd_f32(gyf, xf, wf, dxf, dwf, NULL, g) : -1;
+  if (!rc) { narrow_bf16(dx, dxf, nx); narrow_bf16(dw, dwf, nw); }
+  free(gyf); free(xf); free(wf); free(dxf); free(dwf);
+  return rc;
+}
+
 #define P(t) ((t) ? (void *)nt_base(t) : NULL)
 
 /* fwd: out y; in = {x, w, bias|NULL}; extra = cgeom.
@@ -155,6 +218,11 @@ typedef struct conv_bwd_args { cgeom g; nt_Tensor *d[3]; } conv_bwd_args;
 
 static int k_conv2d(const nt_KernelArgs *a) {
   bool f32 = a->in[0]->dtype == NT_F32;
+  if (a->in[0]->dtype == NT_BF16) {
+    if (a->op == nn_ops.conv2d) return conv_fwd_bf16(P(a->in[0]), P(a->in[1]), P(a->in[2]), P(a->out), a->extra);
+    const conv_bwd_args *b = a->extra;
+    return conv_bwd_bf16(P(a->in[0]), P(a->in[1]), P(a->in[2]), P(b->d[0]), P(b->d[1]), P(b->d[2]), &b->g);
+  }
   if (a->op == nn_ops.conv2d) {
     const cgeom *g = a->extra;
     return f32 ? conv_fwd_f32(P(a->in[0]), P(a->in[1]), P(a->in[2]), P(a->out), g)
@@ -318,7 +386,10 @@ static nt_Tensor *conv_any(const char *op, int nsp, bool transposed, nt_Tensor *
                  nt_shape_str(x0->shape, x0->ndim, s1, sizeof s1), nt_shape_str(w0->shape, w0->ndim, s2, sizeof s2));
   if (nt_check_same_device(op, 3, (nt_Tensor *[]){x0, w0, b0 ? b0 : x0})) return NULL;
   NT_AUTOCAST(NT_AUTOCAST_LOW, conv_any(op, nsp, transposed, ac_[0], ac_[1], ac_[2], a), x0, w0, b0);
-  nt_Tensor *xf = nn_compute_float(op, x0);
+  /* bf16 on the CPU stays bf16 where oneDNN's bf16 convolutions win (see conv_fwd_bf16) */
+  bool lowp = x0->device == NT_CPU && x0->dtype == NT_BF16 && w0->dtype == NT_BF16 && (!b0 || b0->dtype == NT_BF16) &&
+              nt_onednn_conv_bf16_wanted();
+  nt_Tensor *xf = lowp ? (nt_nn_init(), nt_retain(x0)) : nn_compute_float(op, x0);   /* (nn_compute_float inits the op ids) */
   if (!xf) return NULL;
   bool ok = true;
   nt_Tensor *x4 = as4d(xf, nsp), *w4 = as4d(w0, nsp);

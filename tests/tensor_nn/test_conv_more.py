@@ -236,6 +236,129 @@ save("{TMP}/lay_out.safetensors", {{a_w: a.weight, a_b: a.bias, a_y: a(d.x1), b_
         report(f"nn layer {type(m).__name__}: torch's parameter shapes and output", not bad, "; ".join(bad))
 
 
+BF16_CASES = [  # bf16 on the CPU: oneDNN's bf16 primitives (blocked layouts: wide), and geometries they do not take
+    ("conv2d", 2, dict(padding=1), True), ("conv2d", 2, dict(stride=2, padding=1, groups=2), True),
+    ("conv2d", 2, dict(stride=(2, 3), bias=False, permuted=True), True), ("conv1d", 1, dict(padding=2, dilation=2), True),
+    ("conv1d", 1, dict(stride=2), False), ("conv_transpose2d", 2, dict(stride=2, padding=1), True),
+    ("conv_transpose2d", 2, dict(stride=2, output_padding=1), True), ("conv_transpose1d", 1, dict(stride=3, padding=2), True),
+]
+
+
+def check_bf16():
+    """bf16 x, w, b on the CPU (values rounded to bf16 first): y, dx, dW, db
+    in bf16 within 2^-7 of the largest value of torch 1.13's bf16 CPU
+    convolution (mkldnn, f32 accumulation; for conv_transpose, which torch
+    1.13 refuses in bf16, its f32 result rounded to bf16) and of the f64
+    truth; the same for the f32 route (NABLA_ONEDNN_CONV_BF16=0) and im2col
+    (NABLA_ONEDNN_CONV=0).  Then conv2d under autocast("bf16") with f32
+    leaves against torch.autocast("cpu", bfloat16): a bf16 output, f32
+    gradients."""
+    r16 = lambda a: torch.tensor(a).bfloat16().float().numpy()
+    cases, arrays = [], {}
+    for k, (op, nsp, kw, wide) in enumerate(BF16_CASES):
+        c = make_case(f"h{k}", op, "f32", nsp, wide=wide, **kw)
+        for f in ("x", "w", "b"):
+            if c[f] is not None:
+                c[f] = r16(c[f])
+        cases.append(c)
+    truth, tref = {}, {}
+    for c in cases:
+        i = c["id"]
+        c["gy"] = r16(rng.standard_normal(tuple(torch_call(c, *(torch.tensor(c[f]) if c[f] is not None else None
+                                                                for f in ("x", "w", "b"))).shape)).astype(np.float32))
+        # torch 1.13's bf16 conv_transpose on the CPU raises (it checks the
+        # weight as a convolution's): its f32 result of the same bf16 values,
+        # rounded to bf16, is the reference there
+        tdt = torch.float32 if c["op"].startswith("conv_transpose") else torch.bfloat16
+        t16 = lambda a: torch.tensor(a).to(tdt).requires_grad_()
+        x, w = t16(c["x"]), t16(c["w"])
+        b = t16(c["b"]) if c["b"] is not None else None
+        y = torch_call(c, x, w, b)
+        (y * torch.tensor(c["gy"]).to(tdt)).sum().backward()
+        tref[i] = {"y": y, "gx": x.grad, "gw": w.grad}
+        if b is not None:
+            tref[i]["gb"] = b.grad
+        tref[i] = {k: v.detach().bfloat16().float().numpy() for k, v in tref[i].items()}
+        xx, ww = (torch.tensor(c[f].astype(np.float64), requires_grad=True) for f in ("x", "w"))
+        bb = torch.tensor(c["b"].astype(np.float64), requires_grad=True) if c["b"] is not None else None
+        yy = torch_call(c, xx, ww, bb)
+        (yy * torch.tensor(c["gy"].astype(np.float64))).sum().backward()
+        truth[i] = {"y": yy, "gx": xx.grad, "gw": ww.grad}
+        if bb is not None:
+            truth[i]["gb"] = bb.grad
+        truth[i] = {k: v.detach().numpy() for k, v in truth[i].items()}
+        arrays[f"{i}_x"] = np.ascontiguousarray(np.swapaxes(c["x"], 0, 1)) if c["permuted"] else c["x"]
+        arrays[f"{i}_w"], arrays[f"{i}_gy"] = c["w"], c["gy"]
+        if c["b"] is not None:
+            arrays[f"{i}_b"] = c["b"]
+    ax = rng.standard_normal((2, 16, 11, 9)).astype(np.float32)
+    aw = (rng.standard_normal((24, 16, 3, 3)) * 0.2).astype(np.float32)
+    ab = rng.standard_normal(24).astype(np.float32)
+    agy = rng.standard_normal((2, 24, 11, 9)).astype(np.float32)
+    arrays.update(ac_x=ax, ac_w=aw, ac_b=ab, ac_gy=agy)
+    np.savez(os.path.join(TMP, "bf.npz"), **arrays)
+    code = [f'd = load_npz("{TMP}/bf.npz")', "res = {}", 'fn h(t) = if t == nil { nil } else { t.to("bf16") }',
+            'fn opt(name) = if has(d, name) { d[name] } else { nil }']
+    for c in cases:
+        i = c["id"]
+        xs = f'transpose(h(d.{i}_x), 0, 1)' if c["permuted"] else f'h(d.{i}_x)'
+        if c["op"] in ("conv1d", "conv2d"):
+            call = f'{c["op"]}(x, w, b, stride={nb(c["stride"])}, padding={nb(c["padding"])}, dilation={nb(c["dilation"])}, groups={c["groups"]})'
+        else:
+            call = (f'{c["op"]}(x, w, b, stride={nb(c["stride"])}, padding={nb(c["padding"])}, '
+                    f'output_padding={nb(c["output_padding"])}, groups={c["groups"]}, dilation={nb(c["dilation"])})')
+        code.append(f'''
+x = {xs}; w = h(d.{i}_w); b = h(opt("{i}_b")); gy = h(d.{i}_gy); out = {{}}
+g = grad(fn(x, w, b) {{ y = {call}; out.y = y; sum(y * gy) }}, argnums=[0, 1, 2])(x, w, b)
+for t in [out.y, g[0], g[1]] {{ if t.dtype != "bf16" {{ error("{i}: a " + t.dtype + " result") }} }}
+res["{i}"] = {{y: out.y.to("f32"), gx: g[0].to("f32"), gw: g[1].to("f32")}}
+if b != nil {{ res["{i}"].gb = g[2].to("f32") }}''')
+    code.append('''out = {}
+g = grad(fn(x, w, b) { y = autocast("bf16") { conv2d(x, w, b, padding=1) }; out.y = y; sum(y.to("f32") * d.ac_gy) }, argnums=[0, 1, 2])(d.ac_x, d.ac_w, d.ac_b)
+if out.y.dtype != "bf16" or g[1].dtype != "f32" { error("autocast conv2d: " + out.y.dtype + " output, " + g[1].dtype + " dW") }
+res["ac"] = {y: out.y.to("f32"), gx: g[0], gw: g[1], gb: g[2]}''')
+    code.append(f'save("{TMP}/bf_out.safetensors", res)')
+    src = "\n".join(code)
+    if os.environ.get("CONV_BF16_SCRIPT"):   # where to leave the nabla program, to rerun it by hand
+        with open(os.environ["CONV_BF16_SCRIPT"], "w") as f:
+            f.write(src)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        tx, tw, tb = (torch.tensor(a, requires_grad=True) for a in (ax, aw, ab))
+        ty = F.conv2d(tx, tw, tb, padding=1)
+    (ty.float() * torch.tensor(agy)).sum().backward()
+    ac_ref = {"y": ty.detach().float().numpy(), "gx": tx.grad.numpy(), "gw": tw.grad.numpy(), "gb": tb.grad.numpy()}
+    for label, env in (("onednn bf16", {"NABLA_ONEDNN_CONV_BF16": "1"}), ("f32 route", {"NABLA_ONEDNN_CONV_BF16": "0"}),
+                       ("im2col", {"NABLA_ONEDNN_CONV": "0"})):
+        r = run_nabla(src, env)
+        if r.returncode != 0:
+            report(f"bf16 conv ({label})", False, f"nabla failed (exit {r.returncode}): {r.stderr.strip()[-1500:]}")
+            continue
+        got = read_safetensors(f"{TMP}/bf_out.safetensors")
+        for c in cases:
+            bad = []
+            for k, want in tref[c["id"]].items():
+                g = got.get(f"{c['id']}.{k}")
+                if g is None or g.shape != want.shape:
+                    bad.append(f"{k}: shape {None if g is None else g.shape} vs {want.shape}")
+                    continue
+                scale = max(1e-3, float(np.max(np.abs(truth[c["id"]][k]))))
+                e_t = float(np.max(np.abs(g - want)))
+                e_f = float(np.max(np.abs(g - truth[c["id"]][k])))
+                if not (e_t <= 2 ** -7 * scale and e_f <= 2 ** -7 * scale):
+                    bad.append(f"{k}: |diff| {e_t:.3g} from torch bf16, {e_f:.3g} from f64 (scale {scale:.3g})")
+            opts = " ".join(f"{k}={c[k]}" for k in ("stride", "padding", "dilation", "groups", "output_padding") if c[k] not in (0, 1))
+            report(f"{c['op']} cpu bf16 ({label}) x{list(c['x'].shape)} w{list(c['w'].shape)} {opts}"
+                   f"{' no bias' if c['b'] is None else ''}{' permuted' if c['permuted'] else ''}", not bad, "; ".join(bad))
+        bad = []
+        for k, want in ac_ref.items():
+            g = got.get(f"ac.{k}")
+            scale = float(np.max(np.abs(want)))
+            err = float(np.max(np.abs(g - want))) if g is not None and g.shape == want.shape else float("inf")
+            if not err <= 2 ** -7 * 2 * scale:
+                bad.append(f"{k}: |diff| {err:.3g} (scale {scale:.3g})")
+        report(f"conv2d under autocast('bf16') ({label}): bf16 y, f32 grads against torch's CPU autocast", not bad, "; ".join(bad))
+
+
 def main():
     try:
         cases = make_cases()
@@ -262,6 +385,7 @@ def main():
         else:
             print(f"SKIP: conv on the emulated CUDA device{SUFFIX}: {emu} is not built")
         check_layers()
+        check_bf16()
         torchcmp.check_errors(ERRORS, "conv")
     finally:
         shutil.rmtree(TMP, True)
