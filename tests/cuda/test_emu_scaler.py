@@ -339,6 +339,73 @@ def compiled():
     check("scaler.compile_gpt_f16.replay_no_host_wait", rp == ["syncs=0 h2d=0 d2h=0 mallocs=0"], f"{rp}")
 
 
+# ---------------------------------------------------------------- resume after a skip
+# f16-autocast AdamW steps with an inf injected at step 2 (a skip, counted
+# in the device scalars' `skipped`); a checkpoint at step 4 (model,
+# opt.state, scaler.state), resumed in a fresh process and optimizer, must
+# give at step 8 the parameters of the uninterrupted run, bit for bit: the
+# skip count travels in opt.state.skipped.  OLD=1 saves the layout before
+# the field existed (t, m, v): it still loads, with skipped = 0.
+RESUME = r"""
+import nn
+import optim
+dev = getenv("DEV"); mode = getenv("MODE"); path = getenv("CKPT")
+set_default_device(dev)
+seed(3)
+model = {l1: nn.linear(7, 13), l2: nn.linear(13, 5)}
+opt = optim.adamw(model, lr=1e-2, weight_decay=0.1)
+sc = optim.grad_scaler(init_scale=1000, growth_interval=3, backoff_factor=0.3)
+fn loss_fn(m, x, y, k) = autocast("f16") { mean((m.l2(gelu(m.l1(x))) - y) ** 2) } * k
+first = 0; last = 8
+if mode == "first" { last = 4 }
+if mode == "resume" {
+  ck = load(path)
+  nn.load_state(model, ck.model)
+  nn.load_state(opt.state, ck.opt)
+  sc.state = ck.scaler
+  print("loaded t={opt.state.t} skipped={int(if is_tensor(opt.state.skipped) { opt.state.skipped.item() } else { opt.state.skipped })}")
+  first = 4
+}
+skips = list()
+for s in first..last {
+  seed(100 + s)
+  x = randn([9, 7]); y = randn([9, 5])
+  k = if s == 2 { inf } else { 1.0 }
+  g = grad(fn(m) sc.scale(loss_fn(m, x, y, k)))(model)
+  sk = sc.step(opt, g)
+  push(skips, if is_tensor(sk) { sk.item() } else { sk })
+}
+print("skips {skips}")
+if mode == "first" {
+  st = if getenv("OLD") == "1" { {t: opt.state.t, m: opt.state.m, v: opt.state.v} } else { opt.state }
+  save(path, {model: model, opt: st, scaler: sc.state})
+}
+print("params {map(nn.parameters(model), fn(p) tolist(reshape(p, [-1])))}")
+"""
+
+
+def resume_after_skip(dev):
+    name = f"scaler.resume_after_skip_{dev}"
+    ck = os.path.join(__import__("emuutil").TMPDIR, f"resume-{dev}.safetensors")
+    rc, full, se = nb(RESUME, DEV=dev, MODE="full", CKPT=ck)
+    if rc or not lines_of(full, "params"):
+        out("FAIL", name, f"uninterrupted rc={rc} {se[-1200:]}")
+        return
+    check(name + ".skipped_at_2", lines_of(full, "skips") == ["[false, false, true, false, false, false, false, false]"], f"{lines_of(full, 'skips')}")
+    rc, first, se = nb(RESUME, DEV=dev, MODE="first", CKPT=ck)
+    rc2, res, se2 = nb(RESUME, DEV=dev, MODE="resume", CKPT=ck)
+    if rc or rc2:
+        out("FAIL", name, f"first rc={rc} {se[-800:]} | resume rc={rc2} {se2[-1200:]}")
+        return
+    check(name + ".restored_count", lines_of(res, "loaded") == ["t=4 skipped=1" if dev == "cuda" else "t=3 skipped=0"], f"{lines_of(res, 'loaded')}")
+    check(name + ".params_bit_identical", lines_of(res, "params") == lines_of(full, "params"), "the resumed run's parameters at step 8 differ from the uninterrupted run's")
+    # a checkpoint written before opt.state had `skipped` loads (strict) with skipped = 0
+    rc, _, se = nb(RESUME, DEV=dev, MODE="first", CKPT=ck, OLD="1")
+    rc2, res, se2 = nb(RESUME, DEV=dev, MODE="resume", CKPT=ck)
+    check(name + ".old_checkpoint_loads", rc == 0 and rc2 == 0 and lines_of(res, "loaded") == ["t=4 skipped=0" if dev == "cuda" else "t=3 skipped=0"],
+          f"rc={rc}/{rc2} {lines_of(res, 'loaded')} {se2[-800:]}")
+
+
 def main():
     for dev in ("cpu", "cuda"):
         ops(dev)
@@ -348,6 +415,8 @@ def main():
         eager("cuda", optname)
     restore()
     compiled()
+    for dev in ("cpu", "cuda"):
+        resume_after_skip(dev)
     return 1 if __import__("emuutil").n_fail else 0
 
 
