@@ -198,7 +198,9 @@ template <typename C> __device__ inline C un_math(int op, C x, double lo, double
   constexpr bool f32 = sizeof(C) == 4 && isf;
   const C one = 1;
   switch (op) {
-    case NT_OP_NEG: return (C)(0 - x);
+    case NT_OP_NEG:   // a sign flip: neg(+0) = -0 (NumPy, torch); 0 - x would give +0
+      if constexpr (isf) return -x;
+      else return (C)(0 - x);
     case NT_OP_ABS:   // |-0| = +0, as on the CPU (NumPy, torch)
       if constexpr (f32) return fabsf(x);
       else if constexpr (isf) return fabs(x);

@@ -230,10 +230,10 @@ int nbV_call_at(nb_VM *vm, nb_Frame *f, const nb_Node *site, nb_Value callee, nb
     /* an interrupt during one long builtin (a huge sort, a matmul) ends the
     ** cell here even when the builtin finished: its result is dropped */
     if (__builtin_expect(vm->interrupted, 0) && st == NB_OK) { nb_decref(*out); *out = nb_nil(); st = nbV_interrupt_error(vm); }
-  } else if (callee.t == NB_TREC && nbR_find_cstr(nb_rec(callee), "__call") >= 0) {
+  } else if (callee.t == NB_TREC && nbR_method_cstr(nb_rec(callee), "__call").t != NB_TUNDEF) {
     /* a record with __call (a model, an optimizer) is callable: r(args)
     ** calls r.__call(r, args), so the function sees its record as self */
-    nb_Value fn = nbR_get_cstr(nb_rec(callee), "__call");
+    nb_Value fn = nbR_method_cstr(nb_rec(callee), "__call");
     if (vm->sp >= vm->stack_end) { st = nb_error_kind(vm, "RecursionError", "stack overflow"); goto drop; }
     memmove(base + 1, base, sizeof(nb_Value) * (size_t)(npos + nkw));
     base[0] = callee; nb_incref(callee);
@@ -298,8 +298,8 @@ int nbV_spread_list(nb_VM *vm, nb_Value *v) {
     *v = nb_obj(NB_TLIST, l);
     return NB_OK;
   }
-  if (seq.t == NB_TREC && nbR_find_cstr(nb_rec(seq), "__next") >= 0) {   /* an iterator, to its end */
-    nb_Value next = nbR_get_cstr(nb_rec(seq), "__next");
+  if (seq.t == NB_TREC && nbR_method_cstr(nb_rec(seq), "__next").t != NB_TUNDEF) {   /* an iterator, to its end */
+    nb_Value next = nbR_method_cstr(nb_rec(seq), "__next");
     nb_List *l = nbL_new(8);
     for (;;) {
       nb_Value item;

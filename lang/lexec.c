@@ -162,8 +162,8 @@ static inline int quick_eq(const nb_Value *a, const nb_Value *b) {
 static int iter_prep(nb_VM *vm, nb_Value *R, int a) {
   nb_Value seq = R[a];
   R[a + 2] = nb_int(0);
-  if (seq.t == NB_TREC && nbR_find_cstr(nb_rec(seq), "__next") >= 0) {
-    nb_Value next = nbR_get_cstr(nb_rec(seq), "__next");
+  nb_Value next = seq.t == NB_TREC ? nbR_method_cstr(nb_rec(seq), "__next") : nb_undef();
+  if (next.t != NB_TUNDEF) {   /* an iterator: __next holds code (a data field of that name does not count) */
     nb_incref(next);
     nb_store(&R[a + 1], next);
     return NB_OK;

@@ -381,6 +381,13 @@ nb_Value nbR_get_cstr(const nb_Rec *r, const char *key) {
   int i = nbR_find_cstr(r, key);
   return i >= 0 ? r->vals[i] : nb_undef();
 }
+static bool is_code(nb_Value v) { return v.t == NB_TFUNC || v.t == NB_TBUILTIN; }
+nb_Value nbR_method_cstr(const nb_Rec *r, const char *key) {
+  nb_Value v = nbR_get_cstr(r, key);
+  /* one level of callable record (compile's {__call}, a progress bar's set): no recursion on data */
+  if (is_code(v) || (v.t == NB_TREC && is_code(nbR_get_cstr(nb_rec(v), "__call")))) return v;
+  return nb_undef();
+}
 bool nbR_remove(nb_Rec *r, const nb_Str *key) {
   int i = nbR_find(r, key);
   if (i < 0) return false;
@@ -637,7 +644,7 @@ static void tostr(nb_Buf *b, nb_Value v, bool quote, int depth, const void **pat
   case NB_TREC: {
     nb_Rec *r = v.u.p;
     if (depth > MAX_PRINT_DEPTH || on_path(path, depth, r)) { nbB_puts(b, "{...}"); break; }
-    if (nbR_find_cstr(r, "__call") >= 0) { model_str(b, v, depth, depth, path); break; }
+    if (nbR_method_cstr(r, "__call").t != NB_TUNDEF) { model_str(b, v, depth, depth, path); break; }
     path[depth] = r;
     nbB_putc(b, '{');
     for (int i = 0; i < r->n && b->n <= NB_MAX_STR; i++) {

@@ -201,6 +201,11 @@ int nbR_find_cstr(const nb_Rec *r, const char *key);
 void nbR_set(nb_Rec *r, nb_Str *key, nb_Value v);        /* key interned; takes v's reference; retains key */
 void nbR_set_cstr(nb_Rec *r, const char *key, nb_Value v);
 nb_Value nbR_get_cstr(const nb_Rec *r, const char *key); /* borrowed, NB_TUNDEF if absent */
+/* r's special field key (__call, __next) when it holds code: a function, a
+** builtin, or a record whose __call is one; else NB_TUNDEF (borrowed).  Only
+** such a field makes a record callable or an iterator: data (a JSON key, a
+** CSV column named __next) leaves it an ordinary record. */
+nb_Value nbR_method_cstr(const nb_Rec *r, const char *key);
 bool nbR_remove(nb_Rec *r, const nb_Str *key);
 
 nb_Range *nbG_range(double start, double stop, double step);   /* int kinds */

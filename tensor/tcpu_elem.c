@@ -411,7 +411,7 @@ static int un_##N(const nt_KernelArgs *a, bool contig, int64_t n) {             
   const CT one = 1; int intr_ = 0; (void)one;                                     \
   const bool stoppable_ = !writes_input(a);                                        \
   switch (a->op) {                                                                 \
-    case NT_OP_NEG: ULOOP((CT)(0 - x)); break;                                     \
+    case NT_OP_NEG: ULOOP(ISFLT(CT) ? (CT)-x : (CT)(0 - x)); break;   /* -(+0) = -0 */  \
     case NT_OP_ABS: ULOOP(ISFLT(CT) ? (CT)FM(fabs, x) : x < 0 ? (CT)(0 - x) : x); break;   /* |-0| = +0 */ \
     case NT_OP_SIGN: ULOOP((CT)((x > 0) - (x < 0))); break;                        \
     case NT_OP_RELU: ULOOP(x < 0 ? (CT)0 : x); break;   /* NaN passes (torch) */   \
@@ -531,7 +531,7 @@ static void half_unary_block(void *ctx, const float *const in[2], float *o, int6
   const float *x = in[0];
   if (h->fn >= 0) { nt_vm()->unary_f32(h->fn, x, o, n); return; }
   switch (h->op) {
-    case NT_OP_NEG: for (int64_t i = 0; i < n; i++) o[i] = 0.0f - x[i]; break;   /* as un_f32: neg(+0) = +0 */
+    case NT_OP_NEG: for (int64_t i = 0; i < n; i++) o[i] = -x[i]; break;   /* as un_f32: neg(+0) = -0 */
     case NT_OP_ABS: for (int64_t i = 0; i < n; i++) o[i] = fabsf(x[i]); break;
     case NT_OP_RELU: for (int64_t i = 0; i < n; i++) o[i] = x[i] < 0 ? 0.0f : x[i]; break;
     case NT_OP_SQUARE: for (int64_t i = 0; i < n; i++) o[i] = x[i] * x[i]; break;

@@ -25,12 +25,14 @@ static nt_Tensor *keep(nt_Tensor *x) { return nt_retain(x); }   /* result escape
 static nt_Tensor *B2_(Arena *ar, int op, nt_Tensor *x, nt_Tensor *y) { return x && y ? A(ar, nt_binary(op, x, y)) : NULL; }
 static nt_Tensor *BS_(Arena *ar, int op, nt_Tensor *x, double s, int fl) { return x ? A(ar, nt_binary_scalar_ex(op, x, s, fl)) : NULL; }
 static nt_Tensor *U1_(Arena *ar, int op, nt_Tensor *x) { return x ? A(ar, nt_unary(op, x)) : NULL; }
-static nt_Tensor *CAST_(Arena *ar, nt_Tensor *x, nt_DType dt) { return x ? A(ar, nt_to_dtype(x, dt)) : NULL; }
 #define B2(op, x, y) B2_(ar, op, x, y)
 #define BS(op, x, s) BS_(ar, op, x, s, NT_SCALAR_FLOAT)
 #define SB(op, s, x) BS_(ar, op, x, s, NT_SCALAR_FLOAT | NT_SCALAR_FIRST)
+static nt_Tensor *W_(Arena *ar, nt_Tensor *c, nt_Tensor *x, nt_Tensor *y) { return c && x && y ? A(ar, nt_where(c, x, y)) : NULL; }
+static nt_Tensor *ZERO_(Arena *ar, nt_Tensor *like) { return like ? A(ar, nt_zeros_like(like)) : NULL; }
 #define U1(op, x) U1_(ar, op, x)
-#define CASTLIKE(x, like) CAST_(ar, x, (like)->dtype)
+#define WHERE(c, x, y) W_(ar, c, x, y)
+#define ZEROS_LIKE(x) ZERO_(ar, x)
 
 static bool same_shape(const nt_Tensor *a, const nt_Tensor *b) {
   return a->ndim == b->ndim && !memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim);
@@ -74,11 +76,14 @@ static int binary_backward(nt_Node *n, nt_Tensor *g, nt_Tensor **gin) {
       break;
     }
     case NT_OP_MAXIMUM: case NT_OP_MINIMUM: {
-      /* the larger (smaller) input gets the gradient; ties split it */
-      nt_Tensor *m = B2(n->iarg[0] == NT_OP_MAXIMUM ? NT_OP_GT : NT_OP_LT, a, b), *e = B2(NT_OP_EQ, a, b);
-      nt_Tensor *w = B2(NT_OP_ADD, CASTLIKE(m, g), BS(NT_OP_MUL, CASTLIKE(e, g), 0.5));
-      if (nt_node_needs(n, 0)) gin[0] = keep(B2(NT_OP_MUL, g, w));
-      if (nt_node_needs(n, 1)) gin[1] = keep(B2(NT_OP_MUL, g, SB(NT_OP_SUB, 1, w)));
+      /* torch's rule (derivatives.yaml): where(a == b, g/2, g), then 0 where
+      ** the input loses (a < b for maximum's a).  A NaN on either side loses
+      ** no comparison, so both inputs get g; the zero is selected, not g * 0
+      ** (an inf or NaN g gives the loser 0) */
+      bool mx = n->iarg[0] == NT_OP_MAXIMUM;
+      nt_Tensor *split = WHERE(B2(NT_OP_EQ, a, b), BS(NT_OP_MUL, g, 0.5), g), *zero = ZEROS_LIKE(split);
+      if (nt_node_needs(n, 0)) gin[0] = keep(WHERE(B2(mx ? NT_OP_LT : NT_OP_GT, a, b), zero, split));
+      if (nt_node_needs(n, 1)) gin[1] = keep(WHERE(B2(mx ? NT_OP_GT : NT_OP_LT, a, b), zero, split));
       break;
     }
     case NT_OP_MOD:   /* a - b*floor(a/b) */
@@ -200,10 +205,9 @@ static int binary_scalar_backward(nt_Node *n, nt_Tensor *g, nt_Tensor **gin) {
       if (!first) gin[0] = keep(B2(NT_OP_MUL, g, BS(NT_OP_MUL, BS(NT_OP_POW, x, s - 1), s)));   /* s x^(s-1) */
       else gin[0] = keep(BS(NT_OP_MUL, B2(NT_OP_MUL, g, n->saved[0]), log(s)));              /* s^x ln s */
       break;
-    case NT_OP_MAXIMUM: case NT_OP_MINIMUM: {
-      nt_Tensor *m = BS(n->iarg[0] == NT_OP_MAXIMUM ? NT_OP_GT : NT_OP_LT, x, s), *e = BS(NT_OP_EQ, x, s);
-      nt_Tensor *w = B2(NT_OP_ADD, CASTLIKE(m, g), BS(NT_OP_MUL, CASTLIKE(e, g), 0.5));
-      gin[0] = keep(B2(NT_OP_MUL, g, w));
+    case NT_OP_MAXIMUM: case NT_OP_MINIMUM: {   /* binary_backward's rule with b = s */
+      nt_Tensor *split = WHERE(BS(NT_OP_EQ, x, s), BS(NT_OP_MUL, g, 0.5), g);
+      gin[0] = keep(WHERE(BS(n->iarg[0] == NT_OP_MAXIMUM ? NT_OP_LT : NT_OP_GT, x, s), ZEROS_LIKE(split), split));
       break;
     }
     case NT_OP_MOD:
@@ -325,8 +329,9 @@ static int unary_backward(nt_Node *n, nt_Tensor *g, nt_Tensor **gin) {
     case NT_OP_SIGN: case NT_OP_FLOOR: case NT_OP_CEIL: case NT_OP_ROUND: r = A(ar, nt_zeros_like(g)); break;
     case NT_OP_TANH: r = B2(NT_OP_MUL, g, SB(NT_OP_SUB, 1, B2(NT_OP_MUL, y, y))); break;
     case NT_OP_SIGMOID: r = B2(NT_OP_MUL, g, B2(NT_OP_MUL, y, SB(NT_OP_SUB, 1, y))); break;
-    case NT_OP_RELU:   /* passes where !(x <= 0), i.e. !(y <= 0) (relu keeps NaN): NaN inputs get the gradient, like torch */
-      r = B2(NT_OP_MUL, g, CASTLIKE(U1(NT_OP_LOGICAL_NOT, BS(NT_OP_LE, y, 0)), g)); break;
+    case NT_OP_RELU:   /* torch's threshold_backward: where(y <= 0, 0, g); a NaN input (y NaN) gets g, and a
+                       ** NaN or inf g gives 0 where y <= 0 (selected, not g * 0) */
+      r = WHERE(BS(NT_OP_LE, y, 0), ZEROS_LIKE(g), g); break;
     case NT_OP_SILU: { /* s + x s (1 - s) */
       nt_Tensor *s = U1(NT_OP_SIGMOID, x);
       r = B2(NT_OP_MUL, g, B2(NT_OP_ADD, s, B2(NT_OP_MUL, B2(NT_OP_MUL, x, s), SB(NT_OP_SUB, 1, s))));
@@ -352,11 +357,11 @@ static int unary_backward(nt_Node *n, nt_Tensor *g, nt_Tensor **gin) {
     case NT_OP_RECIPROCAL: r = U1(NT_OP_NEG, B2(NT_OP_MUL, g, B2(NT_OP_MUL, y, y))); break;
     case NT_OP_SQUARE: r = BS(NT_OP_MUL, B2(NT_OP_MUL, g, x), 2); break;
     case NT_OP_ERF: r = BS(NT_OP_MUL, B2(NT_OP_MUL, g, U1(NT_OP_EXP, U1(NT_OP_NEG, B2(NT_OP_MUL, x, x)))), 1.1283791670955126); break;
-    case NT_OP_CLAMP: { /* pass where lo <= x <= hi */
-      nt_Tensor *m = A(ar, nt_ones_like(g));
-      if (m && n->s[0] == n->s[0]) m = B2(NT_OP_MUL, m, CASTLIKE(BS(NT_OP_GE, x, n->s[0]), g));
-      if (m && n->s[1] == n->s[1]) m = B2(NT_OP_MUL, m, CASTLIKE(BS(NT_OP_LE, x, n->s[1]), g));
-      r = B2(NT_OP_MUL, g, m);
+    case NT_OP_CLAMP: { /* pass where lo <= x <= hi, else 0 selected (torch's where: a NaN g outside gives 0) */
+      nt_Tensor *zero = ZEROS_LIKE(g);
+      r = g;
+      if (n->s[0] == n->s[0]) r = WHERE(BS(NT_OP_GE, x, n->s[0]), r, zero);
+      if (n->s[1] == n->s[1]) r = WHERE(BS(NT_OP_LE, x, n->s[1]), r, zero);
       break; }
     default: break;
   }

@@ -157,7 +157,7 @@ static int next_item(nb_VM *vm, nb_Rec *self, nb_Value seq, double k, nb_Value *
     return nbT_index(vm, seq, &kv, 1, item);
   }
   case NB_TREC: {
-    nb_Value next = nbR_get_cstr(nb_rec(seq), "__next");
+    nb_Value next = nbR_method_cstr(nb_rec(seq), "__next");
     if (next.t == NB_TUNDEF) break;
     if (nbV_call(vm, next, &seq, 1, item)) return NB_ERR;
     if (item->t == NB_TNIL) *end = true;
@@ -234,7 +234,7 @@ static int b_progress(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
     else if (seq.t == NB_TSTR) total = (double)nb_str(seq)->len;
     else if (seq.t == NB_TRANGE) total = nbG_range_len(seq.u.p);
     else if (seq.t == NB_TTENSOR) { if (nbT_len(vm, seq, &total)) return NB_ERR; }
-    else if (!(seq.t == NB_TREC && nbR_find_cstr(nb_rec(seq), "__next") >= 0))
+    else if (!(seq.t == NB_TREC && nbR_method_cstr(nb_rec(seq), "__next").t != NB_TUNDEF))
       return nb_error_kind(vm, "TypeError", "progress: cannot iterate over a %s (a list, range, string, tensor or iterator is needed)", nb_typename(seq));
   }
   static unsigned long counter;   /* process-wide (ids must differ across VMs too); atomic: VMs may run on several threads */

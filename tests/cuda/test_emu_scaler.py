@@ -22,7 +22,11 @@ emulated device.  Run by tools/run-tests.sh with the release build and again
   * compile: a GPT-shaped f16-autocast step with the scaler inside compile:
     1 capture, the rest replays, no fallback, equal to eager bit for bit
     over 7 steps, one of them skipped (an inf injected in a replay); a
-    replay reads nothing back (no host wait)."""
+    replay reads nothing back (no host wait).
+  * resume: a checkpoint after a skipped step (opt.state.skipped) resumed in
+    a fresh process gives the uninterrupted run's parameters bit for bit
+    (CPU, emulated, emulated with two groups); an older checkpoint without
+    the field loads with skipped = 0."""
 import os
 import re
 import sys
@@ -339,6 +343,79 @@ def compiled():
     check("scaler.compile_gpt_f16.replay_no_host_wait", rp == ["syncs=0 h2d=0 d2h=0 mallocs=0"], f"{rp}")
 
 
+# ---------------------------------------------------------------- resume after a skip
+# f16-autocast AdamW steps with an inf injected at step 2 (a skip, counted
+# in the device scalars' `skipped`); a checkpoint at step 4 (model,
+# opt.state, scaler.state), resumed in a fresh process and optimizer, must
+# give at step 8 the parameters of the uninterrupted run, bit for bit: the
+# skip count travels in opt.state.skipped.  OLD=1 saves the layout before
+# the field existed (t, m, v): it still loads, with skipped = 0.  Also with
+# two parameter groups (each has its device scalars; all count the skips).
+RESUME = r"""
+import nn
+import optim
+dev = getenv("DEV"); mode = getenv("MODE"); path = getenv("CKPT")
+set_default_device(dev)
+seed(3)
+model = {l1: nn.linear(7, 13), l2: nn.linear(13, 5)}
+groups = getenv("OPT") == "groups"
+opt = if groups { optim.adamw([{params: {l1: model.l1}}, {params: {l2: model.l2}, lr: 5e-3}], lr=1e-2, weight_decay=0.1) }
+      else { optim.adamw(model, lr=1e-2, weight_decay=0.1) }
+sc = optim.grad_scaler(init_scale=1000, growth_interval=3, backoff_factor=0.3)
+fn loss_fn(m, x, y, k) = autocast("f16") { mean((m.l2(gelu(m.l1(x))) - y) ** 2) } * k
+first = 0; last = 8
+if mode == "first" { last = 4 }
+if mode == "resume" {
+  ck = load(path)
+  nn.load_state(model, ck.model)
+  nn.load_state(opt.state, ck.opt)
+  sc.state = ck.scaler
+  print("loaded t={opt.state.t} skipped={int(if is_tensor(opt.state.skipped) { opt.state.skipped.item() } else { opt.state.skipped })}")
+  first = 4
+}
+skips = list()
+for s in first..last {
+  seed(100 + s)
+  x = randn([9, 7]); y = randn([9, 5])
+  k = if s == 2 { inf } else { 1.0 }
+  g = grad(fn(m) sc.scale(loss_fn(m, x, y, k)))(model)
+  sk = sc.step(opt, if groups { list({l1: g.l1}, {l2: g.l2}) } else { g })
+  push(skips, if is_tensor(sk) { sk.item() } else { sk })
+}
+print("skips {skips}")
+if mode == "first" {
+  st = if getenv("OLD") != "1" { opt.state } else if groups { {t: opt.state.t, groups: opt.state.groups} } else { {t: opt.state.t, m: opt.state.m, v: opt.state.v} }
+  save(path, {model: model, opt: st, scaler: sc.state})
+}
+print("params {map(nn.parameters(model), fn(p) tolist(reshape(p, [-1])))}")
+"""
+
+
+def resume_after_skip(dev, opt="adamw"):
+    name = f"scaler.resume_after_skip_{dev}" + ("_groups" if opt == "groups" else "")
+    ck = os.path.join(__import__("emuutil").TMPDIR, f"resume-{dev}-{opt}.safetensors")
+
+    def go(**env):
+        return nb(RESUME, DEV=dev, OPT=opt, CKPT=ck, **env)
+    rc, full, se = go(MODE="full")
+    if rc or not lines_of(full, "params"):
+        out("FAIL", name, f"uninterrupted rc={rc} {se[-1200:]}")
+        return
+    check(name + ".skipped_at_2", lines_of(full, "skips") == ["[false, false, true, false, false, false, false, false]"], f"{lines_of(full, 'skips')}")
+    rc, first, se = go(MODE="first")
+    rc2, res, se2 = go(MODE="resume")
+    if rc or rc2:
+        out("FAIL", name, f"first rc={rc} {se[-800:]} | resume rc={rc2} {se2[-1200:]}")
+        return
+    check(name + ".restored_count", lines_of(res, "loaded") == ["t=4 skipped=1" if dev == "cuda" else "t=3 skipped=0"], f"{lines_of(res, 'loaded')}")
+    check(name + ".params_bit_identical", lines_of(res, "params") == lines_of(full, "params"), "the resumed run's parameters at step 8 differ from the uninterrupted run's")
+    # a checkpoint written before opt.state had `skipped` loads (strict) with skipped = 0
+    rc, _, se = go(MODE="first", OLD="1")
+    rc2, res, se2 = go(MODE="resume")
+    check(name + ".old_checkpoint_loads", rc == 0 and rc2 == 0 and lines_of(res, "loaded") == ["t=4 skipped=0" if dev == "cuda" else "t=3 skipped=0"],
+          f"rc={rc}/{rc2} {lines_of(res, 'loaded')} {se2[-800:]}")
+
+
 def main():
     for dev in ("cpu", "cuda"):
         ops(dev)
@@ -348,6 +425,9 @@ def main():
         eager("cuda", optname)
     restore()
     compiled()
+    for dev in ("cpu", "cuda"):
+        resume_after_skip(dev)
+    resume_after_skip("cuda", "groups")
     return 1 if __import__("emuutil").n_fail else 0
 
 

@@ -2,8 +2,8 @@
 """linalg (tensor/linalg/, lang/lib/ltlinalg.c) vs torch.linalg on fresh random
 inputs: values of every function, batched and unbatched, f32 and f64, odd
 sizes, size-0 and size-1 edges, non-contiguous views; gradients (loss =
-sum(f(A) * W) with random W) vs torch in f64, and central finite differences
-(harness.GRADCHECK_NBL) for each backward; singular and non-positive-definite
+sum(f(A) * W) with random W) vs torch in f64, and finite differences
+(FD_NBL: Richardson, relative to the gradient's size) for each backward; singular and non-positive-definite
 inputs as errors naming the batch element, the _ex forms' info, and the
 argument errors.
 
@@ -20,7 +20,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Batch, T, finish, rng, torch, np, GRADCHECK_NBL, DEVICE, report_fail, report_pass, emulated_rerun  # noqa: E402
+from harness import Batch, T, finish, rng, torch, np, DEVICE, report_fail, report_pass, emulated_rerun  # noqa: E402
 
 F64 = dict(rtol=1e-8, atol=1e-9)
 F32 = dict(rtol=2e-4, atol=2e-4)
@@ -66,13 +66,51 @@ def gcase(b, name, nb_expr, torch_fn, inputs, tol=F64):
     b.case(name, code, [out.detach(), [t.grad for t in tin]], **tol)
 
 
-def fdcase(b, name, nb_expr, a, tol=dict(rtol=1e-5, atol=1e-6)):
-    """autograd vs central finite differences of sum(f(p0) * W) at a (f64)."""
+# Finite differences that hold at any input scale.  A central difference
+# D(h) = (f(x+h) - f(x-h)) / 2h is f' + h^2 f^(3) / 6 + O(h^4): at a fixed h and a
+# fixed absolute tolerance it fails whenever f^(3) is large (matrix_exp(4 A):
+# entries of e^(4|A|) and their derivatives).  Richardson's (4 D(h/2) - D(h)) / 3
+# cancels the h^2 term, leaving O(h^4 f^(5)); the step follows the entry
+# (h = 1e-4 max(1, |x_i|)), so rounding (~eps |f| / h) stays ~1e-12 |f|.  The
+# error is judged relative to the gradient's size: max|auto - fd| /
+# max(1, max|fd|) <= FD_TOL.  A gradient off by 1e-6 of its size fails
+# (fd_mutation_caught checks that the check can fail).
+FD_TOL = 1e-7
+FD_NBL = r"""
+fn fd_richardson(f, x) {
+  g = zeros_like(x)
+  gf = reshape(g, -1)
+  xf = reshape(x, -1)
+  for i in 0..numel(x) {
+    h = 1e-4 * max(1, abs(xf[i].item()))
+    d = list()
+    for s in list(h, h / 2) {
+      xp = clone(x)
+      vp = reshape(xp, -1)
+      vp[i] = vp[i] + s
+      xm = clone(x)
+      vm = reshape(xm, -1)
+      vm[i] = vm[i] - s
+      push(d, (f(xp) - f(xm)) / (2 * s))
+    }
+    gf[i] = (4 * d[1] - d[0]) / 3
+  }
+  g
+}
+fn fd_error(f, x) {
+  a = grad(f)(x)
+  n = fd_richardson(f, x)
+  max(abs(a - n)).item() / max(1, max(abs(n)).item())
+}
+"""
+
+
+def fdcase(b, name, nb_expr, a):
+    """autograd vs finite differences of sum(f(p0) * W) at a (f64), relative to the gradient's size."""
     code = (f"f = fn(p0) {{\n{nb_expr}\n}}\n"
             f"w = randn_like(f({b.inp(a)}), dtype=\"f64\")\n"
-            f"gc = gradcheck(fn(p0) sum(f(p0) * w), {b.inp(a)})\n"
-            f"gc[0] - gc[1]")
-    b.case(name, code, np.zeros_like(a), **tol)
+            f"fd_error(fn(p0) sum(f(p0) * w), {b.inp(a)})")
+    b.case(name, code, 0.0, rtol=0, atol=FD_TOL, dtype=False)
 
 
 # ------------------------------------------------------------------ values
@@ -249,7 +287,7 @@ def gradients(b):
 
 # ------------------------------------------------------------------ finite differences
 def finite_differences(b):
-    b.raw(GRADCHECK_NBL)
+    b.raw(FD_NBL)
     fdcase(b, "fd_inv", "linalg.inv(p0)", wellcond(3, 3))
     fdcase(b, "fd_det", "linalg.det(p0)", wellcond(3, 3))
     Ar = r(4, 4)
@@ -276,7 +314,13 @@ def finite_differences(b):
     fdcase(b, "fd_pinv_wide", "linalg.pinv(p0)", r(2, 4))
     fdcase(b, "fd_pinv_tall", "linalg.pinv(p0)", r(4, 2))
     fdcase(b, "fd_matrix_exp", "linalg.matrix_exp(p0)", r(3, 3))
-    fdcase(b, "fd_matrix_exp_scaled", "linalg.matrix_exp(p0 * 4)", r(3, 3), tol=dict(rtol=1e-4, atol=1e-4))
+    fdcase(b, "fd_matrix_exp_scaled", "linalg.matrix_exp(p0 * 4)", r(3, 3))
+    # the check can fail: a gradient 1e-4 too large, relative (e + 1e-4 (e - detach(e))
+    # has e's value and 1.0001 times its gradient)
+    x = b.inp(r(3, 3))
+    b.case("fd_mutation_caught", "f = fn(p0) { e = linalg.matrix_exp(p0 * 4)\ne + 1e-4 * (e - detach(e)) }\n"
+           f"w = randn_like(f({x}), dtype=\"f64\")\n"
+           f"fd_error(fn(p0) sum(f(p0) * w), {x}) > {FD_TOL * 10}", True, dtype=False)
 
 
 # ------------------------------------------------------------------ errors
