@@ -99,7 +99,7 @@ static const char *formula(int op, bool f64) {
     case NT_OP_LE: return "(unsigned char)($ <= @)";
     case NT_OP_GT: return "(unsigned char)($ > @)";
     case NT_OP_GE: return "(unsigned char)($ >= @)";
-    case NT_OP_NEG: return f64 ? "__dsub_rn(0.0, $)" : "__fsub_rn(0.0f, $)";   /* (C)(0 - x): -(+0) = +0 as unfused */
+    case NT_OP_NEG: return "(-$)";   /* a sign flip, as the unfused kernel: -(+0) = -0 */
     case NT_OP_ABS: return "fabs#($)";
     case NT_OP_SIGN: return "(^)(($ > 0) - ($ < 0))";
     case NT_OP_RELU: return "$ < 0 ? (^)0 : $";
