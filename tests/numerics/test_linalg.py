@@ -375,6 +375,44 @@ def device_subset(b):
     Sg = r(3, 3, 3)
     Sg[2, :, 1] = 0
     b.error("inv_singular", f"linalg.inv({b.inp(Sg)})", ["singular", "batch element [2]"])
+    batched_subset(b)
+
+
+def batched_subset(b):
+    """Many small matrices: cuBLAS's batched LU and cuSOLVER's potrfBatched
+    (cuda/solver.cu's rule: at least 8 matrices of order at most 64), f32/f64,
+    with a singular / non-positive-definite matrix inside the batch."""
+    for dt in (np.float32, np.float64):
+        tol, tn = (F32 if dt == np.float32 else F64), ("f32" if dt == np.float32 else "f64")
+        A = wellcond(3, 4, 6, 6, dt=dt)
+        Bm = r(3, 4, 6, 2, dt=dt)
+        b.case(f"batched_solve_{tn}", f"linalg.solve({b.inp(A)}, {b.inp(Bm)})", torch.linalg.solve(T(A), T(Bm)), **tol)
+        b.case(f"batched_inv_{tn}", f"linalg.inv({b.inp(A)})", torch.linalg.inv(T(A)), **tol)
+        b.case(f"batched_det_{tn}", f"linalg.det({b.inp(A)})", torch.linalg.det(T(A)), **tol)
+        sl = torch.linalg.slogdet(T(A))
+        b.case(f"batched_slogdet_{tn}", f"d = linalg.slogdet({b.inp(A)})\nlist(d.sign, d.logabsdet)", [sl.sign, sl.logabsdet], **tol)
+        Ab = wellcond(12, 5, 5, dt=dt)
+        Xt = r(12, 5, 3, dt=dt)
+        b.case(f"batched_solve_left_T_{tn}", f"linalg.solve(transpose({b.inp(Ab)}), {b.inp(Xt)})", torch.linalg.solve(T(Ab).mT, T(Xt)), **tol)
+        S = spd(10, 7, 7, dt=dt)
+        b.case(f"batched_cholesky_{tn}", f"linalg.cholesky({b.inp(S)})", torch.linalg.cholesky(T(S)), **tol)
+        b.case(f"batched_cholesky_upper_{tn}", f"linalg.cholesky({b.inp(S)}, upper=true)", torch.linalg.cholesky(T(S), upper=True), **tol)
+        NP = spd(9, 4, 4, dt=dt)
+        NP[6] = -NP[6]
+        b.error(f"batched_cholesky_not_pd_{tn}", f"linalg.cholesky({b.inp(NP)})", ["not positive-definite", "batch element [6]"])
+        b.case(f"batched_cholesky_ex_info_{tn}", f"linalg.cholesky_ex({b.inp(NP)}).info", torch.linalg.cholesky_ex(T(NP)).info)
+        Sg = wellcond(2, 5, 4, 4, dt=dt)
+        Sg[1, 3, :, 2] = 0
+        b.error(f"batched_inv_singular_{tn}", f"linalg.inv({b.inp(Sg)})", ["singular", "batch element [1, 3]"])
+        b.case(f"batched_det_singular_{tn}", f"linalg.det({b.inp(Sg)})", torch.linalg.det(T(Sg)), **tol)
+        # which zero pivot info names depends on the factorization's order (torch's inv_ex says 4 where its
+        # lu_factor_ex and LAPACK's getrf say 3 for this matrix): which matrices are singular does not
+        b.case(f"batched_inv_ex_info_{tn}", f"linalg.inv_ex({b.inp(Sg)}).info > 0", torch.linalg.inv_ex(T(Sg)).info > 0)
+    gcase(b, "batched_grad_solve", "linalg.solve(p0, p1)", torch.linalg.solve, [wellcond(9, 3, 3), r(9, 3, 2)])
+    gcase(b, "batched_grad_cholesky", "linalg.cholesky(p0)", torch.linalg.cholesky, [spd(8, 3, 3)])
+    # more matrices than one batched call takes (65536): two calls
+    A2 = wellcond(65536 + 5, 2, 2)
+    b.case("batched_inv_two_calls", f"linalg.inv({b.inp(A2)})", torch.linalg.inv(T(A2)), **F64)
 
 
 if __name__ == "__main__":
