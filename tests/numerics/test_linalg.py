@@ -20,7 +20,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Batch, T, finish, rng, torch, np, GRADCHECK_NBL, DEVICE, report_fail, report_pass, emulated_rerun  # noqa: E402
+from harness import Batch, T, finish, rng, torch, np, GRADCHECK_NBL, DEVICE, report_fail, report_pass, emulated_rerun, run_nabla, check  # noqa: E402
 
 F64 = dict(rtol=1e-8, atol=1e-9)
 F32 = dict(rtol=2e-4, atol=2e-4)
@@ -332,6 +332,8 @@ def main():
     else:
         # the emulated device: a cross-section (each kernel, each backward kind, the errors)
         b = Batch("linalg_dev"); device_subset(b); b.run()
+        if DEVICE == "cuda":
+            batched_path_counts()
     if DEVICE == "cpu" and not emulated_rerun(__file__, "linalg", "LINALG_SUBSET"):
         report_fail("linalg.emulated", "the emulated-device run failed (its lines above)")
     finish()
@@ -376,6 +378,33 @@ def device_subset(b):
     Sg[2, :, 1] = 0
     b.error("inv_singular", f"linalg.inv({b.inp(Sg)})", ["singular", "batch element [2]"])
     batched_subset(b)
+
+
+def batched_path_counts():
+    """solver.cu's rule, seen in cuda.stats(): the batched calls launch the
+    pointer-array kernel under the op (getrf: one launch, the looped cuSOLVER
+    calls none; potrf: two, the looped one only its triangle-zeroing kernel),
+    for 8 matrices of order 64, never for 7 matrices or order 65."""
+    code = """set_default_device("cuda")
+f = fn(k, n, op) {
+  a = randn([k, n, n]) + 2.0 * sqrt(n) * eye(n)
+  s = a @ transpose(a) + eye(n)
+  cuda.synchronize()
+  cuda.reset_stats()
+  if op == "linalg_getrf" { x = linalg.inv(a) } else { x = linalg.cholesky(s) }
+  cuda.synchronize()
+  c = cuda.stats()
+  if has(c.by_op, op) { c.by_op[op] } else { 0 }
+}
+print("lincounts", f(8, 64, "linalg_getrf"), f(7, 64, "linalg_getrf"), f(8, 65, "linalg_getrf"), f(8, 64, "linalg_potrf"), f(7, 64, "linalg_potrf"), f(9, 65, "linalg_potrf"))
+"""
+    rc, so, se = run_nabla(code, timeout=600)
+    line = next((ln for ln in so.splitlines() if ln.startswith("lincounts ")), None)
+    if rc != 0 or line is None:
+        report_fail("linalg.batched_path_counts", f"rc {rc}: {se[-400:]} {so[-200:]}")
+        return
+    got = line.split()[1:]
+    check("linalg.batched_rule", got == ["1", "0", "0", "2", "1", "1"], f"expected getrf 1 0 0, potrf 2 1 1 (batched, looped, looped): {line}")
 
 
 def batched_subset(b):

@@ -474,8 +474,9 @@ def device_search_hist_cases(b):
 
 
 def device_counts():
-    """On CUDA: nonzero and unique read back one scalar each (the count), isin and histc with
-    a given range none; nothing else crosses to the host."""
+    """On CUDA: nonzero and unique (with or without dim) read back one scalar each (the
+    count), bincount one pair (min and max), isin, searchsorted/bucketize and histc/histogram
+    with a given range none, histogram without a range one pair; nothing else crosses to the host."""
     code = """set_default_device("cuda")
 x = randn([50, 7])
 t = randn([9])
@@ -492,7 +493,29 @@ b = isin(x, t)
 h = histc(x, bins=6, min=-1, max=1)
 cuda.synchronize()
 c2 = cuda.stats()
+ts = sort(t)[0]
+cuda.synchronize()
+cuda.reset_stats()
+ss = searchsorted(ts, x, right=true)
+bk = bucketize(x, ts)
+cuda.synchronize()
+c3 = cuda.stats()
+cuda.reset_stats()
+ud = unique(mask, dim=0, return_inverse=true, return_counts=true)
+c4 = cuda.stats()
+cuda.reset_stats()
+bc = bincount(ud[1], minlength=3)
+c5 = cuda.stats()
+cuda.reset_stats()
+hg = histogram(x, bins=5, range=list(-1.0, 1.0))
+cuda.synchronize()
+c6 = cuda.stats()
+cuda.reset_stats()
+ha = histogram(x, bins=5)
+cuda.synchronize()
+c7 = cuda.stats()
 print("ixstats nz_d2h={c1.memcpy_d2h} nz_h2d={c1.memcpy_h2d} u_d2h={c1u.memcpy_d2h} u_h2d={c1u.memcpy_h2d} d2h={c2.memcpy_d2h} h2d={c2.memcpy_h2d} on={a.device},{b.device},{h.device}")
+print("ixstats2 ss_d2h={c3.memcpy_d2h} ss_h2d={c3.memcpy_h2d} ss_sync={c3.syncs} ud_d2h={c4.memcpy_d2h} ud_h2d={c4.memcpy_h2d} ud_sync={c4.syncs} bc_d2h={c5.memcpy_d2h} bc_sync={c5.syncs} hg_d2h={c6.memcpy_d2h} ha_d2h={c7.memcpy_d2h} ha_sync={c7.syncs} on={ss.device},{bk.device},{ud[0].device},{bc.device},{hg.hist.device}")
 """
     rc, so, se = run_nabla(code, timeout=600)
     line = next((ln for ln in so.splitlines() if ln.startswith("ixstats ")), None)
@@ -503,6 +526,13 @@ print("ixstats nz_d2h={c1.memcpy_d2h} nz_h2d={c1.memcpy_h2d} u_d2h={c1u.memcpy_d
     check("setops.nonzero_one_read", f["nz_d2h"] == "1" and f["nz_h2d"] == "0", f"nonzero should read back its count only: {line}")
     check("setops.unique_one_read", f["u_d2h"] == "1" and f["u_h2d"] == "0", f"unique should read back its group count only: {line}")
     check("setops.isin_histc_no_copies", f["d2h"] == "0" and f["h2d"] == "0" and f["on"] == "cuda,cuda,cuda", f"isin/histc crossed to the host: {line}")
+    line2 = next((ln for ln in so.splitlines() if ln.startswith("ixstats2 ")), "ixstats2")
+    g = dict(kv.split("=") for kv in line2.split()[1:])
+    check("setops.searchsorted_no_copies", g.get("ss_d2h") == "0" and g.get("ss_h2d") == "0" and g.get("ss_sync") == "1", f"searchsorted/bucketize crossed to the host (the one sync is cuda.synchronize): {line2}")
+    check("setops.unique_dim_one_read", g.get("ud_d2h") == "1" and g.get("ud_h2d") == "0" and g.get("ud_sync") == "1", f"unique(dim) should read back its group count only: {line2}")
+    check("setops.bincount_one_read", g.get("bc_d2h") == "1" and g.get("bc_sync") == "1", f"bincount should read min and max once: {line2}")
+    check("setops.histogram_reads", g.get("hg_d2h") == "0" and g.get("ha_d2h") == "1" and g.get("ha_sync") == "2" and g.get("on") == "cuda,cuda,cuda,cuda,cuda",
+          f"histogram: nothing read with a range, one read (the range) without (+ cuda.synchronize): {line2}")
 
 
 def main():
