@@ -18,7 +18,8 @@
 // in one launch: a batch of at least kBatchMin matrices of order at most
 // kBatchMaxN goes to cuBLAS's batched LU (cublas<t>getrfBatched /
 // getrsBatched: LU lives in cuBLAS, not cuSOLVER) and cuSOLVER's
-// potrfBatched; everything else, and qr / syevd / gesvd at any size, loops.
+// potrfBatched, and eigh of order at most 32 to cuSOLVER's syevjBatched
+// (Jacobi; its limit); everything else, and qr / gesvd at any size, loops.
 // The batched calls take an array of device pointers, one per matrix
 // (fill_ptrs builds it on the device), and write one info per matrix, the
 // same info the looped path writes, so the front ends' errors and *_ex info
@@ -46,6 +47,8 @@ namespace {
 constexpr int64_t kBatchMin = 8;
 constexpr int kBatchMaxN = 64;
 bool use_batched(int64_t B, int n) { return B >= kBatchMin && n <= kBatchMaxN; }
+// syevjBatched (Jacobi) takes matrices of order at most 32 only
+constexpr int kSyevjMaxN = 32;
 // matrices per batched call: batchSize is an int, and a bounded pointer array
 constexpr int64_t kBatchChunk = 1 << 16;
 
@@ -88,6 +91,8 @@ template <typename T> struct Ops {
   cusolverStatus_t (*gesvd_bs)(cusolverDnHandle_t, int, int, int *);
   cusolverStatus_t (*gesvd)(cusolverDnHandle_t, signed char, signed char, int, int, T *, int, T *, T *, int, T *, int, T *, int, T *, int *);
   cusolverStatus_t (*potrf_batched)(cusolverDnHandle_t, cublasFillMode_t, int, T *[], int, int *, int);
+  cusolverStatus_t (*syevjb_bs)(cusolverDnHandle_t, cusolverEigMode_t, cublasFillMode_t, int, const T *, int, const T *, int *, syevjInfo_t, int);
+  cusolverStatus_t (*syevjb)(cusolverDnHandle_t, cusolverEigMode_t, cublasFillMode_t, int, T *, int, T *, T *, int, int *, syevjInfo_t, int);
 };
 Ops<float> ops_s;
 Ops<double> ops_d;
@@ -97,6 +102,8 @@ template <> Ops<double> &ops<double>() { return ops_d; }
 
 cusolverStatus_t (*sv_create)(cusolverDnHandle_t *);
 cusolverStatus_t (*sv_set_stream)(cusolverDnHandle_t, cudaStream_t);
+cusolverStatus_t (*sv_create_syevj)(syevjInfo_t *);
+syevjInfo_t syevj_params;   // defaults: tolerance machine epsilon, 100 sweeps, eigenvalues ascending
 cusolverDnHandle_t handle;
 pthread_once_t once = PTHREAD_ONCE_INIT;
 bool ready;
@@ -109,11 +116,13 @@ char reason[600] = "not loaded";
   X(S, geqrf, geqrf) X(S, orgqr_bs, orgqr_bufferSize) X(S, orgqr, orgqr)                     \
   X(S, syevd_bs, syevd_bufferSize) X(S, syevd, syevd) X(S, gesvd_bs, gesvd_bufferSize)       \
   X(S, gesvd, gesvd) X(S, potrf_batched, potrfBatched)                                       \
+  X(S, syevjb_bs, syevjBatched_bufferSize) X(S, syevjb, syevjBatched)                         \
   X(D, getrf_bs, getrf_bufferSize) X(D, getrf, getrf) X(D, getrs, getrs)                     \
   X(D, potrf_bs, potrf_bufferSize) X(D, potrf, potrf) X(D, geqrf_bs, geqrf_bufferSize)       \
   X(D, geqrf, geqrf) X(D, orgqr_bs, orgqr_bufferSize) X(D, orgqr, orgqr)                     \
   X(D, syevd_bs, syevd_bufferSize) X(D, syevd, syevd) X(D, gesvd_bs, gesvd_bufferSize)       \
-  X(D, gesvd, gesvd) X(D, potrf_batched, potrfBatched)
+  X(D, gesvd, gesvd) X(D, potrf_batched, potrfBatched)                                       \
+  X(D, syevjb_bs, syevjBatched_bufferSize) X(D, syevjb, syevjBatched)
 #define OPS_S ops_s
 #define OPS_D ops_d
 
@@ -122,6 +131,7 @@ void load_solver(void) {
   // the stand-in over LAPACK (cuda/emu/cusolver.cpp) is linked into this module
   sv_create = &::cusolverDnCreate;
   sv_set_stream = &::cusolverDnSetStream;
+  sv_create_syevj = &::cusolverDnCreateSyevjInfo;
 #define BIND(P, field, name) OPS_##P.field = &::cusolverDn##P##name;
   SOLVER_ROUTINES(BIND)
 #undef BIND
@@ -133,6 +143,7 @@ void load_solver(void) {
   const char *missing = nullptr;
   if (!(*(void **)&sv_create = dlsym(h, "cusolverDnCreate"))) missing = "cusolverDnCreate";
   if (!(*(void **)&sv_set_stream = dlsym(h, "cusolverDnSetStream"))) missing = "cusolverDnSetStream";
+  if (!(*(void **)&sv_create_syevj = dlsym(h, "cusolverDnCreateSyevjInfo"))) missing = "cusolverDnCreateSyevjInfo";
 #define BIND(P, field, name) if (!(*(void **)&OPS_##P.field = dlsym(h, "cusolverDn" #P #name))) missing = "cusolverDn" #P #name;
   SOLVER_ROUTINES(BIND)
 #undef BIND
@@ -140,6 +151,7 @@ void load_solver(void) {
 #endif
   cusolverStatus_t st = sv_create(&handle);
   if (st == CUSOLVER_STATUS_SUCCESS) st = sv_set_stream(handle, stream);
+  if (st == CUSOLVER_STATUS_SUCCESS) st = sv_create_syevj(&syevj_params);
   if (st != CUSOLVER_STATUS_SUCCESS) { snprintf(reason, sizeof reason, "cuSOLVER is not usable: cusolverDnCreate failed (status %d)", (int)st); return; }
   ready = true;
 }
@@ -331,6 +343,18 @@ template <typename T> int syevd_t(const nt_KernelArgs *a) {
   T *x = SPTR(T, V), *w = SPTR(T, a->in[0]);
   int *info = SPTR(int, a->in[1]);
   cusolverEigMode_t job = a->iarg[1] ? CUSOLVER_EIG_MODE_VECTOR : CUSOLVER_EIG_MODE_NOVECTOR;
+  if (use_batched(B, n) && n <= kSyevjMaxN) {   // one strided batched Jacobi call per chunk; info > 0: no convergence
+    int64_t chunk = B < kBatchChunk ? B : kBatchChunk;
+    SOLVE(ops<T>().syevjb_bs(handle, job, fill(a->iarg[0]), n, x, n, w, &lw, syevj_params, (int)chunk), "syevjBatched_bufferSize");
+    Scratch ws(sizeof(T) * (size_t)(lw > 0 ? lw : 1));
+    if (!ws.p) return -1;
+    for (int64_t b0 = 0; b0 < B; b0 += kBatchChunk) {
+      int64_t nb = B - b0 < kBatchChunk ? B - b0 : kBatchChunk;
+      SOLVE(ops<T>().syevjb(handle, job, fill(a->iarg[0]), n, x + b0 * n * n, n, w + b0 * n, (T *)ws.p, lw, info + b0, syevj_params, (int)nb),
+            "syevjBatched");
+    }
+    return 0;
+  }
   SOLVE(ops<T>().syevd_bs(handle, job, fill(a->iarg[0]), n, x, n, w, &lw), "syevd_bufferSize");
   Scratch ws(sizeof(T) * (size_t)(lw > 0 ? lw : 1));
   if (!ws.p) return -1;

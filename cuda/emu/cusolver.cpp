@@ -17,7 +17,8 @@
 // pointers (the array and every matrix it points at checked as device
 // memory), write one info per matrix to device memory, except getrsBatched,
 // whose info is a host int that only reports a bad argument, as the real
-// calls do.  potrfBatched uses the triangle it does not factor as
+// calls do; syevjBatched (strided, order <= 32) runs LAPACK's syevd per
+// matrix.  potrfBatched uses the triangle it does not factor as
 // workspace: the stand-in fills it with NaN, so a caller that forgets to
 // clear it shows NaNs instead of passing by luck.
 #include <cublas_v2.h>
@@ -33,6 +34,7 @@ bool device_range_ok(const void *p, size_t n, const char *what);
 }
 
 struct cusolverDnContext { cudaStream_t stream; };
+struct syevjInfo { double tol = 0; int max_sweeps = 100; int sort = 1; };
 
 extern "C" {
 // LAPACK (Fortran: arguments by address, hidden string lengths last)
@@ -238,9 +240,57 @@ template <typename T> cusolverStatus_t potrf_batched(cusolverDnHandle_t h, cubla
   return CUSOLVER_STATUS_SUCCESS;
 }
 
+// syevjBatched: strided matrices [batch][lda][n] of order n <= 32, served by
+// LAPACK's syevd (exact where Jacobi converges, so the same contract: W
+// ascending, vectors in A, info[b] > 0 when matrix b does not converge)
+template <typename T> int syevjb_query(char job, char uc, int n) {
+  int lw, liw;
+  syevd_query<T>(job, uc, n, &lw, &liw);
+  return lw;
+}
+template <typename T> cusolverStatus_t syevj_batched(cusolverDnHandle_t h, cusolverEigMode_t jobz, cublasFillMode_t u, int n, T *A, int lda, T *W,
+                                                     T *work, int lwork, int *info, syevjInfo_t params, int nb) {
+  CHECK_HANDLE(h);
+  char job = jobz == CUSOLVER_EIG_MODE_VECTOR ? 'V' : 'N', uc = uplo_char(u);
+  if (!params || n < 0 || n > 32 || lda < std::max(1, n) || nb < 1 || lwork < syevjb_query<T>(job, uc, n)) return CUSOLVER_STATUS_INVALID_VALUE;
+  if (!mat_ok(A, n, (int)((int64_t)n * nb), lda, sizeof(T), "cusolverDn?syevjBatched: A") ||
+      !device_ok(W, sizeof(T) * (size_t)n * (size_t)nb, "cusolverDn?syevjBatched: W") ||
+      !device_ok(work, sizeof(T) * (size_t)lwork, "cusolverDn?syevjBatched: workspace") ||
+      !device_ok(info, sizeof(int) * (size_t)nb, "cusolverDn?syevjBatched: info"))
+    return FAULT_OK;
+  int liw = 0, lw = 0;
+  syevd_query<T>(job, uc, n, &lw, &liw);
+  std::vector<int> iwork((size_t)liw);
+  for (int b = 0; b < nb; b++)
+    Lapack<T>::syevd(&job, &uc, &n, A + (size_t)b * lda * n, &lda, W + (size_t)b * n, work, &lwork, iwork.data(), &liw, info + b, 1, 1);
+  return CUSOLVER_STATUS_SUCCESS;
+}
+
 }  // namespace
 
 extern "C" {
+
+cusolverStatus_t cusolverDnCreateSyevjInfo(syevjInfo_t *info) {
+  if (!info) return CUSOLVER_STATUS_INVALID_VALUE;
+  *info = new syevjInfo;
+  return CUSOLVER_STATUS_SUCCESS;
+}
+cusolverStatus_t cusolverDnDestroySyevjInfo(syevjInfo_t info) {
+  delete info;
+  return CUSOLVER_STATUS_SUCCESS;
+}
+#define SYEVJ(T, P)                                                                                                         \
+  cusolverStatus_t cusolverDn##P##syevjBatched_bufferSize(cusolverDnHandle_t h, cusolverEigMode_t j, cublasFillMode_t u, int n, \
+                                                          const T *A, int lda, const T *W, int *lw, syevjInfo_t p, int nb) {  \
+    (void)A; (void)W; CHECK_HANDLE(h);                                                                                      \
+    if (!lw || !p || n < 0 || n > 32 || lda < std::max(1, n) || nb < 1) return CUSOLVER_STATUS_INVALID_VALUE;               \
+    *lw = syevjb_query<T>(j == CUSOLVER_EIG_MODE_VECTOR ? 'V' : 'N', uplo_char(u), n); return CUSOLVER_STATUS_SUCCESS; }     \
+  cusolverStatus_t cusolverDn##P##syevjBatched(cusolverDnHandle_t h, cusolverEigMode_t j, cublasFillMode_t u, int n, T *A,   \
+                                               int lda, T *W, T *w, int lw, int *info, syevjInfo_t p, int nb) {             \
+    return syevj_batched<T>(h, j, u, n, A, lda, W, w, lw, info, p, nb); }
+SYEVJ(float, S)
+SYEVJ(double, D)
+#undef SYEVJ
 
 cublasStatus_t cublasSgetrfBatched(cublasHandle_t h, int n, float *const A[], int lda, int *P, int *info, int nb) {
   return getrf_batched<float>(h, n, A, lda, P, info, nb);

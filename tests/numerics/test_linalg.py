@@ -437,6 +437,15 @@ def batched_subset(b):
         # which zero pivot info names depends on the factorization's order (torch's inv_ex says 4 where its
         # lu_factor_ex and LAPACK's getrf say 3 for this matrix): which matrices are singular does not
         b.case(f"batched_inv_ex_info_{tn}", f"linalg.inv_ex({b.inp(Sg)}).info > 0", torch.linalg.inv_ex(T(Sg)).info > 0)
+    for dt in (np.float32, np.float64):   # eigh of order <= 32: syevjBatched
+        tol, tn = (dict(rtol=1e-4, atol=1e-4) if dt == np.float32 else F64), ("f32" if dt == np.float32 else "f64")
+        H = sym(3, 4, 6, 6, dt=dt)
+        Hd = H.astype(np.float64)
+        b.case(f"batched_eigvalsh_{tn}", f"linalg.eigvalsh({b.inp(H)}, UPLO=\"U\")", torch.linalg.eigvalsh(T(H), UPLO="U"), **tol)
+        b.case(f"batched_eigh_{tn}", f"e = linalg.eigh({b.inp(H)})\nlist({b.inp(H)} @ e.eigenvectors - e.eigenvectors * unsqueeze(e.eigenvalues, -2), "
+               f"transpose(e.eigenvectors) @ e.eigenvectors, e.eigenvalues)",
+               [torch.zeros(3, 4, 6, 6, dtype=T(H).dtype), torch.eye(6, dtype=T(H).dtype).expand(3, 4, 6, 6), torch.linalg.eigvalsh(T(Hd)).to(T(H).dtype)], **tol)
+    gcase(b, "batched_grad_eigh", "linalg.eigh(p0).eigenvalues", lambda a: torch.linalg.eigh(a).eigenvalues, [sym(8, 4, 4)])
     gcase(b, "batched_grad_solve", "linalg.solve(p0, p1)", torch.linalg.solve, [wellcond(9, 3, 3), r(9, 3, 2)])
     gcase(b, "batched_grad_cholesky", "linalg.cholesky(p0)", torch.linalg.cholesky, [spd(8, 3, 3)])
     # more matrices than one batched call takes (65536): two calls
