@@ -25,6 +25,23 @@
 //
 // ix_unique_flags / ix_unique_groups: unique and unique_consecutive without
 // dim (below); one scalar read (the group count) in the front end.
+// ix_unique_row_flags: the same flags for unique(dim=...) over rows (below).
+//
+// ix_searchsorted (out i64 [nv]; in[0] seq [R, m], in[1] values [nv], both
+// f64 or both i64, contiguous; in[2] sorter i64 [R, m] or NULL; iarg[0] =
+// right, iarg[1] = m, iarg[2] = per, the values per row of seq (nv for a 1-D
+// seq, which every value searches)): one binary search per value for the
+// first position whose element is > v (right) or >= v (left), through the
+// sorter when given, with the CPU's order (NaN equal to NaN and above all).
+// A sorter index outside [0, m) goes to the error slot (reported at the next
+// synchronisation, as an index error) and is read as clamped meanwhile, so
+// nothing reads outside seq and no count is read back.
+//
+// ix_histogram (out f64 [bins], zeroed; in[0] x f32/f64 contiguous [n];
+// in[1] edges f64 [bins + 1] non-decreasing; in[2] weights f64 [n] or NULL):
+// x in [e[0], e[bins]] goes to the bin b with e[b] <= x < e[b + 1] (the last
+// bin closed; found by binary search, as the CPU's bin_of), adding its
+// weight (or 1) by atomicAdd in double; NaN and values outside are dropped.
 #include "common.cuh"
 #include <type_traits>
 
@@ -174,9 +191,106 @@ int k_unique_groups(const nt_KernelArgs *a) {
   return 0;
 }
 
+// ---- unique / unique_consecutive (dim=...) -------------------------------------------------
+// ix_unique_row_flags (out i64 [n]; in[0] rows [n, w] f64/i64 contiguous:
+// x moved so the unique axis is first, flattened behind it; in[1] perm i64
+// [n], the rows' sorted order (sorted position -> row), or NULL (as they
+// are, for unique_consecutive); iarg[0] = w): 1 where sorted position i
+// starts a group, i.e. its row differs from the one before in some column
+// (NaN equal to NaN, -0 to +0, as the CPU's cmp_rows).  The scan and the
+// groups are ix_unique_groups' with perm.
+template <typename T> __global__ void unique_row_flags(const T *rows, const int64_t *perm, int64_t n, int64_t w, int64_t *flag) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    bool starts = i == 0;
+    if (!starts) {
+      const T *a = rows + (perm ? perm[i - 1] : i - 1) * w, *b = rows + (perm ? perm[i] : i) * w;
+      for (int64_t k = 0; k < w && !starts; k++) starts = !(a[k] == b[k] || (a[k] != a[k] && b[k] != b[k]));
+    }
+    flag[i] = starts ? 1 : 0;
+  }
+}
+int k_unique_row_flags(const nt_KernelArgs *a) {
+  const char *op = "ix_unique_row_flags";
+  int64_t n = a->out->numel, w = a->iarg[0];
+  if (n == 0) return 0;
+  const int64_t *perm = a->in[1] ? (const int64_t *)base(a->in[1]) : nullptr;
+  int64_t *flag = (int64_t *)base(a->out);
+  if (a->in[0]->dtype == NT_F64) unique_row_flags<double><<<grid_for(n), kThreads, 0, stream>>>((const double *)base(a->in[0]), perm, n, w, flag);
+  else unique_row_flags<int64_t><<<grid_for(n), kThreads, 0, stream>>>((const int64_t *)base(a->in[0]), perm, n, w, flag);
+  LAUNCHED(op);
+  return 0;
+}
+
+// ---- searchsorted ---------------------------------------------------------------------------
+template <typename T>
+__global__ void search_sorted(const T *seq, const T *val, const int64_t *sorter, int64_t nv, int64_t m, int64_t per, bool right,
+                              int64_t *out, DevError *err, int op) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < nv; i += (int64_t)gridDim.x * blockDim.x) {
+    int64_t row = i / per, lo = 0, hi = m;   // answer in [lo, hi]
+    const T *s = seq + row * m;
+    const int64_t *o = sorter ? sorter + row * m : nullptr;
+    T v = val[i];
+    while (lo < hi) {
+      int64_t mid = lo + (hi - lo) / 2, at = mid;
+      if (o) {
+        at = o[mid];
+        if (at < 0 || at >= m) { raise_error(err, DEVERR_INDEX, op, at, m, -1); at = at < 0 ? 0 : m - 1; }
+      }
+      T e = s[at];
+      // e before v (left), or e before-or-equal v (right): the answer is past mid
+      bool past = before(e, v) || (right && !before(v, e));
+      if (past) lo = mid + 1; else hi = mid;
+    }
+    out[i] = lo;
+  }
+}
+int k_searchsorted(const nt_KernelArgs *a) {
+  const char *op = "ix_searchsorted";
+  int64_t nv = a->out->numel, m = a->iarg[1], per = a->iarg[2] > 0 ? a->iarg[2] : 1;
+  if (nv == 0) return 0;
+  const int64_t *sorter = a->in[2] ? (const int64_t *)base(a->in[2]) : nullptr;
+  int64_t *out = (int64_t *)base(a->out);
+  bool right = a->iarg[0] != 0;
+  if (a->in[0]->dtype == NT_F64)
+    search_sorted<double><<<grid_for(nv), kThreads, 0, stream>>>((const double *)base(a->in[0]), (const double *)base(a->in[1]), sorter, nv, m,
+                                                                 per, right, out, dev_err, a->op);
+  else
+    search_sorted<int64_t><<<grid_for(nv), kThreads, 0, stream>>>((const int64_t *)base(a->in[0]), (const int64_t *)base(a->in[1]), sorter, nv,
+                                                                  m, per, right, out, dev_err, a->op);
+  LAUNCHED(op);
+  return 0;
+}
+
+// ---- histogram --------------------------------------------------------------------------------
+template <typename T> __global__ void histogram_count(const T *x, const double *w, int64_t n, const double *e, int64_t bins, double *acc) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    double v = (double)x[i];
+    if (!(v >= e[0] && v <= e[bins])) continue;   // outside, or NaN
+    int64_t lo = 0, hi = bins;                     // e[lo] <= v, the bin in [lo, hi)
+    while (hi - lo > 1) { int64_t mid = lo + (hi - lo) / 2; if (e[mid] <= v) lo = mid; else hi = mid; }
+    atomicAdd(&acc[lo], w ? w[i] : 1.0);
+  }
+}
+int k_histogram(const nt_KernelArgs *a) {
+  const char *op = "ix_histogram";
+  int64_t n = a->in[0]->numel, bins = a->out->numel;
+  if (n == 0 || bins == 0) return 0;
+  double *acc = (double *)base(a->out);
+  const double *e = (const double *)base(a->in[1]), *w = a->in[2] ? (const double *)base(a->in[2]) : nullptr;
+  if (a->in[0]->dtype == NT_F64)
+    histogram_count<double><<<grid_for(n), kThreads, 0, stream>>>((const double *)base(a->in[0]), w, n, e, bins, acc);
+  else
+    histogram_count<float><<<grid_for(n), kThreads, 0, stream>>>((const float *)base(a->in[0]), w, n, e, bins, acc);
+  LAUNCHED(op);
+  return 0;
+}
+
 }  // namespace
 
 void register_index(void) {
+  host->register_kernel(host->op_register("ix_unique_row_flags"), NT_CUDA, k_unique_row_flags);
+  host->register_kernel(host->op_register("ix_searchsorted"), NT_CUDA, k_searchsorted);
+  host->register_kernel(host->op_register("ix_histogram"), NT_CUDA, k_histogram);
   host->register_kernel(host->op_register("ix_unique_flags"), NT_CUDA, k_unique_flags);
   host->register_kernel(host->op_register("ix_unique_groups"), NT_CUDA, k_unique_groups);
   host->register_kernel(host->op_register("ix_nonzero_write"), NT_CUDA, k_nonzero_write);

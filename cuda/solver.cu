@@ -13,18 +13,67 @@
 // the loader's reason.  The emulated module binds the stand-in over LAPACK
 // that cuda/emu/cusolver.cpp links into it instead.
 //
-// Batches: one cuSOLVER call per matrix, queued on ncu::stream (cuSOLVER's
-// batched forms take arrays of device pointers and cover potrf and the
-// Jacobi solvers only: a later step).  Workspace from the caching allocator,
-// sized once per call by the *_bufferSize query.
+// Batches: one rule (use_batched) picks between one call per matrix, queued
+// on ncu::stream, and the batched routines that factor many small matrices
+// in one launch: a batch of at least kBatchMin matrices of order at most
+// kBatchMaxN goes to cuBLAS's batched LU (cublas<t>getrfBatched /
+// getrsBatched: LU lives in cuBLAS, not cuSOLVER) and cuSOLVER's
+// potrfBatched, and eigh of order at most 32 to cuSOLVER's syevjBatched
+// (Jacobi; its limit); everything else, and qr / gesvd at any size, loops.
+// The batched calls take an array of device pointers, one per matrix
+// (fill_ptrs builds it on the device), and write one info per matrix, the
+// same info the looped path writes, so the front ends' errors and *_ex info
+// do not depend on the path.  Workspace from the caching allocator, sized
+// once per call by the *_bufferSize query.
 #include "common.cuh"
 #include "vendor_load.cuh"
+#include <cublas_v2.h>
 #include <cusolverDn.h>
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 
 namespace ncu {
+
+cublasHandle_t matmul_cublas_handle(void);         // matmul.cu: on ncu::stream
+const char *cublas_status_str(cublasStatus_t s);   // matmul.cu
+
+namespace {
+
+// The batched rule: at least kBatchMin matrices of order at most kBatchMaxN.
+// Small matrices leave a per-matrix call mostly launch overhead (the issue's
+// 64 x 64 x 64 case: 64 launches of a few microseconds' work each); large
+// ones fill the GPU on their own, where the blocked per-matrix routines win.
+constexpr int64_t kBatchMin = 8;
+constexpr int kBatchMaxN = 64;
+bool use_batched(int64_t B, int n) { return B >= kBatchMin && n <= kBatchMaxN; }
+// syevjBatched (Jacobi) takes matrices of order at most 32 only
+constexpr int kSyevjMaxN = 32;
+// matrices per batched call: batchSize is an int, and a bounded pointer array
+constexpr int64_t kBatchChunk = 1 << 16;
+
+// cuBLAS's batched LU, by precision
+cublasStatus_t getrf_batched(cublasHandle_t h, int n, float *const A[], int lda, int *P, int *info, int nb) {
+  return cublasSgetrfBatched(h, n, A, lda, P, info, nb);
+}
+cublasStatus_t getrf_batched(cublasHandle_t h, int n, double *const A[], int lda, int *P, int *info, int nb) {
+  return cublasDgetrfBatched(h, n, A, lda, P, info, nb);
+}
+cublasStatus_t getrs_batched(cublasHandle_t h, cublasOperation_t t, int n, int nrhs, const float *const A[], int lda, const int *P,
+                             float *const B[], int ldb, int *info, int nb) {
+  return cublasSgetrsBatched(h, t, n, nrhs, A, lda, P, B, ldb, info, nb);
+}
+cublasStatus_t getrs_batched(cublasHandle_t h, cublasOperation_t t, int n, int nrhs, const double *const A[], int lda, const int *P,
+                             double *const B[], int ldb, int *info, int nb) {
+  return cublasDgetrsBatched(h, t, n, nrhs, A, lda, P, B, ldb, info, nb);
+}
+int blas_fail(const char *op, const char *what, cublasStatus_t st) {
+  host->error_set("%s: cuBLAS %s failed: %s (%d)", op, what, cublas_status_str(st), (int)st);
+  return -1;
+}
+#define BLAS(call, what) do { cublasStatus_t st_ = (call); if (st_ != CUBLAS_STATUS_SUCCESS) return blas_fail(op, what, st_); } while (0)
+}  // namespace
+
 namespace {
 
 template <typename T> struct Ops {
@@ -41,6 +90,9 @@ template <typename T> struct Ops {
   cusolverStatus_t (*syevd)(cusolverDnHandle_t, cusolverEigMode_t, cublasFillMode_t, int, T *, int, T *, T *, int, int *);
   cusolverStatus_t (*gesvd_bs)(cusolverDnHandle_t, int, int, int *);
   cusolverStatus_t (*gesvd)(cusolverDnHandle_t, signed char, signed char, int, int, T *, int, T *, T *, int, T *, int, T *, int, T *, int *);
+  cusolverStatus_t (*potrf_batched)(cusolverDnHandle_t, cublasFillMode_t, int, T *[], int, int *, int);
+  cusolverStatus_t (*syevjb_bs)(cusolverDnHandle_t, cusolverEigMode_t, cublasFillMode_t, int, const T *, int, const T *, int *, syevjInfo_t, int);
+  cusolverStatus_t (*syevjb)(cusolverDnHandle_t, cusolverEigMode_t, cublasFillMode_t, int, T *, int, T *, T *, int, int *, syevjInfo_t, int);
 };
 Ops<float> ops_s;
 Ops<double> ops_d;
@@ -50,6 +102,8 @@ template <> Ops<double> &ops<double>() { return ops_d; }
 
 cusolverStatus_t (*sv_create)(cusolverDnHandle_t *);
 cusolverStatus_t (*sv_set_stream)(cusolverDnHandle_t, cudaStream_t);
+cusolverStatus_t (*sv_create_syevj)(syevjInfo_t *);
+syevjInfo_t syevj_params;   // defaults: tolerance machine epsilon, 100 sweeps, eigenvalues ascending
 cusolverDnHandle_t handle;
 pthread_once_t once = PTHREAD_ONCE_INIT;
 bool ready;
@@ -61,12 +115,14 @@ char reason[600] = "not loaded";
   X(S, potrf_bs, potrf_bufferSize) X(S, potrf, potrf) X(S, geqrf_bs, geqrf_bufferSize)       \
   X(S, geqrf, geqrf) X(S, orgqr_bs, orgqr_bufferSize) X(S, orgqr, orgqr)                     \
   X(S, syevd_bs, syevd_bufferSize) X(S, syevd, syevd) X(S, gesvd_bs, gesvd_bufferSize)       \
-  X(S, gesvd, gesvd)                                                                         \
+  X(S, gesvd, gesvd) X(S, potrf_batched, potrfBatched)                                       \
+  X(S, syevjb_bs, syevjBatched_bufferSize) X(S, syevjb, syevjBatched)                         \
   X(D, getrf_bs, getrf_bufferSize) X(D, getrf, getrf) X(D, getrs, getrs)                     \
   X(D, potrf_bs, potrf_bufferSize) X(D, potrf, potrf) X(D, geqrf_bs, geqrf_bufferSize)       \
   X(D, geqrf, geqrf) X(D, orgqr_bs, orgqr_bufferSize) X(D, orgqr, orgqr)                     \
   X(D, syevd_bs, syevd_bufferSize) X(D, syevd, syevd) X(D, gesvd_bs, gesvd_bufferSize)       \
-  X(D, gesvd, gesvd)
+  X(D, gesvd, gesvd) X(D, potrf_batched, potrfBatched)                                       \
+  X(D, syevjb_bs, syevjBatched_bufferSize) X(D, syevjb, syevjBatched)
 #define OPS_S ops_s
 #define OPS_D ops_d
 
@@ -75,6 +131,7 @@ void load_solver(void) {
   // the stand-in over LAPACK (cuda/emu/cusolver.cpp) is linked into this module
   sv_create = &::cusolverDnCreate;
   sv_set_stream = &::cusolverDnSetStream;
+  sv_create_syevj = &::cusolverDnCreateSyevjInfo;
 #define BIND(P, field, name) OPS_##P.field = &::cusolverDn##P##name;
   SOLVER_ROUTINES(BIND)
 #undef BIND
@@ -86,6 +143,7 @@ void load_solver(void) {
   const char *missing = nullptr;
   if (!(*(void **)&sv_create = dlsym(h, "cusolverDnCreate"))) missing = "cusolverDnCreate";
   if (!(*(void **)&sv_set_stream = dlsym(h, "cusolverDnSetStream"))) missing = "cusolverDnSetStream";
+  if (!(*(void **)&sv_create_syevj = dlsym(h, "cusolverDnCreateSyevjInfo"))) missing = "cusolverDnCreateSyevjInfo";
 #define BIND(P, field, name) if (!(*(void **)&OPS_##P.field = dlsym(h, "cusolverDn" #P #name))) missing = "cusolverDn" #P #name;
   SOLVER_ROUTINES(BIND)
 #undef BIND
@@ -93,6 +151,7 @@ void load_solver(void) {
 #endif
   cusolverStatus_t st = sv_create(&handle);
   if (st == CUSOLVER_STATUS_SUCCESS) st = sv_set_stream(handle, stream);
+  if (st == CUSOLVER_STATUS_SUCCESS) st = sv_create_syevj(&syevj_params);
   if (st != CUSOLVER_STATUS_SUCCESS) { snprintf(reason, sizeof reason, "cuSOLVER is not usable: cusolverDnCreate failed (status %d)", (int)st); return; }
   ready = true;
 }
@@ -155,6 +214,18 @@ template <typename T> __global__ void qr_split(const T *a, T *r, T *q, int64_t B
   }
 }
 
+// ptrs[b] = base + b * stride: the device pointer array the batched routines take
+template <typename T> __global__ void fill_ptrs(T **ptrs, T *base, int64_t stride, int64_t nb) {
+  for (int64_t b = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; b < nb; b += (int64_t)gridDim.x * blockDim.x)
+    ptrs[b] = base + b * stride;
+}
+// the pointers of matrices [b0, b0 + nb) of a batch at x, stride elements apart, into ptrs
+template <typename T> int pointers(const char *op, T **ptrs, T *x, int64_t stride, int64_t b0, int64_t nb) {
+  fill_ptrs<T><<<grid_for(nb), kThreads, 0, stream>>>(ptrs, x + b0 * stride, stride, nb);
+  LAUNCHED(op);
+  return 0;
+}
+
 // ---- the kernels ---------------------------------------------------------------------------
 template <typename T> int getrf_t(const nt_KernelArgs *a) {
   const char *op = "linalg_getrf";
@@ -163,6 +234,16 @@ template <typename T> int getrf_t(const nt_KernelArgs *a) {
   int n = rows(A), lw = 0;
   T *x = SPTR(T, A);
   int *piv = SPTR(int, a->in[0]), *info = SPTR(int, a->in[1]);
+  if (use_batched(B, n)) {
+    Scratch ptrs(sizeof(T *) * (size_t)(B < kBatchChunk ? B : kBatchChunk));
+    if (!ptrs.p) return -1;
+    for (int64_t b0 = 0; b0 < B; b0 += kBatchChunk) {
+      int64_t nb = B - b0 < kBatchChunk ? B - b0 : kBatchChunk;
+      if (pointers<T>(op, (T **)ptrs.p, x, (int64_t)n * n, b0, nb)) return -1;
+      BLAS(getrf_batched(matmul_cublas_handle(), n, (T **)ptrs.p, n, piv + b0 * n, info + b0, (int)nb), "getrfBatched");
+    }
+    return 0;
+  }
   SOLVE(ops<T>().getrf_bs(handle, n, n, x, n, &lw), "getrf_bufferSize");
   Scratch w(sizeof(T) * (size_t)(lw > 0 ? lw : 1));
   if (!w.p) return -1;
@@ -179,10 +260,24 @@ template <typename T> int getrs_t(const nt_KernelArgs *a) {
   T *x = SPTR(T, X);
   const T *lu = SPTR(T, a->in[0]);
   const int *piv = SPTR(int, a->in[1]);
+  cublasOperation_t tr = a->iarg[0] ? CUBLAS_OP_T : CUBLAS_OP_N;
+  if (use_batched(B, n)) {
+    int64_t chunk = B < kBatchChunk ? B : kBatchChunk;
+    Scratch pa(sizeof(T *) * (size_t)chunk), pb(sizeof(T *) * (size_t)chunk);
+    if (!pa.p || !pb.p) return -1;
+    for (int64_t b0 = 0; b0 < B; b0 += kBatchChunk) {
+      int64_t nb = B - b0 < kBatchChunk ? B - b0 : kBatchChunk;
+      int arg = 0;   // getrsBatched's info is a host int: < 0 names a bad argument
+      if (pointers<T>(op, (T **)pa.p, (T *)lu, (int64_t)n * n, b0, nb) || pointers<T>(op, (T **)pb.p, x, (int64_t)n * nrhs, b0, nb)) return -1;
+      BLAS(getrs_batched(matmul_cublas_handle(), tr, n, nrhs, (const T *const *)pa.p, n, piv + b0 * n, (T **)pb.p, n, &arg, (int)nb), "getrsBatched");
+      if (arg != 0) { host->error_set("%s: cuBLAS getrsBatched refused argument %d", op, -arg); return -1; }
+    }
+    return 0;
+  }
   Scratch inf(sizeof(int));
   if (!inf.p) return -1;
   for (int64_t b = 0; b < B; b++)
-    SOLVE(ops<T>().getrs(handle, a->iarg[0] ? CUBLAS_OP_T : CUBLAS_OP_N, n, nrhs, lu + b * n * n, n, piv + b * n,
+    SOLVE(ops<T>().getrs(handle, tr, n, nrhs, lu + b * n * n, n, piv + b * n,
                          x + b * (int64_t)n * nrhs, n, (int *)inf.p), "getrs");
   return 0;
 }
@@ -194,11 +289,22 @@ template <typename T> int potrf_t(const nt_KernelArgs *a) {
   int n = rows(A), lw = 0;
   T *x = SPTR(T, A);
   int *info = SPTR(int, a->in[0]);
-  SOLVE(ops<T>().potrf_bs(handle, fill(a->iarg[0]), n, x, n, &lw), "potrf_bufferSize");
-  Scratch w(sizeof(T) * (size_t)(lw > 0 ? lw : 1));
-  if (!w.p) return -1;
-  for (int64_t b = 0; b < B; b++)
-    SOLVE(ops<T>().potrf(handle, fill(a->iarg[0]), n, x + b * n * n, n, (T *)w.p, lw, info + b), "potrf");
+  if (use_batched(B, n)) {
+    Scratch ptrs(sizeof(T *) * (size_t)(B < kBatchChunk ? B : kBatchChunk));
+    if (!ptrs.p) return -1;
+    for (int64_t b0 = 0; b0 < B; b0 += kBatchChunk) {
+      int64_t nb = B - b0 < kBatchChunk ? B - b0 : kBatchChunk;
+      if (pointers<T>(op, (T **)ptrs.p, x, (int64_t)n * n, b0, nb)) return -1;
+      SOLVE(ops<T>().potrf_batched(handle, fill(a->iarg[0]), n, (T **)ptrs.p, n, info + b0, (int)nb), "potrfBatched");
+    }
+  } else {
+    SOLVE(ops<T>().potrf_bs(handle, fill(a->iarg[0]), n, x, n, &lw), "potrf_bufferSize");
+    Scratch w(sizeof(T) * (size_t)(lw > 0 ? lw : 1));
+    if (!w.p) return -1;
+    for (int64_t b = 0; b < B; b++)
+      SOLVE(ops<T>().potrf(handle, fill(a->iarg[0]), n, x + b * n * n, n, (T *)w.p, lw, info + b), "potrf");
+  }
+  // both paths: the triangle the call leaves (the batched one uses it as workspace) is zeroed
   int64_t total = B * n * n;
   zero_triangle<T><<<grid_for(total), kThreads, 0, stream>>>(x, total, n, a->iarg[0] != 0);
   LAUNCHED(op);
@@ -237,6 +343,18 @@ template <typename T> int syevd_t(const nt_KernelArgs *a) {
   T *x = SPTR(T, V), *w = SPTR(T, a->in[0]);
   int *info = SPTR(int, a->in[1]);
   cusolverEigMode_t job = a->iarg[1] ? CUSOLVER_EIG_MODE_VECTOR : CUSOLVER_EIG_MODE_NOVECTOR;
+  if (use_batched(B, n) && n <= kSyevjMaxN) {   // one strided batched Jacobi call per chunk; info > 0: no convergence
+    int64_t chunk = B < kBatchChunk ? B : kBatchChunk;
+    SOLVE(ops<T>().syevjb_bs(handle, job, fill(a->iarg[0]), n, x, n, w, &lw, syevj_params, (int)chunk), "syevjBatched_bufferSize");
+    Scratch ws(sizeof(T) * (size_t)(lw > 0 ? lw : 1));
+    if (!ws.p) return -1;
+    for (int64_t b0 = 0; b0 < B; b0 += kBatchChunk) {
+      int64_t nb = B - b0 < kBatchChunk ? B - b0 : kBatchChunk;
+      SOLVE(ops<T>().syevjb(handle, job, fill(a->iarg[0]), n, x + b0 * n * n, n, w + b0 * n, (T *)ws.p, lw, info + b0, syevj_params, (int)nb),
+            "syevjBatched");
+    }
+    return 0;
+  }
   SOLVE(ops<T>().syevd_bs(handle, job, fill(a->iarg[0]), n, x, n, w, &lw), "syevd_bufferSize");
   Scratch ws(sizeof(T) * (size_t)(lw > 0 ? lw : 1));
   if (!ws.p) return -1;

@@ -10,7 +10,20 @@
 // (> 0: singular / not positive-definite / no convergence; < 0: a bad
 // argument).  The emulated device runs work in order at the call, so LAPACK
 // runs here, in place.
+//
+// The batched routines solver.cu uses for many small matrices are here too,
+// being LAPACK-served: cuBLAS's batched LU (cublas<t>getrfBatched /
+// getrsBatched) and cuSOLVER's potrfBatched.  They take an array of device
+// pointers (the array and every matrix it points at checked as device
+// memory), write one info per matrix to device memory, except getrsBatched,
+// whose info is a host int that only reports a bad argument, as the real
+// calls do; syevjBatched (strided, order <= 32) runs LAPACK's syevd per
+// matrix.  potrfBatched uses the triangle it does not factor as
+// workspace: the stand-in fills it with NaN, so a caller that forgets to
+// clear it shows NaNs instead of passing by luck.
+#include <cublas_v2.h>
 #include <cusolverDn.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <algorithm>
@@ -21,6 +34,7 @@ bool device_range_ok(const void *p, size_t n, const char *what);
 }
 
 struct cusolverDnContext { cudaStream_t stream; };
+struct syevjInfo { double tol = 0; int max_sweeps = 100; int sort = 1; };
 
 extern "C" {
 // LAPACK (Fortran: arguments by address, hidden string lengths last)
@@ -177,9 +191,127 @@ template <typename T> cusolverStatus_t gesvd(cusolverDnHandle_t h, signed char j
   return CUSOLVER_STATUS_SUCCESS;
 }
 
+template <typename T> bool ptr_array_ok(T *const *A, int nb, int rows, int cols, int ld, const char *what) {
+  if (!device_ok(A, sizeof(T *) * (size_t)nb, what)) return false;
+  for (int b = 0; b < nb; b++)
+    if (!mat_ok(A[b], rows, cols, ld, sizeof(T), what)) return false;
+  return true;
+}
+template <typename T> cublasStatus_t getrf_batched(cublasHandle_t h, int n, T *const A[], int lda, int *P, int *info, int nb) {
+  if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (n < 0 || lda < std::max(1, n) || nb < 0) return CUBLAS_STATUS_INVALID_VALUE;
+  if (!ptr_array_ok(A, nb, n, n, lda, "cublas?getrfBatched: Aarray") || !device_ok(info, sizeof(int) * (size_t)nb, "cublas?getrfBatched: info") ||
+      (P && !device_ok(P, sizeof(int) * (size_t)n * (size_t)nb, "cublas?getrfBatched: P")))
+    return CUBLAS_STATUS_SUCCESS;   // the fault shows at the next synchronisation
+  if (!P) return CUBLAS_STATUS_NOT_SUPPORTED;   // no-pivoting LU: not what LAPACK offers, and never asked for
+  for (int b = 0; b < nb; b++) Lapack<T>::getrf(&n, &n, A[b], &lda, P + (size_t)b * n, info + b);
+  return CUBLAS_STATUS_SUCCESS;
+}
+template <typename T> cublasStatus_t getrs_batched(cublasHandle_t h, cublasOperation_t t, int n, int nrhs, const T *const A[], int lda,
+                                                   const int *P, T *const B[], int ldb, int *info, int nb) {
+  if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (!info) return CUBLAS_STATUS_INVALID_VALUE;
+  int bad = t != CUBLAS_OP_N && t != CUBLAS_OP_T && t != CUBLAS_OP_C ? 2 : n < 0 ? 3 : nrhs < 0 ? 4 : lda < std::max(1, n) ? 6
+          : ldb < std::max(1, n) ? 9 : nb < 0 ? 11 : 0;
+  *info = -bad;   // a host int, as cuBLAS's
+  if (bad) return CUBLAS_STATUS_INVALID_VALUE;
+  if (!ptr_array_ok(A, nb, n, n, lda, "cublas?getrsBatched: Aarray") || !ptr_array_ok(B, nb, n, nrhs, ldb, "cublas?getrsBatched: Barray") ||
+      !device_ok(P, sizeof(int) * (size_t)n * (size_t)nb, "cublas?getrsBatched: devIpiv"))
+    return CUBLAS_STATUS_SUCCESS;
+  char tc = t == CUBLAS_OP_N ? 'N' : 'T';
+  for (int b = 0; b < nb; b++) {
+    int inf = 0;
+    Lapack<T>::getrs(&tc, &n, &nrhs, A[b], &lda, P + (size_t)b * n, B[b], &ldb, &inf, 1);
+  }
+  return CUBLAS_STATUS_SUCCESS;
+}
+template <typename T> cusolverStatus_t potrf_batched(cusolverDnHandle_t h, cublasFillMode_t u, int n, T *A[], int lda, int *info, int nb) {
+  CHECK_HANDLE(h);
+  if (n < 0 || lda < std::max(1, n) || nb < 0 || (u != CUBLAS_FILL_MODE_LOWER && u != CUBLAS_FILL_MODE_UPPER)) return CUSOLVER_STATUS_INVALID_VALUE;
+  if (!ptr_array_ok(A, nb, n, n, lda, "cusolverDn?potrfBatched: Aarray") || !device_ok(info, sizeof(int) * (size_t)nb, "cusolverDn?potrfBatched: infoArray"))
+    return FAULT_OK;
+  char uc = uplo_char(u);
+  for (int b = 0; b < nb; b++) {
+    Lapack<T>::potrf(&uc, &n, A[b], &lda, info + b, 1);
+    for (int j = 0; j < n; j++)          // the other triangle: workspace, left as garbage
+      for (int i = 0; i < n; i++)
+        if (uc == 'U' ? i > j : i < j) A[b][(size_t)j * lda + i] = (T)NAN;
+  }
+  return CUSOLVER_STATUS_SUCCESS;
+}
+
+// syevjBatched: strided matrices [batch][lda][n] of order n <= 32, served by
+// LAPACK's syevd (exact where Jacobi converges, so the same contract: W
+// ascending, vectors in A, info[b] > 0 when matrix b does not converge)
+template <typename T> int syevjb_query(char job, char uc, int n) {
+  int lw, liw;
+  syevd_query<T>(job, uc, n, &lw, &liw);
+  return lw;
+}
+template <typename T> cusolverStatus_t syevj_batched(cusolverDnHandle_t h, cusolverEigMode_t jobz, cublasFillMode_t u, int n, T *A, int lda, T *W,
+                                                     T *work, int lwork, int *info, syevjInfo_t params, int nb) {
+  CHECK_HANDLE(h);
+  char job = jobz == CUSOLVER_EIG_MODE_VECTOR ? 'V' : 'N', uc = uplo_char(u);
+  if (!params || n < 0 || n > 32 || lda < std::max(1, n) || nb < 1 || lwork < syevjb_query<T>(job, uc, n)) return CUSOLVER_STATUS_INVALID_VALUE;
+  if (!mat_ok(A, n, (int)((int64_t)n * nb), lda, sizeof(T), "cusolverDn?syevjBatched: A") ||
+      !device_ok(W, sizeof(T) * (size_t)n * (size_t)nb, "cusolverDn?syevjBatched: W") ||
+      !device_ok(work, sizeof(T) * (size_t)lwork, "cusolverDn?syevjBatched: workspace") ||
+      !device_ok(info, sizeof(int) * (size_t)nb, "cusolverDn?syevjBatched: info"))
+    return FAULT_OK;
+  int liw = 0, lw = 0;
+  syevd_query<T>(job, uc, n, &lw, &liw);
+  std::vector<int> iwork((size_t)liw);
+  for (int b = 0; b < nb; b++)
+    Lapack<T>::syevd(&job, &uc, &n, A + (size_t)b * lda * n, &lda, W + (size_t)b * n, work, &lwork, iwork.data(), &liw, info + b, 1, 1);
+  return CUSOLVER_STATUS_SUCCESS;
+}
+
 }  // namespace
 
 extern "C" {
+
+cusolverStatus_t cusolverDnCreateSyevjInfo(syevjInfo_t *info) {
+  if (!info) return CUSOLVER_STATUS_INVALID_VALUE;
+  *info = new syevjInfo;
+  return CUSOLVER_STATUS_SUCCESS;
+}
+cusolverStatus_t cusolverDnDestroySyevjInfo(syevjInfo_t info) {
+  delete info;
+  return CUSOLVER_STATUS_SUCCESS;
+}
+#define SYEVJ(T, P)                                                                                                         \
+  cusolverStatus_t cusolverDn##P##syevjBatched_bufferSize(cusolverDnHandle_t h, cusolverEigMode_t j, cublasFillMode_t u, int n, \
+                                                          const T *A, int lda, const T *W, int *lw, syevjInfo_t p, int nb) {  \
+    (void)A; (void)W; CHECK_HANDLE(h);                                                                                      \
+    if (!lw || !p || n < 0 || n > 32 || lda < std::max(1, n) || nb < 1) return CUSOLVER_STATUS_INVALID_VALUE;               \
+    *lw = syevjb_query<T>(j == CUSOLVER_EIG_MODE_VECTOR ? 'V' : 'N', uplo_char(u), n); return CUSOLVER_STATUS_SUCCESS; }     \
+  cusolverStatus_t cusolverDn##P##syevjBatched(cusolverDnHandle_t h, cusolverEigMode_t j, cublasFillMode_t u, int n, T *A,   \
+                                               int lda, T *W, T *w, int lw, int *info, syevjInfo_t p, int nb) {             \
+    return syevj_batched<T>(h, j, u, n, A, lda, W, w, lw, info, p, nb); }
+SYEVJ(float, S)
+SYEVJ(double, D)
+#undef SYEVJ
+
+cublasStatus_t cublasSgetrfBatched(cublasHandle_t h, int n, float *const A[], int lda, int *P, int *info, int nb) {
+  return getrf_batched<float>(h, n, A, lda, P, info, nb);
+}
+cublasStatus_t cublasDgetrfBatched(cublasHandle_t h, int n, double *const A[], int lda, int *P, int *info, int nb) {
+  return getrf_batched<double>(h, n, A, lda, P, info, nb);
+}
+cublasStatus_t cublasSgetrsBatched(cublasHandle_t h, cublasOperation_t t, int n, int nrhs, const float *const A[], int lda, const int *P,
+                                   float *const B[], int ldb, int *info, int nb) {
+  return getrs_batched<float>(h, t, n, nrhs, A, lda, P, B, ldb, info, nb);
+}
+cublasStatus_t cublasDgetrsBatched(cublasHandle_t h, cublasOperation_t t, int n, int nrhs, const double *const A[], int lda, const int *P,
+                                   double *const B[], int ldb, int *info, int nb) {
+  return getrs_batched<double>(h, t, n, nrhs, A, lda, P, B, ldb, info, nb);
+}
+cusolverStatus_t cusolverDnSpotrfBatched(cusolverDnHandle_t h, cublasFillMode_t u, int n, float *A[], int lda, int *info, int nb) {
+  return potrf_batched<float>(h, u, n, A, lda, info, nb);
+}
+cusolverStatus_t cusolverDnDpotrfBatched(cusolverDnHandle_t h, cublasFillMode_t u, int n, double *A[], int lda, int *info, int nb) {
+  return potrf_batched<double>(h, u, n, A, lda, info, nb);
+}
 
 cusolverStatus_t cusolverDnCreate(cusolverDnHandle_t *h) {
   if (!h) return CUSOLVER_STATUS_INVALID_VALUE;

@@ -87,12 +87,18 @@ void ix_host_free(ix_Host *h);
 nt_Tensor *ix_i64_on(const int64_t *data, const int64_t *shape, int ndim, nt_Device dev);
 
 /* setdev.c: nonzero / histc / isin on a device with their kernels (cuda/index.cu) */
-enum { IX_DEV_NONZERO, IX_DEV_HISTC, IX_DEV_ISIN, IX_DEV_UNIQUE };
+enum { IX_DEV_NONZERO, IX_DEV_HISTC, IX_DEV_ISIN, IX_DEV_UNIQUE, IX_DEV_UNIQUE_DIM, IX_DEV_SEARCH, IX_DEV_HISTOGRAM };
 bool ix_device_has(nt_Tensor *x, int which);
 nt_Tensor *ix_nonzero_device(nt_Tensor *x);
 nt_Tensor *ix_histc_device(nt_Tensor *x, int64_t bins, double lo, double hi);
 nt_Tensor *ix_isin_device(nt_Tensor *elements, nt_Tensor *test, bool invert);
 int ix_unique_device(nt_Tensor *x, bool sorted, nt_Tensor **values, nt_Tensor **inverse, nt_Tensor **counts);
+int ix_unique_dim_device(nt_Tensor *x, int axis, bool sorted, nt_Tensor **values, nt_Tensor **inverse, nt_Tensor **counts);
+nt_Tensor *ix_searchsorted_device(nt_Tensor *seq, nt_Tensor *values, bool right, nt_Tensor *sorter);
+int ix_histogram_device(nt_Tensor *x, nt_Tensor *edges_f64, nt_Tensor *weight, bool density, nt_Tensor **hist);
+/* two 0-d tensors read back together (one synchronisation); x's finite range so (lo == hi == 0: none) */
+int ix_read2(nt_Tensor *a, nt_Tensor *b, double *va, double *vb);
+int ix_finite_range(nt_Tensor *x, double *lo, double *hi);
 /* gammagrad.c: y (a standard_gamma sample of alpha) with its gradient node to alpha, when needed */
 nt_Tensor *ix_gamma_attach_grad(nt_Tensor *y, nt_Tensor *alpha);
 

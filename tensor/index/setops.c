@@ -6,9 +6,9 @@
 ** sequential algorithm, and returns tensors on x's device: a CUDA input
 ** costs a copy down and a copy back, a synchronisation as torch's unique
 ** and nonzero are.  Values that come out of x (unique's) are taken from x
-** itself by index_select, so they keep x's dtype and bits.  nonzero, histc
-** and isin, and unique / unique_consecutive without dim, on a device with
-** their kernels stay there (setdev.c).
+** itself by index_select, so they keep x's dtype and bits.  nonzero, histc,
+** histogram, isin, searchsorted, and unique / unique_consecutive (with or
+** without dim), on a device with their kernels stay there (setdev.c).
 */
 #include "ixinternal.h"
 #include <math.h>
@@ -189,6 +189,7 @@ static int unique_impl(const char *op, nt_Tensor *x, bool has_dim, int dim, bool
     if ((axis = nt_norm_axis(op, dim, x->ndim)) < 0) return -1;
     n = x->shape[axis];
     w = n ? x->numel / n : 0;
+    if (n > 0 && w > 0 && ix_device_has(x, IX_DEV_UNIQUE_DIM)) return ix_unique_dim_device(x, axis, sorted, values, inverse, counts);
     nt_Tensor *moved = nt_transpose(x, 0, axis), *c = moved ? nt_contiguous(moved) : NULL;
     nt_release(moved);
     if (!c) return -1;
@@ -244,9 +245,10 @@ static int check_int_1d(const char *op, const char *what, nt_Tensor *x) {
   return 0;
 }
 
-/* bincount is scatter_add(zeros(len), 0, x, weights or ones): it stays on x's
-** device (two scalar reads: the minimum, for the error, and the length),
-** and the weights get scatter_add's gradient */
+/* bincount is scatter_add(zeros(len), 0, x, weights or ones) (atomic adds on
+** a GPU): it stays on x's device (ONE read: the minimum, for the error, and
+** the maximum, for the length, together), and the weights get
+** scatter_add's gradient */
 nt_Tensor *nt_bincount(nt_Tensor *x, nt_Tensor *weights, int64_t minlength) {
   if (check_int_1d("bincount", "input", x)) return NULL;
   if (minlength < 0) NT_FAIL_NULL("bincount: minlength must be non-negative, got %lld", (long long)minlength);
@@ -256,7 +258,7 @@ nt_Tensor *nt_bincount(nt_Tensor *x, nt_Tensor *weights, int64_t minlength) {
   if (x->numel) {
     double lo, hi;
     nt_Tensor *mn = nt_min(x, NULL, 0, false), *mx = mn ? nt_max(x, NULL, 0, false) : NULL;
-    int rc = mx && !nt_item(mn, &lo) && !nt_item(mx, &hi) ? 0 : -1;
+    int rc = mx ? ix_read2(mn, mx, &lo, &hi) : -1;
     nt_release(mn); nt_release(mx);
     if (rc) return NULL;
     if (lo < 0) NT_FAIL_NULL("bincount: the input must be non-negative, found %.0f", lo);
@@ -327,7 +329,9 @@ int nt_histogram(nt_Tensor *x, int64_t bins, nt_Tensor *edges, double lo, double
   ix_Host h = {0}, wh = {0}, eh = {0};
   double *e = NULL, *acc = NULL;
   int rc = -1;
-  if (ix_host(x, &h) || (weight && ix_host(weight, &wh))) goto done;
+  /* on a device with the kernel x and weight stay there (setdev.c); the edges are made or checked here */
+  bool dev = ix_device_has(x, IX_DEV_HISTOGRAM) && (!weight || weight->device == x->device);
+  if (!dev && (ix_host(x, &h) || (weight && ix_host(weight, &wh)))) goto done;
   if (edges) {
     if (edges->ndim != 1 || edges->shape[0] < 2) { nt_error_set("histogram: bins as a tensor must be 1-D with at least 2 edges"); goto done; }
     if (ix_host(edges, &eh)) goto done;
@@ -339,7 +343,11 @@ int nt_histogram(nt_Tensor *x, int64_t bins, nt_Tensor *edges, double lo, double
     }
   } else {
     if (bins <= 0 || nt_check_shape("histogram", &bins, 1, NULL)) { nt_error_set("histogram: bins must be a positive size, got %lld", (long long)bins); goto done; }
-    if (isnan(lo)) data_range(&h, &lo, &hi);
+    if (isnan(lo)) {
+      if (!dev) data_range(&h, &lo, &hi);
+      else if (x->numel == 0) lo = hi = 0;
+      else if (ix_finite_range(x, &lo, &hi)) goto done;
+    }
     if (!isfinite(lo) || !isfinite(hi) || lo > hi) { nt_error_set("histogram: range [%g, %g] must be finite with min <= max", lo, hi); goto done; }
     if (lo == hi) { lo -= 0.5; hi += 0.5; }   /* numpy's and torch's */
     if (!(e = malloc(sizeof(double) * (size_t)(bins + 1)))) goto oom;
@@ -349,6 +357,15 @@ int nt_histogram(nt_Tensor *x, int64_t bins, nt_Tensor *edges, double lo, double
     int r2 = nt_to_host(ls, e, NT_F64);
     nt_release(ls);
     if (r2) goto done;
+  }
+  int64_t ne = bins + 1;
+  if (dev) {
+    nt_Tensor *ed = f64_on(e, &ne, 1, NT_F64, x->device);
+    int r3 = ed ? ix_histogram_device(x, ed, weight, density, hist) : -1;
+    nt_release(ed);
+    if (r3 || !(*bin_edges = f64_on(e, &ne, 1, x->dtype, x->device))) goto done;
+    rc = 0;
+    goto done;
   }
   if (!(acc = calloc((size_t)bins, sizeof(double)))) goto oom;
   for (int64_t i = 0; i < h.n; i++) {
@@ -360,7 +377,6 @@ int nt_histogram(nt_Tensor *x, int64_t bins, nt_Tensor *edges, double lo, double
     for (int64_t b = 0; b < bins; b++) tot += acc[b];
     for (int64_t b = 0; b < bins; b++) acc[b] /= tot * (e[b + 1] - e[b]);
   }
-  int64_t ne = bins + 1;
   if (!(*hist = f64_on(acc, &bins, 1, x->dtype, x->device)) || !(*bin_edges = f64_on(e, &ne, 1, x->dtype, x->device))) goto done;
   rc = 0;
   goto done;
@@ -373,36 +389,8 @@ done:
 }
 
 /* ---- searchsorted ------------------------------------------------------------------------ */
-/* On a device: the binary search as ceil(log2(M + 1)) rounds of elementwise
-** ops over all values at once (gather the middle element, compare, move lo
-** or hi where the search is still open), so nothing leaves the GPU.  seq is
-** already ordered (sorter applied); one: seq 1-D, values flattened. */
-static nt_Tensor *search_on_device(nt_Tensor *seq, nt_Tensor *values, bool right, bool one) {
-  int64_t m = seq->shape[seq->ndim - 1], nv = values->numel;
-  nt_Tensor *v = one ? nt_reshape(values, &nv, 1) : nt_retain(values);
-  nt_Tensor *lo = v ? nt_zeros(v->shape, v->ndim, NT_I64, v->device) : NULL;
-  nt_Tensor *hi = lo ? nt_full(v->shape, v->ndim, (double)m, NT_I64, v->device) : NULL;
-  int rounds = 0;
-  while (((int64_t)1 << rounds) <= m) rounds++;
-  for (int k = 0; k < rounds && hi && m > 0; k++) {
-    nt_Tensor *mid = X_bin(NT_OP_FLOORDIV, nt_add(lo, hi), nt_full(NULL, 0, 2, NT_I64, v->device));
-    nt_Tensor *mc = mid ? nt_clamp(mid, 0, (double)(m - 1)) : NULL;
-    nt_Tensor *sv = mc ? nt_gather(seq, seq->ndim - 1, mc) : NULL;
-    nt_Tensor *go = sv ? nt_binary(right ? NT_OP_LE : NT_OP_LT, sv, v) : NULL;   /* the answer is right of mid */
-    nt_Tensor *open = go ? nt_lt(lo, hi) : NULL;
-    nt_Tensor *nlo = X_where(X_bin(NT_OP_LOGICAL_AND, nt_retain(open), nt_retain(go)), mid ? nt_binary_scalar_ex(NT_OP_ADD, mid, 1, NT_SCALAR_INT) : NULL, nt_retain(lo));
-    nt_Tensor *nhi = X_where(X_bin(NT_OP_LOGICAL_AND, open, X_un(NT_OP_LOGICAL_NOT, go)), nt_retain(mid), nt_retain(hi));
-    nt_release(mid); nt_release(mc); nt_release(sv);
-    nt_release(lo); nt_release(hi);
-    lo = nlo; hi = nhi;
-    if (!lo || !hi) { nt_release(lo); nt_release(hi); lo = hi = NULL; }
-  }
-  nt_release(hi); nt_release(v);
-  nt_Tensor *r = lo ? nt_reshape(lo, values->shape, values->ndim) : NULL;
-  nt_release(lo);
-  return r;
-}
-
+/* On a device with ix_searchsorted (setdev.c) nothing leaves it; otherwise
+** the binary search runs here on the host copies. */
 nt_Tensor *nt_searchsorted(nt_Tensor *seq, nt_Tensor *values, bool right, nt_Tensor *sorter, bool out_int32) {
   if (seq->ndim == 0) NT_FAIL_NULL("searchsorted: sorted_sequence must have at least 1 dimension");
   if (seq->dtype == NT_BOOL || values->dtype == NT_BOOL) NT_FAIL_NULL("searchsorted: bool tensors are not supported");
@@ -416,21 +404,8 @@ nt_Tensor *nt_searchsorted(nt_Tensor *seq, nt_Tensor *values, bool right, nt_Ten
                  nt_dtype_is_float(sorter->dtype) || sorter->dtype == NT_BOOL))
     NT_FAIL_NULL("searchsorted: sorter must be an integer tensor of sorted_sequence's shape");
   int64_t m = seq->shape[seq->ndim - 1];
-  if (seq->device != NT_CPU && values->device == seq->device && (!sorter || sorter->device == seq->device)) {
-    nt_Tensor *r = NULL, *ordered = NULL;
-    if (sorter) {   /* sorter's range, then seq in order */
-      nt_Tensor *mn = nt_min(sorter, NULL, 0, false), *mx = mn ? nt_max(sorter, NULL, 0, false) : NULL;
-      double a = 0, b = 0;
-      int rc = sorter->numel == 0 ? 0 : mx && !nt_item(mn, &a) && !nt_item(mx, &b) ? 0 : -1;
-      nt_release(mn); nt_release(mx);
-      if (rc) return NULL;
-      if (a < 0 || b >= (double)m) NT_FAIL_NULL("searchsorted: sorter index %.0f is out of range for a sequence of length %lld", a < 0 ? a : b, (long long)m);
-      nt_Tensor *si = nt_to_dtype(sorter, NT_I64);
-      ordered = si ? nt_gather(seq, seq->ndim - 1, si) : NULL;
-      nt_release(si);
-    } else ordered = nt_retain(seq);
-    r = ordered ? search_on_device(ordered, values, right, one) : NULL;
-    nt_release(ordered);
+  if (ix_device_has(seq, IX_DEV_SEARCH) && values->device == seq->device && (!sorter || sorter->device == seq->device)) {
+    nt_Tensor *r = ix_searchsorted_device(seq, values, right, sorter);
     if (r && out_int32) { nt_Tensor *t = nt_to_dtype(r, NT_I32); nt_release(r); r = t; }
     return r;
   }

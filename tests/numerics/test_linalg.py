@@ -20,7 +20,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Batch, T, finish, rng, torch, np, DEVICE, report_fail, report_pass, emulated_rerun  # noqa: E402
+from harness import Batch, T, finish, rng, torch, np, DEVICE, report_fail, report_pass, emulated_rerun, run_nabla, check  # noqa: E402
 
 F64 = dict(rtol=1e-8, atol=1e-9)
 F32 = dict(rtol=2e-4, atol=2e-4)
@@ -376,6 +376,8 @@ def main():
     else:
         # the emulated device: a cross-section (each kernel, each backward kind, the errors)
         b = Batch("linalg_dev"); device_subset(b); b.run()
+        if DEVICE == "cuda":
+            batched_path_counts()
     if DEVICE == "cpu" and not emulated_rerun(__file__, "linalg", "LINALG_SUBSET"):
         report_fail("linalg.emulated", "the emulated-device run failed (its lines above)")
     finish()
@@ -419,6 +421,80 @@ def device_subset(b):
     Sg = r(3, 3, 3)
     Sg[2, :, 1] = 0
     b.error("inv_singular", f"linalg.inv({b.inp(Sg)})", ["singular", "batch element [2]"])
+    batched_subset(b)
+
+
+def batched_path_counts():
+    """solver.cu's rule, seen in cuda.stats(): the batched calls launch the
+    pointer-array kernel under the op (getrf: one launch, the looped cuSOLVER
+    calls none; potrf: two, the looped one only its triangle-zeroing kernel),
+    for 8 matrices of order 64, never for 7 matrices or order 65."""
+    code = """set_default_device("cuda")
+f = fn(k, n, op) {
+  a = randn([k, n, n]) + 2.0 * sqrt(n) * eye(n)
+  s = a @ transpose(a) + eye(n)
+  cuda.synchronize()
+  cuda.reset_stats()
+  if op == "linalg_getrf" { x = linalg.inv(a) } else { x = linalg.cholesky(s) }
+  cuda.synchronize()
+  c = cuda.stats()
+  if has(c.by_op, op) { c.by_op[op] } else { 0 }
+}
+print("lincounts", f(8, 64, "linalg_getrf"), f(7, 64, "linalg_getrf"), f(8, 65, "linalg_getrf"), f(8, 64, "linalg_potrf"), f(7, 64, "linalg_potrf"), f(9, 65, "linalg_potrf"))
+"""
+    rc, so, se = run_nabla(code, timeout=600)
+    line = next((ln for ln in so.splitlines() if ln.startswith("lincounts ")), None)
+    if rc != 0 or line is None:
+        report_fail("linalg.batched_path_counts", f"rc {rc}: {se[-400:]} {so[-200:]}")
+        return
+    got = line.split()[1:]
+    check("linalg.batched_rule", got == ["1", "0", "0", "2", "1", "1"], f"expected getrf 1 0 0, potrf 2 1 1 (batched, looped, looped): {line}")
+
+
+def batched_subset(b):
+    """Many small matrices: cuBLAS's batched LU and cuSOLVER's potrfBatched
+    (cuda/solver.cu's rule: at least 8 matrices of order at most 64), f32/f64,
+    with a singular / non-positive-definite matrix inside the batch."""
+    for dt in (np.float32, np.float64):
+        tol, tn = (F32 if dt == np.float32 else F64), ("f32" if dt == np.float32 else "f64")
+        A = wellcond(3, 4, 6, 6, dt=dt)
+        Bm = r(3, 4, 6, 2, dt=dt)
+        b.case(f"batched_solve_{tn}", f"linalg.solve({b.inp(A)}, {b.inp(Bm)})", torch.linalg.solve(T(A), T(Bm)), **tol)
+        b.case(f"batched_inv_{tn}", f"linalg.inv({b.inp(A)})", torch.linalg.inv(T(A)), **tol)
+        b.case(f"batched_det_{tn}", f"linalg.det({b.inp(A)})", torch.linalg.det(T(A)), **tol)
+        sl = torch.linalg.slogdet(T(A))
+        b.case(f"batched_slogdet_{tn}", f"d = linalg.slogdet({b.inp(A)})\nlist(d.sign, d.logabsdet)", [sl.sign, sl.logabsdet], **tol)
+        Ab = wellcond(12, 5, 5, dt=dt)
+        Xt = r(12, 5, 3, dt=dt)
+        b.case(f"batched_solve_left_T_{tn}", f"linalg.solve(transpose({b.inp(Ab)}), {b.inp(Xt)})", torch.linalg.solve(T(Ab).mT, T(Xt)), **tol)
+        S = spd(10, 7, 7, dt=dt)
+        b.case(f"batched_cholesky_{tn}", f"linalg.cholesky({b.inp(S)})", torch.linalg.cholesky(T(S)), **tol)
+        b.case(f"batched_cholesky_upper_{tn}", f"linalg.cholesky({b.inp(S)}, upper=true)", torch.linalg.cholesky(T(S), upper=True), **tol)
+        NP = spd(9, 4, 4, dt=dt)
+        NP[6] = -NP[6]
+        b.error(f"batched_cholesky_not_pd_{tn}", f"linalg.cholesky({b.inp(NP)})", ["not positive-definite", "batch element [6]"])
+        b.case(f"batched_cholesky_ex_info_{tn}", f"linalg.cholesky_ex({b.inp(NP)}).info", torch.linalg.cholesky_ex(T(NP)).info)
+        Sg = wellcond(2, 5, 4, 4, dt=dt)
+        Sg[1, 3, :, 2] = 0
+        b.error(f"batched_inv_singular_{tn}", f"linalg.inv({b.inp(Sg)})", ["singular", "batch element [1, 3]"])
+        b.case(f"batched_det_singular_{tn}", f"linalg.det({b.inp(Sg)})", torch.linalg.det(T(Sg)), **tol)
+        # which zero pivot info names depends on the factorization's order (torch's inv_ex says 4 where its
+        # lu_factor_ex and LAPACK's getrf say 3 for this matrix): which matrices are singular does not
+        b.case(f"batched_inv_ex_info_{tn}", f"linalg.inv_ex({b.inp(Sg)}).info > 0", torch.linalg.inv_ex(T(Sg)).info > 0)
+    for dt in (np.float32, np.float64):   # eigh of order <= 32: syevjBatched
+        tol, tn = (dict(rtol=1e-4, atol=1e-4) if dt == np.float32 else F64), ("f32" if dt == np.float32 else "f64")
+        H = sym(3, 4, 6, 6, dt=dt)
+        Hd = H.astype(np.float64)
+        b.case(f"batched_eigvalsh_{tn}", f"linalg.eigvalsh({b.inp(H)}, UPLO=\"U\")", torch.linalg.eigvalsh(T(H), UPLO="U"), **tol)
+        b.case(f"batched_eigh_{tn}", f"e = linalg.eigh({b.inp(H)})\nlist({b.inp(H)} @ e.eigenvectors - e.eigenvectors * unsqueeze(e.eigenvalues, -2), "
+               f"transpose(e.eigenvectors) @ e.eigenvectors, e.eigenvalues)",
+               [torch.zeros(3, 4, 6, 6, dtype=T(H).dtype), torch.eye(6, dtype=T(H).dtype).expand(3, 4, 6, 6), torch.linalg.eigvalsh(T(Hd)).to(T(H).dtype)], **tol)
+    gcase(b, "batched_grad_eigh", "linalg.eigh(p0).eigenvalues", lambda a: torch.linalg.eigh(a).eigenvalues, [sym(8, 4, 4)])
+    gcase(b, "batched_grad_solve", "linalg.solve(p0, p1)", torch.linalg.solve, [wellcond(9, 3, 3), r(9, 3, 2)])
+    gcase(b, "batched_grad_cholesky", "linalg.cholesky(p0)", torch.linalg.cholesky, [spd(8, 3, 3)])
+    # more matrices than one batched call takes (65536): two calls
+    A2 = wellcond(65536 + 5, 2, 2)
+    b.case("batched_inv_two_calls", f"linalg.inv({b.inp(A2)})", torch.linalg.inv(T(A2)), **F64)
 
 
 if __name__ == "__main__":

@@ -384,9 +384,99 @@ def device_kernel_cases(b):
     b.case("isin_one_all_equal", f"isin({b.inp(np.array([4]))}, {b.inp(np.full(5, 4))})", torch.isin(T(np.array([4])), T(np.full(5, 4))))
 
 
+def device_search_hist_cases(b):
+    """unique(dim) / unique_consecutive(dim), searchsorted / bucketize, histogram
+    and bincount at the edges of their device kernels (cuda/index.cu): empty,
+    one element, all equal, NaN, non-contiguous views, sizes past one grid."""
+    # unique along a dim: rows sorted lexicographically on the device
+    for dt in (np.int64, np.float32, np.float64):
+        ur = rng.integers(0, 3, size=(3000, 3)).astype(dt)   # 27 distinct rows, many repeats
+        tn = np.dtype(dt).name
+        b.case(f"unique_dim0_big_{tn}", f"unique({b.inp(ur)}, dim=0, return_inverse=true, return_counts=true)",
+               list(torch.unique(T(ur), dim=0, return_inverse=True, return_counts=True)))
+    uc = rng.integers(0, 2, size=(4, 3, 7)).astype(np.float64)
+    uc[:, :, 3] = uc[:, :, 1]
+    for d in (0, 1, 2, -1):
+        b.case(f"unique_dim{d}_3d", f"unique({b.inp(uc)}, dim={d}, return_inverse=true, return_counts=true)",
+               list(torch.unique(T(uc), dim=d, return_inverse=True, return_counts=True)))
+    ut = rng.integers(0, 2, size=(6, 40))
+    b.case("unique_dim_strided", f"unique(transpose({b.inp(ut)}, 0, 1)[\"...\", 1:5], dim=0, return_inverse=true, return_counts=true)",
+           list(torch.unique(T(ut).t()[..., 1:5], dim=0, return_inverse=True, return_counts=True)))
+    b.case("unique_dim_one_row", f"unique({b.inp(np.array([[2.0, -1.0, 2.0]]))}, dim=0, return_inverse=true, return_counts=true)",
+           list(torch.unique(T(np.array([[2.0, -1.0, 2.0]])), dim=0, return_inverse=True, return_counts=True)))
+    b.case("unique_dim_all_equal", f"unique({b.inp(np.full((5, 2), 4))}, dim=1, return_inverse=true, return_counts=true)",
+           list(torch.unique(T(np.full((5, 2), 4)), dim=1, return_inverse=True, return_counts=True)))
+    un = np.array([[1.0, np.nan], [0.5, 2.0], [1.0, np.nan], [0.5, 2.0], [-1.0, 3.0]])
+    b.case("unique_dim_nan_rows", f"unique({b.inp(un)}, dim=0, return_inverse=true, return_counts=true)",   # NaN equal to NaN, as nabla's CPU
+           [un[[4, 1, 0]], np.array([2, 1, 2, 1, 0]), np.array([1, 2, 2])])
+    ucr = np.repeat(rng.integers(0, 2, size=(3000, 2)), rng.integers(1, 3, 3000), axis=0)
+    b.case("unique_consecutive_dim_big", f"unique_consecutive({b.inp(ucr)}, dim=0, return_inverse=true, return_counts=true)",
+           list(torch.unique_consecutive(T(ucr), dim=0, return_inverse=True, return_counts=True)))
+    # searchsorted / bucketize: one binary search per value
+    for dt in (np.int64, np.float32, np.float64):
+        tn = np.dtype(dt).name
+        s = np.sort(rng.integers(-300, 300, 500)).astype(dt)
+        v = rng.integers(-310, 310, 40000).astype(dt)
+        for right in (False, True):
+            b.case(f"searchsorted_big_{tn}_{right}", f"searchsorted({b.inp(s)}, {b.inp(v)}, right={str(right).lower()})",
+                   torch.searchsorted(T(s), T(v), right=right))
+    sb = np.sort(r(5, 33), axis=-1)
+    vb = np.concatenate([r(5, 20), sb[:, 3:7]], axis=1)                # exact hits too
+    b.case("searchsorted_batched_ties", f"searchsorted({b.inp(sb)}, {b.inp(vb)}, side=\"right\")", torch.searchsorted(T(sb), T(vb), side="right"))
+    us = r(5, 33)
+    so = np.argsort(us, axis=-1, kind="stable")
+    b.case("searchsorted_batched_sorter", f"searchsorted({b.inp(us)}, {b.inp(vb)}, sorter={b.inp(so)})",
+           torch.searchsorted(T(us), T(vb), sorter=T(so)))
+    st, vt = np.sort(r(9, 4), axis=0), r(3, 4)
+    b.case("searchsorted_strided", f"searchsorted(transpose({b.inp(st)}, 0, 1), transpose({b.inp(vt)}, 0, 1))",
+           torch.searchsorted(T(st).t().contiguous(), T(vt).t().contiguous()))
+    sn = np.array([-1.0, 0.0, 2.0, np.nan, np.nan])
+    vn = np.array([np.nan, 3.0, -5.0, 0.0])
+    for right in (False, True):   # NaN sorts last and equals NaN, as the CPU's
+        b.case(f"searchsorted_nan_{right}", f"searchsorted({b.inp(sn)}, {b.inp(vn)}, right={str(right).lower()})",
+               np.array([5 if right else 3, 3, 0, 2 if right else 1]))
+    b.case("searchsorted_empty_seq", f"searchsorted({b.inp(np.zeros(0))}, {b.inp(r(4))})", np.zeros(4, np.int64))
+    b.case("searchsorted_empty_values", f"searchsorted({b.inp(s)}, {b.inp(np.zeros(0))})", np.zeros(0, np.int64))
+    b.case("searchsorted_one", f"searchsorted({b.inp(np.array([2.0]))}, {b.inp(np.array([2.0, 1.0, 3.0]))})", np.array([0, 0, 1]))
+    b.case("searchsorted_all_equal", f"searchsorted({b.inp(np.full(7, 3))}, {b.inp(np.array([3, 2, 4]))}, right=true)", np.array([7, 0, 7]))
+    b.case("bucketize_big", f"bucketize({b.inp(v)}, {b.inp(s)})", torch.bucketize(T(v), T(s)))
+    b.error("searchsorted_bad_sorter", f"searchsorted({b.inp(np.arange(4.0))}, {b.inp(np.array([1.5]))}, sorter={b.inp(np.array([0, 1, 7, 2]))})",
+            ["out of bounds"])
+    # histogram: bins as a count (range given or the data's) or edges; weights; density
+    for dt in (np.float32, np.float64):
+        h = r(40000, dt=dt)
+        h[::89] = np.nan
+        w = np.abs(r(40000, dt=dt))
+        H, W = b.inp(h), b.inp(w)
+        ok = ~np.isnan(h)
+        hs = torch.histogram(T(h[ok]), bins=11, range=(-2.0, 2.5), weight=T(w[ok]), density=True)
+        b.case(f"histogram_big_density_{DTN[dt]}", f"d = histogram({H}, bins=11, range=list(-2.0, 2.5), weight={W}, density=true)\nlist(d.hist, d.bin_edges)",
+               [hs.hist, hs.bin_edges], **TOLS[dt])
+        hs = torch.histogram(T(h[ok]), bins=7)
+        b.case(f"histogram_big_auto_{DTN[dt]}", f"d = histogram({H}, bins=7)\nlist(d.hist, d.bin_edges)", [hs.hist, hs.bin_edges], **TOLS[dt])
+        edges = np.sort(r(6, dt=dt))
+        hs = torch.histogram(T(h[ok]), bins=T(edges), weight=T(w[ok]))
+        b.case(f"histogram_big_edges_{DTN[dt]}", f"histogram({H}, bins={b.inp(edges)}, weight={W}).hist", hs.hist, **TOLS[dt])
+    e2 = r(5, 8)
+    hs = torch.histogram(T(e2).t()[2:6].contiguous(), bins=5, range=(-1.0, 1.0))
+    b.case("histogram_strided", f"histogram(transpose({b.inp(e2)}, 0, 1)[2:6, \"...\"], bins=5, range=list(-1.0, 1.0)).hist", hs.hist)
+    b.case("histogram_all_equal", f"d = histogram({b.inp(np.full(5, 2.0))}, bins=3)\nlist(d.hist, d.bin_edges)",
+           list(torch.histogram(T(np.full(5, 2.0)), bins=3)))
+    b.case("histogram_one", f"histogram({b.inp(np.array([0.3]))}, bins=4, range=list(0.0, 1.0)).hist", torch.histogram(T(np.array([0.3])), bins=4, range=(0.0, 1.0)).hist)
+    b.case("histogram_empty", f"histogram({b.inp(np.zeros(0))}, bins=3, range=list(0.0, 1.0)).hist", torch.histogram(T(np.zeros(0)), bins=3, range=(0.0, 1.0)).hist)
+    b.error("histogram_edges_decreasing", f"histogram({b.inp(r(5))}, bins={b.inp(np.array([0.0, 2.0, 1.0]))})", ["increasing"])
+    # bincount: one read (min and max together), atomics
+    bi = rng.integers(0, 700, 40000)
+    bw = r(40000)
+    b.case("bincount_big_weights", f"bincount({b.inp(bi)}, weights={b.inp(bw)}, minlength=900)", torch.bincount(T(bi), weights=T(bw), minlength=900))
+    b.case("bincount_one", f"bincount({b.inp(np.array([3]))})", torch.bincount(T(np.array([3]))))
+    b.error("bincount_negative", f"bincount({b.inp(np.array([1, -2, 3]))})", ["non-negative", "-2"])
+
+
 def device_counts():
-    """On CUDA: nonzero and unique read back one scalar each (the count), isin and histc with
-    a given range none; nothing else crosses to the host."""
+    """On CUDA: nonzero and unique (with or without dim) read back one scalar each (the
+    count), bincount one pair (min and max), isin, searchsorted/bucketize and histc/histogram
+    with a given range none, histogram without a range one pair; nothing else crosses to the host."""
     code = """set_default_device("cuda")
 x = randn([50, 7])
 t = randn([9])
@@ -403,7 +493,29 @@ b = isin(x, t)
 h = histc(x, bins=6, min=-1, max=1)
 cuda.synchronize()
 c2 = cuda.stats()
+ts = sort(t)[0]
+cuda.synchronize()
+cuda.reset_stats()
+ss = searchsorted(ts, x, right=true)
+bk = bucketize(x, ts)
+cuda.synchronize()
+c3 = cuda.stats()
+cuda.reset_stats()
+ud = unique(mask, dim=0, return_inverse=true, return_counts=true)
+c4 = cuda.stats()
+cuda.reset_stats()
+bc = bincount(ud[1], minlength=3)
+c5 = cuda.stats()
+cuda.reset_stats()
+hg = histogram(x, bins=5, range=list(-1.0, 1.0))
+cuda.synchronize()
+c6 = cuda.stats()
+cuda.reset_stats()
+ha = histogram(x, bins=5)
+cuda.synchronize()
+c7 = cuda.stats()
 print("ixstats nz_d2h={c1.memcpy_d2h} nz_h2d={c1.memcpy_h2d} u_d2h={c1u.memcpy_d2h} u_h2d={c1u.memcpy_h2d} d2h={c2.memcpy_d2h} h2d={c2.memcpy_h2d} on={a.device},{b.device},{h.device}")
+print("ixstats2 ss_d2h={c3.memcpy_d2h} ss_h2d={c3.memcpy_h2d} ss_sync={c3.syncs} ud_d2h={c4.memcpy_d2h} ud_h2d={c4.memcpy_h2d} ud_sync={c4.syncs} bc_d2h={c5.memcpy_d2h} bc_sync={c5.syncs} hg_d2h={c6.memcpy_d2h} ha_d2h={c7.memcpy_d2h} ha_sync={c7.syncs} on={ss.device},{bk.device},{ud[0].device},{bc.device},{hg.hist.device}")
 """
     rc, so, se = run_nabla(code, timeout=600)
     line = next((ln for ln in so.splitlines() if ln.startswith("ixstats ")), None)
@@ -414,12 +526,21 @@ print("ixstats nz_d2h={c1.memcpy_d2h} nz_h2d={c1.memcpy_h2d} u_d2h={c1u.memcpy_d
     check("setops.nonzero_one_read", f["nz_d2h"] == "1" and f["nz_h2d"] == "0", f"nonzero should read back its count only: {line}")
     check("setops.unique_one_read", f["u_d2h"] == "1" and f["u_h2d"] == "0", f"unique should read back its group count only: {line}")
     check("setops.isin_histc_no_copies", f["d2h"] == "0" and f["h2d"] == "0" and f["on"] == "cuda,cuda,cuda", f"isin/histc crossed to the host: {line}")
+    line2 = next((ln for ln in so.splitlines() if ln.startswith("ixstats2 ")), "ixstats2")
+    g = dict(kv.split("=") for kv in line2.split()[1:])
+    check("setops.searchsorted_no_copies", g.get("ss_d2h") == "0" and g.get("ss_h2d") == "0" and g.get("ss_sync") == "1", f"searchsorted/bucketize crossed to the host (the one sync is cuda.synchronize): {line2}")
+    check("setops.unique_dim_one_read", g.get("ud_d2h") == "1" and g.get("ud_h2d") == "0" and g.get("ud_sync") == "1", f"unique(dim) should read back its group count only: {line2}")
+    check("setops.bincount_one_read", g.get("bc_d2h") == "1" and g.get("bc_sync") == "1", f"bincount should read min and max once: {line2}")
+    check("setops.histogram_reads", g.get("hg_d2h") == "0" and g.get("ha_d2h") == "1" and g.get("ha_sync") == "2" and g.get("on") == "cuda,cuda,cuda,cuda,cuda",
+          f"histogram: nothing read with a range, one read (the range) without (+ cuda.synchronize): {line2}")
 
 
 def main():
     small = os.environ.get("SETOPS_SUBSET") == "1"
     b = Batch("setops")
     unique_cases(b, small); counting_cases(b, small); search_cases(b, small); device_kernel_cases(b)
+    if small:
+        device_search_hist_cases(b)
     b.run()
     b = Batch("arrange")
     arrange_cases(b, small); scan_cases(b, small); distance_cases(b, small)
