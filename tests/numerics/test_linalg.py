@@ -20,7 +20,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Batch, T, finish, rng, torch, np, DEVICE, report_fail, report_pass, emulated_rerun, run_nabla, check  # noqa: E402
+from harness import Batch, T, finish, rng, torch, np, DEVICE, report_fail, emulated_rerun, run_nabla, check  # noqa: E402
 
 F64 = dict(rtol=1e-8, atol=1e-9)
 F32 = dict(rtol=2e-4, atol=2e-4)
