@@ -300,6 +300,10 @@ for s in step0..steps {
     if r == 0 { print("GROW") }
     while not dist.regroup_pending() { }
   }
+  if mode == "hold" and n == 4 and s == 7 {
+    if r == 0 { print("HOLD") }
+    while not exists("{side}-go") { }
+  }
   W = W - lr * all_reduce(g(W), op="avg")
   if (s + 1) % 3 == 0 { dist.save_checkpoint(ck, {w: W}, s + 1) }
 }
@@ -518,5 +522,108 @@ def test_srun_refused(name):
     report(name, why is None, why or "")
 
 
+
+# ---------------------------------------------------------------- a real Slurm: slurmctld + one slurmd per host
+REAL = {}
+
+
+def real_slurm():
+    """Slurm 22.05 over the simulated hosts (tests/dist/slurmutil.py): munged
+    here, slurmctld on host a, one slurmd per host in its namespaces (-N
+    HOST); started once, by the first case that needs it.  (slurm, why)."""
+    if "s" not in REAL:
+        from slurmutil import Slurm
+        s = Slurm(os.path.join(TMP, "slurm"), C.names, addrs=[C.mgmt(i) for i in range(3)], cpus=2, own_cgroups=True,
+                  popen=lambda i, argv, out: C.popen(i, argv, stdout=out, stderr=out),
+                  run=lambda argv, env: C.run(0, argv, env=env, timeout=15),
+                  conf_extra="SlurmdTimeout=10\n")    # a lost node is DOWN within the case: the job must outlive it
+        REAL["s"], REAL["why"] = s, s.start()
+    return REAL["s"], REAL["why"]
+
+
+def needs_real_slurm(fn):
+    def wrapped(name):
+        if WHY:
+            dutil.skip(name, WHY)
+            return
+        ensure_up()
+        s, why = real_slurm()
+        if why:
+            dutil.skip(name, f"a real Slurm cannot run on the simulated hosts: {why}")
+            return
+        fn(name, s)
+    wrapped.__name__ = fn.__name__
+    return wrapped
+
+
+@test
+@needs_real_slurm
+def test_real_slurm_srun(name, s):
+    # srun -n 3 nabla run inside an allocation of the 3 nodes: each task is
+    # one of a step of 3, so each refuses (rc 2, no job started, task 0 says
+    # why, once); srun -n 1 nabla run is a job of its own and runs
+    path = script("print('RAN', dist.world_size())\n", "el_rsrun.nbl")
+    p = C.run(0, ["salloc", "-N3", "-n3", "srun", "-n3", NABLA, "run", "-n", "2", path], env=s.env, timeout=90)
+    sanitizer_check(p.stderr)
+    why = None
+    if p.returncode == 0 or "RAN" in p.stdout:
+        why = f"srun -n3 nabla run: rc {p.returncode}, out {p.stdout!r}: expected every task to refuse"
+    elif p.stderr.count("started by srun as one of 3 tasks") != 1 or "without srun" not in p.stderr:
+        why = f"srun -n3 nabla run: task 0 should say why, once: {p.stderr[-600:]!r}"
+    if why is None:
+        p = C.run(0, ["salloc", "-N1", "-n2", "srun", "-n1", NABLA, "run", "-n", "2", "--launcher", "local", path],
+                  env=s.env, timeout=90)
+        sanitizer_check(p.stderr)
+        if p.returncode != 0 or p.stdout.count("RAN 2") != 2:
+            why = f"srun -n1 nabla run: rc {p.returncode} out {p.stdout!r} err {p.stderr[-400:]!r}"
+    report(name, why is None, why or "")
+
+
+@test
+@needs_real_slurm
+def test_real_slurm_node_loss(name, s):
+    # salloc -N3 -n6 --no-kill nabla run (no -n, no --launcher): 6 workers on
+    # 3 nodes from the allocation; node c is lost at step 4 (its slurmd,
+    # slurmstepd and workers killed, its links down); the group continues
+    # with 4 workers on a and b from the step-3 checkpoint (--min-workers 4),
+    # inside the same allocation; the group then waits at step 7 until
+    # slurmctld declares c DOWN (SlurmdTimeout 10 s): the allocation outlives
+    # that (--no-kill) and training ends equal to NumPy's
+    X, Y, W, files = problem("r")
+    ck, side = os.path.join(TMP, "rslurm.safetensors"), os.path.join(TMP, "rside")
+    if os.path.exists(ck):
+        os.remove(ck)
+    path = script(TRAIN, "el_rslurm.nbl")
+    cmd = ["salloc", "-N3", "-n6", "--no-kill", NABLA, "run", "--heartbeat", "3", "--min-workers", "4", "--max-restarts", "1",
+           path, *files, "15", ck, side, "hold"]
+    down = {}
+
+    def hold():   # the group waits at step 7 until slurmctld has declared node c DOWN
+        t = time.time()
+        while time.time() - t < 60 and "down" not in down.get("state", ""):
+            down["state"] = C.run(0, ["sinfo", "-h", "-n", "hostc", "-o", "%T"], env=s.env, timeout=15).stdout.strip()
+            time.sleep(0.5)
+        touch(side + "-go")
+    rc, out, err, fired = follow(cmd, {"SPIN": lambda: (time.sleep(0.3), kill_host(2)), "HOLD": hold}, timeout=150, env=s.env)
+    starts = [tuple(x) for x in re.findall(r"^\[rank 0\] START (\d+) (\d+)$", out, re.M)]
+    why = None if rc == 0 else f"rc {rc}"
+    if why is None and not re.search(r"inside Slurm job \d+: launcher slurm", err):
+        why = "the launcher was not taken from the allocation"
+    if why is None and starts != [("0", "6"), ("3", "4")]:
+        why = f"the groups started at (step, world) {starts}, expected (0, 6) from the allocation, then (3, 4) without the lost node"
+    if why is None and "restarting the group (restart 1 of 1) with 4 workers" not in err:
+        why = "no restart to 4 workers"
+    if why is None and not down.get("state", "").startswith("down"):
+        why = f"slurmctld did not declare node c DOWN while the group waited (sinfo: {down.get('state')!r})"
+    got = None
+    if why is None:
+        got, why = final_params(out.split("START 3 4")[-1], 4)
+    if why is None and not np.allclose(got, reference(X, Y, W, 15), rtol=1e-4, atol=1e-5):
+        why = f"parameters {got} differ from the NumPy reference {reference(X, Y, W, 15)}"
+    report(name, why is None, f"{why}; out={out[-600:]!r} err={err[-1500:]!r}")
+
+
+if "s" in REAL:
+    REAL["s"].stop()
 C.stop()
 dutil.finish()
