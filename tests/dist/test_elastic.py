@@ -144,21 +144,26 @@ r = try { dist.start(2, elastic=1); "no error" } catch e { e.message }
 print("T", r)
 dist.start(3, elastic=true, heartbeat=3)
 print("A", dist.size(), total(v))
+fu = dist.submit(1, fn() { t = clock(); while clock() - t < 60 { }; 1 }, list())
 eprint("PIDS", join(map(dist.workers(), fn(w) str(w.pid)), " "))
 while not exists("F1") { }
 while dist.workers()[1].alive { }
 r = try { total(v); "no error" } catch e { "{e.name}: {e.message}" }
 print("E", r)
 print("B", dist.size(), total(v), join(map(dist.workers(), fn(w) str(w.pid)), " "))
+fu2 = dist.submit(1, fn(x) x * 3, list(VAL))
+print("S2", fu2.result())
+print("S", fu.done(), try { fu.result(); "no error" } catch e { "{e.name}: {e.message}" })
 dist.stop()
 """
 
 
 @test
 def test_live_elastic_local(name):
-    # a worker of an elastic session dies while the session is idle: the next
-    # command fails with DistRestarted naming the loss, the group is whole again
-    # (3 fresh workers) and computes; without elastic the old behaviour stays
+    # a worker of an elastic session dies while the session is idle (running a
+    # task: dist.submit): the next command fails with DistRestarted naming the
+    # loss, the group is whole again (3 fresh workers) and computes; the dead
+    # worker's future fails naming rank 1; without elastic the old behaviour stays
     import signal
     v = float(np.float32(rng.uniform(0.5, 2.0)))
     f1 = os.path.join(TMP, "elastic-local-F1")
@@ -176,7 +181,7 @@ def test_live_elastic_local(name):
     out, err = p.communicate(timeout=120)
     err = line + err
     sanitizer_check(err)
-    got = {m.group(1): m.group(2) for m in re.finditer(r"^(M|T|A|E|B) (.*)$", out, re.M)}
+    got = {m.group(1): m.group(2) for m in re.finditer(r"^(M|T|A|E|B|S2|S) (.*)$", out, re.M)}
     why = None if p.returncode == 0 and len(pids) == 3 else f"rc {p.returncode}, pids {pids}"
     if why is None and "min_workers=3 is more than the 2 workers asked for" not in got.get("M", ""):
         why = f"min_workers above n: {got.get('M')!r}"
@@ -197,6 +202,13 @@ def test_live_elastic_local(name):
             why = f"B: {got.get('B')!r}"
         elif set(int(x) for x in m.group(2).split()) & set(pids):
             why = f"the healed group reuses old workers: {m.group(2)} vs {pids}"
+    # a future on the dead worker fails naming its rank, also after a task sent to
+    # the healed group (never resubmitted, never "already taken"); the new one runs
+    if why is None and not (got.get("S2") and np.isclose(float(got["S2"]), np.float32(v) * 3, rtol=1e-6)):
+        why = f"a task on the healed group: {got.get('S2')!r}"
+    if why is None and not (got.get("S", "").startswith("true DistError: dist.submit: the task on rank 1 did not finish: ")
+                            and "the workers were restarted" in got["S"] and "submit it again" in got["S"]):
+        why = f"the future on the dead worker: {got.get('S')!r}"
     if why is None and "nabla dist: elastic: dist.run: the group lost a worker and restarted with 3 workers (was 3)" not in err:
         why = "no elastic message on stderr"
     report(name, why is None, f"{why}; out={out[-900:]!r} err={err[-900:]!r}")
