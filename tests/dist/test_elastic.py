@@ -28,6 +28,14 @@
   (re-admitted within the allocation); the parameters equal NumPy's.
 - srun: `nabla run` as one of several srun tasks is refused with a clear
   error (no N silent world-1 jobs); a lone task is not.
+- real_slurm_*: the same under a real Slurm 22.05 (tests/dist/slurmutil.py:
+  munged, slurmctld on host a, one slurmd per host in its namespaces):
+  `srun -n3 nabla run` refused by every task (task 0 says why, once), `srun
+  -n1 nabla run` runs; `salloc -N3 -n6 --no-kill nabla run` takes slurm, -n
+  and --nodes from the allocation, loses node c at step 4 (slurmd, stepd,
+  workers killed, links down), continues with 4 on a and b, waits until
+  slurmctld declares c DOWN (the allocation outlives it) and ends equal to
+  NumPy.  SKIP with why when Slurm cannot run on the hosts.
 
 Run: NABLA=build/nabla /usr/bin/python3 tests/dist/test_elastic.py
 NABLA_ASAN: also run under the ASan build by tools/run-tests.sh.

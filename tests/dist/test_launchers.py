@@ -9,8 +9,8 @@ exit 1 on any failure.  Every process has a timeout.
 ssh: the test starts a real sshd (Debian's openssh-server) on a spare
 loopback port with a generated host key, user key and authorized_keys, and
 stops it by pid at the end.  slurm: as root, it starts munged, slurmctld and
-slurmd from a generated slurm.conf (private ports, state and sockets under a
-temporary directory) and stops them by pid.  Either is skipped, with the
+slurmd (tests/dist/slurmutil.py) from a generated slurm.conf (private ports,
+state and sockets under a temporary directory) and stops them by pid.  Either is skipped, with the
 reason, when the programs are missing or the daemons cannot start here
 (tools/install-deps.sh installs openssh-server, slurm-wlm and munge).
 """
