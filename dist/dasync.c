@@ -13,7 +13,11 @@
 **
 ** A task whose worker died fails loudly at result() (the worker's death,
 ** from the session's monitor); one whose session was stopped or restarted
-** too.  An error in the task's function comes back with its kind, message
+** too — also after an elastic session healed (the dead worker's tasks are
+** never resubmitted: a task may have had effects; the error names the rank
+** and says to submit it again).  Such a task stays T_LOST, with why, until
+** result() takes it (or, the table full, a new task needs its slot): freed
+** earlier, its future would only say "already taken".  An error in the task's function comes back with its kind, message
 ** and the worker's traceback.
 */
 #include <pthread.h>
@@ -25,12 +29,13 @@
 #include "dist/dmsg.h"
 #include "util/clock.h"
 
-enum { T_FREE, T_PENDING, T_DONE };
+enum { T_FREE, T_PENDING, T_DONE, T_LOST };
 typedef struct Task {
   int state, rank, pid;
   uint32_t seq;
   int ok;                 /* T_DONE: the reply's status */
   char *body; size_t len; /* T_DONE: the reply after its status byte (malloc'd) */
+  char why[96];           /* T_LOST: why it will never finish */
 } Task;
 static Task tasks[DSESS_MAX_TASKS];
 static pthread_mutex_t T_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -41,11 +46,23 @@ int dsess_async_posted(int rank, uint32_t seq, int pid) {
   char why[64];
   for (int i = 0; i < DSESS_MAX_TASKS; i++) {
     Task *t = &tasks[i];
-    /* a task of a session that was stopped or restarted: nobody can take it now */
-    if (t->state != T_FREE && dsess_rank_state(t->rank, t->pid, why, sizeof why) == 2) { free(t->body); *t = (Task){ 0 }; }
+    /* a pending task of a session that was stopped or restarted: it will never finish */
+    if (t->state == T_PENDING && dsess_rank_state(t->rank, t->pid, why, sizeof why) == 2) {
+      t->state = T_LOST;
+      snprintf(t->why, sizeof t->why, "%s", why);
+    }
     if (slot < 0 && t->state == T_FREE) slot = i;
   }
-  if (slot >= 0) tasks[slot] = (Task){ T_PENDING, rank, pid, seq, 0, NULL, 0 };
+  /* full: the answers of earlier sessions' tasks nobody took make room (their futures then say "already taken") */
+  for (int i = 0; i < DSESS_MAX_TASKS && slot < 0; i++) {
+    Task *t = &tasks[i];
+    if (t->state == T_LOST || (t->state == T_DONE && dsess_rank_state(t->rank, t->pid, why, sizeof why) == 2)) {
+      free(t->body);
+      *t = (Task){ 0 };
+      slot = i;
+    }
+  }
+  if (slot >= 0) tasks[slot] = (Task){ T_PENDING, rank, pid, seq, 0, NULL, 0, "" };
   pthread_mutex_unlock(&T_mu);
   return slot < 0 ? -1 : 0;
 }
@@ -91,6 +108,12 @@ static int finished(int i, char *why, size_t n) {
   int rank = tasks[i].rank, pid = tasks[i].pid;
   pthread_mutex_unlock(&T_mu);
   if (st == T_DONE) return 1;
+  if (st == T_LOST) {
+    pthread_mutex_lock(&T_mu);
+    snprintf(why, n, "%s", tasks[i].why);
+    pthread_mutex_unlock(&T_mu);
+    return 1;
+  }
   return dsess_rank_state(rank, pid, why, n) != 0;
 }
 
@@ -177,7 +200,11 @@ static int b_result(nb_VM *vm, nb_Value *a, int nargs, nb_Value *out) {
   Task t = tasks[i];
   tasks[i] = (Task){ 0 };
   pthread_mutex_unlock(&T_mu);
-  if (t.state != T_DONE) return nb_error_kind(vm, "DistError", "dist.submit: the task on rank %d did not finish: %s", t.rank, why);
+  if (t.state != T_DONE) {
+    int restarted = strstr(why, "restarted") || strstr(why, "stopped");
+    return nb_error_kind(vm, "DistError", "dist.submit: the task on rank %d did not finish: %s%s", t.rank, why,
+                         restarted ? " (it is not resubmitted: submit it again)" : "");
+  }
   int st;
   if (t.ok) {
     st = nbZ_deserialize(vm, t.body ? t.body : "", t.len, out);

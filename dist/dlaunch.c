@@ -397,7 +397,11 @@ pid_t dl_spawn_srun(dl_Common *c, int nodes, int gpus_per_node, const char *excl
   if (exclude && *exclude) argv[k++] = excl;   /* nodes lost earlier in this allocation */
   argv[k++] = "--kill-on-bad-exit=1";
   argv[k++] = "--job-name=nabla-worker";
-  if (getenv("SLURM_STEP_ID")) argv[k++] = "--overlap";   /* the session is itself a job step */
+  /* --overlap: the session may itself be a job step, and a restart's step must not
+     wait on the step it replaces — Slurm keeps that one "completing" (holding its
+     CPUs on the surviving nodes) until the lost node's slurmd answers or the node
+     is declared DOWN (SlurmdTimeout, 300 s by default) */
+  argv[k++] = "--overlap";
   argv[k++] = (char *)c->exe;
   argv[k++] = "worker";
   argv[k++] = "--connect"; argv[k++] = (char *)endpoint;

@@ -4,7 +4,8 @@ started hosts.Cluster: kill(i) is Cluster.kill_host (every process of the
 host killed, its links down), revive(i) brings it back (links up, a fresh
 sshd as its first process with its own hostname, /etc/hosts and /dev/shm)
 and waits until it answers ssh; ensure_up() revives what a failed test left
-down."""
+down.  cut(i) / mend(i): a link cut — host i's links down, then up again,
+its processes alive throughout."""
 import os
 import subprocess
 import time
@@ -21,10 +22,19 @@ class Hosts:
         self.down.add(i)
         self.c.kill_host(i)
 
+    def _links(self, i, state):
+        for end in ("m", "d"):
+            _sh([IP, "-n", self.c.sw, "link", "set", f"v{self.c.tag}{end}{i}s", state])
+
+    def cut(self, i):
+        self._links(i, "down")
+
+    def mend(self, i):
+        self._links(i, "up")
+
     def revive(self, i):
         c = self.c
-        for end in ("m", "d"):
-            _sh([IP, "-n", c.sw, "link", "set", f"v{c.tag}{end}{i}s", "up"])
+        self._links(i, "up")
         d = c.dir
         cfg = write_sshd_config(os.path.join(d, f"sshd_config{i}"), d, 22, ["0.0.0.0", "::"], f"{d}/sshd{i}.pid")
         log = open(os.path.join(d, f"sshd{i}.log"), "a")

@@ -28,6 +28,14 @@
   (re-admitted within the allocation); the parameters equal NumPy's.
 - srun: `nabla run` as one of several srun tasks is refused with a clear
   error (no N silent world-1 jobs); a lone task is not.
+- real_slurm_*: the same under a real Slurm 22.05 (tests/dist/slurmutil.py:
+  munged, slurmctld on host a, one slurmd per host in its namespaces):
+  `srun -n3 nabla run` refused by every task (task 0 says why, once), `srun
+  -n1 nabla run` runs; `salloc -N3 -n6 --no-kill nabla run` takes slurm, -n
+  and --nodes from the allocation, loses node c at step 4 (slurmd, stepd,
+  workers killed, links down), continues with 4 on a and b, waits until
+  slurmctld declares c DOWN (the allocation outlives it) and ends equal to
+  NumPy.  SKIP with why when Slurm cannot run on the hosts.
 
 Run: NABLA=build/nabla /usr/bin/python3 tests/dist/test_elastic.py
 NABLA_ASAN: also run under the ASan build by tools/run-tests.sh.
@@ -144,21 +152,26 @@ r = try { dist.start(2, elastic=1); "no error" } catch e { e.message }
 print("T", r)
 dist.start(3, elastic=true, heartbeat=3)
 print("A", dist.size(), total(v))
+fu = dist.submit(1, fn() { t = clock(); while clock() - t < 60 { }; 1 }, list())
 eprint("PIDS", join(map(dist.workers(), fn(w) str(w.pid)), " "))
 while not exists("F1") { }
 while dist.workers()[1].alive { }
 r = try { total(v); "no error" } catch e { "{e.name}: {e.message}" }
 print("E", r)
 print("B", dist.size(), total(v), join(map(dist.workers(), fn(w) str(w.pid)), " "))
+fu2 = dist.submit(1, fn(x) x * 3, list(VAL))
+print("S2", fu2.result())
+print("S", fu.done(), try { fu.result(); "no error" } catch e { "{e.name}: {e.message}" })
 dist.stop()
 """
 
 
 @test
 def test_live_elastic_local(name):
-    # a worker of an elastic session dies while the session is idle: the next
-    # command fails with DistRestarted naming the loss, the group is whole again
-    # (3 fresh workers) and computes; without elastic the old behaviour stays
+    # a worker of an elastic session dies while the session is idle (running a
+    # task: dist.submit): the next command fails with DistRestarted naming the
+    # loss, the group is whole again (3 fresh workers) and computes; the dead
+    # worker's future fails naming rank 1; without elastic the old behaviour stays
     import signal
     v = float(np.float32(rng.uniform(0.5, 2.0)))
     f1 = os.path.join(TMP, "elastic-local-F1")
@@ -176,7 +189,7 @@ def test_live_elastic_local(name):
     out, err = p.communicate(timeout=120)
     err = line + err
     sanitizer_check(err)
-    got = {m.group(1): m.group(2) for m in re.finditer(r"^(M|T|A|E|B) (.*)$", out, re.M)}
+    got = {m.group(1): m.group(2) for m in re.finditer(r"^(M|T|A|E|B|S2|S) (.*)$", out, re.M)}
     why = None if p.returncode == 0 and len(pids) == 3 else f"rc {p.returncode}, pids {pids}"
     if why is None and "min_workers=3 is more than the 2 workers asked for" not in got.get("M", ""):
         why = f"min_workers above n: {got.get('M')!r}"
@@ -197,6 +210,13 @@ def test_live_elastic_local(name):
             why = f"B: {got.get('B')!r}"
         elif set(int(x) for x in m.group(2).split()) & set(pids):
             why = f"the healed group reuses old workers: {m.group(2)} vs {pids}"
+    # a future on the dead worker fails naming its rank, also after a task sent to
+    # the healed group (never resubmitted, never "already taken"); the new one runs
+    if why is None and not (got.get("S2") and np.isclose(float(got["S2"]), np.float32(v) * 3, rtol=1e-6)):
+        why = f"a task on the healed group: {got.get('S2')!r}"
+    if why is None and not (got.get("S", "").startswith("true DistError: dist.submit: the task on rank 1 did not finish: ")
+                            and "the workers were restarted" in got["S"] and "submit it again" in got["S"]):
+        why = f"the future on the dead worker: {got.get('S')!r}"
     if why is None and "nabla dist: elastic: dist.run: the group lost a worker and restarted with 3 workers (was 3)" not in err:
         why = "no elastic message on stderr"
     report(name, why is None, f"{why}; out={out[-900:]!r} err={err[-900:]!r}")
@@ -299,6 +319,10 @@ for s in step0..steps {
   if mode == "elastic" and n == 4 and s == 7 {
     if r == 0 { print("GROW") }
     while not dist.regroup_pending() { }
+  }
+  if mode == "hold" and n == 4 and s == 7 {
+    if r == 0 { print("HOLD") }
+    while not exists("{side}-go") { }
   }
   W = W - lr * all_reduce(g(W), op="avg")
   if (s + 1) % 3 == 0 { dist.save_checkpoint(ck, {w: W}, s + 1) }
@@ -518,5 +542,108 @@ def test_srun_refused(name):
     report(name, why is None, why or "")
 
 
+
+# ---------------------------------------------------------------- a real Slurm: slurmctld + one slurmd per host
+REAL = {}
+
+
+def real_slurm():
+    """Slurm 22.05 over the simulated hosts (tests/dist/slurmutil.py): munged
+    here, slurmctld on host a, one slurmd per host in its namespaces (-N
+    HOST); started once, by the first case that needs it.  (slurm, why)."""
+    if "s" not in REAL:
+        from slurmutil import Slurm
+        s = Slurm(os.path.join(TMP, "slurm"), C.names, addrs=[C.mgmt(i) for i in range(3)], cpus=2, own_cgroups=True,
+                  popen=lambda i, argv, out: C.popen(i, argv, stdout=out, stderr=out),
+                  run=lambda argv, env: C.run(0, argv, env=env, timeout=15),
+                  conf_extra="SlurmdTimeout=10\n")    # a lost node is DOWN within the case: the job must outlive it
+        REAL["s"], REAL["why"] = s, s.start()
+    return REAL["s"], REAL["why"]
+
+
+def needs_real_slurm(fn):
+    def wrapped(name):
+        if WHY:
+            dutil.skip(name, WHY)
+            return
+        ensure_up()
+        s, why = real_slurm()
+        if why:
+            dutil.skip(name, f"a real Slurm cannot run on the simulated hosts: {why}")
+            return
+        fn(name, s)
+    wrapped.__name__ = fn.__name__
+    return wrapped
+
+
+@test
+@needs_real_slurm
+def test_real_slurm_srun(name, s):
+    # srun -n 3 nabla run inside an allocation of the 3 nodes: each task is
+    # one of a step of 3, so each refuses (rc 2, no job started, task 0 says
+    # why, once); srun -n 1 nabla run is a job of its own and runs
+    path = script("print('RAN', dist.world_size())\n", "el_rsrun.nbl")
+    p = C.run(0, ["salloc", "-N3", "-n3", "srun", "-n3", NABLA, "run", "-n", "2", path], env=s.env, timeout=90)
+    sanitizer_check(p.stderr)
+    why = None
+    if p.returncode == 0 or "RAN" in p.stdout:
+        why = f"srun -n3 nabla run: rc {p.returncode}, out {p.stdout!r}: expected every task to refuse"
+    elif p.stderr.count("started by srun as one of 3 tasks") != 1 or "without srun" not in p.stderr:
+        why = f"srun -n3 nabla run: task 0 should say why, once: {p.stderr[-600:]!r}"
+    if why is None:
+        p = C.run(0, ["salloc", "-N1", "-n2", "srun", "-n1", NABLA, "run", "-n", "2", "--launcher", "local", path],
+                  env=s.env, timeout=90)
+        sanitizer_check(p.stderr)
+        if p.returncode != 0 or p.stdout.count("RAN 2") != 2:
+            why = f"srun -n1 nabla run: rc {p.returncode} out {p.stdout!r} err {p.stderr[-400:]!r}"
+    report(name, why is None, why or "")
+
+
+@test
+@needs_real_slurm
+def test_real_slurm_node_loss(name, s):
+    # salloc -N3 -n6 --no-kill nabla run (no -n, no --launcher): 6 workers on
+    # 3 nodes from the allocation; node c is lost at step 4 (its slurmd,
+    # slurmstepd and workers killed, its links down); the group continues
+    # with 4 workers on a and b from the step-3 checkpoint (--min-workers 4),
+    # inside the same allocation; the group then waits at step 7 until
+    # slurmctld declares c DOWN (SlurmdTimeout 10 s): the allocation outlives
+    # that (--no-kill) and training ends equal to NumPy's
+    X, Y, W, files = problem("r")
+    ck, side = os.path.join(TMP, "rslurm.safetensors"), os.path.join(TMP, "rside")
+    if os.path.exists(ck):
+        os.remove(ck)
+    path = script(TRAIN, "el_rslurm.nbl")
+    cmd = ["salloc", "-N3", "-n6", "--no-kill", NABLA, "run", "--heartbeat", "3", "--min-workers", "4", "--max-restarts", "1",
+           path, *files, "15", ck, side, "hold"]
+    down = {}
+
+    def hold():   # the group waits at step 7 until slurmctld has declared node c DOWN
+        t = time.time()
+        while time.time() - t < 60 and "down" not in down.get("state", ""):
+            down["state"] = C.run(0, ["sinfo", "-h", "-n", "hostc", "-o", "%T"], env=s.env, timeout=15).stdout.strip()
+            time.sleep(0.5)
+        touch(side + "-go")
+    rc, out, err, fired = follow(cmd, {"SPIN": lambda: (time.sleep(0.3), kill_host(2)), "HOLD": hold}, timeout=150, env=s.env)
+    starts = [tuple(x) for x in re.findall(r"^\[rank 0\] START (\d+) (\d+)$", out, re.M)]
+    why = None if rc == 0 else f"rc {rc}"
+    if why is None and not re.search(r"inside Slurm job \d+: launcher slurm", err):
+        why = "the launcher was not taken from the allocation"
+    if why is None and starts != [("0", "6"), ("3", "4")]:
+        why = f"the groups started at (step, world) {starts}, expected (0, 6) from the allocation, then (3, 4) without the lost node"
+    if why is None and "restarting the group (restart 1 of 1) with 4 workers" not in err:
+        why = "no restart to 4 workers"
+    if why is None and not down.get("state", "").startswith("down"):
+        why = f"slurmctld did not declare node c DOWN while the group waited (sinfo: {down.get('state')!r})"
+    got = None
+    if why is None:
+        got, why = final_params(out.split("START 3 4")[-1], 4)
+    if why is None and not np.allclose(got, reference(X, Y, W, 15), rtol=1e-4, atol=1e-5):
+        why = f"parameters {got} differ from the NumPy reference {reference(X, Y, W, 15)}"
+    report(name, why is None, f"{why}; out={out[-600:]!r} err={err[-1500:]!r}")
+
+
+if "s" in REAL:
+    REAL["s"].stop()
 C.stop()
 dutil.finish()

@@ -9,8 +9,8 @@ exit 1 on any failure.  Every process has a timeout.
 ssh: the test starts a real sshd (Debian's openssh-server) on a spare
 loopback port with a generated host key, user key and authorized_keys, and
 stops it by pid at the end.  slurm: as root, it starts munged, slurmctld and
-slurmd from a generated slurm.conf (private ports, state and sockets under a
-temporary directory) and stops them by pid.  Either is skipped, with the
+slurmd (tests/dist/slurmutil.py) from a generated slurm.conf (private ports,
+state and sockets under a temporary directory) and stops them by pid.  Either is skipped, with the
 reason, when the programs are missing or the daemons cannot start here
 (tools/install-deps.sh installs openssh-server, slurm-wlm and munge).
 """
@@ -20,9 +20,10 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dutil  # noqa: E402
 import hosts  # noqa: E402
+from slurmutil import Slurm, find, stop_proc  # noqa: E402
 from dutil import NABLA, TMP, alive, lines_with, report, sanitizer_check, script, skip, test, wait_gone  # noqa: E402
 
-started = []          # (name, Popen) of the daemons this test started; stopped by pid at exit
+started = []          # (name, Popen or Slurm) of the daemons this test started; stopped by pid at exit
 stray = []            # worker pids a test stopped (SIGSTOP): killed at exit if still there
 
 
@@ -65,20 +66,6 @@ def wait_port(port, secs=10):
         except OSError:
             time.sleep(0.05)
     return False
-
-
-def stop_proc(p, secs=5):
-    if p.poll() is None:
-        p.terminate()
-        try:
-            p.wait(secs)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait(5)
-
-
-def find(prog):
-    return shutil.which(prog) or next((p for p in (f"/usr/sbin/{prog}", f"/usr/bin/{prog}") if os.path.exists(p)), None)
 
 
 # ---------------------------------------------------------------- sshd
@@ -493,91 +480,13 @@ SLURM = {"why": None, "env": None}
 
 
 def setup_slurm():
-    progs = {p: find(p) for p in ("munged", "munge", "slurmctld", "slurmd", "srun", "salloc", "sinfo")}
-    missing = [p for p, v in progs.items() if not v]
-    if missing:
-        return f"not installed: {', '.join(missing)} (apt-get install slurm-wlm munge; tools/install-deps.sh)"
-    if os.geteuid() != 0:
-        return "the test runs slurmctld/slurmd with SlurmUser=root and needs root"
-    d = os.path.join(TMP, "slurm")
-    for sub in ("", "state", "spool", "munge"):
-        os.makedirs(os.path.join(d, sub), mode=0o700, exist_ok=True)
-    with open(os.path.join(d, "munge.key"), "wb") as f:
-        f.write(os.urandom(1024))
-    os.chmod(os.path.join(d, "munge.key"), 0o600)
-    sock = os.path.join(d, "munge", "munge.sock")
-    mlog = open(os.path.join(d, "munged.out"), "w")
-    m = subprocess.Popen([progs["munged"], "-F", "--force", f"--socket={sock}", f"--key-file={d}/munge.key",
-                          f"--pid-file={d}/munged.pid", f"--log-file={d}/munged.log", f"--seed-file={d}/munge.seed"],
-                         stdin=subprocess.DEVNULL, stdout=mlog, stderr=mlog)
-    started.append(("munged", m))
-    t = time.time()
-    while not os.path.exists(sock) and time.time() - t < 10 and m.poll() is None:
-        time.sleep(0.05)
-    if not os.path.exists(sock):
-        with open(os.path.join(d, "munged.out")) as f:
-            return f"munged did not start: {f.read()[-300:]!r}"
     host = socket.gethostname().split(".")[0]
-    cpus = os.cpu_count() or 1
-    ctld, slurmd_port = spare_port(), spare_port()
-    conf = os.path.join(d, "slurm.conf")
-    with open(conf, "w") as f:
-        f.write(f"""ClusterName=nablatest
-SlurmctldHost={host}
-SlurmUser=root
-SlurmdUser=root
-SlurmctldPort={ctld}
-SlurmdPort={slurmd_port}
-AuthType=auth/munge
-CredType=cred/munge
-AuthInfo=socket={sock}
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
-SchedulerType=sched/builtin
-MpiDefault=none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-ReturnToService=2
-StateSaveLocation={d}/state
-SlurmdSpoolDir={d}/spool
-SlurmctldPidFile={d}/slurmctld.pid
-SlurmdPidFile={d}/slurmd.pid
-SlurmctldLogFile={d}/slurmctld.log
-SlurmdLogFile={d}/slurmd.log
-NodeName={host} CPUs={cpus} State=UNKNOWN
-PartitionName=nablatest Nodes={host} Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE
-""")
-    env = dict(os.environ, SLURM_CONF=conf)
-    for k in list(env):
-        if k.startswith("SLURM_") and k != "SLURM_CONF":
-            del env[k]
-    for prog, args in (("slurmctld", ["-D", "-i", "-f", conf]), ("slurmd", ["-D", "-f", conf])):
-        out = open(os.path.join(d, prog + ".out"), "w")
-        p = subprocess.Popen([progs[prog], *args], stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env)
-        started.append((prog, p))
-        time.sleep(0.5)
-    t = time.time(); state = ""
-    while time.time() - t < 30:
-        for prog, p in started:
-            if p.poll() is not None:
-                logs = ""
-                for fn_ in (prog + ".out", prog + ".log"):
-                    try:
-                        with open(os.path.join(d, fn_)) as f:
-                            logs += f.read()[-300:]
-                    except OSError:
-                        pass
-                return f"{prog} exited with status {p.returncode}: {logs!r}"
-        q = subprocess.run([progs["sinfo"], "-h", "-o", "%T"], capture_output=True, text=True, timeout=10, env=env)
-        state = q.stdout.strip() + q.stderr.strip()
-        if q.returncode == 0 and state.startswith("idle"):
-            break
-        time.sleep(0.3)
-    else:
-        return f"the node did not become idle within 30 s (sinfo: {state!r})"
-    SLURM.update(env=env, dir=d, host=host)
+    s = Slurm(os.path.join(TMP, "slurm"), [host], ports=(spare_port(), spare_port()))
+    started.append(("slurm", s))   # munged, slurmctld, slurmd: s.stop()
+    why = s.start()
+    if why:
+        return why
+    SLURM.update(env=s.env, dir=s.d, host=host)
     return None
 
 
@@ -650,6 +559,6 @@ for pid in stray:
         except ProcessLookupError:
             pass
 for nm, p in reversed(started):
-    stop_proc(p)
+    p.stop() if isinstance(p, Slurm) else stop_proc(p)
 shutil.rmtree(TMP, ignore_errors=True)
 dutil.finish()
