@@ -20,7 +20,6 @@ import re
 import statistics
 import subprocess
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 NABLA = os.environ.get("NABLA") or os.path.join(HERE, "..", "..", "build", "nabla")

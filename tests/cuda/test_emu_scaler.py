@@ -28,7 +28,6 @@ emulated device.  Run by tools/run-tests.sh with the release build and again
     (CPU, emulated, emulated with two groups); an older checkpoint without
     the field loads with skipped = 0."""
 import os
-import re
 import sys
 
 import numpy as np

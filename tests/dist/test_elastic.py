@@ -203,7 +203,6 @@ def test_live_elastic_local(name):
     if why is None and not (e.startswith("DistRestarted: dist.run: worker rank 1 ") and "is dead" in e and "call dist.restart()" not in e
                             and "elastic: the group lost a worker and restarted with 3 workers (was 3)" in e and "dist.resume" in e):
         why = f"the command after the loss: {e!r}"
-    b = got.get("B", "").split(" ", 1)
     if why is None:
         m = re.match(r"^3 (\[.*?\]) (.*)$", got.get("B", ""))
         if not m or not np.allclose(eval(m.group(1)), expect_total(v, 3), rtol=1e-6):

@@ -14,7 +14,7 @@ state and sockets under a temporary directory) and stops them by pid.  Either is
 reason, when the programs are missing or the daemons cannot start here
 (tools/install-deps.sh installs openssh-server, slurm-wlm and munge).
 """
-import json, os, re, shutil, signal, socket, subprocess, sys, tempfile, time
+import json, os, re, shutil, signal, socket, subprocess, sys, time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

@@ -135,7 +135,7 @@ def values(b, full=True):
     b.case("fft_empty_axis_padded", f"view_as_real(fft.fft({b.inp(E2)}, n=4))", vr(torch.fft.fft(T(E2), n=4)))
     O = r(1, 1)
     b.case("fftn_size1", f"view_as_real(fft.fftn({b.inp(O)}))", vr(torch.fft.fftn(T(O))))
-    b.case("rfft_int_input", f"view_as_real(fft.rfft(tensor([1, 2, 3, 4, 5])))", vr(torch.fft.rfft(torch.tensor([1, 2, 3, 4, 5.0]))), **F32)
+    b.case("rfft_int_input", "view_as_real(fft.rfft(tensor([1, 2, 3, 4, 5])))", vr(torch.fft.rfft(torch.tensor([1, 2, 3, 4, 5.0]))), **F32)
     # helpers
     for n in (0, 1, 4, 7):
         for d in (1.0, 0.25):
