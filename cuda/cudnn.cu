@@ -522,7 +522,11 @@ bool sdpa_cudnn_supports(const nt_KernelArgs *a, bool bwd, char *why, size_t n) 
              (long long)D, (long long)DV);
     return false;
   }
-  const nt_Tensor *m = a->niarg > NT_SDPA_MASK && ia[NT_SDPA_MASK] ? mask_of(a, bwd) : nullptr;
+  const nt_Tensor *m = mask_of(a, bwd);
+  if (a->niarg > NT_SDPA_MASK && ia[NT_SDPA_MASK] && !m) {   // never a graph that silently drops the mask
+    snprintf(why, n, "the op's arguments say mask_b = %lld but carry no mask tensor", (long long)ia[NT_SDPA_MASK]);
+    return false;
+  }
   if (m && m->dtype != dt) {   // the front end makes it the storage dtype (attention.c mask_bmat)
     snprintf(why, n, "the additive mask must have the io dtype %s, got %s", nt_dtype_name(dt), nt_dtype_name(m->dtype));
     return false;
