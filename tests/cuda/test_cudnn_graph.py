@@ -383,6 +383,9 @@ def values():
     sys.path.insert(0, os.path.join(ROOT, "tests", "numerics"))
     import harness  # noqa: E402
     import test_attention as ta  # noqa: E402
+    # harness reads NUMERICS_DEVICE when first imported, and qkv_case imported it
+    # before (st_read): without this the batches below ran on the CPU, never the graph
+    harness.DEVICE = "cuda"
     np = harness.np
     shapes = {"odd_T": [(2, 3, 7, 8), (2, 3, 7, 8), (2, 3, 7, 8)], "T_gt_S": [(1, 2, 9, 16), (1, 2, 5, 16), (1, 2, 5, 16)],
               "T_lt_S": [(3, 5, 8), (3, 11, 8), (3, 11, 8)], "d64": [(1, 2, 33, 64), (1, 2, 33, 64), (1, 2, 33, 64)]}
