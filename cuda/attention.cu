@@ -414,6 +414,19 @@ int k_sdpa(const nt_KernelArgs *a) {
     snprintf(last_fallback, sizeof last_fallback, "%s", why);
     p = fallback_path(g, dt);
   }
+  // an additive mask: only cuDNN's graph adds one (the kernels below take none).  The
+  // forward declines (1, nothing written): the front end composes public ops instead
+  // (attention.c sdpa_composed).  A backward whose forward ran here on cuDNN cannot
+  // decline: an error saying why, never a gradient without the mask.
+  if (ia[NT_SDPA_MASK]) {
+    if (bwd) {
+      host->error_set("%s: the masked forward ran on cuDNN but its backward cannot (%s)", op,
+                      last_fallback[0] ? last_fallback : "NABLA_CUDA_ATTENTION forces a kernel that takes no mask");
+      return -1;
+    }
+    host->error_set("%s: no fused CUDA kernel but cuDNN's graph takes an additive mask", op);
+    return 1;
+  }
   if (p == kGemm) return sdpa_gemm(a, bwd);
   if (g.D > kMaxD || g.DV > kMaxD) {
     host->error_set("%s: the fused kernel takes head dims up to %d, got d=%lld, dv=%lld (NABLA_CUDA_ATTENTION=fused)",

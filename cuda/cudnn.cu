@@ -25,6 +25,10 @@
 //   s1   = matmul(Q [B,H,T,D], K^T [B,H,D,S])  K^T is uid 2 described with its
 //                                               last two dims and strides swapped
 //   s2   = s1 * scale                          scale: a by-value f32 [1,1,1,1]
+//   mask only: s2 = s2 + Bias                  Bias: uid 13, the additive mask in the io dtype,
+//                                               [mb, 1 or H, T, S] with zero strides where it
+//                                               broadcasts (the contract's [1 or B, T, S]; a bool
+//                                               mask is already 0 / -inf: attention.c mask_additive)
 //   causal only (top-left aligned, query i sees keys j <= i):
 //     row = gen_index(s2, axis 2), col = gen_index(s2, axis 3)   (int32)
 //     keep = row >= col                                           (bool)
@@ -40,7 +44,8 @@
 // never stored).  Further uids: 8 dO, 9 dQ, 10 dK, 11 dV, 12 Dsum:
 //   Dsum = reduce_add(dO * O) [B,H,T,1]         non-virtual f32 scratch: the row sum
 //                                               D_i = dO_i . O_i of the softmax grad
-//   s    = scale Q K^T (+ the causal select, as forward)
+//   s    = scale Q K^T (+ Bias, + the causal select, as forward; no dBias: a mask that
+//          requires grad takes the composed path, attention.c)
 //   P    = exp(s - Stats)
 //   dV   = matmul(reshape(P) = P^T, dO)         reshape: a transposed view (strides
 //                                               swapped), the way the engine wants it
@@ -52,7 +57,8 @@
 // engines only when no other finalizes: then attention_backend() says so).
 //
 // Plan cache: building a plan takes tens to hundreds of ms, executing one µs; plans
-// are kept by (direction, dtype, causal, scale, every operand's dims and strides)
+// are kept by (direction, dtype, causal, scale, every operand's dims and strides,
+// the mask's dims and strides: its kind and broadcast)
 // in a small table (kCacheSize, the oldest replaced).  The training flag is
 // implicit: the forward always writes Stats (the op contract saves lse).  The
 // workspace comes from the caching allocator per call (Scratch).
@@ -281,14 +287,21 @@ struct Builder {
       return -1;
     return add_op(o, "reshape operation finalize");
   }
-  // scale * Q K^T, then the causal select: the scores both graphs start with
+  // scale * Q K^T, + the additive mask (bias, or NULL), then the causal select: the
+  // scores both graphs start with
   int scores(cudnnBackendDescriptor_t q, cudnnBackendDescriptor_t kt, cudnnBackendDescriptor_t scale,
-             cudnnBackendDescriptor_t ninf, const View &sv, bool causal, cudnnBackendDescriptor_t *out) {
+             cudnnBackendDescriptor_t ninf, cudnnBackendDescriptor_t bias, const View &sv, bool causal,
+             cudnnBackendDescriptor_t *out) {
     cudnnBackendDescriptor_t s1, s2;
     if (virt(sv, CUDNN_DATA_FLOAT, &s1) || matmul(q, kt, s1) || virt(sv, CUDNN_DATA_FLOAT, &s2) ||
         pointwise(CUDNN_POINTWISE_MUL, s1, scale, nullptr, s2))
       return -1;
     *out = s2;
+    if (bias) {
+      cudnnBackendDescriptor_t sb;
+      if (virt(sv, CUDNN_DATA_FLOAT, &sb) || pointwise(CUDNN_POINTWISE_ADD, s2, bias, nullptr, sb)) return -1;
+      *out = s2 = sb;
+    }
     if (!causal) return 0;
     cudnnBackendDescriptor_t row, col, keep, s3;
     if (virt(sv, CUDNN_DATA_INT32, &row) || pointwise(CUDNN_POINTWISE_GEN_INDEX, s2, nullptr, nullptr, row, 2) ||
@@ -357,9 +370,9 @@ struct Builder {
 
 // ---- the plan cache -----------------------------------------------------------------------
 struct Key {
-  int bwd, causal, dtype;
+  int bwd, causal, dtype, mask;   // mask: 1 when the graph adds a bias (its view: v[8])
   double scale;
-  View v[8];   // q, k, v, o, (dO, dq, dk, dv)
+  View v[9];   // q, k, v, o, (dO, dq, dk, dv), mask
 };
 // plan == NULL: cuDNN cannot run this graph, why says so (kept, so it is not retried per call)
 struct Entry { Key key; cudnnBackendDescriptor_t plan; int64_t workspace; bool nondet; bool used; char why[400]; };
@@ -382,10 +395,11 @@ int build(const char *op, const Key &k, Entry *e) {
   const int64_t B = vq.d[0], H = vq.d[1], T = vq.d[2], S = vk.d[2];
   const View sv = rowmajor(B, H, T, S), rowv = rowmajor(B, H, T, 1);
   const View one = {{1, 1, 1, 1}, {1, 1, 1, 1}};
-  cudnnBackendDescriptor_t q, kt, scale, ninf, s, stats;
+  cudnnBackendDescriptor_t q, kt, scale, ninf, s, stats, bias = nullptr;
   if (g.tensor(1, vq, io, false, false, &q) || g.tensor(2, transposed(vk), io, false, false, &kt) ||
       g.tensor(6, one, CUDNN_DATA_FLOAT, false, true, &scale) || g.tensor(7, one, CUDNN_DATA_FLOAT, false, true, &ninf) ||
-      g.tensor(5, rowv, CUDNN_DATA_FLOAT, false, false, &stats) || g.scores(q, kt, scale, ninf, sv, k.causal, &s))
+      g.tensor(5, rowv, CUDNN_DATA_FLOAT, false, false, &stats) ||
+      (k.mask && g.tensor(13, k.v[8], io, false, false, &bias)) || g.scores(q, kt, scale, ninf, bias, sv, k.causal, &s))
     return -1;
   if (!k.bwd) {
     cudnnBackendDescriptor_t m, sub, ex, l, logl, p, v, o;
@@ -479,6 +493,24 @@ bool cudnn_ready(char *why, size_t n) {
   return ready;
 }
 
+namespace {
+// the contract's additive mask (attention.h): contiguous [mask_b, T, S], or NULL
+const nt_Tensor *mask_of(const nt_KernelArgs *a, bool bwd) {
+  if (a->niarg <= NT_SDPA_MASK || !a->iarg[NT_SDPA_MASK]) return nullptr;
+  return bwd ? ((const nt_SdpaGrads *)a->extra)->mask : (const nt_Tensor *)a->extra;
+}
+
+// The mask [mask_b, T, S] as the bias cuDNN adds to the scores [B, H, T, S] (q's view):
+// mask_b = 1 broadcasts over B and H (extent 1 there: cuDNN's pointwise broadcast;
+// packed strides, as cudnn-frontend gives size-1 dims), else one [T, S] per (b, h).
+View bias_view(const View &vq, int64_t mask_b, int64_t S) {
+  const int64_t T = vq.d[2], B = vq.d[0], H = vq.d[1];
+  if (mask_b == 1) return View{{1, 1, T, S}, {T * S, T * S, S, 1}};
+  return View{{B, H, T, S}, {H * T * S, T * S, S, 1}};
+}
+
+}  // namespace
+
 // Would the fused cuDNN graph take this problem?  true, or false with why.
 bool sdpa_cudnn_supports(const nt_KernelArgs *a, bool bwd, char *why, size_t n) {
   const int64_t *ia = a->iarg;
@@ -490,7 +522,15 @@ bool sdpa_cudnn_supports(const nt_KernelArgs *a, bool bwd, char *why, size_t n) 
              (long long)D, (long long)DV);
     return false;
   }
-  if (a->niarg > NT_SDPA_MASK && ia[NT_SDPA_MASK]) { snprintf(why, n, "the cuDNN graph takes no additive mask yet"); return false; }
+  const nt_Tensor *m = mask_of(a, bwd);
+  if (a->niarg > NT_SDPA_MASK && ia[NT_SDPA_MASK] && !m) {   // never a graph that silently drops the mask
+    snprintf(why, n, "the op's arguments say mask_b = %lld but carry no mask tensor", (long long)ia[NT_SDPA_MASK]);
+    return false;
+  }
+  if (m && m->dtype != dt) {   // the front end makes it the storage dtype (attention.c mask_bmat)
+    snprintf(why, n, "the additive mask must have the io dtype %s, got %s", nt_dtype_name(dt), nt_dtype_name(m->dtype));
+    return false;
+  }
   return true;
 }
 
@@ -511,23 +551,26 @@ int sdpa_cudnn(const nt_KernelArgs *a, bool bwd) {
   k.dtype = ts[0]->dtype;
   int nv = bwd ? 8 : 4;
   for (int i = 0; i < nv; i++) k.v[i] = view_of(ts[i]);
+  const nt_Tensor *mask = mask_of(a, bwd);
+  if (mask) { k.mask = 1; k.v[8] = bias_view(k.v[0], ia[NT_SDPA_MASK], ia[NT_SDPA_S]); }
   Entry *e;
   int rc = plan_for(op, k, &e);
   if (rc) return rc;
   if (bwd) nondeterministic = e->nondet;
   float scale = (float)a->s[0], ninf = -INFINITY;
+  void *mptr = mask ? base(mask) : nullptr;
   if (!bwd) {
-    int64_t uids[7] = {1, 2, 3, 4, 5, 6, 7};
-    void *ptrs[7] = {base(ts[0]), base(ts[1]), base(ts[2]), base(ts[3]), base(a->in[3]), &scale, &ninf};
-    return execute(op, e, uids, ptrs, 7);
+    int64_t uids[8] = {1, 2, 3, 4, 5, 6, 7, 13};
+    void *ptrs[8] = {base(ts[0]), base(ts[1]), base(ts[2]), base(ts[3]), base(a->in[3]), &scale, &ninf, mptr};
+    return execute(op, e, uids, ptrs, mask ? 8 : 7);
   }
   const int64_t rows = k.v[0].d[0] * k.v[0].d[1] * k.v[0].d[2];   // B * H * T
   Scratch dsum((size_t)rows * sizeof(float));
   if (!dsum.p) return -1;
-  int64_t uids[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
-  void *ptrs[12] = {base(gr->q), base(gr->k), base(gr->v), base(gr->o), base(gr->lse), &scale, &ninf,
-                    base(gr->dout), base(gr->dq), base(gr->dk), base(gr->dv), dsum.p};
-  return execute(op, e, uids, ptrs, 12);
+  int64_t uids[13] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13};
+  void *ptrs[13] = {base(gr->q), base(gr->k), base(gr->v), base(gr->o), base(gr->lse), &scale, &ninf,
+                    base(gr->dout), base(gr->dq), base(gr->dk), base(gr->dv), dsum.p, mptr};
+  return execute(op, e, uids, ptrs, mask ? 13 : 12);
 }
 
 bool cudnn_nondeterministic(void) { return nondeterministic; }

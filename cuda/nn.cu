@@ -447,7 +447,7 @@ __global__ void aln_fwd(int64_t R, int64_t D, const T *x, const TR *rr, const A 
     if (threadIdx.x == 0) { st[2 * r] = mean; st[2 * r + 1] = rs; }
   }
 }
-// dr (nullable): ds again in r's half type TR (r's gradient, tensor/nn/norm.c AlnGrads)
+// dr (nullable): ds again in r's half type TR (r's gradient, offered to the sum node: nt_node_offer_half_grad, tensor/textend.h)
 template <typename T, typename TG, typename TR, typename A>
 __global__ void aln_bwd_ds(int64_t R, int64_t D, const TG *g, const T *s, const A *st, const A *w, const T *res, T *ds, TR *dr) {
   for (int64_t r = blockIdx.x; r < R; r += gridDim.x) {

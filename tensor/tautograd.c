@@ -242,6 +242,33 @@ nt_Tensor *nt_sum_to_shape(nt_Tensor *g, const int64_t *shape, int ndim) {
   return r;
 }
 
+/* ---- half gradients offered to a sum node (textend.h) ---------------------- */
+typedef struct HalfGrad { nt_Tensor *g, *h; } HalfGrad;
+static void half_grad_free(void *p) {
+  HalfGrad *o = p;
+  if (o) { nt_release(o->g); nt_release(o->h); free(o); }
+}
+void nt_node_offer_half_grad(nt_Node *n, nt_Tensor *g, nt_Tensor *h) {
+  HalfGrad *o = NULL;
+  /* a retained graph's earlier pass may have left one; another ctx: no offer */
+  if (!(n->flags & NT_NODE_SUM) || (n->ctx && n->ctx_free != half_grad_free) || !(o = malloc(sizeof *o))) { nt_release(h); return; }
+  nt_node_drop_half_grad(n);
+  o->g = nt_retain(g); o->h = h;
+  n->ctx = o; n->ctx_free = half_grad_free;
+}
+nt_Tensor *nt_node_take_half_grad(nt_Node *n, nt_Tensor *gout, nt_DType dt) {
+  HalfGrad *o = n->ctx_free == half_grad_free ? n->ctx : NULL;
+  if (!o || o->g != gout || !o->h || o->h->dtype != dt) return NULL;
+  nt_Tensor *h = o->h;
+  o->h = NULL;
+  return h;
+}
+void nt_node_drop_half_grad(nt_Node *n) {
+  if (n->ctx_free != half_grad_free) return;
+  half_grad_free(n->ctx);
+  n->ctx = NULL; n->ctx_free = NULL;
+}
+
 /* ---- the engine ---------------------------------------------------------- */
 typedef struct { nt_Node **v; int n, cap; } NodeVec;
 static int vec_push(NodeVec *v, nt_Node *n) {

@@ -54,7 +54,13 @@ static int binary_backward(nt_Node *n, nt_Tensor *g, nt_Tensor **gin) {
   Arena arena = {0}, *ar = &arena;
   nt_Tensor *a = n->in[0], *b = n->in[1];
   switch ((int)n->iarg[0]) {
-    case NT_OP_ADD: gin[0] = keep(g); gin[1] = keep(g); return 0;
+    case NT_OP_ADD:   /* a half input's gradient may come written already (nt_node_take_half_grad) */
+      for (int k = 0; k < 2; k++) {
+        nt_Tensor *h = nt_node_needs(n, k) ? nt_node_take_half_grad(n, g, n->in[k]->dtype) : NULL;
+        gin[k] = h ? h : keep(g);
+      }
+      nt_node_drop_half_grad(n);
+      return 0;
     case NT_OP_SUB: gin[0] = keep(g); gin[1] = nt_neg(g); return gin[1] ? 0 : -1;
     case NT_OP_MUL:
       if (nt_node_needs(n, 0)) gin[0] = nt_mul(g, b);
@@ -179,7 +185,10 @@ nt_Tensor *nt_binary(int op, nt_Tensor *a, nt_Tensor *b) {
   if (op <= NT_OP_MINIMUM && nt_needs_grad(2, (nt_Tensor *[]){ a, b })) {
     nt_Node *n = nt_record(out, bin_names[op], binary_backward, 2, (nt_Tensor *[]){ a, b });
     if (!n || (n->iarg[0] = op, op == NT_OP_POW && nt_node_save(n, out) < 0)) { nt_release(out); out = NULL; }
-    else if (op == NT_OP_ADD || op == NT_OP_SUB) { nt_node_unchecked(n, 0); nt_node_unchecked(n, 1); }   /* values not read */
+    else if (op == NT_OP_ADD || op == NT_OP_SUB) {   /* values not read */
+      nt_node_unchecked(n, 0); nt_node_unchecked(n, 1);
+      if (op == NT_OP_ADD && same_shape(a, b)) n->flags |= NT_NODE_SUM;
+    }
   }
 done:
   if (ca != a) nt_release(ca);

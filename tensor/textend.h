@@ -113,6 +113,7 @@ typedef struct nt_Edge {
 enum {
   NT_NODE_VIEW = 1u << 0,      /* output is a view of in[0] (same storage): index, permute, reshape, expand */
   NT_NODE_INPLACE = 1u << 1,   /* records an in-place write (CopySlicesBackward) */
+  NT_NODE_SUM = 1u << 2,       /* out = in[0] + in[1], the same shapes: each input's gradient is out's, in its dtype */
 };
 struct nt_Node {
   int refcount;
@@ -159,6 +160,16 @@ static inline void nt_node_view(nt_Node *n) { n->flags |= NT_NODE_VIEW; n->edge[
 ** re-recorded by an in-place write after the view was taken (t's grad_fn no
 ** longer describes its values). */
 int  nt_check_fresh(const nt_Tensor *t);
+/* A half gradient written in the same pass as the f32 one: a backward that made g,
+** the gradient of a NT_NODE_SUM node n's f32 output, may also write h = g in the half
+** dtype of one of n's inputs (a norm's backward into autocast's f32 residual stream
+** whose branch is bf16) and offer it (takes h).  n's backward takes h for that
+** input when the gradient the engine hands it is that very g (nothing else reached
+** n's output: g is retained with h, so its address names no other tensor), and
+** casts otherwise; it drops the offer when done. */
+void nt_node_offer_half_grad(nt_Node *n, nt_Tensor *g, nt_Tensor *h);
+nt_Tensor *nt_node_take_half_grad(nt_Node *n, nt_Tensor *gout, nt_DType dt);   /* h (owned) or NULL */
+void nt_node_drop_half_grad(nt_Node *n);
 /* Sums g over broadcast axes so it has `shape`; new reference. */
 nt_Tensor *nt_sum_to_shape(nt_Tensor *g, const int64_t *shape, int ndim);
 /* true if input k of the node gets a gradient: an edge was captured, and a

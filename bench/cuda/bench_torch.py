@@ -100,3 +100,6 @@ elif not only or only in "attention":
             print(f"bench: attention_fwd_bf16_T1024{suffix} {t * 1e3:.3f} ms")
             t = time_op(fwd_bwd, 10, 3)
             print(f"bench: attention_fwd_bwd_bf16_T1024{suffix} {t * 1e3:.3f} ms")
+    mask = torch.randn(1024, 1024, dtype=torch.bfloat16, device=dev)   # additive, not causal
+    t = time_op(lambda: torch.autograd.grad(F.scaled_dot_product_attention(q, k, v, attn_mask=mask), (q, k, v), dout), 10, 3)
+    print(f"bench: attention_fwd_bwd_bf16_T1024_mask {t * 1e3:.3f} ms")

@@ -12,8 +12,9 @@
 ** Backward (recomputes P from the saved L instead of storing the T x S matrix):
 **   D_i = dO_i . O_i      dV = P^T dO      dP = dO V^T
 **   dS = P * (dP - D)     dQ = scale dS K   dK = scale dS^T Q
-** (M is a constant: a mask that requires grad, a mask on CUDA and dropout
-** take the composed path at the end of this file, plain differentiable ops.)
+** (M is a constant: a mask that requires grad and dropout take the composed
+** path at the end of this file, plain differentiable ops; so does a mask on
+** CUDA where cuDNN's graph, the only CUDA path that adds one, cannot run.)
 **
 ** CPU kernel (f32/f64): the query rows of each batch matrix are cut into
 ** blocks of kRows; one block is two GEMMs (scores, then P V) around a row
@@ -464,7 +465,8 @@ static nt_Tensor *mask_bmat(const char *op, nt_Tensor *m, nt_DType dt, const int
 
 /* softmax(scale q k^T + mask) v with dropout on the probabilities, as plain
 ** differentiable ops (torch's math path): for dropout, for a mask that
-** requires grad, and for a mask on CUDA, whose fused kernels take none. */
+** requires grad, and for a mask on CUDA where cuDNN cannot run (the fused
+** kernels take none). */
 static nt_Tensor *sdpa_composed(nt_Tensor *q, nt_Tensor *k, nt_Tensor *v, nt_Tensor *mask, bool causal, double scale, double dropout) {
   int64_t D = q->shape[q->ndim - 1], T = q->shape[q->ndim - 2], S = k->shape[k->ndim - 2];
   if (scale != scale) scale = 1 / sqrt((double)D);
@@ -563,6 +565,10 @@ again:
                       .iarg = {B, T, S, D, DV, causal, mask_b, cviews}, .niarg = NT_SDPA_NIARG};
   if (nt_dev_check(mask, op)) goto fail;   /* in `extra`: the dispatch does not see it */
   int rc = B * T > 0 ? nt_dispatch(ka.op, q->device, &ka) : 0;
+  if (rc == 1 && mask) {   /* CUDA: only cuDNN's graph adds a mask; where it cannot, the composed ops */
+    nt_release(q); nt_release(k); nt_release(v); nt_release(o); nt_release(lse); nt_release(mask);
+    return sdpa_composed(q0, k0, v0, mask0, causal, scale, 0);
+  }
   if (rc == 1 && cviews) {   /* cuDNN declined the views: again with contiguous copies */
     nt_release(q); nt_release(k); nt_release(v); nt_release(o); nt_release(lse); nt_release(mask);
     o = lse = mask = NULL;
@@ -602,7 +608,8 @@ nt_Tensor *nt_sdpa(nt_Tensor *q, nt_Tensor *k, nt_Tensor *v, nt_Tensor *mask, bo
     NT_FAIL_NULL("%s: the mask must be bool (true = attend) or floating (added to the scores), got %s", op, nt_dtype_name(mask->dtype));
   if (mask && mask->device != q->device)
     NT_FAIL_NULL("%s: expected all tensors on the same device, got %s and %s", op, nt_device_name(q->device), nt_device_name(mask->device));
-  if (dropout > 0 || (mask && (mask->requires_grad || q->device != NT_CPU))) {
+  /* a mask on CUDA goes to the fused op: cuDNN's graph adds it, or the op composes */
+  if (dropout > 0 || (mask && mask->requires_grad)) {
     nt_Tensor *in0[3] = {q, k, v};
     if (nt_check_same_device(op, 3, in0)) return NULL;
     NT_AUTOCAST(NT_AUTOCAST_LOW, sdpa_composed(ac_[0], ac_[1], ac_[2], mask, causal, scale, dropout), q, k, v);

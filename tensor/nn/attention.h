@@ -24,8 +24,9 @@
 **   mask:    iarg[NT_SDPA_MASK] = 0 (none), 1 (one [T, S] for every batch
 **            matrix) or B; then extra (forward) / nt_SdpaGrads.mask is the
 **            contiguous ADDITIVE mask [mask_b, T, S] of the storage dtype.
-**            Only the CPU kernel takes a mask: the front end never sends one
-**            to CUDA (it composes public ops there instead).
+**            On CUDA only cuDNN's graph adds it (cuda/cudnn.cu: the bias
+**            [1 or B*H, T, S]); where cuDNN cannot run, the forward returns 1
+**            (nothing written) and the front end composes public ops instead.
 ** Causal (top-left aligned, as torch): query i sees keys j <= i.
 **   views:   iarg[NT_SDPA_VIEWS] = 1 (CUDA only): q, k, v, O (forward) and dout,
 **            dq, dk, dv (backward) are views batch + [rows, cols] with 1 or 2 batch

@@ -203,7 +203,7 @@ done:
 ** bwd: out ds|NULL; in = {g, s, st, w|NULL}; iarg = {R, D};
 **      extra = nt_Tensor *[4] {dw|NULL, db|NULL, res|NULL, dr|NULL}: dr, ds
 **      again in r's half dtype (next to an f32 s), is r's gradient when ds
-**      turns out to be s's whole gradient (AlnGrads below). */
+**      turns out to be s's whole gradient (nt_node_offer_half_grad, textend.h). */
 
 /* row r ([R, D] view of t) as doubles / from doubles, any float dtype */
 static void aln_load(const nt_Tensor *t, int64_t r, int64_t D, double *o) {
@@ -336,29 +336,17 @@ static int k_add_layer_norm(const nt_KernelArgs *a) {
   return 0;
 }
 
-/* What the norm's backward leaves on the sum node (its ctx): ds, and dr = ds
-** in r's half dtype written by the same kernel.  When the sum node's gradient
-** turns out to be that very ds (nothing else reached s after the norm's
-** backward took the residual: the engine hands the same tensor over), dr is
-** r's gradient and no cast runs; otherwise it is dropped and gout is cast.
-** ds is retained here, so its address cannot name another tensor. */
-typedef struct AlnGrads { nt_Tensor *ds, *dr; } AlnGrads;
-static void aln_grads_free(void *p) {
-  AlnGrads *a = p;
-  if (a) { nt_release(a->ds); nt_release(a->dr); free(a); }
-}
-
 /* s = x + r: the gradient goes to both, in each one's dtype */
 static int aln_sum_backward(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin) {
-  AlnGrads *pre = nd->ctx;
-  nd->ctx = NULL;
-  for (int k = 0; k < 2; k++) {
+  int rc = 0;
+  for (int k = 0; k < 2 && !rc; k++) {
     if (!nt_node_needs(nd, k)) continue;
-    if (k == 1 && pre && pre->ds == gout && pre->dr && pre->dr->dtype == nd->in[1]->dtype) { gin[1] = pre->dr; pre->dr = NULL; continue; }
-    if (!(gin[k] = nt_to_dtype(gout, nd->in[k]->dtype))) { if (k) { nt_release(gin[0]); gin[0] = NULL; } aln_grads_free(pre); return -1; }
+    /* r's half gradient, when the norm's backward wrote it with ds (aln_backward) */
+    if ((gin[k] = nt_node_take_half_grad(nd, gout, nd->in[k]->dtype))) continue;
+    if (!(gin[k] = nt_to_dtype(gout, nd->in[k]->dtype))) { if (k) { nt_release(gin[0]); gin[0] = NULL; } rc = -1; }
   }
-  aln_grads_free(pre);
-  return 0;
+  nt_node_drop_half_grad(nd);
+  return rc;
 }
 
 /* y = layer_norm(s): node in = {s, w, b}; saved[0] = st; iarg = {R, D} */
@@ -383,13 +371,14 @@ static int aln_backward(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin) {
     if (nt_dev_check(res, "add_layer_norm_backward")) { nt_release(g); return -1; }
   }
   nt_Tensor *ds = nt_node_needs(nd, 0) ? nt_empty(s->shape, s->ndim, s->dtype, s->device) : NULL;
-  /* s = x + r with a half r next to an f32 s: r's gradient in r's dtype from
-  ** the same kernel (AlnGrads), when the residual's share is in ds already */
+  /* s = x + r (the fused sum, or the previous block's residual add) with a half r
+  ** next to an f32 s: r's gradient in r's dtype from the same kernel, offered to
+  ** that node (nt_node_offer_half_grad: taken only when ds is s's whole gradient) */
   nt_Tensor *dr = NULL;
-  if (ds && res && fn->backward == aln_sum_backward && nt_node_needs(fn, 1) && s->dtype == NT_F32 &&
-      (fn->in[1]->dtype == NT_BF16 || fn->in[1]->dtype == NT_F16) && !(dr = nt_empty(s->shape, s->ndim, fn->in[1]->dtype, s->device))) {
-    nt_release(g); nt_release(ds); return -1;
-  }
+  int hk = -1;
+  for (int k = 0; ds && fn && (fn->flags & NT_NODE_SUM) && s->dtype == NT_F32 && k < 2; k++)
+    if (nt_node_needs(fn, k) && (fn->in[k]->dtype == NT_BF16 || fn->in[k]->dtype == NT_F16)) hk = k;
+  if (hk >= 0 && !(dr = nt_empty(s->shape, s->ndim, fn->in[hk]->dtype, s->device))) { nt_release(g); nt_release(ds); return -1; }
   nt_Tensor *ex[4] = {nt_node_needs(nd, 1) ? nt_empty(&D, 1, st->dtype, s->device) : NULL,
                       nt_node_needs(nd, 2) ? nt_empty(&D, 1, st->dtype, s->device) : NULL, res, dr};
   nt_KernelArgs ka = {.op = nn_ops.add_layer_norm_bwd, .out = ds, .in = {g, s, st, w}, .nin = 4,
@@ -400,18 +389,12 @@ static int aln_backward(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin) {
     if (ex[0]) rc = nt_fill_(ex[0], 0);
     if (!rc && ex[1]) rc = nt_fill_(ex[1], 0);
     if (!rc && ds && res) rc = nt_copy_(ds, res);
-    if (!rc && dr) rc = nt_copy_(dr, res);
+    if (!rc && dr && res) rc = nt_copy_(dr, res);
   }
   nt_release(g);
-  AlnGrads *pre = NULL;
-  if (!rc && dr && !(pre = calloc(1, sizeof *pre))) { nt_error_set("add_layer_norm backward: out of memory"); rc = -1; }
   if (rc) { nt_release(ds); nt_release(dr); nt_release(ex[0]); nt_release(ex[1]); return -1; }
   if (res) { fn->gacc = NULL; nt_release(res); }   /* now part of ds */
-  if (pre) {   /* for the sum node (a retained graph's earlier pass may have left one) */
-    if (fn->ctx_free) fn->ctx_free(fn->ctx);
-    pre->ds = nt_retain(ds); pre->dr = dr;
-    fn->ctx = pre; fn->ctx_free = aln_grads_free;
-  }
+  if (dr) nt_node_offer_half_grad(fn, ds, dr);
   gin[0] = ds; gin[1] = ex[0]; gin[2] = ex[1];
   return 0;
 }
@@ -463,7 +446,9 @@ static int aln_front(const char *op, nt_Tensor *x0, nt_Tensor *r0, nt_Tensor *we
                       .iarg = {R, D}, .niarg = 2, .extra = outs};
   if (x->numel && nt_dispatch(ka.op, x->device, &ka)) goto done;
   nt_Node *nd;
-  if (r && !(s = nn_finish(s, "AddLayerNormSumBackward", aln_sum_backward, 2, (nt_Tensor *[]){x, r}, NULL))) goto done;
+  nt_Node *snd = NULL;
+  if (r && !(s = nn_finish(s, "AddLayerNormSumBackward", aln_sum_backward, 2, (nt_Tensor *[]){x, r}, &snd))) goto done;
+  if (snd) snd->flags |= NT_NODE_SUM;
   if (!(y = nn_finish(y, r ? "AddLayerNormBackward" : "LayerNormBackward", aln_backward, 3, (nt_Tensor *[]){s, w, b}, &nd)))
     goto done;
   if (nd) {

@@ -19,7 +19,15 @@ emulated device with the stand-in libcudnn.so.9 (tests/cuda/cudnn_standin/):
   * attention_qkv (the model's op): Q, K, V with the packed strides, O and dO
     as [B, T, C], dQ/dK/dV straight into ONE packed [B, T, 3C] gradient
     (uids, dims, strides, dtypes), and its values and gradient vs torch;
-  * the plan cache (one plan per shape and direction, reused);
+  * an additive mask (float, or bool made 0/-inf), [T, S] broadcast over batch
+    and heads or one per batch matrix: the bias tensor (uid 13, the io dtype,
+    dims/strides) ADDed after the scale in both graphs, values and gradients vs
+    torch; where cuDNN cannot run the masked graph the forward composes public
+    ops (values still right, the reason kept), a backward it cannot run after a
+    cuDNN forward is an error naming the op; the stand-in rejects what cuDNN
+    would (operands that do not broadcast, NULL pointers);
+  * the plan cache (one plan per shape and direction, reused; the mask's
+    broadcast is part of the key);
   * (runs under NABLA_ASAN=1 too, on the ASan build)
   * the reasons: no library, a library too old, no engine for the graph,
     execution failure (an error naming the op, never a fallback), f32 (cuDNN's
@@ -236,6 +244,50 @@ PACKED = ("qkv = randn({B}, {T}, {C3}).to(\"{dt}\").cuda()\n"
           "  reshape(permute(y, [0, 2, 1, 3]), [{B}, {T}, {C}])\n}}\n")
 
 
+def mask_graph_case(name, B, H, T, S, D, dt, mshape):
+    """the masked graph: the bias (uid 13, io dtype) added to the scaled scores, in the
+    forward and the backward; [1, 1, T, S] when the mask broadcasts, else [B, H, T, S]"""
+    log = os.path.join(TMPDIR, f"{name}.log")
+    code = ROW.format(B=B, H=H, T=T, S=S, D=D, dt=dt) + (
+        f"m = randn({', '.join(map(str, mshape))}).cuda()\n"
+        "f = fn(q, k, v) sum(scaled_dot_product_attention(q, k, v, mask=m).to(\"f32\"))\n"
+        "g = grad(f, argnums=list(0, 1, 2))(q, k, v)\ncuda.synchronize()\nprint(\"ok\")")
+    rc, so, se = run(code, NABLA_CUDNN_STANDIN_LOG=log, NABLA_CUDA_ATTENTION="cudnn")
+    if rc != 0 or "ok" not in so:
+        return out("FAIL", f"cudnn_graph.{name}", f"rc={rc}: {(so + se)[-600:]}")
+    descs, events = parse_log(log)
+    gs = graphs(descs)
+    if len(gs) != 2:
+        return out("FAIL", f"cudnn_graph.{name}", f"expected a forward and a backward graph, got {len(gs)}")
+    io = {"bf16": "BFLOAT16", "f16": "HALF"}[dt]
+    errs = []
+    fwd_k = ["matmul", "MUL", "ADD", "reduce_MAX", "SUB", "EXP", "reduce_ADD", "LOG", "ADD", "DIV", "matmul"]
+    bwd_k = ["matmul", "MUL", "ADD", "MUL", "reduce_ADD", "SUB", "EXP", "reshape", "matmul", "matmul", "SUB", "MUL", "MUL",
+             "matmul", "reshape", "matmul"]
+    for what, ops, want in (("forward", gs[0], fwd_k), ("backward", gs[1], bwd_k)):
+        if [k for k, _ in ops] != want:
+            errs.append(f"{what} ops {[k for k, _ in ops]}")
+            continue
+        add = ops[2][1]
+        # [B, H, T, D] operands reach the masked graph as contiguous [B*H, T, D] ([B*H, 1, T, D]):
+        # the bias is [1, 1, T, S] when the mask broadcasts, else one [T, S] per batch matrix
+        one = len(mshape) <= 2
+        dims = [1, 1, T, S] if one else [B * H, 1, T, S]
+        strides = [T * S, T * S, S, 1]
+        exp_bias = {"uid": 13, "dims": dims, "strides": strides, "dtype": io, "virtual": False, "by_value": False}
+        if add["BDESC"] != exp_bias:
+            errs.append(f"{what} bias: got {add['BDESC']}, expected {exp_bias}")
+        if add["XDESC"]["uid"] != ops[1][1]["YDESC"]["uid"] or not add["YDESC"]["virtual"] or add["YDESC"]["dtype"] != "FLOAT":
+            errs.append(f"{what}: the bias is not added to the scaled scores into a virtual f32 tensor: {add}")
+        reader = ops[3] if what == "forward" else ops[5]   # reduce_max / s - Stats
+        if reader[1]["XDESC"]["uid"] != add["YDESC"]["uid"]:
+            errs.append(f"{what}: {reader[0]} does not read the biased scores")
+    execs = [w for w in events if w[0] == "execute"]
+    if [sorted(map(int, w[2:])) for w in execs] != [[1, 2, 3, 4, 5, 6, 7, 13], list(range(1, 14))]:
+        errs.append(f"executions with uids {[w[2:] for w in execs]}, expected the forward's 8 and the backward's 13")
+    out("FAIL" if errs else "PASS", f"cudnn_graph.{name}", "; ".join(errs))
+
+
 def packed_case(name, B, T, H, hd, dt, causal):
     """the heads of a packed [B, T, 3C] qkv go to cuDNN as strided views (no copy): Q, K, V
     with the packed strides, O laid out [B, T, H, hd], dQ/dK/dV likewise"""
@@ -331,6 +383,9 @@ def values():
     sys.path.insert(0, os.path.join(ROOT, "tests", "numerics"))
     import harness  # noqa: E402
     import test_attention as ta  # noqa: E402
+    # harness reads NUMERICS_DEVICE when first imported, and qkv_case imported it
+    # before (st_read): without this the batches below ran on the CPU, never the graph
+    harness.DEVICE = "cuda"
     np = harness.np
     shapes = {"odd_T": [(2, 3, 7, 8), (2, 3, 7, 8), (2, 3, 7, 8)], "T_gt_S": [(1, 2, 9, 16), (1, 2, 5, 16), (1, 2, 5, 16)],
               "T_lt_S": [(3, 5, 8), (3, 11, 8), (3, 11, 8)], "d64": [(1, 2, 33, 64), (1, 2, 33, 64), (1, 2, 33, 64)]}
@@ -357,10 +412,80 @@ def values():
                 b.case(f"value_{tag}", src + f"att({qe})", y.detach().to(ta.TORCH_DT[dt]), **ta.FWD_TOL[dt])
                 b.case(f"grad_{tag}", src + f"grad(fn(z) sum(att(z).to(\"f32\") * {we}))({qe})",
                        x.grad.to(ta.TORCH_DT[dt]), **ta.GRAD_TOL[dt])
+        mask_values(b, dt)
         ta.value_case(b, "value_scale0.3", shapes["odd_T"], dt, True, 0.3)
         ta.grad_case(b, "grad_scale0.3", shapes["odd_T"], dt, False, 0.3)
         b.run()
     emuutil.n_fail += harness._results["fail"]
+
+
+def mask_values(b, dt):
+    """masked attention through the interpreted graph vs torch in f64: the mask is
+    rounded to the io dtype as nabla stores the bias (a bool one is exactly 0/-inf)"""
+    import torch
+    sys.path.insert(0, os.path.join(ROOT, "tests", "numerics"))
+    import test_attention as ta  # noqa: E402
+    np = ta.np
+    q_s, k_s, v_s = (2, 3, 7, 8), (2, 3, 11, 8), (2, 3, 11, 8)
+    for mname, mshape in (("TS", (7, 11)), ("B1TS", (2, 1, 7, 11)), ("BHTS", (2, 3, 7, 11)), ("S", (11,))):
+        for kind in ("bool", "float"):
+            (qe, qt), (ke, kt), (ve, vt) = (ta.nb_input(b, ta.rnd(sh), dt) for sh in (q_s, k_s, v_s))
+            if kind == "bool":
+                m = ta.rng.random(mshape) > 0.4
+                m[..., 0] = True   # no row fully masked
+                add = torch.zeros(mshape, dtype=torch.float64).masked_fill(~torch.from_numpy(m), float("-inf"))
+                me = f"({b.inp(m.astype(np.float32))} > 0.5)"
+            else:
+                m = ta.rng.standard_normal(mshape)
+                me, add = ta.nb_input(b, m, dt)   # rounded as the bias is stored
+                me = f"{me}.to(\"f32\")"        # the op casts it to the io dtype
+            for t in (qt, kt, vt):
+                t.requires_grad_(True)
+            y = torch.softmax(qt @ kt.transpose(-2, -1) / 8 ** 0.5 + add, -1) @ vt
+            W = ta.rng.standard_normal(tuple(y.shape))
+            (y * harness_T(W)).sum().backward()
+            we = b.inp(W.astype(np.float32))
+            b.case(f"mask_{kind}_{mname}_value", f"scaled_dot_product_attention({qe}, {ke}, {ve}, mask={me})",
+                   y.detach().to(ta.TORCH_DT[dt]), **ta.FWD_TOL[dt])
+            b.case(f"mask_{kind}_{mname}_grads",
+                   f"grad(fn(q, k, v) sum(scaled_dot_product_attention(q, k, v, mask={me}).to(\"f32\") * {we}), "
+                   f"argnums=list(0, 1, 2))({qe}, {ke}, {ve})",
+                   [t.grad.to(ta.TORCH_DT[dt]) for t in (qt, kt, vt)], **ta.GRAD_TOL[dt])
+
+
+def harness_T(a):
+    import harness
+    return harness.T(a)
+
+
+def mask_fallbacks():
+    """no engine for the masked graph: the forward composes public ops (right values, the
+    reason kept); forced cudnn there is an error; a backward with no engine after a
+    cuDNN forward is an error naming the op, never a gradient without the mask"""
+    def chk(name, ok, why):
+        out("PASS" if ok else "FAIL", f"cudnn_graph.{name}", "" if ok else why)
+    code = ("q = randn(2, 5, 8).to(\"bf16\").cuda()\nm = randn(5, 5).cuda()\n"
+            "o = scaled_dot_product_attention(q, q, q, mask=m)\n"
+            "r = scaled_dot_product_attention(q.cpu().to(\"f32\"), q.cpu().to(\"f32\"), q.cpu().to(\"f32\"), mask=m.cpu().to(\"bf16\").to(\"f32\"))\n"
+            "print(max(abs(o.cpu().to(\"f32\") - r)).item() < 0.05)\n" + SHOW)
+    rc, so, se = run(code, NABLA_CUDNN_STANDIN_ENGINES="")
+    b = fields(so)
+    chk("mask_no_engine_composes", rc == 0 and so.startswith("true") and "no engine" in (b.get("last_fallback") or ""),
+        f"rc={rc} {so[:200]} {se[-300:]}")
+    rc, so, se = run(code, NABLA_CUDNN_STANDIN_ENGINES="", NABLA_CUDA_ATTENTION="cudnn")
+    chk("mask_no_engine_forced", rc != 0 and "NABLA_CUDA_ATTENTION=cudnn, but cuDNN cannot run it" in se and "no engine" in se, se[-400:])
+    bwd = ("q = randn(2, 5, 8).to(\"bf16\").cuda()\nm = randn(5, 5).cuda()\n"
+           "g = grad(fn(q) sum(scaled_dot_product_attention(q, q, q, mask=m).to(\"f32\")))(q)\ncuda.synchronize()\nprint(\"ran\")")
+    rc, so, se = run(bwd, NABLA_CUDNN_STANDIN_NO_BACKWARD="1")
+    chk("mask_backward_no_engine_is_error", rc != 0 and "ran" not in so and "scaled_dot_product_attention_backward" in se
+        and "masked forward ran on cuDNN" in se and "no engine" in se, f"rc={rc} {so[:200]} {se[-400:]}")
+    # the plan cache keys the mask's broadcast: [T, S] and [B, T, S] masks are two plans
+    code = ("q = randn(2, 5, 8).to(\"bf16\").cuda()\n"
+            "fn att(m) scaled_dot_product_attention(q, q, q, mask=m)\n"
+            "att(randn(5, 5).cuda())\natt(randn(5, 5).cuda())\natt(randn(2, 5, 5).cuda())\natt(nil)\n"
+            "print(cuda.attention_backend().plans)")
+    rc, so, se = run(code)
+    chk("mask_plan_cache", rc == 0 and so.split()[-1:] == ["3"], f"rc={rc} {so[-100:]} {se[-300:]}")
 
 
 def plan_cache():
@@ -438,6 +563,10 @@ if __name__ == "__main__":
     graph_case("fwd_bwd_f16", 1, 2, 7, 7, 16, "f16", False)
     graph_case("fwd_bwd_bf16_T_gt_S_causal", 2, 1, 9, 4, 8, "bf16", True)
     graph_case("fwd_bwd_bf16_d64", 1, 1, 3, 6, 64, "bf16", False)
+    mask_graph_case("mask_TS_bf16", 2, 3, 5, 7, 8, "bf16", (5, 7))
+    mask_graph_case("mask_BHTS_f16", 2, 3, 6, 4, 16, "f16", (2, 3, 6, 4))
+    mask_graph_case("mask_S_bf16", 1, 2, 9, 9, 8, "bf16", (9,))
+    mask_fallbacks()
     packed_case("packed_bf16_causal", 2, 5, 3, 8, "bf16", True)
     packed_case("packed_f16", 1, 7, 2, 16, "f16", False)
     qkv_case("qkv_bf16_causal", 2, 5, 3, 8, "bf16", True)

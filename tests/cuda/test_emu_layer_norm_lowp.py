@@ -12,11 +12,14 @@ On the emulated CUDA device and on the CPU, against torch on fresh random data:
               weight/bias; add_layer_norm f32 + bf16 -> [f32 sum, bf16 y];
               reference: torch's layer norm in f64, rounded to the output dtype
               (one rounding step of tolerance);
-  gradients   dx, dweight, dbias (and dr for add_layer_norm) against f64 torch
-              fed the same 16-bit upstream gradient;
+  gradients   dx, dweight, dbias (and dr for add_layer_norm, and for a plain
+              f32 + bf16 add before a plain norm) against f64 torch fed the
+              same 16-bit upstream gradient, the sum's other consumers in
+              every order;
   errors      an integer or unknown output dtype, a wrong weight shape;
   counts      (cuda) layer_norm f32 -> bf16 is one launch and no copy; its
-              backward with dweight/dbias three launches, no cast kernel.
+              backward with dweight/dbias three launches, no cast kernel; with
+              x + r (f32 + bf16) before it, r's bf16 gradient with no cast.
 Run by tools/run-tests.sh with the release build and again (NABLA_ASAN=1) with
 the ASan build.
 """
@@ -122,6 +125,21 @@ def grads(b):
                f"fn f(x, r, w, b) {{ h = add_layer_norm(x, r, w, b, {EPS}, \"bf16\")\n  {body} }}\n"
                f"grad(f, argnums=list(0, 1, 2, 3))({xe}, {re_}, {we}, {be})",
                [X.grad.float(), Rr.grad.to(torch.bfloat16), W.grad.float(), B.grad.float()], rtol=2e-2, atol=3e-2)
+    # the same through a plain residual add s = x + r (f32 + bf16, the GPT block's MLP
+    # residual) before a plain norm: the norm's backward writes r's bf16 gradient in its
+    # kernel only when its ds is s's whole gradient (nt_node_offer_half_grad), else casts
+    for tag, body, uses in [("sum_after", f"{ye} + {se}", (1, 0)), ("sum_before", f"{se} + {ye}", (1, 0)),
+                            ("no_sum", ye, (0, 0)), ("sum_both_sides", f"{se} + {ye} + {s2e}", (1, 1))]:
+        X, Rr = held(x, "f32").requires_grad_(), held(r, "bf16").requires_grad_()
+        W, B = torch.tensor(w).double().requires_grad_(), torch.tensor(bb).double().requires_grad_()
+        S = X + Rr
+        lt = (F.layer_norm(S, (96,), W, B, EPS) * held(gy, "bf16")).sum()
+        lt = lt + uses[0] * (S * held(gs, "f32")).sum() + uses[1] * (S * held(gs2, "f32")).sum()
+        lt.backward()
+        b.case(f"residual_add_grad_f32_bf16_{tag}",
+               f"fn f(x, r, w, b) {{ s = x + r\n  h = list(s, layer_norm(s, w, b, {EPS}, \"bf16\"))\n  {body} }}\n"
+               f"grad(f, argnums=list(0, 1, 2, 3))({xe}, {re_}, {we}, {be})",
+               [X.grad.float(), Rr.grad.to(torch.bfloat16), W.grad.float(), B.grad.float()], rtol=2e-2, atol=3e-2)
     # the norm's backward takes the gradient its input already holds from
     # another consumer (the residual stream's): both orders of the two terms,
     # and two norms of one input, against torch
@@ -180,6 +198,15 @@ cuda.reset_stats()
 g = grad(f, argnums=list(0, 1, 2))(x, w, bb)
 st = cuda.stats()
 print("bwd", st.by_op["add_layer_norm_backward"], st.memcpy_d2d, join(map(keys(st.by_op), fn(k) "{k}:{st.by_op[k]}"), ","))
+r = randn(6, 300, device="cuda").to("bf16")
+gy = randn(6, 300, device="cuda").to("bf16")
+fn h(x, r, w, bb) = sum(layer_norm(x + r, w, bb, 1e-5, "bf16") * gy)
+g = grad(h, argnums=list(0, 1))(x, r, w, bb)
+cuda.synchronize()
+cuda.reset_stats()
+g = grad(h, argnums=list(0, 1))(x, r, w, bb)
+st = cuda.stats()
+print("res", g[1].dtype, st.memcpy_d2d, join(map(keys(st.by_op), fn(k) "{k}:{st.by_op[k]}"), ","))
 """
     rc, so, se = emuutil.nabla(code, timeout=300)
     fwd = [ln.split() for ln in so.splitlines() if ln.startswith("fwd ")]
@@ -191,6 +218,12 @@ print("bwd", st.by_op["add_layer_norm_backward"], st.memcpy_d2d, join(map(keys(s
     ok = rc == 0 and bwd and bwd[0][1:3] == ["3", "0"] and "cast" not in bwd[0][3]
     emuutil.out("PASS" if ok else "FAIL", "layer_norm_lowp.counts_backward",
                 "" if ok else f"want 3 add_layer_norm_backward launches, no copy, no cast: rc={rc} {so[-400:]} {se[-600:]}")
+    # x + r (f32 + bf16) before the norm: r's bf16 gradient comes from the norm's kernel, no cast
+    res = [ln.split() for ln in so.splitlines() if ln.startswith("res ")]
+    # (casts count as "copy" kernels; everything here stays bf16 or f32 as it is made)
+    ok = rc == 0 and res and res[0][1:3] == ["bf16", "0"] and "copy:" not in res[0][3] and "add_layer_norm_backward:1" in res[0][3]
+    emuutil.out("PASS" if ok else "FAIL", "layer_norm_lowp.counts_residual_add_backward",
+                "" if ok else f"want r's bf16 gradient with no cast (copy kernel) and no copy: rc={rc} {so[-400:]} {se[-600:]}")
 
 
 if __name__ == "__main__":

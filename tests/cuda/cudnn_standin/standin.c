@@ -23,6 +23,11 @@
 **     stride, uid, scale or mask in it gives wrong values.
 **     $NABLA_CUDNN_STANDIN_FAIL_EXECUTE=1 makes execution fail instead;
 **     $NABLA_CUDNN_STANDIN_NO_BACKWARD=1 gives no engine for backward graphs.
+**   * reject, at finalize and execute, what cuDNN would: tensors without dims,
+**     strides, uid or dtype, non-positive dims or negative strides; pointwise ops
+**     whose operands do not broadcast to y or lack an operand, a select without a
+**     BOOLEAN condition, a gen_index without an axis (check_pointwise); a NULL
+**     pointer in the variant pack for a tensor of the graph.
 ** Not thread-safe; one process, one log.
 */
 #include <cudnn_graph.h>
@@ -176,12 +181,23 @@ static int64_t engines_n(bool nondet[16]) {
   return n;
 }
 
+static cudnnStatus_t check_pointwise(Desc *o);
+
 cudnnStatus_t cudnnBackendFinalize(cudnnBackendDescriptor_t dd) {
   Desc *d = (Desc *)dd;
   if (d->type == CUDNN_BACKEND_TENSOR_DESCRIPTOR) {
     Attr *dims = find(d, CUDNN_ATTR_TENSOR_DIMENSIONS), *st = find(d, CUDNN_ATTR_TENSOR_STRIDES);
     if (!dims || !st || dims->n != st->n || !find(d, CUDNN_ATTR_TENSOR_UNIQUE_ID) || !find(d, CUDNN_ATTR_TENSOR_DATA_TYPE))
       return fail(CUDNN_STATUS_BAD_PARAM, "stand-in: tensor #%d lacks dims, strides, uid or dtype", d->id);
+    /* as cuDNN: positive dims, non-negative strides, 4-D here (the SDPA graph's rank) */
+    if (dims->n != 4) return fail(CUDNN_STATUS_BAD_PARAM, "stand-in: tensor #%d has %lld dims (the graph's are 4-D)", d->id, (long long)dims->n);
+    for (int i = 0; i < 4; i++)
+      if (dims->iv[i] < 1 || st->iv[i] < 0)
+        return fail(CUDNN_STATUS_BAD_PARAM, "stand-in: tensor #%d dim %d is %lld with stride %lld", d->id, i, (long long)dims->iv[i], (long long)st->iv[i]);
+  }
+  if (d->type == CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR) {
+    cudnnStatus_t r = check_pointwise(d);
+    if (r != CUDNN_STATUS_SUCCESS) return r;
   }
   d->final = true;
   logline("finalize #%d\n", d->id);
@@ -234,6 +250,42 @@ cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t const dd, cudnnB
     return CUDNN_STATUS_SUCCESS;
   }
   return fail(CUDNN_STATUS_NOT_SUPPORTED, "stand-in: GetAttribute %d not answered", (int)name);
+}
+
+/* A pointwise operation cuDNN would reject: no mode or y; x (and b, t) missing where
+** the mode needs them; a b or t whose dims neither equal y's nor are 1 there (cuDNN
+** broadcasts by extent-1 dims: the mask's bias, the by-value scalars, the row
+** statistics), an x that is not y's shape (never broadcast in nabla's graphs: the
+** stand-in is stricter there); GEN_INDEX without an axis in [0, 4);
+** BINARY_SELECT's t not BOOLEAN; CMP_* writing anything but BOOLEAN. */
+static cudnnStatus_t check_pointwise(Desc *o) {
+  Desc *pw = dval(o, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR), *x = dval(o, CUDNN_ATTR_OPERATION_POINTWISE_XDESC),
+       *b = dval(o, CUDNN_ATTR_OPERATION_POINTWISE_BDESC), *t = dval(o, CUDNN_ATTR_OPERATION_POINTWISE_TDESC),
+       *y = dval(o, CUDNN_ATTR_OPERATION_POINTWISE_YDESC);
+  if (!pw || !x || !y) return fail(CUDNN_STATUS_BAD_PARAM, "stand-in: pointwise #%d lacks its descriptor, x or y", o->id);
+  int mode = (int)ival(pw, CUDNN_ATTR_POINTWISE_MODE, -1);
+  bool binary = mode == CUDNN_POINTWISE_ADD || mode == CUDNN_POINTWISE_SUB || mode == CUDNN_POINTWISE_MUL ||
+                mode == CUDNN_POINTWISE_DIV || mode == CUDNN_POINTWISE_CMP_GE || mode == CUDNN_POINTWISE_BINARY_SELECT;
+  if (binary && !b) return fail(CUDNN_STATUS_BAD_PARAM, "stand-in: pointwise #%d (mode %d) has no b", o->id, mode);
+  if (mode == CUDNN_POINTWISE_BINARY_SELECT && (!t || ival(t, CUDNN_ATTR_TENSOR_DATA_TYPE, -1) != CUDNN_DATA_BOOLEAN))
+    return fail(CUDNN_STATUS_BAD_PARAM, "stand-in: binary_select #%d needs a BOOLEAN t", o->id);
+  if (mode == CUDNN_POINTWISE_CMP_GE && ival(y, CUDNN_ATTR_TENSOR_DATA_TYPE, -1) != CUDNN_DATA_BOOLEAN)
+    return fail(CUDNN_STATUS_BAD_PARAM, "stand-in: cmp_ge #%d must write BOOLEAN", o->id);
+  int64_t axis = ival(pw, CUDNN_ATTR_POINTWISE_AXIS, -1);
+  if (mode == CUDNN_POINTWISE_GEN_INDEX && (axis < 0 || axis > 3))
+    return fail(CUDNN_STATUS_BAD_PARAM, "stand-in: gen_index #%d needs an axis in [0, 4), got %lld", o->id, (long long)axis);
+  Attr *yd = find(y, CUDNN_ATTR_TENSOR_DIMENSIONS);
+  Desc *ops[3] = {x, b, t};
+  for (int k = 0; k < 3; k++) {
+    if (!ops[k]) continue;
+    Attr *dd = find(ops[k], CUDNN_ATTR_TENSOR_DIMENSIONS);
+    for (int i = 0; i < 4; i++) {
+      bool ok = dd->iv[i] == yd->iv[i] || (k > 0 && dd->iv[i] == 1);
+      if (!ok) return fail(CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH, "stand-in: pointwise #%d operand %c dim %d is %lld, y's %lld",
+                           o->id, "xbt"[k], i, (long long)dd->iv[i], (long long)yd->iv[i]);
+    }
+  }
+  return CUDNN_STATUS_SUCCESS;
 }
 
 /* ---- the interpreter ------------------------------------------------------------ */
@@ -330,6 +382,7 @@ static cudnnStatus_t bind(Desc *d, const int64_t *uids, void *const *ptrs, int64
   }
   for (int64_t i = 0; i < n; i++)
     if (uids[i] == t.uid) {
+      if (!ptrs[i]) return fail(CUDNN_STATUS_BAD_PARAM, "stand-in: the variant pack's pointer for uid %lld is NULL", (long long)t.uid);
       d->ptr = ptrs[i];
       if (t.byval && t.dt == CUDNN_DATA_FLOAT) logline("by_value %lld %.9g\n", (long long)t.uid, *(const float *)d->ptr);
       return CUDNN_STATUS_SUCCESS;
