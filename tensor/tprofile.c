@@ -18,6 +18,7 @@
 */
 #include "tinternal.h"
 #include "tprofile.h"
+#include "tstrbuf.h"
 #include "tbackend.h"
 #include "io/atomicfile.h"
 #include "io/iotypes.h"
@@ -321,60 +322,42 @@ int nt_profile_rows(const nt_Profile *p, nt_ProfRow **rows, int *nrows) {
 }
 
 /* ---- Chrome trace-event file ------------------------------------------------ */
-typedef struct { char *p; size_t n, cap; bool oom; } Buf;
-static void put(Buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put(Buf *b, const char *fmt, ...) {
-  if (b->oom) return;
-  for (;;) {
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(b->p ? b->p + b->n : NULL, b->p ? b->cap - b->n : 0, fmt, ap);
-    va_end(ap);
-    if (k < 0) { b->oom = true; return; }
-    if (b->p && b->n + (size_t)k < b->cap) { b->n += (size_t)k; return; }
-    size_t cap = b->cap ? b->cap * 2 : 1 << 16;
-    while (cap < b->n + (size_t)k + 1) cap *= 2;
-    char *np = realloc(b->p, cap);
-    if (!np) { b->oom = true; return; }
-    b->p = np; b->cap = cap;
-  }
-}
 /* names are op and node names; escaped anyway, as JSON strings */
-static void put_str(Buf *b, const char *s) {
-  put(b, "\"");
+static void put_str(nt_StrBuf *b, const char *s) {
+  nt_sb_put(b, "\"");
   for (; *s; s++) {
     unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\') put(b, "\\%c", c);
-    else if (c < 0x20) put(b, "\\u%04x", c);
-    else put(b, "%c", c);
+    if (c == '"' || c == '\\') nt_sb_put(b, "\\%c", c);
+    else if (c < 0x20) nt_sb_put(b, "\\u%04x", c);
+    else nt_sb_put(b, "%c", c);
   }
-  put(b, "\"");
+  nt_sb_put(b, "\"");
 }
 
 int nt_profile_write_trace(const nt_Profile *p, const char *path) {
-  Buf b = {0};
-  put(&b, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"wall_ms\":%.6f,\"events\":%lld,\"dropped\":%lld},\"traceEvents\":[\n",
+  nt_StrBuf b = {0};
+  nt_sb_put(&b, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"wall_ms\":%.6f,\"events\":%lld,\"dropped\":%lld},\"traceEvents\":[\n",
       (double)p->wall_ns / 1e6, (long long)p->n, (long long)p->dropped);
-  put(&b, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"args\":{\"name\":\"nabla\"}},\n");
-  put(&b, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":1,\"args\":{\"name\":\"host (ops)\"}},\n");
-  put(&b, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":2,\"args\":{\"name\":\"GPU (compute stream)\"}}");
+  nt_sb_put(&b, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"args\":{\"name\":\"nabla\"}},\n");
+  nt_sb_put(&b, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":1,\"args\":{\"name\":\"host (ops)\"}},\n");
+  nt_sb_put(&b, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":2,\"args\":{\"name\":\"GPU (compute stream)\"}}");
   for (int64_t i = 0; i < p->n; i++) {
     const nt_ProfEvent *e = &p->ev[i];
     const char *cat = e->phase ? "backward" : "forward";
-    put(&b, ",\n{\"name\":"); put_str(&b, p->names[e->name]);
-    put(&b, ",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"device\":\"%s\",\"self_us\":%.3f",
+    nt_sb_put(&b, ",\n{\"name\":"); put_str(&b, p->names[e->name]);
+    nt_sb_put(&b, ",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"device\":\"%s\",\"self_us\":%.3f",
         cat, (double)e->t0 / 1e3, (double)(e->t1 - e->t0) / 1e3, nt_device_name((nt_Device)e->device),
         (double)(e->t1 - e->t0 - e->child_ns) / 1e3);
-    if (e->timer >= 0) put(&b, ",\"gpu_us\":%.3f", e->gpu_ms * 1e3);
-    put(&b, "}}");
+    if (e->timer >= 0) nt_sb_put(&b, ",\"gpu_us\":%.3f", e->gpu_ms * 1e3);
+    nt_sb_put(&b, "}}");
     if (e->timer >= 0) {
-      put(&b, ",\n{\"name\":"); put_str(&b, p->names[e->name]);
-      put(&b, ",\"cat\":\"%s,gpu\",\"ph\":\"X\",\"pid\":1,\"tid\":2,\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"self_us\":%.3f}}", cat,
+      nt_sb_put(&b, ",\n{\"name\":"); put_str(&b, p->names[e->name]);
+      nt_sb_put(&b, ",\"cat\":\"%s,gpu\",\"ph\":\"X\",\"pid\":1,\"tid\":2,\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"self_us\":%.3f}}", cat,
           (double)p->gpu_ref_ns / 1e3 + e->gpu_start_ms * 1e3, e->gpu_ms * 1e3,
           (e->gpu_ms > e->gpu_child_ms ? e->gpu_ms - e->gpu_child_ms : 0) * 1e3);
     }
   }
-  put(&b, "\n]}\n");
+  nt_sb_put(&b, "\n]}\n");
   if (b.oom) { free(b.p); nt_error_oom(b.cap); return -1; }
   struct iovec iov = { b.p, b.n };
   int rc = nt_atomic_write("profile trace", path, &iov, 1);
