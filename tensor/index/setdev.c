@@ -158,6 +158,17 @@ nt_Tensor *ix_isin_device(nt_Tensor *elements, nt_Tensor *test, bool invert) {
   return out;
 }
 
+/* the number of groups: the last element of the flags' cumsum (n >= 1), the one
+   device->host read a data-sized result needs */
+static int group_count(nt_Tensor *cs, int64_t n, int64_t *ng) {
+  double v = 0;
+  nt_Tensor *last = nt_slice(cs, 0, n - 1, n, 1);
+  int rc = last ? nt_item(last, &v) : -1;
+  nt_release(last);
+  *ng = (int64_t)v;
+  return rc;
+}
+
 /* unique (sorted) / unique_consecutive (not) of the flattened x, n >= 1: the
 ** values as index_select of x at each group's first element (x's dtype and
 ** bits, as the CPU's), inverse in x's shape, counts */
@@ -171,12 +182,8 @@ int ix_unique_device(nt_Tensor *x, bool sorted, nt_Tensor **values, nt_Tensor **
   else v = nt_retain(flat);
   if (!(vc = nt_to_dtype(v, cd)) || !(vcc = nt_contiguous(vc)) || !(flags = nt_empty(&n, 1, NT_I64, x->device))) goto done;
   if (run(uflags_op, flags, vcc, NULL, NULL, 0, 0, 0) || !(cs = nt_cumsum(flags, 0))) goto done;
-  double ngd = 0;
-  nt_Tensor *last = nt_slice(cs, 0, n - 1, n, 1);   /* the one read: the group count */
-  int r2 = last ? nt_item(last, &ngd) : -1;
-  nt_release(last);
-  if (r2) goto done;
-  int64_t ng = (int64_t)ngd;
+  int64_t ng;
+  if (group_count(cs, n, &ng)) goto done;
   nt_Tensor *pc = perm ? nt_contiguous(perm) : NULL;
   if (perm && !pc) goto done;
   first = nt_empty(&ng, 1, NT_I64, x->device);
@@ -229,12 +236,8 @@ int ix_unique_dim_device(nt_Tensor *x, int axis, bool sorted, nt_Tensor **values
   perm = pc;
   int64_t wi = w;
   if (!(flags = nt_empty(&n, 1, NT_I64, x->device)) || run(urowflags_op, flags, rows, perm, &wi, 1, 0, 0) || !(cs = nt_cumsum(flags, 0))) goto done;
-  double ngd = 0;
-  nt_Tensor *last = nt_slice(cs, 0, n - 1, n, 1);   /* the one read: the group count */
-  int r2 = last ? nt_item(last, &ngd) : -1;
-  nt_release(last);
-  if (r2) goto done;
-  int64_t ng = (int64_t)ngd;
+  int64_t ng;
+  if (group_count(cs, n, &ng)) goto done;
   first = nt_empty(&ng, 1, NT_I64, x->device);
   if (inverse) *inverse = first ? nt_empty(&n, 1, NT_I64, x->device) : NULL;
   if (counts) *counts = first ? nt_empty(&ng, 1, NT_I64, x->device) : NULL;
