@@ -25,6 +25,10 @@
 // same info the looped path writes, so the front ends' errors and *_ex info
 // do not depend on the path.  Workspace from the caching allocator, sized
 // once per call by the *_bufferSize query.
+//
+// linalg.eig (linalg_geev) runs cusolverDnXgeev (CUDA 12.6+), loaded apart
+// from the rest: an older library without it leaves every other kernel
+// working and fails eig with that reason.
 #include "common.cuh"
 #include "vendor_load.cuh"
 #include <cublas_v2.h>
@@ -32,6 +36,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 namespace ncu {
 
@@ -105,6 +110,16 @@ cusolverStatus_t (*sv_set_stream)(cusolverDnHandle_t, cudaStream_t);
 cusolverStatus_t (*sv_create_syevj)(syevjInfo_t *);
 syevjInfo_t syevj_params;   // defaults: tolerance machine epsilon, 100 sweeps, eigenvalues ascending
 cusolverDnHandle_t handle;
+// Xgeev (64-bit API, CUDA 12.6+): optional; geev_reason says why it is absent
+cusolverStatus_t (*sv_create_params)(cusolverDnParams_t *);
+cusolverStatus_t (*xgeev_bs)(cusolverDnHandle_t, cusolverDnParams_t, cusolverEigMode_t, cusolverEigMode_t, int64_t, cudaDataType,
+                             const void *, int64_t, cudaDataType, const void *, cudaDataType, const void *, int64_t, cudaDataType,
+                             const void *, int64_t, cudaDataType, size_t *, size_t *);
+cusolverStatus_t (*xgeev)(cusolverDnHandle_t, cusolverDnParams_t, cusolverEigMode_t, cusolverEigMode_t, int64_t, cudaDataType, void *,
+                          int64_t, cudaDataType, void *, cudaDataType, void *, int64_t, cudaDataType, void *, int64_t, cudaDataType,
+                          void *, size_t, void *, size_t, int *);
+cusolverDnParams_t geev_params;
+char geev_reason[300] = "";
 pthread_once_t once = PTHREAD_ONCE_INIT;
 bool ready;
 char reason[600] = "not loaded";
@@ -135,6 +150,9 @@ void load_solver(void) {
 #define BIND(P, field, name) OPS_##P.field = &::cusolverDn##P##name;
   SOLVER_ROUTINES(BIND)
 #undef BIND
+  sv_create_params = &::cusolverDnCreateParams;
+  xgeev_bs = &::cusolverDnXgeev_bufferSize;
+  xgeev = &::cusolverDnXgeev;
 #else
   const char *cands[] = { "libcusolver.so.12", "libcusolver.so.11", "/usr/local/cuda/lib64/libcusolver.so.12" };
   char first[400];
@@ -148,11 +166,18 @@ void load_solver(void) {
   SOLVER_ROUTINES(BIND)
 #undef BIND
   if (missing) { snprintf(reason, sizeof reason, "cuSOLVER is not usable: the loaded library has no %s", missing); return; }
+  *(void **)&sv_create_params = dlsym(h, "cusolverDnCreateParams");
+  *(void **)&xgeev_bs = dlsym(h, "cusolverDnXgeev_bufferSize");
+  *(void **)&xgeev = dlsym(h, "cusolverDnXgeev");
+  if (!sv_create_params || !xgeev_bs || !xgeev)
+    snprintf(geev_reason, sizeof geev_reason, "the loaded cuSOLVER has no cusolverDnXgeev (it needs CUDA 12.6 or newer)");
 #endif
   cusolverStatus_t st = sv_create(&handle);
   if (st == CUSOLVER_STATUS_SUCCESS) st = sv_set_stream(handle, stream);
   if (st == CUSOLVER_STATUS_SUCCESS) st = sv_create_syevj(&syevj_params);
   if (st != CUSOLVER_STATUS_SUCCESS) { snprintf(reason, sizeof reason, "cuSOLVER is not usable: cusolverDnCreate failed (status %d)", (int)st); return; }
+  if (!geev_reason[0] && (st = sv_create_params(&geev_params)) != CUSOLVER_STATUS_SUCCESS)
+    snprintf(geev_reason, sizeof geev_reason, "cusolverDnCreateParams failed (status %d)", (int)st);
   ready = true;
 }
 
@@ -401,6 +426,62 @@ template <typename T> int gesdd_t(const nt_KernelArgs *a) {
   return 0;
 }
 
+// geev's real eigenvectors VR (column-major n x n per matrix, LAPACK's packing)
+// to complex columns V [B, n, n, 2] (vector j, entry i at (j n + i) 2): for a
+// conjugate pair (Im W_j > 0, Im W_{j+1} < 0) the vectors are VR[:,j] ± i
+// VR[:,j+1]; a real eigenvalue's is VR[:,j].  One thread per complex entry.
+// (The CPU's unpacking, tensor/linalg/leigkern.c, follows the same rule.)
+template <typename T> __global__ void eig_unpack(const T *vr, const T *w, T *v, int64_t total, int n) {
+  for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x) {
+    int64_t nn = (int64_t)n * n, b = e / nn;
+    int i = (int)(e % n), j = (int)(e / n % n);
+    const T *m = vr + b * nn;
+    T wi = w[2 * (b * n + j) + 1], re, im;
+    if (wi > T(0) && j + 1 < n) { re = m[(int64_t)j * n + i]; im = m[(int64_t)(j + 1) * n + i]; }
+    else if (wi < T(0) && j > 0) { re = m[(int64_t)(j - 1) * n + i]; im = -m[(int64_t)j * n + i]; }
+    else { re = m[(int64_t)j * n + i]; im = T(0); }
+    v[2 * e] = re;
+    v[2 * e + 1] = im;
+  }
+}
+
+// linalg_geev: one Xgeev per matrix (real A, complex W, real VR); the host
+// workspace it asks for lives until the stream has finished with it
+template <typename T> int geev_t(const nt_KernelArgs *a) {
+  const char *op = "linalg_geev";
+  if (geev_reason[0]) { host->error_set("%s: %s", op, geev_reason); return -1; }
+  nt_Tensor *A = a->in[0], *V = a->in[1];
+  int64_t B = batch_of(A), n = rows(A), nn = n * n;
+  cudaDataType rt = sizeof(T) == 8 ? CUDA_R_64F : CUDA_R_32F, ct = sizeof(T) == 8 ? CUDA_C_64F : CUDA_C_32F;
+  cusolverEigMode_t jv = V ? CUSOLVER_EIG_MODE_VECTOR : CUSOLVER_EIG_MODE_NOVECTOR;
+  T *x = SPTR(T, A), *w = SPTR(T, a->out);
+  int *info = SPTR(int, a->in[2]);
+  Scratch vr(sizeof(T) * (size_t)(V ? B * nn : 1));
+  if (!vr.p) return -1;
+  size_t dbytes = 0, hbytes = 0;
+  SOLVE(xgeev_bs(handle, geev_params, CUSOLVER_EIG_MODE_NOVECTOR, jv, n, rt, x, n, ct, w, rt, nullptr, 1, rt, vr.p, n, rt,
+                 &dbytes, &hbytes), "Xgeev_bufferSize");
+  Scratch dw(dbytes ? dbytes : 1);
+  void *hw = malloc(hbytes ? hbytes : 1);
+  if (!dw.p || !hw) { free(hw); if (dw.p) host->error_set("%s: out of host memory (%zu bytes)", op, hbytes); return -1; }
+  int rc = 0;
+  for (int64_t b = 0; b < B && !rc; b++) {
+    cusolverStatus_t st = xgeev(handle, geev_params, CUSOLVER_EIG_MODE_NOVECTOR, jv, n, rt, x + b * nn, n, ct, w + 2 * b * n, rt,
+                                nullptr, 1, rt, V ? (T *)vr.p + b * nn : nullptr, n, rt, dw.p, dbytes, hw, hbytes, info + b);
+    if (st != CUSOLVER_STATUS_SUCCESS) rc = solver_fail(op, "Xgeev", st);
+  }
+  cudaError_t e = cudaStreamSynchronize(stream);   // the host workspace is freed next
+  free(hw);
+  if (rc) return rc;
+  CU(e);
+  if (V) {
+    int64_t total = B * nn;
+    eig_unpack<T><<<grid_for(total), kThreads, 0, stream>>>((const T *)vr.p, w, SPTR(T, V), total, (int)n);
+    LAUNCHED(op);
+  }
+  return 0;
+}
+
 #define ENTRY(name, buf)                                                              \
   int k_##name(const nt_KernelArgs *a) {                                              \
     if ((buf)->numel == 0) return 0;                                                  \
@@ -414,6 +495,7 @@ ENTRY(potrf, a->out)
 ENTRY(qr, a->in[0])
 ENTRY(syevd, a->out)
 ENTRY(gesdd, a->in[0])
+ENTRY(geev, a->in[0])
 
 }  // namespace
 
@@ -424,6 +506,7 @@ void register_solver(void) {
   host->register_kernel(host->op_register("linalg_qr"), NT_CUDA, k_qr);
   host->register_kernel(host->op_register("linalg_syevd"), NT_CUDA, k_syevd);
   host->register_kernel(host->op_register("linalg_gesdd"), NT_CUDA, k_gesdd);
+  host->register_kernel(host->op_register("linalg_geev"), NT_CUDA, k_geev);
 }
 
 }  // namespace ncu

@@ -21,6 +21,11 @@
 // matrix.  potrfBatched uses the triangle it does not factor as
 // workspace: the stand-in fills it with NaN, so a caller that forgets to
 // clear it shows NaNs instead of passing by luck.
+//
+// cusolverDnXgeev (the 64-bit API, CUDA 12.6+) runs LAPACK's geev: real A,
+// complex W, real VR in LAPACK's packing; left eigenvectors are refused (the
+// real call supports only jobvl = NOVECTOR); both workspaces checked against
+// the query (the device one as device memory, the host one passed).
 #include <cublas_v2.h>
 #include <cusolverDn.h>
 #include <math.h>
@@ -35,6 +40,7 @@ bool device_range_ok(const void *p, size_t n, const char *what);
 
 struct cusolverDnContext { cudaStream_t stream; };
 struct syevjInfo { double tol = 0; int max_sweeps = 100; int sort = 1; };
+struct cusolverDnParams { int unused; };
 
 extern "C" {
 // LAPACK (Fortran: arguments by address, hidden string lengths last)
@@ -48,7 +54,9 @@ extern "C" {
   void P##syevd_(const char *, const char *, const int *, T *, const int *, T *, T *, const int *, int *,         \
                  const int *, int *, size_t, size_t);                                                            \
   void P##gesvd_(const char *, const char *, const int *, const int *, T *, const int *, T *, T *, const int *,  \
-                 T *, const int *, T *, const int *, int *, size_t, size_t);
+                 T *, const int *, T *, const int *, int *, size_t, size_t);                                   \
+  void P##geev_(const char *, const char *, const int *, T *, const int *, T *, T *, T *, const int *, T *,         \
+                const int *, T *, const int *, int *, size_t, size_t);
 LP(float, s)
 LP(double, d)
 #undef LP
@@ -79,7 +87,7 @@ template <typename T> struct Lapack;
     static constexpr auto getrf = P##getrf_; static constexpr auto getrs = P##getrs_;                           \
     static constexpr auto potrf = P##potrf_; static constexpr auto geqrf = P##geqrf_;                           \
     static constexpr auto orgqr = P##orgqr_; static constexpr auto syevd = P##syevd_;                           \
-    static constexpr auto gesvd = P##gesvd_;                                                                    \
+    static constexpr auto gesvd = P##gesvd_; static constexpr auto geev = P##geev_;                             \
   };
 LAPACK_OF(float, s)
 LAPACK_OF(double, d)
@@ -266,6 +274,44 @@ template <typename T> cusolverStatus_t syevj_batched(cusolverDnHandle_t h, cusol
   return CUSOLVER_STATUS_SUCCESS;
 }
 
+// ---- Xgeev (real A): the workspace layout is the stand-in's own: device
+// bytes = LAPACK's work, host bytes = wr, wi (the real call splits its work
+// between the two as well)
+template <typename T> int geev_lwork(char jv, int n) {
+  int lw = -1, info = 0, ld = std::max(1, n), one = 1;
+  T w = 0, d = 0;
+  char jl = 'N';
+  Lapack<T>::geev(&jl, &jv, &n, nullptr, &ld, &d, &d, &d, &one, &d, &ld, &w, &lw, &info, 1, 1);
+  return std::max(1, (int)w);
+}
+bool geev_types(cudaDataType a, cudaDataType w, cudaDataType vl, cudaDataType vr, cudaDataType c) {
+  if (a == CUDA_R_32F) return w == CUDA_C_32F && vl == CUDA_R_32F && vr == CUDA_R_32F && c == CUDA_R_32F;
+  if (a == CUDA_R_64F) return w == CUDA_C_64F && vl == CUDA_R_64F && vr == CUDA_R_64F && c == CUDA_R_64F;
+  return false;
+}
+bool geev_args(cusolverDnHandle_t h, cusolverDnParams_t p, cusolverEigMode_t jl, cusolverEigMode_t jr, int64_t n, int64_t lda,
+               int64_t ldvl, int64_t ldvr) {
+  return h && p && jl == CUSOLVER_EIG_MODE_NOVECTOR && (jr == CUSOLVER_EIG_MODE_NOVECTOR || jr == CUSOLVER_EIG_MODE_VECTOR) &&
+         n >= 0 && n <= INT32_MAX / 2 && lda >= std::max<int64_t>(1, n) && ldvl >= 1 &&
+         ldvr >= (jr == CUSOLVER_EIG_MODE_VECTOR ? std::max<int64_t>(1, n) : 1);
+}
+template <typename T> cusolverStatus_t xgeev(cusolverEigMode_t jr, int n, T *A, int lda, T *W, T *VR, int ldvr, void *dwork,
+                                             size_t dbytes, void *hwork, size_t hbytes, int *info) {
+  char jv = jr == CUSOLVER_EIG_MODE_VECTOR ? 'V' : 'N', jl = 'N';
+  int lw = geev_lwork<T>(jv, n), one = 1;
+  if (dbytes < sizeof(T) * (size_t)lw || hbytes < sizeof(T) * 2 * (size_t)std::max(1, n) || !hwork) return CUSOLVER_STATUS_INVALID_VALUE;
+  if (!mat_ok(A, n, n, lda, sizeof(T), "cusolverDnXgeev: A") || !device_ok(W, 2 * sizeof(T) * (size_t)n, "cusolverDnXgeev: W") ||
+      (jv == 'V' && !mat_ok(VR, n, n, ldvr, sizeof(T), "cusolverDnXgeev: VR")) ||
+      !device_ok(dwork, sizeof(T) * (size_t)lw, "cusolverDnXgeev: device workspace") || !info_ok(info, "cusolverDnXgeev: info"))
+    return FAULT_OK;
+  T *wr = (T *)hwork, *wi = wr + n, dummy = 0;
+  int ldv = jv == 'V' ? ldvr : 1;
+  Lapack<T>::geev(&jl, &jv, &n, A, &lda, wr, wi, &dummy, &one, jv == 'V' ? VR : &dummy, &ldv, (T *)dwork, &lw, info, 1, 1);
+  if (*info == 0)
+    for (int j = 0; j < n; j++) { W[2 * j] = wr[j]; W[2 * j + 1] = wi[j]; }
+  return CUSOLVER_STATUS_SUCCESS;
+}
+
 }  // namespace
 
 extern "C" {
@@ -372,5 +418,36 @@ cusolverStatus_t cusolverDnSetStream(cusolverDnHandle_t h, cudaStream_t s) {
 WRAP(float, S)
 WRAP(double, D)
 #undef WRAP
+
+cusolverStatus_t cusolverDnCreateParams(cusolverDnParams_t *p) {
+  if (!p) return CUSOLVER_STATUS_INVALID_VALUE;
+  *p = new cusolverDnParams();
+  return CUSOLVER_STATUS_SUCCESS;
+}
+cusolverStatus_t cusolverDnDestroyParams(cusolverDnParams_t p) { delete p; return CUSOLVER_STATUS_SUCCESS; }
+cusolverStatus_t cusolverDnXgeev_bufferSize(cusolverDnHandle_t h, cusolverDnParams_t p, cusolverEigMode_t jl, cusolverEigMode_t jr,
+                                            int64_t n, cudaDataType ta, const void *A, int64_t lda, cudaDataType tw, const void *W,
+                                            cudaDataType tvl, const void *VL, int64_t ldvl, cudaDataType tvr, const void *VR,
+                                            int64_t ldvr, cudaDataType tc, size_t *dbytes, size_t *hbytes) {
+  (void)A; (void)W; (void)VL; (void)VR;
+  CHECK_HANDLE(h);
+  if (!dbytes || !hbytes || !geev_args(h, p, jl, jr, n, lda, ldvl, ldvr) || !geev_types(ta, tw, tvl, tvr, tc)) return CUSOLVER_STATUS_INVALID_VALUE;
+  char jv = jr == CUSOLVER_EIG_MODE_VECTOR ? 'V' : 'N';
+  size_t es = ta == CUDA_R_64F ? 8 : 4;
+  *dbytes = es * (size_t)(ta == CUDA_R_64F ? geev_lwork<double>(jv, (int)n) : geev_lwork<float>(jv, (int)n));
+  *hbytes = es * 2 * (size_t)std::max<int64_t>(1, n);
+  return CUSOLVER_STATUS_SUCCESS;
+}
+cusolverStatus_t cusolverDnXgeev(cusolverDnHandle_t h, cusolverDnParams_t p, cusolverEigMode_t jl, cusolverEigMode_t jr, int64_t n,
+                                 cudaDataType ta, void *A, int64_t lda, cudaDataType tw, void *W, cudaDataType tvl, void *VL,
+                                 int64_t ldvl, cudaDataType tvr, void *VR, int64_t ldvr, cudaDataType tc, void *dwork, size_t dbytes,
+                                 void *hwork, size_t hbytes, int *info) {
+  (void)VL;
+  CHECK_HANDLE(h);
+  if (!geev_args(h, p, jl, jr, n, lda, ldvl, ldvr) || !geev_types(ta, tw, tvl, tvr, tc)) return CUSOLVER_STATUS_INVALID_VALUE;
+  if (ta == CUDA_R_64F)
+    return xgeev<double>(jr, (int)n, (double *)A, (int)lda, (double *)W, (double *)VR, (int)ldvr, dwork, dbytes, hwork, hbytes, info);
+  return xgeev<float>(jr, (int)n, (float *)A, (int)lda, (float *)W, (float *)VR, (int)ldvr, dwork, dbytes, hwork, hbytes, info);
+}
 
 }  // extern "C"

@@ -109,8 +109,20 @@ static int b_eigvalsh(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   return rc ? nbT_err(vm) : nbT_ret(vm, w, out);
 }
 static int b_eig(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
-  (void)args; (void)n; (void)out;
-  return nb_error_kind(vm, "NotImplementedError", "linalg.eig/eigvals: the eigenvalues of a general matrix are complex, and complex tensors are not supported yet; for a symmetric matrix use linalg.eigh/eigvalsh");
+  (void)n; const char *fname = "linalg.eig"; Tmp tp = {0};
+  TENSOR_ARG(a, 0, "A");
+  nt_Tensor *t[2];
+  int rc = nt_linalg_eig(a, &t[0], &t[1]);
+  nbT_tmp_free(&tp);
+  return rec_of(vm, rc, 2, (const char *[]){ "eigenvalues", "eigenvectors" }, t, out);
+}
+static int b_eigvals(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)n; const char *fname = "linalg.eigvals"; Tmp tp = {0};
+  TENSOR_ARG(a, 0, "A");
+  nt_Tensor *w = NULL;
+  int rc = nt_linalg_eig(a, &w, NULL);
+  nbT_tmp_free(&tp);
+  return rc ? nbT_err(vm) : nbT_ret(vm, w, out);
 }
 static int b_svd(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n; const char *fname = "linalg.svd"; Tmp tp = {0};
@@ -220,8 +232,8 @@ static nb_Builtin linalg_members[] = {
   { "linalg.qr", b_qr, "A, mode=\"reduced\"", "linalg.qr(A, mode=\"reduced\"|\"complete\"|\"r\"): {Q, R} with A = Q R" },
   { "linalg.eigh", b_eigh, "A, UPLO=\"L\"", "linalg.eigh(A, UPLO=\"L\"): {eigenvalues (ascending), eigenvectors (columns)} of symmetric matrices, reading the lower (\"L\") or upper (\"U\") triangle" },
   { "linalg.eigvalsh", b_eigvalsh, "A, UPLO=\"L\"", "linalg.eigvalsh(A, UPLO=\"L\"): the eigenvalues of symmetric matrices, ascending" },
-  { "linalg.eig", b_eig, "A", "linalg.eig(A): not supported yet (complex results); use linalg.eigh for symmetric matrices" },
-  { "linalg.eigvals", b_eig, "A", "linalg.eigvals(A): not supported yet (complex results); use linalg.eigvalsh for symmetric matrices" },
+  { "linalg.eig", b_eig, "A", "linalg.eig(A): {eigenvalues, eigenvectors (columns, unit norm)} of general real matrices, complex (c64 for f32, c128 for f64)" },
+  { "linalg.eigvals", b_eigvals, "A", "linalg.eigvals(A): the complex eigenvalues of general real matrices (c64 for f32, c128 for f64)" },
   { "linalg.svd", b_svd, "A, full_matrices=true", "linalg.svd(A, full_matrices=true): {U, S (descending), Vh} with A = U diag(S) Vh" },
   { "linalg.svdvals", b_svdvals, "A", "linalg.svdvals(A): the singular values, descending" },
   { "linalg.pinv", b_pinv, "A, atol=nil, rtol=nil, hermitian=false", "linalg.pinv(A, atol=nil, rtol=nil, hermitian=false): the pseudo-inverse; singular values <= max(atol, rtol * largest) dropped (rtol = eps * max(m, n) by default)" },

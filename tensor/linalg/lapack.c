@@ -22,9 +22,15 @@ static void *sym(const char *name) {
   *(void **)&lp.P##geqrf = sym(#P "geqrf_"); *(void **)&lp.P##orgqr = sym(#P "orgqr_"); \
   *(void **)&lp.P##syevd = sym(#P "syevd_"); *(void **)&lp.P##gesdd = sym(#P "gesdd_");
 
+#define LOAD_EIG(P, Q)                                                                    \
+  *(void **)&lp.P##geev = sym(#P "geev_"); *(void **)&lp.Q##gemm = sym(#Q "gemm_");      \
+  *(void **)&lp.Q##getrf = sym(#Q "getrf_"); *(void **)&lp.Q##getrs = sym(#Q "getrs_");
+
 static void load(void) {
   LOAD(s)
   LOAD(d)
+  LOAD_EIG(s, c)
+  LOAD_EIG(d, z)
 }
 
 const nt_Lapack *nt_lapack(void) {

@@ -19,6 +19,9 @@ static void register_all(void) {
   lin_ops.syevd = nt_op_register("linalg_syevd");
   lin_ops.gesdd = nt_op_register("linalg_gesdd");
   lin_register_cpu();
+  lin_ops.geev = nt_op_register("linalg_geev");
+  lin_ops.eig_backward = nt_op_register("linalg_eig_backward");
+  lin_register_eig_cpu();
 }
 
 void lin_init(void) {

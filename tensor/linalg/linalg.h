@@ -35,6 +35,10 @@ nt_Tensor *nt_linalg_cholesky_solve(nt_Tensor *b, nt_Tensor *l, bool upper);
 int        nt_linalg_qr(nt_Tensor *a, const char *mode, nt_Tensor **q, nt_Tensor **r);
 /* eigenvalues ascending; v NULL: values only (eigvalsh).  upper: UPLO="U" */
 int        nt_linalg_eigh(nt_Tensor *a, bool upper, nt_Tensor **w, nt_Tensor **v);
+/* general (non-symmetric) real matrices: complex eigenvalues [..., n] and
+** eigenvectors [..., n, n] (columns, unit 2-norm), c64 for f32 and c128 for
+** f64, in LAPACK's order (torch's); v NULL: values only (eigvals) */
+int        nt_linalg_eig(nt_Tensor *a, nt_Tensor **w, nt_Tensor **v);
 /* u NULL: singular values only (svdvals); descending */
 int        nt_linalg_svd(nt_Tensor *a, bool full_matrices, nt_Tensor **u, nt_Tensor **s, nt_Tensor **vh);
 /* atol/rtol NAN: torch's defaults (rtol = eps * max(m, n) when atol is not given, else 0) */

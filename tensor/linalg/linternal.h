@@ -29,6 +29,18 @@
 **  linalg_gesdd  out S [B,k] descending, in[0] A [B,n,m] (destroyed), in[1] (w)
 **                U [B,uc,m] or NULL (values only), in[2] (w) V^T [B,n,vr],
 **                in[3] (w) info [B]; uc = vr = k, or m and n (full_matrices)
+**  linalg_geev  out W [B,n,2] (w) the eigenvalues (re, im) in LAPACK's order,
+**                in[0] A [B,n,n] (destroyed), in[1] (w) V [B,n,n,2] or NULL
+**                (values only): the eigenvectors as complex columns, column-
+**                major (V[b][j][i] = entry i of vector j), unit 2-norm, in[2]
+**                (w) info [B] (k > 0: the QR algorithm failed)
+**  linalg_eig_backward  out gA [B,n,n] row-major, in[0] L [B,n,2], in[1] V
+**                [B,n,n,2] row-major, in[2] the output gradient: gL [B,n,2]
+**                (iarg[0] = 0) or gV [B,n,n,2] (iarg[0] = 1), in[3] (w) info
+**                [B]: 1 the loss depends on an eigenvector's phase, 2 repeated
+**                eigenvalues (gV), 3 V is singular
+** (complex buffers: real tensors of the part dtype, (re, im) on a last axis
+** of 2, the layout of c64/c128, so kernels never see a complex dtype)
 ** A kernel fails (-1) only for what the front end cannot rule out (memory,
 ** an interrupt); what the matrix is like (singular, not positive-definite,
 ** no convergence) goes to info for the front end to report.
@@ -42,10 +54,12 @@
 
 typedef struct {
   int getrf, getrs, potrf, trtrs, qr, syevd, gesdd;
+  int geev, eig_backward;
 } lin_op_ids;
 extern lin_op_ids lin_ops;
 void lin_init(void);                  /* registers the CPU kernels once */
 void lin_register_cpu(void);          /* lkernels.c */
+void lin_register_eig_cpu(void);      /* leigkern.c */
 
 /* ---- llu.c: T^-1 B (T^-T B when trans) for triangular T, B with T's batch; no autograd */
 nt_Tensor *lin_tri_raw(const char *op, nt_Tensor *t, nt_Tensor *b, bool upper, bool trans, bool unit);

@@ -20,7 +20,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Batch, T, finish, rng, torch, np, DEVICE, report_fail, emulated_rerun, run_nabla, check  # noqa: E402
+from harness import Batch, T, dtype_name, to_np, finish, rng, torch, np, DEVICE, report_fail, emulated_rerun, run_nabla, check  # noqa: E402
 
 F64 = dict(rtol=1e-8, atol=1e-9)
 F32 = dict(rtol=2e-4, atol=2e-4)
@@ -352,7 +352,6 @@ def errors(b):
     b.error("solve_dtype_mismatch", f"linalg.solve({b.inp(wellcond(3, 3))}, {b.inp(r(3, 2, dt=np.float32))})", ["linalg.solve", "f64", "f32"])
     b.error("qr_bad_mode", f"linalg.qr({b.inp(r(3, 3))}, mode=\"full\")", ["linalg.qr", "mode", "full"])
     b.error("eigh_bad_uplo", f"linalg.eigh({b.inp(r(3, 3))}, UPLO=\"X\")", ["UPLO"])
-    b.error("eig_complex", f"linalg.eig({b.inp(r(3, 3))})", ["complex", "eigh"])
     b.error("matrix_norm_bad_ord", f"linalg.matrix_norm({b.inp(r(3, 3))}, ord=3)", ["matrix_norm", "ord"])
     b.error("cross_size", f"linalg.cross({b.inp(r(3, 4))}, {b.inp(r(3, 4))})", ["cross", "size 3"])
     # backward errors: repeated eigenvalues with eigenvector gradients, qr complete tall, svd full
@@ -366,6 +365,135 @@ def errors(b):
     b.case("slogdet_singular_value", f"d = linalg.slogdet({b.inp(np.ones((3, 3)))})\nlist(d.sign, d.logabsdet)", [torch.tensor(0.0, dtype=torch.float64), torch.tensor(-np.inf, dtype=torch.float64)])
 
 
+# ------------------------------------------------------------------ eig (complex results)
+EPS = {np.float32: 1.2e-7, np.float64: 2.3e-16}
+
+
+def eig_check(A, vecs):
+    """A callable for Batch.case: got is view_as_real(L) (and view_as_real(V)) in
+    nabla's order.  Eigenvalues vs torch's (f64) as multisets, each within its
+    condition number's bound (eps ||A|| / |y^H x|); eigenvectors by the residual
+    A V - V diag(L) (backward stability), unit 2-norm, and vs torch's column of the
+    same eigenvalue up to a phase where the eigenvalue is well separated."""
+    dt = A.dtype.type
+    pn = "f32" if dt == np.float32 else "f64"
+    n = A.shape[-1]
+    A64 = A.astype(np.float64)
+    te = torch.linalg.eig(T(A64))
+    tL, tV = te.eigenvalues.numpy().reshape(-1, n), te.eigenvectors.numpy().reshape(-1, n, n)
+    Ab = A64.reshape(-1, n, n)
+
+    def chk(got):
+        gl = got[0] if vecs else got
+        if dtype_name(gl) != pn:
+            return f"eigenvalues' part dtype {dtype_name(gl)} != {pn}"
+        gl = to_np(gl).astype(np.float64)
+        if gl.shape != A.shape[:-1] + (2,):
+            return f"eigenvalues' real view has shape {gl.shape}, expected {A.shape[:-1] + (2,)}"
+        L = (gl[..., 0] + 1j * gl[..., 1]).reshape(-1, n)
+        eps = EPS[dt]
+        for b in range(L.shape[0]):
+            norm = np.linalg.norm(Ab[b]) + 1e-300
+            cond = np.linalg.norm(np.linalg.inv(tV[b]), axis=1) * np.linalg.norm(tV[b], axis=0)
+            used = set()
+            for i in range(n):
+                d = np.abs(L[b] - tL[b, i])
+                d[list(used)] = np.inf
+                k = int(np.argmin(d))
+                used.add(k)
+                if d[k] > 200 * eps * norm * cond[i] + 1e-300:
+                    return f"batch {b}: torch's eigenvalue {tL[b, i]} has no match (nearest {L[b, k]}, cond {cond[i]:.3g})"
+        if not vecs:
+            return None
+        gv = to_np(got[1]).astype(np.float64)
+        if gv.shape != A.shape + (2,):
+            return f"eigenvectors' real view has shape {gv.shape}"
+        V = (gv[..., 0] + 1j * gv[..., 1]).reshape(-1, n, n)
+        for b in range(V.shape[0]):
+            norm = np.linalg.norm(Ab[b]) + 1e-300
+            res = np.linalg.norm(Ab[b] @ V[b] - V[b] * L[b][None, :])
+            if res > 200 * n * eps * norm:
+                return f"batch {b}: |A V - V diag(L)| = {res:.3g} (|A| = {norm:.3g})"
+            cn = np.linalg.norm(V[b], axis=0)
+            if n and np.abs(cn - 1).max() > 100 * eps * n:
+                return f"batch {b}: eigenvector norms {cn}"
+            for j in range(n):
+                gap = np.sort(np.abs(tL[b] - L[b, j]))[1] if n > 1 else np.inf
+                if gap < 1e-2 * norm:
+                    continue
+                i = int(np.argmin(np.abs(tL[b] - L[b, j])))
+                ov = abs(np.vdot(tV[b][:, i], V[b][:, j]))
+                if abs(ov - 1) > 1e3 * eps * norm / gap:
+                    return f"batch {b}: vector {j} is not torch's up to a phase (|<v_torch, v>| = {ov})"
+        return None
+    return chk
+
+
+def eig_values(b):
+    for dt in (np.float32, np.float64):
+        tn = "f32" if dt == np.float32 else "f64"
+        for shape in [(1, 1), (2, 2), (5, 5), (3, 4, 4), (2, 3, 6, 6), (0, 3, 3), (2, 0, 0), (0, 0)]:
+            s = "x".join(map(str, shape))
+            A = r(*shape, dt=dt)
+            b.case(f"eig_{tn}_{s}", f"e = linalg.eig({b.inp(A)})\nlist(view_as_real(e.eigenvalues), view_as_real(e.eigenvectors))",
+                   eig_check(A, True), dtype=False)
+            b.case(f"eigvals_{tn}_{s}", f"view_as_real(linalg.eigvals({b.inp(A)}))", eig_check(A, False), dtype=False)
+        # non-contiguous: the transpose of a batch, and a strided slice
+        A = r(3, 5, 5, dt=dt)
+        b.case(f"eig_{tn}_transposed", f"e = linalg.eig(transpose({b.inp(A)}))\nlist(view_as_real(e.eigenvalues), view_as_real(e.eigenvectors))",
+               eig_check(np.ascontiguousarray(np.swapaxes(A, -1, -2)), True), dtype=False)
+        A2 = r(4, 8, 8, dt=dt)
+        b.case(f"eig_{tn}_strided", f"e = linalg.eig({b.inp(A2)}[0:4:2, 0:8:2, 1:8:2])\nlist(view_as_real(e.eigenvalues), view_as_real(e.eigenvectors))",
+               eig_check(np.ascontiguousarray(A2[0:4:2, 0:8:2, 1:8:2]), True), dtype=False)
+        # complex pairs: a rotation-like block; a defective-ish (nearly Jordan) matrix
+        R = np.array([[1.0, -2.0, 0.3], [3.0, 1.0, 0.1], [0.0, 0.2, -0.5]], dtype=dt)
+        b.case(f"eig_{tn}_pairs", f"e = linalg.eig({b.inp(R)})\nlist(view_as_real(e.eigenvalues), view_as_real(e.eigenvectors))", eig_check(R, True), dtype=False)
+        J = np.array([[2.0, 1.0, 0.0], [0.0, 2.0, 1.0], [1e-6, 0.0, 2.0]], dtype=dt)
+        b.case(f"eig_{tn}_near_jordan", f"e = linalg.eig({b.inp(J)})\nlist(view_as_real(e.eigenvalues), view_as_real(e.eigenvectors))", eig_check(J, True), dtype=False)
+        b.case(f"eig_{tn}_dtype", f"e = linalg.eig({b.inp(r(3, 3, dt=dt))})\nlist(e.eigenvalues.dtype, e.eigenvectors.dtype)",
+               ["c64", "c64"] if dt == np.float32 else ["c128", "c128"], dtype=False)
+    # the eigenvalues are exactly conjugate pairs (geev's), so a real matrix's spectrum is closed under conj
+    P = r(6, 6)
+    b.case("eig_conj_closed", f"l = linalg.eigvals({b.inp(P)})\nlist(sum(real(l)), sum(imag(l)))",
+           [float(np.trace(P)), 0.0], rtol=1e-9, atol=1e-9, dtype=False)
+
+
+def eig_gradients(b):
+    """Losses invariant to the eigenvalues' order and the eigenvectors' phases
+    (what torch differentiates), f64 against torch's autograd."""
+    def one(name, nb_loss, t_loss, A):
+        ta = T(A, requires_grad=True)
+        t_loss(ta).backward()
+        b.case(name, f"grad(fn(a) {{\n{nb_loss}\n}})({b.inp(A)})", ta.grad, rtol=1e-8, atol=1e-8)
+    w = r(5)
+    vals = ("l = linalg.eigvals(a)\nsum(real(l) * real(l) + imag(l) * imag(l) * 0.5 + real(l) * imag(l) * imag(l))",
+            lambda a: (lambda l: (l.real ** 2 + 0.5 * l.imag ** 2 + l.real * l.imag ** 2).sum())(torch.linalg.eigvals(a)))
+    vecs = (f"e = linalg.eig(a)\nv = e.eigenvectors\nm = real(v) * real(v) + imag(v) * imag(v)\n"
+            f"sum(sum(m * unsqueeze({b.inp(w)}, -1), -2) * (1 + real(e.eigenvalues) * 0.1))",
+            lambda a: (lambda e: ((e.eigenvectors.abs() ** 2 * T(w).unsqueeze(-1)).sum(-2) * (1 + 0.1 * e.eigenvalues.real)).sum())(torch.linalg.eig(a)))
+    for s, A in [("5x5", r(5, 5)), ("2x3x5x5", r(2, 3, 5, 5)), ("pairs", np.array([[1.0, -2.0, 0.3, 0, 0], [3.0, 1.0, 0.1, 0, 0], [0.0, 0.2, -0.5, 1, 0], [0, 0, 0, 2, 1], [0.5, 0, 0, -1, 2]]))]:
+        one(f"grad_eigvals_{s}", vals[0], vals[1], A)
+        one(f"grad_eig_vectors_{s}", vecs[0], vecs[1], A)
+    one("grad_eig_values_field", "sum(real(linalg.eig(a).eigenvalues) * 2 + imag(linalg.eig(a).eigenvalues) * imag(linalg.eig(a).eigenvalues))",
+        lambda a: (lambda l: (2 * l.real + l.imag ** 2).sum())(torch.linalg.eig(a).eigenvalues), r(4, 4))
+    one("grad_eig_1x1", vals[0], vals[1], r(1, 1))
+    one("grad_eig_transposed", vals[0].replace("eigvals(a)", "eigvals(transpose(a))"), lambda a: vals[1](a.mT), r(4, 4))
+    # errors: the loss depends on the eigenvectors' phases; repeated eigenvalues with vector gradients
+    R = np.array([[1.0, -2.0], [3.0, 1.0]])
+    b.error("eig_grad_phase_dependent", f"grad(fn(a) sum(real(linalg.eig(a).eigenvectors)))({b.inp(R)})", ["linalg.eig", "e^{i phi}"])
+    b.error("eig_grad_repeated", f"grad(fn(a) {{ v = linalg.eig(a).eigenvectors\nsum(real(v) * real(v)) }})({b.inp(np.eye(3))})",
+            ["linalg.eig", "repeated eigenvalues"])
+    b.case("eig_grad_repeated_values_ok", f"grad(fn(a) sum(real(linalg.eigvals(a))))({b.inp(np.eye(3))})", torch.eye(3, dtype=torch.float64), **F64)
+    # argument errors
+    b.error("eig_not_square", f"linalg.eig({b.inp(r(3, 4))})", ["linalg.eig", "square"])
+    b.error("eigvals_int", f"linalg.eigvals({b.inp(np.eye(3, dtype=np.int64))})", ["linalg.eigvals", "f32 or f64"])
+    N = r(2, 3, 3)
+    N[1, 0, 2] = np.nan
+    b.error("eig_nan", f"linalg.eig({b.inp(N)})", ["linalg.eig", "infs or NaNs"])
+    N[1, 0, 2] = np.inf
+    b.error("eigvals_inf", f"linalg.eigvals({b.inp(N)})", ["linalg.eigvals", "infs or NaNs"])
+
+
 def main():
     subset = os.environ.get("LINALG_SUBSET") == "1"
     if not subset:
@@ -373,6 +501,7 @@ def main():
         b = Batch("linalg_grad"); gradients(b); b.run()
         b = Batch("linalg_fd"); finite_differences(b); b.run()
         b = Batch("linalg_err"); errors(b); b.run()
+        b = Batch("linalg_eig"); eig_values(b); eig_gradients(b); b.run()
     else:
         # the emulated device: a cross-section (each kernel, each backward kind, the errors)
         b = Batch("linalg_dev"); device_subset(b); b.run()
