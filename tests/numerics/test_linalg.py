@@ -380,8 +380,9 @@ def eig_check(A, vecs):
     n = A.shape[-1]
     A64 = A.astype(np.float64)
     te = torch.linalg.eig(T(A64))
-    tL, tV = te.eigenvalues.numpy().reshape(-1, n), te.eigenvectors.numpy().reshape(-1, n, n)
-    Ab = A64.reshape(-1, n, n)
+    nb = int(np.prod(A.shape[:-2]))
+    tL, tV = te.eigenvalues.numpy().reshape(nb, n), te.eigenvectors.numpy().reshape(nb, n, n)
+    Ab = A64.reshape(nb, n, n)
 
     def chk(got):
         gl = got[0] if vecs else got
@@ -390,7 +391,7 @@ def eig_check(A, vecs):
         gl = to_np(gl).astype(np.float64)
         if gl.shape != A.shape[:-1] + (2,):
             return f"eigenvalues' real view has shape {gl.shape}, expected {A.shape[:-1] + (2,)}"
-        L = (gl[..., 0] + 1j * gl[..., 1]).reshape(-1, n)
+        L = (gl[..., 0] + 1j * gl[..., 1]).reshape(nb, n)
         eps = EPS[dt]
         for b in range(L.shape[0]):
             norm = np.linalg.norm(Ab[b]) + 1e-300
@@ -408,7 +409,7 @@ def eig_check(A, vecs):
         gv = to_np(got[1]).astype(np.float64)
         if gv.shape != A.shape + (2,):
             return f"eigenvectors' real view has shape {gv.shape}"
-        V = (gv[..., 0] + 1j * gv[..., 1]).reshape(-1, n, n)
+        V = (gv[..., 0] + 1j * gv[..., 1]).reshape(nb, n, n)
         for b in range(V.shape[0]):
             norm = np.linalg.norm(Ab[b]) + 1e-300
             res = np.linalg.norm(Ab[b] @ V[b] - V[b] * L[b][None, :])
@@ -454,7 +455,7 @@ def eig_values(b):
                ["c64", "c64"] if dt == np.float32 else ["c128", "c128"], dtype=False)
     # the eigenvalues are exactly conjugate pairs (geev's), so a real matrix's spectrum is closed under conj
     P = r(6, 6)
-    b.case("eig_conj_closed", f"l = linalg.eigvals({b.inp(P)})\nlist(sum(real(l)), sum(imag(l)))",
+    b.case("eig_conj_closed", f"l = linalg.eigvals({b.inp(P)})\nlist(sum(real(l)).item(), sum(imag(l)).item())",
            [float(np.trace(P)), 0.0], rtol=1e-9, atol=1e-9, dtype=False)
 
 
@@ -464,7 +465,7 @@ def eig_gradients(b):
     def one(name, nb_loss, t_loss, A):
         ta = T(A, requires_grad=True)
         t_loss(ta).backward()
-        b.case(name, f"grad(fn(a) {{\n{nb_loss}\n}})({b.inp(A)})", ta.grad, rtol=1e-8, atol=1e-8)
+        b.case(name, f"f = fn(a) {{\n{nb_loss}\n}}\ngrad(f)({b.inp(A)})", ta.grad, rtol=1e-8, atol=1e-8)
     w = r(5)
     vals = ("l = linalg.eigvals(a)\nsum(real(l) * real(l) + imag(l) * imag(l) * 0.5 + real(l) * imag(l) * imag(l))",
             lambda a: (lambda l: (l.real ** 2 + 0.5 * l.imag ** 2 + l.real * l.imag ** 2).sum())(torch.linalg.eigvals(a)))
