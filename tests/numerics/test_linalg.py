@@ -551,7 +551,30 @@ def device_subset(b):
     Sg = r(3, 3, 3)
     Sg[2, :, 1] = 0
     b.error("inv_singular", f"linalg.inv({b.inp(Sg)})", ["singular", "batch element [2]"])
+    eig_device_subset(b)
     batched_subset(b)
+
+
+def eig_device_subset(b):
+    """linalg_geev on the device (cuSOLVER's Xgeev; the emulated stand-in runs
+    LAPACK's geev with the real call's checks); its backward is CPU-only."""
+    for dt in (np.float32, np.float64):
+        tn = "f32" if dt == np.float32 else "f64"
+        A = r(2, 3, 5, 5, dt=dt)
+        b.case(f"eig_{tn}", f"e = linalg.eig({b.inp(A)})\nlist(view_as_real(e.eigenvalues), view_as_real(e.eigenvectors))",
+               eig_check(A, True), dtype=False)
+        b.case(f"eigvals_{tn}", f"view_as_real(linalg.eigvals({b.inp(A)}))", eig_check(A, False), dtype=False)
+    R = np.array([[1.0, -2.0, 0.3], [3.0, 1.0, 0.1], [0.0, 0.2, -0.5]])
+    b.case("eig_pairs", f"e = linalg.eig({b.inp(R)})\nlist(view_as_real(e.eigenvalues), view_as_real(e.eigenvectors))", eig_check(R, True), dtype=False)
+    b.case("eig_on_device", f"e = linalg.eig({b.inp(R)})\nlist(e.eigenvalues.device, e.eigenvectors.device, e.eigenvectors.dtype)",
+           [DEVICE, DEVICE, "c128"], dtype=False)
+    b.case("eig_empty", f"view_as_real(linalg.eigvals({b.inp(r(2, 0, 0))}))", eig_check(r(2, 0, 0), False), dtype=False)
+    N = r(3, 3)
+    N[1, 1] = np.nan
+    b.error("eig_nan", f"linalg.eig({b.inp(N)})", ["linalg.eig", "infs or NaNs"])
+    if DEVICE != "cpu":
+        b.error("eig_grad_cpu_only", f"grad(fn(a) sum(real(linalg.eigvals(a))))({b.inp(R)})",
+                ["linalg.eig (backward)", "not available on cuda", "CPU"])
 
 
 def batched_path_counts():
