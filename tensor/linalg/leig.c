@@ -29,9 +29,9 @@ static int eig_check_finite(const char *op, nt_Tensor *a) {
   return rc;
 }
 
-/* a contiguous real view [..., 2] of a complex tensor (a real one: imag 0) */
+/* a contiguous real view [..., 2] of z as complex_dt (a real z: imag 0) */
 static nt_Tensor *eig_pairs(nt_Tensor *z, nt_DType complex_dt) {
-  nt_Tensor *c = nt_dtype_is_complex(z->dtype) ? nt_retain(z) : nt_complex_to_dtype(z, complex_dt);
+  nt_Tensor *c = z->dtype == complex_dt ? nt_retain(z) : nt_complex_to_dtype(z, complex_dt);
   nt_Tensor *r = c ? nt_view_as_real(c) : NULL, *k = r ? nt_contiguous(r) : NULL;
   nt_release(c); nt_release(r);
   return k;

@@ -469,15 +469,25 @@ def eig_gradients(b):
     w = r(5)
     vals = ("l = linalg.eigvals(a)\nsum(real(l) * real(l) + imag(l) * imag(l) * 0.5 + real(l) * imag(l) * imag(l))",
             lambda a: (lambda l: (l.real ** 2 + 0.5 * l.imag ** 2 + l.real * l.imag ** 2).sum())(torch.linalg.eigvals(a)))
-    vecs = (f"e = linalg.eig(a)\nv = e.eigenvectors\nm = real(v) * real(v) + imag(v) * imag(v)\n"
-            f"sum(sum(m * unsqueeze({b.inp(w)}, -1), -2) * (1 + real(e.eigenvalues) * 0.1))",
-            lambda a: (lambda e: ((e.eigenvectors.abs() ** 2 * T(w).unsqueeze(-1)).sum(-2) * (1 + 0.1 * e.eigenvalues.real)).sum())(torch.linalg.eig(a)))
+    def vecs_of(w):
+        return (f"e = linalg.eig(a)\nv = e.eigenvectors\nm = real(v) * real(v) + imag(v) * imag(v)\n"
+                f"sum(sum(m * unsqueeze({b.inp(w)}, -1), -2) * (1 + real(e.eigenvalues) * 0.1))",
+                lambda a: (lambda e: ((e.eigenvectors.abs() ** 2 * T(w).to(a.dtype).unsqueeze(-1)).sum(-2) * (1 + 0.1 * e.eigenvalues.real)).sum())(torch.linalg.eig(a)))
+    vecs = vecs_of(w)
     for s, A in [("5x5", r(5, 5)), ("2x3x5x5", r(2, 3, 5, 5)), ("pairs", np.array([[1.0, -2.0, 0.3, 0, 0], [3.0, 1.0, 0.1, 0, 0], [0.0, 0.2, -0.5, 1, 0], [0, 0, 0, 2, 1], [0.5, 0, 0, -1, 2]]))]:
         one(f"grad_eigvals_{s}", vals[0], vals[1], A)
         one(f"grad_eig_vectors_{s}", vecs[0], vecs[1], A)
     one("grad_eig_values_field", "sum(real(linalg.eig(a).eigenvalues) * 2 + imag(linalg.eig(a).eigenvalues) * imag(linalg.eig(a).eigenvalues))",
         lambda a: (lambda l: (2 * l.real + l.imag ** 2).sum())(torch.linalg.eig(a).eigenvalues), r(4, 4))
     one("grad_eig_1x1", vals[0], vals[1], r(1, 1))
+    # f32: the c64 backward (cgemm, cgetrf/cgetrs) against torch's f64 autograd, on matrices with well
+    # separated eigenvalues (a random orthogonal similarity of 1, 2.5, 4, 5.5, plus a non-normal part)
+    Q = np.linalg.qr(r(3, 4, 4))[0]
+    A32 = (Q @ np.diag([1.0, 2.5, 4.0, 5.5]) @ np.swapaxes(Q, -1, -2) + 0.3 * r(3, 4, 4)).astype(np.float32)
+    for nm, (nb_l, t_l) in (("vals", vals), ("vectors", vecs_of(r(4, dt=np.float32)))):
+        ta = T(A32.astype(np.float64), requires_grad=True)
+        t_l(ta).backward()
+        b.case(f"grad_eig_{nm}_f32", f"f = fn(a) {{\n{nb_l}\n}}\ngrad(f)({b.inp(A32)})", ta.grad.float(), rtol=1e-3, atol=1e-3)
     one("grad_eig_transposed", vals[0].replace("eigvals(a)", "eigvals(transpose(a))"), lambda a: vals[1](a.mT), r(4, 4))
     # errors: the loss depends on the eigenvectors' phases; repeated eigenvalues with vector gradients
     R = np.array([[1.0, -2.0], [3.0, 1.0]])
