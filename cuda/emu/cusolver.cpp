@@ -22,10 +22,12 @@
 // workspace: the stand-in fills it with NaN, so a caller that forgets to
 // clear it shows NaNs instead of passing by luck.
 //
-// cusolverDnXgeev (the 64-bit API, CUDA 12.6+) runs LAPACK's geev: real A,
-// complex W, real VR in LAPACK's packing; left eigenvectors are refused (the
-// real call supports only jobvl = NOVECTOR); both workspaces checked against
-// the query (the device one as device memory, the host one passed).
+// cusolverDnXgeev (the 64-bit API, CUDA 12.6+) runs LAPACK's geev for the
+// one form solver.cu uses: real A, complex W (n entries, conjugate pairs
+// both stored), real VR in LAPACK's packing.  Stricter than the real call:
+// its other form for real A (a real W of 2n: real parts, then imaginary) and
+// left eigenvectors are refused as invalid; both workspaces are checked
+// against the query (the device one as device memory, the host one passed).
 #include <cublas_v2.h>
 #include <cusolverDn.h>
 #include <math.h>
