@@ -494,6 +494,8 @@ def eig_gradients(b):
     b.error("eig_grad_phase_dependent", f"grad(fn(a) sum(real(linalg.eig(a).eigenvectors)))({b.inp(R)})", ["linalg.eig", "e^{i phi}"])
     b.error("eig_grad_repeated", f"grad(fn(a) {{ v = linalg.eig(a).eigenvectors\nsum(real(v) * real(v)) }})({b.inp(np.eye(3))})",
             ["linalg.eig", "repeated eigenvalues"])
+    b.error("eig_grad_inplace_after", f"f = fn(a) {{ l = linalg.eigvals(a)\nl += 1\nsum(real(l) * real(l)) }}\ngrad(f)({b.inp(R)})",
+            ["LinalgEigBackward(L)", "modified in place"])
     b.case("eig_grad_repeated_values_ok", f"grad(fn(a) sum(real(linalg.eigvals(a))))({b.inp(np.eye(3))})", torch.eye(3, dtype=torch.float64), **F64)
     # argument errors
     b.error("eig_not_square", f"linalg.eig({b.inp(r(3, 4))})", ["linalg.eig", "square"])
