@@ -13,8 +13,9 @@
 **
 ** Autograd: torch's formulas.  Every multi-output function records one node
 ** per output (a backward is linear in the output gradients, so the parts add
-** up to torch's); eigh's and svd's eigenvector/singular-vector gradients fail
-** for repeated eigen/singular values, where they are undefined.
+** up to torch's); eigh's, eig's and svd's eigenvector/singular-vector
+** gradients fail for repeated eigen/singular values, where they are undefined
+** (eig's also for a loss that depends on the eigenvectors' phases, as torch).
 */
 #ifndef NT_LINALG_H
 #define NT_LINALG_H
