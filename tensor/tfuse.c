@@ -488,6 +488,11 @@ int nt_fuse_binary(int op, nt_Tensor *a, nt_Tensor *b, nt_DType cd, nt_Tensor **
   if (nt_broadcast_shapes(nt_op_name(op), a->shape, a->ndim, b->shape, b->ndim, shape, &nd)) return -1;
   if (!worth(nt_shape_numel(shape, nd), cd, a->device, op)) return 0;
   if (op == NT_OP_POW && !(pow_operand_ok(a, cd, shape, nd) && pow_operand_ok(b, cd, shape, nd))) return 0;
+  /* Two settled CUDA operands of different dtypes (f32 + bf16): the eager
+  ** mixed-dtype kernel reads both as they are in one launch, and its autograd
+  ** node hands the 16-bit gradient over without a cast; a chain would be a
+  ** cast plus the op, and its backward a cast kernel. */
+  if (a->device == NT_CUDA && a->dtype != b->dtype && !lazy_of(a->storage) && !lazy_of(b->storage)) return 0;
   /* A view of a lazy value (y.T, y[0]) is computed BEFORE any operand is
   ** recorded: operand() copies a whole lazy value's inputs into rec without
   ** a reference (commit takes them), so computing y between the two operands
@@ -793,6 +798,8 @@ static int eval_cuda(nt_Fused *r) {
     }
     nt_bcast_view(&views[i], r->in[i], r->shape, r->ndim);
   }
+  /* one op: its own kernel is the same one launch, with nothing to compile */
+  if (r->nops == 1) return eval_cuda_ops(r, views) ? -1 : rc;
   nt_FuseArgs args;
   void *const *save = ((const Record *)r)->save;
   char *src = nt_fuse_codegen(r, views, save, &args);
