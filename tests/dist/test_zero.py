@@ -494,10 +494,11 @@ r = dist.run(fn() {
 })
 print("R free", r[0][0], r[0][1], r[1][0], r[1][1])
 """
-    # tensor/tensor.c keeps freed heap for reuse (mallopt); these glibc
-    # variables, which win over it, make freed tensors go back to the system
-    # at once, so the resident set shows what is still referenced
-    rc, out, err = run(src, env={"MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "0"})
+    # tensor/tcpualloc.c keeps freed heap for reuse (mallopt) and caches freed
+    # big blocks; these glibc variables, which win over the first, and a cache
+    # of 0 make freed tensors go back to the system at once, so the resident
+    # set shows what is still referenced
+    rc, out, err = run(src, env={"MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "0", "NABLA_CPU_CACHE_MB": "0"})
     v = values(out, "free")
     # the shards (0.5) replace the model (1.0); transient copies keep some heap: > 0.1 (before the fix: -0.84)
     ok = rc == 0 and v is not None and v[0] > 0.1 and v[2] > 0.1 and abs(v[1] - 0.5) < 0.01
