@@ -71,11 +71,15 @@ int k_nonzero_write(const nt_KernelArgs *a) {
   return 0;
 }
 
-template <typename T> __global__ void histc_count(const T *x, int64_t n, double *acc, int64_t bins, double lo, double hi) {
+// The bin in the input's own type, as torch 1.13's histc: (x - lo) / (hi - lo) * bins
+// in f32 for f32 input (in f64 a value at a bin boundary can land in the other
+// bin), the range converted to that type first.
+template <typename T> __global__ void histc_count(const T *x, int64_t n, double *acc, int64_t bins, double lo_, double hi_) {
+  const T lo = (T)lo_, hi = (T)hi_;
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    double v = (double)x[i];
+    T v = x[i];
     if (!(v >= lo && v <= hi)) continue;   // outside, or NaN
-    int64_t b = (int64_t)((v - lo) * (double)bins / (hi - lo));
+    int64_t b = (int64_t)((v - lo) / (hi - lo) * (T)bins);
     atomicAdd(&acc[b >= bins ? bins - 1 : b], 1.0);
   }
 }

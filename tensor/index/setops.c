@@ -300,10 +300,21 @@ nt_Tensor *nt_histc(nt_Tensor *x, int64_t bins, double lo, double hi) {
   double *acc = calloc((size_t)bins, sizeof(double));
   nt_Tensor *r = NULL;
   if (acc) {
+    /* the bin in the input's type and order, as torch 1.13: (x - lo) / (hi - lo) * bins, in f32 for f32 (f16/bf16 too),
+    ** where an f64 quotient can put a value at a bin boundary in the other bin */
+    bool f32 = x->dtype != NT_F64;
+    float lof = (float)lo, hif = (float)hi;
     for (int64_t i = 0; i < h.n; i++) {
-      double v = h.u.f[i];
-      if (!(v >= lo && v <= hi)) continue;   /* outside, or NaN */
-      int64_t b = (int64_t)((v - lo) * (double)bins / (hi - lo));
+      int64_t b;
+      if (f32) {
+        float v = (float)h.u.f[i];
+        if (!(v >= lof && v <= hif)) continue;   /* outside, or NaN */
+        b = (int64_t)((v - lof) / (hif - lof) * (float)bins);
+      } else {
+        double v = h.u.f[i];
+        if (!(v >= lo && v <= hi)) continue;
+        b = (int64_t)((v - lo) / (hi - lo) * (double)bins);
+      }
       acc[b >= bins ? bins - 1 : b] += 1;
     }
     r = f64_on(acc, &bins, 1, x->dtype, x->device);
