@@ -251,6 +251,19 @@ template <typename T> int pointers(const char *op, T **ptrs, T *x, int64_t strid
   return 0;
 }
 
+// call(ptrs, b0, nb) for each chunk of at most kBatchChunk matrices of the
+// batch of B at x (stride elements apart), ptrs their device pointers: the
+// batched routines take one pointer per matrix and an int count
+template <typename T, typename Call> int each_chunk(const char *op, T *x, int64_t stride, int64_t B, Call call) {
+  Scratch ptrs(sizeof(T *) * (size_t)(B < kBatchChunk ? B : kBatchChunk));
+  if (!ptrs.p) return -1;
+  for (int64_t b0 = 0; b0 < B; b0 += kBatchChunk) {
+    int64_t nb = B - b0 < kBatchChunk ? B - b0 : kBatchChunk;
+    if (pointers<T>(op, (T **)ptrs.p, x, stride, b0, nb) || call((T **)ptrs.p, b0, (int)nb)) return -1;
+  }
+  return 0;
+}
+
 // ---- the kernels ---------------------------------------------------------------------------
 template <typename T> int getrf_t(const nt_KernelArgs *a) {
   const char *op = "linalg_getrf";
@@ -259,16 +272,11 @@ template <typename T> int getrf_t(const nt_KernelArgs *a) {
   int n = rows(A), lw = 0;
   T *x = SPTR(T, A);
   int *piv = SPTR(int, a->in[0]), *info = SPTR(int, a->in[1]);
-  if (use_batched(B, n)) {
-    Scratch ptrs(sizeof(T *) * (size_t)(B < kBatchChunk ? B : kBatchChunk));
-    if (!ptrs.p) return -1;
-    for (int64_t b0 = 0; b0 < B; b0 += kBatchChunk) {
-      int64_t nb = B - b0 < kBatchChunk ? B - b0 : kBatchChunk;
-      if (pointers<T>(op, (T **)ptrs.p, x, (int64_t)n * n, b0, nb)) return -1;
-      BLAS(getrf_batched(matmul_cublas_handle(), n, (T **)ptrs.p, n, piv + b0 * n, info + b0, (int)nb), "getrfBatched");
-    }
-    return 0;
-  }
+  if (use_batched(B, n))
+    return each_chunk<T>(op, x, (int64_t)n * n, B, [&](T **ptrs, int64_t b0, int nb) {
+      BLAS(getrf_batched(matmul_cublas_handle(), n, ptrs, n, piv + b0 * n, info + b0, nb), "getrfBatched");
+      return 0;
+    });
   SOLVE(ops<T>().getrf_bs(handle, n, n, x, n, &lw), "getrf_bufferSize");
   Scratch w(sizeof(T) * (size_t)(lw > 0 ? lw : 1));
   if (!w.p) return -1;
@@ -315,13 +323,11 @@ template <typename T> int potrf_t(const nt_KernelArgs *a) {
   T *x = SPTR(T, A);
   int *info = SPTR(int, a->in[0]);
   if (use_batched(B, n)) {
-    Scratch ptrs(sizeof(T *) * (size_t)(B < kBatchChunk ? B : kBatchChunk));
-    if (!ptrs.p) return -1;
-    for (int64_t b0 = 0; b0 < B; b0 += kBatchChunk) {
-      int64_t nb = B - b0 < kBatchChunk ? B - b0 : kBatchChunk;
-      if (pointers<T>(op, (T **)ptrs.p, x, (int64_t)n * n, b0, nb)) return -1;
-      SOLVE(ops<T>().potrf_batched(handle, fill(a->iarg[0]), n, (T **)ptrs.p, n, info + b0, (int)nb), "potrfBatched");
-    }
+    if (each_chunk<T>(op, x, (int64_t)n * n, B, [&](T **ptrs, int64_t b0, int nb) {
+          SOLVE(ops<T>().potrf_batched(handle, fill(a->iarg[0]), n, ptrs, n, info + b0, nb), "potrfBatched");
+          return 0;
+        }))
+      return -1;
   } else {
     SOLVE(ops<T>().potrf_bs(handle, fill(a->iarg[0]), n, x, n, &lw), "potrf_bufferSize");
     Scratch w(sizeof(T) * (size_t)(lw > 0 ? lw : 1));
