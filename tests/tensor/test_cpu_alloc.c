@@ -28,18 +28,7 @@
 #endif
 
 #define MiB ((size_t)1 << 20)
-static int fails;
-static unsigned seed;
-static void check(int ok, const char *name, const char *fmt, ...) {
-  if (ok) { printf("PASS: %s\n", name); return; }
-  va_list ap;
-  va_start(ap, fmt);
-  printf("FAIL: %s: ", name);
-  vprintf(fmt, ap);
-  printf(" (seed %u)\n", seed);
-  va_end(ap);
-  fails++;
-}
+#include "../seedcheck.h"
 static nt_CpuCacheStats stats(void) { nt_CpuCacheStats s; nt_cpu_cache_stats(&s); return s; }
 /* a random size in [lo, hi) MiB plus a few bytes, so rounding is exercised */
 static size_t rsize(unsigned lo, unsigned hi) { return (size_t)(lo + (unsigned)rand() % (hi - lo)) * MiB + 1 + (size_t)(rand() % 4096); }

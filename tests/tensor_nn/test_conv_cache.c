@@ -19,18 +19,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-static int fails;
-static unsigned seed;
-static void check(int ok, const char *name, const char *fmt, ...) {
-  if (ok) { printf("PASS: %s\n", name); return; }
-  va_list ap;
-  va_start(ap, fmt);
-  printf("FAIL: %s: ", name);
-  vprintf(fmt, ap);
-  printf(" (seed %u)\n", seed);
-  va_end(ap);
-  fails++;
-}
+#include "../seedcheck.h"
 
 /* max |a - b| / max(1, max |b|) of two f32 tensors of one shape; -1 on an error */
 static double rel_err(nt_Tensor *a, nt_Tensor *b) {
