@@ -36,7 +36,6 @@ emulated device with the stand-in libcudnn.so.9 (tests/cuda/cudnn_standin/):
 """
 import os
 import re
-import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -163,20 +162,33 @@ ROW = "q = randn({B}, {H}, {T}, {D}).to(\"{dt}\").cuda()\nk = randn({B}, {H}, {S
       "v = randn({B}, {H}, {S}, {D}).to(\"{dt}\").cuda()\n"
 
 
-def graph_case(name, B, H, T, S, D, dt, causal):
+def two_graphs(name, code):
+    """runs code (which prints "ok") with cuDNN forced and the stand-in's log;
+    (the forward and backward graphs, the log's events), or None after
+    reporting why not"""
     log = os.path.join(TMPDIR, f"{name}.log")
+    rc, so, se = run(code, NABLA_CUDNN_STANDIN_LOG=log, NABLA_CUDA_ATTENTION="cudnn")
+    if rc != 0 or "ok" not in so:
+        out("FAIL", f"cudnn_graph.{name}", f"rc={rc}: {(so + se)[-600:]}")
+        return None
+    descs, events = parse_log(log)
+    gs = graphs(descs)
+    if len(gs) != 2:
+        out("FAIL", f"cudnn_graph.{name}", f"expected a forward and a backward graph, got {len(gs)}")
+        return None
+    return gs, events
+
+
+def graph_case(name, B, H, T, S, D, dt, causal):
     c = "true" if causal else "false"
     code = ROW.format(B=B, H=H, T=T, S=S, D=D, dt=dt) + (
         f"f = fn(q, k, v) sum(scaled_dot_product_attention(q, k, v, causal={c}).to(\"f32\"))\n"
         "g = grad(f, argnums=list(0, 1, 2))(q, k, v)\ncuda.synchronize()\nprint(\"ok\")")
-    rc, so, se = run(code, NABLA_CUDNN_STANDIN_LOG=log, NABLA_CUDA_ATTENTION="cudnn")
-    if rc != 0 or "ok" not in so:
-        return out("FAIL", f"cudnn_graph.{name}", f"rc={rc}: {(so + se)[-600:]}")
-    descs, events = parse_log(log)
-    gs = graphs(descs)
+    got = two_graphs(name, code)
+    if got is None:
+        return
+    gs, events = got
     errs = []
-    if len(gs) != 2:
-        return out("FAIL", f"cudnn_graph.{name}", f"expected a forward and a backward graph, got {len(gs)}")
     io = {"bf16": "BFLOAT16", "f16": "HALF"}[dt]
     mask = ["GEN_INDEX@2", "GEN_INDEX@3", "CMP_GE", "BINARY_SELECT"] if causal else []
     fwd_k = ["matmul", "MUL"] + mask + ["reduce_MAX", "SUB", "EXP", "reduce_ADD", "LOG", "ADD", "DIV", "matmul"]
@@ -247,18 +259,14 @@ PACKED = ("qkv = randn({B}, {T}, {C3}).to(\"{dt}\").cuda()\n"
 def mask_graph_case(name, B, H, T, S, D, dt, mshape):
     """the masked graph: the bias (uid 13, io dtype) added to the scaled scores, in the
     forward and the backward; [1, 1, T, S] when the mask broadcasts, else [B, H, T, S]"""
-    log = os.path.join(TMPDIR, f"{name}.log")
     code = ROW.format(B=B, H=H, T=T, S=S, D=D, dt=dt) + (
         f"m = randn({', '.join(map(str, mshape))}).cuda()\n"
         "f = fn(q, k, v) sum(scaled_dot_product_attention(q, k, v, mask=m).to(\"f32\"))\n"
         "g = grad(f, argnums=list(0, 1, 2))(q, k, v)\ncuda.synchronize()\nprint(\"ok\")")
-    rc, so, se = run(code, NABLA_CUDNN_STANDIN_LOG=log, NABLA_CUDA_ATTENTION="cudnn")
-    if rc != 0 or "ok" not in so:
-        return out("FAIL", f"cudnn_graph.{name}", f"rc={rc}: {(so + se)[-600:]}")
-    descs, events = parse_log(log)
-    gs = graphs(descs)
-    if len(gs) != 2:
-        return out("FAIL", f"cudnn_graph.{name}", f"expected a forward and a backward graph, got {len(gs)}")
+    got = two_graphs(name, code)
+    if got is None:
+        return
+    gs, events = got
     io = {"bf16": "BFLOAT16", "f16": "HALF"}[dt]
     errs = []
     fwd_k = ["matmul", "MUL", "ADD", "reduce_MAX", "SUB", "EXP", "reduce_ADD", "LOG", "ADD", "DIV", "matmul"]
@@ -291,16 +299,13 @@ def mask_graph_case(name, B, H, T, S, D, dt, mshape):
 def packed_case(name, B, T, H, hd, dt, causal):
     """the heads of a packed [B, T, 3C] qkv go to cuDNN as strided views (no copy): Q, K, V
     with the packed strides, O laid out [B, T, H, hd], dQ/dK/dV likewise"""
-    log = os.path.join(TMPDIR, f"{name}.log")
     C = H * hd
     code = PACKED.format(B=B, T=T, C3=3 * C, C=C, H=H, hd=hd, dt=dt, causal="true" if causal else "false") + (
         "g = grad(fn(z) sum(att(z).to(\"f32\")))(qkv)\ncuda.synchronize()\nprint(\"ok\")")
-    rc, so, se = run(code, NABLA_CUDNN_STANDIN_LOG=log, NABLA_CUDA_ATTENTION="cudnn")
-    if rc != 0 or "ok" not in so:
-        return out("FAIL", f"cudnn_graph.{name}", f"rc={rc}: {(so + se)[-600:]}")
-    gs = graphs(parse_log(log)[0])
-    if len(gs) != 2:
-        return out("FAIL", f"cudnn_graph.{name}", f"expected 2 graphs, got {len(gs)}")
+    got = two_graphs(name, code)
+    if got is None:
+        return
+    gs = got[0]
     packed = [T * 3 * C, hd, 3 * C, 1]
     packed_t = [T * 3 * C, hd, 1, 3 * C]
     bthd = [T * C, hd, C, 1]
