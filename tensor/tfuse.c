@@ -412,18 +412,19 @@ static bool cuda_rec_ok(const nt_Fused *b) {
   return true;
 }
 
-/* the module's "fused_chain" kernel (tfuse_rtc.h), NULL before CUDA is loaded */
-static nt_Kernel rtc_kernel(void) {
+/* the module's "fused_chain" op (tfuse_rtc.h) and its kernel, NULL before CUDA is loaded */
+static int rtc_op(void) {
   static int id = -1;
   if (id < 0) id = nt_op_register("fused_chain");
-  return id >= 0 ? nt_kernel_table[id][NT_CUDA] : NULL;
+  return id;
 }
+static nt_Kernel rtc_kernel(void) { return rtc_op() >= 0 ? nt_kernel_table[rtc_op()][NT_CUDA] : NULL; }
 static int rtc_call(nt_FuseLaunch *fl) {
   nt_Kernel k = rtc_kernel();
   if (!k) { fl->cannot = 1; snprintf(fl->why, sizeof fl->why, "the CUDA module cannot compile fused chains (an older module)"); return 0; }
   nt_KernelArgs a;
   memset(&a, 0, sizeof a);
-  a.op = nt_op_register("fused_chain");
+  a.op = rtc_op();
   a.extra = fl;
   return k(&a);
 }
