@@ -1,4 +1,4 @@
-// scan.cu — the op "scan" of tensor/index/scan.c on the GPU: cumprod,
+// scan.cu — the op "scan" of tensor/index/scan.c on the GPU: cumsum, cumprod,
 // logcumsumexp, cummax/cummin (and the suffix sums of their gradients) as ONE
 // launch per call.  Same nt_KernelArgs layout as the CPU kernel: in = {x
 // [outer, n, inner] contiguous, indices i64 (MAX/MIN only, written)}, out = y,
@@ -11,13 +11,15 @@
 // for max/min) with an identity and an associative op(earlier, later).
 // f16/bf16 accumulate in f32 (rounded once, at the store), f64 in f64.
 //
-// Geometry (as cumsum's in sort.cu):
+// Geometry:
 //   scan_cols: one thread per row walking the axis — short rows, or many
 //              strided columns (inner > 1: loads coalesced across j);
 //   scan_rows: one block per row, tiles of kThreads elements, a block-wide
 //              cub::BlockScan with the op, and a running carry across tiles.
 // A single very long row therefore runs in one block (n / 256 tiles in
 // sequence); a decoupled look-back scan across blocks would spread it.
+// Sums: scan_cols adds in torch's sequential order (bit-equal to the CPU);
+// scan_rows' tree within a tile rounds differently (scan.c's tolerance note).
 #include "common.cuh"
 #include "tensor/index/scanmath.h"
 #include <cub/block/block_scan.cuh>
@@ -46,7 +48,7 @@ template <typename A, int K>
 struct FoldOp {
   typedef A State;
   static constexpr bool kIndex = false;
-  __device__ static State identity() { return K == NT_SCAN_PROD ? (A)1 : K == NT_SCAN_SUM ? (A)-0.0 : lowest<A>(); }
+  __device__ static State identity() { return K == NT_SCAN_PROD ? (A)1 : K == NT_SCAN_SUM ? (A)0 : lowest<A>(); }
   __device__ static State make(A v, int64_t) { return v; }
   __device__ static A value(State s) { return s; }
   __device__ static int64_t index(State) { return -1; }

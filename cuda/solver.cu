@@ -18,8 +18,9 @@
 // in one launch: a batch of at least kBatchMin matrices of order at most
 // kBatchMaxN goes to cuBLAS's batched LU (cublas<t>getrfBatched /
 // getrsBatched: LU lives in cuBLAS, not cuSOLVER) and cuSOLVER's
-// potrfBatched, and eigh of order at most 32 to cuSOLVER's syevjBatched
-// (Jacobi; its limit); everything else, and qr / gesvd at any size, loops.
+// potrfBatched, eigh of order at most 32 to cuSOLVER's syevjBatched, and
+// SVDs of m, n <= 32 to gesvdjBatched (both Jacobi: 32 is their documented
+// limit); everything else, and qr at any size, loops.
 // The batched calls take an array of device pointers, one per matrix
 // (fill_ptrs builds it on the device), and write one info per matrix, the
 // same info the looped path writes, so the front ends' errors and *_ex info
@@ -54,6 +55,8 @@ constexpr int kBatchMaxN = 64;
 bool use_batched(int64_t B, int n) { return B >= kBatchMin && n <= kBatchMaxN; }
 // syevjBatched (Jacobi) takes matrices of order at most 32 only
 constexpr int kSyevjMaxN = 32;
+// gesvdjBatched (Jacobi) likewise: m, n <= 32
+constexpr int kGesvdjMaxN = 32;
 // matrices per batched call: batchSize is an int, and a bounded pointer array
 constexpr int64_t kBatchChunk = 1 << 16;
 
@@ -98,6 +101,10 @@ template <typename T> struct Ops {
   cusolverStatus_t (*potrf_batched)(cusolverDnHandle_t, cublasFillMode_t, int, T *[], int, int *, int);
   cusolverStatus_t (*syevjb_bs)(cusolverDnHandle_t, cusolverEigMode_t, cublasFillMode_t, int, const T *, int, const T *, int *, syevjInfo_t, int);
   cusolverStatus_t (*syevjb)(cusolverDnHandle_t, cusolverEigMode_t, cublasFillMode_t, int, T *, int, T *, T *, int, int *, syevjInfo_t, int);
+  cusolverStatus_t (*gesvdjb_bs)(cusolverDnHandle_t, cusolverEigMode_t, int, int, const T *, int, const T *, const T *, int, const T *, int,
+                                 int *, gesvdjInfo_t, int);
+  cusolverStatus_t (*gesvdjb)(cusolverDnHandle_t, cusolverEigMode_t, int, int, T *, int, T *, T *, int, T *, int, T *, int, int *,
+                              gesvdjInfo_t, int);
 };
 Ops<float> ops_s;
 Ops<double> ops_d;
@@ -109,6 +116,8 @@ cusolverStatus_t (*sv_create)(cusolverDnHandle_t *);
 cusolverStatus_t (*sv_set_stream)(cusolverDnHandle_t, cudaStream_t);
 cusolverStatus_t (*sv_create_syevj)(syevjInfo_t *);
 syevjInfo_t syevj_params;   // defaults: tolerance machine epsilon, 100 sweeps, eigenvalues ascending
+cusolverStatus_t (*sv_create_gesvdj)(gesvdjInfo_t *);
+gesvdjInfo_t gesvdj_params; // defaults: tolerance machine epsilon, 100 sweeps, singular values descending
 cusolverDnHandle_t handle;
 // Xgeev (64-bit API, CUDA 12.6+): optional; geev_reason says why it is absent
 cusolverStatus_t (*sv_create_params)(cusolverDnParams_t *);
@@ -132,12 +141,14 @@ char reason[600] = "not loaded";
   X(S, syevd_bs, syevd_bufferSize) X(S, syevd, syevd) X(S, gesvd_bs, gesvd_bufferSize)       \
   X(S, gesvd, gesvd) X(S, potrf_batched, potrfBatched)                                       \
   X(S, syevjb_bs, syevjBatched_bufferSize) X(S, syevjb, syevjBatched)                         \
+  X(S, gesvdjb_bs, gesvdjBatched_bufferSize) X(S, gesvdjb, gesvdjBatched)                      \
   X(D, getrf_bs, getrf_bufferSize) X(D, getrf, getrf) X(D, getrs, getrs)                     \
   X(D, potrf_bs, potrf_bufferSize) X(D, potrf, potrf) X(D, geqrf_bs, geqrf_bufferSize)       \
   X(D, geqrf, geqrf) X(D, orgqr_bs, orgqr_bufferSize) X(D, orgqr, orgqr)                     \
   X(D, syevd_bs, syevd_bufferSize) X(D, syevd, syevd) X(D, gesvd_bs, gesvd_bufferSize)       \
   X(D, gesvd, gesvd) X(D, potrf_batched, potrfBatched)                                       \
-  X(D, syevjb_bs, syevjBatched_bufferSize) X(D, syevjb, syevjBatched)
+  X(D, syevjb_bs, syevjBatched_bufferSize) X(D, syevjb, syevjBatched)                         \
+  X(D, gesvdjb_bs, gesvdjBatched_bufferSize) X(D, gesvdjb, gesvdjBatched)
 #define OPS_S ops_s
 #define OPS_D ops_d
 
@@ -147,6 +158,7 @@ void load_solver(void) {
   sv_create = &::cusolverDnCreate;
   sv_set_stream = &::cusolverDnSetStream;
   sv_create_syevj = &::cusolverDnCreateSyevjInfo;
+  sv_create_gesvdj = &::cusolverDnCreateGesvdjInfo;
 #define BIND(P, field, name) OPS_##P.field = &::cusolverDn##P##name;
   SOLVER_ROUTINES(BIND)
 #undef BIND
@@ -162,6 +174,7 @@ void load_solver(void) {
   if (!(*(void **)&sv_create = dlsym(h, "cusolverDnCreate"))) missing = "cusolverDnCreate";
   if (!(*(void **)&sv_set_stream = dlsym(h, "cusolverDnSetStream"))) missing = "cusolverDnSetStream";
   if (!(*(void **)&sv_create_syevj = dlsym(h, "cusolverDnCreateSyevjInfo"))) missing = "cusolverDnCreateSyevjInfo";
+  if (!(*(void **)&sv_create_gesvdj = dlsym(h, "cusolverDnCreateGesvdjInfo"))) missing = "cusolverDnCreateGesvdjInfo";
 #define BIND(P, field, name) if (!(*(void **)&OPS_##P.field = dlsym(h, "cusolverDn" #P #name))) missing = "cusolverDn" #P #name;
   SOLVER_ROUTINES(BIND)
 #undef BIND
@@ -175,6 +188,7 @@ void load_solver(void) {
   cusolverStatus_t st = sv_create(&handle);
   if (st == CUSOLVER_STATUS_SUCCESS) st = sv_set_stream(handle, stream);
   if (st == CUSOLVER_STATUS_SUCCESS) st = sv_create_syevj(&syevj_params);
+  if (st == CUSOLVER_STATUS_SUCCESS) st = sv_create_gesvdj(&gesvdj_params);
   if (st != CUSOLVER_STATUS_SUCCESS) { snprintf(reason, sizeof reason, "cuSOLVER is not usable: cusolverDnCreate failed (status %d)", (int)st); return; }
   if (!geev_reason[0] && (st = sv_create_params(&geev_params)) != CUSOLVER_STATUS_SUCCESS)
     snprintf(geev_reason, sizeof geev_reason, "cusolverDnCreateParams failed (status %d)", (int)st);
@@ -394,6 +408,54 @@ template <typename T> int syevd_t(const nt_KernelArgs *a) {
   return 0;
 }
 
+// gesvdjBatched's full factors to the kernel's buffers, per matrix b: U
+// (m x uc, column-major) = the first uc columns of Uf (m x m), contiguous at
+// the same offsets; V^T (vr x n) = the first vr rows of Vf^T, Vf (n x n) =
+// V: VT[j vr + i] = Vf[i n + j].  One thread per output element.
+template <typename T> __global__ void svdj_split(const T *uf, const T *vf, T *u, T *vt, int64_t B, int m, int n, int uc, int vr) {
+  int64_t nu = B * m * uc, nv = B * vr * n;
+  for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < nu + nv; e += (int64_t)gridDim.x * blockDim.x) {
+    if (e < nu) {
+      int64_t b = e / ((int64_t)m * uc), k = e % ((int64_t)m * uc);
+      u[e] = uf[b * m * m + k];
+    } else {
+      int64_t f = e - nu, b = f / ((int64_t)vr * n), k = f % ((int64_t)vr * n);
+      int i = (int)(k % vr), j = (int)(k / vr);
+      vt[f] = vf[b * n * n + (int64_t)i * n + j];
+    }
+  }
+}
+
+// many small SVDs (m, n <= 32): one strided gesvdjBatched (Jacobi) per chunk,
+// any shape (no transposes), singular values descending (the default sort);
+// it always forms the full U (m x m) and V (n x n), so they go to scratch and
+// svdj_split cuts the reduced factors out.  info[b] > 0: matrix b did not
+// converge (the front end's "did not converge" error, as gesvd's).
+template <typename T> int gesvdj_batched(const char *op, int64_t B, int m, int n, T *x, T *s, T *u, T *vt, int uc, int vr, int *info) {
+  int k = m < n ? m : n, lw = 0;
+  cusolverEigMode_t job = u ? CUSOLVER_EIG_MODE_VECTOR : CUSOLVER_EIG_MODE_NOVECTOR;
+  int64_t chunk = B < kBatchChunk ? B : kBatchChunk;
+  // U and V are written only for VECTOR; values-only calls still pass (one matrix's worth of) valid pointers
+  int64_t fb = u ? B : 1;
+  Scratch f(sizeof(T) * (size_t)(fb * ((int64_t)m * m + (int64_t)n * n)));
+  if (!f.p) return -1;
+  T *uf = (T *)f.p, *vf = uf + fb * m * m;
+  SOLVE(ops<T>().gesvdjb_bs(handle, job, m, n, x, m, s, uf, m, vf, n, &lw, gesvdj_params, (int)chunk), "gesvdjBatched_bufferSize");
+  Scratch ws(sizeof(T) * (size_t)(lw > 0 ? lw : 1));
+  if (!ws.p) return -1;
+  for (int64_t b0 = 0; b0 < B; b0 += kBatchChunk) {
+    int64_t nb = B - b0 < kBatchChunk ? B - b0 : kBatchChunk, o = u ? b0 : 0;
+    SOLVE(ops<T>().gesvdjb(handle, job, m, n, x + b0 * m * n, m, s + b0 * k, uf + o * m * m, m, vf + o * n * n, n, (T *)ws.p, lw,
+                           info + b0, gesvdj_params, (int)nb), "gesvdjBatched");
+  }
+  if (u) {
+    int64_t total = B * ((int64_t)m * uc + (int64_t)vr * n);
+    svdj_split<T><<<grid_for(total), kThreads, 0, stream>>>(uf, vf, u, vt, B, m, n, uc, vr);
+    LAUNCHED(op);
+  }
+  return 0;
+}
+
 // gesvd needs m >= n: a wide A goes through A^T = V S U^T, its factors transposed back
 template <typename T> int gesdd_t(const nt_KernelArgs *a) {
   const char *op = "linalg_gesdd";
@@ -401,6 +463,8 @@ template <typename T> int gesdd_t(const nt_KernelArgs *a) {
   int64_t B = batch_of(A);
   int m = rows(A), n = cols(A), k = m < n ? m : n, lw = 0;
   int *info = SPTR(int, a->in[3]);
+  if (use_batched(B, m > n ? m : n) && (m > n ? m : n) <= kGesvdjMaxN)
+    return gesvdj_batched<T>(op, B, m, n, SPTR(T, A), SPTR(T, S), SPTR(T, U), SPTR(T, VT), U ? cols(U) : 0, VT ? rows(VT) : 0, info);
   bool full = U && ((cols(U) == m && m != k) || (rows(VT) == n && n != k));
   signed char job = U ? (full ? 'A' : 'S') : 'N';
   T *x = SPTR(T, A), *s = SPTR(T, S), *u = SPTR(T, U), *vt = SPTR(T, VT);

@@ -1,4 +1,4 @@
-// sort.cu — sort / argsort / topk, cumsum and one_hot on the GPU.  Same op
+// sort.cu — sort / argsort / topk and one_hot on the GPU (cumsum: scan.cu).  Same op
 // names and nt_KernelArgs layouts as the CPU kernels (tensor/nn/sort.c,
 // tensor/nn/index.c); a contiguous x is viewed as [outer, n, inner] and a
 // "row" is (o, 0..n-1, j), r = o*inner + j.
@@ -15,21 +15,16 @@
 //   2. cub::DeviceSegmentedSort::StableSortPairs of (key, index in row), one
 //      segment per row, rows in chunks of <= 2^28 elements (temp from Scratch);
 //   3. write_topk: the first k of each row, values gathered from x by index.
-// cumsum (iarg = {outer, n, inner, reverse}, f32/f64/i64, accumulating in that
-// dtype like the CPU): short rows or many strided columns: one thread per
-// (o, j) walking the axis; otherwise one block per row, cub::BlockScan over
-// tiles with a running carry.  reverse = the suffix sums of the backward.
 // one_hot (iarg = {C}; in = {idx i64 [m]}; out i64 [m, C]): one thread per
 // output element; an index outside [0, C) (the front end checks first) goes
 // to the error slot.
 #include "common.cuh"
 #include <cub/device/device_segmented_sort.cuh>
-#include <cub/block/block_scan.cuh>
 
 namespace ncu {
 namespace {
 
-struct SortOps { int sort, cumsum, one_hot; };
+struct SortOps { int sort, one_hot; };
 SortOps ids;
 
 #define GRID_LOOP(e, total) for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < (total); e += (int64_t)gridDim.x * blockDim.x)
@@ -138,59 +133,6 @@ int sort_rows(const nt_KernelArgs *a) {
   return 0;
 }
 
-// ---- cumsum -------------------------------------------------------------------------------------
-// one thread per row r = (o, j), walking i = 0..n-1 (or back): coalesced across j when inner > 1
-template <typename T>
-__global__ void cumsum_cols(int64_t rows, int64_t n, int64_t inner, const T *x, T *y, int rev) {
-  GRID_LOOP(r, rows) {
-    int64_t o = r / inner, j = r - o * inner, b = o * n * inner + j;
-    T acc = 0;
-    for (int64_t s = 0; s < n; s++) {
-      int64_t i = rev ? n - 1 - s : s;
-      acc = x[b + i * inner] + (s ? acc : (T)0);  // the CPU's y_i = x_i + y_prev
-      y[b + i * inner] = acc;
-    }
-  }
-}
-// one block per row: tiles of kThreads elements, block-wide inclusive scan + running carry
-template <typename T>
-__global__ void cumsum_rows(int64_t rows, int64_t n, int64_t inner, const T *x, T *y, int rev) {
-  typedef cub::BlockScan<T, kThreads> Scan;
-  __shared__ typename Scan::TempStorage tmp;
-  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    int64_t o = r / inner, j = r - o * inner, b = o * n * inner + j;
-    T carry = 0;
-    for (int64_t t0 = 0; t0 < n; t0 += kThreads) {
-      int64_t s = t0 + threadIdx.x, i = rev ? n - 1 - s : s;
-      T v = s < n ? x[b + i * inner] : (T)0, incl, total;
-      Scan(tmp).InclusiveSum(v, incl, total);
-      if (s < n) y[b + i * inner] = carry + incl;
-      carry += total;
-      __syncthreads();                          // tmp is reused by the next tile
-    }
-  }
-}
-
-template <typename T>
-int cumsum(const nt_KernelArgs *a) {
-  const int64_t outer = a->iarg[0], n = a->iarg[1], inner = a->iarg[2];
-  const int rev = (int)a->iarg[3];
-  const int64_t rows = outer * inner;
-  if (rows == 0 || n == 0) return 0;
-  const T *x = (const T *)base(a->in[0]);
-  T *y = (T *)base(a->out);
-  // a thread per row when rows are short, or when there are enough strided
-  // columns to fill the GPU (their loads are coalesced across j)
-  if (n <= 64 || (inner > 1 && rows >= (int64_t)num_sms * 2048)) {
-    cumsum_cols<T><<<grid_for(rows), kThreads, 0, stream>>>(rows, n, inner, x, y, rev);
-  } else {
-    unsigned blocks = (unsigned)(rows < 65535 * 16 ? rows : 65535 * 16);
-    cumsum_rows<T><<<blocks, kThreads, 0, stream>>>(rows, n, inner, x, y, rev);
-  }
-  LAUNCHED("cumsum");
-  return 0;
-}
-
 // ---- one_hot ------------------------------------------------------------------------------------
 __global__ void one_hot_kernel(const int64_t *ix, int64_t *out, int64_t m, int64_t C, DevError *err, int op) {
   int64_t total = m * C;
@@ -207,14 +149,6 @@ __global__ void one_hot_kernel(const int64_t *ix, int64_t *out, int64_t m, int64
 
 int k_sort(const nt_KernelArgs *a) {
   nt_DType dt = a->in[0]->dtype;
-  if (a->op == ids.cumsum) {
-    switch (dt) {
-      case NT_F32: return cumsum<float>(a);
-      case NT_F64: return cumsum<double>(a);
-      case NT_I64: return cumsum<int64_t>(a);
-      default: host->error_set("cumsum: unsupported dtype %s on cuda", nt_dtype_name(dt)); return -1;
-    }
-  }
   switch (dt) {
     case NT_F32: return sort_rows<float>(a);
     case NT_F64: return sort_rows<double>(a);
@@ -238,10 +172,8 @@ int k_one_hot(const nt_KernelArgs *a) {
 
 void register_sort(void) {
   ids.sort = host->op_register("sort");
-  ids.cumsum = host->op_register("cumsum");
   ids.one_hot = host->op_register("one_hot");
   host->register_kernel(ids.sort, NT_CUDA, k_sort);
-  host->register_kernel(ids.cumsum, NT_CUDA, k_sort);
   host->register_kernel(ids.one_hot, NT_CUDA, k_one_hot);
 }
 

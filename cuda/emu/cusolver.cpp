@@ -18,7 +18,9 @@
 // memory), write one info per matrix to device memory, except getrsBatched,
 // whose info is a host int that only reports a bad argument, as the real
 // calls do; syevjBatched (strided, order <= 32) runs LAPACK's syevd per
-// matrix.  potrfBatched uses the triangle it does not factor as
+// matrix; gesvdjBatched (strided, m, n <= 32) runs LAPACK's gesvd per
+// matrix (full U, and V itself, not V^T, as the Jacobi call returns them;
+// singular values descending, its default sort).  potrfBatched uses the triangle it does not factor as
 // workspace: the stand-in fills it with NaN, so a caller that forgets to
 // clear it shows NaNs instead of passing by luck.
 //
@@ -42,6 +44,7 @@ bool device_range_ok(const void *p, size_t n, const char *what);
 
 struct cusolverDnContext { cudaStream_t stream; };
 struct syevjInfo { double tol = 0; int max_sweeps = 100; int sort = 1; };
+struct gesvdjInfo { double tol = 0; int max_sweeps = 100; int sort = 1; };
 struct cusolverDnParams { int unused; };
 
 extern "C" {
@@ -276,6 +279,49 @@ template <typename T> cusolverStatus_t syevj_batched(cusolverDnHandle_t h, cusol
   return CUSOLVER_STATUS_SUCCESS;
 }
 
+// gesvdjBatched: strided A [batch][lda][n], S [batch][min(m, n)], U
+// [batch][ldu][m], V [batch][ldv][n], m, n <= 32; LAPACK's gesvd per matrix
+// (job 'A': any shape), then V = (V^T)^T.  The workspace is the stand-in's:
+// gesvd's work, then an n x n V^T.  info[b] > 0: no convergence, as gesvdj's.
+template <typename T> int gesvdjb_query(int m, int n) {
+  int lw = -1, info = 0, lda = std::max(1, m), ldu = std::max(1, m), ldvt = std::max(1, n);
+  T w = 0, d = 0;
+  char a = 'A';
+  Lapack<T>::gesvd(&a, &a, &m, &n, nullptr, &lda, &d, &d, &ldu, &d, &ldvt, &w, &lw, &info, 1, 1);
+  return std::max(1, (int)w) + n * n;
+}
+bool gesvdjb_args(cusolverDnHandle_t h, cusolverEigMode_t j, int m, int n, int lda, int ldu, int ldv, gesvdjInfo_t p, int nb) {
+  return h && p && (j == CUSOLVER_EIG_MODE_VECTOR || j == CUSOLVER_EIG_MODE_NOVECTOR) && m >= 0 && n >= 0 && m <= 32 && n <= 32 &&
+         lda >= std::max(1, m) && ldu >= std::max(1, m) && ldv >= std::max(1, n) && nb >= 1;
+}
+template <typename T> cusolverStatus_t gesvdj_batched(cusolverDnHandle_t h, cusolverEigMode_t jobz, int m, int n, T *A, int lda, T *S, T *U,
+                                                      int ldu, T *V, int ldv, T *work, int lwork, int *info, gesvdjInfo_t params, int nb) {
+  CHECK_HANDLE(h);
+  if (!gesvdjb_args(h, jobz, m, n, lda, ldu, ldv, params, nb) || lwork < gesvdjb_query<T>(m, n)) return CUSOLVER_STATUS_INVALID_VALUE;
+  bool vec = jobz == CUSOLVER_EIG_MODE_VECTOR;
+  int k = std::min(m, n);
+  if (!mat_ok(A, m, (int)((int64_t)n * nb), lda, sizeof(T), "cusolverDn?gesvdjBatched: A") ||
+      !device_ok(S, sizeof(T) * (size_t)k * (size_t)nb, "cusolverDn?gesvdjBatched: S") ||
+      (vec && !mat_ok(U, m, (int)((int64_t)m * nb), ldu, sizeof(T), "cusolverDn?gesvdjBatched: U")) ||
+      (vec && !mat_ok(V, n, (int)((int64_t)n * nb), ldv, sizeof(T), "cusolverDn?gesvdjBatched: V")) ||
+      !device_ok(work, sizeof(T) * (size_t)lwork, "cusolverDn?gesvdjBatched: workspace") ||
+      !device_ok(info, sizeof(int) * (size_t)nb, "cusolverDn?gesvdjBatched: info"))
+    return FAULT_OK;
+  char job = vec ? 'A' : 'N';
+  int lw = lwork - n * n, ldvt = std::max(1, n);
+  T *vt = work + lw, du = 0;
+  for (int b = 0; b < nb; b++) {
+    T *u = vec ? U + (size_t)b * ldu * m : &du;
+    Lapack<T>::gesvd(&job, &job, &m, &n, A + (size_t)b * lda * n, &lda, S + (size_t)b * k, u, &ldu, vec ? vt : &du, &ldvt, work, &lw,
+                     info + b, 1, 1);
+    if (info[b] > 0) info[b] = k + 1;   // gesvdj's "did not converge"
+    if (vec)
+      for (int j = 0; j < n; j++)
+        for (int i = 0; i < n; i++) V[(size_t)b * ldv * n + (size_t)j * ldv + i] = vt[(size_t)i * ldvt + j];
+  }
+  return CUSOLVER_STATUS_SUCCESS;
+}
+
 // ---- Xgeev (real A): the workspace layout is the stand-in's own: device
 // bytes = LAPACK's work, host bytes = wr, wi (the real call splits its work
 // between the two as well)
@@ -339,6 +385,29 @@ cusolverStatus_t cusolverDnDestroySyevjInfo(syevjInfo_t info) {
 SYEVJ(float, S)
 SYEVJ(double, D)
 #undef SYEVJ
+
+cusolverStatus_t cusolverDnCreateGesvdjInfo(gesvdjInfo_t *info) {
+  if (!info) return CUSOLVER_STATUS_INVALID_VALUE;
+  *info = new gesvdjInfo;
+  return CUSOLVER_STATUS_SUCCESS;
+}
+cusolverStatus_t cusolverDnDestroyGesvdjInfo(gesvdjInfo_t info) {
+  delete info;
+  return CUSOLVER_STATUS_SUCCESS;
+}
+#define GESVDJ(T, P)                                                                                                        \
+  cusolverStatus_t cusolverDn##P##gesvdjBatched_bufferSize(cusolverDnHandle_t h, cusolverEigMode_t j, int m, int n, const T *A, \
+                                                           int lda, const T *S, const T *U, int ldu, const T *V, int ldv,  \
+                                                           int *lw, gesvdjInfo_t p, int nb) {                              \
+    (void)A; (void)S; (void)U; (void)V; CHECK_HANDLE(h);                                                                    \
+    if (!lw || !gesvdjb_args(h, j, m, n, lda, ldu, ldv, p, nb)) return CUSOLVER_STATUS_INVALID_VALUE;                       \
+    *lw = gesvdjb_query<T>(m, n); return CUSOLVER_STATUS_SUCCESS; }                                                        \
+  cusolverStatus_t cusolverDn##P##gesvdjBatched(cusolverDnHandle_t h, cusolverEigMode_t j, int m, int n, T *A, int lda, T *S,  \
+                                                T *U, int ldu, T *V, int ldv, T *w, int lw, int *info, gesvdjInfo_t p, int nb) { \
+    return gesvdj_batched<T>(h, j, m, n, A, lda, S, U, ldu, V, ldv, w, lw, info, p, nb); }
+GESVDJ(float, S)
+GESVDJ(double, D)
+#undef GESVDJ
 
 cublasStatus_t cublasSgetrfBatched(cublasHandle_t h, int n, float *const A[], int lda, int *P, int *info, int nb) {
   return getrf_batched<float>(h, n, A, lda, P, info, nb);

@@ -1,6 +1,6 @@
 /*
-** index/scan.c — cumprod, logcumsumexp, cummax, cummin: one inclusive scan
-** along the axis per call, the op "scan" (a kernel per device: the loop
+** index/scan.c — cumsum, cumprod, logcumsumexp, cummax, cummin: one inclusive
+** scan along the axis per call, the op "scan" (a kernel per device: the loop
 ** below on the CPU, cuda/scan.cu on the GPU; one launch there).
 **
 ** The op: in = {x [outer, n, inner] contiguous, indices i64 (max/min only,
@@ -8,11 +8,21 @@
 ** reverse}; kind is NT_SCAN_* (scanmath.h: the combine steps both devices
 ** share), reverse scans from the last element to the first.  Dtypes f32,
 ** f64, f16, bf16 (accumulating in f32) and i64 (the front ends cast other
-** integers, as torch: cumprod accumulates them in i64; cummax/cummin cast
-** their values back).
+** integers, as torch: cumsum and cumprod accumulate them (and bool) in i64;
+** cummax/cummin cast their values back).  cumsum of f16/bf16 keeps the dtype
+** and accumulates in f32, rounding each output once: the values of today's
+** f32 sum cast back, without the two casts.
+**
+** Order of summation: sequential along the axis, y_k = y_{k-1} + x_k from
+** the identity +0 (so a -0 row gives +0, as torch's CPU cumsum), on both
+** devices for rows of up to 64 elements; longer rows on the GPU are summed
+** in tiles of 256 by a block-wide tree scan plus a running carry, which
+** rounds differently from torch's sequential sum: f32 results agree to a few
+** ulps of the running magnitude (the tests' tolerance), integers exactly.
 **
 ** Gradients (torch's formulas; backward runs with grad mode off, so each is
 ** first order), for the forward direction r (the reverse direction mirrors):
+**   cumsum       dx = the reverse cumsum of g.
 **   cumprod      y_k = prod_{j<=k} x_j.  Let z1, z2 be the first and second
 **                zero of the row.  dx_k = (sum_{m>=k, m<z1} g_m y_m) / x_k for
 **                k < z1 (no division by zero: x_k != 0 there);
@@ -23,8 +33,6 @@
 **                with log g± = log|g| where g is >0 / <0, else the dtype's lowest
 **                (torch's logcumsumexp_backward).
 **   cummax/min   values = x at the indices: dx = scatter_add of g at the indices.
-** cumsum is tensor/nn/sort.c's (its own kernels); the backward sums here use
-** the SUM kind of this op.
 */
 #include "ixinternal.h"
 #include "scanmath.h"
@@ -68,7 +76,7 @@ enum { SC_COLS = 256 };
       int64_t at[SC_COLS];                                                                         \
       for (int64_t j = 0; j < w; j++) {                                                            \
         at[j] = -1;                                                                                \
-        acc[j] = kind == NT_SCAN_PROD ? (A)1 : kind == NT_SCAN_SUM ? (A)-0.0                       \
+        acc[j] = kind == NT_SCAN_PROD ? (A)1 : kind == NT_SCAN_SUM ? (A)0                       \
                : kind == NT_SCAN_MIN ? HIGHEST : LOWEST;                                           \
       }                                                                                            \
       const S *xo = x + o * n * inner + j0;                                                        \
@@ -261,7 +269,28 @@ static nt_Tensor *scan_finish(nt_Tensor *y, nt_Tensor *x, const char *name, nt_B
   return y;
 }
 
+static int cumsum_backward(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin) {
+  gin[0] = S_scan(grad_as(gout, nd->in[0]), (int)nd->iarg[0], NT_SCAN_SUM, !(int)nd->iarg[1]);
+  return gin[0] ? 0 : -1;
+}
+
 /* ---- the ops ----------------------------------------------------------------------------- */
+nt_Tensor *nt_cumsum(nt_Tensor *x0, int axis) {
+  NT_AUTOCAST(NT_AUTOCAST_F32, nt_cumsum(ac_[0], axis), x0);
+  int ax = scan_axis("cumsum", x0, axis);
+  if (ax < 0) return NULL;
+  /* torch: integer and bool inputs accumulate in i64; floats keep their dtype */
+  nt_Tensor *x = scan_input(x0, nt_dtype_is_float(x0->dtype) ? x0->dtype : NT_I64);
+  nt_Tensor *y = x ? scan_raw(x, ax, NT_SCAN_SUM, 0, NULL) : NULL;
+  if (y && nt_needs_grad(1, &x)) {
+    nt_Node *nd = nt_record(y, "CumsumBackward", cumsum_backward, 1, &x);
+    if (!nd) { nt_release(y); y = NULL; }
+    else { nd->iarg[0] = ax; nd->iarg[1] = 0; nd->niarg = 2; }
+  }
+  nt_release(x);
+  return scan_output(y, x0);
+}
+
 nt_Tensor *nt_cumprod(nt_Tensor *x0, int axis) {
   int ax = scan_axis("cumprod", x0, axis);
   if (ax < 0) return NULL;

@@ -4,7 +4,7 @@
 ** module (cuda/scan.cu), so the devices cannot drift apart (as gammamath.h
 ** does for the gamma gradients).  Each is associative, `a` the running value
 ** of the earlier elements and `b` the later element (or later partial scan):
-**   sum:           a + b                     (identity -0: -0 + b == b for every b)
+**   sum:           a + b                     (identity +0: a -0 row sums to +0, as torch's cumsum)
 **   prod:          a * b                     (identity 1)
 **   logaddexp:     max + log1p(exp(min - max)), NaN propagating, and
 **                  logaddexp(±inf, ±inf) of equal infinities = that infinity

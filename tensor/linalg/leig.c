@@ -6,8 +6,10 @@
 ** (linalg.h says why); eigvals' node keeps the eigenvectors its gradient
 ** needs.
 **
-** A device without these kernels is an error naming the op, never a silent
-** trip through the host (lin_run would take one).
+** A device without the geev kernel is an error naming the op, never a
+** silent trip through the host (lin_run would take one); the backward on a
+** device without its kernel (CUDA) is the same math composed from that
+** device's own ops (leigcomp.c), with the same info codes and errors.
 */
 #include "linternal.h"
 #include "tensor/complex.h"
@@ -52,15 +54,20 @@ static int eig_backward_part(nt_Node *nd, nt_Tensor *g, int vecs, nt_Tensor **gi
   nt_Tensor *l = nd->saved[0], *v = nd->saved[1];
   int nb = l->ndim - 1;
   int64_t n = l->shape[nb], sa[NT_MAXDIM];
-  if (eig_kernel_on(op, "backward", lin_ops.eig_backward, l->device)) return -1;
   memcpy(sa, l->shape, sizeof(int64_t) * (size_t)nb);
   sa[nb] = sa[nb + 1] = n;
   bool prev = nt_set_grad_enabled(false);
-  nt_Tensor *lr = eig_pairs(l, l->dtype), *vr = lr ? eig_pairs(v, l->dtype) : NULL, *gr = vr ? eig_pairs(g, l->dtype) : NULL;
-  nt_Tensor *ga = gr ? nt_empty(sa, nb + 2, nt_complex_part_dtype(l->dtype), l->device) : NULL;
-  nt_Tensor *info = ga ? lin_info_tensor(l->shape, nb, l->device) : NULL;
-  nt_KernelArgs k = { .out = ga, .in = { lr, vr, gr, info }, .nin = 4, .iarg = { vecs }, .niarg = 1 };
-  int rc = info ? lin_run(lin_ops.eig_backward, l->device, &k) : -1;
+  nt_Tensor *lr = NULL, *vr = NULL, *gr = NULL, *ga = NULL, *info = NULL;
+  int rc;
+  if (l->device != NT_CPU && !nt_kernel_table[lin_ops.eig_backward][l->device] && l->numel) {
+    rc = lin_eig_backward_composed(l, v, g, vecs, &ga, &info);
+  } else {
+    lr = eig_pairs(l, l->dtype), vr = lr ? eig_pairs(v, l->dtype) : NULL, gr = vr ? eig_pairs(g, l->dtype) : NULL;
+    ga = gr ? nt_empty(sa, nb + 2, nt_complex_part_dtype(l->dtype), l->device) : NULL;
+    info = ga ? lin_info_tensor(l->shape, nb, l->device) : NULL;
+    nt_KernelArgs k = { .out = ga, .in = { lr, vr, gr, info }, .nin = 4, .iarg = { vecs }, .niarg = 1 };
+    rc = info ? lin_run(lin_ops.eig_backward, l->device, &k) : -1;
+  }
   if (!rc && info->numel) {
     /* the first nonzero code names the message; lin_check_info finds that element again */
     nt_Tensor *h = nt_to_device(info, NT_CPU);

@@ -60,6 +60,9 @@ extern lin_op_ids lin_ops;
 void lin_init(void);                  /* registers the CPU kernels once */
 void lin_register_cpu(void);          /* lkernels.c */
 void lin_register_eig_cpu(void);      /* leigkern.c */
+/* leigcomp.c: linalg_eig_backward's math from a device's own ops (one without
+** the kernel): gA [B..., n, n] and the kernel's info codes, i32 on the CPU */
+int lin_eig_backward_composed(nt_Tensor *l, nt_Tensor *v, nt_Tensor *g, int vecs, nt_Tensor **ga, nt_Tensor **info);
 
 /* ---- llu.c: T^-1 B (T^-T B when trans) for triangular T, B with T's batch; no autograd */
 nt_Tensor *lin_tri_raw(const char *op, nt_Tensor *t, nt_Tensor *b, bool upper, bool trans, bool unit);

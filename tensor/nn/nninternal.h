@@ -14,7 +14,7 @@ typedef struct nn_op_ids {
   int layer_norm, layer_norm_bwd, add_layer_norm, add_layer_norm_bwd;
   int take, take_bwd, gather, scatter_add, masked_select, masked_scatter, one_hot;
   int conv2d, conv2d_bwd, max_pool2d, max_pool2d_bwd, avg_pool2d, avg_pool2d_bwd;
-  int sort, cumsum;
+  int sort;
   int sdpa, sdpa_bwd;
   int linear;
   int gelu, gelu_bwd;

@@ -1,14 +1,13 @@
 /*
-** sort.c — sort / argsort / topk (stable merge sort of indices per row) and
-** cumsum.  Rows are the n elements along the axis of a contiguous tensor
-** viewed as [outer, n, inner].
+** sort.c — sort / argsort / topk (stable merge sort of indices per row;
+** cumsum is the SUM kind of index/scan.c's scan op).  Rows are the n
+** elements along the axis of a contiguous tensor viewed as [outer, n, inner].
 **
 ** Order: ascending uses "a < b" with NaN greater than everything (NumPy puts
 ** NaN last); descending is the mirror (NaN first, like torch).  Ties keep
 ** their original order (stable), so indices are deterministic.
 ** Backward of the values: dx = scatter_add(0, axis, indices, g) (each output
 ** element came from exactly one input element).
-** cumsum: y_i = sum_{k<=i} x_k;  backward: dx_i = sum_{k>=i} g_k (reverse cumsum).
 */
 #include "nninternal.h"
 #include <stdlib.h>
@@ -79,19 +78,6 @@
     if (fail == 2) NT_FAIL_INTERRUPTED();                                                         \
     if (fail) NT_FAIL("sort: out of memory");                                                     \
     return 0;                                                                                     \
-  }                                                                                               \
-  static inline void cumsum_##T(const T *x, T *y, int64_t outer, int64_t n, int64_t inner, int rev) {   \
-    _Pragma("omp parallel for if (outer * n * inner > NT_OMP_THRESHOLD)")                          \
-    for (int64_t o = 0; o < outer; o++) {                                                         \
-      /* walk the axis, carrying `inner` running sums at once (contiguous inner loop) */          \
-      const T *xo = x + o * n * inner;                                                            \
-      T *yo = y + o * n * inner;                                                                  \
-      for (int64_t s = 0; s < n; s++) {                                                           \
-        int64_t i = rev ? n - 1 - s : s, p = rev ? i + 1 : i - 1;                                 \
-        for (int64_t j = 0; j < inner; j++)                                                       \
-          yo[i * inner + j] = xo[i * inner + j] + (s ? yo[p * inner + j] : 0);                    \
-      }                                                                                           \
-    }                                                                                             \
   }
 SORT_T(float)
 SORT_T(double)
@@ -101,19 +87,10 @@ SORT_T(uint8_t)
 
 #define P(t) ((t) ? (void *)nt_base(t) : NULL)
 
-/* sort:   out = values|NULL; in = {x, indices i64 (written)}; iarg = {outer, n, inner, k, desc}
-** cumsum: out y; in = {x}; iarg = {outer, n, inner, reverse}.  f16/bf16 never get here. */
+/* sort: out = values|NULL; in = {x, indices i64 (written)}; iarg = {outer, n, inner, k, desc} */
 static int k_sort(const nt_KernelArgs *a) {
   const int64_t *q = a->iarg;
   nt_DType dt = a->in[0]->dtype;
-  if (a->op == nn_ops.cumsum) {
-    switch (dt) {
-    case NT_F32: cumsum_float(P(a->in[0]), P(a->out), q[0], q[1], q[2], (int)q[3]); return 0;
-    case NT_F64: cumsum_double(P(a->in[0]), P(a->out), q[0], q[1], q[2], (int)q[3]); return 0;
-    case NT_I64: cumsum_int64_t(P(a->in[0]), P(a->out), q[0], q[1], q[2], (int)q[3]); return 0;
-    default: NT_FAIL("cumsum: unsupported dtype %s", nt_dtype_name(dt));
-    }
-  }
   switch (dt) {
   case NT_F32: return sort_rows_float(P(a->in[0]), P(a->out), P(a->in[1]), q[0], q[1], q[2], q[3], (int)q[4]);
   case NT_F64: return sort_rows_double(P(a->in[0]), P(a->out), P(a->in[1]), q[0], q[1], q[2], q[3], (int)q[4]);
@@ -182,47 +159,7 @@ int nt_topk(nt_Tensor *x, int64_t k, int axis, bool largest, nt_Tensor **values,
   return sort_impl("topk", x, k, axis, largest, values, indices);
 }
 
-/* ---- cumsum ------------------------------------------------------------------------ */
-static nt_Tensor *cumsum_raw(nt_Tensor *x, int ax, int rev) {
-  nt_Tensor *y = nt_empty(x->shape, x->ndim, x->dtype, x->device);
-  if (!y) return NULL;
-  nn_dims d = nn_split_axis(x->shape, x->ndim, ax);
-  nt_KernelArgs ka = {.op = nn_ops.cumsum, .out = y, .in = {x}, .nin = 1, .iarg = {d.outer, d.n, d.inner, rev}, .niarg = 4};
-  if (y->numel && nt_dispatch(ka.op, x->device, &ka)) { nt_release(y); return NULL; }
-  return y;
-}
-
-static int cumsum_backward(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin) {
-  nt_Tensor *x = nd->in[0];
-  nt_Tensor *gc = nt_to_dtype(gout, x->dtype), *g = gc ? nt_contiguous(gc) : NULL;
-  nt_release(gc);
-  if (!g) return -1;
-  gin[0] = cumsum_raw(g, (int)nd->iarg[0], 1);
-  nt_release(g);
-  return gin[0] ? 0 : -1;
-}
-
-nt_Tensor *nt_cumsum(nt_Tensor *x0, int axis) {
-  nt_nn_init();
-  NT_AUTOCAST(NT_AUTOCAST_F32, nt_cumsum(ac_[0], axis), x0);
-  int ax = x0->ndim ? nt_norm_axis("cumsum", axis, x0->ndim) : 0;
-  if (ax < 0) return NULL;
-  /* like torch: integers and bool accumulate in i64; f16/bf16 in f32 */
-  nt_DType ct = nt_dtype_is_float(x0->dtype) ? (x0->dtype == NT_F64 ? NT_F64 : NT_F32) : NT_I64;
-  nt_Tensor *xc = nt_to_dtype(x0, ct), *x = xc ? nt_contiguous(xc) : NULL;
-  nt_release(xc);
-  if (!x) return NULL;
-  nt_Tensor *y = cumsum_raw(x, ax, 0);
-  nt_Node *nd;
-  if (y) y = nn_finish(y, "CumsumBackward", cumsum_backward, 1, &x, &nd);
-  if (y && nd) { nd->iarg[0] = ax; nd->niarg = 1; }
-  nt_release(x);
-  return nt_dtype_is_float(x0->dtype) ? nn_cast_back(y, x0->dtype) : y;
-}
-
 void nn_register_sort(void) {
   nn_ops.sort = nt_op_register("sort");
-  nn_ops.cumsum = nt_op_register("cumsum");
   nt_register_kernel(nn_ops.sort, NT_CPU, k_sort);
-  nt_register_kernel(nn_ops.cumsum, NT_CPU, k_sort);
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """test_emu_scan.py — the op "scan" (tensor/index/scan.c; cuda/scan.cu on the
-GPU): cumprod, logcumsumexp, cummax, cummin on the emulated CUDA device
+GPU): cumsum, cumprod, logcumsumexp, cummax, cummin on the emulated CUDA device
 against torch on fresh random inputs, and the CPU's loop kernel against the
 same references.
 
@@ -11,8 +11,11 @@ many strided columns (the thread-per-row kernel), non-contiguous views
 inputs (cumprod in i64, cummax/cummin keeping the dtype), NaN and ±inf
 (NaN sticks; logcumsumexp of equal infinities), ties (cummax/cummin return
 the LAST index of the extreme, as torch), 0-d and empty inputs.
+cumsum: every dtype (integers and bool exact in i64, as torch; f16/bf16
+accumulating in f32), every axis and negative axes, views, a -0 row (+0, as
+torch), long rows (the tree scan within a tile: torch's tolerance), empty.
 Gradients (f64, loss = sum(f(x) * W)): cumprod through one and two zeros per
-row and along a middle axis, logcumsumexp with gradients of both signs,
+row and along a middle axis, cumsum (the reverse scan), logcumsumexp with gradients of both signs,
 cummax/cummin scattered to their indices.
 Launches: cuda.stats() shows one "scan" launch per forward call.
 
@@ -102,10 +105,59 @@ def value_cases(b):
         b.case(f"cumprod_{nd}", f"cumprod({H}, 1)", torch.cumprod(xh.float(), 1).to(td), **LOWP)
         b.case(f"logcumsumexp_{nd}", f"logcumsumexp({H}, 1)", torch.logcumsumexp(xh.float(), 1).to(td), **LOWP)
         b.case(f"cummax_{nd}", f"cummax({H}, 1)", list(torch.cummax(xh.float(), 1)), rtol=0, atol=0, dtype=False)
+    cumsum_cases(b)
     # errors
     b.error("logcumsumexp_int", f"logcumsumexp({b.inp(i)}, 0)", ["logcumsumexp", "floating"])
     b.error("cummax_bool", f"cummax({b.inp(i > 0)}, 0)", ["cummax", "bool"])
     b.error("cumprod_axis", f"cumprod({b.inp(i)}, 2)", ["cumprod", "out of range"])
+
+
+def cumsum_cases(b):
+    """cumsum, the SUM kind of the scan op: values vs torch for every dtype, axis and layout"""
+    for dt, tol, tn in ((np.float32, F32, "f32"), (np.float64, F64, "f64")):
+        x = r(4, 300, 3, dt=dt)
+        X = b.inp(x)
+        for ax in (0, 1, 2, -1, -2, -3):
+            b.case(f"cumsum_ax{ax}_{tn}", f"cumsum({X}, {ax})", torch.cumsum(T(x), ax), **tol)
+        L = r(2, 1100, dt=dt)                      # many tiles per row, and their carry
+        b.case(f"cumsum_long_{tn}", f"cumsum({b.inp(L)}, 1)", torch.cumsum(T(L), 1), **tol)
+        C = r(70, 4100, dt=dt)                     # many strided columns, rows past 64
+        b.case(f"cumsum_cols_{tn}", f"cumsum({b.inp(C)}, 0)", torch.cumsum(T(C), 0), **tol)
+        v = r(40, 300, dt=dt)
+        V = b.inp(v)
+        b.case(f"cumsum_T_{tn}", f"cumsum(transpose({V}, 0, 1), 1)", torch.cumsum(T(v).t(), 1), **tol)
+        b.case(f"cumsum_step_{tn}", f"cumsum({V}[::3, 1::2], 0)", torch.cumsum(T(v)[::3, 1::2], 0), **tol)
+        s = r(3, 280, dt=dt)
+        s[0, 5] = np.nan; s[1, 3] = np.inf; s[2, 9] = -np.inf; s[2, 200] = np.inf
+        b.case(f"cumsum_nan_inf_{tn}", f"cumsum({b.inp(s)}, 1)", torch.cumsum(T(s), 1), **tol)
+        # a row of -0: +0 (1 / y = +inf), as torch's sum from +0; both kernels (short and long rows)
+        z = -np.zeros((2, 300), dt)
+        b.case(f"cumsum_neg_zero_{tn}", f"list(1 / cumsum({b.inp(z)}, 1), 1 / cumsum({b.inp(z[:, :9])}, 1))",
+               [1 / torch.cumsum(T(z), 1), 1 / torch.cumsum(T(z[:, :9]), 1)])
+        b.case(f"cumsum_0d_{tn}", f"cumsum({b.inp(np.array(1.5, dt))}, 0)", torch.cumsum(T(np.array(1.5, dt)), 0))
+        b.case(f"cumsum_0d_neg_axis_{tn}", f"cumsum({b.inp(np.array(1.5, dt))}, -1)", torch.cumsum(T(np.array(1.5, dt)), -1))
+        b.case(f"cumsum_empty_{tn}", f"cumsum({b.inp(np.zeros((3, 0), dt))}, 1)", torch.cumsum(T(np.zeros((3, 0), dt)), 1))
+        b.case(f"cumsum_empty_ax0_{tn}", f"cumsum({b.inp(np.zeros((0, 4), dt))}, -2)", torch.cumsum(T(np.zeros((0, 4), dt)), -2))
+    # integers and bool: exact, in i64 (torch's result dtype); sums past 2^31 on long rows
+    i = rng.integers(-5, 6, size=(5, 700)).astype(np.int32)
+    b.case("cumsum_i32", f"cumsum({b.inp(i)}, 1)", torch.cumsum(T(i), 1), rtol=0, atol=0)
+    big = rng.integers(2**40, 2**41, size=(3, 600)).astype(np.int64)
+    b.case("cumsum_i64_big", f"cumsum({b.inp(big)}, 1)", torch.cumsum(T(big), 1), rtol=0, atol=0)
+    b.case("cumsum_i64_T", f"cumsum(transpose({b.inp(big)}, 0, 1), 0)", torch.cumsum(T(big).t(), 0), rtol=0, atol=0)
+    u = rng.integers(0, 256, size=(4, 300)).astype(np.uint8)
+    b.case("cumsum_u8", f"cumsum({b.inp(u)}, -1)", torch.cumsum(T(u), -1), rtol=0, atol=0)
+    bl = rng.random((6, 280)) < 0.5
+    b.case("cumsum_bool", f"cumsum({b.inp(bl)}, 1)", torch.cumsum(T(bl), 1), rtol=0, atol=0)
+    b.case("cumsum_bool_ax0", f"cumsum({b.inp(bl)}, 0)", torch.cumsum(T(bl), 0), rtol=0, atol=0)
+    b.case("cumsum_i32_empty", f"cumsum({b.inp(np.zeros((0, 3), np.int32))}, 0)", torch.cumsum(T(np.zeros((0, 3), np.int32)), 0))
+    # f16 / bf16 keep their dtype, accumulate in f32 and round once per output (torch 1.13's CPU has no f16
+    # cumsum: the reference is the f32 sum rounded)
+    h = (r(3, 300) * 0.1).astype(np.float32)
+    for nd, td in (("f16", torch.float16), ("bf16", torch.bfloat16)):
+        xh = T(h).to(td)
+        b.case(f"cumsum_{nd}", f'cumsum(to({b.inp(h)}, "{nd}"), 1)', torch.cumsum(xh.float(), 1).to(td), **LOWP)
+    b.error("cumsum_axis", f"cumsum({b.inp(i)}, 2)", ["cumsum", "out of range"])
+    b.error("cumsum_axis_neg", f"cumsum({b.inp(i)}, -3)", ["cumsum", "-3"])
 
 
 def gcase(b, name, nb_expr, torch_fn, x):
@@ -130,6 +182,9 @@ def grad_cases(b):
     m[1, 2, 3] = 0.0; m[2, 0, 0] = 0.0; m[2, 5, 0] = 0.0
     gcase(b, "grad_cumprod_mid_axis", "cumprod(p0, 1)", lambda a: torch.cumprod(a, 1), m)
     gcase(b, "grad_cumprod_T", "cumprod(transpose(p0, 0, 1), 0)", lambda a: torch.cumprod(a.t(), 0), r(5, 9))
+    gcase(b, "grad_cumsum", "cumsum(p0, 1)", lambda a: torch.cumsum(a, 1), r(4, 300))
+    gcase(b, "grad_cumsum_ax0_T", "cumsum(transpose(p0, 0, 2), -3)", lambda a: torch.cumsum(a.transpose(0, 2), -3), r(3, 5, 70))
+    gcase(b, "grad_cumsum_0d", "cumsum(p0 * 2, 0)", lambda a: torch.cumsum(a * 2, 0), np.array(0.7))
     gcase(b, "grad_logcumsumexp", "logcumsumexp(p0 * 5, 1)", lambda a: torch.logcumsumexp(a * 5, 1), r(4, 300))
     gcase(b, "grad_logcumsumexp_ax0", "logcumsumexp(p0, 0)", lambda a: torch.logcumsumexp(a, 0), r(9, 3, 2))
     t = np.round(r(5, 270), 0)
@@ -143,7 +198,7 @@ def launch_counts():
 x = randn([4, 300, 3])
 cuda.synchronize()
 n = []
-for f in [fn(t) cumprod(t, 1), fn(t) logcumsumexp(t, 1), fn(t) cummax(t, 1), fn(t) cummin(t, 0), fn(t) cumprod(t[:, ::2, :], -1)] {
+for f in [fn(t) cumsum(t, 1), fn(t) cumprod(t, 1), fn(t) logcumsumexp(t, 1), fn(t) cummax(t, 1), fn(t) cummin(t, 0), fn(t) cumprod(t[:, ::2, :], -1)] {
   cuda.reset_stats()
   y = f(x)
   s = cuda.stats()
@@ -156,7 +211,7 @@ print("scanlaunches", n)
     if rc != 0 or line is None:
         report_fail(f"emu_scan.launches{SUF}", f"rc {rc}: {se[-400:]} {so[-200:]}")
         return
-    check(f"emu_scan.one_launch_per_scan{SUF}", line.split(None, 1)[1].replace(" ", "") == "[1,1,1,1,1]", line)
+    check(f"emu_scan.one_launch_per_scan{SUF}", line.split(None, 1)[1].replace(" ", "") == "[1,1,1,1,1,1]", line)
 
 
 def main():

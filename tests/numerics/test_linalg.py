@@ -569,7 +569,9 @@ def device_subset(b):
 
 def eig_device_subset(b):
     """linalg_geev on the device (cuSOLVER's Xgeev; the emulated stand-in runs
-    LAPACK's geev with the real call's checks); its backward is CPU-only."""
+    LAPACK's geev with the real call's checks); its backward there is composed
+    from the device's ops (tensor/linalg/leigcomp.c): every gradient and error
+    case of the CPU's, against torch."""
     for dt in (np.float32, np.float64):
         tn = "f32" if dt == np.float32 else "f64"
         A = r(2, 3, 5, 5, dt=dt)
@@ -584,28 +586,30 @@ def eig_device_subset(b):
     N = r(3, 3)
     N[1, 1] = np.nan
     b.error("eig_nan", f"linalg.eig({b.inp(N)})", ["linalg.eig", "infs or NaNs"])
-    if DEVICE != "cpu":
-        b.error("eig_grad_cpu_only", f"grad(fn(a) sum(real(linalg.eigvals(a))))({b.inp(R)})",
-                ["linalg.eig (backward)", "not available on cuda", "CPU"])
+    eig_gradients(b)
+    b.case("eig_grad_on_device", f"grad(fn(a) sum(real(linalg.eigvals(a))))({b.inp(R)}).device", DEVICE, dtype=False)
 
 
 def batched_path_counts():
     """solver.cu's rule, seen in cuda.stats(): the batched calls launch the
     pointer-array kernel under the op (getrf: one launch, the looped cuSOLVER
     calls none; potrf: two, the looped one only its triangle-zeroing kernel),
-    for 8 matrices of order 64, never for 7 matrices or order 65."""
+    for 8 matrices of order 64, never for 7 matrices or order 65; gesvdjBatched
+    (m, n <= 32) one launch (cutting the reduced factors out of its full ones),
+    the looped square gesvd none: 8 matrices of order 32, never 7 or order 33."""
     code = """set_default_device("cuda")
 f = fn(k, n, op) {
   a = randn([k, n, n]) + 2.0 * sqrt(n) * eye(n)
   s = a @ transpose(a) + eye(n)
   cuda.synchronize()
   cuda.reset_stats()
-  if op == "linalg_getrf" { x = linalg.inv(a) } else { x = linalg.cholesky(s) }
+  if op == "linalg_getrf" { x = linalg.inv(a) } else if op == "linalg_gesdd" { x = linalg.svd(a, full_matrices=false) } else { x = linalg.cholesky(s) }
   cuda.synchronize()
   c = cuda.stats()
   if has(c.by_op, op) { c.by_op[op] } else { 0 }
 }
-print("lincounts", f(8, 64, "linalg_getrf"), f(7, 64, "linalg_getrf"), f(8, 65, "linalg_getrf"), f(8, 64, "linalg_potrf"), f(7, 64, "linalg_potrf"), f(9, 65, "linalg_potrf"))
+print("lincounts", f(8, 64, "linalg_getrf"), f(7, 64, "linalg_getrf"), f(8, 65, "linalg_getrf"), f(8, 64, "linalg_potrf"), f(7, 64, "linalg_potrf"), f(9, 65, "linalg_potrf"),
+      f(8, 32, "linalg_gesdd"), f(7, 32, "linalg_gesdd"), f(8, 33, "linalg_gesdd"))
 """
     rc, so, se = run_nabla(code, timeout=600)
     line = next((ln for ln in so.splitlines() if ln.startswith("lincounts ")), None)
@@ -613,7 +617,43 @@ print("lincounts", f(8, 64, "linalg_getrf"), f(7, 64, "linalg_getrf"), f(8, 65, 
         report_fail("linalg.batched_path_counts", f"rc {rc}: {se[-400:]} {so[-200:]}")
         return
     got = line.split()[1:]
-    check("linalg.batched_rule", got == ["1", "0", "0", "2", "1", "1"], f"expected getrf 1 0 0, potrf 2 1 1 (batched, looped, looped): {line}")
+    check("linalg.batched_rule", got == ["1", "0", "0", "2", "1", "1", "1", "0", "0"],
+          f"expected getrf 1 0 0, potrf 2 1 1, gesdd 1 0 0 (batched, looped, looped): {line}")
+
+
+def svd_batched_subset(b):
+    """Many small SVDs (m, n <= 32, at least 8): cuSOLVER's gesvdjBatched, any
+    shape, full and reduced factors; values vs torch, reconstructions and
+    orthogonality (U, V are defined up to sign), and the batched result vs the
+    looped one (7 matrices, or order 33) on the same matrices."""
+    for dt in (np.float32, np.float64):
+        tol, tn = (dict(rtol=1e-4, atol=1e-4) if dt == np.float32 else F64), ("f32" if dt == np.float32 else "f64")
+        for shape in [(3, 4, 6, 4), (9, 5, 7), (8, 32, 32), (8, 1, 3)]:
+            s = "x".join(map(str, shape))
+            X = r(*shape, dt=dt)
+            m, n = shape[-2:]
+            k = min(m, n)
+            bs = shape[:-2]
+            eye = lambda j: torch.eye(j, dtype=T(X).dtype).expand(*bs, j, j)   # noqa: E731
+            b.case(f"batched_svdvals_{tn}_{s}", f"linalg.svdvals({b.inp(X)})", torch.linalg.svdvals(T(X)), **tol)
+            b.case(f"batched_svd_{tn}_{s}", f"d = linalg.svd({b.inp(X)}, full_matrices=false)\n"
+                   f"list((d.U * unsqueeze(d.S, -2)) @ d.Vh, d.S, transpose(d.U) @ d.U, d.Vh @ transpose(d.Vh))",
+                   [T(X), torch.linalg.svdvals(T(X)), eye(k), eye(k)], **tol)
+            b.case(f"batched_svd_full_{tn}_{s}", f"d = linalg.svd({b.inp(X)})\n"
+                   f"list(transpose(d.U) @ d.U, d.Vh @ transpose(d.Vh), (d.U[\"...\", 0:{k}] * unsqueeze(d.S, -2)) @ d.Vh[\"...\", 0:{k}, 0:{n}])",
+                   [eye(m), eye(n), T(X)], **tol)
+        # batched (8 matrices) vs looped (the first 7; order 33 next) on the same matrices: within rounding
+        X = r(8, 6, 5, dt=dt)
+        b.case(f"batched_vs_looped_svd_{tn}", f"a = {b.inp(X)}\nlist(linalg.svdvals(a)[0:7] - linalg.svdvals(a[0:7]), "
+               f"abs(linalg.svd(a, full_matrices=false).U[0:7]) - abs(linalg.svd(a[0:7], full_matrices=false).U))",
+               [torch.zeros(7, 5, dtype=T(X).dtype), torch.zeros(7, 6, 5, dtype=T(X).dtype)], **tol)
+        Y = r(8, 33, 4, dt=dt)   # order 33: looped; its first 32 rows: batched
+        b.case(f"looped_vs_batched_svd_33_{tn}", f"a = {b.inp(Y)}\nlist(linalg.svdvals(a), linalg.svdvals(a[\"...\", 0:32, :]))",
+               [torch.linalg.svdvals(T(Y)), torch.linalg.svdvals(T(Y)[..., 0:32, :])], **tol)
+    gcase(b, "batched_grad_svd", "d = linalg.svd(p0, full_matrices=false)\n(d.U * unsqueeze(d.S * d.S, -2)) @ d.Vh",
+          lambda a: (lambda d: (d.U * (d.S * d.S).unsqueeze(-2)) @ d.Vh)(torch.linalg.svd(a, full_matrices=False)), [r(8, 4, 3)])
+    gcase(b, "batched_grad_svdvals_wide", "linalg.svdvals(p0)", torch.linalg.svdvals, [r(2, 4, 3, 5)])
+    b.case("batched_svd_empty_rows", f"linalg.svdvals({b.inp(r(8, 0, 3))})", torch.linalg.svdvals(T(r(8, 0, 3))), **F64)
 
 
 def batched_subset(b):
@@ -654,6 +694,7 @@ def batched_subset(b):
         b.case(f"batched_eigh_{tn}", f"e = linalg.eigh({b.inp(H)})\nlist({b.inp(H)} @ e.eigenvectors - e.eigenvectors * unsqueeze(e.eigenvalues, -2), "
                f"transpose(e.eigenvectors) @ e.eigenvectors, e.eigenvalues)",
                [torch.zeros(3, 4, 6, 6, dtype=T(H).dtype), torch.eye(6, dtype=T(H).dtype).expand(3, 4, 6, 6), torch.linalg.eigvalsh(T(Hd)).to(T(H).dtype)], **tol)
+    svd_batched_subset(b)
     gcase(b, "batched_grad_eigh", "linalg.eigh(p0).eigenvalues", lambda a: torch.linalg.eigh(a).eigenvalues, [sym(8, 4, 4)])
     gcase(b, "batched_grad_solve", "linalg.solve(p0, p1)", torch.linalg.solve, [wellcond(9, 3, 3), r(9, 3, 2)])
     gcase(b, "batched_grad_cholesky", "linalg.cholesky(p0)", torch.linalg.cholesky, [spd(8, 3, 3)])
