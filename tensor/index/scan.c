@@ -14,11 +14,12 @@
 ** f32 sum cast back, without the two casts.
 **
 ** Order of summation: sequential along the axis, y_k = y_{k-1} + x_k from
-** the identity +0 (so a -0 row gives +0, as torch's CPU cumsum), on both
-** devices for rows of up to 64 elements; longer rows on the GPU are summed
-** in tiles of 256 by a block-wide tree scan plus a running carry, which
-** rounds differently from torch's sequential sum: f32 results agree to a few
-** ulps of the running magnitude (the tests' tolerance), integers exactly.
+** the identity +0 (so a -0 row gives +0, as torch's CPU cumsum): always on
+** the CPU, and on the GPU for rows of up to 64 elements or many strided
+** columns (scan_cols); other GPU rows are summed in tiles of 256 by a
+** block-wide tree scan plus a running carry, which rounds differently from
+** torch's sequential sum: f32 results agree to a few ulps of the running
+** magnitude (the tests' tolerance), integers exactly.
 **
 ** Gradients (torch's formulas; backward runs with grad mode off, so each is
 ** first order), for the forward direction r (the reverse direction mirrors):
@@ -76,7 +77,7 @@ enum { SC_COLS = 256 };
       int64_t at[SC_COLS];                                                                         \
       for (int64_t j = 0; j < w; j++) {                                                            \
         at[j] = -1;                                                                                \
-        acc[j] = kind == NT_SCAN_PROD ? (A)1 : kind == NT_SCAN_SUM ? (A)0                       \
+        acc[j] = kind == NT_SCAN_PROD ? (A)1 : kind == NT_SCAN_SUM ? (A)0                          \
                : kind == NT_SCAN_MIN ? HIGHEST : LOWEST;                                           \
       }                                                                                            \
       const S *xo = x + o * n * inner + j0;                                                        \
