@@ -238,6 +238,71 @@ def misc_batch():
     return b
 
 
+def onepass_batch():
+    """the backward in ONE tiled pass (tensor/tfuse_bwd.c): a 1-op and a 16-op
+    chain, an input used twice in one op, an input without a gradient, g an
+    expanded view (sum's), a scalar on the left, f16; same bits as unfused"""
+    b = Batch("fuse_autograd.onepass")
+    for dt in ("f64", "f32"):
+        xa = rng.uniform(-2, 2, (R, C)).astype(NPT[dt])
+        wa = rng.uniform(-2, 2, (C,)).astype(NPT[dt])
+        fa = (rng.choice([-1, 1], (R, C)) * rng.uniform(0.5, 2, (R, C))).astype(NPT[dt])   # (a divisor)
+        x, w, f = b.inp(xa), b.inp(wa), b.inp(fa)
+        chains = [
+            ("one_op", "x * f", lambda x, w, f: x * f),
+            ("sixteen_ops", "h = tanh(x * 0.5 + w)\nh = h * x - 1\nh = h / f\nh = sigmoid(h) * 2 + exp(h * 0.1)\n"
+                            "sqrt(h * h + 1) - relu(h)",
+             lambda x, w, f: (lambda h: torch.sqrt(h * h + 1) - torch.relu(h))(
+                 (lambda h: torch.sigmoid(h) * 2 + torch.exp(h * 0.1))((torch.tanh(x * 0.5 + w) * x - 1) / f))),
+            ("twice", "x * x * w - x", lambda x, w, f: x * x * w - x),
+            ("rdiv_sq", "3 / (x * x + 1) + x * w", lambda x, w, f: 3 / (x * x + 1) + x * w),
+            ("neg_log", "log(abs(x) + 0.5) * w - (-x)", lambda x, w, f: torch.log(x.abs() + 0.5) * w + x),
+        ]
+        for name, nb, tf in chains:
+            xt, wt, ft = T(xa, True), T(wa, True), T(fa, True)
+            loss = tf(xt, wt, ft).sum()   # (sum's g: an expanded view)
+            gs = torch.autograd.grad(loss, [xt, wt, ft], allow_unused=True)
+            gs = [gg if gg is not None else torch.zeros_like(t) for gg, t in zip(gs, (xt, wt, ft))]
+            body = nb.replace("\n", "\n ")
+            b.raw(f"fn body_{name}_{dt}(x, w, f) {{\n {body}\n}}")
+            b.case(f"{name}_{dt}", f"gs = grad(fn(x, w, f) sum(body_{name}_{dt}(x, w, f)), [0, 1, 2])({x}, {w}, {f})\nlist(gs[0], gs[1], gs[2])",
+                   gs, *TOL[dt])
+        # w without a gradient (a constant of the function)
+        xt = T(xa, True)
+        (torch.tanh(xt * T(wa) + 1) * T(fa)).sum().backward()
+        b.case(f"const_input_{dt}", f"grad(fn(x) sum(tanh(x * {w} + 1) * {f}))({x})", xt.grad, *TOL[dt])
+    # f16 chains: every op rounds to f16 as unfused does (torch: f32 on the f16 values, loose)
+    xa = rng.uniform(-2, 2, (R, C)).astype(np.float32)
+    wa = rng.uniform(-2, 2, (C,)).astype(np.float32)
+    x, w = b.inp(xa), b.inp(wa)
+    xt = T(xa).half().float().requires_grad_(True)
+    wt = T(wa).half().float().requires_grad_(True)
+    (torch.tanh(xt * wt + 1) * xt).sum().backward()
+    b.case("tanh_f16", f"gs = grad(fn(x, w) sum((tanh(x * w + 1) * x).to(\"f32\")), [0, 1])({x}.to(\"f16\"), {w}.to(\"f16\"))\n"
+                       "list(gs[0].to(\"f32\"), gs[1].to(\"f32\"))", [xt.grad, wt.grad], rtol=2e-2, atol=0.3)
+    b.case("stats", "s = fuse_stats()\nlist(s.pending, s.forced, s.dropped)", lambda got: None)
+    return b
+
+
+def onepass_counts():
+    """fuse_stats(): one fused backward per chain (CPU), the per-op path (and its reason) for pow"""
+    code = ("x = randn([150, 130], requires_grad=true)\nw = randn([130], requires_grad=true)\n"
+            "s0 = fuse_stats()\nbackward(sum(tanh(x * w + 1) * x - relu(x) / 3))\ns1 = fuse_stats()\n"
+            "backward(sum((abs(x) + 0.5) ** 1.7 * w))\ns2 = fuse_stats()\n"
+            "print(s1.backward_fused - s0.backward_fused, s1.backward_fallbacks - s0.backward_fallbacks)\n"
+            "print(s2.backward_fused - s1.backward_fused, s2.backward_fallbacks - s1.backward_fallbacks)\n"
+            "print(s2.backward_fallback_reason)\n")
+    for mode in ("1", "0"):
+        os.environ["NABLA_FUSE"] = mode
+        rc, so, se = harness.run_nabla(code)
+        lines = so.strip().splitlines()
+        want = ["1 0", "0 1"] if mode == "1" else ["0 0", "0 0"]
+        ok = rc == 0 and lines[:2] == want and (mode == "0" or "pow" in (lines[2] if len(lines) > 2 else ""))
+        check(f"fuse_autograd.onepass.counts[NABLA_FUSE={mode}]", ok,
+              f"rc={rc} want {want} (+ a reason naming pow), got {lines} {se.strip()[-300:]!r}")
+    os.environ.pop("NABLA_FUSE", None)
+
+
 def error_checks():
     """an input the backward reads, written in place after the chain: the same error both ways"""
     code = ("x = randn([150, 130], requires_grad=true)\na = x * 1\nmust = fuse_stats()\n"
@@ -282,7 +347,8 @@ def mlp_batch():
     return b
 
 
-for mk, min_forced in ((ops_batch, 50), (payload_batch, 10), (bf16_batch, 0), (misc_batch, 3), (mlp_batch, 3)):
+for mk, min_forced in ((ops_batch, 50), (payload_batch, 10), (bf16_batch, 0), (misc_batch, 3), (mlp_batch, 3),
+                       (onepass_batch, 10)):
     bb = mk()
     r = run_both(bb)
     if not r:
@@ -300,4 +366,5 @@ for mk, min_forced in ((ops_batch, 50), (payload_batch, 10), (bf16_batch, 0), (m
         ok = f_on is not None and f_off is not None and float(f_on[1]) >= max(min_forced, 1) and float(f_off[1]) == 0
         check(f"{bb.title}.fused_really", ok, f"fuse_stats [pending, forced, dropped] on={f_on} off={f_off} (want forced >= {max(min_forced, 1)} with fusion, 0 without)")
 error_checks()
+onepass_counts()
 finish()
