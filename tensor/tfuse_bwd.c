@@ -318,6 +318,9 @@ static int fallback(const char *why) {
 int nt_fuse_bwd_onepass_(const nt_FuseBwd *c, nt_Tensor *g, nt_Tensor **gin) {
   nt_Node *n = c->node;
   nt_Device dev = n->in[0]->device;
+  static int off = -1;   /* NABLA_FUSE_BWD=0: always op by op (benchmarks, bisecting) */
+  if (off < 0) { const char *e = getenv("NABLA_FUSE_BWD"); off = e && !strcmp(e, "0"); }
+  if (off) return fallback("NABLA_FUSE_BWD=0");
   if (g->dtype != (nt_DType)c->ops[c->nops - 1].dtype || g->device != dev) return fallback("a gradient of another dtype or device");
   if (g->ndim != c->ndim || memcmp(g->shape, c->shape, sizeof(int64_t) * (size_t)c->ndim))
     return fallback("a gradient of another shape");

@@ -276,6 +276,7 @@ def bwd_checks(dt, arrs, tags1, tags0, res1, res0):
     b1, b0 = tags1.get("BWD", "").split(), tags0.get("BWD", "").split()
     # fused: the kernel, plus r2's share summed to its shape (a reduction; its reshape is a view)
     ok = len(b1) == 3 and len(b0) == 3 and b1[1:] == ["1", "0"] and 1 <= int(b1[0]) <= 3 and int(b0[0]) > int(b1[0]) + 5
+    print(f"# {dt} backward launches: fused {b1}, unfused {b0}")
     check(ok, f"emu.nvrtc.{dt}.bwd.launches",
           f"fused [launches, fused, fallbacks] {b1} (reason {tags1.get('WHY')}), unfused {b0}: want one kernel (+ r2's sum)")
     env = {k: torch.tensor(arrs[k], dtype=torch.float64) for k in ("bx", "by", "br", "bg")}
