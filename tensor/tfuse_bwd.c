@@ -5,7 +5,7 @@
 ** The per-op backward (tfuse_grad.c) runs each op's derivative formula with
 ** the eager ops: a 12-op chain's backward is ~30 full-size passes and as many
 ** temporaries.  Here the same formulas are written out, op for op, as a
-** PROGRAM of elementwise kernel calls over slots (bwd_build): a slot is g, an
+** PROGRAM of elementwise kernel calls over slots (nt_fuse_bwd_onepass_): a slot is g, an
 ** input's values, a value the forward saved, zeros, or one kernel call's
 ** result.  The program then runs in tiles of TILE elements (bwd_run): per
 ** tile, the slots' tiles are loaded (pointed into when contiguous at the
@@ -35,11 +35,12 @@
 ** for one extra reduction per share.  (Accumulating full-size first and
 ** summing once would save the reductions but round differently.)
 **
-** Not written out here (bwd_build says why; the per-op path runs them,
-** counted in fuse_stats().backward_fallbacks with the last reason): pow, %,
-** maximum/minimum, //, clamp, and the transcendental formulas (sin, cos,
-** erf, f16/bf16 silu/gelu) on an input that is strided or broadcast (the
-** eager op would run libm there, the tiles SLEEF).
+** Not written out here (the per-op path runs them, counted in
+** fuse_stats().backward_fallbacks with the last reason): pow (its formula
+** runs pow and log on operands the eager op may see strided), silu/gelu in
+** f16/bf16, and on the CPU a transcendental formula (sin, cos, erf, ...) of an
+** input that is strided or broadcast (the eager op would run libm there, the
+** tiles SLEEF).
 */
 #include "tfuse_grad.h"
 #include "tfuse_bwd.h"
@@ -95,8 +96,9 @@ static int call(Prog *p, int op, nt_DType dt, int nsrc, int a, int b, int c, dou
 
 /* the eager ops the formulas compose (telem.c's B2, BS, SB, U1, WHERE, ZEROS_LIKE) */
 static nt_DType dt_of(const Prog *p, int s) { return s >= 0 ? p->slot[s].dt : NT_F32; }
-static int B2(Prog *p, int op, int x, int y) { return call(p, op, dt_of(p, x), 2, x, y, 0, 0, 0, 0); }
-static int BS(Prog *p, int op, int x, double s) { return call(p, op, op >= NT_OP_EQ && op <= NT_OP_GE ? NT_BOOL : dt_of(p, x), 1, x, 0, 0, s, 0, 1); }
+static bool is_cmp(int op) { return op >= NT_OP_EQ && op <= NT_OP_GE; }
+static int B2(Prog *p, int op, int x, int y) { return call(p, op, is_cmp(op) ? NT_BOOL : dt_of(p, x), 2, x, y, 0, 0, 0, 0); }
+static int BS(Prog *p, int op, int x, double s) { return call(p, op, is_cmp(op) ? NT_BOOL : dt_of(p, x), 1, x, 0, 0, s, 0, 1); }
 static int SB(Prog *p, int op, double s, int x) { return call(p, op, dt_of(p, x), 1, x, 0, 0, s, 1, 1); }
 static int ZEROS(Prog *p, int like) { return like < 0 ? -1 : call(p, -1, dt_of(p, like), 1, like, 0, 0, 0, 0, 0); }
 static int WHERE(Prog *p, int c, int x, int y) { return call(p, NT_OP_WHERE, dt_of(p, x), 3, c, x, y, 0, 0, 0); }
@@ -155,8 +157,14 @@ static int unary_formula(Prog *p, const nt_FuseOp *o, int g, int x, int y) {
     case NT_OP_SQUARE: return BS(p, NT_OP_MUL, B2(p, NT_OP_MUL, g, x), 2);
     case NT_OP_ERF:
       return BS(p, NT_OP_MUL, B2(p, NT_OP_MUL, g, U1(p, NT_OP_EXP, U1(p, NT_OP_NEG, B2(p, NT_OP_MUL, x, x)))), 1.1283791670955126);
+    case NT_OP_CLAMP: {   /* g where lo <= x <= hi, else the selected zero */
+      int zero = ZEROS(p, g), r = g;
+      if (o->s[0] == o->s[0]) r = WHERE(p, BS(p, NT_OP_GE, x, o->s[0]), r, zero);
+      if (o->s[1] == o->s[1]) r = WHERE(p, BS(p, NT_OP_LE, x, o->s[1]), r, zero);
+      return r;
+    }
     default:
-      if (!p->why) p->why = "an op whose derivative is not written out for one pass (silu, gelu in f16/bf16, clamp)";
+      if (!p->why) p->why = "an op whose derivative is not written out for one pass (silu, gelu in f16/bf16)";
       return -1;
   }
 }
@@ -171,8 +179,14 @@ static int scalar_formula(Prog *p, const nt_FuseOp *o, int g, int x) {
     case NT_OP_DIV:
       if (!o->sfirst) return BS(p, NT_OP_DIV, g, s);
       return U1(p, NT_OP_NEG, BS(p, NT_OP_MUL, B2(p, NT_OP_DIV, g, B2(p, NT_OP_MUL, x, x)), s));
+    case NT_OP_MAXIMUM: case NT_OP_MINIMUM: {   /* binary_formula's rule with b = s */
+      int split = WHERE(p, BS(p, NT_OP_EQ, x, s), BS(p, NT_OP_MUL, g, 0.5), g);
+      return WHERE(p, BS(p, o->op == NT_OP_MAXIMUM ? NT_OP_LT : NT_OP_GT, x, s), ZEROS(p, split), split);
+    }
+    case NT_OP_MOD: return o->sfirst ? -1 : g;   /* (s % x: no gradient, as unfused) */
+    case NT_OP_FLOORDIV: return -1;              /* zero almost everywhere: none, as unfused */
     default:
-      if (!p->why) p->why = "an op whose derivative is not written out for one pass (pow, %, maximum, minimum, //)";
+      if (!p->why) p->why = "an op whose derivative is not written out for one pass (pow)";
       return -1;
   }
 }
@@ -190,8 +204,20 @@ static void binary_formula(Prog *p, const nt_FuseOp *o, int g, int a, int b, con
       if (nd[0]) gs[0] = B2(p, NT_OP_DIV, g, b);
       if (nd[1]) gs[1] = U1(p, NT_OP_NEG, B2(p, NT_OP_DIV, B2(p, NT_OP_MUL, g, a), B2(p, NT_OP_MUL, b, b)));
       return;
+    case NT_OP_MAXIMUM: case NT_OP_MINIMUM: {   /* torch's rule: g split on ties, the selected zero where it loses */
+      bool mx = o->op == NT_OP_MAXIMUM;
+      int split = WHERE(p, B2(p, NT_OP_EQ, a, b), BS(p, NT_OP_MUL, g, 0.5), g), zero = ZEROS(p, split);
+      if (nd[0]) gs[0] = WHERE(p, B2(p, mx ? NT_OP_LT : NT_OP_GT, a, b), zero, split);
+      if (nd[1]) gs[1] = WHERE(p, B2(p, mx ? NT_OP_GT : NT_OP_LT, a, b), zero, split);
+      return;
+    }
+    case NT_OP_MOD:   /* a - b floor(a / b) */
+      if (nd[0]) gs[0] = g;
+      if (nd[1]) gs[1] = U1(p, NT_OP_NEG, B2(p, NT_OP_MUL, g, B2(p, NT_OP_FLOORDIV, a, b)));
+      return;
+    case NT_OP_FLOORDIV: return;   /* zero almost everywhere: none, as unfused */
     default:
-      if (!p->why) p->why = "an op whose derivative is not written out for one pass (pow, %, maximum, minimum, //)";
+      if (!p->why) p->why = "an op whose derivative is not written out for one pass (pow)";
   }
 }
 

@@ -73,6 +73,10 @@ SCALAR = [
 ]
 
 
+# [pending, forced, dropped, backward passes in one pass, backward passes op by op]
+STATS = "s = fuse_stats()\nlist(s.pending, s.forced, s.dropped, s.backward_fused, s.backward_fallbacks)"
+
+
 def b_operand(kind, dt):
     """a second operand broadcasting to [R, C]: a row, a column, 0-d, full, or transposed (strided)"""
     shape = [(C,), (R, 1), (), (R, C), (C, R)][kind]
@@ -142,6 +146,7 @@ def ops_batch():
     wa = rng.standard_normal((C,))
     ga = rng.standard_normal((R, C))
     grads_case(b, "cast_f32_in_f64", "f64", "tanh(x * {W}) * 2 + x", lambda x, w: torch.tanh(x * w) * 2 + x, xa, wa, False, ga)
+    b.case("stats", STATS, lambda got: None)
     return b
 
 
@@ -171,6 +176,7 @@ def payload_batch():
             if name == "max":   # NaN vs a number: nabla (fused and unfused alike) gives the number's side the
                 # gradient, torch both sides; fused must equal unfused bit for bit (judge), torch not asked
                 b.cases[-1].exp = lambda got: None
+    b.case("stats", STATS, lambda got: None)
     return b
 
 
@@ -234,7 +240,7 @@ def misc_batch():
     # the node's name: one FusedBackward for a whole chain (fused run), the last op's otherwise
     b.case("grad_fn", f"w = {w}.detach()\nw.requires_grad = true\n(tanh(w * {x} + 1) * 2).grad_fn",
            lambda got: None if got in ("FusedBackward", "MulBackward") else f"grad_fn {got!r}", dtype=False)
-    b.case("stats", "s = fuse_stats()\nlist(s.pending, s.forced, s.dropped)", lambda got: None)
+    b.case("stats", STATS, lambda got: None)
     return b
 
 
@@ -280,7 +286,7 @@ def onepass_batch():
     (torch.tanh(xt * wt + 1) * xt).sum().backward()
     b.case("tanh_f16", f"gs = grad(fn(x, w) sum((tanh(x * w + 1) * x).to(\"f32\")), [0, 1])({x}.to(\"f16\"), {w}.to(\"f16\"))\n"
                        "list(gs[0].to(\"f32\"), gs[1].to(\"f32\"))", [xt.grad, wt.grad], rtol=2e-2, atol=0.3)
-    b.case("stats", "s = fuse_stats()\nlist(s.pending, s.forced, s.dropped)", lambda got: None)
+    b.case("stats", STATS, lambda got: None)
     return b
 
 
@@ -343,12 +349,13 @@ def mlp_batch():
             f"for i in range(3) {{\n vg = step(p, {x}, {y})\n push(ls, vg[0])\n"
             f" q = []\n for j in range(6) {{ push(q, p[j] - vg[1][j] * 0.1) }}\n p = q\n}}\nlist(stack(ls), p[0], p[1], p[2], p[3], p[4], p[5])")
     b.case("sgd_3_steps", code, [torch.tensor(losses, dtype=torch.float64)] + [t.detach() for t in tp], rtol=1e-9, atol=1e-11)
-    b.case("stats", "s = fuse_stats()\nlist(s.pending, s.forced, s.dropped)", lambda got: None)
+    b.case("stats", STATS, lambda got: None)
     return b
 
 
-for mk, min_forced in ((ops_batch, 50), (payload_batch, 10), (bf16_batch, 0), (misc_batch, 3), (mlp_batch, 3),
-                       (onepass_batch, 10)):
+# (batch, chains fused at least, backward passes in one pass at least: the rest fell back, e.g. pow)
+for mk, min_forced, min_onepass in ((ops_batch, 50, 120), (payload_batch, 10, 10), (bf16_batch, 0, 0), (misc_batch, 3, 5),
+                                    (mlp_batch, 3, 6), (onepass_batch, 10, 20)):
     bb = mk()
     r = run_both(bb)
     if not r:
@@ -365,6 +372,9 @@ for mk, min_forced in ((ops_batch, 50), (payload_batch, 10), (bf16_batch, 0), (m
         f_on, f_off = on.get(f"c{i}"), off.get(f"c{i}")
         ok = f_on is not None and f_off is not None and float(f_on[1]) >= max(min_forced, 1) and float(f_off[1]) == 0
         check(f"{bb.title}.fused_really", ok, f"fuse_stats [pending, forced, dropped] on={f_on} off={f_off} (want forced >= {max(min_forced, 1)} with fusion, 0 without)")
+        ok = f_on is not None and f_off is not None and float(f_on[3]) >= min_onepass and float(f_off[3]) == float(f_off[4]) == 0
+        check(f"{bb.title}.onepass_backward", ok, f"fuse_stats [.., backward_fused, backward_fallbacks] on={f_on} off={f_off} "
+                                                  f"(want >= {min_onepass} one-pass backwards with fusion, none without)")
 error_checks()
 onepass_counts()
 finish()
