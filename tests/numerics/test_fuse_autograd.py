@@ -307,6 +307,16 @@ def onepass_counts():
         check(f"fuse_autograd.onepass.counts[NABLA_FUSE={mode}]", ok,
               f"rc={rc} want {want} (+ a reason naming pow), got {lines} {se.strip()[-300:]!r}")
     os.environ.pop("NABLA_FUSE", None)
+    # the save rule: tanh(x * w + 1) * 3 saves tanh's output only (the mul and add
+    # results ahead of it are not read by any formula once tanh's output is stored)
+    code = ("x = randn([150, 130], requires_grad=true)\nw = randn([130], requires_grad=true)\nb0 = autograd_stats().bytes\n"
+            "h = settle(tanh(x * w + 1) * 3)\nprint(autograd_stats().bytes - b0, h.grad_fn)\n")
+    rc, so, se = harness.run_nabla(code)
+    got = so.split()
+    full = 150 * 130 * 4
+    # held: the saved tanh output, and x and w (the mul's formula reads them); 4 full buffers when mul and add were saved too
+    ok = rc == 0 and len(got) == 2 and got[1] == "FusedBackward" and int(got[0]) == 2 * full + 130 * 4
+    check("fuse_autograd.onepass.saves_tanh_output_only", ok, f"rc={rc} held bytes, grad_fn: {got} (want {2 * full + 130 * 4})")
 
 
 def error_checks():
