@@ -612,6 +612,11 @@ static void tile_set(nt_Tensor *t, void *p, int64_t len) {
   t->shape[0] = len; t->numel = len;
 }
 
+/* (tfuse_bwd.c's tiles use the same three) */
+void nt_fuse_gather_(const nt_Tensor *v, const char *base, int64_t t0, int64_t len, char *dst) { gather(v, base, t0, len, dst); }
+void nt_fuse_tile_hdr_(nt_Tensor *t, nt_Storage *s, void *p, nt_DType dt, int64_t len) { tile_hdr(t, s, p, dt, len); }
+void nt_fuse_tile_set_(nt_Tensor *t, void *p, int64_t len) { tile_set(t, p, len); }
+
 static bool fast_op(const nt_FuseOp *o) {
   return (o->op == NT_OP_ADD || o->op == NT_OP_SUB || o->op == NT_OP_MUL || o->op == NT_OP_DIV) &&
          (o->dtype == NT_F32 || o->dtype == NT_F64);
@@ -829,4 +834,22 @@ static int eval_cuda(nt_Fused *r) {
     if (!lr) ncuda_ops++;
   } else if (!lr) ncuda_fused++;
   return lr ? -1 : rc;
+}
+
+/* FusedBackward's one generated kernel (tfuse_bwd.c), through the same
+** compile cache and NABLA_FUSE_DUMP as the chains */
+int nt_fuse_rtc_launch_(const char *src, int64_t n, const void *args, size_t nbytes, int *cannot) {
+  uint64_t key = nt_fuse_hash(src);
+  dump(src, key);
+  nt_FuseLaunch fl;
+  memset(&fl, 0, sizeof fl);
+  fl.src = src; fl.key = key; fl.n = n; fl.args = args; fl.nbytes = nbytes;
+  int lr = rtc_call(&fl);
+  *cannot = lr ? 0 : fl.cannot;
+  static bool said;
+  if (!lr && fl.cannot && !said) {
+    said = true;
+    fprintf(stderr, "nabla: note: a fused chain's backward runs op by op: %s\n", fl.why);
+  }
+  return lr ? -1 : 0;
 }

@@ -255,3 +255,12 @@ uint64_t nt_fuse_hash(const char *s) {
   for (; *s; s++) { h ^= (unsigned char)*s; h *= 1099511628211ull; }
   return h;
 }
+
+/* (tfuse_codegen_bwd.c writes a chain's backward with the same formulas) */
+const char *nt_fuse_formula_(int op, bool f64) { return formula(op, f64); }
+void nt_fuse_expand_(nt_StrBuf *b, const char *pat, const char *x, const char *y, bool f64, const char *ct) {
+  expand(b, pat, x, y, f64, ct, 0);
+}
+const char *nt_fuse_prelude_(void) { return prelude; }
+const char *nt_fuse_value_type_(nt_DType d) { return value_type(d); }
+const char *nt_fuse_storage_type_(nt_DType d) { return storage_type(d); }

@@ -33,4 +33,13 @@ bool nt_fuse_codegen_ok(const nt_Fused *b, const nt_FuseOp *o);
 char *nt_fuse_codegen(const nt_Fused *r, const nt_Tensor *views, void *const *save, nt_FuseArgs *args);
 /* FNV-1a of the source: the compile cache's key (with the text itself) */
 uint64_t nt_fuse_hash(const char *s);
+/* the pieces tfuse_codegen_bwd.c shares: an op's formula (NULL: none),
+** written with operands x (and y) in compute type ct; the source's prelude
+** (includes, rounding helpers); a dtype's value and storage types */
+#include "tstrbuf.h"
+const char *nt_fuse_formula_(int op, bool f64);
+void nt_fuse_expand_(nt_StrBuf *b, const char *pat, const char *x, const char *y, bool f64, const char *ct);
+const char *nt_fuse_prelude_(void);
+const char *nt_fuse_value_type_(nt_DType d);
+const char *nt_fuse_storage_type_(nt_DType d);
 #endif

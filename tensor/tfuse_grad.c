@@ -15,7 +15,9 @@
 ** engine converts ToDtypeBackward's; comparisons pass nothing.  So the
 ** gradients are the unfused ones bit for bit (NaN payloads included) except
 ** where one value gets 3+ contributions, summed here in reverse op order
-** (the engine's order may differ: rounding only).
+** (the engine's order may differ: rounding only).  That is the fallback:
+** first tfuse_bwd.c writes the same formulas out as one tiled pass (CPU) or
+** one generated kernel (CUDA, tfuse_codegen_bwd.c), bit for bit these.
 **
 ** Save or recompute (by bytes): a formula that reads an intermediate's value
 ** (mul reads the other operand, tanh its output, ...) gets it from a buffer
@@ -39,7 +41,8 @@
 #include <stdlib.h>
 
 typedef struct {
-  int nops, nin;
+  int nops, nin, ndim;
+  int64_t shape[NT_MAXDIM];          /* the chain's */
   nt_FuseOp ops[NT_FUSE_MAXOPS];
   nt_DType in_dt[NT_FUSE_MAXIN];
   nt_Tensor *saved[NT_FUSE_MAXOPS];   /* intermediates the forward's tiles store (NULL: not read, or a cast) */
@@ -96,7 +99,10 @@ static void values(const Chain *c, const bool *need_op, bool *val_op, bool *val_
       if (ri) for (int j = 0; j < o->nsrc; j++) mark(o->src[j], val_op, val_in);
       if (ro) { if (k == c->nops - 1) *out_read = true; else val_op[k] = true; }
     }
-    if (val_op[k]) for (int j = 0; j < o->nsrc; j++) mark(o->src[j], val_op, val_in);   /* recomputed from its operands */
+    /* a cast is recomputed from its operand; any other value is saved by the
+    ** forward's tiles, so its operands are not needed for it (marking them
+    ** saved the mul and add ahead of a tanh too: 2 buffers too many) */
+    if (val_op[k] && o->op == NT_OP_COPY) mark(o->src[0], val_op, val_in);
   }
 }
 
@@ -104,7 +110,8 @@ int nt_fuse_record_grad_(nt_Tensor *out, const nt_Fused *r, nt_Tensor *const *or
   if (!nt_dtype_is_float((nt_DType)r->ops[r->nops - 1].dtype) || !nt_needs_grad(r->nin, orig)) return 0;
   Chain *c = calloc(1, sizeof *c);
   if (!c) { nt_error_oom(sizeof *c); return -1; }
-  c->nops = r->nops; c->nin = r->nin;
+  c->nops = r->nops; c->nin = r->nin; c->ndim = r->ndim;
+  memcpy(c->shape, r->shape, sizeof(int64_t) * (size_t)r->ndim);
   memcpy(c->ops, r->ops, sizeof(nt_FuseOp) * (size_t)r->nops);
   bool need_in[NT_FUSE_MAXIN], need_op[NT_FUSE_MAXOPS], val_op[NT_FUSE_MAXOPS], val_in[NT_FUSE_MAXIN], out_read;
   for (int i = 0; i < r->nin; i++) { c->in_dt[i] = r->in[i]->dtype; need_in[i] = orig[i]->requires_grad; }
@@ -165,6 +172,11 @@ static int fused_backward(nt_Node *n, nt_Tensor *g, nt_Tensor **gin) {
   /* the saved values are written when the chain is computed: compute it if
   ** nothing has read it yet */
   if (c->out && nt_settle_storage_(c->out->storage)) return -1;
+  {   /* one tiled pass where the formulas allow (tfuse_bwd.c), else op by op below */
+    nt_FuseBwd fb = { n, c->nops, c->nin, c->ndim, c->shape, c->ops, c->in_dt, c->saved, need_in, need_op, val_op, val_in, out_read };
+    int one = nt_fuse_bwd_onepass_(&fb, g, gin);
+    if (one) return one > 0 ? 0 : -1;
+  }
   for (int k = 0; k < last; k++) {
     const nt_FuseOp *o = &c->ops[k];
     if (val_op[k] && c->saved[k]) vals[k] = nt_retain(c->saved[k]);

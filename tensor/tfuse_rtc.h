@@ -34,4 +34,8 @@ typedef struct {
 ** (no compiler), kernels compiled, compile-cache hits, seconds compiling */
 void nt_fuse_cuda_stats(int64_t *fused, int64_t *unfused, int64_t *compiles, int64_t *hits, double *seconds);
 
+/* FusedBackward (tfuse_bwd.c): backward passes run as one fused pass, run op
+** by op instead, and the last reason for that (static text, NULL: none) */
+void nt_fuse_bwd_stats(int64_t *fused, int64_t *fallbacks, const char **why);
+
 #endif

@@ -7,28 +7,68 @@ FusedBackward node each, tensor/tfuse_grad.c) and off (NABLA_FUSE=0), same
 machine, same threads, alternating, ROUNDS rounds; the table shows the median
 seconds per step, the ratio fused/unfused, the chains fused per step
 (fuse_stats().forced / steps) and the final loss both ways (it must agree:
-the fused gradients are the unfused formulas).
+the fused gradients are the unfused formulas).  Each runs three ways:
+unfused (NABLA_FUSE=0), fused with the backward op by op (NABLA_FUSE_BWD=0,
+the per-op path of tensor/tfuse_grad.c) and fused with the backward in one
+pass (tensor/tfuse_bwd.c).  Then a micro-benchmark: value_and_grad of one
+12-op chain on [1000, 1000] f32 (CHAIN), the same three ways and torch's
+eager autograd (same threads), median of ITERS steps per process.
     NABLA=build/nabla /usr/bin/python3 bench/cpu/bench_fuse_grad.py
 """
 import os
 import statistics
 import subprocess
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 NABLA = os.environ.get("NABLA") or os.path.join(HERE, "..", "..", "build", "nabla")
 ROUNDS = int(os.environ.get("BENCH_ROUNDS") or 3)
-TAIL = '\nprint("fuse_forced", fuse_stats().forced)\nprint("loss", {loss})\n'
+TAIL = ('\nprint("fuse_forced", fuse_stats().forced)\nprint("bwd_fused", fuse_stats().backward_fused)\n'
+        'print("loss", {loss})\n')
 MODELS = {
     "char-GPT step": ("gpt_step.nbl", ("n = 30", "n = 10"), "step(model, x, y)[0].item()"),
     "MLP step": ("mlp_step.nbl", ("n = 200", "n = 60"), "step(p, x, y)[0].item()"),
 }
 
 
-def run(src, fuse):
+# the three ways: NABLA_FUSE, NABLA_FUSE_BWD
+MODES = {"unfused": ("0", "1"), "per-op bwd": ("1", "0"), "one-pass bwd": ("1", "1")}
+ITERS = 7
+CHAIN = "sum(tanh(x * w + 1) * 3 - x / (abs(w) + 1) + sigmoid(x * 0.5) * x)"
+CHAIN_NB = f"""x = randn([1000, 1000], requires_grad=true)
+w = randn([1000], requires_grad=true)
+step = value_and_grad(fn(x, w) {CHAIN}, [0, 1])
+ts = []
+for i in range({ITERS} + 2) {{
+  t0 = clock()
+  vg = step(x, w)
+  vg[0].item()
+  if i >= 2 {{ push(ts, clock() - t0) }}
+}}
+print("bench_time", sorted(ts)[{ITERS} // 2])
+print("steps", 1)
+"""
+
+
+def torch_chain():
+    import torch
+    x = torch.randn(1000, 1000, requires_grad=True)
+    w = torch.randn(1000, requires_grad=True)
+    ts = []
+    for i in range(ITERS + 2):
+        t0 = time.perf_counter()
+        loss = (torch.tanh(x * w + 1) * 3 - x / (w.abs() + 1) + torch.sigmoid(x * 0.5) * x).sum()
+        gx, gw = torch.autograd.grad(loss, [x, w])
+        if i >= 2:
+            ts.append(time.perf_counter() - t0)
+    return statistics.median(ts)
+
+
+def run(src, fuse, bwd="1"):
     path = f"/tmp/bench_fuse_grad_{os.getpid()}.nbl"
     with open(path, "w") as f:
         f.write(src)
-    env = dict(os.environ, NABLA_FUSE=fuse)
+    env = dict(os.environ, NABLA_FUSE=fuse, NABLA_FUSE_BWD=bwd)
     out = subprocess.run([NABLA, path], capture_output=True, text=True, check=True, env=env).stdout
     os.unlink(path)
     kv = {}
@@ -36,27 +76,44 @@ def run(src, fuse):
         parts = line.split()
         if len(parts) == 2:
             kv[parts[0]] = parts[1]
-    return float(kv["bench_time"]) / float(kv["steps"]), int(kv["fuse_forced"]), kv["loss"], int(kv["steps"])
+    return (float(kv["bench_time"]) / float(kv["steps"]), int(kv.get("fuse_forced", 0)), kv.get("loss", ""), int(kv["steps"]),
+            kv.get("bwd_fused", "-"))
 
 
 def main():
-    print(f"| model | unfused s/step | fused s/step | fused/unfused | chains fused per step | loss unfused | loss fused |")
-    print("|---|---|---|---|---|---|---|")
+    print("| model | unfused s/step | fused, per-op bwd | fused, one-pass bwd | per-op/unfused | one-pass/unfused | "
+          "chains fused per step | one-pass backwards | loss unfused | loss one-pass |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name, (file, (old, new), loss) in MODELS.items():
         src = open(os.path.join(HERE, "..", "tensor", file)).read()
         assert old in src
         src = src.replace(old, new) + TAIL.format(loss=loss)
-        times = {"0": [], "1": []}
+        times = {m: [] for m in MODES}
         info = {}
         for _ in range(ROUNDS):
-            for fuse in ("0", "1"):
-                t, forced, l, steps = run(src, fuse)
-                times[fuse].append(t)
-                info[fuse] = (forced, l, steps)
-        t0, t1 = statistics.median(times["0"]), statistics.median(times["1"])
+            for m, (fuse, bwd) in MODES.items():
+                t, forced, l, steps, bf = run(src, fuse, bwd)
+                times[m].append(t)
+                info[m] = (forced, l, steps, bf)
+        t0, t1, t2 = (statistics.median(times[m]) for m in MODES)
         warm = 5 if "gpt" in file else 10   # warm-up steps before the timed ones
-        per = info["1"][0] / (info["1"][2] + warm + 1)
-        print(f"| {name} | {t0:.4f} | {t1:.4f} | {t1 / t0:.2f} | {per:.1f} | {info['0'][1]} | {info['1'][1]} |", flush=True)
+        per = info["one-pass bwd"][0] / (info["one-pass bwd"][2] + warm + 1)
+        print(f"| {name} | {t0:.4f} | {t1:.4f} | {t2:.4f} | {t1 / t0:.2f} | {t2 / t0:.2f} | {per:.1f} | "
+              f"{info['one-pass bwd'][3]} | {info['unfused'][1]} | {info['one-pass bwd'][1]} |", flush=True)
+    times = {m: [] for m in MODES}
+    tt = []
+    for _ in range(ROUNDS):
+        for m, (fuse, bwd) in MODES.items():
+            times[m].append(run(CHAIN_NB, fuse, bwd)[0])
+        tt.append(torch_chain())
+    med = {m: statistics.median(v) for m, v in times.items()}
+    tm = statistics.median(tt)
+    print(f"\nvalue_and_grad of `{CHAIN}`, [1000, 1000] f32 (s/step, median of {ITERS} steps, of {ROUNDS} rounds):\n")
+    print("| way | s/step | / unfused | / torch |")
+    print("|---|---|---|---|")
+    for m, v in med.items():
+        print(f"| nabla {m} | {v:.4f} | {v / med['unfused']:.2f} | {v / tm:.2f} |")
+    print(f"| torch 1.13 eager | {tm:.4f} | {tm / med['unfused']:.2f} | 1.00 |", flush=True)
 
 
 if __name__ == "__main__":

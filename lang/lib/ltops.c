@@ -931,7 +931,7 @@ static int b_cuda_reset_stats(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
 static int b_fuse_stats(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)vm; (void)args; (void)n; int64_t p = 0, f = 0, d = 0;
   nt_fuse_stats(&p, &f, &d);
-  nb_Rec *r = nbR_new(8);
+  nb_Rec *r = nbR_new(12);
   nbR_set_cstr(r, "pending", nb_int((double)p)); nbR_set_cstr(r, "forced", nb_int((double)f)); nbR_set_cstr(r, "dropped", nb_int((double)d));
   /* CUDA chains: one generated kernel each (cuda_fused), op by op (cuda_unfused), compiles */
   int64_t cf = 0, cu = 0, cc = 0, ch = 0; double cs = 0;
@@ -939,6 +939,11 @@ static int b_fuse_stats(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   nbR_set_cstr(r, "cuda_fused", nb_int((double)cf)); nbR_set_cstr(r, "cuda_unfused", nb_int((double)cu));
   nbR_set_cstr(r, "compiles", nb_int((double)cc)); nbR_set_cstr(r, "compile_hits", nb_int((double)ch));
   nbR_set_cstr(r, "compile_seconds", nb_flt(cs));
+  /* FusedBackward: one fused pass (backward_fused) or op by op (backward_fallbacks, the last reason) */
+  int64_t bf = 0, bb = 0; const char *bw = NULL;
+  nt_fuse_bwd_stats(&bf, &bb, &bw);
+  nbR_set_cstr(r, "backward_fused", nb_int((double)bf)); nbR_set_cstr(r, "backward_fallbacks", nb_int((double)bb));
+  nbR_set_cstr(r, "backward_fallback_reason", bw ? nb_strv(nbS_cstr(bw)) : nb_nil());
   *out = nb_obj(NB_TREC, r);
   return NB_OK;
 }

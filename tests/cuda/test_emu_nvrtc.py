@@ -43,13 +43,13 @@ def check(ok, name, why):
     out("PASS" if ok else "FAIL", name, "" if ok else why)
 
 
-def edgy(shape, dt, scale=2.0):
+def edgy(shape, dt, scale=2.0, clean=False):
     """values of dtype dt (as f32/f64 arrays holding them exactly), with
-    +-0, +-inf and NaN sprinkled in"""
+    +-0, +-inf and NaN sprinkled in (clean: none)"""
     a = RNG.standard_normal(shape) * scale
     flat = a.reshape(-1)
     n = flat.size
-    if n >= 40:
+    if n >= 40 and not clean:
         for v in (0.0, -0.0, np.inf, -np.inf, np.nan):
             flat[RNG.choice(n, max(1, n // 64), replace=False)] = v
     t = torch.tensor(a).to(TORCH_DT[dt])
@@ -59,6 +59,13 @@ def edgy(shape, dt, scale=2.0):
 # (two gradient contributions to a: summed in the same order fused and unfused)
 GRAD_EXPR = "sigmoid(a * 2) * y - exp(a * 0.25)"
 GRAD_TORCH = "t.sigmoid(a * 2) * y - t.exp(a * 0.25)"
+
+# one generated backward kernel: tanh (its one-pass derivative, g contiguous), a
+# scalar on the left, a broadcast row, relu, maximum and clamp (where, comparisons)
+# (finite inputs: r2's gradient sums every row)
+# (15 ops: one chain; at most 3 gradient contributions to a value, so the sum order is the engine's)
+BWD_EXPR = "tanh(a2 * w2 + 1) * 3 - 2 / (w2 * w2 + 1) + relu(a2 * r2) + clamp(maximum(by, a2 * 0.5), -1, 1)"
+BWD_TORCH = "t.tanh(a2 * w2 + 1) * 3 - 2 / (w2 * w2 + 1) + t.relu(a2 * r2) + t.clamp(t.maximum(y, a2 * 0.5), -1, 1)"
 
 # name, nabla expression, torch expression (both over x, y, r, c, z, xt; t = torch)
 CASES = [
@@ -155,12 +162,29 @@ def script(dt, paths, res, dump):
     L.append("h = nil")
     L.append(f"g = grad(fn(a) sum({GRAD_EXPR}))(a)")
     L.append(f'save_npy("{res}_grad.npy", g.cpu().to("{save_dt}"))')
+    # the backward of a chain as ONE generated kernel (tensor/tfuse_codegen_bwd.c): a, a row r2
+    # (broadcast: its share summed after the kernel) and w2 get gradients; g contiguous (y)
+    L.append("a2 = bx.clone().requires_grad()")
+    L.append("w2 = by.clone().requires_grad()")
+    L.append("r2 = br.clone().requires_grad()")
+    L.append(f"h2 = settle({BWD_EXPR})")
+    L.append("cuda.synchronize()")
+    L.append("l0 = cuda.stats().launches")
+    L.append("f0 = fuse_stats()")
+    L.append("backward(h2, bg)")
+    L.append("l1 = cuda.stats().launches")
+    L.append("f1 = fuse_stats()")
+    L.append('print("BWD", l1 - l0, f1.backward_fused - f0.backward_fused, f1.backward_fallbacks - f0.backward_fallbacks)')
+    L.append('print("WHY", f1.backward_fallback_reason)')
+    for k in ("a2", "w2", "r2"):
+        L.append(f'save_npy("{res}_bwd_{k}.npy", {k}.grad.cpu().to("{save_dt}"))')
     return "\n".join(L) + "\n"
 
 
 def run_batch(dt):
     arrs = {"x": edgy(SHAPE, dt), "y": edgy(SHAPE, dt), "r": edgy(SHAPE[1:], dt), "c": edgy((SHAPE[0], 1), dt),
-            "z": edgy((), dt)}
+            "z": edgy((), dt), "bx": edgy(SHAPE, dt, clean=True), "by": edgy(SHAPE, dt, clean=True),
+            "br": edgy(SHAPE[1:], dt, clean=True), "bg": edgy(SHAPE, dt, clean=True)}
     paths = {}
     for k, v in arrs.items():
         paths[k] = os.path.join(TMPDIR, f"{dt}_{k}.npy")
@@ -237,6 +261,7 @@ def run_batch(dt):
     with np.errstate(invalid="ignore"):
         bad = ~((np.abs(gg - gw) <= 4 * TOL[dt] * (np.abs(gw) + TERMS)) | (np.isnan(gg) & np.isnan(gw)))[fin]
     check(not bad.any(), f"emu.nvrtc.{dt}.grad", f"{bad.sum()} of {fin.sum()} gradients off torch's")
+    bwd_checks(dt, arrs, tags1, tags0, res1, res0)
     held1, held0 = tags1.get("HELD", "").split(), tags0.get("HELD", "").split()
     ok = (len(held1) >= 2 and len(held0) >= 2 and "FusedBackward" in tags1.get("HELD", "") and
           0 < int(held1[0]) <= int(held0[0]))
@@ -245,6 +270,29 @@ def run_batch(dt):
     dumped = [f for f in os.listdir(os.path.join(TMPDIR, f"dump_{dt}")) if f.endswith(".cu")]
     text = open(os.path.join(TMPDIR, f"dump_{dt}", dumped[0])).read() if dumped else ""
     check(len(dumped) >= 5 and "nabla_fused" in text, f"emu.nvrtc.{dt}.dump", f"NABLA_FUSE_DUMP wrote {len(dumped)} sources")
+
+
+def bwd_checks(dt, arrs, tags1, tags0, res1, res0):
+    """the chain's backward as one generated kernel: its launches, the unfused bits, torch's values"""
+    b1, b0 = tags1.get("BWD", "").split(), tags0.get("BWD", "").split()
+    # fused: the kernel, plus r2's share summed to its shape (a reduction; its reshape is a view)
+    ok = len(b1) == 3 and len(b0) == 3 and b1[1:] == ["1", "0"] and 1 <= int(b1[0]) <= 3 and int(b0[0]) > int(b1[0]) + 5
+    print(f"# {dt} backward launches: fused {b1}, unfused {b0}")
+    check(ok, f"emu.nvrtc.{dt}.bwd.launches",
+          f"fused [launches, fused, fallbacks] {b1} (reason {tags1.get('WHY')}), unfused {b0}: want one kernel (+ r2's sum)")
+    env = {k: torch.tensor(arrs[k], dtype=torch.float64) for k in ("bx", "by", "br", "bg")}
+    a2, w2, r2 = (env[k].clone().requires_grad_() for k in ("bx", "by", "br"))
+    out = eval(BWD_TORCH, {"t": torch, "a2": a2, "w2": w2, "r2": r2, "y": env["by"]})  # noqa: S307
+    out.backward(env["bg"])
+    for k, want in (("a2", a2.grad), ("w2", w2.grad), ("r2", r2.grad)):
+        g1, g0 = canon(np.load(f"{res1}_bwd_{k}.npy")), canon(np.load(f"{res0}_bwd_{k}.npy"))
+        check(g1.tobytes() == g0.tobytes(), f"emu.nvrtc.{dt}.bwd.{k}.bits", "the fused backward's gradient differs from unfused")
+        got, w = g1.astype(np.float64), want.numpy()
+        # (r2's gradient sums a column of SHAPE[0] terms in dt)
+        tol = 4 * TOL[dt] * (np.abs(w) + TERMS * (SHAPE[0] if k == "r2" else 4))
+        with np.errstate(invalid="ignore"):
+            bad = ~((np.abs(got - w) <= tol) | (np.isnan(got) & np.isnan(w)))
+        check(not bad.any(), f"emu.nvrtc.{dt}.bwd.{k}", f"{bad.sum()} of {got.size} off torch's; got {got[bad][:3]} want {w[bad][:3]}")
 
 
 def main():

@@ -73,6 +73,10 @@ SCALAR = [
 ]
 
 
+# [pending, forced, dropped, backward passes in one pass, backward passes op by op]
+STATS = "s = fuse_stats()\nlist(s.pending, s.forced, s.dropped, s.backward_fused, s.backward_fallbacks)"
+
+
 def b_operand(kind, dt):
     """a second operand broadcasting to [R, C]: a row, a column, 0-d, full, or transposed (strided)"""
     shape = [(C,), (R, 1), (), (R, C), (C, R)][kind]
@@ -142,6 +146,7 @@ def ops_batch():
     wa = rng.standard_normal((C,))
     ga = rng.standard_normal((R, C))
     grads_case(b, "cast_f32_in_f64", "f64", "tanh(x * {W}) * 2 + x", lambda x, w: torch.tanh(x * w) * 2 + x, xa, wa, False, ga)
+    b.case("stats", STATS, lambda got: None)
     return b
 
 
@@ -171,6 +176,7 @@ def payload_batch():
             if name == "max":   # NaN vs a number: nabla (fused and unfused alike) gives the number's side the
                 # gradient, torch both sides; fused must equal unfused bit for bit (judge), torch not asked
                 b.cases[-1].exp = lambda got: None
+    b.case("stats", STATS, lambda got: None)
     return b
 
 
@@ -234,8 +240,83 @@ def misc_batch():
     # the node's name: one FusedBackward for a whole chain (fused run), the last op's otherwise
     b.case("grad_fn", f"w = {w}.detach()\nw.requires_grad = true\n(tanh(w * {x} + 1) * 2).grad_fn",
            lambda got: None if got in ("FusedBackward", "MulBackward") else f"grad_fn {got!r}", dtype=False)
-    b.case("stats", "s = fuse_stats()\nlist(s.pending, s.forced, s.dropped)", lambda got: None)
+    b.case("stats", STATS, lambda got: None)
     return b
+
+
+def onepass_batch():
+    """the backward in ONE tiled pass (tensor/tfuse_bwd.c): a 1-op and a 16-op
+    chain, an input used twice in one op, an input without a gradient, g an
+    expanded view (sum's), a scalar on the left, f16; same bits as unfused"""
+    b = Batch("fuse_autograd.onepass")
+    for dt in ("f64", "f32"):
+        xa = rng.uniform(-2, 2, (R, C)).astype(NPT[dt])
+        wa = rng.uniform(-2, 2, (C,)).astype(NPT[dt])
+        fa = (rng.choice([-1, 1], (R, C)) * rng.uniform(0.5, 2, (R, C))).astype(NPT[dt])   # (a divisor)
+        x, w, f = b.inp(xa), b.inp(wa), b.inp(fa)
+        chains = [
+            ("one_op", "x * f", lambda x, w, f: x * f),
+            ("sixteen_ops", "h = tanh(x * 0.5 + w)\nh = h * x - 1\nh = h / f\nh = sigmoid(h) * 2 + exp(h * 0.1)\n"
+                            "sqrt(h * h + 1) - relu(h)",
+             lambda x, w, f: (lambda h: torch.sqrt(h * h + 1) - torch.relu(h))(
+                 (lambda h: torch.sigmoid(h) * 2 + torch.exp(h * 0.1))((torch.tanh(x * 0.5 + w) * x - 1) / f))),
+            ("twice", "x * x * w - x", lambda x, w, f: x * x * w - x),
+            ("rdiv_sq", "3 / (x * x + 1) + x * w", lambda x, w, f: 3 / (x * x + 1) + x * w),
+            ("neg_log", "log(abs(x) + 0.5) * w - (-x)", lambda x, w, f: torch.log(x.abs() + 0.5) * w + x),
+        ]
+        for name, nb, tf in chains:
+            xt, wt, ft = T(xa, True), T(wa, True), T(fa, True)
+            loss = tf(xt, wt, ft).sum()   # (sum's g: an expanded view)
+            gs = torch.autograd.grad(loss, [xt, wt, ft], allow_unused=True)
+            gs = [gg if gg is not None else torch.zeros_like(t) for gg, t in zip(gs, (xt, wt, ft))]
+            body = nb.replace("\n", "\n ")
+            b.raw(f"fn body_{name}_{dt}(x, w, f) {{\n {body}\n}}")
+            b.case(f"{name}_{dt}", f"gs = grad(fn(x, w, f) sum(body_{name}_{dt}(x, w, f)), [0, 1, 2])({x}, {w}, {f})\nlist(gs[0], gs[1], gs[2])",
+                   gs, *TOL[dt])
+        # w without a gradient (a constant of the function)
+        xt = T(xa, True)
+        (torch.tanh(xt * T(wa) + 1) * T(fa)).sum().backward()
+        b.case(f"const_input_{dt}", f"grad(fn(x) sum(tanh(x * {w} + 1) * {f}))({x})", xt.grad, *TOL[dt])
+    # f16 chains: every op rounds to f16 as unfused does (torch: f32 on the f16 values, loose)
+    xa = rng.uniform(-2, 2, (R, C)).astype(np.float32)
+    wa = rng.uniform(-2, 2, (C,)).astype(np.float32)
+    x, w = b.inp(xa), b.inp(wa)
+    xt = T(xa).half().float().requires_grad_(True)
+    wt = T(wa).half().float().requires_grad_(True)
+    (torch.tanh(xt * wt + 1) * xt).sum().backward()
+    b.case("tanh_f16", f"gs = grad(fn(x, w) sum((tanh(x * w + 1) * x).to(\"f32\")), [0, 1])({x}.to(\"f16\"), {w}.to(\"f16\"))\n"
+                       "list(gs[0].to(\"f32\"), gs[1].to(\"f32\"))", [xt.grad, wt.grad], rtol=2e-2, atol=0.3)
+    b.case("stats", STATS, lambda got: None)
+    return b
+
+
+def onepass_counts():
+    """fuse_stats(): one fused backward per chain (CPU), the per-op path (and its reason) for pow"""
+    code = ("x = randn([150, 130], requires_grad=true)\nw = randn([130], requires_grad=true)\n"
+            "s0 = fuse_stats()\nbackward(sum(tanh(x * w + 1) * x - relu(x) / 3))\ns1 = fuse_stats()\n"
+            "backward(sum((abs(x) + 0.5) ** 1.7 * w))\ns2 = fuse_stats()\n"
+            "print(s1.backward_fused - s0.backward_fused, s1.backward_fallbacks - s0.backward_fallbacks)\n"
+            "print(s2.backward_fused - s1.backward_fused, s2.backward_fallbacks - s1.backward_fallbacks)\n"
+            "print(s2.backward_fallback_reason)\n")
+    for mode in ("1", "0"):
+        os.environ["NABLA_FUSE"] = mode
+        rc, so, se = harness.run_nabla(code)
+        lines = so.strip().splitlines()
+        want = ["1 0", "0 1"] if mode == "1" else ["0 0", "0 0"]
+        ok = rc == 0 and lines[:2] == want and (mode == "0" or "pow" in (lines[2] if len(lines) > 2 else ""))
+        check(f"fuse_autograd.onepass.counts[NABLA_FUSE={mode}]", ok,
+              f"rc={rc} want {want} (+ a reason naming pow), got {lines} {se.strip()[-300:]!r}")
+    os.environ.pop("NABLA_FUSE", None)
+    # the save rule: tanh(x * w + 1) * 3 saves tanh's output only (the mul and add
+    # results ahead of it are not read by any formula once tanh's output is stored)
+    code = ("x = randn([150, 130], requires_grad=true)\nw = randn([130], requires_grad=true)\nb0 = autograd_stats().bytes\n"
+            "h = settle(tanh(x * w + 1) * 3)\nprint(autograd_stats().bytes - b0, h.grad_fn)\n")
+    rc, so, se = harness.run_nabla(code)
+    got = so.split()
+    full = 150 * 130 * 4
+    # held: the saved tanh output, and x and w (the mul's formula reads them); 4 full buffers when mul and add were saved too
+    ok = rc == 0 and len(got) == 2 and got[1] == "FusedBackward" and int(got[0]) == 2 * full + 130 * 4
+    check("fuse_autograd.onepass.saves_tanh_output_only", ok, f"rc={rc} held bytes, grad_fn: {got} (want {2 * full + 130 * 4})")
 
 
 def error_checks():
@@ -278,11 +359,13 @@ def mlp_batch():
             f"for i in range(3) {{\n vg = step(p, {x}, {y})\n push(ls, vg[0])\n"
             f" q = []\n for j in range(6) {{ push(q, p[j] - vg[1][j] * 0.1) }}\n p = q\n}}\nlist(stack(ls), p[0], p[1], p[2], p[3], p[4], p[5])")
     b.case("sgd_3_steps", code, [torch.tensor(losses, dtype=torch.float64)] + [t.detach() for t in tp], rtol=1e-9, atol=1e-11)
-    b.case("stats", "s = fuse_stats()\nlist(s.pending, s.forced, s.dropped)", lambda got: None)
+    b.case("stats", STATS, lambda got: None)
     return b
 
 
-for mk, min_forced in ((ops_batch, 50), (payload_batch, 10), (bf16_batch, 0), (misc_batch, 3), (mlp_batch, 3)):
+# (batch, chains fused at least, backward passes in one pass at least: the rest fell back, e.g. pow)
+for mk, min_forced, min_onepass in ((ops_batch, 50, 120), (payload_batch, 10, 10), (bf16_batch, 0, 0), (misc_batch, 3, 5),
+                                    (mlp_batch, 3, 6), (onepass_batch, 10, 20)):
     bb = mk()
     r = run_both(bb)
     if not r:
@@ -299,5 +382,9 @@ for mk, min_forced in ((ops_batch, 50), (payload_batch, 10), (bf16_batch, 0), (m
         f_on, f_off = on.get(f"c{i}"), off.get(f"c{i}")
         ok = f_on is not None and f_off is not None and float(f_on[1]) >= max(min_forced, 1) and float(f_off[1]) == 0
         check(f"{bb.title}.fused_really", ok, f"fuse_stats [pending, forced, dropped] on={f_on} off={f_off} (want forced >= {max(min_forced, 1)} with fusion, 0 without)")
+        ok = f_on is not None and f_off is not None and float(f_on[3]) >= min_onepass and float(f_off[3]) == float(f_off[4]) == 0
+        check(f"{bb.title}.onepass_backward", ok, f"fuse_stats [.., backward_fused, backward_fallbacks] on={f_on} off={f_off} "
+                                                  f"(want >= {min_onepass} one-pass backwards with fusion, none without)")
 error_checks()
+onepass_counts()
 finish()
