@@ -42,9 +42,6 @@
 #include "tensor/tdevice.h"
 #include "util/clock.h"
 
-/* weak: set the thread counts of libraries that read them only when they load */
-extern void omp_set_num_threads(int) __attribute__((weak));
-extern void openblas_set_num_threads(int) __attribute__((weak));
 
 /*
 ** The worker's state, by who owns it.  W is what both threads use: set
@@ -201,9 +198,8 @@ static int cores_per(int share) {
   return (int)(cpus / share > 0 ? cpus / share : 1);
 }
 static void set_threads(int threads) {
-  setenv_int("OMP_NUM_THREADS", threads); setenv_int("OPENBLAS_NUM_THREADS", threads);
-  if (omp_set_num_threads) omp_set_num_threads(threads);   /* libgomp read the variable when it loaded */
-  if (openblas_set_num_threads) openblas_set_num_threads(threads);
+  setenv_int("OMP_NUM_THREADS", threads); setenv_int("OPENBLAS_NUM_THREADS", threads);   /* the processes it starts */
+  nt_set_num_threads(threads);   /* this one's: OpenMP (read its variable at load), OpenBLAS (dlopened: now or as it loads), oneDNN */
 }
 static void set_launch_env(int lrank, int lworld, int node, int nnodes, int from_session) {
   /* the launcher counted workers per host name; the machine may hold more */

@@ -10,6 +10,7 @@
 #endif
 #include "tblas.h"
 #include "tensor.h"
+#include "tonednn.h"
 
 #ifndef NABLA_OPENBLAS_LIB
 #define NABLA_OPENBLAS_LIB "libopenblas.so.0"
@@ -63,6 +64,13 @@ void nt_set_num_threads(int n) {
   omp_set_num_threads(n);
 #endif
   if (blas.sgemm) blas_threads(n);   /* loaded (nt_blas's once ran); else load() applies it */
+}
+
+void nt_thread_counts(int *openmp, int *openblas, int *onednn) {
+  int (*get)(void) = (int (*)(void))nt_blas_sym("openblas_get_num_threads");
+  *openmp = nt_num_threads();
+  *openblas = get ? get() : -1;
+  *onednn = nt_onednn_threads();
 }
 
 int nt_num_threads(void) {

@@ -504,6 +504,11 @@ int        nt_autocast_dtype(void);               /* -1 when off */
 ** kernels and OpenBLAS's (applied when the library loads, if later), as
 ** torch.set_num_threads; nt_num_threads(): OpenMP's current count. */
 void       nt_set_num_threads(int n);
+/* the counts each library runs with now, to check that nt_set_num_threads
+** reached them: OpenMP's (our kernels; oneDNN's next primitive), OpenBLAS's
+** (loads it; -1 when it cannot say), and the oneDNN primitive run last's (0
+** before any) */
+void       nt_thread_counts(int *openmp, int *openblas, int *onednn);
 int        nt_num_threads(void);
 
 #endif

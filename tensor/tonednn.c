@@ -14,6 +14,14 @@
 ** Primitives are cached by shape and strides (creating one JIT-compiles a
 ** kernel: ~ms); memory objects are bound to each call's buffers with
 ** dnnl_memory_set_data_handle.  One mutex: the cache and oneDNN's stream.
+**
+** Threads: Debian's libdnnl runs on OpenMP (the same libgomp as our kernels
+** and OpenBLAS's OpenMP build: one pool, one count, one library at a time,
+** all called from the VM's thread).  A primitive fixes its thread count when
+** it is created (omp_get_max_threads() then: its work split), so every cache
+** key holds the count it was made for: after set_num_threads(n) the next
+** call makes (or finds) a primitive for n threads, never one for the old
+** count (which kept using 2 threads after set_num_threads(1)).
 */
 #include "tinternal.h"
 #include "tonednn.h"
@@ -21,6 +29,9 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #if __has_include(<oneapi/dnnl/dnnl.h>)
 #include <oneapi/dnnl/dnnl.h>
@@ -36,6 +47,16 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static bool ok;
 static dnnl_engine_t eng;
 static dnnl_stream_t stream;
+static int last_threads;   /* the thread count of the primitive run last (nt_onednn_threads) */
+
+/* the count a primitive created now would split its work over */
+static int64_t pool_threads(void) {
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
 
 /* LeakSanitizer's tracer dies (signal 11) once libdnnl's threads exist, so a
 ** sanitizer build keeps the f32 path unless NABLA_ONEDNN=1 asks for oneDNN */
@@ -65,7 +86,7 @@ static void load(void) {
 
 /* a cached primitive: [M, K] x [K, N] -> [M, N] bf16, with the operands' strides */
 typedef struct {
-  int64_t key[7];   /* M, N, K, a row/col strides, b row/col strides (C is contiguous) */
+  int64_t key[8];   /* M, N, K, a row/col strides, b row/col strides (C is contiguous), threads */
   dnnl_primitive_t prim;
   dnnl_memory_t a, b, c;
 } Entry;
@@ -73,7 +94,7 @@ typedef struct {
 static Entry cache[CACHE];
 static int ncache, next_evict;
 
-static Entry *lookup(const int64_t key[7]) {
+static Entry *lookup(const int64_t key[8]) {
   for (int i = 0; i < ncache; i++)
     if (!memcmp(cache[i].key, key, sizeof cache[i].key)) return &cache[i];
   int64_t M = key[0], N = key[1], K = key[2];
@@ -106,10 +127,11 @@ int nt_onednn_matmul_bf16(const void *A, int64_t a_rs, int64_t a_cs, const void 
                           int64_t N, int64_t K) {
   pthread_once(&once, load);
   if (!ok) return 0;
-  int64_t key[7] = {M, N, K, a_rs, a_cs, b_rs, b_cs};
+  int64_t key[8] = {M, N, K, a_rs, a_cs, b_rs, b_cs, pool_threads()};
   pthread_mutex_lock(&mu);
   Entry *e = lookup(key);
   int rc = 0;
+  if (e) last_threads = (int)key[7];
   if (e && !p_dnnl_memory_set_data_handle(e->a, (void *)A) && !p_dnnl_memory_set_data_handle(e->b, (void *)B) &&
       !p_dnnl_memory_set_data_handle(e->c, C)) {
     dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, e->a}, {DNNL_ARG_WEIGHTS, e->b}, {DNNL_ARG_DST, e->c}};
@@ -134,8 +156,8 @@ bool nt_onednn_available(void) {
 ** picks its blocked layouts (nChw16c, ...), and every operand whose chosen
 ** layout differs gets a reorder into (inputs) or out of (outputs) a buffer
 ** of the primitive's own — as PyTorch's ideep does.
-** Cache: entries keyed by (dtype, kind, bias, geometry), bound to each
-** call's buffers.  An entry's reorder buffers are activation-sized, so the
+** Cache: entries keyed by (dtype, kind, bias, geometry, threads), bound to
+** each call's buffers.  An entry's reorder buffers are activation-sized, so the
 ** cache is bounded by their bytes: NABLA_ONEDNN_CONV_CACHE_MB (default 256;
 ** the small ResNet of bench_models29 needs ~30 entries, ~100 MB) and at most
 ** CONV_CACHE entries; past either the least recently used entries are freed.
@@ -175,7 +197,7 @@ static void conv_load(void) {
 ** primitive wants another layout, its own memory and the reorder between */
 typedef struct { int arg; bool out; dnnl_memory_t user, inner; dnnl_primitive_t reorder; } ConvPort;
 typedef struct {
-  int64_t key[18];   /* dtype, kind * 2 + bias, then the geometry (nt_OnednnConvGeom) */
+  int64_t key[19];   /* dtype, kind * 3 + bias, threads, then the geometry (nt_OnednnConvGeom) */
   dnnl_primitive_t prim;
   int nport;
   ConvPort port[4];
@@ -226,8 +248,8 @@ static int conv_port(ConvEntry *e, int arg, bool out, const dnnl_memory_desc_t *
 
 /* the cached entry for (dt, kind, geometry, bias dtype) — made when absent; NULL: oneDNN does not take it */
 static ConvEntry *conv_lookup(dnnl_data_type_t dt, int kind, const nt_OnednnConvGeom *g, int bias) {
-  int64_t key[18] = {dt, kind * 3 + bias};
-  memcpy(key + 2, g, sizeof *g);
+  int64_t key[19] = {dt, kind * 3 + bias, pool_threads()};
+  memcpy(key + 3, g, sizeof *g);
   for (int i = 0; i < conv_n; i++)
     if (!memcmp(conv_cache[i].key, key, sizeof key)) { conv_cache[i].used = ++conv_clock; return &conv_cache[i]; }
   int64_t G = g->G > 1 ? g->G : 1, span_h = (g->kh - 1) * g->dh + 1, span_w = (g->kw - 1) * g->dw + 1;
@@ -295,6 +317,7 @@ static int conv_run(dnnl_data_type_t dt, int kind, const nt_OnednnConvGeom *g, c
   pthread_mutex_lock(&mu);
   ConvEntry *e = conv_lookup(dt, kind, g, kind == 0 && bias ? bias_kind : 0);
   int rc = e ? 1 : 0;
+  if (e) last_threads = (int)e->key[2];
   /* the buffers in port order: fwd {x, w, y, bias}; bwd-data {gy, w, dx}; bwd-weights {x, gy, dw} */
   void *bufs[4] = {(void *)a, (void *)b, out, (void *)bias};
   dnnl_exec_arg_t args[4];
@@ -351,6 +374,13 @@ bool nt_onednn_conv_bf16_wanted(void) {
   return bf16_wanted;
 }
 
+int nt_onednn_threads(void) {
+  pthread_mutex_lock(&mu);
+  int n = last_threads;
+  pthread_mutex_unlock(&mu);
+  return n;
+}
+
 void nt_onednn_conv_cache_stats(size_t *entries, size_t *bytes, size_t *limit) {
   pthread_once(&conv_once, conv_load);
   pthread_mutex_lock(&mu);
@@ -374,5 +404,6 @@ int nt_onednn_conv_bf16(int kind, const nt_OnednnConvGeom *g, const void *a, con
   return 0;
 }
 bool nt_onednn_conv_bf16_wanted(void) { return false; }
+int nt_onednn_threads(void) { return 0; }
 void nt_onednn_conv_cache_stats(size_t *entries, size_t *bytes, size_t *limit) { *entries = *bytes = *limit = 0; }
 #endif

@@ -25,6 +25,9 @@ int nt_onednn_conv_bf16(int kind, const nt_OnednnConvGeom *g, const void *a, con
 ** there, conversions on, and the CPU has bf16 dot products, or
 ** NABLA_ONEDNN_CONV_BF16=1) rather than in f32 (conv.c's f32 path) */
 bool nt_onednn_conv_bf16_wanted(void);
+/* the thread count of the oneDNN primitive run last (each is made for the
+** OpenMP count of its creation, which its cache key holds); 0: none ran */
+int nt_onednn_threads(void);
 /* the primitive cache (entries, their reorder buffers' bytes, the bound) */
 void nt_onednn_conv_cache_stats(size_t *entries, size_t *bytes, size_t *limit);
 

@@ -555,6 +555,17 @@ static int b_num_threads(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)vm; (void)args; (void)n;
   *out = nb_int(nt_num_threads()); return NB_OK;
 }
+/* what each library runs with (tests check set_num_threads reaches them all) */
+static int b_thread_counts(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)vm; (void)args; (void)n;
+  int omp, blas, dnnl;
+  nt_thread_counts(&omp, &blas, &dnnl);
+  nb_Rec *r = nbR_new(3);
+  nbR_set_cstr(r, "openmp", nb_int(omp));
+  nbR_set_cstr(r, "openblas", nb_int(blas));
+  nbR_set_cstr(r, "onednn", nb_int(dnnl));
+  *out = nb_obj(NB_TREC, r); return NB_OK;
+}
 
 /* ------------------------------------------------------------ numbers */
 /* MAKE: nb_int (floor, ceil: integers, as Python's math.floor) or nb_flt */
@@ -727,6 +738,7 @@ static nb_Builtin core[] = {
   { "flush", b_flush, "", "flush(): writes out what print has buffered (standard output to a file or pipe is buffered unless nabla -u or NABLA_UNBUFFERED=1)" },
   { "set_num_threads", b_set_num_threads, "n", "set_num_threads(n): the CPU threads tensor kernels and OpenBLAS use (as torch.set_num_threads)" },
   { "num_threads", b_num_threads, "", "num_threads(): the CPU threads tensor kernels use" },
+  { "thread_counts", b_thread_counts, "", "thread_counts(): {openmp, openblas, onednn}: the threads each CPU library runs with now (onednn: its last primitive's, 0 before any)" },
   { NULL, NULL, NULL, NULL }
 };
 

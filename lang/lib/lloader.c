@@ -44,7 +44,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <omp.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -160,7 +159,7 @@ static int q_push(Worker *w, Res r) {
 static void worker_main(nb_VM *vm, nb_Value fn, int sock, int index) {
   signal(SIGINT, SIG_IGN);
   signal(SIGPIPE, SIG_IGN);
-  omp_set_num_threads(1);
+  nt_set_num_threads(1);   /* every library's pool: OpenMP, OpenBLAS, oneDNN's primitives */
   /* the parent's sink may be a Jupyter kernel's or a dist worker's, whose
   ** sockets and threads belong to the parent: a worker's prints go to the
   ** process's own stdout/stderr instead */

@@ -88,6 +88,41 @@ rc, out, err = run(f"c = ones(64, 64) @ ones(64, 64)\nset_num_threads(1)\nprint(
                    extra_env=env)
 report("threads/set_and_read_back", rc == 0 and out == f"1\n{k}\n", f"rc {rc} out {out!r} err {err[-300:]!r}")
 
+# every library runs with the count set: OpenMP (our kernels), OpenBLAS and
+# oneDNN, whose cached primitives are made for one count each (a conv made at
+# 2 threads kept 2 after set_num_threads(1)); the results at each count equal
+# torch's.  thread_counts() reports each library's count.
+import torch  # noqa: E402
+x = rng.standard_normal((5, 7, 13, 11)).astype(np.float32)
+w = rng.standard_normal((6, 7, 3, 3)).astype(np.float32)
+for name, arr in (("x", x), ("w", w)):
+    np.save(os.path.join(TMP, f"{name}.npy"), arr)
+counts = [2, random.randint(3, 5), 1, 2]
+src = [f'x = load_npy("{TMP}/x.npy"); w = load_npy("{TMP}/w.npy"); a = load_npy("{TMP}/a.npy"); b = load_npy("{TMP}/b.npy")']
+for i, k in enumerate(counts):
+    src.append(f'set_num_threads({k}); y = conv2d(x, w, nil, 1, 1); c = a @ b; m = (a.to("bf16") @ b.to("bf16")).to("f32")\n'
+               f'tc = thread_counts(); print("COUNTS", {k}, tc.openmp, tc.openblas, tc.onednn)\n'
+               f'save_npy("{TMP}/y{i}.npy", y); save_npy("{TMP}/c{i}.npy", c); save_npy("{TMP}/m{i}.npy", m)')
+rc, out, err = run("\n".join(src) + "\n", extra_env=env)
+rows = [list(map(int, line.split()[1:])) for line in out.splitlines() if line.startswith("COUNTS")]
+report("threads/counts_reach_openmp_openblas", rc == 0 and len(rows) == len(counts) and all(r[1] == r[0] and r[2] == r[0] for r in rows),
+       f"rc {rc} rows (set, openmp, openblas, onednn) {rows} err {err[-300:]!r}")
+if rc == 0 and rows and all(r[3] == 0 for r in rows):
+    print("SKIP: threads/counts_reach_onednn: oneDNN did not run (not installed, or NABLA_ONEDNN=0)")
+else:
+    report("threads/counts_reach_onednn", rc == 0 and len(rows) == len(counts) and all(r[3] == r[0] for r in rows),
+           f"rc {rc} rows (set, openmp, openblas, onednn) {rows}")
+if rc == 0:
+    y_ref = torch.nn.functional.conv2d(torch.tensor(x, dtype=torch.float64), torch.tensor(w, dtype=torch.float64), padding=1).numpy()
+    ab16 = torch.tensor(a).bfloat16().double(); bb16 = torch.tensor(b).bfloat16().double()
+    m_ref = (ab16 @ bb16).numpy()
+    for i, k in enumerate(counts):
+        y, c, m = (np.load(os.path.join(TMP, f"{t}{i}.npy")) for t in "ycm")
+        report(f"threads/results_at_{k}_threads_{i}_equal_torch",
+               np.allclose(y, y_ref, rtol=1e-4, atol=1e-4) and np.allclose(c, want, rtol=1e-4, atol=1e-4)
+               and np.allclose(m, m_ref, rtol=2 ** -7, atol=2 ** -7 * np.abs(m_ref).max()),
+               f"max |conv - torch| {np.abs(y - y_ref).max():.3g}, |gemm - numpy| {np.abs(c - want).max():.3g}, |bf16 - torch| {np.abs(m - m_ref).max():.3g}")
+
 for arg, msg in (("0", "ValueError: set_num_threads: n must be an integer from 1 to 4096, got 0"),
                  ("1.5", "ValueError: set_num_threads: n must be an integer from 1 to 4096, got 1.5"),
                  ("5000", "ValueError: set_num_threads: n must be an integer from 1 to 4096, got 5000"),
