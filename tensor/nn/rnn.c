@@ -34,6 +34,9 @@
 **     does not go through w_hh (GRU: d*z; inactive: d), dc <- dL/dc_prev
 **   dh0 = dh + mm, dc0 = dc; then one GEMM each for the weights:
 **   dx = dgx @ w_ih, dw_ih = dgx^T @ x, dw_hh = dgh^T @ hprev, db_* = column sums.
+** A device with an "rnn_sequence" kernel (the CPU) runs each of the two
+** per-step loops as one kernel call instead: the same steps, the step GEMMs
+** straight into reused buffers, no tensor or dispatch per step.
 */
 #include <limits.h>
 #include <math.h>
