@@ -320,13 +320,13 @@ static int layer_backward_(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin) {
   dgx = nt_empty(gshape, 3, dt, dev);
   dgh = mode == NT_RNN_GRU ? nt_empty(gshape, 3, dt, dev) : nt_retain(dgx);
   if (!dh || (mode == NT_RNN_LSTM && !dc) || !dgx || !dgh) goto done;
-  if (nt_kernel_table[op_seq_bwd][dev]) {   /* the whole sequence in one kernel (the CPU's): dh ends as dL/dh0 */
+  if (nt_kernel_table[op_seq_bwd][dev] && nt_is_contiguous(w_hh)) {   /* the whole sequence in one kernel (the CPU's): dh ends as dL/dh0 */
     rnn_seq_args sa = {.mode = mode, .T = T, .B = B, .H = H, .reverse = reverse, .w_hh = w_hh, .hprev = hprev, .cprev = cprev,
                        .len = len, .gates = gates, .dy = g, .dh = dh, .dc = dc, .dgx = dgx, .dgh = dgh};
     nt_KernelArgs ka = {.op = op_seq_bwd, .in = {g, w_hh, hprev}, .nin = 3, .extra = &sa};
     if (nt_dispatch(op_seq_bwd, dev, &ka) != 0) goto done;
     mark((nt_Tensor *[]){dh, dc, dgx, dgh}, 4);
-  } else
+  } else   /* one step at a time: "rnn_cell_backward" and a GEMM per step */
   for (int64_t s = 0; s < T; s++) {
     int64_t t = reverse ? s : T - 1 - s;       /* the processing order, backwards */
     rnn_cell_args a = {.mode = mode, .B = B, .H = H, .t = t, .len = len, .mm = mm, .dh = dh, .dc = dc};
@@ -411,7 +411,7 @@ static nt_Tensor *rnn_layer(nt_RnnMode mode, nt_Tensor *x, nt_Tensor *w_ih, nt_T
     ok = h && nt_copy_(h, h0) == 0 && (!lstm || (c && nt_copy_(c, c0) == 0));
     nt_release(h); nt_release(c);
   }
-  if (ok && nt_kernel_table[op_seq][dev]) {   /* the whole sequence in one kernel (the CPU's) */
+  if (ok && nt_kernel_table[op_seq][dev] && nt_is_contiguous(w_hh)) {   /* the whole sequence in one kernel (the CPU's) */
     nt_Tensor *gh = nt_empty((int64_t[]){B, G * H}, 2, dt, dev);
     rnn_seq_args sa = {.mode = mode, .T = T, .B = B, .H = H, .reverse = reverse, .w_hh = w_hh, .bhh = b_hh, .hprev = hprev,
                        .cprev = cprev, .len = len, .gates = gates, .gx = gx, .gh = gh, .packed = packed};
@@ -419,7 +419,7 @@ static nt_Tensor *rnn_layer(nt_RnnMode mode, nt_Tensor *x, nt_Tensor *w_ih, nt_T
     ok = gh && nt_dispatch(op_seq, dev, &ka) == 0;
     if (ok) mark((nt_Tensor *[]){packed, hprev, cprev, gates}, 4);
     nt_release(gh);
-  } else
+  } else   /* one step at a time: a GEMM and the "rnn_cell" op per step */
   for (int64_t s = 0; ok && s < T; s++) {
     int64_t t = reverse ? T - 1 - s : s, tn = reverse ? t - 1 : t + 1;
     bool last = s == T - 1;
