@@ -34,16 +34,23 @@
 **     does not go through w_hh (GRU: d*z; inactive: d), dc <- dL/dc_prev
 **   dh0 = dh + mm, dc0 = dc; then one GEMM each for the weights:
 **   dx = dgx @ w_ih, dw_ih = dgx^T @ x, dw_hh = dgh^T @ hprev, db_* = column sums.
+** A device with an "rnn_sequence" kernel (the CPU) runs each of the two
+** per-step loops as one kernel call instead: the same steps, the step GEMMs
+** straight into reused buffers, no tensor or dispatch per step.
 */
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include "nninternal.h"
+#include "tensor/tblas.h"
+#undef I   /* <complex.h>'s, through cblas.h: I is the input size here */
 #include "rnn.h"
 #include "rnncell.h"
 
-static int op_cell = -1, op_cell_bwd = -1;
+static int op_cell = -1, op_cell_bwd = -1, op_seq = -1, op_seq_bwd = -1;
 
 const char *nt_rnn_mode_name(nt_RnnMode mode) {
   return mode == NT_RNN_LSTM ? "lstm" : mode == NT_RNN_GRU ? "gru" : "rnn";
@@ -52,102 +59,209 @@ const char *nt_rnn_mode_name(nt_RnnMode mode) {
 #define PTR(t) ((t) ? (void *)nt_base(t) : NULL)
 
 /* ---- the CPU cell kernels ------------------------------------------------------- */
-#define CELL_T(T, EXP, TANH)                                                                    \
-  static inline T sig_##T(T v) { return (T)1 / ((T)1 + EXP(-v)); }                              \
-  static void cell_fwd_##T(const rnn_cell_args *a) {                                            \
+/* One step's buffers as raw pointers (the layout of rnncell.h): what the
+** per-step op "rnn_cell" (from its tensors) and the whole-sequence kernels
+** below (from offsets into the layer's buffers) both hand the cell, so the
+** math is written once. */
+typedef struct {
+  int64_t mode, B, H, t;
+  const void *gx, *gh, *bhh, *hp, *cp;
+  const int64_t *len;
+  void *y, *hn, *cn, *gs;                  /* forward's outputs */
+  const void *dy, *mm;                     /* backward's inputs (mm may be NULL) */
+  void *dh, *dc, *dgx, *dgh;               /* backward's in/outputs (dgh: GRU only) */
+} cell_ptrs;
+
+/* The forward cell, one batch row at a time: the pre-activations go into the
+** row's saved-gates slice, the nonlinearities run over whole gate blocks of H
+** units at vector width (tvecmath.h: SLEEF's 1-ULP sigmoid and tanh, the
+** formulas of the scalar kernels), the state update is plain vectorisable
+** loops.  Rows past their sequence's length carry their state and output 0.
+** The backward cell has no transcendental: one loop per mode. */
+#define CELL_T(T, VMU)                                                                          \
+  static void cell_fwd_##T(const cell_ptrs *a) {                                                \
     int64_t B = a->B, H = a->H, mode = a->mode, G = rnn_gates(mode), R = rnn_saved(mode);       \
-    const T *gx = PTR(a->gx), *gh = PTR(a->gh), *bhh = PTR(a->bhh), *hp = PTR(a->hprev);        \
-    const T *cp = PTR(a->cprev);                                                                \
-    const int64_t *len = PTR(a->len);                                                           \
-    T *y = PTR(a->y), *hn = PTR(a->hnext), *cn = PTR(a->cnext), *gs = PTR(a->gates);            \
+    const T *gx = a->gx, *gh = a->gh, *bhh = a->bhh, *hp = a->hp, *cp = a->cp;                  \
+    const int64_t *len = a->len;                                                                \
+    T *y = a->y, *hn = a->hn, *cn = a->cn, *gs = a->gs;                                         \
+    const nt_VecMath *vm = nt_vm();                                                             \
     _Pragma("omp parallel for if (B * H * G > NT_OMP_THRESHOLD)")                               \
     for (int64_t b = 0; b < B; b++) {                                                           \
-      const T *x = gx + b * G * H, *h = gh + b * G * H;                                         \
-      T *s = gs + b * R * H;                                                                    \
-      bool on = !len || a->t < len[b];                                                          \
-      for (int64_t j = 0; j < H; j++) {                                                         \
-        int64_t at = b * H + j;                                                                 \
-        if (!on) { hn[at] = hp[at]; if (cn) cn[at] = cp[at]; y[at] = 0; continue; }             \
-        T out;                                                                                  \
-        if (mode == NT_RNN_LSTM) {                                                              \
-          T v[4];                                                                               \
-          for (int k = 0; k < 4; k++) v[k] = x[k * H + j] + h[k * H + j] + (bhh ? bhh[k * H + j] : 0); \
-          T i = sig_##T(v[0]), f = sig_##T(v[1]), g = TANH(v[2]), o = sig_##T(v[3]);            \
-          T c = f * cp[at] + i * g, tc = TANH(c);                                               \
-          out = o * tc;                                                                         \
-          cn[at] = c;                                                                           \
-          s[j] = i; s[H + j] = f; s[2 * H + j] = g; s[3 * H + j] = o; s[4 * H + j] = tc;        \
-        } else if (mode == NT_RNN_GRU) {                                                        \
-          T r = sig_##T(x[j] + h[j] + (bhh ? bhh[j] : 0));                                      \
-          T z = sig_##T(x[H + j] + h[H + j] + (bhh ? bhh[H + j] : 0));                          \
-          T hn_ = h[2 * H + j] + (bhh ? bhh[2 * H + j] : 0);                                    \
-          T n = TANH(x[2 * H + j] + r * hn_);                                                   \
-          out = ((T)1 - z) * n + z * hp[at];                                                    \
-          s[j] = r; s[H + j] = z; s[2 * H + j] = n; s[3 * H + j] = hn_;                         \
-        } else {                                                                                \
-          T v = x[j] + h[j] + (bhh ? bhh[j] : 0);                                               \
-          out = mode == NT_RNN_TANH ? TANH(v) : (v > 0 ? v : 0);                                \
-          s[j] = out;                                                                           \
+      const T *x = gx + b * G * H, *h = gh ? gh + b * G * H : NULL, *hpb = hp + b * H;          \
+      T *s = gs + b * R * H, *yb = y + b * H, *hnb = hn + b * H, *cnb = cn ? cn + b * H : NULL; \
+      const T *cpb = cp ? cp + b * H : NULL;                                                    \
+      if (len && a->t >= len[b]) {                                                              \
+        memcpy(hnb, hpb, (size_t)H * sizeof(T));                                                \
+        if (cnb) memcpy(cnb, cpb, (size_t)H * sizeof(T));                                       \
+        memset(yb, 0, (size_t)H * sizeof(T));                                                   \
+        continue;                                                                               \
+      }                                                                                         \
+      /* s = gx + gh + b_hh over the gates the sum feeds (GRU: r, z) */                         \
+      int64_t ns = mode == NT_RNN_GRU ? 2 * H : G * H;                                          \
+      for (int64_t k = 0; k < ns; k++) s[k] = x[k];                                             \
+      if (h) for (int64_t k = 0; k < ns; k++) s[k] += h[k];                                     \
+      if (bhh) for (int64_t k = 0; k < ns; k++) s[k] += bhh[k];                                 \
+      if (mode == NT_RNN_LSTM) {                /* s = [i f g o tanh(c')] */                    \
+        vm->VMU(NT_VM_SIGMOID, s, s, 2 * H);                                                    \
+        vm->VMU(NT_VM_TANH, s + 2 * H, s + 2 * H, H);                                           \
+        vm->VMU(NT_VM_SIGMOID, s + 3 * H, s + 3 * H, H);                                        \
+        for (int64_t j = 0; j < H; j++) cnb[j] = s[H + j] * cpb[j] + s[j] * s[2 * H + j];       \
+        vm->VMU(NT_VM_TANH, cnb, s + 4 * H, H);                                                 \
+        for (int64_t j = 0; j < H; j++) hnb[j] = yb[j] = s[3 * H + j] * s[4 * H + j];           \
+      } else if (mode == NT_RNN_GRU) {          /* s = [r z n (gh_n + b_hn)] */                 \
+        for (int64_t j = 0; j < H; j++) s[3 * H + j] = (h ? h[2 * H + j] : 0) + (bhh ? bhh[2 * H + j] : 0); \
+        vm->VMU(NT_VM_SIGMOID, s, s, 2 * H);                                                    \
+        for (int64_t j = 0; j < H; j++) s[2 * H + j] = x[2 * H + j] + s[j] * s[3 * H + j];      \
+        vm->VMU(NT_VM_TANH, s + 2 * H, s + 2 * H, H);                                           \
+        for (int64_t j = 0; j < H; j++) {                                                       \
+          T z = s[H + j];                                                                       \
+          hnb[j] = yb[j] = ((T)1 - z) * s[2 * H + j] + z * hpb[j];                              \
         }                                                                                       \
-        hn[at] = out;                                                                           \
-        y[at] = out;                                                                            \
+      } else {                                  /* s = [h'] */                                  \
+        if (mode == NT_RNN_TANH) vm->VMU(NT_VM_TANH, s, s, H);                                  \
+        else for (int64_t j = 0; j < H; j++) s[j] = s[j] > 0 ? s[j] : 0;                        \
+        memcpy(hnb, s, (size_t)H * sizeof(T));                                                  \
+        memcpy(yb, s, (size_t)H * sizeof(T));                                                   \
       }                                                                                         \
     }                                                                                           \
   }                                                                                             \
-  static void cell_bwd_##T(const rnn_cell_args *a) {                                            \
+  static void cell_bwd_##T(const cell_ptrs *a) {                                                \
     int64_t B = a->B, H = a->H, mode = a->mode, G = rnn_gates(mode), R = rnn_saved(mode);       \
-    const T *dy = PTR(a->dy), *mm = PTR(a->mm), *gs = PTR(a->gates), *hp = PTR(a->hprev);       \
-    const T *cp = PTR(a->cprev);                                                                \
-    const int64_t *len = PTR(a->len);                                                           \
-    T *dh = PTR(a->dh), *dc = PTR(a->dc), *dgx = PTR(a->dgx), *dgh = PTR(a->dgh);               \
+    const T *dy = a->dy, *mm = a->mm, *gs = a->gs, *hp = a->hp, *cp = a->cp;                    \
+    const int64_t *len = a->len;                                                                \
+    T *dh = a->dh, *dc = a->dc, *dgx = a->dgx, *dgh = a->dgh;                                   \
     _Pragma("omp parallel for if (B * H * G > NT_OMP_THRESHOLD)")                               \
     for (int64_t b = 0; b < B; b++) {                                                           \
-      const T *s = gs + b * R * H;                                                              \
+      const T *s = gs + b * R * H, *dyb = dy + b * H, *hpb = hp + b * H;                        \
+      const T *mmb = mm ? mm + b * H : NULL, *cpb = cp ? cp + b * H : NULL;                     \
       T *gx = dgx + b * G * H, *gh = dgh ? dgh + b * G * H : NULL;                              \
-      bool on = !len || a->t < len[b];                                                          \
-      for (int64_t j = 0; j < H; j++) {                                                         \
-        int64_t at = b * H + j;                                                                 \
-        T d = dh[at] + (mm ? mm[at] : 0);                                                       \
-        if (!on) {                                                                              \
-          dh[at] = d;                                                                           \
-          for (int64_t k = 0; k < G; k++) { gx[k * H + j] = 0; if (gh) gh[k * H + j] = 0; }     \
-          continue;                                                                             \
-        }                                                                                       \
-        d += dy[at];                                                                            \
-        if (mode == NT_RNN_LSTM) {                                                              \
+      T *dhb = dh + b * H, *dcb = dc ? dc + b * H : NULL;                                       \
+      if (mmb) for (int64_t j = 0; j < H; j++) dhb[j] += mmb[j];                                \
+      if (len && a->t >= len[b]) {              /* carried: dh, dc pass through */              \
+        memset(gx, 0, (size_t)(G * H) * sizeof(T));                                             \
+        if (gh) memset(gh, 0, (size_t)(G * H) * sizeof(T));                                     \
+        continue;                                                                               \
+      }                                                                                         \
+      if (mode == NT_RNN_LSTM) {                                                                \
+        for (int64_t j = 0; j < H; j++) {                                                       \
+          T d = dhb[j] + dyb[j];                                                                \
           T i = s[j], f = s[H + j], g = s[2 * H + j], o = s[3 * H + j], tc = s[4 * H + j];       \
-          T dct = dc[at] + d * o * ((T)1 - tc * tc);                                            \
+          T dct = dcb[j] + d * o * ((T)1 - tc * tc);                                            \
           gx[j] = dct * g * i * ((T)1 - i);                                                     \
-          gx[H + j] = dct * cp[at] * f * ((T)1 - f);                                            \
+          gx[H + j] = dct * cpb[j] * f * ((T)1 - f);                                            \
           gx[2 * H + j] = dct * i * ((T)1 - g * g);                                             \
           gx[3 * H + j] = d * tc * o * ((T)1 - o);                                              \
-          dc[at] = dct * f;                                                                     \
-          dh[at] = 0;                                                                           \
-        } else if (mode == NT_RNN_GRU) {                                                        \
+          dcb[j] = dct * f;                                                                     \
+          dhb[j] = 0;                                                                           \
+        }                                                                                       \
+      } else if (mode == NT_RNN_GRU) {                                                          \
+        for (int64_t j = 0; j < H; j++) {                                                       \
+          T d = dhb[j] + dyb[j];                                                                \
           T r = s[j], z = s[H + j], n = s[2 * H + j], hn_ = s[3 * H + j];                       \
-          T dn = d * ((T)1 - z) * ((T)1 - n * n), dz = d * (hp[at] - n) * z * ((T)1 - z);       \
+          T dn = d * ((T)1 - z) * ((T)1 - n * n), dz = d * (hpb[j] - n) * z * ((T)1 - z);       \
           T dr = dn * hn_ * r * ((T)1 - r);                                                     \
           gx[j] = gh[j] = dr;                                                                   \
           gx[H + j] = gh[H + j] = dz;                                                           \
           gx[2 * H + j] = dn;                                                                   \
           gh[2 * H + j] = dn * r;                                                               \
-          dh[at] = d * z;                                                                       \
-        } else {                                                                                \
-          T v = s[j];                                                                           \
-          gx[j] = mode == NT_RNN_TANH ? d * ((T)1 - v * v) : (v > 0 ? d : 0);                   \
-          dh[at] = 0;                                                                           \
+          dhb[j] = d * z;                                                                       \
+        }                                                                                       \
+      } else {                                                                                  \
+        for (int64_t j = 0; j < H; j++) {                                                       \
+          T d = dhb[j] + dyb[j], out = s[j];                                                    \
+          gx[j] = mode == NT_RNN_TANH ? d * ((T)1 - out * out) : (out > 0 ? d : 0);             \
+          dhb[j] = 0;                                                                           \
         }                                                                                       \
       }                                                                                         \
     }                                                                                           \
   }
-CELL_T(float, expf, tanhf)
-CELL_T(double, exp, tanh)
+CELL_T(float, unary_f32)
+CELL_T(double, unary_f64)
 
+static void cell_fwd(bool f32, const cell_ptrs *p) { if (f32) cell_fwd_float(p); else cell_fwd_double(p); }
+static void cell_bwd(bool f32, const cell_ptrs *p) { if (f32) cell_bwd_float(p); else cell_bwd_double(p); }
+
+/* "rnn_cell" / "rnn_cell_backward": one step, from rnn_cell_args' tensors */
 static int k_rnn_cell(const nt_KernelArgs *ka) {
   const rnn_cell_args *a = ka->extra;
+  cell_ptrs p = {.mode = a->mode, .B = a->B, .H = a->H, .t = a->t, .gx = PTR(a->gx), .gh = PTR(a->gh), .bhh = PTR(a->bhh),
+                 .hp = PTR(a->hprev), .cp = PTR(a->cprev), .len = PTR(a->len), .y = PTR(a->y), .hn = PTR(a->hnext),
+                 .cn = PTR(a->cnext), .gs = PTR(a->gates), .dy = PTR(a->dy), .mm = PTR(a->mm), .dh = PTR(a->dh),
+                 .dc = PTR(a->dc), .dgx = PTR(a->dgx), .dgh = PTR(a->dgh)};
   bool f32 = ka->in[0]->dtype == NT_F32;
-  if (ka->op == op_cell) { if (f32) cell_fwd_float(a); else cell_fwd_double(a); }
-  else { if (f32) cell_bwd_float(a); else cell_bwd_double(a); }
+  if (ka->op == op_cell) cell_fwd(f32, &p);
+  else cell_bwd(f32, &p);
+  return 0;
+}
+
+/* ---- the CPU's whole sequence in one kernel ------------------------------------------
+** "rnn_sequence" / "rnn_sequence_backward": every step of one layer and
+** direction in one call, the step GEMMs straight into reused buffers
+** (OpenBLAS; no tensor, view or allocation per step):
+**   forward   per step: gh = hprev[t] @ w_hh^T (scratch gh [B, G*H]), then
+**             the cell writes y, the next step's hprev/cprev (or h_n, c_n:
+**             packed[T], packed[T+1]) and gates[t]
+**   backward  per step: the cell (mm = NULL) leaves in dh the part of
+**             dL/dh_prev that bypasses w_hh, then dh += dg[t] @ w_hh (dg =
+**             dgh for GRU, else dgx): after the last step dh is dL/dh0.
+** Buffers as the layer's (rnn.c's top comment), all contiguous in one dtype
+** (f32 or f64).  The per-step path (rnn_cell ops + nt_matmul) remains for
+** devices without these kernels (CUDA). */
+typedef struct {
+  int64_t mode, T, B, H;
+  bool reverse;
+  nt_Tensor *w_hh, *bhh, *hprev, *cprev, *len, *gates;
+  nt_Tensor *gx, *gh, *packed;                     /* forward: gx [T,B,G*H], scratch gh [B,G*H], packed [T+S,B,H] */
+  nt_Tensor *dy, *dh, *dc, *dgx, *dgh;             /* backward: dy = gout [T+S,B,H]; dgh == dgx but for GRU */
+} rnn_seq_args;
+
+static void gemm(bool f32, bool trans_b, int64_t M, int64_t N, int64_t K, const void *a, int64_t lda, const void *b,
+                 int64_t ldb, double beta, void *c, int64_t ldc) {
+  const nt_Blas *bl = nt_blas();
+  enum CBLAS_TRANSPOSE tb = trans_b ? CblasTrans : CblasNoTrans;
+  if (f32) bl->sgemm(CblasRowMajor, CblasNoTrans, tb, (int)M, (int)N, (int)K, 1.0f, a, (int)lda, b, (int)ldb, (float)beta, c, (int)ldc);
+  else bl->dgemm(CblasRowMajor, CblasNoTrans, tb, (int)M, (int)N, (int)K, 1.0, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
+}
+
+static int k_rnn_sequence(const nt_KernelArgs *ka) {
+  const rnn_seq_args *a = ka->extra;
+  int64_t T = a->T, B = a->B, H = a->H, G = rnn_gates(a->mode), R = rnn_saved(a->mode), BH = B * H;
+  bool f32 = a->hprev->dtype == NT_F32, lstm = a->mode == NT_RNN_LSTM, gru = a->mode == NT_RNN_GRU;
+  size_t es = f32 ? sizeof(float) : sizeof(double);
+  char *hprev = nt_base(a->hprev), *cprev = a->cprev ? nt_base(a->cprev) : NULL, *gates = nt_base(a->gates);
+  const void *whh = nt_base(a->w_hh);
+  const int64_t *len = PTR(a->len);
+  if (B * G * H > INT_MAX || H > INT_MAX) NT_FAIL("%s: batch x gates x hidden_size = %lld is beyond BLAS's int", nt_op_name(ka->op), (long long)(B * G * H));
+  for (int64_t s = 0; s < T; s++) {
+    if (NT_INTERRUPTED()) NT_FAIL("interrupted");
+    bool fwd = ka->op == op_seq;
+    int64_t t = a->reverse == fwd ? T - 1 - s : s;   /* the forward's processing order; backward walks it back */
+    char *hp = hprev + (size_t)(t * BH) * es, *cp = cprev ? cprev + (size_t)(t * BH) * es : NULL;
+    cell_ptrs p = {.mode = a->mode, .B = B, .H = H, .t = t, .hp = hp, .cp = cp, .len = len,
+                   .gs = gates + (size_t)(t * B * R * H) * es};
+    if (fwd) {
+      char *packed = nt_base(a->packed), *gh = nt_base(a->gh);
+      int64_t tn = a->reverse ? t - 1 : t + 1;
+      bool last = s == T - 1;
+      gemm(f32, true, B, G * H, H, hp, H, whh, H, 0, gh, G * H);
+      p.gx = (char *)nt_base(a->gx) + (size_t)(t * B * G * H) * es;
+      p.gh = gh;
+      p.bhh = PTR(a->bhh);
+      p.y = packed + (size_t)(t * BH) * es;
+      p.hn = last ? packed + (size_t)(T * BH) * es : hprev + (size_t)(tn * BH) * es;
+      p.cn = !lstm ? NULL : last ? packed + (size_t)((T + 1) * BH) * es : cprev + (size_t)(tn * BH) * es;
+      cell_fwd(f32, &p);
+    } else {
+      char *dg = (char *)nt_base(gru ? a->dgh : a->dgx) + (size_t)(t * B * G * H) * es;
+      p.dy = (char *)nt_base(a->dy) + (size_t)(t * BH) * es;
+      p.dh = nt_base(a->dh);
+      p.dc = PTR(a->dc);
+      p.dgx = (char *)nt_base(a->dgx) + (size_t)(t * B * G * H) * es;
+      p.dgh = gru ? dg : NULL;
+      cell_bwd(f32, &p);
+      gemm(f32, false, B, H, G * H, dg, G * H, whh, H, 1, p.dh, H);
+    }
+  }
   return 0;
 }
 
@@ -155,8 +269,12 @@ static void register_rnn(void) {
   nt_nn_init();
   op_cell = nt_op_register("rnn_cell");
   op_cell_bwd = nt_op_register("rnn_cell_backward");
+  op_seq = nt_op_register("rnn_sequence");
+  op_seq_bwd = nt_op_register("rnn_sequence_backward");
   nt_register_kernel(op_cell, NT_CPU, k_rnn_cell);
   nt_register_kernel(op_cell_bwd, NT_CPU, k_rnn_cell);
+  nt_register_kernel(op_seq, NT_CPU, k_rnn_sequence);
+  nt_register_kernel(op_seq_bwd, NT_CPU, k_rnn_sequence);
 }
 static void rnn_init(void) {
   static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -202,6 +320,13 @@ static int layer_backward_(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin) {
   dgx = nt_empty(gshape, 3, dt, dev);
   dgh = mode == NT_RNN_GRU ? nt_empty(gshape, 3, dt, dev) : nt_retain(dgx);
   if (!dh || (mode == NT_RNN_LSTM && !dc) || !dgx || !dgh) goto done;
+  if (nt_kernel_table[op_seq_bwd][dev] && nt_is_contiguous(w_hh)) {   /* the whole sequence in one kernel (the CPU's): dh ends as dL/dh0 */
+    rnn_seq_args sa = {.mode = mode, .T = T, .B = B, .H = H, .reverse = reverse, .w_hh = w_hh, .hprev = hprev, .cprev = cprev,
+                       .len = len, .gates = gates, .dy = g, .dh = dh, .dc = dc, .dgx = dgx, .dgh = dgh};
+    nt_KernelArgs ka = {.op = op_seq_bwd, .in = {g, w_hh, hprev}, .nin = 3, .extra = &sa};
+    if (nt_dispatch(op_seq_bwd, dev, &ka) != 0) goto done;
+    mark((nt_Tensor *[]){dh, dc, dgx, dgh}, 4);
+  } else   /* one step at a time: "rnn_cell_backward" and a GEMM per step */
   for (int64_t s = 0; s < T; s++) {
     int64_t t = reverse ? s : T - 1 - s;       /* the processing order, backwards */
     rnn_cell_args a = {.mode = mode, .B = B, .H = H, .t = t, .len = len, .mm = mm, .dh = dh, .dc = dc};
@@ -286,6 +411,15 @@ static nt_Tensor *rnn_layer(nt_RnnMode mode, nt_Tensor *x, nt_Tensor *w_ih, nt_T
     ok = h && nt_copy_(h, h0) == 0 && (!lstm || (c && nt_copy_(c, c0) == 0));
     nt_release(h); nt_release(c);
   }
+  if (ok && nt_kernel_table[op_seq][dev] && nt_is_contiguous(w_hh)) {   /* the whole sequence in one kernel (the CPU's) */
+    nt_Tensor *gh = nt_empty((int64_t[]){B, G * H}, 2, dt, dev);
+    rnn_seq_args sa = {.mode = mode, .T = T, .B = B, .H = H, .reverse = reverse, .w_hh = w_hh, .bhh = b_hh, .hprev = hprev,
+                       .cprev = cprev, .len = len, .gates = gates, .gx = gx, .gh = gh, .packed = packed};
+    nt_KernelArgs ka = {.op = op_seq, .in = {gx, w_hh, hprev}, .nin = 3, .extra = &sa};
+    ok = gh && nt_dispatch(op_seq, dev, &ka) == 0;
+    if (ok) mark((nt_Tensor *[]){packed, hprev, cprev, gates}, 4);
+    nt_release(gh);
+  } else   /* one step at a time: a GEMM and the "rnn_cell" op per step */
   for (int64_t s = 0; ok && s < T; s++) {
     int64_t t = reverse ? T - 1 - s : s, tn = reverse ? t - 1 : t + 1;
     bool last = s == T - 1;

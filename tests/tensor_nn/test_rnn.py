@@ -3,7 +3,8 @@
 weights: outputs, final states and the gradients of the input, every weight
 and the initial states, on fresh random data for every option (layers,
 bidirectional, batch_first, bias, initial states or zeros, lengths with
-packed-sequence semantics, unbatched input, non-contiguous input), f32 and
+packed-sequence semantics, an empty sequence mid-batch, unbatched input,
+non-contiguous input, hidden sizes past the CPU cell's vector width), f32 and
 f64, on the CPU and on the emulated CUDA device (cuda/rnn.cu;
 NABLA_CUDA_EMULATE=force).  Then the nn layers (state-dict names, dropout
 and train/eval), an LSTM language model trained for 3 SGD steps against
@@ -49,7 +50,7 @@ def torch_module(c, dtype):
 
 
 def make_case(k, mode, dt, L=1, bi=False, bf=False, bias=True, h0=True, lengths=False, unbatched=False, permuted=False,
-              T=None, B=None, I=None, H=None):
+              T=None, B=None, I=None, H=None, zero_len=False, wstd=0.6):
     npdt = np.float32 if dt == "f32" else np.float64
     T = T or int(rng.integers(1, 7))
     B = B or int(rng.integers(1, 5))
@@ -69,7 +70,7 @@ def make_case(k, mode, dt, L=1, bi=False, bf=False, bias=True, h0=True, lengths=
                 ps += [("bias_ih" + sfx, (G * H,)), ("bias_hh" + sfx, (G * H,))]
             for name, shape in ps:
                 names.append(name)
-                weights.append((rng.standard_normal(shape) * 0.6).astype(npdt))
+                weights.append((rng.standard_normal(shape) * wstd).astype(npdt))
     c["names"], c["weights"] = names, weights
     xshape = (T, I) if unbatched else ((B, T, I) if bf else (T, B, I))
     c["x"] = rng.standard_normal(xshape).astype(npdt)
@@ -79,6 +80,9 @@ def make_case(k, mode, dt, L=1, bi=False, bf=False, bias=True, h0=True, lengths=
     if lengths:
         ln = rng.integers(1, T + 1, B)
         ln[rng.integers(0, B)] = T            # pad_packed_sequence pads to the longest; total_length=T keeps T
+        if zero_len:                          # an empty sequence between others (torch_ref: one sequence at a time)
+            ln[:] = rng.integers(1, T + 1, B)
+            ln[0], ln[B // 2] = T, 0
         c["lengths"] = ln.astype(np.int64)
     else:
         c["lengths"] = None
@@ -103,6 +107,17 @@ def make_cases():
     for mode in ("lstm", "gru"):
         cases.append(make_case(k, mode, "f64", L=2, bi=True, lengths=True, T=9, B=6, I=7, H=8))
         k += 1
+    # hidden sizes past the vector width (the CPU cell's sigmoid/tanh run whole
+    # SIMD vectors, then a tail), longer sequences (every step's GEMMs and cell
+    # backward feed dW_hh, dW_ih, db and dh0), and an empty sequence mid-batch;
+    # weights ~ 1/sqrt(H) as torch's init (larger ones make a chaotic RNN whose
+    # f32 gradients no tolerance bounds)
+    for mode in ("lstm", "gru", "rnn_tanh", "rnn_relu"):
+        for dt in ("f32", "f64"):
+            cases.append(make_case(k, mode, dt, L=2, bi=dt == "f64", T=11, B=5, I=19, H=37, wstd=37 ** -0.5))
+            cases.append(make_case(k + 1, mode, dt, L=2, bi=True, lengths=True, zero_len=True, T=6, B=5, I=5, H=21,
+                                   wstd=21 ** -0.5))
+            k += 2
     return cases
 
 
@@ -158,6 +173,34 @@ case_{i}()''')
     return "\n".join(lines)
 
 
+def per_sequence(m, x, h0, c0, c):
+    """torch's module on each sequence alone, x[:lengths[b], b] (torch refuses
+    an empty sequence in a packed batch): outputs zero-padded to T, the final
+    state h0's (c0's) row for an empty sequence; batched x, f64."""
+    lstm, bf, T = c["mode"] == "lstm", c["bf"], c["T"]
+    LD = c["L"] * (2 if c["bi"] else 1)
+    zeros = torch.zeros(LD, c["B"], c["H"], dtype=torch.float64)
+    h0 = zeros if h0 is None else h0
+    c0 = zeros if c0 is None and lstm else c0
+    ys, hs, cs = [], [], []
+    for b, n in enumerate(c["lengths"]):
+        hb, cb = h0[:, b:b + 1], c0[:, b:b + 1] if lstm else None
+        if n == 0:
+            ys.append(torch.zeros(T, 1, c["H"] * LD // c["L"], dtype=torch.float64))
+            hs.append(hb)
+            cs.append(cb)
+            continue
+        xb = x[b:b + 1, :n].transpose(0, 1) if bf else x[:n, b:b + 1]
+        m.batch_first = False
+        yb, st = m(xb, (hb, cb) if lstm else hb)
+        m.batch_first = bf
+        ys.append(torch.cat([yb, torch.zeros(T - n, 1, yb.shape[2], dtype=torch.float64)]))
+        hs.append(st[0] if lstm else st)
+        cs.append(st[1] if lstm else None)
+    y = torch.cat(ys, 1)
+    return (y.transpose(0, 1) if bf else y), torch.cat(hs, 1), (torch.cat(cs, 1) if lstm else None)
+
+
 def torch_ref(c):
     """torch's module in f64 from the same values (torch's f32 LSTM rounds
     differently; the tolerance covers f32's own rounding)"""
@@ -168,13 +211,16 @@ def torch_ref(c):
     h0 = t(c["h0"], True) if c["h0"] is not None else None
     c0 = t(c["c0"], True) if c["c0"] is not None else None
     hx = (h0, c0) if c["mode"] == "lstm" and h0 is not None else h0
-    if c["lengths"] is not None:
+    if c["lengths"] is not None and c["lengths"].min() == 0:
+        y, hn, cn = per_sequence(m, x, h0, c0, c)
+    elif c["lengths"] is not None:
         packed = pack_padded_sequence(x, torch.tensor(c["lengths"]), batch_first=c["bf"], enforce_sorted=False)
         po, st = m(packed, hx)
         y, _ = pad_packed_sequence(po, batch_first=c["bf"], total_length=c["T"])
     else:
         y, st = m(x, hx)
-    hn, cn = st if c["mode"] == "lstm" else (st, None)
+    if c["lengths"] is None or c["lengths"].min() > 0:
+        hn, cn = st if c["mode"] == "lstm" else (st, None)
     loss = (y * t(c["gy"])).sum() + (hn * t(c["gh"])).sum() + ((cn * t(c["gc"])).sum() if cn is not None else 0)
     loss.backward()
     ref = {"y": y, "hn": hn, "gx": x.grad}
@@ -218,7 +264,7 @@ def check_values(cases, dev, env_extra):
         bad = compare(got, c["id"], torch_ref(c), c["dt"])
         opts = [f"layers={c['L']}"] + [k for k in ("bi", "bf", "unbatched", "permuted") if c[k]]
         opts += ["no bias"] if not c["bias"] else []
-        opts += ["lengths"] if c["lengths"] is not None else []
+        opts += ["lengths" + (" (one 0)" if c["lengths"].min() == 0 else "")] if c["lengths"] is not None else []
         opts += ["h0" if c["h0"] is not None else "zero state"]
         report(f"{c['mode']} {dev} {c['dt']} T={c['T']} B={c['B']} I={c['I']} H={c['H']} {' '.join(opts)}", not bad, "; ".join(bad))
 
