@@ -418,13 +418,16 @@ int k_sdpa(const nt_KernelArgs *a) {
   // forward declines (1, nothing written): the front end composes public ops instead
   // (attention.c sdpa_composed).  A backward whose forward ran here on cuDNN cannot
   // decline: an error saying why, never a gradient without the mask.
-  if (ia[NT_SDPA_MASK]) {
+  // Dropout likewise: only cuDNN's graph drops out (its RNG node); never a silent drop.
+  const bool drop = a->niarg > NT_SDPA_DROPOUT && ia[NT_SDPA_DROPOUT];
+  if (ia[NT_SDPA_MASK] || drop) {
+    const char *what = ia[NT_SDPA_MASK] ? "masked" : "dropout";
     if (bwd) {
-      host->error_set("%s: the masked forward ran on cuDNN but its backward cannot (%s)", op,
-                      last_fallback[0] ? last_fallback : "NABLA_CUDA_ATTENTION forces a kernel that takes no mask");
+      host->error_set("%s: the %s forward ran on cuDNN but its backward cannot (%s)", op, what,
+                      last_fallback[0] ? last_fallback : "NABLA_CUDA_ATTENTION forces a kernel that takes no mask or dropout");
       return -1;
     }
-    host->error_set("%s: no fused CUDA kernel but cuDNN's graph takes an additive mask", op);
+    host->error_set("%s: no fused CUDA kernel but cuDNN's graph takes an additive mask or dropout", op);
     return 1;
   }
   if (p == kGemm) return sdpa_gemm(a, bwd);
