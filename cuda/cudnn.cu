@@ -628,6 +628,10 @@ bool sdpa_cudnn_supports(const nt_KernelArgs *a, bool bwd, char *why, size_t n) 
     return false;
   }
   const nt_Tensor *m = mask_of(a, bwd);
+  if (a->niarg > NT_SDPA_MASK_GRAD && ia[NT_SDPA_MASK_GRAD]) {
+    snprintf(why, n, "the mask requires grad (cuDNN's graph computes no dBias)");
+    return false;
+  }
   if (a->niarg > NT_SDPA_MASK && ia[NT_SDPA_MASK] && !m) {   // never a graph that silently drops the mask
     snprintf(why, n, "the op's arguments say mask_b = %lld but carry no mask tensor", (long long)ia[NT_SDPA_MASK]);
     return false;

@@ -583,7 +583,8 @@ again:
   if (!o || !lse || (dropout > 0 && !rng)) goto fail;
   nt_SdpaExtra ex = {.mask = mask, .rng = rng};
   nt_KernelArgs ka = {.op = nn_ops.sdpa, .out = o, .in = {q, k, v, lse}, .nin = 4, .extra = &ex, .s = {scale, dropout},
-                      .iarg = {B, T, S, D, DV, causal, mask_b, cviews, dropout > 0, (int64_t)seed, (int64_t)offset},
+                      .iarg = {B, T, S, D, DV, causal, mask_b, cviews, dropout > 0, (int64_t)seed, (int64_t)offset,
+                               mask0 && mask0->requires_grad},
                       .niarg = NT_SDPA_NIARG};
   if (nt_dev_check(mask, op)) goto fail;   /* in `extra`: the dispatch does not see it */
   int rc = B * T > 0 ? nt_dispatch(ka.op, q->device, &ka) : 0;
@@ -637,7 +638,7 @@ nt_Tensor *nt_sdpa(nt_Tensor *q, nt_Tensor *k, nt_Tensor *v, nt_Tensor *mask, bo
     NT_FAIL_NULL("%s: expected all tensors on the same device, got %s and %s", op, nt_device_name(q->device), nt_device_name(mask->device));
   /* a mask or dropout on CUDA goes to the fused op: cuDNN's graph adds it / drops out,
   ** or the op composes (with the reason in cuda.attention_backend()) */
-  if ((dropout > 0 && q->device != NT_CUDA) || (mask && mask->requires_grad)) {
+  if (q->device != NT_CUDA && (dropout > 0 || (mask && mask->requires_grad))) {
     nt_Tensor *in0[3] = {q, k, v};
     if (nt_check_same_device(op, 3, in0)) return NULL;
     NT_AUTOCAST(NT_AUTOCAST_LOW, sdpa_composed(ac_[0], ac_[1], ac_[2], mask, causal, scale, dropout), q, k, v);

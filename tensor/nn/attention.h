@@ -50,6 +50,9 @@
 **            the backward regenerates the same mask.  Where cuDNN cannot run the
 **            dropout graph the forward returns 1 (nothing drawn) and the front end
 **            composes public ops; a backward cannot decline (an error saying why).
+**   iarg[NT_SDPA_MASK_GRAD] = 1 (CUDA): the mask requires grad; cuDNN's graph has
+**            no dBias, so the forward declines (1, the reason kept) and the front
+**            end composes public ops, which give the mask its gradient.
 */
 #ifndef NT_NN_ATTENTION_H
 #define NT_NN_ATTENTION_H
@@ -57,7 +60,7 @@
 #include "tensor/tensor.h"
 
 enum { NT_SDPA_B, NT_SDPA_T, NT_SDPA_S, NT_SDPA_D, NT_SDPA_DV, NT_SDPA_CAUSAL, NT_SDPA_MASK, NT_SDPA_VIEWS,
-       NT_SDPA_DROPOUT, NT_SDPA_SEED, NT_SDPA_OFFSET, NT_SDPA_NIARG };
+       NT_SDPA_DROPOUT, NT_SDPA_SEED, NT_SDPA_OFFSET, NT_SDPA_MASK_GRAD, NT_SDPA_NIARG };
 
 /* Does cuDNN's fused attention graph (cuda/cudnn.cu) take this dtype and these
 ** head dims?  One rule for the module and the front end: f16/bf16, d = dv, a

@@ -28,6 +28,16 @@ emulated device with the stand-in libcudnn.so.9 (tests/cuda/cudnn_standin/):
     would (operands that do not broadcast, NULL pointers);
   * the plan cache (one plan per shape and direction, reused; the mask's
     broadcast is part of the key);
+  * dropout in the graph: the RNG node (BERNOULLI, probability 1-p, seed and
+    offset as device INT64 scalars, uids 14/15) and the 1/(1-p) and (1-p)
+    scales in both graphs (causal or not, with the additive mask, packed
+    heads); O and dQ/dK/dV vs torch applying the stand-in's own mask
+    (reproduced in NumPy from the seed/offset it logged); forward and backward
+    drawing the same seed/offset, the next call a new offset; the kept
+    fraction on 32768 elements within 6 sigma of 1-p; the fallbacks (f32, a
+    head dim, no engine, a mask that requires grad; forced cudnn is an error),
+    the planted graphs without (or not using) the RNG node refused, p in the
+    plan cache's key;
   * (runs under NABLA_ASAN=1 too, on the ASan build)
   * the reasons: no library, a library too old, no engine for the graph,
     execution failure (an error naming the op, never a fallback), f32 (cuDNN's
@@ -792,6 +802,15 @@ def dropout_fallbacks():
         rc, so, se = run(code, NABLA_CUDA_ATTENTION="cudnn", **kw)
         chk(f"dropout_forced_{name}", rc != 0 and "NABLA_CUDA_ATTENTION=cudnn, but cuDNN cannot run it" in se and why in se,
             f"rc={rc} {se[-400:]}")
+    # a mask that requires grad: no dBias in the graph, so the composed ops (its gradient), the reason kept
+    mg = ("q = randn(2, 5, 8).to(\"bf16\").cuda()\nm0 = randn(5, 5).cuda()\n"
+          "g = grad(fn(m) sum(scaled_dot_product_attention(q, q, q, mask=m, dropout=0.4).to(\"f32\")))(m0)\n"
+          "print(g.shape, max(abs(g)).item() > 0)\n" + SHOW)
+    rc, so, se = run(mg)
+    chk("dropout_mask_requires_grad_composes", rc == 0 and so.startswith("[5, 5] true")
+        and "requires grad" in (fields(so).get("last_fallback") or ""), f"rc={rc} {so[:300]} {se[-300:]}")
+    rc, so, se = run(mg, NABLA_CUDA_ATTENTION="cudnn")
+    chk("dropout_mask_requires_grad_forced", rc != 0 and "cuDNN cannot run it: the mask requires grad" in se, f"rc={rc} {se[-300:]}")
     bwd = ("q = randn(2, 5, 8).to(\"bf16\").cuda()\n"
            "g = grad(fn(q) sum(scaled_dot_product_attention(q, q, q, dropout=0.25).to(\"f32\")))(q)\ncuda.synchronize()\n"
            "print(\"ran\")")
