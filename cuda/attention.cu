@@ -3,7 +3,8 @@
 // nt_KernelArgs layout as the CPU kernel (tensor/nn/attention.h):
 //   forward  "scaled_dot_product_attention":  O [B,T,DV], in = {q [B,T,D], k [B,S,D], v [B,S,DV], L [B,T]}
 //   backward "scaled_dot_product_attention_backward": extra = nt_SdpaGrads *
-//   iarg = {B, T, S, D, DV, causal, mask, views}, s[0] = scale.  Causal: query i sees keys j <= i.
+//   iarg = {B, T, S, D, DV, causal, mask, views, dropout, seed, offset, mask_grad}, s[0] = scale, s[1] = the
+//   dropout p (a mask or dropout only cuDNN's graph takes: cudnn.cu).  Causal: query i sees keys j <= i.
 // Layout (Lay, attention_lay.cuh): every operand but L is B = Bo * Bi matrices [rows, cols] with unit
 // column stride; matrix b starts at (b / Bi) so + (b % Bi) si and row r at + r sr.  The
 // contiguous [B, rows, cols] of the op contract is Bi = B, si = rows cols, sr = cols; the
