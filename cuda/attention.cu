@@ -3,7 +3,8 @@
 // nt_KernelArgs layout as the CPU kernel (tensor/nn/attention.h):
 //   forward  "scaled_dot_product_attention":  O [B,T,DV], in = {q [B,T,D], k [B,S,D], v [B,S,DV], L [B,T]}
 //   backward "scaled_dot_product_attention_backward": extra = nt_SdpaGrads *
-//   iarg = {B, T, S, D, DV, causal, mask, views}, s[0] = scale.  Causal: query i sees keys j <= i.
+//   iarg = {B, T, S, D, DV, causal, mask, views, dropout, seed, offset, mask_grad}, s[0] = scale, s[1] = the
+//   dropout p (a mask or dropout only cuDNN's graph takes: cudnn.cu).  Causal: query i sees keys j <= i.
 // Layout (Lay, attention_lay.cuh): every operand but L is B = Bo * Bi matrices [rows, cols] with unit
 // column stride; matrix b starts at (b / Bi) so + (b % Bi) si and row r at + r sr.  The
 // contiguous [B, rows, cols] of the op contract is Bi = B, si = rows cols, sr = cols; the
@@ -418,13 +419,16 @@ int k_sdpa(const nt_KernelArgs *a) {
   // forward declines (1, nothing written): the front end composes public ops instead
   // (attention.c sdpa_composed).  A backward whose forward ran here on cuDNN cannot
   // decline: an error saying why, never a gradient without the mask.
-  if (ia[NT_SDPA_MASK]) {
+  // Dropout likewise: only cuDNN's graph drops out (its RNG node); never a silent drop.
+  const bool drop = a->niarg > NT_SDPA_DROPOUT && ia[NT_SDPA_DROPOUT];
+  if (ia[NT_SDPA_MASK] || drop) {
+    const char *what = ia[NT_SDPA_MASK] ? "masked" : "dropout";
     if (bwd) {
-      host->error_set("%s: the masked forward ran on cuDNN but its backward cannot (%s)", op,
-                      last_fallback[0] ? last_fallback : "NABLA_CUDA_ATTENTION forces a kernel that takes no mask");
+      host->error_set("%s: the %s forward ran on cuDNN but its backward cannot (%s)", op, what,
+                      last_fallback[0] ? last_fallback : "NABLA_CUDA_ATTENTION forces a kernel that takes no mask or dropout");
       return -1;
     }
-    host->error_set("%s: no fused CUDA kernel but cuDNN's graph takes an additive mask", op);
+    host->error_set("%s: no fused CUDA kernel but cuDNN's graph takes an additive mask or dropout", op);
     return 1;
   }
   if (p == kGemm) return sdpa_gemm(a, bwd);

@@ -39,6 +39,11 @@
 //   Stats = m + log(l)                         non-virtual f32: saved for backward
 //                                              (it is our lse: logsumexp of row i)
 //   P    = e / l
+//   dropout only (training, p in (0, 1); the pattern cudnn-frontend's SDPA node emits):
+//     M  = rng(Seed, Offset)                   RNG node: Philox, BERNOULLI with probability
+//                                              1-p (keep), [B,H,T,S] f32 virtual; Seed uid 14
+//                                              and Offset uid 15 are DEVICE i64 [1,1,1,1]
+//     P  = (P * M) * dscale                    dscale: uid 16, a by-value f32 1/(1-p)
 //   O    = matmul(P, V)                        written in the io dtype
 // The backward graph (the flash backward pattern; P is recomputed from Stats,
 // never stored).  Further uids: 8 dO, 9 dQ, 10 dK, 11 dV, 12 Dsum:
@@ -52,17 +57,29 @@
 //   dP   = matmul(dO, V^T)
 //   dS   = P * (dP - Dsum) * scale
 //   dQ   = matmul(dS, K),  dK = matmul(reshape(dS) = dS^T, Q)
+// Dropout in the backward: M = rng(Seed, Offset) first (the same seed and offset as the
+// forward: the same mask), Dsum = reduce_add(dO * O) * (1-p) (uid 17, by value; O is the
+// dropped output), P's use in dV is (P * M) * dscale, dP = dP * M before "- Dsum", and
+// dS = P * (dP - Dsum) * dscale * scale: dS = P (M dP / (1-p) - D), the softmax gradient
+// through the dropped probabilities.  The seed and offset reach the forward's kernel as
+// the host generator's state (attention.h NT_SDPA_SEED/OFFSET); dropout_state writes them
+// into the op's rng tensor (i64 [4]: seed at 0, offset at 2, each 16-byte aligned) that
+// both graphs read, reading the captured step's random slot instead while a step is
+// captured (graph.h), so each replay draws a new mask, as random.cu's kernels do.  A
+// dropout graph whose RNG node is missing or unused cannot be built: check_dropout.
 // Which engine runs is cuDNN's heuristics' choice (mode A); the first config that
 // finalizes wins, deterministic ones first (CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC
 // engines only when no other finalizes: then attention_backend() says so).
 //
 // Plan cache: building a plan takes tens to hundreds of ms, executing one µs; plans
 // are kept by (direction, dtype, causal, scale, every operand's dims and strides,
-// the mask's dims and strides: its kind and broadcast)
+// the mask's dims and strides: its kind and broadcast, dropout on/off and p: p is
+// the RNG descriptor's Bernoulli probability, fixed in the graph)
 // in a small table (kCacheSize, the oldest replaced).  The training flag is
 // implicit: the forward always writes Stats (the op contract saves lse).  The
 // workspace comes from the caching allocator per call (Scratch).
 #include "common.cuh"
+#include "cuda/graph.h"
 #include "tensor/nn/attention.h"
 #include <cudnn_graph.h>
 #include <dlfcn.h>
@@ -185,11 +202,15 @@ cudnnDataType_t dnn_dtype(nt_DType dt) { return dt == NT_F16 ? CUDNN_DATA_HALF :
 // Owns every descriptor made for one graph; the plan outlives it (the cache keeps it).
 struct Builder {
   const char *op;
-  cudnnBackendDescriptor_t all[96];
+  cudnnBackendDescriptor_t all[160];   // the largest graph (backward, causal, mask, dropout) + 16 engine configs
   int nall = 0;
   cudnnBackendDescriptor_t ops[32];
   int nops = 0;
   int64_t next_virtual = 100;
+  // dropout bookkeeping for check_dropout: RNG ops added, and the ops that read the mask
+  int nrng = 0, rng_uses = 0;
+  cudnnBackendDescriptor_t rng_y = nullptr;
+  const char *plant = nullptr;   // NABLA_CUDNN_TEST_PLANT (tests only): a broken dropout graph
   explicit Builder(const char *o) : op(o) {}
   ~Builder() { for (int i = 0; i < nall; i++) dnn.DestroyDescriptor(all[i]); }
   Builder(const Builder &) = delete;
@@ -247,7 +268,37 @@ struct Builder {
         (t && set(o, CUDNN_ATTR_OPERATION_POINTWISE_TDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &t)) ||
         set(o, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y))
       return -1;
+    if (rng_y && (x == rng_y || b == rng_y)) rng_uses++;
     return add_op(o, "pointwise operation finalize");
+  }
+  // y = the Bernoulli(keep) mask of Philox(seed, offset): the dropout RNG node; seed and
+  // offset are tensor descriptors (device scalars), keep = 1 - p
+  int rng(cudnnBackendDescriptor_t seed, cudnnBackendDescriptor_t offset, double keep, cudnnBackendDescriptor_t y) {
+    cudnnBackendDescriptor_t rd, o;
+    cudnnRngDistribution_t dist = CUDNN_RNG_DISTRIBUTION_BERNOULLI;
+    if (make(CUDNN_BACKEND_RNG_DESCRIPTOR, &rd) || set(rd, CUDNN_ATTR_RNG_DISTRIBUTION, CUDNN_TYPE_RNG_DISTRIBUTION, 1, &dist) ||
+        set(rd, CUDNN_ATTR_RNG_BERNOULLI_DIST_PROBABILITY, CUDNN_TYPE_DOUBLE, 1, &keep) || fin(rd, "rng descriptor finalize"))
+      return -1;
+    if (make(CUDNN_BACKEND_OPERATION_RNG_DESCRIPTOR, &o) ||
+        set(o, CUDNN_ATTR_OPERATION_RNG_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y) ||
+        set(o, CUDNN_ATTR_OPERATION_RNG_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &rd) ||
+        set(o, CUDNN_ATTR_OPERATION_RNG_SEED, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &seed) ||
+        set(o, CUDNN_ATTR_OPERATION_RNG_OFFSET_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &offset))
+      return -1;
+    rng_y = y;
+    if (plant && strcmp(plant, "no_rng") == 0) return fin(o, "rng operation finalize");   // built, never added
+    nrng++;
+    return add_op(o, "rng operation finalize");
+  }
+  // Never a silent drop of dropout: a dropout graph has exactly one RNG node whose mask
+  // `uses` pointwise ops read (the forward's P * M; the backward's P * M and dP * M),
+  // and a graph without dropout has none.  An internal error otherwise.
+  int check_dropout(bool dropout, int uses) {
+    if (dropout ? nrng == 1 && rng_uses == uses : nrng == 0 && !rng_y) return 0;
+    host->error_set("%s: internal error: the cuDNN %s graph has %d RNG node(s) whose mask %d op(s) read "
+                    "(expected %d and %d): refusing a graph that would %s", op, dropout ? "dropout" : "attention", nrng,
+                    rng_uses, dropout ? 1 : 0, dropout ? uses : 0, dropout ? "silently skip dropout" : "drop out unasked");
+    return -1;
   }
   int matmul(cudnnBackendDescriptor_t a, cudnnBackendDescriptor_t b, cudnnBackendDescriptor_t c) {
     cudnnBackendDescriptor_t mm, o;
@@ -371,7 +422,8 @@ struct Builder {
 // ---- the plan cache -----------------------------------------------------------------------
 struct Key {
   int bwd, causal, dtype, mask;   // mask: 1 when the graph adds a bias (its view: v[8])
-  double scale;
+  int dropout;                    // 1: the RNG node, keep probability 1 - p
+  double scale, p;
   View v[9];   // q, k, v, o, (dO, dq, dk, dv), mask
 };
 // plan == NULL: cuDNN cannot run this graph, why says so (kept, so it is not retried per call)
@@ -396,40 +448,70 @@ int build(const char *op, const Key &k, Entry *e) {
   const View sv = rowmajor(B, H, T, S), rowv = rowmajor(B, H, T, 1);
   const View one = {{1, 1, 1, 1}, {1, 1, 1, 1}};
   cudnnBackendDescriptor_t q, kt, scale, ninf, s, stats, bias = nullptr;
+  // dropout: the device seed and offset, the by-value 1/(1-p) (and (1-p) for Dsum), the mask
+  cudnnBackendDescriptor_t seed = nullptr, offs = nullptr, dscale = nullptr, dkeep = nullptr, mrng = nullptr;
+  const bool drop = k.dropout != 0;
+  g.plant = getenv("NABLA_CUDNN_TEST_PLANT");
+  const bool unused_mask = g.plant && strcmp(g.plant, "rng_unused") == 0;
+  if (drop && (g.tensor(14, one, CUDNN_DATA_INT64, false, false, &seed) || g.tensor(15, one, CUDNN_DATA_INT64, false, false, &offs) ||
+               g.tensor(16, one, CUDNN_DATA_FLOAT, false, true, &dscale) ||
+               (k.bwd && g.tensor(17, one, CUDNN_DATA_FLOAT, false, true, &dkeep))))
+    return -1;
+  // P (f32 [B,H,T,S]) through the dropout: (P * M) * 1/(1-p), the mask drawn here
+  auto dropped = [&](cudnnBackendDescriptor_t p, cudnnBackendDescriptor_t *pd) -> int {
+    if (!drop) { *pd = p; return 0; }
+    cudnnBackendDescriptor_t pm;
+    if (g.virt(sv, CUDNN_DATA_FLOAT, &mrng) || g.rng(seed, offs, 1.0 - k.p, mrng)) return -1;
+    if (unused_mask) pm = p;
+    else if (g.virt(sv, CUDNN_DATA_FLOAT, &pm) || g.pointwise(CUDNN_POINTWISE_MUL, p, mrng, nullptr, pm)) return -1;
+    return g.virt(sv, CUDNN_DATA_FLOAT, pd) || g.pointwise(CUDNN_POINTWISE_MUL, pm, dscale, nullptr, *pd);
+  };
   if (g.tensor(1, vq, io, false, false, &q) || g.tensor(2, transposed(vk), io, false, false, &kt) ||
       g.tensor(6, one, CUDNN_DATA_FLOAT, false, true, &scale) || g.tensor(7, one, CUDNN_DATA_FLOAT, false, true, &ninf) ||
       g.tensor(5, rowv, CUDNN_DATA_FLOAT, false, false, &stats) ||
       (k.mask && g.tensor(13, k.v[8], io, false, false, &bias)) || g.scores(q, kt, scale, ninf, bias, sv, k.causal, &s))
     return -1;
   if (!k.bwd) {
-    cudnnBackendDescriptor_t m, sub, ex, l, logl, p, v, o;
+    cudnnBackendDescriptor_t m, sub, ex, l, logl, p, pd, v, o;
     if (g.virt(rowv, CUDNN_DATA_FLOAT, &m) || g.reduce(CUDNN_REDUCE_TENSOR_MAX, s, m) ||
         g.virt(sv, CUDNN_DATA_FLOAT, &sub) || g.pointwise(CUDNN_POINTWISE_SUB, s, m, nullptr, sub) ||
         g.virt(sv, CUDNN_DATA_FLOAT, &ex) || g.pointwise(CUDNN_POINTWISE_EXP, sub, nullptr, nullptr, ex) ||
         g.virt(rowv, CUDNN_DATA_FLOAT, &l) || g.reduce(CUDNN_REDUCE_TENSOR_ADD, ex, l) ||
         g.virt(rowv, CUDNN_DATA_FLOAT, &logl) || g.pointwise(CUDNN_POINTWISE_LOG, l, nullptr, nullptr, logl) ||
         g.pointwise(CUDNN_POINTWISE_ADD, m, logl, nullptr, stats) ||
-        g.virt(sv, CUDNN_DATA_FLOAT, &p) || g.pointwise(CUDNN_POINTWISE_DIV, ex, l, nullptr, p) ||
-        g.tensor(3, vv, io, false, false, &v) || g.tensor(4, vo, io, false, false, &o) || g.matmul(p, v, o))
+        g.virt(sv, CUDNN_DATA_FLOAT, &p) || g.pointwise(CUDNN_POINTWISE_DIV, ex, l, nullptr, p) || dropped(p, &pd) ||
+        g.tensor(3, vv, io, false, false, &v) || g.tensor(4, vo, io, false, false, &o) || g.matmul(pd, v, o) ||
+        g.check_dropout(drop, 1))
       return -1;
   } else {
     const View &vdo = k.v[4], &vdq = k.v[5], &vdk = k.v[6], &vdv = k.v[7];
     const View svt = transposed(sv);
-    cudnnBackendDescriptor_t dO, o, doo, dsum, sub, p, pt, dv, vt, dp, t, ds0, ds, kk, dq, dst, dk;
+    cudnnBackendDescriptor_t dsum0 = nullptr, dO, o, doo, dsum, sub, p, pd, pt, dv, vt, dp, dpm, t, ds0, ds1, ds, kk, dq, dst, dk;
+    // Dsum: the row sum of dO * O, times (1-p) under dropout (uid 12 either way)
     if (g.tensor(8, vdo, io, false, false, &dO) || g.tensor(4, vo, io, false, false, &o) ||
         g.virt(rowmajor(B, H, T, vo.d[3]), CUDNN_DATA_FLOAT, &doo) || g.pointwise(CUDNN_POINTWISE_MUL, dO, o, nullptr, doo) ||
-        g.tensor(12, rowv, CUDNN_DATA_FLOAT, false, false, &dsum) || g.reduce(CUDNN_REDUCE_TENSOR_ADD, doo, dsum) ||
+        g.tensor(12, rowv, CUDNN_DATA_FLOAT, false, false, &dsum) ||
+        (drop ? g.virt(rowv, CUDNN_DATA_FLOAT, &dsum0) || g.reduce(CUDNN_REDUCE_TENSOR_ADD, doo, dsum0) ||
+                    g.pointwise(CUDNN_POINTWISE_MUL, dsum0, dkeep, nullptr, dsum)
+              : g.reduce(CUDNN_REDUCE_TENSOR_ADD, doo, dsum)) ||
         g.virt(sv, CUDNN_DATA_FLOAT, &sub) || g.pointwise(CUDNN_POINTWISE_SUB, s, stats, nullptr, sub) ||
-        g.virt(sv, CUDNN_DATA_FLOAT, &p) || g.pointwise(CUDNN_POINTWISE_EXP, sub, nullptr, nullptr, p) ||
-        g.virt(svt, CUDNN_DATA_FLOAT, &pt) || g.reshape(p, pt) ||
+        g.virt(sv, CUDNN_DATA_FLOAT, &p) || g.pointwise(CUDNN_POINTWISE_EXP, sub, nullptr, nullptr, p) || dropped(p, &pd) ||
+        g.virt(svt, CUDNN_DATA_FLOAT, &pt) || g.reshape(pd, pt) ||
         g.tensor(11, vdv, io, false, false, &dv) || g.matmul(pt, dO, dv) ||
-        g.tensor(3, transposed(vv), io, false, false, &vt) || g.virt(sv, CUDNN_DATA_FLOAT, &dp) || g.matmul(dO, vt, dp) ||
-        g.virt(sv, CUDNN_DATA_FLOAT, &t) || g.pointwise(CUDNN_POINTWISE_SUB, dp, dsum, nullptr, t) ||
-        g.virt(sv, CUDNN_DATA_FLOAT, &ds0) || g.pointwise(CUDNN_POINTWISE_MUL, p, t, nullptr, ds0) ||
-        g.virt(sv, CUDNN_DATA_FLOAT, &ds) || g.pointwise(CUDNN_POINTWISE_MUL, ds0, scale, nullptr, ds) ||
+        g.tensor(3, transposed(vv), io, false, false, &vt) || g.virt(sv, CUDNN_DATA_FLOAT, &dp) || g.matmul(dO, vt, dp))
+      return -1;
+    dpm = dp;   // dropout: the gradient reaches only the kept probabilities
+    if (drop && !unused_mask && (g.virt(sv, CUDNN_DATA_FLOAT, &dpm) || g.pointwise(CUDNN_POINTWISE_MUL, dp, mrng, nullptr, dpm)))
+      return -1;
+    if (g.virt(sv, CUDNN_DATA_FLOAT, &t) || g.pointwise(CUDNN_POINTWISE_SUB, dpm, dsum, nullptr, t) ||
+        g.virt(sv, CUDNN_DATA_FLOAT, &ds0) || g.pointwise(CUDNN_POINTWISE_MUL, p, t, nullptr, ds0))
+      return -1;
+    ds1 = ds0;
+    if (drop && (g.virt(sv, CUDNN_DATA_FLOAT, &ds1) || g.pointwise(CUDNN_POINTWISE_MUL, ds0, dscale, nullptr, ds1))) return -1;
+    if (g.virt(sv, CUDNN_DATA_FLOAT, &ds) || g.pointwise(CUDNN_POINTWISE_MUL, ds1, scale, nullptr, ds) ||
         g.tensor(2, vk, io, false, false, &kk) || g.tensor(9, vdq, io, false, false, &dq) || g.matmul(ds, kk, dq) ||
         g.virt(svt, CUDNN_DATA_FLOAT, &dst) || g.reshape(ds, dst) ||
-        g.tensor(10, vdk, io, false, false, &dk) || g.matmul(dst, q, dk))
+        g.tensor(10, vdk, io, false, false, &dk) || g.matmul(dst, q, dk) || g.check_dropout(drop, 2))
       return -1;
   }
   int rc = g.plan(&e->plan, &e->nondet);
@@ -496,8 +578,31 @@ bool cudnn_ready(char *why, size_t n) {
 namespace {
 // the contract's additive mask (attention.h): contiguous [mask_b, T, S], or NULL
 const nt_Tensor *mask_of(const nt_KernelArgs *a, bool bwd) {
-  if (a->niarg <= NT_SDPA_MASK || !a->iarg[NT_SDPA_MASK]) return nullptr;
-  return bwd ? ((const nt_SdpaGrads *)a->extra)->mask : (const nt_Tensor *)a->extra;
+  if (a->niarg <= NT_SDPA_MASK || !a->iarg[NT_SDPA_MASK] || !a->extra) return nullptr;
+  return bwd ? ((const nt_SdpaGrads *)a->extra)->mask : ((const nt_SdpaExtra *)a->extra)->mask;
+}
+// dropout: the op asks for it (iarg), and the i64 [4] seed/offset tensor (attention.h), or NULL
+bool dropout_of(const nt_KernelArgs *a) { return a->niarg > NT_SDPA_DROPOUT && a->iarg[NT_SDPA_DROPOUT]; }
+const nt_Tensor *rng_of(const nt_KernelArgs *a, bool bwd) {
+  if (!dropout_of(a) || !a->extra) return nullptr;
+  return bwd ? ((const nt_SdpaGrads *)a->extra)->rng : ((const nt_SdpaExtra *)a->extra)->rng;
+}
+
+// The Philox state the dropout graph reads: rng[0] = seed, rng[2] = offset (each
+// 16-byte aligned, as the graph's uid 14 and 15 declare).  Eager: the host generator's
+// (the launch's arguments).  While a step is captured: the graph's random slot
+// {seed, offset delta} (graph.h), read at each replay, so a replay draws a new mask.
+__global__ void dropout_state_kernel(int64_t *rng, uint64_t seed, uint64_t offset, const uint64_t *slot) {
+  if (slot) { seed = slot[0]; offset += slot[1]; }
+  rng[0] = (int64_t)seed; rng[1] = 0;
+  rng[2] = (int64_t)offset; rng[3] = 0;
+}
+int dropout_state(const char *op, const nt_KernelArgs *a, const nt_Tensor *rng) {
+  uint64_t seed = (uint64_t)a->iarg[NT_SDPA_SEED];
+  if (capture_rng_seed(seed)) return -1;   // may end the capture (a second seed): then the slot is NULL
+  dropout_state_kernel<<<1, 1, 0, stream>>>((int64_t *)base(rng), seed, (uint64_t)a->iarg[NT_SDPA_OFFSET], capture_rng_slot);
+  LAUNCHED(op);
+  return 0;
 }
 
 // The mask [mask_b, T, S] as the bias cuDNN adds to the scores [B, H, T, S] (q's view):
@@ -523,6 +628,10 @@ bool sdpa_cudnn_supports(const nt_KernelArgs *a, bool bwd, char *why, size_t n) 
     return false;
   }
   const nt_Tensor *m = mask_of(a, bwd);
+  if (a->niarg > NT_SDPA_MASK_GRAD && ia[NT_SDPA_MASK_GRAD]) {
+    snprintf(why, n, "the mask requires grad (cuDNN's graph computes no dBias)");
+    return false;
+  }
   if (a->niarg > NT_SDPA_MASK && ia[NT_SDPA_MASK] && !m) {   // never a graph that silently drops the mask
     snprintf(why, n, "the op's arguments say mask_b = %lld but carry no mask tensor", (long long)ia[NT_SDPA_MASK]);
     return false;
@@ -530,6 +639,15 @@ bool sdpa_cudnn_supports(const nt_KernelArgs *a, bool bwd, char *why, size_t n) 
   if (m && m->dtype != dt) {   // the front end makes it the storage dtype (attention.c mask_bmat)
     snprintf(why, n, "the additive mask must have the io dtype %s, got %s", nt_dtype_name(dt), nt_dtype_name(m->dtype));
     return false;
+  }
+  if (dropout_of(a)) {   // never a graph that silently drops the dropout
+    const nt_Tensor *r = rng_of(a, bwd);
+    double p = a->s[1];
+    if (!(p > 0 && p < 1)) { snprintf(why, n, "dropout must be in (0, 1) in the graph, got %g", p); return false; }
+    if (!r || r->dtype != NT_I64 || r->numel != 4 || !(r->flags & NT_T_CONTIG)) {
+      snprintf(why, n, "the op's arguments ask for dropout but carry no contiguous i64 [4] seed/offset tensor");
+      return false;
+    }
   }
   return true;
 }
@@ -551,26 +669,39 @@ int sdpa_cudnn(const nt_KernelArgs *a, bool bwd) {
   k.dtype = ts[0]->dtype;
   int nv = bwd ? 8 : 4;
   for (int i = 0; i < nv; i++) k.v[i] = view_of(ts[i]);
-  const nt_Tensor *mask = mask_of(a, bwd);
+  const nt_Tensor *mask = mask_of(a, bwd), *rng = rng_of(a, bwd);
   if (mask) { k.mask = 1; k.v[8] = bias_view(k.v[0], ia[NT_SDPA_MASK], ia[NT_SDPA_S]); }
+  if (rng) { k.dropout = 1; k.p = a->s[1]; }
   Entry *e;
   int rc = plan_for(op, k, &e);
   if (rc) return rc;
   if (bwd) nondeterministic = e->nondet;
   float scale = (float)a->s[0], ninf = -INFINITY;
+  float dscale = rng ? (float)(1 / (1 - k.p)) : 1, dkeep = rng ? (float)(1 - k.p) : 1;
   void *mptr = mask ? base(mask) : nullptr;
+  int64_t *rptr = rng ? (int64_t *)base(rng) : nullptr;
+  // the variant pack: the graph's tensors, then the mask's and the dropout's where present
+  int64_t uids[17];
+  void *ptrs[17];
+  int n = 0;
+  auto put = [&](int64_t uid, void *ptr) { uids[n] = uid; ptrs[n++] = ptr; };
   if (!bwd) {
-    int64_t uids[8] = {1, 2, 3, 4, 5, 6, 7, 13};
-    void *ptrs[8] = {base(ts[0]), base(ts[1]), base(ts[2]), base(ts[3]), base(a->in[3]), &scale, &ninf, mptr};
-    return execute(op, e, uids, ptrs, mask ? 8 : 7);
+    if (rng && dropout_state(op, a, rng)) return -1;   // the seed and offset this call draws with
+    put(1, base(ts[0])); put(2, base(ts[1])); put(3, base(ts[2])); put(4, base(ts[3])); put(5, base(a->in[3]));
+    put(6, &scale); put(7, &ninf);
+    if (mask) put(13, mptr);
+    if (rng) { put(14, rptr); put(15, rptr + 2); put(16, &dscale); }
+    return execute(op, e, uids, ptrs, n);
   }
   const int64_t rows = k.v[0].d[0] * k.v[0].d[1] * k.v[0].d[2];   // B * H * T
   Scratch dsum((size_t)rows * sizeof(float));
   if (!dsum.p) return -1;
-  int64_t uids[13] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13};
-  void *ptrs[13] = {base(gr->q), base(gr->k), base(gr->v), base(gr->o), base(gr->lse), &scale, &ninf,
-                    base(gr->dout), base(gr->dq), base(gr->dk), base(gr->dv), dsum.p, mptr};
-  return execute(op, e, uids, ptrs, mask ? 13 : 12);
+  put(1, base(gr->q)); put(2, base(gr->k)); put(3, base(gr->v)); put(4, base(gr->o)); put(5, base(gr->lse));
+  put(6, &scale); put(7, &ninf); put(8, base(gr->dout)); put(9, base(gr->dq)); put(10, base(gr->dk));
+  put(11, base(gr->dv)); put(12, dsum.p);
+  if (mask) put(13, mptr);
+  if (rng) { put(14, rptr); put(15, rptr + 2); put(16, &dscale); put(17, &dkeep); }   // the forward's seed and offset
+  return execute(op, e, uids, ptrs, n);
 }
 
 bool cudnn_nondeterministic(void) { return nondeterministic; }

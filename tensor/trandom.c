@@ -18,6 +18,10 @@ uint64_t nt_rng_resets_(void) { return g_resets; }
 void nt_seed(uint64_t seed) { g_seed = seed; g_offset = 0; g_resets++; }
 void nt_rng_get_state(uint64_t *seed, uint64_t *offset) { *seed = g_seed; *offset = g_offset; }
 void nt_rng_set_state(uint64_t seed, uint64_t offset) { g_seed = seed; g_offset = offset; g_resets++; }
+/* a kernel that drew its own numbers at the current state (cuDNN's dropout) moves the
+** generator on as gen() would have: not a reset, so a captured step may do it */
+void nt_rng_advance(uint64_t offsets);   /* its one caller, nn/attention.c, declares it */
+void nt_rng_advance(uint64_t offsets) { g_offset += offsets; }
 
 static int k_random(const nt_KernelArgs *a) {
   nt_Tensor *o = a->out;

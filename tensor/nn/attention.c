@@ -12,9 +12,10 @@
 ** Backward (recomputes P from the saved L instead of storing the T x S matrix):
 **   D_i = dO_i . O_i      dV = P^T dO      dP = dO V^T
 **   dS = P * (dP - D)     dQ = scale dS K   dK = scale dS^T Q
-** (M is a constant: a mask that requires grad and dropout take the composed
-** path at the end of this file, plain differentiable ops; so does a mask on
-** CUDA where cuDNN's graph, the only CUDA path that adds one, cannot run.)
+** (M is a constant: a mask that requires grad, and dropout on the CPU, take the
+** composed path at the end of this file, plain differentiable ops; so do a mask
+** and dropout on CUDA where cuDNN's graph, the only CUDA path that adds a mask or
+** drops out (its RNG node, cuda/cudnn.cu), cannot run.)
 **
 ** CPU kernel (f32/f64): the query rows of each batch matrix are cut into
 ** blocks of kRows; one block is two GEMMs (scores, then P V) around a row
@@ -54,6 +55,10 @@
 #else
 #define SDPA_PARALLEL 0
 #endif
+
+/* trandom.c: the generator moves on by what cuDNN's dropout drew at its state (not a
+** reset: a captured step may do it) */
+void nt_rng_advance(uint64_t offsets);
 
 enum { kRows = 64 };   /* query rows per block: scratch is kRows x S per thread */
 
@@ -265,7 +270,11 @@ static int k_sdpa(const nt_KernelArgs *a) {
   sdpa_lay y[8];
   int rc = 0;
   for (int i = 0; i < nl && !rc; i++) rc = lay_of(ts[i], g.B, tab + per * (size_t)i, &y[i]);
-  const void *mk = bwd ? NULL : g.mask_b ? nt_base((nt_Tensor *)a->extra) : NULL;
+  const void *mk = bwd || !g.mask_b ? NULL : nt_base(((const nt_SdpaExtra *)a->extra)->mask);
+  if (!rc && a->niarg > NT_SDPA_DROPOUT && a->iarg[NT_SDPA_DROPOUT]) {   /* never a silent drop of dropout */
+    nt_error_set("scaled_dot_product_attention: internal error: dropout reached the CPU kernel (the CPU composes it)");
+    rc = -1;
+  }
   if (!rc) {
     if (bwd) rc = dt == NT_F32 ? bwd_float(&g, gr, y) : bwd_double(&g, gr, y);
     else if (dt == NT_F32) rc = fwd_float(&g, &y[0], &y[1], &y[2], mk, &y[3], (float *)nt_base(a->in[3]));
@@ -335,8 +344,10 @@ static nt_Tensor *empty_like_order(const int64_t *shape, int nd, const nt_Tensor
 
 /* ---- autograd ------------------------------------------------------------------ */
 static int sdpa_backward(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin) {
+  /* saved: o, lse, then the mask (when iarg says one), then the dropout state */
+  bool has_mask = nd->iarg[NT_SDPA_MASK] != 0, has_rng = nd->iarg[NT_SDPA_DROPOUT] != 0;
   nt_SdpaGrads gr = {.q = nd->in[0], .k = nd->in[1], .v = nd->in[2], .o = nd->saved[0], .lse = nd->saved[1],
-                     .mask = nd->nsaved > 2 ? nd->saved[2] : NULL};
+                     .mask = has_mask ? nd->saved[2] : NULL, .rng = has_rng ? nd->saved[2 + has_mask] : NULL};
   nt_Tensor *gc = nt_to_dtype(gout, gr.q->dtype);
   int nb = gr.q->ndim - 2;
   bool cpu = gr.q->device == NT_CPU;
@@ -358,17 +369,17 @@ static int sdpa_backward(nt_Node *nd, nt_Tensor *gout, nt_Tensor **gin) {
     gr.dk = nt_empty(gr.k->shape, 3, gr.k->dtype, gr.k->device);
     gr.dv = nt_empty(gr.v->shape, 3, gr.v->dtype, gr.v->device);
   }
-  nt_KernelArgs ka = {.op = nn_ops.sdpa_bwd, .extra = &gr, .s = {nd->s[0]}, .niarg = NT_SDPA_NIARG};
+  nt_KernelArgs ka = {.op = nn_ops.sdpa_bwd, .extra = &gr, .s = {nd->s[0], nd->s[1]}, .niarg = NT_SDPA_NIARG};
   memcpy(ka.iarg, nd->iarg, NT_SDPA_NIARG * sizeof(int64_t));
   int rc = gr.dq && gr.dk && gr.dv ? 0 : -1;
   bool work = gr.q->numel || gr.k->numel || gr.v->numel;
   /* its inputs travel in `extra`: the dispatch cannot check them (textend.h nt_dev_check) */
-  nt_Tensor *ins[7] = {gr.q, gr.k, gr.v, gr.o, gr.lse, gr.mask, gr.dout};
-  for (int i = 0; i < 7 && !rc; i++) rc = nt_dev_check(ins[i], "scaled_dot_product_attention backward");
+  nt_Tensor *ins[8] = {gr.q, gr.k, gr.v, gr.o, gr.lse, gr.mask, gr.dout, gr.rng};
+  for (int i = 0; i < 8 && !rc; i++) rc = nt_dev_check(ins[i], "scaled_dot_product_attention backward");
   if (!rc && work) rc = nt_dispatch(ka.op, gr.q->device, &ka);
   if (rc == 1 && views) {   /* cuDNN declined the views: contiguous copies, results reshaped back */
     int64_t B = nd->iarg[NT_SDPA_B];
-    nt_SdpaGrads c = {.lse = gr.lse, .mask = gr.mask};
+    nt_SdpaGrads c = {.lse = gr.lse, .mask = gr.mask, .rng = gr.rng};
     nt_Tensor *own[8] = {c.q = flat3(gr.q, B), c.k = flat3(gr.k, B), c.v = flat3(gr.v, B), c.o = flat3(gr.o, B),
                          c.dout = flat3(gr.dout, B)};
     rc = c.q && c.k && c.v && c.o && c.dout ? 0 : -1;
@@ -464,9 +475,9 @@ static nt_Tensor *mask_bmat(const char *op, nt_Tensor *m, nt_DType dt, const int
 }
 
 /* softmax(scale q k^T + mask) v with dropout on the probabilities, as plain
-** differentiable ops (torch's math path): for dropout, for a mask that
-** requires grad, and for a mask on CUDA where cuDNN cannot run (the fused
-** kernels take none). */
+** differentiable ops (torch's math path): for dropout on the CPU, for a mask
+** that requires grad, and for a mask or dropout on CUDA where cuDNN cannot run
+** (the fused kernels take neither). */
 static nt_Tensor *sdpa_composed(nt_Tensor *q, nt_Tensor *k, nt_Tensor *v, nt_Tensor *mask, bool causal, double scale, double dropout) {
   int64_t D = q->shape[q->ndim - 1], T = q->shape[q->ndim - 2], S = k->shape[k->ndim - 2];
   if (scale != scale) scale = 1 / sqrt((double)D);
@@ -502,8 +513,10 @@ static nt_Tensor *sdpa_composed(nt_Tensor *q, nt_Tensor *k, nt_Tensor *v, nt_Ten
   return o;
 }
 
-/* the fused op; mask0: an additive or bool mask the CPU kernel applies, or NULL */
-static nt_Tensor *sdpa_fused(nt_Tensor *q0, nt_Tensor *k0, nt_Tensor *v0, nt_Tensor *mask0, bool causal, double scale) {
+/* the fused op; mask0: an additive or bool mask the CPU kernel applies, or NULL;
+** dropout > 0 (CUDA only): cuDNN's graph drops out, else the composed ops do */
+static nt_Tensor *sdpa_fused(nt_Tensor *q0, nt_Tensor *k0, nt_Tensor *v0, nt_Tensor *mask0, bool causal, double scale,
+                             double dropout) {
   const char *op = "scaled_dot_product_attention";
   char sq[128], sk[128], sv[128];
   nt_Tensor *in0[3] = {q0, k0, v0};
@@ -545,7 +558,7 @@ static nt_Tensor *sdpa_fused(nt_Tensor *q0, nt_Tensor *k0, nt_Tensor *v0, nt_Ten
   ** are copied to [B, rows, cols] */
   bool cviews = cuda_views_ok(in0, dt, batch, nb, mask0 != NULL);
   bool direct = cviews || (lay_ok(q0, dt, batch, nb) && lay_ok(k0, dt, batch, nb) && lay_ok(v0, dt, batch, nb));
-  nt_Tensor *q, *k, *v, *o = NULL, *lse = NULL, *mask = NULL;
+  nt_Tensor *q, *k, *v, *o = NULL, *lse = NULL, *mask = NULL, *rng = NULL;
 again:
   q = direct ? nt_retain(q0) : to_bmat(q0, dt, batch, nb, B);
   k = !q ? NULL : direct ? nt_retain(k0) : to_bmat(k0, dt, batch, nb, B);
@@ -560,29 +573,44 @@ again:
     o = empty_like_order(os, nb + 2, q0, dt);
   } else o = nt_empty((int64_t[]){B, T, DV}, 3, dt, q->device);
   lse = nt_empty((int64_t[]){B, T}, 2, dt == NT_F64 ? NT_F64 : NT_F32, q->device);
-  if (!o || !lse) goto fail;
-  nt_KernelArgs ka = {.op = nn_ops.sdpa, .out = o, .in = {q, k, v, lse}, .nin = 4, .extra = mask, .s = {scale},
-                      .iarg = {B, T, S, D, DV, causal, mask_b, cviews}, .niarg = NT_SDPA_NIARG};
+  /* dropout: the graph draws at the generator's state (no advance until it ran) and
+  ** writes the seed and offset it used into rng, which the backward reads again */
+  uint64_t seed = 0, offset = 0;
+  if (dropout > 0) {
+    nt_rng_get_state(&seed, &offset);
+    rng = nt_empty((int64_t[]){4}, 1, NT_I64, q->device);
+  }
+  if (!o || !lse || (dropout > 0 && !rng)) goto fail;
+  nt_SdpaExtra ex = {.mask = mask, .rng = rng};
+  nt_KernelArgs ka = {.op = nn_ops.sdpa, .out = o, .in = {q, k, v, lse}, .nin = 4, .extra = &ex, .s = {scale, dropout},
+                      .iarg = {B, T, S, D, DV, causal, mask_b, cviews, dropout > 0, (int64_t)seed, (int64_t)offset,
+                               mask0 && mask0->requires_grad},
+                      .niarg = NT_SDPA_NIARG};
   if (nt_dev_check(mask, op)) goto fail;   /* in `extra`: the dispatch does not see it */
   int rc = B * T > 0 ? nt_dispatch(ka.op, q->device, &ka) : 0;
-  if (rc == 1 && mask) {   /* CUDA: only cuDNN's graph adds a mask; where it cannot, the composed ops */
-    nt_release(q); nt_release(k); nt_release(v); nt_release(o); nt_release(lse); nt_release(mask);
-    return sdpa_composed(q0, k0, v0, mask0, causal, scale, 0);
-  }
   if (rc == 1 && cviews) {   /* cuDNN declined the views: again with contiguous copies */
-    nt_release(q); nt_release(k); nt_release(v); nt_release(o); nt_release(lse); nt_release(mask);
-    o = lse = mask = NULL;
+    nt_release(q); nt_release(k); nt_release(v); nt_release(o); nt_release(lse); nt_release(mask); nt_release(rng);
+    o = lse = mask = rng = NULL;
     cviews = direct = false;
     goto again;
   }
+  if (rc == 1 && (mask || dropout > 0)) {   /* CUDA: only cuDNN's graph adds a mask or drops out; where it cannot, the composed ops */
+    nt_release(q); nt_release(k); nt_release(v); nt_release(o); nt_release(lse); nt_release(mask); nt_release(rng);
+    return sdpa_composed(q0, k0, v0, mask0, causal, scale, dropout);
+  }
   if (rc) goto fail;
+  /* the graph drew B*T*S numbers: the generator moves on as the composed dropout's would */
+  if (dropout > 0) nt_rng_advance(((uint64_t)B * (uint64_t)T * (uint64_t)S + 3) / 4);
   nt_Node *nd;
   o = nn_finish(o, "ScaledDotProductAttentionBackward", sdpa_backward, 3, (nt_Tensor *[]){q, k, v}, &nd);
   if (o && nd) {
     memcpy(nd->iarg, ka.iarg, NT_SDPA_NIARG * sizeof(int64_t));
     nd->niarg = NT_SDPA_NIARG;
     nd->s[0] = scale;
-    if (nt_node_save(nd, o) < 0 || nt_node_save(nd, lse) < 0 || (mask && nt_node_save(nd, mask) < 0)) goto fail;
+    nd->s[1] = dropout;
+    if (nt_node_save(nd, o) < 0 || nt_node_save(nd, lse) < 0 || (mask && nt_node_save(nd, mask) < 0) ||
+        (rng && nt_node_save(nd, rng) < 0))
+      goto fail;
   }
   if (o && !direct) {   /* [B, T, DV] -> batch + [T, DV] (a view; differentiable) */
     batch[nb] = T; batch[nb + 1] = DV;
@@ -594,7 +622,7 @@ again:
 fail:
   nt_release(o); o = NULL;
 done:
-  nt_release(q); nt_release(k); nt_release(v); nt_release(lse); nt_release(mask);
+  nt_release(q); nt_release(k); nt_release(v); nt_release(lse); nt_release(mask); nt_release(rng);
   return nn_cast_back(o, q0->dtype);
 }
 
@@ -608,16 +636,17 @@ nt_Tensor *nt_sdpa(nt_Tensor *q, nt_Tensor *k, nt_Tensor *v, nt_Tensor *mask, bo
     NT_FAIL_NULL("%s: the mask must be bool (true = attend) or floating (added to the scores), got %s", op, nt_dtype_name(mask->dtype));
   if (mask && mask->device != q->device)
     NT_FAIL_NULL("%s: expected all tensors on the same device, got %s and %s", op, nt_device_name(q->device), nt_device_name(mask->device));
-  /* a mask on CUDA goes to the fused op: cuDNN's graph adds it, or the op composes */
-  if (dropout > 0 || (mask && mask->requires_grad)) {
+  /* a mask or dropout on CUDA goes to the fused op: cuDNN's graph adds it / drops out,
+  ** or the op composes (with the reason in cuda.attention_backend()) */
+  if (q->device != NT_CUDA && (dropout > 0 || (mask && mask->requires_grad))) {
     nt_Tensor *in0[3] = {q, k, v};
     if (nt_check_same_device(op, 3, in0)) return NULL;
     NT_AUTOCAST(NT_AUTOCAST_LOW, sdpa_composed(ac_[0], ac_[1], ac_[2], mask, causal, scale, dropout), q, k, v);
     return sdpa_composed(q, k, v, mask, causal, scale, dropout);
   }
   /* autocast: runs in the low dtype, like matmul (torch's lower-precision list) */
-  NT_AUTOCAST(NT_AUTOCAST_LOW, sdpa_fused(ac_[0], ac_[1], ac_[2], mask, causal, scale), q, k, v);
-  return sdpa_fused(q, k, v, mask, causal, scale);
+  NT_AUTOCAST(NT_AUTOCAST_LOW, sdpa_fused(ac_[0], ac_[1], ac_[2], mask, causal, scale, dropout), q, k, v);
+  return sdpa_fused(q, k, v, mask, causal, scale, dropout);
 }
 
 nt_Tensor *nt_scaled_dot_product_attention(nt_Tensor *q, nt_Tensor *k, nt_Tensor *v, bool causal, double scale) {

@@ -39,13 +39,28 @@
 **            engine for the graph; the cuBLAS one for empty views) writes
 **            nothing and returns 1; the front end then retries with contiguous
 **            copies.
+**   forward extra: NULL or nt_SdpaExtra * (the mask above, the dropout state).
+**   dropout: iarg[NT_SDPA_DROPOUT] = 1 (CUDA only: only cuDNN's graph drops out,
+**            cuda/cudnn.cu), s[1] = p in (0, 1); P is multiplied by a Bernoulli(1-p)
+**            keep mask and 1/(1-p) before P V.  The forward's rng (an i64 [4] CUDA
+**            tensor) receives the Philox seed (element 0) and offset (element 2) the
+**            graph drew with: iarg[NT_SDPA_SEED] and [NT_SDPA_OFFSET], the host
+**            generator's state, or inside a captured step the graph's random slot
+**            (a replay draws new masks); nt_SdpaGrads.rng is that tensor again, so
+**            the backward regenerates the same mask.  Where cuDNN cannot run the
+**            dropout graph the forward returns 1 (nothing drawn) and the front end
+**            composes public ops; a backward cannot decline (an error saying why).
+**   iarg[NT_SDPA_MASK_GRAD] = 1 (CUDA): the mask requires grad; cuDNN's graph has
+**            no dBias, so the forward declines (1, the reason kept) and the front
+**            end composes public ops, which give the mask its gradient.
 */
 #ifndef NT_NN_ATTENTION_H
 #define NT_NN_ATTENTION_H
 
 #include "tensor/tensor.h"
 
-enum { NT_SDPA_B, NT_SDPA_T, NT_SDPA_S, NT_SDPA_D, NT_SDPA_DV, NT_SDPA_CAUSAL, NT_SDPA_MASK, NT_SDPA_VIEWS, NT_SDPA_NIARG };
+enum { NT_SDPA_B, NT_SDPA_T, NT_SDPA_S, NT_SDPA_D, NT_SDPA_DV, NT_SDPA_CAUSAL, NT_SDPA_MASK, NT_SDPA_VIEWS,
+       NT_SDPA_DROPOUT, NT_SDPA_SEED, NT_SDPA_OFFSET, NT_SDPA_MASK_GRAD, NT_SDPA_NIARG };
 
 /* Does cuDNN's fused attention graph (cuda/cudnn.cu) take this dtype and these
 ** head dims?  One rule for the module and the front end: f16/bf16, d = dv, a
@@ -59,6 +74,12 @@ typedef struct nt_SdpaGrads {
   nt_Tensor *mask;                  /* the additive mask, or NULL */
   nt_Tensor *dout;                  /* gradient of O, [B, T, DV], storage dtype */
   nt_Tensor *dq, *dk, *dv;          /* results */
+  nt_Tensor *rng;                   /* the forward's dropout state (i64 [4]), or NULL */
 } nt_SdpaGrads;
+
+typedef struct nt_SdpaExtra {
+  nt_Tensor *mask;                  /* the additive mask, or NULL */
+  nt_Tensor *rng;                   /* dropout: receives the seed and offset drawn with, or NULL */
+} nt_SdpaExtra;
 
 #endif

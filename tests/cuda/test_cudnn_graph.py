@@ -28,6 +28,16 @@ emulated device with the stand-in libcudnn.so.9 (tests/cuda/cudnn_standin/):
     would (operands that do not broadcast, NULL pointers);
   * the plan cache (one plan per shape and direction, reused; the mask's
     broadcast is part of the key);
+  * dropout in the graph: the RNG node (BERNOULLI, probability 1-p, seed and
+    offset as device INT64 scalars, uids 14/15) and the 1/(1-p) and (1-p)
+    scales in both graphs (causal or not, with the additive mask, packed
+    heads); O and dQ/dK/dV vs torch applying the stand-in's own mask
+    (reproduced in NumPy from the seed/offset it logged); forward and backward
+    drawing the same seed/offset, the next call a new offset; the kept
+    fraction on 32768 elements within 6 sigma of 1-p; the fallbacks (f32, a
+    head dim, no engine, a mask that requires grad; forced cudnn is an error),
+    the planted graphs without (or not using) the RNG node refused, p in the
+    plan cache's key;
   * (runs under NABLA_ASAN=1 too, on the ASan build)
   * the reasons: no library, a library too old, no engine for the graph,
     execution failure (an error naming the op, never a fallback), f32 (cuDNN's
@@ -126,7 +136,7 @@ def graphs(descs):
 def env(**kw):
     e = dict(ENV, NABLA_CUDNN_LIBRARY=STANDIN)
     for k in ("NABLA_CUDA_ATTENTION", "NABLA_CUDNN_STANDIN_VERSION", "NABLA_CUDNN_STANDIN_ENGINES", "NABLA_CUDNN_STANDIN_FAIL_EXECUTE",
-              "NABLA_CUDNN_STANDIN_NO_BACKWARD"):
+              "NABLA_CUDNN_STANDIN_NO_BACKWARD", "NABLA_CUDNN_STANDIN_NO_RNG", "NABLA_CUDNN_TEST_PLANT"):
         e.pop(k, None)
     for k, v in kw.items():
         if v is None:
@@ -562,6 +572,264 @@ def reasons():
         chk(f"engines_{engines.replace(',', '_')}", rc == 0 and b.get("nondeterministic") is nondet, f"rc={rc} {b} {se[-300:]}")
 
 
+# ---- dropout in the graph (cuDNN's RNG node) -------------------------------------------------
+def standin_mask(seed, offset, keep, shape):
+    """the stand-in's keep mask (standin.c's header: splitmix64's mix over (seed, offset,
+    row-major index over the RNG node's dims)), reproduced in NumPy"""
+    import numpy as np
+
+    def mix(z):
+        z = z + np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
+    n = 1
+    for d in shape:
+        n *= d
+    with np.errstate(over="ignore"):
+        base = mix(np.array([seed], dtype=np.uint64) ^ mix(np.array([offset], dtype=np.uint64)))
+        u = (mix(base + np.arange(n, dtype=np.uint64)) >> np.uint64(11)).astype(np.float64) * 2.0 ** -53
+    return (u < keep).reshape(shape)
+
+
+def rng_ops(descs):
+    """every RNG operation in creation order: {dist, prob, seed, offset, y} (tensors as tensor())"""
+    res = []
+    for i, d in sorted(descs.items()):
+        if d["type"] != "CUDNN_BACKEND_OPERATION_RNG_DESCRIPTOR":
+            continue
+        a = d["attrs"]
+        rd = descs[a["CUDNN_ATTR_OPERATION_RNG_DESC"][0]]["attrs"]
+        res.append({"dist": E["cudnnRngDistribution_t"].get(int(rd["CUDNN_ATTR_RNG_DISTRIBUTION"][0])),
+                    "prob": float(rd["CUDNN_ATTR_RNG_BERNOULLI_DIST_PROBABILITY"][0]),
+                    "seed": tensor(descs, a["CUDNN_ATTR_OPERATION_RNG_SEED"][0]),
+                    "offset": tensor(descs, a["CUDNN_ATTR_OPERATION_RNG_OFFSET_DESC"][0]),
+                    "y": tensor(descs, a["CUDNN_ATTR_OPERATION_RNG_YDESC"][0])})
+    return res
+
+
+DROP_BODY = ("seed(5)\no = att({args})\nseed(5)\ng = grad(fn({args}) sum(att({args}).to(\"f32\") * w){argnums})({args})\n"
+             "o2 = att({args})\ncuda.synchronize()\n")
+
+
+def dropout_case(name, B, H, T, S, D, dt, causal, p, mask=False, packed=False):
+    """dropout in the graph, forward and backward: the RNG node (BERNOULLI, probability 1-p,
+    seed uid 14 and offset uid 15 as device INT64 [1,1,1,1]) after softmax, P * M then
+    * 1/(1-p) (uid 16) before P V; in the backward the same RNG node, Dsum * (1-p) (uid 17),
+    P * M * 1/(1-p) for dV, dP * M, dS * 1/(1-p); the seed and offset the stand-in read (the
+    forward and its backward the same; the next call a new offset); the values: O and
+    dQ/dK/dV (or the packed dqkv) against torch in f64 applying the stand-in's mask"""
+    import numpy as np
+    import torch
+    sys.path.insert(0, os.path.join(ROOT, "tests", "numerics"))
+    from harness import st_read
+    log = os.path.join(TMPDIR, f"{name}.log")
+    npz = os.path.join(TMPDIR, f"{name}.safetensors")
+    cz = "true" if causal else "false"
+    if packed:
+        C = H * D
+        code = PACKED.format(B=B, T=T, C3=3 * C, C=C, H=H, hd=D, dt=dt, causal=cz).replace(
+            f"causal={cz})", f"causal={cz}, dropout={p})") + f"w = randn({B}, {T}, {C}).cuda()\n"
+        code += DROP_BODY.format(args="qkv", argnums="")
+        code += ("save(OUT, {qkv: qkv.to(\"f32\").cpu(), w: w.cpu(), o: o.to(\"f32\").cpu(), o2: o2.to(\"f32\").cpu(), "
+                 "g: g.to(\"f32\").cpu()})\nprint(\"ok\")")
+    else:
+        ma = ", mask=m" if mask else ""
+        code = ROW.format(B=B, H=H, T=T, S=S, D=D, dt=dt) + f"w = randn({B}, {H}, {T}, {D}).cuda()\nm = randn({T}, {S}).cuda()\n"
+        code += f"fn att(q, k, v) scaled_dot_product_attention(q, k, v, causal={cz}, dropout={p}{ma})\n"
+        code += DROP_BODY.format(args="q, k, v", argnums=", argnums=list(0, 1, 2)")
+        code += ("save(OUT, {q: q.to(\"f32\").cpu(), k: k.to(\"f32\").cpu(), v: v.to(\"f32\").cpu(), w: w.cpu(), "
+                 f"m: m.to(\"{dt}\").to(\"f32\").cpu(), o: o.to(\"f32\").cpu(), o2: o2.to(\"f32\").cpu(), "
+                 "dq: g[0].to(\"f32\").cpu(), dk: g[1].to(\"f32\").cpu(), dv: g[2].to(\"f32\").cpu()})\nprint(\"ok\")")
+    rc, so, se = run(f"OUT = \"{npz}\"\n" + code, NABLA_CUDNN_STANDIN_LOG=log, NABLA_CUDA_ATTENTION="cudnn")
+    if rc != 0 or "ok" not in so:
+        return out("FAIL", f"cudnn_graph.{name}", f"rc={rc}: {(so + se)[-600:]}")
+    descs, events = parse_log(log)
+    gs = graphs(descs)
+    if len(gs) != 2:
+        return out("FAIL", f"cudnn_graph.{name}", f"expected one forward and one backward graph (plans cached), got {len(gs)}")
+    errs = []
+    cmask = ["GEN_INDEX@2", "GEN_INDEX@3", "CMP_GE", "BINARY_SELECT"] if causal else []
+    pre = ["matmul", "MUL"] + (["ADD"] if mask else []) + cmask
+    fwd_k = pre + ["reduce_MAX", "SUB", "EXP", "reduce_ADD", "LOG", "ADD", "DIV", "rng", "MUL", "MUL", "matmul"]
+    bwd_k = pre + ["MUL", "reduce_ADD", "MUL", "SUB", "EXP", "rng", "MUL", "MUL", "reshape", "matmul", "matmul", "MUL", "SUB",
+                   "MUL", "MUL", "MUL", "matmul", "reshape", "matmul"]
+    fwd, bwd = gs
+    for what, ops, want in (("forward", fwd, fwd_k), ("backward", bwd, bwd_k)):
+        if [k for k, _ in ops] != want:
+            errs.append(f"{what} ops {[k for k, _ in ops]}, expected {want}")
+    bh = [B, H] if packed or not mask else [B * H, 1]   # a masked problem reaches cuDNN as contiguous [B*H, T, D]
+    scalar = {"dims": [1, 1, 1, 1], "strides": [1, 1, 1, 1], "dtype": "INT64", "virtual": False, "by_value": False}
+    rngs = rng_ops(descs)
+    if len(rngs) != 2:
+        errs.append(f"{len(rngs)} RNG nodes, expected one per graph")
+    for r in rngs:
+        if r["dist"] != "CUDNN_RNG_DISTRIBUTION_BERNOULLI" or abs(r["prob"] - (1 - p)) > 1e-12:
+            errs.append(f"RNG node {r['dist']} probability {r['prob']}, expected BERNOULLI {1 - p}")
+        for role, uid in (("seed", 14), ("offset", 15)):
+            got = {k: r[role][k] for k in ("uid", *scalar)}
+            if got != dict(scalar, uid=uid):
+                errs.append(f"RNG {role}: {got}, expected uid {uid} {scalar}")
+        if r["y"]["dims"] != bh + [T, S] or r["y"]["dtype"] != "FLOAT" or not r["y"]["virtual"]:
+            errs.append(f"RNG y {r['y']}, expected a virtual FLOAT {bh + [T, S]}")
+    if not errs:
+        def chk(what, ops, i, kind, **roles):
+            k, ro = ops[i]
+            for role, uid in roles.items():
+                if k != kind or ro.get(role, {}).get("uid") != uid:
+                    errs.append(f"{what}: op {i} {k} {role}={ro.get(role, {}).get('uid')}, expected {kind} {role}={uid}")
+        uid = lambda ops, i, role: ops[i][1][role]["uid"]  # noqa: E731
+        r = fwd_k.index("rng")
+        m_uid = uid(fwd, r, "YDESC")
+        chk("fwd P*M", fwd, r + 1, "MUL", XDESC=uid(fwd, r - 1, "YDESC"), BDESC=m_uid)
+        chk("fwd *1/(1-p)", fwd, r + 2, "MUL", XDESC=uid(fwd, r + 1, "YDESC"), BDESC=16)
+        chk("fwd (P*M/(1-p)) V", fwd, r + 3, "matmul", ADESC=uid(fwd, r + 2, "YDESC"), CDESC=4)
+        if not fwd[r + 2][1]["BDESC"]["by_value"] or fwd[r + 2][1]["BDESC"]["dtype"] != "FLOAT":
+            errs.append(f"fwd dropout scale {fwd[r + 2][1]['BDESC']}: expected a by-value FLOAT")
+        r = bwd_k.index("rng")
+        m_uid, red = uid(bwd, r, "YDESC"), len(pre) + 1
+        chk("bwd Dsum*(1-p)", bwd, red + 1, "MUL", XDESC=uid(bwd, red, "YDESC"), BDESC=17, YDESC=12)
+        chk("bwd P*M", bwd, r + 1, "MUL", XDESC=uid(bwd, r - 1, "YDESC"), BDESC=m_uid)
+        chk("bwd *1/(1-p)", bwd, r + 2, "MUL", XDESC=uid(bwd, r + 1, "YDESC"), BDESC=16)
+        chk("bwd reshape", bwd, r + 3, "reshape", XDESC=uid(bwd, r + 2, "YDESC"))
+        chk("bwd dV", bwd, r + 4, "matmul", CDESC=11)
+        chk("bwd dP*M", bwd, r + 6, "MUL", XDESC=uid(bwd, r + 5, "CDESC"), BDESC=m_uid)
+        chk("bwd dP-Dsum", bwd, r + 7, "SUB", XDESC=uid(bwd, r + 6, "YDESC"), BDESC=12)
+        chk("bwd P*(..)", bwd, r + 8, "MUL", XDESC=uid(bwd, r - 1, "YDESC"), BDESC=uid(bwd, r + 7, "YDESC"))
+        chk("bwd dS*1/(1-p)", bwd, r + 9, "MUL", XDESC=uid(bwd, r + 8, "YDESC"), BDESC=16)
+        chk("bwd dS*scale", bwd, r + 10, "MUL", XDESC=uid(bwd, r + 9, "YDESC"), BDESC=6)
+    execs = [sorted(map(int, w[2:])) for w in events if w[0] == "execute"]
+    base_f, base_b = [1, 2, 3, 4, 5, 6, 7] + ([13] if mask else []), list(range(1, 13)) + ([13] if mask else [])
+    want_ex = [base_f + [14, 15, 16]] * 2 + [base_b + [14, 15, 16, 17]] + [base_f + [14, 15, 16]]
+    if execs != want_ex:
+        errs.append(f"executions with uids {execs}, expected {want_ex}")
+    bv = {u: [float(w[2]) for w in events if w[0] == "by_value" and w[1] == u] for u in ("16", "17")}
+    if len(bv["16"]) != 4 or any(abs(x - 1 / (1 - p)) > 1e-6 for x in bv["16"]) or len(bv["17"]) != 1 or \
+            abs(bv["17"][0] - (1 - p)) > 1e-6:
+        errs.append(f"by-value dropout scales {bv}, expected 1/(1-p) x4 and (1-p) once")
+    # the stand-in's rng lines: forward, grad's forward, its backward, the next call
+    drawn = [(int(w[2]), int(w[3]), float(w[4])) for w in events if w[0] == "rng"]
+    nxt = (B * H * T * S + 3) // 4
+    if [(s_, o_) for s_, o_, _ in drawn] != [(5, 0), (5, 0), (5, 0), (5, nxt)]:
+        errs.append(f"seeds/offsets drawn {drawn}, expected (5, 0) three times (forward, grad's forward, its backward) "
+                    f"then (5, {nxt})")
+    if errs:
+        return out("FAIL", f"cudnn_graph.{name}", "; ".join(errs))
+    # values: torch in f64 on the stored inputs, the stand-in's masks
+    t, _ = st_read(npz)
+    f64 = lambda n: torch.tensor(np.asarray(t[n], dtype=np.float64))  # noqa: E731
+    M0 = torch.from_numpy(standin_mask(5, 0, 1 - p, (B, H, T, S))).double()
+    M1 = torch.from_numpy(standin_mask(5, nxt, 1 - p, (B, H, T, S))).double()
+
+    def att(q, k, v, M):
+        s_ = q @ k.transpose(-1, -2) / D ** 0.5
+        if mask:
+            s_ = s_ + f64("m")
+        if causal:
+            s_ = s_.masked_fill(~torch.ones(T, S, dtype=torch.bool).tril(), float("-inf"))
+        return (torch.softmax(s_, -1) * M / (1 - p)) @ v
+    if packed:
+        X = f64("qkv").requires_grad_()
+        h = lambda z: z.reshape(B, T, H, D).permute(0, 2, 1, 3)  # noqa: E731
+        fo = lambda M: att(*(h(z) for z in X.split(H * D, dim=-1)), M).permute(0, 2, 1, 3).reshape(B, T, H * D)  # noqa: E731
+        ins, names = [X], ["g"]
+    else:
+        ins = [f64(n).requires_grad_() for n in ("q", "k", "v")]
+        fo = lambda M: att(*ins, M)  # noqa: E731
+        names = ["dq", "dk", "dv"]
+    Y = fo(M0)
+    (Y * f64("w")).sum().backward()
+    tol = 3e-2 if dt == "bf16" else 5e-3
+    pairs = [("o", t["o"], Y.detach()), ("o2", t["o2"], fo(M1).detach())] + [(n, t[n], x.grad) for n, x in zip(names, ins)]
+    bad = [n for n, got, want in pairs if not np.allclose(np.asarray(got, dtype=np.float64), want.numpy(), rtol=tol, atol=tol)]
+    if (M0 == M1).all():
+        bad.append("the two calls' masks are equal")
+    out("FAIL" if bad else "PASS", f"cudnn_graph.{name}", f"values differ from torch with the stand-in's mask: {bad}" if bad else "")
+
+
+def dropout_stats():
+    """q = 0 makes P uniform (1/S) and v = I (S = D) makes O the mask itself: O = M / ((1-p) S).
+    The kept set read back from O equals the stand-in's mask for the seed and offset it logged
+    (so nabla passed p as the keep probability 1-p and scaled by 1/(1-p)), and the fraction kept
+    over B*H*T*S = 32768 elements is 1-p within 6 binomial sigmas"""
+    import numpy as np
+    sys.path.insert(0, os.path.join(ROOT, "tests", "numerics"))
+    from harness import st_read
+    B, H, T, S, p = 2, 4, 64, 64, 0.3
+    log, npz = os.path.join(TMPDIR, "dropout_stats.log"), os.path.join(TMPDIR, "dropout_stats.safetensors")
+    code = (f"OUT = \"{npz}\"\nq = zeros({B}, {H}, {T}, {S}).to(\"bf16\").cuda()\nv = eye({S}).to(\"bf16\").cuda()\n"
+            f"o = scaled_dot_product_attention(q, q, v, dropout={p})\ncuda.synchronize()\n"
+            "save(OUT, {o: o.to(\"f32\").cpu()})\nprint(\"ok\")")
+    rc, so, se = run(code, NABLA_CUDNN_STANDIN_LOG=log, NABLA_CUDA_ATTENTION="cudnn")
+    if rc != 0 or "ok" not in so:
+        return out("FAIL", "cudnn_graph.dropout_stats", f"rc={rc}: {(so + se)[-600:]}")
+    drawn = [(int(w[2]), int(w[3])) for w in parse_log(log)[1] if w[0] == "rng"]
+    o = np.asarray(st_read(npz)[0]["o"], dtype=np.float64).reshape(B, H, T, S)
+    errs = []
+    if len(drawn) != 1:
+        errs.append(f"rng draws {drawn}")
+    else:
+        kept = standin_mask(*drawn[0], 1 - p, (B, H, T, S))
+        if not (o[kept] == np.float32(1 / ((1 - p) * S))).all() and not np.allclose(o[kept], 1 / ((1 - p) * S), rtol=4e-3):
+            errs.append(f"kept values {np.unique(o[kept])[:5]}, expected 1/((1-p) S) = {1 / ((1 - p) * S)}")
+        if (o > 0).tolist() != kept.tolist():
+            errs.append(f"the kept set differs from the stand-in's mask at {int(((o > 0) != kept).sum())} elements")
+        n = o.size
+        frac, sigma = float((o > 0).mean()), (p * (1 - p) / n) ** 0.5
+        if abs(frac - (1 - p)) > 6 * sigma:
+            errs.append(f"fraction kept {frac:.4f}, expected {1 - p} within 6 sigma = {6 * sigma:.4f}")
+    out("FAIL" if errs else "PASS", "cudnn_graph.dropout_stats", "; ".join(errs))
+
+
+def dropout_fallbacks():
+    """where cuDNN cannot run the dropout graph the op composes public ops (dropout() on the
+    same random stream: the declined call drew nothing) and cuda.attention_backend() says why;
+    forcing cudnn there is the error saying why; a backward cuDNN cannot run after a dropout
+    forward that ran on it is an error naming the op; a planted graph without (or not using)
+    the RNG node is an internal error, never executed; p is in the plan cache's key"""
+    def chk(name, ok, why):
+        out("PASS" if ok else "FAIL", f"cudnn_graph.{name}", "" if ok else why)
+    same = ("q = randn(2, 5, {d}).to(\"{dt}\").cuda()\nseed(3)\na = scaled_dot_product_attention(q, q, q, dropout=0.4)\n"
+            "seed(3)\ne = dropout(softmax(q @ transpose(q, -2, -1) * {sc}, -1), 0.4, true) @ q\n"
+            "print(max(abs(a.to(\"f32\") - e.to(\"f32\"))).item() < 1e-2)\n" + SHOW)
+    for name, dt, d, kw, why in (("f32", "f32", 8, {}, "f16/bf16"), ("head_dim", "bf16", 12, {}, "head dims"),
+                                 ("no_engine", "bf16", 8, dict(NABLA_CUDNN_STANDIN_NO_RNG="1"), "no engine")):
+        code = same.format(d=d, dt=dt, sc=d ** -0.5)
+        rc, so, se = run(code, **kw)
+        b = fields(so)
+        chk(f"dropout_fallback_{name}", rc == 0 and so.startswith("true") and why in (b.get("last_fallback") or ""),
+            f"rc={rc} {so[:300]} {se[-300:]}")
+        rc, so, se = run(code, NABLA_CUDA_ATTENTION="cudnn", **kw)
+        chk(f"dropout_forced_{name}", rc != 0 and "NABLA_CUDA_ATTENTION=cudnn, but cuDNN cannot run it" in se and why in se,
+            f"rc={rc} {se[-400:]}")
+    # a mask that requires grad: no dBias in the graph, so the composed ops (its gradient), the reason kept
+    mg = ("q = randn(2, 5, 8).to(\"bf16\").cuda()\nm0 = randn(5, 5).cuda()\n"
+          "g = grad(fn(m) sum(scaled_dot_product_attention(q, q, q, mask=m, dropout=0.4).to(\"f32\")))(m0)\n"
+          "print(g.shape, max(abs(g)).item() > 0)\n" + SHOW)
+    rc, so, se = run(mg)
+    chk("dropout_mask_requires_grad_composes", rc == 0 and so.startswith("[5, 5] true")
+        and "requires grad" in (fields(so).get("last_fallback") or ""), f"rc={rc} {so[:300]} {se[-300:]}")
+    rc, so, se = run(mg, NABLA_CUDA_ATTENTION="cudnn")
+    chk("dropout_mask_requires_grad_forced", rc != 0 and "cuDNN cannot run it: the mask requires grad" in se, f"rc={rc} {se[-300:]}")
+    bwd = ("q = randn(2, 5, 8).to(\"bf16\").cuda()\n"
+           "g = grad(fn(q) sum(scaled_dot_product_attention(q, q, q, dropout=0.25).to(\"f32\")))(q)\ncuda.synchronize()\n"
+           "print(\"ran\")")
+    rc, so, se = run(bwd, NABLA_CUDNN_STANDIN_NO_BACKWARD="1")
+    chk("dropout_backward_no_engine_is_error", rc != 0 and "ran" not in so and "scaled_dot_product_attention_backward" in se
+        and "dropout forward ran on cuDNN" in se and "no engine" in se, f"rc={rc} {so[:200]} {se[-400:]}")
+    for plant in ("no_rng", "rng_unused"):
+        log = os.path.join(TMPDIR, f"plant_{plant}.log")
+        rc, so, se = run("q = randn(2, 5, 8).to(\"bf16\").cuda()\no = scaled_dot_product_attention(q, q, q, dropout=0.25)\n"
+                         "cuda.synchronize()\nprint(\"ran\")", NABLA_CUDNN_STANDIN_LOG=log, NABLA_CUDNN_TEST_PLANT=plant)
+        ev = parse_log(log)[1] if os.path.exists(log) else []
+        chk(f"dropout_planted_{plant}", rc != 0 and "internal error" in se and "RNG node" in se and "silently skip dropout" in se
+            and not any(w[0] == "execute" for w in ev), f"rc={rc} {so[:200]} {se[-400:]}")
+    code = ("q = randn(2, 5, 8).to(\"bf16\").cuda()\nfn att(p) scaled_dot_product_attention(q, q, q, dropout=p)\n"
+            "att(0.2)\natt(0.2)\natt(0.3)\natt(0)\nprint(cuda.attention_backend().plans)")
+    rc, so, se = run(code)
+    chk("dropout_plan_cache", rc == 0 and so.split()[-1:] == ["3"], f"rc={rc} {so[-100:]} {se[-300:]}")
+
+
 if __name__ == "__main__":
     reasons()
     graph_case("fwd_bwd_bf16_causal", 2, 3, 5, 5, 8, "bf16", True)
@@ -577,5 +845,11 @@ if __name__ == "__main__":
     qkv_case("qkv_bf16_causal", 2, 5, 3, 8, "bf16", True)
     qkv_case("qkv_f16", 1, 7, 2, 16, "f16", False)
     plan_cache()
+    dropout_case("dropout_bf16_causal", 2, 3, 5, 5, 8, "bf16", True, 0.3)
+    dropout_case("dropout_f16_mask", 2, 2, 6, 9, 16, "f16", False, 0.5, mask=True)
+    dropout_case("dropout_packed_bf16", B=2, H=3, T=5, S=5, D=8, dt="bf16", causal=False, p=0.2, packed=True)
+    dropout_case("dropout_packed_f16_causal", B=1, H=2, T=7, S=7, D=16, dt="f16", causal=True, p=0.1, packed=True)
+    dropout_stats()
+    dropout_fallbacks()
     values()
     sys.exit(1 if emuutil.n_fail else 0)

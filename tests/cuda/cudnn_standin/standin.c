@@ -22,7 +22,19 @@
 **     So the numerics the test checks come from the graph nabla built: a wrong
 **     stride, uid, scale or mask in it gives wrong values.
 **     $NABLA_CUDNN_STANDIN_FAIL_EXECUTE=1 makes execution fail instead;
-**     $NABLA_CUDNN_STANDIN_NO_BACKWARD=1 gives no engine for backward graphs.
+**     $NABLA_CUDNN_STANDIN_NO_BACKWARD=1 gives no engine for backward graphs,
+**     $NABLA_CUDNN_STANDIN_NO_RNG=1 none for graphs with an RNG node (dropout).
+**   * the RNG node (dropout): checked at finalize (BERNOULLI, a probability in
+**     (0, 1), seed and offset as tensor descriptors -- never the INT64-value seed
+**     form, never by value: nabla's are device scalars a captured replay changes --
+**     of INT64 [1,1,1,1] with unit strides, not virtual; a virtual f32 4-D y) and
+**     interpreted with a generator of the stand-in's own, keyed by (seed, offset,
+**     element index over y's dims, row-major):
+**         u = (mix(mix(seed ^ mix(offset)) + index) >> 11) * 2^-53   (mix: splitmix64's)
+**         y = u < probability ? 1 : 0
+**     reading seed and offset from the variant pack's pointers at execution (logged
+**     "rng #OP SEED OFFSET PROBABILITY"), so a forward and a backward given the same
+**     seed and offset see the same mask, and the test reproduces it in NumPy.
 **   * reject, at finalize and execute, what cuDNN would: tensors without dims,
 **     strides, uid or dtype, non-positive dims or negative strides; pointwise ops
 **     whose operands do not broadcast to y or lack an operand, a select without a
@@ -182,6 +194,7 @@ static int64_t engines_n(bool nondet[16]) {
 }
 
 static cudnnStatus_t check_pointwise(Desc *o);
+static cudnnStatus_t check_rng(Desc *o);
 
 cudnnStatus_t cudnnBackendFinalize(cudnnBackendDescriptor_t dd) {
   Desc *d = (Desc *)dd;
@@ -195,8 +208,9 @@ cudnnStatus_t cudnnBackendFinalize(cudnnBackendDescriptor_t dd) {
       if (dims->iv[i] < 1 || st->iv[i] < 0)
         return fail(CUDNN_STATUS_BAD_PARAM, "stand-in: tensor #%d dim %d is %lld with stride %lld", d->id, i, (long long)dims->iv[i], (long long)st->iv[i]);
   }
-  if (d->type == CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR) {
-    cudnnStatus_t r = check_pointwise(d);
+  if (d->type == CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR || d->type == CUDNN_BACKEND_RNG_DESCRIPTOR ||
+      d->type == CUDNN_BACKEND_OPERATION_RNG_DESCRIPTOR) {
+    cudnnStatus_t r = d->type == CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR ? check_pointwise(d) : check_rng(d);
     if (r != CUDNN_STATUS_SUCCESS) return r;
   }
   d->final = true;
@@ -218,6 +232,11 @@ cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t const dd, cudnnB
     if (nb && *nb && *nb != '0' && ops)
       for (int64_t i = 0; i < ops->n; i++)
         if (((Desc *)ops->pv[i])->type == CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR) n = 0;
+    /* NABLA_CUDNN_STANDIN_NO_RNG=1: no engine for graphs with an RNG node (dropout) */
+    const char *nr = getenv("NABLA_CUDNN_STANDIN_NO_RNG");
+    if (nr && *nr && *nr != '0' && ops)
+      for (int64_t i = 0; i < ops->n; i++)
+        if (((Desc *)ops->pv[i])->type == CUDNN_BACKEND_OPERATION_RNG_DESCRIPTOR) n = 0;
     if (req == 0) { *got = n; logline("heuristics #%d %lld\n", d->id, (long long)n); return CUDNN_STATUS_SUCCESS; }
     int64_t k = req < n ? req : n;
     for (int64_t i = 0; i < k; i++) {
@@ -286,6 +305,54 @@ static cudnnStatus_t check_pointwise(Desc *o) {
     }
   }
   return CUDNN_STATUS_SUCCESS;
+}
+
+/* The RNG descriptor and operation as nabla must give them (the header says what). */
+static cudnnStatus_t check_scalar_i64(Desc *o, const char *what, Desc *t) {
+  if (!t || t->type != CUDNN_BACKEND_TENSOR_DESCRIPTOR)
+    return fail(CUDNN_STATUS_BAD_PARAM, "stand-in: rng #%d: the %s is not a tensor descriptor", o->id, what);
+  Attr *dims = find(t, CUDNN_ATTR_TENSOR_DIMENSIONS), *st = find(t, CUDNN_ATTR_TENSOR_STRIDES);
+  for (int i = 0; i < 4; i++)
+    if (dims->iv[i] != 1 || st->iv[i] != 1)
+      return fail(CUDNN_STATUS_BAD_PARAM, "stand-in: rng #%d: the %s must be [1,1,1,1] with unit strides", o->id, what);
+  if (ival(t, CUDNN_ATTR_TENSOR_DATA_TYPE, -1) != CUDNN_DATA_INT64)
+    return fail(CUDNN_STATUS_BAD_PARAM, "stand-in: rng #%d: the %s must be INT64", o->id, what);
+  if (ival(t, CUDNN_ATTR_TENSOR_IS_VIRTUAL, 0) || ival(t, CUDNN_ATTR_TENSOR_IS_BY_VALUE, 0))
+    return fail(CUDNN_STATUS_BAD_PARAM, "stand-in: rng #%d: the %s must be a device tensor (not virtual, not by value)", o->id, what);
+  return CUDNN_STATUS_SUCCESS;
+}
+static cudnnStatus_t check_rng(Desc *o) {
+  if (o->type == CUDNN_BACKEND_RNG_DESCRIPTOR) {
+    Attr *dist = find(o, CUDNN_ATTR_RNG_DISTRIBUTION), *pr = find(o, CUDNN_ATTR_RNG_BERNOULLI_DIST_PROBABILITY);
+    if (!dist || dist->type != CUDNN_TYPE_RNG_DISTRIBUTION || dist->iv[0] != CUDNN_RNG_DISTRIBUTION_BERNOULLI)
+      return fail(CUDNN_STATUS_BAD_PARAM, "stand-in: rng descriptor #%d: the distribution must be BERNOULLI", o->id);
+    if (!pr || pr->type != CUDNN_TYPE_DOUBLE || pr->n != 1 || !(pr->dv[0] > 0 && pr->dv[0] < 1))
+      return fail(CUDNN_STATUS_BAD_PARAM, "stand-in: rng descriptor #%d: a DOUBLE Bernoulli probability in (0, 1) is required", o->id);
+    return CUDNN_STATUS_SUCCESS;
+  }
+  Attr *seed = find(o, CUDNN_ATTR_OPERATION_RNG_SEED);
+  Desc *rd = dval(o, CUDNN_ATTR_OPERATION_RNG_DESC), *y = dval(o, CUDNN_ATTR_OPERATION_RNG_YDESC);
+  if (!rd || rd->type != CUDNN_BACKEND_RNG_DESCRIPTOR || !y)
+    return fail(CUDNN_STATUS_BAD_PARAM, "stand-in: rng #%d lacks its rng descriptor or y", o->id);
+  if (!seed || seed->type != CUDNN_TYPE_BACKEND_DESCRIPTOR)
+    return fail(CUDNN_STATUS_BAD_PARAM, "stand-in: rng #%d: the seed must be a tensor descriptor (a device scalar)", o->id);
+  cudnnStatus_t r = check_scalar_i64(o, "seed", (Desc *)seed->pv[0]);
+  if (r == CUDNN_STATUS_SUCCESS) r = check_scalar_i64(o, "offset", dval(o, CUDNN_ATTR_OPERATION_RNG_OFFSET_DESC));
+  if (r != CUDNN_STATUS_SUCCESS) return r;
+  if (ival(y, CUDNN_ATTR_TENSOR_DATA_TYPE, -1) != CUDNN_DATA_FLOAT || !ival(y, CUDNN_ATTR_TENSOR_IS_VIRTUAL, 0))
+    return fail(CUDNN_STATUS_BAD_PARAM, "stand-in: rng #%d: y must be a virtual FLOAT tensor", o->id);
+  return CUDNN_STATUS_SUCCESS;
+}
+
+/* the stand-in's own generator (the header): a uniform in [0, 1) per (seed, offset, index) */
+static uint64_t mix64(uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+static double standin_uniform(uint64_t seed, uint64_t offset, uint64_t index) {
+  return (double)(mix64(mix64(seed ^ mix64(offset)) + index) >> 11) * 0x1p-53;
 }
 
 /* ---- the interpreter ------------------------------------------------------------ */
@@ -455,6 +522,19 @@ static cudnnStatus_t run_op(Desc *o) {
         acc = red == CUDNN_REDUCE_TENSOR_ADD ? acc + v : (v > acc ? v : acc);
       }
       st(&y, ix, acc);
+    }
+    return CUDNN_STATUS_SUCCESS;
+  }
+  if (o->type == CUDNN_BACKEND_OPERATION_RNG_DESCRIPTOR) {
+    Desc *sd = dval(o, CUDNN_ATTR_OPERATION_RNG_SEED), *od = dval(o, CUDNN_ATTR_OPERATION_RNG_OFFSET_DESC);
+    double prob = find(dval(o, CUDNN_ATTR_OPERATION_RNG_DESC), CUDNN_ATTR_RNG_BERNOULLI_DIST_PROBABILITY)->dv[0];
+    if (!sd->ptr || !od->ptr) return fail(CUDNN_STATUS_BAD_PARAM, "stand-in: rng #%d: seed or offset not bound", o->id);
+    uint64_t seed = *(const uint64_t *)sd->ptr, offset = *(const uint64_t *)od->ptr;
+    logline("rng #%d %llu %llu %.17g\n", o->id, (unsigned long long)seed, (unsigned long long)offset, prob);
+    Ten y = ten(dval(o, CUDNN_ATTR_OPERATION_RNG_YDESC));
+    FOR4(ix, y.dim) {
+      uint64_t index = (uint64_t)(((ix[0] * y.dim[1] + ix[1]) * y.dim[2] + ix[2]) * y.dim[3] + ix[3]);
+      st(&y, ix, standin_uniform(seed, offset, index) < prob ? 1 : 0);
     }
     return CUDNN_STATUS_SUCCESS;
   }
