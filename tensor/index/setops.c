@@ -11,6 +11,7 @@
 ** without dim), on a device with their kernels stay there (setdev.c).
 */
 #include "ixinternal.h"
+#include "ixhistbin.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -323,12 +324,15 @@ nt_Tensor *nt_histc(nt_Tensor *x, int64_t bins, double lo, double hi) {
   return r;
 }
 
-/* the bin of v among edges e[0..nb] (the last bin closed), -1 outside */
-static int64_t bin_of(const double *e, int64_t nb, double v) {
-  if (!(v >= e[0] && v <= e[nb])) return -1;
-  int64_t lo = 0, hi = nb;   /* e[lo] <= v, answer in [lo, hi) */
-  while (hi - lo > 1) { int64_t m = lo + (hi - lo) / 2; if (e[m] <= v) lo = m; else hi = m; }
-  return lo;
+/* histogram's density, in torch's order and arithmetic: count / total, then / the bin's
+** width, each in f64 for f64 input and in f32 otherwise (f16/bf16 too) */
+static void density_of(double *acc, const double *e, int64_t bins, bool f64) {
+  double tot = 0;
+  for (int64_t b = 0; b < bins; b++) tot += acc[b];
+  for (int64_t b = 0; b < bins; b++) {
+    if (f64) acc[b] = acc[b] / tot / (e[b + 1] - e[b]);
+    else acc[b] = (double)((float)acc[b] / (float)tot / ((float)e[b + 1] - (float)e[b]));
+  }
 }
 
 int nt_histogram(nt_Tensor *x, int64_t bins, nt_Tensor *edges, double lo, double hi, nt_Tensor *weight, bool density,
@@ -370,9 +374,11 @@ int nt_histogram(nt_Tensor *x, int64_t bins, nt_Tensor *edges, double lo, double
     if (r2) goto done;
   }
   int64_t ne = bins + 1;
+  /* which bin: torch's rule for each way of giving the bins (ixhistbin.h) */
+  int mode = edges ? HIST_BINARY : x->dtype == NT_F64 ? HIST_LINEAR_F64 : HIST_LINEAR_F32;
   if (dev) {
     nt_Tensor *ed = f64_on(e, &ne, 1, NT_F64, x->device);
-    int r3 = ed ? ix_histogram_device(x, ed, weight, density, hist) : -1;
+    int r3 = ed ? ix_histogram_device(x, ed, weight, density, mode, hist) : -1;
     nt_release(ed);
     if (r3 || !(*bin_edges = f64_on(e, &ne, 1, x->dtype, x->device))) goto done;
     rc = 0;
@@ -380,14 +386,10 @@ int nt_histogram(nt_Tensor *x, int64_t bins, nt_Tensor *edges, double lo, double
   }
   if (!(acc = calloc((size_t)bins, sizeof(double)))) goto oom;
   for (int64_t i = 0; i < h.n; i++) {
-    int64_t b = bin_of(e, bins, h.u.f[i]);
+    int64_t b = nt_hist_bin(e, bins, h.u.f[i], mode);
     if (b >= 0) acc[b] += weight ? (wh.as == NT_F64 ? wh.u.f[i] : (double)wh.u.i[i]) : 1.0;
   }
-  if (density) {
-    double tot = 0;
-    for (int64_t b = 0; b < bins; b++) tot += acc[b];
-    for (int64_t b = 0; b < bins; b++) acc[b] /= tot * (e[b + 1] - e[b]);
-  }
+  if (density) density_of(acc, e, bins, x->dtype == NT_F64);
   if (!(*hist = f64_on(acc, &bins, 1, x->dtype, x->device)) || !(*bin_edges = f64_on(e, &ne, 1, x->dtype, x->device))) goto done;
   rc = 0;
   goto done;
