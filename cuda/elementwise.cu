@@ -18,7 +18,7 @@
 // division/modulo use Python's floor semantics, max/min propagate NaN.
 #include "common.cuh"
 #include "tensor/tintmath.h"
-#include "tensor/tlinspace.h"
+#include "tensor/trange.h"
 #include <type_traits>
 
 // u8 makes "x < 0" always false: intended in the generic source
@@ -599,13 +599,24 @@ int k_tril(const nt_KernelArgs *a) {
   }
 }
 
-// ---- arange: out[i] = s0 + i * s1 in double (no FMA, as on the CPU), then converted
+// ---- arange: out[i] = s0 + i * s1; floats with torch's CPU bits (tensor/trange.h, the CPU's
+// code), integers in double (no FMA, as on the CPU), then converted
+__device__ inline float round_bf16(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
+__device__ inline float round_f16(float x) { return __half2float(__float2half_rn(x)); }
+NT_ARANGE_LOWP(arange_bf16, round_bf16)
+NT_ARANGE_LOWP(arange_f16, round_f16)
 template <typename S>
 __global__ void arange_kernel(int64_t n, S *out, double s0, double s1) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    double v = __dadd_rn(s0, __dmul_rn((double)i, s1));
-    if constexpr (std::is_same<S, uint8_t>::value) out[i] = (uint8_t)(int64_t)v;
-    else out[i] = St<S>::from(v);
+    if constexpr (std::is_same<S, double>::value) out[i] = nt_arange_f64(i, n, s0, s1);
+    else if constexpr (std::is_same<S, float>::value) out[i] = nt_arange_f32(i, n, s0, s1);
+    else if constexpr (std::is_same<S, __nv_bfloat16>::value) out[i] = __float2bfloat16_rn(arange_bf16(i, n, s0, s1));
+    else if constexpr (std::is_same<S, __half>::value) out[i] = __float2half_rn(arange_f16(i, n, s0, s1));
+    else {
+      double v = __dadd_rn(s0, __dmul_rn((double)i, s1));
+      if constexpr (std::is_same<S, uint8_t>::value) out[i] = (uint8_t)(int64_t)v;
+      else out[i] = St<S>::from(v);
+    }
   }
 }
 int k_arange(const nt_KernelArgs *a) {
@@ -621,10 +632,8 @@ int k_arange(const nt_KernelArgs *a) {
   return -1;
 }
 
-// ---- linspace: element i computed on its own with torch's CPU bits (tensor/tlinspace.h,
+// ---- linspace: element i computed on its own with torch's CPU bits (tensor/trange.h,
 // shared with the CPU kernel: the same vector-lane layout, fused multiply-adds and roundings)
-__device__ inline float round_bf16(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
-__device__ inline float round_f16(float x) { return __half2float(__float2half_rn(x)); }
 NT_LINSPACE_LOWP(linspace_bf16, round_bf16)
 NT_LINSPACE_LOWP(linspace_f16, round_f16)
 template <typename S>

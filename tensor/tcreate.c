@@ -21,7 +21,7 @@ nt_Tensor *nt_zeros_like(nt_Tensor *t) { return nt_full(t->shape, t->ndim, 0, t-
 nt_Tensor *nt_ones_like(nt_Tensor *t) { return nt_full(t->shape, t->ndim, 1, t->dtype, t->device); }
 nt_Tensor *nt_full_like(nt_Tensor *t, double v) { return nt_full(t->shape, t->ndim, v, t->dtype, t->device); }
 
-/* out[i] = start + i * step on dev: the NT_OP_ARANGE kernel of that device
+/* out[i] = start + i * step on dev (floats with torch's bits, tensor/trange.h): the NT_OP_ARANGE kernel of that device
 ** (a GPU computes the values itself: nothing is copied up from the host) */
 static nt_Tensor *affine_1d(int64_t n, double start, double step, nt_DType dt, nt_Device dev) {
   nt_Tensor *t = nt_empty(&n, 1, dt, dev);
@@ -40,7 +40,7 @@ nt_Tensor *nt_arange_on(double start, double stop, double step, nt_DType dt, nt_
   return affine_1d((int64_t)len, start, step, dt, dev);
 }
 
-/* num values from start to stop, with torch's bits (tensor/tlinspace.h): the
+/* num values from start to stop, with torch's bits (tensor/trange.h): the
 ** "linspace" kernel of the device (a GPU computes the values itself) */
 nt_Tensor *nt_linspace_on(double start, double stop, int64_t num, nt_DType dt, nt_Device dev) {
   if (num < 0) NT_FAIL_NULL("linspace: number of steps must be non-negative, got %lld", (long long)num);

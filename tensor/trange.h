@@ -1,10 +1,11 @@
 /*
-** tlinspace.h — linspace(start, end, n) element by element, bit for bit as
-** torch 1.13's CPU kernel makes it (RangeFactoriesKernel.cpp, the AVX2 build
-** that torch picks on x86-64), written once and compiled both into the CPU
-** kernel (tcpu_misc.c) and by nvcc into the GPU module (cuda/elementwise.cu),
-** so a linspace (and histogram's bin edges, made by linspace) has the same
-** bits on either device and the same as torch's.
+** trange.h — linspace(start, end, n) and arange(start, stop, step) element by
+** element, bit for bit as torch 1.13's CPU kernels make them
+** (RangeFactoriesKernel.cpp, the AVX2 build that torch picks on x86-64),
+** written once and compiled both into the CPU kernels (tcpu_misc.c) and by
+** nvcc into the GPU module (cuda/elementwise.cu), so a linspace (and
+** histogram's bin edges, made by linspace) or an arange has the same bits on
+** either device and the same as torch's.
 **
 ** torch's arithmetic, in the output's type T (f16/bf16: each operation in
 ** float, rounded to T, as c10::Half/BFloat16's operators do):
@@ -21,12 +22,19 @@
 ** (torch splits n > 32768 elements over its threads, each chunk restarting
 ** the vectors; this is its one-thread layout.)
 **
+** arange, float types: the same vector layout; value(j) = start + step * j in
+** double (one fused multiply-add) and lane k = value(j) + k * step, fused too,
+** for f64; for f32 value(j) rounded to float first and lane k from it in
+** double, then rounded; f16/bf16 in float (start and step rounded to float),
+** value(j) fused, lane k = value(j) + k * step unfused, each rounded to T.
+** Integer aranges are exact (i * step in double below 2^53), as torch's.
+**
 ** The products and sums below must not be fused by the compiler: the CPU
 ** build targets baseline x86-64 (no FMA instruction to fuse into), and on the
 ** GPU they are __dmul_rn/__fmul_rn/__fadd_rn/__dadd_rn.
 */
-#ifndef NT_TLINSPACE_H
-#define NT_TLINSPACE_H
+#ifndef NT_TRANGE_H
+#define NT_TRANGE_H
 
 #include <math.h>
 #include <stdint.h>
@@ -94,5 +102,24 @@ NT_LS_FN double nt_linspace_int(int64_t i, int64_t n, double start_, double end_
   double base = trunc(j < n / 2 ? fma(step, (double)j, start) : fma(-step, (double)(n - 1 - j), end));
   return trunc(k ? NT_LS_DADD(base, NT_LS_DMUL((double)k, step)) : base);
 }
+
+/* arange's element i of n: start + i * step, laid out as torch's vectors */
+NT_LS_FN double nt_arange_f64(int64_t i, int64_t n, double start, double step) {
+  int64_t k, j = nt_linspace_lane(i, n, 8, &k);
+  double base = fma(step, (double)j, start);
+  return k ? fma((double)k, step, base) : base;
+}
+NT_LS_FN float nt_arange_f32(int64_t i, int64_t n, double start, double step) {
+  int64_t k, j = nt_linspace_lane(i, n, 4, &k);
+  float base = (float)fma(step, (double)j, start);
+  return k ? (float)fma((double)k, step, (double)base) : base;
+}
+#define NT_ARANGE_LOWP(NAME, RT)                                                                    \
+  NT_LS_FN float NAME(int64_t i, int64_t n, double start_, double step_) {                          \
+    float start = (float)start_, step = (float)step_;                                                \
+    int64_t k, j = nt_linspace_lane(i, n, 2, &k);                                                    \
+    float base = RT(fmaf(step, (float)j, start));                                                    \
+    return k ? RT(NT_LS_FADD(base, NT_LS_FMUL((float)k, step))) : base;                              \
+  }
 
 #endif

@@ -125,6 +125,7 @@ int ix_finite_range(nt_Tensor *x, double *lo, double *hi) {
 nt_Tensor *ix_histc_device(nt_Tensor *x, int64_t bins, double lo, double hi) {
   if (x->numel && lo == hi && ix_finite_range(x, &lo, &hi)) return NULL;
   if (lo == hi) { lo -= 1; hi += 1; }
+  hi = ix_histc_top(lo, hi, bins, x->dtype);   /* torch's last edge (setops.c) */
   int64_t n = x->numel;
   nt_Tensor *flat = nt_reshape(x, &n, 1);
   nt_Tensor *xs = flat ? (x->dtype == NT_F64 ? nt_contiguous(flat) : nt_to_dtype(flat, NT_F32)) : NULL;   /* f16/bf16 exactly in f32 */

@@ -12,6 +12,7 @@
 */
 #include "ixinternal.h"
 #include "ixhistbin.h"
+#include "tensor/trange.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -288,6 +289,12 @@ static void data_range(const ix_Host *h, double *lo, double *hi) {
   if (*lo > *hi) *lo = *hi = 0;
 }
 
+/* histc's right edge: torch 1.13 bins by its linspace's last edge, which can be an ulp off max
+** (tensor/trange.h), in the input's type (f32 for f16/bf16); values past it are dropped */
+double ix_histc_top(double lo, double hi, int64_t bins, nt_DType dt) {
+  return dt == NT_F64 ? nt_linspace_f64(bins, bins + 1, lo, hi) : (double)nt_linspace_f32(bins, bins + 1, lo, hi);
+}
+
 nt_Tensor *nt_histc(nt_Tensor *x, int64_t bins, double lo, double hi) {
   if (float_input("histc", x)) return NULL;
   if (bins <= 0 || nt_check_shape("histc", &bins, 1, NULL)) NT_FAIL_NULL("histc: bins must be a positive size, got %lld", (long long)bins);
@@ -298,11 +305,12 @@ nt_Tensor *nt_histc(nt_Tensor *x, int64_t bins, double lo, double hi) {
   if (ix_host(x, &h)) return NULL;
   if (lo == hi) data_range(&h, &lo, &hi);
   if (lo == hi) { lo -= 1; hi += 1; }
+  hi = ix_histc_top(lo, hi, bins, x->dtype);
   double *acc = calloc((size_t)bins, sizeof(double));
   nt_Tensor *r = NULL;
   if (acc) {
-    /* the bin in the input's type and order, as torch 1.13: (x - lo) / (hi - lo) * bins, in f32 for f32 (f16/bf16 too),
-    ** where an f64 quotient can put a value at a bin boundary in the other bin */
+    /* the bin in the input's type and order, as torch 1.13: (x - lo) / (top - lo) * bins, in f32 for f32 (f16/bf16 too),
+    ** where an f64 quotient can put a value at a bin boundary in the other bin; top its linspace's last edge */
     bool f32 = x->dtype != NT_F64;
     float lof = (float)lo, hif = (float)hi;
     for (int64_t i = 0; i < h.n; i++) {

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""linspace and histogram bit for bit as torch 1.13 (tensor/tlinspace.h,
+"""linspace, arange, histogram and histc bit for bit as torch 1.13 (tensor/trange.h,
 tensor/index/ixhistbin.h), on fresh random inputs.
 
 linspace: the bits of every element against torch.linspace for f32, f64,
@@ -95,8 +95,9 @@ def linspace_args(dt, count):
             b = a                                            # equal
         n = int(rng.choice([1, 2, 3, int(rng.integers(4, 40)), int(rng.integers(40, 700))]))
         out.append((a, b, n))
-    if not SMALL:
-        out.append((float(rng.standard_normal()), float(rng.standard_normal()) * 100, 40000 + int(rng.integers(0, 99))))
+    if not SMALL:   # past torch's one-thread grain: harness runs torch with one thread
+        a, b = rng.uniform(0, 255, 2) if dt == "u8" else (rng.standard_normal(), rng.standard_normal() * 100)
+        out.append((float(a), float(b), 40000 + int(rng.integers(0, 99))))
     out.append((0.0, 1.0, 0))
     return out
 
@@ -112,6 +113,25 @@ def linspace_cases(b):
     a, c = 0.1, 0.7
     e = torch.linspace(a, c, 8, dtype=torch.float64)
     b.case("linspace_last_as_torch", f"linspace({num(a)}, {num(c)}, 8, dtype=\"f64\")", lambda got: same_bits([e])([got]))
+
+
+def arange_cases(b):
+    """arange's bits: floats by torch's vector layout (trange.h), integers exact"""
+    per = 30 if SMALL else 100
+    for dt in ("f32", "f64", "bf16", "f16", "i64", "i32"):
+        args = []
+        for _ in range(per):
+            if dt in ("i64", "i32"):
+                a, st = int(rng.integers(-10**6, 10**6)), int(rng.integers(1, 50)) * int(rng.choice([-1, 1]))
+                c = a + st * int(rng.integers(0, 700))
+            else:
+                mag = 10.0 ** rng.integers(-2, 3) if dt in ("f32", "f64") else 1.0
+                a, st = float(rng.standard_normal() * 10 * mag), float(rng.uniform(0.001, 1) * mag * rng.choice([-1, 1]))
+                c = a + st * float(rng.uniform(0, 700))
+            args.append((a, c, st))
+        exps = [torch.arange(a, c, st, dtype=TDT[dt]) for a, c, st in args]
+        code = "list(" + ", ".join(f"arange({a!r}, {c!r}, {st!r}, dtype=\"{dt}\")" for a, c, st in args) + ")"
+        b.case(f"arange_bits_{dt}", code, same_bits(exps))
 
 
 # ---------------------------------------------------------------- histogram
@@ -188,6 +208,21 @@ def hist_cases(b):
             b.case(f"histogram_given_edges_counts_{dn}_{g}", "list(" + ", ".join(code_w[1::2]) + ")", same_bits(weighted_e))
 
 
+def histc_cases(b):
+    """histc: torch 1.13 bins (x - lo) / (top - lo) * bins in the input's type, top its linspace's last edge"""
+    kinds = ["normal", "uniform", "constant", "range", "edges_auto", "edges_range", "edges_auto"]
+    per = 25 if SMALL else 60
+    for dt, dn in ((np.float32, "f32"), (np.float64, "f64")):
+        exps, code = [], []
+        for _ in range(per):
+            bins = int(rng.integers(1, 51))
+            x, rg = hist_input(dt, kinds[int(rng.integers(0, len(kinds)))], bins)
+            lo, hi = (0.0, 0.0) if rg is None else rg
+            exps.append(torch.histc(T(x), bins=bins, min=lo, max=hi))
+            code.append(f"histc({b.inp(x)}, bins={bins}, min={num(lo)}, max={num(hi)})")
+        b.case(f"histc_counts_{dn}", "list(" + ", ".join(code) + ")", same_bits(exps))
+
+
 def regression_cases(b):
     """the seed that showed it (test_setops' histogram_big_auto_f64, NUMERICS_SEED=776160148): 40,000
     normal values in 7 bins; torch's last edge is one ulp below the data's max, and torch drops the max"""
@@ -203,8 +238,10 @@ def regression_cases(b):
 def main():
     b = Batch("binning")
     linspace_cases(b)
+    arange_cases(b)
     regression_cases(b)
     hist_cases(b)
+    histc_cases(b)
     b.run()
     if DEVICE == "cpu" and not emulated_rerun(__file__, "binning", "BINNING_SUBSET"):
         report_fail("binning.emulated", "the emulated-device run failed (its lines above)")
