@@ -18,6 +18,7 @@
 // division/modulo use Python's floor semantics, max/min propagate NaN.
 #include "common.cuh"
 #include "tensor/tintmath.h"
+#include "tensor/trange.h"
 #include <type_traits>
 
 // u8 makes "x < 0" always false: intended in the generic source
@@ -598,13 +599,24 @@ int k_tril(const nt_KernelArgs *a) {
   }
 }
 
-// ---- arange: out[i] = s0 + i * s1 in double (no FMA, as on the CPU), then converted
+// ---- arange: out[i] = s0 + i * s1; floats with torch's CPU bits (tensor/trange.h, the CPU's
+// code), integers in double (no FMA, as on the CPU), then converted
+__device__ inline float round_bf16(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
+__device__ inline float round_f16(float x) { return __half2float(__float2half_rn(x)); }
+NT_ARANGE_LOWP(arange_bf16, round_bf16)
+NT_ARANGE_LOWP(arange_f16, round_f16)
 template <typename S>
 __global__ void arange_kernel(int64_t n, S *out, double s0, double s1) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    double v = __dadd_rn(s0, __dmul_rn((double)i, s1));
-    if constexpr (std::is_same<S, uint8_t>::value) out[i] = (uint8_t)(int64_t)v;
-    else out[i] = St<S>::from(v);
+    if constexpr (std::is_same<S, double>::value) out[i] = nt_arange_f64(i, n, s0, s1);
+    else if constexpr (std::is_same<S, float>::value) out[i] = nt_arange_f32(i, n, s0, s1);
+    else if constexpr (std::is_same<S, __nv_bfloat16>::value) out[i] = __float2bfloat16_rn(arange_bf16(i, n, s0, s1));
+    else if constexpr (std::is_same<S, __half>::value) out[i] = __float2half_rn(arange_f16(i, n, s0, s1));
+    else {
+      double v = __dadd_rn(s0, __dmul_rn((double)i, s1));
+      if constexpr (std::is_same<S, uint8_t>::value) out[i] = (uint8_t)(int64_t)v;
+      else out[i] = St<S>::from(v);
+    }
   }
 }
 int k_arange(const nt_KernelArgs *a) {
@@ -617,6 +629,35 @@ int k_arange(const nt_KernelArgs *a) {
   };
   NCU_DISPATCH_ALL(a->out->dtype, run);
   host->error_set("arange: unsupported dtype on cuda");
+  return -1;
+}
+
+// ---- linspace: element i computed on its own with torch's CPU bits (tensor/trange.h,
+// shared with the CPU kernel: the same vector-lane layout, fused multiply-adds and roundings)
+NT_LINSPACE_LOWP(linspace_bf16, round_bf16)
+NT_LINSPACE_LOWP(linspace_f16, round_f16)
+template <typename S>
+__global__ void linspace_kernel(int64_t n, S *out, double start, double end) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    if constexpr (std::is_same<S, double>::value) out[i] = nt_linspace_f64(i, n, start, end);
+    else if constexpr (std::is_same<S, float>::value) out[i] = nt_linspace_f32(i, n, start, end);
+    else if constexpr (std::is_same<S, __nv_bfloat16>::value) out[i] = __float2bfloat16_rn(linspace_bf16(i, n, start, end));
+    else if constexpr (std::is_same<S, __half>::value) out[i] = __float2half_rn(linspace_f16(i, n, start, end));
+    else if constexpr (std::is_same<S, b8>::value) out[i] = St<S>::from(nt_linspace_f64(i, n, start, end));
+    else if constexpr (std::is_same<S, uint8_t>::value) out[i] = (uint8_t)(int64_t)nt_linspace_int(i, n, start, end, sizeof(S));
+    else out[i] = St<S>::from(nt_linspace_int(i, n, start, end, sizeof(S)));
+  }
+}
+int k_linspace(const nt_KernelArgs *a) {
+  int64_t n = a->out->numel;
+  if (n == 0) return 0;
+  auto run = [&]<typename S>() -> int {
+    linspace_kernel<S><<<grid_for(n), kThreads, 0, stream>>>(n, (S *)base(a->out), a->s[0], a->s[1]);
+    LAUNCHED("linspace");
+    return 0;
+  };
+  NCU_DISPATCH_ALL(a->out->dtype, run);
+  host->error_set("linspace: unsupported dtype on cuda");
   return -1;
 }
 
@@ -636,6 +677,7 @@ void register_elementwise(void) {
   host->register_kernel(NT_OP_WHERE, NT_CUDA, k_where);
   host->register_kernel(NT_OP_TRIL, NT_CUDA, k_tril);
   host->register_kernel(NT_OP_ARANGE, NT_CUDA, k_arange);
+  host->register_kernel(host->op_register("linspace"), NT_CUDA, k_linspace);
   host->register_kernel(host->op_register("unary_grad"), NT_CUDA, k_unary_grad);
 }
 

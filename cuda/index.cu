@@ -39,10 +39,13 @@
 //
 // ix_histogram (out f64 [bins], zeroed; in[0] x f32/f64 contiguous [n];
 // in[1] edges f64 [bins + 1] non-decreasing; in[2] weights f64 [n] or NULL):
-// x in [e[0], e[bins]] goes to the bin b with e[b] <= x < e[b + 1] (the last
-// bin closed; found by binary search, as the CPU's bin_of), adding its
-// weight (or 1) by atomicAdd in double; NaN and values outside are dropped.
+// iarg[0] the bin rule, HIST_*): x in [e[0], e[bins]] goes to its bin by
+// torch 1.13's rule (binary search over given edges; for a count of bins its
+// linear guess in x's arithmetic, then a search of the edges next to it: the
+// CPU's code, tensor/index/ixhistbin.h), adding its weight (or 1) by
+// atomicAdd in double; NaN and values outside are dropped.
 #include "common.cuh"
+#include "tensor/index/ixhistbin.h"
 #include <type_traits>
 
 namespace ncu {
@@ -266,25 +269,24 @@ int k_searchsorted(const nt_KernelArgs *a) {
 }
 
 // ---- histogram --------------------------------------------------------------------------------
-template <typename T> __global__ void histogram_count(const T *x, const double *w, int64_t n, const double *e, int64_t bins, double *acc) {
+// the bin by torch's rule (tensor/index/ixhistbin.h, the CPU's code): iarg[0] the mode
+template <typename T> __global__ void histogram_count(const T *x, const double *w, int64_t n, const double *e, int64_t bins, int mode, double *acc) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    double v = (double)x[i];
-    if (!(v >= e[0] && v <= e[bins])) continue;   // outside, or NaN
-    int64_t lo = 0, hi = bins;                     // e[lo] <= v, the bin in [lo, hi)
-    while (hi - lo > 1) { int64_t mid = lo + (hi - lo) / 2; if (e[mid] <= v) lo = mid; else hi = mid; }
-    atomicAdd(&acc[lo], w ? w[i] : 1.0);
+    int64_t b = nt_hist_bin(e, bins, (double)x[i], mode);   // -1: outside, or NaN
+    if (b >= 0) atomicAdd(&acc[b], w ? w[i] : 1.0);
   }
 }
 int k_histogram(const nt_KernelArgs *a) {
   const char *op = "ix_histogram";
   int64_t n = a->in[0]->numel, bins = a->out->numel;
+  int mode = a->niarg > 0 ? (int)a->iarg[0] : HIST_BINARY;
   if (n == 0 || bins == 0) return 0;
   double *acc = (double *)base(a->out);
   const double *e = (const double *)base(a->in[1]), *w = a->in[2] ? (const double *)base(a->in[2]) : nullptr;
   if (a->in[0]->dtype == NT_F64)
-    histogram_count<double><<<grid_for(n), kThreads, 0, stream>>>((const double *)base(a->in[0]), w, n, e, bins, acc);
+    histogram_count<double><<<grid_for(n), kThreads, 0, stream>>>((const double *)base(a->in[0]), w, n, e, bins, mode, acc);
   else
-    histogram_count<float><<<grid_for(n), kThreads, 0, stream>>>((const float *)base(a->in[0]), w, n, e, bins, acc);
+    histogram_count<float><<<grid_for(n), kThreads, 0, stream>>>((const float *)base(a->in[0]), w, n, e, bins, mode, acc);
   LAUNCHED(op);
   return 0;
 }

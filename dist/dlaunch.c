@@ -32,6 +32,19 @@
 
 extern char **environ;
 
+int dl_self_exe(char *buf, size_t cap, int must_exist, char *why, size_t whycap) {
+  ssize_t n = readlink("/proc/self/exe", buf, cap - 1);
+  if (n <= 0) { snprintf(why, whycap, "cannot find the nabla executable (/proc/self/exe: %s)", strerror(errno)); return -1; }
+  buf[n] = 0;
+  static const char deleted[] = " (deleted)";
+  size_t dl = sizeof deleted - 1;
+  int gone = (size_t)n > dl && !strcmp(buf + n - dl, deleted);
+  if (gone) buf[n - dl] = 0;
+  if (must_exist && gone && access(buf, X_OK))
+    { snprintf(why, whycap, "remote workers run the nabla executable by its path, %s, and it is no longer there (rebuilt or removed since this nabla started): give remote_nabla=PATH, or restart nabla", buf); return -1; }
+  return 0;
+}
+
 pid_t dl_spawn_local(dl_Common *c, const char *exe, const char *endpoint, const char *keyfile, const char *bind, int rank) {
   int threads = c->threads, nextra = c->nenv;
   char *const *extra = c->env;
@@ -75,7 +88,8 @@ pid_t dl_spawn_local(dl_Common *c, const char *exe, const char *endpoint, const 
     setpgid(0, 0);               /* the terminal's Ctrl-C goes to the session, which relays it */
     int devnull = open("/dev/null", O_RDONLY);
     if (devnull >= 0) { dup2(devnull, 0); close(devnull); }
-    execve(exe, argv, envp);
+    execve("/proc/self/exe", argv, envp);   /* this binary, whatever is at its path now */
+    execve(exe, argv, envp);                /* no /proc */
     _exit(127);
   }
   free(envp);

@@ -32,8 +32,17 @@ typedef struct dl_Common {
   int out_fd[2];
 } dl_Common;
 
+/* The running nabla's path into buf (cap bytes): "/path/nabla", with the
+** kernel's " (deleted)" taken off when a rebuild or an upgrade unlinked it.
+** must_exist (remote workers, which run it by that path): an error in why
+** when nothing is at that path any more.  0, or -1 with why set. */
+int dl_self_exe(char *buf, size_t cap, int must_exist, char *why, size_t whycap);
+
 /* fork + exec of `exe worker --connect ENDPOINT --key-file KEYFILE --rank R
-** ...` on this host, in its own process group, dying with the session; its
+** ...` on this host, in its own process group, dying with the session; the
+** binary run is the session's own (/proc/self/exe: the same build, hence the
+** same wire protocol, even when its file was rebuilt, replaced or deleted
+** since; exe, its path, is only argv[0], and the fallback without /proc); its
 ** thread counts are this host's cores / c->world unless c->threads or the
 ** environment set them; c->env replaces the variables of the same names.
 ** Returns its pid or -1. */

@@ -853,9 +853,13 @@ int dsess_start(nb_VM *vm, int n, const dsess_Launch *o) {
   zmq_getsockopt(S.router, ZMQ_LAST_ENDPOINT, S.endpoint, &el);
   const char *pc = strrchr(S.endpoint, ':');
   int port = pc ? atoi(pc + 1) : 0;
-  char exe[PATH_MAX]; ssize_t xl = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (xl <= 0) { OPENSSL_cleanse(hex, sizeof hex); st = dsess_error(vm, "dist.start: cannot find the nabla executable"); goto fail; }
-  exe[xl] = 0;
+  /* local workers exec this very binary (dl_spawn_local: /proc/self/exe, so
+  ** a rebuild under a running session changes nothing); remote ones run a
+  ** path, which must still be there */
+  char exe[PATH_MAX], exe_why[PATH_MAX + 200];
+  if (dl_self_exe(exe, sizeof exe, (ssh || slurm) && !o->remote_nabla, exe_why, sizeof exe_why)) {
+    OPENSSL_cleanse(hex, sizeof hex); st = dsess_error(vm, "dist.start: %s", exe_why); goto fail;
+  }
   dl_Common c = { .exe = o->remote_nabla ? o->remote_nabla : exe, .key_hex = hex, .world = n, .timeout_ms = S.timeout_ms,
                   .heartbeat_s = S.hb_ms / 1e3, .worker_bind = "auto", .connect_timeout = o->connect_timeout };
   /* what every worker gets besides the forwarded variables: env=[...], the interface, the ports */

@@ -2,17 +2,45 @@
 ** tcpu_misc.c — CPU kernels for arange/linspace fills and tril/triu.
 */
 #include "tinternal.h"
+#include "trange.h"
 
+/* out[i] = s[0] + i * s[1], floats with torch's bits (trange.h) */
+static float round_bf16(float x) { return nt_bf16_to_f32(nt_f32_to_bf16(x)); }
+static float round_f16(float x) { return nt_f16_to_f32(nt_f32_to_f16(x)); }
+NT_ARANGE_LOWP(arange_bf16, round_bf16)
+NT_ARANGE_LOWP(arange_f16, round_f16)
 static int k_arange(const nt_KernelArgs *a) {
   nt_Tensor *t = a->out;
+  int64_t n = t->numel;
   size_t es = nt_dtype_size(t->dtype);
   char *p = nt_base(t);
   double s = a->s[0], d = a->s[1];
   switch (t->dtype) {
-    case NT_F32: for (int64_t i = 0; i < t->numel; i++) ((float *)p)[i] = (float)(s + (double)i * d); break;
-    case NT_F64: for (int64_t i = 0; i < t->numel; i++) ((double *)p)[i] = s + (double)i * d; break;
-    case NT_I64: for (int64_t i = 0; i < t->numel; i++) ((int64_t *)p)[i] = (int64_t)(s + (double)i * d); break;
-    default: for (int64_t i = 0; i < t->numel; i++) nt_store_from_double(p + i * (int64_t)es, t->dtype, s + (double)i * d);
+    case NT_F32: for (int64_t i = 0; i < n; i++) ((float *)p)[i] = nt_arange_f32(i, n, s, d); break;
+    case NT_F64: for (int64_t i = 0; i < n; i++) ((double *)p)[i] = nt_arange_f64(i, n, s, d); break;
+    case NT_BF16: for (int64_t i = 0; i < n; i++) ((uint16_t *)p)[i] = nt_f32_to_bf16(arange_bf16(i, n, s, d)); break;
+    case NT_F16: for (int64_t i = 0; i < n; i++) ((uint16_t *)p)[i] = nt_f32_to_f16(arange_f16(i, n, s, d)); break;
+    case NT_I64: for (int64_t i = 0; i < n; i++) ((int64_t *)p)[i] = (int64_t)(s + (double)i * d); break;
+    default: for (int64_t i = 0; i < n; i++) nt_store_from_double(p + i * (int64_t)es, t->dtype, s + (double)i * d);
+  }
+  return 0;
+}
+
+/* linspace(s[0], s[1], n = out->numel) as torch makes it (trange.h) */
+NT_LINSPACE_LOWP(linspace_bf16, round_bf16)
+NT_LINSPACE_LOWP(linspace_f16, round_f16)
+static int k_linspace(const nt_KernelArgs *a) {
+  nt_Tensor *t = a->out;
+  int64_t n = t->numel, es = (int64_t)nt_dtype_size(t->dtype);
+  char *p = nt_base(t);
+  double s = a->s[0], e = a->s[1];
+  switch (t->dtype) {
+    case NT_F32: for (int64_t i = 0; i < n; i++) ((float *)p)[i] = nt_linspace_f32(i, n, s, e); break;
+    case NT_F64: for (int64_t i = 0; i < n; i++) ((double *)p)[i] = nt_linspace_f64(i, n, s, e); break;
+    case NT_BF16: for (int64_t i = 0; i < n; i++) ((uint16_t *)p)[i] = nt_f32_to_bf16(linspace_bf16(i, n, s, e)); break;
+    case NT_F16: for (int64_t i = 0; i < n; i++) ((uint16_t *)p)[i] = nt_f32_to_f16(linspace_f16(i, n, s, e)); break;
+    case NT_BOOL: for (int64_t i = 0; i < n; i++) p[i] = nt_linspace_f64(i, n, s, e) != 0; break;
+    default: for (int64_t i = 0; i < n; i++) nt_store_from_double(p + i * es, t->dtype, nt_linspace_int(i, n, s, e, es));
   }
   return 0;
 }
@@ -41,6 +69,7 @@ static int k_tril(const nt_KernelArgs *a) {
 void nt_cpu_register_misc(void) {
   nt_register_kernel(NT_OP_ARANGE, NT_CPU, k_arange);
   nt_register_kernel(NT_OP_TRIL, NT_CPU, k_tril);
+  nt_register_kernel(nt_op_register("linspace"), NT_CPU, k_linspace);
   extern void nt_cpu_register_random(void);
   nt_cpu_register_random();
 }

@@ -324,6 +324,14 @@ size_t nt_cpu_cache_release(void) {
   return n;
 }
 
+size_t nt_cpu_empty_cache(void) {
+  size_t n = nt_cpu_cache_release();
+#ifndef CPU_ASAN
+  malloc_trim(0);   /* glibc's heap too: the free memory at its top and in its arenas' free pages */
+#endif
+  return n;
+}
+
 void nt_cpu_cache_set_limit(size_t bytes) {
   pthread_once(&limit_once, read_limit);
   pthread_mutex_lock(&mu);

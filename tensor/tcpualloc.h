@@ -1,8 +1,9 @@
 /*
 ** tcpualloc.h — the CPU allocator (tcpualloc.c): the data buffers of CPU
 ** tensors.  tensor.c registers nt_cpu_alloc/nt_cpu_free as NT_CPU's
-** allocator; the rest is for tests (tests/tensor/test_cpu_alloc.c) and for
-** code that wants the big-block cache emptied (memory pressure).
+** allocator; the rest is for tests (tests/tensor/test_cpu_alloc.c), for
+** code that wants the big-block cache emptied (memory pressure), and for
+** lang's cpu.memory() and cpu.empty_cache() (its one public use).
 */
 #ifndef NABLA_TCPUALLOC_H
 #define NABLA_TCPUALLOC_H
@@ -25,6 +26,9 @@ typedef struct nt_CpuCacheStats {
 } nt_CpuCacheStats;
 void nt_cpu_cache_stats(nt_CpuCacheStats *st);
 size_t nt_cpu_cache_release(void);            /* unmaps every cached block; answers the bytes */
+/* what a user asks for (cpu.empty_cache()): the cache released, and glibc's
+** free heap pages given back too (malloc_trim); answers the cache's bytes */
+size_t nt_cpu_empty_cache(void);
 void nt_cpu_cache_set_limit(size_t bytes);    /* 0: no caching; trims at once */
 
 #endif

@@ -21,7 +21,7 @@ nt_Tensor *nt_zeros_like(nt_Tensor *t) { return nt_full(t->shape, t->ndim, 0, t-
 nt_Tensor *nt_ones_like(nt_Tensor *t) { return nt_full(t->shape, t->ndim, 1, t->dtype, t->device); }
 nt_Tensor *nt_full_like(nt_Tensor *t, double v) { return nt_full(t->shape, t->ndim, v, t->dtype, t->device); }
 
-/* out[i] = start + i * step on dev: the NT_OP_ARANGE kernel of that device
+/* out[i] = start + i * step on dev (floats with torch's bits, tensor/trange.h): the NT_OP_ARANGE kernel of that device
 ** (a GPU computes the values itself: nothing is copied up from the host) */
 static nt_Tensor *affine_1d(int64_t n, double start, double step, nt_DType dt, nt_Device dev) {
   nt_Tensor *t = nt_empty(&n, 1, dt, dev);
@@ -40,15 +40,16 @@ nt_Tensor *nt_arange_on(double start, double stop, double step, nt_DType dt, nt_
   return affine_1d((int64_t)len, start, step, dt, dev);
 }
 
+/* num values from start to stop, with torch's bits (tensor/trange.h): the
+** "linspace" kernel of the device (a GPU computes the values itself) */
 nt_Tensor *nt_linspace_on(double start, double stop, int64_t num, nt_DType dt, nt_Device dev) {
   if (num < 0) NT_FAIL_NULL("linspace: number of steps must be non-negative, got %lld", (long long)num);
-  nt_Tensor *t = affine_1d(num, start, num > 1 ? (stop - start) / (double)(num - 1) : 0, dt, dev);
-  if (t && num > 1 && dt != NT_BOOL) {   /* the last value is stop exactly: a one-element fill on the device */
-    nt_Tensor *last = nt_slice(t, 0, num - 1, num, 1);
-    int rc = last ? nt_write_fill(last, stop) : -1;
-    nt_release(last);
-    if (rc) { nt_release(t); return NULL; }
-  }
+  static int linspace_op = -1;
+  if (linspace_op < 0 && (linspace_op = nt_op_register("linspace")) < 0) return NULL;
+  nt_Tensor *t = nt_empty(&num, 1, dt, dev);
+  if (!t || !num) return t;
+  nt_KernelArgs a = {.op = linspace_op, .out = t, .s = {start, stop}};
+  if (nt_dispatch(linspace_op, dev, &a)) { nt_release(t); return NULL; }
   return t;
 }
 

@@ -7,9 +7,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "ltensor.h"
 #include "tensor/nn/nn.h"
 #include "tensor/tdevice.h"
+#include "tensor/tcpualloc.h"
 #include "tensor/tfuse_rtc.h"
 
 /* ------------------------------------------------------------ builtins: creation */
@@ -985,15 +987,50 @@ static nb_Builtin cuda_members[] = {
   { "cuda.reset_stats", b_cuda_reset_stats, "", "cuda.reset_stats(): zeroes the counters of cuda.stats()" },
   { NULL, NULL, NULL, NULL }
 };
-static int cuda_value(nb_VM *vm, nb_Value *out) {
-  (void)vm;
+/* a record of builtins named "PREFIX.X" (cuda.*, cpu.*), each under X */
+static int members_record(nb_Builtin *members, size_t prefix_len, nb_Value *out) {
   int nm = 0;
-  while (cuda_members[nm].name) nm++;
+  while (members[nm].name) nm++;
   nb_Rec *r = nbR_new(nm);
-  for (int i = 0; i < nm; i++) nbR_set_cstr(r, cuda_members[i].name + 5, nb_builtinv(&cuda_members[i]));   /* "cuda.X" -> X */
+  for (int i = 0; i < nm; i++) nbR_set_cstr(r, members[i].name + prefix_len, nb_builtinv(&members[i]));
   *out = nb_obj(NB_TREC, r);
   return NB_OK;
 }
+static int cuda_value(nb_VM *vm, nb_Value *out) { (void)vm; return members_record(cuda_members, 5, out); }
+
+/* cpu.memory(): the CPU allocator's big-block cache (tensor/tcpualloc.h: blocks of 4 MiB and
+** more, kept after free for reuse) and the process's resident set; cpu.empty_cache() gives
+** the cached blocks and glibc's free heap pages back to the system, as torch.cuda.empty_cache
+** does for the GPU's cache */
+static int b_cpu_memory(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)vm; (void)args; (void)n;
+  nt_CpuCacheStats cs;
+  nt_cpu_cache_stats(&cs);
+  long pages = 0, rss = -1;
+  FILE *f = fopen("/proc/self/statm", "r");
+  if (f) { if (fscanf(f, "%ld %ld", &pages, &rss) != 2) rss = -1; fclose(f); }
+  nb_Rec *r = nbR_new(8);
+  nbR_set_cstr(r, "cached", nb_int((double)cs.cached_bytes)); nbR_set_cstr(r, "cached_blocks", nb_int((double)cs.cached_blocks));
+  nbR_set_cstr(r, "cache_limit", nb_int((double)cs.limit_bytes)); nbR_set_cstr(r, "live_big", nb_int((double)cs.live_bytes));
+  nbR_set_cstr(r, "hits", nb_int((double)cs.hits)); nbR_set_cstr(r, "misses", nb_int((double)cs.misses));
+  nbR_set_cstr(r, "evictions", nb_int((double)cs.evictions));
+  nbR_set_cstr(r, "rss", rss < 0 ? nb_nil() : nb_int((double)rss * (double)sysconf(_SC_PAGESIZE)));
+  *out = nb_obj(NB_TREC, r);
+  return NB_OK;
+}
+static int b_cpu_empty_cache(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
+  (void)vm; (void)args; (void)n;
+  *out = nb_int((double)nt_cpu_empty_cache());
+  return NB_OK;
+}
+static int b_cpu_move(nb_VM *vm, nb_Value *args, int n, nb_Value *out) { (void)n; nb_Value a[1] = { args[1] }; return b_cpu(vm, a, 1, out); }
+static nb_Builtin cpu_members[] = {
+  { "cpu.__call", b_cpu_move, "self, x", "cpu(x): x on the CPU" },
+  { "cpu.memory", b_cpu_memory, "", "cpu.memory(): {cached, cached_blocks, cache_limit, live_big, hits, misses, evictions, rss}: bytes of the CPU allocator's cache of big blocks (>= 4 MiB) and of the process's resident memory" },
+  { "cpu.empty_cache", b_cpu_empty_cache, "", "cpu.empty_cache(): gives the cached big CPU blocks (and glibc's free heap pages) back to the system; returns the cache's bytes released" },
+  { NULL, NULL, NULL, NULL }
+};
+static int cpu_value(nb_VM *vm, nb_Value *out) { (void)vm; return members_record(cpu_members, 4, out); }
 static int b_set_matmul_precision(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   (void)n;
   if (args[0].t != NB_TSTR) return nb_error_kind(vm, "TypeError", "set_matmul_precision: expected \"highest\", \"high\" or \"tf32\"");
@@ -1063,7 +1100,7 @@ static nb_Builtin ops_builtins[] = {
   { "to", b_to, "x, target", "to(x, \"f64\" | \"cuda\" | ...): converts dtype or moves to a device; on a model (model.to(...)) every tensor in place, as nn.to" },
   { .name = "cuda", .doc = "cuda(x) moves x to the GPU; cuda.available(), cuda.device_count(), cuda.synchronize(), cuda.memory(), cuda.empty_cache()", .value = cuda_value },
   { "set_matmul_precision", b_set_matmul_precision, "precision", "set_matmul_precision(\"highest\" | \"high\" | \"tf32\"): f32 matmuls on TF32 tensor cores when \"high\"/\"tf32\" (GPU)" },
-  { "cpu", b_cpu, "x", "cpu(x): x on the CPU" },
+  { .name = "cpu", .doc = "cpu(x) moves x to the CPU; cpu.memory(), cpu.empty_cache()", .value = cpu_value },
   { "float", b_float, "x", "float(x): a number, bool or numeric string as a float; a tensor as f32; a model's floating tensors cast to f32 in place (model.float())" },
   { "double", b_double, "x", "double(x): x as f64 (torch's .double()); a model's floating tensors cast in place (model.double())" },
   { "half", b_half, "x", "half(x): x as f16; a model's floating tensors cast in place (model.half())" },
@@ -1130,4 +1167,5 @@ void nbT_register_ops(void) {
   nbC_register(red_builtins);
   nbC_register(ops_builtins);
   nbC_prepare(cuda_members);
+  nbC_prepare(cpu_members);
 }

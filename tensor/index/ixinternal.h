@@ -95,7 +95,8 @@ nt_Tensor *ix_isin_device(nt_Tensor *elements, nt_Tensor *test, bool invert);
 int ix_unique_device(nt_Tensor *x, bool sorted, nt_Tensor **values, nt_Tensor **inverse, nt_Tensor **counts);
 int ix_unique_dim_device(nt_Tensor *x, int axis, bool sorted, nt_Tensor **values, nt_Tensor **inverse, nt_Tensor **counts);
 nt_Tensor *ix_searchsorted_device(nt_Tensor *seq, nt_Tensor *values, bool right, nt_Tensor *sorter);
-int ix_histogram_device(nt_Tensor *x, nt_Tensor *edges_f64, nt_Tensor *weight, bool density, nt_Tensor **hist);
+double ix_histc_top(double lo, double hi, int64_t bins, nt_DType dt);
+int ix_histogram_device(nt_Tensor *x, nt_Tensor *edges_f64, nt_Tensor *weight, bool density, int mode, nt_Tensor **hist);
 /* two 0-d tensors read back together (one synchronisation); x's finite range so (lo == hi == 0: none) */
 int ix_read2(nt_Tensor *a, nt_Tensor *b, double *va, double *vb);
 int ix_finite_range(nt_Tensor *x, double *lo, double *hi);

@@ -125,6 +125,7 @@ int ix_finite_range(nt_Tensor *x, double *lo, double *hi) {
 nt_Tensor *ix_histc_device(nt_Tensor *x, int64_t bins, double lo, double hi) {
   if (x->numel && lo == hi && ix_finite_range(x, &lo, &hi)) return NULL;
   if (lo == hi) { lo -= 1; hi += 1; }
+  hi = ix_histc_top(lo, hi, bins, x->dtype);   /* torch's last edge (setops.c) */
   int64_t n = x->numel;
   nt_Tensor *flat = nt_reshape(x, &n, 1);
   nt_Tensor *xs = flat ? (x->dtype == NT_F64 ? nt_contiguous(flat) : nt_to_dtype(flat, NT_F32)) : NULL;   /* f16/bf16 exactly in f32 */
@@ -272,22 +273,26 @@ nt_Tensor *ix_searchsorted_device(nt_Tensor *seq, nt_Tensor *values, bool right,
 }
 
 /* histogram's counts (and density) by ix_histogram: edges f64 [bins + 1] on
-** x's device, already checked non-decreasing; *hist in x's dtype */
-int ix_histogram_device(nt_Tensor *x, nt_Tensor *edges, nt_Tensor *weight, bool density, nt_Tensor **hist) {
-  int64_t n = x->numel, bins = edges->numel - 1;
+** x's device, already checked non-decreasing; mode the bin rule (ixhistbin.h);
+** *hist in x's dtype.  The density in torch's order, count / total / width, in
+** f64 for f64 input and f32 otherwise (as setops.c's density_of) */
+int ix_histogram_device(nt_Tensor *x, nt_Tensor *edges, nt_Tensor *weight, bool density, int mode, nt_Tensor **hist) {
+  int64_t n = x->numel, bins = edges->numel - 1, m = mode;
   nt_Tensor *flat = nt_reshape(x, &n, 1);
   nt_Tensor *xs = flat ? (x->dtype == NT_F64 ? nt_retain(flat) : nt_to_dtype(flat, NT_F32)) : NULL;   /* f16/bf16 exactly in f32 */
   nt_Tensor *xc = xs ? nt_contiguous(xs) : NULL, *wf = NULL, *w64 = NULL, *wc = NULL;
   if (xc && weight && (!(wf = nt_reshape(weight, &n, 1)) || !(w64 = nt_to_dtype(wf, NT_F64)) || !(wc = nt_contiguous(w64)))) { nt_release(xc); xc = NULL; }
   nt_Tensor *acc = xc ? nt_zeros(&bins, 1, NT_F64, x->device) : NULL;
-  if (acc && run4(histogram_op, acc, (nt_Tensor *[]){ xc, edges, wc, NULL }, NULL, 0, 0, 0)) { nt_release(acc); acc = NULL; }
-  if (acc && density) {   /* count / (total * width), numpy's and torch's */
-    nt_Tensor *width = X_bin(NT_OP_SUB, nt_slice(edges, 0, 1, bins + 1, 1), nt_slice(edges, 0, 0, bins, 1));
-    nt_Tensor *d = X_bin(NT_OP_DIV, nt_retain(acc), X_bin(NT_OP_MUL, nt_sum(acc, NULL, 0, false), width));
-    nt_release(acc);
+  if (acc && run4(histogram_op, acc, (nt_Tensor *[]){ xc, edges, wc, NULL }, &m, 1, 0, 0)) { nt_release(acc); acc = NULL; }
+  if (acc && density) {
+    nt_DType cdt = x->dtype == NT_F64 ? NT_F64 : NT_F32;
+    nt_Tensor *h = nt_to_dtype(acc, cdt), *ec = nt_to_dtype(edges, cdt);
+    nt_Tensor *width = ec ? X_bin(NT_OP_SUB, nt_slice(ec, 0, 1, bins + 1, 1), nt_slice(ec, 0, 0, bins, 1)) : NULL;
+    nt_Tensor *d = h && width ? X_bin(NT_OP_DIV, X_bin(NT_OP_DIV, nt_retain(h), nt_sum(h, NULL, 0, false)), nt_retain(width)) : NULL;
+    nt_release(h); nt_release(ec); nt_release(width); nt_release(acc);
     acc = d;
   }
-  *hist = !acc ? NULL : x->dtype == NT_F64 ? nt_retain(acc) : nt_to_dtype(acc, x->dtype);
+  *hist = !acc ? NULL : acc->dtype == x->dtype ? nt_retain(acc) : nt_to_dtype(acc, x->dtype);
   nt_release(flat); nt_release(xs); nt_release(xc); nt_release(wf); nt_release(w64); nt_release(wc); nt_release(acc);
   return *hist ? 0 : -1;
 }

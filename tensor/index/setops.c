@@ -11,6 +11,8 @@
 ** without dim), on a device with their kernels stay there (setdev.c).
 */
 #include "ixinternal.h"
+#include "ixhistbin.h"
+#include "tensor/trange.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -287,6 +289,12 @@ static void data_range(const ix_Host *h, double *lo, double *hi) {
   if (*lo > *hi) *lo = *hi = 0;
 }
 
+/* histc's right edge: torch 1.13 bins by its linspace's last edge, which can be an ulp off max
+** (tensor/trange.h), in the input's type (f32 for f16/bf16); values past it are dropped */
+double ix_histc_top(double lo, double hi, int64_t bins, nt_DType dt) {
+  return dt == NT_F64 ? nt_linspace_f64(bins, bins + 1, lo, hi) : (double)nt_linspace_f32(bins, bins + 1, lo, hi);
+}
+
 nt_Tensor *nt_histc(nt_Tensor *x, int64_t bins, double lo, double hi) {
   if (float_input("histc", x)) return NULL;
   if (bins <= 0 || nt_check_shape("histc", &bins, 1, NULL)) NT_FAIL_NULL("histc: bins must be a positive size, got %lld", (long long)bins);
@@ -297,11 +305,12 @@ nt_Tensor *nt_histc(nt_Tensor *x, int64_t bins, double lo, double hi) {
   if (ix_host(x, &h)) return NULL;
   if (lo == hi) data_range(&h, &lo, &hi);
   if (lo == hi) { lo -= 1; hi += 1; }
+  hi = ix_histc_top(lo, hi, bins, x->dtype);
   double *acc = calloc((size_t)bins, sizeof(double));
   nt_Tensor *r = NULL;
   if (acc) {
-    /* the bin in the input's type and order, as torch 1.13: (x - lo) / (hi - lo) * bins, in f32 for f32 (f16/bf16 too),
-    ** where an f64 quotient can put a value at a bin boundary in the other bin */
+    /* the bin in the input's type and order, as torch 1.13: (x - lo) / (top - lo) * bins, in f32 for f32 (f16/bf16 too),
+    ** where an f64 quotient can put a value at a bin boundary in the other bin; top its linspace's last edge */
     bool f32 = x->dtype != NT_F64;
     float lof = (float)lo, hif = (float)hi;
     for (int64_t i = 0; i < h.n; i++) {
@@ -323,12 +332,15 @@ nt_Tensor *nt_histc(nt_Tensor *x, int64_t bins, double lo, double hi) {
   return r;
 }
 
-/* the bin of v among edges e[0..nb] (the last bin closed), -1 outside */
-static int64_t bin_of(const double *e, int64_t nb, double v) {
-  if (!(v >= e[0] && v <= e[nb])) return -1;
-  int64_t lo = 0, hi = nb;   /* e[lo] <= v, answer in [lo, hi) */
-  while (hi - lo > 1) { int64_t m = lo + (hi - lo) / 2; if (e[m] <= v) lo = m; else hi = m; }
-  return lo;
+/* histogram's density, in torch's order and arithmetic: count / total, then / the bin's
+** width, each in f64 for f64 input and in f32 otherwise (f16/bf16 too) */
+static void density_of(double *acc, const double *e, int64_t bins, bool f64) {
+  double tot = 0;
+  for (int64_t b = 0; b < bins; b++) tot += acc[b];
+  for (int64_t b = 0; b < bins; b++) {
+    if (f64) acc[b] = acc[b] / tot / (e[b + 1] - e[b]);
+    else acc[b] = (double)((float)acc[b] / (float)tot / ((float)e[b + 1] - (float)e[b]));
+  }
 }
 
 int nt_histogram(nt_Tensor *x, int64_t bins, nt_Tensor *edges, double lo, double hi, nt_Tensor *weight, bool density,
@@ -370,9 +382,11 @@ int nt_histogram(nt_Tensor *x, int64_t bins, nt_Tensor *edges, double lo, double
     if (r2) goto done;
   }
   int64_t ne = bins + 1;
+  /* which bin: torch's rule for each way of giving the bins (ixhistbin.h) */
+  int mode = edges ? HIST_BINARY : x->dtype == NT_F64 ? HIST_LINEAR_F64 : HIST_LINEAR_F32;
   if (dev) {
     nt_Tensor *ed = f64_on(e, &ne, 1, NT_F64, x->device);
-    int r3 = ed ? ix_histogram_device(x, ed, weight, density, hist) : -1;
+    int r3 = ed ? ix_histogram_device(x, ed, weight, density, mode, hist) : -1;
     nt_release(ed);
     if (r3 || !(*bin_edges = f64_on(e, &ne, 1, x->dtype, x->device))) goto done;
     rc = 0;
@@ -380,14 +394,10 @@ int nt_histogram(nt_Tensor *x, int64_t bins, nt_Tensor *edges, double lo, double
   }
   if (!(acc = calloc((size_t)bins, sizeof(double)))) goto oom;
   for (int64_t i = 0; i < h.n; i++) {
-    int64_t b = bin_of(e, bins, h.u.f[i]);
+    int64_t b = nt_hist_bin(e, bins, h.u.f[i], mode);
     if (b >= 0) acc[b] += weight ? (wh.as == NT_F64 ? wh.u.f[i] : (double)wh.u.i[i]) : 1.0;
   }
-  if (density) {
-    double tot = 0;
-    for (int64_t b = 0; b < bins; b++) tot += acc[b];
-    for (int64_t b = 0; b < bins; b++) acc[b] /= tot * (e[b + 1] - e[b]);
-  }
+  if (density) density_of(acc, e, bins, x->dtype == NT_F64);
   if (!(*hist = f64_on(acc, &bins, 1, x->dtype, x->device)) || !(*bin_edges = f64_on(e, &ne, 1, x->dtype, x->device))) goto done;
   rc = 0;
   goto done;
