@@ -939,6 +939,7 @@ static int b_fuse_stats(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   nbR_set_cstr(r, "cuda_fused", nb_int((double)cf)); nbR_set_cstr(r, "cuda_unfused", nb_int((double)cu));
   nbR_set_cstr(r, "compiles", nb_int((double)cc)); nbR_set_cstr(r, "compile_hits", nb_int((double)ch));
   nbR_set_cstr(r, "compile_seconds", nb_flt(cs));
+  nbR_set_cstr(r, "cuda_vec", nb_int((double)nt_fuse_cuda_vec_launches()));   /* of cuda_fused: the vector path */
   *out = nb_obj(NB_TREC, r);
   return NB_OK;
 }
