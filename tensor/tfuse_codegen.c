@@ -130,6 +130,7 @@ static const char *formula(int op, bool f64) {
 ** raise: not generated (they stay unfused). */
 static const char *int_formula(int op, nt_DType sd) {
   bool u8 = sd == NT_U8 || sd == NT_BOOL;
+  if (op == NT_OP_WHERE) return formula(op, false);
   if (sd == NT_BOOL && !(op == NT_OP_ADD || op == NT_OP_MUL || op == NT_OP_MAXIMUM || op == NT_OP_MINIMUM || is_cmp(op)))
     return NULL;
   switch (op) {
@@ -224,7 +225,7 @@ static const char *from_storage(nt_DType d) { return d == NT_F16 ? "__half2float
 
 /* fz_elem: element i of the chain from its inputs' values x0.. (the ops, the
 ** saved values' stores), returning the output element as stored */
-static void elem_fn(nt_StrBuf *b, const nt_Fused *r, const nt_Tensor *views, void *const *save, nt_FuseArgs *args) {
+static bool elem_fn(nt_StrBuf *b, const nt_Fused *r, const nt_Tensor *views, void *const *save, nt_FuseArgs *args) {
   nt_DType outd = (nt_DType)r->ops[r->nops - 1].dtype;
   nt_sb_put(b, "static __device__ __forceinline__ %s fz_elem(const FuseArgs &a, long long i", storage_type(outd));
   for (int i = 0; i < r->nin; i++) nt_sb_put(b, ", const %s x%d", value_type(views[i].dtype), i);
@@ -249,6 +250,7 @@ static void elem_fn(nt_StrBuf *b, const nt_Fused *r, const nt_Tensor *views, voi
       else nt_sb_put(b, "(%s)(%s)", value_type(d), x);
     } else {
       const char *pat = is_cfloat(sd) ? formula(o->op, sd == NT_F64) : int_formula(o->op, sd);
+      if (!pat) return nt_error_set("internal: no CUDA formula for %s on %s", nt_op_name(o->op), nt_dtype_name(sd)), false;
       if (o->scalar) {
         /* the unfused kernel's scalar: (C)s (bool: s != 0), on the left when sfirst */
         char sv[64];
@@ -270,6 +272,7 @@ static void elem_fn(nt_StrBuf *b, const nt_Fused *r, const nt_Tensor *views, voi
     if (last) nt_sb_put(b, "  return %s(e%d);\n", to_storage(d), k);
   }
   nt_sb_put(b, "}\n");
+  return true;
 }
 
 char *nt_fuse_codegen(const nt_Fused *r, const nt_Tensor *views, void *const *save, nt_FuseArgs *args) {
@@ -306,7 +309,7 @@ char *nt_fuse_codegen(const nt_Fused *r, const nt_Tensor *views, void *const *sa
   int vec = any ? 0 : (int)(16 / widest);
   if (vec < 2) vec = 0;
   args->vec = vec;
-  elem_fn(&b, r, views, save, args);
+  if (!elem_fn(&b, r, views, save, args)) { free(b.p); return NULL; }
   if (vec) nt_sb_put(&b, "template <typename T> struct alignas(sizeof(T) * %d) FzVec { T v[%d]; };\n", vec, vec);
   nt_sb_put(&b, "extern \"C\" __global__ void nabla_fused(long long n, FuseArgs a) {\n");
   nt_sb_put(&b, "  const long long start = (long long)blockIdx.x * blockDim.x + threadIdx.x, step = (long long)gridDim.x * blockDim.x;\n"

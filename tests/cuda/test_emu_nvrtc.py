@@ -256,7 +256,8 @@ EXTRA = [
     # (sqrt of the negative branch is NaN and must not leak)
     ("where_nan", "where(x > 0, sqrt(x), x * 0.5) * 3", "t.where(x > 0, t.sqrt(x), x * 0.5) * 3", 1),
     ("where_bcast", "where(cm, x, r) * 2 - z", "t.where(cm, x, r) * 2 - z", 1),
-    ("where_0d", "where(z > 0, x + 1, z) * y", "t.where(z > 0, x + 1, z) * y", 1),
+    # (z > 0 is a 0-d op of its own: one launch before the chain's)
+    ("where_0d", "where(z > 0, x + 1, z) * y", "t.where(z > 0, x + 1, z) * y", 2),
     ("mod", "x % 0.75 + (-x) % y - 1.5 % (abs(y) + 0.5)",
      "t.remainder(x, 0.75) + t.remainder(-x, y) - t.remainder(t.full_like(y, 1.5), t.abs(y) + 0.5)", 1),
     ("i32_arith", "(xi + yi) * 3 - yi + 7", "(xi + yi) * 3 - yi + 7", 1),
@@ -266,7 +267,7 @@ EXTRA = [
     ("i32_to_f32", "xi * 0.5 + x", "xi * 0.5 + x", 1),
     ("i32_clamp", "clamp(xi * 2, min=-100, max=1000) + sign(yi) * relu(yi)",
      "t.clamp(xi * 2, min=-100, max=1000) + t.sign(yi) * t.relu(yi)", 1),
-    ("i64", "(li * li + mi) - maximum(li, mi) * 3 + square(mi)", "(li * li + mi) - t.maximum(li, mi) * 3 + mi * mi", 1),
+    ("i64", "(li * li + mi) - maximum(li, mi) * 3 + abs(-mi)", "(li * li + mi) - t.maximum(li, mi) * 3 + t.abs(-mi)", 1),
     ("u8", "(ui + vi) * 3 - maximum(ui, vi)", "(ui + vi) * 3 - t.maximum(ui, vi)", 1),
     ("bool", "(xb + yb) * yb == maximum(xb, yb)", "(xb + yb) * yb == t.maximum(xb, yb)", 1),
     # integer // and % raise "division by zero" from the unfused kernel: unfused
