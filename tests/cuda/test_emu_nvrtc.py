@@ -12,6 +12,12 @@ rounded inputs, where the inputs are finite; NaN where torch has NaN).
 Inputs carry +-0, +-inf and NaN; operands broadcast as a row, a column and a
 0-d tensor; a transposed (strided) input; scalars on either side; a chain
 that converts its inputs (bf16 with f32) and one with a comparison inside.
+Then (run_extra) where, float % and integer chains (i32/i64/u8/bool:
+wrapping + - *, casts, clamp, comparisons; integer // % stay unfused and
+raise the same division-by-zero error), the vector path (cuda_vec) on an
+aligned input and the scalar path on an offset view, and (run_cache) the
+emulator's on-disk cache: keyed by the emulator files' contents
+(NABLA_FUSE_EMU_DEPS), trimmed to NABLA_FUSE_EMU_CACHE_FILES.
 Counted: the fused run launches ONE kernel per chain (cuda.stats()), the
 unfused one at least two; a chain with the same signature (other data,
 other scalars) hits the compile cache; NABLA_FUSE_DUMP writes the source.
@@ -20,6 +26,7 @@ Sizes are above the fusion threshold (16384 elements).
 Run by tools/run-tests.sh (release build; NABLA_ASAN=1: the ASan build).
 """
 import os
+import re
 import sys
 
 import numpy as np
@@ -79,6 +86,7 @@ CASES = [
     ("cmp_in_chain", "(x > y) * x + (x <= 0.5) * 2.0 - (y == y) * 1.0",
      "(x > y).to(x.dtype) * x + (x <= 0.5).to(x.dtype) * 2.0 - (y == y).to(x.dtype) * 1.0"),
     ("cmp_out", "x * 2 >= y + 1", "x * 2 >= y + 1"),
+    ("where", "where(x > y, x * 2, y) - c", "t.where(x > y, x * 2, y) - c"),
     ("broadcast", "x * r + c - z", "x * r + c - z"),
     ("strided", "xt.T * 2 + y", "x * 2 + y"),
     # yf: y as saved (f32; f64 for f64): a bf16/f16 chain converting into an f32 one (a cast op)
@@ -265,6 +273,7 @@ EXTRA = [
      "t.maximum(xi, yi) - t.abs(xi) + (-yi) + t.clamp(xi, max=5)", 1),
     ("i32_where_cmp", "where(xi > yi, xi, yi * 2) + (xi == yi)", "t.where(xi > yi, xi, yi * 2) + (xi == yi)", 1),
     ("i32_to_f32", "xi * 0.5 + x", "xi * 0.5 + x", 1),
+    ("i32_strided", "xi.T * 3 + yi.T", "xi.T * 3 + yi.T", 1),
     ("i32_clamp", "clamp(xi * 2, min=-100, max=1000) + sign(yi) * relu(yi)",
      "t.clamp(xi * 2, min=-100, max=1000) + t.sign(yi) * t.relu(yi)", 1),
     ("i64", "(li * li + mi) - maximum(li, mi) * 3 + abs(-mi)", "(li * li + mi) - t.maximum(li, mi) * 3 + t.abs(-mi)", 1),
@@ -308,6 +317,8 @@ def run_extra():
         for i, (name, expr, _, _) in enumerate(EXTRA):
             S += ["l0 = cuda.stats().launches", f"v = settle({expr})", f'print("L{i}", cuda.stats().launches - l0)',
                   f'save_npy("{res}_{i}.npy", v.cpu())']
+        # integer // by zero: the unfused kernel's error, the same with fusion on
+        S += ['e = try { settle(((xi + yi) // (yi * 0)).sum().item()) } catch e { e.message }', 'print("ZERODIV", e)']
         for j, src in enumerate(("xv", "xo")):
             S += ["f0 = fuse_stats()", f"v = settle({src} * 2 + 1)", "f1 = fuse_stats()",
                   f'print("VEC{j}", f1.cuda_vec - f0.cuda_vec, f1.cuda_fused - f0.cuda_fused)', f'save_npy("{res}_v{j}.npy", v.cpu())']
@@ -330,11 +341,11 @@ def run_extra():
         env["t"] = torch
         with torch.no_grad():
             ref = eval(texpr, env).numpy()  # noqa: S307 (our own table above)
-        finite = np.ones(a1.shape, bool)
-        for k in ("x", "y", "r", "z"):
-            if k in texpr:
-                finite &= np.isfinite(np.broadcast_to(arrs[k], a1.shape))
-        if a1.dtype.kind == "f":
+        if a1.dtype.kind == "f":   # (float inputs: compared where the chain's inputs are finite)
+            finite = np.ones(a1.shape, bool)
+            for k in ("x", "y", "r", "z"):
+                if re.search(rf"\b{k}\b", texpr):
+                    finite &= np.isfinite(np.broadcast_to(arrs[k], a1.shape))
             g, w = a1[finite].astype(np.float64), ref[finite].astype(np.float64)
             bad = ~((np.abs(g - w) <= TOL["f32"] * (np.abs(w) + TERMS)) | (np.isnan(g) & np.isnan(w)) | (g == w))
             ok, why = not bad.any(), f"{bad.sum()} of {g.size} off; worst got {g[bad][:3]} want {w[bad][:3]}"
@@ -345,6 +356,9 @@ def run_extra():
         l1, l0 = int(tags1.get(f"L{i}", -1)), int(tags0.get(f"L{i}", -1))
         if want is not None:
             check(l1 == want and l0 >= 2, full + ".launches", f"fused {l1} launches (want {want}), unfused {l0} (want >= 2)")
+    z1, z0 = tags1.get("ZERODIV", ""), tags0.get("ZERODIV", "")
+    check("division by zero" in z1 and z1 == z0, "emu.nvrtc.extra.int_zerodiv",
+          f"fused: {z1!r}, unfused: {z0!r} (want the same division-by-zero error)")
     for j, (name, want) in enumerate((("aligned", "1 1"), ("offset_view", "0 1"))):
         v1, v0 = canon(np.load(f"{res1}_v{j}.npy")), canon(np.load(f"{res0}_v{j}.npy"))
         xs = arrs["xv"][j:]
