@@ -12,7 +12,8 @@
 ** result, seeded with g at the last op; each formula's gradients accumulate
 ** into its operands (an intermediate's gop, or an input's gin).  A cast (the
 ** chain's NT_OP_COPY) passes g converted to its source's dtype, as the
-** engine converts ToDtypeBackward's; comparisons pass nothing.  So the
+** engine converts ToDtypeBackward's; comparisons pass nothing; where passes
+** g to the branch it selected, 0 to the other (telem.c's where_backward).  So the
 ** gradients are the unfused ones bit for bit (NaN payloads included) except
 ** where one value gets 3+ contributions, summed here in reverse op order
 ** (the engine's order may differ: rounding only).
