@@ -34,9 +34,12 @@
 #ifdef NABLA_CUDA_EMU
 #include "cuda/emu/rtc_bind.h"
 #include "cuda/emu/rtc_config.h"
+#include <dirent.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <unistd.h>
+#include <algorithm>
 #else
 #include <cuda.h>
 #include <nvrtc.h>
@@ -176,6 +179,95 @@ const char *launcher_src =
   "}\n";
 
 std::string cache_dir;
+uint64_t headers_hash;   // the emulator's files a compiled object depends on (headers_digest)
+
+uint64_t fnv(uint64_t h, const char *p, size_t n) {
+  for (size_t i = 0; i < n; i++) { h ^= (unsigned char)p[i]; h *= 1099511628211ull; }
+  return h;
+}
+
+// The contents of what every generated object is built against: the
+// emulator's header the flags -include (emu.h) and the bind stub it is
+// linked with (rtc_stub.o: emu.h and rtc_bind.h compiled).  Their paths are in
+// the key already; their contents are hashed once per process, so a rebuilt
+// emulator never loads an object built against the old one.
+// NABLA_FUSE_EMU_DEPS=file:file... hashes those files instead (the test's
+// stand-in for an edited emu.h).  false + why when one cannot be read.
+bool headers_digest(char *why, size_t n) {
+  std::vector<std::string> files;
+  if (const char *e = getenv("NABLA_FUSE_EMU_DEPS"); e && *e) {
+    std::string l = e;
+    for (size_t a = 0, b; a <= l.size(); a = b + 1) {
+      b = l.find(':', a);
+      if (b == std::string::npos) b = l.size();
+      if (b > a) files.push_back(l.substr(a, b - a));
+    }
+  } else {
+    std::string flags = NABLA_RTC_FLAGS;
+    size_t at = flags.find("-include ");
+    if (at != std::string::npos) {
+      size_t a = at + 9, b = flags.find(' ', a);
+      files.push_back(flags.substr(a, b == std::string::npos ? std::string::npos : b - a));
+    }
+    files.push_back(NABLA_RTC_STUB);
+  }
+  uint64_t h = 1469598103934665603ull;
+  for (const std::string &f : files) {
+    FILE *fp = fopen(f.c_str(), "rb");
+    if (!fp) { snprintf(why, n, "cannot read %s (the emulator's compile key): %s", f.c_str(), strerror(errno)); return false; }
+    char buf[65536];
+    size_t k;
+    h = fnv(h, f.c_str(), f.size() + 1);
+    while ((k = fread(buf, 1, sizeof buf, fp)) > 0) h = fnv(h, buf, k);
+    fclose(fp);
+  }
+  headers_hash = h;
+  return true;
+}
+
+// The on-disk cache stays under a bound: past NABLA_FUSE_EMU_CACHE_MB
+// megabytes (default 256) or NABLA_FUSE_EMU_CACHE_FILES objects (default
+// 2000), the least recently used objects go (a load refreshes an object's
+// mtime), and leftovers of compiles that died (<hash>.<pid>.* older than an
+// hour).  Run after each new compile.  Another process that has an object
+// loaded keeps its mapping; one about to load a trimmed object compiles it
+// again.  The object just compiled is kept (and counted in the bound).
+int64_t env_bound(const char *name, int64_t dflt) {
+  const char *e = getenv(name);
+  if (!e || !*e) return dflt;
+  char *end;
+  long long v = strtoll(e, &end, 10);
+  return *end || v < 0 ? dflt : v > (1ll << 40) ? (1ll << 40) : v;
+}
+void trim_cache(const std::string &keep) {
+  int64_t max_bytes = env_bound("NABLA_FUSE_EMU_CACHE_MB", 256) << 20, max_files = env_bound("NABLA_FUSE_EMU_CACHE_FILES", 2000);
+  DIR *d = opendir(cache_dir.c_str());
+  if (!d) return;
+  struct Obj { double mtime; int64_t bytes; std::string path; };
+  std::vector<Obj> objs;
+  time_t now = time(nullptr);
+  while (struct dirent *e = readdir(d)) {
+    std::string name = e->d_name, path = cache_dir + "/" + name;
+    struct stat st;
+    if (name[0] == '.' || stat(path.c_str(), &st) || !S_ISREG(st.st_mode)) continue;
+    bool obj = name.size() == 19 && name.compare(16, 3, ".so") == 0;
+    if (!obj) {   // (a compile's temporaries: gone when it ends, unless it died)
+      if (now - st.st_mtime > 3600) unlink(path.c_str());
+      continue;
+    }
+    if (path == keep) continue;   // (the object about to be loaded)
+    objs.push_back(Obj{ (double)st.st_mtim.tv_sec + 1e-9 * (double)st.st_mtim.tv_nsec, (int64_t)st.st_size, path });
+  }
+  closedir(d);
+  std::sort(objs.begin(), objs.end(), [](const Obj &a, const Obj &b) { return a.mtime < b.mtime; });
+  struct stat ks;
+  int64_t bytes = stat(keep.c_str(), &ks) ? 0 : (int64_t)ks.st_size;
+  for (const Obj &o : objs) bytes += o.bytes;
+  for (size_t i = 0; i < objs.size() && (bytes > max_bytes || (int64_t)(objs.size() - i) >= max_files); i++) {
+    unlink(objs[i].path.c_str());
+    bytes -= objs[i].bytes;
+  }
+}
 
 bool mkdirs(const std::string &p) {
   for (size_t i = 1; i <= p.size(); i++)
@@ -194,14 +286,14 @@ bool probe(char *why, size_t n) {
   else if (home && *home) cache_dir = std::string(home) + "/.cache/nabla/fused-emu";
   else cache_dir = "/tmp/nabla-" + std::to_string((long)getuid()) + "/fused-emu";
   if (!mkdirs(cache_dir)) { snprintf(why, n, "cannot create %s: %s", cache_dir.c_str(), strerror(errno)); return false; }
-  return true;
+  return headers_digest(why, n);
 }
 
 void *compile(const std::string &src) {
-  // the object's name: the source, the compiler and its flags (another build, another object)
+  // the object's name: the source, the compiler and its flags, and the
+  // contents of the emulator it is built against (another build, another object)
   std::string all = src + launcher_src + NABLA_RTC_CXX + NABLA_RTC_FLAGS + NABLA_RTC_STUB;
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char ch : all) { h ^= ch; h *= 1099511628211ull; }
+  uint64_t h = fnv(headers_hash, all.data(), all.size());
   char name[32];
   snprintf(name, sizeof name, "%016llx", (unsigned long long)h);
   std::string so = cache_dir + "/" + name + ".so";
@@ -229,11 +321,13 @@ void *compile(const std::string &src) {
     }
     unlink((tmp + ".cpp").c_str());
     unlink((tmp + ".log").c_str());
+    // (atomic: a process loading the same entry sees the old object or this one, whole)
     if (rename((tmp + ".so").c_str(), so.c_str())) {
       host->error_set("fused chain: cannot rename into %s: %s", so.c_str(), strerror(errno));
       return nullptr;
     }
-  }
+    trim_cache(so);
+  } else utimes(so.c_str(), nullptr);   // (used: the trim's recency)
   void *lib = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib) { host->error_set("fused chain: dlopen %s: %s", so.c_str(), dlerror()); return nullptr; }
   int (*bindf)(const RtcBind *) = (int (*)(const RtcBind *))dlsym(lib, "nabla_rtc_bind");

@@ -498,6 +498,11 @@ nt_Tensor *nt_where(nt_Tensor *cond, nt_Tensor *a, nt_Tensor *b) {
   if (nt_broadcast_shapes("where", a->shape, a->ndim, b->shape, b->ndim, s1, &n1) ||
       nt_broadcast_shapes("where", cond->shape, cond->ndim, s1, n1, s2, &n2)) return NULL;
   nt_DType od = nt_result_type(a, b);
+  {   /* recorded into a lazy chain (tfuse.c) when it pays */
+    nt_Tensor *fo = NULL;
+    int fr = nt_fuse_where(cond, a, b, od, &fo);
+    if (fr) return fr > 0 ? fo : NULL;
+  }
   nt_Tensor *cc = cond, *ca = a, *cb = b, *out = NULL;
   if (cond->dtype != NT_BOOL && !(cc = nt_to_dtype(cond, NT_BOOL))) return NULL;
   if (a->dtype != od && !(ca = nt_to_dtype(a, od))) goto done;

@@ -40,7 +40,8 @@
 ** confirm), so nt_backward / nt_autograd_grad turn fusion off while they run
 ** until a quiet machine says otherwise.
 **
-** CUDA (issue 28): chains of CUDA tensors computing in f32/f64/f16/bf16 are
+** CUDA (issue 28): chains of CUDA tensors computing in f32/f64/f16/bf16, or
+** in i32/i64/u8/bool with the ops that cannot fail (cuda_int_op), are
 ** recorded the same way (the output's device buffer allocated at once and
 ** hidden); forcing one generates its kernel (tfuse_codegen.c) and hands it
 ** to the module's "fused_chain" op (tfuse_rtc.h, cuda/fuse_rtc.cu), which
@@ -60,7 +61,8 @@
 **
 ** Which ops: + - * / // % maximum minimum, pow, the comparisons == != < <=
 ** > >= (computing in the promoted dtype, storing bools: a chain may end in a
-** bool value, or convert one into a later op) and the unary ops.  pow joins
+** bool value, or convert one into a later op), the unary ops, and where
+** (nt_fuse_where: three operands).  pow joins
 ** only where the unfused op would run its contiguous kernel (SLEEF there,
 ** libm on strided inputs: pow_operand_ok).
 **
@@ -401,10 +403,27 @@ static bool is_cmp(int op) { return op >= NT_OP_EQ && op <= NT_OP_GE; }
 /* ---- CUDA: one generated kernel per chain (tfuse_codegen.c, cuda/fuse_rtc.cu) --- */
 static bool cuda_off;                 /* the module cannot compile chains here: they run unfused */
 static int64_t ncuda_fused, ncuda_ops;   /* chains launched as one kernel; chains run op by op */
+static int64_t ncuda_vec;                /* of those launched, on the vector path (tfuse_codegen.c) */
+int64_t nt_fuse_cuda_vec_launches(void) {
+  lock();
+  int64_t v = ncuda_vec;
+  unlock();
+  return v;
+}
 
-/* CUDA chains: float compute, the module able to compile */
+/* CUDA chains: float or integer compute, the module able to compile */
 static bool cuda_worth(nt_DType cd) {
-  return !cuda_off && (cd == NT_F32 || cd == NT_F64 || cd == NT_F16 || cd == NT_BF16);
+  return !cuda_off && (cd == NT_F32 || cd == NT_F64 || cd == NT_F16 || cd == NT_BF16 || cd == NT_I32 || cd == NT_I64 ||
+                       cd == NT_U8 || cd == NT_BOOL);
+}
+/* ops that join a CUDA chain computing in an integer dtype (or bool): the
+** ones that cannot fail.  // and % by zero raise the unfused kernel's
+** "division by zero", which a generated kernel has no way to report: they
+** stay unfused there (tfuse_codegen.c decides per op and dtype) */
+static bool cuda_int_op(int op) {
+  return op == NT_OP_ADD || op == NT_OP_SUB || op == NT_OP_MUL || op == NT_OP_MAXIMUM || op == NT_OP_MINIMUM ||
+         op == NT_OP_NEG || op == NT_OP_ABS || op == NT_OP_SIGN || op == NT_OP_RELU || op == NT_OP_SQUARE ||
+         op == NT_OP_FLOOR || op == NT_OP_CEIL || op == NT_OP_ROUND || op == NT_OP_CLAMP || op == NT_OP_WHERE;
 }
 static bool cuda_rec_ok(const nt_Fused *b) {
   for (int k = 0; k < b->nops; k++)
@@ -466,7 +485,8 @@ static bool contig_only_unary(int op) {
 ** tensors) leave after one compare */
 static bool worth(int64_t numel, nt_DType cd, nt_Device dev, int op) {
   return numel >= FUSE_MIN_NUMEL && (dev == NT_CPU || (dev == NT_CUDA && cuda_worth(cd))) &&
-         (nt_dtype_is_float(cd) || is_cmp(op)) && nt_fuse_enabled() && !nt_fuse_backward_depth_;
+         (nt_dtype_is_float(cd) || is_cmp(op) || (dev == NT_CUDA && cuda_int_op(op))) && nt_fuse_enabled() &&
+         !nt_fuse_backward_depth_;
 }
 _Thread_local int nt_fuse_backward_depth_;
 
@@ -526,6 +546,38 @@ int nt_fuse_scalar(int op, nt_Tensor *t, double s, bool first, nt_DType cd, nt_T
   if ((k = operand(&rec, t, t->shape, t->ndim, &r))) return k < 0 ? -1 : 0;
   if (cast_to(&rec.f, &r, cd) || add_op(&rec.f, op, is_cmp(op) ? NT_BOOL : cd, 1, &r, true, first, s, 0)) return 0;
   if (t->device == NT_CUDA && !cuda_rec_ok(&rec.f)) return 0;
+  return (*out = commit(&rec)) ? 1 : -1;
+}
+
+/* where(c, a, b) computing in od (the front end's promotion; c converted to
+** bool, a and b to od, as nt_where converts them).  Its backward in the
+** chain's node is where_backward's formula (tfuse_grad.c), reading c. */
+int nt_fuse_where(nt_Tensor *c, nt_Tensor *a, nt_Tensor *b, nt_DType od, nt_Tensor **out) {
+  nt_Tensor *ts[3] = { c, a, b };
+  if ((c->numel < FUSE_MIN_NUMEL && a->numel < FUSE_MIN_NUMEL && b->numel < FUSE_MIN_NUMEL) || !nt_fuse_enabled() ||
+      (a->device != NT_CPU && a->device != NT_CUDA))
+    return 0;
+  int64_t s1[NT_MAXDIM], shape[NT_MAXDIM];
+  int n1, nd;
+  if (nt_broadcast_shapes("where", a->shape, a->ndim, b->shape, b->ndim, s1, &n1) ||
+      nt_broadcast_shapes("where", c->shape, c->ndim, s1, n1, shape, &nd)) return -1;
+  if (!worth(nt_shape_numel(shape, nd), od, a->device, NT_OP_WHERE)) return 0;
+  /* (views of lazy values computed first: nt_fuse_binary says why) */
+  for (int j = 0; j < 3; j++)
+    if (lazy_of(ts[j]->storage) && !(whole_lazy(ts[j], shape, nd) && inlinable(ts[j])) && nt_settle_storage_(ts[j]->storage))
+      return -1;
+  Rec rec;
+  init_rec(&rec, shape, nd);
+  int ref[3], k;
+  for (int j = 0; j < 3; j++) {
+    int same = j == 2 && b == a ? 1 : j >= 1 && ts[j] == c ? 0 : -1;   /* one operand twice: its chain once */
+    if (same >= 0) { ref[j] = ref[same]; continue; }
+    if ((k = operand(&rec, ts[j], shape, nd, &ref[j]))) return k < 0 ? -1 : 0;
+  }
+  if (cast_to(&rec.f, &ref[0], NT_BOOL) || cast_to(&rec.f, &ref[1], od) || cast_to(&rec.f, &ref[2], od) ||
+      add_op(&rec.f, NT_OP_WHERE, od, 3, ref, false, false, 0, 0))
+    return 0;
+  if (a->device == NT_CUDA && !cuda_rec_ok(&rec.f)) return 0;
   return (*out = commit(&rec)) ? 1 : -1;
 }
 
@@ -816,6 +868,7 @@ static int eval_cuda(nt_Fused *r) {
   for (int k = 0; k < r->nops; k++) args.save[k] = save[k];
   for (int i = 0; i < r->nin; i++)
     args.in[i] = (const char *)r->in[i]->storage->data + r->in[i]->offset * (int64_t)nt_dtype_size(r->in[i]->dtype);
+  nt_fuse_codegen_align(r, &args);
   nt_FuseLaunch fl;
   memset(&fl, 0, sizeof fl);
   fl.src = src; fl.key = key; fl.n = r->numel; fl.args = &args; fl.nbytes = sizeof args;
@@ -832,7 +885,7 @@ static int eval_cuda(nt_Fused *r) {
     else failed_said = true;
     lr = eval_cuda_ops(r, views);
     if (!lr) ncuda_ops++;
-  } else if (!lr) ncuda_fused++;
+  } else if (!lr) { ncuda_fused++; ncuda_vec += args.vec != 0; }
   return lr ? -1 : rc;
 }
 

@@ -372,12 +372,17 @@ int nt_fuse_bwd_onepass_(const nt_FuseBwd *c, nt_Tensor *g, nt_Tensor **gin) {
   for (int k = last; k >= 0 && !p->why; k--) {
     const nt_FuseOp *o = &c->ops[k];
     if (gop[k] < 0 || !c->need_op[k]) continue;
-    int gs[2] = { -1, -1 };
-    bool nd[2] = { false, false };
+    int gs[3] = { -1, -1, -1 };   /* (where has three operands) */
+    bool nd[3] = { false, false, false };
     for (int j = 0; j < o->nsrc; j++) nd[j] = o->src[j] >= 0 ? c->need_in[o->src[j]] : c->need_op[-1 - o->src[j]];
-    int v[2] = { -1, -1 };
+    int v[3] = { -1, -1, -1 };
     for (int j = 0; j < o->nsrc; j++) v[j] = o->src[j] >= 0 ? inval[o->src[j]] : val[-1 - o->src[j]];
-    if (o->op == NT_OP_COPY) gs[0] = call(p, NT_OP_COPY, o->src[0] >= 0 ? c->in_dt[o->src[0]] : (nt_DType)c->ops[-1 - o->src[0]].dtype,
+    if (o->op == NT_OP_WHERE) {   /* telem.c's where_backward: g where selected, 0 elsewhere */
+      if (v[0] < 0) { p->why = "internal: a fused where's condition was not kept"; break; }
+      int z = ZEROS(p, gop[k]);
+      if (nd[1]) gs[1] = WHERE(p, v[0], gop[k], z);
+      if (nd[2]) gs[2] = WHERE(p, v[0], z, gop[k]);
+    } else if (o->op == NT_OP_COPY) gs[0] = call(p, NT_OP_COPY, o->src[0] >= 0 ? c->in_dt[o->src[0]] : (nt_DType)c->ops[-1 - o->src[0]].dtype,
                                           1, gop[k], 0, 0, 0, 0, 0);
     else if (o->nsrc == 2) binary_formula(p, o, gop[k], v[0], v[1], nd, gs);
     else if (o->scalar) gs[0] = scalar_formula(p, o, gop[k], v[0]);

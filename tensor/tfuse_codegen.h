@@ -19,6 +19,7 @@ typedef struct {
   int64_t strides[NT_FUSE_MAXIN][NT_MAXDIM];        /* element strides at that shape (0: broadcast) */
   double s[NT_FUSE_MAXOPS][2];                      /* each op's scalars (binary scalar, clamp bounds) */
   void *save[NT_FUSE_MAXOPS];                       /* where op k's result is also stored (autograd), or NULL */
+  int64_t vec;                                      /* elements per vector access (0: the scalar loop only) */
 } nt_FuseArgs;
 
 /* op o (with its operand dtypes) can be generated: what tfuse.c lets join a
@@ -31,6 +32,9 @@ bool nt_fuse_codegen_ok(const nt_Fused *b, const nt_FuseOp *o);
 ** or NULL + error.  Fills args but for the pointers (the caller's: raw
 ** device addresses). */
 char *nt_fuse_codegen(const nt_Fused *r, const nt_Tensor *views, void *const *save, nt_FuseArgs *args);
+/* args->vec cleared when the pointers args holds (out, in) are not aligned
+** to the source's vector accesses: the kernel then takes its scalar loop */
+void nt_fuse_codegen_align(const nt_Fused *r, nt_FuseArgs *args);
 /* FNV-1a of the source: the compile cache's key (with the text itself) */
 uint64_t nt_fuse_hash(const char *s);
 /* the pieces tfuse_codegen_bwd.c shares: an op's formula (NULL: none),
@@ -38,7 +42,7 @@ uint64_t nt_fuse_hash(const char *s);
 ** (includes, rounding helpers); a dtype's value and storage types */
 #include "tstrbuf.h"
 const char *nt_fuse_formula_(int op, bool f64);
-void nt_fuse_expand_(nt_StrBuf *b, const char *pat, const char *x, const char *y, bool f64, const char *ct);
+void nt_fuse_expand_(nt_StrBuf *b, const char *pat, const char *x, const char *y, nt_DType sd);
 const char *nt_fuse_prelude_(void);
 const char *nt_fuse_value_type_(nt_DType d);
 const char *nt_fuse_storage_type_(nt_DType d);

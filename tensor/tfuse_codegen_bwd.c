@@ -159,9 +159,9 @@ char *nt_fuse_codegen_bwd(const nt_BwdProg *p, nt_Tensor *const *outs, void **ar
         if (k->niarg) {   /* the unfused kernel's scalar: (C)s, on the left when first */
           char sv[48];
           snprintf(sv, sizeof sv, "((%s)a.s[%d])", ct, scidx[s]);
-          if (k->iarg) nt_fuse_expand_(&b, pat, sv, x, f64, ct);
-          else nt_fuse_expand_(&b, pat, x, sv, f64, ct);
-        } else nt_fuse_expand_(&b, pat, x, k->nsrc > 1 ? y : NULL, f64, ct);
+          if (k->iarg) nt_fuse_expand_(&b, pat, sv, x, sd);
+          else nt_fuse_expand_(&b, pat, x, sv, sd);
+        } else nt_fuse_expand_(&b, pat, x, k->nsrc > 1 ? y : NULL, sd);
       }
       nt_sb_put(&b, ");   // %s\n", k->op < 0 ? "zeros" : nt_op_name(k->op));
     }

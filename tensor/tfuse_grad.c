@@ -12,7 +12,8 @@
 ** result, seeded with g at the last op; each formula's gradients accumulate
 ** into its operands (an intermediate's gop, or an input's gin).  A cast (the
 ** chain's NT_OP_COPY) passes g converted to its source's dtype, as the
-** engine converts ToDtypeBackward's; comparisons pass nothing.  So the
+** engine converts ToDtypeBackward's; comparisons pass nothing; where passes
+** g to the branch it selected, 0 to the other (telem.c's where_backward).  So the
 ** gradients are the unfused ones bit for bit (NaN payloads included) except
 ** where one value gets 3+ contributions, summed here in reverse op order
 ** (the engine's order may differ: rounding only).  That is the fallback:
@@ -93,7 +94,8 @@ static void values(const Chain *c, const bool *need_op, bool *val_op, bool *val_
   *out_read = false;
   for (int k = c->nops - 1; k >= 0; k--) {   /* consumers first: op k's readers are all after it */
     const nt_FuseOp *o = &c->ops[k];
-    if (need_op[k] && o->op != NT_OP_COPY) {
+    if (need_op[k] && o->op == NT_OP_WHERE) mark(o->src[0], val_op, val_in);   /* (where reads its condition only) */
+    else if (need_op[k] && o->op != NT_OP_COPY) {
       bool ri, ro;
       nt_elem_grad_reads_(kind_of(o), o->op, o->sfirst, &ri, &ro);
       if (ri) for (int j = 0; j < o->nsrc; j++) mark(o->src[j], val_op, val_in);
@@ -138,6 +140,7 @@ int nt_fuse_record_grad_(nt_Tensor *out, const nt_Fused *r, nt_Tensor *const *or
 
 /* op k's result computed again by the eager front ends (the tiles ran the same kernels) */
 static nt_Tensor *replay(const nt_FuseOp *o, nt_Tensor *x, nt_Tensor *y) {
+  if (o->op == NT_OP_WHERE) NT_FAIL_NULL("internal: a fused where's value is saved, never recomputed");
   if (o->op == NT_OP_COPY) return nt_to_dtype(x, (nt_DType)o->dtype);
   if (o->nsrc == 2) return nt_binary(o->op, x, y);
   if (o->scalar)
@@ -188,9 +191,19 @@ static int fused_backward(nt_Node *n, nt_Tensor *g, nt_Tensor **gin) {
   for (int k = last; k >= 0; k--) {
     const nt_FuseOp *o = &c->ops[k];
     if (!gop[k] || !need_op[k]) continue;
-    nt_Tensor *gs[2] = { NULL, NULL };
+    nt_Tensor *gs[3] = { NULL, NULL, NULL };
     if (o->op == NT_OP_COPY) {
       if (!(gs[0] = nt_to_dtype(gop[k], ref_dtype(c, o->src[0])))) goto done;
+    } else if (o->op == NT_OP_WHERE) {   /* telem.c's where_backward: g where selected, 0 elsewhere (a NaN g unselected gives 0) */
+      nt_Tensor *cond = value_of(n, vals, o->src[0]), *z = nt_zeros_like(gop[k]);
+      for (int j = 1; j < 3 && z; j++) {
+        int r = o->src[j];
+        if ((r >= 0 ? need_in[r] : need_op[-1 - r]) && !(gs[j] = j == 1 ? nt_where(cond, gop[k], z) : nt_where(cond, z, gop[k]))) {
+          nt_release(gs[1]); nt_release(z); goto done;
+        }
+      }
+      nt_release(z);
+      if (!z) goto done;
     } else {
       /* the node the unfused op would have recorded, as its formula reads it */
       nt_Node sn;

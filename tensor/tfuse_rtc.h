@@ -33,6 +33,8 @@ typedef struct {
 /* CUDA chains (tfuse.c): launched as one generated kernel, run op by op
 ** (no compiler), kernels compiled, compile-cache hits, seconds compiling */
 void nt_fuse_cuda_stats(int64_t *fused, int64_t *unfused, int64_t *compiles, int64_t *hits, double *seconds);
+/* fused CUDA chains launched with every operand aligned for 16-byte vector accesses */
+int64_t nt_fuse_cuda_vec_launches(void);
 
 /* FusedBackward (tfuse_bwd.c): backward passes run as one fused pass, run op
 ** by op instead, and the last reason for that (static text, NULL: none) */

@@ -172,7 +172,7 @@ void nt_autocast_release(int n, nt_Tensor **casts);
 #define NT_FUSE_MAXIN 8
 typedef struct nt_FuseOp {
   int16_t op;
-  int8_t dtype, nsrc, src[2];
+  int8_t dtype, nsrc, src[3];  /* src[2]: where's third operand */
   bool scalar, sfirst;      /* binary with the scalar s[0] (on the left: sfirst) */
   double s[2];
 } nt_FuseOp;
@@ -193,6 +193,7 @@ typedef struct nt_Fused {
 int nt_fuse_binary(int op, nt_Tensor *a, nt_Tensor *b, nt_DType cd, nt_Tensor **out);
 int nt_fuse_scalar(int op, nt_Tensor *t, double s, bool first, nt_DType cd, nt_Tensor **out);
 int nt_fuse_unary(int op, nt_Tensor *t, double s0, double s1, nt_DType cd, nt_Tensor **out);
+int nt_fuse_where(nt_Tensor *cond, nt_Tensor *a, nt_Tensor *b, nt_DType od, nt_Tensor **out);
 /* computes s if lazy and the pending chains that read it; 0 / -1 + error */
 int nt_settle_storage_(nt_Storage *s);
 /* > 0 while this thread runs an autograd backward pass (tautograd.c): no

@@ -946,6 +946,7 @@ static int b_fuse_stats(nb_VM *vm, nb_Value *args, int n, nb_Value *out) {
   nt_fuse_bwd_stats(&bf, &bb, &bw);
   nbR_set_cstr(r, "backward_fused", nb_int((double)bf)); nbR_set_cstr(r, "backward_fallbacks", nb_int((double)bb));
   nbR_set_cstr(r, "backward_fallback_reason", bw ? nb_strv(nbS_cstr(bw)) : nb_nil());
+  nbR_set_cstr(r, "cuda_vec", nb_int((double)nt_fuse_cuda_vec_launches()));   /* of cuda_fused: the vector path */
   *out = nb_obj(NB_TREC, r);
   return NB_OK;
 }

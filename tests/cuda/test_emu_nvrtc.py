@@ -12,6 +12,12 @@ rounded inputs, where the inputs are finite; NaN where torch has NaN).
 Inputs carry +-0, +-inf and NaN; operands broadcast as a row, a column and a
 0-d tensor; a transposed (strided) input; scalars on either side; a chain
 that converts its inputs (bf16 with f32) and one with a comparison inside.
+Then (run_extra) where, float % and integer chains (i32/i64/u8/bool:
+wrapping + - *, casts, clamp, comparisons; integer // % stay unfused and
+raise the same division-by-zero error), the vector path (cuda_vec) on an
+aligned input and the scalar path on an offset view, and (run_cache) the
+emulator's on-disk cache: keyed by the emulator files' contents
+(NABLA_FUSE_EMU_DEPS), trimmed to NABLA_FUSE_EMU_CACHE_FILES.
 Counted: the fused run launches ONE kernel per chain (cuda.stats()), the
 unfused one at least two; a chain with the same signature (other data,
 other scalars) hits the compile cache; NABLA_FUSE_DUMP writes the source.
@@ -20,6 +26,7 @@ Sizes are above the fusion threshold (16384 elements).
 Run by tools/run-tests.sh (release build; NABLA_ASAN=1: the ASan build).
 """
 import os
+import re
 import sys
 
 import numpy as np
@@ -86,6 +93,7 @@ CASES = [
     ("cmp_in_chain", "(x > y) * x + (x <= 0.5) * 2.0 - (y == y) * 1.0",
      "(x > y).to(x.dtype) * x + (x <= 0.5).to(x.dtype) * 2.0 - (y == y).to(x.dtype) * 1.0"),
     ("cmp_out", "x * 2 >= y + 1", "x * 2 >= y + 1"),
+    ("where", "where(x > y, x * 2, y) - c", "t.where(x > y, x * 2, y) - c"),
     ("broadcast", "x * r + c - z", "x * r + c - z"),
     ("strided", "xt.T * 2 + y", "x * 2 + y"),
     # yf: y as saved (f32; f64 for f64): a bf16/f16 chain converting into an f32 one (a cast op)
@@ -293,13 +301,182 @@ def bwd_checks(dt, arrs, tags1, tags0, res1, res0):
         with np.errstate(invalid="ignore"):
             bad = ~((np.abs(got - w) <= tol) | (np.isnan(got) & np.isnan(w)))
         check(not bad.any(), f"emu.nvrtc.{dt}.bwd.{k}", f"{bad.sum()} of {got.size} off torch's; got {got[bad][:3]} want {w[bad][:3]}")
+# where, float %, and integer chains (issue 28's second slice): name, nabla
+# expression, torch expression, the fused run's launches (None: some ops stay
+# unfused).  x, y f32 (edgy); r a row, z 0-d, cm a bool column; xi, yi i32,
+# li, mi i64 and ui, vi u8 (extremes included: + and * wrap); xb, yb bool.
+EXTRA = [
+    ("where", "where(x > y, x * 2, y - 1) + 1", "t.where(x > y, x * 2, y - 1) + 1", 1),
+    # (sqrt of the negative branch is NaN and must not leak)
+    ("where_nan", "where(x > 0, sqrt(x), x * 0.5) * 3", "t.where(x > 0, t.sqrt(x), x * 0.5) * 3", 1),
+    ("where_bcast", "where(cm, x, r) * 2 - z", "t.where(cm, x, r) * 2 - z", 1),
+    # (z > 0 is a 0-d op of its own: one launch before the chain's)
+    ("where_0d", "where(z > 0, x + 1, z) * y", "t.where(z > 0, x + 1, z) * y", 2),
+    ("mod", "x % 0.75 + (-x) % y - 1.5 % (abs(y) + 0.5)",
+     "t.remainder(x, 0.75) + t.remainder(-x, y) - t.remainder(t.full_like(y, 1.5), t.abs(y) + 0.5)", 1),
+    ("i32_arith", "(xi + yi) * 3 - yi + 7", "(xi + yi) * 3 - yi + 7", 1),
+    ("i32_maxmin", "maximum(xi, yi) - abs(xi) + (-yi) + minimum(xi, 5)",
+     "t.maximum(xi, yi) - t.abs(xi) + (-yi) + t.clamp(xi, max=5)", 1),
+    ("i32_where_cmp", "where(xi > yi, xi, yi * 2) + (xi == yi)", "t.where(xi > yi, xi, yi * 2) + (xi == yi)", 1),
+    ("i32_to_f32", "xi * 0.5 + x", "xi * 0.5 + x", 1),
+    ("i32_strided", "xi.T * 3 + yi.T", "xi.T * 3 + yi.T", 1),
+    ("i32_clamp", "clamp(xi * 2, min=-100, max=1000) + sign(yi) * relu(yi)",
+     "t.clamp(xi * 2, min=-100, max=1000) + t.sign(yi) * t.relu(yi)", 1),
+    ("i64", "(li * li + mi) - maximum(li, mi) * 3 + abs(-mi)", "(li * li + mi) - t.maximum(li, mi) * 3 + t.abs(-mi)", 1),
+    ("u8", "(ui + vi) * 3 - maximum(ui, vi)", "(ui + vi) * 3 - t.maximum(ui, vi)", 1),
+    ("bool", "(xb + yb) * yb == maximum(xb, yb)", "(xb + yb) * yb == t.maximum(xb, yb)", 1),
+    # integer // and % raise "division by zero" from the unfused kernel: unfused
+    ("i32_floordiv", "(xi + yi) // 7 + (xi - 1) % 5", "t.div(xi + yi, 7, rounding_mode='floor') + t.remainder(xi - 1, 5)",
+     None),
+]
+
+
+def ints(shape, dtype):
+    """random integers of dtype with its extremes; under UBSan (the ASan
+    build) i32/i64 stay small: the UNFUSED kernels' (C)(x + y) is a signed
+    overflow there (elementwise.cu bin_arith), which UBSan stops at, so the
+    wrap is checked by the release run only"""
+    info = np.iinfo(dtype)
+    if emuutil.ASAN and info.min < 0:
+        info = np.iinfo(np.int8)
+    a = RNG.integers(info.min, info.max, size=shape, dtype=dtype, endpoint=True)
+    flat = a.reshape(-1)
+    for v in (info.min, info.max, 0, 1):
+        flat[RNG.choice(flat.size, 8, replace=False)] = v
+    return a
+
+
+def run_extra():
+    """EXTRA fused against unfused (bits) and torch; the vector path on an
+    aligned input and the scalar path on an offset view of it (one element
+    in: not 16-byte aligned), an odd length for the tail"""
+    arrs = {"x": edgy(SHAPE, "f32"), "y": edgy(SHAPE, "f32"), "r": edgy(SHAPE[1:], "f32"), "z": edgy((), "f32"),
+            "cm": RNG.random((SHAPE[0], 1)) < 0.5, "xi": ints(SHAPE, np.int32), "yi": ints(SHAPE, np.int32),
+            "li": ints(SHAPE, np.int64), "mi": ints(SHAPE, np.int64), "ui": ints(SHAPE, np.uint8),
+            "vi": ints(SHAPE, np.uint8), "xb": RNG.random(SHAPE) < 0.5, "yb": RNG.random(SHAPE) < 0.5,
+            "xv": edgy((16387,), "f32")}
+    L = []
+    for k, v in arrs.items():
+        path = os.path.join(TMPDIR, f"extra_{k}.npy")
+        np.save(path, v)
+        L.append(f'{k} = load_npy("{path}").cuda()')
+    L.append("xo = xv[1:]")
+    L.append("cuda.synchronize()")
+    got = {}
+    for mode in ("1", "0"):
+        res = os.path.join(TMPDIR, f"extra_res{mode}")
+        S = list(L)
+        for i, (name, expr, _, _) in enumerate(EXTRA):
+            S += ["l0 = cuda.stats().launches", f"v = settle({expr})", f'print("L{i}", cuda.stats().launches - l0)',
+                  f'save_npy("{res}_{i}.npy", v.cpu())']
+        # integer // by zero: the unfused kernel's error, the same with fusion on
+        S += ['e = try { settle(((xi + yi) // (yi * 0)).sum().item()) } catch e { e.message }', 'print("ZERODIV", e)']
+        for j, src in enumerate(("xv", "xo")):
+            S += ["f0 = fuse_stats()", f"v = settle({src} * 2 + 1)", "f1 = fuse_stats()",
+                  f'print("VEC{j}", f1.cuda_vec - f0.cuda_vec, f1.cuda_fused - f0.cuda_fused)', f'save_npy("{res}_v{j}.npy", v.cpu())']
+        rc, so, se = run([NABLA, "-e", "\n".join(S) + "\n"], 900, env=dict(ENV, NABLA_FUSE=mode))
+        if rc != 0:
+            check(False, f"emu.nvrtc.extra.run[NABLA_FUSE={mode}]", f"rc {rc}: {so[-600:]} {se[-900:]}")
+            return
+        got[mode] = (dict(line.partition(" ")[::2] for line in so.splitlines()), res, se)
+    tags1, res1, se1 = got["1"]
+    tags0, res0, _ = got["0"]
+    if "unfused" in se1 or "failed to compile" in se1:
+        check(False, "emu.nvrtc.extra.compiler", se1[-900:])
+    for i, (name, _, texpr, want) in enumerate(EXTRA):
+        full = f"emu.nvrtc.extra.{name}"
+        a1, a0 = canon(np.load(f"{res1}_{i}.npy")), canon(np.load(f"{res0}_{i}.npy"))
+        if not (a1.dtype == a0.dtype and a1.shape == a0.shape and a1.tobytes() == a0.tobytes()):
+            check(False, full + ".bits", f"fused and unfused differ ({a1.dtype}{a1.shape} against {a0.dtype}{a0.shape})")
+            continue
+        env = {k: torch.tensor(v) for k, v in arrs.items()}
+        env["t"] = torch
+        with torch.no_grad():
+            ref = eval(texpr, env).numpy()  # noqa: S307 (our own table above)
+        if a1.dtype.kind == "f":   # (float inputs: compared where the chain's inputs are finite)
+            finite = np.ones(a1.shape, bool)
+            for k in ("x", "y", "r", "z"):
+                if re.search(rf"\b{k}\b", texpr):
+                    finite &= np.isfinite(np.broadcast_to(arrs[k], a1.shape))
+            g, w = a1[finite].astype(np.float64), ref[finite].astype(np.float64)
+            bad = ~((np.abs(g - w) <= TOL["f32"] * (np.abs(w) + TERMS)) | (np.isnan(g) & np.isnan(w)) | (g == w))
+            ok, why = not bad.any(), f"{bad.sum()} of {g.size} off; worst got {g[bad][:3]} want {w[bad][:3]}"
+        else:   # integers and bools: exact, wrap included
+            ok = a1.dtype == ref.dtype and np.array_equal(a1, ref)
+            why = f"dtype {a1.dtype} (torch {ref.dtype}); {np.count_nonzero(a1 != ref) if a1.shape == ref.shape else 'shape'} differ"
+        check(ok, full, why)
+        l1, l0 = int(tags1.get(f"L{i}", -1)), int(tags0.get(f"L{i}", -1))
+        if want is not None:
+            check(l1 == want and l0 >= 2, full + ".launches", f"fused {l1} launches (want {want}), unfused {l0} (want >= 2)")
+    z1, z0 = tags1.get("ZERODIV", ""), tags0.get("ZERODIV", "")
+    check("division by zero" in z1 and z1 == z0, "emu.nvrtc.extra.int_zerodiv",
+          f"fused: {z1!r}, unfused: {z0!r} (want the same division-by-zero error)")
+    for j, (name, want) in enumerate((("aligned", "1 1"), ("offset_view", "0 1"))):
+        v1, v0 = canon(np.load(f"{res1}_v{j}.npy")), canon(np.load(f"{res0}_v{j}.npy"))
+        xs = arrs["xv"][j:]
+        ref = xs * np.float32(2) + np.float32(1)
+        fin = np.isfinite(xs)
+        ok = v1.tobytes() == v0.tobytes() and np.array_equal(v1[fin], ref[fin]) and tags1.get(f"VEC{j}") == want
+        check(ok, f"emu.nvrtc.extra.vector.{name}",
+              f"vector launches, fused chains: {tags1.get(f'VEC{j}')} (want {want}); bits equal unfused: "
+              f"{v1.tobytes() == v0.tobytes()}; equal numpy: {np.array_equal(v1[fin], ref[fin])}")
+
+
+def so_files(d):
+    d = os.path.join(d, "nabla", "fused-emu")
+    return sorted(f for f in os.listdir(d) if f.endswith(".so")) if os.path.isdir(d) else []
+
+
+def run_cache():
+    """the emulator's on-disk kernel cache: an object is reused while the
+    emulator's files are unchanged, built anew when their contents change
+    (NABLA_FUSE_EMU_DEPS stands in for emu.h), and trimmed to its bound"""
+    home = os.path.join(TMPDIR, "xdg")
+    dep = os.path.join(TMPDIR, "emu_dep.h")
+    x = RNG.standard_normal(20000).astype(np.float32)
+    np.save(os.path.join(TMPDIR, "cache_x.npy"), x)
+    base = f'x = load_npy("{os.path.join(TMPDIR, "cache_x.npy")}").cuda()\n'
+    def go(tag, content, code, **extra):
+        with open(dep, "w") as f:
+            f.write(content)
+        env = dict(ENV, XDG_CACHE_HOME=home, NABLA_FUSE_EMU_DEPS=dep, **extra)
+        rc, so, se = run([NABLA, "-e", base + code], 300, env=env)
+        if rc != 0:
+            check(False, f"emu.nvrtc.cache.{tag}", f"rc {rc}: {so[-300:]} {se[-600:]}")
+        return rc == 0, so
+    one = 'print(settle(x * 3 - 1).cpu().sum().item())\n'
+    ok1, s1 = go("first", "// v1\n", one)
+    n1 = so_files(home)
+    ok2, s2 = go("same", "// v1\n", one)
+    n2 = so_files(home)
+    ok3, s3 = go("changed", "// v2\n", one)
+    n3 = so_files(home)
+    if ok1 and ok2 and ok3:
+        want = float(np.sum(x * np.float32(3) - np.float32(1), dtype=np.float64))
+        vals_ok = all(abs(float(s.split()[-1]) - want) <= 1e-3 * (abs(want) + 100) for s in (s1, s2, s3))
+        check(len(n1) == 1 and n2 == n1 and len(n3) == 2 and set(n1) < set(n3) and vals_ok, "emu.nvrtc.cache.deps_key",
+              f"objects after a first run {n1}, the same run {n2}, a changed emulator file {n3} (want 1, the same, 2); values ok {vals_ok}")
+    # the bound: 2 objects at most; three new chains compiled, each right
+    more = "".join(f'print(settle(x * {k} + {k}).cpu()[7].item())\n' for k in (5, 6, 7))
+    more += 'print(settle(tanh(x) * 2 - x).cpu()[7].item())\n'
+    ok4, s4 = go("bound", "// v2\n", more, NABLA_FUSE_EMU_CACHE_FILES="2")
+    n4 = so_files(home)
+    if ok4:
+        vals = [float(v) for v in s4.split()[-4:]]
+        want = [float(x[7] * np.float32(k) + np.float32(k)) for k in (5, 6, 7)] + [float(np.tanh(x[7]) * 2 - x[7])]
+        close = all(abs(a - b) <= 1e-5 * (abs(b) + 1) for a, b in zip(vals, want))
+        check(len(n4) == 2 and close, "emu.nvrtc.cache.bound", f"{len(n4)} objects left (want 2); values {vals} want {want}")
 
 
 def main():
     if no_module("emu_nvrtc"):
         return 0
     for dt in (os.environ.get("NVRTC_ONLY") or "f32 bf16 f16 f64").split():
-        run_batch(dt)
+        if dt in TORCH_DT:
+            run_batch(dt)
+    if not os.environ.get("NVRTC_ONLY") or "extra" in os.environ["NVRTC_ONLY"]:
+        run_extra()
+        run_cache()
     return 1 if emuutil.n_fail else 0
 
 

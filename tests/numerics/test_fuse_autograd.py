@@ -61,6 +61,7 @@ BINARY = [
     ("mod", "({} % (abs({B}) + 0.5))", lambda a, b: torch.remainder(a, b.abs() + 0.5)),
     ("floordiv", "(({} // (abs({B}) + 0.5)) + {})", lambda a, b: torch.div(a, b.abs() + 0.5, rounding_mode="floor") + a),
     ("mask", "({} * ({} > {B}))", lambda a, b: a * (a > b)),
+    ("where", "where({} > {B}, {} * 2, {B} - {})", lambda a, b: torch.where(a > b, a * 2, b - a)),
 ]
 # scalar steps
 SCALAR = [
