@@ -35,12 +35,20 @@ template <typename C> __device__ inline C m_floor(C x) { if constexpr (sizeof(C)
 // the CPU kernels' own source
 
 // arithmetic binary ops in the compute type C
+// Integer + - * wrap modulo 2^bits as the hardware does; computed in the
+// unsigned type because signed overflow is undefined in C++ (UBSan halts on
+// it in the emulated build).
+template <typename C> struct Wrap { typedef C type; };
+template <> struct Wrap<int> { typedef unsigned int type; };
+template <> struct Wrap<long long> { typedef unsigned long long type; };
+template <> struct Wrap<long> { typedef unsigned long type; };
 template <typename C> __device__ inline C bin_arith(int op, C x, C y, int *zd) {
   constexpr bool isf = std::is_floating_point<C>::value;
+  typedef typename Wrap<C>::type W;
   switch (op) {
-    case NT_OP_ADD: return (C)(x + y);
-    case NT_OP_SUB: return (C)(x - y);
-    case NT_OP_MUL: return (C)(x * y);
+    case NT_OP_ADD: return (C)((W)x + (W)y);
+    case NT_OP_SUB: return (C)((W)x - (W)y);
+    case NT_OP_MUL: return (C)((W)x * (W)y);
     case NT_OP_DIV:
       if constexpr (isf) return x / y; else return (C)nt_ifloordiv((int64_t)x, (int64_t)y, zd);
     case NT_OP_POW:
