@@ -35,12 +35,18 @@ group("G2", K2, C2)
 """
 
 
-def session(change, name):
-    """runs SESSION from a fresh copy of the binary; change(copy) between the groups"""
+def binary_copy(name):
+    """a directory for the case and a fresh copy of the binary in it"""
     d = os.path.join(TMP, name)
     os.makedirs(d, exist_ok=True)
     copy = os.path.join(d, "nabla")
     shutil.copy2(NABLA, copy)
+    return d, copy
+
+
+def session(change, name):
+    """runs SESSION from a fresh copy of the binary; change(copy) between the groups"""
+    d, copy = binary_copy(name)
     k1, c1, k2, c2 = (rng.randrange(2, 50) for _ in range(4))
     src = SESSION.replace("K1", str(k1)).replace("C1", str(c1)).replace("K2", str(k2)).replace("C2", str(c2))
     path = script(src, f"{name}.nbl")
@@ -97,10 +103,7 @@ def test_workers_after_binary_replaced(name):
 @test
 def test_workers_run_the_session_binary(name):
     """the second group's workers are the deleted binary's processes (/proc/PID/exe), not a path's"""
-    d = os.path.join(TMP, name)
-    os.makedirs(d, exist_ok=True)
-    copy = os.path.join(d, "nabla")
-    shutil.copy2(NABLA, copy)
+    d, copy = binary_copy(name)
     path = script("""import dist
 print("CHANGE")
 input()
@@ -133,10 +136,7 @@ dist.stop()
 @test
 def test_remote_path_gone_is_an_error(name):
     """ssh workers run the path: gone, dist.start says what and what to do (before any ssh)"""
-    d = os.path.join(TMP, name)
-    os.makedirs(d, exist_ok=True)
-    copy = os.path.join(d, "nabla")
-    shutil.copy2(NABLA, copy)
+    d, copy = binary_copy(name)
     path = script("""import dist
 print("CHANGE")
 input()
