@@ -249,7 +249,7 @@ void register_random(void);
 void register_nn(void);
 void register_optim(void);
 void register_conv(void);       // conv.cu: conv2d, max/avg pooling
-void register_sort(void);       // sort.cu: sort/argsort/topk, cumsum, one_hot
+void register_sort(void);       // sort.cu: sort/argsort/topk, one_hot
 void register_attention(void);  // attention.cu: scaled dot-product attention
 void matmul_shutdown(void);
 void nccl_fill_api(nt_DeviceApi *api);   // nccl.cu: the nt_cuda_comm_* and staging entries

@@ -76,7 +76,9 @@ int k_nonzero_write(const nt_KernelArgs *a) {
 
 // The bin in the input's own type, as torch 1.13's histc: (x - lo) / (hi - lo) * bins
 // in f32 for f32 input (in f64 a value at a bin boundary can land in the other
-// bin), the range converted to that type first.
+// bin), the range converted to that type first.  hi_ is torch's last edge
+// (setdev.c passes ix_histc_top: torch 1.13's linspace often puts it an ulp
+// below max), so the top value is counted only where torch counts it.
 template <typename T> __global__ void histc_count(const T *x, int64_t n, double *acc, int64_t bins, double lo_, double hi_) {
   const T lo = (T)lo_, hi = (T)hi_;
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {

@@ -365,7 +365,7 @@ void register_solver(void); // solver.cu: linalg's factorizations (cuSOLVER)
 void register_fft(void);    // fft.cu: torch.fft's transforms (cuFFT)
 void register_index(void);  // index.cu: nonzero, histc, isin
 void register_distributions(void); // distributions.cu: reparameterisation gradients
-void register_scan(void);   // scan.cu: cumprod, logcumsumexp, cummax/cummin (one launch each)
+void register_scan(void);   // scan.cu: cumsum, cumprod, logcumsumexp, cummax/cummin (one launch each)
 }  // namespace ncu
 
 using namespace ncu;
