@@ -57,7 +57,7 @@ static int P##k_geev(const nt_KernelArgs *a, const nt_Lapack *L) {              
   if (inf0 < 0) return lp_fail("geev", inf0);                                                                \
   lp_int lwork = (lp_int)w1 + 1; volatile int stop = 0; int64_t nn = (int64_t)n * n;                        \
   size_t scratch = (size_t)lwork + 2 * (size_t)n + (V ? (size_t)nn : 0);                                    \
-  _Pragma("omp parallel if (EIG_PAR(B, n))")                                                                 \
+  LIN_PARALLEL(EIG_PAR(B, n),                                                                 \
   {                                                                                                          \
     T *work = malloc(sizeof(T) * scratch), *wr = work ? work + lwork : NULL;                                 \
     T *wi = wr ? wr + n : NULL, *vr = wi ? wi + n : NULL;                                                    \
@@ -75,7 +75,7 @@ static int P##k_geev(const nt_KernelArgs *a, const nt_Lapack *L) {              
       if (V) P##eig_unpack(vr, wi, n, vb + b * 2 * nn);                                                      \
     }                                                                                                        \
     free(work);                                                                                              \
-  }                                                                                                          \
+  });                                                                                                          \
   if (stop == 1) NT_FAIL_INTERRUPTED();                                                                      \
   if (stop == 3) { nt_error_oom(sizeof(T) * scratch); return -1; }                                          \
   return stop ? lp_fail("geev", -1) : 0;                                                                     \
@@ -132,7 +132,7 @@ static int P##k_eig_backward(const nt_KernelArgs *a, const nt_Lapack *L) {      
   T *gab = (T *)nt_base(GA); lp_int *info = I32(a->in[3]); int vecs = (int)a->iarg[0];                       \
   int64_t nn = (int64_t)n * n; volatile int stop = 0;                                                        \
   size_t bytes = sizeof(C) * 4 * (size_t)nn + sizeof(lp_int) * (size_t)n;                                    \
-  _Pragma("omp parallel if (EIG_PAR(B, n))")                                                                 \
+  LIN_PARALLEL(EIG_PAR(B, n),                                                                 \
   {                                                                                                          \
     C *s = malloc(bytes); lp_int *ipiv = s ? (lp_int *)(s + 4 * nn) : NULL;                                  \
     if (!s) stop = 3;                                                                                        \
@@ -144,7 +144,7 @@ static int P##k_eig_backward(const nt_KernelArgs *a, const nt_Lapack *L) {      
       if (rc < 0) stop = 2; else info[b] = rc;                                                               \
     }                                                                                                        \
     free(s);                                                                                                 \
-  }                                                                                                          \
+  });                                                                                                          \
   if (stop == 1) NT_FAIL_INTERRUPTED();                                                                      \
   if (stop == 3) { nt_error_oom(bytes); return -1; }                                                         \
   return stop ? lp_fail("getrs", -1) : 0;                                                                    \

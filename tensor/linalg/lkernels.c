@@ -29,12 +29,12 @@ static int P##k_getrf(const nt_KernelArgs *a, const nt_Lapack *L) {             
   nt_Tensor *A = a->out; int64_t B = lin_batch(A); lp_int n = (lp_int)A->shape[A->ndim - 1];                \
   T *base = (T *)nt_base(A); lp_int *piv = I32(a->in[0]), *info = I32(a->in[1]);                            \
   volatile int stop = 0; int64_t nn = (int64_t)n * n;                                                         \
-  _Pragma("omp parallel for if (LIN_PAR(B, n))")                                                              \
+  LIN_PARALLEL_FOR(LIN_PAR(B, n),                                                              \
   for (int64_t b = 0; b < B; b++) {                                                                           \
     if (stop || NT_INTERRUPTED()) { stop = 1; continue; }                                                     \
     L->P##getrf(&n, &n, base + b * nn, &n, piv + b * n, info + b);                                            \
     if (info[b] < 0) stop = 2;                                                                                \
-  }                                                                                                           \
+  });                                                                                                           \
   if (stop == 1) NT_FAIL_INTERRUPTED();                                                                       \
   return stop ? lp_fail("getrf", -1) : 0;                                                                     \
 }                                                                                                             \
@@ -43,13 +43,13 @@ static int P##k_getrs(const nt_KernelArgs *a, const nt_Lapack *L) {             
   lp_int n = (lp_int)X->shape[X->ndim - 1], nrhs = (lp_int)X->shape[X->ndim - 2], info = 0;                   \
   T *x = (T *)nt_base(X); const T *lu = (const T *)nt_base(LU); const lp_int *piv = I32(a->in[1]);           \
   const char tr = a->iarg[0] ? 'T' : 'N'; volatile int stop = 0; int64_t nn = (int64_t)n * n;                \
-  _Pragma("omp parallel for if (LIN_PAR(B, n))")                                                              \
+  LIN_PARALLEL_FOR(LIN_PAR(B, n),                                                              \
   for (int64_t b = 0; b < B; b++) {                                                                           \
     if (stop || NT_INTERRUPTED()) { stop = 1; continue; }                                                     \
     lp_int inf = 0;                                                                                           \
     L->P##getrs(&tr, &n, &nrhs, lu + b * nn, &n, piv + b * n, x + b * (int64_t)n * nrhs, &n, &inf, 1);        \
     if (inf < 0) { info = inf; stop = 2; }                                                                    \
-  }                                                                                                           \
+  });                                                                                                           \
   if (stop == 1) NT_FAIL_INTERRUPTED();                                                                       \
   return stop ? lp_fail("getrs", info) : 0;                                                                   \
 }                                                                                                             \
@@ -57,7 +57,7 @@ static int P##k_potrf(const nt_KernelArgs *a, const nt_Lapack *L) {             
   nt_Tensor *A = a->out; int64_t B = lin_batch(A); lp_int n = (lp_int)A->shape[A->ndim - 1];                \
   T *base = (T *)nt_base(A); lp_int *info = I32(a->in[0]); int upper = (int)a->iarg[0];                      \
   const char uplo = upper ? 'U' : 'L'; volatile int stop = 0; int64_t nn = (int64_t)n * n;                   \
-  _Pragma("omp parallel for if (LIN_PAR(B, n))")                                                              \
+  LIN_PARALLEL_FOR(LIN_PAR(B, n),                                                              \
   for (int64_t b = 0; b < B; b++) {                                                                           \
     if (stop || NT_INTERRUPTED()) { stop = 1; continue; }                                                     \
     T *m = base + b * nn;                                                                                     \
@@ -67,7 +67,7 @@ static int P##k_potrf(const nt_KernelArgs *a, const nt_Lapack *L) {             
     for (lp_int j = 0; j < n; j++)                                                                            \
       for (lp_int i = 0; i < n; i++)                                                                          \
         if (upper ? i > j : i < j) m[(int64_t)j * n + i] = 0;                                                 \
-  }                                                                                                           \
+  });                                                                                                           \
   if (stop == 1) NT_FAIL_INTERRUPTED();                                                                       \
   return stop ? lp_fail("potrf", -1) : 0;                                                                     \
 }                                                                                                             \
@@ -77,12 +77,12 @@ static int P##k_trtrs(const nt_KernelArgs *a, const nt_Lapack *L) {             
   T *x = (T *)nt_base(X); const T *t = (const T *)nt_base(Tm); lp_int *info = I32(a->in[1]);                  \
   const char uplo = a->iarg[0] ? 'U' : 'L', tr = a->iarg[1] ? 'T' : 'N', dg = a->iarg[2] ? 'U' : 'N';       \
   volatile int stop = 0; int64_t nn = (int64_t)n * n;                                                         \
-  _Pragma("omp parallel for if (LIN_PAR(B, n))")                                                              \
+  LIN_PARALLEL_FOR(LIN_PAR(B, n),                                                              \
   for (int64_t b = 0; b < B; b++) {                                                                           \
     if (stop || NT_INTERRUPTED()) { stop = 1; continue; }                                                     \
     L->P##trtrs(&uplo, &tr, &dg, &n, &nrhs, t + b * nn, &n, x + b * (int64_t)n * nrhs, &n, info + b, 1, 1, 1);\
     if (info[b] < 0) stop = 2;                                                                                \
-  }                                                                                                           \
+  });                                                                                                           \
   if (stop == 1) NT_FAIL_INTERRUPTED();                                                                       \
   return stop ? lp_fail("trtrs", -1) : 0;                                                                     \
 }                                                                                                             \
@@ -96,7 +96,7 @@ static int P##k_qr(const nt_KernelArgs *a, const nt_Lapack *L) {                
   if (Q && qc > 0) L->P##orgqr(&m, &qc, &k, qb, &lda, &q2, &q2, &lw, &info);                                  \
   if (info < 0) return lp_fail("geqrf", info);                                                                \
   lp_int lwork = (lp_int)(q1 > q2 ? q1 : q2) + 1; volatile int stop = 0;                                      \
-  _Pragma("omp parallel if (LIN_PAR(B, (m > n ? m : n)))")                                                    \
+  LIN_PARALLEL(LIN_PAR(B, (m > n ? m : n)),                                                    \
   {                                                                                                           \
     T *work = malloc(sizeof(T) * ((size_t)lwork + (size_t)k + 1)), *tau = work ? work + lwork : NULL;          \
     if (!work) stop = 3;                                                                                      \
@@ -120,7 +120,7 @@ static int P##k_qr(const nt_KernelArgs *a, const nt_Lapack *L) {                
       }                                                                                                       \
     }                                                                                                         \
     free(work);                                                                                               \
-  }                                                                                                           \
+  });                                                                                                           \
   if (stop == 1) NT_FAIL_INTERRUPTED();                                                                       \
   if (stop == 3) { nt_error_oom(sizeof(T) * (size_t)lwork); return -1; }                                     \
   return stop ? lp_fail("geqrf/orgqr", -1) : 0;                                                               \
@@ -133,7 +133,7 @@ static int P##k_syevd(const nt_KernelArgs *a, const nt_Lapack *L) {             
   L->P##syevd(&jobz, &uplo, &n, vb, &lda, wb, &w1, &lw, &iw1, &liw, &inf0, 1, 1);                            \
   if (inf0 < 0) return lp_fail("syevd", inf0);                                                                \
   lp_int lwork = (lp_int)w1 + 1, liwork = iw1 + 1; volatile int stop = 0; int64_t nn = (int64_t)n * n;       \
-  _Pragma("omp parallel if (LIN_PAR(B, n))")                                                                  \
+  LIN_PARALLEL(LIN_PAR(B, n),                                                                  \
   {                                                                                                           \
     T *work = malloc(sizeof(T) * (size_t)lwork); lp_int *iwork = malloc(sizeof(lp_int) * (size_t)liwork);    \
     if (!work || !iwork) stop = 3;                                                                            \
@@ -144,7 +144,7 @@ static int P##k_syevd(const nt_KernelArgs *a, const nt_Lapack *L) {             
       if (info[b] < 0) stop = 2;                                                                              \
     }                                                                                                         \
     free(work); free(iwork);                                                                                  \
-  }                                                                                                           \
+  });                                                                                                           \
   if (stop == 1) NT_FAIL_INTERRUPTED();                                                                       \
   if (stop == 3) { nt_error_oom(sizeof(T) * (size_t)lwork); return -1; }                                     \
   return stop ? lp_fail("syevd", -1) : 0;                                                                     \
@@ -164,7 +164,7 @@ static int P##k_gesdd(const nt_KernelArgs *a, const nt_Lapack *L) {             
   free(iw0);                                                                                                  \
   if (inf0 < 0) return lp_fail("gesdd", inf0);                                                                \
   lp_int lwork = (lp_int)w1 + 1; volatile int stop = 0;                                                       \
-  _Pragma("omp parallel if (LIN_PAR(B, (m > n ? m : n)))")                                                    \
+  LIN_PARALLEL(LIN_PAR(B, (m > n ? m : n)),                                                    \
   {                                                                                                           \
     T *work = malloc(sizeof(T) * (size_t)lwork); lp_int *iwork = malloc(sizeof(lp_int) * (8 * (size_t)k + 1)); \
     if (!work || !iwork) stop = 3;                                                                            \
@@ -178,7 +178,7 @@ static int P##k_gesdd(const nt_KernelArgs *a, const nt_Lapack *L) {             
       if (info[b] < 0) stop = 2;                                                                              \
     }                                                                                                         \
     free(work); free(iwork);                                                                                  \
-  }                                                                                                           \
+  });                                                                                                           \
   if (stop == 1) NT_FAIL_INTERRUPTED();                                                                       \
   if (stop == 3) { nt_error_oom(sizeof(T) * (size_t)lwork); return -1; }                                     \
   return stop ? lp_fail("gesdd", -1) : 0;                                                                     \
