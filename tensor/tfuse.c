@@ -844,6 +844,17 @@ static void dump(const char *src, uint64_t key) {
   fclose(f);
 }
 
+/* one generated source (a chain's, or FusedBackward's) through the module's
+** compile cache, written to NABLA_FUSE_DUMP first: rtc_call's result, with
+** fl->cannot and fl->why when it could not compile */
+static int rtc_launch(const char *src, int64_t n, const void *args, size_t nbytes, nt_FuseLaunch *fl) {
+  uint64_t key = nt_fuse_hash(src);
+  dump(src, key);
+  memset(fl, 0, sizeof *fl);
+  fl->src = src; fl->key = key; fl->n = n; fl->args = args; fl->nbytes = nbytes;
+  return rtc_call(fl);
+}
+
 /* 0, or -1 + error (a version mismatch: computed anyway, as eval) */
 static int eval_cuda(nt_Fused *r) {
   nt_Tensor views[NT_FUSE_MAXIN];
@@ -862,17 +873,13 @@ static int eval_cuda(nt_Fused *r) {
   void *const *save = ((const Record *)r)->save;
   char *src = nt_fuse_codegen(r, views, save, &args);
   if (!src) return -1;
-  uint64_t key = nt_fuse_hash(src);
-  dump(src, key);
   args.out = r->data;
   for (int k = 0; k < r->nops; k++) args.save[k] = save[k];
   for (int i = 0; i < r->nin; i++)
     args.in[i] = (const char *)r->in[i]->storage->data + r->in[i]->offset * (int64_t)nt_dtype_size(r->in[i]->dtype);
   nt_fuse_codegen_align(r, &args);
   nt_FuseLaunch fl;
-  memset(&fl, 0, sizeof fl);
-  fl.src = src; fl.key = key; fl.n = r->numel; fl.args = &args; fl.nbytes = sizeof args;
-  int lr = rtc_call(&fl);
+  int lr = rtc_launch(src, r->numel, &args, sizeof args, &fl);
   free(src);
   if (!lr && fl.cannot) {
     /* no compiler: said once, later CUDA chains are not recorded (cuda_worth);
@@ -892,12 +899,8 @@ static int eval_cuda(nt_Fused *r) {
 /* FusedBackward's one generated kernel (tfuse_bwd.c), through the same
 ** compile cache and NABLA_FUSE_DUMP as the chains */
 int nt_fuse_rtc_launch_(const char *src, int64_t n, const void *args, size_t nbytes, int *cannot) {
-  uint64_t key = nt_fuse_hash(src);
-  dump(src, key);
   nt_FuseLaunch fl;
-  memset(&fl, 0, sizeof fl);
-  fl.src = src; fl.key = key; fl.n = n; fl.args = args; fl.nbytes = nbytes;
-  int lr = rtc_call(&fl);
+  int lr = rtc_launch(src, n, args, nbytes, &fl);
   *cannot = lr ? 0 : fl.cannot;
   static bool said;
   if (!lr && fl.cannot && !said) {

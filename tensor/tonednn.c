@@ -29,9 +29,6 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #if __has_include(<oneapi/dnnl/dnnl.h>)
 #include <oneapi/dnnl/dnnl.h>
@@ -49,14 +46,6 @@ static dnnl_engine_t eng;
 static dnnl_stream_t stream;
 static int last_threads;   /* the thread count of the primitive run last (nt_onednn_threads) */
 
-/* the count a primitive created now would split its work over */
-static int64_t pool_threads(void) {
-#ifdef _OPENMP
-  return omp_get_max_threads();
-#else
-  return 1;
-#endif
-}
 
 /* LeakSanitizer's tracer dies (signal 11) once libdnnl's threads exist, so a
 ** sanitizer build keeps the f32 path unless NABLA_ONEDNN=1 asks for oneDNN */
@@ -127,7 +116,7 @@ int nt_onednn_matmul_bf16(const void *A, int64_t a_rs, int64_t a_cs, const void 
                           int64_t N, int64_t K) {
   pthread_once(&once, load);
   if (!ok) return 0;
-  int64_t key[8] = {M, N, K, a_rs, a_cs, b_rs, b_cs, pool_threads()};
+  int64_t key[8] = {M, N, K, a_rs, a_cs, b_rs, b_cs, nt_num_threads()};
   pthread_mutex_lock(&mu);
   Entry *e = lookup(key);
   int rc = 0;
@@ -248,7 +237,7 @@ static int conv_port(ConvEntry *e, int arg, bool out, const dnnl_memory_desc_t *
 
 /* the cached entry for (dt, kind, geometry, bias dtype) — made when absent; NULL: oneDNN does not take it */
 static ConvEntry *conv_lookup(dnnl_data_type_t dt, int kind, const nt_OnednnConvGeom *g, int bias) {
-  int64_t key[19] = {dt, kind * 3 + bias, pool_threads()};
+  int64_t key[19] = {dt, kind * 3 + bias, nt_num_threads()};
   memcpy(key + 3, g, sizeof *g);
   for (int i = 0; i < conv_n; i++)
     if (!memcmp(conv_cache[i].key, key, sizeof key)) { conv_cache[i].used = ++conv_clock; return &conv_cache[i]; }

@@ -301,6 +301,8 @@ def bwd_checks(dt, arrs, tags1, tags0, res1, res0):
         with np.errstate(invalid="ignore"):
             bad = ~((np.abs(got - w) <= tol) | (np.isnan(got) & np.isnan(w)))
         check(not bad.any(), f"emu.nvrtc.{dt}.bwd.{k}", f"{bad.sum()} of {got.size} off torch's; got {got[bad][:3]} want {w[bad][:3]}")
+
+
 # where, float %, and integer chains (issue 28's second slice): name, nabla
 # expression, torch expression, the fused run's launches (None: some ops stay
 # unfused).  x, y f32 (edgy); r a row, z 0-d, cm a bool column; xi, yi i32,

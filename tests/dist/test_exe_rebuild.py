@@ -44,6 +44,19 @@ def binary_copy(name):
     return d, copy
 
 
+def start_then_delete(copy, path):
+    """runs the script from the copy; once it prints CHANGE, deletes the copy and lets it go on"""
+    p = subprocess.Popen([copy, path], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "CHANGE"
+        os.remove(copy)
+        p.stdin.write("go\n"); p.stdin.flush()
+    except Exception:
+        p.kill()
+        raise
+    return p
+
+
 def session(change, name):
     """runs SESSION from a fresh copy of the binary; change(copy) between the groups"""
     d, copy = binary_copy(name)
@@ -113,12 +126,9 @@ print("V", dist.run(fn() dist.rank() * 7 + 1))
 input()
 dist.stop()
 """, f"{name}.nbl")
-    p = subprocess.Popen([copy, path], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = start_then_delete(copy, path)
     exes, v = [], None
     try:
-        assert p.stdout.readline().strip() == "CHANGE"
-        os.remove(copy)
-        p.stdin.write("go\n"); p.stdin.flush()
         pids = [int(x) for x in p.stdout.readline().split()[1:]]
         v = p.stdout.readline().strip()
         exes = [os.readlink(f"/proc/{q}/exe") for q in pids]
@@ -142,11 +152,8 @@ print("CHANGE")
 input()
 try { dist.start(2, launcher="ssh", bind="127.0.0.1", hosts=list("node-a.invalid", "node-b.invalid")) } catch e { print("ERR", e.message) }
 """, f"{name}.nbl")
-    p = subprocess.Popen([copy, path], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = start_then_delete(copy, path)
     try:
-        assert p.stdout.readline().strip() == "CHANGE"
-        os.remove(copy)
-        p.stdin.write("go\n"); p.stdin.flush()
         out, err = p.communicate(timeout=60)
     except Exception:
         p.kill()
