@@ -260,6 +260,14 @@ static void handle(dp_Msg *m) {
   } else if (!strcmp(m->type, "reconnect")) {
     M.g.gen = (uint32_t)strtoul(m->body, NULL, 10);
     arm();
+    dn_close(&M.g);
+    /* The session reconnects after a command failed on some rank.  This
+    ** rank's part may have stopped (interrupted, or its own error) with GPU
+    ** work queued whose data error (a bad take index, ...) no wait has
+    ** reported yet: end that epoch here, with the communicators gone, so its
+    ** results are refused naming the error (textend.h nt_dev_check) and the
+    ** next command's first synchronisation does not raise it. */
+    if (nt_cuda_synchronize()) nt_error_clear();
     connect_mesh(seq, NULL);
   } else if (!strcmp(m->type, "ncclid")) {
     unsigned char id[NT_COMM_ID_BYTES]; char hex[2 * NT_COMM_ID_BYTES + 2];

@@ -302,18 +302,22 @@ def test_collectives():
             f'a = try {{ dist.run(fn() {{\n  {mk}  all_reduce(y)\n}}) }} catch e {{ e.message }}\n'
             f'b = try {{ dist.run(fn() {{\n  {mk}  broadcast(y, src=0)\n}}) }} catch e {{ e.message }}\n'
             f'c = try {{ dist.run(fn() {{\n  {mk}  if dist.rank() == 0 {{ send(y, 1) }} else {{ recv(0) }}\n}}) }} catch e {{ e.message }}\n'
+            # rank 1 stops (interrupted in recv) before any wait reports its
+            # bad index: the error must not surface in the next command
+            f'd = try {{ dist.run(fn() {{\n  x = full([{n}], {v}).cuda()\n  y = take(x, tensor([0, {bad}]).cuda())\n'
+            '  if dist.rank() == 0 { error("rank 0 stops") } else { recv(0) }\n}) } catch e { e.message }\n'
             f'ok = dist.run(fn() all_reduce(full([{n}], {v}).cuda()).tolist())\n'
-            'print("A0", a)\nprint("B0", b)\nprint("C0", c)\nprint("S0", ok[0])\nprint("S1", ok[1])\ndist.stop()\n')
+            'print("A0", a)\nprint("B0", b)\nprint("C0", c)\nprint("D0", d)\nprint("S0", ok[0])\nprint("S1", ok[1])\ndist.stop()\n')
     rc, so, se = emuutil.nabla(code, timeout=300)
     msg = f"take: index {bad} is out of bounds for size {n}"
-    t = {l[:2]: l[3:] for l in so.splitlines() if l[:2] in ("A0", "B0", "C0", "S0", "S1")}
+    t = {l[:2]: l[3:] for l in so.splitlines() if l[:2] in ("A0", "B0", "C0", "D0", "S0", "S1")}
     want = [2 * v] * n
     try:
         sums_ok = all(np.allclose(eval(t[k]), want) for k in ("S0", "S1"))
     except (KeyError, SyntaxError, TypeError):
         sums_ok = False
     ok = (rc == 0 and all(k in t and msg in t[k] and "unusable" in t[k] for k in ("A0", "B0", "C0"))
-          and "DistError: all_reduce: " in t["A0"] and "DistError: broadcast: " in t["B0"] and "DistError: send: " in t["C0"] and sums_ok)
+          and "DistError: all_reduce: " in t["A0"] and "DistError: broadcast: " in t["B0"] and "DistError: send: " in t["C0"] and "rank 0 stops" in t.get("D0", "") and sums_ok)
     check(ok, "emu.poison.collectives", f"rc {rc}: {t}: {so[-800:]} {se[-600:]}")
 
 
