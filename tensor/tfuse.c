@@ -481,10 +481,20 @@ static bool contig_only_unary(int op) {
          op == NT_OP_GELU || op == NT_OP_GELU_TANH;
 }
 
+/* A small op (under FUSE_MIN_NUMEL) is recorded too when an operand is read
+** by a pending chain or is such a small lazy value itself (the hook says
+** either): run eagerly, its kernel's read of the operand (nt_base) would
+** compute the pending chain there, cutting it in two -- in
+** `tanh(x * w + 1) * 3 - x / (abs(w) + 1)`, abs(w) computed `tanh(x * w + 1) * 3`
+** alone.  Recorded, the small chain is computed by itself (from raw memory:
+** the big chain stays pending) when the big one takes it as an operand, where
+** it joins as a broadcast input.  CPU only (a CUDA chain is a compile). */
+static bool small_joins(const nt_Tensor *t) { return t->device == NT_CPU && t->storage->hook != NULL; }
+
 /* the size test first: small ops (the interpreter's scalars and tiny
 ** tensors) leave after one compare */
-static bool worth(int64_t numel, nt_DType cd, nt_Device dev, int op) {
-  return numel >= FUSE_MIN_NUMEL && (dev == NT_CPU || (dev == NT_CUDA && cuda_worth(cd))) &&
+static bool worth(int64_t numel, nt_DType cd, nt_Device dev, int op, bool small_ok) {
+  return (numel >= FUSE_MIN_NUMEL || small_ok) && (dev == NT_CPU || (dev == NT_CUDA && cuda_worth(cd))) &&
          (nt_dtype_is_float(cd) || is_cmp(op) || (dev == NT_CUDA && cuda_int_op(op))) && nt_fuse_enabled() &&
          !nt_fuse_backward_depth_;
 }
@@ -501,13 +511,14 @@ static void init_rec(Rec *rb, const int64_t *shape, int nd) {
 
 int nt_fuse_binary(int op, nt_Tensor *a, nt_Tensor *b, nt_DType cd, nt_Tensor **out) {
   /* (an outer product of two small operands stays eager: no shapes computed for small ops) */
-  if ((a->numel < FUSE_MIN_NUMEL && b->numel < FUSE_MIN_NUMEL) || !fusable_binary(op) || a->device != b->device ||
+  bool small_ok = small_joins(a) || small_joins(b);
+  if ((a->numel < FUSE_MIN_NUMEL && b->numel < FUSE_MIN_NUMEL && !small_ok) || !fusable_binary(op) || a->device != b->device ||
       (a->device != NT_CPU && a->device != NT_CUDA) || !nt_fuse_enabled())
     return 0;
   int64_t shape[NT_MAXDIM];
   int nd;
   if (nt_broadcast_shapes(nt_op_name(op), a->shape, a->ndim, b->shape, b->ndim, shape, &nd)) return -1;
-  if (!worth(nt_shape_numel(shape, nd), cd, a->device, op)) return 0;
+  if (!worth(nt_shape_numel(shape, nd), cd, a->device, op, small_ok)) return 0;
   if (op == NT_OP_POW && !(pow_operand_ok(a, cd, shape, nd) && pow_operand_ok(b, cd, shape, nd))) return 0;
   /* Two settled CUDA operands of different dtypes (f32 + bf16): the eager
   ** mixed-dtype kernel reads both as they are in one launch, and its autograd
@@ -538,7 +549,7 @@ int nt_fuse_binary(int op, nt_Tensor *a, nt_Tensor *b, nt_DType cd, nt_Tensor **
 }
 
 int nt_fuse_scalar(int op, nt_Tensor *t, double s, bool first, nt_DType cd, nt_Tensor **out) {
-  if (!worth(t->numel, cd, t->device, op) || !fusable_binary(op)) return 0;
+  if (!worth(t->numel, cd, t->device, op, small_joins(t)) || !fusable_binary(op)) return 0;
   if (op == NT_OP_POW && !pow_operand_ok(t, cd, t->shape, t->ndim)) return 0;
   Rec rec;
   init_rec(&rec, t->shape, t->ndim);
@@ -554,14 +565,15 @@ int nt_fuse_scalar(int op, nt_Tensor *t, double s, bool first, nt_DType cd, nt_T
 ** chain's node is where_backward's formula (tfuse_grad.c), reading c. */
 int nt_fuse_where(nt_Tensor *c, nt_Tensor *a, nt_Tensor *b, nt_DType od, nt_Tensor **out) {
   nt_Tensor *ts[3] = { c, a, b };
-  if ((c->numel < FUSE_MIN_NUMEL && a->numel < FUSE_MIN_NUMEL && b->numel < FUSE_MIN_NUMEL) || !nt_fuse_enabled() ||
+  bool small_ok = small_joins(c) || small_joins(a) || small_joins(b);
+  if ((c->numel < FUSE_MIN_NUMEL && a->numel < FUSE_MIN_NUMEL && b->numel < FUSE_MIN_NUMEL && !small_ok) || !nt_fuse_enabled() ||
       (a->device != NT_CPU && a->device != NT_CUDA))
     return 0;
   int64_t s1[NT_MAXDIM], shape[NT_MAXDIM];
   int n1, nd;
   if (nt_broadcast_shapes("where", a->shape, a->ndim, b->shape, b->ndim, s1, &n1) ||
       nt_broadcast_shapes("where", c->shape, c->ndim, s1, n1, shape, &nd)) return -1;
-  if (!worth(nt_shape_numel(shape, nd), od, a->device, NT_OP_WHERE)) return 0;
+  if (!worth(nt_shape_numel(shape, nd), od, a->device, NT_OP_WHERE, small_ok)) return 0;
   /* (views of lazy values computed first: nt_fuse_binary says why) */
   for (int j = 0; j < 3; j++)
     if (lazy_of(ts[j]->storage) && !(whole_lazy(ts[j], shape, nd) && inlinable(ts[j])) && nt_settle_storage_(ts[j]->storage))
@@ -582,7 +594,7 @@ int nt_fuse_where(nt_Tensor *c, nt_Tensor *a, nt_Tensor *b, nt_DType od, nt_Tens
 }
 
 int nt_fuse_unary(int op, nt_Tensor *t, double s0, double s1, nt_DType cd, nt_Tensor **out) {
-  if (!worth(t->numel, cd, t->device, op) || op == NT_OP_LOGICAL_NOT) return 0;
+  if (!worth(t->numel, cd, t->device, op, small_joins(t)) || op == NT_OP_LOGICAL_NOT) return 0;
   if (contig_only_unary(op) && t->dtype == cd && !(t->flags & NT_T_CONTIG)) return 0;
   Rec rec;
   init_rec(&rec, t->shape, t->ndim);
@@ -598,7 +610,8 @@ typedef struct {
   const nt_Fused *r;
   nt_Tensor view[NT_FUSE_MAXIN];      /* inputs broadcast to the chain's shape */
   const char *base[NT_FUSE_MAXIN];    /* their first elements (raw: never nt_base here) */
-  bool direct[NT_FUSE_MAXIN];         /* contiguous at the chain's shape: tiles point into them */
+  int kind[NT_FUSE_MAXIN];            /* how tiles read them (nt_fuse_in_kind_) */
+  nt_FuseTiles tl;                    /* the chain's tiles (nt_fuse_tiles_) */
   size_t off_in[NT_FUSE_MAXIN], off_op[NT_FUSE_MAXOPS], per;   /* scratch layout for one tile size */
   int failed;
 } Ctx;
@@ -609,7 +622,7 @@ static void layout(Ctx *c, int64_t tile) {
   size_t o = 0;
   for (int i = 0; i < c->r->nin; i++) {
     c->off_in[i] = o;
-    if (!c->direct[i]) o += round64((size_t)tile * nt_dtype_size(c->view[i].dtype));
+    if (c->kind[i] != NT_FUSE_DIRECT && c->kind[i] != NT_FUSE_ROW) o += round64((size_t)tile * nt_dtype_size(c->view[i].dtype));
   }
   for (int k = 0; k + 1 < c->r->nops; k++) {
     c->off_op[k] = o;
@@ -664,6 +677,78 @@ static void tile_set(nt_Tensor *t, void *p, int64_t len) {
   t->shape[0] = len; t->numel = len;
 }
 
+/* ---- tiles aligned to rows ---------------------------------------------------
+** An operand broadcast down the leading axes (a bias row [D] in an [N, D]
+** chain) was gathered element by element into every tile, which made the
+** chain slower than unfused (bench/results/2026-11-30-fuserow.md).  Tiles now
+** follow the rows where they can: rows of D >= tile elements are cut into
+** equal chunks, so a tile lies in one row and such an operand is a
+** contiguous slice of its row (pointed into, no copy); shorter rows go whole,
+** k of them per tile, so every tile starts a row and the operand's tile is
+** the same in each (gathered once per worker).
+** Bits: every tile but the last is a multiple of FUSE_ALIGN elements and
+** starts at one, as the eager kernels' blocks do (ARITH_BLOCK, tcpu_elem.c):
+** the compiled loops run their remainder code (which may take a commutative
+** op's NaN operands the other way round) at the same elements fused and
+** unfused.  Rows that cannot be tiled so (D >= tile not a multiple of it;
+** FUSE_ALIGN rows longer than 2 tiles) keep the flat tiles of TILE. */
+#define FUSE_ALIGN 16   /* elements: the widest vector loop's step (AVX-512, f32) */
+static int64_t gcd64(int64_t a, int64_t b) { while (b) { int64_t t = a % b; a = b; b = t; } return a; }
+void nt_fuse_tiles_(nt_FuseTiles *t, const int64_t *shape, int nd, int64_t n, int64_t tile) {
+  t->n = n;
+  t->D = nd ? shape[nd - 1] : 1;
+  t->per_row = 0; t->rows = false; t->chunk = tile;
+  if (t->D <= 0 || n <= 0) { t->D = 1; t->ntiles = 0; return; }
+  int64_t D = t->D, m = FUSE_ALIGN / gcd64(D, FUSE_ALIGN);   /* whole rows per tile: a multiple of m */
+  if (D >= tile && D % FUSE_ALIGN == 0) {
+    int64_t per = (D + tile - 1) / tile, c = (D + per - 1) / per;
+    t->chunk = (c + FUSE_ALIGN - 1) / FUSE_ALIGN * FUSE_ALIGN;   /* <= tile: tile is a multiple of it */
+    t->per_row = (D + t->chunk - 1) / t->chunk;                   /* (the last chunk of a row is not empty) */
+    t->ntiles = n / D * t->per_row;
+    t->rows = true;
+    return;
+  }
+  if (D < tile && D * m <= 2 * tile) {
+    int64_t k = tile / D / m * m;
+    t->chunk = (k ? k : m) * D;
+    t->rows = true;
+  }
+  if (t->chunk > n) t->chunk = n;
+  t->ntiles = (n + t->chunk - 1) / t->chunk;
+}
+
+void nt_fuse_tile_at_(const nt_FuseTiles *t, int64_t j, int64_t *t0, int64_t *len) {
+  if (t->per_row) {
+    int64_t row = j / t->per_row, c = (j % t->per_row) * t->chunk;
+    *t0 = row * t->D + c;
+    *len = t->D - c < t->chunk ? t->D - c : t->chunk;
+  } else {
+    *t0 = j * t->chunk;
+    *len = t->n - *t0 < t->chunk ? t->n - *t0 : t->chunk;
+  }
+}
+
+int64_t nt_fuse_view_off_(const nt_Tensor *v, int64_t t0) {
+  int64_t off = 0;
+  for (int d = v->ndim - 1; d >= 0; d--) { off += t0 % v->shape[d] * v->strides[d]; t0 /= v->shape[d]; }
+  return off;
+}
+
+int nt_fuse_in_kind_(const nt_FuseTiles *t, const nt_Tensor *v) {
+  if (v->flags & NT_T_CONTIG) return NT_FUSE_DIRECT;
+  int nd = v->ndim;
+  if (nd == 0 || !t->rows) return NT_FUSE_GATHER;
+  /* each tile in one row: D >= tile, or whole-row tiles of one row each */
+  bool in_row = t->per_row || t->chunk == t->D;
+  if (in_row && (v->strides[nd - 1] == 1 || v->shape[nd - 1] == 1)) return NT_FUSE_ROW;
+  if (!t->per_row) {
+    bool flat = true;   /* the same values down every leading axis */
+    for (int d = 0; d + 1 < nd; d++) flat &= v->strides[d] == 0 || v->shape[d] == 1;
+    if (flat) return NT_FUSE_ONCE;
+  }
+  return NT_FUSE_GATHER;
+}
+
 /* (tfuse_bwd.c's tiles use the same three) */
 void nt_fuse_gather_(const nt_Tensor *v, const char *base, int64_t t0, int64_t len, char *dst) { gather(v, base, t0, len, dst); }
 void nt_fuse_tile_hdr_(nt_Tensor *t, nt_Storage *s, void *p, nt_DType dt, int64_t len) { tile_hdr(t, s, p, dt, len); }
@@ -703,8 +788,12 @@ static void run_tile(Ctx *c, Tiles *w, char *scratch, int64_t t0, int64_t len) {
   for (int i = 0; i < r->nin; i++) {
     size_t es = nt_dtype_size(c->view[i].dtype);
     char *p;
-    if (c->direct[i]) p = (char *)c->base[i] + (size_t)t0 * es;
-    else { p = scratch + c->off_in[i]; gather(&c->view[i], c->base[i], t0, len, p); }
+    switch (c->kind[i]) {
+      case NT_FUSE_DIRECT: p = (char *)c->base[i] + (size_t)t0 * es; break;
+      case NT_FUSE_ROW: p = (char *)c->base[i] + nt_fuse_view_off_(&c->view[i], t0) * (int64_t)es; break;
+      case NT_FUSE_ONCE: p = scratch + c->off_in[i]; break;   /* (gathered when the worker started) */
+      default: p = scratch + c->off_in[i]; gather(&c->view[i], c->base[i], t0, len, p);
+    }
     tile_set(&w->th[i], p, len);
   }
   for (int k = 0; k < r->nops; k++) {
@@ -742,12 +831,15 @@ static int eval(nt_Fused *r, bool stoppable) {
     }
     nt_bcast_view(&c.view[i], in, r->shape, r->ndim);
     c.base[i] = (const char *)in->storage->data + in->offset * (int64_t)nt_dtype_size(in->dtype);
-    c.direct[i] = (c.view[i].flags & NT_T_CONTIG) != 0;
   }
-  int64_t n = r->numel, ntiles = (n + TILE - 1) / TILE;
+  int64_t n = r->numel;
+  nt_fuse_tiles_(&c.tl, r->shape, r->ndim, n, TILE);
+  int64_t ntiles = c.tl.ntiles;
+  for (int i = 0; i < r->nin; i++) c.kind[i] = nt_fuse_in_kind_(&c.tl, &c.view[i]);
   bool par = n > NT_OMP_THRESHOLD;
-  Ctx small = c;
-  layout(&c, TILE);
+  Ctx small = c;   /* (its sub-tiles start anywhere in a row: what is not pointed into is gathered) */
+  for (int i = 0; i < r->nin; i++) if (small.kind[i] == NT_FUSE_ONCE) small.kind[i] = NT_FUSE_GATHER;
+  layout(&c, c.tl.chunk);
   layout(&small, TILE_SMALL);
   int failed = 0, stop = 0;
   _Pragma("omp parallel if (par) reduction(|: failed)")
@@ -756,12 +848,15 @@ static int eval(nt_Fused *r, bool stoppable) {
     Tiles w;
     tiles_init(&c, &w);
     char *sc = aligned_alloc(64, mine.per);
+    for (int i = 0; sc && i < r->nin; i++)   /* the operands every tile reads the same, once */
+      if (mine.kind[i] == NT_FUSE_ONCE) gather(&mine.view[i], mine.base[i], 0, mine.tl.chunk, sc + mine.off_in[i]);
     _Pragma("omp for schedule(static)")
     for (int64_t j = 0; j < ntiles; j++) {
       /* Ctrl-C: a flag load per tile (1024 elements of a whole chain) */
       if (__atomic_load_n(&stop, __ATOMIC_RELAXED)) continue;
       if (stoppable && NT_INTERRUPTED()) { __atomic_store_n(&stop, 1, __ATOMIC_RELAXED); continue; }
-      int64_t t0 = j * TILE, len = n - t0 < TILE ? n - t0 : TILE;
+      int64_t t0, len;
+      nt_fuse_tile_at_(&mine.tl, j, &t0, &len);
       if (sc) run_tile(&mine, &w, sc, t0, len);
       else {   /* no memory for the scratch: small tiles on the stack */
         Ctx sm = small;

@@ -241,25 +241,28 @@ static bool fast_call(const BCall *k) {
 static int bwd_run(Prog *p, nt_Tensor **outs) {
   nt_Tensor views[MAXEXT];
   const char *base[MAXEXT];
-  bool direct[MAXEXT];
+  int kind[MAXEXT];
+  nt_FuseTiles tl;   /* (tfuse.c's row-aligned tiles: a row operand is pointed into, or gathered once) */
+  nt_fuse_tiles_(&tl, p->shape, p->ndim, p->numel, TILE);
   for (int e = 0; e < p->next; e++) {
     nt_Tensor *t = p->ext[e];
     const char *d = nt_base(t);   /* (settles a lazy g before any tile reads it) */
     nt_bcast_view(&views[e], t, p->shape, p->ndim);
     base[e] = d;
-    direct[e] = (views[e].flags & NT_T_CONTIG) != 0;
+    kind[e] = nt_fuse_in_kind_(&tl, &views[e]);
   }
   /* scratch: a tile per gathered input and per call not stored to an output */
   size_t off[MAXSLOT], per = 0;
   for (int s = 0; s < p->nslot; s++) {
     off[s] = per;
-    bool need = p->slot[s].kind == S_EXT ? !direct[p->slot[s].ext] : !outs[s];
-    if (need) per += round64((size_t)TILE * nt_dtype_size(p->slot[s].dt));
+    bool need = p->slot[s].kind == S_EXT ? kind[p->slot[s].ext] == NT_FUSE_ONCE || kind[p->slot[s].ext] == NT_FUSE_GATHER
+                                         : !outs[s];
+    if (need) per += round64((size_t)tl.chunk * nt_dtype_size(p->slot[s].dt));
   }
   if (!per) per = 64;
   void *obase[MAXSLOT];
   for (int s = 0; s < p->nslot; s++) obase[s] = outs[s] ? nt_base(outs[s]) : NULL;
-  int64_t n = p->numel, ntiles = (n + TILE - 1) / TILE;
+  int64_t n = p->numel, ntiles = tl.ntiles;
   bool par = n > NT_OMP_THRESHOLD;
   int failed = 0, oom = 0;
   _Pragma("omp parallel if (par) reduction(|: failed, oom)")
@@ -269,18 +272,27 @@ static int bwd_run(Prog *p, nt_Tensor **outs) {
     nt_Storage *sh = calloc(MAXSLOT, sizeof(nt_Storage));
     if (!sc || !th || !sh) oom = 1;
     else
-      for (int s = 0; s < p->nslot; s++) nt_fuse_tile_hdr_(&th[s], &sh[s], NULL, p->slot[s].dt, 0);
+      for (int s = 0; s < p->nslot; s++) {
+        nt_fuse_tile_hdr_(&th[s], &sh[s], NULL, p->slot[s].dt, 0);
+        int e = p->slot[s].ext;   /* the operands every tile reads the same: once */
+        if (p->slot[s].kind == S_EXT && kind[e] == NT_FUSE_ONCE) nt_fuse_gather_(&views[e], base[e], 0, tl.chunk, sc + off[s]);
+      }
     _Pragma("omp for schedule(static)")
     for (int64_t j = 0; j < ntiles; j++) {
       if (!sc || !th || !sh) continue;
-      int64_t t0 = j * TILE, len = n - t0 < TILE ? n - t0 : TILE;
+      int64_t t0, len;
+      nt_fuse_tile_at_(&tl, j, &t0, &len);
       for (int s = 0; s < p->nslot; s++) {
         size_t es = nt_dtype_size(p->slot[s].dt);
         char *ptr;
         if (p->slot[s].kind == S_EXT) {
           int e = p->slot[s].ext;
-          if (direct[e]) ptr = (char *)base[e] + (size_t)t0 * es;
-          else { ptr = sc + off[s]; nt_fuse_gather_(&views[e], base[e], t0, len, ptr); }
+          switch (kind[e]) {
+            case NT_FUSE_DIRECT: ptr = (char *)base[e] + (size_t)t0 * es; break;
+            case NT_FUSE_ROW: ptr = (char *)base[e] + nt_fuse_view_off_(&views[e], t0) * (int64_t)es; break;
+            case NT_FUSE_ONCE: ptr = sc + off[s]; break;
+            default: ptr = sc + off[s]; nt_fuse_gather_(&views[e], base[e], t0, len, ptr);
+          }
           nt_fuse_tile_set_(&th[s], ptr, len);
           continue;
         }

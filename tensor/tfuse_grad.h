@@ -45,6 +45,22 @@ int nt_fuse_bwd_onepass_(const nt_FuseBwd *c, nt_Tensor *g, nt_Tensor **gin);
 void nt_fuse_gather_(const nt_Tensor *v, const char *base, int64_t t0, int64_t len, char *dst);
 void nt_fuse_tile_hdr_(nt_Tensor *t, nt_Storage *s, void *p, nt_DType dt, int64_t len);
 void nt_fuse_tile_set_(nt_Tensor *t, void *p, int64_t len);
+/* tfuse.c's tiling, shared with tfuse_bwd.c: where rows allow (rows: true),
+** tiles never straddle a row (the chain's last axis) in a way a row operand
+** would have to be gathered for: long rows are cut into per_row equal chunks,
+** short rows go whole, several per tile; else flat tiles.  chunk: the
+** longest tile. */
+typedef struct { int64_t n, D, chunk, per_row, ntiles; bool rows; } nt_FuseTiles;
+void nt_fuse_tiles_(nt_FuseTiles *t, const int64_t *shape, int nd, int64_t n, int64_t tile);
+void nt_fuse_tile_at_(const nt_FuseTiles *t, int64_t j, int64_t *t0, int64_t *len);
+/* how a tile reads an operand (its view at the chain's shape): DIRECT
+** (contiguous there: base + t0), ROW (within-row tiles, unit stride along the
+** row: a pointer into it, nt_fuse_view_off_), ONCE (whole-row tiles, constant
+** down the leading axes: every tile holds the same values, gathered once per
+** worker), GATHER (per tile) */
+enum { NT_FUSE_DIRECT, NT_FUSE_ROW, NT_FUSE_ONCE, NT_FUSE_GATHER };
+int nt_fuse_in_kind_(const nt_FuseTiles *t, const nt_Tensor *view);
+int64_t nt_fuse_view_off_(const nt_Tensor *view, int64_t t0);   /* element t0's offset, in elements */
 /* tfuse.c: compiles (cached) and launches a generated kernel (tfuse_rtc.h)
 ** over n elements; 0 (*cannot: 1 no compiler here, 2 this source failed,
 ** said once on stderr) or -1 + error */

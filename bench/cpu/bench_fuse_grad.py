@@ -118,5 +118,68 @@ def main():
     print(f"| torch 1.13 eager | {tm:.4f} | {tm / med['unfused']:.2f} | 1.00 |", flush=True)
 
 
+# Chains with broadcast row / column operands (issue 28, tensor/tfuse.c's
+# row-aligned tiles): forward alone and value_and_grad, fused against
+# unfused, at 1 and 2 threads, in CPU time (perf stat's task-clock of the
+# whole process, less a run of the same process without the timed loop),
+# which a loaded machine disturbs far less than wall time.
+#     NABLA=build/nabla /usr/bin/python3 bench/cpu/bench_fuse_grad.py rows
+ROW_ITERS = 20
+ROW_CHAINS = {
+    "issue chain, w [1000]": ("x = randn([1000, 1000])\nw = randn([1000])",
+                              "sum(tanh(x * w + 1) * 3 - x / (abs(w) + 1) + sigmoid(x * 0.5) * x)", "x, w"),
+    "bias + gelu, b [1000]": ("x = randn([1000, 1000])\nb = randn([1000])", "sum(gelu(x + b) * 1.5 - x)", "x, b"),
+    "bias + tanh, b [4096]": ("x = randn([256, 4096])\nb = randn([4096])", "sum(tanh(x + b) * x)", "x, b"),
+    "layernorm affine, m r [1000, 1], g b [1000]": (
+        "x = randn([1000, 1000])\nm = randn([1000, 1])\nr = randn([1000, 1])\ng = randn([1000])\nb = randn([1000])",
+        "sum((x - m) * r * g + b)", "x, m, r, g, b"),
+}
+
+
+def row_src(setup, expr, args, grad, iters):
+    names = args.replace(" ", "").split(",")
+    body = (f"vg = step({args})\nvg[0].item()\n" + "".join(f"vg[1][{i}].sum().item()\n" for i in range(len(names)))
+            if grad else f"({expr}).item()\n")
+    pre = f"step = value_and_grad(fn({args}) {expr}, {list(range(len(names)))})\n" if grad else ""
+    return f"{setup}\n{pre}for i in range({iters}) {{\n{body}}}\n"
+
+
+def task_clock_ms(src, fuse, threads):
+    path = f"/tmp/bench_fuse_rows_{os.getpid()}.nbl"
+    with open(path, "w") as f:
+        f.write(src)
+    env = dict(os.environ, NABLA_FUSE=fuse, OMP_NUM_THREADS=str(threads), OMP_WAIT_POLICY="passive")
+    r = subprocess.run(["perf", "stat", "-x,", "-e", "task-clock", NABLA, path], capture_output=True, text=True, env=env)
+    os.unlink(path)
+    if r.returncode:
+        raise SystemExit(f"nabla failed: {r.stderr[-600:]}")
+    for line in r.stderr.splitlines():
+        parts = line.split(",")
+        if len(parts) > 2 and parts[2] == "task-clock":
+            return float(parts[0])
+    raise SystemExit(f"no task-clock in perf's output: {r.stderr[-300:]}")
+
+
+def rows():
+    print(f"CPU ms per step (task-clock, median of {ROUNDS} alternating rounds, {ROW_ITERS} steps each, "
+          "less the same process without its loop):\n")
+    print("| chain | pass | threads | unfused ms | fused ms | fused / unfused |")
+    print("|---|---|---|---|---|---|")
+    for name, (setup, expr, args) in ROW_CHAINS.items():
+        for grad in (False, True):
+            for threads in (1, 2):
+                per = {}
+                for fuse in ("0", "1"):
+                    per[fuse] = []
+                for _ in range(ROUNDS):
+                    for fuse in ("0", "1"):
+                        base = task_clock_ms(row_src(setup, expr, args, grad, 1), fuse, threads)
+                        full = task_clock_ms(row_src(setup, expr, args, grad, ROW_ITERS + 1), fuse, threads)
+                        per[fuse].append((full - base) / ROW_ITERS)
+                u, f = statistics.median(per["0"]), statistics.median(per["1"])
+                print(f"| {name} | {'fwd+bwd' if grad else 'fwd'} | {threads} | {u:.2f} | {f:.2f} | {f / u:.2f} |", flush=True)
+
+
 if __name__ == "__main__":
-    main()
+    import sys
+    rows() if sys.argv[1:] == ["rows"] else main()
