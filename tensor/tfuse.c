@@ -59,6 +59,10 @@
 ** through nt_base (a stale cached pointer) as an internal error instead of
 ** computing from the new values silently.
 **
+** Small ops (under FUSE_MIN_NUMEL) are recorded too when an operand is read
+** by a pending chain (small_joins: else their read would compute that chain
+** and cut it in two), and computed alone when a big chain takes them in.
+**
 ** Which ops: + - * / // % maximum minimum, pow, the comparisons == != < <=
 ** > >= (computing in the promoted dtype, storing bools: a chain may end in a
 ** bool value, or convert one into a later op), the unary ops, and where

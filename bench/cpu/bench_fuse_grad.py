@@ -120,11 +120,14 @@ def main():
 
 # Chains with broadcast row / column operands (issue 28, tensor/tfuse.c's
 # row-aligned tiles): forward alone and value_and_grad, fused against
-# unfused, at 1 and 2 threads, in CPU time (perf stat's task-clock of the
-# whole process, less a run of the same process without the timed loop),
-# which a loaded machine disturbs far less than wall time.
+# unfused, at 1 and 2 threads, in CPU time: perf stat's task-clock of a
+# process running ROW_WARM + ROW_ITERS steps less that of one running
+# ROW_WARM steps (the first steps fill the allocator's block cache and fault
+# their pages in: steady state is what is compared), which a loaded machine
+# disturbs far less than wall time.
 #     NABLA=build/nabla /usr/bin/python3 bench/cpu/bench_fuse_grad.py rows
-ROW_ITERS = 20
+ROW_ITERS = 100
+ROW_WARM = 10
 ROW_CHAINS = {
     "issue chain, w [1000]": ("x = randn([1000, 1000])\nw = randn([1000])",
                               "sum(tanh(x * w + 1) * 3 - x / (abs(w) + 1) + sigmoid(x * 0.5) * x)", "x, w"),
@@ -161,8 +164,8 @@ def task_clock_ms(src, fuse, threads):
 
 
 def rows():
-    print(f"CPU ms per step (task-clock, median of {ROUNDS} alternating rounds, {ROW_ITERS} steps each, "
-          "less the same process without its loop):\n")
+    print(f"CPU ms per step (task-clock, median of {ROUNDS} alternating rounds: a process of {ROW_WARM} + {ROW_ITERS} "
+          f"steps less one of {ROW_WARM}, divided by {ROW_ITERS}):\n")
     print("| chain | pass | threads | unfused ms | fused ms | fused / unfused |")
     print("|---|---|---|---|---|---|")
     for name, (setup, expr, args) in ROW_CHAINS.items():
@@ -173,8 +176,8 @@ def rows():
                     per[fuse] = []
                 for _ in range(ROUNDS):
                     for fuse in ("0", "1"):
-                        base = task_clock_ms(row_src(setup, expr, args, grad, 1), fuse, threads)
-                        full = task_clock_ms(row_src(setup, expr, args, grad, ROW_ITERS + 1), fuse, threads)
+                        base = task_clock_ms(row_src(setup, expr, args, grad, ROW_WARM), fuse, threads)
+                        full = task_clock_ms(row_src(setup, expr, args, grad, ROW_WARM + ROW_ITERS), fuse, threads)
                         per[fuse].append((full - base) / ROW_ITERS)
                 u, f = statistics.median(per["0"]), statistics.median(per["1"])
                 print(f"| {name} | {'fwd+bwd' if grad else 'fwd'} | {threads} | {u:.2f} | {f:.2f} | {f / u:.2f} |", flush=True)
