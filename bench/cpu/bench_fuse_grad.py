@@ -14,6 +14,8 @@ pass (tensor/tfuse_bwd.c).  Then a micro-benchmark: value_and_grad of one
 12-op chain on [1000, 1000] f32 (CHAIN), the same three ways and torch's
 eager autograd (same threads), median of ITERS steps per process.
     NABLA=build/nabla /usr/bin/python3 bench/cpu/bench_fuse_grad.py
+With the argument `rows`: chains with broadcast row / column operands, fused
+against unfused in CPU time (see rows() below; issue 28's fuserow results).
 """
 import os
 import statistics
