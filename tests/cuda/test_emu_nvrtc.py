@@ -22,6 +22,11 @@ Counted: the fused run launches ONE kernel per chain (cuda.stats()), the
 unfused one at least two; a chain with the same signature (other data,
 other scalars) hits the compile cache; NABLA_FUSE_DUMP writes the source.
 Sizes are above the fusion threshold (16384 elements).
+The dtypes' programs and run_extra's share one process per mode (fused,
+unfused; f32 alone without a compiler): a process and the emulated module's
+load cost ~1 s under ASan.  Most of the suite's time is the emulator
+compiling the ~80 generated kernels (CI's cache starts empty): ~0.65 s CPU
+each with the precompiled emu.h (cuda/emu/meson.build).
 
 Run by tools/run-tests.sh (release build; NABLA_ASAN=1: the ASan build).
 """
@@ -39,6 +44,9 @@ import emuutil  # noqa: E402
 RNG = np.random.default_rng()
 SHAPE = (160, 128)
 TORCH_DT = {"f32": torch.float32, "f64": torch.float64, "f16": torch.float16, "bf16": torch.bfloat16}
+DUMP = os.path.join(TMPDIR, "dump")   # NABLA_FUSE_DUMP of the fused run (every dtype's sources)
+batch_paths = {}   # dtype: {input name: .npy path} (main)
+extra_arrs = {}    # run_extra's inputs (main)
 # relative tolerance against torch: per-op rounding of the chain's few ops (and
 # libm against torch's math), relative to the result plus TERMS, the size of
 # the terms a chain sums (inputs ~ 2 N(0, 1))
@@ -139,9 +147,11 @@ def torch_ref(expr, dt, arrs):
     return r.to(torch.bool).numpy() if r.dtype == torch.bool else r.to(TORCH_DT[dt]).to(torch.float64).numpy()
 
 
-def script(dt, paths, res, dump):
-    """the nabla program: inputs loaded and moved to CUDA; each case computed,
-    settled between two cuda.stats() reads, saved (f32/f64/bool on the host)"""
+def script(dt, paths, res):
+    """the nabla program of dtype dt: inputs loaded and moved to CUDA; each
+    case computed, settled between two cuda.stats() reads, saved (f32/f64/bool
+    on the host); every line it prints starts with "dt." (the dtypes share a
+    process)"""
     L = []
     for k, p in paths.items():
         L.append(f'{k} = load_npy("{p}").to("{dt}").cuda()')
@@ -153,20 +163,20 @@ def script(dt, paths, res, dump):
         L.append("l0 = cuda.stats().launches")
         L.append(f"v = settle({expr})")
         L.append("l1 = cuda.stats().launches")
-        L.append(f'print("L{i}", l1 - l0)')
+        L.append(f'print("{dt}.L{i}", l1 - l0)')
         L.append(f'save_npy("{res}_{i}.npy", v.cpu().to(if v.dtype == "bool" {{ "bool" }} else {{ "{save_dt}" }}))')
     # the same signature as case 0 (other data, other scalars): a cache hit
     L.append("f0 = fuse_stats()")
     L.append("w = settle((y + x) * 3 - x / 7)")
     L.append("f1 = fuse_stats()")
-    L.append('print("CACHE", f1.compiles - f0.compiles, f1.compile_hits - f0.compile_hits, f1.cuda_fused - f0.cuda_fused)')
+    L.append(f'print("{dt}.CACHE", f1.compiles - f0.compiles, f1.compile_hits - f0.compile_hits, f1.cuda_fused - f0.cuda_fused)')
     L.append(f'save_npy("{res}_cache.npy", w.cpu().to("{save_dt}"))')
     # through autograd: the chain is one FusedBackward node whose kernel also
     # stores the intermediates its backward reads (tanh's output, mul's operands)
     L.append("a = x.clone().requires_grad()")
     L.append("b0 = autograd_stats().bytes")
     L.append("h = settle(tanh(a * y + 1) * 3 - a / (abs(y) + 1))")
-    L.append('print("HELD", autograd_stats().bytes - b0, h.grad_fn)')
+    L.append(f'print("{dt}.HELD", autograd_stats().bytes - b0, h.grad_fn)')
     L.append("h = nil")
     L.append(f"g = grad(fn(a) sum({GRAD_EXPR}))(a)")
     L.append(f'save_npy("{res}_grad.npy", g.cpu().to("{save_dt}"))')
@@ -182,14 +192,15 @@ def script(dt, paths, res, dump):
     L.append("backward(h2, bg)")
     L.append("l1 = cuda.stats().launches")
     L.append("f1 = fuse_stats()")
-    L.append('print("BWD", l1 - l0, f1.backward_fused - f0.backward_fused, f1.backward_fallbacks - f0.backward_fallbacks)')
-    L.append('print("WHY", f1.backward_fallback_reason)')
+    L.append(f'print("{dt}.BWD", l1 - l0, f1.backward_fused - f0.backward_fused, f1.backward_fallbacks - f0.backward_fallbacks)')
+    L.append(f'print("{dt}.WHY", f1.backward_fallback_reason)')
     for k in ("a2", "w2", "r2"):
         L.append(f'save_npy("{res}_bwd_{k}.npy", {k}.grad.cpu().to("{save_dt}"))')
     return "\n".join(L) + "\n"
 
 
-def run_batch(dt):
+def batch_inputs(dt):
+    """dtype dt's fresh random inputs, saved for the nabla program"""
     arrs = {"x": edgy(SHAPE, dt), "y": edgy(SHAPE, dt), "r": edgy(SHAPE[1:], dt), "c": edgy((SHAPE[0], 1), dt),
             "z": edgy((), dt), "bx": edgy(SHAPE, dt, clean=True), "by": edgy(SHAPE, dt, clean=True),
             "br": edgy(SHAPE[1:], dt, clean=True), "bg": edgy(SHAPE, dt, clean=True)}
@@ -197,27 +208,42 @@ def run_batch(dt):
     for k, v in arrs.items():
         paths[k] = os.path.join(TMPDIR, f"{dt}_{k}.npy")
         np.save(paths[k], v)
+    return arrs, paths
+
+
+def run_all(dts, extra):
+    """every dtype's program (and run_extra's) in ONE nabla process per mode
+    (a process and the emulated module's load cost ~1 s under ASan), twice:
+    NABLA_FUSE=1 (NABLA_FUSE_DUMP on) and NABLA_FUSE=0; then f32's alone with
+    fusion on and no run-time compiler ("rtc0", NABLA_FUSE_RTC=0: the chains
+    run op by op, the first after a one-line note, with the unfused bits).
+    Returns {mode: (tags, stderr)} (a mode missing: its process failed, with
+    its FAIL line), the tags being each "key value" line printed"""
     got = {}
-    # rtc0: fusion on, no run-time compiler (NABLA_FUSE_RTC=0): the chains run
-    # op by op (the first after a one-line note), with the unfused bits
-    for mode in ("1", "0") + (("rtc0",) if dt == "f32" else ()):
-        res = os.path.join(TMPDIR, f"{dt}_res{mode}")
-        dump = os.path.join(TMPDIR, f"dump_{dt}")
-        os.makedirs(dump, exist_ok=True)
-        env = dict(ENV, NABLA_FUSE="1" if mode == "rtc0" else mode, NABLA_FUSE_DUMP=dump)
+    for mode in ("1", "0") + (("rtc0",) if "f32" in dts else ()):
+        code = "".join(script(dt, batch_paths[dt], os.path.join(TMPDIR, f"{dt}_res{mode}"))
+                       for dt in (("f32",) if mode == "rtc0" else dts))
+        if extra and mode != "rtc0":
+            code += extra_script(os.path.join(TMPDIR, f"extra_res{mode}"))
+        env = dict(ENV, NABLA_FUSE="1" if mode == "rtc0" else mode, NABLA_FUSE_DUMP=DUMP)
         if mode == "rtc0":
             env["NABLA_FUSE_RTC"] = "0"
-        rc, so, se = run([NABLA, "-e", script(dt, paths, res, dump)], 900, env=env)
+        rc, so, se = run([NABLA, "-e", code], 1800, env=env)
         if rc != 0:
-            check(False, f"emu.nvrtc.{dt}.run[NABLA_FUSE={mode}]", f"rc {rc}: {so[-600:]} {se[-900:]}")
-            return
-        tags = {}
-        for line in so.splitlines():
-            k, _, v = line.partition(" ")
-            tags[k] = v
-        got[mode] = (tags, res, se)
-    tags1, res1, se1 = got["1"]
-    tags0, res0, _ = got["0"]
+            check(False, f"emu.nvrtc.run[NABLA_FUSE={mode}]", f"rc {rc}: {so[-600:]} {se[-900:]}")
+            continue
+        got[mode] = (dict(line.partition(" ")[::2] for line in so.splitlines()), se)
+    return got
+
+
+def check_batch(dt, arrs, got):
+    """dtype dt's checks on the runs' results and tags"""
+    if "1" not in got or "0" not in got:
+        return
+    res1, res0 = os.path.join(TMPDIR, f"{dt}_res1"), os.path.join(TMPDIR, f"{dt}_res0")
+    tags1 = {k[len(dt) + 1:]: v for k, v in got["1"][0].items() if k.startswith(dt + ".")}
+    tags0 = {k[len(dt) + 1:]: v for k, v in got["0"][0].items() if k.startswith(dt + ".")}
+    se1 = got["1"][1]
     if "unfused" in se1:
         check(False, f"emu.nvrtc.{dt}.compiler", se1[-600:])
         return
@@ -250,8 +276,8 @@ def run_batch(dt):
     a1 = canon(np.load(f"{res1}_cache.npy"))
     a0 = canon(np.load(f"{res0}_cache.npy"))
     check(a1.tobytes() == a0.tobytes(), f"emu.nvrtc.{dt}.cache_hit.bits", "the cached kernel's result differs from unfused")
-    if "rtc0" in got:
-        tags2, res2, se2 = got["rtc0"]
+    if "rtc0" in got and dt == "f32":
+        se2, res2 = got["rtc0"][1], os.path.join(TMPDIR, f"{dt}_resrtc0")
         same = all(canon(np.load(f"{res2}_{i}.npy")).tobytes() == canon(np.load(f"{res0}_{i}.npy")).tobytes()
                    for i in range(len(cases_for(dt))))
         same = same and canon(np.load(f"{res2}_grad.npy")).tobytes() == canon(np.load(f"{res0}_grad.npy")).tobytes()
@@ -275,9 +301,11 @@ def run_batch(dt):
           0 < int(held1[0]) <= int(held0[0]))
     check(ok, f"emu.nvrtc.{dt}.grad.held_bytes",
           f"fused: {held1} unfused: {held0} (want a FusedBackward node holding > 0 bytes, no more than unfused)")
-    dumped = [f for f in os.listdir(os.path.join(TMPDIR, f"dump_{dt}")) if f.endswith(".cu")]
-    text = open(os.path.join(TMPDIR, f"dump_{dt}", dumped[0])).read() if dumped else ""
-    check(len(dumped) >= 5 and "nabla_fused" in text, f"emu.nvrtc.{dt}.dump", f"NABLA_FUSE_DUMP wrote {len(dumped)} sources")
+    # (the sources of every dtype share DUMP: dt's name its ops, "mul:f32 exp:f32 ...", on line 2)
+    texts = [open(os.path.join(DUMP, f)).read() for f in sorted(os.listdir(DUMP)) if f.endswith(".cu")]
+    mine = [t for t in texts if re.search(rf":{dt}\b", "".join(t.splitlines()[1:2]))]
+    check(len(mine) >= 5 and all("nabla_fused" in t for t in mine), f"emu.nvrtc.{dt}.dump",
+          f"NABLA_FUSE_DUMP wrote {len(mine)} sources of {dt} ({len(texts)} in all)")
 
 
 def bwd_checks(dt, arrs, tags1, tags0, res1, res0):
@@ -348,41 +376,43 @@ def ints(shape, dtype):
     return a
 
 
-def run_extra():
-    """EXTRA fused against unfused (bits) and torch; the vector path on an
-    aligned input and the scalar path on an offset view of it (one element
-    in: not 16-byte aligned), an odd length for the tail"""
+def extra_inputs():
+    """run_extra's fresh random inputs, saved for extra_script"""
     arrs = {"x": edgy(SHAPE, "f32"), "y": edgy(SHAPE, "f32"), "r": edgy(SHAPE[1:], "f32"), "z": edgy((), "f32"),
             "cm": RNG.random((SHAPE[0], 1)) < 0.5, "xi": ints(SHAPE, np.int32), "yi": ints(SHAPE, np.int32),
             "li": ints(SHAPE, np.int64), "mi": ints(SHAPE, np.int64), "ui": ints(SHAPE, np.uint8),
             "vi": ints(SHAPE, np.uint8), "xb": RNG.random(SHAPE) < 0.5, "yb": RNG.random(SHAPE) < 0.5,
             "xv": edgy((16387,), "f32")}
-    L = []
     for k, v in arrs.items():
-        path = os.path.join(TMPDIR, f"extra_{k}.npy")
-        np.save(path, v)
-        L.append(f'{k} = load_npy("{path}").cuda()')
-    L.append("xo = xv[1:]")
-    L.append("cuda.synchronize()")
-    got = {}
-    for mode in ("1", "0"):
-        res = os.path.join(TMPDIR, f"extra_res{mode}")
-        S = list(L)
-        for i, (name, expr, _, _) in enumerate(EXTRA):
-            S += ["l0 = cuda.stats().launches", f"v = settle({expr})", f'print("L{i}", cuda.stats().launches - l0)',
-                  f'save_npy("{res}_{i}.npy", v.cpu())']
-        # integer // by zero: the unfused kernel's error, the same with fusion on
-        S += ['e = try { settle(((xi + yi) // (yi * 0)).sum().item()) } catch e { e.message }', 'print("ZERODIV", e)']
-        for j, src in enumerate(("xv", "xo")):
-            S += ["f0 = fuse_stats()", f"v = settle({src} * 2 + 1)", "f1 = fuse_stats()",
-                  f'print("VEC{j}", f1.cuda_vec - f0.cuda_vec, f1.cuda_fused - f0.cuda_fused)', f'save_npy("{res}_v{j}.npy", v.cpu())']
-        rc, so, se = run([NABLA, "-e", "\n".join(S) + "\n"], 900, env=dict(ENV, NABLA_FUSE=mode))
-        if rc != 0:
-            check(False, f"emu.nvrtc.extra.run[NABLA_FUSE={mode}]", f"rc {rc}: {so[-600:]} {se[-900:]}")
-            return
-        got[mode] = (dict(line.partition(" ")[::2] for line in so.splitlines()), res, se)
-    tags1, res1, se1 = got["1"]
-    tags0, res0, _ = got["0"]
+        np.save(os.path.join(TMPDIR, f"extra_{k}.npy"), v)
+    return arrs
+
+
+def extra_script(res):
+    """EXTRA's program (after the dtypes' in their process: its lines start with "extra.")"""
+    S = [f'{k} = load_npy("{os.path.join(TMPDIR, f"extra_{k}.npy")}").cuda()' for k in extra_arrs]
+    S += ["xo = xv[1:]", "cuda.synchronize()"]
+    for i, (name, expr, _, _) in enumerate(EXTRA):
+        S += ["l0 = cuda.stats().launches", f"v = settle({expr})", f'print("extra.L{i}", cuda.stats().launches - l0)',
+              f'save_npy("{res}_{i}.npy", v.cpu())']
+    # integer // by zero: the unfused kernel's error, the same with fusion on
+    S += ['e = try { settle(((xi + yi) // (yi * 0)).sum().item()) } catch e { e.message }', 'print("extra.ZERODIV", e)']
+    for j, src in enumerate(("xv", "xo")):
+        S += ["f0 = fuse_stats()", f"v = settle({src} * 2 + 1)", "f1 = fuse_stats()",
+              f'print("extra.VEC{j}", f1.cuda_vec - f0.cuda_vec, f1.cuda_fused - f0.cuda_fused)', f'save_npy("{res}_v{j}.npy", v.cpu())']
+    return "\n".join(S) + "\n"
+
+
+def check_extra(arrs, got):
+    """EXTRA fused against unfused (bits) and torch; the vector path on an
+    aligned input and the scalar path on an offset view of it (one element
+    in: not 16-byte aligned), an odd length for the tail"""
+    if "1" not in got or "0" not in got:
+        return
+    res1, res0 = os.path.join(TMPDIR, "extra_res1"), os.path.join(TMPDIR, "extra_res0")
+    tags1 = {k[6:]: v for k, v in got["1"][0].items() if k.startswith("extra.")}
+    tags0 = {k[6:]: v for k, v in got["0"][0].items() if k.startswith("extra.")}
+    se1 = got["1"][1]
     if "unfused" in se1 or "failed to compile" in se1:
         check(False, "emu.nvrtc.extra.compiler", se1[-900:])
     for i, (name, _, texpr, want) in enumerate(EXTRA):
@@ -471,13 +501,21 @@ def run_cache():
 
 
 def main():
+    global batch_paths, extra_arrs
     if no_module("emu_nvrtc"):
         return 0
-    for dt in (os.environ.get("NVRTC_ONLY") or "f32 bf16 f16 f64").split():
-        if dt in TORCH_DT:
-            run_batch(dt)
-    if not os.environ.get("NVRTC_ONLY") or "extra" in os.environ["NVRTC_ONLY"]:
-        run_extra()
+    only = os.environ.get("NVRTC_ONLY")   # (e.g. "bf16 extra": those parts alone)
+    dts = [dt for dt in (only or "f32 bf16 f16 f64").split() if dt in TORCH_DT]
+    extra = not only or "extra" in only
+    os.makedirs(DUMP, exist_ok=True)
+    batch = {dt: batch_inputs(dt) for dt in dts}
+    batch_paths = {dt: batch[dt][1] for dt in dts}
+    extra_arrs = extra_inputs() if extra else {}
+    got = run_all(dts, extra)
+    for dt in dts:
+        check_batch(dt, batch[dt][0], got)
+    if extra:
+        check_extra(extra_arrs, got)
         run_cache()
     return 1 if emuutil.n_fail else 0
 
