@@ -187,12 +187,28 @@ def test_gradcheck():
 
 
 # ---- builtins that copy a device tensor to the host ---------------------------------------
+def run_together(*tests):
+    """runs the nabla code each test (a generator) yields in ONE process, each in a function of its
+    own (its names stay its own), and sends each its part of the output, with the process's exit
+    status and stderr (a process start with the emulated module is most of a small check's time
+    under ASan); a test that changes global state (the default device) goes last"""
+    codes = [next(t) for t in tests]
+    src = "".join(f"fn part{i}() {{\n{c}\n}}\npart{i}()\nprint(\"=== end of part\")\n" for i, c in enumerate(codes))
+    rc, so, se = nabla(src)
+    parts = so.split("=== end of part\n")
+    for i, t in enumerate(tests):
+        try:
+            t.send((rc, parts[i] if i < len(parts) else "", se))
+        except StopIteration:
+            pass
+
+
 def test_save_npy():
     """save_npy writes a device tensor's values (NumPy reads them back: it
     wrote from a NULL host pointer, 'Bad address')"""
     path, host = os.path.join(TMPDIR, "dev.npy"), os.path.join(TMPDIR, "host.npy")
     vals = RNG.standard_normal((3, 5))
-    rc, so, se = nabla(f'x = load_npy("{npy(vals, "sn")}").to("cuda")\nsave_npy("{path}", x)\nsave_npy("{host}", x.cpu())\nprint(x.device)')
+    rc, so, se = yield f'x = load_npy("{npy(vals, "sn")}").to("cuda")\nsave_npy("{path}", x)\nsave_npy("{host}", x.cpu())\nprint(x.device)'
     try:
         got, want = np.load(path), np.load(host)
         ok = rc == 0 and got.dtype == np.float64 and np.array_equal(got, want) and np.array_equal(got, vals) and "cuda" in so
@@ -220,7 +236,7 @@ def test_host_copies():
             f'write_bytes("{raw}", u)\nprint("DEC", decode(u))\n'
             'print("LIST", a.tolist())\nprint("ITEM", a[2, 4].item(), b[3].item())\n'
             'plot(a[1])\nprint("--")\nplot(a[1].cpu())\nprint("alive")')
-    rc, so, se = nabla(code)
+    rc, so, se = yield code
     lines = so.splitlines()
     get = lambda tag: next((l[len(tag) + 1:] for l in lines if l.startswith(tag + " ")), None)  # noqa: E731
     try:
@@ -367,7 +383,7 @@ def test_default_device_factories():
             f'full([{k}], 2), tensor([1, 2]), rand({k}), randn({k}), randint(0, {k}, [{k}]), randperm({k}), empty({k})) {{ print("D", t.device) }}\n'
             f'print("A", tolist(arange(1, {k}, 2)))\nprint("L", tolist(linspace(0, 1, {k})))\nprint("E", tolist(eye({k}, {k + 1})))\n'
             f'print("C", arange({k}, device="cpu").device, eye(2, device="cpu").device)\n')
-    rc, so, se = nabla(code)
+    rc, so, se = yield code
     lines = so.splitlines()
     devs = [l.split()[1] for l in lines if l.startswith("D ")]
     got = {l[0]: l[2:] for l in lines if l[:2] in ("A ", "L ", "E ", "C ")}
@@ -384,13 +400,11 @@ def test_default_device_factories():
 def main():
     if no_module("emu_hostside"):
         return 0
-    test_save_npy()
     test_gradcheck()
-    test_host_copies()
+    run_together(test_save_npy(), test_host_copies(), test_default_device_factories())
     test_dist_device_values()
     test_kernel_display()
     test_device_indexing()
-    test_default_device_factories()
     return 1 if emuutil.n_fail else 0
 
 
