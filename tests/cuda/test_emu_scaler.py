@@ -20,7 +20,8 @@ emulated device.  Run by tools/run-tests.sh with the release build and again
     a checkpoint's state assigned to scaler.state reaches the device; infs injected at chosen steps
     (skips, backoff, growth after growth_interval).
   * compile: a GPT-shaped f16-autocast step with the scaler inside compile:
-    1 capture, the rest replays, no fallback, equal to eager bit for bit
+    1 capture, the rest replays, no fallback, equal to eager (the model
+    built again from the seed in the same process) bit for bit
     over 7 steps, one of them skipped (an inf injected in a replay); a
     replay reads nothing back (no host wait).
   * resume: a checkpoint after a skipped step (opt.state.skipped) resumed in
@@ -305,7 +306,9 @@ print("restore {a} {sc.get_scale()} {sc.state.growth_tracker.item()} {sk.item()}
 
 
 # ---------------------------------------------------------------- compile
-GPT = GPT_MODEL + r"""
+# GPT_TRAIN with STEP_FN compile(whole) (tag c_), then the model built again from the same seed
+# (GPT_MODEL) and trained eagerly: STEP_FN whole, what compile returns with NABLA_COMPILE=0 (tag e_)
+GPT_TRAIN = r"""
 fn forward(m, idx, targets) {
   x = m.wte(idx) + m.wpe(arange(T))
   for blk in m.blocks { x = blk(x) }
@@ -320,36 +323,39 @@ fn whole(m, idx, targets, k) {
   skipped = sc.step(opt, r[1])
   list(r[0], skipped)
 }
-step = compile(whole)
+step = STEP_FN
 res = list()
 for s in 0..7 {
   k = if s == 4 { full([], inf) } else { ones([]) }
   r = step(model, randint(0, V, [B, T]), randint(0, V, [B, T]), k)
   push(res, list(r[0].item(), r[1].item(), sc.get_scale()))
 }
-print("steps {res}")
-print("params {map(nn.parameters(model), fn(p) tolist(reshape(p, [-1])))}")
-print("t {opt.state.t}")
+print("TAG_steps {res}")
+print("TAG_params {map(nn.parameters(model), fn(p) tolist(reshape(p, [-1])))}")
+print("TAG_t {opt.state.t}")
 if type(step) == "record" and has(step, "stats") {
   st = step.stats()
-  print("stats {st.captures} {st.replays} {st.eager_calls}")
-  print("reasons {st.reasons}")
+  print("TAG_stats {st.captures} {st.replays} {st.eager_calls}")
+  print("TAG_reasons {st.reasons}")
   args = list(randint(0, V, [B, T]), randint(0, V, [B, T]), ones([]))
   cuda.synchronize()
   cuda.reset_stats()
   r = step(model, args[0], args[1], args[2])
   c = cuda.stats()
-  print("replay syncs={c.syncs} h2d={c.memcpy_h2d} d2h={c.memcpy_d2h} mallocs={c.mallocs}")
+  print("TAG_replay syncs={c.syncs} h2d={c.memcpy_h2d} d2h={c.memcpy_d2h} mallocs={c.mallocs}")
 }
 """
+GPT = (GPT_MODEL + GPT_TRAIN.replace("STEP_FN", "compile(whole)").replace("TAG_", "c_")
+       + GPT_MODEL + GPT_TRAIN.replace("STEP_FN", "whole").replace("TAG_", "e_"))
 
 
 def compiled():
-    rc1, so1, se1 = nb(GPT, SEED="7")
-    rc0, so0, se0 = nb(GPT, SEED="7", NABLA_COMPILE="0")
-    if rc1 or rc0:
-        out("FAIL", "scaler.compile_gpt_f16.runs", f"compiled rc={rc1}: {se1[-1500:]} | eager rc={rc0}: {se0[-800:]}")
+    rc, so, se = nb(GPT, SEED="7")
+    if rc:
+        out("FAIL", "scaler.compile_gpt_f16.runs", f"rc={rc}: {se[-1500:]}")
         return
+    so1 = "\n".join(l[2:] for l in so.splitlines() if l.startswith("c_"))
+    so0 = "\n".join(l[2:] for l in so.splitlines() if l.startswith("e_"))
     steps = lines_of(so1, "steps")
     skipped = eval(steps[0].replace("true", "True").replace("false", "False").replace("inf", "float('inf')").replace("nan", "float('nan')")) if steps else []
     st = lines_of(so1, "stats")
