@@ -751,10 +751,11 @@ def test_cuda_offload_per_unit_stage3(name):
 
 
 shared(WORLD, """
+# the parameters before any step: the same seeded bf16 model for every stage
+start = train(cfg_of(1, steps=0, width=48, dtype="bf16"))
 for st in 1..4 {
   g = train(cfg_of(st, bucket_mb=0.001, width=48, dtype="bf16"))
   o = train(cfg_of(st, offload="optimizer", bucket_mb=0.001, width=48, dtype="bf16"))
-  start = train(cfg_of(st, steps=0, width=48, dtype="bf16"))
   print("R bf{st}", compare(o, g)[0], compare(o, g)[1], moved(o, start), o[0][4][0], o[0][4][4])
 }
 """)
