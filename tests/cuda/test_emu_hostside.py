@@ -110,31 +110,60 @@ GC_LINE = re.compile(r"^(OK true|ERR (\w+) (.*))$")
 GC_ELEM = re.compile(r"input (\d+), element (\d+): autograd (\S+), finite differences (\S+) ")
 
 
-def gc_run(pre, f, paths, device):
+def gc_case(tag, pre, f, paths, device):
+    """nabla source of one gradcheck case as a function gc_TAG() run in the suite's one process:
+    prints 'GC_TAG OK true' or 'GC_TAG ERR name message' and its first input's device"""
     ins = ", ".join(f'load_npy("{p}")' + ('.cuda()' if device == "cuda" else "") for p in paths)
-    code = (pre + f"xs = [{ins}]\n"
-            f"try {{ print(\"OK\", gradcheck({f}, xs)) }} catch e {{ print(\"ERR\", e.name, e.message) }}\n"
-            "print(xs[0].device)\nprint(\"alive\")")
-    rc, so, se = nabla(code)
-    lines = so.strip().splitlines()
-    if rc != 0 or len(lines) < 3 or lines[-1] != "alive" or lines[-2] != device or not GC_LINE.match(lines[0]):
-        return None, f"rc {rc}: {so[-600:]} {se[-600:]}"
-    return lines[0], ""
+    return (f"fn gc_{tag}() {{\n" + pre + f"xs = [{ins}]\n"
+            f'try {{ print("GC_{tag} OK", gradcheck({f}, xs)) }} catch e {{ print("GC_{tag} ERR", e.name, replace(e.message, "\\n", " ")) }}\n'
+            f'print("GCDEV_{tag}", xs[0].device)\n}}\ngc_{tag}()\n')
+
+
+def gc_result(so, tag, device):
+    """the verdict line of gc_case's TAG, or None and why"""
+    got, dev = [l[len(tag) + 4:] for l in so.splitlines() if l.startswith(f"GC_{tag} ")], \
+        [l[len(tag) + 7:] for l in so.splitlines() if l.startswith(f"GCDEV_{tag} ")]
+    if len(got) != 1 or dev != [device] or not GC_LINE.match(got[0]):
+        return None, f"{tag}: verdict {got}, device {dev} (want {device})"
+    return got[0], ""
 
 
 def test_gradcheck():
+    """every case on both devices, and the checks after them, in one process (a process start
+    with the emulated module is most of a small check's time under ASan)"""
     import torch
     torch_classes(torch)
+    src, cases = [], []
     for name, pre, f, tf, shapes, expected in GC_CASES:
-        tname = f"emu.gradcheck_device.{name}"
         arrs = [RNG.standard_normal(s) for s in shapes]
         paths = [npy(a, f"gc_{name}_{i}") for i, a in enumerate(arrs)]
-        dev, why_d = gc_run(pre, f, paths, "cuda")
-        host, why_h = gc_run(pre, f, paths, "cpu")
+        src += [gc_case(f"{name}_cuda", pre, f, paths, "cuda"), gc_case(f"{name}_cpu", pre, f, paths, "cpu")]
+        cases.append((name, tf, arrs, expected))
+    # an integer input on the device (cross_entropy's targets) rides along unperturbed
+    x, y = RNG.standard_normal((4, 3)), RNG.integers(0, 3, 4)
+    px, py = npy(x, "ce_x"), npy(y.astype(np.int64), "ce_y")
+    src.append(gc_case("ce_cuda", "", "fn(x, y) cross_entropy(x, y)", [px, py], "cuda"))
+    # f and the backward run on the device: every call of f sees device inputs
+    # (the perturbed ones too), the custom backward gets a device gradient
+    n = int(RNG.integers(2, 6))
+    src.append('fn on_device() {\n  seen = list(); bw = list()\n'
+               '  sq = custom_vjp(fn(x) { push(seen, x.device); [x * x, x] }, fn(x, g) { push(bw, g.device); g * 2 * x })\n'
+               f'  print("ONDEV", gradcheck(fn(x) sq(x), [randn({n}).cuda()]))\n'
+               '  print("ONDEV", len(seen), join(map(seen, str), ","))\n  print("ONDEV", len(bw), join(map(bw, str), ","))\n}\non_device()\n')
+    # f mixing the device input with a host tensor: a clear error, the interpreter goes on
+    src.append('w = randn(3)\nxs = [randn(3).cuda()]\n'
+               'try { gradcheck(fn(x) sum(x * w), xs) } catch e { print("MIXED", e.name, e.message) }\nprint("alive")')
+    rc, so, se = nabla("".join(src))
+    if rc != 0 or not so.strip().endswith("alive"):
+        check(False, "emu.gradcheck_device.runs", f"rc {rc}: {so[-600:]} {se[-1200:]}")
+    for name, tf, arrs, expected in cases:
+        tname = f"emu.gradcheck_device.{name}"
+        dev, why_d = gc_result(so, f"{name}_cuda", "cuda")
+        host, why_h = gc_result(so, f"{name}_cpu", "cpu")
         tin = [torch.tensor(a, dtype=torch.float64, requires_grad=True) for a in arrs]
         tv = torch.autograd.gradcheck(lambda *xs: tf(torch, *xs), tin, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=False)
         if dev is None or host is None:
-            check(False, tname, f"device: {why_d} host: {why_h}")
+            check(False, tname, f"device: {why_d} host: {why_h} (rc {rc}: {se[-600:]})")
             continue
         dv, hv = dev.startswith("OK"), host.startswith("OK")
         why = f"torch {tv} (built to give {expected}), device {dev!r}, host {host!r}"
@@ -145,37 +174,41 @@ def test_gradcheck():
             ok = (md is not None and mh is not None and "GradcheckError" in dev and md.group(1, 2) == mh.group(1, 2)
                   and np.allclose([float(md.group(3)), float(md.group(4))], [float(mh.group(3)), float(mh.group(4))], rtol=1e-6, atol=1e-9))
         check(ok, tname, why)
-    # an integer input on the device (cross_entropy's targets) rides along unperturbed
-    x, y = RNG.standard_normal((4, 3)), RNG.integers(0, 3, 4)
-    px, py = npy(x, "ce_x"), npy(y.astype(np.int64), "ce_y")
-    dev, why = gc_run("", "fn(x, y) cross_entropy(x, y)", [px, py], "cuda")
+    dev, why = gc_result(so, "ce_cuda", "cuda")
     tx = torch.tensor(x, requires_grad=True)
     tv = torch.autograd.gradcheck(lambda a: torch.nn.functional.cross_entropy(a, torch.tensor(y)), [tx], raise_exception=False)
     check(dev == "OK true" and tv, "emu.gradcheck_device.cross_entropy_int_targets", f"torch {tv}, device {dev!r} {why}")
-    # f and the backward run on the device: every call of f sees device inputs
-    # (the perturbed ones too), the custom backward gets a device gradient
-    n = int(RNG.integers(2, 6))
-    rc, so, se = nabla('seen = list(); bw = list()\n'
-                       'sq = custom_vjp(fn(x) { push(seen, x.device); [x * x, x] }, fn(x, g) { push(bw, g.device); g * 2 * x })\n'
-                       f'print(gradcheck(fn(x) sq(x), [randn({n}).cuda()]))\n'
-                       'print(len(seen), join(map(seen, str), ","))\nprint(len(bw), join(map(bw, str), ","))')
     want = ["true", f"{2 * n + 2} " + ",".join(["cuda"] * (2 * n + 2)), "1 cuda"]
-    check(rc == 0 and so.splitlines() == want, "emu.gradcheck_device.runs_on_the_device",
-          f"rc {rc}: got {so.splitlines()} want {want} {se[-300:]}")
-    # f mixing the device input with a host tensor: a clear error, the interpreter goes on
-    rc, so, se = nabla('w = randn(3)\nxs = [randn(3).cuda()]\n'
-                       'try { gradcheck(fn(x) sum(x * w), xs) } catch e { print(e.name, e.message) }\nprint("alive")')
-    ok = rc == 0 and so.strip().endswith("alive") and "same device, got cuda and cpu" in so
-    check(ok, "emu.gradcheck_device.mixed_devices_is_an_error", f"rc {rc}: {so} {se[-400:]}")
+    got = [l[6:] for l in so.splitlines() if l.startswith("ONDEV ")]
+    check(got == want, "emu.gradcheck_device.runs_on_the_device", f"rc {rc}: got {got} want {want} {se[-300:]}")
+    mixed = [l for l in so.splitlines() if l.startswith("MIXED ")]
+    ok = so.strip().endswith("alive") and len(mixed) == 1 and "same device, got cuda and cpu" in mixed[0]
+    check(ok, "emu.gradcheck_device.mixed_devices_is_an_error", f"rc {rc}: {mixed} {so[-300:]} {se[-400:]}")
 
 
 # ---- builtins that copy a device tensor to the host ---------------------------------------
+def run_together(*tests):
+    """runs the nabla code each test (a generator) yields in ONE process, each in a function of its
+    own (its names stay its own), and sends each its part of the output, with the process's exit
+    status and stderr (a process start with the emulated module is most of a small check's time
+    under ASan); a test that changes global state (the default device) goes last"""
+    codes = [next(t) for t in tests]
+    src = "".join(f"fn part{i}() {{\n{c}\n}}\npart{i}()\nprint(\"=== end of part\")\n" for i, c in enumerate(codes))
+    rc, so, se = nabla(src)
+    parts = so.split("=== end of part\n")
+    for i, t in enumerate(tests):
+        try:
+            t.send((rc, parts[i] if i < len(parts) else "", se))
+        except StopIteration:
+            pass
+
+
 def test_save_npy():
     """save_npy writes a device tensor's values (NumPy reads them back: it
     wrote from a NULL host pointer, 'Bad address')"""
     path, host = os.path.join(TMPDIR, "dev.npy"), os.path.join(TMPDIR, "host.npy")
     vals = RNG.standard_normal((3, 5))
-    rc, so, se = nabla(f'x = load_npy("{npy(vals, "sn")}").to("cuda")\nsave_npy("{path}", x)\nsave_npy("{host}", x.cpu())\nprint(x.device)')
+    rc, so, se = yield f'x = load_npy("{npy(vals, "sn")}").to("cuda")\nsave_npy("{path}", x)\nsave_npy("{host}", x.cpu())\nprint(x.device)'
     try:
         got, want = np.load(path), np.load(host)
         ok = rc == 0 and got.dtype == np.float64 and np.array_equal(got, want) and np.array_equal(got, vals) and "cuda" in so
@@ -203,7 +236,7 @@ def test_host_copies():
             f'write_bytes("{raw}", u)\nprint("DEC", decode(u))\n'
             'print("LIST", a.tolist())\nprint("ITEM", a[2, 4].item(), b[3].item())\n'
             'plot(a[1])\nprint("--")\nplot(a[1].cpu())\nprint("alive")')
-    rc, so, se = nabla(code)
+    rc, so, se = yield code
     lines = so.splitlines()
     get = lambda tag: next((l[len(tag) + 1:] for l in lines if l.startswith(tag + " ")), None)  # noqa: E731
     try:
@@ -317,7 +350,7 @@ def test_device_indexing():
             f'print("G3", x[1:, {lit(r2)}].cpu().tolist())\n'
             f'y = x.clone()\ny[{lit(r1)}, {lit(r2)}] = 7.5\ny[{lit(r1[:1])}] += 1.0\nprint("P", y.device, y.cpu().tolist())\n'
             f'bad = x[[0, {5 + int(r1[0])}]]\nprint("E", bad)\nprint("alive")')
-    rc, so, se = nabla(code)
+    rc, so, se = yield code
     lines = so.splitlines()
     get = lambda tag: next((l[len(tag) + 1:] for l in lines if l.startswith(tag + " ")), None)  # noqa: E731
     want_p = a.copy()
@@ -350,7 +383,7 @@ def test_default_device_factories():
             f'full([{k}], 2), tensor([1, 2]), rand({k}), randn({k}), randint(0, {k}, [{k}]), randperm({k}), empty({k})) {{ print("D", t.device) }}\n'
             f'print("A", tolist(arange(1, {k}, 2)))\nprint("L", tolist(linspace(0, 1, {k})))\nprint("E", tolist(eye({k}, {k + 1})))\n'
             f'print("C", arange({k}, device="cpu").device, eye(2, device="cpu").device)\n')
-    rc, so, se = nabla(code)
+    rc, so, se = yield code
     lines = so.splitlines()
     devs = [l.split()[1] for l in lines if l.startswith("D ")]
     got = {l[0]: l[2:] for l in lines if l[:2] in ("A ", "L ", "E ", "C ")}
@@ -367,13 +400,11 @@ def test_default_device_factories():
 def main():
     if no_module("emu_hostside"):
         return 0
-    test_save_npy()
     test_gradcheck()
-    test_host_copies()
+    # (the device's index error is not sticky: the default-device checks after it run on)
+    run_together(test_save_npy(), test_host_copies(), test_device_indexing(), test_default_device_factories())
     test_dist_device_values()
     test_kernel_display()
-    test_device_indexing()
-    test_default_device_factories()
     return 1 if emuutil.n_fail else 0
 
 

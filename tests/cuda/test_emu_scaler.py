@@ -20,7 +20,8 @@ emulated device.  Run by tools/run-tests.sh with the release build and again
     a checkpoint's state assigned to scaler.state reaches the device; infs injected at chosen steps
     (skips, backoff, growth after growth_interval).
   * compile: a GPT-shaped f16-autocast step with the scaler inside compile:
-    1 capture, the rest replays, no fallback, equal to eager bit for bit
+    1 capture, the rest replays, no fallback, equal to eager (the model
+    built again from the seed in the same process) bit for bit
     over 7 steps, one of them skipped (an inf injected in a replay); a
     replay reads nothing back (no host wait).
   * resume: a checkpoint after a skipped step (opt.state.skipped) resumed in
@@ -53,11 +54,12 @@ def check(name, ok, why):
 
 # ---------------------------------------------------------------- ops
 OPS = r"""
+fn ops(dev) {
 seed(int(getenv("SEED", "0")))
-dev = getenv("DEV")
 fn st(scale) = tensor(list(scale, 0, 0), dtype="f64", device=dev)
-fn show(name, ts, s) { print("{name} {tolist(s)} {map(ts, fn(t) tolist(reshape(t.to("f64"), [-1])))}") }
-sizes = list(20000, 257, 5, 1)
+fn show(name, ts, s) { print("{dev}_{name} {tolist(s)} {map(ts, fn(t) tolist(reshape(t.to("f64"), [-1])))}") }
+# f32's 16411: past one sweep of the capped grid (NABLA_EMU_SMS=2: 64 blocks of 256 threads)
+sizes = list(16411, 257, 5, 1)
 dts = ["f32", "f16", "bf16", "f64"]
 fn grads() = map(list(0..4), fn(i) (randn([sizes[i]]) * 3).to(dts[i]).to(dev))
 for case in ["finite", "inf", "nan", "overflow"] {
@@ -87,7 +89,8 @@ for f in list(0, 0, 0, 1, 0, 0, 0, 0, 1, 1, 0, 0, 0) {
   amp_update_scale_(s, 2.0, 0.25, 3)
   push(seq, tolist(s))
 }
-print("update {seq}")
+print("{dev}_update {seq}")
+}
 """
 
 
@@ -114,26 +117,25 @@ def parse(line):
     return eval(py[:i]), eval(py[i + 1:])
 
 
-def ops(dev):
-    rc, so, se = nb(OPS, DEV=dev, SEED="3")
-    if rc:
-        out("FAIL", f"scaler.ops_{dev}.runs", f"rc={rc} {se[-1500:]}")
-        return
+def ops(dev, so):
     dts = ["f32", "f16", "bf16", "f64"]
+    if not lines_of(so, f"{dev}_update"):
+        out("FAIL", f"scaler.ops_{dev}.runs", "no results (see the process's error above)")
+        return
     for case, want_found in [("finite", 0), ("inf", 1), ("nan", 1), ("overflow", 1)]:
-        s_in, g_in = parse(lines_of(so, f"in_{case}")[0])
-        s_out, g_out = parse(lines_of(so, f"out_{case}")[0])
+        s_in, g_in = parse(lines_of(so, f"{dev}_in_{case}")[0])
+        s_out, g_out = parse(lines_of(so, f"{dev}_out_{case}")[0])
         ok = all(same(g_out[i], unscale_ref(g_in[i], dts[i], s_in[0])) for i in range(4))
         check(f"scaler.unscale_{case}_{dev}", ok and s_out == [s_in[0], 0, want_found],
               f"state {s_out}, want found {want_found}; values equal {[same(g_out[i], unscale_ref(g_in[i], dts[i], s_in[0])) for i in range(4)]}")
-    s_in, g_in = parse(lines_of(so, "in_many")[0])
-    s_out, g_out = parse(lines_of(so, "out_many")[0])
+    s_in, g_in = parse(lines_of(so, f"{dev}_in_many")[0])
+    s_out, g_out = parse(lines_of(so, f"{dev}_out_many")[0])
     check(f"scaler.unscale_100_tensors_{dev}", len(g_out) == 100 and all(same(g_out[i], unscale_ref(g_in[i], "f32", 4.0)) for i in range(100))
           and s_out[2] == 0, f"state {s_out}")
-    _, g_in = parse(lines_of(so, "in_tied")[0])
-    _, g_out = parse(lines_of(so, "out_tied")[0])
+    _, g_in = parse(lines_of(so, f"{dev}_in_tied")[0])
+    _, g_out = parse(lines_of(so, f"{dev}_out_tied")[0])
     check(f"scaler.unscale_tied_once_{dev}", same(g_out[0], unscale_ref(g_in[0], "f32", 2.0)), f"{g_in[0][:3]} -> {g_out[0][:3]}")
-    seq = eval(lines_of(so, "update")[0])
+    seq = eval(lines_of(so, f"{dev}_update")[0])
     want, scale, tracker = [], 1024.0, 0.0
     for f in [0, 0, 0, 1, 0, 0, 0, 0, 1, 1, 0, 0, 0]:
         if f:
@@ -155,12 +157,19 @@ ERRORS = {
 }
 
 
-def errors(dev):
+# each case raised inside a try in the one process of all the ops checks (ONE_PROCESS): the message
+# must name what was wrong, and the next case still runs
+ERRS = "fn errs(dev) {\n" + "".join(
+    f'  try {{ {code}; print("{{dev}}_err_{name} no error") }} catch e {{ print("{{dev}}_err_{name} raised " + replace(e.message, "\\n", " ")) }}\n'
+    for name, (code, want) in ERRORS.items()) + "}\n"
+
+
+def errors(dev, so):
     for name, (code, want) in ERRORS.items():
         if name == "device" and dev == "cpu":
             continue
-        rc, so, se = nb(f'dev = "{dev}"\n' + code)
-        check(f"scaler.error_{name}_{dev}", rc != 0 and want in se, f"rc={rc} {se[-400:]}")
+        got = lines_of(so, f"{dev}_err_{name}")
+        check(f"scaler.error_{name}_{dev}", len(got) == 1 and got[0].startswith("raised ") and want in got[0], f"got {got}, want an error saying {want!r}")
 
 
 # ---------------------------------------------------------------- eager vs the host scaler
@@ -194,13 +203,16 @@ fn ref_scaler(init_scale, growth_factor=2, backoff_factor=0.5, growth_interval=2
   }
   s
 }
-model = {l1: nn.linear(7, 13), l2: nn.linear(13, 5)}
 fn loss_fn(m, x, y, k) = mean((m.l2(gelu(m.l1(x))) - y) ** 2) * k
-groups = getenv("OPT") == "groups"
-opt = if getenv("OPT") == "adamw" { optim.adamw(model, lr=1e-2, weight_decay=0.1) }
+# one run: optimizer optn (adamw | groups | sgd) with scaler scn (new | ref), from seed SEED
+fn eager(optn, scn) {
+seed(int(getenv("SEED", "0")))
+model = {l1: nn.linear(7, 13), l2: nn.linear(13, 5)}
+groups = optn == "groups"
+opt = if optn == "adamw" { optim.adamw(model, lr=1e-2, weight_decay=0.1) }
       else if groups { optim.adamw([{params: {l1: model.l1}}, {params: {l2: model.l2}, lr: 5e-3}], lr=1e-2, weight_decay=0.1) }
       else { optim.sgd(model, lr=0.05, momentum=0.9) }
-sc = if getenv("SCALER") == "ref" { ref_scaler(1000, growth_interval=3, backoff_factor=0.3) } else { optim.grad_scaler(init_scale=1000, growth_interval=3, backoff_factor=0.3) }
+sc = if scn == "ref" { ref_scaler(1000, growth_interval=3, backoff_factor=0.3) } else { optim.grad_scaler(init_scale=1000, growth_interval=3, backoff_factor=0.3) }
 bad = list(2, 6, 7)
 res = list()
 for s in 0..12 {
@@ -210,32 +222,38 @@ for s in 0..12 {
   sk = sc.step(opt, if groups { list({l1: g.l1}, {l2: g.l2}) } else { g })
   push(res, list(if sk { 1 } else { 0 }, sc.get_scale()))
 }
-print("steps {res}")
-print("params {map(nn.parameters(model), fn(p) tolist(reshape(p, [-1])))}")
-if has(opt.state, "m") { print("moments {map(nn.parameters(opt.state.m), fn(p) tolist(reshape(p, [-1])))}") }
+t = "{optn}_{scn}"
+print("{t}_steps {res}")
+print("{t}_params {map(nn.parameters(model), fn(p) tolist(reshape(p, [-1])))}")
+if has(opt.state, "m") { print("{t}_moments {map(nn.parameters(opt.state.m), fn(p) tolist(reshape(p, [-1])))}") }
+print("{t}_done ok")
+}
 """
+EAGER_OPTS = ("adamw", "groups", "sgd")
 
 
-def eager(dev, optname):
-    r = {}
-    for sc in ("new", "ref"):
-        rc, so, se = nb(EAGER, DEV=dev, OPT=optname, SCALER=sc, SEED="5")
-        if rc:
-            out("FAIL", f"scaler.eager_{optname}_{dev}", f"{sc} rc={rc} {se[-1500:]}")
-            return
-        r[sc] = so
-    steps = lines_of(r["new"], "steps")
-    want_skips = "[1, " in steps[0] if steps else False
-    ok = r["new"] == r["ref"] and bool(lines_of(r["new"], "params")) and want_skips
-    check(f"scaler.eager_{optname}_{dev}_equals_host_scaler", ok,
-          f"new {steps} vs ref {lines_of(r['ref'], 'steps')}; params equal {lines_of(r['new'], 'params') == lines_of(r['ref'], 'params')}")
+def eager_all(dev):
+    """every optimizer with the device scaler and with the host one, each run from the same seed,
+    in one process (with RESTORE's check after them)"""
+    runs = "".join(f'eager("{o}", "{sc}")\n' for o in EAGER_OPTS for sc in ("new", "ref"))
+    rc, so, se = nb(EAGER + runs + RESTORE, DEV=dev, SEED="5")
+    if rc:
+        out("FAIL", f"scaler.eager_{dev}.runs", f"rc={rc} {se[-1500:]}")
+    for optname in EAGER_OPTS:
+        r = {sc: [(k, lines_of(so, f"{optname}_{sc}_{k}")) for k in ("steps", "params", "moments", "done")] for sc in ("new", "ref")}
+        steps = lines_of(so, f"{optname}_new_steps")
+        want_skips = "[1, " in steps[0] if steps else False
+        ok = r["new"] == r["ref"] and bool(lines_of(so, f"{optname}_new_params")) and lines_of(so, f"{optname}_new_done") == ["ok"] and want_skips
+        check(f"scaler.eager_{optname}_{dev}_equals_host_scaler", ok,
+              f"new {steps} vs ref {lines_of(so, f'{optname}_ref_steps')}; params equal {r['new'][1] == r['ref'][1]}")
+    check("scaler.state_restored_reaches_device", lines_of(so, "restore") == ["8.100000381469727 16.2 0.0 false cuda"], f"rc={rc} {so[-300:]} {se[-600:]}")
 
 
 # adamw_update with four device scalars {lr, step, found_inf, skipped}: a set
 # found_inf leaves parameters and moments as they were and counts the skip;
 # the next update equals one with host numbers at step - skipped
 SKIP = r"""
-dev = getenv("DEV")
+fn skip(dev) {
 seed(9)
 p = randn([37]).to(dev); m = zeros([37], device=dev); v = zeros([37], device=dev)
 q = clone(p); m2 = clone(m); v2 = clone(v)
@@ -245,23 +263,34 @@ adamw_update([q], [g1], [m2], [v2], 0.01, 0.9, 0.999, 1e-8, 0.1, 1)
 d = tensor(list(0.01, 2, 1, 0), dtype="f64", device=dev)
 before = tolist(p)
 adamw_update([p], [g2], [m], [v], d, 0.9, 0.999, 1e-8, 0.1, 0)
-print("skipped {tolist(p) == before} {tolist(d)}")
+print("{dev}_skipped {tolist(p) == before} {tolist(d)}")
 copy_(d, tensor(list(0.01, 3, 0, 1), dtype="f64", device=dev))
 adamw_update([p], [g2], [m], [v], d, 0.9, 0.999, 1e-8, 0.1, 0)
 adamw_update([q], [g2], [m2], [v2], 0.01, 0.9, 0.999, 1e-8, 0.1, 2)
-print("applied {tolist(p) == tolist(q)} {tolist(m) == tolist(m2)} {tolist(v) == tolist(v2)} {tolist(d)}")
+print("{dev}_applied {tolist(p) == tolist(q)} {tolist(m) == tolist(m2)} {tolist(v) == tolist(v2)} {tolist(d)}")
+}
 """
 
 
-def optim_skip(dev):
-    rc, so, se = nb(SKIP, DEV=dev)
-    ok = rc == 0 and lines_of(so, "skipped") == ["true [0.01, 2.0, 0.0, 1.0]"] and lines_of(so, "applied") == ["true true true [0.01, 3.0, 0.0, 1.0]"]
-    check(f"scaler.adamw_device_skip_{dev}", ok, f"rc={rc} {so[-400:]} {se[-600:]}")
+def optim_skip(dev, so):
+    ok = lines_of(so, f"{dev}_skipped") == ["true [0.01, 2.0, 0.0, 1.0]"] and lines_of(so, f"{dev}_applied") == ["true true true [0.01, 3.0, 0.0, 1.0]"]
+    check(f"scaler.adamw_device_skip_{dev}", ok, f"{lines_of(so, f'{dev}_skipped')} {lines_of(so, f'{dev}_applied')}")
+
+
+# the ops, error and skip checks of both devices in one process (a process start with the
+# emulated module is most of such a check's time under ASan): ops(dev), errs(dev), skip(dev)
+def ops_errors_skip():
+    rc, so, se = nb(OPS + ERRS + SKIP + 'for dev in ["cpu", "cuda"] { ops(dev); errs(dev); skip(dev) }\n', SEED="3")
+    if rc:
+        out("FAIL", "scaler.ops_errors_skip.runs", f"rc={rc} {se[-1500:]}")
+    for dev in ("cpu", "cuda"):
+        ops(dev, so)
+        errors(dev, so)
+        optim_skip(dev, so)
 
 
 # a checkpoint's state assigned to scaler.state reaches the device state
 RESTORE = r"""
-import optim
 set_default_device("cuda")
 w = {w: randn(3)}
 opt = optim.adamw(w, lr=0.1)
@@ -276,13 +305,11 @@ print("restore {a} {sc.get_scale()} {sc.state.growth_tracker.item()} {sk.item()}
 """
 
 
-def restore():
-    rc, so, se = nb(RESTORE)
-    check("scaler.state_restored_reaches_device", rc == 0 and lines_of(so, "restore") == ["8.100000381469727 16.2 0.0 false cuda"], f"rc={rc} {so[-300:]} {se[-600:]}")
-
 
 # ---------------------------------------------------------------- compile
-GPT = GPT_MODEL + r"""
+# GPT_TRAIN with STEP_FN compile(whole) (tag c_), then the model built again from the same seed
+# (GPT_MODEL) and trained eagerly: STEP_FN whole, what compile returns with NABLA_COMPILE=0 (tag e_)
+GPT_TRAIN = r"""
 fn forward(m, idx, targets) {
   x = m.wte(idx) + m.wpe(arange(T))
   for blk in m.blocks { x = blk(x) }
@@ -297,36 +324,40 @@ fn whole(m, idx, targets, k) {
   skipped = sc.step(opt, r[1])
   list(r[0], skipped)
 }
-step = compile(whole)
+step = STEP_FN
+graph = type(step) == "record" and has(step, "stats")
 res = list()
+c = nil
 for s in 0..7 {
   k = if s == 4 { full([], inf) } else { ones([]) }
-  r = step(model, randint(0, V, [B, T]), randint(0, V, [B, T]), k)
+  idx = randint(0, V, [B, T]); targets = randint(0, V, [B, T])
+  # the last step (a replay): what it does between its arguments and its results
+  if graph and s == 6 { cuda.synchronize(); cuda.reset_stats() }
+  r = step(model, idx, targets, k)
+  if graph and s == 6 { c = cuda.stats() }
   push(res, list(r[0].item(), r[1].item(), sc.get_scale()))
 }
-print("steps {res}")
-print("params {map(nn.parameters(model), fn(p) tolist(reshape(p, [-1])))}")
-print("t {opt.state.t}")
-if type(step) == "record" and has(step, "stats") {
+print("TAG_steps {res}")
+print("TAG_params {map(nn.parameters(model), fn(p) tolist(reshape(p, [-1])))}")
+print("TAG_t {opt.state.t}")
+if graph {
   st = step.stats()
-  print("stats {st.captures} {st.replays} {st.eager_calls}")
-  print("reasons {st.reasons}")
-  args = list(randint(0, V, [B, T]), randint(0, V, [B, T]), ones([]))
-  cuda.synchronize()
-  cuda.reset_stats()
-  r = step(model, args[0], args[1], args[2])
-  c = cuda.stats()
-  print("replay syncs={c.syncs} h2d={c.memcpy_h2d} d2h={c.memcpy_d2h} mallocs={c.mallocs}")
+  print("TAG_stats {st.captures} {st.replays} {st.eager_calls}")
+  print("TAG_reasons {st.reasons}")
+  print("TAG_replay syncs={c.syncs} h2d={c.memcpy_h2d} d2h={c.memcpy_d2h} mallocs={c.mallocs}")
 }
 """
+GPT = (GPT_MODEL + GPT_TRAIN.replace("STEP_FN", "compile(whole)").replace("TAG_", "c_")
+       + GPT_MODEL + GPT_TRAIN.replace("STEP_FN", "whole").replace("TAG_", "e_"))
 
 
 def compiled():
-    rc1, so1, se1 = nb(GPT, SEED="7")
-    rc0, so0, se0 = nb(GPT, SEED="7", NABLA_COMPILE="0")
-    if rc1 or rc0:
-        out("FAIL", "scaler.compile_gpt_f16.runs", f"compiled rc={rc1}: {se1[-1500:]} | eager rc={rc0}: {se0[-800:]}")
+    rc, so, se = nb(GPT, SEED="7")
+    if rc:
+        out("FAIL", "scaler.compile_gpt_f16.runs", f"rc={rc}: {se[-1500:]}")
         return
+    so1 = "\n".join(l[2:] for l in so.splitlines() if l.startswith("c_"))
+    so0 = "\n".join(l[2:] for l in so.splitlines() if l.startswith("e_"))
     steps = lines_of(so1, "steps")
     skipped = eval(steps[0].replace("true", "True").replace("false", "False").replace("inf", "float('inf')").replace("nan", "float('nan')")) if steps else []
     st = lines_of(so1, "stats")
@@ -350,30 +381,45 @@ def compiled():
 # skip count travels in opt.state.skipped.  OLD=1 saves the layout before
 # the field existed (t, m, v): it still loads, with skipped = 0.  Also with
 # two parameter groups (each has its device scalars; all count the skips).
+# f16-autocast AdamW steps with an inf injected at step 2 (a skip, counted
+# in the device scalars' `skipped`); checkpoints at step 4 (model,
+# opt.state, scaler.state) written by the uninterrupted run, resumed in a fresh
+# process and optimizer, must give at step 8 the parameters of the
+# uninterrupted run, bit for bit: the skip count travels in opt.state.skipped.
+# The second checkpoint has the layout before the field existed (t, m, v): it
+# still loads, with skipped = 0.  Also with two parameter groups (each has its
+# device scalars; all count the skips).  One process runs every variant
+# uninterrupted (run(..., "full")), a fresh one resumes each from both
+# checkpoints.
 RESUME = r"""
 import nn
 import optim
-dev = getenv("DEV"); mode = getenv("MODE"); path = getenv("CKPT")
+fn run(dev, optn, mode, path) {
 set_default_device(dev)
 seed(3)
 model = {l1: nn.linear(7, 13), l2: nn.linear(13, 5)}
-groups = getenv("OPT") == "groups"
+groups = optn == "groups"
 opt = if groups { optim.adamw([{params: {l1: model.l1}}, {params: {l2: model.l2}, lr: 5e-3}], lr=1e-2, weight_decay=0.1) }
       else { optim.adamw(model, lr=1e-2, weight_decay=0.1) }
 sc = optim.grad_scaler(init_scale=1000, growth_interval=3, backoff_factor=0.3)
 fn loss_fn(m, x, y, k) = autocast("f16") { mean((m.l2(gelu(m.l1(x))) - y) ** 2) } * k
-first = 0; last = 8
-if mode == "first" { last = 4 }
-if mode == "resume" {
-  ck = load(path)
+t = "{dev}_{optn}_{mode}"
+first = 0
+if mode != "full" {
+  ck = load(path + (if mode == "resume_old" { "-old" } else { "" }) + ".safetensors")
   nn.load_state(model, ck.model)
   nn.load_state(opt.state, ck.opt)
   sc.state = ck.scaler
-  print("loaded t={opt.state.t} skipped={int(if is_tensor(opt.state.skipped) { opt.state.skipped.item() } else { opt.state.skipped })}")
+  print("{t}_loaded t={opt.state.t} skipped={int(if is_tensor(opt.state.skipped) { opt.state.skipped.item() } else { opt.state.skipped })}")
   first = 4
 }
 skips = list()
-for s in first..last {
+for s in first..8 {
+  if mode == "full" and s == 4 {
+    save(path + ".safetensors", {model: model, opt: opt.state, scaler: sc.state})
+    old = if groups { {t: opt.state.t, groups: opt.state.groups} } else { {t: opt.state.t, m: opt.state.m, v: opt.state.v} }
+    save(path + "-old.safetensors", {model: model, opt: old, scaler: sc.state})
+  }
   seed(100 + s)
   x = randn([9, 7]); y = randn([9, 5])
   k = if s == 2 { inf } else { 1.0 }
@@ -381,52 +427,46 @@ for s in first..last {
   sk = sc.step(opt, if groups { list({l1: g.l1}, {l2: g.l2}) } else { g })
   push(skips, if is_tensor(sk) { sk.item() } else { sk })
 }
-print("skips {skips}")
-if mode == "first" {
-  st = if getenv("OLD") != "1" { opt.state } else if groups { {t: opt.state.t, groups: opt.state.groups} } else { {t: opt.state.t, m: opt.state.m, v: opt.state.v} }
-  save(path, {model: model, opt: st, scaler: sc.state})
+print("{t}_skips {skips}")
+print("{t}_params {map(nn.parameters(model), fn(p) tolist(reshape(p, [-1])))}")
 }
-print("params {map(nn.parameters(model), fn(p) tolist(reshape(p, [-1])))}")
 """
+RESUME_VARIANTS = (("cpu", "adamw"), ("cuda", "adamw"), ("cuda", "groups"))
 
 
-def resume_after_skip(dev, opt="adamw"):
-    name = f"scaler.resume_after_skip_{dev}" + ("_groups" if opt == "groups" else "")
-    ck = os.path.join(__import__("emuutil").TMPDIR, f"resume-{dev}-{opt}.safetensors")
+def resume_after_skip():
+    ck = os.path.join(__import__("emuutil").TMPDIR, "resume")
 
-    def go(**env):
-        return nb(RESUME, DEV=dev, OPT=opt, CKPT=ck, **env)
-    rc, full, se = go(MODE="full")
-    if rc or not lines_of(full, "params"):
-        out("FAIL", name, f"uninterrupted rc={rc} {se[-1200:]}")
-        return
-    check(name + ".skipped_at_2", lines_of(full, "skips") == ["[false, false, true, false, false, false, false, false]"], f"{lines_of(full, 'skips')}")
-    rc, first, se = go(MODE="first")
-    rc2, res, se2 = go(MODE="resume")
-    if rc or rc2:
-        out("FAIL", name, f"first rc={rc} {se[-800:]} | resume rc={rc2} {se2[-1200:]}")
-        return
-    check(name + ".restored_count", lines_of(res, "loaded") == ["t=4 skipped=1" if dev == "cuda" else "t=3 skipped=0"], f"{lines_of(res, 'loaded')}")
-    check(name + ".params_bit_identical", lines_of(res, "params") == lines_of(full, "params"), "the resumed run's parameters at step 8 differ from the uninterrupted run's")
-    # a checkpoint written before opt.state had `skipped` loads (strict) with skipped = 0
-    rc, _, se = go(MODE="first", OLD="1")
-    rc2, res, se2 = go(MODE="resume")
-    check(name + ".old_checkpoint_loads", rc == 0 and rc2 == 0 and lines_of(res, "loaded") == ["t=4 skipped=0" if dev == "cuda" else "t=3 skipped=0"],
-          f"rc={rc}/{rc2} {lines_of(res, 'loaded')} {se2[-800:]}")
+    def go(modes):
+        calls = "".join(f'run("{d}", "{o}", "{m}", "{ck}-{d}-{o}")\n' for m in modes for d, o in RESUME_VARIANTS)
+        rc, so, se = nb(RESUME + calls)
+        if rc:
+            out("FAIL", f"scaler.resume_after_skip.{'_'.join(modes)}_runs", f"rc={rc} {se[-1500:]}")
+        return so
+    full = go(["full"])
+    res = go(["resume", "resume_old"])
+    for dev, opt in RESUME_VARIANTS:
+        name = f"scaler.resume_after_skip_{dev}" + ("_groups" if opt == "groups" else "")
+        t = f"{dev}_{opt}"
+        if not lines_of(full, f"{t}_full_params"):
+            out("FAIL", name, "the uninterrupted run gave no parameters")
+            continue
+        check(name + ".skipped_at_2", lines_of(full, f"{t}_full_skips") == ["[false, false, true, false, false, false, false, false]"],
+              f"{lines_of(full, f'{t}_full_skips')}")
+        check(name + ".restored_count", lines_of(res, f"{t}_resume_loaded") == ["t=4 skipped=1" if dev == "cuda" else "t=3 skipped=0"],
+              f"{lines_of(res, f'{t}_resume_loaded')}")
+        check(name + ".params_bit_identical", bool(lines_of(res, f"{t}_resume_params")) and lines_of(res, f"{t}_resume_params") == lines_of(full, f"{t}_full_params"),
+              "the resumed run's parameters at step 8 differ from the uninterrupted run's")
+        # a checkpoint written before opt.state had `skipped` loads (strict) with skipped = 0
+        check(name + ".old_checkpoint_loads", lines_of(res, f"{t}_resume_old_loaded") == ["t=4 skipped=0" if dev == "cuda" else "t=3 skipped=0"]
+              and bool(lines_of(res, f"{t}_resume_old_params")), f"{lines_of(res, f'{t}_resume_old_loaded')}")
 
 
 def main():
-    for dev in ("cpu", "cuda"):
-        ops(dev)
-        errors(dev)
-        optim_skip(dev)
-    for optname in ("adamw", "groups", "sgd"):
-        eager("cuda", optname)
-    restore()
+    ops_errors_skip()
+    eager_all("cuda")
     compiled()
-    for dev in ("cpu", "cuda"):
-        resume_after_skip(dev)
-    resume_after_skip("cuda", "groups")
+    resume_after_skip()
     return 1 if __import__("emuutil").n_fail else 0
 
 

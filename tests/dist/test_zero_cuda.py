@@ -7,7 +7,7 @@ NCCL is not emulated, so the collectives of CUDA tensors take the ring with
 host staging (the NCCL paths run in the GPU session kit, tools/gpu-session.sh).
 
 - stages 1, 2 and 3 at world 2 with gradient accumulation (dist.no_sync)
-  and global-norm clipping, and with grad() trees, over 4 AdamW steps: equal
+  and global-norm clipping, and with grad() trees, over 2 AdamW steps (STEPS): equal
   (2e-5 relative to the largest parameter: SAME_DEVICE_STAGE_RTOL says why) to plain dist.data_parallel of
   the same CUDA model, and to the same stage on CPU workers (1e-5, CROSS_DEVICE_RTOL); ranks identical;
   the parameters, stage 2's gradient shards, stage 3's shards and the
@@ -76,7 +76,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dutil  # noqa: E402
-from dutil import NABLA, report, skip, test  # noqa: E402
+from dutil import NABLA, report, skip  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.environ.get("NABLA_BUILD") or os.path.dirname(NABLA)
@@ -102,6 +102,10 @@ CROSS_DEVICE_RTOL = 1e-5
 # parameters (largest ~0.5) is ~2e-5 of the largest.  A missed or doubled
 # update (lr 0.05) moves parameters by orders of magnitude more.
 SAME_DEVICE_STAGE_RTOL = 2e-5
+# AdamW steps of every training run (cfg_of's default), each of 2 micro-batches: the second step is
+# the first that reads the optimizer state and the gradients zeroed after the first (the tolerances
+# above were measured over four, where the differences are larger; two keep make test's budget)
+STEPS = 2
 SEED = int(os.environ.get("ZERO_SEED") or random.SystemRandom().randrange(1, 10**6))
 REAL = os.environ.get("ZERO_CUDA") == "real"
 BACKEND = os.environ.get("ZERO_BACKEND") or "ring"
@@ -140,6 +144,10 @@ def values(out, key):
 _real_ok = []
 
 
+def prelude(world):
+    return PRELUDE.format(seed=SEED, world=world, backend=BACKEND, steps=STEPS)
+
+
 def have_emulator(name):
     if REAL:
         if not _real_ok:
@@ -154,6 +162,43 @@ def have_emulator(name):
         skip(name, f"the emulated CUDA module is not built ({MODULE}: configure without -Dcuda=disabled, with CUDA headers)")
         return False
     return True
+
+
+# ---- shared sessions ---------------------------------------------------------------------------
+# A session is three processes (the session and its workers), each loading the emulated module: under
+# ASan most of a small check's time.  So the checks that need no environment switch of their own add
+# their nabla code (shared(world, src)) when this file is read, and the first of them that runs starts
+# ONE session per world size with all of it (shared_output(world)); each check reads its own `R key`
+# lines (keys unique across the fragments).  Every train() call seeds its model, data and optimizer
+# itself, so a fragment computes what it computed in a session of its own.  The @test functions run
+# after every fragment is known (LATER, run at the end).
+SHARED = {}
+_shared_result = {}
+LATER = []
+
+
+def later(fn):
+    LATER.append(fn)
+    return fn
+
+
+def shared(world, src, first=False):
+    frags = SHARED.setdefault(world, [])
+    if first:
+        frags.insert(0, src)
+    else:
+        frags.append(src)
+
+
+def shared_output(world):
+    """(rc, stdout, stderr) of the one session at `world` running every fragment registered for it"""
+    if world not in _shared_result:
+        src = prelude(world) + "".join(SHARED.get(world, []))
+        try:
+            _shared_result[world] = run(src, timeout=1800)
+        except (AssertionError, subprocess.TimeoutExpired) as e:
+            _shared_result[world] = (-1, "", f"{type(e).__name__}: {e}")
+    return _shared_result[world]
 
 
 PRELUDE = """
@@ -245,7 +290,7 @@ fn train(cfg) = dist.run(fn(cfg) {{
              noparam)
   list(map(ps, fn(p) detach(p).cpu().to("f32")), seen, st, units, ost)
 }}, cfg)
-fn cfg_of(stage, dev="cuda", steps=4, accum=2, clip=0.05, tree=false, offload=nil, prefetch=false, bucket_mb=25, width=12, eps=nil, dtype=nil, edit=nil) =
+fn cfg_of(stage, dev="cuda", steps={steps}, accum=2, clip=0.05, tree=false, offload=nil, prefetch=false, bucket_mb=25, width=12, eps=nil, dtype=nil, edit=nil) =
   {{stage: stage, dev: dev, steps: steps, accum: accum, clip: clip, tree: tree, offload: offload, prefetch: prefetch, bucket_mb: bucket_mb, width: width, eps: eps, dtype: dtype, edit: edit}}
 # [largest |a - b| / largest |b| over every rank's parameters, largest difference between a's ranks]
 fn compare(ra, rb) {{
@@ -272,23 +317,32 @@ fn devs(r) {{
 """
 
 
-def equivalence(name, tree):
-    kw = ", tree=true" if tree else ""
-    src = PRELUDE.format(seed=SEED, world=WORLD, backend=BACKEND) + f"""
+def equivalence_src(tree):
+    kw, tag = (", tree=true", "tree_") if tree else ("", "")
+    return f"""
 ref = train(cfg_of(0{kw}))
 cpu0 = train(cfg_of(0, dev="cpu"{kw}))
 start = train(cfg_of(0, steps=0))
-print("R dp_cuda_vs_cpu", compare(ref, cpu0)[0], compare(ref, cpu0)[1], moved(ref, start))
+print("R {tag}dp_cuda_vs_cpu", compare(ref, cpu0)[0], compare(ref, cpu0)[1], moved(ref, start))
 for st in 1..4 {{
   g = train(cfg_of(st{kw}))
   c = train(cfg_of(st, dev="cpu"{kw}))
   o = train(cfg_of(st, offload="optimizer"{kw}))
-  print("R s{{st}}_vs_dp", compare(g, ref)[0], compare(g, ref)[1], devs(g))
-  print("R s{{st}}_vs_cpu", compare(g, c)[0], compare(g, c)[1])
-  print("R s{{st}}_offload", compare(o, g)[0], compare(o, g)[1], devs(o))
+  print("R {tag}s{{st}}_vs_dp", compare(g, ref)[0], compare(g, ref)[1], devs(g))
+  print("R {tag}s{{st}}_vs_cpu", compare(g, c)[0], compare(g, c)[1])
+  print("R {tag}s{{st}}_offload", compare(o, g)[0], compare(o, g)[1], devs(o))
 }}
 """
-    rc, out, err = run(src)
+
+
+shared(WORLD, equivalence_src(False))
+if not ASAN:
+    shared(WORLD, equivalence_src(True))
+
+
+def equivalence(name, tree):
+    rc, out, err = shared_output(WORLD)
+    tag = "tree_" if tree else ""
     why = f"rc={rc} seed={SEED} err={err[-1500:]!r}"
     if values(out, "backend") != [BACKEND]:
         report(f"{name}_backend", False, f"asked for {BACKEND}, got {values(out, 'backend')} {why}")
@@ -297,52 +351,54 @@ for st in 1..4 {{
     # (at world 1: the device too, no collective is needed)
     def bk(st):
         return {"buckets:cuda" if BACKEND == "nccl" or WORLD == 1 else "buckets:cpu"}
-    v = values(out, "dp_cuda_vs_cpu")
+    v = values(out, tag + "dp_cuda_vs_cpu")
     report(f"{name}_dp_cuda_equals_cpu", rc == 0 and v is not None and float(v[0]) <= CROSS_DEVICE_RTOL and float(v[1]) == 0 and float(v[2]) > 1e-3,
            f"[rel diff, rank diff, moved]={v} {why}")
     for st in (1, 2, 3):
-        v = values(out, f"s{st}_vs_dp")
+        v = values(out, f"{tag}s{st}_vs_dp")
         want = ({"param:cuda", "state:cuda"} | ({"shard:cuda"} if st == 3 else bk(st))
                 | ({"gradshard:cuda"} if st == 2 and not tree else set()))
         ok = rc == 0 and v is not None and float(v[0]) <= SAME_DEVICE_STAGE_RTOL and float(v[1]) == 0 and set(v[2].split(",")) == want
         report(f"{name}_stage{st}_equals_data_parallel", ok, f"[rel diff, rank diff, devices]={v} want {sorted(want)} {why}")
-        v = values(out, f"s{st}_vs_cpu")
+        v = values(out, f"{tag}s{st}_vs_cpu")
         ok = rc == 0 and v is not None and float(v[0]) <= CROSS_DEVICE_RTOL and float(v[1]) == 0
         report(f"{name}_stage{st}_equals_cpu_workers", ok, f"[rel diff, rank diff]={v} {why}")
-        v = values(out, f"s{st}_offload")
+        v = values(out, f"{tag}s{st}_offload")
         want = ({"param:cuda", "state:cpu"} | ({"shard:cuda"} if st == 3 else bk(st))
                 | ({"gradshard:cuda"} if st == 2 and not tree else set()))
         ok = rc == 0 and v is not None and float(v[0]) <= CROSS_DEVICE_RTOL and float(v[1]) == 0 and set(v[2].split(",")) == want
         report(f"{name}_stage{st}_offload_optimizer_equals", ok, f"[rel diff, rank diff, devices]={v} want {sorted(want)} {why}")
 
 
-@test
+@later
 def test_cuda_accum_clip(name):
     if have_emulator(name):
         equivalence(name, tree=False)
 
 
-@test
+@later
 def test_cuda_grad_tree_clip(name):
     if not release_only(name) and have_emulator(name):
         equivalence(name, tree=True)
 
 
-@test
+shared(WORLD, """
+ref = train(cfg_of(0))
+p = train(cfg_of(3, prefetch=true))
+print("R pf", compare(p, ref)[0], compare(p, ref)[1], p[0][2].used_forward, p[0][2].used_backward, p[0][2].dropped, p[0][3], devs(p))
+""")
+
+
+@later
 def test_cuda_stage3_prefetch(name):
     """every unit's gather is prefetched (staged through the host on the gather thread, back on the device
     at the wait) from the second forward on, and all but the last unit's in backward; none dropped; equal
     to data_parallel"""
     if not have_emulator(name):
         return
-    src = PRELUDE.format(seed=SEED, world=WORLD, backend=BACKEND) + """
-ref = train(cfg_of(0))
-p = train(cfg_of(3, prefetch=true))
-print("R pf", compare(p, ref)[0], compare(p, ref)[1], p[0][2].used_forward, p[0][2].used_backward, p[0][2].dropped, p[0][3], devs(p))
-"""
-    rc, out, err = run(src)
+    rc, out, err = shared_output(WORLD)
     v = values(out, "pf")
-    calls, units = 4 * 2, 3
+    calls, units = STEPS * 2, 3
     staged = WORLD > 1 and BACKEND == "ring"   # else every unit gathers at use
     ok = (rc == 0 and v is not None and float(v[0]) <= SAME_DEVICE_STAGE_RTOL and float(v[1]) == 0 and int(v[5]) == units
           and int(v[2]) == ((calls - 1) * units if staged else 0) and int(v[3]) == (calls * (units - 1) if staged else 0)
@@ -351,7 +407,7 @@ print("R pf", compare(p, ref)[0], compare(p, ref)[1], p[0][2].used_forward, p[0]
     report(name, ok, f"[rel diff, rank diff, used fwd, used bwd, dropped, units, devices]={v} rc={rc} seed={SEED} err={err[-1500:]!r}")
 
 
-@test
+@later
 def test_cuda_stage3_nccl_prefetch(name):
     """prefetch="nccl" under the nccl backend: each next unit gathered by an asynchronous NCCL all_gather
     that the compute stream waits for at use; as many prefetches used as the ring's staged ones, none
@@ -362,7 +418,7 @@ def test_cuda_stage3_nccl_prefetch(name):
         return
     if not have_emulator(name):
         return
-    src = PRELUDE.format(seed=SEED, world=WORLD, backend=BACKEND) + f"""
+    src = prelude(WORLD) + f"""
 ref = train(cfg_of(0))
 p = train(cfg_of(3, prefetch="nccl"))
 print("R pf", compare(p, ref)[0], compare(p, ref)[1], p[0][2].used_forward, p[0][2].used_backward, p[0][2].dropped, p[0][3], devs(p))
@@ -374,7 +430,7 @@ print("R vs_ring", compare(p, q)[0], compare(p, q)[1], q[0][2].used_forward)
 """
     rc, out, err = run(src)
     v, w = values(out, "pf"), values(out, "vs_ring")
-    calls, units = 4 * 2, 3
+    calls, units = STEPS * 2, 3
     pre = True   # prefetch="nccl" prefetches at world 1 too (a device copy), so one GPU checks the path
     ok = (rc == 0 and v is not None and float(v[0]) <= SAME_DEVICE_STAGE_RTOL and float(v[1]) == 0 and int(v[5]) == units
           and int(v[2]) == ((calls - 1) * units if pre else 0) and int(v[3]) == (calls * (units - 1) if pre else 0)
@@ -384,25 +440,8 @@ print("R vs_ring", compare(p, q)[0], compare(p, q)[1], q[0][2].used_forward)
            f"[vs ring rel diff, rank diff, ring used fwd]={w} rc={rc} seed={SEED} err={err[-1500:]!r}")
 
 
-@test
-def test_cuda_offload_memory(name):
-    """offload="optimizer" on a GPU model: dist.memory()'s device bytes are the non-offloaded run's less
-    its optimizer bytes (exactly), which `device_saved` reports, `offloaded` is the host optimizer state, master and gradient shards, and the
-    caching allocator's live bytes over dist.zero + 2 steps grow by at least the optimizer bytes less; `pinned`
-    covers the pinned master shards and gradient copies"""
-    if not have_emulator(name):
-        return
-    src = f"""
-import dist
-seed({SEED})
-dist.start({WORLD}, backend="{BACKEND}")
-fn todev(v, d) {{
-  if is_tensor(v) {{ return v.to(d) }}
-  if type(v) == "record" {{ for k in keys(v) {{ v[k] = todev(v[k], d) }} }}
-  else if type(v) == "list" {{ for i in 0..len(v) {{ v[i] = todev(v[i], d) }} }}
-  v
-}}
-dist.push(todev=todev)
+# (first in the session: nothing ran on the workers before its measurements)
+shared(WORLD, f"""
 fn meas(stage, off) = dist.run(fn(stage, off) {{
   import nn
   import optim
@@ -434,8 +473,18 @@ for st in 1..4 {{
   a = meas(st, nil); b = meas(st, "optimizer")
   print("R m{{st}}", a[0][0], b[0][0], a[0][1], b[0][1], b[0][2], a[0][3], b[0][4], a[{WORLD} - 1][1], b[{WORLD} - 1][1], a[0][5], b[0][5], b[0][6], b[0][7])
 }}
-"""
-    rc, out, err = run(src)
+""", first=True)
+
+
+@later
+def test_cuda_offload_memory(name):
+    """offload="optimizer" on a GPU model: dist.memory()'s device bytes are the non-offloaded run's less
+    its optimizer bytes (exactly), which `device_saved` reports, `offloaded` is the host optimizer state, master and gradient shards, and the
+    caching allocator's live bytes over dist.zero + 2 steps grow by at least the optimizer bytes less; `pinned`
+    covers the pinned master shards and gradient copies"""
+    if not have_emulator(name):
+        return
+    rc, out, err = shared_output(WORLD)
     for st in (1, 2, 3):
         v = values(out, f"m{st}")
         ok = rc == 0 and v is not None
@@ -477,7 +526,18 @@ print("R freed", held, dist_pinned_bytes())
 """
 
 
-@test
+# the training loop of test_cuda_offload_ordering (tag "ord_": the ordered run, in the shared session)
+ORDER_TRAIN = """
+g = train(cfg_of(1, offload="optimizer", width=48))
+print("R {tag}got", map(g[0][0], fn(t) sum(abs(t)).item()))
+print("R {tag}first", g[{world} - 1][4][5])
+"""
+if not REAL:
+    shared(WORLD, "dist.run(fn() dist_offload_after_backward(true))\n" + ORDER_TRAIN.format(tag="ord_", world=WORLD)
+           + "dist.run(fn() dist_offload_after_backward(false))\n")
+
+
+@later
 def test_cuda_offload_ordering(name):
     """the offload copies on the side stream: right values when ordered; with each wait left out the
     emulated device shows the race (stale values) or reports the unordered read; pinned bytes counted
@@ -519,31 +579,44 @@ def test_cuda_offload_ordering(name):
     # tensor is over 512 bytes up to world 8: a smaller CPU tensor lives in its header, unpinned, and
     # a copy into unpinned memory is synchronous, so no host wait can be missing (why this check
     # passed at world 2 but not at 4 with 12-wide layers: 70-element, 280-byte shards)
-    src = PRELUDE.format(seed=SEED, world=WORLD, backend=BACKEND) + f"""
-g = train(cfg_of(1, offload="optimizer", width=48))
-print("R got", map(g[0][0], fn(t) sum(abs(t)).item()))
-print("R first", g[{WORLD} - 1][4][5])
-"""
-    base = None
-    for what in (None, "host-wait", "device-wait", "compute-wait"):
-        env = dict(ENV, NABLA_OFFLOAD_AFTER_BACKWARD="1")
-        if what:
-            env["NABLA_TEST_OFFLOAD_SKIP"] = what
+    # (the ordered run is in the shared session, the after-backward path set there by
+    # dist_offload_after_backward; the runs with a wait left out set it by the environment)
+    src = prelude(WORLD) + ORDER_TRAIN.format(tag="", world=WORLD)
+    rc, so, err = shared_output(WORLD)
+    base, first = values(so, "ord_got"), values(so, "ord_first")
+    report(f"{name}_train_ordered", rc == 0 and base is not None and first is not None and float(first[0]) > 512,
+           f"last rank's host gradient shard={first} bytes (must be > 512: pinned) rc={rc} err={err[-1500:]!r}")
+    for what in ("host-wait", "device-wait", "compute-wait"):
+        env = dict(ENV, NABLA_OFFLOAD_AFTER_BACKWARD="1", NABLA_TEST_OFFLOAD_SKIP=what)
         p = subprocess.run([NABLA, dutil.script(src)], capture_output=True, text=True, timeout=300, env=env)
         dutil.sanitizer_check(p.stderr)
         got = values(p.stdout, "got")
-        if what is None:
-            base = got
-            first = values(p.stdout, "first")
-            report(f"{name}_train_ordered", p.returncode == 0 and got is not None and first is not None and float(first[0]) > 512,
-                   f"last rank's host gradient shard={first} bytes (must be > 512: pinned) rc={p.returncode} err={p.stderr[-1500:]!r}")
-        elif what == "compute-wait":
+        if what == "compute-wait":
             report(f"{name}_train_missing_compute_wait_reported", p.returncode != 0 and "missing cudaStreamWaitEvent" in p.stderr,
                    f"rc={p.returncode} err={p.stderr[-1500:]!r}")
         else:
             ok = p.returncode != 0 or (got is not None and base is not None and got != base)
             report(f"{name}_train_missing_{what.replace('-', '_')}_caught", ok,
                    f"ordered={base} without the wait={got} rc={p.returncode} err={p.stderr[-1500:]!r}")
+
+
+def per_bucket_src(stage):
+    """per_bucket's run without a switch (in the shared session of its world)"""
+    return f"""
+g = train(cfg_of({stage}, bucket_mb=0.0001, width=96, eps=1e-5))
+dp = train(cfg_of(0, width=96, eps=1e-5))
+o = train(cfg_of({stage}, offload="optimizer", bucket_mb=0.0001, width=96, eps=1e-5))
+print("R pb{stage}_vs_none", compare(o, g)[0], compare(o, g)[1], devs(o))
+print("R pb{stage}_vs_dp", compare(o, dp)[0])
+print("R pb{stage}_bytes", o[0][4][0], o[0][4][1], o[0][4][2], o[0][4][3], o[0][4][4], o[0][4][5], o[0][4][6])
+print("R pb{stage}_got", map(o[0][0], fn(t) sum(abs(t)).item()))
+# the old after-backward path (dist_offload_after_backward in the workers: NABLA_OFFLOAD_AFTER_BACKWARD's switch)
+dist.run(fn() dist_offload_after_backward(true))
+o = train(cfg_of({stage}, offload="optimizer", bucket_mb=0.0001, width=96, eps=1e-5))
+dist.run(fn() dist_offload_after_backward(false))
+print("R pb{stage}_ab_bytes", o[0][4][0], o[0][4][1], o[0][4][2], o[0][4][3], o[0][4][4], o[0][4][5], o[0][4][6])
+print("R pb{stage}_ab_got", map(o[0][0], fn(t) sum(abs(t)).item()))
+"""
 
 
 def per_bucket(name, stage, world):
@@ -562,25 +635,25 @@ def per_bucket(name, stage, world):
     copies all of it after and gives the same parameters. On the emulated device each ordering of the
     copies left out is caught: the copy not ordered after the compute stream's work (reported), the
     host not waiting before the optimizer reads the copies (other parameters)."""
-    src = PRELUDE.format(seed=SEED, world=world, backend=BACKEND) + f"""
-g = train(cfg_of({stage}, bucket_mb=0.0001, width=96, eps=1e-5))
-dp = train(cfg_of(0, width=96, eps=1e-5))
+    # the runs with a wait left out (a process each: the switch is read from the environment, and a
+    # reported fault ends the process) train only the offloaded model: their checks compare it with the
+    # shared session's
+    src_o = prelude(world) + f"""
 o = train(cfg_of({stage}, offload="optimizer", bucket_mb=0.0001, width=96, eps=1e-5))
-print("R vs_none", compare(o, g)[0], compare(o, g)[1], devs(o))
-print("R vs_dp", compare(o, dp)[0])
 print("R bytes", o[0][4][0], o[0][4][1], o[0][4][2], o[0][4][3], o[0][4][4], o[0][4][5], o[0][4][6])
 print("R got", map(o[0][0], fn(t) sum(abs(t)).item()))
 """
     def go(env_extra):
         env = dict(ENV, **env_extra)
-        p = subprocess.run([NABLA, dutil.script(src)], capture_output=True, text=True, timeout=300, env=env)
+        p = subprocess.run([NABLA, dutil.script(src_o)], capture_output=True, text=True, timeout=300, env=env)
         dutil.sanitizer_check(p.stderr)
         return p.returncode, p.stdout, p.stderr
-    steps = 4                             # cfg_of's, each of 2 micro-batches
+    steps = STEPS
     want = {"param:cuda", "state:cpu"} | ({"shard:cuda"} if stage == 3 else {"buckets:cuda"}) | ({"gradshard:cuda"} if stage == 2 else set())
-    rc, out, err = go({})
+    rc, out, err = shared_output(world)
     why = f"rc={rc} seed={SEED} err={err[-1500:]!r}"
-    v, d, b, base = values(out, "vs_none"), values(out, "vs_dp"), values(out, "bytes"), values(out, "got")
+    t = f"pb{stage}_"
+    v, d, b, base = values(out, t + "vs_none"), values(out, t + "vs_dp"), values(out, t + "bytes"), values(out, t + "got")
     ok = (rc == 0 and v is not None and float(v[0]) <= CROSS_DEVICE_RTOL and float(v[1]) == 0 and set(v[2].split(",")) == want)
     report(f"{name}_equals_no_offload", ok, f"[rel diff, rank diff, devices]={v} want {sorted(want)} {why}")
     report(f"{name}_equals_data_parallel", rc == 0 and d is not None and float(d[0]) <= SAME_DEVICE_STAGE_RTOL, f"rel diff={d} {why}")
@@ -589,11 +662,10 @@ print("R got", map(o[0][0], fn(t) sum(abs(t)).item()))
     report(f"{name}_copied_during_backward", ok,
            f"[bytes during backward, after, shard bytes, buckets/units, host-resident, first host tensor, no-parameter units]={b} "
            f"(want during > 0, during + after = {steps} x (shard - no-parameter units), >= 3 buckets or units, first > 512: pinned) {why}")
-    rc, out, err = go({"NABLA_OFFLOAD_AFTER_BACKWARD": "1"})
-    v, b = values(out, "vs_none"), values(out, "bytes")
-    ok = (rc == 0 and v is not None and float(v[0]) <= CROSS_DEVICE_RTOL and b is not None and int(b[0]) == 0
-          and int(b[1]) == steps * int(b[2]) and values(out, "got") == base)
-    report(f"{name}_after_backward_switch", ok, f"[rel diff ...]={v} [during, after, shard, buckets]={b} rc={rc} err={err[-1500:]!r}")
+    b, got = values(out, t + "ab_bytes"), values(out, t + "ab_got")
+    ok = (rc == 0 and base is not None and got == base and b is not None and int(b[0]) == 0
+          and int(b[1]) == steps * int(b[2]))
+    report(f"{name}_after_backward_switch", ok, f"parameters {got} (the per-bucket run's {base}) [during, after, shard, buckets]={b} rc={rc} err={err[-1500:]!r}")
     if REAL:
         skip(f"{name}_orderings", "the emulated device's ordering model (a GPU cannot be made to show the race)")
         return
@@ -611,20 +683,39 @@ def ring_host_shard(name, stage):
     shard from there with no device->host copy (stage 2: the averaged host shard at take(); stage 1:
     each bucket's slice on the reducer's thread as soon as it is all-reduced), still equal to the run
     without offload, every byte host-resident, none copied"""
-    src = PRELUDE.format(seed=SEED, world=WORLD, backend=BACKEND) + f"""
-g = train(cfg_of({stage}, bucket_mb=0.0001))
-o = train(cfg_of({stage}, offload="optimizer", bucket_mb=0.0001))
-print("R vs_none", compare(o, g)[0], compare(o, g)[1], devs(o))
-print("R bytes", o[0][4][0], o[0][4][1], o[0][4][2], o[0][4][3], o[0][4][4])
-"""
-    steps = 4
-    p = subprocess.run([NABLA, dutil.script(src)], capture_output=True, text=True, timeout=300, env=ENV)
-    dutil.sanitizer_check(p.stderr)
-    v, b = values(p.stdout, "vs_none"), values(p.stdout, "bytes")
-    ok = (p.returncode == 0 and v is not None and float(v[0]) <= CROSS_DEVICE_RTOL and float(v[1]) == 0 and "buckets:cpu" in v[2].split(",")
+    steps = STEPS
+    rc, so, err = shared_output(WORLD)
+    v, b = values(so, f"ring{stage}_vs_none"), values(so, f"ring{stage}_bytes")
+    ok = (rc == 0 and v is not None and float(v[0]) <= CROSS_DEVICE_RTOL and float(v[1]) == 0 and "buckets:cpu" in v[2].split(",")
           and b is not None and int(b[0]) == 0 and int(b[1]) == 0 and int(b[4]) == steps * int(b[2]))
     report(name, ok, f"[rel diff, rank diff, devices]={v} [during, after, shard, buckets, host-resident]={b} "
-           f"rc={p.returncode} seed={SEED} err={p.stderr[-1500:]!r}")
+           f"rc={rc} seed={SEED} err={err[-1500:]!r}")
+
+
+def ring_src(stage):
+    return f"""
+g = train(cfg_of({stage}, bucket_mb=0.0001))
+o = train(cfg_of({stage}, offload="optimizer", bucket_mb=0.0001))
+print("R ring{stage}_vs_none", compare(o, g)[0], compare(o, g)[1], devs(o))
+print("R ring{stage}_bytes", o[0][4][0], o[0][4][1], o[0][4][2], o[0][4][3], o[0][4][4])
+"""
+
+
+def bucket_world():
+    """the world of stages 1/2's per-bucket checks: one GPU (device buckets), or NCCL at ZERO_WORLD"""
+    return WORLD if BACKEND == "nccl" else 1
+
+
+# per_bucket's base runs and ring_host_shard's, in the shared sessions (stage 2; stages 1 and 3 in the
+# release pass only, as their tests)
+shared(bucket_world(), per_bucket_src(2))
+if BACKEND == "ring" and WORLD > 1:
+    shared(WORLD, ring_src(2))
+if not ASAN:
+    shared(bucket_world(), per_bucket_src(1))
+    if BACKEND == "ring" and WORLD > 1:
+        shared(WORLD, ring_src(1))
+    shared(WORLD, per_bucket_src(3))
 
 
 def buckets_then_ring(name, stage, ring_suffix):
@@ -632,18 +723,18 @@ def buckets_then_ring(name, stage, ring_suffix):
     NCCL at any world), then under the ring at world > 1 ring_host_shard's"""
     if not have_emulator(name):
         return
-    per_bucket(name, stage, WORLD if BACKEND == "nccl" else 1)
+    per_bucket(name, stage, bucket_world())
     if BACKEND == "ring" and WORLD > 1:
         ring_host_shard(f"{name}_{ring_suffix}", stage)
 
 
-@test
+@later
 def test_cuda_offload_per_bucket(name):
     """stage 2: each bucket's piece of the shard; under the ring the averaged host shard"""
     buckets_then_ring(name, 2, "ring_host_shard")
 
 
-@test
+@later
 def test_cuda_offload_per_bucket_stage1(name):
     """stage 1: this rank's slice of each all-reduced bucket; under the ring the slices taken from the
     host buckets on the reducer's thread"""
@@ -651,7 +742,7 @@ def test_cuda_offload_per_bucket_stage1(name):
         buckets_then_ring(name, 1, "ring_host_slices")
 
 
-@test
+@later
 def test_cuda_offload_per_unit_stage3(name):
     """stage 3 (per_bucket's checks: each unit's gradient shard copied as soon as backward finished it;
     at ZERO_WORLD under either backend: the shards and their gradients are always on the device)"""
@@ -659,7 +750,18 @@ def test_cuda_offload_per_unit_stage3(name):
         per_bucket(name, 3, WORLD)
 
 
-@test
+shared(WORLD, """
+# the parameters before any step: the same seeded bf16 model for every stage
+start = train(cfg_of(1, steps=0, width=48, dtype="bf16"))
+for st in 1..4 {
+  g = train(cfg_of(st, bucket_mb=0.001, width=48, dtype="bf16"))
+  o = train(cfg_of(st, offload="optimizer", bucket_mb=0.001, width=48, dtype="bf16"))
+  print("R bf{st}", compare(o, g)[0], compare(o, g)[1], moved(o, start), o[0][4][0], o[0][4][4])
+}
+""")
+
+
+@later
 def test_cuda_offload_bf16(name):
     """mixed precision: bf16 parameters and compute, f32 master shards on the host; with the gradient
     shards copied during backward (stage 1: the slices of the all-reduced f32 buckets, rounded to bf16 on
@@ -670,15 +772,7 @@ def test_cuda_offload_bf16(name):
     buckets, stage 3 copies from the device), some bytes copied during backward or host-resident"""
     if not have_emulator(name):
         return
-    src = PRELUDE.format(seed=SEED, world=WORLD, backend=BACKEND) + """
-for st in 1..4 {
-  g = train(cfg_of(st, bucket_mb=0.001, width=48, dtype="bf16"))
-  o = train(cfg_of(st, offload="optimizer", bucket_mb=0.001, width=48, dtype="bf16"))
-  start = train(cfg_of(st, steps=0, width=48, dtype="bf16"))
-  print("R bf{st}", compare(o, g)[0], compare(o, g)[1], moved(o, start), o[0][4][0], o[0][4][4])
-}
-"""
-    rc, out, err = run(src)
+    rc, out, err = shared_output(WORLD)
     for st in (1, 2, 3):
         v = values(out, f"bf{st}")
         ok = (rc == 0 and v is not None and float(v[0]) <= CROSS_DEVICE_RTOL and float(v[1]) == 0 and float(v[2]) > 1e-3
@@ -686,7 +780,19 @@ for st in 1..4 {
         report(f"{name}_stage{st}", ok, f"[rel diff, rank diff, moved, bytes during backward, host-resident]={v} rc={rc} seed={SEED} err={err[-1500:]!r}")
 
 
-@test
+EDITED = ((1, bucket_world()), (3, WORLD))
+for st, world in EDITED:
+    shared(world, f"""
+plain = train(cfg_of({st}, bucket_mb=0.0001))
+for e in list("replace", "inplace") {{
+  g = train(cfg_of({st}, bucket_mb=0.0001, edit=e))
+  o = train(cfg_of({st}, offload="optimizer", bucket_mb=0.0001, edit=e))
+  print("R ed{st}_" + e, compare(o, g)[0], compare(o, g)[1], moved(g, plain), o[0][4][1])
+}}
+""")
+
+
+@later
 def test_cuda_offload_grad_edited(name):
     """offload's copies made during backward are of the gradients backward left: a gradient changed
     before z.step() (stage 1: .grad replaced, or written in place; stage 3: the shard's .grad likewise)
@@ -695,42 +801,16 @@ def test_cuda_offload_grad_edited(name):
     (stage 1's device buckets) and at ZERO_WORLD for stage 3"""
     if not have_emulator(name):
         return
-    for st, world in ((1, WORLD if BACKEND == "nccl" else 1), (3, WORLD)):
-        src = PRELUDE.format(seed=SEED, world=world, backend=BACKEND) + f"""
-plain = train(cfg_of({st}, bucket_mb=0.0001))
-for e in list("replace", "inplace") {{
-  g = train(cfg_of({st}, bucket_mb=0.0001, edit=e))
-  o = train(cfg_of({st}, offload="optimizer", bucket_mb=0.0001, edit=e))
-  print("R", e, compare(o, g)[0], compare(o, g)[1], moved(g, plain), o[0][4][1])
-}}
-"""
-        rc, out, err = run(src)
+    for st, world in EDITED:
+        rc, out, err = shared_output(world)
         for e in ("replace", "inplace"):
-            v = values(out, e)
+            v = values(out, f"ed{st}_{e}")
             ok = rc == 0 and v is not None and float(v[0]) <= CROSS_DEVICE_RTOL and float(v[1]) == 0 and float(v[2]) > 1e-3 and int(v[3]) > 0
             report(f"{name}_stage{st}_{e}", ok, f"[rel diff, rank diff, edit moved, bytes copied after backward]={v} rc={rc} seed={SEED} err={err[-1500:]!r}")
 
 
-@test
-def test_cuda_checkpoint_resume(name):
-    """a sharded checkpoint of a GPU model saved after 2 of 4 steps and loaded into a fresh dist.zero
-    (stages 1-3, with and without offload: the host masters and state are restored too) trains on to
-    the uninterrupted run's parameters (same kernels, same order: equal to 1e-6 relative), which moved"""
-    if not have_emulator(name):
-        return
-    pfx = os.path.join(dutil.TMP, "zck")
-    src = f"""
-import dist
-seed({SEED})
-X = randn(16, 6); Y = randint(0, 3, list(16))
-fn todev(v, d) {{
-  if is_tensor(v) {{ return v.to(d) }}
-  if type(v) == "record" {{ for k in keys(v) {{ v[k] = todev(v[k], d) }} }}
-  else if type(v) == "list" {{ for i in 0..len(v) {{ v[i] = todev(v[i], d) }} }}
-  v
-}}
-dist.start({WORLD}, backend="{BACKEND}")
-dist.push(X=X, Y=Y, todev=todev)
+CKPT_PREFIX = os.path.join(dutil.TMP, "zck")
+shared(WORLD, f"""
 fn tr(stage, off, steps, save, load, pfx) = dist.run(fn(stage, off, steps, save, load, pfx) {{
   import nn
   import optim
@@ -742,16 +822,17 @@ fn tr(stage, off, steps, save, load, pfx) = dist.run(fn(stage, off, steps, save,
   for s in 0..steps {{
     x = X[k * b:(k + 1) * b].to("cuda"); y = Y[k * b:(k + 1) * b].to("cuda")
     backward(cross_entropy(m(x), y)); z.step(); z.zero_grad()
-    if save and s == 1 {{ z.save(pfx) }}
+    if save and s == 0 {{ z.save(pfx) }}
   }}
   ps = if stage == 3 {{ z.full_params() }} else {{ nn.parameters(m) }}
   map(ps, fn(p) detach(p).cpu())
 }}, stage, off, steps, save, load, pfx)
+# the parameters before any step: the same seeded model for every stage and offload
+start = tr(1, nil, 0, false, false, "{CKPT_PREFIX}-none")
 for st in 1..4 {{
   for off in list(nil, "optimizer") {{
-    full = tr(st, off, 4, true, false, "{pfx}-{{st}}-{{off}}")
-    res = tr(st, off, 2, false, true, "{pfx}-{{st}}-{{off}}")
-    start = tr(st, off, 0, false, false, "{pfx}-none")
+    full = tr(st, off, 2, true, false, "{CKPT_PREFIX}-{{st}}-{{off}}")
+    res = tr(st, off, 1, false, true, "{CKPT_PREFIX}-{{st}}-{{off}}")
     d = 0; big = 0; mv = 0
     for w in 0..len(full) {{ for i in 0..len(full[w]) {{
       d = max(d, max(abs(full[w][i] - res[w][i])).item()); big = max(big, max(abs(full[w][i])).item())
@@ -760,8 +841,17 @@ for st in 1..4 {{
     print("R ck{{st}}_{{off}}", d / big, mv)
   }}
 }}
-"""
-    rc, out, err = run(src)
+""")
+
+
+@later
+def test_cuda_checkpoint_resume(name):
+    """a sharded checkpoint of a GPU model saved after 1 of 2 steps and loaded into a fresh dist.zero
+    (stages 1-3, with and without offload: the host masters and state are restored too) trains on to
+    the uninterrupted run's parameters (same kernels, same order: equal to 1e-6 relative), which moved"""
+    if not have_emulator(name):
+        return
+    rc, out, err = shared_output(WORLD)
     for st in (1, 2, 3):
         for off in ("nil", "optimizer"):
             v = values(out, f"ck{st}_{off}")
@@ -770,4 +860,6 @@ for st in 1..4 {{
                    f"[rel diff, moved]={v} rc={rc} seed={SEED} err={err[-1500:]!r}")
 
 
+for fn in LATER:
+    dutil.test(fn)
 dutil.finish()
