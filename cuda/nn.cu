@@ -576,14 +576,16 @@ int k_add_layer_norm(const nt_KernelArgs *a) {
 // accumulation type and writes dx once (no atomics, no rounding to f16/bf16
 // between additions).  The same inputs give the same bits on every run, and
 // a token repeated r times costs one rounding instead of r.
+// An out-of-range index is reported under the public op called (index_select,
+// embedding, x[idx]: err_op) and the user's axis, as the CPU reports it.
 template <typename E>
 __global__ void take_kernel(int64_t outer, int64_t n, int64_t m, int64_t inner, const E *x, const int64_t *idx, E *out,
-                            DevError *err, int op) {
+                            DevError *err, int err_op, int64_t err_axis) {
   int64_t total = outer * m * inner;
   for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x) {
     int64_t k = e % inner, j = (e / inner) % m, q = e / (inner * m), ix = idx[j];
     if (ix < 0) ix += n;
-    if (ix < 0 || ix >= n) { raise_error(err, DEVERR_INDEX, op, idx[j], n, -1); out[e] = E(); continue; }
+    if (ix < 0 || ix >= n) { raise_error(err, DEVERR_INDEX, err_op, idx[j], n, err_axis); out[e] = E(); continue; }
     out[e] = x[(q * n + ix) * inner + k];
   }
 }
@@ -649,8 +651,10 @@ int k_take(const nt_KernelArgs *a) {
   int64_t total = outer * m * inner;
   if (a->op == ids.take) {
     if (total == 0) return 0;
+    int err_op = a->niarg >= 6 && a->iarg[4] >= 0 ? (int)a->iarg[4] : a->op;
+    int64_t err_axis = a->niarg >= 6 ? a->iarg[5] : -1;
     switch (nt_dtype_size(a->out->dtype)) {
-#define TAKE(E) take_kernel<E><<<grid_for(total), kThreads, 0, stream>>>(outer, n, m, inner, (const E *)base(a->in[0]), ix, (E *)base(a->out), dev_err, a->op); break;
+#define TAKE(E) take_kernel<E><<<grid_for(total), kThreads, 0, stream>>>(outer, n, m, inner, (const E *)base(a->in[0]), ix, (E *)base(a->out), dev_err, err_op, err_axis); break;
       case 1: TAKE(uint8_t) case 2: TAKE(uint16_t) case 4: TAKE(uint32_t) default: TAKE(uint64_t)
 #undef TAKE
     }

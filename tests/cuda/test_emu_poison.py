@@ -87,7 +87,7 @@ def test_take():
     idx_bad[k] = bad
     good = RNG.integers(0, n, 4)
     px, pi, pg = npy(x, "take_x"), npy(idx_bad.astype(np.int64), "take_i"), npy(good.astype(np.int64), "take_g")
-    msg = f"take: index {bad} is out of bounds for size {n}"
+    msg = f"take: index {bad} is out of bounds for axis 0 with size {n}"
     code = (f'x = load_npy("{px}").cuda()\nib = load_npy("{pi}").cuda()\nig = load_npy("{pg}").cuda()\n'
             'pre = sin(x) * 3\ncuda.synchronize()\n'          # an earlier epoch: stays usable
             'y = take(x, ib)\nz = y * 2 + 1\nzs = z.sum()\n'
@@ -250,7 +250,7 @@ def test_repl():
         rc, so, se = -999, "", "timeout"
     both = so + se
     vals = next((l.split("VALS ", 1)[1] for l in so.splitlines() if "VALS " in l), None)
-    ok = (f"take: index {bad} is out of bounds for size {n}" in both and UNUSABLE in both
+    ok = (f"take: index {bad} is out of bounds for axis 0 with size {n}" in both and UNUSABLE in both
           and vals is not None and np.allclose(json.loads(vals), x * 4, rtol=0, atol=0) and "END" in so)
     check(ok, "emu.poison.repl_goes_on", f"rc {rc}: {so[-1200:]} {se[-600:]}")
 
@@ -271,7 +271,7 @@ def test_kernel():
                          for t, c in m) for m in emuutil.kernel_cells(cells)]
     except Exception as e:  # noqa
         texts = [f"exception {e!r}"]
-    msg = f"take: index {bad} is out of bounds for size {n}"
+    msg = f"take: index {bad} is out of bounds for axis 0 with size {n}"
     try:
         vals = np.array(json.loads(texts[2].strip()))
         vals_ok = vals.shape == x.shape and np.allclose(vals, x * 3, rtol=0, atol=0)
@@ -309,7 +309,7 @@ def test_collectives():
             f'ok = dist.run(fn() all_reduce(full([{n}], {v}).cuda()).tolist())\n'
             'print("A0", a)\nprint("B0", b)\nprint("C0", c)\nprint("D0", d)\nprint("S0", ok[0])\nprint("S1", ok[1])\ndist.stop()\n')
     rc, so, se = emuutil.nabla(code, timeout=300)
-    msg = f"take: index {bad} is out of bounds for size {n}"
+    msg = f"take: index {bad} is out of bounds for axis 0 with size {n}"
     t = {l[:2]: l[3:] for l in so.splitlines() if l[:2] in ("A0", "B0", "C0", "D0", "S0", "S1")}
     want = [2 * v] * n
     try:

@@ -52,10 +52,6 @@ KNOWN_DEFECTS = [
     (r"cuda\.attention_f32\.grad_large_scores",
      "seed-dependent: with NABLA_CUDA_ATTENTION=gemm (attention_gemm.cu) the f32 backward of near-one-hot rows is off by "
      "~2.5e-4 absolute where the fused kernels and the CPU meet 1e-4 (NUMERICS_SEED=97859320 shows it every time)"),
-    (r"cuda\.errors\.caught\.index\.",
-     "index errors found on the device are reported at the next synchronisation (the harness waits inside each "
-     "case's try), and the message names the kernel that found it (take, for index_select, embedding and x[idx]) "
-     "without the axis, where the CPU's names the op and the axis"),
 ]
 
 def child_cpu():
