@@ -25,7 +25,8 @@
 //   P    = exp(Sc - L), masked 0            row kernel (E)
 //   dV   = P^T dO                           GEMM  [S,DV]
 //   dP   = dO V^T                           GEMM  [T,S] (A, into Sc's buffer)
-//   dS   = P (dP - D_i), D_i = dO_i . O_i   row kernel (E, in place over P; masked 0)
+//   dS   = p (dP - D_i), p = P / sum_j P_ij, D_i = sum_j p_ij dP_ij   row kernel (E, in
+//                                                 place over P; masked 0; why not dO . O: there)
 //   dQ   = scale dS K,  dK = scale dS^T Q   GEMMs
 // Scratch per matrix: T*S*(sizeof(A) + sizeof(E)) bytes (6 for bf16/f16: 6 MiB at
 // T = S = 1024), from the caching allocator; the batch*heads are processed in
@@ -110,22 +111,34 @@ __global__ void sdpa_probs_rows(int64_t rows, int64_t T, int64_t S, int causal, 
   }
 }
 
-// Backward: D_r = dO_r . O_r (warp sum over DV), then dS_rj = P_rj (dP_rj - D_r), written over
-// P (same element, same lane: read then write) in E; masked keys get an exact 0.
-// dout and o: the chunk's first matrix is b0 of their layouts (row r = matrix r / T, query r % T).
+// Backward: dS_rj = p_rj (dP_rj - D_r) with p_r = P_r / sigma_r, sigma_r = sum_j P_rj and
+// D_r = sum_j p_rj dP_rj (two warp sums over the row), written over P (same element, same
+// lane: read then write) in E; masked keys get an exact 0.  Why not D_r = dO_r . O_r (the
+// CPU's and flash attention's D): P = exp(Sc - L) carries L's rounding, L = m + log l being
+// rounded at the size of the row's largest score, so with large scores (|Sc| ~ 40) every P
+// of the row is off by the same factor 1 + eps (~2e-6); dO . O then no longer equals
+// sum_j P_j dP_j, and dP_max - D, a difference of two numbers ~ |dO| |v| that should nearly
+// cancel, keeps eps D: through dK = scale dS^T Q that was 2.5e-4 absolute at |q| ~ 40 where
+// torch's f32 softmax backward (sum_j P_j dP_j over the P it uses) meets 1e-4.  Dividing by
+// sigma removes the common factor exactly; sum P dP is the softmax backward's own D.
 template <typename E, typename A>
-__global__ void sdpa_dscores_rows(int64_t rows, int64_t T, int64_t S, int64_t DV, int causal, const E *dout, Lay lg,
-                                  const E *o, Lay lo, int64_t b0, const A *dp, E *P) {
+__global__ void sdpa_dscores_rows(int64_t rows, int64_t T, int64_t S, int causal, const A *dp, E *P) {
   const int lane = threadIdx.x & 31;
   WARP_ROWS(r, rows) {
-    A d = 0;
-    const E *gr = dout + lg.at(b0 + r / T, r % T), *orow = o + lo.at(b0 + r / T, r % T);
-    for (int64_t c = lane; c < DV; c += 32) d += (A)ld(gr[c]) * (A)ld(orow[c]);
-    d = warp_sum(d);
     const int64_t n = keys_seen(r % T, S, causal);
     const A *dprow = dp + r * S;
     E *prow = P + r * S;
-    for (int64_t j = lane; j < S; j += 32) prow[j] = St<E>::from(j < n ? (A)ld(prow[j]) * (dprow[j] - d) : (A)0);
+    A sigma = 0, pdp = 0;
+    for (int64_t j = lane; j < n; j += 32) {
+      const A p = (A)ld(prow[j]);
+      sigma += p;
+      pdp += p * dprow[j];
+    }
+    sigma = warp_sum(sigma);
+    pdp = warp_sum(pdp);
+    const A inv = sigma > 0 ? (A)1 / sigma : (A)1;   // sigma is NaN for a row of -inf scores: dS NaN, like torch
+    const A d = pdp * inv;
+    for (int64_t j = lane; j < S; j += 32) prow[j] = St<E>::from(j < n ? (A)ld(prow[j]) * inv * (dprow[j] - d) : (A)0);
   }
 }
 #undef WARP_ROWS
@@ -248,7 +261,7 @@ template <typename E> int bwd(const nt_KernelArgs *a, const Geo &g) {
   A *sc = (A *)sc_buf.p;            // scores, then dP
   E *P = (E *)p_buf.p;            // P, then dS
   const E *q = (const E *)base(gr->q), *k = (const E *)base(gr->k), *v = (const E *)base(gr->v);
-  const E *o = (const E *)base(gr->o), *dout = (const E *)base(gr->dout);
+  const E *dout = (const E *)base(gr->dout);   // (O is not read: sdpa_dscores_rows says why)
   const A *L = (const A *)base(gr->lse);
   E *dq = (E *)base(gr->dq), *dk = (E *)base(gr->dk), *dv = (E *)base(gr->dv);
   const Lay lq = lay_of(gr->q), lk = lay_of(gr->k), lv = lay_of(gr->v), lo = lay_of(gr->o), lg = lay_of(gr->dout);
@@ -272,8 +285,7 @@ template <typename E> int bwd(const nt_KernelArgs *a, const Geo &g) {
     if (gemm<E>(op, false, true, T, S, DV, 1.0, gc, lg.sr, lg.si, vc, lv.sr, lv.si, Blas<E>::acc, sc, S, T * S, n))
       return -1;
     if (rows > 0) {
-      sdpa_dscores_rows<E, A><<<grid_for(rows * 32), kThreads, 0, stream>>>(rows, T, S, DV, g.causal, dout, lg, o, lo, b0,
-                                                                            sc, P);
+      sdpa_dscores_rows<E, A><<<grid_for(rows * 32), kThreads, 0, stream>>>(rows, T, S, g.causal, sc, P);
       LAUNCHED(op);
     }
     // dQ [T,D] = scale dS [T,S] K [S,D]

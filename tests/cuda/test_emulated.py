@@ -48,11 +48,7 @@ LEFT_OUT = {
 
 # Defects of the CUDA path that the emulated suites found and that are not
 # fixed yet: the case prints SKIP with the defect instead of failing make test.
-KNOWN_DEFECTS = [
-    (r"cuda\.attention_f32\.grad_large_scores",
-     "seed-dependent: with NABLA_CUDA_ATTENTION=gemm (attention_gemm.cu) the f32 backward of near-one-hot rows is off by "
-     "~2.5e-4 absolute where the fused kernels and the CPU meet 1e-4 (NUMERICS_SEED=97859320 shows it every time)"),
-]
+KNOWN_DEFECTS = []   # (regex of a case name, the defect): none known
 
 def child_cpu():
     """CPU seconds of the processes this suite started and waited for (the "#" lines' second
