@@ -146,12 +146,6 @@ class Cluster:
         os.chmod(os.path.join(d, "authorized_keys"), 0o600)
         self.key = os.path.join(d, "user_key")
         os.makedirs("/run/sshd", mode=0o755, exist_ok=True)   # sshd's privilege separation directory
-        # the login shell's ~/.bashrc (which bash reads for every command run
-        # over ssh) is an empty one on the simulated hosts: a developer's
-        # .bashrc (pyenv init, conda, ...) can take seconds per login on a
-        # busy machine and leave locks behind when a test kills a host mid-login
-        bashrc = os.path.join(os.path.expanduser("~"), ".bashrc")
-        quiet_rc = f" && mount --bind {d}/bashrc {bashrc}" if os.path.isfile(bashrc) else ""
         with open(os.path.join(d, "bashrc"), "w") as f:
             f.write("# the simulated hosts' ~/.bashrc (tests/dist/hosts.py)\n")
         with open(os.path.join(d, "hosts"), "w") as f:
@@ -182,15 +176,7 @@ class Cluster:
                 _sh([IP, "-n", ns, "link", "set", eth, "up"])
                 _sh([IP, "-n", self.sw, "link", "set", sw_end, "master", br])
                 _sh([IP, "-n", self.sw, "link", "set", sw_end, "up"])
-            cfg = write_sshd_config(os.path.join(d, f"sshd_config{i}"), d, 22, ["0.0.0.0", "::"], f"{d}/sshd{i}.pid")
-            log = open(os.path.join(d, f"sshd{i}.log"), "w")
-            # the host: its own hostname, /etc/hosts, ~/.bashrc and /dev/shm, then sshd (exec: same pid)
-            boot = (f"hostname {self.names[i]} && mount --make-rprivate / && mount --bind {d}/hosts /etc/hosts{quiet_rc} && "
-                    f"mount -t tmpfs -o size=2g,mode=1777 tmpfs /dev/shm && exec {SSHD} -D -e -f {cfg}")
-            p = subprocess.Popen([IP, "netns", "exec", ns, "unshare", "--mount", "--uts", "sh", "-c", boot],
-                                 stdin=subprocess.DEVNULL, stdout=log, stderr=log)
-            self.procs.append(p)
-            self.pids[i] = p.pid
+            self.boot(i)
         # every sshd answers (from host 0, over the management network)
         t = time.time()
         for i in range(self.n):
@@ -205,6 +191,29 @@ class Cluster:
                                            f"{q.stderr.strip()[-200:]}); sshd log: {f.read()[-300:]!r}")
                 time.sleep(0.2)
         return self
+
+    def boot(self, i, log_mode="w"):
+        """Starts host i's first process (its namespaces' owner): its own
+        hostname, /etc/hosts, ~/.bashrc and /dev/shm, then sshd (exec: same
+        pid).  start() and a revived host (elastic_hosts.py) both boot here,
+        so a host that comes back is the same host."""
+        d = self.dir
+        # the login shell's ~/.bashrc (which bash reads for every command run
+        # over ssh) is an empty one on the simulated hosts: a developer's
+        # .bashrc (pyenv init, conda, ...) can take seconds per login on a
+        # busy machine and leave locks behind when a test kills a host mid-login
+        bashrc = os.path.join(os.path.expanduser("~"), ".bashrc")
+        quiet_rc = f" && mount --bind {d}/bashrc {bashrc}" if os.path.isfile(bashrc) else ""
+        cfg = write_sshd_config(os.path.join(d, f"sshd_config{i}"), d, 22, ["0.0.0.0", "::"], f"{d}/sshd{i}.pid")
+        log = open(os.path.join(d, f"sshd{i}.log"), log_mode)
+        boot = (f"hostname {self.names[i]} && mount --make-rprivate / && mount --bind {d}/hosts /etc/hosts{quiet_rc} && "
+                f"mount -t tmpfs -o size=2g,mode=1777 tmpfs /dev/shm && exec {SSHD} -D -e -f {cfg}")
+        p = subprocess.Popen([IP, "netns", "exec", self.ns[i], "unshare", "--mount", "--uts", "sh", "-c", boot],
+                             stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+        log.close()
+        self.procs.append(p)
+        self.pids[i] = p.pid
+        return p
 
     def ssh_args(self):
         """`nabla run` options that make its ssh reach these hosts."""
@@ -256,10 +265,14 @@ class Cluster:
                 out.append(pid)
         return out
 
-    def follow(self, i, cmd, actions, timeout, env=None):
+    def follow(self, i, cmd, actions, timeout, env=None, feed=False):
         """Runs cmd on host i; when a stdout line contains a key of actions,
-        calls its function (once).  Returns (rc, out, err, the keys that fired)."""
-        p = self.popen(i, cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        calls its function (once).  Returns (rc, out, err, the keys that fired).
+        feed: cmd's standard input is a pipe (else /dev/null), and a string an
+        action returns is written to it: a script that waits for the action
+        blocks in input() instead of spinning on the CPU the action needs."""
+        p = self.popen(i, cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                       stdin=subprocess.PIPE if feed else subprocess.DEVNULL)
         out, fired = [], []
         t = time.time()
         try:
@@ -268,7 +281,10 @@ class Cluster:
                 for key, fn in actions.items():
                     if key in line and key not in fired:
                         fired.append(key)
-                        fn()
+                        said = fn()
+                        if feed and isinstance(said, str):
+                            p.stdin.write(said)
+                            p.stdin.flush()
                 if time.time() - t > timeout:
                     break
             p.wait(timeout=max(5, timeout - (time.time() - t)))
