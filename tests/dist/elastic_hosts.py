@@ -4,11 +4,10 @@ started hosts.Cluster: kill(i) is Cluster.kill_host (every process of the
 host killed, its links down), revive(i) brings it back (links up, a fresh
 sshd as its first process with its own hostname, /etc/hosts, ~/.bashrc and
 /dev/shm: Cluster.boot, as at the start) and waits until it answers ssh;
-ensure_up() revives what a failed test left down.  cut(i) / mend(i): a link cut — host i's links down, then up again,
-its processes alive throughout."""
-import time
-
-from hosts import IP, SSH_OPTS, _sh
+ensure_up() revives what a failed test left down.  cut(i) / mend(i): a
+link cut — host i's links down, then up again, its processes alive
+throughout."""
+from hosts import IP, _sh
 
 
 class Hosts:
@@ -34,15 +33,8 @@ class Hosts:
         c = self.c
         self._links(i, "up")
         c.boot(i, log_mode="a")
-        t = time.time()
-        while time.time() - t < 60:
-            q = c.run(0, ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=3", *SSH_OPTS, "-i", c.key, c.names[i], "hostname"],
-                      timeout=60)
-            if q.returncode == 0 and q.stdout.strip() == c.names[i]:
-                self.down.discard(i)
-                return
-            time.sleep(0.2)
-        raise RuntimeError(f"host {c.names[i]} did not come back")
+        c.wait_answers([i], 60)
+        self.down.discard(i)
 
     def ensure_up(self):
         for i in sorted(self.down):
