@@ -42,6 +42,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 IP = shutil.which("ip") or "/usr/sbin/ip"
@@ -300,6 +301,8 @@ class Cluster:
                        stdin=subprocess.PIPE if feed else subprocess.DEVNULL)
         out, fired = [], []
         t = time.time()
+        stuck = threading.Timer(timeout, p.kill)   # a cmd that hangs silently ends at timeout too
+        stuck.start()
         try:
             for line in p.stdout:
                 out.append(line)
@@ -314,6 +317,7 @@ class Cluster:
                     break
             p.wait(timeout=max(5, timeout - (time.time() - t)))
         finally:
+            stuck.cancel()
             if p.poll() is None:
                 p.kill()
                 p.wait()

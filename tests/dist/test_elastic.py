@@ -486,6 +486,19 @@ def test_slurm_node_loss(name):
         with open(pidfile + ".new", "w") as f:
             f.write(",".join(str(p) for p in C.pids))
         os.replace(pidfile + ".new", pidfile)
+
+    def probe_count():
+        return sum(1 for c in open(log).read().splitlines() if c.startswith("scontrol ")) if os.path.exists(log) else 0
+
+    def grow():
+        # the session re-admits a node its probes saw out of service, then in
+        # service: node c comes back only after the next probe (1 s apart)
+        # found it down (a quick revive could otherwise come first)
+        k, t = probe_count(), time.time()
+        while probe_count() == k and time.time() - t < 30:
+            time.sleep(0.1)
+        revive_host(2)
+        write_pids()
     write_pids()
     path = script(TRAIN, "el_slurm.nbl")
     fake = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake_slurm")
@@ -493,7 +506,7 @@ def test_slurm_node_loss(name):
            "FAKE_SLURM_NODES": HOSTS, "FAKE_SLURM_PIDS_FILE": pidfile, "FAKE_SLURM_LOG": log, "NABLA_ELASTIC_PROBE_S": "1"}
     cmd = [NABLA, "run", "--heartbeat", "3", "--min-workers", "4", "--max-restarts", "1", path, *files, "15", ck, side, "elastic"]
     rc, out, err, fired = follow(cmd, {"SPIN": lambda: (time.sleep(0.3), kill_host(2)),
-                                       "GROW": lambda: (revive_host(2), write_pids())}, timeout=240, env=env)
+                                       "GROW": grow}, timeout=240, env=env)
     starts = [tuple(x) for x in re.findall(r"^\[rank 0\] START (\d+) (\d+)$", out, re.M)]
     calls = open(log).read().splitlines() if os.path.exists(log) else []
     sruns = [c for c in calls if not c.startswith("scontrol ")]
