@@ -2,15 +2,12 @@
 elastic tests (test_elastic.py) and bench/dist/elastic_recovery.py, on a
 started hosts.Cluster: kill(i) is Cluster.kill_host (every process of the
 host killed, its links down), revive(i) brings it back (links up, a fresh
-sshd as its first process with its own hostname, /etc/hosts and /dev/shm)
-and waits until it answers ssh; ensure_up() revives what a failed test left
-down.  cut(i) / mend(i): a link cut — host i's links down, then up again,
-its processes alive throughout."""
-import os
-import subprocess
-import time
-
-from hosts import IP, SSHD, SSH_OPTS, write_sshd_config, _sh
+sshd as its first process with its own hostname, /etc/hosts, ~/.bashrc and
+/dev/shm: Cluster.boot, as at the start) and waits until it answers ssh;
+ensure_up() revives what a failed test left down.  cut(i) / mend(i): a
+link cut — host i's links down, then up again, its processes alive
+throughout."""
+from hosts import IP, _sh
 
 
 class Hosts:
@@ -35,24 +32,9 @@ class Hosts:
     def revive(self, i):
         c = self.c
         self._links(i, "up")
-        d = c.dir
-        cfg = write_sshd_config(os.path.join(d, f"sshd_config{i}"), d, 22, ["0.0.0.0", "::"], f"{d}/sshd{i}.pid")
-        log = open(os.path.join(d, f"sshd{i}.log"), "a")
-        boot = (f"hostname {c.names[i]} && mount --make-rprivate / && mount --bind {d}/hosts /etc/hosts && "
-                f"mount -t tmpfs -o size=2g,mode=1777 tmpfs /dev/shm && exec {SSHD} -D -e -f {cfg}")
-        p = subprocess.Popen([IP, "netns", "exec", c.ns[i], "unshare", "--mount", "--uts", "sh", "-c", boot],
-                             stdin=subprocess.DEVNULL, stdout=log, stderr=log)
-        c.procs.append(p)
-        c.pids[i] = p.pid
-        t = time.time()
-        while time.time() - t < 60:
-            q = c.run(0, ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=3", *SSH_OPTS, "-i", c.key, c.names[i], "hostname"],
-                      timeout=60)
-            if q.returncode == 0 and q.stdout.strip() == c.names[i]:
-                self.down.discard(i)
-                return
-            time.sleep(0.2)
-        raise RuntimeError(f"host {c.names[i]} did not come back")
+        c.boot(i, log_mode="a")
+        c.wait_answers([i], 60)
+        self.down.discard(i)
 
     def ensure_up(self):
         for i in sorted(self.down):

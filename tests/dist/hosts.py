@@ -42,6 +42,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 IP = shutil.which("ip") or "/usr/sbin/ip"
@@ -57,9 +58,20 @@ def _sh(args, check=True, timeout=20):
     return p
 
 
+def _ip_batch(lines, ns=None):
+    """Runs ip commands (one a line, ip -batch; in namespace ns) in one ip
+    process: the setup is ~50 of them, each ~0.1 s to start on a busy machine."""
+    args = [IP] + (["-n", ns] if ns else []) + ["-batch", "-"]
+    p = subprocess.run(args, input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=20)
+    if p.returncode:
+        raise RuntimeError(f"{' '.join(args)} failed (rc {p.returncode}): {p.stderr.strip()[-300:]}")
+
+
 def write_sshd_config(path, d, port, listen, pidfile):
     """An sshd_config for tests: key login only (d/host_key, d/authorized_keys), root allowed, no PAM.
-    listen: an address or a list of them."""
+    listen: an address or a list of them.  Key exchange: curve25519 only, not
+    OpenSSH 9's default sntrup761x25519 (post-quantum, ~2.5x the CPU of a
+    login: ~0.7 s of every ssh login on a busy 2-core machine)."""
     listens = "\n".join(f"ListenAddress {a}" for a in ([listen] if isinstance(listen, str) else listen))
     with open(path, "w") as f:
         f.write(f"""Port {port}
@@ -72,6 +84,7 @@ KbdInteractiveAuthentication no
 PermitRootLogin prohibit-password
 UsePAM no
 StrictModes no
+KexAlgorithms curve25519-sha256,curve25519-sha256@libssh.org
 PidFile {pidfile}
 """)
     return path
@@ -106,6 +119,7 @@ class Cluster:
         self.ns = [f"nbh{self.tag}{i}" for i in range(n)]
         self.pids = [None] * n      # each host's sshd: the process whose namespaces are the host
         self.procs = []
+        self.procs_of = [None] * n  # each host's sshd as a Popen (the last boot's)
         self.dir = None
         self.up = False
 
@@ -146,12 +160,6 @@ class Cluster:
         os.chmod(os.path.join(d, "authorized_keys"), 0o600)
         self.key = os.path.join(d, "user_key")
         os.makedirs("/run/sshd", mode=0o755, exist_ok=True)   # sshd's privilege separation directory
-        # the login shell's ~/.bashrc (which bash reads for every command run
-        # over ssh) is an empty one on the simulated hosts: a developer's
-        # .bashrc (pyenv init, conda, ...) can take seconds per login on a
-        # busy machine and leave locks behind when a test kills a host mid-login
-        bashrc = os.path.join(os.path.expanduser("~"), ".bashrc")
-        quiet_rc = f" && mount --bind {d}/bashrc {bashrc}" if os.path.isfile(bashrc) else ""
         with open(os.path.join(d, "bashrc"), "w") as f:
             f.write("# the simulated hosts' ~/.bashrc (tests/dist/hosts.py)\n")
         with open(os.path.join(d, "hosts"), "w") as f:
@@ -161,50 +169,77 @@ class Cluster:
                     f.write(f"{self.mgmt6(i)} {h}\n{self.mgmt(i)} {h}-v4\n{self.data(i)} {h}-data\n")
                 else:
                     f.write(f"{self.mgmt(i)} {h}\n{self.data(i)} {h}-data\n")
-        _sh([IP, "netns", "add", self.sw])
-        self.up = True
+        self.up = True   # (stop() deletes these namespaces, as far as they were made)
+        _ip_batch([f"netns add {ns}" for ns in [self.sw] + self.ns])
+        veths, switch, host = [], [], {ns: ["link set lo up"] for ns in self.ns}
         for br in ("bmgmt", "bdata"):
-            _sh([IP, "-n", self.sw, "link", "add", br, "type", "bridge"])
-            _sh([IP, "-n", self.sw, "link", "set", br, "up"])
+            switch += [f"link add {br} type bridge", f"link set {br} up"]
         for i, ns in enumerate(self.ns):
-            _sh([IP, "netns", "add", ns])
-            _sh([IP, "-n", ns, "link", "set", "lo", "up"])
             for eth, br, addr, c in (("eth0", "bmgmt", self.mgmt(i), "m"), ("eth1", "bdata", self.data(i), "d")):
                 host_end, sw_end = f"v{self.tag}{c}{i}h", f"v{self.tag}{c}{i}s"
-                _sh([IP, "link", "add", host_end, "netns", ns, "type", "veth", "peer", "name", sw_end, "netns", self.sw])
-                _sh([IP, "-n", ns, "link", "set", host_end, "name", eth])
-                if ":" in addr:
-                    _sh([IP, "-n", ns, "addr", "add", f"{addr}/64", "dev", eth, "nodad"])
-                else:
-                    _sh([IP, "-n", ns, "addr", "add", f"{addr}/24", "dev", eth])
+                veths.append(f"link add {host_end} netns {ns} type veth peer name {sw_end} netns {self.sw}")
+                host[ns].append(f"link set {host_end} name {eth}")
+                host[ns].append(f"addr add {addr}/64 dev {eth} nodad" if ":" in addr else f"addr add {addr}/24 dev {eth}")
                 if self.v6 and eth == "eth0":
-                    _sh([IP, "-n", ns, "addr", "add", f"{self.mgmt6(i)}/64", "dev", eth, "nodad"])
-                _sh([IP, "-n", ns, "link", "set", eth, "up"])
-                _sh([IP, "-n", self.sw, "link", "set", sw_end, "master", br])
-                _sh([IP, "-n", self.sw, "link", "set", sw_end, "up"])
-            cfg = write_sshd_config(os.path.join(d, f"sshd_config{i}"), d, 22, ["0.0.0.0", "::"], f"{d}/sshd{i}.pid")
-            log = open(os.path.join(d, f"sshd{i}.log"), "w")
-            # the host: its own hostname, /etc/hosts, ~/.bashrc and /dev/shm, then sshd (exec: same pid)
-            boot = (f"hostname {self.names[i]} && mount --make-rprivate / && mount --bind {d}/hosts /etc/hosts{quiet_rc} && "
-                    f"mount -t tmpfs -o size=2g,mode=1777 tmpfs /dev/shm && exec {SSHD} -D -e -f {cfg}")
-            p = subprocess.Popen([IP, "netns", "exec", ns, "unshare", "--mount", "--uts", "sh", "-c", boot],
-                                 stdin=subprocess.DEVNULL, stdout=log, stderr=log)
-            self.procs.append(p)
-            self.pids[i] = p.pid
-        # every sshd answers (from host 0, over the management network)
-        t = time.time()
+                    host[ns].append(f"addr add {self.mgmt6(i)}/64 dev {eth} nodad")
+                host[ns].append(f"link set {eth} up")
+                switch += [f"link set {sw_end} master {br}", f"link set {sw_end} up"]
+        _ip_batch(veths)
+        _ip_batch(switch, self.sw)
+        for ns in self.ns:
+            _ip_batch(host[ns], ns)
         for i in range(self.n):
-            while True:
-                q = self.run(0, ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=3", *SSH_OPTS, "-i", self.key,
-                                 self.names[i], "hostname"], timeout=15, check=False)
-                if q.returncode == 0 and q.stdout.strip() == self.names[i]:
-                    break
-                if time.time() - t > 30 or self.procs[i].poll() is not None:
-                    with open(os.path.join(d, f"sshd{i}.log")) as f:
-                        raise RuntimeError(f"host {self.names[i]} does not answer ssh (rc {q.returncode}: "
-                                           f"{q.stderr.strip()[-200:]}); sshd log: {f.read()[-300:]!r}")
-                time.sleep(0.2)
+            self.boot(i)
+        self.wait_answers(range(self.n), 30)
         return self
+
+    def wait_answers(self, hosts, secs):
+        """Waits until every host of hosts (indices) answers ssh from host 0
+        (its sshd just booted: tried all at once, again every 0.2 s); raises
+        RuntimeError saying which did not within secs."""
+        left, t = list(hosts), time.time()
+        while left:
+            tries = {i: self.popen(0, ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=3", *SSH_OPTS, "-i", self.key,
+                                       self.names[i], "hostname"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                     for i in left}
+            for i, p in tries.items():
+                try:
+                    out, err = p.communicate(timeout=15)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    out, err = p.communicate()
+                if p.returncode == 0 and out.strip() == self.names[i]:
+                    left.remove(i)
+                elif time.time() - t > secs or self.procs_of[i].poll() is not None:
+                    with open(os.path.join(self.dir, f"sshd{i}.log")) as f:
+                        raise RuntimeError(f"host {self.names[i]} does not answer ssh (rc {p.returncode}: "
+                                           f"{err.strip()[-200:]}); sshd log: {f.read()[-300:]!r}")
+            if left:
+                time.sleep(0.2)
+
+    def boot(self, i, log_mode="w"):
+        """Starts host i's first process (its namespaces' owner): its own
+        hostname, /etc/hosts, ~/.bashrc and /dev/shm, then sshd (exec: same
+        pid).  start() and a revived host (elastic_hosts.py) both boot here,
+        so a host that comes back is the same host."""
+        d = self.dir
+        # the login shell's ~/.bashrc (which bash reads for every command run
+        # over ssh) is an empty one on the simulated hosts: a developer's
+        # .bashrc (pyenv init, conda, ...) can take seconds per login on a
+        # busy machine and leave locks behind when a test kills a host mid-login
+        bashrc = os.path.join(os.path.expanduser("~"), ".bashrc")
+        quiet_rc = f" && mount --bind {d}/bashrc {bashrc}" if os.path.isfile(bashrc) else ""
+        cfg = write_sshd_config(os.path.join(d, f"sshd_config{i}"), d, 22, ["0.0.0.0", "::"], f"{d}/sshd{i}.pid")
+        log = open(os.path.join(d, f"sshd{i}.log"), log_mode)
+        boot = (f"hostname {self.names[i]} && mount --make-rprivate / && mount --bind {d}/hosts /etc/hosts{quiet_rc} && "
+                f"mount -t tmpfs -o size=2g,mode=1777 tmpfs /dev/shm && exec {SSHD} -D -e -f {cfg}")
+        p = subprocess.Popen([IP, "netns", "exec", self.ns[i], "unshare", "--mount", "--uts", "sh", "-c", boot],
+                             stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+        log.close()
+        self.procs.append(p)
+        self.procs_of[i] = p
+        self.pids[i] = p.pid
+        return p
 
     def ssh_args(self):
         """`nabla run` options that make its ssh reach these hosts."""
@@ -256,23 +291,33 @@ class Cluster:
                 out.append(pid)
         return out
 
-    def follow(self, i, cmd, actions, timeout, env=None):
+    def follow(self, i, cmd, actions, timeout, env=None, feed=False):
         """Runs cmd on host i; when a stdout line contains a key of actions,
-        calls its function (once).  Returns (rc, out, err, the keys that fired)."""
-        p = self.popen(i, cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        calls its function (once).  Returns (rc, out, err, the keys that fired).
+        feed: cmd's standard input is a pipe (else /dev/null), and a string an
+        action returns is written to it: a script that waits for the action
+        blocks in input() instead of spinning on the CPU the action needs."""
+        p = self.popen(i, cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                       stdin=subprocess.PIPE if feed else subprocess.DEVNULL)
         out, fired = [], []
         t = time.time()
+        stuck = threading.Timer(timeout, p.kill)   # a cmd that hangs silently ends at timeout too
+        stuck.start()
         try:
             for line in p.stdout:
                 out.append(line)
                 for key, fn in actions.items():
                     if key in line and key not in fired:
                         fired.append(key)
-                        fn()
+                        said = fn()
+                        if feed and isinstance(said, str):
+                            p.stdin.write(said)
+                            p.stdin.flush()
                 if time.time() - t > timeout:
                     break
             p.wait(timeout=max(5, timeout - (time.time() - t)))
         finally:
+            stuck.cancel()
             if p.poll() is None:
                 p.kill()
                 p.wait()

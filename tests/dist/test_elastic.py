@@ -58,12 +58,21 @@ H = Hosts(C)
 kill_host, revive_host, ensure_up = H.kill, H.revive, H.ensure_up
 
 
-def follow(cmd, actions, timeout, env=None):
+def follow(cmd, actions, timeout, env=None, feed=False):
     """Runs cmd on host a; when a stdout line contains a key of actions, calls
-    its function (once).  Returns (rc, out, err, the keys that fired)."""
-    rc, out, err, fired = C.follow(0, cmd, actions, timeout, env)
+    its function (once; feed: a string it returns goes to cmd's stdin, for
+    a script waiting in input()).  Returns (rc, out, err, the keys that fired)."""
+    rc, out, err, fired = C.follow(0, cmd, actions, timeout, env, feed)
     sanitizer_check(err)
     return rc, out, err, fired
+
+
+def and_go(action, *args):
+    """an action for follow(feed=True): action(*args), then the script's input() returns"""
+    def run():
+        action(*args)
+        return "go\n"
+    return run
 
 
 def touch(path):
@@ -77,12 +86,11 @@ import dist
 fn hosts() { h = list(); for w in dist.workers() { push(h, w.host) }; h }
 # every rank's (rank + 1) * v summed: checks the whole group formed and computes
 fn total(v) { dist.run(fn(v) all_reduce(ones(2) * v * (dist.rank() + 1)).tolist(), v)[0] }
-fn wait_file(p) { while not exists(p) { } }
 v = VAL
-dist.start(6, launcher="ssh", hosts=["hosta", "hostb", "hostc"], connect_timeout=3, heartbeat=3, SSHOPTS)
+dist.start(6, launcher="ssh", hosts=["hosta", "hostb", "hostc"], connect_timeout=2, heartbeat=3, SSHOPTS)
 print("A", hosts(), total(v))
 print("KILL")
-wait_file("F1")
+input()
 while true { k = 0; for w in dist.workers() { if w.alive { k = k + 1 } }; if k <= 4 { break } }
 dist.restart()
 print("B", hosts(), total(v))
@@ -91,7 +99,7 @@ print("C", hosts(), total(v))
 try { dist.restart(min_workers=5); print("D no error") } catch e { print("D", e.message) }
 print("D2", hosts(), total(v))
 print("REVIVE")
-wait_file("F2")
+input()
 dist.restart(exclude=["hostb"])
 print("F", hosts(), total(v))
 dist.restart(exclude=[])
@@ -109,12 +117,10 @@ def expect_total(v, ranks):
 def test_live_shrink(name):
     ensure_up()
     v = float(np.float32(rng.uniform(0.5, 2.0)))
-    f1, f2 = os.path.join(TMP, "live-F1"), os.path.join(TMP, "live-F2")
-    src = (LIVE.replace("SSHOPTS", C.ssh_opts_nbl()).replace("VAL", repr(v))
-           .replace('"F1"', f'"{f1}"').replace('"F2"', f'"{f2}"'))
+    src = LIVE.replace("SSHOPTS", C.ssh_opts_nbl()).replace("VAL", repr(v))
     path = script(src, "el_live.nbl")
-    rc, out, err, fired = follow([NABLA, "-u", path], {"KILL": lambda: (kill_host(2), touch(f1)),
-                                                 "REVIVE": lambda: (revive_host(2), touch(f2))}, timeout=240)
+    rc, out, err, fired = follow([NABLA, "-u", path], {"KILL": and_go(kill_host, 2), "REVIVE": and_go(revive_host, 2)},
+                                 timeout=240, feed=True)
     got = {}
     for line in out.splitlines():
         m = re.match(r"^(A|B|C|D2|F|G) (\[.*?\]) (\[.*\])$", line)
@@ -225,14 +231,15 @@ ELASTIC_GROW = """
 import dist
 fn hosts() { h = list(); for w in dist.workers() { push(h, w.host) }; h }
 fn total(v) { dist.run(fn(v) all_reduce(ones(2) * v * (dist.rank() + 1)).tolist(), v)[0] }
-fn wait_file(p) { while not exists(p) { } }
-# checkpoints every step until the group regroups (bounded: 120 s)
-fn train(ck) { dist.run(fn(ck) { t = clock(); s = 0; while clock() - t < 120 { dist.save_checkpoint(ck, {w: ones(1) * s}, s); s = s + 1 }; s }, ck) }
+# checkpoints every step until the group regroups (bounded: 120 s); a step
+# sleeps 50 ms (a receive no message matches: nabla has no sleep), leaving the
+# CPU to the host coming back and the session's probe of it
+fn train(ck) { dist.run(fn(ck) { t = clock(); s = 0; while clock() - t < 120 { dist.save_checkpoint(ck, {w: ones(1) * s}, s); s = s + 1; dist.recv_msg(tag=7777, timeout=0.05) }; s }, ck) }
 v = VAL
-dist.start(6, launcher="ssh", hosts=["hosta", "hostb", "hostc"], connect_timeout=3, heartbeat=3, elastic=true, min_workers=4, SSHOPTS)
+dist.start(6, launcher="ssh", hosts=["hosta", "hostb", "hostc"], connect_timeout=2, heartbeat=3, elastic=true, min_workers=4, SSHOPTS)
 print("A", hosts(), total(v))
 print("KILL")
-wait_file("F1")
+input()
 while true { k = 0; for w in dist.workers() { if w.alive { k = k + 1 } }; if k <= 4 { break } }
 r = try { total(v); "no error" } catch e { "{e.name}: {e.message}" }
 print("E1", r)
@@ -254,17 +261,13 @@ def test_live_elastic_grow(name):
     # (DistRestarted) and runs on 6 workers again, c included
     ensure_up()
     v = float(np.float32(rng.uniform(0.5, 2.0)))
-    f1 = os.path.join(TMP, "elgrow-F1")
     ck = os.path.join(TMP, "elgrow.safetensors")
-    for f in (f1, ck):
-        if os.path.exists(f):
-            os.remove(f)
-    src = (ELASTIC_GROW.replace("SSHOPTS", C.ssh_opts_nbl()).replace("VAL", repr(v))
-           .replace('"F1"', f'"{f1}"').replace('"CK"', f'"{ck}"'))
+    if os.path.exists(ck):
+        os.remove(ck)
+    src = ELASTIC_GROW.replace("SSHOPTS", C.ssh_opts_nbl()).replace("VAL", repr(v)).replace('"CK"', f'"{ck}"')
     path = script(src, "el_livegrow.nbl")
-    rc, out, err, fired = follow([NABLA, "-u", path], {"KILL": lambda: (kill_host(2), touch(f1)),
-                                                 "REVIVE": lambda: revive_host(2)}, timeout=240,
-                                 env={"NABLA_ELASTIC_PROBE_S": "1"})
+    rc, out, err, fired = follow([NABLA, "-u", path], {"KILL": and_go(kill_host, 2), "REVIVE": lambda: revive_host(2)},
+                                 timeout=240, env={"NABLA_ELASTIC_PROBE_S": "1"}, feed=True)
     got = {}
     for line in out.splitlines():
         m = re.match(r"^(A|B|G) (\[.*?\]) (\[.*\])$", line)
@@ -309,19 +312,23 @@ rows = dist.local_batch(X.shape[0]).batch      # the global batch stays X's rows
 x = X[r * rows:(r + 1) * rows]; y = Y[r * rows:(r + 1) * rows]
 fn loss(w) { d = x @ w - y; (d * d).mean() }
 g = grad(loss)
+# a rank that waits sleeps 50 ms a poll (a receive no message matches: nabla
+# has no sleep) and leaves the CPU to what it waits for: a host dying or
+# coming back, the session's probes, slurmctld
+fn nap() { dist.recv_msg(tag=7777, timeout=0.05) }
 if r == 0 {
   print("START", step0, n)
   if step0 > 0 and mode == "elastic" { save("{side}-{step0}-{n}.safetensors", load(ck)) }
 }
 for s in step0..steps {
-  if mode != "plain" and n == 6 and s == 4 and getenv("NABLA_RESTART_COUNT") == "0" and dist.node_rank() == 2 { print("SPIN", r); while true { } }
+  if mode != "plain" and n == 6 and s == 4 and getenv("NABLA_RESTART_COUNT") == "0" and dist.node_rank() == 2 { print("SPIN", r); while true { nap() } }
   if mode == "elastic" and n == 4 and s == 7 {
     if r == 0 { print("GROW") }
-    while not dist.regroup_pending() { }
+    while not dist.regroup_pending() { nap() }
   }
   if mode == "hold" and n == 4 and s == 7 {
     if r == 0 { print("HOLD") }
-    while not exists("{side}-go") { }
+    while not exists("{side}-go") { nap() }
   }
   W = W - lr * all_reduce(g(W), op="avg")
   if (s + 1) % 3 == 0 { dist.save_checkpoint(ck, {w: W}, s + 1) }
@@ -370,7 +377,7 @@ def test_grow(name):
     X, Y, W, files = problem("g")
     ck, side = os.path.join(TMP, "grow.safetensors"), os.path.join(TMP, "side")
     path = script(TRAIN, "el_grow.nbl")
-    common = ["--launcher", "ssh", "--hosts", HOSTS, *C.ssh_args(), "--connect-timeout", "3", "--heartbeat", "4"]
+    common = ["--launcher", "ssh", "--hosts", HOSTS, *C.ssh_args(), "--connect-timeout", "2", "--heartbeat", "4"]
     cmd = [NABLA, "run", "--nnodes", "2:3", "--slots-per-host", "2", "--max-restarts", "1", *common,
            path, *files, "15", ck, side, "elastic"]
     env = {"NABLA_ELASTIC_PROBE_S": "1"}
@@ -428,10 +435,10 @@ def test_rdzv_join(name):
 
     def join():
         base = [NABLA, "join", f"hosta:{port}"]
-        joins["wrong"] = C.run(2, base + ["--key", wrong, "--timeout", "3"], timeout=60)
+        joins["wrong"] = C.run(2, base + ["--key", wrong, "--timeout", "1"], timeout=60)
         joins["badname"] = C.run(2, base + ["--key", key, "--name", "host c!"], timeout=60)
         joins["ok"] = C.run(2, base + ["--key", key], timeout=60)
-    cmd = [NABLA, "run", "--launcher", "ssh", "--hosts", "hosta,hostb", *C.ssh_args(), "--connect-timeout", "3", "--heartbeat", "4",
+    cmd = [NABLA, "run", "--launcher", "ssh", "--hosts", "hosta,hostb", *C.ssh_args(), "--connect-timeout", "2", "--heartbeat", "4",
            "-n", "4", "--max-workers", "6", "--slots-per-host", "2", "--rdzv", port, "--rdzv-key", key,
            path, *files, "15", ck, side, "elastic"]
     rc, out, err, fired = follow(cmd, {"GROW": join}, timeout=240)
@@ -479,6 +486,19 @@ def test_slurm_node_loss(name):
         with open(pidfile + ".new", "w") as f:
             f.write(",".join(str(p) for p in C.pids))
         os.replace(pidfile + ".new", pidfile)
+
+    def probe_count():
+        return sum(1 for c in open(log).read().splitlines() if c.startswith("scontrol ")) if os.path.exists(log) else 0
+
+    def grow():
+        # the session re-admits a node its probes saw out of service, then in
+        # service: node c comes back only after the next probe (1 s apart)
+        # found it down (a quick revive could otherwise come first)
+        k, t = probe_count(), time.time()
+        while probe_count() == k and time.time() - t < 30:
+            time.sleep(0.1)
+        revive_host(2)
+        write_pids()
     write_pids()
     path = script(TRAIN, "el_slurm.nbl")
     fake = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake_slurm")
@@ -486,7 +506,7 @@ def test_slurm_node_loss(name):
            "FAKE_SLURM_NODES": HOSTS, "FAKE_SLURM_PIDS_FILE": pidfile, "FAKE_SLURM_LOG": log, "NABLA_ELASTIC_PROBE_S": "1"}
     cmd = [NABLA, "run", "--heartbeat", "3", "--min-workers", "4", "--max-restarts", "1", path, *files, "15", ck, side, "elastic"]
     rc, out, err, fired = follow(cmd, {"SPIN": lambda: (time.sleep(0.3), kill_host(2)),
-                                       "GROW": lambda: (revive_host(2), write_pids())}, timeout=240, env=env)
+                                       "GROW": grow}, timeout=240, env=env)
     starts = [tuple(x) for x in re.findall(r"^\[rank 0\] START (\d+) (\d+)$", out, re.M)]
     calls = open(log).read().splitlines() if os.path.exists(log) else []
     sruns = [c for c in calls if not c.startswith("scontrol ")]
@@ -555,7 +575,7 @@ def real_slurm():
         s = Slurm(os.path.join(TMP, "slurm"), C.names, addrs=[C.mgmt(i) for i in range(3)], cpus=2, own_cgroups=True,
                   popen=lambda i, argv, out: C.popen(i, argv, stdout=out, stderr=out),
                   run=lambda argv, env: C.run(0, argv, env=env, timeout=15),
-                  conf_extra="SlurmdTimeout=10\n")    # a lost node is DOWN within the case: the job must outlive it
+                  conf_extra="SlurmdTimeout=5\nMessageTimeout=4\n")
         REAL["s"], REAL["why"] = s, s.start()
     return REAL["s"], REAL["why"]
 

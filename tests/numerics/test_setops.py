@@ -384,6 +384,15 @@ def device_kernel_cases(b):
     b.case("isin_one_all_equal", f"isin({b.inp(np.array([4]))}, {b.inp(np.full(5, 4))})", torch.isin(T(np.array([4])), T(np.full(5, 4))))
 
 
+def dev_error(b, name, code, must_contain):
+    """An error case whose error the device may find while its kernel runs: it
+    is reported at the next synchronisation and fails all GPU work since the
+    last one, so on CUDA the cases before it are waited for first (else their
+    results fail with it, the batch's save fails and every case runs again
+    in a process of its own: minutes under ASan)."""
+    b.error(name, ("cuda.synchronize()\n" if DEVICE == "cuda" else "") + code, must_contain)
+
+
 def device_search_hist_cases(b):
     """unique(dim) / unique_consecutive(dim), searchsorted / bucketize, histogram
     and bincount at the edges of their device kernels (cuda/index.cu): empty,
@@ -440,7 +449,7 @@ def device_search_hist_cases(b):
     b.case("searchsorted_one", f"searchsorted({b.inp(np.array([2.0]))}, {b.inp(np.array([2.0, 1.0, 3.0]))})", np.array([0, 0, 1]))
     b.case("searchsorted_all_equal", f"searchsorted({b.inp(np.full(7, 3))}, {b.inp(np.array([3, 2, 4]))}, right=true)", np.array([7, 0, 7]))
     b.case("bucketize_big", f"bucketize({b.inp(v)}, {b.inp(s)})", torch.bucketize(T(v), T(s)))
-    b.error("searchsorted_bad_sorter", f"searchsorted({b.inp(np.arange(4.0))}, {b.inp(np.array([1.5]))}, sorter={b.inp(np.array([0, 1, 7, 2]))})",
+    dev_error(b, "searchsorted_bad_sorter", f"searchsorted({b.inp(np.arange(4.0))}, {b.inp(np.array([1.5]))}, sorter={b.inp(np.array([0, 1, 7, 2]))})",
             ["out of bounds"])
     # histogram: bins as a count (range given or the data's) or edges; weights; density
     for dt in (np.float32, np.float64):
@@ -464,13 +473,13 @@ def device_search_hist_cases(b):
            list(torch.histogram(T(np.full(5, 2.0)), bins=3)))
     b.case("histogram_one", f"histogram({b.inp(np.array([0.3]))}, bins=4, range=list(0.0, 1.0)).hist", torch.histogram(T(np.array([0.3])), bins=4, range=(0.0, 1.0)).hist)
     b.case("histogram_empty", f"histogram({b.inp(np.zeros(0))}, bins=3, range=list(0.0, 1.0)).hist", torch.histogram(T(np.zeros(0)), bins=3, range=(0.0, 1.0)).hist)
-    b.error("histogram_edges_decreasing", f"histogram({b.inp(r(5))}, bins={b.inp(np.array([0.0, 2.0, 1.0]))})", ["increasing"])
+    dev_error(b, "histogram_edges_decreasing", f"histogram({b.inp(r(5))}, bins={b.inp(np.array([0.0, 2.0, 1.0]))})", ["increasing"])
     # bincount: one read (min and max together), atomics
     bi = rng.integers(0, 700, 40000)
     bw = r(40000)
     b.case("bincount_big_weights", f"bincount({b.inp(bi)}, weights={b.inp(bw)}, minlength=900)", torch.bincount(T(bi), weights=T(bw), minlength=900))
     b.case("bincount_one", f"bincount({b.inp(np.array([3]))})", torch.bincount(T(np.array([3]))))
-    b.error("bincount_negative", f"bincount({b.inp(np.array([1, -2, 3]))})", ["non-negative", "-2"])
+    dev_error(b, "bincount_negative", f"bincount({b.inp(np.array([1, -2, 3]))})", ["non-negative", "-2"])
 
 
 def device_counts():
