@@ -154,9 +154,12 @@ def test_large_values_travel(name):
     x = rng.standard_normal(5_000_000)   # 40 MB of f64
     path = os.path.join(dutil.TMP, "big.npy")
     np.save(path, x)
+    # heartbeat=60: the session's pings queue behind the 40 MB message, and under
+    # ASan on a loaded 2-core machine its transfer alone took over the default 10 s
+    # (the workers then left: "no heartbeat from the session for 10.1 s")
     p = subprocess.run([NABLA, script(f"""
 import dist
-dist.start(2)
+dist.start(2, heartbeat=60)
 x = load_npy("{path}")
 dist.push({{x: x}})
 print("SUMS", dist.run(fn() x.sum().item()))
