@@ -626,7 +626,7 @@ static void layout(Ctx *c, int64_t tile) {
   size_t o = 0;
   for (int i = 0; i < c->r->nin; i++) {
     c->off_in[i] = o;
-    if (c->kind[i] != NT_FUSE_DIRECT && c->kind[i] != NT_FUSE_ROW) o += round64((size_t)tile * nt_dtype_size(c->view[i].dtype));
+    if (nt_fuse_in_scratch_(c->kind[i])) o += round64((size_t)tile * nt_dtype_size(c->view[i].dtype));
   }
   for (int k = 0; k + 1 < c->r->nops; k++) {
     c->off_op[k] = o;
@@ -753,6 +753,16 @@ int nt_fuse_in_kind_(const nt_FuseTiles *t, const nt_Tensor *v) {
   return NT_FUSE_GATHER;
 }
 
+char *nt_fuse_in_tile_(int kind, const nt_Tensor *v, const char *base, int64_t t0, int64_t len, char *scratch) {
+  int64_t es = (int64_t)nt_dtype_size(v->dtype);
+  switch (kind) {
+    case NT_FUSE_DIRECT: return (char *)base + t0 * es;
+    case NT_FUSE_ROW: return (char *)base + nt_fuse_view_off_(v, t0) * es;
+    case NT_FUSE_ONCE: return scratch;   /* (gathered when the worker started) */
+    default: gather(v, base, t0, len, scratch); return scratch;
+  }
+}
+
 /* (tfuse_bwd.c's tiles use the same three) */
 void nt_fuse_gather_(const nt_Tensor *v, const char *base, int64_t t0, int64_t len, char *dst) { gather(v, base, t0, len, dst); }
 void nt_fuse_tile_hdr_(nt_Tensor *t, nt_Storage *s, void *p, nt_DType dt, int64_t len) { tile_hdr(t, s, p, dt, len); }
@@ -789,17 +799,8 @@ static void tiles_init(const Ctx *c, Tiles *w) {
 
 static void run_tile(Ctx *c, Tiles *w, char *scratch, int64_t t0, int64_t len) {
   const nt_Fused *r = c->r;
-  for (int i = 0; i < r->nin; i++) {
-    size_t es = nt_dtype_size(c->view[i].dtype);
-    char *p;
-    switch (c->kind[i]) {
-      case NT_FUSE_DIRECT: p = (char *)c->base[i] + (size_t)t0 * es; break;
-      case NT_FUSE_ROW: p = (char *)c->base[i] + nt_fuse_view_off_(&c->view[i], t0) * (int64_t)es; break;
-      case NT_FUSE_ONCE: p = scratch + c->off_in[i]; break;   /* (gathered when the worker started) */
-      default: p = scratch + c->off_in[i]; gather(&c->view[i], c->base[i], t0, len, p);
-    }
-    tile_set(&w->th[i], p, len);
-  }
+  for (int i = 0; i < r->nin; i++)
+    tile_set(&w->th[i], nt_fuse_in_tile_(c->kind[i], &c->view[i], c->base[i], t0, len, scratch + c->off_in[i]), len);
   for (int k = 0; k < r->nops; k++) {
     const nt_FuseOp *o = &r->ops[k];
     void *save = ((const Record *)r)->save[k];   /* (a value the backward reads: stored whole) */

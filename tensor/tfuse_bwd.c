@@ -255,8 +255,7 @@ static int bwd_run(Prog *p, nt_Tensor **outs) {
   size_t off[MAXSLOT], per = 0;
   for (int s = 0; s < p->nslot; s++) {
     off[s] = per;
-    bool need = p->slot[s].kind == S_EXT ? kind[p->slot[s].ext] == NT_FUSE_ONCE || kind[p->slot[s].ext] == NT_FUSE_GATHER
-                                         : !outs[s];
+    bool need = p->slot[s].kind == S_EXT ? nt_fuse_in_scratch_(kind[p->slot[s].ext]) : !outs[s];
     if (need) per += round64((size_t)tl.chunk * nt_dtype_size(p->slot[s].dt));
   }
   if (!per) per = 64;
@@ -287,13 +286,7 @@ static int bwd_run(Prog *p, nt_Tensor **outs) {
         char *ptr;
         if (p->slot[s].kind == S_EXT) {
           int e = p->slot[s].ext;
-          switch (kind[e]) {
-            case NT_FUSE_DIRECT: ptr = (char *)base[e] + (size_t)t0 * es; break;
-            case NT_FUSE_ROW: ptr = (char *)base[e] + nt_fuse_view_off_(&views[e], t0) * (int64_t)es; break;
-            case NT_FUSE_ONCE: ptr = sc + off[s]; break;
-            default: ptr = sc + off[s]; nt_fuse_gather_(&views[e], base[e], t0, len, ptr);
-          }
-          nt_fuse_tile_set_(&th[s], ptr, len);
+          nt_fuse_tile_set_(&th[s], nt_fuse_in_tile_(kind[e], &views[e], base[e], t0, len, sc + off[s]), len);
           continue;
         }
         ptr = obase[s] ? (char *)obase[s] + (size_t)t0 * es : sc + off[s];

@@ -61,6 +61,11 @@ void nt_fuse_tile_at_(const nt_FuseTiles *t, int64_t j, int64_t *t0, int64_t *le
 enum { NT_FUSE_DIRECT, NT_FUSE_ROW, NT_FUSE_ONCE, NT_FUSE_GATHER };
 int nt_fuse_in_kind_(const nt_FuseTiles *t, const nt_Tensor *view);
 int64_t nt_fuse_view_off_(const nt_Tensor *view, int64_t t0);   /* element t0's offset, in elements */
+/* the tile [t0, t0 + len) of an operand read as `kind`: a pointer into it
+** (DIRECT, ROW) or its scratch (ONCE: filled when the worker started; GATHER:
+** gathered now); nt_fuse_in_scratch_: whether the kind needs that scratch */
+char *nt_fuse_in_tile_(int kind, const nt_Tensor *view, const char *base, int64_t t0, int64_t len, char *scratch);
+static inline bool nt_fuse_in_scratch_(int kind) { return kind == NT_FUSE_ONCE || kind == NT_FUSE_GATHER; }
 /* tfuse.c: compiles (cached) and launches a generated kernel (tfuse_rtc.h)
 ** over n elements; 0 (*cannot: 1 no compiler here, 2 this source failed,
 ** said once on stderr) or -1 + error */

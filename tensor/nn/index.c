@@ -82,9 +82,10 @@ int nn_index_add_cpu(nt_Tensor *out, nt_Tensor *src, const int64_t *ix, int64_t 
 
 /* take:      out [outer,m,inner]; in = {x [outer,n,inner], idx i64 [m] (already fixed)}
 ** take_bwd:  out dx [outer,n,inner] (zeroed here); in = {g, idx}.  iarg = {outer, n, m, inner}
-** (take also carries iarg[4] = the op id of the public op called and iarg[5]
-** = the user's axis: a device kernel checks the indices itself and names
-** them in its error, as fix_indices does on the CPU) */
+** (take also carries iarg[4] = the op id of the public op called (-1 on the
+** CPU, where fix_indices has already checked: no name lookup per call) and
+** iarg[5] = the user's axis: a device kernel checks the indices itself and
+** names them in its error, as fix_indices does on the CPU) */
 static int k_take(const nt_KernelArgs *a) {
   int64_t outer = a->iarg[0], n = a->iarg[1], m = a->iarg[2], inner = a->iarg[3];
   const int64_t *ix = (const int64_t *)nt_base(a->in[1]);
@@ -145,7 +146,7 @@ static nt_Tensor *take_as(const char *op, nt_Tensor *x0, nt_Tensor *idx0, int ax
   out = nt_empty(shp, k, x->dtype, x->device);
   if (!out) goto done;
   nt_KernelArgs ka = {.op = nn_ops.take, .out = out, .in = {x, ix}, .nin = 2,
-                      .iarg = {d.outer, d.n, m, d.inner, nt_op_register(op), err_axis}, .niarg = 6};
+                      .iarg = {d.outer, d.n, m, d.inner, x->device == NT_CPU ? -1 : nt_op_register(op), err_axis}, .niarg = 6};
   if (out->numel && nt_dispatch(ka.op, x->device, &ka)) { nt_release(out); out = NULL; goto done; }
   nt_Node *nd;
   out = nn_finish(out, "TakeBackward", take_backward, 1, &x, &nd);
